@@ -1,0 +1,61 @@
+from google.protobuf import descriptor_pb2 as _descriptor_pb2
+from google.rpc import code_pb2 as _code_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+POLICY_FIELD_NUMBER: _ClassVar[int]
+policy: _descriptor.FieldDescriptor
+RULES_FIELD_NUMBER: _ClassVar[int]
+rules: _descriptor.FieldDescriptor
+ERROR_FIELD_NUMBER: _ClassVar[int]
+error: _descriptor.FieldDescriptor
+
+class MethodPolicy(_message.Message):
+    __slots__ = ("scope", "platform_admin", "roles", "write")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    PLATFORM_ADMIN_FIELD_NUMBER: _ClassVar[int]
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    WRITE_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    platform_admin: bool
+    roles: _containers.RepeatedScalarFieldContainer[str]
+    write: bool
+    def __init__(self, scope: _Optional[str] = ..., platform_admin: _Optional[bool] = ..., roles: _Optional[_Iterable[str]] = ..., write: _Optional[bool] = ...) -> None: ...
+
+class FieldRules(_message.Message):
+    __slots__ = ("required", "min_len", "max_len", "one_of", "format", "unique", "min_value", "max_value")
+    REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    MIN_LEN_FIELD_NUMBER: _ClassVar[int]
+    MAX_LEN_FIELD_NUMBER: _ClassVar[int]
+    ONE_OF_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    UNIQUE_FIELD_NUMBER: _ClassVar[int]
+    MIN_VALUE_FIELD_NUMBER: _ClassVar[int]
+    MAX_VALUE_FIELD_NUMBER: _ClassVar[int]
+    required: bool
+    min_len: int
+    max_len: int
+    one_of: _containers.RepeatedScalarFieldContainer[str]
+    format: str
+    unique: bool
+    min_value: int
+    max_value: int
+    def __init__(self, required: _Optional[bool] = ..., min_len: _Optional[int] = ..., max_len: _Optional[int] = ..., one_of: _Optional[_Iterable[str]] = ..., format: _Optional[str] = ..., unique: _Optional[bool] = ..., min_value: _Optional[int] = ..., max_value: _Optional[int] = ...) -> None: ...
+
+class ErrorSpec(_message.Message):
+    __slots__ = ("code", "http_status", "grpc_code", "message", "retryable")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    HTTP_STATUS_FIELD_NUMBER: _ClassVar[int]
+    GRPC_CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    http_status: int
+    grpc_code: _code_pb2.Code
+    message: str
+    retryable: bool
+    def __init__(self, code: _Optional[str] = ..., http_status: _Optional[int] = ..., grpc_code: _Optional[_Union[_code_pb2.Code, str]] = ..., message: _Optional[str] = ..., retryable: _Optional[bool] = ...) -> None: ...

@@ -1,0 +1,22 @@
+"""Alembic environment: the URL comes from the caller (persona_service.db.migrate)."""
+
+from alembic import context
+
+from persona_service.db.engine import make_engine
+from persona_service.db.models import Base
+
+config = context.config
+
+
+def run_migrations_online() -> None:
+    engine = make_engine(config.get_main_option("sqlalchemy.url"), pool_size=1)
+    with engine.connect() as connection:
+        context.configure(connection=connection, target_metadata=Base.metadata, compare_type=True)
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
+
+
+if context.is_offline_mode():
+    raise SystemExit("offline migrations are not supported")
+run_migrations_online()

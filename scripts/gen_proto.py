@@ -1,0 +1,82 @@
+"""Generate gen/ from proto/: Python messages, stubs and type hints, and the
+descriptor set Envoy's transcoder and the server's policy lookup read.
+
+Run: python scripts/gen_proto.py           (writes gen/)
+     python scripts/gen_proto.py --check   (fails if gen/ differs from proto/)
+
+The output depends only on proto/ and the pinned grpcio-tools; the google
+protos come from installed packages (grpcio-tools, googleapis-common-protos),
+never from the network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import pathlib
+import shutil
+import sys
+import tempfile
+
+from google.api import annotations_pb2
+from grpc_tools import protoc
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROTO = ROOT / "proto"
+GEN = ROOT / "gen"
+# googleapis-common-protos ships google/api/*.proto beside its modules.
+GOOGLEAPIS = pathlib.Path(annotations_pb2.__file__).resolve().parent.parent.parent
+WELL_KNOWN = pathlib.Path(protoc.__file__).resolve().parent / "_proto"
+
+
+def generate(out: pathlib.Path) -> None:
+    py_out = out / "python"
+    py_out.mkdir(parents=True, exist_ok=True)
+    sources = sorted(str(p.relative_to(PROTO)) for p in PROTO.rglob("*.proto"))
+    args = [
+        "protoc",
+        f"-I{PROTO}",
+        f"-I{GOOGLEAPIS}",
+        f"-I{WELL_KNOWN}",
+        f"--python_out={py_out}",
+        f"--pyi_out={py_out}",
+        f"--grpc_python_out={py_out}",
+        "--include_imports",
+        f"--descriptor_set_out={out / 'descriptor.binpb'}",
+        *sources,
+    ]
+    if protoc.main(args) != 0:
+        raise SystemExit("protoc failed")
+
+
+def differences(a: pathlib.Path, b: pathlib.Path) -> list[str]:
+    files_a = {p.relative_to(a) for p in a.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    files_b = {p.relative_to(b) for p in b.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    diff = [f"only in one: {p}" for p in sorted(files_a ^ files_b)]
+    for rel in sorted(files_a & files_b):
+        if not filecmp.cmp(a / rel, b / rel, shallow=False):
+            diff.append(f"differs: {rel}")
+    return diff
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if gen/ is stale")
+    check = parser.parse_args().check
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = pathlib.Path(tmp) / "gen"
+        generate(fresh)
+        if check:
+            diff = differences(fresh, GEN)
+            if diff:
+                print("gen/ is stale; run: python scripts/gen_proto.py", *diff, sep="\n  ", file=sys.stderr)
+                raise SystemExit(1)
+            print("gen/ matches proto/")
+            return
+        shutil.rmtree(GEN, ignore_errors=True)
+        shutil.copytree(fresh, GEN)
+        print(f"wrote {GEN.relative_to(ROOT)}/")
+
+
+if __name__ == "__main__":
+    main()

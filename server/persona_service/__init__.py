@@ -1,0 +1,1 @@
+"""Persona Service: a multi-tenant API for AI personas."""

@@ -1,0 +1,9 @@
+"""Time, in one place, so it can be injected where tests need to move it."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)

@@ -1,0 +1,23 @@
+"""The SQLAlchemy engine (psycopg 3, pooled)."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, create_engine
+
+
+def sqlalchemy_url(url: str) -> str:
+    """Accept plain `postgresql://` URLs (as pgserver and most tools print them)."""
+    for plain in ("postgresql://", "postgres://"):
+        if url.startswith(plain):
+            return "postgresql+psycopg://" + url[len(plain):]
+    return url
+
+
+def make_engine(url: str, pool_size: int = 8) -> Engine:
+    return create_engine(
+        sqlalchemy_url(url),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+    )

@@ -1,0 +1,184 @@
+"""Authentication: turn `Authorization: Bearer …` into a Principal.
+
+API keys (`sk_live_…` / `sk_test_…`) are looked up by the SHA-256 of the
+secret; session JWTs (HS256) are verified with the service's secret and the
+membership is read for the role. Verified credentials are cached in the
+process for `auth_cache_seconds`, so a hot path costs no database round
+trip; revocation evicts at once, locally and (via the revocation bus) in
+every other server process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import threading
+import time
+import uuid
+from datetime import timedelta
+from typing import Callable, Protocol
+
+import jwt
+
+from persona_service.clock import utcnow
+from persona_service.domain.principal import ROLE_SCOPES, Principal
+from persona_service.errors import Forbidden, Unauthorized
+from persona_service.repositories.keys import KeyRepository
+from persona_service.repositories.orgs import OrgRepository
+
+KEY_PREFIXES = ("sk_live_", "sk_test_")
+JWT_ISSUER = "persona-service"
+JWT_ALGORITHM = "HS256"
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class RevocationBus(Protocol):
+    def publish(self, cache_key: str) -> None: ...
+
+
+class CredentialCache:
+    """Verified principals by cache key, with a TTL. Thread-safe for the
+    server's worker threads (dict operations are atomic; a lost race only
+    costs one extra lookup)."""
+
+    def __init__(self, ttl_seconds: float):
+        self.ttl = ttl_seconds
+        self._entries: dict[str, tuple[float, Principal]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Principal | None:
+        entry = self._entries.get(key)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return entry[1]
+
+    def put(self, key: str, principal: Principal) -> None:
+        if self.ttl > 0:
+            self._entries[key] = (time.monotonic() + self.ttl, principal)
+
+    def evict(self, key: str) -> None:
+        self._entries.pop(key, None)
+
+    def evict_where(self, predicate: Callable[[Principal], bool]) -> None:
+        with self._lock:
+            for key, (_, principal) in list(self._entries.items()):
+                if predicate(principal):
+                    self._entries.pop(key, None)
+
+
+class Authenticator:
+    def __init__(self, jwt_secret: str, cache: CredentialCache, jwt_ttl_seconds: int = 3600):
+        self._jwt_secret = jwt_secret
+        self._jwt_ttl = jwt_ttl_seconds
+        self.cache = cache
+
+    # --- verification ---------------------------------------------------
+
+    def authenticate(self, authorization: str | None, conn_factory: Callable[[], object]) -> Principal:
+        token = _bearer(authorization)
+        if token.startswith(KEY_PREFIXES):
+            cache_key = "key:" + hash_secret(token)
+            loader = lambda: self._load_key(cache_key[4:], conn_factory())  # noqa: E731
+        elif token.count(".") == 2:
+            claims = self._verify_jwt(token)
+            cache_key = f"jwt:{claims['jti']}"
+            loader = lambda: self._load_session(claims, conn_factory())  # noqa: E731
+        else:
+            raise Unauthorized("The bearer credential is not a valid API key or session token.")
+        principal = self.cache.get(cache_key)
+        if principal is None:
+            principal = loader()
+            self.cache.put(cache_key, principal)
+        if principal.expires_at is not None and principal.expires_at <= utcnow():
+            raise Unauthorized("The credential has expired.")
+        return principal
+
+    def _load_key(self, secret_hash: str, conn) -> Principal:
+        row = KeyRepository(conn).find_for_auth(secret_hash)
+        if row is None or row["revoked_at"] is not None:
+            raise Unauthorized("The API key is invalid or has been revoked.")
+        return Principal(
+            kind="api_key",
+            credential_id=row["id"],
+            org_id=row["org_id"],
+            workspace_id=row["workspace_id"],
+            user_id=row["created_by_user_id"],
+            scopes=frozenset(row["scopes"]),
+            role=None,
+            plan=row["plan"],
+            is_platform_admin=row["is_platform_admin"],
+            ip_allowlist=tuple(row["ip_allowlist"] or ()),
+            expires_at=row["expires_at"],
+        )
+
+    def _verify_jwt(self, token: str) -> dict:
+        try:
+            return jwt.decode(
+                token,
+                self._jwt_secret,
+                algorithms=[JWT_ALGORITHM],
+                issuer=JWT_ISSUER,
+                options={"require": ["exp", "iat", "sub", "org", "ws", "jti"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise Unauthorized("The session token has expired.") from None
+        except jwt.PyJWTError:
+            raise Unauthorized("The session token is invalid.") from None
+
+    def _load_session(self, claims: dict, conn) -> Principal:
+        repo = OrgRepository(conn)
+        member = repo.member(claims["org"], claims["sub"])
+        workspace = repo.workspace_of(claims["ws"])
+        if member is None or workspace is None or workspace["org_id"] != claims["org"]:
+            raise Unauthorized("The session token's user is not a member of its organization.")
+        return Principal(
+            kind="session",
+            credential_id=f"jwt:{claims['jti']}",
+            org_id=claims["org"],
+            workspace_id=claims["ws"],
+            user_id=claims["sub"],
+            scopes=ROLE_SCOPES[member["role"]],
+            role=member["role"],
+            plan=member["plan"],
+            is_platform_admin=member["is_platform_admin"],
+            expires_at=None,  # PyJWT checks `exp` on every decode
+        )
+
+    # --- issuing ----------------------------------------------------------
+
+    def mint_session(self, user_id: str, org_id: str, workspace_id: str, ttl_seconds: int | None = None) -> str:
+        now = utcnow()
+        claims = {
+            "iss": JWT_ISSUER,
+            "sub": user_id,
+            "org": org_id,
+            "ws": workspace_id,
+            "jti": uuid.uuid4().hex,
+            "iat": now,
+            "exp": now + timedelta(seconds=ttl_seconds or self._jwt_ttl),
+        }
+        return jwt.encode(claims, self._jwt_secret, algorithm=JWT_ALGORITHM)
+
+
+def _bearer(authorization: str | None) -> str:
+    if not authorization:
+        raise Unauthorized("The Authorization header is missing; send `Authorization: Bearer <API key>`.")
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("The Authorization header must be `Bearer <credential>`.")
+    return token.strip()
+
+
+def check_client_address(principal: Principal, client_ip: str | None) -> None:
+    """Enforce a key's IP allowlist on the client address Envoy saw."""
+    if not principal.ip_allowlist:
+        return
+    try:
+        address = ipaddress.ip_address(client_ip or "")
+    except ValueError:
+        address = None
+    if address is None or not any(address in ipaddress.ip_network(n, strict=False) for n in principal.ip_allowlist):
+        raise Forbidden("The API key may not be used from this address.", {"clientIp": client_ip or ""})

@@ -1,0 +1,107 @@
+"""The error catalogue and the domain errors raised from it.
+
+The catalogue is the `persona.v1.ErrorCode` enum: each value carries its
+envelope code, HTTP status, gRPC code and default message as proto options,
+so the proto is the one source. Domain code raises `ApiError`; the transport
+layer translates it in exactly one place (`transport.errors`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from persona.v1 import errors_pb2, options_pb2
+
+
+@dataclass(frozen=True)
+class ErrorSpec:
+    code: str
+    http_status: int
+    grpc_code: int  # google.rpc.Code value, equal to grpc.StatusCode's first element
+    message: str
+    retryable: bool
+
+
+def _load_catalogue() -> dict[str, ErrorSpec]:
+    catalogue = {}
+    for value in errors_pb2.ErrorCode.DESCRIPTOR.values:
+        if not value.GetOptions().HasExtension(options_pb2.error):
+            continue
+        spec = value.GetOptions().Extensions[options_pb2.error]
+        catalogue[spec.code] = ErrorSpec(spec.code, spec.http_status, spec.grpc_code, spec.message, spec.retryable)
+    return catalogue
+
+
+CATALOGUE: dict[str, ErrorSpec] = _load_catalogue()
+
+
+class ApiError(Exception):
+    """An error the API reports to its caller, by catalogue code."""
+
+    code = "internal_error"
+
+    def __init__(self, message: str | None = None, details: dict[str, Any] | None = None, *, code: str | None = None):
+        if code is not None:
+            self.code = code
+        self.spec = CATALOGUE[self.code]
+        self.message = message or self.spec.message
+        self.details = details or {}
+        # Response headers that go with the error (e.g. Retry-After).
+        self.headers: dict[str, str] = {}
+        super().__init__(self.message)
+
+
+class Unauthorized(ApiError):
+    code = "unauthorized"
+
+
+class Forbidden(ApiError):
+    code = "forbidden"
+
+
+class NotFound(ApiError):
+    code = "not_found"
+
+    def __init__(self, what: str = "resource", details: dict[str, Any] | None = None):
+        super().__init__(f"The {what} does not exist.", details)
+
+
+class BadRequest(ApiError):
+    code = "bad_request"
+
+
+class ServiceUnavailable(ApiError):
+    code = "service_unavailable"
+
+
+class StateConflict(ApiError):
+    code = "state_conflict"
+
+    def __init__(self, message: str, conflict_field: str, details: dict[str, Any] | None = None):
+        super().__init__(message, {"conflictField": conflict_field, **(details or {})})
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule: where, which rule, the value seen, what was expected."""
+
+    path: str
+    code: str
+    value: Any
+    expected: Any
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "code": self.code, "value": self.value, "expected": self.expected}
+
+
+class ValidationFailed(ApiError):
+    code = "validation_failed"
+
+    def __init__(self, violations: list[Violation], message: str | None = None):
+        self.violations = violations
+        super().__init__(message, {"validationErrors": [v.as_dict() for v in violations]})
+
+
+class InternalError(ApiError):
+    code = "internal_error"

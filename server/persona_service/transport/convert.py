@@ -1,0 +1,29 @@
+"""Small proto ⇄ Python conversions shared by servicers."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from google.protobuf import struct_pb2, timestamp_pb2
+
+
+def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(value.astimezone(timezone.utc))
+    return ts
+
+
+def optional_time(message, field: str) -> datetime | None:
+    """A Timestamp field as an aware datetime, or None when unset."""
+    if not message.HasField(field):
+        return None
+    return getattr(message, field).ToDatetime(tzinfo=timezone.utc)
+
+
+def nullable_time(value: datetime | None) -> struct_pb2.Value:
+    """An RFC 3339 string, or JSON null, for fields the JSON must always carry."""
+    if value is None:
+        return struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
+    return struct_pb2.Value(string_value=timestamp(value).ToJsonString())

@@ -1,0 +1,16 @@
+"""gRPC servicers: proto in, domain call, proto out. No SQL, no rules."""
+
+from persona.v1 import admin_pb2_grpc, chat_pb2_grpc, keys_pb2_grpc, orgs_pb2_grpc
+from persona_service.transport.servicers.admin import AdminServicer
+from persona_service.transport.servicers.chat import ChatServicer
+from persona_service.transport.servicers.keys import ApiKeyServicer
+from persona_service.transport.servicers.orgs import OrganizationServicer
+
+# (servicer class, registration function, full service name)
+SERVICERS = [
+    (OrganizationServicer, orgs_pb2_grpc.add_OrganizationServiceServicer_to_server, "persona.v1.OrganizationService"),
+    (ApiKeyServicer, keys_pb2_grpc.add_ApiKeyServiceServicer_to_server, "persona.v1.ApiKeyService"),
+    (ChatServicer, chat_pb2_grpc.add_ChatServiceServicer_to_server, "persona.v1.ChatService"),
+    (AdminServicer, admin_pb2_grpc.add_AdminServiceServicer_to_server, "persona.v1.AdminService"),
+]
+SERVICE_NAMES = [name for _, _, name in SERVICERS]
