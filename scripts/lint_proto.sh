@@ -14,7 +14,8 @@
 # --breaking takes a buf input. A git input (`.git#branch=X`, `#tag=X` or
 # `#ref=X`) is exported here with `git archive` and built together with
 # .build/third_party/ (which a git checkout lacks, being gitignored); any
-# other input (an image such as `old.binpb`) is passed to buf as is.
+# other input (e.g. the directory of another checkout that has run this
+# script, so it holds .build/third_party/) is passed to buf as is.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
       shift
       ;;
     -h | --help)
-      sed -n '2,17p' "$0"
+      sed -n '2,18p' "$0"
       exit 0
       ;;
     *)
@@ -113,12 +114,11 @@ if [ -n "$against" ]; then
       tmp="$(mktemp -d)"
       trap 'rm -rf "$tmp"' EXIT
       git --git-dir="$repo" archive --format=tar "$ref" -- proto | tar -x -C "$tmp"
-      # Build the old protos with today's module layout and imports.
+      # The old protos, with today's module layout (buf.yaml) and imports.
       cp buf.yaml "$tmp/buf.yaml"
       mkdir -p "$tmp/.build"
       cp -R "$THIRD_PARTY" "$tmp/.build/third_party"
-      (cd "$tmp" && buf build -o "$tmp/against.binpb")
-      buf breaking --against "$tmp/against.binpb"
+      buf breaking --against "$tmp"
       ;;
     *)
       buf breaking --against "$against"

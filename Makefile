@@ -1,0 +1,40 @@
+# Fresh clone: `make up` runs the service, `make test` runs every check.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: up test lint gen gen-check pytest bench clean
+
+up: $(STAMP)
+	$(BIN)/persona-service up
+
+test: lint gen-check pytest
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --silent --no-audit --no-fund
+	touch $@
+
+lint: $(STAMP) node_modules/.installed
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/lint_proto.sh
+
+gen: $(STAMP)
+	$(BIN)/python scripts/gen_proto.py
+
+gen-check: $(STAMP)
+	$(BIN)/python scripts/gen_proto.py --check
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python scripts/benchmark.py $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) node_modules .build
