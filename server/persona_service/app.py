@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import redis
 
@@ -11,10 +12,15 @@ from persona_service.config import Settings
 from persona_service.db.engine import make_engine
 from persona_service.domain.auth import Authenticator, CredentialCache
 from persona_service.domain.cursors import CursorCodec
+from persona_service.domain.idempotency import Idempotency
+from persona_service.limits.limiter import RateLimiter
+from persona_service.limits.resolver import LimitsResolver
 
 log = logging.getLogger(__name__)
 
-REVOCATION_CHANNEL = "persona:credentials:revoked"
+# Cache invalidations, broadcast to every server process: "cred:<cache key>"
+# evicts a credential, "limits:<org id>" an organization's limits.
+INVALIDATION_CHANNEL = "persona:invalidate"
 
 
 class App:
@@ -26,17 +32,42 @@ class App:
         self.cache = CredentialCache(settings.auth_cache_seconds)
         self.authenticator = Authenticator(secret, self.cache, settings.jwt_ttl_seconds)
         self.cursors = CursorCodec(secret)
+        self.limiter = RateLimiter(self.redis)
+        self.limits = LimitsResolver(self.engine)
+        self.idempotency = Idempotency(self.engine)
         self._listener: threading.Thread | None = None
 
-    def revoke_credential(self, cache_key: str) -> None:
-        """Evict a credential here and in every other server process."""
-        self.cache.evict(cache_key)
-        self.redis.publish(REVOCATION_CHANNEL, cache_key)
+    def invalidate(self, message: str) -> None:
+        """Apply an invalidation here and broadcast it to every other server process."""
+        self._apply(message)
+        try:
+            self.redis.publish(INVALIDATION_CHANNEL, message)
+        except redis.RedisError as exc:
+            log.warning("could not broadcast %s: %s", message, exc)
 
-    def start_revocation_listener(self) -> None:
+    def _apply(self, message: str) -> None:
+        kind, _, subject = message.partition(":")
+        if kind == "cred":
+            self.cache.evict(subject)
+        elif kind == "limits":
+            self.limits.invalidate(subject)
+
+    def start_background(self) -> None:
         pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
-        pubsub.subscribe(**{REVOCATION_CHANNEL: lambda m: self.cache.evict(m["data"].decode())})
+        pubsub.subscribe(**{INVALIDATION_CHANNEL: lambda m: self._apply(m["data"].decode())})
         self._listener = pubsub.run_in_thread(sleep_time=1.0, daemon=True, exception_handler=_log_and_continue)
+        threading.Thread(target=self._purge_loop, name="purge", daemon=True).start()
+
+    def _purge_loop(self, every_seconds: float = 600) -> None:
+        """Delete expired idempotency records (every server does it; it is idempotent)."""
+        while True:
+            try:
+                purged = self.idempotency.purge_expired()
+                if purged:
+                    log.info("purged %d expired idempotency keys", purged)
+            except Exception:  # noqa: BLE001 - retried next round
+                log.exception("idempotency purge failed")
+            time.sleep(every_seconds)
 
     def close(self) -> None:
         if self._listener is not None:

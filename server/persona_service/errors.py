@@ -49,6 +49,8 @@ class ApiError(Exception):
         self.details = details or {}
         # Response headers that go with the error (e.g. Retry-After).
         self.headers: dict[str, str] = {}
+        # Who was acting, when known: recorded in the audit log, never rendered.
+        self.principal = None
         super().__init__(self.message)
 
 
@@ -105,3 +107,19 @@ class ValidationFailed(ApiError):
 
 class InternalError(ApiError):
     code = "internal_error"
+
+
+class IdempotencyConflict(ApiError):
+    code = "idempotency_conflict"
+
+
+class StoredError(ApiError):
+    """An error recorded with an idempotency key, replayed exactly as first sent."""
+
+    def __init__(self, http_status: int, body: str, headers: dict[str, str]):
+        import json
+
+        error = json.loads(body)["error"]
+        super().__init__(error["message"], error.get("details") or {}, code=error["code"])
+        self.rendered_body = body
+        self.headers = dict(headers)

@@ -20,6 +20,7 @@ PREFIXES = {
     "event": "evt",
     "invoice": "inv",
     "request": "req",
+    "audit_event": "aud",
 }
 
 

@@ -15,7 +15,7 @@ from grpc_reflection.v1alpha import reflection
 from persona_service import config
 from persona_service.app import App
 from persona_service.transport.pipeline import RequestPipeline
-from persona_service.transport.policy import all_services, method_policies
+from persona_service.transport.policy import all_services, method_table
 from persona_service.transport.servicers import SERVICERS
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ def build_server(app: App, address: str) -> tuple[grpc.Server, health.HealthServ
     services = all_services()
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=app.settings.grpc_workers, thread_name_prefix="rpc"),
-        interceptors=[RequestPipeline(app, method_policies(services))],
+        interceptors=[RequestPipeline(app, method_table(services))],
         options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 8 * 1024 * 1024)],
     )
     for servicer, register, _ in SERVICERS:
@@ -45,7 +45,7 @@ def serve() -> None:
     settings = config.load()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
     app = App(settings)
-    app.start_revocation_listener()
+    app.start_background()
     server, health_servicer = build_server(app, f"127.0.0.1:{settings.grpc_port}")
     server.start()
     log.info("gRPC server listening on 127.0.0.1:%s", settings.grpc_port)

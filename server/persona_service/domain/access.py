@@ -14,5 +14,5 @@ def authorize(principal: Principal, *, scope: str, roles: Iterable[str], platfor
     if scope and scope not in principal.scopes:
         raise Forbidden(f"The credential lacks the `{scope}` scope.", {"requiredScope": scope})
     roles = tuple(roles)
-    if roles and principal.role is not None and principal.role not in roles:
-        raise Forbidden(f"The `{principal.role}` role may not do this.", {"requiredRoles": list(roles)})
+    if roles and principal.role not in roles:
+        raise Forbidden(f"The `{principal.role or 'no'}` role may not do this.", {"requiredRoles": list(roles)})

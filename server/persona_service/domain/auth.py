@@ -93,26 +93,33 @@ class Authenticator:
             principal = loader()
             self.cache.put(cache_key, principal)
         if principal.expires_at is not None and principal.expires_at <= utcnow():
-            raise Unauthorized("The credential has expired.")
+            err = Unauthorized("The credential has expired.")
+            err.principal = principal  # for the audit log only; never rendered
+            raise err
         return principal
 
     def _load_key(self, secret_hash: str, conn) -> Principal:
         row = KeyRepository(conn).find_for_auth(secret_hash)
-        if row is None or row["revoked_at"] is not None:
+        if row is None:
             raise Unauthorized("The API key is invalid or has been revoked.")
-        return Principal(
+        principal = Principal(
             kind="api_key",
             credential_id=row["id"],
             org_id=row["org_id"],
             workspace_id=row["workspace_id"],
             user_id=row["created_by_user_id"],
             scopes=frozenset(row["scopes"]),
-            role=None,
+            role=row["role"],
             plan=row["plan"],
             is_platform_admin=row["is_platform_admin"],
             ip_allowlist=tuple(row["ip_allowlist"] or ()),
             expires_at=row["expires_at"],
         )
+        if row["revoked_at"] is not None:
+            err = Unauthorized("The API key is invalid or has been revoked.")
+            err.principal = principal  # for the audit log only; never rendered
+            raise err
+        return principal
 
     def _verify_jwt(self, token: str) -> dict:
         try:

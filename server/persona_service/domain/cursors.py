@@ -10,6 +10,7 @@ import base64
 import hashlib
 import hmac
 import json
+from datetime import datetime
 from typing import Any
 
 from persona_service.errors import BadRequest
@@ -40,3 +41,30 @@ class CursorCodec:
         if data.get("s") != scope:
             raise invalid
         return data["p"]
+
+
+DEFAULT_PAGE_SIZE = 20
+
+
+def keyset_page(
+    codec: CursorCodec, scope: str, page_size: int, page_token: str, fetch, time_column: str, parameter: str = "pageToken"
+):
+    """One page of a newest-first list keyset-paginated on (time, id): stable
+    under concurrent inserts (a new row never shifts a later page).
+
+    `fetch(limit, after)` returns rows ordered by (time, id) descending,
+    strictly after `after` = (time, id) when given. Returns (rows, next token)."""
+    limit = page_size or DEFAULT_PAGE_SIZE
+    after = None
+    if page_token:
+        position = codec.decode(scope, page_token, parameter)
+        try:
+            after = (datetime.fromisoformat(position[0]), str(position[1]))
+        except (TypeError, ValueError, IndexError):
+            raise BadRequest(f"`{parameter}` is not a cursor this list issued.", {"parameter": parameter}) from None
+    rows = fetch(limit + 1, after)
+    if len(rows) <= limit:
+        return rows, ""
+    rows = rows[:limit]
+    last = rows[-1]
+    return rows, codec.encode(scope, [last[time_column].isoformat(), last["id"]])

@@ -8,12 +8,10 @@ from datetime import datetime
 from persona_service import ids
 from persona_service.clock import utcnow
 from persona_service.domain.auth import hash_secret
-from persona_service.domain.cursors import CursorCodec
+from persona_service.domain.cursors import CursorCodec, keyset_page
 from persona_service.domain.principal import SCOPES, Principal
 from persona_service.errors import Forbidden, NotFound, ValidationFailed, Violation
 from persona_service.repositories.keys import KeyRepository
-
-DEFAULT_PAGE_SIZE = 20
 
 
 def new_secret(mode: str) -> str:
@@ -57,19 +55,10 @@ class KeyService:
         return row
 
     def list(self, principal: Principal, page_size: int, page_token: str):
-        limit = page_size or DEFAULT_PAGE_SIZE
-        scope = f"keys:{principal.workspace_id}"
-        after = None
-        if page_token:
-            created_at, key_id = self.cursors.decode(scope, page_token, "pageToken")
-            after = (datetime.fromisoformat(created_at), key_id)
-        rows = self.repo.list_page(principal.workspace_id, limit + 1, after)
-        next_token = ""
-        if len(rows) > limit:
-            rows = rows[:limit]
-            last = rows[-1]
-            next_token = self.cursors.encode(scope, [last["created_at"].isoformat(), last["id"]])
-        return rows, next_token
+        return keyset_page(
+            self.cursors, f"keys:{principal.workspace_id}", page_size, page_token,
+            lambda limit, after: self.repo.list_page(principal.workspace_id, limit, after), "created_at",
+        )
 
     def revoke(self, principal: Principal, key_id: str) -> tuple[dict, str | None]:
         """Revoke; returns the key and the hash to evict from credential caches."""

@@ -25,7 +25,7 @@ class Principal:
     workspace_id: str
     user_id: str
     scopes: frozenset[str]
-    role: str | None  # membership role for sessions; None for API keys
+    role: str | None  # membership role (of the key's creator, for API keys)
     plan: str
     is_platform_admin: bool
     ip_allowlist: tuple[str, ...] = ()

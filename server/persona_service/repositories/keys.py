@@ -4,11 +4,12 @@ from datetime import datetime
 
 from sqlalchemy import Connection, insert, select, update
 
-from persona_service.db.models import ApiKey, Organization, User
+from persona_service.db.models import ApiKey, Membership, Organization, User
 
 _keys = ApiKey.__table__
 _orgs = Organization.__table__
 _users = User.__table__
+_members = Membership.__table__
 
 # The hot auth read: one indexed lookup by hash, joined with what authorization needs.
 _by_hash = (
@@ -23,9 +24,12 @@ _by_hash = (
         _keys.c.revoked_at,
         _orgs.c.plan,
         _users.c.is_platform_admin,
+        _members.c.role,
     )
     .join(_orgs, _orgs.c.id == _keys.c.org_id)
     .join(_users, _users.c.id == _keys.c.created_by_user_id)
+    # A key acts with its creator's current role (none if they left the org).
+    .outerjoin(_members, (_members.c.org_id == _keys.c.org_id) & (_members.c.user_id == _keys.c.created_by_user_id))
 )
 
 _public_columns = [

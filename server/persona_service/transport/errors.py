@@ -28,6 +28,9 @@ def envelope(err: ApiError) -> dict:
 
 
 def render_body(err: ApiError) -> str:
+    stored = getattr(err, "rendered_body", None)
+    if stored is not None:
+        return stored
     body = json.dumps(envelope(err), ensure_ascii=True, separators=(",", ":"), default=str)
     if len(body) > MAX_BODY_BYTES:
         trimmed = dict(err.details)
@@ -55,13 +58,12 @@ def _status_details(err: ApiError, body: str) -> bytes:
 def abort(context: grpc.ServicerContext, err: ApiError, headers: list[tuple[str, str]]) -> None:
     """Abort the RPC with the error; never returns."""
     body = render_body(err)
+    extra = {"x-should-retry": "true" if err.spec.retryable else "false", **dict(headers), **err.headers}
     trailers = [
         ("grpc-status-details-bin", _status_details(err, body)),
         ("x-http-status", str(err.spec.http_status)),
         ("x-error-body", body),
-        ("x-should-retry", "true" if err.spec.retryable else "false"),
-        *headers,
-        *err.headers.items(),
+        *extra.items(),
     ]
     context.set_trailing_metadata(trailers)
     context.abort(grpc.StatusCode[_grpc_name(err.spec.grpc_code)], err.message)

@@ -1,93 +1,247 @@
 """The request pipeline, as one gRPC server interceptor.
 
-For every persona.v1 RPC, in order: request id → unit of work → authenticate
-→ authorize against the method's declared policy → validate the request
-from its proto rules → run the servicer → commit → response headers. Any
-ApiError, or any unexpected exception (500 `internal_error`, logged with the
-request id, no detail leaked), is translated by `transport.errors`.
+For every persona.v1 RPC, in order: request id → authenticate → rate limits
+(per organization; per client address when authentication failed) →
+authorize against the method's declared policy and the key's IP allowlist →
+validate the request from its proto rules → idempotency (writes with an
+`Idempotency-Key`) → the servicer, in a unit of work → audit → commit →
+response headers. Errors, expected (ApiError) or not (500 `internal_error`,
+logged with the request id, nothing leaked), are translated by
+`transport.errors`. A new RPC gets all of this by declaring its policy.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 
 import grpc
 
 from persona_service import ids
 from persona_service.db.uow import UnitOfWork
 from persona_service.domain.access import authorize
+from persona_service.domain.audit import AuditEntry, AuditLog
 from persona_service.domain.auth import check_client_address
-from persona_service.errors import ApiError, InternalError
+from persona_service.domain.idempotency import request_hash
+from persona_service.errors import ApiError, InternalError, StoredError, Unauthorized
+from persona_service.limits.limiter import Admission
 from persona_service.transport import context as request_context
-from persona_service.transport.errors import abort
-from persona_service.transport.policy import PACKAGE
+from persona_service.transport.errors import abort, render_body
+from persona_service.transport.policy import PACKAGE, MethodMeta
 from persona_service.transport.validation import validate
 
 log = logging.getLogger("persona_service.requests")
 
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,128}$")
+# Headers an idempotent replay does not copy from the first response.
+_PER_RESPONSE = ("x-request-id", "x-ratelimit-", "ratelimit", "x-service-plan-window-seconds", "retry-after")
+
+
+class _Call:
+    """Per-call state that the stages share."""
+
+    def __init__(self, ctx, metadata):
+        self.ctx = ctx
+        self.metadata = metadata
+        self.admission = Admission()
+        self.claim = None
+        self.reached_operation = False
+        self.succeeded = False
+
 
 class RequestPipeline(grpc.ServerInterceptor):
-    def __init__(self, app, policies):
+    def __init__(self, app, methods: dict[str, MethodMeta]):
         self.app = app
-        self.policies = policies
+        self.methods = methods
         self._trusted = [ipaddress.ip_network(n.strip(), strict=False) for n in app.settings.trusted_proxies if n.strip()]
 
     def intercept_service(self, continuation, details):
         handler = continuation(details)
         if handler is None or not details.method.startswith("/" + PACKAGE):
             return handler
-        policy = self.policies[details.method]
+        meta = self.methods[details.method]
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._unary(handler.unary_unary, details.method, policy),
+                self._unary(handler.unary_unary, meta),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                self._streaming(handler.unary_stream, details.method, policy),
+                self._streaming(handler.unary_stream, meta),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
         return handler
 
-    # --- the stages -------------------------------------------------------
+    # --- handlers ---------------------------------------------------------------
 
-    def _begin(self, request, context, method, policy) -> request_context.RequestContext:
+    def _unary(self, behavior, meta: MethodMeta):
+        def handle(request, context):
+            call = self._begin(context, meta)
+            token = request_context.bind(call.ctx)
+            try:
+                replay = self._admit(call, request, meta)
+                if replay is not None:
+                    response = self._replay(call, replay, meta)
+                else:
+                    call.reached_operation = True
+                    response = behavior(request, context)
+                    self._complete(call, meta, request, response)
+            except Exception as exc:  # noqa: BLE001 - translated, never leaked
+                self._fail(call, context, meta, exc)
+            else:
+                context.send_initial_metadata(call.ctx.headers)
+                self._log(call.ctx, 200)
+                return response
+            finally:
+                self._end(call, token)
+
+        return handle
+
+    def _streaming(self, behavior, meta: MethodMeta):
+        def handle(request, context):
+            call = self._begin(context, meta)
+            token = request_context.bind(call.ctx)
+            try:
+                self._admit(call, request, meta, idempotent=False)
+                call.reached_operation = True
+                context.send_initial_metadata(call.ctx.headers)
+                last = None
+                for last in behavior(request, context):
+                    yield last
+                self._complete(call, meta, request, last)
+            except Exception as exc:  # noqa: BLE001
+                self._fail(call, context, meta, exc)
+            finally:
+                self._end(call, token)
+
+        return handle
+
+    # --- stages -----------------------------------------------------------------
+
+    def _begin(self, context, meta: MethodMeta) -> _Call:
         metadata = dict(context.invocation_metadata())
+        request_id = metadata.get("x-request-id", "")
+        if not _REQUEST_ID.match(request_id):
+            request_id = ids.new_id("request")
         ctx = request_context.RequestContext(
-            request_id=metadata.get("x-request-id") or ids.new_id("request"),
-            method=method,
+            request_id=request_id,
+            method=meta.path,
             uow=UnitOfWork(self.app.engine),
             client_ip=self._client_ip(context.peer(), metadata.get("x-forwarded-for")),
         )
-        ctx.headers.append(("x-request-id", ctx.request_id))
-        return ctx
+        ctx.headers.append(("x-request-id", request_id))
+        return _Call(ctx, metadata)
 
-    def _admit(self, ctx, request, metadata, policy) -> None:
-        principal = self.app.authenticator.authenticate(metadata.get("authorization"), lambda: ctx.conn)
+    def _admit(self, call: _Call, request, meta: MethodMeta, idempotent: bool = True):
+        """Everything before the operation. Returns a stored outcome to replay, or None."""
+        ctx, policy = call.ctx, meta.policy
+        try:
+            principal = self.app.authenticator.authenticate(call.metadata.get("authorization"), lambda: ctx.conn)
+        except Unauthorized:
+            # Failed credentials are limited per client address, and carry the headers too.
+            ctx.headers += self.app.limiter.admit_anonymous(ctx.client_ip).headers
+            raise
+        ctx.principal = principal
+        call.admission = self.app.limiter.admit(
+            principal.org_id, self.app.limits.limits(principal), cap=policy.endpoint_cap,
+            generation=policy.generation, token=ctx.request_id,
+        )
+        ctx.headers += call.admission.headers
         check_client_address(principal, ctx.client_ip)
         authorize(principal, scope=policy.scope, roles=policy.roles, platform_admin=policy.platform_admin)
-        ctx.principal = principal
         validate(request)
+        key = call.metadata.get("idempotency-key")
+        if not (policy.write and idempotent and key is not None):
+            return None
+        digest = request_hash(meta.path, request.SerializeToString(deterministic=True))
+        call.claim, replay = self.app.idempotency.begin(principal, key, meta.path, digest)
+        return replay
 
-    def _finish(self, ctx) -> None:
+    def _replay(self, call: _Call, replay, meta: MethodMeta):
+        call.ctx.headers += [*replay.headers.items(), ("idempotent-replayed", "true")]
+        if replay.error_body is not None:
+            raise StoredError(replay.error_status, replay.error_body, replay.headers)
+        return meta.response_class.FromString(replay.response)
+
+    def _complete(self, call: _Call, meta: MethodMeta, request, response) -> None:
+        ctx = call.ctx
+        if meta.audited:
+            AuditLog(ctx.conn).record(self._entry(ctx, meta, "success", 200, request=request, response=response))
+        if call.claim is not None:
+            self.app.idempotency.complete(ctx.conn, call.claim, response.SerializeToString(), self._replayable(ctx.headers))
         ctx.uow.commit()
+        call.succeeded = True
         for hook in ctx.after_commit:
             try:
                 hook()
-            except Exception:
-                log.exception("after-commit hook failed", extra={"request_id": ctx.request_id})
+            except Exception:  # noqa: BLE001 - the change is committed; a hook must not fail the call
+                log.exception("after-commit hook failed [request_id=%s]", ctx.request_id)
 
-    def _fail(self, ctx, context, exc: Exception) -> None:
+    def _fail(self, call: _Call, context, meta: MethodMeta, exc: Exception) -> None:
+        ctx = call.ctx
+        ctx.uow.close()  # roll back the operation
         if isinstance(exc, ApiError):
             err = exc
         else:
             log.exception("unhandled error in %s [request_id=%s]", ctx.method, ctx.request_id)
             err = InternalError()
+        if isinstance(err, StoredError):
+            err.headers["idempotent-replayed"] = "true"
+        else:
+            self._record_failure(call, meta, err)
         self._log(ctx, err.spec.http_status)
         abort(context, err, ctx.headers)
+
+    def _record_failure(self, call: _Call, meta: MethodMeta, err: ApiError) -> None:
+        ctx = call.ctx
+        status = err.spec.http_status
+        security = err.code in ("unauthorized", "forbidden")
+        try:
+            if security or (call.reached_operation and meta.audited):
+                action = "auth.authenticate" if err.code == "unauthorized" else meta.action
+                entry = self._entry(ctx, meta, "failure", status, error=err, action=action)
+                with self.app.engine.begin() as conn:
+                    AuditLog(conn).record(entry)
+            if call.claim is not None:
+                if status < 500:
+                    headers = self._replayable(ctx.headers + list(err.headers.items()))
+                    self.app.idempotency.fail(call.claim, status, render_body(err), headers)
+                else:
+                    self.app.idempotency.release(call.claim)
+        except Exception:  # noqa: BLE001 - the caller still gets its error
+            log.exception("could not record the failure [request_id=%s]", ctx.request_id)
+
+    def _end(self, call: _Call, token) -> None:
+        # A generation that did not succeed gives its quota unit back.
+        self.app.limiter.release(call.admission, refund=not call.succeeded)
+        call.ctx.uow.close()
+        request_context.unbind(token)
+
+    # --- helpers ------------------------------------------------------------------
+
+    @staticmethod
+    def _entry(ctx, meta: MethodMeta, outcome: str, status: int, *, request=None, response=None, error=None,
+               action: str | None = None) -> AuditEntry:
+        hint = getattr(error, "principal", None)
+        return AuditEntry.for_principal(
+            ctx.principal or hint,
+            action=action or meta.action,
+            outcome=outcome,
+            status=status,
+            request_id=ctx.request_id,
+            client_ip=ctx.client_ip,
+            resource_type=meta.resource_type,
+            resource_id=_resource_id(request, response),
+            error_code=error.code if error is not None else "",
+            details={"method": meta.path, **({"message": error.message} if error is not None else {})},
+        )
+
+    @staticmethod
+    def _replayable(headers: list[tuple[str, str]]) -> dict[str, str]:
+        return {k: v for k, v in headers if not k.startswith(_PER_RESPONSE)}
 
     def _log(self, ctx, status: int) -> None:
         principal = ctx.principal
@@ -96,48 +250,6 @@ class RequestPipeline(grpc.ServerInterceptor):
             ctx.method, status, ctx.request_id,
             principal.org_id if principal else "-", principal.credential_id if principal else "-",
         )
-
-    # --- handlers -----------------------------------------------------------
-
-    def _unary(self, behavior, method, policy):
-        def handle(request, context):
-            ctx = self._begin(request, context, method, policy)
-            token = request_context.bind(ctx)
-            try:
-                self._admit(ctx, request, dict(context.invocation_metadata()), policy)
-                response = behavior(request, context)
-                self._finish(ctx)
-            except Exception as exc:  # noqa: BLE001 - translated, never leaked
-                ctx.uow.close()
-                request_context.unbind(token)
-                self._fail(ctx, context, exc)
-            else:
-                ctx.uow.close()
-                request_context.unbind(token)
-                context.send_initial_metadata(ctx.headers)
-                self._log(ctx, 200)
-                return response
-
-        return handle
-
-    def _streaming(self, behavior, method, policy):
-        def handle(request, context):
-            ctx = self._begin(request, context, method, policy)
-            token = request_context.bind(ctx)
-            try:
-                self._admit(ctx, request, dict(context.invocation_metadata()), policy)
-                context.send_initial_metadata(ctx.headers)
-                yield from behavior(request, context)
-                self._finish(ctx)
-            except Exception as exc:  # noqa: BLE001
-                ctx.uow.close()
-                request_context.unbind(token)
-                self._fail(ctx, context, exc)
-            else:
-                ctx.uow.close()
-                request_context.unbind(token)
-
-        return handle
 
     def _client_ip(self, peer: str, forwarded_for: str | None) -> str | None:
         """The client address: the peer, or, when the peer is the trusted edge,
@@ -151,6 +263,20 @@ class RequestPipeline(grpc.ServerInterceptor):
             if trusted:
                 return forwarded_for.split(",")[-1].strip()
         return address
+
+
+def _resource_id(request, response) -> str:
+    for message in (request, response):
+        if message is None:
+            continue
+        if "id" in message.DESCRIPTOR.fields_by_name and getattr(message, "id"):
+            return message.id
+        for field in message.DESCRIPTOR.fields:
+            if field.message_type is not None and not field.is_repeated and message.HasField(field.name):
+                nested = getattr(message, field.name)
+                if "id" in nested.DESCRIPTOR.fields_by_name and nested.id:
+                    return nested.id
+    return ""
 
 
 def _peer_address(peer: str) -> str | None:

@@ -1,30 +1,56 @@
-"""RPC policies, read from the `(persona.v1.policy)` method option."""
+"""What the request pipeline knows about each RPC, read once from the
+descriptors: its `(persona.v1.policy)` option, audit naming and response type."""
 
 from __future__ import annotations
 
-from google.protobuf import descriptor_pool
+from dataclasses import dataclass
+
+from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 
 from persona.v1 import options_pb2
+from persona_service.domain.audit import action_name
 
 PACKAGE = "persona.v1."
 
 
-def method_policies(services: list[ServiceDescriptor]) -> dict[str, options_pb2.MethodPolicy]:
-    """Policies by gRPC method path (`/persona.v1.X/Y`). Every method must
-    declare one: an RPC without a policy is a startup error, not an open door."""
-    policies = {}
+@dataclass(frozen=True)
+class MethodMeta:
+    path: str  # "/persona.v1.ApiKeyService/CreateApiKey"
+    policy: options_pb2.MethodPolicy
+    action: str  # audit action, e.g. "api_key.create"
+    resource_type: str
+    response_class: type
+
+    @property
+    def audited(self) -> bool:
+        """Writes and admin actions are audited whatever their outcome."""
+        return self.policy.write or self.policy.platform_admin
+
+
+def method_table(services: list[ServiceDescriptor]) -> dict[str, MethodMeta]:
+    """Every method must declare a policy: an RPC without one is a startup
+    error, not an open door."""
+    table = {}
     for service in services:
         for method in service.methods:
             opts = method.GetOptions()
             if not opts.HasExtension(options_pb2.policy):
                 raise RuntimeError(f"{method.full_name} declares no (persona.v1.policy)")
-            policies[f"/{service.full_name}/{method.name}"] = opts.Extensions[options_pb2.policy]
-    return policies
+            policy = opts.Extensions[options_pb2.policy]
+            path = f"/{service.full_name}/{method.name}"
+            table[path] = MethodMeta(
+                path=path,
+                policy=policy,
+                action=policy.audit_action or action_name(method.name, policy.resource_type),
+                resource_type=policy.resource_type,
+                response_class=message_factory.GetMessageClass(method.output_type),
+            )
+    return table
 
 
 def all_services() -> list[ServiceDescriptor]:
-    pool = descriptor_pool.Default()
-    from persona_service.transport import servicers  # noqa: F401  (registers the generated modules)
+    from persona_service.transport import servicers
 
+    pool = descriptor_pool.Default()
     return [pool.FindServiceByName(name) for name in servicers.SERVICE_NAMES]

@@ -26,7 +26,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16persona/v1/admin.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x18persona/v1/options.proto\"\x1b\n\x19\x42uildOneDsarExportRequest\"=\n\x1a\x42uildOneDsarExportResponse\x12\x0f\n\x07handled\x18\x01 \x01(\x08\x12\x0e\n\x06job_id\x18\x02 \x01(\t2\xa1\x01\n\x0c\x41\x64minService\x12\x90\x01\n\x12\x42uildOneDsarExport\x12%.persona.v1.BuildOneDsarExportRequest\x1a&.persona.v1.BuildOneDsarExportResponse\"+\x8a\xb5\x18\x04\x10\x01 \x01\x82\xd3\xe4\x93\x02\x1d\"\x18/v1/admin/dsar/build-one:\x01*B%\n\x15\x63om.personaservice.v1B\nAdminProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16persona/v1/admin.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x18persona/v1/options.proto\"\x1b\n\x19\x42uildOneDsarExportRequest\"=\n\x1a\x42uildOneDsarExportResponse\x12\x0f\n\x07handled\x18\x01 \x01(\x08\x12\x0e\n\x06job_id\x18\x02 \x01(\t2\xbe\x01\n\x0c\x41\x64minService\x12\xad\x01\n\x12\x42uildOneDsarExport\x12%.persona.v1.BuildOneDsarExportRequest\x1a&.persona.v1.BuildOneDsarExportResponse\"H\x8a\xb5\x18!\x10\x01 \x01:\x0e\x64sar.build_oneB\x0b\x64sar_export\x82\xd3\xe4\x93\x02\x1d\"\x18/v1/admin/dsar/build-one:\x01*B%\n\x15\x63om.personaservice.v1B\nAdminProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,11 +35,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025com.personaservice.v1B\nAdminProtoP\001'
   _globals['_ADMINSERVICE'].methods_by_name['BuildOneDsarExport']._loaded_options = None
-  _globals['_ADMINSERVICE'].methods_by_name['BuildOneDsarExport']._serialized_options = b'\212\265\030\004\020\001 \001\202\323\344\223\002\035\"\030/v1/admin/dsar/build-one:\001*'
+  _globals['_ADMINSERVICE'].methods_by_name['BuildOneDsarExport']._serialized_options = b'\212\265\030!\020\001 \001:\016dsar.build_oneB\013dsar_export\202\323\344\223\002\035\"\030/v1/admin/dsar/build-one:\001*'
   _globals['_BUILDONEDSAREXPORTREQUEST']._serialized_start=94
   _globals['_BUILDONEDSAREXPORTREQUEST']._serialized_end=121
   _globals['_BUILDONEDSAREXPORTRESPONSE']._serialized_start=123
   _globals['_BUILDONEDSAREXPORTRESPONSE']._serialized_end=184
   _globals['_ADMINSERVICE']._serialized_start=187
-  _globals['_ADMINSERVICE']._serialized_end=348
+  _globals['_ADMINSERVICE']._serialized_end=377
 # @@protoc_insertion_point(module_scope)

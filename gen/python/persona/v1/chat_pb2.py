@@ -29,7 +29,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15persona/v1/chat.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xb8\x03\n\x0b\x43hatSession\x12\x18\n\nsession_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06org_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0cworkspace_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\npersona_id\x18\x04 \x01(\t\x12\x0f\n\x07user_id\x18\x05 \x01(\t\x12\r\n\x05title\x18\x06 \x01(\t\x12\x14\n\x06status\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1b\n\rmessage_count\x18\x08 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1a\n\x0cinput_tokens\x18\t \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1b\n\routput_tokens\x18\n \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1d\n\x0f\x63ost_usd_micros\x18\x0b \x01(\x01\x42\x04\xe2\x41\x01\x03\x12\x34\n\nstarted_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x38\n\x0elast_active_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12.\n\x08\x65nded_at\x18\x0e \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\"+\n\x15GetChatSessionRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\x32\x8a\x01\n\x0b\x43hatService\x12{\n\x0eGetChatSession\x12!.persona.v1.GetChatSessionRequest\x1a\x17.persona.v1.ChatSession\"-\x8a\xb5\x18\x0b\n\tchat:read\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/chat/sessions/{id}B$\n\x15\x63om.personaservice.v1B\tChatProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15persona/v1/chat.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xb8\x03\n\x0b\x43hatSession\x12\x18\n\nsession_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06org_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0cworkspace_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\npersona_id\x18\x04 \x01(\t\x12\x0f\n\x07user_id\x18\x05 \x01(\t\x12\r\n\x05title\x18\x06 \x01(\t\x12\x14\n\x06status\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1b\n\rmessage_count\x18\x08 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1a\n\x0cinput_tokens\x18\t \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1b\n\routput_tokens\x18\n \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1d\n\x0f\x63ost_usd_micros\x18\x0b \x01(\x01\x42\x04\xe2\x41\x01\x03\x12\x34\n\nstarted_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x38\n\x0elast_active_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12.\n\x08\x65nded_at\x18\x0e \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\"+\n\x15GetChatSessionRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\x32\x99\x01\n\x0b\x43hatService\x12\x89\x01\n\x0eGetChatSession\x12!.persona.v1.GetChatSessionRequest\x1a\x17.persona.v1.ChatSession\";\x8a\xb5\x18\x19\n\tchat:readB\x0c\x63hat_session\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/chat/sessions/{id}B$\n\x15\x63om.personaservice.v1B\tChatProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -62,11 +62,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETCHATSESSIONREQUEST'].fields_by_name['id']._loaded_options = None
   _globals['_GETCHATSESSIONREQUEST'].fields_by_name['id']._serialized_options = b'\222\265\030\002\010\001'
   _globals['_CHATSERVICE'].methods_by_name['GetChatSession']._loaded_options = None
-  _globals['_CHATSERVICE'].methods_by_name['GetChatSession']._serialized_options = b'\212\265\030\013\n\tchat:read\202\323\344\223\002\030\022\026/v1/chat/sessions/{id}'
+  _globals['_CHATSERVICE'].methods_by_name['GetChatSession']._serialized_options = b'\212\265\030\031\n\tchat:readB\014chat_session\202\323\344\223\002\030\022\026/v1/chat/sessions/{id}'
   _globals['_CHATSESSION']._serialized_start=190
   _globals['_CHATSESSION']._serialized_end=630
   _globals['_GETCHATSESSIONREQUEST']._serialized_start=632
   _globals['_GETCHATSESSIONREQUEST']._serialized_end=675
   _globals['_CHATSERVICE']._serialized_start=678
-  _globals['_CHATSERVICE']._serialized_end=816
+  _globals['_CHATSERVICE']._serialized_end=831
 # @@protoc_insertion_point(module_scope)

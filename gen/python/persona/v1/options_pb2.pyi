@@ -15,16 +15,24 @@ ERROR_FIELD_NUMBER: _ClassVar[int]
 error: _descriptor.FieldDescriptor
 
 class MethodPolicy(_message.Message):
-    __slots__ = ("scope", "platform_admin", "roles", "write")
+    __slots__ = ("scope", "platform_admin", "roles", "write", "endpoint_cap", "generation", "audit_action", "resource_type")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     PLATFORM_ADMIN_FIELD_NUMBER: _ClassVar[int]
     ROLES_FIELD_NUMBER: _ClassVar[int]
     WRITE_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_CAP_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_ACTION_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
     scope: str
     platform_admin: bool
     roles: _containers.RepeatedScalarFieldContainer[str]
     write: bool
-    def __init__(self, scope: _Optional[str] = ..., platform_admin: _Optional[bool] = ..., roles: _Optional[_Iterable[str]] = ..., write: _Optional[bool] = ...) -> None: ...
+    endpoint_cap: str
+    generation: bool
+    audit_action: str
+    resource_type: str
+    def __init__(self, scope: _Optional[str] = ..., platform_admin: _Optional[bool] = ..., roles: _Optional[_Iterable[str]] = ..., write: _Optional[bool] = ..., endpoint_cap: _Optional[str] = ..., generation: _Optional[bool] = ..., audit_action: _Optional[str] = ..., resource_type: _Optional[str] = ...) -> None: ...
 
 class FieldRules(_message.Message):
     __slots__ = ("required", "min_len", "max_len", "one_of", "format", "unique", "min_value", "max_value")

@@ -28,7 +28,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15persona/v1/orgs.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xd8\x01\n\x0cOrganization\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x0c\n\x04slug\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0e\n\x06region\x18\x04 \x01(\t\x12\x1d\n\x15\x64\x61ta_residency_locked\x18\x05 \x01(\x08\x12\x34\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x15\n\rowner_user_id\x18\x07 \x01(\t\x12\x1e\n\x10workspaces_count\x18\x08 \x01(\x05\x42\x04\xe2\x41\x01\x03\"0\n\x16GetOrganizationRequest\x12\x16\n\x02id\x18\x01 \x01(\tB\n\xe2\x41\x01\x02\x92\xb5\x18\x02\x08\x01\x32\x81\x01\n\x13OrganizationService\x12j\n\x0fGetOrganization\x12\".persona.v1.GetOrganizationRequest\x1a\x18.persona.v1.Organization\"\x19\x8a\xb5\x18\x00\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/orgs/{id}B$\n\x15\x63om.personaservice.v1B\tOrgsProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15persona/v1/orgs.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xd8\x01\n\x0cOrganization\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x0c\n\x04slug\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0e\n\x06region\x18\x04 \x01(\t\x12\x1d\n\x15\x64\x61ta_residency_locked\x18\x05 \x01(\x08\x12\x34\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x15\n\rowner_user_id\x18\x07 \x01(\t\x12\x1e\n\x10workspaces_count\x18\x08 \x01(\x05\x42\x04\xe2\x41\x01\x03\"0\n\x16GetOrganizationRequest\x12\x16\n\x02id\x18\x01 \x01(\tB\n\xe2\x41\x01\x02\x92\xb5\x18\x02\x08\x01\x32\x8f\x01\n\x13OrganizationService\x12x\n\x0fGetOrganization\x12\".persona.v1.GetOrganizationRequest\x1a\x18.persona.v1.Organization\"\'\x8a\xb5\x18\x0e\x42\x0corganization\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/orgs/{id}B$\n\x15\x63om.personaservice.v1B\tOrgsProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,11 +45,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETORGANIZATIONREQUEST'].fields_by_name['id']._loaded_options = None
   _globals['_GETORGANIZATIONREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002\222\265\030\002\010\001'
   _globals['_ORGANIZATIONSERVICE'].methods_by_name['GetOrganization']._loaded_options = None
-  _globals['_ORGANIZATIONSERVICE'].methods_by_name['GetOrganization']._serialized_options = b'\212\265\030\000\202\323\344\223\002\017\022\r/v1/orgs/{id}'
+  _globals['_ORGANIZATIONSERVICE'].methods_by_name['GetOrganization']._serialized_options = b'\212\265\030\016B\014organization\202\323\344\223\002\017\022\r/v1/orgs/{id}'
   _globals['_ORGANIZATION']._serialized_start=160
   _globals['_ORGANIZATION']._serialized_end=376
   _globals['_GETORGANIZATIONREQUEST']._serialized_start=378
   _globals['_GETORGANIZATIONREQUEST']._serialized_end=426
   _globals['_ORGANIZATIONSERVICE']._serialized_start=429
-  _globals['_ORGANIZATIONSERVICE']._serialized_end=558
+  _globals['_ORGANIZATIONSERVICE']._serialized_end=572
 # @@protoc_insertion_point(module_scope)

@@ -1,8 +1,10 @@
 """gRPC servicers: proto in, domain call, proto out. No SQL, no rules."""
 
-from persona.v1 import admin_pb2_grpc, chat_pb2_grpc, keys_pb2_grpc, orgs_pb2_grpc
+from persona.v1 import admin_pb2_grpc, audit_pb2_grpc, chat_pb2_grpc, config_pb2_grpc, keys_pb2_grpc, orgs_pb2_grpc
 from persona_service.transport.servicers.admin import AdminServicer
+from persona_service.transport.servicers.audit import AuditServicer
 from persona_service.transport.servicers.chat import ChatServicer
+from persona_service.transport.servicers.config import ConfigServicer
 from persona_service.transport.servicers.keys import ApiKeyServicer
 from persona_service.transport.servicers.orgs import OrganizationServicer
 
@@ -12,5 +14,7 @@ SERVICERS = [
     (ApiKeyServicer, keys_pb2_grpc.add_ApiKeyServiceServicer_to_server, "persona.v1.ApiKeyService"),
     (ChatServicer, chat_pb2_grpc.add_ChatServiceServicer_to_server, "persona.v1.ChatService"),
     (AdminServicer, admin_pb2_grpc.add_AdminServiceServicer_to_server, "persona.v1.AdminService"),
+    (ConfigServicer, config_pb2_grpc.add_ConfigServiceServicer_to_server, "persona.v1.ConfigService"),
+    (AuditServicer, audit_pb2_grpc.add_AuditServiceServicer_to_server, "persona.v1.AuditService"),
 ]
 SERVICE_NAMES = [name for _, _, name in SERVICERS]

@@ -42,5 +42,5 @@ class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
         ctx = current()
         row, secret_hash = self._service(ctx).revoke(ctx.principal, request.id)
         if secret_hash is not None:
-            ctx.after_commit.append(lambda: self.app.revoke_credential("key:" + secret_hash))
+            ctx.after_commit.append(lambda: self.app.invalidate("cred:key:" + secret_hash))
         return api_key(row)

@@ -1,0 +1,157 @@
+"""Typed configuration items per organization and workspace.
+
+Every key is declared here with its type, default and the levels it may be
+set at; the effective value for a workspace is its own setting, else the
+organization's, else the default. Rate-limit keys are organization-level,
+Enterprise-only and Owner-only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from persona_service.domain.principal import Principal
+from persona_service.errors import Forbidden, NotFound, ValidationFailed, Violation
+from persona_service.repositories.config import ORG_LEVEL, ConfigRepository
+
+RATE_LIMIT_PREFIX = "api.rate_limit."
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    key: str
+    type: str  # enum | number | integer
+    default: Any
+    allowed: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    levels: tuple[str, ...] = ("workspace", "org")
+    enterprise_only: bool = False
+    owner_only: bool = False
+
+    def check(self, value: Any) -> Violation | None:
+        expected: dict[str, Any]
+        if self.type == "enum":
+            if value in self.allowed:
+                return None
+            expected = {"oneOf": list(self.allowed)}
+            code = "one_of"
+        else:
+            is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if self.type == "integer":
+                is_number = is_number and float(value).is_integer()
+            in_range = is_number and (self.minimum is None or value >= self.minimum) and (
+                self.maximum is None or value <= self.maximum
+            )
+            if in_range:
+                return None
+            expected = {"type": self.type, "minimum": self.minimum, "maximum": self.maximum}
+            code = "range" if is_number else "type"
+        return Violation("value", code, value, expected)
+
+    def normalize(self, value: Any) -> Any:
+        return int(value) if self.type == "integer" else value
+
+
+def _limit(name: str, type_: str = "integer", minimum: float = 1) -> ConfigKey:
+    return ConfigKey(
+        RATE_LIMIT_PREFIX + name, type_, None, minimum=minimum, levels=("org",), enterprise_only=True, owner_only=True
+    )
+
+
+REGISTRY: dict[str, ConfigKey] = {
+    k.key: k
+    for k in (
+        ConfigKey("engine.pipeline.drift_detection.action_on_alert", "enum", "block", allowed=("block", "auto_recover")),
+        ConfigKey("engine.pipeline.drift_detection.threshold", "number", 0.35, minimum=0, maximum=1),
+        ConfigKey("engine.pipeline.audit.threshold", "number", 0.6, minimum=0, maximum=1),
+        _limit("requests_per_minute"),
+        _limit("requests_per_day"),
+        _limit("concurrent_generations"),
+        _limit("generations_per_month"),
+        _limit("cap_multiplier", "number", 0.01),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Effective:
+    spec: ConfigKey
+    value: Any
+    source: str  # workspace | org | default
+    updated_at: Any = None
+
+
+class ConfigService:
+    def __init__(self, conn):
+        self.repo = ConfigRepository(conn)
+
+    @staticmethod
+    def spec(key: str) -> ConfigKey:
+        spec = REGISTRY.get(key)
+        if spec is None:
+            raise NotFound("configuration key", {"key": key})
+        return spec
+
+    def effective(self, principal: Principal, prefix: str = "") -> list[Effective]:
+        rows = self.repo.settings(principal.org_id, principal.workspace_id)
+        by_level = {(r["key"], "org" if r["workspace_id"] == ORG_LEVEL else "workspace"): r for r in rows}
+        result = []
+        for key in sorted(REGISTRY):
+            if not key.startswith(prefix):
+                continue
+            spec = REGISTRY[key]
+            row = by_level.get((key, "workspace")) or by_level.get((key, "org"))
+            if row is not None:
+                source = "org" if row["workspace_id"] == ORG_LEVEL else "workspace"
+                result.append(Effective(spec, row["value"], source, row["updated_at"]))
+            else:
+                result.append(Effective(spec, self._default(spec, principal), "default"))
+        return result
+
+    def get(self, principal: Principal, key: str) -> Effective:
+        self.spec(key)
+        return self.effective(principal, key)[0] if key in REGISTRY else None
+
+    def update(self, principal: Principal, key: str, value: Any, level: str) -> Effective:
+        spec, level = self._writable(principal, key, level)
+        violation = spec.check(value)
+        if violation is not None:
+            raise ValidationFailed([violation])
+        self.repo.upsert(principal.org_id, self._level_id(principal, level), key, spec.normalize(value), principal.credential_id)
+        return self.get(principal, key)
+
+    def delete(self, principal: Principal, key: str, level: str) -> Effective:
+        _, level = self._writable(principal, key, level)
+        self.repo.delete(principal.org_id, self._level_id(principal, level), key)
+        return self.get(principal, key)
+
+    def rate_limit_overrides(self, org_id: str) -> dict[str, Any]:
+        """Enterprise limit overrides, by Limits field name."""
+        return {k[len(RATE_LIMIT_PREFIX):]: v for k, v in self.repo.org_settings_with_prefix(org_id, RATE_LIMIT_PREFIX)}
+
+    # --- rules ------------------------------------------------------------------
+
+    def _writable(self, principal: Principal, key: str, level: str) -> tuple[ConfigKey, str]:
+        spec = self.spec(key)
+        level = level or spec.levels[0]
+        if level not in spec.levels:
+            raise ValidationFailed([Violation("level", "one_of", level, {"oneOf": list(spec.levels)})])
+        if spec.owner_only and principal.role != "owner":
+            raise Forbidden(f"Only the Owner role may change `{key}`.", {"requiredRole": "owner"})
+        if spec.enterprise_only and principal.plan != "enterprise":
+            raise Forbidden("Custom rate limits are available on the Enterprise plan only.", {"requiredPlan": "enterprise"})
+        return spec, level
+
+    @staticmethod
+    def _level_id(principal: Principal, level: str) -> str:
+        return ORG_LEVEL if level == "org" else principal.workspace_id
+
+    @staticmethod
+    def _default(spec: ConfigKey, principal: Principal) -> Any:
+        if spec.key.startswith(RATE_LIMIT_PREFIX):
+            from persona_service.limits.plans import PLAN_LIMITS
+
+            return getattr(PLAN_LIMITS[principal.plan], spec.key[len(RATE_LIMIT_PREFIX):])
+        return spec.default

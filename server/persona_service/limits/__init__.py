@@ -1,0 +1,1 @@
+"""Rate limits, concurrency budgets and monthly quotas (state in Redis)."""
