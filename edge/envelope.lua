@@ -31,12 +31,38 @@ end
 
 function envoy_on_request(request_handle)
   local headers = request_handle:headers()
+  -- The client address as Envoy saw it ("ip:port"); the server trusts it
+  -- from the edge only. (X-Forwarded-For would name this host's own address
+  -- for loopback clients.)
+  headers:replace("x-envoy-client-address", request_handle:streamInfo():downstreamRemoteAddress())
   if is_grpc(get(headers, "content-type")) then
     request_handle:streamInfo():dynamicMetadata():set("persona", "native_grpc", "1")
     return
   end
   -- Callers may not forge the server's carrier headers.
   for name, _ in pairs(CARRIERS) do headers:remove(name) end
+  route_streaming(request_handle, headers)
+end
+
+-- `POST <path>?stream=true` goes to the RPC's streaming binding
+-- `POST <path>:stream` (two RPCs cannot share one verb and path). The
+-- `stream` parameter itself is consumed here; `stream=false` is dropped.
+function route_streaming(request_handle, headers)
+  if headers:get(":method") ~= "POST" then return end
+  local path = headers:get(":path") or ""
+  local base, query = string.match(path, "^([^?]*)%?(.*)$")
+  if base == nil then return end
+  local kept, stream = {}, nil
+  for param in string.gmatch(query, "[^&]+") do
+    local name, value = string.match(param, "^([^=]*)=?(.*)$")
+    if name == "stream" then stream = value else table.insert(kept, param) end
+  end
+  if stream == nil then return end
+  local target = base
+  if stream == "true" or stream == "1" then target = base .. ":stream" end
+  if #kept > 0 then target = target .. "?" .. table.concat(kept, "&") end
+  headers:replace(":path", target)
+  request_handle:clearRouteCache()
 end
 
 local function envelope(code, message)

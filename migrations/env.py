@@ -1,7 +1,6 @@
 """Alembic environment: the URL comes from the caller (persona_service.db.migrate)."""
 
 from alembic import context
-
 from persona_service.db.engine import make_engine
 from persona_service.db.models import Base
 

@@ -12,9 +12,8 @@ import sys
 import time
 
 import pytest
-
-from conftest import JWT_SECRET, assert_envelope
 from persona_service.stack import free_port
+from support import JWT_SECRET, assert_envelope
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLI = pathlib.Path(sys.executable).parent / "persona-service"

@@ -1,4 +1,4 @@
-from conftest import assert_envelope
+from support import assert_envelope
 
 
 def test_org_roundtrip(http, tenant):

@@ -1,13 +1,12 @@
 """foundation: orgs, workspaces, users, memberships, api keys, chat sessions
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-11-22 11:39:47.829520
 """
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = '0001'
 down_revision = None

@@ -10,11 +10,15 @@ import redis
 
 from persona_service.config import Settings
 from persona_service.db.engine import make_engine
+from persona_service.domain.audit import AuditEntry, AuditLog
 from persona_service.domain.auth import Authenticator, CredentialCache
 from persona_service.domain.cursors import CursorCodec
 from persona_service.domain.idempotency import Idempotency
+from persona_service.domain.personas import PersonaService
 from persona_service.limits.limiter import RateLimiter
 from persona_service.limits.resolver import LimitsResolver
+from persona_service.providers.factory import backoff_delays, make_base_provider
+from persona_service.providers.retrying import Retrying
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +39,27 @@ class App:
         self.limiter = RateLimiter(self.redis)
         self.limits = LimitsResolver(self.engine)
         self.idempotency = Idempotency(self.engine)
+        self.provider = make_base_provider()
+        self.backoff = backoff_delays()
         self._listener: threading.Thread | None = None
+
+    def provider_for(self, ctx) -> Retrying:
+        """The provider for one request: retried with backoff, every failed
+        upstream attempt written to the audit log (with the upstream's error
+        envelope under `details`, which callers never see)."""
+
+        def audit_upstream(error, attempt: int, operation: str) -> None:
+            entry = AuditEntry.for_principal(
+                ctx.principal, action="provider.call", outcome="failure", status=error.spec.http_status,
+                request_id=ctx.request_id, client_ip=ctx.client_ip, resource_type="provider",
+                resource_id=error.provider, error_code=error.code,
+                details={"operation": operation, "attempt": attempt, "upstreamStatus": error.upstream_status,
+                         "upstream": error.upstream, "reason": error.reason},
+            )
+            with self.engine.begin() as conn:  # durable whatever the request's outcome
+                AuditLog(conn).record(entry)
+
+        return Retrying(self.provider, delays=self.backoff, on_failure=audit_upstream)
 
     def invalidate(self, message: str) -> None:
         """Apply an invalidation here and broadcast it to every other server process."""
@@ -59,14 +83,17 @@ class App:
         threading.Thread(target=self._purge_loop, name="purge", daemon=True).start()
 
     def _purge_loop(self, every_seconds: float = 600) -> None:
-        """Delete expired idempotency records (every server does it; it is idempotent)."""
+        """Scheduled purges (every server runs them; they are idempotent):
+        expired idempotency records, soft-deleted personas past their grace."""
         while True:
             try:
                 purged = self.idempotency.purge_expired()
-                if purged:
-                    log.info("purged %d expired idempotency keys", purged)
+                with self.engine.begin() as conn:
+                    personas = PersonaService(conn, self.provider).purge_expired()
+                if purged or personas:
+                    log.info("purged %d idempotency keys and %d personas", purged, len(personas))
             except Exception:  # noqa: BLE001 - retried next round
-                log.exception("idempotency purge failed")
+                log.exception("scheduled purge failed")
             time.sleep(every_seconds)
 
     def close(self) -> None:

@@ -51,6 +51,9 @@ class ApiError(Exception):
         self.headers: dict[str, str] = {}
         # Who was acting, when known: recorded in the audit log, never rendered.
         self.principal = None
+        # The unit of work's changes are part of this outcome (a failed run's
+        # record, a flagged persona): commit them, then answer the error.
+        self.persist = False
         super().__init__(self.message)
 
 

@@ -21,6 +21,8 @@ PREFIXES = {
     "invoice": "inv",
     "request": "req",
     "audit_event": "aud",
+    "generation_run": "run",
+    "moderation_review": "mod",
 }
 
 

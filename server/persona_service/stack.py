@@ -69,7 +69,7 @@ class Stack:
 
     # --- lifecycle ----------------------------------------------------------
 
-    def start(self) -> "Stack":
+    def start(self) -> Stack:
         data = self.settings.data_dir
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.grpc_ports = self.grpc_ports or [self.settings.grpc_port]

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import jwt
 import pytest
-from sqlalchemy import insert
-
-import conftest
-from conftest import JWT_SECRET, TenantFactory, assert_envelope
+import support
 from persona_service import ids
 from persona_service.db.engine import make_engine
 from persona_service.db.models import ChatSession
+from sqlalchemy import insert
+from support import JWT_SECRET, TenantFactory, assert_envelope
 
 # Metadata the server uses to hand the envelope to Envoy; it must never reach clients.
 CARRIER_HEADERS = ("x-http-status", "x-error-body", "grpc-status", "grpc-message", "grpc-status-details-bin")
@@ -55,7 +54,7 @@ def insert_session(engine, tenant, **values) -> str:
 
 
 def craft_jwt(tenant, secret: str = JWT_SECRET, algorithm: str = "HS256", **overrides) -> str:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     claims = {
         "iss": "persona-service", "sub": tenant.user_id, "org": tenant.org_id, "ws": tenant.workspace_id,
         "jti": uuid.uuid4().hex, "iat": now, "exp": now + timedelta(minutes=5),
@@ -88,7 +87,7 @@ def test_401_garbage_credential(http, tenant, token):
 
 
 def test_401_expired_key(http, tenants, tenant):
-    key = tenants.tenant_key(tenant, SCOPES, expires_at=datetime.now(timezone.utc) - timedelta(hours=1))
+    key = tenants.tenant_key(tenant, SCOPES, expires_at=datetime.now(UTC) - timedelta(hours=1))
     error_of(http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(key)), 401, "unauthorized")
 
 
@@ -114,7 +113,7 @@ def test_401_jwt_alg_none(http, tenant):
 
 
 def test_401_jwt_expired(http, tenant):
-    past = datetime.now(timezone.utc) - timedelta(minutes=10)
+    past = datetime.now(UTC) - timedelta(minutes=10)
     token = craft_jwt(tenant, iat=past, exp=past + timedelta(minutes=1))
     error_of(http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(token)), 401, "unauthorized")
 
@@ -328,7 +327,7 @@ def test_500_internal_error_leaks_nothing(http, engine, tenant):
 
 @pytest.fixture(scope="module")
 def stack_without_backend(tmp_path_factory):
-    stack = conftest.make_stack(tmp_path_factory.mktemp("persona-down"))
+    stack = support.make_stack(tmp_path_factory.mktemp("persona-down"))
     engine = None
     try:
         stack.start()

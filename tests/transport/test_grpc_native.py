@@ -12,7 +12,6 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
-
 from persona.v1 import admin_pb2, admin_pb2_grpc, errors_pb2, keys_pb2, keys_pb2_grpc, orgs_pb2, orgs_pb2_grpc
 
 DOMAIN = "persona-service"

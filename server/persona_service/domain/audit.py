@@ -29,7 +29,7 @@ class AuditEntry:
     details: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def for_principal(cls, principal: Principal | None, **kw) -> "AuditEntry":
+    def for_principal(cls, principal: Principal | None, **kw) -> AuditEntry:
         if principal is not None:
             kw.setdefault("org_id", principal.org_id)
             kw.setdefault("workspace_id", principal.workspace_id)

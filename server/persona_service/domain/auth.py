@@ -15,8 +15,9 @@ import ipaddress
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Callable, Protocol
+from typing import Protocol
 
 import jwt
 

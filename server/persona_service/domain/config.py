@@ -21,7 +21,7 @@ RATE_LIMIT_PREFIX = "api.rate_limit."
 @dataclass(frozen=True)
 class ConfigKey:
     key: str
-    type: str  # enum | number | integer
+    type: str  # enum | number | integer | boolean
     default: Any
     allowed: tuple[str, ...] = ()
     minimum: float | None = None
@@ -32,6 +32,8 @@ class ConfigKey:
 
     def check(self, value: Any) -> Violation | None:
         expected: dict[str, Any]
+        if self.type == "boolean":
+            return None if isinstance(value, bool) else Violation("value", "type", value, {"type": "boolean"})
         if self.type == "enum":
             if value in self.allowed:
                 return None
@@ -66,6 +68,7 @@ REGISTRY: dict[str, ConfigKey] = {
         ConfigKey("engine.pipeline.drift_detection.action_on_alert", "enum", "block", allowed=("block", "auto_recover")),
         ConfigKey("engine.pipeline.drift_detection.threshold", "number", 0.35, minimum=0, maximum=1),
         ConfigKey("engine.pipeline.audit.threshold", "number", 0.6, minimum=0, maximum=1),
+        ConfigKey("engine.pipeline.audit.blocking", "boolean", True),
         _limit("requests_per_minute"),
         _limit("requests_per_day"),
         _limit("concurrent_generations"),
@@ -112,7 +115,10 @@ class ConfigService:
 
     def get(self, principal: Principal, key: str) -> Effective:
         self.spec(key)
-        return self.effective(principal, key)[0] if key in REGISTRY else None
+        return next(item for item in self.effective(principal, key) if item.spec.key == key)
+
+    def value(self, principal: Principal, key: str) -> Any:
+        return self.get(principal, key).value
 
     def update(self, principal: Principal, key: str, value: Any, level: str) -> Effective:
         spec, level = self._writable(principal, key, level)

@@ -35,7 +35,7 @@ class CursorCodec:
             payload = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
         except ValueError:
             raise invalid from None
-        if not hmac.compare_digest(mac, self._mac(payload)):
+        if not hmac.compare_digest(mac.encode(), self._mac(payload).encode()):
             raise invalid
         data = json.loads(payload)
         if data.get("s") != scope:

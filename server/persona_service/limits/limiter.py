@@ -19,7 +19,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import formatdate
 
 import redis
@@ -101,7 +101,7 @@ class Admission:
 
 
 def _month_bounds(now: float) -> tuple[str, int]:
-    t = datetime.fromtimestamp(now, timezone.utc)
+    t = datetime.fromtimestamp(now, UTC)
     year, month = (t.year + 1, 1) if t.month == 12 else (t.year, t.month + 1)
     return f"{t.year:04d}{t.month:02d}", calendar.timegm((year, month, 1, 0, 0, 0))
 
@@ -167,7 +167,7 @@ class RateLimiter:
         blocked = windows[int(result[1]) - 1]
         headers = dict(self.headers(limits, minute, 0 if blocked is minute else minute_left, now))
         if blocked.name == "month":
-            reset_at = datetime.fromtimestamp(blocked.resets_at, timezone.utc)
+            reset_at = datetime.fromtimestamp(blocked.resets_at, UTC)
             err = QuotaExceeded(
                 "The monthly generation quota is used up; it resets at the start of the next billing period.",
                 {"quota": "generations_per_month", "limit": blocked.limit, "resetAt": reset_at.isoformat().replace("+00:00", "Z")},

@@ -47,7 +47,7 @@ class Limits:
         cap = ENDPOINT_CAPS[name]
         return max(1, math.floor(cap.pro_limit * self.cap_multiplier)), cap.window_seconds
 
-    def with_overrides(self, overrides: dict[str, float]) -> "Limits":
+    def with_overrides(self, overrides: dict[str, float]) -> Limits:
         return replace(self, **{k: type(getattr(self, k))(v) for k, v in overrides.items() if hasattr(self, k)})
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, insert, select, tuple_
 
 from persona_service.db.models import AuditEvent
 
@@ -25,6 +25,6 @@ class AuditRepository:
             if value:
                 stmt = stmt.where(_events.c[name] == value)
         if after is not None:
-            stmt = stmt.where((_events.c.occurred_at, _events.c.id) < after)
+            stmt = stmt.where(tuple_(_events.c.occurred_at, _events.c.id) < tuple_(*after))
         stmt = stmt.order_by(_events.c.occurred_at.desc(), _events.c.id.desc()).limit(limit)
         return self.conn.execute(stmt).mappings().all()

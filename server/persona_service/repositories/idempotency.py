@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, delete, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
 
 from persona_service.db.models import IdempotencyRecord
@@ -52,7 +52,7 @@ class IdempotencyRepository:
         doomed = select(_records.c.org_id, _records.c.credential_id, _records.c.key).where(_records.c.expires_at <= now).limit(batch)
         result = self.conn.execute(
             delete(_records).where(
-                (_records.c.org_id, _records.c.credential_id, _records.c.key).in_(doomed)
+                tuple_(_records.c.org_id, _records.c.credential_id, _records.c.key).in_(doomed)
             )
         )
         return result.rowcount

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, insert, select, tuple_, update
 
 from persona_service.db.models import ApiKey, Membership, Organization, User
 
@@ -69,7 +69,7 @@ class KeyRepository:
         stmt = select(*_public_columns).where(_keys.c.workspace_id == workspace_id)
         if after is not None:
             created_at, key_id = after
-            stmt = stmt.where((_keys.c.created_at, _keys.c.id) < (created_at, key_id))
+            stmt = stmt.where(tuple_(_keys.c.created_at, _keys.c.id) < tuple_(created_at, key_id))
         stmt = stmt.order_by(_keys.c.created_at.desc(), _keys.c.id.desc()).limit(limit)
         return self.conn.execute(stmt).mappings().all()
 

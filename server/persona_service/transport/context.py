@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from persona_service.db.uow import UnitOfWork
 from persona_service.domain.principal import Principal

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from google.protobuf import struct_pb2, timestamp_pb2
 
@@ -11,7 +11,7 @@ def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
     if value is None:
         return None
     ts = timestamp_pb2.Timestamp()
-    ts.FromDatetime(value.astimezone(timezone.utc))
+    ts.FromDatetime(value.astimezone(UTC))
     return ts
 
 
@@ -19,7 +19,7 @@ def optional_time(message, field: str) -> datetime | None:
     """A Timestamp field as an aware datetime, or None when unset."""
     if not message.HasField(field):
         return None
-    return getattr(message, field).ToDatetime(tzinfo=timezone.utc)
+    return getattr(message, field).ToDatetime(tzinfo=UTC)
 
 
 def nullable_time(value: datetime | None) -> struct_pb2.Value:

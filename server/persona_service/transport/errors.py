@@ -14,8 +14,8 @@ import json
 import grpc
 from google.protobuf import any_pb2, struct_pb2
 from google.rpc import error_details_pb2, status_pb2
-
 from persona.v1 import errors_pb2
+
 from persona_service.errors import ApiError
 
 DOMAIN = "persona-service"

@@ -130,7 +130,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             request_id=request_id,
             method=meta.path,
             uow=UnitOfWork(self.app.engine),
-            client_ip=self._client_ip(context.peer(), metadata.get("x-forwarded-for")),
+            client_ip=self._client_ip(context.peer(), metadata.get("x-envoy-client-address")),
         )
         ctx.headers.append(("x-request-id", request_id))
         return _Call(ctx, metadata)
@@ -182,18 +182,27 @@ class RequestPipeline(grpc.ServerInterceptor):
 
     def _fail(self, call: _Call, context, meta: MethodMeta, exc: Exception) -> None:
         ctx = call.ctx
-        ctx.uow.close()  # roll back the operation
         if isinstance(exc, ApiError):
             err = exc
         else:
             log.exception("unhandled error in %s [request_id=%s]", ctx.method, ctx.request_id)
             err = InternalError()
+        if err.persist and call.reached_operation:
+            self._commit_outcome(ctx, err)
+        ctx.uow.close()  # roll back whatever was not committed
         if isinstance(err, StoredError):
             err.headers["idempotent-replayed"] = "true"
         else:
             self._record_failure(call, meta, err)
         self._log(ctx, err.spec.http_status)
         abort(context, err, ctx.headers)
+
+    def _commit_outcome(self, ctx, err: ApiError) -> None:
+        """Commit changes that are part of an error's outcome (e.g. a failed run's record)."""
+        try:
+            ctx.uow.commit()
+        except Exception:  # noqa: BLE001 - the caller still gets its error
+            log.exception("could not commit the outcome of %s [request_id=%s]", err.code, ctx.request_id)
 
     def _record_failure(self, call: _Call, meta: MethodMeta, err: ApiError) -> None:
         ctx = call.ctx
@@ -251,17 +260,17 @@ class RequestPipeline(grpc.ServerInterceptor):
             principal.org_id if principal else "-", principal.credential_id if principal else "-",
         )
 
-    def _client_ip(self, peer: str, forwarded_for: str | None) -> str | None:
+    def _client_ip(self, peer: str, edge_address: str | None) -> str | None:
         """The client address: the peer, or, when the peer is the trusted edge,
-        the address Envoy appended to X-Forwarded-For."""
+        the downstream address Envoy reports (`x-envoy-client-address`)."""
         address = _peer_address(peer)
-        if forwarded_for and address is not None:
+        if edge_address and address is not None:
             try:
                 trusted = any(ipaddress.ip_address(address) in net for net in self._trusted)
             except ValueError:
                 trusted = False
             if trusted:
-                return forwarded_for.split(",")[-1].strip()
+                return _host_of(edge_address)
         return address
 
 
@@ -269,7 +278,7 @@ def _resource_id(request, response) -> str:
     for message in (request, response):
         if message is None:
             continue
-        if "id" in message.DESCRIPTOR.fields_by_name and getattr(message, "id"):
+        if "id" in message.DESCRIPTOR.fields_by_name and message.id:
             return message.id
         for field in message.DESCRIPTOR.fields:
             if field.message_type is not None and not field.is_repeated and message.HasField(field.name):
@@ -277,6 +286,15 @@ def _resource_id(request, response) -> str:
                 if "id" in nested.DESCRIPTOR.fields_by_name and nested.id:
                     return nested.id
     return ""
+
+
+def _host_of(address: str) -> str:
+    """"1.2.3.4:5", "[::1]:5" or a bare address → the host part."""
+    if address.startswith("["):
+        return address[1:].split("]", 1)[0]
+    if address.count(":") == 1:
+        return address.split(":", 1)[0]
+    return address
 
 
 def _peer_address(peer: str) -> str | None:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.descriptor import ServiceDescriptor
-
 from persona.v1 import options_pb2
+
 from persona_service.domain.audit import action_name
 
 PACKAGE = "persona.v1."

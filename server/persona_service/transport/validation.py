@@ -15,8 +15,8 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
-
 from persona.v1 import options_pb2
+
 from persona_service.errors import ValidationFailed, Violation
 
 _SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
@@ -33,7 +33,7 @@ def _is_cidr(value: str) -> bool:
 FORMATS = {"cidr": _is_cidr, "slug": lambda v: bool(_SLUG.match(v))}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _plan(descriptor: Descriptor) -> tuple:
     """(field, rules or None, nested, repeated) for fields with rules or nested messages to walk."""
     plan = []
@@ -57,6 +57,8 @@ def _walk(message: Message, prefix: str, out: list[Violation]) -> None:
     for field, rules, nested, repeated in _plan(message.DESCRIPTOR):
         path = prefix + field.json_name
         value = getattr(message, field.name)
+        if not repeated and field.message_type is not None and not message.HasField(field.name):
+            value = None  # an absent message field
         if rules is not None:
             _check(rules, path, list(value) if repeated else value, repeated, out)
         if nested:

@@ -36,6 +36,8 @@ class ConfigServiceStub:
     Keys:
     - `engine.pipeline.drift_detection.action_on_alert`: `block` (default) or
     `auto_recover`. Workspace or organization.
+    - `engine.pipeline.audit.blocking`: boolean (default true): a failed audit
+    flags the persona and answers 409 `audit_blocked`. Workspace or organization.
     - `engine.pipeline.drift_detection.threshold`: number in [0, 1], the drift
     score above which a reply alerts (default 0.35). Workspace or organization.
     - `engine.pipeline.audit.threshold`: number in [0, 1], the audit score below
@@ -89,6 +91,8 @@ class ConfigServiceServicer:
     Keys:
     - `engine.pipeline.drift_detection.action_on_alert`: `block` (default) or
     `auto_recover`. Workspace or organization.
+    - `engine.pipeline.audit.blocking`: boolean (default true): a failed audit
+    flags the persona and answers 409 `audit_blocked`. Workspace or organization.
     - `engine.pipeline.drift_detection.threshold`: number in [0, 1], the drift
     score above which a reply alerts (default 0.35). Workspace or organization.
     - `engine.pipeline.audit.threshold`: number in [0, 1], the audit score below
@@ -183,6 +187,8 @@ class ConfigService:
     Keys:
     - `engine.pipeline.drift_detection.action_on_alert`: `block` (default) or
     `auto_recover`. Workspace or organization.
+    - `engine.pipeline.audit.blocking`: boolean (default true): a failed audit
+    flags the persona and answers 409 `audit_blocked`. Workspace or organization.
     - `engine.pipeline.drift_detection.threshold`: number in [0, 1], the drift
     score above which a reply alerts (default 0.35). Workspace or organization.
     - `engine.pipeline.audit.threshold`: number in [0, 1], the audit score below

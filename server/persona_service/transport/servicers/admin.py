@@ -1,4 +1,5 @@
 from persona.v1 import admin_pb2, admin_pb2_grpc
+
 from persona_service.domain.admin import DsarBuilder
 
 

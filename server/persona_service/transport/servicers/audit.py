@@ -1,6 +1,6 @@
 from google.protobuf import struct_pb2
-
 from persona.v1 import audit_pb2, audit_pb2_grpc
+
 from persona_service.domain.audit import AuditLog
 from persona_service.transport.context import current
 from persona_service.transport.convert import timestamp

@@ -1,4 +1,5 @@
 from persona.v1 import chat_pb2, chat_pb2_grpc
+
 from persona_service.domain.chat import ChatSessionService
 from persona_service.transport.context import current
 from persona_service.transport.convert import nullable_time, timestamp

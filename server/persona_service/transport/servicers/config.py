@@ -1,6 +1,6 @@
 from google.protobuf import json_format, struct_pb2
-
 from persona.v1 import config_pb2, config_pb2_grpc
+
 from persona_service.domain.config import RATE_LIMIT_PREFIX, ConfigService, Effective
 from persona_service.transport.context import current
 from persona_service.transport.convert import timestamp

@@ -1,4 +1,5 @@
 from persona.v1 import keys_pb2, keys_pb2_grpc
+
 from persona_service.domain.keys import KeyService
 from persona_service.transport.context import current
 from persona_service.transport.convert import optional_time, timestamp

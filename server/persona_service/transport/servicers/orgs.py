@@ -1,4 +1,5 @@
 from persona.v1 import orgs_pb2, orgs_pb2_grpc
+
 from persona_service.domain.orgs import OrgService
 from persona_service.transport.context import current
 from persona_service.transport.convert import timestamp

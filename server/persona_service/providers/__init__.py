@@ -1,0 +1,2 @@
+"""Model providers: text generation (whole and streamed), moderation and
+embeddings behind one interface, chosen by configuration."""

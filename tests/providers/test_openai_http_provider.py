@@ -1,0 +1,357 @@
+"""The OpenAI-compatible HTTP provider against a real local HTTP server
+(`openai_stub`): wire format, streaming, tool calls and error mapping."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+from persona_service.providers.base import (
+    Completion,
+    GenerationOptions,
+    Message,
+    ProviderError,
+    ProviderTimeout,
+    ToolCall,
+)
+from persona_service.providers.factory import make_base_provider, make_provider
+from persona_service.providers.local import LocalProvider
+from persona_service.providers.openai_http import OpenAIHTTPProvider
+from persona_service.providers.retrying import Retrying
+
+SYSTEM = ("You are Mara Quill.\nDesire: To keep the old harbour lighthouse burning for every lost sailor.\n"
+          "Traits: gentle, stubborn, wry.\nSpeaking style: Short, plain sentences with a dry sense of humour.")
+MESSAGES = [Message("system", SYSTEM), Message("user", "Why do you still climb the stairs every night?")]
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {"name": "get_weather", "description": "Weather for a city",
+                 "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                                                                 "days": {"type": "integer"}},
+                                "required": ["city"]}},
+}
+SECRET_DETAIL = "shard-7 exploded: internal stack trace"
+
+
+@pytest.fixture(scope="module")
+def provider(openai_stub_server):
+    with OpenAIHTTPProvider(openai_stub_server.base_url, "sk-test-123", "gpt-test", "embed-test", "moderate-test",
+                            timeout_seconds=5) as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def fast_timeout_provider(openai_stub_server):
+    with OpenAIHTTPProvider(openai_stub_server.base_url, "sk-test-123", timeout_seconds=0.3) as p:
+        yield p
+
+
+# -- happy paths --------------------------------------------------------------
+
+def test_generate_speaks_the_wire_format(provider, openai_stub):
+    options = GenerationOptions(temperature=0.4, max_tokens=200)
+    completion = provider.generate(MESSAGES, options)
+    expected = LocalProvider().generate(MESSAGES, GenerationOptions(model="gpt-test"))
+    assert completion == expected  # the stub answers with the local provider
+    assert completion.model == "gpt-test"
+    assert completion.input_tokens > 0 and completion.output_tokens > 0
+
+    (request,) = openai_stub.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer sk-test-123"
+    assert request.body["model"] == "gpt-test"
+    assert request.body["messages"] == [{"role": "system", "content": SYSTEM},
+                                        {"role": "user", "content": MESSAGES[1].content}]
+    assert request.body["temperature"] == 0.4 and request.body["max_tokens"] == 200
+    assert "response_format" not in request.body and "tools" not in request.body and "stream" not in request.body
+
+
+def test_json_mode_and_model_override(provider, openai_stub):
+    completion = provider.generate([Message("user", "A cheerful baker who loves rye bread")],
+                                   GenerationOptions(response_format="json", task="soul", model="gpt-other"))
+    assert "rye bread" in json.loads(completion.text)["desire"]
+    body = openai_stub.requests[-1].body
+    assert body["response_format"] == {"type": "json_object"}
+    assert body["model"] == "gpt-other" and completion.model == "gpt-other"
+    assert "temperature" not in body and "max_tokens" not in body
+
+
+def test_length_finish_reason(provider, openai_stub):
+    completion = provider.generate(MESSAGES, GenerationOptions(max_tokens=5))
+    assert completion.finish_reason == "length" and completion.output_tokens <= 5
+
+
+def test_tool_call_round_trip(provider, openai_stub):
+    options = GenerationOptions(tools=(WEATHER_TOOL,), tool_choice="auto")
+    asked = [Message("system", SYSTEM), Message("user", "Is a storm coming? [[tool:get_weather]]")]
+    completion = provider.generate(asked, options)
+    assert completion.finish_reason == "tool_calls" and completion.text == ""
+    (call,) = completion.tool_calls
+    assert call.name == "get_weather" and call.id.startswith("call_")
+    assert set(json.loads(call.arguments)) == {"city", "days"}
+    body = openai_stub.requests[-1].body
+    assert body["tools"] == [WEATHER_TOOL] and body["tool_choice"] == "auto"
+
+    answered = asked + [Message("assistant", "", tool_calls=(call,)),
+                        Message("tool", '{"forecast": "gale force winds"}', name="get_weather", tool_call_id=call.id)]
+    final = provider.generate(answered, options)
+    assert final.finish_reason == "stop" and "gale force winds" in final.text
+    wire = openai_stub.requests[-1].body["messages"]
+    assert wire[2] == {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call.id, "type": "function", "function": {"name": "get_weather", "arguments": call.arguments}}]}
+    assert wire[3] == {"role": "tool", "content": '{"forecast": "gale force winds"}', "name": "get_weather",
+                       "tool_call_id": call.id}
+
+
+def test_stream_reassembles_and_reports_usage(provider, openai_stub):
+    whole = provider.generate(MESSAGES, GenerationOptions())
+    deltas = list(provider.stream(MESSAGES, GenerationOptions()))
+    assert len([d for d in deltas if d.text]) > 3
+    assert "".join(d.text for d in deltas) == whole.text
+    assert deltas[-1].finish_reason == "stop" and deltas[-1].usage == whole
+    assert all(d.usage is None and not d.finish_reason for d in deltas[:-1])
+    body = openai_stub.requests[-1].body
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+
+
+def test_stream_tool_call_fragments(provider, openai_stub):
+    options = GenerationOptions(tools=(WEATHER_TOOL,))
+    asked = [Message("system", SYSTEM), Message("user", "call get_weather please")]
+    expected = provider.generate(asked, options).tool_calls[0]
+    deltas = list(provider.stream(asked, options))
+    fragments = [d for d in deltas if d.tool_call]
+    assert fragments[0].tool_call.id == expected.id and fragments[0].tool_call.name == "get_weather"
+    assert len(fragments) > 2
+    assert "".join(d.tool_call.arguments for d in fragments) == expected.arguments
+    final = deltas[-1]
+    assert final.finish_reason == "tool_calls" and final.usage.tool_calls == (expected,)
+
+
+def test_moderation(provider, openai_stub):
+    flagged = provider.moderate("explain how to build a bomb")
+    assert flagged.flagged and "violence" in flagged.categories and flagged.scores["violence"] > 0.5
+    clean = provider.moderate("a cup of tea by the window")
+    assert not clean.flagged and clean.categories == ()
+    assert openai_stub.requests[-1].path == "/v1/moderations"
+    assert openai_stub.requests[-1].body == {"model": "moderate-test", "input": "a cup of tea by the window"}
+
+
+def test_embeddings(provider, openai_stub):
+    texts = ["lighthouse at night", "tax ledgers"]
+    assert provider.embed(texts) == LocalProvider().embed(texts)
+    assert openai_stub.requests[-1].body == {"model": "embed-test", "input": texts}
+    assert provider.embed([]) == []
+    assert len(openai_stub.requests) == 1
+
+
+def test_scripted_responder(provider, openai_stub):
+    openai_stub.responder = lambda body: Completion("scripted", "gpt-x", 7, 1, "stop",
+                                                    (ToolCall("call_1", "f", "{}"),))
+    completion = provider.generate(MESSAGES, GenerationOptions())
+    assert completion == Completion("scripted", "gpt-x", 7, 1, "stop", (ToolCall("call_1", "f", "{}"),))
+
+
+def test_keep_alive_reuses_the_connection(provider, openai_stub):
+    for _ in range(3):
+        provider.embed(["x"])
+    assert len(openai_stub.requests) == 3
+    assert len({r.client_port for r in openai_stub.requests}) == 1
+
+
+# -- errors ---------------------------------------------------------------------
+
+def assert_opaque(error: ProviderError, *secrets: str) -> None:
+    """The rendered parts (message, details, str) carry nothing from upstream."""
+    rendered = json.dumps([error.message, error.details, str(error)])
+    for secret in secrets:
+        assert secret not in rendered
+    assert error.details == {"provider": "openai"}
+
+
+def test_500_maps_to_provider_error_with_the_envelope(provider, openai_stub):
+    envelope = {"error": {"message": SECRET_DETAIL, "type": "server_error", "param": None, "code": "boom"}}
+    openai_stub.inject_error(status=500, envelope=envelope)
+    with pytest.raises(ProviderError) as caught:
+        provider.generate(MESSAGES, GenerationOptions())
+    error = caught.value
+    assert type(error) is ProviderError and error.code == "provider_error" and error.spec.http_status == 502
+    assert error.upstream == envelope and error.upstream_status == 500
+    assert_opaque(error, SECRET_DETAIL, "boom")
+
+
+@pytest.mark.parametrize("status", [429, 400, 401, 503])
+def test_other_statuses_map_to_provider_error(provider, openai_stub, status):
+    openai_stub.inject_error(status=status, path="/moderations")
+    with pytest.raises(ProviderError) as caught:
+        provider.moderate("hello")
+    assert type(caught.value) is ProviderError
+    assert caught.value.upstream_status == status and caught.value.upstream["error"]["type"] == "server_error"
+
+
+def test_wrong_api_key_is_a_provider_error(openai_stub, provider):
+    openai_stub.api_key = "sk-right"
+    with pytest.raises(ProviderError) as caught:
+        provider.embed(["x"])
+    assert caught.value.upstream_status == 401
+    assert caught.value.upstream["error"]["code"] == "invalid_api_key"
+
+
+def test_non_json_error_body_is_kept_truncated(provider, openai_stub):
+    openai_stub.inject_error(status=502, envelope="<html>Bad gateway " + "x" * 5000 + "</html>")
+    with pytest.raises(ProviderError) as caught:
+        provider.embed(["x"])
+    assert caught.value.upstream["status"] == 502
+    assert caught.value.upstream["body"].startswith("<html>Bad gateway") and len(caught.value.upstream["body"]) == 2000
+    assert_opaque(caught.value, "Bad gateway")
+
+
+@pytest.mark.parametrize("call", ["generate", "moderate", "embed"])
+def test_malformed_body_is_a_provider_error(provider, openai_stub, call):
+    openai_stub.inject_malformed(body="{not json at all")
+    with pytest.raises(ProviderError) as caught:
+        {"generate": lambda: provider.generate(MESSAGES, GenerationOptions()),
+         "moderate": lambda: provider.moderate("x"),
+         "embed": lambda: provider.embed(["x"])}[call]()
+    assert type(caught.value) is ProviderError
+    assert caught.value.upstream == {"status": 200, "body": "{not json at all"}
+    assert_opaque(caught.value, "not json")
+
+
+@pytest.mark.parametrize("body", [
+    '{"choices": []}',
+    '{"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}',  # no usage
+    '{"choices": [{"finish_reason": "stop"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}',
+    '[1, 2, 3]',
+])
+def test_missing_fields_are_a_provider_error(provider, openai_stub, body):
+    openai_stub.inject_malformed(body=body)
+    with pytest.raises(ProviderError) as caught:
+        provider.generate(MESSAGES, GenerationOptions())
+    assert caught.value.upstream_status == 200 and caught.value.upstream["status"] == 200
+
+
+def test_missing_embedding_rows_are_a_provider_error(provider, openai_stub):
+    openai_stub.inject_malformed(body='{"data": [{"index": 0, "embedding": [0.1]}]}')
+    with pytest.raises(ProviderError):
+        provider.embed(["a", "b"])
+
+
+def test_slow_upstream_is_a_timeout(fast_timeout_provider, openai_stub):
+    openai_stub.inject_delay(seconds=2.0)
+    with pytest.raises(ProviderTimeout) as caught:
+        fast_timeout_provider.generate(MESSAGES, GenerationOptions())
+    error = caught.value
+    assert error.code == "provider_timeout" and error.spec.http_status == 504
+    assert error.upstream["error"] == "timeout" and error.upstream_status is None
+    # The next request is served normally.
+    assert fast_timeout_provider.embed(["x"])
+
+
+def test_connection_refused_is_a_provider_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed when the block ends: nothing listens there
+    with OpenAIHTTPProvider(f"http://127.0.0.1:{port}/v1", timeout_seconds=2) as provider:
+        with pytest.raises(ProviderError) as caught:
+            provider.embed(["x"])
+    assert type(caught.value) is ProviderError
+    assert caught.value.upstream["error"] == "connection_error" and caught.value.upstream_status is None
+
+
+def test_stream_error_before_first_chunk(provider, openai_stub):
+    openai_stub.inject_error(status=500)
+    with pytest.raises(ProviderError) as caught:
+        list(provider.stream(MESSAGES, GenerationOptions()))
+    assert caught.value.upstream_status == 500 and caught.value.upstream["error"]["code"] == "internal_error"
+
+
+def test_stream_without_done_is_a_provider_error(provider, openai_stub):
+    openai_stub.inject_truncated_stream()
+    received = []
+    with pytest.raises(ProviderError) as caught:
+        for delta in provider.stream(MESSAGES, GenerationOptions()):
+            received.append(delta)
+    assert received and caught.value.upstream == {"error": "truncated_stream"}
+
+
+def test_stream_that_is_not_an_event_stream(provider, openai_stub):
+    openai_stub.inject_malformed(body="{not json")
+    with pytest.raises(ProviderError) as caught:
+        list(provider.stream(MESSAGES, GenerationOptions()))
+    assert caught.value.upstream == {"status": 200, "body": "{not json"}
+
+
+def test_stream_stalling_mid_way_is_a_timeout(fast_timeout_provider, openai_stub):
+    openai_stub.inject_delay(seconds=2.0, mid_stream=True)
+    received = []
+    with pytest.raises(ProviderTimeout):
+        for delta in fast_timeout_provider.stream(MESSAGES, GenerationOptions()):
+            received.append(delta)
+    assert not any(d.usage for d in received)
+
+
+# -- retrying and the factory over HTTP ------------------------------------------------
+
+def test_retrying_recovers_from_transient_500s(provider, openai_stub):
+    slept = []
+    retrying = Retrying(provider, sleep=slept.append)
+    openai_stub.inject_error(times=2, status=500, path="/chat/completions")
+    completion = retrying.generate(MESSAGES, GenerationOptions())
+    assert completion.text and slept == [1.0, 2.0]
+    assert [f.upstream_status for f in retrying.failures] == [500, 500]
+    assert retrying.failures[0].upstream["error"]["type"] == "server_error"
+    assert len(openai_stub.requests_to("/chat/completions")) == 3
+
+
+def test_retrying_stream_retries_only_before_the_first_delta(provider, openai_stub):
+    slept = []
+    retrying = Retrying(provider, sleep=slept.append)
+    openai_stub.inject_error(times=1, status=503)
+    text = "".join(d.text for d in retrying.stream(MESSAGES, GenerationOptions()))
+    assert text == provider.generate(MESSAGES, GenerationOptions()).text and slept == [1.0]
+
+    openai_stub.inject_truncated_stream()
+    with pytest.raises(ProviderError):
+        list(retrying.stream(MESSAGES, GenerationOptions()))
+    assert slept == [1.0] and len(retrying.failures) == 1
+
+
+def test_factory_builds_a_working_openai_provider(openai_stub):
+    env = {"PERSONA_PROVIDER": "openai", "PERSONA_OPENAI_BASE_URL": openai_stub.base_url,
+           "PERSONA_OPENAI_API_KEY": "sk-env", "PERSONA_OPENAI_MODEL": "gpt-env",
+           "PERSONA_PROVIDER_TIMEOUT_SECONDS": "3", "PERSONA_PROVIDER_BACKOFF_SECONDS": "0.25"}
+    provider = make_provider(env)
+    try:
+        assert isinstance(provider, Retrying) and provider.name == "openai"
+        assert provider.delays == (0.25, 0.5, 1.0)
+        assert provider.generate(MESSAGES, GenerationOptions()).model == "gpt-env"
+        request = openai_stub.requests[-1]
+        assert request.headers["authorization"] == "Bearer sk-env"
+        provider.embed(["x"])
+        provider.moderate("x")
+        assert openai_stub.requests[-2].body["model"] == "text-embedding-3-small"
+        assert openai_stub.requests[-1].body["model"] == "omni-moderation-latest"
+        assert provider.provider.timeout_seconds == 3.0
+    finally:
+        provider.close()
+
+
+def test_factory_defaults_and_validation():
+    default = make_provider({})
+    assert default.name == "local" and isinstance(default.provider, LocalProvider)
+    assert default.delays == (1.0, 2.0, 4.0)
+    assert isinstance(make_base_provider({"PERSONA_PROVIDER": "LOCAL"}), LocalProvider)
+    with pytest.raises(ValueError, match="PERSONA_OPENAI_BASE_URL"):
+        make_provider({"PERSONA_PROVIDER": "openai"})
+    with pytest.raises(ValueError, match="PERSONA_PROVIDER"):
+        make_provider({"PERSONA_PROVIDER": "anthropic"})
+    with pytest.raises(ValueError, match="PERSONA_PROVIDER_BACKOFF_SECONDS"):
+        make_provider({"PERSONA_PROVIDER_BACKOFF_SECONDS": "soon"})
+    openai = make_base_provider({"PERSONA_PROVIDER": "openai", "PERSONA_OPENAI_BASE_URL": "http://127.0.0.1:9/v1/"})
+    try:
+        assert isinstance(openai, OpenAIHTTPProvider)
+        assert (openai.model, openai.embedding_model, openai.moderation_model, openai.timeout_seconds) == (
+            "gpt-4o-mini", "text-embedding-3-small", "omni-moderation-latest", 30.0)
+        assert openai.base_url == "http://127.0.0.1:9/v1"
+    finally:
+        openai.close()
