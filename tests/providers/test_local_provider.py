@@ -129,6 +129,12 @@ def test_desire_mentions_the_intents_subject(local, intent, subject):
     assert subject in soul["desire"].lower()
 
 
+def test_a_name_in_the_intent_is_used(local):
+    soul = soul_for(local, Message("user", "A detective named Sam who solves riddles in Venice"))
+    assert soul["name"].startswith("Sam ") and "riddles in Venice" in soul["desire"]
+    assert soul_for(local, Message("user", "a bard called Lyra Moon"))["name"] == "Lyra Moon"
+
+
 def test_different_intents_give_different_souls(local, soul):
     other = soul_for(local, Message("user", "A cheerful astronaut who grows tomatoes on Mars"))
     assert other != soul

@@ -345,6 +345,8 @@ def test_factory_defaults_and_validation():
         make_provider({"PERSONA_PROVIDER": "openai"})
     with pytest.raises(ValueError, match="PERSONA_PROVIDER"):
         make_provider({"PERSONA_PROVIDER": "anthropic"})
+    with pytest.raises(ValueError, match="http"):
+        make_provider({"PERSONA_PROVIDER": "openai", "PERSONA_OPENAI_BASE_URL": "api.example.com/v1"})
     with pytest.raises(ValueError, match="PERSONA_PROVIDER_BACKOFF_SECONDS"):
         make_provider({"PERSONA_PROVIDER_BACKOFF_SECONDS": "soon"})
     openai = make_base_provider({"PERSONA_PROVIDER": "openai", "PERSONA_OPENAI_BASE_URL": "http://127.0.0.1:9/v1/"})

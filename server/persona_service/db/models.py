@@ -173,6 +173,7 @@ class Persona(Base):
     slug: Mapped[str] = mapped_column(String(64), nullable=False)
     display_name: Mapped[str] = mapped_column(String(200), nullable=False)
     visibility: Mapped[str] = mapped_column(String(12), nullable=False)
+    # `metadata` is reserved on ORM classes; the column (and Core key) is "metadata".
     meta: Mapped[object] = mapped_column("metadata", JSONB, nullable=False, default=dict)
     intent: Mapped[str] = mapped_column(Text, nullable=False)
     soul: Mapped[object] = mapped_column(JSONB, nullable=False)

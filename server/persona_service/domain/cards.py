@@ -39,7 +39,7 @@ def persona_to_card(persona, voice, versions: list) -> dict[str, Any]:
     soul = persona["soul"]
     ours = {
         "personaId": persona["id"], "version": persona["version"], "intent": persona["intent"], "soul": soul,
-        "visibility": persona["visibility"], "metadata": persona["meta"], "slug": persona["slug"],
+        "visibility": persona["visibility"], "metadata": persona["metadata"], "slug": persona["slug"],
         "lineage": {
             "parentId": persona["parent_id"] or "", "rootId": persona["root_id"], "forkOrdinal": persona["fork_ordinal"],
             "forkNote": persona["fork_note"],

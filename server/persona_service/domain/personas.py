@@ -161,7 +161,7 @@ class PersonaService:
         result = yield from self.pipeline.run(spec)
         return self._insert(
             principal, persona_id, result.outputs, result.run_id, intent=parent["intent"], slug=slug,
-            visibility=parent["visibility"], metadata=parent["meta"], display_name="", kind="fork", parent=parent,
+            visibility=parent["visibility"], metadata=parent["metadata"], display_name="", kind="fork", parent=parent,
             fork_ordinal=ordinal, note=note, instruction=instruction,
         )
 
@@ -197,11 +197,10 @@ class PersonaService:
             _check_metadata(changes["metadata"])
         if changes.get("slug") and changes["slug"] != row["slug"]:
             self._ensure_slug_free(principal.workspace_id, changes["slug"])
-        columns = {"slug": "slug", "display_name": "display_name", "visibility": "visibility", "metadata": "meta"}
-        changed = sorted(_camel(k) for k, v in changes.items() if row[columns[k]] != v)
+        changed = sorted(_camel(k) for k, v in changes.items() if row[k] != v)
         if not changed:
             return row
-        row = self.repo.update(persona_id, **{columns[k]: v for k, v in changes.items()}, updated_at=self.clock())
+        row = self.repo.update(persona_id, **changes, updated_at=self.clock())
         self._emit(row, "persona.updated", {"version": row["version"], "changed": changed, "note": ""})
         return row
 
@@ -310,7 +309,7 @@ class PersonaService:
             with self.conn.begin_nested():
                 row = self.repo.insert(
                     id=persona_id, org_id=principal.org_id, workspace_id=principal.workspace_id, slug=slug,
-                    display_name=display_name or soul["name"], visibility=visibility or "private", meta=metadata or {},
+                    display_name=display_name or soul["name"], visibility=visibility or "private", metadata=metadata or {},
                     intent=intent, soul=soul, state="active", version=1,
                     parent_id=parent["id"] if parent else None, root_id=parent["root_id"] if parent else persona_id,
                     fork_ordinal=fork_ordinal, fork_note=note, audit_score=(outputs.get("audit") or {}).get("score"),

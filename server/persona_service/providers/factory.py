@@ -52,6 +52,8 @@ def make_base_provider(settings_env: Mapping[str, str] = os.environ) -> Provider
         base_url = (settings_env.get("PERSONA_OPENAI_BASE_URL") or "").strip()
         if not base_url:
             raise ValueError("PERSONA_OPENAI_BASE_URL is required when PERSONA_PROVIDER=openai")
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"PERSONA_OPENAI_BASE_URL must be an http(s) URL, got {base_url!r}")
         timeout = _float(settings_env, "PERSONA_PROVIDER_TIMEOUT_SECONDS", 30.0)
         if timeout <= 0:
             raise ValueError("PERSONA_PROVIDER_TIMEOUT_SECONDS must be positive")

@@ -123,6 +123,7 @@ _BLOCKLIST = tuple((category, re.compile(pattern, re.IGNORECASE)) for category, 
 # --------------------------------------------------------------------------
 # Embeddings: hashed bag of words (+ bigrams), L2-normalised.
 
+_WORD = re.compile(r"[^\W_][\w'\-]*")
 _STOPWORDS = frozenset(
     """a an the and or but if of to in on at by for with from as is are was were be been being am i me my we our
     you your he she it its they them their this that these those there here what which who whom whose how why when
@@ -141,7 +142,7 @@ def _stem(word: str) -> str:
 
 
 def _features(text: str) -> list[tuple[str, float]]:
-    words = [_stem(w) for w in re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower())]
+    words = [_stem(w) for w in re.findall(r"[^\W_]+(?:'[^\W_]+)?", text.lower())]
     features = [(w, 0.2 if w in _STOPWORDS else 1.0) for w in words]
     content = [w for w in words if w not in _STOPWORDS]
     features += [(f"{a} {b}", 0.5) for a, b in zip(content, content[1:])]
@@ -304,7 +305,7 @@ def _lcfirst(text: str) -> str:
 
 
 def _content_words(text: str) -> list[str]:
-    words = re.findall(r"[A-Za-z0-9][A-Za-z0-9'\-]*", text)
+    words = _WORD.findall(text)
     return [w for w in words if w.lower() not in _STOPWORDS and len(w) > 1]
 
 
@@ -343,12 +344,17 @@ def _dumps(value: Any) -> str:
 
 def analyse_intent(intent: str) -> dict[str, Any]:
     """Split an intent like "A grumpy lighthouse keeper who loves jazz" into a
-    role ("grumpy lighthouse keeper"), a topic ("jazz") and the trait
-    adjectives it names (["grumpy"])."""
+    role ("grumpy lighthouse keeper"), a topic ("jazz"), the trait adjectives
+    it names (["grumpy"]) and a name given with "named"/"called" ("")."""
     text = re.sub(r"\s+", " ", _MARKERS.sub(" ", intent)).strip().rstrip(".!?")
     text = re.sub(r"^intent\s*:\s*", "", text, flags=re.IGNORECASE)
     text = _FILLER.sub("", text)
-    words = re.findall(r"[A-Za-z0-9][A-Za-z0-9'\-]*", text)
+    named = re.search(r",?\s*\b(?:named|called)\s+([A-Z][\w'\-]*(?:\s+[A-Z][\w'\-]*)?)", text)
+    given_name = named.group(1) if named else ""
+    if named:
+        text = (text[:named.start()] + text[named.end():]).strip()
+    text = re.sub(r"^[^,]{1,40},\s+(?=(?:a|an|the)\s)", "", text, flags=re.IGNORECASE)  # "Emma, a poet" → "a poet"
+    words = _WORD.findall(text)
     while words and words[0].lower() in _ARTICLES:
         words.pop(0)
     split = next((i for i, w in enumerate(words) if i > 0 and w.lower() in _CLAUSE_WORDS), len(words))
@@ -372,15 +378,21 @@ def analyse_intent(intent: str) -> dict[str, Any]:
                 rest.pop(0)
             topic_words = [w for w in rest if w.lower() not in {"who", "that", "which"}][:4]
         else:
-            content = [w for w in rest if w.lower() not in _STOPWORDS]
-            verb_like = len(content) < 2 or content[-2].lower() in _BASE_VERBS or (
-                content[-2].lower().endswith("s") and not content[-2].lower().endswith("ss"))
-            topic_words = content[-1:] if verb_like else content[-2:]
+            # "who loves jazz" → "jazz"; "that helps people learn Spanish" → "Spanish";
+            # "who writes haiku about snow" → "haiku about snow".
+            if head in {"who", "that", "which", "whose"}:
+                rest = rest[1:]  # the verb
+            while rest and (rest[0].lower() in _PREPOSITIONS or rest[0].lower() in _STOPWORDS):
+                rest.pop(0)
+            verbs = [i for i, w in enumerate(rest) if w.lower() in _BASE_VERBS]
+            if verbs and verbs[-1] < len(rest) - 1:
+                rest = rest[verbs[-1] + 1:]
+            topic_words = rest[:4]
         topic = " ".join(topic_words)
     if not topic:
         topic = f"the life of {_a(role)}"
     adjectives = [w.lower() for w in words if w.lower() in TRAITS]
-    return {"role": role, "topic": topic, "adjectives": adjectives}
+    return {"role": role, "topic": topic, "adjectives": adjectives, "name": given_name}
 
 
 # --------------------------------------------------------------------------
@@ -461,7 +473,7 @@ class LocalProvider:
         if base is None:
             intents = [m.content for m in messages if m.role == "user"
                        and not m.content.strip().lower().startswith("refine:")]
-            intent = intents[-1] if intents else (messages[-1].content if messages else "")
+            intent = intents[-1] if intents else ""
             soul = self.soul_from_intent(intent)
         else:
             soul = _normalise_soul(base)
@@ -473,8 +485,9 @@ class LocalProvider:
         seed = _Seed("soul", intent.strip())
         facts = analyse_intent(intent)
         role, topic = facts["role"], facts["topic"]
-        first = seed.pick("first", FIRST_NAMES)
-        name = f"{first} {seed.pick('last', SURNAMES)}"
+        given = facts["name"].split()
+        first = given[0] if given else seed.pick("first", FIRST_NAMES)
+        name = facts["name"] if len(given) > 1 else f"{first} {seed.pick('last', SURNAMES)}"
         pool = [t for t in TRAITS if t not in facts["adjectives"]]
         traits = list(dict.fromkeys(facts["adjectives"]))[:2]
         traits += seed.sample("traits", pool, 3 + seed.number("trait-count") % 3 - len(traits))
@@ -513,9 +526,9 @@ class LocalProvider:
         while len(traits) < 3:
             traits.append(next(t for t in seed.sample("fill", TRAITS, len(TRAITS)) if t not in traits
                                and t not in removed))
-        while len(traits) > 5:
-            traits.pop(next(i for i, t in enumerate(traits) if t not in added) if any(t not in added for t in traits)
-                       else 0)
+        while len(traits) > 5:  # drop the last trait the refinement did not ask for
+            keep = [i for i, t in enumerate(traits) if t not in added]
+            traits.pop(keep[-1] if keep else 0)
         soul["traits"] = traits
         sentences = re.split(r"(?<=[.!?])\s+", soul["backstory"].strip())
         change = _lcfirst(text)

@@ -18,7 +18,7 @@ def _struct(value: dict | None) -> struct_pb2.Struct:
 def persona(row) -> personas_pb2.Persona:
     message = personas_pb2.Persona(
         id=row["id"], org_id=row["org_id"], workspace_id=row["workspace_id"], slug=row["slug"],
-        display_name=row["display_name"], visibility=row["visibility"], metadata=_struct(row["meta"]),
+        display_name=row["display_name"], visibility=row["visibility"], metadata=_struct(row["metadata"]),
         intent=row["intent"], soul=personas_pb2.Soul(**row["soul"]), state=row["state"], version=row["version"],
         parent_id=row["parent_id"] or "", root_id=row["root_id"], fork_ordinal=row["fork_ordinal"],
         flagged_reason=row["flagged_reason"], last_run_id=row["last_run_id"], create_time=timestamp(row["created_at"]),
