@@ -23,6 +23,7 @@ node_modules/.installed: package.json package-lock.json
 
 lint: $(STAMP) node_modules/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/lint_proto.sh
+	$(BIN)/ruff check server tests scripts migrations
 
 gen: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py
