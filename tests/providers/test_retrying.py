@@ -4,10 +4,9 @@ reported for the audit log, streams retried only before their first delta."""
 from __future__ import annotations
 
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
-
 from persona_service.providers.base import (
     Completion,
     Delta,
@@ -224,4 +223,4 @@ def test_wrapper_passes_through_name_and_extras():
     retrying = Retrying(Flaky(fail=0))
     assert retrying.name == "fake" and retrying.model == "fake-model"
     with pytest.raises(AttributeError):
-        retrying.no_such_attribute
+        _ = retrying.no_such_attribute
