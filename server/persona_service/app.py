@@ -15,6 +15,7 @@ from persona_service.domain.auth import Authenticator, CredentialCache
 from persona_service.domain.cursors import CursorCodec
 from persona_service.domain.idempotency import Idempotency
 from persona_service.domain.personas import PersonaService
+from persona_service.domain.pricing import PriceTable
 from persona_service.limits.limiter import RateLimiter
 from persona_service.limits.resolver import LimitsResolver
 from persona_service.providers.factory import backoff_delays, make_base_provider
@@ -41,6 +42,7 @@ class App:
         self.idempotency = Idempotency(self.engine)
         self.provider = make_base_provider()
         self.backoff = backoff_delays()
+        self.prices = PriceTable.from_env()
         self._listener: threading.Thread | None = None
 
     def provider_for(self, ctx) -> Retrying:

@@ -17,6 +17,7 @@ PREFIXES = {
     "user": "usr",
     "api_key": "key",
     "chat_session": "chs",
+    "chat_message": "msg",
     "event": "evt",
     "invoice": "inv",
     "request": "req",

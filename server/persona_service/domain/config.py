@@ -2,18 +2,21 @@
 
 Every key is declared here with its type, default and the levels it may be
 set at; the effective value for a workspace is its own setting, else the
-organization's, else the default. Rate-limit keys are organization-level,
+organization's, else the default. The drift-detection keys may also be set
+per persona (spec 1.0.4): for that persona its own setting comes first. Rate-limit keys are organization-level,
 Enterprise-only and Owner-only.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from persona_service.domain.principal import Principal
 from persona_service.errors import Forbidden, NotFound, ValidationFailed, Violation
-from persona_service.repositories.config import ORG_LEVEL, ConfigRepository
+from persona_service.repositories.config import ORG_LEVEL, PERSONA_LEVEL_PREFIX, ConfigRepository, persona_level
+from persona_service.repositories.personas import PersonaRepository
 
 RATE_LIMIT_PREFIX = "api.rate_limit."
 
@@ -65,8 +68,10 @@ def _limit(name: str, type_: str = "integer", minimum: float = 1) -> ConfigKey:
 REGISTRY: dict[str, ConfigKey] = {
     k.key: k
     for k in (
-        ConfigKey("engine.pipeline.drift_detection.action_on_alert", "enum", "block", allowed=("block", "auto_recover")),
-        ConfigKey("engine.pipeline.drift_detection.threshold", "number", 0.35, minimum=0, maximum=1),
+        ConfigKey("engine.pipeline.drift_detection.action_on_alert", "enum", "block", allowed=("block", "auto_recover"),
+                  levels=("workspace", "org", "persona")),
+        ConfigKey("engine.pipeline.drift_detection.threshold", "number", 0.35, minimum=0, maximum=1,
+                  levels=("workspace", "org", "persona")),
         ConfigKey("engine.pipeline.audit.threshold", "number", 0.6, minimum=0, maximum=1),
         ConfigKey("engine.pipeline.audit.blocking", "boolean", True),
         _limit("requests_per_minute"),
@@ -82,12 +87,19 @@ REGISTRY: dict[str, ConfigKey] = {
 class Effective:
     spec: ConfigKey
     value: Any
-    source: str  # workspace | org | default
+    source: str  # persona | workspace | org | default
     updated_at: Any = None
+
+
+def _level_of(workspace_id: str) -> str:
+    if workspace_id == ORG_LEVEL:
+        return "org"
+    return "persona" if workspace_id.startswith(PERSONA_LEVEL_PREFIX) else "workspace"
 
 
 class ConfigService:
     def __init__(self, conn):
+        self.conn = conn
         self.repo = ConfigRepository(conn)
 
     @staticmethod
@@ -97,41 +109,46 @@ class ConfigService:
             raise NotFound("configuration key", {"key": key})
         return spec
 
-    def effective(self, principal: Principal, prefix: str = "") -> list[Effective]:
-        rows = self.repo.settings(principal.org_id, principal.workspace_id)
-        by_level = {(r["key"], "org" if r["workspace_id"] == ORG_LEVEL else "workspace"): r for r in rows}
+    def effective(self, principal: Principal, prefix: str = "", persona_id: str = "") -> list[Effective]:
+        """Effective values for the caller's workspace, or for one of its
+        personas (persona → workspace → org → default)."""
+        rows = self.repo.settings(principal.org_id, principal.workspace_id, persona_id=persona_id)
+        by_level = {(r["key"], _level_of(r["workspace_id"])): r for r in rows}
         result = []
         for key in sorted(REGISTRY):
             if not key.startswith(prefix):
                 continue
             spec = REGISTRY[key]
-            row = by_level.get((key, "workspace")) or by_level.get((key, "org"))
+            row = by_level.get((key, "persona")) or by_level.get((key, "workspace")) or by_level.get((key, "org"))
             if row is not None:
-                source = "org" if row["workspace_id"] == ORG_LEVEL else "workspace"
-                result.append(Effective(spec, row["value"], source, row["updated_at"]))
+                result.append(Effective(spec, row["value"], _level_of(row["workspace_id"]), row["updated_at"]))
             else:
                 result.append(Effective(spec, self._default(spec, principal), "default"))
         return result
 
-    def get(self, principal: Principal, key: str) -> Effective:
+    def get(self, principal: Principal, key: str, persona_id: str = "", *, check_persona: bool = True) -> Effective:
         self.spec(key)
-        return next(item for item in self.effective(principal, key) if item.spec.key == key)
+        if persona_id and check_persona:
+            self._persona(principal, persona_id)
+        return next(item for item in self.effective(principal, key, persona_id) if item.spec.key == key)
 
-    def value(self, principal: Principal, key: str) -> Any:
-        return self.get(principal, key).value
+    def value(self, principal: Principal, key: str, persona_id: str = "") -> Any:
+        """The effective value (for a persona already known to be the caller's)."""
+        return self.get(principal, key, persona_id, check_persona=False).value
 
-    def update(self, principal: Principal, key: str, value: Any, level: str) -> Effective:
-        spec, level = self._writable(principal, key, level)
+    def update(self, principal: Principal, key: str, value: Any, level: str, persona_id: str = "") -> Effective:
+        spec, level = self._writable(principal, key, level, persona_id)
         violation = spec.check(value)
         if violation is not None:
             raise ValidationFailed([violation])
-        self.repo.upsert(principal.org_id, self._level_id(principal, level), key, spec.normalize(value), principal.credential_id)
-        return self.get(principal, key)
+        level_id = self._level_id(principal, level, persona_id)
+        self.repo.upsert(principal.org_id, level_id, key, spec.normalize(value), principal.credential_id)
+        return self.get(principal, key, persona_id if level == "persona" else "", check_persona=False)
 
-    def delete(self, principal: Principal, key: str, level: str) -> Effective:
-        _, level = self._writable(principal, key, level)
-        self.repo.delete(principal.org_id, self._level_id(principal, level), key)
-        return self.get(principal, key)
+    def delete(self, principal: Principal, key: str, level: str, persona_id: str = "") -> Effective:
+        _, level = self._writable(principal, key, level, persona_id)
+        self.repo.delete(principal.org_id, self._level_id(principal, level, persona_id), key)
+        return self.get(principal, key, persona_id if level == "persona" else "", check_persona=False)
 
     def rate_limit_overrides(self, org_id: str) -> dict[str, Any]:
         """Enterprise limit overrides, by Limits field name."""
@@ -139,19 +156,37 @@ class ConfigService:
 
     # --- rules ------------------------------------------------------------------
 
-    def _writable(self, principal: Principal, key: str, level: str) -> tuple[ConfigKey, str]:
+    def _writable(self, principal: Principal, key: str, level: str, persona_id: str = "") -> tuple[ConfigKey, str]:
         spec = self.spec(key)
-        level = level or spec.levels[0]
+        level = level or ("persona" if persona_id else spec.levels[0])
         if level not in spec.levels:
             raise ValidationFailed([Violation("level", "one_of", level, {"oneOf": list(spec.levels)})])
+        if level == "persona":
+            if not persona_id:
+                raise ValidationFailed([Violation("personaId", "required", persona_id, {"requiredWhen": "level=persona"})])
+            self._persona(principal, persona_id)
+        elif persona_id:
+            raise ValidationFailed([Violation("personaId", "not_allowed", persona_id, {"onlyWhen": "level=persona"})])
         if spec.owner_only and principal.role != "owner":
             raise Forbidden(f"Only the Owner role may change `{key}`.", {"requiredRole": "owner"})
         if spec.enterprise_only and principal.plan != "enterprise":
             raise Forbidden("Custom rate limits are available on the Enterprise plan only.", {"requiredPlan": "enterprise"})
         return spec, level
 
+    def _persona(self, principal: Principal, persona_id: str) -> None:
+        """The persona must be one of the caller's workspace (else 404)."""
+        try:
+            canonical = str(uuid.UUID(persona_id)) == persona_id.lower()
+        except ValueError:
+            canonical = False
+        row = PersonaRepository(self.conn).get(principal.workspace_id, persona_id) if canonical else None
+        if row is None or row["state"] == "deleted":
+            raise NotFound("persona")
+
     @staticmethod
-    def _level_id(principal: Principal, level: str) -> str:
+    def _level_id(principal: Principal, level: str, persona_id: str = "") -> str:
+        if level == "persona":
+            return persona_level(persona_id)
         return ORG_LEVEL if level == "org" else principal.workspace_id
 
     @staticmethod

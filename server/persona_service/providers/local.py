@@ -32,6 +32,9 @@ Dispatch is on `GenerationOptions.task`:
     from the tool's JSON schema; text "". ``tool_choice`` naming a function,
     or "required", forces a call. A trailing ``tool`` message gets a reply
     that reports the tool result.
+* ``recover`` – like ``reply`` (tools included), but the ``[[drift]]``
+  trigger is ignored: the regeneration of a drifting reply back toward the
+  persona's voice (drift auto-recovery) answers in voice.
 * ``audit`` – returns ``{"score": 0..1, "notes": str}`` from completeness
   checks of the soul/voice JSON in the last user message.
 * anything else – a generic acknowledgement.
@@ -414,7 +417,7 @@ class LocalProvider:
         messages = list(messages)
         model = options.model or self.model
         input_tokens = sum(message_tokens(m) for m in messages)
-        call = self._tool_call(messages, options) if options.task == "reply" else None
+        call = self._tool_call(messages, options) if options.task in ("reply", "recover") else None
         if call is not None:
             output = count_tokens(call.name) + count_tokens(call.arguments)
             return Completion("", model, input_tokens, output, "tool_calls", (call,))
@@ -427,6 +430,8 @@ class LocalProvider:
             text = self._audit(messages)
         elif task == "reply":
             text = self._reply(messages)
+        elif task == "recover":
+            text = self._reply(messages, recover=True)
         else:
             text = self._generic(messages)
         if options.response_format == "json" and task not in ("soul", "voice", "audit"):
@@ -591,7 +596,7 @@ class LocalProvider:
 
     # -- reply -------------------------------------------------------------
 
-    def _reply(self, messages: list[Message]) -> str:
+    def _reply(self, messages: list[Message], recover: bool = False) -> str:
         system = "\n".join(m.content for m in messages if m.role == "system")
         persona = _persona_from_prompt(system)
         first = persona["first"]
@@ -599,7 +604,9 @@ class LocalProvider:
             return self._tool_result_reply(messages, persona)
         user = _last_user(messages)
         seed = _Seed("reply", system, *(f"{m.role}:{m.content}" for m in messages[1:]))
-        if DRIFT_TRIGGER in user:
+        if recover:
+            user = user.replace(DRIFT_TRIGGER, " ").strip()
+        elif DRIFT_TRIGGER in user:
             return ("Quarterly invoice reconciliation requires spreadsheet macros, ledger exports and warehouse "
                     "barcode scanners. Freight pallets, tax codes and depreciation schedules must balance before "
                     "the fiscal audit closes.")

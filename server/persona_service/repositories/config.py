@@ -7,15 +7,22 @@ from persona_service.db.models import ConfigItem
 
 _items = ConfigItem.__table__
 ORG_LEVEL = ""  # workspace_id of organization-level settings
+PERSONA_LEVEL_PREFIX = "persona:"  # workspace_id of persona-level settings: "persona:<uuid>"
+
+
+def persona_level(persona_id: str) -> str:
+    return PERSONA_LEVEL_PREFIX + persona_id
 
 
 class ConfigRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def settings(self, org_id: str, workspace_id: str, key: str | None = None):
-        """Organization- and workspace-level rows (for one key, or all)."""
-        stmt = select(_items).where(_items.c.org_id == org_id, _items.c.workspace_id.in_([ORG_LEVEL, workspace_id]))
+    def settings(self, org_id: str, workspace_id: str, key: str | None = None, persona_id: str = ""):
+        """Organization- and workspace-level rows, and the persona's when
+        given (for one key, or all)."""
+        levels = [ORG_LEVEL, workspace_id] + ([persona_level(persona_id)] if persona_id else [])
+        stmt = select(_items).where(_items.c.org_id == org_id, _items.c.workspace_id.in_(levels))
         if key is not None:
             stmt = stmt.where(_items.c.key == key)
         return self.conn.execute(stmt).mappings().all()

@@ -48,6 +48,7 @@ class _Call:
         self.claim = None
         self.reached_operation = False
         self.succeeded = False
+        self.streaming = False  # a streaming RPC has sent its headers
 
 
 class RequestPipeline(grpc.ServerInterceptor):
@@ -107,10 +108,16 @@ class RequestPipeline(grpc.ServerInterceptor):
             try:
                 self._admit(call, request, meta, idempotent=False)
                 call.reached_operation = True
-                context.send_initial_metadata(call.ctx.headers)
                 last = None
                 for last in behavior(request, context):
+                    if not call.streaming:
+                        # Headers go with the first message, so an error raised
+                        # before it is still a plain (trailers-only) error.
+                        context.send_initial_metadata(call.ctx.headers)
+                        call.streaming = True
                     yield last
+                if not call.streaming:
+                    context.send_initial_metadata(call.ctx.headers)
                 self._complete(call, meta, request, last)
             except Exception as exc:  # noqa: BLE001
                 self._fail(call, context, meta, exc)

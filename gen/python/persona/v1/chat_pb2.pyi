@@ -4,10 +4,12 @@ from google.api import annotations_pb2 as _annotations_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from persona.v1 import errors_pb2 as _errors_pb2
 from persona.v1 import options_pb2 as _options_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -49,3 +51,133 @@ class GetChatSessionRequest(_message.Message):
     ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class CreateChatSessionRequest(_message.Message):
+    __slots__ = ("persona_id", "user_id", "title")
+    PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    persona_id: str
+    user_id: str
+    title: str
+    def __init__(self, persona_id: _Optional[str] = ..., user_id: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
+
+class ListChatSessionsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token", "persona_id", "status", "user_id")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    persona_id: str
+    status: str
+    user_id: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., persona_id: _Optional[str] = ..., status: _Optional[str] = ..., user_id: _Optional[str] = ...) -> None: ...
+
+class ListChatSessionsResponse(_message.Message):
+    __slots__ = ("sessions", "next_page_token")
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[ChatSession]
+    next_page_token: str
+    def __init__(self, sessions: _Optional[_Iterable[_Union[ChatSession, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class EndChatSessionRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ArchiveChatSessionRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class SendChatMessageRequest(_message.Message):
+    __slots__ = ("id", "content")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    content: str
+    def __init__(self, id: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+
+class ChatUsage(_message.Message):
+    __slots__ = ("input_tokens", "output_tokens", "cost_usd_micros")
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_USD_MICROS_FIELD_NUMBER: _ClassVar[int]
+    input_tokens: int
+    output_tokens: int
+    cost_usd_micros: float
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cost_usd_micros: _Optional[float] = ...) -> None: ...
+
+class ChatMessage(_message.Message):
+    __slots__ = ("id", "session_id", "role", "content", "ordinal", "model", "drift_score", "recovered", "usage", "create_time")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    ORDINAL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_SCORE_FIELD_NUMBER: _ClassVar[int]
+    RECOVERED_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    session_id: str
+    role: str
+    content: str
+    ordinal: int
+    model: str
+    drift_score: float
+    recovered: bool
+    usage: ChatUsage
+    create_time: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., session_id: _Optional[str] = ..., role: _Optional[str] = ..., content: _Optional[str] = ..., ordinal: _Optional[int] = ..., model: _Optional[str] = ..., drift_score: _Optional[float] = ..., recovered: _Optional[bool] = ..., usage: _Optional[_Union[ChatUsage, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SendChatMessageResponse(_message.Message):
+    __slots__ = ("user_message", "reply", "session")
+    USER_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    user_message: ChatMessage
+    reply: ChatMessage
+    session: ChatSession
+    def __init__(self, user_message: _Optional[_Union[ChatMessage, _Mapping]] = ..., reply: _Optional[_Union[ChatMessage, _Mapping]] = ..., session: _Optional[_Union[ChatSession, _Mapping]] = ...) -> None: ...
+
+class ChatMessageEvent(_message.Message):
+    __slots__ = ("event", "delta", "user_message", "reply", "session", "error")
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    USER_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    event: str
+    delta: str
+    user_message: ChatMessage
+    reply: ChatMessage
+    session: ChatSession
+    error: _errors_pb2.Error
+    def __init__(self, event: _Optional[str] = ..., delta: _Optional[str] = ..., user_message: _Optional[_Union[ChatMessage, _Mapping]] = ..., reply: _Optional[_Union[ChatMessage, _Mapping]] = ..., session: _Optional[_Union[ChatSession, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class ListChatMessagesRequest(_message.Message):
+    __slots__ = ("id", "page_size", "page_token")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    page_size: int
+    page_token: str
+    def __init__(self, id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListChatMessagesResponse(_message.Message):
+    __slots__ = ("messages", "next_page_token")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[ChatMessage]
+    next_page_token: str
+    def __init__(self, messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

@@ -27,6 +27,27 @@ if _version_not_supported:
 
 class ChatServiceStub:
     """Chat sessions between users and personas.
+
+    Session states (`status`):
+    - `active`: created by CreateChatSession; messages may be sent.
+    - `ended`: EndChatSession (from `active` only); `endedAt` is set. Read-only.
+    - `archived`: ArchiveChatSession (from `active` or `ended`; archiving an
+    active session ends it too). Read-only.
+    Sending a message to an ended or archived session, ending a session that is
+    not active, or archiving an archived one answers 409 `state_conflict`
+    (`details.conflictField` = "status").
+
+    Every persona reply is moderated (a flagged reply answers 422
+    `moderation_blocked`, records a moderation review and emits
+    `moderation.flagged` with stage `output_content`) and compared with the
+    persona's voice fingerprint: a drift score above
+    `engine.pipeline.drift_detection.threshold` (persona, workspace or
+    organization level) emits `persona.audit_failed` (`data.reason`
+    `voice_drift`) and, with `engine.pipeline.drift_detection.action_on_alert`
+    = `block`, answers 409 `drift_blocked`; with `auto_recover` the reply is
+    regenerated in the persona's voice and delivered (if that reply drifts too,
+    409 `drift_blocked`). Refused replies are neither stored nor billed. No
+    per-message events are emitted.
     """
 
     def __init__(self, channel):
@@ -35,16 +56,82 @@ class ChatServiceStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.CreateChatSession = channel.unary_unary(
+                '/persona.v1.ChatService/CreateChatSession',
+                request_serializer=persona_dot_v1_dot_chat__pb2.CreateChatSessionRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_chat__pb2.ChatSession.FromString,
+                _registered_method=True)
         self.GetChatSession = channel.unary_unary(
                 '/persona.v1.ChatService/GetChatSession',
                 request_serializer=persona_dot_v1_dot_chat__pb2.GetChatSessionRequest.SerializeToString,
                 response_deserializer=persona_dot_v1_dot_chat__pb2.ChatSession.FromString,
                 _registered_method=True)
+        self.ListChatSessions = channel.unary_unary(
+                '/persona.v1.ChatService/ListChatSessions',
+                request_serializer=persona_dot_v1_dot_chat__pb2.ListChatSessionsRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_chat__pb2.ListChatSessionsResponse.FromString,
+                _registered_method=True)
+        self.EndChatSession = channel.unary_unary(
+                '/persona.v1.ChatService/EndChatSession',
+                request_serializer=persona_dot_v1_dot_chat__pb2.EndChatSessionRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_chat__pb2.ChatSession.FromString,
+                _registered_method=True)
+        self.ArchiveChatSession = channel.unary_unary(
+                '/persona.v1.ChatService/ArchiveChatSession',
+                request_serializer=persona_dot_v1_dot_chat__pb2.ArchiveChatSessionRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_chat__pb2.ChatSession.FromString,
+                _registered_method=True)
+        self.SendChatMessage = channel.unary_unary(
+                '/persona.v1.ChatService/SendChatMessage',
+                request_serializer=persona_dot_v1_dot_chat__pb2.SendChatMessageRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_chat__pb2.SendChatMessageResponse.FromString,
+                _registered_method=True)
+        self.StreamChatMessage = channel.unary_stream(
+                '/persona.v1.ChatService/StreamChatMessage',
+                request_serializer=persona_dot_v1_dot_chat__pb2.SendChatMessageRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_chat__pb2.ChatMessageEvent.FromString,
+                _registered_method=True)
+        self.ListChatMessages = channel.unary_unary(
+                '/persona.v1.ChatService/ListChatMessages',
+                request_serializer=persona_dot_v1_dot_chat__pb2.ListChatMessagesRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_chat__pb2.ListChatMessagesResponse.FromString,
+                _registered_method=True)
 
 
 class ChatServiceServicer:
     """Chat sessions between users and personas.
+
+    Session states (`status`):
+    - `active`: created by CreateChatSession; messages may be sent.
+    - `ended`: EndChatSession (from `active` only); `endedAt` is set. Read-only.
+    - `archived`: ArchiveChatSession (from `active` or `ended`; archiving an
+    active session ends it too). Read-only.
+    Sending a message to an ended or archived session, ending a session that is
+    not active, or archiving an archived one answers 409 `state_conflict`
+    (`details.conflictField` = "status").
+
+    Every persona reply is moderated (a flagged reply answers 422
+    `moderation_blocked`, records a moderation review and emits
+    `moderation.flagged` with stage `output_content`) and compared with the
+    persona's voice fingerprint: a drift score above
+    `engine.pipeline.drift_detection.threshold` (persona, workspace or
+    organization level) emits `persona.audit_failed` (`data.reason`
+    `voice_drift`) and, with `engine.pipeline.drift_detection.action_on_alert`
+    = `block`, answers 409 `drift_blocked`; with `auto_recover` the reply is
+    regenerated in the persona's voice and delivered (if that reply drifts too,
+    409 `drift_blocked`). Refused replies are neither stored nor billed. No
+    per-message events are emitted.
     """
+
+    def CreateChatSession(self, request, context):
+        """Starts a chat session with a persona of the caller's workspace (any state
+        but `deleted`; an unknown persona answers 404 `not_found`).
+
+        Auth: scope `chat:write`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
 
     def GetChatSession(self, request, context):
         """Returns a chat session of the caller's workspace. Unknown ids and ids of
@@ -56,13 +143,118 @@ class ChatServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListChatSessions(self, request, context):
+        """Lists the chat sessions of the caller's workspace, newest first.
+
+        Auth: scope `chat:read`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndChatSession(self, request, context):
+        """Ends an active session (`ended`, `endedAt` set). A session that is not
+        active answers 409 `state_conflict`.
+
+        Auth: scope `chat:write`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ArchiveChatSession(self, request, context):
+        """Archives an active or ended session. An archived one answers 409
+        `state_conflict`.
+
+        Auth: scope `chat:write`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SendChatMessage(self, request, context):
+        """Sends a user message and returns the persona's reply, spoken with the
+        persona's voice profile (system prompt, sample dialogues) and the
+        session's history. Accounting (`messageCount` +2, tokens, cost,
+        `lastActiveAt`) is updated atomically. Draws from the `chat.messages`
+        cap (Pro: 600/minute), which counts against the general cap too.
+
+        `POST /v1/chat/sessions/{id}/messages?stream=true` streams the reply as
+        server-sent events (see StreamChatMessage).
+
+        Auth: scope `chat:write`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamChatMessage(self, request, context):
+        """The streaming form of SendChatMessage (`?stream=true` is routed here by
+        the edge): `text/event-stream`, one `data:` event per message:
+        `message.started` at once, then `message.delta` events with the reply's
+        text (released once the reply passed moderation and drift detection),
+        then `message.completed` with the stored reply, the session and the
+        usage. A failure is an in-band `error` event carrying the error
+        envelope's `error` object, after which the stream ends. Not replayed by
+        Idempotency-Key.
+
+        Auth: scope `chat:write`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListChatMessages(self, request, context):
+        """Lists a session's messages, oldest first.
+
+        Auth: scope `chat:read`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ChatServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'CreateChatSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateChatSession,
+                    request_deserializer=persona_dot_v1_dot_chat__pb2.CreateChatSessionRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_chat__pb2.ChatSession.SerializeToString,
+            ),
             'GetChatSession': grpc.unary_unary_rpc_method_handler(
                     servicer.GetChatSession,
                     request_deserializer=persona_dot_v1_dot_chat__pb2.GetChatSessionRequest.FromString,
                     response_serializer=persona_dot_v1_dot_chat__pb2.ChatSession.SerializeToString,
+            ),
+            'ListChatSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListChatSessions,
+                    request_deserializer=persona_dot_v1_dot_chat__pb2.ListChatSessionsRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_chat__pb2.ListChatSessionsResponse.SerializeToString,
+            ),
+            'EndChatSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndChatSession,
+                    request_deserializer=persona_dot_v1_dot_chat__pb2.EndChatSessionRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_chat__pb2.ChatSession.SerializeToString,
+            ),
+            'ArchiveChatSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ArchiveChatSession,
+                    request_deserializer=persona_dot_v1_dot_chat__pb2.ArchiveChatSessionRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_chat__pb2.ChatSession.SerializeToString,
+            ),
+            'SendChatMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendChatMessage,
+                    request_deserializer=persona_dot_v1_dot_chat__pb2.SendChatMessageRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_chat__pb2.SendChatMessageResponse.SerializeToString,
+            ),
+            'StreamChatMessage': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamChatMessage,
+                    request_deserializer=persona_dot_v1_dot_chat__pb2.SendChatMessageRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_chat__pb2.ChatMessageEvent.SerializeToString,
+            ),
+            'ListChatMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListChatMessages,
+                    request_deserializer=persona_dot_v1_dot_chat__pb2.ListChatMessagesRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_chat__pb2.ListChatMessagesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -74,7 +266,55 @@ def add_ChatServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class ChatService:
     """Chat sessions between users and personas.
+
+    Session states (`status`):
+    - `active`: created by CreateChatSession; messages may be sent.
+    - `ended`: EndChatSession (from `active` only); `endedAt` is set. Read-only.
+    - `archived`: ArchiveChatSession (from `active` or `ended`; archiving an
+    active session ends it too). Read-only.
+    Sending a message to an ended or archived session, ending a session that is
+    not active, or archiving an archived one answers 409 `state_conflict`
+    (`details.conflictField` = "status").
+
+    Every persona reply is moderated (a flagged reply answers 422
+    `moderation_blocked`, records a moderation review and emits
+    `moderation.flagged` with stage `output_content`) and compared with the
+    persona's voice fingerprint: a drift score above
+    `engine.pipeline.drift_detection.threshold` (persona, workspace or
+    organization level) emits `persona.audit_failed` (`data.reason`
+    `voice_drift`) and, with `engine.pipeline.drift_detection.action_on_alert`
+    = `block`, answers 409 `drift_blocked`; with `auto_recover` the reply is
+    regenerated in the persona's voice and delivered (if that reply drifts too,
+    409 `drift_blocked`). Refused replies are neither stored nor billed. No
+    per-message events are emitted.
     """
+
+    @staticmethod
+    def CreateChatSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.ChatService/CreateChatSession',
+            persona_dot_v1_dot_chat__pb2.CreateChatSessionRequest.SerializeToString,
+            persona_dot_v1_dot_chat__pb2.ChatSession.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
 
     @staticmethod
     def GetChatSession(request,
@@ -93,6 +333,168 @@ class ChatService:
             '/persona.v1.ChatService/GetChatSession',
             persona_dot_v1_dot_chat__pb2.GetChatSessionRequest.SerializeToString,
             persona_dot_v1_dot_chat__pb2.ChatSession.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListChatSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.ChatService/ListChatSessions',
+            persona_dot_v1_dot_chat__pb2.ListChatSessionsRequest.SerializeToString,
+            persona_dot_v1_dot_chat__pb2.ListChatSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndChatSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.ChatService/EndChatSession',
+            persona_dot_v1_dot_chat__pb2.EndChatSessionRequest.SerializeToString,
+            persona_dot_v1_dot_chat__pb2.ChatSession.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ArchiveChatSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.ChatService/ArchiveChatSession',
+            persona_dot_v1_dot_chat__pb2.ArchiveChatSessionRequest.SerializeToString,
+            persona_dot_v1_dot_chat__pb2.ChatSession.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendChatMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.ChatService/SendChatMessage',
+            persona_dot_v1_dot_chat__pb2.SendChatMessageRequest.SerializeToString,
+            persona_dot_v1_dot_chat__pb2.SendChatMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamChatMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/persona.v1.ChatService/StreamChatMessage',
+            persona_dot_v1_dot_chat__pb2.SendChatMessageRequest.SerializeToString,
+            persona_dot_v1_dot_chat__pb2.ChatMessageEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListChatMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.ChatService/ListChatMessages',
+            persona_dot_v1_dot_chat__pb2.ListChatMessagesRequest.SerializeToString,
+            persona_dot_v1_dot_chat__pb2.ListChatMessagesResponse.FromString,
             options,
             channel_credentials,
             insecure,

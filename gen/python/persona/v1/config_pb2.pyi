@@ -44,25 +44,31 @@ class ListConfigItemsResponse(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[ConfigItem, _Mapping]]] = ...) -> None: ...
 
 class GetConfigItemRequest(_message.Message):
-    __slots__ = ("key",)
+    __slots__ = ("key", "persona_id")
     KEY_FIELD_NUMBER: _ClassVar[int]
+    PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
     key: str
-    def __init__(self, key: _Optional[str] = ...) -> None: ...
+    persona_id: str
+    def __init__(self, key: _Optional[str] = ..., persona_id: _Optional[str] = ...) -> None: ...
 
 class UpdateConfigItemRequest(_message.Message):
-    __slots__ = ("key", "value", "level")
+    __slots__ = ("key", "value", "level", "persona_id")
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     LEVEL_FIELD_NUMBER: _ClassVar[int]
+    PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
     key: str
     value: _struct_pb2.Value
     level: str
-    def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., level: _Optional[str] = ...) -> None: ...
+    persona_id: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., level: _Optional[str] = ..., persona_id: _Optional[str] = ...) -> None: ...
 
 class DeleteConfigItemRequest(_message.Message):
-    __slots__ = ("key", "level")
+    __slots__ = ("key", "level", "persona_id")
     KEY_FIELD_NUMBER: _ClassVar[int]
     LEVEL_FIELD_NUMBER: _ClassVar[int]
+    PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
     key: str
     level: str
-    def __init__(self, key: _Optional[str] = ..., level: _Optional[str] = ...) -> None: ...
+    persona_id: str
+    def __init__(self, key: _Optional[str] = ..., level: _Optional[str] = ..., persona_id: _Optional[str] = ...) -> None: ...

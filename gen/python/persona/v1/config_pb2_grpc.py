@@ -33,13 +33,21 @@ class ConfigServiceStub:
     wrong type or range 422 `validation_failed`. The effective value for a
     workspace is its own setting, else the organization's, else the default.
 
+    Persona level (spec 1.0.4): the drift-detection keys may also be set for
+    one persona (`level` = `persona` with `personaId`, a persona of the
+    caller's workspace). For that persona the effective value is its own
+    setting, else the workspace's, else the organization's, else the default;
+    GetConfigItem with `personaId` shows it (`source` `persona`). Stored as a
+    config row whose level id is `persona:<persona uuid>`.
+
     Keys:
     - `engine.pipeline.drift_detection.action_on_alert`: `block` (default) or
-    `auto_recover`. Workspace or organization.
+    `auto_recover`. Persona, workspace or organization.
     - `engine.pipeline.audit.blocking`: boolean (default true): a failed audit
     flags the persona and answers 409 `audit_blocked`. Workspace or organization.
     - `engine.pipeline.drift_detection.threshold`: number in [0, 1], the drift
-    score above which a reply alerts (default 0.35). Workspace or organization.
+    score above which a reply alerts (default 0.35). Persona, workspace or
+    organization.
     - `engine.pipeline.audit.threshold`: number in [0, 1], the audit score below
     which a persona is flagged (default 0.6). Workspace or organization.
     - `api.rate_limit.requests_per_minute`, `api.rate_limit.requests_per_day`,
@@ -88,13 +96,21 @@ class ConfigServiceServicer:
     wrong type or range 422 `validation_failed`. The effective value for a
     workspace is its own setting, else the organization's, else the default.
 
+    Persona level (spec 1.0.4): the drift-detection keys may also be set for
+    one persona (`level` = `persona` with `personaId`, a persona of the
+    caller's workspace). For that persona the effective value is its own
+    setting, else the workspace's, else the organization's, else the default;
+    GetConfigItem with `personaId` shows it (`source` `persona`). Stored as a
+    config row whose level id is `persona:<persona uuid>`.
+
     Keys:
     - `engine.pipeline.drift_detection.action_on_alert`: `block` (default) or
-    `auto_recover`. Workspace or organization.
+    `auto_recover`. Persona, workspace or organization.
     - `engine.pipeline.audit.blocking`: boolean (default true): a failed audit
     flags the persona and answers 409 `audit_blocked`. Workspace or organization.
     - `engine.pipeline.drift_detection.threshold`: number in [0, 1], the drift
-    score above which a reply alerts (default 0.35). Workspace or organization.
+    score above which a reply alerts (default 0.35). Persona, workspace or
+    organization.
     - `engine.pipeline.audit.threshold`: number in [0, 1], the audit score below
     which a persona is flagged (default 0.6). Workspace or organization.
     - `api.rate_limit.requests_per_minute`, `api.rate_limit.requests_per_day`,
@@ -184,13 +200,21 @@ class ConfigService:
     wrong type or range 422 `validation_failed`. The effective value for a
     workspace is its own setting, else the organization's, else the default.
 
+    Persona level (spec 1.0.4): the drift-detection keys may also be set for
+    one persona (`level` = `persona` with `personaId`, a persona of the
+    caller's workspace). For that persona the effective value is its own
+    setting, else the workspace's, else the organization's, else the default;
+    GetConfigItem with `personaId` shows it (`source` `persona`). Stored as a
+    config row whose level id is `persona:<persona uuid>`.
+
     Keys:
     - `engine.pipeline.drift_detection.action_on_alert`: `block` (default) or
-    `auto_recover`. Workspace or organization.
+    `auto_recover`. Persona, workspace or organization.
     - `engine.pipeline.audit.blocking`: boolean (default true): a failed audit
     flags the persona and answers 409 `audit_blocked`. Workspace or organization.
     - `engine.pipeline.drift_detection.threshold`: number in [0, 1], the drift
-    score above which a reply alerts (default 0.35). Workspace or organization.
+    score above which a reply alerts (default 0.35). Persona, workspace or
+    organization.
     - `engine.pipeline.audit.threshold`: number in [0, 1], the audit score below
     which a persona is flagged (default 0.6). Workspace or organization.
     - `api.rate_limit.requests_per_minute`, `api.rate_limit.requests_per_day`,

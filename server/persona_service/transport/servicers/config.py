@@ -26,18 +26,18 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
 
     def GetConfigItem(self, request, context):
         ctx = current()
-        return config_item(ConfigService(ctx.conn).get(ctx.principal, request.key))
+        return config_item(ConfigService(ctx.conn).get(ctx.principal, request.key, request.persona_id))
 
     def UpdateConfigItem(self, request, context):
         ctx = current()
         value = json_format.MessageToDict(request.value)
-        item = ConfigService(ctx.conn).update(ctx.principal, request.key, value, request.level)
+        item = ConfigService(ctx.conn).update(ctx.principal, request.key, value, request.level, request.persona_id)
         self._invalidate_limits(ctx, request.key)
         return config_item(item)
 
     def DeleteConfigItem(self, request, context):
         ctx = current()
-        item = ConfigService(ctx.conn).delete(ctx.principal, request.key, request.level)
+        item = ConfigService(ctx.conn).delete(ctx.principal, request.key, request.level, request.persona_id)
         self._invalidate_limits(ctx, request.key)
         return config_item(item)
 
