@@ -28,7 +28,7 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, **extra_env) -> Stack:
         admin_port=free_port(),
         jwt_secret=JWT_SECRET,
     )
-    env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", **extra_env}
+    env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1", **extra_env}
     ports = [settings.grpc_port] + [free_port() for _ in range(servers - 1)]
     return Stack(settings, grpc_ports=ports, extra_env=env)
 

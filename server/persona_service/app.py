@@ -20,6 +20,7 @@ from persona_service.limits.limiter import RateLimiter
 from persona_service.limits.resolver import LimitsResolver
 from persona_service.providers.factory import backoff_delays, make_base_provider
 from persona_service.providers.retrying import Retrying
+from persona_service.secretbox import SecretBox
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ class App:
         self.cache = CredentialCache(settings.auth_cache_seconds)
         self.authenticator = Authenticator(secret, self.cache, settings.jwt_ttl_seconds)
         self.cursors = CursorCodec(secret)
+        self.secret_box = SecretBox(settings.resolved_secrets_key())
         self.limiter = RateLimiter(self.redis)
         self.limits = LimitsResolver(self.engine)
         self.idempotency = Idempotency(self.engine)

@@ -41,6 +41,7 @@ def cmd_up(args) -> int:
         f"Persona Service is up in {time.monotonic() - started:.1f}s\n"
         f"  HTTP/JSON and gRPC (h2c): http://127.0.0.1:{settings.http_port}/v1\n"
         f"  gRPC server:              127.0.0.1:{settings.grpc_port}\n"
+        f"  webhook workers:          {stack.workers}\n"
         f"  data:                     {settings.data_dir}\n"
         f"  logs:                     {stack.log_dir}\n"
         f"Create an organization and key: persona-service bootstrap --org-name 'My Org'\n"
@@ -57,6 +58,13 @@ def cmd_serve(args) -> int:
     from persona_service.server import serve
 
     serve()
+    return 0
+
+
+def cmd_worker(args) -> int:
+    from persona_service.webhooks.worker import main as worker_main
+
+    worker_main()
     return 0
 
 
@@ -104,8 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="persona-service", description="Persona Service")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("up", help="run everything: PostgreSQL, Redis, migrations, gRPC server, Envoy").set_defaults(func=cmd_up)
+    sub.add_parser("up", help="run everything: PostgreSQL, Redis, migrations, gRPC server, webhook worker, Envoy").set_defaults(func=cmd_up)
     sub.add_parser("serve", help="run only the gRPC server (DATABASE_URL and REDIS_URL required)").set_defaults(func=cmd_serve)
+    sub.add_parser("worker", help="run the webhook delivery worker (DATABASE_URL, or the embedded PostgreSQL)").set_defaults(
+        func=cmd_worker
+    )
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
 
     boot = sub.add_parser("bootstrap", help="create an organization, workspace, Owner and an all-scopes API key")

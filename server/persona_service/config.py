@@ -35,16 +35,38 @@ class Settings:
         default_factory=lambda: tuple(os.environ.get("PERSONA_TRUSTED_PROXIES", "127.0.0.1/32,::1/128").split(","))
     )
     log_level: str = field(default_factory=lambda: os.environ.get("PERSONA_LOG_LEVEL", "INFO"))
+    # Fernet key encrypting stored secrets (webhook signing secrets); empty:
+    # one generated and kept in the data dir.
+    secrets_key: str = field(default_factory=lambda: os.environ.get("PERSONA_SECRETS_KEY", ""))
+    # Webhooks: allow http:// and private/loopback destinations (local development and tests only).
+    webhooks_allow_private: bool = field(default_factory=lambda: os.environ.get("PERSONA_WEBHOOKS_ALLOW_PRIVATE", "") in ("1", "true"))
+    webhook_secret_max_age_seconds: int = field(
+        default_factory=lambda: _int("PERSONA_WEBHOOK_SECRET_MAX_AGE_SECONDS", 90 * 86400)
+    )
+    webhook_secret_grace_seconds: int = field(
+        default_factory=lambda: _int("PERSONA_WEBHOOK_SECRET_ROTATION_GRACE_SECONDS", 604800)
+    )
 
     def resolved_jwt_secret(self) -> str:
         """The JWT signing secret: PERSONA_JWT_SECRET, else one kept in the data dir."""
         if self.jwt_secret:
             return self.jwt_secret
-        path = self.data_dir / "jwt-secret"
+        return self._kept_secret("jwt-secret", lambda: secrets.token_urlsafe(48))
+
+    def resolved_secrets_key(self) -> str:
+        """The Fernet key for secrets at rest: PERSONA_SECRETS_KEY, else one kept in the data dir."""
+        if self.secrets_key:
+            return self.secrets_key
+        import base64
+
+        return self._kept_secret("secrets-key", lambda: base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
+
+    def _kept_secret(self, name: str, make) -> str:
+        path = self.data_dir / name
         if not path.exists():
             self.data_dir.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(secrets.token_urlsafe(48))
+            tmp = path.with_name(f"{name}.{os.getpid()}.tmp")
+            tmp.write_text(make())
             tmp.chmod(0o600)
             try:
                 os.link(tmp, path)  # first writer wins when processes race

@@ -24,6 +24,8 @@ PREFIXES = {
     "audit_event": "aud",
     "generation_run": "run",
     "moderation_review": "mod",
+    "webhook_endpoint": "whe",
+    "webhook_delivery": "whd",
 }
 
 

@@ -1,5 +1,5 @@
 """Run the whole service on one machine: PostgreSQL, Redis, migrations, the
-gRPC server process(es) and Envoy. Used by `persona-service up` and by the
+gRPC server process(es), the webhook worker process(es) and Envoy. Used by `persona-service up` and by the
 test fixtures, so the tests run exactly what users run."""
 
 from __future__ import annotations
@@ -53,11 +53,14 @@ class Stack:
     # One gRPC server process per port; Envoy balances across them.
     grpc_ports: list[int] = field(default_factory=list)
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Webhook delivery worker processes (`persona-service worker`).
+    workers: int = 1
     database_url: str = ""
     redis_url: str = ""
     _redis: EmbeddedRedis | None = None
     _servers: dict[int, subprocess.Popen] = field(default_factory=dict)  # by port
     _envoy: subprocess.Popen | None = None
+    _workers: list[subprocess.Popen] = field(default_factory=list)
 
     @property
     def log_dir(self) -> pathlib.Path:
@@ -85,8 +88,11 @@ class Stack:
             self.redis_url = self._redis.url
         migrate.upgrade(self.database_url)
         self.settings.resolved_jwt_secret()  # create it once, before processes race for it
+        self.settings.resolved_secrets_key()
         for port in self.grpc_ports:
             self.start_server(port)
+        for _ in range(self.workers):
+            self.start_worker()
         self.start_envoy()
         return self
 
@@ -109,6 +115,26 @@ class Stack:
         )
         self._servers[port] = proc
         self._wait_grpc(port, proc)
+        return proc
+
+    def worker_env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            **self.extra_env,
+            "DATABASE_URL": self.database_url,
+            "REDIS_URL": self.redis_url,
+            "PERSONA_DATA_DIR": str(self.settings.data_dir),
+        }
+
+    def start_worker(self) -> subprocess.Popen:
+        """One webhook delivery worker; several may run (they share work through row locks)."""
+        log = open(self.log_dir / f"worker-{len(self._workers)}.log", "ab")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "persona_service.cli", "worker"],
+            env=self.worker_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self._workers.append(proc)
         return proc
 
     def stop_server(self, port: int) -> None:
@@ -139,6 +165,9 @@ class Stack:
         if self._envoy is not None:
             _terminate(self._envoy)
             self._envoy = None
+        for proc in self._workers:
+            _terminate(proc, timeout=15)  # finishes its batch (bounded by the delivery timeout)
+        self._workers.clear()
         for proc in self._servers.values():
             _terminate(proc)
         self._servers.clear()

@@ -57,8 +57,8 @@ def _walk(message: Message, prefix: str, out: list[Violation]) -> None:
     for field, rules, nested, repeated in _plan(message.DESCRIPTOR):
         path = prefix + field.json_name
         value = getattr(message, field.name)
-        if not repeated and field.message_type is not None and not message.HasField(field.name):
-            value = None  # an absent message field
+        if not repeated and field.has_presence and not message.HasField(field.name):
+            value = None  # an absent message field or unset `optional` scalar
         if rules is not None:
             _check(rules, path, list(value) if repeated else value, repeated, out)
         if nested:

@@ -42,6 +42,11 @@ class AdminServiceStub:
                 request_serializer=persona_dot_v1_dot_admin__pb2.BuildOneDsarExportRequest.SerializeToString,
                 response_deserializer=persona_dot_v1_dot_admin__pb2.BuildOneDsarExportResponse.FromString,
                 _registered_method=True)
+        self.RotateWebhookSecrets = channel.unary_unary(
+                '/persona.v1.AdminService/RotateWebhookSecrets',
+                request_serializer=persona_dot_v1_dot_admin__pb2.RotateWebhookSecretsRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_admin__pb2.RotateWebhookSecretsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -62,6 +67,21 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RotateWebhookSecrets(self, request, context):
+        """Rotates the signing secret of every webhook endpoint (all tenants) whose
+        current secret is older than the maximum age (server setting
+        `PERSONA_WEBHOOK_SECRET_MAX_AGE_SECONDS`, default 90 days). The previous
+        secret stays valid for `secret_rotation_grace_seconds` (server setting
+        `PERSONA_WEBHOOK_SECRET_ROTATION_GRACE_SECONDS`, default 604800 = 7
+        days): until then deliveries carry a signature for each valid secret.
+        Idempotent: a second call rotates nothing new. The response lists every
+        endpoint examined with its outcome. New secrets are not returned here
+        (they belong to the tenants).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -69,6 +89,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.BuildOneDsarExport,
                     request_deserializer=persona_dot_v1_dot_admin__pb2.BuildOneDsarExportRequest.FromString,
                     response_serializer=persona_dot_v1_dot_admin__pb2.BuildOneDsarExportResponse.SerializeToString,
+            ),
+            'RotateWebhookSecrets': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateWebhookSecrets,
+                    request_deserializer=persona_dot_v1_dot_admin__pb2.RotateWebhookSecretsRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_admin__pb2.RotateWebhookSecretsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -101,6 +126,33 @@ class AdminService:
             '/persona.v1.AdminService/BuildOneDsarExport',
             persona_dot_v1_dot_admin__pb2.BuildOneDsarExportRequest.SerializeToString,
             persona_dot_v1_dot_admin__pb2.BuildOneDsarExportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RotateWebhookSecrets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.AdminService/RotateWebhookSecrets',
+            persona_dot_v1_dot_admin__pb2.RotateWebhookSecretsRequest.SerializeToString,
+            persona_dot_v1_dot_admin__pb2.RotateWebhookSecretsResponse.FromString,
             options,
             channel_credentials,
             insecure,

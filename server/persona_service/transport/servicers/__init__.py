@@ -9,6 +9,7 @@ from persona.v1 import (
     keys_pb2_grpc,
     orgs_pb2_grpc,
     personas_pb2_grpc,
+    webhooks_pb2_grpc,
 )
 
 from persona_service.transport.servicers.admin import AdminServicer
@@ -19,6 +20,7 @@ from persona_service.transport.servicers.events import EventServicer
 from persona_service.transport.servicers.keys import ApiKeyServicer
 from persona_service.transport.servicers.orgs import OrganizationServicer
 from persona_service.transport.servicers.personas import PersonaServicer
+from persona_service.transport.servicers.webhooks import WebhookServicer
 
 # (servicer class, registration function, full service name)
 SERVICERS = [
@@ -30,5 +32,6 @@ SERVICERS = [
     (AuditServicer, audit_pb2_grpc.add_AuditServiceServicer_to_server, "persona.v1.AuditService"),
     (PersonaServicer, personas_pb2_grpc.add_PersonaServiceServicer_to_server, "persona.v1.PersonaService"),
     (EventServicer, events_pb2_grpc.add_EventServiceServicer_to_server, "persona.v1.EventService"),
+    (WebhookServicer, webhooks_pb2_grpc.add_WebhookServiceServicer_to_server, "persona.v1.WebhookService"),
 ]
 SERVICE_NAMES = [name for _, _, name in SERVICERS]

@@ -1,0 +1,330 @@
+"""The webhook delivery worker (`persona-service worker`).
+
+Two steps, both on PostgreSQL row locks (FOR UPDATE SKIP LOCKED), so any
+number of workers can run side by side:
+
+1. Fan-out: lock a batch of undispatched outbox events, insert one
+   `webhook_deliveries` row per subscribed endpoint, mark the events
+   dispatched, commit. A worker killed before the commit leaves the events
+   undispatched (and locks released), so another takes them; the unique
+   (endpoint, event) index makes a repeat harmless.
+2. Delivery: lock a batch of due `pending` deliveries and keep the
+   transaction open while POSTing them concurrently (keep-alive httpx); then
+   record every attempt and each delivery's next state in the same
+   transaction and commit. While the rows are locked no other worker can
+   claim them (the same attempt never runs twice at once); a worker killed
+   at any point rolls back, releasing them as they were, due, so they are
+   sent again (at least once: receivers dedupe on the event id).
+
+Time is injectable (`run_once(now=...)`): the retry schedule is tested by
+moving the clock, never by changing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import httpx
+from sqlalchemy import Engine
+
+from persona_service import ids
+from persona_service.clock import utcnow
+from persona_service.domain.webhooks import (
+    DELIVERY_TIMEOUT_SECONDS,
+    RESPONSE_BODY_LIMIT,
+    DestinationRefused,
+    Resolver,
+    check_destination,
+    resolve_host,
+    retry_delay,
+    valid_secrets,
+)
+from persona_service.repositories.webhooks import DeliveryQueue
+from persona_service.secretbox import SecretBox
+from persona_service.webhooks.signing import SIGNATURE_HEADER, signature_header
+
+log = logging.getLogger("persona_service.webhooks")
+
+USER_AGENT = "PersonaService-Webhooks/1"
+
+
+@dataclass
+class Attempt:
+    delivery_id: str
+    attempt: int
+    status_code: int = 0
+    latency_ms: int = 0
+    body: str = ""
+    error: str = ""
+    retry_after: float | None = None
+
+    @property
+    def success(self) -> bool:
+        return 200 <= self.status_code < 300 and not self.error
+
+
+def envelope(row) -> bytes:
+    occurred = row["occurred_at"].astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return json.dumps(
+        {"id": row["event_id"], "type": row["type"], "occurredAt": occurred, "orgId": row["org_id"],
+         "workspaceId": row["workspace_id"], "data": row["data"]},
+        separators=(",", ":"), ensure_ascii=False,
+    ).encode()
+
+
+def parse_retry_after(value: str | None, now: datetime) -> float | None:
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+class DeliveryWorker:
+    def __init__(
+        self, engine: Engine, box: SecretBox, *, allow_private: bool = False, batch_size: int = 200,
+        fanout_batch: int = 1000, max_connections: int = 128, timeout: float = DELIVERY_TIMEOUT_SECONDS,
+        resolve: Resolver = resolve_host, dns_cache_seconds: float = 30.0,
+    ):
+        self.engine = engine
+        self.box = box
+        self.allow_private = allow_private
+        self.batch_size = batch_size
+        self.fanout_batch = fanout_batch
+        self.max_connections = max_connections
+        self.timeout = timeout
+        self.resolve = resolve
+        self.dns_cache_seconds = dns_cache_seconds
+        self._destinations: dict[str, tuple[float, str | None]] = {}
+        self.delivered = 0
+        self.failed = 0
+
+    # --- fan-out ------------------------------------------------------------------
+
+    def fan_out(self, now: datetime | None = None) -> int:
+        """Fan out one batch of undispatched events; returns how many events."""
+        now = now or utcnow()
+        with self.engine.begin() as conn:
+            queue = DeliveryQueue(conn)
+            seqs = queue.lock_undispatched(self.fanout_batch)
+            if not seqs:
+                return 0
+            rows = [
+                {"id": ids.new_id("webhook_delivery"), "endpoint_id": s["endpoint_id"], "event_id": s["event_id"],
+                 "event_type": s["event_type"], "status": "pending", "attempt_count": 0, "next_attempt_at": now,
+                 "created_at": now}
+                for s in queue.subscribers(seqs)
+            ]
+            queue.add_deliveries(rows)
+            queue.mark_dispatched(seqs, now)
+        return len(seqs)
+
+    # --- delivery -------------------------------------------------------------------
+
+    def client(self) -> httpx.AsyncClient:
+        limits = httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=self.max_connections)
+        return httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(self.timeout), follow_redirects=False)
+
+    async def deliver_batch(self, client: httpx.AsyncClient, now: datetime | None = None) -> int:
+        """Claim, send and record one batch of due deliveries; returns how many."""
+        now = now or utcnow()
+        conn = await asyncio.to_thread(self._begin)
+        try:
+            rows = await asyncio.to_thread(DeliveryQueue(conn).claim_due, now, self.batch_size)
+            if not rows:
+                return 0
+            attempts = await asyncio.gather(*(self._send(client, row, now) for row in rows))
+            await asyncio.to_thread(self._record, conn, attempts, now)
+            return len(rows)
+        finally:
+            await asyncio.to_thread(conn.close)  # rolls back unless recorded and committed
+
+    def _begin(self):
+        conn = self.engine.connect()
+        conn.begin()
+        return conn
+
+    def _record(self, conn, attempts: list[Attempt], now: datetime) -> None:
+        attempt_rows, outcomes = [], []
+        for a in attempts:
+            attempt_rows.append({
+                "delivery_id": a.delivery_id, "attempt": a.attempt, "attempted_at": now, "status_code": a.status_code,
+                "latency_ms": a.latency_ms, "response_body": a.body, "error": a.error, "success": a.success,
+            })
+            outcome = {"b_id": a.delivery_id, "b_attempt_count": a.attempt, "b_last_status_code": a.status_code or None}
+            if a.success:
+                outcome.update(b_status="succeeded", b_next_attempt_at=None, b_completed_at=now)
+                self.delivered += 1
+            else:
+                self.failed += 1
+                delay = retry_delay(a.attempt, a.retry_after)
+                if delay is None:
+                    outcome.update(b_status="dead_lettered", b_next_attempt_at=None, b_completed_at=now)
+                else:
+                    outcome.update(b_status="pending", b_next_attempt_at=now + timedelta(seconds=delay), b_completed_at=None)
+            outcomes.append(outcome)
+        DeliveryQueue(conn).record(attempt_rows, outcomes)
+        conn.commit()
+
+    async def _send(self, client: httpx.AsyncClient, row, now: datetime) -> Attempt:
+        attempt = Attempt(row["id"], row["attempt_count"] + 1)
+        started = time.monotonic()
+        try:
+            refused = await self._refused(row["url"])
+            if refused is not None:
+                attempt.error = "destination_refused"
+                attempt.body = refused
+                return attempt
+            body = envelope(row)
+            headers = {
+                "Content-Type": "application/json",
+                "User-Agent": USER_AGENT,
+                "X-Service-Event-Id": row["event_id"],
+                "X-Service-Event-Type": row["type"],
+                "X-Service-Delivery-Id": row["id"],
+                "X-Service-Delivery-Attempt": str(attempt.attempt),
+                SIGNATURE_HEADER: signature_header(body, valid_secrets(row, self.box, now), int(now.timestamp())),
+            }
+            await asyncio.wait_for(self._post(client, row["url"], body, headers, attempt, now), self.timeout)
+        except (TimeoutError, httpx.TimeoutException):
+            attempt.error = "timeout"
+        except httpx.HTTPError as exc:
+            attempt.error = "connection_error"
+            attempt.body = str(exc)[:RESPONSE_BODY_LIMIT]
+        except Exception as exc:  # noqa: BLE001 - a bad row must not sink the batch
+            log.exception("delivery %s failed unexpectedly", row["id"])
+            attempt.error = "internal_error"
+            attempt.body = type(exc).__name__
+        finally:
+            attempt.latency_ms = int((time.monotonic() - started) * 1000)
+        return attempt
+
+    async def _post(self, client, url, body, headers, attempt: Attempt, now: datetime) -> None:
+        async with client.stream("POST", url, content=body, headers=headers) as response:
+            attempt.status_code = response.status_code
+            attempt.retry_after = parse_retry_after(response.headers.get("retry-after"), now)
+            chunks, size = [], 0
+            async for chunk in response.aiter_bytes():
+                chunks.append(chunk)
+                size += len(chunk)
+                if size >= RESPONSE_BODY_LIMIT:
+                    break
+            attempt.body = b"".join(chunks)[:RESPONSE_BODY_LIMIT].decode("utf-8", "replace")
+
+    async def _refused(self, url: str) -> str | None:
+        """The reason a destination is refused now (SSRF check at delivery
+        time, DNS answers cached briefly), or None."""
+        cached = self._destinations.get(url)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        try:
+            await asyncio.to_thread(check_destination, url, allow_private=self.allow_private, resolve=self.resolve)
+            reason = None
+        except DestinationRefused as refused:
+            reason = refused.reason
+        if len(self._destinations) > 10_000:
+            self._destinations.clear()
+        self._destinations[url] = (time.monotonic() + self.dns_cache_seconds, reason)
+        return reason
+
+    # --- driving -------------------------------------------------------------------------
+
+    def run_once(self, now: datetime | None = None) -> int:
+        """Fan out every undispatched event, then send every delivery due at
+        `now` (default: the current time), once. Returns deliveries attempted."""
+        now = now or utcnow()
+        while self.fan_out(now):
+            pass
+
+        async def drain() -> int:
+            total = 0
+            async with self.client() as client:
+                while n := await self.deliver_batch(client, now):
+                    total += n
+            return total
+
+        return asyncio.run(drain())
+
+    def run(self, stop: threading.Event, lanes: int = 4, idle_sleep: float = 0.1) -> None:
+        """Until `stop` is set: fan-out and `lanes` delivery loops, each
+        holding its own claimed batch."""
+        asyncio.run(self._serve(stop, lanes, idle_sleep))
+
+    async def _serve(self, stop: threading.Event, lanes: int, idle_sleep: float) -> None:
+        async def fan_out_loop():
+            while not stop.is_set():
+                try:
+                    if not await asyncio.to_thread(self.fan_out):
+                        await asyncio.sleep(idle_sleep)
+                except Exception:  # noqa: BLE001 - retried
+                    log.exception("fan-out failed")
+                    await asyncio.sleep(1)
+
+        async def lane(client):
+            while not stop.is_set():
+                try:
+                    if not await self.deliver_batch(client):
+                        await asyncio.sleep(idle_sleep)
+                except Exception:  # noqa: BLE001 - retried
+                    log.exception("delivery batch failed")
+                    await asyncio.sleep(1)
+
+        async def report():
+            last = (0, 0)
+            while not stop.is_set():
+                await asyncio.sleep(10)
+                if (self.delivered, self.failed) != last:
+                    log.info("webhooks: %d delivered, %d failed attempts so far", self.delivered, self.failed)
+                    last = (self.delivered, self.failed)
+
+        async with self.client() as client:
+            tasks = [asyncio.create_task(fan_out_loop()), asyncio.create_task(report())]
+            tasks += [asyncio.create_task(lane(client)) for _ in range(lanes)]
+            while not stop.is_set():
+                await asyncio.sleep(0.2)
+            for task in tasks[:2]:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def main() -> None:
+    """`persona-service worker`: deliver webhooks until SIGTERM/SIGINT."""
+    import signal
+    import sys
+
+    from persona_service import config
+    from persona_service.db.engine import make_engine
+
+    settings = config.load()
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is too many
+    database_url = settings.database_url
+    if not database_url:
+        from persona_service.embedded import postgres_url
+
+        database_url = postgres_url(settings.data_dir / "postgres")
+    lanes = int(os.environ.get("PERSONA_WEBHOOK_LANES", "4"))
+    engine = make_engine(database_url, pool_size=lanes + 2)
+    worker = DeliveryWorker(engine, SecretBox(settings.resolved_secrets_key()), allow_private=settings.webhooks_allow_private)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    log.info("webhook worker started (lanes=%d, allow_private=%s)", lanes, settings.webhooks_allow_private)
+    worker.run(stop, lanes=lanes)
+    engine.dispose()
+    log.info("webhook worker stopped")

@@ -1,0 +1,42 @@
+"""Webhook fixtures: a real receiver on 127.0.0.1, and a second stack with no
+worker process, for tests that drive the worker in-process with an
+injected clock (or run and kill worker processes themselves)."""
+
+from __future__ import annotations
+
+import pytest
+from persona_service.db.engine import make_engine
+from support import TenantFactory, make_stack
+from wh_receiver import Receiver
+
+
+@pytest.fixture(scope="session")
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture(scope="session")
+def quiet_stack(tmp_path_factory):
+    stack = make_stack(tmp_path_factory.mktemp("persona-quiet"), PERSONA_WEBHOOKS_ALLOW_PRIVATE="1")
+    stack.workers = 0
+    try:
+        stack.start()
+    except Exception:
+        stack.stop()
+        raise
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture(scope="session")
+def quiet_engine(quiet_stack):
+    engine = make_engine(quiet_stack.database_url, pool_size=8)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def quiet_tenants(quiet_engine) -> TenantFactory:
+    return TenantFactory(quiet_engine)
