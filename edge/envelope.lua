@@ -41,7 +41,59 @@ function envoy_on_request(request_handle)
   end
   -- Callers may not forge the server's carrier headers.
   for name, _ in pairs(CARRIERS) do headers:remove(name) end
+  normalize_path_ids(request_handle, headers)
   route_streaming(request_handle, headers)
+  route_body_streaming(request_handle)
+end
+
+-- Paths whose path-bound id may contain `://` (which only binds
+-- percent-encoded): the id after the prefix is decoded, then re-encoded in
+-- full, so raw (`/v1/models/persona://<id>`) and encoded forms both bind.
+local ENCODED_ID_PREFIXES = { "/v1/models/" }
+
+local function percent_decode(text)
+  return (string.gsub(text, "%%(%x%x)", function(hex) return string.char(tonumber(hex, 16)) end))
+end
+
+local function percent_encode(text)
+  return (string.gsub(text, "[^%w%-%._~]", function(c) return string.format("%%%02X", string.byte(c)) end))
+end
+
+function normalize_path_ids(request_handle, headers)
+  local path = headers:get(":path") or ""
+  for _, prefix in ipairs(ENCODED_ID_PREFIXES) do
+    if string.sub(path, 1, #prefix) == prefix then
+      local rest, query = string.match(string.sub(path, #prefix + 1), "^([^?]*)(.*)$")
+      local encoded = percent_encode(percent_decode(rest))
+      if encoded ~= rest then
+        headers:replace(":path", prefix .. encoded .. query)
+        request_handle:clearRouteCache()
+      end
+      return
+    end
+  end
+end
+
+-- POST paths whose streaming form is chosen by the JSON body (OpenAI's
+-- `"stream": true`) rather than a query parameter: the (small) body is
+-- buffered and, when it asks to stream, the request goes to `<path>:stream`.
+local BODY_STREAM_PATHS = { ["/v1/chat/completions"] = true }
+
+function route_body_streaming(request_handle)
+  local headers = request_handle:headers()
+  if headers:get(":method") ~= "POST" then return end
+  local path = headers:get(":path") or ""
+  local base, query = string.match(path, "^([^?]*)(.*)$")
+  if not BODY_STREAM_PATHS[base] then return end
+  local body = request_handle:body()
+  if body == nil then return end
+  -- A `"stream"` key not preceded by a backslash (i.e. not inside a string).
+  local text = " " .. body:getBytes(0, body:length())
+  headers = request_handle:headers()  -- handles do not survive the body() yield
+  if string.find(text, '[^\\]"stream"%s*:%s*true') then
+    headers:replace(":path", base .. ":stream" .. query)
+    request_handle:clearRouteCache()
+  end
 end
 
 -- `POST <path>?stream=true` goes to the RPC's streaming binding
