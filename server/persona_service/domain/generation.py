@@ -154,8 +154,10 @@ class GenerationPipeline:
         raise AssertionError(step)
 
     def _draft_soul(self, spec: RunSpec, call) -> dict[str, Any]:
-        if spec.kind == "create" and spec.base_soul and len(spec.base_soul.get("desire", "")) >= 20 and spec.base_soul.get("name"):
-            return normalize_soul(spec.base_soul, {})
+        # A caller's soul on create: its fields are kept, the draft only fills the gaps.
+        given = {k: v for k, v in (spec.base_soul or {}).items() if v} if spec.kind == "create" else {}
+        if given and all(given.get(f) for f in SOUL_FIELDS):
+            return normalize_soul(given, {})
         messages = [
             Message("system", "Design a persona. Answer with one JSON object with the fields: " + ", ".join(SOUL_FIELDS)
                     + ". desire is at least 20 characters."),
@@ -166,7 +168,7 @@ class GenerationPipeline:
         if spec.instruction:
             messages.append(Message("user", "Refine: " + spec.instruction))
         reply = call(self.provider.generate, messages, GenerationOptions(task="soul", response_format="json"))
-        soul = normalize_soul(_json_object(reply.text, self.provider), spec.base_soul or {})
+        soul = normalize_soul({**_json_object(reply.text, self.provider), **given}, spec.base_soul or {})
         if len(soul["desire"]) < 20 or not soul["name"]:
             raise ProviderError(getattr(self.provider, "name", "provider"), "soul without a name or a 20-character desire")
         return soul

@@ -94,7 +94,17 @@ class PersonaService:
         versions: dict[str, list] = {}
         for version in self.repo.versions([n["id"] for n in tree]):
             versions.setdefault(version["persona_id"], []).append(version)
-        root = next(n for n in tree if n["id"] == row["root_id"])
+        by_id = {n["id"]: n for n in tree}
+        root = by_id.get(row["root_id"])
+        if root is None:  # the root was purged: answer the surviving subtree the persona is in
+            root = by_id[row["id"]]
+            while root["parent_id"] in by_id:
+                root = by_id[root["parent_id"]]
+
+            def count(node) -> int:
+                return 1 + sum(count(child) for child in children.get(node["id"], []))
+
+            return root, children, versions, count(root)
         return root, children, versions, len(tree)
 
     # --- generation -------------------------------------------------------------------
@@ -171,8 +181,8 @@ class PersonaService:
 
         fields = card_to_persona(card)
         _check_metadata(fields["metadata"])
-        slug = fields["slug"] or slugify(fields["soul"]["name"])
-        if fields["slug"]:
+        slug = fields["slug"]  # empty: _insert derives it from the name, suffixed when taken
+        if slug:
             self._ensure_slug_free(principal.workspace_id, slug)
         persona_id = str(uuid.uuid4())
         voice = fields["voice"]

@@ -482,6 +482,10 @@ class LocalProvider:
             soul = self.soul_from_intent(intent)
         else:
             soul = _normalise_soul(base)
+            if not all(soul.values()):  # a partial soul: the intent fills its gaps
+                intents = [m.content for i, m in enumerate(messages) if i < base_index and m.role == "user"]
+                drafted = self.soul_from_intent(intents[-1] if intents else soul["name"])
+                soul = {k: v or drafted[k] for k, v in soul.items()}
         for refinement in refinements:
             soul = self.refine_soul(soul, refinement)
         return _dumps(soul)

@@ -57,10 +57,11 @@ def _walk(message: Message, prefix: str, out: list[Violation]) -> None:
     for field, rules, nested, repeated in _plan(message.DESCRIPTOR):
         path = prefix + field.json_name
         value = getattr(message, field.name)
-        if not repeated and field.has_presence and not message.HasField(field.name):
+        present = not repeated and field.has_presence and message.HasField(field.name)
+        if not repeated and field.has_presence and not present:
             value = None  # an absent message field or unset `optional` scalar
         if rules is not None:
-            _check(rules, path, list(value) if repeated else value, repeated, out)
+            _check(rules, path, list(value) if repeated else value, repeated, out, present)
         if nested:
             if repeated:
                 for i, item in enumerate(value):
@@ -69,11 +70,14 @@ def _walk(message: Message, prefix: str, out: list[Violation]) -> None:
                 _walk(value, path + ".", out)
 
 
-def _check(rules, path: str, value: Any, repeated: bool, out: list[Violation]) -> None:
+def _check(rules, path: str, value: Any, repeated: bool, out: list[Violation], present: bool = False) -> None:
     if rules.required and (value in ("", None) or (repeated and not value)):
         out.append(Violation(path, "required", value, {"required": True}))
         return
-    if isinstance(value, (str, list)) and value != "":
+    if value is None:
+        return  # absent: nothing to check
+    # An `optional` field set explicitly is validated even when empty.
+    if isinstance(value, (str, list)) and (value != "" or present):
         unit = "items" if repeated else "characters"
         if rules.min_len and len(value) < rules.min_len:
             out.append(Violation(path, "min_length", value, {"minLength": rules.min_len, "unit": unit}))
@@ -83,7 +87,7 @@ def _check(rules, path: str, value: Any, repeated: bool, out: list[Violation]) -
     items = list(enumerate(value)) if repeated else [(None, value)]
     for index, item in items:
         item_path = path if index is None else f"{path}[{index}]"
-        if isinstance(item, str) and item == "":
+        if isinstance(item, str) and item == "" and not (present and index is None):
             continue
         if rules.one_of and item not in rules.one_of:
             out.append(Violation(item_path, "one_of", item, {"oneOf": list(rules.one_of)}))

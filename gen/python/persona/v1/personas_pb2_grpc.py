@@ -38,9 +38,10 @@ class PersonaServiceStub:
     refine, regenerate, audit, delete) answers 409 `state_conflict` with
     `details.conflictField` = "state". Forking an archived persona is allowed
     (the fork is a new, active persona).
-    - `deleted`: soft-deleted; invisible to get/list unless asked
-    (`showDeleted`), restorable until `purgeTime` (30 days), then purged for
-    good by a scheduled job. Archiving or writing a deleted persona answers
+    - `deleted`: soft-deleted; left out of lists unless asked (`showDeleted`),
+    still readable by id (AIP-164, so it can be inspected and restored),
+    restorable until `purgeTime` (30 days), then purged for good by a
+    scheduled job. Archiving or writing a deleted persona answers
     409 `state_conflict` (`conflictField` "state").
 
     Generation RPCs (create, refine, fork, regenerate, import) draw from the
@@ -150,9 +151,10 @@ class PersonaServiceServicer:
     refine, regenerate, audit, delete) answers 409 `state_conflict` with
     `details.conflictField` = "state". Forking an archived persona is allowed
     (the fork is a new, active persona).
-    - `deleted`: soft-deleted; invisible to get/list unless asked
-    (`showDeleted`), restorable until `purgeTime` (30 days), then purged for
-    good by a scheduled job. Archiving or writing a deleted persona answers
+    - `deleted`: soft-deleted; left out of lists unless asked (`showDeleted`),
+    still readable by id (AIP-164, so it can be inspected and restored),
+    restorable until `purgeTime` (30 days), then purged for good by a
+    scheduled job. Archiving or writing a deleted persona answers
     409 `state_conflict` (`conflictField` "state").
 
     Generation RPCs (create, refine, fork, regenerate, import) draw from the
@@ -453,9 +455,10 @@ class PersonaService:
     refine, regenerate, audit, delete) answers 409 `state_conflict` with
     `details.conflictField` = "state". Forking an archived persona is allowed
     (the fork is a new, active persona).
-    - `deleted`: soft-deleted; invisible to get/list unless asked
-    (`showDeleted`), restorable until `purgeTime` (30 days), then purged for
-    good by a scheduled job. Archiving or writing a deleted persona answers
+    - `deleted`: soft-deleted; left out of lists unless asked (`showDeleted`),
+    still readable by id (AIP-164, so it can be inspected and restored),
+    restorable until `purgeTime` (30 days), then purged for good by a
+    scheduled job. Archiving or writing a deleted persona answers
     409 `state_conflict` (`conflictField` "state").
 
     Generation RPCs (create, refine, fork, regenerate, import) draw from the

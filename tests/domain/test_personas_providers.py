@@ -1,0 +1,186 @@
+"""Provider failures end to end (mirrors providers/openai_http.py,
+providers/retrying.py and the pipeline's failure path): a separate stack
+whose server talks to a real OpenAI-compatible HTTP stub that injects 500s
+and timeouts. Retries exhausted → 502 `provider_error` / 504
+`provider_timeout` with nothing of the upstream envelope in the body; the
+upstream envelope is in the audit log; the failed run is an event."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from persona_service.db.engine import make_engine
+from providers.openai_stub import OpenAIStub
+from support import TenantFactory, assert_envelope, make_stack
+
+SECRET_MESSAGE = "upstream-secret-xyzzy: shard 7 of cluster orion overloaded"
+SECRET_CODE = "upstream_code_4242"
+UPSTREAM = {"error": {"message": SECRET_MESSAGE, "type": "server_error", "param": None, "code": SECRET_CODE}}
+ATTEMPTS = 4  # the first try and 3 retries
+
+
+@pytest.fixture(scope="module")
+def stub():
+    with OpenAIStub() as stub:
+        yield stub
+
+
+@pytest.fixture(scope="module")
+def pstack(tmp_path_factory, stub):
+    stack = make_stack(
+        tmp_path_factory.mktemp("persona-openai"),
+        PERSONA_PROVIDER="openai", PERSONA_OPENAI_BASE_URL=stub.base_url,
+        PERSONA_PROVIDER_BACKOFF_SECONDS="0.01", PERSONA_PROVIDER_TIMEOUT_SECONDS="1",
+    )
+    try:
+        stack.start()
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest.fixture(scope="module")
+def pengine(pstack):
+    engine = make_engine(pstack.database_url, pool_size=2)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def phttp(pstack):
+    with httpx.Client(base_url=pstack.http_url, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def org(pengine):
+    return TenantFactory(pengine)(plan="enterprise")
+
+
+@pytest.fixture(autouse=True)
+def clean_stub(stub):
+    stub.reset()
+    yield
+    stub.reset()
+
+
+def create(phttp, org, intent):
+    return phttp.post("/v1/personas", json={"intent": intent}, headers=org.auth)
+
+
+def events(phttp, org, **params) -> list[dict]:
+    r = phttp.get("/v1/events", params={"pageSize": 100, **params}, headers=org.auth)
+    assert r.status_code == 200, r.text
+    return r.json().get("events", [])
+
+
+def audit_entries(phttp, org, **params) -> list[dict]:
+    r = phttp.get("/v1/audit/events", params={"pageSize": 100, "action": "provider.call", **params}, headers=org.auth)
+    assert r.status_code == 200, r.text
+    return r.json().get("events", [])
+
+
+def assert_no_upstream_leak(response: httpx.Response) -> None:
+    body = response.text
+    for secret in (SECRET_MESSAGE, "xyzzy", "orion", SECRET_CODE, "server_error"):
+        assert secret not in body, body
+    for header, value in response.headers.items():
+        assert "xyzzy" not in value and SECRET_CODE not in value, (header, value)
+
+
+def test_the_stub_backed_stack_generates(phttp, org, stub):
+    r = create(phttp, org, "A jolly lighthouse keeper who loves jazz")
+    assert r.status_code == 200, r.text
+    assert r.json()["state"] == "active"
+    paths = {req.path for req in stub.requests}
+    assert {"/v1/moderations", "/v1/chat/completions", "/v1/embeddings"} <= paths
+
+
+def test_errors_beyond_the_retries_are_a_502_without_upstream_details(phttp, org, stub):
+    before = {e["id"] for e in audit_entries(phttp, org)}
+    stub.inject_error(times=ATTEMPTS, status=500, envelope=UPSTREAM, path="/moderations")
+    r = create(phttp, org, "A nervous wizard who collects teacups")
+    assert_envelope(r, 502, "provider_error")
+    assert_no_upstream_leak(r)
+    assert len(stub.requests_to("/moderations")) == ATTEMPTS
+    assert not stub.requests_to("/chat/completions"), "the run must stop at the failed step"
+
+    # The failed run is an event.
+    failed = events(phttp, org, type="generation.run.failed")
+    assert failed, "no generation.run.failed event"
+    latest = failed[0]
+    assert latest["data"]["errorCode"] == "provider_error" and latest["data"]["kind"] == "create"
+    run_events = events(phttp, org, personaId=latest["data"]["personaId"])
+    assert [e["type"] for e in run_events] == ["generation.run.failed", "generation.run.started"]
+    assert_envelope(phttp.get(f"/v1/personas/{latest['data']['personaId']}", headers=org.auth), 404, "not_found")
+
+    # Every failed attempt is in the audit log, upstream envelope under details.upstream.
+    fresh = [e for e in audit_entries(phttp, org) if e["id"] not in before]
+    assert len(fresh) == ATTEMPTS, fresh
+    for entry in fresh:
+        assert entry["action"] == "provider.call"
+        assert entry["outcome"] == "failure"
+        details = entry["details"]
+        assert details["upstream"] == UPSTREAM
+        assert details["upstreamStatus"] == 500
+        assert details["operation"] == "moderate"
+    assert sorted(e["details"]["attempt"] for e in fresh) == list(range(1, ATTEMPTS + 1))
+    assert {e["requestId"] for e in fresh} == {r.headers["x-request-id"]}
+    assert {e["errorCode"] for e in fresh} == {"provider_error"} and {e["status"] for e in fresh} == {502}
+    # Callers of the audit API may see the envelope; callers of the persona API never do.
+    assert SECRET_MESSAGE in json.dumps(fresh)
+
+
+def test_a_malformed_body_beyond_the_retries_is_a_502(phttp, org, stub):
+    stub.inject_malformed(times=ATTEMPTS, body="{not json at all xyzzy", path="/embeddings")
+    r = create(phttp, org, "A gentle blacksmith who paints watercolours")
+    assert_envelope(r, 502, "provider_error")
+    assert "xyzzy" not in r.text and "not json" not in r.text
+
+
+def test_timeouts_beyond_the_retries_are_a_504(phttp, org, stub):
+    stub.inject_delay(times=ATTEMPTS, seconds=1.6, path="/moderations")
+    r = create(phttp, org, "A sarcastic robot who runs a flower shop")
+    assert_envelope(r, 504, "provider_timeout")
+    assert "Timeout" not in r.text and "httpx" not in r.text
+    assert len(stub.requests_to("/moderations")) == ATTEMPTS
+    failed = events(phttp, org, type="generation.run.failed")
+    assert failed[0]["data"]["errorCode"] == "provider_timeout"
+
+
+def test_a_transient_error_is_retried_to_success(phttp, org, stub):
+    before = {e["id"] for e in audit_entries(phttp, org)}
+    stub.inject_error(times=1, status=500, envelope=UPSTREAM, path="/chat/completions")
+    r = create(phttp, org, "A tireless courier who knows every alley in Lisbon")
+    assert r.status_code == 200, r.text
+    persona = r.json()
+    assert persona["state"] == "active"
+    types = [e["type"] for e in events(phttp, org, personaId=persona["id"])]
+    assert types == ["persona.created", "generation.run.completed", "generation.run.started"]
+    fresh = [e for e in audit_entries(phttp, org) if e["id"] not in before]
+    assert len(fresh) == 1 and fresh[0]["details"]["upstream"] == UPSTREAM
+    assert fresh[0]["details"]["attempt"] == 1
+
+
+def test_sse_delivers_progress_before_a_slow_step_finishes(pstack, org, stub):
+    """A slow fingerprint (embeddings) step: the early events reach the client
+    long before the stream ends."""
+    import time
+
+    stub.inject_delay(times=1, seconds=0.8, path="/embeddings")
+    arrivals = []
+    with httpx.Client(base_url=pstack.http_url, timeout=30) as client:
+        with client.stream("POST", "/v1/personas", params={"stream": "true"},
+                           json={"intent": "A careful archivist who hums sea shanties"}, headers=org.auth) as r:
+            assert r.status_code == 200
+            assert r.headers["content-type"].split(";")[0] == "text/event-stream"
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    arrivals.append((time.monotonic(), json.loads(line[6:])))
+    names = [(e["event"], e.get("step", "")) for _, e in arrivals]
+    assert names[0] == ("run.started", "") and names[-1][0] == "persona"
+    started_fp = next(t for t, e in arrivals if e["event"] == "step.started" and e["step"] == "fingerprint")
+    assert arrivals[-1][0] - arrivals[0][0] >= 0.6
+    assert arrivals[-1][0] - started_fp >= 0.6, "step.started(fingerprint) was held back until the end"

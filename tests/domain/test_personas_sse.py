@@ -1,0 +1,180 @@
+"""Streaming persona creation (mirrors PersonaServicer.StreamCreatePersona
+and the edge's `?stream=true` routing in edge/envelope.lua): server-sent
+events through Envoy read incrementally with a real streaming client, the
+in-band `error` event, and the same stream over native gRPC.
+
+Incremental delivery is proven, not assumed: the test holds an EXCLUSIVE
+lock on the `personas` table (reads still work, the final INSERT waits), so
+the run's progress events must reach the client while the persona itself
+cannot be written yet."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+
+import grpc
+import httpx
+import pytest
+from persona.v1 import personas_pb2, personas_pb2_grpc
+from sqlalchemy import text
+
+STEPS = ["moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint"]
+PROGRESS = [("run.started", "")] + [(kind, step) for step in STEPS for kind in ("step.started", "step.completed")]
+TIMEOUT = httpx.Timeout(15.0)
+
+
+@pytest.fixture(scope="module")
+def org(tenants):
+    return tenants(plan="pro")
+
+
+@contextlib.contextmanager
+def personas_locked(engine):
+    """Hold writes to `personas` until the block ends (or release() is called)."""
+    conn = engine.connect()
+    trans = conn.begin()
+    conn.execute(text("SET LOCAL lock_timeout = '5s'"))
+    conn.execute(text("LOCK TABLE personas IN EXCLUSIVE MODE"))
+    try:
+        yield trans
+    finally:
+        if trans.is_active:
+            trans.rollback()
+        conn.close()
+
+
+def sse_events(lines):
+    """Parse `data: {json}` events from an iterator of lines, one at a time."""
+    buffer = []
+    for line in lines:
+        if line == "":
+            if buffer:
+                yield json.loads("\n".join(buffer))
+                buffer = []
+            continue
+        assert line.startswith("data: "), repr(line)
+        buffer.append(line[len("data: "):])
+    assert not buffer, "a truncated event at the end of the stream"
+
+
+def stream(http, tenant, body):
+    return http.stream("POST", "/v1/personas", params={"stream": "true"}, json=body, headers=tenant.auth,
+                       timeout=TIMEOUT)
+
+
+def test_stream_create_sends_progress_before_the_persona(http, engine, org):
+    with personas_locked(engine) as lock:
+        with stream(http, org, {"intent": "A wistful clockmaker who repairs music boxes"}) as r:
+            assert r.status_code == 200
+            assert r.headers["content-type"].split(";")[0] == "text/event-stream"
+            events = sse_events(r.iter_lines())
+            progress = [next(events) for _ in PROGRESS]
+            # All progress arrived while the persona could not be written yet: streamed, not buffered.
+            assert not r.is_closed
+            listed = http.get("/v1/personas", params={"pageSize": 100}, headers=org.auth)
+            assert listed.status_code == 200, listed.text
+            assert progress[0]["runId"] not in [p["lastRunId"] for p in listed.json().get("personas", [])]
+            lock.rollback()
+            rest = list(events)
+        raw_ok = r.is_closed
+
+    assert raw_ok
+    assert [(e["event"], e["step"]) for e in progress] == PROGRESS
+    run_id = progress[0]["runId"]
+    assert run_id.startswith("run_")
+    assert all(e["runId"] == run_id for e in progress)
+    for e in progress:
+        if e["event"] == "step.completed":
+            assert e["durationMs"] >= 0
+    assert len(rest) == 1, rest
+    final = rest[0]
+    assert final["event"] == "persona" and final["runId"] == run_id
+    persona = final["persona"]
+    assert persona["lastRunId"] == run_id and persona["state"] == "active" and persona["version"] == 1
+
+    got = http.get(f"/v1/personas/{persona['id']}", headers=org.auth)
+    assert got.status_code == 200, got.text
+    assert got.json() == persona
+
+    # The run's events are the same as a unary create's.
+    r = http.get("/v1/events", params={"personaId": persona["id"]}, headers=org.auth)
+    assert [e["type"] for e in r.json()["events"]] == ["persona.created", "generation.run.completed",
+                                                      "generation.run.started"]
+
+
+def test_stream_wire_format(http, org):
+    with stream(http, org, {"intent": "A patient beekeeper who tells tall tales"}) as r:
+        assert r.status_code == 200
+        body = r.read().decode()
+    assert re.fullmatch(r"(data: \{[^\n]*\}\n\n)+", body), body[:500]
+    events = [json.loads(chunk[len("data: "):]) for chunk in body.split("\n\n") if chunk]
+    assert [e["event"] for e in events] == [e for e, _ in PROGRESS] + ["persona"]
+
+
+def test_stream_false_is_the_unary_create(http, org):
+    r = http.post("/v1/personas", params={"stream": "false"}, json={"intent": "A quiet monk who brews cider"},
+                  headers=org.auth)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/json"
+    assert r.json()["state"] == "active"
+
+
+def test_stream_error_mid_run_is_an_in_band_event(http, org):
+    before = http.get("/v1/personas", params={"pageSize": 100}, headers=org.auth).json().get("personas", [])
+    with stream(http, org, {"intent": "how to build a bomb"}) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].split(";")[0] == "text/event-stream"
+        events = list(sse_events(r.iter_lines()))
+    assert [(e["event"], e["step"]) for e in events[:2]] == [("run.started", ""), ("step.started", "moderate_intent")]
+    last = events[-1]
+    assert len(events) == 3, events
+    assert last["event"] == "error"
+    error = last["error"]
+    assert set(error) == {"code", "message", "details"}
+    assert error["code"] == "moderation_blocked"
+    assert error["message"]
+    assert error["details"]["stage"] == "input_intent"
+    after = http.get("/v1/personas", params={"pageSize": 100}, headers=org.auth).json().get("personas", [])
+    assert after == before
+
+
+def test_stream_validation_error_is_a_plain_envelope(http, org):
+    r = http.post("/v1/personas", params={"stream": "true"}, json={"intent": ""}, headers=org.auth)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["code"] == "validation_failed"
+
+
+# --- native gRPC ---------------------------------------------------------------------
+
+
+def test_native_grpc_stream_through_the_edge(edge_channel, engine, org):
+    stub = personas_pb2_grpc.PersonaServiceStub(edge_channel)
+    with personas_locked(engine) as lock:
+        call = stub.StreamCreatePersona(
+            personas_pb2.CreatePersonaRequest(intent="A stubborn goat farmer who plays the fiddle"),
+            metadata=org.metadata, timeout=15,
+        )
+        progress = [next(call) for _ in PROGRESS]
+        lock.rollback()
+        rest = list(call)
+    assert [(e.event, e.step) for e in progress] == PROGRESS
+    assert len({e.run_id for e in progress}) == 1
+    assert len(rest) == 1 and rest[0].event == "persona"
+    assert rest[0].persona.last_run_id == progress[0].run_id
+    assert rest[0].persona.state == "active"
+    assert call.code() == grpc.StatusCode.OK
+
+
+def test_native_grpc_stream_error(edge_channel, org):
+    stub = personas_pb2_grpc.PersonaServiceStub(edge_channel)
+    call = stub.StreamCreatePersona(personas_pb2.CreatePersonaRequest(intent="how to build a bomb"),
+                                    metadata=org.metadata, timeout=15)
+    received = []
+    with pytest.raises(grpc.RpcError) as info:
+        for event in call:
+            received.append(event)
+    assert [e.event for e in received] == ["run.started", "step.started", "error"]
+    assert received[-1].error.code == "moderation_blocked"
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
