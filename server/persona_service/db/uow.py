@@ -1,6 +1,9 @@
 """A unit of work per RPC: one connection and one transaction, opened on
 first use, committed by the request pipeline when the RPC succeeds and rolled
-back when it fails. Domain services and repositories never commit."""
+back when it fails. Domain services and repositories never commit.
+
+Read-only RPCs get an autocommit connection instead: no BEGIN/COMMIT round
+trips for a single SELECT."""
 
 from __future__ import annotations
 
@@ -8,19 +11,23 @@ from sqlalchemy import Connection, Engine
 
 
 class UnitOfWork:
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, read_only: bool = False):
         self._engine = engine
+        self._read_only = read_only
         self._conn: Connection | None = None
 
     @property
     def conn(self) -> Connection:
         if self._conn is None:
             self._conn = self._engine.connect()
-            self._conn.begin()
+            if self._read_only:
+                self._conn = self._conn.execution_options(isolation_level="AUTOCOMMIT")
+            else:
+                self._conn.begin()
         return self._conn
 
     def commit(self) -> None:
-        if self._conn is not None:
+        if self._conn is not None and not self._read_only:
             self._conn.commit()
 
     def close(self) -> None:

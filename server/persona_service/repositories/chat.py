@@ -2,11 +2,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, func, insert, select, text, tuple_, update
+from sqlalchemy import Connection, bindparam, func, insert, select, text, tuple_, update
 
 from persona_service.db.models import ChatMessage, ChatSession, Persona
 
 _sessions = ChatSession.__table__
+# GET by id is a hot read: the statement is built once.
+_get = select(_sessions).where(_sessions.c.id == bindparam("id"), _sessions.c.workspace_id == bindparam("ws"))
 _messages = ChatMessage.__table__
 _personas = Persona.__table__
 
@@ -18,8 +20,7 @@ class ChatSessionRepository:
     # --- sessions -----------------------------------------------------------------
 
     def get(self, workspace_id: str, session_id: str):
-        stmt = select(_sessions).where(_sessions.c.id == session_id, _sessions.c.workspace_id == workspace_id)
-        return self.conn.execute(stmt).mappings().first()
+        return self.conn.execute(_get, {"id": session_id, "ws": workspace_id}).mappings().first()
 
     def create(self, **values):
         return self.conn.execute(insert(_sessions).values(**values).returning(_sessions)).mappings().one()

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, insert, select, tuple_, update
+from sqlalchemy import Connection, bindparam, insert, select, tuple_, update
 
 from persona_service.db.models import ApiKey, Membership, Organization, User
 
@@ -32,6 +32,8 @@ _by_hash = (
     .outerjoin(_members, (_members.c.org_id == _keys.c.org_id) & (_members.c.user_id == _keys.c.created_by_user_id))
 )
 
+_find_for_auth = _by_hash.where(_keys.c.secret_hash == bindparam("secret_hash"))
+
 _public_columns = [
     _keys.c.id,
     _keys.c.name,
@@ -51,7 +53,7 @@ class KeyRepository:
         self.conn = conn
 
     def find_for_auth(self, secret_hash: str):
-        return self.conn.execute(_by_hash.where(_keys.c.secret_hash == secret_hash)).mappings().first()
+        return self.conn.execute(_find_for_auth, {"secret_hash": secret_hash}).mappings().first()
 
     def create(self, **values):
         stmt = insert(_keys).values(**values).returning(*_public_columns)
