@@ -23,10 +23,13 @@ moving the clock, never by changing it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
+import functools
 import json
 import logging
 import os
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -95,10 +98,51 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds())
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+class ClientPool:
+    """`size` keep-alive httpx clients of one connection each, leased one
+    request at a time. (One httpx client with many connections spends its
+    time in the pool's bookkeeping, quadratic in connections and waiters;
+    one connection per client keeps that constant.)"""
+
+    def __init__(self, size: int, timeout: float):
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=30)
+        tls = _tls_context()  # built once: a context per client costs ~50 ms
+        self._clients = [
+            httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(timeout), follow_redirects=False, verify=tls)
+            for _ in range(size)
+        ]
+        self._free: asyncio.Queue | None = None
+
+    @contextlib.asynccontextmanager
+    async def lease(self):
+        if self._free is None:
+            self._free = asyncio.Queue()
+            for c in self._clients:
+                self._free.put_nowait(c)
+        http = await self._free.get()
+        try:
+            yield http
+        finally:
+            self._free.put_nowait(http)
+
+    async def __aenter__(self) -> ClientPool:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await asyncio.gather(*(c.aclose() for c in self._clients), return_exceptions=True)
+
+
 class DeliveryWorker:
     def __init__(
         self, engine: Engine, box: SecretBox, *, allow_private: bool = False, batch_size: int = 200,
-        fanout_batch: int = 1000, max_connections: int = 128, timeout: float = DELIVERY_TIMEOUT_SECONDS,
+        fanout_batch: int = 1000, max_connections: int = 64, timeout: float = DELIVERY_TIMEOUT_SECONDS,
         resolve: Resolver = resolve_host, dns_cache_seconds: float = 30.0,
     ):
         self.engine = engine
@@ -136,11 +180,10 @@ class DeliveryWorker:
 
     # --- delivery -------------------------------------------------------------------
 
-    def client(self) -> httpx.AsyncClient:
-        limits = httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=self.max_connections)
-        return httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(self.timeout), follow_redirects=False)
+    def client(self) -> ClientPool:
+        return ClientPool(self.max_connections, self.timeout)
 
-    async def deliver_batch(self, client: httpx.AsyncClient, now: datetime | None = None) -> int:
+    async def deliver_batch(self, client: ClientPool, now: datetime | None = None) -> int:
         """Claim, send and record one batch of due deliveries; returns how many."""
         now = now or utcnow()
         conn = await asyncio.to_thread(self._begin)
@@ -181,7 +224,7 @@ class DeliveryWorker:
         DeliveryQueue(conn).record(attempt_rows, outcomes)
         conn.commit()
 
-    async def _send(self, client: httpx.AsyncClient, row, now: datetime) -> Attempt:
+    async def _send(self, client: ClientPool, row, now: datetime) -> Attempt:
         attempt = Attempt(row["id"], row["attempt_count"] + 1)
         started = time.monotonic()
         try:
@@ -200,7 +243,9 @@ class DeliveryWorker:
                 "X-Service-Delivery-Attempt": str(attempt.attempt),
                 SIGNATURE_HEADER: signature_header(body, valid_secrets(row, self.box, now), int(now.timestamp())),
             }
-            await asyncio.wait_for(self._post(client, row["url"], body, headers, attempt, now), self.timeout)
+            async with client.lease() as http:
+                started = time.monotonic()
+                await asyncio.wait_for(self._post(http, row["url"], body, headers, attempt, now), self.timeout)
         except (TimeoutError, httpx.TimeoutException):
             attempt.error = "timeout"
         except httpx.HTTPError as exc:
