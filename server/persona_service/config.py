@@ -22,7 +22,7 @@ class Settings:
     grpc_port: int = field(default_factory=lambda: _int("PERSONA_GRPC_PORT", 50051))
     # Envoy's admin port, bound to 127.0.0.1 only.
     admin_port: int = field(default_factory=lambda: _int("PERSONA_ENVOY_ADMIN_PORT", 9901))
-    grpc_workers: int = field(default_factory=lambda: _int("PERSONA_GRPC_WORKERS", 16))
+    grpc_workers: int = field(default_factory=lambda: _int("PERSONA_GRPC_WORKERS", 8))
     db_pool_size: int = field(default_factory=lambda: _int("PERSONA_DB_POOL_SIZE", 16))
     # Seconds a verified credential is trusted without a database read.
     # Revocation is broadcast through Redis and evicts at once.

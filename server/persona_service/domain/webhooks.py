@@ -178,6 +178,17 @@ class WebhookService:
             raise NotFound("webhook endpoint")
         return row
 
+    def secrets(self, principal: Principal, endpoint_id: str, now: datetime | None = None) -> dict:
+        """The current secret and, while its grace lasts, the previous one."""
+        row = self.get(principal, endpoint_id)
+        now = now or utcnow()
+        current, *previous = valid_secrets(row, self.box, now)
+        return {
+            "secret": current, "secret_created_at": row["secret_created_at"],
+            "previous_secret": previous[0] if previous else "",
+            "previous_secret_expires_at": row["previous_secret_expires_at"] if previous else None,
+        }
+
     def update(self, principal: Principal, endpoint_id: str, *, url: str | None = None, events: list[str] | None = None,
                description: str | None = None, enabled: bool | None = None):
         self.get(principal, endpoint_id)

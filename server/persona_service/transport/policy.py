@@ -24,8 +24,8 @@ class MethodMeta:
 
     @property
     def audited(self) -> bool:
-        """Writes and admin actions are audited whatever their outcome."""
-        return self.policy.write or self.policy.platform_admin
+        """Writes, admin actions and declared reads are audited whatever their outcome."""
+        return self.policy.write or self.policy.platform_admin or self.policy.audited
 
 
 def method_table(services: list[ServiceDescriptor]) -> dict[str, MethodMeta]:

@@ -15,7 +15,7 @@ ERROR_FIELD_NUMBER: _ClassVar[int]
 error: _descriptor.FieldDescriptor
 
 class MethodPolicy(_message.Message):
-    __slots__ = ("scope", "platform_admin", "roles", "write", "endpoint_cap", "generation", "audit_action", "resource_type")
+    __slots__ = ("scope", "platform_admin", "roles", "write", "endpoint_cap", "generation", "audit_action", "resource_type", "audited")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     PLATFORM_ADMIN_FIELD_NUMBER: _ClassVar[int]
     ROLES_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class MethodPolicy(_message.Message):
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     AUDIT_ACTION_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    AUDITED_FIELD_NUMBER: _ClassVar[int]
     scope: str
     platform_admin: bool
     roles: _containers.RepeatedScalarFieldContainer[str]
@@ -32,7 +33,8 @@ class MethodPolicy(_message.Message):
     generation: bool
     audit_action: str
     resource_type: str
-    def __init__(self, scope: _Optional[str] = ..., platform_admin: _Optional[bool] = ..., roles: _Optional[_Iterable[str]] = ..., write: _Optional[bool] = ..., endpoint_cap: _Optional[str] = ..., generation: _Optional[bool] = ..., audit_action: _Optional[str] = ..., resource_type: _Optional[str] = ...) -> None: ...
+    audited: bool
+    def __init__(self, scope: _Optional[str] = ..., platform_admin: _Optional[bool] = ..., roles: _Optional[_Iterable[str]] = ..., write: _Optional[bool] = ..., endpoint_cap: _Optional[str] = ..., generation: _Optional[bool] = ..., audit_action: _Optional[str] = ..., resource_type: _Optional[str] = ..., audited: _Optional[bool] = ...) -> None: ...
 
 class FieldRules(_message.Message):
     __slots__ = ("required", "min_len", "max_len", "one_of", "format", "unique", "min_value", "max_value")

@@ -189,3 +189,21 @@ class ReplayWebhookDeliveryRequest(_message.Message):
     id: str
     delivery_id: str
     def __init__(self, id: _Optional[str] = ..., delivery_id: _Optional[str] = ...) -> None: ...
+
+class GetWebhookEndpointSecretRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class WebhookEndpointSecret(_message.Message):
+    __slots__ = ("secret", "secret_created_at", "previous_secret", "previous_secret_expires_at")
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    SECRET_CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_SECRET_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_SECRET_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    secret: str
+    secret_created_at: _timestamp_pb2.Timestamp
+    previous_secret: str
+    previous_secret_expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, secret: _Optional[str] = ..., secret_created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., previous_secret: _Optional[str] = ..., previous_secret_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

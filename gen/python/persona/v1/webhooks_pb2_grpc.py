@@ -79,6 +79,11 @@ class WebhookServiceStub:
                 request_serializer=persona_dot_v1_dot_webhooks__pb2.CreateWebhookEndpointRequest.SerializeToString,
                 response_deserializer=persona_dot_v1_dot_webhooks__pb2.CreateWebhookEndpointResponse.FromString,
                 _registered_method=True)
+        self.GetWebhookEndpointSecret = channel.unary_unary(
+                '/persona.v1.WebhookService/GetWebhookEndpointSecret',
+                request_serializer=persona_dot_v1_dot_webhooks__pb2.GetWebhookEndpointSecretRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_webhooks__pb2.WebhookEndpointSecret.FromString,
+                _registered_method=True)
         self.ListWebhookEndpoints = channel.unary_unary(
                 '/persona.v1.WebhookService/ListWebhookEndpoints',
                 request_serializer=persona_dot_v1_dot_webhooks__pb2.ListWebhookEndpointsRequest.SerializeToString,
@@ -173,6 +178,19 @@ class WebhookServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetWebhookEndpointSecret(self, request, context):
+        """Returns the endpoint's signing secrets: the current one and, during a
+        rotation grace, the previous one with its expiry. This is how receivers
+        pick up a secret rotated by the platform (creation shows the secret
+        once; rotation happens without the customer). Every read is audited.
+
+        Auth: scope `config:write` (a secret is a write credential for the
+        receiver, so reading it needs the write scope).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListWebhookEndpoints(self, request, context):
         """Lists the endpoints of the caller's workspace, newest first.
 
@@ -252,6 +270,11 @@ def add_WebhookServiceServicer_to_server(servicer, server):
                     servicer.CreateWebhookEndpoint,
                     request_deserializer=persona_dot_v1_dot_webhooks__pb2.CreateWebhookEndpointRequest.FromString,
                     response_serializer=persona_dot_v1_dot_webhooks__pb2.CreateWebhookEndpointResponse.SerializeToString,
+            ),
+            'GetWebhookEndpointSecret': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWebhookEndpointSecret,
+                    request_deserializer=persona_dot_v1_dot_webhooks__pb2.GetWebhookEndpointSecretRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_webhooks__pb2.WebhookEndpointSecret.SerializeToString,
             ),
             'ListWebhookEndpoints': grpc.unary_unary_rpc_method_handler(
                     servicer.ListWebhookEndpoints,
@@ -356,6 +379,33 @@ class WebhookService:
             '/persona.v1.WebhookService/CreateWebhookEndpoint',
             persona_dot_v1_dot_webhooks__pb2.CreateWebhookEndpointRequest.SerializeToString,
             persona_dot_v1_dot_webhooks__pb2.CreateWebhookEndpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWebhookEndpointSecret(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.WebhookService/GetWebhookEndpointSecret',
+            persona_dot_v1_dot_webhooks__pb2.GetWebhookEndpointSecretRequest.SerializeToString,
+            persona_dot_v1_dot_webhooks__pb2.WebhookEndpointSecret.FromString,
             options,
             channel_credentials,
             insecure,

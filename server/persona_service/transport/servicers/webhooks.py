@@ -61,6 +61,15 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
         ctx = current()
         return endpoint(self._service(ctx).get(ctx.principal, request.id))
 
+    def GetWebhookEndpointSecret(self, request, context):
+        ctx = current()
+        secrets = self._service(ctx).secrets(ctx.principal, request.id)
+        return webhooks_pb2.WebhookEndpointSecret(
+            secret=secrets["secret"], secret_created_at=timestamp(secrets["secret_created_at"]),
+            previous_secret=secrets["previous_secret"],
+            previous_secret_expires_at=timestamp(secrets["previous_secret_expires_at"]),
+        )
+
     def UpdateWebhookEndpoint(self, request, context):
         ctx = current()
         row = self._service(ctx).update(
