@@ -1,4 +1,4 @@
-"""Provider failures end to end (mirrors providers/openai_http.py,
+"""Provider failures end to end, for persona generation and chat replies (mirrors providers/openai_http.py,
 providers/retrying.py and the pipeline's failure path): a separate stack
 whose server talks to a real OpenAI-compatible HTTP stub that injects 500s
 and timeouts. Retries exhausted → 502 `provider_error` / 504
@@ -184,3 +184,44 @@ def test_sse_delivers_progress_before_a_slow_step_finishes(pstack, org, stub):
     started_fp = next(t for t, e in arrivals if e["event"] == "step.started" and e["step"] == "fingerprint")
     assert arrivals[-1][0] - arrivals[0][0] >= 0.6
     assert arrivals[-1][0] - started_fp >= 0.6, "step.started(fingerprint) was held back until the end"
+
+
+# --- chat replies through the same failing upstream --------------------------------
+
+
+def _chat_session(phttp, org) -> str:
+    persona = create(phttp, org, "A calm librarian who recommends mysteries")
+    assert persona.status_code == 200, persona.text
+    r = phttp.post(
+        "/v1/chat/sessions", headers=org.auth, json={"personaId": persona.json()["id"], "userId": "reader-1"}
+    )
+    assert r.status_code == 200, r.text
+    return r.json()["sessionId"]
+
+
+def test_chat_reply_provider_error_is_502_without_leak_and_audited(phttp, org, stub):
+    session_id = _chat_session(phttp, org)
+    before = len(audit_entries(phttp, org))
+    stub.inject_error(times=ATTEMPTS, status=500, envelope=UPSTREAM, path="/chat/completions")
+    r = phttp.post(f"/v1/chat/sessions/{session_id}/messages", headers=org.auth, json={"content": "Any tips?"})
+    assert_envelope(r, 502, "provider_error")
+    assert_no_upstream_leak(r)
+    entries = audit_entries(phttp, org)
+    assert len(entries) - before == ATTEMPTS
+    assert entries[0]["details"]["upstream"] == UPSTREAM
+    session = phttp.get(f"/v1/chat/sessions/{session_id}", headers=org.auth).json()
+    assert session["messageCount"] == 0 and session["inputTokens"] == 0  # nothing billed for a failed reply
+
+
+def test_chat_reply_transient_failure_is_retried(phttp, org, stub):
+    session_id = _chat_session(phttp, org)
+    stub.inject_error(times=1, status=500, envelope=UPSTREAM, path="/chat/completions")
+    r = phttp.post(f"/v1/chat/sessions/{session_id}/messages", headers=org.auth, json={"content": "Hello there"})
+    assert r.status_code == 200, r.text
+
+
+def test_chat_reply_timeout_is_504(phttp, org, stub):
+    session_id = _chat_session(phttp, org)
+    stub.inject_delay(times=ATTEMPTS, seconds=1.6, path="/chat/completions")
+    r = phttp.post(f"/v1/chat/sessions/{session_id}/messages", headers=org.auth, json={"content": "Still there?"})
+    assert_envelope(r, 504, "provider_timeout")
