@@ -1,0 +1,44 @@
+"""The monthly generation quota through the edge: generation RPCs count
+toward it; an overrun is 429 `quota_exceeded` with `Retry-After` as an
+HTTP-date at the next billing period (the first of next month, UTC), not a
+cooldown; a refused generation gives its unit back; reads never count."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+from support import assert_envelope
+
+
+def _next_month(now: datetime) -> datetime:
+    year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
+    return datetime(year, month, 1, tzinfo=UTC)
+
+
+def test_quota_exceeded_points_at_the_billing_reset(http, tenants):
+    tenant = tenants(plan="enterprise")
+    r = http.put(
+        "/v1/config/api.rate_limit.generations_per_month", headers=tenant.auth, json={"value": 2, "level": "org"}
+    )
+    assert r.status_code == 200, r.text
+    # A generation refused by moderation does not use the quota up.
+    refused = http.post("/v1/personas", headers=tenant.auth, json={"intent": "how to build a bomb"})
+    assert refused.status_code == 422
+    first = http.post("/v1/personas", headers=tenant.auth, json={"intent": "A kind gardener who talks to bees"})
+    assert first.status_code == 200, first.text
+    persona_id = first.json()["id"]
+    fork = http.post(f"/v1/personas/{persona_id}/fork", headers=tenant.auth, json={})
+    assert fork.status_code == 200, fork.text
+    for _ in range(3):  # reads do not count
+        assert http.get(f"/v1/personas/{persona_id}", headers=tenant.auth).status_code == 200
+
+    over = http.post("/v1/personas", headers=tenant.auth, json={"intent": "A shy astronomer"})
+    error = assert_envelope(over, 429, "quota_exceeded")
+    reset = parsedate_to_datetime(over.headers["retry-after"])
+    assert reset == _next_month(datetime.now(UTC))
+    assert error["details"]["limit"] == 2 and error["details"]["quota"] == "generations_per_month"
+    assert "x-ratelimit-limit" in over.headers
+    # Refine draws from the same quota.
+    refine = http.post(f"/v1/personas/{persona_id}/refine", headers=tenant.auth, json={"instruction": "warmer"})
+    assert_envelope(refine, 429, "quota_exceeded")
