@@ -10,19 +10,13 @@ import httpx
 import pytest
 from persona_service.db.engine import make_engine
 from persona_service.domain.auth import Authenticator, CredentialCache
-from support import JWT_SECRET, Stack, Tenant, TenantFactory, make_stack
+from support import JWT_SECRET, Stack, Tenant, TenantFactory, make_stack, running
 
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory) -> Stack:
-    stack = make_stack(tmp_path_factory.mktemp("persona"))
-    try:
-        stack.start()
-    except Exception:
-        stack.stop()
-        raise
-    yield stack
-    stack.stop()
+    with running(make_stack(tmp_path_factory.mktemp("persona"))) as stack:
+        yield stack
 
 
 @pytest.fixture(scope="session")

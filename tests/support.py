@@ -3,6 +3,7 @@ conftest: pytest loads several conftest modules under that one name)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 from dataclasses import dataclass
@@ -31,6 +32,16 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, **extra_env) -> Stack:
     env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1", **extra_env}
     ports = [settings.grpc_port] + [free_port() for _ in range(servers - 1)]
     return Stack(settings, grpc_ports=ports, extra_env=env)
+
+
+@contextlib.contextmanager
+def running(stack: Stack):
+    """Start a stack for the duration of a fixture; stop it even if start failed half-way."""
+    try:
+        stack.start()
+        yield stack
+    finally:
+        stack.stop()
 
 
 @dataclass

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from persona_service.db.engine import make_engine
 from providers.openai_stub import OpenAIStub
-from support import TenantFactory, assert_envelope, make_stack
+from support import TenantFactory, assert_envelope, make_stack, running
 
 SECRET_MESSAGE = "upstream-secret-xyzzy: shard 7 of cluster orion overloaded"
 SECRET_CODE = "upstream_code_4242"
@@ -34,11 +34,8 @@ def pstack(tmp_path_factory, stub):
         PERSONA_PROVIDER="openai", PERSONA_OPENAI_BASE_URL=stub.base_url,
         PERSONA_PROVIDER_BACKOFF_SECONDS="0.01", PERSONA_PROVIDER_TIMEOUT_SECONDS="1",
     )
-    try:
-        stack.start()
+    with running(stack):
         yield stack
-    finally:
-        stack.stop()
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from persona_service.db.engine import make_engine
-from support import TenantFactory, make_stack
+from support import TenantFactory, make_stack, running
 from wh_receiver import Receiver
 
 
@@ -21,13 +21,8 @@ def receiver():
 def quiet_stack(tmp_path_factory):
     stack = make_stack(tmp_path_factory.mktemp("persona-quiet"), PERSONA_WEBHOOKS_ALLOW_PRIVATE="1")
     stack.workers = 0
-    try:
-        stack.start()
-    except Exception:
-        stack.stop()
-        raise
-    yield stack
-    stack.stop()
+    with running(stack):
+        yield stack
 
 
 @pytest.fixture(scope="session")

@@ -38,6 +38,7 @@ from persona_service.domain.cursors import CursorCodec, keyset_page
 from persona_service.domain.events import Outbox
 from persona_service.domain.generation import ModerationBlocked, fingerprint_text
 from persona_service.domain.moderation import record_flag
+from persona_service.domain.operations import Progress
 from persona_service.domain.pricing import PriceTable
 from persona_service.domain.principal import Principal
 from persona_service.errors import ApiError, BadRequest, NotFound, StateConflict
@@ -53,19 +54,11 @@ RECOVERY_INSTRUCTION = (
     "as described above."
 )
 
-Progress = dict[str, Any]
 
 
 class DriftBlocked(ApiError):
     code = "drift_blocked"
 
-
-def drain(gen: Generator[Any, None, Any]) -> Any:
-    while True:
-        try:
-            next(gen)
-        except StopIteration as done:
-            return done.value
 
 
 # --- drift ------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from persona_service import ids
 from persona_service.clock import utcnow
 from persona_service.domain.events import Outbox
 from persona_service.domain.moderation import record_flag
+from persona_service.domain.operations import Progress
 from persona_service.errors import ApiError
 from persona_service.providers.base import GenerationOptions, Message, Provider, ProviderError
 from persona_service.repositories.personas import PersonaRepository
@@ -31,7 +32,6 @@ from persona_service.repositories.personas import PersonaRepository
 STEPS = ("moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint")
 SOUL_FIELDS = ("name", "desire", "fear", "backstory", "traits", "values", "speaking_style")
 
-Progress = dict[str, Any]
 
 
 class ModerationBlocked(ApiError):

@@ -21,6 +21,7 @@ from persona_service.domain.config import ConfigService
 from persona_service.domain.cursors import CursorCodec, keyset_page
 from persona_service.domain.events import Outbox
 from persona_service.domain.generation import STEPS, GenerationPipeline, RunSpec
+from persona_service.domain.operations import drain
 from persona_service.domain.principal import Principal
 from persona_service.errors import ApiError, NotFound, StateConflict, ValidationFailed, Violation
 from persona_service.providers.base import GenerationOptions, Message, Provider
@@ -34,14 +35,6 @@ METADATA_MAX_BYTES = 16_384
 class AuditBlocked(ApiError):
     code = "audit_blocked"
 
-
-def drain(gen: Generator[Any, None, Any]) -> Any:
-    """Run a generation operation to the end; return its result."""
-    while True:
-        try:
-            next(gen)
-        except StopIteration as done:
-            return done.value
 
 
 def slugify(text: str, limit: int = 64) -> str:

@@ -1,7 +1,8 @@
 from google.protobuf import struct_pb2
 from persona.v1 import chat_pb2, chat_pb2_grpc, errors_pb2
 
-from persona_service.domain.chat import ChatSessionService, drain
+from persona_service.domain.chat import ChatSessionService
+from persona_service.domain.operations import drain
 from persona_service.errors import ApiError
 from persona_service.transport.context import current
 from persona_service.transport.convert import nullable_time, timestamp

@@ -13,8 +13,8 @@ from google.api import httpbody_pb2
 from google.protobuf import json_format, struct_pb2
 from persona.v1 import openai_pb2, openai_pb2_grpc
 
-from persona_service.domain.chat import drain
 from persona_service.domain.completions import CompletionService, model_id
+from persona_service.domain.operations import drain
 from persona_service.errors import ApiError
 from persona_service.providers.base import GenerationOptions, Message, ToolCall
 from persona_service.transport.context import current

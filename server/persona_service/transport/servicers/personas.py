@@ -2,7 +2,8 @@ from google.protobuf import json_format, struct_pb2
 from persona.v1 import errors_pb2, personas_pb2, personas_pb2_grpc
 
 from persona_service.domain.cards import persona_to_card
-from persona_service.domain.personas import AuditBlocked, PersonaService, drain
+from persona_service.domain.operations import drain
+from persona_service.domain.personas import AuditBlocked, PersonaService
 from persona_service.errors import ApiError
 from persona_service.transport.context import current
 from persona_service.transport.convert import timestamp
