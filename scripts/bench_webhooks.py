@@ -6,6 +6,9 @@ written to the outbox, then `persona-service worker` process(es) started; the
 rate is measured on the succeeded-deliveries count between 10% and 90% of
 the run (fan-out, signing, keep-alive POSTs and attempt records included).
 
+Also reported: CPU seconds used by the worker process(es) and by the receiver
+(a raw asyncio protocol, uvloop when present), which share the machine.
+
 Run: .venv/bin/python scripts/bench_webhooks.py [--events 20000] [--workers 1 2]
 """
 
@@ -60,7 +63,13 @@ def receiver(port_queue) -> None:
     asyncio.run(main())
 
 
-def run(url_db: str, data_dir: pathlib.Path, receiver_url: str, events: int, workers: int) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(url_db: str, data_dir: pathlib.Path, receiver_url: str, events: int, workers: int, receiver_pid: int) -> dict:
     from persona_service.config import Settings
     from persona_service.db.engine import make_engine
     from persona_service.db.models import WebhookDelivery
@@ -87,6 +96,7 @@ def run(url_db: str, data_dir: pathlib.Path, receiver_url: str, events: int, wor
     count = select(func.count()).select_from(WebhookDelivery).where(
         WebhookDelivery.endpoint_id == endpoint["id"], WebhookDelivery.status == "succeeded")
     marks: dict[float, float] = {}
+    receiver_cpu = cpu_seconds(receiver_pid)
     started = time.monotonic()
     try:
         while True:
@@ -100,6 +110,8 @@ def run(url_db: str, data_dir: pathlib.Path, receiver_url: str, events: int, wor
                 break
             time.sleep(0.05)
     finally:
+        receiver_cpu = cpu_seconds(receiver_pid) - receiver_cpu
+        worker_cpu = [cpu_seconds(proc.pid) for proc in procs]
         for proc in procs:
             proc.terminate()
         for proc in procs:
@@ -108,7 +120,9 @@ def run(url_db: str, data_dir: pathlib.Path, receiver_url: str, events: int, wor
     total = time.monotonic() - started
     rate = 0.8 * events / (marks[0.9] - marks[0.1]) if 0.9 in marks else 0.0
     return {"workers": workers, "events": events, "delivered": done, "seconds": round(total, 2),
-            "sustained_deliveries_per_s": round(rate), "overall_deliveries_per_s": round(done / total)}
+            "sustained_deliveries_per_s": round(rate), "overall_deliveries_per_s": round(done / total),
+            # CPU seconds over the whole run: the worker(s) (start-up included) and the receiver.
+            "worker_cpu_s": [round(c, 2) for c in worker_cpu], "receiver_cpu_s": round(receiver_cpu, 2)}
 
 
 def main() -> None:
@@ -128,7 +142,7 @@ def main() -> None:
         data_dir = pathlib.Path(tmp)
         url_db = postgres_url(data_dir / "postgres")
         migrate.upgrade(url_db)
-        results = [run(url_db, data_dir, receiver_url, args.events, n) for n in args.workers]
+        results = [run(url_db, data_dir, receiver_url, args.events, n, recv.pid) for n in args.workers]
     recv.terminate()
     print(json.dumps({"cpus": os.cpu_count(), "results": results}, indent=2))
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, Text, bindparam, cast, delete, func, insert, literal, or_, select, tuple_, update
+from sqlalchemy import Connection, Text, cast, delete, func, insert, literal, or_, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import array
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.db.models import OutboxEvent, WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
@@ -128,12 +127,25 @@ class DeliveryQueue:
         )
         return self.conn.execute(stmt).mappings().all()
 
-    def add_deliveries(self, rows: list[dict]) -> None:
+    # Whole batches as one statement each (arrays unnested server-side): one
+    # round trip however many rows.
+    _ADD_DELIVERIES = text("""
+        INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, status, attempt_count,
+                                        next_attempt_at, created_at)
+        SELECT v.id, v.endpoint_id, v.event_id, v.event_type, 'pending', 0, :now, :now
+        FROM unnest(CAST(:ids AS text[]), CAST(:endpoint_ids AS text[]), CAST(:event_ids AS text[]),
+                    CAST(:event_types AS text[])) AS v(id, endpoint_id, event_id, event_type)
+        ON CONFLICT (endpoint_id, event_id) WHERE replay_of IS NULL DO NOTHING
+    """)
+
+    def add_deliveries(self, rows: list[dict], now: datetime) -> None:
+        """New pending deliveries due at `now` (rows: id, endpoint_id,
+        event_id, event_type); a repeat of an (endpoint, event) is ignored."""
         if rows:
-            stmt = pg_insert(_deliveries).on_conflict_do_nothing(
-                index_elements=["endpoint_id", "event_id"], index_where=_deliveries.c.replay_of.is_(None)
-            )
-            self.conn.execute(stmt, rows)
+            self.conn.execute(self._ADD_DELIVERIES, {
+                "now": now, "ids": [r["id"] for r in rows], "endpoint_ids": [r["endpoint_id"] for r in rows],
+                "event_ids": [r["event_id"] for r in rows], "event_types": [r["event_type"] for r in rows],
+            })
 
     def mark_dispatched(self, seqs: list[int], now: datetime) -> None:
         self.conn.execute(update(_events).where(_events.c.seq.in_(seqs)).values(dispatched_at=now))
@@ -158,23 +170,46 @@ class DeliveryQueue:
         )
         return self.conn.execute(stmt).mappings().all()
 
+    _ADD_ATTEMPTS = text("""
+        INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, status_code, latency_ms, response_body,
+                                      error, success)
+        SELECT * FROM unnest(CAST(:delivery_ids AS text[]), CAST(:attempts AS integer[]),
+                             CAST(:attempted_ats AS timestamptz[]), CAST(:status_codes AS integer[]),
+                             CAST(:latencies AS integer[]), CAST(:bodies AS text[]), CAST(:errors AS text[]),
+                             CAST(:successes AS boolean[]))
+    """)
+    _UPDATE_DELIVERIES = text("""
+        UPDATE webhook_deliveries AS d
+        SET status = v.status, attempt_count = v.attempt_count, next_attempt_at = v.next_attempt_at,
+            last_status_code = v.last_status_code, completed_at = v.completed_at
+        FROM unnest(CAST(:ids AS text[]), CAST(:statuses AS text[]), CAST(:attempt_counts AS integer[]),
+                    CAST(:next_attempt_ats AS timestamptz[]), CAST(:last_status_codes AS integer[]),
+                    CAST(:completed_ats AS timestamptz[]))
+             AS v(id, status, attempt_count, next_attempt_at, last_status_code, completed_at)
+        WHERE d.id = v.id
+    """)
+
     def record(self, attempts: list[dict], outcomes: list[dict]) -> None:
-        """Attempt rows, and each delivery's new state (executemany)."""
+        """Attempt rows, and each delivery's new state: one statement each.
+        attempts: delivery_id, attempt, attempted_at, status_code,
+        latency_ms, response_body, error, success; outcomes: id, status,
+        attempt_count, next_attempt_at, last_status_code, completed_at."""
         if attempts:
-            self.conn.execute(insert(_attempts), attempts)
+            self.conn.execute(self._ADD_ATTEMPTS, {
+                "delivery_ids": [a["delivery_id"] for a in attempts], "attempts": [a["attempt"] for a in attempts],
+                "attempted_ats": [a["attempted_at"] for a in attempts],
+                "status_codes": [a["status_code"] for a in attempts], "latencies": [a["latency_ms"] for a in attempts],
+                "bodies": [a["response_body"] for a in attempts], "errors": [a["error"] for a in attempts],
+                "successes": [a["success"] for a in attempts],
+            })
         if outcomes:
-            stmt = (
-                update(_deliveries)
-                .where(_deliveries.c.id == bindparam("b_id"))
-                .values(
-                    status=bindparam("b_status"),
-                    attempt_count=bindparam("b_attempt_count"),
-                    next_attempt_at=bindparam("b_next_attempt_at"),
-                    last_status_code=bindparam("b_last_status_code"),
-                    completed_at=bindparam("b_completed_at"),
-                )
-            )
-            self.conn.execute(stmt, outcomes)
+            self.conn.execute(self._UPDATE_DELIVERIES, {
+                "ids": [o["id"] for o in outcomes], "statuses": [o["status"] for o in outcomes],
+                "attempt_counts": [o["attempt_count"] for o in outcomes],
+                "next_attempt_ats": [o["next_attempt_at"] for o in outcomes],
+                "last_status_codes": [o["last_status_code"] for o in outcomes],
+                "completed_ats": [o["completed_at"] for o in outcomes],
+            })
 
     def pending_count(self) -> int:
         return self.conn.execute(select(func.count()).select_from(_deliveries).where(_deliveries.c.status == "pending")).scalar_one()

@@ -9,7 +9,8 @@ number of workers can run side by side:
    undispatched (and locks released), so another takes them; the unique
    (endpoint, event) index makes a repeat harmless.
 2. Delivery: lock a batch of due `pending` deliveries and keep the
-   transaction open while POSTing them concurrently (keep-alive httpx); then
+   transaction open while POSTing them concurrently (keep-alive HTTP/1.1,
+   `persona_service.webhooks.http`); then
    record every attempt and each delivery's next state in the same
    transaction and commit. While the rows are locked no other worker can
    claim them (the same attempt never runs twice at once); a worker killed
@@ -23,7 +24,6 @@ moving the clock, never by changing it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import email.utils
 import functools
 import json
@@ -35,7 +35,6 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import httpx
 from sqlalchemy import Engine
 
 from persona_service import ids
@@ -52,6 +51,7 @@ from persona_service.domain.webhooks import (
 )
 from persona_service.repositories.webhooks import DeliveryQueue
 from persona_service.secretbox import SecretBox
+from persona_service.webhooks.http import HTTPClient, HTTPError
 from persona_service.webhooks.signing import SIGNATURE_HEADER, signature_header
 
 log = logging.getLogger("persona_service.webhooks")
@@ -105,40 +105,6 @@ def _tls_context() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
-class ClientPool:
-    """`size` keep-alive httpx clients of one connection each, leased one
-    request at a time. (One httpx client with many connections spends its
-    time in the pool's bookkeeping, quadratic in connections and waiters;
-    one connection per client keeps that constant.)"""
-
-    def __init__(self, size: int, timeout: float):
-        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=30)
-        tls = _tls_context()  # built once: a context per client costs ~50 ms
-        self._clients = [
-            httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(timeout), follow_redirects=False, verify=tls)
-            for _ in range(size)
-        ]
-        self._free: asyncio.Queue | None = None
-
-    @contextlib.asynccontextmanager
-    async def lease(self):
-        if self._free is None:
-            self._free = asyncio.Queue()
-            for c in self._clients:
-                self._free.put_nowait(c)
-        http = await self._free.get()
-        try:
-            yield http
-        finally:
-            self._free.put_nowait(http)
-
-    async def __aenter__(self) -> ClientPool:
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await asyncio.gather(*(c.aclose() for c in self._clients), return_exceptions=True)
-
-
 class DeliveryWorker:
     def __init__(
         self, engine: Engine, box: SecretBox, *, allow_private: bool = False, batch_size: int = 200,
@@ -168,22 +134,21 @@ class DeliveryWorker:
             seqs = queue.lock_undispatched(self.fanout_batch)
             if not seqs:
                 return 0
+            subscribers = queue.subscribers(seqs)
             rows = [
-                {"id": ids.new_id("webhook_delivery"), "endpoint_id": s["endpoint_id"], "event_id": s["event_id"],
-                 "event_type": s["event_type"], "status": "pending", "attempt_count": 0, "next_attempt_at": now,
-                 "created_at": now}
-                for s in queue.subscribers(seqs)
+                {"id": i, "endpoint_id": s["endpoint_id"], "event_id": s["event_id"], "event_type": s["event_type"]}
+                for i, s in zip(ids.new_ids("webhook_delivery", len(subscribers)), subscribers, strict=True)
             ]
-            queue.add_deliveries(rows)
+            queue.add_deliveries(rows, now)
             queue.mark_dispatched(seqs, now)
         return len(seqs)
 
     # --- delivery -------------------------------------------------------------------
 
-    def client(self) -> ClientPool:
-        return ClientPool(self.max_connections, self.timeout)
+    def client(self) -> HTTPClient:
+        return HTTPClient(self.max_connections, keepalive_expiry=30.0, ssl_context=_tls_context(), user_agent=USER_AGENT)
 
-    async def deliver_batch(self, client: ClientPool, now: datetime | None = None) -> int:
+    async def deliver_batch(self, client: HTTPClient, now: datetime | None = None) -> int:
         """Claim, send and record one batch of due deliveries; returns how many."""
         now = now or utcnow()
         conn = await asyncio.to_thread(self._begin)
@@ -209,22 +174,22 @@ class DeliveryWorker:
                 "delivery_id": a.delivery_id, "attempt": a.attempt, "attempted_at": now, "status_code": a.status_code,
                 "latency_ms": a.latency_ms, "response_body": a.body, "error": a.error, "success": a.success,
             })
-            outcome = {"b_id": a.delivery_id, "b_attempt_count": a.attempt, "b_last_status_code": a.status_code or None}
+            outcome = {"id": a.delivery_id, "attempt_count": a.attempt, "last_status_code": a.status_code or None}
             if a.success:
-                outcome.update(b_status="succeeded", b_next_attempt_at=None, b_completed_at=now)
+                outcome.update(status="succeeded", next_attempt_at=None, completed_at=now)
                 self.delivered += 1
             else:
                 self.failed += 1
                 delay = retry_delay(a.attempt, a.retry_after)
                 if delay is None:
-                    outcome.update(b_status="dead_lettered", b_next_attempt_at=None, b_completed_at=now)
+                    outcome.update(status="dead_lettered", next_attempt_at=None, completed_at=now)
                 else:
-                    outcome.update(b_status="pending", b_next_attempt_at=now + timedelta(seconds=delay), b_completed_at=None)
+                    outcome.update(status="pending", next_attempt_at=now + timedelta(seconds=delay), completed_at=None)
             outcomes.append(outcome)
         DeliveryQueue(conn).record(attempt_rows, outcomes)
         conn.commit()
 
-    async def _send(self, client: ClientPool, row, now: datetime) -> Attempt:
+    async def _send(self, client: HTTPClient, row, now: datetime) -> Attempt:
         attempt = Attempt(row["id"], row["attempt_count"] + 1)
         started = time.monotonic()
         try:
@@ -236,21 +201,24 @@ class DeliveryWorker:
             body = envelope(row)
             headers = {
                 "Content-Type": "application/json",
-                "User-Agent": USER_AGENT,
                 "X-Service-Event-Id": row["event_id"],
                 "X-Service-Event-Type": row["type"],
                 "X-Service-Delivery-Id": row["id"],
                 "X-Service-Delivery-Attempt": str(attempt.attempt),
                 SIGNATURE_HEADER: signature_header(body, valid_secrets(row, self.box, now), int(now.timestamp())),
             }
-            async with client.lease() as http:
+            async with client.slot():  # the timeout runs from here: waiting for a connection is not the receiver's
                 started = time.monotonic()
-                await asyncio.wait_for(self._post(http, row["url"], body, headers, attempt, now), self.timeout)
-        except (TimeoutError, httpx.TimeoutException):
+                response = await asyncio.wait_for(
+                    client.post(row["url"], body, headers, RESPONSE_BODY_LIMIT), self.timeout)
+            attempt.status_code = response.status_code
+            attempt.retry_after = parse_retry_after(response.headers.get("retry-after"), now)
+            attempt.body = response.body.decode("utf-8", "replace")
+        except TimeoutError:
             attempt.error = "timeout"
-        except httpx.HTTPError as exc:
+        except (HTTPError, OSError) as exc:
             attempt.error = "connection_error"
-            attempt.body = str(exc)[:RESPONSE_BODY_LIMIT]
+            attempt.body = (str(exc) or type(exc).__name__)[:RESPONSE_BODY_LIMIT]
         except Exception as exc:  # noqa: BLE001 - a bad row must not sink the batch
             log.exception("delivery %s failed unexpectedly", row["id"])
             attempt.error = "internal_error"
@@ -258,18 +226,6 @@ class DeliveryWorker:
         finally:
             attempt.latency_ms = int((time.monotonic() - started) * 1000)
         return attempt
-
-    async def _post(self, client, url, body, headers, attempt: Attempt, now: datetime) -> None:
-        async with client.stream("POST", url, content=body, headers=headers) as response:
-            attempt.status_code = response.status_code
-            attempt.retry_after = parse_retry_after(response.headers.get("retry-after"), now)
-            chunks, size = [], 0
-            async for chunk in response.aiter_bytes():
-                chunks.append(chunk)
-                size += len(chunk)
-                if size >= RESPONSE_BODY_LIMIT:
-                    break
-            attempt.body = b"".join(chunks)[:RESPONSE_BODY_LIMIT].decode("utf-8", "replace")
 
     async def _refused(self, url: str) -> str | None:
         """The reason a destination is refused now (SSRF check at delivery
@@ -357,7 +313,6 @@ def main() -> None:
 
     settings = config.load()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is too many
     database_url = settings.database_url
     if not database_url:
         from persona_service.embedded import postgres_url
