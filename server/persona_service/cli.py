@@ -40,7 +40,7 @@ def cmd_up(args) -> int:
     print(
         f"Persona Service is up in {time.monotonic() - started:.1f}s\n"
         f"  HTTP/JSON and gRPC (h2c): http://127.0.0.1:{settings.http_port}/v1\n"
-        f"  gRPC server:              127.0.0.1:{settings.grpc_port}\n"
+        f"  gRPC server(s):           {', '.join(f'127.0.0.1:{p}' for p in stack.grpc_ports)}\n"
         f"  webhook workers:          {stack.workers}\n"
         f"  data:                     {settings.data_dir}\n"
         f"  logs:                     {stack.log_dir}\n"

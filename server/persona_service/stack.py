@@ -75,7 +75,9 @@ class Stack:
     def start(self) -> Stack:
         data = self.settings.data_dir
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.grpc_ports = self.grpc_ports or [self.settings.grpc_port]
+        self.grpc_ports = self.grpc_ports or [
+            self.settings.grpc_port + i for i in range(max(1, self.settings.server_processes))
+        ]
         for port in self.grpc_ports:
             ensure_port_free(port, "gRPC server", "127.0.0.1")
         ensure_port_free(self.settings.http_port, "HTTP edge")
