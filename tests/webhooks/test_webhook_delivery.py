@@ -22,6 +22,7 @@ from persona_service.domain.events import Outbox
 from persona_service.domain.webhooks import DestinationRefused, check_destination, url_violation
 from persona_service.secretbox import SecretBox
 from persona_service.webhooks import verify_signature
+from persona_service.webhooks.http import HTTPError
 from persona_service.webhooks.worker import DeliveryWorker
 from sqlalchemy import select, update
 from support import assert_envelope
@@ -251,6 +252,17 @@ def test_worker_refuses_private_destination_at_delivery_time(qhttp, quiet_tenant
     assert d["status"] == "pending" and d["attempt_count"] == 1
     items = qhttp.get(f"/v1/webhooks/{made['endpoint']['id']}/deliveries", headers=t.auth).json()["items"]
     assert items[0]["attempts"][0]["error"] == "destination_refused"
+
+
+def test_new_connections_go_only_to_addresses_vetted_at_connect_time(quiet_engine, box):
+    """DNS rebinding: whatever the name resolved to when the URL was checked,
+    a new connection is vetted again and made to exactly the vetted
+    addresses, so a name that now points at loopback is refused."""
+    answers = {"rebind.example": ["127.0.0.1"], "public.example": ["93.184.216.34"]}
+    strict = DeliveryWorker(quiet_engine, box, allow_private=False, resolve=lambda host, port: answers[host])
+    with pytest.raises(HTTPError, match="private_address"):
+        strict._connect_addresses("rebind.example", 443)
+    assert strict._connect_addresses("public.example", 443) == ["93.184.216.34"]
 
 
 def test_two_workers_never_deliver_the_same_delivery_concurrently(qhttp, quiet_tenants, quiet_engine, receiver, box):

@@ -159,3 +159,30 @@ def test_tls(tmp_path):
         server.close()
         assert [c for c, _ in seen] == [1, 1]
     run(main())
+
+
+def test_connects_to_the_vetted_addresses_only():
+    """The client dials what `addresses(host, port)` returns (keeping the
+    URL's host for the Host header), and nothing when it refuses: a name
+    re-resolved to a private address after a check cannot be reached."""
+    asked = []
+
+    def vetted(host, port):
+        asked.append(host)
+        if host == "refused.example":
+            raise HTTPError("destination refused: private_address")
+        return ["127.0.0.1"]
+
+    async def main():
+        server, port, seen = await serve([OK])
+        async with HTTPClient(2, addresses=vetted) as client:
+            async with client.slot():
+                r = await client.post(f"http://named.example:{port}/a", b"{}", {}, 1024)
+            assert r.status_code == 200
+            with pytest.raises(HTTPError, match="private_address"):
+                async with client.slot():
+                    await client.post(f"http://refused.example:{port}/b", b"{}", {}, 1024)
+        server.close()
+        assert asked == ["named.example", "refused.example"]
+        assert len(seen) == 1 and seen[0][1].startswith(f"POST /a HTTP/1.1\r\nHost: named.example:{port}".encode())
+    run(main())

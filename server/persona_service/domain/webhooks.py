@@ -87,14 +87,22 @@ def check_destination(url: str, *, allow_private: bool, resolve: Resolver = reso
         raise DestinationRefused("credentials_in_url")
     if allow_private:
         return
+    vetted_addresses(host, port or (443 if parts.scheme == "https" else 80), allow_private=False, resolve=resolve)
+
+
+def vetted_addresses(host: str, port: int, *, allow_private: bool, resolve: Resolver = resolve_host) -> list[str]:
+    """The addresses `host` may be reached at: all of its resolved addresses,
+    none of them refused (else DestinationRefused). Delivery connects to
+    exactly these, so DNS cannot change the answer after the check."""
     try:
-        addresses = [host] if _is_ip(host) else resolve(host, port or 443)
+        addresses = [host] if _is_ip(host) else resolve(host, port)
     except OSError:
         raise DestinationRefused("unresolvable_host") from None
     if not addresses:
         raise DestinationRefused("unresolvable_host")
-    if any(refused_address(a) for a in addresses):
+    if not allow_private and any(refused_address(a) for a in addresses):
         raise DestinationRefused("private_address")
+    return addresses
 
 
 def _is_ip(host: str) -> bool:

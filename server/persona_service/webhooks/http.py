@@ -20,6 +20,7 @@ import asyncio
 import ssl
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 
 MAX_HEADER_BYTES = 64 * 1024
@@ -195,7 +196,13 @@ class HTTPClient:
     """Keep-alive connections per origin, at most `max_connections` open."""
 
     def __init__(self, max_connections: int = 64, keepalive_expiry: float = 30.0,
-                 ssl_context: ssl.SSLContext | None = None, user_agent: str = ""):
+                 ssl_context: ssl.SSLContext | None = None, user_agent: str = "",
+                 addresses: Callable[[str, int], list[str]] | None = None):
+        # `addresses(host, port)`: the vetted addresses to connect to (raising
+        # HTTPError when none may be used). Connections go to those exact
+        # addresses, so a DNS answer that changes between the check and the
+        # connect (rebinding) cannot redirect a request.
+        self.addresses = addresses
         self.max_connections = max_connections
         self.keepalive_expiry = keepalive_expiry
         self.ssl_context = ssl_context
@@ -307,13 +314,20 @@ class HTTPClient:
             tls = self.ssl_context or ssl.create_default_context()
         self._open += 1
         try:
-            _, conn = await loop.create_connection(
-                lambda: _Connection(origin), host, port, ssl=tls, server_hostname=host if tls else None,
-            )
+            targets = [host] if self.addresses is None else await asyncio.to_thread(self.addresses, host, port)
+            error: BaseException | None = None
+            for target in targets:
+                try:
+                    _, conn = await loop.create_connection(
+                        lambda: _Connection(origin), target, port, ssl=tls, server_hostname=host if tls else None,
+                    )
+                    return conn
+                except OSError as exc:
+                    error = exc
+            raise error or HTTPError(f"no address to connect to for {host}")
         except BaseException:
             self._open -= 1
             raise
-        return conn
 
     async def aclose(self) -> None:
         for pool in self._idle.values():

@@ -48,6 +48,7 @@ from persona_service.domain.webhooks import (
     resolve_host,
     retry_delay,
     valid_secrets,
+    vetted_addresses,
 )
 from persona_service.repositories.webhooks import DeliveryQueue
 from persona_service.secretbox import SecretBox
@@ -146,7 +147,17 @@ class DeliveryWorker:
     # --- delivery -------------------------------------------------------------------
 
     def client(self) -> HTTPClient:
-        return HTTPClient(self.max_connections, keepalive_expiry=30.0, ssl_context=_tls_context(), user_agent=USER_AGENT)
+        return HTTPClient(
+            self.max_connections, keepalive_expiry=30.0, ssl_context=_tls_context(), user_agent=USER_AGENT,
+            addresses=self._connect_addresses,
+        )
+
+    def _connect_addresses(self, host: str, port: int) -> list[str]:
+        """Where a new connection may go: vetted now, connected to as is."""
+        try:
+            return vetted_addresses(host, port, allow_private=self.allow_private, resolve=self.resolve)
+        except DestinationRefused as refused:
+            raise HTTPError(f"destination refused: {refused.reason}") from None
 
     async def deliver_batch(self, client: HTTPClient, now: datetime | None = None) -> int:
         """Claim, send and record one batch of due deliveries; returns how many."""
