@@ -27,3 +27,10 @@ def nullable_time(value: datetime | None) -> struct_pb2.Value:
     if value is None:
         return struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
     return struct_pb2.Value(string_value=timestamp(value).ToJsonString())
+
+
+def struct(value: dict | None) -> struct_pb2.Struct:
+    """A JSON object as a google.protobuf.Struct (empty for None)."""
+    message = struct_pb2.Struct()
+    message.update(value or {})
+    return message

@@ -45,13 +45,20 @@ def render_body(err: ApiError) -> str:
     return body
 
 
+def error_message(err: ApiError, body: str | None = None) -> errors_pb2.Error:
+    """The envelope's `error` object as a persona.v1.Error (gRPC status
+    details, and the in-band `error` event of server streams)."""
+    error = json.loads(body or render_body(err))["error"]
+    details = struct_pb2.Struct()
+    details.update(error["details"])
+    return errors_pb2.Error(code=error["code"], message=error["message"], details=details)
+
+
 def _status_details(err: ApiError, body: str) -> bytes:
     info = any_pb2.Any()
     info.Pack(error_details_pb2.ErrorInfo(reason=err.code, domain=DOMAIN))
-    details = struct_pb2.Struct()
-    details.update(json.loads(body)["error"]["details"])
     error = any_pb2.Any()
-    error.Pack(errors_pb2.Error(code=err.code, message=err.message, details=details))
+    error.Pack(error_message(err, body))
     return status_pb2.Status(code=err.spec.grpc_code, message=err.message, details=[info, error]).SerializeToString()
 
 

@@ -1,12 +1,11 @@
-from google.protobuf import struct_pb2
-from persona.v1 import chat_pb2, chat_pb2_grpc, errors_pb2
+from persona.v1 import chat_pb2, chat_pb2_grpc
 
 from persona_service.domain.chat import ChatSessionService
 from persona_service.domain.operations import drain
 from persona_service.errors import ApiError
 from persona_service.transport.context import current
 from persona_service.transport.convert import nullable_time, timestamp
-from persona_service.transport.errors import envelope
+from persona_service.transport.errors import error_message
 
 
 def chat_session(row) -> chat_pb2.ChatSession:
@@ -27,13 +26,6 @@ def chat_message(row) -> chat_pb2.ChatMessage:
                                  cost_usd_micros=row["cost_usd_micros"]),
         create_time=timestamp(row["created_at"]),
     )
-
-
-def error_message(err: ApiError) -> errors_pb2.Error:
-    body = envelope(err)["error"]
-    details = struct_pb2.Struct()
-    details.update(body["details"])
-    return errors_pb2.Error(code=body["code"], message=body["message"], details=details)
 
 
 class ChatServicer(chat_pb2_grpc.ChatServiceServicer):

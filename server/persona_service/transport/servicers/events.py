@@ -1,17 +1,14 @@
-from google.protobuf import struct_pb2
 from persona.v1 import events_pb2, events_pb2_grpc
 
 from persona_service.domain.events import Outbox
 from persona_service.transport.context import current
-from persona_service.transport.convert import timestamp
+from persona_service.transport.convert import struct, timestamp
 
 
 def event(row) -> events_pb2.Event:
-    data = struct_pb2.Struct()
-    data.update(row["data"])
     return events_pb2.Event(
         id=row["id"], type=row["type"], occurred_at=timestamp(row["occurred_at"]), org_id=row["org_id"],
-        workspace_id=row["workspace_id"], data=data,
+        workspace_id=row["workspace_id"], data=struct(row["data"]),
     )
 
 

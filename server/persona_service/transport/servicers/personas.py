@@ -1,25 +1,19 @@
-from google.protobuf import json_format, struct_pb2
-from persona.v1 import errors_pb2, personas_pb2, personas_pb2_grpc
+from google.protobuf import json_format
+from persona.v1 import personas_pb2, personas_pb2_grpc
 
 from persona_service.domain.cards import persona_to_card
 from persona_service.domain.operations import drain
 from persona_service.domain.personas import AuditBlocked, PersonaService
 from persona_service.errors import ApiError
 from persona_service.transport.context import current
-from persona_service.transport.convert import timestamp
-from persona_service.transport.errors import envelope
-
-
-def _struct(value: dict | None) -> struct_pb2.Struct:
-    struct = struct_pb2.Struct()
-    struct.update(value or {})
-    return struct
+from persona_service.transport.convert import struct, timestamp
+from persona_service.transport.errors import error_message
 
 
 def persona(row) -> personas_pb2.Persona:
     message = personas_pb2.Persona(
         id=row["id"], org_id=row["org_id"], workspace_id=row["workspace_id"], slug=row["slug"],
-        display_name=row["display_name"], visibility=row["visibility"], metadata=_struct(row["metadata"]),
+        display_name=row["display_name"], visibility=row["visibility"], metadata=struct(row["metadata"]),
         intent=row["intent"], soul=personas_pb2.Soul(**row["soul"]), state=row["state"], version=row["version"],
         parent_id=row["parent_id"] or "", root_id=row["root_id"], fork_ordinal=row["fork_ordinal"],
         flagged_reason=row["flagged_reason"], last_run_id=row["last_run_id"], create_time=timestamp(row["created_at"]),
@@ -83,9 +77,7 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
                 yield pipeline_event(progress)
         except ApiError as err:
             # In-band, because an HTTP/1.1 stream cannot change its status any more.
-            body = envelope(err)["error"]
-            error = errors_pb2.Error(code=body["code"], message=body["message"], details=_struct(body["details"]))
-            yield personas_pb2.PipelineEvent(event="error", error=error)
+            yield personas_pb2.PipelineEvent(event="error", error=error_message(err))
             raise
 
     def GetPersona(self, request, context):
