@@ -56,6 +56,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         self.app = app
         self.methods = methods
         self._trusted = [ipaddress.ip_network(n.strip(), strict=False) for n in app.settings.trusted_proxies if n.strip()]
+        self._trusted_cache: dict[str, bool] = {}
 
     def intercept_service(self, continuation, details):
         handler = continuation(details)
@@ -276,14 +277,21 @@ class RequestPipeline(grpc.ServerInterceptor):
         """The client address: the peer, or, when the peer is the trusted edge,
         the downstream address Envoy reports (`x-envoy-client-address`)."""
         address = _peer_address(peer)
-        if edge_address and address is not None:
+        if edge_address and address is not None and self._is_trusted(address):
+            return _host_of(edge_address)
+        return address
+
+    def _is_trusted(self, address: str) -> bool:
+        # Peers are few (the edge, local services): remember each verdict.
+        trusted = self._trusted_cache.get(address)
+        if trusted is None:
             try:
                 trusted = any(ipaddress.ip_address(address) in net for net in self._trusted)
             except ValueError:
                 trusted = False
-            if trusted:
-                return _host_of(edge_address)
-        return address
+            if len(self._trusted_cache) < 1024:
+                self._trusted_cache[address] = trusted
+        return trusted
 
 
 def _resource_id(request, response) -> str:
