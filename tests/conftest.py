@@ -8,9 +8,8 @@ from __future__ import annotations
 import grpc
 import httpx
 import pytest
-from persona_service.db.engine import make_engine
 from persona_service.domain.auth import Authenticator, CredentialCache
-from support import JWT_SECRET, Stack, Tenant, TenantFactory, make_stack, running
+from support import JWT_SECRET, Stack, Tenant, TenantFactory, client_for, engine_for, make_stack, running
 
 
 @pytest.fixture(scope="session")
@@ -21,14 +20,13 @@ def stack(tmp_path_factory) -> Stack:
 
 @pytest.fixture(scope="session")
 def engine(stack):
-    engine = make_engine(stack.database_url, pool_size=2)
-    yield engine
-    engine.dispose()
+    with engine_for(stack) as engine:
+        yield engine
 
 
 @pytest.fixture(scope="session")
 def http(stack) -> httpx.Client:
-    with httpx.Client(base_url=stack.http_url, timeout=30) as client:
+    with client_for(stack) as client:
         yield client
 
 

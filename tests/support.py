@@ -11,6 +11,7 @@ from datetime import datetime
 
 import httpx
 from persona_service.config import Settings
+from persona_service.db.engine import make_engine
 from persona_service.domain.keys import KeyService
 from persona_service.domain.orgs import Onboarding
 from persona_service.domain.principal import SCOPES
@@ -42,6 +43,21 @@ def running(stack: Stack):
         yield stack
     finally:
         stack.stop()
+
+
+@contextlib.contextmanager
+def engine_for(stack: Stack, pool_size: int = 2):
+    """A SQLAlchemy engine on a stack's database, disposed afterwards."""
+    engine = make_engine(stack.database_url, pool_size=pool_size)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def client_for(stack: Stack, timeout: float = 30) -> httpx.Client:
+    """An HTTP client for a stack's Envoy edge (use as a context manager)."""
+    return httpx.Client(base_url=stack.http_url, timeout=timeout)
 
 
 @dataclass

@@ -11,9 +11,8 @@ import json
 
 import httpx
 import pytest
-from persona_service.db.engine import make_engine
 from providers.openai_stub import OpenAIStub
-from support import TenantFactory, assert_envelope, make_stack, running
+from support import TenantFactory, assert_envelope, client_for, engine_for, make_stack, running
 
 SECRET_MESSAGE = "upstream-secret-xyzzy: shard 7 of cluster orion overloaded"
 SECRET_CODE = "upstream_code_4242"
@@ -40,14 +39,13 @@ def pstack(tmp_path_factory, stub):
 
 @pytest.fixture(scope="module")
 def pengine(pstack):
-    engine = make_engine(pstack.database_url, pool_size=2)
-    yield engine
-    engine.dispose()
+    with engine_for(pstack) as engine:
+        yield engine
 
 
 @pytest.fixture(scope="module")
 def phttp(pstack):
-    with httpx.Client(base_url=pstack.http_url, timeout=60) as client:
+    with client_for(pstack, timeout=60) as client:
         yield client
 
 

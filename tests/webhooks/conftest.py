@@ -5,8 +5,7 @@ injected clock (or run and kill worker processes themselves)."""
 from __future__ import annotations
 
 import pytest
-from persona_service.db.engine import make_engine
-from support import TenantFactory, make_stack, running
+from support import TenantFactory, engine_for, make_stack, running
 from wh_receiver import Receiver
 
 
@@ -27,9 +26,8 @@ def quiet_stack(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def quiet_engine(quiet_stack):
-    engine = make_engine(quiet_stack.database_url, pool_size=8)
-    yield engine
-    engine.dispose()
+    with engine_for(quiet_stack, pool_size=8) as engine:
+        yield engine
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,6 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
-import httpx
 import pytest
 from persona_service.config import Settings
 from persona_service.db.models import WebhookDelivery, WebhookEndpoint
@@ -25,7 +24,7 @@ from persona_service.webhooks import verify_signature
 from persona_service.webhooks.http import HTTPError
 from persona_service.webhooks.worker import DeliveryWorker
 from sqlalchemy import select, update
-from support import assert_envelope
+from support import assert_envelope, client_for
 from wh_receiver import Answer
 
 T0 = datetime(2031, 1, 1, tzinfo=UTC)  # far ahead: nothing of the real clock's is ever due then by accident
@@ -33,7 +32,7 @@ T0 = datetime(2031, 1, 1, tzinfo=UTC)  # far ahead: nothing of the real clock's 
 
 @pytest.fixture(scope="module")
 def qhttp(quiet_stack):
-    with httpx.Client(base_url=quiet_stack.http_url, timeout=30) as client:
+    with client_for(quiet_stack) as client:
         yield client
 
 
