@@ -1,8 +1,9 @@
-"""Alembic environment: the URL comes from the caller (persona_service.db.migrate)."""
+"""Alembic environment: the URL comes from the caller (persona_service.kernel.db.migrate)."""
 
+import persona_service.registry  # noqa: F401 - loads every module's tables into Base.metadata
 from alembic import context
-from persona_service.db.engine import make_engine
-from persona_service.db.models import Base
+from persona_service.kernel.db.base import Base
+from persona_service.kernel.db.engine import make_engine
 
 config = context.config
 

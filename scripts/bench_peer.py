@@ -5,7 +5,7 @@ FastAPI form, so the benchmark can report ratios measured side by side.
 Per request: look up the API key by the SHA-256 of the secret (verified keys
 cached in-process for 30 s, like the server), check the `chat:read` scope,
 one Redis call for the rate limits (the server's own Lua script, keys and
-arguments via persona_service.limits.limiter.RateLimiter and PLAN_LIMITS,
+arguments via persona_service.kernel.limits.limiter.RateLimiter and PLAN_LIMITS,
 plus the Enterprise overrides cached 10 s, like the server), read the row
 with one SQLAlchemy Core statement and answer the same JSON (camelCase, the
 transcoder's field formats) with the same rate-limit headers.
@@ -29,12 +29,12 @@ from datetime import UTC, datetime
 import redis
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
-from persona_service.db.engine import make_engine, sqlalchemy_url
-from persona_service.db.models import ChatSession
-from persona_service.domain.principal import Principal
-from persona_service.limits.limiter import RateLimiter
-from persona_service.limits.resolver import LimitsResolver
-from persona_service.repositories.keys import _by_hash, _keys
+from persona_service.chat.tables import ChatSession
+from persona_service.kernel.db.engine import make_engine, sqlalchemy_url
+from persona_service.kernel.limits.limiter import RateLimiter
+from persona_service.kernel.limits.resolver import LimitsResolver
+from persona_service.kernel.principal import Principal
+from persona_service.orgs.keys_repository import _by_hash, _keys
 from sqlalchemy import bindparam, select
 
 AUTH_CACHE_SECONDS = 30.0
@@ -158,7 +158,7 @@ if MODE == "async":
         return Response(_body(row), media_type="application/json", headers=dict(headers))
 
 elif MODE == "sync":
-    from persona_service.limits.limiter import RateLimited
+    from persona_service.kernel.limits.limiter import RateLimited
 
     engine = make_engine(DATABASE_URL, pool_size=POOL_SIZE)
     limiter = RateLimiter(redis.Redis.from_url(REDIS_URL))

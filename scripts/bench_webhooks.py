@@ -70,14 +70,14 @@ def cpu_seconds(pid: int) -> float:
 
 
 def run(url_db: str, data_dir: pathlib.Path, receiver_url: str, events: int, workers: int, receiver_pid: int) -> dict:
-    from persona_service.config import Settings
-    from persona_service.db.engine import make_engine
-    from persona_service.db.models import WebhookDelivery
-    from persona_service.domain.events import Outbox
-    from persona_service.domain.orgs import Onboarding
-    from persona_service.domain.principal import SCOPES, Principal
-    from persona_service.domain.webhooks import WebhookService
-    from persona_service.secretbox import SecretBox
+    from persona_service.kernel.db.engine import make_engine
+    from persona_service.kernel.outbox import Outbox
+    from persona_service.kernel.principal import SCOPES, Principal
+    from persona_service.kernel.secretbox import SecretBox
+    from persona_service.kernel.settings import Settings
+    from persona_service.orgs.service import Onboarding
+    from persona_service.webhooks.service import WebhookService
+    from persona_service.webhooks.tables import WebhookDelivery
     from sqlalchemy import func, select
 
     engine = make_engine(url_db, pool_size=2)
@@ -131,8 +131,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
 
-    from persona_service.db import migrate
-    from persona_service.embedded import postgres_url
+    from persona_service.kernel.db import migrate
+    from persona_service.kernel.embedded import postgres_url
 
     queue = multiprocessing.Queue()
     recv = multiprocessing.Process(target=receiver, args=(queue,), daemon=True)

@@ -431,9 +431,10 @@ class Bench:
     # --- setup ------------------------------------------------------------------------
 
     def start(self) -> None:
-        from persona_service.config import Settings
-        from persona_service.db.engine import make_engine
-        from persona_service.stack import Stack, free_port
+        from persona_service.kernel.db.engine import make_engine
+        from persona_service.kernel.settings import Settings
+        from persona_service.kernel.stack import Stack, free_port
+        from persona_service.registry import MODULES
 
         self.tmp = pathlib.Path(tempfile.mkdtemp(prefix="persona-bench-"))
         settings = Settings(
@@ -450,7 +451,7 @@ class Bench:
             name, _, value = item.partition("=")
             extra[name] = value
         ports = [settings.grpc_port] + [free_port() for _ in range(self.args.servers - 1)]
-        self.stack = Stack(settings, grpc_ports=ports, extra_env=extra)
+        self.stack = Stack(settings, MODULES, grpc_ports=ports, extra_env=extra)
         print(f"starting the stack in {settings.data_dir} ...", flush=True)
         self.stack.start()
         self.engine = make_engine(self.stack.database_url, pool_size=2)
@@ -466,11 +467,11 @@ class Bench:
         self._start_peer()
 
     def _seed(self) -> None:
-        from persona_service import ids
-        from persona_service.db.models import ChatSession
-        from persona_service.domain.keys import KeyService
-        from persona_service.domain.orgs import Onboarding
-        from persona_service.repositories.config import ORG_LEVEL, ConfigRepository
+        from persona_service.chat.tables import ChatSession
+        from persona_service.config.repository import ORG_LEVEL, ConfigRepository
+        from persona_service.kernel import ids
+        from persona_service.orgs.keys import KeyService
+        from persona_service.orgs.service import Onboarding
         from sqlalchemy import insert
 
         with self.engine.begin() as conn:
@@ -493,7 +494,7 @@ class Bench:
         self.path = f"/v1/chat/sessions/{self.session_id}"
 
     def _start_peer(self) -> None:
-        from persona_service.stack import free_port
+        from persona_service.kernel.stack import free_port
 
         self.peer_port = free_port()
         log = open(self.stack.log_dir / "peer.log", "ab")
@@ -808,7 +809,7 @@ class Bench:
         log = open(self.stack.log_dir / f"server-{port}.log", "ab")
         spy_proc = subprocess.Popen(
             [spy, "record", "-r", "250", "-f", "raw", "-o", str(raw), "--nonblocking", "--gil", "--",
-             sys.executable, "-m", "persona_service.server"],
+             sys.executable, "-m", "persona_service.kernel.server"],
             env=self.stack.server_env(port), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         )
         _children.append(spy_proc)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import grpc
 import httpx
 import pytest
-from persona_service.domain.auth import Authenticator, CredentialCache
+from persona_service.kernel.auth import Authenticator, CredentialCache
 from support import JWT_SECRET, Stack, Tenant, TenantFactory, client_for, engine_for, make_stack, running
 
 

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import httpx
-from persona_service.config import Settings
-from persona_service.db.engine import make_engine
-from persona_service.domain.keys import KeyService
-from persona_service.domain.orgs import Onboarding
-from persona_service.domain.principal import SCOPES
-from persona_service.stack import Stack, free_port
+from persona_service.kernel.db.engine import make_engine
+from persona_service.kernel.principal import SCOPES
+from persona_service.kernel.settings import Settings
+from persona_service.kernel.stack import Stack, free_port
+from persona_service.orgs.keys import KeyService
+from persona_service.orgs.service import Onboarding
+from persona_service.registry import MODULES
 
 JWT_SECRET = "test-jwt-secret-" + "x" * 32
 
@@ -32,7 +33,7 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, **extra_env) -> Stack:
     )
     env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1", **extra_env}
     ports = [settings.grpc_port] + [free_port() for _ in range(servers - 1)]
-    return Stack(settings, grpc_ports=ports, extra_env=env)
+    return Stack(settings, MODULES, grpc_ports=ports, extra_env=env)
 
 
 @contextlib.contextmanager
@@ -103,7 +104,7 @@ class TenantFactory:
                 name="fixture", scopes=scopes, ip_allowlist=list(ip_allowlist),
             )
             if expires_at is not None:
-                from persona_service.db.models import ApiKey
+                from persona_service.orgs.tables import ApiKey
                 from sqlalchemy import update
 
                 conn.execute(update(ApiKey).where(ApiKey.id == row["id"]).values(expires_at=expires_at))

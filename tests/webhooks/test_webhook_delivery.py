@@ -15,13 +15,13 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from persona_service.config import Settings
-from persona_service.db.models import WebhookDelivery, WebhookEndpoint
-from persona_service.domain.events import Outbox
-from persona_service.domain.webhooks import DestinationRefused, check_destination, url_violation
-from persona_service.secretbox import SecretBox
+from persona_service.kernel.outbox import Outbox
+from persona_service.kernel.secretbox import SecretBox
+from persona_service.kernel.settings import Settings
 from persona_service.webhooks import verify_signature
 from persona_service.webhooks.http import HTTPError
+from persona_service.webhooks.service import DestinationRefused, check_destination, url_violation
+from persona_service.webhooks.tables import WebhookDelivery, WebhookEndpoint
 from persona_service.webhooks.worker import DeliveryWorker
 from sqlalchemy import select, update
 from support import assert_envelope, client_for
@@ -326,7 +326,7 @@ def test_killed_before_fan_out_commit_loses_nothing(qhttp, quiet_tenants, quiet_
     dying = DeliveryWorker(quiet_engine, box, allow_private=True)
     conn = quiet_engine.connect()
     trans = conn.begin()
-    from persona_service.repositories.webhooks import DeliveryQueue
+    from persona_service.webhooks.repository import DeliveryQueue
 
     queue = DeliveryQueue(conn)
     seqs = queue.lock_undispatched(100)

@@ -9,7 +9,7 @@ import base64
 import uuid
 
 import pytest
-from persona_service.domain.events import EVENT_TYPES, Outbox
+from persona_service.kernel.outbox import EVENT_TYPES, Outbox
 from persona_service.webhooks import verify_signature
 from support import assert_envelope
 

@@ -3,7 +3,7 @@ grace, previous), and every read is audited."""
 
 from __future__ import annotations
 
-from persona_service.domain.principal import SCOPES
+from persona_service.kernel.principal import SCOPES
 from support import assert_envelope
 
 

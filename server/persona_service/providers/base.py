@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from persona_service.errors import ApiError
+from persona_service.kernel.errors import ApiError
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,12 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine
 
-from persona_service import ids
-from persona_service.clock import utcnow
-from persona_service.domain.webhooks import (
+from persona_service.kernel import ids
+from persona_service.kernel.clock import utcnow
+from persona_service.kernel.secretbox import SecretBox
+from persona_service.webhooks.http import HTTPClient, HTTPError
+from persona_service.webhooks.repository import DeliveryQueue
+from persona_service.webhooks.service import (
     DELIVERY_TIMEOUT_SECONDS,
     RESPONSE_BODY_LIMIT,
     DestinationRefused,
@@ -50,9 +53,6 @@ from persona_service.domain.webhooks import (
     valid_secrets,
     vetted_addresses,
 )
-from persona_service.repositories.webhooks import DeliveryQueue
-from persona_service.secretbox import SecretBox
-from persona_service.webhooks.http import HTTPClient, HTTPError
 from persona_service.webhooks.signing import SIGNATURE_HEADER, signature_header
 
 log = logging.getLogger("persona_service.webhooks")
@@ -319,14 +319,14 @@ def main() -> None:
     import signal
     import sys
 
-    from persona_service import config
-    from persona_service.db.engine import make_engine
+    from persona_service.kernel import settings as config
+    from persona_service.kernel.db.engine import make_engine
 
     settings = config.load()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
     database_url = settings.database_url
     if not database_url:
-        from persona_service.embedded import postgres_url
+        from persona_service.kernel.embedded import postgres_url
 
         database_url = postgres_url(settings.data_dir / "postgres")
     lanes = int(os.environ.get("PERSONA_WEBHOOK_LANES", "4"))

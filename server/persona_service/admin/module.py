@@ -1,0 +1,11 @@
+"""Platform-admin operations (webhook secret rotation, DSAR build)."""
+
+from persona.v1 import admin_pb2_grpc
+
+from persona_service.admin.servicer import AdminServicer
+from persona_service.kernel.module import Module, ServiceBinding
+
+MODULE = Module(
+    name="admin",
+    services=(ServiceBinding("persona.v1.AdminService", AdminServicer, admin_pb2_grpc.add_AdminServiceServicer_to_server),),
+)

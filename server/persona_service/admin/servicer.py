@@ -1,0 +1,33 @@
+from persona.v1 import admin_pb2, admin_pb2_grpc
+
+from persona_service.admin.service import DsarBuilder
+from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.convert import timestamp
+from persona_service.webhooks.service import WebhookService
+
+
+class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
+    def __init__(self, app):
+        self.app = app
+
+    def BuildOneDsarExport(self, request, context):
+        result = DsarBuilder().build_one()
+        return admin_pb2.BuildOneDsarExportResponse(handled=result is not None, job_id=result or "")
+
+    def RotateWebhookSecrets(self, request, context):
+        ctx = current()
+        settings = self.app.settings
+        max_age, grace = settings.webhook_secret_max_age_seconds, settings.webhook_secret_grace_seconds
+        results = WebhookService(ctx.conn, box=self.app.secret_box).rotate_secrets(max_age_seconds=max_age, grace_seconds=grace)
+        return admin_pb2.RotateWebhookSecretsResponse(
+            results=[
+                admin_pb2.WebhookSecretRotationResult(
+                    endpoint_id=r.endpoint_id, org_id=r.org_id, outcome=r.outcome,
+                    secret_created_at=timestamp(r.secret_created_at),
+                    previous_secret_expires_at=timestamp(r.previous_secret_expires_at),
+                )
+                for r in results
+            ],
+            rotated_count=sum(r.outcome == "rotated" for r in results),
+            max_age_seconds=max_age, secret_rotation_grace_seconds=grace,
+        )

@@ -1,0 +1,98 @@
+"""The OpenAI-compatible surface: personas as models, chat completions.
+
+A model id is `persona://<persona uuid>` (percent-encoded forms are
+decoded). A completion speaks with the persona's voice and follows the chat
+rules (`chat.PersonaReplies`: moderation, drift detection); it is accounted
+like a chat message in the caller's completions session for the persona:
+the active session with user id = the request's `user` (or
+`openai:<credential id>`) and title `chat.completions`, created on first
+use under a transaction-scoped advisory lock so concurrent first uses make
+one session. Each completion adds two messages (the last request message
+and the reply), its tokens and its cost.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Generator
+from typing import Any
+from urllib.parse import unquote
+
+from persona_service.chat.pricing import PriceTable
+from persona_service.chat.repository import ChatSessionRepository
+from persona_service.chat.service import ChatSessionService, PersonaReplies, Subject
+from persona_service.kernel import ids
+from persona_service.kernel.errors import NotFound, ValidationFailed, Violation
+from persona_service.kernel.principal import Principal
+from persona_service.personas.directory import PersonaDirectory
+from persona_service.providers.base import GenerationOptions, Message, Provider
+
+MODEL_SCHEME = "persona://"
+SESSION_TITLE = "chat.completions"
+
+
+def model_id(persona_id: str) -> str:
+    return MODEL_SCHEME + persona_id
+
+
+def persona_of(model: str) -> str | None:
+    """The persona uuid of a model id (raw or percent-encoded), or None."""
+    for _ in range(3):  # tolerate double encoding
+        decoded = unquote(model)
+        if decoded == model:
+            break
+        model = decoded
+    if not model.startswith(MODEL_SCHEME):
+        return None
+    candidate = model[len(MODEL_SCHEME):]
+    try:
+        return candidate if str(uuid.UUID(candidate)) == candidate.lower() else None
+    except ValueError:
+        return None
+
+
+class CompletionService:
+    def __init__(self, conn, provider: Provider | None, prices: PriceTable):
+        self.conn = conn
+        self.repo = ChatSessionRepository(conn)
+        self.personas = PersonaDirectory(conn)
+        self.provider = provider
+        self.prices = prices
+
+    def models(self, principal: Principal):
+        return self.personas.active_list(principal.workspace_id)
+
+    def model(self, principal: Principal, model: str):
+        persona_id = persona_of(model)
+        row = self.personas.active(principal.workspace_id, persona_id) if persona_id else None
+        if row is None:
+            raise NotFound("model", {"model": unquote(model)})
+        return row
+
+    def complete(self, principal: Principal, model: str, conversation: list[Message], options: GenerationOptions,
+                 user: str = "", *, stream: bool = False) -> Generator[dict[str, Any], None, dict[str, Any]]:
+        if not any(m.role in ("user", "tool") for m in conversation):
+            raise ValidationFailed([Violation("messages", "required", None, {"contains": "a user message"})])
+        persona = self.model(principal, model)
+        voice = self.personas.voice(persona["id"])
+        if voice is None:
+            raise NotFound("model", {"model": model_id(persona["id"])})
+        completion_id = "chatcmpl-" + ids.new_id("request").split("_", 1)[1]
+        created = int(time.time())
+        yield {"event": "started", "id": completion_id, "created": created}
+        replies = PersonaReplies(self.conn, self.provider, self.prices)
+        reply = replies.respond(principal, persona, voice, conversation, options,
+                                Subject("chat_completion", completion_id), stream=stream)
+        for delta in reply.deltas:
+            if delta.text or delta.tool_call is not None:
+                yield {"event": "delta", "delta": delta}
+        self._account(principal, persona["id"], user or f"openai:{principal.credential_id}", conversation[-1], reply)
+        return {"id": completion_id, "created": created, "reply": reply}
+
+    def _account(self, principal: Principal, persona_id: str, user_id: str, request: Message, reply) -> None:
+        sessions = ChatSessionService(self.conn, prices=self.prices)
+        session = self.repo.completions_session(principal.workspace_id, persona_id, user_id, SESSION_TITLE)
+        if session is None:
+            session = sessions.create(principal, persona_id, user_id=user_id, title=SESSION_TITLE)
+        sessions.record_exchange(principal, session["id"], Message(request.role, request.content), reply)

@@ -1,0 +1,26 @@
+"""Chat sessions and the OpenAI-compatible surface (models, chat completions)."""
+
+from persona.v1 import chat_pb2_grpc, openai_pb2_grpc
+
+from persona_service.chat.openai_servicer import OpenAIServicer
+from persona_service.chat.service import ACTION_KEY, THRESHOLD_KEY
+from persona_service.chat.servicer import ChatServicer
+from persona_service.kernel.config_keys import ConfigKey
+from persona_service.kernel.limits.plans import EndpointCap
+from persona_service.kernel.module import Module, ServiceBinding
+
+_PERSONA_LEVELS = ("workspace", "org", "persona")
+
+MODULE = Module(
+    name="chat",
+    services=(
+        ServiceBinding("persona.v1.ChatService", ChatServicer, chat_pb2_grpc.add_ChatServiceServicer_to_server),
+        ServiceBinding("persona.v1.OpenAIService", OpenAIServicer, openai_pb2_grpc.add_OpenAIServiceServicer_to_server),
+    ),
+    id_prefixes={"chat_session": "chs", "chat_message": "msg"},
+    config_keys=(
+        ConfigKey(ACTION_KEY, "enum", "block", allowed=("block", "auto_recover"), levels=_PERSONA_LEVELS),
+        ConfigKey(THRESHOLD_KEY, "number", 0.35, minimum=0, maximum=1, levels=_PERSONA_LEVELS),
+    ),
+    endpoint_caps=(EndpointCap("chat.messages", 600, 60),),
+)

@@ -1,0 +1,167 @@
+"""The OpenAI-compatible surface: OpenAI's wire shapes in, domain call, out.
+
+Unary completions are typed messages (`ChatCompletion`); the streamed form
+writes `text/event-stream` bytes itself (google.api.HttpBody), so every
+`data:` line is a JSON `chat.completion.chunk` except the final `[DONE]`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from google.api import httpbody_pb2
+from google.protobuf import json_format, struct_pb2
+from persona.v1 import openai_pb2, openai_pb2_grpc
+
+from persona_service.chat.completions import CompletionService, model_id
+from persona_service.chat.pricing import PriceTable
+from persona_service.kernel.errors import ApiError
+from persona_service.kernel.operations import drain
+from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.errors import envelope
+from persona_service.providers.base import GenerationOptions, Message, ToolCall
+
+_NULL = struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
+
+
+def _text(value: struct_pb2.Value) -> str:
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "list_value":  # content parts
+        parts = json_format.MessageToDict(value)
+        return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type", "text") == "text")
+    return ""
+
+
+def conversation(request) -> list[Message]:
+    out = []
+    for m in request.messages:
+        role = "system" if m.role == "developer" else m.role
+        calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments) for c in m.tool_calls)
+        out.append(Message(role, _text(m.content), name=m.name, tool_call_id=m.tool_call_id, tool_calls=calls))
+    return out
+
+
+def options(request) -> GenerationOptions:
+    max_tokens = None
+    if request.HasField("max_completion_tokens"):
+        max_tokens = request.max_completion_tokens
+    elif request.HasField("max_tokens"):
+        max_tokens = request.max_tokens
+    return GenerationOptions(
+        temperature=request.temperature if request.HasField("temperature") else None,
+        max_tokens=max_tokens,
+        tools=tuple(json_format.MessageToDict(t) for t in request.tools),
+        tool_choice=json_format.MessageToDict(request.tool_choice) if request.HasField("tool_choice") else None,
+        task="reply",
+    )
+
+
+def _model(row) -> openai_pb2.Model:
+    return openai_pb2.Model(id=model_id(row["id"]), object="model", created=int(row["created_at"].timestamp()),
+                            owned_by=row["org_id"])
+
+
+def _tool_call(call: ToolCall) -> openai_pb2.ChatCompletionToolCall:
+    return openai_pb2.ChatCompletionToolCall(
+        id=call.id, type="function",
+        function=openai_pb2.ChatCompletionFunctionCall(name=call.name, arguments=call.arguments),
+    )
+
+
+def _usage(reply) -> dict:
+    return {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
+            "total_tokens": reply.input_tokens + reply.output_tokens}
+
+
+def _sse(payload) -> httpbody_pb2.HttpBody:
+    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+    return httpbody_pb2.HttpBody(content_type="text/event-stream", data=f"data: {data}\n\n".encode())
+
+
+class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
+    def __init__(self, app):
+        self.app = app
+        self.prices = PriceTable.from_env()
+
+    def _service(self, ctx, provider: bool = False) -> CompletionService:
+        return CompletionService(ctx.conn, self.app.provider_for(ctx) if provider else None, self.prices)
+
+    def ListModels(self, request, context):
+        ctx = current()
+        rows = self._service(ctx).models(ctx.principal)
+        return openai_pb2.ListModelsResponse(object="list", data=[_model(r) for r in rows])
+
+    def GetModel(self, request, context):
+        ctx = current()
+        return _model(self._service(ctx).model(ctx.principal, request.model))
+
+    def CreateChatCompletion(self, request, context):
+        ctx = current()
+        operation = self._service(ctx, provider=True).complete(
+            ctx.principal, request.model, conversation(request), options(request), request.user,
+        )
+        result = drain(operation)
+        reply = result["reply"]
+        message = openai_pb2.ChatCompletionMessage(
+            role="assistant", tool_calls=[_tool_call(c) for c in reply.tool_calls], refusal=_NULL,
+            content=struct_pb2.Value(string_value=reply.text) if reply.text or not reply.tool_calls else _NULL,
+        )
+        return openai_pb2.ChatCompletion(
+            id=result["id"], object="chat.completion", created=result["created"], model=request.model,
+            choices=[openai_pb2.ChatCompletionChoice(index=0, message=message, finish_reason=reply.finish_reason,
+                                                     logprobs=_NULL)],
+            usage=openai_pb2.CompletionUsage(**_usage(reply)), system_fingerprint=reply.model,
+        )
+
+    def StreamChatCompletion(self, request, context):
+        ctx = current()
+        include_usage = request.stream_options.include_usage
+        operation = self._service(ctx, provider=True).complete(
+            ctx.principal, request.model, conversation(request), options(request), request.user, stream=True,
+        )
+        head: dict = {}
+        started = False
+
+        def chunk(delta: dict, finish=None) -> dict:
+            body = {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+            if include_usage:
+                body["usage"] = None
+            return body
+
+        announced: set[int] = set()
+        try:
+            while True:
+                try:
+                    progress = next(operation)
+                except StopIteration as done:
+                    reply = done.value["reply"]
+                    yield _sse(chunk({}, reply.finish_reason))
+                    if include_usage:
+                        yield _sse({**head, "choices": [], "usage": _usage(reply)})
+                    yield _sse("[DONE]")
+                    return
+                if progress["event"] == "started":
+                    started = True
+                    head = {"id": progress["id"], "object": "chat.completion.chunk", "created": progress["created"],
+                            "model": request.model, "system_fingerprint": None}
+                    yield _sse(chunk({"role": "assistant", "content": ""}))
+                    continue
+                delta = progress["delta"]
+                if delta.tool_call is not None:
+                    index, call = delta.tool_call_index, delta.tool_call
+                    entry: dict = {"index": index, "function": {"arguments": call.arguments}}
+                    if index not in announced:
+                        announced.add(index)
+                        entry = {"index": index, "id": call.id, "type": "function",
+                                 "function": {"name": call.name, "arguments": call.arguments}}
+                    yield _sse(chunk({"tool_calls": [entry]}))
+                else:
+                    yield _sse(chunk({"content": delta.text}))
+        except ApiError as err:
+            # In-band once the stream has started (OpenAI clients raise on an
+            # `error` chunk); before that, a plain error response.
+            if started:
+                yield _sse(envelope(err))
+            raise

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Connection, bindparam, func, insert, select, text, tuple_, update
+
+from persona_service.chat.tables import ChatMessage, ChatSession
+
+_sessions = ChatSession.__table__
+# GET by id is a hot read: the statement is built once.
+_get = select(_sessions).where(_sessions.c.id == bindparam("id"), _sessions.c.workspace_id == bindparam("ws"))
+_messages = ChatMessage.__table__
+
+
+class ChatSessionRepository:
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    # --- sessions -----------------------------------------------------------------
+
+    def get(self, workspace_id: str, session_id: str):
+        return self.conn.execute(_get, {"id": session_id, "ws": workspace_id}).mappings().first()
+
+    def create(self, **values):
+        return self.conn.execute(insert(_sessions).values(**values).returning(_sessions)).mappings().one()
+
+    def list_page(self, workspace_id: str, filters: dict, limit: int, after: tuple[datetime, str] | None):
+        stmt = select(_sessions).where(_sessions.c.workspace_id == workspace_id)
+        for name in ("persona_id", "status", "user_id"):
+            if filters.get(name):
+                stmt = stmt.where(_sessions.c[name] == filters[name])
+        if after is not None:
+            stmt = stmt.where(tuple_(_sessions.c.started_at, _sessions.c.id) < tuple_(*after))
+        stmt = stmt.order_by(_sessions.c.started_at.desc(), _sessions.c.id.desc()).limit(limit)
+        return self.conn.execute(stmt).mappings().all()
+
+    def transition(self, session_id: str, from_statuses: tuple[str, ...], **values):
+        """Change a session's status only from one of `from_statuses`
+        (atomic); None when it was in another status."""
+        stmt = (
+            update(_sessions)
+            .where(_sessions.c.id == session_id, _sessions.c.status.in_(from_statuses))
+            .values(**values)
+            .returning(_sessions)
+        )
+        return self.conn.execute(stmt).mappings().first()
+
+    def account(self, session_id: str, *, messages: int, input_tokens: int, output_tokens: int, cost_usd_micros: int,
+                now: datetime):
+        """Add an exchange to an active session's counters in one atomic
+        UPDATE … RETURNING (concurrent exchanges never lose counts; the row
+        lock orders them). None when the session is no longer active."""
+        stmt = (
+            update(_sessions)
+            .where(_sessions.c.id == session_id, _sessions.c.status == "active")
+            .values(
+                message_count=_sessions.c.message_count + messages,
+                input_tokens=_sessions.c.input_tokens + input_tokens,
+                output_tokens=_sessions.c.output_tokens + output_tokens,
+                cost_usd_micros=_sessions.c.cost_usd_micros + cost_usd_micros,
+                last_active_at=func.greatest(_sessions.c.last_active_at, now),
+            )
+            .returning(_sessions)
+        )
+        return self.conn.execute(stmt).mappings().first()
+
+    def completions_session(self, workspace_id: str, persona_id: str, user_id: str, title: str):
+        """The active session of (persona, user) with this title, locked for
+        the transaction; None when there is none. Serialized per key by a
+        transaction-scoped advisory lock so that concurrent first uses create
+        one session."""
+        self.conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
+                          {"k": f"{workspace_id}/{persona_id}/{user_id}/{title}"})
+        stmt = select(_sessions).where(
+            _sessions.c.workspace_id == workspace_id, _sessions.c.persona_id == persona_id,
+            _sessions.c.user_id == user_id, _sessions.c.title == title, _sessions.c.status == "active",
+        ).order_by(_sessions.c.started_at).limit(1)
+        return self.conn.execute(stmt).mappings().first()
+
+    # --- messages -------------------------------------------------------------------
+
+    def add_message(self, **values):
+        return self.conn.execute(insert(_messages).values(**values).returning(_messages)).mappings().one()
+
+    def history(self, session_id: str, limit: int):
+        """The last `limit` messages, oldest first."""
+        stmt = select(_messages).where(_messages.c.session_id == session_id)
+        rows = self.conn.execute(stmt.order_by(_messages.c.ordinal.desc()).limit(limit)).mappings().all()
+        return list(reversed(rows))
+
+    def messages_page(self, session_id: str, limit: int, after_ordinal: int):
+        stmt = select(_messages).where(_messages.c.session_id == session_id, _messages.c.ordinal > after_ordinal)
+        return self.conn.execute(stmt.order_by(_messages.c.ordinal).limit(limit)).mappings().all()

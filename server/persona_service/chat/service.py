@@ -1,0 +1,354 @@
+"""Chat: sessions, messages, and the persona replies behind them.
+
+A reply (`PersonaReplies.respond`) is spoken with the persona's voice
+profile (system prompt, then the sample dialogues as few-shot turns), then
+checked before anyone sees it:
+
+1. output moderation: a flagged reply records a moderation review (stage
+   `output_content`), emits `moderation.flagged` and is refused with 422
+   `moderation_blocked`;
+2. voice drift: the reply is compared with the persona's voice fingerprint
+   (see `drift_score`); above the threshold (persona → workspace → org →
+   default) `persona.audit_failed` (reason `voice_drift`) is emitted and,
+   with action `block`, the reply is refused with 409 `drift_blocked`; with
+   `auto_recover` it is regenerated toward the voice (task "recover"),
+   checked again, and delivered (a recovered reply that still drifts is
+   refused too).
+
+Refusals keep their review item and events (`err.persist`) but store and
+bill nothing. Accounting is one atomic `UPDATE … RETURNING` per exchange,
+which also claims the messages' ordinals. Sending is a generator yielding
+progress (`message.started`, `message.delta`) so the unary RPC and its
+server-sent-event form share it; `drain()` runs it. No per-message events.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from persona_service.chat.pricing import PriceTable
+from persona_service.chat.repository import ChatSessionRepository
+from persona_service.config.service import ConfigService
+from persona_service.kernel import ids
+from persona_service.kernel.clock import utcnow
+from persona_service.kernel.cursors import CursorCodec, keyset_page
+from persona_service.kernel.errors import ApiError, BadRequest, NotFound, StateConflict
+from persona_service.kernel.operations import Progress
+from persona_service.kernel.outbox import Outbox
+from persona_service.kernel.principal import Principal
+from persona_service.moderation.service import record_flag
+from persona_service.personas.directory import PersonaDirectory
+from persona_service.personas.generation import ModerationBlocked, fingerprint_text
+from persona_service.providers.base import Completion, Delta, GenerationOptions, Message, Provider, ToolCall
+
+THRESHOLD_KEY = "engine.pipeline.drift_detection.threshold"
+ACTION_KEY = "engine.pipeline.drift_detection.action_on_alert"
+HISTORY_MESSAGES = 50  # earlier messages of the session sent with each new one
+RECOVERY_INSTRUCTION = (
+    "Your previous reply drifted out of character. Answer the last message again, strictly in your own voice "
+    "as described above."
+)
+
+
+
+class DriftBlocked(ApiError):
+    code = "drift_blocked"
+
+
+
+# --- drift ------------------------------------------------------------------------------
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b))
+    na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+def drift_score(embed: Callable[[list[str]], list[list[float]]], voice, user_text: str, reply: str) -> float:
+    """How far a reply is from the persona's voice, in [0, 1].
+
+    similarity = cos(reply, anchor), the anchor being the voice's fingerprint
+    text plus the user's message (an in-voice reply speaks as the persona
+    about what was asked); it is calibrated per persona and embedding model
+    by `reference` = the mean similarity of the persona's own lines
+    (greeting, sample replies) to the stored fingerprint. drift =
+    (1 − similarity / reference)³, clamped to [0, 1]: the cube keeps the
+    ordinary variation of in-voice replies near 0 and off-voice replies high.
+    """
+    profile = {"system_prompt": voice["system_prompt"], "greeting": voice["greeting"],
+               "sample_dialogues": voice["sample_dialogues"]}
+    references = [line for line in [voice["greeting"], *(d.get("persona", "") for d in voice["sample_dialogues"])] if line]
+    vectors = embed([fingerprint_text(profile) + "\n" + user_text, reply, *references])
+    anchor, answer, refs = vectors[0], vectors[1], vectors[2:]
+    fingerprint = list(voice["fingerprint"])
+    reference = sum(_cosine(r, fingerprint) for r in refs) / len(refs) if refs else 1.0
+    if reference <= 0:
+        reference = 1.0
+    relative = min(1.0, max(0.0, 1.0 - _cosine(answer, anchor) / reference))
+    return round(relative ** 3, 4)
+
+
+# --- replies --------------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    text: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    finish_reason: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    drift_score: float = 0.0
+    recovered: bool = False
+    cost_usd_micros: int = 0
+    # The deltas to forward, in order, for a streamed reply.
+    deltas: list[Delta] = field(default_factory=list)
+
+
+@dataclass
+class Subject:
+    """What a reply belongs to, for reviews and events."""
+
+    type: str  # chat_session | chat_completion
+    id: str
+
+
+class PersonaReplies:
+    """A persona's replies with moderation and drift detection."""
+
+    def __init__(self, conn, provider: Provider, prices: PriceTable):
+        self.conn = conn
+        self.provider = provider
+        self.prices = prices
+        self.outbox = Outbox(conn)
+        self.config = ConfigService(conn)
+
+    @staticmethod
+    def voice_messages(voice, extra_system: str = "") -> list[Message]:
+        system = voice["system_prompt"] + (("\n" + extra_system) if extra_system else "")
+        messages = [Message("system", system)]
+        for dialogue in voice["sample_dialogues"]:
+            messages += [Message("user", dialogue.get("user", "")), Message("assistant", dialogue.get("persona", ""))]
+        return messages
+
+    def respond(self, principal: Principal, persona, voice, conversation: list[Message], options: GenerationOptions,
+                subject: Subject, *, stream: bool = False) -> Reply:
+        user_text = next((m.content for m in reversed(conversation) if m.role == "user"), "")
+        reply = self._generate(self.voice_messages(voice) + conversation, options, stream)
+        self._moderate(principal, reply, subject)
+        if not reply.text:
+            return self._priced(reply)  # tool calls: nothing to compare with the voice
+        reply.drift_score = drift_score(self.provider.embed, voice, user_text, reply.text)
+        threshold = float(self.config.value(principal, THRESHOLD_KEY, persona["id"]))
+        if reply.drift_score <= threshold:
+            return self._priced(reply)
+        action = self.config.value(principal, ACTION_KEY, persona["id"])
+        self._drift_event(principal, persona, subject, reply.drift_score, threshold, action)
+        if action != "auto_recover":
+            raise self._drift_blocked(reply.drift_score, threshold, action)
+        first = reply
+        recover = GenerationOptions(
+            temperature=options.temperature, max_tokens=options.max_tokens, tools=options.tools,
+            tool_choice=options.tool_choice, task="recover", model=options.model,
+        )
+        reply = self._generate(self.voice_messages(voice, RECOVERY_INSTRUCTION) + conversation, recover, stream)
+        reply.input_tokens += first.input_tokens
+        reply.output_tokens += first.output_tokens
+        reply.recovered = True
+        self._moderate(principal, reply, subject)
+        if reply.text:
+            reply.drift_score = drift_score(self.provider.embed, voice, user_text, reply.text)
+            if reply.drift_score > threshold:
+                raise self._drift_blocked(reply.drift_score, threshold, action)
+        return self._priced(reply)
+
+    def _generate(self, messages: list[Message], options: GenerationOptions, stream: bool) -> Reply:
+        if not stream:
+            done = self.provider.generate(messages, options)
+            return Reply(done.text, done.model, done.input_tokens, done.output_tokens, done.finish_reason,
+                         tuple(done.tool_calls))
+        deltas, usage = [], None
+        for delta in self.provider.stream(messages, options):
+            if delta.usage is not None:
+                usage = delta.usage
+            deltas.append(delta)
+        text = "".join(d.text for d in deltas)
+        if usage is None:  # a provider that reports no usage: count nothing rather than guess
+            usage = Completion(text, options.model, 0, 0)
+        calls = _merge_tool_calls(deltas)
+        finish = next((d.finish_reason for d in reversed(deltas) if d.finish_reason), usage.finish_reason)
+        return Reply(text, usage.model, usage.input_tokens, usage.output_tokens, finish, calls, deltas=deltas)
+
+    def _moderate(self, principal: Principal, reply: Reply, subject: Subject) -> None:
+        text = reply.text or " ".join(f"{c.name} {c.arguments}" for c in reply.tool_calls)
+        if not text:
+            return
+        result = self.provider.moderate(text)
+        if not result.flagged:
+            return
+        review_id = record_flag(
+            self.conn, org_id=principal.org_id, workspace_id=principal.workspace_id, stage="output_content",
+            subject_type=subject.type, subject_id=subject.id, text=text, result=result,
+        )
+        err = ModerationBlocked(
+            "The reply failed moderation and was refused.",
+            {"stage": "output_content", "categories": list(result.categories), "reviewId": review_id},
+        )
+        err.persist = True  # the review item and its event stand
+        raise err
+
+    def _drift_event(self, principal, persona, subject: Subject, score: float, threshold: float, action: str) -> None:
+        self.outbox.emit("persona.audit_failed", principal.org_id, principal.workspace_id, {
+            "personaId": persona["id"], "reason": "voice_drift", "score": score, "threshold": threshold,
+            "action": action, "subjectType": subject.type, "subjectId": subject.id,
+        })
+
+    @staticmethod
+    def _drift_blocked(score: float, threshold: float, action: str) -> DriftBlocked:
+        err = DriftBlocked(None, {"driftScore": score, "threshold": threshold, "action": action})
+        err.persist = True  # the persona.audit_failed event stands
+        return err
+
+    def _priced(self, reply: Reply) -> Reply:
+        reply.cost_usd_micros = self.prices.cost_micros(reply.model, reply.input_tokens, reply.output_tokens)
+        return reply
+
+
+def _merge_tool_calls(deltas: list[Delta]) -> tuple[ToolCall, ...]:
+    calls: dict[int, list[str]] = {}
+    for delta in deltas:
+        if delta.tool_call is None:
+            continue
+        entry = calls.setdefault(delta.tool_call_index, ["", "", ""])
+        entry[0] = entry[0] or delta.tool_call.id
+        entry[1] = entry[1] or delta.tool_call.name
+        entry[2] += delta.tool_call.arguments
+    return tuple(ToolCall(*calls[i]) for i in sorted(calls))
+
+
+# --- sessions --------------------------------------------------------------------------
+
+
+class ChatSessionService:
+    def __init__(self, conn, provider: Provider | None = None, *, cursors: CursorCodec | None = None,
+                 prices: PriceTable | None = None, clock: Callable[[], datetime] = utcnow):
+        self.conn = conn
+        self.repo = ChatSessionRepository(conn)
+        self.personas = PersonaDirectory(conn)
+        self.provider = provider
+        self.cursors = cursors
+        self.prices = prices or PriceTable.from_env()
+        self.clock = clock
+
+    def get(self, principal: Principal, session_id: str):
+        row = self.repo.get(principal.workspace_id, session_id) if ids.has_prefix("chat_session", session_id) else None
+        if row is None:
+            raise NotFound("chat session")
+        return row
+
+    def create(self, principal: Principal, persona_id: str, user_id: str = "", title: str = ""):
+        if self.personas.active(principal.workspace_id, persona_id) is None:
+            raise NotFound("persona")
+        now = self.clock()
+        return self.repo.create(
+            id=ids.new_id("chat_session"), org_id=principal.org_id, workspace_id=principal.workspace_id,
+            persona_id=persona_id, user_id=user_id or principal.user_id, title=title, status="active",
+            message_count=0, input_tokens=0, output_tokens=0, cost_usd_micros=0, started_at=now, last_active_at=now,
+        )
+
+    def list(self, principal: Principal, filters: dict[str, Any], page_size: int, page_token: str):
+        return keyset_page(
+            self.cursors, f"chat_sessions:{principal.workspace_id}", page_size, page_token,
+            lambda limit, after: self.repo.list_page(principal.workspace_id, filters, limit, after), "started_at",
+        )
+
+    def end(self, principal: Principal, session_id: str):
+        row = self.get(principal, session_id)
+        ended = self.repo.transition(row["id"], ("active",), status="ended", ended_at=self.clock())
+        if ended is None:
+            raise self._conflict(self.get(principal, session_id), "Only an active session can be ended.")
+        return ended
+
+    def archive(self, principal: Principal, session_id: str):
+        row = self.get(principal, session_id)
+        values = {"status": "archived"}
+        if row["ended_at"] is None:
+            values["ended_at"] = self.clock()
+        archived = self.repo.transition(row["id"], ("active", "ended"), **values)
+        if archived is None:
+            raise self._conflict(self.get(principal, session_id), "The session is already archived.")
+        return archived
+
+    def messages(self, principal: Principal, session_id: str, page_size: int, page_token: str):
+        row = self.get(principal, session_id)
+        scope = f"chat_messages:{row['id']}"
+        after = 0
+        if page_token:
+            position = self.cursors.decode(scope, page_token, "pageToken")
+            if not position or not isinstance(position[0], int):
+                raise BadRequest("`pageToken` is not a cursor this list issued.", {"parameter": "pageToken"})
+            after = position[0]
+        limit = page_size or 20
+        rows = self.repo.messages_page(row["id"], limit + 1, after)
+        if len(rows) <= limit:
+            return rows, ""
+        rows = rows[:limit]
+        return rows, self.cursors.encode(scope, [rows[-1]["ordinal"]])
+
+    def send(self, principal: Principal, session_id: str, content: str, *, stream: bool = False
+             ) -> Generator[Progress, None, dict[str, Any]]:
+        session = self.get(principal, session_id)
+        if session["status"] != "active":
+            raise self._conflict(session, "Messages can only be sent to an active session.")
+        persona = self.personas.active(principal.workspace_id, session["persona_id"])
+        voice = self.personas.voice(session["persona_id"]) if persona is not None else None
+        if persona is None or voice is None:
+            raise StateConflict("The session's persona was deleted.", "personaId", {"personaId": session["persona_id"]})
+        history = [Message(m["role"], m["content"]) for m in self.repo.history(session["id"], HISTORY_MESSAGES)]
+        yield {"event": "message.started"}
+        replies = PersonaReplies(self.conn, self.provider, self.prices)
+        reply = replies.respond(
+            principal, persona, voice, [*history, Message("user", content)], GenerationOptions(task="reply"),
+            Subject("chat_session", session["id"]), stream=stream,
+        )
+        for delta in reply.deltas:
+            if delta.text:
+                yield {"event": "message.delta", "text": delta.text}
+        return self.record_exchange(principal, session["id"], Message("user", content), reply)
+
+    def record_exchange(self, principal: Principal, session_id: str, request: Message, reply: Reply) -> dict[str, Any]:
+        """Account an exchange (atomically) and store its two messages."""
+        now = self.clock()
+        session = self.repo.account(
+            session_id, messages=2, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
+            cost_usd_micros=reply.cost_usd_micros, now=now,
+        )
+        if session is None:
+            raise self._conflict(self.get(principal, session_id), "The session ended while the reply was produced.")
+        ordinal = session["message_count"] - 1
+        common = {"session_id": session_id, "org_id": principal.org_id, "workspace_id": principal.workspace_id}
+        user = self.repo.add_message(
+            id=ids.new_id("chat_message"), ordinal=ordinal, role=request.role, content=request.content, model="",
+            input_tokens=0, output_tokens=0, cost_usd_micros=0, drift_score=0.0, recovered=False, created_at=now,
+            **common,
+        )
+        content = reply.text
+        if not content and reply.tool_calls:
+            content = json.dumps([{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls])
+        answer = self.repo.add_message(
+            id=ids.new_id("chat_message"), ordinal=ordinal + 1, role="assistant", content=content, model=reply.model,
+            input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, cost_usd_micros=reply.cost_usd_micros,
+            drift_score=reply.drift_score, recovered=reply.recovered, created_at=now, **common,
+        )
+        return {"session": session, "user_message": user, "reply": answer}
+
+    @staticmethod
+    def _conflict(row, message: str) -> StateConflict:
+        return StateConflict(message, "status", {"status": row["status"]})

@@ -1,0 +1,104 @@
+from persona.v1 import chat_pb2, chat_pb2_grpc
+
+from persona_service.chat.pricing import PriceTable
+from persona_service.chat.service import ChatSessionService
+from persona_service.kernel.errors import ApiError
+from persona_service.kernel.operations import drain
+from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.convert import nullable_time, timestamp
+from persona_service.kernel.transport.errors import error_message
+
+
+def chat_session(row) -> chat_pb2.ChatSession:
+    return chat_pb2.ChatSession(
+        session_id=row["id"], org_id=row["org_id"], workspace_id=row["workspace_id"], persona_id=row["persona_id"],
+        user_id=row["user_id"], title=row["title"], status=row["status"], message_count=row["message_count"],
+        input_tokens=row["input_tokens"], output_tokens=row["output_tokens"], cost_usd_micros=row["cost_usd_micros"],
+        started_at=timestamp(row["started_at"]), last_active_at=timestamp(row["last_active_at"]),
+        ended_at=nullable_time(row["ended_at"]),
+    )
+
+
+def chat_message(row) -> chat_pb2.ChatMessage:
+    return chat_pb2.ChatMessage(
+        id=row["id"], session_id=row["session_id"], role=row["role"], content=row["content"], ordinal=row["ordinal"],
+        model=row["model"], drift_score=row["drift_score"], recovered=row["recovered"],
+        usage=chat_pb2.ChatUsage(input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],
+                                 cost_usd_micros=row["cost_usd_micros"]),
+        create_time=timestamp(row["created_at"]),
+    )
+
+
+class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
+    def __init__(self, app):
+        self.app = app
+        self.prices = PriceTable.from_env()
+
+    def _service(self, ctx, provider: bool = False) -> ChatSessionService:
+        return ChatSessionService(
+            ctx.conn, self.app.provider_for(ctx) if provider else None, cursors=self.app.cursors, prices=self.prices,
+        )
+
+    def CreateChatSession(self, request, context):
+        ctx = current()
+        row = self._service(ctx).create(ctx.principal, request.persona_id, request.user_id, request.title)
+        return chat_session(row)
+
+    def GetChatSession(self, request, context):
+        ctx = current()
+        return chat_session(self._service(ctx).get(ctx.principal, request.id))
+
+    def ListChatSessions(self, request, context):
+        ctx = current()
+        filters = {"persona_id": request.persona_id, "status": request.status, "user_id": request.user_id}
+        rows, token = self._service(ctx).list(ctx.principal, filters, request.page_size, request.page_token)
+        return chat_pb2.ListChatSessionsResponse(sessions=[chat_session(r) for r in rows], next_page_token=token)
+
+    def EndChatSession(self, request, context):
+        ctx = current()
+        return chat_session(self._service(ctx).end(ctx.principal, request.id))
+
+    def ArchiveChatSession(self, request, context):
+        ctx = current()
+        return chat_session(self._service(ctx).archive(ctx.principal, request.id))
+
+    def SendChatMessage(self, request, context):
+        ctx = current()
+        result = drain(self._service(ctx, provider=True).send(ctx.principal, request.id, request.content))
+        return chat_pb2.SendChatMessageResponse(
+            user_message=chat_message(result["user_message"]), reply=chat_message(result["reply"]),
+            session=chat_session(result["session"]),
+        )
+
+    def StreamChatMessage(self, request, context):
+        ctx = current()
+        operation = self._service(ctx, provider=True).send(ctx.principal, request.id, request.content, stream=True)
+        started = False
+        try:
+            while True:
+                try:
+                    progress = next(operation)
+                except StopIteration as done:
+                    result = done.value
+                    yield chat_pb2.ChatMessageEvent(
+                        event="message.completed", user_message=chat_message(result["user_message"]),
+                        reply=chat_message(result["reply"]), session=chat_session(result["session"]),
+                    )
+                    return
+                started = True
+                if progress["event"] == "message.started":
+                    pending = chat_pb2.ChatMessage(session_id=request.id, role="user", content=request.content)
+                    yield chat_pb2.ChatMessageEvent(event="message.started", user_message=pending)
+                else:
+                    yield chat_pb2.ChatMessageEvent(event="message.delta", delta=progress["text"])
+        except ApiError as err:
+            # In-band once the stream has started: an HTTP/1.1 stream cannot
+            # change its status any more. Before that, a plain error response.
+            if started:
+                yield chat_pb2.ChatMessageEvent(event="error", error=error_message(err))
+            raise
+
+    def ListChatMessages(self, request, context):
+        ctx = current()
+        rows, token = self._service(ctx).messages(ctx.principal, request.id, request.page_size, request.page_token)
+        return chat_pb2.ListChatMessagesResponse(messages=[chat_message(r) for r in rows], next_page_token=token)

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from sqlalchemy import Connection, delete, select
+from sqlalchemy.dialects.postgresql import insert
+
+from persona_service.config.tables import ConfigItem
+
+_items = ConfigItem.__table__
+ORG_LEVEL = ""  # workspace_id of organization-level settings
+PERSONA_LEVEL_PREFIX = "persona:"  # workspace_id of persona-level settings: "persona:<uuid>"
+
+
+def persona_level(persona_id: str) -> str:
+    return PERSONA_LEVEL_PREFIX + persona_id
+
+
+class ConfigRepository:
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    def settings(self, org_id: str, workspace_id: str, key: str | None = None, persona_id: str = ""):
+        """Organization- and workspace-level rows, and the persona's when
+        given (for one key, or all)."""
+        levels = [ORG_LEVEL, workspace_id] + ([persona_level(persona_id)] if persona_id else [])
+        stmt = select(_items).where(_items.c.org_id == org_id, _items.c.workspace_id.in_(levels))
+        if key is not None:
+            stmt = stmt.where(_items.c.key == key)
+        return self.conn.execute(stmt).mappings().all()
+
+    def org_settings_with_prefix(self, org_id: str, prefix: str):
+        stmt = select(_items.c.key, _items.c.value).where(
+            _items.c.org_id == org_id, _items.c.workspace_id == ORG_LEVEL, _items.c.key.startswith(prefix)
+        )
+        return self.conn.execute(stmt).all()
+
+    def upsert(self, org_id: str, workspace_id: str, key: str, value, updated_by: str) -> None:
+        stmt = insert(_items).values(org_id=org_id, workspace_id=workspace_id, key=key, value=value, updated_by=updated_by)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[_items.c.org_id, _items.c.workspace_id, _items.c.key],
+            set_={"value": stmt.excluded.value, "updated_by": updated_by, "updated_at": stmt.excluded.updated_at},
+        )
+        self.conn.execute(stmt)
+
+    def delete(self, org_id: str, workspace_id: str, key: str) -> None:
+        self.conn.execute(
+            delete(_items).where(_items.c.org_id == org_id, _items.c.workspace_id == workspace_id, _items.c.key == key)
+        )

@@ -1,0 +1,149 @@
+"""Typed configuration items per organization and workspace.
+
+Every key is declared here with its type, default and the levels it may be
+set at; the effective value for a workspace is its own setting, else the
+organization's, else the default. The drift-detection keys may also be set
+per persona (spec 1.0.4): for that persona its own setting comes first. Rate-limit keys are organization-level,
+Enterprise-only and Owner-only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from persona_service.config.repository import ORG_LEVEL, PERSONA_LEVEL_PREFIX, ConfigRepository, persona_level
+from persona_service.kernel.config_keys import CONFIG_KEYS, LEVEL_CHECKS, ConfigKey
+from persona_service.kernel.errors import Forbidden, NotFound, ValidationFailed, Violation
+from persona_service.kernel.principal import Principal
+
+RATE_LIMIT_PREFIX = "api.rate_limit."
+
+
+def _limit(name: str, type_: str = "integer", minimum: float = 1) -> ConfigKey:
+    return ConfigKey(
+        RATE_LIMIT_PREFIX + name, type_, None, minimum=minimum, levels=("org",), enterprise_only=True, owner_only=True
+    )
+
+
+# The Enterprise rate-limit keys (this module implements the kernel's
+# limit-overrides port); other modules declare their own keys.
+RATE_LIMIT_KEYS = (
+    _limit("requests_per_minute"),
+    _limit("requests_per_day"),
+    _limit("concurrent_generations"),
+    _limit("generations_per_month"),
+    _limit("cap_multiplier", "number", 0.01),
+)
+
+
+@dataclass(frozen=True)
+class Effective:
+    spec: ConfigKey
+    value: Any
+    source: str  # persona | workspace | org | default
+    updated_at: Any = None
+
+
+def _level_of(workspace_id: str) -> str:
+    if workspace_id == ORG_LEVEL:
+        return "org"
+    return "persona" if workspace_id.startswith(PERSONA_LEVEL_PREFIX) else "workspace"
+
+
+class ConfigService:
+    def __init__(self, conn):
+        self.conn = conn
+        self.repo = ConfigRepository(conn)
+
+    @staticmethod
+    def spec(key: str) -> ConfigKey:
+        spec = CONFIG_KEYS.get(key)
+        if spec is None:
+            raise NotFound("configuration key", {"key": key})
+        return spec
+
+    def effective(self, principal: Principal, prefix: str = "", persona_id: str = "") -> list[Effective]:
+        """Effective values for the caller's workspace, or for one of its
+        personas (persona → workspace → org → default)."""
+        rows = self.repo.settings(principal.org_id, principal.workspace_id, persona_id=persona_id)
+        by_level = {(r["key"], _level_of(r["workspace_id"])): r for r in rows}
+        result = []
+        for key in sorted(CONFIG_KEYS):
+            if not key.startswith(prefix):
+                continue
+            spec = CONFIG_KEYS[key]
+            row = by_level.get((key, "persona")) or by_level.get((key, "workspace")) or by_level.get((key, "org"))
+            if row is not None:
+                result.append(Effective(spec, row["value"], _level_of(row["workspace_id"]), row["updated_at"]))
+            else:
+                result.append(Effective(spec, self._default(spec, principal), "default"))
+        return result
+
+    def get(self, principal: Principal, key: str, persona_id: str = "", *, check_persona: bool = True) -> Effective:
+        self.spec(key)
+        if persona_id and check_persona:
+            self._persona(principal, persona_id)
+        return next(item for item in self.effective(principal, key, persona_id) if item.spec.key == key)
+
+    def value(self, principal: Principal, key: str, persona_id: str = "") -> Any:
+        """The effective value (for a persona already known to be the caller's)."""
+        return self.get(principal, key, persona_id, check_persona=False).value
+
+    def update(self, principal: Principal, key: str, value: Any, level: str, persona_id: str = "") -> Effective:
+        spec, level = self._writable(principal, key, level, persona_id)
+        violation = spec.check(value)
+        if violation is not None:
+            raise ValidationFailed([violation])
+        level_id = self._level_id(principal, level, persona_id)
+        self.repo.upsert(principal.org_id, level_id, key, spec.normalize(value), principal.credential_id)
+        return self.get(principal, key, persona_id if level == "persona" else "", check_persona=False)
+
+    def delete(self, principal: Principal, key: str, level: str, persona_id: str = "") -> Effective:
+        _, level = self._writable(principal, key, level, persona_id)
+        self.repo.delete(principal.org_id, self._level_id(principal, level, persona_id), key)
+        return self.get(principal, key, persona_id if level == "persona" else "", check_persona=False)
+
+    def rate_limit_overrides(self, org_id: str) -> dict[str, Any]:
+        """Enterprise limit overrides, by Limits field name."""
+        return {k[len(RATE_LIMIT_PREFIX):]: v for k, v in self.repo.org_settings_with_prefix(org_id, RATE_LIMIT_PREFIX)}
+
+    # --- rules ------------------------------------------------------------------
+
+    def _writable(self, principal: Principal, key: str, level: str, persona_id: str = "") -> tuple[ConfigKey, str]:
+        spec = self.spec(key)
+        level = level or ("persona" if persona_id else spec.levels[0])
+        if level not in spec.levels:
+            raise ValidationFailed([Violation("level", "one_of", level, {"oneOf": list(spec.levels)})])
+        if level == "persona":
+            if not persona_id:
+                raise ValidationFailed([Violation("personaId", "required", persona_id, {"requiredWhen": "level=persona"})])
+            self._persona(principal, persona_id)
+        elif persona_id:
+            raise ValidationFailed([Violation("personaId", "not_allowed", persona_id, {"onlyWhen": "level=persona"})])
+        if spec.owner_only and principal.role != "owner":
+            raise Forbidden(f"Only the Owner role may change `{key}`.", {"requiredRole": "owner"})
+        if spec.enterprise_only and principal.plan != "enterprise":
+            raise Forbidden("Custom rate limits are available on the Enterprise plan only.", {"requiredPlan": "enterprise"})
+        return spec, level
+
+    def _persona(self, principal: Principal, persona_id: str) -> None:
+        """The persona must be one of the caller's workspace (else 404); the
+        module owning the `persona` level says so."""
+        check = LEVEL_CHECKS.get("persona")
+        if check is None or not check(self.conn, principal, persona_id):
+            raise NotFound("persona")
+
+    @staticmethod
+    def _level_id(principal: Principal, level: str, persona_id: str = "") -> str:
+        if level == "persona":
+            return persona_level(persona_id)
+        return ORG_LEVEL if level == "org" else principal.workspace_id
+
+    @staticmethod
+    def _default(spec: ConfigKey, principal: Principal) -> Any:
+        if spec.key.startswith(RATE_LIMIT_PREFIX):
+            from persona_service.kernel.limits.plans import PLAN_LIMITS
+
+            return getattr(PLAN_LIMITS[principal.plan], spec.key[len(RATE_LIMIT_PREFIX):])
+        return spec.default

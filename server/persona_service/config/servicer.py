@@ -1,0 +1,47 @@
+from google.protobuf import json_format, struct_pb2
+from persona.v1 import config_pb2, config_pb2_grpc
+
+from persona_service.config.service import RATE_LIMIT_PREFIX, ConfigService, Effective
+from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.convert import timestamp
+
+
+def config_item(item: Effective) -> config_pb2.ConfigItem:
+    value = struct_pb2.Value()
+    json_format.ParseDict(item.value, value)
+    return config_pb2.ConfigItem(
+        key=item.spec.key, value=value, source=item.source, settable_at=list(item.spec.levels), type=item.spec.type,
+        allowed_values=list(item.spec.allowed), update_time=timestamp(item.updated_at),
+    )
+
+
+class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
+    def __init__(self, app):
+        self.app = app
+
+    def ListConfigItems(self, request, context):
+        ctx = current()
+        items = ConfigService(ctx.conn).effective(ctx.principal, request.prefix)
+        return config_pb2.ListConfigItemsResponse(items=[config_item(i) for i in items])
+
+    def GetConfigItem(self, request, context):
+        ctx = current()
+        return config_item(ConfigService(ctx.conn).get(ctx.principal, request.key, request.persona_id))
+
+    def UpdateConfigItem(self, request, context):
+        ctx = current()
+        value = json_format.MessageToDict(request.value)
+        item = ConfigService(ctx.conn).update(ctx.principal, request.key, value, request.level, request.persona_id)
+        self._invalidate_limits(ctx, request.key)
+        return config_item(item)
+
+    def DeleteConfigItem(self, request, context):
+        ctx = current()
+        item = ConfigService(ctx.conn).delete(ctx.principal, request.key, request.level, request.persona_id)
+        self._invalidate_limits(ctx, request.key)
+        return config_item(item)
+
+    def _invalidate_limits(self, ctx, key: str) -> None:
+        if key.startswith(RATE_LIMIT_PREFIX):
+            org_id = ctx.principal.org_id
+            ctx.after_commit.append(lambda: self.app.invalidate(f"limits:{org_id}"))

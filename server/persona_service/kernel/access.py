@@ -1,0 +1,18 @@
+"""Authorization: does the principal satisfy an RPC's declared policy?"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from persona_service.kernel.errors import Forbidden
+from persona_service.kernel.principal import Principal
+
+
+def authorize(principal: Principal, *, scope: str, roles: Iterable[str], platform_admin: bool) -> None:
+    if platform_admin and not principal.is_platform_admin:
+        raise Forbidden("Only platform administrators may do this.")
+    if scope and scope not in principal.scopes:
+        raise Forbidden(f"The credential lacks the `{scope}` scope.", {"requiredScope": scope})
+    roles = tuple(roles)
+    if roles and principal.role not in roles:
+        raise Forbidden(f"The `{principal.role or 'no'}` role may not do this.", {"requiredRoles": list(roles)})

@@ -1,0 +1,112 @@
+"""The server's long-lived parts, built once per process."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import redis
+
+from persona_service.kernel.audit import AuditEntry, AuditLog
+from persona_service.kernel.auth import Authenticator, CredentialCache
+from persona_service.kernel.cursors import CursorCodec
+from persona_service.kernel.db.engine import make_engine
+from persona_service.kernel.idempotency import Idempotency
+from persona_service.kernel.limits.limiter import RateLimiter
+from persona_service.kernel.limits.resolver import LimitsResolver
+from persona_service.kernel.module import Job, Modules
+from persona_service.kernel.secretbox import SecretBox
+from persona_service.kernel.settings import Settings
+from persona_service.providers.factory import backoff_delays, make_base_provider
+from persona_service.providers.retrying import Retrying
+
+log = logging.getLogger(__name__)
+
+# Cache invalidations, broadcast to every server process: "cred:<cache key>"
+# evicts a credential, "limits:<org id>" an organization's limits.
+INVALIDATION_CHANNEL = "persona:invalidate"
+
+
+class App:
+    def __init__(self, settings: Settings, modules: Modules):
+        self.settings = settings
+        self.modules = modules
+        self.engine = make_engine(settings.database_url, pool_size=settings.db_pool_size)
+        self.redis = redis.Redis.from_url(settings.redis_url)
+        secret = settings.resolved_jwt_secret()
+        self.cache = CredentialCache(settings.auth_cache_seconds)
+        self.authenticator = Authenticator(
+            secret, self.cache, settings.jwt_ttl_seconds, modules.credentials() if modules.credentials else None
+        )
+        self.cursors = CursorCodec(secret)
+        self.secret_box = SecretBox(settings.resolved_secrets_key())
+        self.limiter = RateLimiter(self.redis)
+        self.limits = LimitsResolver(self.engine, modules.limit_overrides)
+        self.idempotency = Idempotency(self.engine)
+        self.provider = make_base_provider()
+        self.backoff = backoff_delays()
+        self._listener: threading.Thread | None = None
+
+    def provider_for(self, ctx) -> Retrying:
+        """The provider for one request: retried with backoff, every failed
+        upstream attempt written to the audit log (with the upstream's error
+        envelope under `details`, which callers never see)."""
+
+        def audit_upstream(error, attempt: int, operation: str) -> None:
+            entry = AuditEntry.for_principal(
+                ctx.principal, action="provider.call", outcome="failure", status=error.spec.http_status,
+                request_id=ctx.request_id, client_ip=ctx.client_ip, resource_type="provider",
+                resource_id=error.provider, error_code=error.code,
+                details={"operation": operation, "attempt": attempt, "upstreamStatus": error.upstream_status,
+                         "upstream": error.upstream, "reason": error.reason},
+            )
+            with self.engine.begin() as conn:  # durable whatever the request's outcome
+                AuditLog(conn).record(entry)
+
+        return Retrying(self.provider, delays=self.backoff, on_failure=audit_upstream)
+
+    def invalidate(self, message: str) -> None:
+        """Apply an invalidation here and broadcast it to every other server process."""
+        self._apply(message)
+        try:
+            self.redis.publish(INVALIDATION_CHANNEL, message)
+        except redis.RedisError as exc:
+            log.warning("could not broadcast %s: %s", message, exc)
+
+    def _apply(self, message: str) -> None:
+        kind, _, subject = message.partition(":")
+        if kind == "cred":
+            self.cache.evict(subject)
+        elif kind == "limits":
+            self.limits.invalidate(subject)
+
+    def start_background(self) -> None:
+        pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+        pubsub.subscribe(**{INVALIDATION_CHANNEL: lambda m: self._apply(m["data"].decode())})
+        self._listener = pubsub.run_in_thread(sleep_time=1.0, daemon=True, exception_handler=_log_and_continue)
+        jobs = [Job("idempotency.purge", 600, lambda app: app.idempotency.purge_expired()), *self.modules.jobs]
+        for job in jobs:
+            threading.Thread(target=self._run_job, args=(job,), name=job.name, daemon=True).start()
+
+    def _run_job(self, job: Job) -> None:
+        """A periodic job (every server process runs them; they are idempotent)."""
+        while True:
+            try:
+                done = job.run(self)
+                if done:
+                    log.info("%s: %d done", job.name, done)
+            except Exception:  # noqa: BLE001 - retried next round
+                log.exception("%s failed", job.name)
+            time.sleep(job.every_seconds)
+
+    def close(self) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+        self.engine.dispose()
+        self.redis.close()
+
+
+def _log_and_continue(exc, pubsub, thread):
+    log.warning("revocation listener: %s; reconnecting", exc)
+    pubsub.connection.disconnect() if pubsub.connection else None

@@ -1,0 +1,228 @@
+"""Authentication: turn `Authorization: Bearer …` into a Principal.
+
+API keys (`sk_live_…` / `sk_test_…`) are looked up by the SHA-256 of the
+secret; session JWTs (HS256) are verified with the service's secret and the
+membership is read for the role. Verified credentials are cached in the
+process for `auth_cache_seconds`, so a hot path costs no database round
+trip; revocation evicts at once, locally and (via the revocation bus) in
+every other server process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+import jwt
+
+from persona_service.kernel.clock import utcnow
+from persona_service.kernel.errors import Forbidden, Unauthorized
+from persona_service.kernel.principal import ROLE_SCOPES, Principal
+
+KEY_PREFIXES = ("sk_live_", "sk_test_")
+JWT_ISSUER = "persona-service"
+JWT_ALGORITHM = "HS256"
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class KeyCredential:
+    """An API key as the credential store reports it (looked up by secret hash)."""
+
+    id: str
+    org_id: str
+    workspace_id: str
+    user_id: str
+    scopes: frozenset[str]
+    role: str
+    plan: str
+    is_platform_admin: bool
+    ip_allowlist: tuple[str, ...]
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class MemberCredential:
+    """A user's membership of an organization, for session tokens."""
+
+    role: str
+    plan: str
+    is_platform_admin: bool
+
+
+class CredentialStore(Protocol):
+    """The kernel port the identity module implements (Module.credentials)."""
+
+    def find_key(self, conn: Any, secret_hash: str) -> KeyCredential | None: ...
+
+    def find_member(self, conn: Any, org_id: str, user_id: str, workspace_id: str) -> MemberCredential | None:
+        """The membership, if the user belongs to the org and the workspace is the org's."""
+        ...
+
+
+class CredentialCache:
+    """Verified principals by cache key, with a TTL. Thread-safe for the
+    server's worker threads (dict operations are atomic; a lost race only
+    costs one extra lookup)."""
+
+    def __init__(self, ttl_seconds: float):
+        self.ttl = ttl_seconds
+        self._entries: dict[str, tuple[float, Principal]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Principal | None:
+        entry = self._entries.get(key)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return entry[1]
+
+    def put(self, key: str, principal: Principal) -> None:
+        if self.ttl > 0:
+            self._entries[key] = (time.monotonic() + self.ttl, principal)
+
+    def evict(self, key: str) -> None:
+        self._entries.pop(key, None)
+
+    def evict_where(self, predicate: Callable[[Principal], bool]) -> None:
+        with self._lock:
+            for key, (_, principal) in list(self._entries.items()):
+                if predicate(principal):
+                    self._entries.pop(key, None)
+
+
+class Authenticator:
+    def __init__(self, jwt_secret: str, cache: CredentialCache, jwt_ttl_seconds: int = 3600,
+                 store: CredentialStore | None = None):
+        self._store = store
+        self._jwt_secret = jwt_secret
+        self._jwt_ttl = jwt_ttl_seconds
+        self.cache = cache
+
+    # --- verification ---------------------------------------------------
+
+    def authenticate(self, authorization: str | None, conn_factory: Callable[[], object]) -> Principal:
+        token = _bearer(authorization)
+        if token.startswith(KEY_PREFIXES):
+            cache_key = "key:" + hash_secret(token)
+            loader = lambda: self._load_key(cache_key[4:], conn_factory())  # noqa: E731
+        elif token.count(".") == 2:
+            claims = self._verify_jwt(token)
+            cache_key = f"jwt:{claims['jti']}"
+            loader = lambda: self._load_session(claims, conn_factory())  # noqa: E731
+        else:
+            raise Unauthorized("The bearer credential is not a valid API key or session token.")
+        principal = self.cache.get(cache_key)
+        if principal is None:
+            principal = loader()
+            self.cache.put(cache_key, principal)
+        if principal.expires_at is not None and principal.expires_at <= utcnow():
+            err = Unauthorized("The credential has expired.")
+            err.principal = principal  # for the audit log only; never rendered
+            raise err
+        return principal
+
+    def _load_key(self, secret_hash: str, conn) -> Principal:
+        key = self._credentials().find_key(conn, secret_hash)
+        if key is None:
+            raise Unauthorized("The API key is invalid or has been revoked.")
+        principal = Principal(
+            kind="api_key",
+            credential_id=key.id,
+            org_id=key.org_id,
+            workspace_id=key.workspace_id,
+            user_id=key.user_id,
+            scopes=key.scopes,
+            role=key.role,
+            plan=key.plan,
+            is_platform_admin=key.is_platform_admin,
+            ip_allowlist=key.ip_allowlist,
+            expires_at=key.expires_at,
+        )
+        if key.revoked_at is not None:
+            err = Unauthorized("The API key is invalid or has been revoked.")
+            err.principal = principal  # for the audit log only; never rendered
+            raise err
+        return principal
+
+    def _credentials(self) -> CredentialStore:
+        if self._store is None:
+            raise RuntimeError("no module implements the credentials port")
+        return self._store
+
+    def _verify_jwt(self, token: str) -> dict:
+        try:
+            return jwt.decode(
+                token,
+                self._jwt_secret,
+                algorithms=[JWT_ALGORITHM],
+                issuer=JWT_ISSUER,
+                options={"require": ["exp", "iat", "sub", "org", "ws", "jti"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise Unauthorized("The session token has expired.") from None
+        except jwt.PyJWTError:
+            raise Unauthorized("The session token is invalid.") from None
+
+    def _load_session(self, claims: dict, conn) -> Principal:
+        member = self._credentials().find_member(conn, claims["org"], claims["sub"], claims["ws"])
+        if member is None:
+            raise Unauthorized("The session token's user is not a member of its organization.")
+        return Principal(
+            kind="session",
+            credential_id=f"jwt:{claims['jti']}",
+            org_id=claims["org"],
+            workspace_id=claims["ws"],
+            user_id=claims["sub"],
+            scopes=ROLE_SCOPES[member.role],
+            role=member.role,
+            plan=member.plan,
+            is_platform_admin=member.is_platform_admin,
+            expires_at=None,  # PyJWT checks `exp` on every decode
+        )
+
+    # --- issuing ----------------------------------------------------------
+
+    def mint_session(self, user_id: str, org_id: str, workspace_id: str, ttl_seconds: int | None = None) -> str:
+        now = utcnow()
+        claims = {
+            "iss": JWT_ISSUER,
+            "sub": user_id,
+            "org": org_id,
+            "ws": workspace_id,
+            "jti": uuid.uuid4().hex,
+            "iat": now,
+            "exp": now + timedelta(seconds=ttl_seconds or self._jwt_ttl),
+        }
+        return jwt.encode(claims, self._jwt_secret, algorithm=JWT_ALGORITHM)
+
+
+def _bearer(authorization: str | None) -> str:
+    if not authorization:
+        raise Unauthorized("The Authorization header is missing; send `Authorization: Bearer <API key>`.")
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("The Authorization header must be `Bearer <credential>`.")
+    return token.strip()
+
+
+def check_client_address(principal: Principal, client_ip: str | None) -> None:
+    """Enforce a key's IP allowlist on the client address Envoy saw."""
+    if not principal.ip_allowlist:
+        return
+    try:
+        address = ipaddress.ip_address(client_ip or "")
+    except ValueError:
+        address = None
+    if address is None or not any(address in ipaddress.ip_network(n, strict=False) for n in principal.ip_allowlist):
+        raise Forbidden("The API key may not be used from this address.", {"clientIp": client_ip or ""})

@@ -1,0 +1,87 @@
+"""Tables of this module (the schema is owned by the Alembic migrations)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Identity,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from persona_service.kernel.db.base import Base, created_at_column
+
+
+class IdempotencyRecord(Base):
+    """One Idempotency-Key of one credential: claimed while the first request
+    runs, then holding its outcome for replays until `expires_at`."""
+
+    __tablename__ = "idempotency_keys"
+    org_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    credential_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    method: Mapped[str] = mapped_column(String(200), nullable=False)
+    request_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    state: Mapped[str] = mapped_column(String(12), nullable=False)  # running | completed
+    # A claim whose request died with its process is taken over after this.
+    locked_until: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    # Outcome: the serialized response message, or the error (status + envelope).
+    response: Mapped[bytes | None] = mapped_column(LargeBinary)
+    error_status: Mapped[int | None] = mapped_column(Integer)
+    error_body: Mapped[str | None] = mapped_column(Text)
+    headers: Mapped[object | None] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = created_at_column()
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, index=True)
+
+
+class AuditEvent(Base):
+    __tablename__ = "audit_events"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
+    # NULL for failures that name no organization (e.g. an unknown key).
+    org_id: Mapped[str | None] = mapped_column(String(40))
+    workspace_id: Mapped[str | None] = mapped_column(String(40))
+    actor_user_id: Mapped[str | None] = mapped_column(String(64))
+    credential_id: Mapped[str | None] = mapped_column(String(64))
+    action: Mapped[str] = mapped_column(String(100), nullable=False)
+    resource_type: Mapped[str] = mapped_column(String(64), nullable=False, default="")
+    resource_id: Mapped[str] = mapped_column(String(200), nullable=False, default="")
+    outcome: Mapped[str] = mapped_column(String(10), nullable=False)
+    status: Mapped[int] = mapped_column(Integer, nullable=False)
+    error_code: Mapped[str] = mapped_column(String(40), nullable=False, default="")
+    request_id: Mapped[str] = mapped_column(String(200), nullable=False)
+    client_ip: Mapped[str] = mapped_column(String(64), nullable=False, default="")
+    details: Mapped[object] = mapped_column(JSONB, nullable=False, default=dict)
+
+    __table_args__ = (Index("ix_audit_events_org_time", "org_id", "occurred_at", "id"),)
+
+
+class OutboxEvent(Base):
+    """The transactional outbox: written with the change it reports."""
+
+    __tablename__ = "events"
+    seq: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    id: Mapped[str] = mapped_column(String(40), nullable=False, unique=True)
+    org_id: Mapped[str] = mapped_column(String(40), nullable=False)
+    workspace_id: Mapped[str] = mapped_column(String(40), nullable=False)
+    type: Mapped[str] = mapped_column(String(64), nullable=False)
+    occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    data: Mapped[object] = mapped_column(JSONB, nullable=False)
+    # Set by the webhook worker in the transaction that fans the event out
+    # into webhook_deliveries; NULL: not yet fanned out.
+    dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_events_org_seq", "org_id", "seq"),
+        Index("ix_events_undispatched", "seq", postgresql_where=text("dispatched_at IS NULL")),
+    )

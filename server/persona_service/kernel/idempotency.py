@@ -1,0 +1,111 @@
+"""Idempotency keys (spec: Errors › Idempotency).
+
+A write with `Idempotency-Key` first claims the key in its own short
+transaction, so concurrent requests with the same key see the claim at once.
+The outcome is stored in the operation's own unit of work (success) or right
+after its rollback (an error the operation raised), so an operation and its
+record commit together. Within 24 hours:
+- same key, same request → the stored outcome, marked `Idempotent-Replayed`;
+- same key, different request (canonical checksum: the deterministic proto
+  serialization of the request, which ignores JSON key order and spacing) →
+  409 `idempotency_conflict`, `details.reason` = `payload_mismatch`;
+- same key while the first request still runs → 409 `idempotency_conflict`,
+  `details.reason` = `in_flight`, `Retry-After: 1` (we answer at once rather
+  than hold a worker thread waiting).
+Not stored: failures before the operation (401, 403, 422, 429) and
+unexpected 5xx errors, so those can be retried with the same key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+
+from persona_service.kernel.clock import utcnow
+from persona_service.kernel.errors import IdempotencyConflict, ValidationFailed, Violation
+from persona_service.kernel.idempotency_repository import IdempotencyRepository
+from persona_service.kernel.principal import Principal
+
+WINDOW = timedelta(hours=24)
+# A claim whose request died with its process is taken over after this.
+LOCK = timedelta(minutes=5)
+_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+
+@dataclass(frozen=True)
+class Claim:
+    org_id: str
+    credential_id: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Replay:
+    response: bytes | None
+    error_status: int | None
+    error_body: str | None
+    headers: dict[str, str]
+
+
+def request_hash(method: str, canonical_request: bytes) -> str:
+    return hashlib.sha256(method.encode() + b"\0" + canonical_request).hexdigest()
+
+
+class Idempotency:
+    def __init__(self, engine):
+        self.engine = engine
+
+    def begin(self, principal: Principal, key: str, method: str, digest: str) -> tuple[Claim, Replay | None]:
+        """Claim the key (replay is None) or return the stored outcome to replay."""
+        if not _KEY.match(key):
+            raise ValidationFailed(
+                [Violation("Idempotency-Key", "format", key[:300], {"format": "1 to 255 printable ASCII characters"})]
+            )
+        claim = Claim(principal.org_id, principal.credential_id, key)
+        for _ in range(3):
+            now = utcnow()
+            with self.engine.begin() as conn:
+                repo = IdempotencyRepository(conn)
+                if repo.claim(
+                    org_id=claim.org_id, credential_id=claim.credential_id, key=key, method=method,
+                    request_hash=digest, now=now, locked_until=now + LOCK, expires_at=now + WINDOW,
+                ):
+                    return claim, None
+                record = repo.get(claim.org_id, claim.credential_id, key)
+            if record is not None:
+                break
+        else:  # pragma: no cover - the record vanished three times in a row
+            raise IdempotencyConflict("The idempotency key is busy; retry.", {"reason": "in_flight"})
+        if record["method"] != method or record["request_hash"] != digest:
+            raise IdempotencyConflict(
+                "This Idempotency-Key was already used with a different request.",
+                {"reason": "payload_mismatch", "idempotencyKey": key, "firstUsedAt": record["created_at"].isoformat()},
+            )
+        if record["state"] == "running":
+            err = IdempotencyConflict(
+                "A request with this Idempotency-Key is still running; retry shortly.",
+                {"reason": "in_flight", "idempotencyKey": key, "retryAfter": 1},
+            )
+            err.headers = {"retry-after": "1", "x-should-retry": "true"}
+            raise err
+        return claim, Replay(record["response"], record["error_status"], record["error_body"], dict(record["headers"] or {}))
+
+    def complete(self, conn, claim: Claim, response: bytes, headers: dict[str, str]) -> None:
+        """Record a success inside the operation's own unit of work."""
+        IdempotencyRepository(conn).complete(claim.org_id, claim.credential_id, claim.key, response=response, headers=headers)
+
+    def fail(self, claim: Claim, http_status: int, body: str, headers: dict[str, str]) -> None:
+        with self.engine.begin() as conn:
+            IdempotencyRepository(conn).complete(
+                claim.org_id, claim.credential_id, claim.key, error_status=http_status, error_body=body, headers=headers
+            )
+
+    def release(self, claim: Claim) -> None:
+        with self.engine.begin() as conn:
+            IdempotencyRepository(conn).release(claim.org_id, claim.credential_id, claim.key)
+
+    def purge_expired(self) -> int:
+        with self.engine.begin() as conn:
+            return IdempotencyRepository(conn).purge_expired(utcnow())

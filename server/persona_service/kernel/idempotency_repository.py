@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Connection, delete, select, tuple_, update
+from sqlalchemy.dialects.postgresql import insert
+
+from persona_service.kernel.db.tables import IdempotencyRecord
+
+_records = IdempotencyRecord.__table__
+
+
+class IdempotencyRepository:
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    def _pk(self, org_id: str, credential_id: str, key: str):
+        return (_records.c.org_id == org_id) & (_records.c.credential_id == credential_id) & (_records.c.key == key)
+
+    def claim(self, *, org_id, credential_id, key, method, request_hash, now: datetime, locked_until, expires_at) -> bool:
+        """Insert a running claim, or take over an expired record or an
+        abandoned claim. True when this request now owns the key."""
+        stmt = insert(_records).values(
+            org_id=org_id, credential_id=credential_id, key=key, method=method, request_hash=request_hash,
+            state="running", locked_until=locked_until, expires_at=expires_at,
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[_records.c.org_id, _records.c.credential_id, _records.c.key],
+            set_={
+                "method": method, "request_hash": request_hash, "state": "running", "locked_until": locked_until,
+                "expires_at": expires_at, "response": None, "error_status": None, "error_body": None,
+                "headers": None, "created_at": now,
+            },
+            where=(_records.c.expires_at <= now) | ((_records.c.state == "running") & (_records.c.locked_until <= now)),
+        ).returning(_records.c.key)
+        return self.conn.execute(stmt).first() is not None
+
+    def get(self, org_id: str, credential_id: str, key: str):
+        return self.conn.execute(select(_records).where(self._pk(org_id, credential_id, key))).mappings().first()
+
+    def complete(self, org_id, credential_id, key, *, response=None, error_status=None, error_body=None, headers=None) -> None:
+        self.conn.execute(
+            update(_records)
+            .where(self._pk(org_id, credential_id, key))
+            .values(state="completed", response=response, error_status=error_status, error_body=error_body, headers=headers)
+        )
+
+    def release(self, org_id: str, credential_id: str, key: str) -> None:
+        self.conn.execute(delete(_records).where(self._pk(org_id, credential_id, key) & (_records.c.state == "running")))
+
+    def purge_expired(self, now: datetime, batch: int = 5000) -> int:
+        doomed = select(_records.c.org_id, _records.c.credential_id, _records.c.key).where(_records.c.expires_at <= now).limit(batch)
+        result = self.conn.execute(
+            delete(_records).where(
+                tuple_(_records.c.org_id, _records.c.credential_id, _records.c.key).in_(doomed)
+            )
+        )
+        return result.rowcount

@@ -1,0 +1,62 @@
+"""Per-tier limits (spec: Limits). Pro values are the reference; the
+endpoint-specific caps scale by the tier's multiplier (Free x0.1, Pro x1,
+Team x5). Enterprise starts from the values below and is tuned per
+organization through the `api.rate_limit.*` config items.
+
+Monthly generation quotas (the spec gives only Pro's 100): Free 10, Pro 100,
+Team 500, Enterprise 5,000 by default. The billing period is the calendar
+month in UTC.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class EndpointCap:
+    name: str
+    pro_limit: int
+    window_seconds: int
+
+
+# Pro caps of the spec's endpoint table, by name; modules declare theirs
+# (Module.endpoint_caps) and RPCs name them in their policy.
+ENDPOINT_CAPS: dict[str, EndpointCap] = {}
+
+
+def install_caps(caps: Iterable[EndpointCap]) -> None:
+    for cap in caps:
+        if ENDPOINT_CAPS.get(cap.name, cap) != cap:
+            raise RuntimeError(f"endpoint cap {cap.name!r} is declared twice")
+        ENDPOINT_CAPS[cap.name] = cap
+
+
+@dataclass(frozen=True)
+class Limits:
+    requests_per_minute: int
+    requests_per_day: int
+    concurrent_generations: int
+    cap_multiplier: float
+    generations_per_month: int
+
+    def cap(self, name: str) -> tuple[int, int]:
+        """(limit, window seconds) of an endpoint cap for this tier."""
+        cap = ENDPOINT_CAPS[name]
+        return max(1, math.floor(cap.pro_limit * self.cap_multiplier)), cap.window_seconds
+
+    def with_overrides(self, overrides: dict[str, float]) -> Limits:
+        return replace(self, **{k: type(getattr(self, k))(v) for k, v in overrides.items() if hasattr(self, k)})
+
+
+PLAN_LIMITS = {
+    "free": Limits(60, 5_000, 1, 0.1, 10),
+    "pro": Limits(600, 50_000, 5, 1.0, 100),
+    "team": Limits(3_000, 250_000, 25, 5.0, 500),
+    "enterprise": Limits(6_000, 500_000, 50, 10.0, 5_000),
+}
+
+# Unauthenticated requests (failed credentials) are limited per client address.
+ANONYMOUS_PER_MINUTE = 60

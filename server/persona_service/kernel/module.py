@@ -1,0 +1,129 @@
+"""What a domain module declares, and how the kernel assembles the modules.
+
+A module is a folder (`persona_service/<domain>/`) whose `module.py` exposes
+one `Module`. The registry (`persona_service/registry.py`) lists the modules;
+the server, the background jobs, the CLI, the id prefixes, the outbox's event
+types, the config keys, the endpoint caps and the migrations are assembled
+from that list. The kernel never imports a module: modules are handed to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from persona_service.kernel import ids
+from persona_service.kernel.config_keys import ConfigKey, install_config_keys
+from persona_service.kernel.limits.plans import EndpointCap, install_caps
+from persona_service.kernel.outbox import EVENT_TYPES
+
+if TYPE_CHECKING:
+    import grpc
+
+    from persona_service.kernel.app import App
+    from persona_service.kernel.auth import CredentialStore
+
+
+@dataclass(frozen=True)
+class ServiceBinding:
+    """One gRPC service of a module: its full proto name, how to build the
+    servicer from the App, and the generated registration function."""
+
+    name: str  # "persona.v1.PersonaService"
+    servicer: Callable[[App], object]
+    register: Callable[[Any, grpc.Server], None]
+
+
+@dataclass(frozen=True)
+class Job:
+    """A periodic background job run in every server process (jobs must be idempotent)."""
+
+    name: str
+    every_seconds: float
+    run: Callable[[App], int]  # returns how many things it did, for the log
+
+
+@dataclass(frozen=True)
+class Command:
+    """A `persona-service <name>` subcommand."""
+
+    name: str
+    help: str
+    run: Callable[[argparse.Namespace], int]
+    arguments: Callable[[argparse.ArgumentParser], None] | None = None
+
+
+@dataclass(frozen=True)
+class Process:
+    """A long-running process kind `persona-service up` starts (and supervises)
+    besides the gRPC servers, e.g. the webhook delivery worker."""
+
+    name: str
+    command: str  # the Command that runs it
+    count: Callable[[], int] = lambda: 1
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    services: Sequence[ServiceBinding] = ()
+    # id kind -> prefix (`org` -> `org_…`).
+    id_prefixes: Mapping[str, str] = field(default_factory=dict)
+    # Event types this module emits (each one of the proto's EventType values).
+    event_types: frozenset[str] = frozenset()
+    config_keys: Sequence[ConfigKey] = ()
+    # Config levels this module owns beyond org/workspace (level -> may this
+    # caller address that subject: (conn, principal, subject id) -> bool).
+    config_levels: Mapping[str, Callable[[Any, Any, str], bool]] = field(default_factory=dict)
+    endpoint_caps: Sequence[EndpointCap] = ()
+    jobs: Sequence[Job] = ()
+    commands: Sequence[Command] = ()
+    processes: Sequence[Process] = ()
+    # Alembic version directory of the module's own migrations, if any.
+    migrations: pathlib.Path | None = None
+    # Kernel ports this module implements (at most one module each).
+    credentials: Callable[[], CredentialStore] | None = None
+    limit_overrides: Callable[[Any, str], dict[str, Any]] | None = None
+
+
+class Modules:
+    """The assembled modules: checked once, then read by the kernel."""
+
+    def __init__(self, modules: Sequence[Module]):
+        self.all = tuple(modules)
+        names = [m.name for m in self.all]
+        _unique("module", names)
+        _unique("gRPC service", [s.name for m in self.all for s in m.services])
+        for module in self.all:
+            unknown = module.event_types - EVENT_TYPES
+            if unknown:
+                raise RuntimeError(f"module {module.name} declares unknown event types {sorted(unknown)}")
+            ids.register(module.id_prefixes)
+        install_config_keys([k for m in self.all for k in m.config_keys],
+                            {level: check for m in self.all for level, check in m.config_levels.items()})
+        install_caps([c for m in self.all for c in m.endpoint_caps])
+        self.services = [s for m in self.all for s in m.services]
+        self.service_names = [s.name for s in self.services]
+        self.jobs = [j for m in self.all for j in m.jobs]
+        self.commands = [c for m in self.all for c in m.commands]
+        self.processes = [p for m in self.all for p in m.processes]
+        self.migrations = [m.migrations for m in self.all if m.migrations is not None]
+        self.credentials = _one("credentials", [m.credentials for m in self.all if m.credentials])
+        self.limit_overrides = _one("limit_overrides", [m.limit_overrides for m in self.all if m.limit_overrides])
+
+
+def _unique(what: str, values: list[str]) -> None:
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            raise RuntimeError(f"{what} {value!r} is declared twice")
+        seen.add(value)
+
+
+def _one(port: str, providers: list):
+    if len(providers) > 1:
+        raise RuntimeError(f"more than one module implements the {port} port")
+    return providers[0] if providers else None

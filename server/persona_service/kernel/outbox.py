@@ -1,0 +1,63 @@
+"""The transactional outbox: events are rows written in the same transaction
+as the change they report (the caller's unit of work)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from persona_service.kernel import ids
+from persona_service.kernel.clock import utcnow
+from persona_service.kernel.cursors import CursorCodec, keyset_page
+from persona_service.kernel.errors import NotFound
+from persona_service.kernel.outbox_repository import EventRepository
+from persona_service.kernel.principal import Principal
+
+# The spec's sixteen event types; nothing else is ever emitted.
+EVENT_TYPES = frozenset(
+    {
+        "persona.created",
+        "persona.updated",
+        "persona.deleted",
+        "persona.archived",
+        "persona.regenerated",
+        "persona.audit_failed",
+        "generation.run.started",
+        "generation.run.completed",
+        "generation.run.failed",
+        "subscription.upgraded",
+        "subscription.downgraded",
+        "subscription.cancelled",
+        "marketplace.persona.published",
+        "marketplace.persona.purchased",
+        "moderation.flagged",
+        "webhook.endpoint.test_ping",
+    }
+)
+AUDIT_FAILED_REASONS = ("audit_below_threshold", "provocation_test_failed", "voice_drift")
+
+
+class Outbox:
+    def __init__(self, conn, cursors: CursorCodec | None = None):
+        self.repo = EventRepository(conn)
+        self.cursors = cursors
+
+    def emit(self, type_: str, org_id: str, workspace_id: str, data: dict[str, Any]) -> str:
+        if type_ not in EVENT_TYPES:
+            raise ValueError(f"not an event type: {type_}")
+        if type_ == "persona.audit_failed" and data.get("reason") not in AUDIT_FAILED_REASONS:
+            raise ValueError(f"persona.audit_failed needs a reason in {AUDIT_FAILED_REASONS}")
+        event_id = ids.new_id("event")
+        self.repo.add(id=event_id, org_id=org_id, workspace_id=workspace_id, type=type_, occurred_at=utcnow(), data=data)
+        return event_id
+
+    def get(self, principal: Principal, event_id: str):
+        row = self.repo.get(principal.org_id, event_id)
+        if row is None:
+            raise NotFound("event")
+        return row
+
+    def list(self, principal: Principal, type_: str, persona_id: str, page_size: int, page_token: str):
+        return keyset_page(
+            self.cursors, f"events:{principal.org_id}", page_size, page_token,
+            lambda limit, after: self.repo.list_page(principal.org_id, type_, persona_id, limit, after), "occurred_at",
+        )

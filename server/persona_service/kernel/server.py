@@ -1,0 +1,62 @@
+"""The gRPC server process: persona.v1 services, health and reflection."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from persona_service.kernel import settings as config
+from persona_service.kernel.app import App
+from persona_service.kernel.limits.plans import ENDPOINT_CAPS
+from persona_service.kernel.module import Modules
+from persona_service.kernel.transport.pipeline import RequestPipeline
+from persona_service.kernel.transport.policy import check_caps, find_services, method_table
+
+log = logging.getLogger(__name__)
+
+
+def build_server(app: App, address: str) -> tuple[grpc.Server, health.HealthServicer]:
+    services = find_services(app.modules.service_names)
+    methods = method_table(services)
+    check_caps(methods, ENDPOINT_CAPS)
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=app.settings.grpc_workers, thread_name_prefix="rpc"),
+        interceptors=[RequestPipeline(app, methods)],
+        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 8 * 1024 * 1024)],
+    )
+    for binding in app.modules.services:
+        binding.register(binding.servicer(app), server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [s.full_name for s in services] + [health.SERVICE_NAME, reflection.SERVICE_NAME]
+    reflection.enable_server_reflection(names, server)
+    if server.add_insecure_port(address) == 0:
+        raise SystemExit(f"cannot listen on {address}: the port is in use")
+    for name in ["", *(s.full_name for s in services)]:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return server, health_servicer
+
+
+def serve(modules: Modules) -> None:
+    settings = config.load()
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    app = App(settings, modules)
+    app.start_background()
+    server, health_servicer = build_server(app, f"127.0.0.1:{settings.grpc_port}")
+    server.start()
+    log.info("gRPC server listening on 127.0.0.1:%s", settings.grpc_port)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    health_servicer.enter_graceful_shutdown()
+    server.stop(grace=5).wait()
+    app.close()
+

@@ -1,0 +1,42 @@
+"""The per-request context a servicer reads: who calls, and its unit of work."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from persona_service.kernel.db.uow import UnitOfWork
+from persona_service.kernel.principal import Principal
+
+
+@dataclass
+class RequestContext:
+    request_id: str
+    method: str
+    uow: UnitOfWork
+    client_ip: str | None
+    principal: Principal | None = None
+    # Response headers (gRPC initial metadata; Envoy turns them into HTTP headers).
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    # Run after the unit of work commits (e.g. cache invalidation broadcasts).
+    after_commit: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def conn(self):
+        return self.uow.conn
+
+
+_current: contextvars.ContextVar[RequestContext] = contextvars.ContextVar("persona_request")
+
+
+def current() -> RequestContext:
+    return _current.get()
+
+
+def bind(ctx: RequestContext) -> contextvars.Token:
+    return _current.set(ctx)
+
+
+def unbind(token: contextvars.Token) -> None:
+    _current.reset(token)

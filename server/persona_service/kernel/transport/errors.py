@@ -1,0 +1,83 @@
+"""The one place where an ApiError becomes a gRPC status.
+
+Native gRPC callers get the catalogue's gRPC code and, in
+`grpc-status-details-bin`, a google.rpc.Status with an ErrorInfo (reason =
+the envelope code) and a persona.v1.Error carrying the details. For the JSON
+edge, trailing metadata carries `x-http-status` and `x-error-body` (the
+rendered envelope); Envoy's Lua hook turns them into the HTTP response.
+"""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+from google.protobuf import any_pb2, struct_pb2
+from google.rpc import error_details_pb2, status_pb2
+from persona.v1 import errors_pb2
+
+from persona_service.kernel.errors import ApiError
+
+DOMAIN = "persona-service"
+# Keep the envelope well under Envoy's response-header limit.
+MAX_BODY_BYTES = 16_384
+
+
+def envelope(err: ApiError) -> dict:
+    return {"error": {"code": err.code, "message": err.message, "details": err.details}}
+
+
+def render_body(err: ApiError) -> str:
+    stored = getattr(err, "rendered_body", None)
+    if stored is not None:
+        return stored
+    body = json.dumps(envelope(err), ensure_ascii=True, separators=(",", ":"), default=str)
+    if len(body) > MAX_BODY_BYTES:
+        trimmed = dict(err.details)
+        for key, value in trimmed.items():
+            if isinstance(value, list):
+                trimmed[key] = value[:20]
+        trimmed["truncated"] = True
+        body = json.dumps(
+            {"error": {"code": err.code, "message": err.message, "details": trimmed}},
+            ensure_ascii=True, separators=(",", ":"), default=str,
+        )[:MAX_BODY_BYTES]
+    return body
+
+
+def error_message(err: ApiError, body: str | None = None) -> errors_pb2.Error:
+    """The envelope's `error` object as a persona.v1.Error (gRPC status
+    details, and the in-band `error` event of server streams)."""
+    error = json.loads(body or render_body(err))["error"]
+    details = struct_pb2.Struct()
+    details.update(error["details"])
+    return errors_pb2.Error(code=error["code"], message=error["message"], details=details)
+
+
+def _status_details(err: ApiError, body: str) -> bytes:
+    info = any_pb2.Any()
+    info.Pack(error_details_pb2.ErrorInfo(reason=err.code, domain=DOMAIN))
+    error = any_pb2.Any()
+    error.Pack(error_message(err, body))
+    return status_pb2.Status(code=err.spec.grpc_code, message=err.message, details=[info, error]).SerializeToString()
+
+
+def abort(context: grpc.ServicerContext, err: ApiError, headers: list[tuple[str, str]]) -> None:
+    """Abort the RPC with the error; never returns."""
+    body = render_body(err)
+    extra = {"x-should-retry": "true" if err.spec.retryable else "false", **dict(headers), **err.headers}
+    trailers = [
+        ("grpc-status-details-bin", _status_details(err, body)),
+        ("x-http-status", str(err.spec.http_status)),
+        ("x-error-body", body),
+        *extra.items(),
+    ]
+    context.set_trailing_metadata(trailers)
+    context.abort(grpc.StatusCode[_grpc_name(err.spec.grpc_code)], err.message)
+
+
+def _grpc_name(code: int) -> str:
+    for status in grpc.StatusCode:
+        if status.value[0] == code:
+            return status.name
+    return "UNKNOWN"

@@ -1,0 +1,327 @@
+"""The request pipeline, as one gRPC server interceptor.
+
+For every persona.v1 RPC, in order: request id → authenticate → rate limits
+(per organization; per client address when authentication failed) →
+authorize against the method's declared policy and the key's IP allowlist →
+validate the request from its proto rules → idempotency (writes with an
+`Idempotency-Key`) → the servicer, in a unit of work → audit → commit →
+response headers. Errors, expected (ApiError) or not (500 `internal_error`,
+logged with the request id, nothing leaked), are translated by
+`transport.errors`. A new RPC gets all of this by declaring its policy.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import re
+
+import grpc
+
+from persona_service.kernel import ids
+from persona_service.kernel.access import authorize
+from persona_service.kernel.audit import AuditEntry, AuditLog
+from persona_service.kernel.auth import check_client_address
+from persona_service.kernel.db.uow import UnitOfWork
+from persona_service.kernel.errors import ApiError, InternalError, StoredError, Unauthorized
+from persona_service.kernel.idempotency import request_hash
+from persona_service.kernel.limits.limiter import Admission
+from persona_service.kernel.transport import context as request_context
+from persona_service.kernel.transport.errors import abort, render_body
+from persona_service.kernel.transport.policy import PACKAGE, MethodMeta
+from persona_service.kernel.transport.validation import validate
+
+log = logging.getLogger("persona_service.requests")
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,128}$")
+# Headers an idempotent replay does not copy from the first response.
+_PER_RESPONSE = ("x-request-id", "x-ratelimit-", "ratelimit", "x-service-plan-window-seconds", "retry-after")
+
+
+class _Call:
+    """Per-call state that the stages share."""
+
+    def __init__(self, ctx, metadata):
+        self.ctx = ctx
+        self.metadata = metadata
+        self.admission = Admission()
+        self.claim = None
+        self.reached_operation = False
+        self.succeeded = False
+        self.streaming = False  # a streaming RPC has sent its headers
+
+
+class RequestPipeline(grpc.ServerInterceptor):
+    def __init__(self, app, methods: dict[str, MethodMeta]):
+        self.app = app
+        self.methods = methods
+        self._trusted = [ipaddress.ip_network(n.strip(), strict=False) for n in app.settings.trusted_proxies if n.strip()]
+        self._trusted_cache: dict[str, bool] = {}
+
+    def intercept_service(self, continuation, details):
+        handler = continuation(details)
+        if handler is None or not details.method.startswith("/" + PACKAGE):
+            return handler
+        meta = self.methods[details.method]
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(handler.unary_unary, meta),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._streaming(handler.unary_stream, meta),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+    # --- handlers ---------------------------------------------------------------
+
+    def _unary(self, behavior, meta: MethodMeta):
+        def handle(request, context):
+            call = self._begin(context, meta)
+            token = request_context.bind(call.ctx)
+            try:
+                replay = self._admit(call, request, meta)
+                if replay is not None:
+                    response = self._replay(call, replay, meta)
+                else:
+                    call.reached_operation = True
+                    response = behavior(request, context)
+                    self._complete(call, meta, request, response)
+            except Exception as exc:  # noqa: BLE001 - translated, never leaked
+                self._fail(call, context, meta, exc)
+            else:
+                context.send_initial_metadata(call.ctx.headers)
+                self._log(call.ctx, 200)
+                return response
+            finally:
+                self._end(call, token)
+
+        return handle
+
+    def _streaming(self, behavior, meta: MethodMeta):
+        def handle(request, context):
+            call = self._begin(context, meta)
+            token = request_context.bind(call.ctx)
+            try:
+                self._admit(call, request, meta, idempotent=False)
+                call.reached_operation = True
+                last = None
+                for last in behavior(request, context):
+                    if not call.streaming:
+                        # Headers go with the first message, so an error raised
+                        # before it is still a plain (trailers-only) error.
+                        context.send_initial_metadata(call.ctx.headers)
+                        call.streaming = True
+                    yield last
+                if not call.streaming:
+                    context.send_initial_metadata(call.ctx.headers)
+                self._complete(call, meta, request, last)
+            except Exception as exc:  # noqa: BLE001
+                self._fail(call, context, meta, exc)
+            finally:
+                self._end(call, token)
+
+        return handle
+
+    # --- stages -----------------------------------------------------------------
+
+    def _begin(self, context, meta: MethodMeta) -> _Call:
+        metadata = dict(context.invocation_metadata())
+        request_id = metadata.get("x-request-id", "")
+        if not _REQUEST_ID.match(request_id):
+            request_id = ids.new_id("request")
+        ctx = request_context.RequestContext(
+            request_id=request_id,
+            method=meta.path,
+            uow=UnitOfWork(self.app.engine, read_only=not meta.policy.write),
+            client_ip=self._client_ip(context.peer(), metadata.get("x-envoy-client-address")),
+        )
+        ctx.headers.append(("x-request-id", request_id))
+        return _Call(ctx, metadata)
+
+    def _admit(self, call: _Call, request, meta: MethodMeta, idempotent: bool = True):
+        """Everything before the operation. Returns a stored outcome to replay, or None."""
+        ctx, policy = call.ctx, meta.policy
+        try:
+            principal = self.app.authenticator.authenticate(call.metadata.get("authorization"), lambda: ctx.conn)
+        except Unauthorized:
+            # Failed credentials are limited per client address, and carry the headers too.
+            ctx.headers += self.app.limiter.admit_anonymous(ctx.client_ip).headers
+            raise
+        ctx.principal = principal
+        call.admission = self.app.limiter.admit(
+            principal.org_id, self.app.limits.limits(principal), cap=policy.endpoint_cap,
+            generation=policy.generation, token=ctx.request_id,
+        )
+        ctx.headers += call.admission.headers
+        check_client_address(principal, ctx.client_ip)
+        authorize(principal, scope=policy.scope, roles=policy.roles, platform_admin=policy.platform_admin)
+        validate(request)
+        key = call.metadata.get("idempotency-key")
+        if not (policy.write and idempotent and key is not None):
+            return None
+        digest = request_hash(meta.path, request.SerializeToString(deterministic=True))
+        call.claim, replay = self.app.idempotency.begin(principal, key, meta.path, digest)
+        return replay
+
+    def _replay(self, call: _Call, replay, meta: MethodMeta):
+        call.ctx.headers += [*replay.headers.items(), ("idempotent-replayed", "true")]
+        if replay.error_body is not None:
+            raise StoredError(replay.error_status, replay.error_body, replay.headers)
+        return meta.response_class.FromString(replay.response)
+
+    def _complete(self, call: _Call, meta: MethodMeta, request, response) -> None:
+        ctx = call.ctx
+        if meta.audited:
+            AuditLog(ctx.conn).record(self._entry(ctx, meta, "success", 200, request=request, response=response))
+        if call.claim is not None:
+            self.app.idempotency.complete(ctx.conn, call.claim, response.SerializeToString(), self._replayable(ctx.headers))
+        ctx.uow.commit()
+        call.succeeded = True
+        for hook in ctx.after_commit:
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 - the change is committed; a hook must not fail the call
+                log.exception("after-commit hook failed [request_id=%s]", ctx.request_id)
+
+    def _fail(self, call: _Call, context, meta: MethodMeta, exc: Exception) -> None:
+        ctx = call.ctx
+        if isinstance(exc, ApiError):
+            err = exc
+        else:
+            log.exception("unhandled error in %s [request_id=%s]", ctx.method, ctx.request_id)
+            err = InternalError()
+        if err.persist and call.reached_operation:
+            self._commit_outcome(ctx, err)
+        ctx.uow.close()  # roll back whatever was not committed
+        if isinstance(err, StoredError):
+            err.headers["idempotent-replayed"] = "true"
+        else:
+            self._record_failure(call, meta, err)
+        self._log(ctx, err.spec.http_status)
+        abort(context, err, ctx.headers)
+
+    def _commit_outcome(self, ctx, err: ApiError) -> None:
+        """Commit changes that are part of an error's outcome (e.g. a failed run's record)."""
+        try:
+            ctx.uow.commit()
+        except Exception:  # noqa: BLE001 - the caller still gets its error
+            log.exception("could not commit the outcome of %s [request_id=%s]", err.code, ctx.request_id)
+
+    def _record_failure(self, call: _Call, meta: MethodMeta, err: ApiError) -> None:
+        ctx = call.ctx
+        status = err.spec.http_status
+        security = err.code in ("unauthorized", "forbidden")
+        try:
+            if security or (call.reached_operation and meta.audited):
+                action = "auth.authenticate" if err.code == "unauthorized" else meta.action
+                entry = self._entry(ctx, meta, "failure", status, error=err, action=action)
+                with self.app.engine.begin() as conn:
+                    AuditLog(conn).record(entry)
+            if call.claim is not None:
+                if status < 500:
+                    headers = self._replayable(ctx.headers + list(err.headers.items()))
+                    self.app.idempotency.fail(call.claim, status, render_body(err), headers)
+                else:
+                    self.app.idempotency.release(call.claim)
+        except Exception:  # noqa: BLE001 - the caller still gets its error
+            log.exception("could not record the failure [request_id=%s]", ctx.request_id)
+
+    def _end(self, call: _Call, token) -> None:
+        # A generation that did not succeed gives its quota unit back.
+        self.app.limiter.release(call.admission, refund=not call.succeeded)
+        call.ctx.uow.close()
+        request_context.unbind(token)
+
+    # --- helpers ------------------------------------------------------------------
+
+    @staticmethod
+    def _entry(ctx, meta: MethodMeta, outcome: str, status: int, *, request=None, response=None, error=None,
+               action: str | None = None) -> AuditEntry:
+        hint = getattr(error, "principal", None)
+        return AuditEntry.for_principal(
+            ctx.principal or hint,
+            action=action or meta.action,
+            outcome=outcome,
+            status=status,
+            request_id=ctx.request_id,
+            client_ip=ctx.client_ip,
+            resource_type=meta.resource_type,
+            resource_id=_resource_id(request, response),
+            error_code=error.code if error is not None else "",
+            details={"method": meta.path, **({"message": error.message} if error is not None else {})},
+        )
+
+    @staticmethod
+    def _replayable(headers: list[tuple[str, str]]) -> dict[str, str]:
+        return {k: v for k, v in headers if not k.startswith(_PER_RESPONSE)}
+
+    def _log(self, ctx, status: int) -> None:
+        # Envoy's access log has every request with its id; the server logs
+        # failures at INFO and successes at DEBUG (a log line costs throughput).
+        if status < 400 and not log.isEnabledFor(logging.DEBUG):
+            return
+        principal = ctx.principal
+        log.log(
+            logging.DEBUG if status < 400 else logging.INFO,
+            "%s status=%s request_id=%s org=%s credential=%s",
+            ctx.method, status, ctx.request_id,
+            principal.org_id if principal else "-", principal.credential_id if principal else "-",
+        )
+
+    def _client_ip(self, peer: str, edge_address: str | None) -> str | None:
+        """The client address: the peer, or, when the peer is the trusted edge,
+        the downstream address Envoy reports (`x-envoy-client-address`)."""
+        address = _peer_address(peer)
+        if edge_address and address is not None and self._is_trusted(address):
+            return _host_of(edge_address)
+        return address
+
+    def _is_trusted(self, address: str) -> bool:
+        # Peers are few (the edge, local services): remember each verdict.
+        trusted = self._trusted_cache.get(address)
+        if trusted is None:
+            try:
+                trusted = any(ipaddress.ip_address(address) in net for net in self._trusted)
+            except ValueError:
+                trusted = False
+            if len(self._trusted_cache) < 1024:
+                self._trusted_cache[address] = trusted
+        return trusted
+
+
+def _resource_id(request, response) -> str:
+    for message in (request, response):
+        if message is None:
+            continue
+        if "id" in message.DESCRIPTOR.fields_by_name and message.id:
+            return message.id
+        for field in message.DESCRIPTOR.fields:
+            if field.message_type is not None and not field.is_repeated and message.HasField(field.name):
+                nested = getattr(message, field.name)
+                if "id" in nested.DESCRIPTOR.fields_by_name and nested.id:
+                    return nested.id
+    return ""
+
+
+def _host_of(address: str) -> str:
+    """"1.2.3.4:5", "[::1]:5" or a bare address → the host part."""
+    if address.startswith("["):
+        return address[1:].split("]", 1)[0]
+    if address.count(":") == 1:
+        return address.split(":", 1)[0]
+    return address
+
+
+def _peer_address(peer: str) -> str | None:
+    # "ipv4:127.0.0.1:5555", "ipv6:[::1]:5555", "unix:/path"
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rsplit(":", 1)[0]
+    if kind == "ipv6":
+        return rest.rsplit(":", 1)[0].strip("[]")
+    return None

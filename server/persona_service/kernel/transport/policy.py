@@ -1,0 +1,63 @@
+"""What the request pipeline knows about each RPC, read once from the
+descriptors: its `(persona.v1.policy)` option, audit naming and response type."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from google.protobuf import descriptor_pool, message_factory
+from google.protobuf.descriptor import ServiceDescriptor
+from persona.v1 import options_pb2
+
+from persona_service.kernel.audit import action_name
+
+PACKAGE = "persona.v1."
+
+
+@dataclass(frozen=True)
+class MethodMeta:
+    path: str  # "/persona.v1.ApiKeyService/CreateApiKey"
+    policy: options_pb2.MethodPolicy
+    action: str  # audit action, e.g. "api_key.create"
+    resource_type: str
+    response_class: type
+
+    @property
+    def audited(self) -> bool:
+        """Writes, admin actions and declared reads are audited whatever their outcome."""
+        return self.policy.write or self.policy.platform_admin or self.policy.audited
+
+
+def method_table(services: list[ServiceDescriptor]) -> dict[str, MethodMeta]:
+    """Every method must declare a policy: an RPC without one is a startup
+    error, not an open door."""
+    table = {}
+    for service in services:
+        for method in service.methods:
+            opts = method.GetOptions()
+            if not opts.HasExtension(options_pb2.policy):
+                raise RuntimeError(f"{method.full_name} declares no (persona.v1.policy)")
+            policy = opts.Extensions[options_pb2.policy]
+            path = f"/{service.full_name}/{method.name}"
+            table[path] = MethodMeta(
+                path=path,
+                policy=policy,
+                action=policy.audit_action or action_name(method.name, policy.resource_type),
+                resource_type=policy.resource_type,
+                response_class=message_factory.GetMessageClass(method.output_type),
+            )
+    return table
+
+
+def find_services(names: list[str]) -> list[ServiceDescriptor]:
+    pool = descriptor_pool.Default()
+    return [pool.FindServiceByName(name) for name in names]
+
+
+def check_caps(table: dict[str, MethodMeta], caps: Iterable[str]) -> None:
+    """Every endpoint cap a policy names must exist: a typo is a startup error."""
+    known = set(caps)
+    for meta in table.values():
+        if meta.policy.endpoint_cap and meta.policy.endpoint_cap not in known:
+            raise RuntimeError(f"{meta.path} names unknown endpoint cap {meta.policy.endpoint_cap!r}")

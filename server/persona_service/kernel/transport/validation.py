@@ -1,0 +1,106 @@
+"""Declarative request validation from the proto's `(persona.v1.rules)`.
+
+Every rule of every field (nested messages included) is checked in one pass;
+all violations are reported together in `details.validationErrors[]`, with
+JSON paths (`soul.desire`, `scopes[1]`) because that is what callers wrote.
+Rules per message type are read from the descriptor once and cached.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import re
+from typing import Any
+
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+from persona.v1 import options_pb2
+
+from persona_service.kernel.errors import ValidationFailed, Violation
+
+_SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+
+
+def _is_cidr(value: str) -> bool:
+    try:
+        ipaddress.ip_network(value, strict=False)
+        return True
+    except ValueError:
+        return False
+
+
+FORMATS = {"cidr": _is_cidr, "slug": lambda v: bool(_SLUG.match(v))}
+
+
+@functools.cache
+def _plan(descriptor: Descriptor) -> tuple:
+    """(field, rules or None, nested, repeated) for fields with rules or nested messages to walk."""
+    plan = []
+    for field in descriptor.fields:
+        opts = field.GetOptions()
+        rules = opts.Extensions[options_pb2.rules] if opts.HasExtension(options_pb2.rules) else None
+        nested = field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.full_name.startswith("persona.")
+        if rules is not None or nested:
+            plan.append((field, rules, nested, field.is_repeated))
+    return tuple(plan)
+
+
+def validate(message: Message) -> None:
+    violations: list[Violation] = []
+    _walk(message, "", violations)
+    if violations:
+        raise ValidationFailed(violations)
+
+
+def _walk(message: Message, prefix: str, out: list[Violation]) -> None:
+    for field, rules, nested, repeated in _plan(message.DESCRIPTOR):
+        path = prefix + field.json_name
+        value = getattr(message, field.name)
+        present = not repeated and field.has_presence and message.HasField(field.name)
+        if not repeated and field.has_presence and not present:
+            value = None  # an absent message field or unset `optional` scalar
+        if rules is not None:
+            _check(rules, path, list(value) if repeated else value, repeated, out, present)
+        if nested:
+            if repeated:
+                for i, item in enumerate(value):
+                    _walk(item, f"{path}[{i}].", out)
+            elif message.HasField(field.name):
+                _walk(value, path + ".", out)
+
+
+def _check(rules, path: str, value: Any, repeated: bool, out: list[Violation], present: bool = False) -> None:
+    if rules.required and (value in ("", None) or (repeated and not value)):
+        out.append(Violation(path, "required", value, {"required": True}))
+        return
+    if value is None:
+        return  # absent: nothing to check
+    # An `optional` field set explicitly is validated even when empty.
+    if isinstance(value, (str, list)) and (value != "" or present):
+        unit = "items" if repeated else "characters"
+        if rules.min_len and len(value) < rules.min_len:
+            out.append(Violation(path, "min_length", value, {"minLength": rules.min_len, "unit": unit}))
+        if rules.max_len and len(value) > rules.max_len:
+            shown = value if len(value) <= 200 or repeated else value[:200] + "…"
+            out.append(Violation(path, "max_length", shown if not repeated else len(value), {"maxLength": rules.max_len, "unit": unit}))
+    items = list(enumerate(value)) if repeated else [(None, value)]
+    for index, item in items:
+        item_path = path if index is None else f"{path}[{index}]"
+        if isinstance(item, str) and item == "" and not (present and index is None):
+            continue
+        if rules.one_of and item not in rules.one_of:
+            out.append(Violation(item_path, "one_of", item, {"oneOf": list(rules.one_of)}))
+        if rules.format and isinstance(item, str) and not FORMATS[rules.format](item):
+            out.append(Violation(item_path, "format", item, {"format": rules.format}))
+        if isinstance(item, int) and not isinstance(item, bool):
+            if rules.HasField("min_value") and item < rules.min_value:
+                out.append(Violation(item_path, "minimum", item, {"minimum": rules.min_value}))
+            if rules.HasField("max_value") and item > rules.max_value:
+                out.append(Violation(item_path, "maximum", item, {"maximum": rules.max_value}))
+    if rules.unique and repeated:
+        seen = set()
+        for index, item in enumerate(value):
+            if item in seen:
+                out.append(Violation(f"{path}[{index}]", "unique", item, {"unique": True}))
+            seen.add(item)

@@ -1,1 +1,0 @@
-"""Rate limits, concurrency budgets and monthly quotas (state in Redis)."""

@@ -1,0 +1,26 @@
+"""Moderation: a non-pass verdict at any stage records a review item (for
+the admin queue) and emits `moderation.flagged`."""
+
+from __future__ import annotations
+
+from persona_service.kernel import ids
+from persona_service.kernel.outbox import Outbox
+from persona_service.moderation.repository import ModerationRepository
+from persona_service.providers.base import ModerationResult
+
+STAGES = ("input_intent", "output_content", "impersonation", "pii")
+
+
+def record_flag(conn, *, org_id: str, workspace_id: str, stage: str, subject_type: str, subject_id: str,
+                text: str, result: ModerationResult) -> str:
+    review_id = ids.new_id("moderation_review")
+    ModerationRepository(conn).add(
+        id=review_id, org_id=org_id, workspace_id=workspace_id, stage=stage, subject_type=subject_type,
+        subject_id=subject_id, categories=list(result.categories), scores=dict(result.scores), excerpt=text[:500],
+    )
+    Outbox(conn).emit(
+        "moderation.flagged", org_id, workspace_id,
+        {"reviewId": review_id, "stage": stage, "categories": list(result.categories), "subjectType": subject_type,
+         "subjectId": subject_id},
+    )
+    return review_id

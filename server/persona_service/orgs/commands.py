@@ -1,0 +1,67 @@
+"""`persona-service bootstrap` and `persona-service mint-jwt`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from persona_service.kernel.module import Command
+
+
+def bootstrap(args: argparse.Namespace) -> int:
+    from persona_service.kernel import settings
+    from persona_service.kernel.db import migrate
+    from persona_service.kernel.db.engine import make_engine
+    from persona_service.kernel.embedded import database_url
+    from persona_service.kernel.principal import SCOPES
+    from persona_service.orgs.keys import KeyService
+    from persona_service.orgs.service import Onboarding
+
+    url = database_url(settings.load())
+    migrate.upgrade(url, args.modules.migrations)
+    engine = make_engine(url, pool_size=1)
+    with engine.begin() as conn:
+        made = Onboarding(conn).create_org(
+            args.org_name, plan=args.plan, region=args.region, owner_email=args.owner_email,
+            platform_admin=args.platform_admin,
+        )
+        _, secret = KeyService(conn).create(
+            None, org_id=made.org_id, workspace_id=made.workspace_id, user_id=made.user_id, plan=args.plan,
+            name="bootstrap", scopes=list(SCOPES), mode=args.mode,
+        )
+    engine.dispose()
+    print(json.dumps({"orgId": made.org_id, "workspaceId": made.workspace_id, "userId": made.user_id, "apiKey": secret}))
+    return 0
+
+
+def _bootstrap_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--org-name", required=True)
+    parser.add_argument("--plan", choices=["free", "pro", "team", "enterprise"], default="pro")
+    parser.add_argument("--region", choices=["us", "eu"], default="us")
+    parser.add_argument("--mode", choices=["live", "test"], default="live", help="key prefix sk_live_ or sk_test_")
+    parser.add_argument("--owner-email")
+    parser.add_argument("--platform-admin", action="store_true", help="make the Owner a platform administrator")
+
+
+def mint_jwt(args: argparse.Namespace) -> int:
+    from persona_service.kernel import settings as config
+    from persona_service.kernel.auth import Authenticator, CredentialCache
+
+    settings = config.load()
+    auth = Authenticator(settings.resolved_jwt_secret(), CredentialCache(0), settings.jwt_ttl_seconds)
+    print(auth.mint_session(args.user_id, args.org_id, args.workspace_id, args.ttl_seconds))
+    return 0
+
+
+def _mint_jwt_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--user-id", required=True)
+    parser.add_argument("--org-id", required=True)
+    parser.add_argument("--workspace-id", required=True)
+    parser.add_argument("--ttl-seconds", type=int)
+
+
+COMMANDS = (
+    Command("bootstrap", "create an organization, workspace, Owner and an all-scopes API key", bootstrap,
+            _bootstrap_arguments),
+    Command("mint-jwt", "issue a session JWT for a user", mint_jwt, _mint_jwt_arguments),
+)

@@ -1,0 +1,68 @@
+"""API keys: creation (secret shown once), listing and revocation."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+
+from persona_service.kernel import ids
+from persona_service.kernel.auth import hash_secret
+from persona_service.kernel.clock import utcnow
+from persona_service.kernel.cursors import CursorCodec, keyset_page
+from persona_service.kernel.errors import Forbidden, NotFound, ValidationFailed, Violation
+from persona_service.kernel.principal import SCOPES, Principal
+from persona_service.orgs.keys_repository import KeyRepository
+
+
+def new_secret(mode: str) -> str:
+    return f"sk_{mode}_{secrets.token_urlsafe(32)}"
+
+
+class KeyService:
+    def __init__(self, conn, cursors: CursorCodec | None = None):
+        self.repo = KeyRepository(conn)
+        self.cursors = cursors
+
+    def create(
+        self, principal: Principal | None, *, org_id: str, workspace_id: str, user_id: str, plan: str,
+        name: str, scopes: list[str], mode: str = "live", expires_at: datetime | None = None,
+        ip_allowlist: list[str] = (),
+    ) -> tuple[dict, str]:
+        """Create a key. `principal` is the caller (None for the bootstrap CLI)."""
+        if principal is not None:
+            missing = sorted(set(scopes) - principal.scopes)
+            if missing:
+                raise Forbidden("A key cannot grant scopes its creator does not hold.", {"scopes": missing})
+        if ip_allowlist and plan != "enterprise":
+            raise Forbidden("IP allowlists are available on the Enterprise plan only.", {"requiredPlan": "enterprise"})
+        if expires_at is not None and expires_at <= utcnow():
+            raise ValidationFailed([Violation("expiresAt", "future", expires_at.isoformat(), {"after": "now"})])
+        mode = mode or "live"
+        secret = new_secret(mode)
+        # Keep the catalogue order, so the stored list is canonical.
+        ordered = [s for s in SCOPES if s in set(scopes)]
+        row = self.repo.create(
+            id=ids.new_id("api_key"), org_id=org_id, workspace_id=workspace_id, created_by_user_id=user_id,
+            name=name, scopes=ordered, mode=mode, prefix=secret[:12], secret_hash=hash_secret(secret),
+            ip_allowlist=list(ip_allowlist), expires_at=expires_at,
+        )
+        return dict(row), secret
+
+    def get(self, principal: Principal, key_id: str):
+        row = self.repo.get(principal.workspace_id, key_id)
+        if row is None:
+            raise NotFound("API key")
+        return row
+
+    def list(self, principal: Principal, page_size: int, page_token: str):
+        return keyset_page(
+            self.cursors, f"keys:{principal.workspace_id}", page_size, page_token,
+            lambda limit, after: self.repo.list_page(principal.workspace_id, limit, after), "created_at",
+        )
+
+    def revoke(self, principal: Principal, key_id: str) -> tuple[dict, str | None]:
+        """Revoke; returns the key and the hash to evict from credential caches."""
+        row = self.repo.revoke(principal.workspace_id, key_id, utcnow())
+        if row is None:
+            return self.get(principal, key_id), None  # already revoked (or 404)
+        return row, self.repo.secret_hash(key_id)

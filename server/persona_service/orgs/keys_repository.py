@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Connection, bindparam, insert, select, tuple_, update
+
+from persona_service.orgs.tables import ApiKey, Membership, Organization, User
+
+_keys = ApiKey.__table__
+_orgs = Organization.__table__
+_users = User.__table__
+_members = Membership.__table__
+
+# The hot auth read: one indexed lookup by hash, joined with what authorization needs.
+_by_hash = (
+    select(
+        _keys.c.id,
+        _keys.c.org_id,
+        _keys.c.workspace_id,
+        _keys.c.created_by_user_id,
+        _keys.c.scopes,
+        _keys.c.ip_allowlist,
+        _keys.c.expires_at,
+        _keys.c.revoked_at,
+        _orgs.c.plan,
+        _users.c.is_platform_admin,
+        _members.c.role,
+    )
+    .join(_orgs, _orgs.c.id == _keys.c.org_id)
+    .join(_users, _users.c.id == _keys.c.created_by_user_id)
+    # A key acts with its creator's current role (none if they left the org).
+    .outerjoin(_members, (_members.c.org_id == _keys.c.org_id) & (_members.c.user_id == _keys.c.created_by_user_id))
+)
+
+_find_for_auth = _by_hash.where(_keys.c.secret_hash == bindparam("secret_hash"))
+
+_public_columns = [
+    _keys.c.id,
+    _keys.c.name,
+    _keys.c.scopes,
+    _keys.c.mode,
+    _keys.c.prefix,
+    _keys.c.ip_allowlist,
+    _keys.c.workspace_id,
+    _keys.c.created_at,
+    _keys.c.expires_at,
+    _keys.c.revoked_at,
+]
+
+
+class KeyRepository:
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    def find_for_auth(self, secret_hash: str):
+        return self.conn.execute(_find_for_auth, {"secret_hash": secret_hash}).mappings().first()
+
+    def create(self, **values):
+        stmt = insert(_keys).values(**values).returning(*_public_columns)
+        return self.conn.execute(stmt).mappings().one()
+
+    def get(self, workspace_id: str, key_id: str):
+        stmt = select(*_public_columns).where(_keys.c.id == key_id, _keys.c.workspace_id == workspace_id)
+        return self.conn.execute(stmt).mappings().first()
+
+    def secret_hash(self, key_id: str) -> str:
+        return self.conn.execute(select(_keys.c.secret_hash).where(_keys.c.id == key_id)).scalar_one()
+
+    def list_page(self, workspace_id: str, limit: int, after: tuple[datetime, str] | None):
+        """Newest first, keyset-paginated on (created_at, id) so inserts never shift a page."""
+        stmt = select(*_public_columns).where(_keys.c.workspace_id == workspace_id)
+        if after is not None:
+            created_at, key_id = after
+            stmt = stmt.where(tuple_(_keys.c.created_at, _keys.c.id) < tuple_(created_at, key_id))
+        stmt = stmt.order_by(_keys.c.created_at.desc(), _keys.c.id.desc()).limit(limit)
+        return self.conn.execute(stmt).mappings().all()
+
+    def revoke(self, workspace_id: str, key_id: str, at: datetime):
+        stmt = (
+            update(_keys)
+            .where(_keys.c.id == key_id, _keys.c.workspace_id == workspace_id, _keys.c.revoked_at.is_(None))
+            .values(revoked_at=at)
+            .returning(*_public_columns)
+        )
+        return self.conn.execute(stmt).mappings().first()

@@ -1,0 +1,47 @@
+from persona.v1 import keys_pb2, keys_pb2_grpc
+
+from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.convert import optional_time, timestamp
+from persona_service.orgs.keys import KeyService
+
+
+def api_key(row) -> keys_pb2.ApiKey:
+    return keys_pb2.ApiKey(
+        id=row["id"], name=row["name"], scopes=row["scopes"], mode=row["mode"], prefix=row["prefix"],
+        ip_allowlist=row["ip_allowlist"], workspace_id=row["workspace_id"], created_at=timestamp(row["created_at"]),
+        expires_at=timestamp(row["expires_at"]), revoked_at=timestamp(row["revoked_at"]),
+    )
+
+
+class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
+    def __init__(self, app):
+        self.app = app
+
+    def _service(self, ctx) -> KeyService:
+        return KeyService(ctx.conn, self.app.cursors)
+
+    def CreateApiKey(self, request, context):
+        ctx = current()
+        p = ctx.principal
+        row, secret = self._service(ctx).create(
+            p, org_id=p.org_id, workspace_id=p.workspace_id, user_id=p.user_id, plan=p.plan,
+            name=request.name, scopes=list(request.scopes), mode=request.mode,
+            expires_at=optional_time(request, "expires_at"), ip_allowlist=list(request.ip_allowlist),
+        )
+        return keys_pb2.CreateApiKeyResponse(key=api_key(row), secret=secret)
+
+    def ListApiKeys(self, request, context):
+        ctx = current()
+        rows, token = self._service(ctx).list(ctx.principal, request.page_size, request.page_token)
+        return keys_pb2.ListApiKeysResponse(keys=[api_key(r) for r in rows], next_page_token=token)
+
+    def GetApiKey(self, request, context):
+        ctx = current()
+        return api_key(self._service(ctx).get(ctx.principal, request.id))
+
+    def RevokeApiKey(self, request, context):
+        ctx = current()
+        row, secret_hash = self._service(ctx).revoke(ctx.principal, request.id)
+        if secret_hash is not None:
+            ctx.after_commit.append(lambda: self.app.invalidate("cred:key:" + secret_hash))
+        return api_key(row)

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from sqlalchemy import Connection, func, insert, select
+
+from persona_service.orgs.tables import Membership, Organization, User, Workspace
+
+_orgs = Organization.__table__
+_workspaces = Workspace.__table__
+_users = User.__table__
+_members = Membership.__table__
+
+_workspaces_count = (
+    select(func.count()).select_from(_workspaces).where(_workspaces.c.org_id == _orgs.c.id).scalar_subquery()
+)
+
+
+class OrgRepository:
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    def get(self, org_id: str):
+        stmt = select(_orgs, _workspaces_count.label("workspaces_count")).where(_orgs.c.id == org_id)
+        return self.conn.execute(stmt).mappings().first()
+
+    def slug_taken(self, slug: str) -> bool:
+        return self.conn.execute(select(_orgs.c.id).where(_orgs.c.slug == slug)).first() is not None
+
+    def create_org(self, **values) -> None:
+        self.conn.execute(insert(_orgs).values(**values))
+
+    def create_workspace(self, **values) -> None:
+        self.conn.execute(insert(_workspaces).values(**values))
+
+    def create_user(self, **values) -> None:
+        self.conn.execute(insert(_users).values(**values))
+
+    def add_member(self, org_id: str, user_id: str, role: str) -> None:
+        self.conn.execute(insert(_members).values(org_id=org_id, user_id=user_id, role=role))
+
+    def workspace_of(self, workspace_id: str):
+        return self.conn.execute(select(_workspaces).where(_workspaces.c.id == workspace_id)).mappings().first()
+
+    def member(self, org_id: str, user_id: str):
+        """The user's membership in the org joined with the user and the org's plan."""
+        stmt = (
+            select(_members.c.role, _users.c.is_platform_admin, _orgs.c.plan)
+            .join(_users, _users.c.id == _members.c.user_id)
+            .join(_orgs, _orgs.c.id == _members.c.org_id)
+            .where(_members.c.org_id == org_id, _members.c.user_id == user_id)
+        )
+        return self.conn.execute(stmt).mappings().first()

@@ -1,0 +1,72 @@
+"""Organizations, workspaces, users and memberships."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from persona_service.kernel import ids
+from persona_service.kernel.errors import NotFound, ValidationFailed, Violation
+from persona_service.kernel.principal import PLANS, Principal
+from persona_service.orgs.repository import OrgRepository
+
+
+class OrgService:
+    def __init__(self, conn):
+        self.repo = OrgRepository(conn)
+
+    def get(self, principal: Principal, org_id: str):
+        # Another tenant's organization is indistinguishable from a missing one.
+        if org_id != principal.org_id:
+            raise NotFound("organization")
+        org = self.repo.get(org_id)
+        if org is None:
+            raise NotFound("organization")
+        return org
+
+
+@dataclass(frozen=True)
+class Bootstrapped:
+    org_id: str
+    workspace_id: str
+    user_id: str
+
+
+def slugify(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60] or "org"
+
+
+class Onboarding:
+    """Creates an organization with its first workspace and its Owner."""
+
+    def __init__(self, conn):
+        self.repo = OrgRepository(conn)
+
+    def create_org(
+        self, name: str, plan: str = "pro", region: str = "us", *, owner_email: str | None = None,
+        platform_admin: bool = False,
+    ) -> Bootstrapped:
+        violations = []
+        if not name.strip():
+            violations.append(Violation("orgName", "required", name, {"required": True}))
+        if plan not in PLANS:
+            violations.append(Violation("plan", "one_of", plan, {"oneOf": list(PLANS)}))
+        if region not in ("us", "eu"):
+            violations.append(Violation("region", "one_of", region, {"oneOf": ["us", "eu"]}))
+        if violations:
+            raise ValidationFailed(violations)
+        org_id, ws_id, user_id = ids.new_id("org"), ids.new_id("workspace"), ids.new_id("user")
+        slug = slugify(name)
+        if self.repo.slug_taken(slug):
+            slug = f"{slug}-{org_id[-6:]}"
+        self.repo.create_user(
+            id=user_id, email=owner_email or f"owner+{user_id}@{slug}.invalid", name=f"{name} owner",
+            is_platform_admin=platform_admin,
+        )
+        self.repo.create_org(
+            id=org_id, slug=slug, name=name, region=region, data_residency_locked=region == "eu",
+            plan=plan, owner_user_id=user_id,
+        )
+        self.repo.create_workspace(id=ws_id, org_id=org_id, slug="default", name="Default")
+        self.repo.add_member(org_id, user_id, "owner")
+        return Bootstrapped(org_id, ws_id, user_id)

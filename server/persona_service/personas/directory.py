@@ -1,0 +1,35 @@
+"""What other modules may read of personas: the chat partners of a
+workspace and their voice. Chat and the OpenAI-compatible surface read
+personas only through this (never the personas tables)."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import Connection
+
+from persona_service.personas.repository import PersonaRepository
+
+
+class PersonaDirectory:
+    def __init__(self, conn: Connection):
+        self.repo = PersonaRepository(conn)
+
+    def active(self, workspace_id: str, persona_id: str):
+        """The persona if it is in the workspace and not deleted, else None."""
+        return self.repo.active(workspace_id, persona_id)
+
+    def active_list(self, workspace_id: str, limit: int = 1000):
+        """The workspace's personas that are not deleted, newest first (id, org_id, created_at)."""
+        return self.repo.active_list(workspace_id, limit)
+
+    def voice(self, persona_id: str):
+        return self.repo.voice(persona_id)
+
+    def visible(self, workspace_id: str, persona_id: str) -> bool:
+        """A persona id the caller may address (for per-persona config)."""
+        try:
+            canonical = str(uuid.UUID(persona_id)) == persona_id.lower()
+        except ValueError:
+            return False
+        return canonical and self.active(workspace_id, persona_id) is not None

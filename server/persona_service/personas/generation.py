@@ -1,0 +1,241 @@
+"""The persona generation pipeline.
+
+A run goes through STEPS in order; each step's output is recorded (with
+timings and attempts) so a later regenerate can re-run from a chosen step
+and keep the earlier outputs. The run is a generator: it yields progress
+(`run.started`, `step.started`, `step.completed`) as it goes, which the
+streaming RPC forwards as server-sent events, and returns the outputs.
+
+Events: `generation.run.started` always, then `generation.run.completed` or
+`generation.run.failed`. A failed run is kept (the error carries
+`persist`, so the unit of work commits the run record, its events and the
+audit entries of upstream failures while the caller gets the error).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from persona_service.kernel import ids
+from persona_service.kernel.clock import utcnow
+from persona_service.kernel.errors import ApiError
+from persona_service.kernel.operations import Progress
+from persona_service.kernel.outbox import Outbox
+from persona_service.moderation.service import record_flag
+from persona_service.personas.repository import PersonaRepository
+from persona_service.providers.base import GenerationOptions, Message, Provider, ProviderError
+
+STEPS = ("moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint")
+SOUL_FIELDS = ("name", "desire", "fear", "backstory", "traits", "values", "speaking_style")
+
+
+
+class ModerationBlocked(ApiError):
+    code = "moderation_blocked"
+
+
+@dataclass
+class RunSpec:
+    kind: str  # create | refine | fork | regenerate | import
+    org_id: str
+    workspace_id: str
+    persona_id: str
+    intent: str
+    instruction: str = ""
+    base_soul: dict[str, Any] | None = None  # soul to refine, fork or complete
+    from_step: str = STEPS[0]
+    previous: dict[str, Any] = field(default_factory=dict)  # earlier outputs, by step
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    outputs: dict[str, Any]
+
+
+class GenerationPipeline:
+    def __init__(self, conn, provider: Provider, on_upstream_failure: Callable[[str, ProviderError], None] | None = None):
+        self.conn = conn
+        self.repo = PersonaRepository(conn)
+        self.outbox = Outbox(conn)
+        self.provider = provider
+        self.on_upstream_failure = on_upstream_failure or (lambda step, err: None)
+
+    def run(self, spec: RunSpec) -> Generator[Progress, None, RunResult]:
+        run_id = ids.new_id("generation_run")
+        started = utcnow()
+        self.repo.add_run(
+            id=run_id, org_id=spec.org_id, workspace_id=spec.workspace_id, persona_id=spec.persona_id, kind=spec.kind,
+            status="running", from_step=spec.from_step if spec.kind == "regenerate" else "", started_at=started,
+        )
+        self._emit("generation.run.started", spec, {"runId": run_id, "personaId": spec.persona_id, "kind": spec.kind})
+        yield {"event": "run.started", "run_id": run_id}
+        outputs: dict[str, Any] = {}
+        clock = time.monotonic()
+        first = STEPS.index(spec.from_step)
+        for ordinal, step in enumerate(STEPS):
+            if ordinal < first and step in spec.previous:
+                outputs[step] = spec.previous[step]
+                self._record_step(run_id, step, ordinal, "reused", 0, 0, outputs[step])
+                continue
+            yield {"event": "step.started", "run_id": run_id, "step": step}
+            t0, attempts = time.monotonic(), [0]
+            try:
+                outputs[step] = self._step(step, spec, outputs, run_id, attempts)
+            except ApiError as err:
+                duration = int((time.monotonic() - t0) * 1000)
+                self._record_step(run_id, step, ordinal, "failed", duration, attempts[0] or 1, {}, error=err)
+                self._fail(run_id, spec, err)
+                raise
+            duration = int((time.monotonic() - t0) * 1000)
+            self._record_step(run_id, step, ordinal, "completed", duration, attempts[0] or 1, outputs[step])
+            yield {"event": "step.completed", "run_id": run_id, "step": step, "duration_ms": duration}
+        total = int((time.monotonic() - clock) * 1000)
+        self.repo.finish_run(run_id, status="completed", finished_at=utcnow())
+        self._emit(
+            "generation.run.completed", spec,
+            {"runId": run_id, "personaId": spec.persona_id, "kind": spec.kind, "durationMs": total},
+        )
+        return RunResult(run_id, outputs)
+
+    # --- steps ------------------------------------------------------------------
+
+    def _step(self, step: str, spec: RunSpec, outputs: dict, run_id: str, attempts: list[int]) -> Any:
+        def call(fn, *args):
+            attempts[0] += 1
+            try:
+                return fn(*args)
+            except ProviderError as err:
+                self.on_upstream_failure(step, err)
+                raise
+
+        if step == "moderate_intent":
+            text = "\n".join(t for t in (spec.intent, spec.instruction) if t)
+            result = call(self.provider.moderate, text)
+            if result.flagged:
+                review_id = record_flag(
+                    self.conn, org_id=spec.org_id, workspace_id=spec.workspace_id, stage="input_intent",
+                    subject_type="persona_intent", subject_id=spec.persona_id, text=text, result=result,
+                )
+                raise ModerationBlocked(
+                    "The intent failed moderation.",
+                    {"stage": "input_intent", "categories": list(result.categories), "reviewId": review_id},
+                )
+            return {"flagged": False}
+        if step == "draft_soul":
+            return self._draft_soul(spec, call)
+        if step == "write_voice":
+            soul = outputs["draft_soul"]
+            reply = call(self.provider.generate, [
+                Message("system", "Write the voice profile of this persona as one JSON object with system_prompt, "
+                                  "greeting, sample_dialogues (list of {user, persona}) and style_notes."),
+                Message("user", json.dumps(soul, sort_keys=True)),
+            ], GenerationOptions(task="voice", response_format="json"))
+            voice = _json_object(reply.text, self.provider)
+            dialogues = [
+                {"user": str(d.get("user", "")), "persona": str(d.get("persona", ""))}
+                for d in voice.get("sample_dialogues") or [] if isinstance(d, dict)
+            ]
+            if not voice.get("system_prompt"):
+                raise ProviderError(getattr(self.provider, "name", "provider"), "voice without a system prompt")
+            return {
+                "system_prompt": str(voice["system_prompt"]), "greeting": str(voice.get("greeting", "")),
+                "sample_dialogues": dialogues, "style_notes": str(voice.get("style_notes", "")),
+            }
+        if step == "audit":
+            return self.score(outputs["draft_soul"], outputs["write_voice"], call)
+        if step == "fingerprint":
+            vector = call(self.provider.embed, [fingerprint_text(outputs["write_voice"])])[0]
+            return {"vector": [round(float(x), 6) for x in vector], "model": _embedding_model(self.provider)}
+        raise AssertionError(step)
+
+    def _draft_soul(self, spec: RunSpec, call) -> dict[str, Any]:
+        # A caller's soul on create: its fields are kept, the draft only fills the gaps.
+        given = {k: v for k, v in (spec.base_soul or {}).items() if v} if spec.kind == "create" else {}
+        if given and all(given.get(f) for f in SOUL_FIELDS):
+            return normalize_soul(given, {})
+        messages = [
+            Message("system", "Design a persona. Answer with one JSON object with the fields: " + ", ".join(SOUL_FIELDS)
+                    + ". desire is at least 20 characters."),
+            Message("user", spec.intent),
+        ]
+        if spec.base_soul:
+            messages.append(Message("user", "Current soul: " + json.dumps(spec.base_soul, sort_keys=True)))
+        if spec.instruction:
+            messages.append(Message("user", "Refine: " + spec.instruction))
+        reply = call(self.provider.generate, messages, GenerationOptions(task="soul", response_format="json"))
+        soul = normalize_soul({**_json_object(reply.text, self.provider), **given}, spec.base_soul or {})
+        if len(soul["desire"]) < 20 or not soul["name"]:
+            raise ProviderError(getattr(self.provider, "name", "provider"), "soul without a name or a 20-character desire")
+        return soul
+
+    def score(self, soul: dict, voice: dict, call=None) -> dict[str, Any]:
+        call = call or (lambda fn, *args: fn(*args))
+        reply = call(self.provider.generate, [
+            Message("system", "Score this persona from 0 to 1 for completeness and consistency. Answer with one JSON "
+                              "object {score, notes}."),
+            Message("user", json.dumps({"soul": soul, "voice": voice}, sort_keys=True)),
+        ], GenerationOptions(task="audit", response_format="json"))
+        data = _json_object(reply.text, self.provider)
+        try:
+            score = min(1.0, max(0.0, float(data.get("score"))))
+        except (TypeError, ValueError):
+            raise ProviderError(getattr(self.provider, "name", "provider"), "audit without a numeric score") from None
+        return {"score": score, "notes": str(data.get("notes", ""))}
+
+    # --- records ----------------------------------------------------------------
+
+    def _record_step(self, run_id, step, ordinal, status, duration_ms, attempts, output, error: ApiError | None = None):
+        now = utcnow()
+        self.repo.add_step(
+            run_id=run_id, step=step, ordinal=ordinal, status=status, started_at=now, finished_at=now,
+            duration_ms=duration_ms, attempts=attempts, output=output,
+            error={"code": error.code, "message": error.message} if error is not None else None,
+        )
+
+    def _fail(self, run_id: str, spec: RunSpec, err: ApiError) -> None:
+        self.repo.finish_run(run_id, status="failed", finished_at=utcnow(), error_code=err.code)
+        self._emit(
+            "generation.run.failed", spec,
+            {"runId": run_id, "personaId": spec.persona_id, "kind": spec.kind, "errorCode": err.code},
+        )
+        err.persist = True  # keep the failed run, its events and audit entries
+
+    def _emit(self, type_: str, spec: RunSpec, data: dict) -> None:
+        self.outbox.emit(type_, spec.org_id, spec.workspace_id, data)
+
+
+def normalize_soul(raw: dict[str, Any], fallback: dict[str, Any]) -> dict[str, Any]:
+    soul = {}
+    for name in SOUL_FIELDS:
+        value = raw.get(name, fallback.get(name))
+        if name in ("traits", "values"):
+            soul[name] = [str(v) for v in (value or [])][:20]
+        else:
+            soul[name] = str(value or "")
+    return soul
+
+
+def fingerprint_text(voice: dict[str, Any]) -> str:
+    lines = [voice.get("system_prompt", ""), voice.get("greeting", "")]
+    lines += [d.get("persona", "") for d in voice.get("sample_dialogues", [])]
+    return "\n".join(line for line in lines if line)
+
+
+def _embedding_model(provider) -> str:
+    return getattr(provider, "embedding_model", "") or f"{getattr(provider, 'name', 'provider')}-embedding"
+
+
+def _json_object(text: str, provider) -> dict[str, Any]:
+    try:
+        start, end = text.index("{"), text.rindex("}") + 1
+        value = json.loads(text[start:end])
+    except ValueError:
+        raise ProviderError(getattr(provider, "name", "provider"), "the reply was not a JSON object") from None
+    if not isinstance(value, dict):
+        raise ProviderError(getattr(provider, "name", "provider"), "the reply was not a JSON object")
+    return value

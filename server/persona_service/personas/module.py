@@ -1,0 +1,43 @@
+"""Personas: the generation pipeline, lifecycle, lineage, audit, cards, voice."""
+
+from persona.v1 import personas_pb2_grpc
+
+from persona_service.kernel.config_keys import ConfigKey
+from persona_service.kernel.limits.plans import EndpointCap
+from persona_service.kernel.module import Job, Module, ServiceBinding
+from persona_service.personas.directory import PersonaDirectory
+from persona_service.personas.service import PersonaService
+from persona_service.personas.servicer import PersonaServicer
+
+
+def _purge(app) -> int:
+    """Soft-deleted personas past their 30-day grace."""
+    with app.engine.begin() as conn:
+        return len(PersonaService(conn, app.provider).purge_expired())
+
+
+MODULE = Module(
+    name="personas",
+    services=(
+        ServiceBinding("persona.v1.PersonaService", PersonaServicer, personas_pb2_grpc.add_PersonaServiceServicer_to_server),
+    ),
+    id_prefixes={"generation_run": "run"},
+    event_types=frozenset({
+        "persona.created", "persona.updated", "persona.deleted", "persona.archived", "persona.regenerated",
+        "persona.audit_failed", "generation.run.started", "generation.run.completed", "generation.run.failed",
+    }),
+    config_keys=(
+        ConfigKey("engine.pipeline.audit.threshold", "number", 0.6, minimum=0, maximum=1),
+        ConfigKey("engine.pipeline.audit.blocking", "boolean", True),
+    ),
+    # Per-persona config settings address personas of the caller's workspace.
+    config_levels={"persona": lambda conn, principal, persona_id: PersonaDirectory(conn).visible(
+        principal.workspace_id, persona_id)},
+    endpoint_caps=(
+        EndpointCap("personas.create", 60, 3600),
+        EndpointCap("personas.refine", 120, 3600),
+        EndpointCap("personas.fork", 120, 3600),
+        EndpointCap("personas.audit", 300, 3600),
+    ),
+    jobs=(Job("personas.purge", 600, _purge),),
+)

@@ -1,0 +1,181 @@
+from google.protobuf import json_format
+from persona.v1 import personas_pb2, personas_pb2_grpc
+
+from persona_service.kernel.errors import ApiError
+from persona_service.kernel.operations import drain
+from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.convert import struct, timestamp
+from persona_service.kernel.transport.errors import error_message
+from persona_service.personas.cards import persona_to_card
+from persona_service.personas.service import AuditBlocked, PersonaService
+
+
+def persona(row) -> personas_pb2.Persona:
+    message = personas_pb2.Persona(
+        id=row["id"], org_id=row["org_id"], workspace_id=row["workspace_id"], slug=row["slug"],
+        display_name=row["display_name"], visibility=row["visibility"], metadata=struct(row["metadata"]),
+        intent=row["intent"], soul=personas_pb2.Soul(**row["soul"]), state=row["state"], version=row["version"],
+        parent_id=row["parent_id"] or "", root_id=row["root_id"], fork_ordinal=row["fork_ordinal"],
+        flagged_reason=row["flagged_reason"], last_run_id=row["last_run_id"], create_time=timestamp(row["created_at"]),
+        update_time=timestamp(row["updated_at"]), delete_time=timestamp(row["deleted_at"]),
+        purge_time=timestamp(row["purge_at"]), archive_time=timestamp(row["archived_at"]),
+    )
+    if row["audit_score"] is not None:
+        message.audit_score = row["audit_score"]
+    return message
+
+
+def persona_json(row) -> dict:
+    return json_format.MessageToDict(persona(row), always_print_fields_with_no_presence=True)
+
+
+def pipeline_event(progress: dict) -> personas_pb2.PipelineEvent:
+    return personas_pb2.PipelineEvent(
+        event=progress["event"], run_id=progress.get("run_id", ""), step=progress.get("step", ""),
+        duration_ms=progress.get("duration_ms", 0),
+    )
+
+
+def _soul(message) -> dict | None:
+    if not message.HasField("soul"):
+        return None
+    return {f.name: (list(v) if f.is_repeated else v) for f, v in message.soul.ListFields()}
+
+
+def _card(message) -> dict:
+    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+
+class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
+    def __init__(self, app):
+        self.app = app
+
+    def _service(self, ctx) -> PersonaService:
+        return PersonaService(ctx.conn, self.app.provider_for(ctx), cursors=self.app.cursors)
+
+    def _create(self, ctx, request):
+        return self._service(ctx).create(
+            ctx.principal, intent=request.intent, slug=request.slug, visibility=request.visibility,
+            metadata=json_format.MessageToDict(request.metadata) if request.HasField("metadata") else None,
+            display_name=request.display_name, soul=_soul(request),
+        )
+
+    def CreatePersona(self, request, context):
+        ctx = current()
+        return persona(drain(self._create(ctx, request)))
+
+    def StreamCreatePersona(self, request, context):
+        ctx = current()
+        operation = self._create(ctx, request)
+        try:
+            while True:
+                try:
+                    progress = next(operation)
+                except StopIteration as done:
+                    yield personas_pb2.PipelineEvent(event="persona", run_id=done.value["last_run_id"], persona=persona(done.value))
+                    return
+                yield pipeline_event(progress)
+        except ApiError as err:
+            # In-band, because an HTTP/1.1 stream cannot change its status any more.
+            yield personas_pb2.PipelineEvent(event="error", error=error_message(err))
+            raise
+
+    def GetPersona(self, request, context):
+        ctx = current()
+        return persona(self._service(ctx).get(ctx.principal, request.id))
+
+    def ListPersonas(self, request, context):
+        ctx = current()
+        filters = {"state": request.state, "visibility": request.visibility, "root_id": request.root_id,
+                   "show_deleted": request.show_deleted}
+        rows, token = self._service(ctx).list(ctx.principal, filters, request.page_size, request.page_token)
+        return personas_pb2.ListPersonasResponse(personas=[persona(r) for r in rows], next_page_token=token)
+
+    def UpdatePersona(self, request, context):
+        ctx = current()
+        changes = {name: getattr(request, name) for name in ("slug", "display_name", "visibility") if request.HasField(name)}
+        if request.HasField("metadata"):
+            changes["metadata"] = json_format.MessageToDict(request.metadata)
+        return persona(self._service(ctx).update(ctx.principal, request.id, changes))
+
+    def DeletePersona(self, request, context):
+        ctx = current()
+        return persona(self._service(ctx).delete(ctx.principal, request.id))
+
+    def RestorePersona(self, request, context):
+        ctx = current()
+        return persona(self._service(ctx).restore(ctx.principal, request.id))
+
+    def ArchivePersona(self, request, context):
+        ctx = current()
+        return persona(self._service(ctx).archive(ctx.principal, request.id))
+
+    def RefinePersona(self, request, context):
+        ctx = current()
+        return persona(drain(self._service(ctx).refine(ctx.principal, request.id, request.instruction, request.note)))
+
+    def ForkPersona(self, request, context):
+        ctx = current()
+        operation = self._service(ctx).fork(
+            ctx.principal, request.id, instruction=request.instruction, slug=request.slug, note=request.note
+        )
+        return persona(drain(operation))
+
+    def RegeneratePersona(self, request, context):
+        ctx = current()
+        return persona(drain(self._service(ctx).regenerate(ctx.principal, request.id, request.from_step)))
+
+    def AuditPersona(self, request, context):
+        ctx = current()
+        try:
+            result = self._service(ctx).audit(ctx.principal, request.id)
+        except AuditBlocked as err:
+            err.details["persona"] = persona_json(err.result["persona"])
+            raise
+        return personas_pb2.AuditPersonaResponse(
+            persona=persona(result["persona"]), score=result["score"], threshold=result["threshold"],
+            provocation_passed=result["provocation_passed"], passed=result["passed"], notes=result["notes"],
+        )
+
+    def GetPersonaLineage(self, request, context):
+        ctx = current()
+        root, children, versions, size = self._service(ctx).lineage(ctx.principal, request.id)
+
+        def node(row) -> personas_pb2.LineageNode:
+            return personas_pb2.LineageNode(
+                persona_id=row["id"], slug=row["slug"], state=row["state"], version=row["version"],
+                fork_ordinal=row["fork_ordinal"], fork_note=row["fork_note"],
+                versions=[
+                    personas_pb2.LineageVersion(
+                        version=v["version"], kind=v["kind"], note=v["note"], instruction=v["instruction"],
+                        create_time=timestamp(v["created_at"]),
+                    )
+                    for v in versions.get(row["id"], [])
+                ],
+                children=[node(child) for child in children.get(row["id"], [])],
+            )
+
+        return personas_pb2.PersonaLineage(root=node(root), size=size)
+
+    def GetVoiceProfile(self, request, context):
+        ctx = current()
+        voice = self._service(ctx).voice(ctx.principal, request.id)
+        return personas_pb2.VoiceProfile(
+            persona_id=voice["persona_id"], version=voice["version"], system_prompt=voice["system_prompt"],
+            greeting=voice["greeting"],
+            sample_dialogues=[personas_pb2.SampleDialogue(**d) for d in voice["sample_dialogues"]],
+            style_notes=voice["style_notes"], fingerprint_model=voice["fingerprint_model"],
+            fingerprint_dimensions=len(voice["fingerprint"]),
+        )
+
+    def ExportPersonaCard(self, request, context):
+        ctx = current()
+        service = self._service(ctx)
+        row = service.get(ctx.principal, request.id)
+        voice = service.voice(ctx.principal, request.id)
+        card = persona_to_card(row, voice, service.repo.versions([row["id"]]))
+        return json_format.ParseDict(card, personas_pb2.CharacterCard())
+
+    def ImportPersonaCard(self, request, context):
+        ctx = current()
+        return persona(self._service(ctx).import_card(ctx.principal, _card(request.card)))

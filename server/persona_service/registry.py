@@ -1,0 +1,24 @@
+"""The registry: every domain module, one line each. The server, the jobs,
+the CLI, id prefixes, event types, config keys, endpoint caps and
+migrations are assembled from this list (see kernel.module)."""
+
+from persona_service.admin.module import MODULE as ADMIN
+from persona_service.chat.module import MODULE as CHAT
+from persona_service.config.module import MODULE as CONFIG
+from persona_service.events.module import MODULE as EVENTS
+from persona_service.kernel.module import Modules
+from persona_service.moderation.module import MODULE as MODERATION
+from persona_service.orgs.module import MODULE as ORGS
+from persona_service.personas.module import MODULE as PERSONAS
+from persona_service.webhooks.module import MODULE as WEBHOOKS
+
+MODULES = Modules([
+    ORGS,
+    PERSONAS,
+    MODERATION,
+    CHAT,
+    WEBHOOKS,
+    CONFIG,
+    EVENTS,
+    ADMIN,
+])

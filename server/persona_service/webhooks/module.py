@@ -1,0 +1,27 @@
+"""Webhook endpoints, deliveries and the delivery worker process."""
+
+import argparse
+
+from persona.v1 import webhooks_pb2_grpc
+
+from persona_service.kernel.module import Command, Module, Process, ServiceBinding
+from persona_service.webhooks.servicer import WebhookServicer
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from persona_service.webhooks.worker import main
+
+    main()
+    return 0
+
+
+MODULE = Module(
+    name="webhooks",
+    services=(
+        ServiceBinding("persona.v1.WebhookService", WebhookServicer, webhooks_pb2_grpc.add_WebhookServiceServicer_to_server),
+    ),
+    id_prefixes={"webhook_endpoint": "whe", "webhook_delivery": "whd"},
+    event_types=frozenset({"webhook.endpoint.test_ping"}),
+    commands=(Command("worker", "run the webhook delivery worker (DATABASE_URL, or the embedded PostgreSQL)", _worker),),
+    processes=(Process("webhook-worker", "worker"),),
+)

@@ -1,0 +1,216 @@
+"""Webhook endpoints, deliveries and attempts; the worker's fan-out and
+claim queries (FOR UPDATE SKIP LOCKED)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Connection, Text, cast, delete, func, insert, literal, or_, select, text, tuple_, update
+from sqlalchemy.dialects.postgresql import array
+
+from persona_service.kernel.db.tables import OutboxEvent
+from persona_service.webhooks.tables import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+
+_endpoints = WebhookEndpoint.__table__
+_deliveries = WebhookDelivery.__table__
+_attempts = WebhookAttempt.__table__
+_events = OutboxEvent.__table__
+
+TEST_PING = "webhook.endpoint.test_ping"
+
+
+class WebhookRepository:
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    # endpoints
+
+    def create(self, **values):
+        return self.conn.execute(insert(_endpoints).values(**values).returning(*_endpoints.c)).mappings().one()
+
+    def get(self, workspace_id: str, endpoint_id: str):
+        stmt = select(_endpoints).where(_endpoints.c.id == endpoint_id, _endpoints.c.workspace_id == workspace_id)
+        return self.conn.execute(stmt).mappings().first()
+
+    def update(self, workspace_id: str, endpoint_id: str, values: dict):
+        stmt = (
+            update(_endpoints)
+            .where(_endpoints.c.id == endpoint_id, _endpoints.c.workspace_id == workspace_id)
+            .values(**values)
+            .returning(*_endpoints.c)
+        )
+        return self.conn.execute(stmt).mappings().one()
+
+    def delete(self, workspace_id: str, endpoint_id: str) -> bool:
+        stmt = delete(_endpoints).where(_endpoints.c.id == endpoint_id, _endpoints.c.workspace_id == workspace_id)
+        return self.conn.execute(stmt).rowcount > 0
+
+    def list_page(self, workspace_id: str, limit: int, after: tuple[datetime, str] | None):
+        stmt = select(_endpoints).where(_endpoints.c.workspace_id == workspace_id)
+        if after is not None:
+            stmt = stmt.where(tuple_(_endpoints.c.created_at, _endpoints.c.id) < tuple_(*after))
+        stmt = stmt.order_by(_endpoints.c.created_at.desc(), _endpoints.c.id.desc()).limit(limit)
+        return self.conn.execute(stmt).mappings().all()
+
+    def all_for_rotation(self):
+        """Every endpoint, locked for the rotation (concurrent rotations serialize)."""
+        stmt = select(_endpoints).order_by(_endpoints.c.id).with_for_update()
+        return self.conn.execute(stmt).mappings().all()
+
+    def rotate(self, endpoint_id: str, **values) -> None:
+        self.conn.execute(update(_endpoints).where(_endpoints.c.id == endpoint_id).values(**values))
+
+    # deliveries
+
+    def deliveries_page(self, endpoint_id: str, status: str, limit: int, after):
+        stmt = select(_deliveries).where(_deliveries.c.endpoint_id == endpoint_id)
+        if status:
+            stmt = stmt.where(_deliveries.c.status == status)
+        if after is not None:
+            stmt = stmt.where(tuple_(_deliveries.c.created_at, _deliveries.c.id) < tuple_(*after))
+        stmt = stmt.order_by(_deliveries.c.created_at.desc(), _deliveries.c.id.desc()).limit(limit)
+        return self.conn.execute(stmt).mappings().all()
+
+    def attempts_for(self, delivery_ids: list[str]) -> dict[str, list]:
+        if not delivery_ids:
+            return {}
+        stmt = (
+            select(_attempts)
+            .where(_attempts.c.delivery_id.in_(delivery_ids))
+            .order_by(_attempts.c.delivery_id, _attempts.c.attempt)
+        )
+        result: dict[str, list] = {}
+        for row in self.conn.execute(stmt).mappings():
+            result.setdefault(row["delivery_id"], []).append(row)
+        return result
+
+    def get_delivery(self, endpoint_id: str, delivery_id: str):
+        stmt = select(_deliveries).where(_deliveries.c.id == delivery_id, _deliveries.c.endpoint_id == endpoint_id)
+        return self.conn.execute(stmt).mappings().first()
+
+    def add_delivery(self, **values):
+        return self.conn.execute(insert(_deliveries).values(**values).returning(*_deliveries.c)).mappings().one()
+
+
+class DeliveryQueue:
+    """The worker's SQL. Every method runs in the caller's transaction."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    def lock_undispatched(self, limit: int) -> list[int]:
+        """Undispatched events, oldest first, locked; other workers skip them."""
+        stmt = (
+            select(_events.c.seq)
+            .where(_events.c.dispatched_at.is_(None))
+            .order_by(_events.c.seq)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        return list(self.conn.execute(stmt).scalars())
+
+    def subscribers(self, seqs: list[int]):
+        """(event id, type, endpoint id) for every endpoint each event goes to:
+        enabled endpoints of the event's workspace subscribed to its type (or
+        `*`); a test ping goes to the endpoint it names, only."""
+        e, w = _events, _endpoints
+        ping = e.c.type == TEST_PING
+        stmt = (
+            select(e.c.id.label("event_id"), e.c.type.label("event_type"), w.c.id.label("endpoint_id"))
+            .select_from(e.join(w, (w.c.org_id == e.c.org_id) & (w.c.workspace_id == e.c.workspace_id)))
+            .where(e.c.seq.in_(seqs))
+            .where(
+                or_(
+                    ping & (w.c.id == e.c.data["endpointId"].astext),
+                    ~ping & w.c.enabled & w.c.events.op("&&")(array([cast(e.c.type, Text), literal("*", Text)])),
+                )
+            )
+        )
+        return self.conn.execute(stmt).mappings().all()
+
+    # Whole batches as one statement each (arrays unnested server-side): one
+    # round trip however many rows.
+    _ADD_DELIVERIES = text("""
+        INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, status, attempt_count,
+                                        next_attempt_at, created_at)
+        SELECT v.id, v.endpoint_id, v.event_id, v.event_type, 'pending', 0, :now, :now
+        FROM unnest(CAST(:ids AS text[]), CAST(:endpoint_ids AS text[]), CAST(:event_ids AS text[]),
+                    CAST(:event_types AS text[])) AS v(id, endpoint_id, event_id, event_type)
+        ON CONFLICT (endpoint_id, event_id) WHERE replay_of IS NULL DO NOTHING
+    """)
+
+    def add_deliveries(self, rows: list[dict], now: datetime) -> None:
+        """New pending deliveries due at `now` (rows: id, endpoint_id,
+        event_id, event_type); a repeat of an (endpoint, event) is ignored."""
+        if rows:
+            self.conn.execute(self._ADD_DELIVERIES, {
+                "now": now, "ids": [r["id"] for r in rows], "endpoint_ids": [r["endpoint_id"] for r in rows],
+                "event_ids": [r["event_id"] for r in rows], "event_types": [r["event_type"] for r in rows],
+            })
+
+    def mark_dispatched(self, seqs: list[int], now: datetime) -> None:
+        self.conn.execute(update(_events).where(_events.c.seq.in_(seqs)).values(dispatched_at=now))
+
+    def claim_due(self, now: datetime, limit: int):
+        """Due pending deliveries with what sending needs, row-locked until the
+        transaction ends; other workers skip them (no attempt runs twice at
+        once), and a worker that dies releases them (nothing is lost)."""
+        d, e, w = _deliveries, _events, _endpoints
+        stmt = (
+            select(
+                d.c.id, d.c.endpoint_id, d.c.attempt_count, d.c.event_id,
+                e.c.type, e.c.occurred_at, e.c.org_id, e.c.workspace_id, e.c.data,
+                w.c.url, w.c.secret_enc, w.c.previous_secret_enc, w.c.previous_secret_expires_at,
+            )
+            .select_from(d.join(e, e.c.id == d.c.event_id).join(w, w.c.id == d.c.endpoint_id))
+            .where(d.c.status == "pending", d.c.next_attempt_at <= now)
+            .where(or_(w.c.enabled, d.c.event_type == TEST_PING))
+            .order_by(d.c.next_attempt_at)
+            .limit(limit)
+            .with_for_update(of=d, skip_locked=True)
+        )
+        return self.conn.execute(stmt).mappings().all()
+
+    _ADD_ATTEMPTS = text("""
+        INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, status_code, latency_ms, response_body,
+                                      error, success)
+        SELECT * FROM unnest(CAST(:delivery_ids AS text[]), CAST(:attempts AS integer[]),
+                             CAST(:attempted_ats AS timestamptz[]), CAST(:status_codes AS integer[]),
+                             CAST(:latencies AS integer[]), CAST(:bodies AS text[]), CAST(:errors AS text[]),
+                             CAST(:successes AS boolean[]))
+    """)
+    _UPDATE_DELIVERIES = text("""
+        UPDATE webhook_deliveries AS d
+        SET status = v.status, attempt_count = v.attempt_count, next_attempt_at = v.next_attempt_at,
+            last_status_code = v.last_status_code, completed_at = v.completed_at
+        FROM unnest(CAST(:ids AS text[]), CAST(:statuses AS text[]), CAST(:attempt_counts AS integer[]),
+                    CAST(:next_attempt_ats AS timestamptz[]), CAST(:last_status_codes AS integer[]),
+                    CAST(:completed_ats AS timestamptz[]))
+             AS v(id, status, attempt_count, next_attempt_at, last_status_code, completed_at)
+        WHERE d.id = v.id
+    """)
+
+    def record(self, attempts: list[dict], outcomes: list[dict]) -> None:
+        """Attempt rows, and each delivery's new state: one statement each.
+        attempts: delivery_id, attempt, attempted_at, status_code,
+        latency_ms, response_body, error, success; outcomes: id, status,
+        attempt_count, next_attempt_at, last_status_code, completed_at."""
+        if attempts:
+            self.conn.execute(self._ADD_ATTEMPTS, {
+                "delivery_ids": [a["delivery_id"] for a in attempts], "attempts": [a["attempt"] for a in attempts],
+                "attempted_ats": [a["attempted_at"] for a in attempts],
+                "status_codes": [a["status_code"] for a in attempts], "latencies": [a["latency_ms"] for a in attempts],
+                "bodies": [a["response_body"] for a in attempts], "errors": [a["error"] for a in attempts],
+                "successes": [a["success"] for a in attempts],
+            })
+        if outcomes:
+            self.conn.execute(self._UPDATE_DELIVERIES, {
+                "ids": [o["id"] for o in outcomes], "statuses": [o["status"] for o in outcomes],
+                "attempt_counts": [o["attempt_count"] for o in outcomes],
+                "next_attempt_ats": [o["next_attempt_at"] for o in outcomes],
+                "last_status_codes": [o["last_status_code"] for o in outcomes],
+                "completed_ats": [o["completed_at"] for o in outcomes],
+            })
+
+    def pending_count(self) -> int:
+        return self.conn.execute(select(func.count()).select_from(_deliveries).where(_deliveries.c.status == "pending")).scalar_one()

@@ -1,0 +1,300 @@
+"""Webhook endpoints: subscriptions, destination checks (SSRF), secrets and
+their rotation, deliveries and replays, test pings.
+
+The delivery rules (schedule, success, dead-lettering) live here too; the
+worker (`persona_service.webhooks.worker`) applies them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets as _secrets
+import socket
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from persona_service.kernel import ids
+from persona_service.kernel.clock import utcnow
+from persona_service.kernel.cursors import CursorCodec, keyset_page
+from persona_service.kernel.errors import NotFound, ValidationFailed, Violation
+from persona_service.kernel.outbox import EVENT_TYPES, Outbox
+from persona_service.kernel.principal import Principal
+from persona_service.kernel.secretbox import SecretBox
+from persona_service.webhooks.repository import WebhookRepository
+
+ALL_EVENTS = "*"
+TEST_PING = "webhook.endpoint.test_ping"
+# Delays before each retry, after the previous attempt failed: 1 min, 2 min,
+# 5 min, 30 min, 2 h. One first attempt + five retries = six attempts; the
+# delivery is dead-lettered when the sixth fails.
+RETRY_SCHEDULE_SECONDS = (60, 120, 300, 1800, 7200)
+MAX_ATTEMPTS = 1 + len(RETRY_SCHEDULE_SECONDS)
+# A receiver's Retry-After is honoured when longer than the schedule, up to this.
+RETRY_AFTER_CAP_SECONDS = 86400
+DELIVERY_TIMEOUT_SECONDS = 10.0
+RESPONSE_BODY_LIMIT = 1024
+MAX_URL_LENGTH = 2048
+
+
+def new_secret() -> str:
+    return "whsec_" + _secrets.token_urlsafe(32)
+
+
+# --- destinations (SSRF) -------------------------------------------------------
+
+class DestinationRefused(Exception):
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+Resolver = Callable[[str, int], list[str]]
+
+
+def resolve_host(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return sorted({info[4][0] for info in infos})
+
+
+def refused_address(address: str) -> bool:
+    """Loopback, private, link-local (cloud metadata 169.254.169.254,
+    fd00:ec2::254), shared (100.64/10), multicast, reserved, unspecified:
+    anything not globally routable."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return not ip.is_global or ip.is_multicast
+
+
+def check_destination(url: str, *, allow_private: bool, resolve: Resolver = resolve_host) -> None:
+    """Raise DestinationRefused unless `url` is an acceptable webhook target:
+    `https` with a host, no credentials, every resolved address global.
+    `allow_private` (local development, tests) also accepts `http` and
+    private addresses."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise DestinationRefused("malformed_url") from None
+    if parts.scheme not in (("https", "http") if allow_private else ("https",)):
+        raise DestinationRefused("https_required")
+    host = parts.hostname
+    if not host:
+        raise DestinationRefused("malformed_url")
+    if parts.username or parts.password:
+        raise DestinationRefused("credentials_in_url")
+    if allow_private:
+        return
+    vetted_addresses(host, port or (443 if parts.scheme == "https" else 80), allow_private=False, resolve=resolve)
+
+
+def vetted_addresses(host: str, port: int, *, allow_private: bool, resolve: Resolver = resolve_host) -> list[str]:
+    """The addresses `host` may be reached at: all of its resolved addresses,
+    none of them refused (else DestinationRefused). Delivery connects to
+    exactly these, so DNS cannot change the answer after the check."""
+    try:
+        addresses = [host] if _is_ip(host) else resolve(host, port)
+    except OSError:
+        raise DestinationRefused("unresolvable_host") from None
+    if not addresses:
+        raise DestinationRefused("unresolvable_host")
+    if not allow_private and any(refused_address(a) for a in addresses):
+        raise DestinationRefused("private_address")
+    return addresses
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
+
+
+def url_violation(url: str, *, allow_private: bool, resolve: Resolver = resolve_host) -> Violation | None:
+    if len(url) > MAX_URL_LENGTH:
+        return Violation("url", "max_length", url[:200] + "…", {"maxLength": MAX_URL_LENGTH, "unit": "characters"})
+    try:
+        check_destination(url, allow_private=allow_private, resolve=resolve)
+    except DestinationRefused as refused:
+        return Violation("url", refused.reason, url, {"scheme": "https", "address": "public"})
+    return None
+
+
+# --- delivery rules -----------------------------------------------------------------
+
+def retry_delay(attempts_made: int, retry_after: float | None = None) -> float | None:
+    """Seconds until the next attempt after `attempts_made` failed attempts,
+    or None when the delivery is to be dead-lettered."""
+    if attempts_made >= MAX_ATTEMPTS:
+        return None
+    delay = float(RETRY_SCHEDULE_SECONDS[attempts_made - 1])
+    if retry_after is not None and retry_after > delay:
+        delay = min(retry_after, RETRY_AFTER_CAP_SECONDS)
+    return delay
+
+
+def valid_secrets(row, box: SecretBox, now: datetime) -> list[str]:
+    """The secrets deliveries are signed with: the current one, then the
+    previous one while its grace lasts."""
+    result = [box.open(row["secret_enc"])]
+    if row["previous_secret_enc"] and row["previous_secret_expires_at"] and row["previous_secret_expires_at"] > now:
+        result.append(box.open(row["previous_secret_enc"]))
+    return result
+
+
+@dataclass(frozen=True)
+class RotationResult:
+    endpoint_id: str
+    org_id: str
+    outcome: str  # rotated | current
+    secret_created_at: datetime
+    previous_secret_expires_at: datetime | None
+
+
+# --- the service ---------------------------------------------------------------------
+
+class WebhookService:
+    def __init__(self, conn, cursors: CursorCodec | None = None, box: SecretBox | None = None, *,
+                 allow_private: bool = False, resolve: Resolver = resolve_host):
+        self.conn = conn
+        self.repo = WebhookRepository(conn)
+        self.cursors = cursors
+        self.box = box
+        self.allow_private = allow_private
+        self.resolve = resolve
+
+    # endpoints
+
+    def create(self, principal: Principal, *, url: str, events: list[str], description: str = "",
+               enabled: bool = True) -> tuple[dict, str]:
+        self._check(url=url, events=events)
+        secret = new_secret()
+        now = utcnow()
+        row = self.repo.create(
+            id=ids.new_id("webhook_endpoint"), org_id=principal.org_id, workspace_id=principal.workspace_id,
+            url=url, description=description, events=self._normalize(events), enabled=enabled,
+            secret_enc=self.box.seal(secret), secret_created_at=now, created_at=now, updated_at=now,
+        )
+        return row, secret
+
+    def get(self, principal: Principal, endpoint_id: str):
+        row = self.repo.get(principal.workspace_id, endpoint_id)
+        if row is None:
+            raise NotFound("webhook endpoint")
+        return row
+
+    def secrets(self, principal: Principal, endpoint_id: str, now: datetime | None = None) -> dict:
+        """The current secret and, while its grace lasts, the previous one."""
+        row = self.get(principal, endpoint_id)
+        now = now or utcnow()
+        current, *previous = valid_secrets(row, self.box, now)
+        return {
+            "secret": current, "secret_created_at": row["secret_created_at"],
+            "previous_secret": previous[0] if previous else "",
+            "previous_secret_expires_at": row["previous_secret_expires_at"] if previous else None,
+        }
+
+    def update(self, principal: Principal, endpoint_id: str, *, url: str | None = None, events: list[str] | None = None,
+               description: str | None = None, enabled: bool | None = None):
+        self.get(principal, endpoint_id)
+        self._check(url=url, events=events or None)
+        values: dict = {}
+        if url is not None:
+            values["url"] = url
+        if events:
+            values["events"] = self._normalize(events)
+        if description is not None:
+            values["description"] = description
+        if enabled is not None:
+            values["enabled"] = enabled
+        if not values:
+            return self.get(principal, endpoint_id)
+        values["updated_at"] = utcnow()
+        return self.repo.update(principal.workspace_id, endpoint_id, values)
+
+    def delete(self, principal: Principal, endpoint_id: str) -> str:
+        if not self.repo.delete(principal.workspace_id, endpoint_id):
+            raise NotFound("webhook endpoint")
+        return endpoint_id
+
+    def list(self, principal: Principal, cursor: str, limit: int):
+        return keyset_page(
+            self.cursors, f"webhooks:{principal.workspace_id}", limit, cursor,
+            lambda n, after: self.repo.list_page(principal.workspace_id, n, after), "created_at", parameter="cursor",
+        )
+
+    def ping(self, principal: Principal, endpoint_id: str) -> str:
+        """A test ping through the outbox; the fan-out routes it to this endpoint only."""
+        self.get(principal, endpoint_id)
+        return Outbox(self.conn).emit(TEST_PING, principal.org_id, principal.workspace_id, {"endpointId": endpoint_id})
+
+    # deliveries
+
+    def deliveries(self, principal: Principal, endpoint_id: str, status: str, cursor: str, limit: int):
+        self.get(principal, endpoint_id)
+        rows, token = keyset_page(
+            self.cursors, f"webhook-deliveries:{endpoint_id}:{status}", limit, cursor,
+            lambda n, after: self.repo.deliveries_page(endpoint_id, status, n, after), "created_at", parameter="cursor",
+        )
+        attempts = self.repo.attempts_for([r["id"] for r in rows])
+        return [(r, attempts.get(r["id"], [])) for r in rows], token
+
+    def replay(self, principal: Principal, endpoint_id: str, delivery_id: str, now: datetime | None = None):
+        """A new delivery of the same event (same envelope `id`), due now."""
+        self.get(principal, endpoint_id)
+        original = self.repo.get_delivery(endpoint_id, delivery_id)
+        if original is None:
+            raise NotFound("webhook delivery")
+        now = now or utcnow()
+        row = self.repo.add_delivery(
+            id=ids.new_id("webhook_delivery"), endpoint_id=endpoint_id, event_id=original["event_id"],
+            event_type=original["event_type"], status="pending", attempt_count=0, next_attempt_at=now,
+            replay_of=original["id"], created_at=now,
+        )
+        return row, []
+
+    # rotation (platform admin)
+
+    def rotate_secrets(self, *, max_age_seconds: int, grace_seconds: int, now: datetime | None = None) -> list[RotationResult]:
+        now = now or utcnow()
+        cutoff = now - timedelta(seconds=max_age_seconds)
+        results = []
+        for row in self.repo.all_for_rotation():
+            if row["secret_created_at"] <= cutoff:
+                expires = now + timedelta(seconds=grace_seconds)
+                self.repo.rotate(
+                    row["id"], secret_enc=self.box.seal(new_secret()), secret_created_at=now,
+                    previous_secret_enc=row["secret_enc"], previous_secret_expires_at=expires, updated_at=now,
+                )
+                results.append(RotationResult(row["id"], row["org_id"], "rotated", now, expires))
+            else:
+                expires = row["previous_secret_expires_at"]
+                results.append(RotationResult(
+                    row["id"], row["org_id"], "current", row["secret_created_at"],
+                    expires if expires is not None and expires > now else None,
+                ))
+        return results
+
+    # rules
+
+    def _check(self, *, url: str | None, events: list[str] | None) -> None:
+        violations = []
+        if url is not None:
+            violation = url_violation(url, allow_private=self.allow_private, resolve=self.resolve)
+            if violation is not None:
+                violations.append(violation)
+        if events is not None:
+            for i, event_type in enumerate(events):
+                if event_type != ALL_EVENTS and event_type not in EVENT_TYPES:
+                    violations.append(Violation(f"events[{i}]", "one_of", event_type, {"oneOf": ["*", *sorted(EVENT_TYPES)]}))
+            if ALL_EVENTS in events and len(events) > 1:
+                violations.append(Violation("events", "exclusive", events, {"exclusive": ALL_EVENTS}))
+        if violations:
+            raise ValidationFailed(violations)
+
+    @staticmethod
+    def _normalize(events: list[str]) -> list[str]:
+        return [ALL_EVENTS] if ALL_EVENTS in events else sorted(set(events))

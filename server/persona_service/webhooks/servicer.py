@@ -1,0 +1,99 @@
+from persona.v1 import webhooks_pb2, webhooks_pb2_grpc
+
+from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.convert import timestamp
+from persona_service.webhooks.service import WebhookService
+
+
+def endpoint(row) -> webhooks_pb2.WebhookEndpoint:
+    return webhooks_pb2.WebhookEndpoint(
+        id=row["id"], url=row["url"], events=row["events"], description=row["description"], enabled=row["enabled"],
+        workspace_id=row["workspace_id"], created_at=timestamp(row["created_at"]),
+        update_time=timestamp(row["updated_at"]), secret_created_at=timestamp(row["secret_created_at"]),
+        previous_secret_expires_at=timestamp(row["previous_secret_expires_at"]) if row["previous_secret_enc"] else None,
+    )
+
+
+def delivery(row, attempts) -> webhooks_pb2.WebhookDelivery:
+    return webhooks_pb2.WebhookDelivery(
+        id=row["id"], endpoint_id=row["endpoint_id"], event_id=row["event_id"], event_type=row["event_type"],
+        status=row["status"], attempt_count=row["attempt_count"],
+        next_attempt_at=timestamp(row["next_attempt_at"]) if row["status"] == "pending" else None,
+        created_at=timestamp(row["created_at"]), completed_at=timestamp(row["completed_at"]),
+        replay_of=row["replay_of"] or "",
+        attempts=[
+            webhooks_pb2.WebhookDeliveryAttempt(
+                attempt=a["attempt"], attempted_at=timestamp(a["attempted_at"]), status_code=a["status_code"],
+                latency_ms=a["latency_ms"], response_body=a["response_body"], error=a["error"], success=a["success"],
+            )
+            for a in attempts
+        ],
+    )
+
+
+def _limit(request) -> int:
+    return request.limit if request.HasField("limit") else 0
+
+
+class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
+    def __init__(self, app):
+        self.app = app
+
+    def _service(self, ctx) -> WebhookService:
+        return WebhookService(
+            ctx.conn, self.app.cursors, self.app.secret_box, allow_private=self.app.settings.webhooks_allow_private
+        )
+
+    def CreateWebhookEndpoint(self, request, context):
+        ctx = current()
+        row, secret = self._service(ctx).create(
+            ctx.principal, url=request.url, events=list(request.events), description=request.description,
+            enabled=request.enabled if request.HasField("enabled") else True,
+        )
+        return webhooks_pb2.CreateWebhookEndpointResponse(endpoint=endpoint(row), secret=secret)
+
+    def ListWebhookEndpoints(self, request, context):
+        ctx = current()
+        rows, cursor = self._service(ctx).list(ctx.principal, request.cursor, _limit(request))
+        return webhooks_pb2.ListWebhookEndpointsResponse(items=[endpoint(r) for r in rows], next_cursor=cursor)
+
+    def GetWebhookEndpoint(self, request, context):
+        ctx = current()
+        return endpoint(self._service(ctx).get(ctx.principal, request.id))
+
+    def GetWebhookEndpointSecret(self, request, context):
+        ctx = current()
+        secrets = self._service(ctx).secrets(ctx.principal, request.id)
+        return webhooks_pb2.WebhookEndpointSecret(
+            secret=secrets["secret"], secret_created_at=timestamp(secrets["secret_created_at"]),
+            previous_secret=secrets["previous_secret"],
+            previous_secret_expires_at=timestamp(secrets["previous_secret_expires_at"]),
+        )
+
+    def UpdateWebhookEndpoint(self, request, context):
+        ctx = current()
+        row = self._service(ctx).update(
+            ctx.principal, request.id,
+            url=request.url if request.HasField("url") else None,
+            events=list(request.events) or None,
+            description=request.description if request.HasField("description") else None,
+            enabled=request.enabled if request.HasField("enabled") else None,
+        )
+        return endpoint(row)
+
+    def DeleteWebhookEndpoint(self, request, context):
+        ctx = current()
+        return webhooks_pb2.DeleteWebhookEndpointResponse(id=self._service(ctx).delete(ctx.principal, request.id), deleted=True)
+
+    def PingWebhookEndpoint(self, request, context):
+        ctx = current()
+        return webhooks_pb2.PingWebhookEndpointResponse(event_id=self._service(ctx).ping(ctx.principal, request.id))
+
+    def ListWebhookDeliveries(self, request, context):
+        ctx = current()
+        items, cursor = self._service(ctx).deliveries(ctx.principal, request.id, request.status, request.cursor, _limit(request))
+        return webhooks_pb2.ListWebhookDeliveriesResponse(items=[delivery(r, a) for r, a in items], next_cursor=cursor)
+
+    def ReplayWebhookDelivery(self, request, context):
+        ctx = current()
+        return delivery(*self._service(ctx).replay(ctx.principal, request.id, request.delivery_id))

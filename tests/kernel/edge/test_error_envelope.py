@@ -1,0 +1,351 @@
+"""Contract: every error over HTTP/JSON (through Envoy) is the documented
+envelope `{"error": {"code", "message", "details"}}` with the catalogue's
+status, `content-type: application/json` and an `x-request-id` header, whether
+the gRPC server rendered it, Envoy's transcoder rejected the request, or the
+backend is down. Internals (exception types, tracebacks, carrier metadata)
+never leak."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import jwt
+import pytest
+import support
+from persona_service.chat.tables import ChatSession
+from persona_service.kernel import ids
+from persona_service.kernel.db.engine import make_engine
+from sqlalchemy import insert
+from support import JWT_SECRET, TenantFactory, assert_envelope
+
+# Metadata the server uses to hand the envelope to Envoy; it must never reach clients.
+CARRIER_HEADERS = ("x-http-status", "x-error-body", "grpc-status", "grpc-message", "grpc-status-details-bin")
+SCOPES = ["personas:read", "personas:write", "chat:read", "chat:write", "config:read", "config:write"]
+LEAKS = ("Traceback", "ValueError", "Exception", "Error:", ".py", "/work/", "site-packages", "persona_service")
+
+
+def error_of(response: httpx.Response, status: int, code: str) -> dict:
+    """The documented envelope, plus: one x-request-id, no carrier headers."""
+    error = assert_envelope(response, status, code)
+    request_ids = response.headers.get_list("x-request-id")
+    assert len(request_ids) == 1 and request_ids[0].strip(), response.headers
+    for name in CARRIER_HEADERS:
+        assert name not in response.headers, f"{name} leaked: {response.headers}"
+    return error
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def insert_session(engine, tenant, **values) -> str:
+    session_id = ids.new_id("chat_session")
+    row = dict(
+        id=session_id, org_id=tenant.org_id, workspace_id=tenant.workspace_id,
+        persona_id=str(uuid.uuid4()), user_id="end-user-1", title="Hello",
+    )
+    row.update(values)
+    with engine.begin() as conn:
+        conn.execute(insert(ChatSession).values(**row))
+    return session_id
+
+
+def craft_jwt(tenant, secret: str = JWT_SECRET, algorithm: str = "HS256", **overrides) -> str:
+    now = datetime.now(UTC)
+    claims = {
+        "iss": "persona-service", "sub": tenant.user_id, "org": tenant.org_id, "ws": tenant.workspace_id,
+        "jti": uuid.uuid4().hex, "iat": now, "exp": now + timedelta(minutes=5),
+    }
+    claims.update(overrides)
+    return jwt.encode(claims, secret if algorithm != "none" else None, algorithm=algorithm)
+
+
+@pytest.fixture(scope="module")
+def other(tenants):
+    return tenants()
+
+
+# --- 401 --------------------------------------------------------------------
+
+
+def test_401_without_authorization_header(http, tenant):
+    error = error_of(http.get(f"/v1/orgs/{tenant.org_id}"), 401, "unauthorized")
+    assert error["details"] == {}
+
+
+@pytest.mark.parametrize("value", ["Basic dXNlcjpwYXNz", "Token sk_live_abc", "Bearer"])
+def test_401_non_bearer_scheme(http, tenant, value):
+    error_of(http.get(f"/v1/orgs/{tenant.org_id}", headers={"Authorization": value}), 401, "unauthorized")
+
+
+@pytest.mark.parametrize("token", ["sk_live_nope", "sk_test_nope", "garbage", "a.b.c"])
+def test_401_garbage_credential(http, tenant, token):
+    error_of(http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(token)), 401, "unauthorized")
+
+
+def test_401_expired_key(http, tenants, tenant):
+    key = tenants.tenant_key(tenant, SCOPES, expires_at=datetime.now(UTC) - timedelta(hours=1))
+    error_of(http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(key)), 401, "unauthorized")
+
+
+def test_401_revoked_key_immediately(http, tenant):
+    created = http.post("/v1/keys", headers=tenant.auth, json={"name": "to revoke", "scopes": ["chat:read"]})
+    assert created.status_code == 200, created.text
+    key_id, secret = created.json()["key"]["id"], created.json()["secret"]
+    # Use it first, so the server has the credential cached.
+    assert http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(secret)).status_code == 200
+    revoked = http.post(f"/v1/keys/{key_id}:revoke", headers=tenant.auth, json={})
+    assert revoked.status_code == 200, revoked.text
+    error_of(http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(secret)), 401, "unauthorized")
+
+
+def test_401_jwt_wrong_signature(http, tenant):
+    token = craft_jwt(tenant, secret="another-secret-" + "y" * 40)
+    error_of(http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(token)), 401, "unauthorized")
+
+
+def test_401_jwt_alg_none(http, tenant):
+    token = craft_jwt(tenant, algorithm="none")
+    error_of(http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(token)), 401, "unauthorized")
+
+
+def test_401_jwt_expired(http, tenant):
+    past = datetime.now(UTC) - timedelta(minutes=10)
+    token = craft_jwt(tenant, iat=past, exp=past + timedelta(minutes=1))
+    error_of(http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(token)), 401, "unauthorized")
+
+
+def test_401_jwt_expired_via_minter(http, tenant, jwt_minter):
+    token = jwt_minter.mint_session(tenant.user_id, tenant.org_id, tenant.workspace_id, ttl_seconds=1)
+    assert http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(token)).status_code == 200
+    time.sleep(2.1)
+    error_of(http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(token)), 401, "unauthorized")
+
+
+def test_401_jwt_missing_claims(http, tenant):
+    token = jwt.encode({"iss": "persona-service", "sub": tenant.user_id}, JWT_SECRET, algorithm="HS256")
+    error_of(http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(token)), 401, "unauthorized")
+
+
+def test_401_jwt_user_not_in_org(http, tenant, other, jwt_minter):
+    token = jwt_minter.mint_session(other.user_id, tenant.org_id, tenant.workspace_id)
+    error_of(http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(token)), 401, "unauthorized")
+
+
+def test_401_jwt_workspace_of_another_org(http, tenant, other, jwt_minter):
+    token = jwt_minter.mint_session(tenant.user_id, tenant.org_id, other.workspace_id)
+    error_of(http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(token)), 401, "unauthorized")
+
+
+# --- 403 --------------------------------------------------------------------
+
+
+def test_403_missing_scope_names_it(http, tenants, tenant, engine):
+    session_id = insert_session(engine, tenant)
+    key = tenants.tenant_key(tenant, ["personas:read", "config:read"])
+    error = error_of(http.get(f"/v1/chat/sessions/{session_id}", headers=bearer(key)), 403, "forbidden")
+    assert error["details"] == {"requiredScope": "chat:read"}
+
+
+def test_403_dsar_build_for_non_admin_key(http, tenant):
+    error_of(http.post("/v1/admin/dsar/build-one", headers=tenant.auth, json={}), 403, "forbidden")
+
+
+def test_403_dsar_build_for_non_admin_session(http, tenant, jwt_minter):
+    token = jwt_minter.mint_session(tenant.user_id, tenant.org_id, tenant.workspace_id)
+    error_of(http.post("/v1/admin/dsar/build-one", headers=bearer(token), json={}), 403, "forbidden")
+
+
+def test_503_dsar_build_for_platform_admin(http, tenants):
+    admin = tenants(platform_admin=True)
+    error_of(http.post("/v1/admin/dsar/build-one", headers=admin.auth, json={}), 503, "service_unavailable")
+
+
+# --- 404 --------------------------------------------------------------------
+
+
+def test_404_unknown_chat_session(http, tenant):
+    unknown = ids.new_id("chat_session")
+    error_of(http.get(f"/v1/chat/sessions/{unknown}", headers=tenant.auth), 404, "not_found")
+
+
+def test_404_other_tenants_chat_session_is_indistinguishable(http, engine, tenant, other):
+    theirs = insert_session(engine, other, title="secret title")
+    assert http.get(f"/v1/chat/sessions/{theirs}", headers=other.auth).status_code == 200
+    unknown = ids.new_id("chat_session")
+    foreign = http.get(f"/v1/chat/sessions/{theirs}", headers=tenant.auth)
+    missing = http.get(f"/v1/chat/sessions/{unknown}", headers=tenant.auth)
+    error_of(foreign, 404, "not_found")
+    error_of(missing, 404, "not_found")
+    assert foreign.json() == missing.json()
+    for leak in (theirs, other.org_id, other.workspace_id, "secret title"):
+        assert leak not in foreign.text
+
+
+def test_404_other_tenants_org_is_indistinguishable(http, tenant, other):
+    foreign = http.get(f"/v1/orgs/{other.org_id}", headers=tenant.auth)
+    missing = http.get(f"/v1/orgs/{ids.new_id('org')}", headers=tenant.auth)
+    error_of(foreign, 404, "not_found")
+    error_of(missing, 404, "not_found")
+    assert foreign.json() == missing.json()
+    assert other.org_id not in foreign.text
+
+
+@pytest.mark.parametrize("method,path", [("GET", "/v1/nope"), ("GET", "/v2/orgs/x"), ("DELETE", "/v1/keys/key_x"), ("GET", "/")])
+def test_404_unknown_path(http, tenant, method, path):
+    error_of(http.request(method, path, headers=tenant.auth), 404, "not_found")
+
+
+def test_404_unknown_path_without_credentials(http):
+    error_of(http.get("/v1/nope"), 404, "not_found")
+
+
+# --- 422 --------------------------------------------------------------------
+
+ONE_OF_SCOPES = {"oneOf": SCOPES}
+
+
+@pytest.mark.parametrize(
+    "body,violations",
+    [
+        pytest.param(
+            {"name": "k", "scopes": ["read:personas"]},
+            [{"path": "scopes[0]", "code": "one_of", "value": "read:personas", "expected": ONE_OF_SCOPES}],
+            id="reversed-scope",
+        ),
+        pytest.param(
+            {"name": "", "scopes": ["chat:read"]},
+            [{"path": "name", "code": "required", "value": "", "expected": {"required": True}}],
+            id="empty-name",
+        ),
+        pytest.param(
+            {"name": "k", "scopes": []},
+            [{"path": "scopes", "code": "required", "value": [], "expected": {"required": True}}],
+            id="no-scopes",
+        ),
+        pytest.param(
+            {"name": "k", "scopes": ["chat:read", "config:read", "chat:read"]},
+            [{"path": "scopes[2]", "code": "unique", "value": "chat:read", "expected": {"unique": True}}],
+            id="duplicate-scopes",
+        ),
+        pytest.param(
+            {"name": "k", "scopes": ["chat:read"], "ipAllowlist": ["10.0.0.0/8", "10.0.0.0/33"]},
+            [{"path": "ipAllowlist[1]", "code": "format", "value": "10.0.0.0/33", "expected": {"format": "cidr"}}],
+            id="bad-cidr",
+        ),
+        pytest.param(
+            {"name": "k" * 101, "scopes": ["chat:read"]},
+            [{"path": "name", "code": "max_length", "value": "k" * 101, "expected": {"maxLength": 100, "unit": "characters"}}],
+            id="long-name",
+        ),
+        pytest.param(
+            {"name": "k", "scopes": ["chat:read"], "mode": "prod"},
+            [{"path": "mode", "code": "one_of", "value": "prod", "expected": {"oneOf": ["live", "test"]}}],
+            id="bad-mode",
+        ),
+        pytest.param(
+            {"name": "", "scopes": ["read:personas", "chat:read", "chat:read"], "ipAllowlist": ["not-an-ip"]},
+            [
+                {"path": "name", "code": "required", "value": "", "expected": {"required": True}},
+                {"path": "scopes[0]", "code": "one_of", "value": "read:personas", "expected": ONE_OF_SCOPES},
+                {"path": "scopes[2]", "code": "unique", "value": "chat:read", "expected": {"unique": True}},
+                {"path": "ipAllowlist[0]", "code": "format", "value": "not-an-ip", "expected": {"format": "cidr"}},
+            ],
+            id="all-at-once",
+        ),
+    ],
+)
+def test_422_create_key_lists_every_violation(http, tenant, body, violations):
+    error = error_of(http.post("/v1/keys", headers=tenant.auth, json=body), 422, "validation_failed")
+    assert error["details"] == {"validationErrors": violations}
+
+
+def test_422_create_key_expiry_in_the_past(http, tenant):
+    body = {"name": "k", "scopes": ["chat:read"], "expiresAt": "2001-01-01T00:00:00Z"}
+    error = error_of(http.post("/v1/keys", headers=tenant.auth, json=body), 422, "validation_failed")
+    [violation] = error["details"]["validationErrors"]
+    assert violation["path"] == "expiresAt" and set(violation) == {"path", "code", "value", "expected"}
+
+
+# --- 400 --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content", [b'{"name": "k", "scopes": [', b"not json", b'{"name": "k" "scopes": []}', b"[]", b'"k"'])
+def test_400_malformed_json_body(http, tenant, content):
+    response = http.post("/v1/keys", headers={**tenant.auth, "content-type": "application/json"}, content=content)
+    error_of(response, 400, "bad_request")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"name": 5, "scopes": "x"}, {"name": ["k"], "scopes": ["chat:read"]}, {"name": {"a": 1}, "scopes": ["chat:read"]},
+     {"name": "k", "scopes": [1]}, {"name": "k", "scopes": ["chat:read"], "expiresAt": "tomorrow"}],
+)
+def test_400_wrong_json_type(http, tenant, body):
+    error_of(http.post("/v1/keys", headers=tenant.auth, json=body), 400, "bad_request")
+
+
+def test_400_unknown_query_parameter(http, tenant):
+    error_of(http.get(f"/v1/orgs/{tenant.org_id}", params={"foo": "bar"}, headers=tenant.auth), 400, "bad_request")
+
+
+def test_400_query_parameter_of_wrong_type(http, tenant):
+    error_of(http.get("/v1/keys", params={"pageSize": "abc"}, headers=tenant.auth), 400, "bad_request")
+
+
+# --- carrier headers cannot be forged -----------------------------------------
+
+
+def test_client_cannot_forge_error_carriers(http, tenant):
+    response = http.get(
+        f"/v1/orgs/{tenant.org_id}",
+        headers={**tenant.auth, "x-http-status": "418", "x-error-body": '{"error":{"code":"forged"}}'},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["id"] == tenant.org_id
+
+
+# --- 500 --------------------------------------------------------------------
+
+
+def test_500_internal_error_leaks_nothing(http, engine, tenant):
+    # input_tokens is BIGINT in the table but int32 in the proto: converting it raises.
+    session_id = insert_session(engine, tenant, input_tokens=2**40)
+    response = http.get(f"/v1/chat/sessions/{session_id}", headers=tenant.auth)
+    error = error_of(response, 500, "internal_error")
+    assert error["details"] == {}
+    exposed = response.text + "\n" + "\n".join(f"{k}: {v}" for k, v in response.headers.items())
+    for leak in LEAKS:
+        assert leak not in exposed, f"{leak!r} leaked: {exposed}"
+
+
+# --- 503: the backend is down -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stack_without_backend(tmp_path_factory):
+    stack = support.make_stack(tmp_path_factory.mktemp("persona-down"))
+    engine = None
+    try:
+        stack.start()
+        engine = make_engine(stack.database_url, pool_size=1)
+        tenant = TenantFactory(engine)()
+        stack.stop_server(stack.grpc_ports[0])
+        yield stack, tenant
+    finally:
+        stack.stop()
+        if engine is not None:
+            engine.dispose()
+
+
+def test_503_when_backend_is_down(stack_without_backend):
+    stack, tenant = stack_without_backend
+    with httpx.Client(base_url=stack.http_url, timeout=30) as client:
+        response = client.get(f"/v1/orgs/{tenant.org_id}", headers=tenant.auth)
+        error = error_of(response, 503, "service_unavailable")
+        assert error["details"] == {}
+        for leak in ("upstream", "connect", "reset", "127.0.0.1", str(stack.grpc_ports[0])):
+            assert leak not in response.text.lower()

@@ -1,0 +1,140 @@
+"""RateLimiter against the stack's real Redis (mirrors
+server/persona_service/limits/limiter.py): the concurrent-generations
+budget, the monthly quota (429 `quota_exceeded`, Retry-After an HTTP-date at
+the billing reset) with its refund, and the endpoint caps."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+import pytest
+import redis
+from persona_service.kernel.limits.limiter import QuotaExceeded, RateLimited, RateLimiter
+from persona_service.kernel.limits.plans import Limits
+
+
+@pytest.fixture(scope="module")
+def limiter(stack):
+    client = redis.Redis.from_url(stack.redis_url)
+    yield RateLimiter(client)
+    client.close()
+
+
+def subject() -> str:
+    return f"test-{uuid.uuid4().hex}"
+
+
+def next_month_start(now: datetime) -> datetime:
+    year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
+    return datetime(year, month, 1, tzinfo=UTC)
+
+
+def test_concurrent_generations_budget(limiter):
+    org = subject()
+    limits = Limits(600, 50_000, 2, 1.0, 100)
+    first = limiter.admit(org, limits, generation=True, token="req-1")
+    second = limiter.admit(org, limits, generation=True, token="req-2")
+
+    with pytest.raises(RateLimited) as info:
+        limiter.admit(org, limits, generation=True, token="req-3")
+    err = info.value
+    assert err.code == "rate_limited"
+    assert err.spec.http_status == 429
+    assert err.details["limit"] == "concurrent_generations"
+    assert err.details["limitValue"] == 2
+    assert err.details["retryAfter"] == 1
+    assert err.headers["retry-after"] == "1"
+    assert "x-ratelimit-limit" in err.headers
+
+    # Reads do not draw from the budget.
+    limiter.admit(org, limits, token="read")
+
+    limiter.release(first, refund=False)
+    third = limiter.admit(org, limits, generation=True, token="req-3")
+    with pytest.raises(RateLimited):
+        limiter.admit(org, limits, generation=True, token="req-4")
+    limiter.release(second, refund=False)
+    limiter.release(third, refund=False)
+
+
+def test_rejected_requests_consume_nothing(limiter):
+    org = subject()
+    limits = Limits(600, 50_000, 1, 1.0, 100)
+    held = limiter.admit(org, limits, generation=True, token="held")
+    before = int(dict(held.headers)["x-ratelimit-remaining"])
+    for n in range(3):
+        with pytest.raises(RateLimited):
+            limiter.admit(org, limits, generation=True, token=f"refused-{n}")
+    after = limiter.admit(org, limits, token="read")
+    if dict(after.headers)["x-ratelimit-reset"] == dict(held.headers)["x-ratelimit-reset"]:
+        assert int(dict(after.headers)["x-ratelimit-remaining"]) == before - 1
+    limiter.release(held, refund=False)
+
+
+def test_monthly_quota_exceeded_points_at_the_billing_reset(limiter):
+    org = subject()
+    limits = Limits(600, 50_000, 10, 1.0, 2)
+    for n in range(2):
+        limiter.release(limiter.admit(org, limits, generation=True, token=f"gen-{n}"), refund=False)
+
+    with pytest.raises(QuotaExceeded) as info:
+        limiter.admit(org, limits, generation=True, token="gen-3")
+    err = info.value
+    assert err.code == "quota_exceeded"
+    assert err.spec.http_status == 429
+    reset = parsedate_to_datetime(err.headers["retry-after"])
+    assert reset == next_month_start(datetime.now(UTC))
+    assert reset.tzinfo is not None and reset.utcoffset().total_seconds() == 0
+    assert err.headers["retry-after"].endswith("GMT")
+    assert err.details["quota"] == "generations_per_month"
+    assert err.details["limit"] == 2
+    assert err.details["resetAt"] == reset.isoformat().replace("+00:00", "Z")
+
+
+def test_a_failed_generation_refunds_its_quota_unit(limiter):
+    org = subject()
+    limits = Limits(600, 50_000, 10, 1.0, 2)
+    failed = limiter.admit(org, limits, generation=True, token="failed")
+    limiter.release(failed, refund=True)  # the unit comes back
+
+    kept = [limiter.admit(org, limits, generation=True, token=f"ok-{n}") for n in range(2)]
+    for admission in kept:
+        limiter.release(admission, refund=False)
+    with pytest.raises(QuotaExceeded):
+        limiter.admit(org, limits, generation=True, token="one-too-many")
+
+    # A refund never drives the counter below zero.
+    limiter.release(kept[0], refund=True)
+    limiter.release(kept[0], refund=True)
+    limiter.release(kept[0], refund=True)
+    for n in range(2):
+        limiter.release(limiter.admit(org, limits, generation=True, token=f"again-{n}"), refund=False)
+    with pytest.raises(QuotaExceeded):
+        limiter.admit(org, limits, generation=True, token="still-two")
+
+
+def test_endpoint_cap_scales_with_the_multiplier(limiter):
+    left = 3600 - time.time() % 3600
+    if left < 5:
+        time.sleep(left + 0.2)
+    org = subject()
+    limits = Limits(600, 50_000, 0, 0.1, 100)
+    assert limits.cap("personas.create") == (6, 3600)
+    for _ in range(6):
+        limiter.admit(org, limits, cap="personas.create")
+
+    with pytest.raises(RateLimited) as info:
+        limiter.admit(org, limits, cap="personas.create")
+    err = info.value
+    assert err.details["limit"] == "personas.create"
+    assert err.details["limitValue"] == 6
+    assert err.details["windowSeconds"] == 3600
+    assert 1 <= err.details["retryAfter"] <= 3600
+    assert err.headers["retry-after"] == str(err.details["retryAfter"])
+
+    # Other RPCs of the organization are not capped by it.
+    limiter.admit(org, limits)
+    limiter.admit(org, limits, cap="personas.refine")
