@@ -10,7 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 from persona_service.kernel.idempotency import Idempotency
+from persona_service.kernel.secretbox import SecretBox
 from sqlalchemy import text
 from support import assert_envelope
 
@@ -173,7 +175,7 @@ def test_expired_records_are_purged(http, tenants, engine):
         ).rowcount
     assert aged == 1
 
-    assert Idempotency(engine).purge_expired() >= 1
+    assert Idempotency(engine, SecretBox(Fernet.generate_key().decode())).purge_expired() >= 1
 
     with engine.connect() as conn:
         left = dict(

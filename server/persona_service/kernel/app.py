@@ -43,7 +43,7 @@ class App:
         self.secret_box = SecretBox(settings.resolved_secrets_key())
         self.limiter = RateLimiter(self.redis)
         self.limits = LimitsResolver(self.engine, modules.limit_overrides)
-        self.idempotency = Idempotency(self.engine)
+        self.idempotency = Idempotency(self.engine, self.secret_box)
         self.provider = make_base_provider()
         self.backoff = backoff_delays()
         self._listener: threading.Thread | None = None

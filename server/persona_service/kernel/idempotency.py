@@ -14,6 +14,10 @@ record commit together. Within 24 hours:
   than hold a worker thread waiting).
 Not stored: failures before the operation (401, 403, 422, 429) and
 unexpected 5xx errors, so those can be retried with the same key.
+
+Stored outcomes are sealed with the secret box: a create's response holds
+secrets shown once (`sk_live_…`, `whsec_…`), and nothing secret may sit in
+the database in plaintext.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from persona_service.kernel.clock import utcnow
 from persona_service.kernel.errors import IdempotencyConflict, ValidationFailed, Violation
 from persona_service.kernel.idempotency_repository import IdempotencyRepository
 from persona_service.kernel.principal import Principal
+from persona_service.kernel.secretbox import SecretBox, open_or_legacy
 
 WINDOW = timedelta(hours=24)
 # A claim whose request died with its process is taken over after this.
@@ -54,8 +59,9 @@ def request_hash(method: str, canonical_request: bytes) -> str:
 
 
 class Idempotency:
-    def __init__(self, engine):
+    def __init__(self, engine, box: SecretBox):
         self.engine = engine
+        self.box = box
 
     def begin(self, principal: Principal, key: str, method: str, digest: str) -> tuple[Claim, Replay | None]:
         """Claim the key (replay is None) or return the stored outcome to replay."""
@@ -90,16 +96,25 @@ class Idempotency:
             )
             err.headers = {"retry-after": "1", "x-should-retry": "true"}
             raise err
-        return claim, Replay(record["response"], record["error_status"], record["error_body"], dict(record["headers"] or {}))
+        response, error_body = record["response"], record["error_body"]
+        return claim, Replay(
+            open_or_legacy(self.box, response) if response is not None else None,
+            record["error_status"],
+            open_or_legacy(self.box, error_body.encode()).decode() if error_body is not None else None,
+            dict(record["headers"] or {}),
+        )
 
     def complete(self, conn, claim: Claim, response: bytes, headers: dict[str, str]) -> None:
         """Record a success inside the operation's own unit of work."""
-        IdempotencyRepository(conn).complete(claim.org_id, claim.credential_id, claim.key, response=response, headers=headers)
+        IdempotencyRepository(conn).complete(
+            claim.org_id, claim.credential_id, claim.key, response=self.box.seal_bytes(response), headers=headers
+        )
 
     def fail(self, claim: Claim, http_status: int, body: str, headers: dict[str, str]) -> None:
         with self.engine.begin() as conn:
             IdempotencyRepository(conn).complete(
-                claim.org_id, claim.credential_id, claim.key, error_status=http_status, error_body=body, headers=headers
+                claim.org_id, claim.credential_id, claim.key, error_status=http_status,
+                error_body=self.box.seal_bytes(body.encode()).decode(), headers=headers,
             )
 
     def release(self, claim: Claim) -> None:

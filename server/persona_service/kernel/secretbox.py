@@ -3,7 +3,7 @@ secrets key (PERSONA_SECRETS_KEY, or a key generated in the data dir)."""
 
 from __future__ import annotations
 
-from cryptography.fernet import Fernet
+from cryptography.fernet import Fernet, InvalidToken
 
 
 class SecretBox:
@@ -24,3 +24,18 @@ class SecretBox:
                 self._cache.clear()
             self._cache[token] = secret
         return secret
+
+    def seal_bytes(self, data: bytes) -> bytes:
+        return self._fernet.encrypt(data)
+
+    def open_bytes(self, token: bytes) -> bytes:
+        return self._fernet.decrypt(token)
+
+
+def open_or_legacy(box: SecretBox, token: bytes) -> bytes:
+    """Data sealed by `seal_bytes`, or (rows written before sealing existed,
+    gone within their retention window) the plaintext itself."""
+    try:
+        return box.open_bytes(token)
+    except InvalidToken:
+        return token

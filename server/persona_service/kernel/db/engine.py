@@ -22,4 +22,7 @@ def make_engine(url: str, pool_size: int = 8) -> Engine:
         # recycled connections and the pool's invalidation on errors suffice.
         pool_pre_ping=False,
         pool_recycle=1800,
+        # Errors and tracebacks must not carry statement parameters (secret
+        # hashes, sealed secrets, personal data).
+        hide_parameters=True,
     )
