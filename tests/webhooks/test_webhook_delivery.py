@@ -211,14 +211,23 @@ def test_ssrf_refusals_with_the_switch_off():
         "https://[::1]/h": "private_address",
         "https://[::ffff:127.0.0.1]/h": "private_address",
         "https://[fd00:ec2::254]/h": "private_address",
+        # IPv6 forms embedding loopback or the metadata address.
+        "https://[64:ff9b::7f00:1]/h": "private_address",  # NAT64
+        "https://[64:ff9b::a9fe:a9fe]/h": "private_address",  # NAT64 → 169.254.169.254
+        "https://[64:ff9b:1::7f00:1]/h": "private_address",  # NAT64 local-use prefix
+        "https://[2002:7f00:1::]/h": "private_address",  # 6to4
+        "https://[::127.0.0.1]/h": "private_address",  # IPv4-compatible
+        "https://[::ffff:0:7f00:1]/h": "private_address",  # IPv4-translated
+        "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/h": "private_address",  # Teredo
+        "https://v6embedded.example/h": "private_address",  # resolves to NAT64 of loopback
         "https://100.64.0.1/h": "private_address",
         "https://0.0.0.0/h": "private_address",
         "https://internal.example/h": "private_address",  # resolves to a private address
         "https://mixed.example/h": "private_address",  # one of its addresses is private
         "https://user:pw@example.com/h": "credentials_in_url",
-        "https://nxdomain.example/h": "unresolvable_host",
     }
     table = {"internal.example": ["10.0.0.5"], "mixed.example": ["93.184.216.34", "127.0.0.1"],
+             "v6embedded.example": ["64:ff9b::7f00:1"],
              "example.com": ["93.184.216.34"]}
 
     def resolve(host, port):
@@ -233,6 +242,12 @@ def test_ssrf_refusals_with_the_switch_off():
         assert url_violation(url, allow_private=False, resolve=resolve).code == reason
     check_destination("https://example.com/h", allow_private=False, resolve=resolve)
     check_destination("https://93.184.216.34/h", allow_private=False, resolve=resolve)
+    check_destination("https://[2606:4700::1111]/h", allow_private=False, resolve=resolve)
+    # A host without DNS yet: registration accepts it, delivery (connect time) refuses it.
+    with pytest.raises(DestinationRefused) as info:
+        check_destination("https://nxdomain.example/h", allow_private=False, resolve=resolve)
+    assert info.value.reason == "unresolvable_host"
+    assert url_violation("https://nxdomain.example/h", allow_private=False, resolve=resolve) is None
     # The real resolver: localhost is loopback.
     with pytest.raises(DestinationRefused):
         check_destination("https://localhost/h", allow_private=False)

@@ -58,21 +58,37 @@ def resolve_host(host: str, port: int) -> list[str]:
     return sorted({info[4][0] for info in infos})
 
 
+# IPv6 ranges that embed or translate to an IPv4 address (a way to reach
+# 127.0.0.1 or 169.254.169.254 through a global-looking IPv6 literal):
+# IPv4-compatible, IPv4-translated (SIIT), NAT64 (well-known and local-use
+# prefixes), Teredo and 6to4. All are refused whatever the embedded address.
+_EMBEDDING_IPV4 = tuple(ipaddress.ip_network(n) for n in (
+    "::/96", "::ffff:0:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "2001::/32", "2002::/16",
+))
+
+
 def refused_address(address: str) -> bool:
     """Loopback, private, link-local (cloud metadata 169.254.169.254,
-    fd00:ec2::254), shared (100.64/10), multicast, reserved, unspecified:
-    anything not globally routable."""
+    fd00:ec2::254), shared (100.64/10), multicast, reserved, unspecified,
+    IPv6 forms embedding an IPv4 address: anything not plainly globally
+    routable."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif any(ip in network for network in _EMBEDDING_IPV4):
+            return True
     return not ip.is_global or ip.is_multicast
 
 
-def check_destination(url: str, *, allow_private: bool, resolve: Resolver = resolve_host) -> None:
+def check_destination(url: str, *, allow_private: bool, resolve: Resolver = resolve_host,
+                      unresolvable_ok: bool = False) -> None:
     """Raise DestinationRefused unless `url` is an acceptable webhook target:
     `https` with a host, no credentials, every resolved address global.
     `allow_private` (local development, tests) also accepts `http` and
-    private addresses."""
+    private addresses. `unresolvable_ok` (registration: a hook is often
+    registered before its DNS exists) accepts a host that does not resolve
+    yet; the check at connect time still governs every delivery."""
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port
@@ -87,7 +103,11 @@ def check_destination(url: str, *, allow_private: bool, resolve: Resolver = reso
         raise DestinationRefused("credentials_in_url")
     if allow_private:
         return
-    vetted_addresses(host, port or (443 if parts.scheme == "https" else 80), allow_private=False, resolve=resolve)
+    try:
+        vetted_addresses(host, port or (443 if parts.scheme == "https" else 80), allow_private=False, resolve=resolve)
+    except DestinationRefused as refused:
+        if not (unresolvable_ok and refused.reason == "unresolvable_host"):
+            raise
 
 
 def vetted_addresses(host: str, port: int, *, allow_private: bool, resolve: Resolver = resolve_host) -> list[str]:
@@ -114,10 +134,12 @@ def _is_ip(host: str) -> bool:
 
 
 def url_violation(url: str, *, allow_private: bool, resolve: Resolver = resolve_host) -> Violation | None:
+    """The registration-time check (create, update): a host that does not
+    resolve yet is accepted; delivery re-checks at connect time."""
     if len(url) > MAX_URL_LENGTH:
         return Violation("url", "max_length", url[:200] + "…", {"maxLength": MAX_URL_LENGTH, "unit": "characters"})
     try:
-        check_destination(url, allow_private=allow_private, resolve=resolve)
+        check_destination(url, allow_private=allow_private, resolve=resolve, unresolvable_ok=True)
     except DestinationRefused as refused:
         return Violation("url", refused.reason, url, {"scheme": "https", "address": "public"})
     return None

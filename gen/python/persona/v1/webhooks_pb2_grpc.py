@@ -172,7 +172,12 @@ class WebhookServiceServicer:
         Errors: 422 `validation_failed` for an event type outside the sixteen
         (e.g. `audit.test_failed`), `*` mixed with other types, or a URL that is
         not `https` or resolves to a refused address (`details.validationErrors`
-        path `url`).
+        path `url`). Refused addresses: loopback, private, link-local (cloud
+        metadata), shared, multicast, reserved, and every IPv6 form embedding an
+        IPv4 address (IPv4-mapped/-compatible/-translated, NAT64, 6to4, Teredo).
+        A host that does not resolve yet is accepted (hooks are often registered
+        before their DNS exists): every delivery re-checks the addresses at
+        connect time and connects only to those it vetted.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
