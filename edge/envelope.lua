@@ -6,6 +6,9 @@
 -- upstream failures) are mapped from the gRPC code, never leaking internals.
 
 local CARRIERS = { ["x-http-status"] = true, ["x-error-body"] = true }
+-- Marks a request as coming through the JSON edge, so the server sends the
+-- envelope carriers (and native gRPC callers get only their status details).
+local EDGE_MARK = "x-persona-edge"
 
 -- gRPC code -> HTTP status and envelope code, for errors the server did not render.
 local FALLBACK = {
@@ -36,11 +39,13 @@ function envoy_on_request(request_handle)
   -- for loopback clients.)
   headers:replace("x-envoy-client-address", request_handle:streamInfo():downstreamRemoteAddress())
   if is_grpc(get(headers, "content-type")) then
+    headers:remove(EDGE_MARK)
     request_handle:streamInfo():dynamicMetadata():set("persona", "native_grpc", "1")
     return
   end
   -- Callers may not forge the server's carrier headers.
   for name, _ in pairs(CARRIERS) do headers:remove(name) end
+  headers:replace(EDGE_MARK, "json")
   normalize_path_ids(request_handle, headers)
   route_streaming(request_handle, headers)
   route_body_streaming(request_handle)

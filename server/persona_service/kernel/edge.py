@@ -18,7 +18,7 @@ LOCAL_REPLIES = {
     400: ("bad_request", "The request is malformed: the body is not valid JSON for this method, or a parameter is wrong."),
     404: ("not_found", "No such endpoint."),
     405: ("bad_request", "The method is not allowed on this path."),
-    413: ("bad_request", "The request body is too large."),
+    413: ("payload_too_large", CATALOGUE["payload_too_large"].message + " At most 4 MiB."),
     500: ("internal_error", CATALOGUE["internal_error"].message),
     502: ("service_unavailable", CATALOGUE["service_unavailable"].message),
     503: ("service_unavailable", CATALOGUE["service_unavailable"].message),

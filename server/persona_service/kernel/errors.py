@@ -97,7 +97,24 @@ class Violation:
     expected: Any
 
     def as_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "code": self.code, "value": self.value, "expected": self.expected}
+        # Values and paths echo caller input: bounded, so an error body stays small.
+        return {"path": bounded(self.path), "code": self.code, "value": bounded(self.value), "expected": self.expected}
+
+
+ECHO_CHARACTERS = 200
+ECHO_ITEMS = 20
+
+
+def bounded(value: Any) -> Any:
+    """Caller input as an error may echo it: long strings cut (marked with
+    `…`), long lists and objects shortened, recursively."""
+    if isinstance(value, str):
+        return value if len(value) <= ECHO_CHARACTERS else value[:ECHO_CHARACTERS] + "…"
+    if isinstance(value, (list, tuple)):
+        return [bounded(v) for v in value[:ECHO_ITEMS]]
+    if isinstance(value, dict):
+        return {bounded(k): bounded(v) for k, v in list(value.items())[:ECHO_ITEMS]}
+    return value
 
 
 class ValidationFailed(ApiError):

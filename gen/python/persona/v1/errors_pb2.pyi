@@ -27,6 +27,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_CODE_INTERNAL_ERROR: _ClassVar[ErrorCode]
     ERROR_CODE_BAD_REQUEST: _ClassVar[ErrorCode]
     ERROR_CODE_SERVICE_UNAVAILABLE: _ClassVar[ErrorCode]
+    ERROR_CODE_PAYLOAD_TOO_LARGE: _ClassVar[ErrorCode]
 ERROR_CODE_UNSPECIFIED: ErrorCode
 ERROR_CODE_UNAUTHORIZED: ErrorCode
 ERROR_CODE_FORBIDDEN: ErrorCode
@@ -44,6 +45,7 @@ ERROR_CODE_PROVIDER_TIMEOUT: ErrorCode
 ERROR_CODE_INTERNAL_ERROR: ErrorCode
 ERROR_CODE_BAD_REQUEST: ErrorCode
 ERROR_CODE_SERVICE_UNAVAILABLE: ErrorCode
+ERROR_CODE_PAYLOAD_TOO_LARGE: ErrorCode
 
 class ErrorEnvelope(_message.Message):
     __slots__ = ("error",)

@@ -16,33 +16,44 @@ from google.protobuf import any_pb2, struct_pb2
 from google.rpc import error_details_pb2, status_pb2
 from persona.v1 import errors_pb2
 
-from persona_service.kernel.errors import ApiError
+from persona_service.kernel.errors import ApiError, bounded
 
 DOMAIN = "persona-service"
-# Keep the envelope well under Envoy's response-header limit.
+# Keep the envelope well under Envoy's response-header limit (60 KiB).
 MAX_BODY_BYTES = 16_384
+# Native gRPC clients refuse metadata over 8 KiB (a soft limit they enforce
+# at random from there on): the status details, base64-encoded, stay far below.
+MAX_NATIVE_DETAILS_BYTES = 4_096
 
 
 def envelope(err: ApiError) -> dict:
     return {"error": {"code": err.code, "message": err.message, "details": err.details}}
 
 
-def render_body(err: ApiError) -> str:
+def render_body(err: ApiError, limit: int = MAX_BODY_BYTES) -> str:
     stored = getattr(err, "rendered_body", None)
     if stored is not None:
         return stored
-    body = json.dumps(envelope(err), ensure_ascii=True, separators=(",", ":"), default=str)
-    if len(body) > MAX_BODY_BYTES:
-        trimmed = dict(err.details)
-        for key, value in trimmed.items():
-            if isinstance(value, list):
-                trimmed[key] = value[:20]
-        trimmed["truncated"] = True
-        body = json.dumps(
-            {"error": {"code": err.code, "message": err.message, "details": trimmed}},
-            ensure_ascii=True, separators=(",", ":"), default=str,
-        )[:MAX_BODY_BYTES]
+    body = _dumps(envelope(err))
+    if len(body) <= limit:
+        return body
+    # Never cut JSON: shorten echoed values, then halve long lists (the
+    # violations) until it fits, then drop the details altogether.
+    details = {**bounded(err.details), "truncated": True}
+    while True:
+        body = _dumps({"error": {"code": err.code, "message": err.message, "details": details}})
+        longest = max((k for k, v in details.items() if isinstance(v, list) and len(v) > 1),
+                      key=lambda k: len(details[k]), default=None)
+        if len(body) <= limit or longest is None:
+            break
+        details[longest] = details[longest][: len(details[longest]) // 2]
+    if len(body) > limit:
+        body = _dumps({"error": {"code": err.code, "message": err.message[:500], "details": {"truncated": True}}})
     return body
+
+
+def _dumps(value: dict) -> str:
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str)
 
 
 def error_message(err: ApiError, body: str | None = None) -> errors_pb2.Error:
@@ -62,16 +73,18 @@ def _status_details(err: ApiError, body: str) -> bytes:
     return status_pb2.Status(code=err.spec.grpc_code, message=err.message, details=[info, error]).SerializeToString()
 
 
-def abort(context: grpc.ServicerContext, err: ApiError, headers: list[tuple[str, str]]) -> None:
-    """Abort the RPC with the error; never returns."""
-    body = render_body(err)
+def abort(context: grpc.ServicerContext, err: ApiError, headers: list[tuple[str, str]], json_edge: bool) -> None:
+    """Abort the RPC with the error; never returns. A call through the JSON
+    edge gets the envelope carriers (Lua renders them); a native gRPC caller
+    gets the status details. Each gets one copy, which keeps the trailers
+    under gRPC clients' 8 KiB metadata limit."""
+    body = render_body(err, MAX_BODY_BYTES if json_edge else MAX_NATIVE_DETAILS_BYTES)
     extra = {"x-should-retry": "true" if err.spec.retryable else "false", **dict(headers), **err.headers}
-    trailers = [
-        ("grpc-status-details-bin", _status_details(err, body)),
-        ("x-http-status", str(err.spec.http_status)),
-        ("x-error-body", body),
-        *extra.items(),
-    ]
+    if json_edge:
+        carriers = [("x-http-status", str(err.spec.http_status)), ("x-error-body", body)]
+    else:
+        carriers = [("grpc-status-details-bin", _status_details(err, body))]
+    trailers = [*carriers, *extra.items()]
     context.set_trailing_metadata(trailers)
     context.abort(grpc.StatusCode[_grpc_name(err.spec.grpc_code)], err.message)
 

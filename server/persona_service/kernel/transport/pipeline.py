@@ -23,7 +23,7 @@ from persona_service.kernel.access import authorize
 from persona_service.kernel.audit import AuditEntry, AuditLog
 from persona_service.kernel.auth import check_client_address
 from persona_service.kernel.db.uow import UnitOfWork
-from persona_service.kernel.errors import ApiError, InternalError, StoredError, Unauthorized
+from persona_service.kernel.errors import ApiError, BadRequest, InternalError, StoredError, Unauthorized
 from persona_service.kernel.idempotency import request_hash
 from persona_service.kernel.limits.limiter import Admission
 from persona_service.kernel.transport import context as request_context
@@ -33,6 +33,8 @@ from persona_service.kernel.transport.validation import validate
 
 log = logging.getLogger("persona_service.requests")
 
+# Set by the edge's Lua filter on requests that arrived as HTTP/JSON.
+EDGE_MARK = "x-persona-edge"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,128}$")
 # Headers an idempotent replay does not copy from the first response.
 _PER_RESPONSE = ("x-request-id", "x-ratelimit-", "ratelimit", "x-service-plan-window-seconds", "retry-after")
@@ -63,16 +65,17 @@ class RequestPipeline(grpc.ServerInterceptor):
         if handler is None or not details.method.startswith("/" + PACKAGE):
             return handler
         meta = self.methods[details.method]
+        decode = _tolerant(handler.request_deserializer)
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._unary(handler.unary_unary, meta),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=decode,
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
                 self._streaming(handler.unary_stream, meta),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=decode,
                 response_serializer=handler.response_serializer,
             )
         return handler
@@ -160,6 +163,11 @@ class RequestPipeline(grpc.ServerInterceptor):
         ctx.headers += call.admission.headers
         check_client_address(principal, ctx.client_ip)
         authorize(principal, scope=policy.scope, roles=policy.roles, platform_admin=policy.platform_admin)
+        if isinstance(request, Undecodable):
+            raise BadRequest(
+                "The request could not be decoded: JSON nested deeper than 32 levels, or not a valid message.",
+                {"reason": "undecodable"},
+            )
         validate(request)
         key = call.metadata.get("idempotency-key")
         if not (policy.write and idempotent and key is not None):
@@ -203,7 +211,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         else:
             self._record_failure(call, meta, err)
         self._log(ctx, err.spec.http_status)
-        abort(context, err, ctx.headers)
+        abort(context, err, ctx.headers, json_edge=EDGE_MARK in call.metadata)
 
     def _commit_outcome(self, ctx, err: ApiError) -> None:
         """Commit changes that are part of an error's outcome (e.g. a failed run's record)."""
@@ -292,6 +300,25 @@ class RequestPipeline(grpc.ServerInterceptor):
             if len(self._trusted_cache) < 1024:
                 self._trusted_cache[address] = trusted
         return trusted
+
+
+class Undecodable:
+    """Stands in for a request the deserializer refused (e.g. protobuf's
+    nesting limit of 100, which deeply nested JSON objects reach at ~33
+    levels), so the pipeline answers 400 instead of gRPC's bare INTERNAL."""
+
+
+def _tolerant(deserialize):
+    if deserialize is None:
+        return None
+
+    def decode(data: bytes):
+        try:
+            return deserialize(data)
+        except Exception:  # noqa: BLE001 - any undecodable body is the caller's error
+            return Undecodable()
+
+    return decode
 
 
 def _resource_id(request, response) -> str:

@@ -49,8 +49,31 @@ def _plan(descriptor: Descriptor) -> tuple:
 def validate(message: Message) -> None:
     violations: list[Violation] = []
     _walk(message, "", violations)
+    _null_characters(message, "", violations)
     if violations:
         raise ValidationFailed(violations)
+
+
+def _null_characters(message: Message, prefix: str, out: list[Violation]) -> None:
+    """U+0000 in any string (map keys, Struct keys and values included) is
+    refused by name: PostgreSQL cannot store it in text or JSONB, and no API
+    value needs it. Well-known wrappers (Value, ListValue) add no path segment."""
+    wrapper = message.DESCRIPTOR.full_name.startswith("google.protobuf.")
+    for field, value in message.ListFields():
+        path = prefix.rstrip(".") if wrapper else prefix + field.json_name
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            items: list[tuple[Any, Any]] = [(key, item) for key, item in value.items()]
+        elif field.is_repeated:
+            items = list(enumerate(value))
+        else:
+            items = [(None, value)]
+        for key, item in items:
+            item_path = path if key is None else f"{path}.{key}" if isinstance(key, str) else f"{path}[{key}]"
+            for text in (key, item):
+                if isinstance(text, str) and "\x00" in text:
+                    out.append(Violation(item_path, "null_character", text, {"noNullCharacters": True}))
+            if isinstance(item, Message):
+                _null_characters(item, item_path + ".", out)
 
 
 def _walk(message: Message, prefix: str, out: list[Violation]) -> None:

@@ -1,0 +1,82 @@
+"""Bad input becomes a 4xx in the envelope, never a 500: NUL characters,
+huge echoed values, deeply nested JSON."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2, status_pb2
+from persona.v1 import keys_pb2, keys_pb2_grpc
+from support import assert_envelope
+
+INTENT = "A grumpy lighthouse keeper who loves jazz"
+
+
+def _nested(depth: int) -> dict:
+    value: dict = {"leaf": "x"}
+    for _ in range(depth - 1):
+        value = {"n": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("POST", "/v1/keys", {"name": "a\u0000b", "scopes": ["personas:read"]}, "name"),
+        ("POST", "/v1/keys", {"name": "k", "scopes": ["personas:read\u0000"]}, "scopes[0]"),
+        ("POST", "/v1/personas", {"intent": INTENT + "\u0000"}, "intent"),
+        ("POST", "/v1/personas", {"intent": INTENT, "metadata": {"team\u0000": "x"}}, "metadata.team\u0000"),
+        ("POST", "/v1/personas", {"intent": INTENT, "metadata": {"team": ["ok", "b\u0000d"]}}, "metadata.team[1]"),
+        ("POST", "/v1/webhooks", {"url": "http://127.0.0.1:9/h", "events": ["*"], "description": "\u0000"},
+         "description"),
+    ],
+)
+def test_null_characters_are_refused_naming_the_field(http, tenant, method, path, body, field):
+    r = http.request(method, path, json=body, headers=tenant.auth)
+    error = assert_envelope(r, 422, "validation_failed")
+    assert field in [v["path"] for v in error["details"]["validationErrors"]]
+    assert "null_character" in [v["code"] for v in error["details"]["validationErrors"]]
+
+
+def test_null_character_in_a_path_id_is_not_a_500(http, tenant):
+    r = http.get("/v1/chat/sessions/chs_a%00b", headers=tenant.auth)
+    assert r.status_code in (404, 422), r.text
+    assert r.headers["content-type"] == "application/json"
+
+
+def test_huge_invalid_values_are_echoed_bounded_in_valid_json(http, tenant):
+    huge = "x" * 20_000
+    r = http.post("/v1/keys", json={"name": "k", "scopes": [huge] * 30}, headers=tenant.auth)
+    error = assert_envelope(r, 422, "validation_failed")
+    assert len(r.content) < 16_384
+    echoed = error["details"]["validationErrors"][0]["value"]
+    assert echoed.endswith("…") and len(echoed) <= 201
+
+
+def test_huge_invalid_values_reach_native_grpc_callers_as_invalid_argument(edge_channel, tenant):
+    stub = keys_pb2_grpc.ApiKeyServiceStub(edge_channel)
+    with pytest.raises(grpc.RpcError) as info:
+        stub.CreateApiKey(keys_pb2.CreateApiKeyRequest(name="k", scopes=["y" * 20_000] * 30), metadata=tenant.metadata)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    status = next(v for k, v in info.value.trailing_metadata() if k == "grpc-status-details-bin")
+    details = status_pb2.Status.FromString(status).details
+    info_detail = error_details_pb2.ErrorInfo()
+    details[0].Unpack(info_detail)
+    assert info_detail.reason == "validation_failed"
+
+
+@pytest.mark.parametrize("depth", [34, 60, 99, 150])
+def test_deeply_nested_metadata_is_a_client_error(http, tenant, depth):
+    r = http.post("/v1/personas", content=json.dumps({"intent": INTENT, "metadata": _nested(depth)}),
+                  headers={**tenant.auth, "content-type": "application/json"})
+    assert 400 <= r.status_code < 500, r.text
+    assert r.headers["content-type"] == "application/json"
+    assert set(r.json()) == {"error"}
+
+
+def test_a_body_over_the_limit_is_413_not_429(http, tenant):
+    body = json.dumps({"name": "k", "scopes": ["personas:read"], "pad": "x" * (10 * 1024 * 1024)})
+    r = http.post("/v1/keys", content=body, headers={**tenant.auth, "content-type": "application/json"})
+    assert_envelope(r, 413, "payload_too_large")
