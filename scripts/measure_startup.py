@@ -20,7 +20,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 UP_LINE = re.compile(r"is up in ([0-9.]+)s")
 
