@@ -15,7 +15,9 @@ DESCRIPTOR = ROOT / "gen" / "descriptor.binpb"
 # Envoy's own replies (no route, a body the transcoder cannot parse, the
 # backend down): status -> envelope code and a fixed, leak-free message.
 LOCAL_REPLIES = {
-    400: ("bad_request", "The request is malformed: the body is not valid JSON for this method, or a parameter is wrong."),
+    # The transcoder's own reason names the field or parameter it could not
+    # bind (e.g. "INVALID_ARGUMENT:scopes: ..."); it carries no internals.
+    400: ("bad_request", "The request is malformed: %LOCAL_REPLY_BODY%"),
     404: ("not_found", "No such endpoint."),
     405: ("bad_request", "The method is not allowed on this path."),
     413: ("payload_too_large", CATALOGUE["payload_too_large"].message + " At most 4 MiB."),

@@ -280,20 +280,24 @@ def test_400_malformed_json_body(http, tenant, content):
 
 
 @pytest.mark.parametrize(
-    "body",
-    [{"name": 5, "scopes": "x"}, {"name": ["k"], "scopes": ["chat:read"]}, {"name": {"a": 1}, "scopes": ["chat:read"]},
-     {"name": "k", "scopes": [1]}, {"name": "k", "scopes": ["chat:read"], "expiresAt": "tomorrow"}],
+    ("body", "field"),
+    [({"name": 5, "scopes": "x"}, "name"), ({"name": ["k"], "scopes": ["chat:read"]}, "name"),
+     ({"name": {"a": 1}, "scopes": ["chat:read"]}, "name"), ({"name": "k", "scopes": [1]}, "scopes[0]"),
+     ({"name": "k", "scopes": ["chat:read"], "expiresAt": "tomorrow"}, "expires_at")],
 )
-def test_400_wrong_json_type(http, tenant, body):
-    error_of(http.post("/v1/keys", headers=tenant.auth, json=body), 400, "bad_request")
+def test_400_wrong_json_type(http, tenant, body, field):
+    error = error_of(http.post("/v1/keys", headers=tenant.auth, json=body), 400, "bad_request")
+    assert field in error["message"]  # the field the edge could not bind is named
 
 
 def test_400_unknown_query_parameter(http, tenant):
-    error_of(http.get(f"/v1/orgs/{tenant.org_id}", params={"foo": "bar"}, headers=tenant.auth), 400, "bad_request")
+    error = error_of(http.get(f"/v1/orgs/{tenant.org_id}", params={"foo": "bar"}, headers=tenant.auth), 400, "bad_request")
+    assert '"foo"' in error["message"]
 
 
 def test_400_query_parameter_of_wrong_type(http, tenant):
-    error_of(http.get("/v1/keys", params={"pageSize": "abc"}, headers=tenant.auth), 400, "bad_request")
+    error = error_of(http.get("/v1/keys", params={"pageSize": "abc"}, headers=tenant.auth), 400, "bad_request")
+    assert "page_size" in error["message"] or "pageSize" in error["message"]
 
 
 # --- carrier headers cannot be forged -----------------------------------------
