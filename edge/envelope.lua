@@ -23,8 +23,18 @@ local FALLBACK = {
 }
 local INTERNAL = { 500, "internal_error", "An unexpected error occurred." }
 
+local function envelope(code, message)
+  return string.format('{"error":{"code":"%s","message":"%s","details":{}}}', code, message)
+end
+
 local function is_grpc(content_type)
-  return content_type ~= nil and string.sub(content_type, 1, 16) == "application/grpc"
+  if content_type == nil or string.sub(content_type, 1, 16) ~= "application/grpc" then return false end
+  local rest = string.sub(content_type, 17, 17)
+  return rest == "" or rest == "+" or rest == ";"
+end
+
+local function is_grpc_web(content_type)
+  return content_type ~= nil and string.sub(content_type, 1, 20) == "application/grpc-web"
 end
 
 local function get(headers, name)
@@ -38,6 +48,11 @@ function envoy_on_request(request_handle)
   -- from the edge only. (X-Forwarded-For would name this host's own address
   -- for loopback clients.)
   headers:replace("x-envoy-client-address", request_handle:streamInfo():downstreamRemoteAddress())
+  if is_grpc_web(get(headers, "content-type")) then
+    request_handle:respond({[":status"] = "415", ["content-type"] = "application/json"},
+      envelope("unsupported_media_type", "gRPC-Web is not served: use native gRPC (h2c) or JSON."))
+    return
+  end
   if is_grpc(get(headers, "content-type")) then
     headers:remove(EDGE_MARK)
     request_handle:streamInfo():dynamicMetadata():set("persona", "native_grpc", "1")
@@ -45,6 +60,9 @@ function envoy_on_request(request_handle)
   end
   -- Callers may not forge the server's carrier headers.
   for name, _ in pairs(CARRIERS) do headers:remove(name) end
+  -- gRPC transport headers mean nothing to an HTTP/JSON call (a malformed
+  -- `grpc-timeout` would fail it in the backend).
+  headers:remove("grpc-timeout")
   headers:replace(EDGE_MARK, "json")
   normalize_path_ids(request_handle, headers)
   route_streaming(request_handle, headers)
@@ -122,9 +140,6 @@ function route_streaming(request_handle, headers)
   request_handle:clearRouteCache()
 end
 
-local function envelope(code, message)
-  return string.format('{"error":{"code":"%s","message":"%s","details":{}}}', code, message)
-end
 
 -- Copy server-supplied headers from trailers (errors after initial metadata).
 local function strip(headers)

@@ -4,6 +4,7 @@ huge echoed values, deeply nested JSON."""
 from __future__ import annotations
 
 import json
+import socket
 
 import grpc
 import pytest
@@ -80,3 +81,39 @@ def test_a_body_over_the_limit_is_413_not_429(http, tenant):
     body = json.dumps({"name": "k", "scopes": ["personas:read"], "pad": "x" * (10 * 1024 * 1024)})
     r = http.post("/v1/keys", content=body, headers={**tenant.auth, "content-type": "application/json"})
     assert_envelope(r, 413, "payload_too_large")
+
+
+@pytest.mark.parametrize("value", ["x", "500", "-1S", "99999999999H"])
+def test_a_malformed_grpc_timeout_on_a_json_call_is_ignored(http, tenant, value):
+    r = http.get(f"/v1/orgs/{tenant.org_id}", headers={**tenant.auth, "grpc-timeout": value})
+    assert r.status_code == 200, r.text
+
+
+def _raw_get(stack, target: str, extra_header: str = "") -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.1 request on a socket (clients refuse to send such URLs)."""
+    with socket.create_connection(("127.0.0.1", stack.settings.http_port), timeout=10) as sock:
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n{extra_header}Connection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), {k.lower(): v for k, v in headers.items()}, body
+
+
+@pytest.mark.parametrize("where", ["header", "url"])
+def test_oversized_urls_and_headers_get_the_envelope(stack, tenant, where):
+    big = "a" * 70_000
+    target, header = (f"/v1/orgs/{tenant.org_id}?{big}=1", "") if where == "url" else (
+        f"/v1/orgs/{tenant.org_id}", f"X-Big: {big}\r\n")
+    status, headers, body = _raw_get(stack, target, header)
+    assert status == 431
+    assert headers["content-type"] == "application/json"
+    assert json.loads(body)["error"]["code"] == "headers_too_large"
+
+
+@pytest.mark.parametrize("content_type", ["application/grpc-web+json", "application/grpc-web", "application/grpc-web-text"])
+def test_grpc_web_is_refused_with_the_envelope(http, tenant, content_type):
+    r = http.post("/v1/keys", headers={**tenant.auth, "content-type": content_type}, content=b"{}")
+    assert_envelope(r, 415, "unsupported_media_type")

@@ -28,6 +28,9 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_CODE_BAD_REQUEST: _ClassVar[ErrorCode]
     ERROR_CODE_SERVICE_UNAVAILABLE: _ClassVar[ErrorCode]
     ERROR_CODE_PAYLOAD_TOO_LARGE: _ClassVar[ErrorCode]
+    ERROR_CODE_REQUEST_TIMEOUT: _ClassVar[ErrorCode]
+    ERROR_CODE_HEADERS_TOO_LARGE: _ClassVar[ErrorCode]
+    ERROR_CODE_UNSUPPORTED_MEDIA_TYPE: _ClassVar[ErrorCode]
 ERROR_CODE_UNSPECIFIED: ErrorCode
 ERROR_CODE_UNAUTHORIZED: ErrorCode
 ERROR_CODE_FORBIDDEN: ErrorCode
@@ -46,6 +49,9 @@ ERROR_CODE_INTERNAL_ERROR: ErrorCode
 ERROR_CODE_BAD_REQUEST: ErrorCode
 ERROR_CODE_SERVICE_UNAVAILABLE: ErrorCode
 ERROR_CODE_PAYLOAD_TOO_LARGE: ErrorCode
+ERROR_CODE_REQUEST_TIMEOUT: ErrorCode
+ERROR_CODE_HEADERS_TOO_LARGE: ErrorCode
+ERROR_CODE_UNSUPPORTED_MEDIA_TYPE: ErrorCode
 
 class ErrorEnvelope(_message.Message):
     __slots__ = ("error",)
