@@ -55,6 +55,7 @@ function envoy_on_request(request_handle)
   end
   if is_grpc(get(headers, "content-type")) then
     headers:remove(EDGE_MARK)
+    headers:remove("x-persona-safe-method")
     request_handle:streamInfo():dynamicMetadata():set("persona", "native_grpc", "1")
     return
   end
@@ -64,6 +65,13 @@ function envoy_on_request(request_handle)
   -- `grpc-timeout` would fail it in the backend).
   headers:remove("grpc-timeout")
   headers:replace(EDGE_MARK, "json")
+  -- Routing retries a safe method on another backend if one dies mid-request.
+  local method = headers:get(":method")
+  if method == "GET" or method == "HEAD" then
+    headers:replace("x-persona-safe-method", "1")
+  else
+    headers:remove("x-persona-safe-method")
+  end
   normalize_path_ids(request_handle, headers)
   route_streaming(request_handle, headers)
   route_body_streaming(request_handle)

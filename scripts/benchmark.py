@@ -809,8 +809,8 @@ class Bench:
         log = open(self.stack.log_dir / f"server-{port}.log", "ab")
         spy_proc = subprocess.Popen(
             [spy, "record", "-r", "250", "-f", "raw", "-o", str(raw), "--nonblocking", "--gil", "--",
-             sys.executable, "-m", "persona_service.kernel.server"],
-            env=self.stack.server_env(port), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+             sys.executable, "-m", "persona_service.cli", "serve"],
+            env=self.stack.process_env(PERSONA_GRPC_PORT=str(port)), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         )
         _children.append(spy_proc)
         try:

@@ -6,6 +6,7 @@ every command a registered module declares."""
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -25,10 +26,12 @@ def cmd_up(args) -> int:
     from persona_service.kernel.stack import Stack, StackError
 
     settings = _settings()
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     started = time.monotonic()
     stack = Stack(settings, MODULES)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    # Closing the terminal (SIGHUP) stops the stack in order like Ctrl-C.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     try:
         stack.start()

@@ -309,7 +309,7 @@ def test_sigkilled_worker_loses_nothing(qhttp, quiet_stack, quiet_tenants, quiet
 
     receiver.routes[p] = slow
     ids = set(emit(quiet_engine, t, n=40))
-    env = {**quiet_stack.worker_env(), "PERSONA_WEBHOOK_LANES": "2"}
+    env = {**quiet_stack.process_env(), "PERSONA_WEBHOOK_LANES": "2"}
     log = open(quiet_stack.log_dir / "killed-worker.log", "ab")
     proc = subprocess.Popen([sys.executable, "-m", "persona_service.cli", "worker"], env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -9,7 +9,7 @@ import time
 import redis
 
 from persona_service.kernel.audit import AuditEntry, AuditLog
-from persona_service.kernel.auth import Authenticator, CredentialCache
+from persona_service.kernel.auth import DEGRADED_TTL_SECONDS, Authenticator, CredentialCache
 from persona_service.kernel.cursors import CursorCodec
 from persona_service.kernel.db.engine import make_engine
 from persona_service.kernel.idempotency import Idempotency
@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 # Cache invalidations, broadcast to every server process: "cred:<cache key>"
 # evicts a credential, "limits:<org id>" an organization's limits.
 INVALIDATION_CHANNEL = "persona:invalidate"
+LISTEN_FIRST_BACKOFF = 0.5
+LISTEN_MAX_BACKOFF = 10.0
 
 
 class App:
@@ -47,6 +49,7 @@ class App:
         self.provider = make_base_provider()
         self.backoff = backoff_delays()
         self._listener: threading.Thread | None = None
+        self._closing = threading.Event()
 
     def provider_for(self, ctx) -> Retrying:
         """The provider for one request: retried with backoff, every failed
@@ -82,12 +85,44 @@ class App:
             self.limits.invalidate(subject)
 
     def start_background(self) -> None:
-        pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
-        pubsub.subscribe(**{INVALIDATION_CHANNEL: lambda m: self._apply(m["data"].decode())})
-        self._listener = pubsub.run_in_thread(sleep_time=1.0, daemon=True, exception_handler=_log_and_continue)
+        self._listener = threading.Thread(target=self._listen, name="invalidations", daemon=True)
+        self._listener.start()
         jobs = [Job("idempotency.purge", 600, lambda app: app.idempotency.purge_expired()), *self.modules.jobs]
         for job in jobs:
             threading.Thread(target=self._run_job, args=(job,), name=job.name, daemon=True).start()
+
+    def _listen(self) -> None:
+        """The invalidation bus: subscribe, apply what arrives; when Redis is
+        gone, mark the bus down (cached credentials are then trusted only
+        briefly), retry with capped backoff and log once per outage."""
+        backoff, down_since = LISTEN_FIRST_BACKOFF, None
+        while not self._closing.is_set():
+            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                pubsub.subscribe(INVALIDATION_CHANNEL)
+                if down_since is not None:
+                    # Invalidations sent while we were away are lost: forget what they could have evicted.
+                    self.cache.clear()
+                    self.limits.clear()
+                    log.warning("invalidation bus back after %.0fs", time.monotonic() - down_since)
+                self.cache.bus_up, backoff, down_since = True, LISTEN_FIRST_BACKOFF, None
+                while not self._closing.is_set():
+                    message = pubsub.get_message(timeout=1.0)
+                    if message is not None and message["type"] == "message":
+                        self._apply(message["data"].decode())
+            except redis.RedisError as exc:
+                self.cache.bus_up = False
+                if down_since is None:
+                    down_since = time.monotonic()
+                    log.warning("invalidation bus down (%s); trusting cached credentials for %.0fs at most, "
+                                "reconnecting with backoff", exc, DEGRADED_TTL_SECONDS)
+                self._closing.wait(backoff)
+                backoff = min(LISTEN_MAX_BACKOFF, backoff * 2)
+            finally:
+                try:
+                    pubsub.close()
+                except redis.RedisError:
+                    pass
 
     def _run_job(self, job: Job) -> None:
         """A periodic job (every server process runs them; they are idempotent)."""
@@ -101,12 +136,9 @@ class App:
             time.sleep(job.every_seconds)
 
     def close(self) -> None:
+        self._closing.set()
         if self._listener is not None:
-            self._listener.stop()
+            self._listener.join(timeout=3)
         self.engine.dispose()
         self.redis.close()
 
-
-def _log_and_continue(exc, pubsub, thread):
-    log.warning("revocation listener: %s; reconnecting", exc)
-    pubsub.connection.disconnect() if pubsub.connection else None

@@ -71,25 +71,38 @@ class CredentialStore(Protocol):
         ...
 
 
+# While the revocation bus is down a revocation in another process cannot
+# reach this one: cached credentials are then trusted this long at most.
+DEGRADED_TTL_SECONDS = 2.0
+
+
 class CredentialCache:
-    """Verified principals by cache key, with a TTL. Thread-safe for the
-    server's worker threads (dict operations are atomic; a lost race only
-    costs one extra lookup)."""
+    """Verified principals by cache key, trusted for `ttl_seconds` while the
+    revocation bus is up (`bus_up`, kept by the listener), and for
+    DEGRADED_TTL_SECONDS while it is down. Thread-safe for the server's worker
+    threads (dict operations are atomic; a lost race only costs one extra lookup)."""
 
     def __init__(self, ttl_seconds: float):
         self.ttl = ttl_seconds
+        self.bus_up = False
         self._entries: dict[str, tuple[float, Principal]] = {}
         self._lock = threading.Lock()
 
     def get(self, key: str) -> Principal | None:
         entry = self._entries.get(key)
-        if entry is None or entry[0] < time.monotonic():
+        if entry is None:
+            return None
+        trusted_for = self.ttl if self.bus_up else min(self.ttl, DEGRADED_TTL_SECONDS)
+        if time.monotonic() - entry[0] >= trusted_for:
             return None
         return entry[1]
 
     def put(self, key: str, principal: Principal) -> None:
         if self.ttl > 0:
-            self._entries[key] = (time.monotonic() + self.ttl, principal)
+            self._entries[key] = (time.monotonic(), principal)
+
+    def clear(self) -> None:
+        self._entries.clear()
 
     def evict(self, key: str) -> None:
         self._entries.pop(key, None)

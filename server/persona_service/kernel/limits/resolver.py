@@ -37,3 +37,6 @@ class LimitsResolver:
 
     def invalidate(self, org_id: str) -> None:
         self._cache.pop(org_id, None)
+
+    def clear(self) -> None:
+        self._cache.clear()

@@ -28,6 +28,7 @@ from persona_service.kernel.idempotency import request_hash
 from persona_service.kernel.limits.limiter import Admission
 from persona_service.kernel.transport import context as request_context
 from persona_service.kernel.transport.errors import abort, render_body
+from persona_service.kernel.transport.outages import as_outage
 from persona_service.kernel.transport.policy import PACKAGE, MethodMeta
 from persona_service.kernel.transport.validation import validate
 
@@ -201,8 +202,9 @@ class RequestPipeline(grpc.ServerInterceptor):
         if isinstance(exc, ApiError):
             err = exc
         else:
-            log.exception("unhandled error in %s [request_id=%s]", ctx.method, ctx.request_id)
-            err = InternalError()
+            err = as_outage(exc) or InternalError()
+            if isinstance(err, InternalError):
+                log.exception("unhandled error in %s [request_id=%s]", ctx.method, ctx.request_id)
         if err.persist and call.reached_operation:
             self._commit_outcome(ctx, err)
         ctx.uow.close()  # roll back whatever was not committed

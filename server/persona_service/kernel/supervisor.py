@@ -1,0 +1,122 @@
+"""Keep the stack's processes running: a child that exits without being
+asked to is restarted with capped exponential backoff, and every exit and
+restart is logged. Used by `persona-service up` (and so by the tests)."""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+log = logging.getLogger("persona_service.supervisor")
+
+FIRST_BACKOFF = 0.5
+MAX_BACKOFF = 30.0
+# A child that ran this long before exiting is restarted from the first backoff again.
+STABLE_SECONDS = 60.0
+
+
+@dataclass
+class Child:
+    name: str  # "server-50051", "webhook-worker-0", "envoy"
+    argv: list[str]
+    env: dict[str, str]
+    log_path: pathlib.Path
+    # Blocks until the process is ready, or raises (e.g. StackError).
+    ready: Callable[[subprocess.Popen], None] | None = None
+    proc: subprocess.Popen | None = None
+    restarts: int = 0
+    backoff: float = FIRST_BACKOFF
+    started_at: float = 0.0
+    restart_at: float | None = field(default=None)
+
+
+class Supervisor:
+    def __init__(self, on_change: Callable[[], None] | None = None):
+        self._children: dict[str, Child] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        # Called after each (re)start, e.g. to record pids for the reaper.
+        self._on_change = on_change or (lambda: None)
+
+    # --- children -----------------------------------------------------------------
+
+    def start(self, child: Child) -> subprocess.Popen:
+        """Start a child and wait until it is ready; from then on it is watched."""
+        with self._lock:
+            self._children[child.name] = child
+        return self._spawn(child)
+
+    def remove(self, name: str) -> Child | None:
+        """Stop watching a child (it is not restarted); the caller stops it."""
+        with self._lock:
+            return self._children.pop(name, None)
+
+    def pids(self) -> list[int]:
+        with self._lock:
+            return [c.proc.pid for c in self._children.values() if c.proc is not None and c.proc.poll() is None]
+
+    def children(self) -> list[Child]:
+        with self._lock:
+            return list(self._children.values())
+
+    def _spawn(self, child: Child) -> subprocess.Popen:
+        with open(child.log_path, "ab") as out:
+            child.proc = subprocess.Popen(
+                child.argv, env=child.env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                # Own session: a terminal's SIGHUP/SIGINT reaches `up` only, which stops everything in order.
+                start_new_session=True,
+            )
+        child.started_at = time.monotonic()
+        self._on_change()
+        if child.ready is not None:
+            child.ready(child.proc)
+        return child.proc
+
+    # --- watching -------------------------------------------------------------------
+
+    def watch(self, interval: float = 0.2) -> None:
+        self._thread = threading.Thread(target=self._loop, args=(interval,), name="supervisor", daemon=True)
+        self._thread.start()
+
+    def _loop(self, interval: float) -> None:
+        while not self._stopping.wait(interval):
+            for child in self.children():
+                try:
+                    self._check(child)
+                except Exception:  # noqa: BLE001 - keep supervising the others
+                    log.exception("supervising %s failed", child.name)
+
+    def _check(self, child: Child) -> None:
+        proc = child.proc
+        if proc is None or proc.poll() is None or self._stopping.is_set():
+            return
+        now = time.monotonic()
+        if child.restart_at is None:
+            if now - child.started_at >= STABLE_SECONDS:
+                child.backoff = FIRST_BACKOFF
+            child.restart_at = now + child.backoff
+            log.warning("%s exited with %s; restarting in %.1fs (see %s)", child.name, proc.returncode,
+                        child.backoff, child.log_path)
+            child.backoff = min(MAX_BACKOFF, child.backoff * 2)
+            return
+        if now < child.restart_at:
+            return
+        child.restart_at = None
+        child.restarts += 1
+        try:
+            self._spawn(child)
+            log.warning("%s restarted (restart #%d, pid %d)", child.name, child.restarts, child.proc.pid if child.proc else 0)
+        except Exception as exc:  # noqa: BLE001 - not ready: it will be seen exited or be retried
+            log.warning("%s did not come back: %s", child.name, exc)
+
+    def stop(self) -> None:
+        """Stop restarting (before the children are stopped)."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

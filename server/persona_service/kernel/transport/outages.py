@@ -1,0 +1,34 @@
+"""Failures of the service's own dependencies (PostgreSQL, Redis) are
+outages, not bugs: the caller gets 503 `service_unavailable` with
+`Retry-After`, and the next request tries again (the engine's pool drops
+dead connections, the Redis client reconnects), so the service recovers by
+itself when the dependency returns."""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from sqlalchemy import exc as sa_exc
+
+from persona_service.kernel.errors import ServiceUnavailable
+
+log = logging.getLogger("persona_service.outages")
+
+RETRY_AFTER_SECONDS = 2
+
+
+def as_outage(exc: BaseException) -> ServiceUnavailable | None:
+    """The 503 for an unreachable dependency, or None for any other error."""
+    if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError) or (
+        isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated
+    ):
+        dependency = "database"
+    elif isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        dependency = "redis"
+    else:
+        return None
+    log.warning("%s unavailable: %s", dependency, type(exc).__name__)
+    err = ServiceUnavailable("A service dependency is unavailable; retry shortly.", {"retryAfter": RETRY_AFTER_SECONDS})
+    err.headers = {"retry-after": str(RETRY_AFTER_SECONDS)}
+    return err
