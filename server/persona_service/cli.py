@@ -1,7 +1,9 @@
 """`persona-service`: run the service and administer it from the shell.
 
-The composition root: the kernel's commands (`up`, `serve`, `migrate`) plus
-every command a registered module declares."""
+The composition root: the kernel's commands (`up`, `serve`, `migrate`,
+`settings`) plus every command a registered module declares. Every settings
+section is read before a command runs: a bad value is one line on stderr and
+exit status 2."""
 
 from __future__ import annotations
 
@@ -12,14 +14,20 @@ import sys
 import threading
 import time
 
+from persona_service.kernel import settings as config
 from persona_service.kernel.module import Command
 from persona_service.registry import MODULES
 
 
-def _settings():
-    from persona_service.kernel import settings
+def settings_sections() -> tuple:
+    """Every settings section: the kernel's, the providers', then each module's."""
+    from persona_service.providers.settings import ProviderSettings
 
-    return settings.load()
+    return (config.Settings, ProviderSettings, *MODULES.settings_sections)
+
+
+def _settings():
+    return config.load()
 
 
 def cmd_up(args) -> int:
@@ -72,10 +80,16 @@ def cmd_migrate(args) -> int:
     return 0
 
 
+def cmd_settings(args) -> int:
+    print(config.markdown_table(settings_sections()), end="")
+    return 0
+
+
 KERNEL_COMMANDS = (
     Command("up", "run everything: PostgreSQL, Redis, migrations, gRPC servers, background workers, Envoy", cmd_up),
     Command("serve", "run only the gRPC server (DATABASE_URL and REDIS_URL required)", cmd_serve),
     Command("migrate", "apply database migrations", cmd_migrate),
+    Command("settings", "print every environment variable: type, default and meaning (a Markdown table)", cmd_settings),
 )
 
 
@@ -88,7 +102,12 @@ def main(argv: list[str] | None = None) -> int:
             command.arguments(command_parser)
         command_parser.set_defaults(func=command.run, modules=MODULES)
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        config.check(settings_sections())
+        return args.func(args)
+    except config.InvalidSetting as exc:
+        print(f"persona-service: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

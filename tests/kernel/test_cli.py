@@ -12,8 +12,8 @@ import sys
 import time
 
 import pytest
-from persona_service.kernel.stack import free_port
-from support import JWT_SECRET, assert_envelope
+from persona_service.kernel.stack import StackError, free_port
+from support import JWT_SECRET, assert_envelope, make_stack, running
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLI = pathlib.Path(sys.executable).parent / "persona-service"
@@ -155,6 +155,44 @@ def test_up_refuses_a_busy_http_port(stack, tmp_path, host):
     assert str(port) in stderr, stderr
     assert "in use" in stderr, stderr
     assert "Persona Service is up" not in stdout
+
+
+# --- settings -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("command", "name", "value", "reason"), [
+    (["up"], "PERSONA_HTTP_PORT", "abc", "expected an integer"),
+    (["worker"], "PERSONA_WEBHOOKS_ALLOW_PRIVATE", "maybe", "expected a boolean (true/false, 1/0, yes/no, on/off)"),
+    (["serve"], "PERSONA_MODEL_PRICES", '{"m": 1', "expected JSON (Expecting ',' delimiter: line 1 column 8 (char 7))"),
+])
+def test_a_bad_setting_is_one_line_naming_it(tmp_path, command, name, value, reason):
+    result = run_cli(*command, env=cli_env(PERSONA_DATA_DIR=str(tmp_path), **{name: value}))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr == f"persona-service: invalid setting {name}={value!r}: {reason}\n"
+    assert result.stdout == ""
+
+
+def test_a_server_with_a_bad_setting_exits_and_the_stack_says_so(stack, tmp_path):
+    with pytest.MonkeyPatch.context() as mp:  # the session's PostgreSQL and Redis
+        mp.setenv("DATABASE_URL", stack.database_url)
+        mp.setenv("REDIS_URL", stack.redis_url)
+        bad = make_stack(tmp_path / "data", PERSONA_GRPC_WORKERS="many")
+    with pytest.raises(StackError, match=r"gRPC server exited \(2\)"):
+        with running(bad):
+            pass
+    log = (bad.log_dir / f"server-{bad.grpc_ports[0]}.log").read_text()
+    assert log == "persona-service: invalid setting PERSONA_GRPC_WORKERS='many': expected an integer\n"
+
+
+def test_readme_configuration_is_the_settings_command_output():
+    result = run_cli("settings", env=cli_env())
+    assert result.returncode == 0, result.stderr
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    table = "".join(block + "\n" for block in section.split("\n\n") if block.startswith("| variable "))
+    assert table == result.stdout, "README's Configuration table is stale: paste `persona-service settings` there"
+    for name in ("PERSONA_HTTP_PORT", "PERSONA_PROVIDER", "PERSONA_MODEL_PRICES", "PERSONA_WEBHOOK_LANES"):
+        assert f"| `{name}` |" in result.stdout
 
 
 # --- generated code -----------------------------------------------------------------

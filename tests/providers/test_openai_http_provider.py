@@ -7,6 +7,7 @@ import json
 import socket
 
 import pytest
+from persona_service.kernel.settings import InvalidSetting, read
 from persona_service.providers.base import (
     Completion,
     GenerationOptions,
@@ -19,6 +20,7 @@ from persona_service.providers.factory import make_base_provider, make_provider
 from persona_service.providers.local import LocalProvider
 from persona_service.providers.openai_http import OpenAIHTTPProvider
 from persona_service.providers.retrying import Retrying
+from persona_service.providers.settings import ProviderSettings
 
 SYSTEM = ("You are Mara Quill.\nDesire: To keep the old harbour lighthouse burning for every lost sailor.\n"
           "Traits: gentle, stubborn, wry.\nSpeaking style: Short, plain sentences with a dry sense of humour.")
@@ -316,11 +318,26 @@ def test_retrying_stream_retries_only_before_the_first_delta(provider, openai_st
     assert slept == [1.0] and len(retrying.failures) == 1
 
 
-def test_factory_builds_a_working_openai_provider(openai_stub):
-    env = {"PERSONA_PROVIDER": "openai", "PERSONA_OPENAI_BASE_URL": openai_stub.base_url,
-           "PERSONA_OPENAI_API_KEY": "sk-env", "PERSONA_OPENAI_MODEL": "gpt-env",
-           "PERSONA_PROVIDER_TIMEOUT_SECONDS": "3", "PERSONA_PROVIDER_BACKOFF_SECONDS": "0.25"}
-    provider = make_provider(env)
+@pytest.fixture
+def provider_env(monkeypatch):
+    """Provider settings read from exactly these environment variables."""
+
+    def settings(**env: str) -> ProviderSettings:
+        for name in ProviderSettings.model_fields:
+            monkeypatch.delenv(f"PERSONA_{name.upper()}", raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        return read(ProviderSettings)
+
+    return settings
+
+
+def test_factory_builds_a_working_openai_provider(openai_stub, provider_env):
+    provider = make_provider(provider_env(
+        PERSONA_PROVIDER="openai", PERSONA_OPENAI_BASE_URL=openai_stub.base_url,
+        PERSONA_OPENAI_API_KEY="sk-env", PERSONA_OPENAI_MODEL="gpt-env",
+        PERSONA_PROVIDER_TIMEOUT_SECONDS="3", PERSONA_PROVIDER_BACKOFF_SECONDS="0.25",
+    ))
     try:
         assert isinstance(provider, Retrying) and provider.name == "openai"
         assert provider.delays == (0.25, 0.5, 1.0)
@@ -336,20 +353,20 @@ def test_factory_builds_a_working_openai_provider(openai_stub):
         provider.close()
 
 
-def test_factory_defaults_and_validation():
-    default = make_provider({})
+def test_factory_defaults_and_validation(provider_env):
+    default = make_provider(provider_env())
     assert default.name == "local" and isinstance(default.provider, LocalProvider)
     assert default.delays == (1.0, 2.0, 4.0)
-    assert isinstance(make_base_provider({"PERSONA_PROVIDER": "LOCAL"}), LocalProvider)
-    with pytest.raises(ValueError, match="PERSONA_OPENAI_BASE_URL"):
-        make_provider({"PERSONA_PROVIDER": "openai"})
-    with pytest.raises(ValueError, match="PERSONA_PROVIDER"):
-        make_provider({"PERSONA_PROVIDER": "anthropic"})
-    with pytest.raises(ValueError, match="http"):
-        make_provider({"PERSONA_PROVIDER": "openai", "PERSONA_OPENAI_BASE_URL": "api.example.com/v1"})
-    with pytest.raises(ValueError, match="PERSONA_PROVIDER_BACKOFF_SECONDS"):
-        make_provider({"PERSONA_PROVIDER_BACKOFF_SECONDS": "soon"})
-    openai = make_base_provider({"PERSONA_PROVIDER": "openai", "PERSONA_OPENAI_BASE_URL": "http://127.0.0.1:9/v1/"})
+    assert isinstance(make_base_provider(provider_env(PERSONA_PROVIDER="LOCAL")), LocalProvider)
+    with pytest.raises(InvalidSetting, match="PERSONA_OPENAI_BASE_URL"):
+        provider_env(PERSONA_PROVIDER="openai")
+    with pytest.raises(InvalidSetting, match="PERSONA_PROVIDER"):
+        provider_env(PERSONA_PROVIDER="anthropic")
+    with pytest.raises(InvalidSetting, match="http"):
+        provider_env(PERSONA_PROVIDER="openai", PERSONA_OPENAI_BASE_URL="api.example.com/v1")
+    with pytest.raises(InvalidSetting, match="PERSONA_PROVIDER_BACKOFF_SECONDS"):
+        provider_env(PERSONA_PROVIDER_BACKOFF_SECONDS="soon")
+    openai = make_base_provider(provider_env(PERSONA_PROVIDER="openai", PERSONA_OPENAI_BASE_URL="http://127.0.0.1:9/v1/"))
     try:
         assert isinstance(openai, OpenAIHTTPProvider)
         assert (openai.model, openai.embedding_model, openai.moderation_model, openai.timeout_seconds) == (

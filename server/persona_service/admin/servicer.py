@@ -1,9 +1,11 @@
 from persona.v1 import admin_pb2, admin_pb2_grpc
 
 from persona_service.admin.service import DsarBuilder
+from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import timestamp
 from persona_service.webhooks.service import WebhookService
+from persona_service.webhooks.settings import WebhookSettings
 
 
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
@@ -16,8 +18,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
 
     def RotateWebhookSecrets(self, request, context):
         ctx = current()
-        settings = self.app.settings
-        max_age, grace = settings.webhook_secret_max_age_seconds, settings.webhook_secret_grace_seconds
+        settings = load(WebhookSettings)
+        max_age, grace = settings.secret_max_age_seconds, settings.secret_rotation_grace_seconds
         results = WebhookService(ctx.conn, box=self.app.secret_box).rotate_secrets(max_age_seconds=max_age, grace_seconds=grace)
         return admin_pb2.RotateWebhookSecretsResponse(
             results=[

@@ -5,6 +5,7 @@ from persona.v1 import chat_pb2_grpc, openai_pb2_grpc
 from persona_service.chat.openai_servicer import OpenAIServicer
 from persona_service.chat.service import ACTION_KEY, THRESHOLD_KEY
 from persona_service.chat.servicer import ChatServicer
+from persona_service.chat.settings import ChatSettings
 from persona_service.kernel.config_keys import ConfigKey
 from persona_service.kernel.limits.plans import EndpointCap
 from persona_service.kernel.module import Module, ServiceBinding
@@ -23,4 +24,5 @@ MODULE = Module(
         ConfigKey(THRESHOLD_KEY, "number", 0.35, minimum=0, maximum=1, levels=_PERSONA_LEVELS),
     ),
     endpoint_caps=(EndpointCap("chat.messages", 600, 60),),
+    settings=ChatSettings,
 )

@@ -10,10 +10,11 @@ rounded to a whole micro-dollar.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from persona_service.chat.settings import ChatSettings
+from persona_service.kernel.settings import load
 
 
 @dataclass(frozen=True)
@@ -36,14 +37,10 @@ class PriceTable:
         self.prices = dict(prices)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> PriceTable:
-        raw = env.get("PERSONA_MODEL_PRICES", "").strip()
-        if not raw:
-            return cls(DEFAULT_PRICES)
-        prices = dict(DEFAULT_PRICES)
-        for model, entry in json.loads(raw).items():
-            prices[model] = Price(float(entry.get("input", 0)), float(entry.get("output", 0)))
-        return cls(prices)
+    def from_env(cls, settings: ChatSettings | None = None) -> PriceTable:
+        """DEFAULT_PRICES with the configured prices (PERSONA_MODEL_PRICES) over them."""
+        configured = (settings or load(ChatSettings)).model_prices
+        return cls({**DEFAULT_PRICES, **{model: Price(p.input, p.output) for model, p in configured.items()}})
 
     def price(self, model: str) -> Price:
         return self.prices.get(model) or self.prices.get("*") or Price(0.0, 0.0)

@@ -3,8 +3,8 @@
 A module is a folder (`persona_service/<domain>/`) whose `module.py` exposes
 one `Module`. The registry (`persona_service/registry.py`) lists the modules;
 the server, the background jobs, the CLI, the id prefixes, the outbox's event
-types, the config keys, the endpoint caps and the migrations are assembled
-from that list. The kernel never imports a module: modules are handed to it.
+types, the config keys, the endpoint caps, the settings sections and the
+migrations are assembled from that list. The kernel never imports a module: modules are handed to it.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from persona_service.kernel import ids
 from persona_service.kernel.config_keys import ConfigKey, install_config_keys
 from persona_service.kernel.limits.plans import EndpointCap, install_caps
 from persona_service.kernel.outbox import EVENT_TYPES
+from persona_service.kernel.settings import Settings, env_names
 
 if TYPE_CHECKING:
     import grpc
+    from pydantic_settings import BaseSettings
 
     from persona_service.kernel.app import App
     from persona_service.kernel.auth import CredentialStore
@@ -87,6 +89,8 @@ class Module:
     # Kernel ports this module implements (at most one module each).
     credentials: Callable[[], CredentialStore] | None = None
     limit_overrides: Callable[[Any, str], dict[str, Any]] | None = None
+    # The module's settings section (a kernel.settings.Section), read with kernel.settings.load().
+    settings: type[BaseSettings] | None = None
 
 
 class Modules:
@@ -111,6 +115,8 @@ class Modules:
         self.commands = [c for m in self.all for c in m.commands]
         self.processes = [p for m in self.all for p in m.processes]
         self.migrations = [m.migrations for m in self.all if m.migrations is not None]
+        self.settings_sections = [m.settings for m in self.all if m.settings is not None]
+        _unique("setting", [name for s in (Settings, *self.settings_sections) for name in env_names(s)])
         self.credentials = _one("credentials", [m.credentials for m in self.all if m.credentials])
         self.limit_overrides = _one("limit_overrides", [m.limit_overrides for m in self.all if m.limit_overrides])
 

@@ -1,4 +1,4 @@
-"""Choose and configure the provider from the environment.
+"""Choose and configure the provider from its settings (`ProviderSettings`).
 
 ``PERSONA_PROVIDER``: ``local`` (default; deterministic, no network) or
 ``openai`` (any OpenAI-compatible HTTP API), configured by
@@ -13,65 +13,42 @@ Either is wrapped in `Retrying` with delays b, 2b, 4b where b is
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
+from persona_service.kernel.settings import load
 from persona_service.providers.base import Provider, ProviderError
 from persona_service.providers.local import LocalProvider
 from persona_service.providers.retrying import Retrying
-
-PROVIDERS = ("local", "openai")
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = (env.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number of seconds, got {raw!r}") from None
-    if value < 0 or value != value:
-        raise ValueError(f"{name} must not be negative, got {raw!r}")
-    return value
+from persona_service.providers.settings import ProviderSettings
 
 
-def backoff_delays(env: Mapping[str, str] = os.environ) -> tuple[float, float, float]:
-    base = _float(env, "PERSONA_PROVIDER_BACKOFF_SECONDS", 1.0)
+def backoff_delays(settings: ProviderSettings | None = None) -> tuple[float, float, float]:
+    base = (settings or load(ProviderSettings)).provider_backoff_seconds
     return (base, base * 2, base * 4)
 
 
-def make_base_provider(settings_env: Mapping[str, str] = os.environ) -> Provider:
+def make_base_provider(settings: ProviderSettings | None = None) -> Provider:
     """The configured provider without the retry wrapper."""
-    kind = (settings_env.get("PERSONA_PROVIDER") or "local").strip().lower()
-    if kind == "local":
-        return LocalProvider()
-    if kind == "openai":
+    settings = settings or load(ProviderSettings)
+    if settings.provider == "openai":
         from persona_service.providers.openai_http import OpenAIHTTPProvider
 
-        base_url = (settings_env.get("PERSONA_OPENAI_BASE_URL") or "").strip()
-        if not base_url:
-            raise ValueError("PERSONA_OPENAI_BASE_URL is required when PERSONA_PROVIDER=openai")
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"PERSONA_OPENAI_BASE_URL must be an http(s) URL, got {base_url!r}")
-        timeout = _float(settings_env, "PERSONA_PROVIDER_TIMEOUT_SECONDS", 30.0)
-        if timeout <= 0:
-            raise ValueError("PERSONA_PROVIDER_TIMEOUT_SECONDS must be positive")
         return OpenAIHTTPProvider(
-            base_url=base_url,
-            api_key=settings_env.get("PERSONA_OPENAI_API_KEY") or "",
-            model=settings_env.get("PERSONA_OPENAI_MODEL") or "gpt-4o-mini",
-            embedding_model=settings_env.get("PERSONA_OPENAI_EMBEDDING_MODEL") or "text-embedding-3-small",
-            moderation_model=settings_env.get("PERSONA_OPENAI_MODERATION_MODEL") or "omni-moderation-latest",
-            timeout_seconds=timeout,
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key,
+            model=settings.openai_model,
+            embedding_model=settings.openai_embedding_model,
+            moderation_model=settings.openai_moderation_model,
+            timeout_seconds=settings.provider_timeout_seconds,
         )
-    raise ValueError(f"PERSONA_PROVIDER must be one of {', '.join(PROVIDERS)}, got {kind!r}")
+    return LocalProvider()
 
 
 def make_provider(
-    settings_env: Mapping[str, str] = os.environ,
+    settings: ProviderSettings | None = None,
     *,
     on_failure: Callable[[ProviderError, int, str], None] | None = None,
 ) -> Retrying:
     """The configured provider, wrapped in `Retrying` with the configured backoff."""
-    return Retrying(make_base_provider(settings_env), delays=backoff_delays(settings_env), on_failure=on_failure)
+    settings = settings or load(ProviderSettings)
+    return Retrying(make_base_provider(settings), delays=backoff_delays(settings), on_failure=on_failure)

@@ -6,6 +6,7 @@ from persona.v1 import webhooks_pb2_grpc
 
 from persona_service.kernel.module import Command, Module, Process, ServiceBinding
 from persona_service.webhooks.servicer import WebhookServicer
+from persona_service.webhooks.settings import WebhookSettings
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -24,4 +25,5 @@ MODULE = Module(
     event_types=frozenset({"webhook.endpoint.test_ping"}),
     commands=(Command("worker", "run the webhook delivery worker (DATABASE_URL, or the embedded PostgreSQL)", _worker),),
     processes=(Process("webhook-worker", "worker"),),
+    settings=WebhookSettings,
 )

@@ -1,8 +1,10 @@
 from persona.v1 import webhooks_pb2, webhooks_pb2_grpc
 
+from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import timestamp
 from persona_service.webhooks.service import WebhookService
+from persona_service.webhooks.settings import WebhookSettings
 
 
 def endpoint(row) -> webhooks_pb2.WebhookEndpoint:
@@ -38,10 +40,11 @@ def _limit(request) -> int:
 class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
     def __init__(self, app):
         self.app = app
+        self.allow_private = load(WebhookSettings).allow_private
 
     def _service(self, ctx) -> WebhookService:
         return WebhookService(
-            ctx.conn, self.app.cursors, self.app.secret_box, allow_private=self.app.settings.webhooks_allow_private
+            ctx.conn, self.app.cursors, self.app.secret_box, allow_private=self.allow_private
         )
 
     def CreateWebhookEndpoint(self, request, context):

@@ -28,7 +28,6 @@ import email.utils
 import functools
 import json
 import logging
-import os
 import ssl
 import threading
 import time
@@ -321,21 +320,22 @@ def main() -> None:
 
     from persona_service.kernel import settings as config
     from persona_service.kernel.db.engine import make_engine
+    from persona_service.webhooks.settings import WebhookSettings
 
-    settings = config.load()
+    settings, webhooks = config.load(), config.load(WebhookSettings)
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
     database_url = settings.database_url
     if not database_url:
         from persona_service.kernel.embedded import postgres_url
 
         database_url = postgres_url(settings.data_dir / "postgres")
-    lanes = int(os.environ.get("PERSONA_WEBHOOK_LANES", "4"))
+    lanes = webhooks.lanes
     engine = make_engine(database_url, pool_size=lanes + 2)
-    worker = DeliveryWorker(engine, SecretBox(settings.resolved_secrets_key()), allow_private=settings.webhooks_allow_private)
+    worker = DeliveryWorker(engine, SecretBox(settings.resolved_secrets_key()), allow_private=webhooks.allow_private)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    log.info("webhook worker started (lanes=%d, allow_private=%s)", lanes, settings.webhooks_allow_private)
+    log.info("webhook worker started (lanes=%d, allow_private=%s)", lanes, webhooks.allow_private)
     worker.run(stop, lanes=lanes)
     engine.dispose()
     log.info("webhook worker stopped")
