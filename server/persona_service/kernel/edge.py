@@ -55,12 +55,13 @@ def _endpoints(grpc_ports: list[int], indent: str = "        ") -> str:
 
 
 def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_port: int, access_log: str,
-           listen_address: str = "0.0.0.0") -> str:
+           listen_address: str, edge_secret: str) -> str:
     template = Template((EDGE / "envoy.yaml.in").read_text())
     return template.substitute(
         http_port=http_port,
         admin_port=admin_port,
         listen_address=listen_address,
+        edge_secret=json.dumps(edge_secret),
         access_log=access_log,
         lua_path=str(EDGE / "envelope.lua"),
         descriptor=str(DESCRIPTOR),

