@@ -21,7 +21,9 @@ from persona_service.registry import MODULES
 JWT_SECRET = "test-jwt-secret-" + "x" * 32
 
 
-def make_stack(data_dir: pathlib.Path, servers: int = 1, **extra_env) -> Stack:
+def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None = None, **extra_env) -> Stack:
+    """A stack on free ports; `settings` overrides kernel settings (the edge's
+    included), `extra_env` reaches the server and worker processes."""
     settings = Settings(
         data_dir=data_dir,
         database_url=os.environ.get("DATABASE_URL", ""),
@@ -30,6 +32,7 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, **extra_env) -> Stack:
         grpc_port=free_port(),
         admin_port=free_port(),
         jwt_secret=JWT_SECRET,
+        **(settings or {}),
     )
     env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1", **extra_env}
     ports = [settings.grpc_port] + [free_port() for _ in range(servers - 1)]

@@ -55,13 +55,16 @@ def _endpoints(grpc_ports: list[int], indent: str = "        ") -> str:
 
 
 def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_port: int, access_log: str,
-           listen_address: str, edge_secret: str) -> str:
+           listen_address: str, edge_secret: str, request_timeout: int = 30, max_connections: int = 10_000) -> str:
     template = Template((EDGE / "envoy.yaml.in").read_text())
     return template.substitute(
         http_port=http_port,
         admin_port=admin_port,
         listen_address=listen_address,
         edge_secret=json.dumps(edge_secret),
+        request_timeout=request_timeout,
+        request_headers_timeout=min(10, request_timeout),
+        max_connections=max_connections,
         access_log=access_log,
         lua_path=str(EDGE / "envelope.lua"),
         descriptor=str(DESCRIPTOR),

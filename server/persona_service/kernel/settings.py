@@ -60,6 +60,13 @@ class Settings(Section):
         "127.0.0.1", description="address Envoy's public listener binds: `0.0.0.0` (or `::`) to serve other hosts, "
                                  "behind TLS termination and a firewall in production",
     )
+    edge_request_timeout_seconds: int = Field(
+        30, ge=1, description="a client must send its whole request (headers and body) within this; "
+                              "else 408 `request_timeout`",
+    )
+    edge_max_connections: int = Field(
+        10_000, ge=1, description="open client connections Envoy accepts at once (beyond: closed at once)",
+    )
     edge_secret: str = Field(
         "", description="shared secret Envoy adds to every call (`x-persona-edge-secret`); a server trusts the client "
                         "address Envoy reports only with it. Empty: `up` makes one per start; set it on both sides "

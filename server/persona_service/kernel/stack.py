@@ -172,6 +172,8 @@ class Stack:
                 services=self.modules.service_names, http_port=self.settings.http_port, grpc_ports=self.grpc_ports,
                 admin_port=self.settings.admin_port, access_log=str(self.log_dir / "access.log"),
                 listen_address=self.settings.http_host, edge_secret=self._edge_secret,
+                request_timeout=self.settings.edge_request_timeout_seconds,
+                max_connections=self.settings.edge_max_connections,
             )
         )
         self._supervisor.start(Child(
