@@ -1,0 +1,282 @@
+"""Hostile-load scenarios against `persona-service up`, with a table of figures.
+
+Starts `up` (embedded PostgreSQL and Redis, its own data dir and ports),
+bootstraps an Enterprise org, then for each scenario measures a steady
+probe load (GET /v1/orgs/{id}, 8 client threads) before, during and after
+the disturbance: requests failed, p99, and how long the service took to be
+whole again.
+
+    .venv/bin/python scripts/hostile_load.py [--slow 1000] [--idle 2000] [--seconds 5]
+
+Scenarios: slow bodies (sockets that send headers and trickle a body),
+idle connections, SIGKILL of a server process, SIGKILL of the webhook
+worker, PostgreSQL stopped for a few seconds, Redis killed. Every load
+goes to 127.0.0.1 only, bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import resource
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "persona_service.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Probe:
+    """A steady load of 8 threads, recording (start time, latency, status)."""
+
+    url: str
+    headers: dict[str, str]
+    samples: list[tuple[float, float, int]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        def loop() -> None:
+            with httpx.Client(timeout=10) as client:
+                while not self._stop.is_set():
+                    started = time.monotonic()
+                    try:
+                        status = client.get(self.url, headers=self.headers).status_code
+                    except httpx.HTTPError:
+                        status = 0
+                    self.samples.append((started, time.monotonic() - started, status))
+                    time.sleep(0.005)
+
+        self._threads = [threading.Thread(target=loop, daemon=True) for _ in range(8)]
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join()
+
+    def window(self, start: float, end: float) -> list[tuple[float, float, int]]:
+        return [s for s in self.samples if start <= s[0] < end]
+
+
+def p99_ms(samples) -> float:
+    latencies = sorted(s[1] for s in samples if s[2] == 200)
+    if not latencies:
+        return float("nan")
+    return 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+
+
+def failed(samples) -> int:
+    return sum(1 for s in samples if s[2] != 200)
+
+
+class Service:
+    def __init__(self, data_dir: pathlib.Path):
+        self.data_dir = data_dir
+        self.http_port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PERSONA_") and k not in ("DATABASE_URL", "REDIS_URL")}
+        self.env = {**env, "PERSONA_DATA_DIR": str(data_dir), "PERSONA_HTTP_PORT": str(self.http_port),
+                    "PERSONA_GRPC_PORT": str(20000 + free_port() % 10000), "PERSONA_ENVOY_ADMIN_PORT": str(free_port())}
+        self.proc = subprocess.Popen([*CLI, "up"], env=self.env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if "is up in" in line:
+                break
+        else:
+            raise SystemExit("`up` did not start")
+        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+        made = subprocess.run([*CLI, "bootstrap", "--org-name", "Hostile", "--plan", "enterprise"], env=self.env, cwd=ROOT,
+                              capture_output=True, text=True, check=True)
+        self.tenant = json.loads(made.stdout.strip().splitlines()[-1])
+        self.base = f"http://127.0.0.1:{self.http_port}"
+        self.auth = {"Authorization": f"Bearer {self.tenant['apiKey']}"}
+        for key in ("requests_per_minute", "requests_per_day"):  # the probe measures latency, not limits
+            httpx.put(f"{self.base}/v1/config/api.rate_limit.{key}", json={"value": 10**9, "level": "org"},
+                      headers=self.auth).raise_for_status()
+
+    def pids(self, kind: str) -> list[int]:
+        state = json.loads((self.data_dir / "stack-pids.json").read_text())
+        found = []
+        for pid in state["pids"]:
+            try:
+                cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except FileNotFoundError:
+                continue
+            if kind.encode() in cmdline:
+                found.append(pid)
+        return found
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+
+
+def hold_slow_bodies(service: Service, count: int) -> list[socket.socket]:
+    body = b'{"name": "slow", "scopes": ["personas:read"]}'
+    head = (f"POST /v1/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {service.tenant['apiKey']}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    sockets = []
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", service.http_port))
+        s.sendall(head + body[:1])
+        sockets.append(s)
+    return sockets
+
+
+def hold_idle(service: Service, count: int) -> list[socket.socket]:
+    return [socket.create_connection(("127.0.0.1", service.http_port)) for _ in range(count)]
+
+
+def wait_until(predicate, timeout: float) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if predicate():
+            return time.monotonic() - started
+        time.sleep(0.05)
+    return float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slow", type=int, default=1000, help="slow-body sockets")
+    parser.add_argument("--idle", type=int, default=2000, help="idle connections")
+    parser.add_argument("--seconds", type=float, default=5, help="length of each measuring window")
+    args = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * (args.slow + args.idle) + 1024)), hard))
+    rows: list[tuple[str, str, str, str, str, str]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        service = Service(pathlib.Path(tmp) / "data")
+        probe = Probe(f"{service.base}/v1/orgs/{service.tenant['orgId']}", service.auth)
+        probe.run()
+        span = args.seconds
+        try:
+            time.sleep(1)  # warm-up
+            t0 = time.monotonic()
+            time.sleep(span)
+            quiet = probe.window(t0, time.monotonic())
+            quiet_p99 = p99_ms(quiet)
+            rows.append(("quiet", str(len(quiet)), str(failed(quiet)), f"{quiet_p99:.1f}", "—", "—"))
+
+            def disturb(name: str, start, end=None, whole=None):
+                """Measure while `start()`'s disturbance lasts (one window), then
+                `end()` it; recovery: from the disturbance (or its end, if it has
+                one) until `whole()` holds."""
+                before, recovery = time.monotonic(), "—"
+                held = start()
+                during_start = time.monotonic()
+                if end is None and whole is not None:
+                    recovery = f"{wait_until(whole, 60):.1f}"
+                time.sleep(max(0.0, span - (time.monotonic() - during_start)))
+                during = probe.window(during_start, time.monotonic())
+                if end is not None:
+                    end(held)
+                    if whole is not None:
+                        recovery = f"{wait_until(whole, 60):.1f}"
+                after_start = time.monotonic()
+                time.sleep(span)
+                after = probe.window(after_start, time.monotonic())
+                everything = probe.window(before, time.monotonic())
+                statuses = sorted({s[2] for s in everything if s[2] != 200})
+                during_p99 = p99_ms(during)
+                rows.append((name, str(len(everything)), f"{failed(everything)} {statuses or ''}".strip(),
+                             f"{during_p99:.1f} (×{during_p99 / quiet_p99:.2f})", f"{p99_ms(after):.1f}", recovery))
+
+            disturb(f"{args.slow} slow bodies", lambda: hold_slow_bodies(service, args.slow),
+                    lambda socks: [s.close() for s in socks])
+            disturb(f"{args.idle} idle connections", lambda: hold_idle(service, args.idle),
+                    lambda socks: [s.close() for s in socks])
+
+            def kill(kind: str):
+                victims = service.pids(kind)[:1]
+                for pid in victims:
+                    os.kill(pid, signal.SIGKILL)
+                return victims
+
+            def replaced(kind: str, count: int, victims: list[int]):
+                # As many as before, none of them a victim (a killed child is a zombie until reaped).
+                return lambda: len(service.pids(kind)) >= count and not set(service.pids(kind)) & set(victims)
+
+            servers, workers = len(service.pids("serve")), len(service.pids("worker"))
+            victims: list[int] = []
+            disturb("SIGKILL one server", lambda: victims.extend(kill("serve")), None, replaced("serve", servers, victims))
+            worker_victims: list[int] = []
+            disturb("SIGKILL the worker", lambda: worker_victims.extend(kill("worker")), None,
+                    replaced("worker", workers, worker_victims))
+            pg = PostgresControl(service.data_dir / "postgres")
+            disturb(f"PostgreSQL down {span:g} s", lambda: pg.stop(), lambda _: pg.start(),
+                    lambda: httpx.get(f"{service.base}/v1/keys", headers=service.auth).status_code == 200)
+            disturb("Redis killed (not restarted)", lambda: kill("redis-server") or kill_redis(service))
+        finally:
+            probe.stop()
+            service.stop()
+            flags = [line.split('" ', 1)[1].split()[:2] for line in (service.data_dir / "logs" / "access.log").read_text()
+                     .splitlines() if '" 5' in line]
+    counts: dict[str, int] = {}
+    for status, flag in flags:
+        counts[f"{status} {flag}"] = counts.get(f"{status} {flag}", 0) + 1
+    print("edge 5xx by response flag:", counts or "none")
+    print()
+    print("| scenario | requests | failed [statuses] | p99 during, ms (× quiet) | p99 after, ms | recovered in, s |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+def kill_redis(service: Service) -> list[int]:
+    for pid in json.loads((service.data_dir / "stack-pids.json").read_text())["pids"]:
+        try:
+            if b"redis" in pathlib.Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGKILL)
+                return [pid]
+        except FileNotFoundError:
+            continue
+    return []
+
+
+class PostgresControl:
+    """Stop and start the embedded PostgreSQL exactly as it was started."""
+
+    def __init__(self, pgdata: pathlib.Path):
+        import pgserver
+
+        self.pgdata = pgdata
+        self.pg_ctl = pathlib.Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_ctl"
+        options = shlex.split((pgdata / "postmaster.opts").read_text())[1:]
+        at = options.index("-D")
+        del options[at:at + 2]
+        self.options = shlex.join(options)
+
+    def _run(self, *args: str) -> None:
+        user = "pgserver" if os.geteuid() == 0 else None
+        subprocess.run([str(self.pg_ctl), "-D", str(self.pgdata), "-w", "-l", str(self.pgdata / "log"), *args],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, user=user, cwd="/tmp")
+
+    def stop(self) -> None:
+        self._run("stop", "-m", "fast")
+
+    def start(self) -> None:
+        self._run("start", "-o", self.options)
+
+
+if __name__ == "__main__":
+    main()
