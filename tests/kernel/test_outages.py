@@ -25,6 +25,12 @@ def own(tmp_path_factory):
         pytest.skip("stops the embedded PostgreSQL and Redis")
     with running(make_stack(tmp_path_factory.mktemp("outages"), servers=2)) as stack:
         yield stack
+    # The PostgreSQL this module restarted by hand is not the one the embedded
+    # server's cleanup knows: stop it here.
+    try:
+        _pg(stack, "stop", "-m", "fast")
+    except subprocess.CalledProcessError:
+        pass  # already stopped
 
 
 @pytest.fixture(scope="module")
