@@ -32,6 +32,7 @@ RATE_LIMIT_KEYS = (
     _limit("requests_per_minute"),
     _limit("requests_per_day"),
     _limit("concurrent_generations"),
+    _limit("concurrent_streams"),
     _limit("generations_per_month"),
     _limit("cap_multiplier", "number", 0.01),
 )

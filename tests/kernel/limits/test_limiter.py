@@ -138,3 +138,23 @@ def test_endpoint_cap_scales_with_the_multiplier(limiter):
     # Other RPCs of the organization are not capped by it.
     limiter.admit(org, limits)
     limiter.admit(org, limits, cap="personas.refine")
+
+
+def test_concurrent_streams_budget_beside_the_generation_budget(limiter):
+    org = subject()
+    limits = Limits(600, 50_000, 5, 1.0, 100, concurrent_streams=2)
+    first = limiter.admit(org, limits, generation=True, stream=True, token="s-1")
+    second = limiter.admit(org, limits, stream=True, token="s-2")
+    with pytest.raises(RateLimited) as info:
+        limiter.admit(org, limits, generation=True, stream=True, token="s-3")
+    assert info.value.details["limit"] == "concurrent_streams"
+    assert info.value.details["limitValue"] == 2
+    # The refused call took no generation slot either: four more generations fit beside the first.
+    held = [limiter.admit(org, limits, generation=True, token=f"g-{n}") for n in range(4)]
+    with pytest.raises(RateLimited) as info:
+        limiter.admit(org, limits, generation=True, token="g-5")
+    assert info.value.details["limit"] == "concurrent_generations"
+    limiter.release(first, refund=False)  # leaves both of its slots
+    limiter.admit(org, limits, generation=True, stream=True, token="s-4")
+    for admission in [second, *held]:
+        limiter.release(admission, refund=False)

@@ -31,47 +31,64 @@ log = logging.getLogger(__name__)
 
 # Generations still "running" after this long are considered abandoned.
 GENERATION_STALE_MS = 15 * 60 * 1000
+# Open streams older than this no longer count (a server that died holding one).
+STREAM_STALE_MS = 30 * 60 * 1000
 
 _SCRIPT = """
 local now_ms = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
--- windows: KEYS[1..n] with ARGV[1 + 2*i] = limit, ARGV[2 + 2*i] = ttl ms
+local m = tonumber(ARGV[3])
+local token = ARGV[4]
+-- windows: KEYS[1..n] with ARGV[3 + 2*i] = limit, ARGV[4 + 2*i] = ttl ms
+-- slots (concurrency): KEYS[n+1..n+m] with ARGV[3 + 2*n + 2*j] = limit, ARGV[4 + 2*n + 2*j] = stale ms
 local minute_used = tonumber(redis.call('GET', KEYS[1]) or '0')
 for i = 1, n do
   local used = tonumber(redis.call('GET', KEYS[i]) or '0')
-  if used >= tonumber(ARGV[1 + 2*i]) then
+  if used >= tonumber(ARGV[3 + 2*i]) then
     return {'window', i, used, minute_used}
   end
 end
-local conc_key = KEYS[n + 1]
-local conc_limit = tonumber(ARGV[3 + 2*n])
-local token = ARGV[4 + 2*n]
-if conc_limit > 0 then
-  redis.call('ZREMRANGEBYSCORE', conc_key, '-inf', now_ms - tonumber(ARGV[5 + 2*n]))
-  local running = redis.call('ZCARD', conc_key)
-  if running >= conc_limit then
-    return {'concurrency', 0, running, minute_used}
+for j = 1, m do
+  local key = KEYS[n + j]
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms - tonumber(ARGV[4 + 2*n + 2*j]))
+  local running = redis.call('ZCARD', key)
+  if running >= tonumber(ARGV[3 + 2*n + 2*j]) then
+    return {'concurrency', j, running, minute_used}
   end
-  redis.call('ZADD', conc_key, now_ms, token)
-  redis.call('PEXPIRE', conc_key, tonumber(ARGV[5 + 2*n]))
+end
+for j = 1, m do
+  redis.call('ZADD', KEYS[n + j], now_ms, token)
+  redis.call('PEXPIRE', KEYS[n + j], tonumber(ARGV[4 + 2*n + 2*j]))
 end
 local result = {'ok', 0}
 for i = 1, n do
   local used = redis.call('INCR', KEYS[i])
-  if used == 1 then redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[2 + 2*i])) end
+  if used == 1 then redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[4 + 2*i])) end
   table.insert(result, used)
 end
 return result
 """
 
+# KEYS: the slots to leave, then (when refunding) the quota window to give a unit back to.
 _RELEASE = """
-redis.call('ZREM', KEYS[1], ARGV[1])
-if ARGV[2] == '1' and KEYS[2] then
-  local left = redis.call('DECR', KEYS[2])
-  if left < 0 then redis.call('SET', KEYS[2], 0, 'KEEPTTL') end
+local slots = tonumber(ARGV[3])
+for j = 1, slots do redis.call('ZREM', KEYS[j], ARGV[1]) end
+if ARGV[2] == '1' and KEYS[slots + 1] then
+  local left = redis.call('DECR', KEYS[slots + 1])
+  if left < 0 then redis.call('SET', KEYS[slots + 1], 0, 'KEEPTTL') end
 end
 return 1
 """
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A concurrency budget: calls holding one at once, per organization."""
+
+    name: str  # "concurrent_generations", "concurrent_streams"
+    limit: int
+    stale_ms: int  # a holder that never released counts no longer than this
+    message: str
 
 
 class RateLimited(ApiError):
@@ -96,7 +113,8 @@ class Admission:
     """What the limiter decided, and the headers every response carries."""
 
     headers: list[tuple[str, str]] = field(default_factory=list)
-    release_keys: tuple[str, ...] = ()
+    slot_keys: tuple[str, ...] = ()  # concurrency slots held until the call ends
+    refund_key: str = ""  # the monthly quota window a failed generation gives its unit back to
     token: str = ""
 
 
@@ -134,17 +152,20 @@ class RateLimiter:
 
     # --- admission --------------------------------------------------------------
 
-    def admit(self, subject: str, limits: Limits, *, cap: str = "", generation: bool = False, token: str = "") -> Admission:
+    def admit(self, subject: str, limits: Limits, *, cap: str = "", generation: bool = False, stream: bool = False,
+              token: str = "") -> Admission:
         now = time.time()
         windows = self.windows(subject, limits, cap, generation, now)
-        conc_key = f"rl:{{{subject}}}:running"
-        args = [int(now * 1000), len(windows)]
+        slots = self.slots(limits, generation, stream)
+        slot_keys = [f"rl:{{{subject}}}:{slot.name}" for slot in slots]
+        args = [int(now * 1000), len(windows), len(slots), token]
         for w in windows:
             ttl = (w.resets_at - int(now) + 60) * 1000
             args += [w.limit, ttl]
-        args += [limits.concurrent_generations if generation else 0, token, GENERATION_STALE_MS]
+        for slot in slots:
+            args += [slot.limit, slot.stale_ms]
         try:
-            result = self._admit(keys=[w.key for w in windows] + [conc_key], args=args)
+            result = self._admit(keys=[w.key for w in windows] + slot_keys, args=args)
         except redis.RedisError as exc:
             log.warning("rate limiter unavailable, failing open: %s", exc)
             return Admission()
@@ -153,15 +174,12 @@ class RateLimiter:
         if verdict == "ok":
             used_minute = int(result[2])
             headers = self.headers(limits, minute, max(0, minute.limit - used_minute), now)
-            release = (conc_key, windows[-1].key) if generation else ()
-            return Admission(headers, release, token)
+            return Admission(headers, tuple(slot_keys), windows[-1].key if generation else "", token)
         minute_left = max(0, minute.limit - int(result[3])) if verdict != "ok" else 0
         if verdict == "concurrency":
             headers = self.headers(limits, minute, minute_left, now)
-            err = RateLimited(
-                "Too many generations are running for this organization; retry when one finishes.",
-                {"retryAfter": 1, "limit": "concurrent_generations", "limitValue": limits.concurrent_generations},
-            )
+            slot = slots[int(result[1]) - 1]
+            err = RateLimited(slot.message, {"retryAfter": 1, "limit": slot.name, "limitValue": slot.limit})
             err.headers = dict(headers) | {"retry-after": "1"}
             raise err
         blocked = windows[int(result[1]) - 1]
@@ -192,12 +210,24 @@ class RateLimiter:
             err.details["limit"] = "anonymous"
             raise
 
+    @staticmethod
+    def slots(limits: Limits, generation: bool, stream: bool) -> list[Slot]:
+        slots = []
+        if generation:
+            slots.append(Slot("concurrent_generations", limits.concurrent_generations, GENERATION_STALE_MS,
+                              "Too many generations are running for this organization; retry when one finishes."))
+        if stream:
+            slots.append(Slot("concurrent_streams", limits.concurrent_streams, STREAM_STALE_MS,
+                              "Too many streams are open for this organization; retry when one ends."))
+        return slots
+
     def release(self, admission: Admission, refund: bool) -> None:
-        """Return a generation's concurrency slot; refund its quota unit if it failed."""
-        if not admission.release_keys:
+        """Leave the call's concurrency slots; refund a failed generation's quota unit."""
+        if not admission.slot_keys:
             return
+        keys = [*admission.slot_keys, *([admission.refund_key] if refund and admission.refund_key else [])]
         try:
-            self._release(keys=list(admission.release_keys), args=[admission.token, "1" if refund else "0"])
+            self._release(keys=keys, args=[admission.token, "1" if refund else "0", len(admission.slot_keys)])
         except redis.RedisError as exc:
             log.warning("could not release a generation slot (it expires by itself): %s", exc)
 

@@ -41,6 +41,9 @@ class Limits:
     concurrent_generations: int
     cap_multiplier: float
     generations_per_month: int
+    # Server streams (SSE) open at once per organization, so one tenant's
+    # streams cannot hold every server thread (ours; the spec names none).
+    concurrent_streams: int = 5
 
     def cap(self, name: str) -> tuple[int, int]:
         """(limit, window seconds) of an endpoint cap for this tier."""
@@ -52,10 +55,10 @@ class Limits:
 
 
 PLAN_LIMITS = {
-    "free": Limits(60, 5_000, 1, 0.1, 10),
-    "pro": Limits(600, 50_000, 5, 1.0, 100),
-    "team": Limits(3_000, 250_000, 25, 5.0, 500),
-    "enterprise": Limits(6_000, 500_000, 50, 10.0, 5_000),
+    "free": Limits(60, 5_000, 1, 0.1, 10, concurrent_streams=2),
+    "pro": Limits(600, 50_000, 5, 1.0, 100, concurrent_streams=5),
+    "team": Limits(3_000, 250_000, 25, 5.0, 500, concurrent_streams=10),
+    "enterprise": Limits(6_000, 500_000, 50, 10.0, 5_000, concurrent_streams=20),
 }
 
 # Unauthenticated requests (failed credentials) are limited per client address.

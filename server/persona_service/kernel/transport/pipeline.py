@@ -113,7 +113,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             call = self._begin(context, meta)
             token = request_context.bind(call.ctx)
             try:
-                self._admit(call, request, meta, idempotent=False)
+                self._admit(call, request, meta, stream=True)
                 call.reached_operation = True
                 last = None
                 for last in behavior(request, context):
@@ -149,7 +149,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         ctx.headers.append(("x-request-id", request_id))
         return _Call(ctx, metadata)
 
-    def _admit(self, call: _Call, request, meta: MethodMeta, idempotent: bool = True):
+    def _admit(self, call: _Call, request, meta: MethodMeta, stream: bool = False):
         """Everything before the operation. Returns a stored outcome to replay, or None."""
         ctx, policy = call.ctx, meta.policy
         try:
@@ -161,7 +161,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         ctx.principal = principal
         call.admission = self.app.limiter.admit(
             principal.org_id, self.app.limits.limits(principal), cap=policy.endpoint_cap,
-            generation=policy.generation, token=ctx.request_id,
+            generation=policy.generation, stream=stream, token=ctx.request_id,
         )
         ctx.headers += call.admission.headers
         check_client_address(principal, ctx.client_ip)
@@ -173,7 +173,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             )
         validate(request)
         key = call.metadata.get("idempotency-key")
-        if not (policy.write and idempotent and key is not None):
+        if not (policy.write and not stream and key is not None):
             return None
         digest = request_hash(meta.path, request.SerializeToString(deterministic=True))
         call.claim, replay = self.app.idempotency.begin(principal, key, meta.path, digest)
