@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint gen gen-check pytest bench clean
+.PHONY: up test lint typecheck gen gen-check pytest bench clean
 
 up: $(STAMP)
 	$(BIN)/persona-service up
 
-test: lint gen-check pytest
+test: lint typecheck gen-check pytest
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,9 @@ node_modules/.installed: package.json package-lock.json
 lint: $(STAMP) node_modules/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/lint_proto.sh
 	$(BIN)/ruff check server tests scripts migrations
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
 
 gen: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py

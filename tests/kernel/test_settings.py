@@ -103,14 +103,14 @@ def test_configured_prices_go_over_the_built_in_ones(env):
 
 
 def test_load_reads_a_section_once(env, monkeypatch):
-    config.load.cache_clear()
+    config.forget()
     try:
         env(PERSONA_WEBHOOK_LANES="3")
         first = config.load(WebhookSettings)
         monkeypatch.setenv("PERSONA_WEBHOOK_LANES", "5")
         assert config.load(WebhookSettings) is first and first.lanes == 3
     finally:
-        config.load.cache_clear()
+        config.forget()
 
 
 def test_every_variable_is_documented_once():

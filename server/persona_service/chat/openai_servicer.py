@@ -8,6 +8,7 @@ writes `text/event-stream` bytes itself (google.api.HttpBody), so every
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from google.api import httpbody_pb2
 from google.protobuf import json_format, struct_pb2
@@ -29,7 +30,7 @@ def _text(value: struct_pb2.Value) -> str:
     if kind == "string_value":
         return value.string_value
     if kind == "list_value":  # content parts
-        parts = json_format.MessageToDict(value)
+        parts: Any = json_format.MessageToDict(value)
         return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type", "text") == "text")
     return ""
 
@@ -90,17 +91,17 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
 
     def ListModels(self, request, context):
         ctx = current()
-        rows = self._service(ctx).models(ctx.principal)
+        rows = self._service(ctx).models(ctx.caller)
         return openai_pb2.ListModelsResponse(object="list", data=[_model(r) for r in rows])
 
     def GetModel(self, request, context):
         ctx = current()
-        return _model(self._service(ctx).model(ctx.principal, request.model))
+        return _model(self._service(ctx).model(ctx.caller, request.model))
 
     def CreateChatCompletion(self, request, context):
         ctx = current()
         operation = self._service(ctx, provider=True).complete(
-            ctx.principal, request.model, conversation(request), options(request), request.user,
+            ctx.caller, request.model, conversation(request), options(request), request.user,
         )
         result = drain(operation)
         reply = result["reply"]
@@ -119,7 +120,7 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
         ctx = current()
         include_usage = request.stream_options.include_usage
         operation = self._service(ctx, provider=True).complete(
-            ctx.principal, request.model, conversation(request), options(request), request.user, stream=True,
+            ctx.caller, request.model, conversation(request), options(request), request.user, stream=True,
         )
         head: dict = {}
         started = False

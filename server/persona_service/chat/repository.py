@@ -5,11 +5,12 @@ from datetime import datetime
 from sqlalchemy import Connection, bindparam, func, insert, select, text, tuple_, update
 
 from persona_service.chat.tables import ChatMessage, ChatSession
+from persona_service.kernel.db.base import table_of
 
-_sessions = ChatSession.__table__
+_sessions = table_of(ChatSession)
 # GET by id is a hot read: the statement is built once.
 _get = select(_sessions).where(_sessions.c.id == bindparam("id"), _sessions.c.workspace_id == bindparam("ws"))
-_messages = ChatMessage.__table__
+_messages = table_of(ChatMessage)
 
 
 class ChatSessionRepository:

@@ -123,7 +123,9 @@ class Subject:
 class PersonaReplies:
     """A persona's replies with moderation and drift detection."""
 
-    def __init__(self, conn, provider: Provider, prices: PriceTable):
+    def __init__(self, conn, provider: Provider | None, prices: PriceTable):
+        if provider is None:
+            raise RuntimeError("replies need a model provider")
         self.conn = conn
         self.provider = provider
         self.prices = prices
@@ -278,7 +280,7 @@ class ChatSessionService:
 
     def archive(self, principal: Principal, session_id: str):
         row = self.get(principal, session_id)
-        values = {"status": "archived"}
+        values: dict[str, Any] = {"status": "archived"}
         if row["ended_at"] is None:
             values["ended_at"] = self.clock()
         archived = self.repo.transition(row["id"], ("active", "ended"), **values)
@@ -289,9 +291,12 @@ class ChatSessionService:
     def messages(self, principal: Principal, session_id: str, page_size: int, page_token: str):
         row = self.get(principal, session_id)
         scope = f"chat_messages:{row['id']}"
+        codec = self.cursors
+        if codec is None:
+            raise RuntimeError("listing messages needs the cursor codec")
         after = 0
         if page_token:
-            position = self.cursors.decode(scope, page_token, "pageToken")
+            position = codec.decode(scope, page_token, "pageToken")
             if not position or not isinstance(position[0], int):
                 raise BadRequest("`pageToken` is not a cursor this list issued.", {"parameter": "pageToken"})
             after = position[0]
@@ -300,7 +305,7 @@ class ChatSessionService:
         if len(rows) <= limit:
             return rows, ""
         rows = rows[:limit]
-        return rows, self.cursors.encode(scope, [rows[-1]["ordinal"]])
+        return rows, codec.encode(scope, [rows[-1]["ordinal"]])
 
     def send(self, principal: Principal, session_id: str, content: str, *, stream: bool = False
              ) -> Generator[Progress, None, dict[str, Any]]:

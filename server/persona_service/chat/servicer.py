@@ -41,30 +41,30 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
 
     def CreateChatSession(self, request, context):
         ctx = current()
-        row = self._service(ctx).create(ctx.principal, request.persona_id, request.user_id, request.title)
+        row = self._service(ctx).create(ctx.caller, request.persona_id, request.user_id, request.title)
         return chat_session(row)
 
     def GetChatSession(self, request, context):
         ctx = current()
-        return chat_session(self._service(ctx).get(ctx.principal, request.id))
+        return chat_session(self._service(ctx).get(ctx.caller, request.id))
 
     def ListChatSessions(self, request, context):
         ctx = current()
         filters = {"persona_id": request.persona_id, "status": request.status, "user_id": request.user_id}
-        rows, token = self._service(ctx).list(ctx.principal, filters, request.page_size, request.page_token)
+        rows, token = self._service(ctx).list(ctx.caller, filters, request.page_size, request.page_token)
         return chat_pb2.ListChatSessionsResponse(sessions=[chat_session(r) for r in rows], next_page_token=token)
 
     def EndChatSession(self, request, context):
         ctx = current()
-        return chat_session(self._service(ctx).end(ctx.principal, request.id))
+        return chat_session(self._service(ctx).end(ctx.caller, request.id))
 
     def ArchiveChatSession(self, request, context):
         ctx = current()
-        return chat_session(self._service(ctx).archive(ctx.principal, request.id))
+        return chat_session(self._service(ctx).archive(ctx.caller, request.id))
 
     def SendChatMessage(self, request, context):
         ctx = current()
-        result = drain(self._service(ctx, provider=True).send(ctx.principal, request.id, request.content))
+        result = drain(self._service(ctx, provider=True).send(ctx.caller, request.id, request.content))
         return chat_pb2.SendChatMessageResponse(
             user_message=chat_message(result["user_message"]), reply=chat_message(result["reply"]),
             session=chat_session(result["session"]),
@@ -72,7 +72,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
 
     def StreamChatMessage(self, request, context):
         ctx = current()
-        operation = self._service(ctx, provider=True).send(ctx.principal, request.id, request.content, stream=True)
+        operation = self._service(ctx, provider=True).send(ctx.caller, request.id, request.content, stream=True)
         started = False
         try:
             while True:
@@ -100,5 +100,5 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
 
     def ListChatMessages(self, request, context):
         ctx = current()
-        rows, token = self._service(ctx).messages(ctx.principal, request.id, request.page_size, request.page_token)
+        rows, token = self._service(ctx).messages(ctx.caller, request.id, request.page_size, request.page_token)
         return chat_pb2.ListChatMessagesResponse(messages=[chat_message(r) for r in rows], next_page_token=token)

@@ -4,8 +4,9 @@ from sqlalchemy import Connection, delete, select
 from sqlalchemy.dialects.postgresql import insert
 
 from persona_service.config.tables import ConfigItem
+from persona_service.kernel.db.base import table_of
 
-_items = ConfigItem.__table__
+_items = table_of(ConfigItem)
 ORG_LEVEL = ""  # workspace_id of organization-level settings
 PERSONA_LEVEL_PREFIX = "persona:"  # workspace_id of persona-level settings: "persona:<uuid>"
 

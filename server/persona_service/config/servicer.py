@@ -21,27 +21,27 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
 
     def ListConfigItems(self, request, context):
         ctx = current()
-        items = ConfigService(ctx.conn).effective(ctx.principal, request.prefix)
+        items = ConfigService(ctx.conn).effective(ctx.caller, request.prefix)
         return config_pb2.ListConfigItemsResponse(items=[config_item(i) for i in items])
 
     def GetConfigItem(self, request, context):
         ctx = current()
-        return config_item(ConfigService(ctx.conn).get(ctx.principal, request.key, request.persona_id))
+        return config_item(ConfigService(ctx.conn).get(ctx.caller, request.key, request.persona_id))
 
     def UpdateConfigItem(self, request, context):
         ctx = current()
         value = json_format.MessageToDict(request.value)
-        item = ConfigService(ctx.conn).update(ctx.principal, request.key, value, request.level, request.persona_id)
+        item = ConfigService(ctx.conn).update(ctx.caller, request.key, value, request.level, request.persona_id)
         self._invalidate_limits(ctx, request.key)
         return config_item(item)
 
     def DeleteConfigItem(self, request, context):
         ctx = current()
-        item = ConfigService(ctx.conn).delete(ctx.principal, request.key, request.level, request.persona_id)
+        item = ConfigService(ctx.conn).delete(ctx.caller, request.key, request.level, request.persona_id)
         self._invalidate_limits(ctx, request.key)
         return config_item(item)
 
     def _invalidate_limits(self, ctx, key: str) -> None:
         if key.startswith(RATE_LIMIT_PREFIX):
-            org_id = ctx.principal.org_id
+            org_id = ctx.caller.org_id
             ctx.after_commit.append(lambda: self.app.invalidate(f"limits:{org_id}"))

@@ -25,5 +25,5 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
             name: getattr(request, name)
             for name in ("action", "outcome", "actor_user_id", "credential_id", "resource_type", "resource_id", "request_id")
         }
-        rows, token = AuditLog(ctx.conn, self.app.cursors).list(ctx.principal, filters, request.page_size, request.page_token)
+        rows, token = AuditLog(ctx.conn, self.app.cursors).list(ctx.caller, filters, request.page_size, request.page_token)
         return audit_pb2.ListAuditEventsResponse(events=[audit_event(r) for r in rows], next_page_token=token)

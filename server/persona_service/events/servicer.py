@@ -19,10 +19,10 @@ class EventServicer(events_pb2_grpc.EventServiceServicer):
     def ListEvents(self, request, context):
         ctx = current()
         rows, token = Outbox(ctx.conn, self.app.cursors).list(
-            ctx.principal, request.type, request.persona_id, request.page_size, request.page_token
+            ctx.caller, request.type, request.persona_id, request.page_size, request.page_token
         )
         return events_pb2.ListEventsResponse(events=[event(r) for r in rows], next_page_token=token)
 
     def GetEvent(self, request, context):
         ctx = current()
-        return event(Outbox(ctx.conn).get(ctx.principal, request.id))
+        return event(Outbox(ctx.conn).get(ctx.caller, request.id))

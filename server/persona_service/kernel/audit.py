@@ -40,7 +40,8 @@ class AuditEntry:
 
 def action_name(method_name: str, resource_type: str) -> str:
     """`CreateApiKey` + `api_key` → `api_key.create`."""
-    verb = re.match(r"[A-Z][a-z]*", method_name).group(0).lower()
+    match = re.match(r"[A-Z][a-z]*", method_name)
+    verb = match.group(0).lower() if match else method_name.lower()
     return f"{resource_type or 'rpc'}.{verb}"
 
 

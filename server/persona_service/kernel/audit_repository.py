@@ -4,9 +4,10 @@ from datetime import datetime
 
 from sqlalchemy import Connection, insert, select, tuple_
 
+from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.tables import AuditEvent
 
-_events = AuditEvent.__table__
+_events = table_of(AuditEvent)
 
 FILTERS = ("action", "outcome", "actor_user_id", "credential_id", "resource_type", "resource_id", "request_id")
 

@@ -47,13 +47,15 @@ DEFAULT_PAGE_SIZE = 20
 
 
 def keyset_page(
-    codec: CursorCodec, scope: str, page_size: int, page_token: str, fetch, time_column: str, parameter: str = "pageToken"
+    codec: CursorCodec | None, scope: str, page_size: int, page_token: str, fetch, time_column: str, parameter: str = "pageToken"
 ):
     """One page of a newest-first list keyset-paginated on (time, id): stable
     under concurrent inserts (a new row never shifts a later page).
 
     `fetch(limit, after)` returns rows ordered by (time, id) descending,
     strictly after `after` = (time, id) when given. Returns (rows, next token)."""
+    if codec is None:
+        raise RuntimeError("a listing needs the cursor codec")
     limit = page_size or DEFAULT_PAGE_SIZE
     after = None
     if page_token:

@@ -50,7 +50,7 @@ class ApiError(Exception):
         # Response headers that go with the error (e.g. Retry-After).
         self.headers: dict[str, str] = {}
         # Who was acting, when known: recorded in the audit log, never rendered.
-        self.principal = None
+        self.principal: Any = None
         # The unit of work's changes are part of this outcome (a failed run's
         # record, a flagged persona): commit them, then answer the error.
         self.persist = False

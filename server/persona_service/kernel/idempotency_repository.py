@@ -5,9 +5,10 @@ from datetime import datetime
 from sqlalchemy import Connection, delete, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
 
+from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.tables import IdempotencyRecord
 
-_records = IdempotencyRecord.__table__
+_records = table_of(IdempotencyRecord)
 
 
 class IdempotencyRepository:
@@ -24,7 +25,7 @@ class IdempotencyRepository:
             org_id=org_id, credential_id=credential_id, key=key, method=method, request_hash=request_hash,
             state="running", locked_until=locked_until, expires_at=expires_at,
         )
-        stmt = stmt.on_conflict_do_update(
+        upsert = stmt.on_conflict_do_update(
             index_elements=[_records.c.org_id, _records.c.credential_id, _records.c.key],
             set_={
                 "method": method, "request_hash": request_hash, "state": "running", "locked_until": locked_until,
@@ -33,7 +34,7 @@ class IdempotencyRepository:
             },
             where=(_records.c.expires_at <= now) | ((_records.c.state == "running") & (_records.c.locked_until <= now)),
         ).returning(_records.c.key)
-        return self.conn.execute(stmt).first() is not None
+        return self.conn.execute(upsert).first() is not None
 
     def get(self, org_id: str, credential_id: str, key: str):
         return self.conn.execute(select(_records).where(self._pk(org_id, credential_id, key))).mappings().first()

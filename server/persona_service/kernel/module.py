@@ -115,8 +115,9 @@ class Modules:
         self.commands = [c for m in self.all for c in m.commands]
         self.processes = [p for m in self.all for p in m.processes]
         self.migrations = [m.migrations for m in self.all if m.migrations is not None]
-        self.settings_sections = [m.settings for m in self.all if m.settings is not None]
-        _unique("setting", [name for s in (Settings, *self.settings_sections) for name in env_names(s)])
+        self.settings_sections: list[type[BaseSettings]] = [m.settings for m in self.all if m.settings is not None]
+        sections: list[type[BaseSettings]] = [Settings, *self.settings_sections]
+        _unique("setting", [name for s in sections for name in env_names(s)])
         self.credentials = _one("credentials", [m.credentials for m in self.all if m.credentials])
         self.limit_overrides = _one("limit_overrides", [m.limit_overrides for m in self.all if m.limit_overrides])
 

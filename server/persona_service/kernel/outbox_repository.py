@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, insert, select, tuple_
 
+from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.tables import OutboxEvent
 
-_events = OutboxEvent.__table__
+_events = table_of(OutboxEvent)
 
 
 class EventRepository:

@@ -19,7 +19,7 @@ import os
 import pathlib
 import secrets
 from collections.abc import Iterable
-from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin, overload
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -164,7 +164,7 @@ class InvalidSetting(ValueError):
     """A variable whose value does not parse; the message is one line naming it."""
 
 
-def read(section: type[S] = Settings) -> S:
+def read(section: type[S]) -> S:
     """Read a section from the environment now (`load` reads it once per process)."""
     try:
         return section()
@@ -173,9 +173,22 @@ def read(section: type[S] = Settings) -> S:
 
 
 @functools.cache
-def load(section: type[S] = Settings) -> S:
-    """The section as this process read it (once)."""
+def _load(section: type[BaseSettings]) -> BaseSettings:
     return read(section)
+
+
+@overload
+def load() -> Settings: ...
+@overload
+def load(section: type[S]) -> S: ...
+def load(section: type[BaseSettings] = Settings) -> BaseSettings:  # noqa: E302 - overloads stay together
+    """The section as this process read it (once); the kernel's by default."""
+    return _load(section)
+
+
+def forget() -> None:
+    """Drop what `load` read, so the next call reads the environment again."""
+    _load.cache_clear()
 
 
 def check(sections: Iterable[type[BaseSettings]]) -> None:
@@ -204,7 +217,7 @@ _PHRASES = {
 }
 
 
-def _describe_error(section: type[BaseSettings], error: dict[str, Any]) -> str:
+def _describe_error(section: type[BaseSettings], error: Any) -> str:
     loc = error["loc"]
     fields = {name: name for name in section.model_fields}
     fields.update({f.validation_alias: name for name, f in section.model_fields.items() if isinstance(f.validation_alias, str)})

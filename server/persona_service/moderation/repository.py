@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, insert
 
+from persona_service.kernel.db.base import table_of
 from persona_service.moderation.tables import ModerationReview
 
-_reviews = ModerationReview.__table__
+_reviews = table_of(ModerationReview)
 
 
 class ModerationRepository:

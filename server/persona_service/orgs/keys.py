@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from datetime import datetime
 
 from persona_service.kernel import ids
@@ -26,7 +27,7 @@ class KeyService:
     def create(
         self, principal: Principal | None, *, org_id: str, workspace_id: str, user_id: str, plan: str,
         name: str, scopes: list[str], mode: str = "live", expires_at: datetime | None = None,
-        ip_allowlist: list[str] = (),
+        ip_allowlist: Sequence[str] = (),
     ) -> tuple[dict, str]:
         """Create a key. `principal` is the caller (None for the bootstrap CLI)."""
         if principal is not None:

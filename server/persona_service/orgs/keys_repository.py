@@ -4,12 +4,13 @@ from datetime import datetime
 
 from sqlalchemy import Connection, bindparam, insert, select, tuple_, update
 
+from persona_service.kernel.db.base import table_of
 from persona_service.orgs.tables import ApiKey, Membership, Organization, User
 
-_keys = ApiKey.__table__
-_orgs = Organization.__table__
-_users = User.__table__
-_members = Membership.__table__
+_keys = table_of(ApiKey)
+_orgs = table_of(Organization)
+_users = table_of(User)
+_members = table_of(Membership)
 
 # The hot auth read: one indexed lookup by hash, joined with what authorization needs.
 _by_hash = (

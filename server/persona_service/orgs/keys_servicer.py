@@ -22,7 +22,7 @@ class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
 
     def CreateApiKey(self, request, context):
         ctx = current()
-        p = ctx.principal
+        p = ctx.caller
         row, secret = self._service(ctx).create(
             p, org_id=p.org_id, workspace_id=p.workspace_id, user_id=p.user_id, plan=p.plan,
             name=request.name, scopes=list(request.scopes), mode=request.mode,
@@ -32,16 +32,16 @@ class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
 
     def ListApiKeys(self, request, context):
         ctx = current()
-        rows, token = self._service(ctx).list(ctx.principal, request.page_size, request.page_token)
+        rows, token = self._service(ctx).list(ctx.caller, request.page_size, request.page_token)
         return keys_pb2.ListApiKeysResponse(keys=[api_key(r) for r in rows], next_page_token=token)
 
     def GetApiKey(self, request, context):
         ctx = current()
-        return api_key(self._service(ctx).get(ctx.principal, request.id))
+        return api_key(self._service(ctx).get(ctx.caller, request.id))
 
     def RevokeApiKey(self, request, context):
         ctx = current()
-        row, secret_hash = self._service(ctx).revoke(ctx.principal, request.id)
+        row, secret_hash = self._service(ctx).revoke(ctx.caller, request.id)
         if secret_hash is not None:
             ctx.after_commit.append(lambda: self.app.invalidate("cred:key:" + secret_hash))
         return api_key(row)

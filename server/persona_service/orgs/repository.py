@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, func, insert, select
 
+from persona_service.kernel.db.base import table_of
 from persona_service.orgs.tables import Membership, Organization, User, Workspace
 
-_orgs = Organization.__table__
-_workspaces = Workspace.__table__
-_users = User.__table__
-_members = Membership.__table__
+_orgs = table_of(Organization)
+_workspaces = table_of(Workspace)
+_users = table_of(User)
+_members = table_of(Membership)
 
 _workspaces_count = (
     select(func.count()).select_from(_workspaces).where(_workspaces.c.org_id == _orgs.c.id).scalar_subquery()

@@ -19,4 +19,4 @@ class OrganizationServicer(orgs_pb2_grpc.OrganizationServiceServicer):
 
     def GetOrganization(self, request, context):
         ctx = current()
-        return organization(OrgService(ctx.conn).get(ctx.principal, request.id))
+        return organization(OrgService(ctx.conn).get(ctx.caller, request.id))

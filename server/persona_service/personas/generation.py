@@ -182,8 +182,8 @@ class GenerationPipeline:
         ], GenerationOptions(task="audit", response_format="json"))
         data = _json_object(reply.text, self.provider)
         try:
-            score = min(1.0, max(0.0, float(data.get("score"))))
-        except (TypeError, ValueError):
+            score = min(1.0, max(0.0, float(data["score"])))
+        except (KeyError, TypeError, ValueError):
             raise ProviderError(getattr(self.provider, "name", "provider"), "audit without a numeric score") from None
         return {"score": score, "notes": str(data.get("notes", ""))}
 
@@ -210,7 +210,7 @@ class GenerationPipeline:
 
 
 def normalize_soul(raw: dict[str, Any], fallback: dict[str, Any]) -> dict[str, Any]:
-    soul = {}
+    soul: dict[str, Any] = {}
     for name in SOUL_FIELDS:
         value = raw.get(name, fallback.get(name))
         if name in ("traits", "values"):

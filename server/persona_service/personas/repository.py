@@ -5,13 +5,14 @@ from datetime import datetime
 from sqlalchemy import Connection, delete, insert, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from persona_service.kernel.db.base import table_of
 from persona_service.personas.tables import GenerationRun, GenerationStep, Persona, PersonaVersion, VoiceProfile
 
-_personas = Persona.__table__
-_versions = PersonaVersion.__table__
-_voices = VoiceProfile.__table__
-_runs = GenerationRun.__table__
-_steps = GenerationStep.__table__
+_personas = table_of(Persona)
+_versions = table_of(PersonaVersion)
+_voices = table_of(VoiceProfile)
+_runs = table_of(GenerationRun)
+_steps = table_of(GenerationStep)
 
 
 class PersonaRepository:

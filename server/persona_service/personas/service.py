@@ -7,6 +7,7 @@ server-sent-event forms; `drain()` runs one to completion.
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 import uuid
@@ -34,6 +35,10 @@ METADATA_MAX_BYTES = 16_384
 
 class AuditBlocked(ApiError):
     code = "audit_blocked"
+
+    def __init__(self, message: str, details: dict[str, Any], result: dict[str, Any] | None = None):
+        super().__init__(message, details)
+        self.result = result or {}
 
 
 
@@ -278,7 +283,7 @@ class PersonaService:
                 raise err
         return result
 
-    def purge_expired(self, now: datetime | None = None) -> list[str]:
+    def purge_expired(self, now: datetime | None = None) -> builtins.list[str]:
         """The scheduled purge: soft-deleted personas past their 30-day grace."""
         return self.repo.purge_deleted(now or self.clock())
 

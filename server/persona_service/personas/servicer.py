@@ -55,7 +55,7 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
     def _create(self, ctx, request):
         return self._service(ctx).create(
-            ctx.principal, intent=request.intent, slug=request.slug, visibility=request.visibility,
+            ctx.caller, intent=request.intent, slug=request.slug, visibility=request.visibility,
             metadata=json_format.MessageToDict(request.metadata) if request.HasField("metadata") else None,
             display_name=request.display_name, soul=_soul(request),
         )
@@ -82,13 +82,13 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
     def GetPersona(self, request, context):
         ctx = current()
-        return persona(self._service(ctx).get(ctx.principal, request.id))
+        return persona(self._service(ctx).get(ctx.caller, request.id))
 
     def ListPersonas(self, request, context):
         ctx = current()
         filters = {"state": request.state, "visibility": request.visibility, "root_id": request.root_id,
                    "show_deleted": request.show_deleted}
-        rows, token = self._service(ctx).list(ctx.principal, filters, request.page_size, request.page_token)
+        rows, token = self._service(ctx).list(ctx.caller, filters, request.page_size, request.page_token)
         return personas_pb2.ListPersonasResponse(personas=[persona(r) for r in rows], next_page_token=token)
 
     def UpdatePersona(self, request, context):
@@ -96,39 +96,39 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
         changes = {name: getattr(request, name) for name in ("slug", "display_name", "visibility") if request.HasField(name)}
         if request.HasField("metadata"):
             changes["metadata"] = json_format.MessageToDict(request.metadata)
-        return persona(self._service(ctx).update(ctx.principal, request.id, changes))
+        return persona(self._service(ctx).update(ctx.caller, request.id, changes))
 
     def DeletePersona(self, request, context):
         ctx = current()
-        return persona(self._service(ctx).delete(ctx.principal, request.id))
+        return persona(self._service(ctx).delete(ctx.caller, request.id))
 
     def RestorePersona(self, request, context):
         ctx = current()
-        return persona(self._service(ctx).restore(ctx.principal, request.id))
+        return persona(self._service(ctx).restore(ctx.caller, request.id))
 
     def ArchivePersona(self, request, context):
         ctx = current()
-        return persona(self._service(ctx).archive(ctx.principal, request.id))
+        return persona(self._service(ctx).archive(ctx.caller, request.id))
 
     def RefinePersona(self, request, context):
         ctx = current()
-        return persona(drain(self._service(ctx).refine(ctx.principal, request.id, request.instruction, request.note)))
+        return persona(drain(self._service(ctx).refine(ctx.caller, request.id, request.instruction, request.note)))
 
     def ForkPersona(self, request, context):
         ctx = current()
         operation = self._service(ctx).fork(
-            ctx.principal, request.id, instruction=request.instruction, slug=request.slug, note=request.note
+            ctx.caller, request.id, instruction=request.instruction, slug=request.slug, note=request.note
         )
         return persona(drain(operation))
 
     def RegeneratePersona(self, request, context):
         ctx = current()
-        return persona(drain(self._service(ctx).regenerate(ctx.principal, request.id, request.from_step)))
+        return persona(drain(self._service(ctx).regenerate(ctx.caller, request.id, request.from_step)))
 
     def AuditPersona(self, request, context):
         ctx = current()
         try:
-            result = self._service(ctx).audit(ctx.principal, request.id)
+            result = self._service(ctx).audit(ctx.caller, request.id)
         except AuditBlocked as err:
             err.details["persona"] = persona_json(err.result["persona"])
             raise
@@ -139,7 +139,7 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
     def GetPersonaLineage(self, request, context):
         ctx = current()
-        root, children, versions, size = self._service(ctx).lineage(ctx.principal, request.id)
+        root, children, versions, size = self._service(ctx).lineage(ctx.caller, request.id)
 
         def node(row) -> personas_pb2.LineageNode:
             return personas_pb2.LineageNode(
@@ -159,7 +159,7 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
     def GetVoiceProfile(self, request, context):
         ctx = current()
-        voice = self._service(ctx).voice(ctx.principal, request.id)
+        voice = self._service(ctx).voice(ctx.caller, request.id)
         return personas_pb2.VoiceProfile(
             persona_id=voice["persona_id"], version=voice["version"], system_prompt=voice["system_prompt"],
             greeting=voice["greeting"],
@@ -171,11 +171,11 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
     def ExportPersonaCard(self, request, context):
         ctx = current()
         service = self._service(ctx)
-        row = service.get(ctx.principal, request.id)
-        voice = service.voice(ctx.principal, request.id)
+        row = service.get(ctx.caller, request.id)
+        voice = service.voice(ctx.caller, request.id)
         card = persona_to_card(row, voice, service.repo.versions([row["id"]]))
         return json_format.ParseDict(card, personas_pb2.CharacterCard())
 
     def ImportPersonaCard(self, request, context):
         ctx = current()
-        return persona(self._service(ctx).import_card(ctx.principal, _card(request.card)))
+        return persona(self._service(ctx).import_card(ctx.caller, _card(request.card)))

@@ -322,7 +322,8 @@ def _snippet(text: str, words: int = 8) -> str:
 def _json_objects(text: str) -> list[Any]:
     """Every top-level JSON object embedded in `text`, in order."""
     decoder = json.JSONDecoder()
-    found, i = [], 0
+    found: list[dict[str, Any]] = []
+    i = 0
     while True:
         start = text.find("{", i)
         if start < 0:
@@ -701,8 +702,8 @@ class LocalProvider:
                     merged.update(obj[key])
             merged.update({k: v for k, v in obj.items() if k not in ("soul", "voice")})
         name = str(merged.get("name") or "")
-        traits = merged.get("traits") if isinstance(merged.get("traits"), list) else []
-        values = merged.get("values") if isinstance(merged.get("values"), list) else []
+        traits = _list(merged.get("traits"))
+        values = _list(merged.get("values"))
         checks = [
             ("name is present", bool(name.strip())),
             ("desire has at least 20 characters", len(str(merged.get("desire") or "")) >= 20),
@@ -713,7 +714,7 @@ class LocalProvider:
         ]
         if any(k in merged for k in ("system_prompt", "greeting", "sample_dialogues", "style_notes")):
             prompt = str(merged.get("system_prompt") or "")
-            dialogues = merged.get("sample_dialogues") if isinstance(merged.get("sample_dialogues"), list) else []
+            dialogues = _list(merged.get("sample_dialogues"))
             checks += [
                 ("system prompt names the persona", bool(prompt) and (not name or name in prompt)),
                 ("greeting is present", bool(str(merged.get("greeting") or "").strip())),
@@ -822,8 +823,8 @@ def _example_value(schema: Any, prop: str, user: str) -> Any:
         kind = next((k for k in kind if k != "null"), "null")
     key = prop.lower()
     if kind == "object":
-        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        return {name: _example_value(sub, name, user) for name, sub in props.items()}
+        props = schema.get("properties")
+        return {name: _example_value(sub, name, user) for name, sub in (props if isinstance(props, dict) else {}).items()}
     if kind == "array":
         return [_example_value(schema.get("items") or {"type": "string"}, prop, user)]
     if kind == "integer":
@@ -851,3 +852,7 @@ def _example_value(schema: Any, prop: str, user: str) -> Any:
             return value
     words = [w for w in _content_words(_snippet(user, 16)) if not w.startswith("[")]
     return " ".join(words[:6]) or f"example {prop or 'value'}"
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -121,7 +121,8 @@ class OpenAIHTTPProvider:
         body = self.chat_body(messages, options, stream=True)
         text: list[str] = []
         calls: dict[int, dict[str, str]] = {}
-        finish, usage, model, done = "", None, body["model"], False
+        finish, model, done = "", body["model"], False
+        usage: dict[str, Any] | None = None
         try:
             with self._client.stream("POST", "/chat/completions", json=body) as response:
                 if response.status_code >= 400:
@@ -172,6 +173,8 @@ class OpenAIHTTPProvider:
             raise ProviderError(self.name, "stream ended before [DONE]", {"error": "truncated_stream"}, 200)
         tool_calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for _, c in sorted(calls.items()))
         try:
+            if usage is None:
+                raise KeyError("usage")
             completion = Completion(
                 text="".join(text),
                 model=str(model),

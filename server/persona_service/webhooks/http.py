@@ -121,6 +121,8 @@ class _Connection(asyncio.Protocol):
         if self.pos:
             del self.buf[:self.pos]
             self.pos = 0
+        if self.transport is None:
+            raise ConnectionError("the connection is closed")
         self.transport.write(head + body)
         while True:
             end = await self._until(b"\r\n\r\n", MAX_HEADER_BYTES)

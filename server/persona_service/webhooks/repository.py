@@ -8,13 +8,14 @@ from datetime import datetime
 from sqlalchemy import Connection, Text, cast, delete, func, insert, literal, or_, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import array
 
+from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.tables import OutboxEvent
 from persona_service.webhooks.tables import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
-_endpoints = WebhookEndpoint.__table__
-_deliveries = WebhookDelivery.__table__
-_attempts = WebhookAttempt.__table__
-_events = OutboxEvent.__table__
+_endpoints = table_of(WebhookEndpoint)
+_deliveries = table_of(WebhookDelivery)
+_attempts = table_of(WebhookAttempt)
+_events = table_of(OutboxEvent)
 
 TEST_PING = "webhook.endpoint.test_ping"
 

@@ -7,6 +7,7 @@ worker (`persona_service.webhooks.worker`) applies them.
 
 from __future__ import annotations
 
+import builtins
 import ipaddress
 import secrets as _secrets
 import socket
@@ -53,9 +54,9 @@ class DestinationRefused(Exception):
 Resolver = Callable[[str, int], list[str]]
 
 
-def resolve_host(host: str, port: int) -> list[str]:
+def resolve_host(host: str, port: int) -> builtins.list[str]:
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return sorted({info[4][0] for info in infos})
+    return sorted({str(info[4][0]) for info in infos})
 
 
 # IPv6 ranges that embed or translate to an IPv4 address (a way to reach
@@ -110,7 +111,7 @@ def check_destination(url: str, *, allow_private: bool, resolve: Resolver = reso
             raise
 
 
-def vetted_addresses(host: str, port: int, *, allow_private: bool, resolve: Resolver = resolve_host) -> list[str]:
+def vetted_addresses(host: str, port: int, *, allow_private: bool, resolve: Resolver = resolve_host) -> builtins.list[str]:
     """The addresses `host` may be reached at: all of its resolved addresses,
     none of them refused (else DestinationRefused). Delivery connects to
     exactly these, so DNS cannot change the answer after the check."""
@@ -158,7 +159,7 @@ def retry_delay(attempts_made: int, retry_after: float | None = None) -> float |
     return delay
 
 
-def valid_secrets(row, box: SecretBox, now: datetime) -> list[str]:
+def valid_secrets(row, box: SecretBox, now: datetime) -> builtins.list[str]:
     """The secrets deliveries are signed with: the current one, then the
     previous one while its grace lasts."""
     result = [box.open(row["secret_enc"])]
@@ -184,13 +185,20 @@ class WebhookService:
         self.conn = conn
         self.repo = WebhookRepository(conn)
         self.cursors = cursors
-        self.box = box
+        self._box = box
         self.allow_private = allow_private
         self.resolve = resolve
 
+    @property
+    def box(self) -> SecretBox:
+        """The secret box (operations that seal or open secrets need one)."""
+        if self._box is None:
+            raise RuntimeError("this webhook operation needs the secret box")
+        return self._box
+
     # endpoints
 
-    def create(self, principal: Principal, *, url: str, events: list[str], description: str = "",
+    def create(self, principal: Principal, *, url: str, events: builtins.list[str], description: str = "",
                enabled: bool = True) -> tuple[dict, str]:
         self._check(url=url, events=events)
         secret = new_secret()
@@ -219,7 +227,7 @@ class WebhookService:
             "previous_secret_expires_at": row["previous_secret_expires_at"] if previous else None,
         }
 
-    def update(self, principal: Principal, endpoint_id: str, *, url: str | None = None, events: list[str] | None = None,
+    def update(self, principal: Principal, endpoint_id: str, *, url: str | None = None, events: builtins.list[str] | None = None,
                description: str | None = None, enabled: bool | None = None):
         self.get(principal, endpoint_id)
         self._check(url=url, events=events or None)
@@ -280,7 +288,7 @@ class WebhookService:
 
     # rotation (platform admin)
 
-    def rotate_secrets(self, *, max_age_seconds: int, grace_seconds: int, now: datetime | None = None) -> list[RotationResult]:
+    def rotate_secrets(self, *, max_age_seconds: int, grace_seconds: int, now: datetime | None = None) -> builtins.list[RotationResult]:
         now = now or utcnow()
         cutoff = now - timedelta(seconds=max_age_seconds)
         results = []
@@ -302,7 +310,7 @@ class WebhookService:
 
     # rules
 
-    def _check(self, *, url: str | None, events: list[str] | None) -> None:
+    def _check(self, *, url: str | None, events: builtins.list[str] | None) -> None:
         violations = []
         if url is not None:
             violation = url_violation(url, allow_private=self.allow_private, resolve=self.resolve)
@@ -318,5 +326,5 @@ class WebhookService:
             raise ValidationFailed(violations)
 
     @staticmethod
-    def _normalize(events: list[str]) -> list[str]:
+    def _normalize(events: builtins.list[str]) -> builtins.list[str]:
         return [ALL_EVENTS] if ALL_EVENTS in events else sorted(set(events))

@@ -50,23 +50,23 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
     def CreateWebhookEndpoint(self, request, context):
         ctx = current()
         row, secret = self._service(ctx).create(
-            ctx.principal, url=request.url, events=list(request.events), description=request.description,
+            ctx.caller, url=request.url, events=list(request.events), description=request.description,
             enabled=request.enabled if request.HasField("enabled") else True,
         )
         return webhooks_pb2.CreateWebhookEndpointResponse(endpoint=endpoint(row), secret=secret)
 
     def ListWebhookEndpoints(self, request, context):
         ctx = current()
-        rows, cursor = self._service(ctx).list(ctx.principal, request.cursor, _limit(request))
+        rows, cursor = self._service(ctx).list(ctx.caller, request.cursor, _limit(request))
         return webhooks_pb2.ListWebhookEndpointsResponse(items=[endpoint(r) for r in rows], next_cursor=cursor)
 
     def GetWebhookEndpoint(self, request, context):
         ctx = current()
-        return endpoint(self._service(ctx).get(ctx.principal, request.id))
+        return endpoint(self._service(ctx).get(ctx.caller, request.id))
 
     def GetWebhookEndpointSecret(self, request, context):
         ctx = current()
-        secrets = self._service(ctx).secrets(ctx.principal, request.id)
+        secrets = self._service(ctx).secrets(ctx.caller, request.id)
         return webhooks_pb2.WebhookEndpointSecret(
             secret=secrets["secret"], secret_created_at=timestamp(secrets["secret_created_at"]),
             previous_secret=secrets["previous_secret"],
@@ -76,7 +76,7 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
     def UpdateWebhookEndpoint(self, request, context):
         ctx = current()
         row = self._service(ctx).update(
-            ctx.principal, request.id,
+            ctx.caller, request.id,
             url=request.url if request.HasField("url") else None,
             events=list(request.events) or None,
             description=request.description if request.HasField("description") else None,
@@ -86,17 +86,17 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
 
     def DeleteWebhookEndpoint(self, request, context):
         ctx = current()
-        return webhooks_pb2.DeleteWebhookEndpointResponse(id=self._service(ctx).delete(ctx.principal, request.id), deleted=True)
+        return webhooks_pb2.DeleteWebhookEndpointResponse(id=self._service(ctx).delete(ctx.caller, request.id), deleted=True)
 
     def PingWebhookEndpoint(self, request, context):
         ctx = current()
-        return webhooks_pb2.PingWebhookEndpointResponse(event_id=self._service(ctx).ping(ctx.principal, request.id))
+        return webhooks_pb2.PingWebhookEndpointResponse(event_id=self._service(ctx).ping(ctx.caller, request.id))
 
     def ListWebhookDeliveries(self, request, context):
         ctx = current()
-        items, cursor = self._service(ctx).deliveries(ctx.principal, request.id, request.status, request.cursor, _limit(request))
+        items, cursor = self._service(ctx).deliveries(ctx.caller, request.id, request.status, request.cursor, _limit(request))
         return webhooks_pb2.ListWebhookDeliveriesResponse(items=[delivery(r, a) for r, a in items], next_cursor=cursor)
 
     def ReplayWebhookDelivery(self, request, context):
         ctx = current()
-        return delivery(*self._service(ctx).replay(ctx.principal, request.id, request.delivery_id))
+        return delivery(*self._service(ctx).replay(ctx.caller, request.id, request.delivery_id))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, func
+from sqlalchemy import DateTime, Table, func
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -16,3 +16,11 @@ class Base(DeclarativeBase):
 
 def created_at_column() -> Mapped[datetime]:
     return mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
+
+
+def table_of(model: type[Base]) -> Table:
+    """A model's Core table (repositories build statements on tables; the
+    ORM types `__table__` as a plain FromClause)."""
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table

@@ -158,7 +158,7 @@ class RateLimiter:
         windows = self.windows(subject, limits, cap, generation, now)
         slots = self.slots(limits, generation, stream)
         slot_keys = [f"rl:{{{subject}}}:{slot.name}" for slot in slots]
-        args = [int(now * 1000), len(windows), len(slots), token]
+        args: list[int | str] = [int(now * 1000), len(windows), len(slots), token]
         for w in windows:
             ttl = (w.resets_at - int(now) + 60) * 1000
             args += [w.limit, ttl]
@@ -183,22 +183,22 @@ class RateLimiter:
             err.headers = dict(headers) | {"retry-after": "1"}
             raise err
         blocked = windows[int(result[1]) - 1]
-        headers = dict(self.headers(limits, minute, 0 if blocked is minute else minute_left, now))
+        blocked_headers = dict(self.headers(limits, minute, 0 if blocked is minute else minute_left, now))
         if blocked.name == "month":
             reset_at = datetime.fromtimestamp(blocked.resets_at, UTC)
-            err = QuotaExceeded(
+            quota = QuotaExceeded(
                 "The monthly generation quota is used up; it resets at the start of the next billing period.",
                 {"quota": "generations_per_month", "limit": blocked.limit, "resetAt": reset_at.isoformat().replace("+00:00", "Z")},
             )
             # An HTTP-date: the billing reset time, not a cooldown in seconds.
-            err.headers = headers | {"retry-after": formatdate(blocked.resets_at, usegmt=True)}
-            raise err
+            quota.headers = blocked_headers | {"retry-after": formatdate(blocked.resets_at, usegmt=True)}
+            raise quota
         retry_after = max(1, math.ceil(blocked.resets_at - now))
         err = RateLimited(
             f"The {blocked.name} limit of {blocked.limit} requests is reached; retry in {retry_after} s.",
             {"retryAfter": retry_after, "limit": blocked.name, "limitValue": blocked.limit, "windowSeconds": blocked.seconds},
         )
-        err.headers = headers | {"retry-after": str(retry_after)}
+        err.headers = blocked_headers | {"retry-after": str(retry_after)}
         raise err
 
     def admit_anonymous(self, client_ip: str | None) -> Admission:

@@ -26,6 +26,13 @@ class RequestContext:
     def conn(self):
         return self.uow.conn
 
+    @property
+    def caller(self) -> Principal:
+        """The authenticated principal: servicers run only after authentication."""
+        if self.principal is None:
+            raise RuntimeError("no authenticated principal in this request context")
+        return self.principal
+
 
 _current: contextvars.ContextVar[RequestContext] = contextvars.ContextVar("persona_request")
 

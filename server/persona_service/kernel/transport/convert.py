@@ -26,7 +26,9 @@ def nullable_time(value: datetime | None) -> struct_pb2.Value:
     """An RFC 3339 string, or JSON null, for fields the JSON must always carry."""
     if value is None:
         return struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
-    return struct_pb2.Value(string_value=timestamp(value).ToJsonString())
+    stamp = timestamp(value)
+    assert stamp is not None
+    return struct_pb2.Value(string_value=stamp.ToJsonString())
 
 
 def struct(value: dict | None) -> struct_pb2.Struct:

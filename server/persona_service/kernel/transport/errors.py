@@ -81,7 +81,7 @@ def abort(context: grpc.ServicerContext, err: ApiError, headers: list[tuple[str,
     body = render_body(err, MAX_BODY_BYTES if json_edge else MAX_NATIVE_DETAILS_BYTES)
     extra = {"x-should-retry": "true" if err.spec.retryable else "false", **dict(headers), **err.headers}
     if json_edge:
-        carriers = [("x-http-status", str(err.spec.http_status)), ("x-error-body", body)]
+        carriers: list[tuple[str, str | bytes]] = [("x-http-status", str(err.spec.http_status)), ("x-error-body", body)]
     else:
         carriers = [("grpc-status-details-bin", _status_details(err, body))]
     trailers = [*carriers, *extra.items()]

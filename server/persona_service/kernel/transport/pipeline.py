@@ -183,7 +183,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         call.ctx.headers += [*replay.headers.items(), ("idempotent-replayed", "true")]
         if replay.error_body is not None:
             raise StoredError(replay.error_status, replay.error_body, replay.headers)
-        return meta.response_class.FromString(replay.response)
+        return meta.response_class.FromString(replay.response or b"")
 
     def _complete(self, call: _Call, meta: MethodMeta, request, response) -> None:
         ctx = call.ctx

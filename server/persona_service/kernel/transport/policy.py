@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
 from persona_service.kernel.audit import action_name
@@ -21,7 +22,7 @@ class MethodMeta:
     policy: options_pb2.MethodPolicy
     action: str  # audit action, e.g. "api_key.create"
     resource_type: str
-    response_class: type
+    response_class: type[Message]
 
     @property
     def audited(self) -> bool:

@@ -13,7 +13,7 @@ import ipaddress
 import re
 from typing import Any
 
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
@@ -40,7 +40,7 @@ def _plan(descriptor: Descriptor) -> tuple:
     for field in descriptor.fields:
         opts = field.GetOptions()
         rules = opts.Extensions[options_pb2.rules] if opts.HasExtension(options_pb2.rules) else None
-        nested = field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.full_name.startswith("persona.")
+        nested = field.message_type is not None and field.message_type.full_name.startswith("persona.")
         if rules is not None or nested:
             plan.append((field, rules, nested, field.is_repeated))
     return tuple(plan)
@@ -105,7 +105,7 @@ def _check(rules, path: str, value: Any, repeated: bool, out: list[Violation], p
         if rules.min_len and len(value) < rules.min_len:
             out.append(Violation(path, "min_length", value, {"minLength": rules.min_len, "unit": unit}))
         if rules.max_len and len(value) > rules.max_len:
-            shown = value if len(value) <= 200 or repeated else value[:200] + "…"
+            shown: Any = value if len(value) <= 200 or repeated else str(value)[:200] + "…"
             out.append(Violation(path, "max_length", shown if not repeated else len(value), {"maxLength": rules.max_len, "unit": unit}))
     items = list(enumerate(value)) if repeated else [(None, value)]
     for index, item in items:
