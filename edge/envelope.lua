@@ -1,11 +1,17 @@
 -- Persona Service edge hooks (JSON/HTTP only; native gRPC passes untouched).
 --
--- The gRPC server puts the HTTP status and the rendered error envelope in
--- metadata (`x-http-status`, `x-error-body`); this hook turns them into the
--- HTTP response. gRPC errors without that metadata (a crash, Envoy's own
--- upstream failures) are mapped from the gRPC code, never leaking internals.
+-- Errors: the gRPC server puts the HTTP status and the rendered error body in
+-- metadata (`x-http-status`, `x-error-body`, and `x-error-content-type` when
+-- the RPC's error shape is not JSON); this hook turns them into the HTTP
+-- response. gRPC errors without that metadata (a crash, Envoy's own upstream
+-- failures) are mapped from the gRPC code, never leaking internals.
+-- Success: the server may set the status (`x-persona-status`) and any header
+-- (`x-persona-set-<name>`); they are applied here without per-path tables.
+-- 3xx, 204 and 304 answers and every HEAD answer go out without a body.
 
-local CARRIERS = { ["x-http-status"] = true, ["x-error-body"] = true }
+local CARRIERS = { ["x-http-status"] = true, ["x-error-body"] = true, ["x-error-content-type"] = true,
+                   ["x-persona-status"] = true }
+local SET_PREFIX = "x-persona-set-"
 -- Marks a request as coming through the JSON edge, so the server sends the
 -- envelope carriers (and native gRPC callers get only their status details).
 local EDGE_MARK = "x-persona-edge"
@@ -65,8 +71,13 @@ function envoy_on_request(request_handle)
   -- `grpc-timeout` would fail it in the backend).
   headers:remove("grpc-timeout")
   headers:replace(EDGE_MARK, "json")
-  -- Routing retries a safe method on another backend if one dies mid-request.
+  -- HEAD is answered as GET (the transcoder binds GET), without the body.
   local method = headers:get(":method")
+  if method == "HEAD" then
+    headers:replace(":method", "GET")
+    request_handle:streamInfo():dynamicMetadata():set("persona", "head", "1")
+  end
+  -- Routing retries a safe method on another backend if one dies mid-request.
   if method == "GET" or method == "HEAD" then
     headers:replace("x-persona-safe-method", "1")
   else
@@ -118,12 +129,44 @@ function route_body_streaming(request_handle)
   if not BODY_STREAM_PATHS[base] then return end
   local body = request_handle:body()
   if body == nil then return end
-  -- A `"stream"` key not preceded by a backslash (i.e. not inside a string).
-  local text = " " .. body:getBytes(0, body:length())
+  local text = body:getBytes(0, body:length())
   headers = request_handle:headers()  -- handles do not survive the body() yield
-  if string.find(text, '[^\\]"stream"%s*:%s*true') then
+  if top_level_member(text, "stream") == "true" then
     headers:replace(":path", base .. ":stream" .. query)
     request_handle:clearRouteCache()
+  end
+end
+
+-- The literal value (`true`, `false`, `null`, a number; "" for a string,
+-- object or array) of the top-level member `key` of a JSON object, the last
+-- one if repeated; nil when absent or the text is not an object. A scanner
+-- that skips strings and tracks nesting, so a `"stream"` inside a string or a
+-- nested object (a tool's JSON schema) is not the request's own member.
+function top_level_member(text, key)
+  local start = string.find(text, "%S")
+  if start == nil or string.sub(text, start, start) ~= "{" then return nil end
+  local depth, i, found = 0, start, nil
+  while true do
+    local s = string.find(text, '[{}%[%]"]', i)
+    if s == nil then return found end
+    local c = string.sub(text, s, s)
+    if c == '"' then
+      local j = s + 1
+      while true do  -- the closing quote, stepping over escapes
+        local e = string.find(text, '[\\"]', j)
+        if e == nil then return found end
+        if string.sub(text, e, e) == "\\" then j = e + 2 else j = e; break end
+      end
+      if depth == 1 and string.sub(text, s + 1, j - 1) == key then
+        local colon, value = string.match(text, "^%s*(:)%s*([%w%.%-]*)", j + 1)
+        if colon ~= nil then found = value end
+      end
+      i = j + 1
+    else
+      if c == "{" or c == "[" then depth = depth + 1 else depth = depth - 1 end
+      if depth == 0 then return found end
+      i = s + 1
+    end
   end
 end
 
@@ -153,38 +196,77 @@ end
 local function strip(headers)
   local drop = {}
   for name, _ in pairs(headers) do
-    if CARRIERS[name] or string.sub(name, 1, 5) == "grpc-" then table.insert(drop, name) end
+    if CARRIERS[name] or string.sub(name, 1, 5) == "grpc-" or string.sub(name, 1, #SET_PREFIX) == SET_PREFIX then
+      table.insert(drop, name)
+    end
   end
   for _, name in ipairs(drop) do headers:remove(name) end
 end
 
-local function render(response_handle, status, body)
+-- Replace the body; a HEAD answer keeps the length of the body it omits.
+local function set_body(response_handle, body, head)
+  response_handle:body(true):setBytes(head and "" or body)
+  local headers = response_handle:headers()  -- handles do not survive the body() yield
+  headers:replace("content-length", tostring(string.len(body)))
+  return headers
+end
+
+local function render(response_handle, status, body, content_type, head)
   local headers = response_handle:headers()
   headers:replace(":status", status)
-  headers:replace("content-type", "application/json")
-  response_handle:body(true):setBytes(body)
-  headers = response_handle:headers()  -- handles do not survive the body() yield
-  headers:replace("content-length", tostring(string.len(body)))
-  strip(headers)
+  headers:replace("content-type", content_type or "application/json")
+  strip(set_body(response_handle, body, head))
+end
+
+local function bodiless(status)
+  local code = tonumber(status) or 200
+  return (code >= 300 and code < 400) or code == 204 or code == 304
+end
+
+-- A successful answer: the status and headers the server set (one pass over
+-- the headers: this runs on every response).
+local function answer(response_handle, headers, head)
+  local status = get(headers, "x-persona-status")
+  local set, drop = {}, {}
+  for name, value in pairs(headers) do
+    if string.sub(name, 1, #SET_PREFIX) == SET_PREFIX then
+      set[string.sub(name, #SET_PREFIX + 1)] = value
+      table.insert(drop, name)
+    elseif CARRIERS[name] or string.sub(name, 1, 5) == "grpc-" then
+      table.insert(drop, name)
+    end
+  end
+  for _, name in ipairs(drop) do headers:remove(name) end
+  if status ~= nil then headers:replace(":status", status) end
+  for name, value in pairs(set) do headers:replace(name, value) end
+  if bodiless(status) then
+    headers:remove("content-type")
+    response_handle:body(true):setBytes("")
+    response_handle:headers():replace("content-length", "0")
+  elseif head then
+    local body = response_handle:body(true)
+    set_body(response_handle, body:getBytes(0, body:length()), true)
+  end
 end
 
 function envoy_on_response(response_handle)
   local meta = response_handle:streamInfo():dynamicMetadata():get("persona")
   if meta ~= nil and meta["native_grpc"] == "1" then return end
+  local head = meta ~= nil and meta["head"] == "1"
 
   local headers = response_handle:headers()
   local status = get(headers, "x-http-status")
   if status ~= nil then
     -- Trailers-only gRPC error: everything arrived as headers.
     local body = get(headers, "x-error-body") or envelope(INTERNAL[2], INTERNAL[3])
-    render(response_handle, status, body)
+    render(response_handle, status, body, get(headers, "x-error-content-type"), head)
     return
   end
 
   local grpc_status = get(headers, "grpc-status")
   if grpc_status ~= nil and grpc_status ~= "0" then
     local mapped = FALLBACK[grpc_status] or INTERNAL
-    render(response_handle, tostring(mapped[1]), envelope(mapped[2], mapped[3]))
+    render(response_handle, tostring(mapped[1]), envelope(mapped[2], mapped[3]), nil, head)
     return
   end
 
@@ -192,8 +274,8 @@ function envoy_on_response(response_handle)
   if string.find(content_type, "text/event-stream", 1, true) then return end
   if is_grpc(content_type) then
     -- A gRPC response the transcoder did not convert (it failed mid-way).
-    render(response_handle, tostring(INTERNAL[1]), envelope(INTERNAL[2], INTERNAL[3]))
+    render(response_handle, tostring(INTERNAL[1]), envelope(INTERNAL[2], INTERNAL[3]), nil, head)
     return
   end
-  strip(headers)
+  answer(response_handle, headers, head)
 end

@@ -11,6 +11,7 @@ from datetime import datetime
 
 import httpx
 from persona_service.kernel.db.engine import make_engine
+from persona_service.kernel.module import Modules
 from persona_service.kernel.principal import SCOPES
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.stack import Stack, free_port
@@ -21,7 +22,8 @@ from persona_service.registry import MODULES
 JWT_SECRET = "test-jwt-secret-" + "x" * 32
 
 
-def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None = None, **extra_env) -> Stack:
+def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None = None, modules: Modules | None = None,
+               **extra_env) -> Stack:
     """A stack on free ports; `settings` overrides kernel settings (the edge's
     included), `extra_env` reaches the server and worker processes."""
     settings = Settings(
@@ -36,7 +38,7 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None =
     )
     env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1", **extra_env}
     ports = [settings.grpc_port] + [free_port() for _ in range(servers - 1)]
-    return Stack(settings, MODULES, grpc_ports=ports, extra_env=env)
+    return Stack(settings, modules or MODULES, grpc_ports=ports, extra_env=env)
 
 
 @contextlib.contextmanager

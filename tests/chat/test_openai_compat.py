@@ -146,6 +146,31 @@ def test_sse_framing_through_envoy(stack, setup):
     assert r.status_code == 200 and r.json()["object"] == "chat.completion"
 
 
+# JSON Schema allows `true` as a property's schema: `"stream": true` inside a tool.
+PLAY_TOOL = {"type": "function", "function": {"name": "play", "parameters": {
+    "type": "object", "properties": {"stream": True, "volume": {"type": "number"}}}}}
+
+
+@pytest.mark.parametrize(("members", "streamed"), [
+    # A tool whose JSON schema has a property named "stream" is not a streaming request.
+    ('"tools": ' + json.dumps([PLAY_TOOL]), False),
+    ('"stream": false, "user": "\\"stream\\": true"', False),
+    ('"stream" : true', True),
+    ('"stream": true, "stream": false', False),  # the last member wins, as in the server's parser
+])
+def test_streaming_is_decided_from_the_requests_own_member(stack, setup, members, streamed):
+    tenant, persona_id = setup
+    head = json.dumps({"model": f"persona://{persona_id}", "messages": [{"role": "user", "content": "Hello"}]})
+    raw = head[:-1] + ", " + members + "}"
+    r = httpx.post(stack.http_url + "/v1/chat/completions", content=raw, timeout=30,
+                   headers={**tenant.auth, "Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    if streamed:
+        assert r.headers["content-type"].startswith("text/event-stream")
+    else:
+        assert r.headers["content-type"] == "application/json" and r.json()["object"] == "chat.completion"
+
+
 def test_tool_call_whole_and_streamed(client, setup):
     _, persona_id = setup
     messages = [{"role": "user", "content": "What is the weather in Lisbon? [[tool:get_weather]]"}]

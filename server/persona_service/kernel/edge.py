@@ -6,6 +6,8 @@ import json
 import pathlib
 from string import Template
 
+from google.protobuf import descriptor_pb2
+
 from persona_service.kernel.errors import CATALOGUE
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -31,6 +33,18 @@ LOCAL_REPLIES = {
 }
 
 
+def merge_descriptors(paths: list[pathlib.Path]) -> bytes:
+    """One FileDescriptorSet holding every file of the given sets once."""
+    merged = descriptor_pb2.FileDescriptorSet()
+    seen: set[str] = set()
+    for path in paths:
+        for file in descriptor_pb2.FileDescriptorSet.FromString(path.read_bytes()).file:
+            if file.name not in seen:
+                seen.add(file.name)
+                merged.file.append(file)
+    return merged.SerializeToString()
+
+
 def _local_reply_mappers(indent: str = "            ") -> str:
     lines = []
     for status, (code, message) in LOCAL_REPLIES.items():
@@ -54,8 +68,58 @@ def _endpoints(grpc_ports: list[int], indent: str = "        ") -> str:
     )
 
 
+TRANSCODER = "type.googleapis.com/envoy.extensions.filters.http.grpc_json_transcoder.v3.GrpcJsonTranscoder"
+_PREVIOUS_HOSTS = [{
+    "name": "envoy.retry_host_predicates.previous_hosts",
+    "typed_config": {"@type": "type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"},
+}]
+
+
+def _transcoder(descriptor: str, services: list[str], lenient_query: bool = False) -> dict:
+    """The gRPC-JSON transcoder: strict about query parameters except on
+    lenient prefixes, where unknown ones are ignored (SCIM clients add their own)."""
+    return {
+        "@type": TRANSCODER,
+        "proto_descriptor": descriptor,
+        "services": services,
+        "convert_grpc_status": False,
+        "print_options": {
+            "always_print_primitive_fields": True,
+            "preserve_proto_field_names": False,
+            "stream_sse_style_delimited": True,
+        },
+        "request_validation_options": {
+            "reject_unknown_method": True,
+            "reject_unknown_query_parameters": not lenient_query,
+            "reject_binding_body_field_collisions": True,
+        },
+        **({"ignore_unknown_query_parameters": True} if lenient_query else {}),
+    }
+
+
+def _routes(descriptor: str, services: list[str], lenient_prefixes: list[str], indent: str = "              ") -> str:
+    routes = []
+    for prefix in [*sorted(lenient_prefixes, key=len, reverse=True), "/"]:
+        per_filter = {} if prefix == "/" else {"typed_per_filter_config": {
+            "envoy.filters.http.grpc_json_transcoder": _transcoder(descriptor, services, lenient_query=True)}}
+        for retry_on, safe in (("connect-failure,refused-stream,reset", True), ("connect-failure,refused-stream", False)):
+            match: dict = {"prefix": prefix}
+            if safe:
+                match["headers"] = [{"name": "x-persona-safe-method", "present_match": True}]
+            routes.append({
+                "match": match,
+                "route": {
+                    "cluster": "grpc_backend", "timeout": "0s", "idle_timeout": "300s",
+                    "retry_policy": {"retry_on": retry_on, "num_retries": 2, "retry_host_predicate": _PREVIOUS_HOSTS},
+                },
+                **per_filter,
+            })
+    return "\n".join(f"{indent}- {json.dumps(route)}" for route in routes)
+
+
 def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_port: int, access_log: str,
-           listen_address: str, edge_secret: str, request_timeout: int = 30, max_connections: int = 10_000) -> str:
+           listen_address: str, edge_secret: str, request_timeout: int = 30, max_connections: int = 10_000,
+           descriptor: pathlib.Path = DESCRIPTOR, lenient_query_prefixes: list[str] | None = None) -> str:
     template = Template((EDGE / "envoy.yaml.in").read_text())
     return template.substitute(
         http_port=http_port,
@@ -67,8 +131,8 @@ def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_
         max_connections=max_connections,
         access_log=access_log,
         lua_path=str(EDGE / "envelope.lua"),
-        descriptor=str(DESCRIPTOR),
-        services=", ".join(services),
+        transcoder=json.dumps(_transcoder(str(descriptor), services)),
+        routes=_routes(str(descriptor), services, lenient_query_prefixes or []),
         local_reply_mappers=_local_reply_mappers(),
         backend_endpoints=_endpoints(grpc_ports),
     )

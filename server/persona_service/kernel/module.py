@@ -10,6 +10,7 @@ migrations are assembled from that list. The kernel never imports a module: modu
 from __future__ import annotations
 
 import argparse
+import importlib
 import pathlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from persona_service.kernel import ids
 from persona_service.kernel.config_keys import ConfigKey, install_config_keys
 from persona_service.kernel.limits.plans import EndpointCap, install_caps
 from persona_service.kernel.outbox import EVENT_TYPES
-from persona_service.kernel.settings import Settings, env_names
+from persona_service.kernel.settings import InvalidSetting, Settings, env_names, read
 
 if TYPE_CHECKING:
     import grpc
@@ -91,13 +92,23 @@ class Module:
     limit_overrides: Callable[[Any, str], dict[str, Any]] | None = None
     # The module's settings section (a kernel.settings.Section), read with kernel.settings.load().
     settings: type[BaseSettings] | None = None
+    # HTTP path prefixes whose clients send query parameters of their own
+    # (SCIM's `aadOptscim062020`): the edge ignores unknown ones there
+    # instead of answering 400.
+    lenient_query_prefixes: Sequence[str] = ()
+    # A module outside proto/ (loaded with PERSONA_EXTRA_MODULES): the
+    # FileDescriptorSet of its protos, imports included, which the edge adds
+    # to gen/descriptor.binpb.
+    descriptors: pathlib.Path | None = None
 
 
 class Modules:
-    """The assembled modules: checked once, then read by the kernel."""
+    """The assembled modules: checked once, then read by the kernel. The
+    registry's list is followed by the extra modules PERSONA_EXTRA_MODULES
+    names (deployment-specific domains; the tests' edge probe)."""
 
     def __init__(self, modules: Sequence[Module]):
-        self.all = tuple(modules)
+        self.all = (*modules, *extra_modules())
         names = [m.name for m in self.all]
         _unique("module", names)
         _unique("gRPC service", [s.name for m in self.all for s in m.services])
@@ -119,7 +130,26 @@ class Modules:
         sections: list[type[BaseSettings]] = [Settings, *self.settings_sections]
         _unique("setting", [name for s in sections for name in env_names(s)])
         self.credentials = _one("credentials", [m.credentials for m in self.all if m.credentials])
+        self.lenient_query_prefixes = [p for m in self.all for p in m.lenient_query_prefixes]
+        self.descriptors = [m.descriptors for m in self.all if m.descriptors is not None]
         self.limit_overrides = _one("limit_overrides", [m.limit_overrides for m in self.all if m.limit_overrides])
+
+
+def extra_modules() -> list[Module]:
+    """The modules PERSONA_EXTRA_MODULES names. A malformed value is left to
+    the settings check, which reports it as one line before any command runs."""
+    try:
+        refs = read(Settings).extra_modules
+    except InvalidSetting:
+        return []
+    found = []
+    for ref in refs:
+        path, _, name = ref.partition(":")
+        module = getattr(importlib.import_module(path), name)
+        if not isinstance(module, Module):
+            raise RuntimeError(f"PERSONA_EXTRA_MODULES: {ref} is not a Module")
+        found.append(module)
+    return found
 
 
 def _unique(what: str, values: list[str]) -> None:

@@ -105,11 +105,25 @@ class Settings(Section):
         "", description="Fernet key encrypting secrets at rest (webhook signing secrets); "
                         "empty: one generated and kept in the data dir",
     )
+    extra_modules: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="modules outside the registry to load as well, comma-separated `package.module:NAME` "
+                        "(a `kernel.module.Module`; its proto descriptor set joins the edge's)",
+    )
 
     @field_validator("data_dir")
     @classmethod
     def _absolute(cls, value: pathlib.Path) -> pathlib.Path:
         return value.resolve()
+
+    @field_validator("extra_modules", mode="before")
+    @classmethod
+    def _module_refs(cls, value: Any) -> Any:
+        items = value.split(",") if isinstance(value, str) else value
+        refs = tuple(item.strip() for item in items if item.strip())
+        for ref in refs:
+            if ref.count(":") != 1:
+                raise ValueError(f"{ref!r} is not `package.module:NAME`")
+        return refs
 
     @field_validator("trusted_proxies", mode="before")
     @classmethod

@@ -174,6 +174,7 @@ class Stack:
                 listen_address=self.settings.http_host, edge_secret=self._edge_secret,
                 request_timeout=self.settings.edge_request_timeout_seconds,
                 max_connections=self.settings.edge_max_connections,
+                descriptor=self._descriptor(), lenient_query_prefixes=self.modules.lenient_query_prefixes,
             )
         )
         self._supervisor.start(Child(
@@ -182,6 +183,15 @@ class Stack:
              "--file-flush-interval-msec", "200"],
             dict(os.environ), self.log_dir / "envoy.log", ready=self._wait_http,
         ))
+
+    def _descriptor(self) -> pathlib.Path:
+        """gen/descriptor.binpb, joined by the descriptor sets of modules from outside proto/."""
+        if not self.modules.descriptors:
+            return edge.DESCRIPTOR
+        merged = edge.merge_descriptors([edge.DESCRIPTOR, *self.modules.descriptors])
+        path = self.settings.data_dir / "descriptor.binpb"
+        path.write_bytes(merged)
+        return path
 
     def stop(self) -> None:
         self._supervisor.stop()

@@ -1,12 +1,35 @@
 from google.protobuf import descriptor_pb2 as _descriptor_pb2
 from google.rpc import code_pb2 as _code_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ResponseKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RESPONSE_KIND_UNSPECIFIED: _ClassVar[ResponseKind]
+    RESPONSE_KIND_JSON: _ClassVar[ResponseKind]
+    RESPONSE_KIND_REDIRECT: _ClassVar[ResponseKind]
+    RESPONSE_KIND_RAW_BODY: _ClassVar[ResponseKind]
+
+class ErrorShape(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ERROR_SHAPE_UNSPECIFIED: _ClassVar[ErrorShape]
+    ERROR_SHAPE_ENVELOPE: _ClassVar[ErrorShape]
+    ERROR_SHAPE_PORTRAIT: _ClassVar[ErrorShape]
+    ERROR_SHAPE_SCIM: _ClassVar[ErrorShape]
+RESPONSE_KIND_UNSPECIFIED: ResponseKind
+RESPONSE_KIND_JSON: ResponseKind
+RESPONSE_KIND_REDIRECT: ResponseKind
+RESPONSE_KIND_RAW_BODY: ResponseKind
+ERROR_SHAPE_UNSPECIFIED: ErrorShape
+ERROR_SHAPE_ENVELOPE: ErrorShape
+ERROR_SHAPE_PORTRAIT: ErrorShape
+ERROR_SHAPE_SCIM: ErrorShape
 POLICY_FIELD_NUMBER: _ClassVar[int]
 policy: _descriptor.FieldDescriptor
 RULES_FIELD_NUMBER: _ClassVar[int]
@@ -15,7 +38,7 @@ ERROR_FIELD_NUMBER: _ClassVar[int]
 error: _descriptor.FieldDescriptor
 
 class MethodPolicy(_message.Message):
-    __slots__ = ("scope", "platform_admin", "roles", "write", "endpoint_cap", "generation", "audit_action", "resource_type", "audited")
+    __slots__ = ("scope", "platform_admin", "roles", "write", "endpoint_cap", "generation", "audit_action", "resource_type", "audited", "response", "error_shape")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     PLATFORM_ADMIN_FIELD_NUMBER: _ClassVar[int]
     ROLES_FIELD_NUMBER: _ClassVar[int]
@@ -25,6 +48,8 @@ class MethodPolicy(_message.Message):
     AUDIT_ACTION_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
     AUDITED_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_SHAPE_FIELD_NUMBER: _ClassVar[int]
     scope: str
     platform_admin: bool
     roles: _containers.RepeatedScalarFieldContainer[str]
@@ -34,7 +59,9 @@ class MethodPolicy(_message.Message):
     audit_action: str
     resource_type: str
     audited: bool
-    def __init__(self, scope: _Optional[str] = ..., platform_admin: _Optional[bool] = ..., roles: _Optional[_Iterable[str]] = ..., write: _Optional[bool] = ..., endpoint_cap: _Optional[str] = ..., generation: _Optional[bool] = ..., audit_action: _Optional[str] = ..., resource_type: _Optional[str] = ..., audited: _Optional[bool] = ...) -> None: ...
+    response: ResponseKind
+    error_shape: ErrorShape
+    def __init__(self, scope: _Optional[str] = ..., platform_admin: _Optional[bool] = ..., roles: _Optional[_Iterable[str]] = ..., write: _Optional[bool] = ..., endpoint_cap: _Optional[str] = ..., generation: _Optional[bool] = ..., audit_action: _Optional[str] = ..., resource_type: _Optional[str] = ..., audited: _Optional[bool] = ..., response: _Optional[_Union[ResponseKind, str]] = ..., error_shape: _Optional[_Union[ErrorShape, str]] = ...) -> None: ...
 
 class FieldRules(_message.Message):
     __slots__ = ("required", "min_len", "max_len", "one_of", "format", "unique", "min_value", "max_value")

@@ -21,6 +21,17 @@ class RequestContext:
     headers: list[tuple[str, str]] = field(default_factory=list)
     # Run after the unit of work commits (e.g. cache invalidation broadcasts).
     after_commit: list[Callable[[], None]] = field(default_factory=list)
+    # The HTTP status and headers of a successful answer (see respond()).
+    status: int | None = None
+    http_headers: list[tuple[str, str]] = field(default_factory=list)
+
+    def respond(self, status: int | None = None, **headers: str) -> None:
+        """Set the HTTP status and extra HTTP headers of a successful answer
+        (`respond(201, Location=..., ETag=...)`; underscores become dashes).
+        They reach the client only if the call succeeds; errors carry their own."""
+        if status is not None:
+            self.status = status
+        self.http_headers += [(name.replace("_", "-").lower(), value) for name, value in headers.items()]
 
     @property
     def conn(self):

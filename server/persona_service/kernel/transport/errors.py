@@ -4,7 +4,8 @@ Native gRPC callers get the catalogue's gRPC code and, in
 `grpc-status-details-bin`, a google.rpc.Status with an ErrorInfo (reason =
 the envelope code) and a persona.v1.Error carrying the details. For the JSON
 edge, trailing metadata carries `x-http-status` and `x-error-body` (the
-rendered envelope); Envoy's Lua hook turns them into the HTTP response.
+rendered body in the RPC's declared error shape, and `x-error-content-type`
+when that is not JSON); Envoy's Lua hook turns them into the HTTP response.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import grpc
 from google.protobuf import any_pb2, struct_pb2
 from google.rpc import error_details_pb2, status_pb2
-from persona.v1 import errors_pb2
+from persona.v1 import errors_pb2, options_pb2
 
 from persona_service.kernel.errors import ApiError, bounded
 
@@ -73,7 +74,29 @@ def _status_details(err: ApiError, body: str) -> bytes:
     return status_pb2.Status(code=err.spec.grpc_code, message=err.message, details=[info, error]).SerializeToString()
 
 
-def abort(context: grpc.ServicerContext, err: ApiError, headers: list[tuple[str, str]], json_edge: bool) -> None:
+SCIM_ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error"
+SCIM_MEDIA_TYPE = "application/scim+json"
+
+
+def shaped_body(envelope_body: str, status: int, shape: int) -> tuple[str, str | None]:
+    """The rendered envelope in the RPC's declared error shape, with its
+    content type when that is not `application/json`."""
+    if shape in (options_pb2.ERROR_SHAPE_UNSPECIFIED, options_pb2.ERROR_SHAPE_ENVELOPE):
+        return envelope_body, None
+    error = json.loads(envelope_body)["error"]
+    if shape == options_pb2.ERROR_SHAPE_PORTRAIT:
+        details = {k: v for k, v in error["details"].items() if k not in ("error", "message")}
+        return _dumps({"error": error["code"], "message": error["message"], **details}), None
+    if shape == options_pb2.ERROR_SHAPE_SCIM:
+        scim_type = error["details"].get("scimType")
+        body = {"schemas": [SCIM_ERROR_SCHEMA], "status": str(status), "detail": error["message"],
+                **({"scimType": scim_type} if isinstance(scim_type, str) else {})}
+        return _dumps(body), SCIM_MEDIA_TYPE
+    raise ValueError(f"unknown error shape {shape}")
+
+
+def abort(context: grpc.ServicerContext, err: ApiError, headers: list[tuple[str, str]], json_edge: bool,
+          shape: int = options_pb2.ERROR_SHAPE_UNSPECIFIED) -> None:
     """Abort the RPC with the error; never returns. A call through the JSON
     edge gets the envelope carriers (Lua renders them); a native gRPC caller
     gets the status details. Each gets one copy, which keeps the trailers
@@ -81,7 +104,10 @@ def abort(context: grpc.ServicerContext, err: ApiError, headers: list[tuple[str,
     body = render_body(err, MAX_BODY_BYTES if json_edge else MAX_NATIVE_DETAILS_BYTES)
     extra = {"x-should-retry": "true" if err.spec.retryable else "false", **dict(headers), **err.headers}
     if json_edge:
-        carriers: list[tuple[str, str | bytes]] = [("x-http-status", str(err.spec.http_status)), ("x-error-body", body)]
+        shaped, content_type = shaped_body(body, err.spec.http_status, shape)
+        carriers: list[tuple[str, str | bytes]] = [("x-http-status", str(err.spec.http_status)), ("x-error-body", shaped)]
+        if content_type is not None:
+            carriers.append(("x-error-content-type", content_type))
     else:
         carriers = [("grpc-status-details-bin", _status_details(err, body))]
     trailers = [*carriers, *extra.items()]

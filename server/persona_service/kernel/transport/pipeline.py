@@ -18,6 +18,7 @@ import logging
 import re
 
 import grpc
+from persona.v1 import options_pb2
 
 from persona_service.kernel import ids
 from persona_service.kernel.access import authorize
@@ -30,7 +31,7 @@ from persona_service.kernel.limits.limiter import Admission
 from persona_service.kernel.transport import context as request_context
 from persona_service.kernel.transport.errors import abort, render_body
 from persona_service.kernel.transport.outages import as_outage
-from persona_service.kernel.transport.policy import PACKAGE, MethodMeta
+from persona_service.kernel.transport.policy import MethodMeta
 from persona_service.kernel.transport.validation import validate
 
 log = logging.getLogger("persona_service.requests")
@@ -65,9 +66,9 @@ class RequestPipeline(grpc.ServerInterceptor):
 
     def intercept_service(self, continuation, details):
         handler = continuation(details)
-        if handler is None or not details.method.startswith("/" + PACKAGE):
+        meta = self.methods.get(details.method)
+        if handler is None or meta is None:  # not a module's RPC (e.g. gRPC health)
             return handler
-        meta = self.methods[details.method]
         decode = _tolerant(handler.request_deserializer)
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
@@ -96,6 +97,7 @@ class RequestPipeline(grpc.ServerInterceptor):
                 else:
                     call.reached_operation = True
                     response = behavior(request, context)
+                    call.ctx.headers += _answer(call.ctx, meta, response)
                     self._complete(call, meta, request, response)
             except Exception as exc:  # noqa: BLE001 - translated, never leaked
                 self._fail(call, context, meta, exc)
@@ -215,7 +217,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         else:
             self._record_failure(call, meta, err)
         self._log(ctx, err.spec.http_status)
-        abort(context, err, ctx.headers, json_edge=EDGE_MARK in call.metadata)
+        abort(context, err, ctx.headers, json_edge=EDGE_MARK in call.metadata, shape=meta.error_shape)
 
     def _commit_outcome(self, ctx, err: ApiError) -> None:
         """Commit changes that are part of an error's outcome (e.g. a failed run's record)."""
@@ -309,6 +311,26 @@ class RequestPipeline(grpc.ServerInterceptor):
             if len(self._trusted_cache) < 1024:
                 self._trusted_cache[address] = trusted
         return trusted
+
+
+# Initial-metadata carriers of a successful answer's HTTP status and headers
+# (the error path has its own, `x-http-status`); the edge's Lua applies them.
+STATUS_CARRIER = "x-persona-status"
+HEADER_CARRIER = "x-persona-set-"
+REDIRECT_STATUS = 307
+
+
+def _answer(ctx: request_context.RequestContext, meta: MethodMeta, response) -> list[tuple[str, str]]:
+    """The carriers of the HTTP status and headers the RPC answers with: its
+    declared response kind, plus what the servicer set with ctx.respond()."""
+    status, headers = ctx.status, list(ctx.http_headers)
+    if meta.response_kind == options_pb2.RESPONSE_KIND_REDIRECT:
+        status = status or REDIRECT_STATUS
+        headers.append(("location", response.uri))
+    carriers = [(HEADER_CARRIER + name, value) for name, value in headers]
+    if status is not None:
+        carriers.append((STATUS_CARRIER, str(status)))
+    return carriers
 
 
 class Undecodable:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from google.protobuf import descriptor_pool, message_factory
-from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.descriptor import FieldDescriptor, MethodDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
@@ -25,6 +25,14 @@ class MethodMeta:
     response_class: type[Message]
 
     @property
+    def response_kind(self) -> int:
+        return self.policy.response
+
+    @property
+    def error_shape(self) -> int:
+        return self.policy.error_shape
+
+    @property
     def audited(self) -> bool:
         """Writes, admin actions and declared reads are audited whatever their outcome."""
         return self.policy.write or self.policy.platform_admin or self.policy.audited
@@ -40,6 +48,7 @@ def method_table(services: list[ServiceDescriptor]) -> dict[str, MethodMeta]:
             if not opts.HasExtension(options_pb2.policy):
                 raise RuntimeError(f"{method.full_name} declares no (persona.v1.policy)")
             policy = opts.Extensions[options_pb2.policy]
+            _check_response_kind(method, policy)
             path = f"/{service.full_name}/{method.name}"
             table[path] = MethodMeta(
                 path=path,
@@ -49,6 +58,20 @@ def method_table(services: list[ServiceDescriptor]) -> dict[str, MethodMeta]:
                 response_class=message_factory.GetMessageClass(method.output_type),
             )
     return table
+
+
+HTTP_BODY = "google.api.HttpBody"
+
+
+def _check_response_kind(method: MethodDescriptor, policy: options_pb2.MethodPolicy) -> None:
+    """A redirect needs a `uri` to point at; a raw body must be an HttpBody."""
+    output = method.output_type
+    if policy.response == options_pb2.RESPONSE_KIND_REDIRECT:
+        uri = output.fields_by_name.get("uri")
+        if uri is None or uri.type != FieldDescriptor.TYPE_STRING or uri.is_repeated:
+            raise RuntimeError(f"{method.full_name} answers a redirect but {output.full_name} has no string field `uri`")
+    if policy.response == options_pb2.RESPONSE_KIND_RAW_BODY and output.full_name != HTTP_BODY:
+        raise RuntimeError(f"{method.full_name} answers a raw body but returns {output.full_name}, not {HTTP_BODY}")
 
 
 def find_services(names: list[str]) -> list[ServiceDescriptor]:
