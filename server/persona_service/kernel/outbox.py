@@ -5,34 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from persona.v1 import events_pb2  # noqa: F401 - registers EventType in the descriptor pool
+
 from persona_service.kernel import ids
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import NotFound
 from persona_service.kernel.outbox_repository import EventRepository
 from persona_service.kernel.principal import Principal
+from persona_service.kernel.transport.validation import enum_wire_names
 
-# The spec's sixteen event types; nothing else is ever emitted.
-EVENT_TYPES = frozenset(
-    {
-        "persona.created",
-        "persona.updated",
-        "persona.deleted",
-        "persona.archived",
-        "persona.regenerated",
-        "persona.audit_failed",
-        "generation.run.started",
-        "generation.run.completed",
-        "generation.run.failed",
-        "subscription.upgraded",
-        "subscription.downgraded",
-        "subscription.cancelled",
-        "marketplace.persona.published",
-        "marketplace.persona.purchased",
-        "moderation.flagged",
-        "webhook.endpoint.test_ping",
-    }
-)
+# The spec's sixteen event types, from the proto's EventType enum; nothing
+# else is ever emitted.
+EVENT_TYPES = frozenset(enum_wire_names("persona.v1.EventType"))
 AUDIT_FAILED_REASONS = ("audit_below_threshold", "provocation_test_failed", "voice_drift")
 
 

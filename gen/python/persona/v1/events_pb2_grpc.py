@@ -29,31 +29,10 @@ class EventServiceStub:
     """Events: every state change worth telling a customer about, written to a
     transactional outbox in the same database transaction as the change (no
     event for a change that rolled back, no change without its event), then
-    delivered to webhook endpoints. Exactly sixteen types exist; per-message
+    delivered to webhook endpoints. The sixteen types are the values of
+    EventType (their `wire_name` is the `type` string clients see); per-message
     chat events, per-step pipeline events and user-action events are never
     emitted (`audit.test_failed`, named in one release note, is not a type).
-
-    `data` by type:
-    - `persona.created`: `{personaId, slug, version, parentId, rootId, runId}`
-    - `persona.updated`: `{personaId, version, changed: [field names], note}`
-    - `persona.deleted`: `{personaId, purgeTime}`
-    - `persona.archived`: `{personaId}`
-    - `persona.regenerated`: `{personaId, version, fromStep, runId}`
-    - `persona.audit_failed`: `{personaId, reason, score, threshold}`, `reason`
-    one of `audit_below_threshold`, `provocation_test_failed`, `voice_drift`
-    (chat drift also carries `sessionId`)
-    - `generation.run.started`: `{runId, personaId, kind}` (kind `create`,
-    `refine`, `fork`, `regenerate`, `import`)
-    - `generation.run.completed`: `{runId, personaId, kind, durationMs}`
-    - `generation.run.failed`: `{runId, personaId, kind, errorCode}`
-    - `subscription.upgraded` / `subscription.downgraded`:
-    `{fromPlan, toPlan}`; `subscription.cancelled`: `{plan, effectiveAt}`
-    - `marketplace.persona.published`: `{personaId, listingId}`;
-    `marketplace.persona.purchased`: `{personaId, listingId, buyerOrgId}`
-    - `moderation.flagged`: `{reviewId, stage, categories, subjectType,
-    subjectId}`, `stage` one of `input_intent`, `output_content`,
-    `impersonation`, `pii`
-    - `webhook.endpoint.test_ping`: `{endpointId}`
     """
 
     def __init__(self, channel):
@@ -78,31 +57,10 @@ class EventServiceServicer:
     """Events: every state change worth telling a customer about, written to a
     transactional outbox in the same database transaction as the change (no
     event for a change that rolled back, no change without its event), then
-    delivered to webhook endpoints. Exactly sixteen types exist; per-message
+    delivered to webhook endpoints. The sixteen types are the values of
+    EventType (their `wire_name` is the `type` string clients see); per-message
     chat events, per-step pipeline events and user-action events are never
     emitted (`audit.test_failed`, named in one release note, is not a type).
-
-    `data` by type:
-    - `persona.created`: `{personaId, slug, version, parentId, rootId, runId}`
-    - `persona.updated`: `{personaId, version, changed: [field names], note}`
-    - `persona.deleted`: `{personaId, purgeTime}`
-    - `persona.archived`: `{personaId}`
-    - `persona.regenerated`: `{personaId, version, fromStep, runId}`
-    - `persona.audit_failed`: `{personaId, reason, score, threshold}`, `reason`
-    one of `audit_below_threshold`, `provocation_test_failed`, `voice_drift`
-    (chat drift also carries `sessionId`)
-    - `generation.run.started`: `{runId, personaId, kind}` (kind `create`,
-    `refine`, `fork`, `regenerate`, `import`)
-    - `generation.run.completed`: `{runId, personaId, kind, durationMs}`
-    - `generation.run.failed`: `{runId, personaId, kind, errorCode}`
-    - `subscription.upgraded` / `subscription.downgraded`:
-    `{fromPlan, toPlan}`; `subscription.cancelled`: `{plan, effectiveAt}`
-    - `marketplace.persona.published`: `{personaId, listingId}`;
-    `marketplace.persona.purchased`: `{personaId, listingId, buyerOrgId}`
-    - `moderation.flagged`: `{reviewId, stage, categories, subjectType,
-    subjectId}`, `stage` one of `input_intent`, `output_content`,
-    `impersonation`, `pii`
-    - `webhook.endpoint.test_ping`: `{endpointId}`
     """
 
     def ListEvents(self, request, context):
@@ -148,31 +106,10 @@ class EventService:
     """Events: every state change worth telling a customer about, written to a
     transactional outbox in the same database transaction as the change (no
     event for a change that rolled back, no change without its event), then
-    delivered to webhook endpoints. Exactly sixteen types exist; per-message
+    delivered to webhook endpoints. The sixteen types are the values of
+    EventType (their `wire_name` is the `type` string clients see); per-message
     chat events, per-step pipeline events and user-action events are never
     emitted (`audit.test_failed`, named in one release note, is not a type).
-
-    `data` by type:
-    - `persona.created`: `{personaId, slug, version, parentId, rootId, runId}`
-    - `persona.updated`: `{personaId, version, changed: [field names], note}`
-    - `persona.deleted`: `{personaId, purgeTime}`
-    - `persona.archived`: `{personaId}`
-    - `persona.regenerated`: `{personaId, version, fromStep, runId}`
-    - `persona.audit_failed`: `{personaId, reason, score, threshold}`, `reason`
-    one of `audit_below_threshold`, `provocation_test_failed`, `voice_drift`
-    (chat drift also carries `sessionId`)
-    - `generation.run.started`: `{runId, personaId, kind}` (kind `create`,
-    `refine`, `fork`, `regenerate`, `import`)
-    - `generation.run.completed`: `{runId, personaId, kind, durationMs}`
-    - `generation.run.failed`: `{runId, personaId, kind, errorCode}`
-    - `subscription.upgraded` / `subscription.downgraded`:
-    `{fromPlan, toPlan}`; `subscription.cancelled`: `{plan, effectiveAt}`
-    - `marketplace.persona.published`: `{personaId, listingId}`;
-    `marketplace.persona.purchased`: `{personaId, listingId, buyerOrgId}`
-    - `moderation.flagged`: `{reviewId, stage, categories, subjectType,
-    subjectId}`, `stage` one of `input_intent`, `output_content`,
-    `impersonation`, `pii`
-    - `webhook.endpoint.test_ping`: `{endpointId}`
     """
 
     @staticmethod

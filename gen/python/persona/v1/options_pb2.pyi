@@ -36,6 +36,8 @@ RULES_FIELD_NUMBER: _ClassVar[int]
 rules: _descriptor.FieldDescriptor
 ERROR_FIELD_NUMBER: _ClassVar[int]
 error: _descriptor.FieldDescriptor
+WIRE_NAME_FIELD_NUMBER: _ClassVar[int]
+wire_name: _descriptor.FieldDescriptor
 
 class MethodPolicy(_message.Message):
     __slots__ = ("scope", "platform_admin", "roles", "write", "endpoint_cap", "generation", "audit_action", "resource_type", "audited", "response", "error_shape")
@@ -64,7 +66,7 @@ class MethodPolicy(_message.Message):
     def __init__(self, scope: _Optional[str] = ..., platform_admin: _Optional[bool] = ..., roles: _Optional[_Iterable[str]] = ..., write: _Optional[bool] = ..., endpoint_cap: _Optional[str] = ..., generation: _Optional[bool] = ..., audit_action: _Optional[str] = ..., resource_type: _Optional[str] = ..., audited: _Optional[bool] = ..., response: _Optional[_Union[ResponseKind, str]] = ..., error_shape: _Optional[_Union[ErrorShape, str]] = ...) -> None: ...
 
 class FieldRules(_message.Message):
-    __slots__ = ("required", "min_len", "max_len", "one_of", "format", "unique", "min_value", "max_value")
+    __slots__ = ("required", "min_len", "max_len", "one_of", "format", "unique", "min_value", "max_value", "one_of_enum")
     REQUIRED_FIELD_NUMBER: _ClassVar[int]
     MIN_LEN_FIELD_NUMBER: _ClassVar[int]
     MAX_LEN_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +75,7 @@ class FieldRules(_message.Message):
     UNIQUE_FIELD_NUMBER: _ClassVar[int]
     MIN_VALUE_FIELD_NUMBER: _ClassVar[int]
     MAX_VALUE_FIELD_NUMBER: _ClassVar[int]
+    ONE_OF_ENUM_FIELD_NUMBER: _ClassVar[int]
     required: bool
     min_len: int
     max_len: int
@@ -81,7 +84,8 @@ class FieldRules(_message.Message):
     unique: bool
     min_value: int
     max_value: int
-    def __init__(self, required: _Optional[bool] = ..., min_len: _Optional[int] = ..., max_len: _Optional[int] = ..., one_of: _Optional[_Iterable[str]] = ..., format: _Optional[str] = ..., unique: _Optional[bool] = ..., min_value: _Optional[int] = ..., max_value: _Optional[int] = ...) -> None: ...
+    one_of_enum: str
+    def __init__(self, required: _Optional[bool] = ..., min_len: _Optional[int] = ..., max_len: _Optional[int] = ..., one_of: _Optional[_Iterable[str]] = ..., format: _Optional[str] = ..., unique: _Optional[bool] = ..., min_value: _Optional[int] = ..., max_value: _Optional[int] = ..., one_of_enum: _Optional[str] = ...) -> None: ...
 
 class ErrorSpec(_message.Message):
     __slots__ = ("code", "http_status", "grpc_code", "message", "retryable")

@@ -12,6 +12,7 @@ from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
 from persona_service.kernel.audit import action_name
+from persona_service.kernel.transport.validation import check_rules
 
 PACKAGE = "persona.v1."
 
@@ -49,6 +50,7 @@ def method_table(services: list[ServiceDescriptor]) -> dict[str, MethodMeta]:
                 raise RuntimeError(f"{method.full_name} declares no (persona.v1.policy)")
             policy = opts.Extensions[options_pb2.policy]
             _check_response_kind(method, policy)
+            check_rules(method.input_type)
             path = f"/{service.full_name}/{method.name}"
             table[path] = MethodMeta(
                 path=path,

@@ -13,6 +13,7 @@ import ipaddress
 import re
 from typing import Any
 
+from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 from persona.v1 import options_pb2
@@ -44,6 +45,25 @@ def _plan(descriptor: Descriptor) -> tuple:
         if rules is not None or nested:
             plan.append((field, rules, nested, field.is_repeated))
     return tuple(plan)
+
+
+def check_rules(descriptor: Descriptor, seen: set[str] | None = None) -> None:
+    """Startup check of a request type's rules (nested messages included): a
+    named format or enum that does not exist is an error before any call."""
+    seen = set() if seen is None else seen
+    if descriptor.full_name in seen:
+        return
+    seen.add(descriptor.full_name)
+    for field, rules, nested, _ in _plan(descriptor):
+        if rules is not None and rules.format and rules.format not in FORMATS:
+            raise RuntimeError(f"{field.full_name}: unknown format {rules.format!r}")
+        if rules is not None and rules.one_of_enum:
+            try:
+                enum_wire_names(rules.one_of_enum)
+            except KeyError:
+                raise RuntimeError(f"{field.full_name}: unknown enum {rules.one_of_enum!r}") from None
+        if nested:
+            check_rules(field.message_type, seen)
 
 
 def validate(message: Message) -> None:
@@ -93,6 +113,18 @@ def _walk(message: Message, prefix: str, out: list[Violation]) -> None:
                 _walk(value, path + ".", out)
 
 
+def _allowed(rules) -> tuple[str, ...]:
+    return (*rules.one_of, *enum_wire_names(rules.one_of_enum)) if rules.one_of_enum else tuple(rules.one_of)
+
+
+@functools.cache
+def enum_wire_names(enum_name: str) -> tuple[str, ...]:
+    """The `(persona.v1.wire_name)`s of an enum's values, in declaration order."""
+    enum = descriptor_pool.Default().FindEnumTypeByName(enum_name)
+    return tuple(v.GetOptions().Extensions[options_pb2.wire_name] for v in enum.values
+                 if v.GetOptions().HasExtension(options_pb2.wire_name))
+
+
 def _check(rules, path: str, value: Any, repeated: bool, out: list[Violation], present: bool = False) -> None:
     if rules.required and (value in ("", None) or (repeated and not value)):
         out.append(Violation(path, "required", value, {"required": True}))
@@ -112,8 +144,8 @@ def _check(rules, path: str, value: Any, repeated: bool, out: list[Violation], p
         item_path = path if index is None else f"{path}[{index}]"
         if isinstance(item, str) and item == "" and not (present and index is None):
             continue
-        if rules.one_of and item not in rules.one_of:
-            out.append(Violation(item_path, "one_of", item, {"oneOf": list(rules.one_of)}))
+        if (rules.one_of or rules.one_of_enum) and item not in (allowed := _allowed(rules)):
+            out.append(Violation(item_path, "one_of", item, {"oneOf": list(allowed)}))
         if rules.format and isinstance(item, str) and not FORMATS[rules.format](item):
             out.append(Violation(item_path, "format", item, {"format": rules.format}))
         if isinstance(item, int) and not isinstance(item, bool):
