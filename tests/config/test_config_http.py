@@ -44,7 +44,7 @@ def test_list_shows_every_key_with_its_default(http, tenants):
     for item in items:
         spec = REGISTRY[item["key"]]
         assert item["source"] == "default", item
-        assert "updateTime" not in item
+        assert "updatedAt" not in item
         assert item["type"] == spec.type
         assert item["settableAt"] == list(spec.levels)
         if item["key"].startswith("api.rate_limit."):
@@ -70,7 +70,7 @@ def test_workspace_value(http, tenants):
     assert r.status_code == 200, r.text
     assert r.json()["value"] == "auto_recover"
     assert r.json()["source"] == "workspace"
-    assert r.json()["updateTime"].endswith("Z")
+    assert r.json()["updatedAt"].endswith("Z")
     assert get(http, t, ACTION)["source"] == "workspace"
     # The level defaults to the workspace.
     r = put(http, t, THRESHOLD, 0.5)
@@ -97,7 +97,7 @@ def test_org_value_is_inherited_unless_overridden(http, tenants):
     assert (restored["value"], restored["source"]) == (0.6, "org")
     restored = delete(http, t, THRESHOLD, "org")
     assert (restored["value"], restored["source"]) == (0.35, "default")
-    assert "updateTime" not in restored
+    assert "updatedAt" not in restored
     # Removing a setting that is not there succeeds.
     assert delete(http, t, THRESHOLD, "org")["source"] == "default"
 

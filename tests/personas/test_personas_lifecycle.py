@@ -104,7 +104,7 @@ def check_persona(p: dict, tenant) -> None:
     assert p["visibility"] in {"private", "org", "public"}
     assert len(p["soul"]["desire"]) >= 20 and p["soul"]["name"]
     assert p["lastRunId"].startswith("run_")
-    ts(p["createTime"]), ts(p["updateTime"])
+    ts(p["createdAt"]), ts(p["updatedAt"])
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +170,7 @@ def test_create_emits_run_events_and_persona_created(http, org, events):
     assert persona["visibility"] == "private"
     assert persona["metadata"] == {"team": "lighthouse"}
     assert persona["displayName"] == persona["soul"]["name"]
-    assert "deleteTime" not in persona and "purgeTime" not in persona and "archiveTime" not in persona
+    assert "deletedAt" not in persona and "purgeAt" not in persona and "archivedAt" not in persona
 
     new = events.new(persona["id"])
     assert types(new) == ["generation.run.started", "generation.run.completed", "persona.created"]
@@ -202,7 +202,7 @@ def test_list_filters_and_paginates_newest_first(http, tenants):
 
     everything = listed(http, t)
     assert ids(everything) == newest_first
-    times = [ts(p["createTime"]) for p in everything]
+    times = [ts(p["createdAt"]) for p in everything]
     assert times == sorted(times, reverse=True)
 
     pages, token = [], ""
@@ -251,7 +251,7 @@ def test_update_refine_regenerate_audit_then_archive(http, engine, org, events):
     updated = r.json()
     assert (updated["slug"], updated["visibility"], updated["metadata"]) == (slug, "org", {"tier": "gold", "n": 2})
     assert updated["displayName"] == persona["displayName"] and updated["version"] == 1
-    assert ts(updated["updateTime"]) > ts(persona["updateTime"])
+    assert ts(updated["updatedAt"]) > ts(persona["updatedAt"])
     new = events.new(pid)
     assert types(new) == ["persona.updated"]
     assert new[0]["data"] == {"personaId": pid, "version": 1, "changed": ["metadata", "slug", "visibility"], "note": ""}
@@ -323,7 +323,7 @@ def test_update_refine_regenerate_audit_then_archive(http, engine, org, events):
     assert r.status_code == 200, r.text
     archived = r.json()
     assert archived["state"] == "archived" and archived["version"] == 3
-    assert abs(ts(archived["archiveTime"]) - ts(archived["updateTime"])) < timedelta(seconds=1)
+    assert abs(ts(archived["archivedAt"]) - ts(archived["updatedAt"])) < timedelta(seconds=1)
     new = events.new(pid)
     assert types(new) == ["persona.archived"]
     assert new[0]["data"] == {"personaId": pid}
@@ -381,13 +381,13 @@ def test_delete_archive_restore(http, org, events):
     assert r.status_code == 200, r.text
     deleted = r.json()
     assert deleted["state"] == "deleted"
-    delete_time, purge_time = ts(deleted["deleteTime"]), ts(deleted["purgeTime"])
-    assert purge_time - delete_time == timedelta(days=30)
-    assert abs(delete_time - datetime.now(delete_time.tzinfo)) < timedelta(minutes=5)
+    deleted_at, purge_at = ts(deleted["deletedAt"]), ts(deleted["purgeAt"])
+    assert purge_at - deleted_at == timedelta(days=30)
+    assert abs(deleted_at - datetime.now(deleted_at.tzinfo)) < timedelta(minutes=5)
     new = events.new(pid)
     assert types(new) == ["persona.deleted"]
-    assert set(new[0]["data"]) == {"personaId", "purgeTime"}
-    assert ts(new[0]["data"]["purgeTime"]) == purge_time
+    assert set(new[0]["data"]) == {"personaId", "purgeAt"}
+    assert ts(new[0]["data"]["purgeAt"]) == purge_at
 
     # Deleting again answers it unchanged; archiving or writing is refused on its state.
     again = http.delete(f"/v1/personas/{pid}", headers=org.auth)
@@ -411,7 +411,7 @@ def test_delete_archive_restore(http, org, events):
     assert r.status_code == 200, r.text
     restored = r.json()
     assert restored["state"] == "active"
-    assert "deleteTime" not in restored and "purgeTime" not in restored
+    assert "deletedAt" not in restored and "purgeAt" not in restored
     new = events.new(pid)
     assert types(new) == ["persona.updated"]
     assert new[0]["data"]["changed"] == ["state"]

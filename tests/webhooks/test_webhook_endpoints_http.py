@@ -13,7 +13,7 @@ from persona_service.kernel.outbox import EVENT_TYPES, Outbox
 from persona_service.webhooks import verify_signature
 from support import assert_envelope
 
-ENDPOINT_FIELDS = {"id", "url", "events", "description", "enabled", "workspaceId", "createdAt", "updateTime",
+ENDPOINT_FIELDS = {"id", "url", "events", "description", "enabled", "workspaceId", "createdAt", "updatedAt",
                    "secretCreatedAt"}
 
 

@@ -25,7 +25,7 @@ def chat_message(row) -> chat_pb2.ChatMessage:
         model=row["model"], drift_score=row["drift_score"], recovered=row["recovered"],
         usage=chat_pb2.ChatUsage(input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],
                                  cost_usd_micros=row["cost_usd_micros"]),
-        create_time=timestamp(row["created_at"]),
+        created_at=timestamp(row["created_at"]),
     )
 
 

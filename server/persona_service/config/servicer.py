@@ -11,7 +11,7 @@ def config_item(item: Effective) -> config_pb2.ConfigItem:
     json_format.ParseDict(item.value, value)
     return config_pb2.ConfigItem(
         key=item.spec.key, value=value, source=item.source, settable_at=list(item.spec.levels), type=item.spec.type,
-        allowed_values=list(item.spec.allowed), update_time=timestamp(item.updated_at),
+        allowed_values=list(item.spec.allowed), updated_at=timestamp(item.updated_at),
     )
 
 

@@ -222,7 +222,7 @@ class PersonaService:
             persona_id, state="deleted", state_before_delete=row["state"], deleted_at=now, purge_at=now + GRACE,
             updated_at=now,
         )
-        self._emit(row, "persona.deleted", {"purgeTime": _iso(row["purge_at"])})
+        self._emit(row, "persona.deleted", {"purgeAt": _iso(row["purge_at"])})
         return row
 
     def restore(self, principal: Principal, persona_id: str):

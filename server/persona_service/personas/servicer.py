@@ -16,9 +16,9 @@ def persona(row) -> personas_pb2.Persona:
         display_name=row["display_name"], visibility=row["visibility"], metadata=struct(row["metadata"]),
         intent=row["intent"], soul=personas_pb2.Soul(**row["soul"]), state=row["state"], version=row["version"],
         parent_id=row["parent_id"] or "", root_id=row["root_id"], fork_ordinal=row["fork_ordinal"],
-        flagged_reason=row["flagged_reason"], last_run_id=row["last_run_id"], create_time=timestamp(row["created_at"]),
-        update_time=timestamp(row["updated_at"]), delete_time=timestamp(row["deleted_at"]),
-        purge_time=timestamp(row["purge_at"]), archive_time=timestamp(row["archived_at"]),
+        flagged_reason=row["flagged_reason"], last_run_id=row["last_run_id"], created_at=timestamp(row["created_at"]),
+        updated_at=timestamp(row["updated_at"]), deleted_at=timestamp(row["deleted_at"]),
+        purge_at=timestamp(row["purge_at"]), archived_at=timestamp(row["archived_at"]),
     )
     if row["audit_score"] is not None:
         message.audit_score = row["audit_score"]
@@ -148,7 +148,7 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
                 versions=[
                     personas_pb2.LineageVersion(
                         version=v["version"], kind=v["kind"], note=v["note"], instruction=v["instruction"],
-                        create_time=timestamp(v["created_at"]),
+                        created_at=timestamp(v["created_at"]),
                     )
                     for v in versions.get(row["id"], [])
                 ],

@@ -11,7 +11,7 @@ def endpoint(row) -> webhooks_pb2.WebhookEndpoint:
     return webhooks_pb2.WebhookEndpoint(
         id=row["id"], url=row["url"], events=row["events"], description=row["description"], enabled=row["enabled"],
         workspace_id=row["workspace_id"], created_at=timestamp(row["created_at"]),
-        update_time=timestamp(row["updated_at"]), secret_created_at=timestamp(row["secret_created_at"]),
+        updated_at=timestamp(row["updated_at"]), secret_created_at=timestamp(row["secret_created_at"]),
         previous_secret_expires_at=timestamp(row["previous_secret_expires_at"]) if row["previous_secret_enc"] else None,
     )
 

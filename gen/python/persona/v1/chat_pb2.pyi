@@ -115,7 +115,7 @@ class ChatUsage(_message.Message):
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cost_usd_micros: _Optional[float] = ...) -> None: ...
 
 class ChatMessage(_message.Message):
-    __slots__ = ("id", "session_id", "role", "content", "ordinal", "model", "drift_score", "recovered", "usage", "create_time")
+    __slots__ = ("id", "session_id", "role", "content", "ordinal", "model", "drift_score", "recovered", "usage", "created_at")
     ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -125,7 +125,7 @@ class ChatMessage(_message.Message):
     DRIFT_SCORE_FIELD_NUMBER: _ClassVar[int]
     RECOVERED_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
-    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     id: str
     session_id: str
     role: str
@@ -135,8 +135,8 @@ class ChatMessage(_message.Message):
     drift_score: float
     recovered: bool
     usage: ChatUsage
-    create_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., session_id: _Optional[str] = ..., role: _Optional[str] = ..., content: _Optional[str] = ..., ordinal: _Optional[int] = ..., model: _Optional[str] = ..., drift_score: _Optional[float] = ..., recovered: _Optional[bool] = ..., usage: _Optional[_Union[ChatUsage, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., session_id: _Optional[str] = ..., role: _Optional[str] = ..., content: _Optional[str] = ..., ordinal: _Optional[int] = ..., model: _Optional[str] = ..., drift_score: _Optional[float] = ..., recovered: _Optional[bool] = ..., usage: _Optional[_Union[ChatUsage, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SendChatMessageResponse(_message.Message):
     __slots__ = ("user_message", "reply", "session")

@@ -14,22 +14,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ConfigItem(_message.Message):
-    __slots__ = ("key", "value", "source", "settable_at", "type", "allowed_values", "update_time")
+    __slots__ = ("key", "value", "source", "settable_at", "type", "allowed_values", "updated_at")
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     SETTABLE_AT_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     ALLOWED_VALUES_FIELD_NUMBER: _ClassVar[int]
-    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     key: str
     value: _struct_pb2.Value
     source: str
     settable_at: _containers.RepeatedScalarFieldContainer[str]
     type: str
     allowed_values: _containers.RepeatedScalarFieldContainer[str]
-    update_time: _timestamp_pb2.Timestamp
-    def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., source: _Optional[str] = ..., settable_at: _Optional[_Iterable[str]] = ..., type: _Optional[str] = ..., allowed_values: _Optional[_Iterable[str]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., source: _Optional[str] = ..., settable_at: _Optional[_Iterable[str]] = ..., type: _Optional[str] = ..., allowed_values: _Optional[_Iterable[str]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListConfigItemsRequest(_message.Message):
     __slots__ = ("prefix",)

@@ -15,7 +15,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Persona(_message.Message):
-    __slots__ = ("id", "org_id", "workspace_id", "slug", "display_name", "visibility", "metadata", "intent", "soul", "state", "version", "parent_id", "root_id", "fork_ordinal", "audit_score", "flagged_reason", "last_run_id", "create_time", "update_time", "delete_time", "purge_time", "archive_time")
+    __slots__ = ("id", "org_id", "workspace_id", "slug", "display_name", "visibility", "metadata", "intent", "soul", "state", "version", "parent_id", "root_id", "fork_ordinal", "audit_score", "flagged_reason", "last_run_id", "created_at", "updated_at", "deleted_at", "purge_at", "archived_at")
     ID_FIELD_NUMBER: _ClassVar[int]
     ORG_ID_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -33,11 +33,11 @@ class Persona(_message.Message):
     AUDIT_SCORE_FIELD_NUMBER: _ClassVar[int]
     FLAGGED_REASON_FIELD_NUMBER: _ClassVar[int]
     LAST_RUN_ID_FIELD_NUMBER: _ClassVar[int]
-    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
-    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
-    DELETE_TIME_FIELD_NUMBER: _ClassVar[int]
-    PURGE_TIME_FIELD_NUMBER: _ClassVar[int]
-    ARCHIVE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    DELETED_AT_FIELD_NUMBER: _ClassVar[int]
+    PURGE_AT_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_AT_FIELD_NUMBER: _ClassVar[int]
     id: str
     org_id: str
     workspace_id: str
@@ -55,12 +55,12 @@ class Persona(_message.Message):
     audit_score: float
     flagged_reason: str
     last_run_id: str
-    create_time: _timestamp_pb2.Timestamp
-    update_time: _timestamp_pb2.Timestamp
-    delete_time: _timestamp_pb2.Timestamp
-    purge_time: _timestamp_pb2.Timestamp
-    archive_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., org_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., slug: _Optional[str] = ..., display_name: _Optional[str] = ..., visibility: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., intent: _Optional[str] = ..., soul: _Optional[_Union[Soul, _Mapping]] = ..., state: _Optional[str] = ..., version: _Optional[int] = ..., parent_id: _Optional[str] = ..., root_id: _Optional[str] = ..., fork_ordinal: _Optional[int] = ..., audit_score: _Optional[float] = ..., flagged_reason: _Optional[str] = ..., last_run_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., purge_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., archive_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    deleted_at: _timestamp_pb2.Timestamp
+    purge_at: _timestamp_pb2.Timestamp
+    archived_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., org_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., slug: _Optional[str] = ..., display_name: _Optional[str] = ..., visibility: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., intent: _Optional[str] = ..., soul: _Optional[_Union[Soul, _Mapping]] = ..., state: _Optional[str] = ..., version: _Optional[int] = ..., parent_id: _Optional[str] = ..., root_id: _Optional[str] = ..., fork_ordinal: _Optional[int] = ..., audit_score: _Optional[float] = ..., flagged_reason: _Optional[str] = ..., last_run_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deleted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., purge_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., archived_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Soul(_message.Message):
     __slots__ = ("name", "desire", "fear", "backstory", "traits", "values", "speaking_style")
@@ -289,18 +289,18 @@ class LineageNode(_message.Message):
     def __init__(self, persona_id: _Optional[str] = ..., slug: _Optional[str] = ..., state: _Optional[str] = ..., version: _Optional[int] = ..., fork_ordinal: _Optional[int] = ..., fork_note: _Optional[str] = ..., versions: _Optional[_Iterable[_Union[LineageVersion, _Mapping]]] = ..., children: _Optional[_Iterable[_Union[LineageNode, _Mapping]]] = ...) -> None: ...
 
 class LineageVersion(_message.Message):
-    __slots__ = ("version", "kind", "note", "instruction", "create_time")
+    __slots__ = ("version", "kind", "note", "instruction", "created_at")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
-    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     version: int
     kind: str
     note: str
     instruction: str
-    create_time: _timestamp_pb2.Timestamp
-    def __init__(self, version: _Optional[int] = ..., kind: _Optional[str] = ..., note: _Optional[str] = ..., instruction: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, version: _Optional[int] = ..., kind: _Optional[str] = ..., note: _Optional[str] = ..., instruction: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetVoiceProfileRequest(_message.Message):
     __slots__ = ("id",)

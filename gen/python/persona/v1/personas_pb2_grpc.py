@@ -40,7 +40,7 @@ class PersonaServiceStub:
     (the fork is a new, active persona).
     - `deleted`: soft-deleted; left out of lists unless asked (`showDeleted`),
     still readable by id (AIP-164, so it can be inspected and restored),
-    restorable until `purgeTime` (30 days), then purged for good by a
+    restorable until `purgeAt` (30 days), then purged for good by a
     scheduled job. Archiving or writing a deleted persona answers
     409 `state_conflict` (`conflictField` "state").
 
@@ -153,7 +153,7 @@ class PersonaServiceServicer:
     (the fork is a new, active persona).
     - `deleted`: soft-deleted; left out of lists unless asked (`showDeleted`),
     still readable by id (AIP-164, so it can be inspected and restored),
-    restorable until `purgeTime` (30 days), then purged for good by a
+    restorable until `purgeAt` (30 days), then purged for good by a
     scheduled job. Archiving or writing a deleted persona answers
     409 `state_conflict` (`conflictField` "state").
 
@@ -227,7 +227,7 @@ class PersonaServiceServicer:
 
     def DeletePersona(self, request, context):
         """Soft-deletes a persona: state `deleted`, restorable for 30 days
-        (`purgeTime`), then purged. Emits `persona.deleted`. Deleting a deleted
+        (`purgeAt`), then purged. Emits `persona.deleted`. Deleting a deleted
         persona answers it unchanged.
 
         Auth: scope `personas:write`.
@@ -457,7 +457,7 @@ class PersonaService:
     (the fork is a new, active persona).
     - `deleted`: soft-deleted; left out of lists unless asked (`showDeleted`),
     still readable by id (AIP-164, so it can be inspected and restored),
-    restorable until `purgeTime` (30 days), then purged for good by a
+    restorable until `purgeAt` (30 days), then purged for good by a
     scheduled job. Archiving or writing a deleted persona answers
     409 `state_conflict` (`conflictField` "state").
 

@@ -13,7 +13,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class WebhookEndpoint(_message.Message):
-    __slots__ = ("id", "url", "events", "description", "enabled", "workspace_id", "created_at", "update_time", "secret_created_at", "previous_secret_expires_at")
+    __slots__ = ("id", "url", "events", "description", "enabled", "workspace_id", "created_at", "updated_at", "secret_created_at", "previous_secret_expires_at")
     ID_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
@@ -21,7 +21,7 @@ class WebhookEndpoint(_message.Message):
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
-    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     SECRET_CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     PREVIOUS_SECRET_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     id: str
@@ -31,10 +31,10 @@ class WebhookEndpoint(_message.Message):
     enabled: bool
     workspace_id: str
     created_at: _timestamp_pb2.Timestamp
-    update_time: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
     secret_created_at: _timestamp_pb2.Timestamp
     previous_secret_expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., url: _Optional[str] = ..., events: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., enabled: _Optional[bool] = ..., workspace_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., secret_created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., previous_secret_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., url: _Optional[str] = ..., events: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., enabled: _Optional[bool] = ..., workspace_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., secret_created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., previous_secret_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CreateWebhookEndpointRequest(_message.Message):
     __slots__ = ("url", "events", "description", "enabled")
