@@ -1,0 +1,35 @@
+"""Typed records: what repositories hand to services and servicers, instead
+of rows read by string key. A record is a frozen dataclass whose field names
+are column names (or labels of the query); a row may carry more columns than
+the record names, never fewer (a missing one is a KeyError at the repository,
+where the query is)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+R = TypeVar("R")
+
+
+@functools.cache
+def _names(cls: type) -> tuple[str, ...]:
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls.__name__} is not a dataclass")
+    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
+
+
+def record(cls: type[R], row: Mapping[str, Any]) -> R:
+    """One row (a `RowMapping`, or any mapping) as a `cls` record."""
+    return cls(**{name: row[name] for name in _names(cls)})
+
+
+def record_or_none(cls: type[R], row: Mapping[str, Any] | None) -> R | None:
+    return None if row is None else record(cls, row)
+
+
+def records(cls: type[R], rows: Iterable[Mapping[str, Any]]) -> list[R]:
+    names = _names(cls)
+    return [cls(**{name: row[name] for name in names}) for row in rows]
