@@ -35,6 +35,9 @@ class App:
         self.settings = settings
         self.modules = modules
         self.engine = make_engine(settings.database_url, pool_size=settings.db_pool_size)
+        # Streams hold a connection while they run: a pool of their own keeps
+        # them from taking the unary calls' connections.
+        self.stream_engine = make_engine(settings.database_url, pool_size=settings.stream_db_pool_size)
         self.redis = redis.Redis.from_url(settings.redis_url)
         secret = settings.resolved_jwt_secret()
         self.cache = CredentialCache(settings.auth_cache_seconds)
@@ -140,5 +143,6 @@ class App:
         if self._listener is not None:
             self._listener.join(timeout=3)
         self.engine.dispose()
+        self.stream_engine.dispose()
         self.redis.close()
 

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
+from dataclasses import dataclass
 from string import Template
 
+from google.api import annotations_pb2
 from google.protobuf import descriptor_pb2
+from google.protobuf.descriptor import ServiceDescriptor
 
 from persona_service.kernel.errors import CATALOGUE
 
@@ -68,6 +72,8 @@ def _endpoints(grpc_ports: list[int], indent: str = "        ") -> str:
     )
 
 
+UNARY_CLUSTER = "grpc_backend"
+STREAM_CLUSTER = "grpc_stream_backend"
 TRANSCODER = "type.googleapis.com/envoy.extensions.filters.http.grpc_json_transcoder.v3.GrpcJsonTranscoder"
 _PREVIOUS_HOSTS = [{
     "name": "envoy.retry_host_predicates.previous_hosts",
@@ -97,29 +103,80 @@ def _transcoder(descriptor: str, services: list[str], lenient_query: bool = Fals
     }
 
 
-def _routes(descriptor: str, services: list[str], lenient_prefixes: list[str], indent: str = "              ") -> str:
-    routes = []
+@dataclass(frozen=True)
+class StreamRoute:
+    """A server-streaming RPC: its gRPC path and its HTTP path templates."""
+
+    grpc_path: str  # "/persona.v1.ChatService/StreamChatMessage"
+    http_templates: tuple[str, ...]  # ("/v1/chat/sessions/{id}/messages:stream",)
+
+
+def stream_routes(services: list[ServiceDescriptor]) -> list[StreamRoute]:
+    found = []
+    for service in services:
+        for method in service.methods:
+            if method.server_streaming:
+                rule = method.GetOptions().Extensions[annotations_pb2.http]
+                templates = [_template(r) for r in (rule, *rule.additional_bindings)]
+                found.append(StreamRoute(f"/{service.full_name}/{method.name}", tuple(t for t in templates if t)))
+    return found
+
+
+def _template(rule) -> str:
+    pattern = rule.WhichOneof("pattern")
+    if pattern is None:
+        return ""
+    return rule.custom.path if pattern == "custom" else getattr(rule, pattern)
+
+
+def _template_regex(template: str) -> str:
+    """`/v1/chat/sessions/{id}/messages:stream` -> a regex of the path (Envoy
+    matches `safe_regex` on the path without its query string)."""
+    parts = re.split(r"\{[^}]*\}", template)
+    return "[^/]+".join(re.escape(p) for p in parts)
+
+
+def _route(match: dict, cluster: str, retry_on: str, extra: dict | None = None) -> dict:
+    return {
+        "match": match,
+        "route": {
+            "cluster": cluster, "timeout": "0s", "idle_timeout": "300s",
+            "retry_policy": {"retry_on": retry_on, "num_retries": 2, "retry_host_predicate": _PREVIOUS_HOSTS},
+        },
+        **(extra or {}),
+    }
+
+
+# Retried on another backend only when the request never reached one.
+_UNSENT = "connect-failure,refused-stream"
+
+
+def _routes(descriptor: str, services: list[str], lenient_prefixes: list[str], streams: list[StreamRoute],
+            indent: str = "              ") -> str:
+    # Server streams go to the stream ports (native gRPC by path, JSON by the
+    # binding the Lua filter rewrote `?stream=true` / `"stream": true` to).
+    routes = [_route({"path": s.grpc_path}, STREAM_CLUSTER, _UNSENT) for s in streams]
+    routes += [_route({"safe_regex": {"regex": _template_regex(t)}}, STREAM_CLUSTER, _UNSENT)
+               for s in streams for t in s.http_templates]
     for prefix in [*sorted(lenient_prefixes, key=len, reverse=True), "/"]:
         per_filter = {} if prefix == "/" else {"typed_per_filter_config": {
             "envoy.filters.http.grpc_json_transcoder": _transcoder(descriptor, services, lenient_query=True)}}
-        for retry_on, safe in (("connect-failure,refused-stream,reset", True), ("connect-failure,refused-stream", False)):
-            match: dict = {"prefix": prefix}
-            if safe:
-                match["headers"] = [{"name": "x-persona-safe-method", "present_match": True}]
-            routes.append({
-                "match": match,
-                "route": {
-                    "cluster": "grpc_backend", "timeout": "0s", "idle_timeout": "300s",
-                    "retry_policy": {"retry_on": retry_on, "num_retries": 2, "retry_host_predicate": _PREVIOUS_HOSTS},
-                },
-                **per_filter,
-            })
+        safe = {"prefix": prefix, "headers": [{"name": "x-persona-safe-method", "present_match": True}]}
+        routes.append(_route(safe, UNARY_CLUSTER, _UNSENT + ",reset", per_filter))
+        routes.append(_route({"prefix": prefix}, UNARY_CLUSTER, _UNSENT, per_filter))
     return "\n".join(f"{indent}- {json.dumps(route)}" for route in routes)
+
+
+def _clusters(grpc_ports: list[int], stream_ports: list[int]) -> str:
+    template = Template((EDGE / "cluster.yaml.in").read_text().split("\n", 1)[1])
+    return "".join(template.substitute(name=name, endpoints=_endpoints(ports))
+                   for name, ports in ((UNARY_CLUSTER, grpc_ports), (STREAM_CLUSTER, stream_ports)))
 
 
 def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_port: int, access_log: str,
            listen_address: str, edge_secret: str, request_timeout: int = 30, max_connections: int = 10_000,
-           descriptor: pathlib.Path = DESCRIPTOR, lenient_query_prefixes: list[str] | None = None) -> str:
+           descriptor: pathlib.Path = DESCRIPTOR, lenient_query_prefixes: list[str] | None = None,
+           stream_ports: list[int] | None = None, streams: list[StreamRoute] | None = None) -> str:
     template = Template((EDGE / "envoy.yaml.in").read_text())
     return template.substitute(
         http_port=http_port,
@@ -132,7 +189,7 @@ def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_
         access_log=access_log,
         lua_path=str(EDGE / "envelope.lua"),
         transcoder=json.dumps(_transcoder(str(descriptor), services)),
-        routes=_routes(str(descriptor), services, lenient_query_prefixes or []),
+        routes=_routes(str(descriptor), services, lenient_query_prefixes or [], streams or []),
         local_reply_mappers=_local_reply_mappers(),
-        backend_endpoints=_endpoints(grpc_ports),
+        clusters=_clusters(grpc_ports, stream_ports or grpc_ports),
     )

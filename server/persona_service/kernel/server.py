@@ -22,14 +22,20 @@ from persona_service.kernel.transport.policy import check_caps, find_services, m
 log = logging.getLogger(__name__)
 
 
-def build_server(app: App, address: str) -> tuple[grpc.Server, health.HealthServicer]:
+def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Server, health.HealthServicer]:
+    """A gRPC server with every service. The unary one has a few threads (the
+    GIL makes more slower); the stream one (`streams=True`, the edge routes
+    server-streaming RPCs to it) has a thread per open stream, its own
+    database pool, and refuses a stream beyond its threads rather than queue it."""
     services = find_services(app.modules.service_names)
     methods = method_table(services)
     check_caps(methods, ENDPOINT_CAPS)
+    workers = app.settings.stream_workers if streams else app.settings.grpc_workers
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=app.settings.grpc_workers, thread_name_prefix="rpc"),
-        interceptors=[RequestPipeline(app, methods)],
+        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stream" if streams else "rpc"),
+        interceptors=[RequestPipeline(app, methods, engine=app.stream_engine if streams else app.engine)],
         options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 8 * 1024 * 1024)],
+        maximum_concurrent_rpcs=workers if streams else None,
     )
     for binding in app.modules.services:
         binding.register(binding.servicer(app), server)
@@ -50,13 +56,19 @@ def serve(modules: Modules) -> None:
     app = App(settings, modules)
     app.start_background()
     server, health_servicer = build_server(app, f"127.0.0.1:{settings.grpc_port}")
+    stream_port = settings.grpc_port + settings.stream_port_offset
+    stream_server, stream_health = build_server(app, f"127.0.0.1:{stream_port}", streams=True)
     server.start()
-    log.info("gRPC server listening on 127.0.0.1:%s", settings.grpc_port)
+    stream_server.start()
+    log.info("gRPC server listening on 127.0.0.1:%s (streams on %s)", settings.grpc_port, stream_port)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
     health_servicer.enter_graceful_shutdown()
-    server.stop(grace=5).wait()
+    stream_health.enter_graceful_shutdown()
+    stopped = [server.stop(grace=5), stream_server.stop(grace=5)]
+    for event in stopped:
+        event.wait()
     app.close()
 

@@ -78,9 +78,19 @@ class Settings(Section):
     admin_port: _Port = Field(9901, validation_alias="PERSONA_ENVOY_ADMIN_PORT", description="Envoy admin (127.0.0.1)")
     grpc_workers: int = Field(
         8, ge=1,
-        description="server worker threads; each open SSE stream holds one for its life "
-                    "(fewer threads measured faster for unary calls: 4 gave +10%)",
+        description="unary worker threads per server process (fewer threads measured faster for unary calls: "
+                    "4 gave +10%); streams have their own",
     )
+    stream_port_offset: int = Field(
+        1000, ge=1, le=10_000,
+        description="each server process serves server streams (SSE) on its gRPC port plus this offset, with its "
+                    "own threads and database pool, so open streams never take a unary worker",
+    )
+    stream_workers: int = Field(
+        256, ge=1, description="threads (= concurrent open streams) per server process; beyond them a new stream "
+                               "is refused at once (429) instead of queued",
+    )
+    stream_db_pool_size: int = Field(8, ge=1, description="PostgreSQL connections per server process for streams")
     # The server is GIL-bound, so a second process adds throughput when a core has room.
     server_processes: int = Field(
         2, description="gRPC server processes behind Envoy (two measured +35–70% throughput over one on 2 cores)",

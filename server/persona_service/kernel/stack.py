@@ -26,6 +26,7 @@ from persona_service.kernel.embedded import EmbeddedRedis, postgres_url
 from persona_service.kernel.module import Modules, Process
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.supervisor import Child, Supervisor
+from persona_service.kernel.transport.policy import find_services
 
 
 class StackError(RuntimeError):
@@ -100,6 +101,7 @@ class Stack:
         ]
         for port in self.grpc_ports:
             ensure_port_free(port, "gRPC server", "127.0.0.1")
+            ensure_port_free(self.stream_port(port), "gRPC stream server", "127.0.0.1")
         ensure_port_free(self.settings.http_port, "HTTP edge", self.settings.http_host)
         ensure_port_free(self.settings.admin_port, "Envoy admin", "127.0.0.1")
         self._start_reaper()
@@ -137,8 +139,12 @@ class Stack:
         return self._supervisor.start(Child(
             f"server-{port}", [sys.executable, "-m", "persona_service.cli", "serve"],
             self.process_env(PERSONA_GRPC_PORT=str(port)), self.log_dir / f"server-{port}.log",
-            ready=lambda proc: self._wait_grpc(port, proc),
+            ready=lambda proc: self._wait_grpc(port, proc, also=self.stream_port(port)),
         ))
+
+    def stream_port(self, grpc_port: int) -> int:
+        """Where the server process on `grpc_port` serves server streams."""
+        return grpc_port + self.settings.stream_port_offset
 
     def start_process(self, process: Process, index: int = 0) -> subprocess.Popen:
         """One process of a module-declared kind (several may run; they share work through row locks)."""
@@ -175,6 +181,8 @@ class Stack:
                 request_timeout=self.settings.edge_request_timeout_seconds,
                 max_connections=self.settings.edge_max_connections,
                 descriptor=self._descriptor(), lenient_query_prefixes=self.modules.lenient_query_prefixes,
+                stream_ports=[self.stream_port(p) for p in self.grpc_ports],
+                streams=edge.stream_routes(find_services(self.modules.service_names)),
             )
         )
         self._supervisor.start(Child(
@@ -231,19 +239,25 @@ class Stack:
 
     # --- readiness ------------------------------------------------------------
 
-    def _wait_grpc(self, port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
+    def _wait_grpc(self, port: int, proc: subprocess.Popen, timeout: float = 30, also: int | None = None) -> None:
+        """Until the server process on `port` answers SERVING there (and on `also`, its stream port)."""
         deadline = time.monotonic() + timeout
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
-            while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    raise StackError(f"gRPC server exited ({proc.returncode}); see {self.log_dir}/server-{port}.log")
-                try:
-                    if stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
-                        return
-                except grpc.RpcError:
+        for target in (port, *([] if also is None else [also])):
+            with grpc.insecure_channel(f"127.0.0.1:{target}") as channel:
+                stub = health_pb2_grpc.HealthStub(channel)
+                while not self._serving(stub):
+                    if proc.poll() is not None:
+                        raise StackError(f"gRPC server exited ({proc.returncode}); see {self.log_dir}/server-{port}.log")
+                    if time.monotonic() > deadline:
+                        raise StackError(f"gRPC server on port {target} did not become healthy")
                     time.sleep(0.1)
-        raise StackError(f"gRPC server on port {port} did not become healthy")
+
+    @staticmethod
+    def _serving(stub: health_pb2_grpc.HealthStub) -> bool:
+        try:
+            return stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING
+        except grpc.RpcError:
+            return False
 
     def _wait_http(self, proc: subprocess.Popen, timeout: float = 30) -> None:
         import urllib.request

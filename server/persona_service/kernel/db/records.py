@@ -7,18 +7,22 @@ where the query is)."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 R = TypeVar("R")
 
 
-@functools.cache
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _names(cls: type) -> tuple[str, ...]:
-    if not dataclasses.is_dataclass(cls):
-        raise TypeError(f"{cls.__name__} is not a dataclass")
-    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
+    names = _NAMES.get(cls)
+    if names is None:
+        if not dataclasses.is_dataclass(cls):
+            raise TypeError(f"{cls.__name__} is not a dataclass")
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+    return names
 
 
 def record(cls: type[R], row: Mapping[str, Any]) -> R:

@@ -57,9 +57,11 @@ class _Call:
 
 
 class RequestPipeline(grpc.ServerInterceptor):
-    def __init__(self, app, methods: dict[str, MethodMeta]):
+    def __init__(self, app, methods: dict[str, MethodMeta], engine=None):
         self.app = app
         self.methods = methods
+        # Units of work come from this engine (the stream server has its own pool).
+        self.engine = engine if engine is not None else app.engine
         self._trusted = [ipaddress.ip_network(n.strip(), strict=False) for n in app.settings.trusted_proxies if n.strip()]
         self._trusted_cache: dict[str, bool] = {}
         self._edge_secret = app.settings.edge_secret
@@ -145,7 +147,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         ctx = request_context.RequestContext(
             request_id=request_id,
             method=meta.path,
-            uow=UnitOfWork(self.app.engine, read_only=not meta.policy.write),
+            uow=UnitOfWork(self.engine, read_only=not meta.policy.write),
             client_ip=self._client_ip(context.peer(), metadata),
         )
         ctx.headers.append(("x-request-id", request_id))
