@@ -112,7 +112,7 @@ class TenantFactory:
                 from persona_service.orgs.tables import ApiKey
                 from sqlalchemy import update
 
-                conn.execute(update(ApiKey).where(ApiKey.id == row["id"]).values(expires_at=expires_at))
+                conn.execute(update(ApiKey).where(ApiKey.id == row.id).values(expires_at=expires_at))
         return secret
 
     def tenant_key(self, tenant: Tenant, scopes, **kw) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import pytest
 from persona_service.registry import MODULES
@@ -99,3 +100,19 @@ def test_no_proto_repeats_the_event_type_list():
             text = proto.read_text()
             named = {t for t in EVENT_TYPES if f'"{t}"' in text}  # comments may name a type in backquotes
             assert not named, f"{proto.name} lists event types {sorted(named)}: use one_of_enum"
+
+
+ROW_READ = re.compile(r"\b(?:row|rows\[-?\d+\]|record|session|parent)\[\"\w+\"\]")
+
+
+def test_rows_cross_layers_as_typed_records():
+    """Repositories turn every row they read into a record (kernel.db.records
+    or a typed constructor); services and servicers never read rows by key."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = path.read_text()
+        name = path.relative_to(PACKAGE)
+        for number, line in enumerate(source.splitlines(), 1):
+            if ".mappings()" in line:
+                window = "\n".join(source.splitlines()[number - 1 : number + 1])
+                assert "record" in window, f"{name}:{number} returns raw rows: {line.strip()}"
+            assert not ROW_READ.search(line), f"{name}:{number} reads a row by key: {line.strip()}"

@@ -16,16 +16,18 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Generator
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
 from persona_service.chat.pricing import PriceTable
 from persona_service.chat.repository import ChatSessionRepository
-from persona_service.chat.service import ChatSessionService, PersonaReplies, Subject
+from persona_service.chat.service import ChatSessionService, PersonaReplies, Reply, Subject
 from persona_service.kernel import ids
 from persona_service.kernel.errors import NotFound, ValidationFailed, Violation
 from persona_service.kernel.principal import Principal
 from persona_service.personas.directory import PersonaDirectory
+from persona_service.personas.records import PersonaRecord, PersonaSummary
 from persona_service.providers.base import GenerationOptions, Message, Provider
 
 MODEL_SCHEME = "persona://"
@@ -52,6 +54,13 @@ def persona_of(model: str) -> str | None:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class Completed:
+    id: str  # chatcmpl-…
+    created: int  # unix seconds
+    reply: Reply
+
+
 class CompletionService:
     def __init__(self, conn, provider: Provider | None, prices: PriceTable):
         self.conn = conn
@@ -60,10 +69,10 @@ class CompletionService:
         self.provider = provider
         self.prices = prices
 
-    def models(self, principal: Principal):
+    def models(self, principal: Principal) -> list[PersonaSummary]:
         return self.personas.active_list(principal.workspace_id)
 
-    def model(self, principal: Principal, model: str):
+    def model(self, principal: Principal, model: str) -> PersonaRecord:
         persona_id = persona_of(model)
         row = self.personas.active(principal.workspace_id, persona_id) if persona_id else None
         if row is None:
@@ -71,13 +80,13 @@ class CompletionService:
         return row
 
     def complete(self, principal: Principal, model: str, conversation: list[Message], options: GenerationOptions,
-                 user: str = "", *, stream: bool = False) -> Generator[dict[str, Any], None, dict[str, Any]]:
+                 user: str = "", *, stream: bool = False) -> Generator[dict[str, Any], None, Completed]:
         if not any(m.role in ("user", "tool") for m in conversation):
             raise ValidationFailed([Violation("messages", "required", None, {"contains": "a user message"})])
         persona = self.model(principal, model)
-        voice = self.personas.voice(persona["id"])
+        voice = self.personas.voice(persona.id)
         if voice is None:
-            raise NotFound("model", {"model": model_id(persona["id"])})
+            raise NotFound("model", {"model": model_id(persona.id)})
         completion_id = "chatcmpl-" + ids.new_id("request").split("_", 1)[1]
         created = int(time.time())
         yield {"event": "started", "id": completion_id, "created": created}
@@ -87,12 +96,12 @@ class CompletionService:
         for delta in reply.deltas:
             if delta.text or delta.tool_call is not None:
                 yield {"event": "delta", "delta": delta}
-        self._account(principal, persona["id"], user or f"openai:{principal.credential_id}", conversation[-1], reply)
-        return {"id": completion_id, "created": created, "reply": reply}
+        self._account(principal, persona.id, user or f"openai:{principal.credential_id}", conversation[-1], reply)
+        return Completed(completion_id, created, reply)
 
-    def _account(self, principal: Principal, persona_id: str, user_id: str, request: Message, reply) -> None:
+    def _account(self, principal: Principal, persona_id: str, user_id: str, request: Message, reply: Reply) -> None:
         sessions = ChatSessionService(self.conn, prices=self.prices)
         session = self.repo.completions_session(principal.workspace_id, persona_id, user_id, SESSION_TITLE)
         if session is None:
             session = sessions.create(principal, persona_id, user_id=user_id, title=SESSION_TITLE)
-        sessions.record_exchange(principal, session["id"], Message(request.role, request.content), reply)
+        sessions.record_exchange(principal, session.id, Message(request.role, request.content), reply)

@@ -20,6 +20,7 @@ from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.errors import envelope
+from persona_service.personas.records import PersonaRecord, PersonaSummary
 from persona_service.providers.base import GenerationOptions, Message, ToolCall
 
 _NULL = struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
@@ -59,9 +60,9 @@ def options(request) -> GenerationOptions:
     )
 
 
-def _model(row) -> openai_pb2.Model:
-    return openai_pb2.Model(id=model_id(row["id"]), object="model", created=int(row["created_at"].timestamp()),
-                            owned_by=row["org_id"])
+def _model(row: PersonaSummary | PersonaRecord) -> openai_pb2.Model:
+    return openai_pb2.Model(id=model_id(row.id), object="model", created=int(row.created_at.timestamp()),
+                            owned_by=row.org_id)
 
 
 def _tool_call(call: ToolCall) -> openai_pb2.ChatCompletionToolCall:
@@ -104,13 +105,13 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
             ctx.caller, request.model, conversation(request), options(request), request.user,
         )
         result = drain(operation)
-        reply = result["reply"]
+        reply = result.reply
         message = openai_pb2.ChatCompletionMessage(
             role="assistant", tool_calls=[_tool_call(c) for c in reply.tool_calls], refusal=_NULL,
             content=struct_pb2.Value(string_value=reply.text) if reply.text or not reply.tool_calls else _NULL,
         )
         return openai_pb2.ChatCompletion(
-            id=result["id"], object="chat.completion", created=result["created"], model=request.model,
+            id=result.id, object="chat.completion", created=result.created, model=request.model,
             choices=[openai_pb2.ChatCompletionChoice(index=0, message=message, finish_reason=reply.finish_reason,
                                                      logprobs=_NULL)],
             usage=openai_pb2.CompletionUsage(**_usage(reply)), system_fingerprint=reply.model,
@@ -137,7 +138,7 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
                 try:
                     progress = next(operation)
                 except StopIteration as done:
-                    reply = done.value["reply"]
+                    reply = done.value.reply
                     yield _sse(chunk({}, reply.finish_reason))
                     if include_usage:
                         yield _sse({**head, "choices": [], "usage": _usage(reply)})

@@ -4,8 +4,10 @@ from datetime import datetime
 
 from sqlalchemy import Connection, bindparam, func, insert, select, text, tuple_, update
 
+from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.tables import ChatMessage, ChatSession
 from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.records import record, record_or_none, records
 
 _sessions = table_of(ChatSession)
 # GET by id is a hot read: the statement is built once.
@@ -19,13 +21,15 @@ class ChatSessionRepository:
 
     # --- sessions -----------------------------------------------------------------
 
-    def get(self, workspace_id: str, session_id: str):
-        return self.conn.execute(_get, {"id": session_id, "ws": workspace_id}).mappings().first()
+    def get(self, workspace_id: str, session_id: str) -> SessionRecord | None:
+        return record_or_none(SessionRecord, self.conn.execute(_get, {"id": session_id, "ws": workspace_id}).mappings().first())
 
-    def create(self, **values):
-        return self.conn.execute(insert(_sessions).values(**values).returning(_sessions)).mappings().one()
+    def create(self, **values) -> SessionRecord:
+        return record(SessionRecord, self.conn.execute(insert(_sessions).values(**values).returning(_sessions)).mappings().one())
 
-    def list_page(self, workspace_id: str, filters: dict, limit: int, after: tuple[datetime, str] | None):
+    def list_page(
+        self, workspace_id: str, filters: dict, limit: int, after: tuple[datetime, str] | None
+    ) -> list[SessionRecord]:
         stmt = select(_sessions).where(_sessions.c.workspace_id == workspace_id)
         for name in ("persona_id", "status", "user_id"):
             if filters.get(name):
@@ -33,9 +37,9 @@ class ChatSessionRepository:
         if after is not None:
             stmt = stmt.where(tuple_(_sessions.c.started_at, _sessions.c.id) < tuple_(*after))
         stmt = stmt.order_by(_sessions.c.started_at.desc(), _sessions.c.id.desc()).limit(limit)
-        return self.conn.execute(stmt).mappings().all()
+        return records(SessionRecord, self.conn.execute(stmt).mappings())
 
-    def transition(self, session_id: str, from_statuses: tuple[str, ...], **values):
+    def transition(self, session_id: str, from_statuses: tuple[str, ...], **values) -> SessionRecord | None:
         """Change a session's status only from one of `from_statuses`
         (atomic); None when it was in another status."""
         stmt = (
@@ -44,10 +48,10 @@ class ChatSessionRepository:
             .values(**values)
             .returning(_sessions)
         )
-        return self.conn.execute(stmt).mappings().first()
+        return record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first())
 
     def account(self, session_id: str, *, messages: int, input_tokens: int, output_tokens: int, cost_usd_micros: int,
-                now: datetime):
+                now: datetime) -> SessionRecord | None:
         """Add an exchange to an active session's counters in one atomic
         UPDATE … RETURNING (concurrent exchanges never lose counts; the row
         lock orders them). None when the session is no longer active."""
@@ -63,9 +67,9 @@ class ChatSessionRepository:
             )
             .returning(_sessions)
         )
-        return self.conn.execute(stmt).mappings().first()
+        return record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first())
 
-    def completions_session(self, workspace_id: str, persona_id: str, user_id: str, title: str):
+    def completions_session(self, workspace_id: str, persona_id: str, user_id: str, title: str) -> SessionRecord | None:
         """The active session of (persona, user) with this title, locked for
         the transaction; None when there is none. Serialized per key by a
         transaction-scoped advisory lock so that concurrent first uses create
@@ -76,19 +80,19 @@ class ChatSessionRepository:
             _sessions.c.workspace_id == workspace_id, _sessions.c.persona_id == persona_id,
             _sessions.c.user_id == user_id, _sessions.c.title == title, _sessions.c.status == "active",
         ).order_by(_sessions.c.started_at).limit(1)
-        return self.conn.execute(stmt).mappings().first()
+        return record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first())
 
     # --- messages -------------------------------------------------------------------
 
-    def add_message(self, **values):
-        return self.conn.execute(insert(_messages).values(**values).returning(_messages)).mappings().one()
+    def add_message(self, **values) -> MessageRecord:
+        return record(MessageRecord, self.conn.execute(insert(_messages).values(**values).returning(_messages)).mappings().one())
 
-    def history(self, session_id: str, limit: int):
+    def history(self, session_id: str, limit: int) -> list[MessageRecord]:
         """The last `limit` messages, oldest first."""
         stmt = select(_messages).where(_messages.c.session_id == session_id)
-        rows = self.conn.execute(stmt.order_by(_messages.c.ordinal.desc()).limit(limit)).mappings().all()
+        rows = records(MessageRecord, self.conn.execute(stmt.order_by(_messages.c.ordinal.desc()).limit(limit)).mappings())
         return list(reversed(rows))
 
-    def messages_page(self, session_id: str, limit: int, after_ordinal: int):
+    def messages_page(self, session_id: str, limit: int, after_ordinal: int) -> list[MessageRecord]:
         stmt = select(_messages).where(_messages.c.session_id == session_id, _messages.c.ordinal > after_ordinal)
-        return self.conn.execute(stmt.order_by(_messages.c.ordinal).limit(limit)).mappings().all()
+        return records(MessageRecord, self.conn.execute(stmt.order_by(_messages.c.ordinal).limit(limit)).mappings())

@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from persona_service.chat.pricing import PriceTable
+from persona_service.chat.records import Exchange, SessionRecord
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.config.service import ConfigService
 from persona_service.kernel import ids
@@ -44,6 +45,7 @@ from persona_service.kernel.principal import Principal
 from persona_service.moderation.service import record_flag
 from persona_service.personas.directory import PersonaDirectory
 from persona_service.personas.generation import ModerationBlocked, fingerprint_text
+from persona_service.personas.records import PersonaRecord, VoiceRecord
 from persona_service.providers.base import Completion, Delta, GenerationOptions, Message, Provider, ToolCall
 
 THRESHOLD_KEY = "engine.pipeline.drift_detection.threshold"
@@ -70,7 +72,7 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / (na * nb) if na and nb else 0.0
 
 
-def drift_score(embed: Callable[[list[str]], list[list[float]]], voice, user_text: str, reply: str) -> float:
+def drift_score(embed: Callable[[list[str]], list[list[float]]], voice: VoiceRecord, user_text: str, reply: str) -> float:
     """How far a reply is from the persona's voice, in [0, 1].
 
     similarity = cos(reply, anchor), the anchor being the voice's fingerprint
@@ -81,12 +83,11 @@ def drift_score(embed: Callable[[list[str]], list[list[float]]], voice, user_tex
     (1 − similarity / reference)³, clamped to [0, 1]: the cube keeps the
     ordinary variation of in-voice replies near 0 and off-voice replies high.
     """
-    profile = {"system_prompt": voice["system_prompt"], "greeting": voice["greeting"],
-               "sample_dialogues": voice["sample_dialogues"]}
-    references = [line for line in [voice["greeting"], *(d.get("persona", "") for d in voice["sample_dialogues"])] if line]
+    profile = voice.as_output()
+    references = [line for line in [voice.greeting, *(d.get("persona", "") for d in voice.sample_dialogues)] if line]
     vectors = embed([fingerprint_text(profile) + "\n" + user_text, reply, *references])
     anchor, answer, refs = vectors[0], vectors[1], vectors[2:]
-    fingerprint = list(voice["fingerprint"])
+    fingerprint = list(voice.fingerprint)
     reference = sum(_cosine(r, fingerprint) for r in refs) / len(refs) if refs else 1.0
     if reference <= 0:
         reference = 1.0
@@ -133,14 +134,14 @@ class PersonaReplies:
         self.config = ConfigService(conn)
 
     @staticmethod
-    def voice_messages(voice, extra_system: str = "") -> list[Message]:
-        system = voice["system_prompt"] + (("\n" + extra_system) if extra_system else "")
+    def voice_messages(voice: VoiceRecord, extra_system: str = "") -> list[Message]:
+        system = voice.system_prompt + (("\n" + extra_system) if extra_system else "")
         messages = [Message("system", system)]
-        for dialogue in voice["sample_dialogues"]:
+        for dialogue in voice.sample_dialogues:
             messages += [Message("user", dialogue.get("user", "")), Message("assistant", dialogue.get("persona", ""))]
         return messages
 
-    def respond(self, principal: Principal, persona, voice, conversation: list[Message], options: GenerationOptions,
+    def respond(self, principal: Principal, persona: PersonaRecord, voice: VoiceRecord, conversation: list[Message], options: GenerationOptions,
                 subject: Subject, *, stream: bool = False) -> Reply:
         user_text = next((m.content for m in reversed(conversation) if m.role == "user"), "")
         reply = self._generate(self.voice_messages(voice) + conversation, options, stream)
@@ -148,10 +149,10 @@ class PersonaReplies:
         if not reply.text:
             return self._priced(reply)  # tool calls: nothing to compare with the voice
         reply.drift_score = drift_score(self.provider.embed, voice, user_text, reply.text)
-        threshold = float(self.config.value(principal, THRESHOLD_KEY, persona["id"]))
+        threshold = float(self.config.value(principal, THRESHOLD_KEY, persona.id))
         if reply.drift_score <= threshold:
             return self._priced(reply)
-        action = self.config.value(principal, ACTION_KEY, persona["id"])
+        action = self.config.value(principal, ACTION_KEY, persona.id)
         self._drift_event(principal, persona, subject, reply.drift_score, threshold, action)
         if action != "auto_recover":
             raise self._drift_blocked(reply.drift_score, threshold, action)
@@ -206,9 +207,9 @@ class PersonaReplies:
         err.persist = True  # the review item and its event stand
         raise err
 
-    def _drift_event(self, principal, persona, subject: Subject, score: float, threshold: float, action: str) -> None:
+    def _drift_event(self, principal: Principal, persona: PersonaRecord, subject: Subject, score: float, threshold: float, action: str) -> None:
         self.outbox.emit("persona.audit_failed", principal.org_id, principal.workspace_id, {
-            "personaId": persona["id"], "reason": "voice_drift", "score": score, "threshold": threshold,
+            "personaId": persona.id, "reason": "voice_drift", "score": score, "threshold": threshold,
             "action": action, "subjectType": subject.type, "subjectId": subject.id,
         })
 
@@ -249,13 +250,13 @@ class ChatSessionService:
         self.prices = prices or PriceTable.from_env()
         self.clock = clock
 
-    def get(self, principal: Principal, session_id: str):
+    def get(self, principal: Principal, session_id: str) -> SessionRecord:
         row = self.repo.get(principal.workspace_id, session_id) if ids.has_prefix("chat_session", session_id) else None
         if row is None:
             raise NotFound("chat session")
         return row
 
-    def create(self, principal: Principal, persona_id: str, user_id: str = "", title: str = ""):
+    def create(self, principal: Principal, persona_id: str, user_id: str = "", title: str = "") -> SessionRecord:
         if self.personas.active(principal.workspace_id, persona_id) is None:
             raise NotFound("persona")
         now = self.clock()
@@ -271,26 +272,26 @@ class ChatSessionService:
             lambda limit, after: self.repo.list_page(principal.workspace_id, filters, limit, after), "started_at",
         )
 
-    def end(self, principal: Principal, session_id: str):
+    def end(self, principal: Principal, session_id: str) -> SessionRecord:
         row = self.get(principal, session_id)
-        ended = self.repo.transition(row["id"], ("active",), status="ended", ended_at=self.clock())
+        ended = self.repo.transition(row.id, ("active",), status="ended", ended_at=self.clock())
         if ended is None:
             raise self._conflict(self.get(principal, session_id), "Only an active session can be ended.")
         return ended
 
-    def archive(self, principal: Principal, session_id: str):
+    def archive(self, principal: Principal, session_id: str) -> SessionRecord:
         row = self.get(principal, session_id)
         values: dict[str, Any] = {"status": "archived"}
-        if row["ended_at"] is None:
+        if row.ended_at is None:
             values["ended_at"] = self.clock()
-        archived = self.repo.transition(row["id"], ("active", "ended"), **values)
+        archived = self.repo.transition(row.id, ("active", "ended"), **values)
         if archived is None:
             raise self._conflict(self.get(principal, session_id), "The session is already archived.")
         return archived
 
     def messages(self, principal: Principal, session_id: str, page_size: int, page_token: str):
         row = self.get(principal, session_id)
-        scope = f"chat_messages:{row['id']}"
+        scope = f"chat_messages:{row.id}"
         codec = self.cursors
         if codec is None:
             raise RuntimeError("listing messages needs the cursor codec")
@@ -301,34 +302,34 @@ class ChatSessionService:
                 raise BadRequest("`pageToken` is not a cursor this list issued.", {"parameter": "pageToken"})
             after = position[0]
         limit = page_size or 20
-        rows = self.repo.messages_page(row["id"], limit + 1, after)
+        rows = self.repo.messages_page(row.id, limit + 1, after)
         if len(rows) <= limit:
             return rows, ""
         rows = rows[:limit]
-        return rows, codec.encode(scope, [rows[-1]["ordinal"]])
+        return rows, codec.encode(scope, [rows[-1].ordinal])
 
     def send(self, principal: Principal, session_id: str, content: str, *, stream: bool = False
-             ) -> Generator[Progress, None, dict[str, Any]]:
+             ) -> Generator[Progress, None, Exchange]:
         session = self.get(principal, session_id)
-        if session["status"] != "active":
+        if session.status != "active":
             raise self._conflict(session, "Messages can only be sent to an active session.")
-        persona = self.personas.active(principal.workspace_id, session["persona_id"])
-        voice = self.personas.voice(session["persona_id"]) if persona is not None else None
+        persona = self.personas.active(principal.workspace_id, session.persona_id)
+        voice = self.personas.voice(session.persona_id) if persona is not None else None
         if persona is None or voice is None:
-            raise StateConflict("The session's persona was deleted.", "personaId", {"personaId": session["persona_id"]})
-        history = [Message(m["role"], m["content"]) for m in self.repo.history(session["id"], HISTORY_MESSAGES)]
+            raise StateConflict("The session's persona was deleted.", "personaId", {"personaId": session.persona_id})
+        history = [Message(m.role, m.content) for m in self.repo.history(session.id, HISTORY_MESSAGES)]
         yield {"event": "message.started"}
         replies = PersonaReplies(self.conn, self.provider, self.prices)
         reply = replies.respond(
             principal, persona, voice, [*history, Message("user", content)], GenerationOptions(task="reply"),
-            Subject("chat_session", session["id"]), stream=stream,
+            Subject("chat_session", session.id), stream=stream,
         )
         for delta in reply.deltas:
             if delta.text:
                 yield {"event": "message.delta", "text": delta.text}
-        return self.record_exchange(principal, session["id"], Message("user", content), reply)
+        return self.record_exchange(principal, session.id, Message("user", content), reply)
 
-    def record_exchange(self, principal: Principal, session_id: str, request: Message, reply: Reply) -> dict[str, Any]:
+    def record_exchange(self, principal: Principal, session_id: str, request: Message, reply: Reply) -> Exchange:
         """Account an exchange (atomically) and store its two messages."""
         now = self.clock()
         session = self.repo.account(
@@ -337,7 +338,7 @@ class ChatSessionService:
         )
         if session is None:
             raise self._conflict(self.get(principal, session_id), "The session ended while the reply was produced.")
-        ordinal = session["message_count"] - 1
+        ordinal = session.message_count - 1
         common = {"session_id": session_id, "org_id": principal.org_id, "workspace_id": principal.workspace_id}
         user = self.repo.add_message(
             id=ids.new_id("chat_message"), ordinal=ordinal, role=request.role, content=request.content, model="",
@@ -352,8 +353,8 @@ class ChatSessionService:
             input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, cost_usd_micros=reply.cost_usd_micros,
             drift_score=reply.drift_score, recovered=reply.recovered, created_at=now, **common,
         )
-        return {"session": session, "user_message": user, "reply": answer}
+        return Exchange(session, user, answer)
 
     @staticmethod
-    def _conflict(row, message: str) -> StateConflict:
-        return StateConflict(message, "status", {"status": row["status"]})
+    def _conflict(row: SessionRecord, message: str) -> StateConflict:
+        return StateConflict(message, "status", {"status": row.status})

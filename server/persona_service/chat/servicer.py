@@ -1,6 +1,7 @@
 from persona.v1 import chat_pb2, chat_pb2_grpc
 
 from persona_service.chat.pricing import PriceTable
+from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.service import ChatSessionService
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
@@ -9,23 +10,23 @@ from persona_service.kernel.transport.convert import nullable_time, timestamp
 from persona_service.kernel.transport.errors import error_message
 
 
-def chat_session(row) -> chat_pb2.ChatSession:
+def chat_session(row: SessionRecord) -> chat_pb2.ChatSession:
     return chat_pb2.ChatSession(
-        session_id=row["id"], org_id=row["org_id"], workspace_id=row["workspace_id"], persona_id=row["persona_id"],
-        user_id=row["user_id"], title=row["title"], status=row["status"], message_count=row["message_count"],
-        input_tokens=row["input_tokens"], output_tokens=row["output_tokens"], cost_usd_micros=row["cost_usd_micros"],
-        started_at=timestamp(row["started_at"]), last_active_at=timestamp(row["last_active_at"]),
-        ended_at=nullable_time(row["ended_at"]),
+        session_id=row.id, org_id=row.org_id, workspace_id=row.workspace_id, persona_id=row.persona_id,
+        user_id=row.user_id, title=row.title, status=row.status, message_count=row.message_count,
+        input_tokens=row.input_tokens, output_tokens=row.output_tokens, cost_usd_micros=row.cost_usd_micros,
+        started_at=timestamp(row.started_at), last_active_at=timestamp(row.last_active_at),
+        ended_at=nullable_time(row.ended_at),
     )
 
 
-def chat_message(row) -> chat_pb2.ChatMessage:
+def chat_message(row: MessageRecord) -> chat_pb2.ChatMessage:
     return chat_pb2.ChatMessage(
-        id=row["id"], session_id=row["session_id"], role=row["role"], content=row["content"], ordinal=row["ordinal"],
-        model=row["model"], drift_score=row["drift_score"], recovered=row["recovered"],
-        usage=chat_pb2.ChatUsage(input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],
-                                 cost_usd_micros=row["cost_usd_micros"]),
-        created_at=timestamp(row["created_at"]),
+        id=row.id, session_id=row.session_id, role=row.role, content=row.content, ordinal=row.ordinal,
+        model=row.model, drift_score=row.drift_score, recovered=row.recovered,
+        usage=chat_pb2.ChatUsage(input_tokens=row.input_tokens, output_tokens=row.output_tokens,
+                                 cost_usd_micros=row.cost_usd_micros),
+        created_at=timestamp(row.created_at),
     )
 
 
@@ -66,8 +67,8 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         ctx = current()
         result = drain(self._service(ctx, provider=True).send(ctx.caller, request.id, request.content))
         return chat_pb2.SendChatMessageResponse(
-            user_message=chat_message(result["user_message"]), reply=chat_message(result["reply"]),
-            session=chat_session(result["session"]),
+            user_message=chat_message(result.user_message), reply=chat_message(result.reply),
+            session=chat_session(result.session),
         )
 
     def StreamChatMessage(self, request, context):
@@ -81,8 +82,8 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
                 except StopIteration as done:
                     result = done.value
                     yield chat_pb2.ChatMessageEvent(
-                        event="message.completed", user_message=chat_message(result["user_message"]),
-                        reply=chat_message(result["reply"]), session=chat_session(result["session"]),
+                        event="message.completed", user_message=chat_message(result.user_message),
+                        reply=chat_message(result.reply), session=chat_session(result.session),
                     )
                     return
                 started = True

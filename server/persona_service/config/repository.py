@@ -1,14 +1,27 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
 from sqlalchemy import Connection, delete, select
 from sqlalchemy.dialects.postgresql import insert
 
 from persona_service.config.tables import ConfigItem
 from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.records import records
 
 _items = table_of(ConfigItem)
 ORG_LEVEL = ""  # workspace_id of organization-level settings
 PERSONA_LEVEL_PREFIX = "persona:"  # workspace_id of persona-level settings: "persona:<uuid>"
+
+
+@dataclass(frozen=True, slots=True)
+class ItemRecord:
+    key: str
+    workspace_id: str  # ORG_LEVEL, a workspace id, or persona_level(id)
+    value: Any
+    updated_at: datetime
 
 
 def persona_level(persona_id: str) -> str:
@@ -19,20 +32,20 @@ class ConfigRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def settings(self, org_id: str, workspace_id: str, key: str | None = None, persona_id: str = ""):
+    def settings(self, org_id: str, workspace_id: str, key: str | None = None, persona_id: str = "") -> list[ItemRecord]:
         """Organization- and workspace-level rows, and the persona's when
         given (for one key, or all)."""
         levels = [ORG_LEVEL, workspace_id] + ([persona_level(persona_id)] if persona_id else [])
         stmt = select(_items).where(_items.c.org_id == org_id, _items.c.workspace_id.in_(levels))
         if key is not None:
             stmt = stmt.where(_items.c.key == key)
-        return self.conn.execute(stmt).mappings().all()
+        return records(ItemRecord, self.conn.execute(stmt).mappings())
 
-    def org_settings_with_prefix(self, org_id: str, prefix: str):
+    def org_settings_with_prefix(self, org_id: str, prefix: str) -> list[tuple[str, Any]]:
         stmt = select(_items.c.key, _items.c.value).where(
             _items.c.org_id == org_id, _items.c.workspace_id == ORG_LEVEL, _items.c.key.startswith(prefix)
         )
-        return self.conn.execute(stmt).all()
+        return [(key, value) for key, value in self.conn.execute(stmt)]
 
     def upsert(self, org_id: str, workspace_id: str, key: str, value, updated_by: str) -> None:
         stmt = insert(_items).values(org_id=org_id, workspace_id=workspace_id, key=key, value=value, updated_by=updated_by)

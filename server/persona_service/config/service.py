@@ -68,7 +68,7 @@ class ConfigService:
         """Effective values for the caller's workspace, or for one of its
         personas (persona → workspace → org → default)."""
         rows = self.repo.settings(principal.org_id, principal.workspace_id, persona_id=persona_id)
-        by_level = {(r["key"], _level_of(r["workspace_id"])): r for r in rows}
+        by_level = {(r.key, _level_of(r.workspace_id)): r for r in rows}
         result = []
         for key in sorted(CONFIG_KEYS):
             if not key.startswith(prefix):
@@ -76,7 +76,7 @@ class ConfigService:
             spec = CONFIG_KEYS[key]
             row = by_level.get((key, "persona")) or by_level.get((key, "workspace")) or by_level.get((key, "org"))
             if row is not None:
-                result.append(Effective(spec, row["value"], _level_of(row["workspace_id"]), row["updated_at"]))
+                result.append(Effective(spec, row.value, _level_of(row.workspace_id), row.updated_at))
             else:
                 result.append(Effective(spec, self._default(spec, principal), "default"))
         return result

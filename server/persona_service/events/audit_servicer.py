@@ -1,17 +1,18 @@
 from persona.v1 import audit_pb2, audit_pb2_grpc
 
 from persona_service.kernel.audit import AuditLog
+from persona_service.kernel.audit_repository import AuditRecord
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import struct, timestamp
 
 
-def audit_event(row) -> audit_pb2.AuditEvent:
+def audit_event(row: AuditRecord) -> audit_pb2.AuditEvent:
     return audit_pb2.AuditEvent(
-        id=row["id"], occurred_at=timestamp(row["occurred_at"]), org_id=row["org_id"] or "",
-        workspace_id=row["workspace_id"] or "", actor_user_id=row["actor_user_id"] or "",
-        credential_id=row["credential_id"] or "", action=row["action"], resource_type=row["resource_type"],
-        resource_id=row["resource_id"], outcome=row["outcome"], status=row["status"], error_code=row["error_code"],
-        request_id=row["request_id"], client_ip=row["client_ip"], details=struct(row["details"]),
+        id=row.id, occurred_at=timestamp(row.occurred_at), org_id=row.org_id or "",
+        workspace_id=row.workspace_id or "", actor_user_id=row.actor_user_id or "",
+        credential_id=row.credential_id or "", action=row.action, resource_type=row.resource_type,
+        resource_id=row.resource_id, outcome=row.outcome, status=row.status, error_code=row.error_code,
+        request_id=row.request_id, client_ip=row.client_ip, details=struct(row.details),
     )
 
 

@@ -1,14 +1,15 @@
 from persona.v1 import events_pb2, events_pb2_grpc
 
 from persona_service.kernel.outbox import Outbox
+from persona_service.kernel.outbox_repository import EventRecord
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import struct, timestamp
 
 
-def event(row) -> events_pb2.Event:
+def event(row: EventRecord) -> events_pb2.Event:
     return events_pb2.Event(
-        id=row["id"], type=row["type"], occurred_at=timestamp(row["occurred_at"]), org_id=row["org_id"],
-        workspace_id=row["workspace_id"], data=struct(row["data"]),
+        id=row.id, type=row.type, occurred_at=timestamp(row.occurred_at), org_id=row.org_id,
+        workspace_id=row.workspace_id, data=struct(row.data),
     )
 
 

@@ -1,13 +1,35 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, insert, select, tuple_
 
 from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.records import records
 from persona_service.kernel.db.tables import AuditEvent
 
 _events = table_of(AuditEvent)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    id: str
+    occurred_at: datetime
+    org_id: str | None
+    workspace_id: str | None
+    actor_user_id: str | None
+    credential_id: str | None
+    action: str
+    resource_type: str
+    resource_id: str
+    outcome: str
+    status: int
+    error_code: str
+    request_id: str
+    client_ip: str
+    details: Any
 
 FILTERS = ("action", "outcome", "actor_user_id", "credential_id", "resource_type", "resource_id", "request_id")
 
@@ -19,7 +41,8 @@ class AuditRepository:
     def add(self, **values) -> None:
         self.conn.execute(insert(_events).values(**values))
 
-    def list_page(self, org_id: str, filters: dict[str, str], limit: int, after: tuple[datetime, str] | None):
+    def list_page(self, org_id: str, filters: dict[str, str], limit: int, after: tuple[datetime, str] | None
+                  ) -> list[AuditRecord]:
         """Newest first, keyset-paginated on (occurred_at, id)."""
         stmt = select(_events).where(_events.c.org_id == org_id)
         for name, value in filters.items():
@@ -28,4 +51,4 @@ class AuditRepository:
         if after is not None:
             stmt = stmt.where(tuple_(_events.c.occurred_at, _events.c.id) < tuple_(*after))
         stmt = stmt.order_by(_events.c.occurred_at.desc(), _events.c.id.desc()).limit(limit)
-        return self.conn.execute(stmt).mappings().all()
+        return records(AuditRecord, self.conn.execute(stmt).mappings())

@@ -52,7 +52,7 @@ def keyset_page(
     """One page of a newest-first list keyset-paginated on (time, id): stable
     under concurrent inserts (a new row never shifts a later page).
 
-    `fetch(limit, after)` returns rows ordered by (time, id) descending,
+    `fetch(limit, after)` returns records (with `id` and the time field) ordered by (time, id) descending,
     strictly after `after` = (time, id) when given. Returns (rows, next token)."""
     if codec is None:
         raise RuntimeError("a listing needs the cursor codec")
@@ -69,4 +69,4 @@ def keyset_page(
         return rows, ""
     rows = rows[:limit]
     last = rows[-1]
-    return rows, codec.encode(scope, [last[time_column].isoformat(), last["id"]])
+    return rows, codec.encode(scope, [getattr(last, time_column).isoformat(), last.id])

@@ -84,24 +84,24 @@ class Idempotency:
                 break
         else:  # pragma: no cover - the record vanished three times in a row
             raise IdempotencyConflict("The idempotency key is busy; retry.", {"reason": "in_flight"})
-        if record["method"] != method or record["request_hash"] != digest:
+        if record.method != method or record.request_hash != digest:
             raise IdempotencyConflict(
                 "This Idempotency-Key was already used with a different request.",
-                {"reason": "payload_mismatch", "idempotencyKey": key, "firstUsedAt": record["created_at"].isoformat()},
+                {"reason": "payload_mismatch", "idempotencyKey": key, "firstUsedAt": record.created_at.isoformat()},
             )
-        if record["state"] == "running":
+        if record.state == "running":
             err = IdempotencyConflict(
                 "A request with this Idempotency-Key is still running; retry shortly.",
                 {"reason": "in_flight", "idempotencyKey": key, "retryAfter": 1},
             )
             err.headers = {"retry-after": "1", "x-should-retry": "true"}
             raise err
-        response, error_body = record["response"], record["error_body"]
+        response, error_body = record.response, record.error_body
         return claim, Replay(
             open_or_legacy(self.box, response) if response is not None else None,
-            record["error_status"],
+            record.error_status,
             open_or_legacy(self.box, error_body.encode()).decode() if error_body is not None else None,
-            dict(record["headers"] or {}),
+            dict(record.headers or {}),
         )
 
     def complete(self, conn, claim: Claim, response: bytes, headers: dict[str, str]) -> None:

@@ -1,14 +1,32 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, delete, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
 
 from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.records import record_or_none
 from persona_service.kernel.db.tables import IdempotencyRecord
 
 _records = table_of(IdempotencyRecord)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRequest:
+    """A key's record: the request it was first used with, and its outcome
+    once completed (sealed by the secret box)."""
+
+    method: str
+    request_hash: str
+    state: str  # running | completed
+    response: bytes | None
+    error_status: int | None
+    error_body: str | None
+    headers: Any
+    created_at: datetime
 
 
 class IdempotencyRepository:
@@ -36,8 +54,9 @@ class IdempotencyRepository:
         ).returning(_records.c.key)
         return self.conn.execute(upsert).first() is not None
 
-    def get(self, org_id: str, credential_id: str, key: str):
-        return self.conn.execute(select(_records).where(self._pk(org_id, credential_id, key))).mappings().first()
+    def get(self, org_id: str, credential_id: str, key: str) -> StoredRequest | None:
+        row = self.conn.execute(select(_records).where(self._pk(org_id, credential_id, key))).mappings().first()
+        return record_or_none(StoredRequest, row)
 
     def complete(self, org_id, credential_id, key, *, response=None, error_status=None, error_body=None, headers=None) -> None:
         self.conn.execute(

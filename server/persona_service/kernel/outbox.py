@@ -11,7 +11,7 @@ from persona_service.kernel import ids
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import NotFound
-from persona_service.kernel.outbox_repository import EventRepository
+from persona_service.kernel.outbox_repository import EventRecord, EventRepository
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.transport.validation import enum_wire_names
 
@@ -35,7 +35,7 @@ class Outbox:
         self.repo.add(id=event_id, org_id=org_id, workspace_id=workspace_id, type=type_, occurred_at=utcnow(), data=data)
         return event_id
 
-    def get(self, principal: Principal, event_id: str):
+    def get(self, principal: Principal, event_id: str) -> EventRecord:
         row = self.repo.get(principal.org_id, event_id)
         if row is None:
             raise NotFound("event")

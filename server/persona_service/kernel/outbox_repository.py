@@ -1,11 +1,26 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
 from sqlalchemy import Connection, insert, select, tuple_
 
 from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.records import record_or_none, records
 from persona_service.kernel.db.tables import OutboxEvent
 
 _events = table_of(OutboxEvent)
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    id: str
+    org_id: str
+    workspace_id: str
+    type: str
+    occurred_at: datetime
+    data: Any
 
 
 class EventRepository:
@@ -15,10 +30,13 @@ class EventRepository:
     def add(self, **values) -> None:
         self.conn.execute(insert(_events).values(**values))
 
-    def get(self, org_id: str, event_id: str):
-        return self.conn.execute(select(_events).where(_events.c.id == event_id, _events.c.org_id == org_id)).mappings().first()
+    def get(self, org_id: str, event_id: str) -> EventRecord | None:
+        stmt = select(_events).where(_events.c.id == event_id, _events.c.org_id == org_id)
+        return record_or_none(EventRecord, self.conn.execute(stmt).mappings().first())
 
-    def list_page(self, org_id: str, type_: str, persona_id: str, limit: int, after):
+    def list_page(
+        self, org_id: str, type_: str, persona_id: str, limit: int, after: tuple[datetime, str] | None
+    ) -> list[EventRecord]:
         stmt = select(_events).where(_events.c.org_id == org_id)
         if type_:
             stmt = stmt.where(_events.c.type == type_)
@@ -27,4 +45,4 @@ class EventRepository:
         if after is not None:
             stmt = stmt.where(tuple_(_events.c.occurred_at, _events.c.id) < tuple_(*after))
         stmt = stmt.order_by(_events.c.occurred_at.desc(), _events.c.id.desc()).limit(limit)
-        return self.conn.execute(stmt).mappings().all()
+        return records(EventRecord, self.conn.execute(stmt).mappings())

@@ -13,6 +13,7 @@ from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import Forbidden, NotFound, ValidationFailed, Violation
 from persona_service.kernel.principal import SCOPES, Principal
 from persona_service.orgs.keys_repository import KeyRepository
+from persona_service.orgs.records import ApiKeyRecord
 
 
 def new_secret(mode: str) -> str:
@@ -28,7 +29,7 @@ class KeyService:
         self, principal: Principal | None, *, org_id: str, workspace_id: str, user_id: str, plan: str,
         name: str, scopes: list[str], mode: str = "live", expires_at: datetime | None = None,
         ip_allowlist: Sequence[str] = (),
-    ) -> tuple[dict, str]:
+    ) -> tuple[ApiKeyRecord, str]:
         """Create a key. `principal` is the caller (None for the bootstrap CLI)."""
         if principal is not None:
             missing = sorted(set(scopes) - principal.scopes)
@@ -47,9 +48,9 @@ class KeyService:
             name=name, scopes=ordered, mode=mode, prefix=secret[:12], secret_hash=hash_secret(secret),
             ip_allowlist=list(ip_allowlist), expires_at=expires_at,
         )
-        return dict(row), secret
+        return row, secret
 
-    def get(self, principal: Principal, key_id: str):
+    def get(self, principal: Principal, key_id: str) -> ApiKeyRecord:
         row = self.repo.get(principal.workspace_id, key_id)
         if row is None:
             raise NotFound("API key")
@@ -61,7 +62,7 @@ class KeyService:
             lambda limit, after: self.repo.list_page(principal.workspace_id, limit, after), "created_at",
         )
 
-    def revoke(self, principal: Principal, key_id: str) -> tuple[dict, str | None]:
+    def revoke(self, principal: Principal, key_id: str) -> tuple[ApiKeyRecord, str | None]:
         """Revoke; returns the key and the hash to evict from credential caches."""
         row = self.repo.revoke(principal.workspace_id, key_id, utcnow())
         if row is None:

@@ -4,7 +4,10 @@ from datetime import datetime
 
 from sqlalchemy import Connection, bindparam, insert, select, tuple_, update
 
+from persona_service.kernel.auth import KeyCredential
 from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.records import record, record_or_none, records
+from persona_service.orgs.records import ApiKeyRecord
 from persona_service.orgs.tables import ApiKey, Membership, Organization, User
 
 _keys = table_of(ApiKey)
@@ -53,34 +56,41 @@ class KeyRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def find_for_auth(self, secret_hash: str):
-        return self.conn.execute(_find_for_auth, {"secret_hash": secret_hash}).mappings().first()
+    def find_for_auth(self, secret_hash: str) -> KeyCredential | None:
+        row = self.conn.execute(_find_for_auth, {"secret_hash": secret_hash}).first()
+        if row is None:
+            return None
+        return KeyCredential(
+            id=row.id, org_id=row.org_id, workspace_id=row.workspace_id, user_id=row.created_by_user_id,
+            scopes=frozenset(row.scopes), role=row.role, plan=row.plan, is_platform_admin=row.is_platform_admin,
+            ip_allowlist=tuple(row.ip_allowlist or ()), expires_at=row.expires_at, revoked_at=row.revoked_at,
+        )
 
-    def create(self, **values):
+    def create(self, **values) -> ApiKeyRecord:
         stmt = insert(_keys).values(**values).returning(*_public_columns)
-        return self.conn.execute(stmt).mappings().one()
+        return record(ApiKeyRecord, self.conn.execute(stmt).mappings().one())
 
-    def get(self, workspace_id: str, key_id: str):
+    def get(self, workspace_id: str, key_id: str) -> ApiKeyRecord | None:
         stmt = select(*_public_columns).where(_keys.c.id == key_id, _keys.c.workspace_id == workspace_id)
-        return self.conn.execute(stmt).mappings().first()
+        return record_or_none(ApiKeyRecord, self.conn.execute(stmt).mappings().first())
 
     def secret_hash(self, key_id: str) -> str:
         return self.conn.execute(select(_keys.c.secret_hash).where(_keys.c.id == key_id)).scalar_one()
 
-    def list_page(self, workspace_id: str, limit: int, after: tuple[datetime, str] | None):
+    def list_page(self, workspace_id: str, limit: int, after: tuple[datetime, str] | None) -> list[ApiKeyRecord]:
         """Newest first, keyset-paginated on (created_at, id) so inserts never shift a page."""
         stmt = select(*_public_columns).where(_keys.c.workspace_id == workspace_id)
         if after is not None:
             created_at, key_id = after
             stmt = stmt.where(tuple_(_keys.c.created_at, _keys.c.id) < tuple_(created_at, key_id))
         stmt = stmt.order_by(_keys.c.created_at.desc(), _keys.c.id.desc()).limit(limit)
-        return self.conn.execute(stmt).mappings().all()
+        return records(ApiKeyRecord, self.conn.execute(stmt).mappings())
 
-    def revoke(self, workspace_id: str, key_id: str, at: datetime):
+    def revoke(self, workspace_id: str, key_id: str, at: datetime) -> ApiKeyRecord | None:
         stmt = (
             update(_keys)
             .where(_keys.c.id == key_id, _keys.c.workspace_id == workspace_id, _keys.c.revoked_at.is_(None))
             .values(revoked_at=at)
             .returning(*_public_columns)
         )
-        return self.conn.execute(stmt).mappings().first()
+        return record_or_none(ApiKeyRecord, self.conn.execute(stmt).mappings().first())

@@ -2,7 +2,10 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, func, insert, select
 
+from persona_service.kernel.auth import MemberCredential
 from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.records import record_or_none
+from persona_service.orgs.records import OrganizationRecord
 from persona_service.orgs.tables import Membership, Organization, User, Workspace
 
 _orgs = table_of(Organization)
@@ -19,9 +22,9 @@ class OrgRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def get(self, org_id: str):
+    def get(self, org_id: str) -> OrganizationRecord | None:
         stmt = select(_orgs, _workspaces_count.label("workspaces_count")).where(_orgs.c.id == org_id)
-        return self.conn.execute(stmt).mappings().first()
+        return record_or_none(OrganizationRecord, self.conn.execute(stmt).mappings().first())
 
     def slug_taken(self, slug: str) -> bool:
         return self.conn.execute(select(_orgs.c.id).where(_orgs.c.slug == slug)).first() is not None
@@ -38,15 +41,17 @@ class OrgRepository:
     def add_member(self, org_id: str, user_id: str, role: str) -> None:
         self.conn.execute(insert(_members).values(org_id=org_id, user_id=user_id, role=role))
 
-    def workspace_of(self, workspace_id: str):
-        return self.conn.execute(select(_workspaces).where(_workspaces.c.id == workspace_id)).mappings().first()
-
-    def member(self, org_id: str, user_id: str):
-        """The user's membership in the org joined with the user and the org's plan."""
+    def member(self, org_id: str, user_id: str, workspace_id: str) -> MemberCredential | None:
+        """The user's membership in the org (with the user's admin flag and
+        the org's plan) if the workspace is the org's; else None."""
         stmt = (
             select(_members.c.role, _users.c.is_platform_admin, _orgs.c.plan)
             .join(_users, _users.c.id == _members.c.user_id)
             .join(_orgs, _orgs.c.id == _members.c.org_id)
+            .join(_workspaces, (_workspaces.c.org_id == _orgs.c.id) & (_workspaces.c.id == workspace_id))
             .where(_members.c.org_id == org_id, _members.c.user_id == user_id)
         )
-        return self.conn.execute(stmt).mappings().first()
+        row = self.conn.execute(stmt).first()
+        if row is None:
+            return None
+        return MemberCredential(role=row.role, plan=row.plan, is_platform_admin=row.is_platform_admin)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from persona_service.kernel import ids
 from persona_service.kernel.errors import NotFound, ValidationFailed, Violation
 from persona_service.kernel.principal import PLANS, Principal
+from persona_service.orgs.records import OrganizationRecord
 from persona_service.orgs.repository import OrgRepository
 
 
@@ -15,7 +16,7 @@ class OrgService:
     def __init__(self, conn):
         self.repo = OrgRepository(conn)
 
-    def get(self, principal: Principal, org_id: str):
+    def get(self, principal: Principal, org_id: str) -> OrganizationRecord:
         # Another tenant's organization is indistinguishable from a missing one.
         if org_id != principal.org_id:
             raise NotFound("organization")

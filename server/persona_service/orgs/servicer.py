@@ -2,14 +2,15 @@ from persona.v1 import orgs_pb2, orgs_pb2_grpc
 
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import timestamp
+from persona_service.orgs.records import OrganizationRecord
 from persona_service.orgs.service import OrgService
 
 
-def organization(row) -> orgs_pb2.Organization:
+def organization(row: OrganizationRecord) -> orgs_pb2.Organization:
     return orgs_pb2.Organization(
-        id=row["id"], slug=row["slug"], name=row["name"], region=row["region"],
-        data_residency_locked=row["data_residency_locked"], created_at=timestamp(row["created_at"]),
-        owner_user_id=row["owner_user_id"], workspaces_count=row["workspaces_count"],
+        id=row.id, slug=row.slug, name=row.name, region=row.region,
+        data_residency_locked=row.data_residency_locked, created_at=timestamp(row.created_at),
+        owner_user_id=row.owner_user_id, workspaces_count=row.workspaces_count,
     )
 
 

@@ -12,13 +12,29 @@ the persona changes, exporting gives back exactly the card that came in.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
+
+from persona_service.personas.records import PersonaRecord, VersionRecord, VoiceRecord
 
 EXTENSION = "persona-service"
 CARD_FIELDS = (
     "name", "description", "personality", "scenario", "first_mes", "mes_example", "creator_notes", "system_prompt",
     "post_history_instructions", "alternate_greetings", "tags", "creator", "character_version", "extensions",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedCard:
+    """What a card gives a new persona (the slug is derived from the name)."""
+
+    soul: dict[str, Any]
+    voice: dict[str, Any]
+    intent: str
+    visibility: str
+    metadata: dict[str, Any]
+    display_name: str
+    card_extra: dict[str, Any]
 
 
 def format_examples(dialogues: list[dict[str, str]]) -> str:
@@ -35,43 +51,43 @@ def parse_examples(text: str) -> list[dict[str, str]]:
     return dialogues
 
 
-def persona_to_card(persona, voice, versions: list) -> dict[str, Any]:
-    soul = persona["soul"]
+def persona_to_card(persona: PersonaRecord, voice: VoiceRecord, versions: list[VersionRecord]) -> dict[str, Any]:
+    soul = persona.soul
     ours = {
-        "personaId": persona["id"], "version": persona["version"], "intent": persona["intent"], "soul": soul,
-        "visibility": persona["visibility"], "metadata": persona["metadata"], "slug": persona["slug"],
+        "personaId": persona.id, "version": persona.version, "intent": persona.intent, "soul": soul,
+        "visibility": persona.visibility, "metadata": persona.metadata, "slug": persona.slug,
         "lineage": {
-            "parentId": persona["parent_id"] or "", "rootId": persona["root_id"], "forkOrdinal": persona["fork_ordinal"],
-            "forkNote": persona["fork_note"],
-            "versions": [{"version": v["version"], "kind": v["kind"], "note": v["note"]} for v in versions],
+            "parentId": persona.parent_id or "", "rootId": persona.root_id, "forkOrdinal": persona.fork_ordinal,
+            "forkNote": persona.fork_note,
+            "versions": [{"version": v.version, "kind": v.kind, "note": v.note} for v in versions],
         },
     }
-    original = persona["card_extra"]
-    if original and persona["version"] == 1:
+    original = persona.card_extra
+    if original and persona.version == 1:
         data = {name: original.get(name) for name in CARD_FIELDS if name in original}
         data["extensions"] = {**(original.get("extensions") or {}), EXTENSION: ours}
         return {"spec": "chara_card_v2", "spec_version": "2.0", "data": data}
     extra = original or {}
     data = {
-        "name": persona["display_name"],
+        "name": persona.display_name,
         "description": f"{soul.get('backstory', '')}\n\nDesire: {soul.get('desire', '')}".strip(),
         "personality": ", ".join(soul.get("traits", [])),
         "scenario": extra.get("scenario", ""),
-        "first_mes": voice["greeting"],
-        "mes_example": format_examples(voice["sample_dialogues"]),
-        "creator_notes": extra.get("creator_notes", f"Persona Service persona; intent: {persona['intent']}"),
-        "system_prompt": voice["system_prompt"],
+        "first_mes": voice.greeting,
+        "mes_example": format_examples(voice.sample_dialogues),
+        "creator_notes": extra.get("creator_notes", f"Persona Service persona; intent: {persona.intent}"),
+        "system_prompt": voice.system_prompt,
         "post_history_instructions": extra.get("post_history_instructions", ""),
         "alternate_greetings": extra.get("alternate_greetings", []),
         "tags": extra.get("tags", []),
         "creator": extra.get("creator", "persona-service"),
-        "character_version": str(persona["version"]),
+        "character_version": str(persona.version),
         "extensions": {**(extra.get("extensions") or {}), EXTENSION: ours},
     }
     return {"spec": "chara_card_v2", "spec_version": "2.0", "data": data}
 
 
-def card_to_persona(card: dict[str, Any]) -> dict[str, Any]:
+def card_to_persona(card: dict[str, Any]) -> ImportedCard:
     data = dict(card.get("data") or {})
     extensions = dict(data.get("extensions") or {})
     ours = extensions.pop(EXTENSION, None) or {}
@@ -92,16 +108,15 @@ def card_to_persona(card: dict[str, Any]) -> dict[str, Any]:
     )
     stored = {k: v for k, v in data.items() if k in CARD_FIELDS}
     stored["extensions"] = extensions
-    return {
-        "soul": soul,
-        "voice": {
+    return ImportedCard(
+        soul=soul,
+        voice={
             "system_prompt": system_prompt, "greeting": data.get("first_mes", ""),
             "sample_dialogues": parse_examples(data.get("mes_example", "")), "style_notes": "",
         },
-        "intent": ours.get("intent") or f"Imported character card: {name}",
-        "visibility": ours.get("visibility", "private"),
-        "metadata": ours.get("metadata") or {},
-        "slug": "",
-        "display_name": name,
-        "card_extra": stored,
-    }
+        intent=ours.get("intent") or f"Imported character card: {name}",
+        visibility=ours.get("visibility", "private"),
+        metadata=ours.get("metadata") or {},
+        display_name=name,
+        card_extra=stored,
+    )

@@ -8,6 +8,7 @@ import uuid
 
 from sqlalchemy import Connection
 
+from persona_service.personas.records import PersonaRecord, PersonaSummary, VoiceRecord
 from persona_service.personas.repository import PersonaRepository
 
 
@@ -15,15 +16,15 @@ class PersonaDirectory:
     def __init__(self, conn: Connection):
         self.repo = PersonaRepository(conn)
 
-    def active(self, workspace_id: str, persona_id: str):
+    def active(self, workspace_id: str, persona_id: str) -> PersonaRecord | None:
         """The persona if it is in the workspace and not deleted, else None."""
         return self.repo.active(workspace_id, persona_id)
 
-    def active_list(self, workspace_id: str, limit: int = 1000):
+    def active_list(self, workspace_id: str, limit: int = 1000) -> list[PersonaSummary]:
         """The workspace's personas that are not deleted, newest first (id, org_id, created_at)."""
         return self.repo.active_list(workspace_id, limit)
 
-    def voice(self, persona_id: str):
+    def voice(self, persona_id: str) -> VoiceRecord | None:
         return self.repo.voice(persona_id)
 
     def visible(self, workspace_id: str, persona_id: str) -> bool:

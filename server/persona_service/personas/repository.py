@@ -6,6 +6,8 @@ from sqlalchemy import Connection, delete, insert, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.records import record, record_or_none, records
+from persona_service.personas.records import PersonaRecord, PersonaSummary, StepRecord, VersionRecord, VoiceRecord
 from persona_service.personas.tables import GenerationRun, GenerationStep, Persona, PersonaVersion, VoiceProfile
 
 _personas = table_of(Persona)
@@ -21,18 +23,18 @@ class PersonaRepository:
 
     # --- personas -------------------------------------------------------------
 
-    def get(self, workspace_id: str, persona_id: str, *, for_update: bool = False):
+    def get(self, workspace_id: str, persona_id: str, *, for_update: bool = False) -> PersonaRecord | None:
         stmt = select(_personas).where(_personas.c.id == persona_id, _personas.c.workspace_id == workspace_id)
         if for_update:
             stmt = stmt.with_for_update()
-        return self.conn.execute(stmt).mappings().first()
+        return record_or_none(PersonaRecord, self.conn.execute(stmt).mappings().first())
 
-    def insert(self, **values):
-        return self.conn.execute(insert(_personas).values(**values).returning(_personas)).mappings().one()
+    def insert(self, **values) -> PersonaRecord:
+        return record(PersonaRecord, self.conn.execute(insert(_personas).values(**values).returning(_personas)).mappings().one())
 
-    def update(self, persona_id: str, **values):
+    def update(self, persona_id: str, **values) -> PersonaRecord:
         stmt = update(_personas).where(_personas.c.id == persona_id).values(**values).returning(_personas)
-        return self.conn.execute(stmt).mappings().one()
+        return record(PersonaRecord, self.conn.execute(stmt).mappings().one())
 
     def slug_owner(self, workspace_id: str, slug: str) -> str | None:
         stmt = select(_personas.c.id).where(_personas.c.workspace_id == workspace_id, _personas.c.slug == slug)
@@ -48,7 +50,9 @@ class PersonaRepository:
         )
         return self.conn.execute(stmt).scalar_one()
 
-    def list_page(self, workspace_id: str, filters: dict, limit: int, after: tuple[datetime, str] | None):
+    def list_page(
+        self, workspace_id: str, filters: dict, limit: int, after: tuple[datetime, str] | None
+    ) -> list[PersonaRecord]:
         stmt = select(_personas).where(_personas.c.workspace_id == workspace_id)
         if filters.get("state"):
             stmt = stmt.where(_personas.c.state == filters["state"])
@@ -61,11 +65,11 @@ class PersonaRepository:
         if after is not None:
             stmt = stmt.where(tuple_(_personas.c.created_at, _personas.c.id) < tuple_(*after))
         stmt = stmt.order_by(_personas.c.created_at.desc(), _personas.c.id.desc()).limit(limit)
-        return self.conn.execute(stmt).mappings().all()
+        return records(PersonaRecord, self.conn.execute(stmt).mappings())
 
-    def tree(self, workspace_id: str, root_id: str):
+    def tree(self, workspace_id: str, root_id: str) -> list[PersonaRecord]:
         stmt = select(_personas).where(_personas.c.workspace_id == workspace_id, _personas.c.root_id == root_id)
-        return self.conn.execute(stmt.order_by(_personas.c.created_at)).mappings().all()
+        return records(PersonaRecord, self.conn.execute(stmt.order_by(_personas.c.created_at)).mappings())
 
     def purge_deleted(self, now: datetime) -> list[str]:
         """Delete soft-deleted personas past their grace; returns their ids."""
@@ -77,17 +81,18 @@ class PersonaRepository:
     def add_version(self, **values) -> None:
         self.conn.execute(insert(_versions).values(**values))
 
-    def versions(self, persona_ids: list[str]):
+    def versions(self, persona_ids: list[str]) -> list[VersionRecord]:
         stmt = select(_versions).where(_versions.c.persona_id.in_(persona_ids)).order_by(_versions.c.version)
-        return self.conn.execute(stmt).mappings().all()
+        return records(VersionRecord, self.conn.execute(stmt).mappings())
 
     def set_voice(self, persona_id: str, **values) -> None:
         stmt = pg_insert(_voices).values(persona_id=persona_id, **values)
         stmt = stmt.on_conflict_do_update(index_elements=[_voices.c.persona_id], set_=values)
         self.conn.execute(stmt)
 
-    def voice(self, persona_id: str):
-        return self.conn.execute(select(_voices).where(_voices.c.persona_id == persona_id)).mappings().first()
+    def voice(self, persona_id: str) -> VoiceRecord | None:
+        row = self.conn.execute(select(_voices).where(_voices.c.persona_id == persona_id)).mappings().first()
+        return record_or_none(VoiceRecord, row)
 
     # --- generation runs ------------------------------------------------------------
 
@@ -100,20 +105,21 @@ class PersonaRepository:
     def add_step(self, **values) -> None:
         self.conn.execute(insert(_steps).values(**values))
 
-    def steps(self, run_id: str):
-        return self.conn.execute(select(_steps).where(_steps.c.run_id == run_id).order_by(_steps.c.ordinal)).mappings().all()
+    def steps(self, run_id: str) -> list[StepRecord]:
+        stmt = select(_steps.c.step, _steps.c.output).where(_steps.c.run_id == run_id).order_by(_steps.c.ordinal)
+        return records(StepRecord, self.conn.execute(stmt).mappings())
 
     # --- reads for other modules (through personas.directory) -----------------------------
 
-    def active(self, workspace_id: str, persona_id: str):
+    def active(self, workspace_id: str, persona_id: str) -> PersonaRecord | None:
         stmt = select(_personas).where(
             _personas.c.id == persona_id, _personas.c.workspace_id == workspace_id, _personas.c.state != "deleted"
         )
-        return self.conn.execute(stmt).mappings().first()
+        return record_or_none(PersonaRecord, self.conn.execute(stmt).mappings().first())
 
-    def active_list(self, workspace_id: str, limit: int = 1000):
+    def active_list(self, workspace_id: str, limit: int = 1000) -> list[PersonaSummary]:
         stmt = select(_personas.c.id, _personas.c.org_id, _personas.c.created_at).where(
             _personas.c.workspace_id == workspace_id, _personas.c.state != "deleted"
         )
         stmt = stmt.order_by(_personas.c.created_at.desc(), _personas.c.id.desc()).limit(limit)
-        return self.conn.execute(stmt).mappings().all()
+        return records(PersonaSummary, self.conn.execute(stmt).mappings())

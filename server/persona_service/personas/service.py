@@ -1,7 +1,7 @@
 """Personas: lifecycle rules on top of the generation pipeline.
 
 Generation operations are generators (they yield pipeline progress and
-return the persona row) so the same code serves the unary RPCs and their
+return the persona record) so the same code serves the unary RPCs and their
 server-sent-event forms; `drain()` runs one to completion.
 """
 
@@ -25,6 +25,7 @@ from persona_service.kernel.operations import drain
 from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.principal import Principal
 from persona_service.personas.generation import STEPS, GenerationPipeline, RunSpec
+from persona_service.personas.records import AuditResult, Lineage, PersonaRecord, VersionRecord, VoiceRecord
 from persona_service.personas.repository import PersonaRepository
 from persona_service.providers.base import GenerationOptions, Message, Provider
 
@@ -36,9 +37,9 @@ METADATA_MAX_BYTES = 16_384
 class AuditBlocked(ApiError):
     code = "audit_blocked"
 
-    def __init__(self, message: str, details: dict[str, Any], result: dict[str, Any] | None = None):
+    def __init__(self, message: str, details: dict[str, Any], result: AuditResult | None = None):
         super().__init__(message, details)
-        self.result = result or {}
+        self.result = result
 
 
 
@@ -59,7 +60,7 @@ class PersonaService:
 
     # --- reads ------------------------------------------------------------------------
 
-    def get(self, principal: Principal, persona_id: str, *, for_update: bool = False):
+    def get(self, principal: Principal, persona_id: str, *, for_update: bool = False) -> PersonaRecord:
         row = None
         if _is_uuid(persona_id):
             row = self.repo.get(principal.workspace_id, persona_id, for_update=for_update)
@@ -73,42 +74,42 @@ class PersonaService:
             lambda limit, after: self.repo.list_page(principal.workspace_id, filters, limit, after), "created_at",
         )
 
-    def voice(self, principal: Principal, persona_id: str):
+    def voice(self, principal: Principal, persona_id: str) -> VoiceRecord:
         self.get(principal, persona_id)
         voice = self.repo.voice(persona_id)
         if voice is None:
             raise NotFound("voice profile")
         return voice
 
-    def lineage(self, principal: Principal, persona_id: str):
-        """(root row, children by parent id, versions by persona id, size)."""
+    def lineage(self, principal: Principal, persona_id: str) -> Lineage:
         row = self.get(principal, persona_id)
-        tree = self.repo.tree(principal.workspace_id, row["root_id"])
-        children: dict[str, list] = {}
+        tree = self.repo.tree(principal.workspace_id, row.root_id)
+        children: dict[str, builtins.list[PersonaRecord]] = {}
         for node in tree:
-            children.setdefault(node["parent_id"] or "", []).append(node)
+            children.setdefault(node.parent_id or "", []).append(node)
         for nodes in children.values():
-            nodes.sort(key=lambda n: n["fork_ordinal"])
-        versions: dict[str, list] = {}
-        for version in self.repo.versions([n["id"] for n in tree]):
-            versions.setdefault(version["persona_id"], []).append(version)
-        by_id = {n["id"]: n for n in tree}
-        root = by_id.get(row["root_id"])
-        if root is None:  # the root was purged: answer the surviving subtree the persona is in
-            root = by_id[row["id"]]
-            while root["parent_id"] in by_id:
-                root = by_id[root["parent_id"]]
+            nodes.sort(key=lambda n: n.fork_ordinal)
+        versions: dict[str, builtins.list[VersionRecord]] = {}
+        for version in self.repo.versions([n.id for n in tree]):
+            versions.setdefault(version.persona_id, []).append(version)
+        by_id = {n.id: n for n in tree}
+        root = by_id.get(row.root_id)
+        if root is not None:
+            return Lineage(root, children, versions, len(tree))
+        # The root was purged: answer the surviving subtree the persona is in.
+        root = by_id[row.id]
+        while root.parent_id in by_id:
+            root = by_id[root.parent_id]
 
-            def count(node) -> int:
-                return 1 + sum(count(child) for child in children.get(node["id"], []))
+        def count(node: PersonaRecord) -> int:
+            return 1 + sum(count(child) for child in children.get(node.id, []))
 
-            return root, children, versions, count(root)
-        return root, children, versions, len(tree)
+        return Lineage(root, children, versions, count(root))
 
     # --- generation -------------------------------------------------------------------
 
     def create(self, principal: Principal, *, intent: str, slug: str = "", visibility: str = "", metadata=None,
-               display_name: str = "", soul: dict | None = None) -> Generator[dict, None, Any]:
+               display_name: str = "", soul: dict | None = None) -> Generator[dict, None, PersonaRecord]:
         _check_metadata(metadata)
         if slug:
             self._ensure_slug_free(principal.workspace_id, slug)
@@ -122,136 +123,133 @@ class PersonaService:
         )
         return row
 
-    def refine(self, principal: Principal, persona_id: str, instruction: str, note: str) -> Generator[dict, None, Any]:
+    def refine(self, principal: Principal, persona_id: str, instruction: str, note: str) -> Generator[dict, None, PersonaRecord]:
         row = self._writable(principal, persona_id)
         spec = RunSpec(
-            "refine", principal.org_id, principal.workspace_id, persona_id, row["intent"], instruction=instruction,
-            base_soul=row["soul"],
+            "refine", principal.org_id, principal.workspace_id, persona_id, row.intent, instruction=instruction,
+            base_soul=row.soul,
         )
         result = yield from self.pipeline.run(spec)
         row = self._new_version(row, result, "refine", note=note, instruction=instruction)
-        self._emit(row, "persona.updated", {"version": row["version"], "changed": ["soul", "voice"], "note": note})
+        self._emit(row, "persona.updated", {"version": row.version, "changed": ["soul", "voice"], "note": note})
         return row
 
-    def regenerate(self, principal: Principal, persona_id: str, from_step: str) -> Generator[dict, None, Any]:
+    def regenerate(self, principal: Principal, persona_id: str, from_step: str) -> Generator[dict, None, PersonaRecord]:
         row = self._writable(principal, persona_id)
-        previous = {s["step"]: s["output"] for s in self.repo.steps(row["last_run_id"])} if row["last_run_id"] else {}
+        previous = {s.step: s.output for s in self.repo.steps(row.last_run_id)} if row.last_run_id else {}
         missing = [s for s in STEPS[: STEPS.index(from_step)] if s not in previous]
         if missing:  # e.g. an imported persona: no earlier run to keep outputs from
-            previous.setdefault("draft_soul", row["soul"])
+            previous.setdefault("draft_soul", row.soul)
             previous.setdefault("moderate_intent", {"flagged": False})
             if "write_voice" not in previous:
                 voice = self.repo.voice(persona_id)
-                previous["write_voice"] = _voice_dict(voice) if voice else None
+                previous["write_voice"] = voice.as_output() if voice else None
         spec = RunSpec(
-            "regenerate", principal.org_id, principal.workspace_id, persona_id, row["intent"], base_soul=row["soul"],
+            "regenerate", principal.org_id, principal.workspace_id, persona_id, row.intent, base_soul=row.soul,
             from_step=from_step, previous={k: v for k, v in previous.items() if v is not None},
         )
         result = yield from self.pipeline.run(spec)
         row = self._new_version(row, result, "regenerate")
-        self._emit(row, "persona.regenerated", {"version": row["version"], "fromStep": from_step, "runId": result.run_id})
+        self._emit(row, "persona.regenerated", {"version": row.version, "fromStep": from_step, "runId": result.run_id})
         return row
 
     def fork(self, principal: Principal, parent_id: str, *, instruction: str = "", slug: str = "",
-             note: str = "") -> Generator[dict, None, Any]:
+             note: str = "") -> Generator[dict, None, PersonaRecord]:
         parent = self.get(principal, parent_id)
-        if parent["state"] == "deleted":
+        if parent.state == "deleted":
             raise StateConflict("A deleted persona cannot be forked; restore it first.", "state", {"state": "deleted"})
         # Atomic claim of the next ordinal: parallel forks never collide (spec 1.0.3).
         ordinal = self.repo.next_fork_ordinal(parent_id)
-        slug = slug or slugify(f"{parent['slug'][:50]}-fork-{ordinal}")
+        slug = slug or slugify(f"{parent.slug[:50]}-fork-{ordinal}")
         self._ensure_slug_free(principal.workspace_id, slug)
         persona_id = str(uuid.uuid4())
         spec = RunSpec(
-            "fork", principal.org_id, principal.workspace_id, persona_id, parent["intent"], instruction=instruction,
-            base_soul=parent["soul"],
+            "fork", principal.org_id, principal.workspace_id, persona_id, parent.intent, instruction=instruction,
+            base_soul=parent.soul,
         )
         result = yield from self.pipeline.run(spec)
         return self._insert(
-            principal, persona_id, result.outputs, result.run_id, intent=parent["intent"], slug=slug,
-            visibility=parent["visibility"], metadata=parent["metadata"], display_name="", kind="fork", parent=parent,
+            principal, persona_id, result.outputs, result.run_id, intent=parent.intent, slug=slug,
+            visibility=parent.visibility, metadata=parent.metadata, display_name="", kind="fork", parent=parent,
             fork_ordinal=ordinal, note=note, instruction=instruction,
         )
 
-    def import_card(self, principal: Principal, card: dict[str, Any]) -> Any:
+    def import_card(self, principal: Principal, card: dict[str, Any]) -> PersonaRecord:
         """Create a persona from a Character Card V2 (see cards.py for the mapping)."""
         from persona_service.personas.cards import card_to_persona
 
-        fields = card_to_persona(card)
-        _check_metadata(fields["metadata"])
-        slug = fields["slug"]  # empty: _insert derives it from the name, suffixed when taken
-        if slug:
-            self._ensure_slug_free(principal.workspace_id, slug)
+        card_fields = card_to_persona(card)
+        _check_metadata(card_fields.metadata)
         persona_id = str(uuid.uuid4())
-        voice = fields["voice"]
         spec = RunSpec(
-            "import", principal.org_id, principal.workspace_id, persona_id, fields["intent"], base_soul=fields["soul"],
-            from_step="fingerprint",
-            previous={"moderate_intent": {"flagged": False}, "draft_soul": fields["soul"], "write_voice": voice,
-                      "audit": {"score": None, "notes": "imported"}},
+            "import", principal.org_id, principal.workspace_id, persona_id, card_fields.intent,
+            base_soul=card_fields.soul, from_step="fingerprint",
+            previous={"moderate_intent": {"flagged": False}, "draft_soul": card_fields.soul,
+                      "write_voice": card_fields.voice, "audit": {"score": None, "notes": "imported"}},
         )
         result = drain(self.pipeline.run(spec))
+        # No slug: _insert derives it from the name, suffixed when taken.
         return self._insert(
-            principal, persona_id, result.outputs, result.run_id, intent=fields["intent"], slug=slug,
-            visibility=fields["visibility"], metadata=fields["metadata"], display_name=fields["display_name"],
-            kind="import", card_extra=fields["card_extra"],
+            principal, persona_id, result.outputs, result.run_id, intent=card_fields.intent, slug="",
+            visibility=card_fields.visibility, metadata=card_fields.metadata, display_name=card_fields.display_name,
+            kind="import", card_extra=card_fields.card_extra,
         )
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    def update(self, principal: Principal, persona_id: str, changes: dict[str, Any]):
+    def update(self, principal: Principal, persona_id: str, changes: dict[str, Any]) -> PersonaRecord:
         row = self._writable(principal, persona_id)
         if "metadata" in changes:
             _check_metadata(changes["metadata"])
-        if changes.get("slug") and changes["slug"] != row["slug"]:
+        if changes.get("slug") and changes["slug"] != row.slug:
             self._ensure_slug_free(principal.workspace_id, changes["slug"])
-        changed = sorted(_camel(k) for k, v in changes.items() if row[k] != v)
+        changed = sorted(_camel(k) for k, v in changes.items() if getattr(row, k) != v)
         if not changed:
             return row
         row = self.repo.update(persona_id, **changes, updated_at=self.clock())
-        self._emit(row, "persona.updated", {"version": row["version"], "changed": changed, "note": ""})
+        self._emit(row, "persona.updated", {"version": row.version, "changed": changed, "note": ""})
         return row
 
-    def delete(self, principal: Principal, persona_id: str):
+    def delete(self, principal: Principal, persona_id: str) -> PersonaRecord:
         row = self.get(principal, persona_id, for_update=True)
-        if row["state"] == "deleted":
+        if row.state == "deleted":
             return row
         self._refuse_archived(row)
         now = self.clock()
         row = self.repo.update(
-            persona_id, state="deleted", state_before_delete=row["state"], deleted_at=now, purge_at=now + GRACE,
+            persona_id, state="deleted", state_before_delete=row.state, deleted_at=now, purge_at=now + GRACE,
             updated_at=now,
         )
-        self._emit(row, "persona.deleted", {"purgeAt": _iso(row["purge_at"])})
+        self._emit(row, "persona.deleted", {"purgeAt": _iso(now + GRACE)})
         return row
 
-    def restore(self, principal: Principal, persona_id: str):
+    def restore(self, principal: Principal, persona_id: str) -> PersonaRecord:
         row = self.get(principal, persona_id, for_update=True)
-        if row["state"] != "deleted":
-            raise StateConflict("Only a deleted persona can be restored.", "state", {"state": row["state"]})
+        if row.state != "deleted":
+            raise StateConflict("Only a deleted persona can be restored.", "state", {"state": row.state})
         row = self.repo.update(
-            persona_id, state=row["state_before_delete"] or "active", state_before_delete=None, deleted_at=None,
+            persona_id, state=row.state_before_delete or "active", state_before_delete=None, deleted_at=None,
             purge_at=None, updated_at=self.clock(),
         )
-        self._emit(row, "persona.updated", {"version": row["version"], "changed": ["state"], "note": "restored"})
+        self._emit(row, "persona.updated", {"version": row.version, "changed": ["state"], "note": "restored"})
         return row
 
-    def archive(self, principal: Principal, persona_id: str):
+    def archive(self, principal: Principal, persona_id: str) -> PersonaRecord:
         row = self.get(principal, persona_id, for_update=True)
-        if row["state"] == "deleted":
+        if row.state == "deleted":
             raise StateConflict("A deleted persona cannot be archived.", "state", {"state": "deleted"})
-        if row["state"] == "archived":
+        if row.state == "archived":
             return row
         now = self.clock()
         row = self.repo.update(persona_id, state="archived", archived_at=now, updated_at=now)
         self._emit(row, "persona.archived", {})
         return row
 
-    def audit(self, principal: Principal, persona_id: str) -> dict[str, Any]:
+    def audit(self, principal: Principal, persona_id: str) -> AuditResult:
         row = self._writable(principal, persona_id)
         voice = self.repo.voice(persona_id)
-        voice_dict = _voice_dict(voice) if voice else {}
-        scored = self.pipeline.score(row["soul"], voice_dict)
+        voice_dict = voice.as_output() if voice else {}
+        scored = self.pipeline.score(row.soul, voice_dict)
         reply = self.provider.generate(
             [Message("system", voice_dict.get("system_prompt", "")), Message("user", PROVOCATION)],
             GenerationOptions(task="reply"),
@@ -264,22 +262,20 @@ class PersonaService:
         passed = provocation_passed and score >= threshold
         values: dict[str, Any] = {"audit_score": score, "updated_at": self.clock()}
         reason = "" if passed else ("provocation_test_failed" if not provocation_passed else "audit_below_threshold")
-        if passed and row["state"] == "flagged":
+        if passed and row.state == "flagged":
             values.update(state="active", flagged_reason="")
         elif not passed and blocking:
             values.update(state="flagged", flagged_reason=reason)
         row = self.repo.update(persona_id, **values)
-        result = {"persona": row, "score": score, "threshold": threshold, "provocation_passed": provocation_passed,
-                  "passed": passed, "notes": scored["notes"]}
+        result = AuditResult(row, score, threshold, provocation_passed, passed, scored["notes"])
         if not passed:
             self._emit(row, "persona.audit_failed", {"reason": reason, "score": score, "threshold": threshold})
             if blocking:
                 err = AuditBlocked(
                     "The persona failed its audit and was flagged.",
-                    {"reason": reason, "score": score, "threshold": threshold},
+                    {"reason": reason, "score": score, "threshold": threshold}, result,
                 )
                 err.persist = True  # the flag and its event stand
-                err.result = result
                 raise err
         return result
 
@@ -289,16 +285,16 @@ class PersonaService:
 
     # --- helpers ------------------------------------------------------------------------
 
-    def _writable(self, principal: Principal, persona_id: str):
+    def _writable(self, principal: Principal, persona_id: str) -> PersonaRecord:
         row = self.get(principal, persona_id, for_update=True)
-        if row["state"] == "deleted":
+        if row.state == "deleted":
             raise StateConflict("The persona is deleted; restore it first.", "state", {"state": "deleted"})
         self._refuse_archived(row)
         return row
 
     @staticmethod
-    def _refuse_archived(row) -> None:
-        if row["state"] == "archived":
+    def _refuse_archived(row: PersonaRecord) -> None:
+        if row.state == "archived":
             raise StateConflict("The persona is archived and read-only.", "state", {"state": "archived"})
 
     def _ensure_slug_free(self, workspace_id: str, slug: str) -> None:
@@ -306,7 +302,8 @@ class PersonaService:
             raise StateConflict(f"The slug `{slug}` is already used in this workspace.", "slug", {"slug": slug})
 
     def _insert(self, principal, persona_id, outputs, run_id, *, intent, slug, visibility, metadata, display_name, kind,
-                parent=None, fork_ordinal=0, note="", instruction="", card_extra=None):
+                parent: PersonaRecord | None = None, fork_ordinal=0, note="", instruction="",
+                card_extra=None) -> PersonaRecord:
         soul = outputs["draft_soul"]
         if not slug:
             slug = slugify(soul["name"])
@@ -319,7 +316,7 @@ class PersonaService:
                     id=persona_id, org_id=principal.org_id, workspace_id=principal.workspace_id, slug=slug,
                     display_name=display_name or soul["name"], visibility=visibility or "private", metadata=metadata or {},
                     intent=intent, soul=soul, state="active", version=1,
-                    parent_id=parent["id"] if parent else None, root_id=parent["root_id"] if parent else persona_id,
+                    parent_id=parent.id if parent else None, root_id=parent.root_id if parent else persona_id,
                     fork_ordinal=fork_ordinal, fork_note=note, audit_score=(outputs.get("audit") or {}).get("score"),
                     last_run_id=run_id, card_extra=card_extra, created_at=now, updated_at=now,
                 )
@@ -332,42 +329,35 @@ class PersonaService:
             voice=voice, run_id=run_id, created_at=now,
         )
         self._emit(row, "persona.created", {
-            "slug": row["slug"], "version": 1, "parentId": row["parent_id"] or "", "rootId": row["root_id"], "runId": run_id,
+            "slug": row.slug, "version": 1, "parentId": row.parent_id or "", "rootId": row.root_id, "runId": run_id,
         })
         return row
 
-    def _new_version(self, row, result, kind: str, note: str = "", instruction: str = ""):
+    def _new_version(self, row: PersonaRecord, result, kind: str, note: str = "", instruction: str = "") -> PersonaRecord:
         outputs = result.outputs
         now = self.clock()
-        version = row["version"] + 1
+        version = row.version + 1
         audit = outputs.get("audit") or {}
         row = self.repo.update(
-            row["id"], soul=outputs["draft_soul"], version=version, last_run_id=result.run_id, updated_at=now,
-            audit_score=audit.get("score", row["audit_score"]),
+            row.id, soul=outputs["draft_soul"], version=version, last_run_id=result.run_id, updated_at=now,
+            audit_score=audit.get("score", row.audit_score),
         )
         self._store_voice(row, outputs["write_voice"], outputs["fingerprint"])
         self.repo.add_version(
-            persona_id=row["id"], version=version, kind=kind, note=note, instruction=instruction,
+            persona_id=row.id, version=version, kind=kind, note=note, instruction=instruction,
             soul=outputs["draft_soul"], voice=outputs["write_voice"], run_id=result.run_id, created_at=now,
         )
         return row
 
-    def _store_voice(self, row, voice: dict, fingerprint: dict) -> None:
+    def _store_voice(self, row: PersonaRecord, voice: dict, fingerprint: dict) -> None:
         self.repo.set_voice(
-            row["id"], version=row["version"], system_prompt=voice["system_prompt"], greeting=voice.get("greeting", ""),
+            row.id, version=row.version, system_prompt=voice["system_prompt"], greeting=voice.get("greeting", ""),
             sample_dialogues=voice.get("sample_dialogues", []), style_notes=voice.get("style_notes", ""),
             fingerprint=fingerprint["vector"], fingerprint_model=fingerprint["model"], updated_at=self.clock(),
         )
 
-    def _emit(self, row, type_: str, data: dict) -> None:
-        self.outbox.emit(type_, row["org_id"], row["workspace_id"], {"personaId": row["id"], **data})
-
-
-def _voice_dict(voice) -> dict[str, Any]:
-    return {
-        "system_prompt": voice["system_prompt"], "greeting": voice["greeting"],
-        "sample_dialogues": list(voice["sample_dialogues"]), "style_notes": voice["style_notes"],
-    }
+    def _emit(self, row: PersonaRecord, type_: str, data: dict) -> None:
+        self.outbox.emit(type_, row.org_id, row.workspace_id, {"personaId": row.id, **data})
 
 
 def _leaks(system_prompt: str, reply: str) -> bool:

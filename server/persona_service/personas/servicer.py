@@ -7,25 +7,26 @@ from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import struct, timestamp
 from persona_service.kernel.transport.errors import error_message
 from persona_service.personas.cards import persona_to_card
+from persona_service.personas.records import PersonaRecord
 from persona_service.personas.service import AuditBlocked, PersonaService
 
 
-def persona(row) -> personas_pb2.Persona:
+def persona(row: PersonaRecord) -> personas_pb2.Persona:
     message = personas_pb2.Persona(
-        id=row["id"], org_id=row["org_id"], workspace_id=row["workspace_id"], slug=row["slug"],
-        display_name=row["display_name"], visibility=row["visibility"], metadata=struct(row["metadata"]),
-        intent=row["intent"], soul=personas_pb2.Soul(**row["soul"]), state=row["state"], version=row["version"],
-        parent_id=row["parent_id"] or "", root_id=row["root_id"], fork_ordinal=row["fork_ordinal"],
-        flagged_reason=row["flagged_reason"], last_run_id=row["last_run_id"], created_at=timestamp(row["created_at"]),
-        updated_at=timestamp(row["updated_at"]), deleted_at=timestamp(row["deleted_at"]),
-        purge_at=timestamp(row["purge_at"]), archived_at=timestamp(row["archived_at"]),
+        id=row.id, org_id=row.org_id, workspace_id=row.workspace_id, slug=row.slug,
+        display_name=row.display_name, visibility=row.visibility, metadata=struct(row.metadata),
+        intent=row.intent, soul=personas_pb2.Soul(**row.soul), state=row.state, version=row.version,
+        parent_id=row.parent_id or "", root_id=row.root_id, fork_ordinal=row.fork_ordinal,
+        flagged_reason=row.flagged_reason, last_run_id=row.last_run_id, created_at=timestamp(row.created_at),
+        updated_at=timestamp(row.updated_at), deleted_at=timestamp(row.deleted_at),
+        purge_at=timestamp(row.purge_at), archived_at=timestamp(row.archived_at),
     )
-    if row["audit_score"] is not None:
-        message.audit_score = row["audit_score"]
+    if row.audit_score is not None:
+        message.audit_score = row.audit_score
     return message
 
 
-def persona_json(row) -> dict:
+def persona_json(row: PersonaRecord) -> dict:
     return json_format.MessageToDict(persona(row), always_print_fields_with_no_presence=True)
 
 
@@ -72,7 +73,7 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
                 try:
                     progress = next(operation)
                 except StopIteration as done:
-                    yield personas_pb2.PipelineEvent(event="persona", run_id=done.value["last_run_id"], persona=persona(done.value))
+                    yield personas_pb2.PipelineEvent(event="persona", run_id=done.value.last_run_id, persona=persona(done.value))
                     return
                 yield pipeline_event(progress)
         except ApiError as err:
@@ -130,42 +131,43 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
         try:
             result = self._service(ctx).audit(ctx.caller, request.id)
         except AuditBlocked as err:
-            err.details["persona"] = persona_json(err.result["persona"])
+            if err.result is not None:
+                err.details["persona"] = persona_json(err.result.persona)
             raise
         return personas_pb2.AuditPersonaResponse(
-            persona=persona(result["persona"]), score=result["score"], threshold=result["threshold"],
-            provocation_passed=result["provocation_passed"], passed=result["passed"], notes=result["notes"],
+            persona=persona(result.persona), score=result.score, threshold=result.threshold,
+            provocation_passed=result.provocation_passed, passed=result.passed, notes=result.notes,
         )
 
     def GetPersonaLineage(self, request, context):
         ctx = current()
-        root, children, versions, size = self._service(ctx).lineage(ctx.caller, request.id)
+        lineage = self._service(ctx).lineage(ctx.caller, request.id)
 
-        def node(row) -> personas_pb2.LineageNode:
+        def node(row: PersonaRecord) -> personas_pb2.LineageNode:
             return personas_pb2.LineageNode(
-                persona_id=row["id"], slug=row["slug"], state=row["state"], version=row["version"],
-                fork_ordinal=row["fork_ordinal"], fork_note=row["fork_note"],
+                persona_id=row.id, slug=row.slug, state=row.state, version=row.version,
+                fork_ordinal=row.fork_ordinal, fork_note=row.fork_note,
                 versions=[
                     personas_pb2.LineageVersion(
-                        version=v["version"], kind=v["kind"], note=v["note"], instruction=v["instruction"],
-                        created_at=timestamp(v["created_at"]),
+                        version=v.version, kind=v.kind, note=v.note, instruction=v.instruction,
+                        created_at=timestamp(v.created_at),
                     )
-                    for v in versions.get(row["id"], [])
+                    for v in lineage.versions.get(row.id, [])
                 ],
-                children=[node(child) for child in children.get(row["id"], [])],
+                children=[node(child) for child in lineage.children.get(row.id, [])],
             )
 
-        return personas_pb2.PersonaLineage(root=node(root), size=size)
+        return personas_pb2.PersonaLineage(root=node(lineage.root), size=lineage.size)
 
     def GetVoiceProfile(self, request, context):
         ctx = current()
         voice = self._service(ctx).voice(ctx.caller, request.id)
         return personas_pb2.VoiceProfile(
-            persona_id=voice["persona_id"], version=voice["version"], system_prompt=voice["system_prompt"],
-            greeting=voice["greeting"],
-            sample_dialogues=[personas_pb2.SampleDialogue(**d) for d in voice["sample_dialogues"]],
-            style_notes=voice["style_notes"], fingerprint_model=voice["fingerprint_model"],
-            fingerprint_dimensions=len(voice["fingerprint"]),
+            persona_id=voice.persona_id, version=voice.version, system_prompt=voice.system_prompt,
+            greeting=voice.greeting,
+            sample_dialogues=[personas_pb2.SampleDialogue(**d) for d in voice.sample_dialogues],
+            style_notes=voice.style_notes, fingerprint_model=voice.fingerprint_model,
+            fingerprint_dimensions=len(voice.fingerprint),
         )
 
     def ExportPersonaCard(self, request, context):
@@ -173,7 +175,7 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
         service = self._service(ctx)
         row = service.get(ctx.caller, request.id)
         voice = service.voice(ctx.caller, request.id)
-        card = persona_to_card(row, voice, service.repo.versions([row["id"]]))
+        card = persona_to_card(row, voice, service.repo.versions([row.id]))
         return json_format.ParseDict(card, personas_pb2.CharacterCard())
 
     def ImportPersonaCard(self, request, context):

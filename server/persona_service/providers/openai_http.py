@@ -229,8 +229,8 @@ class OpenAIHTTPProvider:
             return []
         data = self._post("/embeddings", {"model": self.embedding_model, "input": list(texts)})
         try:
-            rows = sorted(data["data"], key=lambda row: int(row.get("index", 0)))
-            vectors = [[float(x) for x in row["embedding"]] for row in rows]
+            items = sorted(data["data"], key=lambda item: int(item.get("index", 0)))
+            vectors = [[float(x) for x in item["embedding"]] for item in items]
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise self._malformed(200, data, f"missing or invalid field: {exc!r}") from None
         if len(vectors) != len(texts):

@@ -9,7 +9,15 @@ from sqlalchemy import Connection, Text, cast, delete, func, insert, literal, or
 from sqlalchemy.dialects.postgresql import array
 
 from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.records import record, record_or_none, records
 from persona_service.kernel.db.tables import OutboxEvent
+from persona_service.webhooks.records import (
+    AttemptRecord,
+    DeliveryRecord,
+    DueDelivery,
+    EndpointRecord,
+    Subscription,
+)
 from persona_service.webhooks.tables import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
 _endpoints = table_of(WebhookEndpoint)
@@ -26,53 +34,56 @@ class WebhookRepository:
 
     # endpoints
 
-    def create(self, **values):
-        return self.conn.execute(insert(_endpoints).values(**values).returning(*_endpoints.c)).mappings().one()
+    def create(self, **values) -> EndpointRecord:
+        stmt = insert(_endpoints).values(**values).returning(*_endpoints.c)
+        return record(EndpointRecord, self.conn.execute(stmt).mappings().one())
 
-    def get(self, workspace_id: str, endpoint_id: str):
+    def get(self, workspace_id: str, endpoint_id: str) -> EndpointRecord | None:
         stmt = select(_endpoints).where(_endpoints.c.id == endpoint_id, _endpoints.c.workspace_id == workspace_id)
-        return self.conn.execute(stmt).mappings().first()
+        return record_or_none(EndpointRecord, self.conn.execute(stmt).mappings().first())
 
-    def update(self, workspace_id: str, endpoint_id: str, values: dict):
+    def update(self, workspace_id: str, endpoint_id: str, values: dict) -> EndpointRecord:
         stmt = (
             update(_endpoints)
             .where(_endpoints.c.id == endpoint_id, _endpoints.c.workspace_id == workspace_id)
             .values(**values)
             .returning(*_endpoints.c)
         )
-        return self.conn.execute(stmt).mappings().one()
+        return record(EndpointRecord, self.conn.execute(stmt).mappings().one())
 
     def delete(self, workspace_id: str, endpoint_id: str) -> bool:
         stmt = delete(_endpoints).where(_endpoints.c.id == endpoint_id, _endpoints.c.workspace_id == workspace_id)
         return self.conn.execute(stmt).rowcount > 0
 
-    def list_page(self, workspace_id: str, limit: int, after: tuple[datetime, str] | None):
+    def list_page(self, workspace_id: str, limit: int, after: tuple[datetime, str] | None) -> list[EndpointRecord]:
         stmt = select(_endpoints).where(_endpoints.c.workspace_id == workspace_id)
         if after is not None:
             stmt = stmt.where(tuple_(_endpoints.c.created_at, _endpoints.c.id) < tuple_(*after))
         stmt = stmt.order_by(_endpoints.c.created_at.desc(), _endpoints.c.id.desc()).limit(limit)
-        return self.conn.execute(stmt).mappings().all()
+        return records(EndpointRecord, self.conn.execute(stmt).mappings())
 
-    def all_for_rotation(self):
+    def all_for_rotation(self) -> list[EndpointRecord]:
         """Every endpoint, locked for the rotation (concurrent rotations serialize)."""
         stmt = select(_endpoints).order_by(_endpoints.c.id).with_for_update()
-        return self.conn.execute(stmt).mappings().all()
+        return records(EndpointRecord, self.conn.execute(stmt).mappings())
 
     def rotate(self, endpoint_id: str, **values) -> None:
         self.conn.execute(update(_endpoints).where(_endpoints.c.id == endpoint_id).values(**values))
 
     # deliveries
 
-    def deliveries_page(self, endpoint_id: str, status: str, limit: int, after):
+    def deliveries_page(
+        self, endpoint_id: str, status: str, limit: int, after: tuple[datetime, str] | None
+    ) -> list[DeliveryRecord]:
         stmt = select(_deliveries).where(_deliveries.c.endpoint_id == endpoint_id)
         if status:
             stmt = stmt.where(_deliveries.c.status == status)
         if after is not None:
             stmt = stmt.where(tuple_(_deliveries.c.created_at, _deliveries.c.id) < tuple_(*after))
         stmt = stmt.order_by(_deliveries.c.created_at.desc(), _deliveries.c.id.desc()).limit(limit)
-        return self.conn.execute(stmt).mappings().all()
+        return records(DeliveryRecord, self.conn.execute(stmt).mappings())
 
-    def attempts_for(self, delivery_ids: list[str]) -> dict[str, list]:
+    def attempts_for(self, delivery_ids: list[str]) -> dict[str, list[AttemptRecord]]:
         if not delivery_ids:
             return {}
         stmt = (
@@ -80,17 +91,18 @@ class WebhookRepository:
             .where(_attempts.c.delivery_id.in_(delivery_ids))
             .order_by(_attempts.c.delivery_id, _attempts.c.attempt)
         )
-        result: dict[str, list] = {}
-        for row in self.conn.execute(stmt).mappings():
-            result.setdefault(row["delivery_id"], []).append(row)
+        result: dict[str, list[AttemptRecord]] = {}
+        for attempt in records(AttemptRecord, self.conn.execute(stmt).mappings()):
+            result.setdefault(attempt.delivery_id, []).append(attempt)
         return result
 
-    def get_delivery(self, endpoint_id: str, delivery_id: str):
+    def get_delivery(self, endpoint_id: str, delivery_id: str) -> DeliveryRecord | None:
         stmt = select(_deliveries).where(_deliveries.c.id == delivery_id, _deliveries.c.endpoint_id == endpoint_id)
-        return self.conn.execute(stmt).mappings().first()
+        return record_or_none(DeliveryRecord, self.conn.execute(stmt).mappings().first())
 
-    def add_delivery(self, **values):
-        return self.conn.execute(insert(_deliveries).values(**values).returning(*_deliveries.c)).mappings().one()
+    def add_delivery(self, **values) -> DeliveryRecord:
+        stmt = insert(_deliveries).values(**values).returning(*_deliveries.c)
+        return record(DeliveryRecord, self.conn.execute(stmt).mappings().one())
 
 
 class DeliveryQueue:
@@ -110,7 +122,7 @@ class DeliveryQueue:
         )
         return list(self.conn.execute(stmt).scalars())
 
-    def subscribers(self, seqs: list[int]):
+    def subscribers(self, seqs: list[int]) -> list[Subscription]:
         """(event id, type, endpoint id) for every endpoint each event goes to:
         enabled endpoints of the event's workspace subscribed to its type (or
         `*`); a test ping goes to the endpoint it names, only."""
@@ -127,7 +139,7 @@ class DeliveryQueue:
                 )
             )
         )
-        return self.conn.execute(stmt).mappings().all()
+        return records(Subscription, self.conn.execute(stmt).mappings())
 
     # Whole batches as one statement each (arrays unnested server-side): one
     # round trip however many rows.
@@ -140,19 +152,19 @@ class DeliveryQueue:
         ON CONFLICT (endpoint_id, event_id) WHERE replay_of IS NULL DO NOTHING
     """)
 
-    def add_deliveries(self, rows: list[dict], now: datetime) -> None:
-        """New pending deliveries due at `now` (rows: id, endpoint_id,
-        event_id, event_type); a repeat of an (endpoint, event) is ignored."""
-        if rows:
+    def add_deliveries(self, delivery_ids: list[str], subscriptions: list[Subscription], now: datetime) -> None:
+        """A new pending delivery, due at `now`, per subscription (with the id
+        at the same index); a repeat of an (endpoint, event) is ignored."""
+        if subscriptions:
             self.conn.execute(self._ADD_DELIVERIES, {
-                "now": now, "ids": [r["id"] for r in rows], "endpoint_ids": [r["endpoint_id"] for r in rows],
-                "event_ids": [r["event_id"] for r in rows], "event_types": [r["event_type"] for r in rows],
+                "now": now, "ids": delivery_ids, "endpoint_ids": [s.endpoint_id for s in subscriptions],
+                "event_ids": [s.event_id for s in subscriptions], "event_types": [s.event_type for s in subscriptions],
             })
 
     def mark_dispatched(self, seqs: list[int], now: datetime) -> None:
         self.conn.execute(update(_events).where(_events.c.seq.in_(seqs)).values(dispatched_at=now))
 
-    def claim_due(self, now: datetime, limit: int):
+    def claim_due(self, now: datetime, limit: int) -> list[DueDelivery]:
         """Due pending deliveries with what sending needs, row-locked until the
         transaction ends; other workers skip them (no attempt runs twice at
         once), and a worker that dies releases them (nothing is lost)."""
@@ -170,7 +182,7 @@ class DeliveryQueue:
             .limit(limit)
             .with_for_update(of=d, skip_locked=True)
         )
-        return self.conn.execute(stmt).mappings().all()
+        return records(DueDelivery, self.conn.execute(stmt).mappings())
 
     _ADD_ATTEMPTS = text("""
         INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, status_code, latency_ms, response_body,

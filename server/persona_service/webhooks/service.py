@@ -23,6 +23,7 @@ from persona_service.kernel.errors import NotFound, ValidationFailed, Violation
 from persona_service.kernel.outbox import EVENT_TYPES, Outbox
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.secretbox import SecretBox
+from persona_service.webhooks.records import AttemptRecord, DeliveryRecord, DueDelivery, EndpointRecord, EndpointSecrets
 from persona_service.webhooks.repository import WebhookRepository
 
 ALL_EVENTS = "*"
@@ -159,12 +160,12 @@ def retry_delay(attempts_made: int, retry_after: float | None = None) -> float |
     return delay
 
 
-def valid_secrets(row, box: SecretBox, now: datetime) -> builtins.list[str]:
+def valid_secrets(row: EndpointRecord | DueDelivery, box: SecretBox, now: datetime) -> builtins.list[str]:
     """The secrets deliveries are signed with: the current one, then the
     previous one while its grace lasts."""
-    result = [box.open(row["secret_enc"])]
-    if row["previous_secret_enc"] and row["previous_secret_expires_at"] and row["previous_secret_expires_at"] > now:
-        result.append(box.open(row["previous_secret_enc"]))
+    result = [box.open(row.secret_enc)]
+    if row.previous_secret_enc and row.previous_secret_expires_at and row.previous_secret_expires_at > now:
+        result.append(box.open(row.previous_secret_enc))
     return result
 
 
@@ -199,7 +200,7 @@ class WebhookService:
     # endpoints
 
     def create(self, principal: Principal, *, url: str, events: builtins.list[str], description: str = "",
-               enabled: bool = True) -> tuple[dict, str]:
+               enabled: bool = True) -> tuple[EndpointRecord, str]:
         self._check(url=url, events=events)
         secret = new_secret()
         now = utcnow()
@@ -210,25 +211,24 @@ class WebhookService:
         )
         return row, secret
 
-    def get(self, principal: Principal, endpoint_id: str):
+    def get(self, principal: Principal, endpoint_id: str) -> EndpointRecord:
         row = self.repo.get(principal.workspace_id, endpoint_id)
         if row is None:
             raise NotFound("webhook endpoint")
         return row
 
-    def secrets(self, principal: Principal, endpoint_id: str, now: datetime | None = None) -> dict:
+    def secrets(self, principal: Principal, endpoint_id: str, now: datetime | None = None) -> EndpointSecrets:
         """The current secret and, while its grace lasts, the previous one."""
         row = self.get(principal, endpoint_id)
         now = now or utcnow()
         current, *previous = valid_secrets(row, self.box, now)
-        return {
-            "secret": current, "secret_created_at": row["secret_created_at"],
-            "previous_secret": previous[0] if previous else "",
-            "previous_secret_expires_at": row["previous_secret_expires_at"] if previous else None,
-        }
+        return EndpointSecrets(
+            current, row.secret_created_at, previous[0] if previous else "",
+            row.previous_secret_expires_at if previous else None,
+        )
 
     def update(self, principal: Principal, endpoint_id: str, *, url: str | None = None, events: builtins.list[str] | None = None,
-               description: str | None = None, enabled: bool | None = None):
+               description: str | None = None, enabled: bool | None = None) -> EndpointRecord:
         self.get(principal, endpoint_id)
         self._check(url=url, events=events or None)
         values: dict = {}
@@ -269,10 +269,11 @@ class WebhookService:
             self.cursors, f"webhook-deliveries:{endpoint_id}:{status}", limit, cursor,
             lambda n, after: self.repo.deliveries_page(endpoint_id, status, n, after), "created_at", parameter="cursor",
         )
-        attempts = self.repo.attempts_for([r["id"] for r in rows])
-        return [(r, attempts.get(r["id"], [])) for r in rows], token
+        attempts = self.repo.attempts_for([r.id for r in rows])
+        return [(r, attempts.get(r.id, [])) for r in rows], token
 
-    def replay(self, principal: Principal, endpoint_id: str, delivery_id: str, now: datetime | None = None):
+    def replay(self, principal: Principal, endpoint_id: str, delivery_id: str, now: datetime | None = None
+               ) -> tuple[DeliveryRecord, builtins.list[AttemptRecord]]:
         """A new delivery of the same event (same envelope `id`), due now."""
         self.get(principal, endpoint_id)
         original = self.repo.get_delivery(endpoint_id, delivery_id)
@@ -280,9 +281,9 @@ class WebhookService:
             raise NotFound("webhook delivery")
         now = now or utcnow()
         row = self.repo.add_delivery(
-            id=ids.new_id("webhook_delivery"), endpoint_id=endpoint_id, event_id=original["event_id"],
-            event_type=original["event_type"], status="pending", attempt_count=0, next_attempt_at=now,
-            replay_of=original["id"], created_at=now,
+            id=ids.new_id("webhook_delivery"), endpoint_id=endpoint_id, event_id=original.event_id,
+            event_type=original.event_type, status="pending", attempt_count=0, next_attempt_at=now,
+            replay_of=original.id, created_at=now,
         )
         return row, []
 
@@ -293,18 +294,18 @@ class WebhookService:
         cutoff = now - timedelta(seconds=max_age_seconds)
         results = []
         for row in self.repo.all_for_rotation():
-            if row["secret_created_at"] <= cutoff:
+            if row.secret_created_at <= cutoff:
                 expires = now + timedelta(seconds=grace_seconds)
                 self.repo.rotate(
-                    row["id"], secret_enc=self.box.seal(new_secret()), secret_created_at=now,
-                    previous_secret_enc=row["secret_enc"], previous_secret_expires_at=expires, updated_at=now,
+                    row.id, secret_enc=self.box.seal(new_secret()), secret_created_at=now,
+                    previous_secret_enc=row.secret_enc, previous_secret_expires_at=expires, updated_at=now,
                 )
-                results.append(RotationResult(row["id"], row["org_id"], "rotated", now, expires))
+                results.append(RotationResult(row.id, row.org_id, "rotated", now, expires))
             else:
-                expires = row["previous_secret_expires_at"]
+                previous_expires = row.previous_secret_expires_at
                 results.append(RotationResult(
-                    row["id"], row["org_id"], "current", row["secret_created_at"],
-                    expires if expires is not None and expires > now else None,
+                    row.id, row.org_id, "current", row.secret_created_at,
+                    previous_expires if previous_expires is not None and previous_expires > now else None,
                 ))
         return results
 

@@ -3,30 +3,31 @@ from persona.v1 import webhooks_pb2, webhooks_pb2_grpc
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import timestamp
+from persona_service.webhooks.records import AttemptRecord, DeliveryRecord, EndpointRecord
 from persona_service.webhooks.service import WebhookService
 from persona_service.webhooks.settings import WebhookSettings
 
 
-def endpoint(row) -> webhooks_pb2.WebhookEndpoint:
+def endpoint(row: EndpointRecord) -> webhooks_pb2.WebhookEndpoint:
     return webhooks_pb2.WebhookEndpoint(
-        id=row["id"], url=row["url"], events=row["events"], description=row["description"], enabled=row["enabled"],
-        workspace_id=row["workspace_id"], created_at=timestamp(row["created_at"]),
-        updated_at=timestamp(row["updated_at"]), secret_created_at=timestamp(row["secret_created_at"]),
-        previous_secret_expires_at=timestamp(row["previous_secret_expires_at"]) if row["previous_secret_enc"] else None,
+        id=row.id, url=row.url, events=row.events, description=row.description, enabled=row.enabled,
+        workspace_id=row.workspace_id, created_at=timestamp(row.created_at),
+        updated_at=timestamp(row.updated_at), secret_created_at=timestamp(row.secret_created_at),
+        previous_secret_expires_at=timestamp(row.previous_secret_expires_at) if row.previous_secret_enc else None,
     )
 
 
-def delivery(row, attempts) -> webhooks_pb2.WebhookDelivery:
+def delivery(row: DeliveryRecord, attempts: list[AttemptRecord]) -> webhooks_pb2.WebhookDelivery:
     return webhooks_pb2.WebhookDelivery(
-        id=row["id"], endpoint_id=row["endpoint_id"], event_id=row["event_id"], event_type=row["event_type"],
-        status=row["status"], attempt_count=row["attempt_count"],
-        next_attempt_at=timestamp(row["next_attempt_at"]) if row["status"] == "pending" else None,
-        created_at=timestamp(row["created_at"]), completed_at=timestamp(row["completed_at"]),
-        replay_of=row["replay_of"] or "",
+        id=row.id, endpoint_id=row.endpoint_id, event_id=row.event_id, event_type=row.event_type,
+        status=row.status, attempt_count=row.attempt_count,
+        next_attempt_at=timestamp(row.next_attempt_at) if row.status == "pending" else None,
+        created_at=timestamp(row.created_at), completed_at=timestamp(row.completed_at),
+        replay_of=row.replay_of or "",
         attempts=[
             webhooks_pb2.WebhookDeliveryAttempt(
-                attempt=a["attempt"], attempted_at=timestamp(a["attempted_at"]), status_code=a["status_code"],
-                latency_ms=a["latency_ms"], response_body=a["response_body"], error=a["error"], success=a["success"],
+                attempt=a.attempt, attempted_at=timestamp(a.attempted_at), status_code=a.status_code,
+                latency_ms=a.latency_ms, response_body=a.response_body, error=a.error, success=a.success,
             )
             for a in attempts
         ],
@@ -68,9 +69,9 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
         ctx = current()
         secrets = self._service(ctx).secrets(ctx.caller, request.id)
         return webhooks_pb2.WebhookEndpointSecret(
-            secret=secrets["secret"], secret_created_at=timestamp(secrets["secret_created_at"]),
-            previous_secret=secrets["previous_secret"],
-            previous_secret_expires_at=timestamp(secrets["previous_secret_expires_at"]),
+            secret=secrets.secret, secret_created_at=timestamp(secrets.secret_created_at),
+            previous_secret=secrets.previous_secret,
+            previous_secret_expires_at=timestamp(secrets.previous_secret_expires_at),
         )
 
     def UpdateWebhookEndpoint(self, request, context):

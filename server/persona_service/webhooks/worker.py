@@ -40,6 +40,7 @@ from persona_service.kernel import ids
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.webhooks.http import HTTPClient, HTTPError
+from persona_service.webhooks.records import DueDelivery
 from persona_service.webhooks.repository import DeliveryQueue
 from persona_service.webhooks.service import (
     DELIVERY_TIMEOUT_SECONDS,
@@ -74,11 +75,11 @@ class Attempt:
         return 200 <= self.status_code < 300 and not self.error
 
 
-def envelope(row) -> bytes:
-    occurred = row["occurred_at"].astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def envelope(row: DueDelivery) -> bytes:
+    occurred = row.occurred_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return json.dumps(
-        {"id": row["event_id"], "type": row["type"], "occurredAt": occurred, "orgId": row["org_id"],
-         "workspaceId": row["workspace_id"], "data": row["data"]},
+        {"id": row.event_id, "type": row.type, "occurredAt": occurred, "orgId": row.org_id,
+         "workspaceId": row.workspace_id, "data": row.data},
         separators=(",", ":"), ensure_ascii=False,
     ).encode()
 
@@ -134,12 +135,8 @@ class DeliveryWorker:
             seqs = queue.lock_undispatched(self.fanout_batch)
             if not seqs:
                 return 0
-            subscribers = queue.subscribers(seqs)
-            rows = [
-                {"id": i, "endpoint_id": s["endpoint_id"], "event_id": s["event_id"], "event_type": s["event_type"]}
-                for i, s in zip(ids.new_ids("webhook_delivery", len(subscribers)), subscribers, strict=True)
-            ]
-            queue.add_deliveries(rows, now)
+            subscriptions = queue.subscribers(seqs)
+            queue.add_deliveries(ids.new_ids("webhook_delivery", len(subscriptions)), subscriptions, now)
             queue.mark_dispatched(seqs, now)
         return len(seqs)
 
@@ -199,11 +196,11 @@ class DeliveryWorker:
         DeliveryQueue(conn).record(attempt_rows, outcomes)
         conn.commit()
 
-    async def _send(self, client: HTTPClient, row, now: datetime) -> Attempt:
-        attempt = Attempt(row["id"], row["attempt_count"] + 1)
+    async def _send(self, client: HTTPClient, row: DueDelivery, now: datetime) -> Attempt:
+        attempt = Attempt(row.id, row.attempt_count + 1)
         started = time.monotonic()
         try:
-            refused = await self._refused(row["url"])
+            refused = await self._refused(row.url)
             if refused is not None:
                 attempt.error = "destination_refused"
                 attempt.body = refused
@@ -211,16 +208,16 @@ class DeliveryWorker:
             body = envelope(row)
             headers = {
                 "Content-Type": "application/json",
-                "X-Service-Event-Id": row["event_id"],
-                "X-Service-Event-Type": row["type"],
-                "X-Service-Delivery-Id": row["id"],
+                "X-Service-Event-Id": row.event_id,
+                "X-Service-Event-Type": row.type,
+                "X-Service-Delivery-Id": row.id,
                 "X-Service-Delivery-Attempt": str(attempt.attempt),
                 SIGNATURE_HEADER: signature_header(body, valid_secrets(row, self.box, now), int(now.timestamp())),
             }
             async with client.slot():  # the timeout runs from here: waiting for a connection is not the receiver's
                 started = time.monotonic()
                 response = await asyncio.wait_for(
-                    client.post(row["url"], body, headers, RESPONSE_BODY_LIMIT), self.timeout)
+                    client.post(row.url, body, headers, RESPONSE_BODY_LIMIT), self.timeout)
             attempt.status_code = response.status_code
             attempt.retry_after = parse_retry_after(response.headers.get("retry-after"), now)
             attempt.body = response.body.decode("utf-8", "replace")
@@ -230,7 +227,7 @@ class DeliveryWorker:
             attempt.error = "connection_error"
             attempt.body = (str(exc) or type(exc).__name__)[:RESPONSE_BODY_LIMIT]
         except Exception as exc:  # noqa: BLE001 - a bad row must not sink the batch
-            log.exception("delivery %s failed unexpectedly", row["id"])
+            log.exception("delivery %s failed unexpectedly", row.id)
             attempt.error = "internal_error"
             attempt.body = type(exc).__name__
         finally:

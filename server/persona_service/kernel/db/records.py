@@ -25,15 +25,15 @@ def _names(cls: type) -> tuple[str, ...]:
     return names
 
 
-def record(cls: type[R], row: Mapping[str, Any]) -> R:
+def record(cls: type[R], row: Mapping[Any, Any]) -> R:
     """One row (a `RowMapping`, or any mapping) as a `cls` record."""
     return cls(**{name: row[name] for name in _names(cls)})
 
 
-def record_or_none(cls: type[R], row: Mapping[str, Any] | None) -> R | None:
+def record_or_none(cls: type[R], row: Mapping[Any, Any] | None) -> R | None:
     return None if row is None else record(cls, row)
 
 
-def records(cls: type[R], rows: Iterable[Mapping[str, Any]]) -> list[R]:
+def records(cls: type[R], rows: Iterable[Mapping[Any, Any]]) -> list[R]:
     names = _names(cls)
     return [cls(**{name: row[name] for name in names}) for row in rows]

@@ -1,0 +1,35 @@
+"""Typed records of the orgs module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True, slots=True)
+class OrganizationRecord:
+    id: str
+    slug: str
+    name: str
+    region: str
+    data_residency_locked: bool
+    plan: str
+    owner_user_id: str
+    created_at: datetime
+    workspaces_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRecord:
+    """An API key as callers see it (never its secret or hash)."""
+
+    id: str
+    name: str
+    scopes: list[str]
+    mode: str
+    prefix: str
+    ip_allowlist: list[str]
+    workspace_id: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
