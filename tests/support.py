@@ -4,8 +4,10 @@ conftest: pytest loads several conftest modules under that one name)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pathlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -132,3 +134,45 @@ def assert_envelope(response: httpx.Response, status: int, code: str) -> dict:
     assert isinstance(error["details"], dict)
     assert "x-request-id" in response.headers
     return error
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    id: str
+    event: str
+    data: str
+
+    def json(self):
+        return json.loads(self.data)
+
+
+SSE_FIELDS = ("id", "event", "data")
+
+
+def sse_stream(lines) -> Iterator[SseEvent]:
+    """Server-sent events from an iterator of lines, one at a time (as they arrive)."""
+    fields: dict[str, list[str]] = {}
+    for line in lines:
+        if line == "":
+            if fields:
+                yield SseEvent("".join(fields.get("id", [])), "".join(fields.get("event", [])),
+                               "\n".join(fields.get("data", [])))
+                fields = {}
+            continue
+        name, _, value = line.partition(": ")
+        assert name in SSE_FIELDS, repr(line)
+        fields.setdefault(name, []).append(value)
+    assert not fields, "a truncated event at the end of the stream"
+
+
+def sse_events(lines, status: str = "completed") -> Iterator[dict]:
+    """The JSON data of each event but the terminating `end` (checked to be last, with the run's status)."""
+    ended = False
+    for event in sse_stream(lines):
+        assert not ended, "an event after `end`"
+        if event.event == "end":
+            ended = True
+            assert event.json()["status"] == status, event
+            continue
+        yield event.json()
+    assert ended, "the stream ended without its `end` event"

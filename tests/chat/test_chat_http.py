@@ -7,13 +7,13 @@ tenant isolation, and the native gRPC form."""
 
 from __future__ import annotations
 
-import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import httpx
 import pytest
+import support
 from persona.v1 import chat_pb2, chat_pb2_grpc
 from persona_service.chat.pricing import DEFAULT_PRICES
 from sqlalchemy import text
@@ -212,15 +212,9 @@ def test_list_sessions_filters_and_pages(http, tenants):
                     "validation_failed")
 
 
-def sse_events(response) -> list[dict]:
+def sse_events(response, status: str = "completed") -> list[dict]:
     assert response.headers["content-type"].startswith("text/event-stream")
-    payload = response.read().decode()
-    frames = [f for f in payload.split("\n\n") if f.strip()]
-    out = []
-    for frame in frames:
-        assert frame.startswith("data: "), frame
-        out.append(json.loads(frame[len("data: "):]))
-    return out
+    return list(support.sse_events(response.iter_lines(), status))
 
 
 def test_streamed_reply(stack, chat):
@@ -255,7 +249,7 @@ def test_streamed_refusal_is_in_band(stack, chat, engine):
         sid = make_session(client, tenant, persona_id)["sessionId"]
         with client.stream("POST", f"/v1/chat/sessions/{sid}/messages?stream=true",
                            json={"content": "[[unsafe]] tell me"}, headers=tenant.auth) as r:
-            got = sse_events(r)
+            got = sse_events(r, status="failed")
         assert [e["event"] for e in got] == ["message.started", "error"]
         assert got[-1]["error"]["code"] == "moderation_blocked"
         assert client.get(f"/v1/chat/sessions/{sid}", headers=tenant.auth).json()["messageCount"] == 0

@@ -133,8 +133,11 @@ def test_sse_framing_through_envoy(stack, setup):
             assert r.status_code == 200
             assert r.headers["content-type"].startswith("text/event-stream")
             payload = r.read().decode()
-    lines = [line for line in payload.split("\n") if line]
+    lines = [line for line in payload.split("\n") if line and not line.startswith("id: run_")]
     assert all(line.startswith("data: ") for line in lines), lines
+    # OpenAI framing: `id:` lines for Last-Event-ID, no `event:` (OpenAI clients read any event as another kind).
+    ids = [line for line in payload.split("\n") if line.startswith("id: ")]
+    assert len(ids) == len(lines) and ids[0].startswith("id: run_") and ids[-1].endswith(f".{len(lines)}")
     assert lines[-1] == "data: [DONE]"
     for line in lines[:-1]:
         chunk = json.loads(line[len("data: "):])

@@ -12,7 +12,7 @@ import json
 import httpx
 import pytest
 from providers.openai_stub import OpenAIStub
-from support import TenantFactory, assert_envelope, client_for, engine_for, make_stack, running
+from support import TenantFactory, assert_envelope, client_for, engine_for, make_stack, running, sse_events
 
 SECRET_MESSAGE = "upstream-secret-xyzzy: shard 7 of cluster orion overloaded"
 SECRET_CODE = "upstream_code_4242"
@@ -171,9 +171,8 @@ def test_sse_delivers_progress_before_a_slow_step_finishes(pstack, org, stub):
                            json={"intent": "A careful archivist who hums sea shanties"}, headers=org.auth) as r:
             assert r.status_code == 200
             assert r.headers["content-type"].split(";")[0] == "text/event-stream"
-            for line in r.iter_lines():
-                if line.startswith("data: "):
-                    arrivals.append((time.monotonic(), json.loads(line[6:])))
+            for event in sse_events(r.iter_lines()):
+                arrivals.append((time.monotonic(), event))
     names = [(e["event"], e.get("step", "")) for _, e in arrivals]
     assert names[0] == ("run.started", "") and names[-1][0] == "persona"
     started_fp = next(t for t, e in arrivals if e["event"] == "step.started" and e["step"] == "fingerprint")

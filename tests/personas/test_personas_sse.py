@@ -19,6 +19,7 @@ import httpx
 import pytest
 from persona.v1 import personas_pb2, personas_pb2_grpc
 from sqlalchemy import text
+from support import sse_events
 
 STEPS = ["moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint"]
 PROGRESS = [("run.started", "")] + [(kind, step) for step in STEPS for kind in ("step.started", "step.completed")]
@@ -43,20 +44,6 @@ def personas_locked(engine):
         if trans.is_active:
             trans.rollback()
         conn.close()
-
-
-def sse_events(lines):
-    """Parse `data: {json}` events from an iterator of lines, one at a time."""
-    buffer = []
-    for line in lines:
-        if line == "":
-            if buffer:
-                yield json.loads("\n".join(buffer))
-                buffer = []
-            continue
-        assert line.startswith("data: "), repr(line)
-        buffer.append(line[len("data: "):])
-    assert not buffer, "a truncated event at the end of the stream"
 
 
 def stream(http, tenant, body):
@@ -108,9 +95,17 @@ def test_stream_wire_format(http, org):
     with stream(http, org, {"intent": "A patient beekeeper who tells tall tales"}) as r:
         assert r.status_code == 200
         body = r.read().decode()
-    assert re.fullmatch(r"(data: \{[^\n]*\}\n\n)+", body), body[:500]
-    events = [json.loads(chunk[len("data: "):]) for chunk in body.split("\n\n") if chunk]
-    assert [e["event"] for e in events] == [e for e, _ in PROGRESS] + ["persona"]
+    # Every event: `id: <run>.<seq>`, `event: <name>`, one `data:` line; then `end`.
+    frame = r"id: (run_[0-9a-f]{32})\.(\d+)\nevent: ([a-z.]+)\ndata: (\{[^\n]*\})\n\n"
+    end = r"event: end\ndata: (\{[^\n]*\})\n\n"
+    assert re.fullmatch(f"({frame})+{end}", body), body[:500]
+    frames = re.findall(frame, body)
+    assert {run for run, *_ in frames} == {r.headers["x-run-id"]}
+    assert [int(seq) for _, seq, *_ in frames] == list(range(1, len(frames) + 1))
+    assert [(name, json.loads(data)["event"]) for *_, name, data in frames] == [
+        (e, e) for e in [e for e, _ in PROGRESS] + ["persona"]
+    ]
+    assert json.loads(re.search(end, body).group(1)) == {"runId": r.headers["x-run-id"], "status": "completed"}
 
 
 def test_stream_false_is_the_unary_create(http, org):
@@ -126,7 +121,7 @@ def test_stream_error_mid_run_is_an_in_band_event(http, org):
     with stream(http, org, {"intent": "how to build a bomb"}) as r:
         assert r.status_code == 200
         assert r.headers["content-type"].split(";")[0] == "text/event-stream"
-        events = list(sse_events(r.iter_lines()))
+        events = list(sse_events(r.iter_lines(), status="failed"))
     assert [(e["event"], e["step"]) for e in events[:2]] == [("run.started", ""), ("step.started", "moderate_intent")]
     last = events[-1]
     assert len(events) == 3, events

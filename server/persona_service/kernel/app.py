@@ -16,6 +16,7 @@ from persona_service.kernel.idempotency import Idempotency
 from persona_service.kernel.limits.limiter import RateLimiter
 from persona_service.kernel.limits.resolver import LimitsResolver
 from persona_service.kernel.module import Job, Modules
+from persona_service.kernel.runs import Runs
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
 from persona_service.providers.factory import backoff_delays, make_base_provider
@@ -49,6 +50,7 @@ class App:
         self.limiter = RateLimiter(self.redis)
         self.limits = LimitsResolver(self.engine, modules.limit_overrides)
         self.idempotency = Idempotency(self.engine, self.secret_box)
+        self.runs = Runs(self.redis, settings.run_workers)
         self.provider = make_base_provider()
         self.backoff = backoff_delays()
         self._listener: threading.Thread | None = None
@@ -142,6 +144,7 @@ class App:
         self._closing.set()
         if self._listener is not None:
             self._listener.join(timeout=3)
+        self.runs.close()
         self.engine.dispose()
         self.stream_engine.dispose()
         self.redis.close()

@@ -37,8 +37,15 @@ LOCAL_REPLIES = {
 }
 
 
-def merge_descriptors(paths: list[pathlib.Path]) -> bytes:
-    """One FileDescriptorSet holding every file of the given sets once."""
+HTTP_BODY = ".google.api.HttpBody"
+HTTP_BODY_FILE = "google/api/httpbody.proto"
+
+
+def edge_descriptor(paths: list[pathlib.Path]) -> bytes:
+    """The FileDescriptorSet the transcoder gets: every file of the given sets
+    once, with every server-streaming method answering `google.api.HttpBody`
+    (the kernel renders streams as server-sent events itself, with `id:` and
+    `event:` lines the transcoder cannot write; transport/sse.py)."""
     merged = descriptor_pb2.FileDescriptorSet()
     seen: set[str] = set()
     for path in paths:
@@ -46,7 +53,32 @@ def merge_descriptors(paths: list[pathlib.Path]) -> bytes:
             if file.name not in seen:
                 seen.add(file.name)
                 merged.file.append(file)
-    return merged.SerializeToString()
+    for file in merged.file:
+        streaming = [m for service in file.service for m in service.method if m.server_streaming]
+        for method in streaming:
+            method.output_type = HTTP_BODY
+        if streaming and HTTP_BODY_FILE not in file.dependency:
+            file.dependency.append(HTTP_BODY_FILE)
+    return _dependencies_first(merged).SerializeToString()
+
+
+def _dependencies_first(files: descriptor_pb2.FileDescriptorSet) -> descriptor_pb2.FileDescriptorSet:
+    """The files ordered so each comes after what it imports (pools build in order)."""
+    by_name = {f.name: f for f in files.file}
+    ordered = descriptor_pb2.FileDescriptorSet()
+    done: set[str] = set()
+
+    def add(name: str) -> None:
+        if name in done or name not in by_name:
+            return
+        done.add(name)
+        for dependency in by_name[name].dependency:
+            add(dependency)
+        ordered.file.append(by_name[name])
+
+    for name in by_name:
+        add(name)
+    return ordered
 
 
 def _local_reply_mappers(indent: str = "            ") -> str:

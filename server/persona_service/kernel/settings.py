@@ -91,6 +91,11 @@ class Settings(Section):
                                "is refused at once (429) instead of queued",
     )
     stream_db_pool_size: int = Field(8, ge=1, description="PostgreSQL connections per server process for streams")
+    run_workers: int = Field(
+        16, ge=1,
+        description="Threads per server process running streamed operations (durable runs: generations, replies); "
+        "beyond them runs wait their turn",
+    )
     # The server is GIL-bound, so a second process adds throughput when a core has room.
     server_processes: int = Field(
         2, description="gRPC server processes behind Envoy (two measured +35–70% throughput over one on 2 cores)",

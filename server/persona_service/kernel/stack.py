@@ -193,10 +193,9 @@ class Stack:
         ))
 
     def _descriptor(self) -> pathlib.Path:
-        """gen/descriptor.binpb, joined by the descriptor sets of modules from outside proto/."""
-        if not self.modules.descriptors:
-            return edge.DESCRIPTOR
-        merged = edge.merge_descriptors([edge.DESCRIPTOR, *self.modules.descriptors])
+        """gen/descriptor.binpb, joined by the descriptor sets of modules from
+        outside proto/, as the edge sees it (edge.edge_descriptor)."""
+        merged = edge.edge_descriptor([edge.DESCRIPTOR, *self.modules.descriptors])
         path = self.settings.data_dir / "descriptor.binpb"
         path.write_bytes(merged)
         return path

@@ -17,6 +17,7 @@ import ipaddress
 import logging
 import re
 import uuid
+from collections.abc import Iterator
 
 import grpc
 from persona.v1 import options_pb2
@@ -28,7 +29,9 @@ from persona_service.kernel.db.uow import UnitOfWork
 from persona_service.kernel.errors import ApiError, BadRequest, InternalError, StoredError, Unauthorized
 from persona_service.kernel.idempotency import request_hash
 from persona_service.kernel.limits.limiter import Admission
+from persona_service.kernel.runs import Outcome, Run, resume_point
 from persona_service.kernel.transport import context as request_context
+from persona_service.kernel.transport import sse
 from persona_service.kernel.transport.errors import abort, render_body
 from persona_service.kernel.transport.outages import as_outage
 from persona_service.kernel.transport.policy import MethodMeta
@@ -79,10 +82,11 @@ class RequestPipeline(grpc.ServerInterceptor):
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
+            # Runs keep frames serialized: they go out as they are.
             return grpc.unary_stream_rpc_method_handler(
                 self._streaming(handler.unary_stream, meta),
                 request_deserializer=decode,
-                response_serializer=handler.response_serializer,
+                response_serializer=_passthrough,
             )
         return handler
 
@@ -113,29 +117,85 @@ class RequestPipeline(grpc.ServerInterceptor):
         return handle
 
     def _streaming(self, behavior, meta: MethodMeta):
+        """A streaming call follows a durable run (kernel.runs): its operation
+        runs on the run pool, so the client leaving never stops it, and a
+        `Last-Event-ID` resumes an earlier run instead of starting one."""
+
         def handle(request, context):
             call = self._begin(context, meta)
             token = request_context.bind(call.ctx)
+            run = None
             try:
-                self._admit(call, request, meta, stream=True)
-                call.reached_operation = True
-                last = None
-                for last in behavior(request, context):
-                    if not call.streaming:
-                        # Headers go with the first message, so an error raised
-                        # before it is still a plain (trailers-only) error.
-                        context.send_initial_metadata(call.ctx.headers)
-                        call.streaming = True
-                    yield last
-                if not call.streaming:
-                    context.send_initial_metadata(call.ctx.headers)
-                self._complete(call, meta, request, last)
+                resume = resume_point(call.metadata.get("last-event-id"))
+                self._admit(call, request, meta, stream=True, resuming=resume is not None)
+                if resume is not None:
+                    call.ctx.uow.close()  # following needs no database
+                    frames, outcome = self.app.runs.resume(
+                        resume, call.ctx.caller.org_id, meta.path, context.is_active
+                    )
+                    run_id = resume.run_id
+                else:
+                    call.reached_operation = True
+                    run = self.app.runs.start(
+                        call.ctx.caller.org_id, meta.path,
+                        lambda run: self._produce(call, behavior, request, context, meta, run),
+                    )
+                    run_id = run.id
+                    frames, outcome = self.app.runs.follow(run, 0, context.is_active), run.current_outcome
+                call.ctx.headers.append(("x-run-id", run_id))
+                yield from self._relay(call, context, meta, frames, outcome, run_id)
+                if resume is not None:
+                    call.succeeded = True
+                    self._log(call.ctx, 200)
             except Exception as exc:  # noqa: BLE001
-                self._fail(call, context, meta, exc)
+                if run is None:
+                    self._fail(call, context, meta, exc)
+                else:  # the run settled its own outcome; only tell this caller
+                    self._abort(call, context, meta, exc)
             finally:
-                self._end(call, token)
+                if run is None:
+                    self._end(call, token)
+                else:
+                    request_context.unbind(token)
 
         return handle
+
+    def _produce(self, call: _Call, behavior, request, context, meta: MethodMeta, run: Run) -> Outcome:
+        """The operation of a run, on the run pool: every stage after the
+        servicer (audit, commit, failure records, the quota refund) as a
+        unary call has them, whether anyone still listens or not."""
+        token = request_context.bind(call.ctx)
+        last = None
+        try:
+            for last in behavior(request, context):
+                self.app.runs.emit(run, meta.serialize(last))
+            self._complete(call, meta, request, last)
+            self._log(call.ctx, 200)
+            return Outcome("completed")
+        except Exception as exc:  # noqa: BLE001 - settled, then told to the followers
+            return Outcome("failed", self._settle(call, meta, exc))
+        finally:
+            self._end(call, token)
+
+    def _relay(self, call: _Call, context, meta: MethodMeta, frames, outcome, run_id: str) -> Iterator[bytes]:
+        """Frames to this caller: typed messages to a native gRPC client; to
+        the JSON edge, server-sent events with `id: <run>.<seq>` (and
+        `event:`), ending with an `end` event (see sse.py)."""
+        edge = EDGE_MARK in call.metadata
+        started = False
+        for seq, frame in frames:
+            if not started:
+                context.send_initial_metadata(call.ctx.headers)
+                started = True
+            yield sse.frame(meta, run_id, seq, frame) if edge else frame
+        result = outcome()
+        failure = result.error if result is not None else None
+        if failure is not None and (not started or not edge):
+            raise failure  # a plain error response before any frame; a gRPC status after them
+        if not started:
+            context.send_initial_metadata(call.ctx.headers)
+        if edge and not meta.raw_stream:
+            yield sse.end(run_id, result.status if result is not None else "detached")
 
     # --- stages -----------------------------------------------------------------
 
@@ -154,7 +214,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         ctx.headers.append(("x-request-id", request_id))
         return _Call(ctx, metadata)
 
-    def _admit(self, call: _Call, request, meta: MethodMeta, stream: bool = False):
+    def _admit(self, call: _Call, request, meta: MethodMeta, stream: bool = False, resuming: bool = False):
         """Everything before the operation. Returns a stored outcome to replay, or None."""
         ctx, policy = call.ctx, meta.policy
         try:
@@ -176,6 +236,8 @@ class RequestPipeline(grpc.ServerInterceptor):
                 "The request could not be decoded: JSON nested deeper than 32 levels, or not a valid message.",
                 {"reason": "undecodable"},
             )
+        if resuming:
+            return None  # the request of the run resumed was validated when it started; this body is ignored
         validate(request)
         key = call.metadata.get("idempotency-key")
         if not (policy.write and not stream and key is not None):
@@ -205,13 +267,15 @@ class RequestPipeline(grpc.ServerInterceptor):
                 log.exception("after-commit hook failed [request_id=%s]", ctx.request_id)
 
     def _fail(self, call: _Call, context, meta: MethodMeta, exc: Exception) -> None:
+        err = self._settle(call, meta, exc)
+        abort(context, err, call.ctx.headers, json_edge=EDGE_MARK in call.metadata, shape=meta.error_shape)
+
+    def _settle(self, call: _Call, meta: MethodMeta, exc: Exception) -> ApiError:
+        """Everything a failure leaves behind (its persisted outcome, the
+        rollback, audit and idempotency records, the log line); returns the
+        error to answer with."""
         ctx = call.ctx
-        if isinstance(exc, ApiError):
-            err = exc
-        else:
-            err = as_outage(exc) or InternalError()
-            if isinstance(err, InternalError):
-                log.exception("unhandled error in %s [request_id=%s]", ctx.method, ctx.request_id)
+        err = self._translate(ctx, exc)
         if err.persist and call.reached_operation:
             self._commit_outcome(ctx, err)
         ctx.uow.close()  # roll back whatever was not committed
@@ -220,7 +284,21 @@ class RequestPipeline(grpc.ServerInterceptor):
         else:
             self._record_failure(call, meta, err)
         self._log(ctx, err.spec.http_status)
-        abort(context, err, ctx.headers, json_edge=EDGE_MARK in call.metadata, shape=meta.error_shape)
+        return err
+
+    def _abort(self, call: _Call, context, meta: MethodMeta, exc: Exception) -> None:
+        """Answer an error the run already settled (or one of following it)."""
+        err = self._translate(call.ctx, exc)
+        abort(context, err, call.ctx.headers, json_edge=EDGE_MARK in call.metadata, shape=meta.error_shape)
+
+    @staticmethod
+    def _translate(ctx, exc: Exception) -> ApiError:
+        if isinstance(exc, ApiError):
+            return exc
+        err = as_outage(exc) or InternalError()
+        if isinstance(err, InternalError):
+            log.error("unhandled error in %s [request_id=%s]", ctx.method, ctx.request_id, exc_info=exc)
+        return err
 
     def _commit_outcome(self, ctx, err: ApiError) -> None:
         """Commit changes that are part of an error's outcome (e.g. a failed run's record)."""
@@ -340,6 +418,10 @@ class Undecodable:
     """Stands in for a request the deserializer refused (e.g. protobuf's
     nesting limit of 100, which deeply nested JSON objects reach at ~33
     levels), so the pipeline answers 400 instead of gRPC's bare INTERNAL."""
+
+
+def _passthrough(frame: bytes) -> bytes:
+    return frame
 
 
 def _tolerant(deserialize):

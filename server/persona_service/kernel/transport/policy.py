@@ -26,6 +26,15 @@ class MethodMeta:
     response_class: type[Message]
 
     @property
+    def raw_stream(self) -> bool:
+        """A stream of `google.api.HttpBody`: the servicer frames its own bytes."""
+        return self.response_class.DESCRIPTOR.full_name == "google.api.HttpBody"
+
+    @staticmethod
+    def serialize(message: Message) -> bytes:
+        return message.SerializeToString()
+
+    @property
     def response_kind(self) -> int:
         return self.policy.response
 
