@@ -6,10 +6,10 @@ probe load (GET /v1/orgs/{id}, 8 client threads) before, during and after
 the disturbance: requests failed, p99, and how long the service took to be
 whole again.
 
-    .venv/bin/python scripts/hostile_load.py [--slow 1000] [--idle 2000] [--seconds 5]
+    .venv/bin/python scripts/hostile_load.py [--slow 1000] [--idle 2000] [--streams 500] [--seconds 5]
 
 Scenarios: slow bodies (sockets that send headers and trickle a body),
-idle connections, SIGKILL of a server process, SIGKILL of the webhook
+idle connections, open SSE streams held by another org, SIGKILL of a server process, SIGKILL of the webhook
 worker, PostgreSQL stopped for a few seconds, Redis killed. Every load
 goes to 127.0.0.1 only, bounded in count and time.
 """
@@ -113,6 +113,18 @@ class Service:
             httpx.put(f"{self.base}/v1/config/api.rate_limit.{key}", json={"value": 10**9, "level": "org"},
                       headers=self.auth).raise_for_status()
 
+    def org(self, name: str) -> tuple[dict, dict]:
+        """Another Enterprise org (tenant, auth headers) with its limits out of the way."""
+        made = subprocess.run([*CLI, "bootstrap", "--org-name", name, "--plan", "enterprise"], env=self.env, cwd=ROOT,
+                              capture_output=True, text=True, check=True)
+        tenant = json.loads(made.stdout.strip().splitlines()[-1])
+        auth = {"Authorization": f"Bearer {tenant['apiKey']}"}
+        for key, value in (("requests_per_minute", 10**9), ("requests_per_day", 10**9), ("concurrent_streams", 10**4),
+                           ("cap_multiplier", 1000)):
+            httpx.put(f"{self.base}/v1/config/api.rate_limit.{key}", json={"value": value, "level": "org"},
+                      headers=auth).raise_for_status()
+        return tenant, auth
+
     def pids(self, kind: str) -> list[int]:
         state = json.loads((self.data_dir / "stack-pids.json").read_text())
         found = []
@@ -146,6 +158,67 @@ def hold_idle(service: Service, count: int) -> list[socket.socket]:
     return [socket.create_connection(("127.0.0.1", service.http_port)) for _ in range(count)]
 
 
+class OpenStreams:
+    """`count` chat-message streams of one org held open: each reply's text is
+    out but its exchange cannot be recorded while `chat_sessions` is locked
+    (EXCLUSIVE: reads pass, the final UPDATE waits), so every stream stays
+    open until `release()`."""
+
+    def __init__(self, service: Service, count: int):
+        from persona_service.kernel.embedded import postgres_url
+        from sqlalchemy import create_engine, text
+
+        _, self.auth = service.org("Stream holder")
+        persona = httpx.post(f"{service.base}/v1/personas", json={"intent": "A night-shift radio host who takes calls"},
+                             headers=self.auth, timeout=60).json()
+        self.session = httpx.post(f"{service.base}/v1/chat/sessions", json={"personaId": persona["id"]},
+                                  headers=self.auth).json()["sessionId"]
+        self.base, self.count = service.base, count
+        self.engine = create_engine(postgres_url(service.data_dir / "postgres").replace("postgresql://", "postgresql+psycopg://"))
+        self.lock = self.engine.connect()
+        self.lock.begin()
+        self.lock.execute(text("LOCK TABLE chat_sessions IN EXCLUSIVE MODE"))
+        self.opened = 0
+        self.outcomes: list[str] = []
+        self._guard = threading.Lock()
+        self.threads = [threading.Thread(target=self._hold, daemon=True) for _ in range(count)]
+        for thread in self.threads:
+            thread.start()
+        wait_until(lambda: self.opened >= count, 60)
+
+    def _hold(self) -> None:
+        try:
+            with httpx.Client(timeout=120) as client, client.stream(
+                "POST", f"{self.base}/v1/chat/sessions/{self.session}/messages", params={"stream": "true"},
+                json={"content": "Any song requests tonight?"}, headers=self.auth,
+            ) as r:
+                with self._guard:
+                    self.opened += 1
+                last = ""
+                for line in r.iter_lines():
+                    last = line or last
+                outcome = str(r.status_code) + (" completed" if '"status":"completed"' in last else "")
+        except httpx.HTTPError as exc:
+            outcome = type(exc).__name__
+            with self._guard:
+                self.opened += 1
+        with self._guard:
+            self.outcomes.append(outcome)
+
+    def release(self) -> None:
+        self.lock.rollback()
+        self.lock.close()
+        for thread in self.threads:
+            thread.join(120)
+        self.engine.dispose()
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for outcome in self.outcomes:
+            counts[outcome] = counts.get(outcome, 0) + 1
+        return ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
+
+
 def wait_until(predicate, timeout: float) -> float:
     started = time.monotonic()
     while time.monotonic() - started < timeout:
@@ -159,10 +232,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slow", type=int, default=1000, help="slow-body sockets")
     parser.add_argument("--idle", type=int, default=2000, help="idle connections")
+    parser.add_argument("--streams", type=int, default=500, help="open streams held by another org")
     parser.add_argument("--seconds", type=float, default=5, help="length of each measuring window")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * (args.slow + args.idle) + 1024)), hard))
+    resource.setrlimit(resource.RLIMIT_NOFILE,
+                       (min(hard, max(soft, 4 * (args.slow + args.idle + args.streams) + 1024)), hard))
     rows: list[tuple[str, str, str, str, str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         service = Service(pathlib.Path(tmp) / "data")
@@ -205,6 +280,11 @@ def main() -> None:
                     lambda socks: [s.close() for s in socks])
             disturb(f"{args.idle} idle connections", lambda: hold_idle(service, args.idle),
                     lambda socks: [s.close() for s in socks])
+
+            holders: list[OpenStreams] = []
+            disturb(f"{args.streams} open streams (another org)",
+                    lambda: holders.append(OpenStreams(service, args.streams)), lambda _: holders[0].release())
+            print(f"open streams: {holders[0].summary()}", flush=True)
 
             def kill(kind: str):
                 victims = service.pids(kind)[:1]

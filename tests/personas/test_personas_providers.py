@@ -12,7 +12,7 @@ import json
 import httpx
 import pytest
 from providers.openai_stub import OpenAIStub
-from support import TenantFactory, assert_envelope, client_for, engine_for, make_stack, running, sse_events
+from support import TenantFactory, assert_envelope, client_for, engine_for, make_stack, running, sse_events, sse_stream
 
 SECRET_MESSAGE = "upstream-secret-xyzzy: shard 7 of cluster orion overloaded"
 SECRET_CODE = "upstream_code_4242"
@@ -219,3 +219,34 @@ def test_chat_reply_timeout_is_504(phttp, org, stub):
     stub.inject_delay(times=ATTEMPTS, seconds=1.6, path="/chat/completions")
     r = phttp.post(f"/v1/chat/sessions/{session_id}/messages", headers=org.auth, json={"content": "Still there?"})
     assert_envelope(r, 504, "provider_timeout")
+
+
+def _arrivals(client, method_path: str, body: dict, auth: dict, params: dict | None = None):
+    import time
+
+    arrivals = []
+    with client.stream("POST", method_path, params=params, json=body, headers=auth) as r:
+        assert r.status_code == 200
+        for event in sse_stream(r.iter_lines()):
+            arrivals.append((time.monotonic(), event))
+    return arrivals
+
+
+def test_streamed_text_reaches_the_client_as_the_provider_produces_it(pstack, phttp, org, stub):
+    """The upstream pauses 0.8 s after its first sentence: that chunk's text is
+    already at the client long before the reply ends (chat and completions)."""
+    session_id = _chat_session(phttp, org)
+    persona_id = phttp.get(f"/v1/chat/sessions/{session_id}", headers=org.auth).json()["personaId"]
+    with httpx.Client(base_url=pstack.http_url, timeout=30) as client:
+        stub.inject_delay(times=1, seconds=0.8, path="/chat/completions", mid_stream=True)
+        chat = _arrivals(client, f"/v1/chat/sessions/{session_id}/messages", {"content": "Tell me about tides"},
+                         org.auth, params={"stream": "true"})
+        first_text = next(t for t, e in chat if e.event == "message.delta")
+        assert chat[-1][1].event == "end" and chat[-1][0] - first_text >= 0.5, "the text was held back"
+
+        stub.inject_delay(times=1, seconds=0.8, path="/chat/completions", mid_stream=True)
+        body = {"model": f"persona://{persona_id}", "messages": [{"role": "user", "content": "Tides?"}],
+                "stream": True}
+        completion = _arrivals(client, "/v1/chat/completions", body, org.auth)
+        first_text = next(t for t, e in completion if '"content":"' in e.data and '"content":""' not in e.data)
+        assert completion[-1][1].data == "[DONE]" and completion[-1][0] - first_text >= 0.5

@@ -13,13 +13,14 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import time
 
 import grpc
 import httpx
 import pytest
 from persona.v1 import personas_pb2, personas_pb2_grpc
 from sqlalchemy import text
-from support import sse_events
+from support import assert_envelope, sse_events, sse_stream
 
 STEPS = ["moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint"]
 PROGRESS = [("run.started", "")] + [(kind, step) for step in STEPS for kind in ("step.started", "step.completed")]
@@ -173,3 +174,81 @@ def test_native_grpc_stream_error(edge_channel, org):
     assert [e.event for e in received] == ["run.started", "step.started", "error"]
     assert received[-1].error.code == "moderation_blocked"
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+# --- durable runs: leaving and resuming ------------------------------------------------
+
+
+def _personas(http, tenant) -> list[dict]:
+    return http.get("/v1/personas", params={"pageSize": 100}, headers=tenant.auth).json().get("personas", [])
+
+
+def _wait_for_persona(http, tenant, intent: str) -> dict:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        found = [p for p in _personas(http, tenant) if p["intent"] == intent]
+        if found:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"no persona for {intent!r}")
+
+
+def test_a_generation_the_client_left_still_finishes(http, engine, tenants):
+    tenant = tenants(plan="pro")
+    intent = "A retired lighthouse keeper who paints storms"
+    with personas_locked(engine) as lock:
+        with stream(http, tenant, {"intent": intent}) as r:
+            assert r.status_code == 200
+            first = next(sse_events(r.iter_lines()))
+            assert first["event"] == "run.started"
+        # The client is gone; the run waits on the lock, then must still commit.
+        lock.rollback()
+    persona = _wait_for_persona(http, tenant, intent)
+    assert persona["state"] == "active"
+    events = http.get("/v1/events", params={"personaId": persona["id"]}, headers=tenant.auth).json()["events"]
+    assert "persona.created" in [e["type"] for e in events]
+
+
+def test_last_event_id_resumes_the_run(http, engine, tenants):
+    tenant = tenants(plan="pro")
+    intent = "A cartographer who maps forgotten dreams"
+    with personas_locked(engine) as lock:
+        with stream(http, tenant, {"intent": intent}) as r:
+            run_id = r.headers["x-run-id"]
+            seen = []
+            for event in sse_stream(r.iter_lines()):
+                seen.append(event)
+                if len(seen) == 3:
+                    break
+        lock.rollback()
+    assert [e.id for e in seen] == [f"{run_id}.{n}" for n in (1, 2, 3)]
+    # Resume after the third event: the rest of the same run, not a new persona (the body is ignored).
+    with http.stream("POST", "/v1/personas", params={"stream": "true"}, json={},
+                     headers={**tenant.auth, "Last-Event-ID": f"{run_id}.3"}, timeout=TIMEOUT) as r:
+        assert r.status_code == 200, r.read()
+        rest = list(sse_stream(r.iter_lines()))
+    assert [e.id for e in rest[:-1]] == [f"{run_id}.{n}" for n in range(4, len(PROGRESS) + 2)]
+    assert [e.event for e in rest[:-1]] == [name for name, _ in PROGRESS[3:]] + ["persona"]
+    assert rest[-1].event == "end" and rest[-1].json() == {"runId": run_id, "status": "completed"}
+    assert len([p for p in _personas(http, tenant) if p["intent"] == intent]) == 1
+    # Replaying a finished run from the start gives every frame again.
+    r = http.post("/v1/personas", params={"stream": "true"}, json={},
+                  headers={**tenant.auth, "Last-Event-ID": f"{run_id}.0"}, timeout=TIMEOUT)
+    assert [e.event for e in sse_stream(r.text.split("\n"))][-2:] == ["persona", "end"]
+
+
+def test_last_event_id_of_another_org_or_malformed(http, tenants):
+    owner, other = tenants(plan="pro"), tenants(plan="pro")
+    r = http.post("/v1/personas", params={"stream": "true"}, json={"intent": "A falconer who fears heights"},
+                  headers=owner.auth, timeout=TIMEOUT)
+    run_id = r.headers["x-run-id"]
+    stolen = http.post("/v1/personas", params={"stream": "true"}, json={},
+                       headers={**other.auth, "Last-Event-ID": f"{run_id}.0"}, timeout=TIMEOUT)
+    assert_envelope(stolen, 404, "not_found")
+    bad = http.post("/v1/personas", params={"stream": "true"}, json={},
+                    headers={**owner.auth, "Last-Event-ID": "42"}, timeout=TIMEOUT)
+    assert assert_envelope(bad, 400, "bad_request")["details"]["parameter"] == "Last-Event-ID"
+    # A run of another method is not this stream.
+    chat = http.post("/v1/chat/sessions/x/messages", params={"stream": "true"}, json={"content": "hi"},
+                     headers={**owner.auth, "Last-Event-ID": f"{run_id}.0"}, timeout=TIMEOUT)
+    assert_envelope(chat, 404, "not_found")

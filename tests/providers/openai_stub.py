@@ -20,7 +20,7 @@ suffix, e.g. "/embeddings"; faults are consumed first come, first served):
   body when ``envelope`` is a string;
 * ``inject_malformed(times, body="{not json")`` – 200 with a broken body;
 * ``inject_delay(times, seconds)`` – sleep before answering (for timeouts);
-  ``mid_stream=True`` sleeps after the first SSE chunk instead;
+  ``mid_stream=True`` sleeps after the chunk ending the first sentence instead;
 * ``inject_truncated_stream(times)`` – a stream that ends without ``[DONE]``.
 
 ``stub.requests`` records every request (method, path, headers, JSON body).
@@ -292,9 +292,13 @@ class OpenAIStub:
             h.wfile.flush()
 
         chunks = stream_chunks(body, completion)
+        paused = False
         for i, chunk in enumerate(chunks):
             send(json.dumps(chunk))
-            if i == 0 and fault and fault.kind == "delay" and fault.mid_stream:
+            text = "".join((c.get("delta") or {}).get("content") or "" for c in chunk.get("choices") or [])
+            ends_sentence = any(mark in text for mark in ".!?\n") or i == len(chunks) - 2
+            if not paused and ends_sentence and fault and fault.kind == "delay" and fault.mid_stream:
+                paused = True  # after the first sentence (or before the last chunk)
                 self._stopping.wait(fault.seconds)
             if fault and fault.kind == "truncated" and i == min(1, len(chunks) - 1):
                 break

@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 from persona_service.chat.pricing import PriceTable
 from persona_service.chat.repository import ChatSessionRepository
-from persona_service.chat.service import ChatSessionService, PersonaReplies, Reply, Subject
+from persona_service.chat.service import ChatSessionService, PersonaReplies, Reply, Subject, progress_of
 from persona_service.kernel import ids
 from persona_service.kernel.errors import NotFound, ValidationFailed, Violation
 from persona_service.kernel.principal import Principal
@@ -91,11 +91,11 @@ class CompletionService:
         created = int(time.time())
         yield {"event": "started", "id": completion_id, "created": created}
         replies = PersonaReplies(self.conn, self.provider, self.prices)
-        reply = replies.respond(principal, persona, voice, conversation, options,
-                                Subject("chat_completion", completion_id), stream=stream)
-        for delta in reply.deltas:
-            if delta.text or delta.tool_call is not None:
-                yield {"event": "delta", "delta": delta}
+        reply = yield from progress_of(
+            replies.respond(principal, persona, voice, conversation, options,
+                            Subject("chat_completion", completion_id), stream=stream),
+            lambda delta: {"event": "delta", "delta": delta} if delta.text or delta.tool_call is not None else None,
+        )
         self._account(principal, persona.id, user or f"openai:{principal.credential_id}", conversation[-1], reply)
         return Completed(completion_id, created, reply)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,7 +40,7 @@ from persona_service.kernel import ids
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import ApiError, BadRequest, NotFound, StateConflict
-from persona_service.kernel.operations import Progress
+from persona_service.kernel.operations import Progress, drain
 from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.principal import Principal
 from persona_service.moderation.service import record_flag
@@ -141,17 +142,39 @@ class PersonaReplies:
             messages += [Message("user", dialogue.get("user", "")), Message("assistant", dialogue.get("persona", ""))]
         return messages
 
-    def respond(self, principal: Principal, persona: PersonaRecord, voice: VoiceRecord, conversation: list[Message], options: GenerationOptions,
-                subject: Subject, *, stream: bool = False) -> Reply:
+    def respond(self, principal: Principal, persona: PersonaRecord, voice: VoiceRecord, conversation: list[Message],
+                options: GenerationOptions, subject: Subject, *, stream: bool = False
+                ) -> Generator[Delta, None, Reply]:
+        """The reply, checked (moderation, voice drift) and priced. Streamed,
+        its text is released sentence by sentence as the provider produces
+        it, each sentence moderated before it goes out (nothing flagged ever
+        reaches the client), except for a persona whose drift action is
+        `auto_recover`: a reply that may be replaced is checked whole before
+        any of it is released. A refusal after released text ends the stream
+        with its error (the reply is not stored)."""
         user_text = next((m.content for m in reversed(conversation) if m.role == "user"), "")
-        reply = self._generate(self.voice_messages(voice) + conversation, options, stream)
-        self._moderate(principal, reply, subject)
+        live = stream and self.config.value(principal, ACTION_KEY, persona.id) != "auto_recover"
+        gate = (lambda text: self._moderate(principal, Reply(text, "", 0, 0, ""), subject)) if live else None
+        reply = yield from self._generate(self.voice_messages(voice) + conversation, options, stream, gate)
+        # A gated reply's text was moderated whole by the gate's last pass.
+        moderated = gate is not None and not reply.tool_calls
+        reply = self._checked(principal, persona, voice, user_text, reply, conversation, options, subject, stream,
+                              moderated)
+        if stream and not live:
+            yield from reply.deltas
+        return self._priced(reply)
+
+    def _checked(self, principal: Principal, persona: PersonaRecord, voice: VoiceRecord, user_text: str, reply: Reply,
+                 conversation: list[Message], options: GenerationOptions, subject: Subject, stream: bool,
+                 moderated: bool = False) -> Reply:
+        if not moderated:
+            self._moderate(principal, reply, subject)
         if not reply.text:
-            return self._priced(reply)  # tool calls: nothing to compare with the voice
+            return reply  # tool calls: nothing to compare with the voice
         reply.drift_score = drift_score(self.provider.embed, voice, user_text, reply.text)
         threshold = float(self.config.value(principal, THRESHOLD_KEY, persona.id))
         if reply.drift_score <= threshold:
-            return self._priced(reply)
+            return reply
         action = self.config.value(principal, ACTION_KEY, persona.id)
         self._drift_event(principal, persona, subject, reply.drift_score, threshold, action)
         if action != "auto_recover":
@@ -161,7 +184,7 @@ class PersonaReplies:
             temperature=options.temperature, max_tokens=options.max_tokens, tools=options.tools,
             tool_choice=options.tool_choice, task="recover", model=options.model,
         )
-        reply = self._generate(self.voice_messages(voice, RECOVERY_INSTRUCTION) + conversation, recover, stream)
+        reply = drain(self._generate(self.voice_messages(voice, RECOVERY_INSTRUCTION) + conversation, recover, stream))
         reply.input_tokens += first.input_tokens
         reply.output_tokens += first.output_tokens
         reply.recovered = True
@@ -170,18 +193,31 @@ class PersonaReplies:
             reply.drift_score = drift_score(self.provider.embed, voice, user_text, reply.text)
             if reply.drift_score > threshold:
                 raise self._drift_blocked(reply.drift_score, threshold, action)
-        return self._priced(reply)
+        return reply
 
-    def _generate(self, messages: list[Message], options: GenerationOptions, stream: bool) -> Reply:
+    def _generate(self, messages: list[Message], options: GenerationOptions, stream: bool,
+                  gate: Callable[[str], None] | None = None) -> Generator[Delta, None, Reply]:
+        """One generation. With a `gate`, streamed deltas are yielded as they
+        arrive, held only until their sentence ends and `gate` (which raises
+        to refuse) has passed the text so far."""
         if not stream:
             done = self.provider.generate(messages, options)
             return Reply(done.text, done.model, done.input_tokens, done.output_tokens, done.finish_reason,
                          tuple(done.tool_calls))
-        deltas, usage = [], None
+        deltas: list[Delta] = []
+        usage = None
+        released = 0
         for delta in self.provider.stream(messages, options):
             if delta.usage is not None:
                 usage = delta.usage
             deltas.append(delta)
+            if gate is not None and _SENTENCE_END.search(delta.text):
+                gate("".join(d.text for d in deltas))
+                yield from deltas[released:]
+                released = len(deltas)
+        if gate is not None and released < len(deltas):
+            gate("".join(d.text for d in deltas))
+            yield from deltas[released:]
         text = "".join(d.text for d in deltas)
         if usage is None:  # a provider that reports no usage: count nothing rather than guess
             usage = Completion(text, options.model, 0, 0)
@@ -222,6 +258,22 @@ class PersonaReplies:
     def _priced(self, reply: Reply) -> Reply:
         reply.cost_usd_micros = self.prices.cost_micros(reply.model, reply.input_tokens, reply.output_tokens)
         return reply
+
+
+_SENTENCE_END = re.compile(r"[.!?\n]")
+
+
+def progress_of(deltas: Generator[Delta, None, Reply], event: Callable[[Delta], Progress | None]
+              ) -> Generator[Progress, None, Reply]:
+    """A reply's deltas as an operation's progress events (those `event` maps to one)."""
+    while True:
+        try:
+            delta = next(deltas)
+        except StopIteration as done:
+            return done.value
+        progress = event(delta)
+        if progress is not None:
+            yield progress
 
 
 def _merge_tool_calls(deltas: list[Delta]) -> tuple[ToolCall, ...]:
@@ -320,13 +372,11 @@ class ChatSessionService:
         history = [Message(m.role, m.content) for m in self.repo.history(session.id, HISTORY_MESSAGES)]
         yield {"event": "message.started"}
         replies = PersonaReplies(self.conn, self.provider, self.prices)
-        reply = replies.respond(
-            principal, persona, voice, [*history, Message("user", content)], GenerationOptions(task="reply"),
-            Subject("chat_session", session.id), stream=stream,
+        reply = yield from progress_of(
+            replies.respond(principal, persona, voice, [*history, Message("user", content)],
+                            GenerationOptions(task="reply"), Subject("chat_session", session.id), stream=stream),
+            lambda delta: {"event": "message.delta", "text": delta.text} if delta.text else None,
         )
-        for delta in reply.deltas:
-            if delta.text:
-                yield {"event": "message.delta", "text": delta.text}
         return self.record_exchange(principal, session.id, Message("user", content), reply)
 
     def record_exchange(self, principal: Principal, session_id: str, request: Message, reply: Reply) -> Exchange:

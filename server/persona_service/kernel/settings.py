@@ -93,7 +93,7 @@ class Settings(Section):
     stream_db_pool_size: int = Field(8, ge=1, description="PostgreSQL connections per server process for streams")
     run_workers: int = Field(
         16, ge=1,
-        description="Threads per server process running streamed operations (durable runs: generations, replies); "
+        description="threads per server process running streamed operations (durable runs: generations, replies); "
         "beyond them runs wait their turn",
     )
     # The server is GIL-bound, so a second process adds throughput when a core has room.
