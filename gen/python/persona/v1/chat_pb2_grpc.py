@@ -190,13 +190,18 @@ class ChatServiceServicer:
 
     def StreamChatMessage(self, request, context):
         """The streaming form of SendChatMessage (`?stream=true` is routed here by
-        the edge): `text/event-stream`, one `data:` event per message:
+        the edge), a view onto a durable run: `text/event-stream`, each message
+        one event with `id: <run id>.<seq>`, `event: <event>` and `data:` JSON:
         `message.started` at once, then `message.delta` events with the reply's
-        text (released once the reply passed moderation and drift detection),
-        then `message.completed` with the stored reply, the session and the
-        usage. A failure is an in-band `error` event carrying the error
-        envelope's `error` object, after which the stream ends. Not replayed by
-        Idempotency-Key.
+        text as the provider produces it (released sentence by sentence, each
+        sentence moderated first; checked whole first when the persona's drift
+        action is `auto_recover`), then `message.completed` with the stored
+        reply, the session and the usage, then `event: end` with
+        `{"runId", "status"}`. A failure is an in-band `error` event carrying
+        the error envelope's `error` object (then `end`, status `failed`). The
+        reply is produced and stored even if the client leaves; resume with
+        `Last-Event-ID` (the body is then ignored). Response header `X-Run-Id`.
+        Not replayed by Idempotency-Key.
 
         Auth: scope `chat:write`.
         """

@@ -133,8 +133,11 @@ class OpenAIServiceServicer:
     def StreamChatCompletion(self, request, context):
         """The streaming form of CreateChatCompletion: `text/event-stream` of
         `data: <chat.completion.chunk JSON>` lines ending with `data: [DONE]`.
+        Each line is preceded by `id: <run id>.<seq>` (for `Last-Event-ID`; no
+        `event:` lines, which OpenAI clients read as another kind of message).
         The first chunk (role `assistant`) comes at once; content and tool-call
-        chunks follow once the reply passed moderation and drift detection;
+        chunks follow as the provider produces them, sentence by sentence, each
+        moderated first (whole reply first for `auto_recover` personas);
         then a chunk with `finish_reason`, and, with
         `stream_options.include_usage`, a last chunk with empty `choices` and
         the `usage`. A failure after the first chunk is an in-band

@@ -182,11 +182,15 @@ class PersonaServiceServicer:
 
     def StreamCreatePersona(self, request, context):
         """The streaming form of CreatePersona (`POST /v1/personas?stream=true` is
-        routed here by the edge): `text/event-stream`, one `data:` event per
-        message: `run.started` at once, `step.started` / `step.completed` per
-        step, then `persona` with the finished persona; a failure mid-stream is
-        an in-band `error` event carrying the error envelope's `error` object,
-        after which the stream ends. Not replayed by Idempotency-Key.
+        routed here by the edge), a view onto a durable run: `text/event-stream`,
+        each message one event with `id: <run id>.<seq>`, `event: <event>` and
+        `data:` JSON: `run.started` at once, `step.started` / `step.completed`
+        per step, then `persona` with the finished persona, then `event: end`
+        with `{"runId", "status"}`; a failure mid-stream is an in-band `error`
+        event carrying the error envelope's `error` object (then `end`, status
+        `failed`). The generation finishes (persona created, events emitted)
+        even if the client leaves; resume with `Last-Event-ID` (the body is then
+        ignored). Response header `X-Run-Id`. Not replayed by Idempotency-Key.
 
         Auth: scope `personas:write`.
         """
