@@ -154,7 +154,7 @@ class PersonaReplies:
         with its error (the reply is not stored)."""
         user_text = next((m.content for m in reversed(conversation) if m.role == "user"), "")
         live = stream and self.config.value(principal, ACTION_KEY, persona.id) != "auto_recover"
-        gate = (lambda text: self._moderate(principal, Reply(text, "", 0, 0, ""), subject)) if live else None
+        gate = (lambda text: self._moderate_text(principal, text, subject)) if live else None
         reply = yield from self._generate(self.voice_messages(voice) + conversation, options, stream, gate)
         # A gated reply's text was moderated whole by the gate's last pass.
         moderated = gate is not None and not reply.tool_calls
@@ -226,7 +226,11 @@ class PersonaReplies:
         return Reply(text, usage.model, usage.input_tokens, usage.output_tokens, finish, calls, deltas=deltas)
 
     def _moderate(self, principal: Principal, reply: Reply, subject: Subject) -> None:
-        text = reply.text or " ".join(f"{c.name} {c.arguments}" for c in reply.tool_calls)
+        self._moderate_text(principal, reply.text or " ".join(f"{c.name} {c.arguments}" for c in reply.tool_calls),
+                            subject)
+
+    def _moderate_text(self, principal: Principal, text: str, subject: Subject) -> None:
+        """Refuse (raise, with a review item) text that moderation flags."""
         if not text:
             return
         result = self.provider.moderate(text)

@@ -115,8 +115,9 @@ class RunStore:
                       .expire(meta, LIVE_TTL))
 
     def append(self, run_id: str, seq: int, frame: bytes) -> None:
-        frames, meta = self._keys(run_id)
-        self._quietly(lambda p: p.rpush(frames, frame).expire(frames, LIVE_TTL).expire(meta, LIVE_TTL))
+        frames, _ = self._keys(run_id)
+        # The first frame creates the list; the heartbeat keeps both keys alive after that.
+        self._quietly(lambda p: p.rpush(frames, frame).expire(frames, LIVE_TTL) if seq == 1 else p.rpush(frames, frame))
 
     def finish(self, run_id: str, status: str) -> None:
         frames, meta = self._keys(run_id)

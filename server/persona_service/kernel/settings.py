@@ -40,6 +40,12 @@ class Section(BaseSettings):
 _Port = Annotated[int, Field(ge=1, le=65535)]
 
 
+
+def _comma_list(value: Any) -> tuple[str, ...]:
+    """A comma-separated environment value (or a sequence) as its non-empty items."""
+    items = value.split(",") if isinstance(value, str) else value
+    return tuple(item.strip() for item in items if item.strip())
+
 class Settings(Section):
     """The kernel's variables."""
 
@@ -133,8 +139,7 @@ class Settings(Section):
     @field_validator("extra_modules", mode="before")
     @classmethod
     def _module_refs(cls, value: Any) -> Any:
-        items = value.split(",") if isinstance(value, str) else value
-        refs = tuple(item.strip() for item in items if item.strip())
+        refs = _comma_list(value)
         for ref in refs:
             if ref.count(":") != 1:
                 raise ValueError(f"{ref!r} is not `package.module:NAME`")
@@ -143,8 +148,7 @@ class Settings(Section):
     @field_validator("trusted_proxies", mode="before")
     @classmethod
     def _networks(cls, value: Any) -> Any:
-        items = value.split(",") if isinstance(value, str) else value
-        networks = tuple(item.strip() for item in items if item.strip())
+        networks = _comma_list(value)
         for network in networks:
             ipaddress.ip_network(network, strict=False)  # ValueError names the bad one
         return networks

@@ -168,7 +168,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         last = None
         try:
             for last in behavior(request, context):
-                self.app.runs.emit(run, meta.serialize(last))
+                self.app.runs.emit(run, last.SerializeToString())
             self._complete(call, meta, request, last)
             self._log(call.ctx, 200)
             return Outcome("completed")

@@ -30,10 +30,6 @@ class MethodMeta:
         """A stream of `google.api.HttpBody`: the servicer frames its own bytes."""
         return self.response_class.DESCRIPTOR.full_name == "google.api.HttpBody"
 
-    @staticmethod
-    def serialize(message: Message) -> bytes:
-        return message.SerializeToString()
-
     @property
     def response_kind(self) -> int:
         return self.policy.response
