@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint typecheck gen gen-check pytest bench clean
+.PHONY: up test lint typecheck gen gen-check pytest bench bench-tools clean
 
 up: $(STAMP)
 	$(BIN)/persona-service up
@@ -37,7 +37,13 @@ gen-check: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-bench: $(STAMP)
+# Load generators (Debian's wrk and h2load) and the peer's and profiler's packages.
+bench-tools: $(STAMP)
+	command -v wrk >/dev/null && command -v h2load >/dev/null || \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && apt-get install -y -qq wrk nghttp2-client'
+	$(BIN)/pip install --quiet -e ".[dev,bench]"
+
+bench: bench-tools
 	$(BIN)/python scripts/benchmark.py $(BENCH_ARGS)
 
 clean:

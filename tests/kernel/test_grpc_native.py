@@ -176,6 +176,22 @@ def test_request_id_is_echoed(channel, tenant):
     assert values == [request_id], call.initial_metadata()
 
 
+def test_answer_headers_ride_with_the_answer(channel, tenant):
+    """The rate-limit and request-id headers go out with the answer's own
+    batch (kernel/transport/initial_metadata.py), and still arrive whole."""
+    from persona_service.kernel.transport import initial_metadata
+
+    assert initial_metadata.HOOKED, "grpcio changed: answers send their headers in a batch of their own again"
+    stub = orgs_pb2_grpc.OrganizationServiceStub(channel)
+    reply, call = stub.GetOrganization.with_call(
+        orgs_pb2.GetOrganizationRequest(id=tenant.org_id), metadata=tenant.metadata, timeout=TIMEOUT,
+    )
+    headers = dict(call.initial_metadata())
+    assert reply.id == tenant.org_id
+    for name in ("x-request-id", "x-ratelimit-limit", "x-ratelimit-remaining", "ratelimit-policy"):
+        assert headers.get(name), (name, call.initial_metadata())
+
+
 # --- health and reflection ----------------------------------------------------------
 
 

@@ -21,3 +21,12 @@ def test_a_missing_column_fails_at_the_repository():
         record(Thing, {"id": "a"})
     with pytest.raises(TypeError):
         record(dict, {})  # type: ignore[arg-type]
+
+
+def test_a_prepared_read_refuses_columns_sqlalchemy_would_convert():
+    from persona_service.kernel.db.prepared import Prepared
+    from sqlalchemy import Column, MetaData, Numeric, String, Table, select
+
+    table = Table("t", MetaData(), Column("id", String), Column("size", Numeric))
+    with pytest.raises(TypeError, match="size"):
+        Prepared(select(table), Thing)

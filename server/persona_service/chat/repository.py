@@ -7,11 +7,15 @@ from sqlalchemy import Connection, bindparam, func, insert, select, text, tuple_
 from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.tables import ChatMessage, ChatSession
 from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.prepared import Prepared
 from persona_service.kernel.db.records import record, record_or_none, records
 
 _sessions = table_of(ChatSession)
-# GET by id is a hot read: the statement is built once.
-_get = select(_sessions).where(_sessions.c.id == bindparam("id"), _sessions.c.workspace_id == bindparam("ws"))
+# GET by id is a hot read: prepared once, run without SQLAlchemy's per-execution layers.
+_get = Prepared(
+    select(_sessions).where(_sessions.c.id == bindparam("id"), _sessions.c.workspace_id == bindparam("ws")),
+    SessionRecord,
+)
 _messages = table_of(ChatMessage)
 
 
@@ -22,7 +26,7 @@ class ChatSessionRepository:
     # --- sessions -----------------------------------------------------------------
 
     def get(self, workspace_id: str, session_id: str) -> SessionRecord | None:
-        return record_or_none(SessionRecord, self.conn.execute(_get, {"id": session_id, "ws": workspace_id}).mappings().first())
+        return _get.first(self.conn, {"id": session_id, "ws": workspace_id})
 
     def create(self, **values) -> SessionRecord:
         return record(SessionRecord, self.conn.execute(insert(_sessions).values(**values).returning(_sessions)).mappings().one())

@@ -47,7 +47,7 @@ class App:
         )
         self.cursors = CursorCodec(secret)
         self.secret_box = SecretBox(settings.resolved_secrets_key())
-        self.limiter = RateLimiter(self.redis)
+        self.limiter = RateLimiter(self.redis, settings.rate_limit_lease_max)
         self.limits = LimitsResolver(self.engine, modules.limit_overrides)
         self.idempotency = Idempotency(self.engine, self.secret_box)
         self.runs = Runs(self.redis, settings.run_workers)
@@ -145,6 +145,7 @@ class App:
         if self._listener is not None:
             self._listener.join(timeout=3)
         self.runs.close()
+        self.limiter.give_back()  # what this process reserved and did not use
         self.engine.dispose()
         self.stream_engine.dispose()
         self.redis.close()

@@ -67,6 +67,8 @@ class Process:
     name: str
     command: str  # the Command that runs it
     count: Callable[[], int] = lambda: 1
+    # PostgreSQL connections one process of this kind holds at most (its pool).
+    db_connections: Callable[[], int] = lambda: 2
 
 
 @dataclass(frozen=True)

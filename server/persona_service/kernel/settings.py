@@ -96,7 +96,15 @@ class Settings(Section):
         256, ge=1, description="threads (= concurrent open streams) per server process; beyond them a new stream "
                                "is refused at once (429) instead of queued",
     )
-    stream_db_pool_size: int = Field(8, ge=1, description="PostgreSQL connections per server process for streams")
+    stream_db_pool_size: int = Field(
+        8, ge=1, description="PostgreSQL connections per server process for streams and their runs (`up` sets it "
+                             "from db_connections)",
+    )
+    rate_limit_lease_max: int = Field(
+        64, ge=1,
+        description="most rate-limit units a server process reserves in Redis at once for calls of one organization "
+                    "(admitted without a Redis round trip for up to a second; never over-admits); 1 turns leases off",
+    )
     run_workers: int = Field(
         16, ge=1,
         description="threads per server process running streamed operations (durable runs: generations, replies); "
@@ -106,7 +114,16 @@ class Settings(Section):
     server_processes: int = Field(
         2, description="gRPC server processes behind Envoy (two measured +35–70% throughput over one on 2 cores)",
     )
-    db_pool_size: int = Field(16, ge=1, description="PostgreSQL connections per server process")
+    db_connections: int = Field(
+        90, ge=4,
+        description="PostgreSQL connections all processes `up` starts may hold together (keep it under PostgreSQL's "
+                    "max_connections); each server process gets an equal share of what the workers leave. Beyond "
+                    "what PostgreSQL allows, put PgBouncer between the processes and PostgreSQL (README: Scaling out)",
+    )
+    db_pool_size: int = Field(
+        16, ge=1, description="PostgreSQL connections per server process for unary calls (`up` sets it from "
+                              "db_connections)",
+    )
     auth_cache_seconds: int = Field(
         30, ge=0,
         description="how long a verified credential is trusted without a database read "

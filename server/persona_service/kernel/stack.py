@@ -28,6 +28,9 @@ from persona_service.kernel.settings import Settings
 from persona_service.kernel.supervisor import Child, Supervisor
 from persona_service.kernel.transport.policy import find_services
 
+# Connections kept out of the servers' shares: migrations, the CLI, a psql session.
+CLI_CONNECTIONS = 2
+
 
 class StackError(RuntimeError):
     pass
@@ -99,6 +102,7 @@ class Stack:
         self.grpc_ports = self.grpc_ports or [
             self.settings.grpc_port + i for i in range(max(1, self.settings.server_processes))
         ]
+        self.server_pools()  # a budget too small for this many processes fails before anything starts
         for port in self.grpc_ports:
             ensure_port_free(port, "gRPC server", "127.0.0.1")
             ensure_port_free(self.stream_port(port), "gRPC stream server", "127.0.0.1")
@@ -138,9 +142,34 @@ class Stack:
     def start_server(self, port: int) -> subprocess.Popen:
         return self._supervisor.start(Child(
             f"server-{port}", [sys.executable, "-m", "persona_service.cli", "serve"],
-            self.process_env(PERSONA_GRPC_PORT=str(port)), self.log_dir / f"server-{port}.log",
+            self.process_env(PERSONA_GRPC_PORT=str(port), **self.server_pools()), self.log_dir / f"server-{port}.log",
             ready=lambda proc: self._wait_grpc(port, proc, also=self.stream_port(port)),
         ))
+
+    def server_pools(self) -> dict[str, str]:
+        """Each server process's PostgreSQL pools, from one connection budget
+        (Settings.db_connections): what the workers declare and a reserve for
+        the CLI come off first, each server gets an equal share of the rest:
+        its unary threads plus two (no thread ever waits on another for a
+        connection), the remainder for streams. Pools set explicitly win."""
+        explicit = {**os.environ, **self.extra_env}
+        if "PERSONA_DB_POOL_SIZE" in explicit or "PERSONA_STREAM_DB_POOL_SIZE" in explicit:
+            return {}
+        settings = self.settings
+        workers = sum(
+            p.db_connections() * (p.count() if self.workers is None else self.workers) for p in self.modules.processes
+        )
+        share = (settings.db_connections - CLI_CONNECTIONS - workers) // max(1, len(self.grpc_ports))
+        threads = explicit.get("PERSONA_GRPC_WORKERS", "")
+        # (A bad value is the server's to report, with the variable's name.)
+        unary = (int(threads) if threads.isdigit() else settings.grpc_workers) + 2
+        if share < unary + 1:
+            raise StackError(
+                f"PERSONA_DB_CONNECTIONS={settings.db_connections} leaves {share} PostgreSQL connections to each of "
+                f"{len(self.grpc_ports)} server processes; each needs at least {unary + 1}. Raise it (and "
+                "PostgreSQL's max_connections), run fewer processes, or put PgBouncer in front (README: Scaling out)"
+            )
+        return {"PERSONA_DB_POOL_SIZE": str(unary), "PERSONA_STREAM_DB_POOL_SIZE": str(share - unary)}
 
     def stream_port(self, grpc_port: int) -> int:
         """Where the server process on `grpc_port` serves server streams."""

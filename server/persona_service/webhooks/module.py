@@ -16,6 +16,12 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lanes() -> int:
+    from persona_service.kernel import settings as config
+
+    return config.load(WebhookSettings).lanes
+
+
 MODULE = Module(
     name="webhooks",
     services=(
@@ -24,6 +30,6 @@ MODULE = Module(
     id_prefixes={"webhook_endpoint": "whe", "webhook_delivery": "whd"},
     event_types=frozenset({"webhook.endpoint.test_ping"}),
     commands=(Command("worker", "run the webhook delivery worker (DATABASE_URL, or the embedded PostgreSQL)", _worker),),
-    processes=(Process("webhook-worker", "worker"),),
+    processes=(Process("webhook-worker", "worker", db_connections=lambda: _lanes() + 2),),
     settings=WebhookSettings,
 )

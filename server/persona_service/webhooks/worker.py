@@ -327,7 +327,7 @@ def main() -> None:
 
         database_url = postgres_url(settings.data_dir / "postgres")
     lanes = webhooks.lanes
-    engine = make_engine(database_url, pool_size=lanes + 2)
+    engine = make_engine(database_url, pool_size=lanes + 2)  # as its Process declares (the stack's budget)
     worker = DeliveryWorker(engine, SecretBox(settings.resolved_secrets_key()), allow_private=webhooks.allow_private)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

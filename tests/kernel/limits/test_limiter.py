@@ -158,3 +158,101 @@ def test_concurrent_streams_budget_beside_the_generation_budget(limiter):
     limiter.admit(org, limits, generation=True, stream=True, token="s-4")
     for admission in [second, *held]:
         limiter.release(admission, refund=False)
+
+
+# --- leases -----------------------------------------------------------------------
+
+
+def minute_count(client: redis.Redis, org: str) -> int:
+    keys = [k for k in client.scan_iter(f"rl:{{{org}}}:minute:*")]
+    return sum(int(client.get(k) or 0) for k in keys)
+
+
+def remaining(admission) -> int:
+    return int(dict(admission.headers)["x-ratelimit-remaining"])
+
+
+@pytest.fixture
+def leasing(stack):
+    """Two limiters on one Redis: two server processes."""
+    clients = [redis.Redis.from_url(stack.redis_url) for _ in range(2)]
+    limiters = [RateLimiter(c, lease_max=8) for c in clients]
+    yield limiters
+    for one, client in zip(limiters, clients):
+        one.give_back()
+        client.close()
+
+
+def test_a_lease_admits_without_redis_and_counts_down(leasing):
+    first, _ = leasing
+    org = subject()
+    limits = Limits(100_000, 10**6, 1, 1.0, 100)
+    admitted = [first.admit(org, limits) for _ in range(8)]
+    # One reservation of 8 units in Redis served all eight calls.
+    assert minute_count(first.redis, org) == 8
+    values = [remaining(a) for a in admitted]
+    if len({dict(a.headers)["x-ratelimit-reset"] for a in admitted}) == 1:
+        assert values == list(range(100_000 - 1, 100_000 - 9, -1))
+    first.admit(org, limits)
+    assert minute_count(first.redis, org) == 16
+
+
+def test_unused_units_are_given_back(leasing):
+    first, _ = leasing
+    org = subject()
+    limits = Limits(100_000, 10**6, 1, 1.0, 100)
+    for _ in range(3):
+        first.admit(org, limits)
+    first.give_back()
+    assert minute_count(first.redis, org) == 3
+
+
+def test_an_idle_lease_is_given_back_within_seconds(leasing):
+    first, _ = leasing
+    org = subject()
+    limits = Limits(100_000, 10**6, 1, 1.0, 100)
+    first.admit(org, limits)
+    deadline = time.monotonic() + 5
+    while minute_count(first.redis, org) != 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert minute_count(first.redis, org) == 1
+
+
+def test_small_limits_never_lease(leasing):
+    first, _ = leasing
+    org = subject()
+    limits = Limits(1_999, 10**6, 1, 1.0, 100)
+    for n in range(1, 4):
+        first.admit(org, limits)
+        assert minute_count(first.redis, org) == n
+
+
+def test_leases_in_two_processes_never_over_admit(leasing):
+    """Both limiters admit until both refuse: never more than the limit;
+    once the idle reservations are given back, exactly the limit."""
+    org = subject()
+    limit = 4_000  # leases of 4 units while the window has room for 16 of them
+    limits = Limits(limit, 10**6, 1, 1.0, 100)
+
+    def drain() -> int:
+        admitted, refused = 0, [False, False]
+        while not all(refused):
+            for i, one in enumerate(leasing):
+                if refused[i]:
+                    continue
+                try:
+                    one.admit(org, limits)
+                    admitted += 1
+                except RateLimited:
+                    refused[i] = True
+        return admitted
+
+    now = time.time()
+    if now % 60 > 50:  # the whole drain must fall in one minute window
+        time.sleep(61 - now % 60)
+    first = drain()
+    assert first <= limit
+    for one in leasing:
+        one.give_back()
+    assert first + drain() == limit
+    assert minute_count(leasing[0].redis, org) == limit

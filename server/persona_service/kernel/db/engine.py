@@ -14,10 +14,13 @@ def sqlalchemy_url(url: str) -> str:
 
 
 def make_engine(url: str, pool_size: int = 8) -> Engine:
+    """A pool of at most `pool_size` connections, opened as needed and kept:
+    a hard cap (no overflow), so the processes of a deployment stay within
+    the connection budget they were sized from (Settings.db_connections)."""
     return create_engine(
         sqlalchemy_url(url),
         pool_size=pool_size,
-        max_overflow=pool_size,
+        max_overflow=0,
         # No pre-ping: it costs a round trip per checkout on the hot path;
         # recycled connections and the pool's invalidation on errors suffice.
         pool_pre_ping=False,

@@ -16,7 +16,8 @@ R = TypeVar("R")
 _NAMES: dict[type, tuple[str, ...]] = {}
 
 
-def _names(cls: type) -> tuple[str, ...]:
+def field_names(cls: type) -> tuple[str, ...]:
+    """The record's fields, in constructor order."""
     names = _NAMES.get(cls)
     if names is None:
         if not dataclasses.is_dataclass(cls):
@@ -27,7 +28,7 @@ def _names(cls: type) -> tuple[str, ...]:
 
 def record(cls: type[R], row: Mapping[Any, Any]) -> R:
     """One row (a `RowMapping`, or any mapping) as a `cls` record."""
-    return cls(**{name: row[name] for name in _names(cls)})
+    return cls(**{name: row[name] for name in field_names(cls)})
 
 
 def record_or_none(cls: type[R], row: Mapping[Any, Any] | None) -> R | None:
@@ -35,5 +36,5 @@ def record_or_none(cls: type[R], row: Mapping[Any, Any] | None) -> R | None:
 
 
 def records(cls: type[R], rows: Iterable[Mapping[Any, Any]]) -> list[R]:
-    names = _names(cls)
+    names = field_names(cls)
     return [cls(**{name: row[name] for name in names}) for row in rows]

@@ -1,11 +1,22 @@
-"""Fixed-window rate limiting in Redis: one atomic script call per request.
+"""Fixed-window rate limiting in Redis: one atomic script call per admission.
 
 The script checks every window that applies (per-minute and per-day per
-organization, the RPC's endpoint cap, the concurrent-generations budget and
-the monthly generation quota) and only if all have room increments them
-all, so rejected requests consume nothing and concurrent servers can never
-over-admit. Keys carry the organization in a hash tag, so one call touches
-one Redis Cluster slot.
+organization, the RPC's endpoint cap, the concurrent-generations and
+concurrent-streams budgets, the monthly generation quota) and only if all
+have room increments them all, so rejected requests consume nothing and
+concurrent servers can never over-admit. Keys carry the organization in a
+hash tag, so one call touches one Redis Cluster slot.
+
+Leases (the hot path): a call that holds no slot may reserve up to
+`lease_max` units of its windows at once, when every window has room for
+sixteen such reservations; the process then admits the next calls of the
+same windows from that reservation without a Redis round trip, for at most
+`LEASE_SECONDS`, and gives back what it did not use. Reserved units are
+counted in Redis before they are used, so leases never over-admit; the cost
+is that up to one lease per server process (at most 1/1000 of the smallest
+limit) may sit unused elsewhere for up to a second while this process sees
+the window as full. Limits under 2,000 per window never lease, so they stay
+exact, and the last 1.6% of every window is admitted one call at a time.
 
 When Redis is unreachable the limiter fails open (requests are served
 without limits or rate-limit headers, and a warning is logged): an outage of
@@ -17,6 +28,7 @@ from __future__ import annotations
 import calendar
 import logging
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,40 +45,60 @@ log = logging.getLogger(__name__)
 GENERATION_STALE_MS = 15 * 60 * 1000
 # Open streams older than this no longer count (a server that died holding one).
 STREAM_STALE_MS = 30 * 60 * 1000
+# A lease is at most this share of the smallest window limit, and lives this long.
+LEASE_DIVISOR = 1000
+LEASE_SECONDS = 1.0
+# A lease is granted only while every window has room for this many of them.
+LEASE_HEADROOM = 16
 
 _SCRIPT = """
 local now_ms = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 local m = tonumber(ARGV[3])
 local token = ARGV[4]
--- windows: KEYS[1..n] with ARGV[3 + 2*i] = limit, ARGV[4 + 2*i] = ttl ms
--- slots (concurrency): KEYS[n+1..n+m] with ARGV[3 + 2*n + 2*j] = limit, ARGV[4 + 2*n + 2*j] = stale ms
+local want = tonumber(ARGV[5])
+-- windows: KEYS[1..n] with ARGV[4 + 2*i] = limit, ARGV[5 + 2*i] = ttl ms
+-- slots (concurrency): KEYS[n+1..n+m] with ARGV[4 + 2*n + 2*j] = limit, ARGV[5 + 2*n + 2*j] = stale ms
+-- want: units asked for (a lease); granted only with room for LEASE_HEADROOM leases in every window, else 1
 local minute_used = tonumber(redis.call('GET', KEYS[1]) or '0')
+local grant = want
 for i = 1, n do
   local used = tonumber(redis.call('GET', KEYS[i]) or '0')
-  if used >= tonumber(ARGV[3 + 2*i]) then
+  local left = tonumber(ARGV[4 + 2*i]) - used
+  if left < 1 then
     return {'window', i, used, minute_used}
   end
+  if left < want * tonumber(ARGV[6 + 2*n + 2*m]) then grant = 1 end
 end
 for j = 1, m do
   local key = KEYS[n + j]
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms - tonumber(ARGV[4 + 2*n + 2*j]))
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms - tonumber(ARGV[5 + 2*n + 2*j]))
   local running = redis.call('ZCARD', key)
-  if running >= tonumber(ARGV[3 + 2*n + 2*j]) then
+  if running >= tonumber(ARGV[4 + 2*n + 2*j]) then
     return {'concurrency', j, running, minute_used}
   end
 end
 for j = 1, m do
   redis.call('ZADD', KEYS[n + j], now_ms, token)
-  redis.call('PEXPIRE', KEYS[n + j], tonumber(ARGV[4 + 2*n + 2*j]))
+  redis.call('PEXPIRE', KEYS[n + j], tonumber(ARGV[5 + 2*n + 2*j]))
 end
-local result = {'ok', 0}
+local result = {'ok', grant}
 for i = 1, n do
-  local used = redis.call('INCR', KEYS[i])
-  if used == 1 then redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[4 + 2*i])) end
+  local used = redis.call('INCRBY', KEYS[i], grant)
+  if used == grant then redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[5 + 2*i])) end
   table.insert(result, used)
 end
 return result
+"""
+
+# KEYS: the windows of a lease; ARGV[1]: its unused units, given back.
+_GIVE_BACK = """
+for i = 1, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    if redis.call('DECRBY', KEYS[i], ARGV[1]) < 0 then redis.call('SET', KEYS[i], 0, 'KEEPTTL') end
+  end
+end
+return 1
 """
 
 # KEYS: the slots to leave, then (when refunding) the quota window to give a unit back to.
@@ -124,11 +156,52 @@ def _month_bounds(now: float) -> tuple[str, int]:
     return f"{t.year:04d}{t.month:02d}", calendar.timegm((year, month, 1, 0, 0, 0))
 
 
+@dataclass(frozen=True)
+class Ask:
+    """One admission's question to Redis: the windows and slots that apply,
+    and the script's keys and arguments."""
+
+    now: float
+    limits: Limits
+    windows: list[Window]
+    slots: list[Slot]
+    keys: list[str]
+    want: int  # units asked for: a lease, or 1
+    token: str
+    generation: bool
+
+    def script_args(self) -> list[int | str]:
+        """The admission script's arguments (built only when Redis is asked)."""
+        now = self.now
+        args: list[int | str] = [int(now * 1000), len(self.windows), len(self.slots), self.token, self.want]
+        for w in self.windows:
+            args += [w.limit, (w.resets_at - int(now) + 60) * 1000]
+        for slot in self.slots:
+            args += [slot.limit, slot.stale_ms]
+        args.append(LEASE_HEADROOM)
+        return args
+
+
+@dataclass
+class _Lease:
+    """Units this process reserved in Redis and has not used yet."""
+
+    keys: tuple[str, ...]
+    left: int
+    minute_used: int  # the minute window's count right after the reservation
+    expires: float  # monotonic
+
+
 class RateLimiter:
-    def __init__(self, client: redis.Redis):
+    def __init__(self, client: redis.Redis, lease_max: int = 64):
         self.redis = client
+        self.lease_max = lease_max
         self._admit = client.register_script(_SCRIPT)
         self._release = client.register_script(_RELEASE)
+        self._give_back = client.register_script(_GIVE_BACK)
+        self._leases: dict[tuple[str, ...], _Lease] = {}
+        self._lock = threading.Lock()
+        self._sweeper: threading.Thread | None = None
 
     # --- windows --------------------------------------------------------------
 
@@ -152,33 +225,46 @@ class RateLimiter:
 
     # --- admission --------------------------------------------------------------
 
-    def admit(self, subject: str, limits: Limits, *, cap: str = "", generation: bool = False, stream: bool = False,
-              token: str = "") -> Admission:
+    def ask(self, subject: str, limits: Limits, *, cap: str = "", generation: bool = False, stream: bool = False,
+            token: str = "", lease: bool = True) -> Ask:
         now = time.time()
         windows = self.windows(subject, limits, cap, generation, now)
         slots = self.slots(limits, generation, stream)
-        slot_keys = [f"rl:{{{subject}}}:{slot.name}" for slot in slots]
-        args: list[int | str] = [int(now * 1000), len(windows), len(slots), token]
-        for w in windows:
-            ttl = (w.resets_at - int(now) + 60) * 1000
-            args += [w.limit, ttl]
-        for slot in slots:
-            args += [slot.limit, slot.stale_ms]
+        # Calls holding a slot (generations, streams) are few and must be exact: never leased.
+        want = self._lease_size(windows) if lease and not slots else 1
+        keys = [w.key for w in windows] + [f"rl:{{{subject}}}:{slot.name}" for slot in slots]
+        return Ask(now, limits, windows, slots, keys, want, token, generation)
+
+    def admit(self, subject: str, limits: Limits, *, cap: str = "", generation: bool = False, stream: bool = False,
+              token: str = "") -> Admission:
+        ask = self.ask(subject, limits, cap=cap, generation=generation, stream=stream, token=token)
+        if ask.want > 1:
+            leased = self._from_lease(ask)
+            if leased is not None:
+                return leased
         try:
-            result = self._admit(keys=[w.key for w in windows] + slot_keys, args=args)
+            result = self._admit(keys=ask.keys, args=ask.script_args())
         except redis.RedisError as exc:
             log.warning("rate limiter unavailable, failing open: %s", exc)
             return Admission()
+        return self.decide(ask, result)
+
+    def decide(self, ask: Ask, result: list) -> Admission:
+        """The script's answer as an Admission (keeping a granted lease), or the 429 to raise."""
         verdict = result[0].decode() if isinstance(result[0], bytes) else result[0]
+        windows, limits, now = ask.windows, ask.limits, ask.now
         minute = windows[0]
         if verdict == "ok":
-            used_minute = int(result[2])
-            headers = self.headers(limits, minute, max(0, minute.limit - used_minute), now)
-            return Admission(headers, tuple(slot_keys), windows[-1].key if generation else "", token)
-        minute_left = max(0, minute.limit - int(result[3])) if verdict != "ok" else 0
+            granted, used_minute = int(result[1]), int(result[2])
+            if granted > 1:
+                self._keep(_Lease(tuple(ask.keys), granted - 1, used_minute, time.monotonic() + LEASE_SECONDS))
+            headers = self.headers(limits, minute, max(0, minute.limit - used_minute + granted - 1), now)
+            slot_keys = tuple(ask.keys[len(windows):])
+            return Admission(headers, slot_keys, windows[-1].key if ask.generation else "", ask.token)
+        minute_left = max(0, minute.limit - int(result[3]))
         if verdict == "concurrency":
             headers = self.headers(limits, minute, minute_left, now)
-            slot = slots[int(result[1]) - 1]
+            slot = ask.slots[int(result[1]) - 1]
             err = RateLimited(slot.message, {"retryAfter": 1, "limit": slot.name, "limitValue": slot.limit})
             err.headers = dict(headers) | {"retry-after": "1"}
             raise err
@@ -200,6 +286,65 @@ class RateLimiter:
         )
         err.headers = blocked_headers | {"retry-after": str(retry_after)}
         raise err
+
+    # --- leases -------------------------------------------------------------------
+
+    def _lease_size(self, windows: list[Window]) -> int:
+        size = min(self.lease_max, *(w.limit // LEASE_DIVISOR for w in windows))
+        return size if size > 1 else 1
+
+    def _from_lease(self, ask: Ask) -> Admission | None:
+        """A unit of this process's lease on the same windows, or None (ask Redis)."""
+        key = tuple(ask.keys)
+        with self._lock:
+            lease = self._leases.get(key)
+            if lease is None:
+                return None
+            if lease.left < 1 or lease.expires <= time.monotonic():
+                del self._leases[key]
+                lease = None if lease.left < 1 else lease
+                taken = False
+            else:
+                lease.left -= 1
+                taken = True
+                used = lease.minute_used - lease.left  # as far as this process knows
+        if taken:
+            minute = ask.windows[0]
+            return Admission(self.headers(ask.limits, minute, max(0, minute.limit - used), ask.now))
+        if lease is not None:
+            self._return(lease)
+        return None
+
+    def _keep(self, lease: _Lease) -> None:
+        with self._lock:
+            replaced = self._leases.get(lease.keys)
+            self._leases[lease.keys] = lease
+            if self._sweeper is None:
+                self._sweeper = threading.Thread(target=self._sweep, name="rate-limit-leases", daemon=True)
+                self._sweeper.start()
+        if replaced is not None and replaced.left > 0:
+            self._return(replaced)
+
+    def _sweep(self) -> None:
+        """Give back what idle leases did not use, so no window stays short for long."""
+        while True:
+            time.sleep(LEASE_SECONDS / 2)
+            self.give_back(expired_only=True)
+
+    def give_back(self, expired_only: bool = False) -> None:
+        now = time.monotonic()
+        with self._lock:
+            done = [k for k, lease in self._leases.items() if not expired_only or lease.expires <= now]
+            leases = [self._leases.pop(k) for k in done]
+        for lease in leases:
+            if lease.left > 0:
+                self._return(lease)
+
+    def _return(self, lease: _Lease) -> None:
+        try:
+            self._give_back(keys=list(lease.keys), args=[lease.left])
+        except redis.RedisError as exc:
+            log.warning("could not give back %d leased units (they expire with the window): %s", lease.left, exc)
 
     def admit_anonymous(self, client_ip: str | None) -> Admission:
         """Unauthenticated failures: a per-address minute window."""

@@ -21,7 +21,9 @@ class LimitsResolver:
         self.overrides = overrides
         self._cache: dict[str, tuple[float, Limits]] = {}
 
-    def limits(self, principal: Principal) -> Limits:
+    def limits(self, principal: Principal, conn: Callable[[], Any] | None = None) -> Limits:
+        """`conn`: the call's own connection, when it has one (a caller never
+        needs a second connection from the pool while holding one)."""
         base = PLAN_LIMITS[principal.plan]
         if principal.plan != "enterprise":
             return base
@@ -30,8 +32,11 @@ class LimitsResolver:
         hit = self._cache.get(principal.org_id)
         if hit is not None and hit[0] > time.monotonic():
             return hit[1]
-        with self.engine.connect() as conn:
-            limits = base.with_overrides(self.overrides(conn, principal.org_id))
+        if conn is not None:
+            limits = base.with_overrides(self.overrides(conn(), principal.org_id))
+        else:
+            with self.engine.connect() as own:
+                limits = base.with_overrides(self.overrides(own, principal.org_id))
         self._cache[principal.org_id] = (time.monotonic() + CACHE_SECONDS, limits)
         return limits
 

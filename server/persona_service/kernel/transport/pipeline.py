@@ -31,7 +31,7 @@ from persona_service.kernel.idempotency import request_hash
 from persona_service.kernel.limits.limiter import Admission
 from persona_service.kernel.runs import Outcome, Run, resume_point
 from persona_service.kernel.transport import context as request_context
-from persona_service.kernel.transport import sse
+from persona_service.kernel.transport import initial_metadata, sse
 from persona_service.kernel.transport.errors import abort, render_body
 from persona_service.kernel.transport.outages import as_outage
 from persona_service.kernel.transport.policy import MethodMeta
@@ -68,10 +68,18 @@ class RequestPipeline(grpc.ServerInterceptor):
         self._trusted = [ipaddress.ip_network(n.strip(), strict=False) for n in app.settings.trusted_proxies if n.strip()]
         self._trusted_cache: dict[str, bool] = {}
         self._edge_secret = app.settings.edge_secret
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
 
     def intercept_service(self, continuation, details):
-        handler = continuation(details)
-        meta = self.methods.get(details.method)
+        # The wrapped handler of a method is built once (it is the same for every call).
+        wrapped = self._wrapped.get(details.method)
+        if wrapped is None:
+            wrapped = self._wrap(continuation(details), self.methods.get(details.method))
+            if wrapped is not None:
+                self._wrapped[details.method] = wrapped
+        return wrapped
+
+    def _wrap(self, handler, meta: MethodMeta | None):
         if handler is None or meta is None:  # not a module's RPC (e.g. gRPC health)
             return handler
         decode = _tolerant(handler.request_deserializer)
@@ -108,7 +116,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             except Exception as exc:  # noqa: BLE001 - translated, never leaked
                 self._fail(call, context, meta, exc)
             else:
-                context.send_initial_metadata(call.ctx.headers)
+                initial_metadata.attach(context, call.ctx.headers)
                 self._log(call.ctx, 200)
                 return response
             finally:
@@ -225,7 +233,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             raise
         ctx.principal = principal
         call.admission = self.app.limiter.admit(
-            principal.org_id, self.app.limits.limits(principal), cap=policy.endpoint_cap,
+            principal.org_id, self.app.limits.limits(principal, lambda: ctx.conn), cap=policy.endpoint_cap,
             generation=policy.generation, stream=stream, token=ctx.request_id,
         )
         ctx.headers += call.admission.headers

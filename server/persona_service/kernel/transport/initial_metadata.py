@@ -1,0 +1,43 @@
+"""A unary answer's initial metadata (its response headers) sent with the
+answer itself, not before it.
+
+grpcio's sync server sends `context.send_initial_metadata()` as a batch of
+its own: one more write from the server and one more wake-up of Envoy for
+every call. When none was sent, grpcio adds an empty initial-metadata
+operation to the final batch (message and status); `attach` makes that
+operation carry ours. This reaches into grpcio's private `_server` module
+(grpcio is pinned in pyproject.toml): if the hook is missing, `attach`
+sends the metadata the public way, so a grpcio upgrade can cost speed,
+never correctness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc._server as _grpc_server
+
+_STASH = "_persona_initial_metadata"
+_original: Callable[[Any, Any], Any] | None = getattr(_grpc_server, "_get_initial_metadata", None)
+
+
+def _with_stash(state, metadata):
+    if metadata is None:
+        metadata = getattr(state, _STASH, None)
+    assert _original is not None
+    return _original(state, metadata)
+
+
+HOOKED = callable(_original)
+if HOOKED:
+    _grpc_server._get_initial_metadata = _with_stash
+
+
+def attach(context, metadata: Sequence[tuple[str, str]]) -> None:
+    """Send `metadata` as the call's initial metadata, in the answer's batch."""
+    state = getattr(context, "_state", None)
+    if HOOKED and state is not None and getattr(state, "initial_metadata_allowed", False):
+        setattr(state, _STASH, tuple(metadata))
+    else:
+        context.send_initial_metadata(metadata)
