@@ -60,14 +60,19 @@ done = function(s, latency, requests)
 end
 """
 WRK_POST = """
+-- POST bodies in turn; `{n}` in a body becomes a token unique to this request (run, thread, count).
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 local paths = {%s}
 local bodies = {%s}
+local threads = 0
+function setup(thread) threads = threads + 1; thread:set("tid", threads) end
+function init(args) nonce = args[1] or "" end
 local i = 0
 request = function()
   i = i + 1
-  return wrk.format(nil, paths[i %% #paths + 1], nil, bodies[i %% #bodies + 1])
+  local body = string.gsub(bodies[i %% #bodies + 1], "{n}", nonce .. "-" .. tid .. "-" .. i)
+  return wrk.format(nil, paths[i %% #paths + 1], nil, body)
 end
 """
 
@@ -170,8 +175,9 @@ class Step:
         engine = make_engine(self.stack.database_url, pool_size=1)
         with engine.begin() as conn:
             made = Onboarding(conn).create_org(f"Benchmark {uuid.uuid4().hex[:8]}", plan="enterprise")
-            for name in ("requests_per_minute", "requests_per_day", "concurrent_generations", "generations_per_month"):
-                ConfigRepository(conn).upsert(made.org_id, ORG_LEVEL, f"api.rate_limit.{name}", 10**9, "benchmark")
+            for name in ("requests_per_minute", "requests_per_day", "concurrent_generations", "generations_per_month",
+                         "cap_multiplier"):
+                ConfigRepository(conn).upsert(made.org_id, ORG_LEVEL, f"api.rate_limit.{name}", 10**6, "benchmark")
             _, self.key = KeyService(conn).create(
                 None, org_id=made.org_id, workspace_id=made.workspace_id, user_id=made.user_id, plan="enterprise",
                 name="benchmark", scopes=["chat:read", "chat:write", "personas:read", "personas:write"],
@@ -301,7 +307,7 @@ class Step:
         def command(seconds: float) -> list[str]:
             return ["wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "10s",
                     "-s", str(script), "-H", f"Authorization: {self.auth['Authorization']}",
-                    f"http://127.0.0.1:{port}{paths[0]}"]
+                    f"http://127.0.0.1:{port}{paths[0]}", "--", uuid.uuid4().hex[:8]]
 
         def parse(out: str) -> Result:
             r = json_line(out)
@@ -377,8 +383,9 @@ class Step:
         if "write" in runs:
             messages = [f"/v1/chat/sessions/{s}/messages" for s in self.sessions]
             self.wrk("write: chat message", port, messages, ['{"content": "What are you reading today?"}'])
-            intents = [json.dumps({"intent": f"A benchmark persona number {i} who collects maps"}) for i in range(64)]
-            self.wrk("write: create persona", port, ["/v1/personas"], intents)
+            # Slugs are unique per workspace: each request names its own.
+            persona = json.dumps({"intent": "A benchmark persona who collects old maps", "slug": "bench-{n}"})
+            self.wrk("write: create persona", port, ["/v1/personas"], [persona])
 
 
 # --- report --------------------------------------------------------------------------

@@ -97,10 +97,11 @@ def _local_reply_mappers(indent: str = "            ") -> str:
     return "\n".join(lines)
 
 
-def _endpoints(grpc_ports: list[int], indent: str = "        ") -> str:
+def _endpoints(grpc_ports: list[int], health_ports: list[int], indent: str = "        ") -> str:
     return "\n".join(
-        f"{indent}- endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}}}"
-        for port in grpc_ports
+        f"{indent}- endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}, "
+        f"health_check_config: {{port_value: {health}}}}}"
+        for port, health in zip(grpc_ports, health_ports)
     )
 
 
@@ -200,8 +201,11 @@ def _routes(descriptor: str, services: list[str], lenient_prefixes: list[str], s
 
 
 def _clusters(grpc_ports: list[int], stream_ports: list[int]) -> str:
+    """Both clusters health-check each process on its stream port: a probe
+    there never queues behind the unary calls of a busy process (whose
+    unary threads may all be working), while a dead process fails both."""
     template = Template((EDGE / "cluster.yaml.in").read_text().split("\n", 1)[1])
-    return "".join(template.substitute(name=name, endpoints=_endpoints(ports))
+    return "".join(template.substitute(name=name, endpoints=_endpoints(ports, stream_ports))
                    for name, ports in ((UNARY_CLUSTER, grpc_ports), (STREAM_CLUSTER, stream_ports)))
 
 
