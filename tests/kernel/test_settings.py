@@ -34,7 +34,7 @@ def test_kernel_defaults(env, monkeypatch, tmp_path):
     assert s.data_dir == (tmp_path / ".persona").resolve()
     assert (s.database_url, s.redis_url, s.jwt_secret, s.secrets_key) == ("", "", "", "")
     assert (s.http_port, s.grpc_port, s.admin_port) == (8080, 50051, 9901)
-    assert (s.grpc_workers, s.server_processes, s.db_pool_size, s.auth_cache_seconds, s.jwt_ttl_seconds) == (8, 2, 16, 30, 3600)
+    assert (s.grpc_workers, s.server_processes, s.db_pool_size, s.auth_cache_seconds, s.jwt_ttl_seconds) == (4, 2, 16, 30, 3600)
     assert s.trusted_proxies == ("127.0.0.1/32", "::1/128")
     assert s.log_level == "INFO"
 
@@ -45,7 +45,7 @@ def test_environment_names_and_values(env):
         PERSONA_GRPC_WORKERS="")  # empty: the default
     s = read(Settings)
     assert (s.data_dir, s.database_url, s.redis_url) == (pathlib.Path("/tmp/p"), "postgresql://db", "redis://r")
-    assert (s.http_port, s.admin_port, s.grpc_workers, s.log_level) == (81, 82, 8, "DEBUG")
+    assert (s.http_port, s.admin_port, s.grpc_workers, s.log_level) == (81, 82, 4, "DEBUG")
     assert s.trusted_proxies == ("10.0.0.0/8", "192.168.1.1")
 
 
