@@ -256,3 +256,14 @@ def test_leases_in_two_processes_never_over_admit(leasing):
         one.give_back()
     assert first + drain() == limit
     assert minute_count(leasing[0].redis, org) == limit
+
+
+def test_new_limits_never_draw_on_a_lease_taken_under_the_old_ones(leasing):
+    first, _ = leasing
+    org = subject()
+    first.admit(org, Limits(100_000, 10**6, 1, 1.0, 100))  # a lease of 8 under the old limits
+    for key in first.redis.scan_iter(f"rl:{{{org}}}:minute:*"):
+        first.redis.incrby(key, 5_000)  # other processes' calls
+    lower = Limits(2_000, 10**6, 1, 1.0, 100)  # a downgrade: the window is already past the new limit
+    with pytest.raises(RateLimited):
+        first.admit(org, lower)

@@ -199,7 +199,7 @@ class RateLimiter:
         self._admit = client.register_script(_SCRIPT)
         self._release = client.register_script(_RELEASE)
         self._give_back = client.register_script(_GIVE_BACK)
-        self._leases: dict[tuple[str, ...], _Lease] = {}
+        self._leases: dict[tuple, _Lease] = {}
         self._lock = threading.Lock()
         self._sweeper: threading.Thread | None = None
 
@@ -257,7 +257,7 @@ class RateLimiter:
         if verdict == "ok":
             granted, used_minute = int(result[1]), int(result[2])
             if granted > 1:
-                self._keep(_Lease(tuple(ask.keys), granted - 1, used_minute, time.monotonic() + LEASE_SECONDS))
+                self._keep(ask, _Lease(tuple(ask.keys), granted - 1, used_minute, time.monotonic() + LEASE_SECONDS))
             headers = self.headers(limits, minute, max(0, minute.limit - used_minute + granted - 1), now)
             slot_keys = tuple(ask.keys[len(windows):])
             return Admission(headers, slot_keys, windows[-1].key if ask.generation else "", ask.token)
@@ -295,7 +295,7 @@ class RateLimiter:
 
     def _from_lease(self, ask: Ask) -> Admission | None:
         """A unit of this process's lease on the same windows, or None (ask Redis)."""
-        key = tuple(ask.keys)
+        key = self._lease_key(ask)
         with self._lock:
             lease = self._leases.get(key)
             if lease is None:
@@ -315,10 +315,16 @@ class RateLimiter:
             self._return(lease)
         return None
 
-    def _keep(self, lease: _Lease) -> None:
+    @staticmethod
+    def _lease_key(ask: Ask) -> tuple:
+        # The limits belong to the key: after a plan change, calls never draw on a lease taken under the old limits.
+        return (*ask.keys, ask.limits)
+
+    def _keep(self, ask: Ask, lease: _Lease) -> None:
+        key = self._lease_key(ask)
         with self._lock:
-            replaced = self._leases.get(lease.keys)
-            self._leases[lease.keys] = lease
+            replaced = self._leases.get(key)
+            self._leases[key] = lease
             if self._sweeper is None:
                 self._sweeper = threading.Thread(target=self._sweep, name="rate-limit-leases", daemon=True)
                 self._sweeper.start()
