@@ -76,6 +76,7 @@ class Stack:
     _supervisor: Supervisor = field(init=False)
     _reaper: subprocess.Popen | None = None
     _edge_secret: str = field(init=False, repr=False)
+    _pools: dict[str, str] = field(default_factory=dict)  # each server's pool sizes (server_pools)
 
     def __post_init__(self) -> None:
         self._supervisor = Supervisor(on_change=self._record_pids)
@@ -102,7 +103,8 @@ class Stack:
         self.grpc_ports = self.grpc_ports or [
             self.settings.grpc_port + i for i in range(max(1, self.settings.server_processes))
         ]
-        self.server_pools()  # a budget too small for this many processes fails before anything starts
+        # Once, before anything starts: a budget too small for this many processes fails here.
+        self._pools = self.server_pools()
         for port in self.grpc_ports:
             ensure_port_free(port, "gRPC server", "127.0.0.1")
             ensure_port_free(self.stream_port(port), "gRPC stream server", "127.0.0.1")
@@ -142,7 +144,7 @@ class Stack:
     def start_server(self, port: int) -> subprocess.Popen:
         return self._supervisor.start(Child(
             f"server-{port}", [sys.executable, "-m", "persona_service.cli", "serve"],
-            self.process_env(PERSONA_GRPC_PORT=str(port), **self.server_pools()), self.log_dir / f"server-{port}.log",
+            self.process_env(PERSONA_GRPC_PORT=str(port), **self._pools), self.log_dir / f"server-{port}.log",
             ready=lambda proc: self._wait_grpc(port, proc, also=self.stream_port(port)),
         ))
 

@@ -300,18 +300,13 @@ class RateLimiter:
             lease = self._leases.get(key)
             if lease is None:
                 return None
-            if lease.left < 1 or lease.expires <= time.monotonic():
-                del self._leases[key]
-                lease = None if lease.left < 1 else lease
-                taken = False
-            else:
+            if lease.left > 0 and lease.expires > time.monotonic():
                 lease.left -= 1
-                taken = True
                 used = lease.minute_used - lease.left  # as far as this process knows
-        if taken:
-            minute = ask.windows[0]
-            return Admission(self.headers(ask.limits, minute, max(0, minute.limit - used), ask.now))
-        if lease is not None:
+                minute = ask.windows[0]
+                return Admission(self.headers(ask.limits, minute, max(0, minute.limit - used), ask.now))
+            del self._leases[key]  # used up or expired
+        if lease.left > 0:
             self._return(lease)
         return None
 
