@@ -6,10 +6,12 @@ from persona_service.admin.module import MODULE as ADMIN
 from persona_service.chat.module import MODULE as CHAT
 from persona_service.config.module import MODULE as CONFIG
 from persona_service.events.module import MODULE as EVENTS
+from persona_service.files.module import MODULE as FILES
 from persona_service.kernel.module import Modules
 from persona_service.moderation.module import MODULE as MODERATION
 from persona_service.orgs.module import MODULE as ORGS
 from persona_service.personas.module import MODULE as PERSONAS
+from persona_service.portraits.module import MODULE as PORTRAITS
 from persona_service.webhooks.module import MODULE as WEBHOOKS
 
 MODULES = Modules([
@@ -17,6 +19,8 @@ MODULES = Modules([
     PERSONAS,
     MODERATION,
     CHAT,
+    FILES,
+    PORTRAITS,
     WEBHOOKS,
     CONFIG,
     EVENTS,

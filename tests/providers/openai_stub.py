@@ -3,7 +3,11 @@
 Endpoints (with or without a ``/v1`` prefix): ``POST /chat/completions``
 (whole, or SSE with ``stream: true``: content deltas, tool-call fragments,
 a finish chunk, a usage chunk when ``stream_options.include_usage``, then
-``data: [DONE]``), ``POST /moderations`` and ``POST /embeddings``.
+``data: [DONE]``), ``POST /moderations``, ``POST /embeddings``, and the
+Images API: ``POST /images/generations`` (JSON) and ``POST /images/edits``
+(multipart: ``image``, ``prompt``, ``model``), answering ``b64_json`` PNGs
+drawn by the local provider (the recorded body of an edit is its form
+fields, the image as its byte count).
 
 Answers come from the deterministic `LocalProvider` by default, so a stack
 pointed at the stub behaves like the local provider. The chat task is
@@ -35,6 +39,9 @@ between tests, one server per session) – import ``openai_stub_server`` and
 
 from __future__ import annotations
 
+import base64
+import email.parser
+import email.policy
 import json
 import re
 import threading
@@ -45,7 +52,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from persona_service.providers.base import Completion, GenerationOptions, Message, ToolCall
+from persona_service.providers.base import Completion, GenerationOptions, ImagePrompt, Message, ToolCall
 from persona_service.providers.local import LocalProvider, count_tokens
 
 DEFAULT_ERROR = {"message": "The server had an error while processing your request.", "type": "server_error",
@@ -232,8 +239,10 @@ class OpenAIStub:
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
         raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
+        content_type = h.headers.get("Content-Type") or ""
         try:
-            body = json.loads(raw) if raw else None
+            body = _form(content_type, raw) if content_type.startswith("multipart/") else (
+                json.loads(raw) if raw else None)
         except ValueError:
             body = None
         path = h.path.split("?")[0]
@@ -264,6 +273,12 @@ class OpenAIStub:
             return self._send_json(h, 200, moderation_json(body))
         if path.endswith("/embeddings"):
             return self._send_json(h, 200, embeddings_json(body))
+        if path.endswith("/images/generations"):
+            png = LocalProvider().generate_image(ImagePrompt(subject=str(body.get("prompt")), prompt=str(body.get("prompt"))))
+            return self._send_json(h, 200, {"created": int(time.time()), "data": [{"b64_json": base64.b64encode(png).decode()}]})
+        if path.endswith("/images/edits") and isinstance(body.get("image"), bytes):
+            png = LocalProvider().edit_image(body["image"], str(body.get("prompt")))
+            return self._send_json(h, 200, {"created": int(time.time()), "data": [{"b64_json": base64.b64encode(png).decode()}]})
         return self._send_json(h, 404, {"error": {"message": f"Unknown path {path}", "type": "invalid_request_error",
                                                   "param": None, "code": "unknown_url"}})
 
@@ -309,6 +324,18 @@ class OpenAIStub:
 
 
 # -- wire format ------------------------------------------------------------
+
+def _form(content_type: str, raw: bytes) -> dict[str, Any]:
+    """A multipart/form-data body: text fields as str, files as bytes."""
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + raw)
+    fields: dict[str, Any] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        data = part.get_payload(decode=True)
+        fields[str(name)] = data if part.get_filename() else data.decode()
+    return fields
+
 
 def _wire_calls(calls: tuple[ToolCall, ...]) -> list[dict[str, Any]]:
     return [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]

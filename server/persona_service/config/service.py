@@ -34,6 +34,7 @@ RATE_LIMIT_KEYS = (
     _limit("concurrent_generations"),
     _limit("concurrent_streams"),
     _limit("generations_per_month"),
+    _limit("images_per_month"),
     _limit("cap_multiplier", "number", 0.01),
 )
 

@@ -19,6 +19,7 @@ from persona_service.kernel.module import Job, Modules
 from persona_service.kernel.runs import Runs
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
+from persona_service.kernel.tasks import TaskRunner
 from persona_service.providers.factory import backoff_delays, make_base_provider
 from persona_service.providers.retrying import Retrying
 
@@ -51,6 +52,8 @@ class App:
         self.limits = LimitsResolver(self.engine, modules.limit_overrides)
         self.idempotency = Idempotency(self.engine, self.secret_box)
         self.runs = Runs(self.redis, settings.run_workers)
+        # Durable tasks run on the stream pool: long work never holds a unary call's connection.
+        self.tasks = TaskRunner(self, self.stream_engine, modules.tasks, settings.task_workers, settings.task_poll_seconds)
         self.provider = make_base_provider()
         self.backoff = backoff_delays()
         self._listener: threading.Thread | None = None
@@ -92,9 +95,11 @@ class App:
     def start_background(self) -> None:
         self._listener = threading.Thread(target=self._listen, name="invalidations", daemon=True)
         self._listener.start()
-        jobs = [Job("idempotency.purge", 600, lambda app: app.idempotency.purge_expired()), *self.modules.jobs]
+        jobs = [Job("idempotency.purge", 600, lambda app: app.idempotency.purge_expired()),
+                Job("tasks.purge", 3600, lambda app: app.tasks.purge()), *self.modules.jobs]
         for job in jobs:
             threading.Thread(target=self._run_job, args=(job,), name=job.name, daemon=True).start()
+        self.tasks.start()
 
     def _listen(self) -> None:
         """The invalidation bus: subscribe, apply what arrives; when Redis is
@@ -145,6 +150,7 @@ class App:
         if self._listener is not None:
             self._listener.join(timeout=3)
         self.runs.close()
+        self.tasks.close()
         self.limiter.give_back()  # what this process reserved and did not use
         self.engine.dispose()
         self.stream_engine.dispose()

@@ -2,7 +2,7 @@
 
 A module is a folder (`persona_service/<domain>/`) whose `module.py` exposes
 one `Module`. The registry (`persona_service/registry.py`) lists the modules;
-the server, the background jobs, the CLI, the id prefixes, the outbox's event
+the server, the background jobs and tasks, the CLI, the id prefixes, the outbox's event
 types, the config keys, the endpoint caps, the settings sections and the
 migrations are assembled from that list. The kernel never imports a module: modules are handed to it.
 """
@@ -21,6 +21,7 @@ from persona_service.kernel.config_keys import ConfigKey, install_config_keys
 from persona_service.kernel.limits.plans import EndpointCap, install_caps
 from persona_service.kernel.outbox import EVENT_TYPES
 from persona_service.kernel.settings import InvalidSetting, Settings, env_names, read
+from persona_service.kernel.tasks import TaskKind
 
 if TYPE_CHECKING:
     import grpc
@@ -85,6 +86,8 @@ class Module:
     config_levels: Mapping[str, Callable[[Any, Any, str], bool]] = field(default_factory=dict)
     endpoint_caps: Sequence[EndpointCap] = ()
     jobs: Sequence[Job] = ()
+    # Kinds of durable background work (kernel.tasks) this module enqueues.
+    tasks: Sequence[TaskKind] = ()
     commands: Sequence[Command] = ()
     processes: Sequence[Process] = ()
     # Alembic version directory of the module's own migrations, if any.
@@ -125,6 +128,8 @@ class Modules:
         self.services = [s for m in self.all for s in m.services]
         self.service_names = [s.name for s in self.services]
         self.jobs = [j for m in self.all for j in m.jobs]
+        _unique("task kind", [t.name for m in self.all for t in m.tasks])
+        self.tasks = {t.name: t for m in self.all for t in m.tasks}
         self.commands = [c for m in self.all for c in m.commands]
         self.processes = [p for m in self.all for p in m.processes]
         self.migrations = [m.migrations for m in self.all if m.migrations is not None]

@@ -110,6 +110,14 @@ class Settings(Section):
         description="threads per server process running streamed operations (durable runs: generations, replies); "
         "beyond them runs wait their turn",
     )
+    task_workers: int = Field(
+        2, ge=1, description="threads per server process running durable tasks (portrait renders, …), on the "
+                             "stream pool's connections",
+    )
+    task_poll_seconds: float = Field(
+        1.0, gt=0, le=60, allow_inf_nan=False,
+        description="how often an idle task thread looks for work committed by other processes",
+    )
     # The server is GIL-bound, so a second process adds throughput when a core has room.
     server_processes: int = Field(
         2, description="gRPC server processes behind Envoy (two measured +35–70% throughput over one on 2 cores)",

@@ -137,6 +137,9 @@ class Stack:
             "DATABASE_URL": self.database_url,
             "REDIS_URL": self.redis_url,
             "PERSONA_DATA_DIR": str(self.settings.data_dir),
+            # Where clients reach the edge (the servers sign URLs that point there).
+            "PERSONA_HTTP_HOST": self.settings.http_host,
+            "PERSONA_HTTP_PORT": str(self.settings.http_port),
             "PERSONA_EDGE_SECRET": self._edge_secret,
             **extra,
         }

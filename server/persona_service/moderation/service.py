@@ -4,9 +4,15 @@ the admin queue) and emits `moderation.flagged`."""
 from __future__ import annotations
 
 from persona_service.kernel import ids
+from persona_service.kernel.errors import ApiError
 from persona_service.kernel.outbox import Outbox
 from persona_service.moderation.repository import ModerationRepository
 from persona_service.providers.base import ModerationResult
+
+
+class ModerationBlocked(ApiError):
+    code = "moderation_blocked"
+
 
 STAGES = ("input_intent", "output_content", "impersonation", "pii")
 

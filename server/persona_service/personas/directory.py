@@ -1,6 +1,7 @@
 """What other modules may read of personas: the chat partners of a
-workspace and their voice. Chat and the OpenAI-compatible surface read
-personas only through this (never the personas tables)."""
+workspace and their voice, whether a persona still exists. Chat, the
+OpenAI-compatible surface and portraits read personas only through this
+(never the personas tables)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ class PersonaDirectory:
     def active_list(self, workspace_id: str, limit: int = 1000) -> list[PersonaSummary]:
         """The workspace's personas that are not deleted, newest first (id, org_id, created_at)."""
         return self.repo.active_list(workspace_id, limit)
+
+    def existing(self, persona_ids: list[str]) -> set[str]:
+        """Which of these personas exist, deleted ones within their grace included (purged ones do not)."""
+        return self.repo.existing(persona_ids) if persona_ids else set()
 
     def voice(self, persona_id: str) -> VoiceRecord | None:
         return self.repo.voice(persona_id)

@@ -25,17 +25,13 @@ from persona_service.kernel.clock import utcnow
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import Progress
 from persona_service.kernel.outbox import Outbox
-from persona_service.moderation.service import record_flag
+from persona_service.moderation.service import ModerationBlocked, record_flag
 from persona_service.personas.repository import PersonaRepository
 from persona_service.providers.base import GenerationOptions, Message, Provider, ProviderError
 
 STEPS = ("moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint")
 SOUL_FIELDS = ("name", "desire", "fear", "backstory", "traits", "values", "speaking_style")
 
-
-
-class ModerationBlocked(ApiError):
-    code = "moderation_blocked"
 
 
 @dataclass

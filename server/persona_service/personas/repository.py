@@ -117,6 +117,11 @@ class PersonaRepository:
         )
         return record_or_none(PersonaRecord, self.conn.execute(stmt).mappings().first())
 
+    def existing(self, persona_ids: list[str]) -> set[str]:
+        """Which of these personas still exist, in any state (purged ones are gone)."""
+        stmt = select(_personas.c.id).where(_personas.c.id.in_(persona_ids))
+        return set(self.conn.execute(stmt).scalars())
+
     def active_list(self, workspace_id: str, limit: int = 1000) -> list[PersonaSummary]:
         stmt = select(_personas.c.id, _personas.c.org_id, _personas.c.created_at).where(
             _personas.c.workspace_id == workspace_id, _personas.c.state != "deleted"

@@ -56,6 +56,8 @@ class ModerationResult:
     flagged: bool
     categories: tuple[str, ...] = ()
     scores: dict[str, float] = field(default_factory=dict)
+    # What was found, where the provider says: (category, the text that matched).
+    matches: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,35 @@ class GenerationOptions:
     # providers ignore it; the local provider uses it to stay deterministic.
     task: str = "reply"
     model: str = ""  # override of the configured model
+
+
+@dataclass(frozen=True)
+class ImagePrompt:
+    """What a portrait is drawn from: who (a persona's stable id, name and
+    traits) and how (a free prompt, a style)."""
+
+    subject: str  # stable seed of the persona (its id)
+    name: str = ""
+    traits: tuple[str, ...] = ()
+    prompt: str = ""
+    style: str = "flat"
+
+    def text(self) -> str:
+        """The prompt an image model gets."""
+        who = f"{self.name}, " if self.name else ""
+        traits = f"who is {', '.join(self.traits)}; " if self.traits else ""
+        extra = f"{self.prompt}; " if self.prompt else ""
+        return f"Head-and-shoulders portrait of {who}{traits}{extra}style: {self.style}."
+
+
+class ImageProvider(Protocol):
+    """Draws and edits PNG portraits."""
+
+    name: str
+
+    def generate_image(self, prompt: ImagePrompt) -> bytes: ...
+
+    def edit_image(self, image: bytes, instruction: str) -> bytes: ...
 
 
 class Provider(Protocol):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from persona_service.kernel.settings import load
-from persona_service.providers.base import Provider, ProviderError
+from persona_service.providers.base import ImageProvider, Provider, ProviderError
 from persona_service.providers.local import LocalProvider
 from persona_service.providers.retrying import Retrying
 from persona_service.providers.settings import ProviderSettings
@@ -40,6 +40,23 @@ def make_base_provider(settings: ProviderSettings | None = None) -> Provider:
             embedding_model=settings.openai_embedding_model,
             moderation_model=settings.openai_moderation_model,
             timeout_seconds=settings.provider_timeout_seconds,
+        )
+    return LocalProvider()
+
+
+def make_image_provider(settings: ProviderSettings | None = None) -> ImageProvider:
+    """The configured portrait image provider, without the retry wrapper."""
+    settings = settings or load(ProviderSettings)
+    if settings.image_provider == "openai":
+        from persona_service.providers.openai_http import OpenAIHTTPProvider
+
+        return OpenAIHTTPProvider(
+            base_url=settings.image_base_url,
+            api_key=settings.image_api_key or settings.openai_api_key,
+            timeout_seconds=settings.provider_timeout_seconds,
+            image_model=settings.image_model,
+            image_size=settings.image_size,
+            image_timeout_seconds=settings.image_timeout_seconds,
         )
     return LocalProvider()
 

@@ -11,6 +11,8 @@ status, None when no response arrived), for the audit log only.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +23,7 @@ from persona_service.providers.base import (
     Completion,
     Delta,
     GenerationOptions,
+    ImagePrompt,
     Message,
     ModerationResult,
     ProviderError,
@@ -48,6 +51,9 @@ class OpenAIHTTPProvider:
         embedding_model: str = "text-embedding-3-small",
         moderation_model: str = "omni-moderation-latest",
         timeout_seconds: float = 30.0,
+        image_model: str = "gpt-image-1",
+        image_size: str = "1024x1024",
+        image_timeout_seconds: float = 120.0,
         *,
         transport: httpx.BaseTransport | None = None,
     ):
@@ -55,6 +61,9 @@ class OpenAIHTTPProvider:
         self.model = model
         self.embedding_model = embedding_model
         self.moderation_model = moderation_model
+        self.image_model = image_model
+        self.image_size = image_size
+        self.image_timeout = httpx.Timeout(image_timeout_seconds)
         self.timeout_seconds = timeout_seconds
         headers = {"Accept": "application/json"}
         if api_key:
@@ -237,18 +246,48 @@ class OpenAIHTTPProvider:
             raise self._malformed(200, data, f"{len(vectors)} embeddings for {len(texts)} inputs")
         return vectors
 
+    # -- images (Images API: GPT image models answer base64 PNGs) ----------
+
+    def generate_image(self, prompt: ImagePrompt) -> bytes:
+        data = self._post("/images/generations", {
+            "model": self.image_model, "prompt": prompt.text(), "size": self.image_size, "n": 1,
+        }, timeout=self.image_timeout)
+        return self._image(data)
+
+    def edit_image(self, image: bytes, instruction: str) -> bytes:
+        data = self._post("/images/edits", files={"image": ("portrait.png", image, "image/png")}, form={
+            "model": self.image_model, "prompt": instruction, "size": self.image_size, "n": "1",
+        }, timeout=self.image_timeout)
+        return self._image(data)
+
+    def _image(self, data: dict[str, Any]) -> bytes:
+        """The first image of an Images API answer: its `b64_json`, or the bytes behind its `url`."""
+        try:
+            item = data["data"][0]
+            if item.get("b64_json"):
+                png = base64.b64decode(item["b64_json"], validate=True)
+            else:
+                png = self._fetch(str(item["url"]))
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError, binascii.Error) as exc:
+            raise self._malformed(200, data, f"missing or invalid image: {exc!r}") from None
+        if not png.startswith(b"\x89PNG\r\n\x1a\n"):
+            raise self._malformed(200, {"bytes": len(png)}, "the image is not a PNG")
+        return png
+
+    def _fetch(self, url: str) -> bytes:
+        response = self._send(lambda: self._client.get(url, timeout=self.image_timeout))
+        return response.content
+
     # -- plumbing ----------------------------------------------------------
 
-    def _post(self, path: str, body: dict[str, Any]) -> Any:
-        try:
-            response = self._client.post(path, json=body)
-        except httpx.TimeoutException as exc:
-            raise ProviderTimeout(self.name, "timed out", {"error": "timeout", "detail": _detail(exc)}) from None
-        except httpx.HTTPError as exc:
-            raise ProviderError(self.name, "transport error", {"error": "connection_error", "detail": _detail(exc)}) \
-                from None
-        if response.status_code >= 400:
-            raise self._status_error(response)
+    def _post(self, path: str, body: dict[str, Any] | None = None, *, files: dict[str, Any] | None = None,
+              form: dict[str, str] | None = None, timeout: httpx.Timeout | None = None) -> Any:
+        # (httpx's own default, the client's timeout, stands when none is given.)
+        extra: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
+        if files is not None:
+            response = self._send(lambda: self._client.post(path, files=files, data=form, **extra))
+        else:
+            response = self._send(lambda: self._client.post(path, json=body, **extra))
         try:
             data = response.json()
         except ValueError:
@@ -256,6 +295,18 @@ class OpenAIHTTPProvider:
         if not isinstance(data, dict):
             raise self._malformed(response.status_code, response.text, "response is not a JSON object")
         return data
+
+    def _send(self, request) -> httpx.Response:
+        try:
+            response = request()
+        except httpx.TimeoutException as exc:
+            raise ProviderTimeout(self.name, "timed out", {"error": "timeout", "detail": _detail(exc)}) from None
+        except httpx.HTTPError as exc:
+            raise ProviderError(self.name, "transport error", {"error": "connection_error", "detail": _detail(exc)}) \
+                from None
+        if response.status_code >= 400:
+            raise self._status_error(response)
+        return response
 
     def _status_error(self, response: httpx.Response) -> ProviderError:
         status = response.status_code

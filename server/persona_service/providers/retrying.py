@@ -1,7 +1,7 @@
 """Retries with the spec's backoff: up to 3 retries after 1 s, 2 s and 4 s.
 
-`Retrying(provider)` has the provider interface. `generate`, `moderate` and
-`embed` are retried on `ProviderError` (which includes `ProviderTimeout`);
+`Retrying(provider)` has the provider interface. `generate`, `moderate`,
+`embed`, `generate_image` and `edit_image` are retried on `ProviderError` (which includes `ProviderTimeout`);
 after the last retry the last error is re-raised. `stream` is retried only
 when it fails before its first delta was yielded: once text has reached the
 caller a retry would duplicate it, so later failures propagate at once.
@@ -30,6 +30,8 @@ from persona_service.providers.base import (
     Completion,
     Delta,
     GenerationOptions,
+    ImagePrompt,
+    ImageProvider,
     Message,
     ModerationResult,
     Provider,
@@ -44,13 +46,13 @@ _RETRYABLE_CLIENT_STATUSES = frozenset({408, 409, 429})
 class Retrying:
     def __init__(
         self,
-        provider: Provider,
+        provider: Provider | ImageProvider,
         delays: Sequence[float] = DEFAULT_DELAYS,
         sleep: Callable[[float], None] = time.sleep,
         on_failure: Callable[[ProviderError, int, str], None] | None = None,
         retry_client_errors: bool = False,
     ):
-        self.provider = provider
+        self.provider: Any = provider
         self.name = provider.name
         self.delays = tuple(float(d) for d in delays)
         self.sleep = sleep
@@ -81,6 +83,12 @@ class Retrying:
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         return self._call("embed", lambda: self.provider.embed(texts))
+
+    def generate_image(self, prompt: ImagePrompt) -> bytes:
+        return self._call("generate_image", lambda: self.provider.generate_image(prompt))
+
+    def edit_image(self, image: bytes, instruction: str) -> bytes:
+        return self._call("edit_image", lambda: self.provider.edit_image(image, instruction))
 
     def stream(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
         self._local.failures = []

@@ -23,6 +23,21 @@ class ProviderSettings(Section):
     openai_model: str = Field("gpt-4o-mini", description="chat model")
     openai_embedding_model: str = Field("text-embedding-3-small", description="embedding model")
     openai_moderation_model: str = Field("omni-moderation-latest", description="moderation model")
+    image_provider: Literal["local", "openai"] = Field(
+        "local",
+        description="portrait images: `local` (deterministic PNGs drawn with Pillow) or `openai` (an "
+                    "OpenAI-compatible Images API: generations and edits)",
+    )
+    image_base_url: str = Field(
+        "", validate_default=True, description="the Images API (`…/v1`) when `PERSONA_IMAGE_PROVIDER=openai`; empty: PERSONA_OPENAI_BASE_URL",
+    )
+    image_api_key: str = Field("", description="its API key; empty: PERSONA_OPENAI_API_KEY")
+    image_model: str = Field("gpt-image-1", description="image model")
+    image_size: str = Field("1024x1024", description="image size asked for")
+    image_timeout_seconds: float = Field(
+        120.0, gt=0, allow_inf_nan=False, description="upstream timeout of one image call (then it is retried, "
+                                                      "and the portrait `failed` with 504 `provider_timeout`)",
+    )
     provider_timeout_seconds: float = Field(
         30.0, gt=0, allow_inf_nan=False, description="upstream timeout (then 504 `provider_timeout`)",
     )
@@ -30,7 +45,7 @@ class ProviderSettings(Section):
         1.0, ge=0, allow_inf_nan=False, description="retry backoff base: retries after 1×, 2×, 4× this",
     )
 
-    @field_validator("provider", mode="before")
+    @field_validator("provider", "image_provider", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
@@ -43,6 +58,18 @@ class ProviderSettings(Section):
             return value
         if not value:
             raise ValueError("required when PERSONA_PROVIDER=openai")
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("expected an http(s) URL")
+        return value
+
+    @field_validator("image_base_url")
+    @classmethod
+    def _image_url(cls, value: str, info: ValidationInfo) -> str:
+        value = value.strip() or info.data.get("openai_base_url", "")
+        if info.data.get("image_provider") != "openai":
+            return value
+        if not value:
+            raise ValueError("required when PERSONA_IMAGE_PROVIDER=openai (or set PERSONA_OPENAI_BASE_URL)")
         if not value.startswith(("http://", "https://")):
             raise ValueError("expected an http(s) URL")
         return value

@@ -85,3 +85,28 @@ class OutboxEvent(Base):
         Index("ix_events_org_seq", "org_id", "seq"),
         Index("ix_events_undispatched", "seq", postgresql_where=text("dispatched_at IS NULL")),
     )
+
+
+class Task(Base):
+    """Durable background work (kernel.tasks): enqueued with the change that
+    needs it, claimed by any server process, retried, never lost."""
+
+    __tablename__ = "tasks"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(64), nullable=False)
+    org_id: Mapped[str] = mapped_column(String(40), nullable=False)
+    subject_id: Mapped[str] = mapped_column(String(64), nullable=False, default="")
+    payload: Mapped[object] = mapped_column(JSONB, nullable=False, default=dict)
+    status: Mapped[str] = mapped_column(String(12), nullable=False, default="queued")  # queued | running | done | failed
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    run_after: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    created_at: Mapped[datetime] = created_at_column()
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_tasks_due", "run_after", postgresql_where=text("status IN ('queued', 'running')")),
+        Index("ix_tasks_org_running", "org_id", postgresql_where=text("status = 'running'")),
+        Index("ix_tasks_finished", "finished_at", postgresql_where=text("finished_at IS NOT NULL")),
+    )

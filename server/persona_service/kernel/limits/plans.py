@@ -4,7 +4,8 @@ Team x5). Enterprise starts from the values below and is tuned per
 organization through the `api.rate_limit.*` config items.
 
 Monthly generation quotas (the spec gives only Pro's 100): Free 10, Pro 100,
-Team 500, Enterprise 5,000 by default. The billing period is the calendar
+Team 500, Enterprise 5,000 by default; monthly portrait images: Free 20,
+Pro 200, Team 1,000, Enterprise 10,000. The billing period is the calendar
 month in UTC.
 """
 
@@ -44,6 +45,8 @@ class Limits:
     # Server streams (SSE) open at once per organization, so one tenant's
     # streams cannot hold every server thread (ours; the spec names none).
     concurrent_streams: int = 5
+    # Portrait images (generations and edits) per calendar month (ours; the spec names none).
+    images_per_month: int = 200
 
     def cap(self, name: str) -> tuple[int, int]:
         """(limit, window seconds) of an endpoint cap for this tier."""
@@ -55,10 +58,10 @@ class Limits:
 
 
 PLAN_LIMITS = {
-    "free": Limits(60, 5_000, 1, 0.1, 10, concurrent_streams=2),
-    "pro": Limits(600, 50_000, 5, 1.0, 100, concurrent_streams=5),
-    "team": Limits(3_000, 250_000, 25, 5.0, 500, concurrent_streams=10),
-    "enterprise": Limits(6_000, 500_000, 50, 10.0, 5_000, concurrent_streams=20),
+    "free": Limits(60, 5_000, 1, 0.1, 10, concurrent_streams=2, images_per_month=20),
+    "pro": Limits(600, 50_000, 5, 1.0, 100, concurrent_streams=5, images_per_month=200),
+    "team": Limits(3_000, 250_000, 25, 5.0, 500, concurrent_streams=10, images_per_month=1_000),
+    "enterprise": Limits(6_000, 500_000, 50, 10.0, 5_000, concurrent_streams=20, images_per_month=10_000),
 }
 
 # Unauthenticated requests (failed credentials) are limited per client address.

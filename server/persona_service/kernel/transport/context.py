@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from persona_service.kernel.db.uow import UnitOfWork
 from persona_service.kernel.principal import Principal
@@ -21,6 +22,11 @@ class RequestContext:
     headers: list[tuple[str, str]] = field(default_factory=list)
     # Run after the unit of work commits (e.g. cache invalidation broadcasts).
     after_commit: list[Callable[[], None]] = field(default_factory=list)
+    # Called after the commit with the answer; returns the answer to give
+    # instead (e.g. one that waited a moment for durable work the call
+    # enqueued) or raises an ApiError. An Idempotency-Key replay answers what
+    # the call answered at the commit.
+    finish: Callable[[Any], Any] | None = None
     # The HTTP status and headers of a successful answer (see respond()).
     status: int | None = None
     http_headers: list[tuple[str, str]] = field(default_factory=list)

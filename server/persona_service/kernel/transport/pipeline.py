@@ -113,6 +113,8 @@ class RequestPipeline(grpc.ServerInterceptor):
                     response = behavior(request, context)
                     call.ctx.headers += _answer(call.ctx, meta, response)
                     self._complete(call, meta, request, response)
+                    if call.ctx.finish is not None:
+                        response = call.ctx.finish(response)
             except Exception as exc:  # noqa: BLE001 - translated, never leaked
                 self._fail(call, context, meta, exc)
             else:
@@ -225,6 +227,11 @@ class RequestPipeline(grpc.ServerInterceptor):
     def _admit(self, call: _Call, request, meta: MethodMeta, stream: bool = False, resuming: bool = False):
         """Everything before the operation. Returns a stored outcome to replay, or None."""
         ctx, policy = call.ctx, meta.policy
+        if policy.anonymous:  # the request proves itself (e.g. a signed URL); no tenant, no tenant limits
+            if isinstance(request, Undecodable):
+                raise _undecodable()
+            validate(request)
+            return None
         try:
             principal = self.app.authenticator.authenticate(call.metadata.get("authorization"), lambda: ctx.conn)
         except Unauthorized:
@@ -240,10 +247,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         check_client_address(principal, ctx.client_ip)
         authorize(principal, scope=policy.scope, roles=policy.roles, platform_admin=policy.platform_admin)
         if isinstance(request, Undecodable):
-            raise BadRequest(
-                "The request could not be decoded: JSON nested deeper than 32 levels, or not a valid message.",
-                {"reason": "undecodable"},
-            )
+            raise _undecodable()
         if resuming:
             return None  # the request of the run resumed was validated when it started; this body is ignored
         validate(request)
@@ -267,6 +271,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         if call.claim is not None:
             self.app.idempotency.complete(ctx.conn, call.claim, response.SerializeToString(), self._replayable(ctx.headers))
         ctx.uow.commit()
+        call.claim = None  # settled: a failure after the commit (ctx.finish) leaves the record alone
         call.succeeded = True
         for hook in ctx.after_commit:
             try:
@@ -420,6 +425,13 @@ def _answer(ctx: request_context.RequestContext, meta: MethodMeta, response) -> 
     if status is not None:
         carriers.append((STATUS_CARRIER, str(status)))
     return carriers
+
+
+def _undecodable() -> BadRequest:
+    return BadRequest(
+        "The request could not be decoded: JSON nested deeper than 32 levels, or not a valid message.",
+        {"reason": "undecodable"},
+    )
 
 
 class Undecodable:

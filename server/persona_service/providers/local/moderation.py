@@ -34,9 +34,12 @@ _BLOCKLIST = tuple((category, re.compile(pattern, re.IGNORECASE)) for category, 
 def moderate(text: str) -> ModerationResult:
     """Flag each category with a blocklist hit; its score grows with the hits."""
     hits: dict[str, int] = {}
+    matches = []
     for category, pattern in _BLOCKLIST:
-        if pattern.search(text):
+        found = pattern.search(text)
+        if found:
             hits[category] = hits.get(category, 0) + 1
+            matches.append((category, found.group(0)))
     scores = {c: (min(1.0, 0.6 + 0.2 * hits[c]) if c in hits else 0.0) for c in MODERATION_CATEGORIES}
     categories = tuple(c for c in MODERATION_CATEGORIES if c in hits)
-    return ModerationResult(bool(categories), categories, scores)
+    return ModerationResult(bool(categories), categories, scores, tuple(matches))

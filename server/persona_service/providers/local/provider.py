@@ -19,11 +19,12 @@ from persona_service.providers.base import (
     Completion,
     Delta,
     GenerationOptions,
+    ImagePrompt,
     Message,
     ModerationResult,
     ToolCall,
 )
-from persona_service.providers.local import moderation
+from persona_service.providers.local import images, moderation
 from persona_service.providers.local import soul as soul_step
 from persona_service.providers.local import voice as voice_step
 from persona_service.providers.local.embeddings import EMBEDDING_DIMS, embed_text
@@ -61,6 +62,12 @@ class LocalProvider:
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         return [embed_text(t, self.embedding_dims) for t in texts]
+
+    def generate_image(self, prompt: ImagePrompt) -> bytes:
+        return images.render_portrait(prompt)
+
+    def edit_image(self, image: bytes, instruction: str) -> bytes:
+        return images.edit_portrait(image, instruction)
 
     # -- Persona pipeline entry points --------------------------------------
 

@@ -1,0 +1,76 @@
+"""Objects in an S3-compatible store (AWS S3, MinIO, R2, …) through boto3;
+signed URLs are the store's own presigned GETs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from persona_service.files.settings import FileSettings
+from persona_service.files.storage import KEY, ObjectNotFound, SignedUrl, StoredObject, etag_of
+
+_MISSING = ("NoSuchKey", "404", "NotFound")
+
+
+class S3Storage:
+    name = "s3"
+
+    def __init__(self, settings: FileSettings):
+        self.bucket = settings.s3_bucket
+        options: dict[str, Any] = {"region_name": settings.s3_region}
+        if settings.s3_endpoint_url:
+            options["endpoint_url"] = settings.s3_endpoint_url
+        if settings.s3_access_key_id:
+            options["aws_access_key_id"] = settings.s3_access_key_id
+            options["aws_secret_access_key"] = settings.s3_secret_access_key
+        self.client = boto3.client(
+            "s3", config=Config(signature_version="s3v4", retries={"max_attempts": 3, "mode": "standard"},
+                                max_pool_connections=32),
+            **options,
+        )
+
+    def put(self, key: str, data: bytes, content_type: str) -> None:
+        self._check(key)
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type,
+                               CacheControl="private, max-age=900, immutable")
+
+    def get(self, key: str) -> StoredObject:
+        self._check(key)
+        try:
+            answer = self.client.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in _MISSING:
+                raise ObjectNotFound(key) from None
+            raise
+        data = answer["Body"].read()
+        return StoredObject(data, answer.get("ContentType") or "application/octet-stream", etag_of(data))
+
+    def delete(self, key: str) -> None:
+        self._check(key)
+        self.client.delete_object(Bucket=self.bucket, Key=key)
+
+    def delete_prefix(self, prefix: str) -> int:
+        self._check(prefix)
+        count = 0
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix + "/"):
+            keys = [{"Key": item["Key"]} for item in page.get("Contents", ())]
+            if keys:
+                self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": keys, "Quiet": True})
+                count += len(keys)
+        return count
+
+    def signed_url(self, key: str, ttl_seconds: int) -> SignedUrl:
+        self._check(key)
+        url = self.client.generate_presigned_url(
+            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=ttl_seconds,
+        )
+        return SignedUrl(url, datetime.now(UTC) + timedelta(seconds=ttl_seconds))
+
+    @staticmethod
+    def _check(key: str) -> None:
+        if not KEY.match(key):
+            raise ObjectNotFound(key)

@@ -1,0 +1,32 @@
+"""GET /v1/files/{key}: the local backend's signed URLs, answered by the service itself."""
+
+from __future__ import annotations
+
+import time
+
+from google.api import httpbody_pb2
+from persona.v1 import files_pb2_grpc
+
+from persona_service.files.local import LocalStorage
+from persona_service.files.storage import ObjectNotFound, storage_for
+from persona_service.kernel.errors import Forbidden, NotFound
+from persona_service.kernel.transport.context import current
+
+
+class FileServicer(files_pb2_grpc.FileServiceServicer):
+    def __init__(self, app):
+        self.app = app
+
+    def GetFile(self, request, context):
+        storage = storage_for(self.app)
+        if not isinstance(storage, LocalStorage):  # the object store serves its own presigned URLs
+            raise NotFound("file")
+        if not storage.verify(request.key, request.expires, request.signature):
+            raise Forbidden("The signed URL is invalid or has expired.", {"reason": "bad_signature"})
+        try:
+            stored = storage.get(request.key)
+        except ObjectNotFound:
+            raise NotFound("file") from None
+        left = max(0, request.expires - int(time.time()))
+        current().respond(etag=stored.etag, cache_control=f"private, max-age={left}, immutable")
+        return httpbody_pb2.HttpBody(content_type=stored.content_type, data=stored.data)

@@ -1,0 +1,110 @@
+"""The object storage port: `put`, `get`, `delete`, `delete_prefix` and
+`signed_url(key, ttl)`, with two real backends (`local.LocalStorage`, the
+default, and `s3.S3Storage`). Modules reach it through `storage_for(app)`.
+
+Keys are tenant-prefixed (`<org id>/<module>/…`, see `object_key`): an
+object belongs to the organization its key starts with, and a signed URL
+names exactly one key, so it never opens another tenant's object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from persona_service.files.settings import FileSettings
+from persona_service.kernel.settings import load
+
+# A key: '/'-separated segments of letters, digits, '.', '_' and '-', none of them '.' or '..'.
+_SEGMENT = r"(?!\.{1,2}(?:/|$))[A-Za-z0-9_.-]{1,128}"
+KEY = re.compile(rf"^{_SEGMENT}(/{_SEGMENT}){{0,15}}$")
+_LOCK = threading.Lock()
+_OPENED: dict[int, Storage] = {}
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    data: bytes
+    content_type: str
+    etag: str  # quoted, as the ETag header carries it
+
+
+@dataclass(frozen=True)
+class SignedUrl:
+    url: str
+    expires_at: datetime
+
+
+class ObjectNotFound(Exception):
+    """No object under that key."""
+
+
+class Storage(Protocol):
+    name: str
+
+    def put(self, key: str, data: bytes, content_type: str) -> None: ...
+
+    def get(self, key: str) -> StoredObject:
+        """Raises ObjectNotFound."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Deleting a missing object is not an error."""
+        ...
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Every object whose key starts with `prefix` + '/'; returns how many."""
+        ...
+
+    def signed_url(self, key: str, ttl_seconds: int) -> SignedUrl: ...
+
+
+def object_key(org_id: str, *segments: str) -> str:
+    key = "/".join((org_id, *segments))
+    if not KEY.match(key):
+        raise ValueError(f"not a storage key: {key!r}")
+    return key
+
+
+def etag_of(data: bytes) -> str:
+    return '"' + hashlib.sha256(data).hexdigest()[:32] + '"'
+
+
+def open_storage(settings: FileSettings, data_dir, signing_secret: bytes, default_public_url: str) -> Storage:
+    if settings.storage_backend == "s3":
+        from persona_service.files.s3 import S3Storage
+
+        return S3Storage(settings)
+    from persona_service.files.local import LocalStorage
+
+    root = settings.storage_dir or str(data_dir / "objects")
+    return LocalStorage(root, signing_secret, settings.public_url or default_public_url)
+
+
+def storage_for(app) -> Storage:
+    """The process's storage (one per App: an S3 client holds a connection pool)."""
+    with _LOCK:
+        storage = _OPENED.get(id(app))
+        if storage is None:
+            settings = app.settings
+            storage = _OPENED[id(app)] = open_storage(
+                load(FileSettings), settings.data_dir, signing_key(settings.resolved_jwt_secret()),
+                f"http://{_host(settings.http_host)}:{settings.http_port}",
+            )
+        return storage
+
+
+def signing_key(secret: str | bytes) -> bytes:
+    """The local backend's URL-signing key, derived from the service secret (never the secret itself)."""
+    raw = secret.encode() if isinstance(secret, str) else secret
+    return hashlib.sha256(b"persona-files-url\x00" + raw).digest()
+
+
+def _host(host: str) -> str:
+    if host in ("0.0.0.0", "::", ""):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host

@@ -1,0 +1,152 @@
+"""Durable tasks: background work that must happen once the change that
+asked for it commits (render a portrait, build an export), whichever process
+is alive then.
+
+A module declares its kinds (`Module.tasks`). A service enqueues a task in
+its unit of work (`enqueue`): the task exists exactly when the change does.
+Every server process runs a few task threads (`TaskRunner`, on the stream
+pool's connections, never a unary worker) that claim due tasks with
+`FOR UPDATE SKIP LOCKED`, fairly across organizations, under a lease: if
+the process dies mid-task the lease runs out and another process takes it
+again. A task that raises is retried with backoff; after its last attempt
+its kind's `give_up` settles it (e.g. marks the portrait `failed`). The
+process that committed a task wakes its runner at once; others poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from persona_service.kernel.tasks_repository import TaskRecord, TaskRepository
+
+if TYPE_CHECKING:
+    from persona_service.kernel.app import App
+
+log = logging.getLogger("persona_service.tasks")
+
+T = TypeVar("T")
+KEEP_FINISHED = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    name: str
+    # The work, in transactions of its own; raising retries it.
+    run: Callable[[App, TaskRecord], None]
+    # Called once the last attempt failed (in a transaction of its own).
+    give_up: Callable[[App, TaskRecord, str], None]
+    max_attempts: int = 3
+    # A failed attempt is retried after backoff × 2^(attempt - 1) seconds.
+    backoff_seconds: float = 2.0
+    # Longest an attempt may take before another process may take the task over.
+    lease_seconds: float = 900.0
+
+
+def enqueue(conn, kind: str, org_id: str, subject_id: str = "", payload: dict[str, Any] | None = None) -> str:
+    """A task that runs once this unit of work commits (and never if it rolls back)."""
+    task_id = "task_" + uuid.uuid4().hex
+    TaskRepository(conn).add(id=task_id, kind=kind, org_id=org_id, subject_id=subject_id, payload=payload or {})
+    return task_id
+
+
+class TaskRunner:
+    def __init__(self, app: App, engine, kinds: dict[str, TaskKind], workers: int, poll_seconds: float):
+        self.app = app
+        self.engine = engine
+        self.kinds = kinds
+        self.workers = workers
+        self.poll_seconds = poll_seconds
+        self._changed = threading.Condition()
+        self._pending_wakes = 0
+        self._closing = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        if not self.kinds:
+            return
+        for i in range(self.workers):
+            thread = threading.Thread(target=self._loop, name=f"tasks-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def close(self) -> None:
+        self._closing.set()
+        self.wake()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def wake(self) -> None:
+        """A task was committed here: a runner thread looks at once instead of at its next poll."""
+        with self._changed:
+            self._pending_wakes += 1
+            self._changed.notify_all()
+
+    def wait_until(self, check: Callable[[], T | None], timeout: float) -> T | None:
+        """Wait up to `timeout` seconds for `check()` to return something
+        (e.g. a row once its task settled it); it is asked again whenever a
+        task of this process finishes, and every 0.1 s for other processes'."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = check()
+            left = deadline - time.monotonic()
+            if found is not None or left <= 0:
+                return found
+            with self._changed:
+                self._changed.wait(min(left, 0.1))
+
+    def purge(self) -> int:
+        with self.engine.begin() as conn:
+            return TaskRepository(conn).purge_finished(datetime.now(UTC) - KEEP_FINISHED)
+
+    # --- the runner threads ---------------------------------------------------------
+
+    def _loop(self) -> None:
+        kinds = list(self.kinds)
+        lease = max(k.lease_seconds for k in self.kinds.values())
+        while not self._closing.is_set():
+            try:
+                with self.engine.begin() as conn:
+                    task = TaskRepository(conn).claim(kinds, lease)
+            except Exception:  # noqa: BLE001 - the database is away: try again later
+                log.exception("could not claim a task")
+                task = None
+            if task is None:
+                with self._changed:
+                    if self._pending_wakes == 0:
+                        self._changed.wait(self.poll_seconds)
+                    self._pending_wakes = max(0, self._pending_wakes - 1)
+                continue
+            self._run(task)
+
+    def _run(self, task: TaskRecord) -> None:
+        kind = self.kinds[task.kind]
+        error = ""
+        if task.attempts <= kind.max_attempts:
+            try:
+                kind.run(self.app, task)
+            except Exception as exc:  # noqa: BLE001 - retried, then given up
+                error = f"{type(exc).__name__}: {exc}"
+                log.exception("task %s (%s) attempt %d failed", task.id, task.kind, task.attempts)
+        else:  # its last attempt's process died before settling it
+            error = "the last attempt did not finish"
+        try:
+            with self.engine.begin() as conn:
+                repo = TaskRepository(conn)
+                if not error:
+                    repo.finish(task.id, task.attempts, "done")
+                elif task.attempts < kind.max_attempts:
+                    repo.retry(task.id, task.attempts, timedelta(seconds=kind.backoff_seconds * 2 ** (task.attempts - 1)), error)
+                else:
+                    kind.give_up(self.app, task, error)
+                    repo.finish(task.id, task.attempts, "failed", error)
+        except Exception:  # noqa: BLE001 - the lease runs out and the task is taken again
+            log.exception("could not settle task %s", task.id)
+        with self._changed:
+            self._changed.notify_all()

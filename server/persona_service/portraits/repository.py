@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Connection, delete, func, insert, select, tuple_, update
+
+from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.records import record, record_or_none, records
+from persona_service.portraits.records import PortraitRecord
+from persona_service.portraits.tables import Portrait
+
+_portraits = table_of(Portrait)
+
+
+class PortraitRepository:
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    def add(self, **values) -> PortraitRecord:
+        stmt = insert(_portraits).values(**values).returning(_portraits)
+        return record(PortraitRecord, self.conn.execute(stmt).mappings().one())
+
+    def get(self, workspace_id: str, persona_id: str, portrait_id: str, for_update: bool = False
+            ) -> PortraitRecord | None:
+        stmt = select(_portraits).where(
+            _portraits.c.id == portrait_id, _portraits.c.persona_id == persona_id,
+            _portraits.c.workspace_id == workspace_id,
+        )
+        if for_update:
+            stmt = stmt.with_for_update()
+        return record_or_none(PortraitRecord, self.conn.execute(stmt).mappings().first())
+
+    def by_id(self, portrait_id: str) -> PortraitRecord | None:
+        """Any tenant's portrait (for the render task, which has the id from its own queue)."""
+        stmt = select(_portraits).where(_portraits.c.id == portrait_id)
+        return record_or_none(PortraitRecord, self.conn.execute(stmt).mappings().first())
+
+    def list_page(self, workspace_id: str, persona_id: str, conversation_id: str, limit: int,
+                  after: tuple[datetime, str] | None) -> list[PortraitRecord]:
+        stmt = select(_portraits).where(_portraits.c.workspace_id == workspace_id,
+                                        _portraits.c.persona_id == persona_id)
+        if conversation_id:
+            stmt = stmt.where(_portraits.c.conversation_id == conversation_id)
+        if after is not None:
+            stmt = stmt.where(tuple_(_portraits.c.created_at, _portraits.c.id) < tuple_(*after))
+        stmt = stmt.order_by(_portraits.c.created_at.desc(), _portraits.c.id.desc()).limit(limit)
+        return records(PortraitRecord, self.conn.execute(stmt).mappings())
+
+    def transition(self, portrait_id: str, from_statuses: tuple[str, ...], **values) -> PortraitRecord | None:
+        """Change the status only from one of `from_statuses` (atomic); None when it was in another."""
+        stmt = (
+            update(_portraits)
+            .where(_portraits.c.id == portrait_id, _portraits.c.status.in_(from_statuses))
+            .values(updated_at=func.now(), **values)
+            .returning(_portraits)
+        )
+        return record_or_none(PortraitRecord, self.conn.execute(stmt).mappings().first())
+
+    def clear_canonical(self, persona_id: str) -> str | None:
+        """Unmark the persona's canonical portrait; returns its id."""
+        stmt = (update(_portraits).where(_portraits.c.persona_id == persona_id, _portraits.c.canonical)
+                .values(canonical=False, updated_at=func.now()).returning(_portraits.c.id))
+        return self.conn.execute(stmt).scalar()
+
+    def used_since(self, org_id: str, since: datetime) -> int:
+        """Images asked for since `since` that did not fail (the monthly quota's count)."""
+        stmt = select(func.count()).select_from(_portraits).where(
+            _portraits.c.org_id == org_id, _portraits.c.created_at >= since, _portraits.c.status != "failed",
+        )
+        return self.conn.execute(stmt).scalar_one()
+
+    def persona_ids(self, limit: int, after: str = "") -> list[str]:
+        stmt = (select(_portraits.c.persona_id).where(_portraits.c.persona_id > after).distinct()
+                .order_by(_portraits.c.persona_id).limit(limit))
+        return list(self.conn.execute(stmt).scalars())
+
+    def delete_for_personas(self, persona_ids: list[str]) -> list[PortraitRecord]:
+        stmt = delete(_portraits).where(_portraits.c.persona_id.in_(persona_ids)).returning(_portraits)
+        return records(PortraitRecord, self.conn.execute(stmt).mappings())
+
+    def lock_quota(self, org_id: str) -> None:
+        """Serialize the quota check of one organization until the transaction ends."""
+        self.conn.execute(select(func.pg_advisory_xact_lock(func.hashtext("portrait-quota:" + org_id))))

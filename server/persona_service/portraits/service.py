@@ -1,0 +1,236 @@
+"""Portraits: generations and natural-language edits along conversation chains.
+
+The service writes rows and enqueues their render (kernel.tasks); the render
+itself (`render.py`) runs outside any request. Services never commit.
+"""
+
+from __future__ import annotations
+
+import builtins
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import formatdate
+
+from persona_service.files.storage import object_key
+from persona_service.kernel.clock import utcnow
+from persona_service.kernel.cursors import CursorCodec, keyset_page
+from persona_service.kernel.errors import ApiError, NotFound, StateConflict
+from persona_service.kernel.outbox import Outbox
+from persona_service.kernel.principal import Principal
+from persona_service.kernel.tasks import enqueue
+from persona_service.moderation.service import ModerationBlocked, record_flag
+from persona_service.personas.directory import PersonaDirectory
+from persona_service.personas.records import PersonaRecord
+from persona_service.portraits.records import EDITABLE, PortraitRecord
+from persona_service.portraits.repository import PortraitRepository
+from persona_service.providers.base import ImagePrompt, ModerationResult
+
+RENDER_TASK = "portraits.render"
+DEFAULT_STYLE = "flat"
+
+
+class PortraitQuotaExceeded(ApiError):
+    code = "quota_exceeded"
+
+
+@dataclass(frozen=True)
+class RenderJob:
+    """What the render task needs, read in one short transaction."""
+
+    portrait: PortraitRecord
+    prompt: ImagePrompt | None  # a generation's
+    source_key: str | None  # an edit's source image
+
+
+class PortraitService:
+    def __init__(self, conn, *, moderate: Callable[[str], ModerationResult] | None = None,
+                 cursors: CursorCodec | None = None, clock: Callable[[], datetime] = utcnow):
+        self.conn = conn
+        self.repo = PortraitRepository(conn)
+        self.personas = PersonaDirectory(conn)
+        self.moderate = moderate
+        self.cursors = cursors
+        self.clock = clock
+
+    # --- requests ---------------------------------------------------------------------
+
+    def create(self, principal: Principal, persona_id: str, prompt: str, style: str, images_per_month: int
+               ) -> PortraitRecord:
+        persona = self._persona(principal, persona_id)
+        if persona.state == "archived":
+            raise StateConflict("The persona is archived and read-only.", "state", {"state": "archived"})
+        if prompt.strip():
+            self._moderate(principal, prompt, "portrait_prompt", persona_id)
+        portrait_id = str(uuid.uuid4())
+        return self._add(principal, images_per_month, id=portrait_id, persona_id=persona_id,
+                         conversation_id=portrait_id, prompt=prompt, style=style or DEFAULT_STYLE)
+
+    def edit(self, principal: Principal, persona_id: str, portrait_id: str, instruction: str,
+             images_per_month: int) -> PortraitRecord:
+        source = self._editable(principal, persona_id, portrait_id)
+        self._moderate(principal, instruction, "portrait_instruction", portrait_id)
+        return self._add(principal, images_per_month, id=str(uuid.uuid4()), persona_id=persona_id,
+                         conversation_id=source.conversation_id, parent_portrait_id=source.id,
+                         instruction=instruction, style=source.style)
+
+    def get(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
+        row = self.repo.get(principal.workspace_id, persona_id, portrait_id) if _is_uuid(portrait_id) else None
+        if row is None:
+            raise NotFound("portrait")
+        return row
+
+    def list(self, principal: Principal, persona_id: str, conversation_id: str, cursor: str, limit: int):
+        self._persona(principal, persona_id)
+        return keyset_page(
+            self.cursors, f"portraits:{principal.workspace_id}:{persona_id}:{conversation_id}", limit, cursor,
+            lambda n, after: self.repo.list_page(principal.workspace_id, persona_id, conversation_id, n, after),
+            "created_at", parameter="cursor",
+        )
+
+    def approve(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
+        row = self._for_update(principal, persona_id, portrait_id)
+        if row.canonical:
+            return row
+        if row.status not in ("generated", "approved"):
+            raise _status_conflict(row, "approve")
+        previous = self.repo.clear_canonical(persona_id)
+        approved = self.repo.transition(row.id, ("generated", "approved"), status="approved", canonical=True)
+        assert approved is not None  # the row is locked
+        Outbox(self.conn).emit("persona.updated", row.org_id, row.workspace_id, {
+            "personaId": persona_id, "changed": ["canonicalPortrait"], "canonicalPortraitId": row.id,
+            "previousCanonicalPortraitId": previous or "", "note": "",
+        })
+        return approved
+
+    def reject(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
+        row = self._for_update(principal, persona_id, portrait_id)
+        if row.status == "rejected":
+            return row
+        if row.status != "generated" or row.canonical:
+            raise _status_conflict(row, "reject")
+        rejected = self.repo.transition(row.id, ("generated",), status="rejected")
+        assert rejected is not None
+        return rejected
+
+    def reread(self, portrait_id: str) -> PortraitRecord | None:
+        return self.repo.by_id(portrait_id)
+
+    # --- the render task --------------------------------------------------------------
+
+    def start_render(self, portrait_id: str) -> RenderJob | None:
+        """Mark the portrait `generating`; None when it is already settled (or gone)."""
+        row = self.repo.transition(portrait_id, ("pending", "generating"), status="generating")
+        if row is None:
+            return None
+        if row.parent_portrait_id is not None:
+            parent = self.repo.by_id(row.parent_portrait_id)
+            return RenderJob(row, None, parent.storage_key if parent is not None else None)
+        persona = self.personas.active(row.workspace_id, row.persona_id)
+        if persona is None:
+            return RenderJob(row, None, None)
+        soul = persona.soul or {}
+        traits = tuple(str(t) for t in soul.get("traits") or ())
+        name = persona.display_name or str(soul.get("name") or "")
+        return RenderJob(row, ImagePrompt(row.persona_id, name, traits, row.prompt, row.style), None)
+
+    def finish_render(self, portrait_id: str, size: int, width: int, height: int) -> PortraitRecord | None:
+        return self.repo.transition(portrait_id, ("generating",), status="generated", size=size, width=width,
+                                    height=height, failure_code="")
+
+    def fail_render(self, portrait_id: str, code: str) -> PortraitRecord | None:
+        return self.repo.transition(portrait_id, ("pending", "generating"), status="failed", failure_code=code)
+
+    # --- the purge job ----------------------------------------------------------------
+
+    def orphaned_personas(self, batch: int = 500) -> builtins.list[str]:
+        """Personas with portraits that no longer exist (purged after their grace period)."""
+        gone: builtins.list[str] = []
+        after = ""
+        while ids := self.repo.persona_ids(batch, after):
+            existing = self.personas.existing(ids)
+            gone += [i for i in ids if i not in existing]
+            after = ids[-1]
+        return gone
+
+    def forget_personas(self, persona_ids: builtins.list[str]) -> builtins.list[PortraitRecord]:
+        return self.repo.delete_for_personas(persona_ids)
+
+    # --- helpers ----------------------------------------------------------------------
+
+    def _add(self, principal: Principal, images_per_month: int, **values) -> PortraitRecord:
+        self._check_quota(principal.org_id, images_per_month)
+        key = object_key(principal.org_id, "portraits", values["persona_id"], f"{values['id']}.png")
+        row = self.repo.add(org_id=principal.org_id, workspace_id=principal.workspace_id, status="pending",
+                            storage_key=key, **values)
+        enqueue(self.conn, RENDER_TASK, principal.org_id, row.id)
+        return row
+
+    def _persona(self, principal: Principal, persona_id: str) -> PersonaRecord:
+        """The persona, in the caller's workspace and not deleted (a deleted one's portraits are hidden too)."""
+        persona = self.personas.active(principal.workspace_id, persona_id) if _is_uuid(persona_id) else None
+        if persona is None:
+            raise NotFound("persona")
+        return persona
+
+    def _editable(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
+        """The source of an edit: a generated or approved portrait of a persona that can change."""
+        persona = self.personas.active(principal.workspace_id, persona_id) if _is_uuid(persona_id) else None
+        source = self.repo.get(principal.workspace_id, persona_id, portrait_id) if _is_uuid(portrait_id) else None
+        if persona is None or persona.state == "archived" or source is None or source.status not in EDITABLE:
+            raise NotFound("source portrait")
+        return source
+
+    def _for_update(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
+        row = self.repo.get(principal.workspace_id, persona_id, portrait_id, for_update=True) \
+            if _is_uuid(portrait_id) else None
+        if row is None:
+            raise NotFound("portrait")
+        return row
+
+    def _moderate(self, principal: Principal, text: str, subject_type: str, subject_id: str) -> None:
+        if self.moderate is None:
+            return
+        result = self.moderate(text)
+        if not result.flagged:
+            return
+        review_id = record_flag(
+            self.conn, org_id=principal.org_id, workspace_id=principal.workspace_id, stage="input_intent",
+            subject_type=subject_type, subject_id=subject_id, text=text, result=result,
+        )
+        err = ModerationBlocked("The instruction failed moderation.", {
+            "term": result.matches[0][1] if result.matches else "",
+            "scores": dict(result.scores),
+            "pii": [found for category, found in result.matches if category == "pii"],
+            "categories": list(result.categories), "reviewId": review_id,
+        })
+        err.persist = True  # the review item and its event are part of the refusal
+        raise err
+
+    def _check_quota(self, org_id: str, limit: int) -> None:
+        self.repo.lock_quota(org_id)  # concurrent requests of one organization count one at a time
+        now = self.clock()
+        month = now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        used = self.repo.used_since(org_id, month)
+        if used >= limit:
+            reset = month.replace(year=month.year + 1, month=1) if month.month == 12 else month.replace(
+                month=month.month + 1)
+            err = PortraitQuotaExceeded(
+                "The monthly image quota is used up; it resets at the start of the next billing period.",
+                {"used": used, "limit": limit, "quota": "images_per_month",
+                 "resetAt": reset.isoformat().replace("+00:00", "Z")},
+            )
+            err.headers = {"retry-after": formatdate(reset.timestamp(), usegmt=True)}
+            raise err
+
+
+def _status_conflict(row: PortraitRecord, action: str) -> StateConflict:
+    return StateConflict(f"A {row.status} portrait cannot be {action}d.", "status", {"status": row.status})
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        return str(uuid.UUID(value)) == value.lower()
+    except ValueError:
+        return False

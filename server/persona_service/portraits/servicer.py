@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import re
+
+from persona.v1 import portraits_pb2, portraits_pb2_grpc
+
+from persona_service.files.settings import FileSettings
+from persona_service.files.storage import Storage, storage_for
+from persona_service.kernel.settings import load
+from persona_service.kernel.transport.context import RequestContext, current
+from persona_service.kernel.transport.convert import timestamp
+from persona_service.portraits.records import SETTLED, PortraitRecord
+from persona_service.portraits.render import image_provider
+from persona_service.portraits.service import PortraitService
+from persona_service.portraits.settings import PortraitSettings
+from persona_service.providers.base import ProviderError, ProviderTimeout
+
+
+class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
+    def __init__(self, app):
+        self.app = app
+        self.ttl = load(FileSettings).signed_url_ttl_seconds
+        self.wait_seconds = load(PortraitSettings).portrait_wait_seconds
+
+    def _service(self, ctx: RequestContext) -> PortraitService:
+        return PortraitService(ctx.conn, moderate=self.app.provider_for(ctx).moderate, cursors=self.app.cursors)
+
+    def _quota(self, ctx: RequestContext) -> int:
+        return self.app.limits.limits(ctx.caller, lambda: ctx.conn).images_per_month
+
+    def _portrait(self, row: PortraitRecord) -> portraits_pb2.Portrait:
+        return portrait(row, storage_for(self.app), self.ttl)
+
+    def CreatePortrait(self, request, context):
+        ctx = current()
+        row = self._service(ctx).create(ctx.caller, request.persona_id, request.prompt, request.style, self._quota(ctx))
+        self._settle_after_commit(ctx, context, row.id, self._portrait)
+        return self._portrait(row)
+
+    def EditPortrait(self, request, context):
+        ctx = current()
+        row = self._service(ctx).edit(
+            ctx.caller, request.persona_id, request.portrait_id, request.instruction, self._quota(ctx))
+        self._settle_after_commit(ctx, context, row.id, self._edit_result)
+        return self._edit_result(row)
+
+    def GetPortrait(self, request, context):
+        ctx = current()
+        return self._portrait(self._service(ctx).get(ctx.caller, request.persona_id, request.portrait_id))
+
+    def ListPortraits(self, request, context):
+        ctx = current()
+        rows, token = self._service(ctx).list(
+            ctx.caller, request.persona_id, request.conversation_id, request.cursor,
+            request.limit if request.HasField("limit") else 0)
+        return portraits_pb2.ListPortraitsResponse(items=[self._portrait(r) for r in rows], next_cursor=token)
+
+    def ApprovePortrait(self, request, context):
+        ctx = current()
+        return self._portrait(self._service(ctx).approve(ctx.caller, request.persona_id, request.portrait_id))
+
+    def RejectPortrait(self, request, context):
+        ctx = current()
+        return self._portrait(self._service(ctx).reject(ctx.caller, request.persona_id, request.portrait_id))
+
+    def _edit_result(self, row: PortraitRecord) -> portraits_pb2.PortraitEditResult:
+        url = storage_for(self.app).signed_url(row.storage_key, self.ttl)
+        return portraits_pb2.PortraitEditResult(
+            portrait_id=row.id, conversation_id=row.conversation_id, status=row.status,
+            storage_key=row.storage_key, signed_url=url.url,
+        )
+
+    def _settle_after_commit(self, ctx: RequestContext, context, portrait_id: str, answer) -> None:
+        """Once the row and its task are committed: wake this process's task
+        threads, then wait a little for the image (PERSONA_PORTRAIT_WAIT_SECONDS,
+        or the client's `Prefer: wait=N`, RFC 7240) and answer the row as it
+        is then (a provider failure within the wait answers 502/504)."""
+        wait = _preferred_wait(context, self.wait_seconds)
+        ctx.respond(preference_applied=f"wait={wait:g}")
+
+        def settled() -> PortraitRecord | None:
+            with self.app.engine.connect() as conn:
+                row = PortraitService(conn).reread(portrait_id)
+            return row if row is None or row.status in SETTLED else None
+
+        def finish(response):
+            self.app.tasks.wake()
+            row = self.app.tasks.wait_until(settled, wait) if wait else None
+            if row is None:
+                return response
+            if row.status == "failed" and row.failure_code in ("provider_error", "provider_timeout"):
+                error = ProviderTimeout if row.failure_code == "provider_timeout" else ProviderError
+                raise error(image_provider(self.app).name, "the image provider failed")
+            return answer(row)
+
+        ctx.finish = finish
+
+
+_PREFER_WAIT = re.compile(r"(?:^|[,;\s])wait=(\d{1,3})(?:$|[,;\s])")
+MAX_WAIT = 30
+
+
+def _preferred_wait(context, default: float) -> float:
+    prefer = dict(context.invocation_metadata()).get("prefer", "")
+    found = _PREFER_WAIT.search(prefer)
+    return min(float(found.group(1)), MAX_WAIT) if found else default
+
+
+def portrait(row: PortraitRecord, storage: Storage, ttl: int) -> portraits_pb2.Portrait:
+    url = storage.signed_url(row.storage_key, ttl)
+    return portraits_pb2.Portrait(
+        id=row.id, persona_id=row.persona_id, conversation_id=row.conversation_id,
+        parent_portrait_id=row.parent_portrait_id or "", instruction=row.instruction, prompt=row.prompt,
+        style=row.style, status=row.status, canonical=row.canonical, storage_key=row.storage_key,
+        signed_url=url.url, signed_url_expires_at=timestamp(url.expires_at), size=row.size, width=row.width,
+        height=row.height, failure_code=row.failure_code, created_at=timestamp(row.created_at),
+        updated_at=timestamp(row.updated_at),
+    )
