@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint typecheck gen gen-check pytest bench bench-tools clean
+.PHONY: bench-portraits up test lint typecheck gen gen-check pytest bench bench-tools clean
 
 up: $(STAMP)
 	$(BIN)/persona-service up
@@ -45,6 +45,10 @@ bench-tools: $(STAMP)
 
 bench: bench-tools
 	$(BIN)/python scripts/benchmark.py $(BENCH_ARGS)
+
+# Portrait draw/edit times and signed-URL serving throughput.
+bench-portraits: bench-tools
+	$(BIN)/python scripts/bench_portraits.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) node_modules .build

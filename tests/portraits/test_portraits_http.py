@@ -224,3 +224,19 @@ def test_a_purged_persona_leaves_no_portraits_behind(env, org):
     assert rows == 0
     assert storage.get(stays["storageKey"]).data.startswith(PNG)
     assert fetch_png(env, stays["signedUrl"])
+
+
+def test_an_edit_replayed_with_its_idempotency_key_makes_no_second_portrait(env, org, persona):
+    source = generate(env, org, persona["id"])
+    headers = {**org.auth, "Idempotency-Key": f"edit-{source['id']}"}
+    path = f"/v1/personas/{persona['id']}/portrait/{source['id']}/edit"
+    first = env.http.post(path, json={"instruction": "add earrings"}, headers=headers)
+    again = env.http.post(path, json={"instruction": "add earrings"}, headers=headers)
+    assert first.status_code == again.status_code == 200, again.text
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.json() == first.json() and first.json()["status"] == "generated"
+    other = env.http.post(path, json={"instruction": "add a scarf"}, headers=headers)
+    assert other.status_code == 409 and other.json()["error"] == "idempotency_conflict"
+    chain = env.http.get(f"/v1/personas/{persona['id']}/portraits", params={"conversationId": source["id"]},
+                         headers=org.auth).json()["items"]
+    assert len(chain) == 2

@@ -66,7 +66,8 @@ class IdempotencyRepository:
         )
 
     def release(self, org_id: str, credential_id: str, key: str) -> None:
-        self.conn.execute(delete(_records).where(self._pk(org_id, credential_id, key) & (_records.c.state == "running")))
+        """Free the key (a 5xx outcome, even one after the commit): a retry with it runs again."""
+        self.conn.execute(delete(_records).where(self._pk(org_id, credential_id, key)))
 
     def purge_expired(self, now: datetime, batch: int = 5000) -> int:
         doomed = select(_records.c.org_id, _records.c.credential_id, _records.c.key).where(_records.c.expires_at <= now).limit(batch)

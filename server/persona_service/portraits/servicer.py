@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+import threading
 
 from persona.v1 import portraits_pb2, portraits_pb2_grpc
 
@@ -21,6 +22,9 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
         self.app = app
         self.ttl = load(FileSettings).signed_url_ttl_seconds
         self.wait_seconds = load(PortraitSettings).portrait_wait_seconds
+        # At most half the unary threads wait for images at once; beyond them a
+        # call answers its row at once, so slow images never starve other calls.
+        self._waiting = threading.BoundedSemaphore(max(1, app.settings.grpc_workers // 2))
 
     def _service(self, ctx: RequestContext) -> PortraitService:
         return PortraitService(ctx.conn, moderate=self.app.provider_for(ctx).moderate, cursors=self.app.cursors)
@@ -76,7 +80,6 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
         or the client's `Prefer: wait=N`, RFC 7240) and answer the row as it
         is then (a provider failure within the wait answers 502/504)."""
         wait = _preferred_wait(context, self.wait_seconds)
-        ctx.respond(preference_applied=f"wait={wait:g}")
 
         def settled() -> PortraitRecord | None:
             with self.app.engine.connect() as conn:
@@ -85,7 +88,12 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
 
         def finish(response):
             self.app.tasks.wake()
-            row = self.app.tasks.wait_until(settled, wait) if wait else None
+            if not wait or not self._waiting.acquire(blocking=False):
+                return response
+            try:
+                row = self.app.tasks.wait_until(settled, wait)
+            finally:
+                self._waiting.release()
             if row is None:
                 return response
             if row.status == "failed" and row.failure_code in ("provider_error", "provider_timeout"):

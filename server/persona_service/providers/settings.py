@@ -53,23 +53,22 @@ class ProviderSettings(Section):
     @field_validator("openai_base_url")
     @classmethod
     def _url(cls, value: str, info: ValidationInfo) -> str:
-        value = value.strip()
-        if info.data.get("provider") != "openai":
-            return value
-        if not value:
-            raise ValueError("required when PERSONA_PROVIDER=openai")
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("expected an http(s) URL")
-        return value
+        return _base_url(value.strip(), info.data.get("provider") == "openai", "PERSONA_PROVIDER=openai")
 
     @field_validator("image_base_url")
     @classmethod
     def _image_url(cls, value: str, info: ValidationInfo) -> str:
-        value = value.strip() or info.data.get("openai_base_url", "")
-        if info.data.get("image_provider") != "openai":
-            return value
-        if not value:
-            raise ValueError("required when PERSONA_IMAGE_PROVIDER=openai (or set PERSONA_OPENAI_BASE_URL)")
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("expected an http(s) URL")
+        return _base_url(value.strip() or info.data.get("openai_base_url", ""),
+                         info.data.get("image_provider") == "openai",
+                         "PERSONA_IMAGE_PROVIDER=openai (or set PERSONA_OPENAI_BASE_URL)")
+
+
+def _base_url(value: str, needed: bool, when: str) -> str:
+    """An OpenAI-compatible base URL: checked only where it is used."""
+    if not needed:
         return value
+    if not value:
+        raise ValueError(f"required when {when}")
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("expected an http(s) URL")
+    return value

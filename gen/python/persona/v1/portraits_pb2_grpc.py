@@ -42,9 +42,10 @@ class PortraitServiceStub:
     previous one, which stays `approved`) or rejected (`rejected`). Images are
     drawn by durable tasks, not in the request: an answer waits a few seconds
     (PERSONA_PORTRAIT_WAIT_SECONDS, default 5; a client may ask for 0 to 30
-    with `Prefer: wait=N`, RFC 7240, answered in `Preference-Applied`) for the
-    image and otherwise returns the row as it is (`pending` or `generating`);
-    poll GetPortrait until it settles.
+    with `Prefer: wait=N`, RFC 7240; at most half a process's unary threads
+    wait at once, beyond them the call answers at once) for the image and
+    otherwise returns the row as it is (`pending` or `generating`); poll
+    GetPortrait until it settles.
 
     Editable sources (spec: "canonical, variant or earlier edit"): portraits in
     `generated` or `approved`. Anything else (pending, generating, failed,
@@ -113,9 +114,10 @@ class PortraitServiceServicer:
     previous one, which stays `approved`) or rejected (`rejected`). Images are
     drawn by durable tasks, not in the request: an answer waits a few seconds
     (PERSONA_PORTRAIT_WAIT_SECONDS, default 5; a client may ask for 0 to 30
-    with `Prefer: wait=N`, RFC 7240, answered in `Preference-Applied`) for the
-    image and otherwise returns the row as it is (`pending` or `generating`);
-    poll GetPortrait until it settles.
+    with `Prefer: wait=N`, RFC 7240; at most half a process's unary threads
+    wait at once, beyond them the call answers at once) for the image and
+    otherwise returns the row as it is (`pending` or `generating`); poll
+    GetPortrait until it settles.
 
     Editable sources (spec: "canonical, variant or earlier edit"): portraits in
     `generated` or `approved`. Anything else (pending, generating, failed,
@@ -261,9 +263,10 @@ class PortraitService:
     previous one, which stays `approved`) or rejected (`rejected`). Images are
     drawn by durable tasks, not in the request: an answer waits a few seconds
     (PERSONA_PORTRAIT_WAIT_SECONDS, default 5; a client may ask for 0 to 30
-    with `Prefer: wait=N`, RFC 7240, answered in `Preference-Applied`) for the
-    image and otherwise returns the row as it is (`pending` or `generating`);
-    poll GetPortrait until it settles.
+    with `Prefer: wait=N`, RFC 7240; at most half a process's unary threads
+    wait at once, beyond them the call answers at once) for the image and
+    otherwise returns the row as it is (`pending` or `generating`); poll
+    GetPortrait until it settles.
 
     Editable sources (spec: "canonical, variant or earlier edit"): portraits in
     `generated` or `approved`. Anything else (pending, generating, failed,

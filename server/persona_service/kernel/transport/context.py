@@ -24,8 +24,8 @@ class RequestContext:
     after_commit: list[Callable[[], None]] = field(default_factory=list)
     # Called after the commit with the answer; returns the answer to give
     # instead (e.g. one that waited a moment for durable work the call
-    # enqueued) or raises an ApiError. An Idempotency-Key replay answers what
-    # the call answered at the commit.
+    # enqueued) or raises an ApiError; an Idempotency-Key replays what it
+    # answers.
     finish: Callable[[Any], Any] | None = None
     # The HTTP status and headers of a successful answer (see respond()).
     status: int | None = None

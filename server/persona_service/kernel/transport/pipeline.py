@@ -54,6 +54,7 @@ class _Call:
         self.metadata = metadata
         self.admission = Admission()
         self.claim = None
+        self.committed_claim = None  # the claim once the unit of work committed its outcome
         self.reached_operation = False
         self.succeeded = False
         self.streaming = False  # a streaming RPC has sent its headers
@@ -114,7 +115,7 @@ class RequestPipeline(grpc.ServerInterceptor):
                     call.ctx.headers += _answer(call.ctx, meta, response)
                     self._complete(call, meta, request, response)
                     if call.ctx.finish is not None:
-                        response = call.ctx.finish(response)
+                        response = self._finish(call, response)
             except Exception as exc:  # noqa: BLE001 - translated, never leaked
                 self._fail(call, context, meta, exc)
             else:
@@ -271,13 +272,31 @@ class RequestPipeline(grpc.ServerInterceptor):
         if call.claim is not None:
             self.app.idempotency.complete(ctx.conn, call.claim, response.SerializeToString(), self._replayable(ctx.headers))
         ctx.uow.commit()
-        call.claim = None  # settled: a failure after the commit (ctx.finish) leaves the record alone
+        call.committed_claim, call.claim = call.claim, None
         call.succeeded = True
         for hook in ctx.after_commit:
             try:
                 hook()
             except Exception:  # noqa: BLE001 - the change is committed; a hook must not fail the call
                 log.exception("after-commit hook failed [request_id=%s]", ctx.request_id)
+
+    def _finish(self, call: _Call, response):
+        """The answer after the commit (RequestContext.finish). An
+        Idempotency-Key replays it, not the answer at the commit; if it
+        fails, the key records that failure as any other (a 5xx frees it)."""
+        try:
+            final = call.ctx.finish(response)
+        except Exception:
+            call.claim = call.committed_claim
+            raise
+        if call.committed_claim is not None and final is not response:
+            try:
+                with self.app.engine.begin() as conn:
+                    self.app.idempotency.complete(conn, call.committed_claim, final.SerializeToString(),
+                                                  self._replayable(call.ctx.headers))
+            except Exception:  # noqa: BLE001 - the caller still gets its answer; a replay gets the earlier one
+                log.exception("could not record the final answer [request_id=%s]", call.ctx.request_id)
+        return final
 
     def _fail(self, call: _Call, context, meta: MethodMeta, exc: Exception) -> None:
         err = self._settle(call, meta, exc)
