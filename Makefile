@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: bench-portraits up test lint typecheck gen gen-check pytest bench bench-tools clean
+.PHONY: bench-modules up test lint typecheck gen gen-check pytest bench bench-tools clean
 
 up: $(STAMP)
 	$(BIN)/persona-service up
@@ -46,9 +46,9 @@ bench-tools: $(STAMP)
 bench: bench-tools
 	$(BIN)/python scripts/benchmark.py $(BENCH_ARGS)
 
-# Portrait draw/edit times and signed-URL serving throughput.
-bench-portraits: bench-tools
-	$(BIN)/python scripts/bench_portraits.py $(BENCH_ARGS)
+# Portrait draw/edit times, signed-URL serving, invoice PDF render, invoice list latency.
+bench-modules: bench-tools
+	$(BIN)/python scripts/bench_modules.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) node_modules .build

@@ -10,8 +10,9 @@ import pathlib
 from google.protobuf import descriptor_pb2
 
 DESCRIPTOR = pathlib.Path(__file__).resolve().parents[1] / "gen" / "descriptor.binpb"
-# The spec's own period bounds (`periodStart`, `periodEnd`) keep its names.
-TIMESTAMP_EXCEPTIONS = {"period_start", "period_end"}
+# The spec's own names keep theirs (`periodStart`, `periodEnd`, `dueDate`), and
+# so do the subscription's period bounds, named after them.
+TIMESTAMP_EXCEPTIONS = {"period_start", "period_end", "due_date", "current_period_start", "current_period_end"}
 
 
 def _our_files():

@@ -3,6 +3,7 @@ the CLI, id prefixes, event types, config keys, endpoint caps and
 migrations are assembled from this list (see kernel.module)."""
 
 from persona_service.admin.module import MODULE as ADMIN
+from persona_service.billing.module import MODULE as BILLING
 from persona_service.chat.module import MODULE as CHAT
 from persona_service.config.module import MODULE as CONFIG
 from persona_service.events.module import MODULE as EVENTS
@@ -21,6 +22,7 @@ MODULES = Modules([
     CHAT,
     FILES,
     PORTRAITS,
+    BILLING,
     WEBHOOKS,
     CONFIG,
     EVENTS,

@@ -26,7 +26,8 @@ from persona_service.providers.retrying import Retrying
 log = logging.getLogger(__name__)
 
 # Cache invalidations, broadcast to every server process: "cred:<cache key>"
-# evicts a credential, "limits:<org id>" an organization's limits.
+# evicts a credential, "limits:<org id>" an organization's limits, "org:<org
+# id>" both for every credential of the organization (its plan changed).
 INVALIDATION_CHANNEL = "persona:invalidate"
 LISTEN_FIRST_BACKOFF = 0.5
 LISTEN_MAX_BACKOFF = 10.0
@@ -90,6 +91,9 @@ class App:
         if kind == "cred":
             self.cache.evict(subject)
         elif kind == "limits":
+            self.limits.invalidate(subject)
+        elif kind == "org":  # the organization's plan changed: its credentials and limits are read again
+            self.cache.evict_where(lambda principal: principal.org_id == subject)
             self.limits.invalidate(subject)
 
     def start_background(self) -> None:

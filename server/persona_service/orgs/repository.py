@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, func, insert, select, update
 
 from persona_service.kernel.auth import MemberCredential
 from persona_service.kernel.db.base import table_of
@@ -25,6 +25,14 @@ class OrgRepository:
     def get(self, org_id: str) -> OrganizationRecord | None:
         stmt = select(_orgs, _workspaces_count.label("workspaces_count")).where(_orgs.c.id == org_id)
         return record_or_none(OrganizationRecord, self.conn.execute(stmt).mappings().first())
+
+    def primary_workspace(self, org_id: str) -> str | None:
+        stmt = (select(_workspaces.c.id).where(_workspaces.c.org_id == org_id)
+                .order_by(_workspaces.c.created_at, _workspaces.c.id).limit(1))
+        return self.conn.execute(stmt).scalar()
+
+    def set_plan(self, org_id: str, plan: str) -> None:
+        self.conn.execute(update(_orgs).where(_orgs.c.id == org_id).values(plan=plan))
 
     def slug_taken(self, slug: str) -> bool:
         return self.conn.execute(select(_orgs.c.id).where(_orgs.c.slug == slug)).first() is not None

@@ -31,6 +31,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_CODE_REQUEST_TIMEOUT: _ClassVar[ErrorCode]
     ERROR_CODE_HEADERS_TOO_LARGE: _ClassVar[ErrorCode]
     ERROR_CODE_UNSUPPORTED_MEDIA_TYPE: _ClassVar[ErrorCode]
+    ERROR_CODE_ASSET_EXPIRED: _ClassVar[ErrorCode]
 ERROR_CODE_UNSPECIFIED: ErrorCode
 ERROR_CODE_UNAUTHORIZED: ErrorCode
 ERROR_CODE_FORBIDDEN: ErrorCode
@@ -52,6 +53,7 @@ ERROR_CODE_PAYLOAD_TOO_LARGE: ErrorCode
 ERROR_CODE_REQUEST_TIMEOUT: ErrorCode
 ERROR_CODE_HEADERS_TOO_LARGE: ErrorCode
 ERROR_CODE_UNSUPPORTED_MEDIA_TYPE: ErrorCode
+ERROR_CODE_ASSET_EXPIRED: ErrorCode
 
 class ErrorEnvelope(_message.Message):
     __slots__ = ("error",)

@@ -1,12 +1,14 @@
-"""Portrait numbers (issue: Portraits): how long the local provider takes to
-draw and to edit a PNG, how long a generate and an edit take end to end
-through Envoy (row, durable task, storage, signed URL), and how many signed
-URLs per second the service serves (wrk on one URL, through Envoy).
+"""Numbers the domain modules' issues ask for. Portraits: how long the local
+provider takes to draw and to edit a PNG, how long a generate and an edit
+take end to end through Envoy (row, durable task, storage, signed URL), and
+how many signed URLs per second the service serves (wrk on one URL, through
+Envoy). Billing: how long an invoice PDF takes to render, and the latency of
+the invoice list through Envoy.
 
-    make bench-portraits            # or: python scripts/bench_portraits.py --servers 2 --seconds 10
+    make bench-modules            # or: python scripts/bench_modules.py --servers 2 --seconds 10
 
 Needs wrk for the serving run (`make bench-tools`). Results go to
-.build/bench-portraits.json as well as stdout.
+.build/bench-modules.json as well as stdout.
 """
 
 from __future__ import annotations
@@ -53,6 +55,36 @@ def local_provider(runs: int) -> dict[str, dict[str, float]]:
     return {"generate": summary(draw), "edit": summary(edit), "png_bytes": {"n": 1, "size": len(source)}}
 
 
+def pdf_render(runs: int) -> dict[str, float]:
+    from datetime import UTC, datetime, timedelta
+
+    from persona_service.billing.pdf import render_invoice
+    from persona_service.billing.records import InvoiceRecord, LineItem
+
+    now = datetime.now(UTC)
+    lines = [LineItem(f"Line {i}", 1, 4900, now, now + timedelta(days=30)).as_json() for i in range(5)]
+    invoice = InvoiceRecord("inv_bench", "org_bench", "in_bench", "BENCH-0001", "renewal", "paid", "usd", 24500,
+                            24500, now, now + timedelta(days=30), now, now, lines, 2, "", now)
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        render_invoice(invoice, "Benchmark Org")
+        samples.append((time.perf_counter() - started) * 1000)
+    return summary(samples)
+
+
+def invoice_list(http: httpx.Client, runs: int) -> dict[str, float]:
+    """Latency of GET /v1/billing/invoices (20 invoices: plan changes back and forth)."""
+    for i in range(20):
+        http.post("/v1/billing/subscription:change", json={"plan": ("team", "pro")[i % 2]}).raise_for_status()
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        http.get("/v1/billing/invoices", params={"limit": 20}).raise_for_status()
+        samples.append((time.perf_counter() - started) * 1000)
+    return summary(samples)
+
+
 def start_stack(servers: int, tmp: pathlib.Path):
     from persona_service.kernel.settings import Settings
     from persona_service.kernel.stack import Stack, free_port
@@ -80,7 +112,7 @@ def seed(stack) -> dict[str, str]:
             ConfigRepository(conn).upsert(made.org_id, ORG_LEVEL, f"api.rate_limit.{name}", 10**6, "benchmark")
         _, key = KeyService(conn).create(
             None, org_id=made.org_id, workspace_id=made.workspace_id, user_id=made.user_id, plan="enterprise",
-            name="benchmark", scopes=["personas:read", "personas:write"],
+            name="benchmark", scopes=["personas:read", "personas:write", "config:read", "config:write"],
         )
     engine.dispose()
     return {"Authorization": f"Bearer {key}"}
@@ -128,17 +160,21 @@ def main() -> int:
     parser.add_argument("--servers", type=int, default=2, help="server processes behind Envoy")
     parser.add_argument("--seconds", type=int, default=10, help="length of the serving run")
     parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--json-out", default=str(ROOT / ".build" / "bench-portraits.json"))
+    parser.add_argument("--json-out", default=str(ROOT / ".build" / "bench-modules.json"))
     args = parser.parse_args()
 
     results: dict = {"cpus": os.cpu_count(), "local_provider": local_provider(args.runs)}
     print("local provider (in process):", json.dumps(results["local_provider"]), flush=True)
+    results["invoice_pdf_render"] = pdf_render(args.runs)
+    print("invoice PDF render (in process):", json.dumps(results["invoice_pdf_render"]), flush=True)
     with tempfile.TemporaryDirectory(prefix="persona-bench-portraits-") as tmp:
         stack = start_stack(args.servers, pathlib.Path(tmp))
         try:
             with httpx.Client(base_url=stack.http_url, headers=seed(stack), timeout=60) as http:
                 results["through_envoy"], url = end_to_end(http, args.runs)
-            print("through Envoy:", json.dumps(results["through_envoy"]), flush=True)
+                print("through Envoy:", json.dumps(results["through_envoy"]), flush=True)
+                results["invoice_list"] = invoice_list(http, args.runs)
+                print("invoice list through Envoy:", json.dumps(results["invoice_list"]), flush=True)
             results["signed_url_serving"] = serve(url, args.seconds, args.connections)
             print("signed-URL serving:", json.dumps(results["signed_url_serving"]), flush=True)
         finally:

@@ -1,0 +1,35 @@
+"""Billing: each organization's subscription (its plan, hence its limits) and invoices."""
+
+from collections.abc import Callable
+from datetime import datetime
+
+from persona.v1 import billing_pb2_grpc
+
+from persona_service.billing.processor import LocalProcessor
+from persona_service.billing.service import BillingService
+from persona_service.billing.servicer import BillingServicer
+from persona_service.files.storage import Storage, storage_for
+from persona_service.kernel.clock import utcnow
+from persona_service.kernel.module import Job, Module, ServiceBinding
+
+
+def renew_subscriptions(engine, storage: Storage, invalidate: Callable[[str], None],
+                        clock: Callable[[], datetime] = utcnow) -> int:
+    """Periods that ended renew (row locks: several processes never renew one
+    twice); an organization whose plan changed is read again everywhere."""
+    with engine.begin() as conn:
+        renewed = BillingService(conn, LocalProcessor(), storage, clock=clock).renew_due()
+    for before in renewed:
+        if before.cancel_at_period_end:
+            invalidate(f"org:{before.org_id}")
+    return len(renewed)
+
+
+MODULE = Module(
+    name="billing",
+    services=(ServiceBinding("persona.v1.BillingService", BillingServicer,
+                             billing_pb2_grpc.add_BillingServiceServicer_to_server),),
+    id_prefixes={"invoice": "inv"},
+    event_types=frozenset({"subscription.upgraded", "subscription.downgraded", "subscription.cancelled"}),
+    jobs=(Job("billing.renew", 60, lambda app: renew_subscriptions(app.engine, storage_for(app), app.invalidate)),),
+)

@@ -1,0 +1,69 @@
+"""Typed records of the billing module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+PLAN_ORDER = ("free", "pro", "team", "enterprise")
+# Price per monthly period, minor units of CURRENCY.
+PRICES_MINOR = {"free": 0, "pro": 4_900, "team": 19_900, "enterprise": 99_900}
+CURRENCY = "usd"
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionRecord:
+    org_id: str
+    plan: str
+    status: str
+    current_period_start: datetime
+    current_period_end: datetime
+    cancel_at_period_end: bool
+    credit_minor: int
+    invoice_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class InvoiceRecord:
+    id: str
+    org_id: str
+    processor_invoice_id: str
+    number: str
+    kind: str
+    status: str
+    currency: str
+    amount_due_minor: int
+    amount_paid_minor: int
+    period_start: datetime
+    period_end: datetime
+    due_date: datetime
+    paid_at: datetime | None
+    line_items: list[dict[str, Any]]
+    version: int
+    pdf_key: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class LineItem:
+    description: str
+    quantity: int
+    unit_amount_minor: int
+    period_start: datetime
+    period_end: datetime
+    proration: bool = False
+
+    @property
+    def amount_minor(self) -> int:
+        return self.quantity * self.unit_amount_minor
+
+    def as_json(self) -> dict[str, Any]:
+        return {"description": self.description, "quantity": self.quantity,
+                "unitAmountMinor": self.unit_amount_minor, "amountMinor": self.amount_minor,
+                "periodStart": _iso(self.period_start), "periodEnd": _iso(self.period_end),
+                "proration": self.proration}
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat().replace("+00:00", "Z")

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Connection, func, insert, select, tuple_, update
+
+from persona_service.billing.records import InvoiceRecord, SubscriptionRecord
+from persona_service.billing.tables import Invoice, Subscription
+from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.records import record, record_or_none, records
+
+_subs = table_of(Subscription)
+_invoices = table_of(Invoice)
+
+
+class BillingRepository:
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    # --- subscriptions -----------------------------------------------------------------
+
+    def subscription(self, org_id: str, for_update: bool = False) -> SubscriptionRecord | None:
+        stmt = select(_subs).where(_subs.c.org_id == org_id)
+        if for_update:
+            stmt = stmt.with_for_update()
+        return record_or_none(SubscriptionRecord, self.conn.execute(stmt).mappings().first())
+
+    def add_subscription(self, **values) -> None:
+        # Two first reads of one organization at once: the second one's insert is a no-op.
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        self.conn.execute(pg_insert(_subs).values(**values).on_conflict_do_nothing(index_elements=["org_id"]))
+
+    def update_subscription(self, org_id: str, **values) -> SubscriptionRecord:
+        stmt = update(_subs).where(_subs.c.org_id == org_id).values(updated_at=func.now(), **values).returning(_subs)
+        return record(SubscriptionRecord, self.conn.execute(stmt).mappings().one())
+
+    def due_for_renewal(self, now: datetime, limit: int) -> list[SubscriptionRecord]:
+        """Subscriptions whose period has ended, locked (others renewing at once skip them)."""
+        stmt = (select(_subs).where(_subs.c.current_period_end <= now).order_by(_subs.c.current_period_end)
+                .limit(limit).with_for_update(skip_locked=True))
+        return records(SubscriptionRecord, self.conn.execute(stmt).mappings())
+
+    # --- invoices ----------------------------------------------------------------------
+
+    def add_invoice(self, **values) -> InvoiceRecord:
+        stmt = insert(_invoices).values(**values).returning(_invoices)
+        return record(InvoiceRecord, self.conn.execute(stmt).mappings().one())
+
+    def invoice(self, org_id: str, invoice_id: str) -> InvoiceRecord | None:
+        stmt = select(_invoices).where(_invoices.c.id == invoice_id, _invoices.c.org_id == org_id)
+        return record_or_none(InvoiceRecord, self.conn.execute(stmt).mappings().first())
+
+    def update_invoice(self, invoice_id: str, **values) -> InvoiceRecord:
+        stmt = update(_invoices).where(_invoices.c.id == invoice_id).values(**values).returning(_invoices)
+        return record(InvoiceRecord, self.conn.execute(stmt).mappings().one())
+
+    def invoices_page(self, org_id: str, limit: int, after: tuple[datetime, str] | None) -> list[InvoiceRecord]:
+        stmt = select(_invoices).where(_invoices.c.org_id == org_id)
+        if after is not None:
+            stmt = stmt.where(tuple_(_invoices.c.created_at, _invoices.c.id) < tuple_(*after))
+        stmt = stmt.order_by(_invoices.c.created_at.desc(), _invoices.c.id.desc()).limit(limit)
+        return records(InvoiceRecord, self.conn.execute(stmt).mappings())

@@ -1,0 +1,203 @@
+"""Subscriptions and invoices. Services never commit; the renewal job and
+the RPCs each run one in their own unit of work."""
+
+from __future__ import annotations
+
+import builtins
+import calendar
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from persona_service.billing.pdf import render_invoice
+from persona_service.billing.processor import PaymentProcessor
+from persona_service.billing.records import (
+    CURRENCY,
+    PLAN_ORDER,
+    PRICES_MINOR,
+    InvoiceRecord,
+    LineItem,
+    SubscriptionRecord,
+)
+from persona_service.billing.repository import BillingRepository
+from persona_service.files.storage import SignedUrl, Storage, object_key
+from persona_service.kernel import ids
+from persona_service.kernel.clock import utcnow
+from persona_service.kernel.cursors import CursorCodec, keyset_page
+from persona_service.kernel.errors import ApiError, NotFound, StateConflict
+from persona_service.kernel.outbox import Outbox
+from persona_service.kernel.principal import Principal
+from persona_service.orgs.directory import OrgDirectory
+
+PDF_URL_SECONDS = 30
+PAYMENT_TERMS = timedelta(days=14)
+
+
+class AssetExpired(ApiError):
+    code = "asset_expired"
+
+
+def add_month(moment: datetime) -> datetime:
+    """The same day and time next month (the last day when it has fewer days)."""
+    year, month = (moment.year + 1, 1) if moment.month == 12 else (moment.year, moment.month + 1)
+    return moment.replace(year=year, month=month, day=min(moment.day, calendar.monthrange(year, month)[1]))
+
+
+def prorate(amount_minor: int, seconds_left: float, seconds_total: float) -> int:
+    """amount × left ÷ total in integers, rounded half up (away from zero for credits)."""
+    left, total = max(0, int(seconds_left)), max(1, int(seconds_total))
+    sign = -1 if amount_minor < 0 else 1
+    return sign * ((abs(amount_minor) * left * 2 + total) // (2 * total))
+
+
+class BillingService:
+    def __init__(self, conn, processor: PaymentProcessor, storage: Storage, *,
+                 cursors: CursorCodec | None = None, clock: Callable[[], datetime] = utcnow):
+        self.conn = conn
+        self.repo = BillingRepository(conn)
+        self.orgs = OrgDirectory(conn)
+        self.outbox = Outbox(conn)
+        self.processor = processor
+        self.storage = storage
+        self.cursors = cursors
+        self.clock = clock
+
+    # --- subscriptions -----------------------------------------------------------------
+
+    def subscription(self, org_id: str, for_update: bool = False) -> SubscriptionRecord:
+        """The organization's subscription; the first read opens it on the organization's plan."""
+        sub = self.repo.subscription(org_id, for_update)
+        if sub is None:
+            org = self.orgs.get(org_id)
+            if org is None:
+                raise NotFound("organization")
+            now = self.clock()
+            self.repo.add_subscription(org_id=org_id, plan=org.plan, current_period_start=now,
+                                       current_period_end=add_month(now))
+            sub = self.repo.subscription(org_id, for_update)
+            assert sub is not None
+        return sub
+
+    def change(self, principal: Principal, plan: str) -> SubscriptionRecord:
+        sub = self.subscription(principal.org_id, for_update=True)
+        if plan == sub.plan:
+            return sub
+        now = self.clock()
+        difference = prorate(PRICES_MINOR[plan] - PRICES_MINOR[sub.plan],
+                             (sub.current_period_end - now).total_seconds(),
+                             (sub.current_period_end - sub.current_period_start).total_seconds())
+        upgrade = PLAN_ORDER.index(plan) > PLAN_ORDER.index(sub.plan)
+        credit = sub.credit_minor
+        if upgrade and difference > 0:
+            self._invoice(sub, "proration", now, sub.current_period_end, [LineItem(
+                f"Proration: {sub.plan} -> {plan}", 1, difference, now, sub.current_period_end, proration=True)])
+        elif not upgrade:
+            credit += -difference  # the unused part of the dearer plan, off the next renewal
+        self.orgs.set_plan(principal.org_id, plan)
+        changed = self.repo.update_subscription(principal.org_id, plan=plan, cancel_at_period_end=False,
+                                                credit_minor=credit)
+        self._emit(changed, "subscription.upgraded" if upgrade else "subscription.downgraded",
+                   {"from": sub.plan, "to": plan, "effectiveAt": _iso(now)})
+        return changed
+
+    def cancel(self, principal: Principal) -> SubscriptionRecord:
+        sub = self.subscription(principal.org_id, for_update=True)
+        if sub.plan == "free":
+            raise StateConflict("A free subscription has nothing to cancel.", "plan", {"plan": "free"})
+        if sub.cancel_at_period_end:
+            return sub
+        cancelled = self.repo.update_subscription(principal.org_id, cancel_at_period_end=True)
+        self._emit(cancelled, "subscription.cancelled",
+                   {"plan": sub.plan, "effectiveAt": _iso(sub.current_period_end)})
+        return cancelled
+
+    def resume(self, principal: Principal) -> SubscriptionRecord:
+        sub = self.subscription(principal.org_id, for_update=True)
+        if not sub.cancel_at_period_end:
+            return sub
+        return self.repo.update_subscription(principal.org_id, cancel_at_period_end=False)
+
+    def renew_due(self, limit: int = 100) -> builtins.list[SubscriptionRecord]:
+        """Start the next period of every subscription whose period ended (a
+        cancelled one falls to `free`), each with its renewal invoice. Rows are
+        locked and skipped by concurrent renewers; a period renews once.
+        Returns the subscriptions as they were before."""
+        now = self.clock()
+        renewed = []
+        for sub in self.repo.due_for_renewal(now, limit):
+            plan = "free" if sub.cancel_at_period_end else sub.plan
+            start, end = sub.current_period_end, add_month(sub.current_period_end)
+            while end <= now:  # periods missed while nothing ran are skipped, not billed
+                start, end = end, add_month(end)
+            if plan != sub.plan:
+                self.orgs.set_plan(sub.org_id, plan)
+                self._emit(sub, "subscription.downgraded",
+                           {"from": sub.plan, "to": plan, "effectiveAt": _iso(start), "reason": "cancelled"})
+            price = PRICES_MINOR[plan]
+            credit = min(sub.credit_minor, price)
+            lines = [LineItem(f"{plan.title()} plan", 1, price, start, end)]
+            if credit:
+                lines.append(LineItem("Credit from plan changes", 1, -credit, start, end, proration=True))
+            current = self.repo.update_subscription(
+                sub.org_id, plan=plan, current_period_start=start, current_period_end=end,
+                cancel_at_period_end=False, credit_minor=sub.credit_minor - credit)
+            if price:
+                self._invoice(current, "renewal", start, end, lines)
+            renewed.append(sub)
+        return renewed
+
+    # --- invoices ----------------------------------------------------------------------
+
+    def invoices(self, principal: Principal, cursor: str, limit: int):
+        return keyset_page(
+            self.cursors, f"invoices:{principal.org_id}", limit, cursor,
+            lambda n, after: self.repo.invoices_page(principal.org_id, n, after), "created_at", parameter="cursor",
+        )
+
+    def invoice(self, principal: Principal, invoice_id: str) -> InvoiceRecord:
+        row = self.repo.invoice(principal.org_id, invoice_id)
+        if row is None:
+            raise NotFound("invoice")
+        return row
+
+    def pdf_link(self, principal: Principal, invoice_id: str) -> SignedUrl:
+        row = self.invoice(principal, invoice_id)
+        if not row.pdf_key or not self.processor.keeps_pdf(row.period_end, self.clock()):
+            raise AssetExpired("The invoice's PDF is no longer kept by the payment processor.",
+                               {"invoiceId": row.id})
+        return self.storage.signed_url(row.pdf_key, PDF_URL_SECONDS)
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _invoice(self, sub: SubscriptionRecord, kind: str, start: datetime, end: datetime,
+                 lines: builtins.list[LineItem]) -> InvoiceRecord:
+        """Finalize an invoice, charge it, and render its PDF (once per version)."""
+        now = self.clock()
+        seq = sub.invoice_seq + 1
+        self.repo.update_subscription(sub.org_id, invoice_seq=seq)
+        org = self.orgs.get(sub.org_id)
+        prefix = (org.slug if org is not None else sub.org_id).split("-")[0][:8].upper()
+        invoice_id = ids.new_id("invoice")
+        amount = sum(line.amount_minor for line in lines)
+        row = self.repo.add_invoice(
+            id=invoice_id, org_id=sub.org_id, processor_invoice_id=self.processor.invoice_id(invoice_id),
+            number=f"{prefix}-{seq:04d}", kind=kind, status="open", currency=CURRENCY, amount_due_minor=amount,
+            amount_paid_minor=0, period_start=start, period_end=end, due_date=now + PAYMENT_TERMS,
+            line_items=[line.as_json() for line in lines], version=1,
+        )
+        payment = self.processor.pay(row.processor_invoice_id, amount, CURRENCY)
+        if payment.paid:
+            row = self.repo.update_invoice(row.id, status="paid", amount_paid_minor=amount, paid_at=now,
+                                           version=row.version + 1)
+        return self._render(row, org.name if org is not None else sub.org_id)
+
+    def _render(self, row: InvoiceRecord, org_name: str) -> InvoiceRecord:
+        key = object_key(row.org_id, "invoices", f"{row.id}-v{row.version}.pdf")
+        self.storage.put(key, render_invoice(row, org_name), "application/pdf")
+        return self.repo.update_invoice(row.id, pdf_key=key)
+
+    def _emit(self, sub: SubscriptionRecord, type_: str, data: dict) -> None:
+        self.outbox.emit(type_, sub.org_id, self.orgs.primary_workspace(sub.org_id), {"orgId": sub.org_id, **data})
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat().replace("+00:00", "Z")

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from persona.v1 import billing_pb2, billing_pb2_grpc
+
+from persona_service.billing.processor import LocalProcessor
+from persona_service.billing.records import CURRENCY, PRICES_MINOR, InvoiceRecord, SubscriptionRecord
+from persona_service.billing.service import BillingService
+from persona_service.files.storage import storage_for
+from persona_service.kernel.transport.context import RequestContext, current
+from persona_service.kernel.transport.convert import timestamp
+
+
+class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
+    def __init__(self, app):
+        self.app = app
+        self.processor = LocalProcessor()
+
+    def _service(self, ctx: RequestContext) -> BillingService:
+        return BillingService(ctx.conn, self.processor, storage_for(self.app), cursors=self.app.cursors)
+
+    def _changed(self, ctx: RequestContext, before: SubscriptionRecord | None, after: SubscriptionRecord):
+        if before is None or before.plan != after.plan:
+            org_id = after.org_id
+            # Every process drops the organization's cached credentials and limits: the next call sees the plan.
+            ctx.after_commit.append(lambda: self.app.invalidate(f"org:{org_id}"))
+        return subscription(after)
+
+    def GetSubscription(self, request, context):
+        ctx = current()
+        return subscription(self._service(ctx).subscription(ctx.caller.org_id))
+
+    def ChangeSubscription(self, request, context):
+        ctx = current()
+        service = self._service(ctx)
+        before = service.subscription(ctx.caller.org_id)
+        return self._changed(ctx, before, service.change(ctx.caller, request.plan))
+
+    def CancelSubscription(self, request, context):
+        ctx = current()
+        return subscription(self._service(ctx).cancel(ctx.caller))
+
+    def ResumeSubscription(self, request, context):
+        ctx = current()
+        return subscription(self._service(ctx).resume(ctx.caller))
+
+    def ListInvoices(self, request, context):
+        ctx = current()
+        rows, token = self._service(ctx).invoices(ctx.caller, request.cursor,
+                                                  request.limit if request.HasField("limit") else 0)
+        return billing_pb2.ListInvoicesResponse(items=[invoice(r) for r in rows], next_cursor=token)
+
+    def GetInvoice(self, request, context):
+        ctx = current()
+        return invoice(self._service(ctx).invoice(ctx.caller, request.invoice_id))
+
+    def GetInvoicePdf(self, request, context):
+        ctx = current()
+        link = self._service(ctx).pdf_link(ctx.caller, request.invoice_id)
+        ctx.respond(cache_control="no-store")
+        return billing_pb2.InvoicePdfLink(uri=link.url, expires_at=timestamp(link.expires_at))
+
+
+def subscription(row: SubscriptionRecord) -> billing_pb2.Subscription:
+    return billing_pb2.Subscription(
+        org_id=row.org_id, plan=row.plan, status=row.status, current_period_start=timestamp(row.current_period_start),
+        current_period_end=timestamp(row.current_period_end), cancel_at_period_end=row.cancel_at_period_end,
+        price_minor=PRICES_MINOR[row.plan], currency=CURRENCY, credit_minor=row.credit_minor,
+    )
+
+
+def invoice(row: InvoiceRecord) -> billing_pb2.Invoice:
+    message = billing_pb2.Invoice(
+        invoice_id=row.id, stripe_invoice_id=row.processor_invoice_id, number=row.number, status=row.status,
+        currency=row.currency, amount_due_minor=row.amount_due_minor, amount_paid_minor=row.amount_paid_minor,
+        period_start=timestamp(row.period_start), period_end=timestamp(row.period_end),
+        due_date=timestamp(row.due_date),
+        paid_at=row.paid_at.isoformat().replace("+00:00", "Z") if row.paid_at is not None else "",
+    )
+    for line in row.line_items:
+        item = message.line_items.add(
+            description=line["description"], quantity=line["quantity"], unit_amount_minor=line["unitAmountMinor"],
+            amount_minor=line["amountMinor"], proration=line["proration"])
+        item.period_start.FromJsonString(line["periodStart"])
+        item.period_end.FromJsonString(line["periodEnd"])
+    return message

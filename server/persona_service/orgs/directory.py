@@ -1,0 +1,25 @@
+"""What other modules may read and change of organizations (billing sets
+the plan its subscription pays for). They never touch the orgs tables."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection
+
+from persona_service.orgs.records import OrganizationRecord
+from persona_service.orgs.repository import OrgRepository
+
+
+class OrgDirectory:
+    def __init__(self, conn: Connection):
+        self.repo = OrgRepository(conn)
+
+    def get(self, org_id: str) -> OrganizationRecord | None:
+        return self.repo.get(org_id)
+
+    def primary_workspace(self, org_id: str) -> str:
+        """The organization's first workspace: where organization-wide events (billing) are delivered."""
+        return self.repo.primary_workspace(org_id) or ""
+
+    def set_plan(self, org_id: str, plan: str) -> None:
+        """The plan every credential of the organization acts under (limits, features)."""
+        self.repo.set_plan(org_id, plan)

@@ -1,0 +1,181 @@
+"""Subscriptions and invoices through Envoy: a plan change emits its event
+and the next request sees the new tier's limits; invoices carry the spec's
+12 fields; the PDF answers 307 (GET and HEAD) to a short-lived signed URL
+serving a real PDF, 410 once the processor no longer keeps it; renewals run
+exactly once per period (driven with an injected clock)."""
+
+from __future__ import annotations
+
+import io
+import time
+from datetime import timedelta
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import redis
+from persona_service.billing.module import renew_subscriptions
+from persona_service.billing.processor import LocalProcessor
+from persona_service.billing.service import BillingService
+from persona_service.files.local import LocalStorage
+from persona_service.files.storage import signing_key
+from persona_service.kernel.app import INVALIDATION_CHANNEL
+from persona_service.kernel.clock import utcnow
+from pypdf import PdfReader
+from sqlalchemy import text
+from support import JWT_SECRET
+
+INVOICE_FIELDS = {"invoiceId", "stripeInvoiceId", "number", "status", "currency", "amountDueMinor",
+                  "amountPaidMinor", "periodStart", "periodEnd", "dueDate", "paidAt", "lineItems"}
+
+
+def storage_of(stack) -> LocalStorage:
+    return LocalStorage(stack.settings.data_dir / "objects", signing_key(JWT_SECRET),
+                        f"http://127.0.0.1:{stack.settings.http_port}")
+
+
+def events(engine, org_id: str, type_: str) -> list[dict]:
+    with engine.connect() as conn:
+        return list(conn.execute(text("SELECT data FROM events WHERE org_id = :o AND type = :t ORDER BY seq"),
+                                 {"o": org_id, "t": type_}).scalars())
+
+
+def change(http, tenant, plan: str) -> httpx.Response:
+    return http.post("/v1/billing/subscription:change", json={"plan": plan}, headers=tenant.auth)
+
+
+def test_an_upgrade_emits_its_event_and_the_next_request_has_the_new_limits(http, engine, tenants):
+    org = tenants(plan="free")
+    r = http.get("/v1/billing/subscription", headers=org.auth)
+    assert r.status_code == 200, r.text
+    assert r.json()["plan"] == "free" and r.headers["x-ratelimit-limit"] == "60"
+
+    r = change(http, org, "team")
+    assert r.status_code == 200, r.text
+    assert r.json()["plan"] == "team" and r.json()["priceMinor"] == "19900"
+    r = http.get("/v1/billing/subscription", headers=org.auth)
+    assert r.headers["x-ratelimit-limit"] == "3000"
+    (upgraded,) = events(engine, org.org_id, "subscription.upgraded")
+    assert upgraded["from"] == "free" and upgraded["to"] == "team" and upgraded["effectiveAt"]
+
+    invoices = http.get("/v1/billing/invoices", headers=org.auth).json()["items"]
+    assert len(invoices) == 1
+    invoice = invoices[0]
+    assert set(invoice) == INVOICE_FIELDS
+    assert invoice["invoiceId"].startswith("inv_") and invoice["stripeInvoiceId"].startswith("in_")
+    assert invoice["status"] == "paid" and invoice["currency"] == "usd" and invoice["paidAt"]
+    assert 0 < int(invoice["amountDueMinor"]) <= 19900 and invoice["amountPaidMinor"] == invoice["amountDueMinor"]
+    (line,) = invoice["lineItems"]
+    assert line["proration"] is True and line["amountMinor"] == invoice["amountDueMinor"]
+    assert http.get(f"/v1/billing/invoices/{invoice['invoiceId']}", headers=org.auth).json() == invoice
+
+    # Down again: the event, a credit for the next renewal, the old limits at once.
+    r = change(http, org, "pro")
+    assert r.status_code == 200 and int(r.json()["creditMinor"]) > 0
+    assert http.get("/v1/billing/subscription", headers=org.auth).headers["x-ratelimit-limit"] == "600"
+    (downgraded,) = events(engine, org.org_id, "subscription.downgraded")
+    assert downgraded["from"] == "team" and downgraded["to"] == "pro"
+
+
+def test_the_pdf_is_a_short_lived_redirect_to_a_real_pdf(http, tenants):
+    org = tenants(plan="free")
+    assert change(http, org, "pro").status_code == 200
+    invoice = http.get("/v1/billing/invoices", headers=org.auth).json()["items"][0]
+    path = f"/v1/billing/invoices/{invoice['invoiceId']}/pdf"
+    for method in ("GET", "HEAD"):
+        r = http.request(method, path, headers=org.auth, follow_redirects=False)
+        assert r.status_code == 307, r.text
+        assert r.content == b"" and r.headers["location"].startswith("http")
+    location = r.headers["location"]
+    expires = int(parse_qs(urlsplit(location).query)["expires"][0])
+    assert 0 < expires - time.time() <= 31
+    pdf = httpx.get(location)
+    assert pdf.status_code == 200 and pdf.headers["content-type"] == "application/pdf"
+    content = "\n".join(page.extract_text() for page in PdfReader(io.BytesIO(pdf.content)).pages)
+    for expected in (invoice["number"], "PAID", invoice["invoiceId"], "Proration: free -> pro", "USD"):
+        assert expected in content, (expected, content)
+
+    foreign = tenants(plan="pro")
+    r = http.get(path, headers=foreign.auth, follow_redirects=False)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    r = http.get(path, follow_redirects=False)
+    assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+
+
+def test_an_expired_asset_is_410(http, engine, stack, tenants):
+    org = tenants(plan="free")
+    long_ago = utcnow() - timedelta(days=8 * 365)
+    with engine.begin() as conn:
+        service = BillingService(conn, LocalProcessor(), storage_of(stack), clock=lambda: long_ago)
+        service.subscription(org.org_id)
+        service.change(_principal(org), "pro")
+    invoice = http.get("/v1/billing/invoices", headers=org.auth).json()["items"][0]
+    r = http.get(f"/v1/billing/invoices/{invoice['invoiceId']}/pdf", headers=org.auth, follow_redirects=False)
+    assert r.status_code == 410, r.text
+    assert r.json()["error"]["code"] == "asset_expired"
+
+
+def test_cancel_resume_and_the_renewal_that_runs_once(http, engine, stack, tenants):
+    org = tenants(plan="free")
+    assert change(http, org, "team").status_code == 200
+    r = http.post("/v1/billing/subscription:cancel", json={}, headers=org.auth)
+    assert r.status_code == 200 and r.json()["cancelAtPeriodEnd"] is True
+    (cancelled,) = events(engine, org.org_id, "subscription.cancelled")
+    assert cancelled["effectiveAt"] == r.json()["currentPeriodEnd"]
+    r = http.post("/v1/billing/subscription:resume", json={}, headers=org.auth)
+    assert r.json()["cancelAtPeriodEnd"] is False
+    r = http.post("/v1/billing/subscription:cancel", json={}, headers=org.auth)
+    period_end = r.json()["currentPeriodEnd"]
+
+    after = _parse(period_end) + timedelta(minutes=1)
+    bus = redis.Redis.from_url(stack.redis_url)
+    for expected in (True, False):  # the second run finds nothing due: a period renews once
+        renewed = renew_subscriptions(engine, storage_of(stack), lambda m: bus.publish(INVALIDATION_CHANNEL, m),
+                                      clock=lambda: after)
+        assert (renewed >= 1) is expected
+    deadline = time.monotonic() + 1.0  # the spec's bound: every process sees the plan within a second
+    while True:
+        sub = http.get("/v1/billing/subscription", headers=org.auth)
+        if sub.headers["x-ratelimit-limit"] == "60" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert sub.headers["x-ratelimit-limit"] == "60"
+    assert sub.json()["plan"] == "free" and sub.json()["cancelAtPeriodEnd"] is False
+    assert sub.json()["currentPeriodStart"] == period_end
+    assert [e["to"] for e in events(engine, org.org_id, "subscription.downgraded")] == ["free"]
+
+
+def test_a_paid_plan_renews_with_an_invoice_and_its_credit(http, engine, stack, tenants):
+    org = tenants(plan="free")
+    assert change(http, org, "team").status_code == 200
+    sub = change(http, org, "pro").json()
+    credit = int(sub["creditMinor"])
+    after = _parse(sub["currentPeriodEnd"]) + timedelta(seconds=1)
+    renew_subscriptions(engine, storage_of(stack), lambda message: None, clock=lambda: after)
+    renewal = http.get("/v1/billing/invoices", headers=org.auth).json()["items"][0]
+    assert renewal["periodStart"] == sub["currentPeriodEnd"]
+    assert [line["amountMinor"] for line in renewal["lineItems"]] == ["4900", str(-min(credit, 4900))]
+    assert int(renewal["amountDueMinor"]) == 4900 - min(credit, 4900)
+    numbers = [i["number"] for i in http.get("/v1/billing/invoices", headers=org.auth).json()["items"]]
+    assert len(set(numbers)) == len(numbers) == 2
+
+
+def test_only_the_owner_changes_the_plan_and_free_cannot_cancel(http, tenants):
+    org = tenants(plan="free")
+    r = http.post("/v1/billing/subscription:cancel", json={}, headers=org.auth)
+    assert r.status_code == 409 and r.json()["error"]["code"] == "state_conflict"
+    r = change(http, org, "platinum")
+    assert r.status_code == 422 and r.json()["error"]["code"] == "validation_failed"
+
+
+def _parse(value: str):
+    from datetime import datetime
+
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _principal(tenant):
+    from persona_service.kernel.principal import Principal
+
+    return Principal(kind="api_key", credential_id="test", org_id=tenant.org_id, workspace_id=tenant.workspace_id,
+                     user_id=tenant.user_id, scopes=frozenset(), role="owner", plan=tenant.plan,
+                     is_platform_admin=False)
