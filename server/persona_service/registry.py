@@ -9,6 +9,7 @@ from persona_service.config.module import MODULE as CONFIG
 from persona_service.events.module import MODULE as EVENTS
 from persona_service.files.module import MODULE as FILES
 from persona_service.kernel.module import Modules
+from persona_service.marketplace.module import MODULE as MARKETPLACE
 from persona_service.moderation.module import MODULE as MODERATION
 from persona_service.orgs.module import MODULE as ORGS
 from persona_service.personas.module import MODULE as PERSONAS
@@ -23,6 +24,7 @@ MODULES = Modules([
     FILES,
     PORTRAITS,
     BILLING,
+    MARKETPLACE,
     WEBHOOKS,
     CONFIG,
     EVENTS,

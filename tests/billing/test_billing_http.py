@@ -179,3 +179,23 @@ def _principal(tenant):
     return Principal(kind="api_key", credential_id="test", org_id=tenant.org_id, workspace_id=tenant.workspace_id,
                      user_id=tenant.user_id, scopes=frozenset(), role="owner", plan=tenant.plan,
                      is_platform_admin=False)
+
+
+def test_a_declined_payment_leaves_the_invoice_open_then_uncollectible(http, engine, stack, tenants):
+    org = tenants(plan="free")
+    r = http.put("/v1/config/billing.local_processor.decline_payments", json={"value": True, "level": "org"},
+                 headers=org.auth)
+    assert r.status_code == 200, r.text
+    assert change(http, org, "pro").status_code == 200
+    invoice = http.get("/v1/billing/invoices", headers=org.auth).json()["items"][0]
+    assert invoice["status"] == "open" and invoice["paidAt"] == "" and invoice["amountPaidMinor"] == "0"
+    assert http.get("/v1/billing/subscription", headers=org.auth).json()["status"] == "past_due"
+
+    overdue = _parse(invoice["dueDate"]) + timedelta(minutes=1)
+    renew_subscriptions(engine, storage_of(stack), lambda message: None, clock=lambda: overdue)
+    settled = http.get(f"/v1/billing/invoices/{invoice['invoiceId']}", headers=org.auth).json()
+    assert settled["status"] == "uncollectible"
+    # The PDF follows the invoice's version.
+    r = http.get(f"/v1/billing/invoices/{invoice['invoiceId']}/pdf", headers=org.auth, follow_redirects=False)
+    text_ = "".join(p.extract_text() for p in PdfReader(io.BytesIO(httpx.get(r.headers["location"]).content)).pages)
+    assert "UNCOLLECTIBLE" in text_

@@ -5,20 +5,24 @@ from datetime import datetime
 
 from persona.v1 import billing_pb2_grpc
 
-from persona_service.billing.processor import LocalProcessor
+from persona_service.billing.processor import DECLINE_KEY, processor_for
 from persona_service.billing.service import BillingService
 from persona_service.billing.servicer import BillingServicer
 from persona_service.files.storage import Storage, storage_for
 from persona_service.kernel.clock import utcnow
+from persona_service.kernel.config_keys import ConfigKey
 from persona_service.kernel.module import Job, Module, ServiceBinding
 
 
 def renew_subscriptions(engine, storage: Storage, invalidate: Callable[[str], None],
                         clock: Callable[[], datetime] = utcnow) -> int:
     """Periods that ended renew (row locks: several processes never renew one
-    twice); an organization whose plan changed is read again everywhere."""
+    twice); an organization whose plan changed is read again everywhere.
+    Then overdue open invoices get one more charge or go `uncollectible`."""
     with engine.begin() as conn:
-        renewed = BillingService(conn, LocalProcessor(), storage, clock=clock).renew_due()
+        renewed = BillingService(conn, processor_for(conn), storage, clock=clock).renew_due()
+    with engine.begin() as conn:
+        BillingService(conn, processor_for(conn), storage, clock=clock).collect_overdue()
     for before in renewed:
         if before.cancel_at_period_end:
             invalidate(f"org:{before.org_id}")
@@ -31,5 +35,6 @@ MODULE = Module(
                              billing_pb2_grpc.add_BillingServiceServicer_to_server),),
     id_prefixes={"invoice": "inv"},
     event_types=frozenset({"subscription.upgraded", "subscription.downgraded", "subscription.cancelled"}),
+    config_keys=(ConfigKey(DECLINE_KEY, "boolean", False, levels=("org",), owner_only=True),),
     jobs=(Job("billing.renew", 60, lambda app: renew_subscriptions(app.engine, storage_for(app), app.invalidate)),),
 )

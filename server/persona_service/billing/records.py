@@ -22,6 +22,7 @@ class SubscriptionRecord:
     cancel_at_period_end: bool
     credit_minor: int
     invoice_seq: int
+    pending_lines: list[dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)

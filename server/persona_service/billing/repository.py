@@ -55,6 +55,11 @@ class BillingRepository:
         stmt = update(_invoices).where(_invoices.c.id == invoice_id).values(**values).returning(_invoices)
         return record(InvoiceRecord, self.conn.execute(stmt).mappings().one())
 
+    def overdue(self, now: datetime, limit: int = 100) -> list[InvoiceRecord]:
+        stmt = (select(_invoices).where(_invoices.c.status == "open", _invoices.c.due_date <= now)
+                .order_by(_invoices.c.due_date).limit(limit).with_for_update(skip_locked=True))
+        return records(InvoiceRecord, self.conn.execute(stmt).mappings())
+
     def invoices_page(self, org_id: str, limit: int, after: tuple[datetime, str] | None) -> list[InvoiceRecord]:
         stmt = select(_invoices).where(_invoices.c.org_id == org_id)
         if after is not None:

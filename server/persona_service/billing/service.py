@@ -134,16 +134,32 @@ class BillingService:
                            {"from": sub.plan, "to": plan, "effectiveAt": _iso(start), "reason": "cancelled"})
             price = PRICES_MINOR[plan]
             credit = min(sub.credit_minor, price)
-            lines = [LineItem(f"{plan.title()} plan", 1, price, start, end)]
+            lines = [LineItem(f"{plan.title()} plan", 1, price, start, end)] if price else []
             if credit:
                 lines.append(LineItem("Credit from plan changes", 1, -credit, start, end, proration=True))
+            lines += [LineItem(p["description"], 1, int(p["amountMinor"]), start, end) for p in sub.pending_lines]
+            carried = max(0, -sum(line.amount_minor for line in lines))  # payouts beyond the charges
+            if carried:
+                lines.append(LineItem("Credit carried to the next period", 1, carried, start, end))
             current = self.repo.update_subscription(
                 sub.org_id, plan=plan, current_period_start=start, current_period_end=end,
-                cancel_at_period_end=False, credit_minor=sub.credit_minor - credit)
-            if price:
+                cancel_at_period_end=False, credit_minor=sub.credit_minor - credit + carried, pending_lines=[])
+            if lines:
                 self._invoice(current, "renewal", start, end, lines)
             renewed.append(sub)
         return renewed
+
+    def charge(self, org_id: str, description: str, amount_minor: int) -> InvoiceRecord:
+        """Invoice and charge a one-off amount now (a marketplace purchase)."""
+        sub = self.subscription(org_id, for_update=True)
+        now = self.clock()
+        return self._invoice(sub, "purchase", now, now, [LineItem(description, 1, amount_minor, now, now)])
+
+    def add_to_next_invoice(self, org_id: str, description: str, amount_minor: int) -> None:
+        """A line for the next renewal invoice (negative: owed to the organization)."""
+        sub = self.subscription(org_id, for_update=True)
+        self.repo.update_subscription(org_id, pending_lines=[
+            *sub.pending_lines, {"description": description, "amountMinor": amount_minor}])
 
     # --- invoices ----------------------------------------------------------------------
 
@@ -184,11 +200,32 @@ class BillingService:
             amount_paid_minor=0, period_start=start, period_end=end, due_date=now + PAYMENT_TERMS,
             line_items=[line.as_json() for line in lines], version=1,
         )
-        payment = self.processor.pay(row.processor_invoice_id, amount, CURRENCY)
-        if payment.paid:
-            row = self.repo.update_invoice(row.id, status="paid", amount_paid_minor=amount, paid_at=now,
-                                           version=row.version + 1)
+        row = self._collect(row, sub.org_id, now)
         return self._render(row, org.name if org is not None else sub.org_id)
+
+    def _collect(self, row: InvoiceRecord, org_id: str, now: datetime) -> InvoiceRecord:
+        """Charge an open invoice. A declined payment leaves it `open` and the
+        subscription `past_due` (the invoice goes `uncollectible` once it is
+        overdue, see collect_overdue); a paid one settles both."""
+        payment = self.processor.pay(org_id, row.processor_invoice_id, row.amount_due_minor, row.currency)
+        if payment.paid:
+            self.repo.update_subscription(org_id, status="active")
+            return self.repo.update_invoice(row.id, status="paid", amount_paid_minor=row.amount_due_minor,
+                                            paid_at=now, version=row.version + 1)
+        self.repo.update_subscription(org_id, status="past_due")
+        return row
+
+    def collect_overdue(self) -> builtins.list[InvoiceRecord]:
+        """Open invoices past their due date: one more charge, else `uncollectible`."""
+        now = self.clock()
+        settled = []
+        for row in self.repo.overdue(now):
+            collected = self._collect(row, row.org_id, now)
+            if collected.status == "open":
+                collected = self.repo.update_invoice(row.id, status="uncollectible", version=row.version + 1)
+            org = self.orgs.get(row.org_id)
+            settled.append(self._render(collected, org.name if org is not None else row.org_id))
+        return settled
 
     def _render(self, row: InvoiceRecord, org_name: str) -> InvoiceRecord:
         key = object_key(row.org_id, "invoices", f"{row.id}-v{row.version}.pdf")

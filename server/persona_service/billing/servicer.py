@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from persona.v1 import billing_pb2, billing_pb2_grpc
 
-from persona_service.billing.processor import LocalProcessor
+from persona_service.billing.processor import processor_for
 from persona_service.billing.records import CURRENCY, PRICES_MINOR, InvoiceRecord, SubscriptionRecord
 from persona_service.billing.service import BillingService
 from persona_service.files.storage import storage_for
@@ -13,10 +13,9 @@ from persona_service.kernel.transport.convert import timestamp
 class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
     def __init__(self, app):
         self.app = app
-        self.processor = LocalProcessor()
 
     def _service(self, ctx: RequestContext) -> BillingService:
-        return BillingService(ctx.conn, self.processor, storage_for(self.app), cursors=self.app.cursors)
+        return BillingService(ctx.conn, processor_for(ctx.conn), storage_for(self.app), cursors=self.app.cursors)
 
     def _changed(self, ctx: RequestContext, before: SubscriptionRecord | None, after: SubscriptionRecord):
         if before is None or before.plan != after.plan:

@@ -21,6 +21,8 @@ class Subscription(Base):
     cancel_at_period_end: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     credit_minor: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
     invoice_seq: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    # Lines the next renewal invoice carries (marketplace payouts, as credits).
+    pending_lines: Mapped[object] = mapped_column(JSONB, nullable=False, default=list)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
 
     __table_args__ = (Index("ix_subscriptions_period_end", "current_period_end"),)
@@ -32,7 +34,7 @@ class Invoice(Base):
     org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False)
     processor_invoice_id: Mapped[str] = mapped_column(String(64), nullable=False)
     number: Mapped[str] = mapped_column(String(40), nullable=False)
-    kind: Mapped[str] = mapped_column(String(12), nullable=False)  # renewal | proration
+    kind: Mapped[str] = mapped_column(String(12), nullable=False)  # renewal | proration | purchase
     status: Mapped[str] = mapped_column(String(16), nullable=False)
     currency: Mapped[str] = mapped_column(String(3), nullable=False)
     amount_due_minor: Mapped[int] = mapped_column(BigInteger, nullable=False)

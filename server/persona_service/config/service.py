@@ -106,6 +106,12 @@ class ConfigService:
         self.repo.delete(principal.org_id, self._level_id(principal, level, persona_id), key)
         return self.get(principal, key, persona_id if level == "persona" else "", check_persona=False)
 
+    def org_value(self, org_id: str, key: str) -> Any:
+        """An organization-level key's value (or its default), for work that runs without a caller."""
+        spec = self.spec(key)
+        found = [value for name, value in self.repo.org_settings_with_prefix(org_id, key) if name == key]
+        return found[0] if found else spec.default
+
     def rate_limit_overrides(self, org_id: str) -> dict[str, Any]:
         """Enterprise limit overrides, by Limits field name."""
         return {k[len(RATE_LIMIT_PREFIX):]: v for k, v in self.repo.org_settings_with_prefix(org_id, RATE_LIMIT_PREFIX)}

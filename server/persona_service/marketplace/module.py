@@ -1,0 +1,34 @@
+"""The marketplace: listings reviewed by moderation, search across
+organizations, purchases charged through billing."""
+
+from persona.v1 import marketplace_pb2_grpc
+
+from persona_service.kernel.module import Module, ServiceBinding
+from persona_service.kernel.tasks import TaskKind, TaskRecord
+from persona_service.marketplace.service import REVIEW_TASK, MarketplaceService
+from persona_service.marketplace.servicer import MarketplaceServicer
+from persona_service.marketplace.settings import MarketplaceSettings
+from persona_service.providers.factory import make_provider
+
+
+def _review(app, task: TaskRecord) -> None:
+    provider = make_provider()
+    with app.stream_engine.begin() as conn:
+        MarketplaceService(conn, moderate=provider.moderate).review(task.subject_id)
+
+
+def _give_up(app, task: TaskRecord, error: str) -> None:
+    """A review that never finished leaves the listing unpublished, never published unchecked."""
+    with app.stream_engine.begin() as conn:
+        MarketplaceService(conn).reject_unreviewed(task.subject_id)
+
+
+MODULE = Module(
+    name="marketplace",
+    services=(ServiceBinding("persona.v1.MarketplaceService", MarketplaceServicer,
+                             marketplace_pb2_grpc.add_MarketplaceServiceServicer_to_server),),
+    id_prefixes={"listing": "lst", "purchase": "pur"},
+    event_types=frozenset({"marketplace.persona.published", "marketplace.persona.purchased"}),
+    tasks=(TaskKind(REVIEW_TASK, _review, _give_up, max_attempts=5, lease_seconds=300),),
+    settings=MarketplaceSettings,
+)

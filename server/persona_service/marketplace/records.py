@@ -1,0 +1,37 @@
+"""Typed records of the marketplace module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ListingRecord:
+    id: str
+    org_id: str
+    workspace_id: str
+    persona_id: str
+    title: str
+    description: str
+    audience_tags: list[str]
+    price_minor: int
+    currency: str
+    status: str
+    rejection_reason: str
+    created_at: datetime
+    updated_at: datetime
+    published_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class PurchaseRecord:
+    id: str
+    listing_id: str
+    buyer_org_id: str
+    persona_id: str
+    invoice_id: str
+    amount_minor: int
+    fee_minor: int
+    currency: str
+    created_at: datetime

@@ -1,0 +1,189 @@
+"""The marketplace: listings, their review, search, purchases. Services
+never commit; the review runs as a durable task (kernel.tasks)."""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import re
+from collections.abc import Callable
+from typing import Any
+
+from persona_service.billing.service import BillingService
+from persona_service.kernel import ids
+from persona_service.kernel.clock import utcnow
+from persona_service.kernel.cursors import CursorCodec, keyset_page
+from persona_service.kernel.errors import Forbidden, NotFound, StateConflict, ValidationFailed, Violation
+from persona_service.kernel.outbox import Outbox
+from persona_service.kernel.principal import Principal
+from persona_service.kernel.tasks import enqueue
+from persona_service.marketplace.records import ListingRecord, PurchaseRecord
+from persona_service.marketplace.repository import MarketplaceRepository
+from persona_service.moderation.service import record_flag
+from persona_service.personas.cards import EXTENSION, persona_to_card
+from persona_service.personas.directory import PersonaDirectory
+from persona_service.personas.service import PersonaService
+from persona_service.providers.base import ModerationResult
+
+REVIEW_TASK = "marketplace.review"
+_WORDS = re.compile(r"\w+")
+
+
+class MarketplaceService:
+    def __init__(self, conn, *, cursors: CursorCodec | None = None,
+                 moderate: Callable[[str], ModerationResult] | None = None):
+        self.conn = conn
+        self.repo = MarketplaceRepository(conn)
+        self.personas = PersonaDirectory(conn)
+        self.cursors = cursors
+        self.moderate = moderate
+
+    # --- listings ------------------------------------------------------------------------
+
+    def create(self, principal: Principal, persona_id: str, title: str, description: str,
+               audience_tags: builtins.list[str], price_minor: int, currency: str) -> ListingRecord:
+        if self.personas.active(principal.workspace_id, persona_id) is None:
+            raise NotFound("persona")
+        listing = self.repo.add(
+            id=ids.new_id("listing"), org_id=principal.org_id, workspace_id=principal.workspace_id,
+            persona_id=persona_id, title=title, description=description, audience_tags=_tags(audience_tags),
+            price_minor=price_minor, currency=currency or "usd", status="pending_review",
+        )
+        enqueue(self.conn, REVIEW_TASK, principal.org_id, listing.id)
+        return listing
+
+    def update(self, principal: Principal, listing_id: str, changes: dict[str, Any]) -> ListingRecord:
+        self._own(principal, listing_id, for_update=True)
+        if "audience_tags" in changes:
+            changes["audience_tags"] = _tags(changes["audience_tags"])
+        listing = self.repo.update(listing_id, status="pending_review", rejection_reason="", **changes)
+        enqueue(self.conn, REVIEW_TASK, principal.org_id, listing.id)
+        return listing
+
+    def unpublish(self, principal: Principal, listing_id: str) -> ListingRecord:
+        listing = self._own(principal, listing_id, for_update=True)
+        if listing.status == "unpublished":
+            return listing
+        return self.repo.update(listing_id, status="unpublished")
+
+    def get(self, principal: Principal, listing_id: str) -> ListingRecord:
+        listing = self.repo.get(listing_id)
+        if listing is None or (listing.status != "published" and listing.org_id != principal.org_id):
+            raise NotFound("listing")
+        return listing
+
+    def search(self, principal: Principal, audience_tag: str, q: str, mine: bool, cursor: str, limit: int):
+        tag, words = audience_tag.strip().lower(), _WORDS.findall(q.lower())[:8]
+        scope = f"listings:{principal.org_id if mine else '*'}:{tag}:{' '.join(words)}"
+        return keyset_page(
+            self.cursors, scope, limit, cursor,
+            lambda n, after: self.repo.page(org_id=principal.org_id if mine else None, audience_tag=tag,
+                                            words=words, limit=n, after=after),
+            "created_at", parameter="cursor",
+        )
+
+    # --- the review task -----------------------------------------------------------------
+
+    def review(self, listing_id: str) -> ListingRecord | None:
+        """Moderate the persona's soul and voice and the listing's text; publish or reject."""
+        listing = self.repo.get(listing_id, for_update=True)
+        if listing is None or listing.status != "pending_review":
+            return None  # changed since (unpublished, or reviewed by an earlier attempt)
+        persona = self.personas.active(listing.workspace_id, listing.persona_id)
+        if persona is None:
+            return self.repo.update(listing_id, status="rejected", rejection_reason="persona_unavailable")
+        voice = self.personas.voice(persona.id)
+        text = "\n".join([listing.title, listing.description, *listing.audience_tags, *_strings(persona.soul),
+                          *((voice.system_prompt, voice.greeting) if voice is not None else ())])
+        result = self.moderate(text) if self.moderate is not None else ModerationResult(False)
+        if result.flagged:
+            record_flag(self.conn, org_id=listing.org_id, workspace_id=listing.workspace_id, stage="output_content",
+                        subject_type="marketplace_listing", subject_id=listing.id, text=text, result=result)
+            return self.repo.update(listing_id, status="rejected", rejection_reason=",".join(result.categories))
+        published = self.repo.update(listing_id, status="published", published_at=utcnow())
+        Outbox(self.conn).emit("marketplace.persona.published", listing.org_id, listing.workspace_id, {
+            "listingId": listing.id, "personaId": listing.persona_id, "title": listing.title,
+            "audienceTags": listing.audience_tags, "priceMinor": listing.price_minor, "currency": listing.currency,
+        })
+        return published
+
+    def reject_unreviewed(self, listing_id: str) -> None:
+        listing = self.repo.get(listing_id, for_update=True)
+        if listing is not None and listing.status == "pending_review":
+            self.repo.update(listing_id, status="rejected", rejection_reason="review_failed")
+
+    # --- purchases -----------------------------------------------------------------------
+
+    def purchase(self, principal: Principal, listing_id: str, billing: BillingService,
+                 personas: PersonaService, fee_bps: int) -> PurchaseRecord:
+        if principal.plan != "enterprise":
+            raise Forbidden("Marketplace purchases are available on the Enterprise plan only.",
+                            {"requiredPlan": "enterprise"})
+        listing = self.get(principal, listing_id)
+        if listing.org_id == principal.org_id:
+            raise StateConflict("An organization cannot buy its own listing.", "listingId", {"listingId": listing_id})
+        if listing.status != "published":
+            raise StateConflict("The listing is not published.", "status", {"status": listing.status})
+        bought = self.repo.purchase_of(listing_id, principal.org_id)
+        if bought is not None:
+            return bought
+        card = self._card(listing)
+        copy_ = personas.import_card(principal, card)
+        invoice = billing.charge(principal.org_id, f"Marketplace: {listing.title}", listing.price_minor)
+        fee = (listing.price_minor * fee_bps + 5_000) // 10_000
+        purchase = self.repo.add_purchase(
+            id=ids.new_id("purchase"), listing_id=listing.id, buyer_org_id=principal.org_id, persona_id=copy_.id,
+            invoice_id=invoice.id, amount_minor=listing.price_minor, fee_minor=fee, currency=listing.currency,
+        )
+        if purchase is None:  # bought at the same moment by another call of this organization: roll this one back
+            raise StateConflict("The listing is being bought by another request.", "listingId",
+                                {"listingId": listing_id})
+        billing.add_to_next_invoice(listing.org_id, f"Marketplace sale: {listing.title} (fee {fee_bps / 100:g}%)",
+                                    -(listing.price_minor - fee))
+        Outbox(self.conn).emit("marketplace.persona.purchased", listing.org_id, listing.workspace_id, {
+            "listingId": listing.id, "personaId": listing.persona_id, "purchaseId": purchase.id,
+            "amountMinor": listing.price_minor, "feeMinor": fee, "currency": listing.currency,
+        })
+        return purchase
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _own(self, principal: Principal, listing_id: str, for_update: bool = False) -> ListingRecord:
+        listing = self.repo.get(listing_id, for_update)
+        if listing is None or listing.org_id != principal.org_id:
+            raise NotFound("listing")
+        return listing
+
+    def _card(self, listing: ListingRecord) -> dict[str, Any]:
+        """The listed persona as a character card, its metadata naming the listing (the copy's lineage)."""
+        persona = self.personas.active(listing.workspace_id, listing.persona_id)
+        voice = self.personas.voice(listing.persona_id)
+        if persona is None or voice is None:
+            raise StateConflict("The listed persona is no longer available.", "personaId",
+                                {"personaId": listing.persona_id})
+        card = copy.deepcopy(persona_to_card(persona, voice, []))
+        ours = card["data"]["extensions"][EXTENSION]
+        ours["metadata"] = {"marketplaceListingId": listing.id}
+        ours["visibility"] = "private"
+        return card
+
+
+MAX_TAG = 40
+
+
+def _tags(tags: builtins.list[str]) -> builtins.list[str]:
+    long = [Violation(f"audienceTags[{i}]", "max_len", t, {"maxLength": MAX_TAG})
+            for i, t in enumerate(tags) if len(t.strip()) > MAX_TAG]
+    if long:
+        raise ValidationFailed(long)
+    return sorted({t.strip().lower() for t in tags if t.strip()})
+
+
+def _strings(value: Any) -> builtins.list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+from persona.v1 import marketplace_pb2, marketplace_pb2_grpc
+
+from persona_service.billing.processor import processor_for
+from persona_service.billing.service import BillingService
+from persona_service.files.storage import storage_for
+from persona_service.kernel.settings import load
+from persona_service.kernel.transport.context import RequestContext, current
+from persona_service.kernel.transport.convert import timestamp
+from persona_service.marketplace.records import ListingRecord, PurchaseRecord
+from persona_service.marketplace.service import MarketplaceService
+from persona_service.marketplace.settings import MarketplaceSettings
+from persona_service.personas.service import PersonaService
+
+
+class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
+    def __init__(self, app):
+        self.app = app
+        self.fee_bps = load(MarketplaceSettings).marketplace_fee_bps
+
+    def _service(self, ctx: RequestContext) -> MarketplaceService:
+        return MarketplaceService(ctx.conn, cursors=self.app.cursors)
+
+    def _reviewed_soon(self, ctx: RequestContext) -> None:
+        ctx.after_commit.append(self.app.tasks.wake)
+
+    def CreateListing(self, request, context):
+        ctx = current()
+        row = self._service(ctx).create(ctx.caller, request.persona_id, request.title, request.description,
+                                        list(request.audience_tags), request.price_minor, request.currency)
+        self._reviewed_soon(ctx)
+        return listing(row, ctx.caller.org_id)
+
+    def ListListings(self, request, context):
+        ctx = current()
+        rows, token = self._service(ctx).search(ctx.caller, request.audience_tag, request.q, request.mine,
+                                                request.cursor, request.limit if request.HasField("limit") else 0)
+        return marketplace_pb2.ListListingsResponse(items=[listing(r, ctx.caller.org_id) for r in rows],
+                                                    next_cursor=token)
+
+    def GetListing(self, request, context):
+        ctx = current()
+        return listing(self._service(ctx).get(ctx.caller, request.listing_id), ctx.caller.org_id)
+
+    def UpdateListing(self, request, context):
+        ctx = current()
+        changes = {name: getattr(request, name) for name in ("title", "description", "price_minor")
+                   if request.HasField(name)}
+        if request.audience_tags:
+            changes["audience_tags"] = list(request.audience_tags)
+        row = self._service(ctx).update(ctx.caller, request.listing_id, changes)
+        self._reviewed_soon(ctx)
+        return listing(row, ctx.caller.org_id)
+
+    def UnpublishListing(self, request, context):
+        ctx = current()
+        return listing(self._service(ctx).unpublish(ctx.caller, request.listing_id), ctx.caller.org_id)
+
+    def PurchaseListing(self, request, context):
+        ctx = current()
+        billing = BillingService(ctx.conn, processor_for(ctx.conn), storage_for(self.app))
+        personas = PersonaService(ctx.conn, self.app.provider_for(ctx), cursors=self.app.cursors)
+        return purchase(self._service(ctx).purchase(ctx.caller, request.listing_id, billing, personas, self.fee_bps))
+
+
+def listing(row: ListingRecord, caller_org_id: str) -> marketplace_pb2.Listing:
+    return marketplace_pb2.Listing(
+        id=row.id, persona_id=row.persona_id, title=row.title, description=row.description,
+        audience_tags=row.audience_tags, price_minor=row.price_minor, currency=row.currency, status=row.status,
+        rejection_reason=row.rejection_reason, mine=row.org_id == caller_org_id,
+        created_at=timestamp(row.created_at), updated_at=timestamp(row.updated_at),
+        published_at=timestamp(row.published_at),
+    )
+
+
+def purchase(row: PurchaseRecord) -> marketplace_pb2.Purchase:
+    return marketplace_pb2.Purchase(
+        id=row.id, listing_id=row.listing_id, persona_id=row.persona_id, invoice_id=row.invoice_id,
+        amount_minor=row.amount_minor, currency=row.currency, created_at=timestamp(row.created_at),
+    )

@@ -1,0 +1,138 @@
+"""The marketplace through Envoy: a listing is published only after its
+review (moderation of the persona and the listing), found by audience tag
+and words from another organization, bought by an Enterprise organization
+(a copy of the persona, an invoice, the seller's event and credit), refused
+for Pro, and a flagged listing is rejected into the moderation queue."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlalchemy import text
+
+
+def persona_of(http, tenant, intent: str) -> dict:
+    r = http.post("/v1/personas", json={"intent": intent}, headers=tenant.auth)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def reviewed(http, tenant, listing_id: str) -> dict:
+    deadline = time.monotonic() + 10
+    while True:
+        r = http.get(f"/v1/marketplace/listings/{listing_id}", headers=tenant.auth)
+        assert r.status_code == 200, r.text
+        if r.json()["status"] != "pending_review" or time.monotonic() > deadline:
+            return r.json()
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def seller(tenants):
+    return tenants(plan="team")
+
+
+@pytest.fixture(scope="module")
+def published(http, seller) -> dict:
+    persona = persona_of(http, seller, "A cheerful sommelier who explains wine to beginners")
+    r = http.post("/v1/marketplace/listings", headers=seller.auth, json={
+        "personaId": persona["id"], "title": "Wine tutor for beginners", "description": "Gentle tastings at home",
+        "audienceTags": ["Hospitality", "education"], "priceMinor": 1500,
+    })
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "pending_review" and r.json()["audienceTags"] == ["education", "hospitality"]
+    listing = reviewed(http, seller, r.json()["id"])
+    assert listing["status"] == "published", listing
+    return listing
+
+
+def test_published_only_after_review_with_its_event(engine, seller, published):
+    with engine.connect() as conn:
+        data = conn.execute(text("SELECT data FROM events WHERE org_id = :o AND type = 'marketplace.persona.published'"
+                                 " AND data->>'listingId' = :l"), {"o": seller.org_id, "l": published["id"]}).scalar()
+    assert data["title"] == "Wine tutor for beginners"
+
+
+def test_another_organization_finds_it_by_audience_tag_and_words(http, tenants, published):
+    other = tenants(plan="pro")
+    found = http.get("/v1/marketplace/listings", params={"audienceTag": "hospitality"}, headers=other.auth)
+    assert found.status_code == 200, found.text
+    found = found.json()
+    assert published["id"] in [item["id"] for item in found["items"]]
+    assert all(item["status"] == "published" for item in found["items"])
+    found = http.get("/v1/marketplace/listings", params={"audienceTag": "hospitality", "q": "wine tutor"},
+                     headers=other.auth).json()["items"]
+    assert [item["id"] for item in found if item["id"] == published["id"]] and not found[0]["mine"]
+    none = http.get("/v1/marketplace/listings", params={"audienceTag": "hospitality", "q": "submarine"},
+                    headers=other.auth).json()["items"]
+    assert published["id"] not in [item["id"] for item in none]
+    assert http.get("/v1/marketplace/listings", params={"mine": "true"}, headers=other.auth).json()["items"] == []
+
+
+def test_enterprise_buys_once_and_pro_is_refused(http, engine, tenants, seller, published):
+    pro = tenants(plan="pro")
+    r = http.post(f"/v1/marketplace/listings/{published['id']}:purchase", json={}, headers=pro.auth)
+    assert r.status_code == 403 and r.json()["error"]["details"]["requiredPlan"] == "enterprise"
+
+    buyer = tenants(plan="enterprise")
+    r = http.post(f"/v1/marketplace/listings/{published['id']}:purchase", json={}, headers=buyer.auth)
+    assert r.status_code == 200, r.text
+    bought = r.json()
+    again = http.post(f"/v1/marketplace/listings/{published['id']}:purchase", json={}, headers=buyer.auth)
+    assert again.status_code == 200 and again.json() == bought
+
+    copy = http.get(f"/v1/personas/{bought['personaId']}", headers=buyer.auth)
+    assert copy.status_code == 200 and copy.json()["metadata"]["marketplaceListingId"] == published["id"]
+    invoice = http.get(f"/v1/billing/invoices/{bought['invoiceId']}", headers=buyer.auth).json()
+    assert invoice["amountDueMinor"] == "1500" and invoice["status"] == "paid"
+    with engine.connect() as conn:
+        sold = conn.execute(text("SELECT data FROM events WHERE org_id = :o AND type = 'marketplace.persona.purchased'"),
+                            {"o": seller.org_id}).scalars().all()
+        created = conn.execute(text("SELECT count(*) FROM events WHERE org_id = :o AND type = 'persona.created' "
+                                    "AND data->>'personaId' = :p"), {"o": buyer.org_id, "p": bought["personaId"]}).scalar()
+    assert [e["purchaseId"] for e in sold] == [bought["id"]] and sold[0]["feeMinor"] == 300
+    assert created == 1
+    # The seller's next invoice carries the sale minus the platform fee (20%).
+    lines = http.get("/v1/billing/subscription", headers=seller.auth)
+    assert lines.status_code == 200
+    with engine.connect() as conn:
+        pending = conn.execute(text("SELECT pending_lines FROM subscriptions WHERE org_id = :o"),
+                               {"o": seller.org_id}).scalar()
+    assert [line["amountMinor"] for line in pending] == [-1200]
+
+    r = http.post(f"/v1/marketplace/listings/{published['id']}:purchase", json={}, headers=seller.auth)
+    assert r.status_code in (403, 409)  # a Team seller is refused by plan first
+
+
+def test_a_flagged_listing_is_rejected_into_the_moderation_queue(http, engine, seller):
+    persona = persona_of(http, seller, "A gruff harbour master who tells old sea stories")
+    r = http.post("/v1/marketplace/listings", headers=seller.auth, json={
+        "personaId": persona["id"], "title": "Learn to build a bomb", "audienceTags": ["chemistry"], "priceMinor": 100,
+    })
+    listing = reviewed(http, seller, r.json()["id"])
+    assert listing["status"] == "rejected" and "violence" in listing["rejectionReason"]
+    with engine.connect() as conn:
+        queued = conn.execute(text("SELECT count(*) FROM moderation_reviews WHERE subject_type = 'marketplace_listing'"
+                                   " AND subject_id = :l"), {"l": listing["id"]}).scalar()
+    assert queued == 1
+    other = http.get(f"/v1/marketplace/listings/{listing['id']}", headers={})
+    assert other.status_code == 401
+
+
+def test_unpublish_and_update_send_it_back_to_review(http, tenants, seller):
+    persona = persona_of(http, seller, "A tidy librarian who recommends detective novels")
+    r = http.post("/v1/marketplace/listings", headers=seller.auth, json={
+        "personaId": persona["id"], "title": "Mystery guide", "audienceTags": ["books"], "priceMinor": 0})
+    listing = reviewed(http, seller, r.json()["id"])
+    assert listing["status"] == "published"
+    r = http.post(f"/v1/marketplace/listings/{listing['id']}:unpublish", json={}, headers=seller.auth)
+    assert r.json()["status"] == "unpublished"
+    stranger = tenants(plan="pro")
+    assert http.get(f"/v1/marketplace/listings/{listing['id']}", headers=stranger.auth).status_code == 404
+    r = http.patch(f"/v1/marketplace/listings/{listing['id']}", json={"title": "Mystery and crime guide"},
+                   headers=seller.auth)
+    assert r.status_code == 200 and r.json()["status"] == "pending_review"
+    assert reviewed(http, seller, listing["id"])["title"] == "Mystery and crime guide"
+    r = http.patch(f"/v1/marketplace/listings/{listing['id']}", json={"title": "x"}, headers=stranger.auth)
+    assert r.status_code == 404
