@@ -142,6 +142,10 @@ def test_cancel_resume_and_the_renewal_that_runs_once(http, engine, stack, tenan
     assert sub.json()["plan"] == "free" and sub.json()["cancelAtPeriodEnd"] is False
     assert sub.json()["currentPeriodStart"] == period_end
     assert [e["to"] for e in events(engine, org.org_id, "subscription.downgraded")] == ["free"]
+    with engine.connect() as conn:  # what billing does on its own is audited too
+        audited = conn.execute(text("SELECT count(*) FROM audit_events WHERE org_id = :o AND action = "
+                                    "'subscription.renew'"), {"o": org.org_id}).scalar()
+    assert audited == 1
 
 
 def test_a_paid_plan_renews_with_an_invoice_and_its_credit(http, engine, stack, tenants):

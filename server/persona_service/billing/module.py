@@ -8,6 +8,7 @@ from persona.v1 import billing_pb2_grpc
 from persona_service.billing.processor import DECLINE_KEY, processor_for
 from persona_service.billing.service import BillingService
 from persona_service.billing.servicer import BillingServicer
+from persona_service.billing.settings import BillingSettings
 from persona_service.files.storage import Storage, storage_for
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.config_keys import ConfigKey
@@ -35,6 +36,7 @@ MODULE = Module(
                              billing_pb2_grpc.add_BillingServiceServicer_to_server),),
     id_prefixes={"invoice": "inv"},
     event_types=frozenset({"subscription.upgraded", "subscription.downgraded", "subscription.cancelled"}),
+    settings=BillingSettings,
     config_keys=(ConfigKey(DECLINE_KEY, "boolean", False, levels=("org",), owner_only=True),),
     jobs=(Job("billing.renew", 60, lambda app: renew_subscriptions(app.engine, storage_for(app), app.invalidate)),),
 )

@@ -1,23 +1,28 @@
 """The payment-processor port and its local implementation.
 
 `LocalProcessor` (the default) is a real processor for a self-hosted
-service that bills outside any card network: it assigns deterministic ids
-(`in_` + 24 hex of sha256 of the invoice id), finalizes and pays invoices
-itself, and keeps their PDFs for seven years after the period ends. For
-tests and demos it declines the payments of an organization whose config
-item `billing.local_processor.decline_payments` is true (`decline`).
+service that bills outside any card network: deterministic ids (`cus_` /
+`in_` + 24 hex of sha256 of the organization / invoice id), it finalizes
+and pays invoices itself, and the service renders and keeps their PDFs
+(seven years after the period ends). For tests and demos it declines the
+payments of an organization whose config item
+`billing.local_processor.decline_payments` is true. `StripeProcessor`
+(stripe_processor.py) is the other implementation.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-DECLINE_KEY = "billing.local_processor.decline_payments"
+from persona_service.billing.records import LineItem
+from persona_service.billing.settings import BillingSettings
+from persona_service.kernel.settings import load
 
+DECLINE_KEY = "billing.local_processor.decline_payments"
 PDF_RETENTION = timedelta(days=7 * 365)
 
 
@@ -29,26 +34,44 @@ class Payment:
 
 class PaymentProcessor(Protocol):
     name: str
+    # The processor hosts invoice PDFs itself (pdf_url); else the service renders and stores them.
+    hosts_pdfs: bool
 
-    def invoice_id(self, invoice_id: str) -> str:
-        """The processor's id for an invoice it finalized."""
+    def customer(self, org_id: str, org_name: str) -> str:
+        """A new customer for the organization; its id."""
+        ...
+
+    def open_invoice(self, customer_id: str, invoice_id: str, lines: Sequence[LineItem], currency: str) -> str:
+        """Create and finalize the invoice at the processor; its id there."""
         ...
 
     def pay(self, org_id: str, processor_invoice_id: str, amount_minor: int, currency: str) -> Payment: ...
 
     def keeps_pdf(self, period_end: datetime, now: datetime) -> bool:
-        """Whether the processor still holds the invoice's document."""
+        """Whether the processor still keeps the invoice's document (else 410)."""
         ...
+
+    def pdf_url(self, processor_invoice_id: str) -> str | None:
+        """The processor's own PDF URL, fetched fresh (hosts_pdfs); None: gone."""
+        ...
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:24]
 
 
 class LocalProcessor:
     name = "local"
+    hosts_pdfs = False
 
     def __init__(self, decline: Callable[[str], bool] = lambda org_id: False):
         self.decline = decline
 
-    def invoice_id(self, invoice_id: str) -> str:
-        return "in_" + hashlib.sha256(invoice_id.encode()).hexdigest()[:24]
+    def customer(self, org_id: str, org_name: str) -> str:
+        return "cus_" + _digest(org_id)
+
+    def open_invoice(self, customer_id: str, invoice_id: str, lines: Sequence[LineItem], currency: str) -> str:
+        return "in_" + _digest(invoice_id)
 
     def pay(self, org_id: str, processor_invoice_id: str, amount_minor: int, currency: str) -> Payment:
         if amount_minor > 0 and self.decline(org_id):
@@ -58,9 +81,17 @@ class LocalProcessor:
     def keeps_pdf(self, period_end: datetime, now: datetime) -> bool:
         return now - period_end < PDF_RETENTION
 
+    def pdf_url(self, processor_invoice_id: str) -> str | None:
+        return None
 
-def processor_for(conn) -> PaymentProcessor:
-    """The configured processor, reading what it needs on this connection."""
+
+def processor_for(conn, settings: BillingSettings | None = None) -> PaymentProcessor:
+    """The configured processor (PERSONA_BILLING_PROCESSOR), reading what it needs on this connection."""
+    settings = settings or load(BillingSettings)
+    if settings.billing_processor == "stripe":
+        from persona_service.billing.stripe_processor import StripeProcessor
+
+        return StripeProcessor(settings.stripe_secret_key, settings.stripe_api_base)
     from persona_service.config.service import ConfigService
 
     return LocalProcessor(decline=lambda org_id: bool(ConfigService(conn).org_value(org_id, DECLINE_KEY)))

@@ -23,6 +23,7 @@ class SubscriptionRecord:
     credit_minor: int
     invoice_seq: int
     pending_lines: list[dict[str, Any]]
+    processor_customer_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,7 @@ class InvoiceRecord:
     line_items: list[dict[str, Any]]
     version: int
     pdf_key: str
+    processor_event_at: int
     created_at: datetime
 
 

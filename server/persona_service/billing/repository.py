@@ -3,14 +3,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import Connection, func, insert, select, tuple_, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.billing.records import InvoiceRecord, SubscriptionRecord
-from persona_service.billing.tables import Invoice, Subscription
+from persona_service.billing.tables import Invoice, ProcessorEvent, Subscription
 from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.records import record, record_or_none, records
 
 _subs = table_of(Subscription)
 _invoices = table_of(Invoice)
+_events = table_of(ProcessorEvent)
 
 
 class BillingRepository:
@@ -27,8 +29,6 @@ class BillingRepository:
 
     def add_subscription(self, **values) -> None:
         # Two first reads of one organization at once: the second one's insert is a no-op.
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
         self.conn.execute(pg_insert(_subs).values(**values).on_conflict_do_nothing(index_elements=["org_id"]))
 
     def update_subscription(self, org_id: str, **values) -> SubscriptionRecord:
@@ -54,6 +54,15 @@ class BillingRepository:
     def update_invoice(self, invoice_id: str, **values) -> InvoiceRecord:
         stmt = update(_invoices).where(_invoices.c.id == invoice_id).values(**values).returning(_invoices)
         return record(InvoiceRecord, self.conn.execute(stmt).mappings().one())
+
+    def by_processor_id(self, processor_invoice_id: str) -> InvoiceRecord | None:
+        stmt = select(_invoices).where(_invoices.c.processor_invoice_id == processor_invoice_id).with_for_update()
+        return record_or_none(InvoiceRecord, self.conn.execute(stmt).mappings().first())
+
+    def record_event(self, event_id: str, type_: str) -> bool:
+        """False when the event was applied before."""
+        stmt = pg_insert(_events).values(id=event_id, type=type_).on_conflict_do_nothing().returning(_events.c.id)
+        return self.conn.execute(stmt).first() is not None
 
     def overdue(self, now: datetime, limit: int = 100) -> list[InvoiceRecord]:
         stmt = (select(_invoices).where(_invoices.c.status == "open", _invoices.c.due_date <= now)

@@ -21,6 +21,7 @@ from persona_service.billing.records import (
 from persona_service.billing.repository import BillingRepository
 from persona_service.files.storage import SignedUrl, Storage, object_key
 from persona_service.kernel import ids
+from persona_service.kernel.audit import AuditEntry, AuditLog
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import ApiError, NotFound, StateConflict
@@ -29,6 +30,9 @@ from persona_service.kernel.principal import Principal
 from persona_service.orgs.directory import OrgDirectory
 
 PDF_URL_SECONDS = 30
+# Processor webhook events and the invoice status each sets.
+PROCESSOR_EVENT_STATUS = {"invoice.paid": "paid", "invoice.payment_failed": "open",
+                          "invoice.marked_uncollectible": "uncollectible", "invoice.voided": "void"}
 PAYMENT_TERMS = timedelta(days=14)
 
 
@@ -146,6 +150,8 @@ class BillingService:
                 cancel_at_period_end=False, credit_minor=sub.credit_minor - credit + carried, pending_lines=[])
             if lines:
                 self._invoice(current, "renewal", start, end, lines)
+            self._audit(sub.org_id, "subscription.renew", "subscription", sub.org_id,
+                        {"from": sub.plan, "to": plan, "periodStart": _iso(start), "periodEnd": _iso(end)})
             renewed.append(sub)
         return renewed
 
@@ -176,11 +182,41 @@ class BillingService:
         return row
 
     def pdf_link(self, principal: Principal, invoice_id: str) -> SignedUrl:
+        """Where the invoice's PDF is now: the processor's own URL, fetched
+        fresh, or a 30-second signed URL of the one this service rendered."""
         row = self.invoice(principal, invoice_id)
-        if not row.pdf_key or not self.processor.keeps_pdf(row.period_end, self.clock()):
-            raise AssetExpired("The invoice's PDF is no longer kept by the payment processor.",
-                               {"invoiceId": row.id})
+        now = self.clock()
+        gone = AssetExpired("The invoice's PDF is no longer kept by the payment processor.", {"invoiceId": row.id})
+        if self.processor.hosts_pdfs:
+            url = self.processor.pdf_url(row.processor_invoice_id)
+            if url is None:
+                raise gone
+            return SignedUrl(url, now + timedelta(seconds=PDF_URL_SECONDS))
+        if not row.pdf_key or not self.processor.keeps_pdf(row.period_end, now):
+            raise gone
         return self.storage.signed_url(row.pdf_key, PDF_URL_SECONDS)
+
+    def apply_processor_event(self, event_id: str, type_: str, created: int, processor_invoice_id: str,
+                              amount_paid_minor: int) -> bool:
+        """A processor webhook event: applied once (its id), in order (an
+        event older than the last one applied to the invoice is ignored).
+        Returns whether it changed anything."""
+        if not self.repo.record_event(event_id, type_):
+            return False  # a redelivery
+        status = PROCESSOR_EVENT_STATUS.get(type_)
+        row = self.repo.by_processor_id(processor_invoice_id)
+        if status is None or row is None or created < row.processor_event_at:
+            return False
+        now = self.clock()
+        values: dict = {"status": status, "processor_event_at": created, "version": row.version + 1}
+        if status == "paid":
+            values |= {"amount_paid_minor": amount_paid_minor, "paid_at": row.paid_at or now}
+        row = self.repo.update_invoice(row.id, **values)
+        self.repo.update_subscription(row.org_id, status="active" if status == "paid" else "past_due")
+        self._render(row)
+        self._audit(row.org_id, "invoice.processor_event", "invoice", row.id,
+                    {"eventId": event_id, "type": type_, "status": status})
+        return True
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -194,14 +230,19 @@ class BillingService:
         prefix = (org.slug if org is not None else sub.org_id).split("-")[0][:8].upper()
         invoice_id = ids.new_id("invoice")
         amount = sum(line.amount_minor for line in lines)
+        customer = sub.processor_customer_id
+        if not customer:
+            customer = self.processor.customer(sub.org_id, org.name if org is not None else sub.org_id)
+            self.repo.update_subscription(sub.org_id, processor_customer_id=customer)
+        processor_id = self.processor.open_invoice(customer, invoice_id, lines, CURRENCY)
         row = self.repo.add_invoice(
-            id=invoice_id, org_id=sub.org_id, processor_invoice_id=self.processor.invoice_id(invoice_id),
+            id=invoice_id, org_id=sub.org_id, processor_invoice_id=processor_id,
             number=f"{prefix}-{seq:04d}", kind=kind, status="open", currency=CURRENCY, amount_due_minor=amount,
             amount_paid_minor=0, period_start=start, period_end=end, due_date=now + PAYMENT_TERMS,
             line_items=[line.as_json() for line in lines], version=1,
         )
         row = self._collect(row, sub.org_id, now)
-        return self._render(row, org.name if org is not None else sub.org_id)
+        return self._render(row)
 
     def _collect(self, row: InvoiceRecord, org_id: str, now: datetime) -> InvoiceRecord:
         """Charge an open invoice. A declined payment leaves it `open` and the
@@ -223,14 +264,22 @@ class BillingService:
             collected = self._collect(row, row.org_id, now)
             if collected.status == "open":
                 collected = self.repo.update_invoice(row.id, status="uncollectible", version=row.version + 1)
-            org = self.orgs.get(row.org_id)
-            settled.append(self._render(collected, org.name if org is not None else row.org_id))
+            settled.append(self._render(collected))
+            self._audit(row.org_id, "invoice.collect", "invoice", row.id, {"status": collected.status})
         return settled
 
-    def _render(self, row: InvoiceRecord, org_name: str) -> InvoiceRecord:
+    def _render(self, row: InvoiceRecord) -> InvoiceRecord:
+        """Render and store the PDF of this invoice version (once per version)."""
+        org = self.orgs.get(row.org_id)
         key = object_key(row.org_id, "invoices", f"{row.id}-v{row.version}.pdf")
-        self.storage.put(key, render_invoice(row, org_name), "application/pdf")
+        self.storage.put(key, render_invoice(row, org.name if org is not None else row.org_id), "application/pdf")
         return self.repo.update_invoice(row.id, pdf_key=key)
+
+    def _audit(self, org_id: str, action: str, resource_type: str, resource_id: str, details: dict) -> None:
+        """What billing does on its own (renewals, collections, processor events) is audited too."""
+        AuditLog(self.conn).record(AuditEntry(
+            action=action, outcome="success", status=200, request_id="", client_ip=None, org_id=org_id,
+            resource_type=resource_type, resource_id=resource_id, details=details))
 
     def _emit(self, sub: SubscriptionRecord, type_: str, data: dict) -> None:
         self.outbox.emit(type_, sub.org_id, self.orgs.primary_workspace(sub.org_id), {"orgId": sub.org_id, **data})

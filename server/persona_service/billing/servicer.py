@@ -1,13 +1,22 @@
 from __future__ import annotations
 
+import json
+
+import stripe
 from persona.v1 import billing_pb2, billing_pb2_grpc
 
 from persona_service.billing.processor import processor_for
 from persona_service.billing.records import CURRENCY, PRICES_MINOR, InvoiceRecord, SubscriptionRecord
 from persona_service.billing.service import BillingService
+from persona_service.billing.settings import BillingSettings
 from persona_service.files.storage import storage_for
+from persona_service.kernel.errors import BadRequest, NotFound
+from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import timestamp
+
+# Stripe's own default: a signature older than this is refused (replays).
+WEBHOOK_TOLERANCE_SECONDS = 300
 
 
 class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
@@ -51,6 +60,29 @@ class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
     def GetInvoice(self, request, context):
         ctx = current()
         return invoice(self._service(ctx).invoice(ctx.caller, request.invoice_id))
+
+    def ReceiveStripeEvent(self, request, context):
+        ctx = current()
+        settings = load(BillingSettings)
+        if settings.billing_processor != "stripe" or not settings.stripe_webhook_secret:
+            raise NotFound("webhook endpoint")
+        signature = dict(context.invocation_metadata()).get("stripe-signature", "")
+        payload = request.payload.data.decode("utf-8", "replace")
+        try:
+            stripe.WebhookSignature.verify_header(payload, signature, settings.stripe_webhook_secret,
+                                                  tolerance=WEBHOOK_TOLERANCE_SECONDS)
+            event = json.loads(payload)
+            event_id, type_, created = str(event["id"]), str(event["type"]), int(event["created"])
+            invoice = event["data"]["object"] if type_.startswith("invoice.") else {}
+            invoice_id, paid = str(invoice.get("id", "")), int(invoice.get("amount_paid") or 0)
+        except stripe.SignatureVerificationError:
+            raise BadRequest("The Stripe signature does not match the body (or is too old).",
+                             {"header": "Stripe-Signature"}) from None
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise BadRequest("The body is not a Stripe event.", {"reason": "malformed_event"}) from None
+        applied = bool(invoice_id) and self._service(ctx).apply_processor_event(
+            event_id, type_, created, invoice_id, paid)
+        return billing_pb2.StripeEventReceipt(event_id=event_id, applied=applied)
 
     def GetInvoicePdf(self, request, context):
         ctx = current()

@@ -23,6 +23,7 @@ class Subscription(Base):
     invoice_seq: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     # Lines the next renewal invoice carries (marketplace payouts, as credits).
     pending_lines: Mapped[object] = mapped_column(JSONB, nullable=False, default=list)
+    processor_customer_id: Mapped[str] = mapped_column(String(64), nullable=False, default="")
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
 
     __table_args__ = (Index("ix_subscriptions_period_end", "current_period_end"),)
@@ -47,11 +48,23 @@ class Invoice(Base):
     # Bumped by every change that alters the rendered PDF (status, amounts).
     version: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
     pdf_key: Mapped[str] = mapped_column(String(300), nullable=False, default="")
+    # `created` of the last processor event applied (events apply in order; older ones are ignored).
+    processor_event_at: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
     created_at: Mapped[datetime] = created_at_column()
 
     __table_args__ = (
         Index("ix_invoices_org_created", "org_id", "created_at", "id"),
+        Index("ix_invoices_processor_id", "processor_invoice_id"),
         UniqueConstraint("org_id", "number", name="uq_invoices_org_number"),
         # A period renews once, whatever the number of processes renewing.
         Index("uq_invoices_renewal", "org_id", "period_start", unique=True, postgresql_where=text("kind = 'renewal'")),
     )
+
+
+class ProcessorEvent(Base):
+    """Processor webhook events applied (each once)."""
+
+    __tablename__ = "billing_processor_events"
+    id: Mapped[str] = mapped_column(String(80), primary_key=True)
+    type: Mapped[str] = mapped_column(String(80), nullable=False)
+    received_at: Mapped[datetime] = created_at_column()

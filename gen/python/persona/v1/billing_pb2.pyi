@@ -2,6 +2,7 @@ import datetime
 
 from google.api import annotations_pb2 as _annotations_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
+from google.api import httpbody_pb2 as _httpbody_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
@@ -133,3 +134,17 @@ class GetInvoicePdfRequest(_message.Message):
     INVOICE_ID_FIELD_NUMBER: _ClassVar[int]
     invoice_id: str
     def __init__(self, invoice_id: _Optional[str] = ...) -> None: ...
+
+class ReceiveStripeEventRequest(_message.Message):
+    __slots__ = ("payload",)
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    payload: _httpbody_pb2.HttpBody
+    def __init__(self, payload: _Optional[_Union[_httpbody_pb2.HttpBody, _Mapping]] = ...) -> None: ...
+
+class StripeEventReceipt(_message.Message):
+    __slots__ = ("event_id", "applied")
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    event_id: str
+    applied: bool
+    def __init__(self, event_id: _Optional[str] = ..., applied: _Optional[bool] = ...) -> None: ...

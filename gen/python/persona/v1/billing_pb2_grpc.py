@@ -79,6 +79,11 @@ class BillingServiceStub:
                 request_serializer=persona_dot_v1_dot_billing__pb2.GetInvoicePdfRequest.SerializeToString,
                 response_deserializer=persona_dot_v1_dot_billing__pb2.InvoicePdfLink.FromString,
                 _registered_method=True)
+        self.ReceiveStripeEvent = channel.unary_unary(
+                '/persona.v1.BillingService/ReceiveStripeEvent',
+                request_serializer=persona_dot_v1_dot_billing__pb2.ReceiveStripeEventRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_billing__pb2.StripeEventReceipt.FromString,
+                _registered_method=True)
 
 
 class BillingServiceServicer:
@@ -171,6 +176,23 @@ class BillingServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReceiveStripeEvent(self, request, context):
+        """Stripe's webhook (PERSONA_BILLING_PROCESSOR=stripe): the event is
+        verified with PERSONA_STRIPE_WEBHOOK_SECRET against the raw body and the
+        `Stripe-Signature` header (a bad or stale signature answers 400
+        `bad_request`), then applied once (a redelivered event id changes
+        nothing) and in order (an event older than the last one applied to its
+        invoice is ignored): `invoice.paid`, `invoice.payment_failed`,
+        `invoice.marked_uncollectible`, `invoice.voided` set the invoice's status
+        (and the subscription's `active` / `past_due`). Other types are
+        acknowledged and ignored. Without Stripe configured: 404.
+
+        Auth: the signature (anonymous).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BillingServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -208,6 +230,11 @@ def add_BillingServiceServicer_to_server(servicer, server):
                     servicer.GetInvoicePdf,
                     request_deserializer=persona_dot_v1_dot_billing__pb2.GetInvoicePdfRequest.FromString,
                     response_serializer=persona_dot_v1_dot_billing__pb2.InvoicePdfLink.SerializeToString,
+            ),
+            'ReceiveStripeEvent': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReceiveStripeEvent,
+                    request_deserializer=persona_dot_v1_dot_billing__pb2.ReceiveStripeEventRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_billing__pb2.StripeEventReceipt.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -409,6 +436,33 @@ class BillingService:
             '/persona.v1.BillingService/GetInvoicePdf',
             persona_dot_v1_dot_billing__pb2.GetInvoicePdfRequest.SerializeToString,
             persona_dot_v1_dot_billing__pb2.InvoicePdfLink.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReceiveStripeEvent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.BillingService/ReceiveStripeEvent',
+            persona_dot_v1_dot_billing__pb2.ReceiveStripeEventRequest.SerializeToString,
+            persona_dot_v1_dot_billing__pb2.StripeEventReceipt.FromString,
             options,
             channel_credentials,
             insecure,

@@ -55,8 +55,8 @@ def method_table(services: list[ServiceDescriptor]) -> dict[str, MethodMeta]:
                 raise RuntimeError(f"{method.full_name} declares no (persona.v1.policy)")
             policy = opts.Extensions[options_pb2.policy]
             _check_response_kind(method, policy)
-            if policy.anonymous and (policy.scope or policy.roles or policy.platform_admin or policy.write):
-                raise RuntimeError(f"{method.full_name} is anonymous but declares a scope, roles, admin or write")
+            if policy.anonymous and (policy.scope or policy.roles or policy.platform_admin):
+                raise RuntimeError(f"{method.full_name} is anonymous but declares a scope, roles or admin")
             check_rules(method.input_type)
             path = f"/{service.full_name}/{method.name}"
             table[path] = MethodMeta(
