@@ -14,6 +14,8 @@ from persona_service.moderation.module import MODULE as MODERATION
 from persona_service.orgs.module import MODULE as ORGS
 from persona_service.personas.module import MODULE as PERSONAS
 from persona_service.portraits.module import MODULE as PORTRAITS
+from persona_service.privacy.module import MODULE as PRIVACY
+from persona_service.probes.module import MODULE as PROBES
 from persona_service.webhooks.module import MODULE as WEBHOOKS
 
 MODULES = Modules([
@@ -25,6 +27,8 @@ MODULES = Modules([
     PORTRAITS,
     BILLING,
     MARKETPLACE,
+    PRIVACY,
+    PROBES,
     WEBHOOKS,
     CONFIG,
     EVENTS,

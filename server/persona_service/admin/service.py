@@ -1,13 +1,17 @@
-"""Platform-admin operations."""
+"""Platform-admin operations: the DSAR build entry point (the privacy module builds)."""
 
 from __future__ import annotations
 
+from persona_service.files.storage import storage_for
 from persona_service.kernel.errors import ServiceUnavailable
+from persona_service.kernel.settings import load
+from persona_service.privacy.service import build_one
+from persona_service.privacy.settings import PrivacySettings
 
 
-class DsarBuilder:
-    """Builds DSAR exports. The privacy-export feature is not configured yet,
-    so the entry point answers 503 as the spec prescribes."""
-
-    def build_one(self):
+def build_one_export(app) -> str | None:
+    """Build the oldest pending privacy export; 503 when exports are not configured."""
+    settings = load(PrivacySettings)
+    if not settings.dsar_exports:
         raise ServiceUnavailable("The DSAR build entry point is not configured.", {"feature": "privacy_exports"})
+    return build_one(app.engine, storage_for(app), app.modules.personal_data, settings.dsar_download_ttl_seconds)

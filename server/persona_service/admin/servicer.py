@@ -1,6 +1,6 @@
 from persona.v1 import admin_pb2, admin_pb2_grpc
 
-from persona_service.admin.service import DsarBuilder
+from persona_service.admin.service import build_one_export
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import timestamp
@@ -13,8 +13,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         self.app = app
 
     def BuildOneDsarExport(self, request, context):
-        result = DsarBuilder().build_one()
-        return admin_pb2.BuildOneDsarExportResponse(handled=result is not None, job_id=result or "")
+        export_id = build_one_export(self.app) or ""
+        return admin_pb2.BuildOneDsarExportResponse(handled=bool(export_id), job_id=export_id, export_id=export_id)
 
     def RotateWebhookSecrets(self, request, context):
         ctx = current()

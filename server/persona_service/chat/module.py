@@ -3,6 +3,7 @@
 from persona.v1 import chat_pb2_grpc, openai_pb2_grpc
 
 from persona_service.chat.openai_servicer import OpenAIServicer
+from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ACTION_KEY, THRESHOLD_KEY
 from persona_service.chat.servicer import ChatServicer
 from persona_service.chat.settings import ChatSettings
@@ -25,4 +26,5 @@ MODULE = Module(
     ),
     endpoint_caps=(EndpointCap("chat.messages", 600, 60),),
     settings=ChatSettings,
+    personal_data=lambda conn, subject: ChatSessionRepository(conn).personal_data(subject.org_id, subject.user_id),
 )

@@ -9,6 +9,7 @@ from persona_service.chat.tables import ChatMessage, ChatSession
 from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.prepared import Prepared
 from persona_service.kernel.db.records import record, record_or_none, records
+from persona_service.kernel.personal_data import export_records
 
 _sessions = table_of(ChatSession)
 # GET by id is a hot read: prepared once, run without SQLAlchemy's per-execution layers.
@@ -100,3 +101,13 @@ class ChatSessionRepository:
     def messages_page(self, session_id: str, limit: int, after_ordinal: int) -> list[MessageRecord]:
         stmt = select(_messages).where(_messages.c.session_id == session_id, _messages.c.ordinal > after_ordinal)
         return records(MessageRecord, self.conn.execute(stmt.order_by(_messages.c.ordinal).limit(limit)).mappings())
+
+    def personal_data(self, org_id: str, user_id: str) -> dict[str, list[dict]]:
+        """The chat sessions whose `userId` is the user, and their messages."""
+        stmt = select(_sessions).where(_sessions.c.org_id == org_id, _sessions.c.user_id == user_id)
+        sessions = export_records(self.conn.execute(stmt.order_by(_sessions.c.started_at)).mappings())
+        ids = [exported["id"] for exported in sessions]
+        in_sessions = select(_messages).where(_messages.c.session_id.in_(ids))
+        ordered = in_sessions.order_by(_messages.c.session_id, _messages.c.ordinal)
+        messages = export_records(self.conn.execute(ordered).mappings()) if ids else []
+        return {"chat_sessions": sessions, "chat_messages": messages}

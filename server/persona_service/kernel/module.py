@@ -86,6 +86,12 @@ class Module:
     config_levels: Mapping[str, Callable[[Any, Any, str], bool]] = field(default_factory=dict)
     endpoint_caps: Sequence[EndpointCap] = ()
     jobs: Sequence[Job] = ()
+    # What resolving a moderation review item does to a subject this module
+    # owns: subject type -> (conn, subject id, decision "approve"|"reject").
+    review_resolvers: Mapping[str, Callable[[Any, str, str], None]] = field(default_factory=dict)
+    # What this module holds about one user, for privacy exports:
+    # (conn, kernel.personal_data.Subject) -> {table name: JSON rows}.
+    personal_data: Callable[[Any, Any], dict[str, list[dict[str, Any]]]] | None = None
     # Kinds of durable background work (kernel.tasks) this module enqueues.
     tasks: Sequence[TaskKind] = ()
     commands: Sequence[Command] = ()
@@ -130,6 +136,9 @@ class Modules:
         self.jobs = [j for m in self.all for j in m.jobs]
         _unique("task kind", [t.name for m in self.all for t in m.tasks])
         self.tasks = {t.name: t for m in self.all for t in m.tasks}
+        _unique("review subject type", [k for m in self.all for k in m.review_resolvers])
+        self.review_resolvers = {k: v for m in self.all for k, v in m.review_resolvers.items()}
+        self.personal_data = [m.personal_data for m in self.all if m.personal_data is not None]
         self.commands = [c for m in self.all for c in m.commands]
         self.processes = [p for m in self.all for p in m.processes]
         self.migrations = [m.migrations for m in self.all if m.migrations is not None]

@@ -29,6 +29,8 @@ MODULE = Module(
                              marketplace_pb2_grpc.add_MarketplaceServiceServicer_to_server),),
     id_prefixes={"listing": "lst", "purchase": "pur"},
     event_types=frozenset({"marketplace.persona.published", "marketplace.persona.purchased"}),
+    review_resolvers={"marketplace_listing": lambda conn, listing_id, decision:
+                      MarketplaceService(conn).resolve_review(listing_id, decision)},
     tasks=(TaskKind(REVIEW_TASK, _review, _give_up, max_attempts=5, lease_seconds=300),),
     settings=MarketplaceSettings,
 )

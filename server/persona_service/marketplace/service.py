@@ -100,12 +100,23 @@ class MarketplaceService:
             record_flag(self.conn, org_id=listing.org_id, workspace_id=listing.workspace_id, stage="output_content",
                         subject_type="marketplace_listing", subject_id=listing.id, text=text, result=result)
             return self.repo.update(listing_id, status="rejected", rejection_reason=",".join(result.categories))
-        published = self.repo.update(listing_id, status="published", published_at=utcnow())
+        return self._publish(listing)
+
+    def _publish(self, listing: ListingRecord) -> ListingRecord:
+        published = self.repo.update(listing.id, status="published", rejection_reason="", published_at=utcnow())
         Outbox(self.conn).emit("marketplace.persona.published", listing.org_id, listing.workspace_id, {
             "listingId": listing.id, "personaId": listing.persona_id, "title": listing.title,
             "audienceTags": listing.audience_tags, "priceMinor": listing.price_minor, "currency": listing.currency,
         })
         return published
+
+    def resolve_review(self, listing_id: str, decision: str) -> None:
+        """An administrator's decision on a listing moderation flagged: approve publishes it."""
+        listing = self.repo.get(listing_id, for_update=True)
+        if listing is None or listing.status != "rejected":
+            return
+        if decision == "approve":
+            self._publish(listing)
 
     def reject_unreviewed(self, listing_id: str) -> None:
         listing = self.repo.get(listing_id, for_update=True)

@@ -1,9 +1,15 @@
-"""Moderation: review items for every non-pass verdict, and `moderation.flagged`."""
+"""Moderation: review items for every non-pass verdict, `moderation.flagged`,
+and the platform administrators' queue."""
 
-from persona_service.kernel.module import Module
+from persona.v1 import moderation_pb2_grpc
+
+from persona_service.kernel.module import Module, ServiceBinding
+from persona_service.moderation.servicer import ModerationServicer
 
 MODULE = Module(
     name="moderation",
+    services=(ServiceBinding("persona.v1.ModerationService", ModerationServicer,
+                             moderation_pb2_grpc.add_ModerationServiceServicer_to_server),),
     id_prefixes={"moderation_review": "mod"},
     event_types=frozenset({"moderation.flagged"}),
 )

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
-from sqlalchemy import Connection, insert
+from datetime import datetime
+
+from sqlalchemy import Connection, and_, insert, or_, select, tuple_, update
 
 from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.records import record_or_none, records
+from persona_service.moderation.records import ReviewRecord
 from persona_service.moderation.tables import ModerationReview
 
 _reviews = table_of(ModerationReview)
@@ -14,3 +18,32 @@ class ModerationRepository:
 
     def add(self, **values) -> None:
         self.conn.execute(insert(_reviews).values(**values))
+
+    def get(self, review_id: str) -> ReviewRecord | None:
+        stmt = select(_reviews).where(_reviews.c.id == review_id)
+        return record_or_none(ReviewRecord, self.conn.execute(stmt).mappings().first())
+
+    def open_page(self, filters: dict[str, str], limit: int, after: tuple[datetime, str] | None) -> list[ReviewRecord]:
+        """Pending and claimed items, oldest first."""
+        stmt = select(_reviews).where(_reviews.c.status.in_(("pending", "claimed")))
+        if filters.get("stage"):
+            stmt = stmt.where(_reviews.c.stage == filters["stage"])
+        if filters.get("org_id"):
+            stmt = stmt.where(_reviews.c.org_id == filters["org_id"])
+        if filters.get("category"):
+            stmt = stmt.where(_reviews.c.categories.any(filters["category"]))
+        if after is not None:
+            stmt = stmt.where(tuple_(_reviews.c.created_at, _reviews.c.id) > tuple_(*after))
+        stmt = stmt.order_by(_reviews.c.created_at, _reviews.c.id).limit(limit)
+        return records(ReviewRecord, self.conn.execute(stmt).mappings())
+
+    def take(self, review_id: str, user_id: str, now: datetime, **values) -> ReviewRecord | None:
+        """Change an item that is open to this administrator: pending, claimed
+        by them, or claimed by someone whose claim lapsed (atomic); else None."""
+        open_to_them = or_(
+            _reviews.c.status == "pending",
+            and_(_reviews.c.status == "claimed",
+                 or_(_reviews.c.claimed_by == user_id, _reviews.c.claim_expires_at < now)),
+        )
+        stmt = update(_reviews).where(_reviews.c.id == review_id, open_to_them).values(**values).returning(_reviews)
+        return record_or_none(ReviewRecord, self.conn.execute(stmt).mappings().first())

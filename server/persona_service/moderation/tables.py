@@ -6,6 +6,7 @@ from datetime import datetime
 
 from sqlalchemy import (
     ARRAY,
+    DateTime,
     Index,
     String,
     Text,
@@ -27,7 +28,13 @@ class ModerationReview(Base):
     categories: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False)
     scores: Mapped[object] = mapped_column(JSONB, nullable=False, default=dict)
     excerpt: Mapped[str] = mapped_column(Text, nullable=False)
-    status: Mapped[str] = mapped_column(String(12), nullable=False, default="pending")
+    status: Mapped[str] = mapped_column(String(12), nullable=False, default="pending")  # pending | claimed | resolved
+    claimed_by: Mapped[str] = mapped_column(String(40), nullable=False, default="")
+    claim_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    decision: Mapped[str] = mapped_column(String(12), nullable=False, default="")
+    note: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    resolved_by: Mapped[str] = mapped_column(String(40), nullable=False, default="")
+    resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = created_at_column()
 
     __table_args__ = (Index("ix_moderation_reviews_status_created", "status", "created_at"),)

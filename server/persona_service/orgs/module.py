@@ -6,6 +6,7 @@ from persona_service.kernel.module import Module, ServiceBinding
 from persona_service.orgs.commands import COMMANDS
 from persona_service.orgs.credentials import OrgCredentialStore
 from persona_service.orgs.keys_servicer import ApiKeyServicer
+from persona_service.orgs.repository import OrgRepository
 from persona_service.orgs.servicer import OrganizationServicer
 
 MODULE = Module(
@@ -18,4 +19,5 @@ MODULE = Module(
     id_prefixes={"org": "org", "workspace": "ws", "user": "usr", "api_key": "key"},
     commands=COMMANDS,
     credentials=OrgCredentialStore,
+    personal_data=lambda conn, subject: OrgRepository(conn).personal_data(subject.org_id, subject.user_id),
 )

@@ -5,13 +5,15 @@ from sqlalchemy import Connection, func, insert, select, update
 from persona_service.kernel.auth import MemberCredential
 from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.records import record_or_none
+from persona_service.kernel.personal_data import export_records
 from persona_service.orgs.records import OrganizationRecord
-from persona_service.orgs.tables import Membership, Organization, User, Workspace
+from persona_service.orgs.tables import ApiKey, Membership, Organization, User, Workspace
 
 _orgs = table_of(Organization)
 _workspaces = table_of(Workspace)
 _users = table_of(User)
 _members = table_of(Membership)
+_keys = table_of(ApiKey)
 
 _workspaces_count = (
     select(func.count()).select_from(_workspaces).where(_workspaces.c.org_id == _orgs.c.id).scalar_subquery()
@@ -63,3 +65,13 @@ class OrgRepository:
         if row is None:
             return None
         return MemberCredential(role=row.role, plan=row.plan, is_platform_admin=row.is_platform_admin)
+
+    def personal_data(self, org_id: str, user_id: str) -> dict[str, list[dict]]:
+        """The user, their membership of the organization, and the API keys they created (never the hashes)."""
+        queries = {
+            "users": select(_users).where(_users.c.id == user_id),
+            "memberships": select(_members).where(_members.c.org_id == org_id, _members.c.user_id == user_id),
+            "api_keys": select(_keys).where(_keys.c.org_id == org_id, _keys.c.created_by_user_id == user_id),
+        }
+        return {name: export_records(self.conn.execute(stmt).mappings(), omit=("secret_hash",))
+                for name, stmt in queries.items()}

@@ -5,7 +5,9 @@ from persona.v1 import personas_pb2_grpc
 from persona_service.kernel.config_keys import ConfigKey
 from persona_service.kernel.limits.plans import EndpointCap
 from persona_service.kernel.module import Job, Module, ServiceBinding
+from persona_service.kernel.personal_data import created_resources
 from persona_service.personas.directory import PersonaDirectory
+from persona_service.personas.repository import PersonaRepository
 from persona_service.personas.service import PersonaService
 from persona_service.personas.servicer import PersonaServicer
 
@@ -40,4 +42,7 @@ MODULE = Module(
         EndpointCap("personas.audit", 300, 3600),
     ),
     jobs=(Job("personas.purge", 600, _purge),),
+    # The personas a user created (the audit log names them: creation is audited).
+    personal_data=lambda conn, subject: PersonaRepository(conn).personal_data(
+        created_resources(conn, subject, "persona.create")),
 )

@@ -7,6 +7,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.records import record, record_or_none, records
+from persona_service.kernel.personal_data import export_records
 from persona_service.personas.records import PersonaRecord, PersonaSummary, StepRecord, VersionRecord, VoiceRecord
 from persona_service.personas.tables import GenerationRun, GenerationStep, Persona, PersonaVersion, VoiceProfile
 
@@ -128,3 +129,8 @@ class PersonaRepository:
         )
         stmt = stmt.order_by(_personas.c.created_at.desc(), _personas.c.id.desc()).limit(limit)
         return records(PersonaSummary, self.conn.execute(stmt).mappings())
+
+    def personal_data(self, persona_ids: list[str]) -> dict[str, list[dict]]:
+        """These personas' rows (the ones a user created), for a privacy export."""
+        stmt = select(_personas).where(_personas.c.id.in_(persona_ids)).order_by(_personas.c.created_at)
+        return {"personas": export_records(self.conn.execute(stmt).mappings())}

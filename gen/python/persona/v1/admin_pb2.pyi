@@ -16,12 +16,14 @@ class BuildOneDsarExportRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BuildOneDsarExportResponse(_message.Message):
-    __slots__ = ("handled", "job_id")
+    __slots__ = ("handled", "job_id", "export_id")
     HANDLED_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPORT_ID_FIELD_NUMBER: _ClassVar[int]
     handled: bool
     job_id: str
-    def __init__(self, handled: _Optional[bool] = ..., job_id: _Optional[str] = ...) -> None: ...
+    export_id: str
+    def __init__(self, handled: _Optional[bool] = ..., job_id: _Optional[str] = ..., export_id: _Optional[str] = ...) -> None: ...
 
 class RotateWebhookSecretsRequest(_message.Message):
     __slots__ = ()

@@ -1,0 +1,64 @@
+"""The personal-data port: what a module holds about one user of one
+organization, for privacy exports (DSAR). Each module that keeps personal
+data declares `Module.personal_data`; the privacy module assembles the
+bundle. Rows are JSON-ready dicts; secrets (hashes, keys) are never in them.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.tables import AuditEvent
+
+
+@dataclass(frozen=True)
+class Subject:
+    org_id: str
+    user_id: str
+
+
+def export_records(rows: Iterable[Mapping[Any, Any]], omit: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Database rows as JSON values, without the columns named in `omit`."""
+    left_out = set(omit)
+    return [{str(k): _json(v) for k, v in row.items() if k not in left_out} for row in rows]
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, list | tuple):
+        return [_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json(v) for k, v in value.items()}
+    return value
+
+
+_audit = table_of(AuditEvent)
+
+
+def audit_events(conn: Connection, subject: Subject) -> dict[str, list[dict[str, Any]]]:
+    """The kernel's own part: audit events about what the user did."""
+    stmt = select(_audit).where(_audit.c.org_id == subject.org_id, _audit.c.actor_user_id == subject.user_id) \
+        .order_by(_audit.c.occurred_at)
+    return {"audit_events": export_records(conn.execute(stmt).mappings())}
+
+
+def created_resources(conn: Connection, subject: Subject, action: str) -> list[str]:
+    """Ids of resources the user created (from the audit log: creation RPCs are audited)."""
+    stmt = select(_audit.c.resource_id).where(
+        _audit.c.org_id == subject.org_id, _audit.c.actor_user_id == subject.user_id, _audit.c.action == action,
+        _audit.c.outcome == "success", _audit.c.resource_id != "",
+    )
+    return list(dict.fromkeys(conn.execute(stmt).scalars()))

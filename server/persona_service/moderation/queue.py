@@ -1,0 +1,57 @@
+"""The moderation queue: platform administrators claim and resolve review
+items; a resolution acts on its subject through the module that owns it
+(Module.review_resolvers). Services never commit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from persona_service.kernel.clock import utcnow
+from persona_service.kernel.cursors import CursorCodec, keyset_page
+from persona_service.kernel.errors import NotFound, StateConflict
+from persona_service.kernel.principal import Principal
+from persona_service.moderation.records import ReviewRecord
+from persona_service.moderation.repository import ModerationRepository
+
+CLAIM = timedelta(minutes=10)
+
+
+class ModerationQueue:
+    def __init__(self, conn, *, cursors: CursorCodec | None = None,
+                 resolvers: Mapping[str, Callable[[Any, str, str], None]] | None = None):
+        self.conn = conn
+        self.repo = ModerationRepository(conn)
+        self.cursors = cursors
+        self.resolvers = resolvers or {}
+
+    def list(self, filters: dict[str, str], cursor: str, limit: int):
+        scope = "moderation:" + ":".join(f"{k}={v}" for k, v in sorted(filters.items()))
+        return keyset_page(self.cursors, scope, limit, cursor,
+                           lambda n, after: self.repo.open_page(filters, n, after), "created_at", parameter="cursor")
+
+    def claim(self, principal: Principal, review_id: str) -> ReviewRecord:
+        now = utcnow()
+        claimed = self.repo.take(review_id, principal.user_id, now, status="claimed", claimed_by=principal.user_id,
+                                 claim_expires_at=now + CLAIM)
+        return claimed or self._refused(review_id)
+
+    def resolve(self, principal: Principal, review_id: str, decision: str, note: str) -> ReviewRecord:
+        now = utcnow()
+        resolved = self.repo.take(review_id, principal.user_id, now, status="resolved", decision=decision, note=note,
+                                  resolved_by=principal.user_id, resolved_at=now, claim_expires_at=None)
+        if resolved is None:
+            self._refused(review_id)
+        assert resolved is not None
+        act = self.resolvers.get(resolved.subject_type)
+        if act is not None:
+            act(self.conn, resolved.subject_id, decision)
+        return resolved
+
+    def _refused(self, review_id: str) -> ReviewRecord:
+        review = self.repo.get(review_id)
+        if review is None:
+            raise NotFound("review item")
+        raise StateConflict(f"The review item is {review.status}" + (
+            " by another administrator." if review.status == "claimed" else "."), "status", {"status": review.status})

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from persona.v1 import moderation_pb2, moderation_pb2_grpc
+
+from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.convert import struct, timestamp
+from persona_service.moderation.queue import ModerationQueue
+from persona_service.moderation.records import ReviewRecord
+
+
+class ModerationServicer(moderation_pb2_grpc.ModerationServiceServicer):
+    def __init__(self, app):
+        self.app = app
+
+    def _queue(self, ctx) -> ModerationQueue:
+        return ModerationQueue(ctx.conn, cursors=self.app.cursors, resolvers=self.app.modules.review_resolvers)
+
+    def ListModerationQueue(self, request, context):
+        ctx = current()
+        filters = {k: v for k, v in (("stage", request.stage), ("category", request.category),
+                                     ("org_id", request.org_id)) if v}
+        rows, token = self._queue(ctx).list(filters, request.cursor, request.limit if request.HasField("limit") else 0)
+        return moderation_pb2.ListModerationQueueResponse(items=[review(r) for r in rows], next_cursor=token)
+
+    def ClaimModerationReview(self, request, context):
+        ctx = current()
+        return review(self._queue(ctx).claim(ctx.caller, request.review_id))
+
+    def ResolveModerationReview(self, request, context):
+        ctx = current()
+        return review(self._queue(ctx).resolve(ctx.caller, request.review_id, request.decision, request.note))
+
+
+def review(row: ReviewRecord) -> moderation_pb2.ModerationReview:
+    return moderation_pb2.ModerationReview(
+        id=row.id, org_id=row.org_id, workspace_id=row.workspace_id, stage=row.stage, subject_type=row.subject_type,
+        subject_id=row.subject_id, categories=row.categories, scores=struct(row.scores or {}), excerpt=row.excerpt,
+        status=row.status, claimed_by=row.claimed_by, claim_expires_at=timestamp(row.claim_expires_at),
+        decision=row.decision, note=row.note, resolved_by=row.resolved_by, resolved_at=timestamp(row.resolved_at),
+        created_at=timestamp(row.created_at),
+    )

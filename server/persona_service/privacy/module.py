@@ -1,0 +1,34 @@
+"""Privacy: users' exports of their own data (DSAR), built from what every
+module declares it holds about a user (Module.personal_data)."""
+
+from persona.v1 import privacy_pb2_grpc
+
+from persona_service.files.storage import storage_for
+from persona_service.kernel.module import Job, Module, ServiceBinding
+from persona_service.kernel.settings import load
+from persona_service.privacy.repository import PrivacyRepository
+from persona_service.privacy.service import build_one
+from persona_service.privacy.servicer import PrivacyServicer
+from persona_service.privacy.settings import PrivacySettings
+
+
+def build_pending(app) -> int:
+    """Every pending export (the operators' build-one call stays for them)."""
+    settings = load(PrivacySettings)
+    if not settings.dsar_exports:
+        return 0
+    built = 0
+    while build_one(app.engine, storage_for(app), app.modules.personal_data, settings.dsar_download_ttl_seconds):
+        built += 1
+    return built
+
+
+MODULE = Module(
+    name="privacy",
+    services=(ServiceBinding("persona.v1.PrivacyService", PrivacyServicer,
+                             privacy_pb2_grpc.add_PrivacyServiceServicer_to_server),),
+    id_prefixes={"privacy_export": "dsr"},
+    jobs=(Job("privacy.build_exports", 30, build_pending),),
+    settings=PrivacySettings,
+    personal_data=lambda conn, subject: PrivacyRepository(conn).personal_data(subject.org_id, subject.user_id),
+)

@@ -1,0 +1,91 @@
+"""Privacy exports (DSAR): requested by users, built into one JSON bundle
+of what every module holds about them (Module.personal_data), stored
+through the storage port. Services never commit; build_one runs its parts
+in transactions of its own (the claim commits before the bundle is built)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from persona_service.files.storage import SignedUrl, Storage, object_key
+from persona_service.kernel import ids
+from persona_service.kernel.clock import utcnow
+from persona_service.kernel.cursors import CursorCodec, keyset_page
+from persona_service.kernel.personal_data import Subject, audit_events
+from persona_service.kernel.principal import Principal
+from persona_service.privacy.records import ExportRecord
+from persona_service.privacy.repository import PrivacyRepository
+
+SCHEMA_VERSION = 1
+LEASE_SECONDS = 300.0
+PersonalData = Callable[[Any, Subject], dict[str, list[dict[str, Any]]]]
+
+
+class PrivacyService:
+    def __init__(self, conn, *, cursors: CursorCodec | None = None):
+        self.conn = conn
+        self.repo = PrivacyRepository(conn)
+        self.cursors = cursors
+
+    def request(self, principal: Principal) -> ExportRecord:
+        return self.repo.request(ids.new_id("privacy_export"), principal.org_id, principal.user_id)
+
+    def list(self, principal: Principal, cursor: str, limit: int):
+        return keyset_page(
+            self.cursors, f"privacy-exports:{principal.org_id}:{principal.user_id}", limit, cursor,
+            lambda n, after: self.repo.page(principal.org_id, principal.user_id, n, after), "created_at",
+            parameter="cursor",
+        )
+
+
+def status_of(row: ExportRecord, now: datetime) -> str:
+    if row.status == "completed" and row.expires_at is not None and row.expires_at <= now:
+        return "expired"
+    return row.status
+
+
+def download_of(row: ExportRecord, storage: Storage, now: datetime) -> SignedUrl | None:
+    if status_of(row, now) != "completed" or row.expires_at is None:
+        return None
+    return storage.signed_url(row.storage_key, max(1, int((row.expires_at - now).total_seconds())))
+
+
+def build_one(engine, storage: Storage, sources: Sequence[PersonalData], ttl_seconds: int) -> str | None:
+    """Claim the oldest pending export (a lapsed lease counts as pending),
+    build and store its bundle; its id, or None when nothing was pending."""
+    with engine.begin() as conn:
+        job = PrivacyRepository(conn).claim(LEASE_SECONDS)
+    if job is None:
+        return None
+    try:
+        with engine.connect() as conn:
+            body, digest = bundle(conn, Subject(job.org_id, job.user_id), sources)
+        key = object_key(job.org_id, "privacy", f"{job.id}.json")
+        storage.put(key, body, "application/json")
+    except Exception as exc:  # noqa: BLE001 - recorded on the export; the caller moves on
+        with engine.begin() as conn:
+            PrivacyRepository(conn).fail(job.id, f"{type(exc).__name__}: {exc}")
+        raise
+    with engine.begin() as conn:
+        PrivacyRepository(conn).complete(job.id, key, digest, utcnow() + timedelta(seconds=ttl_seconds))
+    return job.id
+
+
+def bundle(conn, subject: Subject, sources: Sequence[PersonalData]) -> tuple[bytes, str]:
+    """The JSON bundle: `manifest` (schema version, generated at, subject,
+    counts per table, SHA-256 of `data` as canonical JSON) and `data`."""
+    data: dict[str, list[dict[str, Any]]] = {}
+    for source in (*sources, audit_events):
+        data.update(source(conn, subject))
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    digest = hashlib.sha256(canonical).hexdigest()
+    manifest = {
+        "schemaVersion": SCHEMA_VERSION, "generatedAt": utcnow().isoformat().replace("+00:00", "Z"),
+        "subject": {"orgId": subject.org_id, "userId": subject.user_id},
+        "counts": {table: len(rows) for table, rows in sorted(data.items())}, "sha256": digest,
+    }
+    return json.dumps({"manifest": manifest, "data": data}, sort_keys=True, indent=1).encode(), digest

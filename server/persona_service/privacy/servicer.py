@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from persona.v1 import privacy_pb2, privacy_pb2_grpc
+
+from persona_service.files.storage import storage_for
+from persona_service.kernel.clock import utcnow
+from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.convert import timestamp
+from persona_service.privacy.records import ExportRecord
+from persona_service.privacy.service import PrivacyService, download_of, status_of
+
+
+class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
+    def __init__(self, app):
+        self.app = app
+
+    def _export(self, row: ExportRecord) -> privacy_pb2.PrivacyExport:
+        now = utcnow()
+        link = download_of(row, storage_for(self.app), now)
+        return privacy_pb2.PrivacyExport(
+            id=row.id, status=status_of(row, now), download_url=link.url if link else "",
+            expires_at=timestamp(row.expires_at if link else None), sha256=row.sha256 if link else "",
+            created_at=timestamp(row.created_at), completed_at=timestamp(row.completed_at),
+        )
+
+    def CreatePrivacyExport(self, request, context):
+        ctx = current()
+        row = PrivacyService(ctx.conn).request(ctx.caller)
+        return self._export(row)
+
+    def ListPrivacyExports(self, request, context):
+        ctx = current()
+        rows, token = PrivacyService(ctx.conn, cursors=self.app.cursors).list(
+            ctx.caller, request.cursor, request.limit if request.HasField("limit") else 0)
+        return privacy_pb2.ListPrivacyExportsResponse(items=[self._export(r) for r in rows], next_cursor=token)

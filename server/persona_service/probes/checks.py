@@ -1,0 +1,48 @@
+"""Readiness checks: each a name, whether it passed, what was seen."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+
+from persona_service.kernel.db.migrate import alembic_config
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@functools.cache
+def migration_heads(version_dirs: tuple[str, ...]) -> frozenset[str]:
+    """The heads of the migration scripts this code ships (read once)."""
+    import pathlib
+
+    config = alembic_config("postgresql://unused", [pathlib.Path(d) for d in version_dirs])
+    return frozenset(ScriptDirectory.from_config(config).get_heads())
+
+
+def readiness(engine, redis_client, version_dirs: Iterable[str]) -> list[Check]:
+    checks = []
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SET LOCAL statement_timeout = 2000"))
+            applied = set(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
+        checks.append(Check("postgres", True))
+        heads = migration_heads(tuple(sorted(version_dirs)))
+        checks.append(Check("migrations", applied == heads, ",".join(sorted(applied)) or "none"))
+    except Exception as exc:  # noqa: BLE001 - reported, never raised
+        checks += [Check("postgres", False, type(exc).__name__), Check("migrations", False, "unknown")]
+    try:
+        redis_client.ping()
+        checks.append(Check("redis", True))
+    except Exception as exc:  # noqa: BLE001
+        checks.append(Check("redis", False, type(exc).__name__))
+    checks.append(Check("server", True, "this process answers"))
+    return checks
