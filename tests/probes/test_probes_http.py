@@ -25,3 +25,45 @@ def test_readiness_names_what_is_down(stack):
     dead_redis = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5)
     checks = {c.name: c.ok for c in readiness(dead_db, dead_redis, [])}
     assert checks == {"postgres": False, "migrations": False, "redis": False, "server": True}
+
+
+def _samples(text: str, name: str) -> dict[str, float]:
+    found = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            labels, _, value = line.rpartition(" ")
+            found[labels] = float(value)
+    return found
+
+
+def test_metrics_count_requests_of_every_server_process(http, tenant):
+    before = _samples(http.get("/metrics").text, "persona_requests_total")
+    for _ in range(3):
+        assert http.get("/v1/personas", headers=tenant.auth).status_code == 200
+    assert http.get("/v1/personas/not-a-uuid", headers=tenant.auth).status_code == 404
+    r = http.get("/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    after = _samples(r.text, "persona_requests_total")
+    ok = 'persona_requests_total{code="",rpc="/persona.v1.PersonaService/ListPersonas",status="200"}'
+    missing = 'persona_requests_total{code="not_found",rpc="/persona.v1.PersonaService/GetPersona",status="404"}'
+    assert after[ok] - before.get(ok, 0) == 3
+    assert after[missing] - before.get(missing, 0) == 1
+    assert "persona_request_seconds_bucket" in r.text
+
+
+def test_metrics_sum_over_processes_and_honour_the_token(tmp_path_factory):
+    from support import TenantFactory, client_for, engine_for, make_stack, running
+
+    made = make_stack(tmp_path_factory.mktemp("metrics"), servers=2, PERSONA_METRICS_TOKEN="scrape-me")
+    with running(made) as stack, engine_for(stack) as engine, client_for(stack) as http:
+        tenant = TenantFactory(engine)()
+        for _ in range(20):  # Envoy spreads them over both processes
+            assert http.get("/v1/personas", headers=tenant.auth).status_code == 200
+        assert http.get("/metrics").status_code == 401
+        assert http.get("/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        scrapes = [http.get("/metrics", headers={"Authorization": "Bearer scrape-me"}).text for _ in range(4)]
+        ok = 'persona_requests_total{code="",rpc="/persona.v1.PersonaService/ListPersonas",status="200"}'
+        # Whichever process answers the scrape, it counts both processes' calls.
+        assert {_samples(text, "persona_requests_total")[ok] for text in scrapes} == {20.0}
+        pids = {f.name for f in stack.metrics_dir.iterdir()}
+        assert len({name.rsplit("_", 1)[-1] for name in pids}) >= 2, pids

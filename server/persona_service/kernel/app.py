@@ -8,6 +8,7 @@ import time
 
 import redis
 
+from persona_service.kernel import metrics
 from persona_service.kernel.audit import AuditEntry, AuditLog
 from persona_service.kernel.auth import DEGRADED_TTL_SECONDS, Authenticator, CredentialCache
 from persona_service.kernel.cursors import CursorCodec
@@ -143,9 +144,11 @@ class App:
         while True:
             try:
                 done = job.run(self)
+                metrics.JOBS.labels(job.name, "ok").inc()
                 if done:
                     log.info("%s: %d done", job.name, done)
             except Exception:  # noqa: BLE001 - retried next round
+                metrics.JOBS.labels(job.name, "failed").inc()
                 log.exception("%s failed", job.name)
             time.sleep(job.every_seconds)
 

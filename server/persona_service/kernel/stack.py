@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from persona_service.kernel import edge
 from persona_service.kernel.db import migrate
 from persona_service.kernel.embedded import EmbeddedRedis, postgres_url
+from persona_service.kernel.metrics import MULTIPROC_ENV
 from persona_service.kernel.module import Modules, Process
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.supervisor import Child, Supervisor
@@ -97,9 +99,16 @@ class Stack:
 
     # --- lifecycle ----------------------------------------------------------
 
+    @property
+    def metrics_dir(self) -> pathlib.Path:
+        return self.settings.data_dir / "metrics"
+
     def start(self) -> Stack:
         data = self.settings.data_dir
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        # Samples of an earlier run would be summed into this one's.
+        shutil.rmtree(self.metrics_dir, ignore_errors=True)
+        self.metrics_dir.mkdir(parents=True)
         self.grpc_ports = self.grpc_ports or [
             self.settings.grpc_port + i for i in range(max(1, self.settings.server_processes))
         ]
@@ -137,6 +146,8 @@ class Stack:
             "DATABASE_URL": self.database_url,
             "REDIS_URL": self.redis_url,
             "PERSONA_DATA_DIR": str(self.settings.data_dir),
+            # Every process writes its metrics here; any one of them answers /metrics for all.
+            MULTIPROC_ENV: str(self.metrics_dir),
             # Where clients reach the edge (the servers sign URLs that point there).
             "PERSONA_HTTP_HOST": self.settings.http_host,
             "PERSONA_HTTP_PORT": str(self.settings.http_port),

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from persona_service.kernel import metrics
 from persona_service.kernel.tasks_repository import TaskRecord, TaskRepository
 
 if TYPE_CHECKING:
@@ -136,6 +137,7 @@ class TaskRunner:
                 log.exception("task %s (%s) attempt %d failed", task.id, task.kind, task.attempts)
         else:  # its last attempt's process died before settling it
             error = "the last attempt did not finish"
+        metrics.TASKS.labels(task.kind, "failed" if error else "done").inc()
         try:
             with self.engine.begin() as conn:
                 repo = TaskRepository(conn)

@@ -1,4 +1,5 @@
 from google.api import annotations_pb2 as _annotations_pb2
+from google.api import httpbody_pb2 as _httpbody_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -7,6 +8,10 @@ from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class GetMetricsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class GetLivenessRequest(_message.Message):
     __slots__ = ()

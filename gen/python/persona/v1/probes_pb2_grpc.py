@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 from persona.v1 import probes_pb2 as persona_dot_v1_dot_probes__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -26,9 +27,9 @@ if _version_not_supported:
 
 
 class ProbeServiceStub:
-    """HTTP health probes for load balancers and orchestrators, through the
-    edge and without credentials (gRPC health, `grpc.health.v1.Health`,
-    stays on every server port).
+    """HTTP health probes and metrics for load balancers, orchestrators and
+    Prometheus, through the edge (gRPC health, `grpc.health.v1.Health`, stays
+    on every server port).
     """
 
     def __init__(self, channel):
@@ -47,12 +48,17 @@ class ProbeServiceStub:
                 request_serializer=persona_dot_v1_dot_probes__pb2.GetReadinessRequest.SerializeToString,
                 response_deserializer=persona_dot_v1_dot_probes__pb2.ProbeResult.FromString,
                 _registered_method=True)
+        self.GetMetrics = channel.unary_unary(
+                '/persona.v1.ProbeService/GetMetrics',
+                request_serializer=persona_dot_v1_dot_probes__pb2.GetMetricsRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
 
 
 class ProbeServiceServicer:
-    """HTTP health probes for load balancers and orchestrators, through the
-    edge and without credentials (gRPC health, `grpc.health.v1.Health`,
-    stays on every server port).
+    """HTTP health probes and metrics for load balancers, orchestrators and
+    Prometheus, through the edge (gRPC health, `grpc.health.v1.Health`, stays
+    on every server port).
     """
 
     def GetLiveness(self, request, context):
@@ -77,6 +83,23 @@ class ProbeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetMetrics(self, request, context):
+        """Prometheus metrics of every server process together (text exposition
+        format): `persona_requests_total{rpc,status,code}`,
+        `persona_request_seconds{rpc}` (histogram),
+        `persona_limit_rejections_total{code}`,
+        `persona_idempotent_replays_total`, `persona_tasks_total{kind,outcome}`,
+        `persona_job_runs_total{job,outcome}`. Envoy's own statistics are on
+        its admin port (`/stats/prometheus`, 127.0.0.1). With
+        PERSONA_METRICS_TOKEN set, the scraper must send it as a bearer token
+        (else 401 `unauthorized`); empty: open, for a private network.
+
+        Auth: PERSONA_METRICS_TOKEN when set (anonymous).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProbeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -90,6 +113,11 @@ def add_ProbeServiceServicer_to_server(servicer, server):
                     request_deserializer=persona_dot_v1_dot_probes__pb2.GetReadinessRequest.FromString,
                     response_serializer=persona_dot_v1_dot_probes__pb2.ProbeResult.SerializeToString,
             ),
+            'GetMetrics': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMetrics,
+                    request_deserializer=persona_dot_v1_dot_probes__pb2.GetMetricsRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'persona.v1.ProbeService', rpc_method_handlers)
@@ -99,9 +127,9 @@ def add_ProbeServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class ProbeService:
-    """HTTP health probes for load balancers and orchestrators, through the
-    edge and without credentials (gRPC health, `grpc.health.v1.Health`,
-    stays on every server port).
+    """HTTP health probes and metrics for load balancers, orchestrators and
+    Prometheus, through the edge (gRPC health, `grpc.health.v1.Health`, stays
+    on every server port).
     """
 
     @staticmethod
@@ -148,6 +176,33 @@ class ProbeService:
             '/persona.v1.ProbeService/GetReadiness',
             persona_dot_v1_dot_probes__pb2.GetReadinessRequest.SerializeToString,
             persona_dot_v1_dot_probes__pb2.ProbeResult.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMetrics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.ProbeService/GetMetrics',
+            persona_dot_v1_dot_probes__pb2.GetMetricsRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
             insecure,

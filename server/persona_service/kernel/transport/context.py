@@ -18,6 +18,8 @@ class RequestContext:
     uow: UnitOfWork
     client_ip: str | None
     principal: Principal | None = None
+    # time.perf_counter() when the call arrived (latency metrics).
+    started: float = 0.0
     # Response headers (gRPC initial metadata; Envoy turns them into HTTP headers).
     headers: list[tuple[str, str]] = field(default_factory=list)
     # Run after the unit of work commits (e.g. cache invalidation broadcasts).

@@ -1,0 +1,59 @@
+"""Prometheus metrics of the request path and background work.
+
+Every server process writes its samples to files under
+PROMETHEUS_MULTIPROC_DIR (`up` points it at `<data dir>/metrics` and
+empties it at start), so `GET /metrics` on any process answers the sum over
+all of them (prometheus_client's multiprocess mode). Without that variable
+(a lone process) the samples live in memory.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import REGISTRY as DEFAULT_REGISTRY
+from prometheus_client.multiprocess import MultiProcessCollector
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+REQUESTS = Counter("persona_requests_total", "RPCs answered, by RPC, HTTP status and error code",
+                   ["rpc", "status", "code"])
+LATENCY = Histogram("persona_request_seconds", "Time to answer an RPC (streams: until their headers), by RPC",
+                    ["rpc"], buckets=(.002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+REJECTIONS = Counter("persona_limit_rejections_total", "Calls refused by a rate limit or quota, by code",
+                     ["code"])
+REPLAYS = Counter("persona_idempotent_replays_total", "Answers replayed for an Idempotency-Key")
+TASKS = Counter("persona_tasks_total", "Durable task attempts, by kind and outcome", ["kind", "outcome"])
+JOBS = Counter("persona_job_runs_total", "Periodic job rounds, by job and outcome", ["job", "outcome"])
+_LIMIT_CODES = frozenset({"rate_limited", "quota_exceeded"})
+
+
+# Labelled children, looked up once per label set (`.labels()` costs a lock
+# and a dict build on every call: 16 µs a request measured, 9.6 µs cached,
+# most of it the multiprocess mmap writes).
+_counted: dict[tuple[str, int, str], Any] = {}
+_timed: dict[str, Any] = {}
+
+
+def observe_request(rpc: str, status: int, code: str, seconds: float) -> None:
+    counter = _counted.get((rpc, status, code))
+    if counter is None:
+        counter = _counted[(rpc, status, code)] = REQUESTS.labels(rpc, str(status), code)
+    counter.inc()
+    histogram = _timed.get(rpc)
+    if histogram is None:
+        histogram = _timed[rpc] = LATENCY.labels(rpc)
+    histogram.observe(seconds)
+    if code in _LIMIT_CODES:
+        REJECTIONS.labels(code).inc()
+
+
+def exposition() -> tuple[bytes, str]:
+    """The text exposition of every process's samples, and its content type."""
+    if os.environ.get(MULTIPROC_ENV):
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(DEFAULT_REGISTRY), CONTENT_TYPE_LATEST
