@@ -108,9 +108,10 @@ class Supervisor:
         if now < child.restart_at:
             return
         child.restart_at = None
-        child.restarts += 1
         try:
             self._spawn(child)
+            # Counted once the replacement runs: whoever sees the count sees the new process.
+            child.restarts += 1
             log.warning("%s restarted (restart #%d, pid %d)", child.name, child.restarts, child.proc.pid if child.proc else 0)
         except Exception as exc:  # noqa: BLE001 - not ready: it will be seen exited or be retried
             log.warning("%s did not come back: %s", child.name, exc)
