@@ -54,6 +54,15 @@ function envoy_on_request(request_handle)
   -- from the edge only. (X-Forwarded-For would name this host's own address
   -- for loopback clients.)
   headers:replace("x-envoy-client-address", request_handle:streamInfo():downstreamRemoteAddress())
+  -- For the access log: the client's method and path (before any rewrite),
+  -- and the W3C trace id of its `traceparent` (version-traceid-parentid-flags).
+  local meta = request_handle:streamInfo():dynamicMetadata()
+  meta:set("persona", "method", get(headers, ":method") or "")
+  meta:set("persona", "path", get(headers, ":path") or "")
+  local trace_id = string.match(get(headers, "traceparent") or "", "^%x%x%-(%x+)%-%x+%-%x%x$")
+  if trace_id ~= nil and #trace_id == 32 and trace_id ~= string.rep("0", 32) then
+    meta:set("persona", "trace_id", string.lower(trace_id))
+  end
   if is_grpc_web(get(headers, "content-type")) then
     request_handle:respond({[":status"] = "415", ["content-type"] = "application/json"},
       envelope("unsupported_media_type", "gRPC-Web is not served: use native gRPC (h2c) or JSON."))

@@ -309,8 +309,9 @@ def main() -> None:
         finally:
             probe.stop()
             service.stop()
-            flags = [line.split('" ', 1)[1].split()[:2] for line in (service.data_dir / "logs" / "access.log").read_text()
-                     .splitlines() if '" 5' in line]
+            lines = [json.loads(line) for line in (service.data_dir / "logs" / "access.log").read_text().splitlines()
+                     if line.startswith("{")]  # (the default JSON access log)
+            flags = [(str(e["status"]), e["flags"]) for e in lines if str(e["status"]).startswith("5")]
     counts: dict[str, int] = {}
     for status, flag in flags:
         counts[f"{status} {flag}"] = counts.get(f"{status} {flag}", 0) + 1

@@ -27,4 +27,5 @@ MODULE = Module(
     endpoint_caps=(EndpointCap("chat.messages", 600, 60),),
     settings=ChatSettings,
     personal_data=lambda conn, subject: ChatSessionRepository(conn).personal_data(subject.org_id, subject.user_id),
+    erase_personal_data=lambda conn, subject, now: ChatSessionRepository(conn).erase(subject.org_id, subject.user_id),
 )

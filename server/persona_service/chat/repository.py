@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, bindparam, func, insert, select, text, tuple_, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, text, tuple_, update
 
 from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.tables import ChatMessage, ChatSession
@@ -111,3 +111,8 @@ class ChatSessionRepository:
         ordered = in_sessions.order_by(_messages.c.session_id, _messages.c.ordinal)
         messages = export_records(self.conn.execute(ordered).mappings()) if ids else []
         return {"chat_sessions": sessions, "chat_messages": messages}
+
+    def erase(self, org_id: str, user_id: str) -> dict[str, int]:
+        """The sessions whose `userId` is the user, with their messages."""
+        stmt = delete(_sessions).where(_sessions.c.org_id == org_id, _sessions.c.user_id == user_id)
+        return {"chat_sessions_deleted": self.conn.execute(stmt).rowcount}

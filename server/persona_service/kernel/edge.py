@@ -209,8 +209,38 @@ def _clusters(grpc_ports: list[int], stream_ports: list[int]) -> str:
                    for name, ports in ((UNARY_CLUSTER, grpc_ports), (STREAM_CLUSTER, stream_ports)))
 
 
+# One access-log line per request, as JSON (default) or text: the client's
+# method and path, status, Envoy's flags, bytes, duration, request id,
+# W3C trace id (from `traceparent`), client address, gRPC status, backend.
+ACCESS_LOG_FIELDS = {
+    "time": "%START_TIME%",
+    "method": "%DYNAMIC_METADATA(persona:method)%",
+    "path": "%DYNAMIC_METADATA(persona:path)%",
+    "protocol": "%PROTOCOL%",
+    "status": "%RESPONSE_CODE%",
+    "flags": "%RESPONSE_FLAGS%",
+    "bytes_sent": "%BYTES_SENT%",
+    "duration_ms": "%DURATION%",
+    "request_id": "%REQ(X-REQUEST-ID)%",
+    "trace_id": "%DYNAMIC_METADATA(persona:trace_id)%",
+    "client": "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%",
+    "grpc_status": "%GRPC_STATUS_NUMBER%",
+    "upstream": "%UPSTREAM_HOST%",
+}
+
+
+def _access_log_format(style: str, indent: str = "                ") -> str:
+    if style == "text":
+        line = ('[%START_TIME%] "%DYNAMIC_METADATA(persona:method)% %DYNAMIC_METADATA(persona:path)% %PROTOCOL%" '
+                "%RESPONSE_CODE% %RESPONSE_FLAGS% %BYTES_SENT% %DURATION%ms request_id=%REQ(X-REQUEST-ID)% "
+                "trace_id=%DYNAMIC_METADATA(persona:trace_id)% client=%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%\n")
+        return f"{indent}text_format_source:\n{indent}  inline_string: {json.dumps(line)}"
+    return f"{indent}json_format: {json.dumps(ACCESS_LOG_FIELDS)}"
+
+
 def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_port: int, access_log: str,
            listen_address: str, edge_secret: str, request_timeout: int = 30, max_connections: int = 10_000,
+           access_log_style: str = "json",
            descriptor: pathlib.Path = DESCRIPTOR, lenient_query_prefixes: list[str] | None = None,
            stream_ports: list[int] | None = None, streams: list[StreamRoute] | None = None) -> str:
     template = Template((EDGE / "envoy.yaml.in").read_text())
@@ -223,6 +253,7 @@ def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_
         request_headers_timeout=min(10, request_timeout),
         max_connections=max_connections,
         access_log=access_log,
+        access_log_format=_access_log_format(access_log_style),
         lua_path=str(EDGE / "envelope.lua"),
         transcoder=json.dumps(_transcoder(str(descriptor), services)),
         routes=_routes(str(descriptor), services, lenient_query_prefixes or [], streams or []),

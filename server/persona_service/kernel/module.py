@@ -92,6 +92,9 @@ class Module:
     # What this module holds about one user, for privacy exports:
     # (conn, kernel.personal_data.Subject) -> {table name: JSON rows}.
     personal_data: Callable[[Any, Any], dict[str, list[dict[str, Any]]]] | None = None
+    # Erase what this module holds about one user (right to erasure):
+    # (conn, kernel.personal_data.Subject, now) -> {what was done: how many}.
+    erase_personal_data: Callable[[Any, Any, Any], dict[str, int]] | None = None
     # Kinds of durable background work (kernel.tasks) this module enqueues.
     tasks: Sequence[TaskKind] = ()
     commands: Sequence[Command] = ()
@@ -139,6 +142,7 @@ class Modules:
         _unique("review subject type", [k for m in self.all for k in m.review_resolvers])
         self.review_resolvers = {k: v for m in self.all for k, v in m.review_resolvers.items()}
         self.personal_data = [m.personal_data for m in self.all if m.personal_data is not None]
+        self.erasers = [m.erase_personal_data for m in self.all if m.erase_personal_data is not None]
         self.commands = [c for m in self.all for c in m.commands]
         self.processes = [p for m in self.all for p in m.processes]
         self.migrations = [m.migrations for m in self.all if m.migrations is not None]

@@ -73,6 +73,10 @@ class Settings(Section):
     edge_max_connections: int = Field(
         10_000, ge=1, description="open client connections Envoy accepts at once (beyond: closed at once)",
     )
+    access_log_format: Literal["json", "text"] = Field(
+        "json", description="Envoy's access log (`<data dir>/logs/access.log`), one line per request with the "
+                            "client's method and path, status, duration, request id and W3C trace id: `json` or `text`",
+    )
     edge_secret: str = Field(
         "", description="shared secret Envoy adds to every call (`x-persona-edge-secret`); a server trusts the client "
                         "address Envoy reports only with it. Empty: `up` makes one per start; set it on both sides "

@@ -222,6 +222,7 @@ class Stack:
             edge.render(
                 services=self.modules.service_names, http_port=self.settings.http_port, grpc_ports=self.grpc_ports,
                 admin_port=self.settings.admin_port, access_log=str(self.log_dir / "access.log"),
+                access_log_style=self.settings.access_log_format,
                 listen_address=self.settings.http_host, edge_secret=self._edge_secret,
                 request_timeout=self.settings.edge_request_timeout_seconds,
                 max_connections=self.settings.edge_max_connections,

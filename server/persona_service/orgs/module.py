@@ -20,4 +20,6 @@ MODULE = Module(
     commands=COMMANDS,
     credentials=OrgCredentialStore,
     personal_data=lambda conn, subject: OrgRepository(conn).personal_data(subject.org_id, subject.user_id),
+    erase_personal_data=lambda conn, subject, now: OrgRepository(conn).erase_member(
+        subject.org_id, subject.user_id, now),
 )

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, update
 
 from persona_service.kernel.auth import MemberCredential
 from persona_service.kernel.db.base import table_of
@@ -75,3 +75,19 @@ class OrgRepository:
         }
         return {name: export_records(self.conn.execute(stmt).mappings(), omit=("secret_hash",))
                 for name, stmt in queries.items()}
+
+    def erase_member(self, org_id: str, user_id: str, now) -> dict[str, int]:
+        """Revoke the user's keys in the organization, end the membership, and
+        anonymize the user once no organization knows them any more."""
+        revoked = self.conn.execute(update(_keys).where(
+            _keys.c.org_id == org_id, _keys.c.created_by_user_id == user_id, _keys.c.revoked_at.is_(None),
+        ).values(revoked_at=now)).rowcount
+        left = self.conn.execute(delete(_members).where(
+            _members.c.org_id == org_id, _members.c.user_id == user_id)).rowcount
+        remaining = self.conn.execute(select(func.count()).select_from(_members).where(
+            _members.c.user_id == user_id)).scalar_one()
+        anonymized = 0
+        if not remaining:
+            anonymized = self.conn.execute(update(_users).where(_users.c.id == user_id).values(
+                email=f"erased+{user_id}@invalid", name="")).rowcount
+        return {"api_keys_revoked": revoked, "memberships_ended": left, "users_anonymized": anonymized}

@@ -8,7 +8,7 @@ from persona_service.kernel.module import Job, Module, ServiceBinding
 from persona_service.kernel.personal_data import created_resources
 from persona_service.personas.directory import PersonaDirectory
 from persona_service.personas.repository import PersonaRepository
-from persona_service.personas.service import PersonaService
+from persona_service.personas.service import PersonaService, delete_created_by
 from persona_service.personas.servicer import PersonaServicer
 
 
@@ -45,4 +45,6 @@ MODULE = Module(
     # The personas a user created (the audit log names them: creation is audited).
     personal_data=lambda conn, subject: PersonaRepository(conn).personal_data(
         created_resources(conn, subject, "persona.create")),
+    erase_personal_data=lambda conn, subject, now: {"personas_scheduled": delete_created_by(
+        conn, created_resources(conn, subject, "persona.create"), now)},
 )

@@ -118,6 +118,11 @@ class PersonaRepository:
         )
         return record_or_none(PersonaRecord, self.conn.execute(stmt).mappings().first())
 
+    def not_deleted(self, persona_ids: list[str]) -> list[PersonaRecord]:
+        stmt = select(_personas).where(_personas.c.id.in_(persona_ids), _personas.c.state != "deleted") \
+            .with_for_update()
+        return records(PersonaRecord, self.conn.execute(stmt).mappings())
+
     def existing(self, persona_ids: list[str]) -> set[str]:
         """Which of these personas still exist, in any state (purged ones are gone)."""
         stmt = select(_personas.c.id).where(_personas.c.id.in_(persona_ids))

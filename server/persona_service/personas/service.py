@@ -385,3 +385,17 @@ def _camel(name: str) -> str:
 
 def _iso(value: datetime) -> str:
     return value.isoformat().replace("+00:00", "Z")
+
+
+def delete_created_by(conn, persona_ids: list[str], now: datetime) -> int:
+    """Soft-delete these personas (a user's, on erasure), archived ones too:
+    the usual 30-day grace, then the purge."""
+    repo, outbox = PersonaRepository(conn), Outbox(conn)
+    deleted = 0
+    for row in repo.not_deleted(persona_ids):
+        row = repo.update(row.id, state="deleted", state_before_delete=row.state, deleted_at=now,
+                          purge_at=now + GRACE, updated_at=now)
+        outbox.emit("persona.deleted", row.org_id, row.workspace_id,
+                    {"personaId": row.id, "purgeAt": _iso(now + GRACE), "reason": "erasure"})
+        deleted += 1
+    return deleted

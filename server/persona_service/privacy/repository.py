@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, func, select, text, tuple_, update
+from sqlalchemy import Connection, delete, func, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.kernel.db.base import table_of
@@ -59,6 +59,12 @@ class PrivacyRepository:
             stmt = stmt.where(tuple_(_exports.c.created_at, _exports.c.id) < tuple_(*after))
         stmt = stmt.order_by(_exports.c.created_at.desc(), _exports.c.id.desc()).limit(limit)
         return records(ExportRecord, self.conn.execute(stmt).mappings())
+
+    def delete_for(self, org_id: str, user_id: str) -> list[str]:
+        """Delete the user's exports; the storage key of each ('' before it was built)."""
+        stmt = delete(_exports).where(_exports.c.org_id == org_id, _exports.c.user_id == user_id) \
+            .returning(_exports.c.storage_key)
+        return list(self.conn.execute(stmt).scalars())
 
     def personal_data(self, org_id: str, user_id: str) -> dict[str, list[dict]]:
         stmt = select(_exports).where(_exports.c.org_id == org_id, _exports.c.user_id == user_id) \

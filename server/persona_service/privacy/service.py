@@ -15,14 +15,17 @@ from persona_service.files.storage import SignedUrl, Storage, object_key
 from persona_service.kernel import ids
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
+from persona_service.kernel.errors import StateConflict
 from persona_service.kernel.personal_data import Subject, audit_events
 from persona_service.kernel.principal import Principal
+from persona_service.orgs.directory import OrgDirectory
 from persona_service.privacy.records import ExportRecord
 from persona_service.privacy.repository import PrivacyRepository
 
 SCHEMA_VERSION = 1
 LEASE_SECONDS = 300.0
 PersonalData = Callable[[Any, Subject], dict[str, list[dict[str, Any]]]]
+Eraser = Callable[[Any, Subject, datetime], dict[str, int]]
 
 
 class PrivacyService:
@@ -33,6 +36,23 @@ class PrivacyService:
 
     def request(self, principal: Principal) -> ExportRecord:
         return self.repo.request(ids.new_id("privacy_export"), principal.org_id, principal.user_id)
+
+    def erase(self, principal: Principal, erasers: Sequence[Eraser], storage: Storage) -> dict[str, int]:
+        """Right to erasure (see the proto): every module erases its part; this
+        module its own exports. The owner of the organization is refused."""
+        org = OrgDirectory(self.conn).get(principal.org_id)
+        if org is not None and org.owner_user_id == principal.user_id:
+            raise StateConflict("The organization's owner cannot erase their data; transfer ownership first.",
+                                "owner", {"userId": principal.user_id})
+        subject, now = Subject(principal.org_id, principal.user_id), utcnow()
+        counts: dict[str, int] = {}
+        for erase in erasers:
+            counts.update(erase(self.conn, subject, now))
+        exports = self.repo.delete_for(principal.org_id, principal.user_id)
+        for key in filter(None, exports):
+            storage.delete(key)
+        counts["privacy_exports_deleted"] = len(exports)
+        return counts
 
     def list(self, principal: Principal, cursor: str, limit: int):
         return keyset_page(

@@ -5,7 +5,7 @@ from persona.v1 import privacy_pb2, privacy_pb2_grpc
 from persona_service.files.storage import storage_for
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import timestamp
+from persona_service.kernel.transport.convert import struct, timestamp
 from persona_service.privacy.records import ExportRecord
 from persona_service.privacy.service import PrivacyService, download_of, status_of
 
@@ -27,6 +27,14 @@ class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
         ctx = current()
         row = PrivacyService(ctx.conn).request(ctx.caller)
         return self._export(row)
+
+    def EraseMyData(self, request, context):
+        ctx = current()
+        counts = PrivacyService(ctx.conn).erase(ctx.caller, self.app.modules.erasers, storage_for(self.app))
+        org_id = ctx.caller.org_id
+        # Every process drops the organization's cached credentials: the user's stop working at once.
+        ctx.after_commit.append(lambda: self.app.invalidate(f"org:{org_id}"))
+        return privacy_pb2.PrivacyErasure(erased_at=timestamp(utcnow()), counts=struct(counts))
 
     def ListPrivacyExports(self, request, context):
         ctx = current()

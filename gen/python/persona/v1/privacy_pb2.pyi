@@ -2,6 +2,7 @@ import datetime
 
 from google.api import annotations_pb2 as _annotations_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
@@ -11,6 +12,18 @@ from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class EraseMyDataRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PrivacyErasure(_message.Message):
+    __slots__ = ("erased_at", "counts")
+    ERASED_AT_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    erased_at: _timestamp_pb2.Timestamp
+    counts: _struct_pb2.Struct
+    def __init__(self, erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., counts: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class PrivacyExport(_message.Message):
     __slots__ = ("id", "status", "download_url", "expires_at", "sha256", "created_at", "completed_at")

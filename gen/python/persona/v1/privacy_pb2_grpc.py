@@ -53,6 +53,11 @@ class PrivacyServiceStub:
                 request_serializer=persona_dot_v1_dot_privacy__pb2.ListPrivacyExportsRequest.SerializeToString,
                 response_deserializer=persona_dot_v1_dot_privacy__pb2.ListPrivacyExportsResponse.FromString,
                 _registered_method=True)
+        self.EraseMyData = channel.unary_unary(
+                '/persona.v1.PrivacyService/EraseMyData',
+                request_serializer=persona_dot_v1_dot_privacy__pb2.EraseMyDataRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_privacy__pb2.PrivacyErasure.FromString,
+                _registered_method=True)
 
 
 class PrivacyServiceServicer:
@@ -87,6 +92,27 @@ class PrivacyServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EraseMyData(self, request, context):
+        """Right to erasure: erases the caller's personal data in this
+        organization, at once, except where the persona grace rules apply:
+        - the personas they created are soft-deleted (`persona.deleted`, purged
+        after the usual 30 days, restorable by the organization meanwhile);
+        - their API keys are revoked and their membership ends (every credential
+        of the user stops working at once, in every process);
+        - their chat sessions (`userId` = the user) and messages are deleted;
+        - their privacy exports and bundles are deleted;
+        - the user record is anonymized once no organization knows them.
+        Kept for legal and security reasons: invoices (the organization's), and
+        the audit log (which names the user only by id). The organization's
+        owner cannot erase themselves (409 `state_conflict`, `conflictField`
+        "owner": transfer ownership first). Answers what was done.
+
+        Auth: any credential of the user.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PrivacyServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -99,6 +125,11 @@ def add_PrivacyServiceServicer_to_server(servicer, server):
                     servicer.ListPrivacyExports,
                     request_deserializer=persona_dot_v1_dot_privacy__pb2.ListPrivacyExportsRequest.FromString,
                     response_serializer=persona_dot_v1_dot_privacy__pb2.ListPrivacyExportsResponse.SerializeToString,
+            ),
+            'EraseMyData': grpc.unary_unary_rpc_method_handler(
+                    servicer.EraseMyData,
+                    request_deserializer=persona_dot_v1_dot_privacy__pb2.EraseMyDataRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_privacy__pb2.PrivacyErasure.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -164,6 +195,33 @@ class PrivacyService:
             '/persona.v1.PrivacyService/ListPrivacyExports',
             persona_dot_v1_dot_privacy__pb2.ListPrivacyExportsRequest.SerializeToString,
             persona_dot_v1_dot_privacy__pb2.ListPrivacyExportsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EraseMyData(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.PrivacyService/EraseMyData',
+            persona_dot_v1_dot_privacy__pb2.EraseMyDataRequest.SerializeToString,
+            persona_dot_v1_dot_privacy__pb2.PrivacyErasure.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,40 @@
+"""Envoy's access log: one JSON line per request with the client's own
+method and path (not the transcoded POST), status, request id, and the W3C
+trace id of the client's `traceparent`."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+
+def _lines(stack, request_id: str) -> list[dict]:
+    deadline = time.monotonic() + 5  # Envoy flushes the file every 200 ms
+    while True:
+        text = (stack.log_dir / "access.log").read_text()
+        found = [json.loads(line) for line in text.splitlines() if request_id in line]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def test_a_json_line_with_the_clients_method_path_and_trace(http, stack, tenant):
+    trace_id = uuid.uuid4().hex
+    request_id = "req-log-" + uuid.uuid4().hex[:12]
+    headers = {**tenant.auth, "X-Request-Id": request_id,
+               "traceparent": f"00-{trace_id}-{uuid.uuid4().hex[:16]}-01"}
+    assert http.get("/v1/personas?pageSize=2", headers=headers).status_code == 200
+    (line,) = _lines(stack, request_id)
+    assert line["method"] == "GET" and line["path"] == "/v1/personas?pageSize=2"
+    assert line["status"] == 200 and line["trace_id"] == trace_id and line["request_id"] == request_id
+    assert isinstance(line["duration_ms"], int) and line["upstream"]
+
+
+def test_deletes_and_heads_keep_their_method_and_bad_traceparents_are_ignored(http, stack, tenant):
+    for method in ("DELETE", "HEAD"):
+        request_id = f"req-log-{method.lower()}-" + uuid.uuid4().hex[:12]
+        headers = {**tenant.auth, "X-Request-Id": request_id, "traceparent": "00-not-a-trace-01"}
+        http.request(method, "/v1/personas/00000000-0000-4000-8000-000000000000", headers=headers)
+        (line,) = _lines(stack, request_id)
+        assert line["method"] == method and line["trace_id"] is None

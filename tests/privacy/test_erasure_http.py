@@ -1,0 +1,55 @@
+"""Right to erasure through Envoy: a member's erasure soft-deletes the
+personas they created (30-day grace), revokes their keys at once, ends
+their membership, deletes their chat sessions and exports, anonymizes
+them, keeps the audit log; the organization's owner is refused."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from persona_service.orgs.repository import OrgRepository
+from sqlalchemy import text
+from support import SCOPES, Tenant
+
+
+@pytest.fixture
+def member(engine, tenants, tenant) -> Tenant:
+    """A second user of `tenant`'s organization, with a key of their own."""
+    user_id = "usr_" + uuid.uuid4().hex[:20]
+    with engine.begin() as conn:
+        repo = OrgRepository(conn)
+        repo.create_user(id=user_id, email=f"{user_id}@example.com", name="Erin Member")
+        repo.add_member(tenant.org_id, user_id, "member")
+    key = tenants.key(tenant.org_id, tenant.workspace_id, user_id, tenant.plan, list(SCOPES))
+    return Tenant(tenant.org_id, tenant.workspace_id, user_id, key, tenant.plan)
+
+
+def test_a_members_erasure(http, engine, tenant, member):
+    persona = http.post("/v1/personas", json={"intent": "A patient gardener who names every snail"},
+                        headers=member.auth).json()
+    session = http.post("/v1/chat/sessions", json={"personaId": persona["id"]}, headers=member.auth).json()
+    assert http.post("/v1/privacy/exports", json={}, headers=member.auth).status_code == 200
+
+    r = http.delete("/v1/privacy/me", headers=member.auth)
+    assert r.status_code == 200, r.text
+    assert r.json()["counts"] == {"api_keys_revoked": 1, "memberships_ended": 1, "users_anonymized": 1,
+                                  "personas_scheduled": 1, "chat_sessions_deleted": 1,
+                                  "privacy_exports_deleted": 1}
+    assert http.get("/v1/personas", headers=member.auth).status_code == 401  # at once
+
+    kept = http.get(f"/v1/personas/{persona['id']}", headers=tenant.auth).json()
+    assert kept["state"] == "deleted" and kept["purgeAt"]  # the grace rules: restorable for 30 days
+    assert http.get(f"/v1/chat/sessions/{session['sessionId']}", headers=tenant.auth).status_code == 404
+    with engine.connect() as conn:
+        user = conn.execute(text("SELECT email, name FROM users WHERE id = :u"), {"u": member.user_id}).one()
+        audited = conn.execute(text("SELECT count(*) FROM audit_events WHERE actor_user_id = :u"),
+                               {"u": member.user_id}).scalar()
+    assert user.email == f"erased+{member.user_id}@invalid" and user.name == ""
+    assert audited > 0  # kept: the audit log names the user only by id
+
+
+def test_the_owner_cannot_erase_themselves(http, tenant):
+    r = http.delete("/v1/privacy/me", headers=tenant.auth)
+    assert r.status_code == 409 and r.json()["error"]["details"]["conflictField"] == "owner"
+    assert http.get("/v1/personas", headers=tenant.auth).status_code == 200
