@@ -8,12 +8,12 @@ exit status 2."""
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 import threading
 import time
 
+from persona_service.kernel import logs
 from persona_service.kernel import settings as config
 from persona_service.kernel.module import Command
 from persona_service.registry import MODULES
@@ -34,7 +34,7 @@ def cmd_up(args) -> int:
     from persona_service.kernel.stack import Stack, StackError
 
     settings = _settings()
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure(settings.log_level, settings.log_format)
     started = time.monotonic()
     stack = Stack(settings, MODULES)
     stop = threading.Event()
@@ -93,8 +93,21 @@ KERNEL_COMMANDS = (
 )
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("persona-service")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="persona-service", description="Persona Service")
+    parser = argparse.ArgumentParser(
+        prog="persona-service", description="Persona Service",
+        epilog="Every setting is an environment variable: `persona-service settings` lists them with types, "
+               "defaults and meanings.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in (*KERNEL_COMMANDS, *MODULES.commands):
         command_parser = sub.add_parser(command.name, help=command.help)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 import threading
 from concurrent import futures
 
@@ -12,6 +11,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from persona_service.kernel import logs
 from persona_service.kernel import settings as config
 from persona_service.kernel.app import App
 from persona_service.kernel.limits.plans import ENDPOINT_CAPS
@@ -52,7 +52,7 @@ def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Se
 
 def serve(modules: Modules) -> None:
     settings = config.load()
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    logs.configure(settings.log_level, settings.log_format)
     app = App(settings, modules)
     app.start_background()
     server, health_servicer = build_server(app, f"127.0.0.1:{settings.grpc_port}")

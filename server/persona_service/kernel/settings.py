@@ -151,6 +151,11 @@ class Settings(Section):
                     "and only with the edge secret",
     )
     log_level: str = Field("INFO", description="log level of the server and worker processes (`DEBUG`, `INFO`, `WARNING`, `ERROR`, `CRITICAL`)")
+    log_format: Literal["json", "text"] = Field(
+        "json", description="process logs on stderr (under `<data dir>/logs/` with `up`): one JSON object per line "
+                            "(time, level, logger, message, and a request's id, RPC, status, code, org, workspace, "
+                            "principal, latency) or `text`",
+    )
     secrets_key: str = Field(
         "", description="Fernet key encrypting secrets at rest (webhook signing secrets); "
                         "empty: one generated and kept in the data dir",

@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine
 
-from persona_service.kernel import ids
+from persona_service.kernel import ids, logs
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.webhooks.http import HTTPClient, HTTPError
@@ -313,14 +313,13 @@ class DeliveryWorker:
 def main() -> None:
     """`persona-service worker`: deliver webhooks until SIGTERM/SIGINT."""
     import signal
-    import sys
 
     from persona_service.kernel import settings as config
     from persona_service.kernel.db.engine import make_engine
     from persona_service.webhooks.settings import WebhookSettings
 
     settings, webhooks = config.load(), config.load(WebhookSettings)
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    logs.configure(settings.log_level, settings.log_format)
     database_url = settings.database_url
     if not database_url:
         from persona_service.kernel.embedded import postgres_url

@@ -392,7 +392,8 @@ class RequestPipeline(grpc.ServerInterceptor):
         return {k: v for k, v in headers if not k.startswith(_PER_RESPONSE)}
 
     def _log(self, ctx, status: int, code: str = "") -> None:
-        metrics.observe_request(ctx.method, status, code, time.perf_counter() - ctx.started)
+        seconds = time.perf_counter() - ctx.started
+        metrics.observe_request(ctx.method, status, code, seconds)
         # Envoy's access log has every request with its id; the server logs
         # failures at INFO and successes at DEBUG (a log line costs throughput).
         if status < 400 and not log.isEnabledFor(logging.DEBUG):
@@ -400,9 +401,14 @@ class RequestPipeline(grpc.ServerInterceptor):
         principal = ctx.principal
         log.log(
             logging.DEBUG if status < 400 else logging.INFO,
-            "%s status=%s request_id=%s org=%s credential=%s",
-            ctx.method, status, ctx.request_id,
+            "%s status=%s code=%s request_id=%s org=%s credential=%s",
+            ctx.method, status, code or "-", ctx.request_id,
             principal.org_id if principal else "-", principal.credential_id if principal else "-",
+            extra={"request_id": ctx.request_id, "rpc": ctx.method, "status": status, "code": code or None,
+                   "org": principal.org_id if principal else None,
+                   "workspace": principal.workspace_id if principal else None,
+                   "principal": principal.credential_id if principal else None,
+                   "latency_ms": round(seconds * 1000, 2)},
         )
 
     def _client_ip(self, peer: str, metadata: dict[str, str]) -> str | None:

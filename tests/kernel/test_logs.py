@@ -1,0 +1,50 @@
+"""Process logs: one JSON object per line, with a failed request's id, RPC,
+status, code, organization, workspace, principal and latency; `--version`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import time
+import uuid
+
+from persona_service.kernel.logs import JsonFormatter
+
+
+def test_the_json_formatter_carries_request_fields_and_tracebacks():
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord("persona_service.requests", logging.INFO, __file__, 1, "failed %s", ("x",),
+                                   sys.exc_info())
+    record.request_id, record.status, record.code = "req_1", 404, "not_found"
+    line = json.loads(JsonFormatter().format(record))
+    assert line["message"] == "failed x" and line["level"] == "INFO" and line["time"].endswith("Z")
+    assert line["request_id"] == "req_1" and line["status"] == 404 and line["code"] == "not_found"
+    assert "ValueError: boom" in line["exception"] and "org" not in line
+
+
+def test_a_failed_request_is_one_json_line_in_the_server_log(http, stack, tenant):
+    request_id = "req-json-" + uuid.uuid4().hex[:12]
+    r = http.get("/v1/personas/00000000-0000-4000-8000-000000000000",
+                 headers={**tenant.auth, "X-Request-Id": request_id})
+    assert r.status_code == 404
+    log = stack.log_dir / f"server-{stack.grpc_ports[0]}.log"
+    deadline = time.monotonic() + 5
+    found: list[dict] = []
+    while not found and time.monotonic() < deadline:
+        found = [json.loads(line) for line in log.read_text().splitlines()
+                 if line.startswith("{") and request_id in line]
+        time.sleep(0.05)
+    (line,) = found
+    assert line["rpc"] == "/persona.v1.PersonaService/GetPersona" and line["status"] == 404
+    assert line["code"] == "not_found" and line["org"] == tenant.org_id and line["workspace"] == tenant.workspace_id
+    assert line["principal"].startswith("key_") and line["latency_ms"] >= 0
+
+
+def test_version():
+    result = subprocess.run([sys.executable, "-m", "persona_service.cli", "--version"], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.startswith("persona-service "), result.stdout + result.stderr
