@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from persona_service.kernel.clock import iso
+
 PLAN_ORDER = ("free", "pro", "team", "enterprise")
 # Price per monthly period, minor units of CURRENCY.
 PRICES_MINOR = {"free": 0, "pro": 4_900, "team": 19_900, "enterprise": 99_900}
@@ -64,9 +66,5 @@ class LineItem:
     def as_json(self) -> dict[str, Any]:
         return {"description": self.description, "quantity": self.quantity,
                 "unitAmountMinor": self.unit_amount_minor, "amountMinor": self.amount_minor,
-                "periodStart": _iso(self.period_start), "periodEnd": _iso(self.period_end),
+                "periodStart": iso(self.period_start), "periodEnd": iso(self.period_end),
                 "proration": self.proration}
-
-
-def _iso(value: datetime) -> str:
-    return value.isoformat().replace("+00:00", "Z")

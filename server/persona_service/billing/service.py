@@ -22,7 +22,7 @@ from persona_service.billing.repository import BillingRepository
 from persona_service.files.storage import SignedUrl, Storage, object_key
 from persona_service.kernel import ids
 from persona_service.kernel.audit import AuditEntry, AuditLog
-from persona_service.kernel.clock import utcnow
+from persona_service.kernel.clock import iso, utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import ApiError, NotFound, StateConflict
 from persona_service.kernel.outbox import Outbox
@@ -100,7 +100,7 @@ class BillingService:
         changed = self.repo.update_subscription(principal.org_id, plan=plan, cancel_at_period_end=False,
                                                 credit_minor=credit)
         self._emit(changed, "subscription.upgraded" if upgrade else "subscription.downgraded",
-                   {"from": sub.plan, "to": plan, "effectiveAt": _iso(now)})
+                   {"from": sub.plan, "to": plan, "effectiveAt": iso(now)})
         return changed
 
     def cancel(self, principal: Principal) -> SubscriptionRecord:
@@ -111,7 +111,7 @@ class BillingService:
             return sub
         cancelled = self.repo.update_subscription(principal.org_id, cancel_at_period_end=True)
         self._emit(cancelled, "subscription.cancelled",
-                   {"plan": sub.plan, "effectiveAt": _iso(sub.current_period_end)})
+                   {"plan": sub.plan, "effectiveAt": iso(sub.current_period_end)})
         return cancelled
 
     def resume(self, principal: Principal) -> SubscriptionRecord:
@@ -135,7 +135,7 @@ class BillingService:
             if plan != sub.plan:
                 self.orgs.set_plan(sub.org_id, plan)
                 self._emit(sub, "subscription.downgraded",
-                           {"from": sub.plan, "to": plan, "effectiveAt": _iso(start), "reason": "cancelled"})
+                           {"from": sub.plan, "to": plan, "effectiveAt": iso(start), "reason": "cancelled"})
             price = PRICES_MINOR[plan]
             credit = min(sub.credit_minor, price)
             lines = [LineItem(f"{plan.title()} plan", 1, price, start, end)] if price else []
@@ -151,7 +151,7 @@ class BillingService:
             if lines:
                 self._invoice(current, "renewal", start, end, lines)
             self._audit(sub.org_id, "subscription.renew", "subscription", sub.org_id,
-                        {"from": sub.plan, "to": plan, "periodStart": _iso(start), "periodEnd": _iso(end)})
+                        {"from": sub.plan, "to": plan, "periodStart": iso(start), "periodEnd": iso(end)})
             renewed.append(sub)
         return renewed
 
@@ -283,7 +283,3 @@ class BillingService:
 
     def _emit(self, sub: SubscriptionRecord, type_: str, data: dict) -> None:
         self.outbox.emit(type_, sub.org_id, self.orgs.primary_workspace(sub.org_id), {"orgId": sub.org_id, **data})
-
-
-def _iso(value: datetime) -> str:
-    return value.isoformat().replace("+00:00", "Z")

@@ -10,10 +10,11 @@ from persona_service.billing.records import CURRENCY, PRICES_MINOR, InvoiceRecor
 from persona_service.billing.service import BillingService
 from persona_service.billing.settings import BillingSettings
 from persona_service.files.storage import storage_for
+from persona_service.kernel.clock import iso
 from persona_service.kernel.errors import BadRequest, NotFound
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, current
-from persona_service.kernel.transport.convert import timestamp
+from persona_service.kernel.transport.convert import page_limit, timestamp
 
 # Stripe's own default: a signature older than this is refused (replays).
 WEBHOOK_TOLERANCE_SECONDS = 300
@@ -54,7 +55,7 @@ class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
     def ListInvoices(self, request, context):
         ctx = current()
         rows, token = self._service(ctx).invoices(ctx.caller, request.cursor,
-                                                  request.limit if request.HasField("limit") else 0)
+                                                  page_limit(request))
         return billing_pb2.ListInvoicesResponse(items=[invoice(r) for r in rows], next_cursor=token)
 
     def GetInvoice(self, request, context):
@@ -105,7 +106,7 @@ def invoice(row: InvoiceRecord) -> billing_pb2.Invoice:
         currency=row.currency, amount_due_minor=row.amount_due_minor, amount_paid_minor=row.amount_paid_minor,
         period_start=timestamp(row.period_start), period_end=timestamp(row.period_end),
         due_date=timestamp(row.due_date),
-        paid_at=row.paid_at.isoformat().replace("+00:00", "Z") if row.paid_at is not None else "",
+        paid_at=iso(row.paid_at) if row.paid_at is not None else "",
     )
     for line in row.line_items:
         item = message.line_items.add(

@@ -14,7 +14,6 @@ and the reply), its tokens and its cost.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
@@ -48,10 +47,7 @@ def persona_of(model: str) -> str | None:
     if not model.startswith(MODEL_SCHEME):
         return None
     candidate = model[len(MODEL_SCHEME):]
-    try:
-        return candidate if str(uuid.UUID(candidate)) == candidate.lower() else None
-    except ValueError:
-        return None
+    return candidate if ids.is_uuid(candidate) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,3 +7,8 @@ from datetime import UTC, datetime
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def iso(value: datetime) -> str:
+    """RFC 3339 in UTC with `Z`, as the API writes times in JSON data."""
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")

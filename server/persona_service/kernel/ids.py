@@ -8,6 +8,7 @@ the API reject an id of the wrong type cheaply.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Mapping
 
 from cuid2 import Cuid
@@ -30,6 +31,14 @@ def register(prefixes: Mapping[str, str]) -> None:
             raise RuntimeError(f"id kind {kind!r} / prefix {prefix!r} clashes with an existing one")
         PREFIXES[kind] = prefix
         taken[prefix] = kind
+
+
+def is_uuid(value: str) -> bool:
+    """A uuid in its canonical form (any case): the ids the spec gives as uuids."""
+    try:
+        return str(uuid.UUID(value)) == value.lower()
+    except ValueError:
+        return False
 
 
 def new_id(kind: str) -> str:

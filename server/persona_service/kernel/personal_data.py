@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from persona_service.kernel.clock import iso
 from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.tables import AuditEvent
 
@@ -32,8 +33,10 @@ def export_records(rows: Iterable[Mapping[Any, Any]], omit: Iterable[str] = ()) 
 
 
 def _json(value: Any) -> Any:
-    if isinstance(value, datetime | date):
-        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, date):
+        return value.isoformat()
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, bytes):

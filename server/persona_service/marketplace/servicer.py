@@ -7,7 +7,7 @@ from persona_service.billing.service import BillingService
 from persona_service.files.storage import storage_for
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, current
-from persona_service.kernel.transport.convert import timestamp
+from persona_service.kernel.transport.convert import page_limit, timestamp
 from persona_service.marketplace.records import ListingRecord, PurchaseRecord
 from persona_service.marketplace.service import MarketplaceService
 from persona_service.marketplace.settings import MarketplaceSettings
@@ -35,7 +35,7 @@ class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
     def ListListings(self, request, context):
         ctx = current()
         rows, token = self._service(ctx).search(ctx.caller, request.audience_tag, request.q, request.mine,
-                                                request.cursor, request.limit if request.HasField("limit") else 0)
+                                                request.cursor, page_limit(request))
         return marketplace_pb2.ListListingsResponse(items=[listing(r, ctx.caller.org_id) for r in rows],
                                                     next_cursor=token)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from persona.v1 import moderation_pb2, moderation_pb2_grpc
 
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import struct, timestamp
+from persona_service.kernel.transport.convert import page_limit, struct, timestamp
 from persona_service.moderation.queue import ModerationQueue
 from persona_service.moderation.records import ReviewRecord
 
@@ -19,7 +19,7 @@ class ModerationServicer(moderation_pb2_grpc.ModerationServiceServicer):
         ctx = current()
         filters = {k: v for k, v in (("stage", request.stage), ("category", request.category),
                                      ("org_id", request.org_id)) if v}
-        rows, token = self._queue(ctx).list(filters, request.cursor, request.limit if request.HasField("limit") else 0)
+        rows, token = self._queue(ctx).list(filters, request.cursor, page_limit(request))
         return moderation_pb2.ListModerationQueueResponse(items=[review(r) for r in rows], next_cursor=token)
 
     def ClaimModerationReview(self, request, context):

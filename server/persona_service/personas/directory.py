@@ -5,10 +5,9 @@ OpenAI-compatible surface and portraits read personas only through this
 
 from __future__ import annotations
 
-import uuid
-
 from sqlalchemy import Connection
 
+from persona_service.kernel import ids
 from persona_service.personas.records import PersonaRecord, PersonaSummary, VoiceRecord
 from persona_service.personas.repository import PersonaRepository
 
@@ -34,8 +33,4 @@ class PersonaDirectory:
 
     def visible(self, workspace_id: str, persona_id: str) -> bool:
         """A persona id the caller may address (for per-persona config)."""
-        try:
-            canonical = str(uuid.UUID(persona_id)) == persona_id.lower()
-        except ValueError:
-            return False
-        return canonical and self.active(workspace_id, persona_id) is not None
+        return ids.is_uuid(persona_id) and self.active(workspace_id, persona_id) is not None

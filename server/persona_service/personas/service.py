@@ -18,7 +18,8 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from persona_service.config.service import ConfigService
-from persona_service.kernel.clock import utcnow
+from persona_service.kernel import ids
+from persona_service.kernel.clock import iso, utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import ApiError, NotFound, StateConflict, ValidationFailed, Violation
 from persona_service.kernel.operations import drain
@@ -62,7 +63,7 @@ class PersonaService:
 
     def get(self, principal: Principal, persona_id: str, *, for_update: bool = False) -> PersonaRecord:
         row = None
-        if _is_uuid(persona_id):
+        if ids.is_uuid(persona_id):
             row = self.repo.get(principal.workspace_id, persona_id, for_update=for_update)
         if row is None:
             raise NotFound("persona")
@@ -220,7 +221,7 @@ class PersonaService:
             persona_id, state="deleted", state_before_delete=row.state, deleted_at=now, purge_at=now + GRACE,
             updated_at=now,
         )
-        self._emit(row, "persona.deleted", {"purgeAt": _iso(now + GRACE)})
+        self._emit(row, "persona.deleted", {"purgeAt": iso(now + GRACE)})
         return row
 
     def restore(self, principal: Principal, persona_id: str) -> PersonaRecord:
@@ -371,20 +372,9 @@ def _check_metadata(metadata) -> None:
         raise ValidationFailed([Violation("metadata", "max_size", None, {"maxBytes": METADATA_MAX_BYTES})])
 
 
-def _is_uuid(value: str) -> bool:
-    try:
-        return str(uuid.UUID(value)) == value.lower()
-    except ValueError:
-        return False
-
-
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(p.title() for p in rest)
-
-
-def _iso(value: datetime) -> str:
-    return value.isoformat().replace("+00:00", "Z")
 
 
 def delete_created_by(conn, persona_ids: list[str], now: datetime) -> int:
@@ -396,6 +386,6 @@ def delete_created_by(conn, persona_ids: list[str], now: datetime) -> int:
         row = repo.update(row.id, state="deleted", state_before_delete=row.state, deleted_at=now,
                           purge_at=now + GRACE, updated_at=now)
         outbox.emit("persona.deleted", row.org_id, row.workspace_id,
-                    {"personaId": row.id, "purgeAt": _iso(now + GRACE), "reason": "erasure"})
+                    {"personaId": row.id, "purgeAt": iso(now + GRACE), "reason": "erasure"})
         deleted += 1
     return deleted

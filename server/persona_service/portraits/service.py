@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from email.utils import formatdate
 
 from persona_service.files.storage import object_key
-from persona_service.kernel.clock import utcnow
+from persona_service.kernel import ids
+from persona_service.kernel.clock import iso, utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import ApiError, NotFound, StateConflict
 from persona_service.kernel.outbox import Outbox
@@ -76,7 +77,7 @@ class PortraitService:
                          instruction=instruction, style=source.style)
 
     def get(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
-        row = self.repo.get(principal.workspace_id, persona_id, portrait_id) if _is_uuid(portrait_id) else None
+        row = self.repo.get(principal.workspace_id, persona_id, portrait_id) if ids.is_uuid(portrait_id) else None
         if row is None:
             raise NotFound("portrait")
         return row
@@ -169,22 +170,22 @@ class PortraitService:
 
     def _persona(self, principal: Principal, persona_id: str) -> PersonaRecord:
         """The persona, in the caller's workspace and not deleted (a deleted one's portraits are hidden too)."""
-        persona = self.personas.active(principal.workspace_id, persona_id) if _is_uuid(persona_id) else None
+        persona = self.personas.active(principal.workspace_id, persona_id) if ids.is_uuid(persona_id) else None
         if persona is None:
             raise NotFound("persona")
         return persona
 
     def _editable(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
         """The source of an edit: a generated or approved portrait of a persona that can change."""
-        persona = self.personas.active(principal.workspace_id, persona_id) if _is_uuid(persona_id) else None
-        source = self.repo.get(principal.workspace_id, persona_id, portrait_id) if _is_uuid(portrait_id) else None
+        persona = self.personas.active(principal.workspace_id, persona_id) if ids.is_uuid(persona_id) else None
+        source = self.repo.get(principal.workspace_id, persona_id, portrait_id) if ids.is_uuid(portrait_id) else None
         if persona is None or persona.state == "archived" or source is None or source.status not in EDITABLE:
             raise NotFound("source portrait")
         return source
 
     def _for_update(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
         row = self.repo.get(principal.workspace_id, persona_id, portrait_id, for_update=True) \
-            if _is_uuid(portrait_id) else None
+            if ids.is_uuid(portrait_id) else None
         if row is None:
             raise NotFound("portrait")
         return row
@@ -219,7 +220,7 @@ class PortraitService:
             err = PortraitQuotaExceeded(
                 "The monthly image quota is used up; it resets at the start of the next billing period.",
                 {"used": used, "limit": limit, "quota": "images_per_month",
-                 "resetAt": reset.isoformat().replace("+00:00", "Z")},
+                 "resetAt": iso(reset)},
             )
             err.headers = {"retry-after": formatdate(reset.timestamp(), usegmt=True)}
             raise err
@@ -227,10 +228,3 @@ class PortraitService:
 
 def _status_conflict(row: PortraitRecord, action: str) -> StateConflict:
     return StateConflict(f"A {row.status} portrait cannot be {action}d.", "status", {"status": row.status})
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        return str(uuid.UUID(value)) == value.lower()
-    except ValueError:
-        return False

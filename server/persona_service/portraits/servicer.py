@@ -9,7 +9,7 @@ from persona_service.files.settings import FileSettings
 from persona_service.files.storage import Storage, storage_for
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, current
-from persona_service.kernel.transport.convert import timestamp
+from persona_service.kernel.transport.convert import page_limit, timestamp
 from persona_service.portraits.records import SETTLED, PortraitRecord
 from persona_service.portraits.render import image_provider
 from persona_service.portraits.service import PortraitService
@@ -56,7 +56,7 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
         ctx = current()
         rows, token = self._service(ctx).list(
             ctx.caller, request.persona_id, request.conversation_id, request.cursor,
-            request.limit if request.HasField("limit") else 0)
+            page_limit(request))
         return portraits_pb2.ListPortraitsResponse(items=[self._portrait(r) for r in rows], next_cursor=token)
 
     def ApprovePortrait(self, request, context):

@@ -13,7 +13,7 @@ from typing import Any
 
 from persona_service.files.storage import SignedUrl, Storage, object_key
 from persona_service.kernel import ids
-from persona_service.kernel.clock import utcnow
+from persona_service.kernel.clock import iso, utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import StateConflict
 from persona_service.kernel.personal_data import Subject, audit_events
@@ -104,7 +104,7 @@ def bundle(conn, subject: Subject, sources: Sequence[PersonalData]) -> tuple[byt
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     digest = hashlib.sha256(canonical).hexdigest()
     manifest = {
-        "schemaVersion": SCHEMA_VERSION, "generatedAt": utcnow().isoformat().replace("+00:00", "Z"),
+        "schemaVersion": SCHEMA_VERSION, "generatedAt": iso(utcnow()),
         "subject": {"orgId": subject.org_id, "userId": subject.user_id},
         "counts": {table: len(rows) for table, rows in sorted(data.items())}, "sha256": digest,
     }

@@ -5,7 +5,7 @@ from persona.v1 import privacy_pb2, privacy_pb2_grpc
 from persona_service.files.storage import storage_for
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import struct, timestamp
+from persona_service.kernel.transport.convert import page_limit, struct, timestamp
 from persona_service.privacy.records import ExportRecord
 from persona_service.privacy.service import PrivacyService, download_of, status_of
 
@@ -39,5 +39,5 @@ class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
     def ListPrivacyExports(self, request, context):
         ctx = current()
         rows, token = PrivacyService(ctx.conn, cursors=self.app.cursors).list(
-            ctx.caller, request.cursor, request.limit if request.HasField("limit") else 0)
+            ctx.caller, request.cursor, page_limit(request))
         return privacy_pb2.ListPrivacyExportsResponse(items=[self._export(r) for r in rows], next_cursor=token)

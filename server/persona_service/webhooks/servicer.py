@@ -2,7 +2,7 @@ from persona.v1 import webhooks_pb2, webhooks_pb2_grpc
 
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import timestamp
+from persona_service.kernel.transport.convert import page_limit, timestamp
 from persona_service.webhooks.records import AttemptRecord, DeliveryRecord, EndpointRecord
 from persona_service.webhooks.service import WebhookService
 from persona_service.webhooks.settings import WebhookSettings
@@ -34,10 +34,6 @@ def delivery(row: DeliveryRecord, attempts: list[AttemptRecord]) -> webhooks_pb2
     )
 
 
-def _limit(request) -> int:
-    return request.limit if request.HasField("limit") else 0
-
-
 class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
     def __init__(self, app):
         self.app = app
@@ -58,7 +54,7 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
 
     def ListWebhookEndpoints(self, request, context):
         ctx = current()
-        rows, cursor = self._service(ctx).list(ctx.caller, request.cursor, _limit(request))
+        rows, cursor = self._service(ctx).list(ctx.caller, request.cursor, page_limit(request))
         return webhooks_pb2.ListWebhookEndpointsResponse(items=[endpoint(r) for r in rows], next_cursor=cursor)
 
     def GetWebhookEndpoint(self, request, context):
@@ -95,7 +91,7 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
 
     def ListWebhookDeliveries(self, request, context):
         ctx = current()
-        items, cursor = self._service(ctx).deliveries(ctx.caller, request.id, request.status, request.cursor, _limit(request))
+        items, cursor = self._service(ctx).deliveries(ctx.caller, request.id, request.status, request.cursor, page_limit(request))
         return webhooks_pb2.ListWebhookDeliveriesResponse(items=[delivery(r, a) for r, a in items], next_cursor=cursor)
 
     def ReplayWebhookDelivery(self, request, context):

@@ -7,6 +7,11 @@ from datetime import UTC, datetime
 from google.protobuf import struct_pb2, timestamp_pb2
 
 
+def page_limit(request) -> int:
+    """A cursor list's optional `limit` (0 when omitted: the default page size)."""
+    return request.limit if request.HasField("limit") else 0
+
+
 def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
     if value is None:
         return None
