@@ -16,6 +16,7 @@ from persona_service.personas.module import MODULE as PERSONAS
 from persona_service.portraits.module import MODULE as PORTRAITS
 from persona_service.privacy.module import MODULE as PRIVACY
 from persona_service.probes.module import MODULE as PROBES
+from persona_service.scim.module import MODULE as SCIM
 from persona_service.webhooks.module import MODULE as WEBHOOKS
 
 MODULES = Modules([
@@ -28,6 +29,7 @@ MODULES = Modules([
     BILLING,
     MARKETPLACE,
     PRIVACY,
+    SCIM,
     PROBES,
     WEBHOOKS,
     CONFIG,

@@ -93,9 +93,19 @@ def storage_for(app) -> Storage:
             settings = app.settings
             storage = _OPENED[id(app)] = open_storage(
                 load(FileSettings), settings.data_dir, signing_key(settings.resolved_jwt_secret()),
-                f"http://{_host(settings.http_host)}:{settings.http_port}",
+                default_public_url(app),
             )
         return storage
+
+
+def default_public_url(app) -> str:
+    """Where the edge listens, as its own clients reach it on this host."""
+    return f"http://{_host(app.settings.http_host)}:{app.settings.http_port}"
+
+
+def public_url(app) -> str:
+    """The base URL clients reach the edge at (PERSONA_PUBLIC_URL, else the edge's own address)."""
+    return (load(FileSettings).public_url or default_public_url(app)).rstrip("/")
 
 
 def signing_key(secret: str | bytes) -> bytes:

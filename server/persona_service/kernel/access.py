@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from persona_service.kernel.errors import Forbidden
-from persona_service.kernel.principal import Principal
+from persona_service.kernel.principal import CONFINED_SCOPES, Principal
 
 
 def authorize(principal: Principal, *, scope: str, roles: Iterable[str], platform_admin: bool) -> None:
     if platform_admin and not principal.is_platform_admin:
         raise Forbidden("Only platform administrators may do this.")
+    if scope not in CONFINED_SCOPES and principal.scopes and principal.scopes <= CONFINED_SCOPES:
+        raise Forbidden("This credential may call only the endpoints made for it (SCIM).")
     if scope and scope not in principal.scopes:
         raise Forbidden(f"The credential lacks the `{scope}` scope.", {"requiredScope": scope})
     roles = tuple(roles)

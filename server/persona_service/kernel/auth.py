@@ -24,9 +24,9 @@ import jwt
 
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.errors import Forbidden, Unauthorized
-from persona_service.kernel.principal import ROLE_SCOPES, Principal
+from persona_service.kernel.principal import ROLE_SCOPES, Principal, with_implied
 
-KEY_PREFIXES = ("sk_live_", "sk_test_")
+KEY_PREFIXES = ("sk_live_", "sk_test_", "scim_")
 JWT_ISSUER = "persona-service"
 JWT_ALGORITHM = "HS256"
 
@@ -155,7 +155,7 @@ class Authenticator:
             org_id=key.org_id,
             workspace_id=key.workspace_id,
             user_id=key.user_id,
-            scopes=key.scopes,
+            scopes=with_implied(key.scopes),
             role=key.role,
             plan=key.plan,
             is_platform_admin=key.is_platform_admin,

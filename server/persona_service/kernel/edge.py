@@ -11,8 +11,10 @@ from string import Template
 from google.api import annotations_pb2
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import ServiceDescriptor
+from persona.v1 import options_pb2
 
 from persona_service.kernel.errors import CATALOGUE
+from persona_service.kernel.transport.errors import shaped_body
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 EDGE = ROOT / "edge"
@@ -81,20 +83,25 @@ def _dependencies_first(files: descriptor_pb2.FileDescriptorSet) -> descriptor_p
     return ordered
 
 
-def _local_reply_mappers(indent: str = "            ") -> str:
-    lines = []
-    for status, (code, message) in LOCAL_REPLIES.items():
-        body = {"error": {"code": code, "message": message, "details": {}}}
-        lines += [
-            f"{indent}- filter:",
-            f"{indent}    status_code_filter:",
-            f"{indent}      comparison:",
-            f"{indent}        op: EQ",
-            f"{indent}        value: {{default_value: {status}, runtime_key: persona.local_reply.s{status}}}",
-            f"{indent}  body_format_override:",
-            f"{indent}    json_format: {json.dumps(body)}",
-        ]
-    return "\n".join(lines)
+def _local_reply_mappers(shape_prefixes: dict[str, int] | None = None, indent: str = "            ") -> str:
+    """Envoy's own replies as the envelope; under a prefix that declares an
+    error shape, in that shape (those mappers come first: the first match wins)."""
+    mappers = []
+    prefixes = sorted((shape_prefixes or {}).items(), key=lambda item: len(item[0]), reverse=True)
+    for prefix, shape in [*prefixes, ("", options_pb2.ERROR_SHAPE_UNSPECIFIED)]:
+        for status, (code, message) in LOCAL_REPLIES.items():
+            envelope = json.dumps({"error": {"code": code, "message": message, "details": {}}})
+            body, content_type = shaped_body(envelope, status, shape)
+            by_status: dict = {"status_code_filter": {"comparison": {"op": "EQ", "value": {
+                "default_value": status, "runtime_key": f"persona.local_reply.s{status}"}}}}
+            by_path = {"header_filter": {"header": {"name": ":path", "string_match": {"prefix": prefix}}}}
+            mapper = {
+                "filter": {"and_filter": {"filters": [by_path, by_status]}} if prefix else by_status,
+                "body_format_override": {"json_format": json.loads(body),
+                                         **({"content_type": content_type} if content_type else {})},
+            }
+            mappers.append(f"{indent}- {json.dumps(mapper)}")
+    return "\n".join(mappers)
 
 
 def _endpoints(grpc_ports: list[int], health_ports: list[int], indent: str = "        ") -> str:
@@ -242,7 +249,8 @@ def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_
            listen_address: str, edge_secret: str, request_timeout: int = 30, max_connections: int = 10_000,
            access_log_style: str = "json",
            descriptor: pathlib.Path = DESCRIPTOR, lenient_query_prefixes: list[str] | None = None,
-           stream_ports: list[int] | None = None, streams: list[StreamRoute] | None = None) -> str:
+           stream_ports: list[int] | None = None, streams: list[StreamRoute] | None = None,
+           error_shape_prefixes: dict[str, int] | None = None) -> str:
     template = Template((EDGE / "envoy.yaml.in").read_text())
     return template.substitute(
         http_port=http_port,
@@ -257,6 +265,6 @@ def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_
         lua_path=str(EDGE / "envelope.lua"),
         transcoder=json.dumps(_transcoder(str(descriptor), services)),
         routes=_routes(str(descriptor), services, lenient_query_prefixes or [], streams or []),
-        local_reply_mappers=_local_reply_mappers(),
+        local_reply_mappers=_local_reply_mappers(error_shape_prefixes),
         clusters=_clusters(grpc_ports, stream_ports or grpc_ports),
     )

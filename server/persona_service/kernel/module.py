@@ -110,6 +110,11 @@ class Module:
     # (SCIM's `aadOptscim062020`): the edge ignores unknown ones there
     # instead of answering 400.
     lenient_query_prefixes: Sequence[str] = ()
+    # HTTP path prefixes whose replies from the edge itself (no such path, a
+    # method the path does not take, a malformed body) use an error shape
+    # (options.ErrorShape value) instead of the envelope: SCIM clients expect
+    # SCIM's error schema from every path under their base.
+    error_shape_prefixes: Mapping[str, int] = field(default_factory=dict)
     # A module outside proto/ (loaded with PERSONA_EXTRA_MODULES): the
     # FileDescriptorSet of its protos, imports included, which the edge adds
     # to gen/descriptor.binpb.
@@ -151,6 +156,7 @@ class Modules:
         _unique("setting", [name for s in sections for name in env_names(s)])
         self.credentials = _one("credentials", [m.credentials for m in self.all if m.credentials])
         self.lenient_query_prefixes = [p for m in self.all for p in m.lenient_query_prefixes]
+        self.error_shape_prefixes = {p: shape for m in self.all for p, shape in m.error_shape_prefixes.items()}
         self.descriptors = [m.descriptors for m in self.all if m.descriptors is not None]
         self.limit_overrides = _one("limit_overrides", [m.limit_overrides for m in self.all if m.limit_overrides])
 

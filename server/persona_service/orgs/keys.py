@@ -11,8 +11,8 @@ from persona_service.kernel.auth import hash_secret
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import Forbidden, NotFound, ValidationFailed, Violation
-from persona_service.kernel.principal import SCOPES, Principal
-from persona_service.orgs.keys_repository import KeyRepository
+from persona_service.kernel.principal import SCIM_SCOPE, SCOPES, Principal
+from persona_service.orgs.keys_repository import SCIM, KeyRepository
 from persona_service.orgs.records import ApiKeyRecord
 
 
@@ -68,3 +68,38 @@ class KeyService:
         if row is None:
             return self.get(principal, key_id), None  # already revoked (or 404)
         return row, self.repo.secret_hash(key_id)
+
+
+class ScimTokens:
+    """SCIM tokens: keys of the organization holding only `scim:provision`
+    (stored beside API keys, listed and revoked apart from them)."""
+
+    def __init__(self, conn, cursors: CursorCodec | None = None):
+        self.repo = KeyRepository(conn)
+        self.cursors = cursors
+
+    def create(self, principal: Principal, name: str) -> tuple[ApiKeyRecord, str]:
+        secret = f"scim_{secrets.token_urlsafe(32)}"
+        row = self.repo.create(
+            id=ids.new_id("api_key"), org_id=principal.org_id, workspace_id=principal.workspace_id,
+            created_by_user_id=principal.user_id, name=name, scopes=[SCIM_SCOPE], mode="live", prefix=secret[:12],
+            secret_hash=hash_secret(secret), ip_allowlist=[], purpose=SCIM,
+        )
+        return row, secret
+
+    def list(self, principal: Principal, limit: int, cursor: str):
+        return keyset_page(
+            self.cursors, f"scim-tokens:{principal.org_id}", limit, cursor,
+            lambda n, after: self.repo.list_page("", n, after, org_id=principal.org_id, purpose=SCIM), "created_at",
+            parameter="cursor",
+        )
+
+    def revoke(self, principal: Principal, token_id: str) -> tuple[ApiKeyRecord, str | None]:
+        """Revoke; returns the token and the hash to evict from credential caches."""
+        row = self.repo.revoke("", token_id, utcnow(), org_id=principal.org_id, purpose=SCIM)
+        if row is not None:
+            return row, self.repo.secret_hash(token_id)
+        existing = self.repo.get_token(principal.org_id, token_id)
+        if existing is None:
+            raise NotFound("SCIM token")
+        return existing, None

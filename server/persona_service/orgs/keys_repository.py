@@ -36,6 +36,9 @@ _by_hash = (
     .outerjoin(_members, (_members.c.org_id == _keys.c.org_id) & (_members.c.user_id == _keys.c.created_by_user_id))
 )
 
+# What a key is for: the keys API's keys, or SCIM tokens (ScimTokenService).
+API, SCIM = "api", "scim"
+
 _find_for_auth = _by_hash.where(_keys.c.secret_hash == bindparam("secret_hash"))
 
 _public_columns = [
@@ -70,26 +73,36 @@ class KeyRepository:
         stmt = insert(_keys).values(**values).returning(*_public_columns)
         return record(ApiKeyRecord, self.conn.execute(stmt).mappings().one())
 
+    def get_token(self, org_id: str, key_id: str) -> ApiKeyRecord | None:
+        stmt = select(*_public_columns).where(_keys.c.id == key_id, _keys.c.org_id == org_id, _keys.c.purpose == SCIM)
+        return record_or_none(ApiKeyRecord, self.conn.execute(stmt).mappings().first())
+
     def get(self, workspace_id: str, key_id: str) -> ApiKeyRecord | None:
-        stmt = select(*_public_columns).where(_keys.c.id == key_id, _keys.c.workspace_id == workspace_id)
+        stmt = select(*_public_columns).where(_keys.c.id == key_id, _keys.c.workspace_id == workspace_id,
+                                              _keys.c.purpose == API)
         return record_or_none(ApiKeyRecord, self.conn.execute(stmt).mappings().first())
 
     def secret_hash(self, key_id: str) -> str:
         return self.conn.execute(select(_keys.c.secret_hash).where(_keys.c.id == key_id)).scalar_one()
 
-    def list_page(self, workspace_id: str, limit: int, after: tuple[datetime, str] | None) -> list[ApiKeyRecord]:
-        """Newest first, keyset-paginated on (created_at, id) so inserts never shift a page."""
-        stmt = select(*_public_columns).where(_keys.c.workspace_id == workspace_id)
+    def list_page(self, workspace_id: str, limit: int, after: tuple[datetime, str] | None,
+                  *, org_id: str | None = None, purpose: str = API) -> list[ApiKeyRecord]:
+        """Newest first, keyset-paginated on (created_at, id) so inserts never shift a page:
+        a workspace's API keys, or (org_id, purpose=SCIM) an organization's SCIM tokens."""
+        where = _keys.c.org_id == org_id if org_id is not None else _keys.c.workspace_id == workspace_id
+        stmt = select(*_public_columns).where(where, _keys.c.purpose == purpose)
         if after is not None:
             created_at, key_id = after
             stmt = stmt.where(tuple_(_keys.c.created_at, _keys.c.id) < tuple_(created_at, key_id))
         stmt = stmt.order_by(_keys.c.created_at.desc(), _keys.c.id.desc()).limit(limit)
         return records(ApiKeyRecord, self.conn.execute(stmt).mappings())
 
-    def revoke(self, workspace_id: str, key_id: str, at: datetime) -> ApiKeyRecord | None:
+    def revoke(self, workspace_id: str, key_id: str, at: datetime, *, org_id: str | None = None,
+               purpose: str = API) -> ApiKeyRecord | None:
+        where = _keys.c.org_id == org_id if org_id is not None else _keys.c.workspace_id == workspace_id
         stmt = (
             update(_keys)
-            .where(_keys.c.id == key_id, _keys.c.workspace_id == workspace_id, _keys.c.revoked_at.is_(None))
+            .where(_keys.c.id == key_id, where, _keys.c.purpose == purpose, _keys.c.revoked_at.is_(None))
             .values(revoked_at=at)
             .returning(*_public_columns)
         )

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, any_, delete, func, insert, or_, select, update
 
 from persona_service.kernel.auth import MemberCredential
 from persona_service.kernel.db.base import table_of
@@ -59,12 +59,49 @@ class OrgRepository:
             .join(_users, _users.c.id == _members.c.user_id)
             .join(_orgs, _orgs.c.id == _members.c.org_id)
             .join(_workspaces, (_workspaces.c.org_id == _orgs.c.id) & (_workspaces.c.id == workspace_id))
-            .where(_members.c.org_id == org_id, _members.c.user_id == user_id)
+            .where(_members.c.org_id == org_id, _members.c.user_id == user_id, _members.c.suspended_at.is_(None),
+                   _members.c.workspace_ids.is_(None) | (_workspaces.c.id == any_(_members.c.workspace_ids)))
         )
         row = self.conn.execute(stmt).first()
         if row is None:
             return None
         return MemberCredential(role=row.role, plan=row.plan, is_platform_admin=row.is_platform_admin)
+
+    # --- provisioning (SCIM, through orgs.members.MemberDirectory) ---------------
+
+    def user_by_email(self, email: str) -> str | None:
+        return self.conn.execute(select(_users.c.id).where(func.lower(_users.c.email) == email.lower())).scalar()
+
+    def role_of(self, org_id: str, user_id: str) -> str | None:
+        stmt = select(_members.c.role).where(_members.c.org_id == org_id, _members.c.user_id == user_id)
+        return self.conn.execute(stmt).scalar()
+
+    def other_orgs(self, org_id: str, user_id: str) -> int:
+        stmt = select(func.count()).select_from(_members).where(_members.c.user_id == user_id,
+                                                                _members.c.org_id != org_id)
+        return self.conn.execute(stmt).scalar_one()
+
+    def update_user(self, user_id: str, **values) -> None:
+        self.conn.execute(update(_users).where(_users.c.id == user_id).values(**values))
+
+    def update_member(self, org_id: str, user_id: str, **values) -> None:
+        self.conn.execute(update(_members).where(_members.c.org_id == org_id, _members.c.user_id == user_id)
+                          .values(**values))
+
+    def revoke_keys(self, org_id: str, user_id: str, now) -> int:
+        return self.conn.execute(update(_keys).where(
+            _keys.c.org_id == org_id, _keys.c.created_by_user_id == user_id, _keys.c.revoked_at.is_(None),
+        ).values(revoked_at=now)).rowcount
+
+    def remove_member(self, org_id: str, user_id: str) -> int:
+        return self.conn.execute(delete(_members).where(
+            _members.c.org_id == org_id, _members.c.user_id == user_id)).rowcount
+
+    def workspace_by_ref(self, org_id: str, ref: str) -> str | None:
+        """A workspace of the org by id or slug."""
+        stmt = select(_workspaces.c.id).where(_workspaces.c.org_id == org_id,
+                                              or_(_workspaces.c.id == ref, _workspaces.c.slug == ref))
+        return self.conn.execute(stmt).scalar()
 
     def personal_data(self, org_id: str, user_id: str) -> dict[str, list[dict]]:
         """The user, their membership of the organization, and the API keys they created (never the hashes)."""
@@ -79,11 +116,8 @@ class OrgRepository:
     def erase_member(self, org_id: str, user_id: str, now) -> dict[str, int]:
         """Revoke the user's keys in the organization, end the membership, and
         anonymize the user once no organization knows them any more."""
-        revoked = self.conn.execute(update(_keys).where(
-            _keys.c.org_id == org_id, _keys.c.created_by_user_id == user_id, _keys.c.revoked_at.is_(None),
-        ).values(revoked_at=now)).rowcount
-        left = self.conn.execute(delete(_members).where(
-            _members.c.org_id == org_id, _members.c.user_id == user_id)).rowcount
+        revoked = self.revoke_keys(org_id, user_id, now)
+        left = self.remove_member(org_id, user_id)
         remaining = self.conn.execute(select(func.count()).select_from(_members).where(
             _members.c.user_id == user_id)).scalar_one()
         anonymized = 0

@@ -53,6 +53,10 @@ class Membership(Base):
     org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True)
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True)
     role: Mapped[str] = mapped_column(String(20), nullable=False)  # owner | admin | member
+    # Suspended (SCIM `active: false`): the membership authorizes nothing until resumed.
+    suspended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The workspaces the member may use; NULL: every workspace of the org (SCIM groups narrow it).
+    workspace_ids: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
     created_at: Mapped[datetime] = created_at_column()
 
 
@@ -71,6 +75,8 @@ class ApiKey(Base):
     ip_allowlist: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, default=list)
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # `api` (the keys API's) or `scim` (a SCIM token, listed and revoked through ScimTokenService).
+    purpose: Mapped[str] = mapped_column(String(8), nullable=False, server_default="api")
     created_at: Mapped[datetime] = created_at_column()
 
     __table_args__ = (Index("ix_api_keys_workspace_created", "workspace_id", "created_at", "id"),)

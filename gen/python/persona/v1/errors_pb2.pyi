@@ -32,6 +32,9 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_CODE_HEADERS_TOO_LARGE: _ClassVar[ErrorCode]
     ERROR_CODE_UNSUPPORTED_MEDIA_TYPE: _ClassVar[ErrorCode]
     ERROR_CODE_ASSET_EXPIRED: _ClassVar[ErrorCode]
+    ERROR_CODE_PRECONDITION_FAILED: _ClassVar[ErrorCode]
+    ERROR_CODE_NOT_IMPLEMENTED: _ClassVar[ErrorCode]
+    ERROR_CODE_METHOD_NOT_ALLOWED: _ClassVar[ErrorCode]
 ERROR_CODE_UNSPECIFIED: ErrorCode
 ERROR_CODE_UNAUTHORIZED: ErrorCode
 ERROR_CODE_FORBIDDEN: ErrorCode
@@ -54,6 +57,9 @@ ERROR_CODE_REQUEST_TIMEOUT: ErrorCode
 ERROR_CODE_HEADERS_TOO_LARGE: ErrorCode
 ERROR_CODE_UNSUPPORTED_MEDIA_TYPE: ErrorCode
 ERROR_CODE_ASSET_EXPIRED: ErrorCode
+ERROR_CODE_PRECONDITION_FAILED: ErrorCode
+ERROR_CODE_NOT_IMPLEMENTED: ErrorCode
+ERROR_CODE_METHOD_NOT_ALLOWED: ErrorCode
 
 class ErrorEnvelope(_message.Message):
     __slots__ = ("error",)

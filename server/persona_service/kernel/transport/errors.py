@@ -91,6 +91,11 @@ def shaped_body(envelope_body: str, status: int, shape: int) -> tuple[str, str |
         scim_type = error["details"].get("scimType")
         body = {"schemas": [SCIM_ERROR_SCHEMA], "status": str(status), "detail": error["message"],
                 **({"scimType": scim_type} if isinstance(scim_type, str) else {})}
+        if error["code"] == "validation_failed":
+            # The spec answers validation errors in the envelope, SCIM clients
+            # read SCIM's schema: both are there (only here; strict SCIM
+            # clients refuse members the schema does not name).
+            body["error"] = error
         return _dumps(body), SCIM_MEDIA_TYPE
     raise ValueError(f"unknown error shape {shape}")
 

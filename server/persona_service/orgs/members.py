@@ -1,0 +1,75 @@
+"""What provisioning (SCIM) may do to the organization's members, without
+touching the orgs tables: add people, keep their profile, suspend, resume,
+remove, and set the role and workspaces their groups grant. The owner's
+membership is never changed here. Callers broadcast `org:<id>` after the
+commit so cached credentials follow at once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection
+
+from persona_service.kernel import ids
+from persona_service.orgs.repository import OrgRepository
+
+OWNER = "owner"
+
+
+@dataclass(frozen=True, slots=True)
+class Provisioned:
+    user_id: str
+    # The person was already a member (created outside SCIM): the IdP now links them.
+    linked: bool
+
+
+class MemberDirectory:
+    def __init__(self, conn: Connection):
+        self.repo = OrgRepository(conn)
+
+    def provision(self, org_id: str, email: str, name: str) -> Provisioned:
+        """The member with this email, made one (role `member`) if they are not."""
+        user_id = self.repo.user_by_email(email)
+        if user_id is None:
+            user_id = ids.new_id("user")
+            self.repo.create_user(id=user_id, email=email, name=name, is_platform_admin=False)
+        linked = self.repo.role_of(org_id, user_id) is not None
+        if not linked:
+            self.repo.add_member(org_id, user_id, "member")
+        return Provisioned(user_id, linked)
+
+    def role_of(self, org_id: str, user_id: str) -> str | None:
+        return self.repo.role_of(org_id, user_id)
+
+    def update_profile(self, org_id: str, user_id: str, email: str, name: str) -> None:
+        """Keep the user record in step with the IdP, unless another organization
+        knows the person too (its IdP, or its people, own the record as much)."""
+        if self.repo.other_orgs(org_id, user_id):
+            return
+        if self.repo.user_by_email(email) not in (None, user_id):
+            return  # another person's address: keep ours rather than steal theirs
+        self.repo.update_user(user_id, email=email, name=name)
+
+    def set_active(self, org_id: str, user_id: str, active: bool, now: datetime) -> int:
+        """Suspend (revoking the member's API keys; returns how many) or resume."""
+        if self.repo.role_of(org_id, user_id) in (None, OWNER):
+            return 0
+        self.repo.update_member(org_id, user_id, suspended_at=None if active else now)
+        return 0 if active else self.repo.revoke_keys(org_id, user_id, now)
+
+    def remove(self, org_id: str, user_id: str, now: datetime) -> None:
+        if self.repo.role_of(org_id, user_id) == OWNER:
+            return
+        self.repo.revoke_keys(org_id, user_id, now)
+        self.repo.remove_member(org_id, user_id)
+
+    def grant(self, org_id: str, user_id: str, role: str, workspace_ids: list[str] | None) -> None:
+        """The role and workspaces the member's groups grant (never the owner's)."""
+        if self.repo.role_of(org_id, user_id) in (None, OWNER):
+            return
+        self.repo.update_member(org_id, user_id, role=role, workspace_ids=workspace_ids)
+
+    def workspace(self, org_id: str, ref: str) -> str | None:
+        """A workspace of the organization by id or slug."""
+        return self.repo.workspace_by_ref(org_id, ref)

@@ -1,0 +1,174 @@
+"""SCIM documents: a request's resource checked against its schema and put
+in canonical form (the schema's attribute names, booleans as booleans, plural
+attributes as lists, nulls dropped), and a stored resource rendered with
+`attributes` / `excludedAttributes` applied (RFC 7644 §3.9)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from persona_service.scim.errors import bad_request, invalid_value
+from persona_service.scim.schemas import Attribute, ResourceType
+
+# Attributes the service sets: ignored in requests (RFC 7643 §2.2 readOnly).
+_SERVER_SET = {"id", "meta", "schemas"}
+_TRUE, _FALSE = {"true"}, {"false"}
+
+
+def parse_json(data: bytes) -> Any:
+    try:
+        return json.loads(data or b"null")
+    except (ValueError, UnicodeDecodeError):
+        raise bad_request("invalidSyntax", "The body is not JSON.") from None
+
+
+def canonical(rt: ResourceType, raw: Any) -> dict[str, Any]:
+    """The resource in canonical form; 422 invalidValue listing every violation."""
+    if not isinstance(raw, dict):
+        raise invalid_value(f"The body must be a SCIM {rt.name} object.")
+    violations: list[dict[str, Any]] = []
+    doc: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key.lower() in _SERVER_SET or value is None:
+            continue
+        extension = rt.schema_for(key) if ":" in key else None
+        if extension is not None and extension is not rt.core:
+            if not isinstance(value, dict):
+                violations.append({"path": key, "code": "type", "expected": "complex"})
+                continue
+            sub = {}
+            for name, item in value.items():
+                attribute = extension.attribute(name)
+                if attribute is not None and item is not None:
+                    sub[attribute.name] = coerce(attribute, item, f"{key}:{name}", violations)
+            if sub := {k: v for k, v in sub.items() if v is not None}:
+                doc[extension.id] = sub
+            continue
+        attribute = rt.attribute(key)
+        if attribute is None or attribute.mutability == "readOnly" or attribute.returned == "never":
+            continue  # unknown attributes are ignored; readOnly ones are the server's; passwords never kept
+        coerced = coerce(attribute, value, attribute.name, violations)
+        if coerced is not None:
+            doc[attribute.name] = coerced
+    naming = doc.get(rt.naming)
+    if not isinstance(naming, str) or not naming.strip():
+        violations.append({"path": rt.naming, "code": "required"})
+    if violations:
+        raise invalid_value(f"The {rt.name} does not match its schema: " + ", ".join(
+            f"{v['path']} ({v['code']})" for v in violations), violations)
+    return doc
+
+
+def coerce(attribute: Attribute, value: Any, path: str, violations: list[dict[str, Any]]) -> Any:
+    """One attribute's value in canonical form (None: unassigned)."""
+    if attribute.multi_valued:
+        items = value if isinstance(value, list) else [value]
+        single = Attribute(attribute.name, attribute.type, False, attribute.case_exact, attribute.mutability,
+                           attribute.returned, attribute.sub_attributes)
+        values = [coerce(single, item, path, violations) for item in items if item is not None]
+        return [v for v in values if v is not None] or None
+    if attribute.type == "complex":
+        if not isinstance(value, dict):
+            violations.append({"path": path, "code": "type", "expected": "complex"})
+            return None
+        out = {}
+        for name, item in value.items():
+            sub = attribute.sub(name)
+            if sub is not None and item is not None and sub.returned != "never":
+                coerced = coerce(sub, item, f"{path}.{sub.name}", violations)
+                if coerced is not None:
+                    out[sub.name] = coerced
+        return out or None
+    if attribute.type == "boolean":
+        # Entra sends booleans as the strings "True" / "False".
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        if isinstance(value, bool):
+            return value
+    elif attribute.type == "integer":
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif attribute.type == "decimal":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value
+    elif isinstance(value, str):  # string, reference, binary, dateTime
+        return value
+    violations.append({"path": path, "code": "type", "expected": attribute.type})
+    return None
+
+
+def _split(names: str) -> list[str]:
+    return [n.strip() for n in names.split(",") if n.strip()]
+
+
+def project(rt: ResourceType, resource: dict[str, Any], attributes: str, excluded: str) -> dict[str, Any]:
+    """The resource with only the requested attributes (`id` and `schemas` always),
+    or without the excluded ones. Names may carry a sub-attribute and a schema URN."""
+    wanted, unwanted = _split(attributes), _split(excluded)
+    if not wanted and not unwanted:
+        return resource
+    if wanted:
+        out = {k: v for k, v in resource.items() if k in ("id", "schemas")}
+        for name in wanted:
+            _copy(rt, resource, out, name)
+        return out
+    out = json.loads(json.dumps(resource))
+    for name in unwanted:
+        _drop(rt, out, name)
+    return out
+
+
+def _locate(rt: ResourceType, name: str) -> tuple[str | None, str, str | None]:
+    """(extension URN or None, attribute, sub-attribute) of `[urn:]attr[.sub]`."""
+    uri = None
+    lowered = name.lower()
+    for schema in (rt.core, *rt.extensions):
+        if lowered.startswith(schema.id.lower() + ":"):
+            uri, name = (None if schema is rt.core else schema.id), name[len(schema.id) + 1:]
+            break
+    attr, _, sub = name.partition(".")
+    return uri, attr, sub or None
+
+
+def _host(resource: dict[str, Any], uri: str | None) -> dict[str, Any] | None:
+    found = resource.get(uri) if uri else resource
+    return found if isinstance(found, dict) else None
+
+
+def _key(host: dict[str, Any], name: str) -> str | None:
+    return next((k for k in host if k.lower() == name.lower()), None)
+
+
+def _copy(rt: ResourceType, resource: dict[str, Any], out: dict[str, Any], name: str) -> None:
+    uri, attr, sub = _locate(rt, name)
+    host = _host(resource, uri)
+    key = _key(host, attr) if host else None
+    if host is None or key is None:
+        return
+    target = out.setdefault(uri, {}) if uri else out
+    value = host[key]
+    if sub is None:
+        target[key] = value
+    elif isinstance(value, list):
+        target[key] = [{k: v for k, v in item.items() if k.lower() == sub.lower()} for item in value
+                       if isinstance(item, dict)]
+    elif isinstance(value, dict):
+        target.setdefault(key, {}).update({k: v for k, v in value.items() if k.lower() == sub.lower()})
+
+
+def _drop(rt: ResourceType, resource: dict[str, Any], name: str) -> None:
+    uri, attr, sub = _locate(rt, name)
+    attribute = rt.attribute(attr, uri)
+    if attribute is not None and attribute.returned == "always":
+        return
+    host = _host(resource, uri)
+    key = _key(host, attr) if host else None
+    if host is None or key is None:
+        return
+    if sub is None:
+        del host[key]
+        return
+    for item in host[key] if isinstance(host[key], list) else [host[key]]:
+        if isinstance(item, dict) and (found := _key(item, sub)) is not None:
+            del item[found]

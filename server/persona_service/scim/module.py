@@ -1,0 +1,18 @@
+"""SCIM 2.0 provisioning for identity providers (see proto/persona/v1/scim.proto)."""
+
+from persona.v1 import options_pb2, scim_pb2_grpc
+
+from persona_service.kernel.module import Module, ServiceBinding
+from persona_service.scim.servicer import BASE_PATH, ScimServicer, ScimTokenServicer
+
+MODULE = Module(
+    name="scim",
+    services=(
+        ServiceBinding("persona.v1.ScimService", ScimServicer, scim_pb2_grpc.add_ScimServiceServicer_to_server),
+        ServiceBinding("persona.v1.ScimTokenService", ScimTokenServicer,
+                       scim_pb2_grpc.add_ScimTokenServiceServicer_to_server),
+    ),
+    id_prefixes={"scim_group": "grp"},
+    lenient_query_prefixes=(BASE_PATH + "/",),
+    error_shape_prefixes={BASE_PATH + "/": options_pb2.ERROR_SHAPE_SCIM},
+)

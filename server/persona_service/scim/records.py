@@ -1,0 +1,35 @@
+"""Typed records of the SCIM module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ScimRecord:
+    """A stored User or Group: its canonical document and version."""
+
+    id: str
+    document: dict[str, Any]
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRef:
+    """A group a user is in (the user's readOnly `groups`)."""
+
+    user_id: str
+    group_id: str
+    display_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What one mapped group grants its members."""
+
+    role: str
+    workspace_id: str | None

@@ -1,0 +1,338 @@
+"""SCIM Users and Groups of one organization: the protocol's semantics on
+the repositories, and the organization's members kept in step through the
+orgs module's MemberDirectory. Services never commit; the caller broadcasts
+`org:<id>` after the commit (credentials follow the membership at once)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, desc
+
+from persona_service.kernel.clock import iso, utcnow
+from persona_service.kernel.errors import ApiError, NotFound
+from persona_service.kernel.ids import new_id
+from persona_service.orgs.members import OWNER, MemberDirectory
+from persona_service.scim.documents import canonical, parse_json, project
+from persona_service.scim.errors import bad_request, invalid_value, scim_error
+from persona_service.scim.filters import SqlFilter, parse_filter
+from persona_service.scim.patch import apply_patch
+from persona_service.scim.records import Grant, ScimRecord
+from persona_service.scim.repository import (
+    MembershipRepository,
+    ResourceRepository,
+    group_repository,
+    user_repository,
+)
+from persona_service.scim.schemas import GROUPS, MAX_RESULTS, SEARCH_REQUEST, USERS, ResourceType, list_response
+
+DEFAULT_COUNT = 100
+ROLES = ("admin", "member")
+# `persona:<workspace slug or id, or *>:<role>`: the naming rule for IdPs that push only group names.
+_MAPPED_NAME = re.compile(r"^persona:([^:]+):([^:]+)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Query:
+    """A list or search request (RFC 7644 §3.4.2)."""
+
+    filter: str = ""
+    start_index: int = 1
+    count: int = DEFAULT_COUNT
+    attributes: str = ""
+    excluded_attributes: str = ""
+    sort_by: str = ""
+    sort_order: str = ""
+
+    @classmethod
+    def from_search(cls, body: Any) -> Query:
+        if not isinstance(body, dict):
+            raise invalid_value("A search needs a SearchRequest object.")
+        schemas = body.get("schemas")
+        if schemas is not None and SEARCH_REQUEST not in schemas:
+            raise invalid_value(f"A search's schemas must be [{SEARCH_REQUEST!r}].")
+
+        def names(value: Any) -> str:
+            return ",".join(value) if isinstance(value, list) else str(value or "")
+
+        try:
+            start = int(body.get("startIndex") or 1)
+            count = int(body["count"]) if body.get("count") is not None else DEFAULT_COUNT
+        except (TypeError, ValueError):
+            raise invalid_value("startIndex and count are integers.") from None
+        return cls(str(body.get("filter") or ""), start, count, names(body.get("attributes")),
+                   names(body.get("excludedAttributes")), str(body.get("sortBy") or ""),
+                   str(body.get("sortOrder") or ""))
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A resource as SCIM answers it, with its HTTP validators."""
+
+    body: dict[str, Any]
+    etag: str
+    location: str
+
+
+def etag_of(version: int) -> str:
+    return f'W/"{version}"'
+
+
+def check_if_match(if_match: str | None, row: ScimRecord) -> None:
+    """RFC 7644 §3.14: a write whose If-Match names another version answers 412."""
+    if not if_match or if_match.strip() == "*":
+        return
+    tags = {t.strip() for t in if_match.split(",")}
+    current = etag_of(row.version)
+    if current not in tags and current.removeprefix("W/") not in tags:
+        raise scim_error("precondition_failed", None, "The resource has changed (its ETag is now "
+                         f"{current}).", currentVersion=current)
+
+
+class Resources:
+    """The protocol part Users and Groups share."""
+
+    rt: ResourceType
+
+    def __init__(self, conn: Connection, org_id: str, base: str, repo: ResourceRepository):
+        self.conn, self.org_id, self.base, self.repo = conn, org_id, base, repo
+        self.members = MembershipRepository(conn)
+        self.directory = MemberDirectory(conn)
+
+    # --- reading ------------------------------------------------------------------
+
+    def location(self, resource_id: str) -> str:
+        return f"{self.base}{self.rt.endpoint}/{resource_id}"
+
+    def render(self, row: ScimRecord, extra: dict[str, Any] | None = None) -> Rendered:
+        doc = row.document
+        schemas = [self.rt.core.id, *(s.id for s in self.rt.extensions if s.id in doc)]
+        body = {"schemas": schemas, "id": row.id, **doc, **(extra or {}), "meta": {
+            "resourceType": self.rt.name, "created": iso(row.created_at), "lastModified": iso(row.updated_at),
+            "location": self.location(row.id), "version": etag_of(row.version),
+        }}
+        return Rendered(body, etag_of(row.version), self.location(row.id))
+
+    def render_many(self, rows: list[ScimRecord]) -> list[Rendered]:
+        return [self.render(r) for r in rows]
+
+    def existing(self, resource_id: str, *, for_update: bool = False) -> ScimRecord:
+        row = self.repo.get(self.org_id, resource_id, for_update=for_update)
+        if row is None:
+            raise NotFound(self.rt.name.lower())
+        return row
+
+    def get(self, resource_id: str, attributes: str = "", excluded: str = "") -> Rendered:
+        rendered = self.render_many([self.existing(resource_id)])[0]
+        return Rendered(project(self.rt, rendered.body, attributes, excluded), rendered.etag, rendered.location)
+
+    def find(self, query: Query) -> dict[str, Any]:
+        where = SqlFilter(self.rt, self.repo.document, self.repo.columns).where(
+            parse_filter(query.filter)) if query.filter.strip() else None
+        start = max(1, query.start_index)
+        count = min(max(0, query.count), MAX_RESULTS)
+        rows, total = self.repo.page(self.org_id, where, self._order(query), start - 1, count)
+        resources = [project(self.rt, r.body, query.attributes, query.excluded_attributes)
+                     for r in self.render_many(rows)]
+        return list_response(resources, total, start)
+
+    def _order(self, query: Query) -> list[Any]:
+        if not query.sort_by:
+            return []
+        node = parse_filter(f"{query.sort_by} pr")  # the same attribute rules as filters
+        column = SqlFilter(self.rt, self.repo.document, self.repo.columns).sort_key(node)
+        descending = query.sort_order.lower() == "descending"
+        if query.sort_order and query.sort_order.lower() not in ("ascending", "descending"):
+            raise bad_request("invalidValue", "sortOrder is `ascending` or `descending`.")
+        return [desc(column).nulls_last() if descending else column.asc().nulls_last()]
+
+    # --- writing ------------------------------------------------------------------
+
+    def _unique(self, name: str, resource_id: str | None = None) -> None:
+        holder = self.repo.named(self.org_id, name)
+        if holder is not None and holder != resource_id:
+            raise scim_error("state_conflict", "uniqueness", f"A {self.rt.name} with {self.rt.naming} "
+                             f"{name!r} exists.", conflictField=self.rt.naming)
+
+    def create(self, data: bytes) -> Rendered:
+        doc = canonical(self.rt, parse_json(data))
+        self._unique(doc[self.rt.naming])
+        return self.render(self._create(doc))
+
+    def replace(self, resource_id: str, data: bytes, if_match: str | None) -> Rendered:
+        row = self.existing(resource_id, for_update=True)
+        check_if_match(if_match, row)
+        return self._write(row, canonical(self.rt, parse_json(data)))
+
+    def patch(self, resource_id: str, data: bytes, if_match: str | None) -> Rendered:
+        row = self.existing(resource_id, for_update=True)
+        check_if_match(if_match, row)
+        return self._write(row, apply_patch(self.rt, row.document, parse_json(data)))
+
+    def _write(self, row: ScimRecord, doc: dict[str, Any]) -> Rendered:
+        self._unique(doc[self.rt.naming], row.id)
+        if doc == row.document:
+            return self.render(row)  # nothing changed: same version, same ETag
+        return self.render(self._update(row, doc))
+
+    def delete(self, resource_id: str, if_match: str | None) -> None:
+        row = self.existing(resource_id, for_update=True)
+        check_if_match(if_match, row)
+        self._delete(row)
+
+    def _create(self, doc: dict[str, Any]) -> ScimRecord:
+        raise NotImplementedError
+
+    def _update(self, row: ScimRecord, doc: dict[str, Any]) -> ScimRecord:
+        raise NotImplementedError
+
+    def _delete(self, row: ScimRecord) -> None:
+        raise NotImplementedError
+
+    # --- what groups grant ----------------------------------------------------------
+
+    def regrant(self, user_ids: set[str]) -> None:
+        """Each user's role and workspaces, from the mapped groups they are in."""
+        for user_id in user_ids:
+            grants = self.members.grants(self.org_id, user_id)
+            role = "admin" if any(g.role == "admin" for g in grants) else "member"
+            scoped = grants and all(g.workspace_id for g in grants)
+            workspaces = sorted({g.workspace_id for g in grants if g.workspace_id}) if scoped else None
+            self.directory.grant(self.org_id, user_id, role, workspaces)
+
+
+def _email(doc: dict[str, Any]) -> str:
+    emails = [e for e in doc.get("emails") or [] if isinstance(e.get("value"), str)]
+    emails.sort(key=lambda e: not e.get("primary"))
+    if emails:
+        return emails[0]["value"]
+    name = doc["userName"]
+    return name if "@" in name else f"scim-{uuid.uuid4().hex}@scim.invalid"
+
+
+def _display(doc: dict[str, Any]) -> str:
+    name = doc.get("name") or {}
+    given = " ".join(p for p in (name.get("givenName"), name.get("familyName")) if p)
+    return (doc.get("displayName") or name.get("formatted") or given or doc["userName"])[:200]
+
+
+class Users(Resources):
+    rt = USERS
+
+    def __init__(self, conn: Connection, org_id: str, base: str):
+        super().__init__(conn, org_id, base, user_repository(conn))
+
+    def render_many(self, rows: list[ScimRecord]) -> list[Rendered]:
+        groups: dict[str, list[dict[str, str]]] = {}
+        for ref in self.members.groups_of(self.org_id, [r.id for r in rows]):
+            groups.setdefault(ref.user_id, []).append({
+                "value": ref.group_id, "display": ref.display_name, "$ref": f"{self.base}/Groups/{ref.group_id}",
+                "type": "direct"})
+        return [self.render(r, {"groups": groups[r.id]} if r.id in groups else None) for r in rows]
+
+    def _columns(self, doc: dict[str, Any]) -> dict[str, Any]:
+        return {"user_name": doc["userName"], "external_id": doc.get("externalId"),
+                "display_name": doc.get("displayName"), "active": doc.get("active", True), "document": doc}
+
+    def _create(self, doc: dict[str, Any]) -> ScimRecord:
+        provisioned = self.directory.provision(self.org_id, _email(doc), _display(doc))
+        if self.repo.get(self.org_id, provisioned.user_id) is not None:
+            raise scim_error("state_conflict", "uniqueness", "Another SCIM user has this email address.",
+                             conflictField="emails")
+        self._activate(provisioned.user_id, doc.get("active", True))
+        return self.repo.insert(org_id=self.org_id, id=provisioned.user_id, **self._columns(doc))
+
+    def _update(self, row: ScimRecord, doc: dict[str, Any]) -> ScimRecord:
+        self._activate(row.id, doc.get("active", True))
+        self.directory.update_profile(self.org_id, row.id, _email(doc), _display(doc))
+        return self.repo.update(self.org_id, row.id, **self._columns(doc))
+
+    def _activate(self, user_id: str, active: bool) -> None:
+        if not active and self.directory.role_of(self.org_id, user_id) == OWNER:
+            raise bad_request("mutability", "The organization's owner cannot be deactivated through SCIM.")
+        self.directory.set_active(self.org_id, user_id, active, utcnow())
+
+    def _delete(self, row: ScimRecord) -> None:
+        if self.directory.role_of(self.org_id, row.id) == OWNER:
+            raise bad_request("mutability", "The organization's owner cannot be deleted through SCIM.")
+        groups = group_repository(self.conn)
+        for group_id in self.members.groups_with(self.org_id, row.id):
+            group = groups.get(self.org_id, group_id, for_update=True)
+            if group is not None:
+                doc = {**group.document, "members": [m for m in group.document.get("members", [])
+                                                     if m.get("value") != row.id]}
+                groups.update(self.org_id, group_id, document={k: v for k, v in doc.items() if v})
+        self.members.drop_user(self.org_id, row.id)
+        self.repo.delete(self.org_id, row.id)
+        self.directory.remove(self.org_id, row.id, utcnow())
+
+
+class Groups(Resources):
+    rt = GROUPS
+
+    def __init__(self, conn: Connection, org_id: str, base: str):
+        super().__init__(conn, org_id, base, group_repository(conn))
+
+    def _grant(self, doc: dict[str, Any]) -> Grant | None:
+        """What the group's name maps to (see scim.proto), or None for a plain group."""
+        found = _MAPPED_NAME.match(doc["displayName"].strip())
+        if found is None:
+            return None
+        workspace, role = found.group(1).strip(), found.group(2).strip().lower()
+        if role not in ROLES:
+            raise invalid_value(f"A mapped group's role is one of {', '.join(ROLES)}, not {role!r}.",
+                                [{"path": "displayName", "code": "one_of", "expected": {"oneOf": list(ROLES)}}])
+        if workspace == "*":
+            return Grant(role, None)
+        workspace_id = self.directory.workspace(self.org_id, workspace)
+        if workspace_id is None:
+            raise invalid_value(f"The organization has no workspace {workspace!r}.",
+                                [{"path": "displayName", "code": "not_found", "value": workspace}])
+        return Grant(role, workspace_id)
+
+    def _member_ids(self, doc: dict[str, Any]) -> set[str]:
+        wanted = {m["value"] for m in doc.get("members", []) if isinstance(m.get("value"), str)}
+        if any(not isinstance(m.get("value"), str) for m in doc.get("members", [])):
+            raise invalid_value("Every member needs a `value` (a user id).")
+        unknown = sorted(wanted - self.members.known_users(self.org_id, wanted))
+        if unknown:
+            raise invalid_value("Members must be SCIM users of the organization.",
+                                [{"path": "members", "code": "not_found", "value": v} for v in unknown])
+        return wanted
+
+    def _columns(self, doc: dict[str, Any]) -> dict[str, Any]:
+        return {"display_name": doc["displayName"], "external_id": doc.get("externalId"), "document": doc}
+
+    def _create(self, doc: dict[str, Any]) -> ScimRecord:
+        grant, members = self._grant(doc), self._member_ids(doc)
+        row = self.repo.insert(org_id=self.org_id, id=new_id("scim_group"), **self._columns(doc))
+        self._settle(row.id, grant, set(), members)
+        return row
+
+    def _update(self, row: ScimRecord, doc: dict[str, Any]) -> ScimRecord:
+        grant, members = self._grant(doc), self._member_ids(doc)
+        updated = self.repo.update(self.org_id, row.id, **self._columns(doc))
+        self._settle(row.id, grant, self.members.members(row.id), members)
+        return updated
+
+    def _delete(self, row: ScimRecord) -> None:
+        before = self.members.members(row.id)
+        self.repo.delete(self.org_id, row.id)
+        self.regrant(before)
+
+    def _settle(self, group_id: str, grant: Grant | None, before: set[str], after: set[str]) -> None:
+        self.members.set_grant(self.org_id, group_id, grant)
+        self.members.set_members(self.org_id, group_id, after)
+        self.regrant(before | after)
+
+
+def resources_for(kind: str, conn: Connection, org_id: str, base: str) -> Resources:
+    return (Users if kind == "User" else Groups)(conn, org_id, base)
+
+
+def not_supported(_: Any = None) -> ApiError:
+    return scim_error("not_implemented", None, "Searching every resource type at once is not supported: "
+                      "search /Users/.search or /Groups/.search.")

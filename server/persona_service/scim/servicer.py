@@ -1,0 +1,209 @@
+"""SCIM over gRPC: bodies in and out as `application/scim+json` HttpBody,
+ETag / Location / status through the request context, If-Match from the
+request metadata. Every write broadcasts `org:<id>` after its commit, so a
+deactivated or regranted member's cached credentials go at once."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.api import httpbody_pb2
+from persona.v1 import scim_pb2, scim_pb2_grpc
+
+from persona_service.files.storage import public_url
+from persona_service.kernel.errors import ApiError, NotFound
+from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.convert import page_limit, timestamp
+from persona_service.orgs.keys import ScimTokens
+from persona_service.orgs.records import ApiKeyRecord
+from persona_service.scim.documents import parse_json
+from persona_service.scim.schemas import (
+    RESOURCE_TYPES,
+    SCHEMAS,
+    list_response,
+    resource_type_document,
+    schema_document,
+    service_provider_config,
+)
+from persona_service.scim.service import Query, Rendered, Resources, not_supported, resources_for
+
+SCIM_MEDIA_TYPE = "application/scim+json"
+BASE_PATH = "/v1/auth/scim/v2"
+_JSON_TYPES = (SCIM_MEDIA_TYPE, "application/json")
+
+
+def _body(payload: dict[str, Any]) -> httpbody_pb2.HttpBody:
+    return httpbody_pb2.HttpBody(content_type=SCIM_MEDIA_TYPE, data=json.dumps(payload).encode())
+
+
+def _sent(body: httpbody_pb2.HttpBody) -> bytes:
+    media = body.content_type.split(";")[0].strip().lower()
+    if body.data and media not in _JSON_TYPES:
+        raise ApiError(f"Send {SCIM_MEDIA_TYPE} (or application/json), not {media or 'no content type'}.",
+                       {"scimType": "invalidSyntax"}, code="unsupported_media_type")
+    return body.data
+
+
+class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
+    def __init__(self, app):
+        self.app = app
+
+    def _base(self) -> str:
+        return public_url(self.app) + BASE_PATH
+
+    def _resources(self, kind: str) -> Resources:
+        ctx = current()
+        return resources_for(kind, ctx.conn, ctx.caller.org_id, self._base())
+
+    @staticmethod
+    def _answer(rendered: Rendered, status: int | None = None) -> httpbody_pb2.HttpBody:
+        extra = {"location": rendered.location} if status == 201 else {}
+        current().respond(status, etag=rendered.etag, **extra)
+        return _body(rendered.body)
+
+    def _changed(self) -> None:
+        ctx = current()
+        org_id = ctx.caller.org_id
+        ctx.after_commit.append(lambda: self.app.invalidate(f"org:{org_id}"))
+
+    @staticmethod
+    def _if_match(context) -> str | None:
+        return dict(context.invocation_metadata()).get("if-match")
+
+    # --- discovery ----------------------------------------------------------------------
+
+    def GetServiceProviderConfig(self, request, context):
+        return _body(service_provider_config(self._base()))
+
+    def ListResourceTypes(self, request, context):
+        types = [resource_type_document(rt, self._base()) for rt in RESOURCE_TYPES.values()]
+        return _body(list_response(types, len(types)))
+
+    def GetResourceType(self, request, context):
+        rt = RESOURCE_TYPES.get(request.id)
+        if rt is None:
+            raise NotFound("resource type")
+        return _body(resource_type_document(rt, self._base()))
+
+    def ListSchemas(self, request, context):
+        schemas = [schema_document(s, self._base()) for s in SCHEMAS.values()]
+        return _body(list_response(schemas, len(schemas)))
+
+    def GetSchema(self, request, context):
+        schema = SCHEMAS.get(request.id)
+        if schema is None:
+            raise NotFound("schema")
+        return _body(schema_document(schema, self._base()))
+
+    # --- Users and Groups -------------------------------------------------------------------
+
+    def _create(self, kind: str, request) -> httpbody_pb2.HttpBody:
+        rendered = self._resources(kind).create(_sent(request.body))
+        self._changed()
+        return self._answer(rendered, 201)
+
+    def _get(self, kind: str, request) -> httpbody_pb2.HttpBody:
+        return self._answer(self._resources(kind).get(request.id, request.attributes, request.excluded_attributes))
+
+    def _list(self, kind: str, request) -> httpbody_pb2.HttpBody:
+        query = Query(request.filter, request.start_index if request.HasField("start_index") else 1,
+                      request.count if request.HasField("count") else Query.count, request.attributes,
+                      request.excluded_attributes, request.sort_by, request.sort_order)
+        return _body(self._resources(kind).find(query))
+
+    def _search(self, kind: str, request) -> httpbody_pb2.HttpBody:
+        return _body(self._resources(kind).find(Query.from_search(parse_json(_sent(request.body)))))
+
+    def _replace(self, kind: str, request, context) -> httpbody_pb2.HttpBody:
+        rendered = self._resources(kind).replace(request.id, _sent(request.body), self._if_match(context))
+        self._changed()
+        return self._answer(rendered)
+
+    def _patch(self, kind: str, request, context) -> httpbody_pb2.HttpBody:
+        rendered = self._resources(kind).patch(request.id, _sent(request.body), self._if_match(context))
+        self._changed()
+        return self._answer(rendered)
+
+    def _delete(self, kind: str, request, context) -> httpbody_pb2.HttpBody:
+        self._resources(kind).delete(request.id, self._if_match(context))
+        self._changed()
+        current().respond(204)
+        return httpbody_pb2.HttpBody(content_type=SCIM_MEDIA_TYPE)
+
+    def CreateScimUser(self, request, context):
+        return self._create("User", request)
+
+    def GetScimUser(self, request, context):
+        return self._get("User", request)
+
+    def ListScimUsers(self, request, context):
+        return self._list("User", request)
+
+    def SearchScimUsers(self, request, context):
+        return self._search("User", request)
+
+    def ReplaceScimUser(self, request, context):
+        return self._replace("User", request, context)
+
+    def PatchScimUser(self, request, context):
+        return self._patch("User", request, context)
+
+    def DeleteScimUser(self, request, context):
+        return self._delete("User", request, context)
+
+    def CreateScimGroup(self, request, context):
+        return self._create("Group", request)
+
+    def GetScimGroup(self, request, context):
+        return self._get("Group", request)
+
+    def ListScimGroups(self, request, context):
+        return self._list("Group", request)
+
+    def SearchScimGroups(self, request, context):
+        return self._search("Group", request)
+
+    def ReplaceScimGroup(self, request, context):
+        return self._replace("Group", request, context)
+
+    def PatchScimGroup(self, request, context):
+        return self._patch("Group", request, context)
+
+    def DeleteScimGroup(self, request, context):
+        return self._delete("Group", request, context)
+
+    def RejectDiscoveryWrite(self, request, context):
+        err = ApiError(code="method_not_allowed")
+        err.headers["allow"] = "GET"
+        raise err
+
+    def SearchScimResources(self, request, context):
+        raise not_supported()
+
+
+def scim_token(row: ApiKeyRecord) -> scim_pb2.ScimToken:
+    return scim_pb2.ScimToken(id=row.id, name=row.name, prefix=row.prefix, created_at=timestamp(row.created_at),
+                              revoked_at=timestamp(row.revoked_at))
+
+
+class ScimTokenServicer(scim_pb2_grpc.ScimTokenServiceServicer):
+    def __init__(self, app):
+        self.app = app
+
+    def CreateScimToken(self, request, context):
+        ctx = current()
+        row, secret = ScimTokens(ctx.conn).create(ctx.caller, request.name)
+        return scim_pb2.CreateScimTokenResponse(token=scim_token(row), secret=secret)
+
+    def ListScimTokens(self, request, context):
+        ctx = current()
+        rows, cursor = ScimTokens(ctx.conn, self.app.cursors).list(ctx.caller, page_limit(request), request.cursor)
+        return scim_pb2.ListScimTokensResponse(items=[scim_token(r) for r in rows], next_cursor=cursor)
+
+    def RevokeScimToken(self, request, context):
+        ctx = current()
+        row, secret_hash = ScimTokens(ctx.conn).revoke(ctx.caller, request.id)
+        if secret_hash is not None:
+            ctx.after_commit.append(lambda: self.app.invalidate("cred:key:" + secret_hash))
+        return scim_token(row)

@@ -1,0 +1,67 @@
+"""Tables of this module (the schema is owned by the Alembic migrations)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Boolean, DateTime, ForeignKey, Index, Integer, String, Text, func, text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from persona_service.kernel.db.base import Base, created_at_column
+
+
+class ScimUser(Base):
+    """A user the organization's IdP provisioned: the SCIM document as sent
+    (less `password`), with the attributes filters hit most as columns."""
+
+    __tablename__ = "scim_users"
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True)
+    # The SCIM id is the user's id (`usr_...`).
+    id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    user_name: Mapped[str] = mapped_column(String(320), nullable=False)
+    external_id: Mapped[str | None] = mapped_column(String(320))
+    display_name: Mapped[str | None] = mapped_column(String(320))
+    active: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
+    document: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False)
+    version: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
+    created_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
+
+    __table_args__ = (
+        Index("uq_scim_users_user_name", "org_id", text("lower(user_name)"), unique=True),
+        Index("ix_scim_users_created", "org_id", "created_at", "id"),
+        Index("ix_scim_users_external_id", "org_id", "external_id"),
+    )
+
+
+class ScimGroup(Base):
+    __tablename__ = "scim_groups"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False)
+    display_name: Mapped[str] = mapped_column(String(320), nullable=False)
+    external_id: Mapped[str | None] = mapped_column(String(320))
+    # What the group grants (see scim.proto): a role, and a workspace (NULL: every workspace).
+    role: Mapped[str | None] = mapped_column(String(20))
+    workspace_id: Mapped[str | None] = mapped_column(String(40))
+    document: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False)
+    version: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
+    created_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
+
+    __table_args__ = (
+        Index("uq_scim_groups_display_name", "org_id", text("lower(display_name)"), unique=True),
+        Index("ix_scim_groups_created", "org_id", "created_at", "id"),
+    )
+
+
+class ScimGroupMember(Base):
+    """Who is in a group (the group's `members` as sent stay in its document)."""
+
+    __tablename__ = "scim_group_members"
+    group_id: Mapped[str] = mapped_column(ForeignKey("scim_groups.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    org_id: Mapped[str] = mapped_column(String(40), nullable=False)
+
+    __table_args__ = (Index("ix_scim_group_members_user", "org_id", "user_id"),)
