@@ -15,3 +15,10 @@ def scim_token(http, org) -> str:
     r = http.post("/v1/auth/scim/tokens", json={"name": "Okta"}, headers=org.auth)
     assert r.status_code == 200, r.text
     return r.json()["secret"]
+
+
+@pytest.fixture(scope="module")
+def scim(http, scim_token):
+    from scim_client import Scim
+
+    return Scim(http, scim_token)

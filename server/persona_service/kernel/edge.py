@@ -129,6 +129,9 @@ def _transcoder(descriptor: str, services: list[str], lenient_query: bool = Fals
         "proto_descriptor": descriptor,
         "services": services,
         "convert_grpc_status": False,
+        # Query strings as browsers and HTTP clients encode them: `+` is a space
+        # (SCIM filters: `filter=userName+eq+"ada"`).
+        "query_param_unescape_plus": True,
         "print_options": {
             "always_print_primitive_fields": True,
             "preserve_proto_field_names": False,

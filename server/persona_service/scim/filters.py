@@ -29,6 +29,7 @@ from sqlalchemy import (
     String,
     and_,
     cast,
+    column,
     exists,
     false,
     func,
@@ -140,7 +141,7 @@ class SqlFilter:
 
     def _elements(self, uri: str | None, attribute: Attribute):
         return func.jsonb_array_elements(func.coalesce(self._json(uri, attribute), cast(literal("[]"), JSONB))
-                                         ).table_valued("value")
+                                         ).table_valued(column("value", JSONB))
 
 
 def _leaf(attribute: Attribute, sub: str | None) -> Attribute:

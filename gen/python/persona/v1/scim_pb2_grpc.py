@@ -44,17 +44,17 @@ class ScimServiceStub:
     (400 `mutability`). The whole SCIM document (name, emails, enterprise
     extension, ...) is kept as sent, except `password`, which is never
     stored or returned.
-    - SCIM Groups grant roles and workspaces to their members. A group maps to
-    a role and a workspace by the extension
-    `urn:ietf:params:scim:schemas:extension:persona:2.0:Group`
-    (`role`: `admin` or `member`; `workspace`: a workspace slug or id), or,
-    for IdPs that push only names (Okta, Entra), by a `displayName` of the
-    form `persona:<workspace slug or *>:<role>` (e.g. `persona:*:admin`,
-    `persona:research:member`). A user's role is the highest their groups
-    grant (`member` without one); a user whose mapped groups all name
-    workspaces may use only those workspaces (sessions for another answer
-    401); otherwise every workspace. Other groups are plain directory groups.
-    The owner's role is never changed.
+    - SCIM Groups grant roles and workspaces to their members by a naming
+    rule, since IdPs push only a group's `displayName` and `members` (Okta,
+    Entra): a group named `persona:<workspace slug or id, or *>:<role>`
+    (role `admin` or `member`; e.g. `persona:*:admin`,
+    `persona:research:member`) is mapped; a name of that form with another
+    role or an unknown workspace answers 422; any other name is a plain
+    directory group. A user's role is the highest their mapped groups grant
+    (`member` without one). A user whose mapped groups all name workspaces
+    may use only those (a session for another workspace answers 401);
+    otherwise every workspace of the organization. The owner's role is
+    never changed. Members must be SCIM users of the organization.
     - ETags are weak versions (`W/"<n>"`), bumped on every change.
     Everything SCIM changes is audited (`scim_user.*`, `scim_group.*`).
 
@@ -194,17 +194,17 @@ class ScimServiceServicer:
     (400 `mutability`). The whole SCIM document (name, emails, enterprise
     extension, ...) is kept as sent, except `password`, which is never
     stored or returned.
-    - SCIM Groups grant roles and workspaces to their members. A group maps to
-    a role and a workspace by the extension
-    `urn:ietf:params:scim:schemas:extension:persona:2.0:Group`
-    (`role`: `admin` or `member`; `workspace`: a workspace slug or id), or,
-    for IdPs that push only names (Okta, Entra), by a `displayName` of the
-    form `persona:<workspace slug or *>:<role>` (e.g. `persona:*:admin`,
-    `persona:research:member`). A user's role is the highest their groups
-    grant (`member` without one); a user whose mapped groups all name
-    workspaces may use only those workspaces (sessions for another answer
-    401); otherwise every workspace. Other groups are plain directory groups.
-    The owner's role is never changed.
+    - SCIM Groups grant roles and workspaces to their members by a naming
+    rule, since IdPs push only a group's `displayName` and `members` (Okta,
+    Entra): a group named `persona:<workspace slug or id, or *>:<role>`
+    (role `admin` or `member`; e.g. `persona:*:admin`,
+    `persona:research:member`) is mapped; a name of that form with another
+    role or an unknown workspace answers 422; any other name is a plain
+    directory group. A user's role is the highest their mapped groups grant
+    (`member` without one). A user whose mapped groups all name workspaces
+    may use only those (a session for another workspace answers 401);
+    otherwise every workspace of the organization. The owner's role is
+    never changed. Members must be SCIM users of the organization.
     - ETags are weak versions (`W/"<n>"`), bumped on every change.
     Everything SCIM changes is audited (`scim_user.*`, `scim_group.*`).
 
@@ -214,7 +214,9 @@ class ScimServiceServicer:
     """
 
     def GetServiceProviderConfig(self, request, context):
-        """The ServiceProviderConfig (RFC 7643 §5): PATCH, filter (max 1000 results), ETags and sorting supported; bulk and password change not. Other methods on discovery paths answer 405.
+        """The ServiceProviderConfig (RFC 7643 §5): PATCH, filter (max 1000 results),
+        ETags and sorting supported; bulk and password change not. Other methods
+        on discovery paths answer 405.
 
         Auth: scope `scim:provision`.
         """
@@ -223,7 +225,8 @@ class ScimServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListResourceTypes(self, request, context):
-        """The resource types, User (with the enterprise extension) and Group (with the persona extension), as a ListResponse.
+        """The resource types, User (with the enterprise extension) and Group, as
+        a ListResponse.
 
         Auth: scope `scim:provision`.
         """
@@ -260,7 +263,11 @@ class ScimServiceServicer:
 
     def CreateScimUser(self, request, context):
         """Creates a user (RFC 7644 §3.3) from an `application/scim+json` body:
-        201 with the resource, `Location` and `ETag`. `userName` is required and unique in the organization (case-insensitive); 409 `uniqueness` otherwise. A userName or primary email that names a member the IdP has not provisioned yet links that member instead (Okta looks users up by `userName eq` first, but not every IdP does).
+        201 with the resource, `Location` and `ETag`. `userName` is required and
+        unique in the organization (case-insensitive); 409 `uniqueness` otherwise.
+        A userName or primary email that names a member the IdP has not
+        provisioned yet links that member instead (Okta looks users up by
+        `userName eq` first, but not every IdP does).
         A body that breaks the schema answers 422 `validation_failed`, scimType
         `invalidValue`, in both shapes (the envelope's `error` beside SCIM's
         error schema); a body that is not JSON answers 400 `invalidSyntax`.
@@ -309,7 +316,10 @@ class ScimServiceServicer:
     def ReplaceScimUser(self, request, context):
         """Replaces a user (PUT, RFC 7644 §3.5.1): what the body leaves out is
         cleared. `If-Match` with an ETag other than the current one answers 412
-        `precondition_failed`. `active: false` deactivates the user: their membership is suspended and their API keys are revoked at once (sessions stop working in every process); `active: true` restores the membership (revoked keys stay revoked).
+        `precondition_failed`. `active: false` deactivates the user: their
+        membership is suspended and their API keys are revoked at once (sessions
+        stop working in every process); `active: true` restores the membership
+        (revoked keys stay revoked).
 
         Auth: scope `scim:provision`.
         """
@@ -333,7 +343,9 @@ class ScimServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteScimUser(self, request, context):
-        """Deletes a user: 204. The user leaves the organization (membership ended, API keys revoked, every group membership dropped); the user record itself stays for the audit log and other organizations. `If-Match` as for PUT.
+        """Deletes a user: 204. The user leaves the organization (membership ended,
+        API keys revoked, every group membership dropped); the user record itself
+        stays for the audit log and other organizations. `If-Match` as for PUT.
 
         Auth: scope `scim:provision`.
         """
@@ -343,7 +355,9 @@ class ScimServiceServicer:
 
     def CreateScimGroup(self, request, context):
         """Creates a group (RFC 7644 §3.3) from an `application/scim+json` body:
-        201 with the resource, `Location` and `ETag`. `displayName` is required and unique in the organization (case-insensitive; 409 `uniqueness`). Every `members[].value` must be a SCIM user of the organization.
+        201 with the resource, `Location` and `ETag`. `displayName` is required
+        and unique in the organization (case-insensitive; 409 `uniqueness`). Every
+        `members[].value` must be a SCIM user of the organization.
         A body that breaks the schema answers 422 `validation_failed`, scimType
         `invalidValue`, in both shapes (the envelope's `error` beside SCIM's
         error schema); a body that is not JSON answers 400 `invalidSyntax`.
@@ -392,7 +406,8 @@ class ScimServiceServicer:
     def ReplaceScimGroup(self, request, context):
         """Replaces a group (PUT, RFC 7644 §3.5.1): what the body leaves out is
         cleared. `If-Match` with an ETag other than the current one answers 412
-        `precondition_failed`. The membership it maps to (see the service comment) is recomputed for every user it adds or drops.
+        `precondition_failed`. The membership it maps to (see the service comment)
+        is recomputed for every user it adds or drops.
 
         Auth: scope `scim:provision`.
         """
@@ -416,7 +431,8 @@ class ScimServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteScimGroup(self, request, context):
-        """Deletes a group: 204. Its members lose what it granted. `If-Match` as for PUT.
+        """Deletes a group: 204. Its members lose what it granted. `If-Match` as for
+        PUT.
 
         Auth: scope `scim:provision`.
         """
@@ -579,17 +595,17 @@ class ScimService:
     (400 `mutability`). The whole SCIM document (name, emails, enterprise
     extension, ...) is kept as sent, except `password`, which is never
     stored or returned.
-    - SCIM Groups grant roles and workspaces to their members. A group maps to
-    a role and a workspace by the extension
-    `urn:ietf:params:scim:schemas:extension:persona:2.0:Group`
-    (`role`: `admin` or `member`; `workspace`: a workspace slug or id), or,
-    for IdPs that push only names (Okta, Entra), by a `displayName` of the
-    form `persona:<workspace slug or *>:<role>` (e.g. `persona:*:admin`,
-    `persona:research:member`). A user's role is the highest their groups
-    grant (`member` without one); a user whose mapped groups all name
-    workspaces may use only those workspaces (sessions for another answer
-    401); otherwise every workspace. Other groups are plain directory groups.
-    The owner's role is never changed.
+    - SCIM Groups grant roles and workspaces to their members by a naming
+    rule, since IdPs push only a group's `displayName` and `members` (Okta,
+    Entra): a group named `persona:<workspace slug or id, or *>:<role>`
+    (role `admin` or `member`; e.g. `persona:*:admin`,
+    `persona:research:member`) is mapped; a name of that form with another
+    role or an unknown workspace answers 422; any other name is a plain
+    directory group. A user's role is the highest their mapped groups grant
+    (`member` without one). A user whose mapped groups all name workspaces
+    may use only those (a session for another workspace answers 401);
+    otherwise every workspace of the organization. The owner's role is
+    never changed. Members must be SCIM users of the organization.
     - ETags are weak versions (`W/"<n>"`), bumped on every change.
     Everything SCIM changes is audited (`scim_user.*`, `scim_group.*`).
 

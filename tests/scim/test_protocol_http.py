@@ -1,0 +1,172 @@
+"""The SCIM protocol through Envoy, beyond what scim2-tester covers: media
+types, errors in SCIM's schema (422 with the envelope too), filters,
+pagination, attribute selection, ETags and If-Match, unknown paths."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from scim_client import ERROR, GROUP, SCIM, USER
+
+
+def _name(prefix: str = "u") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}@example.com"
+
+
+def test_create_answers_201_with_location_etag_and_the_scim_media_type(scim):
+    r = scim.call("POST", "/Users", {"schemas": [USER], "userName": (name := _name()), "active": True,
+                                     "emails": [{"value": name, "primary": True}]})
+    assert r.status_code == 201, r.text
+    assert r.headers["content-type"] == SCIM
+    user = r.json()
+    assert r.headers["location"] == user["meta"]["location"]
+    assert r.headers["location"].endswith(f"/v1/auth/scim/v2/Users/{user['id']}")
+    assert r.headers["etag"] == user["meta"]["version"] == 'W/"1"'
+    assert user["schemas"] == [USER] and user["userName"] == name and user["meta"]["resourceType"] == "User"
+    got = scim.call("GET", f"/Users/{user['id']}")
+    assert got.status_code == 200 and got.headers["content-type"] == SCIM and got.json() == user
+
+
+def test_application_json_is_accepted_and_other_media_types_are_not(scim):
+    body = {"schemas": [USER], "userName": _name()}
+    assert scim.call("POST", "/Users", body, **{"Content-Type": "application/json"}).status_code == 201
+    r = scim.call("POST", "/Users", "userName=x", **{"Content-Type": "text/plain"})
+    assert r.status_code == 415 and r.json()["schemas"] == [ERROR]
+
+
+def test_validation_errors_are_422_in_both_shapes(scim):
+    # The spec's POST /Groups: 422 in the envelope; SCIM clients read SCIM's schema.
+    r = scim.call("POST", "/Groups", {"schemas": [GROUP], "members": "nobody"})
+    assert r.status_code == 422 and r.headers["content-type"] == SCIM
+    body = r.json()
+    assert body["schemas"] == [ERROR] and body["status"] == "422" and body["scimType"] == "invalidValue"
+    assert body["error"]["code"] == "validation_failed" and body["error"]["message"] == body["detail"]
+    paths = {v["path"] for v in body["error"]["details"]["violations"]}
+    assert paths == {"displayName", "members"}
+
+
+def test_malformed_json_is_400_invalid_syntax(scim):
+    r = scim.call("POST", "/Users", "{not json")
+    assert r.status_code == 400 and r.json()["scimType"] == "invalidSyntax"
+
+
+def test_user_names_are_unique_case_insensitively(scim):
+    name = _name()
+    scim.user(name)
+    r = scim.call("POST", "/Users", {"schemas": [USER], "userName": name.upper()})
+    assert r.status_code == 409 and r.json()["scimType"] == "uniqueness" and r.json()["status"] == "409"
+
+
+def test_unknown_resources_and_paths_answer_scim_404s(scim):
+    for path in ("/Users/usr_nobody", "/Groups/grp_nobody", "/Schemas/urn:nope", "/ResourceTypes/Nope",
+                 f"/{uuid.uuid4()}"):
+        r = scim.call("GET", path)
+        assert r.status_code == 404, path
+        assert r.headers["content-type"] == SCIM and r.json()["schemas"] == [ERROR] and r.json()["status"] == "404"
+
+
+def test_discovery_is_read_only(scim):
+    spc = scim.call("GET", "/ServiceProviderConfig").json()
+    assert spc["patch"]["supported"] and spc["etag"]["supported"] and spc["filter"]["maxResults"] == 1000
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        r = scim.call(method, "/ServiceProviderConfig", {} if method != "DELETE" else None)
+        assert r.status_code == 405 and r.headers["allow"] == "GET" and r.json()["status"] == "405"
+    assert scim.call("POST", "/.search", {"schemas": []}).status_code == 501
+
+
+@pytest.fixture(scope="module")
+def people(scim):
+    """Four users to filter, with a shared tag in their names."""
+    tag = uuid.uuid4().hex[:8]
+    made = [
+        scim.user(f"ada.{tag}@example.com", externalId=f"ext-ada-{tag}", displayName=f"Ada {tag}",
+                  emails=[{"value": f"ada.{tag}@work.example", "type": "work", "primary": True}]),
+        scim.user(f"bob.{tag}@example.com", externalId=f"ext-bob-{tag}", displayName=f"Bob {tag}",
+                  emails=[{"value": f"bob.{tag}@home.example", "type": "home"}], active=False),
+        scim.user(f"cyd.{tag}@example.com", displayName=f"Cyd {tag}", name={"givenName": "Cyd", "familyName": "Z"}),
+        scim.user(f"dan.{tag}@example.org", displayName=f"Dan {tag}"),
+    ]
+    return tag, made
+
+
+def _names(listed) -> list[str]:
+    return sorted(u["userName"].split(".")[0] for u in listed["Resources"])
+
+
+def test_filters(scim, people):
+    tag, _ = people
+    assert _names(scim.find("/Users", f'userName eq "ADA.{tag}@example.com"')) == ["ada"]
+    assert _names(scim.find("/Users", f'externalId eq "ext-bob-{tag}"')) == ["bob"]
+    assert scim.find("/Users", f'externalId eq "EXT-BOB-{tag}"')["totalResults"] == 0  # externalId is caseExact
+    assert _names(scim.find("/Users", f'displayName co "{tag}" and userName ew ".org"')) == ["dan"]
+    assert _names(scim.find("/Users", f'userName sw "cyd.{tag}" or userName sw "dan.{tag}"')) == ["cyd", "dan"]
+    assert _names(scim.find("/Users", f'emails.value co "{tag}@work"')) == ["ada"]
+    assert _names(scim.find("/Users", f'emails[type eq "home" and value co "{tag}"]')) == ["bob"]
+    assert _names(scim.find("/Users", f'displayName co "{tag}" and active eq false')) == ["bob"]
+    assert _names(scim.find("/Users", f'displayName co "{tag}" and not (active eq false) and name.givenName pr')) \
+        == ["cyd"]
+
+
+def test_bad_filters_are_400_invalid_filter(scim):
+    for bad in ('userName eq', 'nosuch eq "x"', 'userName zz "x"', 'emails.nosuch eq "x"'):
+        r = scim.http.get("/v1/auth/scim/v2/Users", params={"filter": bad},
+                          headers={"Authorization": f"Bearer {scim.token}"})
+        assert r.status_code == 400 and r.json()["scimType"] == "invalidFilter", bad
+
+
+def test_pagination_and_sorting(scim, people):
+    tag, _ = people
+    f = f'displayName co "{tag}"'
+    page = scim.find("/Users", f, startIndex=2, count=2, sortBy="userName")
+    assert page["totalResults"] == 4 and page["startIndex"] == 2 and page["itemsPerPage"] == 2
+    assert _names(page) == ["bob", "cyd"]
+    assert scim.find("/Users", f, count=0) | {"Resources": []} == {
+        "schemas": ["urn:ietf:params:scim:api:messages:2.0:ListResponse"], "totalResults": 4, "startIndex": 1,
+        "itemsPerPage": 0, "Resources": []}
+    down = scim.find("/Users", f, sortBy="userName", sortOrder="descending")
+    assert [u["userName"].split(".")[0] for u in down["Resources"]] == ["dan", "cyd", "bob", "ada"]
+    search = scim.call("POST", "/Users/.search", {
+        "schemas": ["urn:ietf:params:scim:api:messages:2.0:SearchRequest"], "filter": f, "startIndex": 4,
+        "count": 10, "sortBy": "userName", "attributes": ["userName"]}).json()
+    assert search["totalResults"] == 4 and [set(u) for u in search["Resources"]] == [{"schemas", "id", "userName"}]
+
+
+def test_attributes_and_excluded_attributes(scim, people):
+    _, made = people
+    ada = made[0]["id"]
+    only = scim.http.get(f"/v1/auth/scim/v2/Users/{ada}", params={"attributes": "userName,emails.value"},
+                         headers={"Authorization": f"Bearer {scim.token}"}).json()
+    assert set(only) == {"schemas", "id", "userName", "emails"} and set(only["emails"][0]) == {"value"}
+    without = scim.http.get(f"/v1/auth/scim/v2/Users/{ada}", params={"excludedAttributes": "emails,id"},
+                            headers={"Authorization": f"Bearer {scim.token}"}).json()
+    assert "emails" not in without and without["id"] == ada  # id is always returned
+
+
+def test_etags_and_if_match(scim):
+    user = scim.user(_name())
+    path, v1 = f"/Users/{user['id']}", user["meta"]["version"]
+    body = {"schemas": [USER], "userName": user["userName"], "title": "Engineer"}
+    r = scim.call("PUT", path, body, **{"If-Match": v1})
+    assert r.status_code == 200 and r.headers["etag"] == 'W/"2"' and r.json()["title"] == "Engineer"
+    stale = scim.call("PUT", path, body | {"title": "Boss"}, **{"If-Match": v1})
+    assert stale.status_code == 412 and stale.json()["schemas"] == [ERROR] and stale.json()["status"] == "412"
+    assert scim.patch(path, {"op": "replace", "path": "title", "value": "Boss"}, **{"If-Match": v1}).status_code == 412
+    assert scim.call("DELETE", path, **{"If-Match": v1}).status_code == 412
+    assert scim.call("GET", path).json()["title"] == "Engineer"
+    # An unchanged write keeps the version.
+    assert scim.call("PUT", path, body).headers["etag"] == 'W/"2"'
+    assert scim.call("DELETE", path, **{"If-Match": 'W/"2"'}).status_code == 204
+    assert scim.call("GET", path).status_code == 404
+
+
+def test_put_clears_what_the_body_leaves_out_and_never_keeps_a_password(scim, engine):
+    user = scim.user(_name(), title="Engineer", password="hunter2-secret", nickName="Ace")
+    assert "password" not in user and user["title"] == "Engineer"
+    r = scim.call("PUT", f"/Users/{user['id']}", {"schemas": [USER], "userName": user["userName"]})
+    assert r.status_code == 200 and "title" not in r.json() and "nickName" not in r.json()
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        stored = conn.execute(text("SELECT document::text FROM scim_users WHERE id = :id"), {"id": user["id"]}).scalar()
+    assert "hunter2" not in stored
