@@ -147,3 +147,13 @@ def test_everything_scim_changes_is_audited(http, scim, org):
 def test_answers_are_scim_json(scim, media):
     r = scim.call("POST", "/Users", {"schemas": [USER], "userName": _name()}, **{"Content-Type": media})
     assert r.status_code == 201 and r.headers["content-type"] == "application/scim+json"
+
+
+def test_erasure_takes_the_scim_record_too(http, engine, scim, org, tenants):
+    user = scim.user(_name(), displayName="Erin Erased")
+    group = scim.group(f"g-{uuid.uuid4().hex[:8]}", [user["id"]])
+    key = tenants.key(org.org_id, org.workspace_id, user["id"], org.plan, ["personas:read"])
+    r = http.delete("/v1/privacy/me", headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 200 and r.json()["counts"]["scim_users_deleted"] == 1
+    assert scim.call("GET", f"/Users/{user['id']}").status_code == 404
+    assert "members" not in scim.call("GET", f"/Groups/{group['id']}").json()

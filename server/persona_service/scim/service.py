@@ -258,6 +258,12 @@ class Users(Resources):
     def _delete(self, row: ScimRecord) -> None:
         if self.directory.role_of(self.org_id, row.id) == OWNER:
             raise bad_request("mutability", "The organization's owner cannot be deleted through SCIM.")
+        self.forget(row)
+        self.directory.remove(self.org_id, row.id, utcnow())
+
+    def forget(self, row: ScimRecord) -> None:
+        """Drop the user's SCIM record and every group membership (their
+        membership of the organization is the orgs module's)."""
         groups = group_repository(self.conn)
         for group_id in self.members.groups_with(self.org_id, row.id):
             group = groups.get(self.org_id, group_id, for_update=True)
@@ -267,7 +273,16 @@ class Users(Resources):
                 groups.update(self.org_id, group_id, document={k: v for k, v in doc.items() if v})
         self.members.drop_user(self.org_id, row.id)
         self.repo.delete(self.org_id, row.id)
-        self.directory.remove(self.org_id, row.id, utcnow())
+
+
+def erase_personal_data(conn: Connection, org_id: str, user_id: str) -> dict[str, int]:
+    """Right to erasure: the SCIM record (the IdP's copy of the profile) goes too."""
+    users = Users(conn, org_id, "")
+    row = users.repo.get(org_id, user_id, for_update=True)
+    if row is None:
+        return {}
+    users.forget(row)
+    return {"scim_users_deleted": 1}
 
 
 class Groups(Resources):
