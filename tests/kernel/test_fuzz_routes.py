@@ -1,7 +1,8 @@
 """Bounded fuzzing of every route through Envoy: whatever the path values,
 query parameters and JSON body, the answer is never a 5xx, and every error
 is exactly the envelope with `application/json` (or the route's declared
-error shape: the portrait edit's `{"error": "<code>", "message", ...}`)."""
+error shape: the portrait edit's `{"error": "<code>", "message", ...}`,
+SCIM's error schema as `application/scim+json`)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,10 @@ query = st.dictionaries(st.sampled_from(["pageSize", "pageToken", "limit", "curs
 
 
 def _documented_503(response) -> bool:
-    """The spec's one 5xx that is not a fault: a feature that is not configured (DSAR build)."""
+    """The 5xx that are not faults: a feature that is not configured (the
+    spec's DSAR build), and SCIM's 501 for a search it does not offer."""
+    if response.status_code == 501:
+        return response.request.url.path == "/v1/auth/scim/v2/.search"
     if response.status_code != 503:
         return False
     error = response.json()["error"]
@@ -58,7 +62,15 @@ def _documented_503(response) -> bool:
 def _assert_not_5xx_and_shaped(response, shape: int) -> None:
     assert response.status_code < 500 or _documented_503(response), \
         f"{response.request.method} {response.request.url}: {response.text[:500]}"
-    if response.status_code >= 400:
+    if response.status_code >= 400 and shape == options_pb2.ERROR_SHAPE_SCIM:
+        # Every reply under a SCIM base is SCIM's error schema, Envoy's own included.
+        assert response.headers["content-type"] == "application/scim+json", response.text[:300]
+        body = response.json()
+        assert body["schemas"] == ["urn:ietf:params:scim:api:messages:2.0:Error"], body
+        assert body["status"] == str(response.status_code) and isinstance(body["detail"], str), body
+        assert set(body) <= {"schemas", "status", "detail", "scimType", "error"}, body
+        assert ("error" in body) == (response.status_code == 422), body
+    elif response.status_code >= 400:
         assert response.headers["content-type"] == "application/json", response.text[:300]
         body = response.json()
         if shape == options_pb2.ERROR_SHAPE_PORTRAIT and isinstance(body.get("error"), str):
