@@ -4,7 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: bench-modules up test lint typecheck gen gen-check pytest bench bench-tools clean
+# `make install`: the virtual environment and buf (once; `up` and `test` do it themselves too).
+.PHONY: bench-modules install up test lint typecheck gen gen-check pytest bench bench-tools clean
+
+install: $(STAMP) node_modules/.installed
 
 up: $(STAMP)
 	$(BIN)/persona-service up

@@ -96,10 +96,10 @@ def test_bootstrap_platform_admin_reaches_admin_rpc(stack, http, booted):
 # --- mint-jwt -----------------------------------------------------------------------
 
 
-def mint(booted, secret: str, data_dir: pathlib.Path) -> str:
+def mint(stack, booted, secret: str, data_dir: pathlib.Path) -> str:
     result = run_cli(
         "mint-jwt", "--user-id", booted["userId"], "--org-id", booted["orgId"], "--workspace-id", booted["workspaceId"],
-        env=cli_env(PERSONA_JWT_SECRET=secret, PERSONA_DATA_DIR=str(data_dir)),
+        env=cli_env(PERSONA_JWT_SECRET=secret, PERSONA_DATA_DIR=str(data_dir), DATABASE_URL=stack.database_url),
     )
     assert result.returncode == 0, result.stderr
     token = result.stdout.strip()
@@ -107,17 +107,90 @@ def mint(booted, secret: str, data_dir: pathlib.Path) -> str:
     return token
 
 
-def test_mint_jwt_is_accepted(booted, http, tmp_path):
-    token = mint(booted, JWT_SECRET, tmp_path)
+def test_mint_jwt_is_accepted(stack, booted, http, tmp_path):
+    token = mint(stack, booted, JWT_SECRET, tmp_path)
     r = http.get(f"/v1/orgs/{booted['orgId']}", headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 200, r.text
     assert r.json()["id"] == booted["orgId"]
 
 
-def test_mint_jwt_with_another_secret_is_refused(booted, http, tmp_path):
-    token = mint(booted, "another-secret-" + "y" * 40, tmp_path)
+def test_mint_jwt_with_another_secret_is_refused(stack, booted, http, tmp_path):
+    token = mint(stack, booted, "another-secret-" + "y" * 40, tmp_path)
     r = http.get(f"/v1/orgs/{booted['orgId']}", headers={"Authorization": f"Bearer {token}"})
     assert_envelope(r, 401, "unauthorized")
+
+
+def test_mint_jwt_refuses_someone_who_is_not_a_member(stack, booted, tmp_path):
+    result = run_cli("mint-jwt", "--user-id", "usr_nobody", "--org-id", booted["orgId"], "--workspace-id",
+                     booted["workspaceId"], env=cli_env(PERSONA_DATA_DIR=str(tmp_path), DATABASE_URL=stack.database_url))
+    assert result.returncode == 1 and result.stdout == ""
+    assert "usr_nobody is not an active member" in result.stderr
+
+
+# --- finding the running instance ---------------------------------------------------------
+
+
+def test_commands_refuse_when_no_instance_runs(tmp_path):
+    # A new shell: no PERSONA_DATA_DIR, no DATABASE_URL, nothing running.
+    env = cli_env(XDG_STATE_HOME=str(tmp_path / "state"))
+    for command in (["bootstrap", "--org-name", "Nobody"], ["mint-jwt", "--user-id", "u", "--org-id", "o",
+                                                          "--workspace-id", "w"], ["status"]):
+        result = subprocess.run([str(CLI), *command], env=env, cwd=tmp_path, capture_output=True, text=True,
+                                timeout=60)
+        assert result.returncode == 1, (command, result.stdout, result.stderr)
+        assert "no running Persona Service found" in result.stderr
+        assert not (tmp_path / ".persona").exists()  # no second database was made
+
+
+def test_up_with_servers_and_workers_is_found_from_another_shell(stack, tmp_path):
+    state = str(tmp_path / "state")
+    port = free_port()
+    env = cli_env(
+        PERSONA_DATA_DIR=str(tmp_path / "data"), DATABASE_URL=stack.database_url, REDIS_URL=stack.redis_url,
+        PERSONA_HTTP_PORT=str(port), PERSONA_GRPC_PORT=str(free_port()), PERSONA_ENVOY_ADMIN_PORT=str(free_port()),
+        PERSONA_DB_CONNECTIONS="60", XDG_STATE_HOME=state,
+    )
+    proc = subprocess.Popen([str(CLI), "up", "--servers", "2", "--workers", "2"], env=env, cwd=ROOT,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        banner = []
+        for line in proc.stdout:  # type: ignore[union-attr]
+            banner.append(line)
+            if line.startswith("Stop with"):
+                break
+        text = "".join(banner)
+        assert "Persona Service is up" in text, text + proc.stderr.read()  # type: ignore[union-attr]
+        assert text.count("127.0.0.1:") >= 3 and "webhook-worker ×2" in text, text
+
+        shell = cli_env(XDG_STATE_HOME=state)  # another shell, elsewhere: nothing says where the service is
+        status = subprocess.run([str(CLI), "status", "--wait", "30"], env=shell, cwd=tmp_path, capture_output=True,
+                                text=True, timeout=60)
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["url"] == f"http://127.0.0.1:{port}"
+        made = subprocess.run([str(CLI), "bootstrap", "--org-name", "Found"], env=shell, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+        assert made.returncode == 0, made.stderr
+        assert f"using the instance at http://127.0.0.1:{port}" in made.stderr
+        booted = json.loads(made.stdout)
+        import httpx
+
+        r = httpx.get(f"http://127.0.0.1:{port}/v1/orgs/{booted['orgId']}",
+                      headers={"Authorization": f"Bearer {booted['apiKey']}"})
+        assert r.status_code == 200, r.text
+        token = subprocess.run([str(CLI), "mint-jwt", "--user-id", booted["userId"], "--org-id", booted["orgId"],
+                                "--workspace-id", booted["workspaceId"]], env=shell, cwd=tmp_path,
+                               capture_output=True, text=True, timeout=60)
+        assert token.returncode == 0, token.stderr
+        r = httpx.get(f"http://127.0.0.1:{port}/v1/orgs/{booted['orgId']}",
+                      headers={"Authorization": f"Bearer {token.stdout.strip()}"})
+        assert r.status_code == 200, r.text  # signed with the running instance's secret
+    finally:
+        os.killpg(proc.pid, 2)
+        proc.communicate(timeout=60)
+    gone = subprocess.run([str(CLI), "status"], env=cli_env(XDG_STATE_HOME=state), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 1
 
 
 # --- up -----------------------------------------------------------------------------

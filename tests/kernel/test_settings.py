@@ -61,7 +61,19 @@ def test_keyword_construction_wins_over_the_environment(env, tmp_path):
 @pytest.mark.parametrize(("value", "expected"), [("1", True), ("true", True), ("0", False), ("false", False), ("", False)])
 def test_allow_private_keeps_its_values(env, value, expected):
     env(PERSONA_WEBHOOKS_ALLOW_PRIVATE=value)
-    assert read(WebhookSettings).allow_private is expected
+    assert read(WebhookSettings).private_allowed is expected
+
+
+@pytest.mark.parametrize(("mode", "value", "expected"), [
+    ("development", None, True), ("production", None, False), ("development", "false", False),
+])
+def test_development_mode_allows_local_webhook_receivers(env, mode, value, expected):
+    env(PERSONA_ENV=mode, **({"PERSONA_WEBHOOKS_ALLOW_PRIVATE": value} if value is not None else {}))
+    config.forget()  # the kernel section is read again, with PERSONA_ENV
+    try:
+        assert read(WebhookSettings).private_allowed is expected
+    finally:
+        config.forget()
 
 
 def test_webhook_defaults(env):

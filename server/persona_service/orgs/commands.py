@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from persona_service.kernel.module import Command
 
@@ -46,8 +47,19 @@ def _bootstrap_arguments(parser: argparse.ArgumentParser) -> None:
 def mint_jwt(args: argparse.Namespace) -> int:
     from persona_service.kernel import settings as config
     from persona_service.kernel.auth import Authenticator, CredentialCache
+    from persona_service.kernel.db.engine import make_engine
+    from persona_service.kernel.embedded import database_url
+    from persona_service.orgs.repository import OrgRepository
 
     settings = config.load()
+    engine = make_engine(database_url(settings), pool_size=1)
+    with engine.connect() as conn:
+        member = OrgRepository(conn).member(args.org_id, args.user_id, args.workspace_id)
+    engine.dispose()
+    if member is None:
+        print(f"persona-service: {args.user_id} is not an active member of {args.org_id} with access to "
+              f"{args.workspace_id}: the service would refuse the token", file=sys.stderr)
+        return 1
     auth = Authenticator(settings.resolved_jwt_secret(), CredentialCache(0), settings.jwt_ttl_seconds)
     print(auth.mint_session(args.user_id, args.org_id, args.workspace_id, args.ttl_seconds))
     return 0
@@ -62,6 +74,7 @@ def _mint_jwt_arguments(parser: argparse.ArgumentParser) -> None:
 
 COMMANDS = (
     Command("bootstrap", "create an organization, workspace, Owner and an all-scopes API key", bootstrap,
-            _bootstrap_arguments),
-    Command("mint-jwt", "issue a session JWT for a user", mint_jwt, _mint_jwt_arguments),
+            _bootstrap_arguments, on_instance=True),
+    Command("mint-jwt", "issue a session JWT for a member of an organization (refused for anyone else)", mint_jwt,
+            _mint_jwt_arguments, on_instance=True),
 )

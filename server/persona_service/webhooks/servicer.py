@@ -37,7 +37,7 @@ def delivery(row: DeliveryRecord, attempts: list[AttemptRecord]) -> webhooks_pb2
 class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
     def __init__(self, app):
         self.app = app
-        self.allow_private = load(WebhookSettings).allow_private
+        self.allow_private = load(WebhookSettings).private_allowed
 
     def _service(self, ctx) -> WebhookService:
         return WebhookService(

@@ -327,11 +327,11 @@ def main() -> None:
         database_url = postgres_url(settings.data_dir / "postgres")
     lanes = webhooks.lanes
     engine = make_engine(database_url, pool_size=lanes + 2)  # as its Process declares (the stack's budget)
-    worker = DeliveryWorker(engine, SecretBox(settings.resolved_secrets_key()), allow_private=webhooks.allow_private)
+    worker = DeliveryWorker(engine, SecretBox(settings.resolved_secrets_key()), allow_private=webhooks.private_allowed)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    log.info("webhook worker started (lanes=%d, allow_private=%s)", lanes, webhooks.allow_private)
+    log.info("webhook worker started (lanes=%d, allow_private=%s)", lanes, webhooks.private_allowed)
     worker.run(stop, lanes=lanes)
     engine.dispose()
     log.info("webhook worker stopped")

@@ -1,0 +1,110 @@
+"""Where a running `persona-service up` can be found from another shell.
+
+`up` writes `runtime.json` in its data dir (its pid, URL, database and Redis
+URLs; 0600, since an external DATABASE_URL may hold a password) and a pointer
+to that data dir under `$XDG_STATE_HOME/persona-service/instances/` (default
+`~/.local/state`). Commands that act on the running instance's database
+(`bootstrap`, `mint-jwt`, `status`) use it when no PERSONA_DATA_DIR or
+DATABASE_URL says otherwise, and refuse with a clear message when none runs,
+instead of starting a second embedded database that the service never reads."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+from dataclasses import asdict, dataclass
+
+RUNTIME_FILE = "runtime.json"
+
+
+class NoInstance(RuntimeError):
+    """No running instance, or more than one and nothing says which."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    pid: int
+    data_dir: str
+    http_url: str
+    database_url: str
+    redis_url: str
+
+
+def _registry() -> pathlib.Path:
+    state = os.environ.get("XDG_STATE_HOME") or str(pathlib.Path.home() / ".local" / "state")
+    return pathlib.Path(state) / "persona-service" / "instances"
+
+
+def _pointer(data_dir: str) -> pathlib.Path:
+    return _registry() / (hashlib.sha256(data_dir.encode()).hexdigest()[:16] + ".json")
+
+
+def _write_private(path: pathlib.Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.touch(mode=0o600)
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def announce(instance: Instance) -> None:
+    _write_private(pathlib.Path(instance.data_dir) / RUNTIME_FILE, json.dumps(asdict(instance)))
+    _write_private(_pointer(instance.data_dir), json.dumps({"dataDir": instance.data_dir}))
+
+
+def withdraw(data_dir: str) -> None:
+    for path in (pathlib.Path(data_dir) / RUNTIME_FILE, _pointer(data_dir)):
+        path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read(data_dir: pathlib.Path) -> Instance | None:
+    """The instance running on this data dir, if one is."""
+    try:
+        found = Instance(**json.loads((data_dir / RUNTIME_FILE).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    return found if _alive(found.pid) else None
+
+
+def running() -> list[Instance]:
+    """Every live instance this user started (stale pointers are dropped)."""
+    found = []
+    for pointer in sorted(_registry().glob("*.json")) if _registry().is_dir() else ():
+        try:
+            data_dir = pathlib.Path(json.loads(pointer.read_text())["dataDir"])
+        except (OSError, ValueError, KeyError):
+            continue
+        instance = read(data_dir)
+        if instance is None:
+            pointer.unlink(missing_ok=True)
+        else:
+            found.append(instance)
+    return found
+
+
+def locate(default_data_dir: pathlib.Path) -> Instance:
+    """The instance a command should act on: the one on the default data dir,
+    else the only one running; NoInstance (with what to do) otherwise."""
+    here = read(default_data_dir)
+    if here is not None:
+        return here
+    instances = running()
+    if len(instances) == 1:
+        return instances[0]
+    if not instances:
+        raise NoInstance("no running Persona Service found. Start it (`make up`, or `persona-service up`) and "
+                         "run this again, or point this command at a database with PERSONA_DATA_DIR or DATABASE_URL.")
+    listed = "; ".join(f"{i.http_url} (PERSONA_DATA_DIR={i.data_dir})" for i in instances)
+    raise NoInstance(f"several Persona Services are running: {listed}. Set PERSONA_DATA_DIR to choose one.")

@@ -1,0 +1,104 @@
+"""The container image and the Kubernetes manifests, checked offline: every
+manifest validates against the Kubernetes API schema (strict: no unknown
+fields), every container runs a real `persona-service` command, every
+variable they set is a setting the service reads, and the Dockerfile copies
+only what exists."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import kubernetes_validate
+import pytest
+import yaml
+from persona_service.cli import KERNEL_COMMANDS, settings_sections
+from persona_service.kernel.settings import env_names
+from persona_service.registry import MODULES
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+KUBERNETES_VERSION = "1.30.0"
+
+
+def _documents() -> list[tuple[str, dict]]:
+    kustomization = yaml.safe_load((DEPLOY / "kubernetes" / "kustomization.yaml").read_text())
+    docs = []
+    for name in kustomization["resources"]:
+        for doc in yaml.safe_load_all((DEPLOY / "kubernetes" / name).read_text()):
+            if doc:
+                docs.append((f"{name}:{doc['kind']}/{doc['metadata']['name']}", doc))
+    return docs
+
+
+DOCUMENTS = _documents()
+
+
+@pytest.mark.parametrize(("name", "doc"), DOCUMENTS, ids=[n for n, _ in DOCUMENTS])
+def test_manifest_validates_against_the_kubernetes_schema(name, doc):
+    kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_manifests_cover_a_scaled_out_deployment():
+    kinds = {(doc["kind"], doc["metadata"]["name"]) for _, doc in DOCUMENTS}
+    assert {("Deployment", "persona-server"), ("Deployment", "persona-worker"), ("Job", "persona-service-migrate"),
+            ("HorizontalPodAutoscaler", "persona-server"), ("PodDisruptionBudget", "persona-server"),
+            ("Service", "persona-service"), ("ConfigMap", "persona-service"), ("Secret", "persona-service")} <= kinds
+
+
+def _containers():
+    for name, doc in DOCUMENTS:
+        spec = doc.get("spec", {})
+        pod = spec.get("template", {}).get("spec") if doc["kind"] in ("Deployment", "Job") else None
+        for container in (pod or {}).get("containers", []):
+            yield name, container
+
+
+def test_every_container_runs_a_real_command_as_non_root():
+    commands = {c.name for c in (*KERNEL_COMMANDS, *MODULES.commands)}
+    roles = set()
+    for name, container in _containers():
+        assert container["args"][0] in commands, (name, container["args"])
+        roles.add(container["args"][0])
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False, name
+    assert roles == {"serve", "edge", "worker", "migrate"}
+
+
+def test_the_server_pod_is_probed_through_its_edge():
+    server = next(doc for _, doc in DOCUMENTS if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "persona-server")
+    edge = next(c for c in server["spec"]["template"]["spec"]["containers"] if c["name"] == "edge")
+    assert edge["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert edge["livenessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+def test_every_variable_set_is_a_setting():
+    known = {name for section in settings_sections() for name in env_names(section)}
+    for _, doc in DOCUMENTS:
+        if doc["kind"] in ("ConfigMap", "Secret"):
+            for variable in {**doc.get("data", {}), **doc.get("stringData", {})}:
+                assert variable in known, variable
+
+
+def test_the_dockerfile_copies_what_exists_and_runs_as_non_root():
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    sources = [s for line in re.findall(r"^COPY (?!--from)(.+)$", dockerfile, re.M) for s in line.split()[:-1]]
+    assert sources
+    for source in sources:
+        assert (ROOT / source).exists(), source
+    assert re.search(r"^USER 10001", dockerfile, re.M)
+    assert dockerfile.count("FROM ") >= 2  # multi-stage
+
+
+def test_the_edge_role_renders_a_configuration_envoy_accepts(tmp_path):
+    import subprocess
+    import sys
+
+    cli = pathlib.Path(sys.executable).parent / "persona-service"
+    env = {"PATH": "/usr/bin:/bin", "PERSONA_DATA_DIR": str(tmp_path), "PERSONA_EDGE_SECRET": "shared",
+           "PERSONA_HTTP_HOST": "0.0.0.0", "HOME": str(tmp_path)}
+    result = subprocess.run([str(cli), "edge", "--check"], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "OK" in result.stdout
+    refused = subprocess.run([str(cli), "edge", "--check"], env={**env, "PERSONA_EDGE_SECRET": ""},
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "PERSONA_EDGE_SECRET" in refused.stderr
