@@ -67,3 +67,36 @@ def test_metrics_sum_over_processes_and_honour_the_token(tmp_path_factory):
         assert {_samples(text, "persona_requests_total")[ok] for text in scrapes} == {20.0}
         pids = {f.name for f in stack.metrics_dir.iterdir()}
         assert len({name.rsplit("_", 1)[-1] for name in pids}) >= 2, pids
+
+
+def test_metrics_of_generation_providers_streams_pools_and_webhooks(http, tenant):
+    import time
+
+    def total(text: str, name: str, **labels: str) -> float:
+        return sum(v for k, v in _samples(text, name).items() if all(f'{n}="{v}"' in k for n, v in labels.items()))
+
+    before = http.get("/metrics").text
+    assert http.post("/v1/personas", json={"intent": "A lighthouse keeper who counts ships"},
+                     headers=tenant.auth).status_code == 200
+    with http.stream("POST", "/v1/personas?stream=true", json={"intent": "A baker who sings to the dough"},
+                     headers=tenant.auth) as streamed:
+        assert streamed.status_code == 200
+        during = http.get("/metrics").text
+        assert total(during, "persona_open_streams") >= 1
+        streamed.read()
+    deadline = time.monotonic() + 30
+    while True:  # pools are sampled every 5 s, the webhook queue every 15 s
+        after = http.get("/metrics").text
+        sampled = "persona_db_pool_connections{" in after and "persona_webhook_queue_depth " in after
+        if sampled or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert total(after, "persona_generation_runs_total", outcome="completed") - \
+        total(before, "persona_generation_runs_total", outcome="completed") >= 2
+    assert total(after, "persona_generation_step_seconds_count", outcome="completed") > \
+        total(before, "persona_generation_step_seconds_count", outcome="completed")
+    assert total(after, "persona_provider_calls_total", provider="local", outcome="ok") > \
+        total(before, "persona_provider_calls_total", provider="local", outcome="ok")
+    assert total(after, "persona_open_streams") == 0
+    assert total(after, "persona_db_pool_connections", pool="unary", state="size") > 0
+    assert "persona_webhook_queue_depth " in after

@@ -20,6 +20,7 @@ from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
 from persona_service.webhooks import verify_signature
 from persona_service.webhooks.http import HTTPError
+from persona_service.webhooks.metrics import DELIVERIES
 from persona_service.webhooks.service import DestinationRefused, check_destination, url_violation
 from persona_service.webhooks.tables import WebhookDelivery, WebhookEndpoint
 from persona_service.webhooks.worker import DeliveryWorker
@@ -121,7 +122,9 @@ def test_timeouts_and_connection_errors_are_failures(qhttp, quiet_tenants, quiet
     receiver.routes[p] = lambda r: Answer(200, delay=2.5)
     emit(quiet_engine, t)
     fast = DeliveryWorker(quiet_engine, box, allow_private=True, timeout=1)
+    timeouts = DELIVERIES.labels("timeout")._value.get()
     fast.run_once(T0)
+    assert DELIVERIES.labels("timeout")._value.get() == timeouts + 1  # persona_webhook_deliveries_total
     [d] = deliveries(quiet_engine, made["endpoint"]["id"])
     assert d["status"] == "pending" and d["attempt_count"] == 1
     r = qhttp.get(f"/v1/webhooks/{made['endpoint']['id']}/deliveries", headers=t.auth).json()

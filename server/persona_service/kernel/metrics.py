@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import REGISTRY as DEFAULT_REGISTRY
 from prometheus_client.multiprocess import MultiProcessCollector
 
@@ -27,6 +27,20 @@ REJECTIONS = Counter("persona_limit_rejections_total", "Calls refused by a rate 
 REPLAYS = Counter("persona_idempotent_replays_total", "Answers replayed for an Idempotency-Key")
 TASKS = Counter("persona_tasks_total", "Durable task attempts, by kind and outcome", ["kind", "outcome"])
 JOBS = Counter("persona_job_runs_total", "Periodic job rounds, by job and outcome", ["job", "outcome"])
+# Gauges of live processes are summed over them ("livesum"): a dead process's
+# samples leave with it.
+OPEN_STREAMS = Gauge("persona_open_streams", "Server streams (SSE and gRPC) open now", multiprocess_mode="livesum")
+DB_POOL = Gauge("persona_db_pool_connections", "Server processes' PostgreSQL pool connections, by pool and state "
+                "(size, checked_out), sampled every few seconds", ["pool", "state"], multiprocess_mode="livesum")
+PROVIDER_CALLS = Counter("persona_provider_calls_total", "Model provider attempts (each retry counts), by provider, "
+                         "operation and outcome (ok, or the error code)", ["provider", "operation", "outcome"])
+PROVIDER_SECONDS = Histogram("persona_provider_seconds", "Model provider attempts' latency, by provider and "
+                             "operation", ["provider", "operation"],
+                             buckets=(.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60))
+GENERATION_RUNS = Counter("persona_generation_runs_total", "Generation pipeline runs, by kind and outcome",
+                          ["kind", "outcome"])
+GENERATION_STEPS = Histogram("persona_generation_step_seconds", "Generation pipeline steps, by step and outcome",
+                             ["step", "outcome"], buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
 _LIMIT_CODES = frozenset({"rate_limited", "quota_exceeded"})
 
 
@@ -57,3 +71,12 @@ def exposition() -> tuple[bytes, str]:
         MultiProcessCollector(registry)
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(DEFAULT_REGISTRY), CONTENT_TYPE_LATEST
+
+
+def sample_pools(engines: dict[str, Any]) -> int:
+    """This process's pool sizes and connections in use (a periodic job; returns 0, nothing done)."""
+    for name, engine in engines.items():
+        pool = engine.pool
+        DB_POOL.labels(name, "size").set(pool.size())
+        DB_POOL.labels(name, "checked_out").set(pool.checkedout())
+    return 0

@@ -20,7 +20,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from persona_service.kernel import ids
+from persona_service.kernel import ids, metrics
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import Progress
@@ -84,13 +84,17 @@ class GenerationPipeline:
                 outputs[step] = self._step(step, spec, outputs, run_id, attempts)
             except ApiError as err:
                 duration = int((time.monotonic() - t0) * 1000)
+                metrics.GENERATION_STEPS.labels(step, "failed").observe(time.monotonic() - t0)
+                metrics.GENERATION_RUNS.labels(spec.kind, "failed").inc()
                 self._record_step(run_id, step, ordinal, "failed", duration, attempts[0] or 1, {}, error=err)
                 self._fail(run_id, spec, err)
                 raise
+            metrics.GENERATION_STEPS.labels(step, "completed").observe(time.monotonic() - t0)
             duration = int((time.monotonic() - t0) * 1000)
             self._record_step(run_id, step, ordinal, "completed", duration, attempts[0] or 1, outputs[step])
             yield {"event": "step.completed", "run_id": run_id, "step": step, "duration_ms": duration}
         total = int((time.monotonic() - clock) * 1000)
+        metrics.GENERATION_RUNS.labels(spec.kind, "completed").inc()
         self.repo.finish_run(run_id, status="completed", finished_at=utcnow())
         self._emit(
             "generation.run.completed", spec,

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
+from persona_service.kernel import metrics
 from persona_service.providers.base import (
     Completion,
     Delta,
@@ -95,14 +96,17 @@ class Retrying:
         attempt = 0
         while True:
             attempt += 1
+            started = time.perf_counter()
             try:
                 deltas = iter(self.provider.stream(messages, options))
                 first = next(deltas)
             except StopIteration:
                 return
             except ProviderError as error:
+                self._observe("stream", error.code, started)
                 self._failed(error, attempt, "stream")
                 continue
+            self._observe("stream", "ok", started)  # to the first delta
             break
         yield first
         try:
@@ -119,10 +123,19 @@ class Retrying:
         attempt = 0
         while True:
             attempt += 1
+            started = time.perf_counter()
             try:
-                return call()
+                result = call()
             except ProviderError as error:
+                self._observe(operation, error.code, started)
                 self._failed(error, attempt, operation)
+                continue
+            self._observe(operation, "ok", started)
+            return result
+
+    def _observe(self, operation: str, outcome: str, started: float) -> None:
+        metrics.PROVIDER_CALLS.labels(self.name, operation, outcome).inc()
+        metrics.PROVIDER_SECONDS.labels(self.name, operation).observe(time.perf_counter() - started)
 
     def _failed(self, error: ProviderError, attempt: int, operation: str) -> None:
         """Record a failed attempt, then sleep before the next one or re-raise."""

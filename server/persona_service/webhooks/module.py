@@ -4,7 +4,7 @@ import argparse
 
 from persona.v1 import webhooks_pb2_grpc
 
-from persona_service.kernel.module import Command, Module, Process, ServiceBinding
+from persona_service.kernel.module import Command, Job, Module, Process, ServiceBinding
 from persona_service.webhooks.servicer import WebhookServicer
 from persona_service.webhooks.settings import WebhookSettings
 
@@ -13,6 +13,16 @@ def _worker(args: argparse.Namespace) -> int:
     from persona_service.webhooks.worker import main
 
     main()
+    return 0
+
+
+def _sample_queue(app) -> int:
+    """The pending deliveries, for persona_webhook_queue_depth."""
+    from persona_service.webhooks.metrics import QUEUE_DEPTH
+    from persona_service.webhooks.repository import DeliveryQueue
+
+    with app.engine.connect() as conn:
+        QUEUE_DEPTH.set(DeliveryQueue(conn).pending_count())
     return 0
 
 
@@ -32,4 +42,5 @@ MODULE = Module(
     commands=(Command("worker", "run the webhook delivery worker (DATABASE_URL, or the embedded PostgreSQL)", _worker),),
     processes=(Process("webhook-worker", "worker", db_connections=lambda: _lanes() + 2),),
     settings=WebhookSettings,
+    jobs=(Job("webhooks.sample_queue", 15, _sample_queue),),
 )

@@ -40,6 +40,7 @@ from persona_service.kernel import ids, logs
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.webhooks.http import HTTPClient, HTTPError
+from persona_service.webhooks.metrics import DELIVERIES, DELIVERY_SECONDS, outcome_of
 from persona_service.webhooks.records import DueDelivery
 from persona_service.webhooks.repository import DeliveryQueue
 from persona_service.webhooks.service import (
@@ -232,6 +233,8 @@ class DeliveryWorker:
             attempt.body = type(exc).__name__
         finally:
             attempt.latency_ms = int((time.monotonic() - started) * 1000)
+            DELIVERIES.labels(outcome_of(attempt.status_code, attempt.error)).inc()
+            DELIVERY_SECONDS.observe(time.monotonic() - started)
         return attempt
 
     async def _refused(self, url: str) -> str | None:

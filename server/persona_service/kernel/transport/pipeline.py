@@ -138,6 +138,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             call = self._begin(context, meta)
             token = request_context.bind(call.ctx)
             run = None
+            metrics.OPEN_STREAMS.inc()
             try:
                 resume = resume_point(call.metadata.get("last-event-id"))
                 self._admit(call, request, meta, stream=True, resuming=resume is not None)
@@ -166,6 +167,7 @@ class RequestPipeline(grpc.ServerInterceptor):
                 else:  # the run settled its own outcome; only tell this caller
                     self._abort(call, context, meta, exc)
             finally:
+                metrics.OPEN_STREAMS.dec()
                 if run is None:
                     self._end(call, token)
                 else:
