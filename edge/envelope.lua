@@ -10,7 +10,7 @@
 -- 3xx, 204 and 304 answers and every HEAD answer go out without a body.
 
 local CARRIERS = { ["x-http-status"] = true, ["x-error-body"] = true, ["x-error-content-type"] = true,
-                   ["x-persona-status"] = true }
+                   ["x-error-code"] = true, ["x-persona-status"] = true }
 local SET_PREFIX = "x-persona-set-"
 -- Marks a request as coming through the JSON edge, so the server sends the
 -- envelope carriers (and native gRPC callers get only their status details).
@@ -266,7 +266,9 @@ function envoy_on_response(response_handle)
   local headers = response_handle:headers()
   local status = get(headers, "x-http-status")
   if status ~= nil then
-    -- Trailers-only gRPC error: everything arrived as headers.
+    -- Trailers-only gRPC error: everything arrived as headers. The catalogue
+    -- code goes to the access log (dynamic metadata), not to the client.
+    response_handle:streamInfo():dynamicMetadata():set("persona", "code", get(headers, "x-error-code") or "")
     local body = get(headers, "x-error-body") or envelope(INTERNAL[2], INTERNAL[3])
     render(response_handle, status, body, get(headers, "x-error-content-type"), head)
     return
@@ -275,6 +277,7 @@ function envoy_on_response(response_handle)
   local grpc_status = get(headers, "grpc-status")
   if grpc_status ~= nil and grpc_status ~= "0" then
     local mapped = FALLBACK[grpc_status] or INTERNAL
+    response_handle:streamInfo():dynamicMetadata():set("persona", "code", mapped[2])
     render(response_handle, tostring(mapped[1]), envelope(mapped[2], mapped[3]), nil, head)
     return
   end

@@ -220,7 +220,7 @@ def _clusters(grpc_ports: list[int], stream_ports: list[int]) -> str:
 
 
 # One access-log line per request, as JSON (default) or text: the client's
-# method and path, status, Envoy's flags, bytes, duration, request id,
+# method and path, status, the error's catalogue code, Envoy's flags, bytes, duration, request id,
 # W3C trace id (from `traceparent`), client address, gRPC status, backend.
 ACCESS_LOG_FIELDS = {
     "time": "%START_TIME%",
@@ -228,6 +228,7 @@ ACCESS_LOG_FIELDS = {
     "path": "%DYNAMIC_METADATA(persona:path)%",
     "protocol": "%PROTOCOL%",
     "status": "%RESPONSE_CODE%",
+    "code": "%DYNAMIC_METADATA(persona:code)%",
     "flags": "%RESPONSE_FLAGS%",
     "bytes_sent": "%BYTES_SENT%",
     "duration_ms": "%DURATION%",
@@ -242,7 +243,8 @@ ACCESS_LOG_FIELDS = {
 def _access_log_format(style: str, indent: str = "                ") -> str:
     if style == "text":
         line = ('[%START_TIME%] "%DYNAMIC_METADATA(persona:method)% %DYNAMIC_METADATA(persona:path)% %PROTOCOL%" '
-                "%RESPONSE_CODE% %RESPONSE_FLAGS% %BYTES_SENT% %DURATION%ms request_id=%REQ(X-REQUEST-ID)% "
+                "%RESPONSE_CODE% %RESPONSE_FLAGS% %BYTES_SENT% %DURATION%ms code=%DYNAMIC_METADATA(persona:code)% "
+                "request_id=%REQ(X-REQUEST-ID)% "
                 "trace_id=%DYNAMIC_METADATA(persona:trace_id)% client=%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%\n")
         return f"{indent}text_format_source:\n{indent}  inline_string: {json.dumps(line)}"
     return f"{indent}json_format: {json.dumps(ACCESS_LOG_FIELDS)}"

@@ -28,7 +28,7 @@ def test_a_json_line_with_the_clients_method_path_and_trace(http, stack, tenant)
     (line,) = _lines(stack, request_id)
     assert line["method"] == "GET" and line["path"] == "/v1/personas?pageSize=2"
     assert line["status"] == 200 and line["trace_id"] == trace_id and line["request_id"] == request_id
-    assert isinstance(line["duration_ms"], int) and line["upstream"]
+    assert isinstance(line["duration_ms"], int) and line["upstream"] and line["code"] is None
 
 
 def test_deletes_and_heads_keep_their_method_and_bad_traceparents_are_ignored(http, stack, tenant):
@@ -38,3 +38,4 @@ def test_deletes_and_heads_keep_their_method_and_bad_traceparents_are_ignored(ht
         http.request(method, "/v1/personas/00000000-0000-4000-8000-000000000000", headers=headers)
         (line,) = _lines(stack, request_id)
         assert line["method"] == method and line["trace_id"] is None
+        assert line["status"] == 404 and line["code"] == "not_found"  # the catalogue code, never sent to the client

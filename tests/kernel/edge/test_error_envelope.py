@@ -22,7 +22,7 @@ from sqlalchemy import insert
 from support import JWT_SECRET, TenantFactory, assert_envelope
 
 # Metadata the server uses to hand the envelope to Envoy; it must never reach clients.
-CARRIER_HEADERS = ("x-http-status", "x-error-body", "grpc-status", "grpc-message", "grpc-status-details-bin")
+CARRIER_HEADERS = ("x-http-status", "x-error-body", "x-error-code", "grpc-status", "grpc-message", "grpc-status-details-bin")
 SCOPES = ["personas:read", "personas:write", "chat:read", "chat:write", "config:read", "config:write"]
 LEAKS = ("Traceback", "ValueError", "Exception", "Error:", ".py", "/work/", "site-packages", "persona_service")
 

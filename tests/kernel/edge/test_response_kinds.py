@@ -65,7 +65,7 @@ def client(probe_stack):
         yield http
 
 
-CARRIERS = ("x-persona-status", "x-http-status", "x-error-body", "x-error-content-type", "grpc-status")
+CARRIERS = ("x-persona-status", "x-http-status", "x-error-body", "x-error-content-type", "x-error-code", "grpc-status")
 
 
 def no_carriers(response: httpx.Response) -> None:

@@ -110,7 +110,8 @@ def abort(context: grpc.ServicerContext, err: ApiError, headers: list[tuple[str,
     extra = {"x-should-retry": "true" if err.spec.retryable else "false", **dict(headers), **err.headers}
     if json_edge:
         shaped, content_type = shaped_body(body, err.spec.http_status, shape)
-        carriers: list[tuple[str, str | bytes]] = [("x-http-status", str(err.spec.http_status)), ("x-error-body", shaped)]
+        carriers: list[tuple[str, str | bytes]] = [("x-http-status", str(err.spec.http_status)), ("x-error-body", shaped),
+                                                   ("x-error-code", err.code)]
         if content_type is not None:
             carriers.append(("x-error-content-type", content_type))
     else:
