@@ -10,7 +10,7 @@
 -- 3xx, 204 and 304 answers and every HEAD answer go out without a body.
 
 local CARRIERS = { ["x-http-status"] = true, ["x-error-body"] = true, ["x-error-content-type"] = true,
-                   ["x-error-code"] = true, ["x-persona-status"] = true }
+                   ["x-error-code"] = true, ["x-persona-status"] = true, ["x-persona-log"] = true }
 local SET_PREFIX = "x-persona-set-"
 -- Marks a request as coming through the JSON edge, so the server sends the
 -- envelope carriers (and native gRPC callers get only their status details).
@@ -48,8 +48,31 @@ local function get(headers, name)
   return value
 end
 
+-- A client's X-Request-Id is kept when it is sane (the server's rule: 1 to
+-- 128 of letters, digits and `._:@/+=-`); otherwise the request gets a fresh
+-- uuid4, the format Envoy and the server make, so the access log, the answer
+-- and the server's logs name the request alike.
+local function sane_request_id(id)
+  return id ~= nil and #id >= 1 and #id <= 128 and string.match(id, "^[%w%._:@/%+=%-]+$") ~= nil
+end
+
+local seeded = false
+local function uuid4()
+  if not seeded then
+    math.randomseed(os.time() + math.floor(os.clock() * 1000000))
+    seeded = true
+  end
+  return (string.gsub("xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx", "[xy]", function(c)
+    local v = (c == "x") and math.random(0, 15) or math.random(8, 11)
+    return string.format("%x", v)
+  end))
+end
+
 function envoy_on_request(request_handle)
   local headers = request_handle:headers()
+  if not sane_request_id(get(headers, "x-request-id")) then
+    headers:replace("x-request-id", uuid4())
+  end
   -- The client address as Envoy saw it ("ip:port"); the server trusts it
   -- from the edge only. (X-Forwarded-For would name this host's own address
   -- for loopback clients.)
@@ -258,12 +281,30 @@ local function answer(response_handle, headers, head)
   end
 end
 
+-- The caller (org, workspace, credential) and the trace id for the access
+-- log; the trace id also goes back to the client as `x-trace-id`.
+local function keep_log_fields(response_handle, headers, meta)
+  local who = headers:get("x-persona-log")
+  local dynamic = response_handle:streamInfo():dynamicMetadata()
+  if who ~= nil then
+    local org, workspace, principal = string.match(who, "^(%S+) (%S+) (%S+)$")
+    dynamic:set("persona", "org", org or "")
+    dynamic:set("persona", "workspace", workspace or "")
+    dynamic:set("persona", "principal", principal or "")
+    headers:remove("x-persona-log")
+  end
+  if meta ~= nil and meta["trace_id"] ~= nil and meta["trace_id"] ~= "" then
+    headers:replace("x-trace-id", meta["trace_id"])
+  end
+end
+
 function envoy_on_response(response_handle)
   local meta = response_handle:streamInfo():dynamicMetadata():get("persona")
   if meta ~= nil and meta["native_grpc"] == "1" then return end
   local head = meta ~= nil and meta["head"] == "1"
 
   local headers = response_handle:headers()
+  keep_log_fields(response_handle, headers, meta)
   local status = get(headers, "x-http-status")
   if status ~= nil then
     -- Trailers-only gRPC error: everything arrived as headers. The catalogue

@@ -27,9 +27,9 @@ def test_the_json_formatter_carries_request_fields_and_tracebacks():
 
 
 def test_a_failed_request_is_one_json_line_in_the_server_log(http, stack, tenant):
-    request_id = "req-json-" + uuid.uuid4().hex[:12]
+    request_id, trace_id = "req-json-" + uuid.uuid4().hex[:12], uuid.uuid4().hex
     r = http.get("/v1/personas/00000000-0000-4000-8000-000000000000",
-                 headers={**tenant.auth, "X-Request-Id": request_id})
+                 headers={**tenant.auth, "X-Request-Id": request_id, "traceparent": f"00-{trace_id}-{'1' * 16}-01"})
     assert r.status_code == 404
     log = stack.log_dir / f"server-{stack.grpc_ports[0]}.log"
     deadline = time.monotonic() + 5
@@ -41,7 +41,7 @@ def test_a_failed_request_is_one_json_line_in_the_server_log(http, stack, tenant
     (line,) = found
     assert line["rpc"] == "/persona.v1.PersonaService/GetPersona" and line["status"] == 404
     assert line["code"] == "not_found" and line["org"] == tenant.org_id and line["workspace"] == tenant.workspace_id
-    assert line["principal"].startswith("key_") and line["latency_ms"] >= 0
+    assert line["principal"].startswith("key_") and line["latency_ms"] >= 0 and line["trace_id"] == trace_id
 
 
 def test_version():

@@ -1,7 +1,7 @@
 """Process logging: one JSON object per line (default) or text.
 
 A JSON line has `time` (RFC 3339, UTC), `level`, `logger`, `message`, the
-request's fields when the record carries them (`request_id`, `rpc`,
+request's fields when the record carries them (`request_id`, `trace_id`, `rpc`,
 `status`, `code`, `org`, `workspace`, `principal`, `latency_ms`) and
 `exception` with the traceback when there is one."""
 
@@ -12,7 +12,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-REQUEST_FIELDS = ("request_id", "rpc", "status", "code", "org", "workspace", "principal", "latency_ms")
+REQUEST_FIELDS = ("request_id", "trace_id", "rpc", "status", "code", "org", "workspace", "principal", "latency_ms")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 

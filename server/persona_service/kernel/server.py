@@ -11,7 +11,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from persona_service.kernel import logs
+from persona_service.kernel import logs, tracing
 from persona_service.kernel import settings as config
 from persona_service.kernel.app import App
 from persona_service.kernel.limits.plans import ENDPOINT_CAPS
@@ -54,6 +54,7 @@ def serve(modules: Modules) -> None:
     settings = config.load()
     logs.configure(settings.log_level, settings.log_format)
     app = App(settings, modules)
+    tracing.configure("persona-service", settings.otlp_endpoint, [app.engine, app.stream_engine])
     app.start_background()
     server, health_servicer = build_server(app, f"127.0.0.1:{settings.grpc_port}")
     stream_port = settings.grpc_port + settings.stream_port_offset
@@ -71,4 +72,5 @@ def serve(modules: Modules) -> None:
     for event in stopped:
         event.wait()
     app.close()
+    tracing.shutdown()
 

@@ -166,6 +166,10 @@ class Settings(Section):
         "", description="Fernet key encrypting secrets at rest (webhook signing secrets); "
                         "empty: one generated and kept in the data dir",
     )
+    otlp_endpoint: str = Field(
+        "", description="OpenTelemetry: export traces over OTLP/HTTP to this collector (e.g. `http://collector:4318`; "
+                        "spans for each RPC, its SQL and Redis calls, provider calls, webhook deliveries); empty: off",
+    )
     extra_modules: Annotated[tuple[str, ...], NoDecode] = Field(
         (), description="modules outside the registry to load as well, comma-separated `package.module:NAME` "
                         "(a `kernel.module.Module`; its proto descriptor set joins the edge's)",

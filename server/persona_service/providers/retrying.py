@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from persona_service.kernel import metrics
+from persona_service.kernel import metrics, tracing
 from persona_service.providers.base import (
     Completion,
     Delta,
@@ -125,7 +125,8 @@ class Retrying:
             attempt += 1
             started = time.perf_counter()
             try:
-                result = call()
+                with tracing.span(f"provider.{operation}", **{"provider.name": self.name, "provider.attempt": attempt}):
+                    result = call()
             except ProviderError as error:
                 self._observe(operation, error.code, started)
                 self._failed(error, attempt, operation)

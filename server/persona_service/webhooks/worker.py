@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine
 
-from persona_service.kernel import ids, logs
+from persona_service.kernel import ids, logs, tracing
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.webhooks.http import HTTPClient, HTTPError
@@ -198,6 +198,13 @@ class DeliveryWorker:
         conn.commit()
 
     async def _send(self, client: HTTPClient, row: DueDelivery, now: datetime) -> Attempt:
+        with tracing.span("webhook.deliver", **{"webhook.delivery_id": row.id, "webhook.event_type": row.type}) as span:
+            attempt = await self._attempt(client, row, now)
+            if span is not None:
+                span.set_attribute("webhook.outcome", outcome_of(attempt.status_code, attempt.error))
+            return attempt
+
+    async def _attempt(self, client: HTTPClient, row: DueDelivery, now: datetime) -> Attempt:
         attempt = Attempt(row.id, row.attempt_count + 1)
         started = time.monotonic()
         try:
@@ -330,6 +337,7 @@ def main() -> None:
         database_url = postgres_url(settings.data_dir / "postgres")
     lanes = webhooks.lanes
     engine = make_engine(database_url, pool_size=lanes + 2)  # as its Process declares (the stack's budget)
+    tracing.configure("persona-service-worker", settings.otlp_endpoint, [engine])
     worker = DeliveryWorker(engine, SecretBox(settings.resolved_secrets_key()), allow_private=webhooks.private_allowed)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -337,4 +345,5 @@ def main() -> None:
     log.info("webhook worker started (lanes=%d, allow_private=%s)", lanes, webhooks.private_allowed)
     worker.run(stop, lanes=lanes)
     engine.dispose()
+    tracing.shutdown()
     log.info("webhook worker stopped")

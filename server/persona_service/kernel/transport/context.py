@@ -20,6 +20,10 @@ class RequestContext:
     principal: Principal | None = None
     # time.perf_counter() when the call arrived (latency metrics).
     started: float = 0.0
+    # The caller's W3C trace context, as sent (kernel.tracing reads it).
+    traceparent: str | None = None
+    # (HTTP status, error code) of the answer, once known.
+    outcome: tuple[int, str] = (200, "")
     # Response headers (gRPC initial metadata; Envoy turns them into HTTP headers).
     headers: list[tuple[str, str]] = field(default_factory=list)
     # Run after the unit of work commits (e.g. cache invalidation broadcasts).
