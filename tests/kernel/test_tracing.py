@@ -94,3 +94,17 @@ def test_the_trace_id_needs_no_exporter_to_reach_logs(traced):
     assert trace_id_of("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01") == "4bf92f3577b34da6a3ce929d0e0e4736"
     assert trace_id_of("00-00000000000000000000000000000000-00f067aa0ba902b7-01") is None
     assert trace_id_of("garbage") is None and trace_id_of(None) is None
+
+
+def test_a_streamed_operation_is_traced_on_its_run(traced):
+    collector, http, tenant = traced
+    trace_id = uuid.uuid4().hex
+    with http.stream("POST", "/v1/personas?stream=true", json={"intent": "A ferryman who hums in fog"},
+                     headers={**tenant.auth, "traceparent": f"00-{trace_id}-{'2' * 16}-01"}) as r:
+        assert r.status_code == 200
+        r.read()
+    _wait_for(lambda: any(s.name == "/persona.v1.PersonaService/StreamCreatePersona"
+                          for s in collector.of_trace(trace_id)))
+    spans = collector.of_trace(trace_id)
+    (rpc,) = [s for s in spans if s.name == "/persona.v1.PersonaService/StreamCreatePersona"]
+    assert any(s.parent_span_id == rpc.span_id and s.name.startswith("provider.") for s in spans)

@@ -16,6 +16,8 @@ import os
 import pathlib
 from dataclasses import asdict, dataclass
 
+from persona_service.kernel.reaper import alive
+
 RUNTIME_FILE = "runtime.json"
 
 
@@ -59,23 +61,13 @@ def withdraw(data_dir: str) -> None:
         path.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def read(data_dir: pathlib.Path) -> Instance | None:
     """The instance running on this data dir, if one is."""
     try:
         found = Instance(**json.loads((data_dir / RUNTIME_FILE).read_text()))
     except (OSError, ValueError, TypeError):
         return None
-    return found if _alive(found.pid) else None
+    return found if alive(found.pid) else None
 
 
 def running() -> list[Instance]:

@@ -70,12 +70,8 @@ def _like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-class SqlFilter:
-    """A filter as a WHERE clause on one resource table. `columns` maps
-    lower-case attribute paths (`username`, `meta.created`) to columns."""
-
-    def __init__(self, rt: ResourceType, document, columns: Mapping[str, Any]):
-        self.rt, self.document, self.columns = rt, document, columns
+class _SqlBoolean:
+    """`and`, `or` and `not` as SQL; the terms are the subclass's."""
 
     def where(self, node: FilterNode) -> ColumnElement[bool]:
         if isinstance(node, LogicalExpr):
@@ -83,6 +79,20 @@ class SqlFilter:
             return and_(*terms) if node.op == LogicalOperator.and_ else or_(*terms)
         if isinstance(node, Not):
             return not_(self.where(node.expr))
+        return self._term(node)
+
+    def _term(self, node: FilterNode) -> ColumnElement[bool]:
+        raise NotImplementedError
+
+
+class SqlFilter(_SqlBoolean):
+    """A filter as a WHERE clause on one resource table. `columns` maps
+    lower-case attribute paths (`username`, `meta.created`) to columns."""
+
+    def __init__(self, rt: ResourceType, document, columns: Mapping[str, Any]):
+        self.rt, self.document, self.columns = rt, document, columns
+
+    def _term(self, node: FilterNode) -> ColumnElement[bool]:
         if isinstance(node, ValuePath):
             attribute = self._attribute(node.attr_path)
             element = self._elements(node.attr_path.uri, attribute)
@@ -161,18 +171,13 @@ def _as_text(json_value, leaf: Attribute):
     return json_value.astext
 
 
-class _ElementFilter:
+class _ElementFilter(_SqlBoolean):
     """A value filter on the elements of one multi-valued attribute."""
 
     def __init__(self, attribute: Attribute, element):
         self.attribute, self.element = attribute, element
 
-    def where(self, node: FilterNode) -> ColumnElement[bool]:
-        if isinstance(node, LogicalExpr):
-            terms = [self.where(t) for t in node.terms]
-            return and_(*terms) if node.op == LogicalOperator.and_ else or_(*terms)
-        if isinstance(node, Not):
-            return not_(self.where(node.expr))
+    def _term(self, node: FilterNode) -> ColumnElement[bool]:
         if isinstance(node, Comparison | Present):
             leaf = _leaf(self.attribute, node.attr_path.attr)
             return _compare(node, _as_text(self.element[leaf.name], leaf), leaf)

@@ -108,8 +108,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         def handle(request, context):
             call = self._begin(context, meta)
             token = request_context.bind(call.ctx)
-            span = tracing.server_span(meta.path, call.ctx.traceparent, **{"rpc.system": "grpc", "rpc.method": meta.path,
-                                                                          "request.id": call.ctx.request_id})
+            span = _span(call, meta)
             try:
                 replay = self._admit(call, request, meta)
                 if replay is not None:
@@ -185,6 +184,8 @@ class RequestPipeline(grpc.ServerInterceptor):
         servicer (audit, commit, failure records, the quota refund) as a
         unary call has them, whether anyone still listens or not."""
         token = request_context.bind(call.ctx)
+        # The operation's span lives on this thread (its SQL and provider calls are its children).
+        span = _span(call, meta, **{"run.id": run.id})
         last = None
         try:
             for last in behavior(request, context):
@@ -196,6 +197,8 @@ class RequestPipeline(grpc.ServerInterceptor):
             return Outcome("failed", self._settle(call, meta, exc))
         finally:
             self._end(call, token)
+            if span is not None:
+                span.end(*call.ctx.outcome)
 
     def _relay(self, call: _Call, context, meta: MethodMeta, frames, outcome, run_id: str) -> Iterator[bytes]:
         """Frames to this caller: typed messages to a native gRPC client; to
@@ -449,6 +452,12 @@ class RequestPipeline(grpc.ServerInterceptor):
             if len(self._trusted_cache) < 1024:
                 self._trusted_cache[address] = trusted
         return trusted
+
+
+def _span(call: _Call, meta: MethodMeta, **attributes: str) -> tracing.ServerSpan | None:
+    """The RPC's span (None unless traces are exported), current on this thread until it ends."""
+    return tracing.server_span(meta.path, call.ctx.traceparent, **{
+        "rpc.system": "grpc", "rpc.method": meta.path, "request.id": call.ctx.request_id, **attributes})
 
 
 # Initial-metadata carriers of a successful answer's HTTP status and headers
