@@ -68,8 +68,21 @@ local function uuid4()
   end))
 end
 
+-- HTTP allows header names that gRPC metadata does not (`%`, `'`, `;`...);
+-- forwarded, they would fail the call before the server sees it. Dropped here.
+local function drop_unforwardable_headers(headers)
+  local drop = {}
+  for name, _ in pairs(headers) do
+    if string.sub(name, 1, 1) ~= ":" and string.find(name, "^[0-9a-z_%.%-]+$") == nil then
+      table.insert(drop, name)
+    end
+  end
+  for _, name in ipairs(drop) do headers:remove(name) end
+end
+
 function envoy_on_request(request_handle)
   local headers = request_handle:headers()
+  drop_unforwardable_headers(headers)
   if not sane_request_id(get(headers, "x-request-id")) then
     headers:replace("x-request-id", uuid4())
   end

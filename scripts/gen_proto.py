@@ -1,5 +1,6 @@
-"""Generate gen/ from proto/: Python messages, stubs and type hints, and the
-descriptor set Envoy's transcoder and the server's policy lookup read.
+"""Generate gen/ from proto/: Python messages, stubs and type hints, the
+descriptor set Envoy's transcoder and the server's policy lookup read, and
+the OpenAPI document of the HTTP/JSON edge (scripts/gen_openapi.py).
 
 Run: python scripts/gen_proto.py           (writes gen/)
      python scripts/gen_proto.py --check   (fails if gen/ differs from proto/)
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import os
 import pathlib
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -47,6 +50,21 @@ def generate(out: pathlib.Path) -> None:
     ]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
+    openapi(sources, out)
+
+
+def openapi(sources: list[str], out: pathlib.Path) -> None:
+    """gen/openapi.json, from a descriptor set with the comments (scripts/gen_openapi.py),
+    read by the Python code just generated."""
+    with tempfile.TemporaryDirectory() as tmp:
+        described = pathlib.Path(tmp) / "described.binpb"
+        args = ["protoc", f"-I{PROTO}", f"-I{GOOGLEAPIS}", f"-I{WELL_KNOWN}", "--include_imports",
+                "--include_source_info", f"--descriptor_set_out={described}", *sources]
+        if protoc.main(args) != 0:
+            raise SystemExit("protoc failed")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(out / "python"), os.environ.get("PYTHONPATH", "")])}
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_openapi.py"), str(described),
+                        str(out / "openapi.json")], check=True, env=env)
 
 
 def differences(a: pathlib.Path, b: pathlib.Path) -> list[str]:

@@ -77,7 +77,8 @@ class LocalStorage:
         """The URL's signature is this key's and expiry's, and it has not expired."""
         if expires < (time.time() if now is None else now):
             return False
-        return hmac.compare_digest(self.signature(key, expires), signature)
+        # As bytes: compare_digest refuses str with non-ASCII characters (a forged URL may carry them).
+        return hmac.compare_digest(self.signature(key, expires).encode(), signature.encode("utf-8", "replace"))
 
 
 def content_type_of(key: str) -> str:

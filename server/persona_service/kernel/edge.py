@@ -83,20 +83,33 @@ def _dependencies_first(files: descriptor_pb2.FileDescriptorSet) -> descriptor_p
     return ordered
 
 
-def _local_reply_mappers(shape_prefixes: dict[str, int] | None = None, indent: str = "            ") -> str:
-    """Envoy's own replies as the envelope; under a prefix that declares an
-    error shape, in that shape (those mappers come first: the first match wins)."""
+def shaped_rpcs(services: list[ServiceDescriptor]) -> dict[str, int]:
+    """The gRPC paths of the RPCs whose errors have a shape of their own."""
+    plain = (options_pb2.ERROR_SHAPE_UNSPECIFIED, options_pb2.ERROR_SHAPE_ENVELOPE)
+    return {f"/{service.full_name}/{method.name}": shape for service in services for method in service.methods
+            if (shape := method.GetOptions().Extensions[options_pb2.policy].error_shape) not in plain}
+
+
+def _local_reply_mappers(shaped_paths: dict[str, int] | None = None, indent: str = "            ") -> str:
+    """Envoy's own replies as the envelope; in a declared error shape under a
+    path prefix that declares one (`/v1/auth/scim/v2/`: no such path, a method
+    the path does not take) or for an RPC that does (its gRPC path, as the
+    transcoder rewrote it before failing to bind the request). Those mappers
+    come first: the first match wins."""
+    by_shape: dict[int, list[dict]] = {}
+    for path, shape in sorted((shaped_paths or {}).items()):
+        match = {"prefix": path} if path.endswith("/") else {"exact": path}
+        by_shape.setdefault(shape, []).append({"header_filter": {"header": {"name": ":path", "string_match": match}}})
     mappers = []
-    prefixes = sorted((shape_prefixes or {}).items(), key=lambda item: len(item[0]), reverse=True)
-    for prefix, shape in [*prefixes, ("", options_pb2.ERROR_SHAPE_UNSPECIFIED)]:
+    for shape, paths in [*sorted(by_shape.items()), (options_pb2.ERROR_SHAPE_UNSPECIFIED, [])]:
         for status, (code, message) in LOCAL_REPLIES.items():
             envelope = json.dumps({"error": {"code": code, "message": message, "details": {}}})
             body, content_type = shaped_body(envelope, status, shape)
             by_status: dict = {"status_code_filter": {"comparison": {"op": "EQ", "value": {
                 "default_value": status, "runtime_key": f"persona.local_reply.s{status}"}}}}
-            by_path = {"header_filter": {"header": {"name": ":path", "string_match": {"prefix": prefix}}}}
+            where = paths[0] if len(paths) == 1 else {"or_filter": {"filters": paths}}
             mapper = {
-                "filter": {"and_filter": {"filters": [by_path, by_status]}} if prefix else by_status,
+                "filter": {"and_filter": {"filters": [where, by_status]}} if paths else by_status,
                 "body_format_override": {"json_format": json.loads(body),
                                          **({"content_type": content_type} if content_type else {})},
             }
@@ -259,7 +272,7 @@ def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_
            access_log_style: str = "json",
            descriptor: pathlib.Path = DESCRIPTOR, lenient_query_prefixes: list[str] | None = None,
            stream_ports: list[int] | None = None, streams: list[StreamRoute] | None = None,
-           error_shape_prefixes: dict[str, int] | None = None) -> str:
+           error_shape_paths: dict[str, int] | None = None) -> str:
     template = Template((EDGE / "envoy.yaml.in").read_text())
     return template.substitute(
         http_port=http_port,
@@ -274,6 +287,6 @@ def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_
         lua_path=str(EDGE / "envelope.lua"),
         transcoder=json.dumps(_transcoder(str(descriptor), services)),
         routes=_routes(str(descriptor), services, lenient_query_prefixes or [], streams or []),
-        local_reply_mappers=_local_reply_mappers(error_shape_prefixes),
+        local_reply_mappers=_local_reply_mappers(error_shape_paths),
         clusters=_clusters(grpc_ports, stream_ports or grpc_ports),
     )

@@ -247,7 +247,8 @@ class Stack:
                 request_timeout=self.settings.edge_request_timeout_seconds,
                 max_connections=self.settings.edge_max_connections,
                 descriptor=self._descriptor(), lenient_query_prefixes=self.modules.lenient_query_prefixes,
-                error_shape_prefixes=self.modules.error_shape_prefixes,
+                error_shape_paths={**self.modules.error_shape_prefixes,
+                                   **edge.shaped_rpcs(find_services(self.modules.service_names))},
                 stream_ports=[self.stream_port(p) for p in self.grpc_ports],
                 streams=edge.stream_routes(find_services(self.modules.service_names)),
             )

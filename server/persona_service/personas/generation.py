@@ -20,6 +20,8 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from persona.v1 import options_pb2, personas_pb2
+
 from persona_service.kernel import ids, metrics
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.errors import ApiError
@@ -209,14 +211,20 @@ class GenerationPipeline:
         self.outbox.emit(type_, spec.org_id, spec.workspace_id, data)
 
 
+# The Soul message's own limits (its field rules): what a provider drafts is
+# held to them, so an answer never breaks the contract the API publishes.
+SOUL_LIMITS = {f.name: f.GetOptions().Extensions[options_pb2.rules].max_len for f in personas_pb2.Soul.DESCRIPTOR.fields}
+
+
 def normalize_soul(raw: dict[str, Any], fallback: dict[str, Any]) -> dict[str, Any]:
     soul: dict[str, Any] = {}
     for name in SOUL_FIELDS:
         value = raw.get(name, fallback.get(name))
+        limit = SOUL_LIMITS.get(name) or None
         if name in ("traits", "values"):
-            soul[name] = [str(v) for v in (value or [])][:20]
+            soul[name] = [str(v) for v in (value or [])][:limit]
         else:
-            soul[name] = str(value or "")
+            soul[name] = str(value or "")[:limit]
     return soul
 
 

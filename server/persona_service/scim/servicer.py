@@ -57,9 +57,10 @@ class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
         return resources_for(kind, ctx.conn, ctx.caller.org_id, self._base())
 
     @staticmethod
-    def _answer(rendered: Rendered, status: int | None = None) -> httpbody_pb2.HttpBody:
-        extra = {"location": rendered.location} if status == 201 else {}
-        current().respond(status, etag=rendered.etag, **extra)
+    def _answer(rendered: Rendered, created: bool = False) -> httpbody_pb2.HttpBody:
+        current().respond(etag=rendered.etag)
+        if created:
+            current().respond(location=rendered.location)
         return _body(rendered.body)
 
     def _changed(self) -> None:
@@ -101,7 +102,7 @@ class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
     def _create(self, kind: str, request) -> httpbody_pb2.HttpBody:
         rendered = self._resources(kind).create(_sent(request.body))
         self._changed()
-        return self._answer(rendered, 201)
+        return self._answer(rendered, created=True)
 
     def _get(self, kind: str, request) -> httpbody_pb2.HttpBody:
         return self._answer(self._resources(kind).get(request.id, request.attributes, request.excluded_attributes))
@@ -128,7 +129,6 @@ class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
     def _delete(self, kind: str, request, context) -> httpbody_pb2.HttpBody:
         self._resources(kind).delete(request.id, self._if_match(context))
         self._changed()
-        current().respond(204)
         return httpbody_pb2.HttpBody(content_type=SCIM_MEDIA_TYPE)
 
     def CreateScimUser(self, request, context):

@@ -352,3 +352,9 @@ def test_503_when_backend_is_down(stack_without_backend):
         assert error["details"] == {}
         for leak in ("upstream", "connect", "reset", "127.0.0.1", str(stack.grpc_ports[0])):
             assert leak not in response.text.lower()
+
+
+def test_header_names_grpc_cannot_carry_are_dropped_not_fatal(http, tenant):
+    # Legal HTTP header names that are not legal gRPC metadata keys.
+    r = http.get("/v1/personas", headers={**tenant.auth, "Qr6GC%tPw": "x", "it's": "y", "a!b": "z"})
+    assert r.status_code == 200, r.text

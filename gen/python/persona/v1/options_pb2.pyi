@@ -40,7 +40,7 @@ WIRE_NAME_FIELD_NUMBER: _ClassVar[int]
 wire_name: _descriptor.FieldDescriptor
 
 class MethodPolicy(_message.Message):
-    __slots__ = ("scope", "platform_admin", "roles", "write", "endpoint_cap", "generation", "audit_action", "resource_type", "audited", "response", "error_shape", "anonymous")
+    __slots__ = ("scope", "platform_admin", "roles", "write", "endpoint_cap", "generation", "audit_action", "resource_type", "audited", "response", "error_shape", "anonymous", "success_status")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     PLATFORM_ADMIN_FIELD_NUMBER: _ClassVar[int]
     ROLES_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +53,7 @@ class MethodPolicy(_message.Message):
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
     ERROR_SHAPE_FIELD_NUMBER: _ClassVar[int]
     ANONYMOUS_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_STATUS_FIELD_NUMBER: _ClassVar[int]
     scope: str
     platform_admin: bool
     roles: _containers.RepeatedScalarFieldContainer[str]
@@ -65,7 +66,8 @@ class MethodPolicy(_message.Message):
     response: ResponseKind
     error_shape: ErrorShape
     anonymous: bool
-    def __init__(self, scope: _Optional[str] = ..., platform_admin: _Optional[bool] = ..., roles: _Optional[_Iterable[str]] = ..., write: _Optional[bool] = ..., endpoint_cap: _Optional[str] = ..., generation: _Optional[bool] = ..., audit_action: _Optional[str] = ..., resource_type: _Optional[str] = ..., audited: _Optional[bool] = ..., response: _Optional[_Union[ResponseKind, str]] = ..., error_shape: _Optional[_Union[ErrorShape, str]] = ..., anonymous: _Optional[bool] = ...) -> None: ...
+    success_status: int
+    def __init__(self, scope: _Optional[str] = ..., platform_admin: _Optional[bool] = ..., roles: _Optional[_Iterable[str]] = ..., write: _Optional[bool] = ..., endpoint_cap: _Optional[str] = ..., generation: _Optional[bool] = ..., audit_action: _Optional[str] = ..., resource_type: _Optional[str] = ..., audited: _Optional[bool] = ..., response: _Optional[_Union[ResponseKind, str]] = ..., error_shape: _Optional[_Union[ErrorShape, str]] = ..., anonymous: _Optional[bool] = ..., success_status: _Optional[int] = ...) -> None: ...
 
 class FieldRules(_message.Message):
     __slots__ = ("required", "min_len", "max_len", "one_of", "format", "unique", "min_value", "max_value", "one_of_enum")

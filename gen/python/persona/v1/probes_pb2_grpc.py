@@ -89,7 +89,14 @@ class ProbeServiceServicer:
         `persona_request_seconds{rpc}` (histogram),
         `persona_limit_rejections_total{code}`,
         `persona_idempotent_replays_total`, `persona_tasks_total{kind,outcome}`,
-        `persona_job_runs_total{job,outcome}`. Envoy's own statistics are on
+        `persona_job_runs_total{job,outcome}`,
+        `persona_provider_calls_total{provider,operation,outcome}`,
+        `persona_provider_seconds`, `persona_generation_runs_total{kind,outcome}`,
+        `persona_generation_step_seconds{step,outcome}`, `persona_open_streams`,
+        `persona_db_pool_connections{pool,state}`,
+        `persona_webhook_deliveries_total{outcome}`,
+        `persona_webhook_delivery_seconds`, `persona_webhook_queue_depth`.
+        Envoy's own statistics are on
         its admin port (`/stats/prometheus`, 127.0.0.1). With
         PERSONA_METRICS_TOKEN set, the scraper must send it as a bearer token
         (else 401 `unauthorized`); empty: open, for a private network.

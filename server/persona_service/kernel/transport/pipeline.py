@@ -470,7 +470,7 @@ REDIRECT_STATUS = 307
 def _answer(ctx: request_context.RequestContext, meta: MethodMeta, response) -> list[tuple[str, str]]:
     """The carriers of the HTTP status and headers the RPC answers with: its
     declared response kind, plus what the servicer set with ctx.respond()."""
-    status, headers = ctx.status, list(ctx.http_headers)
+    status, headers = ctx.status or meta.policy.success_status or None, list(ctx.http_headers)
     if meta.response_kind == options_pb2.RESPONSE_KIND_REDIRECT:
         status = status or REDIRECT_STATUS
         headers.append(("location", response.uri))

@@ -1,0 +1,65 @@
+"""The API reference page, rendered from the OpenAPI document: one
+self-contained HTML page (inline styles, no script, nothing fetched)."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+_STYLE = """body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#1a1a1a}
+h2{margin-top:2.5rem;border-bottom:1px solid #ddd}code{background:#f4f4f4;padding:0 .2rem;border-radius:3px}
+.op{margin:1.2rem 0;padding:.6rem .9rem;border-left:4px solid #6a5acd;background:#fafafa}
+.verb{font-weight:700;text-transform:uppercase;margin-right:.5rem}table{border-collapse:collapse;margin:.4rem 0}
+td,th{border:1px solid #e2e2e2;padding:.2rem .5rem;text-align:left;font-size:14px}.muted{color:#666}"""
+
+
+def _esc(text: Any) -> str:
+    return html.escape(str(text))
+
+
+def _type(schema: dict[str, Any]) -> str:
+    if "$ref" in schema:
+        return schema["$ref"].rsplit("/", 1)[-1]
+    kind = schema.get("type", "any")
+    if kind == "array":
+        return f"array of {_type(schema.get('items', {}))}"
+    if isinstance(kind, list):
+        kind = " or ".join(kind)
+    if "enum" in schema:
+        return f"{kind}: " + ", ".join(map(str, schema["enum"][:12])) + ("…" if len(schema["enum"]) > 12 else "")
+    return str(kind)
+
+
+def render(document: dict[str, Any]) -> str:
+    by_tag: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
+    for path, item in document["paths"].items():
+        for verb, operation in item.items():
+            by_tag.setdefault(operation.get("tags", ["Other"])[0], []).append((verb, path, operation))
+    parts = [f"<!doctype html><html lang=en><meta charset=utf-8><title>{_esc(document['info']['title'])} API"
+             f"</title><style>{_STYLE}</style><h1>{_esc(document['info']['title'])} API "
+             f"<span class=muted>{_esc(document['info']['version'])}</span></h1>",
+             "<p>The machine-readable contract: <a href=/v1/openapi.json><code>/v1/openapi.json</code></a> "
+             "(OpenAPI 3.1). Authenticate with <code>Authorization: Bearer &lt;API key&gt;</code>. Errors answer "
+             "<code>{\"error\": {\"code\", \"message\", \"details\"}}</code>.</p><nav><ul>"]
+    parts += [f"<li><a href='#{_esc(tag)}'>{_esc(tag)}</a></li>" for tag in sorted(by_tag)]
+    parts.append("</ul></nav>")
+    for tag in sorted(by_tag):
+        parts.append(f"<h2 id='{_esc(tag)}'>{_esc(tag)}</h2>")
+        for verb, path, operation in by_tag[tag]:
+            parts.append(f"<div class=op><div><span class=verb>{_esc(verb)}</span><code>{_esc(path)}</code></div>"
+                         f"<p>{_esc(operation.get('description', ''))}</p>")
+            parameters = operation.get("parameters", [])
+            if parameters:
+                parts.append("<table><tr><th>parameter</th><th>in</th><th>type</th></tr>")
+                parts += [f"<tr><td><code>{_esc(p['name'])}</code></td><td>{_esc(p['in'])}</td>"
+                          f"<td>{_esc(_type(p['schema']))}</td></tr>" for p in parameters]
+                parts.append("</table>")
+            body = operation.get("requestBody", {}).get("content", {})
+            for media, spec in body.items():
+                parts.append(f"<div>body <code>{_esc(media)}</code>: {_esc(_type(spec.get('schema', {})))}</div>")
+            answers = [status for status in operation["responses"] if status < "400"]
+            parts.append(f"<div class=muted>answers {_esc(', '.join(answers))}; errors in the catalogue</div></div>")
+    parts.append(f"<h2>Schemas</h2><pre>{_esc(json.dumps(document['components']['schemas'], indent=1))[:400000]}"
+                 "</pre></html>")
+    return "".join(parts)

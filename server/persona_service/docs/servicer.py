@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import json
+import pathlib
+from functools import cache
+
+from google.api import httpbody_pb2
+from persona.v1 import docs_pb2_grpc
+
+from persona_service.docs.reference import render
+from persona_service.kernel.transport.context import current
+
+DOCUMENT = pathlib.Path(__file__).resolve().parents[3] / "gen" / "openapi.json"
+
+
+@cache
+def _document() -> bytes:
+    return DOCUMENT.read_bytes()
+
+
+@cache
+def _reference() -> bytes:
+    return render(json.loads(_document())).encode()
+
+
+class DocsServicer(docs_pb2_grpc.DocsServiceServicer):
+    def __init__(self, app):
+        self.app = app
+
+    def GetOpenApiDocument(self, request, context):
+        current().respond(cache_control="public, max-age=300")
+        return httpbody_pb2.HttpBody(content_type="application/json", data=_document())
+
+    def GetApiReference(self, request, context):
+        current().respond(cache_control="public, max-age=300")
+        return httpbody_pb2.HttpBody(content_type="text/html; charset=utf-8", data=_reference())

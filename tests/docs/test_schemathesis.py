@@ -1,0 +1,42 @@
+"""Schemathesis over every operation of the OpenAPI document against the
+real stack through Envoy (bounded: a few examples an operation), with an
+Owner's API key: no answer may be a server error (bar the documented ones)
+or differ from the document (status codes, content types, bodies)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+DOCUMENT = pathlib.Path(__file__).resolve().parents[2] / "gen" / "openapi.json"
+schema = schemathesis.openapi.from_path(DOCUMENT)
+# Answers the document states as 5xx on purpose: a feature not configured
+# (503, the spec's DSAR build), SCIM's search across every type (501), an
+# upstream model provider failing (502/504).
+DOCUMENTED_5XX = {501, 502, 503, 504}
+
+
+@pytest.fixture(scope="module")
+def owner(tenants):
+    return tenants(plan="enterprise")
+
+
+@schema.parametrize()
+# Derandomized: the same examples every run, so CI is repeatable.
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
+def test_every_operation_keeps_its_contract(case, stack, owner):
+    response = case.call(base_url=f"http://127.0.0.1:{stack.settings.http_port}",
+                         headers={"Authorization": f"Bearer {owner.api_key}"}, timeout=30)
+    checks = [content_type_conformance, response_schema_conformance, status_code_conformance]
+    if response.status_code not in DOCUMENTED_5XX:
+        checks.append(not_a_server_error)
+    case.validate_response(response, checks=checks)
