@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from functools import cache
 from typing import Any
 
 from google.api import annotations_pb2, field_behavior_pb2
@@ -208,6 +209,7 @@ class Schemas:
                 if v.options.HasExtension(options_pb2.wire_name)]
 
 
+@cache
 def catalogue() -> list[tuple[str, int, str]]:
     """(code, HTTP status, message) of every catalogue entry."""
     found = []

@@ -1,16 +1,16 @@
 from __future__ import annotations
 
 import json
-import pathlib
 from functools import cache
 
 from google.api import httpbody_pb2
 from persona.v1 import docs_pb2_grpc
 
 from persona_service.docs.reference import render
+from persona_service.kernel.edge import ROOT
 from persona_service.kernel.transport.context import current
 
-DOCUMENT = pathlib.Path(__file__).resolve().parents[3] / "gen" / "openapi.json"
+DOCUMENT = ROOT / "gen" / "openapi.json"
 
 
 @cache

@@ -136,14 +136,15 @@ def _host(resource: dict[str, Any], uri: str | None) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def _key(host: dict[str, Any], name: str) -> str | None:
+def key_of(host: dict[str, Any], name: str) -> str | None:
+    """The key naming `name` in any letter case (SCIM names are case-insensitive)."""
     return next((k for k in host if k.lower() == name.lower()), None)
 
 
 def _copy(rt: ResourceType, resource: dict[str, Any], out: dict[str, Any], name: str) -> None:
     uri, attr, sub = _locate(rt, name)
     host = _host(resource, uri)
-    key = _key(host, attr) if host else None
+    key = key_of(host, attr) if host else None
     if host is None or key is None:
         return
     target = out.setdefault(uri, {}) if uri else out
@@ -163,12 +164,12 @@ def _drop(rt: ResourceType, resource: dict[str, Any], name: str) -> None:
     if attribute is not None and attribute.returned == "always":
         return
     host = _host(resource, uri)
-    key = _key(host, attr) if host else None
+    key = key_of(host, attr) if host else None
     if host is None or key is None:
         return
     if sub is None:
         del host[key]
         return
     for item in host[key] if isinstance(host[key], list) else [host[key]]:
-        if isinstance(item, dict) and (found := _key(item, sub)) is not None:
+        if isinstance(item, dict) and (found := key_of(item, sub)) is not None:
             del item[found]

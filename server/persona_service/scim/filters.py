@@ -184,6 +184,19 @@ class _ElementFilter(_SqlBoolean):
         raise bad_request("invalidFilter", "Value filters cannot nest.")
 
 
+_SQL_OPERATORS: dict[CompareOperator, Callable[[Any, Any], ColumnElement[bool]]] = {
+    CompareOperator.eq: lambda c, v: c == v,
+    CompareOperator.ne: lambda c, v: or_(c != v, c.is_(None)),
+    CompareOperator.co: lambda c, v: c.like(f"%{_like(v)}%", escape="\\"),
+    CompareOperator.sw: lambda c, v: c.like(f"{_like(v)}%", escape="\\"),
+    CompareOperator.ew: lambda c, v: c.like(f"%{_like(v)}", escape="\\"),
+    CompareOperator.gt: lambda c, v: c > v,
+    CompareOperator.ge: lambda c, v: c >= v,
+    CompareOperator.lt: lambda c, v: c < v,
+    CompareOperator.le: lambda c, v: c <= v,
+}
+
+
 def _compare(node: Comparison | Present, column, leaf: Attribute) -> ColumnElement[bool]:
     if isinstance(node, Present):
         if leaf.type == "boolean":
@@ -204,20 +217,9 @@ def _compare(node: Comparison | Present, column, leaf: Attribute) -> ColumnEleme
         value = str(value)
         if not leaf.case_exact:
             column, value = func.lower(column), value.lower()
-    operators: dict[CompareOperator, Callable[[Any, Any], ColumnElement[bool]]] = {
-        CompareOperator.eq: lambda c, v: c == v,
-        CompareOperator.ne: lambda c, v: or_(c != v, c.is_(None)),
-        CompareOperator.co: lambda c, v: c.like(f"%{_like(v)}%", escape="\\"),
-        CompareOperator.sw: lambda c, v: c.like(f"{_like(v)}%", escape="\\"),
-        CompareOperator.ew: lambda c, v: c.like(f"%{_like(v)}", escape="\\"),
-        CompareOperator.gt: lambda c, v: c > v,
-        CompareOperator.ge: lambda c, v: c >= v,
-        CompareOperator.lt: lambda c, v: c < v,
-        CompareOperator.le: lambda c, v: c <= v,
-    }
     if op in (CompareOperator.co, CompareOperator.sw, CompareOperator.ew) and not isinstance(value, str):
         raise bad_request("invalidFilter", f"{op.value} compares strings.")
-    return operators[op](column, value)
+    return _SQL_OPERATORS[op](column, value)
 
 
 # --- in Python, on one element of a multi-valued attribute (PATCH) ----------------

@@ -13,7 +13,7 @@ from typing import Any
 
 from scim2_models.path import AttrPath, CompareOperator, Comparison, FilterNode, LogicalExpr, LogicalOperator, ValuePath
 
-from persona_service.scim.documents import canonical, coerce
+from persona_service.scim.documents import canonical, coerce, key_of
 from persona_service.scim.errors import bad_request, invalid_value
 from persona_service.scim.filters import element_matches, parse_path
 from persona_service.scim.schemas import Attribute, ResourceType
@@ -22,7 +22,8 @@ OPS = ("add", "replace", "remove")
 
 
 def _field(body: dict[str, Any], name: str) -> Any:
-    return next((v for k, v in body.items() if k.lower() == name.lower()), None)
+    key = key_of(body, name)
+    return None if key is None else body[key]
 
 
 def apply_patch(rt: ResourceType, document: dict[str, Any], body: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from persona_service.files.storage import public_url
 from persona_service.kernel.errors import ApiError, NotFound
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import page_limit, timestamp
+from persona_service.kernel.transport.errors import SCIM_MEDIA_TYPE
 from persona_service.orgs.keys import ScimTokens
 from persona_service.orgs.records import ApiKeyRecord
 from persona_service.scim.documents import parse_json
@@ -28,7 +29,6 @@ from persona_service.scim.schemas import (
 )
 from persona_service.scim.service import Query, Rendered, Resources, not_supported, resources_for
 
-SCIM_MEDIA_TYPE = "application/scim+json"
 BASE_PATH = "/v1/auth/scim/v2"
 _JSON_TYPES = (SCIM_MEDIA_TYPE, "application/json")
 

@@ -456,6 +456,8 @@ class RequestPipeline(grpc.ServerInterceptor):
 
 def _span(call: _Call, meta: MethodMeta, **attributes: str) -> tracing.ServerSpan | None:
     """The RPC's span (None unless traces are exported), current on this thread until it ends."""
+    if not tracing.enabled():
+        return None  # the common case: nothing built per request
     return tracing.server_span(meta.path, call.ctx.traceparent, **{
         "rpc.system": "grpc", "rpc.method": meta.path, "request.id": call.ctx.request_id, **attributes})
 
