@@ -33,13 +33,13 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None =
         database_url=os.environ.get("DATABASE_URL", ""),
         redis_url=os.environ.get("REDIS_URL", ""),
         http_port=free_port(),
-        grpc_port=free_port(),
+        grpc_port=free_port(1000),
         admin_port=free_port(),
         jwt_secret=JWT_SECRET,
         **(settings or {}),
     )
     env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1", **extra_env}
-    ports = [settings.grpc_port] + [free_port() for _ in range(servers - 1)]
+    ports = [settings.grpc_port] + [free_port(1000) for _ in range(servers - 1)]
     return Stack(settings, modules or MODULES, grpc_ports=ports, extra_env=env)
 
 

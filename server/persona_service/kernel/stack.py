@@ -49,14 +49,17 @@ def ensure_port_free(port: int, what: str, host: str = "0.0.0.0") -> None:
             raise StackError(f"port {port} ({what}) is already in use; set another with the matching PERSONA_*_PORT") from None
 
 
-def free_port() -> int:
-    """A free port below the ephemeral range (32768+), where binds are reliable."""
+def free_port(*offsets: int) -> int:
+    """A free port below the ephemeral range (32768+), where binds are reliable; with
+    `offsets`, one whose neighbours at those offsets are free too (a stack with several
+    servers takes the ports after its gRPC port, and each one's stream port)."""
     import random
 
     for _ in range(200):
         port = random.randint(20000, 32000)
         try:
-            ensure_port_free(port, "probe")
+            for offset in (0, *offsets):
+                ensure_port_free(port + offset, "probe")
             return port
         except StackError:
             continue
