@@ -15,6 +15,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import standardwebhooks
 from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
@@ -160,7 +161,7 @@ def test_rotation_grace_signs_with_both_secrets(qhttp, quiet_tenants, quiet_engi
     endpoint_id, old = made["endpoint"]["id"], made["secret"]
     with quiet_engine.begin() as conn:
         conn.execute(update(WebhookEndpoint).where(WebhookEndpoint.id == endpoint_id)
-                     .values(secret_created_at=datetime.now(UTC) - timedelta(days=91)))
+                     .values(secret_created_at=datetime.now(UTC) - timedelta(days=91), standard_webhooks=True))
     assert_envelope(qhttp.post("/v1/admin/webhooks/rotate-secrets", headers=t.auth, json={}), 403, "forbidden")
     r = qhttp.post("/v1/admin/webhooks/rotate-secrets", headers=admin.auth, json={})
     assert r.status_code == 200, r.text
@@ -188,6 +189,10 @@ def test_rotation_grace_signs_with_both_secrets(qhttp, quiet_tenants, quiet_engi
     assert verify_signature(req.body, header, [old], now=now.timestamp())
     assert verify_signature(req.body, header, [new], now=now.timestamp())
     assert not verify_signature(req.body, header, ["whsec_other"], now=now.timestamp())
+    # Standard Webhooks: one space-separated `v1,` per secret; receivers holding either verify.
+    assert req.headers["webhook-signature"].count("v1,") == 2
+    for secret in (old, new):
+        assert standardwebhooks.Webhook(secret).verify(req.body, dict(req.headers))
 
     # After the grace (7 days), only the new secret signs.
     later = now + timedelta(seconds=604800 + 1)

@@ -9,12 +9,13 @@ import base64
 import uuid
 
 import pytest
+import standardwebhooks
 from persona_service.kernel.outbox import EVENT_TYPES, Outbox
 from persona_service.webhooks import verify_signature
 from support import assert_envelope
 
 ENDPOINT_FIELDS = {"id", "url", "events", "description", "enabled", "workspaceId", "createdAt", "updatedAt",
-                   "secretCreatedAt"}
+                   "secretCreatedAt", "standardWebhooks"}
 
 
 def create(http, auth, url, events=("*",), **extra) -> dict:
@@ -153,6 +154,32 @@ def test_ping_is_signed_and_delivered_to_that_endpoint_only(http, tenants, recei
     assert not verify_signature(got.body, header, [made["secret"]], now=got.at + 301)
     # The ping goes to the endpoint it names only.
     assert receiver.at(p2) == []
+
+
+def test_standard_webhooks_headers_verify_with_the_reference_library(http, tenant, receiver):
+    p = path()
+    made = create(http, tenant.auth, receiver.url(p), standardWebhooks=True)
+    endpoint, secret = made["endpoint"], made["secret"]
+    assert endpoint["standardWebhooks"] is True
+    base64.b64decode(secret.removeprefix("whsec_"), validate=True)  # the form those libraries decode
+    event_id = http.post(f"/v1/webhooks/{endpoint['id']}/ping", headers=tenant.auth, json={}).json()["eventId"]
+    got = receiver.wait_for(p)[0]
+    assert got.headers["webhook-id"] == event_id
+    assert got.headers["webhook-timestamp"] == got.headers["x-service-signature"].split(",")[0].removeprefix("t=")
+    assert standardwebhooks.Webhook(secret).verify(got.body, dict(got.headers))["id"] == event_id
+    assert verify_signature(got.body, got.headers["x-service-signature"], [secret])  # ours still sent
+    with pytest.raises(standardwebhooks.WebhookVerificationError):
+        standardwebhooks.Webhook(base64.b64encode(b"another key of enough length!!").decode()).verify(
+            got.body, dict(got.headers))
+    with pytest.raises(standardwebhooks.WebhookVerificationError):
+        standardwebhooks.Webhook(secret).verify(got.body + b" ", dict(got.headers))
+
+    # Off again: only our own signature.
+    r = http.patch(f"/v1/webhooks/{endpoint['id']}", headers=tenant.auth, json={"standardWebhooks": False})
+    assert r.status_code == 200 and r.json()["standardWebhooks"] is False, r.text
+    http.post(f"/v1/webhooks/{endpoint['id']}/ping", headers=tenant.auth, json={})
+    again = receiver.wait_for(p, 2)[-1]
+    assert "webhook-signature" not in again.headers and "x-service-signature" in again.headers
 
 
 def test_star_and_filtered_subscriptions(http, tenants, engine, receiver):

@@ -16,6 +16,7 @@ class EndpointRecord:
     description: str
     events: list[str]
     enabled: bool
+    standard_webhooks: bool
     secret_enc: str  # sealed by the secret box; opened only to sign
     secret_created_at: datetime
     previous_secret_enc: str | None
@@ -84,6 +85,7 @@ class DueDelivery:
     workspace_id: str
     data: Any
     url: str
+    standard_webhooks: bool
     secret_enc: str
     previous_secret_enc: str | None
     previous_secret_expires_at: datetime | None

@@ -173,7 +173,8 @@ class DeliveryQueue:
             select(
                 d.c.id, d.c.endpoint_id, d.c.attempt_count, d.c.event_id,
                 e.c.type, e.c.occurred_at, e.c.org_id, e.c.workspace_id, e.c.data,
-                w.c.url, w.c.secret_enc, w.c.previous_secret_enc, w.c.previous_secret_expires_at,
+                w.c.url, w.c.standard_webhooks, w.c.secret_enc, w.c.previous_secret_enc,
+                w.c.previous_secret_expires_at,
             )
             .select_from(d.join(e, e.c.id == d.c.event_id).join(w, w.c.id == d.c.endpoint_id))
             .where(d.c.status == "pending", d.c.next_attempt_at <= now)

@@ -7,6 +7,7 @@ worker (`persona_service.webhooks.worker`) applies them.
 
 from __future__ import annotations
 
+import base64
 import builtins
 import ipaddress
 import secrets as _secrets
@@ -41,7 +42,9 @@ MAX_URL_LENGTH = 2048
 
 
 def new_secret() -> str:
-    return "whsec_" + _secrets.token_urlsafe(32)
+    """`whsec_` + standard base64 of 32 random bytes: the form Standard Webhooks
+    libraries decode into their HMAC key (our own signature uses the whole string)."""
+    return "whsec_" + base64.b64encode(_secrets.token_bytes(32)).decode()
 
 
 # --- destinations (SSRF) -------------------------------------------------------
@@ -200,13 +203,14 @@ class WebhookService:
     # endpoints
 
     def create(self, principal: Principal, *, url: str, events: builtins.list[str], description: str = "",
-               enabled: bool = True) -> tuple[EndpointRecord, str]:
+               enabled: bool = True, standard_webhooks: bool = False) -> tuple[EndpointRecord, str]:
         self._check(url=url, events=events)
         secret = new_secret()
         now = utcnow()
         row = self.repo.create(
             id=ids.new_id("webhook_endpoint"), org_id=principal.org_id, workspace_id=principal.workspace_id,
             url=url, description=description, events=self._normalize(events), enabled=enabled,
+            standard_webhooks=standard_webhooks,
             secret_enc=self.box.seal(secret), secret_created_at=now, created_at=now, updated_at=now,
         )
         return row, secret
@@ -228,7 +232,8 @@ class WebhookService:
         )
 
     def update(self, principal: Principal, endpoint_id: str, *, url: str | None = None, events: builtins.list[str] | None = None,
-               description: str | None = None, enabled: bool | None = None) -> EndpointRecord:
+               description: str | None = None, enabled: bool | None = None,
+               standard_webhooks: bool | None = None) -> EndpointRecord:
         self.get(principal, endpoint_id)
         self._check(url=url, events=events or None)
         values: dict = {}
@@ -240,6 +245,8 @@ class WebhookService:
             values["description"] = description
         if enabled is not None:
             values["enabled"] = enabled
+        if standard_webhooks is not None:
+            values["standard_webhooks"] = standard_webhooks
         if not values:
             return self.get(principal, endpoint_id)
         values["updated_at"] = utcnow()

@@ -11,7 +11,7 @@ from persona_service.webhooks.settings import WebhookSettings
 def endpoint(row: EndpointRecord) -> webhooks_pb2.WebhookEndpoint:
     return webhooks_pb2.WebhookEndpoint(
         id=row.id, url=row.url, events=row.events, description=row.description, enabled=row.enabled,
-        workspace_id=row.workspace_id, created_at=timestamp(row.created_at),
+        standard_webhooks=row.standard_webhooks, workspace_id=row.workspace_id, created_at=timestamp(row.created_at),
         updated_at=timestamp(row.updated_at), secret_created_at=timestamp(row.secret_created_at),
         previous_secret_expires_at=timestamp(row.previous_secret_expires_at) if row.previous_secret_enc else None,
     )
@@ -49,6 +49,7 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
         row, secret = self._service(ctx).create(
             ctx.caller, url=request.url, events=list(request.events), description=request.description,
             enabled=request.enabled if request.HasField("enabled") else True,
+            standard_webhooks=request.standard_webhooks,
         )
         return webhooks_pb2.CreateWebhookEndpointResponse(endpoint=endpoint(row), secret=secret)
 
@@ -78,6 +79,7 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
             events=list(request.events) or None,
             description=request.description if request.HasField("description") else None,
             enabled=request.enabled if request.HasField("enabled") else None,
+            standard_webhooks=request.standard_webhooks if request.HasField("standard_webhooks") else None,
         )
         return endpoint(row)
 

@@ -34,6 +34,8 @@ class WebhookEndpoint(Base):
     # Event types, or ["*"] for all.
     events: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False)
     enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
+    # Also send the Standard Webhooks headers (webhook-id, -timestamp, -signature).
+    standard_webhooks: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("false"))
     secret_enc: Mapped[str] = mapped_column(Text, nullable=False)
     secret_created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     # The secret a rotation replaced, valid (also signed with) until expiry.

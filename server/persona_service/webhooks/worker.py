@@ -54,7 +54,7 @@ from persona_service.webhooks.service import (
     valid_secrets,
     vetted_addresses,
 )
-from persona_service.webhooks.signing import SIGNATURE_HEADER, signature_header
+from persona_service.webhooks.signing import SIGNATURE_HEADER, signature_header, standard_webhook_headers
 
 log = logging.getLogger("persona_service.webhooks")
 
@@ -214,14 +214,17 @@ class DeliveryWorker:
                 attempt.body = refused
                 return attempt
             body = envelope(row)
+            secrets, stamp = valid_secrets(row, self.box, now), int(now.timestamp())
             headers = {
                 "Content-Type": "application/json",
                 "X-Service-Event-Id": row.event_id,
                 "X-Service-Event-Type": row.type,
                 "X-Service-Delivery-Id": row.id,
                 "X-Service-Delivery-Attempt": str(attempt.attempt),
-                SIGNATURE_HEADER: signature_header(body, valid_secrets(row, self.box, now), int(now.timestamp())),
+                SIGNATURE_HEADER: signature_header(body, secrets, stamp),
             }
+            if row.standard_webhooks:
+                headers.update(standard_webhook_headers(body, secrets, row.event_id, stamp))
             async with client.slot():  # the timeout runs from here: waiting for a connection is not the receiver's
                 started = time.monotonic()
                 response = await asyncio.wait_for(

@@ -13,7 +13,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class WebhookEndpoint(_message.Message):
-    __slots__ = ("id", "url", "events", "description", "enabled", "workspace_id", "created_at", "updated_at", "secret_created_at", "previous_secret_expires_at")
+    __slots__ = ("id", "url", "events", "description", "enabled", "workspace_id", "created_at", "updated_at", "secret_created_at", "previous_secret_expires_at", "standard_webhooks")
     ID_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class WebhookEndpoint(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     SECRET_CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     PREVIOUS_SECRET_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    STANDARD_WEBHOOKS_FIELD_NUMBER: _ClassVar[int]
     id: str
     url: str
     events: _containers.RepeatedScalarFieldContainer[str]
@@ -34,19 +35,22 @@ class WebhookEndpoint(_message.Message):
     updated_at: _timestamp_pb2.Timestamp
     secret_created_at: _timestamp_pb2.Timestamp
     previous_secret_expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., url: _Optional[str] = ..., events: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., enabled: _Optional[bool] = ..., workspace_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., secret_created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., previous_secret_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    standard_webhooks: bool
+    def __init__(self, id: _Optional[str] = ..., url: _Optional[str] = ..., events: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., enabled: _Optional[bool] = ..., workspace_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., secret_created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., previous_secret_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., standard_webhooks: _Optional[bool] = ...) -> None: ...
 
 class CreateWebhookEndpointRequest(_message.Message):
-    __slots__ = ("url", "events", "description", "enabled")
+    __slots__ = ("url", "events", "description", "enabled", "standard_webhooks")
     URL_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     ENABLED_FIELD_NUMBER: _ClassVar[int]
+    STANDARD_WEBHOOKS_FIELD_NUMBER: _ClassVar[int]
     url: str
     events: _containers.RepeatedScalarFieldContainer[str]
     description: str
     enabled: bool
-    def __init__(self, url: _Optional[str] = ..., events: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., enabled: _Optional[bool] = ...) -> None: ...
+    standard_webhooks: bool
+    def __init__(self, url: _Optional[str] = ..., events: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., enabled: _Optional[bool] = ..., standard_webhooks: _Optional[bool] = ...) -> None: ...
 
 class CreateWebhookEndpointResponse(_message.Message):
     __slots__ = ("endpoint", "secret")
@@ -79,18 +83,20 @@ class GetWebhookEndpointRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class UpdateWebhookEndpointRequest(_message.Message):
-    __slots__ = ("id", "url", "events", "description", "enabled")
+    __slots__ = ("id", "url", "events", "description", "enabled", "standard_webhooks")
     ID_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     ENABLED_FIELD_NUMBER: _ClassVar[int]
+    STANDARD_WEBHOOKS_FIELD_NUMBER: _ClassVar[int]
     id: str
     url: str
     events: _containers.RepeatedScalarFieldContainer[str]
     description: str
     enabled: bool
-    def __init__(self, id: _Optional[str] = ..., url: _Optional[str] = ..., events: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., enabled: _Optional[bool] = ...) -> None: ...
+    standard_webhooks: bool
+    def __init__(self, id: _Optional[str] = ..., url: _Optional[str] = ..., events: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., enabled: _Optional[bool] = ..., standard_webhooks: _Optional[bool] = ...) -> None: ...
 
 class DeleteWebhookEndpointRequest(_message.Message):
     __slots__ = ("id",)

@@ -47,6 +47,16 @@ class WebhookServiceStub:
     verifies. Receivers check that `t` is within a tolerance (5 minutes) of
     their clock to reject replays; `persona_service.webhooks.verify_signature`
     implements the check with constant-time comparison.
+    - Standard Webhooks (an option per endpoint, `standardWebhooks: true`): the
+    delivery also carries the headers of the Standard Webhooks specification
+    (standardwebhooks.com), so receivers can verify it with the
+    `standardwebhooks` or `svix` libraries: `webhook-id` (the event id, the
+    same on every retry and replay), `webhook-timestamp` (the `t` above) and
+    `webhook-signature`: `v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<raw
+    body>">`, keyed with the base64-decoded part of the secret after
+    `whsec_`, one space-separated `v1,…` per valid secret during a rotation
+    grace. Secrets are `whsec_` + standard base64 (32 random bytes), the form
+    those libraries read. `X-Service-Signature` is sent either way.
     - Success: a 2xx answer within 10 seconds. Redirects are not followed.
     Anything else, a timeout or a connection error is a failure.
     - Retries: after the first attempt fails, the delivery is retried five
@@ -143,6 +153,16 @@ class WebhookServiceServicer:
     verifies. Receivers check that `t` is within a tolerance (5 minutes) of
     their clock to reject replays; `persona_service.webhooks.verify_signature`
     implements the check with constant-time comparison.
+    - Standard Webhooks (an option per endpoint, `standardWebhooks: true`): the
+    delivery also carries the headers of the Standard Webhooks specification
+    (standardwebhooks.com), so receivers can verify it with the
+    `standardwebhooks` or `svix` libraries: `webhook-id` (the event id, the
+    same on every retry and replay), `webhook-timestamp` (the `t` above) and
+    `webhook-signature`: `v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<raw
+    body>">`, keyed with the base64-decoded part of the secret after
+    `whsec_`, one space-separated `v1,…` per valid secret during a rotation
+    grace. Secrets are `whsec_` + standard base64 (32 random bytes), the form
+    those libraries read. `X-Service-Signature` is sent either way.
     - Success: a 2xx answer within 10 seconds. Redirects are not followed.
     Anything else, a timeout or a connection error is a failure.
     - Retries: after the first attempt fails, the delivery is retried five
@@ -346,6 +366,16 @@ class WebhookService:
     verifies. Receivers check that `t` is within a tolerance (5 minutes) of
     their clock to reject replays; `persona_service.webhooks.verify_signature`
     implements the check with constant-time comparison.
+    - Standard Webhooks (an option per endpoint, `standardWebhooks: true`): the
+    delivery also carries the headers of the Standard Webhooks specification
+    (standardwebhooks.com), so receivers can verify it with the
+    `standardwebhooks` or `svix` libraries: `webhook-id` (the event id, the
+    same on every retry and replay), `webhook-timestamp` (the `t` above) and
+    `webhook-signature`: `v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<raw
+    body>">`, keyed with the base64-decoded part of the secret after
+    `whsec_`, one space-separated `v1,…` per valid secret during a rotation
+    grace. Secrets are `whsec_` + standard base64 (32 random bytes), the form
+    those libraries read. `X-Service-Signature` is sent either way.
     - Success: a 2xx answer within 10 seconds. Redirects are not followed.
     Anything else, a timeout or a connection error is a failure.
     - Retries: after the first attempt fails, the delivery is retried five
