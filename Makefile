@@ -25,7 +25,7 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 lint: $(STAMP) node_modules/.installed
-	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/lint_proto.sh
+	bash scripts/lint_proto.sh
 	$(BIN)/ruff check server tests scripts migrations
 
 typecheck: $(STAMP)

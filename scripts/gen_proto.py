@@ -5,9 +5,9 @@ the OpenAPI document of the HTTP/JSON edge (scripts/gen_openapi.py).
 Run: python scripts/gen_proto.py           (writes gen/)
      python scripts/gen_proto.py --check   (fails if gen/ differs from proto/)
 
-The output depends only on proto/ and the pinned grpcio-tools; the google
-protos come from installed packages (grpcio-tools, googleapis-common-protos),
-never from the network.
+The output depends only on proto/, the vendored google protos in
+third_party/googleapis/ and the pinned grpcio-tools (which ships the
+well-known types), never on the network.
 """
 
 from __future__ import annotations
@@ -21,14 +21,13 @@ import subprocess
 import sys
 import tempfile
 
-from google.api import annotations_pb2
 from grpc_tools import protoc
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROTO = ROOT / "proto"
 GEN = ROOT / "gen"
-# googleapis-common-protos ships google/api/*.proto beside its modules.
-GOOGLEAPIS = pathlib.Path(annotations_pb2.__file__).resolve().parent.parent.parent
+# google/api and google/rpc, vendored (third_party/googleapis/README.md).
+GOOGLEAPIS = ROOT / "third_party" / "googleapis"
 WELL_KNOWN = pathlib.Path(protoc.__file__).resolve().parent / "_proto"
 
 

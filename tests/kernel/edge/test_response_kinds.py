@@ -13,7 +13,6 @@ import sys
 
 import httpx
 import pytest
-from google.api import annotations_pb2
 from grpc_tools import protoc
 from persona_service.kernel.module import Modules
 from persona_service.registry import MODULES
@@ -21,7 +20,7 @@ from support import TenantFactory, assert_envelope, client_for, engine_for, make
 
 PROBE = pathlib.Path(__file__).parent / "probe"
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-GOOGLEAPIS = pathlib.Path(annotations_pb2.__file__).resolve().parent.parent.parent
+GOOGLEAPIS = ROOT / "third_party" / "googleapis"
 WELL_KNOWN = pathlib.Path(protoc.__file__).resolve().parent / "_proto"
 SCIM = "application/scim+json"
 
