@@ -6,6 +6,7 @@ from persona_service.admin.module import MODULE as ADMIN
 from persona_service.billing.module import MODULE as BILLING
 from persona_service.chat.module import MODULE as CHAT
 from persona_service.config.module import MODULE as CONFIG
+from persona_service.dashboard.module import MODULE as DASHBOARD
 from persona_service.docs.module import MODULE as DOCS
 from persona_service.events.module import MODULE as EVENTS
 from persona_service.files.module import MODULE as FILES
@@ -33,6 +34,7 @@ MODULES = Modules([
     SCIM,
     PROBES,
     DOCS,
+    DASHBOARD,
     WEBHOOKS,
     CONFIG,
     EVENTS,

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from google.api import httpbody_pb2
+from persona.v1 import dashboard_pb2_grpc
+
+from persona_service.dashboard.assets import Asset, bundle
+from persona_service.kernel.errors import NotFound
+from persona_service.kernel.transport.context import current
+
+# The page runs only this origin's scripts and styles and calls only this
+# origin's API; images may also come from an object store's presigned URLs.
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+       "img-src 'self' data: blob: https:; object-src 'none'; base-uri 'none'; form-action 'none'; "
+       "frame-ancestors 'none'")
+IMMUTABLE = "public, max-age=31536000, immutable"
+REVALIDATE = "no-cache"
+
+
+def _answer(context, asset: Asset, cache_control: str, **headers: str) -> httpbody_pb2.HttpBody:
+    """The asset, or 304 with no body when the client holds this version."""
+    ctx = current()
+    ctx.respond(None, etag=asset.etag, cache_control=cache_control, x_content_type_options="nosniff", **headers)
+    sent = dict(context.invocation_metadata()).get("if-none-match", "")
+    if asset.etag in (tag.strip() for tag in sent.split(",")) or sent.strip() == "*":
+        ctx.respond(304)
+        return httpbody_pb2.HttpBody(content_type=asset.content_type)
+    return httpbody_pb2.HttpBody(content_type=asset.content_type, data=asset.data)
+
+
+class DashboardServicer(dashboard_pb2_grpc.DashboardServiceServicer):
+    def __init__(self, app):
+        self.app = app
+
+    def GetDashboardPage(self, request, context):
+        return _answer(context, bundle().page, REVALIDATE, content_security_policy=CSP,
+                       referrer_policy="no-referrer", x_frame_options="DENY")
+
+    def GetDashboardAsset(self, request, context):
+        asset = bundle().find(request.name)
+        if asset is None:
+            raise NotFound("dashboard asset")
+        return _answer(context, asset, IMMUTABLE if request.name == asset.hashed else REVALIDATE)

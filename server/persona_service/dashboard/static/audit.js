@@ -1,0 +1,43 @@
+// The audit log: every write, security failure and admin action of the
+// organization, filterable by the API's filters, newest first.
+
+import { get } from "./api.js";
+import { badge, field, h, pager, replace, select, table, when } from "./ui.js";
+
+const FILTERS = [
+  ["action", "Action", "e.g. api_key.create"],
+  ["resourceType", "Resource type", "e.g. persona"],
+  ["resourceId", "Resource id", ""],
+  ["actorUserId", "Actor user", "usr_…"],
+  ["credentialId", "Credential", "key_… or jwt:…"],
+  ["requestId", "Request id", "x-request-id"],
+];
+
+export function render(main) {
+  const inputs = Object.fromEntries(FILTERS.map(([name, , placeholder]) => [name, h("input", { name, placeholder, autocomplete: "off" })]));
+  const outcome = select(["", "success", "failure"], { name: "outcome" });
+  const results = h("div", { "aria-live": "polite" });
+  const form = h("form", { class: "filters", role: "search", "aria-label": "Audit filters" },
+    FILTERS.map(([name, label]) => field(label, inputs[name])), field("Outcome", outcome),
+    h("div", { class: "row" }, h("button", { type: "submit", class: "primary" }, "Filter"), h("button", { type: "reset" }, "Clear")));
+  main.append(h("h1", {}, "Audit log"), form, results);
+
+  function search() {
+    const query = { outcome: outcome.value };
+    for (const [name, input] of Object.entries(inputs)) query[name] = input.value.trim();
+    replace(results, pager((token) => get("/v1/audit/events", { ...query, pageSize: 50, pageToken: token }).then((r) => ({ ...r, items: r.events || [] })),
+      (items) => table([
+        ["When", (e) => when(e.occurredAt)],
+        ["Action", (e) => h("code", {}, e.action)],
+        ["Outcome", (e) => badge(e.outcome === "success" ? "succeeded" : "failed", e.outcome)],
+        ["Status", (e) => [String(e.status), e.errorCode ? ` ${e.errorCode}` : ""]],
+        ["Resource", (e) => [e.resourceType, e.resourceId ? [" ", h("code", {}, e.resourceId)] : ""]],
+        ["Who", (e) => [e.actorUserId || "—", h("br"), h("small", { class: "muted" }, e.credentialId || "")]],
+        ["Request", (e) => h("code", { class: "request-id" }, e.requestId)],
+        ["Client", (e) => e.clientIp || "—"],
+      ], items, { caption: "Audit events" }), { emptyText: "No audit events match." }));
+  }
+  form.addEventListener("submit", (event) => { event.preventDefault(); search(); });
+  form.addEventListener("reset", () => setTimeout(search));
+  search();
+}

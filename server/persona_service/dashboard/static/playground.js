@@ -1,0 +1,163 @@
+// Playground: chat with a persona, the reply streamed as it is produced,
+// the session's token and cost counters, and drift warnings (a reply's drift
+// score over the persona's threshold, an auto-recovered reply, a blocked one).
+
+import { get, post, stream } from "./api.js";
+import { badge, busy, empty, errorBox, field, h, loading, micros, replace, when } from "./ui.js";
+
+const DRIFT_KEY = "engine.pipeline.drift_detection.threshold";
+
+export function render(main, params, context) {
+  const [personaId, sessionId] = params;
+  main.append(h("h1", {}, "Playground"));
+  if (!personaId) return pickPersona(main);
+  return chatView(main, personaId, sessionId, context);
+}
+
+function pickPersona(main) {
+  const box = h("div", {}, loading("Loading personas"));
+  main.append(h("p", { class: "muted" }, "Pick a persona to chat with."), box);
+  get("/v1/personas", { pageSize: 100 }).then((page) => {
+    const personas = (page.personas || []).filter((p) => p.state !== "deleted");
+    if (!personas.length) {
+      replace(box, empty("No personas yet.", h("a", { class: "button", href: "#/personas/new" }, "Create one")));
+      return;
+    }
+    replace(box, h("ul", { class: "cards" }, personas.map((p) => h("li", {},
+      h("a", { class: "card", href: `#/playground/${p.id}` }, h("strong", {}, p.displayName || p.slug), h("span", { class: "muted" }, ` ${p.slug} · `), badge(p.state))))));
+  }).catch((error) => replace(box, errorBox(error)));
+}
+
+function counters(session) {
+  return [
+    ["Messages", session.messageCount],
+    ["Input tokens", session.inputTokens],
+    ["Output tokens", session.outputTokens],
+    ["Cost", micros(session.costUsdMicros)],
+  ];
+}
+
+function chatView(main, personaId, sessionId, context) {
+  const controller = new AbortController();
+  const head = h("div", {}, loading("Loading persona"));
+  const sessions = h("div", { class: "sessions" });
+  const chat = h("div", { class: "chat" });
+  main.append(h("p", {}, h("a", { href: "#/playground" }, "← All personas")), head, h("div", { class: "chat-layout" }, sessions, chat));
+  let threshold = null;
+
+  get(`/v1/personas/${encodeURIComponent(personaId)}`).then((p) => replace(head,
+    h("p", {}, "Chatting with ", h("a", { href: `#/personas/${p.id}` }, h("strong", {}, p.displayName || p.slug)), " ", badge(p.state))))
+    .catch((error) => replace(head, errorBox(error)));
+  get(`/v1/config/${DRIFT_KEY}`, { personaId }).then((item) => { threshold = Number(item.value); }).catch(() => {});
+
+  function listSessions() {
+    replace(sessions, h("h2", { class: "small" }, "Sessions"), loading());
+    const start = h("button", { type: "button", class: "primary" }, "New session");
+    const out = h("div");
+    start.addEventListener("click", () => busy(start, out, async () => {
+      const made = await post("/v1/chat/sessions", { personaId, title: `Playground ${new Date().toLocaleString()}` });
+      context.navigate(`#/playground/${personaId}/${made.sessionId}`);
+    }));
+    get("/v1/chat/sessions", { personaId, pageSize: 20 }).then((page) => {
+      const items = page.sessions || [];
+      replace(sessions, h("h2", { class: "small" }, "Sessions"), start, out,
+        items.length ? h("ul", { class: "session-list" }, items.map((s) => h("li", {},
+          h("a", { href: `#/playground/${personaId}/${s.sessionId}`, "aria-current": s.sessionId === sessionId ? "page" : null },
+            s.title || s.sessionId), " ", badge(s.status), h("br"), h("small", { class: "muted" }, `${s.messageCount} messages · `, when(s.lastActiveAt))))) : empty("No sessions yet."));
+    }).catch((error) => replace(sessions, start, out, errorBox(error)));
+  }
+  listSessions();
+
+  if (!sessionId) {
+    replace(chat, empty("Start a new session or open one."));
+    return () => controller.abort();
+  }
+
+  const transcript = h("ol", { class: "transcript", "aria-live": "polite", "aria-label": "Conversation" });
+  const stats = h("dl", { class: "counters", "aria-label": "Session counters" });
+  const input = h("textarea", { name: "message", rows: "2", required: true, maxlength: "32000", placeholder: "Say something…" });
+  const send = h("button", { type: "submit", class: "primary" }, "Send");
+  const out = h("div");
+  const form = h("form", { class: "composer" }, field("Message", input), h("div", { class: "row" }, send), out);
+  const status = h("div");
+  replace(chat, status, stats, transcript, form);
+
+  function showCounters(session) {
+    replace(stats, counters(session).map(([k, v]) => h("div", { class: "counter" }, h("dt", {}, k), h("dd", { dataset: { counter: k } }, String(v)))));
+    replace(status, session.status !== "active" ? h("p", { class: "warning" }, `This session is ${session.status}: read-only.`) : null);
+    form.hidden = session.status !== "active";
+  }
+
+  function driftNote(reply) {
+    if (reply.recovered) return h("p", { class: "warning drift" }, "Drift detected: this reply was regenerated in the persona's voice (auto-recover).");
+    if (threshold !== null && reply.driftScore > threshold) {
+      return h("p", { class: "warning drift" }, `Drift warning: score ${reply.driftScore.toFixed(2)} is over the threshold ${threshold.toFixed(2)}.`);
+    }
+    return null;
+  }
+
+  function bubble(message, text = message.content) {
+    const content = h("div", { class: "content" }, text);
+    const meta = h("div", { class: "meta" });
+    const item = h("li", { class: `msg ${message.role}` }, h("span", { class: "sr-only" }, message.role === "user" ? "You: " : "Persona: "), content, meta);
+    if (message.role === "assistant" && message.usage) fillMeta(meta, message);
+    return { item, content, meta };
+  }
+
+  function fillMeta(meta, reply) {
+    const usage = reply.usage || {};
+    replace(meta, h("small", { class: "muted" },
+      `${usage.inputTokens || 0} in · ${usage.outputTokens || 0} out · ${micros(usage.costUsdMicros)} · drift ${Number(reply.driftScore || 0).toFixed(2)}`),
+    driftNote(reply));
+  }
+
+  Promise.all([
+    get(`/v1/chat/sessions/${encodeURIComponent(sessionId)}`),
+    get(`/v1/chat/sessions/${encodeURIComponent(sessionId)}/messages`, { pageSize: 100 }),
+  ]).then(([session, page]) => {
+    showCounters(session);
+    for (const message of page.messages || []) transcript.append(bubble(message).item);
+  }).catch((error) => replace(status, errorBox(error)));
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const content = input.value.trim();
+    if (!content) return;
+    transcript.append(bubble({ role: "user", content }).item);
+    const reply = bubble({ role: "assistant", content: "" }, "");
+    reply.item.classList.add("streaming");
+    reply.item.setAttribute("aria-busy", "true");
+    transcript.append(reply.item);
+    input.value = "";
+    let text = "";
+    busy(send, out, async () => {
+      try {
+        await stream(`/v1/chat/sessions/${encodeURIComponent(sessionId)}/messages`, { content }, (name, data) => {
+          if (name === "message.delta") {
+            text += data.delta;
+            reply.content.textContent = text;
+          } else if (name === "message.completed") {
+            reply.content.textContent = data.reply.content;
+            fillMeta(reply.meta, data.reply);
+            showCounters(data.session);
+            listSessions();
+          }
+        }, { signal: controller.signal });
+      } catch (error) {
+        // Text already released stays visible, marked as not kept: the reply is neither stored nor billed.
+        reply.meta.replaceChildren(error.code === "drift_blocked"
+          ? h("p", { class: "warning drift" }, "Drift blocked: the reply strayed from the persona's voice, so it was stopped; it is not stored or billed.")
+          : h("p", { class: "muted" }, "This reply failed; it is not stored."));
+        reply.item.classList.add("failed");
+        throw error;
+      } finally {
+        reply.item.classList.remove("streaming");
+        reply.item.removeAttribute("aria-busy");
+      }
+    });
+  });
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
+  });
+  return () => controller.abort();
+}

@@ -1,0 +1,328 @@
+"""The dashboard in a real browser (Chromium through Playwright) against the
+real stack, through the edge, as a user drives it: sign in with an API key,
+create a key and see its secret once, create a persona and watch its steps
+stream, chat in the playground and see the reply stream, add a webhook
+endpoint on a local receiver, ping it and replay a delivery, change the plan
+and open the invoice's PDF; every page at desktop and phone width, by
+keyboard too. Screenshots of each page go to pytest's tmp dir."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+from persona_service.webhooks import verify_signature
+from playwright.sync_api import expect
+from sqlalchemy import text
+from webhooks.wh_receiver import Answer
+
+STEPS = ["moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint"]
+PAGES = ["Personas", "Playground", "API keys", "Webhooks", "Usage", "Billing", "Audit log", "Events"]
+PHONE = {"width": 390, "height": 844}
+REQUEST_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+def sign_in(page, key: str) -> None:
+    page.goto("/dashboard")
+    page.get_by_label("API key or session JWT").fill(key)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("navigation", name="Main")).to_be_visible()
+
+
+def go(page, label: str) -> None:
+    page.get_by_role("navigation", name="Main").get_by_role("link", name=label, exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(label)
+
+
+def settled(page) -> None:
+    """Every list and panel has loaded."""
+    expect(page.locator("main .loading")).to_have_count(0)
+
+
+def shoot(page, screenshots, name: str) -> None:
+    page.screenshot(path=screenshots / f"{name}.png", full_page=True)
+
+
+def make_persona(http, tenant, intent="A grumpy lighthouse keeper who loves jazz") -> str:
+    r = http.post("/v1/personas", json={"intent": intent}, headers=tenant.auth)
+    assert r.status_code == 200, r.text
+    return r.json()["id"]
+
+
+@contextlib.contextmanager
+def personas_locked(engine):
+    """Hold writes to `personas` (reads go on) until the block ends or the
+    transaction is rolled back: a run's progress can stream, its persona
+    cannot be written yet."""
+    with engine.connect() as conn:
+        trans = conn.begin()
+        conn.execute(text("SET LOCAL lock_timeout = '5s'"))
+        conn.execute(text("LOCK TABLE personas IN EXCLUSIVE MODE"))
+        try:
+            yield trans
+        finally:
+            if trans.is_active:
+                trans.rollback()
+
+
+def test_sign_in_then_a_new_key_shows_its_secret_once(page, http, tenants, screenshots):
+    tenant = tenants()
+    # A refused credential: the envelope's message, its code and the request id.
+    page.goto("/dashboard")
+    shoot(page, screenshots, "sign-in")
+    page.get_by_label("API key or session JWT").fill("sk_live_not-a-key")
+    page.get_by_role("button", name="Sign in").click()
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("unauthorized")
+    expect(alert.locator(".request-id")).to_have_text(REQUEST_ID)
+
+    page.get_by_label("API key or session JWT").fill(tenant.api_key)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("banner")).to_contain_text("pro")
+    assert page.evaluate("document.cookie") == ""
+    go(page, "API keys")
+    page.get_by_label("Name", exact=True).fill("dashboard key")
+    page.get_by_label("personas:write").check()
+    page.get_by_role("button", name="Create key").click()
+    secret = page.locator(".secret-value")
+    expect(secret).to_have_text(re.compile(r"^sk_live_\S{20,}$"))
+    value = secret.inner_text()
+    expect(page.locator(".secret").get_by_role("button", name="Copy")).to_be_visible()
+    row = page.get_by_role("row").filter(has_text="dashboard key")
+    expect(row).to_contain_text(value[:12])
+    expect(row).to_contain_text("personas:write")
+    shoot(page, screenshots, "api-keys")
+    # The secret is a working credential with the scopes chosen.
+    assert http.get("/v1/personas", headers={"Authorization": f"Bearer {value}"}).status_code == 200
+
+    # Shown once: gone after leaving the page, and never listed.
+    go(page, "Personas")
+    go(page, "API keys")
+    expect(row).to_be_visible()
+    assert value not in page.content()
+
+    row.get_by_role("button", name="Revoke dashboard key").click()
+    page.get_by_role("dialog").get_by_role("button", name="Revoke").click()
+    expect(row).to_contain_text("revoked")
+    assert http.get("/v1/personas", headers={"Authorization": f"Bearer {value}"}).status_code == 401
+
+
+def test_a_session_jwt_signs_in_and_the_tab_forgets_it_on_sign_out(page, tenants, jwt_minter):
+    tenant = tenants()
+    sign_in(page, jwt_minter.mint_session(tenant.user_id, tenant.org_id, tenant.workspace_id))
+    banner = page.get_by_role("banner")
+    expect(banner).to_contain_text("session")
+    expect(banner).to_contain_text("Tenant")
+    # Kept in this tab's sessionStorage only: a reload stays signed in, signing out forgets it.
+    page.reload()
+    expect(page.get_by_role("navigation", name="Main")).to_be_visible()
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_label("API key or session JWT")).to_be_focused()
+    assert page.evaluate("sessionStorage.length") == 0 and page.evaluate("document.cookie") == ""
+
+
+def test_a_new_persona_streams_its_steps_live(page, engine, tenants, screenshots):
+    tenant = tenants()
+    sign_in(page, tenant.api_key)
+    page.get_by_role("link", name="New persona").click()
+    page.get_by_label("Intent").fill("A wistful clockmaker who repairs music boxes")
+    steps = page.get_by_role("list", name="Generation steps")
+    with personas_locked(engine) as lock:
+        page.get_by_role("button", name="Generate").click()
+        for step in STEPS:
+            expect(steps.locator(f'li[data-step="{step}"].done')).to_contain_text("done in")
+        # Every step is on screen while the persona cannot be written yet: streamed, not buffered.
+        expect(page.get_by_role("link", name="Open persona")).to_have_count(0)
+        shoot(page, screenshots, "persona-streaming")
+        lock.rollback()
+    expect(steps.locator('li[data-step="end"]')).to_contain_text("completed")
+    page.get_by_role("link", name="Open persona").click()
+
+    # The persona's page: soul, voice, lineage, portraits, actions.
+    expect(page.get_by_role("heading", level=1)).to_contain_text("active")
+    expect(page.get_by_role("region", name="Soul")).to_contain_text("Desire")
+    expect(page.get_by_role("region", name="Voice")).to_contain_text("Greeting")
+    expect(page.locator("svg.lineage a.node.current")).to_have_count(1)
+    expect(page.get_by_role("region", name="Portraits")).to_contain_text("No portraits yet.")
+    page.get_by_role("button", name="Generate portrait").click()
+    image = page.get_by_role("region", name="Portraits").locator("img").first
+    expect(image).to_be_visible()
+    page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle())
+    settled(page)
+    shoot(page, screenshots, "persona-detail")
+
+    fork = page.get_by_role("form", name="Fork")
+    fork.get_by_label("Note (lineage)").fill("a darker sibling")
+    fork.get_by_role("button", name="Fork").click()
+    expect(page).to_have_url(re.compile(r"#/personas/[0-9a-f-]{36}$"))
+    expect(page.locator("svg.lineage a.node")).to_have_count(2)
+    expect(page.locator("svg.lineage a.node.current")).to_contain_text("fork 1")
+    settled(page)
+    shoot(page, screenshots, "persona-fork-lineage")
+
+    title = page.get_by_role("heading", level=1)
+    page.get_by_role("button", name="Audit").click()
+    expect(page.get_by_role("status").filter(has_text="Audit passed")).to_contain_text("threshold")
+    page.get_by_role("button", name="Delete").click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+    expect(title).to_contain_text("deleted")
+    expect(page.get_by_text("purged for good")).to_be_visible()
+    page.get_by_role("button", name="Restore").click()
+    expect(title).to_contain_text("active")
+    page.get_by_role("button", name="Archive").click()
+    page.get_by_role("dialog").get_by_role("button", name="Archive").click()
+    expect(title).to_contain_text("archived")
+    expect(page.get_by_role("button", name="Delete")).to_have_count(0)  # archived: read-only
+    go(page, "Personas")
+    expect(page.get_by_role("row")).to_have_count(3)  # the header, the persona and its fork
+    page.get_by_label("Search").fill("no such persona")
+    expect(page.get_by_text("No persona matches the search.")).to_be_visible()
+
+
+def test_the_playground_streams_a_reply_and_counts_it(page, http, tenants, screenshots):
+    tenant = tenants()
+    persona_id = make_persona(http, tenant)
+    sign_in(page, tenant.api_key)
+    page.goto(f"/dashboard#/playground/{persona_id}")
+    page.get_by_role("button", name="New session").click()
+    composer = page.get_by_label("Message")
+    expect(composer).to_be_visible()
+    # Every text the reply shows as it grows, to tell a stream from one answer.
+    page.evaluate("""() => {
+        window.seen = [];
+        new MutationObserver(() => {
+            const reply = [...document.querySelectorAll('.msg.assistant .content')].pop();
+            if (reply && reply.textContent) window.seen.push(reply.textContent);
+        }).observe(document.querySelector('.transcript'), {subtree: true, childList: true, characterData: true});
+    }""")
+    composer.fill("What are you listening to tonight?")
+    page.get_by_role("button", name="Send").click()
+    reply = page.locator(".msg.assistant").last
+    expect(reply.locator(".meta")).to_contain_text("out ·")
+    expect(page.locator('[data-counter="Messages"]')).to_have_text("2")
+    final = reply.locator(".content").inner_text()
+    seen = page.evaluate("window.seen")
+    assert len(set(seen)) > 1 and all(final.startswith(s) for s in seen), seen
+
+    sessions = http.get("/v1/chat/sessions", params={"personaId": persona_id}, headers=tenant.auth).json()["sessions"]
+    (session,) = sessions
+    assert page.locator('[data-counter="Output tokens"]').inner_text() == str(session["outputTokens"]) != "0"
+    assert page.locator('[data-counter="Input tokens"]').inner_text() == str(session["inputTokens"])
+    expect(page.locator('[data-counter="Cost"]')).to_have_text(re.compile(r"^\$0\.\d{6}$"))
+    shoot(page, screenshots, "playground")
+
+    # A reply that drifts from the persona's voice is withheld: a warning, the error and its request id.
+    composer.fill("[[drift]] talk like someone else")
+    page.get_by_role("button", name="Send").click()
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("drift_blocked")
+    expect(alert.locator(".request-id")).to_have_text(REQUEST_ID)
+    expect(page.locator(".msg.assistant.failed .drift")).to_contain_text("Drift blocked")
+    expect(page.locator('[data-counter="Messages"]')).to_have_text("2")
+    shoot(page, screenshots, "playground-drift")
+
+
+def test_a_webhook_endpoint_is_pinged_and_a_delivery_replayed(page, tenants, receiver, screenshots):
+    tenant = tenants()
+    receiver.routes["/dashboard-hook"] = lambda got: Answer(200, b'{"received": true}')
+    sign_in(page, tenant.api_key)
+    go(page, "Webhooks")
+    page.get_by_label("URL").fill(receiver.url("/dashboard-hook"))
+    page.get_by_label("Description").fill("dashboard test")
+    page.get_by_role("button", name="Add endpoint").click()
+    secret = page.locator(".secret-value")
+    expect(secret).to_have_text(re.compile(r"^whsec_"))
+    signing_secret = secret.inner_text()
+    page.get_by_role("link", name="Open endpoint").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("whe_")
+
+    page.get_by_role("button", name="Send test ping").click()
+    deliveries = page.locator("li.delivery")
+    expect(deliveries).to_have_count(1)
+    expect(deliveries.first).to_have_attribute("data-status", "succeeded")
+    first = deliveries.first.get_attribute("data-delivery")
+    deliveries.first.locator("summary").click()
+    expect(deliveries.first.locator(".attempts")).to_contain_text("HTTP 200")
+    expect(deliveries.first.locator(".response-body")).to_have_text('{"received": true}')
+    (ping,) = receiver.at("/dashboard-hook")
+    assert ping.headers["x-service-event-type"] == "webhook.endpoint.test_ping"
+    assert verify_signature(ping.body, ping.headers["x-service-signature"], [signing_secret])
+    shoot(page, screenshots, "webhook-endpoint")
+
+    deliveries.first.get_by_role("button", name="Replay").click()
+    expect(deliveries).to_have_count(2)
+    expect(page.get_by_role("status").filter(has_text=f"Replay of {first}")).to_be_visible()
+    replayed = page.locator("li.delivery").filter(has_text=f"replay of {first}")
+    expect(replayed).to_have_attribute("data-status", "succeeded")
+    pings = receiver.at("/dashboard-hook")
+    assert len(pings) == 2 and pings[0].event["id"] == pings[1].event["id"]
+
+    page.get_by_role("button", name="Reveal secret").click()
+    expect(page.locator(".secret-value")).to_have_text(signing_secret)
+    page.get_by_text("Change subscribed events").click()
+    subscribed = page.get_by_role("form", name="Subscribed events")
+    subscribed.get_by_label("*", exact=True).uncheck()
+    subscribed.get_by_label("persona.created").check()
+    subscribed.get_by_role("button", name="Save events").click()
+    expect(page.locator("dl")).to_contain_text("Eventspersona.created")
+    shoot(page, screenshots, "webhook-deliveries")
+
+
+def test_a_plan_change_invoices_and_its_pdf_opens(page, tenants, screenshots):
+    tenant = tenants(plan="pro")
+    sign_in(page, tenant.api_key)
+    go(page, "Billing")
+    expect(page.get_by_text("No invoices yet.")).to_be_visible()
+    page.get_by_label("Plan", exact=True).select_option("team")
+    page.get_by_role("button", name="Change plan").click()
+    page.get_by_role("dialog").get_by_role("button", name="Change plan").click()
+    expect(page.get_by_role("banner")).to_contain_text("team")
+    invoice = page.get_by_role("row").filter(has_text="Proration")
+    expect(invoice).to_contain_text("paid")
+    shoot(page, screenshots, "billing")
+
+    with page.context.expect_event("response", lambda r: "/v1/files/" in r.url) as pdf:
+        invoice.get_by_role("button", name=re.compile("^PDF of invoice")).click()
+    response = pdf.value
+    assert response.status == 200 and response.header_value("content-type") == "application/pdf"
+    # The tab shows it (its body is the viewer's now): the same signed URL, fetched again, is the PDF.
+    assert page.context.request.get(response.url).body().startswith(b"%PDF")
+
+
+def test_every_page_at_desktop_and_phone_width_and_by_keyboard(page, http, tenants, screenshots):
+    tenant = tenants()
+    make_persona(http, tenant)
+    # Signed in with the keyboard alone: the credential field has the focus.
+    page.goto("/dashboard")
+    page.keyboard.type(tenant.api_key)
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("navigation", name="Main")).to_be_visible()
+    usage = page.get_by_role("navigation", name="Main").get_by_role("link", name="Usage")
+    for _ in range(30):
+        if page.evaluate("document.activeElement.textContent") == "Usage":
+            break
+        page.keyboard.press("Tab")
+    expect(usage).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Usage")
+    expect(page.locator("#minute-meter")).to_be_attached()
+    expect(page.get_by_role("region", name="Limits and quotas")).to_contain_text("generations_per_month")
+
+    for label in PAGES:
+        go(page, label)
+        settled(page)
+        shoot(page, screenshots, f"desktop-{label.lower().replace(' ', '-')}")
+
+    page.set_viewport_size(PHONE)
+    nav = page.get_by_role("navigation", name="Main")
+    menu = page.get_by_role("button", name="Menu")
+    for label in PAGES:
+        expect(nav).to_be_hidden()
+        menu.click()
+        expect(menu).to_have_attribute("aria-expanded", "true")
+        go(page, label)
+        settled(page)
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{label} is {overflow}px wider than a phone"
+        shoot(page, screenshots, f"phone-{label.lower().replace(' ', '-')}")
+
