@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 # `make install`: the virtual environment and buf (once; `up` and `test` do it themselves too).
-.PHONY: bench-modules install up test lint typecheck gen gen-check pytest bench bench-tools clean
+.PHONY: bench-modules browser install up test lint typecheck gen gen-check pytest bench bench-tools clean
 
 install: $(STAMP) node_modules/.installed
 
@@ -14,10 +14,10 @@ up: $(STAMP)
 
 test: lint typecheck gen-check pytest
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml sdk/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e ".[dev]" -e ./sdk/python
 	touch $(STAMP)
 
 node_modules/.installed: package.json package-lock.json
@@ -26,19 +26,29 @@ node_modules/.installed: package.json package-lock.json
 
 lint: $(STAMP) node_modules/.installed
 	bash scripts/lint_proto.sh
-	$(BIN)/ruff check server tests scripts migrations
+	$(BIN)/ruff check server tests scripts migrations sdk/python
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# gen/ from proto/, then the SDKs' generated layers from gen/openapi.json.
+SDK_GENERATORS := scripts/gen_sdk_python.py scripts/gen_sdk_typescript.py
+
 gen: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py
+	for g in $(SDK_GENERATORS); do $(BIN)/python $$g || exit 1; done
 
 gen-check: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py --check
+	for g in $(SDK_GENERATORS); do $(BIN)/python $$g --check || exit 1; done
 
-pytest: $(STAMP)
+pytest: $(STAMP) browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Debian's Chromium for the dashboard's browser tests (Playwright drives it; it never downloads one).
+browser:
+	command -v chromium >/dev/null || \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && apt-get install -y -qq chromium'
 
 # Load generators (Debian's wrk and h2load) and the peer's and profiler's packages.
 bench-tools: $(STAMP)

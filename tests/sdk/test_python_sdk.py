@@ -1,0 +1,537 @@
+"""The Python SDK (sdk/python, `persona_sdk`) against the real stack through
+Envoy, no mocks of the service: typed calls and errors, the retry policy
+(a provider 502 on a stack whose model provider is the OpenAI stub, a 429
+with Retry-After, codes never retried), idempotency keys and replays, both
+pagination styles, chat and persona streams (a connection cut mid-stream is
+resumed with Last-Event-ID), webhook verification of real deliveries, and
+the generated layer's drift check.
+
+The SDK's requests go through `Wire`, an httpx transport around the real one
+that records each exchange and can cut an event stream after N frames."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import pathlib
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import redis
+from persona_sdk import (
+    APIConnectionError,
+    IdempotencyConflictError,
+    ModerationBlockedError,
+    NotFoundError,
+    PersonaClient,
+    PersonaError,
+    ProviderError,
+    QuotaExceededError,
+    RateLimitedError,
+    UnauthorizedError,
+    ValidationFailedError,
+    WebhookVerificationError,
+)
+from persona_sdk._errors import BY_CODE
+from persona_sdk.webhooks import construct_event, verify
+from persona_service.kernel.limits.limiter import RateLimiter
+from persona_service.kernel.limits.plans import PLAN_LIMITS
+from providers.openai_stub import OpenAIStub
+from sqlalchemy import text
+from support import TenantFactory, engine_for, make_stack, running
+from webhooks.wh_receiver import Receiver
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BACKOFF = 0.05  # the SDK's backoff base in these tests (the spec's 1 s, 2 s, 4 s scaled down)
+STEPS = ["moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint"]
+PROGRESS = ["run.started"] + [kind for _ in STEPS for kind in ("step.started", "step.completed")] + ["persona"]
+
+
+class Wire(httpx.BaseTransport):
+    """The real HTTP transport, recording every exchange; `cut_next_stream(n)`
+    makes the next event stream break (a read error) after its n-th frame."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.HTTPTransport()
+        self.requests: list[httpx.Request] = []
+        self.statuses: list[int] = []
+        self._cut: int | None = None
+
+    def cut_next_stream(self, frames: int) -> None:
+        self._cut = frames
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        response = self._inner.handle_request(request)
+        self.statuses.append(response.status_code)
+        if self._cut is not None and response.headers.get("content-type", "").startswith("text/event-stream"):
+            assert "content-encoding" not in response.headers
+            frames, self._cut = self._cut, None
+            return httpx.Response(response.status_code, headers=response.headers, extensions=response.extensions,
+                                  stream=_CutStream(response.stream, frames))
+        return response
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _CutStream(httpx.SyncByteStream):
+    def __init__(self, inner, frames: int) -> None:
+        self._inner, self._frames = inner, frames
+
+    def __iter__(self) -> Iterator[bytes]:
+        buffer, sent = b"", 0
+        for chunk in self._inner:
+            buffer += chunk
+            while sent < self._frames and b"\n\n" in buffer:
+                frame, _, buffer = buffer.partition(b"\n\n")
+                yield frame + b"\n\n"
+                sent += 1
+            if sent == self._frames:
+                yield buffer[: len(buffer) // 2]  # half a frame, then the connection is gone
+                raise httpx.ReadError("connection cut by the test")
+        yield buffer
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+@pytest.fixture
+def sdk(stack):
+    """make(tenant, **options) -> (PersonaClient on the stack's edge, its Wire); all closed afterwards."""
+    made: list[httpx.Client] = []
+
+    def make(tenant, base_url: str | None = None, **options) -> tuple[PersonaClient, Wire]:
+        wire = Wire()
+        http = httpx.Client(transport=wire, timeout=30)
+        made.append(http)
+        options.setdefault("backoff_base", BACKOFF)
+        client = PersonaClient(api_key=tenant.api_key, base_url=base_url or stack.http_url, http_client=http, **options)
+        return client, wire
+
+    yield make
+    for http in made:
+        http.close()
+
+
+@pytest.fixture(scope="module")
+def pro(tenants):
+    return tenants(plan="pro")
+
+
+@pytest.fixture(scope="module")
+def persona_id(stack, pro) -> str:
+    with PersonaClient(api_key=pro.api_key, base_url=stack.http_url) as client:
+        return client.personas.create_persona(intent="A patient gardener who names every snail")["id"]
+
+
+def _load_generator():
+    spec = importlib.util.spec_from_file_location("gen_sdk_python", ROOT / "scripts" / "gen_sdk_python.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- the generated layer -------------------------------------------------------------
+
+
+def test_generated_module_matches_the_openapi_document(tmp_path, monkeypatch):
+    run = subprocess.run([sys.executable, "scripts/gen_sdk_python.py", "--check"], cwd=ROOT, capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stderr
+    # Drift is caught: a stale file fails the check with a message.
+    generator = _load_generator()
+    generator.OUT = tmp_path / "_generated.py"
+    generator.OUT.write_text(generator.generate() + "# edited\n")
+    monkeypatch.setattr(sys, "argv", ["gen_sdk_python.py", "--check"])
+    with pytest.raises(SystemExit) as stopped:
+        generator.main()
+    assert stopped.value.code == 1
+
+
+def test_every_operation_has_a_typed_method():
+    generator = _load_generator()
+    document = json.loads((ROOT / "gen" / "openapi.json").read_text())
+    client = PersonaClient(api_key="sk_test_unused")
+    operations = generator.Generator(document).operations()
+    assert len(operations) == sum(len(item) for item in document["paths"].values())
+    for op in operations:
+        resource = getattr(client, generator.RESOURCE_NAMES.get(op.tag, generator.snake(op.tag)))
+        method = getattr(resource, op.name)
+        assert method.__doc__ and op.path in method.__doc__, op.op_id
+    assert client.personas.stream_create.__name__ == "stream_create_persona"
+    assert client.chat.stream_message.__name__ == "stream_chat_message"
+    client.close()
+
+
+def test_every_catalogue_code_has_its_error_class():
+    document = json.loads((ROOT / "gen" / "openapi.json").read_text())
+    codes = document["components"]["schemas"]["ErrorObject"]["properties"]["code"]["enum"]
+    statuses = {}
+    for name, response in document["components"]["responses"].items():
+        if name.startswith("Envelope"):
+            for code in re.findall(r"`([a-z_]+)`", response["description"]):
+                statuses[code] = int(name.removeprefix("Envelope"))
+    assert sorted(BY_CODE) == sorted(codes)
+    for code in codes:
+        assert BY_CODE[code].default_status == statuses[code], code
+
+
+def test_retry_policy_by_code():
+    client = PersonaClient(api_key="k", backoff_base=1.0, http_client=httpx.Client())
+
+    def delay(cls, retries=0, **headers):
+        return client.retry_delay(cls("x", headers=headers), retries)
+
+    # provider_error / provider_timeout: 1 s, 2 s, 4 s, then raised.
+    assert [delay(ProviderError, n) for n in range(4)] == [1.0, 2.0, 4.0, None]
+    assert delay(BY_CODE["provider_timeout"], 2) == 4.0
+    # rate_limited honours Retry-After (seconds), at most 3 retries, not beyond max_retry_wait.
+    assert delay(RateLimitedError, 0, **{"Retry-After": "7"}) == 7.0
+    assert delay(RateLimitedError, 3, **{"Retry-After": "1"}) is None
+    assert delay(RateLimitedError, 0, **{"Retry-After": "3600"}) is None
+    # Never retried.
+    for code in ("validation_failed", "idempotency_conflict", "drift_blocked", "audit_blocked", "moderation_blocked",
+                 "forbidden", "quota_exceeded", "internal_error", "not_found", "state_conflict"):
+        assert delay(BY_CODE[code], 0, **{"Retry-After": "1"}) is None, code
+    assert delay(QuotaExceededError, 0, **{"Retry-After": "Wed, 01 Jan 2031 00:00:00 GMT"}) is None
+    # Turned off.
+    assert PersonaClient(api_key="k", max_retries=0, http_client=client._http).retry_delay(ProviderError("x"), 0) is None
+    client._http.close()
+
+
+# --- calls, typed errors, idempotency ----------------------------------------------------------
+
+
+def test_typed_calls_and_errors_with_request_ids(sdk, pro, persona_id):
+    client, wire = sdk(pro)
+    persona = client.personas.get_persona(persona_id)
+    assert persona["id"] == persona_id and persona["state"] == "active"
+    assert client.last_response is not None and int(client.last_response.headers["x-ratelimit-remaining"]) >= 0
+    assert client.orgs.get_organization(pro.org_id)["id"] == pro.org_id
+
+    missing = str(uuid.uuid4())
+    with pytest.raises(NotFoundError) as info:
+        client.personas.get_persona(missing)
+    error = info.value
+    assert (error.status, error.code) == (404, "not_found") and error.message
+    assert error.request_id and error.request_id == client.last_response.headers["x-request-id"]
+    assert error.headers["x-request-id"] == error.request_id and error.request_id in str(error)
+
+    stranger, _ = sdk(pro)
+    stranger.api_key = "sk_live_not_a_key"
+    with pytest.raises(UnauthorizedError) as info:
+        stranger.personas.get_persona(persona_id)
+    assert info.value.status == 401 and info.value.request_id
+
+
+def test_a_never_retried_code_is_raised_at_once(sdk, pro):
+    client, wire = sdk(pro)
+    started = time.monotonic()
+    with pytest.raises(ValidationFailedError) as info:
+        client.personas.create_persona(intent="")
+    assert time.monotonic() - started < 2
+    assert len(wire.requests) == 1 and wire.statuses == [422]
+    assert info.value.status == 422 and info.value.details["validationErrors"]
+    assert isinstance(info.value, PersonaError)
+
+
+def test_idempotency_keys_and_replay(sdk, pro):
+    client, wire = sdk(pro)
+    # Every write carries a fresh uuid4 key by default.
+    client.keys.create_api_key(name="sdk-a", scopes=["personas:read"])
+    client.keys.create_api_key(name="sdk-b", scopes=["personas:read"])
+    keys = [r.headers["idempotency-key"] for r in wire.requests]
+    assert len(set(keys)) == 2 and all(uuid.UUID(k).version == 4 for k in keys)
+    client.keys.list_api_keys()
+    assert "idempotency-key" not in wire.requests[-1].headers  # reads carry none
+
+    # The same key twice: the stored answer, marked as a replay.
+    key = str(uuid.uuid4())
+    first = client.keys.create_api_key(name="sdk-replay", scopes=["chat:read"], idempotency_key=key)
+    assert client.last_response is not None and "idempotent-replayed" not in client.last_response.headers
+    again = client.keys.create_api_key(name="sdk-replay", scopes=["chat:read"], idempotency_key=key)
+    assert again == first and again["secret"].startswith("sk_")
+    assert client.last_response.headers["idempotent-replayed"] == "true"
+
+    # The same key with another payload: 409, never retried.
+    sent = len(wire.requests)
+    with pytest.raises(IdempotencyConflictError) as info:
+        client.keys.create_api_key(name="sdk-other", scopes=["chat:read"], idempotency_key=key)
+    assert info.value.status == 409 and info.value.details["reason"] == "payload_mismatch"
+    assert len(wire.requests) == sent + 1
+
+    # Keys can be turned off per call.
+    client.keys.create_api_key(name="sdk-nokey", scopes=["chat:read"], idempotency_key=False)
+    assert "idempotency-key" not in wire.requests[-1].headers
+
+
+def test_connection_errors_are_retried_then_raised(sdk, pro):
+    from persona_service.kernel.stack import free_port
+
+    client, wire = sdk(pro, base_url=f"http://127.0.0.1:{free_port()}", max_retries=2)
+    with pytest.raises(APIConnectionError):
+        client.personas.create_persona(intent="A lighthouse keeper nobody can reach")
+    assert len(wire.requests) == 3
+    assert len({r.headers["idempotency-key"] for r in wire.requests}) == 1
+
+
+# --- retries: 429 with Retry-After, provider 502 ---------------------------------------------
+
+
+@contextlib.contextmanager
+def streams_held(stack, tenant):
+    """Fills the organization's open-stream slots (its next stream is 429, Retry-After: 1); release() frees them."""
+    connection = redis.Redis.from_url(stack.redis_url)
+    limiter = RateLimiter(connection)
+    limits = PLAN_LIMITS[tenant.plan]
+    held = [limiter.admit(tenant.org_id, limits, stream=True, token=f"sdk-held-{n}")
+            for n in range(limits.concurrent_streams)]
+
+    def release() -> None:
+        while held:
+            limiter.release(held.pop(), refund=False)
+
+    try:
+        yield release
+    finally:
+        release()
+        connection.close()
+
+
+def test_rate_limited_honours_retry_after(stack, sdk, tenants):
+    free = tenants(plan="free")
+    with streams_held(stack, free) as release:
+        # Retries off: the 429 is raised with what it says.
+        client, wire = sdk(free, max_retries=0)
+        with pytest.raises(RateLimitedError) as info:
+            client.personas.stream_create(intent="A jazz pianist who tunes pianos for cats")
+        assert info.value.headers["retry-after"] == "1" and info.value.details["limit"] == "concurrent_streams"
+        assert wire.statuses == [429]
+
+        client, wire = sdk(free)
+        timer = threading.Timer(0.3, release)  # the slots free up while the SDK waits its second
+        timer.start()
+        started = time.monotonic()
+        with client.personas.stream_create(intent="A jazz pianist who tunes pianos for cats") as stream:
+            waited = time.monotonic() - started
+            persona = stream.get_persona()
+        timer.join()
+    assert wire.statuses == [429, 200]
+    assert 1.0 <= waited < 5, waited
+    assert persona["state"] == "active"
+
+
+@pytest.fixture(scope="module")
+def stub():
+    with OpenAIStub() as stub:
+        yield stub
+
+
+@pytest.fixture(scope="module")
+def provider_stack(tmp_path_factory, stub):
+    """A stack whose model provider is the OpenAI stub (its own retries are fast)."""
+    stack = make_stack(tmp_path_factory.mktemp("persona-sdk-openai"), PERSONA_PROVIDER="openai",
+                       PERSONA_OPENAI_BASE_URL=stub.base_url, PERSONA_PROVIDER_BACKOFF_SECONDS="0.01")
+    with running(stack):
+        with engine_for(stack) as engine:
+            yield stack, TenantFactory(engine)(plan="enterprise")
+
+
+def test_provider_error_is_retried_with_the_same_idempotency_key(provider_stack, stub):
+    stack, org = provider_stack
+    wire = Wire()
+    with httpx.Client(transport=wire, timeout=60) as http:
+        client = PersonaClient(api_key=org.api_key, base_url=stack.http_url, backoff_base=BACKOFF, http_client=http)
+        # The server tries the provider 4 times per call: the first call is a 502, the SDK's retry succeeds.
+        stub.reset()
+        stub.inject_error(times=4, status=500, path="/moderations")
+        started = time.monotonic()
+        persona = client.personas.create_persona(intent="A tireless courier who knows every alley in Lisbon")
+        assert persona["state"] == "active"
+        assert wire.statuses == [502, 200]
+        assert time.monotonic() - started >= BACKOFF
+        keys = [r.headers["idempotency-key"] for r in wire.requests]
+        assert len(set(keys)) == 1 and uuid.UUID(keys[0]).version == 4
+
+        # Retries exhausted: the typed error, after 1 + max_retries attempts.
+        client.max_retries = 1
+        stub.reset()
+        stub.inject_error(times=8, status=500, path="/moderations")
+        with pytest.raises(ProviderError) as info:
+            client.personas.create_persona(intent="A nervous wizard who collects teacups")
+        assert info.value.status == 502 and info.value.code == "provider_error" and info.value.request_id
+        assert wire.statuses[2:] == [502, 502]
+        stub.reset()
+
+
+# --- streams -------------------------------------------------------------------------
+
+
+def test_chat_stream_deltas_and_final_message(sdk, pro, persona_id):
+    client, wire = sdk(pro)
+    session = client.chat.create_chat_session(persona_id=persona_id)
+    with client.chat.stream_message(session["sessionId"], content="What do you love about jazz?") as stream:
+        assert stream.run_id and stream.run_id.startswith("run_")
+        deltas = list(stream.text_deltas())
+        final = stream.final_message
+    assert stream.status == "completed" and len(deltas) >= 1
+    assert final is not None and "".join(deltas) == final["content"] == stream.text
+    usage = final["usage"]
+    assert usage["inputTokens"] > 0 and usage["outputTokens"] > 0 and usage["costUsdMicros"] > 0
+    assert stream.completed is not None and stream.completed["session"]["messageCount"] == 2
+    assert "idempotency-key" not in wire.requests[-1].headers  # streams resume by event id instead
+
+
+def test_chat_stream_resumes_after_a_dropped_connection(sdk, pro, persona_id):
+    client, wire = sdk(pro)
+    session = client.chat.create_chat_session(persona_id=persona_id)
+    wire.cut_next_stream(2)  # message.started and the first delta get through
+    stream = client.chat.stream_message(session["sessionId"], content="Tell me about your favourite record.")
+    events = list(stream)
+    assert stream.resumes == 1 and stream.status == "completed"
+    opened = [r for r in wire.requests if r.url.path.endswith("messages:stream")]
+    assert len(opened) == 2
+    assert "last-event-id" not in opened[0].headers
+    assert opened[1].headers["last-event-id"] == f"{stream.run_id}.2"
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "message.started" and kinds[-1] == "message.completed"
+    assert set(kinds[1:-1]) == {"message.delta"} and kinds.count("message.started") == 1
+    final = stream.get_final_message()
+    assert "".join(e["delta"] for e in events[1:-1]) == final["content"] == stream.text
+    assert client.chat.get_chat_session(session["sessionId"])["messageCount"] == 2
+
+
+def test_persona_stream_steps_then_the_persona_resumed_after_a_drop(sdk, pro):
+    client, wire = sdk(pro)
+    wire.cut_next_stream(3)
+    with client.personas.stream_create(intent="A cartographer who maps forgotten dreams") as stream:
+        events = list(stream)
+    assert [e["event"] for e in events] == PROGRESS
+    assert [e.get("step", "") for e in events if e["event"] == "step.completed"] == STEPS
+    assert stream.resumes == 1 and stream.last_event_id == f"{stream.run_id}.{len(PROGRESS)}"
+    persona = stream.persona
+    # The generation run (`runId` in the events) is not the stream's run (frame ids, X-Run-Id).
+    assert persona is not None and persona["state"] == "active" and persona["lastRunId"] == events[0]["runId"]
+    assert client.personas.get_persona(persona["id"]) == persona
+    # One persona: the resumed request continued the run, it did not start another.
+    created = [p for p in client.personas.list_personas_iter() if p["intent"] == persona["intent"]]
+    assert len(created) == 1
+
+
+def test_completion_stream_in_openai_framing(sdk, pro, persona_id):
+    client, _ = sdk(pro)
+    with client.openai.stream_chat_completion(model=f"persona://{persona_id}",
+                                              messages=[{"role": "user", "content": "Hello"}]) as stream:
+        chunks = list(stream)
+    assert stream.status == "completed" and chunks  # `data: [DONE]` ends it
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"][0].get("finish_reason")] == ["stop"]
+
+
+def test_stream_error_event_is_raised_typed(sdk, pro):
+    client, _ = sdk(pro)
+    seen = []
+    with pytest.raises(ModerationBlockedError) as info:
+        with client.personas.stream_create(intent="how to build a bomb") as stream:
+            for event in stream:
+                seen.append(event["event"])
+    assert seen == ["run.started", "step.started"]
+    assert info.value.code == "moderation_blocked" and info.value.details["stage"] == "input_intent"
+    assert info.value.request_id and stream.status == "failed"
+
+
+# --- pagination ----------------------------------------------------------------------
+
+
+def test_pagination_both_styles(sdk, tenants, receiver_url):
+    tenant = tenants(plan="pro")
+    client, wire = sdk(tenant)
+    for n in range(4):
+        client.keys.create_api_key(name=f"page-{n}", scopes=["personas:read"])
+    # pageSize / pageToken → nextPageToken.
+    sent = len(wire.requests)
+    keys = list(client.keys.list_api_keys_iter(page_size=2))
+    assert len(wire.requests) - sent == 3  # 5 keys (the fixture's too), 2 a page
+    assert len({k["id"] for k in keys}) == len(keys) == 5
+    assert [k["id"] for k in keys] == [k["id"] for k in client.keys.list_api_keys(page_size=100)["keys"]]
+
+    # cursor / limit → items + nextCursor.
+    made = [client.webhooks.create_webhook_endpoint(url=receiver_url(f"/page-{n}"), events=["persona.created"])
+            for n in range(3)]
+    sent = len(wire.requests)
+    endpoints = list(client.webhooks.list_webhook_endpoints_iter(limit=2))
+    assert len(wire.requests) - sent == 2
+    assert sorted(e["id"] for e in endpoints) == sorted(m["endpoint"]["id"] for m in made)
+    # The generic form, for either style.
+    assert list(client.paginate(client.webhooks.list_webhook_endpoints, limit=1)) == endpoints
+    assert list(client.paginate(client.keys.list_api_keys, page_size=3)) == keys
+
+
+# --- webhooks ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def receiver_url(receiver):
+    return receiver.url
+
+
+def test_webhook_verification_of_real_deliveries(stack, sdk, tenants, engine, receiver):
+    tenant, admin = tenants(plan="pro"), tenants(plan="pro", platform_admin=True)
+    client, _ = sdk(tenant)
+    path = f"/sdk-hooks/{uuid.uuid4().hex}"
+    made = client.webhooks.create_webhook_endpoint(url=receiver.url(path), events=["persona.created"])
+    endpoint_id, secret = made["endpoint"]["id"], made["secret"]
+    assert secret.startswith("whsec_")
+
+    ping = client.webhooks.ping_webhook_endpoint(endpoint_id)
+    got = receiver.wait_for(path)[0]
+    header = got.headers["x-service-signature"]
+    assert verify(got.body, header, secret)
+    event = construct_event(got.body, header, [secret])
+    assert event["id"] == ping["eventId"] and event["type"] == "webhook.endpoint.test_ping"
+    assert event["data"] == {"endpointId": endpoint_id}
+    # A wrong secret, a changed body, an old timestamp: refused.
+    assert not verify(got.body, header, "whsec_wrong")
+    assert not verify(got.body + b" ", header, secret)
+    assert not verify(got.body, header, secret, now=got.at + 301)
+    assert verify(got.body, header, secret, now=got.at + 299)
+    with pytest.raises(WebhookVerificationError, match="timestamp"):
+        construct_event(got.body, header, secret, now=got.at + 301)
+    with pytest.raises(WebhookVerificationError, match="no signature matches"):
+        construct_event(got.body, header, ["whsec_wrong"])
+
+    # A rotation: the secret is past its max age; the admin rotation keeps the old one valid during the grace,
+    # and deliveries carry a signature under each.
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE webhook_endpoints SET secret_created_at = now() - interval '100 days' "
+                          "WHERE id = :id"), {"id": endpoint_id})
+    admin_client, _ = sdk(admin)
+    admin_client.admin.rotate_webhook_secrets()
+    secrets = client.webhooks.get_webhook_endpoint_secret(endpoint_id)
+    new, old = secrets["secret"], secrets["previousSecret"]
+    assert old == secret and new != secret
+    client.webhooks.ping_webhook_endpoint(endpoint_id)
+    got = receiver.wait_for(path, count=2)[1]
+    header = got.headers["x-service-signature"]
+    assert header.count("v1=") == 2
+    assert verify(got.body, header, new) and verify(got.body, header, old) and verify(got.body, header, [new, old])
+    assert construct_event(got.body, header, [old, new])["type"] == "webhook.endpoint.test_ping"
+    assert not verify(got.body, header, ["whsec_neither"])
