@@ -20,6 +20,7 @@ from persona_service.kernel.stack import Stack, free_port
 from persona_service.orgs.keys import KeyService
 from persona_service.orgs.service import Onboarding
 from persona_service.registry import MODULES
+from sqlalchemy import text
 
 JWT_SECRET = "test-jwt-secret-" + "x" * 32
 
@@ -176,3 +177,19 @@ def sse_events(lines, status: str = "completed") -> Iterator[dict]:
             continue
         yield event.json()
     assert ended, "the stream ended without its `end` event"
+
+
+@contextlib.contextmanager
+def personas_locked(engine):
+    """Hold writes to `personas` (reads go on) until the block ends or the
+    transaction is rolled back: a run's progress can stream, its persona
+    cannot be written yet."""
+    with engine.connect() as conn:
+        trans = conn.begin()
+        conn.execute(text("SET LOCAL lock_timeout = '5s'"))
+        conn.execute(text("LOCK TABLE personas IN EXCLUSIVE MODE"))
+        try:
+            yield trans
+        finally:
+            if trans.is_active:
+                trans.rollback()

@@ -8,12 +8,11 @@ keyboard too. Screenshots of each page go to pytest's tmp dir."""
 
 from __future__ import annotations
 
-import contextlib
 import re
 
 from persona_service.webhooks import verify_signature
 from playwright.sync_api import expect
-from sqlalchemy import text
+from support import personas_locked
 from webhooks.wh_receiver import Answer
 
 STEPS = ["moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint"]
@@ -47,22 +46,6 @@ def make_persona(http, tenant, intent="A grumpy lighthouse keeper who loves jazz
     r = http.post("/v1/personas", json={"intent": intent}, headers=tenant.auth)
     assert r.status_code == 200, r.text
     return r.json()["id"]
-
-
-@contextlib.contextmanager
-def personas_locked(engine):
-    """Hold writes to `personas` (reads go on) until the block ends or the
-    transaction is rolled back: a run's progress can stream, its persona
-    cannot be written yet."""
-    with engine.connect() as conn:
-        trans = conn.begin()
-        conn.execute(text("SET LOCAL lock_timeout = '5s'"))
-        conn.execute(text("LOCK TABLE personas IN EXCLUSIVE MODE"))
-        try:
-            yield trans
-        finally:
-            if trans.is_active:
-                trans.rollback()
 
 
 def test_sign_in_then_a_new_key_shows_its_secret_once(page, http, tenants, screenshots):

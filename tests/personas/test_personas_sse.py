@@ -10,7 +10,6 @@ cannot be written yet."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import time
@@ -19,8 +18,7 @@ import grpc
 import httpx
 import pytest
 from persona.v1 import personas_pb2, personas_pb2_grpc
-from sqlalchemy import text
-from support import assert_envelope, sse_events, sse_stream
+from support import assert_envelope, personas_locked, sse_events, sse_stream
 
 STEPS = ["moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint"]
 PROGRESS = [("run.started", "")] + [(kind, step) for step in STEPS for kind in ("step.started", "step.completed")]
@@ -30,21 +28,6 @@ TIMEOUT = httpx.Timeout(15.0)
 @pytest.fixture(scope="module")
 def org(tenants):
     return tenants(plan="pro")
-
-
-@contextlib.contextmanager
-def personas_locked(engine):
-    """Hold writes to `personas` until the block ends (or release() is called)."""
-    conn = engine.connect()
-    trans = conn.begin()
-    conn.execute(text("SET LOCAL lock_timeout = '5s'"))
-    conn.execute(text("LOCK TABLE personas IN EXCLUSIVE MODE"))
-    try:
-        yield trans
-    finally:
-        if trans.is_active:
-            trans.rollback()
-        conn.close()
 
 
 def stream(http, tenant, body):
