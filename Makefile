@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml sdk/python/pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]" -e ./sdk/python
 	touch $(STAMP)
 
-node_modules/.installed: package.json package-lock.json
+node_modules/.installed: package.json package-lock.json sdk/typescript/package.json
 	npm ci --silent --no-audit --no-fund
 	touch $@
 
@@ -42,7 +42,7 @@ gen-check: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py --check
 	for g in $(SDK_GENERATORS); do $(BIN)/python $$g --check || exit 1; done
 
-pytest: $(STAMP) browser
+pytest: $(STAMP) node_modules/.installed browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Debian's Chromium for the dashboard's browser tests (Playwright drives it; it never downloads one).
