@@ -12,7 +12,7 @@ import re
 
 from persona_service.webhooks import verify_signature
 from playwright.sync_api import expect
-from support import personas_locked
+from support import bootstrap, personas_locked
 from webhooks.wh_receiver import Answer
 
 STEPS = ["moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint"]
@@ -48,8 +48,9 @@ def make_persona(http, tenant, intent="A grumpy lighthouse keeper who loves jazz
     return r.json()["id"]
 
 
-def test_sign_in_then_a_new_key_shows_its_secret_once(page, http, tenants, screenshots):
-    tenant = tenants()
+def test_sign_in_then_a_new_key_shows_its_secret_once(page, http, stack, screenshots):
+    # The key a new user has: the one `persona-service bootstrap` prints.
+    booted = bootstrap(stack, org_name="Dashboard Org", plan="pro", region="us")
     # A refused credential: the envelope's message, its code and the request id.
     page.goto("/dashboard")
     shoot(page, screenshots, "sign-in")
@@ -59,8 +60,9 @@ def test_sign_in_then_a_new_key_shows_its_secret_once(page, http, tenants, scree
     expect(alert).to_contain_text("unauthorized")
     expect(alert.locator(".request-id")).to_have_text(REQUEST_ID)
 
-    page.get_by_label("API key or session JWT").fill(tenant.api_key)
+    page.get_by_label("API key or session JWT").fill(booted["apiKey"])
     page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("banner")).to_contain_text("Dashboard Org")
     expect(page.get_by_role("banner")).to_contain_text("pro")
     assert page.evaluate("document.cookie") == ""
     go(page, "API keys")

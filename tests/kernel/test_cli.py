@@ -13,38 +13,7 @@ import time
 
 import pytest
 from persona_service.kernel.stack import StackError, free_port
-from support import JWT_SECRET, assert_envelope, make_stack, running
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CLI = pathlib.Path(sys.executable).parent / "persona-service"
-
-
-def cli_env(**overrides: str) -> dict[str, str]:
-    """The caller's environment without any PERSONA_* / server settings, plus overrides."""
-    base = {
-        k: v for k, v in os.environ.items()
-        if not k.startswith("PERSONA_") and k not in ("DATABASE_URL", "REDIS_URL")
-    }
-    return {**base, **overrides}
-
-
-def run_cli(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(CLI), *args], env=env, cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-    )
-
-
-def bootstrap(stack, *extra: str, org_name: str = "CLI Org", plan: str = "team", region: str = "eu") -> dict:
-    result = run_cli(
-        "bootstrap", "--org-name", org_name, "--plan", plan, "--region", region, *extra,
-        env=cli_env(DATABASE_URL=stack.database_url, PERSONA_DATA_DIR=str(stack.settings.data_dir)),
-    )
-    assert result.returncode == 0, result.stderr
-    lines = [line for line in result.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, f"expected exactly one JSON line on stdout, got: {result.stdout!r}"
-    made = json.loads(lines[0])
-    assert isinstance(made, dict)
-    return made
+from support import CLI, JWT_SECRET, ROOT, assert_envelope, bootstrap, cli_env, make_stack, run_cli, running
 
 
 @pytest.fixture(scope="module")
