@@ -6,8 +6,9 @@ Run: python scripts/gen_sdk_python.py           (writes sdk/python/src/persona_s
 What it writes, from gen/openapi.json alone (deterministic: no clock, no
 environment): a TypedDict per component schema (JSON member names, every
 member optional since proto3 JSON leaves defaults out), one resource class
-per OpenAPI tag with one method per operation (snake_case operationId; path
-parameters positional, query parameters and the top-level members of a JSON
+per OpenAPI tag with one method per operation (named by scripts/sdk_names.py,
+shared with the TypeScript SDK: `client.api_keys.create`, `client.chat.stream_message`;
+path parameters positional, query parameters and the top-level members of a JSON
 body keyword-only in snake_case; an `Idempotency-Key` option on writes), a
 `<method>_iter` for every paginated list, and the client class holding one
 resource per tag. Operations without a JSON answer (raw bodies, redirects,
@@ -18,6 +19,7 @@ SDK's event stream classes (persona_sdk/_streaming.py).
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import keyword
 import os
@@ -28,25 +30,23 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+from sdk_names import check_names, pascal_case, resource_name, snake_case
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OPENAPI = ROOT / "gen" / "openapi.json"
 OUT = ROOT / "sdk" / "python" / "src" / "persona_sdk" / "_generated.py"
-
-# Attribute names of the tags' resources where the tag's snake_case is not the name to use.
-RESOURCE_NAMES = {
-    "ApiKey": "keys", "Event": "events", "File": "files", "OpenAI": "openai", "Organization": "orgs",
-    "Persona": "personas", "Portrait": "portraits", "Probe": "probes", "ScimToken": "scim_tokens",
-    "Webhook": "webhooks",
-}
+# The client's hand-written core: a resource may not shadow the members of its ClientCore.
+CORE = ROOT / "sdk" / "python" / "src" / "persona_sdk" / "_core.py"
 # The stream class for a streaming operation's message (named in its 200 description).
 STREAM_CLASSES = {"PipelineEvent": "PersonaStream", "ChatMessageEvent": "ChatStream"}
 GENERIC_STREAM = "EventStream"
-# Short names for the streaming helpers, beside the operationId's.
-ALIASES = {"StreamCreatePersona": "stream_create", "StreamChatMessage": "stream_message"}
 WRITES = {"post", "put", "patch", "delete"}
 METHODS = ("get", "post", "put", "patch", "delete")
 # Names the generated method bodies use: no parameter may take them.
 RESERVED = {"self", "cast", "compact", "path_param", "idempotency_key", "extra_headers", "last_event_id"}
+# Builtins the annotations use: a method of that name (`list`) shadows it in its class's annotations,
+# where they are written `builtins.list` instead.
+BUILTIN_TYPES = {"bool", "bytes", "dict", "float", "int", "list", "str"}
 WIDTH = 116
 # Marks prose lines (docstrings, comments) while rendering: names there are not imports' uses.
 PROSE = "\x00"
@@ -54,6 +54,47 @@ PROSE = "\x00"
 
 def snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+def identifier(name: str) -> str:
+    """A snake_case name as a Python attribute: a keyword gets a trailing underscore (`import_`)."""
+    return name + "_" if keyword.iskeyword(name) else name
+
+
+def qualify_builtins(lines: list[str], shadowed: set[str]) -> list[str]:
+    """The lines of a class with the annotations of its methods' signatures naming `shadowed`
+    builtins as `builtins.<name>` (parameter names, defaults and bodies are left alone)."""
+    if not shadowed:
+        return lines
+    name = re.compile(rf"(?<![\w.\"'])({'|'.join(sorted(shadowed))})(?!\w)")
+
+    def qualified(annotation: str) -> str:
+        return name.sub(r"builtins.\1", annotation)
+
+    out, signature = [], False
+    for line in lines:
+        if line.startswith("    def "):
+            signature = True
+        elif signature and line.startswith("    ) -> "):
+            line = "    ) -> " + qualified(line.removeprefix("    ) -> "))
+            signature = False
+        elif signature and ": " in line:
+            param, _, annotation = line.partition(": ")
+            line = f"{param}: {qualified(annotation)}"
+        out.append(line)
+    return out
+
+
+def client_members(core: pathlib.Path = CORE) -> set[str]:
+    """The public methods and attributes of ClientCore (`close`, `request`, `base_url`, …)."""
+    tree = ast.parse(core.read_text())
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "ClientCore":
+            found |= {f.name for f in node.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
+            found |= {a.attr for a in ast.walk(node)
+                      if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name) and a.value.id == "self"}
+    return {name for name in found if not name.startswith("_")}
 
 
 def ref_name(schema: dict[str, Any]) -> str | None:
@@ -162,10 +203,8 @@ class Operation:
     result_type: str = "httpx.Response"
     stream_class: str = ""
     page: tuple[str, str, str, str] | None = None  # (token param, items key, next key, item type)
-
-    @property
-    def name(self) -> str:
-        return snake(self.op_id)
+    resource: str = ""  # the client's attribute (scripts/sdk_names.py): `api_keys`
+    name: str = ""  # the method (scripts/sdk_names.py): `create`, `stream_message`
 
 
 class Generator:
@@ -181,6 +220,16 @@ class Generator:
             for method in METHODS:
                 if method in item:
                     found.append(self.operation(path, method, item[method]))
+        # The names shared with the TypeScript SDK, in snake_case; two operations (or tags) with one name stop here.
+        names = check_names(((op.tag, op.op_id) for op in found), "gen_sdk_python")
+        for op in found:
+            resource, method = names[op.op_id]
+            op.resource, op.name = identifier(snake_case(resource)), identifier(snake_case(method))
+        methods = {(op.resource, op.name) for op in found}
+        for op in found:
+            if op.page is not None and (op.resource, f"{op.name}_iter") in methods:
+                raise SystemExit(f"gen_sdk_python: {op.resource}.{op.name}_iter is both an operation and the "
+                                 f"iterator of {op.op_id}")
         return found
 
     def operation(self, path: str, method: str, spec: dict[str, Any]) -> Operation:
@@ -272,9 +321,6 @@ class Generator:
         lines += self.method_body(op, write)
         if op.page is not None:
             lines += [""] + self.iterator(op)
-        alias = ALIASES.get(op.op_id)
-        if alias:
-            lines += ["", f"    {alias} = {op.name}"]
         return lines
 
     def method_doc(self, op: Operation) -> list[str]:
@@ -350,26 +396,35 @@ class Generator:
         by_tag: dict[str, list[Operation]] = {}
         for op in ops:
             by_tag.setdefault(op.tag, []).append(op)
-        resources = sorted((RESOURCE_NAMES.get(tag, snake(tag)), tag) for tag in by_tag)
-        clash = set(self.schemas) & {f"{tag}Resource" for tag in by_tag}
+        # (attribute, class, tag) of each resource: `api_keys`, `ApiKeysResource` (the TypeScript SDK's class names).
+        resources = sorted((group[0].resource, pascal_case(resource_name(tag)) + "Resource", tag)
+                           for tag, group in by_tag.items())
+        clash = set(self.schemas) & {cls for _, cls, _ in resources}
         if clash:
             raise SystemExit(f"schema names {sorted(clash)} clash with resource classes")
+        shadowed = client_members() & {attr for attr, _, _ in resources}
+        if shadowed:
+            raise SystemExit(f"resources {sorted(shadowed)} would shadow members of the client; rename them in "
+                             "scripts/sdk_names.py RESOURCES")
 
         body: list[str] = ["# --- schemas (components/schemas) " + "-" * 84]
         for name, schema in self.schemas.items():
             body += ["", ""] + self.typed_dict(name, schema)
         body += ["", "", "# --- resources (one per tag) " + "-" * 89]
-        for attr, tag in resources:
-            body += ["", "", f"class {tag}Resource(Resource):"]
+        for attr, cls, tag in resources:
+            body += ["", "", f"class {cls}(Resource):"]
             body += docstring([f"The `{tag}` operations: `client.{attr}`."], "    ")
+            methods: list[str] = []
             for op in by_tag[tag]:
-                body += [""] + self.method(op)
+                methods += [""] + self.method(op)
+            names = {op.name for op in by_tag[tag]} | {f"{op.name}_iter" for op in by_tag[tag] if op.page}
+            body += qualify_builtins(methods, names & BUILTIN_TYPES)
         body += ["", "", "class GeneratedClient(ClientCore):"]
         body += docstring(["The client with one resource per tag (PersonaClient adds nothing but its documentation)."],
                           "    ")
-        body += [""] + [f"    {attr}: {tag}Resource" for attr, tag in resources]
+        body += [""] + [f"    {attr}: {cls}" for attr, cls, _ in resources]
         body += ["", "    def _init_resources(self) -> None:"]
-        body += [f"        self.{attr} = {tag}Resource(self)" for attr, tag in resources]
+        body += [f"        self.{attr} = {cls}(self)" for attr, cls, _ in resources]
         code = "\n".join(line for line in body if not line.startswith(PROSE))
         text = "\n".join(line.removeprefix(PROSE) for line in body) + "\n"
         return self.header(code) + text
@@ -390,6 +445,8 @@ class Generator:
             "from __future__ import annotations",
             "",
         ]
+        if used("builtins."):
+            lines.append("import builtins")
         if abc:
             lines.append(f"from collections.abc import {', '.join(abc)}")
         lines.append(f"from typing import {', '.join(typing)}")

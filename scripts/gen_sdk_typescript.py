@@ -13,11 +13,13 @@ What it writes:
   code (`rate_limited` → `RateLimitedError`, `provider_error` →
   `ProviderError`) and each code's HTTP status (from the shared responses);
 - one resource class per tag (`client.personas`, `client.chat`, …) with one
-  camelCase method per operation: path parameters as arguments, then the body,
-  then the query parameters as one object, then the per-call options. JSON
-  operations answer the parsed body, streams (`text/event-stream`) a typed
-  event stream, everything else (SCIM, raw bodies, redirects, /metrics, /docs)
-  the raw `Response`. Lists get an `…Iter` helper that walks every page;
+  camelCase method per operation, named by scripts/sdk_names.py (the Python
+  SDK's names in camelCase: `client.apiKeys.create`, `client.chat.streamMessage`):
+  path parameters as arguments, then the body, then the query parameters as one
+  object, then the per-call options. JSON operations answer the parsed body,
+  streams (`text/event-stream`) a typed event stream, everything else (SCIM,
+  raw bodies, redirects, /metrics, /docs) the raw `Response`. Lists get an
+  `…Iter` helper that walks every page;
 - `OPERATIONS`, the table of every operation and its method (for tests and
   tooling).
 """
@@ -31,35 +33,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sdk_names import camel_case, check_names, method_words, pascal_case, resource_name
+
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "gen" / "openapi.json"
 OUT = ROOT / "sdk" / "typescript" / "src" / "generated.ts"
 
-# Tag → (client property, nouns dropped from its operation ids: `CreatePersona`
-# is `personas.create`, `StreamChatMessage` is `chat.streamMessage`). Longest first.
-# Other tags: the tag in camelCase, dropping the tag's name.
-RESOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "Admin": ("admin", ()),
-    "ApiKey": ("apiKeys", ("ApiKeys", "ApiKey")),
-    "Audit": ("audit", ("Audit",)),
-    "Billing": ("billing", ()),
-    "Chat": ("chat", ("Chat",)),
-    "Config": ("config", ("ConfigItems", "ConfigItem")),
-    "Docs": ("docs", ()),
-    "Event": ("events", ("Events", "Event")),
-    "File": ("files", ("File",)),
-    "Marketplace": ("marketplace", ()),
-    "Moderation": ("moderation", ("Moderation",)),
-    "OpenAI": ("openai", ()),
-    "Organization": ("organizations", ("Organization",)),
-    "Persona": ("personas", ("Personas", "Persona")),
-    "Portrait": ("portraits", ("Portraits", "Portrait")),
-    "Privacy": ("privacy", ("Privacy",)),
-    "Probe": ("probes", ()),
-    "Scim": ("scim", ("Scim",)),
-    "ScimToken": ("scimTokens", ("ScimTokens", "ScimToken")),
-    "Webhook": ("webhooks", ("WebhookEndpoints", "WebhookEndpoint", "Webhook")),
-}
 # Streams with a hand-written event type (src/streaming.ts); others are untyped frames.
 STREAM_KINDS = {"StreamChatMessage": "chat", "StreamCreatePersona": "persona", "StreamChatCompletion": "completion"}
 # Path parameters bound to several segments (`{key=**}` in the proto): their `/` stay as they are.
@@ -248,21 +227,22 @@ class Operation:
 class Resource:
     def __init__(self, tag: str):
         self.tag = tag
-        # A tag not in the table still gets a resource (`Dashboard` → `client.dashboard`).
-        self.property, self.nouns = RESOURCES.get(tag, (camel(tag), (tag + "s", tag)))
-        self.class_name = pascal(self.property) + "Resource"
+        # scripts/sdk_names.py names it; a tag not in its table still gets one (`Dashboard` → `client.dashboard`).
+        self.property = camel_case(resource_name(tag))
+        self.class_name = pascal_case(resource_name(tag)) + "Resource"
         self.methods: dict[str, Operation] = {}
 
     def add(self, op: Operation) -> None:
-        name = op.id
-        for noun in self.nouns:
-            if noun in name and name != noun:
-                name = name.replace(noun, "", 1)
-                break
-        name = camel(name)
+        name = camel_case(method_words(self.tag, op.id))
         if name in self.methods:
             raise SystemExit(f"gen_sdk_typescript: {op.id} and {self.methods[name].id} are both {self.property}.{name}")
         self.methods[name] = op
+
+    def check_iterators(self) -> None:
+        for name, op in self.methods.items():
+            other = self.methods.get(name + "Iter")
+            if op.pagination() is not None and other is not None:
+                raise SystemExit(f"gen_sdk_typescript: {other.id} is {self.property}.{name}Iter, the iterator of {op.id}")
 
 
 def stream_type(op: Operation) -> str:
@@ -353,11 +333,17 @@ def generate(spec: dict[str, Any]) -> str:
             if method in item:
                 op = Operation(doc, path, method, item[method])
                 operations.append(op)
-                resources.setdefault(op.tag, Resource(op.tag)).add(op)
+    # Two operations (or two tags) with one name stop the generator, with the names of both.
+    check_names(((op.tag, op.id) for op in operations), "gen_sdk_typescript")
+    for op in operations:
+        resources.setdefault(op.tag, Resource(op.tag)).add(op)
+    for resource in resources.values():
+        resource.check_iterators()
     ordered = sorted(resources.values(), key=lambda r: r.property)
     clashes = sorted(RESERVED_TYPES & set(doc.schemas)) + sorted(CLIENT_MEMBERS & {r.property for r in ordered})
     if clashes:
-        raise SystemExit(f"gen_sdk_typescript: {clashes} would shadow names of the SDK; rename them in RESOURCES")
+        raise SystemExit(f"gen_sdk_typescript: {clashes} would shadow names of the SDK; "
+                         "rename them in scripts/sdk_names.py RESOURCES")
     out = [HEADER, "/* eslint-disable */\n"]
     out.append('import { PersonaError } from "./errors.js";\n')
     out.append('import type { APIPromise, Core, RequestOptions } from "./core.js";\n')

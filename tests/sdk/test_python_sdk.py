@@ -130,10 +130,13 @@ def pro(tenants):
 @pytest.fixture(scope="module")
 def persona_id(stack, pro) -> str:
     with PersonaClient(api_key=pro.api_key, base_url=stack.http_url) as client:
-        return client.personas.create_persona(intent="A patient gardener who names every snail")["id"]
+        return client.personas.create(intent="A patient gardener who names every snail")["id"]
 
 
 def _load_generator():
+    # As when it runs as a script: scripts/ (its `import sdk_names`) on the path.
+    if str(ROOT / "scripts") not in sys.path:
+        sys.path.insert(0, str(ROOT / "scripts"))
     spec = importlib.util.spec_from_file_location("gen_sdk_python", ROOT / "scripts" / "gen_sdk_python.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -166,12 +169,54 @@ def test_every_operation_has_a_typed_method():
     operations = generator.Generator(document).operations()
     assert len(operations) == sum(len(item) for item in document["paths"].values())
     for op in operations:
-        resource = getattr(client, generator.RESOURCE_NAMES.get(op.tag, generator.snake(op.tag)))
-        method = getattr(resource, op.name)
+        method = getattr(getattr(client, op.resource), op.name)
         assert method.__doc__ and op.path in method.__doc__, op.op_id
-    assert client.personas.stream_create.__name__ == "stream_create_persona"
-    assert client.chat.stream_message.__name__ == "stream_chat_message"
+        if op.page is not None:
+            assert getattr(getattr(client, op.resource), f"{op.name}_iter").__doc__, op.op_id
+    # The names of scripts/sdk_names.py: the noun of the resource dropped, streams included.
+    named = {op.op_id: f"{op.resource}.{op.name}" for op in operations}
+    assert named["CreateApiKey"] == "api_keys.create" and named["GetOrganization"] == "organizations.get"
+    assert named["CreatePersona"] == "personas.create" and named["CreateChatSession"] == "chat.create_session"
+    assert named["StreamChatMessage"] == "chat.stream_message"
+    assert named["StreamCreatePersona"] == "personas.stream_create"
+    assert named["ListWebhookEndpoints"] == "webhooks.list" and named["ListWebhookDeliveries"] == "webhooks.list_deliveries"
+    assert client.personas.stream_create.__name__ == "stream_create"
+    assert client.chat.stream_message.__name__ == "stream_message"
     client.close()
+
+
+def test_the_typescript_sdk_has_the_same_names_in_camel_case():
+    generator = _load_generator()
+    document = json.loads((ROOT / "gen" / "openapi.json").read_text())
+    python = {op.op_id: (op.resource, op.name) for op in generator.Generator(document).operations()}
+    table = (ROOT / "sdk" / "typescript" / "src" / "generated.ts").read_text()
+    typescript = {op_id: (resource, method) for op_id, resource, method in
+                  re.findall(r'operationId: "(\w+)", resource: "(\w+)", method: "(\w+)"', table)}
+    assert sorted(typescript) == sorted(python)
+
+    def camel(snake: str) -> str:
+        head, *rest = snake.split("_")
+        return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+    assert {op_id: (camel(r), camel(m)) for op_id, (r, m) in python.items()} == typescript
+
+
+def test_names_of_unknown_tags_and_clashes(tmp_path):
+    generator = _load_generator()
+    document = json.loads((ROOT / "gen" / "openapi.json").read_text())
+    template = document["paths"]["/v1/personas/{id}"]["get"]
+    # A tag the table does not know: its name in snake_case, its own name dropped from the operations.
+    document["paths"]["/v1/widget-groups/{id}"] = {
+        "get": {**template, "operationId": "GetWidgetGroup", "tags": ["WidgetGroup"]},
+        "delete": {**template, "operationId": "DeleteWidgetGroupMember", "tags": ["WidgetGroup"]},
+    }
+    named = {op.op_id: f"{op.resource}.{op.name}" for op in generator.Generator(document).operations()}
+    assert named["GetWidgetGroup"] == "widget_group.get"
+    assert named["DeleteWidgetGroupMember"] == "widget_group.delete_member"
+    # Two operations with one name (`Get` is personas.get too) stop the generator, naming both.
+    document["paths"]["/v1/clash"] = {"get": {**template, "operationId": "Get"}}
+    with pytest.raises(SystemExit, match="GetPersona and Get are both personas.get"):
+        generator.Generator(document).operations()
 
 
 def test_every_catalogue_code_has_its_error_class():
@@ -215,14 +260,14 @@ def test_retry_policy_by_code():
 
 def test_typed_calls_and_errors_with_request_ids(sdk, pro, persona_id):
     client, wire = sdk(pro)
-    persona = client.personas.get_persona(persona_id)
+    persona = client.personas.get(persona_id)
     assert persona["id"] == persona_id and persona["state"] == "active"
     assert client.last_response is not None and int(client.last_response.headers["x-ratelimit-remaining"]) >= 0
-    assert client.orgs.get_organization(pro.org_id)["id"] == pro.org_id
+    assert client.organizations.get(pro.org_id)["id"] == pro.org_id
 
     missing = str(uuid.uuid4())
     with pytest.raises(NotFoundError) as info:
-        client.personas.get_persona(missing)
+        client.personas.get(missing)
     error = info.value
     assert (error.status, error.code) == (404, "not_found") and error.message
     assert error.request_id and error.request_id == client.last_response.headers["x-request-id"]
@@ -231,7 +276,7 @@ def test_typed_calls_and_errors_with_request_ids(sdk, pro, persona_id):
     stranger, _ = sdk(pro)
     stranger.api_key = "sk_live_not_a_key"
     with pytest.raises(UnauthorizedError) as info:
-        stranger.personas.get_persona(persona_id)
+        stranger.personas.get(persona_id)
     assert info.value.status == 401 and info.value.request_id
 
 
@@ -239,7 +284,7 @@ def test_a_never_retried_code_is_raised_at_once(sdk, pro):
     client, wire = sdk(pro)
     started = time.monotonic()
     with pytest.raises(ValidationFailedError) as info:
-        client.personas.create_persona(intent="")
+        client.personas.create(intent="")
     assert time.monotonic() - started < 2
     assert len(wire.requests) == 1 and wire.statuses == [422]
     assert info.value.status == 422 and info.value.details["validationErrors"]
@@ -249,30 +294,30 @@ def test_a_never_retried_code_is_raised_at_once(sdk, pro):
 def test_idempotency_keys_and_replay(sdk, pro):
     client, wire = sdk(pro)
     # Every write carries a fresh uuid4 key by default.
-    client.keys.create_api_key(name="sdk-a", scopes=["personas:read"])
-    client.keys.create_api_key(name="sdk-b", scopes=["personas:read"])
+    client.api_keys.create(name="sdk-a", scopes=["personas:read"])
+    client.api_keys.create(name="sdk-b", scopes=["personas:read"])
     keys = [r.headers["idempotency-key"] for r in wire.requests]
     assert len(set(keys)) == 2 and all(uuid.UUID(k).version == 4 for k in keys)
-    client.keys.list_api_keys()
+    client.api_keys.list()
     assert "idempotency-key" not in wire.requests[-1].headers  # reads carry none
 
     # The same key twice: the stored answer, marked as a replay.
     key = str(uuid.uuid4())
-    first = client.keys.create_api_key(name="sdk-replay", scopes=["chat:read"], idempotency_key=key)
+    first = client.api_keys.create(name="sdk-replay", scopes=["chat:read"], idempotency_key=key)
     assert client.last_response is not None and "idempotent-replayed" not in client.last_response.headers
-    again = client.keys.create_api_key(name="sdk-replay", scopes=["chat:read"], idempotency_key=key)
+    again = client.api_keys.create(name="sdk-replay", scopes=["chat:read"], idempotency_key=key)
     assert again == first and again["secret"].startswith("sk_")
     assert client.last_response.headers["idempotent-replayed"] == "true"
 
     # The same key with another payload: 409, never retried.
     sent = len(wire.requests)
     with pytest.raises(IdempotencyConflictError) as info:
-        client.keys.create_api_key(name="sdk-other", scopes=["chat:read"], idempotency_key=key)
+        client.api_keys.create(name="sdk-other", scopes=["chat:read"], idempotency_key=key)
     assert info.value.status == 409 and info.value.details["reason"] == "payload_mismatch"
     assert len(wire.requests) == sent + 1
 
     # Keys can be turned off per call.
-    client.keys.create_api_key(name="sdk-nokey", scopes=["chat:read"], idempotency_key=False)
+    client.api_keys.create(name="sdk-nokey", scopes=["chat:read"], idempotency_key=False)
     assert "idempotency-key" not in wire.requests[-1].headers
 
 
@@ -281,7 +326,7 @@ def test_connection_errors_are_retried_then_raised(sdk, pro):
 
     client, wire = sdk(pro, base_url=f"http://127.0.0.1:{free_port()}", max_retries=2)
     with pytest.raises(APIConnectionError):
-        client.personas.create_persona(intent="A lighthouse keeper nobody can reach")
+        client.personas.create(intent="A lighthouse keeper nobody can reach")
     assert len(wire.requests) == 3
     assert len({r.headers["idempotency-key"] for r in wire.requests}) == 1
 
@@ -357,7 +402,7 @@ def test_provider_error_is_retried_with_the_same_idempotency_key(provider_stack,
         stub.reset()
         stub.inject_error(times=4, status=500, path="/moderations")
         started = time.monotonic()
-        persona = client.personas.create_persona(intent="A tireless courier who knows every alley in Lisbon")
+        persona = client.personas.create(intent="A tireless courier who knows every alley in Lisbon")
         assert persona["state"] == "active"
         assert wire.statuses == [502, 200]
         assert time.monotonic() - started >= BACKOFF
@@ -369,7 +414,7 @@ def test_provider_error_is_retried_with_the_same_idempotency_key(provider_stack,
         stub.reset()
         stub.inject_error(times=8, status=500, path="/moderations")
         with pytest.raises(ProviderError) as info:
-            client.personas.create_persona(intent="A nervous wizard who collects teacups")
+            client.personas.create(intent="A nervous wizard who collects teacups")
         assert info.value.status == 502 and info.value.code == "provider_error" and info.value.request_id
         assert wire.statuses[2:] == [502, 502]
         stub.reset()
@@ -380,7 +425,7 @@ def test_provider_error_is_retried_with_the_same_idempotency_key(provider_stack,
 
 def test_chat_stream_deltas_and_final_message(sdk, pro, persona_id):
     client, wire = sdk(pro)
-    session = client.chat.create_chat_session(persona_id=persona_id)
+    session = client.chat.create_session(persona_id=persona_id)
     with client.chat.stream_message(session["sessionId"], content="What do you love about jazz?") as stream:
         assert stream.run_id and stream.run_id.startswith("run_")
         deltas = list(stream.text_deltas())
@@ -395,7 +440,7 @@ def test_chat_stream_deltas_and_final_message(sdk, pro, persona_id):
 
 def test_chat_stream_resumes_after_a_dropped_connection(sdk, pro, persona_id):
     client, wire = sdk(pro)
-    session = client.chat.create_chat_session(persona_id=persona_id)
+    session = client.chat.create_session(persona_id=persona_id)
     wire.cut_next_stream(2)  # message.started and the first delta get through
     stream = client.chat.stream_message(session["sessionId"], content="Tell me about your favourite record.")
     events = list(stream)
@@ -409,7 +454,7 @@ def test_chat_stream_resumes_after_a_dropped_connection(sdk, pro, persona_id):
     assert set(kinds[1:-1]) == {"message.delta"} and kinds.count("message.started") == 1
     final = stream.get_final_message()
     assert "".join(e["delta"] for e in events[1:-1]) == final["content"] == stream.text
-    assert client.chat.get_chat_session(session["sessionId"])["messageCount"] == 2
+    assert client.chat.get_session(session["sessionId"])["messageCount"] == 2
 
 
 def test_persona_stream_steps_then_the_persona_resumed_after_a_drop(sdk, pro):
@@ -423,9 +468,9 @@ def test_persona_stream_steps_then_the_persona_resumed_after_a_drop(sdk, pro):
     persona = stream.persona
     # The generation run (`runId` in the events) is not the stream's run (frame ids, X-Run-Id).
     assert persona is not None and persona["state"] == "active" and persona["lastRunId"] == events[0]["runId"]
-    assert client.personas.get_persona(persona["id"]) == persona
+    assert client.personas.get(persona["id"]) == persona
     # One persona: the resumed request continued the run, it did not start another.
-    created = [p for p in client.personas.list_personas_iter() if p["intent"] == persona["intent"]]
+    created = [p for p in client.personas.list_iter() if p["intent"] == persona["intent"]]
     assert len(created) == 1
 
 
@@ -458,24 +503,24 @@ def test_pagination_both_styles(sdk, tenants, receiver_url):
     tenant = tenants(plan="pro")
     client, wire = sdk(tenant)
     for n in range(4):
-        client.keys.create_api_key(name=f"page-{n}", scopes=["personas:read"])
+        client.api_keys.create(name=f"page-{n}", scopes=["personas:read"])
     # pageSize / pageToken → nextPageToken.
     sent = len(wire.requests)
-    keys = list(client.keys.list_api_keys_iter(page_size=2))
+    keys = list(client.api_keys.list_iter(page_size=2))
     assert len(wire.requests) - sent == 3  # 5 keys (the fixture's too), 2 a page
     assert len({k["id"] for k in keys}) == len(keys) == 5
-    assert [k["id"] for k in keys] == [k["id"] for k in client.keys.list_api_keys(page_size=100)["keys"]]
+    assert [k["id"] for k in keys] == [k["id"] for k in client.api_keys.list(page_size=100)["keys"]]
 
     # cursor / limit → items + nextCursor.
-    made = [client.webhooks.create_webhook_endpoint(url=receiver_url(f"/page-{n}"), events=["persona.created"])
+    made = [client.webhooks.create(url=receiver_url(f"/page-{n}"), events=["persona.created"])
             for n in range(3)]
     sent = len(wire.requests)
-    endpoints = list(client.webhooks.list_webhook_endpoints_iter(limit=2))
+    endpoints = list(client.webhooks.list_iter(limit=2))
     assert len(wire.requests) - sent == 2
     assert sorted(e["id"] for e in endpoints) == sorted(m["endpoint"]["id"] for m in made)
     # The generic form, for either style.
-    assert list(client.paginate(client.webhooks.list_webhook_endpoints, limit=1)) == endpoints
-    assert list(client.paginate(client.keys.list_api_keys, page_size=3)) == keys
+    assert list(client.paginate(client.webhooks.list, limit=1)) == endpoints
+    assert list(client.paginate(client.api_keys.list, page_size=3)) == keys
 
 
 # --- webhooks ------------------------------------------------------------------------
@@ -497,11 +542,11 @@ def test_webhook_verification_of_real_deliveries(stack, sdk, tenants, engine, re
     tenant, admin = tenants(plan="pro"), tenants(plan="pro", platform_admin=True)
     client, _ = sdk(tenant)
     path = f"/sdk-hooks/{uuid.uuid4().hex}"
-    made = client.webhooks.create_webhook_endpoint(url=receiver.url(path), events=["persona.created"])
+    made = client.webhooks.create(url=receiver.url(path), events=["persona.created"])
     endpoint_id, secret = made["endpoint"]["id"], made["secret"]
     assert secret.startswith("whsec_")
 
-    ping = client.webhooks.ping_webhook_endpoint(endpoint_id)
+    ping = client.webhooks.ping(endpoint_id)
     got = receiver.wait_for(path)[0]
     header = got.headers["x-service-signature"]
     assert verify(got.body, header, secret)
@@ -525,10 +570,10 @@ def test_webhook_verification_of_real_deliveries(stack, sdk, tenants, engine, re
                           "WHERE id = :id"), {"id": endpoint_id})
     admin_client, _ = sdk(admin)
     admin_client.admin.rotate_webhook_secrets()
-    secrets = client.webhooks.get_webhook_endpoint_secret(endpoint_id)
+    secrets = client.webhooks.get_secret(endpoint_id)
     new, old = secrets["secret"], secrets["previousSecret"]
     assert old == secret and new != secret
-    client.webhooks.ping_webhook_endpoint(endpoint_id)
+    client.webhooks.ping(endpoint_id)
     got = receiver.wait_for(path, count=2)[1]
     header = got.headers["x-service-signature"]
     assert header.count("v1=") == 2

@@ -3,7 +3,7 @@
     from persona_sdk import PersonaClient
 
     with PersonaClient(api_key="sk_live_…") as client:
-        persona = client.personas.create_persona(intent="A patient gardener who names every snail")
+        persona = client.personas.create(intent="A patient gardener who names every snail")
 """
 
 from . import webhooks

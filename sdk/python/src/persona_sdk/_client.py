@@ -26,7 +26,8 @@ class PersonaClient(GeneratedClient):
       httpx.Client of your own (proxies, transports, event hooks); it is not closed by `close()`.
 
     Resources: one attribute per API area (`client.personas`, `client.chat`, `client.webhooks`,
-    `client.keys`, …), one method per operation. `client.last_response` is the last HTTP response
-    (headers such as `X-RateLimit-Remaining`, `Idempotent-Replayed`). Use it as a context manager, or
-    call `close()`.
+    `client.api_keys`, …), one method per operation (`client.personas.create`,
+    `client.chat.stream_message`: the TypeScript SDK's names in snake_case). `client.last_response`
+    is the last HTTP response (headers such as `X-RateLimit-Remaining`, `Idempotent-Replayed`). Use
+    it as a context manager, or call `close()`.
     """

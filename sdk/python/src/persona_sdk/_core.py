@@ -254,7 +254,7 @@ class ClientCore:
     def paginate(self, method: Callable[..., Mapping[str, Any]], *args: Any, **params: Any) -> Iterator[Any]:
         """Every item of a list method, page after page, for either pagination
         style (`page_token` → `nextPageToken`, or `cursor` → `nextCursor`):
-        `for key in client.paginate(client.keys.list_api_keys, page_size=50): ...`."""
+        `for key in client.paginate(client.api_keys.list, page_size=50): ...`."""
         names = inspect.signature(method).parameters
         if "page_token" in names:
             token_param, next_key = "page_token", "nextPageToken"

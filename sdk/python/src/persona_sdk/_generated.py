@@ -1668,10 +1668,150 @@ class AdminResource(Resource):
         )
 
 
+class ApiKeysResource(Resource):
+    """The `ApiKey` operations: `client.api_keys`."""
+
+    def list(
+        self,
+        *,
+        page_size: int | None = None,
+        page_token: str | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ListApiKeysResponse:
+        """Lists the keys of the caller's workspace, newest first.
+
+        `GET /v1/keys` (operation `ListApiKeys`).
+
+        Secrets are never listed.
+
+        Auth: scope `config:read`; JWT roles owner, admin.
+        """
+        return cast(
+            "ListApiKeysResponse",
+            self._client._json(
+                "GET",
+                "/v1/keys",
+                params=compact({"pageSize": page_size, "pageToken": page_token}),
+                extra_headers=extra_headers,
+            ),
+        )
+
+    def list_iter(
+        self,
+        *,
+        page_size: int | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> Iterator[ApiKey]:
+        """Every item of `list` (its `keys`), fetching page after page."""
+        return self._client._iterate(
+            lambda token: self.list(
+                page_size=page_size,
+                page_token=token,
+                extra_headers=extra_headers,
+            ),
+            "keys",
+            "nextPageToken",
+        )
+
+    def create(
+        self,
+        *,
+        name: str,
+        scopes: Sequence[Literal["personas:read", "personas:write", "chat:read", "chat:write", "config:read", "config:write"]],
+        mode: Literal["live", "test"] | None = None,
+        expires_at: str | None = None,
+        ip_allowlist: Sequence[str] | None = None,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> CreateApiKeyResponse:
+        """Creates a key in the caller's workspace.
+
+        `POST /v1/keys` (operation `CreateApiKey`).
+
+        The response carries the secret (`secret`) once; only its SHA-256 hash is stored.
+
+        Auth: scope `config:write`; JWT roles owner, admin. IP allowlists are an Enterprise feature: on
+        another plan a non-empty `ipAllowlist` answers 403 `forbidden` with `details.requiredPlan`.
+
+        Args:
+          name: Name of the key, 1 to 100 characters.
+          scopes: Scopes to grant: at least one of `personas:read`, `personas:write`, `chat:read`,
+              `chat:write`, `config:read`, `config:write`. The reversed form seen in one sample
+              (`read:personas`) is not accepted.
+          mode: `live` (default) or `test`.
+          expires_at: Optional expiry, an RFC 3339 timestamp in the future (e.g. `2027-01-31T00:00:00Z`).
+          ip_allowlist: Optional allowlist of IP addresses or CIDR ranges (e.g. `203.0.113.0/24`,
+              `2001:db8::/32`), at most 50. Enterprise plan only.
+        """
+        return cast(
+            "CreateApiKeyResponse",
+            self._client._json(
+                "POST",
+                "/v1/keys",
+                json=compact({
+                    "name": name,
+                    "scopes": scopes,
+                    "mode": mode,
+                    "expiresAt": expires_at,
+                    "ipAllowlist": ip_allowlist,
+                }),
+                idempotency_key=idempotency_key,
+                extra_headers=extra_headers,
+            ),
+        )
+
+    def get(
+        self,
+        id: str,
+        *,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ApiKey:
+        """Returns one key of the caller's workspace.
+
+        `GET /v1/keys/{id}` (operation `GetApiKey`).
+
+        Auth: scope `config:read`; JWT roles owner, admin.
+        """
+        return cast(
+            "ApiKey",
+            self._client._json(
+                "GET",
+                f"/v1/keys/{path_param(id)}",
+                extra_headers=extra_headers,
+            ),
+        )
+
+    def revoke(
+        self,
+        id: str,
+        *,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ApiKey:
+        """Revokes a key at once: every later request with it answers 401 `unauthorized`.
+
+        `POST /v1/keys/{id}:revoke` (operation `RevokeApiKey`).
+
+        The record stays, with `revokedAt` set. Revoking a revoked key answers the key unchanged.
+
+        Auth: scope `config:write`; JWT roles owner, admin.
+        """
+        return cast(
+            "ApiKey",
+            self._client._json(
+                "POST",
+                f"/v1/keys/{path_param(id)}:revoke",
+                json={},
+                idempotency_key=idempotency_key,
+                extra_headers=extra_headers,
+            ),
+        )
+
+
 class AuditResource(Resource):
     """The `Audit` operations: `client.audit`."""
 
-    def list_audit_events(
+    def list_events(
         self,
         *,
         page_size: int | None = None,
@@ -1711,7 +1851,7 @@ class AuditResource(Resource):
             ),
         )
 
-    def list_audit_events_iter(
+    def list_events_iter(
         self,
         *,
         page_size: int | None = None,
@@ -1724,9 +1864,9 @@ class AuditResource(Resource):
         request_id: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[AuditEvent]:
-        """Every item of `list_audit_events` (its `events`), fetching page after page."""
+        """Every item of `list_events` (its `events`), fetching page after page."""
         return self._client._iterate(
-            lambda token: self.list_audit_events(
+            lambda token: self.list_events(
                 page_size=page_size,
                 action=action,
                 outcome=outcome,
@@ -1972,7 +2112,7 @@ class BillingResource(Resource):
 class ChatResource(Resource):
     """The `Chat` operations: `client.chat`."""
 
-    def list_chat_sessions(
+    def list_sessions(
         self,
         *,
         page_size: int | None = None,
@@ -2004,7 +2144,7 @@ class ChatResource(Resource):
             ),
         )
 
-    def list_chat_sessions_iter(
+    def list_sessions_iter(
         self,
         *,
         page_size: int | None = None,
@@ -2013,9 +2153,9 @@ class ChatResource(Resource):
         user_id: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[ChatSession]:
-        """Every item of `list_chat_sessions` (its `sessions`), fetching page after page."""
+        """Every item of `list_sessions` (its `sessions`), fetching page after page."""
         return self._client._iterate(
-            lambda token: self.list_chat_sessions(
+            lambda token: self.list_sessions(
                 page_size=page_size,
                 persona_id=persona_id,
                 status=status,
@@ -2027,7 +2167,7 @@ class ChatResource(Resource):
             "nextPageToken",
         )
 
-    def create_chat_session(
+    def create_session(
         self,
         *,
         persona_id: str,
@@ -2060,7 +2200,7 @@ class ChatResource(Resource):
             ),
         )
 
-    def get_chat_session(
+    def get_session(
         self,
         id: str,
         *,
@@ -2083,7 +2223,7 @@ class ChatResource(Resource):
             ),
         )
 
-    def archive_chat_session(
+    def archive_session(
         self,
         id: str,
         *,
@@ -2109,7 +2249,7 @@ class ChatResource(Resource):
             ),
         )
 
-    def end_chat_session(
+    def end_session(
         self,
         id: str,
         *,
@@ -2135,7 +2275,7 @@ class ChatResource(Resource):
             ),
         )
 
-    def list_chat_messages(
+    def list_messages(
         self,
         id: str,
         *,
@@ -2159,16 +2299,16 @@ class ChatResource(Resource):
             ),
         )
 
-    def list_chat_messages_iter(
+    def list_messages_iter(
         self,
         id: str,
         *,
         page_size: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[ChatMessage]:
-        """Every item of `list_chat_messages` (its `messages`), fetching page after page."""
+        """Every item of `list_messages` (its `messages`), fetching page after page."""
         return self._client._iterate(
-            lambda token: self.list_chat_messages(
+            lambda token: self.list_messages(
                 id,
                 page_size=page_size,
                 page_token=token,
@@ -2178,7 +2318,7 @@ class ChatResource(Resource):
             "nextPageToken",
         )
 
-    def send_chat_message(
+    def send_message(
         self,
         id: str,
         *,
@@ -2213,7 +2353,7 @@ class ChatResource(Resource):
             ),
         )
 
-    def stream_chat_message(
+    def stream_message(
         self,
         id: str,
         *,
@@ -2252,13 +2392,11 @@ class ChatResource(Resource):
             extra_headers=extra_headers,
         )
 
-    stream_message = stream_chat_message
-
 
 class ConfigResource(Resource):
     """The `Config` operations: `client.config`."""
 
-    def list_config_items(
+    def list(
         self,
         *,
         prefix: str | None = None,
@@ -2280,7 +2418,7 @@ class ConfigResource(Resource):
             ),
         )
 
-    def get_config_item(
+    def get(
         self,
         key: str,
         *,
@@ -2303,7 +2441,7 @@ class ConfigResource(Resource):
             ),
         )
 
-    def update_config_item(
+    def update(
         self,
         key: str,
         *,
@@ -2335,7 +2473,7 @@ class ConfigResource(Resource):
             ),
         )
 
-    def delete_config_item(
+    def delete(
         self,
         key: str,
         *,
@@ -2367,7 +2505,7 @@ class ConfigResource(Resource):
 class DashboardResource(Resource):
     """The `Dashboard` operations: `client.dashboard`."""
 
-    def get_dashboard_page(
+    def get_page(
         self,
         *,
         extra_headers: Mapping[str, str] | None = None,
@@ -2391,7 +2529,7 @@ class DashboardResource(Resource):
             extra_headers=extra_headers,
         )
 
-    def get_dashboard_asset(
+    def get_asset(
         self,
         name: str,
         *,
@@ -2459,10 +2597,10 @@ class DocsResource(Resource):
         )
 
 
-class EventResource(Resource):
+class EventsResource(Resource):
     """The `Event` operations: `client.events`."""
 
-    def list_events(
+    def list(
         self,
         *,
         page_size: int | None = None,
@@ -2492,7 +2630,7 @@ class EventResource(Resource):
             ),
         )
 
-    def list_events_iter(
+    def list_iter(
         self,
         *,
         page_size: int | None = None,
@@ -2500,9 +2638,9 @@ class EventResource(Resource):
         persona_id: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[Event]:
-        """Every item of `list_events` (its `events`), fetching page after page."""
+        """Every item of `list` (its `events`), fetching page after page."""
         return self._client._iterate(
-            lambda token: self.list_events(
+            lambda token: self.list(
                 page_size=page_size,
                 type=type,
                 persona_id=persona_id,
@@ -2513,7 +2651,7 @@ class EventResource(Resource):
             "nextPageToken",
         )
 
-    def get_event(
+    def get(
         self,
         id: str,
         *,
@@ -2535,10 +2673,10 @@ class EventResource(Resource):
         )
 
 
-class FileResource(Resource):
+class FilesResource(Resource):
     """The `File` operations: `client.files`."""
 
-    def get_file(
+    def get(
         self,
         key: str,
         *,
@@ -2564,146 +2702,6 @@ class FileResource(Resource):
             f"/v1/files/{path_param(key)}",
             params=compact({"expires": expires, "signature": signature}),
             extra_headers=extra_headers,
-        )
-
-
-class ApiKeyResource(Resource):
-    """The `ApiKey` operations: `client.keys`."""
-
-    def list_api_keys(
-        self,
-        *,
-        page_size: int | None = None,
-        page_token: str | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> ListApiKeysResponse:
-        """Lists the keys of the caller's workspace, newest first.
-
-        `GET /v1/keys` (operation `ListApiKeys`).
-
-        Secrets are never listed.
-
-        Auth: scope `config:read`; JWT roles owner, admin.
-        """
-        return cast(
-            "ListApiKeysResponse",
-            self._client._json(
-                "GET",
-                "/v1/keys",
-                params=compact({"pageSize": page_size, "pageToken": page_token}),
-                extra_headers=extra_headers,
-            ),
-        )
-
-    def list_api_keys_iter(
-        self,
-        *,
-        page_size: int | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> Iterator[ApiKey]:
-        """Every item of `list_api_keys` (its `keys`), fetching page after page."""
-        return self._client._iterate(
-            lambda token: self.list_api_keys(
-                page_size=page_size,
-                page_token=token,
-                extra_headers=extra_headers,
-            ),
-            "keys",
-            "nextPageToken",
-        )
-
-    def create_api_key(
-        self,
-        *,
-        name: str,
-        scopes: Sequence[Literal["personas:read", "personas:write", "chat:read", "chat:write", "config:read", "config:write"]],
-        mode: Literal["live", "test"] | None = None,
-        expires_at: str | None = None,
-        ip_allowlist: Sequence[str] | None = None,
-        idempotency_key: str | Literal[False] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> CreateApiKeyResponse:
-        """Creates a key in the caller's workspace.
-
-        `POST /v1/keys` (operation `CreateApiKey`).
-
-        The response carries the secret (`secret`) once; only its SHA-256 hash is stored.
-
-        Auth: scope `config:write`; JWT roles owner, admin. IP allowlists are an Enterprise feature: on
-        another plan a non-empty `ipAllowlist` answers 403 `forbidden` with `details.requiredPlan`.
-
-        Args:
-          name: Name of the key, 1 to 100 characters.
-          scopes: Scopes to grant: at least one of `personas:read`, `personas:write`, `chat:read`,
-              `chat:write`, `config:read`, `config:write`. The reversed form seen in one sample
-              (`read:personas`) is not accepted.
-          mode: `live` (default) or `test`.
-          expires_at: Optional expiry, an RFC 3339 timestamp in the future (e.g. `2027-01-31T00:00:00Z`).
-          ip_allowlist: Optional allowlist of IP addresses or CIDR ranges (e.g. `203.0.113.0/24`,
-              `2001:db8::/32`), at most 50. Enterprise plan only.
-        """
-        return cast(
-            "CreateApiKeyResponse",
-            self._client._json(
-                "POST",
-                "/v1/keys",
-                json=compact({
-                    "name": name,
-                    "scopes": scopes,
-                    "mode": mode,
-                    "expiresAt": expires_at,
-                    "ipAllowlist": ip_allowlist,
-                }),
-                idempotency_key=idempotency_key,
-                extra_headers=extra_headers,
-            ),
-        )
-
-    def get_api_key(
-        self,
-        id: str,
-        *,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> ApiKey:
-        """Returns one key of the caller's workspace.
-
-        `GET /v1/keys/{id}` (operation `GetApiKey`).
-
-        Auth: scope `config:read`; JWT roles owner, admin.
-        """
-        return cast(
-            "ApiKey",
-            self._client._json(
-                "GET",
-                f"/v1/keys/{path_param(id)}",
-                extra_headers=extra_headers,
-            ),
-        )
-
-    def revoke_api_key(
-        self,
-        id: str,
-        *,
-        idempotency_key: str | Literal[False] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> ApiKey:
-        """Revokes a key at once: every later request with it answers 401 `unauthorized`.
-
-        `POST /v1/keys/{id}:revoke` (operation `RevokeApiKey`).
-
-        The record stays, with `revokedAt` set. Revoking a revoked key answers the key unchanged.
-
-        Auth: scope `config:write`; JWT roles owner, admin.
-        """
-        return cast(
-            "ApiKey",
-            self._client._json(
-                "POST",
-                f"/v1/keys/{path_param(id)}:revoke",
-                json={},
-                idempotency_key=idempotency_key,
-                extra_headers=extra_headers,
-            ),
         )
 
 
@@ -2931,7 +2929,7 @@ class MarketplaceResource(Resource):
 class ModerationResource(Resource):
     """The `Moderation` operations: `client.moderation`."""
 
-    def list_moderation_queue(
+    def list_queue(
         self,
         *,
         stage: Literal["input_intent", "output_content", "impersonation", "pii"] | None = None,
@@ -2963,7 +2961,7 @@ class ModerationResource(Resource):
             ),
         )
 
-    def list_moderation_queue_iter(
+    def list_queue_iter(
         self,
         *,
         stage: Literal["input_intent", "output_content", "impersonation", "pii"] | None = None,
@@ -2972,9 +2970,9 @@ class ModerationResource(Resource):
         limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[ModerationReview]:
-        """Every item of `list_moderation_queue` (its `items`), fetching page after page."""
+        """Every item of `list_queue` (its `items`), fetching page after page."""
         return self._client._iterate(
-            lambda token: self.list_moderation_queue(
+            lambda token: self.list_queue(
                 stage=stage,
                 category=category,
                 org_id=org_id,
@@ -2986,7 +2984,7 @@ class ModerationResource(Resource):
             "nextCursor",
         )
 
-    def claim_moderation_review(
+    def claim_review(
         self,
         review_id: str,
         *,
@@ -3013,7 +3011,7 @@ class ModerationResource(Resource):
             ),
         )
 
-    def resolve_moderation_review(
+    def resolve_review(
         self,
         review_id: str,
         *,
@@ -3046,7 +3044,7 @@ class ModerationResource(Resource):
         )
 
 
-class OpenAIResource(Resource):
+class OpenaiResource(Resource):
     """The `OpenAI` operations: `client.openai`."""
 
     def create_chat_completion(
@@ -3226,10 +3224,10 @@ class OpenAIResource(Resource):
         )
 
 
-class OrganizationResource(Resource):
-    """The `Organization` operations: `client.orgs`."""
+class OrganizationsResource(Resource):
+    """The `Organization` operations: `client.organizations`."""
 
-    def get_organization(
+    def get(
         self,
         id: str,
         *,
@@ -3253,10 +3251,10 @@ class OrganizationResource(Resource):
         )
 
 
-class PersonaResource(Resource):
+class PersonasResource(Resource):
     """The `Persona` operations: `client.personas`."""
 
-    def list_personas(
+    def list(
         self,
         *,
         page_size: int | None = None,
@@ -3290,7 +3288,7 @@ class PersonaResource(Resource):
             ),
         )
 
-    def list_personas_iter(
+    def list_iter(
         self,
         *,
         page_size: int | None = None,
@@ -3300,9 +3298,9 @@ class PersonaResource(Resource):
         show_deleted: bool | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[Persona]:
-        """Every item of `list_personas` (its `personas`), fetching page after page."""
+        """Every item of `list` (its `personas`), fetching page after page."""
         return self._client._iterate(
-            lambda token: self.list_personas(
+            lambda token: self.list(
                 page_size=page_size,
                 state=state,
                 visibility=visibility,
@@ -3315,7 +3313,7 @@ class PersonaResource(Resource):
             "nextPageToken",
         )
 
-    def create_persona(
+    def create(
         self,
         *,
         intent: str,
@@ -3368,7 +3366,7 @@ class PersonaResource(Resource):
             ),
         )
 
-    def get_persona(
+    def get(
         self,
         id: str,
         *,
@@ -3389,7 +3387,7 @@ class PersonaResource(Resource):
             ),
         )
 
-    def update_persona(
+    def update(
         self,
         id: str,
         *,
@@ -3432,7 +3430,7 @@ class PersonaResource(Resource):
             ),
         )
 
-    def delete_persona(
+    def delete(
         self,
         id: str,
         *,
@@ -3457,7 +3455,7 @@ class PersonaResource(Resource):
             ),
         )
 
-    def archive_persona(
+    def archive(
         self,
         id: str,
         *,
@@ -3484,7 +3482,7 @@ class PersonaResource(Resource):
             ),
         )
 
-    def audit_persona(
+    def audit(
         self,
         id: str,
         *,
@@ -3514,7 +3512,7 @@ class PersonaResource(Resource):
             ),
         )
 
-    def export_persona_card(
+    def export_card(
         self,
         id: str,
         *,
@@ -3537,7 +3535,7 @@ class PersonaResource(Resource):
             ),
         )
 
-    def fork_persona(
+    def fork(
         self,
         id: str,
         *,
@@ -3573,7 +3571,7 @@ class PersonaResource(Resource):
             ),
         )
 
-    def get_persona_lineage(
+    def get_lineage(
         self,
         id: str,
         *,
@@ -3595,7 +3593,7 @@ class PersonaResource(Resource):
             ),
         )
 
-    def refine_persona(
+    def refine(
         self,
         id: str,
         *,
@@ -3628,7 +3626,7 @@ class PersonaResource(Resource):
             ),
         )
 
-    def regenerate_persona(
+    def regenerate(
         self,
         id: str,
         *,
@@ -3660,7 +3658,7 @@ class PersonaResource(Resource):
             ),
         )
 
-    def restore_persona(
+    def restore(
         self,
         id: str,
         *,
@@ -3707,7 +3705,7 @@ class PersonaResource(Resource):
             ),
         )
 
-    def import_persona_card(
+    def import_card(
         self,
         *,
         data: CharacterCardData,
@@ -3742,7 +3740,7 @@ class PersonaResource(Resource):
             ),
         )
 
-    def stream_create_persona(
+    def stream_create(
         self,
         *,
         intent: str,
@@ -3797,13 +3795,11 @@ class PersonaResource(Resource):
             extra_headers=extra_headers,
         )
 
-    stream_create = stream_create_persona
 
-
-class PortraitResource(Resource):
+class PortraitsResource(Resource):
     """The `Portrait` operations: `client.portraits`."""
 
-    def edit_portrait(
+    def edit(
         self,
         persona_id: str,
         portrait_id: str,
@@ -3841,7 +3837,7 @@ class PortraitResource(Resource):
             ),
         )
 
-    def list_portraits(
+    def list(
         self,
         persona_id: str,
         *,
@@ -3866,7 +3862,7 @@ class PortraitResource(Resource):
             ),
         )
 
-    def list_portraits_iter(
+    def list_iter(
         self,
         persona_id: str,
         *,
@@ -3874,9 +3870,9 @@ class PortraitResource(Resource):
         limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[Portrait]:
-        """Every item of `list_portraits` (its `items`), fetching page after page."""
+        """Every item of `list` (its `items`), fetching page after page."""
         return self._client._iterate(
-            lambda token: self.list_portraits(
+            lambda token: self.list(
                 persona_id,
                 conversation_id=conversation_id,
                 limit=limit,
@@ -3887,7 +3883,7 @@ class PortraitResource(Resource):
             "nextCursor",
         )
 
-    def create_portrait(
+    def create(
         self,
         persona_id: str,
         *,
@@ -3921,7 +3917,7 @@ class PortraitResource(Resource):
             ),
         )
 
-    def get_portrait(
+    def get(
         self,
         persona_id: str,
         portrait_id: str,
@@ -3943,7 +3939,7 @@ class PortraitResource(Resource):
             ),
         )
 
-    def approve_portrait(
+    def approve(
         self,
         persona_id: str,
         portrait_id: str,
@@ -3972,7 +3968,7 @@ class PortraitResource(Resource):
             ),
         )
 
-    def reject_portrait(
+    def reject(
         self,
         persona_id: str,
         portrait_id: str,
@@ -4004,7 +4000,7 @@ class PortraitResource(Resource):
 class PrivacyResource(Resource):
     """The `Privacy` operations: `client.privacy`."""
 
-    def list_privacy_exports(
+    def list_exports(
         self,
         *,
         cursor: str | None = None,
@@ -4028,15 +4024,15 @@ class PrivacyResource(Resource):
             ),
         )
 
-    def list_privacy_exports_iter(
+    def list_exports_iter(
         self,
         *,
         limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[PrivacyExport]:
-        """Every item of `list_privacy_exports` (its `items`), fetching page after page."""
+        """Every item of `list_exports` (its `items`), fetching page after page."""
         return self._client._iterate(
-            lambda token: self.list_privacy_exports(
+            lambda token: self.list_exports(
                 limit=limit,
                 cursor=token,
                 extra_headers=extra_headers,
@@ -4045,7 +4041,7 @@ class PrivacyResource(Resource):
             "nextCursor",
         )
 
-    def create_privacy_export(
+    def create_export(
         self,
         *,
         idempotency_key: str | Literal[False] | None = None,
@@ -4102,7 +4098,7 @@ class PrivacyResource(Resource):
         )
 
 
-class ProbeResource(Resource):
+class ProbesResource(Resource):
     """The `Probe` operations: `client.probes`."""
 
     def get_liveness(
@@ -4186,7 +4182,7 @@ class ProbeResource(Resource):
 class ScimResource(Resource):
     """The `Scim` operations: `client.scim`."""
 
-    def search_scim_resources(
+    def search_resources(
         self,
         *,
         body: Any,
@@ -4210,7 +4206,7 @@ class ScimResource(Resource):
             extra_headers=extra_headers,
         )
 
-    def list_scim_groups(
+    def list_groups(
         self,
         *,
         filter: str | None = None,
@@ -4249,7 +4245,7 @@ class ScimResource(Resource):
             extra_headers=extra_headers,
         )
 
-    def create_scim_group(
+    def create_group(
         self,
         *,
         body: Any,
@@ -4278,7 +4274,7 @@ class ScimResource(Resource):
             extra_headers=extra_headers,
         )
 
-    def search_scim_groups(
+    def search_groups(
         self,
         *,
         body: Any,
@@ -4301,7 +4297,7 @@ class ScimResource(Resource):
             extra_headers=extra_headers,
         )
 
-    def get_scim_group(
+    def get_group(
         self,
         id: str,
         *,
@@ -4327,7 +4323,7 @@ class ScimResource(Resource):
             extra_headers=extra_headers,
         )
 
-    def replace_scim_group(
+    def replace_group(
         self,
         id: str,
         *,
@@ -4354,7 +4350,7 @@ class ScimResource(Resource):
             extra_headers=extra_headers,
         )
 
-    def patch_scim_group(
+    def patch_group(
         self,
         id: str,
         *,
@@ -4384,7 +4380,7 @@ class ScimResource(Resource):
             extra_headers=extra_headers,
         )
 
-    def delete_scim_group(
+    def delete_group(
         self,
         id: str,
         *,
@@ -4980,7 +4976,7 @@ class ScimResource(Resource):
             extra_headers=extra_headers,
         )
 
-    def list_scim_users(
+    def list_users(
         self,
         *,
         filter: str | None = None,
@@ -5019,7 +5015,7 @@ class ScimResource(Resource):
             extra_headers=extra_headers,
         )
 
-    def create_scim_user(
+    def create_user(
         self,
         *,
         body: Any,
@@ -5049,7 +5045,7 @@ class ScimResource(Resource):
             extra_headers=extra_headers,
         )
 
-    def search_scim_users(
+    def search_users(
         self,
         *,
         body: Any,
@@ -5072,7 +5068,7 @@ class ScimResource(Resource):
             extra_headers=extra_headers,
         )
 
-    def get_scim_user(
+    def get_user(
         self,
         id: str,
         *,
@@ -5098,7 +5094,7 @@ class ScimResource(Resource):
             extra_headers=extra_headers,
         )
 
-    def replace_scim_user(
+    def replace_user(
         self,
         id: str,
         *,
@@ -5127,7 +5123,7 @@ class ScimResource(Resource):
             extra_headers=extra_headers,
         )
 
-    def patch_scim_user(
+    def patch_user(
         self,
         id: str,
         *,
@@ -5157,7 +5153,7 @@ class ScimResource(Resource):
             extra_headers=extra_headers,
         )
 
-    def delete_scim_user(
+    def delete_user(
         self,
         id: str,
         *,
@@ -5184,10 +5180,10 @@ class ScimResource(Resource):
         )
 
 
-class ScimTokenResource(Resource):
+class ScimTokensResource(Resource):
     """The `ScimToken` operations: `client.scim_tokens`."""
 
-    def list_scim_tokens(
+    def list(
         self,
         *,
         cursor: str | None = None,
@@ -5210,15 +5206,15 @@ class ScimTokenResource(Resource):
             ),
         )
 
-    def list_scim_tokens_iter(
+    def list_iter(
         self,
         *,
         limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[ScimToken]:
-        """Every item of `list_scim_tokens` (its `items`), fetching page after page."""
+        """Every item of `list` (its `items`), fetching page after page."""
         return self._client._iterate(
-            lambda token: self.list_scim_tokens(
+            lambda token: self.list(
                 limit=limit,
                 cursor=token,
                 extra_headers=extra_headers,
@@ -5227,7 +5223,7 @@ class ScimTokenResource(Resource):
             "nextCursor",
         )
 
-    def create_scim_token(
+    def create(
         self,
         *,
         name: str,
@@ -5254,7 +5250,7 @@ class ScimTokenResource(Resource):
             ),
         )
 
-    def revoke_scim_token(
+    def revoke(
         self,
         id: str,
         *,
@@ -5281,10 +5277,10 @@ class ScimTokenResource(Resource):
         )
 
 
-class WebhookResource(Resource):
+class WebhooksResource(Resource):
     """The `Webhook` operations: `client.webhooks`."""
 
-    def list_webhook_endpoints(
+    def list(
         self,
         *,
         cursor: str | None = None,
@@ -5308,15 +5304,15 @@ class WebhookResource(Resource):
             ),
         )
 
-    def list_webhook_endpoints_iter(
+    def list_iter(
         self,
         *,
         limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[WebhookEndpoint]:
-        """Every item of `list_webhook_endpoints` (its `items`), fetching page after page."""
+        """Every item of `list` (its `items`), fetching page after page."""
         return self._client._iterate(
-            lambda token: self.list_webhook_endpoints(
+            lambda token: self.list(
                 limit=limit,
                 cursor=token,
                 extra_headers=extra_headers,
@@ -5325,7 +5321,7 @@ class WebhookResource(Resource):
             "nextCursor",
         )
 
-    def create_webhook_endpoint(
+    def create(
         self,
         *,
         url: str,
@@ -5374,7 +5370,7 @@ class WebhookResource(Resource):
             ),
         )
 
-    def get_webhook_endpoint(
+    def get(
         self,
         id: str,
         *,
@@ -5395,7 +5391,7 @@ class WebhookResource(Resource):
             ),
         )
 
-    def update_webhook_endpoint(
+    def update(
         self,
         id: str,
         *,
@@ -5439,7 +5435,7 @@ class WebhookResource(Resource):
             ),
         )
 
-    def delete_webhook_endpoint(
+    def delete(
         self,
         id: str,
         *,
@@ -5464,7 +5460,7 @@ class WebhookResource(Resource):
             ),
         )
 
-    def list_webhook_deliveries(
+    def list_deliveries(
         self,
         id: str,
         *,
@@ -5489,7 +5485,7 @@ class WebhookResource(Resource):
             ),
         )
 
-    def list_webhook_deliveries_iter(
+    def list_deliveries_iter(
         self,
         id: str,
         *,
@@ -5497,9 +5493,9 @@ class WebhookResource(Resource):
         limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[WebhookDelivery]:
-        """Every item of `list_webhook_deliveries` (its `items`), fetching page after page."""
+        """Every item of `list_deliveries` (its `items`), fetching page after page."""
         return self._client._iterate(
-            lambda token: self.list_webhook_deliveries(
+            lambda token: self.list_deliveries(
                 id,
                 status=status,
                 limit=limit,
@@ -5510,7 +5506,7 @@ class WebhookResource(Resource):
             "nextCursor",
         )
 
-    def replay_webhook_delivery(
+    def replay_delivery(
         self,
         id: str,
         delivery_id: str,
@@ -5539,7 +5535,7 @@ class WebhookResource(Resource):
             ),
         )
 
-    def ping_webhook_endpoint(
+    def ping(
         self,
         id: str,
         *,
@@ -5565,7 +5561,7 @@ class WebhookResource(Resource):
             ),
         )
 
-    def get_webhook_endpoint_secret(
+    def get_secret(
         self,
         id: str,
         *,
@@ -5596,46 +5592,46 @@ class GeneratedClient(ClientCore):
     """The client with one resource per tag (PersonaClient adds nothing but its documentation)."""
 
     admin: AdminResource
+    api_keys: ApiKeysResource
     audit: AuditResource
     billing: BillingResource
     chat: ChatResource
     config: ConfigResource
     dashboard: DashboardResource
     docs: DocsResource
-    events: EventResource
-    files: FileResource
-    keys: ApiKeyResource
+    events: EventsResource
+    files: FilesResource
     marketplace: MarketplaceResource
     moderation: ModerationResource
-    openai: OpenAIResource
-    orgs: OrganizationResource
-    personas: PersonaResource
-    portraits: PortraitResource
+    openai: OpenaiResource
+    organizations: OrganizationsResource
+    personas: PersonasResource
+    portraits: PortraitsResource
     privacy: PrivacyResource
-    probes: ProbeResource
+    probes: ProbesResource
     scim: ScimResource
-    scim_tokens: ScimTokenResource
-    webhooks: WebhookResource
+    scim_tokens: ScimTokensResource
+    webhooks: WebhooksResource
 
     def _init_resources(self) -> None:
         self.admin = AdminResource(self)
+        self.api_keys = ApiKeysResource(self)
         self.audit = AuditResource(self)
         self.billing = BillingResource(self)
         self.chat = ChatResource(self)
         self.config = ConfigResource(self)
         self.dashboard = DashboardResource(self)
         self.docs = DocsResource(self)
-        self.events = EventResource(self)
-        self.files = FileResource(self)
-        self.keys = ApiKeyResource(self)
+        self.events = EventsResource(self)
+        self.files = FilesResource(self)
         self.marketplace = MarketplaceResource(self)
         self.moderation = ModerationResource(self)
-        self.openai = OpenAIResource(self)
-        self.orgs = OrganizationResource(self)
-        self.personas = PersonaResource(self)
-        self.portraits = PortraitResource(self)
+        self.openai = OpenaiResource(self)
+        self.organizations = OrganizationsResource(self)
+        self.personas = PersonasResource(self)
+        self.portraits = PortraitsResource(self)
         self.privacy = PrivacyResource(self)
-        self.probes = ProbeResource(self)
+        self.probes = ProbesResource(self)
         self.scim = ScimResource(self)
-        self.scim_tokens = ScimTokenResource(self)
-        self.webhooks = WebhookResource(self)
+        self.scim_tokens = ScimTokensResource(self)
+        self.webhooks = WebhooksResource(self)
