@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from persona_service.webhooks import verify_signature
+from persona_sdk.webhooks import verify as verify_signature
 from playwright.sync_api import expect
 from support import bootstrap, personas_locked
 from webhooks.wh_receiver import Answer

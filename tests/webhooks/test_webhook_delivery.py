@@ -16,10 +16,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import standardwebhooks
+from persona_sdk.webhooks import verify as verify_signature
 from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
-from persona_service.webhooks import verify_signature
 from persona_service.webhooks.http import HTTPError
 from persona_service.webhooks.metrics import DELIVERIES
 from persona_service.webhooks.service import DestinationRefused, check_destination, url_violation

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from persona_service.webhooks import verify_signature
+from persona_sdk.webhooks import verify as verify_signature
 
 
 def _subscribe(http, tenant, receiver, events):

@@ -6,11 +6,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import time
 from collections.abc import Iterable
 
 SIGNATURE_HEADER = "X-Service-Signature"
-DEFAULT_TOLERANCE_SECONDS = 300
 
 
 def sign(payload: bytes, secret: str, timestamp: int) -> str:
@@ -23,43 +21,6 @@ def signature_header(payload: bytes, secrets: Iterable[str], timestamp: int) -> 
     """The header value: one `v1` per secret, in the order given (current first)."""
     parts = [f"t={int(timestamp)}"] + [f"v1={sign(payload, s, timestamp)}" for s in secrets]
     return ",".join(parts)
-
-
-def verify_signature(
-    payload: bytes, header: str, secrets: list[str], tolerance_seconds: int = DEFAULT_TOLERANCE_SECONDS,
-    now: float | None = None,
-) -> bool:
-    """True when `header` carries a `v1` signature of `payload` under any of
-    `secrets` and its `t` is within `tolerance_seconds` of `now` (default: the
-    current time). `payload` must be the raw request body, byte for byte.
-    Every candidate is compared in constant time."""
-    if not header or not secrets:
-        return False
-    timestamp: int | None = None
-    signatures: list[str] = []
-    for part in header.split(","):
-        key, sep, value = part.strip().partition("=")
-        if not sep:
-            continue
-        if key == "t":
-            try:
-                timestamp = int(value)
-            except ValueError:
-                return False
-        elif key == "v1":
-            signatures.append(value)
-    if timestamp is None or not signatures:
-        return False
-    current = time.time() if now is None else now
-    if tolerance_seconds is not None and abs(current - timestamp) > tolerance_seconds:
-        return False
-    matched = False
-    for secret in secrets:
-        expected = sign(payload, secret, timestamp).encode()
-        for candidate in signatures:
-            # No early exit: the time taken does not depend on which matched.
-            matched |= hmac.compare_digest(expected, candidate.encode())
-    return matched
 
 
 def standard_webhook_headers(payload: bytes, secrets: Iterable[str], message_id: str, timestamp: int) -> dict[str, str]:

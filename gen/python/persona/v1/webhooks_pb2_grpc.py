@@ -45,8 +45,9 @@ class WebhookServiceStub:
     in its grace period the header carries one `v1=` per valid secret
     (`t=…,v1=<new>,v1=<previous>`), so a receiver that knows either
     verifies. Receivers check that `t` is within a tolerance (5 minutes) of
-    their clock to reject replays; `persona_service.webhooks.verify_signature`
-    implements the check with constant-time comparison.
+    their clock to reject replays; the SDKs' helpers
+    (`persona_sdk.webhooks.verify`, `verifyWebhook`) implement the check
+    with constant-time comparison.
     - Standard Webhooks (an option per endpoint, `standardWebhooks: true`): the
     delivery also carries the headers of the Standard Webhooks specification
     (standardwebhooks.com), so receivers can verify it with the
@@ -151,8 +152,9 @@ class WebhookServiceServicer:
     in its grace period the header carries one `v1=` per valid secret
     (`t=…,v1=<new>,v1=<previous>`), so a receiver that knows either
     verifies. Receivers check that `t` is within a tolerance (5 minutes) of
-    their clock to reject replays; `persona_service.webhooks.verify_signature`
-    implements the check with constant-time comparison.
+    their clock to reject replays; the SDKs' helpers
+    (`persona_sdk.webhooks.verify`, `verifyWebhook`) implement the check
+    with constant-time comparison.
     - Standard Webhooks (an option per endpoint, `standardWebhooks: true`): the
     delivery also carries the headers of the Standard Webhooks specification
     (standardwebhooks.com), so receivers can verify it with the
@@ -364,8 +366,9 @@ class WebhookService:
     in its grace period the header carries one `v1=` per valid secret
     (`t=…,v1=<new>,v1=<previous>`), so a receiver that knows either
     verifies. Receivers check that `t` is within a tolerance (5 minutes) of
-    their clock to reject replays; `persona_service.webhooks.verify_signature`
-    implements the check with constant-time comparison.
+    their clock to reject replays; the SDKs' helpers
+    (`persona_sdk.webhooks.verify`, `verifyWebhook`) implement the check
+    with constant-time comparison.
     - Standard Webhooks (an option per endpoint, `standardWebhooks: true`): the
     delivery also carries the headers of the Standard Webhooks specification
     (standardwebhooks.com), so receivers can verify it with the
