@@ -48,7 +48,7 @@ pytest: $(STAMP) node_modules/.installed browser
 # Debian's Chromium for the dashboard's browser tests (Playwright drives it; it never downloads one).
 browser:
 	command -v chromium >/dev/null || \
-		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && apt-get install -y -qq chromium'
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium'
 
 # Load generators (Debian's wrk and h2load) and the peer's and profiler's packages.
 bench-tools: $(STAMP)
