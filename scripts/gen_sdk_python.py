@@ -22,7 +22,6 @@ import argparse
 import ast
 import json
 import keyword
-import os
 import pathlib
 import re
 import sys
@@ -30,7 +29,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-from sdk_names import check_names, pascal_case, resource_name, snake_case
+from sdk_names import check_names, pascal_case, resource_name, snake_case, write_or_check
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OPENAPI = ROOT / "gen" / "openapi.json"
@@ -468,15 +467,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the file on disk is not what would be written")
     args = parser.parse_args()
-    text = generate()
-    if args.check:
-        current = OUT.read_text() if OUT.exists() else ""
-        if current != text:
-            print(f"{os.path.relpath(OUT, ROOT)} is out of date with gen/openapi.json: "
-                  "run python scripts/gen_sdk_python.py", file=sys.stderr)
-            sys.exit(1)
-        return
-    OUT.write_text(text)
+    sys.exit(write_or_check(OUT, generate(), "scripts/gen_sdk_python.py", args.check))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sdk_names import camel_case, check_names, method_words, pascal_case, resource_name
+from sdk_names import camel_case, check_names, method_words, pascal_case, resource_name, write_or_check
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "gen" / "openapi.json"
@@ -412,16 +412,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     text = generate(json.loads(args.spec.read_text(encoding="utf-8")))
-    current = args.out.read_text(encoding="utf-8") if args.out.exists() else None
-    if args.check:
-        if current != text:
-            print(f"{args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out} is out of date with "
-                  f"{args.spec.name}: run `python scripts/gen_sdk_typescript.py`", file=sys.stderr)
-            return 1
-        return 0
-    if current != text:
-        args.out.write_text(text, encoding="utf-8")
-    return 0
+    return write_or_check(args.out, text, "scripts/gen_sdk_typescript.py", args.check)
 
 
 if __name__ == "__main__":

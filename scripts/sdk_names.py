@@ -12,14 +12,16 @@ the method after the operationId without the resource's noun.
 
 `resource_name(tag)` gives snake_case words and `method_words(tag, operation_id)`
 PascalCase; each generator spells them (`snake_case`, `camel_case`). `check_names`
-refuses two resources, or two methods of a resource, with one name. Standard library
-only; the generators import it as `sdk_names` (scripts/ is sys.path[0] when they run).
+refuses two resources, or two methods of a resource, with one name; `write_or_check`
+is how both write their output (or, with --check, compare it). Standard library only; the generators import it as `sdk_names` (scripts/ is sys.path[0] when they run).
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable
+from pathlib import Path
 
 # Tag → (resource name in snake_case, the nouns dropped from its operation ids: `CreatePersona`
 # is `personas.create`, `StreamChatMessage` is `chat.stream_message`). The first noun found is
@@ -125,3 +127,16 @@ def check_names(operations: Iterable[tuple[str, str]], who: str) -> dict[str, tu
                              "adjust the nouns in scripts/sdk_names.py RESOURCES")
         names[operation_id] = (resource, method)
     return names
+
+
+def write_or_check(out: Path, text: str, script: str, check: bool) -> int:
+    """Writes `out` when it differs from `text`; with `check`, writes nothing and
+    answers 1 (naming the script to run) when it differs: make gen-check's drift test."""
+    current = out.read_text(encoding="utf-8") if out.exists() else None
+    if current == text:
+        return 0
+    if check:
+        print(f"{out} is out of date with gen/openapi.json: run python {script}", file=sys.stderr)
+        return 1
+    out.write_text(text, encoding="utf-8")
+    return 0

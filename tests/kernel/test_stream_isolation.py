@@ -19,8 +19,7 @@ STALL_SECONDS = 6.0
 
 def test_slow_streams_do_not_starve_unary_calls(tmp_path):
     with OpenAIStub() as stub, running(make_stack(
-        tmp_path, PERSONA_PROVIDER="openai", PERSONA_OPENAI_BASE_URL=stub.base_url,
-        PERSONA_GRPC_WORKERS=str(UNARY_THREADS),
+        tmp_path, **stub.stack_env(PERSONA_GRPC_WORKERS=str(UNARY_THREADS)),
     )) as stack, engine_for(stack) as engine, client_for(stack) as http:
         tenants = TenantFactory(engine)
         streamer, other = tenants(plan="enterprise"), tenants(plan="pro")

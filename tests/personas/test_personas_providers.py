@@ -30,8 +30,7 @@ def stub():
 def pstack(tmp_path_factory, stub):
     stack = make_stack(
         tmp_path_factory.mktemp("persona-openai"),
-        PERSONA_PROVIDER="openai", PERSONA_OPENAI_BASE_URL=stub.base_url,
-        PERSONA_PROVIDER_BACKOFF_SECONDS="0.01", PERSONA_PROVIDER_TIMEOUT_SECONDS="1",
+        **stub.stack_env(PERSONA_PROVIDER_BACKOFF_SECONDS="0.01", PERSONA_PROVIDER_TIMEOUT_SECONDS="1"),
     )
     with running(stack):
         yield stack

@@ -151,6 +151,10 @@ class OpenAIStub:
         """What to configure as PERSONA_OPENAI_BASE_URL."""
         return self.url + "/v1"
 
+    def stack_env(self, **extra: str) -> dict[str, str]:
+        """The settings of a stack whose model provider is this stub (for make_stack)."""
+        return {"PERSONA_PROVIDER": "openai", "PERSONA_OPENAI_BASE_URL": self.base_url, **extra}
+
     def start(self) -> OpenAIStub:
         self._thread = threading.Thread(target=self._server.serve_forever, name="openai-stub", daemon=True)
         self._thread.start()

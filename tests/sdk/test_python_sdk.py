@@ -386,8 +386,8 @@ def stub():
 @pytest.fixture(scope="module")
 def provider_stack(tmp_path_factory, stub):
     """A stack whose model provider is the OpenAI stub (its own retries are fast)."""
-    stack = make_stack(tmp_path_factory.mktemp("persona-sdk-openai"), PERSONA_PROVIDER="openai",
-                       PERSONA_OPENAI_BASE_URL=stub.base_url, PERSONA_PROVIDER_BACKOFF_SECONDS="0.01")
+    stack = make_stack(tmp_path_factory.mktemp("persona-sdk-openai"),
+                       **stub.stack_env(PERSONA_PROVIDER_BACKOFF_SECONDS="0.01"))
     with running(stack):
         with engine_for(stack) as engine:
             yield stack, TenantFactory(engine)(plan="enterprise")

@@ -136,8 +136,7 @@ def pstack(tmp_path_factory, stub) -> Iterator[Stack]:
     answers 502; a delayed provider keeps a generation (and its slot) open."""
     stack = make_stack(
         tmp_path_factory.mktemp("persona-sdk-ts"),
-        PERSONA_PROVIDER="openai", PERSONA_OPENAI_BASE_URL=stub.base_url,
-        PERSONA_PROVIDER_BACKOFF_SECONDS="0.01", PERSONA_PROVIDER_TIMEOUT_SECONDS="10",
+        **stub.stack_env(PERSONA_PROVIDER_BACKOFF_SECONDS="0.01", PERSONA_PROVIDER_TIMEOUT_SECONDS="10"),
     )
     with running(stack):
         yield stack
