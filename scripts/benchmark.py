@@ -11,6 +11,9 @@ Redis. Runs, one after the other, each after a warm-up:
 - `json`:  GET /v1/chat/sessions/{id} through Envoy (wrk, closed loop)
 - `grpc`:  the same RPC as native gRPC through Envoy (h2load, h2c)
 - `peer`:  the same request to the peer (wrk)
+- `floor`: the same JSON request through the same Envoy configuration to N
+           grpcio servers answering a constant (scripts/bench_floor.py): what
+           the fixed architecture costs before the service does any work
 - `paced`: the JSON path at 70% of the `json` run's throughput, open loop,
            latency from each request's scheduled send time (bench_paced.py)
 - `write`: POST /v1/chat/sessions/{id}/messages (local provider) and
@@ -46,6 +49,9 @@ from dataclasses import asdict, dataclass, field
 
 import bench_stages
 import httpx
+from bench_floor import Floor
+from google.protobuf import json_format
+from persona.v1 import chat_pb2
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
@@ -147,6 +153,7 @@ class Step:
         self.args, self.n, self.tmp = args, n, tmp
         self.stack = None
         self.peer: subprocess.Popen | None = None
+        self.floor: Floor | None = None
         self.results: list[Result] = []
 
     # setup
@@ -168,6 +175,8 @@ class Step:
         self.seed()
         self.start_peer()
         self.verify()
+        if "floor" in self.args.runs:
+            self.floor = Floor(self.n, self.answer, data / "floor")
 
     def seed(self) -> None:
         from persona_service.config.repository import ORG_LEVEL, ConfigRepository
@@ -230,10 +239,13 @@ class Step:
             if r.status_code != 200 or "x-ratelimit-remaining" not in r.headers:
                 raise RuntimeError(f"port {port} answered {r.status_code}: {r.text[:500]}")
             bodies.append(r.json())
+        self.answer = json_format.ParseDict(bodies[0], chat_pb2.ChatSession())
         if bodies[0] != bodies[1]:
             print(f"  note: the JSON of the service and the peer differ: {bodies}", flush=True)
 
     def stop(self) -> None:
+        if self.floor is not None:
+            self.floor.stop()
         if self.peer is not None:
             self.peer.terminate()
             self.peer.wait(15)
@@ -246,11 +258,14 @@ class Step:
 
     # CPU accounting
 
-    def roles(self, peer: bool) -> dict[str, list[int]]:
+    def roles(self, target: str) -> dict[str, list[int]]:
+        """The processes serving `target` ("service", "peer" or "floor"), by role."""
         import pgserver
 
         roles: dict[str, list[int]] = {}
-        if peer:
+        if target == "floor" and self.floor is not None:
+            return self.floor.pids()  # no PostgreSQL or Redis: it does no work of its own
+        if target == "peer":
             roles["python"] = [self.peer.pid]
         else:
             roles["python"] = [self.stack.process(f"server-{port}").pid for port in self.stack.grpc_ports]
@@ -261,11 +276,11 @@ class Step:
             roles["redis"] = [self.stack._redis.pid]
         return roles
 
-    def measured(self, name: str, peer: bool, command: list[str], parse, tool: str) -> Result:
+    def measured(self, name: str, target: str, command: list[str], parse, tool: str) -> Result:
         """Warm up, then run `command` once more with the CPU of every process metered."""
         a = self.args
         subprocess.run(command(a.warmup), capture_output=True, text=True, timeout=a.warmup + 60)
-        roles = self.roles(peer)
+        roles = self.roles(target)
         profilers, profiles = self.profile(name, roles["python"]) if name in a.profile else ([], [])
         before, gen_before = tree_cpu(roles), loadgen_cpu()
         out = subprocess.run(command(a.seconds), capture_output=True, text=True, timeout=a.seconds + 120).stdout
@@ -273,7 +288,7 @@ class Step:
         for profiler in profilers:
             profiler.wait(30)
         result = parse(out)
-        if result.errors and peer:
+        if result.errors and target == "peer":
             print((self.stack.log_dir / "peer.log").read_text()[-3000:], flush=True)
         requests = max(1.0, result.rps * a.seconds)
         per = {role: (after[role] - before[role]) * 1000 / requests for role in roles}
@@ -301,7 +316,7 @@ class Step:
 
     # runs
 
-    def wrk(self, name: str, port: int, paths: list[str], bodies: list[str] | None = None, peer: bool = False):
+    def wrk(self, name: str, port: int, paths: list[str], bodies: list[str] | None = None, target: str = "service"):
         a = self.args
         script = self.tmp / f"{name}.lua"
         lua = WRK_REPORT
@@ -321,11 +336,9 @@ class Step:
             r = json_line(out)
             return Result(0, "", (r["requests"] - r["errors"]) / r["seconds"], r["p50_ms"], r["p99_ms"], r["errors"], "")
 
-        return self.measured(name, peer, command, parse, f"wrk -t{threads} -c{connections}")
+        return self.measured(name, target, command, parse, f"wrk -t{threads} -c{connections}")
 
     def grpc(self) -> Result:
-        from persona.v1 import chat_pb2
-
         a = self.args
         payload = chat_pb2.GetChatSessionRequest(id=self.sessions[0]).SerializeToString()
         body = self.tmp / "grpc.bin"
@@ -355,7 +368,7 @@ class Step:
             errors = sum(bad) + self.grpc_failures() - failures_before
             return Result(0, "", (ok - errors) / a.seconds, pct(0.5), pct(0.99), errors, "")
 
-        return self.measured("grpc", False, command, parse, f"h2load -c{clients} -m{streams}")
+        return self.measured("grpc", "service", command, parse, f"h2load -c{clients} -m{streams}")
 
     def grpc_failures(self) -> int:
         return sum(
@@ -374,7 +387,7 @@ class Step:
             r = json_line(out)
             return Result(0, "", r["rps"], r["p50_ms"], r["p99_ms"], r["errors"], "", extra={"unsent": r["unsent"]})
 
-        return self.measured("paced", False, command, parse, f"paced {rate:,.0f}/s")
+        return self.measured("paced", "service", command, parse, f"paced {rate:,.0f}/s")
 
     def run(self) -> None:
         a, port = self.args, self.stack.settings.http_port
@@ -383,7 +396,8 @@ class Step:
         closed = {
             "json": lambda: self.wrk("json", port, [self.read_path]),
             "grpc": self.grpc,
-            "peer": lambda: self.wrk("peer", self.peer_port, [self.read_path], peer=True),
+            "peer": lambda: self.wrk("peer", self.peer_port, [self.read_path], target="peer"),
+            "floor": lambda: self.wrk("floor", self.floor.http_port, [self.read_path], target="floor"),
         }
         # Rounds interleave the closed-loop runs, so drift on a shared machine hits all alike.
         for _ in range(a.rounds):
@@ -431,6 +445,10 @@ def verdicts(results: list[Result]) -> list[str]:
             checks.append(f"service CPU/request {cpu:.2f}× the peer's (target ≤ {TARGETS['cpu']}×)")
         if peer and "grpc" in by:
             checks.append(f"native gRPC {by['grpc'].rps / peer.rps:.2f}× the peer (target ≥ {TARGETS['grpc']}×)")
+        if peer and "floor" in by:
+            floor = by["floor"].cpu_ms["service"]
+            checks.append(f"the floor (Envoy + grpcio, constant answer) {floor / peer.cpu_ms['service']:.2f}× the "
+                          f"peer's CPU/request, {by['floor'].rps / peer.rps:.2f}× its throughput")
         if "paced" in by:
             checks.append(f"paced p99 {by['paced'].p99_ms:.1f} ms (target ≤ {TARGETS['paced_p99_ms']:.0f} ms)")
         lines.append(f"- N={n}: " + "; ".join(checks))
@@ -442,10 +460,10 @@ def main() -> int:
     p.add_argument("--scale", type=int, nargs="+", default=[1, 2], help="server processes = peer workers (default 1 2)")
     p.add_argument("--seconds", type=float, default=10, help="measured seconds per run (default 10)")
     p.add_argument("--warmup", type=float, default=3, help="warm-up seconds before each run (default 3)")
-    p.add_argument("--rounds", type=int, default=1, help="interleaved rounds of json/grpc/peer; the median is kept")
+    p.add_argument("--rounds", type=int, default=1, help="interleaved rounds of json/grpc/peer/floor; the median is kept")
     p.add_argument("--concurrency", type=int, default=32, help="requests in flight per process (default 32)")
-    p.add_argument("--runs", default="json,grpc,peer,paced,write", type=lambda s: s.split(","),
-                   help="comma-separated subset of json,grpc,peer,paced,write")
+    p.add_argument("--runs", default="json,grpc,peer,floor,paced,write", type=lambda s: s.split(","),
+                   help="comma-separated subset of json,grpc,peer,floor,paced,write")
     p.add_argument("--server-env", action="append", default=[], type=lambda s: tuple(s.split("=", 1)),
                    metavar="NAME=VALUE", help="environment of the server processes (repeatable)")
     p.add_argument("--profile", default=[], type=lambda s: s.split(","), help="runs to sample with py-spy (e.g. json,peer)")
@@ -468,7 +486,7 @@ def main() -> int:
                 results += step.results
     print(f"\n{os.cpu_count()} cores, {args.seconds:g} s per run after {args.warmup:g} s warm-up\n")
     print(HEADER)
-    order = ["json", "grpc", "peer", "paced"]
+    order = ["json", "grpc", "peer", "floor", "paced"]
     for r in sorted(results, key=lambda r: (r.scale, order.index(r.run) if r.run in order else len(order))):
         print(row(r))
     print("\n" + "\n".join(verdicts(results)))

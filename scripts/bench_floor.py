@@ -1,0 +1,105 @@
+"""The architecture's floor, for scripts/benchmark.py's `floor` run.
+
+The service's own Envoy edge (the same rendered configuration: buffer, Lua,
+transcoder, access log, health checks) in front of N grpcio sync servers
+with the service's unary thread count, whose GetChatSession answers a
+constant message (the real session's bytes): no pipeline, authentication,
+limits, SQL or Redis. What it costs per request is what the fixed
+architecture (Envoy's JSON edge + a Python gRPC server) costs before the
+service does any work of its own.
+
+    python scripts/bench_floor.py PORT STREAM_PORT ANSWER_FILE   # one floor server
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+import time
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from persona.v1 import chat_pb2, chat_pb2_grpc
+
+
+class ConstantChat(chat_pb2_grpc.ChatServiceServicer):
+    def __init__(self, answer: chat_pb2.ChatSession):
+        self.answer = answer
+
+    def GetChatSession(self, request, context):  # noqa: N802 - the RPC's name
+        return self.answer
+
+
+def serve(port: int, stream_port: int, answer: chat_pb2.ChatSession, threads: int) -> None:
+    """The unary port answers the RPC; both answer health (Envoy probes the stream port)."""
+    servers = []
+    for p in (port, stream_port):
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads), options=[("grpc.so_reuseport", 0)])
+        chat_pb2_grpc.add_ChatServiceServicer_to_server(ConstantChat(answer), server)
+        probe = health.HealthServicer()
+        probe.set("", health_pb2.HealthCheckResponse.SERVING)
+        health_pb2_grpc.add_HealthServicer_to_server(probe, server)
+        server.add_insecure_port(f"127.0.0.1:{p}")
+        server.start()
+        servers.append(server)
+    servers[0].wait_for_termination()
+
+
+class Floor:
+    """N floor servers and the edge in front of them."""
+
+    def __init__(self, n: int, answer: chat_pb2.ChatSession, data: pathlib.Path):
+        from persona_service.kernel.settings import Settings
+        from persona_service.kernel.stack import Stack, free_port
+        from persona_service.registry import MODULES
+
+        settings = Settings(data_dir=data, http_port=free_port(), grpc_port=free_port(1000), admin_port=free_port())
+        ports = [settings.grpc_port] + [free_port(1000) for _ in range(n - 1)]
+        self.edge = Stack(settings, MODULES, grpc_ports=ports)
+        data.mkdir(parents=True, exist_ok=True)
+        (data / "answer.bin").write_bytes(answer.SerializeToString())
+        self.servers = [subprocess.Popen(
+            [sys.executable, __file__, str(port), str(self.edge.stream_port(port)), str(data / "answer.bin"),
+             str(settings.grpc_workers)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        ) for port in ports]
+        for port in ports:
+            _wait_serving(port)
+        self.edge.log_dir.mkdir(parents=True, exist_ok=True)
+        self.edge.start_envoy()
+
+    @property
+    def http_port(self) -> int:
+        return self.edge.settings.http_port
+
+    def pids(self) -> dict[str, list[int]]:
+        envoy = self.edge.process("envoy")
+        return {"python": [s.pid for s in self.servers], "envoy": [envoy.pid] if envoy else []}
+
+    def stop(self) -> None:
+        self.edge.stop()
+        for server in self.servers:
+            server.terminate()
+            server.wait(10)
+
+
+def _wait_serving(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            try:
+                stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                return
+            except grpc.RpcError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the floor server on {port} did not start") from None
+                time.sleep(0.1)
+
+
+if __name__ == "__main__":
+    port, stream_port, answer_file, threads = sys.argv[1:5]
+    serve(int(port), int(stream_port), chat_pb2.ChatSession.FromString(pathlib.Path(answer_file).read_bytes()),
+          int(threads))
