@@ -53,7 +53,7 @@ browser:
 # Load generators (Debian's wrk and h2load) and the peer's and profiler's packages.
 bench-tools: $(STAMP)
 	command -v wrk >/dev/null && command -v h2load >/dev/null || \
-		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && apt-get install -y -qq wrk nghttp2-client'
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nghttp2-client'
 	$(BIN)/pip install --quiet -e ".[dev,bench]"
 
 bench: bench-tools

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import threading
@@ -61,6 +62,12 @@ def serve(modules: Modules) -> None:
     stream_server, stream_health = build_server(app, f"127.0.0.1:{stream_port}", streams=True)
     server.start()
     stream_server.start()
+    # What startup built (modules, descriptors, SQLAlchemy metadata: ~200k
+    # objects) leaves the collector's view: a full collection over it held the
+    # GIL for 100-140 ms (measured: about one a minute under load), stalling
+    # every call in flight; now ~1.5 ms. Later objects are still collected.
+    gc.collect()
+    gc.freeze()
     log.info("gRPC server listening on 127.0.0.1:%s (streams on %s)", settings.grpc_port, stream_port)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
