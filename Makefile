@@ -42,7 +42,7 @@ gen-check: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py --check
 	for g in $(SDK_GENERATORS); do $(BIN)/python $$g --check || exit 1; done
 
-pytest: $(STAMP) node_modules/.installed browser
+pytest: $(STAMP) node_modules/.installed browser bench-tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Debian's Chromium for the dashboard's browser tests (Playwright drives it; it never downloads one).
@@ -50,7 +50,7 @@ browser:
 	command -v chromium >/dev/null || \
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium'
 
-# Load generators (Debian's wrk and h2load) and the peer's and profiler's packages.
+# Load generators (Debian's wrk and h2load) and the peer's and profiler's packages (the suite runs the benchmark briefly).
 bench-tools: $(STAMP)
 	command -v wrk >/dev/null && command -v h2load >/dev/null || \
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nghttp2-client'
