@@ -8,7 +8,7 @@ limits, SQL or Redis. What it costs per request is what the fixed
 architecture (Envoy's JSON edge + a Python gRPC server) costs before the
 service does any work of its own.
 
-    python scripts/bench_floor.py PORT STREAM_PORT ANSWER_FILE   # one floor server
+    python scripts/bench_floor.py PORT STREAM_PORT ANSWER_FILE THREADS   # one floor server
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import pathlib
 import subprocess
 import sys
-import time
 from concurrent import futures
 
 import grpc
@@ -37,7 +36,8 @@ def serve(port: int, stream_port: int, answer: chat_pb2.ChatSession, threads: in
     servers = []
     for p in (port, stream_port):
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads), options=[("grpc.so_reuseport", 0)])
-        chat_pb2_grpc.add_ChatServiceServicer_to_server(ConstantChat(answer), server)
+        if p == port:
+            chat_pb2_grpc.add_ChatServiceServicer_to_server(ConstantChat(answer), server)
         probe = health.HealthServicer()
         probe.set("", health_pb2.HealthCheckResponse.SERVING)
         health_pb2_grpc.add_HealthServicer_to_server(probe, server)
@@ -58,16 +58,15 @@ class Floor:
         settings = Settings(data_dir=data, http_port=free_port(), grpc_port=free_port(1000), admin_port=free_port())
         ports = [settings.grpc_port] + [free_port(1000) for _ in range(n - 1)]
         self.edge = Stack(settings, MODULES, grpc_ports=ports)
-        data.mkdir(parents=True, exist_ok=True)
+        self.edge.log_dir.mkdir(parents=True, exist_ok=True)
         (data / "answer.bin").write_bytes(answer.SerializeToString())
         self.servers = [subprocess.Popen(
             [sys.executable, __file__, str(port), str(self.edge.stream_port(port)), str(data / "answer.bin"),
              str(settings.grpc_workers)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         ) for port in ports]
-        for port in ports:
-            _wait_serving(port)
-        self.edge.log_dir.mkdir(parents=True, exist_ok=True)
+        for port, server in zip(ports, self.servers):
+            self.edge.wait_grpc(port, server, also=self.edge.stream_port(port))
         self.edge.start_envoy()
 
     @property
@@ -83,20 +82,6 @@ class Floor:
         for server in self.servers:
             server.terminate()
             server.wait(10)
-
-
-def _wait_serving(port: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while True:
-            try:
-                stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
-                return
-            except grpc.RpcError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the floor server on {port} did not start") from None
-                time.sleep(0.1)
 
 
 if __name__ == "__main__":

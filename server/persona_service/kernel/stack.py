@@ -173,7 +173,7 @@ class Stack:
         return self._supervisor.start(Child(
             f"server-{port}", [sys.executable, "-m", "persona_service.cli", "serve"],
             self.process_env(PERSONA_GRPC_PORT=str(port), **self._pools), self.log_dir / f"server-{port}.log",
-            ready=lambda proc: self._wait_grpc(port, proc, also=self.stream_port(port)),
+            ready=lambda proc: self.wait_grpc(port, proc, also=self.stream_port(port)),
         ))
 
     def server_pools(self) -> dict[str, str]:
@@ -304,7 +304,7 @@ class Stack:
 
     # --- readiness ------------------------------------------------------------
 
-    def _wait_grpc(self, port: int, proc: subprocess.Popen, timeout: float = 30, also: int | None = None) -> None:
+    def wait_grpc(self, port: int, proc: subprocess.Popen, timeout: float = 30, also: int | None = None) -> None:
         """Until the server process on `port` answers SERVING there (and on `also`, its stream port)."""
         deadline = time.monotonic() + timeout
         for target in (port, *([] if also is None else [also])):
