@@ -185,6 +185,18 @@ class DeliveryQueue:
         )
         return records(DueDelivery, self.conn.execute(stmt).mappings())
 
+    def next_due(self, now: datetime) -> datetime | None:
+        """When the earliest delivery that is not yet due becomes due (what an
+        idle worker sleeps until); the same deliveries `claim_due` sends."""
+        d, w = _deliveries, _endpoints
+        stmt = (
+            select(func.min(d.c.next_attempt_at))
+            .select_from(d.join(w, w.c.id == d.c.endpoint_id))
+            .where(d.c.status == "pending", d.c.next_attempt_at > now)
+            .where(or_(w.c.enabled, d.c.event_type == TEST_PING))
+        )
+        return self.conn.execute(stmt).scalar_one()
+
     _ADD_ATTEMPTS = text("""
         INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, status_code, latency_ms, response_body,
                                       error, success)

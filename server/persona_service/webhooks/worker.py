@@ -17,6 +17,11 @@ number of workers can run side by side:
    at any point rolls back, releasing them as they were, due, so they are
    sent again (at least once: receivers dedupe on the event id).
 
+An idle worker costs next to nothing: it waits for PostgreSQL notifications
+(triggers on `events` and `webhook_deliveries` inserts and updates, see
+migration 0014) and for the earliest scheduled retry, with a long safety-net
+timeout, instead of polling.
+
 Time is injectable (`run_once(now=...)`): the retry schedule is tested by
 moving the clock, never by changing it.
 """
@@ -24,6 +29,7 @@ moving the clock, never by changing it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import functools
 import json
@@ -57,6 +63,32 @@ from persona_service.webhooks.service import (
 from persona_service.webhooks.signing import SIGNATURE_HEADER, signature_header, standard_webhook_headers
 
 log = logging.getLogger("persona_service.webhooks")
+
+# What the triggers of migration 0014 notify: new events, new or updated deliveries.
+WAKE_CHANNELS = ("persona_outbox", "persona_webhook_deliveries")
+# The longest an idle loop waits without a notification: only a safety net
+# (e.g. an endpoint re-enabled with deliveries pending, which no trigger sees).
+MAX_IDLE_SECONDS = 10.0
+
+
+class Wakeups:
+    """Wakes the worker's idle loops. `generation` counts wake-ups, so a loop
+    that found nothing waits only if nothing arrived since it looked."""
+
+    def __init__(self) -> None:
+        self.generation = 0
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        self.generation += 1
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, seen: int, timeout: float) -> None:
+        if self.generation != seen or timeout <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._event.wait(), timeout)
 
 USER_AGENT = "PersonaService-Webhooks/1"
 
@@ -281,26 +313,66 @@ class DeliveryWorker:
 
         return asyncio.run(drain())
 
-    def run(self, stop: threading.Event, lanes: int = 4, idle_sleep: float = 0.1) -> None:
+    def run(self, stop: threading.Event, lanes: int = 4, max_idle: float = MAX_IDLE_SECONDS) -> None:
         """Until `stop` is set: fan-out and `lanes` delivery loops, each
-        holding its own claimed batch."""
-        asyncio.run(self._serve(stop, lanes, idle_sleep))
+        holding its own claimed batch; idle loops wait for a notification,
+        the next scheduled retry or `max_idle` seconds, whichever is first."""
+        asyncio.run(self._serve(stop, lanes, max_idle))
 
-    async def _serve(self, stop: threading.Event, lanes: int, idle_sleep: float) -> None:
+    def _seconds_to_next_due(self, max_idle: float) -> float:
+        now = utcnow()
+        with self.engine.connect() as conn:
+            due = DeliveryQueue(conn).next_due(now)
+        return max_idle if due is None else min(max_idle, (due - now).total_seconds())
+
+    def _listen(self, stop: threading.Event, loop: asyncio.AbstractEventLoop, wakeups: Wakeups) -> None:
+        """A thread: LISTEN on its own connection (taken out of the pool) and
+        wake the loops on every notification; reconnects after a failure and
+        wakes them then too (what was written meanwhile went unnoticed)."""
+        backoff = 0.5
+        while not stop.is_set():
+            raw = None
+            try:
+                raw = self.engine.raw_connection()
+                conn = raw.driver_connection
+                assert conn is not None  # a live psycopg connection: it was just checked out
+                raw.detach()  # LISTEN state never goes back to the pool
+                conn.autocommit = True
+                for channel in WAKE_CHANNELS:
+                    conn.execute(f"LISTEN {channel}")
+                loop.call_soon_threadsafe(wakeups.notify)
+                backoff = 0.5
+                while not stop.is_set():
+                    for _ in conn.notifies(timeout=1.0):
+                        loop.call_soon_threadsafe(wakeups.notify)
+            except Exception as exc:  # noqa: BLE001 - PostgreSQL away: retried, the loops' timeout covers the gap
+                log.warning("webhook notifications unavailable (%s); retrying in %.1fs", type(exc).__name__, backoff)
+                stop.wait(backoff)
+                backoff = min(backoff * 2, MAX_IDLE_SECONDS)
+            finally:
+                if raw is not None:
+                    with contextlib.suppress(Exception):
+                        raw.close()
+
+    async def _serve(self, stop: threading.Event, lanes: int, max_idle: float) -> None:
+        wakeups = Wakeups()
+
         async def fan_out_loop():
             while not stop.is_set():
+                seen = wakeups.generation
                 try:
                     if not await asyncio.to_thread(self.fan_out):
-                        await asyncio.sleep(idle_sleep)
+                        await wakeups.wait(seen, max_idle)
                 except Exception:  # noqa: BLE001 - retried
                     log.exception("fan-out failed")
                     await asyncio.sleep(1)
 
         async def lane(client):
             while not stop.is_set():
+                seen = wakeups.generation
                 try:
                     if not await self.deliver_batch(client):
-                        await asyncio.sleep(idle_sleep)
+                        await wakeups.wait(seen, await asyncio.to_thread(self._seconds_to_next_due, max_idle))
                 except Exception:  # noqa: BLE001 - retried
                     log.exception("delivery batch failed")
                     await asyncio.sleep(1)
@@ -313,14 +385,22 @@ class DeliveryWorker:
                     log.info("webhooks: %d delivered, %d failed attempts so far", self.delivered, self.failed)
                     last = (self.delivered, self.failed)
 
+        async def until_stopped():
+            while not stop.is_set():  # no executor thread parked on `stop`: lanes need them all
+                await asyncio.sleep(0.5)
+            wakeups.notify()  # idle loops see `stop` at once
+
+        listener = threading.Thread(
+            target=self._listen, args=(stop, asyncio.get_running_loop(), wakeups), name="webhook-listen", daemon=True,
+        )
+        listener.start()
         async with self.client() as client:
             tasks = [asyncio.create_task(fan_out_loop()), asyncio.create_task(report())]
             tasks += [asyncio.create_task(lane(client)) for _ in range(lanes)]
-            while not stop.is_set():
-                await asyncio.sleep(0.2)
-            for task in tasks[:2]:
-                task.cancel()
+            await until_stopped()
+            tasks[1].cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+        listener.join(timeout=2)
 
 
 def main() -> None:
@@ -339,7 +419,9 @@ def main() -> None:
 
         database_url = postgres_url(settings.data_dir / "postgres")
     lanes = webhooks.lanes
-    engine = make_engine(database_url, pool_size=lanes + 2)  # as its Process declares (the stack's budget)
+    # Lanes and fan-out share the pool; the notification listener holds one
+    # more of its own: lanes + 2, as its Process declares (the stack's budget).
+    engine = make_engine(database_url, pool_size=lanes + 1)
     tracing.configure("persona-service-worker", settings.otlp_endpoint, [engine])
     worker = DeliveryWorker(engine, SecretBox(settings.resolved_secrets_key()), allow_private=webhooks.private_allowed)
     stop = threading.Event()
