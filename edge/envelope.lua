@@ -56,6 +56,16 @@ local function sane_request_id(id)
   return id ~= nil and #id >= 1 and #id <= 128 and string.match(id, "^[%w%._:@/%+=%-]+$") ~= nil
 end
 
+-- A path for the log: the query keeps its parameter names, not their values
+-- (a signed URL's signature, a SCIM filter's e-mail address, a cursor).
+local function loggable_path(path)
+  local base, query = string.match(path, "^([^?]*)%??(.*)$")
+  if query == "" then return base end
+  local names = {}
+  for param in string.gmatch(query, "[^&]+") do table.insert(names, (string.match(param, "^[^=]*"))) end
+  return base .. "?" .. table.concat(names, "&")
+end
+
 local seeded = false
 local function uuid4()
   if not seeded then
@@ -90,24 +100,35 @@ function envoy_on_request(request_handle)
   -- from the edge only. (X-Forwarded-For would name this host's own address
   -- for loopback clients.)
   headers:replace("x-envoy-client-address", request_handle:streamInfo():downstreamRemoteAddress())
-  -- For the access log: the client's method and path (before any rewrite),
-  -- and the W3C trace id of its `traceparent` (version-traceid-parentid-flags).
+  -- For the access log: the client's method and path (before any rewrite,
+  -- query values dropped), and the W3C trace id of its `traceparent`
+  -- (version-traceid-parentid-flags).
   local meta = request_handle:streamInfo():dynamicMetadata()
   meta:set("persona", "method", get(headers, ":method") or "")
-  meta:set("persona", "path", get(headers, ":path") or "")
+  meta:set("persona", "path", loggable_path(get(headers, ":path") or ""))
   local trace_id = string.match(get(headers, "traceparent") or "", "^%x%x%-(%x+)%-%x+%-%x%x$")
   if trace_id ~= nil and #trace_id == 32 and trace_id ~= string.rep("0", 32) then
     meta:set("persona", "trace_id", string.lower(trace_id))
   end
   if is_grpc_web(get(headers, "content-type")) then
-    request_handle:respond({[":status"] = "415", ["content-type"] = "application/json"},
-      envelope("unsupported_media_type", "gRPC-Web is not served: use native gRPC (h2c) or JSON."))
+    -- (A plain text reason: Envoy's 415 mapper puts it in the envelope, kernel/edge.py.)
+    request_handle:respond({[":status"] = "415", ["content-type"] = "text/plain"},
+      "gRPC-Web is not served: use native gRPC (h2c) or JSON.")
     return
   end
+  -- Only the edge lists a body's keys for the server (record_body_keys).
+  headers:remove("x-persona-body-keys")
   if is_grpc(get(headers, "content-type")) then
     headers:remove(EDGE_MARK)
     headers:remove("x-persona-safe-method")
     request_handle:streamInfo():dynamicMetadata():set("persona", "native_grpc", "1")
+    return
+  end
+  -- Refused here for every route: a URL over the edge's limit, or one that
+  -- is not UTF-8 once percent-decoded (the servers would fail it obscurely).
+  local refusal = url_refusal(get(headers, ":path") or "")
+  if refusal ~= nil then
+    request_handle:respond({[":status"] = refusal[1], ["content-type"] = "text/plain"}, refusal[2])
     return
   end
   -- Callers may not forge the server's carrier headers.
@@ -131,6 +152,8 @@ function envoy_on_request(request_handle)
   normalize_path_ids(request_handle, headers)
   route_streaming(request_handle, headers)
   route_body_streaming(request_handle)
+  if not json_media_type(request_handle) then return end
+  record_body_keys(request_handle)
 end
 
 -- Paths whose path-bound id may contain `://` (which only binds
@@ -144,6 +167,44 @@ end
 
 local function percent_encode(text)
   return (string.gsub(text, "[^%w%-%._~]", function(c) return string.format("%%%02X", string.byte(c)) end))
+end
+
+-- Whether `text` is well-formed UTF-8 (RFC 3629: no overlong forms, no
+-- surrogates, nothing past U+10FFFF), as protobuf strings must be.
+local function is_utf8(text)
+  local i, n = 1, #text
+  while i <= n do
+    local c = string.byte(text, i)
+    local count, low, high = 0, 0x80, 0xBF
+    if c < 0x80 then count = 0
+    elseif c >= 0xC2 and c <= 0xDF then count = 1
+    elseif c == 0xE0 then count, low = 2, 0xA0
+    elseif c == 0xED then count, high = 2, 0x9F
+    elseif c >= 0xE1 and c <= 0xEF then count = 2
+    elseif c == 0xF0 then count, low = 3, 0x90
+    elseif c >= 0xF1 and c <= 0xF3 then count = 3
+    elseif c == 0xF4 then count, high = 3, 0x8F
+    else return false end
+    for k = 1, count do
+      local b = string.byte(text, i + k)
+      if b == nil or b < (k == 1 and low or 0x80) or b > (k == 1 and high or 0xBF) then return false end
+    end
+    i = i + count + 1
+  end
+  return true
+end
+
+-- The edge's URL limit (kernel/edge.py EDGE_URL_BYTES): beyond it, 431
+-- `headers_too_large`; a URL that is not UTF-8 once decoded: 400
+-- `bad_request`. {status, reason} or nil. (Envoy's local reply mappers
+-- write the envelope, in the route's error shape.)
+local MAX_URL_BYTES = 8192
+
+function url_refusal(path)
+  if #path > MAX_URL_BYTES then return { "431", "the URL is too long" } end
+  if string.find(path, "%%[89a-fA-F]") == nil and string.find(path, "[\128-\255]") == nil then return nil end
+  if not is_utf8(percent_decode(path)) then return { "400", "the URL is not valid UTF-8 once percent-decoded" } end
+  return nil
 end
 
 function normalize_path_ids(request_handle, headers)
@@ -234,6 +295,123 @@ function route_streaming(request_handle, headers)
   if #kept > 0 then target = target .. "?" .. table.concat(kept, "&") end
   headers:replace(":path", target)
   request_handle:clearRouteCache()
+end
+
+-- A body the transcoder reads as JSON must say so: `application/json`,
+-- parameters allowed but a charset only of UTF-8 (RFC 8259); else 415 before
+-- the transcoder parses whatever it is. The route metadata lists those
+-- bindings (kernel/edge.py json_body_paths); bodies bound raw
+-- (google.api.HttpBody: SCIM, webhooks) are their RPC's to check, and a
+-- request without a body needs no content type. False when it answered.
+function json_media_type(request_handle)
+  local method = request_handle:headers():get(":method")
+  if method == "GET" or method == "HEAD" then return true end
+  local body = request_handle:body()
+  if body == nil or body:length() == 0 then return true end
+  local headers = request_handle:headers()  -- handles do not survive the body() yield
+  local content_type = string.lower(get(headers, "content-type") or "")
+  local media = string.match(content_type, "^%s*([^;%s]+)")
+  local charset = string.match(content_type, ";%s*charset%s*=%s*\"?([^\";%s]+)")
+  if media == "application/json" and (charset == nil or charset == "utf-8") then return true end
+  local call = method .. " " .. string.match(headers:get(":path") or "", "^[^?]*")
+  for pattern, _ in pairs(request_handle:metadata():get("json_body_paths") or {}) do
+    if string.find(call, pattern) then
+      local sent = string.sub(string.gsub(content_type, "[^%w%.%+%-/;= ]", ""), 1, 100)
+      local instead = sent ~= "" and ("not " .. sent) or "named in a Content-Type header"
+      request_handle:respond({[":status"] = "415", ["content-type"] = "text/plain"},
+        "Send the body as application/json (UTF-8), " .. instead .. ".")
+      return false
+    end
+  end
+  return true
+end
+
+-- Strict bodies: the transcoder drops unknown JSON fields silently, so the
+-- key paths of a JSON object body go to the server in `x-persona-body-keys`,
+-- which refuses the ones its request message lacks (server:
+-- kernel/transport/body_keys.py, which documents the format). GET and HEAD
+-- pay nothing; a non-object body is only peeked at.
+local BODY_KEYS_MAX = 4096   -- bytes; a longer list is sent as "!" (a 400)
+local BODY_KEYS_DEPTH = 32   -- containers deeper are not walked
+
+function record_body_keys(request_handle)
+  local method = request_handle:headers():get(":method")
+  if method == "GET" or method == "HEAD" then return end
+  local body = request_handle:body()
+  if body == nil or body:length() == 0 then return end
+  if string.find(body:getBytes(0, math.min(body:length(), 64)), "^%s*[^%s{]") then return end
+  local free_form = request_handle:metadata():get("free_form_keys") or {}
+  local keys = body_key_paths(body:getBytes(0, body:length()), free_form)
+  if keys ~= nil and keys ~= "" then
+    request_handle:headers():replace("x-persona-body-keys", keys)
+  end
+end
+
+local function key_segment(key)
+  if string.find(key, "[^%w_]") == nil then return key end
+  return (string.gsub(key, "[^%w_]", function(c) return string.format("%%%02X", string.byte(c)) end))
+end
+
+-- The distinct key paths of a JSON object, comma-separated: keys joined by
+-- `.`, each percent-encoded beyond [A-Za-z0-9_] and followed by `[]` per array
+-- level it holds (array elements share their path, so the list is bounded by
+-- the schema, not by the body); the values of `free_form` keys are not walked.
+-- nil when the text is not an object. One pass over structural characters,
+-- allocating only for keys; malformed JSON just ends the scan (the
+-- transcoder refuses it).
+function body_key_paths(text, free_form)
+  local i = string.find(text, "%S")
+  if i == nil or string.sub(text, i, i) ~= "{" then return nil end
+  local prefixes, objects, depth = {}, {}, 0  -- per open container: its keys' prefix; is it an object
+  local key_path, key_free = nil, false        -- the last key read, awaiting its value
+  local skip = 0                               -- depth inside a value not walked
+  local seen, out, size = {}, {}, 0
+  while true do
+    local s = string.find(text, '[{}%[%]"]', i)
+    if s == nil then break end
+    local c = string.byte(text, s)
+    if c == 34 then  -- a string: a key when an object's and followed by `:`
+      local j = s + 1
+      while true do
+        local e = string.find(text, '[\\"]', j)
+        if e == nil then return table.concat(out, ",") end
+        if string.byte(text, e) == 92 then j = e + 2 else j = e; break end
+      end
+      if skip == 0 and objects[depth] and string.find(text, "^%s*:", j + 1) then
+        local key = string.sub(text, s + 1, j - 1)
+        key_path, key_free = prefixes[depth] .. key_segment(key), free_form[key] ~= nil
+        if not seen[key_path] then
+          seen[key_path] = true
+          size = size + #key_path + 1
+          if size > BODY_KEYS_MAX then return "!" end
+          out[#out + 1] = key_path
+        end
+      end
+      i = j + 1
+    elseif c == 123 or c == 91 then  -- `{` or `[`
+      if skip > 0 or depth >= BODY_KEYS_DEPTH or (objects[depth] and key_free) then
+        skip = skip + 1
+      else
+        local owner = depth == 0 and "" or (objects[depth] and (key_path or "?") or prefixes[depth])
+        depth = depth + 1
+        objects[depth] = c == 123
+        if depth == 1 then
+          prefixes[depth] = ""
+        elseif c == 123 then
+          prefixes[depth] = owner .. "."
+        else
+          prefixes[depth] = owner .. "[]"
+        end
+      end
+      key_path, key_free = nil, false
+      i = s + 1
+    else  -- `}` or `]`
+      if skip > 0 then skip = skip - 1 else depth = depth - 1 end
+      if depth == 0 then break end
+      i = s + 1
+    end
+  end
+  return table.concat(out, ",")
 end
 
 
@@ -343,5 +521,50 @@ function envoy_on_response(response_handle)
     render(response_handle, tostring(INTERNAL[1]), envelope(INTERNAL[2], INTERNAL[3]), nil, head)
     return
   end
+  if get(headers, ":status") == "400" and get(headers, "x-persona-status") == nil then
+    reword_bad_request(response_handle)
+    headers = response_handle:headers()  -- handles do not survive the body() yield
+  end
   answer(response_handle, headers, head)
+end
+
+-- Envoy's own 400s (the transcoder's reasons, in the envelope by the 400
+-- mapper, kernel/edge.py) reworded so a person can act on them: the unknown
+-- query parameter is named as such, a JSON syntax error says where it is.
+local MALFORMED = '{"error":{"code":"bad_request","details":{},"message":"The request is malformed: '
+
+local function json_unescape(text)
+  local map = { n = "\n", t = "\t", r = "\r", b = "\b", f = "\f", ["/"] = "/", ["\\"] = "\\", ['"'] = '"' }
+  text = string.gsub(text, "\\u00(%x%x)", function(hex) return string.char(tonumber(hex, 16)) end)
+  return (string.gsub(text, "\\(.)", function(c) return map[c] or c end))
+end
+
+local function json_escape(text)
+  return (string.gsub(text, '[%c"\\]', function(c)
+    return (c == '"' or c == "\\") and ("\\" .. c) or string.format("\\u%04x", string.byte(c))
+  end))
+end
+
+local function reworded(reason)
+  local field = string.match(reason, '^Could not find field "([^"]*)" in the type "[%w%._]+"%.$')
+  if field ~= nil then return 'Unknown query parameter "' .. field .. '".' end
+  if reason == ": Root element must be a message." then return "The body must be a JSON object." end
+  local what, context, caret = string.match(reason, "^(.-)\n(.-)\n( *)%^$")
+  if what == nil then return nil end
+  local rest = string.sub(context, #caret + 1, #caret + 40)
+  return "The body is not valid JSON: " .. what .. " "
+    .. (rest == "" and "At the end of the body." or ("At: " .. rest))
+end
+
+function reword_bad_request(response_handle)
+  local body = response_handle:body(true)
+  if body == nil then return end
+  local text = body:getBytes(0, body:length())
+  if string.sub(text, 1, #MALFORMED) ~= MALFORMED then return end
+  local reason = json_unescape(string.match(string.sub(text, #MALFORMED + 1), '^(.*)"}}%s*$') or "")
+  local message = reworded(reason)
+  if message == nil then return end
+  local new = '{"error":{"code":"bad_request","details":{},"message":"' .. json_escape(message) .. '"}}'
+  body:setBytes(new)
+  response_handle:headers():replace("content-length", tostring(#new))
 end

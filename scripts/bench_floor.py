@@ -55,7 +55,7 @@ class Floor:
         from persona_service.kernel.stack import Stack, free_port
         from persona_service.registry import MODULES
 
-        settings = Settings(data_dir=data, http_port=free_port(), grpc_port=free_port(1000), admin_port=free_port())
+        settings = Settings(data_dir=data, http_port=free_port(), grpc_port=free_port(1000))
         ports = [settings.grpc_port] + [free_port(1000) for _ in range(n - 1)]
         self.edge = Stack(settings, MODULES, grpc_ports=ports)
         self.edge.log_dir.mkdir(parents=True, exist_ok=True)

@@ -92,7 +92,7 @@ def start_stack(servers: int, tmp: pathlib.Path):
 
     settings = Settings(data_dir=tmp, database_url=os.environ.get("DATABASE_URL", ""),
                         redis_url=os.environ.get("REDIS_URL", ""), http_port=free_port(), grpc_port=free_port(),
-                        admin_port=free_port(), server_processes=servers)
+                        server_processes=servers)
     ports = [settings.grpc_port] + [free_port() for _ in range(servers - 1)]
     stack = Stack(settings, MODULES, grpc_ports=ports, extra_env={"PERSONA_SIGNED_URL_TTL_SECONDS": "3600"})
     stack.start()

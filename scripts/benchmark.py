@@ -1,11 +1,12 @@
-"""Benchmark the service against a FastAPI peer at equal process counts.
+"""Benchmark the service against a Starlette peer at equal process counts.
 
     make bench                                     # N = 1 and 2
     make bench BENCH_ARGS="--scale 1 2 4 8"        # machines with more cores
 
 For each N: the real stack with N gRPC server processes behind Envoy
 (embedded PostgreSQL and Redis unless DATABASE_URL / REDIS_URL are set), and
-scripts/bench_peer.py with N uvicorn workers on the same PostgreSQL and
+scripts/bench_peer.py (Starlette, asyncpg, orjson: the service's contract, auth
+and lease-based limits) with N uvicorn workers on the same PostgreSQL and
 Redis. Runs, one after the other, each after a warm-up:
 
 - `json`:  GET /v1/chat/sessions/{id} through Envoy (wrk, closed loop)
@@ -26,8 +27,8 @@ The organization's limits are raised (Enterprise overrides) so the limiter
 runs on every request but never rejects. Prints a markdown table and writes
 the results as JSON (--json-out). Exits 0 whether or not the targets are met.
 
-wrk, h2load, uvloop and httptools come from `make bench-tools`; nothing is
-installed from here.
+wrk, h2load and the peer's packages (the `bench` extra) come from
+`make bench-tools`; nothing is installed from here.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ class Step:
         data = self.tmp / f"n{self.n}"
         settings = Settings(
             data_dir=data, database_url=os.environ.get("DATABASE_URL", ""), redis_url=os.environ.get("REDIS_URL", ""),
-            http_port=free_port(), grpc_port=free_port(), admin_port=free_port(), server_processes=self.n,
+            http_port=free_port(), grpc_port=free_port(), server_processes=self.n,
         )
         ports = [settings.grpc_port] + [free_port() for _ in range(self.n - 1)]
         self.stack = Stack(settings, MODULES, grpc_ports=ports, extra_env=dict(self.args.server_env))
@@ -232,16 +233,17 @@ class Step:
                 time.sleep(0.2)
 
     def verify(self) -> None:
-        """One request each way first: both answer 200 with the same JSON."""
+        """One request each way first: both answer 200 with the same JSON bytes (else the runs compare
+        different work; tests/scripts/test_bench_peer.py checks the rest of the contract)."""
         bodies = []
         for port in (self.stack.settings.http_port, self.peer_port):
             r = httpx.get(f"http://127.0.0.1:{port}{self.read_path}", headers=self.auth, timeout=10)
             if r.status_code != 200 or "x-ratelimit-remaining" not in r.headers:
                 raise RuntimeError(f"port {port} answered {r.status_code}: {r.text[:500]}")
-            bodies.append(r.json())
-        self.answer = json_format.ParseDict(bodies[0], chat_pb2.ChatSession())
+            bodies.append(r.content)
         if bodies[0] != bodies[1]:
-            print(f"  note: the JSON of the service and the peer differ: {bodies}", flush=True)
+            raise RuntimeError(f"the peer's JSON differs from the service's:\n{bodies[1]!r}\n{bodies[0]!r}")
+        self.answer = json_format.Parse(bodies[0], chat_pb2.ChatSession())
 
     def stop(self) -> None:
         if self.floor is not None:

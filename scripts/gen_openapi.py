@@ -160,7 +160,11 @@ class Schemas:
             entry = self.index.messages.get(field.type_name)
             if entry is not None and entry.options.map_entry:
                 return {"type": "object", "additionalProperties": self.field(entry.field[1])}
-        if field.type == F.TYPE_MESSAGE:
+        if field.type == F.TYPE_MESSAGE and field.type_name == ".google.protobuf.Value" and field.name.endswith("_at"):
+            # A timestamp that may not have happened yet: always present, `null`
+            # until then (README, Contract decisions), hence a Value.
+            item = {"type": ["string", "null"], "format": "date-time"}
+        elif field.type == F.TYPE_MESSAGE:
             item = self.ref(field.type_name)
         elif field.type == F.TYPE_ENUM:
             enum = self.index.enums[field.type_name]

@@ -7,9 +7,13 @@ the disturbance: requests failed, p99, and how long the service took to be
 whole again.
 
     .venv/bin/python scripts/hostile_load.py [--slow 1000] [--idle 2000] [--streams 500] [--seconds 5]
+        [--generating 500 --rate 60] [--burst 16] [--only generating,burst] [--env PERSONA_X=1]
 
 Scenarios: slow bodies (sockets that send headers and trickle a body),
-idle connections, open SSE streams held by another org, SIGKILL of a server process, SIGKILL of the webhook
+idle connections, open SSE streams held by another org, streams that
+generate (an Enterprise org in its limit: chat replies and persona creations
+by the local provider), a Pro org bursting far over its limit (mostly 429),
+SIGKILL of a server process, SIGKILL of the webhook
 worker, PostgreSQL stopped for a few seconds, Redis killed. Every load
 goes to 127.0.0.1 only, bounded in count and time.
 """
@@ -89,12 +93,14 @@ def failed(samples) -> int:
 
 
 class Service:
-    def __init__(self, data_dir: pathlib.Path):
+    def __init__(self, data_dir: pathlib.Path, extra_env: dict[str, str] | None = None):
         self.data_dir = data_dir
         self.http_port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("PERSONA_") and k not in ("DATABASE_URL", "REDIS_URL")}
         self.env = {**env, "PERSONA_DATA_DIR": str(data_dir), "PERSONA_HTTP_PORT": str(self.http_port),
-                    "PERSONA_GRPC_PORT": str(20000 + free_port() % 10000), "PERSONA_ENVOY_ADMIN_PORT": str(free_port())}
+                    "PERSONA_GRPC_PORT": str(20000 + free_port() % 10000),
+                    # The probe's and the load's orgs lift their limits (up to 1000× the Enterprise defaults).
+                    "PERSONA_LIMIT_OVERRIDE_CEILING": "1000", **(extra_env or {})}
         self.proc = subprocess.Popen([*CLI, "up"], env=self.env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True)
         assert self.proc.stdout is not None
@@ -110,17 +116,17 @@ class Service:
         self.base = f"http://127.0.0.1:{self.http_port}"
         self.auth = {"Authorization": f"Bearer {self.tenant['apiKey']}"}
         for key in ("requests_per_minute", "requests_per_day"):  # the probe measures latency, not limits
-            httpx.put(f"{self.base}/v1/config/api.rate_limit.{key}", json={"value": 10**9, "level": "org"},
+            httpx.put(f"{self.base}/v1/config/api.rate_limit.{key}", json={"value": 10**6, "level": "org"},
                       headers=self.auth).raise_for_status()
 
-    def org(self, name: str) -> tuple[dict, dict]:
-        """Another Enterprise org (tenant, auth headers) with its limits out of the way."""
-        made = subprocess.run([*CLI, "bootstrap", "--org-name", name, "--plan", "enterprise"], env=self.env, cwd=ROOT,
+    def org(self, name: str, plan: str = "enterprise", lifted: bool = True) -> tuple[dict, dict]:
+        """Another org (tenant, auth headers), with its limits out of the way unless `lifted` is False."""
+        made = subprocess.run([*CLI, "bootstrap", "--org-name", name, "--plan", plan], env=self.env, cwd=ROOT,
                               capture_output=True, text=True, check=True)
         tenant = json.loads(made.stdout.strip().splitlines()[-1])
         auth = {"Authorization": f"Bearer {tenant['apiKey']}"}
-        for key, value in (("requests_per_minute", 10**9), ("requests_per_day", 10**9), ("concurrent_streams", 10**4),
-                           ("cap_multiplier", 1000)):
+        for key, value in (("requests_per_minute", 10**6), ("requests_per_day", 10**8), ("concurrent_streams", 10**4),
+                           ("cap_multiplier", 1000), ("generations_per_month", 10**6)) if lifted else ():
             httpx.put(f"{self.base}/v1/config/api.rate_limit.{key}", json={"value": value, "level": "org"},
                       headers=auth).raise_for_status()
         return tenant, auth
@@ -219,6 +225,118 @@ class OpenStreams:
         return ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
 
 
+class GeneratingStreams:
+    """One Enterprise org opening streams that GENERATE (the local provider
+    working), `rate` new ones a second, at most `count` open at once, each
+    read to its end: chat messages (`?stream=true`, spread over sessions so
+    they do not queue on one session's row) and persona creations
+    (`?stream=true`), alternately. Its limits are lifted, as an Enterprise
+    contract would: the load is in its limit."""
+
+    SESSIONS = 20
+
+    def __init__(self, service: Service, count: int, rate: float):
+        _, self.auth = service.org("Generator")
+        self.base, self.count, self.rate = service.base, count, rate
+        with httpx.Client(base_url=service.base, headers=self.auth, timeout=60) as client:
+            persona = client.post("/v1/personas", json={"intent": "A night-shift radio host who takes calls"}).json()
+            self.sessions = [client.post("/v1/chat/sessions", json={"personaId": persona["id"]}).json()["sessionId"]
+                             for _ in range(self.SESSIONS)]
+        self.slots = threading.BoundedSemaphore(count)
+        self.outcomes: dict[str, int] = {}
+        self._guard = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._opener = threading.Thread(target=self._open, daemon=True)
+        self._opener.start()
+
+    def _open(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            if self.slots.acquire(timeout=0.1):
+                thread = threading.Thread(target=self._one, args=(i,), daemon=True)
+                self._threads.append(thread)
+                thread.start()
+                i += 1
+                time.sleep(1 / self.rate)
+
+    def _one(self, i: int) -> None:
+        if i % 2:
+            url, params = f"/v1/chat/sessions/{self.sessions[i % self.SESSIONS]}/messages", {"stream": "true"}
+            body = {"content": f"Any song requests tonight? This is caller {i}."}
+        else:
+            url, params, body = "/v1/personas", {"stream": "true"}, {"intent": f"A lighthouse keeper number {i} who collects tide tables"}
+        try:
+            with httpx.Client(base_url=self.base, timeout=120) as client, \
+                    client.stream("POST", url, params=params, json=body, headers=self.auth) as r:
+                last = ""
+                for line in r.iter_lines():
+                    last = line or last
+                outcome = str(r.status_code) + (" completed" if '"completed"' in last else "")
+        except httpx.HTTPError as exc:
+            outcome = type(exc).__name__
+        finally:
+            self.slots.release()
+        with self._guard:
+            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def release(self) -> None:
+        self._stop.set()
+        self._opener.join()
+        for thread in self._threads:
+            thread.join(120)
+
+    def summary(self) -> str:
+        return ", ".join(f"{n} {o}" for o, n in sorted(self.outcomes.items()))
+
+
+class Burst:
+    """A Pro org (its plan's limits) far over its limit: `threads` clients
+    sending as fast as they can, reads and generating streams; most are
+    answered 429."""
+
+    def __init__(self, service: Service, threads: int):
+        tenant, self.auth = service.org("Burster", plan="pro", lifted=False)
+        self.base, self.org_id = service.base, tenant["orgId"]
+        self.statuses: dict[int, int] = {}
+        self._guard = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._send, daemon=True) for _ in range(threads)]
+        for thread in self._threads:
+            thread.start()
+        wait_until(lambda: self.statuses.get(429, 0) > 0, 90)  # measured once it is over its limit
+        with self._guard:
+            self.before = dict(self.statuses)
+
+    def _send(self) -> None:
+        i = 0
+        with httpx.Client(base_url=self.base, headers=self.auth, timeout=30) as client:
+            while not self._stop.is_set():
+                i += 1
+                try:
+                    if i % 4:
+                        status = client.get(f"/v1/orgs/{self.org_id}").status_code
+                    else:
+                        status = client.post("/v1/personas", params={"stream": "true"},
+                                             json={"intent": "A baker who sings to bread"}).status_code
+                except httpx.HTTPError:
+                    status = 0
+                with self._guard:
+                    self.statuses[status] = self.statuses.get(status, 0) + 1
+
+    def release(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(60)
+
+    def summary(self) -> str:
+        """Its answers once over its limit (from the measuring window on)."""
+        counts = {s: n - self.before.get(s, 0) for s, n in self.statuses.items()}
+        total = sum(counts.values()) or 1
+        return (f"{total} requests over its limit, {100 * counts.get(429, 0) / total:.0f}% answered 429; "
+                + ", ".join(f"{n}×{s}" for s, n in sorted(counts.items()) if n))
+
+
 def wait_until(predicate, timeout: float) -> float:
     started = time.monotonic()
     while time.monotonic() - started < timeout:
@@ -233,14 +351,20 @@ def main() -> None:
     parser.add_argument("--slow", type=int, default=1000, help="slow-body sockets")
     parser.add_argument("--idle", type=int, default=2000, help="idle connections")
     parser.add_argument("--streams", type=int, default=500, help="open streams held by another org")
+    parser.add_argument("--generating", type=int, default=500, help="generating streams open at once (one Enterprise org)")
+    parser.add_argument("--rate", type=float, default=60, help="new generating streams a second")
+    parser.add_argument("--burst", type=int, default=16, help="client threads of the Pro org bursting over its limit")
     parser.add_argument("--seconds", type=float, default=5, help="length of each measuring window")
+    parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for `up` (e.g. a setting to compare)")
+    parser.add_argument("--only", default="", help="comma-separated scenarios to run (slow, idle, streams, generating, "
+                                                   "burst, kill, worker, postgres, redis); default: all")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE,
                        (min(hard, max(soft, 4 * (args.slow + args.idle + args.streams) + 1024)), hard))
     rows: list[tuple[str, str, str, str, str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        service = Service(pathlib.Path(tmp) / "data")
+        service = Service(pathlib.Path(tmp) / "data", dict(item.split("=", 1) for item in args.env))
         probe = Probe(f"{service.base}/v1/orgs/{service.tenant['orgId']}", service.auth)
         probe.run()
         span = args.seconds
@@ -276,36 +400,34 @@ def main() -> None:
                 rows.append((name, str(len(everything)), f"{failed(everything)} {statuses or ''}".strip(),
                              f"{during_p99:.1f} (×{during_p99 / quiet_p99:.2f})", f"{p99_ms(after):.1f}", recovery))
 
-            disturb(f"{args.slow} slow bodies", lambda: hold_slow_bodies(service, args.slow),
-                    lambda socks: [s.close() for s in socks])
-            disturb(f"{args.idle} idle connections", lambda: hold_idle(service, args.idle),
-                    lambda socks: [s.close() for s in socks])
+            only = {name.strip() for name in args.only.split(",") if name.strip()}
 
-            holders: list[OpenStreams] = []
-            disturb(f"{args.streams} open streams (another org)",
-                    lambda: holders.append(OpenStreams(service, args.streams)), lambda _: holders[0].release())
-            print(f"open streams: {holders[0].summary()}", flush=True)
+            def chosen(name: str) -> bool:
+                return not only or name in only
 
-            def kill(kind: str):
-                victims = service.pids(kind)[:1]
-                for pid in victims:
-                    os.kill(pid, signal.SIGKILL)
-                return victims
-
-            def replaced(kind: str, count: int, victims: list[int]):
-                # As many as before, none of them a victim (a killed child is a zombie until reaped).
-                return lambda: len(service.pids(kind)) >= count and not set(service.pids(kind)) & set(victims)
-
-            servers, workers = len(service.pids("serve")), len(service.pids("worker"))
-            victims: list[int] = []
-            disturb("SIGKILL one server", lambda: victims.extend(kill("serve")), None, replaced("serve", servers, victims))
-            worker_victims: list[int] = []
-            disturb("SIGKILL the worker", lambda: worker_victims.extend(kill("worker")), None,
-                    replaced("worker", workers, worker_victims))
-            pg = PostgresControl(service.data_dir / "postgres")
-            disturb(f"PostgreSQL down {span:g} s", lambda: pg.stop(), lambda _: pg.start(),
-                    lambda: httpx.get(f"{service.base}/v1/keys", headers=service.auth).status_code == 200)
-            disturb("Redis killed (not restarted)", lambda: kill("redis-server") or kill_redis(service))
+            if chosen("slow"):
+                disturb(f"{args.slow} slow bodies", lambda: hold_slow_bodies(service, args.slow),
+                        lambda socks: [s.close() for s in socks])
+            if chosen("idle"):
+                disturb(f"{args.idle} idle connections", lambda: hold_idle(service, args.idle),
+                        lambda socks: [s.close() for s in socks])
+            if chosen("streams"):
+                holders: list[OpenStreams] = []
+                disturb(f"{args.streams} open streams (another org)",
+                        lambda: holders.append(OpenStreams(service, args.streams)), lambda _: holders[0].release())
+                print(f"open streams: {holders[0].summary()}", flush=True)
+            if chosen("generating"):
+                generators: list[GeneratingStreams] = []
+                disturb(f"generating streams of an Enterprise org (≤ {args.generating} open, {args.rate:g}/s)",
+                        lambda: generators.append(GeneratingStreams(service, args.generating, args.rate)),
+                        lambda _: generators[0].release())
+                print(f"generating streams: {generators[0].summary()}", flush=True)
+            if chosen("burst"):
+                bursts: list[Burst] = []
+                disturb(f"a Pro org bursting over its limit ({args.burst} clients)",
+                        lambda: bursts.append(Burst(service, args.burst)), lambda _: bursts[0].release())
+                print(f"burst: {bursts[0].summary()}", flush=True)
+            disruptions(service, disturb, chosen, span)
         finally:
             probe.stop()
             service.stop()
@@ -321,6 +443,35 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+
+
+def disruptions(service: Service, disturb, chosen, span: float) -> None:
+    """Processes killed, PostgreSQL stopped, Redis killed (last: it is not restarted)."""
+
+    def kill(kind: str):
+        victims = service.pids(kind)[:1]
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        return victims
+
+    def replaced(kind: str, count: int, victims: list[int]):
+        # As many as before, none of them a victim (a killed child is a zombie until reaped).
+        return lambda: len(service.pids(kind)) >= count and not set(service.pids(kind)) & set(victims)
+
+    servers, workers = len(service.pids("serve")), len(service.pids("worker"))
+    if chosen("kill"):
+        victims: list[int] = []
+        disturb("SIGKILL one server", lambda: victims.extend(kill("serve")), None, replaced("serve", servers, victims))
+    if chosen("worker"):
+        worker_victims: list[int] = []
+        disturb("SIGKILL the worker", lambda: worker_victims.extend(kill("worker")), None,
+                replaced("worker", workers, worker_victims))
+    if chosen("postgres"):
+        pg = PostgresControl(service.data_dir / "postgres")
+        disturb(f"PostgreSQL down {span:g} s", lambda: pg.stop(), lambda _: pg.start(),
+                lambda: httpx.get(f"{service.base}/v1/keys", headers=service.auth).status_code == 200)
+    if chosen("redis"):
+        disturb("Redis killed (not restarted)", lambda: kill("redis-server") or kill_redis(service))
 
 
 def kill_redis(service: Service) -> list[int]:

@@ -32,7 +32,7 @@ def free_port() -> int:
 
 def run_up(data_dir: str) -> float:
     env = {**os.environ, "PERSONA_DATA_DIR": data_dir, "PERSONA_HTTP_PORT": str(free_port()),
-           "PERSONA_GRPC_PORT": str(20000 + free_port() % 10000), "PERSONA_ENVOY_ADMIN_PORT": str(free_port())}
+           "PERSONA_GRPC_PORT": str(20000 + free_port() % 10000)}
     proc = subprocess.Popen([sys.executable, "-m", "persona_service.cli", "up"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:

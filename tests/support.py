@@ -16,7 +16,7 @@ from datetime import datetime
 import httpx
 from persona_service.kernel.db.engine import make_engine
 from persona_service.kernel.module import Modules
-from persona_service.kernel.principal import SCOPES
+from persona_service.kernel.principal import KEY_SCOPES, SCOPES
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.stack import Stack, free_port
 from persona_service.orgs.keys import KeyService
@@ -37,7 +37,6 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None =
         redis_url=os.environ.get("REDIS_URL", ""),
         http_port=free_port(),
         grpc_port=free_port(1000),
-        admin_port=free_port(),
         jwt_secret=JWT_SECRET,
         **(settings or {}),
     )
@@ -102,8 +101,21 @@ class TenantFactory:
             made = Onboarding(conn).create_org(
                 f"Tenant {self.count} {os.getpid()}", plan=plan, region=region, platform_admin=platform_admin
             )
-        key = self.key(made.org_id, made.workspace_id, made.user_id, plan, list(SCOPES))
+        # As `bootstrap` does: a platform administrator's key holds the admin scope too.
+        key = self.key(made.org_id, made.workspace_id, made.user_id, plan, list(KEY_SCOPES if platform_admin else SCOPES))
         return Tenant(made.org_id, made.workspace_id, made.user_id, key, plan)
+
+    def workspace(self, tenant: Tenant, scopes=SCOPES) -> Tenant:
+        """Another workspace of the tenant's organization, with a key of the same user there."""
+        from persona_service.kernel import ids
+        from persona_service.orgs.repository import OrgRepository
+
+        workspace_id = ids.new_id("workspace")
+        with self.engine.begin() as conn:
+            OrgRepository(conn).create_workspace(id=workspace_id, org_id=tenant.org_id, slug=workspace_id[-12:].lower(),
+                                                 name="Another")
+        key = self.key(tenant.org_id, workspace_id, tenant.user_id, tenant.plan, list(scopes))
+        return Tenant(tenant.org_id, workspace_id, tenant.user_id, key, tenant.plan)
 
     def key(self, org_id, workspace_id, user_id, plan, scopes, expires_at: datetime | None = None, ip_allowlist=()):
         """A key written directly (expiry may be in the past, which the API refuses)."""

@@ -133,11 +133,11 @@ def cmd_edge(args) -> int:
     if not settings.edge_secret:
         print("persona-service: `edge` needs PERSONA_EDGE_SECRET, the same as its server's", file=sys.stderr)
         return 2
-    config = Stack(settings, MODULES).write_envoy_config(access_log="/dev/stdout")
-    command = envoy_command(config, 1)
+    stack = Stack(settings, MODULES)
+    command = envoy_command(stack.write_envoy_config(access_log="/dev/stdout"), 1)
     if args.check:
         command += ["--mode", "validate"]
-    os.execv(command[0], command)
+    os.execve(command[0], command, stack.envoy_env())
     return 0  # not reached
 
 

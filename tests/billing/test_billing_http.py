@@ -51,7 +51,7 @@ def test_an_upgrade_emits_its_event_and_the_next_request_has_the_new_limits(http
 
     r = change(http, org, "team")
     assert r.status_code == 200, r.text
-    assert r.json()["plan"] == "team" and r.json()["priceMinor"] == "19900"
+    assert r.json()["plan"] == "team" and r.json()["priceMinor"] == 19900  # JSON numbers, never strings
     r = http.get("/v1/billing/subscription", headers=org.auth)
     assert r.headers["x-ratelimit-limit"] == "3000"
     (upgraded,) = events(engine, org.org_id, "subscription.upgraded")
@@ -63,14 +63,16 @@ def test_an_upgrade_emits_its_event_and_the_next_request_has_the_new_limits(http
     assert set(invoice) == INVOICE_FIELDS
     assert invoice["invoiceId"].startswith("inv_") and invoice["stripeInvoiceId"].startswith("in_")
     assert invoice["status"] == "paid" and invoice["currency"] == "usd" and invoice["paidAt"]
-    assert 0 < int(invoice["amountDueMinor"]) <= 19900 and invoice["amountPaidMinor"] == invoice["amountDueMinor"]
+    assert type(invoice["amountDueMinor"]) is int and 0 < invoice["amountDueMinor"] <= 19900
+    assert invoice["amountPaidMinor"] == invoice["amountDueMinor"]
     (line,) = invoice["lineItems"]
     assert line["proration"] is True and line["amountMinor"] == invoice["amountDueMinor"]
+    assert line["quantity"] == 1 and type(line["unitAmountMinor"]) is int
     assert http.get(f"/v1/billing/invoices/{invoice['invoiceId']}", headers=org.auth).json() == invoice
 
     # Down again: the event, a credit for the next renewal, the old limits at once.
     r = change(http, org, "pro")
-    assert r.status_code == 200 and int(r.json()["creditMinor"]) > 0
+    assert r.status_code == 200 and type(r.json()["creditMinor"]) is int and r.json()["creditMinor"] > 0
     assert http.get("/v1/billing/subscription", headers=org.auth).headers["x-ratelimit-limit"] == "600"
     (downgraded,) = events(engine, org.org_id, "subscription.downgraded")
     assert downgraded["from"] == "team" and downgraded["to"] == "pro"
@@ -154,13 +156,13 @@ def test_a_paid_plan_renews_with_an_invoice_and_its_credit(http, engine, stack, 
     org = tenants(plan="free")
     assert change(http, org, "team").status_code == 200
     sub = change(http, org, "pro").json()
-    credit = int(sub["creditMinor"])
+    credit = sub["creditMinor"]
     after = _parse(sub["currentPeriodEnd"]) + timedelta(seconds=1)
     renew_subscriptions(engine, storage_of(stack), lambda message: None, clock=lambda: after)
     renewal = http.get("/v1/billing/invoices", headers=org.auth).json()["items"][0]
     assert renewal["periodStart"] == sub["currentPeriodEnd"]
-    assert [line["amountMinor"] for line in renewal["lineItems"]] == ["4900", str(-min(credit, 4900))]
-    assert int(renewal["amountDueMinor"]) == 4900 - min(credit, 4900)
+    assert [line["amountMinor"] for line in renewal["lineItems"]] == [4900, -min(credit, 4900)]
+    assert renewal["amountDueMinor"] == 4900 - min(credit, 4900)
     numbers = [i["number"] for i in http.get("/v1/billing/invoices", headers=org.auth).json()["items"]]
     assert len(set(numbers)) == len(numbers) == 2
 
@@ -194,7 +196,7 @@ def test_a_declined_payment_leaves_the_invoice_open_then_uncollectible(http, eng
     assert r.status_code == 200, r.text
     assert change(http, org, "pro").status_code == 200
     invoice = http.get("/v1/billing/invoices", headers=org.auth).json()["items"][0]
-    assert invoice["status"] == "open" and invoice["paidAt"] == "" and invoice["amountPaidMinor"] == "0"
+    assert invoice["status"] == "open" and invoice["paidAt"] is None and invoice["amountPaidMinor"] == 0
     assert http.get("/v1/billing/subscription", headers=org.auth).json()["status"] == "past_due"
 
     overdue = _parse(invoice["dueDate"]) + timedelta(minutes=1)

@@ -124,5 +124,5 @@ def test_a_decline_at_stripe_leaves_the_invoice_open(stripe_stack, stub):
     finally:
         stub.decline = False
     invoice = http.get("/v1/billing/invoices", headers=org.auth).json()["items"][0]
-    assert invoice["status"] == "open" and invoice["paidAt"] == ""
+    assert invoice["status"] == "open" and invoice["paidAt"] is None
     assert http.get("/v1/billing/subscription", headers=org.auth).json()["status"] == "past_due"

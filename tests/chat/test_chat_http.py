@@ -16,6 +16,7 @@ import pytest
 import support
 from persona.v1 import chat_pb2, chat_pb2_grpc
 from persona_service.chat.pricing import DEFAULT_PRICES
+from persona_service.kernel.outbox import AUDIT_FAILED_FIELDS
 from sqlalchemy import text
 from support import assert_envelope
 
@@ -236,11 +237,36 @@ def test_streamed_reply(stack, chat):
         other = make_session(client, tenant, persona_id)["sessionId"]
         unary = send(client, tenant, other, "What do you love about jazz?").json()
         assert unary["reply"]["content"] == done["reply"]["content"]
+        # One JSON form per field: a frame prints a whole double as the unary answer does (`354`, never `354.0`).
+        assert done["reply"]["usage"] == unary["reply"]["usage"] and done["reply"]["usage"]["costUsdMicros"] > 0
+        assert type(done["reply"]["usage"]["costUsdMicros"]) is type(unary["reply"]["usage"]["costUsdMicros"]) is int
+        assert type(done["session"]["costUsdMicros"]) is int
         # An error before the stream starts is a plain error response.
         client.post(f"/v1/chat/sessions/{other}/end", json={}, headers=tenant.auth)
         r = client.post(f"/v1/chat/sessions/{other}/messages", params={"stream": "true"}, json={"content": "hi"},
                         headers=tenant.auth)
         assert_envelope(r, 409, "state_conflict")
+
+
+def test_resuming_a_reply_of_another_workspace_is_404(http, tenants, chat):
+    """A reply's run is read as its session is: from the session's workspace only."""
+    tenant, persona_id = chat
+    elsewhere = tenants.workspace(tenant)
+    sid = make_session(http, tenant, persona_id)["sessionId"]
+    r = http.post(f"/v1/chat/sessions/{sid}/messages", params={"stream": "true"},
+                  json={"content": "Which record do you keep for storms?"}, headers=tenant.auth)
+    assert r.status_code == 200, r.text
+    run_id = r.headers["x-run-id"]
+
+    def resume(who, run):
+        return http.post(f"/v1/chat/sessions/{sid}/messages", params={"stream": "true"}, json={},
+                         headers={**who.auth, "Last-Event-ID": f"{run}.0"})
+
+    refused, missing = resume(elsewhere, run_id), resume(elsewhere, "run_" + "0" * 32)
+    assert assert_envelope(refused, 404, "not_found")["details"] == {"runId": run_id}
+    assert assert_envelope(missing, 404, "not_found")["details"] == {"runId": "run_" + "0" * 32}
+    assert "storms" not in refused.text and "message.delta" not in refused.text
+    assert resume(tenant, run_id).text == r.text  # the run's own workspace replays every frame
 
 
 def test_streamed_refusal_is_in_band(stack, chat, engine):
@@ -283,6 +309,7 @@ def test_drift_blocked(http, tenants):
     assert len(failed) == 1
     assert failed[0]["data"]["reason"] == "voice_drift" and failed[0]["data"]["action"] == "block"
     assert failed[0]["data"]["subjectId"] == sid
+    assert set(failed[0]["data"]) == AUDIT_FAILED_FIELDS  # the same schema as an audit's
     assert http.get(f"/v1/chat/sessions/{sid}", headers=tenant.auth).json()["messageCount"] == 0
     # Other messages in the session still work.
     assert send(http, tenant, sid, "Hello again").status_code == 200

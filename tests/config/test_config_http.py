@@ -44,7 +44,7 @@ def test_list_shows_every_key_with_its_default(http, tenants):
     for item in items:
         spec = REGISTRY[item["key"]]
         assert item["source"] == "default", item
-        assert "updatedAt" not in item
+        assert item["updatedAt"] is None  # a not-yet timestamp is null
         assert item["type"] == spec.type
         assert item["settableAt"] == list(spec.levels)
         if item["key"].startswith("api.rate_limit."):
@@ -97,7 +97,7 @@ def test_org_value_is_inherited_unless_overridden(http, tenants):
     assert (restored["value"], restored["source"]) == (0.6, "org")
     restored = delete(http, t, THRESHOLD, "org")
     assert (restored["value"], restored["source"]) == (0.35, "default")
-    assert "updatedAt" not in restored
+    assert restored["updatedAt"] is None
     # Removing a setting that is not there succeeds.
     assert delete(http, t, THRESHOLD, "org")["source"] == "default"
 

@@ -14,7 +14,7 @@ from persona_service.files.s3 import S3Storage
 from persona_service.files.settings import FileSettings
 from persona_service.files.storage import ObjectNotFound, object_key, signing_key
 from s3_server import s3_server
-from support import JWT_SECRET
+from support import JWT_SECRET, assert_envelope
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"pixels" * 100
 
@@ -91,12 +91,47 @@ def test_the_local_service_refuses_a_tampered_or_expired_url(stack):
         (url.path, {**query, "expires": str(int(query["expires"]) + 1)}),
         (url.path, {**query, "signature": query["signature"][::-1]}),
         # Found by schemathesis: a signature that is not ASCII, a far expiry.
-        (url.path, {**query, "signature": "õÊqýÊ", "expires": "9223372036854775807"}),
+        (url.path, {**query, "signature": "õÊqýÊ"}),
+        (url.path, {**query, "signature": "õÊqýÊ", "expires": str(2**32 - 1)}),
     ]
     for path, params in cases:
         r = httpx.get(base + path, params=params)
         assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden", (path, r.text)
+    # `expires` is a uint32 (Unix seconds until 2106): beyond it the edge answers 400.
+    r = httpx.get(base + url.path, params={**query, "expires": "9223372036854775807"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "bad_request", r.text
     expired = urlsplit(storage.signed_url(mine, -1).url)
     assert httpx.get(base + expired.path + "?" + expired.query).status_code == 403
     missing = urlsplit(storage.signed_url(object_key("org_mine", "gone.png"), 60).url)
     assert httpx.get(base + missing.path + "?" + missing.query).status_code == 404
+
+
+def test_the_local_service_answers_only_the_canonical_url(stack):
+    """Only the exact URL signed_url made opens the object: any other
+    spelling of it is refused as a bad signature is (the audit found each of
+    these downloading)."""
+    storage = LocalStorage(stack.settings.data_dir / "objects", signing_key(JWT_SECRET),
+                           f"http://127.0.0.1:{stack.settings.http_port}")
+    key = object_key("org_canonical", "portraits", f"{time.time_ns()}.png")
+    storage.put(key, PNG, "image/png")
+    url = urlsplit(storage.signed_url(key, 60).url)
+    base = f"http://127.0.0.1:{stack.settings.http_port}"
+    query = {k: v[0] for k, v in parse_qs(url.query).items()}
+    expires, signature = query["expires"], query["signature"]
+    assert httpx.get(f"{base}{url.path}?{url.query}").status_code == 200
+    assert httpx.head(f"{base}{url.path}?{url.query}").status_code == 200
+    for target in [
+        f"{url.path}?expires=0{expires}&signature={signature}",
+        f"{url.path}?expires=%2B{expires}&signature={signature}",
+        f"{url.path}?{url.query}&expires={expires}",
+        f"{url.path}?{url.query}&signature={signature}",
+        f"{url.path}?signature={signature}&expires={expires}",
+        f"{url.path}/?{url.query}",
+        f"{url.path.replace('/portraits/', '/%70ortraits/')}?{url.query}",
+    ]:
+        r = httpx.get(base + target)
+        error = assert_envelope(r, 403, "forbidden")
+        assert error["details"] == {"reason": "bad_signature"}, (target, r.text)
+    # The path the edge reports is its own, not one the client sends.
+    forged = httpx.get(f"{base}{url.path}/?{url.query}", headers={"x-envoy-original-path": f"{url.path}?{url.query}"})
+    assert forged.status_code == 403, forged.text

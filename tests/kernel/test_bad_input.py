@@ -117,3 +117,55 @@ def test_oversized_urls_and_headers_get_the_envelope(stack, tenant, where):
 def test_grpc_web_is_refused_with_the_envelope(http, tenant, content_type):
     r = http.post("/v1/keys", headers={**tenant.auth, "content-type": content_type}, content=b"{}")
     assert_envelope(r, 415, "unsupported_media_type")
+
+
+# Oversized input is a 4xx that says what is too large, never 429 (which
+# clients retry): before, headers over gRPC's default 8 KiB of metadata failed
+# in the server as RESOURCE_EXHAUSTED, which the edge answered 429 `rate_limited`.
+URL_LIMIT = 8192  # kernel/edge.py EDGE_URL_BYTES
+
+
+def test_a_url_over_the_limit_is_431_naming_the_limit(http, tenant):
+    path = "/v1/personas/"
+    r = http.get(path + "p" * (12_000 - len(path)), headers=tenant.auth)
+    error = assert_envelope(r, 431, "headers_too_large")
+    assert f"{URL_LIMIT} bytes of URL" in error["message"]
+
+
+def test_a_scim_filter_over_the_limit_is_431_in_scims_error_schema(http):
+    r = http.get("/v1/auth/scim/v2/Users", params={"filter": 'userName eq "' + "a" * 14_000 + '"'})
+    assert r.status_code == 431, r.text
+    assert r.headers["content-type"].startswith("application/scim+json")
+    body = r.json()
+    assert body["schemas"] == ["urn:ietf:params:scim:api:messages:2.0:Error"] and body["status"] == "431"
+
+
+def test_a_url_at_the_limit_reaches_the_server(http, tenant):
+    path = "/v1/personas/"
+    r = http.get(path + "p" * (URL_LIMIT - len(path)), headers=tenant.auth)
+    assert_envelope(r, 404, "not_found")
+
+
+@pytest.mark.parametrize("size", [20_000, 40_000])
+def test_headers_within_the_edge_limit_reach_the_server(http, tenant, size):
+    r = http.get(f"/v1/orgs/{tenant.org_id}", headers={**tenant.auth, "x-big": "b" * size})
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("target", [
+    "/v1/files/%ff%fe/x.png?expires=1&signature=x",
+    "/v1/personas/per_%C0%AF",  # an overlong '/'
+    "/v1/personas/per_%ED%A0%80",  # a surrogate
+    "/v1/auth/scim/v2/Users?filter=userName%20eq%20%22%E9%22",
+])
+def test_a_url_that_is_not_utf8_is_400_saying_so(stack, target):
+    status, headers, body = _raw_get(stack, target)
+    assert status == 400, body
+    error = json.loads(body)
+    message = error["error"]["message"] if "error" in error else error["detail"]
+    assert "not valid UTF-8" in message, message
+
+
+def test_a_percent_encoded_utf8_url_is_served(http, tenant):
+    r = http.get("/v1/personas/%C3%A9t%C3%A9%F0%9F%98%80", headers=tenant.auth)
+    assert_envelope(r, 404, "not_found")

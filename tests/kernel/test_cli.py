@@ -117,7 +117,7 @@ def test_up_with_servers_and_workers_is_found_from_another_shell(stack, tmp_path
     env = cli_env(
         PERSONA_DATA_DIR=str(tmp_path / "data"), DATABASE_URL=stack.database_url, REDIS_URL=stack.redis_url,
         PERSONA_HTTP_PORT=str(port), PERSONA_GRPC_PORT=str(free_port(1, 1000, 1001)),
-        PERSONA_ENVOY_ADMIN_PORT=str(free_port()), PERSONA_DB_CONNECTIONS="60", XDG_STATE_HOME=state,
+        PERSONA_DB_CONNECTIONS="60", XDG_STATE_HOME=state,
     )
     proc = subprocess.Popen([str(CLI), "up", "--servers", "2", "--workers", "2"], env=env, cwd=ROOT,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -177,7 +177,6 @@ def test_up_refuses_a_busy_http_port(stack, tmp_path, host):
             REDIS_URL=stack.redis_url,
             PERSONA_HTTP_PORT=str(port),
             PERSONA_GRPC_PORT=str(free_port(1000)),
-            PERSONA_ENVOY_ADMIN_PORT=str(free_port()),
             PERSONA_JWT_SECRET=JWT_SECRET,
         )
         started = time.monotonic()

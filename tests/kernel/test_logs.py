@@ -10,7 +10,7 @@ import sys
 import time
 import uuid
 
-from persona_service.kernel.logs import JsonFormatter
+from persona_service.kernel.logs import JsonFormatter, Throttled
 
 
 def test_the_json_formatter_carries_request_fields_and_tracebacks():
@@ -48,3 +48,26 @@ def test_version():
     result = subprocess.run([sys.executable, "-m", "persona_service.cli", "--version"], capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.startswith("persona-service "), result.stdout + result.stderr
+
+
+def test_throttled_lines_are_one_per_key_per_period_and_count_what_they_suppressed(caplog):
+    throttled = Throttled(logging.getLogger("persona_service.test_throttled"), every=60)
+    with caplog.at_level(logging.WARNING, logger="persona_service.test_throttled"):
+        logged = [throttled.warning("redis", "redis unavailable: %s", i) for i in range(100)]
+        throttled.warning("database", "database unavailable")
+    assert logged.count(True) == 1
+    assert [r.getMessage() for r in caplog.records] == ["redis unavailable: 0", "database unavailable"]
+    throttled.every = 0  # the period is over: the next line tells how many it held back
+    with caplog.at_level(logging.WARNING, logger="persona_service.test_throttled"):
+        throttled.warning("redis", "redis unavailable: %s", "again")
+    assert "redis unavailable: again (and 99 more like it in" in caplog.records[-1].getMessage()
+
+
+def test_a_flood_of_refusals_is_a_line_per_organization_not_per_request(http, stack, tenants):
+    free = tenants(plan="free")  # 60 requests a minute
+    statuses = [http.get(f"/v1/orgs/{free.org_id}", headers=free.auth).status_code for _ in range(100)]
+    assert statuses.count(429) >= 30
+    time.sleep(0.2)  # the server writes its log lines after answering
+    lines = [line for port in stack.grpc_ports for line in (stack.log_dir / f"server-{port}.log").read_text().splitlines()
+             if free.org_id in line and "rate_limited" in line]
+    assert 1 <= len(lines) <= len(stack.grpc_ports)

@@ -90,9 +90,12 @@ def test_redis_down_keeps_serving_and_stops_trusting_cached_credentials(own, own
         time.sleep(DEGRADED_TTL_SECONDS + 0.5)
         statuses = {http.get(org, headers=doomed_auth).status_code for _ in range(20)}
         assert statuses == {401}
-        assert http.get(org, headers=own_tenant.auth).status_code == 200  # served without limits
+        for _ in range(60):  # served without limits
+            assert http.get(org, headers=own_tenant.auth).status_code == 200
     time.sleep(3)
     for port in own.grpc_ports:
         log = (own.log_dir / f"server-{port}.log").read_text()
         assert log.count("invalidation bus down") == 1
+        # Every call failed open, each a warning once: now at most one line per 10 s.
+        assert 1 <= log.count("failing open") <= 2
         assert len(log) < 100_000

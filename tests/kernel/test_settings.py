@@ -33,7 +33,7 @@ def test_kernel_defaults(env, monkeypatch, tmp_path):
     s = read(Settings)
     assert s.data_dir == (tmp_path / ".persona").resolve()
     assert (s.database_url, s.redis_url, s.jwt_secret, s.secrets_key) == ("", "", "", "")
-    assert (s.http_port, s.grpc_port, s.admin_port) == (8080, 50051, 9901)
+    assert (s.http_port, s.grpc_port) == (8080, 50051)
     assert (s.grpc_workers, s.server_processes, s.db_pool_size, s.auth_cache_seconds, s.jwt_ttl_seconds) == (4, 2, 16, 30, 3600)
     assert s.trusted_proxies == ("127.0.0.1/32", "::1/128")
     assert s.log_level == "INFO"
@@ -41,18 +41,18 @@ def test_kernel_defaults(env, monkeypatch, tmp_path):
 
 def test_environment_names_and_values(env):
     env(PERSONA_DATA_DIR="/tmp/p", DATABASE_URL="postgresql://db", REDIS_URL="redis://r", PERSONA_HTTP_PORT="81",
-        PERSONA_ENVOY_ADMIN_PORT="82", PERSONA_TRUSTED_PROXIES="10.0.0.0/8, 192.168.1.1", PERSONA_LOG_LEVEL="debug",
+        PERSONA_GRPC_PORT="82", PERSONA_TRUSTED_PROXIES="10.0.0.0/8, 192.168.1.1", PERSONA_LOG_LEVEL="debug",
         PERSONA_GRPC_WORKERS="")  # empty: the default
     s = read(Settings)
     assert (s.data_dir, s.database_url, s.redis_url) == (pathlib.Path("/tmp/p"), "postgresql://db", "redis://r")
-    assert (s.http_port, s.admin_port, s.grpc_workers, s.log_level) == (81, 82, 4, "DEBUG")
+    assert (s.http_port, s.grpc_port, s.grpc_workers, s.log_level) == (81, 82, 4, "DEBUG")
     assert s.trusted_proxies == ("10.0.0.0/8", "192.168.1.1")
 
 
 def test_keyword_construction_wins_over_the_environment(env, tmp_path):
     env(PERSONA_HTTP_PORT="81", DATABASE_URL="postgresql://env")
-    s = Settings(data_dir=tmp_path, http_port=1234, database_url="postgresql://kw", admin_port=4321)
-    assert (s.data_dir, s.http_port, s.database_url, s.admin_port) == (tmp_path, 1234, "postgresql://kw", 4321)
+    s = Settings(data_dir=tmp_path, http_port=1234, database_url="postgresql://kw", grpc_port=4321)
+    assert (s.data_dir, s.http_port, s.database_url, s.grpc_port) == (tmp_path, 1234, "postgresql://kw", 4321)
     assert Settings(data_dir=tmp_path, jwt_secret="s").resolved_jwt_secret() == "s"
     generated = Settings(data_dir=tmp_path).resolved_secrets_key()
     assert generated == Settings(data_dir=tmp_path).resolved_secrets_key() == (tmp_path / "secrets-key").read_text()
@@ -84,7 +84,7 @@ def test_webhook_defaults(env):
 @pytest.mark.parametrize(("name", "value", "message"), [
     ("PERSONA_HTTP_PORT", "abc", "invalid setting PERSONA_HTTP_PORT='abc': expected an integer"),
     ("PERSONA_HTTP_PORT", "0", "invalid setting PERSONA_HTTP_PORT='0': expected at least 1"),
-    ("PERSONA_ENVOY_ADMIN_PORT", "x", "invalid setting PERSONA_ENVOY_ADMIN_PORT='x': expected an integer"),
+    ("PERSONA_GRPC_PORT", "x", "invalid setting PERSONA_GRPC_PORT='x': expected an integer"),
     ("PERSONA_TRUSTED_PROXIES", "10.0.0.0/33", "invalid setting PERSONA_TRUSTED_PROXIES='10.0.0.0/33': "
                                                "'10.0.0.0/33' does not appear to be an IPv4 or IPv6 network"),
     ("PERSONA_LOG_LEVEL", "loud", "invalid setting PERSONA_LOG_LEVEL='loud': expected one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),

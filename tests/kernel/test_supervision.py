@@ -84,8 +84,7 @@ def test_a_killed_worker_is_replaced(pair):
 
 
 def _up(stack, data_dir, http_port: int | None = None):
-    ports = {"PERSONA_HTTP_PORT": str(http_port or free_port()), "PERSONA_GRPC_PORT": str(free_port(1000)),
-             "PERSONA_ENVOY_ADMIN_PORT": str(free_port())}
+    ports = {"PERSONA_HTTP_PORT": str(http_port or free_port()), "PERSONA_GRPC_PORT": str(free_port(1000))}
     env = cli_env(PERSONA_DATA_DIR=str(data_dir), PERSONA_JWT_SECRET=JWT_SECRET, PERSONA_SERVER_PROCESSES="1", **ports)
     proc = subprocess.Popen([str(CLI), "up"], env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

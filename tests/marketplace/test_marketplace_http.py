@@ -42,6 +42,7 @@ def published(http, seller) -> dict:
     })
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "pending_review" and r.json()["audienceTags"] == ["education", "hospitality"]
+    assert r.json()["priceMinor"] == 1500  # a JSON number, not "1500"
     listing = reviewed(http, seller, r.json()["id"])
     assert listing["status"] == "published", listing
     return listing
@@ -79,13 +80,14 @@ def test_enterprise_buys_once_and_pro_is_refused(http, engine, tenants, seller, 
     r = http.post(f"/v1/marketplace/listings/{published['id']}:purchase", json={}, headers=buyer.auth)
     assert r.status_code == 200, r.text
     bought = r.json()
+    assert bought["amountMinor"] == 1500
     again = http.post(f"/v1/marketplace/listings/{published['id']}:purchase", json={}, headers=buyer.auth)
     assert again.status_code == 200 and again.json() == bought
 
     copy = http.get(f"/v1/personas/{bought['personaId']}", headers=buyer.auth)
     assert copy.status_code == 200 and copy.json()["metadata"]["marketplaceListingId"] == published["id"]
     invoice = http.get(f"/v1/billing/invoices/{bought['invoiceId']}", headers=buyer.auth).json()
-    assert invoice["amountDueMinor"] == "1500" and invoice["status"] == "paid"
+    assert invoice["amountDueMinor"] == 1500 and invoice["status"] == "paid"
     with engine.connect() as conn:
         sold = conn.execute(text("SELECT data FROM events WHERE org_id = :o AND type = 'marketplace.persona.purchased'"),
                             {"o": seller.org_id}).scalars().all()

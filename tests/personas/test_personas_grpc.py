@@ -55,7 +55,7 @@ def test_create_and_get(stub, org):
     assert json_format.MessageToDict(created.metadata) == {"source": "grpc"}
     assert created.root_id == created.id and created.parent_id == "" and created.fork_ordinal == 0
     assert len(created.soul.desire) >= 20
-    assert created.created_at.seconds > 0 and not created.HasField("deleted_at")
+    assert created.created_at.seconds > 0 and created.deleted_at.WhichOneof("kind") == "null_value"
     assert created.HasField("audit_score")
 
     got = stub.GetPersona(personas_pb2.GetPersonaRequest(id=created.id), metadata=org.metadata, timeout=TIMEOUT)

@@ -13,6 +13,7 @@ import uuid
 from datetime import datetime, timedelta
 
 import pytest
+from persona_service.kernel.outbox import AUDIT_FAILED_FIELDS
 from sqlalchemy import text
 from support import assert_envelope
 
@@ -170,7 +171,7 @@ def test_create_emits_run_events_and_persona_created(http, org, events):
     assert persona["visibility"] == "private"
     assert persona["metadata"] == {"team": "lighthouse"}
     assert persona["displayName"] == persona["soul"]["name"]
-    assert "deletedAt" not in persona and "purgeAt" not in persona and "archivedAt" not in persona
+    assert persona["deletedAt"] is persona["purgeAt"] is persona["archivedAt"] is None  # not yet: null
 
     new = events.new(persona["id"])
     assert types(new) == ["generation.run.started", "generation.run.completed", "persona.created"]
@@ -360,8 +361,10 @@ def test_failing_audit_flags_the_persona(http, org, events):
 
     new = events.new(pid)
     assert types(new) == ["persona.audit_failed"]
+    # One schema for every reason (the spec): the drift event's fields too.
     assert new[0]["data"] == {"personaId": pid, "reason": "provocation_test_failed", "score": details["score"],
-                              "threshold": details["threshold"]}
+                              "threshold": details["threshold"], "action": "block", "subjectType": "persona",
+                              "subjectId": pid}
     # The flag stands (it was committed with its event).
     after = get(http, org, pid)
     assert after["state"] == "flagged" and after["flaggedReason"] == "provocation_test_failed"
@@ -411,7 +414,7 @@ def test_delete_archive_restore(http, org, events):
     assert r.status_code == 200, r.text
     restored = r.json()
     assert restored["state"] == "active"
-    assert "deletedAt" not in restored and "purgeAt" not in restored
+    assert restored["deletedAt"] is restored["purgeAt"] is None
     new = events.new(pid)
     assert types(new) == ["persona.updated"]
     assert new[0]["data"]["changed"] == ["state"]
@@ -605,6 +608,7 @@ def test_only_the_sixteen_event_types_ever_appear(http, org, events):
             assert str(uuid.UUID(event["data"]["personaId"])) == event["data"]["personaId"]
         if event["type"] == "persona.audit_failed":
             assert event["data"]["reason"] in ("audit_below_threshold", "provocation_test_failed", "voice_drift")
+            assert set(event["data"]) == AUDIT_FAILED_FIELDS
     # Per-type filter.
     only_created = events.all(type="persona.created")
     assert only_created and set(types(only_created)) == {"persona.created"}

@@ -235,3 +235,29 @@ def test_last_event_id_of_another_org_or_malformed(http, tenants):
     chat = http.post("/v1/chat/sessions/x/messages", params={"stream": "true"}, json={"content": "hi"},
                      headers={**owner.auth, "Last-Event-ID": f"{run_id}.0"}, timeout=TIMEOUT)
     assert_envelope(chat, 404, "not_found")
+
+
+def _resume(http, headers, run_id):
+    return http.post("/v1/personas", params={"stream": "true"}, json={},
+                     headers={**headers, "Last-Event-ID": f"{run_id}.0"}, timeout=TIMEOUT)
+
+
+def test_last_event_id_of_another_workspace_is_a_run_that_does_not_exist(http, tenants, jwt_minter):
+    """A run is read as the persona it writes: only from its workspace, even
+    by the same organization and the same person (key or session)."""
+    owner = tenants(plan="pro")
+    elsewhere = tenants.workspace(owner)
+    r = http.post("/v1/personas", params={"stream": "true"}, json={"intent": "A beekeeper who hums in Latin"},
+                  headers=owner.auth, timeout=TIMEOUT)
+    run_id = r.headers["x-run-id"]
+    missing = assert_envelope(_resume(http, owner.auth, "run_" + "0" * 32), 404, "not_found")
+    session = {"Authorization": "Bearer " + jwt_minter.mint_session(owner.user_id, owner.org_id,
+                                                                    elsewhere.workspace_id)}
+    for headers in (elsewhere.auth, session):
+        refused = _resume(http, headers, run_id)
+        error = assert_envelope(refused, 404, "not_found")
+        assert "intent" not in refused.text and "Latin" not in refused.text
+        assert {**error, "details": {**error["details"], "runId": "-"}} == \
+            {**missing, "details": {**missing["details"], "runId": "-"}}  # exactly as a run that does not exist
+    # Its own workspace still resumes it.
+    assert [e.event for e in sse_stream(_resume(http, owner.auth, run_id).text.split("\n"))][-1] == "end"

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import io
 from datetime import timedelta
+from email.utils import parsedate_to_datetime
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from persona_service.billing.repository import BillingRepository
+from persona_service.config.repository import ORG_LEVEL, ConfigRepository
 from persona_service.files.storage import ObjectNotFound
-from persona_service.kernel.clock import utcnow
+from persona_service.kernel.clock import iso, utcnow
 from persona_service.personas.service import PersonaService
 from persona_service.portraits.module import purge_portraits
 from persona_service.providers.local import LocalProvider
@@ -66,7 +69,7 @@ def test_generate_then_open_the_signed_url(env, org, persona):
     assert portrait["personaId"] == persona["id"] and portrait["conversationId"] == portrait["id"]
     assert portrait["storageKey"] == f"{org.org_id}/portraits/{persona['id']}/{portrait['id']}.png"
     png = fetch_png(env, portrait["signedUrl"])
-    assert len(png) == int(portrait["size"])
+    assert len(png) == portrait["size"]
     with Image.open(io.BytesIO(png)) as image:
         assert image.size == (portrait["width"], portrait["height"]) == (512, 512)
 
@@ -201,6 +204,26 @@ def test_monthly_image_quota(env):
     assert "retry-after" in r.headers
     r = env.http.post(f"/v1/personas/{persona['id']}/portraits", json={}, headers=small.auth)
     assert r.status_code == 429 and r.json()["error"]["code"] == "quota_exceeded"
+
+
+def test_the_image_quota_counts_in_the_billing_period(env):
+    """Images count from the organization's billing period start, and the
+    overrun's `Retry-After` is its end (`currentPeriodEnd`), not the calendar
+    month's (issue #27)."""
+    small = env.tenants(plan="enterprise")
+    now = utcnow().replace(microsecond=0)
+    start, end = now - timedelta(days=2), now + timedelta(days=5, hours=3)
+    with env.engine.begin() as conn:
+        ConfigRepository(conn).upsert(small.org_id, ORG_LEVEL, "api.rate_limit.images_per_month", 1, "test")
+    assert env.http.get("/v1/billing/subscription", headers=small.auth).status_code == 200  # opens it
+    with env.engine.begin() as conn:
+        BillingRepository(conn).update_subscription(small.org_id, current_period_start=start, current_period_end=end)
+    persona = new_persona(env, small, "A patient clockmaker who hums")
+    generate(env, small, persona["id"])
+    r = env.http.post(f"/v1/personas/{persona['id']}/portraits", json={}, headers=small.auth)
+    assert r.status_code == 429, r.text
+    assert parsedate_to_datetime(r.headers["retry-after"]) == end
+    assert r.json()["error"]["details"]["resetAt"] == iso(end)
 
 
 def test_a_purged_persona_leaves_no_portraits_behind(env, org):

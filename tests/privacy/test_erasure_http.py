@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 from persona_service.orgs.repository import OrgRepository
+from persona_service.scim.repository import user_repository
 from sqlalchemy import text
 from support import SCOPES, Tenant
 
@@ -53,3 +54,26 @@ def test_the_owner_cannot_erase_themselves(http, tenant):
     r = http.delete("/v1/privacy/me", headers=tenant.auth)
     assert r.status_code == 409 and r.json()["error"]["details"]["conflictField"] == "owner"
     assert http.get("/v1/personas", headers=tenant.auth).status_code == 200
+
+
+def test_erasure_ends_the_links_other_organizations_made_to_the_person(http, engine, tenants, member):
+    # Audit #28: before SCIM stopped linking across organizations, another organization's IdP could
+    # link this member by e-mail; that link must not keep the person's record alive.
+    other = tenants()
+    email = f"{member.user_id}@example.com"
+    with engine.begin() as conn:
+        OrgRepository(conn).add_member(other.org_id, member.user_id, "member")
+        user_repository(conn).insert(org_id=other.org_id, id=member.user_id, user_name=email, external_id=None,
+                                     display_name="Linked", active=True, document={"userName": email})
+
+    r = http.delete("/v1/privacy/me", headers=member.auth)
+    assert r.status_code == 200, r.text
+    counts = r.json()["counts"]
+    assert counts["users_anonymized"] == 1 and counts["memberships_ended"] == 2, counts
+    assert counts["scim_users_deleted"] == 1
+    with engine.connect() as conn:
+        user = conn.execute(text("SELECT email, name FROM users WHERE id = :u"), {"u": member.user_id}).one()
+        left = conn.execute(text("SELECT count(*) FROM memberships WHERE user_id = :u"), {"u": member.user_id})
+        scim = conn.execute(text("SELECT count(*) FROM scim_users WHERE id = :u"), {"u": member.user_id})
+        assert (left.scalar(), scim.scalar()) == (0, 0)
+    assert user.email == f"erased+{member.user_id}@invalid" and user.name == ""

@@ -71,3 +71,67 @@ def test_okta_deactivates_with_put_and_with_patch(scim):
     assert scim.call("PUT", f"/Users/{user['id']}", body | {"active": True}).json()["active"] is True
     r = scim.patch(f"/Users/{user['id']}", {"op": "replace", "value": {"active": False}})
     assert r.json()["active"] is False
+
+
+ENTERPRISE = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"
+
+
+def test_entra_sends_the_manager_as_a_bare_id(scim):
+    # Issue #27: Entra's PATCH of the enterprise `manager` with the id as a string was a 422.
+    boss, other = scim.user(_name())["id"], scim.user(_name())["id"]
+    user = scim.user(_name())
+    path = f"/Users/{user['id']}"
+    r = scim.patch(path, {"op": "Replace", "path": f"{ENTERPRISE}:manager", "value": boss})
+    assert r.status_code == 200, r.text
+    assert r.json()[ENTERPRISE]["manager"] == {"value": boss}
+    assert scim.call("GET", path).json()[ENTERPRISE]["manager"] == {"value": boss}
+    r = scim.patch(path, {"op": "Add", "path": f"{ENTERPRISE}:manager", "value": {"value": other}})
+    assert r.json()[ENTERPRISE]["manager"] == {"value": other}
+    assert scim.find("/Users", f'{ENTERPRISE}:manager.value eq "{other}"')["Resources"][0]["id"] == user["id"]
+    r = scim.patch(path, {"op": "Replace", "path": f"{ENTERPRISE}:manager", "value": ""})  # unassigns it
+    assert r.status_code == 200 and ENTERPRISE not in r.json()
+    made = scim.user(_name(), schemas=[USER, ENTERPRISE], **{ENTERPRISE: {"manager": boss, "department": "R&D"}})
+    assert made[ENTERPRISE] == {"manager": {"value": boss}, "department": "R&D"}
+
+
+def test_entra_path_less_patch_with_dotted_and_urn_keys(scim):
+    boss = scim.user(_name())["id"]
+    user = scim.user(_name(), name={"givenName": "Old", "familyName": "Name"})
+    r = scim.patch(f"/Users/{user['id']}", {"op": "Replace", "value": {
+        "name.givenName": "New", f"{ENTERPRISE}:department": "Research", f"{ENTERPRISE}:manager": boss,
+        'emails[type eq "work"].value': "w@work.example", "active": "False", "id": user["id"]}})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["name"] == {"givenName": "New", "familyName": "Name"} and body["active"] is False
+    assert body[ENTERPRISE] == {"department": "Research", "manager": {"value": boss}}
+    assert body["emails"] == [{"type": "work", "value": "w@work.example"}] and body["id"] == user["id"]
+
+
+def test_entra_string_booleans_on_create(scim):
+    made = scim.user(_name(), active="False", emails=[{"value": "x@y.example", "primary": "True"}])
+    assert made["active"] is False and made["emails"][0]["primary"] is True
+
+
+def test_okta_renames_a_group_and_deactivates_with_the_id_in_the_value(scim):
+    group = scim.group(f"team-{uuid.uuid4().hex[:8]}")
+    new = f"renamed-{uuid.uuid4().hex[:8]}"
+    r = scim.patch(f"/Groups/{group['id']}", {"op": "replace", "value": {"id": group["id"], "displayName": new}})
+    assert r.status_code == 200 and r.json()["displayName"] == new
+    user = scim.user(_name())
+    r = scim.patch(f"/Users/{user['id']}", {"op": "replace", "value": {"id": user["id"], "active": False}})
+    assert r.status_code == 200 and r.json()["active"] is False
+
+
+def test_entra_reads_groups_without_members(scim):
+    a = scim.user(_name())["id"]
+    group = scim.group(f"team-{uuid.uuid4().hex[:8]}", [a])
+    found = scim.find("/Groups", f'displayName eq "{group["displayName"]}"', excludedAttributes="members")
+    assert found["totalResults"] == 1 and "members" not in found["Resources"][0]
+
+
+def test_patch_member_names_in_any_case(scim):
+    # Some IdPs write the PatchOp's members as `operations`, `Op`, `Path`, `Value`.
+    user = scim.user(_name())
+    r = scim.call("PATCH", f"/Users/{user['id']}", {"operations": [
+        {"Op": "Replace", "Path": "displayName", "Value": "Cased"}]})
+    assert r.status_code == 200 and r.json()["displayName"] == "Cased", r.text

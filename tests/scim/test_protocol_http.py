@@ -170,3 +170,68 @@ def test_put_clears_what_the_body_leaves_out_and_never_keeps_a_password(scim, en
     with engine.connect() as conn:
         stored = conn.execute(text("SELECT document::text FROM scim_users WHERE id = :id"), {"id": user["id"]}).scalar()
     assert "hunter2" not in stored
+
+
+def test_deeply_nested_bodies_are_400_invalid_syntax(scim):
+    # Audit #28: a body nested 10,000 deep was a 500 (RecursionError).
+    user = scim.user(_name())
+    deep = '{"userName": "x", "name": ' + '{"a": ' * 10_000 + "1" + "}" * 10_000 + "}"
+    for method, path in (("POST", "/Users"), ("PUT", f"/Users/{user['id']}"), ("PATCH", f"/Users/{user['id']}"),
+                         ("POST", "/Groups"), ("POST", "/Users/.search")):
+        for body in (deep, "[" * 10_000 + "]" * 10_000, "[" * 40 + "]" * 40):
+            r = scim.call(method, path, body)
+            assert r.status_code == 400, (method, path, r.text[:200])
+            assert r.json()["schemas"] == [ERROR] and r.json()["scimType"] == "invalidSyntax"
+
+
+def test_deep_and_long_filters_and_paths_are_400s(scim):
+    # The other walks over what clients send: filters and PATCH paths nest at most 32 deep.
+    user = scim.user(_name())
+    nested = "(" * 1000 + 'userName eq "x"' + ")" * 1000
+    for bad in ("not (" * 500 + 'userName eq "x"' + ")" * 500, 'userName eq "' + "x" * 14_000 + '"',
+                " or ".join(['userName eq "x"'] * 1000), " or ".join(['userName eq "x"'] * 400)):
+        r = scim.call("POST", "/Users/.search", {"filter": bad})
+        assert r.status_code == 400 and r.json()["scimType"] == "invalidFilter", bad[:40]
+        r = scim.http.get("/v1/auth/scim/v2/Users", params={"filter": bad},
+                          headers={"Authorization": f"Bearer {scim.token}"})
+        if len(str(r.request.url)) > 8192:  # over the edge's URL limit
+            assert r.status_code == 431 and r.json()["schemas"] == [ERROR], r.text[:200]
+        else:
+            assert r.status_code == 400 and r.json()["scimType"] == "invalidFilter", bad[:40]
+    assert scim.find("/Users", nested)["totalResults"] == 0  # redundant parentheses are fine
+    for path in ("emails[" + "not (" * 800 + 'value eq "x"' + ")" * 800 + "]", "emails[" + nested + "]"):
+        r = scim.patch(f"/Users/{user['id']}", {"op": "remove", "path": path})
+        assert r.status_code in (200, 400) and r.status_code != 500, r.text[:200]
+        if r.status_code == 400:
+            assert r.json()["scimType"] == "invalidPath"
+
+
+def test_date_time_filters(scim, people):
+    # Issue #27: every comparison on meta.created / meta.lastModified was a 500.
+    tag, made = people
+    ada, bob = made[0]["meta"], made[1]["meta"]
+    mine = f'displayName co "{tag}"'
+    cases = {
+        f'meta.created eq "{ada["created"]}"': ["ada"],
+        f'meta.created ne "{ada["created"]}"': ["bob", "cyd", "dan"],
+        f'meta.created gt "{ada["created"]}"': ["bob", "cyd", "dan"],
+        f'meta.created ge "{bob["created"]}"': ["bob", "cyd", "dan"],
+        f'meta.created lt "{bob["created"]}"': ["ada"],
+        f'meta.created le "{bob["created"]}"': ["ada", "bob"],
+        f'meta.lastModified ge "{ada["lastModified"]}"': ["ada", "bob", "cyd", "dan"],
+        'meta.lastModified gt "2000-01-01T00:00:00+02:00"': ["ada", "bob", "cyd", "dan"],
+        'meta.created lt "2000-01-01T00:00:00"': [],
+        "meta.created pr": ["ada", "bob", "cyd", "dan"],
+        "meta.lastModified pr": ["ada", "bob", "cyd", "dan"],
+    }
+    for f, expected in cases.items():
+        assert _names(scim.find("/Users", f"{mine} and {f}")) == expected, f
+    assert scim.find("/Users", f'meta.created ge "{ada["created"]}"', sortBy="meta.created")["totalResults"] >= 4
+    for bad in ('meta.created gt "yesterday"', 'meta.created eq "2024-13-01T00:00:00Z"', "meta.lastModified lt 5",
+                'meta.created co "2024"', 'meta.created gt true'):
+        r = scim.http.get("/v1/auth/scim/v2/Users", params={"filter": bad},
+                          headers={"Authorization": f"Bearer {scim.token}"})
+        assert r.status_code == 400 and r.json()["scimType"] == "invalidFilter", (bad, r.text[:200])
+    group = scim.group(f"when-{tag}")
+    found = scim.find("/Groups", f'meta.created eq "{group["meta"]["created"]}"')
+    assert [g["id"] for g in found["Resources"]] == [group["id"]]

@@ -157,3 +157,31 @@ def test_erasure_takes_the_scim_record_too(http, engine, scim, org, tenants):
     assert r.status_code == 200 and r.json()["counts"]["scim_users_deleted"] == 1
     assert scim.call("GET", f"/Users/{user['id']}").status_code == 404
     assert "members" not in scim.call("GET", f"/Groups/{group['id']}").json()
+
+
+def _user_row(engine, user_id):
+    with engine.connect() as conn:
+        user = conn.execute(text("SELECT email, name FROM users WHERE id = :u"), {"u": user_id}).one()
+        orgs = conn.execute(text("SELECT org_id FROM memberships WHERE user_id = :u"), {"u": user_id}).scalars()
+        return user, sorted(orgs)
+
+
+def test_an_email_never_links_a_user_of_another_organization(http, engine, scim, org, tenants):
+    # Audit #28: organization A named B's people by e-mail and got (and could act on) B's users.
+    b = tenants()
+    b_scim = Scim(http, http.post("/v1/auth/scim/tokens", json={"name": "Okta"}, headers=b.auth).json()["secret"])
+    email = _name()
+    theirs = b_scim.user(email, displayName="Bea of B")
+    owner_email = _user_row(engine, b.user_id)[0].email
+    for name in (email, owner_email.upper()):  # B's member, and B's owner
+        mine = scim.user(name, displayName="A's copy", emails=[{"value": name, "primary": True}])
+        assert mine["id"] not in (theirs["id"], b.user_id)
+        assert _role(engine, org.org_id, mine["id"]).role == "member"
+        scim.patch(f"/Users/{mine['id']}", {"op": "replace", "path": "displayName", "value": "Renamed by A"})
+    assert _user_row(engine, theirs["id"]) == ((email, "Bea of B"), [b.org_id])  # untouched
+    assert _user_row(engine, b.user_id)[1] == [b.org_id]
+
+    key = tenants.key(b.org_id, b.workspace_id, theirs["id"], b.plan, ["personas:read"])
+    r = http.delete("/v1/privacy/me", headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 200 and r.json()["counts"]["users_anonymized"] == 1, r.text
+    assert _user_row(engine, theirs["id"])[0] == (f"erased+{theirs['id']}@invalid", "")

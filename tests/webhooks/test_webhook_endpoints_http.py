@@ -6,6 +6,7 @@ rotation."""
 from __future__ import annotations
 
 import base64
+import re
 import uuid
 
 import pytest
@@ -15,7 +16,7 @@ from persona_service.kernel.outbox import EVENT_TYPES, Outbox
 from support import assert_envelope
 
 ENDPOINT_FIELDS = {"id", "url", "events", "description", "enabled", "workspaceId", "createdAt", "updatedAt",
-                   "secretCreatedAt", "standardWebhooks"}
+                   "secretCreatedAt", "previousSecretExpiresAt", "standardWebhooks"}
 
 
 def create(http, auth, url, events=("*",), **extra) -> dict:
@@ -143,7 +144,9 @@ def test_ping_is_signed_and_delivered_to_that_endpoint_only(http, tenants, recei
         "id": event_id, "type": "webhook.endpoint.test_ping", "occurredAt": envelope["occurredAt"],
         "orgId": t.org_id, "workspaceId": t.workspace_id, "data": {"endpointId": made["endpoint"]["id"]},
     }
-    assert envelope["occurredAt"].endswith("Z")
+    # The same JSON as GET /v1/events/{id}: one precision (milliseconds), one form per field.
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?Z", envelope["occurredAt"])
+    assert http.get(f"/v1/events/{event_id}", headers=t.auth).json() == envelope
     assert got.headers["content-type"] == "application/json"
     assert got.headers["x-service-event-id"] == event_id
     header = got.headers["x-service-signature"]
@@ -248,5 +251,5 @@ def test_rotation_is_platform_admin_only(http, tenants):
     r = http.post("/v1/admin/webhooks/rotate-secrets", headers=admin.auth, json={})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["maxAgeSeconds"] == "7776000" and body["secretRotationGraceSeconds"] == "604800"
+    assert body["maxAgeSeconds"] == 7776000 and body["secretRotationGraceSeconds"] == 604800
     assert isinstance(body["results"], list)

@@ -25,7 +25,7 @@ def test_secret_is_readable_with_write_scope_and_audited(http, tenants):
     body = r.json()
     assert body["secret"] == created["secret"]
     assert body["previousSecret"] == ""
-    assert "previousSecretExpiresAt" not in body
+    assert body["previousSecretExpiresAt"] is None
     events = http.get(
         "/v1/audit/events", headers=tenant.auth, params={"action": "webhook_endpoint.read_secret"}
     ).json()["events"]

@@ -29,10 +29,10 @@ export interface ApiKey {
   workspaceId?: string;
   /** Creation time. */
   createdAt?: string;
-  /** Expiry time; absent: the key does not expire. */
-  expiresAt?: string;
-  /** Revocation time; absent while the key is active. */
-  revokedAt?: string;
+  /** Expiry time (RFC 3339); `null`: the key does not expire. */
+  expiresAt?: string | null;
+  /** Revocation time (RFC 3339); `null` while the key is active. */
+  revokedAt?: string | null;
 }
 
 /** Request of ApprovePortrait. */
@@ -223,6 +223,14 @@ export interface ChatCompletionRequestMessage {
   tool_call_id?: string;
   /** For `assistant` messages: the calls it made. */
   tool_calls?: ChatCompletionToolCall[];
+  /** An assistant message's refusal, as a reply carries it (ignored). */
+  refusal?: unknown;
+  /** An assistant message's annotations, as a reply may carry them (ignored). */
+  annotations?: Array<Record<string, unknown>>;
+  /** An assistant message's audio reference (ignored). */
+  audio?: Record<string, unknown>;
+  /** Deprecated form of `tool_calls` (ignored). */
+  function_call?: unknown;
 }
 
 /** `stream_options` of a completion request. */
@@ -294,7 +302,7 @@ export interface ChatSession {
   /** Time of the last message. */
   lastActiveAt?: string;
   /** End time as an RFC 3339 string, or JSON `null` while the session is active. A `Value` rather than a `Timestamp` so that the key is always present in JSON, as the spec requires of all fourteen fields. */
-  endedAt?: unknown;
+  endedAt?: string | null;
 }
 
 /** Token usage and cost of one reply. */
@@ -334,16 +342,16 @@ export interface ConfigItem {
   type?: string;
   /** Allowed values, for `enum` keys. */
   allowedValues?: string[];
-  /** When the effective setting was last written; absent for defaults. */
-  updatedAt?: string;
+  /** When the effective setting was last written (RFC 3339); `null` for defaults. */
+  updatedAt?: string | null;
 }
 
 /** Request of CreateApiKey. */
 export interface CreateApiKeyRequest {
   /** Name of the key, 1 to 100 characters. */
   name: string;
-  /** Scopes to grant: at least one of `personas:read`, `personas:write`, `chat:read`, `chat:write`, `config:read`, `config:write`. The reversed form seen in one sample (`read:personas`) is not accepted. */
-  scopes: Array<"personas:read" | "personas:write" | "chat:read" | "chat:write" | "config:read" | "config:write">;
+  /** Scopes to grant: at least one of `personas:read`, `personas:write`, `chat:read`, `chat:write`, `config:read`, `config:write`, and `platform:admin` (the platform-admin RPCs; only a platform administrator's credential holds it, so only such a caller may grant it: 403 `forbidden` otherwise). The reversed form seen in one sample (`read:personas`) is not accepted. */
+  scopes: Array<"personas:read" | "personas:write" | "chat:read" | "chat:write" | "config:read" | "config:write" | "platform:admin">;
   /** `live` (default) or `test`. */
   mode?: "live" | "test";
   /** Optional expiry, an RFC 3339 timestamp in the future (e.g. `2027-01-31T00:00:00Z`). */
@@ -382,6 +390,54 @@ export interface CreateChatCompletionRequest {
   user?: string;
   /** Newer clients' name for `max_tokens`. */
   max_completion_tokens?: number;
+  /** OpenAI's nucleus sampling (ignored). */
+  top_p?: number;
+  /** Choices to generate: one is (more is 422). */
+  n?: number;
+  /** Stop sequences, a string or an array (ignored). */
+  stop?: unknown;
+  /** OpenAI's presence penalty (ignored). */
+  presence_penalty?: number;
+  /** OpenAI's frequency penalty (ignored). */
+  frequency_penalty?: number;
+  /** Token id -> bias (ignored). */
+  logit_bias?: Record<string, unknown>;
+  /** Return log probabilities (ignored: `logprobs` is always null). */
+  logprobs?: boolean;
+  /** Most likely tokens per position (ignored). */
+  top_logprobs?: number;
+  /** Sampling seed (ignored; a double so that any integer a client sends parses). */
+  seed?: number;
+  /** `{"type": "text" | "json_object" | "json_schema", ...}` (ignored). */
+  response_format?: Record<string, unknown>;
+  /** Allow parallel tool calls (ignored). */
+  parallel_tool_calls?: boolean;
+  /** OpenAI's stored completions (ignored). */
+  store?: boolean;
+  /** OpenAI's request metadata (ignored). */
+  metadata?: Record<string, unknown>;
+  /** OpenAI's service tier (ignored). */
+  service_tier?: string;
+  /** Reasoning effort of reasoning models (ignored). */
+  reasoning_effort?: string;
+  /** Output modalities (ignored: text). */
+  modalities?: string[];
+  /** Predicted output (ignored). */
+  prediction?: Record<string, unknown>;
+  /** Audio output options (ignored). */
+  audio?: Record<string, unknown>;
+  /** Web search options (ignored). */
+  web_search_options?: Record<string, unknown>;
+  /** Deprecated form of `tools` (ignored). */
+  functions?: Array<Record<string, unknown>>;
+  /** Deprecated form of `tool_choice` (ignored). */
+  function_call?: unknown;
+  /** Verbosity of reasoning models (ignored). */
+  verbosity?: string;
+  /** OpenAI's prompt cache key (ignored). */
+  prompt_cache_key?: string;
+  /** OpenAI's end-user safety identifier (ignored). */
+  safety_identifier?: string;
 }
 
 /** Request of CreateChatSession. */
@@ -404,8 +460,8 @@ export interface CreateListingRequest {
   description?: string;
   /** Up to 10 tags of 1 to 40 characters (stored lower case). */
   audienceTags?: string[];
-  /** 0 to 100,000,000 minor units. */
-  priceMinor?: string | number;
+  /** 0 to 100,000,000 minor units (32-bit so that JSON carries a number). */
+  priceMinor?: number;
   /** The billing currency: `usd` (the default, and for now the only one). */
   currency?: "usd";
 }
@@ -497,7 +553,7 @@ export interface ErrorEnvelope {
 
 export interface ErrorObject {
   /** Stable machine-readable code (the catalogue). */
-  code: "asset_expired" | "audit_blocked" | "bad_request" | "drift_blocked" | "forbidden" | "headers_too_large" | "idempotency_conflict" | "internal_error" | "method_not_allowed" | "moderation_blocked" | "not_found" | "not_implemented" | "payload_too_large" | "precondition_failed" | "provider_error" | "provider_timeout" | "quota_exceeded" | "rate_limited" | "request_timeout" | "service_unavailable" | "state_conflict" | "unauthorized" | "unsupported_media_type" | "validation_failed";
+  code: "asset_expired" | "audit_blocked" | "bad_request" | "drift_blocked" | "forbidden" | "headers_too_large" | "idempotency_conflict" | "internal_error" | "method_not_allowed" | "moderation_blocked" | "not_found" | "not_implemented" | "payload_too_large" | "precondition_failed" | "provider_error" | "provider_timeout" | "quota_exceeded" | "rate_limited" | "request_timeout" | "service_unavailable" | "state_conflict" | "unauthorized" | "unsupported_media_type" | "upgrade_required" | "validation_failed";
   message: string;
   details: Record<string, unknown>;
 }
@@ -528,7 +584,7 @@ export interface ForkPersonaRequestBody {
   note?: string;
 }
 
-/** Spec: Invoice (all 12 fields always present; the spec types every one of them as a string or number, and so do we: `paidAt` is an RFC 3339 UTC string, empty until the invoice is paid). */
+/** Spec: Invoice (all 12 fields always present; `paidAt` is an RFC 3339 UTC string, or `null` until the invoice is paid). */
 export interface Invoice {
   /** `inv_…`. */
   invoiceId?: string;
@@ -540,18 +596,18 @@ export interface Invoice {
   status?: string;
   /** ISO 4217, lower case. */
   currency?: string;
-  /** Minor units. */
-  amountDueMinor?: string | number;
-  /** Minor units. */
-  amountPaidMinor?: string | number;
+  /** Minor units: a whole number in a double (exact up to 2^53), so that JSON carries the spec's `number` whatever the sum reaches. */
+  amountDueMinor?: number;
+  /** Minor units (a whole number, as `amountDueMinor`). */
+  amountPaidMinor?: number;
   /** The service period. */
   periodStart?: string;
   /** See `periodStart`. */
   periodEnd?: string;
   /** When payment is due. */
   dueDate?: string;
-  /** When it was paid (RFC 3339, UTC); empty until then. */
-  paidAt?: string;
+  /** When it was paid (RFC 3339, UTC); `null` until then (present, as every not-yet timestamp: README, Contract decisions). */
+  paidAt?: string | null;
   /** The lines (at least one). */
   lineItems?: InvoiceLineItem[];
 }
@@ -560,12 +616,12 @@ export interface Invoice {
 export interface InvoiceLineItem {
   /** What it is for ("Pro plan", "Proration: Free → Team"). */
   description?: string;
-  /** How many units. */
-  quantity?: string | number;
-  /** Price of one unit, minor units (negative for credits). */
-  unitAmountMinor?: string | number;
-  /** quantity × unit amount, minor units. */
-  amountMinor?: string | number;
+  /** How many units (0 to 2^31−1; saturated beyond). */
+  quantity?: number;
+  /** Price of one unit, minor units (negative for credits). Invoice amounts are doubles holding whole numbers (exact up to 2^53), so that JSON carries numbers whatever the sums reach. */
+  unitAmountMinor?: number;
+  /** quantity × unit amount, minor units (a whole number, as above). */
+  amountMinor?: number;
   /** The service period it covers. */
   periodStart?: string;
   /** See `periodStart`. */
@@ -746,8 +802,8 @@ export interface Listing {
   description?: string;
   /** Audience tags (lower case). */
   audienceTags?: string[];
-  /** Price, minor units. */
-  priceMinor?: string | number;
+  /** Price, minor units (0 to 100,000,000, as CreateListingRequest allows). */
+  priceMinor?: number;
   /** ISO 4217, lower case. */
   currency?: string;
   /** `pending_review`, `published`, `rejected`, `unpublished`. */
@@ -760,8 +816,8 @@ export interface Listing {
   createdAt?: string;
   /** When it last changed. */
   updatedAt?: string;
-  /** When it was last published; unset before. */
-  publishedAt?: string;
+  /** When it was last published (RFC 3339); `null` before. */
+  publishedAt?: string | null;
 }
 
 /** A persona as a model. */
@@ -800,16 +856,16 @@ export interface ModerationReview {
   status?: string;
   /** The administrator (user id) holding the claim. */
   claimedBy?: string;
-  /** When the claim lapses. */
-  claimExpiresAt?: string;
+  /** When the claim lapses (RFC 3339); `null` while unclaimed. */
+  claimExpiresAt?: string | null;
   /** `approve` or `reject` once resolved. */
   decision?: string;
   /** The resolver's note. */
   note?: string;
   /** Who resolved it (user id). */
   resolvedBy?: string;
-  /** When. */
-  resolvedAt?: string;
+  /** When (RFC 3339); `null` until resolved. */
+  resolvedAt?: string | null;
   /** When the verdict was given. */
   createdAt?: string;
 }
@@ -874,12 +930,12 @@ export interface Persona {
   createdAt?: string;
   /** Last change. */
   updatedAt?: string;
-  /** When it was soft-deleted; absent otherwise. */
-  deletedAt?: string;
-  /** When a soft-deleted persona is purged for good; absent otherwise. */
-  purgeAt?: string;
-  /** When it was archived; absent otherwise. */
-  archivedAt?: string;
+  /** When it was soft-deleted (RFC 3339); `null` otherwise. */
+  deletedAt?: string | null;
+  /** When a soft-deleted persona is purged for good (RFC 3339); `null` otherwise. */
+  purgeAt?: string | null;
+  /** When it was archived (RFC 3339); `null` otherwise. */
+  archivedAt?: string | null;
 }
 
 /** A fork tree. */
@@ -925,8 +981,8 @@ export interface Portrait {
   signedUrl?: string;
   /** When `signedUrl` stops working. */
   signedUrlExpiresAt?: string;
-  /** The PNG's size in bytes (0 until generated). */
-  size?: string | number;
+  /** The PNG's size in bytes (0 until generated; 0 to 2^31−1, saturated beyond; 32-bit so that JSON carries a number). */
+  size?: number;
   /** Its width and height in pixels (0 until generated). */
   width?: number;
   /** See `width`. */
@@ -955,7 +1011,7 @@ export interface PortraitEditResult {
 
 /** The portrait edit's error shape: the code, the message and the details flattened (`used`, `limit`, `pii`, `term`, `scores`, `provider`). */
 export interface PortraitError {
-  error: "asset_expired" | "audit_blocked" | "bad_request" | "drift_blocked" | "forbidden" | "headers_too_large" | "idempotency_conflict" | "internal_error" | "method_not_allowed" | "moderation_blocked" | "not_found" | "not_implemented" | "payload_too_large" | "precondition_failed" | "provider_error" | "provider_timeout" | "quota_exceeded" | "rate_limited" | "request_timeout" | "service_unavailable" | "state_conflict" | "unauthorized" | "unsupported_media_type" | "validation_failed";
+  error: "asset_expired" | "audit_blocked" | "bad_request" | "drift_blocked" | "forbidden" | "headers_too_large" | "idempotency_conflict" | "internal_error" | "method_not_allowed" | "moderation_blocked" | "not_found" | "not_implemented" | "payload_too_large" | "precondition_failed" | "provider_error" | "provider_timeout" | "quota_exceeded" | "rate_limited" | "request_timeout" | "service_unavailable" | "state_conflict" | "unauthorized" | "unsupported_media_type" | "upgrade_required" | "validation_failed";
   message: string;
   [key: string]: unknown;
 }
@@ -976,14 +1032,14 @@ export interface PrivacyExport {
   status?: string;
   /** A signed URL of the JSON bundle (completed only). */
   downloadUrl?: string;
-  /** When the download stops working (completed only). */
-  expiresAt?: string;
+  /** When the download stops working (RFC 3339, completed only); `null` before. */
+  expiresAt?: string | null;
   /** SHA-256 of the bundle's data (completed only), as in its manifest. */
   sha256?: string;
   /** When it was requested. */
   createdAt?: string;
-  /** When it was built. */
-  completedAt?: string;
+  /** When it was built (RFC 3339); `null` until then. */
+  completedAt?: string | null;
 }
 
 /** One check of a probe. */
@@ -1014,8 +1070,8 @@ export interface Purchase {
   personaId?: string;
   /** The buyer's invoice for it. */
   invoiceId?: string;
-  /** What was paid, minor units. */
-  amountMinor?: string | number;
+  /** What was paid, minor units (a listing's price: 0 to 100,000,000). */
+  amountMinor?: number;
   /** ISO 4217, lower case. */
   currency?: string;
   /** When it was bought. */
@@ -1074,10 +1130,10 @@ export interface RotateWebhookSecretsResponse {
   results?: WebhookSecretRotationResult[];
   /** Endpoints rotated by this call. */
   rotatedCount?: number;
-  /** The maximum age applied, seconds. */
-  maxAgeSeconds?: string | number;
-  /** The grace given to previous secrets, seconds. */
-  secretRotationGraceSeconds?: string | number;
+  /** The maximum age applied, seconds (0 to 2^31−1, about 68 years: the setting refuses more; 32-bit so that JSON carries a number). */
+  maxAgeSeconds?: number;
+  /** The grace given to previous secrets, seconds (0 to 2^31−1, as above). */
+  secretRotationGraceSeconds?: number;
 }
 
 /** One example exchange. */
@@ -1107,8 +1163,8 @@ export interface ScimToken {
   prefix?: string;
   /** Creation time. */
   createdAt?: string;
-  /** Revocation time; absent while the token works. */
-  revokedAt?: string;
+  /** Revocation time (RFC 3339); `null` while the token works. */
+  revokedAt?: string | null;
 }
 
 /** Request of SendChatMessage and StreamChatMessage. */
@@ -1167,12 +1223,12 @@ export interface Subscription {
   currentPeriodEnd?: string;
   /** The subscription ends (falls to `free`) at `currentPeriodEnd`. */
   cancelAtPeriodEnd?: boolean;
-  /** The plan's price per period, minor units. */
-  priceMinor?: string | number;
+  /** The plan's price per period, minor units (0 to 2^31−1: the plan price list's range; 32-bit so that JSON carries a number). */
+  priceMinor?: number;
   /** ISO 4217, lower case (`usd`). */
   currency?: string;
-  /** Credit (minor units) the next renewal invoice deducts (from downgrades). */
-  creditMinor?: string | number;
+  /** Credit (minor units) the next renewal invoice deducts (from downgrades). A sum, so unbounded: a double holding a whole number (exact up to 2^53) so that JSON carries a number. */
+  creditMinor?: number;
 }
 
 /** Request of UnpublishListing. */
@@ -1196,8 +1252,8 @@ export interface UpdateListingRequestBody {
   description?: string;
   /** Replaces the tags (up to 10) when non-empty. */
   audienceTags?: string[];
-  /** 0 to 100,000,000 minor units. */
-  priceMinor?: string | number;
+  /** 0 to 100,000,000 minor units (32-bit so that JSON carries a number). */
+  priceMinor?: number;
 }
 
 /** Request of UpdatePersona. Only the fields present are changed. */
@@ -1260,12 +1316,12 @@ export interface WebhookDelivery {
   status?: string;
   /** Attempts made so far. */
   attemptCount?: number;
-  /** When the next attempt is due, while `pending`. */
-  nextAttemptAt?: string;
+  /** When the next attempt is due, while `pending` (RFC 3339); `null` otherwise. */
+  nextAttemptAt?: string | null;
   /** When the delivery was created. */
   createdAt?: string;
-  /** When it succeeded or was dead-lettered. */
-  completedAt?: string;
+  /** When it succeeded or was dead-lettered (RFC 3339); `null` until then. */
+  completedAt?: string | null;
   /** For a replay: the delivery it replays. */
   replayOf?: string;
   /** The attempts, oldest first. */
@@ -1310,8 +1366,8 @@ export interface WebhookEndpoint {
   updatedAt?: string;
   /** When the current secret was made (rotation replaces secrets older than the maximum age, 90 days by default). */
   secretCreatedAt?: string;
-  /** Present while a previous secret is still valid (rotation grace): when it stops being used for signatures. */
-  previousSecretExpiresAt?: string;
+  /** While a previous secret is still valid (rotation grace): when it stops being used for signatures (RFC 3339); `null` otherwise. */
+  previousSecretExpiresAt?: string | null;
   /** Deliveries also carry the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`; see the service comment). */
   standardWebhooks?: boolean;
 }
@@ -1324,8 +1380,8 @@ export interface WebhookEndpointSecret {
   secretCreatedAt?: string;
   /** The previous secret, still valid (deliveries carry a signature for each); empty when there is none or its grace has ended. */
   previousSecret?: string;
-  /** When the previous secret stops being valid; absent without one. */
-  previousSecretExpiresAt?: string;
+  /** When the previous secret stops being valid (RFC 3339); `null` without one. */
+  previousSecretExpiresAt?: string | null;
 }
 
 /** The outcome of a rotation cycle for one endpoint. */
@@ -1338,8 +1394,8 @@ export interface WebhookSecretRotationResult {
   outcome?: string;
   /** When the (now) current secret was made. */
   secretCreatedAt?: string;
-  /** For `rotated`: when the previous secret stops being valid. */
-  previousSecretExpiresAt?: string;
+  /** For `rotated`: when the previous secret stops being valid (RFC 3339); `null` otherwise. */
+  previousSecretExpiresAt?: string | null;
 }
 
 // --- query parameters ---------------------------------------------------------------
@@ -1357,7 +1413,7 @@ export interface GetConfigItemParams {
 
 /** Query parameters of `GetFile`. */
 export interface GetFileParams {
-  expires?: string | number;
+  expires?: number;
   signature?: string;
 }
 
@@ -1595,6 +1651,7 @@ export type ErrorCode =
   | "state_conflict"
   | "unauthorized"
   | "unsupported_media_type"
+  | "upgrade_required"
   | "validation_failed";
 
 /** 410 `asset_expired`. */
@@ -1643,6 +1700,8 @@ export class StateConflictError extends PersonaError {}
 export class UnauthorizedError extends PersonaError {}
 /** 415 `unsupported_media_type`. */
 export class UnsupportedMediaTypeError extends PersonaError {}
+/** 426 `upgrade_required`. */
+export class UpgradeRequiredError extends PersonaError {}
 /** 422 `validation_failed`. */
 export class ValidationFailedError extends PersonaError {}
 
@@ -1671,6 +1730,7 @@ export const ERROR_CLASSES: Record<ErrorCode, typeof PersonaError> = {
   state_conflict: StateConflictError,
   unauthorized: UnauthorizedError,
   unsupported_media_type: UnsupportedMediaTypeError,
+  upgrade_required: UpgradeRequiredError,
   validation_failed: ValidationFailedError,
 };
 
@@ -1699,6 +1759,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   state_conflict: 409,
   unauthorized: 401,
   unsupported_media_type: 415,
+  upgrade_required: 426,
   validation_failed: 422,
 };
 
@@ -1778,7 +1839,7 @@ export class AuditResource {
   constructor(private readonly core: Core) {}
 
   /**
-   * Lists audit events, newest first.  Auth: scope `config:read`; roles owner, admin.
+   * Lists audit events, newest first. A caller confined to one workspace (an API key, or the session of a member whose SCIM groups name workspaces) sees the events of its workspace and the organization's events of no workspace (`workspaceId` absent); the session of a member of every workspace sees all of the organization's.  Auth: scope `config:read`; roles owner, admin.
    *
    * `GET /v1/audit/events`
    */
@@ -2053,7 +2114,7 @@ export class EventsResource {
   constructor(private readonly core: Core) {}
 
   /**
-   * Returns one event.  Auth: scope `config:read`.
+   * Returns one event. An event the caller does not see (another organization's, or another workspace's for a caller confined to one; see ListEvents) is 404 `not_found`, as one that does not exist.  Auth: scope `config:read`.
    *
    * `GET /v1/events/{id}`
    */
@@ -2062,7 +2123,7 @@ export class EventsResource {
   }
 
   /**
-   * Lists the events of the caller's organization, newest first.  Auth: scope `config:read`.
+   * Lists the events of the caller's organization, newest first. A caller confined to one workspace (an API key: keys are scoped to a workspace; the session of a member whose SCIM groups name workspaces) sees its workspace's events and the organization's events of no workspace, as it sees only its workspace's personas; the session of a member of every workspace sees all of them.  Auth: scope `config:read`.
    *
    * `GET /v1/events`
    */
@@ -2081,7 +2142,7 @@ export class FilesResource {
   constructor(private readonly core: Core) {}
 
   /**
-   * Returns an object's bytes with its `Content-Type`, an `ETag` and `Cache-Control: private, max-age=<seconds left>, immutable`. The URL is the credential: no `Authorization` header is needed. A signature that does not match the key and expiry, or an expired URL, answers 403 `forbidden`; an object that is gone answers 404 `not_found`.  Auth: the signed URL (anonymous).
+   * Returns an object's bytes with its `Content-Type`, an `ETag` and `Cache-Control: private, max-age=<seconds left>, immutable`. The URL is the credential: no `Authorization` header is needed. A signature that does not match the key and expiry, or an expired URL, answers 403 `forbidden`; so does any other spelling of the URL than the one the service signed (`expires` with a leading `0` or `+`, a repeated or reordered parameter, an extra `/`): only that exact path and query open the object. An object that is gone answers 404 `not_found`.  Auth: the signed URL (anonymous).
    *
    * `GET /v1/files/{key}` (the raw Response)
    */
@@ -2159,7 +2220,7 @@ export class ModerationResource {
   constructor(private readonly core: Core) {}
 
   /**
-   * Claims an item for 10 minutes. An item claimed by another administrator (claim not expired) or already resolved answers 409 `state_conflict`. Claiming one's own claim renews it.  Auth: platform administrators.
+   * Claims an item for 10 minutes. An item claimed by another administrator (claim not expired) or already resolved answers 409 `state_conflict`. Claiming one's own claim renews it.  Auth: platform administrators; scope `platform:admin`.
    *
    * `POST /v1/admin/moderation/queue/{review_id}:claim`
    */
@@ -2168,7 +2229,7 @@ export class ModerationResource {
   }
 
   /**
-   * Pending and claimed items, oldest first; filters `stage`, `category`, `orgId`.  Auth: platform administrators.
+   * Pending and claimed items, oldest first; filters `stage`, `category`, `orgId`.  Auth: platform administrators; scope `platform:admin`.
    *
    * `GET /v1/admin/moderation/queue`
    */
@@ -2182,7 +2243,7 @@ export class ModerationResource {
   }
 
   /**
-   * Resolves an item (claimed by the caller, or unclaimed): `approve` or `reject`, with a note. Resolved or claimed by someone else: 409 `state_conflict`.  Auth: platform administrators.
+   * Resolves an item (claimed by the caller, or unclaimed): `approve` or `reject`, with a note. Resolved or claimed by someone else: 409 `state_conflict`.  Auth: platform administrators; scope `platform:admin`.
    *
    * `POST /v1/admin/moderation/queue/{review_id}:resolve`
    */
@@ -2478,7 +2539,7 @@ export class PrivacyResource {
   }
 
   /**
-   * Right to erasure: erases the caller's personal data in this organization, at once, except where the persona grace rules apply: - the personas they created are soft-deleted (`persona.deleted`, purged after the usual 30 days, restorable by the organization meanwhile); - their API keys are revoked and their membership ends (every credential of the user stops working at once, in every process); - their chat sessions (`userId` = the user) and messages are deleted; - their privacy exports and bundles are deleted; - the user record is anonymized once no organization knows them. Kept for legal and security reasons: invoices (the organization's), and the audit log (which names the user only by id). The organization's owner cannot erase themselves (409 `state_conflict`, `conflictField` "owner": transfer ownership first). Answers what was done.  Auth: any credential of the user.
+   * Right to erasure: erases the caller's personal data in this organization, at once, except where the persona grace rules apply: - the personas they created are soft-deleted (`persona.deleted`, purged after the usual 30 days, restorable by the organization meanwhile); - their API keys are revoked and their membership ends (every credential of the user stops working at once, in every process); - their chat sessions (`userId` = the user) and messages are deleted; - their privacy exports and bundles are deleted; - the user record is anonymized once no organization knows them; an organization that linked the person after this one did (SCIM provisioning by e-mail, before it stopped linking across organizations) loses that link and what the person did there is erased alike, so no link keeps the record alive. Kept for legal and security reasons: invoices (the organization's), and the audit log (which names the user only by id). The organization's owner cannot erase themselves (409 `state_conflict`, `conflictField` "owner": transfer ownership first). Answers what was done.  Auth: any credential of the user.
    *
    * `DELETE /v1/privacy/me`
    */
@@ -2515,7 +2576,7 @@ export class ProbesResource {
   }
 
   /**
-   * Prometheus metrics of every server process together (text exposition format): `persona_requests_total{rpc,status,code}`, `persona_request_seconds{rpc}` (histogram), `persona_limit_rejections_total{code}`, `persona_idempotent_replays_total`, `persona_tasks_total{kind,outcome}`, `persona_job_runs_total{job,outcome}`, `persona_provider_calls_total{provider,operation,outcome}`, `persona_provider_seconds`, `persona_generation_runs_total{kind,outcome}`, `persona_generation_step_seconds{step,outcome}`, `persona_open_streams`, `persona_db_pool_connections{pool,state}`, `persona_webhook_deliveries_total{outcome}`, `persona_webhook_delivery_seconds`, `persona_webhook_queue_depth`. Envoy's own statistics are on its admin port (`/stats/prometheus`, 127.0.0.1). With PERSONA_METRICS_TOKEN set, the scraper must send it as a bearer token (else 401 `unauthorized`); empty: open, for a private network.  Auth: PERSONA_METRICS_TOKEN when set (anonymous).
+   * Prometheus metrics of every server process together (text exposition format): `persona_requests_total{rpc,status,code}`, `persona_request_seconds{rpc}` (histogram), `persona_limit_rejections_total{code}`, `persona_idempotent_replays_total`, `persona_tasks_total{kind,outcome}`, `persona_job_runs_total{job,outcome}`, `persona_provider_calls_total{provider,operation,outcome}`, `persona_provider_seconds`, `persona_generation_runs_total{kind,outcome}`, `persona_generation_step_seconds{step,outcome}`, `persona_open_streams`, `persona_db_pool_connections{pool,state}`, `persona_webhook_deliveries_total{outcome}`, `persona_webhook_delivery_seconds`, `persona_webhook_queue_depth`. Envoy's own statistics are on its admin socket (`/stats/prometheus`, `<data dir>/envoy-admin.sock`, for the operator only). With PERSONA_METRICS_TOKEN set, the scraper must send it as a bearer token (else 401 `unauthorized`); empty: open, for a private network.  Auth: PERSONA_METRICS_TOKEN when set (anonymous).
    *
    * `GET /metrics` (the raw Response)
    */
@@ -2547,7 +2608,7 @@ export class ScimResource {
   }
 
   /**
-   * Creates a user (RFC 7644 §3.3) from an `application/scim+json` body: 201 with the resource, `Location` and `ETag`. `userName` is required and unique in the organization (case-insensitive); 409 `uniqueness` otherwise. A userName or primary email that names a member the IdP has not provisioned yet links that member instead (Okta looks users up by `userName eq` first, but not every IdP does). A body that breaks the schema answers 422 `validation_failed`, scimType `invalidValue`, in both shapes (the envelope's `error` beside SCIM's error schema); a body that is not JSON answers 400 `invalidSyntax`.  Auth: scope `scim:provision` (a SCIM token, or a credential holding `config:write`).
+   * Creates a user (RFC 7644 §3.3) from an `application/scim+json` body: 201 with the resource, `Location` and `ETag`. `userName` is required and unique in the organization (case-insensitive); 409 `uniqueness` otherwise. A userName or primary email that names a member of this organization the IdP has not provisioned yet links that member instead (Okta looks users up by `userName eq` first, but not every IdP does); a user of another organization is never linked: the IdP gets a new user. A body that breaks the schema answers 422 `validation_failed`, scimType `invalidValue`, in both shapes (the envelope's `error` beside SCIM's error schema); a body that is not JSON, or nests deeper than 32 levels, answers 400 `invalidSyntax`.  Auth: scope `scim:provision` (a SCIM token, or a credential holding `config:write`).
    *
    * `POST /v1/auth/scim/v2/Users` (the raw Response)
    */
@@ -2646,7 +2707,7 @@ export class ScimResource {
   }
 
   /**
-   * Lists the organization's users as a ListResponse, oldest first (RFC 7644 §3.4.2): `filter` (every operator, `and`/`or`/`not`, value paths such as `emails[type eq "work"]`; an attribute the schema does not have, or a malformed filter, answers 400 `invalidFilter`), `startIndex` (1-based), `count` (default 100, at most 1000; 0 counts only), `attributes`, `excludedAttributes`, `sortBy`, `sortOrder`.  Auth: scope `scim:provision`.
+   * Lists the organization's users as a ListResponse, oldest first (RFC 7644 §3.4.2): `filter` (every operator, `and`/`or`/`not`, value paths such as `emails[type eq "work"]`; dateTime attributes such as `meta.created` compare as instants, their literal an RFC 3339 string, UTC without an offset; an attribute the schema does not have, a malformed filter or a literal of the wrong type answers 400 `invalidFilter`), `startIndex` (1-based), `count` (default 100, at most 1000; 0 counts only), `attributes`, `excludedAttributes`, `sortBy`, `sortOrder`.  Auth: scope `scim:provision`.
    *
    * `GET /v1/auth/scim/v2/Users` (the raw Response)
    */
@@ -2664,7 +2725,7 @@ export class ScimResource {
   }
 
   /**
-   * Patches a user (RFC 7644 §3.5.2): `add`, `replace`, `remove` (any case: Entra sends `Add`, `Replace`, `Remove`), paths with value filters (`members[value eq "…"]`, `emails[type eq "work"].value`), extension URNs, and a path-less value object. Entra's quirks are accepted: booleans as the strings `"True"`/`"False"`, and `Remove` on `members` with a `value` list (removes exactly those members). Answers 200 with the resource; `If-Match` as for PUT.  Auth: scope `scim:provision`.
+   * Patches a user (RFC 7644 §3.5.2): `add`, `replace`, `remove` (any case: Entra sends `Add`, `Replace`, `Remove`), paths with value filters (`members[value eq "…"]`, `emails[type eq "work"].value`), extension URNs, and a path-less value object. Entra's quirks are accepted: booleans as the strings `"True"`/`"False"`, the enterprise `manager` as a bare id (`""` unassigns it) or as `{"value": id}`, path-less value maps keyed by dotted or URN paths, and `Remove` on `members` with a `value` list (removes exactly those members). Answers 200 with the resource; `If-Match` as for PUT.  Auth: scope `scim:provision`.
    *
    * `PATCH /v1/auth/scim/v2/Users/{id}` (the raw Response)
    */

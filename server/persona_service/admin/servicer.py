@@ -3,7 +3,7 @@ from persona.v1 import admin_pb2, admin_pb2_grpc
 from persona_service.admin.service import build_one_export
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import timestamp
+from persona_service.kernel.transport.convert import nullable_time, timestamp
 from persona_service.webhooks.service import WebhookService
 from persona_service.webhooks.settings import WebhookSettings
 
@@ -26,7 +26,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 admin_pb2.WebhookSecretRotationResult(
                     endpoint_id=r.endpoint_id, org_id=r.org_id, outcome=r.outcome,
                     secret_created_at=timestamp(r.secret_created_at),
-                    previous_secret_expires_at=timestamp(r.previous_secret_expires_at),
+                    previous_secret_expires_at=nullable_time(r.previous_secret_expires_at),
                 )
                 for r in results
             ],

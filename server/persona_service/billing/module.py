@@ -6,7 +6,7 @@ from datetime import datetime
 from persona.v1 import billing_pb2_grpc
 
 from persona_service.billing.processor import DECLINE_KEY, processor_for
-from persona_service.billing.service import BillingService
+from persona_service.billing.service import BillingService, billing_period
 from persona_service.billing.servicer import BillingServicer
 from persona_service.billing.settings import BillingSettings
 from persona_service.files.storage import Storage, storage_for
@@ -38,5 +38,6 @@ MODULE = Module(
     event_types=frozenset({"subscription.upgraded", "subscription.downgraded", "subscription.cancelled"}),
     settings=BillingSettings,
     config_keys=(ConfigKey(DECLINE_KEY, "boolean", False, levels=("org",), owner_only=True),),
+    billing_period=billing_period,
     jobs=(Job("billing.renew", 60, lambda app: renew_subscriptions(app.engine, storage_for(app), app.invalidate)),),
 )

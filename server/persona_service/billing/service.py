@@ -46,6 +46,22 @@ def add_month(moment: datetime) -> datetime:
     return moment.replace(year=year, month=month, day=min(moment.day, calendar.monthrange(year, month)[1]))
 
 
+def period_at(sub: SubscriptionRecord, now: datetime) -> tuple[datetime, datetime]:
+    """The billing period holding `now`: the current one, or, when it ended
+    and the renewal job has not run yet, the one renewal will start."""
+    start, end = sub.current_period_start, sub.current_period_end
+    while end <= now:  # periods missed while nothing ran are skipped, not billed
+        start, end = end, add_month(end)
+    return start, end
+
+
+def billing_period(conn, org_id: str, now: datetime) -> tuple[datetime, datetime] | None:
+    """The kernel's billing-period port: the organization's period holding
+    `now` (quotas reset at its end), or None before it has a subscription."""
+    sub = BillingRepository(conn).subscription(org_id)
+    return None if sub is None else period_at(sub, now)
+
+
 def prorate(amount_minor: int, seconds_left: float, seconds_total: float) -> int:
     """amount × left ÷ total in integers, rounded half up (away from zero for credits)."""
     left, total = max(0, int(seconds_left)), max(1, int(seconds_total))
@@ -129,9 +145,7 @@ class BillingService:
         renewed = []
         for sub in self.repo.due_for_renewal(now, limit):
             plan = "free" if sub.cancel_at_period_end else sub.plan
-            start, end = sub.current_period_end, add_month(sub.current_period_end)
-            while end <= now:  # periods missed while nothing ran are skipped, not billed
-                start, end = end, add_month(end)
+            start, end = period_at(sub, now)
             if plan != sub.plan:
                 self.orgs.set_plan(sub.org_id, plan)
                 self._emit(sub, "subscription.downgraded",

@@ -10,11 +10,10 @@ from persona_service.billing.records import CURRENCY, PRICES_MINOR, InvoiceRecor
 from persona_service.billing.service import BillingService
 from persona_service.billing.settings import BillingSettings
 from persona_service.files.storage import storage_for
-from persona_service.kernel.clock import iso
 from persona_service.kernel.errors import BadRequest, NotFound
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, current
-from persona_service.kernel.transport.convert import page_limit, timestamp
+from persona_service.kernel.transport.convert import int32, nullable_time, page_limit, timestamp
 
 # Stripe's own default: a signature older than this is refused (replays).
 WEBHOOK_TOLERANCE_SECONDS = 300
@@ -106,11 +105,11 @@ def invoice(row: InvoiceRecord) -> billing_pb2.Invoice:
         currency=row.currency, amount_due_minor=row.amount_due_minor, amount_paid_minor=row.amount_paid_minor,
         period_start=timestamp(row.period_start), period_end=timestamp(row.period_end),
         due_date=timestamp(row.due_date),
-        paid_at=iso(row.paid_at) if row.paid_at is not None else "",
+        paid_at=nullable_time(row.paid_at),
     )
     for line in row.line_items:
         item = message.line_items.add(
-            description=line["description"], quantity=line["quantity"], unit_amount_minor=line["unitAmountMinor"],
+            description=line["description"], quantity=int32(line["quantity"]), unit_amount_minor=line["unitAmountMinor"],
             amount_minor=line["amountMinor"], proration=line["proration"])
         item.period_start.FromJsonString(line["periodStart"])
         item.period_end.FromJsonString(line["periodEnd"])

@@ -9,13 +9,15 @@ Enterprise-only and Owner-only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from persona_service.config.repository import ORG_LEVEL, PERSONA_LEVEL_PREFIX, ConfigRepository, persona_level
 from persona_service.kernel.config_keys import CONFIG_KEYS, LEVEL_CHECKS, ConfigKey
 from persona_service.kernel.errors import Forbidden, NotFound, ValidationFailed, Violation
+from persona_service.kernel.limits.plans import override_maximum
 from persona_service.kernel.principal import Principal
+from persona_service.kernel.settings import load
 
 RATE_LIMIT_PREFIX = "api.rate_limit."
 
@@ -37,6 +39,14 @@ RATE_LIMIT_KEYS = (
     _limit("images_per_month"),
     _limit("cap_multiplier", "number", 0.01),
 )
+
+
+def _bounded(spec: ConfigKey) -> ConfigKey:
+    """A rate-limit key with its maximum: what the operator lets an
+    organization raise that limit to (PERSONA_LIMIT_OVERRIDE_CEILING)."""
+    if not spec.key.startswith(RATE_LIMIT_PREFIX):
+        return spec
+    return replace(spec, maximum=override_maximum(spec.key[len(RATE_LIMIT_PREFIX):], load().limit_override_ceiling))
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,7 @@ class ConfigService:
 
     def update(self, principal: Principal, key: str, value: Any, level: str, persona_id: str = "") -> Effective:
         spec, level = self._writable(principal, key, level, persona_id)
-        violation = spec.check(value)
+        violation = _bounded(spec).check(value)
         if violation is not None:
             raise ValidationFailed([violation])
         level_id = self._level_id(principal, level, persona_id)

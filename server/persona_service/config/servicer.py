@@ -3,7 +3,7 @@ from persona.v1 import config_pb2, config_pb2_grpc
 
 from persona_service.config.service import RATE_LIMIT_PREFIX, ConfigService, Effective
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import timestamp
+from persona_service.kernel.transport.convert import nullable_time
 
 
 def config_item(item: Effective) -> config_pb2.ConfigItem:
@@ -11,7 +11,7 @@ def config_item(item: Effective) -> config_pb2.ConfigItem:
     json_format.ParseDict(item.value, value)
     return config_pb2.ConfigItem(
         key=item.spec.key, value=value, source=item.source, settable_at=list(item.spec.levels), type=item.spec.type,
-        allowed_values=list(item.spec.allowed), updated_at=timestamp(item.updated_at),
+        allowed_values=list(item.spec.allowed), updated_at=nullable_time(item.updated_at),
     )
 
 

@@ -67,17 +67,30 @@ class LocalStorage:
 
     def signed_url(self, key: str, ttl_seconds: int) -> SignedUrl:
         expires = int(time.time()) + ttl_seconds
+        return SignedUrl(f"{self.public_url}{self.target(key, expires)}", datetime.fromtimestamp(expires, UTC))
+
+    def target(self, key: str, expires: int) -> str:
+        """A signed URL's path and query: the one form of it the service answers."""
         query = urlencode({"expires": expires, "signature": self.signature(key, expires)})
-        return SignedUrl(f"{self.public_url}{FILES_PATH}{quote(key)}?{query}", datetime.fromtimestamp(expires, UTC))
+        return f"{FILES_PATH}{quote(key)}?{query}"
 
     def signature(self, key: str, expires: int) -> str:
         return hmac.new(self.signing_key, f"{key}\n{expires}".encode(), sha256).hexdigest()
 
-    def verify(self, key: str, expires: int, signature: str, now: float | None = None) -> bool:
-        """The URL's signature is this key's and expiry's, and it has not expired."""
+    def verify(self, key: str, expires: int, signature: str, now: float | None = None,
+               target: str | None = None) -> bool:
+        """The URL's signature is this key's and expiry's, and it has not
+        expired; given the URL's path and query as the client sent them
+        (`target`), they are exactly the form `signed_url` made: another
+        spelling of the expiry (`+`, leading zeros), a repeated parameter or
+        an extra `/` is refused like a bad signature (caches and filters
+        keyed on the URL would see a different object)."""
         if expires < (time.time() if now is None else now):
             return False
         # As bytes: compare_digest refuses str with non-ASCII characters (a forged URL may carry them).
+        if target is not None and not hmac.compare_digest(
+                self.target(key, expires).encode(), target.encode("utf-8", "replace")):
+            return False
         return hmac.compare_digest(self.signature(key, expires).encode(), signature.encode("utf-8", "replace"))
 
 

@@ -11,6 +11,10 @@ from persona_service.files.local import LocalStorage
 from persona_service.files.storage import ObjectNotFound, storage_for
 from persona_service.kernel.errors import Forbidden, NotFound
 from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.pipeline import EDGE_MARK
+
+# Where the transcoder keeps the path and query the client sent.
+ORIGINAL_PATH = "x-envoy-original-path"
 
 
 class FileServicer(files_pb2_grpc.FileServiceServicer):
@@ -21,7 +25,7 @@ class FileServicer(files_pb2_grpc.FileServiceServicer):
         storage = storage_for(self.app)
         if not isinstance(storage, LocalStorage):  # the object store serves its own presigned URLs
             raise NotFound("file")
-        if not storage.verify(request.key, request.expires, request.signature):
+        if not storage.verify(request.key, request.expires, request.signature, target=_url_sent(context)):
             raise Forbidden("The signed URL is invalid or has expired.", {"reason": "bad_signature"})
         try:
             stored = storage.get(request.key)
@@ -30,3 +34,11 @@ class FileServicer(files_pb2_grpc.FileServiceServicer):
         left = max(0, request.expires - int(time.time()))
         current().respond(etag=stored.etag, cache_control=f"private, max-age={left}, immutable")
         return httpbody_pb2.HttpBody(content_type=stored.content_type, data=stored.data)
+
+
+def _url_sent(context) -> str | None:
+    """The URL's path and query as the client sent them, for a call that came
+    as HTTP through the edge ("" if missing: refused); None for native gRPC,
+    whose fields are the only form."""
+    metadata = dict(context.invocation_metadata())
+    return metadata.get(ORIGINAL_PATH, "") if EDGE_MARK in metadata else None

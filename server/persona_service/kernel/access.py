@@ -8,6 +8,13 @@ from persona_service.kernel.errors import Forbidden
 from persona_service.kernel.principal import CONFINED_SCOPES, Principal
 
 
+def log_workspace(principal: Principal) -> str | None:
+    """The workspace whose events and audit rows a principal reads (with the
+    organization's rows that concern no workspace): its own, as for every
+    workspace resource; None (all of them) for an organization-wide session."""
+    return None if principal.org_wide else principal.workspace_id
+
+
 def authorize(principal: Principal, *, scope: str, roles: Iterable[str], platform_admin: bool) -> None:
     if platform_admin and not principal.is_platform_admin:
         raise Forbidden("Only platform administrators may do this.")

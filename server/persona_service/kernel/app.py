@@ -5,17 +5,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 
 import redis
 
-from persona_service.kernel import metrics
+from persona_service.kernel import fair, metrics, redis_pool
 from persona_service.kernel.audit import AuditEntry, AuditLog
 from persona_service.kernel.auth import DEGRADED_TTL_SECONDS, Authenticator, CredentialCache
 from persona_service.kernel.cursors import CursorCodec
 from persona_service.kernel.db.engine import make_engine
+from persona_service.kernel.fair import FairGate
 from persona_service.kernel.idempotency import Idempotency
 from persona_service.kernel.limits.limiter import RateLimiter
 from persona_service.kernel.limits.resolver import LimitsResolver
+from persona_service.kernel.logs import Throttled
 from persona_service.kernel.module import Job, Modules
 from persona_service.kernel.runs import Runs
 from persona_service.kernel.secretbox import SecretBox
@@ -25,11 +28,18 @@ from persona_service.providers.factory import backoff_delays, make_base_provider
 from persona_service.providers.retrying import Retrying
 
 log = logging.getLogger(__name__)
+_warn = Throttled(log)
 
 # Cache invalidations, broadcast to every server process: "cred:<cache key>"
 # evicts a credential, "limits:<org id>" an organization's limits, "org:<org
-# id>" both for every credential of the organization (its plan changed).
+# id>" both for every credential of the organization (its plan changed, a
+# member was suspended or removed). Each travels as "<ack list> <message>":
+# every listener pushes to the ack list once it applied it, and the sender
+# waits for as many acks as PUBLISH reached listeners (up to ACK_WAIT_SECONDS),
+# so a revocation or suspension holds in every process when its call answers.
 INVALIDATION_CHANNEL = "persona:invalidate"
+ACK_PREFIX = "persona:invalidate:ack:"
+ACK_WAIT_SECONDS = DEGRADED_TTL_SECONDS  # a listener slower than this is as good as a bus that is down
 LISTEN_FIRST_BACKOFF = 0.5
 LISTEN_MAX_BACKOFF = 10.0
 
@@ -42,7 +52,8 @@ class App:
         # Streams hold a connection while they run: a pool of their own keeps
         # them from taking the unary calls' connections.
         self.stream_engine = make_engine(settings.database_url, pool_size=settings.stream_db_pool_size)
-        self.redis = redis.Redis.from_url(settings.redis_url)
+        self.redis = redis_pool.connect(settings.redis_url, settings.redis_max_connections,
+                                        settings.redis_acquire_timeout_seconds)
         secret = settings.resolved_jwt_secret()
         self.cache = CredentialCache(settings.auth_cache_seconds)
         self.authenticator = Authenticator(
@@ -51,9 +62,12 @@ class App:
         self.cursors = CursorCodec(secret)
         self.secret_box = SecretBox(settings.resolved_secrets_key())
         self.limiter = RateLimiter(self.redis, settings.rate_limit_lease_max)
-        self.limits = LimitsResolver(self.engine, modules.limit_overrides)
+        self.limits = LimitsResolver(self.engine, modules.limit_overrides, settings.limit_override_ceiling,
+                                     modules.billing_period)
         self.idempotency = Idempotency(self.engine, self.secret_box)
         self.runs = Runs(self.redis, settings.run_workers)
+        # The local model's steps take turns per organization (kernel.fair).
+        fair.install(FairGate(settings.generation_turns))
         # Durable tasks run on the stream pool: long work never holds a unary call's connection.
         self.tasks = TaskRunner(self, self.stream_engine, modules.tasks, settings.task_workers, settings.task_poll_seconds)
         self.provider = make_base_provider()
@@ -80,12 +94,33 @@ class App:
         return Retrying(self.provider, delays=self.backoff, on_failure=audit_upstream)
 
     def invalidate(self, message: str) -> None:
-        """Apply an invalidation here and broadcast it to every other server process."""
+        """Apply an invalidation here and in every other server process before returning."""
         self._apply(message)
+        acks = ACK_PREFIX + uuid.uuid4().hex
         try:
-            self.redis.publish(INVALIDATION_CHANNEL, message)
+            reached = self.redis.publish(INVALIDATION_CHANNEL, f"{acks} {message}")
+            deadline = time.monotonic() + ACK_WAIT_SECONDS
+            for applied in range(reached):
+                left = deadline - time.monotonic()
+                if left <= 0 or self.redis.blpop([acks], timeout=left) is None:
+                    _warn.warning("ack", "%d of %d server processes did not confirm %s within %.0fs", reached - applied,
+                                  reached, message, ACK_WAIT_SECONDS)
+                    break
         except redis.RedisError as exc:
-            log.warning("could not broadcast %s: %s", message, exc)
+            _warn.warning("broadcast", "could not broadcast %s: %s", message, exc)
+
+    def _acknowledge(self, data: bytes) -> None:
+        """Apply an invalidation from the bus, then confirm it to its sender (a
+        bare message, with no ack list, is applied and confirmed to no one)."""
+        head, _, tail = data.decode().partition(" ")
+        acks, message = (head, tail) if tail else ("", head)
+        self._apply(message)
+        if not acks:
+            return
+        confirm = self.redis.pipeline(transaction=False)
+        confirm.rpush(acks, 1)
+        confirm.expire(acks, 60)  # a sender that stopped waiting leaves nothing behind
+        confirm.execute()
 
     def _apply(self, message: str) -> None:
         kind, _, subject = message.partition(":")
@@ -124,7 +159,7 @@ class App:
                 while not self._closing.is_set():
                     message = pubsub.get_message(timeout=1.0)
                     if message is not None and message["type"] == "message":
-                        self._apply(message["data"].decode())
+                        self._acknowledge(message["data"])
             except redis.RedisError as exc:
                 self.cache.bus_up = False
                 if down_since is None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from persona_service.kernel import ids
+from persona_service.kernel.access import log_workspace
 from persona_service.kernel.audit_repository import FILTERS, AuditRepository
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.principal import Principal
@@ -59,5 +60,6 @@ class AuditLog:
         wanted = {k: filters.get(k, "") for k in FILTERS}
         return keyset_page(
             self.cursors, f"audit:{principal.org_id}", page_size, page_token,
-            lambda limit, after: self.repo.list_page(principal.org_id, wanted, limit, after), "occurred_at",
+            lambda limit, after: self.repo.list_page(principal.org_id, log_workspace(principal), wanted, limit, after),
+            "occurred_at",
         )

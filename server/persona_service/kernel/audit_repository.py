@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, tuple_
 
-from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.base import seen_from, table_of
 from persona_service.kernel.db.records import records
 from persona_service.kernel.db.tables import AuditEvent
 
@@ -41,10 +41,10 @@ class AuditRepository:
     def add(self, **values) -> None:
         self.conn.execute(insert(_events).values(**values))
 
-    def list_page(self, org_id: str, filters: dict[str, str], limit: int, after: tuple[datetime, str] | None
-                  ) -> list[AuditRecord]:
+    def list_page(self, org_id: str, workspace_id: str | None, filters: dict[str, str], limit: int,
+                  after: tuple[datetime, str] | None) -> list[AuditRecord]:
         """Newest first, keyset-paginated on (occurred_at, id)."""
-        stmt = select(_events).where(_events.c.org_id == org_id)
+        stmt = select(_events).where(_events.c.org_id == org_id, seen_from(_events.c.workspace_id, workspace_id))
         for name, value in filters.items():
             if value:
                 stmt = stmt.where(_events.c[name] == value)

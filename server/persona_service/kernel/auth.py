@@ -4,8 +4,8 @@ API keys (`sk_live_…` / `sk_test_…`) are looked up by the SHA-256 of the
 secret; session JWTs (HS256) are verified with the service's secret and the
 membership is read for the role. Verified credentials are cached in the
 process for `auth_cache_seconds`, so a hot path costs no database round
-trip; revocation evicts at once, locally and (via the revocation bus) in
-every other server process.
+trip; revocation evicts at once, locally and (via the invalidation bus, confirmed
+by each listener before the revoking call answers) in every other process.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import jwt
 
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.errors import Forbidden, Unauthorized
-from persona_service.kernel.principal import ROLE_SCOPES, Principal, with_implied
+from persona_service.kernel.principal import Principal, session_scopes, with_implied
 
 KEY_PREFIXES = ("sk_live_", "sk_test_", "scim_")
 JWT_ISSUER = "persona-service"
@@ -59,6 +59,7 @@ class MemberCredential:
     role: str
     plan: str
     is_platform_admin: bool
+    all_workspaces: bool = False  # no SCIM group confines the member to some workspaces
 
 
 class CredentialStore(Protocol):
@@ -80,13 +81,16 @@ class CredentialCache:
     """Verified principals by cache key, trusted for `ttl_seconds` while the
     revocation bus is up (`bus_up`, kept by the listener), and for
     DEGRADED_TTL_SECONDS while it is down. Thread-safe for the server's worker
-    threads (dict operations are atomic; a lost race only costs one extra lookup)."""
+    threads (dict reads are atomic). Every eviction starts a new epoch: a
+    credential read from the database before it (by a call in flight while a
+    revocation committed) is never cached after it (`put` with its epoch)."""
 
     def __init__(self, ttl_seconds: float):
         self.ttl = ttl_seconds
         self.bus_up = False
         self._entries: dict[str, tuple[float, Principal]] = {}
         self._lock = threading.Lock()
+        self.epoch = 0
 
     def get(self, key: str) -> Principal | None:
         entry = self._entries.get(key)
@@ -97,18 +101,26 @@ class CredentialCache:
             return None
         return entry[1]
 
-    def put(self, key: str, principal: Principal) -> None:
+    def put(self, key: str, principal: Principal, epoch: int) -> None:
+        """Cache what was read from the database during `epoch` (unless something was evicted since)."""
         if self.ttl > 0:
-            self._entries[key] = (time.monotonic(), principal)
+            with self._lock:
+                if epoch == self.epoch:
+                    self._entries[key] = (time.monotonic(), principal)
 
     def clear(self) -> None:
-        self._entries.clear()
+        with self._lock:
+            self.epoch += 1
+            self._entries.clear()
 
     def evict(self, key: str) -> None:
-        self._entries.pop(key, None)
+        with self._lock:
+            self.epoch += 1
+            self._entries.pop(key, None)
 
     def evict_where(self, predicate: Callable[[Principal], bool]) -> None:
         with self._lock:
+            self.epoch += 1
             for key, (_, principal) in list(self._entries.items()):
                 if predicate(principal):
                     self._entries.pop(key, None)
@@ -137,8 +149,9 @@ class Authenticator:
             raise Unauthorized("The bearer credential is not a valid API key or session token.")
         principal = self.cache.get(cache_key)
         if principal is None:
+            epoch = self.cache.epoch  # before the read: an eviction during it keeps the result out of the cache
             principal = loader()
-            self.cache.put(cache_key, principal)
+            self.cache.put(cache_key, principal, epoch)
         if principal.expires_at is not None and principal.expires_at <= utcnow():
             err = Unauthorized("The credential has expired.")
             err.principal = principal  # for the audit log only; never rendered
@@ -197,11 +210,12 @@ class Authenticator:
             org_id=claims["org"],
             workspace_id=claims["ws"],
             user_id=claims["sub"],
-            scopes=ROLE_SCOPES[member.role],
+            scopes=session_scopes(member.role, member.is_platform_admin),
             role=member.role,
             plan=member.plan,
             is_platform_admin=member.is_platform_admin,
             expires_at=None,  # PyJWT checks `exp` on every decode
+            org_wide=member.all_workspaces,
         )
 
     # --- issuing ----------------------------------------------------------

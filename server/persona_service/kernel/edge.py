@@ -14,29 +14,52 @@ from google.protobuf.descriptor import ServiceDescriptor
 from persona.v1 import options_pb2
 
 from persona_service.kernel.errors import CATALOGUE
+from persona_service.kernel.transport.body_keys import free_form_keys
 from persona_service.kernel.transport.errors import shaped_body
+from persona_service.kernel.transport.policy import find_services
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 EDGE = ROOT / "edge"
 DESCRIPTOR = ROOT / "gen" / "descriptor.binpb"
+
+# What a request's URL (path and query) and its headers in all (URL
+# included) may take at the edge; beyond, 431 `headers_too_large`. The URL
+# limit is envelope.lua's MAX_URL_BYTES; the servers accept more metadata
+# than the edge forwards (kernel/server.py).
+EDGE_URL_BYTES = 8192
+EDGE_HEADERS_KB = 60
 
 # Envoy's own replies (no route, a body the transcoder cannot parse, the
 # backend down): status -> envelope code and a fixed, leak-free message.
 LOCAL_REPLIES = {
     # The transcoder's own reason names the field or parameter it could not
     # bind (e.g. "INVALID_ARGUMENT:scopes: ..."); it carries no internals.
+    # envelope.lua rewords some (reword_bad_request).
     400: ("bad_request", "The request is malformed: %LOCAL_REPLY_BODY%"),
     404: ("not_found", "No such endpoint."),
-    405: ("bad_request", "The method is not allowed on this path."),
+    405: ("method_not_allowed", CATALOGUE["method_not_allowed"].message),
     408: ("request_timeout", CATALOGUE["request_timeout"].message),
     413: ("payload_too_large", CATALOGUE["payload_too_large"].message + " At most 4 MiB."),
-    415: ("unsupported_media_type", CATALOGUE["unsupported_media_type"].message),
-    431: ("headers_too_large", CATALOGUE["headers_too_large"].message),
+    # The Lua's reason (gRPC-Web, a JSON body sent as something else).
+    415: ("unsupported_media_type", CATALOGUE["unsupported_media_type"].message + " %LOCAL_REPLY_BODY%"),
+    431: ("headers_too_large", CATALOGUE["headers_too_large"].message
+          + f" At most {EDGE_URL_BYTES} bytes of URL and {EDGE_HEADERS_KB} KiB of headers in all."),
+    # HTTP/1.0, refused by Envoy's codec before any filter runs.
+    426: ("upgrade_required", CATALOGUE["upgrade_required"].message),
     500: ("internal_error", CATALOGUE["internal_error"].message),
     502: ("service_unavailable", CATALOGUE["service_unavailable"].message),
     503: ("service_unavailable", CATALOGUE["service_unavailable"].message),
     504: ("service_unavailable", CATALOGUE["service_unavailable"].message),
 }
+# A protocol upgrade (WebSocket) Envoy refuses with a bare 403, which would
+# read as a credential problem: answered as 400 instead.
+UPGRADE_REFUSED = (403, 400, "bad_request",
+                   "WebSocket and other protocol upgrades are not served; streams are server-sent events "
+                   "(`?stream=true`).")
+# Any other status Envoy answers itself (none known; a new version may add
+# some) keeps its status, in the envelope.
+LOCAL_REPLY_FALLBACKS = ((500, "internal_error", CATALOGUE["internal_error"].message),
+                         (400, "bad_request", "The request was refused (%RESPONSE_CODE_DETAILS%)."))
 
 
 HTTP_BODY = ".google.api.HttpBody"
@@ -90,31 +113,90 @@ def shaped_rpcs(services: list[ServiceDescriptor]) -> dict[str, int]:
             if (shape := method.GetOptions().Extensions[options_pb2.policy].error_shape) not in plain}
 
 
-def _local_reply_mappers(shaped_paths: dict[str, int] | None = None, indent: str = "            ") -> str:
+def _local_reply_mappers(shaped_paths: dict[str, int] | None = None, allowed: list[tuple[str, list[str]]] | None = None,
+                         indent: str = "            ") -> str:
     """Envoy's own replies as the envelope; in a declared error shape under a
     path prefix that declares one (`/v1/auth/scim/v2/`: no such path, a method
     the path does not take) or for an RPC that does (its gRPC path, as the
     transcoder rewrote it before failing to bind the request). Those mappers
-    come first: the first match wins."""
+    come first: the first match wins. Before all, the transcoder's 404 for a
+    path some binding takes with other methods (`allowed`: method_paths) is
+    405 with `Allow`, in the shape of the prefix the path is under."""
     by_shape: dict[int, list[dict]] = {}
     for path, shape in sorted((shaped_paths or {}).items()):
         match = {"prefix": path} if path.endswith("/") else {"exact": path}
         by_shape.setdefault(shape, []).append({"header_filter": {"header": {"name": ":path", "string_match": match}}})
+    refused, answered, code, message = UPGRADE_REFUSED
+    upgrade = {"header_filter": {"header": {"name": "upgrade", "present_match": True}}}
+    # (filter, status answered, whether it replaces Envoy's, code, message),
+    # in match order. A fallback's SCIM body names its threshold.
+    replies: list[tuple[dict, int, bool, str, str]] = [
+        (_and([_status_is("EQ", refused), upgrade]), answered, True, code, message),
+        *((_status_is("EQ", s), s, False, c, m) for s, (c, m) in LOCAL_REPLIES.items()),
+        *((_status_is("GE", s), s, False, c, m) for s, c, m in LOCAL_REPLY_FALLBACKS),
+    ]
+    prefixes = {p: s for p, s in (shaped_paths or {}).items() if p.endswith("/")}
+    not_allowed = CATALOGUE["method_not_allowed"]
     mappers = []
+    for template, methods in allowed or []:
+        shape = next((s for p, s in prefixes.items() if template.startswith(p)), options_pb2.ERROR_SHAPE_UNSPECIFIED)
+        by_path = _and([_status_is("EQ", 404), _header_regex(":path", f"^{_template_regex(template)}(\\?.*)?$"),
+                        _header_regex(":method", f"^({'|'.join(methods)})$", invert=True)])
+        mappers.append(_mapper(by_path, not_allowed.http_status, True, not_allowed.code,
+                               f"{not_allowed.message} It takes {', '.join(methods)}.", shape,
+                               {"allow": ", ".join(methods)}))
     for shape, paths in [*sorted(by_shape.items()), (options_pb2.ERROR_SHAPE_UNSPECIFIED, [])]:
-        for status, (code, message) in LOCAL_REPLIES.items():
-            envelope = json.dumps({"error": {"code": code, "message": message, "details": {}}})
-            body, content_type = shaped_body(envelope, status, shape)
-            by_status: dict = {"status_code_filter": {"comparison": {"op": "EQ", "value": {
-                "default_value": status, "runtime_key": f"persona.local_reply.s{status}"}}}}
-            where = paths[0] if len(paths) == 1 else {"or_filter": {"filters": paths}}
-            mapper = {
-                "filter": {"and_filter": {"filters": [where, by_status]}} if paths else by_status,
-                "body_format_override": {"json_format": json.loads(body),
-                                         **({"content_type": content_type} if content_type else {})},
-            }
-            mappers.append(f"{indent}- {json.dumps(mapper)}")
-    return "\n".join(mappers)
+        where = [paths[0] if len(paths) == 1 else {"or_filter": {"filters": paths}}] if paths else []
+        mappers += [_mapper(_and([*where, by_status]), status, replaced, code, message, shape)
+                    for by_status, status, replaced, code, message in replies]
+    return "\n".join(f"{indent}- {json.dumps(mapper)}" for mapper in mappers)
+
+
+def _mapper(where: dict, status: int, replaced: bool, code: str, message: str, shape: int,
+            headers: dict[str, str] | None = None) -> dict:
+    """One local reply mapper: the catalogue code and message in the shape
+    (with `status` instead of Envoy's when `replaced`)."""
+    envelope = json.dumps({"error": {"code": code, "message": message, "details": {}}})
+    body, content_type = shaped_body(envelope, status, shape)
+    return {
+        "filter": where,
+        **({"status_code": status} if replaced else {}),
+        **({"headers_to_add": [{"header": {"key": k, "value": v}} for k, v in headers.items()]} if headers else {}),
+        "body_format_override": {"json_format": json.loads(body),
+                                 **({"content_type": content_type} if content_type else {})},
+    }
+
+
+def _status_is(op: str, status: int) -> dict:
+    return {"status_code_filter": {"comparison": {"op": op, "value": {
+        "default_value": status, "runtime_key": f"persona.local_reply.{op.lower()}{status}"}}}}
+
+
+def _and(filters: list[dict]) -> dict:
+    return filters[0] if len(filters) == 1 else {"and_filter": {"filters": filters}}
+
+
+def _header_regex(name: str, regex: str, invert: bool = False) -> dict:
+    return {"header_filter": {"header": {"name": name, "string_match": {"safe_regex": {"regex": regex}},
+                                         **({"invert_match": True} if invert else {})}}}
+
+
+def method_paths(services: list[ServiceDescriptor]) -> list[tuple[str, list[str]]]:
+    """Each HTTP path template and the methods its bindings take
+    (HEAD with GET), the most literal templates first (`/v1/keys/{id}:revoke`
+    before `/v1/keys/{id}`, whose `{id}` would also match it)."""
+    order = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+    methods: dict[str, set[str]] = {}
+    for service in services:
+        for method in service.methods:
+            rule = method.GetOptions().Extensions[annotations_pb2.http]
+            for binding in (rule, *rule.additional_bindings):
+                kind = binding.WhichOneof("pattern")
+                if kind is not None and _template(binding):
+                    verb = binding.custom.kind if kind == "custom" else kind.upper()
+                    methods.setdefault(_template(binding), set()).update({verb, "HEAD"} if verb == "GET" else {verb})
+    literal = sorted(methods, key=lambda t: len(re.sub(r"\{[^}]*\}", "", t)), reverse=True)
+    return [(t, sorted(methods[t], key=lambda m: order.index(m) if m in order else len(order))) for t in literal]
 
 
 def _endpoints(grpc_ports: list[int], health_ports: list[int], indent: str = "        ") -> str:
@@ -185,6 +267,35 @@ def _template(rule) -> str:
     return rule.custom.path if pattern == "custom" else getattr(rule, pattern)
 
 
+def json_body_paths(services: list[ServiceDescriptor]) -> dict[str, bool]:
+    """Lua patterns (`^POST /v1/personas$`) of the bindings whose body the
+    transcoder reads as JSON, where the edge requires `application/json`.
+    Bindings without a body ignore one; a body bound to `google.api.HttpBody`
+    reaches the RPC raw with its media type, which it checks itself (SCIM's
+    `application/scim+json`, a payment processor's signed webhook)."""
+    found = {}
+    for service in services:
+        for method in service.methods:
+            rule = method.GetOptions().Extensions[annotations_pb2.http]
+            for binding in (rule, *rule.additional_bindings):
+                field = method.input_type.fields_by_name.get(binding.body)
+                body_type = method.input_type if binding.body == "*" else field.message_type if field else None
+                raw = body_type is not None and body_type.full_name == HTTP_BODY.lstrip(".")
+                if binding.body and not raw and _template(binding):
+                    kind = binding.WhichOneof("pattern")
+                    verb = binding.custom.kind if kind == "custom" else str(kind).upper()
+                    found[f"^{verb} {_lua_pattern(_template(binding))}$"] = True
+    return found
+
+
+def _lua_pattern(template: str) -> str:
+    """`/v1/personas/{id}:edit` -> `/v1/personas/[^/]+:edit` as a Lua pattern
+    (`{x=**}` spans segments)."""
+    parts = re.split(r"(\{[^}]*\})", template)
+    return "".join((".+" if "**" in p else "[^/]+") if p.startswith("{") else re.sub(r"([\^$()%.\[\]*+\-?])", r"%\1", p)
+                   for p in parts)
+
+
 def _template_regex(template: str) -> str:
     """`/v1/chat/sessions/{id}/messages:stream` -> a regex of the path (Envoy
     matches `safe_regex` on the path without its query string)."""
@@ -220,6 +331,16 @@ def _routes(descriptor: str, services: list[str], lenient_prefixes: list[str], s
         safe = {"prefix": prefix, "headers": [{"name": "x-persona-safe-method", "present_match": True}]}
         routes.append(_route(safe, UNARY_CLUSTER, _UNSENT + ",reset", per_filter))
         routes.append(_route({"prefix": prefix}, UNARY_CLUSTER, _UNSENT, per_filter))
+    # The body fields whose free-form values the Lua's strict-body scan does
+    # not walk (transport/body_keys.py), as route metadata the Lua reads.
+    free_form = dict.fromkeys(free_form_keys(find_services(services)), True)
+    for route in routes:
+        route["metadata"] = {"filter_metadata": {"envoy.filters.http.lua": {"free_form_keys": free_form}}}
+    # The bindings whose body is JSON, where the Lua requires that media type.
+    json_bodies = json_body_paths(find_services(services))
+    for route in routes:
+        route.setdefault("metadata", {}).setdefault("filter_metadata", {}).setdefault(
+            "envoy.filters.http.lua", {})["json_body_paths"] = json_bodies
     return "\n".join(f"{indent}- {json.dumps(route)}" for route in routes)
 
 
@@ -242,7 +363,7 @@ ACCESS_LOG_FIELDS = {
     "protocol": "%PROTOCOL%",
     "status": "%RESPONSE_CODE%",
     "code": "%DYNAMIC_METADATA(persona:code)%",
-    "rpc": "%REQ(:PATH)%",
+    "rpc": "%PATH(NQ:PATH)%",  # the gRPC path; an untranscoded request's path, without its query
     "org": "%DYNAMIC_METADATA(persona:org)%",
     "workspace": "%DYNAMIC_METADATA(persona:workspace)%",
     "principal": "%DYNAMIC_METADATA(persona:principal)%",
@@ -267,8 +388,13 @@ def _access_log_format(style: str, indent: str = "                ") -> str:
     return f"{indent}json_format: {json.dumps(ACCESS_LOG_FIELDS)}"
 
 
-def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_port: int, access_log: str,
-           listen_address: str, edge_secret: str, request_timeout: int = 30, max_connections: int = 10_000,
+# Where Envoy reads the edge secret (its environment, set by whoever starts
+# it): the rendered configuration only names the variable.
+EDGE_SECRET_ENV = "PERSONA_EDGE_SECRET"
+
+
+def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_socket: pathlib.Path,
+           access_log: str, listen_address: str, request_timeout: int = 30, max_connections: int = 10_000,
            access_log_style: str = "json",
            descriptor: pathlib.Path = DESCRIPTOR, lenient_query_prefixes: list[str] | None = None,
            stream_ports: list[int] | None = None, streams: list[StreamRoute] | None = None,
@@ -276,17 +402,18 @@ def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_
     template = Template((EDGE / "envoy.yaml.in").read_text())
     return template.substitute(
         http_port=http_port,
-        admin_port=admin_port,
+        admin_socket=json.dumps(str(admin_socket)),
         listen_address=listen_address,
-        edge_secret=json.dumps(edge_secret),
+        edge_secret_env=EDGE_SECRET_ENV,
         request_timeout=request_timeout,
         request_headers_timeout=min(10, request_timeout),
         max_connections=max_connections,
+        max_request_headers_kb=EDGE_HEADERS_KB,
         access_log=access_log,
         access_log_format=_access_log_format(access_log_style),
         lua_path=str(EDGE / "envelope.lua"),
         transcoder=json.dumps(_transcoder(str(descriptor), services)),
         routes=_routes(str(descriptor), services, lenient_query_prefixes or [], streams or []),
-        local_reply_mappers=_local_reply_mappers(error_shape_paths),
+        local_reply_mappers=_local_reply_mappers(error_shape_paths, method_paths(find_services(services))),
         clusters=_clusters(grpc_ports, stream_ports or grpc_ports),
     )

@@ -24,6 +24,8 @@ from persona_service.kernel.settings import InvalidSetting, Settings, env_names,
 from persona_service.kernel.tasks import TaskKind
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     import grpc
     from pydantic_settings import BaseSettings
 
@@ -108,6 +110,10 @@ class Module:
     # Kernel ports this module implements (at most one module each).
     credentials: Callable[[], CredentialStore] | None = None
     limit_overrides: Callable[[Any, str], dict[str, Any]] | None = None
+    # (conn, org id, now) -> the organization's billing period holding `now`
+    # as (start, end) datetimes, or None (monthly quotas then follow the
+    # calendar month in UTC).
+    billing_period: Callable[[Any, str, datetime], tuple[datetime, datetime] | None] | None = None
     # The module's settings section (a kernel.settings.Section), read with kernel.settings.load().
     settings: type[BaseSettings] | None = None
     # HTTP path prefixes whose clients send query parameters of their own
@@ -163,6 +169,7 @@ class Modules:
         self.error_shape_prefixes = {p: shape for m in self.all for p, shape in m.error_shape_prefixes.items()}
         self.descriptors = [m.descriptors for m in self.all if m.descriptors is not None]
         self.limit_overrides = _one("limit_overrides", [m.limit_overrides for m in self.all if m.limit_overrides])
+        self.billing_period = _one("billing_period", [m.billing_period for m in self.all if m.billing_period])
 
 
 def extra_modules() -> list[Module]:

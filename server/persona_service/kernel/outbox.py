@@ -8,6 +8,7 @@ from typing import Any
 from persona.v1 import events_pb2  # noqa: F401 - registers EventType in the descriptor pool
 
 from persona_service.kernel import ids
+from persona_service.kernel.access import log_workspace
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import NotFound
@@ -19,6 +20,11 @@ from persona_service.kernel.transport.validation import enum_wire_names
 # else is ever emitted.
 EVENT_TYPES = frozenset(enum_wire_names("persona.v1.EventType"))
 AUDIT_FAILED_REASONS = ("audit_below_threshold", "provocation_test_failed", "voice_drift")
+# The spec: `persona.audit_failed` has the same schema whatever its `reason`.
+# `action` is what followed (`block`, `auto_recover`, `none`); the subject is
+# what was judged (`persona` for an audit, the chat session or completion for
+# drift).
+AUDIT_FAILED_FIELDS = frozenset({"personaId", "reason", "score", "threshold", "action", "subjectType", "subjectId"})
 
 
 class Outbox:
@@ -31,12 +37,18 @@ class Outbox:
             raise ValueError(f"not an event type: {type_}")
         if type_ == "persona.audit_failed" and data.get("reason") not in AUDIT_FAILED_REASONS:
             raise ValueError(f"persona.audit_failed needs a reason in {AUDIT_FAILED_REASONS}")
+        if type_ == "persona.audit_failed" and set(data) != AUDIT_FAILED_FIELDS:
+            raise ValueError(f"persona.audit_failed carries exactly {sorted(AUDIT_FAILED_FIELDS)}")
         event_id = ids.new_id("event")
-        self.repo.add(id=event_id, org_id=org_id, workspace_id=workspace_id, type=type_, occurred_at=utcnow(), data=data)
+        # Milliseconds, stored so: the webhook body and GET /v1/events print
+        # the same instant the same way (README, Contract decisions).
+        now = utcnow()
+        occurred_at = now.replace(microsecond=now.microsecond // 1000 * 1000)
+        self.repo.add(id=event_id, org_id=org_id, workspace_id=workspace_id, type=type_, occurred_at=occurred_at, data=data)
         return event_id
 
     def get(self, principal: Principal, event_id: str) -> EventRecord:
-        row = self.repo.get(principal.org_id, event_id)
+        row = self.repo.get(principal.org_id, log_workspace(principal), event_id)
         if row is None:
             raise NotFound("event")
         return row
@@ -44,5 +56,7 @@ class Outbox:
     def list(self, principal: Principal, type_: str, persona_id: str, page_size: int, page_token: str):
         return keyset_page(
             self.cursors, f"events:{principal.org_id}", page_size, page_token,
-            lambda limit, after: self.repo.list_page(principal.org_id, type_, persona_id, limit, after), "occurred_at",
+            lambda limit, after: self.repo.list_page(principal.org_id, log_workspace(principal), type_, persona_id,
+                                                     limit, after),
+            "occurred_at",
         )

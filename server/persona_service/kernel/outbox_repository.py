@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, tuple_
 
-from persona_service.kernel.db.base import table_of
+from persona_service.kernel.db.base import seen_from, table_of
 from persona_service.kernel.db.records import record_or_none, records
 from persona_service.kernel.db.tables import OutboxEvent
 
@@ -30,14 +30,16 @@ class EventRepository:
     def add(self, **values) -> None:
         self.conn.execute(insert(_events).values(**values))
 
-    def get(self, org_id: str, event_id: str) -> EventRecord | None:
-        stmt = select(_events).where(_events.c.id == event_id, _events.c.org_id == org_id)
+    def get(self, org_id: str, workspace_id: str | None, event_id: str) -> EventRecord | None:
+        stmt = select(_events).where(_events.c.id == event_id, _events.c.org_id == org_id,
+                                     seen_from(_events.c.workspace_id, workspace_id))
         return record_or_none(EventRecord, self.conn.execute(stmt).mappings().first())
 
     def list_page(
-        self, org_id: str, type_: str, persona_id: str, limit: int, after: tuple[datetime, str] | None
+        self, org_id: str, workspace_id: str | None, type_: str, persona_id: str, limit: int,
+        after: tuple[datetime, str] | None,
     ) -> list[EventRecord]:
-        stmt = select(_events).where(_events.c.org_id == org_id)
+        stmt = select(_events).where(_events.c.org_id == org_id, seen_from(_events.c.workspace_id, workspace_id))
         if type_:
             stmt = stmt.where(_events.c.type == type_)
         if persona_id:

@@ -9,6 +9,16 @@ SCOPES = ("personas:read", "personas:write", "chat:read", "chat:write", "config:
 ROLES = ("owner", "admin", "member")
 PLANS = ("free", "pro", "team", "enterprise")
 
+# Platform administration, in the `<resource>:<action>` style of the six.
+# Every admin-only RPC requires it besides the caller being a platform
+# administrator (checked at startup: `platform_admin` RPCs declare it, and
+# only they), so a key's scopes confine an administrator's power too. A key
+# holds it only if a platform administrator granted it; a platform
+# administrator's session JWT (the person's own credential) carries it.
+ADMIN_SCOPE = "platform:admin"
+# What an API key may be granted, in their canonical order.
+KEY_SCOPES = (*SCOPES, ADMIN_SCOPE)
+
 # Provisioning through SCIM. Not one of the six scopes an API key is given:
 # SCIM tokens hold it alone, and `config:write` implies it.
 SCIM_SCOPE = "scim:provision"
@@ -32,6 +42,11 @@ ROLE_SCOPES = {
 }
 
 
+def session_scopes(role: str, platform_admin: bool) -> frozenset[str]:
+    """A session JWT's scopes: its role's, and platform administration for a platform administrator."""
+    return ROLE_SCOPES[role] | {ADMIN_SCOPE} if platform_admin else ROLE_SCOPES[role]
+
+
 @dataclass(frozen=True)
 class Principal:
     kind: str  # "api_key" | "session"
@@ -45,3 +60,7 @@ class Principal:
     is_platform_admin: bool
     ip_allowlist: tuple[str, ...] = ()
     expires_at: datetime | None = None
+    # Reads every workspace of the organization's events and audit log: a
+    # session of a member no SCIM group confines to workspaces. API keys
+    # (scoped to a workspace) and confined members' sessions are not.
+    org_wide: bool = False

@@ -15,12 +15,20 @@ from grpc_reflection.v1alpha import reflection
 from persona_service.kernel import logs, tracing
 from persona_service.kernel import settings as config
 from persona_service.kernel.app import App
+from persona_service.kernel.edge import EDGE_HEADERS_KB
 from persona_service.kernel.limits.plans import ENDPOINT_CAPS
 from persona_service.kernel.module import Modules
 from persona_service.kernel.transport.pipeline import RequestPipeline
 from persona_service.kernel.transport.policy import check_caps, find_services, method_table
 
 log = logging.getLogger(__name__)
+
+# Above anything the edge forwards: a request's headers (EDGE_HEADERS_KB at
+# most, its URL included), the transcoder's copy of the URL
+# (`x-envoy-original-path`) and the few headers the edge adds. gRPC's own
+# default (8 KiB) refused bigger ones as RESOURCE_EXHAUSTED, which the edge
+# could only answer as 429, a status clients retry.
+MAX_METADATA_BYTES = 2 * EDGE_HEADERS_KB * 1024 + 16 * 1024
 
 
 def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Server, health.HealthServicer]:
@@ -35,7 +43,9 @@ def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Se
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stream" if streams else "rpc"),
         interceptors=[RequestPipeline(app, methods, engine=app.stream_engine if streams else app.engine)],
-        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 8 * 1024 * 1024)],
+        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 8 * 1024 * 1024),
+                 ("grpc.max_metadata_size", MAX_METADATA_BYTES),
+                 ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES)],
         maximum_concurrent_rpcs=workers if streams else None,
     )
     for binding in app.modules.services:

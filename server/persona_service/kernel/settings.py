@@ -91,7 +91,6 @@ class Settings(Section):
     grpc_port: _Port = Field(
         50051, description="the gRPC server itself (127.0.0.1); further processes take the next ports",
     )
-    admin_port: _Port = Field(9901, validation_alias="PERSONA_ENVOY_ADMIN_PORT", description="Envoy admin (127.0.0.1)")
     grpc_workers: int = Field(
         4, ge=1,
         description="unary worker threads per server process (4 measured ~20% more throughput than 8: fewer GIL "
@@ -115,10 +114,31 @@ class Settings(Section):
         description="most rate-limit units a server process reserves in Redis at once for calls of one organization "
                     "(admitted without a Redis round trip for up to a second; never over-admits); 1 turns leases off",
     )
+    limit_override_ceiling: float = Field(
+        10, ge=1, le=1000, allow_inf_nan=False,
+        description="how far an Enterprise organization may raise each `api.rate_limit.*` limit, as a multiple of "
+                    "the Enterprise plan's default (10: at most 60000 requests a minute, 500 concurrent "
+                    "generations, …); a higher value is refused (422 `validation_failed` naming the maximum)",
+    )
+    redis_max_connections: int = Field(
+        32, ge=2,
+        description="Redis connections per server process, shared by the limiter, caches, runs and the invalidation "
+                    "bus (which holds one); a call finding all in use waits for one instead of failing",
+    )
+    redis_acquire_timeout_seconds: float = Field(
+        0.5, gt=0, le=30, allow_inf_nan=False,
+        description="how long a call waits for a free Redis connection before treating Redis as unavailable",
+    )
     run_workers: int = Field(
         16, ge=1,
         description="threads per server process running streamed operations (durable runs: generations, replies); "
         "beyond them runs wait their turn",
+    )
+    generation_turns: int = Field(
+        1, ge=1,
+        description="streamed generation steps (the work up to a stream's next frame) computed at once per server "
+                    "process; the others wait their turn, organizations taking turns weighted by plan, so one "
+                    "organization's streams cannot starve another's (or the process's unary calls) of CPU",
     )
     task_workers: int = Field(
         2, ge=1, description="threads per server process running durable tasks (portrait renders, …), on the "

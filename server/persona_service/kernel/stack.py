@@ -7,6 +7,7 @@ tests run exactly what users run."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import pathlib
@@ -108,6 +109,21 @@ class Stack:
         return f"http://127.0.0.1:{self.settings.http_port}"
 
     @property
+    def admin_socket(self) -> pathlib.Path:
+        """Envoy's admin interface: a Unix socket only this user may open."""
+        return self.settings.data_dir / "envoy-admin.sock"
+
+    def envoy_admin(self, path: str, timeout: float = 1) -> tuple[int, bytes]:
+        """GET `path` on Envoy's admin interface (`/ready`, `/stats/prometheus`, ...)."""
+        connection = _UnixHTTPConnection(str(self.admin_socket), timeout)
+        try:
+            connection.request("GET", path)
+            answer = connection.getresponse()
+            return answer.status, answer.read()
+        finally:
+            connection.close()
+
+    @property
     def _pids_file(self) -> pathlib.Path:
         return self.settings.data_dir / "stack-pids.json"
 
@@ -132,7 +148,6 @@ class Stack:
             ensure_port_free(port, "gRPC server", "127.0.0.1")
             ensure_port_free(self.stream_port(port), "gRPC stream server", "127.0.0.1")
         ensure_port_free(self.settings.http_port, "HTTP edge", self.settings.http_host)
-        ensure_port_free(self.settings.admin_port, "Envoy admin", "127.0.0.1")
         self._start_reaper()
         self.database_url = self.settings.database_url or postgres_url(data / "postgres")
         if self.settings.redis_url:
@@ -229,9 +244,14 @@ class Stack:
     def start_envoy(self) -> None:
         config = self.write_envoy_config(str(self.log_dir / "access.log"))
         self._supervisor.start(Child(
-            "envoy", envoy_command(config, len(self.grpc_ports)), dict(os.environ), self.log_dir / "envoy.log",
+            "envoy", envoy_command(config, len(self.grpc_ports)), self.envoy_env(), self.log_dir / "envoy.log",
             ready=self._wait_http,
         ))
+
+    def envoy_env(self) -> dict[str, str]:
+        """Envoy's environment: the edge secret reaches it only here (readable
+        by this user alone), never through its argv or a file."""
+        return {**os.environ, edge.EDGE_SECRET_ENV: self._edge_secret}
 
     def write_envoy_config(self, access_log: str) -> pathlib.Path:
         """The edge's configuration for this stack's server processes (`persona-service edge`
@@ -239,14 +259,17 @@ class Stack:
         self.grpc_ports = self.grpc_ports or [self.settings.grpc_port]
         config = self.settings.data_dir / "envoy.yaml"
         config.parent.mkdir(parents=True, exist_ok=True)
-        config.touch(mode=0o600)  # it holds the edge secret
+        config.touch(mode=0o600)  # for the operator's eyes only
         config.chmod(0o600)
+        if len(str(self.admin_socket).encode()) > MAX_UNIX_SOCKET_PATH:
+            raise StackError(f"the data dir's path is too long for Envoy's admin socket ({self.admin_socket}); "
+                             "set a shorter PERSONA_DATA_DIR")
         config.write_text(
             edge.render(
                 services=self.modules.service_names, http_port=self.settings.http_port, grpc_ports=self.grpc_ports,
-                admin_port=self.settings.admin_port, access_log=access_log,
+                admin_socket=self.admin_socket, access_log=access_log,
                 access_log_style=self.settings.access_log_format,
-                listen_address=self.settings.http_host, edge_secret=self._edge_secret,
+                listen_address=self.settings.http_host,
                 request_timeout=self.settings.edge_request_timeout_seconds,
                 max_connections=self.settings.edge_max_connections,
                 descriptor=self._descriptor(), lenient_query_prefixes=self.modules.lenient_query_prefixes,
@@ -325,19 +348,34 @@ class Stack:
             return False
 
     def _wait_http(self, proc: subprocess.Popen, timeout: float = 30) -> None:
-        import urllib.request
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise StackError(f"Envoy exited ({proc.returncode}); see {self.log_dir}/envoy.log")
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.settings.admin_port}/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.1)
+                if self.envoy_admin("/ready")[0] == 200:
+                    return
+            except (OSError, http.client.HTTPException):
+                pass
+            time.sleep(0.1)
         raise StackError("Envoy did not become ready")
+
+
+# sockaddr_un's sun_path holds 108 bytes, the terminating NUL included.
+MAX_UNIX_SOCKET_PATH = 107
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over a Unix socket (Envoy's admin interface)."""
+
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self._path)
 
 
 def _terminate(proc: subprocess.Popen, timeout: float = 10) -> None:

@@ -7,7 +7,7 @@ from persona_service.billing.service import BillingService
 from persona_service.files.storage import storage_for
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, current
-from persona_service.kernel.transport.convert import page_limit, timestamp
+from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
 from persona_service.marketplace.records import ListingRecord, PurchaseRecord
 from persona_service.marketplace.service import MarketplaceService
 from persona_service.marketplace.settings import MarketplaceSettings
@@ -70,7 +70,7 @@ def listing(row: ListingRecord, caller_org_id: str) -> marketplace_pb2.Listing:
         audience_tags=row.audience_tags, price_minor=row.price_minor, currency=row.currency, status=row.status,
         rejection_reason=row.rejection_reason, mine=row.org_id == caller_org_id,
         created_at=timestamp(row.created_at), updated_at=timestamp(row.updated_at),
-        published_at=timestamp(row.published_at),
+        published_at=nullable_time(row.published_at),
     )
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from persona.v1 import moderation_pb2, moderation_pb2_grpc
 
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import page_limit, struct, timestamp
+from persona_service.kernel.transport.convert import nullable_time, page_limit, struct, timestamp
 from persona_service.moderation.queue import ModerationQueue
 from persona_service.moderation.records import ReviewRecord
 
@@ -35,7 +35,7 @@ def review(row: ReviewRecord) -> moderation_pb2.ModerationReview:
     return moderation_pb2.ModerationReview(
         id=row.id, org_id=row.org_id, workspace_id=row.workspace_id, stage=row.stage, subject_type=row.subject_type,
         subject_id=row.subject_id, categories=row.categories, scores=struct(row.scores or {}), excerpt=row.excerpt,
-        status=row.status, claimed_by=row.claimed_by, claim_expires_at=timestamp(row.claim_expires_at),
-        decision=row.decision, note=row.note, resolved_by=row.resolved_by, resolved_at=timestamp(row.resolved_at),
+        status=row.status, claimed_by=row.claimed_by, claim_expires_at=nullable_time(row.claim_expires_at),
+        decision=row.decision, note=row.note, resolved_by=row.resolved_by, resolved_at=nullable_time(row.resolved_at),
         created_at=timestamp(row.created_at),
     )

@@ -14,7 +14,7 @@ def bootstrap(args: argparse.Namespace) -> int:
     from persona_service.kernel.db import migrate
     from persona_service.kernel.db.engine import make_engine
     from persona_service.kernel.embedded import database_url
-    from persona_service.kernel.principal import SCOPES
+    from persona_service.kernel.principal import KEY_SCOPES, SCOPES
     from persona_service.orgs.keys import KeyService
     from persona_service.orgs.service import Onboarding
 
@@ -28,7 +28,7 @@ def bootstrap(args: argparse.Namespace) -> int:
         )
         _, secret = KeyService(conn).create(
             None, org_id=made.org_id, workspace_id=made.workspace_id, user_id=made.user_id, plan=args.plan,
-            name="bootstrap", scopes=list(SCOPES), mode=args.mode,
+            name="bootstrap", scopes=list(KEY_SCOPES if args.platform_admin else SCOPES), mode=args.mode,
         )
     engine.dispose()
     print(json.dumps({"orgId": made.org_id, "workspaceId": made.workspace_id, "userId": made.user_id, "apiKey": secret}))

@@ -23,3 +23,10 @@ class OrgDirectory:
     def set_plan(self, org_id: str, plan: str) -> None:
         """The plan every credential of the organization acts under (limits, features)."""
         self.repo.set_plan(org_id, plan)
+
+    def linked_later(self, org_id: str, user_id: str) -> list[str]:
+        """The other organizations that came to know this organization's user
+        after it did. Identities are per organization, so these can only be
+        links by e-mail that SCIM provisioning made before it stopped linking
+        across organizations; the person's erasure ends them too."""
+        return self.repo.joined_after(org_id, user_id)

@@ -11,7 +11,7 @@ from persona_service.kernel.auth import hash_secret
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import Forbidden, NotFound, ValidationFailed, Violation
-from persona_service.kernel.principal import SCIM_SCOPE, SCOPES, Principal
+from persona_service.kernel.principal import KEY_SCOPES, SCIM_SCOPE, Principal
 from persona_service.orgs.keys_repository import SCIM, KeyRepository
 from persona_service.orgs.records import ApiKeyRecord
 
@@ -42,7 +42,7 @@ class KeyService:
         mode = mode or "live"
         secret = new_secret(mode)
         # Keep the catalogue order, so the stored list is canonical.
-        ordered = [s for s in SCOPES if s in set(scopes)]
+        ordered = [s for s in KEY_SCOPES if s in set(scopes)]
         row = self.repo.create(
             id=ids.new_id("api_key"), org_id=org_id, workspace_id=workspace_id, created_by_user_id=user_id,
             name=name, scopes=ordered, mode=mode, prefix=secret[:12], secret_hash=hash_secret(secret),

@@ -1,7 +1,7 @@
 from persona.v1 import keys_pb2, keys_pb2_grpc
 
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import optional_time, timestamp
+from persona_service.kernel.transport.convert import nullable_time, optional_time, timestamp
 from persona_service.orgs.keys import KeyService
 from persona_service.orgs.records import ApiKeyRecord
 
@@ -10,7 +10,7 @@ def api_key(row: ApiKeyRecord) -> keys_pb2.ApiKey:
     return keys_pb2.ApiKey(
         id=row.id, name=row.name, scopes=row.scopes, mode=row.mode, prefix=row.prefix,
         ip_allowlist=row.ip_allowlist, workspace_id=row.workspace_id, created_at=timestamp(row.created_at),
-        expires_at=timestamp(row.expires_at), revoked_at=timestamp(row.revoked_at),
+        expires_at=nullable_time(row.expires_at), revoked_at=nullable_time(row.revoked_at),
     )
 
 

@@ -29,15 +29,18 @@ class MemberDirectory:
         self.repo = OrgRepository(conn)
 
     def provision(self, org_id: str, email: str, name: str) -> Provisioned:
-        """The member with this email, made one (role `member`) if they are not."""
+        """The organization's member with this email (linked), or a new user made
+        a member (role `member`). An e-mail address proves nothing across
+        organizations: a user of another organization, or of none, is never
+        linked; the new identity then gets an address of its own."""
         user_id = self.repo.user_by_email(email)
-        if user_id is None:
-            user_id = ids.new_id("user")
-            self.repo.create_user(id=user_id, email=email, name=name, is_platform_admin=False)
-        linked = self.repo.role_of(org_id, user_id) is not None
-        if not linked:
-            self.repo.add_member(org_id, user_id, "member")
-        return Provisioned(user_id, linked)
+        if user_id is not None and self.repo.role_of(org_id, user_id) is not None:
+            return Provisioned(user_id, True)
+        new_id = ids.new_id("user")
+        address = email if user_id is None else f"scim+{new_id}@invalid"
+        self.repo.create_user(id=new_id, email=address, name=name, is_platform_admin=False)
+        self.repo.add_member(org_id, new_id, "member")
+        return Provisioned(new_id, False)
 
     def role_of(self, org_id: str, user_id: str) -> str | None:
         return self.repo.role_of(org_id, user_id)

@@ -55,7 +55,7 @@ class OrgRepository:
         """The user's membership in the org (with the user's admin flag and
         the org's plan) if the workspace is the org's; else None."""
         stmt = (
-            select(_members.c.role, _users.c.is_platform_admin, _orgs.c.plan)
+            select(_members.c.role, _members.c.workspace_ids, _users.c.is_platform_admin, _orgs.c.plan)
             .join(_users, _users.c.id == _members.c.user_id)
             .join(_orgs, _orgs.c.id == _members.c.org_id)
             .join(_workspaces, (_workspaces.c.org_id == _orgs.c.id) & (_workspaces.c.id == workspace_id))
@@ -65,7 +65,8 @@ class OrgRepository:
         row = self.conn.execute(stmt).first()
         if row is None:
             return None
-        return MemberCredential(role=row.role, plan=row.plan, is_platform_admin=row.is_platform_admin)
+        return MemberCredential(role=row.role, plan=row.plan, is_platform_admin=row.is_platform_admin,
+                                all_workspaces=row.workspace_ids is None)
 
     # --- provisioning (SCIM, through orgs.members.MemberDirectory) ---------------
 
@@ -80,6 +81,14 @@ class OrgRepository:
         stmt = select(func.count()).select_from(_members).where(_members.c.user_id == user_id,
                                                                 _members.c.org_id != org_id)
         return self.conn.execute(stmt).scalar_one()
+
+    def joined_after(self, org_id: str, user_id: str) -> list[str]:
+        """The other organizations the user became a member of after this one."""
+        joined = select(_members.c.created_at).where(_members.c.org_id == org_id,
+                                                     _members.c.user_id == user_id).scalar_subquery()
+        stmt = (select(_members.c.org_id).where(_members.c.user_id == user_id, _members.c.org_id != org_id,
+                                                _members.c.created_at > joined).order_by(_members.c.created_at))
+        return list(self.conn.execute(stmt).scalars())
 
     def update_user(self, user_id: str, **values) -> None:
         self.conn.execute(update(_users).where(_users.c.id == user_id).values(**values))

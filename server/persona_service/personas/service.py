@@ -270,7 +270,10 @@ class PersonaService:
         row = self.repo.update(persona_id, **values)
         result = AuditResult(row, score, threshold, provocation_passed, passed, scored["notes"])
         if not passed:
-            self._emit(row, "persona.audit_failed", {"reason": reason, "score": score, "threshold": threshold})
+            self._emit(row, "persona.audit_failed", {
+                "reason": reason, "score": score, "threshold": threshold, "action": "block" if blocking else "none",
+                "subjectType": "persona", "subjectId": row.id,
+            })
             if blocking:
                 err = AuditBlocked(
                     "The persona failed its audit and was flagged.",

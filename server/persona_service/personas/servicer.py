@@ -4,7 +4,7 @@ from persona.v1 import personas_pb2, personas_pb2_grpc
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import struct, timestamp
+from persona_service.kernel.transport.convert import message_json, nullable_time, struct, timestamp
 from persona_service.kernel.transport.errors import error_message
 from persona_service.personas.cards import persona_to_card
 from persona_service.personas.records import PersonaRecord
@@ -18,8 +18,8 @@ def persona(row: PersonaRecord) -> personas_pb2.Persona:
         intent=row.intent, soul=personas_pb2.Soul(**row.soul), state=row.state, version=row.version,
         parent_id=row.parent_id or "", root_id=row.root_id, fork_ordinal=row.fork_ordinal,
         flagged_reason=row.flagged_reason, last_run_id=row.last_run_id, created_at=timestamp(row.created_at),
-        updated_at=timestamp(row.updated_at), deleted_at=timestamp(row.deleted_at),
-        purge_at=timestamp(row.purge_at), archived_at=timestamp(row.archived_at),
+        updated_at=timestamp(row.updated_at), deleted_at=nullable_time(row.deleted_at),
+        purge_at=nullable_time(row.purge_at), archived_at=nullable_time(row.archived_at),
     )
     if row.audit_score is not None:
         message.audit_score = row.audit_score
@@ -27,7 +27,7 @@ def persona(row: PersonaRecord) -> personas_pb2.Persona:
 
 
 def persona_json(row: PersonaRecord) -> dict:
-    return json_format.MessageToDict(persona(row), always_print_fields_with_no_presence=True)
+    return message_json(persona(row))
 
 
 def pipeline_event(progress: dict) -> personas_pb2.PipelineEvent:

@@ -10,7 +10,7 @@ import builtins
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from email.utils import formatdate
 
 from persona_service.files.storage import object_key
@@ -18,6 +18,7 @@ from persona_service.kernel import ids
 from persona_service.kernel.clock import iso, utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import ApiError, NotFound, StateConflict
+from persona_service.kernel.limits.plans import Quota
 from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.tasks import enqueue
@@ -57,7 +58,7 @@ class PortraitService:
 
     # --- requests ---------------------------------------------------------------------
 
-    def create(self, principal: Principal, persona_id: str, prompt: str, style: str, images_per_month: int
+    def create(self, principal: Principal, persona_id: str, prompt: str, style: str, images_per_month: Quota
                ) -> PortraitRecord:
         persona = self._persona(principal, persona_id)
         if persona.state == "archived":
@@ -69,7 +70,7 @@ class PortraitService:
                          conversation_id=portrait_id, prompt=prompt, style=style or DEFAULT_STYLE)
 
     def edit(self, principal: Principal, persona_id: str, portrait_id: str, instruction: str,
-             images_per_month: int) -> PortraitRecord:
+             images_per_month: Quota) -> PortraitRecord:
         source = self._editable(principal, persona_id, portrait_id)
         self._moderate(principal, instruction, "portrait_instruction", portrait_id)
         return self._add(principal, images_per_month, id=str(uuid.uuid4()), persona_id=persona_id,
@@ -160,7 +161,7 @@ class PortraitService:
 
     # --- helpers ----------------------------------------------------------------------
 
-    def _add(self, principal: Principal, images_per_month: int, **values) -> PortraitRecord:
+    def _add(self, principal: Principal, images_per_month: Quota, **values) -> PortraitRecord:
         self._check_quota(principal.org_id, images_per_month)
         key = object_key(principal.org_id, "portraits", values["persona_id"], f"{values['id']}.png")
         row = self.repo.add(org_id=principal.org_id, workspace_id=principal.workspace_id, status="pending",
@@ -209,20 +210,17 @@ class PortraitService:
         err.persist = True  # the review item and its event are part of the refusal
         raise err
 
-    def _check_quota(self, org_id: str, limit: int) -> None:
+    def _check_quota(self, org_id: str, quota: Quota) -> None:
+        """Images count in the organization's billing period (`quota`); an
+        overrun's `Retry-After` is that period's end."""
         self.repo.lock_quota(org_id)  # concurrent requests of one organization count one at a time
-        now = self.clock()
-        month = now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-        used = self.repo.used_since(org_id, month)
-        if used >= limit:
-            reset = month.replace(year=month.year + 1, month=1) if month.month == 12 else month.replace(
-                month=month.month + 1)
+        used = self.repo.used_since(org_id, quota.start)
+        if used >= quota.limit:
             err = PortraitQuotaExceeded(
                 "The monthly image quota is used up; it resets at the start of the next billing period.",
-                {"used": used, "limit": limit, "quota": "images_per_month",
-                 "resetAt": iso(reset)},
+                {"used": used, "limit": quota.limit, "quota": "images_per_month", "resetAt": iso(quota.end)},
             )
-            err.headers = {"retry-after": formatdate(reset.timestamp(), usegmt=True)}
+            err.headers = {"retry-after": formatdate(quota.end.timestamp(), usegmt=True)}
             raise err
 
 

@@ -7,9 +7,10 @@ from persona.v1 import portraits_pb2, portraits_pb2_grpc
 
 from persona_service.files.settings import FileSettings
 from persona_service.files.storage import Storage, storage_for
+from persona_service.kernel.limits.plans import Quota
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, current
-from persona_service.kernel.transport.convert import page_limit, timestamp
+from persona_service.kernel.transport.convert import int32, page_limit, timestamp
 from persona_service.portraits.records import SETTLED, PortraitRecord
 from persona_service.portraits.render import image_provider
 from persona_service.portraits.service import PortraitService
@@ -29,8 +30,8 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
     def _service(self, ctx: RequestContext) -> PortraitService:
         return PortraitService(ctx.conn, moderate=self.app.provider_for(ctx).moderate, cursors=self.app.cursors)
 
-    def _quota(self, ctx: RequestContext) -> int:
-        return self.app.limits.limits(ctx.caller, lambda: ctx.conn).images_per_month
+    def _quota(self, ctx: RequestContext) -> Quota:
+        return self.app.limits.quota(ctx.caller, "images_per_month", lambda: ctx.conn)
 
     def _portrait(self, row: PortraitRecord) -> portraits_pb2.Portrait:
         return portrait(row, storage_for(self.app), self.ttl)
@@ -120,7 +121,7 @@ def portrait(row: PortraitRecord, storage: Storage, ttl: int) -> portraits_pb2.P
         id=row.id, persona_id=row.persona_id, conversation_id=row.conversation_id,
         parent_portrait_id=row.parent_portrait_id or "", instruction=row.instruction, prompt=row.prompt,
         style=row.style, status=row.status, canonical=row.canonical, storage_key=row.storage_key,
-        signed_url=url.url, signed_url_expires_at=timestamp(url.expires_at), size=row.size, width=row.width,
+        signed_url=url.url, signed_url_expires_at=timestamp(url.expires_at), size=int32(row.size), width=row.width,
         height=row.height, failure_code=row.failure_code, created_at=timestamp(row.created_at),
         updated_at=timestamp(row.updated_at),
     )

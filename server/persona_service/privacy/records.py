@@ -18,3 +18,11 @@ class ExportRecord:
     created_at: datetime
     completed_at: datetime | None
     expires_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Erasure:
+    """What an erasure did (counts by kind), and the organizations it erased in."""
+
+    counts: dict[str, int]
+    org_ids: tuple[str, ...]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,7 +20,7 @@ from persona_service.kernel.errors import StateConflict
 from persona_service.kernel.personal_data import Subject, audit_events
 from persona_service.kernel.principal import Principal
 from persona_service.orgs.directory import OrgDirectory
-from persona_service.privacy.records import ExportRecord
+from persona_service.privacy.records import Erasure, ExportRecord
 from persona_service.privacy.repository import PrivacyRepository
 
 SCHEMA_VERSION = 1
@@ -37,22 +38,28 @@ class PrivacyService:
     def request(self, principal: Principal) -> ExportRecord:
         return self.repo.request(ids.new_id("privacy_export"), principal.org_id, principal.user_id)
 
-    def erase(self, principal: Principal, erasers: Sequence[Eraser], storage: Storage) -> dict[str, int]:
+    def erase(self, principal: Principal, erasers: Sequence[Eraser], storage: Storage) -> Erasure:
         """Right to erasure (see the proto): every module erases its part; this
-        module its own exports. The owner of the organization is refused."""
-        org = OrgDirectory(self.conn).get(principal.org_id)
-        if org is not None and org.owner_user_id == principal.user_id:
-            raise StateConflict("The organization's owner cannot erase their data; transfer ownership first.",
-                                "owner", {"userId": principal.user_id})
-        subject, now = Subject(principal.org_id, principal.user_id), utcnow()
-        counts: dict[str, int] = {}
-        for erase in erasers:
-            counts.update(erase(self.conn, subject, now))
-        exports = self.repo.delete_for(principal.org_id, principal.user_id)
-        for key in filter(None, exports):
-            storage.delete(key)
-        counts["privacy_exports_deleted"] = len(exports)
-        return counts
+        module its own exports. The person is erased wherever a link made them
+        known after this organization (OrgDirectory.linked_later), so no link
+        keeps their record alive. The owner of an organization is refused."""
+        directory = OrgDirectory(self.conn)
+        org_ids = [principal.org_id, *directory.linked_later(principal.org_id, principal.user_id)]
+        for org_id in org_ids:
+            org = directory.get(org_id)
+            if org is not None and org.owner_user_id == principal.user_id:
+                raise StateConflict("The organization's owner cannot erase their data; transfer ownership first.",
+                                    "owner", {"userId": principal.user_id})
+        now, counts = utcnow(), Counter[str]()
+        for org_id in org_ids:
+            subject = Subject(org_id, principal.user_id)
+            for erase in erasers:
+                counts.update(erase(self.conn, subject, now))
+            exports = self.repo.delete_for(org_id, principal.user_id)
+            for key in filter(None, exports):
+                storage.delete(key)
+            counts.update(privacy_exports_deleted=len(exports))
+        return Erasure(dict(counts), tuple(org_ids))
 
     def list(self, principal: Principal, cursor: str, limit: int):
         return keyset_page(

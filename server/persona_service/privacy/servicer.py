@@ -5,7 +5,7 @@ from persona.v1 import privacy_pb2, privacy_pb2_grpc
 from persona_service.files.storage import storage_for
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import page_limit, struct, timestamp
+from persona_service.kernel.transport.convert import nullable_time, page_limit, struct, timestamp
 from persona_service.privacy.records import ExportRecord
 from persona_service.privacy.service import PrivacyService, download_of, status_of
 
@@ -19,8 +19,8 @@ class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
         link = download_of(row, storage_for(self.app), now)
         return privacy_pb2.PrivacyExport(
             id=row.id, status=status_of(row, now), download_url=link.url if link else "",
-            expires_at=timestamp(row.expires_at if link else None), sha256=row.sha256 if link else "",
-            created_at=timestamp(row.created_at), completed_at=timestamp(row.completed_at),
+            expires_at=nullable_time(row.expires_at if link else None), sha256=row.sha256 if link else "",
+            created_at=timestamp(row.created_at), completed_at=nullable_time(row.completed_at),
         )
 
     def CreatePrivacyExport(self, request, context):
@@ -30,11 +30,14 @@ class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
 
     def EraseMyData(self, request, context):
         ctx = current()
-        counts = PrivacyService(ctx.conn).erase(ctx.caller, self.app.modules.erasers, storage_for(self.app))
-        org_id = ctx.caller.org_id
-        # Every process drops the organization's cached credentials: the user's stop working at once.
-        ctx.after_commit.append(lambda: self.app.invalidate(f"org:{org_id}"))
-        return privacy_pb2.PrivacyErasure(erased_at=timestamp(utcnow()), counts=struct(counts))
+        erasure = PrivacyService(ctx.conn).erase(ctx.caller, self.app.modules.erasers, storage_for(self.app))
+        # Every process drops the organizations' cached credentials: the user's stop working at once.
+        def drop_cached() -> None:
+            for org_id in erasure.org_ids:
+                self.app.invalidate(f"org:{org_id}")
+
+        ctx.after_commit.append(drop_cached)
+        return privacy_pb2.PrivacyErasure(erased_at=timestamp(utcnow()), counts=struct(erasure.counts))
 
     def ListPrivacyExports(self, request, context):
         ctx = current()

@@ -16,11 +16,37 @@ _SERVER_SET = {"id", "meta", "schemas"}
 _TRUE, _FALSE = {"true"}, {"false"}
 
 
+# No SCIM message nests deeper than a handful of levels; a body nested deeper
+# is refused before any walk over it (json, copy, ==) can recurse out of stack.
+MAX_DEPTH = 32
+
+
 def parse_json(data: bytes) -> Any:
     try:
-        return json.loads(data or b"null")
+        value = json.loads(data or b"null")
+        too_deep = not _depth_within(value, MAX_DEPTH)
     except (ValueError, UnicodeDecodeError):
         raise bad_request("invalidSyntax", "The body is not JSON.") from None
+    except RecursionError:  # deeper than the parser's own stack
+        too_deep = True
+    if too_deep:
+        raise bad_request("invalidSyntax", f"The body nests deeper than {MAX_DEPTH} levels.")
+    return value
+
+
+def _depth_within(value: Any, limit: int) -> bool:
+    """Whether objects and arrays nest at most `limit` deep (iterative: the
+    check itself never recurses)."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return False
+        pending.extend((child, depth + 1) for child in children)
+    return True
 
 
 def canonical(rt: ResourceType, raw: Any) -> dict[str, Any]:
@@ -64,10 +90,19 @@ def coerce(attribute: Attribute, value: Any, path: str, violations: list[dict[st
     """One attribute's value in canonical form (None: unassigned)."""
     if attribute.multi_valued:
         items = value if isinstance(value, list) else [value]
-        single = Attribute(attribute.name, attribute.type, False, attribute.case_exact, attribute.mutability,
-                           attribute.returned, attribute.sub_attributes)
-        values = [coerce(single, item, path, violations) for item in items if item is not None]
+        values = [_coerce_one(attribute, item, path, violations) for item in items if item is not None]
         return [v for v in values if v is not None] or None
+    if attribute.type == "complex" and attribute.sub("value") is not None and not isinstance(value, dict | list):
+        # Entra sends a singular complex reference (the enterprise `manager`) as
+        # its bare `value`; an empty one unassigns it.
+        if value == "":
+            return None
+        value = {"value": value}
+    return _coerce_one(attribute, value, path, violations)
+
+
+def _coerce_one(attribute: Attribute, value: Any, path: str, violations: list[dict[str, Any]]) -> Any:
+    """One value (an element, for a multi-valued attribute) in canonical form."""
     if attribute.type == "complex":
         if not isinstance(value, dict):
             violations.append({"path": path, "code": "type", "expected": "complex"})

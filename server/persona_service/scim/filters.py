@@ -6,6 +6,7 @@ the elements of a multi-valued attribute (PATCH value paths)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from scim2_models import Path, ScimFilter
@@ -213,6 +214,8 @@ def _compare(node: Comparison | Present, column, leaf: Attribute) -> ColumnEleme
     if leaf.type in ("integer", "decimal"):
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise bad_request("invalidFilter", f"{leaf.name} is a number.")
+    elif leaf.type == "dateTime":
+        value = _date_time(leaf, value)
     else:
         value = str(value)
         if not leaf.case_exact:
@@ -220,6 +223,18 @@ def _compare(node: Comparison | Present, column, leaf: Attribute) -> ColumnEleme
     if op in (CompareOperator.co, CompareOperator.sw, CompareOperator.ew) and not isinstance(value, str):
         raise bad_request("invalidFilter", f"{op.value} compares strings.")
     return _SQL_OPERATORS[op](column, value)
+
+
+def _date_time(leaf: Attribute, value: Any) -> datetime:
+    """A dateTime literal (RFC 7643 §2.3.5, xsd:dateTime; without an offset: UTC)."""
+    try:
+        parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise bad_request("invalidFilter", f"{leaf.name} is a dateTime: compare it with a string such as "
+                          f"\"2024-05-01T12:00:00Z\", not {value!r}.")
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 # --- in Python, on one element of a multi-valued attribute (PATCH) ----------------

@@ -14,7 +14,7 @@ from persona.v1 import scim_pb2, scim_pb2_grpc
 from persona_service.files.storage import public_url
 from persona_service.kernel.errors import ApiError, NotFound
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import page_limit, timestamp
+from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
 from persona_service.kernel.transport.errors import SCIM_MEDIA_TYPE
 from persona_service.orgs.keys import ScimTokens
 from persona_service.orgs.records import ApiKeyRecord
@@ -184,7 +184,7 @@ class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
 
 def scim_token(row: ApiKeyRecord) -> scim_pb2.ScimToken:
     return scim_pb2.ScimToken(id=row.id, name=row.name, prefix=row.prefix, created_at=timestamp(row.created_at),
-                              revoked_at=timestamp(row.revoked_at))
+                              revoked_at=nullable_time(row.revoked_at))
 
 
 class ScimTokenServicer(scim_pb2_grpc.ScimTokenServiceServicer):

@@ -2,7 +2,7 @@ from persona.v1 import webhooks_pb2, webhooks_pb2_grpc
 
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import page_limit, timestamp
+from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
 from persona_service.webhooks.records import AttemptRecord, DeliveryRecord, EndpointRecord
 from persona_service.webhooks.service import WebhookService
 from persona_service.webhooks.settings import WebhookSettings
@@ -13,7 +13,7 @@ def endpoint(row: EndpointRecord) -> webhooks_pb2.WebhookEndpoint:
         id=row.id, url=row.url, events=row.events, description=row.description, enabled=row.enabled,
         standard_webhooks=row.standard_webhooks, workspace_id=row.workspace_id, created_at=timestamp(row.created_at),
         updated_at=timestamp(row.updated_at), secret_created_at=timestamp(row.secret_created_at),
-        previous_secret_expires_at=timestamp(row.previous_secret_expires_at) if row.previous_secret_enc else None,
+        previous_secret_expires_at=nullable_time(row.previous_secret_expires_at if row.previous_secret_enc else None),
     )
 
 
@@ -21,8 +21,8 @@ def delivery(row: DeliveryRecord, attempts: list[AttemptRecord]) -> webhooks_pb2
     return webhooks_pb2.WebhookDelivery(
         id=row.id, endpoint_id=row.endpoint_id, event_id=row.event_id, event_type=row.event_type,
         status=row.status, attempt_count=row.attempt_count,
-        next_attempt_at=timestamp(row.next_attempt_at) if row.status == "pending" else None,
-        created_at=timestamp(row.created_at), completed_at=timestamp(row.completed_at),
+        next_attempt_at=nullable_time(row.next_attempt_at if row.status == "pending" else None),
+        created_at=timestamp(row.created_at), completed_at=nullable_time(row.completed_at),
         replay_of=row.replay_of or "",
         attempts=[
             webhooks_pb2.WebhookDeliveryAttempt(
@@ -68,7 +68,7 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
         return webhooks_pb2.WebhookEndpointSecret(
             secret=secrets.secret, secret_created_at=timestamp(secrets.secret_created_at),
             previous_secret=secrets.previous_secret,
-            previous_secret_expires_at=timestamp(secrets.previous_secret_expires_at),
+            previous_secret_expires_at=nullable_time(secrets.previous_secret_expires_at),
         )
 
     def UpdateWebhookEndpoint(self, request, context):

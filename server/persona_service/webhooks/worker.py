@@ -40,11 +40,13 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from persona.v1 import events_pb2
 from sqlalchemy import Engine
 
 from persona_service.kernel import ids, logs, tracing
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.secretbox import SecretBox
+from persona_service.kernel.transport.convert import message_json, struct, timestamp
 from persona_service.webhooks.http import HTTPClient, HTTPError
 from persona_service.webhooks.metrics import DELIVERIES, DELIVERY_SECONDS, outcome_of
 from persona_service.webhooks.records import DueDelivery
@@ -109,12 +111,14 @@ class Attempt:
 
 
 def envelope(row: DueDelivery) -> bytes:
-    occurred = row.occurred_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return json.dumps(
-        {"id": row.event_id, "type": row.type, "occurredAt": occurred, "orgId": row.org_id,
-         "workspaceId": row.workspace_id, "data": row.data},
-        separators=(",", ":"), ensure_ascii=False,
-    ).encode()
+    """The event exactly as GET /v1/events/{id} prints it (the same message,
+    printed as the transcoder prints it): one form per field, whichever way it
+    is read."""
+    message = events_pb2.Event(
+        id=row.event_id, type=row.type, occurred_at=timestamp(row.occurred_at), org_id=row.org_id,
+        workspace_id=row.workspace_id, data=struct(row.data),
+    )
+    return json.dumps(message_json(message), separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:

@@ -7,6 +7,7 @@ never leak."""
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -193,13 +194,71 @@ def test_404_other_tenants_org_is_indistinguishable(http, tenant, other):
     assert other.org_id not in foreign.text
 
 
-@pytest.mark.parametrize("method,path", [("GET", "/v1/nope"), ("GET", "/v2/orgs/x"), ("DELETE", "/v1/keys/key_x"), ("GET", "/")])
+@pytest.mark.parametrize("method,path", [("GET", "/v1/nope"), ("GET", "/v2/orgs/x"), ("DELETE", "/v1/keys/key_x/nope"),
+                                         ("GET", "/")])
 def test_404_unknown_path(http, tenant, method, path):
     error_of(http.request(method, path, headers=tenant.auth), 404, "not_found")
 
 
+# --- 405 --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method,path,allow", [
+    ("PUT", "/v1/personas", "GET, HEAD, POST"), ("DELETE", "/v1/keys/key_x", "GET, HEAD"),
+    ("GET", "/v1/keys/key_x:revoke", "POST"), ("DELETE", "/v1/personas?pageSize=2", "GET, HEAD, POST"),
+])
+def test_405_a_known_path_with_another_method_says_which_it_takes(http, tenant, method, path, allow):
+    r = http.request(method, path, headers=tenant.auth)
+    error = error_of(r, 405, "method_not_allowed")
+    assert r.headers["allow"] == allow and allow in error["message"]
+
+
+def test_405_under_scim_is_in_scims_error_schema(http):
+    r = http.delete("/v1/auth/scim/v2/Users")
+    assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD, POST"
+    assert r.headers["content-type"] == "application/scim+json" and r.json()["status"] == "405"
+
+
 def test_404_unknown_path_without_credentials(http):
     error_of(http.get("/v1/nope"), 404, "not_found")
+
+
+# --- protocols the edge does not serve ----------------------------------------
+
+
+def _raw_http(stack, request: bytes) -> httpx.Response:
+    """One request written as is on a socket (HTTP clients no longer speak HTTP/1.0)."""
+    with socket.create_connection(("127.0.0.1", stack.settings.http_port), timeout=10) as sock:
+        sock.sendall(request)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode().split("\r\n")
+    headers = [tuple(line.split(": ", 1)) for line in lines]
+    return httpx.Response(int(status_line.split()[1]), headers=headers, content=body)
+
+
+@pytest.mark.parametrize("request_line", ["GET /v1/orgs/x HTTP/1.0", "POST /v1/personas HTTP/1.0"])
+def test_426_http_1_0_gets_the_envelope(stack, request_line):
+    r = _raw_http(stack, f"{request_line}\r\nHost: x\r\nContent-Length: 0\r\n\r\n".encode())
+    # (Refused by the codec before any request exists: no request id.)
+    assert r.status_code == 426 and r.headers["content-type"] == "application/json"
+    assert r.json() == {"error": {"code": "upgrade_required", "details": {},
+                                  "message": "HTTP/1.0 is not served: use HTTP/1.1 or HTTP/2."}}
+
+
+def test_a_websocket_upgrade_is_a_400_in_the_envelope(http, tenant):
+    r = http.get("/v1/personas", headers={**tenant.auth, "Connection": "Upgrade", "Upgrade": "websocket",
+                                          "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+    error = error_of(r, 400, "bad_request")
+    assert "WebSocket" in error["message"] and "?stream=true" in error["message"]
+
+
+def test_a_websocket_upgrade_under_scim_gets_scims_error_schema(http):
+    r = http.get("/v1/auth/scim/v2/Users", headers={"Connection": "Upgrade", "Upgrade": "websocket"})
+    assert r.status_code == 400 and r.headers["content-type"] == "application/scim+json"
+    assert r.json()["status"] == "400" and "WebSocket" in r.json()["detail"]
 
 
 # --- 422 --------------------------------------------------------------------
@@ -272,10 +331,17 @@ def test_422_create_key_expiry_in_the_past(http, tenant):
 # --- 400 --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("content", [b'{"name": "k", "scopes": [', b"not json", b'{"name": "k" "scopes": []}', b"[]", b'"k"'])
-def test_400_malformed_json_body(http, tenant, content):
+@pytest.mark.parametrize(("content", "message"), [
+    (b'{"name": "k", "scopes": [', "The body is not valid JSON: Unexpected end of string. Expected a value or ] within "
+                                  "an array. At the end of the body."),
+    (b"not json", "The body is not valid JSON: Unexpected token. At: not json"),
+    (b'{"name": "k" "scopes": []}', 'The body is not valid JSON: Expected , or } after key:value pair. At: "scopes": []}'),
+    (b"[]", "The body must be a JSON object."),
+    (b'"k"', "The body must be a JSON object."),
+])
+def test_400_malformed_json_body_says_where(http, tenant, content, message):
     response = http.post("/v1/keys", headers={**tenant.auth, "content-type": "application/json"}, content=content)
-    error_of(response, 400, "bad_request")
+    assert error_of(response, 400, "bad_request")["message"] == message
 
 
 @pytest.mark.parametrize(
@@ -291,7 +357,7 @@ def test_400_wrong_json_type(http, tenant, body, field):
 
 def test_400_unknown_query_parameter(http, tenant):
     error = error_of(http.get(f"/v1/orgs/{tenant.org_id}", params={"foo": "bar"}, headers=tenant.auth), 400, "bad_request")
-    assert '"foo"' in error["message"]
+    assert error["message"] == 'Unknown query parameter "foo".'
 
 
 def test_400_query_parameter_of_wrong_type(http, tenant):

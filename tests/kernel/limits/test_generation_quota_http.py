@@ -1,13 +1,17 @@
 """The monthly generation quota through the edge: generation RPCs count
 toward it; an overrun is 429 `quota_exceeded` with `Retry-After` as an
-HTTP-date at the next billing period (the first of next month, UTC), not a
+HTTP-date at the end of the billing period (`currentPeriodEnd`; the first
+of next month, UTC, before the organization has a subscription), not a
 cooldown; a refused generation gives its unit back; reads never count."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 
+from persona_service.billing.repository import BillingRepository
+from persona_service.config.repository import ORG_LEVEL, ConfigRepository
+from persona_service.kernel.clock import iso
 from support import assert_envelope
 
 
@@ -42,3 +46,24 @@ def test_quota_exceeded_points_at_the_billing_reset(http, tenants):
     # Refine draws from the same quota.
     refine = http.post(f"/v1/personas/{persona_id}/refine", headers=tenant.auth, json={"instruction": "warmer"})
     assert_envelope(refine, 429, "quota_exceeded")
+
+
+def test_the_quota_resets_at_the_organizations_billing_period_end(http, engine, tenants):
+    """An organization billed from the 10th counts its quota from the 10th and
+    its `Retry-After` names the period's end (`currentPeriodEnd`), not the
+    calendar month's (issue #27)."""
+    tenant = tenants(plan="enterprise")
+    now = datetime.now(UTC).replace(microsecond=0)
+    start, end = now - timedelta(days=3), now + timedelta(days=4, hours=5)
+    with engine.begin() as conn:  # before its first request: limits are cached per process
+        ConfigRepository(conn).upsert(tenant.org_id, ORG_LEVEL, "api.rate_limit.generations_per_month", 1, "test")
+    assert http.get("/v1/billing/subscription", headers=tenant.auth).status_code == 200  # opens it
+    with engine.begin() as conn:
+        BillingRepository(conn).update_subscription(tenant.org_id, current_period_start=start, current_period_end=end)
+    assert http.get("/v1/billing/subscription", headers=tenant.auth).json()["currentPeriodEnd"] == iso(end)
+    assert http.post("/v1/personas", headers=tenant.auth, json={"intent": "A calm lighthouse cat"}).status_code == 200
+
+    over = http.post("/v1/personas", headers=tenant.auth, json={"intent": "A shy astronomer"})
+    error = assert_envelope(over, 429, "quota_exceeded")
+    assert parsedate_to_datetime(over.headers["retry-after"]) == end
+    assert error["details"]["resetAt"] == iso(end)

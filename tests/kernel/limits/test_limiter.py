@@ -5,13 +5,16 @@ the billing reset) with its refund, and the endpoint caps."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 import pytest
 import redis
+from persona_service.kernel import redis_pool
 from persona_service.kernel.limits.limiter import QuotaExceeded, RateLimited, RateLimiter
 from persona_service.kernel.limits.plans import Limits
 
@@ -267,3 +270,46 @@ def test_new_limits_never_draw_on_a_lease_taken_under_the_old_ones(leasing):
     lower = Limits(2_000, 10**6, 1, 1.0, 100)  # a downgrade: the window is already past the new limit
     with pytest.raises(RateLimited):
         first.admit(org, lower)
+
+
+def test_a_burst_larger_than_the_redis_pool_waits_and_never_fails_open(stack):
+    """64 concurrent admissions through a pool of 4 connections: every call
+    waits its turn for a connection, none fails open (an admission without
+    rate-limit headers) or errors (redis-py's default pool answered "Too
+    many connections" past its size, and the limiter then failed open)."""
+    client = redis_pool.connect(stack.redis_url, max_connections=4, acquire_timeout=5.0)
+    limiter = RateLimiter(client)
+    org, limits = subject(), Limits(600, 50_000, 64, 1.0, 1_000)  # under 2,000 a minute: no leases, Redis every call
+    start = threading.Barrier(64)
+
+    def admit(i: int):
+        start.wait()
+        return limiter.admit(org, limits, generation=True, token=f"req-{i}")
+
+    try:
+        with ThreadPoolExecutor(64) as pool:
+            admissions = list(pool.map(admit, range(64)))
+        assert all(a.headers and a.slot_keys for a in admissions)  # every one counted in Redis
+        assert client.zcard(f"rl:{{{org}}}:concurrent_generations") == 64
+    finally:
+        client.close()
+
+
+def test_a_flood_over_a_full_window_is_refused_without_asking_redis(limiter):
+    org, limits = subject(), Limits(10**6, 3, 2, 1.0, 100)  # the day window fills (a minute one could reset mid-test)
+    for i in range(3):
+        limiter.admit(org, limits, token=f"ok-{i}")
+    with pytest.raises(RateLimited) as first:
+        limiter.admit(org, limits, token="over")
+    asked = []
+    script = limiter._admit
+    limiter._admit = lambda **kw: asked.append(kw) or script(**kw)
+    try:
+        for i in range(100):
+            with pytest.raises(RateLimited) as again:
+                limiter.admit(org, limits, token=f"flood-{i}")
+            assert again.value.details["limit"] == "day" and again.value.headers["retry-after"]
+    finally:
+        limiter._admit = script
+    assert asked == []  # refused from memory
+    assert first.value.details == again.value.details | {"retryAfter": first.value.details["retryAfter"]}

@@ -6,6 +6,7 @@ per-address bucket of unauthenticated requests. Spec: Limits."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,10 +15,10 @@ import httpx
 import pytest
 from persona_service.config.repository import ORG_LEVEL, ConfigRepository
 from persona_service.kernel import ids
-from persona_service.kernel.limits.plans import ANONYMOUS_PER_MINUTE, PLAN_LIMITS
+from persona_service.kernel.limits.plans import ANONYMOUS_PER_MINUTE, PLAN_LIMITS, Limits, override_maximum
 from persona_service.kernel.principal import SCOPES
 from persona_service.orgs.repository import OrgRepository
-from support import assert_envelope, make_stack
+from support import assert_envelope, make_stack, running
 
 RPM = "/v1/config/api.rate_limit.requests_per_minute"
 RPD = "/v1/config/api.rate_limit.requests_per_day"
@@ -222,6 +223,51 @@ def test_rate_limits_are_org_level_only(http, tenants):
     r = http.put(RPM, json={"value": 100, "level": "workspace"}, headers=t.auth)
     error = assert_envelope(r, 422, "validation_failed")
     assert error["details"]["validationErrors"][0]["path"] == "level"
+
+
+# --- how far an organization may raise them ----------------------------------------
+
+LIMIT_NAMES = [f.name for f in dataclasses.fields(Limits)]
+
+
+def test_overrides_above_the_operators_ceiling_are_refused_naming_the_maximum(http, tenants):
+    """Every `api.rate_limit.*` key is bounded (default: 10x the Enterprise
+    plan's value); the audit set 1,000,000 requests a minute."""
+    t = tenants(plan="enterprise")
+    error = assert_envelope(put_limit(http, t.api_key, RPM, 1_000_000), 422, "validation_failed")
+    assert error["details"]["validationErrors"][0]["expected"]["maximum"] == 60_000
+    for name in LIMIT_NAMES:
+        path, maximum = f"/v1/config/api.rate_limit.{name}", override_maximum(name, 10)
+        over = maximum + 1 if isinstance(maximum, int) else maximum * 1.5
+        violation = assert_envelope(put_limit(http, t.api_key, path, over), 422, "validation_failed")[
+            "details"]["validationErrors"][0]
+        assert (violation["path"], violation["code"], violation["expected"]["maximum"]) == ("value", "range", maximum)
+        assert put_limit(http, t.api_key, path, maximum).status_code == 200, name
+
+
+@pytest.fixture(scope="module")
+def low_ceiling(stack, tmp_path_factory):
+    """A stack whose operator allows twice the Enterprise limits, on the session's PostgreSQL and Redis."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DATABASE_URL", stack.database_url)
+        mp.setenv("REDIS_URL", stack.redis_url)
+        low = make_stack(tmp_path_factory.mktemp("ceiling"), PERSONA_LIMIT_OVERRIDE_CEILING="2")
+    with running(low):
+        yield low
+
+
+def test_the_ceiling_is_the_operators_and_bounds_stored_values(low_ceiling, engine, tenants):
+    t = tenants(plan="enterprise")
+    enterprise = PLAN_LIMITS["enterprise"].requests_per_minute
+    # A value stored before the operator lowered the ceiling applies at the maximum.
+    with engine.begin() as conn:
+        ConfigRepository(conn).upsert(t.org_id, ORG_LEVEL, "api.rate_limit.requests_per_minute", 1_000_000, "test")
+    with httpx.Client(base_url=low_ceiling.http_url, timeout=30) as client:
+        r = client.get(f"/v1/orgs/{t.org_id}", headers=t.auth)
+        assert r.status_code == 200, r.text
+        assert r.headers["x-ratelimit-limit"] == str(2 * enterprise)
+        error = assert_envelope(put_limit(client, t.api_key, RPM, 2 * enterprise + 1), 422, "validation_failed")
+        assert error["details"]["validationErrors"][0]["expected"]["maximum"] == 2 * enterprise
 
 
 # --- two server processes share the windows ----------------------------------------

@@ -23,11 +23,12 @@ _sym_db = _symbol_database.Default()
 
 
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
+from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16persona/v1/admin.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\x1b\n\x19\x42uildOneDsarExportRequest\"P\n\x1a\x42uildOneDsarExportResponse\x12\x0f\n\x07handled\x18\x01 \x01(\x08\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x11\n\texport_id\x18\x03 \x01(\t\"\x1d\n\x1bRotateWebhookSecretsRequest\"\xca\x01\n\x1bWebhookSecretRotationResult\x12\x13\n\x0b\x65ndpoint_id\x18\x01 \x01(\t\x12\x0e\n\x06org_id\x18\x02 \x01(\t\x12\x0f\n\x07outcome\x18\x03 \x01(\t\x12\x35\n\x11secret_created_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12>\n\x1aprevious_secret_expires_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xaf\x01\n\x1cRotateWebhookSecretsResponse\x12\x38\n\x07results\x18\x01 \x03(\x0b\x32\'.persona.v1.WebhookSecretRotationResult\x12\x15\n\rrotated_count\x18\x02 \x01(\x05\x12\x17\n\x0fmax_age_seconds\x18\x03 \x01(\x03\x12%\n\x1dsecret_rotation_grace_seconds\x18\x04 \x01(\x03\x32\x89\x03\n\x0c\x41\x64minService\x12\xad\x01\n\x12\x42uildOneDsarExport\x12%.persona.v1.BuildOneDsarExportRequest\x1a&.persona.v1.BuildOneDsarExportResponse\"H\x8a\xb5\x18!\x10\x01 \x01:\x0e\x64sar.build_oneB\x0b\x64sar_export\x82\xd3\xe4\x93\x02\x1d\"\x18/v1/admin/dsar/build-one:\x01*\x12\xc8\x01\n\x14RotateWebhookSecrets\x12\'.persona.v1.RotateWebhookSecretsRequest\x1a(.persona.v1.RotateWebhookSecretsResponse\"]\x8a\xb5\x18-\x10\x01 \x01:\x15webhook_secret.rotateB\x10webhook_endpoint\x82\xd3\xe4\x93\x02&\"!/v1/admin/webhooks/rotate-secrets:\x01*B%\n\x15\x63om.personaservice.v1B\nAdminProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16persona/v1/admin.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\x1b\n\x19\x42uildOneDsarExportRequest\"P\n\x1a\x42uildOneDsarExportResponse\x12\x0f\n\x07handled\x18\x01 \x01(\x08\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x11\n\texport_id\x18\x03 \x01(\t\"\x1d\n\x1bRotateWebhookSecretsRequest\"\xc6\x01\n\x1bWebhookSecretRotationResult\x12\x13\n\x0b\x65ndpoint_id\x18\x01 \x01(\t\x12\x0e\n\x06org_id\x18\x02 \x01(\t\x12\x0f\n\x07outcome\x18\x03 \x01(\t\x12\x35\n\x11secret_created_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12:\n\x1aprevious_secret_expires_at\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\"\xaf\x01\n\x1cRotateWebhookSecretsResponse\x12\x38\n\x07results\x18\x01 \x03(\x0b\x32\'.persona.v1.WebhookSecretRotationResult\x12\x15\n\rrotated_count\x18\x02 \x01(\x05\x12\x17\n\x0fmax_age_seconds\x18\x03 \x01(\x05\x12%\n\x1dsecret_rotation_grace_seconds\x18\x04 \x01(\x05\x32\xa9\x03\n\x0c\x41\x64minService\x12\xbd\x01\n\x12\x42uildOneDsarExport\x12%.persona.v1.BuildOneDsarExportRequest\x1a&.persona.v1.BuildOneDsarExportResponse\"X\x8a\xb5\x18\x31\n\x0eplatform:admin\x10\x01 \x01:\x0e\x64sar.build_oneB\x0b\x64sar_export\x82\xd3\xe4\x93\x02\x1d\"\x18/v1/admin/dsar/build-one:\x01*\x12\xd8\x01\n\x14RotateWebhookSecrets\x12\'.persona.v1.RotateWebhookSecretsRequest\x1a(.persona.v1.RotateWebhookSecretsResponse\"m\x8a\xb5\x18=\n\x0eplatform:admin\x10\x01 \x01:\x15webhook_secret.rotateB\x10webhook_endpoint\x82\xd3\xe4\x93\x02&\"!/v1/admin/webhooks/rotate-secrets:\x01*B%\n\x15\x63om.personaservice.v1B\nAdminProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,19 +37,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025com.personaservice.v1B\nAdminProtoP\001'
   _globals['_ADMINSERVICE'].methods_by_name['BuildOneDsarExport']._loaded_options = None
-  _globals['_ADMINSERVICE'].methods_by_name['BuildOneDsarExport']._serialized_options = b'\212\265\030!\020\001 \001:\016dsar.build_oneB\013dsar_export\202\323\344\223\002\035\"\030/v1/admin/dsar/build-one:\001*'
+  _globals['_ADMINSERVICE'].methods_by_name['BuildOneDsarExport']._serialized_options = b'\212\265\0301\n\016platform:admin\020\001 \001:\016dsar.build_oneB\013dsar_export\202\323\344\223\002\035\"\030/v1/admin/dsar/build-one:\001*'
   _globals['_ADMINSERVICE'].methods_by_name['RotateWebhookSecrets']._loaded_options = None
-  _globals['_ADMINSERVICE'].methods_by_name['RotateWebhookSecrets']._serialized_options = b'\212\265\030-\020\001 \001:\025webhook_secret.rotateB\020webhook_endpoint\202\323\344\223\002&\"!/v1/admin/webhooks/rotate-secrets:\001*'
-  _globals['_BUILDONEDSAREXPORTREQUEST']._serialized_start=127
-  _globals['_BUILDONEDSAREXPORTREQUEST']._serialized_end=154
-  _globals['_BUILDONEDSAREXPORTRESPONSE']._serialized_start=156
-  _globals['_BUILDONEDSAREXPORTRESPONSE']._serialized_end=236
-  _globals['_ROTATEWEBHOOKSECRETSREQUEST']._serialized_start=238
-  _globals['_ROTATEWEBHOOKSECRETSREQUEST']._serialized_end=267
-  _globals['_WEBHOOKSECRETROTATIONRESULT']._serialized_start=270
-  _globals['_WEBHOOKSECRETROTATIONRESULT']._serialized_end=472
-  _globals['_ROTATEWEBHOOKSECRETSRESPONSE']._serialized_start=475
-  _globals['_ROTATEWEBHOOKSECRETSRESPONSE']._serialized_end=650
-  _globals['_ADMINSERVICE']._serialized_start=653
-  _globals['_ADMINSERVICE']._serialized_end=1046
+  _globals['_ADMINSERVICE'].methods_by_name['RotateWebhookSecrets']._serialized_options = b'\212\265\030=\n\016platform:admin\020\001 \001:\025webhook_secret.rotateB\020webhook_endpoint\202\323\344\223\002&\"!/v1/admin/webhooks/rotate-secrets:\001*'
+  _globals['_BUILDONEDSAREXPORTREQUEST']._serialized_start=157
+  _globals['_BUILDONEDSAREXPORTREQUEST']._serialized_end=184
+  _globals['_BUILDONEDSAREXPORTRESPONSE']._serialized_start=186
+  _globals['_BUILDONEDSAREXPORTRESPONSE']._serialized_end=266
+  _globals['_ROTATEWEBHOOKSECRETSREQUEST']._serialized_start=268
+  _globals['_ROTATEWEBHOOKSECRETSREQUEST']._serialized_end=297
+  _globals['_WEBHOOKSECRETROTATIONRESULT']._serialized_start=300
+  _globals['_WEBHOOKSECRETROTATIONRESULT']._serialized_end=498
+  _globals['_ROTATEWEBHOOKSECRETSRESPONSE']._serialized_start=501
+  _globals['_ROTATEWEBHOOKSECRETSRESPONSE']._serialized_end=676
+  _globals['_ADMINSERVICE']._serialized_start=679
+  _globals['_ADMINSERVICE']._serialized_end=1104
 # @@protoc_insertion_point(module_scope)

@@ -1,6 +1,7 @@
 import datetime
 
 from google.api import annotations_pb2 as _annotations_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
@@ -40,8 +41,8 @@ class WebhookSecretRotationResult(_message.Message):
     org_id: str
     outcome: str
     secret_created_at: _timestamp_pb2.Timestamp
-    previous_secret_expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, endpoint_id: _Optional[str] = ..., org_id: _Optional[str] = ..., outcome: _Optional[str] = ..., secret_created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., previous_secret_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    previous_secret_expires_at: _struct_pb2.Value
+    def __init__(self, endpoint_id: _Optional[str] = ..., org_id: _Optional[str] = ..., outcome: _Optional[str] = ..., secret_created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., previous_secret_expires_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class RotateWebhookSecretsResponse(_message.Message):
     __slots__ = ("results", "rotated_count", "max_age_seconds", "secret_rotation_grace_seconds")

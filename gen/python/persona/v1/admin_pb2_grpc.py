@@ -27,8 +27,11 @@ if _version_not_supported:
 
 class AdminServiceStub:
     """Platform-admin operations. Every RPC answers 403 `forbidden` unless the
-    caller is a platform administrator (a session JWT of a user with the
-    platform-admin flag, or an API key created by such a user).
+    caller is a platform administrator and its credential holds the
+    `platform:admin` scope: a session JWT of a user with the platform-admin
+    flag (the person's own credential: it carries that scope), or an API key
+    created by such a user and granted `platform:admin` (a key's scopes
+    confine an administrator's power as anyone's).
     """
 
     def __init__(self, channel):
@@ -51,8 +54,11 @@ class AdminServiceStub:
 
 class AdminServiceServicer:
     """Platform-admin operations. Every RPC answers 403 `forbidden` unless the
-    caller is a platform administrator (a session JWT of a user with the
-    platform-admin flag, or an API key created by such a user).
+    caller is a platform administrator and its credential holds the
+    `platform:admin` scope: a session JWT of a user with the platform-admin
+    flag (the person's own credential: it carries that scope), or an API key
+    created by such a user and granted `platform:admin` (a key's scopes
+    confine an administrator's power as anyone's).
     """
 
     def BuildOneDsarExport(self, request, context):
@@ -114,8 +120,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class AdminService:
     """Platform-admin operations. Every RPC answers 403 `forbidden` unless the
-    caller is a platform administrator (a session JWT of a user with the
-    platform-admin flag, or an API key created by such a user).
+    caller is a platform administrator and its credential holds the
+    `platform:admin` scope: a session JWT of a user with the platform-admin
+    flag (the person's own credential: it carries that scope), or an API key
+    created by such a user and granted `platform:admin` (a key's scopes
+    confine an administrator's power as anyone's).
     """
 
     @staticmethod

@@ -30,7 +30,8 @@ class AuditServiceStub:
     operation), every authentication failure whose credential names an
     organization, every authorization failure and every admin action, with
     who, what, the outcome and the request id. Tenant-scoped: a caller sees
-    its own organization's events only.
+    its own organization's events only, and a caller confined to one workspace
+    only that workspace's and those of no workspace (see ListAuditEvents).
     """
 
     def __init__(self, channel):
@@ -51,11 +52,16 @@ class AuditServiceServicer:
     operation), every authentication failure whose credential names an
     organization, every authorization failure and every admin action, with
     who, what, the outcome and the request id. Tenant-scoped: a caller sees
-    its own organization's events only.
+    its own organization's events only, and a caller confined to one workspace
+    only that workspace's and those of no workspace (see ListAuditEvents).
     """
 
     def ListAuditEvents(self, request, context):
-        """Lists audit events, newest first.
+        """Lists audit events, newest first. A caller confined to one workspace (an
+        API key, or the session of a member whose SCIM groups name workspaces)
+        sees the events of its workspace and the organization's events of no
+        workspace (`workspaceId` absent); the session of a member of every
+        workspace sees all of the organization's.
 
         Auth: scope `config:read`; roles owner, admin.
         """
@@ -84,7 +90,8 @@ class AuditService:
     operation), every authentication failure whose credential names an
     organization, every authorization failure and every admin action, with
     who, what, the outcome and the request id. Tenant-scoped: a caller sees
-    its own organization's events only.
+    its own organization's events only, and a caller confined to one workspace
+    only that workspace's and those of no workspace (see ListAuditEvents).
     """
 
     @staticmethod

@@ -25,11 +25,12 @@ _sym_db = _symbol_database.Default()
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
+from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18persona/v1/billing.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x19google/api/httpbody.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xbf\x02\n\x0cSubscription\x12\x14\n\x06org_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\x04plan\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06status\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12>\n\x14\x63urrent_period_start\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12<\n\x12\x63urrent_period_end\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\"\n\x14\x63\x61ncel_at_period_end\x18\x06 \x01(\x08\x42\x04\xe2\x41\x01\x03\x12\x19\n\x0bprice_minor\x18\x07 \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x16\n\x08\x63urrency\x18\x08 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0c\x63redit_minor\x18\t \x01(\x03\x42\x04\xe2\x41\x01\x03\"\xde\x01\n\x0fInvoiceLineItem\x12\x13\n\x0b\x64\x65scription\x18\x01 \x01(\t\x12\x10\n\x08quantity\x18\x02 \x01(\x03\x12\x19\n\x11unit_amount_minor\x18\x03 \x01(\x03\x12\x14\n\x0c\x61mount_minor\x18\x04 \x01(\x03\x12\x30\n\x0cperiod_start\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nperiod_end\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tproration\x18\x07 \x01(\x08\"\xb9\x03\n\x07Invoice\x12\x18\n\ninvoice_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1f\n\x11stripe_invoice_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06number\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06status\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x16\n\x08\x63urrency\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1e\n\x10\x61mount_due_minor\x18\x06 \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x1f\n\x11\x61mount_paid_minor\x18\x07 \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x36\n\x0cperiod_start\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x34\n\nperiod_end\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x32\n\x08\x64ue_date\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x15\n\x07paid_at\x18\x0b \x01(\tB\x04\xe2\x41\x01\x03\x12\x35\n\nline_items\x18\x0c \x03(\x0b\x32\x1b.persona.v1.InvoiceLineItemB\x04\xe2\x41\x01\x03\"M\n\x0eInvoicePdfLink\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12.\n\nexpires_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x18\n\x16GetSubscriptionRequest\"R\n\x19\x43hangeSubscriptionRequest\x12\x35\n\x04plan\x18\x01 \x01(\tB\'\xe2\x41\x01\x02\x92\xb5\x18\x1f\x08\x01\"\x04\x66ree\"\x03pro\"\x04team\"\nenterprise\"\x1b\n\x19\x43\x61ncelSubscriptionRequest\"\x1b\n\x19ResumeSubscriptionRequest\"V\n\x13ListInvoicesRequest\x12\x17\n\x06\x63ursor\x18\x01 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x1c\n\x05limit\x18\x02 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x42\x08\n\x06_limit\"O\n\x14ListInvoicesResponse\x12\"\n\x05items\x18\x01 \x03(\x0b\x32\x13.persona.v1.Invoice\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"-\n\x11GetInvoiceRequest\x12\x18\n\ninvoice_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"0\n\x14GetInvoicePdfRequest\x12\x18\n\ninvoice_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"B\n\x19ReceiveStripeEventRequest\x12%\n\x07payload\x18\x01 \x01(\x0b\x32\x14.google.api.HttpBody\"7\n\x12StripeEventReceipt\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61pplied\x18\x02 \x01(\x08\x32\xf5\t\n\x0e\x42illingService\x12\x90\x01\n\x0fGetSubscription\x12\".persona.v1.GetSubscriptionRequest\x1a\x18.persona.v1.Subscription\"?\x8a\xb5\x18\x1b\n\x0b\x63onfig:readB\x0csubscription\x82\xd3\xe4\x93\x02\x1a\x12\x18/v1/billing/subscription\x12\xaa\x01\n\x12\x43hangeSubscription\x12%.persona.v1.ChangeSubscriptionRequest\x1a\x18.persona.v1.Subscription\"S\x8a\xb5\x18%\n\x0c\x63onfig:write\x1a\x05owner \x01\x42\x0csubscription\x82\xd3\xe4\x93\x02$\"\x1f/v1/billing/subscription:change:\x01*\x12\xaa\x01\n\x12\x43\x61ncelSubscription\x12%.persona.v1.CancelSubscriptionRequest\x1a\x18.persona.v1.Subscription\"S\x8a\xb5\x18%\n\x0c\x63onfig:write\x1a\x05owner \x01\x42\x0csubscription\x82\xd3\xe4\x93\x02$\"\x1f/v1/billing/subscription:cancel:\x01*\x12\xaa\x01\n\x12ResumeSubscription\x12%.persona.v1.ResumeSubscriptionRequest\x1a\x18.persona.v1.Subscription\"S\x8a\xb5\x18%\n\x0c\x63onfig:write\x1a\x05owner \x01\x42\x0csubscription\x82\xd3\xe4\x93\x02$\"\x1f/v1/billing/subscription:resume:\x01*\x12\x89\x01\n\x0cListInvoices\x12\x1f.persona.v1.ListInvoicesRequest\x1a .persona.v1.ListInvoicesResponse\"6\x8a\xb5\x18\x16\n\x0b\x63onfig:readB\x07invoice\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/billing/invoices\x12\x85\x01\n\nGetInvoice\x12\x1d.persona.v1.GetInvoiceRequest\x1a\x13.persona.v1.Invoice\"C\x8a\xb5\x18\x16\n\x0b\x63onfig:readB\x07invoice\x82\xd3\xe4\x93\x02#\x12!/v1/billing/invoices/{invoice_id}\x12\x98\x01\n\rGetInvoicePdf\x12 .persona.v1.GetInvoicePdfRequest\x1a\x1a.persona.v1.InvoicePdfLink\"I\x8a\xb5\x18\x18\n\x0b\x63onfig:readB\x07invoiceP\x02\x82\xd3\xe4\x93\x02\'\x12%/v1/billing/invoices/{invoice_id}/pdf\x12\x99\x01\n\x12ReceiveStripeEvent\x12%.persona.v1.ReceiveStripeEventRequest\x1a\x1e.persona.v1.StripeEventReceipt\"<\x8a\xb5\x18\r \x01\x42\x07invoice`\x01\x82\xd3\xe4\x93\x02%\"\x1a/v1/billing/stripe/webhook:\x07payloadB\'\n\x15\x63om.personaservice.v1B\x0c\x42illingProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18persona/v1/billing.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xbf\x02\n\x0cSubscription\x12\x14\n\x06org_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\x04plan\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06status\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12>\n\x14\x63urrent_period_start\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12<\n\x12\x63urrent_period_end\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\"\n\x14\x63\x61ncel_at_period_end\x18\x06 \x01(\x08\x42\x04\xe2\x41\x01\x03\x12\x19\n\x0bprice_minor\x18\x07 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x16\n\x08\x63urrency\x18\x08 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0c\x63redit_minor\x18\t \x01(\x01\x42\x04\xe2\x41\x01\x03\"\xde\x01\n\x0fInvoiceLineItem\x12\x13\n\x0b\x64\x65scription\x18\x01 \x01(\t\x12\x10\n\x08quantity\x18\x02 \x01(\x05\x12\x19\n\x11unit_amount_minor\x18\x03 \x01(\x01\x12\x14\n\x0c\x61mount_minor\x18\x04 \x01(\x01\x12\x30\n\x0cperiod_start\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nperiod_end\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tproration\x18\x07 \x01(\x08\"\xd1\x03\n\x07Invoice\x12\x18\n\ninvoice_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1f\n\x11stripe_invoice_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06number\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06status\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x16\n\x08\x63urrency\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1e\n\x10\x61mount_due_minor\x18\x06 \x01(\x01\x42\x04\xe2\x41\x01\x03\x12\x1f\n\x11\x61mount_paid_minor\x18\x07 \x01(\x01\x42\x04\xe2\x41\x01\x03\x12\x36\n\x0cperiod_start\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x34\n\nperiod_end\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x32\n\x08\x64ue_date\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12-\n\x07paid_at\x18\x0b \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\x12\x35\n\nline_items\x18\x0c \x03(\x0b\x32\x1b.persona.v1.InvoiceLineItemB\x04\xe2\x41\x01\x03\"M\n\x0eInvoicePdfLink\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12.\n\nexpires_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x18\n\x16GetSubscriptionRequest\"R\n\x19\x43hangeSubscriptionRequest\x12\x35\n\x04plan\x18\x01 \x01(\tB\'\xe2\x41\x01\x02\x92\xb5\x18\x1f\x08\x01\"\x04\x66ree\"\x03pro\"\x04team\"\nenterprise\"\x1b\n\x19\x43\x61ncelSubscriptionRequest\"\x1b\n\x19ResumeSubscriptionRequest\"V\n\x13ListInvoicesRequest\x12\x17\n\x06\x63ursor\x18\x01 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x1c\n\x05limit\x18\x02 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x42\x08\n\x06_limit\"O\n\x14ListInvoicesResponse\x12\"\n\x05items\x18\x01 \x03(\x0b\x32\x13.persona.v1.Invoice\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"-\n\x11GetInvoiceRequest\x12\x18\n\ninvoice_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"0\n\x14GetInvoicePdfRequest\x12\x18\n\ninvoice_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"B\n\x19ReceiveStripeEventRequest\x12%\n\x07payload\x18\x01 \x01(\x0b\x32\x14.google.api.HttpBody\"7\n\x12StripeEventReceipt\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61pplied\x18\x02 \x01(\x08\x32\xf5\t\n\x0e\x42illingService\x12\x90\x01\n\x0fGetSubscription\x12\".persona.v1.GetSubscriptionRequest\x1a\x18.persona.v1.Subscription\"?\x8a\xb5\x18\x1b\n\x0b\x63onfig:readB\x0csubscription\x82\xd3\xe4\x93\x02\x1a\x12\x18/v1/billing/subscription\x12\xaa\x01\n\x12\x43hangeSubscription\x12%.persona.v1.ChangeSubscriptionRequest\x1a\x18.persona.v1.Subscription\"S\x8a\xb5\x18%\n\x0c\x63onfig:write\x1a\x05owner \x01\x42\x0csubscription\x82\xd3\xe4\x93\x02$\"\x1f/v1/billing/subscription:change:\x01*\x12\xaa\x01\n\x12\x43\x61ncelSubscription\x12%.persona.v1.CancelSubscriptionRequest\x1a\x18.persona.v1.Subscription\"S\x8a\xb5\x18%\n\x0c\x63onfig:write\x1a\x05owner \x01\x42\x0csubscription\x82\xd3\xe4\x93\x02$\"\x1f/v1/billing/subscription:cancel:\x01*\x12\xaa\x01\n\x12ResumeSubscription\x12%.persona.v1.ResumeSubscriptionRequest\x1a\x18.persona.v1.Subscription\"S\x8a\xb5\x18%\n\x0c\x63onfig:write\x1a\x05owner \x01\x42\x0csubscription\x82\xd3\xe4\x93\x02$\"\x1f/v1/billing/subscription:resume:\x01*\x12\x89\x01\n\x0cListInvoices\x12\x1f.persona.v1.ListInvoicesRequest\x1a .persona.v1.ListInvoicesResponse\"6\x8a\xb5\x18\x16\n\x0b\x63onfig:readB\x07invoice\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/billing/invoices\x12\x85\x01\n\nGetInvoice\x12\x1d.persona.v1.GetInvoiceRequest\x1a\x13.persona.v1.Invoice\"C\x8a\xb5\x18\x16\n\x0b\x63onfig:readB\x07invoice\x82\xd3\xe4\x93\x02#\x12!/v1/billing/invoices/{invoice_id}\x12\x98\x01\n\rGetInvoicePdf\x12 .persona.v1.GetInvoicePdfRequest\x1a\x1a.persona.v1.InvoicePdfLink\"I\x8a\xb5\x18\x18\n\x0b\x63onfig:readB\x07invoiceP\x02\x82\xd3\xe4\x93\x02\'\x12%/v1/billing/invoices/{invoice_id}/pdf\x12\x99\x01\n\x12ReceiveStripeEvent\x12%.persona.v1.ReceiveStripeEventRequest\x1a\x1e.persona.v1.StripeEventReceipt\"<\x8a\xb5\x18\r \x01\x42\x07invoice`\x01\x82\xd3\xe4\x93\x02%\"\x1a/v1/billing/stripe/webhook:\x07payloadB\'\n\x15\x63om.personaservice.v1B\x0c\x42illingProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -105,34 +106,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BILLINGSERVICE'].methods_by_name['GetInvoicePdf']._serialized_options = b'\212\265\030\030\n\013config:readB\007invoiceP\002\202\323\344\223\002\'\022%/v1/billing/invoices/{invoice_id}/pdf'
   _globals['_BILLINGSERVICE'].methods_by_name['ReceiveStripeEvent']._loaded_options = None
   _globals['_BILLINGSERVICE'].methods_by_name['ReceiveStripeEvent']._serialized_options = b'\212\265\030\r \001B\007invoice`\001\202\323\344\223\002%\"\032/v1/billing/stripe/webhook:\007payload'
-  _globals['_SUBSCRIPTION']._serialized_start=190
-  _globals['_SUBSCRIPTION']._serialized_end=509
-  _globals['_INVOICELINEITEM']._serialized_start=512
-  _globals['_INVOICELINEITEM']._serialized_end=734
-  _globals['_INVOICE']._serialized_start=737
-  _globals['_INVOICE']._serialized_end=1178
-  _globals['_INVOICEPDFLINK']._serialized_start=1180
-  _globals['_INVOICEPDFLINK']._serialized_end=1257
-  _globals['_GETSUBSCRIPTIONREQUEST']._serialized_start=1259
-  _globals['_GETSUBSCRIPTIONREQUEST']._serialized_end=1283
-  _globals['_CHANGESUBSCRIPTIONREQUEST']._serialized_start=1285
-  _globals['_CHANGESUBSCRIPTIONREQUEST']._serialized_end=1367
-  _globals['_CANCELSUBSCRIPTIONREQUEST']._serialized_start=1369
-  _globals['_CANCELSUBSCRIPTIONREQUEST']._serialized_end=1396
-  _globals['_RESUMESUBSCRIPTIONREQUEST']._serialized_start=1398
-  _globals['_RESUMESUBSCRIPTIONREQUEST']._serialized_end=1425
-  _globals['_LISTINVOICESREQUEST']._serialized_start=1427
-  _globals['_LISTINVOICESREQUEST']._serialized_end=1513
-  _globals['_LISTINVOICESRESPONSE']._serialized_start=1515
-  _globals['_LISTINVOICESRESPONSE']._serialized_end=1594
-  _globals['_GETINVOICEREQUEST']._serialized_start=1596
-  _globals['_GETINVOICEREQUEST']._serialized_end=1641
-  _globals['_GETINVOICEPDFREQUEST']._serialized_start=1643
-  _globals['_GETINVOICEPDFREQUEST']._serialized_end=1691
-  _globals['_RECEIVESTRIPEEVENTREQUEST']._serialized_start=1693
-  _globals['_RECEIVESTRIPEEVENTREQUEST']._serialized_end=1759
-  _globals['_STRIPEEVENTRECEIPT']._serialized_start=1761
-  _globals['_STRIPEEVENTRECEIPT']._serialized_end=1816
-  _globals['_BILLINGSERVICE']._serialized_start=1819
-  _globals['_BILLINGSERVICE']._serialized_end=3088
+  _globals['_SUBSCRIPTION']._serialized_start=220
+  _globals['_SUBSCRIPTION']._serialized_end=539
+  _globals['_INVOICELINEITEM']._serialized_start=542
+  _globals['_INVOICELINEITEM']._serialized_end=764
+  _globals['_INVOICE']._serialized_start=767
+  _globals['_INVOICE']._serialized_end=1232
+  _globals['_INVOICEPDFLINK']._serialized_start=1234
+  _globals['_INVOICEPDFLINK']._serialized_end=1311
+  _globals['_GETSUBSCRIPTIONREQUEST']._serialized_start=1313
+  _globals['_GETSUBSCRIPTIONREQUEST']._serialized_end=1337
+  _globals['_CHANGESUBSCRIPTIONREQUEST']._serialized_start=1339
+  _globals['_CHANGESUBSCRIPTIONREQUEST']._serialized_end=1421
+  _globals['_CANCELSUBSCRIPTIONREQUEST']._serialized_start=1423
+  _globals['_CANCELSUBSCRIPTIONREQUEST']._serialized_end=1450
+  _globals['_RESUMESUBSCRIPTIONREQUEST']._serialized_start=1452
+  _globals['_RESUMESUBSCRIPTIONREQUEST']._serialized_end=1479
+  _globals['_LISTINVOICESREQUEST']._serialized_start=1481
+  _globals['_LISTINVOICESREQUEST']._serialized_end=1567
+  _globals['_LISTINVOICESRESPONSE']._serialized_start=1569
+  _globals['_LISTINVOICESRESPONSE']._serialized_end=1648
+  _globals['_GETINVOICEREQUEST']._serialized_start=1650
+  _globals['_GETINVOICEREQUEST']._serialized_end=1695
+  _globals['_GETINVOICEPDFREQUEST']._serialized_start=1697
+  _globals['_GETINVOICEPDFREQUEST']._serialized_end=1745
+  _globals['_RECEIVESTRIPEEVENTREQUEST']._serialized_start=1747
+  _globals['_RECEIVESTRIPEEVENTREQUEST']._serialized_end=1813
+  _globals['_STRIPEEVENTRECEIPT']._serialized_start=1815
+  _globals['_STRIPEEVENTRECEIPT']._serialized_end=1870
+  _globals['_BILLINGSERVICE']._serialized_start=1873
+  _globals['_BILLINGSERVICE']._serialized_end=3142
 # @@protoc_insertion_point(module_scope)

@@ -3,6 +3,7 @@ import datetime
 from google.api import annotations_pb2 as _annotations_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.api import httpbody_pb2 as _httpbody_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
@@ -32,8 +33,8 @@ class Subscription(_message.Message):
     cancel_at_period_end: bool
     price_minor: int
     currency: str
-    credit_minor: int
-    def __init__(self, org_id: _Optional[str] = ..., plan: _Optional[str] = ..., status: _Optional[str] = ..., current_period_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., current_period_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_at_period_end: _Optional[bool] = ..., price_minor: _Optional[int] = ..., currency: _Optional[str] = ..., credit_minor: _Optional[int] = ...) -> None: ...
+    credit_minor: float
+    def __init__(self, org_id: _Optional[str] = ..., plan: _Optional[str] = ..., status: _Optional[str] = ..., current_period_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., current_period_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_at_period_end: _Optional[bool] = ..., price_minor: _Optional[int] = ..., currency: _Optional[str] = ..., credit_minor: _Optional[float] = ...) -> None: ...
 
 class InvoiceLineItem(_message.Message):
     __slots__ = ("description", "quantity", "unit_amount_minor", "amount_minor", "period_start", "period_end", "proration")
@@ -46,12 +47,12 @@ class InvoiceLineItem(_message.Message):
     PRORATION_FIELD_NUMBER: _ClassVar[int]
     description: str
     quantity: int
-    unit_amount_minor: int
-    amount_minor: int
+    unit_amount_minor: float
+    amount_minor: float
     period_start: _timestamp_pb2.Timestamp
     period_end: _timestamp_pb2.Timestamp
     proration: bool
-    def __init__(self, description: _Optional[str] = ..., quantity: _Optional[int] = ..., unit_amount_minor: _Optional[int] = ..., amount_minor: _Optional[int] = ..., period_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., period_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., proration: _Optional[bool] = ...) -> None: ...
+    def __init__(self, description: _Optional[str] = ..., quantity: _Optional[int] = ..., unit_amount_minor: _Optional[float] = ..., amount_minor: _Optional[float] = ..., period_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., period_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., proration: _Optional[bool] = ...) -> None: ...
 
 class Invoice(_message.Message):
     __slots__ = ("invoice_id", "stripe_invoice_id", "number", "status", "currency", "amount_due_minor", "amount_paid_minor", "period_start", "period_end", "due_date", "paid_at", "line_items")
@@ -72,14 +73,14 @@ class Invoice(_message.Message):
     number: str
     status: str
     currency: str
-    amount_due_minor: int
-    amount_paid_minor: int
+    amount_due_minor: float
+    amount_paid_minor: float
     period_start: _timestamp_pb2.Timestamp
     period_end: _timestamp_pb2.Timestamp
     due_date: _timestamp_pb2.Timestamp
-    paid_at: str
+    paid_at: _struct_pb2.Value
     line_items: _containers.RepeatedCompositeFieldContainer[InvoiceLineItem]
-    def __init__(self, invoice_id: _Optional[str] = ..., stripe_invoice_id: _Optional[str] = ..., number: _Optional[str] = ..., status: _Optional[str] = ..., currency: _Optional[str] = ..., amount_due_minor: _Optional[int] = ..., amount_paid_minor: _Optional[int] = ..., period_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., period_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paid_at: _Optional[str] = ..., line_items: _Optional[_Iterable[_Union[InvoiceLineItem, _Mapping]]] = ...) -> None: ...
+    def __init__(self, invoice_id: _Optional[str] = ..., stripe_invoice_id: _Optional[str] = ..., number: _Optional[str] = ..., status: _Optional[str] = ..., currency: _Optional[str] = ..., amount_due_minor: _Optional[float] = ..., amount_paid_minor: _Optional[float] = ..., period_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., period_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paid_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., line_items: _Optional[_Iterable[_Union[InvoiceLineItem, _Mapping]]] = ...) -> None: ...
 
 class InvoicePdfLink(_message.Message):
     __slots__ = ("uri", "expires_at")

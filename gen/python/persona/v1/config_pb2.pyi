@@ -1,9 +1,6 @@
-import datetime
-
 from google.api import annotations_pb2 as _annotations_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
-from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -28,8 +25,8 @@ class ConfigItem(_message.Message):
     settable_at: _containers.RepeatedScalarFieldContainer[str]
     type: str
     allowed_values: _containers.RepeatedScalarFieldContainer[str]
-    updated_at: _timestamp_pb2.Timestamp
-    def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., source: _Optional[str] = ..., settable_at: _Optional[_Iterable[str]] = ..., type: _Optional[str] = ..., allowed_values: _Optional[_Iterable[str]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    updated_at: _struct_pb2.Value
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., source: _Optional[str] = ..., settable_at: _Optional[_Iterable[str]] = ..., type: _Optional[str] = ..., allowed_values: _Optional[_Iterable[str]] = ..., updated_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class ListConfigItemsRequest(_message.Message):
     __slots__ = ("prefix",)

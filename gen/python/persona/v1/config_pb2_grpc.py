@@ -57,7 +57,10 @@ class ConfigServiceStub:
     endpoint-specific caps. Organization only; Enterprise plan only (other
     plans have the fixed tier limits: 403 `forbidden`); writable by the Owner
     role only (a session of an Owner, or an API key created by an Owner):
-    others get 403 `forbidden`.
+    others get 403 `forbidden`. Each `api.rate_limit.*` value is at most
+    the operator's `PERSONA_LIMIT_OVERRIDE_CEILING` (default 10) times the
+    Enterprise default (e.g. 60,000 requests a minute): above it, 422
+    `validation_failed` with the bound in `expected.maximum`.
     """
 
     def __init__(self, channel):
@@ -120,7 +123,10 @@ class ConfigServiceServicer:
     endpoint-specific caps. Organization only; Enterprise plan only (other
     plans have the fixed tier limits: 403 `forbidden`); writable by the Owner
     role only (a session of an Owner, or an API key created by an Owner):
-    others get 403 `forbidden`.
+    others get 403 `forbidden`. Each `api.rate_limit.*` value is at most
+    the operator's `PERSONA_LIMIT_OVERRIDE_CEILING` (default 10) times the
+    Enterprise default (e.g. 60,000 requests a minute): above it, 422
+    `validation_failed` with the bound in `expected.maximum`.
     """
 
     def ListConfigItems(self, request, context):
@@ -224,7 +230,10 @@ class ConfigService:
     endpoint-specific caps. Organization only; Enterprise plan only (other
     plans have the fixed tier limits: 403 `forbidden`); writable by the Owner
     role only (a session of an Owner, or an API key created by an Owner):
-    others get 403 `forbidden`.
+    others get 403 `forbidden`. Each `api.rate_limit.*` value is at most
+    the operator's `PERSONA_LIMIT_OVERRIDE_CEILING` (default 10) times the
+    Enterprise default (e.g. 60,000 requests a minute): above it, 422
+    `validation_failed` with the bound in `expected.maximum`.
     """
 
     @staticmethod

@@ -35,6 +35,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_CODE_PRECONDITION_FAILED: _ClassVar[ErrorCode]
     ERROR_CODE_NOT_IMPLEMENTED: _ClassVar[ErrorCode]
     ERROR_CODE_METHOD_NOT_ALLOWED: _ClassVar[ErrorCode]
+    ERROR_CODE_UPGRADE_REQUIRED: _ClassVar[ErrorCode]
 ERROR_CODE_UNSPECIFIED: ErrorCode
 ERROR_CODE_UNAUTHORIZED: ErrorCode
 ERROR_CODE_FORBIDDEN: ErrorCode
@@ -60,6 +61,7 @@ ERROR_CODE_ASSET_EXPIRED: ErrorCode
 ERROR_CODE_PRECONDITION_FAILED: ErrorCode
 ERROR_CODE_NOT_IMPLEMENTED: ErrorCode
 ERROR_CODE_METHOD_NOT_ALLOWED: ErrorCode
+ERROR_CODE_UPGRADE_REQUIRED: ErrorCode
 
 class ErrorEnvelope(_message.Message):
     __slots__ = ("error",)

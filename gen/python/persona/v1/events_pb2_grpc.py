@@ -64,7 +64,12 @@ class EventServiceServicer:
     """
 
     def ListEvents(self, request, context):
-        """Lists the events of the caller's organization, newest first.
+        """Lists the events of the caller's organization, newest first. A caller
+        confined to one workspace (an API key: keys are scoped to a workspace;
+        the session of a member whose SCIM groups name workspaces) sees its
+        workspace's events and the organization's events of no workspace, as it
+        sees only its workspace's personas; the session of a member of every
+        workspace sees all of them.
 
         Auth: scope `config:read`.
         """
@@ -73,7 +78,9 @@ class EventServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetEvent(self, request, context):
-        """Returns one event.
+        """Returns one event. An event the caller does not see (another
+        organization's, or another workspace's for a caller confined to one; see
+        ListEvents) is 404 `not_found`, as one that does not exist.
 
         Auth: scope `config:read`.
         """

@@ -58,7 +58,10 @@ class FileServiceServicer:
         `Cache-Control: private, max-age=<seconds left>, immutable`. The URL is
         the credential: no `Authorization` header is needed. A signature that does
         not match the key and expiry, or an expired URL, answers 403 `forbidden`;
-        an object that is gone answers 404 `not_found`.
+        so does any other spelling of the URL than the one the service signed
+        (`expires` with a leading `0` or `+`, a repeated or reordered parameter,
+        an extra `/`): only that exact path and query open the object. An object
+        that is gone answers 404 `not_found`.
 
         Auth: the signed URL (anonymous).
         """

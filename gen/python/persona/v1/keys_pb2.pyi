@@ -2,6 +2,7 @@ import datetime
 
 from google.api import annotations_pb2 as _annotations_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
@@ -32,9 +33,9 @@ class ApiKey(_message.Message):
     ip_allowlist: _containers.RepeatedScalarFieldContainer[str]
     workspace_id: str
     created_at: _timestamp_pb2.Timestamp
-    expires_at: _timestamp_pb2.Timestamp
-    revoked_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., mode: _Optional[str] = ..., prefix: _Optional[str] = ..., ip_allowlist: _Optional[_Iterable[str]] = ..., workspace_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    expires_at: _struct_pb2.Value
+    revoked_at: _struct_pb2.Value
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., mode: _Optional[str] = ..., prefix: _Optional[str] = ..., ip_allowlist: _Optional[_Iterable[str]] = ..., workspace_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., revoked_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class CreateApiKeyRequest(_message.Message):
     __slots__ = ("name", "scopes", "mode", "expires_at", "ip_allowlist")

@@ -2,6 +2,7 @@ import datetime
 
 from google.api import annotations_pb2 as _annotations_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
@@ -39,8 +40,8 @@ class Listing(_message.Message):
     mine: bool
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
-    published_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., persona_id: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., audience_tags: _Optional[_Iterable[str]] = ..., price_minor: _Optional[int] = ..., currency: _Optional[str] = ..., status: _Optional[str] = ..., rejection_reason: _Optional[str] = ..., mine: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., published_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    published_at: _struct_pb2.Value
+    def __init__(self, id: _Optional[str] = ..., persona_id: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., audience_tags: _Optional[_Iterable[str]] = ..., price_minor: _Optional[int] = ..., currency: _Optional[str] = ..., status: _Optional[str] = ..., rejection_reason: _Optional[str] = ..., mine: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., published_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class Purchase(_message.Message):
     __slots__ = ("id", "listing_id", "persona_id", "invoice_id", "amount_minor", "currency", "created_at")

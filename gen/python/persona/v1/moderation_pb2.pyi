@@ -43,13 +43,13 @@ class ModerationReview(_message.Message):
     excerpt: str
     status: str
     claimed_by: str
-    claim_expires_at: _timestamp_pb2.Timestamp
+    claim_expires_at: _struct_pb2.Value
     decision: str
     note: str
     resolved_by: str
-    resolved_at: _timestamp_pb2.Timestamp
+    resolved_at: _struct_pb2.Value
     created_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., org_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., stage: _Optional[str] = ..., subject_type: _Optional[str] = ..., subject_id: _Optional[str] = ..., categories: _Optional[_Iterable[str]] = ..., scores: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., excerpt: _Optional[str] = ..., status: _Optional[str] = ..., claimed_by: _Optional[str] = ..., claim_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decision: _Optional[str] = ..., note: _Optional[str] = ..., resolved_by: _Optional[str] = ..., resolved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., org_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., stage: _Optional[str] = ..., subject_type: _Optional[str] = ..., subject_id: _Optional[str] = ..., categories: _Optional[_Iterable[str]] = ..., scores: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., excerpt: _Optional[str] = ..., status: _Optional[str] = ..., claimed_by: _Optional[str] = ..., claim_expires_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., decision: _Optional[str] = ..., note: _Optional[str] = ..., resolved_by: _Optional[str] = ..., resolved_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListModerationQueueRequest(_message.Message):
     __slots__ = ("stage", "category", "org_id", "cursor", "limit")

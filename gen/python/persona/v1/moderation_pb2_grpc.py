@@ -78,7 +78,7 @@ class ModerationServiceServicer:
         """Pending and claimed items, oldest first; filters `stage`, `category`,
         `orgId`.
 
-        Auth: platform administrators.
+        Auth: platform administrators; scope `platform:admin`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -89,7 +89,7 @@ class ModerationServiceServicer:
         (claim not expired) or already resolved answers 409 `state_conflict`.
         Claiming one's own claim renews it.
 
-        Auth: platform administrators.
+        Auth: platform administrators; scope `platform:admin`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -100,7 +100,7 @@ class ModerationServiceServicer:
         `reject`, with a note. Resolved or claimed by someone else: 409
         `state_conflict`.
 
-        Auth: platform administrators.
+        Auth: platform administrators; scope `platform:admin`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

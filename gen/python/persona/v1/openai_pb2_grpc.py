@@ -33,7 +33,10 @@ class OpenAIServiceStub:
 
     Field names on the wire are OpenAI's own (snake_case). Errors keep the
     service's envelope `{"error": {"code", "message", "details"}}`, which is
-    what OpenAI clients read. Unknown request fields are ignored.
+    what OpenAI clients read. Unknown request fields are refused (400
+    `bad_request` naming them, as OpenAI refuses an unrecognized argument);
+    OpenAI's other request parameters are declared, so clients may send them,
+    and are ignored unless their comment says otherwise.
 
     Completions follow the chat rules (see ChatService): the persona's voice
     profile is the system prompt (the caller's own system messages follow
@@ -81,7 +84,10 @@ class OpenAIServiceServicer:
 
     Field names on the wire are OpenAI's own (snake_case). Errors keep the
     service's envelope `{"error": {"code", "message", "details"}}`, which is
-    what OpenAI clients read. Unknown request fields are ignored.
+    what OpenAI clients read. Unknown request fields are refused (400
+    `bad_request` naming them, as OpenAI refuses an unrecognized argument);
+    OpenAI's other request parameters are declared, so clients may send them,
+    and are ignored unless their comment says otherwise.
 
     Completions follow the chat rules (see ChatService): the persona's voice
     profile is the system prompt (the caller's own system messages follow
@@ -189,7 +195,10 @@ class OpenAIService:
 
     Field names on the wire are OpenAI's own (snake_case). Errors keep the
     service's envelope `{"error": {"code", "message", "details"}}`, which is
-    what OpenAI clients read. Unknown request fields are ignored.
+    what OpenAI clients read. Unknown request fields are refused (400
+    `bad_request` naming them, as OpenAI refuses an unrecognized argument);
+    OpenAI's other request parameters are declared, so clients may send them,
+    and are ignored unless their comment says otherwise.
 
     Completions follow the chat rules (see ChatService): the persona's voice
     profile is the system prompt (the caller's own system messages follow

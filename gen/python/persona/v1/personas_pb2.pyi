@@ -57,10 +57,10 @@ class Persona(_message.Message):
     last_run_id: str
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
-    deleted_at: _timestamp_pb2.Timestamp
-    purge_at: _timestamp_pb2.Timestamp
-    archived_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., org_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., slug: _Optional[str] = ..., display_name: _Optional[str] = ..., visibility: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., intent: _Optional[str] = ..., soul: _Optional[_Union[Soul, _Mapping]] = ..., state: _Optional[str] = ..., version: _Optional[int] = ..., parent_id: _Optional[str] = ..., root_id: _Optional[str] = ..., fork_ordinal: _Optional[int] = ..., audit_score: _Optional[float] = ..., flagged_reason: _Optional[str] = ..., last_run_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deleted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., purge_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., archived_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    deleted_at: _struct_pb2.Value
+    purge_at: _struct_pb2.Value
+    archived_at: _struct_pb2.Value
+    def __init__(self, id: _Optional[str] = ..., org_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., slug: _Optional[str] = ..., display_name: _Optional[str] = ..., visibility: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., intent: _Optional[str] = ..., soul: _Optional[_Union[Soul, _Mapping]] = ..., state: _Optional[str] = ..., version: _Optional[int] = ..., parent_id: _Optional[str] = ..., root_id: _Optional[str] = ..., fork_ordinal: _Optional[int] = ..., audit_score: _Optional[float] = ..., flagged_reason: _Optional[str] = ..., last_run_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deleted_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., purge_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., archived_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class Soul(_message.Message):
     __slots__ = ("name", "desire", "fear", "backstory", "traits", "values", "speaking_style")

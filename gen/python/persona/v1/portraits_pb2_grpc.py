@@ -52,9 +52,11 @@ class PortraitServiceStub:
     rejected, unknown, another tenant's) answers 404.
 
     Every generation and edit counts toward the organization's monthly image
-    quota (Free 20, Pro 200, Team 1,000, Enterprise 10,000 by default; the
-    calendar month in UTC; failed ones are not counted); beyond it 429
-    `quota_exceeded` with `used` and `limit`. `signedUrl` opens the PNG without
+    quota (Free 20, Pro 200, Team 1,000, Enterprise 10,000 by default; counted
+    in the organization's billing period, the calendar month in UTC before it
+    has a subscription; failed ones are not counted); beyond it 429
+    `quota_exceeded` with `used`, `limit`, `resetAt` and `Retry-After` at the
+    period's end (`currentPeriodEnd`). `signedUrl` opens the PNG without
     credentials until `signedUrlExpiresAt` (PERSONA_SIGNED_URL_TTL_SECONDS,
     default 15 minutes); every read hands out a fresh one.
     """
@@ -124,9 +126,11 @@ class PortraitServiceServicer:
     rejected, unknown, another tenant's) answers 404.
 
     Every generation and edit counts toward the organization's monthly image
-    quota (Free 20, Pro 200, Team 1,000, Enterprise 10,000 by default; the
-    calendar month in UTC; failed ones are not counted); beyond it 429
-    `quota_exceeded` with `used` and `limit`. `signedUrl` opens the PNG without
+    quota (Free 20, Pro 200, Team 1,000, Enterprise 10,000 by default; counted
+    in the organization's billing period, the calendar month in UTC before it
+    has a subscription; failed ones are not counted); beyond it 429
+    `quota_exceeded` with `used`, `limit`, `resetAt` and `Retry-After` at the
+    period's end (`currentPeriodEnd`). `signedUrl` opens the PNG without
     credentials until `signedUrlExpiresAt` (PERSONA_SIGNED_URL_TTL_SECONDS,
     default 15 minutes); every read hands out a fresh one.
     """
@@ -273,9 +277,11 @@ class PortraitService:
     rejected, unknown, another tenant's) answers 404.
 
     Every generation and edit counts toward the organization's monthly image
-    quota (Free 20, Pro 200, Team 1,000, Enterprise 10,000 by default; the
-    calendar month in UTC; failed ones are not counted); beyond it 429
-    `quota_exceeded` with `used` and `limit`. `signedUrl` opens the PNG without
+    quota (Free 20, Pro 200, Team 1,000, Enterprise 10,000 by default; counted
+    in the organization's billing period, the calendar month in UTC before it
+    has a subscription; failed ones are not counted); beyond it 429
+    `quota_exceeded` with `used`, `limit`, `resetAt` and `Retry-After` at the
+    period's end (`currentPeriodEnd`). `signedUrl` opens the PNG without
     credentials until `signedUrlExpiresAt` (PERSONA_SIGNED_URL_TTL_SECONDS,
     default 15 minutes); every read hands out a fresh one.
     """

@@ -37,11 +37,11 @@ class PrivacyExport(_message.Message):
     id: str
     status: str
     download_url: str
-    expires_at: _timestamp_pb2.Timestamp
+    expires_at: _struct_pb2.Value
     sha256: str
     created_at: _timestamp_pb2.Timestamp
-    completed_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., status: _Optional[str] = ..., download_url: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sha256: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    completed_at: _struct_pb2.Value
+    def __init__(self, id: _Optional[str] = ..., status: _Optional[str] = ..., download_url: _Optional[str] = ..., expires_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., sha256: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class CreatePrivacyExportRequest(_message.Message):
     __slots__ = ()

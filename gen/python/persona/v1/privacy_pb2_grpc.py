@@ -101,7 +101,11 @@ class PrivacyServiceServicer:
         of the user stops working at once, in every process);
         - their chat sessions (`userId` = the user) and messages are deleted;
         - their privacy exports and bundles are deleted;
-        - the user record is anonymized once no organization knows them.
+        - the user record is anonymized once no organization knows them; an
+        organization that linked the person after this one did (SCIM
+        provisioning by e-mail, before it stopped linking across
+        organizations) loses that link and what the person did there is
+        erased alike, so no link keeps the record alive.
         Kept for legal and security reasons: invoices (the organization's), and
         the audit log (which names the user only by id). The organization's
         owner cannot erase themselves (409 `state_conflict`, `conflictField`

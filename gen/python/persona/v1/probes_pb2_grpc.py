@@ -97,7 +97,8 @@ class ProbeServiceServicer:
         `persona_webhook_deliveries_total{outcome}`,
         `persona_webhook_delivery_seconds`, `persona_webhook_queue_depth`.
         Envoy's own statistics are on
-        its admin port (`/stats/prometheus`, 127.0.0.1). With
+        its admin socket (`/stats/prometheus`, `<data dir>/envoy-admin.sock`,
+        for the operator only). With
         PERSONA_METRICS_TOKEN set, the scraper must send it as a bearer token
         (else 401 `unauthorized`); empty: open, for a private network.
 

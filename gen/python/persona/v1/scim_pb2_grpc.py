@@ -38,7 +38,12 @@ class ScimServiceStub:
 
     Mapping:
     - SCIM Users are the organization's users. Creating one makes the person
-    a member (role `member`); `active: false` suspends the membership and
+    a member (role `member`): a new user, unless the userName or primary
+    email names a member of this organization already (linked). An e-mail
+    address proves nothing across organizations: a user of another
+    organization is never linked, returned or changed (a new user is made,
+    whose own record keeps the address only while no other user holds it).
+    `active: false` suspends the membership and
     revokes their API keys at once; DELETE ends the membership. The
     organization's owner cannot be deactivated or deleted through SCIM
     (400 `mutability`). The whole SCIM document (name, emails, enterprise
@@ -188,7 +193,12 @@ class ScimServiceServicer:
 
     Mapping:
     - SCIM Users are the organization's users. Creating one makes the person
-    a member (role `member`); `active: false` suspends the membership and
+    a member (role `member`): a new user, unless the userName or primary
+    email names a member of this organization already (linked). An e-mail
+    address proves nothing across organizations: a user of another
+    organization is never linked, returned or changed (a new user is made,
+    whose own record keeps the address only while no other user holds it).
+    `active: false` suspends the membership and
     revokes their API keys at once; DELETE ends the membership. The
     organization's owner cannot be deactivated or deleted through SCIM
     (400 `mutability`). The whole SCIM document (name, emails, enterprise
@@ -265,12 +275,14 @@ class ScimServiceServicer:
         """Creates a user (RFC 7644 §3.3) from an `application/scim+json` body:
         201 with the resource, `Location` and `ETag`. `userName` is required and
         unique in the organization (case-insensitive); 409 `uniqueness` otherwise.
-        A userName or primary email that names a member the IdP has not
-        provisioned yet links that member instead (Okta looks users up by
-        `userName eq` first, but not every IdP does).
+        A userName or primary email that names a member of this organization
+        the IdP has not provisioned yet links that member instead (Okta looks
+        users up by `userName eq` first, but not every IdP does); a user of
+        another organization is never linked: the IdP gets a new user.
         A body that breaks the schema answers 422 `validation_failed`, scimType
         `invalidValue`, in both shapes (the envelope's `error` beside SCIM's
-        error schema); a body that is not JSON answers 400 `invalidSyntax`.
+        error schema); a body that is not JSON, or nests deeper than 32
+        levels, answers 400 `invalidSyntax`.
 
         Auth: scope `scim:provision` (a SCIM token, or a credential holding
         `config:write`).
@@ -293,10 +305,13 @@ class ScimServiceServicer:
     def ListScimUsers(self, request, context):
         """Lists the organization's users as a ListResponse, oldest first
         (RFC 7644 §3.4.2): `filter` (every operator, `and`/`or`/`not`, value
-        paths such as `emails[type eq "work"]`; an attribute the schema does not
-        have, or a malformed filter, answers 400 `invalidFilter`),
-        `startIndex` (1-based), `count` (default 100, at most 1000; 0 counts
-        only), `attributes`, `excludedAttributes`, `sortBy`, `sortOrder`.
+        paths such as `emails[type eq "work"]`; dateTime attributes such as
+        `meta.created` compare as instants, their literal an RFC 3339 string,
+        UTC without an offset; an attribute the schema does not have, a
+        malformed filter or a literal of the wrong type answers 400
+        `invalidFilter`), `startIndex` (1-based), `count` (default 100, at most
+        1000; 0 counts only), `attributes`, `excludedAttributes`, `sortBy`,
+        `sortOrder`.
 
         Auth: scope `scim:provision`.
         """
@@ -332,7 +347,9 @@ class ScimServiceServicer:
         case: Entra sends `Add`, `Replace`, `Remove`), paths with value filters
         (`members[value eq "…"]`, `emails[type eq "work"].value`), extension
         URNs, and a path-less value object. Entra's quirks are accepted:
-        booleans as the strings `"True"`/`"False"`, and `Remove` on `members`
+        booleans as the strings `"True"`/`"False"`, the enterprise `manager`
+        as a bare id (`""` unassigns it) or as `{"value": id}`, path-less
+        value maps keyed by dotted or URN paths, and `Remove` on `members`
         with a `value` list (removes exactly those members). Answers 200 with
         the resource; `If-Match` as for PUT.
 
@@ -589,7 +606,12 @@ class ScimService:
 
     Mapping:
     - SCIM Users are the organization's users. Creating one makes the person
-    a member (role `member`); `active: false` suspends the membership and
+    a member (role `member`): a new user, unless the userName or primary
+    email names a member of this organization already (linked). An e-mail
+    address proves nothing across organizations: a user of another
+    organization is never linked, returned or changed (a new user is made,
+    whose own record keeps the address only while no other user holds it).
+    `active: false` suspends the membership and
     revokes their API keys at once; DELETE ends the membership. The
     organization's owner cannot be deactivated or deleted through SCIM
     (400 `mutability`). The whole SCIM document (name, emails, enterprise

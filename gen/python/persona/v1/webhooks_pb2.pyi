@@ -2,6 +2,7 @@ import datetime
 
 from google.api import annotations_pb2 as _annotations_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
@@ -34,9 +35,9 @@ class WebhookEndpoint(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
     secret_created_at: _timestamp_pb2.Timestamp
-    previous_secret_expires_at: _timestamp_pb2.Timestamp
+    previous_secret_expires_at: _struct_pb2.Value
     standard_webhooks: bool
-    def __init__(self, id: _Optional[str] = ..., url: _Optional[str] = ..., events: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., enabled: _Optional[bool] = ..., workspace_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., secret_created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., previous_secret_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., standard_webhooks: _Optional[bool] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., url: _Optional[str] = ..., events: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., enabled: _Optional[bool] = ..., workspace_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., secret_created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., previous_secret_expires_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., standard_webhooks: _Optional[bool] = ...) -> None: ...
 
 class CreateWebhookEndpointRequest(_message.Message):
     __slots__ = ("url", "events", "description", "enabled", "standard_webhooks")
@@ -143,12 +144,12 @@ class WebhookDelivery(_message.Message):
     event_type: str
     status: str
     attempt_count: int
-    next_attempt_at: _timestamp_pb2.Timestamp
+    next_attempt_at: _struct_pb2.Value
     created_at: _timestamp_pb2.Timestamp
-    completed_at: _timestamp_pb2.Timestamp
+    completed_at: _struct_pb2.Value
     replay_of: str
     attempts: _containers.RepeatedCompositeFieldContainer[WebhookDeliveryAttempt]
-    def __init__(self, id: _Optional[str] = ..., endpoint_id: _Optional[str] = ..., event_id: _Optional[str] = ..., event_type: _Optional[str] = ..., status: _Optional[str] = ..., attempt_count: _Optional[int] = ..., next_attempt_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., replay_of: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[WebhookDeliveryAttempt, _Mapping]]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., endpoint_id: _Optional[str] = ..., event_id: _Optional[str] = ..., event_type: _Optional[str] = ..., status: _Optional[str] = ..., attempt_count: _Optional[int] = ..., next_attempt_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., replay_of: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[WebhookDeliveryAttempt, _Mapping]]] = ...) -> None: ...
 
 class WebhookDeliveryAttempt(_message.Message):
     __slots__ = ("attempt", "attempted_at", "status_code", "latency_ms", "response_body", "error", "success")
@@ -211,5 +212,5 @@ class WebhookEndpointSecret(_message.Message):
     secret: str
     secret_created_at: _timestamp_pb2.Timestamp
     previous_secret: str
-    previous_secret_expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, secret: _Optional[str] = ..., secret_created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., previous_secret: _Optional[str] = ..., previous_secret_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    previous_secret_expires_at: _struct_pb2.Value
+    def __init__(self, secret: _Optional[str] = ..., secret_created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., previous_secret: _Optional[str] = ..., previous_secret_expires_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...

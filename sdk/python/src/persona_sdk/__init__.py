@@ -37,6 +37,7 @@ from ._errors import (
     StreamLostError,
     UnauthorizedError,
     UnsupportedMediaTypeError,
+    UpgradeRequiredError,
     ValidationFailedError,
     WebhookVerificationError,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "StreamLostError",
     "UnauthorizedError",
     "UnsupportedMediaTypeError",
+    "UpgradeRequiredError",
     "ValidationFailedError",
     "WebhookVerificationError",
     "__version__",

@@ -142,6 +142,10 @@ class ValidationFailedError(PersonaError):
     default_code, default_status = "validation_failed", 422
 
 
+class UpgradeRequiredError(PersonaError):
+    default_code, default_status = "upgrade_required", 426
+
+
 class ModerationBlockedError(PersonaError):
     default_code, default_status = "moderation_blocked", 422
 
@@ -182,7 +186,7 @@ CATALOGUE: tuple[type[PersonaError], ...] = (
     BadRequestError, UnauthorizedError, ForbiddenError, NotFoundError, MethodNotAllowedError, RequestTimeoutError,
     IdempotencyConflictError, StateConflictError, DriftBlockedError, AuditBlockedError, AssetExpiredError,
     PreconditionFailedError, PayloadTooLargeError, UnsupportedMediaTypeError, ValidationFailedError,
-    ModerationBlockedError, RateLimitedError, QuotaExceededError, HeadersTooLargeError, InternalServerError,
+    UpgradeRequiredError, ModerationBlockedError, RateLimitedError, QuotaExceededError, HeadersTooLargeError, InternalServerError,
     NotImplementedByServerError, ProviderError, ServiceUnavailableError, ProviderTimeoutError,
 )
 BY_CODE: dict[str, type[PersonaError]] = {cls.default_code: cls for cls in CATALOGUE}

@@ -152,10 +152,10 @@ class ApiKey(TypedDict, total=False):
     workspaceId: str
     # Creation time. (Output only.)
     createdAt: str
-    # Expiry time; absent: the key does not expire.
-    expiresAt: str
-    # Revocation time; absent while the key is active. (Output only.)
-    revokedAt: str
+    # Expiry time (RFC 3339); `null`: the key does not expire.
+    expiresAt: str | None
+    # Revocation time (RFC 3339); `null` while the key is active. (Output only.)
+    revokedAt: str | None
 
 
 class ApprovePortraitRequestBody(TypedDict, total=False):
@@ -366,6 +366,14 @@ class ChatCompletionRequestMessage(TypedDict, total=False):
     tool_call_id: str
     # For `assistant` messages: the calls it made.
     tool_calls: list[ChatCompletionToolCall]
+    # An assistant message's refusal, as a reply carries it (ignored).
+    refusal: Any
+    # An assistant message's annotations, as a reply may carry them (ignored).
+    annotations: list[dict[str, Any]]
+    # An assistant message's audio reference (ignored).
+    audio: dict[str, Any]
+    # Deprecated form of `tool_calls` (ignored).
+    function_call: Any
 
 
 class ChatCompletionStreamOptions(TypedDict, total=False):
@@ -445,7 +453,7 @@ class ChatSession(TypedDict, total=False):
     # End time as an RFC 3339 string, or JSON `null` while the session is active. A `Value` rather than a
     # `Timestamp` so that the key is always present in JSON, as the spec requires of all fourteen fields.
     # (Output only.)
-    endedAt: Any
+    endedAt: str | None
 
 
 class ChatUsage(TypedDict, total=False):
@@ -489,8 +497,8 @@ class ConfigItem(TypedDict, total=False):
     type: str
     # Allowed values, for `enum` keys. (Output only.)
     allowedValues: list[str]
-    # When the effective setting was last written; absent for defaults. (Output only.)
-    updatedAt: str
+    # When the effective setting was last written (RFC 3339); `null` for defaults. (Output only.)
+    updatedAt: str | None
 
 
 class CreateApiKeyRequest(TypedDict, total=False):
@@ -499,8 +507,10 @@ class CreateApiKeyRequest(TypedDict, total=False):
     # Name of the key, 1 to 100 characters.
     name: str
     # Scopes to grant: at least one of `personas:read`, `personas:write`, `chat:read`, `chat:write`,
-    # `config:read`, `config:write`. The reversed form seen in one sample (`read:personas`) is not accepted.
-    scopes: list[Literal["personas:read", "personas:write", "chat:read", "chat:write", "config:read", "config:write"]]
+    # `config:read`, `config:write`, and `platform:admin` (the platform-admin RPCs; only a platform
+    # administrator's credential holds it, so only such a caller may grant it: 403 `forbidden` otherwise). The
+    # reversed form seen in one sample (`read:personas`) is not accepted.
+    scopes: list[Literal["personas:read", "personas:write", "chat:read", "chat:write", "config:read", "config:write", "platform:admin"]]
     # `live` (default) or `test`.
     mode: Literal["live", "test"]
     # Optional expiry, an RFC 3339 timestamp in the future (e.g. `2027-01-31T00:00:00Z`).
@@ -543,6 +553,54 @@ class CreateChatCompletionRequest(TypedDict, total=False):
     user: str
     # Newer clients' name for `max_tokens`.
     max_completion_tokens: int
+    # OpenAI's nucleus sampling (ignored).
+    top_p: float
+    # Choices to generate: one is (more is 422).
+    n: int
+    # Stop sequences, a string or an array (ignored).
+    stop: Any
+    # OpenAI's presence penalty (ignored).
+    presence_penalty: float
+    # OpenAI's frequency penalty (ignored).
+    frequency_penalty: float
+    # Token id -> bias (ignored).
+    logit_bias: dict[str, Any]
+    # Return log probabilities (ignored: `logprobs` is always null).
+    logprobs: bool
+    # Most likely tokens per position (ignored).
+    top_logprobs: int
+    # Sampling seed (ignored; a double so that any integer a client sends parses).
+    seed: float
+    # `{"type": "text" | "json_object" | "json_schema", ...}` (ignored).
+    response_format: dict[str, Any]
+    # Allow parallel tool calls (ignored).
+    parallel_tool_calls: bool
+    # OpenAI's stored completions (ignored).
+    store: bool
+    # OpenAI's request metadata (ignored).
+    metadata: dict[str, Any]
+    # OpenAI's service tier (ignored).
+    service_tier: str
+    # Reasoning effort of reasoning models (ignored).
+    reasoning_effort: str
+    # Output modalities (ignored: text).
+    modalities: list[str]
+    # Predicted output (ignored).
+    prediction: dict[str, Any]
+    # Audio output options (ignored).
+    audio: dict[str, Any]
+    # Web search options (ignored).
+    web_search_options: dict[str, Any]
+    # Deprecated form of `tools` (ignored).
+    functions: list[dict[str, Any]]
+    # Deprecated form of `tool_choice` (ignored).
+    function_call: Any
+    # Verbosity of reasoning models (ignored).
+    verbosity: str
+    # OpenAI's prompt cache key (ignored).
+    prompt_cache_key: str
+    # OpenAI's end-user safety identifier (ignored).
+    safety_identifier: str
 
 
 class CreateChatSessionRequest(TypedDict, total=False):
@@ -567,8 +625,8 @@ class CreateListingRequest(TypedDict, total=False):
     description: str
     # Up to 10 tags of 1 to 40 characters (stored lower case).
     audienceTags: list[str]
-    # 0 to 100,000,000 minor units.
-    priceMinor: str | int
+    # 0 to 100,000,000 minor units (32-bit so that JSON carries a number).
+    priceMinor: int
     # The billing currency: `usd` (the default, and for now the only one).
     currency: Literal["usd"]
 
@@ -694,8 +752,8 @@ class ForkPersonaRequestBody(TypedDict, total=False):
 
 
 class Invoice(TypedDict, total=False):
-    """Spec: Invoice (all 12 fields always present; the spec types every one of them as a string or number, and so
-    do we: `paidAt` is an RFC 3339 UTC string, empty until the invoice is paid).
+    """Spec: Invoice (all 12 fields always present; `paidAt` is an RFC 3339 UTC string, or `null` until the invoice
+    is paid).
     """
 
     # `inv_…`. (Output only.)
@@ -708,18 +766,20 @@ class Invoice(TypedDict, total=False):
     status: str
     # ISO 4217, lower case. (Output only.)
     currency: str
-    # Minor units. (Output only.)
-    amountDueMinor: str | int
-    # Minor units. (Output only.)
-    amountPaidMinor: str | int
+    # Minor units: a whole number in a double (exact up to 2^53), so that JSON carries the spec's `number`
+    # whatever the sum reaches. (Output only.)
+    amountDueMinor: float
+    # Minor units (a whole number, as `amountDueMinor`). (Output only.)
+    amountPaidMinor: float
     # The service period. (Output only.)
     periodStart: str
     # See `periodStart`. (Output only.)
     periodEnd: str
     # When payment is due. (Output only.)
     dueDate: str
-    # When it was paid (RFC 3339, UTC); empty until then. (Output only.)
-    paidAt: str
+    # When it was paid (RFC 3339, UTC); `null` until then (present, as every not-yet timestamp: README,
+    # Contract decisions). (Output only.)
+    paidAt: str | None
     # The lines (at least one). (Output only.)
     lineItems: list[InvoiceLineItem]
 
@@ -729,12 +789,13 @@ class InvoiceLineItem(TypedDict, total=False):
 
     # What it is for ("Pro plan", "Proration: Free → Team").
     description: str
-    # How many units.
-    quantity: str | int
-    # Price of one unit, minor units (negative for credits).
-    unitAmountMinor: str | int
-    # quantity × unit amount, minor units.
-    amountMinor: str | int
+    # How many units (0 to 2^31−1; saturated beyond).
+    quantity: int
+    # Price of one unit, minor units (negative for credits). Invoice amounts are doubles holding whole numbers
+    # (exact up to 2^53), so that JSON carries numbers whatever the sums reach.
+    unitAmountMinor: float
+    # quantity × unit amount, minor units (a whole number, as above).
+    amountMinor: float
     # The service period it covers.
     periodStart: str
     # See `periodStart`.
@@ -934,8 +995,8 @@ class Listing(TypedDict, total=False):
     description: str
     # Audience tags (lower case). (Output only.)
     audienceTags: list[str]
-    # Price, minor units. (Output only.)
-    priceMinor: str | int
+    # Price, minor units (0 to 100,000,000, as CreateListingRequest allows). (Output only.)
+    priceMinor: int
     # ISO 4217, lower case. (Output only.)
     currency: str
     # `pending_review`, `published`, `rejected`, `unpublished`. (Output only.)
@@ -948,8 +1009,8 @@ class Listing(TypedDict, total=False):
     createdAt: str
     # When it last changed. (Output only.)
     updatedAt: str
-    # When it was last published; unset before. (Output only.)
-    publishedAt: str
+    # When it was last published (RFC 3339); `null` before. (Output only.)
+    publishedAt: str | None
 
 
 class Model(TypedDict, total=False):
@@ -991,16 +1052,16 @@ class ModerationReview(TypedDict, total=False):
     status: str
     # The administrator (user id) holding the claim. (Output only.)
     claimedBy: str
-    # When the claim lapses. (Output only.)
-    claimExpiresAt: str
+    # When the claim lapses (RFC 3339); `null` while unclaimed. (Output only.)
+    claimExpiresAt: str | None
     # `approve` or `reject` once resolved. (Output only.)
     decision: str
     # The resolver's note. (Output only.)
     note: str
     # Who resolved it (user id). (Output only.)
     resolvedBy: str
-    # When. (Output only.)
-    resolvedAt: str
+    # When (RFC 3339); `null` until resolved. (Output only.)
+    resolvedAt: str | None
     # When the verdict was given. (Output only.)
     createdAt: str
 
@@ -1067,12 +1128,12 @@ class Persona(TypedDict, total=False):
     createdAt: str
     # Last change. (Output only.)
     updatedAt: str
-    # When it was soft-deleted; absent otherwise. (Output only.)
-    deletedAt: str
-    # When a soft-deleted persona is purged for good; absent otherwise. (Output only.)
-    purgeAt: str
-    # When it was archived; absent otherwise. (Output only.)
-    archivedAt: str
+    # When it was soft-deleted (RFC 3339); `null` otherwise. (Output only.)
+    deletedAt: str | None
+    # When a soft-deleted persona is purged for good (RFC 3339); `null` otherwise. (Output only.)
+    purgeAt: str | None
+    # When it was archived (RFC 3339); `null` otherwise. (Output only.)
+    archivedAt: str | None
 
 
 class PersonaLineage(TypedDict, total=False):
@@ -1123,8 +1184,9 @@ class Portrait(TypedDict, total=False):
     signedUrl: str
     # When `signedUrl` stops working. (Output only.)
     signedUrlExpiresAt: str
-    # The PNG's size in bytes (0 until generated). (Output only.)
-    size: str | int
+    # The PNG's size in bytes (0 until generated; 0 to 2^31−1, saturated beyond; 32-bit so that JSON carries a
+    # number). (Output only.)
+    size: int
     # Its width and height in pixels (0 until generated). (Output only.)
     width: int
     # See `width`. (Output only.)
@@ -1171,14 +1233,14 @@ class PrivacyExport(TypedDict, total=False):
     status: str
     # A signed URL of the JSON bundle (completed only). (Output only.)
     downloadUrl: str
-    # When the download stops working (completed only). (Output only.)
-    expiresAt: str
+    # When the download stops working (RFC 3339, completed only); `null` before. (Output only.)
+    expiresAt: str | None
     # SHA-256 of the bundle's data (completed only), as in its manifest. (Output only.)
     sha256: str
     # When it was requested. (Output only.)
     createdAt: str
-    # When it was built. (Output only.)
-    completedAt: str
+    # When it was built (RFC 3339); `null` until then. (Output only.)
+    completedAt: str | None
 
 
 class ProbeCheck(TypedDict, total=False):
@@ -1212,8 +1274,8 @@ class Purchase(TypedDict, total=False):
     personaId: str
     # The buyer's invoice for it. (Output only.)
     invoiceId: str
-    # What was paid, minor units. (Output only.)
-    amountMinor: str | int
+    # What was paid, minor units (a listing's price: 0 to 100,000,000). (Output only.)
+    amountMinor: int
     # ISO 4217, lower case. (Output only.)
     currency: str
     # When it was bought. (Output only.)
@@ -1285,10 +1347,11 @@ class RotateWebhookSecretsResponse(TypedDict, total=False):
     results: list[WebhookSecretRotationResult]
     # Endpoints rotated by this call.
     rotatedCount: int
-    # The maximum age applied, seconds.
-    maxAgeSeconds: str | int
-    # The grace given to previous secrets, seconds.
-    secretRotationGraceSeconds: str | int
+    # The maximum age applied, seconds (0 to 2^31−1, about 68 years: the setting refuses more; 32-bit so that
+    # JSON carries a number).
+    maxAgeSeconds: int
+    # The grace given to previous secrets, seconds (0 to 2^31−1, as above).
+    secretRotationGraceSeconds: int
 
 
 class SampleDialogue(TypedDict, total=False):
@@ -1311,8 +1374,8 @@ class ScimToken(TypedDict, total=False):
     prefix: str
     # Creation time. (Output only.)
     createdAt: str
-    # Revocation time; absent while the token works. (Output only.)
-    revokedAt: str
+    # Revocation time (RFC 3339); `null` while the token works. (Output only.)
+    revokedAt: str | None
 
 
 class SendChatMessageRequestBody(TypedDict, total=False):
@@ -1376,12 +1439,14 @@ class Subscription(TypedDict, total=False):
     currentPeriodEnd: str
     # The subscription ends (falls to `free`) at `currentPeriodEnd`. (Output only.)
     cancelAtPeriodEnd: bool
-    # The plan's price per period, minor units. (Output only.)
-    priceMinor: str | int
+    # The plan's price per period, minor units (0 to 2^31−1: the plan price list's range; 32-bit so that JSON
+    # carries a number). (Output only.)
+    priceMinor: int
     # ISO 4217, lower case (`usd`). (Output only.)
     currency: str
-    # Credit (minor units) the next renewal invoice deducts (from downgrades). (Output only.)
-    creditMinor: str | int
+    # Credit (minor units) the next renewal invoice deducts (from downgrades). A sum, so unbounded: a double
+    # holding a whole number (exact up to 2^53) so that JSON carries a number. (Output only.)
+    creditMinor: float
 
 
 class UnpublishListingRequestBody(TypedDict, total=False):
@@ -1408,8 +1473,8 @@ class UpdateListingRequestBody(TypedDict, total=False):
     description: str
     # Replaces the tags (up to 10) when non-empty.
     audienceTags: list[str]
-    # 0 to 100,000,000 minor units.
-    priceMinor: str | int
+    # 0 to 100,000,000 minor units (32-bit so that JSON carries a number).
+    priceMinor: int
 
 
 class UpdatePersonaRequestBody(TypedDict, total=False):
@@ -1476,12 +1541,12 @@ class WebhookDelivery(TypedDict, total=False):
     status: str
     # Attempts made so far.
     attemptCount: int
-    # When the next attempt is due, while `pending`.
-    nextAttemptAt: str
+    # When the next attempt is due, while `pending` (RFC 3339); `null` otherwise.
+    nextAttemptAt: str | None
     # When the delivery was created.
     createdAt: str
-    # When it succeeded or was dead-lettered.
-    completedAt: str
+    # When it succeeded or was dead-lettered (RFC 3339); `null` until then.
+    completedAt: str | None
     # For a replay: the delivery it replays.
     replayOf: str
     # The attempts, oldest first.
@@ -1529,9 +1594,9 @@ class WebhookEndpoint(TypedDict, total=False):
     # When the current secret was made (rotation replaces secrets older than the maximum age, 90 days by
     # default). (Output only.)
     secretCreatedAt: str
-    # Present while a previous secret is still valid (rotation grace): when it stops being used for
-    # signatures. (Output only.)
-    previousSecretExpiresAt: str
+    # While a previous secret is still valid (rotation grace): when it stops being used for signatures (RFC
+    # 3339); `null` otherwise. (Output only.)
+    previousSecretExpiresAt: str | None
     # Deliveries also carry the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`,
     # `webhook-signature`; see the service comment).
     standardWebhooks: bool
@@ -1547,8 +1612,8 @@ class WebhookEndpointSecret(TypedDict, total=False):
     # The previous secret, still valid (deliveries carry a signature for each); empty when there is none or
     # its grace has ended.
     previousSecret: str
-    # When the previous secret stops being valid; absent without one.
-    previousSecretExpiresAt: str
+    # When the previous secret stops being valid (RFC 3339); `null` without one.
+    previousSecretExpiresAt: str | None
 
 
 class WebhookSecretRotationResult(TypedDict, total=False):
@@ -1562,15 +1627,15 @@ class WebhookSecretRotationResult(TypedDict, total=False):
     outcome: str
     # When the (now) current secret was made.
     secretCreatedAt: str
-    # For `rotated`: when the previous secret stops being valid.
-    previousSecretExpiresAt: str
+    # For `rotated`: when the previous secret stops being valid (RFC 3339); `null` otherwise.
+    previousSecretExpiresAt: str | None
 
 
 class ErrorObject(TypedDict, total=False):
     """The `ErrorObject` schema."""
 
     # Stable machine-readable code (the catalogue).
-    code: Literal["asset_expired", "audit_blocked", "bad_request", "drift_blocked", "forbidden", "headers_too_large", "idempotency_conflict", "internal_error", "method_not_allowed", "moderation_blocked", "not_found", "not_implemented", "payload_too_large", "precondition_failed", "provider_error", "provider_timeout", "quota_exceeded", "rate_limited", "request_timeout", "service_unavailable", "state_conflict", "unauthorized", "unsupported_media_type", "validation_failed"]
+    code: Literal["asset_expired", "audit_blocked", "bad_request", "drift_blocked", "forbidden", "headers_too_large", "idempotency_conflict", "internal_error", "method_not_allowed", "moderation_blocked", "not_found", "not_implemented", "payload_too_large", "precondition_failed", "provider_error", "provider_timeout", "quota_exceeded", "rate_limited", "request_timeout", "service_unavailable", "state_conflict", "unauthorized", "unsupported_media_type", "upgrade_required", "validation_failed"]
     message: str
     details: dict[str, Any]
 
@@ -1586,7 +1651,7 @@ class PortraitError(TypedDict, total=False):
     `term`, `scores`, `provider`).
     """
 
-    error: Literal["asset_expired", "audit_blocked", "bad_request", "drift_blocked", "forbidden", "headers_too_large", "idempotency_conflict", "internal_error", "method_not_allowed", "moderation_blocked", "not_found", "not_implemented", "payload_too_large", "precondition_failed", "provider_error", "provider_timeout", "quota_exceeded", "rate_limited", "request_timeout", "service_unavailable", "state_conflict", "unauthorized", "unsupported_media_type", "validation_failed"]
+    error: Literal["asset_expired", "audit_blocked", "bad_request", "drift_blocked", "forbidden", "headers_too_large", "idempotency_conflict", "internal_error", "method_not_allowed", "moderation_blocked", "not_found", "not_implemented", "payload_too_large", "precondition_failed", "provider_error", "provider_timeout", "quota_exceeded", "rate_limited", "request_timeout", "service_unavailable", "state_conflict", "unauthorized", "unsupported_media_type", "upgrade_required", "validation_failed"]
     message: str
 
 
@@ -1717,7 +1782,7 @@ class ApiKeysResource(Resource):
         self,
         *,
         name: str,
-        scopes: Sequence[Literal["personas:read", "personas:write", "chat:read", "chat:write", "config:read", "config:write"]],
+        scopes: Sequence[Literal["personas:read", "personas:write", "chat:read", "chat:write", "config:read", "config:write", "platform:admin"]],
         mode: Literal["live", "test"] | None = None,
         expires_at: str | None = None,
         ip_allowlist: Sequence[str] | None = None,
@@ -1736,8 +1801,10 @@ class ApiKeysResource(Resource):
         Args:
           name: Name of the key, 1 to 100 characters.
           scopes: Scopes to grant: at least one of `personas:read`, `personas:write`, `chat:read`,
-              `chat:write`, `config:read`, `config:write`. The reversed form seen in one sample
-              (`read:personas`) is not accepted.
+              `chat:write`, `config:read`, `config:write`, and `platform:admin` (the platform-admin RPCs;
+              only a platform administrator's credential holds it, so only such a caller may grant it: 403
+              `forbidden` otherwise). The reversed form seen in one sample (`read:personas`) is not
+              accepted.
           mode: `live` (default) or `test`.
           expires_at: Optional expiry, an RFC 3339 timestamp in the future (e.g. `2027-01-31T00:00:00Z`).
           ip_allowlist: Optional allowlist of IP addresses or CIDR ranges (e.g. `203.0.113.0/24`,
@@ -1828,6 +1895,10 @@ class AuditResource(Resource):
         """Lists audit events, newest first.
 
         `GET /v1/audit/events` (operation `ListAuditEvents`).
+
+        A caller confined to one workspace (an API key, or the session of a member whose SCIM groups name
+        workspaces) sees the events of its workspace and the organization's events of no workspace
+        (`workspaceId` absent); the session of a member of every workspace sees all of the organization's.
 
         Auth: scope `config:read`; roles owner, admin.
         """
@@ -2613,6 +2684,11 @@ class EventsResource(Resource):
 
         `GET /v1/events` (operation `ListEvents`).
 
+        A caller confined to one workspace (an API key: keys are scoped to a workspace; the session of a
+        member whose SCIM groups name workspaces) sees its workspace's events and the organization's events
+        of no workspace, as it sees only its workspace's personas; the session of a member of every
+        workspace sees all of them.
+
         Auth: scope `config:read`.
         """
         return cast(
@@ -2661,6 +2737,9 @@ class EventsResource(Resource):
 
         `GET /v1/events/{id}` (operation `GetEvent`).
 
+        An event the caller does not see (another organization's, or another workspace's for a caller
+        confined to one; see ListEvents) is 404 `not_found`, as one that does not exist.
+
         Auth: scope `config:read`.
         """
         return cast(
@@ -2680,7 +2759,7 @@ class FilesResource(Resource):
         self,
         key: str,
         *,
-        expires: str | int | None = None,
+        expires: int | None = None,
         signature: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
@@ -2690,8 +2769,10 @@ class FilesResource(Resource):
         `GET /v1/files/{key}` (operation `GetFile`).
 
         The URL is the credential: no `Authorization` header is needed. A signature that does not match the
-        key and expiry, or an expired URL, answers 403 `forbidden`; an object that is gone answers 404
-        `not_found`.
+        key and expiry, or an expired URL, answers 403 `forbidden`; so does any other spelling of the URL
+        than the one the service signed (`expires` with a leading `0` or `+`, a repeated or reordered
+        parameter, an extra `/`): only that exact path and query open the object. An object that is gone
+        answers 404 `not_found`.
 
         Auth: the signed URL (anonymous).
 
@@ -2773,7 +2854,7 @@ class MarketplaceResource(Resource):
         title: str,
         description: str | None = None,
         audience_tags: Sequence[str] | None = None,
-        price_minor: str | int | None = None,
+        price_minor: int | None = None,
         currency: Literal["usd"] | None = None,
         idempotency_key: str | Literal[False] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -2789,7 +2870,7 @@ class MarketplaceResource(Resource):
           title: 1 to 200 characters.
           description: At most 5,000 characters.
           audience_tags: Up to 10 tags of 1 to 40 characters (stored lower case).
-          price_minor: 0 to 100,000,000 minor units.
+          price_minor: 0 to 100,000,000 minor units (32-bit so that JSON carries a number).
           currency: The billing currency: `usd` (the default, and for now the only one).
         """
         return cast(
@@ -2838,7 +2919,7 @@ class MarketplaceResource(Resource):
         title: str | None = None,
         description: str | None = None,
         audience_tags: Sequence[str] | None = None,
-        price_minor: str | int | None = None,
+        price_minor: int | None = None,
         idempotency_key: str | Literal[False] | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Listing:
@@ -2852,7 +2933,7 @@ class MarketplaceResource(Resource):
           title: 1 to 200 characters.
           description: At most 5,000 characters.
           audience_tags: Replaces the tags (up to 10) when non-empty.
-          price_minor: 0 to 100,000,000 minor units.
+          price_minor: 0 to 100,000,000 minor units (32-bit so that JSON carries a number).
         """
         return cast(
             "Listing",
@@ -2943,7 +3024,7 @@ class ModerationResource(Resource):
 
         `GET /v1/admin/moderation/queue` (operation `ListModerationQueue`).
 
-        Auth: platform administrators.
+        Auth: platform administrators; scope `platform:admin`.
         """
         return cast(
             "ListModerationQueueResponse",
@@ -2998,7 +3079,7 @@ class ModerationResource(Resource):
         An item claimed by another administrator (claim not expired) or already resolved answers 409
         `state_conflict`. Claiming one's own claim renews it.
 
-        Auth: platform administrators.
+        Auth: platform administrators; scope `platform:admin`.
         """
         return cast(
             "ModerationReview",
@@ -3026,7 +3107,7 @@ class ModerationResource(Resource):
 
         Resolved or claimed by someone else: 409 `state_conflict`.
 
-        Auth: platform administrators.
+        Auth: platform administrators; scope `platform:admin`.
 
         Args:
           decision: `approve` or `reject`.
@@ -3060,6 +3141,30 @@ class OpenaiResource(Resource):
         tool_choice: Any | None = None,
         user: str | None = None,
         max_completion_tokens: int | None = None,
+        top_p: float | None = None,
+        n: int | None = None,
+        stop: Any | None = None,
+        presence_penalty: float | None = None,
+        frequency_penalty: float | None = None,
+        logit_bias: dict[str, Any] | None = None,
+        logprobs: bool | None = None,
+        top_logprobs: int | None = None,
+        seed: float | None = None,
+        response_format: dict[str, Any] | None = None,
+        parallel_tool_calls: bool | None = None,
+        store: bool | None = None,
+        metadata: dict[str, Any] | None = None,
+        service_tier: str | None = None,
+        reasoning_effort: str | None = None,
+        modalities: Sequence[str] | None = None,
+        prediction: dict[str, Any] | None = None,
+        audio: dict[str, Any] | None = None,
+        web_search_options: dict[str, Any] | None = None,
+        functions: Sequence[dict[str, Any]] | None = None,
+        function_call: Any | None = None,
+        verbosity: str | None = None,
+        prompt_cache_key: str | None = None,
+        safety_identifier: str | None = None,
         idempotency_key: str | Literal[False] | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> ChatCompletion:
@@ -3086,6 +3191,30 @@ class OpenaiResource(Resource):
           tool_choice: `none`, `auto`, `required` or `{"type": "function", "function": {"name"}}`.
           user: The end user (the completions session is per user).
           max_completion_tokens: Newer clients' name for `max_tokens`.
+          top_p: OpenAI's nucleus sampling (ignored).
+          n: Choices to generate: one is (more is 422).
+          stop: Stop sequences, a string or an array (ignored).
+          presence_penalty: OpenAI's presence penalty (ignored).
+          frequency_penalty: OpenAI's frequency penalty (ignored).
+          logit_bias: Token id -> bias (ignored).
+          logprobs: Return log probabilities (ignored: `logprobs` is always null).
+          top_logprobs: Most likely tokens per position (ignored).
+          seed: Sampling seed (ignored; a double so that any integer a client sends parses).
+          response_format: `{"type": "text" | "json_object" | "json_schema", ...}` (ignored).
+          parallel_tool_calls: Allow parallel tool calls (ignored).
+          store: OpenAI's stored completions (ignored).
+          metadata: OpenAI's request metadata (ignored).
+          service_tier: OpenAI's service tier (ignored).
+          reasoning_effort: Reasoning effort of reasoning models (ignored).
+          modalities: Output modalities (ignored: text).
+          prediction: Predicted output (ignored).
+          audio: Audio output options (ignored).
+          web_search_options: Web search options (ignored).
+          functions: Deprecated form of `tools` (ignored).
+          function_call: Deprecated form of `tool_choice` (ignored).
+          verbosity: Verbosity of reasoning models (ignored).
+          prompt_cache_key: OpenAI's prompt cache key (ignored).
+          safety_identifier: OpenAI's end-user safety identifier (ignored).
         """
         return cast(
             "ChatCompletion",
@@ -3103,6 +3232,30 @@ class OpenaiResource(Resource):
                     "tool_choice": tool_choice,
                     "user": user,
                     "max_completion_tokens": max_completion_tokens,
+                    "top_p": top_p,
+                    "n": n,
+                    "stop": stop,
+                    "presence_penalty": presence_penalty,
+                    "frequency_penalty": frequency_penalty,
+                    "logit_bias": logit_bias,
+                    "logprobs": logprobs,
+                    "top_logprobs": top_logprobs,
+                    "seed": seed,
+                    "response_format": response_format,
+                    "parallel_tool_calls": parallel_tool_calls,
+                    "store": store,
+                    "metadata": metadata,
+                    "service_tier": service_tier,
+                    "reasoning_effort": reasoning_effort,
+                    "modalities": modalities,
+                    "prediction": prediction,
+                    "audio": audio,
+                    "web_search_options": web_search_options,
+                    "functions": functions,
+                    "function_call": function_call,
+                    "verbosity": verbosity,
+                    "prompt_cache_key": prompt_cache_key,
+                    "safety_identifier": safety_identifier,
                 }),
                 idempotency_key=idempotency_key,
                 extra_headers=extra_headers,
@@ -3122,6 +3275,30 @@ class OpenaiResource(Resource):
         tool_choice: Any | None = None,
         user: str | None = None,
         max_completion_tokens: int | None = None,
+        top_p: float | None = None,
+        n: int | None = None,
+        stop: Any | None = None,
+        presence_penalty: float | None = None,
+        frequency_penalty: float | None = None,
+        logit_bias: dict[str, Any] | None = None,
+        logprobs: bool | None = None,
+        top_logprobs: int | None = None,
+        seed: float | None = None,
+        response_format: dict[str, Any] | None = None,
+        parallel_tool_calls: bool | None = None,
+        store: bool | None = None,
+        metadata: dict[str, Any] | None = None,
+        service_tier: str | None = None,
+        reasoning_effort: str | None = None,
+        modalities: Sequence[str] | None = None,
+        prediction: dict[str, Any] | None = None,
+        audio: dict[str, Any] | None = None,
+        web_search_options: dict[str, Any] | None = None,
+        functions: Sequence[dict[str, Any]] | None = None,
+        function_call: Any | None = None,
+        verbosity: str | None = None,
+        prompt_cache_key: str | None = None,
+        safety_identifier: str | None = None,
         last_event_id: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> EventStream[dict[str, Any]]:
@@ -3153,6 +3330,30 @@ class OpenaiResource(Resource):
           tool_choice: `none`, `auto`, `required` or `{"type": "function", "function": {"name"}}`.
           user: The end user (the completions session is per user).
           max_completion_tokens: Newer clients' name for `max_tokens`.
+          top_p: OpenAI's nucleus sampling (ignored).
+          n: Choices to generate: one is (more is 422).
+          stop: Stop sequences, a string or an array (ignored).
+          presence_penalty: OpenAI's presence penalty (ignored).
+          frequency_penalty: OpenAI's frequency penalty (ignored).
+          logit_bias: Token id -> bias (ignored).
+          logprobs: Return log probabilities (ignored: `logprobs` is always null).
+          top_logprobs: Most likely tokens per position (ignored).
+          seed: Sampling seed (ignored; a double so that any integer a client sends parses).
+          response_format: `{"type": "text" | "json_object" | "json_schema", ...}` (ignored).
+          parallel_tool_calls: Allow parallel tool calls (ignored).
+          store: OpenAI's stored completions (ignored).
+          metadata: OpenAI's request metadata (ignored).
+          service_tier: OpenAI's service tier (ignored).
+          reasoning_effort: Reasoning effort of reasoning models (ignored).
+          modalities: Output modalities (ignored: text).
+          prediction: Predicted output (ignored).
+          audio: Audio output options (ignored).
+          web_search_options: Web search options (ignored).
+          functions: Deprecated form of `tools` (ignored).
+          function_call: Deprecated form of `tool_choice` (ignored).
+          verbosity: Verbosity of reasoning models (ignored).
+          prompt_cache_key: OpenAI's prompt cache key (ignored).
+          safety_identifier: OpenAI's end-user safety identifier (ignored).
 
         Returns the event stream (resumed by itself after a drop); pass `last_event_id` to resume a stream
         read earlier.
@@ -3172,6 +3373,30 @@ class OpenaiResource(Resource):
                 "tool_choice": tool_choice,
                 "user": user,
                 "max_completion_tokens": max_completion_tokens,
+                "top_p": top_p,
+                "n": n,
+                "stop": stop,
+                "presence_penalty": presence_penalty,
+                "frequency_penalty": frequency_penalty,
+                "logit_bias": logit_bias,
+                "logprobs": logprobs,
+                "top_logprobs": top_logprobs,
+                "seed": seed,
+                "response_format": response_format,
+                "parallel_tool_calls": parallel_tool_calls,
+                "store": store,
+                "metadata": metadata,
+                "service_tier": service_tier,
+                "reasoning_effort": reasoning_effort,
+                "modalities": modalities,
+                "prediction": prediction,
+                "audio": audio,
+                "web_search_options": web_search_options,
+                "functions": functions,
+                "function_call": function_call,
+                "verbosity": verbosity,
+                "prompt_cache_key": prompt_cache_key,
+                "safety_identifier": safety_identifier,
             }),
             last_event_id=last_event_id,
             extra_headers=extra_headers,
@@ -4077,7 +4302,10 @@ class PrivacyResource(Resource):
         after the usual 30 days, restorable by the organization meanwhile); - their API keys are revoked and
         their membership ends (every credential of the user stops working at once, in every process); -
         their chat sessions (`userId` = the user) and messages are deleted; - their privacy exports and
-        bundles are deleted; - the user record is anonymized once no organization knows them.
+        bundles are deleted; - the user record is anonymized once no organization knows them; an
+        organization that linked the person after this one did (SCIM provisioning by e-mail, before it
+        stopped linking across organizations) loses that link and what the person did there is erased alike,
+        so no link keeps the record alive.
 
         `DELETE /v1/privacy/me` (operation `EraseMyData`).
 
@@ -4140,9 +4368,9 @@ class ProbesResource(Resource):
 
         `GET /metrics` (operation `GetMetrics`).
 
-        Envoy's own statistics are on its admin port (`/stats/prometheus`, 127.0.0.1). With
-        PERSONA_METRICS_TOKEN set, the scraper must send it as a bearer token (else 401 `unauthorized`);
-        empty: open, for a private network.
+        Envoy's own statistics are on its admin socket (`/stats/prometheus`, `<data dir>/envoy-admin.sock`,
+        for the operator only). With PERSONA_METRICS_TOKEN set, the scraper must send it as a bearer token
+        (else 401 `unauthorized`); empty: open, for a private network.
 
         Auth: PERSONA_METRICS_TOKEN when set (anonymous).
 
@@ -4989,10 +5217,11 @@ class ScimResource(Resource):
         extra_headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
         """Lists the organization's users as a ListResponse, oldest first (RFC 7644 §3.4.2): `filter` (every
-        operator, `and`/`or`/`not`, value paths such as `emails[type eq "work"]`; an attribute the schema
-        does not have, or a malformed filter, answers 400 `invalidFilter`), `startIndex` (1-based), `count`
-        (default 100, at most 1000; 0 counts only), `attributes`, `excludedAttributes`, `sortBy`,
-        `sortOrder`.
+        operator, `and`/`or`/`not`, value paths such as `emails[type eq "work"]`; dateTime attributes such
+        as `meta.created` compare as instants, their literal an RFC 3339 string, UTC without an offset; an
+        attribute the schema does not have, a malformed filter or a literal of the wrong type answers 400
+        `invalidFilter`), `startIndex` (1-based), `count` (default 100, at most 1000; 0 counts only),
+        `attributes`, `excludedAttributes`, `sortBy`, `sortOrder`.
 
         `GET /v1/auth/scim/v2/Users` (operation `ListScimUsers`).
 
@@ -5028,10 +5257,12 @@ class ScimResource(Resource):
         `POST /v1/auth/scim/v2/Users` (operation `CreateScimUser`).
 
         `userName` is required and unique in the organization (case-insensitive); 409 `uniqueness`
-        otherwise. A userName or primary email that names a member the IdP has not provisioned yet links
-        that member instead (Okta looks users up by `userName eq` first, but not every IdP does). A body
-        that breaks the schema answers 422 `validation_failed`, scimType `invalidValue`, in both shapes (the
-        envelope's `error` beside SCIM's error schema); a body that is not JSON answers 400 `invalidSyntax`.
+        otherwise. A userName or primary email that names a member of this organization the IdP has not
+        provisioned yet links that member instead (Okta looks users up by `userName eq` first, but not every
+        IdP does); a user of another organization is never linked: the IdP gets a new user. A body that
+        breaks the schema answers 422 `validation_failed`, scimType `invalidValue`, in both shapes (the
+        envelope's `error` beside SCIM's error schema); a body that is not JSON, or nests deeper than 32
+        levels, answers 400 `invalidSyntax`.
 
         Auth: scope `scim:provision` (a SCIM token, or a credential holding `config:write`).
 
@@ -5137,9 +5368,10 @@ class ScimResource(Resource):
 
         `PATCH /v1/auth/scim/v2/Users/{id}` (operation `PatchScimUser`).
 
-        Entra's quirks are accepted: booleans as the strings `"True"`/`"False"`, and `Remove` on `members`
-        with a `value` list (removes exactly those members). Answers 200 with the resource; `If-Match` as
-        for PUT.
+        Entra's quirks are accepted: booleans as the strings `"True"`/`"False"`, the enterprise `manager` as
+        a bare id (`""` unassigns it) or as `{"value": id}`, path-less value maps keyed by dotted or URN
+        paths, and `Remove` on `members` with a `value` list (removes exactly those members). Answers 200
+        with the resource; `If-Match` as for PUT.
 
         Auth: scope `scim:provision`.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, Table, func
+from sqlalchemy import ColumnElement, DateTime, Table, func, or_, true
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -16,6 +16,15 @@ class Base(DeclarativeBase):
 
 def created_at_column() -> Mapped[datetime]:
     return mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
+
+
+def seen_from(column: ColumnElement, workspace_id: str | None) -> ColumnElement[bool]:
+    """Rows of an organization-wide log (events, audit) a reader confined to
+    `workspace_id` sees: its workspace's and those concerning no workspace;
+    every row when `workspace_id` is None (an organization-wide reader)."""
+    if workspace_id is None:
+        return true()
+    return or_(column == workspace_id, column.is_(None), column == "")
 
 
 def table_of(model: type[Base]) -> Table:

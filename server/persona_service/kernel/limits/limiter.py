@@ -18,6 +18,12 @@ limit) may sit unused elsewhere for up to a second while this process sees
 the window as full. Limits under 2,000 per window never lease, so they stay
 exact, and the last 1.6% of every window is admitted one call at a time.
 
+Refusals are cheap: once Redis answers that a window is full, the process
+refuses the next calls of the same windows from memory for
+`REFUSAL_MEMORY_SECONDS` (a flood far over a limit costs no Redis round
+trip); a unit given back meanwhile (an unused lease, a refunded generation)
+is admitted at most that much later (at once in the process that gave it back).
+
 When Redis is unreachable the limiter fails open (requests are served
 without limits or rate-limit headers, and a warning is logged): an outage of
 short-lived shared state must not take the API down.
@@ -38,8 +44,11 @@ import redis
 
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.limits.plans import ANONYMOUS_PER_MINUTE, Limits
+from persona_service.kernel.logs import Throttled
 
 log = logging.getLogger(__name__)
+# While Redis is down every call fails open: one line per kind of failure every 10 s, not one per call.
+_warn = Throttled(log)
 
 # Generations still "running" after this long are considered abandoned.
 GENERATION_STALE_MS = 15 * 60 * 1000
@@ -50,6 +59,8 @@ LEASE_DIVISOR = 1000
 LEASE_SECONDS = 1.0
 # A lease is granted only while every window has room for this many of them.
 LEASE_HEADROOM = 16
+# A window Redis reported full is refused from memory for this long (a flood of 429s costs no round trip).
+REFUSAL_MEMORY_SECONDS = 1.0
 
 _SCRIPT = """
 local now_ms = tonumber(ARGV[1])
@@ -200,6 +211,7 @@ class RateLimiter:
         self._release = client.register_script(_RELEASE)
         self._give_back = client.register_script(_GIVE_BACK)
         self._leases: dict[tuple, _Lease] = {}
+        self._refused: dict[tuple, tuple[float, list]] = {}  # lease key -> (monotonic expiry, the script's refusal)
         self._lock = threading.Lock()
         self._sweeper: threading.Thread | None = None
 
@@ -210,7 +222,10 @@ class RateLimiter:
         index = int(now // seconds)
         return Window(name, f"rl:{{{subject}}}:{name}:{index}", limit, seconds, (index + 1) * seconds)
 
-    def windows(self, subject: str, limits: Limits, cap: str, generation: bool, now: float) -> list[Window]:
+    def windows(self, subject: str, limits: Limits, cap: str, generation: bool, now: float,
+                period: tuple[int, int] | None = None) -> list[Window]:
+        """`period`: the organization's billing period (start, end), which its
+        monthly quota counts in; None: the calendar month."""
         windows = [
             self._fixed(subject, "minute", limits.requests_per_minute, 60, now),
             self._fixed(subject, "day", limits.requests_per_day, 86_400, now),
@@ -219,16 +234,16 @@ class RateLimiter:
             limit, seconds = limits.cap(cap)
             windows.append(self._fixed(subject, cap, limit, seconds, now))
         if generation:
-            month, resets_at = _month_bounds(now)
+            month, resets_at = (f"p{period[0]}", period[1]) if period else _month_bounds(now)
             windows.append(Window("month", f"rl:{{{subject}}}:generations:{month}", limits.generations_per_month, 0, resets_at))
         return windows
 
     # --- admission --------------------------------------------------------------
 
     def ask(self, subject: str, limits: Limits, *, cap: str = "", generation: bool = False, stream: bool = False,
-            token: str = "", lease: bool = True) -> Ask:
+            token: str = "", lease: bool = True, period: tuple[int, int] | None = None) -> Ask:
         now = time.time()
-        windows = self.windows(subject, limits, cap, generation, now)
+        windows = self.windows(subject, limits, cap, generation, now, period)
         slots = self.slots(limits, generation, stream)
         # Calls holding a slot (generations, streams) are few and must be exact: never leased.
         want = self._lease_size(windows) if lease and not slots else 1
@@ -236,18 +251,44 @@ class RateLimiter:
         return Ask(now, limits, windows, slots, keys, want, token, generation)
 
     def admit(self, subject: str, limits: Limits, *, cap: str = "", generation: bool = False, stream: bool = False,
-              token: str = "") -> Admission:
-        ask = self.ask(subject, limits, cap=cap, generation=generation, stream=stream, token=token)
+              token: str = "", period: tuple[int, int] | None = None) -> Admission:
+        ask = self.ask(subject, limits, cap=cap, generation=generation, stream=stream, token=token, period=period)
         if ask.want > 1:
             leased = self._from_lease(ask)
             if leased is not None:
                 return leased
+        refused = self._refused.get(self._lease_key(ask))
+        if refused is not None and refused[0] > time.monotonic():
+            return self.decide(ask, refused[1])  # raises the same 429, with Retry-After counted from now
         try:
             result = self._admit(keys=ask.keys, args=ask.script_args())
         except redis.RedisError as exc:
-            log.warning("rate limiter unavailable, failing open: %s", exc)
+            _warn.warning("fail-open", "rate limiter unavailable, failing open: %s", exc)
             return Admission()
+        if result[0] in (b"window", "window"):
+            self._remember_refusal(ask, result)
         return self.decide(ask, result)
+
+    def _remember_refusal(self, ask: Ask, result: list) -> None:
+        """A full window stays full until it resets (only a lease given back or
+        a refunded generation frees a unit), so the next calls of the same
+        windows are refused from memory for a second. Window keys name their
+        period, so a new window never matches. Concurrency refusals are not
+        remembered: a slot frees whenever a call ends."""
+        now = time.monotonic()
+        with self._lock:
+            if len(self._refused) >= 4096:  # organizations over a limit at once; expired ones go first
+                self._refused = {k: v for k, v in self._refused.items() if v[0] > now}
+                if len(self._refused) >= 4096:
+                    self._refused.clear()
+            self._refused[self._lease_key(ask)] = (now + REFUSAL_MEMORY_SECONDS, result)
+
+    def _forget_refusals(self, *window_keys: str) -> None:
+        """Units came back to these windows (here; elsewhere, the memory lapses within a second)."""
+        with self._lock:
+            if self._refused:
+                freed = set(window_keys)
+                self._refused = {k: v for k, v in self._refused.items() if freed.isdisjoint(k[:-1])}
 
     def decide(self, ask: Ask, result: list) -> Admission:
         """The script's answer as an Admission (keeping a granted lease), or the 429 to raise."""
@@ -345,7 +386,10 @@ class RateLimiter:
         try:
             self._give_back(keys=list(lease.keys), args=[lease.left])
         except redis.RedisError as exc:
-            log.warning("could not give back %d leased units (they expire with the window): %s", lease.left, exc)
+            _warn.warning("give-back", "could not give back %d leased units (they expire with the window): %s",
+                          lease.left, exc)
+        else:
+            self._forget_refusals(*lease.keys)
 
     def admit_anonymous(self, client_ip: str | None) -> Admission:
         """Unauthenticated failures: a per-address minute window."""
@@ -375,7 +419,10 @@ class RateLimiter:
         try:
             self._release(keys=keys, args=[admission.token, "1" if refund else "0", len(admission.slot_keys)])
         except redis.RedisError as exc:
-            log.warning("could not release a generation slot (it expires by itself): %s", exc)
+            _warn.warning("release", "could not release a generation slot (it expires by itself): %s", exc)
+        else:
+            if refund and admission.refund_key:
+                self._forget_refusals(admission.refund_key)
 
     @staticmethod
     def headers(limits: Limits, minute: Window, remaining: int, now: float) -> list[tuple[str, str]]:

@@ -5,8 +5,9 @@ organization through the `api.rate_limit.*` config items.
 
 Monthly generation quotas (the spec gives only Pro's 100): Free 10, Pro 100,
 Team 500, Enterprise 5,000 by default; monthly portrait images: Free 20,
-Pro 200, Team 1,000, Enterprise 10,000. The billing period is the calendar
-month in UTC.
+Pro 200, Team 1,000, Enterprise 10,000. They count in the organization's
+billing period (the billing-period port; without a subscription, the
+calendar month in UTC).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class Limits:
     # Server streams (SSE) open at once per organization, so one tenant's
     # streams cannot hold every server thread (ours; the spec names none).
     concurrent_streams: int = 5
-    # Portrait images (generations and edits) per calendar month (ours; the spec names none).
+    # Portrait images (generations and edits) per billing period (ours; the spec names none).
     images_per_month: int = 200
 
     def cap(self, name: str) -> tuple[int, int]:
@@ -53,8 +56,16 @@ class Limits:
         cap = ENDPOINT_CAPS[name]
         return max(1, math.floor(cap.pro_limit * self.cap_multiplier)), cap.window_seconds
 
-    def with_overrides(self, overrides: dict[str, float]) -> Limits:
-        return replace(self, **{k: type(getattr(self, k))(v) for k, v in overrides.items() if hasattr(self, k)})
+    def with_overrides(self, overrides: dict[str, float], ceiling: float | None = None) -> Limits:
+        """These limits with an organization's overrides, each at most
+        `override_maximum(name, ceiling)` (a value stored before the operator
+        lowered the ceiling is bounded too)."""
+        def bounded(name: str, value: float) -> int | float:
+            value = type(getattr(self, name))(value)
+            return value if ceiling is None else min(value, override_maximum(name, ceiling))
+
+        changes: dict[str, Any] = {k: bounded(k, v) for k, v in overrides.items() if hasattr(self, k)}
+        return replace(self, **changes)
 
 
 PLAN_LIMITS = {
@@ -63,6 +74,30 @@ PLAN_LIMITS = {
     "team": Limits(3_000, 250_000, 25, 5.0, 500, concurrent_streams=10, images_per_month=1_000),
     "enterprise": Limits(6_000, 500_000, 50, 10.0, 5_000, concurrent_streams=20, images_per_month=10_000),
 }
+
+
+@dataclass(frozen=True)
+class Quota:
+    """A monthly quota: `limit` units counted from `start`, resetting at `end`
+    (the organization's billing period; without one, the calendar month in UTC)."""
+
+    limit: int
+    start: datetime
+    end: datetime
+
+    @classmethod
+    def calendar_month(cls, limit: int, now: datetime) -> Quota:
+        start = now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+        return cls(limit, start, end)
+
+
+def override_maximum(name: str, ceiling: float) -> int | float:
+    """The most an organization may set limit `name` to: `ceiling`
+    (PERSONA_LIMIT_OVERRIDE_CEILING) times the Enterprise plan's default."""
+    default = getattr(PLAN_LIMITS["enterprise"], name)
+    return type(default)(default * ceiling)
+
 
 # Unauthenticated requests (failed credentials) are limited per client address.
 ANONYMOUS_PER_MINUTE = 60

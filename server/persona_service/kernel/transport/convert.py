@@ -4,12 +4,22 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from google.protobuf import struct_pb2, timestamp_pb2
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 
 def page_limit(request) -> int:
     """A cursor list's optional `limit` (0 when omitted: the default page size)."""
     return request.limit if request.HasField("limit") else 0
+
+
+INT32_MAX = 2**31 - 1
+
+
+def int32(value: int) -> int:
+    """A 64-bit column's value for an int32 field (README, Contract decisions:
+    the JSON surface has no 64-bit integers), saturated at the int32 bounds
+    instead of failing the call; the field's comment states its range."""
+    return max(-INT32_MAX - 1, min(INT32_MAX, value))
 
 
 def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
@@ -34,6 +44,24 @@ def nullable_time(value: datetime | None) -> struct_pb2.Value:
     stamp = timestamp(value)
     assert stamp is not None
     return struct_pb2.Value(string_value=stamp.ToJsonString())
+
+
+def message_json(message) -> dict:
+    """A message as the edge's transcoder prints it, for JSON built here (SSE
+    frames, error details): lowerCamel names, zero values printed, and whole
+    doubles as integers (`354`, where Python would write `354.0`), so that a
+    field has one JSON form whichever path carries it."""
+    return _whole_numbers(json_format.MessageToDict(message, always_print_fields_with_no_presence=True))
+
+
+def _whole_numbers(value):
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(item) for item in value]
+    return value
 
 
 def struct(value: dict | None) -> struct_pb2.Struct:

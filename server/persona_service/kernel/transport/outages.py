@@ -12,8 +12,11 @@ import redis
 from sqlalchemy import exc as sa_exc
 
 from persona_service.kernel.errors import ServiceUnavailable
+from persona_service.kernel.logs import Throttled
 
 log = logging.getLogger("persona_service.outages")
+# An outage fails many calls a second: one line per dependency every 10 s (with the count it suppressed).
+_warn = Throttled(log)
 
 RETRY_AFTER_SECONDS = 2
 
@@ -28,7 +31,7 @@ def as_outage(exc: BaseException) -> ServiceUnavailable | None:
         dependency = "redis"
     else:
         return None
-    log.warning("%s unavailable: %s", dependency, type(exc).__name__)
+    _warn.warning(dependency, "%s unavailable: %s", dependency, type(exc).__name__)
     err = ServiceUnavailable("A service dependency is unavailable; retry shortly.", {"retryAfter": RETRY_AFTER_SECONDS})
     err.headers = {"retry-after": str(RETRY_AFTER_SECONDS)}
     return err

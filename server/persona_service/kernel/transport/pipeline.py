@@ -29,17 +29,22 @@ from persona_service.kernel.audit import AuditEntry, AuditLog
 from persona_service.kernel.auth import check_client_address
 from persona_service.kernel.db.uow import UnitOfWork
 from persona_service.kernel.errors import ApiError, BadRequest, InternalError, StoredError, Unauthorized
+from persona_service.kernel.fair import weight_of
 from persona_service.kernel.idempotency import request_hash
 from persona_service.kernel.limits.limiter import Admission
-from persona_service.kernel.runs import Outcome, Run, resume_point
+from persona_service.kernel.logs import Throttled
+from persona_service.kernel.runs import Outcome, Run, RunOwner, resume_point
 from persona_service.kernel.transport import context as request_context
 from persona_service.kernel.transport import initial_metadata, sse
+from persona_service.kernel.transport.body_keys import HEADER as BODY_KEYS
+from persona_service.kernel.transport.body_keys import refuse_unknown_fields
 from persona_service.kernel.transport.errors import abort, render_body
 from persona_service.kernel.transport.outages import as_outage
 from persona_service.kernel.transport.policy import MethodMeta
 from persona_service.kernel.transport.validation import validate
 
 log = logging.getLogger("persona_service.requests")
+_refusals = Throttled(log)
 
 # Set by the edge's Lua filter on requests that arrived as HTTP/JSON.
 EDGE_MARK = "x-persona-edge"
@@ -148,15 +153,14 @@ class RequestPipeline(grpc.ServerInterceptor):
                 self._admit(call, request, meta, stream=True, resuming=resume is not None)
                 if resume is not None:
                     call.ctx.uow.close()  # following needs no database
-                    frames, outcome = self.app.runs.resume(
-                        resume, call.ctx.caller.org_id, meta.path, context.is_active
-                    )
+                    frames, outcome = self.app.runs.resume(resume, _run_owner(call), meta.path, context.is_active)
                     run_id = resume.run_id
                 else:
                     call.reached_operation = True
                     run = self.app.runs.start(
-                        call.ctx.caller.org_id, meta.path,
+                        _run_owner(call), meta.path,
                         lambda run: self._produce(call, behavior, request, context, meta, run),
+                        weight_of(call.ctx.caller.plan),
                     )
                     run_id = run.id
                     frames, outcome = self.app.runs.follow(run, 0, context.is_active), run.current_outcome
@@ -246,6 +250,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         if policy.anonymous:  # the request proves itself (e.g. a signed URL); no tenant, no tenant limits
             if isinstance(request, Undecodable):
                 raise _undecodable()
+            refuse_unknown_fields(meta.path, call.metadata.get(BODY_KEYS))
             validate(request)
             return None
         try:
@@ -261,12 +266,14 @@ class RequestPipeline(grpc.ServerInterceptor):
         call.admission = self.app.limiter.admit(
             principal.org_id, self.app.limits.limits(principal, lambda: ctx.conn), cap=policy.endpoint_cap,
             generation=policy.generation, stream=stream, token=ctx.request_id,
+            period=self.app.limits.quota_period(principal.org_id, lambda: ctx.conn) if policy.generation else None,
         )
         ctx.headers += call.admission.headers
         check_client_address(principal, ctx.client_ip)
         authorize(principal, scope=policy.scope, roles=policy.roles, platform_admin=policy.platform_admin)
         if isinstance(request, Undecodable):
             raise _undecodable()
+        refuse_unknown_fields(meta.path, call.metadata.get(BODY_KEYS))
         if resuming:
             return None  # the request of the run resumed was validated when it started; this body is ignored
         validate(request)
@@ -415,9 +422,13 @@ class RequestPipeline(grpc.ServerInterceptor):
         if status < 400 and not log.isEnabledFor(logging.DEBUG):
             return
         principal = ctx.principal
+        # A flood of refusals logs one line per organization (or address) and code every 10 s.
+        held_back = _refusals.due(f"{principal.org_id if principal else ctx.client_ip}:{code}") if status == 429 else ""
+        if held_back is None:
+            return
         log.log(
             logging.DEBUG if status < 400 else logging.INFO,
-            "%s status=%s code=%s request_id=%s org=%s credential=%s",
+            "%s status=%s code=%s request_id=%s org=%s credential=%s" + held_back,
             ctx.method, status, code or "-", ctx.request_id,
             principal.org_id if principal else "-", principal.credential_id if principal else "-",
             extra={"request_id": ctx.request_id, "trace_id": tracing.trace_id_of(ctx.traceparent), "rpc": ctx.method,
@@ -452,6 +463,11 @@ class RequestPipeline(grpc.ServerInterceptor):
             if len(self._trusted_cache) < 1024:
                 self._trusted_cache[address] = trusted
         return trusted
+
+
+def _run_owner(call: _Call) -> RunOwner:
+    caller = call.ctx.caller
+    return RunOwner(caller.org_id, caller.workspace_id)
 
 
 def _span(call: _Call, meta: MethodMeta, **attributes: str) -> tracing.ServerSpan | None:

@@ -12,6 +12,7 @@ from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
 from persona_service.kernel.audit import action_name
+from persona_service.kernel.principal import ADMIN_SCOPE
 from persona_service.kernel.transport.validation import check_rules
 
 PACKAGE = "persona.v1."
@@ -57,6 +58,9 @@ def method_table(services: list[ServiceDescriptor]) -> dict[str, MethodMeta]:
             _check_response_kind(method, policy)
             if policy.anonymous and (policy.scope or policy.roles or policy.platform_admin):
                 raise RuntimeError(f"{method.full_name} is anonymous but declares a scope, roles or admin")
+            if policy.platform_admin != (policy.scope == ADMIN_SCOPE):
+                # A key's scopes confine an administrator too: admin power needs the admin scope.
+                raise RuntimeError(f"{method.full_name}: admin-only RPCs, and only they, require scope {ADMIN_SCOPE!r}")
             check_rules(method.input_type)
             path = f"/{service.full_name}/{method.name}"
             table[path] = MethodMeta(

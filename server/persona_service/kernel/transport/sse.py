@@ -4,7 +4,7 @@ kernel.edge.edge_descriptor).
 
 Every frame carries `id: <run id>.<seq>` (what `Last-Event-ID` resumes
 from). A typed message becomes `event: <its event field>` and `data:
-<its JSON>` (lowerCamel names, zero values printed, as the transcoder prints
+<its JSON>` (kernel.transport.convert.message_json: as the transcoder prints
 unary responses), and the stream ends with `event: end` whose data is the
 run's `{"runId", "status"}` (completed | failed | lost | detached). An
 `HttpBody` stream (the OpenAI-compatible completions) frames its own
@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 
 from google.api import httpbody_pb2
-from google.protobuf import json_format
 
+from persona_service.kernel.transport.convert import message_json
 from persona_service.kernel.transport.policy import MethodMeta
 
 CONTENT_TYPE = "text/event-stream"
@@ -33,10 +33,7 @@ def frame(meta: MethodMeta, run_id: str, seq: int, payload: bytes) -> bytes:
     if meta.raw_stream:
         return _body(event_id + httpbody_pb2.HttpBody.FromString(payload).data)
     message = meta.response_class.FromString(payload)
-    data = json.dumps(
-        json_format.MessageToDict(message, always_print_fields_with_no_presence=True),
-        separators=(",", ":"), ensure_ascii=False,
-    )
+    data = json.dumps(message_json(message), separators=(",", ":"), ensure_ascii=False)
     event = getattr(message, "event", "")
     head = f"event: {event}\n".encode() if isinstance(event, str) and event else b""
     return _body(event_id + head + b"data: " + data.encode() + b"\n\n")

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from persona_service.kernel import fair
 from persona_service.providers.base import (
     Completion,
     Delta,
@@ -44,11 +45,18 @@ class LocalProvider:
 
     # -- Provider interface ------------------------------------------------
 
+    # Every operation's CPU work takes a turn of the process's fair gate
+    # (kernel.fair): organizations share the CPU by plan, a step at a time.
+
     def generate(self, messages: list[Message], options: GenerationOptions) -> Completion:
-        return complete(messages, options, self.model)
+        with fair.cpu_turn():
+            return complete(messages, options, self.model)
 
     def stream(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
-        completion = self.generate(messages, options)
+        return fair.in_turns(self._deltas(messages, options))
+
+    def _deltas(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
+        completion = complete(messages, options, self.model)
         for chunk in re.findall(r"\S+\s*|\s+", completion.text):
             yield Delta(text=chunk)
         for index, call in enumerate(completion.tool_calls):
@@ -58,24 +66,31 @@ class LocalProvider:
         yield Delta(finish_reason=completion.finish_reason, usage=completion)
 
     def moderate(self, text: str) -> ModerationResult:
-        return moderation.moderate(text)
+        with fair.cpu_turn():
+            return moderation.moderate(text)
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        return [embed_text(t, self.embedding_dims) for t in texts]
+        with fair.cpu_turn():
+            return [embed_text(t, self.embedding_dims) for t in texts]
 
     def generate_image(self, prompt: ImagePrompt) -> bytes:
-        return images.render_portrait(prompt)
+        with fair.cpu_turn():
+            return images.render_portrait(prompt)
 
     def edit_image(self, image: bytes, instruction: str) -> bytes:
-        return images.edit_portrait(image, instruction)
+        with fair.cpu_turn():
+            return images.edit_portrait(image, instruction)
 
     # -- Persona pipeline entry points --------------------------------------
 
     def soul_from_intent(self, intent: str) -> dict[str, Any]:
-        return soul_step.soul_from_intent(intent)
+        with fair.cpu_turn():
+            return soul_step.soul_from_intent(intent)
 
     def refine_soul(self, soul: dict[str, Any], refinement: str) -> dict[str, Any]:
-        return soul_step.refine_soul(soul, refinement)
+        with fair.cpu_turn():
+            return soul_step.refine_soul(soul, refinement)
 
     def voice_from_soul(self, soul: dict[str, Any]) -> dict[str, Any]:
-        return voice_step.voice_from_soul(soul)
+        with fair.cpu_turn():
+            return voice_step.voice_from_soul(soul)

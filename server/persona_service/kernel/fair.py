@@ -1,0 +1,189 @@
+"""Fair shares of a server process between organizations.
+
+A process's run workers and its CPU (one GIL) are shared by every
+organization; first come, first served let one organization's in-limit
+burst (hundreds of generating streams) queue everyone else behind it. Here
+work waits in one queue per organization and the next turn goes to the
+waiting organization that has had the fewest turns for its weight (stride
+scheduling: each turn advances the organization's virtual time by
+1/weight). An organization alone gets every turn; with others waiting it
+gets its weighted share, and a newcomer is served next, never after a
+backlog it did not make. Weights follow the plan (`SHARE_WEIGHTS`).
+
+`FairPool` runs queued functions on a fixed set of threads (durable runs);
+`FairGate` lets at most `slots` callers hold a turn at once: the process's
+gate (`install`) times the model work of requests (the local provider's
+completions, stream steps, souls, voices, moderation), one step at a time,
+so a burst of generations never holds more of the CPU than one step.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Generic, TypeVar
+
+from persona_service.kernel.transport import context as request_context
+
+# Turns per round, by plan: an Enterprise organization with others waiting gets 8 turns to a Free one's 1.
+SHARE_WEIGHTS = {"free": 1, "pro": 2, "team": 4, "enterprise": 8}
+
+T = TypeVar("T")
+_END = object()
+_installed: FairGate | None = None
+_holding = threading.local()  # a thread holding a turn takes no second one (turns never nest)
+
+
+def weight_of(plan: str) -> int:
+    return SHARE_WEIGHTS.get(plan, 1)
+
+
+class _Stride(Generic[T]):
+    """Per-organization FIFO queues, served by lowest virtual time (not thread-safe: callers lock)."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, deque[tuple[float, T]]] = {}
+        self._passes: dict[str, float] = {}  # organizations' virtual times (idle ones until the clock passes them)
+        self._clock = 0.0  # virtual time of the last turn given
+
+    def __len__(self) -> int:
+        return len(self._queues)
+
+    def push(self, org: str, weight: int, item: T) -> None:
+        queue = self._queues.get(org)
+        if queue is None:
+            # An organization that was idle starts at the current virtual time: no credit saved up, no debt.
+            queue = self._queues[org] = deque()
+            self._passes[org] = max(self._passes.get(org, 0.0), self._clock)
+        queue.append((1.0 / max(1, weight), item))
+
+    def pop(self) -> T | None:
+        if not self._queues:
+            return None
+        org = min(self._queues, key=self._passes.__getitem__)
+        queue = self._queues[org]
+        stride, item = queue.popleft()
+        self._clock = self._passes[org]
+        self._passes[org] += stride
+        if not queue:
+            del self._queues[org]
+            if len(self._passes) > 2 * len(self._queues) + 64:  # idle organizations the clock caught up with
+                self._passes = {o: p for o, p in self._passes.items() if o in self._queues or p > self._clock}
+        return item
+
+
+class FairPool:
+    """`workers` threads running submitted functions, organizations taking turns."""
+
+    def __init__(self, workers: int, name: str):
+        self._workers, self._name = workers, name
+        self._pending: _Stride[Callable[[], None]] = _Stride()
+        self._ready = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+
+    def submit(self, org: str, weight: int, fn: Callable[[], None]) -> None:
+        with self._ready:
+            if self._closed:
+                raise RuntimeError("the pool is shut down")
+            self._pending.push(org, weight, fn)
+            if len(self._threads) < self._workers:
+                thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+            self._ready.notify()
+
+    def _work(self) -> None:
+        while True:
+            with self._ready:
+                fn = self._pending.pop()
+                while fn is None:
+                    if self._closed:
+                        return
+                    self._ready.wait()
+                    fn = self._pending.pop()
+            fn()  # the caller's function handles its own errors
+
+    def shutdown(self) -> None:
+        """Take no more work; what is queued still runs."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify_all()
+
+
+class FairGate:
+    """At most `slots` turns held at once; waiting organizations take turns."""
+
+    def __init__(self, slots: int):
+        self._slots = slots
+        self._held = 0
+        self._waiting: _Stride[threading.Event] = _Stride()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def turn(self, org: str, weight: int) -> Iterator[None]:
+        self._acquire(org, weight)
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _acquire(self, org: str, weight: int) -> None:
+        with self._lock:
+            if self._held < self._slots and not len(self._waiting):
+                self._held += 1
+                return
+            granted = threading.Event()
+            self._waiting.push(org, weight, granted)
+        granted.wait()  # _release handed its turn over: _held already counts this one
+
+    def _release(self) -> None:
+        with self._lock:
+            following = self._waiting.pop()
+            if following is None:
+                self._held -= 1
+        if following is not None:
+            following.set()
+
+
+def install(gate: FairGate) -> None:
+    """The process's gate for model work (App, at start)."""
+    global _installed
+    _installed = gate
+
+
+@contextmanager
+def cpu_turn() -> Iterator[None]:
+    """A turn of the process's gate for the current request's organization;
+    nothing to wait for outside a request (durable tasks), or when no gate is
+    installed, or when this thread already holds one."""
+    gate = _installed
+    principal = _principal()
+    if gate is None or principal is None or getattr(_holding, "turn", False):
+        yield
+        return
+    with gate.turn(principal.org_id, weight_of(principal.plan)):
+        _holding.turn = True
+        try:
+            yield
+        finally:
+            _holding.turn = False
+
+
+def in_turns(steps: Iterator[T]) -> Iterator[T]:
+    """The items of `steps`, each computed in a turn (a stream's work up to its next frame)."""
+    while True:
+        with cpu_turn():
+            item = next(steps, _END)
+        if item is _END:
+            return
+        yield item  # type: ignore[misc]
+
+
+def _principal():
+    try:
+        return request_context.current().principal
+    except LookupError:
+        return None
