@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 # `make install`: the virtual environment and buf (once; `up` and `test` do it themselves too).
-.PHONY: bench-modules browser install up test lint typecheck gen gen-check pytest bench bench-tools clean
+.PHONY: bench-modules bench-volume seed-volume browser install up test lint typecheck gen gen-check pytest bench bench-tools clean
 
 install: $(STAMP) node_modules/.installed
 
@@ -27,20 +27,23 @@ node_modules/.installed: package.json package-lock.json sdk/typescript/package.j
 lint: $(STAMP) node_modules/.installed
 	bash scripts/lint_proto.sh
 	$(BIN)/ruff check server tests scripts migrations sdk/python
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# gen/ from proto/, then the SDKs' generated layers from gen/openapi.json.
+# gen/ from proto/, then the SDKs' generated layers from gen/openapi.json, then the CLI's command index.
 SDK_GENERATORS := scripts/gen_sdk_python.py scripts/gen_sdk_typescript.py
 
 gen: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py
 	for g in $(SDK_GENERATORS); do $(BIN)/python $$g || exit 1; done
+	$(BIN)/python scripts/gen_cli_index.py
 
 gen-check: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py --check
 	for g in $(SDK_GENERATORS); do $(BIN)/python $$g --check || exit 1; done
+	$(BIN)/python scripts/gen_cli_index.py --check
 
 pytest: $(STAMP) node_modules/.installed browser bench-tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -62,6 +65,14 @@ bench: bench-tools
 # Portrait draw/edit times, signed-URL serving, invoice PDF render, invoice list latency.
 bench-modules: bench-tools
 	$(BIN)/python scripts/bench_modules.py $(BENCH_ARGS)
+
+# Data volume (#32): seed .build/volume at the issue's sizes (SEED_ARGS="--scale 0.1" for a tenth), then
+# every list, filter and lookup through Envoy, single client and 16 in flight; BENCH_ARGS reach the benchmark.
+seed-volume: $(STAMP)
+	$(BIN)/python scripts/seed_volume.py $(SEED_ARGS)
+
+bench-volume: seed-volume
+	$(BIN)/python scripts/bench_volume.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) node_modules .build

@@ -76,7 +76,7 @@ def pdf_render(runs: int) -> dict[str, float]:
 def invoice_list(http: httpx.Client, runs: int) -> dict[str, float]:
     """Latency of GET /v1/billing/invoices (20 invoices: plan changes back and forth)."""
     for i in range(20):
-        http.post("/v1/billing/subscription:change", json={"plan": ("team", "pro")[i % 2]}).raise_for_status()
+        http.post("/v1/billing/subscription/change", json={"plan": ("team", "pro")[i % 2]}).raise_for_status()
     samples = []
     for _ in range(runs):
         started = time.perf_counter()

@@ -46,12 +46,13 @@ from persona_service.config.repository import ORG_LEVEL
 from persona_service.config.service import RATE_LIMIT_PREFIX
 from persona_service.config.tables import ConfigItem
 from persona_service.kernel.access import authorize
-from persona_service.kernel.auth import KEY_PREFIXES, _bearer, check_client_address, hash_secret
+from persona_service.kernel.auth import _bearer, check_client_address, hash_secret
 from persona_service.kernel.errors import ApiError, NotFound, Unauthorized
 from persona_service.kernel.limits.limiter import _GIVE_BACK, _SCRIPT, LEASE_DIVISOR, LEASE_HEADROOM, LEASE_SECONDS
 from persona_service.kernel.limits.plans import ANONYMOUS_PER_MINUTE, PLAN_LIMITS, Limits
 from persona_service.kernel.limits.resolver import CACHE_SECONDS as LIMITS_CACHE_SECONDS
 from persona_service.kernel.principal import Principal, with_implied
+from persona_service.orgs.credentials import OrgCredentialStore
 from persona_service.orgs.keys_repository import _find_for_auth
 from redis.exceptions import RedisError
 from sqlalchemy import bindparam, select
@@ -287,7 +288,7 @@ class Peer:
     async def authenticate(self, authorization: str | None) -> Principal:
         """The kernel Authenticator's rules for API keys (session JWTs are not this benchmark's)."""
         token = _bearer(authorization)
-        if not token.startswith(KEY_PREFIXES):
+        if not token.startswith(OrgCredentialStore.key_prefixes):
             raise Unauthorized("The bearer credential is not a valid API key or session token.")
         digest = hash_secret(token)
         hit = self._principals.get(digest)

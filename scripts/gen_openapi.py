@@ -16,7 +16,10 @@ Struct as an object, ...); bearer security except on anonymous RPCs; the
 success answer by response kind (JSON, 307 with Location, a raw body, SCIM's
 media type, server-sent events for streams) and the declared success status;
 every error status of the catalogue with its body in the RPC's error shape
-(the envelope, the portrait shape, SCIM's schema); and the proto comments as
+(the envelope, the portrait shape for the statuses the spec gives it, SCIM's
+schema), one component per shape and status that every operation reuses,
+the edge's own answers among them (400, 405 with Allow, 408, 426, 431; 413
+and 415 where the operation takes a body); and the proto comments as
 descriptions.
 """
 
@@ -32,6 +35,7 @@ from google.api import annotations_pb2, field_behavior_pb2
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
 from persona.v1 import errors_pb2, options_pb2
+from persona_service.portraits.module import PORTRAIT_STATUSES
 
 PACKAGE = "persona.v1"
 SCIM = "application/scim+json"
@@ -248,13 +252,37 @@ def error_components() -> dict[str, dict[str, Any]]:
     }
 
 
+# The answers the edge (Envoy) makes itself, before any server, by status: what they mean (after the
+# catalogue codes), and whether they apply to every operation or only to those that take a body.
+EDGE_ANSWERS: dict[int, tuple[str, bool]] = {
+    400: ("The edge's answer too: a body that is not valid JSON or not an object, a body field or query "
+          "parameter the request does not have, a URL that is not UTF-8 once decoded.", False),
+    405: ("The edge's answer: the path takes other methods, listed in the Allow header.", False),
+    408: ("The edge's answer: the request was not received in time.", False),
+    413: ("The edge's answer: a body over 4 MiB.", True),
+    415: ("The edge's answer: a JSON body sent as another media type (or a charset other than UTF-8), "
+          "or gRPC-Web.", True),
+    426: ("The edge's answer: an HTTP/1.0 request (use HTTP/1.1 or HTTP/2).", False),
+    431: ("The edge's answer: a URL over 8 KiB, or headers over 60 KiB in all.", False),
+}
+ALLOW = {"Allow": {"description": "The methods the path takes.", "schema": {"type": "string"}}}
+
 SHAPES = {options_pb2.ERROR_SHAPE_UNSPECIFIED: "Envelope", options_pb2.ERROR_SHAPE_ENVELOPE: "Envelope",
           options_pb2.ERROR_SHAPE_PORTRAIT: "Portrait", options_pb2.ERROR_SHAPE_SCIM: "Scim"}
 
 
-def error_refs(shape: int) -> dict[str, Any]:
-    """An operation's error answers: references to components/responses."""
-    return {status: {"$ref": f"#/components/responses/{SHAPES[shape]}{status}"} for status in error_responses(shape)}
+def error_refs(shape: int, takes_body: bool) -> dict[str, Any]:
+    """An operation's error answers: references to components/responses (the
+    portrait shape's statuses in it, the others in the envelope; the edge's
+    413 and 415 only where the operation takes a body)."""
+    refs = {}
+    for status in error_responses(options_pb2.ERROR_SHAPE_UNSPECIFIED):
+        if EDGE_ANSWERS.get(int(status), ("", False))[1] and not takes_body:
+            continue
+        named = shape if shape != options_pb2.ERROR_SHAPE_PORTRAIT or int(status) in PORTRAIT_STATUSES \
+            else options_pb2.ERROR_SHAPE_ENVELOPE
+        refs[status] = {"$ref": f"#/components/responses/{SHAPES[named]}{status}"}
+    return refs
 
 
 def all_error_responses() -> dict[str, Any]:
@@ -272,12 +300,14 @@ def error_responses(shape: int) -> dict[str, Any]:
             options_pb2.ERROR_SHAPE_SCIM: (SCIM, "ScimError")}.get(shape, ("application/json", "ErrorEnvelope"))
     responses = {}
     for status, codes in sorted(by_status.items()):
-        content = {body[0]: {"schema": {"$ref": f"#/components/schemas/{body[1]}"}}}
-        if shape == options_pb2.ERROR_SHAPE_PORTRAIT:  # Envoy's own replies keep the envelope
-            content = {"application/json": {"schema": {"oneOf": [
-                {"$ref": "#/components/schemas/PortraitError"}, {"$ref": "#/components/schemas/ErrorEnvelope"}]}}}
-        responses[str(status)] = {"description": ", ".join(f"`{c}`" for c in sorted(codes)) or "No such endpoint.",
-                                  "content": content}
+        if shape == options_pb2.ERROR_SHAPE_PORTRAIT and status not in PORTRAIT_STATUSES:
+            continue  # the envelope's
+        description = ", ".join(f"`{c}`" for c in sorted(codes)) or "No such endpoint."
+        if status in EDGE_ANSWERS:
+            description += ". " + EDGE_ANSWERS[status][0]
+        responses[str(status)] = {"description": description,
+                                  **({"headers": ALLOW} if status == 405 else {}),
+                                  "content": {body[0]: {"schema": {"$ref": f"#/components/schemas/{body[1]}"}}}}
     return responses
 
 
@@ -349,7 +379,7 @@ def operation_for(index: Index, schemas: Schemas, method, policy, binding, templ
         else:
             operation["requestBody"] = {"required": True, "content": {"application/json": {
                 "schema": schemas.field(field)}}}
-    operation["responses"] = {**success(schemas, method, policy), **error_refs(policy.error_shape)}
+    operation["responses"] = {**success(schemas, method, policy), **error_refs(policy.error_shape, bool(body))}
     if not policy.anonymous:
         operation["security"] = [{"bearer": []}]
     else:

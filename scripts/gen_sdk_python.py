@@ -201,7 +201,7 @@ class Operation:
     result: str = "raw"  # "json", "raw" or "stream"
     result_type: str = "httpx.Response"
     stream_class: str = ""
-    page: tuple[str, str, str, str] | None = None  # (token param, items key, next key, item type)
+    page: str | None = None  # a list's item type (README, Contract decisions: one list style)
     resource: str = ""  # the client's attribute (scripts/sdk_names.py): `api_keys`
     name: str = ""  # the method (scripts/sdk_names.py): `create`, `stream_message`
 
@@ -266,21 +266,17 @@ class Generator:
             op.page = self.pagination(op, content["application/json"]["schema"])
         names = [p.name for p in op.path_params + op.query + op.body]
         reserved = RESERVED | {"any": {"body"}, "raw": {"content", "content_type"}}.get(op.body_kind, set())
-        reserved |= {"token"} if op.page else set()
         clash = (set(names) & reserved) | {n for n in names if names.count(n) > 1 or keyword.iskeyword(n)}
         if clash:
             raise SystemExit(f"{op.op_id}: parameter names {sorted(clash)} clash; extend the generator")
         return op
 
-    def pagination(self, op: Operation, schema: dict[str, Any]) -> tuple[str, str, str, str] | None:
+    def pagination(self, op: Operation, schema: dict[str, Any]) -> str | None:
+        """The item type of a list (`cursor` → `items` + `nextCursor`), else None."""
         name = ref_name(schema)
         props = self.schemas[name].get("properties", {}) if name else {}
-        query = {p.wire for p in op.query}
-        for token, next_key in (("pageToken", "nextPageToken"), ("cursor", "nextCursor")):
-            if token in query and next_key in props:
-                arrays = [k for k, v in props.items() if v.get("type") == "array"]
-                if len(arrays) == 1:
-                    return snake(token), arrays[0], next_key, py_type(props[arrays[0]]["items"])
+        if "cursor" in {p.wire for p in op.query} and "nextCursor" in props and "items" in props:
+            return py_type(props["items"]["items"])
         return None
 
     # --- writing ----------------------------------------------------------------------
@@ -376,18 +372,15 @@ class Generator:
 
     def iterator(self, op: Operation) -> list[str]:
         assert op.page is not None
-        token, items, next_key, item_type = op.page
-        params = [p for p in op.query if p.name != token]
+        params = [p for p in op.query if p.wire != "cursor"]
         lines = [f"    def {op.name}_iter(", "        self,"]
         lines += [f"        {a}," for a in [p.signature() for p in op.path_params]]
         lines += ["        *,"] + [f"        {p.signature()}," for p in params]
-        lines += ["        extra_headers: Mapping[str, str] | None = None,", f"    ) -> Iterator[{item_type}]:"]
-        lines += docstring([f"Every item of `{op.name}` (its `{items}`), fetching page after page."], "        ")
-        passed = [p.name for p in op.path_params] + [f"{p.name}={p.name}" for p in params]
-        passed += [f"{token}=token", "extra_headers=extra_headers"]
-        lines += ["        return self._client._iterate(", f"            lambda token: self.{op.name}("]
-        lines += [f"                {a}," for a in passed]
-        lines += ["            ),", f'            "{items}",', f'            "{next_key}",', "        )"]
+        lines += ["        extra_headers: Mapping[str, str] | None = None,", f"    ) -> Iterator[{op.page}]:"]
+        lines += docstring([f"Every item of `{op.name}`, fetching page after page."], "        ")
+        passed = [f"self.{op.name}"] + [p.name for p in op.path_params] + [f"{p.name}={p.name}" for p in params]
+        lines += ["        return self._client.paginate("] + [f"            {a}," for a in passed]
+        lines += ["            extra_headers=extra_headers,", "        )"]
         return lines
 
     def render(self) -> str:

@@ -48,7 +48,7 @@ def run_up(data_dir: str) -> float:
 
 
 def import_seconds() -> float:
-    code = "import time; t=time.perf_counter(); import persona_service.cli; print(time.perf_counter()-t)"
+    code = "import time; t=time.perf_counter(); import persona_service.registry; print(time.perf_counter()-t)"
     return float(subprocess.check_output([sys.executable, "-c", code], text=True))
 
 

@@ -63,7 +63,7 @@ def test_an_unpaid_invoice(http, tenants):
     org = tenants(plan="free")
     _ok(http.put("/v1/config/billing.local_processor.decline_payments", json={"value": True, "level": "org"},
                  headers=org.auth))
-    _ok(http.post("/v1/billing/subscription:change", json={"plan": "pro"}, headers=org.auth))
+    _ok(http.post("/v1/billing/subscription/change", json={"plan": "pro"}, headers=org.auth))
     (invoice,) = _ok(http.get("/v1/billing/invoices", headers=org.auth))["items"]
     assert invoice["status"] == "open"
     _not_yet(invoice, "paidAt")

@@ -3,36 +3,54 @@
 The composition root: the kernel's commands (`up`, `serve`, `migrate`,
 `settings`) plus every command a registered module declares. Every settings
 section is read before a command runs: a bad value is one line on stderr and
-exit status 2."""
+exit status 2.
+
+Starting is cheap: `--help` and `--version` import no module, since the
+command table and the variables' defaults come from `cli_index.py`, generated
+from the registry (scripts/gen_cli_index.py; `make gen-check` and
+tests/kernel/test_cli.py keep it current). A command imports its own
+functions, the settings sections and, unless it is `standalone`, the
+assembled modules (PERSONA_EXTRA_MODULES: the registry, as it adds commands)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
-import signal
 import sys
-import threading
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from persona_service.kernel import logs, runtime
-from persona_service.kernel import settings as config
-from persona_service.kernel.module import Command
-from persona_service.registry import MODULES
+if TYPE_CHECKING:
+    from pydantic_settings import BaseSettings
+
+    from persona_service.kernel.command import Command
 
 
 def settings_sections() -> tuple:
     """Every settings section: the kernel's, the providers', then each module's."""
+    from persona_service.kernel import settings as config
     from persona_service.providers.settings import ProviderSettings
+    from persona_service.registry import MODULES
 
     return (config.Settings, ProviderSettings, *MODULES.settings_sections)
 
 
 def _settings():
+    from persona_service.kernel import settings as config
+
     return config.load()
 
 
 def cmd_up(args) -> int:
+    import signal
+    import threading
+
+    from persona_service.kernel import logs, runtime
     from persona_service.kernel.stack import Stack, StackError
+    from persona_service.registry import MODULES
 
     settings = _settings()
     if args.servers is not None:
@@ -87,15 +105,20 @@ def cmd_status(args) -> int:
     import urllib.error
     import urllib.request
 
+    from persona_service.kernel import runtime
+
     settings = _settings()
     explicit = bool(os.environ.get("PERSONA_DATA_DIR"))
+    missing = "no running Persona Service found (start it with `make up`)"
 
     def find() -> runtime.Instance | None:
+        nonlocal missing
         if explicit:
             return runtime.read(settings.data_dir)
         try:
             return runtime.locate(settings.data_dir)
-        except runtime.NoInstance:
+        except runtime.NoInstance as exc:
+            missing = str(exc)  # names any instance running elsewhere
             return None
 
     instance = find()
@@ -113,7 +136,7 @@ def cmd_status(args) -> int:
         time.sleep(0.5)
         instance = instance or find()
     if instance is None:
-        print("persona-service: no running Persona Service found (start it with `make up`)", file=sys.stderr)
+        print(f"persona-service: {missing}", file=sys.stderr)
         return 1
     print(json.dumps({"url": instance.http_url, "dataDir": instance.data_dir, "pid": instance.pid, "ready": ready}))
     return 0 if ready else 1
@@ -128,6 +151,7 @@ def cmd_edge(args) -> int:
     """Envoy for the server process of this pod or machine (PERSONA_GRPC_PORT on
     127.0.0.1), in the foreground: the container image's sidecar role."""
     from persona_service.kernel.stack import Stack, envoy_command
+    from persona_service.registry import MODULES
 
     settings = _settings()
     if not settings.edge_secret:
@@ -147,6 +171,7 @@ def _edge_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_serve(args) -> int:
     from persona_service.kernel.server import serve
+    from persona_service.registry import MODULES
 
     serve(MODULES)
     return 0
@@ -155,27 +180,99 @@ def cmd_serve(args) -> int:
 def cmd_migrate(args) -> int:
     from persona_service.kernel.db import migrate
     from persona_service.kernel.embedded import database_url
+    from persona_service.registry import MODULES
 
     migrate.upgrade(database_url(_settings()), MODULES.migrations)
     return 0
 
 
 def cmd_settings(args) -> int:
-    print(config.markdown_table(settings_sections()), end="")
+    from persona_service.kernel import settings as config
+
+    print(config.markdown_table(args.settings_sections), end="")
     return 0
 
 
-KERNEL_COMMANDS = (
-    Command("up", "run everything: PostgreSQL, Redis, migrations, gRPC servers, background workers, Envoy", cmd_up,
-            _up_arguments),
-    Command("serve", "run only the gRPC server (DATABASE_URL and REDIS_URL required)", cmd_serve),
-    Command("edge", "run only Envoy, in front of the gRPC server on PERSONA_GRPC_PORT (PERSONA_EDGE_SECRET "
-            "required; the image's sidecar role)", cmd_edge, _edge_arguments),
-    Command("migrate", "apply database migrations", cmd_migrate),
-    Command("status", "the running instance (`up`) and whether it is ready: one JSON line; exit 1 when not",
-            cmd_status, _status_arguments),
-    Command("settings", "print every environment variable: type, default and meaning (a Markdown table)", cmd_settings),
-)
+def kernel_commands() -> tuple[Command, ...]:
+    from persona_service.kernel.command import Command
+
+    return (
+        Command("up", "run everything: PostgreSQL, Redis, migrations, gRPC servers, background workers, Envoy", cmd_up,
+                _up_arguments),
+        Command("serve", "run only the gRPC server (DATABASE_URL and REDIS_URL required)", cmd_serve),
+        Command("edge", "run only Envoy, in front of the gRPC server on PERSONA_GRPC_PORT (PERSONA_EDGE_SECRET "
+                "required; the image's sidecar role)", cmd_edge, _edge_arguments),
+        Command("migrate", "apply database migrations", cmd_migrate),
+        Command("status", "the running instance (`up`) and whether it is ready: one JSON line; exit 1 when not",
+                cmd_status, _status_arguments, standalone=True),
+        Command("settings", "print every environment variable: type, default and meaning (a Markdown table)", cmd_settings,
+                standalone=True),
+    )
+
+
+def _attach_instance() -> None:
+    """Point a command that acts on the running instance at it (kernel.runtime),
+    unless PERSONA_DATA_DIR or DATABASE_URL already says where to act."""
+    from persona_service.kernel import runtime
+    from persona_service.kernel import settings as config
+
+    if os.environ.get("PERSONA_DATA_DIR") or os.environ.get("DATABASE_URL"):
+        return
+    instance = runtime.locate(_settings().data_dir)
+    os.environ.update(PERSONA_DATA_DIR=instance.data_dir, DATABASE_URL=instance.database_url,
+                      REDIS_URL=instance.redis_url)
+    config.forget()
+    print(f"persona-service: using the instance at {instance.http_url} (PERSONA_DATA_DIR={instance.data_dir})",
+          file=sys.stderr)
+
+
+def variables(sections: Sequence[type[BaseSettings]]) -> tuple[str, ...]:
+    """Every environment variable with its default, for --help."""
+    from persona_service.kernel import settings as config
+
+    lines = ["environment variables (default; `persona-service settings` explains each):"]
+    for section in sections:
+        for field, name in zip(section.model_fields.values(), config.env_names(section), strict=True):
+            default = field.get_default(call_default_factory=True)
+            shown = ",".join(map(str, default)) if isinstance(default, tuple | list) else default
+            lines.append(f"  {name}={'' if shown is None else shown}")
+    return tuple(lines)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One command as the CLI dispatches it: its functions as objects or as
+    `module:name` references (cli_index), imported only when it runs."""
+
+    name: str
+    help: str
+    run: Callable[[argparse.Namespace], int] | str
+    arguments: Callable[[argparse.ArgumentParser], None] | str | None
+    on_instance: bool
+    standalone: bool
+
+
+def _resolve(ref: Any) -> Any:
+    if not isinstance(ref, str):
+        return ref
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _table() -> tuple[list[Entry], Callable[[], Sequence[type[BaseSettings]]], tuple[str, ...]]:
+    """The commands, the settings sections (when a command runs) and the
+    --help epilog: from the generated index, or from the registry when
+    PERSONA_EXTRA_MODULES adds modules the index cannot know."""
+    if os.environ.get("PERSONA_EXTRA_MODULES"):
+        from persona_service.registry import MODULES
+
+        entries = [Entry(c.name, c.help, c.run, c.arguments, c.on_instance, c.standalone)
+                   for c in (*kernel_commands(), *MODULES.commands)]
+        return entries, settings_sections, variables(settings_sections())
+    from persona_service import cli_index
+
+    return ([Entry(*row) for row in cli_index.COMMANDS], lambda: tuple(map(_resolve, cli_index.SETTINGS)),
+            cli_index.VARIABLES)
 
 
 def _version() -> str:
@@ -187,47 +284,32 @@ def _version() -> str:
         return "unknown"
 
 
-def _attach_instance() -> None:
-    """Point a command that acts on the running instance at it (kernel.runtime),
-    unless PERSONA_DATA_DIR or DATABASE_URL already says where to act."""
-    if os.environ.get("PERSONA_DATA_DIR") or os.environ.get("DATABASE_URL"):
-        return
-    instance = runtime.locate(_settings().data_dir)
-    os.environ.update(PERSONA_DATA_DIR=instance.data_dir, DATABASE_URL=instance.database_url,
-                      REDIS_URL=instance.redis_url)
-    config.forget()
-    print(f"persona-service: using the instance at {instance.http_url} (PERSONA_DATA_DIR={instance.data_dir})",
-          file=sys.stderr)
-
-
-def _variables() -> str:
-    """Every environment variable with its default, for --help."""
-    lines = ["environment variables (default; `persona-service settings` explains each):"]
-    for section in settings_sections():
-        for field, name in zip(section.model_fields.values(), config.env_names(section), strict=True):
-            default = field.get_default(call_default_factory=True)
-            shown = ",".join(map(str, default)) if isinstance(default, tuple | list) else default
-            lines.append(f"  {name}={'' if shown is None else shown}")
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    entries, sections, epilog = _table()
     parser = argparse.ArgumentParser(
         prog="persona-service", description="Persona Service", formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=_variables())
+        epilog="\n".join(epilog))
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in (*KERNEL_COMMANDS, *MODULES.commands):
-        command_parser = sub.add_parser(command.name, help=command.help, description=command.help)
-        if command.arguments is not None:
-            command.arguments(command_parser)
-        command_parser.set_defaults(func=command.run, modules=MODULES, on_instance=command.on_instance)
+    # The top level takes no option with a value: the first word is the command.
+    chosen = next((word for word in argv if not word.startswith("-")), None)
+    for entry in entries:
+        command_parser = sub.add_parser(entry.name, help=entry.help, description=entry.help)
+        if entry.name == chosen and entry.arguments is not None:
+            _resolve(entry.arguments)(command_parser)
     args = parser.parse_args(argv)
+    entry = next(e for e in entries if e.name == args.command)
+    from persona_service.kernel import runtime
+    from persona_service.kernel import settings as config
+
     try:
-        if args.on_instance:
+        args.modules = None if entry.standalone else importlib.import_module("persona_service.registry").MODULES
+        args.settings_sections = sections()
+        if entry.on_instance:
             _attach_instance()
-        config.check(settings_sections())
-        return args.func(args)
+        config.check(args.settings_sections)
+        return _resolve(entry.run)(args)
     except config.InvalidSetting as exc:
         print(f"persona-service: {exc}", file=sys.stderr)
         return 2

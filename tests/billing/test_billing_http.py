@@ -40,7 +40,7 @@ def events(engine, org_id: str, type_: str) -> list[dict]:
 
 
 def change(http, tenant, plan: str) -> httpx.Response:
-    return http.post("/v1/billing/subscription:change", json={"plan": plan}, headers=tenant.auth)
+    return http.post("/v1/billing/subscription/change", json={"plan": plan}, headers=tenant.auth)
 
 
 def test_an_upgrade_emits_its_event_and_the_next_request_has_the_new_limits(http, engine, tenants):
@@ -121,13 +121,13 @@ def test_an_expired_asset_is_410(http, engine, stack, tenants):
 def test_cancel_resume_and_the_renewal_that_runs_once(http, engine, stack, tenants):
     org = tenants(plan="free")
     assert change(http, org, "team").status_code == 200
-    r = http.post("/v1/billing/subscription:cancel", json={}, headers=org.auth)
+    r = http.post("/v1/billing/subscription/cancel", json={}, headers=org.auth)
     assert r.status_code == 200 and r.json()["cancelAtPeriodEnd"] is True
     (cancelled,) = events(engine, org.org_id, "subscription.cancelled")
     assert cancelled["effectiveAt"] == r.json()["currentPeriodEnd"]
-    r = http.post("/v1/billing/subscription:resume", json={}, headers=org.auth)
+    r = http.post("/v1/billing/subscription/resume", json={}, headers=org.auth)
     assert r.json()["cancelAtPeriodEnd"] is False
-    r = http.post("/v1/billing/subscription:cancel", json={}, headers=org.auth)
+    r = http.post("/v1/billing/subscription/cancel", json={}, headers=org.auth)
     period_end = r.json()["currentPeriodEnd"]
 
     after = _parse(period_end) + timedelta(minutes=1)
@@ -169,7 +169,7 @@ def test_a_paid_plan_renews_with_an_invoice_and_its_credit(http, engine, stack, 
 
 def test_only_the_owner_changes_the_plan_and_free_cannot_cancel(http, tenants):
     org = tenants(plan="free")
-    r = http.post("/v1/billing/subscription:cancel", json={}, headers=org.auth)
+    r = http.post("/v1/billing/subscription/cancel", json={}, headers=org.auth)
     assert r.status_code == 409 and r.json()["error"]["code"] == "state_conflict"
     r = change(http, org, "platinum")
     assert r.status_code == 422 and r.json()["error"]["code"] == "validation_failed"

@@ -81,7 +81,7 @@ def _event(event_id: str, type_: str, invoice_id: str, created: int, amount_paid
 def test_through_envoy_invoices_pdfs_and_webhooks(stripe_stack, stub):
     http, tenants = stripe_stack
     org = tenants(plan="free")
-    r = http.post("/v1/billing/subscription:change", json={"plan": "pro"}, headers=org.auth)
+    r = http.post("/v1/billing/subscription/change", json={"plan": "pro"}, headers=org.auth)
     assert r.status_code == 200, r.text
     invoice = http.get("/v1/billing/invoices", headers=org.auth).json()["items"][0]
     processor_id = invoice["stripeInvoiceId"]
@@ -120,7 +120,7 @@ def test_a_decline_at_stripe_leaves_the_invoice_open(stripe_stack, stub):
     org = tenants(plan="free")
     stub.decline = True
     try:
-        assert http.post("/v1/billing/subscription:change", json={"plan": "team"}, headers=org.auth).status_code == 200
+        assert http.post("/v1/billing/subscription/change", json={"plan": "team"}, headers=org.auth).status_code == 200
     finally:
         stub.decline = False
     invoice = http.get("/v1/billing/invoices", headers=org.auth).json()["items"][0]

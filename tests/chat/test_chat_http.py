@@ -47,7 +47,7 @@ def send(http, tenant, session_id, content):
 def events(http, tenant, persona_id, type_):
     r = http.get("/v1/events", params={"personaId": persona_id, "type": type_}, headers=tenant.auth)
     assert r.status_code == 200, r.text
-    return r.json()["events"]
+    return r.json()["items"]
 
 
 def set_config(http, tenant, key, value, **extra):
@@ -140,9 +140,9 @@ def test_message_reply_and_accounting(http, chat):
     assert final["inputTokens"] == usage["inputTokens"] + r2.json()["reply"]["usage"]["inputTokens"]
     # Durable: the database agrees.
     listed = http.get(f"/v1/chat/sessions/{sid}/messages", headers=tenant.auth).json()
-    assert [m["ordinal"] for m in listed["messages"]] == [1, 2, 3, 4]
-    assert [m["role"] for m in listed["messages"]] == ["user", "assistant", "user", "assistant"]
-    assert listed["nextPageToken"] == ""
+    assert [m["ordinal"] for m in listed["items"]] == [1, 2, 3, 4]
+    assert [m["role"] for m in listed["items"]] == ["user", "assistant", "user", "assistant"]
+    assert listed["nextCursor"] == ""
 
 
 def test_message_pagination(http, chat):
@@ -152,14 +152,14 @@ def test_message_pagination(http, chat):
         assert send(http, tenant, sid, f"Message number {i}").status_code == 200
     seen, token = [], ""
     while True:
-        params = {"pageSize": 4, **({"pageToken": token} if token else {})}
+        params = {"limit": 4, **({"cursor": token} if token else {})}
         page = http.get(f"/v1/chat/sessions/{sid}/messages", params=params, headers=tenant.auth).json()
-        seen += [m["ordinal"] for m in page["messages"]]
-        token = page["nextPageToken"]
+        seen += [m["ordinal"] for m in page["items"]]
+        token = page["nextCursor"]
         if not token:
             break
     assert seen == [1, 2, 3, 4, 5, 6]
-    r = http.get(f"/v1/chat/sessions/{sid}/messages", params={"pageToken": "garbage"}, headers=tenant.auth)
+    r = http.get(f"/v1/chat/sessions/{sid}/messages", params={"cursor": "garbage"}, headers=tenant.auth)
     assert r.status_code == 400
 
 
@@ -198,17 +198,17 @@ def test_list_sessions_filters_and_pages(http, tenants):
     def ids(**params):
         r = http.get("/v1/chat/sessions", params=params, headers=tenant.auth)
         assert r.status_code == 200, r.text
-        return [s["sessionId"] for s in r.json()["sessions"]]
+        return [s["sessionId"] for s in r.json()["items"]]
 
     assert ids() == [c, b, a]
     assert ids(personaId=p1) == [b, a]
     assert ids(status="ended") == [b]
     assert ids(userId="u-a") == [c, a]
-    first = http.get("/v1/chat/sessions", params={"pageSize": 2}, headers=tenant.auth).json()
-    assert len(first["sessions"]) == 2 and first["nextPageToken"]
-    rest = http.get("/v1/chat/sessions", params={"pageSize": 2, "pageToken": first["nextPageToken"]},
+    first = http.get("/v1/chat/sessions", params={"limit": 2}, headers=tenant.auth).json()
+    assert len(first["items"]) == 2 and first["nextCursor"]
+    rest = http.get("/v1/chat/sessions", params={"limit": 2, "cursor": first["nextCursor"]},
                     headers=tenant.auth).json()
-    assert [s["sessionId"] for s in first["sessions"] + rest["sessions"]] == [c, b, a]
+    assert [s["sessionId"] for s in first["items"] + rest["items"]] == [c, b, a]
     assert_envelope(http.get("/v1/chat/sessions", params={"status": "gone"}, headers=tenant.auth), 422,
                     "validation_failed")
 
@@ -292,7 +292,7 @@ def test_moderation_refusal(http, chat, engine):
     assert review["stage"] == "output_content" and review["subject_type"] == "chat_session"
     assert review["subject_id"] == sid and review["status"] == "pending" and review["org_id"] == tenant.org_id
     r = http.get("/v1/events", params={"type": "moderation.flagged"}, headers=tenant.auth)
-    flagged = [e for e in r.json()["events"] if e["data"]["reviewId"] == review_id]
+    flagged = [e for e in r.json()["items"] if e["data"]["reviewId"] == review_id]
     assert len(flagged) == 1 and flagged[0]["data"]["stage"] == "output_content"
     # Refused replies are neither stored nor billed.
     session = http.get(f"/v1/chat/sessions/{sid}", headers=tenant.auth).json()
@@ -376,7 +376,7 @@ def test_tenant_isolation(http, tenants, chat):
     assert_envelope(http.post(f"/v1/chat/sessions/{sid}/end", json={}, headers=other.auth), 404, "not_found")
     r = http.post("/v1/chat/sessions", json={"personaId": persona_id}, headers=other.auth)
     assert_envelope(r, 404, "not_found")
-    assert http.get("/v1/chat/sessions", headers=other.auth).json()["sessions"] == []
+    assert http.get("/v1/chat/sessions", headers=other.auth).json()["items"] == []
 
 
 def test_scopes(http, tenants, chat):

@@ -81,13 +81,13 @@ def test_chat_completion(client, setup, http):
     usage = completion.usage
     assert usage.prompt_tokens > 0 and usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
     # Accounted in the user's completions session.
-    sessions = http.get("/v1/chat/sessions", params={"userId": "end-user-42"}, headers=tenant.auth).json()["sessions"]
+    sessions = http.get("/v1/chat/sessions", params={"userId": "end-user-42"}, headers=tenant.auth).json()["items"]
     assert len(sessions) == 1
     assert sessions[0]["title"] == "chat.completions" and sessions[0]["messageCount"] == 2
     assert sessions[0]["inputTokens"] == usage.prompt_tokens and sessions[0]["outputTokens"] == usage.completion_tokens
     client.chat.completions.create(model=f"persona://{persona_id}", messages=[{"role": "user", "content": "Again"}],
                                    user="end-user-42")
-    again = http.get("/v1/chat/sessions", params={"userId": "end-user-42"}, headers=tenant.auth).json()["sessions"]
+    again = http.get("/v1/chat/sessions", params={"userId": "end-user-42"}, headers=tenant.auth).json()["items"]
     assert len(again) == 1 and again[0]["messageCount"] == 4
 
 
@@ -233,7 +233,7 @@ def test_errors_keep_the_envelope(client, setup, http):
     assert_envelope(r, 422, "validation_failed")
     assert_envelope(http.get("/v1/models", headers={"Authorization": "Bearer sk_live_nope"}), 401, "unauthorized")
     events = http.get("/v1/events", params={"personaId": persona_id, "type": "persona.audit_failed"},
-                      headers=tenant.auth).json()["events"]
+                      headers=tenant.auth).json()["items"]
     assert any(e["data"]["reason"] == "voice_drift" and e["data"]["subjectType"] == "chat_completion" for e in events)
 
 

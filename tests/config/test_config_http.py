@@ -64,6 +64,22 @@ def test_list_filters_by_prefix(http, tenant):
     assert keys == sorted(k for k in REGISTRY if k.startswith("api.rate_limit."))
 
 
+def test_list_pages_by_key_like_every_list(http, tenant):
+    """`limit`/`cursor` → `items` + `nextCursor`, keyset on the key; a cursor is bound to its prefix."""
+    walked, cursor = [], ""
+    while True:
+        r = http.get("/v1/config", params={"limit": 5, **({"cursor": cursor} if cursor else {})}, headers=tenant.auth)
+        assert r.status_code == 200, r.text
+        assert len(r.json()["items"]) <= 5
+        walked += [i["key"] for i in r.json()["items"]]
+        cursor = r.json()["nextCursor"]
+        if not cursor:
+            break
+        other_prefix = http.get("/v1/config", params={"cursor": cursor, "prefix": "api."}, headers=tenant.auth)
+        assert assert_envelope(other_prefix, 400, "bad_request")["details"] == {"parameter": "cursor"}
+    assert walked == sorted(REGISTRY)
+
+
 def test_workspace_value(http, tenants):
     t = tenants()
     r = put(http, t, ACTION, "auto_recover", "workspace")

@@ -189,7 +189,7 @@ def test_the_playground_streams_a_reply_and_counts_it(page, http, tenants, scree
     seen = page.evaluate("window.seen")
     assert len(set(seen)) > 1 and all(final.startswith(s) for s in seen), seen
 
-    sessions = http.get("/v1/chat/sessions", params={"personaId": persona_id}, headers=tenant.auth).json()["sessions"]
+    sessions = http.get("/v1/chat/sessions", params={"personaId": persona_id}, headers=tenant.auth).json()["items"]
     (session,) = sessions
     assert page.locator('[data-counter="Output tokens"]').inner_text() == str(session["outputTokens"]) != "0"
     assert page.locator('[data-counter="Input tokens"]').inner_text() == str(session["inputTokens"])

@@ -12,7 +12,7 @@ import re
 import kubernetes_validate
 import pytest
 import yaml
-from persona_service.cli import KERNEL_COMMANDS, settings_sections
+from persona_service.cli import kernel_commands, settings_sections
 from persona_service.kernel.settings import env_names
 from persona_service.registry import MODULES
 
@@ -55,7 +55,7 @@ def _containers():
 
 
 def test_every_container_runs_a_real_command_as_non_root():
-    commands = {c.name for c in (*KERNEL_COMMANDS, *MODULES.commands)}
+    commands = {c.name for c in (*kernel_commands(), *MODULES.commands)}
     roles = set()
     for name, container in _containers():
         assert container["args"][0] in commands, (name, container["args"])

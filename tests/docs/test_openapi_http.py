@@ -49,10 +49,30 @@ def test_operations_state_their_contract(http):
     assert scim["responses"]["422"]["$ref"].endswith("/Scim422")
     stream = document["paths"]["/v1/chat/sessions/{id}/messages:stream"]["post"]
     assert "text/event-stream" in stream["responses"]["200"]["content"]
-    pdf = document["paths"]["/v1/billing/invoices/{invoice_id}/pdf"]["get"]
+    pdf = document["paths"]["/v1/billing/invoices/{id}/pdf"]["get"]
     assert "307" in pdf["responses"]
-    edit = document["paths"]["/v1/personas/{persona_id}/portrait/{portrait_id}/edit"]["post"]
+    edit = document["paths"]["/v1/personas/{persona_id}/portrait/{id}/edit"]["post"]
     assert edit["responses"]["422"]["$ref"].endswith("/Portrait422")
+
+
+def test_the_edges_own_answers_are_shared_components_where_they_apply(http):
+    document = http.get("/v1/openapi.json").json()
+    operations = {op["operationId"]: op for item in document["paths"].values() for op in item.values()}
+    responses = document["components"]["responses"]
+    assert responses["Envelope405"]["headers"]["Allow"]["schema"] == {"type": "string"}
+    assert responses["Scim405"]["headers"]["Allow"]
+    for status in ("400", "405", "408", "413", "415", "426", "431"):
+        assert "The edge's answer" in responses[f"Envelope{status}"]["description"], status
+    for name in ("CreatePersona", "ListPersonas"):
+        refs = {s: r["$ref"].rsplit("/", 1)[-1] for s, r in operations[name]["responses"].items() if "$ref" in r}
+        takes_body = "requestBody" in operations[name]
+        for status in ("400", "405", "408", "426", "431", *(("413", "415") if takes_body else ())):
+            assert refs[status] == f"Envelope{status}", (name, status)
+        assert takes_body or not {"413", "415"} & set(refs), name
+    # The portrait shape only for the statuses the spec gives it; the envelope for the others.
+    edit = {s: r["$ref"].rsplit("/", 1)[-1] for s, r in operations["EditPortrait"]["responses"].items() if "$ref" in r}
+    assert {s for s, name in edit.items() if name.startswith("Portrait")} == {"404", "422", "502"}
+    assert edit["429"] == "Envelope429" and edit["504"] == "Envelope504" and edit["415"] == "Envelope415"
 
 
 def test_the_reference_page_is_self_contained(http):

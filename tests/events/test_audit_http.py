@@ -26,9 +26,9 @@ def key_id_of(engine, secret: str) -> str:
 
 
 def events(http, tenant, **params) -> list[dict]:
-    r = http.get(EVENTS, params={"pageSize": 100, **params}, headers=tenant.auth)
+    r = http.get(EVENTS, params={"limit": 100, **params}, headers=tenant.auth)
     assert r.status_code == 200, r.text
-    return r.json().get("events", [])
+    return r.json().get("items", [])
 
 
 @dataclass
@@ -55,7 +55,7 @@ def story(http, engine, tenants, org) -> Story:
     new_key = created.json()
 
     assert http.get("/v1/keys", headers=bearer(new_key["secret"])).status_code == 200  # now cached
-    revoked = http.post(f"/v1/keys/{new_key['key']['id']}:revoke", json={}, headers=org.auth)
+    revoked = http.post(f"/v1/keys/{new_key['key']['id']}/revoke", json={}, headers=org.auth)
     assert revoked.status_code == 200, revoked.text
     refused = http.get("/v1/keys", headers=bearer(new_key["secret"]))
     assert_envelope(refused, 401, "unauthorized")
@@ -158,13 +158,13 @@ def test_pagination_walks_every_event_newest_first(http, org, story):
 
     walked, token, pages = [], "", 0
     while True:
-        params = {"pageSize": 1, **({"pageToken": token} if token else {})}
+        params = {"limit": 1, **({"cursor": token} if token else {})}
         r = http.get(EVENTS, params=params, headers=org.auth)
         assert r.status_code == 200, r.text
         page = r.json()
-        assert len(page.get("events", [])) <= 1
-        walked += [e["id"] for e in page.get("events", [])]
-        token = page.get("nextPageToken", "")
+        assert len(page.get("items", [])) <= 1
+        walked += [e["id"] for e in page.get("items", [])]
+        token = page.get("nextCursor", "")
         pages += 1
         assert pages <= len(everything) + 1
         if not token:
@@ -173,21 +173,21 @@ def test_pagination_walks_every_event_newest_first(http, org, story):
 
 
 def test_a_tampered_page_token_is_a_bad_request(http, org, tenants, story):
-    r = http.get(EVENTS, params={"pageSize": 1}, headers=org.auth)
-    token = r.json()["nextPageToken"]
+    r = http.get(EVENTS, params={"limit": 1}, headers=org.auth)
+    token = r.json()["nextCursor"]
     body, mac = token.split(".", 1)
     flipped = body[:-2] + ("A" if body[-2] != "A" else "B") + body[-1]
     for bad in (f"{flipped}.{mac}", token[:-3], "not-a-token", token + "x"):
-        error = assert_envelope(http.get(EVENTS, params={"pageToken": bad}, headers=org.auth), 400, "bad_request")
-        assert error["details"].get("parameter") == "pageToken"
+        error = assert_envelope(http.get(EVENTS, params={"cursor": bad}, headers=org.auth), 400, "bad_request")
+        assert error["details"].get("parameter") == "cursor"
     # A genuine token of another organization's list is refused as well.
     other = tenants()
-    assert_envelope(http.get(EVENTS, params={"pageToken": token}, headers=other.auth), 400, "bad_request")
+    assert_envelope(http.get(EVENTS, params={"cursor": token}, headers=other.auth), 400, "bad_request")
 
 
 def test_page_size_above_100_is_invalid(http, org):
-    error = assert_envelope(http.get(EVENTS, params={"pageSize": 101}, headers=org.auth), 422, "validation_failed")
-    assert error["details"]["validationErrors"][0]["path"] == "pageSize"
+    error = assert_envelope(http.get(EVENTS, params={"limit": 101}, headers=org.auth), 422, "validation_failed")
+    assert error["details"]["validationErrors"][0]["path"] == "limit"
 
 
 def test_tenant_isolation(http, tenants, org, story):

@@ -48,9 +48,9 @@ def org(http, engine, tenants, jwt_minter):
 
 
 def _listed(http, path, headers):
-    r = http.get(path, params={"pageSize": 100}, headers=headers)
+    r = http.get(path, params={"limit": 100}, headers=headers)
     assert r.status_code == 200, r.text
-    return r.json().get("events", [])
+    return r.json().get("items", [])
 
 
 @pytest.mark.parametrize("reader", ["key", "confined session"])
@@ -61,7 +61,7 @@ def test_a_confined_principal_sees_its_workspace_and_the_organizations_rows(http
     assert {e["workspaceId"] for e in events} == {home.workspace_id}
     assert personas[home.workspace_id] in {e["data"].get("personaId") for e in events}
     theirs = http.get("/v1/events", params={"personaId": personas[away.workspace_id]}, headers=headers)
-    assert theirs.status_code == 200 and theirs.json().get("events", []) == []
+    assert theirs.status_code == 200 and theirs.json().get("items", []) == []
     audit = _listed(http, "/v1/audit/events", headers)
     assert {a.get("workspaceId", "") for a in audit} == {home.workspace_id, ""}
     assert renewal in {a["requestId"] for a in audit}  # the organization's own row, of no workspace

@@ -113,13 +113,15 @@ def test_commands_refuse_when_no_instance_runs(tmp_path):
 
 def test_up_with_servers_and_workers_is_found_from_another_shell(stack, tmp_path):
     state = str(tmp_path / "state")
+    project = tmp_path / "project"  # `up` runs here on its default data dir (.persona)
+    project.mkdir()
     port = free_port()
     env = cli_env(
-        PERSONA_DATA_DIR=str(tmp_path / "data"), DATABASE_URL=stack.database_url, REDIS_URL=stack.redis_url,
+        DATABASE_URL=stack.database_url, REDIS_URL=stack.redis_url,
         PERSONA_HTTP_PORT=str(port), PERSONA_GRPC_PORT=str(free_port(1, 1000, 1001)),
         PERSONA_DB_CONNECTIONS="60", XDG_STATE_HOME=state,
     )
-    proc = subprocess.Popen([str(CLI), "up", "--servers", "2", "--workers", "2"], env=env, cwd=ROOT,
+    proc = subprocess.Popen([str(CLI), "up", "--servers", "2", "--workers", "2"], env=env, cwd=project,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
@@ -132,12 +134,21 @@ def test_up_with_servers_and_workers_is_found_from_another_shell(stack, tmp_path
         assert "Persona Service is up" in text, text + proc.stderr.read()  # type: ignore[union-attr]
         assert text.count("127.0.0.1:") >= 3 and "webhook-worker ×2" in text, text
 
-        shell = cli_env(XDG_STATE_HOME=state)  # another shell, elsewhere: nothing says where the service is
-        status = subprocess.run([str(CLI), "status", "--wait", "30"], env=shell, cwd=tmp_path, capture_output=True,
+        shell = cli_env(XDG_STATE_HOME=state)  # another shell: nothing says where the service is
+        # Elsewhere (another checkout), the instance is named, never used.
+        for command in (["status", "--wait", "1"], ["bootstrap", "--org-name", "Elsewhere"]):
+            refused = subprocess.run([str(CLI), *command], env=shell, cwd=tmp_path, capture_output=True, text=True,
+                                     timeout=60)
+            assert refused.returncode == 1 and refused.stdout == "", (command, refused.stdout, refused.stderr)
+            assert f"running elsewhere: http://127.0.0.1:{port} (PERSONA_DATA_DIR={project / '.persona'})" \
+                in refused.stderr, refused.stderr
+        assert not (tmp_path / ".persona").exists()  # no second database was made
+        # In the instance's own directory, it is found.
+        status = subprocess.run([str(CLI), "status", "--wait", "30"], env=shell, cwd=project, capture_output=True,
                                 text=True, timeout=60)
         assert status.returncode == 0, status.stderr
         assert json.loads(status.stdout)["url"] == f"http://127.0.0.1:{port}"
-        made = subprocess.run([str(CLI), "bootstrap", "--org-name", "Found"], env=shell, cwd=tmp_path,
+        made = subprocess.run([str(CLI), "bootstrap", "--org-name", "Found"], env=shell, cwd=project,
                               capture_output=True, text=True, timeout=60)
         assert made.returncode == 0, made.stderr
         assert f"using the instance at http://127.0.0.1:{port}" in made.stderr
@@ -148,7 +159,7 @@ def test_up_with_servers_and_workers_is_found_from_another_shell(stack, tmp_path
                       headers={"Authorization": f"Bearer {booted['apiKey']}"})
         assert r.status_code == 200, r.text
         token = subprocess.run([str(CLI), "mint-jwt", "--user-id", booted["userId"], "--org-id", booted["orgId"],
-                                "--workspace-id", booted["workspaceId"]], env=shell, cwd=tmp_path,
+                                "--workspace-id", booted["workspaceId"]], env=shell, cwd=project,
                                capture_output=True, text=True, timeout=60)
         assert token.returncode == 0, token.stderr
         r = httpx.get(f"http://127.0.0.1:{port}/v1/orgs/{booted['orgId']}",
@@ -157,9 +168,44 @@ def test_up_with_servers_and_workers_is_found_from_another_shell(stack, tmp_path
     finally:
         os.killpg(proc.pid, 2)
         proc.communicate(timeout=60)
-    gone = subprocess.run([str(CLI), "status"], env=cli_env(XDG_STATE_HOME=state), cwd=tmp_path,
+    gone = subprocess.run([str(CLI), "status"], env=cli_env(XDG_STATE_HOME=state), cwd=project,
                           capture_output=True, text=True, timeout=60)
     assert gone.returncode == 1
+
+
+# --- help and start-up ----------------------------------------------------------------
+
+
+def test_help_lists_every_command_and_setting():
+    from persona_service.cli import kernel_commands, settings_sections
+    from persona_service.kernel.settings import env_names
+    from persona_service.registry import MODULES
+
+    result = run_cli("--help", env=cli_env())
+    assert result.returncode == 0, result.stderr
+    listed = result.stdout.split("positional arguments:", 1)[1]
+    for command in (*kernel_commands(), *MODULES.commands):
+        assert f"\n    {command.name} " in listed, f"`{command.name}` missing from --help"
+    for name in (name for section in settings_sections() for name in env_names(section)):
+        assert f"\n  {name}=" in result.stdout, f"{name} missing from --help"
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_help_and_version_import_no_module(flag):
+    # What makes them instant (scripts/measure_cli.py): the generated index, no module, no pydantic.
+    code = (f"import sys\nfrom persona_service.cli import main\ntry:\n    main([{flag!r}])\nexcept SystemExit:\n"
+            "    pass\nprint(sorted(m for m in sys.modules if m.startswith(('persona_service', 'pydantic', 'sqlalchemy'))),"
+            " file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code], env=cli_env(), cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == "['persona_service', 'persona_service.cli', 'persona_service.cli_index']"
+
+
+def test_cli_index_is_fresh():
+    result = subprocess.run([sys.executable, "scripts/gen_cli_index.py", "--check"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # --- up -----------------------------------------------------------------------------

@@ -121,7 +121,7 @@ def test_key_revocation_refuses_the_key_on_the_next_call(pair):
         key = {"Authorization": f"Bearer {made.json()['secret']}"}
         _warm(http, key)
         with busy(http, round_, scim, bystander, key), client(http, f"127.0.100.{101 + round_}") as mine:
-            revoked = http.post(f"/v1/keys/{made.json()['key']['id']}:revoke", json={}, headers=org.auth)
+            revoked = http.post(f"/v1/keys/{made.json()['key']['id']}/revoke", json={}, headers=org.auth)
             assert revoked.status_code == 200, revoked.text
             assert mine.get("/v1/personas", headers=key).status_code == 401, f"round {round_}"
 
@@ -132,6 +132,8 @@ def test_key_revocation_refuses_the_key_on_the_next_call(pair):
 class GatedStore:
     """A credential store whose next key lookup waits at a gate: a call in
     flight that read the key before its revocation committed."""
+
+    key_prefixes = ("sk_live_",)
 
     def __init__(self):
         self.revoked = False

@@ -7,7 +7,14 @@ from __future__ import annotations
 import threading
 import time
 
-from persona_service.kernel.fair import FairGate, FairPool, weight_of
+import pytest
+import redis
+from google.protobuf import struct_pb2
+from persona_service.kernel import fair
+from persona_service.kernel.fair import FairGate, FairPool, GateTimeout, weight_of
+from persona_service.kernel.principal import Principal
+from persona_service.kernel.runs import Run, RunOwner, Runs
+from persona_service.kernel.transport import context as request_context
 
 
 def _run_in_pool(jobs: list[tuple[str, int]]) -> list[str]:
@@ -60,3 +67,40 @@ def test_a_gate_hands_the_next_turn_to_the_organization_that_waited_least_served
         t.join(10)
     assert len(order) == 21 and order.index("quiet") <= 1
 
+
+
+def test_a_caller_waits_for_a_turn_no_longer_than_it_asked_and_its_turn_passes_on():
+    gate = FairGate(1)
+    gate.acquire("busy", 8)
+    with pytest.raises(GateTimeout):
+        gate.acquire("quiet", 1, wait=0.05)
+    taken = threading.Event()
+    later = threading.Thread(target=lambda: (gate.acquire("later", 1, wait=10), taken.set()))
+    later.start()
+    gate.release()  # skips the caller that gave up
+    assert taken.wait(10)
+    later.join(10)
+    gate.release()
+    gate.acquire("free", 1, wait=0)  # the slot is free again: no one holds it
+
+
+def test_a_run_frame_is_serialized_and_kept_in_a_turn_of_the_process_gate():
+    gate, unreachable = FairGate(1), redis.Redis(unix_socket_path="/nonexistent/redis.sock")
+    runs, kept = Runs(unreachable, 1), threading.Event()
+    run = Run("run_" + "0" * 32, RunOwner("org_other", "ws_1"), "/test")
+    principal = Principal("api_key", "key_1", "org_other", "ws_1", "usr_1", frozenset(), "member", "pro", False)
+    fair.install(gate)
+    try:
+        def emit() -> None:
+            token = request_context.bind(request_context.RequestContext("req_1", "/test", None, None, principal))  # type: ignore[arg-type]
+            runs.emit(run, struct_pb2.Value(string_value="frame"))
+            request_context.unbind(token)
+            kept.set()
+
+        with gate.turn("org_busy", 8):  # another organization's step holds the CPU
+            threading.Thread(target=emit).start()
+            assert not kept.wait(0.2)
+        assert kept.wait(10)
+        assert run.frames == [struct_pb2.Value(string_value="frame").SerializeToString()]
+    finally:
+        fair.install(None)  # type: ignore[arg-type]

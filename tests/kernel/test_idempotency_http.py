@@ -25,11 +25,11 @@ def idem(tenant_or_key, key: str) -> dict[str, str]:
 
 
 def key_ids(http: httpx.Client, tenant) -> set[str]:
-    r = http.get(KEYS, params={"pageSize": 100}, headers=tenant.auth)
+    r = http.get(KEYS, params={"limit": 100}, headers=tenant.auth)
     assert r.status_code == 200, r.text
     body = r.json()
-    assert not body.get("nextPageToken")
-    return {k["id"] for k in body.get("keys", [])}
+    assert not body.get("nextCursor")
+    return {k["id"] for k in body.get("items", [])}
 
 
 def new_key() -> str:

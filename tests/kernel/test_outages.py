@@ -86,7 +86,7 @@ def test_redis_down_keeps_serving_and_stops_trusting_cached_credentials(own, own
             assert http.get(org, headers=doomed_auth).status_code == 200
         os.kill(own._redis.pid, signal.SIGKILL)
         time.sleep(0.5)
-        assert http.post(f"/v1/keys/{key_id}:revoke", headers=own_tenant.auth, json={}).status_code == 200
+        assert http.post(f"/v1/keys/{key_id}/revoke", headers=own_tenant.auth, json={}).status_code == 200
         time.sleep(DEGRADED_TTL_SECONDS + 0.5)
         statuses = {http.get(org, headers=doomed_auth).status_code for _ in range(20)}
         assert statuses == {401}

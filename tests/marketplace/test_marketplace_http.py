@@ -73,15 +73,15 @@ def test_another_organization_finds_it_by_audience_tag_and_words(http, tenants, 
 
 def test_enterprise_buys_once_and_pro_is_refused(http, engine, tenants, seller, published):
     pro = tenants(plan="pro")
-    r = http.post(f"/v1/marketplace/listings/{published['id']}:purchase", json={}, headers=pro.auth)
+    r = http.post(f"/v1/marketplace/listings/{published['id']}/purchase", json={}, headers=pro.auth)
     assert r.status_code == 403 and r.json()["error"]["details"]["requiredPlan"] == "enterprise"
 
     buyer = tenants(plan="enterprise")
-    r = http.post(f"/v1/marketplace/listings/{published['id']}:purchase", json={}, headers=buyer.auth)
+    r = http.post(f"/v1/marketplace/listings/{published['id']}/purchase", json={}, headers=buyer.auth)
     assert r.status_code == 200, r.text
     bought = r.json()
     assert bought["amountMinor"] == 1500
-    again = http.post(f"/v1/marketplace/listings/{published['id']}:purchase", json={}, headers=buyer.auth)
+    again = http.post(f"/v1/marketplace/listings/{published['id']}/purchase", json={}, headers=buyer.auth)
     assert again.status_code == 200 and again.json() == bought
 
     copy = http.get(f"/v1/personas/{bought['personaId']}", headers=buyer.auth)
@@ -103,7 +103,7 @@ def test_enterprise_buys_once_and_pro_is_refused(http, engine, tenants, seller, 
                                {"o": seller.org_id}).scalar()
     assert [line["amountMinor"] for line in pending] == [-1200]
 
-    r = http.post(f"/v1/marketplace/listings/{published['id']}:purchase", json={}, headers=seller.auth)
+    r = http.post(f"/v1/marketplace/listings/{published['id']}/purchase", json={}, headers=seller.auth)
     assert r.status_code in (403, 409)  # a Team seller is refused by plan first
 
 
@@ -128,7 +128,7 @@ def test_unpublish_and_update_send_it_back_to_review(http, tenants, seller):
         "personaId": persona["id"], "title": "Mystery guide", "audienceTags": ["books"], "priceMinor": 0})
     listing = reviewed(http, seller, r.json()["id"])
     assert listing["status"] == "published"
-    r = http.post(f"/v1/marketplace/listings/{listing['id']}:unpublish", json={}, headers=seller.auth)
+    r = http.post(f"/v1/marketplace/listings/{listing['id']}/unpublish", json={}, headers=seller.auth)
     assert r.json()["status"] == "unpublished"
     stranger = tenants(plan="pro")
     assert http.get(f"/v1/marketplace/listings/{listing['id']}", headers=stranger.auth).status_code == 404

@@ -38,22 +38,22 @@ def test_a_blocked_intent_is_claimed_and_resolved_by_one_admin(http, engine, ten
                                       headers=first.auth).json()["items"]] == [item["id"]]
     assert http.get(QUEUE, params={"orgId": org.org_id, "category": "hate"}, headers=first.auth).json()["items"] == []
 
-    claim = f"{QUEUE}/{item['id']}:claim"
+    claim = f"{QUEUE}/{item['id']}/claim"
     r = http.post(claim, json={}, headers=first.auth)
     assert r.status_code == 200 and r.json()["status"] == "claimed" and r.json()["claimExpiresAt"]
     r = http.post(claim, json={}, headers=second.auth)
     assert r.status_code == 409 and r.json()["error"]["code"] == "state_conflict"
-    r = http.post(f"{QUEUE}/{item['id']}:resolve", json={"decision": "reject", "note": "clear violence"},
+    r = http.post(f"{QUEUE}/{item['id']}/resolve", json={"decision": "reject", "note": "clear violence"},
                   headers=second.auth)
     assert r.status_code == 409
-    r = http.post(f"{QUEUE}/{item['id']}:resolve", json={"decision": "reject", "note": "clear violence"},
+    r = http.post(f"{QUEUE}/{item['id']}/resolve", json={"decision": "reject", "note": "clear violence"},
                   headers=first.auth)
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "resolved" and r.json()["decision"] == "reject" and r.json()["resolvedAt"]
     assert _queued(http, first, org.org_id) == []
-    r = http.post(f"{QUEUE}/{item['id']}:resolve", json={"decision": "approve"}, headers=first.auth)
+    r = http.post(f"{QUEUE}/{item['id']}/resolve", json={"decision": "approve"}, headers=first.auth)
     assert r.status_code == 409
-    r = http.post(f"{QUEUE}/{item['id']}:resolve", json={"decision": "maybe"}, headers=first.auth)
+    r = http.post(f"{QUEUE}/{item['id']}/resolve", json={"decision": "maybe"}, headers=first.auth)
     assert r.status_code == 422
     with engine.connect() as conn:
         actions = conn.execute(text("SELECT action FROM audit_events WHERE resource_id = :i AND outcome = 'success' "
@@ -77,7 +77,7 @@ def test_approving_a_flagged_listing_publishes_it(http, tenants, admins):
         time.sleep(0.05)
     assert listing["status"] == "rejected"
     (item,) = [i for i in _queued(http, admin, seller.org_id) if i["subjectId"] == listing["id"]]
-    r = http.post(f"{QUEUE}/{item['id']}:resolve", json={"decision": "approve", "note": "educational"},
+    r = http.post(f"{QUEUE}/{item['id']}/resolve", json={"decision": "approve", "note": "educational"},
                   headers=admin.auth)
     assert r.status_code == 200, r.text
     assert http.get(f"/v1/marketplace/listings/{listing['id']}", headers=seller.auth).json()["status"] == "published"

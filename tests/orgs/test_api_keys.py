@@ -40,18 +40,18 @@ def create_key(http, auth, **body) -> dict:
     return response.json()
 
 
-def walk(http, auth, page_size: int = 1) -> list[dict]:
-    """Every key, following nextPageToken until it is empty."""
+def walk(http, auth, limit: int = 1) -> list[dict]:
+    """Every key, following nextCursor until it is empty."""
     keys, token, pages = [], "", 0
     while True:
-        params = {"pageSize": page_size, **({"pageToken": token} if token else {})}
+        params = {"limit": limit, **({"cursor": token} if token else {})}
         response = http.get("/v1/keys", params=params, headers=auth)
         assert response.status_code == 200, response.text
         page = response.json()
-        assert set(page) == {"keys", "nextPageToken"}
-        assert len(page["keys"]) <= page_size
-        keys += page["keys"]
-        token = page["nextPageToken"]
+        assert set(page) == {"items", "nextCursor"}
+        assert len(page["items"]) <= limit
+        keys += page["items"]
+        token = page["nextCursor"]
         pages += 1
         assert pages < 100, "pagination does not terminate"
         if not token:
@@ -103,7 +103,7 @@ def test_list_never_shows_secrets(http, tenants):
     secrets = [create_key(http, tenant.auth, name=f"k{i}")["secret"] for i in range(2)]
     response = http.get("/v1/keys", headers=tenant.auth)
     assert response.status_code == 200, response.text
-    for key in response.json()["keys"]:
+    for key in response.json()["items"]:
         assert set(key) == KEY_FIELDS
     for secret in [tenant.api_key, *secrets]:
         assert secret not in response.text
@@ -134,11 +134,11 @@ def test_pagination_walks_every_key_exactly_once(http, tenants):
     tenant = tenants()
     for i in range(4):
         create_key(http, tenant.auth, name=f"page {i}")
-    everything = http.get("/v1/keys", params={"pageSize": 100}, headers=tenant.auth).json()
-    assert everything["nextPageToken"] == ""
-    assert len(everything["keys"]) == 5  # the fixture key + 4
-    walked = walk(http, tenant.auth, page_size=1)
-    assert [k["id"] for k in walked] == [k["id"] for k in everything["keys"]]
+    everything = http.get("/v1/keys", params={"limit": 100}, headers=tenant.auth).json()
+    assert everything["nextCursor"] == ""
+    assert len(everything["items"]) == 5  # the fixture key + 4
+    walked = walk(http, tenant.auth, limit=1)
+    assert [k["id"] for k in walked] == [k["id"] for k in everything["items"]]
     assert len({k["id"] for k in walked}) == 5
     # Newest first.
     created = [rfc3339(k["createdAt"]) for k in walked]
@@ -154,14 +154,14 @@ def test_pagination_with_keys_created_in_one_transaction(http, tenants, engine):
                 None, org_id=tenant.org_id, workspace_id=tenant.workspace_id, user_id=tenant.user_id,
                 plan=tenant.plan, name=f"batch {i}", scopes=["chat:read"],
             )
-    everything = http.get("/v1/keys", params={"pageSize": 100}, headers=tenant.auth).json()["keys"]
+    everything = http.get("/v1/keys", params={"limit": 100}, headers=tenant.auth).json()["items"]
     assert len(everything) == 4
-    walked = walk(http, tenant.auth, page_size=1)
+    walked = walk(http, tenant.auth, limit=1)
     assert sorted(k["name"] for k in walked) == sorted(k["name"] for k in everything), "keys skipped or repeated"
     assert [k["id"] for k in walked] == [k["id"] for k in everything]
 
 
-def test_default_page_size_is_20(http, tenants, engine):
+def test_default_limit_is_20(http, tenants, engine):
     tenant = tenants()
     with engine.begin() as conn:
         for i in range(21):
@@ -170,7 +170,7 @@ def test_default_page_size_is_20(http, tenants, engine):
                 plan=tenant.plan, name=f"bulk {i}", scopes=["chat:read"],
             )
     page = http.get("/v1/keys", headers=tenant.auth).json()
-    assert len(page["keys"]) == 20 and page["nextPageToken"]
+    assert len(page["items"]) == 20 and page["nextCursor"]
 
 
 def _flip(char: str) -> str:
@@ -178,9 +178,9 @@ def _flip(char: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def page_token(http, tenant) -> str:
+def cursor(http, tenant) -> str:
     create_key(http, tenant.auth, name="for the cursor")
-    token = http.get("/v1/keys", params={"pageSize": 1}, headers=tenant.auth).json()["nextPageToken"]
+    token = http.get("/v1/keys", params={"limit": 1}, headers=tenant.auth).json()["nextCursor"]
     assert token
     return token
 
@@ -203,24 +203,25 @@ def page_token(http, tenant) -> str:
         pytest.param(lambda t: t.split(".")[0] + ".\u00e9\u00e9", id="non-ascii-mac-real-payload"),
     ],
 )
-def test_tampered_page_token_is_bad_request(http, tenant, page_token, tamper):
-    response = http.get("/v1/keys", params={"pageSize": 1, "pageToken": tamper(page_token)}, headers=tenant.auth)
+def test_tampered_cursor_is_bad_request(http, tenant, cursor, tamper):
+    response = http.get("/v1/keys", params={"limit": 1, "cursor": tamper(cursor)}, headers=tenant.auth)
     error = assert_envelope(response, 400, "bad_request")
-    assert error["details"] == {"parameter": "pageToken"}
+    assert error["details"] == {"parameter": "cursor"}
 
 
-def test_page_token_of_another_workspace_is_bad_request(http, tenant, tenants, page_token):
+def test_cursor_of_another_workspace_is_bad_request(http, tenant, tenants, cursor):
     other = tenants()
-    response = http.get("/v1/keys", params={"pageSize": 1, "pageToken": page_token}, headers=other.auth)
+    response = http.get("/v1/keys", params={"limit": 1, "cursor": cursor}, headers=other.auth)
     error = assert_envelope(response, 400, "bad_request")
-    assert error["details"] == {"parameter": "pageToken"}
+    assert error["details"] == {"parameter": "cursor"}
 
 
-@pytest.mark.parametrize("size,code,expected", [(1000, "maximum", {"maximum": 100}), (101, "maximum", {"maximum": 100}), (-1, "minimum", {"minimum": 0})])
-def test_page_size_out_of_range_is_422(http, tenant, size, code, expected):
-    response = http.get("/v1/keys", params={"pageSize": size}, headers=tenant.auth)
+@pytest.mark.parametrize("size,code,expected", [(1000, "maximum", {"maximum": 100}), (101, "maximum", {"maximum": 100}),
+                                               (0, "minimum", {"minimum": 1}), (-1, "minimum", {"minimum": 1})])
+def test_limit_out_of_range_is_422(http, tenant, size, code, expected):
+    response = http.get("/v1/keys", params={"limit": size}, headers=tenant.auth)
     error = assert_envelope(response, 422, "validation_failed")
-    assert error["details"] == {"validationErrors": [{"path": "pageSize", "code": code, "value": size, "expected": expected}]}
+    assert error["details"] == {"validationErrors": [{"path": "limit", "code": code, "value": size, "expected": expected}]}
 
 
 # --- tenancy ----------------------------------------------------------------------
@@ -240,7 +241,7 @@ def test_get_key_of_another_tenant_is_404(http, tenants, tenant):
 def test_revoke_key_of_another_tenant_is_404_and_leaves_it_working(http, tenants, tenant):
     other = tenants()
     theirs = create_key(http, other.auth, name="theirs")
-    response = http.post(f"/v1/keys/{theirs['key']['id']}:revoke", headers=tenant.auth, json={})
+    response = http.post(f"/v1/keys/{theirs['key']['id']}/revoke", headers=tenant.auth, json={})
     assert_envelope(response, 404, "not_found")
     assert org_of(http, other, theirs["secret"]).status_code == 200
 
@@ -254,7 +255,7 @@ def test_revoke_then_401_and_revoked_at_shown(http, tenants):
     key_id, secret = created["key"]["id"], created["secret"]
     assert org_of(http, tenant, secret).status_code == 200  # cached by the server now
 
-    revoked = http.post(f"/v1/keys/{key_id}:revoke", headers=tenant.auth, json={})
+    revoked = http.post(f"/v1/keys/{key_id}/revoke", headers=tenant.auth, json={})
     assert revoked.status_code == 200, revoked.text
     revoked_at = rfc3339(revoked.json()["revokedAt"])
     assert abs(revoked_at - datetime.now(UTC)) < timedelta(minutes=1)
@@ -263,12 +264,12 @@ def test_revoke_then_401_and_revoked_at_shown(http, tenants):
     assert_envelope(org_of(http, tenant, secret), 401, "unauthorized")
 
     assert http.get(f"/v1/keys/{key_id}", headers=tenant.auth).json()["revokedAt"] == revoked.json()["revokedAt"]
-    listed = {k["id"]: k for k in walk(http, tenant.auth, page_size=100)}
+    listed = {k["id"]: k for k in walk(http, tenant.auth, limit=100)}
     assert listed[key_id]["revokedAt"] == revoked.json()["revokedAt"]
     assert all(k["revokedAt"] is None for k in listed.values() if k["id"] != key_id)
 
     # Revoking again answers the key unchanged.
-    again = http.post(f"/v1/keys/{key_id}:revoke", headers=tenant.auth, json={})
+    again = http.post(f"/v1/keys/{key_id}/revoke", headers=tenant.auth, json={})
     assert again.status_code == 200, again.text
     assert again.json() == revoked.json()
 
@@ -277,7 +278,7 @@ def test_revoke_by_session_jwt(http, tenants, jwt_minter):
     tenant = tenants()
     created = create_key(http, tenant.auth)
     token = jwt_minter.mint_session(tenant.user_id, tenant.org_id, tenant.workspace_id)
-    response = http.post(f"/v1/keys/{created['key']['id']}:revoke", headers=bearer(token), json={})
+    response = http.post(f"/v1/keys/{created['key']['id']}/revoke", headers=bearer(token), json={})
     assert response.status_code == 200, response.text
     assert_envelope(org_of(http, tenant, created["secret"]), 401, "unauthorized")
 

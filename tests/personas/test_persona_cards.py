@@ -49,7 +49,7 @@ def export(http, tenant, persona_id) -> dict:
 
 
 def import_card(http, tenant, card) -> dict:
-    r = http.post("/v1/personas:import", json=card, headers=tenant.auth)
+    r = http.post("/v1/personas/import", json=card, headers=tenant.auth)
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -133,7 +133,7 @@ def test_our_card_round_trips(http, org, tenants, where):
 
     # The import is a generation run of kind `import`, and a persona.created.
     r = http.get("/v1/events", params={"personaId": imported["id"]}, headers=target.auth)
-    types = [(e["type"], e["data"].get("kind", "")) for e in r.json()["events"]]
+    types = [(e["type"], e["data"].get("kind", "")) for e in r.json()["items"]]
     assert types == [("persona.created", ""), ("generation.run.completed", "import"),
                      ("generation.run.started", "import")]
 
@@ -179,11 +179,11 @@ def test_an_imported_card_can_be_regenerated_and_refined(http, org):
 
 
 def test_import_validation(http, org):
-    r = http.post("/v1/personas:import", json={"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": ""}},
+    r = http.post("/v1/personas/import", json={"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": ""}},
                   headers=org.auth)
     error = assert_envelope(r, 422, "validation_failed")
     assert any(e["path"].endswith("name") for e in error["details"]["validationErrors"]), error
-    r = http.post("/v1/personas:import", json={"spec": "tavern_card", "data": {"name": "X"}}, headers=org.auth)
+    r = http.post("/v1/personas/import", json={"spec": "tavern_card", "data": {"name": "X"}}, headers=org.auth)
     assert_envelope(r, 422, "validation_failed")
 
 

@@ -79,11 +79,11 @@ def test_parallel_forks_all_succeed_with_distinct_ordinals(stack, http, org):
     # Each fork emitted persona.created naming its parent and root.
     for f in forks:
         r = http.get("/v1/events", params={"personaId": f["id"], "type": "persona.created"}, headers=org.auth)
-        (created,) = r.json()["events"]
+        (created,) = r.json()["items"]
         assert created["data"]["parentId"] == parent["id"] and created["data"]["rootId"] == parent["id"]
         assert created["data"]["slug"] == f["slug"]
         r = http.get("/v1/events", params={"personaId": f["id"], "type": "generation.run.started"}, headers=org.auth)
-        assert [e["data"]["kind"] for e in r.json()["events"]] == ["fork"]
+        assert [e["data"]["kind"] for e in r.json()["items"]] == ["fork"]
 
     # The lineage, asked from any node, is the whole tree from the root.
     tree = lineage(http, org, forks[3]["id"])
@@ -121,8 +121,8 @@ def test_parallel_forks_all_succeed_with_distinct_ordinals(stack, http, org):
     assert node["children"][0]["forkNote"] == "grandchild"
 
     # The list can be narrowed to the tree.
-    r = http.get("/v1/personas", params={"rootId": parent["id"], "pageSize": 100}, headers=org.auth)
-    assert {p["id"] for p in r.json()["personas"]} == {n["personaId"] for n in walk(tree["root"])}
+    r = http.get("/v1/personas", params={"rootId": parent["id"], "limit": 100}, headers=org.auth)
+    assert {p["id"] for p in r.json()["items"]} == {n["personaId"] for n in walk(tree["root"])}
 
 
 def test_fork_rules(http, org):

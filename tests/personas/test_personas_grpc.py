@@ -61,8 +61,8 @@ def test_create_and_get(stub, org):
     got = stub.GetPersona(personas_pb2.GetPersonaRequest(id=created.id), metadata=org.metadata, timeout=TIMEOUT)
     assert got == created
 
-    listed = stub.ListPersonas(personas_pb2.ListPersonasRequest(page_size=100), metadata=org.metadata, timeout=TIMEOUT)
-    assert created.id in [p.id for p in listed.personas]
+    listed = stub.ListPersonas(personas_pb2.ListPersonasRequest(limit=100), metadata=org.metadata, timeout=TIMEOUT)
+    assert created.id in [p.id for p in listed.items]
 
 
 def test_same_persona_over_json_and_grpc(stub, http, org):

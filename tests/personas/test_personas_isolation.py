@@ -69,9 +69,9 @@ def snapshot(http, owner, personas) -> dict:
 
 
 def owner_events(http, owner) -> list[str]:
-    r = http.get("/v1/events", params={"pageSize": 100}, headers=owner.auth)
+    r = http.get("/v1/events", params={"limit": 100}, headers=owner.auth)
     assert r.status_code == 200, r.text
-    return [e["id"] for e in r.json()["events"]]
+    return [e["id"] for e in r.json()["items"]]
 
 
 @pytest.mark.parametrize("state", ["active", "flagged", "archived", "deleted"])
@@ -90,8 +90,8 @@ def test_nothing_changed_for_the_owner(http, owner, intruder, personas):
     assert snapshot(http, owner, personas) == personas
     r = http.get(f"/v1/personas/{personas['active']['id']}/lineage", headers=owner.auth)
     assert r.status_code == 200 and r.json()["size"] == 1, r.text  # no stolen fork
-    touched = {e["data"].get("personaId") for e in http.get("/v1/events", params={"pageSize": 100},
-                                                          headers=intruder.auth).json().get("events", [])}
+    touched = {e["data"].get("personaId") for e in http.get("/v1/events", params={"limit": 100},
+                                                          headers=intruder.auth).json().get("items", [])}
     assert not touched & {p["id"] for p in personas.values()}
 
 
@@ -100,29 +100,29 @@ def test_lists_show_none_of_them(http, owner, intruder, personas):
     for params in ({}, {"showDeleted": "true"}, {"state": "deleted"}, {"state": "flagged"},
                    {"state": "archived"}, {"visibility": "public"},
                    {"rootId": personas["active"]["id"]}):
-        r = http.get("/v1/personas", params={"pageSize": 100, **params}, headers=intruder.auth)
+        r = http.get("/v1/personas", params={"limit": 100, **params}, headers=intruder.auth)
         assert r.status_code == 200, r.text
-        assert not {p["id"] for p in r.json().get("personas", [])} & mine, params
-    r = http.get("/v1/personas", params={"pageSize": 100, "showDeleted": "true"}, headers=owner.auth)
-    assert mine <= {p["id"] for p in r.json()["personas"]}
+        assert not {p["id"] for p in r.json().get("items", [])} & mine, params
+    r = http.get("/v1/personas", params={"limit": 100, "showDeleted": "true"}, headers=owner.auth)
+    assert mine <= {p["id"] for p in r.json()["items"]}
 
 
 def test_events_of_another_organization_are_not_found(http, owner, intruder, personas):
-    r = http.get("/v1/events", params={"personaId": personas["active"]["id"], "pageSize": 100}, headers=owner.auth)
-    theirs = r.json()["events"]
+    r = http.get("/v1/events", params={"personaId": personas["active"]["id"], "limit": 100}, headers=owner.auth)
+    theirs = r.json()["items"]
     assert theirs
     for event in theirs:
         assert_envelope(http.get(f"/v1/events/{event['id']}", headers=intruder.auth), 404, "not_found")
         assert http.get(f"/v1/events/{event['id']}", headers=owner.auth).status_code == 200
-    r = http.get("/v1/events", params={"personaId": personas["active"]["id"], "pageSize": 100}, headers=intruder.auth)
-    assert r.status_code == 200 and r.json().get("events", []) == []
+    r = http.get("/v1/events", params={"personaId": personas["active"]["id"], "limit": 100}, headers=intruder.auth)
+    assert r.status_code == 200 and r.json().get("items", []) == []
 
 
 def test_a_card_cannot_import_into_someone_elses_lineage(http, owner, intruder, personas):
     """An exported card names its persona and root; importing it elsewhere
     makes an unrelated root in the importer's workspace."""
     card = http.get(f"/v1/personas/{personas['active']['id']}/card", headers=owner.auth).json()
-    r = http.post("/v1/personas:import", json=card, headers=intruder.auth)
+    r = http.post("/v1/personas/import", json=card, headers=intruder.auth)
     assert r.status_code == 200, r.text
     imported = r.json()
     assert imported["orgId"] == intruder.org_id and imported["workspaceId"] == intruder.workspace_id

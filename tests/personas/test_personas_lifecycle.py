@@ -58,12 +58,12 @@ class Events:
     def all(self, **params) -> list[dict]:
         found, token = [], ""
         while True:
-            r = self.http.get("/v1/events", params={"pageSize": 100, **params, **({"pageToken": token} if token else {})},
+            r = self.http.get("/v1/events", params={"limit": 100, **params, **({"cursor": token} if token else {})},
                               headers=self.tenant.auth)
             assert r.status_code == 200, r.text
             body = r.json()
-            found += body.get("events", [])
-            token = body.get("nextPageToken", "")
+            found += body.get("items", [])
+            token = body.get("nextCursor", "")
             if not token:
                 break
         for event in found:
@@ -137,12 +137,12 @@ def listed(http, tenant, **params) -> list[dict]:
     """Every page of GET /v1/personas."""
     found, token, pages = [], "", 0
     while True:
-        query = {"pageSize": 100, **params, **({"pageToken": token} if token else {})}
+        query = {"limit": 100, **params, **({"cursor": token} if token else {})}
         r = http.get("/v1/personas", params=query, headers=tenant.auth)
         assert r.status_code == 200, r.text
         body = r.json()
-        found += body.get("personas", [])
-        token = body.get("nextPageToken", "")
+        found += body.get("items", [])
+        token = body.get("nextCursor", "")
         pages += 1
         assert pages < 50
         if not token:
@@ -208,12 +208,12 @@ def test_list_filters_and_paginates_newest_first(http, tenants):
 
     pages, token = [], ""
     while True:
-        r = http.get("/v1/personas", params={"pageSize": 2, **({"pageToken": token} if token else {})}, headers=t.auth)
+        r = http.get("/v1/personas", params={"limit": 2, **({"cursor": token} if token else {})}, headers=t.auth)
         assert r.status_code == 200, r.text
         body = r.json()
-        assert len(body["personas"]) <= 2
-        pages.append(ids(body["personas"]))
-        token = body.get("nextPageToken", "")
+        assert len(body["items"]) <= 2
+        pages.append(ids(body["items"]))
+        token = body.get("nextCursor", "")
         if not token:
             break
     assert pages == [newest_first[0:2], newest_first[2:4], newest_first[4:5]]
@@ -232,7 +232,7 @@ def test_list_filters_and_paginates_newest_first(http, tenants):
     bad = http.get("/v1/personas", params={"state": "sleeping"}, headers=t.auth)
     error = assert_envelope(bad, 422, "validation_failed")
     assert [v["path"] for v in error["details"]["validationErrors"]] == ["state"]
-    bad = http.get("/v1/personas", params={"pageSize": 101}, headers=t.auth)
+    bad = http.get("/v1/personas", params={"limit": 101}, headers=t.auth)
     assert_envelope(bad, 422, "validation_failed")
 
 
@@ -513,7 +513,7 @@ def test_audit_threshold_blocking_and_recovery(http, tenants):
         "creator_notes": "", "system_prompt": "You are Brother Anselm. Stay in character.",
         "post_history_instructions": "", "alternate_greetings": [], "tags": [], "creator": "", "character_version": "1",
         "extensions": {}}}
-    r = http.post("/v1/personas:import", json=card, headers=t.auth)
+    r = http.post("/v1/personas/import", json=card, headers=t.auth)
     assert r.status_code == 200, r.text
     pid = r.json()["id"]
 

@@ -65,15 +65,15 @@ def create(phttp, org, intent):
 
 
 def events(phttp, org, **params) -> list[dict]:
-    r = phttp.get("/v1/events", params={"pageSize": 100, **params}, headers=org.auth)
+    r = phttp.get("/v1/events", params={"limit": 100, **params}, headers=org.auth)
     assert r.status_code == 200, r.text
-    return r.json().get("events", [])
+    return r.json().get("items", [])
 
 
 def audit_entries(phttp, org, **params) -> list[dict]:
-    r = phttp.get("/v1/audit/events", params={"pageSize": 100, "action": "provider.call", **params}, headers=org.auth)
+    r = phttp.get("/v1/audit/events", params={"limit": 100, "action": "provider.call", **params}, headers=org.auth)
     assert r.status_code == 200, r.text
-    return r.json().get("events", [])
+    return r.json().get("items", [])
 
 
 def assert_no_upstream_leak(response: httpx.Response) -> None:

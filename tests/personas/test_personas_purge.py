@@ -35,9 +35,9 @@ def purge(engine, days: float) -> list[str]:
 
 
 def listed_ids(http, tenant) -> set[str]:
-    r = http.get("/v1/personas", params={"showDeleted": "true", "pageSize": 100}, headers=tenant.auth)
+    r = http.get("/v1/personas", params={"showDeleted": "true", "limit": 100}, headers=tenant.auth)
     assert r.status_code == 200, r.text
-    return {p["id"] for p in r.json()["personas"]}
+    return {p["id"] for p in r.json()["items"]}
 
 
 def rows(engine, table: str, column: str, persona_id: str) -> int:

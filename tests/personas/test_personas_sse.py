@@ -44,9 +44,9 @@ def test_stream_create_sends_progress_before_the_persona(http, engine, org):
             progress = [next(events) for _ in PROGRESS]
             # All progress arrived while the persona could not be written yet: streamed, not buffered.
             assert not r.is_closed
-            listed = http.get("/v1/personas", params={"pageSize": 100}, headers=org.auth)
+            listed = http.get("/v1/personas", params={"limit": 100}, headers=org.auth)
             assert listed.status_code == 200, listed.text
-            assert progress[0]["runId"] not in [p["lastRunId"] for p in listed.json().get("personas", [])]
+            assert progress[0]["runId"] not in [p["lastRunId"] for p in listed.json().get("items", [])]
             lock.rollback()
             rest = list(events)
         raw_ok = r.is_closed
@@ -71,7 +71,7 @@ def test_stream_create_sends_progress_before_the_persona(http, engine, org):
 
     # The run's events are the same as a unary create's.
     r = http.get("/v1/events", params={"personaId": persona["id"]}, headers=org.auth)
-    assert [e["type"] for e in r.json()["events"]] == ["persona.created", "generation.run.completed",
+    assert [e["type"] for e in r.json()["items"]] == ["persona.created", "generation.run.completed",
                                                       "generation.run.started"]
 
 
@@ -101,7 +101,7 @@ def test_stream_false_is_the_unary_create(http, org):
 
 
 def test_stream_error_mid_run_is_an_in_band_event(http, org):
-    before = http.get("/v1/personas", params={"pageSize": 100}, headers=org.auth).json().get("personas", [])
+    before = http.get("/v1/personas", params={"limit": 100}, headers=org.auth).json().get("items", [])
     with stream(http, org, {"intent": "how to build a bomb"}) as r:
         assert r.status_code == 200
         assert r.headers["content-type"].split(";")[0] == "text/event-stream"
@@ -115,7 +115,7 @@ def test_stream_error_mid_run_is_an_in_band_event(http, org):
     assert error["code"] == "moderation_blocked"
     assert error["message"]
     assert error["details"]["stage"] == "input_intent"
-    after = http.get("/v1/personas", params={"pageSize": 100}, headers=org.auth).json().get("personas", [])
+    after = http.get("/v1/personas", params={"limit": 100}, headers=org.auth).json().get("items", [])
     assert after == before
 
 
@@ -163,7 +163,7 @@ def test_native_grpc_stream_error(edge_channel, org):
 
 
 def _personas(http, tenant) -> list[dict]:
-    return http.get("/v1/personas", params={"pageSize": 100}, headers=tenant.auth).json().get("personas", [])
+    return http.get("/v1/personas", params={"limit": 100}, headers=tenant.auth).json().get("items", [])
 
 
 def _wait_for_persona(http, tenant, intent: str) -> dict:
@@ -188,7 +188,7 @@ def test_a_generation_the_client_left_still_finishes(http, engine, tenants):
         lock.rollback()
     persona = _wait_for_persona(http, tenant, intent)
     assert persona["state"] == "active"
-    events = http.get("/v1/events", params={"personaId": persona["id"]}, headers=tenant.auth).json()["events"]
+    events = http.get("/v1/events", params={"personaId": persona["id"]}, headers=tenant.auth).json()["items"]
     assert "persona.created" in [e["type"] for e in events]
 
 

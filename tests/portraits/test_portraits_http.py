@@ -21,6 +21,7 @@ from persona_service.portraits.module import purge_portraits
 from persona_service.providers.local import LocalProvider
 from PIL import Image
 from sqlalchemy import text
+from support import assert_envelope
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -113,10 +114,10 @@ def test_the_same_inputs_draw_the_same_png(env, org, persona):
 def test_approve_makes_it_canonical_and_emits_persona_updated(env, org, persona):
     a, b = generate(env, org, persona["id"]), generate(env, org, persona["id"])
     base = f"/v1/personas/{persona['id']}/portraits"
-    r = env.http.post(f"{base}/{a['id']}:approve", json={}, headers=org.auth)
+    r = env.http.post(f"{base}/{a['id']}/approve", json={}, headers=org.auth)
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "approved" and r.json()["canonical"] is True
-    r = env.http.post(f"{base}/{b['id']}:approve", json={}, headers=org.auth)
+    r = env.http.post(f"{base}/{b['id']}/approve", json={}, headers=org.auth)
     assert r.json()["canonical"] is True
     assert env.http.get(f"{base}/{a['id']}", headers=org.auth).json()["canonical"] is False
     with env.engine.connect() as conn:
@@ -126,9 +127,9 @@ def test_approve_makes_it_canonical_and_emits_persona_updated(env, org, persona)
     assert len(events) == 2
 
     c = generate(env, org, persona["id"])
-    r = env.http.post(f"{base}/{c['id']}:reject", json={}, headers=org.auth)
+    r = env.http.post(f"{base}/{c['id']}/reject", json={}, headers=org.auth)
     assert r.status_code == 200 and r.json()["status"] == "rejected"
-    r = env.http.post(f"{base}/{c['id']}:approve", json={}, headers=org.auth)
+    r = env.http.post(f"{base}/{c['id']}/approve", json={}, headers=org.auth)
     assert r.status_code == 409 and r.json()["error"]["code"] == "state_conflict"
     # A rejected portrait is not editable: 404 in the portrait shape.
     r = edit(env, org, persona["id"], c["id"], "add a hat")
@@ -167,6 +168,19 @@ def test_edit_errors_use_the_portrait_shape(env, org, persona):
     assert r.status_code == 422 and r.json()["error"] == "validation_failed"
 
 
+def test_other_edit_answers_use_the_envelope(env, org, persona):
+    """The spec gives the portrait shape to the edit's 404, 422 and 502 only."""
+    source = generate(env, org, persona["id"])
+    path = f"/v1/personas/{persona['id']}/portrait/{source['id']}/edit"
+    assert_envelope(env.http.post(path, json={"instruction": "add a hat"}), 401, "unauthorized")
+    reader = env.tenants.tenant_key(org, ["personas:read"])
+    assert_envelope(env.http.post(path, json={"instruction": "add a hat"},
+                                  headers={"Authorization": f"Bearer {reader}"}), 403, "forbidden")
+    # The edge's own answer for a body it cannot parse.
+    malformed = env.http.post(path, content=b'{"instruction": ', headers={**org.auth, "Content-Type": "application/json"})
+    assert_envelope(malformed, 400, "bad_request")
+
+
 def test_signed_urls_refuse_tampering_and_expiry(env, org, persona):
     if env.backend == "s3":
         pytest.skip("presigned URLs are checked by the object store itself")
@@ -198,9 +212,8 @@ def test_monthly_image_quota(env):
     assert edit(env, small, persona["id"], first["id"], "add a hat").status_code == 200
     r = edit(env, small, persona["id"], first["id"], "add a scarf")
     assert r.status_code == 429, r.text
-    body = r.json()
-    assert body == {"error": "quota_exceeded", "message": body["message"], "used": 2, "limit": 2,
-                    "quota": "images_per_month", "resetAt": body["resetAt"]}
+    details = assert_envelope(r, 429, "quota_exceeded")["details"]  # the envelope: not a portrait-shape status
+    assert details == {"used": 2, "limit": 2, "quota": "images_per_month", "resetAt": details["resetAt"]}
     assert "retry-after" in r.headers
     r = env.http.post(f"/v1/personas/{persona['id']}/portraits", json={}, headers=small.auth)
     assert r.status_code == 429 and r.json()["error"]["code"] == "quota_exceeded"
@@ -259,7 +272,7 @@ def test_an_edit_replayed_with_its_idempotency_key_makes_no_second_portrait(env,
     assert again.headers["idempotent-replayed"] == "true"
     assert again.json() == first.json() and first.json()["status"] == "generated"
     other = env.http.post(path, json={"instruction": "add a scarf"}, headers=headers)
-    assert other.status_code == 409 and other.json()["error"] == "idempotency_conflict"
+    assert_envelope(other, 409, "idempotency_conflict")
     chain = env.http.get(f"/v1/personas/{persona['id']}/portraits", params={"conversationId": source["id"]},
                          headers=org.auth).json()["items"]
     assert len(chain) == 2

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 from providers.openai_stub import OpenAIStub, openai_stub, openai_stub_server  # noqa: F401
-from support import TenantFactory, client_for, engine_for, make_stack, running
+from support import TenantFactory, assert_envelope, client_for, engine_for, make_stack, running
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -66,6 +66,24 @@ def test_upstream_5xx_is_502_in_the_portrait_shape(upstream, openai_stub):  # no
     assert _edit(http, tenant, persona_id, failed["id"]).status_code == 404
 
 
+def test_image_provider_failures_are_audited_under_the_organization(upstream, openai_stub):  # noqa: F811
+    """Each failed attempt is in the organization's GET /v1/audit/events with
+    the upstream's envelope under `details.upstream`, as a text provider's is."""
+    http, tenant, persona_id = upstream
+    source = _generate(http, tenant, persona_id).json()
+    envelope = {"error": {"message": "the image model is overloaded", "type": "server_error", "code": "img_busy"}}
+    openai_stub.inject_error(times=4, status=500, envelope=envelope, path="/images/edits")
+    assert _edit(http, tenant, persona_id, source["id"]).status_code == 502
+    r = http.get("/v1/audit/events", params={"action": "provider.call", "limit": 100}, headers=tenant.auth)
+    assert r.status_code == 200, r.text
+    mine = [e for e in r.json()["items"] if e["details"].get("upstream") == envelope]
+    assert sorted(e["details"]["attempt"] for e in mine) == [1, 2, 3, 4], r.json()
+    for entry in mine:
+        assert entry["outcome"] == "failure" and entry["errorCode"] == "provider_error"
+        assert entry["details"]["upstreamStatus"] == 500 and entry["details"]["operation"] == "edit_image"
+        assert entry["workspaceId"] == tenant.workspace_id
+
+
 def test_a_502_after_the_commit_frees_its_idempotency_key(upstream, openai_stub):  # noqa: F811
     http, tenant, persona_id = upstream
     source = _generate(http, tenant, persona_id).json()
@@ -83,8 +101,8 @@ def test_upstream_timeout_is_504(upstream, openai_stub):  # noqa: F811
     source = _generate(http, tenant, persona_id).json()
     openai_stub.inject_delay(times=4, seconds=0.6, path="/images/edits")
     r = _edit(http, tenant, persona_id, source["id"])
-    assert r.status_code == 504, r.text
-    assert r.json()["error"] == "provider_timeout" and r.json()["provider"] == "openai"
+    # The envelope: the spec gives the portrait shape to 502, not 504.
+    assert assert_envelope(r, 504, "provider_timeout")["details"]["provider"] == "openai"
 
 
 def test_an_answer_that_does_not_wait_and_the_task_that_finishes_it(upstream, openai_stub):  # noqa: F811

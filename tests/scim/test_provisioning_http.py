@@ -109,8 +109,8 @@ def test_tokens_are_confined_to_scim_and_revocable(http, org, tenants):
         assert http.get(path, headers=token).status_code == 403, path
     listed = http.get("/v1/auth/scim/tokens", headers=org.auth).json()["items"]
     assert made["token"]["id"] in [t["id"] for t in listed]
-    assert made["token"]["id"] not in [k["id"] for k in http.get("/v1/keys", headers=org.auth).json()["keys"]]
-    revoked = http.post(f"/v1/auth/scim/tokens/{made['token']['id']}:revoke", json={}, headers=org.auth)
+    assert made["token"]["id"] not in [k["id"] for k in http.get("/v1/keys", headers=org.auth).json()["items"]]
+    revoked = http.post(f"/v1/auth/scim/tokens/{made['token']['id']}/revoke", json={}, headers=org.auth)
     assert revoked.status_code == 200 and revoked.json()["revokedAt"]
     r = http.get("/v1/auth/scim/v2/Users", headers=token)
     assert r.status_code == 401 and r.json()["schemas"] == ["urn:ietf:params:scim:api:messages:2.0:Error"]
@@ -137,9 +137,9 @@ def test_tenants_never_see_each_other(http, scim, tenants):
 def test_everything_scim_changes_is_audited(http, scim, org):
     user = scim.user(_name())
     scim.call("PUT", f"/Users/{user['id']}", {"schemas": [USER], "userName": user["userName"], "active": False})
-    r = http.get("/v1/audit/events", params={"resourceType": "scim_user", "pageSize": 100}, headers=org.auth)
+    r = http.get("/v1/audit/events", params={"resourceType": "scim_user", "limit": 100}, headers=org.auth)
     assert r.status_code == 200, r.text
-    actions = {e["action"] for e in r.json()["events"]}
+    actions = {e["action"] for e in r.json()["items"]}
     assert any("create" in a for a in actions) and any("replace" in a for a in actions)
 
 

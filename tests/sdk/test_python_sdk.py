@@ -499,28 +499,27 @@ def test_stream_error_event_is_raised_typed(sdk, pro):
 # --- pagination ----------------------------------------------------------------------
 
 
-def test_pagination_both_styles(sdk, tenants, receiver_url):
+def test_pagination_walks_every_list(sdk, tenants, receiver_url):
+    """Every list: `limit`/`cursor` → `items` + `nextCursor`, one iterator."""
     tenant = tenants(plan="pro")
     client, wire = sdk(tenant)
     for n in range(4):
         client.api_keys.create(name=f"page-{n}", scopes=["personas:read"])
-    # pageSize / pageToken → nextPageToken.
     sent = len(wire.requests)
-    keys = list(client.api_keys.list_iter(page_size=2))
+    keys = list(client.api_keys.list_iter(limit=2))
     assert len(wire.requests) - sent == 3  # 5 keys (the fixture's too), 2 a page
     assert len({k["id"] for k in keys}) == len(keys) == 5
-    assert [k["id"] for k in keys] == [k["id"] for k in client.api_keys.list(page_size=100)["keys"]]
+    assert [k["id"] for k in keys] == [k["id"] for k in client.api_keys.list(limit=100)["items"]]
 
-    # cursor / limit → items + nextCursor.
     made = [client.webhooks.create(url=receiver_url(f"/page-{n}"), events=["persona.created"])
             for n in range(3)]
     sent = len(wire.requests)
     endpoints = list(client.webhooks.list_iter(limit=2))
     assert len(wire.requests) - sent == 2
     assert sorted(e["id"] for e in endpoints) == sorted(m["endpoint"]["id"] for m in made)
-    # The generic form, for either style.
+    # The generic form.
     assert list(client.paginate(client.webhooks.list, limit=1)) == endpoints
-    assert list(client.paginate(client.api_keys.list, page_size=3)) == keys
+    assert list(client.paginate(client.api_keys.list, limit=3)) == keys
 
 
 # --- webhooks ------------------------------------------------------------------------

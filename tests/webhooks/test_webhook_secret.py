@@ -28,7 +28,7 @@ def test_secret_is_readable_with_write_scope_and_audited(http, tenants):
     assert body["previousSecretExpiresAt"] is None
     events = http.get(
         "/v1/audit/events", headers=tenant.auth, params={"action": "webhook_endpoint.read_secret"}
-    ).json()["events"]
+    ).json()["items"]
     assert [e["resourceId"] for e in events] == [endpoint_id]
     assert events[0]["requestId"] == r.headers["x-request-id"]
 

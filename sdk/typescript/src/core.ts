@@ -91,10 +91,8 @@ export class APIPromise<T> implements PromiseLike<T> {
   }
 }
 
-/** The item type of a list response: its `items`, or its one array field. */
-export type PageItem<R> = R extends { items?: Array<infer T> }
-  ? T
-  : { [K in keyof R]-?: NonNullable<R[K]> extends Array<infer T> ? T : never }[keyof R];
+/** The item type of a list response: its `items`. */
+export type PageItem<R> = R extends { items?: Array<infer T> } ? T : never;
 
 type StreamKinds = {
   chat: ChatMessageStream;
@@ -217,44 +215,21 @@ export class Core {
       signal: spec.options?.signal, lastEventId: spec.options?.lastEventId }) as StreamKinds[K];
   }
 
-  /** Every item of a paginated list: `fetchPage(token)` until the next token is empty. */
-  iterate<T>(fetchPage: (token: string | undefined) => PromiseLike<unknown>, start: string | undefined,
-             nextField: string, itemsField: string): AsyncIterableIterator<T> {
-    return (async function* () {
-      let token = start;
-      for (;;) {
-        const page = (await fetchPage(token)) as Record<string, unknown> | undefined;
-        const items = page?.[itemsField];
-        if (Array.isArray(items)) yield* items as T[];
-        const next = page?.[nextField];
-        if (typeof next !== "string" || next === "" || next === token) return;
-        token = next;
-      }
-    })();
-  }
-
   /**
-   * Every item of any list method, page after page, in either pagination
-   * style (`pageSize`/`pageToken` → `nextPageToken`, or `limit`/`cursor` →
-   * `items` + `nextCursor`):
-   * `for await (const e of client.paginate((p) => client.events.list(p), { type: "persona.created" }))`.
+   * Every item of a list method, page after page: every list takes `cursor`
+   * and `limit` and answers `items` and `nextCursor` (empty on the last page).
+   * `for await (const e of client.paginate((p) => client.events.list(p), { type: "persona.created" }))`;
+   * each list's `…Iter` is this, typed.
    */
   paginate<P extends object, R>(list: (params: P) => PromiseLike<R>, params?: P): AsyncIterableIterator<PageItem<R>> {
-    const base = { ...params } as Record<string, unknown>;
     return (async function* () {
-      let cursorStyle: boolean | undefined = "cursor" in base || "limit" in base ? true
-        : "pageToken" in base || "pageSize" in base ? false : undefined;
-      let query = base;
+      let query = { ...params } as P & { cursor?: string };
       for (;;) {
-        const page = (await list(query as P)) as Record<string, unknown>;
-        cursorStyle ??= "nextCursor" in page || Array.isArray(page.items);
-        const itemsField = cursorStyle ? "items" : Object.keys(page).find((k) => Array.isArray(page[k]));
-        const items = itemsField === undefined ? undefined : page[itemsField];
-        if (Array.isArray(items)) yield* items as PageItem<R>[];
-        const next = page[cursorStyle ? "nextCursor" : "nextPageToken"];
-        const current = query[cursorStyle ? "cursor" : "pageToken"];
-        if (typeof next !== "string" || next === "" || next === current) return;
-        query = { ...base, [cursorStyle ? "cursor" : "pageToken"]: next };
+        const page = (await list(query)) as { items?: unknown; nextCursor?: unknown };
+        if (Array.isArray(page.items)) yield* page.items as PageItem<R>[];
+        const next = page.nextCursor;
+        if (typeof next !== "string" || next === "" || next === query.cursor) return;
+        query = { ...query, cursor: next };
       }
     })();
   }

@@ -65,7 +65,7 @@ export interface AuditEvent {
   /** Resource id, when there is one. */
   resourceId?: string;
   /** `success` or `failure`. */
-  outcome?: string;
+  outcome?: "success" | "failure";
   /** HTTP status of the response. */
   status?: number;
   /** Envelope error code, for failures. */
@@ -288,7 +288,7 @@ export interface ChatSession {
   /** Title. */
   title?: string;
   /** `active`, `ended` or `archived`. */
-  status?: string;
+  status?: "active" | "ended" | "archived";
   /** Messages in the session (user and persona). The counters are 32-bit so that JSON carries numbers, as the spec requires (the transcoder prints 64-bit integers as strings). */
   messageCount?: number;
   /** Input tokens billed, as the provider reported them. */
@@ -593,7 +593,7 @@ export interface Invoice {
   /** Human-readable, per organization: `<ORG SLUG PREFIX>-<sequence>` (e.g. `ACME-0003`). */
   number?: string;
   /** `draft`, `open`, `paid`, `uncollectible`, `void`. */
-  status?: string;
+  status?: "draft" | "open" | "paid" | "uncollectible" | "void";
   /** ISO 4217, lower case. */
   currency?: string;
   /** Minor units: a whole number in a double (exact up to 2^53), so that JSON carries the spec's `number` whatever the sum reaches. */
@@ -637,7 +637,7 @@ export interface LineageNode {
   /** Slug. */
   slug?: string;
   /** State. */
-  state?: string;
+  state?: "active" | "flagged" | "archived" | "deleted";
   /** Current version. */
   version?: number;
   /** Ordinal among its parent's forks; 0 for the root. */
@@ -655,7 +655,7 @@ export interface LineageVersion {
   /** Version number. */
   version?: number;
   /** `create`, `refine`, `regenerate`, `fork` or `import`. */
-  kind?: string;
+  kind?: "create" | "refine" | "regenerate" | "fork" | "import";
   /** The note given, if any. */
   note?: string;
   /** The refine instruction, if any. */
@@ -667,47 +667,49 @@ export interface LineageVersion {
 /** Response of ListApiKeys. */
 export interface ListApiKeysResponse {
   /** The keys, newest first. */
-  keys?: ApiKey[];
-  /** Token of the next page; empty on the last page. */
-  nextPageToken?: string;
+  items?: ApiKey[];
+  /** Cursor of the next page; empty on the last page. */
+  nextCursor?: string;
 }
 
 /** Response of ListAuditEvents. */
 export interface ListAuditEventsResponse {
   /** The events, newest first. */
-  events?: AuditEvent[];
-  /** Token of the next page; empty on the last page. */
-  nextPageToken?: string;
+  items?: AuditEvent[];
+  /** Cursor of the next page; empty on the last page. */
+  nextCursor?: string;
 }
 
 /** Response of ListChatMessages. */
 export interface ListChatMessagesResponse {
   /** The messages, oldest first. */
-  messages?: ChatMessage[];
-  /** Token of the next page; empty on the last page. */
-  nextPageToken?: string;
+  items?: ChatMessage[];
+  /** Cursor of the next page; empty on the last page. */
+  nextCursor?: string;
 }
 
 /** Response of ListChatSessions. */
 export interface ListChatSessionsResponse {
   /** The sessions, newest first. */
-  sessions?: ChatSession[];
-  /** Token of the next page; empty on the last page. */
-  nextPageToken?: string;
+  items?: ChatSession[];
+  /** Cursor of the next page; empty on the last page. */
+  nextCursor?: string;
 }
 
 /** Response of ListConfigItems. */
 export interface ListConfigItemsResponse {
-  /** Every declared key (matching `prefix`), sorted by key. */
+  /** The declared keys (matching `prefix`), sorted by key. */
   items?: ConfigItem[];
+  /** Cursor of the next page; empty on the last page. */
+  nextCursor?: string;
 }
 
 /** Response of ListEvents. */
 export interface ListEventsResponse {
   /** The events, newest first. */
-  events?: Event[];
-  /** Token of the next page; empty on the last page. */
-  nextPageToken?: string;
+  items?: Event[];
+  /** Cursor of the next page; empty on the last page. */
+  nextCursor?: string;
 }
 
 /** Response of ListInvoices. */
@@ -745,9 +747,9 @@ export interface ListModerationQueueResponse {
 /** Response of ListPersonas. */
 export interface ListPersonasResponse {
   /** The personas, newest first. */
-  personas?: Persona[];
-  /** Token of the next page; empty on the last page. */
-  nextPageToken?: string;
+  items?: Persona[];
+  /** Cursor of the next page; empty on the last page. */
+  nextCursor?: string;
 }
 
 /** Response of ListPortraits. */
@@ -807,7 +809,7 @@ export interface Listing {
   /** ISO 4217, lower case. */
   currency?: string;
   /** `pending_review`, `published`, `rejected`, `unpublished`. */
-  status?: string;
+  status?: "pending_review" | "published" | "rejected" | "unpublished";
   /** Why the review rejected it (the moderation categories); empty otherwise. */
   rejectionReason?: string;
   /** Whether the caller's organization owns it. */
@@ -853,13 +855,13 @@ export interface ModerationReview {
   /** The text, cut at 500 characters. */
   excerpt?: string;
   /** `pending`, `claimed`, `resolved`. */
-  status?: string;
+  status?: "pending" | "claimed" | "resolved";
   /** The administrator (user id) holding the claim. */
   claimedBy?: string;
   /** When the claim lapses (RFC 3339); `null` while unclaimed. */
   claimExpiresAt?: string | null;
-  /** `approve` or `reject` once resolved. */
-  decision?: string;
+  /** `approve` or `reject` once resolved; empty before. */
+  decision?: "" | "approve" | "reject";
   /** The resolver's note. */
   note?: string;
   /** Who resolved it (user id). */
@@ -911,7 +913,7 @@ export interface Persona {
   /** The persona's soul. */
   soul?: Soul;
   /** `active`, `flagged`, `archived` or `deleted` (see PersonaService). */
-  state?: string;
+  state?: "active" | "flagged" | "archived" | "deleted";
   /** Version, starting at 1; each refine or regenerate adds one. */
   version?: number;
   /** The persona this one was forked from; empty for a root. */
@@ -972,7 +974,7 @@ export interface Portrait {
   /** The generation's style. */
   style?: string;
   /** `pending`, `generating`, `generated`, `approved`, `rejected`, `failed`. */
-  status?: string;
+  status?: "pending" | "generating" | "generated" | "approved" | "rejected" | "failed";
   /** Whether this is the persona's canonical portrait. */
   canonical?: boolean;
   /** Where the PNG is stored (`<org id>/portraits/<persona id>/<id>.png`). */
@@ -1002,7 +1004,7 @@ export interface PortraitEditResult {
   /** Its conversation chain (the source's). */
   conversationId: string;
   /** One of the portrait statuses. */
-  status: string;
+  status: "pending" | "generating" | "generated" | "approved" | "rejected" | "failed";
   /** Where the PNG is stored. */
   storageKey: string;
   /** A URL that opens the PNG without credentials for a limited time. */
@@ -1029,7 +1031,7 @@ export interface PrivacyExport {
   /** `dsr_…`. */
   id?: string;
   /** `pending`, `running`, `completed`, `failed`, `expired`. */
-  status?: string;
+  status?: "pending" | "running" | "completed" | "failed" | "expired";
   /** A signed URL of the JSON bundle (completed only). */
   downloadUrl?: string;
   /** When the download stops working (RFC 3339, completed only); `null` before. */
@@ -1054,8 +1056,8 @@ export interface ProbeCheck {
 
 /** A probe's answer. */
 export interface ProbeResult {
-  /** `ok`. */
-  status?: string;
+  /** `ok` (a probe that fails answers an error instead). */
+  status?: "ok";
   /** The checks made (readiness only). */
   checks?: ProbeCheck[];
 }
@@ -1216,7 +1218,7 @@ export interface Subscription {
   /** `free`, `pro`, `team` or `enterprise`. */
   plan?: string;
   /** `active` (paid up) or `past_due` (the last invoice's payment failed). */
-  status?: string;
+  status?: "active" | "past_due";
   /** The current period. */
   currentPeriodStart?: string;
   /** See `currentPeriodStart`. */
@@ -1313,7 +1315,7 @@ export interface WebhookDelivery {
   /** The event's type. */
   eventType?: string;
   /** `pending` (due or waiting for a retry), `succeeded` or `dead_lettered`. */
-  status?: string;
+  status?: "pending" | "succeeded" | "dead_lettered";
   /** Attempts made so far. */
   attemptCount?: number;
   /** When the next attempt is due, while `pending` (RFC 3339); `null` otherwise. */
@@ -1391,7 +1393,7 @@ export interface WebhookSecretRotationResult {
   /** Its organization. */
   orgId?: string;
   /** `rotated` (the secret was older than the maximum age) or `current` (young enough, unchanged). */
-  outcome?: string;
+  outcome?: "rotated" | "current";
   /** When the (now) current secret was made. */
   secretCreatedAt?: string;
   /** For `rotated`: when the previous secret stops being valid (RFC 3339); `null` otherwise. */
@@ -1431,14 +1433,14 @@ export interface GetScimUserParams {
 
 /** Query parameters of `ListApiKeys`. */
 export interface ListApiKeysParams {
-  pageSize?: number;
-  pageToken?: string;
+  limit?: number;
+  cursor?: string;
 }
 
 /** Query parameters of `ListAuditEvents`. */
 export interface ListAuditEventsParams {
-  pageSize?: number;
-  pageToken?: string;
+  limit?: number;
+  cursor?: string;
   action?: string;
   outcome?: "success" | "failure";
   actorUserId?: string;
@@ -1450,14 +1452,14 @@ export interface ListAuditEventsParams {
 
 /** Query parameters of `ListChatMessages`. */
 export interface ListChatMessagesParams {
-  pageSize?: number;
-  pageToken?: string;
+  limit?: number;
+  cursor?: string;
 }
 
 /** Query parameters of `ListChatSessions`. */
 export interface ListChatSessionsParams {
-  pageSize?: number;
-  pageToken?: string;
+  limit?: number;
+  cursor?: string;
   personaId?: string;
   status?: "active" | "ended" | "archived";
   userId?: string;
@@ -1466,12 +1468,14 @@ export interface ListChatSessionsParams {
 /** Query parameters of `ListConfigItems`. */
 export interface ListConfigItemsParams {
   prefix?: string;
+  cursor?: string;
+  limit?: number;
 }
 
 /** Query parameters of `ListEvents`. */
 export interface ListEventsParams {
-  pageSize?: number;
-  pageToken?: string;
+  limit?: number;
+  cursor?: string;
   type?: string;
   personaId?: string;
 }
@@ -1502,8 +1506,8 @@ export interface ListModerationQueueParams {
 
 /** Query parameters of `ListPersonas`. */
 export interface ListPersonasParams {
-  pageSize?: number;
-  pageToken?: string;
+  limit?: number;
+  cursor?: string;
   state?: "active" | "flagged" | "archived" | "deleted";
   visibility?: "private" | "org" | "public";
   rootId?: string;
@@ -1819,18 +1823,18 @@ export class ApiKeysResource {
     return this.core.request("GET", "/v1/keys", { query: params, options });
   }
 
-  /** Every item of `list`, page after page (`pageToken` / `nextPageToken`). */
+  /** Every item of `list`, page after page. */
   listIter(params: ListApiKeysParams = {}, options?: RequestOptions): AsyncIterableIterator<ApiKey> {
-    return this.core.iterate((t) => this.list({ ...params, pageToken: t }, options), params.pageToken, "nextPageToken", "keys");
+    return this.core.paginate((p) => this.list(p, options), params);
   }
 
   /**
    * Revokes a key at once: every later request with it answers 401 `unauthorized`. The record stays, with `revokedAt` set. Revoking a revoked key answers the key unchanged.  Auth: scope `config:write`; JWT roles owner, admin.
    *
-   * `POST /v1/keys/{id}:revoke`
+   * `POST /v1/keys/{id}/revoke`
    */
   revoke(id: string, body: RevokeApiKeyRequestBody = {}, options?: RequestOptions): APIPromise<ApiKey> {
-    return this.core.request("POST", "/v1/keys/{id}:revoke", { path: { id }, body, options });
+    return this.core.request("POST", "/v1/keys/{id}/revoke", { path: { id }, body, options });
   }
 }
 
@@ -1847,9 +1851,9 @@ export class AuditResource {
     return this.core.request("GET", "/v1/audit/events", { query: params, options });
   }
 
-  /** Every item of `listEvents`, page after page (`pageToken` / `nextPageToken`). */
+  /** Every item of `listEvents`, page after page. */
   listEventsIter(params: ListAuditEventsParams = {}, options?: RequestOptions): AsyncIterableIterator<AuditEvent> {
-    return this.core.iterate((t) => this.listEvents({ ...params, pageToken: t }, options), params.pageToken, "nextPageToken", "events");
+    return this.core.paginate((p) => this.listEvents(p, options), params);
   }
 }
 
@@ -1860,37 +1864,37 @@ export class BillingResource {
   /**
    * Cancels at the end of the current period (`cancelAtPeriodEnd`); the renewal then moves the organization to `free`. Emits `subscription.cancelled` (data: `plan`, `effectiveAt` = the period end). Cancelling a `free` subscription answers 409 `state_conflict`; a pending cancellation answers unchanged.  Auth: scope `config:write`, role `owner`.
    *
-   * `POST /v1/billing/subscription:cancel`
+   * `POST /v1/billing/subscription/cancel`
    */
   cancelSubscription(body: CancelSubscriptionRequest = {}, options?: RequestOptions): APIPromise<Subscription> {
-    return this.core.request("POST", "/v1/billing/subscription:cancel", { body, options });
+    return this.core.request("POST", "/v1/billing/subscription/cancel", { body, options });
   }
 
   /**
    * Moves the subscription to another plan, effective at once. Up a tier: the difference for the rest of the period is invoiced and charged now (an invoice with a proration line) and `subscription.upgraded` is emitted; down a tier: the unused difference is credited on the next renewal invoice and `subscription.downgraded` is emitted (data: `from`, `to`, `effectiveAt`). The same plan answers the subscription unchanged. A change clears a pending cancellation.  Auth: scope `config:write`, role `owner`.
    *
-   * `POST /v1/billing/subscription:change`
+   * `POST /v1/billing/subscription/change`
    */
   changeSubscription(body: ChangeSubscriptionRequest, options?: RequestOptions): APIPromise<Subscription> {
-    return this.core.request("POST", "/v1/billing/subscription:change", { body, options });
+    return this.core.request("POST", "/v1/billing/subscription/change", { body, options });
   }
 
   /**
    * One invoice (spec: Invoice, all 12 fields).  Auth: scope `config:read`.
    *
-   * `GET /v1/billing/invoices/{invoice_id}`
+   * `GET /v1/billing/invoices/{id}`
    */
-  getInvoice(invoiceId: string, options?: RequestOptions): APIPromise<Invoice> {
-    return this.core.request("GET", "/v1/billing/invoices/{invoice_id}", { path: { "invoice_id": invoiceId }, options });
+  getInvoice(id: string, options?: RequestOptions): APIPromise<Invoice> {
+    return this.core.request("GET", "/v1/billing/invoices/{id}", { path: { id }, options });
   }
 
   /**
    * The invoice as a PDF: 307 with `Location` = a signed URL valid 30 seconds and no body, on GET and HEAD. The PDF is rendered once per invoice version and stored. 404 `not_found` for an unknown or foreign invoice; 410 `asset_expired` once the processor no longer keeps it (local processor: 7 years after the period end).  Auth: scope `config:read`.
    *
-   * `GET /v1/billing/invoices/{invoice_id}/pdf` (the raw Response)
+   * `GET /v1/billing/invoices/{id}/pdf` (the raw Response)
    */
-  getInvoicePdf(invoiceId: string, options?: RequestOptions): APIPromise<Response> {
-    return this.core.raw("GET", "/v1/billing/invoices/{invoice_id}/pdf", { path: { "invoice_id": invoiceId }, options, redirect: "manual" });
+  getInvoicePdf(id: string, options?: RequestOptions): APIPromise<Response> {
+    return this.core.raw("GET", "/v1/billing/invoices/{id}/pdf", { path: { id }, options, redirect: "manual" });
   }
 
   /**
@@ -1911,9 +1915,9 @@ export class BillingResource {
     return this.core.request("GET", "/v1/billing/invoices", { query: params, options });
   }
 
-  /** Every item of `listInvoices`, page after page (`cursor` / `nextCursor`). */
+  /** Every item of `listInvoices`, page after page. */
   listInvoicesIter(params: ListInvoicesParams = {}, options?: RequestOptions): AsyncIterableIterator<Invoice> {
-    return this.core.iterate((t) => this.listInvoices({ ...params, cursor: t }, options), params.cursor, "nextCursor", "items");
+    return this.core.paginate((p) => this.listInvoices(p, options), params);
   }
 
   /**
@@ -1928,10 +1932,10 @@ export class BillingResource {
   /**
    * Undoes a pending cancellation (none pending: answered unchanged).  Auth: scope `config:write`, role `owner`.
    *
-   * `POST /v1/billing/subscription:resume`
+   * `POST /v1/billing/subscription/resume`
    */
   resumeSubscription(body: ResumeSubscriptionRequest = {}, options?: RequestOptions): APIPromise<Subscription> {
-    return this.core.request("POST", "/v1/billing/subscription:resume", { body, options });
+    return this.core.request("POST", "/v1/billing/subscription/resume", { body, options });
   }
 }
 
@@ -1984,9 +1988,9 @@ export class ChatResource {
     return this.core.request("GET", "/v1/chat/sessions/{id}/messages", { path: { id }, query: params, options });
   }
 
-  /** Every item of `listMessages`, page after page (`pageToken` / `nextPageToken`). */
+  /** Every item of `listMessages`, page after page. */
   listMessagesIter(id: string, params: ListChatMessagesParams = {}, options?: RequestOptions): AsyncIterableIterator<ChatMessage> {
-    return this.core.iterate((t) => this.listMessages(id, { ...params, pageToken: t }, options), params.pageToken, "nextPageToken", "messages");
+    return this.core.paginate((p) => this.listMessages(id, p, options), params);
   }
 
   /**
@@ -1998,9 +2002,9 @@ export class ChatResource {
     return this.core.request("GET", "/v1/chat/sessions", { query: params, options });
   }
 
-  /** Every item of `listSessions`, page after page (`pageToken` / `nextPageToken`). */
+  /** Every item of `listSessions`, page after page. */
   listSessionsIter(params: ListChatSessionsParams = {}, options?: RequestOptions): AsyncIterableIterator<ChatSession> {
-    return this.core.iterate((t) => this.listSessions({ ...params, pageToken: t }, options), params.pageToken, "nextPageToken", "sessions");
+    return this.core.paginate((p) => this.listSessions(p, options), params);
   }
 
   /**
@@ -2045,12 +2049,17 @@ export class ConfigResource {
   }
 
   /**
-   * Lists every declared key with its effective value for the caller's workspace.  Auth: scope `config:read`.
+   * Lists the declared keys with their effective values for the caller's workspace, sorted by key, a page at a time like every list.  Auth: scope `config:read`.
    *
    * `GET /v1/config`
    */
   list(params: ListConfigItemsParams = {}, options?: RequestOptions): APIPromise<ListConfigItemsResponse> {
     return this.core.request("GET", "/v1/config", { query: params, options });
+  }
+
+  /** Every item of `list`, page after page. */
+  listIter(params: ListConfigItemsParams = {}, options?: RequestOptions): AsyncIterableIterator<ConfigItem> {
+    return this.core.paginate((p) => this.list(p, options), params);
   }
 
   /**
@@ -2131,9 +2140,9 @@ export class EventsResource {
     return this.core.request("GET", "/v1/events", { query: params, options });
   }
 
-  /** Every item of `list`, page after page (`pageToken` / `nextPageToken`). */
+  /** Every item of `list`, page after page. */
   listIter(params: ListEventsParams = {}, options?: RequestOptions): AsyncIterableIterator<Event> {
-    return this.core.iterate((t) => this.list({ ...params, pageToken: t }, options), params.pageToken, "nextPageToken", "events");
+    return this.core.paginate((p) => this.list(p, options), params);
   }
 }
 
@@ -2167,10 +2176,10 @@ export class MarketplaceResource {
   /**
    * A published listing, or one of the caller's own in any status.  Auth: scope `personas:read`.
    *
-   * `GET /v1/marketplace/listings/{listing_id}`
+   * `GET /v1/marketplace/listings/{id}`
    */
-  getListing(listingId: string, options?: RequestOptions): APIPromise<Listing> {
-    return this.core.request("GET", "/v1/marketplace/listings/{listing_id}", { path: { "listing_id": listingId }, options });
+  getListing(id: string, options?: RequestOptions): APIPromise<Listing> {
+    return this.core.request("GET", "/v1/marketplace/listings/{id}", { path: { id }, options });
   }
 
   /**
@@ -2182,36 +2191,36 @@ export class MarketplaceResource {
     return this.core.request("GET", "/v1/marketplace/listings", { query: params, options });
   }
 
-  /** Every item of `listListings`, page after page (`cursor` / `nextCursor`). */
+  /** Every item of `listListings`, page after page. */
   listListingsIter(params: ListListingsParams = {}, options?: RequestOptions): AsyncIterableIterator<Listing> {
-    return this.core.iterate((t) => this.listListings({ ...params, cursor: t }, options), params.cursor, "nextCursor", "items");
+    return this.core.paginate((p) => this.listListings(p, options), params);
   }
 
   /**
    * Buys a published listing: Enterprise only (others 403 `forbidden` with `details.requiredPlan`); once per buying organization (buying again answers the first purchase); the price is invoiced and charged to the buyer; the persona is copied into the buyer's workspace (its metadata names the listing: `marketplaceListingId`; the buyer sees `persona.created`); the seller gets `marketplace.persona.purchased` and the price minus the platform fee (PERSONA_MARKETPLACE_FEE_BPS) as a credit line on its next invoice. Buying one's own listing answers 409 `state_conflict`.  Auth: scope `personas:write`.
    *
-   * `POST /v1/marketplace/listings/{listing_id}:purchase`
+   * `POST /v1/marketplace/listings/{id}/purchase`
    */
-  purchaseListing(listingId: string, body: PurchaseListingRequestBody = {}, options?: RequestOptions): APIPromise<Purchase> {
-    return this.core.request("POST", "/v1/marketplace/listings/{listing_id}:purchase", { path: { "listing_id": listingId }, body, options });
+  purchaseListing(id: string, body: PurchaseListingRequestBody = {}, options?: RequestOptions): APIPromise<Purchase> {
+    return this.core.request("POST", "/v1/marketplace/listings/{id}/purchase", { path: { id }, body, options });
   }
 
   /**
    * Takes a listing off the marketplace (`unpublished`; an update lists it again).  Auth: scope `personas:write`.
    *
-   * `POST /v1/marketplace/listings/{listing_id}:unpublish`
+   * `POST /v1/marketplace/listings/{id}/unpublish`
    */
-  unpublishListing(listingId: string, body: UnpublishListingRequestBody = {}, options?: RequestOptions): APIPromise<Listing> {
-    return this.core.request("POST", "/v1/marketplace/listings/{listing_id}:unpublish", { path: { "listing_id": listingId }, body, options });
+  unpublishListing(id: string, body: UnpublishListingRequestBody = {}, options?: RequestOptions): APIPromise<Listing> {
+    return this.core.request("POST", "/v1/marketplace/listings/{id}/unpublish", { path: { id }, body, options });
   }
 
   /**
    * Changes the fields present and sends the listing back to review.  Auth: scope `personas:write`.
    *
-   * `PATCH /v1/marketplace/listings/{listing_id}`
+   * `PATCH /v1/marketplace/listings/{id}`
    */
-  updateListing(listingId: string, body: UpdateListingRequestBody = {}, options?: RequestOptions): APIPromise<Listing> {
-    return this.core.request("PATCH", "/v1/marketplace/listings/{listing_id}", { path: { "listing_id": listingId }, body, options });
+  updateListing(id: string, body: UpdateListingRequestBody = {}, options?: RequestOptions): APIPromise<Listing> {
+    return this.core.request("PATCH", "/v1/marketplace/listings/{id}", { path: { id }, body, options });
   }
 }
 
@@ -2222,10 +2231,10 @@ export class ModerationResource {
   /**
    * Claims an item for 10 minutes. An item claimed by another administrator (claim not expired) or already resolved answers 409 `state_conflict`. Claiming one's own claim renews it.  Auth: platform administrators; scope `platform:admin`.
    *
-   * `POST /v1/admin/moderation/queue/{review_id}:claim`
+   * `POST /v1/admin/moderation/queue/{id}/claim`
    */
-  claimReview(reviewId: string, body: ClaimModerationReviewRequestBody = {}, options?: RequestOptions): APIPromise<ModerationReview> {
-    return this.core.request("POST", "/v1/admin/moderation/queue/{review_id}:claim", { path: { "review_id": reviewId }, body, options });
+  claimReview(id: string, body: ClaimModerationReviewRequestBody = {}, options?: RequestOptions): APIPromise<ModerationReview> {
+    return this.core.request("POST", "/v1/admin/moderation/queue/{id}/claim", { path: { id }, body, options });
   }
 
   /**
@@ -2237,18 +2246,18 @@ export class ModerationResource {
     return this.core.request("GET", "/v1/admin/moderation/queue", { query: params, options });
   }
 
-  /** Every item of `listQueue`, page after page (`cursor` / `nextCursor`). */
+  /** Every item of `listQueue`, page after page. */
   listQueueIter(params: ListModerationQueueParams = {}, options?: RequestOptions): AsyncIterableIterator<ModerationReview> {
-    return this.core.iterate((t) => this.listQueue({ ...params, cursor: t }, options), params.cursor, "nextCursor", "items");
+    return this.core.paginate((p) => this.listQueue(p, options), params);
   }
 
   /**
    * Resolves an item (claimed by the caller, or unclaimed): `approve` or `reject`, with a note. Resolved or claimed by someone else: 409 `state_conflict`.  Auth: platform administrators; scope `platform:admin`.
    *
-   * `POST /v1/admin/moderation/queue/{review_id}:resolve`
+   * `POST /v1/admin/moderation/queue/{id}/resolve`
    */
-  resolveReview(reviewId: string, body: ResolveModerationReviewRequestBody, options?: RequestOptions): APIPromise<ModerationReview> {
-    return this.core.request("POST", "/v1/admin/moderation/queue/{review_id}:resolve", { path: { "review_id": reviewId }, body, options });
+  resolveReview(id: string, body: ResolveModerationReviewRequestBody, options?: RequestOptions): APIPromise<ModerationReview> {
+    return this.core.request("POST", "/v1/admin/moderation/queue/{id}/resolve", { path: { id }, body, options });
   }
 }
 
@@ -2395,10 +2404,10 @@ export class PersonasResource {
   /**
    * Creates a persona from a Character Card V2. What the card holds round trips losslessly (export after import gives the same card, apart from the new persona's identity in the extension). The voice fingerprint is computed; no text generation runs.  Auth: scope `personas:write`.
    *
-   * `POST /v1/personas:import`
+   * `POST /v1/personas/import`
    */
   importCard(body: CharacterCard, options?: RequestOptions): APIPromise<Persona> {
-    return this.core.request("POST", "/v1/personas:import", { body, options });
+    return this.core.request("POST", "/v1/personas/import", { body, options });
   }
 
   /**
@@ -2410,9 +2419,9 @@ export class PersonasResource {
     return this.core.request("GET", "/v1/personas", { query: params, options });
   }
 
-  /** Every item of `list`, page after page (`pageToken` / `nextPageToken`). */
+  /** Every item of `list`, page after page. */
   listIter(params: ListPersonasParams = {}, options?: RequestOptions): AsyncIterableIterator<Persona> {
-    return this.core.iterate((t) => this.list({ ...params, pageToken: t }, options), params.pageToken, "nextPageToken", "personas");
+    return this.core.paginate((p) => this.list(p, options), params);
   }
 
   /**
@@ -2468,10 +2477,10 @@ export class PortraitsResource {
   /**
    * Approves a `generated` portrait: it becomes `approved` and the persona's canonical portrait (`canonical` true; the previous canonical one keeps `approved` and loses `canonical`). Emits `persona.updated` with `canonicalPortraitId`. Approving the canonical portrait answers it unchanged; any other status answers 409 `state_conflict` (`conflictField` "status").  Auth: scope `personas:write`.
    *
-   * `POST /v1/personas/{persona_id}/portraits/{portrait_id}:approve`
+   * `POST /v1/personas/{persona_id}/portraits/{id}/approve`
    */
-  approve(personaId: string, portraitId: string, body: ApprovePortraitRequestBody = {}, options?: RequestOptions): APIPromise<Portrait> {
-    return this.core.request("POST", "/v1/personas/{persona_id}/portraits/{portrait_id}:approve", { path: { "persona_id": personaId, "portrait_id": portraitId }, body, options });
+  approve(personaId: string, id: string, body: ApprovePortraitRequestBody = {}, options?: RequestOptions): APIPromise<Portrait> {
+    return this.core.request("POST", "/v1/personas/{persona_id}/portraits/{id}/approve", { path: { "persona_id": personaId, id }, body, options });
   }
 
   /**
@@ -2484,21 +2493,21 @@ export class PortraitsResource {
   }
 
   /**
-   * Applies a natural-language edit to a portrait and appends the result to the same conversation chain (spec: Portrait edit result). Errors use the portrait error shape `{"error": "<code>", "message", ...}`: 404 `not_found` (source unknown, another tenant's, or not editable); 422 `moderation_blocked` with `term`, `scores` and `pii` (a review item is recorded and `moderation.flagged` emitted); 422 `validation_failed` (instruction missing or over 500 characters, with `validationErrors`); 429 `quota_exceeded` with `used` and `limit`; 502 `provider_error` / 504 `provider_timeout` with `provider` when the image provider failed within the wait (the row is then `failed`).  Auth: scope `personas:write`.
+   * Applies a natural-language edit to a portrait and appends the result to the same conversation chain (spec: Portrait edit result). Its 404, 422 and 502 use the portrait error shape `{"error": "<code>", "message", ...}` (the spec's): 404 `not_found` (source unknown, another tenant's, or not editable); 422 `moderation_blocked` with `term`, `scores` and `pii` (a review item is recorded and `moderation.flagged` emitted); 422 `validation_failed` (instruction missing or over 500 characters, with `validationErrors`); 502 `provider_error` with `provider` when the image provider failed within the wait (the row is then `failed`). Its other answers use the envelope, as every route's: 429 `quota_exceeded` with `details.used` and `details.limit`, 504 `provider_timeout` with `details.provider`, 401, 403, 409 and the edge's own.  Auth: scope `personas:write`.
    *
-   * `POST /v1/personas/{persona_id}/portrait/{portrait_id}/edit`
+   * `POST /v1/personas/{persona_id}/portrait/{id}/edit`
    */
-  edit(personaId: string, portraitId: string, body: EditPortraitRequestBody, options?: RequestOptions): APIPromise<PortraitEditResult> {
-    return this.core.request("POST", "/v1/personas/{persona_id}/portrait/{portrait_id}/edit", { path: { "persona_id": personaId, "portrait_id": portraitId }, body, options });
+  edit(personaId: string, id: string, body: EditPortraitRequestBody, options?: RequestOptions): APIPromise<PortraitEditResult> {
+    return this.core.request("POST", "/v1/personas/{persona_id}/portrait/{id}/edit", { path: { "persona_id": personaId, id }, body, options });
   }
 
   /**
    * Returns one portrait with a fresh signed URL.  Auth: scope `personas:read`.
    *
-   * `GET /v1/personas/{persona_id}/portraits/{portrait_id}`
+   * `GET /v1/personas/{persona_id}/portraits/{id}`
    */
-  get(personaId: string, portraitId: string, options?: RequestOptions): APIPromise<Portrait> {
-    return this.core.request("GET", "/v1/personas/{persona_id}/portraits/{portrait_id}", { path: { "persona_id": personaId, "portrait_id": portraitId }, options });
+  get(personaId: string, id: string, options?: RequestOptions): APIPromise<Portrait> {
+    return this.core.request("GET", "/v1/personas/{persona_id}/portraits/{id}", { path: { "persona_id": personaId, id }, options });
   }
 
   /**
@@ -2510,18 +2519,18 @@ export class PortraitsResource {
     return this.core.request("GET", "/v1/personas/{persona_id}/portraits", { path: { "persona_id": personaId }, query: params, options });
   }
 
-  /** Every item of `list`, page after page (`cursor` / `nextCursor`). */
+  /** Every item of `list`, page after page. */
   listIter(personaId: string, params: ListPortraitsParams = {}, options?: RequestOptions): AsyncIterableIterator<Portrait> {
-    return this.core.iterate((t) => this.list(personaId, { ...params, cursor: t }, options), params.cursor, "nextCursor", "items");
+    return this.core.paginate((p) => this.list(personaId, p, options), params);
   }
 
   /**
    * Rejects a `generated` portrait (`rejected`: kept, no longer editable). Rejecting a rejected one answers it unchanged; any other status answers 409 `state_conflict` (`conflictField` "status").  Auth: scope `personas:write`.
    *
-   * `POST /v1/personas/{persona_id}/portraits/{portrait_id}:reject`
+   * `POST /v1/personas/{persona_id}/portraits/{id}/reject`
    */
-  reject(personaId: string, portraitId: string, body: RejectPortraitRequestBody = {}, options?: RequestOptions): APIPromise<Portrait> {
-    return this.core.request("POST", "/v1/personas/{persona_id}/portraits/{portrait_id}:reject", { path: { "persona_id": personaId, "portrait_id": portraitId }, body, options });
+  reject(personaId: string, id: string, body: RejectPortraitRequestBody = {}, options?: RequestOptions): APIPromise<Portrait> {
+    return this.core.request("POST", "/v1/personas/{persona_id}/portraits/{id}/reject", { path: { "persona_id": personaId, id }, body, options });
   }
 }
 
@@ -2556,9 +2565,9 @@ export class PrivacyResource {
     return this.core.request("GET", "/v1/privacy/exports", { query: params, options });
   }
 
-  /** Every item of `listExports`, page after page (`cursor` / `nextCursor`). */
+  /** Every item of `listExports`, page after page. */
   listExportsIter(params: ListPrivacyExportsParams = {}, options?: RequestOptions): AsyncIterableIterator<PrivacyExport> {
-    return this.core.iterate((t) => this.listExports({ ...params, cursor: t }, options), params.cursor, "nextCursor", "items");
+    return this.core.paginate((p) => this.listExports(p, options), params);
   }
 }
 
@@ -2981,18 +2990,18 @@ export class ScimTokensResource {
     return this.core.request("GET", "/v1/auth/scim/tokens", { query: params, options });
   }
 
-  /** Every item of `list`, page after page (`cursor` / `nextCursor`). */
+  /** Every item of `list`, page after page. */
   listIter(params: ListScimTokensParams = {}, options?: RequestOptions): AsyncIterableIterator<ScimToken> {
-    return this.core.iterate((t) => this.list({ ...params, cursor: t }, options), params.cursor, "nextCursor", "items");
+    return this.core.paginate((p) => this.list(p, options), params);
   }
 
   /**
    * Revokes a token at once, in every process. Revoking a revoked token answers it unchanged; another organization's: 404.  Auth: scope `config:write`; JWT roles owner, admin.
    *
-   * `POST /v1/auth/scim/tokens/{id}:revoke`
+   * `POST /v1/auth/scim/tokens/{id}/revoke`
    */
   revoke(id: string, body: RevokeScimTokenRequestBody = {}, options?: RequestOptions): APIPromise<ScimToken> {
-    return this.core.request("POST", "/v1/auth/scim/tokens/{id}:revoke", { path: { id }, body, options });
+    return this.core.request("POST", "/v1/auth/scim/tokens/{id}/revoke", { path: { id }, body, options });
   }
 }
 
@@ -3045,23 +3054,23 @@ export class WebhooksResource {
     return this.core.request("GET", "/v1/webhooks", { query: params, options });
   }
 
-  /** Every item of `list`, page after page (`cursor` / `nextCursor`). */
+  /** Every item of `list`, page after page. */
   listIter(params: ListWebhookEndpointsParams = {}, options?: RequestOptions): AsyncIterableIterator<WebhookEndpoint> {
-    return this.core.iterate((t) => this.list({ ...params, cursor: t }, options), params.cursor, "nextCursor", "items");
+    return this.core.paginate((p) => this.list(p, options), params);
   }
 
   /**
    * Lists an endpoint's deliveries, newest first, each with its attempts.  Auth: scope `config:read`.
    *
-   * `GET /v1/webhooks/{id}/deliveries`
+   * `GET /v1/webhooks/{webhook_id}/deliveries`
    */
-  listDeliveries(id: string, params: ListWebhookDeliveriesParams = {}, options?: RequestOptions): APIPromise<ListWebhookDeliveriesResponse> {
-    return this.core.request("GET", "/v1/webhooks/{id}/deliveries", { path: { id }, query: params, options });
+  listDeliveries(webhookId: string, params: ListWebhookDeliveriesParams = {}, options?: RequestOptions): APIPromise<ListWebhookDeliveriesResponse> {
+    return this.core.request("GET", "/v1/webhooks/{webhook_id}/deliveries", { path: { "webhook_id": webhookId }, query: params, options });
   }
 
-  /** Every item of `listDeliveries`, page after page (`cursor` / `nextCursor`). */
-  listDeliveriesIter(id: string, params: ListWebhookDeliveriesParams = {}, options?: RequestOptions): AsyncIterableIterator<WebhookDelivery> {
-    return this.core.iterate((t) => this.listDeliveries(id, { ...params, cursor: t }, options), params.cursor, "nextCursor", "items");
+  /** Every item of `listDeliveries`, page after page. */
+  listDeliveriesIter(webhookId: string, params: ListWebhookDeliveriesParams = {}, options?: RequestOptions): AsyncIterableIterator<WebhookDelivery> {
+    return this.core.paginate((p) => this.listDeliveries(webhookId, p, options), params);
   }
 
   /**
@@ -3076,10 +3085,10 @@ export class WebhooksResource {
   /**
    * Re-sends a delivery, dead-lettered or not: a new delivery (with `replayOf` naming the original) of the same event, so the envelope carries the same event `id`, due at once and retried on the normal schedule. The original delivery is left as it was.  Auth: scope `config:write`.
    *
-   * `POST /v1/webhooks/{id}/deliveries/{delivery_id}/replay`
+   * `POST /v1/webhooks/{webhook_id}/deliveries/{id}/replay`
    */
-  replayDelivery(id: string, deliveryId: string, body: ReplayWebhookDeliveryRequestBody = {}, options?: RequestOptions): APIPromise<WebhookDelivery> {
-    return this.core.request("POST", "/v1/webhooks/{id}/deliveries/{delivery_id}/replay", { path: { id, "delivery_id": deliveryId }, body, options });
+  replayDelivery(webhookId: string, id: string, body: ReplayWebhookDeliveryRequestBody = {}, options?: RequestOptions): APIPromise<WebhookDelivery> {
+    return this.core.request("POST", "/v1/webhooks/{webhook_id}/deliveries/{id}/replay", { path: { "webhook_id": webhookId, id }, body, options });
   }
 
   /**
@@ -3136,16 +3145,16 @@ export const OPERATIONS: ReadonlyArray<{
   { operationId: "CreateApiKey", resource: "apiKeys", method: "create", httpMethod: "POST", path: "/v1/keys", kind: "json" },
   { operationId: "GetApiKey", resource: "apiKeys", method: "get", httpMethod: "GET", path: "/v1/keys/{id}", kind: "json" },
   { operationId: "ListApiKeys", resource: "apiKeys", method: "list", httpMethod: "GET", path: "/v1/keys", kind: "json" },
-  { operationId: "RevokeApiKey", resource: "apiKeys", method: "revoke", httpMethod: "POST", path: "/v1/keys/{id}:revoke", kind: "json" },
+  { operationId: "RevokeApiKey", resource: "apiKeys", method: "revoke", httpMethod: "POST", path: "/v1/keys/{id}/revoke", kind: "json" },
   { operationId: "ListAuditEvents", resource: "audit", method: "listEvents", httpMethod: "GET", path: "/v1/audit/events", kind: "json" },
-  { operationId: "CancelSubscription", resource: "billing", method: "cancelSubscription", httpMethod: "POST", path: "/v1/billing/subscription:cancel", kind: "json" },
-  { operationId: "ChangeSubscription", resource: "billing", method: "changeSubscription", httpMethod: "POST", path: "/v1/billing/subscription:change", kind: "json" },
-  { operationId: "GetInvoice", resource: "billing", method: "getInvoice", httpMethod: "GET", path: "/v1/billing/invoices/{invoice_id}", kind: "json" },
-  { operationId: "GetInvoicePdf", resource: "billing", method: "getInvoicePdf", httpMethod: "GET", path: "/v1/billing/invoices/{invoice_id}/pdf", kind: "raw" },
+  { operationId: "CancelSubscription", resource: "billing", method: "cancelSubscription", httpMethod: "POST", path: "/v1/billing/subscription/cancel", kind: "json" },
+  { operationId: "ChangeSubscription", resource: "billing", method: "changeSubscription", httpMethod: "POST", path: "/v1/billing/subscription/change", kind: "json" },
+  { operationId: "GetInvoice", resource: "billing", method: "getInvoice", httpMethod: "GET", path: "/v1/billing/invoices/{id}", kind: "json" },
+  { operationId: "GetInvoicePdf", resource: "billing", method: "getInvoicePdf", httpMethod: "GET", path: "/v1/billing/invoices/{id}/pdf", kind: "raw" },
   { operationId: "GetSubscription", resource: "billing", method: "getSubscription", httpMethod: "GET", path: "/v1/billing/subscription", kind: "json" },
   { operationId: "ListInvoices", resource: "billing", method: "listInvoices", httpMethod: "GET", path: "/v1/billing/invoices", kind: "json" },
   { operationId: "ReceiveStripeEvent", resource: "billing", method: "receiveStripeEvent", httpMethod: "POST", path: "/v1/billing/stripe/webhook", kind: "json" },
-  { operationId: "ResumeSubscription", resource: "billing", method: "resumeSubscription", httpMethod: "POST", path: "/v1/billing/subscription:resume", kind: "json" },
+  { operationId: "ResumeSubscription", resource: "billing", method: "resumeSubscription", httpMethod: "POST", path: "/v1/billing/subscription/resume", kind: "json" },
   { operationId: "ArchiveChatSession", resource: "chat", method: "archiveSession", httpMethod: "POST", path: "/v1/chat/sessions/{id}/archive", kind: "json" },
   { operationId: "CreateChatSession", resource: "chat", method: "createSession", httpMethod: "POST", path: "/v1/chat/sessions", kind: "json" },
   { operationId: "EndChatSession", resource: "chat", method: "endSession", httpMethod: "POST", path: "/v1/chat/sessions/{id}/end", kind: "json" },
@@ -3166,14 +3175,14 @@ export const OPERATIONS: ReadonlyArray<{
   { operationId: "ListEvents", resource: "events", method: "list", httpMethod: "GET", path: "/v1/events", kind: "json" },
   { operationId: "GetFile", resource: "files", method: "get", httpMethod: "GET", path: "/v1/files/{key}", kind: "raw" },
   { operationId: "CreateListing", resource: "marketplace", method: "createListing", httpMethod: "POST", path: "/v1/marketplace/listings", kind: "json" },
-  { operationId: "GetListing", resource: "marketplace", method: "getListing", httpMethod: "GET", path: "/v1/marketplace/listings/{listing_id}", kind: "json" },
+  { operationId: "GetListing", resource: "marketplace", method: "getListing", httpMethod: "GET", path: "/v1/marketplace/listings/{id}", kind: "json" },
   { operationId: "ListListings", resource: "marketplace", method: "listListings", httpMethod: "GET", path: "/v1/marketplace/listings", kind: "json" },
-  { operationId: "PurchaseListing", resource: "marketplace", method: "purchaseListing", httpMethod: "POST", path: "/v1/marketplace/listings/{listing_id}:purchase", kind: "json" },
-  { operationId: "UnpublishListing", resource: "marketplace", method: "unpublishListing", httpMethod: "POST", path: "/v1/marketplace/listings/{listing_id}:unpublish", kind: "json" },
-  { operationId: "UpdateListing", resource: "marketplace", method: "updateListing", httpMethod: "PATCH", path: "/v1/marketplace/listings/{listing_id}", kind: "json" },
-  { operationId: "ClaimModerationReview", resource: "moderation", method: "claimReview", httpMethod: "POST", path: "/v1/admin/moderation/queue/{review_id}:claim", kind: "json" },
+  { operationId: "PurchaseListing", resource: "marketplace", method: "purchaseListing", httpMethod: "POST", path: "/v1/marketplace/listings/{id}/purchase", kind: "json" },
+  { operationId: "UnpublishListing", resource: "marketplace", method: "unpublishListing", httpMethod: "POST", path: "/v1/marketplace/listings/{id}/unpublish", kind: "json" },
+  { operationId: "UpdateListing", resource: "marketplace", method: "updateListing", httpMethod: "PATCH", path: "/v1/marketplace/listings/{id}", kind: "json" },
+  { operationId: "ClaimModerationReview", resource: "moderation", method: "claimReview", httpMethod: "POST", path: "/v1/admin/moderation/queue/{id}/claim", kind: "json" },
   { operationId: "ListModerationQueue", resource: "moderation", method: "listQueue", httpMethod: "GET", path: "/v1/admin/moderation/queue", kind: "json" },
-  { operationId: "ResolveModerationReview", resource: "moderation", method: "resolveReview", httpMethod: "POST", path: "/v1/admin/moderation/queue/{review_id}:resolve", kind: "json" },
+  { operationId: "ResolveModerationReview", resource: "moderation", method: "resolveReview", httpMethod: "POST", path: "/v1/admin/moderation/queue/{id}/resolve", kind: "json" },
   { operationId: "CreateChatCompletion", resource: "openai", method: "createChatCompletion", httpMethod: "POST", path: "/v1/chat/completions", kind: "json" },
   { operationId: "GetModel", resource: "openai", method: "getModel", httpMethod: "GET", path: "/v1/models/{model}", kind: "json" },
   { operationId: "ListModels", resource: "openai", method: "listModels", httpMethod: "GET", path: "/v1/models", kind: "json" },
@@ -3188,19 +3197,19 @@ export const OPERATIONS: ReadonlyArray<{
   { operationId: "GetPersona", resource: "personas", method: "get", httpMethod: "GET", path: "/v1/personas/{id}", kind: "json" },
   { operationId: "GetPersonaLineage", resource: "personas", method: "getLineage", httpMethod: "GET", path: "/v1/personas/{id}/lineage", kind: "json" },
   { operationId: "GetVoiceProfile", resource: "personas", method: "getVoiceProfile", httpMethod: "GET", path: "/v1/personas/{id}/voice", kind: "json" },
-  { operationId: "ImportPersonaCard", resource: "personas", method: "importCard", httpMethod: "POST", path: "/v1/personas:import", kind: "json" },
+  { operationId: "ImportPersonaCard", resource: "personas", method: "importCard", httpMethod: "POST", path: "/v1/personas/import", kind: "json" },
   { operationId: "ListPersonas", resource: "personas", method: "list", httpMethod: "GET", path: "/v1/personas", kind: "json" },
   { operationId: "RefinePersona", resource: "personas", method: "refine", httpMethod: "POST", path: "/v1/personas/{id}/refine", kind: "json" },
   { operationId: "RegeneratePersona", resource: "personas", method: "regenerate", httpMethod: "POST", path: "/v1/personas/{id}/regenerate", kind: "json" },
   { operationId: "RestorePersona", resource: "personas", method: "restore", httpMethod: "POST", path: "/v1/personas/{id}/restore", kind: "json" },
   { operationId: "StreamCreatePersona", resource: "personas", method: "streamCreate", httpMethod: "POST", path: "/v1/personas:stream", kind: "stream" },
   { operationId: "UpdatePersona", resource: "personas", method: "update", httpMethod: "PATCH", path: "/v1/personas/{id}", kind: "json" },
-  { operationId: "ApprovePortrait", resource: "portraits", method: "approve", httpMethod: "POST", path: "/v1/personas/{persona_id}/portraits/{portrait_id}:approve", kind: "json" },
+  { operationId: "ApprovePortrait", resource: "portraits", method: "approve", httpMethod: "POST", path: "/v1/personas/{persona_id}/portraits/{id}/approve", kind: "json" },
   { operationId: "CreatePortrait", resource: "portraits", method: "create", httpMethod: "POST", path: "/v1/personas/{persona_id}/portraits", kind: "json" },
-  { operationId: "EditPortrait", resource: "portraits", method: "edit", httpMethod: "POST", path: "/v1/personas/{persona_id}/portrait/{portrait_id}/edit", kind: "json" },
-  { operationId: "GetPortrait", resource: "portraits", method: "get", httpMethod: "GET", path: "/v1/personas/{persona_id}/portraits/{portrait_id}", kind: "json" },
+  { operationId: "EditPortrait", resource: "portraits", method: "edit", httpMethod: "POST", path: "/v1/personas/{persona_id}/portrait/{id}/edit", kind: "json" },
+  { operationId: "GetPortrait", resource: "portraits", method: "get", httpMethod: "GET", path: "/v1/personas/{persona_id}/portraits/{id}", kind: "json" },
   { operationId: "ListPortraits", resource: "portraits", method: "list", httpMethod: "GET", path: "/v1/personas/{persona_id}/portraits", kind: "json" },
-  { operationId: "RejectPortrait", resource: "portraits", method: "reject", httpMethod: "POST", path: "/v1/personas/{persona_id}/portraits/{portrait_id}:reject", kind: "json" },
+  { operationId: "RejectPortrait", resource: "portraits", method: "reject", httpMethod: "POST", path: "/v1/personas/{persona_id}/portraits/{id}/reject", kind: "json" },
   { operationId: "CreatePrivacyExport", resource: "privacy", method: "createExport", httpMethod: "POST", path: "/v1/privacy/exports", kind: "json" },
   { operationId: "EraseMyData", resource: "privacy", method: "eraseMyData", httpMethod: "DELETE", path: "/v1/privacy/me", kind: "json" },
   { operationId: "ListPrivacyExports", resource: "privacy", method: "listExports", httpMethod: "GET", path: "/v1/privacy/exports", kind: "json" },
@@ -3249,14 +3258,14 @@ export const OPERATIONS: ReadonlyArray<{
   { operationId: "SearchScimUsers", resource: "scim", method: "searchUsers", httpMethod: "POST", path: "/v1/auth/scim/v2/Users/.search", kind: "raw" },
   { operationId: "CreateScimToken", resource: "scimTokens", method: "create", httpMethod: "POST", path: "/v1/auth/scim/tokens", kind: "json" },
   { operationId: "ListScimTokens", resource: "scimTokens", method: "list", httpMethod: "GET", path: "/v1/auth/scim/tokens", kind: "json" },
-  { operationId: "RevokeScimToken", resource: "scimTokens", method: "revoke", httpMethod: "POST", path: "/v1/auth/scim/tokens/{id}:revoke", kind: "json" },
+  { operationId: "RevokeScimToken", resource: "scimTokens", method: "revoke", httpMethod: "POST", path: "/v1/auth/scim/tokens/{id}/revoke", kind: "json" },
   { operationId: "CreateWebhookEndpoint", resource: "webhooks", method: "create", httpMethod: "POST", path: "/v1/webhooks", kind: "json" },
   { operationId: "DeleteWebhookEndpoint", resource: "webhooks", method: "delete", httpMethod: "DELETE", path: "/v1/webhooks/{id}", kind: "json" },
   { operationId: "GetWebhookEndpoint", resource: "webhooks", method: "get", httpMethod: "GET", path: "/v1/webhooks/{id}", kind: "json" },
   { operationId: "GetWebhookEndpointSecret", resource: "webhooks", method: "getSecret", httpMethod: "GET", path: "/v1/webhooks/{id}/secret", kind: "json" },
   { operationId: "ListWebhookEndpoints", resource: "webhooks", method: "list", httpMethod: "GET", path: "/v1/webhooks", kind: "json" },
-  { operationId: "ListWebhookDeliveries", resource: "webhooks", method: "listDeliveries", httpMethod: "GET", path: "/v1/webhooks/{id}/deliveries", kind: "json" },
+  { operationId: "ListWebhookDeliveries", resource: "webhooks", method: "listDeliveries", httpMethod: "GET", path: "/v1/webhooks/{webhook_id}/deliveries", kind: "json" },
   { operationId: "PingWebhookEndpoint", resource: "webhooks", method: "ping", httpMethod: "POST", path: "/v1/webhooks/{id}/ping", kind: "json" },
-  { operationId: "ReplayWebhookDelivery", resource: "webhooks", method: "replayDelivery", httpMethod: "POST", path: "/v1/webhooks/{id}/deliveries/{delivery_id}/replay", kind: "json" },
+  { operationId: "ReplayWebhookDelivery", resource: "webhooks", method: "replayDelivery", httpMethod: "POST", path: "/v1/webhooks/{webhook_id}/deliveries/{id}/replay", kind: "json" },
   { operationId: "UpdateWebhookEndpoint", resource: "webhooks", method: "update", httpMethod: "PATCH", path: "/v1/webhooks/{id}", kind: "json" },
 ];

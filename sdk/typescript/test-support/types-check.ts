@@ -35,7 +35,7 @@ export async function usage(): Promise<void> {
   // @ts-expect-error: the path parameter comes first
   await client.chat.sendMessage({ content: "hi" });
 
-  for await (const event of client.events.listIter({ pageSize: 50, type: "persona.created" })) {
+  for await (const event of client.events.listIter({ limit: 50, type: "persona.created" })) {
     const type: string | undefined = event.type;
     void type;
   }

@@ -128,22 +128,22 @@ describe("pagination", () => {
     }
   });
 
-  test("pageSize/pageToken: listSessionsIter and client.paginate walk every page", async () => {
+  test("chat.listSessionsIter and client.paginate walk every page", async () => {
     calls.length = 0;
     const seen = [];
-    for await (const session of sdk.chat.listSessionsIter({ personaId, pageSize: 2 })) seen.push(session.sessionId);
+    for await (const session of sdk.chat.listSessionsIter({ personaId, limit: 2 })) seen.push(session.sessionId);
     assert.deepEqual(seen, [...sessions].reverse(), "newest first, each once");
     assert.equal(calls.length, 3);
-    assert.equal(new URL(calls[0].url).searchParams.get("pageToken"), null);
-    assert.ok(new URL(calls[1].url).searchParams.get("pageToken"));
+    assert.equal(new URL(calls[0].url).searchParams.get("cursor"), null);
+    assert.ok(new URL(calls[1].url).searchParams.get("cursor"));
     const generic = [];
-    for await (const s of sdk.paginate((p) => sdk.chat.listSessions(p), { personaId, pageSize: 2 })) {
+    for await (const s of sdk.paginate((p) => sdk.chat.listSessions(p), { personaId, limit: 2 })) {
       generic.push(s.sessionId);
     }
     assert.deepEqual(generic, seen);
   });
 
-  test("limit/cursor: webhooks.listIter and client.paginate walk every page", async () => {
+  test("webhooks.listIter and client.paginate walk every page", async () => {
     calls.length = 0;
     const seen = [];
     for await (const endpoint of sdk.webhooks.listIter({ limit: 2 })) seen.push(endpoint.id);

@@ -5,13 +5,16 @@ from __future__ import annotations
 from persona_service.files.storage import storage_for
 from persona_service.kernel.errors import ServiceUnavailable
 from persona_service.kernel.settings import load
-from persona_service.privacy.service import build_one
+from persona_service.privacy.service import PrivacyService
 from persona_service.privacy.settings import PrivacySettings
 
 
-def build_one_export(app) -> str | None:
-    """Build the oldest pending privacy export; 503 when exports are not configured."""
+def build_one_export(conn, app) -> str | None:
+    """Build the oldest pending privacy export in this unit of work (its id);
+    503 when exports are not configured."""
     settings = load(PrivacySettings)
     if not settings.dsar_exports:
         raise ServiceUnavailable("The DSAR build entry point is not configured.", {"feature": "privacy_exports"})
-    return build_one(app.engine, storage_for(app), app.modules.personal_data, settings.dsar_download_ttl_seconds)
+    built = PrivacyService(conn).build(storage_for(app), app.modules.personal_data,
+                                       settings.dsar_download_ttl_seconds)
+    return built.id if built else None

@@ -13,7 +13,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         self.app = app
 
     def BuildOneDsarExport(self, request, context):
-        export_id = build_one_export(self.app) or ""
+        export_id = build_one_export(current().conn, self.app) or ""
         return admin_pb2.BuildOneDsarExportResponse(handled=bool(export_id), job_id=export_id, export_id=export_id)
 
     def RotateWebhookSecrets(self, request, context):

@@ -186,7 +186,7 @@ class BillingService:
     def invoices(self, principal: Principal, cursor: str, limit: int):
         return keyset_page(
             self.cursors, f"invoices:{principal.org_id}", limit, cursor,
-            lambda n, after: self.repo.invoices_page(principal.org_id, n, after), "created_at", parameter="cursor",
+            lambda n, after: self.repo.invoices_page(principal.org_id, n, after), "created_at",
         )
 
     def invoice(self, principal: Principal, invoice_id: str) -> InvoiceRecord:

@@ -59,7 +59,7 @@ class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
 
     def GetInvoice(self, request, context):
         ctx = current()
-        return invoice(self._service(ctx).invoice(ctx.caller, request.invoice_id))
+        return invoice(self._service(ctx).invoice(ctx.caller, request.id))
 
     def ReceiveStripeEvent(self, request, context):
         ctx = current()
@@ -86,7 +86,7 @@ class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
 
     def GetInvoicePdf(self, request, context):
         ctx = current()
-        link = self._service(ctx).pdf_link(ctx.caller, request.invoice_id)
+        link = self._service(ctx).pdf_link(ctx.caller, request.id)
         ctx.respond(cache_control="no-store")
         return billing_pb2.InvoicePdfLink(uri=link.url, expires_at=timestamp(link.expires_at))
 

@@ -38,8 +38,8 @@ from persona_service.chat.repository import ChatSessionRepository
 from persona_service.config.service import ConfigService
 from persona_service.kernel import ids
 from persona_service.kernel.clock import utcnow
-from persona_service.kernel.cursors import CursorCodec, keyset_page
-from persona_service.kernel.errors import ApiError, BadRequest, NotFound, StateConflict
+from persona_service.kernel.cursors import CursorCodec, cursor_page, keyset_page
+from persona_service.kernel.errors import ApiError, NotFound, StateConflict
 from persona_service.kernel.operations import Progress, drain
 from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.principal import Principal
@@ -295,6 +295,13 @@ def _merge_tool_calls(deltas: list[Delta]) -> tuple[ToolCall, ...]:
 # --- sessions --------------------------------------------------------------------------
 
 
+def _ordinal(position: list) -> int:
+    """A message cursor's position: the ordinal of the page's last message."""
+    if not isinstance(position[0], int):
+        raise TypeError("not an ordinal")
+    return position[0]
+
+
 class ChatSessionService:
     def __init__(self, conn, provider: Provider | None = None, *, cursors: CursorCodec | None = None,
                  prices: PriceTable | None = None, clock: Callable[[], datetime] = utcnow):
@@ -322,10 +329,10 @@ class ChatSessionService:
             message_count=0, input_tokens=0, output_tokens=0, cost_usd_micros=0, started_at=now, last_active_at=now,
         )
 
-    def list(self, principal: Principal, filters: dict[str, Any], page_size: int, page_token: str):
+    def list(self, principal: Principal, filters: dict[str, Any], limit: int, cursor: str):
         return keyset_page(
-            self.cursors, f"chat_sessions:{principal.workspace_id}", page_size, page_token,
-            lambda limit, after: self.repo.list_page(principal.workspace_id, filters, limit, after), "started_at",
+            self.cursors, f"chat_sessions:{principal.workspace_id}", limit, cursor,
+            lambda n, after: self.repo.list_page(principal.workspace_id, filters, n, after), "started_at",
         )
 
     def end(self, principal: Principal, session_id: str) -> SessionRecord:
@@ -345,24 +352,14 @@ class ChatSessionService:
             raise self._conflict(self.get(principal, session_id), "The session is already archived.")
         return archived
 
-    def messages(self, principal: Principal, session_id: str, page_size: int, page_token: str):
+    def messages(self, principal: Principal, session_id: str, limit: int, cursor: str):
+        """The session's messages, oldest first, keyset-paginated on their ordinal."""
         row = self.get(principal, session_id)
-        scope = f"chat_messages:{row.id}"
-        codec = self.cursors
-        if codec is None:
-            raise RuntimeError("listing messages needs the cursor codec")
-        after = 0
-        if page_token:
-            position = codec.decode(scope, page_token, "pageToken")
-            if not position or not isinstance(position[0], int):
-                raise BadRequest("`pageToken` is not a cursor this list issued.", {"parameter": "pageToken"})
-            after = position[0]
-        limit = page_size or 20
-        rows = self.repo.messages_page(row.id, limit + 1, after)
-        if len(rows) <= limit:
-            return rows, ""
-        rows = rows[:limit]
-        return rows, codec.encode(scope, [rows[-1].ordinal])
+        return cursor_page(
+            self.cursors, f"chat_messages:{row.id}", limit, cursor,
+            lambda n, after: self.repo.messages_page(row.id, n, after or 0),
+            lambda message: [message.ordinal], _ordinal,
+        )
 
     def send(self, principal: Principal, session_id: str, content: str, *, stream: bool = False
              ) -> Generator[Progress, None, Exchange]:

@@ -6,7 +6,7 @@ from persona_service.chat.service import ChatSessionService
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import nullable_time, timestamp
+from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
 from persona_service.kernel.transport.errors import error_message
 
 
@@ -52,8 +52,8 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
     def ListChatSessions(self, request, context):
         ctx = current()
         filters = {"persona_id": request.persona_id, "status": request.status, "user_id": request.user_id}
-        rows, token = self._service(ctx).list(ctx.caller, filters, request.page_size, request.page_token)
-        return chat_pb2.ListChatSessionsResponse(sessions=[chat_session(r) for r in rows], next_page_token=token)
+        rows, cursor = self._service(ctx).list(ctx.caller, filters, page_limit(request), request.cursor)
+        return chat_pb2.ListChatSessionsResponse(items=[chat_session(r) for r in rows], next_cursor=cursor)
 
     def EndChatSession(self, request, context):
         ctx = current()
@@ -101,5 +101,5 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
 
     def ListChatMessages(self, request, context):
         ctx = current()
-        rows, token = self._service(ctx).messages(ctx.caller, request.id, request.page_size, request.page_token)
-        return chat_pb2.ListChatMessagesResponse(messages=[chat_message(r) for r in rows], next_page_token=token)
+        rows, cursor = self._service(ctx).messages(ctx.caller, request.id, page_limit(request), request.cursor)
+        return chat_pb2.ListChatMessagesResponse(items=[chat_message(r) for r in rows], next_cursor=cursor)

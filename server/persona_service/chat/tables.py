@@ -39,7 +39,13 @@ class ChatSession(Base):
     last_active_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
-    __table_args__ = (Index("ix_chat_sessions_workspace_started", "workspace_id", "started_at", "id"),)
+    __table_args__ = (
+        Index("ix_chat_sessions_workspace_started", "workspace_id", "started_at", "id"),
+        # One per list filter, in the keyset order (migration 0015).
+        Index("ix_chat_sessions_workspace_user_started", "workspace_id", "user_id", "started_at", "id"),
+        Index("ix_chat_sessions_workspace_persona_started", "workspace_id", "persona_id", "started_at", "id"),
+        Index("ix_chat_sessions_workspace_status_started", "workspace_id", "status", "started_at", "id"),
+    )
 
 
 class ChatMessage(Base):

@@ -14,6 +14,7 @@ from typing import Any
 
 from persona_service.config.repository import ORG_LEVEL, PERSONA_LEVEL_PREFIX, ConfigRepository, persona_level
 from persona_service.kernel.config_keys import CONFIG_KEYS, LEVEL_CHECKS, ConfigKey
+from persona_service.kernel.cursors import CursorCodec, cursor_page
 from persona_service.kernel.errors import Forbidden, NotFound, ValidationFailed, Violation
 from persona_service.kernel.limits.plans import override_maximum
 from persona_service.kernel.principal import Principal
@@ -64,9 +65,10 @@ def _level_of(workspace_id: str) -> str:
 
 
 class ConfigService:
-    def __init__(self, conn):
+    def __init__(self, conn, cursors: CursorCodec | None = None):
         self.conn = conn
         self.repo = ConfigRepository(conn)
+        self.cursors = cursors
 
     @staticmethod
     def spec(key: str) -> ConfigKey:
@@ -74,6 +76,15 @@ class ConfigService:
         if spec is None:
             raise NotFound("configuration key", {"key": key})
         return spec
+
+    def page(self, principal: Principal, prefix: str, limit: int, cursor: str):
+        """One page of the workspace's effective values, keyset-paginated on the key."""
+        items = self.effective(principal, prefix)
+        return cursor_page(
+            self.cursors, f"config:{principal.workspace_id}:{prefix}", limit, cursor,
+            lambda n, after: [i for i in items if after is None or i.spec.key > after][:n],
+            lambda item: [item.spec.key], lambda position: str(position[0]),
+        )
 
     def effective(self, principal: Principal, prefix: str = "", persona_id: str = "") -> list[Effective]:
         """Effective values for the caller's workspace, or for one of its

@@ -3,7 +3,7 @@ from persona.v1 import config_pb2, config_pb2_grpc
 
 from persona_service.config.service import RATE_LIMIT_PREFIX, ConfigService, Effective
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import nullable_time
+from persona_service.kernel.transport.convert import nullable_time, page_limit
 
 
 def config_item(item: Effective) -> config_pb2.ConfigItem:
@@ -21,8 +21,9 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
 
     def ListConfigItems(self, request, context):
         ctx = current()
-        items = ConfigService(ctx.conn).effective(ctx.caller, request.prefix)
-        return config_pb2.ListConfigItemsResponse(items=[config_item(i) for i in items])
+        items, cursor = ConfigService(ctx.conn, self.app.cursors).page(
+            ctx.caller, request.prefix, page_limit(request), request.cursor)
+        return config_pb2.ListConfigItemsResponse(items=[config_item(i) for i in items], next_cursor=cursor)
 
     def GetConfigItem(self, request, context):
         ctx = current()

@@ -3,7 +3,7 @@ from persona.v1 import audit_pb2, audit_pb2_grpc
 from persona_service.kernel.audit import AuditLog
 from persona_service.kernel.audit_repository import AuditRecord
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import struct, timestamp
+from persona_service.kernel.transport.convert import page_limit, struct, timestamp
 
 
 def audit_event(row: AuditRecord) -> audit_pb2.AuditEvent:
@@ -26,5 +26,5 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
             name: getattr(request, name)
             for name in ("action", "outcome", "actor_user_id", "credential_id", "resource_type", "resource_id", "request_id")
         }
-        rows, token = AuditLog(ctx.conn, self.app.cursors).list(ctx.caller, filters, request.page_size, request.page_token)
-        return audit_pb2.ListAuditEventsResponse(events=[audit_event(r) for r in rows], next_page_token=token)
+        rows, cursor = AuditLog(ctx.conn, self.app.cursors).list(ctx.caller, filters, page_limit(request), request.cursor)
+        return audit_pb2.ListAuditEventsResponse(items=[audit_event(r) for r in rows], next_cursor=cursor)

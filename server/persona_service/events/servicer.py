@@ -3,7 +3,7 @@ from persona.v1 import events_pb2, events_pb2_grpc
 from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.outbox_repository import EventRecord
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import struct, timestamp
+from persona_service.kernel.transport.convert import page_limit, struct, timestamp
 
 
 def event(row: EventRecord) -> events_pb2.Event:
@@ -19,10 +19,10 @@ class EventServicer(events_pb2_grpc.EventServiceServicer):
 
     def ListEvents(self, request, context):
         ctx = current()
-        rows, token = Outbox(ctx.conn, self.app.cursors).list(
-            ctx.caller, request.type, request.persona_id, request.page_size, request.page_token
+        rows, cursor = Outbox(ctx.conn, self.app.cursors).list(
+            ctx.caller, request.type, request.persona_id, page_limit(request), request.cursor
         )
-        return events_pb2.ListEventsResponse(events=[event(r) for r in rows], next_page_token=token)
+        return events_pb2.ListEventsResponse(items=[event(r) for r in rows], next_cursor=cursor)
 
     def GetEvent(self, request, context):
         ctx = current()

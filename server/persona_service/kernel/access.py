@@ -19,7 +19,7 @@ def authorize(principal: Principal, *, scope: str, roles: Iterable[str], platfor
     if platform_admin and not principal.is_platform_admin:
         raise Forbidden("Only platform administrators may do this.")
     if scope not in CONFINED_SCOPES and principal.scopes and principal.scopes <= CONFINED_SCOPES:
-        raise Forbidden("This credential may call only the endpoints made for it (SCIM).")
+        raise Forbidden("This credential may call only the endpoints made for it.")
     if scope and scope not in principal.scopes:
         raise Forbidden(f"The credential lacks the `{scope}` scope.", {"requiredScope": scope})
     roles = tuple(roles)

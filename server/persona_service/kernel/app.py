@@ -10,7 +10,7 @@ import uuid
 import redis
 
 from persona_service.kernel import fair, metrics, redis_pool
-from persona_service.kernel.audit import AuditEntry, AuditLog
+from persona_service.kernel.audit import AuditEntry, AuditLog, FailureTally
 from persona_service.kernel.auth import DEGRADED_TTL_SECONDS, Authenticator, CredentialCache
 from persona_service.kernel.cursors import CursorCodec
 from persona_service.kernel.db.engine import make_engine
@@ -25,7 +25,7 @@ from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.tasks import TaskRunner
 from persona_service.providers.factory import backoff_delays, make_base_provider
-from persona_service.providers.retrying import Retrying
+from persona_service.providers.retrying import Retrying, failure_details
 
 log = logging.getLogger(__name__)
 _warn = Throttled(log)
@@ -56,6 +56,7 @@ class App:
                                         settings.redis_acquire_timeout_seconds)
         secret = settings.resolved_jwt_secret()
         self.cache = CredentialCache(settings.auth_cache_seconds)
+        self.failed_auth = FailureTally()  # 401s reach the audit log a few rows per address a minute
         self.authenticator = Authenticator(
             secret, self.cache, settings.jwt_ttl_seconds, modules.credentials() if modules.credentials else None
         )
@@ -85,13 +86,20 @@ class App:
                 ctx.principal, action="provider.call", outcome="failure", status=error.spec.http_status,
                 request_id=ctx.request_id, client_ip=ctx.client_ip, resource_type="provider",
                 resource_id=error.provider, error_code=error.code,
-                details={"operation": operation, "attempt": attempt, "upstreamStatus": error.upstream_status,
-                         "upstream": error.upstream, "reason": error.reason},
+                details=failure_details(error, attempt, operation),
             )
-            with self.engine.begin() as conn:  # durable whatever the request's outcome
-                AuditLog(conn).record(entry)
+            self.audit([entry])
 
         return Retrying(self.provider, delays=self.backoff, on_failure=audit_upstream)
+
+    def audit(self, entries: list[AuditEntry]) -> int:
+        """Write audit rows in a transaction of their own (durable whatever the request's outcome)."""
+        if entries:
+            with self.engine.begin() as conn:
+                audit_log = AuditLog(conn)
+                for entry in entries:
+                    audit_log.record(entry)
+        return len(entries)
 
     def invalidate(self, message: str) -> None:
         """Apply an invalidation here and in every other server process before returning."""
@@ -136,7 +144,9 @@ class App:
         self._listener = threading.Thread(target=self._listen, name="invalidations", daemon=True)
         self._listener.start()
         jobs = [Job("idempotency.purge", 600, lambda app: app.idempotency.purge_expired()),
-                Job("tasks.purge", 3600, lambda app: app.tasks.purge()), *self.modules.jobs]
+                Job("tasks.purge", 3600, lambda app: app.tasks.purge()),
+                Job("audit.failed_auth", self.failed_auth.every, lambda app: app.audit(app.failed_auth.due())),
+                *self.modules.jobs]
         for job in jobs:
             threading.Thread(target=self._run_job, args=(job,), name=job.name, daemon=True).start()
         self.tasks.start()

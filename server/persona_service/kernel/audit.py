@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+import threading
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from persona_service.kernel import ids
@@ -56,10 +58,68 @@ class AuditLog:
         values["client_ip"] = values["client_ip"] or ""
         self.repo.add(id=ids.new_id("audit_event"), **values)
 
-    def list(self, principal: Principal, filters: dict[str, str], page_size: int, page_token: str):
+    def list(self, principal: Principal, filters: dict[str, str], limit: int, cursor: str):
         wanted = {k: filters.get(k, "") for k in FILTERS}
         return keyset_page(
-            self.cursors, f"audit:{principal.org_id}", page_size, page_token,
-            lambda limit, after: self.repo.list_page(principal.org_id, log_workspace(principal), wanted, limit, after),
+            self.cursors, f"audit:{principal.org_id}", limit, cursor,
+            lambda n, after: self.repo.list_page(principal.org_id, log_workspace(principal), wanted, n, after),
             "occurred_at",
         )
+
+
+class FailureTally:
+    """Failed authentications in the audit log, bounded: per client address
+    and credential, the first failure of each `every` seconds is written at
+    once (with its request id); the others are counted, and the last of them
+    written once the interval is over (`due`, a periodic job) with
+    `details.repeated` saying how many failures the row stands for. A flood of
+    bad credentials writes a row per address and credential a few times a
+    minute, not one per request (each was a connection and an insert)."""
+
+    def __init__(self, every: float = 10.0, max_keys: int = 10_000):
+        self.every, self._max_keys = every, max_keys
+        self._open: dict[tuple | None, _Window] = {}  # (address, org, credential) -> its interval; None: overflow
+        self._lock = threading.Lock()
+
+    def admit(self, entry: AuditEntry) -> list[AuditEntry]:
+        """The rows to write now for this failure: none while its interval holds it back."""
+        now = time.monotonic()
+        key: tuple | None = (entry.client_ip, entry.org_id, entry.credential_id)
+        with self._lock:
+            window = self._open.get(key)
+            if window is not None and now - window.opened < self.every:
+                window.hold(entry)
+                return []
+            rows = [] if window is None else window.summary()
+            if window is None and len(self._open) >= self._max_keys:
+                rows += self._close(now)
+                if len(self._open) >= self._max_keys:  # that many addresses at once: one interval for the rest
+                    window = self._open.setdefault(None, _Window(now))
+                    window.hold(entry)
+                    return rows
+            self._open[key] = _Window(now)
+            return [*rows, entry]
+
+    def due(self) -> list[AuditEntry]:
+        """The rows of the intervals that are over (their held-back failures)."""
+        with self._lock:
+            return self._close(time.monotonic())
+
+    def _close(self, now: float) -> list[AuditEntry]:
+        over = [key for key, window in self._open.items() if now - window.opened >= self.every]
+        return [row for key in over for row in self._open.pop(key).summary()]
+
+
+@dataclass
+class _Window:
+    opened: float
+    held: int = 0
+    last: AuditEntry | None = None
+
+    def hold(self, entry: AuditEntry) -> None:
+        self.held, self.last = self.held + 1, entry
+
+    def summary(self) -> list[AuditEntry]:
+        if self.last is None:
+            return []
+        return [replace(self.last, details={**self.last.details, "repeated": self.held})]

@@ -9,6 +9,7 @@ from sqlalchemy import Connection, insert, select, tuple_
 from persona_service.kernel.db.base import seen_from, table_of
 from persona_service.kernel.db.records import records
 from persona_service.kernel.db.tables import AuditEvent
+from persona_service.kernel.personal_data import export_records
 
 _events = table_of(AuditEvent)
 
@@ -37,6 +38,20 @@ FILTERS = ("action", "outcome", "actor_user_id", "credential_id", "resource_type
 class AuditRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
+
+    def by_actor(self, org_id: str, user_id: str) -> list[dict[str, Any]]:
+        """What the user did in the organization, as JSON rows (privacy exports)."""
+        stmt = select(_events).where(_events.c.org_id == org_id, _events.c.actor_user_id == user_id) \
+            .order_by(_events.c.occurred_at)
+        return export_records(self.conn.execute(stmt).mappings())
+
+    def created_by(self, org_id: str, user_id: str, action: str) -> list[str]:
+        """Ids of the resources the user created with `action` (creation RPCs are audited)."""
+        stmt = select(_events.c.resource_id).where(
+            _events.c.org_id == org_id, _events.c.actor_user_id == user_id, _events.c.action == action,
+            _events.c.outcome == "success", _events.c.resource_id != "",
+        )
+        return list(dict.fromkeys(self.conn.execute(stmt).scalars()))
 
     def add(self, **values) -> None:
         self.conn.execute(insert(_events).values(**values))

@@ -6,6 +6,9 @@ membership is read for the role. Verified credentials are cached in the
 process for `auth_cache_seconds`, so a hot path costs no database round
 trip; revocation evicts at once, locally and (via the invalidation bus, confirmed
 by each listener before the revoking call answers) in every other process.
+A refused API key (unknown or revoked) is remembered briefly too, so a flood
+of bad keys costs no database read each; creating a key evicts its refusal
+the same way.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from persona_service.kernel.clock import utcnow
 from persona_service.kernel.errors import Forbidden, Unauthorized
 from persona_service.kernel.principal import Principal, session_scopes, with_implied
 
-KEY_PREFIXES = ("sk_live_", "sk_test_", "scim_")
 JWT_ISSUER = "persona-service"
 JWT_ALGORITHM = "HS256"
 
@@ -65,6 +67,9 @@ class MemberCredential:
 class CredentialStore(Protocol):
     """The kernel port the identity module implements (Module.credentials)."""
 
+    # Bearer prefixes of the credentials it finds by secret hash (its kinds of keys).
+    key_prefixes: tuple[str, ...]
+
     def find_key(self, conn: Any, secret_hash: str) -> KeyCredential | None: ...
 
     def find_member(self, conn: Any, org_id: str, user_id: str, workspace_id: str) -> MemberCredential | None:
@@ -75,6 +80,9 @@ class CredentialStore(Protocol):
 # While the revocation bus is down a revocation in another process cannot
 # reach this one: cached credentials are then trusted this long at most.
 DEGRADED_TTL_SECONDS = 2.0
+# Refused API keys are remembered this long and this many at most (the oldest go first).
+REFUSAL_TTL_SECONDS = 10.0
+REFUSAL_MAX_ENTRIES = 10_000
 
 
 class CredentialCache:
@@ -89,17 +97,37 @@ class CredentialCache:
         self.ttl = ttl_seconds
         self.bus_up = False
         self._entries: dict[str, tuple[float, Principal]] = {}
+        self._refusals: dict[str, tuple[float, Unauthorized]] = {}  # oldest first
         self._lock = threading.Lock()
         self.epoch = 0
 
+    def _trusted_for(self) -> float:
+        return self.ttl if self.bus_up else min(self.ttl, DEGRADED_TTL_SECONDS)
+
     def get(self, key: str) -> Principal | None:
         entry = self._entries.get(key)
-        if entry is None:
-            return None
-        trusted_for = self.ttl if self.bus_up else min(self.ttl, DEGRADED_TTL_SECONDS)
-        if time.monotonic() - entry[0] >= trusted_for:
+        if entry is None or time.monotonic() - entry[0] >= self._trusted_for():
             return None
         return entry[1]
+
+    def refusal(self, key: str) -> Unauthorized | None:
+        """A fresh copy of the error `key` was refused with lately (its principal kept for the audit log)."""
+        entry = self._refusals.get(key)
+        if entry is None or time.monotonic() - entry[0] >= min(self._trusted_for(), REFUSAL_TTL_SECONDS):
+            return None
+        err = Unauthorized(entry[1].message)
+        err.principal = entry[1].principal
+        return err
+
+    def refuse(self, key: str, err: Unauthorized, epoch: int) -> None:
+        """Remember a refusal read from the database during `epoch` (as `put`)."""
+        if self.ttl > 0:
+            with self._lock:
+                if epoch == self.epoch:
+                    if key not in self._refusals and len(self._refusals) >= REFUSAL_MAX_ENTRIES:
+                        del self._refusals[next(iter(self._refusals))]
+                    self._refusals.pop(key, None)
+                    self._refusals[key] = (time.monotonic(), err)
 
     def put(self, key: str, principal: Principal, epoch: int) -> None:
         """Cache what was read from the database during `epoch` (unless something was evicted since)."""
@@ -112,11 +140,13 @@ class CredentialCache:
         with self._lock:
             self.epoch += 1
             self._entries.clear()
+            self._refusals.clear()
 
     def evict(self, key: str) -> None:
         with self._lock:
             self.epoch += 1
             self._entries.pop(key, None)
+            self._refusals.pop(key, None)  # a key just created with this secret
 
     def evict_where(self, predicate: Callable[[Principal], bool]) -> None:
         with self._lock:
@@ -138,8 +168,11 @@ class Authenticator:
 
     def authenticate(self, authorization: str | None, conn_factory: Callable[[], object]) -> Principal:
         token = _bearer(authorization)
-        if token.startswith(KEY_PREFIXES):
+        if self._store is not None and token.startswith(self._store.key_prefixes):
             cache_key = "key:" + hash_secret(token)
+            refused = self.cache.refusal(cache_key)
+            if refused is not None:
+                raise refused
             loader = lambda: self._load_key(cache_key[4:], conn_factory())  # noqa: E731
         elif token.count(".") == 2:
             claims = self._verify_jwt(token)
@@ -150,7 +183,12 @@ class Authenticator:
         principal = self.cache.get(cache_key)
         if principal is None:
             epoch = self.cache.epoch  # before the read: an eviction during it keeps the result out of the cache
-            principal = loader()
+            try:
+                principal = loader()
+            except Unauthorized as refusal:
+                if cache_key.startswith("key:"):  # final until a key with this secret is created
+                    self.cache.refuse(cache_key, refusal, epoch)
+                raise
             self.cache.put(cache_key, principal, epoch)
         if principal.expires_at is not None and principal.expires_at <= utcnow():
             err = Unauthorized("The credential has expired.")

@@ -16,6 +16,10 @@ from typing import Any
 from persona_service.kernel.errors import BadRequest
 
 
+def _invalid() -> BadRequest:
+    return BadRequest("`cursor` is not a cursor this list issued.", {"parameter": "cursor"})
+
+
 class CursorCodec:
     def __init__(self, secret: str):
         self._key = hmac.new(secret.encode(), b"persona-service cursor v1", hashlib.sha256).digest()
@@ -28,8 +32,8 @@ class CursorCodec:
         body = base64.urlsafe_b64encode(payload).decode().rstrip("=")
         return f"{body}.{self._mac(payload)}"
 
-    def decode(self, scope: str, cursor: str, parameter: str) -> list[Any]:
-        invalid = BadRequest(f"`{parameter}` is not a cursor this list issued.", {"parameter": parameter})
+    def decode(self, scope: str, cursor: str) -> list[Any]:
+        invalid = _invalid()
         try:
             body, mac = cursor.split(".", 1)
             payload = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
@@ -46,27 +50,39 @@ class CursorCodec:
 DEFAULT_PAGE_SIZE = 20
 
 
-def keyset_page(
-    codec: CursorCodec | None, scope: str, page_size: int, page_token: str, fetch, time_column: str, parameter: str = "pageToken"
-):
-    """One page of a newest-first list keyset-paginated on (time, id): stable
-    under concurrent inserts (a new row never shifts a later page).
+def cursor_page(codec: CursorCodec | None, scope: str, limit: int, cursor: str, fetch, position, parse):
+    """One page of any list (README, Contract decisions: one list style):
+    `limit` (0: the default, 20; the proto bounds it to 1..100), an opaque
+    `cursor` and the next page's cursor, empty on the last page.
 
-    `fetch(limit, after)` returns records (with `id` and the time field) ordered by (time, id) descending,
-    strictly after `after` = (time, id) when given. Returns (rows, next token)."""
+    `fetch(n, after)` returns up to n records in list order, strictly after
+    `after` (None for the first page); `position(record)` is a record's
+    JSON-able sort key and `parse(position)` turns a decoded one back into
+    `after` (raising TypeError/ValueError/IndexError when it is not one)."""
     if codec is None:
         raise RuntimeError("a listing needs the cursor codec")
-    limit = page_size or DEFAULT_PAGE_SIZE
+    limit = limit or DEFAULT_PAGE_SIZE
     after = None
-    if page_token:
-        position = codec.decode(scope, page_token, parameter)
+    if cursor:
         try:
-            after = (datetime.fromisoformat(position[0]), str(position[1]))
+            after = parse(codec.decode(scope, cursor))
         except (TypeError, ValueError, IndexError):
-            raise BadRequest(f"`{parameter}` is not a cursor this list issued.", {"parameter": parameter}) from None
+            raise _invalid() from None
     rows = fetch(limit + 1, after)
     if len(rows) <= limit:
         return rows, ""
     rows = rows[:limit]
-    last = rows[-1]
-    return rows, codec.encode(scope, [getattr(last, time_column).isoformat(), last.id])
+    return rows, codec.encode(scope, position(rows[-1]))
+
+
+def keyset_page(codec: CursorCodec | None, scope: str, limit: int, cursor: str, fetch, time_column: str):
+    """One page of a newest-first list keyset-paginated on (time, id): stable
+    under concurrent inserts (a new row never shifts a later page).
+
+    `fetch(limit, after)` returns records (with `id` and the time field) ordered by (time, id) descending,
+    strictly after `after` = (time, id) when given. Returns (rows, next cursor)."""
+    return cursor_page(
+        codec, scope, limit, cursor, fetch,
+        lambda row: [getattr(row, time_column).isoformat(), row.id],
+        lambda position: (datetime.fromisoformat(position[0]), str(position[1])),
+    )

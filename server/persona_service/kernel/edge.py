@@ -183,8 +183,8 @@ def _header_regex(name: str, regex: str, invert: bool = False) -> dict:
 
 def method_paths(services: list[ServiceDescriptor]) -> list[tuple[str, list[str]]]:
     """Each HTTP path template and the methods its bindings take
-    (HEAD with GET), the most literal templates first (`/v1/keys/{id}:revoke`
-    before `/v1/keys/{id}`, whose `{id}` would also match it)."""
+    (HEAD with GET), the most literal templates first (`/v1/personas/import`
+    before `/v1/personas/{id}`, whose `{id}` would also match it)."""
     order = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
     methods: dict[str, set[str]] = {}
     for service in services:

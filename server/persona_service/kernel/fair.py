@@ -13,8 +13,12 @@ backlog it did not make. Weights follow the plan (`SHARE_WEIGHTS`).
 `FairPool` runs queued functions on a fixed set of threads (durable runs);
 `FairGate` lets at most `slots` callers hold a turn at once: the process's
 gate (`install`) times the model work of requests (the local provider's
-completions, stream steps, souls, voices, moderation), one step at a time,
-so a burst of generations never holds more of the CPU than one step.
+completions, stream steps, souls, voices, moderation) and each run frame's
+serialization, one step at a time, so a burst of generations never holds
+more of the CPU than one step; the unary server's gate (kernel.server) admits
+authenticated calls to its workers. A turn is for CPU work only: held across
+a wait on another request (a row lock, a pool), it deadlocks with that
+request waiting for a turn.
 """
 
 from __future__ import annotations
@@ -113,39 +117,54 @@ class FairPool:
             self._ready.notify_all()
 
 
+class GateTimeout(Exception):
+    """No turn came within the caller's `wait`."""
+
+
 class FairGate:
-    """At most `slots` turns held at once; waiting organizations take turns."""
+    """At most `slots` turns held at once; waiting organizations take turns.
+    A caller with nobody waiting ahead takes a free slot at once (no hand-off)."""
 
     def __init__(self, slots: int):
         self._slots = slots
         self._held = 0
         self._waiting: _Stride[threading.Event] = _Stride()
+        self._gave_up: set[threading.Event] = set()  # waiters that left the queue before their turn
         self._lock = threading.Lock()
 
     @contextmanager
-    def turn(self, org: str, weight: int) -> Iterator[None]:
-        self._acquire(org, weight)
+    def turn(self, org: str, weight: int, wait: float | None = None) -> Iterator[None]:
+        self.acquire(org, weight, wait)
         try:
             yield
         finally:
-            self._release()
+            self.release()
 
-    def _acquire(self, org: str, weight: int) -> None:
+    def acquire(self, org: str, weight: int, wait: float | None = None) -> None:
+        """Take a turn, waiting `wait` seconds at most (None: for ever), else GateTimeout."""
         with self._lock:
             if self._held < self._slots and not len(self._waiting):
                 self._held += 1
                 return
             granted = threading.Event()
             self._waiting.push(org, weight, granted)
-        granted.wait()  # _release handed its turn over: _held already counts this one
+        if granted.wait(wait):
+            return  # release handed its turn over: _held already counts this one
+        with self._lock:
+            if not granted.is_set():  # still queued: its turn, when it comes, passes on
+                self._gave_up.add(granted)
+                raise GateTimeout()
 
-    def _release(self) -> None:
+    def release(self) -> None:
         with self._lock:
             following = self._waiting.pop()
+            while following in self._gave_up:
+                self._gave_up.discard(following)  # type: ignore[arg-type]
+                following = self._waiting.pop()
             if following is None:
                 self._held -= 1
-        if following is not None:
-            following.set()
+            else:
+                following.set()  # under the lock: a waiter timing out sees it granted or gives up, never both
 
 
 def install(gate: FairGate) -> None:

@@ -9,7 +9,6 @@ migrations are assembled from that list. The kernel never imports a module: modu
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import pathlib
 from collections.abc import Callable, Mapping, Sequence
@@ -17,9 +16,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from persona_service.kernel import ids
+from persona_service.kernel.command import Command as Command  # re-exported: modules declare commands with it
 from persona_service.kernel.config_keys import ConfigKey, install_config_keys
-from persona_service.kernel.limits.plans import EndpointCap, install_caps
+from persona_service.kernel.limits.plans import EndpointCap, PlanLimit, install_caps, install_plan_limits
 from persona_service.kernel.outbox import EVENT_TYPES
+from persona_service.kernel.principal import Scope, install_scopes
 from persona_service.kernel.settings import InvalidSetting, Settings, env_names, read
 from persona_service.kernel.tasks import TaskKind
 
@@ -53,20 +54,6 @@ class Job:
 
 
 @dataclass(frozen=True)
-class Command:
-    """A `persona-service <name>` subcommand."""
-
-    name: str
-    help: str
-    run: Callable[[argparse.Namespace], int]
-    arguments: Callable[[argparse.ArgumentParser], None] | None = None
-    # It acts on the running instance's database: with no PERSONA_DATA_DIR or
-    # DATABASE_URL set, the CLI finds the instance `up` runs (kernel.runtime)
-    # or refuses, rather than start an embedded database of its own.
-    on_instance: bool = False
-
-
-@dataclass(frozen=True)
 class Process:
     """A long-running process kind `persona-service up` starts (and supervises)
     besides the gRPC servers, e.g. the webhook delivery worker."""
@@ -87,10 +74,14 @@ class Module:
     # Event types this module emits (each one of the proto's EventType values).
     event_types: frozenset[str] = frozenset()
     config_keys: Sequence[ConfigKey] = ()
+    # Scopes this module adds to the six (kernel.principal.Scope).
+    scopes: Sequence[Scope] = ()
     # Config levels this module owns beyond org/workspace (level -> may this
     # caller address that subject: (conn, principal, subject id) -> bool).
     config_levels: Mapping[str, Callable[[Any, Any, str], bool]] = field(default_factory=dict)
     endpoint_caps: Sequence[EndpointCap] = ()
+    # Limits of this module's own, per plan (kernel.limits.plans.PlanLimit).
+    plan_limits: Sequence[PlanLimit] = ()
     jobs: Sequence[Job] = ()
     # What resolving a moderation review item does to a subject this module
     # owns: subject type -> (conn, subject id, decision "approve"|"reject").
@@ -125,6 +116,9 @@ class Module:
     # (options.ErrorShape value) instead of the envelope: SCIM clients expect
     # SCIM's error schema from every path under their base.
     error_shape_prefixes: Mapping[str, int] = field(default_factory=dict)
+    # The error shapes this module renders (options.ErrorShape value ->
+    # kernel.transport.errors.ErrorShape), for its RPCs and path prefixes.
+    error_shapes: Mapping[int, Callable[[dict, int], tuple[str, str | None]]] = field(default_factory=dict)
     # A module outside proto/ (loaded with PERSONA_EXTRA_MODULES): the
     # FileDescriptorSet of its protos, imports included, which the edge adds
     # to gen/descriptor.binpb.
@@ -149,6 +143,10 @@ class Modules:
         install_config_keys([k for m in self.all for k in m.config_keys],
                             {level: check for m in self.all for level, check in m.config_levels.items()})
         install_caps([c for m in self.all for c in m.endpoint_caps])
+        _unique("plan limit", [limit.name for m in self.all for limit in m.plan_limits])
+        install_plan_limits([limit for m in self.all for limit in m.plan_limits])
+        _unique("scope", [s.name for m in self.all for s in m.scopes])
+        install_scopes([s for m in self.all for s in m.scopes])
         self.services = [s for m in self.all for s in m.services]
         self.service_names = [s.name for s in self.services]
         self.jobs = [j for m in self.all for j in m.jobs]
@@ -167,6 +165,11 @@ class Modules:
         self.credentials = _one("credentials", [m.credentials for m in self.all if m.credentials])
         self.lenient_query_prefixes = [p for m in self.all for p in m.lenient_query_prefixes]
         self.error_shape_prefixes = {p: shape for m in self.all for p, shape in m.error_shape_prefixes.items()}
+        _unique("error shape", [str(shape) for m in self.all for shape in m.error_shapes])
+        # (gRPC's transport loads with the modules' servicers, not with every CLI command.)
+        from persona_service.kernel.transport.errors import install_error_shapes
+
+        install_error_shapes({shape: render for m in self.all for shape, render in m.error_shapes.items()})
         self.descriptors = [m.descriptors for m in self.all if m.descriptors is not None]
         self.limit_overrides = _one("limit_overrides", [m.limit_overrides for m in self.all if m.limit_overrides])
         self.billing_period = _one("billing_period", [m.billing_period for m in self.all if m.billing_period])

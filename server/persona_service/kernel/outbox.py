@@ -53,10 +53,9 @@ class Outbox:
             raise NotFound("event")
         return row
 
-    def list(self, principal: Principal, type_: str, persona_id: str, page_size: int, page_token: str):
+    def list(self, principal: Principal, type_: str, persona_id: str, limit: int, cursor: str):
         return keyset_page(
-            self.cursors, f"events:{principal.org_id}", page_size, page_token,
-            lambda limit, after: self.repo.list_page(principal.org_id, log_workspace(principal), type_, persona_id,
-                                                     limit, after),
+            self.cursors, f"events:{principal.org_id}", limit, cursor,
+            lambda n, after: self.repo.list_page(principal.org_id, log_workspace(principal), type_, persona_id, n, after),
             "occurred_at",
         )

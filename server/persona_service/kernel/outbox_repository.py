@@ -8,7 +8,7 @@ from sqlalchemy import Connection, insert, select, tuple_
 
 from persona_service.kernel.db.base import seen_from, table_of
 from persona_service.kernel.db.records import record_or_none, records
-from persona_service.kernel.db.tables import OutboxEvent
+from persona_service.kernel.db.tables import EVENT_PERSONA, OutboxEvent
 
 _events = table_of(OutboxEvent)
 
@@ -43,7 +43,7 @@ class EventRepository:
         if type_:
             stmt = stmt.where(_events.c.type == type_)
         if persona_id:
-            stmt = stmt.where(_events.c.data["personaId"].astext == persona_id)
+            stmt = stmt.where(EVENT_PERSONA == persona_id)
         if after is not None:
             stmt = stmt.where(tuple_(_events.c.occurred_at, _events.c.id) < tuple_(*after))
         stmt = stmt.order_by(_events.c.occurred_at.desc(), _events.c.id.desc()).limit(limit)

@@ -13,11 +13,9 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from persona_service.kernel.clock import iso
-from persona_service.kernel.db.base import table_of
-from persona_service.kernel.db.tables import AuditEvent
 
 
 @dataclass(frozen=True)
@@ -48,20 +46,15 @@ def _json(value: Any) -> Any:
     return value
 
 
-_audit = table_of(AuditEvent)
-
-
 def audit_events(conn: Connection, subject: Subject) -> dict[str, list[dict[str, Any]]]:
     """The kernel's own part: audit events about what the user did."""
-    stmt = select(_audit).where(_audit.c.org_id == subject.org_id, _audit.c.actor_user_id == subject.user_id) \
-        .order_by(_audit.c.occurred_at)
-    return {"audit_events": export_records(conn.execute(stmt).mappings())}
+    from persona_service.kernel.audit_repository import AuditRepository  # it imports export_records from here
+
+    return {"audit_events": AuditRepository(conn).by_actor(subject.org_id, subject.user_id)}
 
 
 def created_resources(conn: Connection, subject: Subject, action: str) -> list[str]:
     """Ids of resources the user created (from the audit log: creation RPCs are audited)."""
-    stmt = select(_audit.c.resource_id).where(
-        _audit.c.org_id == subject.org_id, _audit.c.actor_user_id == subject.user_id, _audit.c.action == action,
-        _audit.c.outcome == "success", _audit.c.resource_id != "",
-    )
-    return list(dict.fromkeys(conn.execute(stmt).scalars()))
+    from persona_service.kernel.audit_repository import AuditRepository
+
+    return AuditRepository(conn).created_by(subject.org_id, subject.user_id, action)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -18,15 +19,35 @@ PLANS = ("free", "pro", "team", "enterprise")
 ADMIN_SCOPE = "platform:admin"
 # What an API key may be granted, in their canonical order.
 KEY_SCOPES = (*SCOPES, ADMIN_SCOPE)
+# What a session JWT carries, by membership role (with the scopes these imply).
+ROLE_SCOPES = {"owner": SCOPES, "admin": SCOPES, "member": tuple(s for s in SCOPES if s != "config:write")}
 
-# Provisioning through SCIM. Not one of the six scopes an API key is given:
-# SCIM tokens hold it alone, and `config:write` implies it.
-SCIM_SCOPE = "scim:provision"
-IMPLIED_SCOPES = {"config:write": frozenset({SCIM_SCOPE})}
-# Scopes that confine their holder: a credential holding nothing else reaches
-# only the RPCs that require one of them (a SCIM token cannot read personas
-# through an RPC that requires no scope).
-CONFINED_SCOPES = frozenset({SCIM_SCOPE})
+
+@dataclass(frozen=True)
+class Scope:
+    """A scope a module adds (Module.scopes), beyond the six an API key is
+    given: e.g. the one scope of a credential kind the module issues."""
+
+    name: str
+    # One of the six whose holders hold this one too.
+    implied_by: str | None = None
+    # It confines its holder: a credential holding nothing but confining
+    # scopes reaches only the RPCs that require one of them (not even those
+    # that require no scope).
+    confined: bool = False
+
+
+# Filled from the modules' declarations (install_scopes).
+IMPLIED_SCOPES: dict[str, frozenset[str]] = {}
+CONFINED_SCOPES: set[str] = set()
+
+
+def install_scopes(scopes: Iterable[Scope]) -> None:
+    for scope in scopes:
+        if scope.implied_by is not None:
+            IMPLIED_SCOPES[scope.implied_by] = IMPLIED_SCOPES.get(scope.implied_by, frozenset()) | {scope.name}
+        if scope.confined:
+            CONFINED_SCOPES.add(scope.name)
 
 
 def with_implied(scopes) -> frozenset[str]:
@@ -34,17 +55,10 @@ def with_implied(scopes) -> frozenset[str]:
     return held.union(*(IMPLIED_SCOPES.get(s, ()) for s in held))
 
 
-# Scopes a session JWT carries, by membership role.
-ROLE_SCOPES = {
-    "owner": with_implied(SCOPES),
-    "admin": with_implied(SCOPES),
-    "member": with_implied(s for s in SCOPES if s != "config:write"),
-}
-
-
 def session_scopes(role: str, platform_admin: bool) -> frozenset[str]:
     """A session JWT's scopes: its role's, and platform administration for a platform administrator."""
-    return ROLE_SCOPES[role] | {ADMIN_SCOPE} if platform_admin else ROLE_SCOPES[role]
+    scopes = with_implied(ROLE_SCOPES[role])  # implied now: the modules declare implications at startup
+    return scopes | {ADMIN_SCOPE} if platform_admin else scopes
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import redis
+from google.protobuf.message import Message
 
+from persona_service.kernel import fair
 from persona_service.kernel.errors import ApiError, BadRequest, NotFound, ServiceUnavailable
 from persona_service.kernel.fair import FairPool
 from persona_service.kernel.logs import Throttled
@@ -260,9 +262,14 @@ class Runs:
         self._pool.submit(owner.org_id, weight, body)
         return run
 
-    def emit(self, run: Run, frame: bytes) -> None:
-        seq = run.emit(frame)
-        self.store.append(run.id, seq, frame)
+    def emit(self, run: Run, message: Message) -> None:
+        """A frame of the run. Serializing and keeping it take a turn of the process's gate (kernel.fair), as
+        the model's steps do; the operation's own steps between frames do not: they wait on SQL, and a turn
+        held across a lock wait deadlocks with the lock's holder waiting for a turn."""
+        with fair.cpu_turn():
+            frame = message.SerializeToString()
+            seq = run.emit(frame)
+            self.store.append(run.id, seq, frame)
 
     def follow(self, run: Run, after: int, active: Callable[[], bool]) -> Iterator[tuple[int, bytes]]:
         """The frames of a run of this process after `after`, as they come."""

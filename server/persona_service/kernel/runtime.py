@@ -6,7 +6,10 @@ to that data dir under `$XDG_STATE_HOME/persona-service/instances/` (default
 `~/.local/state`). Commands that act on the running instance's database
 (`bootstrap`, `mint-jwt`, `status`) use it when no PERSONA_DATA_DIR or
 DATABASE_URL says otherwise, and refuse with a clear message when none runs,
-instead of starting a second embedded database that the service never reads."""
+instead of starting a second embedded database that the service never reads.
+They act only on the instance of the current directory's data dir: one
+started from another checkout is named, never used, so a quick start here
+cannot create an organization in someone else's database."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import hashlib
 import json
 import os
 import pathlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from persona_service.kernel.reaper import alive
 
@@ -22,7 +25,7 @@ RUNTIME_FILE = "runtime.json"
 
 
 class NoInstance(RuntimeError):
-    """No running instance, or more than one and nothing says which."""
+    """No instance runs on this directory's data dir (any running elsewhere are named)."""
 
 
 @dataclass(frozen=True)
@@ -52,11 +55,14 @@ def _write_private(path: pathlib.Path, text: str) -> None:
 
 
 def announce(instance: Instance) -> None:
+    """Record a started instance (its data dir made absolute, so that other shells find it from anywhere)."""
+    instance = replace(instance, data_dir=str(pathlib.Path(instance.data_dir).resolve()))
     _write_private(pathlib.Path(instance.data_dir) / RUNTIME_FILE, json.dumps(asdict(instance)))
     _write_private(_pointer(instance.data_dir), json.dumps({"dataDir": instance.data_dir}))
 
 
 def withdraw(data_dir: str) -> None:
+    data_dir = str(pathlib.Path(data_dir).resolve())
     for path in (pathlib.Path(data_dir) / RUNTIME_FILE, _pointer(data_dir)):
         path.unlink(missing_ok=True)
 
@@ -87,16 +93,15 @@ def running() -> list[Instance]:
 
 
 def locate(default_data_dir: pathlib.Path) -> Instance:
-    """The instance a command should act on: the one on the default data dir,
-    else the only one running; NoInstance (with what to do) otherwise."""
+    """The instance a command should act on: the one on this directory's data
+    dir; NoInstance (naming any instance running elsewhere) otherwise."""
     here = read(default_data_dir)
     if here is not None:
         return here
-    instances = running()
-    if len(instances) == 1:
-        return instances[0]
-    if not instances:
+    others = running()
+    if not others:
         raise NoInstance("no running Persona Service found. Start it (`make up`, or `persona-service up`) and "
                          "run this again, or point this command at a database with PERSONA_DATA_DIR or DATABASE_URL.")
-    listed = "; ".join(f"{i.http_url} (PERSONA_DATA_DIR={i.data_dir})" for i in instances)
-    raise NoInstance(f"several Persona Services are running: {listed}. Set PERSONA_DATA_DIR to choose one.")
+    listed = "; ".join(f"{i.http_url} (PERSONA_DATA_DIR={i.data_dir})" for i in others)
+    raise NoInstance(f"no Persona Service runs on this directory's data dir ({default_data_dir.resolve()}); "
+                     f"running elsewhere: {listed}. Set PERSONA_DATA_DIR to act on one of those.")

@@ -50,20 +50,36 @@ def ensure_port_free(port: int, what: str, host: str = "0.0.0.0") -> None:
             raise StackError(f"port {port} ({what}) is already in use; set another with the matching PERSONA_*_PORT") from None
 
 
+# The ports free_port handed out, held bound by this process until it exits.
+_HELD: list[socket.socket] = []
+
+
 def free_port(*offsets: int) -> int:
     """A free port below the ephemeral range (32768+), where binds are reliable; with
     `offsets`, one whose neighbours at those offsets are free too (a stack with several
-    servers takes the ports after its gRPC port, and each one's stream port)."""
+    servers takes the ports after its gRPC port, and each one's stream port).
+
+    Bound once, never released: each port stays bound here (not listening) with
+    SO_REUSEADDR set after the bind, so the listener it is handed to (every one
+    sets SO_REUSEADDR) can bind it, while another process's free_port, which
+    binds without SO_REUSEADDR, cannot take it in between (no check-then-release race)."""
     import random
 
     for _ in range(200):
         port = random.randint(20000, 32000)
+        held: list[socket.socket] = []
         try:
             for offset in (0, *offsets):
-                ensure_port_free(port + offset, "probe")
-            return port
-        except StackError:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                held.append(sock)
+                sock.bind(("0.0.0.0", port + offset))
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        except OSError:
+            for sock in held:
+                sock.close()
             continue
+        _HELD.extend(held)
+        return port
     raise StackError("no free port found")
 
 

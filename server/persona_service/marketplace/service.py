@@ -79,7 +79,7 @@ class MarketplaceService:
             self.cursors, scope, limit, cursor,
             lambda n, after: self.repo.page(org_id=principal.org_id if mine else None, audience_tag=tag,
                                             words=words, limit=n, after=after),
-            "created_at", parameter="cursor",
+            "created_at",
         )
 
     # --- the review task -----------------------------------------------------------------

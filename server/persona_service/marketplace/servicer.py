@@ -41,7 +41,7 @@ class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
 
     def GetListing(self, request, context):
         ctx = current()
-        return listing(self._service(ctx).get(ctx.caller, request.listing_id), ctx.caller.org_id)
+        return listing(self._service(ctx).get(ctx.caller, request.id), ctx.caller.org_id)
 
     def UpdateListing(self, request, context):
         ctx = current()
@@ -49,19 +49,19 @@ class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
                    if request.HasField(name)}
         if request.audience_tags:
             changes["audience_tags"] = list(request.audience_tags)
-        row = self._service(ctx).update(ctx.caller, request.listing_id, changes)
+        row = self._service(ctx).update(ctx.caller, request.id, changes)
         self._reviewed_soon(ctx)
         return listing(row, ctx.caller.org_id)
 
     def UnpublishListing(self, request, context):
         ctx = current()
-        return listing(self._service(ctx).unpublish(ctx.caller, request.listing_id), ctx.caller.org_id)
+        return listing(self._service(ctx).unpublish(ctx.caller, request.id), ctx.caller.org_id)
 
     def PurchaseListing(self, request, context):
         ctx = current()
         billing = BillingService(ctx.conn, processor_for(ctx.conn), storage_for(self.app))
         personas = PersonaService(ctx.conn, self.app.provider_for(ctx), cursors=self.app.cursors)
-        return purchase(self._service(ctx).purchase(ctx.caller, request.listing_id, billing, personas, self.fee_bps))
+        return purchase(self._service(ctx).purchase(ctx.caller, request.id, billing, personas, self.fee_bps))
 
 
 def listing(row: ListingRecord, caller_org_id: str) -> marketplace_pb2.Listing:

@@ -29,7 +29,7 @@ class ModerationQueue:
     def list(self, filters: dict[str, str], cursor: str, limit: int):
         scope = "moderation:" + ":".join(f"{k}={v}" for k, v in sorted(filters.items()))
         return keyset_page(self.cursors, scope, limit, cursor,
-                           lambda n, after: self.repo.open_page(filters, n, after), "created_at", parameter="cursor")
+                           lambda n, after: self.repo.open_page(filters, n, after), "created_at")
 
     def claim(self, principal: Principal, review_id: str) -> ReviewRecord:
         now = utcnow()

@@ -7,7 +7,7 @@ from sqlalchemy import Connection, and_, insert, or_, select, tuple_, update
 from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.records import record_or_none, records
 from persona_service.moderation.records import ReviewRecord
-from persona_service.moderation.tables import ModerationReview
+from persona_service.moderation.tables import OPEN, ModerationReview
 
 _reviews = table_of(ModerationReview)
 
@@ -25,7 +25,7 @@ class ModerationRepository:
 
     def open_page(self, filters: dict[str, str], limit: int, after: tuple[datetime, str] | None) -> list[ReviewRecord]:
         """Pending and claimed items, oldest first."""
-        stmt = select(_reviews).where(_reviews.c.status.in_(("pending", "claimed")))
+        stmt = select(_reviews).where(OPEN)
         if filters.get("stage"):
             stmt = stmt.where(_reviews.c.stage == filters["stage"])
         if filters.get("org_id"):

@@ -24,11 +24,11 @@ class ModerationServicer(moderation_pb2_grpc.ModerationServiceServicer):
 
     def ClaimModerationReview(self, request, context):
         ctx = current()
-        return review(self._queue(ctx).claim(ctx.caller, request.review_id))
+        return review(self._queue(ctx).claim(ctx.caller, request.id))
 
     def ResolveModerationReview(self, request, context):
         ctx = current()
-        return review(self._queue(ctx).resolve(ctx.caller, request.review_id, request.decision, request.note))
+        return review(self._queue(ctx).resolve(ctx.caller, request.id, request.decision, request.note))
 
 
 def review(row: ReviewRecord) -> moderation_pb2.ModerationReview:

@@ -10,11 +10,16 @@ from sqlalchemy import (
     Index,
     String,
     Text,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from persona_service.kernel.db.base import Base, created_at_column
+
+# Items still open (the queue), literal so the partial indexes' predicate
+# is provably implied in every plan, generic ones included.
+OPEN = text("status IN ('pending', 'claimed')")
 
 
 class ModerationReview(Base):
@@ -37,4 +42,9 @@ class ModerationReview(Base):
     resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = created_at_column()
 
-    __table_args__ = (Index("ix_moderation_reviews_status_created", "status", "created_at"),)
+    __table_args__ = (
+        Index("ix_moderation_reviews_status_created", "status", "created_at"),
+        # The queue, oldest first (migration 0015).
+        Index("ix_moderation_reviews_open", "created_at", "id", postgresql_where=OPEN),
+        Index("ix_moderation_reviews_open_stage", "stage", "created_at", "id", postgresql_where=OPEN),
+    )

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from persona_service.kernel.module import Command
+from persona_service.kernel.command import Command
 
 
 def bootstrap(args: argparse.Namespace) -> int:
@@ -76,5 +76,5 @@ COMMANDS = (
     Command("bootstrap", "create an organization, workspace, Owner and an all-scopes API key", bootstrap,
             _bootstrap_arguments, on_instance=True),
     Command("mint-jwt", "issue a session JWT for a member of an organization (refused for anyone else)", mint_jwt,
-            _mint_jwt_arguments, on_instance=True),
+            _mint_jwt_arguments, on_instance=True, standalone=True),
 )

@@ -6,11 +6,14 @@ from __future__ import annotations
 from sqlalchemy import Connection
 
 from persona_service.kernel.auth import KeyCredential, MemberCredential
+from persona_service.orgs.keys import KEY_PREFIXES
 from persona_service.orgs.keys_repository import KeyRepository
 from persona_service.orgs.repository import OrgRepository
 
 
 class OrgCredentialStore:
+    key_prefixes: tuple[str, ...] = KEY_PREFIXES
+
     def find_key(self, conn: Connection, secret_hash: str) -> KeyCredential | None:
         return KeyRepository(conn).find_for_auth(secret_hash)
 

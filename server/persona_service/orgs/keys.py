@@ -11,9 +11,16 @@ from persona_service.kernel.auth import hash_secret
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import Forbidden, NotFound, ValidationFailed, Violation
-from persona_service.kernel.principal import KEY_SCOPES, SCIM_SCOPE, Principal
+from persona_service.kernel.principal import KEY_SCOPES, Principal, Scope
 from persona_service.orgs.keys_repository import SCIM, KeyRepository
 from persona_service.orgs.records import ApiKeyRecord
+
+# Provisioning through SCIM. Not one of the six scopes an API key is given:
+# SCIM tokens hold it alone (it confines them to the SCIM endpoints), and
+# `config:write` implies it.
+SCIM_SCOPE = Scope("scim:provision", implied_by="config:write", confined=True)
+# Bearer prefixes of the credentials found by secret hash: API keys, SCIM tokens.
+KEY_PREFIXES = ("sk_live_", "sk_test_", "scim_")
 
 
 def new_secret(mode: str) -> str:
@@ -56,10 +63,10 @@ class KeyService:
             raise NotFound("API key")
         return row
 
-    def list(self, principal: Principal, page_size: int, page_token: str):
+    def list(self, principal: Principal, limit: int, cursor: str):
         return keyset_page(
-            self.cursors, f"keys:{principal.workspace_id}", page_size, page_token,
-            lambda limit, after: self.repo.list_page(principal.workspace_id, limit, after), "created_at",
+            self.cursors, f"keys:{principal.workspace_id}", limit, cursor,
+            lambda n, after: self.repo.list_page(principal.workspace_id, n, after), "created_at",
         )
 
     def revoke(self, principal: Principal, key_id: str) -> tuple[ApiKeyRecord, str | None]:
@@ -82,7 +89,7 @@ class ScimTokens:
         secret = f"scim_{secrets.token_urlsafe(32)}"
         row = self.repo.create(
             id=ids.new_id("api_key"), org_id=principal.org_id, workspace_id=principal.workspace_id,
-            created_by_user_id=principal.user_id, name=name, scopes=[SCIM_SCOPE], mode="live", prefix=secret[:12],
+            created_by_user_id=principal.user_id, name=name, scopes=[SCIM_SCOPE.name], mode="live", prefix=secret[:12],
             secret_hash=hash_secret(secret), ip_allowlist=[], purpose=SCIM,
         )
         return row, secret
@@ -91,7 +98,6 @@ class ScimTokens:
         return keyset_page(
             self.cursors, f"scim-tokens:{principal.org_id}", limit, cursor,
             lambda n, after: self.repo.list_page("", n, after, org_id=principal.org_id, purpose=SCIM), "created_at",
-            parameter="cursor",
         )
 
     def revoke(self, principal: Principal, token_id: str) -> tuple[ApiKeyRecord, str | None]:

@@ -1,7 +1,8 @@
 from persona.v1 import keys_pb2, keys_pb2_grpc
 
+from persona_service.kernel.auth import hash_secret
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import nullable_time, optional_time, timestamp
+from persona_service.kernel.transport.convert import nullable_time, optional_time, page_limit, timestamp
 from persona_service.orgs.keys import KeyService
 from persona_service.orgs.records import ApiKeyRecord
 
@@ -29,12 +30,14 @@ class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
             name=request.name, scopes=list(request.scopes), mode=request.mode,
             expires_at=optional_time(request, "expires_at"), ip_allowlist=list(request.ip_allowlist),
         )
+        # Every process forgets a refusal of this secret (kernel.auth): the key works at once everywhere.
+        ctx.after_commit.append(lambda: self.app.invalidate("cred:key:" + hash_secret(secret)))
         return keys_pb2.CreateApiKeyResponse(key=api_key(row), secret=secret)
 
     def ListApiKeys(self, request, context):
         ctx = current()
-        rows, token = self._service(ctx).list(ctx.caller, request.page_size, request.page_token)
-        return keys_pb2.ListApiKeysResponse(keys=[api_key(r) for r in rows], next_page_token=token)
+        rows, cursor = self._service(ctx).list(ctx.caller, page_limit(request), request.cursor)
+        return keys_pb2.ListApiKeysResponse(items=[api_key(r) for r in rows], next_cursor=cursor)
 
     def GetApiKey(self, request, context):
         ctx = current()

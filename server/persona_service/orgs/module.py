@@ -5,6 +5,7 @@ from persona.v1 import keys_pb2_grpc, orgs_pb2_grpc
 from persona_service.kernel.module import Module, ServiceBinding
 from persona_service.orgs.commands import COMMANDS
 from persona_service.orgs.credentials import OrgCredentialStore
+from persona_service.orgs.keys import SCIM_SCOPE
 from persona_service.orgs.keys_servicer import ApiKeyServicer
 from persona_service.orgs.repository import OrgRepository
 from persona_service.orgs.servicer import OrganizationServicer
@@ -18,6 +19,7 @@ MODULE = Module(
     ),
     id_prefixes={"org": "org", "workspace": "ws", "user": "usr", "api_key": "key"},
     commands=COMMANDS,
+    scopes=(SCIM_SCOPE,),
     credentials=OrgCredentialStore,
     personal_data=lambda conn, subject: OrgRepository(conn).personal_data(subject.org_id, subject.user_id),
     erase_personal_data=lambda conn, subject, now: OrgRepository(conn).erase_member(

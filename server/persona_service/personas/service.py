@@ -69,10 +69,10 @@ class PersonaService:
             raise NotFound("persona")
         return row
 
-    def list(self, principal: Principal, filters: dict[str, Any], page_size: int, page_token: str):
+    def list(self, principal: Principal, filters: dict[str, Any], limit: int, cursor: str):
         return keyset_page(
-            self.cursors, f"personas:{principal.workspace_id}", page_size, page_token,
-            lambda limit, after: self.repo.list_page(principal.workspace_id, filters, limit, after), "created_at",
+            self.cursors, f"personas:{principal.workspace_id}", limit, cursor,
+            lambda n, after: self.repo.list_page(principal.workspace_id, filters, n, after), "created_at",
         )
 
     def voice(self, principal: Principal, persona_id: str) -> VoiceRecord:

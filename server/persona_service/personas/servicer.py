@@ -4,7 +4,7 @@ from persona.v1 import personas_pb2, personas_pb2_grpc
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import message_json, nullable_time, struct, timestamp
+from persona_service.kernel.transport.convert import message_json, nullable_time, page_limit, struct, timestamp
 from persona_service.kernel.transport.errors import error_message
 from persona_service.personas.cards import persona_to_card
 from persona_service.personas.records import PersonaRecord
@@ -89,8 +89,8 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
         ctx = current()
         filters = {"state": request.state, "visibility": request.visibility, "root_id": request.root_id,
                    "show_deleted": request.show_deleted}
-        rows, token = self._service(ctx).list(ctx.caller, filters, request.page_size, request.page_token)
-        return personas_pb2.ListPersonasResponse(personas=[persona(r) for r in rows], next_page_token=token)
+        rows, cursor = self._service(ctx).list(ctx.caller, filters, page_limit(request), request.cursor)
+        return personas_pb2.ListPersonasResponse(items=[persona(r) for r in rows], next_cursor=cursor)
 
     def UpdatePersona(self, request, context):
         ctx = current()

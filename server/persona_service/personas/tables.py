@@ -59,6 +59,10 @@ class Persona(Base):
     __table_args__ = (
         UniqueConstraint("workspace_id", "slug", name="uq_personas_workspace_slug"),
         Index("ix_personas_workspace_created", "workspace_id", "created_at", "id"),
+        # One per list filter, in the keyset order (migration 0015).
+        Index("ix_personas_workspace_state_created", "workspace_id", "state", "created_at", "id"),
+        Index("ix_personas_workspace_visibility_created", "workspace_id", "visibility", "created_at", "id"),
+        Index("ix_personas_root_created", "root_id", "created_at"),
     )
 
 

@@ -11,34 +11,47 @@ import logging
 from PIL import Image
 
 from persona_service.files.storage import ObjectNotFound, storage_for
-from persona_service.kernel.audit import AuditEntry, AuditLog
+from persona_service.kernel.audit import AuditEntry
 from persona_service.kernel.tasks import TaskRecord
+from persona_service.portraits.records import PortraitRecord
 from persona_service.portraits.service import PortraitService
-from persona_service.providers.base import ProviderError
+from persona_service.providers.base import ImageProvider, ProviderError
 from persona_service.providers.factory import backoff_delays, make_image_provider
-from persona_service.providers.retrying import Retrying
+from persona_service.providers.retrying import Retrying, failure_details
 
 log = logging.getLogger("persona_service.portraits")
-_PROVIDERS: dict[int, Retrying] = {}
+_PROVIDERS: dict[int, tuple[ImageProvider, tuple[float, ...]]] = {}
 
 
-def image_provider(app) -> Retrying:
-    """The process's image provider, retried with the spec's backoff; every
-    failed upstream attempt is written to the audit log (its envelope under
-    `details`, never shown to callers)."""
-    provider = _PROVIDERS.get(id(app))
-    if provider is None:
-        def audit(error: ProviderError, attempt: int, operation: str) -> None:
-            with app.engine.begin() as conn:
-                AuditLog(conn).record(AuditEntry(
-                    action="provider.call", outcome="failure", status=error.spec.http_status, request_id="",
-                    client_ip=None, resource_type="provider", resource_id=error.provider, error_code=error.code,
-                    details={"operation": operation, "attempt": attempt, "upstreamStatus": error.upstream_status,
-                             "upstream": error.upstream, "reason": error.reason},
-                ))
+def _configured(app) -> tuple[ImageProvider, tuple[float, ...]]:
+    """The process's image provider and the spec's backoff (made once)."""
+    found = _PROVIDERS.get(id(app))
+    if found is None:
+        found = _PROVIDERS[id(app)] = (make_image_provider(), backoff_delays())
+    return found
 
-        provider = _PROVIDERS[id(app)] = Retrying(make_image_provider(), delays=backoff_delays(), on_failure=audit)
-    return provider
+
+def provider_name(app) -> str:
+    return _configured(app)[0].name
+
+
+def image_provider(app, portrait: PortraitRecord) -> Retrying:
+    """The image provider for one portrait, retried; every failed upstream
+    attempt is written to the audit log under the portrait's organization
+    and workspace (its envelope under `details.upstream`, never shown to
+    callers), as a text provider's is, so the organization sees it in
+    GET /v1/audit/events."""
+    provider, delays = _configured(app)
+
+    def audit(error: ProviderError, attempt: int, operation: str) -> None:
+        app.audit([AuditEntry(
+            action="provider.call", outcome="failure", status=error.spec.http_status, request_id="", client_ip=None,
+            org_id=portrait.org_id, workspace_id=portrait.workspace_id, resource_type="provider",
+            resource_id=error.provider, error_code=error.code,
+            details={**failure_details(error, attempt, operation), "portraitId": portrait.id},
+        )])
+
+    return Retrying(provider, delays=delays, on_failure=audit)
 
 
 def render(app, task: TaskRecord) -> None:
@@ -46,8 +59,8 @@ def render(app, task: TaskRecord) -> None:
         job = PortraitService(conn).start_render(task.subject_id)
     if job is None:
         return  # settled already (a retried task whose earlier attempt finished)
-    storage, images = storage_for(app), image_provider(app)
     portrait = job.portrait
+    storage, images = storage_for(app), image_provider(app, portrait)
     try:
         if job.prompt is not None:
             png = images.generate_image(job.prompt)

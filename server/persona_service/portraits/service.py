@@ -88,7 +88,7 @@ class PortraitService:
         return keyset_page(
             self.cursors, f"portraits:{principal.workspace_id}:{persona_id}:{conversation_id}", limit, cursor,
             lambda n, after: self.repo.list_page(principal.workspace_id, persona_id, conversation_id, n, after),
-            "created_at", parameter="cursor",
+            "created_at",
         )
 
     def approve(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:

@@ -12,7 +12,7 @@ from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import int32, page_limit, timestamp
 from persona_service.portraits.records import SETTLED, PortraitRecord
-from persona_service.portraits.render import image_provider
+from persona_service.portraits.render import provider_name
 from persona_service.portraits.service import PortraitService
 from persona_service.portraits.settings import PortraitSettings
 from persona_service.providers.base import ProviderError, ProviderTimeout
@@ -45,13 +45,13 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
     def EditPortrait(self, request, context):
         ctx = current()
         row = self._service(ctx).edit(
-            ctx.caller, request.persona_id, request.portrait_id, request.instruction, self._quota(ctx))
+            ctx.caller, request.persona_id, request.id, request.instruction, self._quota(ctx))
         self._settle_after_commit(ctx, context, row.id, self._edit_result)
         return self._edit_result(row)
 
     def GetPortrait(self, request, context):
         ctx = current()
-        return self._portrait(self._service(ctx).get(ctx.caller, request.persona_id, request.portrait_id))
+        return self._portrait(self._service(ctx).get(ctx.caller, request.persona_id, request.id))
 
     def ListPortraits(self, request, context):
         ctx = current()
@@ -62,11 +62,11 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
 
     def ApprovePortrait(self, request, context):
         ctx = current()
-        return self._portrait(self._service(ctx).approve(ctx.caller, request.persona_id, request.portrait_id))
+        return self._portrait(self._service(ctx).approve(ctx.caller, request.persona_id, request.id))
 
     def RejectPortrait(self, request, context):
         ctx = current()
-        return self._portrait(self._service(ctx).reject(ctx.caller, request.persona_id, request.portrait_id))
+        return self._portrait(self._service(ctx).reject(ctx.caller, request.persona_id, request.id))
 
     def _edit_result(self, row: PortraitRecord) -> portraits_pb2.PortraitEditResult:
         url = storage_for(self.app).signed_url(row.storage_key, self.ttl)
@@ -99,7 +99,7 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
                 return response
             if row.status == "failed" and row.failure_code in ("provider_error", "provider_timeout"):
                 error = ProviderTimeout if row.failure_code == "provider_timeout" else ProviderError
-                raise error(image_provider(self.app).name, "the image provider failed")
+                raise error(provider_name(self.app), "the image provider failed")
             return answer(row)
 
         ctx.finish = finish

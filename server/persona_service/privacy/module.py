@@ -7,20 +7,24 @@ from persona_service.files.storage import storage_for
 from persona_service.kernel.module import Job, Module, ServiceBinding
 from persona_service.kernel.settings import load
 from persona_service.privacy.repository import PrivacyRepository
-from persona_service.privacy.service import build_one
+from persona_service.privacy.service import PrivacyService
 from persona_service.privacy.servicer import PrivacyServicer
 from persona_service.privacy.settings import PrivacySettings
 
 
 def build_pending(app) -> int:
-    """Every pending export (the operators' build-one call stays for them)."""
+    """Every pending export, each in a transaction of its own (the operators'
+    build-one RPC builds one in its unit of work)."""
     settings = load(PrivacySettings)
     if not settings.dsar_exports:
         return 0
     built = 0
-    while build_one(app.engine, storage_for(app), app.modules.personal_data, settings.dsar_download_ttl_seconds):
+    while True:
+        with app.engine.begin() as conn:
+            if PrivacyService(conn).build(storage_for(app), app.modules.personal_data,
+                                          settings.dsar_download_ttl_seconds) is None:
+                return built
         built += 1
-    return built
 
 
 MODULE = Module(

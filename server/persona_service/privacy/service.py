@@ -1,12 +1,14 @@
 """Privacy exports (DSAR): requested by users, built into one JSON bundle
 of what every module holds about them (Module.personal_data), stored
-through the storage port. Services never commit; build_one runs its parts
-in transactions of its own (the claim commits before the bundle is built)."""
+through the storage port. Services never commit: the module's job builds
+each pending export in a transaction of its own, the admin build-one RPC
+in its unit of work; a builder that dies rolls its claim back."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -23,6 +25,7 @@ from persona_service.orgs.directory import OrgDirectory
 from persona_service.privacy.records import Erasure, ExportRecord
 from persona_service.privacy.repository import PrivacyRepository
 
+log = logging.getLogger("persona_service.privacy")
 SCHEMA_VERSION = 1
 LEASE_SECONDS = 300.0
 PersonalData = Callable[[Any, Subject], dict[str, list[dict[str, Any]]]]
@@ -36,7 +39,28 @@ class PrivacyService:
         self.cursors = cursors
 
     def request(self, principal: Principal) -> ExportRecord:
+        """A new pending export, or the user's export already pending or running."""
         return self.repo.request(ids.new_id("privacy_export"), principal.org_id, principal.user_id)
+
+    def build(self, storage: Storage, sources: Sequence[PersonalData], ttl_seconds: int) -> ExportRecord | None:
+        """Claim the oldest pending export (skipping those another builder
+        holds; a lapsed lease counts as pending), build and store its bundle,
+        in this unit of work: the export, or None when nothing was pending.
+        A build that fails settles the export `failed` (with the error), so
+        it never holds up the exports behind it."""
+        job = self.repo.claim(LEASE_SECONDS)
+        if job is None:
+            return None
+        try:
+            with self.conn.begin_nested():
+                body, digest = bundle(self.conn, Subject(job.org_id, job.user_id), sources)
+                key = object_key(job.org_id, "privacy", f"{job.id}.json")
+                storage.put(key, body, "application/json")  # rewritten, never orphaned, if this rolls back
+                self.repo.complete(job.id, key, digest, utcnow() + timedelta(seconds=ttl_seconds))
+        except Exception as exc:  # noqa: BLE001 - recorded on the export
+            log.exception("privacy export %s failed", job.id)
+            self.repo.fail(job.id, f"{type(exc).__name__}: {exc}")
+        return job
 
     def erase(self, principal: Principal, erasers: Sequence[Eraser], storage: Storage) -> Erasure:
         """Right to erasure (see the proto): every module erases its part; this
@@ -65,7 +89,6 @@ class PrivacyService:
         return keyset_page(
             self.cursors, f"privacy-exports:{principal.org_id}:{principal.user_id}", limit, cursor,
             lambda n, after: self.repo.page(principal.org_id, principal.user_id, n, after), "created_at",
-            parameter="cursor",
         )
 
 
@@ -79,27 +102,6 @@ def download_of(row: ExportRecord, storage: Storage, now: datetime) -> SignedUrl
     if status_of(row, now) != "completed" or row.expires_at is None:
         return None
     return storage.signed_url(row.storage_key, max(1, int((row.expires_at - now).total_seconds())))
-
-
-def build_one(engine, storage: Storage, sources: Sequence[PersonalData], ttl_seconds: int) -> str | None:
-    """Claim the oldest pending export (a lapsed lease counts as pending),
-    build and store its bundle; its id, or None when nothing was pending."""
-    with engine.begin() as conn:
-        job = PrivacyRepository(conn).claim(LEASE_SECONDS)
-    if job is None:
-        return None
-    try:
-        with engine.connect() as conn:
-            body, digest = bundle(conn, Subject(job.org_id, job.user_id), sources)
-        key = object_key(job.org_id, "privacy", f"{job.id}.json")
-        storage.put(key, body, "application/json")
-    except Exception as exc:  # noqa: BLE001 - recorded on the export; the caller moves on
-        with engine.begin() as conn:
-            PrivacyRepository(conn).fail(job.id, f"{type(exc).__name__}: {exc}")
-        raise
-    with engine.begin() as conn:
-        PrivacyRepository(conn).complete(job.id, key, digest, utcnow() + timedelta(seconds=ttl_seconds))
-    return job.id
 
 
 def bundle(conn, subject: Subject, sources: Sequence[PersonalData]) -> tuple[bytes, str]:

@@ -7,9 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
 
 from persona_service.kernel.db.migrate import alembic_config
+from persona_service.probes.repository import ProbeRepository
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,7 @@ def readiness(engine, redis_client, version_dirs: Iterable[str]) -> list[Check]:
     checks = []
     try:
         with engine.connect() as conn:
-            conn.execute(text("SET LOCAL statement_timeout = 2000"))
-            applied = set(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
+            applied = ProbeRepository(conn).applied_migrations(timeout_ms=2000)
         checks.append(Check("postgres", True))
         heads = migration_heads(tuple(sorted(version_dirs)))
         checks.append(Check("migrations", applied == heads, ",".join(sorted(applied)) or "none"))

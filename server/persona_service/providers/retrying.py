@@ -44,6 +44,12 @@ DEFAULT_DELAYS = (1.0, 2.0, 4.0)
 _RETRYABLE_CLIENT_STATUSES = frozenset({408, 409, 429})
 
 
+def failure_details(error: ProviderError, attempt: int, operation: str) -> dict[str, Any]:
+    """What the audit log keeps of one failed upstream attempt (callers never see it)."""
+    return {"operation": operation, "attempt": attempt, "upstreamStatus": error.upstream_status,
+            "upstream": error.upstream, "reason": error.reason}
+
+
 class Retrying:
     def __init__(
         self,

@@ -6,6 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from persona_service.kernel.errors import ApiError
+from persona_service.kernel.transport.errors import compact_json
+
+SCIM_ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error"
+SCIM_MEDIA_TYPE = "application/scim+json"
 
 
 def scim_error(code: str, scim_type: str | None, message: str, **details: Any) -> ApiError:
@@ -18,3 +22,17 @@ def invalid_value(message: str, violations: list[dict[str, Any]] | None = None) 
 
 def bad_request(scim_type: str, message: str) -> ApiError:
     return scim_error("bad_request", scim_type, message)
+
+
+def scim_error_body(error: dict[str, Any], status: int) -> tuple[str, str]:
+    """The SCIM error shape (options.ERROR_SHAPE_SCIM): SCIM's error schema
+    with the scimType from the details."""
+    scim_type = error["details"].get("scimType")
+    body = {"schemas": [SCIM_ERROR_SCHEMA], "status": str(status), "detail": error["message"],
+            **({"scimType": scim_type} if isinstance(scim_type, str) else {})}
+    if error["code"] == "validation_failed":
+        # The spec answers validation errors in the envelope, SCIM clients
+        # read SCIM's schema: both are there (only here; strict SCIM
+        # clients refuse members the schema does not name).
+        body["error"] = error
+    return compact_json(body), SCIM_MEDIA_TYPE

@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, desc
+from sqlalchemy import Connection
 
 from persona_service.kernel.clock import iso, utcnow
 from persona_service.kernel.errors import ApiError, NotFound
@@ -18,7 +18,7 @@ from persona_service.kernel.ids import new_id
 from persona_service.orgs.members import OWNER, MemberDirectory
 from persona_service.scim.documents import canonical, parse_json, project
 from persona_service.scim.errors import bad_request, invalid_value, scim_error
-from persona_service.scim.filters import SqlFilter, parse_filter
+from persona_service.scim.filters import parse_filter
 from persona_service.scim.patch import apply_patch
 from persona_service.scim.records import Grant, ScimRecord
 from persona_service.scim.repository import (
@@ -130,8 +130,7 @@ class Resources:
         return Rendered(project(self.rt, rendered.body, attributes, excluded), rendered.etag, rendered.location)
 
     def find(self, query: Query) -> dict[str, Any]:
-        where = SqlFilter(self.rt, self.repo.document, self.repo.columns).where(
-            parse_filter(query.filter)) if query.filter.strip() else None
+        where = self.repo.where(self.rt, parse_filter(query.filter)) if query.filter.strip() else None
         start = max(1, query.start_index)
         count = min(max(0, query.count), MAX_RESULTS)
         rows, total = self.repo.page(self.org_id, where, self._order(query), start - 1, count)
@@ -143,11 +142,10 @@ class Resources:
         if not query.sort_by:
             return []
         node = parse_filter(f"{query.sort_by} pr")  # the same attribute rules as filters
-        column = SqlFilter(self.rt, self.repo.document, self.repo.columns).sort_key(node)
-        descending = query.sort_order.lower() == "descending"
+        order = self.repo.order(self.rt, node, descending=query.sort_order.lower() == "descending")
         if query.sort_order and query.sort_order.lower() not in ("ascending", "descending"):
             raise bad_request("invalidValue", "sortOrder is `ascending` or `descending`.")
-        return [desc(column).nulls_last() if descending else column.asc().nulls_last()]
+        return order
 
     # --- writing ------------------------------------------------------------------
 

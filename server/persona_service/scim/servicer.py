@@ -12,13 +12,14 @@ from google.api import httpbody_pb2
 from persona.v1 import scim_pb2, scim_pb2_grpc
 
 from persona_service.files.storage import public_url
+from persona_service.kernel.auth import hash_secret
 from persona_service.kernel.errors import ApiError, NotFound
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
-from persona_service.kernel.transport.errors import SCIM_MEDIA_TYPE
 from persona_service.orgs.keys import ScimTokens
 from persona_service.orgs.records import ApiKeyRecord
 from persona_service.scim.documents import parse_json
+from persona_service.scim.errors import SCIM_MEDIA_TYPE
 from persona_service.scim.schemas import (
     RESOURCE_TYPES,
     SCHEMAS,
@@ -194,6 +195,7 @@ class ScimTokenServicer(scim_pb2_grpc.ScimTokenServiceServicer):
     def CreateScimToken(self, request, context):
         ctx = current()
         row, secret = ScimTokens(ctx.conn).create(ctx.caller, request.name)
+        ctx.after_commit.append(lambda: self.app.invalidate("cred:key:" + hash_secret(secret)))  # as a new API key
         return scim_pb2.CreateScimTokenResponse(token=scim_token(row), secret=secret)
 
     def ListScimTokens(self, request, context):

@@ -31,6 +31,8 @@ class ScimUser(Base):
 
     __table_args__ = (
         Index("uq_scim_users_user_name", "org_id", text("lower(user_name)"), unique=True),
+        # `userName sw ...`: a prefix LIKE, whatever the collation (migration 0015).
+        Index("ix_scim_users_user_name_prefix", "org_id", text("lower(user_name) text_pattern_ops")),
         Index("ix_scim_users_created", "org_id", "created_at", "id"),
         Index("ix_scim_users_external_id", "org_id", "external_id"),
     )

@@ -28,6 +28,12 @@ _events = table_of(OutboxEvent)
 TEST_PING = "webhook.endpoint.test_ping"
 
 
+def listen(driver_conn, channels) -> None:
+    """Subscribe a driver (psycopg) connection in autocommit to the notification channels."""
+    for channel in channels:
+        driver_conn.execute(f"LISTEN {channel}")
+
+
 class WebhookRepository:
     def __init__(self, conn: Connection):
         self.conn = conn

@@ -260,7 +260,7 @@ class WebhookService:
     def list(self, principal: Principal, cursor: str, limit: int):
         return keyset_page(
             self.cursors, f"webhooks:{principal.workspace_id}", limit, cursor,
-            lambda n, after: self.repo.list_page(principal.workspace_id, n, after), "created_at", parameter="cursor",
+            lambda n, after: self.repo.list_page(principal.workspace_id, n, after), "created_at",
         )
 
     def ping(self, principal: Principal, endpoint_id: str) -> str:
@@ -274,7 +274,7 @@ class WebhookService:
         self.get(principal, endpoint_id)
         rows, token = keyset_page(
             self.cursors, f"webhook-deliveries:{endpoint_id}:{status}", limit, cursor,
-            lambda n, after: self.repo.deliveries_page(endpoint_id, status, n, after), "created_at", parameter="cursor",
+            lambda n, after: self.repo.deliveries_page(endpoint_id, status, n, after), "created_at",
         )
         attempts = self.repo.attempts_for([r.id for r in rows])
         return [(r, attempts.get(r.id, [])) for r in rows], token

@@ -93,9 +93,9 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
 
     def ListWebhookDeliveries(self, request, context):
         ctx = current()
-        items, cursor = self._service(ctx).deliveries(ctx.caller, request.id, request.status, request.cursor, page_limit(request))
+        items, cursor = self._service(ctx).deliveries(ctx.caller, request.webhook_id, request.status, request.cursor, page_limit(request))
         return webhooks_pb2.ListWebhookDeliveriesResponse(items=[delivery(r, a) for r, a in items], next_cursor=cursor)
 
     def ReplayWebhookDelivery(self, request, context):
         ctx = current()
-        return delivery(*self._service(ctx).replay(ctx.caller, request.id, request.delivery_id))
+        return delivery(*self._service(ctx).replay(ctx.caller, request.webhook_id, request.id))

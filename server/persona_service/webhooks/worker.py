@@ -50,7 +50,7 @@ from persona_service.kernel.transport.convert import message_json, struct, times
 from persona_service.webhooks.http import HTTPClient, HTTPError
 from persona_service.webhooks.metrics import DELIVERIES, DELIVERY_SECONDS, outcome_of
 from persona_service.webhooks.records import DueDelivery
-from persona_service.webhooks.repository import DeliveryQueue
+from persona_service.webhooks.repository import DeliveryQueue, listen
 from persona_service.webhooks.service import (
     DELIVERY_TIMEOUT_SECONDS,
     RESPONSE_BODY_LIMIT,
@@ -342,8 +342,7 @@ class DeliveryWorker:
                 assert conn is not None  # a live psycopg connection: it was just checked out
                 raw.detach()  # LISTEN state never goes back to the pool
                 conn.autocommit = True
-                for channel in WAKE_CHANNELS:
-                    conn.execute(f"LISTEN {channel}")
+                listen(conn, WAKE_CHANNELS)
                 loop.call_soon_threadsafe(wakeups.notify)
                 backoff = 0.5
                 while not stop.is_set():

@@ -32,13 +32,13 @@ def test_a_json_line_with_the_clients_method_path_and_trace(http, stack, tenant)
     request_id = "req-log-" + uuid.uuid4().hex[:12]
     headers = {**tenant.auth, "X-Request-Id": request_id,
                "traceparent": f"00-{trace_id}-{uuid.uuid4().hex[:16]}-01"}
-    r = http.get("/v1/personas?pageSize=2", headers=headers)
+    r = http.get("/v1/personas?limit=2", headers=headers)
     assert r.status_code == 200 and r.headers["x-trace-id"] == trace_id
     assert "x-persona-log" not in r.headers  # who called is for the log, not the answer
     (line,) = _lines(stack, request_id)
     assert line["rpc"] == "/persona.v1.PersonaService/ListPersonas"
     assert (line["org"], line["workspace"]) == (tenant.org_id, tenant.workspace_id) and line["principal"].startswith("key_")
-    assert line["method"] == "GET" and line["path"] == "/v1/personas?pageSize"
+    assert line["method"] == "GET" and line["path"] == "/v1/personas?limit"
     assert line["status"] == 200 and line["trace_id"] == trace_id and line["request_id"] == request_id
     assert isinstance(line["duration_ms"], int) and line["upstream"] and line["code"] is None
 

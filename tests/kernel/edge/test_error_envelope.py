@@ -98,7 +98,7 @@ def test_401_revoked_key_immediately(http, tenant):
     key_id, secret = created.json()["key"]["id"], created.json()["secret"]
     # Use it first, so the server has the credential cached.
     assert http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(secret)).status_code == 200
-    revoked = http.post(f"/v1/keys/{key_id}:revoke", headers=tenant.auth, json={})
+    revoked = http.post(f"/v1/keys/{key_id}/revoke", headers=tenant.auth, json={})
     assert revoked.status_code == 200, revoked.text
     error_of(http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(secret)), 401, "unauthorized")
 
@@ -205,7 +205,7 @@ def test_404_unknown_path(http, tenant, method, path):
 
 @pytest.mark.parametrize("method,path,allow", [
     ("PUT", "/v1/personas", "GET, HEAD, POST"), ("DELETE", "/v1/keys/key_x", "GET, HEAD"),
-    ("GET", "/v1/keys/key_x:revoke", "POST"), ("DELETE", "/v1/personas?pageSize=2", "GET, HEAD, POST"),
+    ("GET", "/v1/keys/key_x/revoke", "POST"), ("DELETE", "/v1/personas?limit=2", "GET, HEAD, POST"),
 ])
 def test_405_a_known_path_with_another_method_says_which_it_takes(http, tenant, method, path, allow):
     r = http.request(method, path, headers=tenant.auth)
@@ -362,8 +362,8 @@ def test_400_unknown_query_parameter(http, tenant):
 
 
 def test_400_query_parameter_of_wrong_type(http, tenant):
-    error = error_of(http.get("/v1/keys", params={"pageSize": "abc"}, headers=tenant.auth), 400, "bad_request")
-    assert "page_size" in error["message"] or "pageSize" in error["message"]
+    error = error_of(http.get("/v1/keys", params={"limit": "abc"}, headers=tenant.auth), 400, "bad_request")
+    assert "limit" in error["message"]
 
 
 # --- carrier headers cannot be forged -----------------------------------------

@@ -16,9 +16,9 @@ PERSONA = json.dumps({"intent": "A grumpy lighthouse keeper who loves jazz"}).en
 
 
 def _count(http, tenant) -> int:
-    r = http.get("/v1/personas", params={"pageSize": 100}, headers=tenant.auth)
+    r = http.get("/v1/personas", params={"limit": 100}, headers=tenant.auth)
     assert r.status_code == 200, r.text
-    return len(r.json()["personas"])
+    return len(r.json()["items"])
 
 
 @pytest.mark.parametrize(("content_type", "body"), [
@@ -51,7 +51,7 @@ def test_json_with_or_without_a_utf8_charset_is_read(http, tenant, content_type)
 def test_a_bodiless_write_needs_no_content_type(http, tenant):
     made = http.post("/v1/keys", headers=tenant.auth, json={"name": "revoke me", "scopes": ["chat:read"]})
     key_id = made.json()["key"]["id"]
-    r = http.post(f"/v1/keys/{key_id}:revoke", headers=tenant.auth)
+    r = http.post(f"/v1/keys/{key_id}/revoke", headers=tenant.auth)
     assert "content-type" not in r.request.headers
     assert r.status_code == 200, r.text
 

@@ -44,7 +44,7 @@ def _unknown(response, *paths: str) -> dict:
     ("POST", "/v1/chat/completions", {**CHAT, "stream_options": {"include_usage": True, "usage": 1}},
      ["stream_options.usage"]),
     # The RPC binds its body to a field (`body: "card"`): paths are the card's.
-    ("POST", "/v1/personas:import", {"spec": "chara_card_v2", "data": {"name": "X", "nme": "X"}}, ["data.nme"]),
+    ("POST", "/v1/personas/import", {"spec": "chara_card_v2", "data": {"name": "X", "nme": "X"}}, ["data.nme"]),
     # Several at once, each named.
     ("POST", "/v1/personas", {"intent": INTENT, "visiblity": "public", "soul": {"fears": "x"}},
      ["visiblity", "soul.fears"]),
@@ -56,9 +56,9 @@ def test_unknown_body_fields_are_refused_by_name(http, tenant, method, path, bod
 
 
 def test_nothing_is_created_when_a_field_is_unknown(http, tenant):
-    before = len(http.get("/v1/keys", headers=tenant.auth).json()["keys"])
+    before = len(http.get("/v1/keys", headers=tenant.auth).json()["items"])
     _unknown(http.post("/v1/keys", json={"name": "k", "scopes": SCOPES, "scope": "x"}, headers=tenant.auth), "scope")
-    assert len(http.get("/v1/keys", headers=tenant.auth).json()["keys"]) == before
+    assert len(http.get("/v1/keys", headers=tenant.auth).json()["items"]) == before
 
 
 def test_free_form_values_keep_any_keys(http, tenant):

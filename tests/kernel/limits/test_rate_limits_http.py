@@ -6,7 +6,6 @@ per-address bucket of unauthenticated requests. Spec: Limits."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +14,7 @@ import httpx
 import pytest
 from persona_service.config.repository import ORG_LEVEL, ConfigRepository
 from persona_service.kernel import ids
-from persona_service.kernel.limits.plans import ANONYMOUS_PER_MINUTE, PLAN_LIMITS, Limits, override_maximum
+from persona_service.kernel.limits.plans import ANONYMOUS_PER_MINUTE, PLAN_LIMITS, override_maximum
 from persona_service.kernel.principal import SCOPES
 from persona_service.orgs.repository import OrgRepository
 from support import assert_envelope, make_stack, running
@@ -227,7 +226,7 @@ def test_rate_limits_are_org_level_only(http, tenants):
 
 # --- how far an organization may raise them ----------------------------------------
 
-LIMIT_NAMES = [f.name for f in dataclasses.fields(Limits)]
+LIMIT_NAMES = PLAN_LIMITS["enterprise"].names()  # the modules' declared limits too
 
 
 def test_overrides_above_the_operators_ceiling_are_refused_naming_the_maximum(http, tenants):
@@ -312,3 +311,73 @@ def test_limits_hold_across_two_server_processes(pair, engine, tenants):
     for port in pair.grpc_ports:
         log = (pair.log_dir / f"server-{port}.log").read_text()
         assert f"org={t.org_id}" in log, f"server {port} served none of the burst"
+
+
+def test_remaining_never_rises_across_two_server_processes(pair, tenants):
+    """Team leases units per process; sequential calls alternate between the
+    two processes, yet Remaining never rises within the window, and it is
+    within the limiter's stated bounds of the truth (limiter docstring)."""
+    from persona_service.kernel.limits.limiter import REPORT_SECONDS
+
+    t = tenants(plan="team")
+    limit = PLAN_LIMITS["team"].requests_per_minute
+    lease = limit // 1000  # units a process may hold unused
+    wait_for_fresh_minute(margin=10)
+    with httpx.Client(base_url=pair.http_url, timeout=30) as client:
+        figures = []
+        for n in range(1, 31):
+            r = client.get(f"/v1/orgs/{t.org_id}", headers=t.auth)
+            assert r.status_code == 200, r.text
+            figures.append(assert_limit_headers(r, limit=limit))
+            # Never more leased-but-unused units below the truth than two processes' leases.
+            assert figures[-1] >= limit - n - 2 * lease, (n, figures)
+        assert figures == sorted(figures, reverse=True), figures
+        time.sleep(REPORT_SECONDS)  # a new tick: the figure catches up with every call admitted before it
+        last = assert_limit_headers(client.get(f"/v1/orgs/{t.org_id}", headers=t.auth), limit=limit)
+    assert limit - 31 - 2 * lease <= last <= limit - 31, (last, figures)
+
+
+# --- answers without a credential, and the edge's own ----------------------------------
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/v1/openapi.json", "/docs"])
+def test_answers_without_a_credential_report_the_address_window_without_counting(http, path):
+    first = http.get(path)
+    assert first.status_code == 200, first.text
+    before = assert_limit_headers(first, limit=ANONYMOUS_PER_MINUTE)
+    again = http.get(path)
+    failed = http.get("/v1/keys", headers={"Authorization": "Bearer sk_live_not-a-real-key"})
+    after = http.get(path)
+    if not first.headers["x-ratelimit-reset"] == after.headers["x-ratelimit-reset"]:
+        pytest.skip("the minute window turned during the test")
+    assert assert_limit_headers(again, limit=ANONYMOUS_PER_MINUTE) == before  # counted against nothing
+    assert failed.status_code in (401, 429)
+    # The same window as failed credentials from this address.
+    assert assert_limit_headers(after, limit=ANONYMOUS_PER_MINUTE) == max(0, before - 1)
+
+
+EDGE_ANSWERS = {
+    "malformed JSON": (400, "bad_request", lambda http, auth: http.post(
+        "/v1/keys", content=b'{"name": ', headers={**auth, "Content-Type": "application/json"})),
+    "unknown query parameter": (400, "bad_request", lambda http, auth: http.get(
+        "/v1/personas", params={"noSuchParameter": "1"}, headers=auth)),
+    "unknown path": (404, "not_found", lambda http, auth: http.get("/v1/no-such-thing", headers=auth)),
+    "method": (405, "method_not_allowed", lambda http, auth: http.put("/v1/personas", json={}, headers=auth)),
+    "body too large": (413, "payload_too_large", lambda http, auth: http.post(
+        "/v1/keys", content=b"x" * (4 * 1024 * 1024 + 1), headers={**auth, "Content-Type": "application/json"})),
+    "media type": (415, "unsupported_media_type", lambda http, auth: http.post(
+        "/v1/keys", content=b"name=x", headers={**auth, "Content-Type": "text/plain"})),
+    "URL too long": (431, "headers_too_large", lambda http, auth: http.get(
+        "/v1/personas", params={"q": "x" * 9000}, headers=auth)),
+}
+
+
+@pytest.mark.parametrize("kind", EDGE_ANSWERS)
+def test_the_edges_own_answers_carry_no_rate_limit_headers(http, pro, kind):
+    """Envoy answers these before any server: it has read no credential and
+    holds no window, so they count against none and report none (README:
+    Rate limits), rather than figures that would mislead a client's backoff."""
+    status, code, call = EDGE_ANSWERS[kind]
+    r = call(http, pro.auth)
+    assert_envelope(r, status, code)
+    assert not [name for name in HEADERS if name in r.headers], dict(r.headers)

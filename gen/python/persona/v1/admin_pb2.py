@@ -28,7 +28,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16persona/v1/admin.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\x1b\n\x19\x42uildOneDsarExportRequest\"P\n\x1a\x42uildOneDsarExportResponse\x12\x0f\n\x07handled\x18\x01 \x01(\x08\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x11\n\texport_id\x18\x03 \x01(\t\"\x1d\n\x1bRotateWebhookSecretsRequest\"\xc6\x01\n\x1bWebhookSecretRotationResult\x12\x13\n\x0b\x65ndpoint_id\x18\x01 \x01(\t\x12\x0e\n\x06org_id\x18\x02 \x01(\t\x12\x0f\n\x07outcome\x18\x03 \x01(\t\x12\x35\n\x11secret_created_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12:\n\x1aprevious_secret_expires_at\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\"\xaf\x01\n\x1cRotateWebhookSecretsResponse\x12\x38\n\x07results\x18\x01 \x03(\x0b\x32\'.persona.v1.WebhookSecretRotationResult\x12\x15\n\rrotated_count\x18\x02 \x01(\x05\x12\x17\n\x0fmax_age_seconds\x18\x03 \x01(\x05\x12%\n\x1dsecret_rotation_grace_seconds\x18\x04 \x01(\x05\x32\xa9\x03\n\x0c\x41\x64minService\x12\xbd\x01\n\x12\x42uildOneDsarExport\x12%.persona.v1.BuildOneDsarExportRequest\x1a&.persona.v1.BuildOneDsarExportResponse\"X\x8a\xb5\x18\x31\n\x0eplatform:admin\x10\x01 \x01:\x0e\x64sar.build_oneB\x0b\x64sar_export\x82\xd3\xe4\x93\x02\x1d\"\x18/v1/admin/dsar/build-one:\x01*\x12\xd8\x01\n\x14RotateWebhookSecrets\x12\'.persona.v1.RotateWebhookSecretsRequest\x1a(.persona.v1.RotateWebhookSecretsResponse\"m\x8a\xb5\x18=\n\x0eplatform:admin\x10\x01 \x01:\x15webhook_secret.rotateB\x10webhook_endpoint\x82\xd3\xe4\x93\x02&\"!/v1/admin/webhooks/rotate-secrets:\x01*B%\n\x15\x63om.personaservice.v1B\nAdminProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16persona/v1/admin.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\x1b\n\x19\x42uildOneDsarExportRequest\"P\n\x1a\x42uildOneDsarExportResponse\x12\x0f\n\x07handled\x18\x01 \x01(\x08\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x11\n\texport_id\x18\x03 \x01(\t\"\x1d\n\x1bRotateWebhookSecretsRequest\"\xee\x01\n\x1bWebhookSecretRotationResult\x12\x13\n\x0b\x65ndpoint_id\x18\x01 \x01(\t\x12\x0e\n\x06org_id\x18\x02 \x01(\t\x12\x37\n\x07outcome\x18\x03 \x01(\tB&\x92\xb5\x18\"J persona.v1.SecretRotationOutcome\x12\x35\n\x11secret_created_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12:\n\x1aprevious_secret_expires_at\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\"\xaf\x01\n\x1cRotateWebhookSecretsResponse\x12\x38\n\x07results\x18\x01 \x03(\x0b\x32\'.persona.v1.WebhookSecretRotationResult\x12\x15\n\rrotated_count\x18\x02 \x01(\x05\x12\x17\n\x0fmax_age_seconds\x18\x03 \x01(\x05\x12%\n\x1dsecret_rotation_grace_seconds\x18\x04 \x01(\x05*\xa4\x01\n\x15SecretRotationOutcome\x12\'\n#SECRET_ROTATION_OUTCOME_UNSPECIFIED\x10\x00\x12\x30\n\x1fSECRET_ROTATION_OUTCOME_ROTATED\x10\x01\x1a\x0b\xa2\xb5\x18\x07rotated\x12\x30\n\x1fSECRET_ROTATION_OUTCOME_CURRENT\x10\x02\x1a\x0b\xa2\xb5\x18\x07\x63urrent2\xa9\x03\n\x0c\x41\x64minService\x12\xbd\x01\n\x12\x42uildOneDsarExport\x12%.persona.v1.BuildOneDsarExportRequest\x1a&.persona.v1.BuildOneDsarExportResponse\"X\x8a\xb5\x18\x31\n\x0eplatform:admin\x10\x01 \x01:\x0e\x64sar.build_oneB\x0b\x64sar_export\x82\xd3\xe4\x93\x02\x1d\"\x18/v1/admin/dsar/build-one:\x01*\x12\xd8\x01\n\x14RotateWebhookSecrets\x12\'.persona.v1.RotateWebhookSecretsRequest\x1a(.persona.v1.RotateWebhookSecretsResponse\"m\x8a\xb5\x18=\n\x0eplatform:admin\x10\x01 \x01:\x15webhook_secret.rotateB\x10webhook_endpoint\x82\xd3\xe4\x93\x02&\"!/v1/admin/webhooks/rotate-secrets:\x01*B%\n\x15\x63om.personaservice.v1B\nAdminProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,10 +36,18 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'persona.v1.admin_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025com.personaservice.v1B\nAdminProtoP\001'
+  _globals['_SECRETROTATIONOUTCOME'].values_by_name["SECRET_ROTATION_OUTCOME_ROTATED"]._loaded_options = None
+  _globals['_SECRETROTATIONOUTCOME'].values_by_name["SECRET_ROTATION_OUTCOME_ROTATED"]._serialized_options = b'\242\265\030\007rotated'
+  _globals['_SECRETROTATIONOUTCOME'].values_by_name["SECRET_ROTATION_OUTCOME_CURRENT"]._loaded_options = None
+  _globals['_SECRETROTATIONOUTCOME'].values_by_name["SECRET_ROTATION_OUTCOME_CURRENT"]._serialized_options = b'\242\265\030\007current'
+  _globals['_WEBHOOKSECRETROTATIONRESULT'].fields_by_name['outcome']._loaded_options = None
+  _globals['_WEBHOOKSECRETROTATIONRESULT'].fields_by_name['outcome']._serialized_options = b'\222\265\030\"J persona.v1.SecretRotationOutcome'
   _globals['_ADMINSERVICE'].methods_by_name['BuildOneDsarExport']._loaded_options = None
   _globals['_ADMINSERVICE'].methods_by_name['BuildOneDsarExport']._serialized_options = b'\212\265\0301\n\016platform:admin\020\001 \001:\016dsar.build_oneB\013dsar_export\202\323\344\223\002\035\"\030/v1/admin/dsar/build-one:\001*'
   _globals['_ADMINSERVICE'].methods_by_name['RotateWebhookSecrets']._loaded_options = None
   _globals['_ADMINSERVICE'].methods_by_name['RotateWebhookSecrets']._serialized_options = b'\212\265\030=\n\016platform:admin\020\001 \001:\025webhook_secret.rotateB\020webhook_endpoint\202\323\344\223\002&\"!/v1/admin/webhooks/rotate-secrets:\001*'
+  _globals['_SECRETROTATIONOUTCOME']._serialized_start=719
+  _globals['_SECRETROTATIONOUTCOME']._serialized_end=883
   _globals['_BUILDONEDSAREXPORTREQUEST']._serialized_start=157
   _globals['_BUILDONEDSAREXPORTREQUEST']._serialized_end=184
   _globals['_BUILDONEDSAREXPORTRESPONSE']._serialized_start=186
@@ -47,9 +55,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ROTATEWEBHOOKSECRETSREQUEST']._serialized_start=268
   _globals['_ROTATEWEBHOOKSECRETSREQUEST']._serialized_end=297
   _globals['_WEBHOOKSECRETROTATIONRESULT']._serialized_start=300
-  _globals['_WEBHOOKSECRETROTATIONRESULT']._serialized_end=498
-  _globals['_ROTATEWEBHOOKSECRETSRESPONSE']._serialized_start=501
-  _globals['_ROTATEWEBHOOKSECRETSRESPONSE']._serialized_end=676
-  _globals['_ADMINSERVICE']._serialized_start=679
-  _globals['_ADMINSERVICE']._serialized_end=1104
+  _globals['_WEBHOOKSECRETROTATIONRESULT']._serialized_end=538
+  _globals['_ROTATEWEBHOOKSECRETSRESPONSE']._serialized_start=541
+  _globals['_ROTATEWEBHOOKSECRETSRESPONSE']._serialized_end=716
+  _globals['_ADMINSERVICE']._serialized_start=886
+  _globals['_ADMINSERVICE']._serialized_end=1311
 # @@protoc_insertion_point(module_scope)

@@ -5,12 +5,22 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class SecretRotationOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SECRET_ROTATION_OUTCOME_UNSPECIFIED: _ClassVar[SecretRotationOutcome]
+    SECRET_ROTATION_OUTCOME_ROTATED: _ClassVar[SecretRotationOutcome]
+    SECRET_ROTATION_OUTCOME_CURRENT: _ClassVar[SecretRotationOutcome]
+SECRET_ROTATION_OUTCOME_UNSPECIFIED: SecretRotationOutcome
+SECRET_ROTATION_OUTCOME_ROTATED: SecretRotationOutcome
+SECRET_ROTATION_OUTCOME_CURRENT: SecretRotationOutcome
 
 class BuildOneDsarExportRequest(_message.Message):
     __slots__ = ()

@@ -29,7 +29,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16persona/v1/audit.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xb9\x03\n\nAuditEvent\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x35\n\x0boccurred_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x14\n\x06org_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0cworkspace_id\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1b\n\ractor_user_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1b\n\rcredential_id\x18\x06 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06\x61\x63tion\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1b\n\rresource_type\x18\x08 \x01(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0bresource_id\x18\t \x01(\tB\x04\xe2\x41\x01\x03\x12\x15\n\x07outcome\x18\n \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06status\x18\x0b \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x18\n\nerror_code\x18\x0c \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\nrequest_id\x18\r \x01(\tB\x04\xe2\x41\x01\x03\x12\x17\n\tclient_ip\x18\x0e \x01(\tB\x04\xe2\x41\x01\x03\x12.\n\x07\x64\x65tails\x18\x0f \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x03\"\xa2\x02\n\x16ListAuditEventsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x00@d\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x16\n\x06\x61\x63tion\x18\x03 \x01(\tB\x06\x92\xb5\x18\x02\x18\x64\x12\'\n\x07outcome\x18\x04 \x01(\tB\x16\x92\xb5\x18\x12\"\x07success\"\x07\x66\x61ilure\x12\x1d\n\ractor_user_id\x18\x05 \x01(\tB\x06\x92\xb5\x18\x02\x18@\x12\x1d\n\rcredential_id\x18\x06 \x01(\tB\x06\x92\xb5\x18\x02\x18@\x12\x1d\n\rresource_type\x18\x07 \x01(\tB\x06\x92\xb5\x18\x02\x18@\x12\x1c\n\x0bresource_id\x18\x08 \x01(\tB\x07\x92\xb5\x18\x03\x18\xc8\x01\x12\x1b\n\nrequest_id\x18\t \x01(\tB\x07\x92\xb5\x18\x03\x18\xc8\x01\"Z\n\x17ListAuditEventsResponse\x12&\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x16.persona.v1.AuditEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xb1\x01\n\x0c\x41uditService\x12\xa0\x01\n\x0fListAuditEvents\x12\".persona.v1.ListAuditEventsRequest\x1a#.persona.v1.ListAuditEventsResponse\"D\x8a\xb5\x18(\n\x0b\x63onfig:read\x1a\x05owner\x1a\x05\x61\x64minB\x0b\x61udit_event\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/audit/eventsB%\n\x15\x63om.personaservice.v1B\nAuditProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16persona/v1/audit.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xd6\x03\n\nAuditEvent\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x35\n\x0boccurred_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x14\n\x06org_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0cworkspace_id\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1b\n\ractor_user_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1b\n\rcredential_id\x18\x06 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06\x61\x63tion\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1b\n\rresource_type\x18\x08 \x01(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0bresource_id\x18\t \x01(\tB\x04\xe2\x41\x01\x03\x12\x32\n\x07outcome\x18\n \x01(\tB!\xe2\x41\x01\x03\x92\xb5\x18\x19J\x17persona.v1.AuditOutcome\x12\x14\n\x06status\x18\x0b \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x18\n\nerror_code\x18\x0c \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\nrequest_id\x18\r \x01(\tB\x04\xe2\x41\x01\x03\x12\x17\n\tclient_ip\x18\x0e \x01(\tB\x04\xe2\x41\x01\x03\x12.\n\x07\x64\x65tails\x18\x0f \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x03\"\xb9\x02\n\x16ListAuditEventsRequest\x12\x1c\n\x05limit\x18\x01 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x12\x17\n\x06\x63ursor\x18\x02 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x16\n\x06\x61\x63tion\x18\x03 \x01(\tB\x06\x92\xb5\x18\x02\x18\x64\x12.\n\x07outcome\x18\x04 \x01(\tB\x1d\x92\xb5\x18\x19J\x17persona.v1.AuditOutcome\x12\x1d\n\ractor_user_id\x18\x05 \x01(\tB\x06\x92\xb5\x18\x02\x18@\x12\x1d\n\rcredential_id\x18\x06 \x01(\tB\x06\x92\xb5\x18\x02\x18@\x12\x1d\n\rresource_type\x18\x07 \x01(\tB\x06\x92\xb5\x18\x02\x18@\x12\x1c\n\x0bresource_id\x18\x08 \x01(\tB\x07\x92\xb5\x18\x03\x18\xc8\x01\x12\x1b\n\nrequest_id\x18\t \x01(\tB\x07\x92\xb5\x18\x03\x18\xc8\x01\x42\x08\n\x06_limit\"U\n\x17ListAuditEventsResponse\x12%\n\x05items\x18\x01 \x03(\x0b\x32\x16.persona.v1.AuditEvent\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t*}\n\x0c\x41uditOutcome\x12\x1d\n\x19\x41UDIT_OUTCOME_UNSPECIFIED\x10\x00\x12&\n\x15\x41UDIT_OUTCOME_SUCCESS\x10\x01\x1a\x0b\xa2\xb5\x18\x07success\x12&\n\x15\x41UDIT_OUTCOME_FAILURE\x10\x02\x1a\x0b\xa2\xb5\x18\x07\x66\x61ilure2\xb1\x01\n\x0c\x41uditService\x12\xa0\x01\n\x0fListAuditEvents\x12\".persona.v1.ListAuditEventsRequest\x1a#.persona.v1.ListAuditEventsResponse\"D\x8a\xb5\x18(\n\x0b\x63onfig:read\x1a\x05owner\x1a\x05\x61\x64minB\x0b\x61udit_event\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/audit/eventsB%\n\x15\x63om.personaservice.v1B\nAuditProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,6 +37,10 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'persona.v1.audit_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025com.personaservice.v1B\nAuditProtoP\001'
+  _globals['_AUDITOUTCOME'].values_by_name["AUDIT_OUTCOME_SUCCESS"]._loaded_options = None
+  _globals['_AUDITOUTCOME'].values_by_name["AUDIT_OUTCOME_SUCCESS"]._serialized_options = b'\242\265\030\007success'
+  _globals['_AUDITOUTCOME'].values_by_name["AUDIT_OUTCOME_FAILURE"]._loaded_options = None
+  _globals['_AUDITOUTCOME'].values_by_name["AUDIT_OUTCOME_FAILURE"]._serialized_options = b'\242\265\030\007failure'
   _globals['_AUDITEVENT'].fields_by_name['id']._loaded_options = None
   _globals['_AUDITEVENT'].fields_by_name['id']._serialized_options = b'\342A\001\003'
   _globals['_AUDITEVENT'].fields_by_name['occurred_at']._loaded_options = None
@@ -56,7 +60,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_AUDITEVENT'].fields_by_name['resource_id']._loaded_options = None
   _globals['_AUDITEVENT'].fields_by_name['resource_id']._serialized_options = b'\342A\001\003'
   _globals['_AUDITEVENT'].fields_by_name['outcome']._loaded_options = None
-  _globals['_AUDITEVENT'].fields_by_name['outcome']._serialized_options = b'\342A\001\003'
+  _globals['_AUDITEVENT'].fields_by_name['outcome']._serialized_options = b'\342A\001\003\222\265\030\031J\027persona.v1.AuditOutcome'
   _globals['_AUDITEVENT'].fields_by_name['status']._loaded_options = None
   _globals['_AUDITEVENT'].fields_by_name['status']._serialized_options = b'\342A\001\003'
   _globals['_AUDITEVENT'].fields_by_name['error_code']._loaded_options = None
@@ -67,12 +71,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_AUDITEVENT'].fields_by_name['client_ip']._serialized_options = b'\342A\001\003'
   _globals['_AUDITEVENT'].fields_by_name['details']._loaded_options = None
   _globals['_AUDITEVENT'].fields_by_name['details']._serialized_options = b'\342A\001\003'
-  _globals['_LISTAUDITEVENTSREQUEST'].fields_by_name['page_size']._loaded_options = None
-  _globals['_LISTAUDITEVENTSREQUEST'].fields_by_name['page_size']._serialized_options = b'\222\265\030\0048\000@d'
+  _globals['_LISTAUDITEVENTSREQUEST'].fields_by_name['limit']._loaded_options = None
+  _globals['_LISTAUDITEVENTSREQUEST'].fields_by_name['limit']._serialized_options = b'\222\265\030\0048\001@d'
+  _globals['_LISTAUDITEVENTSREQUEST'].fields_by_name['cursor']._loaded_options = None
+  _globals['_LISTAUDITEVENTSREQUEST'].fields_by_name['cursor']._serialized_options = b'\222\265\030\003\030\350\007'
   _globals['_LISTAUDITEVENTSREQUEST'].fields_by_name['action']._loaded_options = None
   _globals['_LISTAUDITEVENTSREQUEST'].fields_by_name['action']._serialized_options = b'\222\265\030\002\030d'
   _globals['_LISTAUDITEVENTSREQUEST'].fields_by_name['outcome']._loaded_options = None
-  _globals['_LISTAUDITEVENTSREQUEST'].fields_by_name['outcome']._serialized_options = b'\222\265\030\022\"\007success\"\007failure'
+  _globals['_LISTAUDITEVENTSREQUEST'].fields_by_name['outcome']._serialized_options = b'\222\265\030\031J\027persona.v1.AuditOutcome'
   _globals['_LISTAUDITEVENTSREQUEST'].fields_by_name['actor_user_id']._loaded_options = None
   _globals['_LISTAUDITEVENTSREQUEST'].fields_by_name['actor_user_id']._serialized_options = b'\222\265\030\002\030@'
   _globals['_LISTAUDITEVENTSREQUEST'].fields_by_name['credential_id']._loaded_options = None
@@ -85,12 +91,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTAUDITEVENTSREQUEST'].fields_by_name['request_id']._serialized_options = b'\222\265\030\003\030\310\001'
   _globals['_AUDITSERVICE'].methods_by_name['ListAuditEvents']._loaded_options = None
   _globals['_AUDITSERVICE'].methods_by_name['ListAuditEvents']._serialized_options = b'\212\265\030(\n\013config:read\032\005owner\032\005adminB\013audit_event\202\323\344\223\002\022\022\020/v1/audit/events'
+  _globals['_AUDITOUTCOME']._serialized_start=1066
+  _globals['_AUDITOUTCOME']._serialized_end=1191
   _globals['_AUDITEVENT']._serialized_start=191
-  _globals['_AUDITEVENT']._serialized_end=632
-  _globals['_LISTAUDITEVENTSREQUEST']._serialized_start=635
-  _globals['_LISTAUDITEVENTSREQUEST']._serialized_end=925
-  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_start=927
-  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_end=1017
-  _globals['_AUDITSERVICE']._serialized_start=1020
-  _globals['_AUDITSERVICE']._serialized_end=1197
+  _globals['_AUDITEVENT']._serialized_end=661
+  _globals['_LISTAUDITEVENTSREQUEST']._serialized_start=664
+  _globals['_LISTAUDITEVENTSREQUEST']._serialized_end=977
+  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_start=979
+  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_end=1064
+  _globals['_AUDITSERVICE']._serialized_start=1194
+  _globals['_AUDITSERVICE']._serialized_end=1371
 # @@protoc_insertion_point(module_scope)

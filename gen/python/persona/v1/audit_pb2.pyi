@@ -6,12 +6,22 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class AuditOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    AUDIT_OUTCOME_UNSPECIFIED: _ClassVar[AuditOutcome]
+    AUDIT_OUTCOME_SUCCESS: _ClassVar[AuditOutcome]
+    AUDIT_OUTCOME_FAILURE: _ClassVar[AuditOutcome]
+AUDIT_OUTCOME_UNSPECIFIED: AuditOutcome
+AUDIT_OUTCOME_SUCCESS: AuditOutcome
+AUDIT_OUTCOME_FAILURE: AuditOutcome
 
 class AuditEvent(_message.Message):
     __slots__ = ("id", "occurred_at", "org_id", "workspace_id", "actor_user_id", "credential_id", "action", "resource_type", "resource_id", "outcome", "status", "error_code", "request_id", "client_ip", "details")
@@ -48,9 +58,9 @@ class AuditEvent(_message.Message):
     def __init__(self, id: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., org_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., actor_user_id: _Optional[str] = ..., credential_id: _Optional[str] = ..., action: _Optional[str] = ..., resource_type: _Optional[str] = ..., resource_id: _Optional[str] = ..., outcome: _Optional[str] = ..., status: _Optional[int] = ..., error_code: _Optional[str] = ..., request_id: _Optional[str] = ..., client_ip: _Optional[str] = ..., details: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ListAuditEventsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "action", "outcome", "actor_user_id", "credential_id", "resource_type", "resource_id", "request_id")
-    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
-    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("limit", "cursor", "action", "outcome", "actor_user_id", "credential_id", "resource_type", "resource_id", "request_id")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     ACTOR_USER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -58,8 +68,8 @@ class ListAuditEventsRequest(_message.Message):
     RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
-    page_size: int
-    page_token: str
+    limit: int
+    cursor: str
     action: str
     outcome: str
     actor_user_id: str
@@ -67,12 +77,12 @@ class ListAuditEventsRequest(_message.Message):
     resource_type: str
     resource_id: str
     request_id: str
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., action: _Optional[str] = ..., outcome: _Optional[str] = ..., actor_user_id: _Optional[str] = ..., credential_id: _Optional[str] = ..., resource_type: _Optional[str] = ..., resource_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, limit: _Optional[int] = ..., cursor: _Optional[str] = ..., action: _Optional[str] = ..., outcome: _Optional[str] = ..., actor_user_id: _Optional[str] = ..., credential_id: _Optional[str] = ..., resource_type: _Optional[str] = ..., resource_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class ListAuditEventsResponse(_message.Message):
-    __slots__ = ("events", "next_page_token")
-    EVENTS_FIELD_NUMBER: _ClassVar[int]
-    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    events: _containers.RepeatedCompositeFieldContainer[AuditEvent]
-    next_page_token: str
-    def __init__(self, events: _Optional[_Iterable[_Union[AuditEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    __slots__ = ("items", "next_cursor")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[AuditEvent]
+    next_cursor: str
+    def __init__(self, items: _Optional[_Iterable[_Union[AuditEvent, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...

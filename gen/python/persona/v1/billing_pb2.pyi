@@ -7,12 +7,37 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class InvoiceStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    INVOICE_STATUS_UNSPECIFIED: _ClassVar[InvoiceStatus]
+    INVOICE_STATUS_DRAFT: _ClassVar[InvoiceStatus]
+    INVOICE_STATUS_OPEN: _ClassVar[InvoiceStatus]
+    INVOICE_STATUS_PAID: _ClassVar[InvoiceStatus]
+    INVOICE_STATUS_UNCOLLECTIBLE: _ClassVar[InvoiceStatus]
+    INVOICE_STATUS_VOID: _ClassVar[InvoiceStatus]
+
+class SubscriptionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SUBSCRIPTION_STATUS_UNSPECIFIED: _ClassVar[SubscriptionStatus]
+    SUBSCRIPTION_STATUS_ACTIVE: _ClassVar[SubscriptionStatus]
+    SUBSCRIPTION_STATUS_PAST_DUE: _ClassVar[SubscriptionStatus]
+INVOICE_STATUS_UNSPECIFIED: InvoiceStatus
+INVOICE_STATUS_DRAFT: InvoiceStatus
+INVOICE_STATUS_OPEN: InvoiceStatus
+INVOICE_STATUS_PAID: InvoiceStatus
+INVOICE_STATUS_UNCOLLECTIBLE: InvoiceStatus
+INVOICE_STATUS_VOID: InvoiceStatus
+SUBSCRIPTION_STATUS_UNSPECIFIED: SubscriptionStatus
+SUBSCRIPTION_STATUS_ACTIVE: SubscriptionStatus
+SUBSCRIPTION_STATUS_PAST_DUE: SubscriptionStatus
 
 class Subscription(_message.Message):
     __slots__ = ("org_id", "plan", "status", "current_period_start", "current_period_end", "cancel_at_period_end", "price_minor", "currency", "credit_minor")
@@ -125,16 +150,16 @@ class ListInvoicesResponse(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[Invoice, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class GetInvoiceRequest(_message.Message):
-    __slots__ = ("invoice_id",)
-    INVOICE_ID_FIELD_NUMBER: _ClassVar[int]
-    invoice_id: str
-    def __init__(self, invoice_id: _Optional[str] = ...) -> None: ...
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class GetInvoicePdfRequest(_message.Message):
-    __slots__ = ("invoice_id",)
-    INVOICE_ID_FIELD_NUMBER: _ClassVar[int]
-    invoice_id: str
-    def __init__(self, invoice_id: _Optional[str] = ...) -> None: ...
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class ReceiveStripeEventRequest(_message.Message):
     __slots__ = ("payload",)

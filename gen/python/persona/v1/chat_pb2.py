@@ -30,7 +30,7 @@ from persona.v1 import errors_pb2 as persona_dot_v1_dot_errors__pb2
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15persona/v1/chat.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17persona/v1/errors.proto\x1a\x18persona/v1/options.proto\"\xb8\x03\n\x0b\x43hatSession\x12\x18\n\nsession_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06org_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0cworkspace_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\npersona_id\x18\x04 \x01(\t\x12\x0f\n\x07user_id\x18\x05 \x01(\t\x12\r\n\x05title\x18\x06 \x01(\t\x12\x14\n\x06status\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1b\n\rmessage_count\x18\x08 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1a\n\x0cinput_tokens\x18\t \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1b\n\routput_tokens\x18\n \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1d\n\x0f\x63ost_usd_micros\x18\x0b \x01(\x01\x42\x04\xe2\x41\x01\x03\x12\x34\n\nstarted_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x38\n\x0elast_active_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12.\n\x08\x65nded_at\x18\x0e \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\"+\n\x15GetChatSessionRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\"j\n\x18\x43reateChatSessionRequest\x12\x1c\n\npersona_id\x18\x01 \x01(\tB\x08\x92\xb5\x18\x04\x08\x01\x18(\x12\x18\n\x07user_id\x18\x02 \x01(\tB\x07\x92\xb5\x18\x03\x18\xc8\x01\x12\x16\n\x05title\x18\x03 \x01(\tB\x07\x92\xb5\x18\x03\x18\xc8\x01\"\x9e\x01\n\x17ListChatSessionsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x00@d\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x12\n\npersona_id\x18\x03 \x01(\t\x12-\n\x06status\x18\x04 \x01(\tB\x1d\x92\xb5\x18\x19\"\x06\x61\x63tive\"\x05\x65nded\"\x08\x61rchived\x12\x0f\n\x07user_id\x18\x05 \x01(\t\"^\n\x18ListChatSessionsResponse\x12)\n\x08sessions\x18\x01 \x03(\x0b\x32\x17.persona.v1.ChatSession\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"+\n\x15\x45ndChatSessionRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\"/\n\x19\x41rchiveChatSessionRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\"I\n\x16SendChatMessageRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\x12\x1b\n\x07\x63ontent\x18\x02 \x01(\tB\n\x92\xb5\x18\x06\x08\x01\x18\x80\xfa\x01\"Q\n\tChatUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x05\x12\x15\n\routput_tokens\x18\x02 \x01(\x05\x12\x17\n\x0f\x63ost_usd_micros\x18\x03 \x01(\x01\"\xea\x01\n\x0b\x43hatMessage\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\x12\x0f\n\x07ordinal\x18\x05 \x01(\x05\x12\r\n\x05model\x18\x06 \x01(\t\x12\x13\n\x0b\x64rift_score\x18\x07 \x01(\x01\x12\x11\n\trecovered\x18\x08 \x01(\x08\x12$\n\x05usage\x18\t \x01(\x0b\x32\x15.persona.v1.ChatUsage\x12.\n\ncreated_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x9a\x01\n\x17SendChatMessageResponse\x12-\n\x0cuser_message\x18\x01 \x01(\x0b\x32\x17.persona.v1.ChatMessage\x12&\n\x05reply\x18\x02 \x01(\x0b\x32\x17.persona.v1.ChatMessage\x12(\n\x07session\x18\x03 \x01(\x0b\x32\x17.persona.v1.ChatSession\"\xd3\x01\n\x10\x43hatMessageEvent\x12\r\n\x05\x65vent\x18\x01 \x01(\t\x12\r\n\x05\x64\x65lta\x18\x02 \x01(\t\x12-\n\x0cuser_message\x18\x03 \x01(\x0b\x32\x17.persona.v1.ChatMessage\x12&\n\x05reply\x18\x04 \x01(\x0b\x32\x17.persona.v1.ChatMessage\x12(\n\x07session\x18\x05 \x01(\x0b\x32\x17.persona.v1.ChatSession\x12 \n\x05\x65rror\x18\x06 \x01(\x0b\x32\x11.persona.v1.Error\"^\n\x17ListChatMessagesRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\x12\x1b\n\tpage_size\x18\x02 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x00@d\x12\x12\n\npage_token\x18\x03 \x01(\t\"^\n\x18ListChatMessagesResponse\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.persona.v1.ChatMessage\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xb7\n\n\x0b\x43hatService\x12\x90\x01\n\x11\x43reateChatSession\x12$.persona.v1.CreateChatSessionRequest\x1a\x17.persona.v1.ChatSession\"<\x8a\xb5\x18\x1c\n\nchat:write \x01\x42\x0c\x63hat_session\x82\xd3\xe4\x93\x02\x16\"\x11/v1/chat/sessions:\x01*\x12\x89\x01\n\x0eGetChatSession\x12!.persona.v1.GetChatSessionRequest\x1a\x17.persona.v1.ChatSession\";\x8a\xb5\x18\x19\n\tchat:readB\x0c\x63hat_session\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/chat/sessions/{id}\x12\x95\x01\n\x10ListChatSessions\x12#.persona.v1.ListChatSessionsRequest\x1a$.persona.v1.ListChatSessionsResponse\"6\x8a\xb5\x18\x19\n\tchat:readB\x0c\x63hat_session\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/chat/sessions\x12\x93\x01\n\x0e\x45ndChatSession\x12!.persona.v1.EndChatSessionRequest\x1a\x17.persona.v1.ChatSession\"E\x8a\xb5\x18\x1c\n\nchat:write \x01\x42\x0c\x63hat_session\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1/chat/sessions/{id}/end:\x01*\x12\x9f\x01\n\x12\x41rchiveChatSession\x12%.persona.v1.ArchiveChatSessionRequest\x1a\x17.persona.v1.ChatSession\"I\x8a\xb5\x18\x1c\n\nchat:write \x01\x42\x0c\x63hat_session\x82\xd3\xe4\x93\x02#\"\x1e/v1/chat/sessions/{id}/archive:\x01*\x12\xb5\x01\n\x0fSendChatMessage\x12\".persona.v1.SendChatMessageRequest\x1a#.persona.v1.SendChatMessageResponse\"Y\x8a\xb5\x18+\n\nchat:write \x01*\rchat.messagesB\x0c\x63hat_session\x82\xd3\xe4\x93\x02$\"\x1f/v1/chat/sessions/{id}/messages:\x01*\x12\xda\x01\n\x11StreamChatMessage\x12\".persona.v1.SendChatMessageRequest\x1a\x1c.persona.v1.ChatMessageEvent\"\x80\x01\x8a\xb5\x18K\n\nchat:write \x01*\rchat.messages:\x1e\x63hat_session.send_chat_messageB\x0c\x63hat_session\x82\xd3\xe4\x93\x02+\"&/v1/chat/sessions/{id}/messages:stream:\x01*0\x01\x12\xa3\x01\n\x10ListChatMessages\x12#.persona.v1.ListChatMessagesRequest\x1a$.persona.v1.ListChatMessagesResponse\"D\x8a\xb5\x18\x19\n\tchat:readB\x0c\x63hat_session\x82\xd3\xe4\x93\x02!\x12\x1f/v1/chat/sessions/{id}/messagesB$\n\x15\x63om.personaservice.v1B\tChatProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15persona/v1/chat.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17persona/v1/errors.proto\x1a\x18persona/v1/options.proto\"\xda\x03\n\x0b\x43hatSession\x12\x18\n\nsession_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06org_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0cworkspace_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\npersona_id\x18\x04 \x01(\t\x12\x0f\n\x07user_id\x18\x05 \x01(\t\x12\r\n\x05title\x18\x06 \x01(\t\x12\x36\n\x06status\x18\x07 \x01(\tB&\xe2\x41\x01\x03\x92\xb5\x18\x1eJ\x1cpersona.v1.ChatSessionStatus\x12\x1b\n\rmessage_count\x18\x08 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1a\n\x0cinput_tokens\x18\t \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1b\n\routput_tokens\x18\n \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1d\n\x0f\x63ost_usd_micros\x18\x0b \x01(\x01\x42\x04\xe2\x41\x01\x03\x12\x34\n\nstarted_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x38\n\x0elast_active_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12.\n\x08\x65nded_at\x18\x0e \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\"+\n\x15GetChatSessionRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\"j\n\x18\x43reateChatSessionRequest\x12\x1c\n\npersona_id\x18\x01 \x01(\tB\x08\x92\xb5\x18\x04\x08\x01\x18(\x12\x18\n\x07user_id\x18\x02 \x01(\tB\x07\x92\xb5\x18\x03\x18\xc8\x01\x12\x16\n\x05title\x18\x03 \x01(\tB\x07\x92\xb5\x18\x03\x18\xc8\x01\"\xb3\x01\n\x17ListChatSessionsRequest\x12\x1c\n\x05limit\x18\x01 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x12\x17\n\x06\x63ursor\x18\x02 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x12\n\npersona_id\x18\x03 \x01(\t\x12\x32\n\x06status\x18\x04 \x01(\tB\"\x92\xb5\x18\x1eJ\x1cpersona.v1.ChatSessionStatus\x12\x0f\n\x07user_id\x18\x05 \x01(\tB\x08\n\x06_limit\"W\n\x18ListChatSessionsResponse\x12&\n\x05items\x18\x01 \x03(\x0b\x32\x17.persona.v1.ChatSession\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"+\n\x15\x45ndChatSessionRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\"/\n\x19\x41rchiveChatSessionRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\"I\n\x16SendChatMessageRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\x12\x1b\n\x07\x63ontent\x18\x02 \x01(\tB\n\x92\xb5\x18\x06\x08\x01\x18\x80\xfa\x01\"Q\n\tChatUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x05\x12\x15\n\routput_tokens\x18\x02 \x01(\x05\x12\x17\n\x0f\x63ost_usd_micros\x18\x03 \x01(\x01\"\xea\x01\n\x0b\x43hatMessage\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\x12\x0f\n\x07ordinal\x18\x05 \x01(\x05\x12\r\n\x05model\x18\x06 \x01(\t\x12\x13\n\x0b\x64rift_score\x18\x07 \x01(\x01\x12\x11\n\trecovered\x18\x08 \x01(\x08\x12$\n\x05usage\x18\t \x01(\x0b\x32\x15.persona.v1.ChatUsage\x12.\n\ncreated_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x9a\x01\n\x17SendChatMessageResponse\x12-\n\x0cuser_message\x18\x01 \x01(\x0b\x32\x17.persona.v1.ChatMessage\x12&\n\x05reply\x18\x02 \x01(\x0b\x32\x17.persona.v1.ChatMessage\x12(\n\x07session\x18\x03 \x01(\x0b\x32\x17.persona.v1.ChatSession\"\xd3\x01\n\x10\x43hatMessageEvent\x12\r\n\x05\x65vent\x18\x01 \x01(\t\x12\r\n\x05\x64\x65lta\x18\x02 \x01(\t\x12-\n\x0cuser_message\x18\x03 \x01(\x0b\x32\x17.persona.v1.ChatMessage\x12&\n\x05reply\x18\x04 \x01(\x0b\x32\x17.persona.v1.ChatMessage\x12(\n\x07session\x18\x05 \x01(\x0b\x32\x17.persona.v1.ChatSession\x12 \n\x05\x65rror\x18\x06 \x01(\x0b\x32\x11.persona.v1.Error\"n\n\x17ListChatMessagesRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\x12\x1c\n\x05limit\x18\x02 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x12\x17\n\x06\x63ursor\x18\x03 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x42\x08\n\x06_limit\"W\n\x18ListChatMessagesResponse\x12&\n\x05items\x18\x01 \x03(\x0b\x32\x17.persona.v1.ChatMessage\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t*\xbe\x01\n\x11\x43hatSessionStatus\x12#\n\x1f\x43HAT_SESSION_STATUS_UNSPECIFIED\x10\x00\x12*\n\x1a\x43HAT_SESSION_STATUS_ACTIVE\x10\x01\x1a\n\xa2\xb5\x18\x06\x61\x63tive\x12(\n\x19\x43HAT_SESSION_STATUS_ENDED\x10\x02\x1a\t\xa2\xb5\x18\x05\x65nded\x12.\n\x1c\x43HAT_SESSION_STATUS_ARCHIVED\x10\x03\x1a\x0c\xa2\xb5\x18\x08\x61rchived2\xb7\n\n\x0b\x43hatService\x12\x90\x01\n\x11\x43reateChatSession\x12$.persona.v1.CreateChatSessionRequest\x1a\x17.persona.v1.ChatSession\"<\x8a\xb5\x18\x1c\n\nchat:write \x01\x42\x0c\x63hat_session\x82\xd3\xe4\x93\x02\x16\"\x11/v1/chat/sessions:\x01*\x12\x89\x01\n\x0eGetChatSession\x12!.persona.v1.GetChatSessionRequest\x1a\x17.persona.v1.ChatSession\";\x8a\xb5\x18\x19\n\tchat:readB\x0c\x63hat_session\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/chat/sessions/{id}\x12\x95\x01\n\x10ListChatSessions\x12#.persona.v1.ListChatSessionsRequest\x1a$.persona.v1.ListChatSessionsResponse\"6\x8a\xb5\x18\x19\n\tchat:readB\x0c\x63hat_session\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/chat/sessions\x12\x93\x01\n\x0e\x45ndChatSession\x12!.persona.v1.EndChatSessionRequest\x1a\x17.persona.v1.ChatSession\"E\x8a\xb5\x18\x1c\n\nchat:write \x01\x42\x0c\x63hat_session\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1/chat/sessions/{id}/end:\x01*\x12\x9f\x01\n\x12\x41rchiveChatSession\x12%.persona.v1.ArchiveChatSessionRequest\x1a\x17.persona.v1.ChatSession\"I\x8a\xb5\x18\x1c\n\nchat:write \x01\x42\x0c\x63hat_session\x82\xd3\xe4\x93\x02#\"\x1e/v1/chat/sessions/{id}/archive:\x01*\x12\xb5\x01\n\x0fSendChatMessage\x12\".persona.v1.SendChatMessageRequest\x1a#.persona.v1.SendChatMessageResponse\"Y\x8a\xb5\x18+\n\nchat:write \x01*\rchat.messagesB\x0c\x63hat_session\x82\xd3\xe4\x93\x02$\"\x1f/v1/chat/sessions/{id}/messages:\x01*\x12\xda\x01\n\x11StreamChatMessage\x12\".persona.v1.SendChatMessageRequest\x1a\x1c.persona.v1.ChatMessageEvent\"\x80\x01\x8a\xb5\x18K\n\nchat:write \x01*\rchat.messages:\x1e\x63hat_session.send_chat_messageB\x0c\x63hat_session\x82\xd3\xe4\x93\x02+\"&/v1/chat/sessions/{id}/messages:stream:\x01*0\x01\x12\xa3\x01\n\x10ListChatMessages\x12#.persona.v1.ListChatMessagesRequest\x1a$.persona.v1.ListChatMessagesResponse\"D\x8a\xb5\x18\x19\n\tchat:readB\x0c\x63hat_session\x82\xd3\xe4\x93\x02!\x12\x1f/v1/chat/sessions/{id}/messagesB$\n\x15\x63om.personaservice.v1B\tChatProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,6 +38,12 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'persona.v1.chat_pb2', _glob
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025com.personaservice.v1B\tChatProtoP\001'
+  _globals['_CHATSESSIONSTATUS'].values_by_name["CHAT_SESSION_STATUS_ACTIVE"]._loaded_options = None
+  _globals['_CHATSESSIONSTATUS'].values_by_name["CHAT_SESSION_STATUS_ACTIVE"]._serialized_options = b'\242\265\030\006active'
+  _globals['_CHATSESSIONSTATUS'].values_by_name["CHAT_SESSION_STATUS_ENDED"]._loaded_options = None
+  _globals['_CHATSESSIONSTATUS'].values_by_name["CHAT_SESSION_STATUS_ENDED"]._serialized_options = b'\242\265\030\005ended'
+  _globals['_CHATSESSIONSTATUS'].values_by_name["CHAT_SESSION_STATUS_ARCHIVED"]._loaded_options = None
+  _globals['_CHATSESSIONSTATUS'].values_by_name["CHAT_SESSION_STATUS_ARCHIVED"]._serialized_options = b'\242\265\030\010archived'
   _globals['_CHATSESSION'].fields_by_name['session_id']._loaded_options = None
   _globals['_CHATSESSION'].fields_by_name['session_id']._serialized_options = b'\342A\001\003'
   _globals['_CHATSESSION'].fields_by_name['org_id']._loaded_options = None
@@ -45,7 +51,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHATSESSION'].fields_by_name['workspace_id']._loaded_options = None
   _globals['_CHATSESSION'].fields_by_name['workspace_id']._serialized_options = b'\342A\001\003'
   _globals['_CHATSESSION'].fields_by_name['status']._loaded_options = None
-  _globals['_CHATSESSION'].fields_by_name['status']._serialized_options = b'\342A\001\003'
+  _globals['_CHATSESSION'].fields_by_name['status']._serialized_options = b'\342A\001\003\222\265\030\036J\034persona.v1.ChatSessionStatus'
   _globals['_CHATSESSION'].fields_by_name['message_count']._loaded_options = None
   _globals['_CHATSESSION'].fields_by_name['message_count']._serialized_options = b'\342A\001\003'
   _globals['_CHATSESSION'].fields_by_name['input_tokens']._loaded_options = None
@@ -68,10 +74,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CREATECHATSESSIONREQUEST'].fields_by_name['user_id']._serialized_options = b'\222\265\030\003\030\310\001'
   _globals['_CREATECHATSESSIONREQUEST'].fields_by_name['title']._loaded_options = None
   _globals['_CREATECHATSESSIONREQUEST'].fields_by_name['title']._serialized_options = b'\222\265\030\003\030\310\001'
-  _globals['_LISTCHATSESSIONSREQUEST'].fields_by_name['page_size']._loaded_options = None
-  _globals['_LISTCHATSESSIONSREQUEST'].fields_by_name['page_size']._serialized_options = b'\222\265\030\0048\000@d'
+  _globals['_LISTCHATSESSIONSREQUEST'].fields_by_name['limit']._loaded_options = None
+  _globals['_LISTCHATSESSIONSREQUEST'].fields_by_name['limit']._serialized_options = b'\222\265\030\0048\001@d'
+  _globals['_LISTCHATSESSIONSREQUEST'].fields_by_name['cursor']._loaded_options = None
+  _globals['_LISTCHATSESSIONSREQUEST'].fields_by_name['cursor']._serialized_options = b'\222\265\030\003\030\350\007'
   _globals['_LISTCHATSESSIONSREQUEST'].fields_by_name['status']._loaded_options = None
-  _globals['_LISTCHATSESSIONSREQUEST'].fields_by_name['status']._serialized_options = b'\222\265\030\031\"\006active\"\005ended\"\010archived'
+  _globals['_LISTCHATSESSIONSREQUEST'].fields_by_name['status']._serialized_options = b'\222\265\030\036J\034persona.v1.ChatSessionStatus'
   _globals['_ENDCHATSESSIONREQUEST'].fields_by_name['id']._loaded_options = None
   _globals['_ENDCHATSESSIONREQUEST'].fields_by_name['id']._serialized_options = b'\222\265\030\002\010\001'
   _globals['_ARCHIVECHATSESSIONREQUEST'].fields_by_name['id']._loaded_options = None
@@ -82,8 +90,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SENDCHATMESSAGEREQUEST'].fields_by_name['content']._serialized_options = b'\222\265\030\006\010\001\030\200\372\001'
   _globals['_LISTCHATMESSAGESREQUEST'].fields_by_name['id']._loaded_options = None
   _globals['_LISTCHATMESSAGESREQUEST'].fields_by_name['id']._serialized_options = b'\222\265\030\002\010\001'
-  _globals['_LISTCHATMESSAGESREQUEST'].fields_by_name['page_size']._loaded_options = None
-  _globals['_LISTCHATMESSAGESREQUEST'].fields_by_name['page_size']._serialized_options = b'\222\265\030\0048\000@d'
+  _globals['_LISTCHATMESSAGESREQUEST'].fields_by_name['limit']._loaded_options = None
+  _globals['_LISTCHATMESSAGESREQUEST'].fields_by_name['limit']._serialized_options = b'\222\265\030\0048\001@d'
+  _globals['_LISTCHATMESSAGESREQUEST'].fields_by_name['cursor']._loaded_options = None
+  _globals['_LISTCHATMESSAGESREQUEST'].fields_by_name['cursor']._serialized_options = b'\222\265\030\003\030\350\007'
   _globals['_CHATSERVICE'].methods_by_name['CreateChatSession']._loaded_options = None
   _globals['_CHATSERVICE'].methods_by_name['CreateChatSession']._serialized_options = b'\212\265\030\034\n\nchat:write \001B\014chat_session\202\323\344\223\002\026\"\021/v1/chat/sessions:\001*'
   _globals['_CHATSERVICE'].methods_by_name['GetChatSession']._loaded_options = None
@@ -100,34 +110,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHATSERVICE'].methods_by_name['StreamChatMessage']._serialized_options = b'\212\265\030K\n\nchat:write \001*\rchat.messages:\036chat_session.send_chat_messageB\014chat_session\202\323\344\223\002+\"&/v1/chat/sessions/{id}/messages:stream:\001*'
   _globals['_CHATSERVICE'].methods_by_name['ListChatMessages']._loaded_options = None
   _globals['_CHATSERVICE'].methods_by_name['ListChatMessages']._serialized_options = b'\212\265\030\031\n\tchat:readB\014chat_session\202\323\344\223\002!\022\037/v1/chat/sessions/{id}/messages'
+  _globals['_CHATSESSIONSTATUS']._serialized_start=2177
+  _globals['_CHATSESSIONSTATUS']._serialized_end=2367
   _globals['_CHATSESSION']._serialized_start=215
-  _globals['_CHATSESSION']._serialized_end=655
-  _globals['_GETCHATSESSIONREQUEST']._serialized_start=657
-  _globals['_GETCHATSESSIONREQUEST']._serialized_end=700
-  _globals['_CREATECHATSESSIONREQUEST']._serialized_start=702
-  _globals['_CREATECHATSESSIONREQUEST']._serialized_end=808
-  _globals['_LISTCHATSESSIONSREQUEST']._serialized_start=811
-  _globals['_LISTCHATSESSIONSREQUEST']._serialized_end=969
-  _globals['_LISTCHATSESSIONSRESPONSE']._serialized_start=971
-  _globals['_LISTCHATSESSIONSRESPONSE']._serialized_end=1065
-  _globals['_ENDCHATSESSIONREQUEST']._serialized_start=1067
-  _globals['_ENDCHATSESSIONREQUEST']._serialized_end=1110
-  _globals['_ARCHIVECHATSESSIONREQUEST']._serialized_start=1112
-  _globals['_ARCHIVECHATSESSIONREQUEST']._serialized_end=1159
-  _globals['_SENDCHATMESSAGEREQUEST']._serialized_start=1161
-  _globals['_SENDCHATMESSAGEREQUEST']._serialized_end=1234
-  _globals['_CHATUSAGE']._serialized_start=1236
-  _globals['_CHATUSAGE']._serialized_end=1317
-  _globals['_CHATMESSAGE']._serialized_start=1320
-  _globals['_CHATMESSAGE']._serialized_end=1554
-  _globals['_SENDCHATMESSAGERESPONSE']._serialized_start=1557
-  _globals['_SENDCHATMESSAGERESPONSE']._serialized_end=1711
-  _globals['_CHATMESSAGEEVENT']._serialized_start=1714
-  _globals['_CHATMESSAGEEVENT']._serialized_end=1925
-  _globals['_LISTCHATMESSAGESREQUEST']._serialized_start=1927
-  _globals['_LISTCHATMESSAGESREQUEST']._serialized_end=2021
-  _globals['_LISTCHATMESSAGESRESPONSE']._serialized_start=2023
-  _globals['_LISTCHATMESSAGESRESPONSE']._serialized_end=2117
-  _globals['_CHATSERVICE']._serialized_start=2120
-  _globals['_CHATSERVICE']._serialized_end=3455
+  _globals['_CHATSESSION']._serialized_end=689
+  _globals['_GETCHATSESSIONREQUEST']._serialized_start=691
+  _globals['_GETCHATSESSIONREQUEST']._serialized_end=734
+  _globals['_CREATECHATSESSIONREQUEST']._serialized_start=736
+  _globals['_CREATECHATSESSIONREQUEST']._serialized_end=842
+  _globals['_LISTCHATSESSIONSREQUEST']._serialized_start=845
+  _globals['_LISTCHATSESSIONSREQUEST']._serialized_end=1024
+  _globals['_LISTCHATSESSIONSRESPONSE']._serialized_start=1026
+  _globals['_LISTCHATSESSIONSRESPONSE']._serialized_end=1113
+  _globals['_ENDCHATSESSIONREQUEST']._serialized_start=1115
+  _globals['_ENDCHATSESSIONREQUEST']._serialized_end=1158
+  _globals['_ARCHIVECHATSESSIONREQUEST']._serialized_start=1160
+  _globals['_ARCHIVECHATSESSIONREQUEST']._serialized_end=1207
+  _globals['_SENDCHATMESSAGEREQUEST']._serialized_start=1209
+  _globals['_SENDCHATMESSAGEREQUEST']._serialized_end=1282
+  _globals['_CHATUSAGE']._serialized_start=1284
+  _globals['_CHATUSAGE']._serialized_end=1365
+  _globals['_CHATMESSAGE']._serialized_start=1368
+  _globals['_CHATMESSAGE']._serialized_end=1602
+  _globals['_SENDCHATMESSAGERESPONSE']._serialized_start=1605
+  _globals['_SENDCHATMESSAGERESPONSE']._serialized_end=1759
+  _globals['_CHATMESSAGEEVENT']._serialized_start=1762
+  _globals['_CHATMESSAGEEVENT']._serialized_end=1973
+  _globals['_LISTCHATMESSAGESREQUEST']._serialized_start=1975
+  _globals['_LISTCHATMESSAGESREQUEST']._serialized_end=2085
+  _globals['_LISTCHATMESSAGESRESPONSE']._serialized_start=2087
+  _globals['_LISTCHATMESSAGESRESPONSE']._serialized_end=2174
+  _globals['_CHATSERVICE']._serialized_start=2370
+  _globals['_CHATSERVICE']._serialized_end=3705
 # @@protoc_insertion_point(module_scope)

@@ -7,12 +7,24 @@ from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import errors_pb2 as _errors_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ChatSessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CHAT_SESSION_STATUS_UNSPECIFIED: _ClassVar[ChatSessionStatus]
+    CHAT_SESSION_STATUS_ACTIVE: _ClassVar[ChatSessionStatus]
+    CHAT_SESSION_STATUS_ENDED: _ClassVar[ChatSessionStatus]
+    CHAT_SESSION_STATUS_ARCHIVED: _ClassVar[ChatSessionStatus]
+CHAT_SESSION_STATUS_UNSPECIFIED: ChatSessionStatus
+CHAT_SESSION_STATUS_ACTIVE: ChatSessionStatus
+CHAT_SESSION_STATUS_ENDED: ChatSessionStatus
+CHAT_SESSION_STATUS_ARCHIVED: ChatSessionStatus
 
 class ChatSession(_message.Message):
     __slots__ = ("session_id", "org_id", "workspace_id", "persona_id", "user_id", "title", "status", "message_count", "input_tokens", "output_tokens", "cost_usd_micros", "started_at", "last_active_at", "ended_at")
@@ -63,26 +75,26 @@ class CreateChatSessionRequest(_message.Message):
     def __init__(self, persona_id: _Optional[str] = ..., user_id: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
 
 class ListChatSessionsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "persona_id", "status", "user_id")
-    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
-    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("limit", "cursor", "persona_id", "status", "user_id")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
-    page_size: int
-    page_token: str
+    limit: int
+    cursor: str
     persona_id: str
     status: str
     user_id: str
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., persona_id: _Optional[str] = ..., status: _Optional[str] = ..., user_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, limit: _Optional[int] = ..., cursor: _Optional[str] = ..., persona_id: _Optional[str] = ..., status: _Optional[str] = ..., user_id: _Optional[str] = ...) -> None: ...
 
 class ListChatSessionsResponse(_message.Message):
-    __slots__ = ("sessions", "next_page_token")
-    SESSIONS_FIELD_NUMBER: _ClassVar[int]
-    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    sessions: _containers.RepeatedCompositeFieldContainer[ChatSession]
-    next_page_token: str
-    def __init__(self, sessions: _Optional[_Iterable[_Union[ChatSession, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    __slots__ = ("items", "next_cursor")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[ChatSession]
+    next_cursor: str
+    def __init__(self, items: _Optional[_Iterable[_Union[ChatSession, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class EndChatSessionRequest(_message.Message):
     __slots__ = ("id",)
@@ -165,19 +177,19 @@ class ChatMessageEvent(_message.Message):
     def __init__(self, event: _Optional[str] = ..., delta: _Optional[str] = ..., user_message: _Optional[_Union[ChatMessage, _Mapping]] = ..., reply: _Optional[_Union[ChatMessage, _Mapping]] = ..., session: _Optional[_Union[ChatSession, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
 
 class ListChatMessagesRequest(_message.Message):
-    __slots__ = ("id", "page_size", "page_token")
+    __slots__ = ("id", "limit", "cursor")
     ID_FIELD_NUMBER: _ClassVar[int]
-    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
-    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
     id: str
-    page_size: int
-    page_token: str
-    def __init__(self, id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    limit: int
+    cursor: str
+    def __init__(self, id: _Optional[str] = ..., limit: _Optional[int] = ..., cursor: _Optional[str] = ...) -> None: ...
 
 class ListChatMessagesResponse(_message.Message):
-    __slots__ = ("messages", "next_page_token")
-    MESSAGES_FIELD_NUMBER: _ClassVar[int]
-    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    messages: _containers.RepeatedCompositeFieldContainer[ChatMessage]
-    next_page_token: str
-    def __init__(self, messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    __slots__ = ("items", "next_cursor")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[ChatMessage]
+    next_cursor: str
+    def __init__(self, items: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...

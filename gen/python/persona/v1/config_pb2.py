@@ -28,7 +28,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17persona/v1/config.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x18persona/v1/options.proto\"\xd5\x01\n\nConfigItem\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x14\n\x06source\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0bsettable_at\x18\x04 \x03(\tB\x04\xe2\x41\x01\x03\x12\x12\n\x04type\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1c\n\x0e\x61llowed_values\x18\x06 \x03(\tB\x04\xe2\x41\x01\x03\x12\x30\n\nupdated_at\x18\x07 \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\"1\n\x16ListConfigItemsRequest\x12\x17\n\x06prefix\x18\x01 \x01(\tB\x07\x92\xb5\x18\x03\x18\xc8\x01\"@\n\x17ListConfigItemsResponse\x12%\n\x05items\x18\x01 \x03(\x0b\x32\x16.persona.v1.ConfigItem\"J\n\x14GetConfigItemRequest\x12\x16\n\x03key\x18\x01 \x01(\tB\t\x92\xb5\x18\x05\x08\x01\x18\xc8\x01\x12\x1a\n\npersona_id\x18\x02 \x01(\tB\x06\x92\xb5\x18\x02\x18(\"\xaa\x01\n\x17UpdateConfigItemRequest\x12\x16\n\x03key\x18\x01 \x01(\tB\t\x92\xb5\x18\x05\x08\x01\x18\xc8\x01\x12-\n\x05value\x18\x02 \x01(\x0b\x32\x16.google.protobuf.ValueB\x06\x92\xb5\x18\x02\x08\x01\x12,\n\x05level\x18\x03 \x01(\tB\x1d\x92\xb5\x18\x19\"\tworkspace\"\x03org\"\x07persona\x12\x1a\n\npersona_id\x18\x04 \x01(\tB\x06\x92\xb5\x18\x02\x18(\"{\n\x17\x44\x65leteConfigItemRequest\x12\x16\n\x03key\x18\x01 \x01(\tB\t\x92\xb5\x18\x05\x08\x01\x18\xc8\x01\x12,\n\x05level\x18\x02 \x01(\tB\x1d\x92\xb5\x18\x19\"\tworkspace\"\x03org\"\x07persona\x12\x1a\n\npersona_id\x18\x03 \x01(\tB\x06\x92\xb5\x18\x02\x18(2\xe7\x04\n\rConfigService\x12\x8c\x01\n\x0fListConfigItems\x12\".persona.v1.ListConfigItemsRequest\x1a#.persona.v1.ListConfigItemsResponse\"0\x8a\xb5\x18\x1a\n\x0b\x63onfig:readB\x0b\x63onfig_item\x82\xd3\xe4\x93\x02\x0c\x12\n/v1/config\x12\x81\x01\n\rGetConfigItem\x12 .persona.v1.GetConfigItemRequest\x1a\x16.persona.v1.ConfigItem\"6\x8a\xb5\x18\x1a\n\x0b\x63onfig:readB\x0b\x63onfig_item\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/config/{key}\x12\xa1\x01\n\x10UpdateConfigItem\x12#.persona.v1.UpdateConfigItemRequest\x1a\x16.persona.v1.ConfigItem\"P\x8a\xb5\x18\x31\n\x0c\x63onfig:write \x01:\x12\x63onfig_item.updateB\x0b\x63onfig_item\x82\xd3\xe4\x93\x02\x15\x1a\x10/v1/config/{key}:\x01*\x12\x9e\x01\n\x10\x44\x65leteConfigItem\x12#.persona.v1.DeleteConfigItemRequest\x1a\x16.persona.v1.ConfigItem\"M\x8a\xb5\x18\x31\n\x0c\x63onfig:write \x01:\x12\x63onfig_item.deleteB\x0b\x63onfig_item\x82\xd3\xe4\x93\x02\x12*\x10/v1/config/{key}B&\n\x15\x63om.personaservice.v1B\x0b\x43onfigProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17persona/v1/config.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x18persona/v1/options.proto\"\xd5\x01\n\nConfigItem\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x14\n\x06source\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0bsettable_at\x18\x04 \x03(\tB\x04\xe2\x41\x01\x03\x12\x12\n\x04type\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1c\n\x0e\x61llowed_values\x18\x06 \x03(\tB\x04\xe2\x41\x01\x03\x12\x30\n\nupdated_at\x18\x07 \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\"r\n\x16ListConfigItemsRequest\x12\x17\n\x06prefix\x18\x01 \x01(\tB\x07\x92\xb5\x18\x03\x18\xc8\x01\x12\x17\n\x06\x63ursor\x18\x02 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x1c\n\x05limit\x18\x03 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x42\x08\n\x06_limit\"U\n\x17ListConfigItemsResponse\x12%\n\x05items\x18\x01 \x03(\x0b\x32\x16.persona.v1.ConfigItem\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"J\n\x14GetConfigItemRequest\x12\x16\n\x03key\x18\x01 \x01(\tB\t\x92\xb5\x18\x05\x08\x01\x18\xc8\x01\x12\x1a\n\npersona_id\x18\x02 \x01(\tB\x06\x92\xb5\x18\x02\x18(\"\xaa\x01\n\x17UpdateConfigItemRequest\x12\x16\n\x03key\x18\x01 \x01(\tB\t\x92\xb5\x18\x05\x08\x01\x18\xc8\x01\x12-\n\x05value\x18\x02 \x01(\x0b\x32\x16.google.protobuf.ValueB\x06\x92\xb5\x18\x02\x08\x01\x12,\n\x05level\x18\x03 \x01(\tB\x1d\x92\xb5\x18\x19\"\tworkspace\"\x03org\"\x07persona\x12\x1a\n\npersona_id\x18\x04 \x01(\tB\x06\x92\xb5\x18\x02\x18(\"{\n\x17\x44\x65leteConfigItemRequest\x12\x16\n\x03key\x18\x01 \x01(\tB\t\x92\xb5\x18\x05\x08\x01\x18\xc8\x01\x12,\n\x05level\x18\x02 \x01(\tB\x1d\x92\xb5\x18\x19\"\tworkspace\"\x03org\"\x07persona\x12\x1a\n\npersona_id\x18\x03 \x01(\tB\x06\x92\xb5\x18\x02\x18(2\xe7\x04\n\rConfigService\x12\x8c\x01\n\x0fListConfigItems\x12\".persona.v1.ListConfigItemsRequest\x1a#.persona.v1.ListConfigItemsResponse\"0\x8a\xb5\x18\x1a\n\x0b\x63onfig:readB\x0b\x63onfig_item\x82\xd3\xe4\x93\x02\x0c\x12\n/v1/config\x12\x81\x01\n\rGetConfigItem\x12 .persona.v1.GetConfigItemRequest\x1a\x16.persona.v1.ConfigItem\"6\x8a\xb5\x18\x1a\n\x0b\x63onfig:readB\x0b\x63onfig_item\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/config/{key}\x12\xa1\x01\n\x10UpdateConfigItem\x12#.persona.v1.UpdateConfigItemRequest\x1a\x16.persona.v1.ConfigItem\"P\x8a\xb5\x18\x31\n\x0c\x63onfig:write \x01:\x12\x63onfig_item.updateB\x0b\x63onfig_item\x82\xd3\xe4\x93\x02\x15\x1a\x10/v1/config/{key}:\x01*\x12\x9e\x01\n\x10\x44\x65leteConfigItem\x12#.persona.v1.DeleteConfigItemRequest\x1a\x16.persona.v1.ConfigItem\"M\x8a\xb5\x18\x31\n\x0c\x63onfig:write \x01:\x12\x63onfig_item.deleteB\x0b\x63onfig_item\x82\xd3\xe4\x93\x02\x12*\x10/v1/config/{key}B&\n\x15\x63om.personaservice.v1B\x0b\x43onfigProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,6 +48,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CONFIGITEM'].fields_by_name['updated_at']._serialized_options = b'\342A\001\003'
   _globals['_LISTCONFIGITEMSREQUEST'].fields_by_name['prefix']._loaded_options = None
   _globals['_LISTCONFIGITEMSREQUEST'].fields_by_name['prefix']._serialized_options = b'\222\265\030\003\030\310\001'
+  _globals['_LISTCONFIGITEMSREQUEST'].fields_by_name['cursor']._loaded_options = None
+  _globals['_LISTCONFIGITEMSREQUEST'].fields_by_name['cursor']._serialized_options = b'\222\265\030\003\030\350\007'
+  _globals['_LISTCONFIGITEMSREQUEST'].fields_by_name['limit']._loaded_options = None
+  _globals['_LISTCONFIGITEMSREQUEST'].fields_by_name['limit']._serialized_options = b'\222\265\030\0048\001@d'
   _globals['_GETCONFIGITEMREQUEST'].fields_by_name['key']._loaded_options = None
   _globals['_GETCONFIGITEMREQUEST'].fields_by_name['key']._serialized_options = b'\222\265\030\005\010\001\030\310\001'
   _globals['_GETCONFIGITEMREQUEST'].fields_by_name['persona_id']._loaded_options = None
@@ -77,15 +81,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CONFIGITEM']._serialized_start=159
   _globals['_CONFIGITEM']._serialized_end=372
   _globals['_LISTCONFIGITEMSREQUEST']._serialized_start=374
-  _globals['_LISTCONFIGITEMSREQUEST']._serialized_end=423
-  _globals['_LISTCONFIGITEMSRESPONSE']._serialized_start=425
-  _globals['_LISTCONFIGITEMSRESPONSE']._serialized_end=489
-  _globals['_GETCONFIGITEMREQUEST']._serialized_start=491
-  _globals['_GETCONFIGITEMREQUEST']._serialized_end=565
-  _globals['_UPDATECONFIGITEMREQUEST']._serialized_start=568
-  _globals['_UPDATECONFIGITEMREQUEST']._serialized_end=738
-  _globals['_DELETECONFIGITEMREQUEST']._serialized_start=740
-  _globals['_DELETECONFIGITEMREQUEST']._serialized_end=863
-  _globals['_CONFIGSERVICE']._serialized_start=866
-  _globals['_CONFIGSERVICE']._serialized_end=1481
+  _globals['_LISTCONFIGITEMSREQUEST']._serialized_end=488
+  _globals['_LISTCONFIGITEMSRESPONSE']._serialized_start=490
+  _globals['_LISTCONFIGITEMSRESPONSE']._serialized_end=575
+  _globals['_GETCONFIGITEMREQUEST']._serialized_start=577
+  _globals['_GETCONFIGITEMREQUEST']._serialized_end=651
+  _globals['_UPDATECONFIGITEMREQUEST']._serialized_start=654
+  _globals['_UPDATECONFIGITEMREQUEST']._serialized_end=824
+  _globals['_DELETECONFIGITEMREQUEST']._serialized_start=826
+  _globals['_DELETECONFIGITEMREQUEST']._serialized_end=949
+  _globals['_CONFIGSERVICE']._serialized_start=952
+  _globals['_CONFIGSERVICE']._serialized_end=1567
 # @@protoc_insertion_point(module_scope)

@@ -29,16 +29,22 @@ class ConfigItem(_message.Message):
     def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., source: _Optional[str] = ..., settable_at: _Optional[_Iterable[str]] = ..., type: _Optional[str] = ..., allowed_values: _Optional[_Iterable[str]] = ..., updated_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class ListConfigItemsRequest(_message.Message):
-    __slots__ = ("prefix",)
+    __slots__ = ("prefix", "cursor", "limit")
     PREFIX_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
     prefix: str
-    def __init__(self, prefix: _Optional[str] = ...) -> None: ...
+    cursor: str
+    limit: int
+    def __init__(self, prefix: _Optional[str] = ..., cursor: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class ListConfigItemsResponse(_message.Message):
-    __slots__ = ("items",)
+    __slots__ = ("items", "next_cursor")
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[ConfigItem]
-    def __init__(self, items: _Optional[_Iterable[_Union[ConfigItem, _Mapping]]] = ...) -> None: ...
+    next_cursor: str
+    def __init__(self, items: _Optional[_Iterable[_Union[ConfigItem, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class GetConfigItemRequest(_message.Message):
     __slots__ = ("key", "persona_id")

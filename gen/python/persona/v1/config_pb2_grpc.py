@@ -130,8 +130,8 @@ class ConfigServiceServicer:
     """
 
     def ListConfigItems(self, request, context):
-        """Lists every declared key with its effective value for the caller's
-        workspace.
+        """Lists the declared keys with their effective values for the caller's
+        workspace, sorted by key, a page at a time like every list.
 
         Auth: scope `config:read`.
         """

@@ -29,7 +29,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17persona/v1/events.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xc3\x01\n\x05\x45vent\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\x04type\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x35\n\x0boccurred_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x14\n\x06org_id\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0cworkspace_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12+\n\x04\x64\x61ta\x18\x06 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x03\"v\n\x11ListEventsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x00@d\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x14\n\x04type\x18\x03 \x01(\tB\x06\x92\xb5\x18\x02\x18@\x12\x1a\n\npersona_id\x18\x04 \x01(\tB\x06\x92\xb5\x18\x02\x18@\"P\n\x12ListEventsResponse\x12!\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x11.persona.v1.Event\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"%\n\x0fGetEventRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01*\xb5\x08\n\tEventType\x12\x1a\n\x16\x45VENT_TYPE_UNSPECIFIED\x10\x00\x12\x33\n\x1a\x45VENT_TYPE_PERSONA_CREATED\x10\x01\x1a\x13\xa2\xb5\x18\x0fpersona.created\x12\x33\n\x1a\x45VENT_TYPE_PERSONA_UPDATED\x10\x02\x1a\x13\xa2\xb5\x18\x0fpersona.updated\x12\x33\n\x1a\x45VENT_TYPE_PERSONA_DELETED\x10\x03\x1a\x13\xa2\xb5\x18\x0fpersona.deleted\x12\x35\n\x1b\x45VENT_TYPE_PERSONA_ARCHIVED\x10\x04\x1a\x14\xa2\xb5\x18\x10persona.archived\x12;\n\x1e\x45VENT_TYPE_PERSONA_REGENERATED\x10\x05\x1a\x17\xa2\xb5\x18\x13persona.regenerated\x12=\n\x1f\x45VENT_TYPE_PERSONA_AUDIT_FAILED\x10\x06\x1a\x18\xa2\xb5\x18\x14persona.audit_failed\x12\x41\n!EVENT_TYPE_GENERATION_RUN_STARTED\x10\x07\x1a\x1a\xa2\xb5\x18\x16generation.run.started\x12\x45\n#EVENT_TYPE_GENERATION_RUN_COMPLETED\x10\x08\x1a\x1c\xa2\xb5\x18\x18generation.run.completed\x12?\n EVENT_TYPE_GENERATION_RUN_FAILED\x10\t\x1a\x19\xa2\xb5\x18\x15generation.run.failed\x12?\n EVENT_TYPE_SUBSCRIPTION_UPGRADED\x10\n\x1a\x19\xa2\xb5\x18\x15subscription.upgraded\x12\x43\n\"EVENT_TYPE_SUBSCRIPTION_DOWNGRADED\x10\x0b\x1a\x1b\xa2\xb5\x18\x17subscription.downgraded\x12\x41\n!EVENT_TYPE_SUBSCRIPTION_CANCELLED\x10\x0c\x1a\x1a\xa2\xb5\x18\x16subscription.cancelled\x12O\n(EVENT_TYPE_MARKETPLACE_PERSONA_PUBLISHED\x10\r\x1a!\xa2\xb5\x18\x1dmarketplace.persona.published\x12O\n(EVENT_TYPE_MARKETPLACE_PERSONA_PURCHASED\x10\x0e\x1a!\xa2\xb5\x18\x1dmarketplace.persona.purchased\x12\x39\n\x1d\x45VENT_TYPE_MODERATION_FLAGGED\x10\x0f\x1a\x16\xa2\xb5\x18\x12moderation.flagged\x12I\n%EVENT_TYPE_WEBHOOK_ENDPOINT_TEST_PING\x10\x10\x1a\x1e\xa2\xb5\x18\x1awebhook.endpoint.test_ping2\xf4\x01\n\x0c\x45ventService\x12w\n\nListEvents\x12\x1d.persona.v1.ListEventsRequest\x1a\x1e.persona.v1.ListEventsResponse\"*\x8a\xb5\x18\x14\n\x0b\x63onfig:readB\x05\x65vent\x82\xd3\xe4\x93\x02\x0c\x12\n/v1/events\x12k\n\x08GetEvent\x12\x1b.persona.v1.GetEventRequest\x1a\x11.persona.v1.Event\"/\x8a\xb5\x18\x14\n\x0b\x63onfig:readB\x05\x65vent\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/events/{id}B&\n\x15\x63om.personaservice.v1B\x0b\x45ventsProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17persona/v1/events.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xc3\x01\n\x05\x45vent\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\x04type\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x35\n\x0boccurred_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x14\n\x06org_id\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0cworkspace_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12+\n\x04\x64\x61ta\x18\x06 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x03\"\x86\x01\n\x11ListEventsRequest\x12\x1c\n\x05limit\x18\x01 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x12\x17\n\x06\x63ursor\x18\x02 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x14\n\x04type\x18\x03 \x01(\tB\x06\x92\xb5\x18\x02\x18@\x12\x1a\n\npersona_id\x18\x04 \x01(\tB\x06\x92\xb5\x18\x02\x18@B\x08\n\x06_limit\"K\n\x12ListEventsResponse\x12 \n\x05items\x18\x01 \x03(\x0b\x32\x11.persona.v1.Event\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"%\n\x0fGetEventRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01*\xb5\x08\n\tEventType\x12\x1a\n\x16\x45VENT_TYPE_UNSPECIFIED\x10\x00\x12\x33\n\x1a\x45VENT_TYPE_PERSONA_CREATED\x10\x01\x1a\x13\xa2\xb5\x18\x0fpersona.created\x12\x33\n\x1a\x45VENT_TYPE_PERSONA_UPDATED\x10\x02\x1a\x13\xa2\xb5\x18\x0fpersona.updated\x12\x33\n\x1a\x45VENT_TYPE_PERSONA_DELETED\x10\x03\x1a\x13\xa2\xb5\x18\x0fpersona.deleted\x12\x35\n\x1b\x45VENT_TYPE_PERSONA_ARCHIVED\x10\x04\x1a\x14\xa2\xb5\x18\x10persona.archived\x12;\n\x1e\x45VENT_TYPE_PERSONA_REGENERATED\x10\x05\x1a\x17\xa2\xb5\x18\x13persona.regenerated\x12=\n\x1f\x45VENT_TYPE_PERSONA_AUDIT_FAILED\x10\x06\x1a\x18\xa2\xb5\x18\x14persona.audit_failed\x12\x41\n!EVENT_TYPE_GENERATION_RUN_STARTED\x10\x07\x1a\x1a\xa2\xb5\x18\x16generation.run.started\x12\x45\n#EVENT_TYPE_GENERATION_RUN_COMPLETED\x10\x08\x1a\x1c\xa2\xb5\x18\x18generation.run.completed\x12?\n EVENT_TYPE_GENERATION_RUN_FAILED\x10\t\x1a\x19\xa2\xb5\x18\x15generation.run.failed\x12?\n EVENT_TYPE_SUBSCRIPTION_UPGRADED\x10\n\x1a\x19\xa2\xb5\x18\x15subscription.upgraded\x12\x43\n\"EVENT_TYPE_SUBSCRIPTION_DOWNGRADED\x10\x0b\x1a\x1b\xa2\xb5\x18\x17subscription.downgraded\x12\x41\n!EVENT_TYPE_SUBSCRIPTION_CANCELLED\x10\x0c\x1a\x1a\xa2\xb5\x18\x16subscription.cancelled\x12O\n(EVENT_TYPE_MARKETPLACE_PERSONA_PUBLISHED\x10\r\x1a!\xa2\xb5\x18\x1dmarketplace.persona.published\x12O\n(EVENT_TYPE_MARKETPLACE_PERSONA_PURCHASED\x10\x0e\x1a!\xa2\xb5\x18\x1dmarketplace.persona.purchased\x12\x39\n\x1d\x45VENT_TYPE_MODERATION_FLAGGED\x10\x0f\x1a\x16\xa2\xb5\x18\x12moderation.flagged\x12I\n%EVENT_TYPE_WEBHOOK_ENDPOINT_TEST_PING\x10\x10\x1a\x1e\xa2\xb5\x18\x1awebhook.endpoint.test_ping2\xf4\x01\n\x0c\x45ventService\x12w\n\nListEvents\x12\x1d.persona.v1.ListEventsRequest\x1a\x1e.persona.v1.ListEventsResponse\"*\x8a\xb5\x18\x14\n\x0b\x63onfig:readB\x05\x65vent\x82\xd3\xe4\x93\x02\x0c\x12\n/v1/events\x12k\n\x08GetEvent\x12\x1b.persona.v1.GetEventRequest\x1a\x11.persona.v1.Event\"/\x8a\xb5\x18\x14\n\x0b\x63onfig:readB\x05\x65vent\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/events/{id}B&\n\x15\x63om.personaservice.v1B\x0b\x45ventsProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -81,8 +81,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EVENT'].fields_by_name['workspace_id']._serialized_options = b'\342A\001\003'
   _globals['_EVENT'].fields_by_name['data']._loaded_options = None
   _globals['_EVENT'].fields_by_name['data']._serialized_options = b'\342A\001\003'
-  _globals['_LISTEVENTSREQUEST'].fields_by_name['page_size']._loaded_options = None
-  _globals['_LISTEVENTSREQUEST'].fields_by_name['page_size']._serialized_options = b'\222\265\030\0048\000@d'
+  _globals['_LISTEVENTSREQUEST'].fields_by_name['limit']._loaded_options = None
+  _globals['_LISTEVENTSREQUEST'].fields_by_name['limit']._serialized_options = b'\222\265\030\0048\001@d'
+  _globals['_LISTEVENTSREQUEST'].fields_by_name['cursor']._loaded_options = None
+  _globals['_LISTEVENTSREQUEST'].fields_by_name['cursor']._serialized_options = b'\222\265\030\003\030\350\007'
   _globals['_LISTEVENTSREQUEST'].fields_by_name['type']._loaded_options = None
   _globals['_LISTEVENTSREQUEST'].fields_by_name['type']._serialized_options = b'\222\265\030\002\030@'
   _globals['_LISTEVENTSREQUEST'].fields_by_name['persona_id']._loaded_options = None
@@ -93,16 +95,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EVENTSERVICE'].methods_by_name['ListEvents']._serialized_options = b'\212\265\030\024\n\013config:readB\005event\202\323\344\223\002\014\022\n/v1/events'
   _globals['_EVENTSERVICE'].methods_by_name['GetEvent']._loaded_options = None
   _globals['_EVENTSERVICE'].methods_by_name['GetEvent']._serialized_options = b'\212\265\030\024\n\013config:readB\005event\202\323\344\223\002\021\022\017/v1/events/{id}'
-  _globals['_EVENTTYPE']._serialized_start=631
-  _globals['_EVENTTYPE']._serialized_end=1708
+  _globals['_EVENTTYPE']._serialized_start=643
+  _globals['_EVENTTYPE']._serialized_end=1720
   _globals['_EVENT']._serialized_start=192
   _globals['_EVENT']._serialized_end=387
-  _globals['_LISTEVENTSREQUEST']._serialized_start=389
-  _globals['_LISTEVENTSREQUEST']._serialized_end=507
-  _globals['_LISTEVENTSRESPONSE']._serialized_start=509
-  _globals['_LISTEVENTSRESPONSE']._serialized_end=589
-  _globals['_GETEVENTREQUEST']._serialized_start=591
-  _globals['_GETEVENTREQUEST']._serialized_end=628
-  _globals['_EVENTSERVICE']._serialized_start=1711
-  _globals['_EVENTSERVICE']._serialized_end=1955
+  _globals['_LISTEVENTSREQUEST']._serialized_start=390
+  _globals['_LISTEVENTSREQUEST']._serialized_end=524
+  _globals['_LISTEVENTSRESPONSE']._serialized_start=526
+  _globals['_LISTEVENTSRESPONSE']._serialized_end=601
+  _globals['_GETEVENTREQUEST']._serialized_start=603
+  _globals['_GETEVENTREQUEST']._serialized_end=640
+  _globals['_EVENTSERVICE']._serialized_start=1723
+  _globals['_EVENTSERVICE']._serialized_end=1967
 # @@protoc_insertion_point(module_scope)

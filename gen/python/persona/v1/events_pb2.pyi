@@ -68,24 +68,24 @@ class Event(_message.Message):
     def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., org_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ListEventsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "type", "persona_id")
-    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
-    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("limit", "cursor", "type", "persona_id")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
-    page_size: int
-    page_token: str
+    limit: int
+    cursor: str
     type: str
     persona_id: str
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., type: _Optional[str] = ..., persona_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, limit: _Optional[int] = ..., cursor: _Optional[str] = ..., type: _Optional[str] = ..., persona_id: _Optional[str] = ...) -> None: ...
 
 class ListEventsResponse(_message.Message):
-    __slots__ = ("events", "next_page_token")
-    EVENTS_FIELD_NUMBER: _ClassVar[int]
-    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    events: _containers.RepeatedCompositeFieldContainer[Event]
-    next_page_token: str
-    def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    __slots__ = ("items", "next_cursor")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[Event]
+    next_cursor: str
+    def __init__(self, items: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class GetEventRequest(_message.Message):
     __slots__ = ("id",)

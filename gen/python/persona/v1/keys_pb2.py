@@ -29,7 +29,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15persona/v1/keys.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xa2\x02\n\x06\x41piKey\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06scopes\x18\x03 \x03(\t\x12\x0c\n\x04mode\x18\x04 \x01(\t\x12\x14\n\x06prefix\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x0cip_allowlist\x18\x06 \x03(\t\x12\x1a\n\x0cworkspace_id\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12*\n\nexpires_at\x18\t \x01(\x0b\x32\x16.google.protobuf.Value\x12\x30\n\nrevoked_at\x18\n \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\"\xa4\x02\n\x13\x43reateApiKeyRequest\x12\x1a\n\x04name\x18\x01 \x01(\tB\x0c\xe2\x41\x01\x02\x92\xb5\x18\x04\x08\x01\x18\x64\x12}\n\x06scopes\x18\x02 \x03(\tBm\xe2\x41\x01\x02\x92\xb5\x18\x65\x08\x01\"\rpersonas:read\"\x0epersonas:write\"\tchat:read\"\nchat:write\"\x0b\x63onfig:read\"\x0c\x63onfig:write\"\x0eplatform:admin0\x01\x12\x1e\n\x04mode\x18\x03 \x01(\tB\x10\x92\xb5\x18\x0c\"\x04live\"\x04test\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\"\n\x0cip_allowlist\x18\x05 \x03(\tB\x0c\x92\xb5\x18\x08\x18\x32*\x04\x63idr\"G\n\x14\x43reateApiKeyResponse\x12\x1f\n\x03key\x18\x01 \x01(\x0b\x32\x12.persona.v1.ApiKey\x12\x0e\n\x06secret\x18\x02 \x01(\t\"E\n\x12ListApiKeysRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x00@d\x12\x12\n\npage_token\x18\x02 \x01(\t\"P\n\x13ListApiKeysResponse\x12 \n\x04keys\x18\x01 \x03(\x0b\x32\x12.persona.v1.ApiKey\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"&\n\x10GetApiKeyRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\")\n\x13RevokeApiKeyRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\x32\xbe\x04\n\rApiKeyService\x12\x91\x01\n\x0c\x43reateApiKey\x12\x1f.persona.v1.CreateApiKeyRequest\x1a .persona.v1.CreateApiKeyResponse\">\x8a\xb5\x18\'\n\x0c\x63onfig:write\x1a\x05owner\x1a\x05\x61\x64min \x01\x42\x07\x61pi_key\x82\xd3\xe4\x93\x02\r\"\x08/v1/keys:\x01*\x12\x88\x01\n\x0bListApiKeys\x12\x1e.persona.v1.ListApiKeysRequest\x1a\x1f.persona.v1.ListApiKeysResponse\"8\x8a\xb5\x18$\n\x0b\x63onfig:read\x1a\x05owner\x1a\x05\x61\x64minB\x07\x61pi_key\x82\xd3\xe4\x93\x02\n\x12\x08/v1/keys\x12|\n\tGetApiKey\x12\x1c.persona.v1.GetApiKeyRequest\x1a\x12.persona.v1.ApiKey\"=\x8a\xb5\x18$\n\x0b\x63onfig:read\x1a\x05owner\x1a\x05\x61\x64minB\x07\x61pi_key\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/keys/{id}\x12\x8f\x01\n\x0cRevokeApiKey\x12\x1f.persona.v1.RevokeApiKeyRequest\x1a\x12.persona.v1.ApiKey\"J\x8a\xb5\x18\'\n\x0c\x63onfig:write\x1a\x05owner\x1a\x05\x61\x64min \x01\x42\x07\x61pi_key\x82\xd3\xe4\x93\x02\x19\"\x14/v1/keys/{id}:revoke:\x01*B$\n\x15\x63om.personaservice.v1B\tKeysProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15persona/v1/keys.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xa2\x02\n\x06\x41piKey\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06scopes\x18\x03 \x03(\t\x12\x0c\n\x04mode\x18\x04 \x01(\t\x12\x14\n\x06prefix\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x0cip_allowlist\x18\x06 \x03(\t\x12\x1a\n\x0cworkspace_id\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12*\n\nexpires_at\x18\t \x01(\x0b\x32\x16.google.protobuf.Value\x12\x30\n\nrevoked_at\x18\n \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\"\xa4\x02\n\x13\x43reateApiKeyRequest\x12\x1a\n\x04name\x18\x01 \x01(\tB\x0c\xe2\x41\x01\x02\x92\xb5\x18\x04\x08\x01\x18\x64\x12}\n\x06scopes\x18\x02 \x03(\tBm\xe2\x41\x01\x02\x92\xb5\x18\x65\x08\x01\"\rpersonas:read\"\x0epersonas:write\"\tchat:read\"\nchat:write\"\x0b\x63onfig:read\"\x0c\x63onfig:write\"\x0eplatform:admin0\x01\x12\x1e\n\x04mode\x18\x03 \x01(\tB\x10\x92\xb5\x18\x0c\"\x04live\"\x04test\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\"\n\x0cip_allowlist\x18\x05 \x03(\tB\x0c\x92\xb5\x18\x08\x18\x32*\x04\x63idr\"G\n\x14\x43reateApiKeyResponse\x12\x1f\n\x03key\x18\x01 \x01(\x0b\x32\x12.persona.v1.ApiKey\x12\x0e\n\x06secret\x18\x02 \x01(\t\"U\n\x12ListApiKeysRequest\x12\x1c\n\x05limit\x18\x01 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x12\x17\n\x06\x63ursor\x18\x02 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x42\x08\n\x06_limit\"M\n\x13ListApiKeysResponse\x12!\n\x05items\x18\x01 \x03(\x0b\x32\x12.persona.v1.ApiKey\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"&\n\x10GetApiKeyRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\")\n\x13RevokeApiKeyRequest\x12\x12\n\x02id\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x08\x01\x32\xbe\x04\n\rApiKeyService\x12\x91\x01\n\x0c\x43reateApiKey\x12\x1f.persona.v1.CreateApiKeyRequest\x1a .persona.v1.CreateApiKeyResponse\">\x8a\xb5\x18\'\n\x0c\x63onfig:write\x1a\x05owner\x1a\x05\x61\x64min \x01\x42\x07\x61pi_key\x82\xd3\xe4\x93\x02\r\"\x08/v1/keys:\x01*\x12\x88\x01\n\x0bListApiKeys\x12\x1e.persona.v1.ListApiKeysRequest\x1a\x1f.persona.v1.ListApiKeysResponse\"8\x8a\xb5\x18$\n\x0b\x63onfig:read\x1a\x05owner\x1a\x05\x61\x64minB\x07\x61pi_key\x82\xd3\xe4\x93\x02\n\x12\x08/v1/keys\x12|\n\tGetApiKey\x12\x1c.persona.v1.GetApiKeyRequest\x1a\x12.persona.v1.ApiKey\"=\x8a\xb5\x18$\n\x0b\x63onfig:read\x1a\x05owner\x1a\x05\x61\x64minB\x07\x61pi_key\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/keys/{id}\x12\x8f\x01\n\x0cRevokeApiKey\x12\x1f.persona.v1.RevokeApiKeyRequest\x1a\x12.persona.v1.ApiKey\"J\x8a\xb5\x18\'\n\x0c\x63onfig:write\x1a\x05owner\x1a\x05\x61\x64min \x01\x42\x07\x61pi_key\x82\xd3\xe4\x93\x02\x19\"\x14/v1/keys/{id}/revoke:\x01*B$\n\x15\x63om.personaservice.v1B\tKeysProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -55,8 +55,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CREATEAPIKEYREQUEST'].fields_by_name['mode']._serialized_options = b'\222\265\030\014\"\004live\"\004test'
   _globals['_CREATEAPIKEYREQUEST'].fields_by_name['ip_allowlist']._loaded_options = None
   _globals['_CREATEAPIKEYREQUEST'].fields_by_name['ip_allowlist']._serialized_options = b'\222\265\030\010\0302*\004cidr'
-  _globals['_LISTAPIKEYSREQUEST'].fields_by_name['page_size']._loaded_options = None
-  _globals['_LISTAPIKEYSREQUEST'].fields_by_name['page_size']._serialized_options = b'\222\265\030\0048\000@d'
+  _globals['_LISTAPIKEYSREQUEST'].fields_by_name['limit']._loaded_options = None
+  _globals['_LISTAPIKEYSREQUEST'].fields_by_name['limit']._serialized_options = b'\222\265\030\0048\001@d'
+  _globals['_LISTAPIKEYSREQUEST'].fields_by_name['cursor']._loaded_options = None
+  _globals['_LISTAPIKEYSREQUEST'].fields_by_name['cursor']._serialized_options = b'\222\265\030\003\030\350\007'
   _globals['_GETAPIKEYREQUEST'].fields_by_name['id']._loaded_options = None
   _globals['_GETAPIKEYREQUEST'].fields_by_name['id']._serialized_options = b'\222\265\030\002\010\001'
   _globals['_REVOKEAPIKEYREQUEST'].fields_by_name['id']._loaded_options = None
@@ -68,7 +70,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_APIKEYSERVICE'].methods_by_name['GetApiKey']._loaded_options = None
   _globals['_APIKEYSERVICE'].methods_by_name['GetApiKey']._serialized_options = b'\212\265\030$\n\013config:read\032\005owner\032\005adminB\007api_key\202\323\344\223\002\017\022\r/v1/keys/{id}'
   _globals['_APIKEYSERVICE'].methods_by_name['RevokeApiKey']._loaded_options = None
-  _globals['_APIKEYSERVICE'].methods_by_name['RevokeApiKey']._serialized_options = b'\212\265\030\'\n\014config:write\032\005owner\032\005admin \001B\007api_key\202\323\344\223\002\031\"\024/v1/keys/{id}:revoke:\001*'
+  _globals['_APIKEYSERVICE'].methods_by_name['RevokeApiKey']._serialized_options = b'\212\265\030\'\n\014config:write\032\005owner\032\005admin \001B\007api_key\202\323\344\223\002\031\"\024/v1/keys/{id}/revoke:\001*'
   _globals['_APIKEY']._serialized_start=190
   _globals['_APIKEY']._serialized_end=480
   _globals['_CREATEAPIKEYREQUEST']._serialized_start=483
@@ -76,13 +78,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CREATEAPIKEYRESPONSE']._serialized_start=777
   _globals['_CREATEAPIKEYRESPONSE']._serialized_end=848
   _globals['_LISTAPIKEYSREQUEST']._serialized_start=850
-  _globals['_LISTAPIKEYSREQUEST']._serialized_end=919
-  _globals['_LISTAPIKEYSRESPONSE']._serialized_start=921
-  _globals['_LISTAPIKEYSRESPONSE']._serialized_end=1001
-  _globals['_GETAPIKEYREQUEST']._serialized_start=1003
-  _globals['_GETAPIKEYREQUEST']._serialized_end=1041
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=1043
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=1084
-  _globals['_APIKEYSERVICE']._serialized_start=1087
-  _globals['_APIKEYSERVICE']._serialized_end=1661
+  _globals['_LISTAPIKEYSREQUEST']._serialized_end=935
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_start=937
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_end=1014
+  _globals['_GETAPIKEYREQUEST']._serialized_start=1016
+  _globals['_GETAPIKEYREQUEST']._serialized_end=1054
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=1056
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=1097
+  _globals['_APIKEYSERVICE']._serialized_start=1100
+  _globals['_APIKEYSERVICE']._serialized_end=1674
 # @@protoc_insertion_point(module_scope)

@@ -60,20 +60,20 @@ class CreateApiKeyResponse(_message.Message):
     def __init__(self, key: _Optional[_Union[ApiKey, _Mapping]] = ..., secret: _Optional[str] = ...) -> None: ...
 
 class ListApiKeysRequest(_message.Message):
-    __slots__ = ("page_size", "page_token")
-    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
-    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    page_size: int
-    page_token: str
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    __slots__ = ("limit", "cursor")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    cursor: str
+    def __init__(self, limit: _Optional[int] = ..., cursor: _Optional[str] = ...) -> None: ...
 
 class ListApiKeysResponse(_message.Message):
-    __slots__ = ("keys", "next_page_token")
-    KEYS_FIELD_NUMBER: _ClassVar[int]
-    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    keys: _containers.RepeatedCompositeFieldContainer[ApiKey]
-    next_page_token: str
-    def __init__(self, keys: _Optional[_Iterable[_Union[ApiKey, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    __slots__ = ("items", "next_cursor")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[ApiKey]
+    next_cursor: str
+    def __init__(self, items: _Optional[_Iterable[_Union[ApiKey, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class GetApiKeyRequest(_message.Message):
     __slots__ = ("id",)

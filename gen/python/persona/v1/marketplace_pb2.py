@@ -29,7 +29,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cpersona/v1/marketplace.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\x9f\x03\n\x07Listing\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\npersona_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x13\n\x05title\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0b\x64\x65scription\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1b\n\raudience_tags\x18\x05 \x03(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0bprice_minor\x18\x06 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x16\n\x08\x63urrency\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06status\x18\x08 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1e\n\x10rejection_reason\x18\t \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\x04mine\x18\n \x01(\x08\x42\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x34\n\nupdated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x32\n\x0cpublished_at\x18\r \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\"\xd4\x01\n\x08Purchase\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\nlisting_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\npersona_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\ninvoice_id\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0c\x61mount_minor\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x16\n\x08\x63urrency\x18\x06 \x01(\tB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"\xd2\x01\n\x14\x43reateListingRequest\x12\x1e\n\npersona_id\x18\x01 \x01(\tB\n\xe2\x41\x01\x02\x92\xb5\x18\x02\x08\x01\x12\x1c\n\x05title\x18\x02 \x01(\tB\r\xe2\x41\x01\x02\x92\xb5\x18\x05\x08\x01\x18\xc8\x01\x12\x1c\n\x0b\x64\x65scription\x18\x03 \x01(\tB\x07\x92\xb5\x18\x03\x18\x88\'\x12\x1f\n\raudience_tags\x18\x04 \x03(\tB\x08\x92\xb5\x18\x04\x18\n0\x01\x12 \n\x0bprice_minor\x18\x05 \x01(\x05\x42\x0b\x92\xb5\x18\x07\x38\x00@\x80\xc2\xd7/\x12\x1b\n\x08\x63urrency\x18\x06 \x01(\tB\t\x92\xb5\x18\x05\"\x03usd\"\x96\x01\n\x13ListListingsRequest\x12\x1c\n\x0c\x61udience_tag\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x18(\x12\x12\n\x01q\x18\x02 \x01(\tB\x07\x92\xb5\x18\x03\x18\xc8\x01\x12\x0c\n\x04mine\x18\x03 \x01(\x08\x12\x17\n\x06\x63ursor\x18\x04 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x1c\n\x05limit\x18\x05 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x42\x08\n\x06_limit\"O\n\x14ListListingsResponse\x12\"\n\x05items\x18\x01 \x03(\x0b\x32\x13.persona.v1.Listing\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"-\n\x11GetListingRequest\x12\x18\n\nlisting_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"\xe2\x01\n\x14UpdateListingRequest\x12\x18\n\nlisting_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1b\n\x05title\x18\x02 \x01(\tB\x07\x92\xb5\x18\x03\x18\xc8\x01H\x00\x88\x01\x01\x12!\n\x0b\x64\x65scription\x18\x03 \x01(\tB\x07\x92\xb5\x18\x03\x18\x88\'H\x01\x88\x01\x01\x12\x1f\n\raudience_tags\x18\x04 \x03(\tB\x08\x92\xb5\x18\x04\x18\n0\x01\x12%\n\x0bprice_minor\x18\x05 \x01(\x05\x42\x0b\x92\xb5\x18\x07\x38\x00@\x80\xc2\xd7/H\x02\x88\x01\x01\x42\x08\n\x06_titleB\x0e\n\x0c_descriptionB\x0e\n\x0c_price_minor\"3\n\x17UnpublishListingRequest\x12\x18\n\nlisting_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"2\n\x16PurchaseListingRequest\x12\x18\n\nlisting_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x32\xad\x07\n\x12MarketplaceService\x12\x8a\x01\n\rCreateListing\x12 .persona.v1.CreateListingRequest\x1a\x13.persona.v1.Listing\"B\x8a\xb5\x18\x1b\n\x0epersonas:write \x01\x42\x07listing\x82\xd3\xe4\x93\x02\x1d\"\x18/v1/marketplace/listings:\x01*\x12\x8f\x01\n\x0cListListings\x12\x1f.persona.v1.ListListingsRequest\x1a .persona.v1.ListListingsResponse\"<\x8a\xb5\x18\x18\n\rpersonas:readB\x07listing\x82\xd3\xe4\x93\x02\x1a\x12\x18/v1/marketplace/listings\x12\x8b\x01\n\nGetListing\x12\x1d.persona.v1.GetListingRequest\x1a\x13.persona.v1.Listing\"I\x8a\xb5\x18\x18\n\rpersonas:readB\x07listing\x82\xd3\xe4\x93\x02\'\x12%/v1/marketplace/listings/{listing_id}\x12\x97\x01\n\rUpdateListing\x12 .persona.v1.UpdateListingRequest\x1a\x13.persona.v1.Listing\"O\x8a\xb5\x18\x1b\n\x0epersonas:write \x01\x42\x07listing\x82\xd3\xe4\x93\x02*2%/v1/marketplace/listings/{listing_id}:\x01*\x12\xa7\x01\n\x10UnpublishListing\x12#.persona.v1.UnpublishListingRequest\x1a\x13.persona.v1.Listing\"Y\x8a\xb5\x18\x1b\n\x0epersonas:write \x01\x42\x07listing\x82\xd3\xe4\x93\x02\x34\"//v1/marketplace/listings/{listing_id}:unpublish:\x01*\x12\xa5\x01\n\x0fPurchaseListing\x12\".persona.v1.PurchaseListingRequest\x1a\x14.persona.v1.Purchase\"X\x8a\xb5\x18\x1b\n\x0epersonas:write \x01\x42\x07listing\x82\xd3\xe4\x93\x02\x33\"./v1/marketplace/listings/{listing_id}:purchase:\x01*B+\n\x15\x63om.personaservice.v1B\x10MarketplaceProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cpersona/v1/marketplace.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xbd\x03\n\x07Listing\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\npersona_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x13\n\x05title\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0b\x64\x65scription\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1b\n\raudience_tags\x18\x05 \x03(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0bprice_minor\x18\x06 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x16\n\x08\x63urrency\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x32\n\x06status\x18\x08 \x01(\tB\"\xe2\x41\x01\x03\x92\xb5\x18\x1aJ\x18persona.v1.ListingStatus\x12\x1e\n\x10rejection_reason\x18\t \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\x04mine\x18\n \x01(\x08\x42\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x34\n\nupdated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x32\n\x0cpublished_at\x18\r \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\"\xd4\x01\n\x08Purchase\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\nlisting_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\npersona_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\ninvoice_id\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0c\x61mount_minor\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x16\n\x08\x63urrency\x18\x06 \x01(\tB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"\xd2\x01\n\x14\x43reateListingRequest\x12\x1e\n\npersona_id\x18\x01 \x01(\tB\n\xe2\x41\x01\x02\x92\xb5\x18\x02\x08\x01\x12\x1c\n\x05title\x18\x02 \x01(\tB\r\xe2\x41\x01\x02\x92\xb5\x18\x05\x08\x01\x18\xc8\x01\x12\x1c\n\x0b\x64\x65scription\x18\x03 \x01(\tB\x07\x92\xb5\x18\x03\x18\x88\'\x12\x1f\n\raudience_tags\x18\x04 \x03(\tB\x08\x92\xb5\x18\x04\x18\n0\x01\x12 \n\x0bprice_minor\x18\x05 \x01(\x05\x42\x0b\x92\xb5\x18\x07\x38\x00@\x80\xc2\xd7/\x12\x1b\n\x08\x63urrency\x18\x06 \x01(\tB\t\x92\xb5\x18\x05\"\x03usd\"\x96\x01\n\x13ListListingsRequest\x12\x1c\n\x0c\x61udience_tag\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x18(\x12\x12\n\x01q\x18\x02 \x01(\tB\x07\x92\xb5\x18\x03\x18\xc8\x01\x12\x0c\n\x04mine\x18\x03 \x01(\x08\x12\x17\n\x06\x63ursor\x18\x04 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x1c\n\x05limit\x18\x05 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x42\x08\n\x06_limit\"O\n\x14ListListingsResponse\x12\"\n\x05items\x18\x01 \x03(\x0b\x32\x13.persona.v1.Listing\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"%\n\x11GetListingRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"\xda\x01\n\x14UpdateListingRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1b\n\x05title\x18\x02 \x01(\tB\x07\x92\xb5\x18\x03\x18\xc8\x01H\x00\x88\x01\x01\x12!\n\x0b\x64\x65scription\x18\x03 \x01(\tB\x07\x92\xb5\x18\x03\x18\x88\'H\x01\x88\x01\x01\x12\x1f\n\raudience_tags\x18\x04 \x03(\tB\x08\x92\xb5\x18\x04\x18\n0\x01\x12%\n\x0bprice_minor\x18\x05 \x01(\x05\x42\x0b\x92\xb5\x18\x07\x38\x00@\x80\xc2\xd7/H\x02\x88\x01\x01\x42\x08\n\x06_titleB\x0e\n\x0c_descriptionB\x0e\n\x0c_price_minor\"+\n\x17UnpublishListingRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"*\n\x16PurchaseListingRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02*\xef\x01\n\rListingStatus\x12\x1e\n\x1aLISTING_STATUS_UNSPECIFIED\x10\x00\x12\x35\n\x1dLISTING_STATUS_PENDING_REVIEW\x10\x01\x1a\x12\xa2\xb5\x18\x0epending_review\x12+\n\x18LISTING_STATUS_PUBLISHED\x10\x02\x1a\r\xa2\xb5\x18\tpublished\x12)\n\x17LISTING_STATUS_REJECTED\x10\x03\x1a\x0c\xa2\xb5\x18\x08rejected\x12/\n\x1aLISTING_STATUS_UNPUBLISHED\x10\x04\x1a\x0f\xa2\xb5\x18\x0bunpublished2\x8d\x07\n\x12MarketplaceService\x12\x8a\x01\n\rCreateListing\x12 .persona.v1.CreateListingRequest\x1a\x13.persona.v1.Listing\"B\x8a\xb5\x18\x1b\n\x0epersonas:write \x01\x42\x07listing\x82\xd3\xe4\x93\x02\x1d\"\x18/v1/marketplace/listings:\x01*\x12\x8f\x01\n\x0cListListings\x12\x1f.persona.v1.ListListingsRequest\x1a .persona.v1.ListListingsResponse\"<\x8a\xb5\x18\x18\n\rpersonas:readB\x07listing\x82\xd3\xe4\x93\x02\x1a\x12\x18/v1/marketplace/listings\x12\x83\x01\n\nGetListing\x12\x1d.persona.v1.GetListingRequest\x1a\x13.persona.v1.Listing\"A\x8a\xb5\x18\x18\n\rpersonas:readB\x07listing\x82\xd3\xe4\x93\x02\x1f\x12\x1d/v1/marketplace/listings/{id}\x12\x8f\x01\n\rUpdateListing\x12 .persona.v1.UpdateListingRequest\x1a\x13.persona.v1.Listing\"G\x8a\xb5\x18\x1b\n\x0epersonas:write \x01\x42\x07listing\x82\xd3\xe4\x93\x02\"2\x1d/v1/marketplace/listings/{id}:\x01*\x12\x9f\x01\n\x10UnpublishListing\x12#.persona.v1.UnpublishListingRequest\x1a\x13.persona.v1.Listing\"Q\x8a\xb5\x18\x1b\n\x0epersonas:write \x01\x42\x07listing\x82\xd3\xe4\x93\x02,\"\'/v1/marketplace/listings/{id}/unpublish:\x01*\x12\x9d\x01\n\x0fPurchaseListing\x12\".persona.v1.PurchaseListingRequest\x1a\x14.persona.v1.Purchase\"P\x8a\xb5\x18\x1b\n\x0epersonas:write \x01\x42\x07listing\x82\xd3\xe4\x93\x02+\"&/v1/marketplace/listings/{id}/purchase:\x01*B+\n\x15\x63om.personaservice.v1B\x10MarketplaceProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,6 +37,14 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'persona.v1.marketplace_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025com.personaservice.v1B\020MarketplaceProtoP\001'
+  _globals['_LISTINGSTATUS'].values_by_name["LISTING_STATUS_PENDING_REVIEW"]._loaded_options = None
+  _globals['_LISTINGSTATUS'].values_by_name["LISTING_STATUS_PENDING_REVIEW"]._serialized_options = b'\242\265\030\016pending_review'
+  _globals['_LISTINGSTATUS'].values_by_name["LISTING_STATUS_PUBLISHED"]._loaded_options = None
+  _globals['_LISTINGSTATUS'].values_by_name["LISTING_STATUS_PUBLISHED"]._serialized_options = b'\242\265\030\tpublished'
+  _globals['_LISTINGSTATUS'].values_by_name["LISTING_STATUS_REJECTED"]._loaded_options = None
+  _globals['_LISTINGSTATUS'].values_by_name["LISTING_STATUS_REJECTED"]._serialized_options = b'\242\265\030\010rejected'
+  _globals['_LISTINGSTATUS'].values_by_name["LISTING_STATUS_UNPUBLISHED"]._loaded_options = None
+  _globals['_LISTINGSTATUS'].values_by_name["LISTING_STATUS_UNPUBLISHED"]._serialized_options = b'\242\265\030\013unpublished'
   _globals['_LISTING'].fields_by_name['id']._loaded_options = None
   _globals['_LISTING'].fields_by_name['id']._serialized_options = b'\342A\001\003'
   _globals['_LISTING'].fields_by_name['persona_id']._loaded_options = None
@@ -52,7 +60,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTING'].fields_by_name['currency']._loaded_options = None
   _globals['_LISTING'].fields_by_name['currency']._serialized_options = b'\342A\001\003'
   _globals['_LISTING'].fields_by_name['status']._loaded_options = None
-  _globals['_LISTING'].fields_by_name['status']._serialized_options = b'\342A\001\003'
+  _globals['_LISTING'].fields_by_name['status']._serialized_options = b'\342A\001\003\222\265\030\032J\030persona.v1.ListingStatus'
   _globals['_LISTING'].fields_by_name['rejection_reason']._loaded_options = None
   _globals['_LISTING'].fields_by_name['rejection_reason']._serialized_options = b'\342A\001\003'
   _globals['_LISTING'].fields_by_name['mine']._loaded_options = None
@@ -97,10 +105,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTLISTINGSREQUEST'].fields_by_name['cursor']._serialized_options = b'\222\265\030\003\030\350\007'
   _globals['_LISTLISTINGSREQUEST'].fields_by_name['limit']._loaded_options = None
   _globals['_LISTLISTINGSREQUEST'].fields_by_name['limit']._serialized_options = b'\222\265\030\0048\001@d'
-  _globals['_GETLISTINGREQUEST'].fields_by_name['listing_id']._loaded_options = None
-  _globals['_GETLISTINGREQUEST'].fields_by_name['listing_id']._serialized_options = b'\342A\001\002'
-  _globals['_UPDATELISTINGREQUEST'].fields_by_name['listing_id']._loaded_options = None
-  _globals['_UPDATELISTINGREQUEST'].fields_by_name['listing_id']._serialized_options = b'\342A\001\002'
+  _globals['_GETLISTINGREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_GETLISTINGREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
+  _globals['_UPDATELISTINGREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_UPDATELISTINGREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
   _globals['_UPDATELISTINGREQUEST'].fields_by_name['title']._loaded_options = None
   _globals['_UPDATELISTINGREQUEST'].fields_by_name['title']._serialized_options = b'\222\265\030\003\030\310\001'
   _globals['_UPDATELISTINGREQUEST'].fields_by_name['description']._loaded_options = None
@@ -109,40 +117,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_UPDATELISTINGREQUEST'].fields_by_name['audience_tags']._serialized_options = b'\222\265\030\004\030\n0\001'
   _globals['_UPDATELISTINGREQUEST'].fields_by_name['price_minor']._loaded_options = None
   _globals['_UPDATELISTINGREQUEST'].fields_by_name['price_minor']._serialized_options = b'\222\265\030\0078\000@\200\302\327/'
-  _globals['_UNPUBLISHLISTINGREQUEST'].fields_by_name['listing_id']._loaded_options = None
-  _globals['_UNPUBLISHLISTINGREQUEST'].fields_by_name['listing_id']._serialized_options = b'\342A\001\002'
-  _globals['_PURCHASELISTINGREQUEST'].fields_by_name['listing_id']._loaded_options = None
-  _globals['_PURCHASELISTINGREQUEST'].fields_by_name['listing_id']._serialized_options = b'\342A\001\002'
+  _globals['_UNPUBLISHLISTINGREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_UNPUBLISHLISTINGREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
+  _globals['_PURCHASELISTINGREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_PURCHASELISTINGREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
   _globals['_MARKETPLACESERVICE'].methods_by_name['CreateListing']._loaded_options = None
   _globals['_MARKETPLACESERVICE'].methods_by_name['CreateListing']._serialized_options = b'\212\265\030\033\n\016personas:write \001B\007listing\202\323\344\223\002\035\"\030/v1/marketplace/listings:\001*'
   _globals['_MARKETPLACESERVICE'].methods_by_name['ListListings']._loaded_options = None
   _globals['_MARKETPLACESERVICE'].methods_by_name['ListListings']._serialized_options = b'\212\265\030\030\n\rpersonas:readB\007listing\202\323\344\223\002\032\022\030/v1/marketplace/listings'
   _globals['_MARKETPLACESERVICE'].methods_by_name['GetListing']._loaded_options = None
-  _globals['_MARKETPLACESERVICE'].methods_by_name['GetListing']._serialized_options = b'\212\265\030\030\n\rpersonas:readB\007listing\202\323\344\223\002\'\022%/v1/marketplace/listings/{listing_id}'
+  _globals['_MARKETPLACESERVICE'].methods_by_name['GetListing']._serialized_options = b'\212\265\030\030\n\rpersonas:readB\007listing\202\323\344\223\002\037\022\035/v1/marketplace/listings/{id}'
   _globals['_MARKETPLACESERVICE'].methods_by_name['UpdateListing']._loaded_options = None
-  _globals['_MARKETPLACESERVICE'].methods_by_name['UpdateListing']._serialized_options = b'\212\265\030\033\n\016personas:write \001B\007listing\202\323\344\223\002*2%/v1/marketplace/listings/{listing_id}:\001*'
+  _globals['_MARKETPLACESERVICE'].methods_by_name['UpdateListing']._serialized_options = b'\212\265\030\033\n\016personas:write \001B\007listing\202\323\344\223\002\"2\035/v1/marketplace/listings/{id}:\001*'
   _globals['_MARKETPLACESERVICE'].methods_by_name['UnpublishListing']._loaded_options = None
-  _globals['_MARKETPLACESERVICE'].methods_by_name['UnpublishListing']._serialized_options = b'\212\265\030\033\n\016personas:write \001B\007listing\202\323\344\223\0024\"//v1/marketplace/listings/{listing_id}:unpublish:\001*'
+  _globals['_MARKETPLACESERVICE'].methods_by_name['UnpublishListing']._serialized_options = b'\212\265\030\033\n\016personas:write \001B\007listing\202\323\344\223\002,\"\'/v1/marketplace/listings/{id}/unpublish:\001*'
   _globals['_MARKETPLACESERVICE'].methods_by_name['PurchaseListing']._loaded_options = None
-  _globals['_MARKETPLACESERVICE'].methods_by_name['PurchaseListing']._serialized_options = b'\212\265\030\033\n\016personas:write \001B\007listing\202\323\344\223\0023\"./v1/marketplace/listings/{listing_id}:purchase:\001*'
+  _globals['_MARKETPLACESERVICE'].methods_by_name['PurchaseListing']._serialized_options = b'\212\265\030\033\n\016personas:write \001B\007listing\202\323\344\223\002+\"&/v1/marketplace/listings/{id}/purchase:\001*'
+  _globals['_LISTINGSTATUS']._serialized_start=1656
+  _globals['_LISTINGSTATUS']._serialized_end=1895
   _globals['_LISTING']._serialized_start=197
-  _globals['_LISTING']._serialized_end=612
-  _globals['_PURCHASE']._serialized_start=615
-  _globals['_PURCHASE']._serialized_end=827
-  _globals['_CREATELISTINGREQUEST']._serialized_start=830
-  _globals['_CREATELISTINGREQUEST']._serialized_end=1040
-  _globals['_LISTLISTINGSREQUEST']._serialized_start=1043
-  _globals['_LISTLISTINGSREQUEST']._serialized_end=1193
-  _globals['_LISTLISTINGSRESPONSE']._serialized_start=1195
-  _globals['_LISTLISTINGSRESPONSE']._serialized_end=1274
-  _globals['_GETLISTINGREQUEST']._serialized_start=1276
-  _globals['_GETLISTINGREQUEST']._serialized_end=1321
-  _globals['_UPDATELISTINGREQUEST']._serialized_start=1324
-  _globals['_UPDATELISTINGREQUEST']._serialized_end=1550
-  _globals['_UNPUBLISHLISTINGREQUEST']._serialized_start=1552
-  _globals['_UNPUBLISHLISTINGREQUEST']._serialized_end=1603
-  _globals['_PURCHASELISTINGREQUEST']._serialized_start=1605
-  _globals['_PURCHASELISTINGREQUEST']._serialized_end=1655
-  _globals['_MARKETPLACESERVICE']._serialized_start=1658
-  _globals['_MARKETPLACESERVICE']._serialized_end=2599
+  _globals['_LISTING']._serialized_end=642
+  _globals['_PURCHASE']._serialized_start=645
+  _globals['_PURCHASE']._serialized_end=857
+  _globals['_CREATELISTINGREQUEST']._serialized_start=860
+  _globals['_CREATELISTINGREQUEST']._serialized_end=1070
+  _globals['_LISTLISTINGSREQUEST']._serialized_start=1073
+  _globals['_LISTLISTINGSREQUEST']._serialized_end=1223
+  _globals['_LISTLISTINGSRESPONSE']._serialized_start=1225
+  _globals['_LISTLISTINGSRESPONSE']._serialized_end=1304
+  _globals['_GETLISTINGREQUEST']._serialized_start=1306
+  _globals['_GETLISTINGREQUEST']._serialized_end=1343
+  _globals['_UPDATELISTINGREQUEST']._serialized_start=1346
+  _globals['_UPDATELISTINGREQUEST']._serialized_end=1564
+  _globals['_UNPUBLISHLISTINGREQUEST']._serialized_start=1566
+  _globals['_UNPUBLISHLISTINGREQUEST']._serialized_end=1609
+  _globals['_PURCHASELISTINGREQUEST']._serialized_start=1611
+  _globals['_PURCHASELISTINGREQUEST']._serialized_end=1653
+  _globals['_MARKETPLACESERVICE']._serialized_start=1898
+  _globals['_MARKETPLACESERVICE']._serialized_end=2807
 # @@protoc_insertion_point(module_scope)

@@ -6,12 +6,26 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ListingStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LISTING_STATUS_UNSPECIFIED: _ClassVar[ListingStatus]
+    LISTING_STATUS_PENDING_REVIEW: _ClassVar[ListingStatus]
+    LISTING_STATUS_PUBLISHED: _ClassVar[ListingStatus]
+    LISTING_STATUS_REJECTED: _ClassVar[ListingStatus]
+    LISTING_STATUS_UNPUBLISHED: _ClassVar[ListingStatus]
+LISTING_STATUS_UNSPECIFIED: ListingStatus
+LISTING_STATUS_PENDING_REVIEW: ListingStatus
+LISTING_STATUS_PUBLISHED: ListingStatus
+LISTING_STATUS_REJECTED: ListingStatus
+LISTING_STATUS_UNPUBLISHED: ListingStatus
 
 class Listing(_message.Message):
     __slots__ = ("id", "persona_id", "title", "description", "audience_tags", "price_minor", "currency", "status", "rejection_reason", "mine", "created_at", "updated_at", "published_at")
@@ -100,33 +114,33 @@ class ListListingsResponse(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[Listing, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class GetListingRequest(_message.Message):
-    __slots__ = ("listing_id",)
-    LISTING_ID_FIELD_NUMBER: _ClassVar[int]
-    listing_id: str
-    def __init__(self, listing_id: _Optional[str] = ...) -> None: ...
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class UpdateListingRequest(_message.Message):
-    __slots__ = ("listing_id", "title", "description", "audience_tags", "price_minor")
-    LISTING_ID_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("id", "title", "description", "audience_tags", "price_minor")
+    ID_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     AUDIENCE_TAGS_FIELD_NUMBER: _ClassVar[int]
     PRICE_MINOR_FIELD_NUMBER: _ClassVar[int]
-    listing_id: str
+    id: str
     title: str
     description: str
     audience_tags: _containers.RepeatedScalarFieldContainer[str]
     price_minor: int
-    def __init__(self, listing_id: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., audience_tags: _Optional[_Iterable[str]] = ..., price_minor: _Optional[int] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., audience_tags: _Optional[_Iterable[str]] = ..., price_minor: _Optional[int] = ...) -> None: ...
 
 class UnpublishListingRequest(_message.Message):
-    __slots__ = ("listing_id",)
-    LISTING_ID_FIELD_NUMBER: _ClassVar[int]
-    listing_id: str
-    def __init__(self, listing_id: _Optional[str] = ...) -> None: ...
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class PurchaseListingRequest(_message.Message):
-    __slots__ = ("listing_id",)
-    LISTING_ID_FIELD_NUMBER: _ClassVar[int]
-    listing_id: str
-    def __init__(self, listing_id: _Optional[str] = ...) -> None: ...
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...

@@ -29,7 +29,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bpersona/v1/moderation.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\x99\x04\n\x10ModerationReview\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06org_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0cworkspace_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x13\n\x05stage\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0csubject_type\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\nsubject_id\x18\x06 \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\ncategories\x18\x07 \x03(\tB\x04\xe2\x41\x01\x03\x12-\n\x06scores\x18\x08 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x03\x12\x15\n\x07\x65xcerpt\x18\t \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06status\x18\n \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\nclaimed_by\x18\x0b \x01(\tB\x04\xe2\x41\x01\x03\x12\x36\n\x10\x63laim_expires_at\x18\x0c \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\x12\x16\n\x08\x64\x65\x63ision\x18\r \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\x04note\x18\x0e \x01(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0bresolved_by\x18\x0f \x01(\tB\x04\xe2\x41\x01\x03\x12\x31\n\x0bresolved_at\x18\x10 \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"\xd6\x01\n\x1aListModerationQueueRequest\x12\x45\n\x05stage\x18\x01 \x01(\tB6\x92\xb5\x18\x32\"\x0cinput_intent\"\x0eoutput_content\"\rimpersonation\"\x03pii\x12\x18\n\x08\x63\x61tegory\x18\x02 \x01(\tB\x06\x92\xb5\x18\x02\x18@\x12\x16\n\x06org_id\x18\x03 \x01(\tB\x06\x92\xb5\x18\x02\x18(\x12\x17\n\x06\x63ursor\x18\x04 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x1c\n\x05limit\x18\x05 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x42\x08\n\x06_limit\"_\n\x1bListModerationQueueResponse\x12+\n\x05items\x18\x01 \x03(\x0b\x32\x1c.persona.v1.ModerationReview\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"7\n\x1c\x43laimModerationReviewRequest\x12\x17\n\treview_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"\x7f\n\x1eResolveModerationReviewRequest\x12\x17\n\treview_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12-\n\x08\x64\x65\x63ision\x18\x02 \x01(\tB\x1b\xe2\x41\x01\x02\x92\xb5\x18\x13\x08\x01\"\x07\x61pprove\"\x06reject\x12\x15\n\x04note\x18\x03 \x01(\tB\x07\x92\xb5\x18\x03\x18\xd0\x0f\x32\xdb\x04\n\x11ModerationService\x12\xb3\x01\n\x13ListModerationQueue\x12&.persona.v1.ListModerationQueueRequest\x1a\'.persona.v1.ListModerationQueueResponse\"K\x8a\xb5\x18%\n\x0eplatform:admin\x10\x01\x42\x11moderation_review\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/admin/moderation/queue\x12\xc3\x01\n\x15\x43laimModerationReview\x12(.persona.v1.ClaimModerationReviewRequest\x1a\x1c.persona.v1.ModerationReview\"b\x8a\xb5\x18\'\n\x0eplatform:admin\x10\x01 \x01\x42\x11moderation_review\x82\xd3\xe4\x93\x02\x31\",/v1/admin/moderation/queue/{review_id}:claim:\x01*\x12\xc9\x01\n\x17ResolveModerationReview\x12*.persona.v1.ResolveModerationReviewRequest\x1a\x1c.persona.v1.ModerationReview\"d\x8a\xb5\x18\'\n\x0eplatform:admin\x10\x01 \x01\x42\x11moderation_review\x82\xd3\xe4\x93\x02\x33\"./v1/admin/moderation/queue/{review_id}:resolve:\x01*B*\n\x15\x63om.personaservice.v1B\x0fModerationProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bpersona/v1/moderation.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xe5\x04\n\x10ModerationReview\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06org_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0cworkspace_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x13\n\x05stage\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0csubject_type\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\nsubject_id\x18\x06 \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\ncategories\x18\x07 \x03(\tB\x04\xe2\x41\x01\x03\x12-\n\x06scores\x18\x08 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x03\x12\x15\n\x07\x65xcerpt\x18\t \x01(\tB\x04\xe2\x41\x01\x03\x12;\n\x06status\x18\n \x01(\tB+\xe2\x41\x01\x03\x92\xb5\x18#J!persona.v1.ModerationReviewStatus\x12\x18\n\nclaimed_by\x18\x0b \x01(\tB\x04\xe2\x41\x01\x03\x12\x36\n\x10\x63laim_expires_at\x18\x0c \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\x12;\n\x08\x64\x65\x63ision\x18\r \x01(\tB)\xe2\x41\x01\x03\x92\xb5\x18!\"\x00J\x1dpersona.v1.ModerationDecision\x12\x12\n\x04note\x18\x0e \x01(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0bresolved_by\x18\x0f \x01(\tB\x04\xe2\x41\x01\x03\x12\x31\n\x0bresolved_at\x18\x10 \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"\xd6\x01\n\x1aListModerationQueueRequest\x12\x45\n\x05stage\x18\x01 \x01(\tB6\x92\xb5\x18\x32\"\x0cinput_intent\"\x0eoutput_content\"\rimpersonation\"\x03pii\x12\x18\n\x08\x63\x61tegory\x18\x02 \x01(\tB\x06\x92\xb5\x18\x02\x18@\x12\x16\n\x06org_id\x18\x03 \x01(\tB\x06\x92\xb5\x18\x02\x18(\x12\x17\n\x06\x63ursor\x18\x04 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x1c\n\x05limit\x18\x05 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x42\x08\n\x06_limit\"_\n\x1bListModerationQueueResponse\x12+\n\x05items\x18\x01 \x03(\x0b\x32\x1c.persona.v1.ModerationReview\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"0\n\x1c\x43laimModerationReviewRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"\x86\x01\n\x1eResolveModerationReviewRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12;\n\x08\x64\x65\x63ision\x18\x02 \x01(\tB)\xe2\x41\x01\x02\x92\xb5\x18!\x08\x01J\x1dpersona.v1.ModerationDecision\x12\x15\n\x04note\x18\x03 \x01(\tB\x07\x92\xb5\x18\x03\x18\xd0\x0f*\xdd\x01\n\x16ModerationReviewStatus\x12(\n$MODERATION_REVIEW_STATUS_UNSPECIFIED\x10\x00\x12\x31\n MODERATION_REVIEW_STATUS_PENDING\x10\x01\x1a\x0b\xa2\xb5\x18\x07pending\x12\x31\n MODERATION_REVIEW_STATUS_CLAIMED\x10\x02\x1a\x0b\xa2\xb5\x18\x07\x63laimed\x12\x33\n!MODERATION_REVIEW_STATUS_RESOLVED\x10\x03\x1a\x0c\xa2\xb5\x18\x08resolved*\x93\x01\n\x12ModerationDecision\x12#\n\x1fMODERATION_DECISION_UNSPECIFIED\x10\x00\x12,\n\x1bMODERATION_DECISION_APPROVE\x10\x01\x1a\x0b\xa2\xb5\x18\x07\x61pprove\x12*\n\x1aMODERATION_DECISION_REJECT\x10\x02\x1a\n\xa2\xb5\x18\x06reject2\xcd\x04\n\x11ModerationService\x12\xb3\x01\n\x13ListModerationQueue\x12&.persona.v1.ListModerationQueueRequest\x1a\'.persona.v1.ListModerationQueueResponse\"K\x8a\xb5\x18%\n\x0eplatform:admin\x10\x01\x42\x11moderation_review\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/admin/moderation/queue\x12\xbc\x01\n\x15\x43laimModerationReview\x12(.persona.v1.ClaimModerationReviewRequest\x1a\x1c.persona.v1.ModerationReview\"[\x8a\xb5\x18\'\n\x0eplatform:admin\x10\x01 \x01\x42\x11moderation_review\x82\xd3\xe4\x93\x02*\"%/v1/admin/moderation/queue/{id}/claim:\x01*\x12\xc2\x01\n\x17ResolveModerationReview\x12*.persona.v1.ResolveModerationReviewRequest\x1a\x1c.persona.v1.ModerationReview\"]\x8a\xb5\x18\'\n\x0eplatform:admin\x10\x01 \x01\x42\x11moderation_review\x82\xd3\xe4\x93\x02,\"\'/v1/admin/moderation/queue/{id}/resolve:\x01*B*\n\x15\x63om.personaservice.v1B\x0fModerationProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,6 +37,16 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'persona.v1.moderation_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025com.personaservice.v1B\017ModerationProtoP\001'
+  _globals['_MODERATIONREVIEWSTATUS'].values_by_name["MODERATION_REVIEW_STATUS_PENDING"]._loaded_options = None
+  _globals['_MODERATIONREVIEWSTATUS'].values_by_name["MODERATION_REVIEW_STATUS_PENDING"]._serialized_options = b'\242\265\030\007pending'
+  _globals['_MODERATIONREVIEWSTATUS'].values_by_name["MODERATION_REVIEW_STATUS_CLAIMED"]._loaded_options = None
+  _globals['_MODERATIONREVIEWSTATUS'].values_by_name["MODERATION_REVIEW_STATUS_CLAIMED"]._serialized_options = b'\242\265\030\007claimed'
+  _globals['_MODERATIONREVIEWSTATUS'].values_by_name["MODERATION_REVIEW_STATUS_RESOLVED"]._loaded_options = None
+  _globals['_MODERATIONREVIEWSTATUS'].values_by_name["MODERATION_REVIEW_STATUS_RESOLVED"]._serialized_options = b'\242\265\030\010resolved'
+  _globals['_MODERATIONDECISION'].values_by_name["MODERATION_DECISION_APPROVE"]._loaded_options = None
+  _globals['_MODERATIONDECISION'].values_by_name["MODERATION_DECISION_APPROVE"]._serialized_options = b'\242\265\030\007approve'
+  _globals['_MODERATIONDECISION'].values_by_name["MODERATION_DECISION_REJECT"]._loaded_options = None
+  _globals['_MODERATIONDECISION'].values_by_name["MODERATION_DECISION_REJECT"]._serialized_options = b'\242\265\030\006reject'
   _globals['_MODERATIONREVIEW'].fields_by_name['id']._loaded_options = None
   _globals['_MODERATIONREVIEW'].fields_by_name['id']._serialized_options = b'\342A\001\003'
   _globals['_MODERATIONREVIEW'].fields_by_name['org_id']._loaded_options = None
@@ -56,13 +66,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MODERATIONREVIEW'].fields_by_name['excerpt']._loaded_options = None
   _globals['_MODERATIONREVIEW'].fields_by_name['excerpt']._serialized_options = b'\342A\001\003'
   _globals['_MODERATIONREVIEW'].fields_by_name['status']._loaded_options = None
-  _globals['_MODERATIONREVIEW'].fields_by_name['status']._serialized_options = b'\342A\001\003'
+  _globals['_MODERATIONREVIEW'].fields_by_name['status']._serialized_options = b'\342A\001\003\222\265\030#J!persona.v1.ModerationReviewStatus'
   _globals['_MODERATIONREVIEW'].fields_by_name['claimed_by']._loaded_options = None
   _globals['_MODERATIONREVIEW'].fields_by_name['claimed_by']._serialized_options = b'\342A\001\003'
   _globals['_MODERATIONREVIEW'].fields_by_name['claim_expires_at']._loaded_options = None
   _globals['_MODERATIONREVIEW'].fields_by_name['claim_expires_at']._serialized_options = b'\342A\001\003'
   _globals['_MODERATIONREVIEW'].fields_by_name['decision']._loaded_options = None
-  _globals['_MODERATIONREVIEW'].fields_by_name['decision']._serialized_options = b'\342A\001\003'
+  _globals['_MODERATIONREVIEW'].fields_by_name['decision']._serialized_options = b'\342A\001\003\222\265\030!\"\000J\035persona.v1.ModerationDecision'
   _globals['_MODERATIONREVIEW'].fields_by_name['note']._loaded_options = None
   _globals['_MODERATIONREVIEW'].fields_by_name['note']._serialized_options = b'\342A\001\003'
   _globals['_MODERATIONREVIEW'].fields_by_name['resolved_by']._loaded_options = None
@@ -81,30 +91,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTMODERATIONQUEUEREQUEST'].fields_by_name['cursor']._serialized_options = b'\222\265\030\003\030\350\007'
   _globals['_LISTMODERATIONQUEUEREQUEST'].fields_by_name['limit']._loaded_options = None
   _globals['_LISTMODERATIONQUEUEREQUEST'].fields_by_name['limit']._serialized_options = b'\222\265\030\0048\001@d'
-  _globals['_CLAIMMODERATIONREVIEWREQUEST'].fields_by_name['review_id']._loaded_options = None
-  _globals['_CLAIMMODERATIONREVIEWREQUEST'].fields_by_name['review_id']._serialized_options = b'\342A\001\002'
-  _globals['_RESOLVEMODERATIONREVIEWREQUEST'].fields_by_name['review_id']._loaded_options = None
-  _globals['_RESOLVEMODERATIONREVIEWREQUEST'].fields_by_name['review_id']._serialized_options = b'\342A\001\002'
+  _globals['_CLAIMMODERATIONREVIEWREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_CLAIMMODERATIONREVIEWREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
+  _globals['_RESOLVEMODERATIONREVIEWREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_RESOLVEMODERATIONREVIEWREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
   _globals['_RESOLVEMODERATIONREVIEWREQUEST'].fields_by_name['decision']._loaded_options = None
-  _globals['_RESOLVEMODERATIONREVIEWREQUEST'].fields_by_name['decision']._serialized_options = b'\342A\001\002\222\265\030\023\010\001\"\007approve\"\006reject'
+  _globals['_RESOLVEMODERATIONREVIEWREQUEST'].fields_by_name['decision']._serialized_options = b'\342A\001\002\222\265\030!\010\001J\035persona.v1.ModerationDecision'
   _globals['_RESOLVEMODERATIONREVIEWREQUEST'].fields_by_name['note']._loaded_options = None
   _globals['_RESOLVEMODERATIONREVIEWREQUEST'].fields_by_name['note']._serialized_options = b'\222\265\030\003\030\320\017'
   _globals['_MODERATIONSERVICE'].methods_by_name['ListModerationQueue']._loaded_options = None
   _globals['_MODERATIONSERVICE'].methods_by_name['ListModerationQueue']._serialized_options = b'\212\265\030%\n\016platform:admin\020\001B\021moderation_review\202\323\344\223\002\034\022\032/v1/admin/moderation/queue'
   _globals['_MODERATIONSERVICE'].methods_by_name['ClaimModerationReview']._loaded_options = None
-  _globals['_MODERATIONSERVICE'].methods_by_name['ClaimModerationReview']._serialized_options = b'\212\265\030\'\n\016platform:admin\020\001 \001B\021moderation_review\202\323\344\223\0021\",/v1/admin/moderation/queue/{review_id}:claim:\001*'
+  _globals['_MODERATIONSERVICE'].methods_by_name['ClaimModerationReview']._serialized_options = b'\212\265\030\'\n\016platform:admin\020\001 \001B\021moderation_review\202\323\344\223\002*\"%/v1/admin/moderation/queue/{id}/claim:\001*'
   _globals['_MODERATIONSERVICE'].methods_by_name['ResolveModerationReview']._loaded_options = None
-  _globals['_MODERATIONSERVICE'].methods_by_name['ResolveModerationReview']._serialized_options = b'\212\265\030\'\n\016platform:admin\020\001 \001B\021moderation_review\202\323\344\223\0023\"./v1/admin/moderation/queue/{review_id}:resolve:\001*'
+  _globals['_MODERATIONSERVICE'].methods_by_name['ResolveModerationReview']._serialized_options = b'\212\265\030\'\n\016platform:admin\020\001 \001B\021moderation_review\202\323\344\223\002,\"\'/v1/admin/moderation/queue/{id}/resolve:\001*'
+  _globals['_MODERATIONREVIEWSTATUS']._serialized_start=1313
+  _globals['_MODERATIONREVIEWSTATUS']._serialized_end=1534
+  _globals['_MODERATIONDECISION']._serialized_start=1537
+  _globals['_MODERATIONDECISION']._serialized_end=1684
   _globals['_MODERATIONREVIEW']._serialized_start=196
-  _globals['_MODERATIONREVIEW']._serialized_end=733
-  _globals['_LISTMODERATIONQUEUEREQUEST']._serialized_start=736
-  _globals['_LISTMODERATIONQUEUEREQUEST']._serialized_end=950
-  _globals['_LISTMODERATIONQUEUERESPONSE']._serialized_start=952
-  _globals['_LISTMODERATIONQUEUERESPONSE']._serialized_end=1047
-  _globals['_CLAIMMODERATIONREVIEWREQUEST']._serialized_start=1049
-  _globals['_CLAIMMODERATIONREVIEWREQUEST']._serialized_end=1104
-  _globals['_RESOLVEMODERATIONREVIEWREQUEST']._serialized_start=1106
-  _globals['_RESOLVEMODERATIONREVIEWREQUEST']._serialized_end=1233
-  _globals['_MODERATIONSERVICE']._serialized_start=1236
-  _globals['_MODERATIONSERVICE']._serialized_end=1839
+  _globals['_MODERATIONREVIEW']._serialized_end=809
+  _globals['_LISTMODERATIONQUEUEREQUEST']._serialized_start=812
+  _globals['_LISTMODERATIONQUEUEREQUEST']._serialized_end=1026
+  _globals['_LISTMODERATIONQUEUERESPONSE']._serialized_start=1028
+  _globals['_LISTMODERATIONQUEUERESPONSE']._serialized_end=1123
+  _globals['_CLAIMMODERATIONREVIEWREQUEST']._serialized_start=1125
+  _globals['_CLAIMMODERATIONREVIEWREQUEST']._serialized_end=1173
+  _globals['_RESOLVEMODERATIONREVIEWREQUEST']._serialized_start=1176
+  _globals['_RESOLVEMODERATIONREVIEWREQUEST']._serialized_end=1310
+  _globals['_MODERATIONSERVICE']._serialized_start=1687
+  _globals['_MODERATIONSERVICE']._serialized_end=2276
 # @@protoc_insertion_point(module_scope)

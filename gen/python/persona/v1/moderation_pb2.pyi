@@ -6,12 +6,33 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ModerationReviewStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MODERATION_REVIEW_STATUS_UNSPECIFIED: _ClassVar[ModerationReviewStatus]
+    MODERATION_REVIEW_STATUS_PENDING: _ClassVar[ModerationReviewStatus]
+    MODERATION_REVIEW_STATUS_CLAIMED: _ClassVar[ModerationReviewStatus]
+    MODERATION_REVIEW_STATUS_RESOLVED: _ClassVar[ModerationReviewStatus]
+
+class ModerationDecision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MODERATION_DECISION_UNSPECIFIED: _ClassVar[ModerationDecision]
+    MODERATION_DECISION_APPROVE: _ClassVar[ModerationDecision]
+    MODERATION_DECISION_REJECT: _ClassVar[ModerationDecision]
+MODERATION_REVIEW_STATUS_UNSPECIFIED: ModerationReviewStatus
+MODERATION_REVIEW_STATUS_PENDING: ModerationReviewStatus
+MODERATION_REVIEW_STATUS_CLAIMED: ModerationReviewStatus
+MODERATION_REVIEW_STATUS_RESOLVED: ModerationReviewStatus
+MODERATION_DECISION_UNSPECIFIED: ModerationDecision
+MODERATION_DECISION_APPROVE: ModerationDecision
+MODERATION_DECISION_REJECT: ModerationDecision
 
 class ModerationReview(_message.Message):
     __slots__ = ("id", "org_id", "workspace_id", "stage", "subject_type", "subject_id", "categories", "scores", "excerpt", "status", "claimed_by", "claim_expires_at", "decision", "note", "resolved_by", "resolved_at", "created_at")
@@ -74,17 +95,17 @@ class ListModerationQueueResponse(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[ModerationReview, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class ClaimModerationReviewRequest(_message.Message):
-    __slots__ = ("review_id",)
-    REVIEW_ID_FIELD_NUMBER: _ClassVar[int]
-    review_id: str
-    def __init__(self, review_id: _Optional[str] = ...) -> None: ...
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class ResolveModerationReviewRequest(_message.Message):
-    __slots__ = ("review_id", "decision", "note")
-    REVIEW_ID_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("id", "decision", "note")
+    ID_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
-    review_id: str
+    id: str
     decision: str
     note: str
-    def __init__(self, review_id: _Optional[str] = ..., decision: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., decision: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...

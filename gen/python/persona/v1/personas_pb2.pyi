@@ -7,12 +7,41 @@ from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import errors_pb2 as _errors_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class PersonaState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PERSONA_STATE_UNSPECIFIED: _ClassVar[PersonaState]
+    PERSONA_STATE_ACTIVE: _ClassVar[PersonaState]
+    PERSONA_STATE_FLAGGED: _ClassVar[PersonaState]
+    PERSONA_STATE_ARCHIVED: _ClassVar[PersonaState]
+    PERSONA_STATE_DELETED: _ClassVar[PersonaState]
+
+class LineageVersionKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LINEAGE_VERSION_KIND_UNSPECIFIED: _ClassVar[LineageVersionKind]
+    LINEAGE_VERSION_KIND_CREATE: _ClassVar[LineageVersionKind]
+    LINEAGE_VERSION_KIND_REFINE: _ClassVar[LineageVersionKind]
+    LINEAGE_VERSION_KIND_REGENERATE: _ClassVar[LineageVersionKind]
+    LINEAGE_VERSION_KIND_FORK: _ClassVar[LineageVersionKind]
+    LINEAGE_VERSION_KIND_IMPORT: _ClassVar[LineageVersionKind]
+PERSONA_STATE_UNSPECIFIED: PersonaState
+PERSONA_STATE_ACTIVE: PersonaState
+PERSONA_STATE_FLAGGED: PersonaState
+PERSONA_STATE_ARCHIVED: PersonaState
+PERSONA_STATE_DELETED: PersonaState
+LINEAGE_VERSION_KIND_UNSPECIFIED: LineageVersionKind
+LINEAGE_VERSION_KIND_CREATE: LineageVersionKind
+LINEAGE_VERSION_KIND_REFINE: LineageVersionKind
+LINEAGE_VERSION_KIND_REGENERATE: LineageVersionKind
+LINEAGE_VERSION_KIND_FORK: LineageVersionKind
+LINEAGE_VERSION_KIND_IMPORT: LineageVersionKind
 
 class Persona(_message.Message):
     __slots__ = ("id", "org_id", "workspace_id", "slug", "display_name", "visibility", "metadata", "intent", "soul", "state", "version", "parent_id", "root_id", "fork_ordinal", "audit_score", "flagged_reason", "last_run_id", "created_at", "updated_at", "deleted_at", "purge_at", "archived_at")
@@ -147,28 +176,28 @@ class GetPersonaRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class ListPersonasRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "state", "visibility", "root_id", "show_deleted")
-    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
-    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("limit", "cursor", "state", "visibility", "root_id", "show_deleted")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     VISIBILITY_FIELD_NUMBER: _ClassVar[int]
     ROOT_ID_FIELD_NUMBER: _ClassVar[int]
     SHOW_DELETED_FIELD_NUMBER: _ClassVar[int]
-    page_size: int
-    page_token: str
+    limit: int
+    cursor: str
     state: str
     visibility: str
     root_id: str
     show_deleted: bool
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., state: _Optional[str] = ..., visibility: _Optional[str] = ..., root_id: _Optional[str] = ..., show_deleted: _Optional[bool] = ...) -> None: ...
+    def __init__(self, limit: _Optional[int] = ..., cursor: _Optional[str] = ..., state: _Optional[str] = ..., visibility: _Optional[str] = ..., root_id: _Optional[str] = ..., show_deleted: _Optional[bool] = ...) -> None: ...
 
 class ListPersonasResponse(_message.Message):
-    __slots__ = ("personas", "next_page_token")
-    PERSONAS_FIELD_NUMBER: _ClassVar[int]
-    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    personas: _containers.RepeatedCompositeFieldContainer[Persona]
-    next_page_token: str
-    def __init__(self, personas: _Optional[_Iterable[_Union[Persona, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    __slots__ = ("items", "next_cursor")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[Persona]
+    next_cursor: str
+    def __init__(self, items: _Optional[_Iterable[_Union[Persona, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class UpdatePersonaRequest(_message.Message):
     __slots__ = ("id", "slug", "display_name", "visibility", "metadata")

@@ -28,7 +28,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1apersona/v1/portraits.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xa9\x04\n\x08Portrait\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\npersona_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1d\n\x0f\x63onversation_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12 \n\x12parent_portrait_id\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0binstruction\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06prompt\x18\x06 \x01(\tB\x04\xe2\x41\x01\x03\x12\x13\n\x05style\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06status\x18\x08 \x01(\tB\x04\xe2\x41\x01\x03\x12\x17\n\tcanonical\x18\t \x01(\x08\x42\x04\xe2\x41\x01\x03\x12\x19\n\x0bstorage_key\x18\n \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\nsigned_url\x18\x0b \x01(\tB\x04\xe2\x41\x01\x03\x12?\n\x15signed_url_expires_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x12\n\x04size\x18\r \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x13\n\x05width\x18\x0e \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x14\n\x06height\x18\x0f \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1a\n\x0c\x66\x61ilure_code\x18\x10 \x01(\tB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x34\n\nupdated_at\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"\x99\x01\n\x12PortraitEditResult\x12\x19\n\x0bportrait_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1d\n\x0f\x63onversation_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x06status\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0bstorage_key\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\x12\x18\n\nsigned_url\x18\x05 \x01(\tB\x04\xe2\x41\x01\x02\"\x84\x01\n\x15\x43reatePortraitRequest\x12\x18\n\npersona_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\x06prompt\x18\x02 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x38\n\x05style\x18\x03 \x01(\tB)\x92\xb5\x18%\"\x04\x66lat\"\x06sketch\"\nwatercolor\"\x03pop\"\x04noir\"\x8a\x01\n\x14ListPortraitsRequest\x12\x18\n\npersona_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12\x17\n\x06\x63ursor\x18\x03 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x1c\n\x05limit\x18\x04 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x42\x08\n\x06_limit\"Q\n\x15ListPortraitsResponse\x12#\n\x05items\x18\x01 \x03(\x0b\x32\x14.persona.v1.Portrait\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"I\n\x12GetPortraitRequest\x12\x18\n\npersona_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0bportrait_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"M\n\x16\x41pprovePortraitRequest\x12\x18\n\npersona_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0bportrait_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"L\n\x15RejectPortraitRequest\x12\x18\n\npersona_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0bportrait_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"n\n\x13\x45\x64itPortraitRequest\x12\x18\n\npersona_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0bportrait_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\"\n\x0binstruction\x18\x03 \x01(\tB\r\xe2\x41\x01\x02\x92\xb5\x18\x05\x08\x01\x18\xf4\x03\x32\xa9\x08\n\x0fPortraitService\x12\xab\x01\n\x0e\x43reatePortrait\x12!.persona.v1.CreatePortraitRequest\x1a\x14.persona.v1.Portrait\"`\x8a\xb5\x18.\n\x0epersonas:write \x01*\x10portraits.createB\x08portrait\x82\xd3\xe4\x93\x02(\"#/v1/personas/{persona_id}/portraits:\x01*\x12\x9e\x01\n\rListPortraits\x12 .persona.v1.ListPortraitsRequest\x1a!.persona.v1.ListPortraitsResponse\"H\x8a\xb5\x18\x19\n\rpersonas:readB\x08portrait\x82\xd3\xe4\x93\x02%\x12#/v1/personas/{persona_id}/portraits\x12\x9b\x01\n\x0bGetPortrait\x12\x1e.persona.v1.GetPortraitRequest\x1a\x14.persona.v1.Portrait\"V\x8a\xb5\x18\x19\n\rpersonas:readB\x08portrait\x82\xd3\xe4\x93\x02\x33\x12\x31/v1/personas/{persona_id}/portraits/{portrait_id}\x12\xb1\x01\n\x0f\x41pprovePortrait\x12\".persona.v1.ApprovePortraitRequest\x1a\x14.persona.v1.Portrait\"d\x8a\xb5\x18\x1c\n\x0epersonas:write \x01\x42\x08portrait\x82\xd3\xe4\x93\x02>\"9/v1/personas/{persona_id}/portraits/{portrait_id}:approve:\x01*\x12\xae\x01\n\x0eRejectPortrait\x12!.persona.v1.RejectPortraitRequest\x1a\x14.persona.v1.Portrait\"c\x8a\xb5\x18\x1c\n\x0epersonas:write \x01\x42\x08portrait\x82\xd3\xe4\x93\x02=\"8/v1/personas/{persona_id}/portraits/{portrait_id}:reject:\x01*\x12\xc3\x01\n\x0c\x45\x64itPortrait\x12\x1f.persona.v1.EditPortraitRequest\x1a\x1e.persona.v1.PortraitEditResult\"r\x8a\xb5\x18.\n\x0epersonas:write \x01*\x0eportraits.editB\x08portraitX\x02\x82\xd3\xe4\x93\x02:\"5/v1/personas/{persona_id}/portrait/{portrait_id}/edit:\x01*B)\n\x15\x63om.personaservice.v1B\x0ePortraitsProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1apersona/v1/portraits.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\xc8\x04\n\x08Portrait\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\npersona_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1d\n\x0f\x63onversation_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12 \n\x12parent_portrait_id\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0binstruction\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06prompt\x18\x06 \x01(\tB\x04\xe2\x41\x01\x03\x12\x13\n\x05style\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x33\n\x06status\x18\x08 \x01(\tB#\xe2\x41\x01\x03\x92\xb5\x18\x1bJ\x19persona.v1.PortraitStatus\x12\x17\n\tcanonical\x18\t \x01(\x08\x42\x04\xe2\x41\x01\x03\x12\x19\n\x0bstorage_key\x18\n \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\nsigned_url\x18\x0b \x01(\tB\x04\xe2\x41\x01\x03\x12?\n\x15signed_url_expires_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x12\n\x04size\x18\r \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x13\n\x05width\x18\x0e \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x14\n\x06height\x18\x0f \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1a\n\x0c\x66\x61ilure_code\x18\x10 \x01(\tB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x34\n\nupdated_at\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"\xb8\x01\n\x12PortraitEditResult\x12\x19\n\x0bportrait_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1d\n\x0f\x63onversation_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x33\n\x06status\x18\x03 \x01(\tB#\xe2\x41\x01\x02\x92\xb5\x18\x1bJ\x19persona.v1.PortraitStatus\x12\x19\n\x0bstorage_key\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\x12\x18\n\nsigned_url\x18\x05 \x01(\tB\x04\xe2\x41\x01\x02\"\x84\x01\n\x15\x43reatePortraitRequest\x12\x18\n\npersona_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\x06prompt\x18\x02 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x38\n\x05style\x18\x03 \x01(\tB)\x92\xb5\x18%\"\x04\x66lat\"\x06sketch\"\nwatercolor\"\x03pop\"\x04noir\"\x8a\x01\n\x14ListPortraitsRequest\x12\x18\n\npersona_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12\x17\n\x06\x63ursor\x18\x03 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x1c\n\x05limit\x18\x04 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x42\x08\n\x06_limit\"Q\n\x15ListPortraitsResponse\x12#\n\x05items\x18\x01 \x03(\x0b\x32\x14.persona.v1.Portrait\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"@\n\x12GetPortraitRequest\x12\x18\n\npersona_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x10\n\x02id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"D\n\x16\x41pprovePortraitRequest\x12\x18\n\npersona_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x10\n\x02id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"C\n\x15RejectPortraitRequest\x12\x18\n\npersona_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x10\n\x02id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"e\n\x13\x45\x64itPortraitRequest\x12\x18\n\npersona_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x10\n\x02id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\"\n\x0binstruction\x18\x03 \x01(\tB\r\xe2\x41\x01\x02\x92\xb5\x18\x05\x08\x01\x18\xf4\x03*\xb9\x02\n\x0ePortraitStatus\x12\x1f\n\x1bPORTRAIT_STATUS_UNSPECIFIED\x10\x00\x12(\n\x17PORTRAIT_STATUS_PENDING\x10\x01\x1a\x0b\xa2\xb5\x18\x07pending\x12.\n\x1aPORTRAIT_STATUS_GENERATING\x10\x02\x1a\x0e\xa2\xb5\x18\ngenerating\x12,\n\x19PORTRAIT_STATUS_GENERATED\x10\x03\x1a\r\xa2\xb5\x18\tgenerated\x12*\n\x18PORTRAIT_STATUS_APPROVED\x10\x04\x1a\x0c\xa2\xb5\x18\x08\x61pproved\x12*\n\x18PORTRAIT_STATUS_REJECTED\x10\x05\x1a\x0c\xa2\xb5\x18\x08rejected\x12&\n\x16PORTRAIT_STATUS_FAILED\x10\x06\x1a\n\xa2\xb5\x18\x06\x66\x61iled2\x85\x08\n\x0fPortraitService\x12\xab\x01\n\x0e\x43reatePortrait\x12!.persona.v1.CreatePortraitRequest\x1a\x14.persona.v1.Portrait\"`\x8a\xb5\x18.\n\x0epersonas:write \x01*\x10portraits.createB\x08portrait\x82\xd3\xe4\x93\x02(\"#/v1/personas/{persona_id}/portraits:\x01*\x12\x9e\x01\n\rListPortraits\x12 .persona.v1.ListPortraitsRequest\x1a!.persona.v1.ListPortraitsResponse\"H\x8a\xb5\x18\x19\n\rpersonas:readB\x08portrait\x82\xd3\xe4\x93\x02%\x12#/v1/personas/{persona_id}/portraits\x12\x92\x01\n\x0bGetPortrait\x12\x1e.persona.v1.GetPortraitRequest\x1a\x14.persona.v1.Portrait\"M\x8a\xb5\x18\x19\n\rpersonas:readB\x08portrait\x82\xd3\xe4\x93\x02*\x12(/v1/personas/{persona_id}/portraits/{id}\x12\xa8\x01\n\x0f\x41pprovePortrait\x12\".persona.v1.ApprovePortraitRequest\x1a\x14.persona.v1.Portrait\"[\x8a\xb5\x18\x1c\n\x0epersonas:write \x01\x42\x08portrait\x82\xd3\xe4\x93\x02\x35\"0/v1/personas/{persona_id}/portraits/{id}/approve:\x01*\x12\xa5\x01\n\x0eRejectPortrait\x12!.persona.v1.RejectPortraitRequest\x1a\x14.persona.v1.Portrait\"Z\x8a\xb5\x18\x1c\n\x0epersonas:write \x01\x42\x08portrait\x82\xd3\xe4\x93\x02\x34\"//v1/personas/{persona_id}/portraits/{id}/reject:\x01*\x12\xba\x01\n\x0c\x45\x64itPortrait\x12\x1f.persona.v1.EditPortraitRequest\x1a\x1e.persona.v1.PortraitEditResult\"i\x8a\xb5\x18.\n\x0epersonas:write \x01*\x0eportraits.editB\x08portraitX\x02\x82\xd3\xe4\x93\x02\x31\",/v1/personas/{persona_id}/portrait/{id}/edit:\x01*B)\n\x15\x63om.personaservice.v1B\x0ePortraitsProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,6 +36,18 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'persona.v1.portraits_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025com.personaservice.v1B\016PortraitsProtoP\001'
+  _globals['_PORTRAITSTATUS'].values_by_name["PORTRAIT_STATUS_PENDING"]._loaded_options = None
+  _globals['_PORTRAITSTATUS'].values_by_name["PORTRAIT_STATUS_PENDING"]._serialized_options = b'\242\265\030\007pending'
+  _globals['_PORTRAITSTATUS'].values_by_name["PORTRAIT_STATUS_GENERATING"]._loaded_options = None
+  _globals['_PORTRAITSTATUS'].values_by_name["PORTRAIT_STATUS_GENERATING"]._serialized_options = b'\242\265\030\ngenerating'
+  _globals['_PORTRAITSTATUS'].values_by_name["PORTRAIT_STATUS_GENERATED"]._loaded_options = None
+  _globals['_PORTRAITSTATUS'].values_by_name["PORTRAIT_STATUS_GENERATED"]._serialized_options = b'\242\265\030\tgenerated'
+  _globals['_PORTRAITSTATUS'].values_by_name["PORTRAIT_STATUS_APPROVED"]._loaded_options = None
+  _globals['_PORTRAITSTATUS'].values_by_name["PORTRAIT_STATUS_APPROVED"]._serialized_options = b'\242\265\030\010approved'
+  _globals['_PORTRAITSTATUS'].values_by_name["PORTRAIT_STATUS_REJECTED"]._loaded_options = None
+  _globals['_PORTRAITSTATUS'].values_by_name["PORTRAIT_STATUS_REJECTED"]._serialized_options = b'\242\265\030\010rejected'
+  _globals['_PORTRAITSTATUS'].values_by_name["PORTRAIT_STATUS_FAILED"]._loaded_options = None
+  _globals['_PORTRAITSTATUS'].values_by_name["PORTRAIT_STATUS_FAILED"]._serialized_options = b'\242\265\030\006failed'
   _globals['_PORTRAIT'].fields_by_name['id']._loaded_options = None
   _globals['_PORTRAIT'].fields_by_name['id']._serialized_options = b'\342A\001\003'
   _globals['_PORTRAIT'].fields_by_name['persona_id']._loaded_options = None
@@ -51,7 +63,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PORTRAIT'].fields_by_name['style']._loaded_options = None
   _globals['_PORTRAIT'].fields_by_name['style']._serialized_options = b'\342A\001\003'
   _globals['_PORTRAIT'].fields_by_name['status']._loaded_options = None
-  _globals['_PORTRAIT'].fields_by_name['status']._serialized_options = b'\342A\001\003'
+  _globals['_PORTRAIT'].fields_by_name['status']._serialized_options = b'\342A\001\003\222\265\030\033J\031persona.v1.PortraitStatus'
   _globals['_PORTRAIT'].fields_by_name['canonical']._loaded_options = None
   _globals['_PORTRAIT'].fields_by_name['canonical']._serialized_options = b'\342A\001\003'
   _globals['_PORTRAIT'].fields_by_name['storage_key']._loaded_options = None
@@ -77,7 +89,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PORTRAITEDITRESULT'].fields_by_name['conversation_id']._loaded_options = None
   _globals['_PORTRAITEDITRESULT'].fields_by_name['conversation_id']._serialized_options = b'\342A\001\002'
   _globals['_PORTRAITEDITRESULT'].fields_by_name['status']._loaded_options = None
-  _globals['_PORTRAITEDITRESULT'].fields_by_name['status']._serialized_options = b'\342A\001\002'
+  _globals['_PORTRAITEDITRESULT'].fields_by_name['status']._serialized_options = b'\342A\001\002\222\265\030\033J\031persona.v1.PortraitStatus'
   _globals['_PORTRAITEDITRESULT'].fields_by_name['storage_key']._loaded_options = None
   _globals['_PORTRAITEDITRESULT'].fields_by_name['storage_key']._serialized_options = b'\342A\001\002'
   _globals['_PORTRAITEDITRESULT'].fields_by_name['signed_url']._loaded_options = None
@@ -96,20 +108,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTPORTRAITSREQUEST'].fields_by_name['limit']._serialized_options = b'\222\265\030\0048\001@d'
   _globals['_GETPORTRAITREQUEST'].fields_by_name['persona_id']._loaded_options = None
   _globals['_GETPORTRAITREQUEST'].fields_by_name['persona_id']._serialized_options = b'\342A\001\002'
-  _globals['_GETPORTRAITREQUEST'].fields_by_name['portrait_id']._loaded_options = None
-  _globals['_GETPORTRAITREQUEST'].fields_by_name['portrait_id']._serialized_options = b'\342A\001\002'
+  _globals['_GETPORTRAITREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_GETPORTRAITREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
   _globals['_APPROVEPORTRAITREQUEST'].fields_by_name['persona_id']._loaded_options = None
   _globals['_APPROVEPORTRAITREQUEST'].fields_by_name['persona_id']._serialized_options = b'\342A\001\002'
-  _globals['_APPROVEPORTRAITREQUEST'].fields_by_name['portrait_id']._loaded_options = None
-  _globals['_APPROVEPORTRAITREQUEST'].fields_by_name['portrait_id']._serialized_options = b'\342A\001\002'
+  _globals['_APPROVEPORTRAITREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_APPROVEPORTRAITREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
   _globals['_REJECTPORTRAITREQUEST'].fields_by_name['persona_id']._loaded_options = None
   _globals['_REJECTPORTRAITREQUEST'].fields_by_name['persona_id']._serialized_options = b'\342A\001\002'
-  _globals['_REJECTPORTRAITREQUEST'].fields_by_name['portrait_id']._loaded_options = None
-  _globals['_REJECTPORTRAITREQUEST'].fields_by_name['portrait_id']._serialized_options = b'\342A\001\002'
+  _globals['_REJECTPORTRAITREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_REJECTPORTRAITREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
   _globals['_EDITPORTRAITREQUEST'].fields_by_name['persona_id']._loaded_options = None
   _globals['_EDITPORTRAITREQUEST'].fields_by_name['persona_id']._serialized_options = b'\342A\001\002'
-  _globals['_EDITPORTRAITREQUEST'].fields_by_name['portrait_id']._loaded_options = None
-  _globals['_EDITPORTRAITREQUEST'].fields_by_name['portrait_id']._serialized_options = b'\342A\001\002'
+  _globals['_EDITPORTRAITREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_EDITPORTRAITREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
   _globals['_EDITPORTRAITREQUEST'].fields_by_name['instruction']._loaded_options = None
   _globals['_EDITPORTRAITREQUEST'].fields_by_name['instruction']._serialized_options = b'\342A\001\002\222\265\030\005\010\001\030\364\003'
   _globals['_PORTRAITSERVICE'].methods_by_name['CreatePortrait']._loaded_options = None
@@ -117,31 +129,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PORTRAITSERVICE'].methods_by_name['ListPortraits']._loaded_options = None
   _globals['_PORTRAITSERVICE'].methods_by_name['ListPortraits']._serialized_options = b'\212\265\030\031\n\rpersonas:readB\010portrait\202\323\344\223\002%\022#/v1/personas/{persona_id}/portraits'
   _globals['_PORTRAITSERVICE'].methods_by_name['GetPortrait']._loaded_options = None
-  _globals['_PORTRAITSERVICE'].methods_by_name['GetPortrait']._serialized_options = b'\212\265\030\031\n\rpersonas:readB\010portrait\202\323\344\223\0023\0221/v1/personas/{persona_id}/portraits/{portrait_id}'
+  _globals['_PORTRAITSERVICE'].methods_by_name['GetPortrait']._serialized_options = b'\212\265\030\031\n\rpersonas:readB\010portrait\202\323\344\223\002*\022(/v1/personas/{persona_id}/portraits/{id}'
   _globals['_PORTRAITSERVICE'].methods_by_name['ApprovePortrait']._loaded_options = None
-  _globals['_PORTRAITSERVICE'].methods_by_name['ApprovePortrait']._serialized_options = b'\212\265\030\034\n\016personas:write \001B\010portrait\202\323\344\223\002>\"9/v1/personas/{persona_id}/portraits/{portrait_id}:approve:\001*'
+  _globals['_PORTRAITSERVICE'].methods_by_name['ApprovePortrait']._serialized_options = b'\212\265\030\034\n\016personas:write \001B\010portrait\202\323\344\223\0025\"0/v1/personas/{persona_id}/portraits/{id}/approve:\001*'
   _globals['_PORTRAITSERVICE'].methods_by_name['RejectPortrait']._loaded_options = None
-  _globals['_PORTRAITSERVICE'].methods_by_name['RejectPortrait']._serialized_options = b'\212\265\030\034\n\016personas:write \001B\010portrait\202\323\344\223\002=\"8/v1/personas/{persona_id}/portraits/{portrait_id}:reject:\001*'
+  _globals['_PORTRAITSERVICE'].methods_by_name['RejectPortrait']._serialized_options = b'\212\265\030\034\n\016personas:write \001B\010portrait\202\323\344\223\0024\"//v1/personas/{persona_id}/portraits/{id}/reject:\001*'
   _globals['_PORTRAITSERVICE'].methods_by_name['EditPortrait']._loaded_options = None
-  _globals['_PORTRAITSERVICE'].methods_by_name['EditPortrait']._serialized_options = b'\212\265\030.\n\016personas:write \001*\016portraits.editB\010portraitX\002\202\323\344\223\002:\"5/v1/personas/{persona_id}/portrait/{portrait_id}/edit:\001*'
+  _globals['_PORTRAITSERVICE'].methods_by_name['EditPortrait']._serialized_options = b'\212\265\030.\n\016personas:write \001*\016portraits.editB\010portraitX\002\202\323\344\223\0021\",/v1/personas/{persona_id}/portrait/{id}/edit:\001*'
+  _globals['_PORTRAITSTATUS']._serialized_start=1606
+  _globals['_PORTRAITSTATUS']._serialized_end=1919
   _globals['_PORTRAIT']._serialized_start=165
-  _globals['_PORTRAIT']._serialized_end=718
-  _globals['_PORTRAITEDITRESULT']._serialized_start=721
-  _globals['_PORTRAITEDITRESULT']._serialized_end=874
-  _globals['_CREATEPORTRAITREQUEST']._serialized_start=877
-  _globals['_CREATEPORTRAITREQUEST']._serialized_end=1009
-  _globals['_LISTPORTRAITSREQUEST']._serialized_start=1012
-  _globals['_LISTPORTRAITSREQUEST']._serialized_end=1150
-  _globals['_LISTPORTRAITSRESPONSE']._serialized_start=1152
-  _globals['_LISTPORTRAITSRESPONSE']._serialized_end=1233
-  _globals['_GETPORTRAITREQUEST']._serialized_start=1235
-  _globals['_GETPORTRAITREQUEST']._serialized_end=1308
-  _globals['_APPROVEPORTRAITREQUEST']._serialized_start=1310
-  _globals['_APPROVEPORTRAITREQUEST']._serialized_end=1387
-  _globals['_REJECTPORTRAITREQUEST']._serialized_start=1389
-  _globals['_REJECTPORTRAITREQUEST']._serialized_end=1465
-  _globals['_EDITPORTRAITREQUEST']._serialized_start=1467
-  _globals['_EDITPORTRAITREQUEST']._serialized_end=1577
-  _globals['_PORTRAITSERVICE']._serialized_start=1580
-  _globals['_PORTRAITSERVICE']._serialized_end=2645
+  _globals['_PORTRAIT']._serialized_end=749
+  _globals['_PORTRAITEDITRESULT']._serialized_start=752
+  _globals['_PORTRAITEDITRESULT']._serialized_end=936
+  _globals['_CREATEPORTRAITREQUEST']._serialized_start=939
+  _globals['_CREATEPORTRAITREQUEST']._serialized_end=1071
+  _globals['_LISTPORTRAITSREQUEST']._serialized_start=1074
+  _globals['_LISTPORTRAITSREQUEST']._serialized_end=1212
+  _globals['_LISTPORTRAITSRESPONSE']._serialized_start=1214
+  _globals['_LISTPORTRAITSRESPONSE']._serialized_end=1295
+  _globals['_GETPORTRAITREQUEST']._serialized_start=1297
+  _globals['_GETPORTRAITREQUEST']._serialized_end=1361
+  _globals['_APPROVEPORTRAITREQUEST']._serialized_start=1363
+  _globals['_APPROVEPORTRAITREQUEST']._serialized_end=1431
+  _globals['_REJECTPORTRAITREQUEST']._serialized_start=1433
+  _globals['_REJECTPORTRAITREQUEST']._serialized_end=1500
+  _globals['_EDITPORTRAITREQUEST']._serialized_start=1502
+  _globals['_EDITPORTRAITREQUEST']._serialized_end=1603
+  _globals['_PORTRAITSERVICE']._serialized_start=1922
+  _globals['_PORTRAITSERVICE']._serialized_end=2951
 # @@protoc_insertion_point(module_scope)

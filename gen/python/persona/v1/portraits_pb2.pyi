@@ -5,12 +5,30 @@ from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class PortraitStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PORTRAIT_STATUS_UNSPECIFIED: _ClassVar[PortraitStatus]
+    PORTRAIT_STATUS_PENDING: _ClassVar[PortraitStatus]
+    PORTRAIT_STATUS_GENERATING: _ClassVar[PortraitStatus]
+    PORTRAIT_STATUS_GENERATED: _ClassVar[PortraitStatus]
+    PORTRAIT_STATUS_APPROVED: _ClassVar[PortraitStatus]
+    PORTRAIT_STATUS_REJECTED: _ClassVar[PortraitStatus]
+    PORTRAIT_STATUS_FAILED: _ClassVar[PortraitStatus]
+PORTRAIT_STATUS_UNSPECIFIED: PortraitStatus
+PORTRAIT_STATUS_PENDING: PortraitStatus
+PORTRAIT_STATUS_GENERATING: PortraitStatus
+PORTRAIT_STATUS_GENERATED: PortraitStatus
+PORTRAIT_STATUS_APPROVED: PortraitStatus
+PORTRAIT_STATUS_REJECTED: PortraitStatus
+PORTRAIT_STATUS_FAILED: PortraitStatus
 
 class Portrait(_message.Message):
     __slots__ = ("id", "persona_id", "conversation_id", "parent_portrait_id", "instruction", "prompt", "style", "status", "canonical", "storage_key", "signed_url", "signed_url_expires_at", "size", "width", "height", "failure_code", "created_at", "updated_at")
@@ -97,35 +115,35 @@ class ListPortraitsResponse(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[Portrait, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class GetPortraitRequest(_message.Message):
-    __slots__ = ("persona_id", "portrait_id")
+    __slots__ = ("persona_id", "id")
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
-    PORTRAIT_ID_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
     persona_id: str
-    portrait_id: str
-    def __init__(self, persona_id: _Optional[str] = ..., portrait_id: _Optional[str] = ...) -> None: ...
+    id: str
+    def __init__(self, persona_id: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
 
 class ApprovePortraitRequest(_message.Message):
-    __slots__ = ("persona_id", "portrait_id")
+    __slots__ = ("persona_id", "id")
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
-    PORTRAIT_ID_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
     persona_id: str
-    portrait_id: str
-    def __init__(self, persona_id: _Optional[str] = ..., portrait_id: _Optional[str] = ...) -> None: ...
+    id: str
+    def __init__(self, persona_id: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
 
 class RejectPortraitRequest(_message.Message):
-    __slots__ = ("persona_id", "portrait_id")
+    __slots__ = ("persona_id", "id")
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
-    PORTRAIT_ID_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
     persona_id: str
-    portrait_id: str
-    def __init__(self, persona_id: _Optional[str] = ..., portrait_id: _Optional[str] = ...) -> None: ...
+    id: str
+    def __init__(self, persona_id: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
 
 class EditPortraitRequest(_message.Message):
-    __slots__ = ("persona_id", "portrait_id", "instruction")
+    __slots__ = ("persona_id", "id", "instruction")
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
-    PORTRAIT_ID_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
     persona_id: str
-    portrait_id: str
+    id: str
     instruction: str
-    def __init__(self, persona_id: _Optional[str] = ..., portrait_id: _Optional[str] = ..., instruction: _Optional[str] = ...) -> None: ...
+    def __init__(self, persona_id: _Optional[str] = ..., id: _Optional[str] = ..., instruction: _Optional[str] = ...) -> None: ...

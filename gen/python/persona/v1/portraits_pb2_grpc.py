@@ -193,15 +193,17 @@ class PortraitServiceServicer:
 
     def EditPortrait(self, request, context):
         """Applies a natural-language edit to a portrait and appends the result to
-        the same conversation chain (spec: Portrait edit result). Errors use the
-        portrait error shape `{"error": "<code>", "message", ...}`: 404
-        `not_found` (source unknown, another tenant's, or not editable); 422
-        `moderation_blocked` with `term`, `scores` and `pii` (a review item is
-        recorded and `moderation.flagged` emitted); 422 `validation_failed`
-        (instruction missing or over 500 characters, with `validationErrors`);
-        429 `quota_exceeded` with `used` and `limit`; 502 `provider_error` /
-        504 `provider_timeout` with `provider` when the image provider failed
-        within the wait (the row is then `failed`).
+        the same conversation chain (spec: Portrait edit result). Its 404, 422
+        and 502 use the portrait error shape `{"error": "<code>", "message",
+        ...}` (the spec's): 404 `not_found` (source unknown, another tenant's, or
+        not editable); 422 `moderation_blocked` with `term`, `scores` and `pii`
+        (a review item is recorded and `moderation.flagged` emitted); 422
+        `validation_failed` (instruction missing or over 500 characters, with
+        `validationErrors`); 502 `provider_error` with `provider` when the image
+        provider failed within the wait (the row is then `failed`). Its other
+        answers use the envelope, as every route's: 429 `quota_exceeded` with
+        `details.used` and `details.limit`, 504 `provider_timeout` with
+        `details.provider`, 401, 403, 409 and the edge's own.
 
         Auth: scope `personas:write`.
         """

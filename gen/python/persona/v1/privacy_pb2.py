@@ -29,7 +29,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18persona/v1/privacy.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\x14\n\x12\x45raseMyDataRequest\"h\n\x0ePrivacyErasure\x12-\n\terased_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x06\x63ounts\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x85\x02\n\rPrivacyExport\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06status\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0c\x64ownload_url\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x30\n\nexpires_at\x18\x04 \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\x12\x14\n\x06sha256\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x32\n\x0c\x63ompleted_at\x18\x07 \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\"\x1c\n\x1a\x43reatePrivacyExportRequest\"\\\n\x19ListPrivacyExportsRequest\x12\x17\n\x06\x63ursor\x18\x01 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x1c\n\x05limit\x18\x02 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x42\x08\n\x06_limit\"[\n\x1aListPrivacyExportsResponse\x12(\n\x05items\x18\x01 \x03(\x0b\x32\x19.persona.v1.PrivacyExport\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t2\xb2\x03\n\x0ePrivacyService\x12\x8e\x01\n\x13\x43reatePrivacyExport\x12&.persona.v1.CreatePrivacyExportRequest\x1a\x19.persona.v1.PrivacyExport\"4\x8a\xb5\x18\x12 \x01\x42\x0eprivacy_export\x82\xd3\xe4\x93\x02\x18\"\x13/v1/privacy/exports:\x01*\x12\x94\x01\n\x12ListPrivacyExports\x12%.persona.v1.ListPrivacyExportsRequest\x1a&.persona.v1.ListPrivacyExportsResponse\"/\x8a\xb5\x18\x10\x42\x0eprivacy_export\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/privacy/exports\x12x\n\x0b\x45raseMyData\x12\x1e.persona.v1.EraseMyDataRequest\x1a\x1a.persona.v1.PrivacyErasure\"-\x8a\xb5\x18\x13 \x01\x42\x0fprivacy_erasure\x82\xd3\xe4\x93\x02\x10*\x0e/v1/privacy/meB\'\n\x15\x63om.personaservice.v1B\x0cPrivacyProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18persona/v1/privacy.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18persona/v1/options.proto\"\x14\n\x12\x45raseMyDataRequest\"h\n\x0ePrivacyErasure\x12-\n\terased_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x06\x63ounts\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xa9\x02\n\rPrivacyExport\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x38\n\x06status\x18\x02 \x01(\tB(\xe2\x41\x01\x03\x92\xb5\x18 J\x1epersona.v1.PrivacyExportStatus\x12\x1a\n\x0c\x64ownload_url\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x30\n\nexpires_at\x18\x04 \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\x12\x14\n\x06sha256\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x32\n\x0c\x63ompleted_at\x18\x07 \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xe2\x41\x01\x03\"\x1c\n\x1a\x43reatePrivacyExportRequest\"\\\n\x19ListPrivacyExportsRequest\x12\x17\n\x06\x63ursor\x18\x01 \x01(\tB\x07\x92\xb5\x18\x03\x18\xe8\x07\x12\x1c\n\x05limit\x18\x02 \x01(\x05\x42\x08\x92\xb5\x18\x04\x38\x01@dH\x00\x88\x01\x01\x42\x08\n\x06_limit\"[\n\x1aListPrivacyExportsResponse\x12(\n\x05items\x18\x01 \x03(\x0b\x32\x19.persona.v1.PrivacyExport\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t*\xae\x02\n\x13PrivacyExportStatus\x12%\n!PRIVACY_EXPORT_STATUS_UNSPECIFIED\x10\x00\x12.\n\x1dPRIVACY_EXPORT_STATUS_PENDING\x10\x01\x1a\x0b\xa2\xb5\x18\x07pending\x12.\n\x1dPRIVACY_EXPORT_STATUS_RUNNING\x10\x02\x1a\x0b\xa2\xb5\x18\x07running\x12\x32\n\x1fPRIVACY_EXPORT_STATUS_COMPLETED\x10\x03\x1a\r\xa2\xb5\x18\tcompleted\x12,\n\x1cPRIVACY_EXPORT_STATUS_FAILED\x10\x04\x1a\n\xa2\xb5\x18\x06\x66\x61iled\x12.\n\x1dPRIVACY_EXPORT_STATUS_EXPIRED\x10\x05\x1a\x0b\xa2\xb5\x18\x07\x65xpired2\xb2\x03\n\x0ePrivacyService\x12\x8e\x01\n\x13\x43reatePrivacyExport\x12&.persona.v1.CreatePrivacyExportRequest\x1a\x19.persona.v1.PrivacyExport\"4\x8a\xb5\x18\x12 \x01\x42\x0eprivacy_export\x82\xd3\xe4\x93\x02\x18\"\x13/v1/privacy/exports:\x01*\x12\x94\x01\n\x12ListPrivacyExports\x12%.persona.v1.ListPrivacyExportsRequest\x1a&.persona.v1.ListPrivacyExportsResponse\"/\x8a\xb5\x18\x10\x42\x0eprivacy_export\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/privacy/exports\x12x\n\x0b\x45raseMyData\x12\x1e.persona.v1.EraseMyDataRequest\x1a\x1a.persona.v1.PrivacyErasure\"-\x8a\xb5\x18\x13 \x01\x42\x0fprivacy_erasure\x82\xd3\xe4\x93\x02\x10*\x0e/v1/privacy/meB\'\n\x15\x63om.personaservice.v1B\x0cPrivacyProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,10 +37,20 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'persona.v1.privacy_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025com.personaservice.v1B\014PrivacyProtoP\001'
+  _globals['_PRIVACYEXPORTSTATUS'].values_by_name["PRIVACY_EXPORT_STATUS_PENDING"]._loaded_options = None
+  _globals['_PRIVACYEXPORTSTATUS'].values_by_name["PRIVACY_EXPORT_STATUS_PENDING"]._serialized_options = b'\242\265\030\007pending'
+  _globals['_PRIVACYEXPORTSTATUS'].values_by_name["PRIVACY_EXPORT_STATUS_RUNNING"]._loaded_options = None
+  _globals['_PRIVACYEXPORTSTATUS'].values_by_name["PRIVACY_EXPORT_STATUS_RUNNING"]._serialized_options = b'\242\265\030\007running'
+  _globals['_PRIVACYEXPORTSTATUS'].values_by_name["PRIVACY_EXPORT_STATUS_COMPLETED"]._loaded_options = None
+  _globals['_PRIVACYEXPORTSTATUS'].values_by_name["PRIVACY_EXPORT_STATUS_COMPLETED"]._serialized_options = b'\242\265\030\tcompleted'
+  _globals['_PRIVACYEXPORTSTATUS'].values_by_name["PRIVACY_EXPORT_STATUS_FAILED"]._loaded_options = None
+  _globals['_PRIVACYEXPORTSTATUS'].values_by_name["PRIVACY_EXPORT_STATUS_FAILED"]._serialized_options = b'\242\265\030\006failed'
+  _globals['_PRIVACYEXPORTSTATUS'].values_by_name["PRIVACY_EXPORT_STATUS_EXPIRED"]._loaded_options = None
+  _globals['_PRIVACYEXPORTSTATUS'].values_by_name["PRIVACY_EXPORT_STATUS_EXPIRED"]._serialized_options = b'\242\265\030\007expired'
   _globals['_PRIVACYEXPORT'].fields_by_name['id']._loaded_options = None
   _globals['_PRIVACYEXPORT'].fields_by_name['id']._serialized_options = b'\342A\001\003'
   _globals['_PRIVACYEXPORT'].fields_by_name['status']._loaded_options = None
-  _globals['_PRIVACYEXPORT'].fields_by_name['status']._serialized_options = b'\342A\001\003'
+  _globals['_PRIVACYEXPORT'].fields_by_name['status']._serialized_options = b'\342A\001\003\222\265\030 J\036persona.v1.PrivacyExportStatus'
   _globals['_PRIVACYEXPORT'].fields_by_name['download_url']._loaded_options = None
   _globals['_PRIVACYEXPORT'].fields_by_name['download_url']._serialized_options = b'\342A\001\003'
   _globals['_PRIVACYEXPORT'].fields_by_name['expires_at']._loaded_options = None
@@ -61,18 +71,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PRIVACYSERVICE'].methods_by_name['ListPrivacyExports']._serialized_options = b'\212\265\030\020B\016privacy_export\202\323\344\223\002\025\022\023/v1/privacy/exports'
   _globals['_PRIVACYSERVICE'].methods_by_name['EraseMyData']._loaded_options = None
   _globals['_PRIVACYSERVICE'].methods_by_name['EraseMyData']._serialized_options = b'\212\265\030\023 \001B\017privacy_erasure\202\323\344\223\002\020*\016/v1/privacy/me'
+  _globals['_PRIVACYEXPORTSTATUS']._serialized_start=838
+  _globals['_PRIVACYEXPORTSTATUS']._serialized_end=1140
   _globals['_ERASEMYDATAREQUEST']._serialized_start=192
   _globals['_ERASEMYDATAREQUEST']._serialized_end=212
   _globals['_PRIVACYERASURE']._serialized_start=214
   _globals['_PRIVACYERASURE']._serialized_end=318
   _globals['_PRIVACYEXPORT']._serialized_start=321
-  _globals['_PRIVACYEXPORT']._serialized_end=582
-  _globals['_CREATEPRIVACYEXPORTREQUEST']._serialized_start=584
-  _globals['_CREATEPRIVACYEXPORTREQUEST']._serialized_end=612
-  _globals['_LISTPRIVACYEXPORTSREQUEST']._serialized_start=614
-  _globals['_LISTPRIVACYEXPORTSREQUEST']._serialized_end=706
-  _globals['_LISTPRIVACYEXPORTSRESPONSE']._serialized_start=708
-  _globals['_LISTPRIVACYEXPORTSRESPONSE']._serialized_end=799
-  _globals['_PRIVACYSERVICE']._serialized_start=802
-  _globals['_PRIVACYSERVICE']._serialized_end=1236
+  _globals['_PRIVACYEXPORT']._serialized_end=618
+  _globals['_CREATEPRIVACYEXPORTREQUEST']._serialized_start=620
+  _globals['_CREATEPRIVACYEXPORTREQUEST']._serialized_end=648
+  _globals['_LISTPRIVACYEXPORTSREQUEST']._serialized_start=650
+  _globals['_LISTPRIVACYEXPORTSREQUEST']._serialized_end=742
+  _globals['_LISTPRIVACYEXPORTSRESPONSE']._serialized_start=744
+  _globals['_LISTPRIVACYEXPORTSRESPONSE']._serialized_end=835
+  _globals['_PRIVACYSERVICE']._serialized_start=1143
+  _globals['_PRIVACYSERVICE']._serialized_end=1577
 # @@protoc_insertion_point(module_scope)

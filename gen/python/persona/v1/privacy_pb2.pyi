@@ -6,12 +6,28 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class PrivacyExportStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PRIVACY_EXPORT_STATUS_UNSPECIFIED: _ClassVar[PrivacyExportStatus]
+    PRIVACY_EXPORT_STATUS_PENDING: _ClassVar[PrivacyExportStatus]
+    PRIVACY_EXPORT_STATUS_RUNNING: _ClassVar[PrivacyExportStatus]
+    PRIVACY_EXPORT_STATUS_COMPLETED: _ClassVar[PrivacyExportStatus]
+    PRIVACY_EXPORT_STATUS_FAILED: _ClassVar[PrivacyExportStatus]
+    PRIVACY_EXPORT_STATUS_EXPIRED: _ClassVar[PrivacyExportStatus]
+PRIVACY_EXPORT_STATUS_UNSPECIFIED: PrivacyExportStatus
+PRIVACY_EXPORT_STATUS_PENDING: PrivacyExportStatus
+PRIVACY_EXPORT_STATUS_RUNNING: PrivacyExportStatus
+PRIVACY_EXPORT_STATUS_COMPLETED: PrivacyExportStatus
+PRIVACY_EXPORT_STATUS_FAILED: PrivacyExportStatus
+PRIVACY_EXPORT_STATUS_EXPIRED: PrivacyExportStatus
 
 class EraseMyDataRequest(_message.Message):
     __slots__ = ()

@@ -27,7 +27,7 @@ from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17persona/v1/probes.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x18persona/v1/options.proto\"\x13\n\x11GetMetricsRequest\"\x14\n\x12GetLivenessRequest\"\x15\n\x13GetReadinessRequest\"6\n\nProbeCheck\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\"E\n\x0bProbeResult\x12\x0e\n\x06status\x18\x01 \x01(\t\x12&\n\x06\x63hecks\x18\x02 \x03(\x0b\x32\x16.persona.v1.ProbeCheck2\xc1\x02\n\x0cProbeService\x12\x65\n\x0bGetLiveness\x12\x1e.persona.v1.GetLivenessRequest\x1a\x17.persona.v1.ProbeResult\"\x1d\x8a\xb5\x18\tB\x05probe`\x01\x82\xd3\xe4\x93\x02\n\x12\x08/healthz\x12\x66\n\x0cGetReadiness\x12\x1f.persona.v1.GetReadinessRequest\x1a\x17.persona.v1.ProbeResult\"\x1c\x8a\xb5\x18\tB\x05probe`\x01\x82\xd3\xe4\x93\x02\t\x12\x07/readyz\x12\x62\n\nGetMetrics\x12\x1d.persona.v1.GetMetricsRequest\x1a\x14.google.api.HttpBody\"\x1f\x8a\xb5\x18\x0b\x42\x05probeP\x03`\x01\x82\xd3\xe4\x93\x02\n\x12\x08/metricsB&\n\x15\x63om.personaservice.v1B\x0bProbesProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17persona/v1/probes.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x18persona/v1/options.proto\"\x13\n\x11GetMetricsRequest\"\x14\n\x12GetLivenessRequest\"\x15\n\x13GetReadinessRequest\"6\n\nProbeCheck\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\"O\n\x0bProbeResult\x12\x18\n\x06status\x18\x01 \x01(\tB\x08\x92\xb5\x18\x04\"\x02ok\x12&\n\x06\x63hecks\x18\x02 \x03(\x0b\x32\x16.persona.v1.ProbeCheck2\xc1\x02\n\x0cProbeService\x12\x65\n\x0bGetLiveness\x12\x1e.persona.v1.GetLivenessRequest\x1a\x17.persona.v1.ProbeResult\"\x1d\x8a\xb5\x18\tB\x05probe`\x01\x82\xd3\xe4\x93\x02\n\x12\x08/healthz\x12\x66\n\x0cGetReadiness\x12\x1f.persona.v1.GetReadinessRequest\x1a\x17.persona.v1.ProbeResult\"\x1c\x8a\xb5\x18\tB\x05probe`\x01\x82\xd3\xe4\x93\x02\t\x12\x07/readyz\x12\x62\n\nGetMetrics\x12\x1d.persona.v1.GetMetricsRequest\x1a\x14.google.api.HttpBody\"\x1f\x8a\xb5\x18\x0b\x42\x05probeP\x03`\x01\x82\xd3\xe4\x93\x02\n\x12\x08/metricsB&\n\x15\x63om.personaservice.v1B\x0bProbesProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,6 +35,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'persona.v1.probes_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025com.personaservice.v1B\013ProbesProtoP\001'
+  _globals['_PROBERESULT'].fields_by_name['status']._loaded_options = None
+  _globals['_PROBERESULT'].fields_by_name['status']._serialized_options = b'\222\265\030\004\"\002ok'
   _globals['_PROBESERVICE'].methods_by_name['GetLiveness']._loaded_options = None
   _globals['_PROBESERVICE'].methods_by_name['GetLiveness']._serialized_options = b'\212\265\030\tB\005probe`\001\202\323\344\223\002\n\022\010/healthz'
   _globals['_PROBESERVICE'].methods_by_name['GetReadiness']._loaded_options = None
@@ -50,7 +52,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PROBECHECK']._serialized_start=188
   _globals['_PROBECHECK']._serialized_end=242
   _globals['_PROBERESULT']._serialized_start=244
-  _globals['_PROBERESULT']._serialized_end=313
-  _globals['_PROBESERVICE']._serialized_start=316
-  _globals['_PROBESERVICE']._serialized_end=637
+  _globals['_PROBERESULT']._serialized_end=323
+  _globals['_PROBESERVICE']._serialized_start=326
+  _globals['_PROBESERVICE']._serialized_end=647
 # @@protoc_insertion_point(module_scope)

@@ -6,12 +6,24 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from persona.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class WebhookDeliveryStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WEBHOOK_DELIVERY_STATUS_UNSPECIFIED: _ClassVar[WebhookDeliveryStatus]
+    WEBHOOK_DELIVERY_STATUS_PENDING: _ClassVar[WebhookDeliveryStatus]
+    WEBHOOK_DELIVERY_STATUS_SUCCEEDED: _ClassVar[WebhookDeliveryStatus]
+    WEBHOOK_DELIVERY_STATUS_DEAD_LETTERED: _ClassVar[WebhookDeliveryStatus]
+WEBHOOK_DELIVERY_STATUS_UNSPECIFIED: WebhookDeliveryStatus
+WEBHOOK_DELIVERY_STATUS_PENDING: WebhookDeliveryStatus
+WEBHOOK_DELIVERY_STATUS_SUCCEEDED: WebhookDeliveryStatus
+WEBHOOK_DELIVERY_STATUS_DEAD_LETTERED: WebhookDeliveryStatus
 
 class WebhookEndpoint(_message.Message):
     __slots__ = ("id", "url", "events", "description", "enabled", "workspace_id", "created_at", "updated_at", "secret_created_at", "previous_secret_expires_at", "standard_webhooks")
@@ -170,16 +182,16 @@ class WebhookDeliveryAttempt(_message.Message):
     def __init__(self, attempt: _Optional[int] = ..., attempted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status_code: _Optional[int] = ..., latency_ms: _Optional[int] = ..., response_body: _Optional[str] = ..., error: _Optional[str] = ..., success: _Optional[bool] = ...) -> None: ...
 
 class ListWebhookDeliveriesRequest(_message.Message):
-    __slots__ = ("id", "status", "cursor", "limit")
-    ID_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("webhook_id", "status", "cursor", "limit")
+    WEBHOOK_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
-    id: str
+    webhook_id: str
     status: str
     cursor: str
     limit: int
-    def __init__(self, id: _Optional[str] = ..., status: _Optional[str] = ..., cursor: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    def __init__(self, webhook_id: _Optional[str] = ..., status: _Optional[str] = ..., cursor: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class ListWebhookDeliveriesResponse(_message.Message):
     __slots__ = ("items", "next_cursor")
@@ -190,12 +202,12 @@ class ListWebhookDeliveriesResponse(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[WebhookDelivery, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class ReplayWebhookDeliveryRequest(_message.Message):
-    __slots__ = ("id", "delivery_id")
+    __slots__ = ("webhook_id", "id")
+    WEBHOOK_ID_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
-    DELIVERY_ID_FIELD_NUMBER: _ClassVar[int]
+    webhook_id: str
     id: str
-    delivery_id: str
-    def __init__(self, id: _Optional[str] = ..., delivery_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, webhook_id: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
 
 class GetWebhookEndpointSecretRequest(_message.Message):
     __slots__ = ("id",)

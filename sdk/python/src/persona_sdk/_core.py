@@ -4,7 +4,6 @@ policy, error mapping, pagination and stream opening."""
 from __future__ import annotations
 
 import email.utils
-import inspect
 import os
 import time
 import uuid
@@ -241,40 +240,18 @@ class ClientCore:
 
     # --- pagination --------------------------------------------------------------------
 
-    @staticmethod
-    def _iterate(fetch: Callable[[str | None], Mapping[str, Any]], items_key: str, next_key: str) -> Iterator[Any]:
-        token: str | None = None
-        while True:
-            page = fetch(token)
-            yield from page.get(items_key) or []
-            token = page.get(next_key) or None
-            if token is None:
-                return
-
     def paginate(self, method: Callable[..., Mapping[str, Any]], *args: Any, **params: Any) -> Iterator[Any]:
-        """Every item of a list method, page after page, for either pagination
-        style (`page_token` → `nextPageToken`, or `cursor` → `nextCursor`):
-        `for key in client.paginate(client.api_keys.list, page_size=50): ...`."""
-        names = inspect.signature(method).parameters
-        if "page_token" in names:
-            token_param, next_key = "page_token", "nextPageToken"
-        elif "cursor" in names:
-            token_param, next_key = "cursor", "nextCursor"
-        else:
-            raise TypeError(f"{getattr(method, '__name__', method)!r} is not a paginated list method")
-
-        def fetch(token: str | None) -> Mapping[str, Any]:
-            return method(*args, **{**params, token_param: token or params.get(token_param)})
-
-        page = fetch(None)
-        lists = [k for k, v in page.items() if isinstance(v, list)]
-        items_key = "items" if "items" in page or not lists else lists[0]
+        """Every item of a list method, page after page: every list takes
+        `cursor` and `limit` and answers `items` and `nextCursor` (empty on
+        the last page). `for key in client.paginate(client.api_keys.list, limit=50): ...`;
+        each list's `<method>_iter` is this, typed."""
+        cursor = params.pop("cursor", None)
         while True:
-            yield from page.get(items_key) or []
-            token = page.get(next_key)
-            if not token:
+            page = method(*args, **params, cursor=cursor)
+            yield from page.get("items") or []
+            cursor = page.get("nextCursor") or None
+            if cursor is None:
                 return
-            page = fetch(token)
 
 
 class Resource:

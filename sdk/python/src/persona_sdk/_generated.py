@@ -192,7 +192,7 @@ class AuditEvent(TypedDict, total=False):
     # Resource id, when there is one. (Output only.)
     resourceId: str
     # `success` or `failure`. (Output only.)
-    outcome: str
+    outcome: Literal["success", "failure"]
     # HTTP status of the response. (Output only.)
     status: int
     # Envelope error code, for failures. (Output only.)
@@ -435,7 +435,7 @@ class ChatSession(TypedDict, total=False):
     # Title.
     title: str
     # `active`, `ended` or `archived`. (Output only.)
-    status: str
+    status: Literal["active", "ended", "archived"]
     # Messages in the session (user and persona). The counters are 32-bit so that JSON carries numbers, as the
     # spec requires (the transcoder prints 64-bit integers as strings). (Output only.)
     messageCount: int
@@ -763,7 +763,7 @@ class Invoice(TypedDict, total=False):
     # Human-readable, per organization: `<ORG SLUG PREFIX>-<sequence>` (e.g. `ACME-0003`). (Output only.)
     number: str
     # `draft`, `open`, `paid`, `uncollectible`, `void`. (Output only.)
-    status: str
+    status: Literal["draft", "open", "paid", "uncollectible", "void"]
     # ISO 4217, lower case. (Output only.)
     currency: str
     # Minor units: a whole number in a double (exact up to 2^53), so that JSON carries the spec's `number`
@@ -812,7 +812,7 @@ class LineageNode(TypedDict, total=False):
     # Slug.
     slug: str
     # State.
-    state: str
+    state: Literal["active", "flagged", "archived", "deleted"]
     # Current version.
     version: int
     # Ordinal among its parent's forks; 0 for the root.
@@ -831,7 +831,7 @@ class LineageVersion(TypedDict, total=False):
     # Version number.
     version: int
     # `create`, `refine`, `regenerate`, `fork` or `import`.
-    kind: str
+    kind: Literal["create", "refine", "regenerate", "fork", "import"]
     # The note given, if any.
     note: str
     # The refine instruction, if any.
@@ -844,52 +844,54 @@ class ListApiKeysResponse(TypedDict, total=False):
     """Response of ListApiKeys."""
 
     # The keys, newest first.
-    keys: list[ApiKey]
-    # Token of the next page; empty on the last page.
-    nextPageToken: str
+    items: list[ApiKey]
+    # Cursor of the next page; empty on the last page.
+    nextCursor: str
 
 
 class ListAuditEventsResponse(TypedDict, total=False):
     """Response of ListAuditEvents."""
 
     # The events, newest first.
-    events: list[AuditEvent]
-    # Token of the next page; empty on the last page.
-    nextPageToken: str
+    items: list[AuditEvent]
+    # Cursor of the next page; empty on the last page.
+    nextCursor: str
 
 
 class ListChatMessagesResponse(TypedDict, total=False):
     """Response of ListChatMessages."""
 
     # The messages, oldest first.
-    messages: list[ChatMessage]
-    # Token of the next page; empty on the last page.
-    nextPageToken: str
+    items: list[ChatMessage]
+    # Cursor of the next page; empty on the last page.
+    nextCursor: str
 
 
 class ListChatSessionsResponse(TypedDict, total=False):
     """Response of ListChatSessions."""
 
     # The sessions, newest first.
-    sessions: list[ChatSession]
-    # Token of the next page; empty on the last page.
-    nextPageToken: str
+    items: list[ChatSession]
+    # Cursor of the next page; empty on the last page.
+    nextCursor: str
 
 
 class ListConfigItemsResponse(TypedDict, total=False):
     """Response of ListConfigItems."""
 
-    # Every declared key (matching `prefix`), sorted by key.
+    # The declared keys (matching `prefix`), sorted by key.
     items: list[ConfigItem]
+    # Cursor of the next page; empty on the last page.
+    nextCursor: str
 
 
 class ListEventsResponse(TypedDict, total=False):
     """Response of ListEvents."""
 
     # The events, newest first.
-    events: list[Event]
-    # Token of the next page; empty on the last page.
-    nextPageToken: str
+    items: list[Event]
+    # Cursor of the next page; empty on the last page.
+    nextCursor: str
 
 
 class ListInvoicesResponse(TypedDict, total=False):
@@ -932,9 +934,9 @@ class ListPersonasResponse(TypedDict, total=False):
     """Response of ListPersonas."""
 
     # The personas, newest first.
-    personas: list[Persona]
-    # Token of the next page; empty on the last page.
-    nextPageToken: str
+    items: list[Persona]
+    # Cursor of the next page; empty on the last page.
+    nextCursor: str
 
 
 class ListPortraitsResponse(TypedDict, total=False):
@@ -1000,7 +1002,7 @@ class Listing(TypedDict, total=False):
     # ISO 4217, lower case. (Output only.)
     currency: str
     # `pending_review`, `published`, `rejected`, `unpublished`. (Output only.)
-    status: str
+    status: Literal["pending_review", "published", "rejected", "unpublished"]
     # Why the review rejected it (the moderation categories); empty otherwise. (Output only.)
     rejectionReason: str
     # Whether the caller's organization owns it. (Output only.)
@@ -1049,13 +1051,13 @@ class ModerationReview(TypedDict, total=False):
     # The text, cut at 500 characters. (Output only.)
     excerpt: str
     # `pending`, `claimed`, `resolved`. (Output only.)
-    status: str
+    status: Literal["pending", "claimed", "resolved"]
     # The administrator (user id) holding the claim. (Output only.)
     claimedBy: str
     # When the claim lapses (RFC 3339); `null` while unclaimed. (Output only.)
     claimExpiresAt: str | None
-    # `approve` or `reject` once resolved. (Output only.)
-    decision: str
+    # `approve` or `reject` once resolved; empty before. (Output only.)
+    decision: Literal["", "approve", "reject"]
     # The resolver's note. (Output only.)
     note: str
     # Who resolved it (user id). (Output only.)
@@ -1109,7 +1111,7 @@ class Persona(TypedDict, total=False):
     # The persona's soul. (Output only.)
     soul: Soul
     # `active`, `flagged`, `archived` or `deleted` (see PersonaService). (Output only.)
-    state: str
+    state: Literal["active", "flagged", "archived", "deleted"]
     # Version, starting at 1; each refine or regenerate adds one. (Output only.)
     version: int
     # The persona this one was forked from; empty for a root. (Output only.)
@@ -1174,7 +1176,7 @@ class Portrait(TypedDict, total=False):
     # The generation's style. (Output only.)
     style: str
     # `pending`, `generating`, `generated`, `approved`, `rejected`, `failed`. (Output only.)
-    status: str
+    status: Literal["pending", "generating", "generated", "approved", "rejected", "failed"]
     # Whether this is the persona's canonical portrait. (Output only.)
     canonical: bool
     # Where the PNG is stored (`<org id>/portraits/<persona id>/<id>.png`). (Output only.)
@@ -1207,7 +1209,7 @@ class PortraitEditResult(TypedDict, total=False):
     # Its conversation chain (the source's).
     conversationId: str
     # One of the portrait statuses.
-    status: str
+    status: Literal["pending", "generating", "generated", "approved", "rejected", "failed"]
     # Where the PNG is stored.
     storageKey: str
     # A URL that opens the PNG without credentials for a limited time.
@@ -1230,7 +1232,7 @@ class PrivacyExport(TypedDict, total=False):
     # `dsr_…`. (Output only.)
     id: str
     # `pending`, `running`, `completed`, `failed`, `expired`. (Output only.)
-    status: str
+    status: Literal["pending", "running", "completed", "failed", "expired"]
     # A signed URL of the JSON bundle (completed only). (Output only.)
     downloadUrl: str
     # When the download stops working (RFC 3339, completed only); `null` before. (Output only.)
@@ -1257,8 +1259,8 @@ class ProbeCheck(TypedDict, total=False):
 class ProbeResult(TypedDict, total=False):
     """A probe's answer."""
 
-    # `ok`.
-    status: str
+    # `ok` (a probe that fails answers an error instead).
+    status: Literal["ok"]
     # The checks made (readiness only).
     checks: list[ProbeCheck]
 
@@ -1432,7 +1434,7 @@ class Subscription(TypedDict, total=False):
     # `free`, `pro`, `team` or `enterprise`. (Output only.)
     plan: str
     # `active` (paid up) or `past_due` (the last invoice's payment failed). (Output only.)
-    status: str
+    status: Literal["active", "past_due"]
     # The current period. (Output only.)
     currentPeriodStart: str
     # See `currentPeriodStart`. (Output only.)
@@ -1538,7 +1540,7 @@ class WebhookDelivery(TypedDict, total=False):
     # The event's type.
     eventType: str
     # `pending` (due or waiting for a retry), `succeeded` or `dead_lettered`.
-    status: str
+    status: Literal["pending", "succeeded", "dead_lettered"]
     # Attempts made so far.
     attemptCount: int
     # When the next attempt is due, while `pending` (RFC 3339); `null` otherwise.
@@ -1624,7 +1626,7 @@ class WebhookSecretRotationResult(TypedDict, total=False):
     # Its organization.
     orgId: str
     # `rotated` (the secret was older than the maximum age) or `current` (young enough, unchanged).
-    outcome: str
+    outcome: Literal["rotated", "current"]
     # When the (now) current secret was made.
     secretCreatedAt: str
     # For `rotated`: when the previous secret stops being valid (RFC 3339); `null` otherwise.
@@ -1739,8 +1741,8 @@ class ApiKeysResource(Resource):
     def list(
         self,
         *,
-        page_size: int | None = None,
-        page_token: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> ListApiKeysResponse:
         """Lists the keys of the caller's workspace, newest first.
@@ -1756,7 +1758,7 @@ class ApiKeysResource(Resource):
             self._client._json(
                 "GET",
                 "/v1/keys",
-                params=compact({"pageSize": page_size, "pageToken": page_token}),
+                params=compact({"limit": limit, "cursor": cursor}),
                 extra_headers=extra_headers,
             ),
         )
@@ -1764,18 +1766,14 @@ class ApiKeysResource(Resource):
     def list_iter(
         self,
         *,
-        page_size: int | None = None,
+        limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[ApiKey]:
-        """Every item of `list` (its `keys`), fetching page after page."""
-        return self._client._iterate(
-            lambda token: self.list(
-                page_size=page_size,
-                page_token=token,
-                extra_headers=extra_headers,
-            ),
-            "keys",
-            "nextPageToken",
+        """Every item of `list`, fetching page after page."""
+        return self._client.paginate(
+            self.list,
+            limit=limit,
+            extra_headers=extra_headers,
         )
 
     def create(
@@ -1857,7 +1855,7 @@ class ApiKeysResource(Resource):
     ) -> ApiKey:
         """Revokes a key at once: every later request with it answers 401 `unauthorized`.
 
-        `POST /v1/keys/{id}:revoke` (operation `RevokeApiKey`).
+        `POST /v1/keys/{id}/revoke` (operation `RevokeApiKey`).
 
         The record stays, with `revokedAt` set. Revoking a revoked key answers the key unchanged.
 
@@ -1867,7 +1865,7 @@ class ApiKeysResource(Resource):
             "ApiKey",
             self._client._json(
                 "POST",
-                f"/v1/keys/{path_param(id)}:revoke",
+                f"/v1/keys/{path_param(id)}/revoke",
                 json={},
                 idempotency_key=idempotency_key,
                 extra_headers=extra_headers,
@@ -1881,8 +1879,8 @@ class AuditResource(Resource):
     def list_events(
         self,
         *,
-        page_size: int | None = None,
-        page_token: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
         action: str | None = None,
         outcome: Literal["success", "failure"] | None = None,
         actor_user_id: str | None = None,
@@ -1908,8 +1906,8 @@ class AuditResource(Resource):
                 "GET",
                 "/v1/audit/events",
                 params=compact({
-                    "pageSize": page_size,
-                    "pageToken": page_token,
+                    "limit": limit,
+                    "cursor": cursor,
                     "action": action,
                     "outcome": outcome,
                     "actorUserId": actor_user_id,
@@ -1925,7 +1923,7 @@ class AuditResource(Resource):
     def list_events_iter(
         self,
         *,
-        page_size: int | None = None,
+        limit: int | None = None,
         action: str | None = None,
         outcome: Literal["success", "failure"] | None = None,
         actor_user_id: str | None = None,
@@ -1935,22 +1933,18 @@ class AuditResource(Resource):
         request_id: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[AuditEvent]:
-        """Every item of `list_events` (its `events`), fetching page after page."""
-        return self._client._iterate(
-            lambda token: self.list_events(
-                page_size=page_size,
-                action=action,
-                outcome=outcome,
-                actor_user_id=actor_user_id,
-                credential_id=credential_id,
-                resource_type=resource_type,
-                resource_id=resource_id,
-                request_id=request_id,
-                page_token=token,
-                extra_headers=extra_headers,
-            ),
-            "events",
-            "nextPageToken",
+        """Every item of `list_events`, fetching page after page."""
+        return self._client.paginate(
+            self.list_events,
+            limit=limit,
+            action=action,
+            outcome=outcome,
+            actor_user_id=actor_user_id,
+            credential_id=credential_id,
+            resource_type=resource_type,
+            resource_id=resource_id,
+            request_id=request_id,
+            extra_headers=extra_headers,
         )
 
 
@@ -1986,26 +1980,22 @@ class BillingResource(Resource):
         limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[Invoice]:
-        """Every item of `list_invoices` (its `items`), fetching page after page."""
-        return self._client._iterate(
-            lambda token: self.list_invoices(
-                limit=limit,
-                cursor=token,
-                extra_headers=extra_headers,
-            ),
-            "items",
-            "nextCursor",
+        """Every item of `list_invoices`, fetching page after page."""
+        return self._client.paginate(
+            self.list_invoices,
+            limit=limit,
+            extra_headers=extra_headers,
         )
 
     def get_invoice(
         self,
-        invoice_id: str,
+        id: str,
         *,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Invoice:
         """One invoice (spec: Invoice, all 12 fields).
 
-        `GET /v1/billing/invoices/{invoice_id}` (operation `GetInvoice`).
+        `GET /v1/billing/invoices/{id}` (operation `GetInvoice`).
 
         Auth: scope `config:read`.
         """
@@ -2013,21 +2003,21 @@ class BillingResource(Resource):
             "Invoice",
             self._client._json(
                 "GET",
-                f"/v1/billing/invoices/{path_param(invoice_id)}",
+                f"/v1/billing/invoices/{path_param(id)}",
                 extra_headers=extra_headers,
             ),
         )
 
     def get_invoice_pdf(
         self,
-        invoice_id: str,
+        id: str,
         *,
         extra_headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
         """The invoice as a PDF: 307 with `Location` = a signed URL valid 30 seconds and no body, on GET and
         HEAD.
 
-        `GET /v1/billing/invoices/{invoice_id}/pdf` (operation `GetInvoicePdf`).
+        `GET /v1/billing/invoices/{id}/pdf` (operation `GetInvoicePdf`).
 
         The PDF is rendered once per invoice version and stored. 404 `not_found` for an unknown or foreign
         invoice; 410 `asset_expired` once the processor no longer keeps it (local processor: 7 years after
@@ -2039,7 +2029,7 @@ class BillingResource(Resource):
         """
         return self._client.request(
             "GET",
-            f"/v1/billing/invoices/{path_param(invoice_id)}/pdf",
+            f"/v1/billing/invoices/{path_param(id)}/pdf",
             extra_headers=extra_headers,
         )
 
@@ -2105,7 +2095,7 @@ class BillingResource(Resource):
         """Cancels at the end of the current period (`cancelAtPeriodEnd`); the renewal then moves the
         organization to `free`.
 
-        `POST /v1/billing/subscription:cancel` (operation `CancelSubscription`).
+        `POST /v1/billing/subscription/cancel` (operation `CancelSubscription`).
 
         Emits `subscription.cancelled` (data: `plan`, `effectiveAt` = the period end). Cancelling a `free`
         subscription answers 409 `state_conflict`; a pending cancellation answers unchanged.
@@ -2116,7 +2106,7 @@ class BillingResource(Resource):
             "Subscription",
             self._client._json(
                 "POST",
-                "/v1/billing/subscription:cancel",
+                "/v1/billing/subscription/cancel",
                 json={},
                 idempotency_key=idempotency_key,
                 extra_headers=extra_headers,
@@ -2132,7 +2122,7 @@ class BillingResource(Resource):
     ) -> Subscription:
         """Moves the subscription to another plan, effective at once.
 
-        `POST /v1/billing/subscription:change` (operation `ChangeSubscription`).
+        `POST /v1/billing/subscription/change` (operation `ChangeSubscription`).
 
         Up a tier: the difference for the rest of the period is invoiced and charged now (an invoice with a
         proration line) and `subscription.upgraded` is emitted; down a tier: the unused difference is
@@ -2149,7 +2139,7 @@ class BillingResource(Resource):
             "Subscription",
             self._client._json(
                 "POST",
-                "/v1/billing/subscription:change",
+                "/v1/billing/subscription/change",
                 json=compact({"plan": plan}),
                 idempotency_key=idempotency_key,
                 extra_headers=extra_headers,
@@ -2164,7 +2154,7 @@ class BillingResource(Resource):
     ) -> Subscription:
         """Undoes a pending cancellation (none pending: answered unchanged).
 
-        `POST /v1/billing/subscription:resume` (operation `ResumeSubscription`).
+        `POST /v1/billing/subscription/resume` (operation `ResumeSubscription`).
 
         Auth: scope `config:write`, role `owner`.
         """
@@ -2172,7 +2162,7 @@ class BillingResource(Resource):
             "Subscription",
             self._client._json(
                 "POST",
-                "/v1/billing/subscription:resume",
+                "/v1/billing/subscription/resume",
                 json={},
                 idempotency_key=idempotency_key,
                 extra_headers=extra_headers,
@@ -2186,8 +2176,8 @@ class ChatResource(Resource):
     def list_sessions(
         self,
         *,
-        page_size: int | None = None,
-        page_token: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
         persona_id: str | None = None,
         status: Literal["active", "ended", "archived"] | None = None,
         user_id: str | None = None,
@@ -2205,8 +2195,8 @@ class ChatResource(Resource):
                 "GET",
                 "/v1/chat/sessions",
                 params=compact({
-                    "pageSize": page_size,
-                    "pageToken": page_token,
+                    "limit": limit,
+                    "cursor": cursor,
                     "personaId": persona_id,
                     "status": status,
                     "userId": user_id,
@@ -2218,24 +2208,20 @@ class ChatResource(Resource):
     def list_sessions_iter(
         self,
         *,
-        page_size: int | None = None,
+        limit: int | None = None,
         persona_id: str | None = None,
         status: Literal["active", "ended", "archived"] | None = None,
         user_id: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[ChatSession]:
-        """Every item of `list_sessions` (its `sessions`), fetching page after page."""
-        return self._client._iterate(
-            lambda token: self.list_sessions(
-                page_size=page_size,
-                persona_id=persona_id,
-                status=status,
-                user_id=user_id,
-                page_token=token,
-                extra_headers=extra_headers,
-            ),
-            "sessions",
-            "nextPageToken",
+        """Every item of `list_sessions`, fetching page after page."""
+        return self._client.paginate(
+            self.list_sessions,
+            limit=limit,
+            persona_id=persona_id,
+            status=status,
+            user_id=user_id,
+            extra_headers=extra_headers,
         )
 
     def create_session(
@@ -2350,8 +2336,8 @@ class ChatResource(Resource):
         self,
         id: str,
         *,
-        page_size: int | None = None,
-        page_token: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> ListChatMessagesResponse:
         """Lists a session's messages, oldest first.
@@ -2365,7 +2351,7 @@ class ChatResource(Resource):
             self._client._json(
                 "GET",
                 f"/v1/chat/sessions/{path_param(id)}/messages",
-                params=compact({"pageSize": page_size, "pageToken": page_token}),
+                params=compact({"limit": limit, "cursor": cursor}),
                 extra_headers=extra_headers,
             ),
         )
@@ -2374,19 +2360,15 @@ class ChatResource(Resource):
         self,
         id: str,
         *,
-        page_size: int | None = None,
+        limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[ChatMessage]:
-        """Every item of `list_messages` (its `messages`), fetching page after page."""
-        return self._client._iterate(
-            lambda token: self.list_messages(
-                id,
-                page_size=page_size,
-                page_token=token,
-                extra_headers=extra_headers,
-            ),
-            "messages",
-            "nextPageToken",
+        """Every item of `list_messages`, fetching page after page."""
+        return self._client.paginate(
+            self.list_messages,
+            id,
+            limit=limit,
+            extra_headers=extra_headers,
         )
 
     def send_message(
@@ -2471,9 +2453,12 @@ class ConfigResource(Resource):
         self,
         *,
         prefix: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> ListConfigItemsResponse:
-        """Lists every declared key with its effective value for the caller's workspace.
+        """Lists the declared keys with their effective values for the caller's workspace, sorted by key, a
+        page at a time like every list.
 
         `GET /v1/config` (operation `ListConfigItems`).
 
@@ -2484,9 +2469,24 @@ class ConfigResource(Resource):
             self._client._json(
                 "GET",
                 "/v1/config",
-                params=compact({"prefix": prefix}),
+                params=compact({"prefix": prefix, "cursor": cursor, "limit": limit}),
                 extra_headers=extra_headers,
             ),
+        )
+
+    def list_iter(
+        self,
+        *,
+        prefix: str | None = None,
+        limit: int | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> Iterator[ConfigItem]:
+        """Every item of `list`, fetching page after page."""
+        return self._client.paginate(
+            self.list,
+            prefix=prefix,
+            limit=limit,
+            extra_headers=extra_headers,
         )
 
     def get(
@@ -2674,8 +2674,8 @@ class EventsResource(Resource):
     def list(
         self,
         *,
-        page_size: int | None = None,
-        page_token: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
         type: str | None = None,
         persona_id: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -2696,12 +2696,7 @@ class EventsResource(Resource):
             self._client._json(
                 "GET",
                 "/v1/events",
-                params=compact({
-                    "pageSize": page_size,
-                    "pageToken": page_token,
-                    "type": type,
-                    "personaId": persona_id,
-                }),
+                params=compact({"limit": limit, "cursor": cursor, "type": type, "personaId": persona_id}),
                 extra_headers=extra_headers,
             ),
         )
@@ -2709,22 +2704,18 @@ class EventsResource(Resource):
     def list_iter(
         self,
         *,
-        page_size: int | None = None,
+        limit: int | None = None,
         type: str | None = None,
         persona_id: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[Event]:
-        """Every item of `list` (its `events`), fetching page after page."""
-        return self._client._iterate(
-            lambda token: self.list(
-                page_size=page_size,
-                type=type,
-                persona_id=persona_id,
-                page_token=token,
-                extra_headers=extra_headers,
-            ),
-            "events",
-            "nextPageToken",
+        """Every item of `list`, fetching page after page."""
+        return self._client.paginate(
+            self.list,
+            limit=limit,
+            type=type,
+            persona_id=persona_id,
+            extra_headers=extra_headers,
         )
 
     def get(
@@ -2833,18 +2824,14 @@ class MarketplaceResource(Resource):
         limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[Listing]:
-        """Every item of `list_listings` (its `items`), fetching page after page."""
-        return self._client._iterate(
-            lambda token: self.list_listings(
-                audience_tag=audience_tag,
-                q=q,
-                mine=mine,
-                limit=limit,
-                cursor=token,
-                extra_headers=extra_headers,
-            ),
-            "items",
-            "nextCursor",
+        """Every item of `list_listings`, fetching page after page."""
+        return self._client.paginate(
+            self.list_listings,
+            audience_tag=audience_tag,
+            q=q,
+            mine=mine,
+            limit=limit,
+            extra_headers=extra_headers,
         )
 
     def create_listing(
@@ -2893,13 +2880,13 @@ class MarketplaceResource(Resource):
 
     def get_listing(
         self,
-        listing_id: str,
+        id: str,
         *,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Listing:
         """A published listing, or one of the caller's own in any status.
 
-        `GET /v1/marketplace/listings/{listing_id}` (operation `GetListing`).
+        `GET /v1/marketplace/listings/{id}` (operation `GetListing`).
 
         Auth: scope `personas:read`.
         """
@@ -2907,14 +2894,14 @@ class MarketplaceResource(Resource):
             "Listing",
             self._client._json(
                 "GET",
-                f"/v1/marketplace/listings/{path_param(listing_id)}",
+                f"/v1/marketplace/listings/{path_param(id)}",
                 extra_headers=extra_headers,
             ),
         )
 
     def update_listing(
         self,
-        listing_id: str,
+        id: str,
         *,
         title: str | None = None,
         description: str | None = None,
@@ -2925,7 +2912,7 @@ class MarketplaceResource(Resource):
     ) -> Listing:
         """Changes the fields present and sends the listing back to review.
 
-        `PATCH /v1/marketplace/listings/{listing_id}` (operation `UpdateListing`).
+        `PATCH /v1/marketplace/listings/{id}` (operation `UpdateListing`).
 
         Auth: scope `personas:write`.
 
@@ -2939,7 +2926,7 @@ class MarketplaceResource(Resource):
             "Listing",
             self._client._json(
                 "PATCH",
-                f"/v1/marketplace/listings/{path_param(listing_id)}",
+                f"/v1/marketplace/listings/{path_param(id)}",
                 json=compact({
                     "title": title,
                     "description": description,
@@ -2953,7 +2940,7 @@ class MarketplaceResource(Resource):
 
     def purchase_listing(
         self,
-        listing_id: str,
+        id: str,
         *,
         idempotency_key: str | Literal[False] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -2965,7 +2952,7 @@ class MarketplaceResource(Resource):
         `marketplace.persona.purchased` and the price minus the platform fee (PERSONA_MARKETPLACE_FEE_BPS)
         as a credit line on its next invoice.
 
-        `POST /v1/marketplace/listings/{listing_id}:purchase` (operation `PurchaseListing`).
+        `POST /v1/marketplace/listings/{id}/purchase` (operation `PurchaseListing`).
 
         Buying one's own listing answers 409 `state_conflict`.
 
@@ -2975,7 +2962,7 @@ class MarketplaceResource(Resource):
             "Purchase",
             self._client._json(
                 "POST",
-                f"/v1/marketplace/listings/{path_param(listing_id)}:purchase",
+                f"/v1/marketplace/listings/{path_param(id)}/purchase",
                 json={},
                 idempotency_key=idempotency_key,
                 extra_headers=extra_headers,
@@ -2984,14 +2971,14 @@ class MarketplaceResource(Resource):
 
     def unpublish_listing(
         self,
-        listing_id: str,
+        id: str,
         *,
         idempotency_key: str | Literal[False] | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Listing:
         """Takes a listing off the marketplace (`unpublished`; an update lists it again).
 
-        `POST /v1/marketplace/listings/{listing_id}:unpublish` (operation `UnpublishListing`).
+        `POST /v1/marketplace/listings/{id}/unpublish` (operation `UnpublishListing`).
 
         Auth: scope `personas:write`.
         """
@@ -2999,7 +2986,7 @@ class MarketplaceResource(Resource):
             "Listing",
             self._client._json(
                 "POST",
-                f"/v1/marketplace/listings/{path_param(listing_id)}:unpublish",
+                f"/v1/marketplace/listings/{path_param(id)}/unpublish",
                 json={},
                 idempotency_key=idempotency_key,
                 extra_headers=extra_headers,
@@ -3051,30 +3038,26 @@ class ModerationResource(Resource):
         limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[ModerationReview]:
-        """Every item of `list_queue` (its `items`), fetching page after page."""
-        return self._client._iterate(
-            lambda token: self.list_queue(
-                stage=stage,
-                category=category,
-                org_id=org_id,
-                limit=limit,
-                cursor=token,
-                extra_headers=extra_headers,
-            ),
-            "items",
-            "nextCursor",
+        """Every item of `list_queue`, fetching page after page."""
+        return self._client.paginate(
+            self.list_queue,
+            stage=stage,
+            category=category,
+            org_id=org_id,
+            limit=limit,
+            extra_headers=extra_headers,
         )
 
     def claim_review(
         self,
-        review_id: str,
+        id: str,
         *,
         idempotency_key: str | Literal[False] | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> ModerationReview:
         """Claims an item for 10 minutes.
 
-        `POST /v1/admin/moderation/queue/{review_id}:claim` (operation `ClaimModerationReview`).
+        `POST /v1/admin/moderation/queue/{id}/claim` (operation `ClaimModerationReview`).
 
         An item claimed by another administrator (claim not expired) or already resolved answers 409
         `state_conflict`. Claiming one's own claim renews it.
@@ -3085,7 +3068,7 @@ class ModerationResource(Resource):
             "ModerationReview",
             self._client._json(
                 "POST",
-                f"/v1/admin/moderation/queue/{path_param(review_id)}:claim",
+                f"/v1/admin/moderation/queue/{path_param(id)}/claim",
                 json={},
                 idempotency_key=idempotency_key,
                 extra_headers=extra_headers,
@@ -3094,7 +3077,7 @@ class ModerationResource(Resource):
 
     def resolve_review(
         self,
-        review_id: str,
+        id: str,
         *,
         decision: Literal["approve", "reject"],
         note: str | None = None,
@@ -3103,7 +3086,7 @@ class ModerationResource(Resource):
     ) -> ModerationReview:
         """Resolves an item (claimed by the caller, or unclaimed): `approve` or `reject`, with a note.
 
-        `POST /v1/admin/moderation/queue/{review_id}:resolve` (operation `ResolveModerationReview`).
+        `POST /v1/admin/moderation/queue/{id}/resolve` (operation `ResolveModerationReview`).
 
         Resolved or claimed by someone else: 409 `state_conflict`.
 
@@ -3117,7 +3100,7 @@ class ModerationResource(Resource):
             "ModerationReview",
             self._client._json(
                 "POST",
-                f"/v1/admin/moderation/queue/{path_param(review_id)}:resolve",
+                f"/v1/admin/moderation/queue/{path_param(id)}/resolve",
                 json=compact({"decision": decision, "note": note}),
                 idempotency_key=idempotency_key,
                 extra_headers=extra_headers,
@@ -3482,8 +3465,8 @@ class PersonasResource(Resource):
     def list(
         self,
         *,
-        page_size: int | None = None,
-        page_token: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
         state: Literal["active", "flagged", "archived", "deleted"] | None = None,
         visibility: Literal["private", "org", "public"] | None = None,
         root_id: str | None = None,
@@ -3502,8 +3485,8 @@ class PersonasResource(Resource):
                 "GET",
                 "/v1/personas",
                 params=compact({
-                    "pageSize": page_size,
-                    "pageToken": page_token,
+                    "limit": limit,
+                    "cursor": cursor,
                     "state": state,
                     "visibility": visibility,
                     "rootId": root_id,
@@ -3516,26 +3499,22 @@ class PersonasResource(Resource):
     def list_iter(
         self,
         *,
-        page_size: int | None = None,
+        limit: int | None = None,
         state: Literal["active", "flagged", "archived", "deleted"] | None = None,
         visibility: Literal["private", "org", "public"] | None = None,
         root_id: str | None = None,
         show_deleted: bool | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[Persona]:
-        """Every item of `list` (its `personas`), fetching page after page."""
-        return self._client._iterate(
-            lambda token: self.list(
-                page_size=page_size,
-                state=state,
-                visibility=visibility,
-                root_id=root_id,
-                show_deleted=show_deleted,
-                page_token=token,
-                extra_headers=extra_headers,
-            ),
-            "personas",
-            "nextPageToken",
+        """Every item of `list`, fetching page after page."""
+        return self._client.paginate(
+            self.list,
+            limit=limit,
+            state=state,
+            visibility=visibility,
+            root_id=root_id,
+            show_deleted=show_deleted,
+            extra_headers=extra_headers,
         )
 
     def create(
@@ -3586,6 +3565,41 @@ class PersonasResource(Resource):
                     "displayName": display_name,
                     "soul": soul,
                 }),
+                idempotency_key=idempotency_key,
+                extra_headers=extra_headers,
+            ),
+        )
+
+    def import_card(
+        self,
+        *,
+        data: CharacterCardData,
+        spec: Literal["chara_card_v2"] | None = None,
+        spec_version: str | None = None,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> Persona:
+        """Creates a persona from a Character Card V2.
+
+        `POST /v1/personas/import` (operation `ImportPersonaCard`).
+
+        What the card holds round trips losslessly (export after import gives the same card, apart from the
+        new persona's identity in the extension). The voice fingerprint is computed; no text generation
+        runs.
+
+        Auth: scope `personas:write`.
+
+        Args:
+          data: The card.
+          spec: Always `chara_card_v2`.
+          spec_version: Always `2.0`.
+        """
+        return cast(
+            "Persona",
+            self._client._json(
+                "POST",
+                "/v1/personas/import",
+                json=compact({"data": data, "spec": spec, "spec_version": spec_version}),
                 idempotency_key=idempotency_key,
                 extra_headers=extra_headers,
             ),
@@ -3930,41 +3944,6 @@ class PersonasResource(Resource):
             ),
         )
 
-    def import_card(
-        self,
-        *,
-        data: CharacterCardData,
-        spec: Literal["chara_card_v2"] | None = None,
-        spec_version: str | None = None,
-        idempotency_key: str | Literal[False] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> Persona:
-        """Creates a persona from a Character Card V2.
-
-        `POST /v1/personas:import` (operation `ImportPersonaCard`).
-
-        What the card holds round trips losslessly (export after import gives the same card, apart from the
-        new persona's identity in the extension). The voice fingerprint is computed; no text generation
-        runs.
-
-        Auth: scope `personas:write`.
-
-        Args:
-          data: The card.
-          spec: Always `chara_card_v2`.
-          spec_version: Always `2.0`.
-        """
-        return cast(
-            "Persona",
-            self._client._json(
-                "POST",
-                "/v1/personas:import",
-                json=compact({"data": data, "spec": spec, "spec_version": spec_version}),
-                idempotency_key=idempotency_key,
-                extra_headers=extra_headers,
-            ),
-        )
-
     def stream_create(
         self,
         *,
@@ -4027,7 +4006,7 @@ class PortraitsResource(Resource):
     def edit(
         self,
         persona_id: str,
-        portrait_id: str,
+        id: str,
         *,
         instruction: str,
         idempotency_key: str | Literal[False] | None = None,
@@ -4036,14 +4015,16 @@ class PortraitsResource(Resource):
         """Applies a natural-language edit to a portrait and appends the result to the same conversation chain
         (spec: Portrait edit result).
 
-        `POST /v1/personas/{persona_id}/portrait/{portrait_id}/edit` (operation `EditPortrait`).
+        `POST /v1/personas/{persona_id}/portrait/{id}/edit` (operation `EditPortrait`).
 
-        Errors use the portrait error shape `{"error": "<code>", "message", ...}`: 404 `not_found` (source
-        unknown, another tenant's, or not editable); 422 `moderation_blocked` with `term`, `scores` and
-        `pii` (a review item is recorded and `moderation.flagged` emitted); 422 `validation_failed`
-        (instruction missing or over 500 characters, with `validationErrors`); 429 `quota_exceeded` with
-        `used` and `limit`; 502 `provider_error` / 504 `provider_timeout` with `provider` when the image
-        provider failed within the wait (the row is then `failed`).
+        Its 404, 422 and 502 use the portrait error shape `{"error": "<code>", "message", ...}` (the
+        spec's): 404 `not_found` (source unknown, another tenant's, or not editable); 422
+        `moderation_blocked` with `term`, `scores` and `pii` (a review item is recorded and
+        `moderation.flagged` emitted); 422 `validation_failed` (instruction missing or over 500 characters,
+        with `validationErrors`); 502 `provider_error` with `provider` when the image provider failed within
+        the wait (the row is then `failed`). Its other answers use the envelope, as every route's: 429
+        `quota_exceeded` with `details.used` and `details.limit`, 504 `provider_timeout` with
+        `details.provider`, 401, 403, 409 and the edge's own.
 
         Auth: scope `personas:write`.
 
@@ -4055,7 +4036,7 @@ class PortraitsResource(Resource):
             "PortraitEditResult",
             self._client._json(
                 "POST",
-                f"/v1/personas/{path_param(persona_id)}/portrait/{path_param(portrait_id)}/edit",
+                f"/v1/personas/{path_param(persona_id)}/portrait/{path_param(id)}/edit",
                 json=compact({"instruction": instruction}),
                 idempotency_key=idempotency_key,
                 extra_headers=extra_headers,
@@ -4095,17 +4076,13 @@ class PortraitsResource(Resource):
         limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[Portrait]:
-        """Every item of `list` (its `items`), fetching page after page."""
-        return self._client._iterate(
-            lambda token: self.list(
-                persona_id,
-                conversation_id=conversation_id,
-                limit=limit,
-                cursor=token,
-                extra_headers=extra_headers,
-            ),
-            "items",
-            "nextCursor",
+        """Every item of `list`, fetching page after page."""
+        return self._client.paginate(
+            self.list,
+            persona_id,
+            conversation_id=conversation_id,
+            limit=limit,
+            extra_headers=extra_headers,
         )
 
     def create(
@@ -4145,13 +4122,13 @@ class PortraitsResource(Resource):
     def get(
         self,
         persona_id: str,
-        portrait_id: str,
+        id: str,
         *,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Portrait:
         """Returns one portrait with a fresh signed URL.
 
-        `GET /v1/personas/{persona_id}/portraits/{portrait_id}` (operation `GetPortrait`).
+        `GET /v1/personas/{persona_id}/portraits/{id}` (operation `GetPortrait`).
 
         Auth: scope `personas:read`.
         """
@@ -4159,7 +4136,7 @@ class PortraitsResource(Resource):
             "Portrait",
             self._client._json(
                 "GET",
-                f"/v1/personas/{path_param(persona_id)}/portraits/{path_param(portrait_id)}",
+                f"/v1/personas/{path_param(persona_id)}/portraits/{path_param(id)}",
                 extra_headers=extra_headers,
             ),
         )
@@ -4167,7 +4144,7 @@ class PortraitsResource(Resource):
     def approve(
         self,
         persona_id: str,
-        portrait_id: str,
+        id: str,
         *,
         idempotency_key: str | Literal[False] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -4175,7 +4152,7 @@ class PortraitsResource(Resource):
         """Approves a `generated` portrait: it becomes `approved` and the persona's canonical portrait
         (`canonical` true; the previous canonical one keeps `approved` and loses `canonical`).
 
-        `POST /v1/personas/{persona_id}/portraits/{portrait_id}:approve` (operation `ApprovePortrait`).
+        `POST /v1/personas/{persona_id}/portraits/{id}/approve` (operation `ApprovePortrait`).
 
         Emits `persona.updated` with `canonicalPortraitId`. Approving the canonical portrait answers it
         unchanged; any other status answers 409 `state_conflict` (`conflictField` "status").
@@ -4186,7 +4163,7 @@ class PortraitsResource(Resource):
             "Portrait",
             self._client._json(
                 "POST",
-                f"/v1/personas/{path_param(persona_id)}/portraits/{path_param(portrait_id)}:approve",
+                f"/v1/personas/{path_param(persona_id)}/portraits/{path_param(id)}/approve",
                 json={},
                 idempotency_key=idempotency_key,
                 extra_headers=extra_headers,
@@ -4196,14 +4173,14 @@ class PortraitsResource(Resource):
     def reject(
         self,
         persona_id: str,
-        portrait_id: str,
+        id: str,
         *,
         idempotency_key: str | Literal[False] | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Portrait:
         """Rejects a `generated` portrait (`rejected`: kept, no longer editable).
 
-        `POST /v1/personas/{persona_id}/portraits/{portrait_id}:reject` (operation `RejectPortrait`).
+        `POST /v1/personas/{persona_id}/portraits/{id}/reject` (operation `RejectPortrait`).
 
         Rejecting a rejected one answers it unchanged; any other status answers 409 `state_conflict`
         (`conflictField` "status").
@@ -4214,7 +4191,7 @@ class PortraitsResource(Resource):
             "Portrait",
             self._client._json(
                 "POST",
-                f"/v1/personas/{path_param(persona_id)}/portraits/{path_param(portrait_id)}:reject",
+                f"/v1/personas/{path_param(persona_id)}/portraits/{path_param(id)}/reject",
                 json={},
                 idempotency_key=idempotency_key,
                 extra_headers=extra_headers,
@@ -4255,15 +4232,11 @@ class PrivacyResource(Resource):
         limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[PrivacyExport]:
-        """Every item of `list_exports` (its `items`), fetching page after page."""
-        return self._client._iterate(
-            lambda token: self.list_exports(
-                limit=limit,
-                cursor=token,
-                extra_headers=extra_headers,
-            ),
-            "items",
-            "nextCursor",
+        """Every item of `list_exports`, fetching page after page."""
+        return self._client.paginate(
+            self.list_exports,
+            limit=limit,
+            extra_headers=extra_headers,
         )
 
     def create_export(
@@ -5444,15 +5417,11 @@ class ScimTokensResource(Resource):
         limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[ScimToken]:
-        """Every item of `list` (its `items`), fetching page after page."""
-        return self._client._iterate(
-            lambda token: self.list(
-                limit=limit,
-                cursor=token,
-                extra_headers=extra_headers,
-            ),
-            "items",
-            "nextCursor",
+        """Every item of `list`, fetching page after page."""
+        return self._client.paginate(
+            self.list,
+            limit=limit,
+            extra_headers=extra_headers,
         )
 
     def create(
@@ -5491,7 +5460,7 @@ class ScimTokensResource(Resource):
     ) -> ScimToken:
         """Revokes a token at once, in every process.
 
-        `POST /v1/auth/scim/tokens/{id}:revoke` (operation `RevokeScimToken`).
+        `POST /v1/auth/scim/tokens/{id}/revoke` (operation `RevokeScimToken`).
 
         Revoking a revoked token answers it unchanged; another organization's: 404.
 
@@ -5501,7 +5470,7 @@ class ScimTokensResource(Resource):
             "ScimToken",
             self._client._json(
                 "POST",
-                f"/v1/auth/scim/tokens/{path_param(id)}:revoke",
+                f"/v1/auth/scim/tokens/{path_param(id)}/revoke",
                 json={},
                 idempotency_key=idempotency_key,
                 extra_headers=extra_headers,
@@ -5542,15 +5511,11 @@ class WebhooksResource(Resource):
         limit: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[WebhookEndpoint]:
-        """Every item of `list` (its `items`), fetching page after page."""
-        return self._client._iterate(
-            lambda token: self.list(
-                limit=limit,
-                cursor=token,
-                extra_headers=extra_headers,
-            ),
-            "items",
-            "nextCursor",
+        """Every item of `list`, fetching page after page."""
+        return self._client.paginate(
+            self.list,
+            limit=limit,
+            extra_headers=extra_headers,
         )
 
     def create(
@@ -5692,81 +5657,6 @@ class WebhooksResource(Resource):
             ),
         )
 
-    def list_deliveries(
-        self,
-        id: str,
-        *,
-        status: Literal["pending", "succeeded", "dead_lettered"] | None = None,
-        cursor: str | None = None,
-        limit: int | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> ListWebhookDeliveriesResponse:
-        """Lists an endpoint's deliveries, newest first, each with its attempts.
-
-        `GET /v1/webhooks/{id}/deliveries` (operation `ListWebhookDeliveries`).
-
-        Auth: scope `config:read`.
-        """
-        return cast(
-            "ListWebhookDeliveriesResponse",
-            self._client._json(
-                "GET",
-                f"/v1/webhooks/{path_param(id)}/deliveries",
-                params=compact({"status": status, "cursor": cursor, "limit": limit}),
-                extra_headers=extra_headers,
-            ),
-        )
-
-    def list_deliveries_iter(
-        self,
-        id: str,
-        *,
-        status: Literal["pending", "succeeded", "dead_lettered"] | None = None,
-        limit: int | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> Iterator[WebhookDelivery]:
-        """Every item of `list_deliveries` (its `items`), fetching page after page."""
-        return self._client._iterate(
-            lambda token: self.list_deliveries(
-                id,
-                status=status,
-                limit=limit,
-                cursor=token,
-                extra_headers=extra_headers,
-            ),
-            "items",
-            "nextCursor",
-        )
-
-    def replay_delivery(
-        self,
-        id: str,
-        delivery_id: str,
-        *,
-        idempotency_key: str | Literal[False] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> WebhookDelivery:
-        """Re-sends a delivery, dead-lettered or not: a new delivery (with `replayOf` naming the original) of
-        the same event, so the envelope carries the same event `id`, due at once and retried on the normal
-        schedule.
-
-        `POST /v1/webhooks/{id}/deliveries/{delivery_id}/replay` (operation `ReplayWebhookDelivery`).
-
-        The original delivery is left as it was.
-
-        Auth: scope `config:write`.
-        """
-        return cast(
-            "WebhookDelivery",
-            self._client._json(
-                "POST",
-                f"/v1/webhooks/{path_param(id)}/deliveries/{path_param(delivery_id)}/replay",
-                json={},
-                idempotency_key=idempotency_key,
-                extra_headers=extra_headers,
-            ),
-        )
-
     def ping(
         self,
         id: str,
@@ -5815,6 +5705,77 @@ class WebhooksResource(Resource):
             self._client._json(
                 "GET",
                 f"/v1/webhooks/{path_param(id)}/secret",
+                extra_headers=extra_headers,
+            ),
+        )
+
+    def list_deliveries(
+        self,
+        webhook_id: str,
+        *,
+        status: Literal["pending", "succeeded", "dead_lettered"] | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ListWebhookDeliveriesResponse:
+        """Lists an endpoint's deliveries, newest first, each with its attempts.
+
+        `GET /v1/webhooks/{webhook_id}/deliveries` (operation `ListWebhookDeliveries`).
+
+        Auth: scope `config:read`.
+        """
+        return cast(
+            "ListWebhookDeliveriesResponse",
+            self._client._json(
+                "GET",
+                f"/v1/webhooks/{path_param(webhook_id)}/deliveries",
+                params=compact({"status": status, "cursor": cursor, "limit": limit}),
+                extra_headers=extra_headers,
+            ),
+        )
+
+    def list_deliveries_iter(
+        self,
+        webhook_id: str,
+        *,
+        status: Literal["pending", "succeeded", "dead_lettered"] | None = None,
+        limit: int | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> Iterator[WebhookDelivery]:
+        """Every item of `list_deliveries`, fetching page after page."""
+        return self._client.paginate(
+            self.list_deliveries,
+            webhook_id,
+            status=status,
+            limit=limit,
+            extra_headers=extra_headers,
+        )
+
+    def replay_delivery(
+        self,
+        webhook_id: str,
+        id: str,
+        *,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> WebhookDelivery:
+        """Re-sends a delivery, dead-lettered or not: a new delivery (with `replayOf` naming the original) of
+        the same event, so the envelope carries the same event `id`, due at once and retried on the normal
+        schedule.
+
+        `POST /v1/webhooks/{webhook_id}/deliveries/{id}/replay` (operation `ReplayWebhookDelivery`).
+
+        The original delivery is left as it was.
+
+        Auth: scope `config:write`.
+        """
+        return cast(
+            "WebhookDelivery",
+            self._client._json(
+                "POST",
+                f"/v1/webhooks/{path_param(webhook_id)}/deliveries/{path_param(id)}/replay",
+                json={},
+                idempotency_key=idempotency_key,
                 extra_headers=extra_headers,
             ),
         )

@@ -25,7 +25,7 @@ export function render(main) {
   function search() {
     const query = { outcome: outcome.value };
     for (const [name, input] of Object.entries(inputs)) query[name] = input.value.trim();
-    replace(results, pager((token) => get("/v1/audit/events", { ...query, pageSize: 50, pageToken: token }).then((r) => ({ ...r, items: r.events || [] })),
+    replace(results, pager((cursor) => get("/v1/audit/events", { ...query, limit: 50, cursor }),
       (items) => table([
         ["When", (e) => when(e.occurredAt)],
         ["Action", (e) => h("code", {}, e.action)],

@@ -15,17 +15,17 @@ function subscriptionView(sub, plans, reload, context) {
     if (plan.value === sub.plan) return;
     if (!(await confirmDialog(`Move to ${plan.value} now? Up a tier is invoiced at once (prorated); down a tier credits the next renewal.`, "Change plan"))) return;
     busy(change, out, async () => {
-      await post("/v1/billing/subscription:change", { plan: plan.value });
+      await post("/v1/billing/subscription/change", { plan: plan.value });
       await context.refreshIdentity();
     });
   });
   const cancel = h("button", { type: "button", class: "danger" }, "Cancel at period end");
   cancel.addEventListener("click", async () => {
     if (!(await confirmDialog("Cancel the subscription? It falls to free at the end of the period.", "Cancel subscription"))) return;
-    busy(cancel, out, async () => reload(await post("/v1/billing/subscription:cancel")));
+    busy(cancel, out, async () => reload(await post("/v1/billing/subscription/cancel")));
   });
   const resume = h("button", { type: "button" }, "Resume");
-  resume.addEventListener("click", () => busy(resume, out, async () => reload(await post("/v1/billing/subscription:resume"))));
+  resume.addEventListener("click", () => busy(resume, out, async () => reload(await post("/v1/billing/subscription/resume"))));
   return h("div", {},
     h("dl", { class: "dl" },
       h("dt", {}, "Plan"), h("dd", {}, badge(sub.plan), ` ${money(sub.priceMinor, sub.currency)} a month`),
@@ -69,7 +69,7 @@ export function render(main, params, context) {
   main.append(h("h1", {}, "Billing"), sub, invoices);
 
   async function show(subscription) {
-    const plans = await choices("post", "/v1/billing/subscription:change", "plan");
+    const plans = await choices("post", "/v1/billing/subscription/change", "plan");
     replace(sub, h("h2", { id: "subscription" }, "Subscription"), subscriptionView(subscription, plans, show, context));
   }
   get("/v1/billing/subscription").then(show).catch((error) => replace(sub, h("h2", { id: "subscription" }, "Subscription"), errorBox(error)));
@@ -82,5 +82,5 @@ export function render(main, params, context) {
     ["Due", (i) => when(i.dueDate)],
     ["Lines", (i) => (i.lineItems || []).map((l) => l.description).join("; ")],
     ["", pdfButton],
-  ], items, { caption: "Invoices" }), { emptyText: "No invoices yet.", pageKey: "nextCursor" }));
+  ], items, { caption: "Invoices" }), { emptyText: "No invoices yet." }));
 }

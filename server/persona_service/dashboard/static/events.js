@@ -14,8 +14,7 @@ export function render(main, params) {
   choices("post", "/v1/webhooks", "events").then((types) => type.append(...types.filter((t) => t !== "*").map((t) => h("option", { value: t }, t)))).catch(() => {});
 
   function search() {
-    replace(results, pager((token) => get("/v1/events", { type: type.value, personaId: persona.value.trim(), pageSize: 50, pageToken: token })
-      .then((r) => ({ ...r, items: r.events || [] })),
+    replace(results, pager((cursor) => get("/v1/events", { type: type.value, personaId: persona.value.trim(), limit: 50, cursor }),
     (items) => h("ul", { class: "events" }, items.map((e) => h("li", { class: "event" },
       h("details", {}, h("summary", {}, h("code", {}, e.type), " · ", when(e.occurredAt), " · ", h("span", { class: "muted" }, e.id)),
         h("pre", { class: "wrap" }, JSON.stringify(e.data, null, 2)))))), { emptyText: "No events match." }));

@@ -50,7 +50,7 @@ export function render(main) {
 
   function reload() {
     list.replaceChildren(h("h2", { id: "keys-list" }, "Keys"),
-      pager((token) => get("/v1/keys", { pageSize: 50, pageToken: token }).then((r) => ({ ...r, items: r.keys || [] })),
+      pager((cursor) => get("/v1/keys", { limit: 50, cursor }),
         (items) => table([
           ["Name", (k) => k.name],
           ["Prefix", (k) => h("code", {}, k.prefix)],
@@ -69,7 +69,7 @@ export function render(main) {
     button.addEventListener("click", async () => {
       if (!(await confirmDialog(`Revoke “${key.name}”? Requests with it fail at once.`, "Revoke"))) return;
       await busy(button, out, async () => {
-        await post(`/v1/keys/${encodeURIComponent(key.id)}:revoke`);
+        await post(`/v1/keys/${encodeURIComponent(key.id)}/revoke`);
         reload();
       });
     });

@@ -59,9 +59,9 @@ function listView(main) {
     }
     more.hidden = true;
     try {
-      const page = await get("/v1/personas", { pageSize: 100, pageToken: token, state: state.value, showDeleted: deleted.checked });
-      loaded = loaded.concat(page.personas || []);
-      token = page.nextPageToken || "";
+      const page = await get("/v1/personas", { limit: 100, cursor: token, state: state.value, showDeleted: deleted.checked });
+      loaded = loaded.concat(page.items || []);
+      token = page.nextCursor || "";
       more.hidden = !token;
       show();
     } catch (error) {

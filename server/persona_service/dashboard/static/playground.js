@@ -17,8 +17,8 @@ export function render(main, params, context) {
 function pickPersona(main) {
   const box = h("div", {}, loading("Loading personas"));
   main.append(h("p", { class: "muted" }, "Pick a persona to chat with."), box);
-  get("/v1/personas", { pageSize: 100 }).then((page) => {
-    const personas = (page.personas || []).filter((p) => p.state !== "deleted");
+  get("/v1/personas", { limit: 100 }).then((page) => {
+    const personas = (page.items || []).filter((p) => p.state !== "deleted");
     if (!personas.length) {
       replace(box, empty("No personas yet.", h("a", { class: "button", href: "#/personas/new" }, "Create one")));
       return;
@@ -58,8 +58,8 @@ function chatView(main, personaId, sessionId, context) {
       const made = await post("/v1/chat/sessions", { personaId, title: `Playground ${new Date().toLocaleString()}` });
       context.navigate(`#/playground/${personaId}/${made.sessionId}`);
     }));
-    get("/v1/chat/sessions", { personaId, pageSize: 20 }).then((page) => {
-      const items = page.sessions || [];
+    get("/v1/chat/sessions", { personaId, limit: 20 }).then((page) => {
+      const items = page.items || [];
       replace(sessions, h("h2", { class: "small" }, "Sessions"), start, out,
         items.length ? h("ul", { class: "session-list" }, items.map((s) => h("li", {},
           h("a", { href: `#/playground/${personaId}/${s.sessionId}`, "aria-current": s.sessionId === sessionId ? "page" : null },
@@ -113,10 +113,10 @@ function chatView(main, personaId, sessionId, context) {
 
   Promise.all([
     get(`/v1/chat/sessions/${encodeURIComponent(sessionId)}`),
-    get(`/v1/chat/sessions/${encodeURIComponent(sessionId)}/messages`, { pageSize: 100 }),
+    get(`/v1/chat/sessions/${encodeURIComponent(sessionId)}/messages`, { limit: 100 }),
   ]).then(([session, page]) => {
     showCounters(session);
-    for (const message of page.messages || []) transcript.append(bubble(message).item);
+    for (const message of page.items || []) transcript.append(bubble(message).item);
   }).catch((error) => replace(status, errorBox(error)));
 
   form.addEventListener("submit", (event) => {

@@ -172,7 +172,8 @@ export function money(minor, currency = "usd") {
 // Cost in millionths of a US dollar.
 export const micros = (value) => `$${(Number(value || 0) / 1e6).toFixed(6)}`;
 
-export function pager(fetchPage, renderItems, { emptyText, pageKey = "nextPageToken" } = {}) {
+// A list's pages (every list: `cursor`/`limit` → `items` + `nextCursor`), with "Load more".
+export function pager(fetchPage, renderItems, { emptyText } = {}) {
   const list = h("div", { class: "pager-items" });
   const more = h("button", { type: "button", hidden: true }, "Load more");
   const status = h("div");
@@ -188,7 +189,7 @@ export function pager(fetchPage, renderItems, { emptyText, pageKey = "nextPageTo
       count += page.items.length;
       if (page.items.length) list.append(renderItems(page.items));
       if (!count) status.replaceChildren(empty(emptyText || "Nothing here yet."));
-      token = page[pageKey] || "";
+      token = page.nextCursor || "";
       more.hidden = !token;
     } catch (error) {
       if (error.name !== "AbortError") status.replaceChildren(errorBox(error));

@@ -42,11 +42,11 @@ async function generationsThisMonth() {
   let count = 0;
   let token = "";
   for (let page = 0; page < 10; page++) {
-    const r = await get("/v1/events", { type: "generation.run.completed", pageSize: 100, pageToken: token });
-    const events = r.events || [];
+    const r = await get("/v1/events", { type: "generation.run.completed", limit: 100, cursor: token });
+    const events = r.items || [];
     const recent = events.filter((e) => e.occurredAt >= start);
     count += recent.length;
-    token = r.nextPageToken || "";
+    token = r.nextCursor || "";
     if (!token || recent.length < events.length) return { count, complete: true };
   }
   return { count, complete: false };
@@ -61,7 +61,7 @@ export function render(main) {
 
   async function update() {
     const [items, generations] = await Promise.all([
-      get("/v1/config", { prefix: "api.rate_limit." }),
+      get("/v1/config", { prefix: "api.rate_limit.", limit: 100 }),
       generationsThisMonth().catch(() => null),
     ]);
     replace(rate, h("h2", { id: "rate" }, "Rate-limit headroom"), headroom(limits.seen));

@@ -27,7 +27,7 @@ function listView(main, context) {
         ["Events", (e) => e.events.join(", ")],
         ["Status", (e) => badge(e.enabled ? "enabled" : "disabled")],
         ["Created", (e) => when(e.createdAt)],
-      ], items, { caption: "Webhook endpoints" }), { emptyText: "No endpoints yet.", pageKey: "nextCursor" }));
+      ], items, { caption: "Webhook endpoints" }), { emptyText: "No endpoints yet." }));
   }
 
   choices("post", "/v1/webhooks", "events").then((types) => {
@@ -133,7 +133,7 @@ function detailView(main, id) {
 
   function loadDeliveries() {
     replace(items, pager((cursor) => get(path(id, "/deliveries"), { limit: 20, cursor, status: filter.value }), (list) => h("ul", { class: "deliveries" }, list.map(deliveryItem)),
-      { emptyText: "No deliveries yet. Send a test ping.", pageKey: "nextCursor" }));
+      { emptyText: "No deliveries yet. Send a test ping." }));
   }
 
   function deliveryItem(d) {

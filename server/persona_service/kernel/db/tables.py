@@ -6,6 +6,7 @@ from datetime import datetime
 
 from sqlalchemy import (
     BigInteger,
+    ColumnElement,
     DateTime,
     Identity,
     Index,
@@ -14,6 +15,7 @@ from sqlalchemy import (
     String,
     Text,
     func,
+    literal_column,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -63,7 +65,20 @@ class AuditEvent(Base):
     client_ip: Mapped[str] = mapped_column(String(64), nullable=False, default="")
     details: Mapped[object] = mapped_column(JSONB, nullable=False, default=dict)
 
-    __table_args__ = (Index("ix_audit_events_org_time", "org_id", "occurred_at", "id"),)
+    __table_args__ = (
+        Index("ix_audit_events_org_time", "org_id", "occurred_at", "id"),
+        # One per list filter, in the keyset order (migration 0015).
+        Index("ix_audit_events_org_action_time", "org_id", "action", "occurred_at", "id"),
+        Index("ix_audit_events_org_actor_time", "org_id", "actor_user_id", "occurred_at", "id"),
+        Index("ix_audit_events_org_credential_time", "org_id", "credential_id", "occurred_at", "id"),
+        Index("ix_audit_events_org_resource_time", "org_id", "resource_type", "resource_id", "occurred_at", "id"),
+        Index("ix_audit_events_org_failures", "org_id", "occurred_at", "id", postgresql_where=text("outcome = 'failure'")),
+    )
+
+
+# The persona an event concerns, as the list filter and its index spell it
+# (a literal key: an expression index matches only the same expression).
+EVENT_PERSONA: ColumnElement[str] = literal_column("(data ->> 'personaId')")
 
 
 class OutboxEvent(Base):
@@ -83,6 +98,10 @@ class OutboxEvent(Base):
 
     __table_args__ = (
         Index("ix_events_org_seq", "org_id", "seq"),
+        # The list's keyset order, per filter (migration 0015).
+        Index("ix_events_org_time", "org_id", "occurred_at", "id"),
+        Index("ix_events_org_type_time", "org_id", "type", "occurred_at", "id"),
+        Index("ix_events_org_persona_time", "org_id", EVENT_PERSONA, "occurred_at", "id"),
         Index("ix_events_undispatched", "seq", postgresql_where=text("dispatched_at IS NULL")),
     )
 

@@ -18,11 +18,28 @@ limit) may sit unused elsewhere for up to a second while this process sees
 the window as full. Limits under 2,000 per window never lease, so they stay
 exact, and the last 1.6% of every window is admitted one call at a time.
 
+What the headers report while leases are in use: a lease-served call
+cannot see what other processes admitted since, so each process counting
+down its own lease would make `X-RateLimit-Remaining` rise and fall between
+two processes. Instead, for every minute window large enough to lease, all
+processes report one figure per `REPORT_SECONDS` tick: the first answer
+Redis gives in a tick fixes the window's count for that tick (its units
+reserved by leases included, never lower than the tick before's), and a
+lease ends with its tick. So within one window Remaining never rises, on any
+process, and it is within these bounds of the truth (the limit less the
+calls admitted): at most the units leased but not yet used (up to
+`lease_max` per server process) below it, and at most the calls admitted
+since the tick began (the last 250 ms) above it. A 429 of the minute window
+reports 0, and the window then reports 0 until it resets. Windows that
+never lease (under 2,000 a minute) report the exact count on every call.
+
 Refusals are cheap: once Redis answers that a window is full, the process
 refuses the next calls of the same windows from memory for
 `REFUSAL_MEMORY_SECONDS` (a flood far over a limit costs no Redis round
 trip); a unit given back meanwhile (an unused lease, a refunded generation)
 is admitted at most that much later (at once in the process that gave it back).
+Where the minute window is reported per tick (above), a refusal is
+remembered only until the tick ends, so its headers never lag the tick's.
 
 When Redis is unreachable the limiter fails open (requests are served
 without limits or rate-limit headers, and a warning is logged): an outage of
@@ -36,6 +53,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import formatdate
@@ -61,6 +79,10 @@ LEASE_SECONDS = 1.0
 LEASE_HEADROOM = 16
 # A window Redis reported full is refused from memory for this long (a flood of 429s costs no round trip).
 REFUSAL_MEMORY_SECONDS = 1.0
+# Leasing windows report one Remaining per tick this long, the same on every process (module docstring).
+REPORT_SECONDS = 0.25
+# The per-address window of calls without a valid credential.
+ANONYMOUS_LIMITS = Limits(ANONYMOUS_PER_MINUTE, 10**9, 0, 1.0, 0)
 
 _SCRIPT = """
 local now_ms = tonumber(ARGV[1])
@@ -71,13 +93,28 @@ local want = tonumber(ARGV[5])
 -- windows: KEYS[1..n] with ARGV[4 + 2*i] = limit, ARGV[5 + 2*i] = ttl ms
 -- slots (concurrency): KEYS[n+1..n+m] with ARGV[4 + 2*n + 2*j] = limit, ARGV[5 + 2*n + 2*j] = stale ms
 -- want: units asked for (a lease); granted only with room for LEASE_HEADROOM leases in every window, else 1
+-- optional: KEYS[n+m+1], the minute window's reported count, fixed per tick ARGV[7 + 2*n + 2*m]
 local minute_used = tonumber(redis.call('GET', KEYS[1]) or '0')
+-- The count every process reports in this tick: the first answer of the tick fixes it, never below the
+-- tick before's (given-back units do not raise Remaining); a full minute window reports full until it resets.
+local function shown(used, full)
+  local key = KEYS[n + m + 1]
+  if not key then return used end
+  local tick = ARGV[7 + 2*n + 2*m]
+  local at = redis.call('HMGET', key, 't', 'v')
+  local value = tonumber(at[2] or '0')
+  if at[1] ~= tick then value = math.max(value, used) end
+  if full then value = math.max(value, tonumber(ARGV[6])) end
+  redis.call('HSET', key, 't', tick, 'v', value)
+  redis.call('PEXPIRE', key, tonumber(ARGV[7]))
+  return value
+end
 local grant = want
 for i = 1, n do
   local used = tonumber(redis.call('GET', KEYS[i]) or '0')
   local left = tonumber(ARGV[4 + 2*i]) - used
   if left < 1 then
-    return {'window', i, used, minute_used}
+    return {'window', i, used, minute_used, shown(minute_used, i == 1)}
   end
   if left < want * tonumber(ARGV[6 + 2*n + 2*m]) then grant = 1 end
 end
@@ -86,7 +123,7 @@ for j = 1, m do
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms - tonumber(ARGV[5 + 2*n + 2*j]))
   local running = redis.call('ZCARD', key)
   if running >= tonumber(ARGV[4 + 2*n + 2*j]) then
-    return {'concurrency', j, running, minute_used}
+    return {'concurrency', j, running, minute_used, shown(minute_used, false)}
   end
 end
 for j = 1, m do
@@ -99,6 +136,7 @@ for i = 1, n do
   if used == grant then redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[5 + 2*i])) end
   table.insert(result, used)
 end
+table.insert(result, shown(result[3], false))
 return result
 """
 
@@ -180,6 +218,12 @@ class Ask:
     want: int  # units asked for: a lease, or 1
     token: str
     generation: bool
+    shown_key: str = ""  # the minute window's per-tick reported count, when it can lease ("" : exact)
+    tick: int = 0
+
+    @property
+    def window_keys(self) -> list[str]:
+        return self.keys[:len(self.windows)]
 
     def script_args(self) -> list[int | str]:
         """The admission script's arguments (built only when Redis is asked)."""
@@ -190,6 +234,8 @@ class Ask:
         for slot in self.slots:
             args += [slot.limit, slot.stale_ms]
         args.append(LEASE_HEADROOM)
+        if self.shown_key:
+            args.append(self.tick)
         return args
 
 
@@ -201,17 +247,22 @@ class _Lease:
     left: int
     minute_used: int  # the minute window's count right after the reservation
     expires: float  # monotonic
+    shown: int | None = None  # the count reported in its tick (it ends with the tick), when reported per tick
+    tick: int = 0
 
 
 class RateLimiter:
-    def __init__(self, client: redis.Redis, lease_max: int = 64):
+    def __init__(self, client: redis.Redis, lease_max: int = 64, clock: Callable[[], float] = time.time):
         self.redis = client
         self.lease_max = lease_max
+        # The wall clock the windows are counted on (tests pin it inside one window instead of waiting).
+        self.clock = clock
         self._admit = client.register_script(_SCRIPT)
         self._release = client.register_script(_RELEASE)
         self._give_back = client.register_script(_GIVE_BACK)
         self._leases: dict[tuple, _Lease] = {}
-        self._refused: dict[tuple, tuple[float, list]] = {}  # lease key -> (monotonic expiry, the script's refusal)
+        # lease key -> (monotonic expiry, the script's refusal, its report tick)
+        self._refused: dict[tuple, tuple[float, list, int]] = {}
         self._lock = threading.Lock()
         self._sweeper: threading.Thread | None = None
 
@@ -242,12 +293,17 @@ class RateLimiter:
 
     def ask(self, subject: str, limits: Limits, *, cap: str = "", generation: bool = False, stream: bool = False,
             token: str = "", lease: bool = True, period: tuple[int, int] | None = None) -> Ask:
-        now = time.time()
+        now = self.clock()
         windows = self.windows(subject, limits, cap, generation, now, period)
         slots = self.slots(limits, generation, stream)
         # Calls holding a slot (generations, streams) are few and must be exact: never leased.
         want = self._lease_size(windows) if lease and not slots else 1
         keys = [w.key for w in windows] + [f"rl:{{{subject}}}:{slot.name}" for slot in slots]
+        minute = windows[0]
+        if self._lease_size([minute]) > 1:  # some call of this window may lease: report it per tick
+            shown_key = f"rl:{{{subject}}}:reported:{minute.resets_at}"
+            return Ask(now, limits, windows, slots, [*keys, shown_key], want, token, generation, shown_key,
+                       int(now // REPORT_SECONDS))
         return Ask(now, limits, windows, slots, keys, want, token, generation)
 
     def admit(self, subject: str, limits: Limits, *, cap: str = "", generation: bool = False, stream: bool = False,
@@ -258,7 +314,7 @@ class RateLimiter:
             if leased is not None:
                 return leased
         refused = self._refused.get(self._lease_key(ask))
-        if refused is not None and refused[0] > time.monotonic():
+        if refused is not None and refused[0] > time.monotonic() and refused[2] == ask.tick:
             return self.decide(ask, refused[1])  # raises the same 429, with Retry-After counted from now
         try:
             result = self._admit(keys=ask.keys, args=ask.script_args())
@@ -281,7 +337,7 @@ class RateLimiter:
                 self._refused = {k: v for k, v in self._refused.items() if v[0] > now}
                 if len(self._refused) >= 4096:
                     self._refused.clear()
-            self._refused[self._lease_key(ask)] = (now + REFUSAL_MEMORY_SECONDS, result)
+            self._refused[self._lease_key(ask)] = (now + REFUSAL_MEMORY_SECONDS, result, ask.tick)
 
     def _forget_refusals(self, *window_keys: str) -> None:
         """Units came back to these windows (here; elsewhere, the memory lapses within a second)."""
@@ -295,14 +351,17 @@ class RateLimiter:
         verdict = result[0].decode() if isinstance(result[0], bytes) else result[0]
         windows, limits, now = ask.windows, ask.limits, ask.now
         minute = windows[0]
+        shown = int(result[-1]) if ask.shown_key else None
         if verdict == "ok":
             granted, used_minute = int(result[1]), int(result[2])
             if granted > 1:
-                self._keep(ask, _Lease(tuple(ask.keys), granted - 1, used_minute, time.monotonic() + LEASE_SECONDS))
-            headers = self.headers(limits, minute, max(0, minute.limit - used_minute + granted - 1), now)
-            slot_keys = tuple(ask.keys[len(windows):])
+                self._keep(ask, _Lease(tuple(ask.window_keys), granted - 1, used_minute,
+                                       time.monotonic() + LEASE_SECONDS, shown, ask.tick))
+            used = shown if shown is not None else used_minute - granted + 1
+            headers = self.headers(limits, minute, max(0, minute.limit - used), now)
+            slot_keys = tuple(ask.keys[len(windows):len(windows) + len(ask.slots)])
             return Admission(headers, slot_keys, windows[-1].key if ask.generation else "", ask.token)
-        minute_left = max(0, minute.limit - int(result[3]))
+        minute_left = max(0, minute.limit - (shown if shown is not None else int(result[3])))
         if verdict == "concurrency":
             headers = self.headers(limits, minute, minute_left, now)
             slot = ask.slots[int(result[1]) - 1]
@@ -341,9 +400,10 @@ class RateLimiter:
             lease = self._leases.get(key)
             if lease is None:
                 return None
-            if lease.left > 0 and lease.expires > time.monotonic():
+            if lease.left > 0 and lease.expires > time.monotonic() and lease.tick == ask.tick:
                 lease.left -= 1
-                used = lease.minute_used - lease.left  # as far as this process knows
+                # The tick's figure (every process reports it), else as far as this process knows.
+                used = lease.shown if lease.shown is not None else lease.minute_used - lease.left
                 minute = ask.windows[0]
                 return Admission(self.headers(ask.limits, minute, max(0, minute.limit - used), ask.now))
             del self._leases[key]  # used up or expired
@@ -393,12 +453,25 @@ class RateLimiter:
 
     def admit_anonymous(self, client_ip: str | None) -> Admission:
         """Unauthenticated failures: a per-address minute window."""
-        limits = Limits(ANONYMOUS_PER_MINUTE, 10**9, 0, 1.0, 0)
         try:
-            return self.admit(f"ip:{client_ip or 'unknown'}", limits)
+            return self.admit(f"ip:{client_ip or 'unknown'}", ANONYMOUS_LIMITS)
         except RateLimited as err:
             err.details["limit"] = "anonymous"
             raise
+
+    def peek_anonymous(self, client_ip: str | None) -> Admission:
+        """The headers of a call that needs no credential (a probe, the docs,
+        a signed URL): such calls count against no window (a load balancer's
+        probes would use it up), so they report the client address's
+        anonymous window, which failed credentials draw on, as it stands."""
+        now = self.clock()
+        minute = self._fixed(f"ip:{client_ip or 'unknown'}", "minute", ANONYMOUS_PER_MINUTE, 60, now)
+        try:
+            used = int(self.redis.get(minute.key) or 0)
+        except redis.RedisError as exc:
+            _warn.warning("fail-open", "rate limiter unavailable, failing open: %s", exc)
+            return Admission()
+        return Admission(self.headers(ANONYMOUS_LIMITS, minute, max(0, minute.limit - used), now))
 
     @staticmethod
     def slots(limits: Limits, generation: bool, stream: bool) -> list[Slot]:

@@ -4,17 +4,17 @@ Team x5). Enterprise starts from the values below and is tuned per
 organization through the `api.rate_limit.*` config items.
 
 Monthly generation quotas (the spec gives only Pro's 100): Free 10, Pro 100,
-Team 500, Enterprise 5,000 by default; monthly portrait images: Free 20,
-Pro 200, Team 1,000, Enterprise 10,000. They count in the organization's
-billing period (the billing-period port; without a subscription, the
-calendar month in UTC).
+Team 500, Enterprise 5,000 by default. Modules declare limits of their own
+per tier (Module.plan_limits: a monthly quota of what they make). Quotas
+count in the organization's billing period (the billing-period port;
+without a subscription, the calendar month in UTC).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,8 +48,18 @@ class Limits:
     # Server streams (SSE) open at once per organization, so one tenant's
     # streams cannot hold every server thread (ours; the spec names none).
     concurrent_streams: int = 5
-    # Portrait images (generations and edits) per billing period (ours; the spec names none).
-    images_per_month: int = 200
+    # The modules' own limits (PlanLimit), as (name, value) pairs; read like the fields above.
+    declared: tuple[tuple[str, int | float], ...] = ()
+
+    def __getattr__(self, name: str) -> int | float:
+        for declared, value in self.__dict__.get("declared", ()):
+            if declared == name:
+                return value
+        raise AttributeError(name)
+
+    def names(self) -> list[str]:
+        """Every limit's name: the fields above, then the declared ones."""
+        return [f.name for f in fields(self) if f.name != "declared"] + [name for name, _ in self.declared]
 
     def cap(self, name: str) -> tuple[int, int]:
         """(limit, window seconds) of an endpoint cap for this tier."""
@@ -64,16 +74,36 @@ class Limits:
             value = type(getattr(self, name))(value)
             return value if ceiling is None else min(value, override_maximum(name, ceiling))
 
-        changes: dict[str, Any] = {k: bounded(k, v) for k, v in overrides.items() if hasattr(self, k)}
-        return replace(self, **changes)
+        changes: dict[str, Any] = {k: bounded(k, v) for k, v in overrides.items() if k in self.names()}
+        declared = tuple((name, changes.pop(name, value)) for name, value in self.declared)
+        return replace(self, **changes, declared=declared)
 
 
 PLAN_LIMITS = {
-    "free": Limits(60, 5_000, 1, 0.1, 10, concurrent_streams=2, images_per_month=20),
-    "pro": Limits(600, 50_000, 5, 1.0, 100, concurrent_streams=5, images_per_month=200),
-    "team": Limits(3_000, 250_000, 25, 5.0, 500, concurrent_streams=10, images_per_month=1_000),
-    "enterprise": Limits(6_000, 500_000, 50, 10.0, 5_000, concurrent_streams=20, images_per_month=10_000),
+    "free": Limits(60, 5_000, 1, 0.1, 10, concurrent_streams=2),
+    "pro": Limits(600, 50_000, 5, 1.0, 100, concurrent_streams=5),
+    "team": Limits(3_000, 250_000, 25, 5.0, 500, concurrent_streams=10),
+    "enterprise": Limits(6_000, 500_000, 50, 10.0, 5_000, concurrent_streams=20),
 }
+
+
+@dataclass(frozen=True)
+class PlanLimit:
+    """A limit a module declares (Module.plan_limits), e.g. a monthly quota
+    of what it makes: its default on every plan. It reads like Limits'
+    fields, and Enterprise organizations override it like them."""
+
+    name: str
+    by_plan: Mapping[str, int]
+
+
+def install_plan_limits(limits: Iterable[PlanLimit]) -> None:
+    for limit in limits:
+        if set(limit.by_plan) != set(PLAN_LIMITS) or limit.name in {f.name for f in fields(Limits)}:
+            raise RuntimeError(f"plan limit {limit.name!r}: a default for each plan, under a name of its own")
+        for plan, value in limit.by_plan.items():
+            held = dict(PLAN_LIMITS[plan].declared)
+            PLAN_LIMITS[plan] = replace(PLAN_LIMITS[plan], declared=tuple({**held, limit.name: value}.items()))
 
 
 @dataclass(frozen=True)

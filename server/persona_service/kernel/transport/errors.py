@@ -11,6 +11,7 @@ when that is not JSON); Envoy's Lua hook turns them into the HTTP response.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 
 import grpc
 from google.protobuf import any_pb2, struct_pb2
@@ -35,25 +36,26 @@ def render_body(err: ApiError, limit: int = MAX_BODY_BYTES) -> str:
     stored = getattr(err, "rendered_body", None)
     if stored is not None:
         return stored
-    body = _dumps(envelope(err))
+    body = compact_json(envelope(err))
     if len(body) <= limit:
         return body
     # Never cut JSON: shorten echoed values, then halve long lists (the
     # violations) until it fits, then drop the details altogether.
     details = {**bounded(err.details), "truncated": True}
     while True:
-        body = _dumps({"error": {"code": err.code, "message": err.message, "details": details}})
+        body = compact_json({"error": {"code": err.code, "message": err.message, "details": details}})
         longest = max((k for k, v in details.items() if isinstance(v, list) and len(v) > 1),
                       key=lambda k: len(details[k]), default=None)
         if len(body) <= limit or longest is None:
             break
         details[longest] = details[longest][: len(details[longest]) // 2]
     if len(body) > limit:
-        body = _dumps({"error": {"code": err.code, "message": err.message[:500], "details": {"truncated": True}}})
+        body = compact_json({"error": {"code": err.code, "message": err.message[:500], "details": {"truncated": True}}})
     return body
 
 
-def _dumps(value: dict) -> str:
+def compact_json(value: dict) -> str:
+    """JSON as the edge sends it: compact, ASCII."""
     return json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str)
 
 
@@ -74,8 +76,19 @@ def _status_details(err: ApiError, body: str) -> bytes:
     return status_pb2.Status(code=err.spec.grpc_code, message=err.message, details=[info, error]).SerializeToString()
 
 
-SCIM_ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error"
-SCIM_MEDIA_TYPE = "application/scim+json"
+# How an error shape other than the envelope renders (Module.error_shapes):
+# (the envelope's `error` object, HTTP status) -> (body, its content type,
+# None for `application/json`).
+ErrorShape = Callable[[dict, int], tuple[str, str | None]]
+# By options.ErrorShape value, from the modules' declarations.
+ERROR_SHAPES: dict[int, ErrorShape] = {}
+
+
+def install_error_shapes(shapes: Mapping[int, ErrorShape]) -> None:
+    for shape, render in shapes.items():
+        if ERROR_SHAPES.get(shape, render) is not render:
+            raise RuntimeError(f"error shape {shape} is declared twice")
+        ERROR_SHAPES[shape] = render
 
 
 def shaped_body(envelope_body: str, status: int, shape: int) -> tuple[str, str | None]:
@@ -83,21 +96,10 @@ def shaped_body(envelope_body: str, status: int, shape: int) -> tuple[str, str |
     content type when that is not `application/json`."""
     if shape in (options_pb2.ERROR_SHAPE_UNSPECIFIED, options_pb2.ERROR_SHAPE_ENVELOPE):
         return envelope_body, None
-    error = json.loads(envelope_body)["error"]
-    if shape == options_pb2.ERROR_SHAPE_PORTRAIT:
-        details = {k: v for k, v in error["details"].items() if k not in ("error", "message")}
-        return _dumps({"error": error["code"], "message": error["message"], **details}), None
-    if shape == options_pb2.ERROR_SHAPE_SCIM:
-        scim_type = error["details"].get("scimType")
-        body = {"schemas": [SCIM_ERROR_SCHEMA], "status": str(status), "detail": error["message"],
-                **({"scimType": scim_type} if isinstance(scim_type, str) else {})}
-        if error["code"] == "validation_failed":
-            # The spec answers validation errors in the envelope, SCIM clients
-            # read SCIM's schema: both are there (only here; strict SCIM
-            # clients refuse members the schema does not name).
-            body["error"] = error
-        return _dumps(body), SCIM_MEDIA_TYPE
-    raise ValueError(f"unknown error shape {shape}")
+    render = ERROR_SHAPES.get(shape)
+    if render is None:
+        raise ValueError(f"no module renders error shape {shape}")
+    return render(json.loads(envelope_body)["error"], status)
 
 
 def abort(context: grpc.ServicerContext, err: ApiError, headers: list[tuple[str, str]], json_edge: bool,

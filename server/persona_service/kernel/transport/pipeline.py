@@ -28,8 +28,15 @@ from persona_service.kernel.access import authorize
 from persona_service.kernel.audit import AuditEntry, AuditLog
 from persona_service.kernel.auth import check_client_address
 from persona_service.kernel.db.uow import UnitOfWork
-from persona_service.kernel.errors import ApiError, BadRequest, InternalError, StoredError, Unauthorized
-from persona_service.kernel.fair import weight_of
+from persona_service.kernel.errors import (
+    ApiError,
+    BadRequest,
+    InternalError,
+    ServiceUnavailable,
+    StoredError,
+    Unauthorized,
+)
+from persona_service.kernel.fair import FairGate, GateTimeout, weight_of
 from persona_service.kernel.idempotency import request_hash
 from persona_service.kernel.limits.limiter import Admission
 from persona_service.kernel.logs import Throttled
@@ -39,9 +46,9 @@ from persona_service.kernel.transport import initial_metadata, sse
 from persona_service.kernel.transport.body_keys import HEADER as BODY_KEYS
 from persona_service.kernel.transport.body_keys import refuse_unknown_fields
 from persona_service.kernel.transport.errors import abort, render_body
-from persona_service.kernel.transport.outages import as_outage
+from persona_service.kernel.transport.outages import RETRY_AFTER_SECONDS, as_outage
 from persona_service.kernel.transport.policy import MethodMeta
-from persona_service.kernel.transport.validation import validate
+from persona_service.kernel.transport.validation import check_closed_sets, validate
 
 log = logging.getLogger("persona_service.requests")
 _refusals = Throttled(log)
@@ -52,6 +59,8 @@ LOG_CARRIER = "x-persona-log"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,128}$")
 # Headers an idempotent replay does not copy from the first response.
 _PER_RESPONSE = ("x-request-id", "x-ratelimit-", "ratelimit", "x-service-plan-window-seconds", "retry-after")
+# How long an admitted unary call waits for a worker's turn before a 503 with Retry-After.
+TURN_WAIT_SECONDS = 10.0
 
 
 class _Call:
@@ -66,11 +75,15 @@ class _Call:
         self.reached_operation = False
         self.succeeded = False
         self.streaming = False  # a streaming RPC has sent its headers
+        self.holds_turn = False  # of the unary server's gate
 
 
 class RequestPipeline(grpc.ServerInterceptor):
-    def __init__(self, app, methods: dict[str, MethodMeta], engine=None):
+    def __init__(self, app, methods: dict[str, MethodMeta], engine=None, gate: FairGate | None = None):
         self.app = app
+        # The unary server's workers, taken in turns per organization once a call is authenticated and
+        # within its limits (refusals take no turn), so one organization's flood never queues ahead of all.
+        self.gate = gate
         self.methods = methods
         # Units of work come from this engine (the stream server has its own pool).
         self.engine = engine if engine is not None else app.engine
@@ -121,6 +134,7 @@ class RequestPipeline(grpc.ServerInterceptor):
                 else:
                     call.reached_operation = True
                     response = behavior(request, context)
+                    check_closed_sets(response)
                     call.ctx.headers += _answer(call.ctx, meta, response)
                     self._complete(call, meta, request, response)
                     if call.ctx.finish is not None:
@@ -193,7 +207,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         last = None
         try:
             for last in behavior(request, context):
-                self.app.runs.emit(run, last.SerializeToString())
+                self.app.runs.emit(run, last)
             self._complete(call, meta, request, last)
             self._log(call.ctx, 200)
             return Outcome("completed")
@@ -248,6 +262,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         """Everything before the operation. Returns a stored outcome to replay, or None."""
         ctx, policy = call.ctx, meta.policy
         if policy.anonymous:  # the request proves itself (e.g. a signed URL); no tenant, no tenant limits
+            ctx.headers += self.app.limiter.peek_anonymous(ctx.client_ip).headers
             if isinstance(request, Undecodable):
                 raise _undecodable()
             refuse_unknown_fields(meta.path, call.metadata.get(BODY_KEYS))
@@ -271,6 +286,8 @@ class RequestPipeline(grpc.ServerInterceptor):
         ctx.headers += call.admission.headers
         check_client_address(principal, ctx.client_ip)
         authorize(principal, scope=policy.scope, roles=policy.roles, platform_admin=policy.platform_admin)
+        if self.gate is not None:
+            self._take_turn(call, self.gate)
         if isinstance(request, Undecodable):
             raise _undecodable()
         refuse_unknown_fields(meta.path, call.metadata.get(BODY_KEYS))
@@ -283,6 +300,18 @@ class RequestPipeline(grpc.ServerInterceptor):
         digest = request_hash(meta.path, request.SerializeToString(deterministic=True))
         call.claim, replay = self.app.idempotency.begin(principal, key, meta.path, digest)
         return replay
+
+    @staticmethod
+    def _take_turn(call: _Call, gate: FairGate) -> None:
+        principal = call.ctx.caller
+        call.ctx.uow.close()  # what authentication read on a cache miss: no connection is held while waiting
+        try:
+            gate.acquire(principal.org_id, weight_of(principal.plan), TURN_WAIT_SECONDS)
+        except GateTimeout:
+            err = ServiceUnavailable("The server is busy; retry shortly.", {"retryAfter": RETRY_AFTER_SECONDS})
+            err.headers = {"retry-after": str(RETRY_AFTER_SECONDS)}
+            raise err from None
+        call.holds_turn = True
 
     def _replay(self, call: _Call, replay, meta: MethodMeta):
         metrics.REPLAYS.inc()
@@ -373,8 +402,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             if security or (call.reached_operation and meta.audited):
                 action = "auth.authenticate" if err.code == "unauthorized" else meta.action
                 entry = self._entry(ctx, meta, "failure", status, error=err, action=action)
-                with self.app.engine.begin() as conn:
-                    AuditLog(conn).record(entry)
+                self.app.audit(self.app.failed_auth.admit(entry) if err.code == "unauthorized" else [entry])
             if call.claim is not None:
                 if status < 500:
                     headers = self._replayable(ctx.headers + list(err.headers.items()))
@@ -385,6 +413,8 @@ class RequestPipeline(grpc.ServerInterceptor):
             log.exception("could not record the failure [request_id=%s]", ctx.request_id)
 
     def _end(self, call: _Call, token) -> None:
+        if call.holds_turn and self.gate is not None:
+            self.gate.release()
         # A generation that did not succeed gives its quota unit back.
         self.app.limiter.release(call.admission, refund=not call.succeeded)
         call.ctx.uow.close()

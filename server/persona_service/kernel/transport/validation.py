@@ -113,6 +113,32 @@ def _walk(message: Message, prefix: str, out: list[Violation]) -> None:
                 _walk(value, path + ".", out)
 
 
+def check_closed_sets(message: Message) -> None:
+    """A response holds only the values its string fields' closed sets declare
+    (`one_of`, `one_of_enum`: a status, a state). Anything else is the server
+    breaking its published contract (OpenAPI's `enum`, the SDKs' literal
+    types): an internal error, logged with the field, and the unit of work is
+    not committed."""
+    violations: list[Violation] = []
+    _closed_sets(message, "", violations)
+    if violations:
+        shown = ", ".join(f"{v.path}={v.value!r}" for v in violations)
+        raise RuntimeError(f"{message.DESCRIPTOR.full_name} outside its declared closed sets: {shown}")
+
+
+def _closed_sets(message: Message, prefix: str, out: list[Violation]) -> None:
+    for field, rules, nested, repeated in _plan(message.DESCRIPTOR):
+        path = prefix + field.json_name
+        value = getattr(message, field.name)
+        if rules is not None and (rules.one_of or rules.one_of_enum) and field.type == field.TYPE_STRING:
+            allowed = _allowed(rules)
+            out.extend(Violation(path, "one_of", item, {"oneOf": list(allowed)})
+                       for item in (value if repeated else [value]) if item and item not in allowed)
+        if nested and not field.message_type.GetOptions().map_entry:
+            for item in value if repeated else [value] if message.HasField(field.name) else []:
+                _closed_sets(item, path + ".", out)
+
+
 def _allowed(rules) -> tuple[str, ...]:
     return (*rules.one_of, *enum_wire_names(rules.one_of_enum)) if rules.one_of_enum else tuple(rules.one_of)
 
