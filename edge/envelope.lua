@@ -551,7 +551,9 @@ local function reworded(reason)
   if reason == ": Root element must be a message." then return "The body must be a JSON object." end
   local what, context, caret = string.match(reason, "^(.-)\n(.-)\n( *)%^$")
   if what == nil then return nil end
-  local rest = string.sub(context, #caret + 1, #caret + 40)
+  -- Non-ASCII bytes shown as "?": a cut (or an invalid) UTF-8 sequence
+  -- would make the answer itself invalid UTF-8.
+  local rest = string.gsub(string.sub(context, #caret + 1, #caret + 40), "[\128-\255]", "?")
   return "The body is not valid JSON: " .. what .. " "
     .. (rest == "" and "At the end of the body." or ("At: " .. rest))
 end

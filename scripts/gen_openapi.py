@@ -97,6 +97,20 @@ class Index:
                 self._add(file, f".{file.package}", message, (4, i))
             for enum in file.enum_type:
                 self.enums[f".{file.package}.{enum.name}"] = enum
+        self.request_messages = self._reachable(
+            method.input_type for file in self.files for service in file.service for method in service.method)
+
+    def _reachable(self, roots) -> set[str]:
+        """Every message a request can carry, nested ones included."""
+        seen: set[str] = set()
+        todo = list(roots)
+        while todo:
+            name = todo.pop()
+            if name in seen or name not in self.messages:
+                continue
+            seen.add(name)
+            todo += [f.type_name for f in self.messages[name].field if f.type == F.TYPE_MESSAGE]
+        return seen
 
     def _add(self, file, prefix: str, message, path: tuple[int, ...]) -> None:
         name = f"{prefix}.{message.name}"
@@ -139,6 +153,10 @@ class Schemas:
             return {"type": "string", "description": "The raw body, with its own content type."}
         file, path = self.index.message_paths[full_name]
         properties, required = {}, []
+        # What the API answers always carries every field (the servicers fill
+        # each one; a not-yet timestamp is a present `null`), bar the optional
+        # and oneof ones; schemathesis and the spec conformance test check it.
+        answer_only = full_name not in self.index.request_messages
         for i, field in enumerate(message.field):
             if field.name in without:
                 continue
@@ -149,7 +167,8 @@ class Schemas:
             properties[field.json_name] = prop
             behaviors = field.options.Extensions[field_behavior_pb2.field_behavior]
             rules = field.options.Extensions[options_pb2.rules]
-            if field_behavior_pb2.REQUIRED in behaviors or rules.required:
+            if field_behavior_pb2.REQUIRED in behaviors or rules.required or (
+                    answer_only and not field.HasField("oneof_index")):
                 required.append(field.json_name)
         schema: dict[str, Any] = {"type": "object", "properties": properties}
         if required:
@@ -241,7 +260,11 @@ def error_components() -> dict[str, dict[str, Any]]:
             "error": {"$ref": "#/components/schemas/ErrorObject"}},
             "description": "The documented error envelope."},
         "PortraitError": {"type": "object", "required": ["error", "message"], "additionalProperties": True,
-                          "properties": {"error": {"type": "string", "enum": codes}, "message": {"type": "string"}},
+                          "properties": {"error": {"type": "string", "enum": codes}, "message": {"type": "string"},
+                                         "used": {"type": "number"}, "limit": {"type": "number"},
+                                         "pii": {"type": "array", "items": {"type": "string"}},
+                                         "term": {"type": "string"}, "scores": {"type": "object"},
+                                         "provider": {"type": "string"}},
                           "description": "The portrait edit's error shape: the code, the message and the details "
                                          "flattened (`used`, `limit`, `pii`, `term`, `scores`, `provider`)."},
         "ScimError": {"type": "object", "required": ["schemas", "status", "detail"], "properties": {

@@ -14,25 +14,25 @@ export const DEFAULT_BASE_URL = "http://127.0.0.1:8080";
 /** An API key, without its secret. */
 export interface ApiKey {
   /** Key id, `key_<cuid2>` (not a credential). */
-  id?: string;
+  id: string;
   /** Name given at creation. */
-  name?: string;
+  name: string;
   /** Granted scopes, `<resource>:<action>`. */
-  scopes?: string[];
+  scopes: string[];
   /** `live` (secret starts `sk_live_`, production) or `test` (`sk_test_`, sandbox). */
-  mode?: string;
+  mode: string;
   /** The first characters of the secret, to recognise it (e.g. `sk_live_AbC1`). */
-  prefix?: string;
+  prefix: string;
   /** Client addresses allowed to use the key (IP addresses or CIDR ranges); empty: any address. Enterprise plan only. */
-  ipAllowlist?: string[];
+  ipAllowlist: string[];
   /** Workspace the key belongs to (`ws_<cuid2>`). */
-  workspaceId?: string;
+  workspaceId: string;
   /** Creation time. */
-  createdAt?: string;
+  createdAt: string;
   /** Expiry time (RFC 3339); `null`: the key does not expire. */
-  expiresAt?: string | null;
+  expiresAt: string | null;
   /** Revocation time (RFC 3339); `null` while the key is active. */
-  revokedAt?: string | null;
+  revokedAt: string | null;
 }
 
 /** Request of ApprovePortrait. */
@@ -47,35 +47,35 @@ export type ArchivePersonaRequestBody = Record<string, unknown>;
 /** One audit event. */
 export interface AuditEvent {
   /** Event id, `aud_<cuid2>`. */
-  id?: string;
+  id: string;
   /** When it happened. */
-  occurredAt?: string;
+  occurredAt: string;
   /** Organization. */
-  orgId?: string;
+  orgId: string;
   /** Workspace of the credential, when known. */
-  workspaceId?: string;
+  workspaceId: string;
   /** The user acting (the key's creator for API keys), when known. */
-  actorUserId?: string;
+  actorUserId: string;
   /** The credential used: an API key id (`key_…`) or `jwt:<token id>`. */
-  credentialId?: string;
+  credentialId: string;
   /** What was attempted, e.g. `api_key.create`, `auth.authenticate`. */
-  action?: string;
+  action: string;
   /** Resource type, e.g. `api_key`. */
-  resourceType?: string;
+  resourceType: string;
   /** Resource id, when there is one. */
-  resourceId?: string;
+  resourceId: string;
   /** `success` or `failure`. */
-  outcome?: "success" | "failure";
+  outcome: "success" | "failure";
   /** HTTP status of the response. */
-  status?: number;
+  status: number;
   /** Envelope error code, for failures. */
-  errorCode?: string;
+  errorCode: string;
   /** Request id (the `x-request-id` response header). */
-  requestId?: string;
+  requestId: string;
   /** Client address as the edge saw it. */
-  clientIp?: string;
+  clientIp: string;
   /** Event-specific detail (e.g. an upstream provider's error envelope). */
-  details?: Record<string, unknown>;
+  details: Record<string, unknown>;
 }
 
 /** Request of AuditPersona. */
@@ -84,17 +84,17 @@ export type AuditPersonaRequestBody = Record<string, unknown>;
 /** Response of AuditPersona. */
 export interface AuditPersonaResponse {
   /** The persona after the audit. */
-  persona?: Persona;
+  persona: Persona;
   /** Overall score in [0, 1]. */
-  score?: number;
+  score: number;
   /** The threshold applied. */
-  threshold?: number;
+  threshold: number;
   /** Whether the provocation test was resisted. */
-  provocationPassed?: boolean;
+  provocationPassed: boolean;
   /** Score at or above the threshold and provocation resisted. */
-  passed?: boolean;
+  passed: boolean;
   /** Auditor notes. */
-  notes?: string;
+  notes: string;
 }
 
 /** Request of BuildOneDsarExport (no fields; the spec sends no body). */
@@ -103,11 +103,11 @@ export type BuildOneDsarExportRequest = Record<string, unknown>;
 /** Response of BuildOneDsarExport. */
 export interface BuildOneDsarExportResponse {
   /** A pending job was claimed and built; false when the queue is empty. */
-  handled?: boolean;
+  handled: boolean;
   /** Id of the export built, when `handled` (the same as `exportId`; kept for clients of the first release). */
-  jobId?: string;
+  jobId: string;
   /** Id of the export built (`dsr_…`), when `handled`. */
-  exportId?: string;
+  exportId: string;
 }
 
 /** Request of CancelSubscription. */
@@ -164,31 +164,31 @@ export interface CharacterCardData {
 /** A chat completion (OpenAI `chat.completion`). */
 export interface ChatCompletion {
   /** `chatcmpl-…`. */
-  id?: string;
+  id: string;
   /** Always `chat.completion`. */
-  object?: string;
+  object: string;
   /** Unix seconds. */
-  created?: number;
+  created: number;
   /** The model id as requested (`persona://…`). */
-  model?: string;
+  model: string;
   /** One choice. */
-  choices?: ChatCompletionChoice[];
+  choices: ChatCompletionChoice[];
   /** Usage. */
-  usage?: CompletionUsage;
+  usage: CompletionUsage;
   /** The provider model that produced the reply. */
-  system_fingerprint?: string;
+  system_fingerprint: string;
 }
 
 /** One choice of a completion. */
 export interface ChatCompletionChoice {
   /** Index (always 0). */
-  index?: number;
+  index: number;
   /** The reply. */
-  message?: ChatCompletionMessage;
+  message: ChatCompletionMessage;
   /** `stop`, `length` or `tool_calls`. */
-  finish_reason?: string;
+  finish_reason: string;
   /** Always null. */
-  logprobs?: unknown;
+  logprobs: unknown;
 }
 
 /** A function a tool call invokes. */
@@ -202,13 +202,13 @@ export interface ChatCompletionFunctionCall {
 /** The reply message of a completion choice. */
 export interface ChatCompletionMessage {
   /** Always `assistant`. */
-  role?: string;
+  role: string;
   /** The text, or null when the reply is tool calls. */
-  content?: unknown;
+  content: unknown;
   /** Tool calls of the reply. */
-  tool_calls?: ChatCompletionToolCall[];
+  tool_calls: ChatCompletionToolCall[];
   /** Always null (refusals are errors). */
-  refusal?: unknown;
+  refusal: unknown;
 }
 
 /** One message of a completion request. */
@@ -252,67 +252,67 @@ export interface ChatCompletionToolCall {
 /** One message of a chat session. */
 export interface ChatMessage {
   /** Message id (`msg_<cuid2>`). */
-  id?: string;
+  id: string;
   /** Session id. */
-  sessionId?: string;
+  sessionId: string;
   /** `user` or `assistant`. */
-  role?: string;
+  role: string;
   /** Text. */
-  content?: string;
+  content: string;
   /** Position in the session, from 1. */
-  ordinal?: number;
+  ordinal: number;
   /** Model that produced a reply; empty for user messages. */
-  model?: string;
+  model: string;
   /** Drift score of a reply in [0, 1] (0 = the persona's voice). */
-  driftScore?: number;
+  driftScore: number;
   /** The reply was regenerated by drift auto-recovery. */
-  recovered?: boolean;
+  recovered: boolean;
   /** Usage billed for a reply (zero for user messages). */
-  usage?: ChatUsage;
+  usage: ChatUsage;
   /** Creation time. */
-  createdAt?: string;
+  createdAt: string;
 }
 
 /** A chat session (the spec's fourteen fields; all always present). */
 export interface ChatSession {
   /** Session id, `chs_<cuid2>`. */
-  sessionId?: string;
+  sessionId: string;
   /** Organization (`org_<cuid2>`). */
-  orgId?: string;
+  orgId: string;
   /** Workspace (`ws_<cuid2>`). */
-  workspaceId?: string;
+  workspaceId: string;
   /** Persona spoken to (uuid). */
-  personaId?: string;
+  personaId: string;
   /** End user of the customer's product who chats (`usr_<cuid2>` or the customer's own user reference). */
-  userId?: string;
+  userId: string;
   /** Title. */
-  title?: string;
+  title: string;
   /** `active`, `ended` or `archived`. */
-  status?: "active" | "ended" | "archived";
+  status: "active" | "ended" | "archived";
   /** Messages in the session (user and persona). The counters are 32-bit so that JSON carries numbers, as the spec requires (the transcoder prints 64-bit integers as strings). */
-  messageCount?: number;
+  messageCount: number;
   /** Input tokens billed, as the provider reported them. */
-  inputTokens?: number;
+  inputTokens: number;
   /** Output tokens billed, as the provider reported them. */
-  outputTokens?: number;
+  outputTokens: number;
   /** Cost in millionths of a US dollar: always a whole number. A double so that JSON carries a number (an int64 would print as a string); exact up to 2^53 micros. */
-  costUsdMicros?: number;
+  costUsdMicros: number;
   /** Start time. */
-  startedAt?: string;
+  startedAt: string;
   /** Time of the last message. */
-  lastActiveAt?: string;
+  lastActiveAt: string;
   /** End time as an RFC 3339 string, or JSON `null` while the session is active. A `Value` rather than a `Timestamp` so that the key is always present in JSON, as the spec requires of all fourteen fields. */
-  endedAt?: string | null;
+  endedAt: string | null;
 }
 
 /** Token usage and cost of one reply. */
 export interface ChatUsage {
   /** Input tokens, as the provider reported them (recovery calls included). */
-  inputTokens?: number;
+  inputTokens: number;
   /** Output tokens, as the provider reported them (recovery calls included). */
-  outputTokens?: number;
+  outputTokens: number;
   /** Cost in millionths of a US dollar (a whole number). */
-  costUsdMicros?: number;
+  costUsdMicros: number;
 }
 
 /** Request of ClaimModerationReview. */
@@ -321,29 +321,29 @@ export type ClaimModerationReviewRequestBody = Record<string, unknown>;
 /** Token usage of a completion. */
 export interface CompletionUsage {
   /** Input tokens. */
-  prompt_tokens?: number;
+  prompt_tokens: number;
   /** Output tokens. */
-  completion_tokens?: number;
+  completion_tokens: number;
   /** Sum of both. */
-  total_tokens?: number;
+  total_tokens: number;
 }
 
 /** A configuration key and its effective value. */
 export interface ConfigItem {
   /** The key, e.g. `engine.pipeline.drift_detection.action_on_alert`. */
-  key?: string;
+  key: string;
   /** The effective value (a JSON string, number or boolean). */
-  value?: unknown;
+  value: unknown;
   /** Where the value comes from: `persona`, `workspace`, `org` or `default`. */
-  source?: string;
+  source: string;
   /** Levels the key may be set at (`workspace`, `org`, `persona`). */
-  settableAt?: string[];
+  settableAt: string[];
   /** Value type: `enum`, `number`, `integer`, `boolean`. */
-  type?: string;
+  type: string;
   /** Allowed values, for `enum` keys. */
-  allowedValues?: string[];
+  allowedValues: string[];
   /** When the effective setting was last written (RFC 3339); `null` for defaults. */
-  updatedAt?: string | null;
+  updatedAt: string | null;
 }
 
 /** Request of CreateApiKey. */
@@ -363,9 +363,9 @@ export interface CreateApiKeyRequest {
 /** Response of CreateApiKey: the key and, this once, its secret. */
 export interface CreateApiKeyResponse {
   /** The key. */
-  key?: ApiKey;
+  key: ApiKey;
   /** The secret to send as `Authorization: Bearer <secret>`. Shown only here. */
-  secret?: string;
+  secret: string;
 }
 
 /** Request of CreateChatCompletion and StreamChatCompletion. */
@@ -502,9 +502,9 @@ export interface CreateScimTokenRequest {
 /** Response of CreateScimToken. */
 export interface CreateScimTokenResponse {
   /** The token. */
-  token?: ScimToken;
+  token: ScimToken;
   /** The bearer secret, shown only here. */
-  secret?: string;
+  secret: string;
 }
 
 /** Request of CreateWebhookEndpoint. */
@@ -524,17 +524,17 @@ export interface CreateWebhookEndpointRequest {
 /** Response of CreateWebhookEndpoint. */
 export interface CreateWebhookEndpointResponse {
   /** The endpoint. */
-  endpoint?: WebhookEndpoint;
+  endpoint: WebhookEndpoint;
   /** The signing secret, `whsec_…`: shown this once. */
-  secret?: string;
+  secret: string;
 }
 
 /** Response of DeleteWebhookEndpoint. */
 export interface DeleteWebhookEndpointResponse {
   /** The deleted endpoint's id. */
-  id?: string;
+  id: string;
   /** Always true. */
-  deleted?: boolean;
+  deleted: boolean;
 }
 
 /** Request of EditPortrait. */
@@ -561,17 +561,17 @@ export interface ErrorObject {
 /** The event envelope (spec: Resources › Event envelope). */
 export interface Event {
   /** Unique id, `evt_…`; receivers dedupe on it. */
-  id?: string;
+  id: string;
   /** One of the sixteen types: the `wire_name` of an EventType value. */
-  type?: string;
+  type: string;
   /** When it happened (ISO 8601, UTC). */
-  occurredAt?: string;
+  occurredAt: string;
   /** Organization (`org_…`). */
-  orgId?: string;
+  orgId: string;
   /** Workspace (`ws_…`). */
-  workspaceId?: string;
+  workspaceId: string;
   /** Type-specific data (see EventService). */
-  data?: Record<string, unknown>;
+  data: Record<string, unknown>;
 }
 
 /** Request of ForkPersona. */
@@ -587,365 +587,365 @@ export interface ForkPersonaRequestBody {
 /** Spec: Invoice (all 12 fields always present; `paidAt` is an RFC 3339 UTC string, or `null` until the invoice is paid). */
 export interface Invoice {
   /** `inv_…`. */
-  invoiceId?: string;
+  invoiceId: string;
   /** The invoice's id at the payment processor (`in_…`). */
-  stripeInvoiceId?: string;
+  stripeInvoiceId: string;
   /** Human-readable, per organization: `<ORG SLUG PREFIX>-<sequence>` (e.g. `ACME-0003`). */
-  number?: string;
+  number: string;
   /** `draft`, `open`, `paid`, `uncollectible`, `void`. */
-  status?: "draft" | "open" | "paid" | "uncollectible" | "void";
+  status: "draft" | "open" | "paid" | "uncollectible" | "void";
   /** ISO 4217, lower case. */
-  currency?: string;
+  currency: string;
   /** Minor units: a whole number in a double (exact up to 2^53), so that JSON carries the spec's `number` whatever the sum reaches. */
-  amountDueMinor?: number;
+  amountDueMinor: number;
   /** Minor units (a whole number, as `amountDueMinor`). */
-  amountPaidMinor?: number;
+  amountPaidMinor: number;
   /** The service period. */
-  periodStart?: string;
+  periodStart: string;
   /** See `periodStart`. */
-  periodEnd?: string;
+  periodEnd: string;
   /** When payment is due. */
-  dueDate?: string;
+  dueDate: string;
   /** When it was paid (RFC 3339, UTC); `null` until then (present, as every not-yet timestamp: README, Contract decisions). */
-  paidAt?: string | null;
+  paidAt: string | null;
   /** The lines (at least one). */
-  lineItems?: InvoiceLineItem[];
+  lineItems: InvoiceLineItem[];
 }
 
 /** One line of an invoice. */
 export interface InvoiceLineItem {
   /** What it is for ("Pro plan", "Proration: Free → Team"). */
-  description?: string;
+  description: string;
   /** How many units (0 to 2^31−1; saturated beyond). */
-  quantity?: number;
+  quantity: number;
   /** Price of one unit, minor units (negative for credits). Invoice amounts are doubles holding whole numbers (exact up to 2^53), so that JSON carries numbers whatever the sums reach. */
-  unitAmountMinor?: number;
+  unitAmountMinor: number;
   /** quantity × unit amount, minor units (a whole number, as above). */
-  amountMinor?: number;
+  amountMinor: number;
   /** The service period it covers. */
-  periodStart?: string;
+  periodStart: string;
   /** See `periodStart`. */
-  periodEnd?: string;
+  periodEnd: string;
   /** A proration (or a credit of one). */
-  proration?: boolean;
+  proration: boolean;
 }
 
 /** One persona in a fork tree. */
 export interface LineageNode {
   /** Persona id. */
-  personaId?: string;
+  personaId: string;
   /** Slug. */
-  slug?: string;
+  slug: string;
   /** State. */
-  state?: "active" | "flagged" | "archived" | "deleted";
+  state: "active" | "flagged" | "archived" | "deleted";
   /** Current version. */
-  version?: number;
+  version: number;
   /** Ordinal among its parent's forks; 0 for the root. */
-  forkOrdinal?: number;
+  forkOrdinal: number;
   /** The fork note given when it was created, if any. */
-  forkNote?: string;
+  forkNote: string;
   /** Its versions with their refine notes, oldest first. */
-  versions?: LineageVersion[];
+  versions: LineageVersion[];
   /** Its forks, by ordinal. */
-  children?: LineageNode[];
+  children: LineageNode[];
 }
 
 /** One version of a persona in the lineage. */
 export interface LineageVersion {
   /** Version number. */
-  version?: number;
+  version: number;
   /** `create`, `refine`, `regenerate`, `fork` or `import`. */
-  kind?: "create" | "refine" | "regenerate" | "fork" | "import";
+  kind: "create" | "refine" | "regenerate" | "fork" | "import";
   /** The note given, if any. */
-  note?: string;
+  note: string;
   /** The refine instruction, if any. */
-  instruction?: string;
+  instruction: string;
   /** When it was made. */
-  createdAt?: string;
+  createdAt: string;
 }
 
 /** Response of ListApiKeys. */
 export interface ListApiKeysResponse {
   /** The keys, newest first. */
-  items?: ApiKey[];
+  items: ApiKey[];
   /** Cursor of the next page; empty on the last page. */
-  nextCursor?: string;
+  nextCursor: string;
 }
 
 /** Response of ListAuditEvents. */
 export interface ListAuditEventsResponse {
   /** The events, newest first. */
-  items?: AuditEvent[];
+  items: AuditEvent[];
   /** Cursor of the next page; empty on the last page. */
-  nextCursor?: string;
+  nextCursor: string;
 }
 
 /** Response of ListChatMessages. */
 export interface ListChatMessagesResponse {
   /** The messages, oldest first. */
-  items?: ChatMessage[];
+  items: ChatMessage[];
   /** Cursor of the next page; empty on the last page. */
-  nextCursor?: string;
+  nextCursor: string;
 }
 
 /** Response of ListChatSessions. */
 export interface ListChatSessionsResponse {
   /** The sessions, newest first. */
-  items?: ChatSession[];
+  items: ChatSession[];
   /** Cursor of the next page; empty on the last page. */
-  nextCursor?: string;
+  nextCursor: string;
 }
 
 /** Response of ListConfigItems. */
 export interface ListConfigItemsResponse {
   /** The declared keys (matching `prefix`), sorted by key. */
-  items?: ConfigItem[];
+  items: ConfigItem[];
   /** Cursor of the next page; empty on the last page. */
-  nextCursor?: string;
+  nextCursor: string;
 }
 
 /** Response of ListEvents. */
 export interface ListEventsResponse {
   /** The events, newest first. */
-  items?: Event[];
+  items: Event[];
   /** Cursor of the next page; empty on the last page. */
-  nextCursor?: string;
+  nextCursor: string;
 }
 
 /** Response of ListInvoices. */
 export interface ListInvoicesResponse {
   /** The invoices, newest first. */
-  items?: Invoice[];
+  items: Invoice[];
   /** Cursor of the next page; empty on the last page. */
-  nextCursor?: string;
+  nextCursor: string;
 }
 
 /** Response of ListListings. */
 export interface ListListingsResponse {
   /** The listings, newest first. */
-  items?: Listing[];
+  items: Listing[];
   /** Cursor of the next page; empty on the last page. */
-  nextCursor?: string;
+  nextCursor: string;
 }
 
 /** Response of ListModels. */
 export interface ListModelsResponse {
   /** Always `list`. */
-  object?: string;
+  object: string;
   /** The models. */
-  data?: Model[];
+  data: Model[];
 }
 
 /** Response of ListModerationQueue. */
 export interface ListModerationQueueResponse {
   /** The items, oldest first. */
-  items?: ModerationReview[];
+  items: ModerationReview[];
   /** Cursor of the next page; empty on the last page. */
-  nextCursor?: string;
+  nextCursor: string;
 }
 
 /** Response of ListPersonas. */
 export interface ListPersonasResponse {
   /** The personas, newest first. */
-  items?: Persona[];
+  items: Persona[];
   /** Cursor of the next page; empty on the last page. */
-  nextCursor?: string;
+  nextCursor: string;
 }
 
 /** Response of ListPortraits. */
 export interface ListPortraitsResponse {
   /** The portraits, newest first. */
-  items?: Portrait[];
+  items: Portrait[];
   /** Cursor of the next page; empty on the last page. */
-  nextCursor?: string;
+  nextCursor: string;
 }
 
 /** Response of ListPrivacyExports. */
 export interface ListPrivacyExportsResponse {
   /** The exports, newest first. */
-  items?: PrivacyExport[];
+  items: PrivacyExport[];
   /** Cursor of the next page; empty on the last page. */
-  nextCursor?: string;
+  nextCursor: string;
 }
 
 /** Response of ListScimTokens. */
 export interface ListScimTokensResponse {
   /** The tokens, newest first. */
-  items?: ScimToken[];
+  items: ScimToken[];
   /** Cursor of the next page; empty on the last page. */
-  nextCursor?: string;
+  nextCursor: string;
 }
 
 /** Response of ListWebhookDeliveries. */
 export interface ListWebhookDeliveriesResponse {
   /** The deliveries, newest first. */
-  items?: WebhookDelivery[];
+  items: WebhookDelivery[];
   /** Cursor of the next page; empty on the last page. */
-  nextCursor?: string;
+  nextCursor: string;
 }
 
 /** Response of ListWebhookEndpoints (spec: Webhook endpoint list page). */
 export interface ListWebhookEndpointsResponse {
   /** The endpoints, newest first. */
-  items?: WebhookEndpoint[];
+  items: WebhookEndpoint[];
   /** Cursor of the next page; empty on the last page. */
-  nextCursor?: string;
+  nextCursor: string;
 }
 
 /** A persona offered on the marketplace. */
 export interface Listing {
   /** `lst_…`. */
-  id?: string;
+  id: string;
   /** The listed persona (of the seller's workspace). */
-  personaId?: string;
+  personaId: string;
   /** Title. */
-  title?: string;
+  title: string;
   /** Description. */
-  description?: string;
+  description: string;
   /** Audience tags (lower case). */
-  audienceTags?: string[];
+  audienceTags: string[];
   /** Price, minor units (0 to 100,000,000, as CreateListingRequest allows). */
-  priceMinor?: number;
+  priceMinor: number;
   /** ISO 4217, lower case. */
-  currency?: string;
+  currency: string;
   /** `pending_review`, `published`, `rejected`, `unpublished`. */
-  status?: "pending_review" | "published" | "rejected" | "unpublished";
+  status: "pending_review" | "published" | "rejected" | "unpublished";
   /** Why the review rejected it (the moderation categories); empty otherwise. */
-  rejectionReason?: string;
+  rejectionReason: string;
   /** Whether the caller's organization owns it. */
-  mine?: boolean;
+  mine: boolean;
   /** When it was created. */
-  createdAt?: string;
+  createdAt: string;
   /** When it last changed. */
-  updatedAt?: string;
+  updatedAt: string;
   /** When it was last published (RFC 3339); `null` before. */
-  publishedAt?: string | null;
+  publishedAt: string | null;
 }
 
 /** A persona as a model. */
 export interface Model {
   /** `persona://<persona uuid>`. */
-  id?: string;
+  id: string;
   /** Always `model`. */
-  object?: string;
+  object: string;
   /** Creation time of the persona, Unix seconds. */
-  created?: number;
+  created: number;
   /** The organization that owns it (`org_…`). */
-  owned_by?: string;
+  owned_by: string;
 }
 
 /** A review item. */
 export interface ModerationReview {
   /** `mod_…`. */
-  id?: string;
+  id: string;
   /** The organization of the subject. */
-  orgId?: string;
+  orgId: string;
   /** Its workspace. */
-  workspaceId?: string;
+  workspaceId: string;
   /** Where the verdict was given: `input_intent`, `output_content`, `impersonation`, `pii`. */
-  stage?: string;
+  stage: string;
   /** What was moderated: `persona_intent`, `chat_message`, `portrait_prompt`, `portrait_instruction`, `marketplace_listing`, ... */
-  subjectType?: string;
+  subjectType: string;
   /** Its id. */
-  subjectId?: string;
+  subjectId: string;
   /** The flagged categories. */
-  categories?: string[];
+  categories: string[];
   /** Score per category. */
-  scores?: Record<string, unknown>;
+  scores: Record<string, unknown>;
   /** The text, cut at 500 characters. */
-  excerpt?: string;
+  excerpt: string;
   /** `pending`, `claimed`, `resolved`. */
-  status?: "pending" | "claimed" | "resolved";
+  status: "pending" | "claimed" | "resolved";
   /** The administrator (user id) holding the claim. */
-  claimedBy?: string;
+  claimedBy: string;
   /** When the claim lapses (RFC 3339); `null` while unclaimed. */
-  claimExpiresAt?: string | null;
+  claimExpiresAt: string | null;
   /** `approve` or `reject` once resolved; empty before. */
-  decision?: "" | "approve" | "reject";
+  decision: "" | "approve" | "reject";
   /** The resolver's note. */
-  note?: string;
+  note: string;
   /** Who resolved it (user id). */
-  resolvedBy?: string;
+  resolvedBy: string;
   /** When (RFC 3339); `null` until resolved. */
-  resolvedAt?: string | null;
+  resolvedAt: string | null;
   /** When the verdict was given. */
-  createdAt?: string;
+  createdAt: string;
 }
 
 /** An organization (the spec's eight fields; all always present). */
 export interface Organization {
   /** Organization id: a prefixed cuid2, `org_<cuid2>`. */
-  id?: string;
+  id: string;
   /** URL-safe unique name. */
-  slug?: string;
+  slug: string;
   /** Display name. */
-  name?: string;
+  name: string;
   /** Data region: `us` or `eu`. */
-  region?: string;
+  region: string;
   /** When true, the organization's data may not leave `region`. */
-  dataResidencyLocked?: boolean;
+  dataResidencyLocked: boolean;
   /** Creation time (RFC 3339, UTC). */
-  createdAt?: string;
+  createdAt: string;
   /** The user holding the Owner role (`usr_<cuid2>`). */
-  ownerUserId?: string;
+  ownerUserId: string;
   /** Number of workspaces in the organization. */
-  workspacesCount?: number;
+  workspacesCount: number;
 }
 
 /** A persona. */
 export interface Persona {
   /** Persona id (a uuid). */
-  id?: string;
+  id: string;
   /** Organization (`org_…`). */
-  orgId?: string;
+  orgId: string;
   /** Workspace (`ws_…`). */
-  workspaceId?: string;
+  workspaceId: string;
   /** URL-safe name, unique within the workspace (lowercase letters, digits, hyphens; 1–64 characters). */
-  slug?: string;
+  slug: string;
   /** Display name (the soul's name unless set). */
-  displayName?: string;
+  displayName: string;
   /** `private` (default; the workspace only), `org` or `public`. */
-  visibility?: string;
+  visibility: string;
   /** Free-form metadata of the caller (at most 16 KiB as JSON). */
-  metadata?: Record<string, unknown>;
+  metadata: Record<string, unknown>;
   /** The intent given at creation. */
-  intent?: string;
+  intent: string;
   /** The persona's soul. */
-  soul?: Soul;
+  soul: Soul;
   /** `active`, `flagged`, `archived` or `deleted` (see PersonaService). */
-  state?: "active" | "flagged" | "archived" | "deleted";
+  state: "active" | "flagged" | "archived" | "deleted";
   /** Version, starting at 1; each refine or regenerate adds one. */
-  version?: number;
+  version: number;
   /** The persona this one was forked from; empty for a root. */
-  parentId?: string;
+  parentId: string;
   /** The root of its fork tree (itself for a root). */
-  rootId?: string;
+  rootId: string;
   /** Ordinal among its parent's forks (1, 2, …); 0 for a root. */
-  forkOrdinal?: number;
+  forkOrdinal: number;
   /** Latest audit score in [0, 1]; absent before the first audit. */
   auditScore?: number;
   /** Why the persona is flagged, when it is. */
-  flaggedReason?: string;
+  flaggedReason: string;
   /** The generation run that produced the current version. */
-  lastRunId?: string;
+  lastRunId: string;
   /** Creation time. */
-  createdAt?: string;
+  createdAt: string;
   /** Last change. */
-  updatedAt?: string;
+  updatedAt: string;
   /** When it was soft-deleted (RFC 3339); `null` otherwise. */
-  deletedAt?: string | null;
+  deletedAt: string | null;
   /** When a soft-deleted persona is purged for good (RFC 3339); `null` otherwise. */
-  purgeAt?: string | null;
+  purgeAt: string | null;
   /** When it was archived (RFC 3339); `null` otherwise. */
-  archivedAt?: string | null;
+  archivedAt: string | null;
 }
 
 /** A fork tree. */
 export interface PersonaLineage {
   /** The root node. */
-  root?: LineageNode;
+  root: LineageNode;
   /** Number of personas in the tree. */
-  size?: number;
+  size: number;
 }
 
 /** Request of PingWebhookEndpoint. */
@@ -954,47 +954,47 @@ export type PingWebhookEndpointRequestBody = Record<string, unknown>;
 /** Response of PingWebhookEndpoint. */
 export interface PingWebhookEndpointResponse {
   /** Id of the `webhook.endpoint.test_ping` event (`evt_…`). */
-  eventId?: string;
+  eventId: string;
 }
 
 /** A portrait of a persona. */
 export interface Portrait {
   /** The portrait's uuid. */
-  id?: string;
+  id: string;
   /** The persona's uuid. */
-  personaId?: string;
+  personaId: string;
   /** The conversation chain: the id of the generation that started it. */
-  conversationId?: string;
+  conversationId: string;
   /** The portrait this one was edited from; empty for a generation. */
-  parentPortraitId?: string;
+  parentPortraitId: string;
   /** The edit instruction; empty for a generation. */
-  instruction?: string;
+  instruction: string;
   /** The generation's prompt; empty for an edit. */
-  prompt?: string;
+  prompt: string;
   /** The generation's style. */
-  style?: string;
+  style: string;
   /** `pending`, `generating`, `generated`, `approved`, `rejected`, `failed`. */
-  status?: "pending" | "generating" | "generated" | "approved" | "rejected" | "failed";
+  status: "pending" | "generating" | "generated" | "approved" | "rejected" | "failed";
   /** Whether this is the persona's canonical portrait. */
-  canonical?: boolean;
+  canonical: boolean;
   /** Where the PNG is stored (`<org id>/portraits/<persona id>/<id>.png`). */
-  storageKey?: string;
+  storageKey: string;
   /** A URL that opens the PNG without credentials until `signedUrlExpiresAt` (before the image exists it answers 404). */
-  signedUrl?: string;
+  signedUrl: string;
   /** When `signedUrl` stops working. */
-  signedUrlExpiresAt?: string;
+  signedUrlExpiresAt: string;
   /** The PNG's size in bytes (0 until generated; 0 to 2^31−1, saturated beyond; 32-bit so that JSON carries a number). */
-  size?: number;
+  size: number;
   /** Its width and height in pixels (0 until generated). */
-  width?: number;
+  width: number;
   /** See `width`. */
-  height?: number;
+  height: number;
   /** Why it failed: `provider_error` or `provider_timeout`; empty otherwise. */
-  failureCode?: string;
+  failureCode: string;
   /** When the row was created. */
-  createdAt?: string;
+  createdAt: string;
   /** When it last changed. */
-  updatedAt?: string;
+  updatedAt: string;
 }
 
 /** Spec: Portrait edit result. */
@@ -1015,69 +1015,75 @@ export interface PortraitEditResult {
 export interface PortraitError {
   error: "asset_expired" | "audit_blocked" | "bad_request" | "drift_blocked" | "forbidden" | "headers_too_large" | "idempotency_conflict" | "internal_error" | "method_not_allowed" | "moderation_blocked" | "not_found" | "not_implemented" | "payload_too_large" | "precondition_failed" | "provider_error" | "provider_timeout" | "quota_exceeded" | "rate_limited" | "request_timeout" | "service_unavailable" | "state_conflict" | "unauthorized" | "unsupported_media_type" | "upgrade_required" | "validation_failed";
   message: string;
+  used?: number;
+  limit?: number;
+  pii?: string[];
+  term?: string;
+  scores?: Record<string, unknown>;
+  provider?: string;
   [key: string]: unknown;
 }
 
 /** What an erasure did. */
 export interface PrivacyErasure {
   /** When. */
-  erasedAt?: string;
+  erasedAt: string;
   /** How many of each: `api_keys_revoked`, `memberships_ended`, `users_anonymized`, `personas_scheduled`, `chat_sessions_deleted`, `privacy_exports_deleted`. */
-  counts?: Record<string, unknown>;
+  counts: Record<string, unknown>;
 }
 
 /** A privacy export. */
 export interface PrivacyExport {
   /** `dsr_…`. */
-  id?: string;
+  id: string;
   /** `pending`, `running`, `completed`, `failed`, `expired`. */
-  status?: "pending" | "running" | "completed" | "failed" | "expired";
+  status: "pending" | "running" | "completed" | "failed" | "expired";
   /** A signed URL of the JSON bundle (completed only). */
-  downloadUrl?: string;
+  downloadUrl: string;
   /** When the download stops working (RFC 3339, completed only); `null` before. */
-  expiresAt?: string | null;
+  expiresAt: string | null;
   /** SHA-256 of the bundle's data (completed only), as in its manifest. */
-  sha256?: string;
+  sha256: string;
   /** When it was requested. */
-  createdAt?: string;
+  createdAt: string;
   /** When it was built (RFC 3339); `null` until then. */
-  completedAt?: string | null;
+  completedAt: string | null;
 }
 
 /** One check of a probe. */
 export interface ProbeCheck {
   /** `postgres`, `redis`, `migrations`, `server`. */
-  name?: string;
+  name: string;
   /** Whether it passed. */
-  ok?: boolean;
+  ok: boolean;
   /** What was seen (a version, an error class), never a secret. */
-  detail?: string;
+  detail: string;
 }
 
 /** A probe's answer. */
 export interface ProbeResult {
   /** `ok` (a probe that fails answers an error instead). */
-  status?: "ok";
+  status: "ok";
   /** The checks made (readiness only). */
-  checks?: ProbeCheck[];
+  checks: ProbeCheck[];
 }
 
 /** A listing bought by an organization. */
 export interface Purchase {
   /** `pur_…`. */
-  id?: string;
+  id: string;
   /** The listing. */
-  listingId?: string;
+  listingId: string;
   /** The copy in the buyer's workspace. */
-  personaId?: string;
+  personaId: string;
   /** The buyer's invoice for it. */
-  invoiceId?: string;
+  invoiceId: string;
   /** What was paid, minor units (a listing's price: 0 to 100,000,000). */
-  amountMinor?: number;
+  amountMinor: number;
   /** ISO 4217, lower case. */
-  currency?: string;
+  currency: string;
   /** When it was bought. */
-  createdAt?: string;
+  createdAt: string;
 }
 
 /** Request of PurchaseListing. */
@@ -1129,21 +1135,21 @@ export type RotateWebhookSecretsRequest = Record<string, unknown>;
 /** Response of RotateWebhookSecrets. */
 export interface RotateWebhookSecretsResponse {
   /** One entry per endpoint, in id order. */
-  results?: WebhookSecretRotationResult[];
+  results: WebhookSecretRotationResult[];
   /** Endpoints rotated by this call. */
-  rotatedCount?: number;
+  rotatedCount: number;
   /** The maximum age applied, seconds (0 to 2^31−1, about 68 years: the setting refuses more; 32-bit so that JSON carries a number). */
-  maxAgeSeconds?: number;
+  maxAgeSeconds: number;
   /** The grace given to previous secrets, seconds (0 to 2^31−1, as above). */
-  secretRotationGraceSeconds?: number;
+  secretRotationGraceSeconds: number;
 }
 
 /** One example exchange. */
 export interface SampleDialogue {
   /** What the user says. */
-  user?: string;
+  user: string;
   /** What the persona answers. */
-  persona?: string;
+  persona: string;
 }
 
 /** SCIM's error schema (RFC 7644 §3.12); 422 answers carry the envelope's `error` too. */
@@ -1158,15 +1164,15 @@ export interface ScimError {
 /** A SCIM token as callers see it (never its secret). */
 export interface ScimToken {
   /** Token id, `key_<cuid2>` (not a credential). */
-  id?: string;
+  id: string;
   /** Name given at creation (e.g. "Okta"). */
-  name?: string;
+  name: string;
   /** The first characters of the secret, to recognise it. */
-  prefix?: string;
+  prefix: string;
   /** Creation time. */
-  createdAt?: string;
+  createdAt: string;
   /** Revocation time (RFC 3339); `null` while the token works. */
-  revokedAt?: string | null;
+  revokedAt: string | null;
 }
 
 /** Request of SendChatMessage and StreamChatMessage. */
@@ -1178,11 +1184,11 @@ export interface SendChatMessageRequestBody {
 /** Response of SendChatMessage. */
 export interface SendChatMessageResponse {
   /** The stored user message. */
-  userMessage?: ChatMessage;
+  userMessage: ChatMessage;
   /** The persona's reply. */
-  reply?: ChatMessage;
+  reply: ChatMessage;
   /** The session after the exchange (counters updated). */
-  session?: ChatSession;
+  session: ChatSession;
 }
 
 /** Who the persona is. */
@@ -1206,31 +1212,31 @@ export interface Soul {
 /** What became of a Stripe event. */
 export interface StripeEventReceipt {
   /** Stripe's event id (`evt_…`). */
-  eventId?: string;
+  eventId: string;
   /** Whether it changed an invoice (false: a redelivery, an older event, or a type not used). */
-  applied?: boolean;
+  applied: boolean;
 }
 
 /** An organization's subscription. */
 export interface Subscription {
   /** The organization. */
-  orgId?: string;
+  orgId: string;
   /** `free`, `pro`, `team` or `enterprise`. */
-  plan?: string;
+  plan: string;
   /** `active` (paid up) or `past_due` (the last invoice's payment failed). */
-  status?: "active" | "past_due";
+  status: "active" | "past_due";
   /** The current period. */
-  currentPeriodStart?: string;
+  currentPeriodStart: string;
   /** See `currentPeriodStart`. */
-  currentPeriodEnd?: string;
+  currentPeriodEnd: string;
   /** The subscription ends (falls to `free`) at `currentPeriodEnd`. */
-  cancelAtPeriodEnd?: boolean;
+  cancelAtPeriodEnd: boolean;
   /** The plan's price per period, minor units (0 to 2^31−1: the plan price list's range; 32-bit so that JSON carries a number). */
-  priceMinor?: number;
+  priceMinor: number;
   /** ISO 4217, lower case (`usd`). */
-  currency?: string;
+  currency: string;
   /** Credit (minor units) the next renewal invoice deducts (from downgrades). A sum, so unbounded: a double holding a whole number (exact up to 2^53) so that JSON carries a number. */
-  creditMinor?: number;
+  creditMinor: number;
 }
 
 /** Request of UnpublishListing. */
@@ -1287,117 +1293,117 @@ export interface UpdateWebhookEndpointRequestBody {
 /** The persona's voice for runtime use. */
 export interface VoiceProfile {
   /** Persona id. */
-  personaId?: string;
+  personaId: string;
   /** Persona version the profile belongs to. */
-  version?: number;
+  version: number;
   /** The system prompt to run the persona with. */
-  systemPrompt?: string;
+  systemPrompt: string;
   /** The persona's opening line. */
-  greeting?: string;
+  greeting: string;
   /** Example exchanges in the persona's voice. */
-  sampleDialogues?: SampleDialogue[];
+  sampleDialogues: SampleDialogue[];
   /** Notes on style. */
-  styleNotes?: string;
+  styleNotes: string;
   /** Model that computed the voice fingerprint (the embedding drift detection compares replies with). */
-  fingerprintModel?: string;
+  fingerprintModel: string;
   /** Dimensions of the fingerprint. */
-  fingerprintDimensions?: number;
+  fingerprintDimensions: number;
 }
 
 /** One delivery of one event to one endpoint. */
 export interface WebhookDelivery {
   /** Delivery id, `whd_<cuid2>`. */
-  id?: string;
+  id: string;
   /** The endpoint. */
-  endpointId?: string;
+  endpointId: string;
   /** The event delivered (the envelope's `id`). */
-  eventId?: string;
+  eventId: string;
   /** The event's type. */
-  eventType?: string;
+  eventType: string;
   /** `pending` (due or waiting for a retry), `succeeded` or `dead_lettered`. */
-  status?: "pending" | "succeeded" | "dead_lettered";
+  status: "pending" | "succeeded" | "dead_lettered";
   /** Attempts made so far. */
-  attemptCount?: number;
+  attemptCount: number;
   /** When the next attempt is due, while `pending` (RFC 3339); `null` otherwise. */
-  nextAttemptAt?: string | null;
+  nextAttemptAt: string | null;
   /** When the delivery was created. */
-  createdAt?: string;
+  createdAt: string;
   /** When it succeeded or was dead-lettered (RFC 3339); `null` until then. */
-  completedAt?: string | null;
+  completedAt: string | null;
   /** For a replay: the delivery it replays. */
-  replayOf?: string;
+  replayOf: string;
   /** The attempts, oldest first. */
-  attempts?: WebhookDeliveryAttempt[];
+  attempts: WebhookDeliveryAttempt[];
 }
 
 /** One HTTP attempt of a delivery. */
 export interface WebhookDeliveryAttempt {
   /** 1 for the first attempt. */
-  attempt?: number;
+  attempt: number;
   /** When it was made. */
-  attemptedAt?: string;
+  attemptedAt: string;
   /** HTTP status answered; 0 when there was no answer (timeout, connection error, refused destination). */
-  statusCode?: number;
+  statusCode: number;
   /** Time to the answer (or the failure), milliseconds. */
-  latencyMs?: number;
+  latencyMs: number;
   /** The first 1024 bytes of the answer body (UTF-8, invalid bytes replaced). */
-  responseBody?: string;
+  responseBody: string;
   /** `timeout`, `connection_error`, `destination_refused`, or empty. */
-  error?: string;
+  error: string;
   /** The attempt succeeded (2xx in time). */
-  success?: boolean;
+  success: boolean;
 }
 
 /** A webhook endpoint record. Its secrets are never returned after creation. */
 export interface WebhookEndpoint {
   /** Endpoint id, `whe_<cuid2>`. */
-  id?: string;
+  id: string;
   /** Where deliveries are POSTed. */
-  url?: string;
+  url: string;
   /** Subscribed event types, or `["*"]` for all. */
-  events?: string[];
+  events: string[];
   /** Free text. */
-  description?: string;
+  description: string;
   /** Disabled endpoints receive no events (except test pings). */
-  enabled?: boolean;
+  enabled: boolean;
   /** Workspace (`ws_…`). */
-  workspaceId?: string;
+  workspaceId: string;
   /** Creation time. */
-  createdAt?: string;
+  createdAt: string;
   /** Last change. */
-  updatedAt?: string;
+  updatedAt: string;
   /** When the current secret was made (rotation replaces secrets older than the maximum age, 90 days by default). */
-  secretCreatedAt?: string;
+  secretCreatedAt: string;
   /** While a previous secret is still valid (rotation grace): when it stops being used for signatures (RFC 3339); `null` otherwise. */
-  previousSecretExpiresAt?: string | null;
+  previousSecretExpiresAt: string | null;
   /** Deliveries also carry the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`; see the service comment). */
-  standardWebhooks?: boolean;
+  standardWebhooks: boolean;
 }
 
 /** The signing secrets of an endpoint. */
 export interface WebhookEndpointSecret {
   /** The current secret (`whsec_…`). */
-  secret?: string;
+  secret: string;
   /** When the current secret was created. */
-  secretCreatedAt?: string;
+  secretCreatedAt: string;
   /** The previous secret, still valid (deliveries carry a signature for each); empty when there is none or its grace has ended. */
-  previousSecret?: string;
+  previousSecret: string;
   /** When the previous secret stops being valid (RFC 3339); `null` without one. */
-  previousSecretExpiresAt?: string | null;
+  previousSecretExpiresAt: string | null;
 }
 
 /** The outcome of a rotation cycle for one endpoint. */
 export interface WebhookSecretRotationResult {
   /** Endpoint id (`whe_…`). */
-  endpointId?: string;
+  endpointId: string;
   /** Its organization. */
-  orgId?: string;
+  orgId: string;
   /** `rotated` (the secret was older than the maximum age) or `current` (young enough, unchanged). */
-  outcome?: "rotated" | "current";
+  outcome: "rotated" | "current";
   /** When the (now) current secret was made. */
-  secretCreatedAt?: string;
+  secretCreatedAt: string;
   /** For `rotated`: when the previous secret stops being valid (RFC 3339); `null` otherwise. */
-  previousSecretExpiresAt?: string | null;
+  previousSecretExpiresAt: string | null;
 }
 
 // --- query parameters ---------------------------------------------------------------

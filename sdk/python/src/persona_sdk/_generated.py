@@ -1655,6 +1655,12 @@ class PortraitError(TypedDict, total=False):
 
     error: Literal["asset_expired", "audit_blocked", "bad_request", "drift_blocked", "forbidden", "headers_too_large", "idempotency_conflict", "internal_error", "method_not_allowed", "moderation_blocked", "not_found", "not_implemented", "payload_too_large", "precondition_failed", "provider_error", "provider_timeout", "quota_exceeded", "rate_limited", "request_timeout", "service_unavailable", "state_conflict", "unauthorized", "unsupported_media_type", "upgrade_required", "validation_failed"]
     message: str
+    used: float
+    limit: float
+    pii: list[str]
+    term: str
+    scores: dict[str, Any]
+    provider: str
 
 
 class ScimError(TypedDict, total=False):
