@@ -45,6 +45,16 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None =
     return Stack(settings, modules or MODULES, grpc_ports=ports, extra_env=env)
 
 
+def make_stack_beside(stack: Stack, data_dir: pathlib.Path, **extra_env) -> Stack:
+    """A second stack of its own processes on `stack`'s PostgreSQL and Redis."""
+    import pytest
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DATABASE_URL", stack.database_url)
+        mp.setenv("REDIS_URL", stack.redis_url)
+        return make_stack(data_dir, **extra_env)
+
+
 @contextlib.contextmanager
 def running(stack: Stack):
     """Start a stack for the duration of a fixture; stop it even if start failed half-way."""

@@ -13,7 +13,17 @@ import time
 
 import pytest
 from persona_service.kernel.stack import StackError, free_port
-from support import CLI, JWT_SECRET, ROOT, assert_envelope, bootstrap, cli_env, make_stack, run_cli, running
+from support import (
+    CLI,
+    JWT_SECRET,
+    ROOT,
+    assert_envelope,
+    bootstrap,
+    cli_env,
+    make_stack_beside,
+    run_cli,
+    running,
+)
 
 
 @pytest.fixture(scope="module")
@@ -260,10 +270,7 @@ def test_a_bad_setting_is_one_line_naming_it(tmp_path, command, name, value, rea
 
 
 def test_a_server_with_a_bad_setting_exits_and_the_stack_says_so(stack, tmp_path):
-    with pytest.MonkeyPatch.context() as mp:  # the session's PostgreSQL and Redis
-        mp.setenv("DATABASE_URL", stack.database_url)
-        mp.setenv("REDIS_URL", stack.redis_url)
-        bad = make_stack(tmp_path / "data", PERSONA_GRPC_WORKERS="many")
+    bad = make_stack_beside(stack, tmp_path / "data", PERSONA_GRPC_WORKERS="many")
     with pytest.raises(StackError, match=r"gRPC server exited \(2\)"):
         with running(bad):
             pass

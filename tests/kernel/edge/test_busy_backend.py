@@ -11,16 +11,13 @@ import time
 import httpx
 import pytest
 from sqlalchemy import text
-from support import make_stack, running
+from support import make_stack_beside, running
 
 
 @pytest.fixture(scope="module")
 def one_thread(stack, tmp_path_factory):
     """One server process with a single unary thread, on the session's PostgreSQL and Redis."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DATABASE_URL", stack.database_url)
-        mp.setenv("REDIS_URL", stack.redis_url)
-        busy = make_stack(tmp_path_factory.mktemp("busy"), PERSONA_GRPC_WORKERS="1")
+    busy = make_stack_beside(stack, tmp_path_factory.mktemp("busy"), PERSONA_GRPC_WORKERS="1")
     with running(busy):
         yield busy
 

@@ -17,7 +17,7 @@ from persona_service.kernel import ids
 from persona_service.kernel.limits.plans import ANONYMOUS_PER_MINUTE, PLAN_LIMITS, override_maximum
 from persona_service.kernel.principal import SCOPES
 from persona_service.orgs.repository import OrgRepository
-from support import assert_envelope, make_stack, running
+from support import assert_envelope, make_stack, make_stack_beside, running
 
 RPM = "/v1/config/api.rate_limit.requests_per_minute"
 RPD = "/v1/config/api.rate_limit.requests_per_day"
@@ -247,10 +247,7 @@ def test_overrides_above_the_operators_ceiling_are_refused_naming_the_maximum(ht
 @pytest.fixture(scope="module")
 def low_ceiling(stack, tmp_path_factory):
     """A stack whose operator allows twice the Enterprise limits, on the session's PostgreSQL and Redis."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DATABASE_URL", stack.database_url)
-        mp.setenv("REDIS_URL", stack.redis_url)
-        low = make_stack(tmp_path_factory.mktemp("ceiling"), PERSONA_LIMIT_OVERRIDE_CEILING="2")
+    low = make_stack_beside(stack, tmp_path_factory.mktemp("ceiling"), PERSONA_LIMIT_OVERRIDE_CEILING="2")
     with running(low):
         yield low
 
