@@ -50,6 +50,7 @@ def test_a_quiet_organization_gets_the_next_free_worker_ahead_of_a_busy_ones_que
                 queued = [pool.submit(http.get, "/v1/webhooks", headers=busy.auth) for _ in range(WORKERS)]
                 time.sleep(0.3)  # they reach the server first
                 quiet_call = pool.submit(http.get, f"/v1/orgs/{quiet.org_id}", headers=quiet.auth)
+                time.sleep(0.5)  # it reaches the server's gate too (CI once freed the workers before it arrived)
             # Workers come free one by one; the quiet call gets one of them while the busy queue still waits.
             assert quiet_call.result(timeout=10).status_code == 200
             assert not all(f.done() for f in queued)
