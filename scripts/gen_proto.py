@@ -1,4 +1,5 @@
-"""Generate gen/ from proto/: Python messages, stubs and type hints, the
+"""Generate gen/ from proto/: Python messages, stubs and type hints (mypy-protobuf's,
+for messages and services), the
 descriptor set Envoy's transcoder and the server's policy lookup read, and
 the OpenAPI document of the HTTP/JSON edge (scripts/gen_openapi.py).
 
@@ -6,8 +7,8 @@ Run: python scripts/gen_proto.py           (writes gen/)
      python scripts/gen_proto.py --check   (fails if gen/ differs from proto/)
 
 The output depends only on proto/, the vendored google protos in
-third_party/googleapis/ and the pinned grpcio-tools (which ships the
-well-known types), never on the network.
+third_party/googleapis/, the pinned grpcio-tools (which ships the
+well-known types) and the pinned mypy-protobuf, never on the network.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ GEN = ROOT / "gen"
 # google/api and google/rpc, vendored (third_party/googleapis/README.md).
 GOOGLEAPIS = ROOT / "third_party" / "googleapis"
 WELL_KNOWN = pathlib.Path(protoc.__file__).resolve().parent / "_proto"
+# mypy-protobuf's protoc plugins, installed beside this interpreter (the dev extras).
+PLUGINS = pathlib.Path(sys.executable).parent
 
 
 def generate(out: pathlib.Path) -> None:
@@ -41,8 +44,11 @@ def generate(out: pathlib.Path) -> None:
         f"-I{GOOGLEAPIS}",
         f"-I{WELL_KNOWN}",
         f"--python_out={py_out}",
-        f"--pyi_out={py_out}",
         f"--grpc_python_out={py_out}",
+        f"--plugin=protoc-gen-mypy={PLUGINS / 'protoc-gen-mypy'}",
+        f"--plugin=protoc-gen-mypy_grpc={PLUGINS / 'protoc-gen-mypy_grpc'}",
+        f"--mypy_out=quiet:{py_out}",
+        f"--mypy_grpc_out=quiet:{py_out}",
         "--include_imports",
         f"--descriptor_set_out={out / 'descriptor.binpb'}",
         *sources,

@@ -5,11 +5,29 @@ from the Alembic migrations the stack applies. Helpers live in support.py."""
 
 from __future__ import annotations
 
+import pathlib
+
 import grpc
 import httpx
 import pytest
 from persona_service.kernel.auth import Authenticator, CredentialCache
 from support import JWT_SECRET, Stack, Tenant, TenantFactory, client_for, engine_for, make_stack, running
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """For `make pytest`'s workers (pytest-xdist, `--dist loadgroup`): a file's
+    tests run on one worker, and so do a folder's whose conftest.py holds a
+    session- or package-scoped fixture (a second stack, a browser, a seeded
+    database), so each module- and folder-wide fixture starts once, not once
+    a worker. Every worker is a session of its own: its own stack, ports from
+    free_port and a basetemp subfolder."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    root = pathlib.Path(__file__).parent.relative_to(config.rootpath).as_posix()
+    for item in items:
+        shared = [d.baseid for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs
+                  if d.scope in ("session", "package") and d.baseid not in ("", root)]
+        item.add_marker(pytest.mark.xdist_group(max(shared, key=len) if shared else item.nodeid.split("::")[0]))
 
 
 @pytest.fixture(scope="session")

@@ -1,12 +1,12 @@
 """The layout's rules, checked on the source.
 
 Import contracts (`.importlinter`, run by `lint-imports`): the kernel
-imports no domain, domains reach each other only through a declared public
-surface, services and repositories know nothing of gRPC, servicers nothing
+imports no domain, domains reach each other only through their public
+surface (`<domain>/api.py`), services and repositories know nothing of gRPC, servicers nothing
 of SQLAlchemy. AST rules here check what imports cannot show: SQL is built
 only in repositories and tables, services never commit or open transactions,
-a domain names no other domain's tables in SQL, the kernel names no domain,
-rows cross layers as typed records. `test_each_planted_violation_fails`
+a domain names no other domain's tables in SQL (nor in its migrations), the
+kernel names no domain, rows cross layers as typed records. `test_each_planted_violation_fails`
 plants each kind of violation in a copy of the package and expects the
 check to fail, so none of these can pass vacuously.
 """
@@ -81,7 +81,12 @@ def _strings(tree: ast.Module) -> Iterator[ast.Constant]:
 
 def _is_sql_home(path: pathlib.Path) -> bool:
     return path.name in ("repository.py", "tables.py") or path.name.endswith("_repository.py") \
-        or path.parts[:2] == ("kernel", "db")
+        or path.parts[:2] == ("kernel", "db") or _is_migration(path)
+
+
+def _is_migration(path: pathlib.Path) -> bool:
+    """A revision in a module's own migrations (`<domain>/migrations/`)."""
+    return len(path.parts) == 3 and path.parts[1] == "migrations"
 
 
 # Statements as SQL text (keywords in capitals, as this code base writes them).
@@ -159,6 +164,49 @@ def other_domains_tables(root: pathlib.Path) -> list[str]:
                 if owners.get(table, path.parts[0]) != path.parts[0]:
                     offenders.append(f"{path}:{node.lineno} names {owners[table]}'s table {table}")
     return offenders
+
+
+# Tables a migration touches: named as a string of their own (op.create_table,
+# op.add_column...) or in SQL text.
+MIGRATED_TABLE = re.compile(r"^(\w+)$|\b(?:FROM|JOIN|INTO|UPDATE|TABLE|TRUNCATE|ON)\s+(\w+)")
+
+
+def _migrated_tables(tree: ast.Module, owners: dict[str, str]) -> Iterator[tuple[int, str]]:
+    for node in _strings(tree):
+        for match in MIGRATED_TABLE.finditer(node.value):
+            table = match.group(1) or match.group(2)
+            if table in owners:
+                yield node.lineno, table
+
+
+def migrations_touching_other_modules_tables(root: pathlib.Path) -> list[str]:
+    """A module's migrations create and change only its own tables (a
+    revision that needs several modules' tables lives in the shared
+    `migrations/versions/`)."""
+    owners = _table_owners(root)
+    return [f"{path}:{line} touches {owners[table]}'s table {table}" for path, tree in _files(root)
+            if _is_migration(path) for line, table in _migrated_tables(tree, owners) if owners[table] != path.parts[0]]
+
+
+def shared_revisions_of_one_module(versions: pathlib.Path, root: pathlib.Path = PACKAGE) -> list[str]:
+    """A revision in the shared `migrations/versions/` touches the kernel's
+    tables or several modules'; one touching a single module's tables
+    belongs in that module's `migrations/`."""
+    owners = _table_owners(root)
+    offenders = []
+    for path in sorted(versions.glob("*.py")):
+        touched = {owners[table] for _, table in _migrated_tables(ast.parse(path.read_text()), owners)}
+        if len(touched) == 1 and touched != {"kernel"}:
+            offenders.append(f"{path.name} touches only {touched.pop()}'s tables: move it to its migrations/")
+    return offenders
+
+
+def test_shared_revisions_touch_the_kernel_or_several_modules(tmp_path):
+    assert shared_revisions_of_one_module(REPO / "migrations" / "versions") == []
+    planted = tmp_path / "0999_planted.py"
+    planted.write_text("from alembic import op\n\n\ndef upgrade():\n    op.drop_column('invoices', 'pdf_key')\n")
+    assert shared_revisions_of_one_module(tmp_path) == ["0999_planted.py touches only billing's tables: move it to "
+                                                        "its migrations/"]
 
 
 def _domains(root: pathlib.Path) -> set[str]:
@@ -259,7 +307,7 @@ def rows_read_by_key(root: pathlib.Path) -> list[str]:
 
 AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     sql_outside_repositories, services_that_commit_or_know_grpc, other_domains_tables, kernel_naming_domains,
-    raw_rows, rows_read_by_key,
+    raw_rows, rows_read_by_key, migrations_touching_other_modules_tables,
 ]
 
 
@@ -276,6 +324,10 @@ PLANTED = [
     ("relative cross-domain repository import", "chat/service.py",
      "from ..personas import repository as _planted\n", lint_imports),
     ("cross-domain servicer import", "chat/service.py", "from persona_service.personas import servicer as _planted\n",
+     lint_imports),
+    ("cross-domain import past the api", "chat/service.py",
+     "from persona_service.personas.directory import PersonaDirectory as _planted\n", lint_imports),
+    ("relative cross-domain service import", "marketplace/service.py", "from ..billing import service as _planted\n",
      lint_imports),
     ("sqlalchemy in a servicer", "chat/servicer.py", "from sqlalchemy import text as _planted\n", lint_imports),
     ("raw SQL in a servicer", "chat/servicer.py",
@@ -294,6 +346,10 @@ PLANTED = [
     ("another domain's tables in SQL", "chat/repository.py", "_PLANTED = 'SELECT id FROM organizations'\n",
      other_domains_tables),
     ("the kernel names a domain", "kernel/principal.py", "_PLANTED = 'scim:provision'\n", kernel_naming_domains),
+    ("a module's migration touching another's table", "billing/migrations/0009_billing_processor.py",
+     "def _planted():\n    op.drop_column('users', 'name')\n", migrations_touching_other_modules_tables),
+    ("another module's table in a migration's SQL", "webhooks/migrations/0013_standard_webhooks.py",
+     "def _planted():\n    op.execute('UPDATE personas SET slug = slug')\n", migrations_touching_other_modules_tables),
     ("a raw row returned", "chat/repository.py", "def _planted(conn, stmt):\n    return conn.execute(stmt).mappings().all()\n",
      raw_rows),
 ]

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pydantic_settings import BaseSettings
 
     from persona_service.kernel.command import Command
+    from persona_service.kernel.settings import Settings
 
 
 def settings_sections() -> tuple:
@@ -38,13 +39,13 @@ def settings_sections() -> tuple:
     return (config.Settings, ProviderSettings, *MODULES.settings_sections)
 
 
-def _settings():
+def _settings() -> Settings:
     from persona_service.kernel import settings as config
 
     return config.load()
 
 
-def cmd_up(args) -> int:
+def cmd_up(args: argparse.Namespace) -> int:
     import signal
     import threading
 
@@ -99,7 +100,7 @@ def _up_arguments(parser: argparse.ArgumentParser) -> None:
                         "delivery; default: each kind's own count)")
 
 
-def cmd_status(args) -> int:
+def cmd_status(args: argparse.Namespace) -> int:
     """The running instance and whether it is ready (`--wait`: until it is)."""
     import json
     import urllib.error
@@ -147,7 +148,7 @@ def _status_arguments(parser: argparse.ArgumentParser) -> None:
                         help="wait up to this long for the instance to start and be ready")
 
 
-def cmd_edge(args) -> int:
+def cmd_edge(args: argparse.Namespace) -> int:
     """Envoy for the server process of this pod or machine (PERSONA_GRPC_PORT on
     127.0.0.1), in the foreground: the container image's sidecar role."""
     from persona_service.kernel.stack import Stack, envoy_command
@@ -169,7 +170,7 @@ def _edge_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true", help="validate the configuration and exit")
 
 
-def cmd_serve(args) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
     from persona_service.kernel.server import serve
     from persona_service.registry import MODULES
 
@@ -177,7 +178,7 @@ def cmd_serve(args) -> int:
     return 0
 
 
-def cmd_migrate(args) -> int:
+def cmd_migrate(args: argparse.Namespace) -> int:
     from persona_service.kernel.db import migrate
     from persona_service.kernel.embedded import database_url
     from persona_service.registry import MODULES
@@ -186,7 +187,7 @@ def cmd_migrate(args) -> int:
     return 0
 
 
-def cmd_settings(args) -> int:
+def cmd_settings(args: argparse.Namespace) -> int:
     from persona_service.kernel import settings as config
 
     print(config.markdown_table(args.settings_sections), end="")

@@ -18,6 +18,7 @@ from webhooks.wh_receiver import Answer
 STEPS = ["moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint"]
 PAGES = ["Personas", "Playground", "API keys", "Webhooks", "Usage", "Billing", "Audit log", "Events"]
 PHONE = {"width": 390, "height": 844}
+WIDE = {"width": 1400, "height": 900}
 REQUEST_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
 
@@ -112,7 +113,7 @@ def test_a_new_persona_streams_its_steps_live(page, engine, tenants, screenshots
     page.get_by_role("link", name="New persona").click()
     page.get_by_label("Intent").fill("A wistful clockmaker who repairs music boxes")
     steps = page.get_by_role("list", name="Generation steps")
-    with personas_locked(engine) as lock:
+    with personas_locked(engine) as lock, page.expect_response(lambda r: "/v1/personas?stream=true" in r.url) as opened:
         page.get_by_role("button", name="Generate").click()
         for step in STEPS:
             expect(steps.locator(f'li[data-step="{step}"].done')).to_contain_text("done in")
@@ -121,6 +122,8 @@ def test_a_new_persona_streams_its_steps_live(page, engine, tenants, screenshots
         shoot(page, screenshots, "persona-streaming")
         lock.rollback()
     expect(steps.locator('li[data-step="end"]')).to_contain_text("completed")
+    # One run, one id: the stream's (X-Run-Id), wherever the steps name it.
+    assert set(re.findall(r"run_\w+", steps.inner_text())) == {opened.value.header_value("x-run-id")}
     page.get_by_role("link", name="Open persona").click()
 
     # The persona's page: soul, voice, lineage, portraits, actions.
@@ -185,6 +188,9 @@ def test_the_playground_streams_a_reply_and_counts_it(page, http, tenants, scree
     reply = page.locator(".msg.assistant").last
     expect(reply.locator(".meta")).to_contain_text("out ·")
     expect(page.locator('[data-counter="Messages"]')).to_have_text("2")
+    # The sessions list shows the exchange just finished (from the reply's stored session), not the one before.
+    current = page.locator(".session-list li").filter(has=page.locator('a[aria-current="page"]'))
+    expect(current).to_contain_text("2 messages")
     final = reply.locator(".content").inner_text()
     seen = page.evaluate("window.seen")
     assert len(set(seen)) > 1 and all(final.startswith(s) for s in seen), seen
@@ -205,6 +211,38 @@ def test_the_playground_streams_a_reply_and_counts_it(page, http, tenants, scree
     expect(page.locator(".msg.assistant.failed .drift")).to_contain_text("Drift blocked")
     expect(page.locator('[data-counter="Messages"]')).to_have_text("2")
     shoot(page, screenshots, "playground-drift")
+
+    # The audit log names a streamed message as it names one sent in one answer, and at
+    # 1400 px its table fits: no column (Who) is scrolled or clipped out of view.
+    page.set_viewport_size(WIDE)
+    go(page, "Audit log")
+    settled(page)
+    log = page.get_by_role("region", name="Audit events")
+    expect(log.get_by_role("row").filter(has_text="chat_session.send").first).to_be_visible()
+    assert "send_chat_message" not in log.inner_text()
+    assert page.evaluate("el => el.scrollWidth - el.clientWidth", log.element_handle()) <= 0
+    right = log.bounding_box()["x"] + log.bounding_box()["width"]
+    for who in log.locator('td[data-label="Who"]').all():
+        assert who.bounding_box()["x"] + who.bounding_box()["width"] <= right
+    shoot(page, screenshots, "audit-wide")
+
+
+def test_a_session_without_a_title_fits_its_card(page, http, tenants):
+    tenant = tenants()
+    persona_id = make_persona(http, tenant)
+    r = http.post("/v1/chat/sessions", json={"personaId": persona_id}, headers=tenant.auth)
+    assert r.status_code == 200, r.text
+    session_id = r.json()["sessionId"]
+    sign_in(page, tenant.api_key)
+    page.goto(f"/dashboard#/playground/{persona_id}/{session_id}")
+    card = page.locator(".sessions")
+    link = card.get_by_role("link", name=session_id)
+    expect(link).to_be_visible()
+    # The id (no title to show instead) wraps inside the card rather than running past its edge.
+    box = card.bounding_box()
+    assert page.evaluate("el => el.scrollWidth - el.clientWidth", card.element_handle()) <= 0
+    for part in page.evaluate("a => [...a.getClientRects()].map((r) => r.right)", link.element_handle()):
+        assert part <= box["x"] + box["width"]
 
 
 def test_a_webhook_endpoint_is_pinged_and_a_delivery_replayed(page, tenants, receiver, screenshots):

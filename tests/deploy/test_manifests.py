@@ -46,12 +46,14 @@ def test_the_manifests_cover_a_scaled_out_deployment():
             ("Service", "persona-service"), ("ConfigMap", "persona-service"), ("Secret", "persona-service")} <= kinds
 
 
-def _containers():
+def _containers(image: str | None = "persona-service"):
+    """The containers of the service's image (`None`: every container, PgBouncer's too)."""
     for name, doc in DOCUMENTS:
         spec = doc.get("spec", {})
         pod = spec.get("template", {}).get("spec") if doc["kind"] in ("Deployment", "Job") else None
         for container in (pod or {}).get("containers", []):
-            yield name, container
+            if image is None or container["image"] == image:
+                yield name, container
 
 
 def test_every_container_runs_a_real_command_as_non_root():
@@ -74,7 +76,7 @@ def test_the_server_pod_is_probed_through_its_edge():
 def test_every_variable_set_is_a_setting():
     known = {name for section in settings_sections() for name in env_names(section)}
     for _, doc in DOCUMENTS:
-        if doc["kind"] in ("ConfigMap", "Secret"):
+        if doc["kind"] in ("ConfigMap", "Secret") and doc["metadata"]["name"].startswith("persona-service"):
             for variable in {**doc.get("data", {}), **doc.get("stringData", {})}:
                 assert variable in known, variable
 
@@ -102,3 +104,32 @@ def test_the_edge_role_renders_a_configuration_envoy_accepts(tmp_path):
     refused = subprocess.run([str(cli), "edge", "--check"], env={**env, "PERSONA_EDGE_SECRET": ""},
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "PERSONA_EDGE_SECRET" in refused.stderr
+
+
+def _doc(kind: str, name: str) -> dict:
+    return next(doc for _, doc in DOCUMENTS if doc["kind"] == kind and doc["metadata"]["name"] == name)
+
+
+def test_the_manifests_match_the_tested_topology():
+    """What scripts/topology.py ran (tests/topology): servers through PgBouncer in transaction
+    mode, the migrations and workers straight to PostgreSQL, and a drain that fits the pod's
+    grace period: /readyz fails for longer than the probe takes to notice, the edge outlives
+    the server's drain, and the kubelet waits for drain, calls in flight and runs."""
+    config = _doc("ConfigMap", "persona-service")["data"]
+    drain, grace = float(config["PERSONA_DRAIN_SECONDS"]), float(config["PERSONA_SHUTDOWN_GRACE_SECONDS"])
+    pod = _doc("Deployment", "persona-server")["spec"]["template"]["spec"]
+    edge = next(c for c in pod["containers"] if c["name"] == "edge")
+    probe = edge["readinessProbe"]
+    assert drain > probe["periodSeconds"] * probe["failureThreshold"]
+    assert float(edge["lifecycle"]["preStop"]["exec"]["command"][1]) >= drain + grace
+    assert pod["terminationGracePeriodSeconds"] >= drain + grace + 5 + 5  # runs finish within 5 s (Runs.close)
+
+    pooled = _doc("Secret", "persona-service")["stringData"]["DATABASE_URL"]
+    direct = _doc("Secret", "persona-service-direct")["stringData"]["DATABASE_URL"]
+    assert "@pgbouncer:" in pooled and "@pgbouncer:" not in direct
+    for kind, name in (("Job", "persona-service-migrate"), ("Deployment", "persona-worker")):
+        (container,) = _doc(kind, name)["spec"]["template"]["spec"]["containers"]
+        assert container["envFrom"][-1] == {"secretRef": {"name": "persona-service-direct"}}, name
+    ini = _doc("ConfigMap", "pgbouncer")["data"]["pgbouncer.ini"]
+    assert "pool_mode = transaction" in ini
+    assert ("max_prepared_statements" in ini) == (config["PERSONA_DB_PREPARED_STATEMENTS"] == "true")

@@ -199,3 +199,24 @@ def test_tenant_isolation(http, tenants, org, story):
     for request_id in ours:
         assert events(http, other, requestId=request_id) == []
     assert events(http, other, credentialId=story.owner_key_id) == []
+
+
+def test_one_action_has_one_name_whichever_form_ran(http, tenants):
+    """A chat message sent in one answer and one streamed are the same action:
+    the log names both `chat_session.send` (as a persona created either way is
+    `persona.create`), so a filter on the action finds them all."""
+    tenant = tenants()
+    persona = http.post("/v1/personas", json={"intent": "A patient gardener"}, headers=tenant.auth)
+    assert persona.status_code == 200, persona.text
+    session = http.post("/v1/chat/sessions", json={"personaId": persona.json()["id"]}, headers=tenant.auth)
+    assert session.status_code == 200, session.text
+    path = f"/v1/chat/sessions/{session.json()['sessionId']}/messages"
+    unary = http.post(path, json={"content": "Hello"}, headers=tenant.auth)
+    assert unary.status_code == 200, unary.text
+    streamed = http.post(path, params={"stream": "true"}, json={"content": "Hello again"},
+                         headers={**tenant.auth, "Accept": "text/event-stream"})
+    assert streamed.status_code == 200 and "event: end" in streamed.text, streamed.text
+    for answer in (unary, streamed):
+        event = only(events(http, tenant, requestId=answer.headers["x-request-id"]))
+        assert event["action"] == "chat_session.send", event
+    assert len(events(http, tenant, action="chat_session.send")) == 2

@@ -86,7 +86,7 @@ def test_a_caller_waits_for_a_turn_no_longer_than_it_asked_and_its_turn_passes_o
 
 def test_a_run_frame_is_serialized_and_kept_in_a_turn_of_the_process_gate():
     gate, unreachable = FairGate(1), redis.Redis(unix_socket_path="/nonexistent/redis.sock")
-    runs, kept = Runs(unreachable, 1), threading.Event()
+    runs, kept = Runs(unreachable, 1, None, 10), threading.Event()  # type: ignore[arg-type]
     run = Run("run_" + "0" * 32, RunOwner("org_other", "ws_1"), "/test")
     principal = Principal("api_key", "key_1", "org_other", "ws_1", "usr_1", frozenset(), "member", "pro", False)
     fair.install(gate)

@@ -19,7 +19,7 @@ def test_frames_reach_redis_in_order_in_few_round_trips_and_before_the_status(st
         store.start(run)
         for seq in range(1, 201):
             store.append(run.id, seq, f"frame {seq}".encode())
-        store.finish(run.id, "completed")
+        store.finish(run, "completed")
         assert len(round_trips) <= 5  # was one per frame
         assert store.frames(run.id, 0) == [f"frame {seq}".encode() for seq in range(1, 201)]
         assert store.meta(run.id)["status"] == "completed"

@@ -95,7 +95,7 @@ def test_a_task_whose_process_died_is_taken_over(engine, runner_for):
     with engine.begin() as conn:
         task_id = enqueue(conn, kind.name, "org_tasks", "orphan")
         # Claimed by a process that died: running, its lease already over.
-        claimed = TaskRepository(conn).claim([kind.name], lease_seconds=-1)
+        claimed = TaskRepository(conn).claim({kind.name: -1})
         assert claimed is not None and claimed.id == task_id
     runner = runner_for(kind)
     runner.start()
@@ -110,8 +110,8 @@ def test_a_busy_organization_does_not_starve_another(engine):
     with engine.begin() as conn:
         quiet = enqueue(conn, kind.name, "org_quiet", "quiet")
     with engine.begin() as conn:
-        first = TaskRepository(conn).claim([kind.name], 60)
+        first = TaskRepository(conn).claim({kind.name: 60})
     with engine.begin() as conn:
-        second = TaskRepository(conn).claim([kind.name], 60)
+        second = TaskRepository(conn).claim({kind.name: 60})
     # The busy organization has one running now: the quiet one goes next, ahead of older busy tasks.
     assert first.id in busy and second.id == quiet

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import pytest
 from persona_service.kernel.clock import utcnow
+from persona_service.personas.module import purge as purge_job
 from persona_service.personas.service import PersonaService
 from persona_service.providers.local import LocalProvider
 from sqlalchemy import text
@@ -104,3 +105,27 @@ def test_forks_of_a_purged_root_keep_a_readable_lineage(http, engine, org):
     nodes = {n["personaId"]: n for n in walk(lineage["root"])}
     assert fork["id"] in nodes and root["id"] not in nodes
     assert lineage["size"] == len(nodes)
+
+
+def test_the_job_purges_in_batches_everything_due_and_nothing_else(http, engine, org):
+    """The job's purge deletes a batch per transaction until a batch comes
+    back short: every persona due goes, across several batches of at most
+    `batch`; the active ones and a deleted one still in its grace stay."""
+    made = [create(http, org, f"A patient lighthouse keeper, number {i}, who logs every storm") for i in range(7)]
+    for persona in made[:6]:
+        assert http.delete(f"/v1/personas/{persona['id']}", headers=org.auth).status_code == 200
+    later = made[5]["id"]  # deleted later: still in its grace at the purge's time
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE personas SET purge_at = now() + interval '60 days' WHERE id = :p"), {"p": later})
+    now = utcnow() + timedelta(days=31)
+    due = "state = 'deleted' AND purge_at <= :now"
+    with engine.connect() as conn:
+        due_ids = set(conn.execute(text(f"SELECT id FROM personas WHERE {due}"), {"now": now}).scalars())
+        others = set(conn.execute(text(f"SELECT id FROM personas WHERE NOT ({due})"), {"now": now}).scalars())
+    assert {p["id"] for p in made[:5]} <= due_ids and {later, made[6]["id"]} <= others
+
+    batches = purge_job(engine, LocalProvider(), now=now, batch=2)
+    assert sum(batches) == len(due_ids) and len(batches) >= 3, batches
+    assert all(n == 2 for n in batches[:-1]) and batches[-1] < 2, batches
+    with engine.connect() as conn:
+        assert set(conn.execute(text("SELECT id FROM personas")).scalars()) == others

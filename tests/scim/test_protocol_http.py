@@ -108,6 +108,26 @@ def test_filters(scim, people):
         == ["cyd"]
 
 
+def test_sw_is_a_prefix_case_insensitive_for_user_name_only(scim, people):
+    """`sw` is a range on the (lowered) value, not a LIKE: `%` and `_` are
+    plain characters, userName ignores case (caseExact false), externalId
+    does not, and a prefix ending in a character past ASCII bounds it too."""
+    tag, _ = people
+    scim.user(f"{tag}_a%z.one@example.com")
+    scim.user(f"{tag}xa!z.two@example.com")
+    scim.user(f"{tag}é.three@example.com")
+    scim.user(f"{tag}ê.four@example.com")
+
+    def found(expression: str) -> list[str]:
+        return sorted(u["userName"] for u in scim.find("/Users", expression)["Resources"])
+
+    assert found(f'userName sw "{tag.upper()}_A%"') == [f"{tag}_a%z.one@example.com"]
+    assert found(f'userName sw "{tag}É"') == [f"{tag}é.three@example.com"]
+    assert len(found(f'userName sw "{tag}"')) == 4
+    assert _names(scim.find("/Users", f'externalId sw "ext-ada-{tag[:4]}"')) == ["ada"]
+    assert scim.find("/Users", f'externalId sw "EXT-ADA-{tag[:4]}"')["totalResults"] == 0
+
+
 def test_bad_filters_are_400_invalid_filter(scim):
     for bad in ('userName eq', 'nosuch eq "x"', 'userName zz "x"', 'emails.nosuch eq "x"'):
         r = scim.http.get("/v1/auth/scim/v2/Users", params={"filter": bad},

@@ -1,5 +1,6 @@
 """The Python SDK (sdk/python, `persona_sdk`) against the real stack through
-Envoy, no mocks of the service: typed calls and errors, the retry policy
+Envoy, no mocks of the service: calls answering models with snake_case
+attributes, only the public operations (sync and async), typed errors, the retry policy
 (a provider 502 on a stack whose model provider is the OpenAI stub, a 429
 with Retry-After, codes never retried), idempotency keys and replays, both
 pagination styles, chat and persona streams (a connection cut mid-stream is
@@ -11,8 +12,10 @@ that records each exchange and can cut an event stream after N frames."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
+import inspect
 import json
 import pathlib
 import re
@@ -22,12 +25,14 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 
 import httpx
 import pytest
 import redis
 from persona_sdk import (
     APIConnectionError,
+    AsyncPersonaClient,
     IdempotencyConflictError,
     ModerationBlockedError,
     NotFoundError,
@@ -41,6 +46,7 @@ from persona_sdk import (
     WebhookVerificationError,
 )
 from persona_sdk._errors import BY_CODE
+from persona_sdk.types import ChatCompletionChunk, Persona
 from persona_sdk.webhooks import construct_event, verify
 from persona_service.kernel.limits.limiter import RateLimiter
 from persona_service.kernel.limits.plans import PLAN_LIMITS
@@ -130,7 +136,7 @@ def pro(tenants):
 @pytest.fixture(scope="module")
 def persona_id(stack, pro) -> str:
     with PersonaClient(api_key=pro.api_key, base_url=stack.http_url) as client:
-        return client.personas.create(intent="A patient gardener who names every snail")["id"]
+        return client.personas.create(intent="A patient gardener who names every snail").id
 
 
 def _load_generator():
@@ -148,31 +154,51 @@ def _load_generator():
 # --- the generated layer -------------------------------------------------------------
 
 
-def test_generated_module_matches_the_openapi_document(tmp_path, monkeypatch):
+def test_generated_files_match_the_openapi_document(tmp_path):
     run = subprocess.run([sys.executable, "scripts/gen_sdk_python.py", "--check"], cwd=ROOT, capture_output=True,
                          text=True)
     assert run.returncode == 0, run.stderr
-    # Drift is caught: a stale file fails the check with a message.
+    # Drift is caught: an edited file, a missing one and one no longer generated are all stale.
     generator = _load_generator()
-    generator.OUT = tmp_path / "_generated.py"
-    generator.OUT.write_text(generator.generate() + "# edited\n")
-    monkeypatch.setattr(sys, "argv", ["gen_sdk_python.py", "--check"])
-    with pytest.raises(SystemExit) as stopped:
-        generator.main()
-    assert stopped.value.code == 1
+    files = generator.generate()
+    for path, content in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(content)
+    assert generator.stale(files, tmp_path) == []
+    (tmp_path / "types" / "personas.py").write_text(files["types/personas.py"] + "# edited\n")
+    (tmp_path / "resources" / "chat.py").unlink()
+    (tmp_path / "resources" / "dashboard.py").write_text(generator.HEADER + "\n")
+    (tmp_path / "resources" / "hand_written.py").write_text("# not generated\n")
+    assert sorted(generator.stale(files, tmp_path)) == ["resources/chat.py", "resources/dashboard.py",
+                                                        "types/personas.py"]
 
 
-def test_every_operation_has_a_typed_method():
+def test_every_public_operation_has_a_typed_method_sync_and_async():
     generator = _load_generator()
     document = json.loads((ROOT / "gen" / "openapi.json").read_text())
-    client = PersonaClient(api_key="sk_test_unused")
+    client, aclient = PersonaClient(api_key="sk_test_unused"), AsyncPersonaClient(api_key="sk_test_unused")
     operations = generator.Generator(document).operations()
-    assert len(operations) == sum(len(item) for item in document["paths"].values())
     for op in operations:
-        method = getattr(getattr(client, op.resource), op.name)
-        assert method.__doc__ and op.path in method.__doc__, op.op_id
-        if op.page is not None:
-            assert getattr(getattr(client, op.resource), f"{op.name}_iter").__doc__, op.op_id
+        for each in (client, aclient):
+            method = getattr(getattr(each, op.resource), op.name)
+            assert method.__doc__ and op.path in method.__doc__, op.op_id
+            if op.page is not None:
+                assert getattr(getattr(each, op.resource), f"{op.name}_iter").__doc__, op.op_id
+        assert inspect.iscoroutinefunction(getattr(getattr(aclient, op.resource), op.name)), op.op_id
+        assert not inspect.iscoroutinefunction(getattr(getattr(client, op.resource), op.name)), op.op_id
+    # Only what a tenant calls with its credentials: no anonymous surface (dashboard, docs, probes, signed
+    # files, Stripe's webhook), no platform administrators' operation, no SCIM protocol (identity providers').
+    ids = {op.op_id for op in operations}
+    every = {spec["operationId"]: (path, spec) for path, item in document["paths"].items() for spec in item.values()}
+    left_out = set(every) - ids
+    assert {"GetDashboardPage", "GetApiReference", "GetLiveness", "GetMetrics", "GetFile", "ReceiveStripeEvent",
+            "RotateWebhookSecrets", "ListModerationQueue", "CreateScimUser", "DeleteScimUser"} <= left_out
+    for op_id in left_out:
+        path, spec = every[op_id]
+        assert spec["security"] == [] or spec.get("x-platform-admin") or "/scim/v2/" in path, op_id
+    for attribute in ("dashboard", "docs", "probes", "scim", "admin", "files", "moderation"):
+        assert not hasattr(client, attribute) and not hasattr(aclient, attribute), attribute
+    assert {"CreateScimToken", "GetInvoicePdf", "StreamChatCompletion", "EraseMyData"} <= ids
     # The names of scripts/sdk_names.py: the noun of the resource dropped, streams included.
     named = {op.op_id: f"{op.resource}.{op.name}" for op in operations}
     assert named["CreateApiKey"] == "api_keys.create" and named["GetOrganization"] == "organizations.get"
@@ -183,6 +209,7 @@ def test_every_operation_has_a_typed_method():
     assert client.personas.stream_create.__name__ == "stream_create"
     assert client.chat.stream_message.__name__ == "stream_message"
     client.close()
+    asyncio.run(aclient.close())
 
 
 def test_the_typescript_sdk_has_the_same_names_in_camel_case():
@@ -192,7 +219,8 @@ def test_the_typescript_sdk_has_the_same_names_in_camel_case():
     table = (ROOT / "sdk" / "typescript" / "src" / "generated.ts").read_text()
     typescript = {op_id: (resource, method) for op_id, resource, method in
                   re.findall(r'operationId: "(\w+)", resource: "(\w+)", method: "(\w+)"', table)}
-    assert sorted(typescript) == sorted(python)
+    assert set(python) <= set(typescript)
+    typescript = {op_id: names for op_id, names in typescript.items() if op_id in python}
 
     def camel(snake: str) -> str:
         head, *rest = snake.split("_")
@@ -261,9 +289,11 @@ def test_retry_policy_by_code():
 def test_typed_calls_and_errors_with_request_ids(sdk, pro, persona_id):
     client, wire = sdk(pro)
     persona = client.personas.get(persona_id)
-    assert persona["id"] == persona_id and persona["state"] == "active"
+    assert isinstance(persona, Persona) and persona.id == persona_id and persona.state == "active"
+    assert isinstance(persona.created_at, datetime) and persona.soul is not None and persona.soul.name
+    assert persona.display_name == persona.to_dict()["displayName"]
     assert client.last_response is not None and int(client.last_response.headers["x-ratelimit-remaining"]) >= 0
-    assert client.organizations.get(pro.org_id)["id"] == pro.org_id
+    assert client.organizations.get(pro.org_id).id == pro.org_id
 
     missing = str(uuid.uuid4())
     with pytest.raises(NotFoundError) as info:
@@ -306,7 +336,7 @@ def test_idempotency_keys_and_replay(sdk, pro):
     first = client.api_keys.create(name="sdk-replay", scopes=["chat:read"], idempotency_key=key)
     assert client.last_response is not None and "idempotent-replayed" not in client.last_response.headers
     again = client.api_keys.create(name="sdk-replay", scopes=["chat:read"], idempotency_key=key)
-    assert again == first and again["secret"].startswith("sk_")
+    assert again == first and again.secret.startswith("sk_")
     assert client.last_response.headers["idempotent-replayed"] == "true"
 
     # The same key with another payload: 409, never retried.
@@ -374,7 +404,7 @@ def test_rate_limited_honours_retry_after(stack, sdk, tenants):
         timer.join()
     assert wire.statuses == [429, 200]
     assert 1.0 <= waited < 5, waited
-    assert persona["state"] == "active"
+    assert persona.state == "active"
 
 
 @pytest.fixture(scope="module")
@@ -403,7 +433,7 @@ def test_provider_error_is_retried_with_the_same_idempotency_key(provider_stack,
         stub.inject_error(times=4, status=500, path="/moderations")
         started = time.monotonic()
         persona = client.personas.create(intent="A tireless courier who knows every alley in Lisbon")
-        assert persona["state"] == "active"
+        assert persona.state == "active"
         assert wire.statuses == [502, 200]
         assert time.monotonic() - started >= BACKOFF
         keys = [r.headers["idempotency-key"] for r in wire.requests]
@@ -426,15 +456,16 @@ def test_provider_error_is_retried_with_the_same_idempotency_key(provider_stack,
 def test_chat_stream_deltas_and_final_message(sdk, pro, persona_id):
     client, wire = sdk(pro)
     session = client.chat.create_session(persona_id=persona_id)
-    with client.chat.stream_message(session["sessionId"], content="What do you love about jazz?") as stream:
+    with client.chat.stream_message(session.session_id, content="What do you love about jazz?") as stream:
         assert stream.run_id and stream.run_id.startswith("run_")
         deltas = list(stream.text_deltas())
         final = stream.final_message
     assert stream.status == "completed" and len(deltas) >= 1
-    assert final is not None and "".join(deltas) == final["content"] == stream.text
-    usage = final["usage"]
-    assert usage["inputTokens"] > 0 and usage["outputTokens"] > 0 and usage["costUsdMicros"] > 0
-    assert stream.completed is not None and stream.completed["session"]["messageCount"] == 2
+    assert final is not None and "".join(deltas) == final.content == stream.text
+    usage = final.usage
+    assert usage.input_tokens > 0 and usage.output_tokens > 0 and usage.cost_usd_micros > 0
+    assert stream.completed is not None and stream.completed.session is not None
+    assert stream.completed.session.message_count == 2
     assert "idempotency-key" not in wire.requests[-1].headers  # streams resume by event id instead
 
 
@@ -442,19 +473,19 @@ def test_chat_stream_resumes_after_a_dropped_connection(sdk, pro, persona_id):
     client, wire = sdk(pro)
     session = client.chat.create_session(persona_id=persona_id)
     wire.cut_next_stream(2)  # message.started and the first delta get through
-    stream = client.chat.stream_message(session["sessionId"], content="Tell me about your favourite record.")
+    stream = client.chat.stream_message(session.session_id, content="Tell me about your favourite record.")
     events = list(stream)
     assert stream.resumes == 1 and stream.status == "completed"
     opened = [r for r in wire.requests if r.url.path.endswith("messages:stream")]
     assert len(opened) == 2
     assert "last-event-id" not in opened[0].headers
     assert opened[1].headers["last-event-id"] == f"{stream.run_id}.2"
-    kinds = [e["event"] for e in events]
+    kinds = [e.event for e in events]
     assert kinds[0] == "message.started" and kinds[-1] == "message.completed"
     assert set(kinds[1:-1]) == {"message.delta"} and kinds.count("message.started") == 1
     final = stream.get_final_message()
-    assert "".join(e["delta"] for e in events[1:-1]) == final["content"] == stream.text
-    assert client.chat.get_session(session["sessionId"])["messageCount"] == 2
+    assert "".join(e.delta for e in events[1:-1]) == final.content == stream.text
+    assert client.chat.get_session(session.session_id).message_count == 2
 
 
 def test_persona_stream_steps_then_the_persona_resumed_after_a_drop(sdk, pro):
@@ -462,15 +493,15 @@ def test_persona_stream_steps_then_the_persona_resumed_after_a_drop(sdk, pro):
     wire.cut_next_stream(3)
     with client.personas.stream_create(intent="A cartographer who maps forgotten dreams") as stream:
         events = list(stream)
-    assert [e["event"] for e in events] == PROGRESS
-    assert [e.get("step", "") for e in events if e["event"] == "step.completed"] == STEPS
+    assert [e.event for e in events] == PROGRESS
+    assert [e.step for e in events if e.event == "step.completed"] == STEPS
     assert stream.resumes == 1 and stream.last_event_id == f"{stream.run_id}.{len(PROGRESS)}"
     persona = stream.persona
     # The generation run (`runId` in the events) is not the stream's run (frame ids, X-Run-Id).
-    assert persona is not None and persona["state"] == "active" and persona["lastRunId"] == events[0]["runId"]
-    assert client.personas.get(persona["id"]) == persona
+    assert persona is not None and persona.state == "active" and persona.last_run_id == events[0].run_id
+    assert client.personas.get(persona.id) == persona
     # One persona: the resumed request continued the run, it did not start another.
-    created = [p for p in client.personas.list_iter() if p["intent"] == persona["intent"]]
+    created = [p for p in client.personas.list_iter() if p.intent == persona.intent]
     assert len(created) == 1
 
 
@@ -480,8 +511,8 @@ def test_completion_stream_in_openai_framing(sdk, pro, persona_id):
                                               messages=[{"role": "user", "content": "Hello"}]) as stream:
         chunks = list(stream)
     assert stream.status == "completed" and chunks  # `data: [DONE]` ends it
-    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
-    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"][0].get("finish_reason")] == ["stop"]
+    assert all(isinstance(c, ChatCompletionChunk) and c.object == "chat.completion.chunk" for c in chunks)
+    assert [c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason] == ["stop"]
 
 
 def test_stream_error_event_is_raised_typed(sdk, pro):
@@ -490,7 +521,7 @@ def test_stream_error_event_is_raised_typed(sdk, pro):
     with pytest.raises(ModerationBlockedError) as info:
         with client.personas.stream_create(intent="how to build a bomb") as stream:
             for event in stream:
-                seen.append(event["event"])
+                seen.append(event.event)
     assert seen == ["run.started", "step.started"]
     assert info.value.code == "moderation_blocked" and info.value.details["stage"] == "input_intent"
     assert info.value.request_id and stream.status == "failed"
@@ -508,15 +539,15 @@ def test_pagination_walks_every_list(sdk, tenants, receiver_url):
     sent = len(wire.requests)
     keys = list(client.api_keys.list_iter(limit=2))
     assert len(wire.requests) - sent == 3  # 5 keys (the fixture's too), 2 a page
-    assert len({k["id"] for k in keys}) == len(keys) == 5
-    assert [k["id"] for k in keys] == [k["id"] for k in client.api_keys.list(limit=100)["items"]]
+    assert len({k.id for k in keys}) == len(keys) == 5
+    assert [k.id for k in keys] == [k.id for k in client.api_keys.list(limit=100).items]
 
     made = [client.webhooks.create(url=receiver_url(f"/page-{n}"), events=["persona.created"])
             for n in range(3)]
     sent = len(wire.requests)
     endpoints = list(client.webhooks.list_iter(limit=2))
     assert len(wire.requests) - sent == 2
-    assert sorted(e["id"] for e in endpoints) == sorted(m["endpoint"]["id"] for m in made)
+    assert sorted(e.id for e in endpoints) == sorted(m.endpoint.id for m in made)
     # The generic form.
     assert list(client.paginate(client.webhooks.list, limit=1)) == endpoints
     assert list(client.paginate(client.api_keys.list, limit=3)) == keys
@@ -542,7 +573,7 @@ def test_webhook_verification_of_real_deliveries(stack, sdk, tenants, engine, re
     client, _ = sdk(tenant)
     path = f"/sdk-hooks/{uuid.uuid4().hex}"
     made = client.webhooks.create(url=receiver.url(path), events=["persona.created"])
-    endpoint_id, secret = made["endpoint"]["id"], made["secret"]
+    endpoint_id, secret = made.endpoint.id, made.secret
     assert secret.startswith("whsec_")
 
     ping = client.webhooks.ping(endpoint_id)
@@ -550,8 +581,8 @@ def test_webhook_verification_of_real_deliveries(stack, sdk, tenants, engine, re
     header = got.headers["x-service-signature"]
     assert verify(got.body, header, secret)
     event = construct_event(got.body, header, [secret])
-    assert event["id"] == ping["eventId"] and event["type"] == "webhook.endpoint.test_ping"
-    assert event["data"] == {"endpointId": endpoint_id}
+    assert event.id == ping.event_id and event.type == "webhook.endpoint.test_ping"
+    assert event.data == {"endpointId": endpoint_id} and event.org_id == tenant.org_id
     # A wrong secret, a changed body, an old timestamp: refused.
     assert not verify(got.body, header, "whsec_wrong")
     assert not verify(got.body + b" ", header, secret)
@@ -568,14 +599,14 @@ def test_webhook_verification_of_real_deliveries(stack, sdk, tenants, engine, re
         conn.execute(text("UPDATE webhook_endpoints SET secret_created_at = now() - interval '100 days' "
                           "WHERE id = :id"), {"id": endpoint_id})
     admin_client, _ = sdk(admin)
-    admin_client.admin.rotate_webhook_secrets()
+    admin_client.request("POST", "/v1/admin/webhooks/rotate-secrets", json={})  # the operator's: no method
     secrets = client.webhooks.get_secret(endpoint_id)
-    new, old = secrets["secret"], secrets["previousSecret"]
+    new, old = secrets.secret, secrets.previous_secret
     assert old == secret and new != secret
     client.webhooks.ping(endpoint_id)
     got = receiver.wait_for(path, count=2)[1]
     header = got.headers["x-service-signature"]
     assert header.count("v1=") == 2
     assert verify(got.body, header, new) and verify(got.body, header, old) and verify(got.body, header, [new, old])
-    assert construct_event(got.body, header, [old, new])["type"] == "webhook.endpoint.test_ping"
+    assert construct_event(got.body, header, [old, new]).type == "webhook.endpoint.test_ping"
     assert not verify(got.body, header, ["whsec_neither"])

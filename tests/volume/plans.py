@@ -22,6 +22,9 @@ _ENTRY = re.compile(r"^@@(\d+)@@ ", re.MULTILINE)
 _STATEMENT = re.compile(r"^(?:LOG|LOG:)\s+(?:execute [^:]+|statement): (.*)$", re.DOTALL)
 _PARAMS = re.compile(r"^DETAIL:\s+parameters: (.*)$", re.DOTALL)
 _PARAM = re.compile(r"\$(\d+) = ('(?:[^']|'')*'|NULL)")
+# A server-side cursor's declaration (psycopg's named cursors): the query is what it declares.
+_DECLARE = re.compile(r'^DECLARE\s+"?[\w.-]+"?\s+(?:NO\s+)?(?:SCROLL\s+)?CURSOR\s+(?:WITH(?:OUT)?\s+HOLD\s+)?FOR\s+',
+                      re.IGNORECASE)
 
 # The tables the seeded big tenant fills: a plan must not read them whole.
 BIG_TABLES = frozenset({
@@ -83,7 +86,7 @@ def _statements(body: str) -> Iterator[Statement]:
         if m := _STATEMENT.match(message):
             if pid in pending:
                 yield Statement(pending.pop(pid), {})
-            pending[pid] = m.group(1)
+            pending[pid] = _DECLARE.sub("", m.group(1))
         elif (m := _PARAMS.match(message)) and pid in pending:
             yield Statement(pending.pop(pid), {int(n): v for n, v in _PARAM.findall(m.group(1))})
     for sql in pending.values():
@@ -97,30 +100,68 @@ def reads_big_table(sql: str) -> bool:
     return any(re.search(rf"\b{t}\b", sql) for t in BIG_TABLES)
 
 
-def violations(engine: Engine, statement: Statement) -> list[str]:
+def violations(engine: Engine, statement: Statement, generic: bool = False) -> list[str]:
     """What is wrong with the statement's plans (empty: nothing). Two plans:
     sorts off (an index must give the order, which is what a page of a big
     table needs) and sorts on (a sort of a few rows an index found is fine;
     on tables this small the planner may prefer one anyway); the statement
-    passes if either reads no more than a page."""
-    found = _violations(engine, statement, sort=False)
-    return found if found and _violations(engine, statement, sort=True) else []
+    passes if either reads no more than a page. The plans are made for the
+    statement's values in place (custom plans); `generic`: for its generic
+    plan instead, the one plan for any values (psycopg prepares a statement
+    it ran 5 times, and PostgreSQL may then cache one plan for it, where a
+    `LIKE $1` or a `status = $1` cannot pick an index or partial index the
+    values would)."""
+    if generic and not statement.params:
+        return []
+    found = _violations(engine, statement, sort=False, generic=generic)
+    return found if found and _violations(engine, statement, sort=True, generic=generic) else []
 
 
-def _violations(engine: Engine, statement: Statement, sort: bool) -> list[str]:
+def unfit_scans(engine: Engine, statement: Statement) -> list[str]:
+    """For a statement that reads all of one user's rows (a DSAR export),
+    so more than a page: no big table is scanned sequentially, and each
+    index scan fits the filter (its filter drops at most ROW_BUDGET rows)."""
+    return list(_unfit(_plan(engine, statement, sort=True)))
+
+
+def _unfit(node: dict[str, Any]) -> Iterator[str]:
+    relation = node.get("Relation Name", "")
+    dropped = (node.get("Rows Removed by Filter", 0) + node.get("Rows Removed by Index Recheck", 0)) \
+        * node.get("Actual Loops", 1)
+    if relation in BIG_TABLES and node["Node Type"] == "Seq Scan":
+        yield f"Seq Scan on {relation}"
+    elif relation in BIG_TABLES and dropped > ROW_BUDGET:
+        yield f"{node['Node Type']} on {relation} drops {dropped} rows ({node.get('Index Name', '')})"
+    for child in node.get("Plans", []):
+        yield from _unfit(child)
+
+
+def _violations(engine: Engine, statement: Statement, sort: bool, generic: bool = False) -> list[str]:
+    return list(_check(_plan(engine, statement, sort, generic)))
+
+
+def _plan(engine: Engine, statement: Statement, sort: bool, generic: bool = False) -> dict[str, Any]:
     raw = engine.raw_connection()
     try:
         pg = raw.driver_connection  # psycopg's own: no parameter markers parsed (the values are inline)
         pg.execute("SET LOCAL enable_seqscan = off")
         pg.execute(f"SET LOCAL enable_sort = {'on' if sort else 'off'}")
-        row = pg.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement.literal()}").fetchone()
+        if generic:
+            pg.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            pg.execute(f"PREPARE plan_check AS {statement.sql}")
+            values = ", ".join(statement.params[n] for n in sorted(statement.params))
+            row = pg.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE plan_check({values})").fetchone()
+        else:
+            row = pg.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement.literal()}").fetchone()
         plan = row[0]
     finally:
         raw.rollback()
+        if generic:
+            raw.invalidate()  # the prepared statement outlives the transaction: not back to the pool
         raw.close()
     if isinstance(plan, str):
         plan = json.loads(plan)
-    return list(_check(plan[0]["Plan"]))
+    return plan[0]["Plan"]
 
 
 def _check(node: dict[str, Any]) -> Iterator[str]:

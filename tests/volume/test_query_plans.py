@@ -7,32 +7,11 @@ read more than a page's rows through an index that does not fit the query."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import os
-import sys
 
 import pytest
-from plans import StatementLog, reads_big_table, violations
-from support import ROOT, client_for, engine_for, make_stack, running
+from plans import reads_big_table, violations
+from seeding import bench_volume, seed_volume
 
-
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-seed_volume = _script("seed_volume")
-bench_volume = _script("bench_volume")
-
-# Big tables several pages (of 100) deep and a full chain; seeds in about a second.
-SIZES = seed_volume.Sizes(
-    orgs=10, personas=3000, chains=2, sessions=1000, messages=10_000, scim_users=2000, scim_groups=40, events=5000,
-    deliveries=5000, portraits=500, audit=3000, listings=5000, reviews=2000,
-)
 _NAMES = {f.name: "x" for f in dataclasses.fields(seed_volume.Seeded)}
 CALLS = {c.name: c for c in bench_volume.calls(_NAMES)}
 
@@ -50,47 +29,33 @@ KNOWN = {
     "scim users dateTime": "totalResults counts every match of a range",
     "scim users enterprise": "extension attributes live in the JSONB document, which has no index",
 }
+# Their generic plans (one plan for any values, which PostgreSQL may cache for a prepared
+# statement) miss too: the values pick the index, a parameter cannot.
+KNOWN_GENERIC = {
+    **KNOWN,
+    "audit outcome=failure": "`outcome = $n` cannot pick the partial index on outcome = 'failure'",
+}
+# Not strict: which index the generic plan takes depends on the statistics of the moment.
+UNSTABLE_GENERIC = {
+    "moderation queue stage": "`stage = $n`: the plan may walk the open-queue partial index and filter by stage",
+    "audit action": "an action is a parameter: the plan may walk (org_id, occurred_at) and filter, not the "
+                    "(org_id, action, occurred_at) index",
+}
 
 
-# A stack of its own: the seed's platform-wide rows (moderation queue, marketplace) and the
-# statement log must not reach the other tests' database.
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    if os.environ.get("DATABASE_URL"):
-        pytest.skip("reads the embedded PostgreSQL's log; DATABASE_URL names another server")
-    with running(make_stack(tmp_path_factory.mktemp("volume"))) as stack:
-        yield stack
+def _marks(name: str, generic: bool) -> list[pytest.MarkDecorator]:
+    known = KNOWN_GENERIC if generic else KNOWN
+    if name in known:
+        return [pytest.mark.xfail(reason=known[name], strict=True)]
+    if generic and name in UNSTABLE_GENERIC:
+        return [pytest.mark.xfail(reason=UNSTABLE_GENERIC[name], strict=False)]
+    return []
 
 
-@pytest.fixture(scope="module")
-def engine(stack):
-    with engine_for(stack) as engine:
-        yield engine
-
-
-@pytest.fixture(scope="module")
-def http(stack):
-    with client_for(stack) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def seeded(stack, engine) -> dict:
-    return dataclasses.asdict(seed_volume.Seeder(engine, SIZES, log=lambda _line: None).run())
-
-
-@pytest.fixture(scope="module")
-def statement_log(stack, engine, seeded):
-    log = StatementLog(stack.settings.data_dir / "postgres" / "log")
-    log.enable(engine)
-    yield log
-    log.disable(engine)
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN[n], strict=True)) if n in KNOWN else n for n in CALLS
+@pytest.mark.parametrize("name,generic", [
+    pytest.param(n, g, marks=_marks(n, g), id=f"{n}-{'generic' if g else 'custom'}") for n in CALLS for g in (False, True)
 ])
-def test_every_statement_of_a_call_uses_an_index(name, http, engine, seeded, statement_log):
+def test_every_statement_of_a_call_uses_an_index(name, generic, http, engine, seeded, statement_log):
     call = bench_volume.calls(seeded)[list(CALLS).index(name)]
     headers = {"Authorization": f"Bearer {seeded['api_key']}"}
     with http_as(http, headers) as client:
@@ -99,7 +64,7 @@ def test_every_statement_of_a_call_uses_an_index(name, http, engine, seeded, sta
         response = client.get(call.path, params=params)
         assert response.status_code == 200, response.text
         statements = [s for s in statement_log.since(start) if reads_big_table(s.sql)]
-    found = {s.sql: v for s in statements if (v := violations(engine, s))}
+    found = {s.sql: v for s in statements if (v := violations(engine, s, generic))}
     assert not found, "\n\n".join(f"{sql}\n  -> {'; '.join(v)}" for sql, v in found.items())
 
 
@@ -130,7 +95,8 @@ def test_the_statement_log_sees_what_the_api_runs(http, seeded, statement_log):
 
 def test_the_webhook_worker_claims_read_only_what_is_due(engine, seeded, statement_log):
     """The outbox's claim, fan-out lock and next wake-up: their cost follows
-    the due rows, not the size of events and webhook_deliveries."""
+    the due rows, not the size of events and webhook_deliveries, in custom
+    and generic plans (the worker runs them often: psycopg prepares them)."""
     from persona_service.kernel.clock import utcnow
     from persona_service.webhooks.repository import DeliveryQueue
 
@@ -144,5 +110,5 @@ def test_the_webhook_worker_claims_read_only_what_is_due(engine, seeded, stateme
         conn.rollback()
     statements = [s for s in statement_log.since(start) if reads_big_table(s.sql)]
     assert len(statements) >= 4, statements
-    found = {s.sql: v for s in statements if (v := violations(engine, s))}
+    found = {s.sql: v for s in statements if (v := violations(engine, s) or violations(engine, s, generic=True))}
     assert not found, "\n\n".join(f"{sql}\n  -> {'; '.join(v)}" for sql, v in found.items())

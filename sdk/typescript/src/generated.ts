@@ -97,12 +97,12 @@ export interface AuditPersonaResponse {
   notes: string;
 }
 
-/** Request of BuildOneDsarExport (no fields; the spec sends no body). */
+/** Request of BuildOneDsarExport (no fields). */
 export type BuildOneDsarExportRequest = Record<string, unknown>;
 
 /** Response of BuildOneDsarExport. */
 export interface BuildOneDsarExportResponse {
-  /** A pending job was claimed and built; false when the queue is empty. */
+  /** A pending export was built; false when none is pending. */
   handled: boolean;
   /** Id of the export built, when `handled` (the same as `exportId`; kept for clients of the first release). */
   jobId: string;
@@ -273,7 +273,7 @@ export interface ChatMessage {
   createdAt: string;
 }
 
-/** A chat session (the spec's fourteen fields; all always present). */
+/** A chat session (fourteen fields, all always present). */
 export interface ChatSession {
   /** Session id, `chs_<cuid2>`. */
   sessionId: string;
@@ -289,19 +289,19 @@ export interface ChatSession {
   title: string;
   /** `active`, `ended` or `archived`. */
   status: "active" | "ended" | "archived";
-  /** Messages in the session (user and persona). The counters are 32-bit so that JSON carries numbers, as the spec requires (the transcoder prints 64-bit integers as strings). */
+  /** Messages in the session (user and persona). */
   messageCount: number;
   /** Input tokens billed, as the provider reported them. */
   inputTokens: number;
   /** Output tokens billed, as the provider reported them. */
   outputTokens: number;
-  /** Cost in millionths of a US dollar: always a whole number. A double so that JSON carries a number (an int64 would print as a string); exact up to 2^53 micros. */
+  /** Cost in millionths of a US dollar: always a whole number, exact up to 2^53 micros. */
   costUsdMicros: number;
   /** Start time. */
   startedAt: string;
   /** Time of the last message. */
   lastActiveAt: string;
-  /** End time as an RFC 3339 string, or JSON `null` while the session is active. A `Value` rather than a `Timestamp` so that the key is always present in JSON, as the spec requires of all fourteen fields. */
+  /** End time as an RFC 3339 string, or JSON `null` while the session is active; always present. */
   endedAt: string | null;
 }
 
@@ -460,7 +460,7 @@ export interface CreateListingRequest {
   description?: string;
   /** Up to 10 tags of 1 to 40 characters (stored lower case). */
   audienceTags?: string[];
-  /** 0 to 100,000,000 minor units (32-bit so that JSON carries a number). */
+  /** 0 to 100,000,000 minor units. */
   priceMinor?: number;
   /** The billing currency: `usd` (the default, and for now the only one). */
   currency?: "usd";
@@ -558,11 +558,11 @@ export interface ErrorObject {
   details: Record<string, unknown>;
 }
 
-/** The event envelope (spec: Resources › Event envelope). */
+/** The event envelope. */
 export interface Event {
   /** Unique id, `evt_…`; receivers dedupe on it. */
   id: string;
-  /** One of the sixteen types: the `wire_name` of an EventType value. */
+  /** One of the sixteen event types, e.g. `persona.created`. */
   type: string;
   /** When it happened (ISO 8601, UTC). */
   occurredAt: string;
@@ -584,7 +584,7 @@ export interface ForkPersonaRequestBody {
   note?: string;
 }
 
-/** Spec: Invoice (all 12 fields always present; `paidAt` is an RFC 3339 UTC string, or `null` until the invoice is paid). */
+/** An invoice (all 12 fields always present; `paidAt` is an RFC 3339 UTC string, or `null` until the invoice is paid). */
 export interface Invoice {
   /** `inv_…`. */
   invoiceId: string;
@@ -596,7 +596,7 @@ export interface Invoice {
   status: "draft" | "open" | "paid" | "uncollectible" | "void";
   /** ISO 4217, lower case. */
   currency: string;
-  /** Minor units: a whole number in a double (exact up to 2^53), so that JSON carries the spec's `number` whatever the sum reaches. */
+  /** Minor units: a whole number (exact up to 2^53), a JSON number. */
   amountDueMinor: number;
   /** Minor units (a whole number, as `amountDueMinor`). */
   amountPaidMinor: number;
@@ -606,7 +606,7 @@ export interface Invoice {
   periodEnd: string;
   /** When payment is due. */
   dueDate: string;
-  /** When it was paid (RFC 3339, UTC); `null` until then (present, as every not-yet timestamp: README, Contract decisions). */
+  /** When it was paid (RFC 3339, UTC); `null` until then, always present. */
   paidAt: string | null;
   /** The lines (at least one). */
   lineItems: InvoiceLineItem[];
@@ -618,7 +618,7 @@ export interface InvoiceLineItem {
   description: string;
   /** How many units (0 to 2^31−1; saturated beyond). */
   quantity: number;
-  /** Price of one unit, minor units (negative for credits). Invoice amounts are doubles holding whole numbers (exact up to 2^53), so that JSON carries numbers whatever the sums reach. */
+  /** Price of one unit, minor units (negative for credits). Invoice amounts are whole numbers (exact up to 2^53). */
   unitAmountMinor: number;
   /** quantity × unit amount, minor units (a whole number, as above). */
   amountMinor: number;
@@ -784,7 +784,7 @@ export interface ListWebhookDeliveriesResponse {
   nextCursor: string;
 }
 
-/** Response of ListWebhookEndpoints (spec: Webhook endpoint list page). */
+/** Response of ListWebhookEndpoints. */
 export interface ListWebhookEndpointsResponse {
   /** The endpoints, newest first. */
   items: WebhookEndpoint[];
@@ -872,7 +872,7 @@ export interface ModerationReview {
   createdAt: string;
 }
 
-/** An organization (the spec's eight fields; all always present). */
+/** An organization (eight fields, all always present). */
 export interface Organization {
   /** Organization id: a prefixed cuid2, `org_<cuid2>`. */
   id: string;
@@ -983,7 +983,7 @@ export interface Portrait {
   signedUrl: string;
   /** When `signedUrl` stops working. */
   signedUrlExpiresAt: string;
-  /** The PNG's size in bytes (0 until generated; 0 to 2^31−1, saturated beyond; 32-bit so that JSON carries a number). */
+  /** The PNG's size in bytes (0 until generated; 0 to 2^31−1, saturated beyond). */
   size: number;
   /** Its width and height in pixels (0 until generated). */
   width: number;
@@ -991,13 +991,13 @@ export interface Portrait {
   height: number;
   /** Why it failed: `provider_error` or `provider_timeout`; empty otherwise. */
   failureCode: string;
-  /** When the row was created. */
+  /** When the portrait was created. */
   createdAt: string;
   /** When it last changed. */
   updatedAt: string;
 }
 
-/** Spec: Portrait edit result. */
+/** The result of a portrait edit. */
 export interface PortraitEditResult {
   /** The new portrait's uuid. */
   portraitId: string;
@@ -1129,7 +1129,7 @@ export type RevokeApiKeyRequestBody = Record<string, unknown>;
 /** Request of RevokeScimToken. */
 export type RevokeScimTokenRequestBody = Record<string, unknown>;
 
-/** Request of RotateWebhookSecrets (no fields; the spec sends no body). */
+/** Request of RotateWebhookSecrets (no fields). */
 export type RotateWebhookSecretsRequest = Record<string, unknown>;
 
 /** Response of RotateWebhookSecrets. */
@@ -1138,7 +1138,7 @@ export interface RotateWebhookSecretsResponse {
   results: WebhookSecretRotationResult[];
   /** Endpoints rotated by this call. */
   rotatedCount: number;
-  /** The maximum age applied, seconds (0 to 2^31−1, about 68 years: the setting refuses more; 32-bit so that JSON carries a number). */
+  /** The maximum age applied, seconds (0 to 2^31−1, about 68 years: the setting refuses more). */
   maxAgeSeconds: number;
   /** The grace given to previous secrets, seconds (0 to 2^31−1, as above). */
   secretRotationGraceSeconds: number;
@@ -1231,11 +1231,11 @@ export interface Subscription {
   currentPeriodEnd: string;
   /** The subscription ends (falls to `free`) at `currentPeriodEnd`. */
   cancelAtPeriodEnd: boolean;
-  /** The plan's price per period, minor units (0 to 2^31−1: the plan price list's range; 32-bit so that JSON carries a number). */
+  /** The plan's price per period, minor units (0 to 2^31−1: the plan price list's range). */
   priceMinor: number;
   /** ISO 4217, lower case (`usd`). */
   currency: string;
-  /** Credit (minor units) the next renewal invoice deducts (from downgrades). A sum, so unbounded: a double holding a whole number (exact up to 2^53) so that JSON carries a number. */
+  /** Credit (minor units) the next renewal invoice deducts (from downgrades). A whole number, exact up to 2^53. */
   creditMinor: number;
 }
 
@@ -1260,7 +1260,7 @@ export interface UpdateListingRequestBody {
   description?: string;
   /** Replaces the tags (up to 10) when non-empty. */
   audienceTags?: string[];
-  /** 0 to 100,000,000 minor units (32-bit so that JSON carries a number). */
+  /** 0 to 100,000,000 minor units. */
   priceMinor?: number;
 }
 
@@ -1376,7 +1376,7 @@ export interface WebhookEndpoint {
   secretCreatedAt: string;
   /** While a previous secret is still valid (rotation grace): when it stops being used for signatures (RFC 3339); `null` otherwise. */
   previousSecretExpiresAt: string | null;
-  /** Deliveries also carry the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`; see the service comment). */
+  /** Deliveries also carry the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`; see WebhookService). */
   standardWebhooks: boolean;
 }
 
@@ -1780,7 +1780,7 @@ export class AdminResource {
   constructor(private readonly core: Core) {}
 
   /**
-   * Claims the oldest pending privacy export (DSAR) atomically (`FOR UPDATE SKIP LOCKED` under a lease: a crashed builder's job is claimable again) and builds it: the user's data from 8 tables (`users`, `memberships`, `api_keys` without hashes, `personas` they created, `chat_sessions` with their `userId`, those sessions' `chat_messages`, `audit_events` of their actions, their `privacy_exports`) as one JSON bundle with a manifest (schema version, generated at, subject, counts per table, SHA-256 of the data), stored through the storage port, with a signed download URL valid PERSONA_DSAR_DOWNLOAD_TTL_SECONDS (7 days). Answers `handled` and `exportId`; `handled` false when nothing is pending. Call repeatedly until `handled` is false. Server processes also build pending exports on their own (every 30 s).  With PERSONA_DSAR_EXPORTS=false this answers 503 `service_unavailable` (the spec's "DSAR build entry point not configured").
+   * Builds the oldest pending privacy export (DSAR). Concurrent calls never build the same export, and an export whose build was interrupted becomes pending again. The bundle holds the user's data in 8 sections (`users`, `memberships`, `api_keys` without hashes, `personas` they created, `chat_sessions` with their `userId`, those sessions' `chat_messages`, `audit_events` of their actions, their `privacy_exports`) as one JSON document with a manifest (schema version, generated at, subject, counts per section, SHA-256 of the data), with a signed download URL valid PERSONA_DSAR_DOWNLOAD_TTL_SECONDS (7 days). Answers `handled` and `exportId`; `handled` false when nothing is pending. Call repeatedly until `handled` is false. The service also builds pending exports on its own (every 30 s).  With PERSONA_DSAR_EXPORTS=false this answers 503 `service_unavailable`.
    *
    * `POST /v1/admin/dsar/build-one`
    */
@@ -1886,7 +1886,7 @@ export class BillingResource {
   }
 
   /**
-   * One invoice (spec: Invoice, all 12 fields).  Auth: scope `config:read`.
+   * One invoice (all 12 fields).  Auth: scope `config:read`.
    *
    * `GET /v1/billing/invoices/{id}`
    */
@@ -1895,7 +1895,7 @@ export class BillingResource {
   }
 
   /**
-   * The invoice as a PDF: 307 with `Location` = a signed URL valid 30 seconds and no body, on GET and HEAD. The PDF is rendered once per invoice version and stored. 404 `not_found` for an unknown or foreign invoice; 410 `asset_expired` once the processor no longer keeps it (local processor: 7 years after the period end).  Auth: scope `config:read`.
+   * The invoice as a PDF: 307 with `Location` = a signed URL valid 30 seconds and no body, on GET and HEAD. 404 `not_found` for an unknown or foreign invoice; 410 `asset_expired` once the processor no longer keeps it (local processor: 7 years after the period end).  Auth: scope `config:read`.
    *
    * `GET /v1/billing/invoices/{id}/pdf` (the raw Response)
    */
@@ -2189,7 +2189,7 @@ export class MarketplaceResource {
   }
 
   /**
-   * Searches the published listings of every organization, newest first: `audienceTag` (exact tag, indexed; spec 1.0.4) and `q` (words in the title or description). With `mine`, the caller's own listings in any status instead.  Auth: scope `personas:read`.
+   * Searches the published listings of every organization, newest first: `audienceTag` (exact tag) and `q` (words in the title or description). With `mine`, the caller's own listings in any status instead.  Auth: scope `personas:read`.
    *
    * `GET /v1/marketplace/listings`
    */
@@ -2272,7 +2272,7 @@ export class OpenaiResource {
   constructor(private readonly core: Core) {}
 
   /**
-   * Creates a chat completion (OpenAI `chat.completion`). Supports `messages` (system, user, assistant with `tool_calls`, tool), `temperature`, `max_tokens` / `max_completion_tokens`, `tools` and `tool_choice` (spec 1.0.1: tool definitions go to the provider, tool calls come back as `message.tool_calls` with `finish_reason` `tool_calls`). With `"stream": true` in the body the edge routes the request to StreamChatCompletion.  Auth: scope `chat:write`.
+   * Creates a chat completion (OpenAI `chat.completion`). Supports `messages` (system, user, assistant with `tool_calls`, tool), `temperature`, `max_tokens` / `max_completion_tokens`, `tools` and `tool_choice` (tool definitions go to the provider, tool calls come back as `message.tool_calls` with `finish_reason` `tool_calls`). With `"stream": true` in the body the edge routes the request to StreamChatCompletion.  Auth: scope `chat:write`.
    *
    * `POST /v1/chat/completions`
    */
@@ -2299,7 +2299,7 @@ export class OpenaiResource {
   }
 
   /**
-   * The streaming form of CreateChatCompletion: `text/event-stream` of `data: <chat.completion.chunk JSON>` lines ending with `data: [DONE]`. Each line is preceded by `id: <run id>.<seq>` (for `Last-Event-ID`; no `event:` lines, which OpenAI clients read as another kind of message). The first chunk (role `assistant`) comes at once; content and tool-call chunks follow as the provider produces them, sentence by sentence, each moderated first (whole reply first for `auto_recover` personas); then a chunk with `finish_reason`, and, with `stream_options.include_usage`, a last chunk with empty `choices` and the `usage`. A failure after the first chunk is an in-band `data: {"error": {...}}` line, after which the stream ends. The server writes the bytes (google.api.HttpBody) so every `data:` line but the last is JSON. Not replayed by Idempotency-Key.  Auth: scope `chat:write`.
+   * The streaming form of CreateChatCompletion: `text/event-stream` of `data: <chat.completion.chunk JSON>` lines ending with `data: [DONE]`. Each line is preceded by `id: <run id>.<seq>` (for `Last-Event-ID`; no `event:` lines, which OpenAI clients read as another kind of message). The first chunk (role `assistant`) comes at once; content and tool-call chunks follow as the provider produces them, sentence by sentence, each moderated first (whole reply first for `auto_recover` personas); then a chunk with `finish_reason`, and, with `stream_options.include_usage`, a last chunk with empty `choices` and the `usage`. A failure after the first chunk is an in-band `data: {"error": {...}}` line, after which the stream ends. Every `data:` line but the last (`[DONE]`) is JSON. Not replayed by Idempotency-Key.  Auth: scope `chat:write`.
    *
    * `POST /v1/chat/completions:stream` (a stream)
    */
@@ -2372,7 +2372,7 @@ export class PersonasResource {
   }
 
   /**
-   * Creates a new persona from an existing one through the pipeline; the fork's `parentId` is the source and its `rootId` the source's root. Parallel forks of one parent all succeed, each with its own ordinal (spec 1.0.3). Emits the generation events and `persona.created`.  Auth: scope `personas:write`.
+   * Creates a new persona from an existing one through the pipeline; the fork's `parentId` is the source and its `rootId` the source's root. Parallel forks of one parent all succeed, each with its own ordinal. Emits the generation events and `persona.created`.  Auth: scope `personas:write`.
    *
    * `POST /v1/personas/{id}/fork`
    */
@@ -2390,7 +2390,7 @@ export class PersonasResource {
   }
 
   /**
-   * Returns the full fork tree the persona belongs to (from its root), with each node's versions and refine notes (spec 1.0.2).  Auth: scope `personas:read`.
+   * Returns the full fork tree the persona belongs to (from its root), with each node's versions and refine notes.  Auth: scope `personas:read`.
    *
    * `GET /v1/personas/{id}/lineage`
    */
@@ -2431,7 +2431,7 @@ export class PersonasResource {
   }
 
   /**
-   * Creates the next version of a persona through the pipeline, with the instruction applied to its soul; `note` is recorded for lineage attribution (spec 1.0.4). Emits the generation events and `persona.updated`.  Auth: scope `personas:write`.
+   * Creates the next version of a persona through the pipeline, with the instruction applied to its soul; `note` is recorded for lineage attribution. Emits the generation events and `persona.updated`.  Auth: scope `personas:write`.
    *
    * `POST /v1/personas/{id}/refine`
    */
@@ -2490,7 +2490,7 @@ export class PortraitsResource {
   }
 
   /**
-   * Generates a portrait of the persona: a new row (and conversation) at once, the image by a durable task. A persona not in the caller's workspace (or deleted) answers 404; an archived one 409 `state_conflict`. The prompt goes through moderation (422 `moderation_blocked`).  Auth: scope `personas:write`.
+   * Generates a portrait of the persona: a new portrait (and conversation) at once, the image in the background. A persona not in the caller's workspace (or deleted) answers 404; an archived one 409 `state_conflict`. The prompt goes through moderation (422 `moderation_blocked`).  Auth: scope `personas:write`.
    *
    * `POST /v1/personas/{persona_id}/portraits`
    */
@@ -2499,7 +2499,7 @@ export class PortraitsResource {
   }
 
   /**
-   * Applies a natural-language edit to a portrait and appends the result to the same conversation chain (spec: Portrait edit result). Its 404, 422 and 502 use the portrait error shape `{"error": "<code>", "message", ...}` (the spec's): 404 `not_found` (source unknown, another tenant's, or not editable); 422 `moderation_blocked` with `term`, `scores` and `pii` (a review item is recorded and `moderation.flagged` emitted); 422 `validation_failed` (instruction missing or over 500 characters, with `validationErrors`); 502 `provider_error` with `provider` when the image provider failed within the wait (the row is then `failed`). Its other answers use the envelope, as every route's: 429 `quota_exceeded` with `details.used` and `details.limit`, 504 `provider_timeout` with `details.provider`, 401, 403, 409 and the edge's own.  Auth: scope `personas:write`.
+   * Applies a natural-language edit to a portrait and appends the result to the same conversation chain. Its 404, 422 and 502 use the portrait error shape `{"error": "<code>", "message", ...}`: 404 `not_found` (source unknown, another tenant's, or not editable); 422 `moderation_blocked` with `term`, `scores` and `pii` (a review item is recorded and `moderation.flagged` emitted); 422 `validation_failed` (instruction missing or over 500 characters, with `validationErrors`); 502 `provider_error` with `provider` when the image provider failed within the wait (the portrait is then `failed`). Its other answers use the envelope, as every route's: 429 `quota_exceeded` with `details.used` and `details.limit`, 504 `provider_timeout` with `details.provider`, 401, 403, 409 and the edge's own.  Auth: scope `personas:write`.
    *
    * `POST /v1/personas/{persona_id}/portrait/{id}/edit`
    */
@@ -2554,7 +2554,7 @@ export class PrivacyResource {
   }
 
   /**
-   * Right to erasure: erases the caller's personal data in this organization, at once, except where the persona grace rules apply: - the personas they created are soft-deleted (`persona.deleted`, purged after the usual 30 days, restorable by the organization meanwhile); - their API keys are revoked and their membership ends (every credential of the user stops working at once, in every process); - their chat sessions (`userId` = the user) and messages are deleted; - their privacy exports and bundles are deleted; - the user record is anonymized once no organization knows them; an organization that linked the person after this one did (SCIM provisioning by e-mail, before it stopped linking across organizations) loses that link and what the person did there is erased alike, so no link keeps the record alive. Kept for legal and security reasons: invoices (the organization's), and the audit log (which names the user only by id). The organization's owner cannot erase themselves (409 `state_conflict`, `conflictField` "owner": transfer ownership first). Answers what was done.  Auth: any credential of the user.
+   * Right to erasure: erases the caller's personal data in this organization, at once, except where the persona grace rules apply: - the personas they created are soft-deleted (`persona.deleted`, purged after the usual 30 days, restorable by the organization meanwhile); - their API keys are revoked and their membership ends (every credential of the user stops working at once); - their chat sessions (`userId` = the user) and messages are deleted; - their privacy exports and bundles are deleted; - the user record is anonymized once no organization knows them; an organization that linked the person after this one did (SCIM provisioning by e-mail, before it stopped linking across organizations) loses that link and what the person did there is erased alike, so no link keeps the record alive. Kept for legal and security reasons: invoices (the organization's), and the audit log (which names the user only by id). The organization's owner cannot erase themselves (409 `state_conflict`, `conflictField` "owner": transfer ownership first). Answers what was done.  Auth: any credential of the user.
    *
    * `DELETE /v1/privacy/me`
    */
@@ -2591,7 +2591,7 @@ export class ProbesResource {
   }
 
   /**
-   * Prometheus metrics of every server process together (text exposition format): `persona_requests_total{rpc,status,code}`, `persona_request_seconds{rpc}` (histogram), `persona_limit_rejections_total{code}`, `persona_idempotent_replays_total`, `persona_tasks_total{kind,outcome}`, `persona_job_runs_total{job,outcome}`, `persona_provider_calls_total{provider,operation,outcome}`, `persona_provider_seconds`, `persona_generation_runs_total{kind,outcome}`, `persona_generation_step_seconds{step,outcome}`, `persona_open_streams`, `persona_db_pool_connections{pool,state}`, `persona_webhook_deliveries_total{outcome}`, `persona_webhook_delivery_seconds`, `persona_webhook_queue_depth`. Envoy's own statistics are on its admin socket (`/stats/prometheus`, `<data dir>/envoy-admin.sock`, for the operator only). With PERSONA_METRICS_TOKEN set, the scraper must send it as a bearer token (else 401 `unauthorized`); empty: open, for a private network.  Auth: PERSONA_METRICS_TOKEN when set (anonymous).
+   * Prometheus metrics of every server process together (text exposition format): `persona_requests_total{rpc,status,code}`, `persona_request_seconds{rpc}` (histogram), `persona_limit_rejections_total{code}`, `persona_idempotent_replays_total`, `persona_tasks_total{kind,outcome}`, `persona_job_runs_total{job,outcome}`, `persona_provider_calls_total{provider,operation,outcome}`, `persona_provider_seconds`, `persona_generation_runs_total{kind,outcome}`, `persona_generation_step_seconds{step,outcome}`, `persona_open_streams`, `persona_db_pool_connections{pool,state}`, `persona_webhook_deliveries_total{outcome}`, `persona_webhook_delivery_seconds`, `persona_webhook_queue_depth`. With PERSONA_METRICS_TOKEN set, the scraper must send it as a bearer token (else 401 `unauthorized`); empty: open, for a private network.  Auth: PERSONA_METRICS_TOKEN when set (anonymous).
    *
    * `GET /metrics` (the raw Response)
    */
@@ -2929,7 +2929,7 @@ export class ScimResource {
   }
 
   /**
-   * Replaces a group (PUT, RFC 7644 §3.5.1): what the body leaves out is cleared. `If-Match` with an ETag other than the current one answers 412 `precondition_failed`. The membership it maps to (see the service comment) is recomputed for every user it adds or drops.  Auth: scope `scim:provision`.
+   * Replaces a group (PUT, RFC 7644 §3.5.1): what the body leaves out is cleared. `If-Match` with an ETag other than the current one answers 412 `precondition_failed`. The membership it maps to (see ScimService) is recomputed for every user it adds or drops.  Auth: scope `scim:provision`.
    *
    * `PUT /v1/auth/scim/v2/Groups/{id}` (the raw Response)
    */
@@ -2938,7 +2938,7 @@ export class ScimResource {
   }
 
   /**
-   * Replaces a user (PUT, RFC 7644 §3.5.1): what the body leaves out is cleared. `If-Match` with an ETag other than the current one answers 412 `precondition_failed`. `active: false` deactivates the user: their membership is suspended and their API keys are revoked at once (sessions stop working in every process); `active: true` restores the membership (revoked keys stay revoked).  Auth: scope `scim:provision`.
+   * Replaces a user (PUT, RFC 7644 §3.5.1): what the body leaves out is cleared. `If-Match` with an ETag other than the current one answers 412 `precondition_failed`. `active: false` deactivates the user: their membership is suspended and their API keys are revoked at once (sessions stop working at once); `active: true` restores the membership (revoked keys stay revoked).  Auth: scope `scim:provision`.
    *
    * `PUT /v1/auth/scim/v2/Users/{id}` (the raw Response)
    */
@@ -3002,7 +3002,7 @@ export class ScimTokensResource {
   }
 
   /**
-   * Revokes a token at once, in every process. Revoking a revoked token answers it unchanged; another organization's: 404.  Auth: scope `config:write`; JWT roles owner, admin.
+   * Revokes a token at once. Revoking a revoked token answers it unchanged; another organization's: 404.  Auth: scope `config:write`; JWT roles owner, admin.
    *
    * `POST /v1/auth/scim/tokens/{id}/revoke`
    */
@@ -3080,7 +3080,7 @@ export class WebhooksResource {
   }
 
   /**
-   * Emits a `webhook.endpoint.test_ping` event (`data: {endpointId}`) through the outbox; it is delivered through the normal delivery path to this endpoint only, whatever its subscription (and even when disabled).  Auth: scope `config:write`.
+   * Emits a `webhook.endpoint.test_ping` event (`data: {endpointId}`); it is delivered through the normal delivery path to this endpoint only, whatever its subscription (and even when disabled).  Auth: scope `config:write`.
    *
    * `POST /v1/webhooks/{id}/ping`
    */

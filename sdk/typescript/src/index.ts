@@ -10,6 +10,7 @@ export {
 } from "./errors.js";
 export type { PersonaErrorInit } from "./errors.js";
 export * from "./generated.js";
+export { readFrames } from "./sse.js";
 export { ChatCompletionStream, ChatMessageStream, EventStream, PersonaStream } from "./streaming.js";
 export type {
   ChatCompletionChunk,

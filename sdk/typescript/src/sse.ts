@@ -1,6 +1,6 @@
 /** One server-sent event as it came over the wire. */
 export interface SseFrame {
-  /** The frame's `id:` (`<run id>.<seq>`), or "" when it had none (the final `end`). */
+  /** The last event id so far (`<run id>.<seq>`): the frame's `id:` or an earlier frame's (WHATWG), "" before any. */
   id: string;
   /** The frame's `event:`, "message" when it had none (OpenAI-style chunks). */
   event: string;
@@ -12,38 +12,48 @@ const LINE_END = /\r\n|\r|\n/;
 
 /**
  * The frames of a `text/event-stream` body, as they arrive (the WHATWG
- * framing: `field: value` lines, a blank line ends a frame, `:` comments).
- * A frame cut off by the end of the body is dropped, never half-delivered.
+ * framing: UTF-8, `field: value` lines ended by LF, CRLF or CR, a blank line
+ * ends a frame, `:` comments, `id:` carries over to later frames).
+ * The one parser of the SDK (and of the dashboard, which runs on this build),
+ * held to tests/sdk/sse_cases.json with the Python SDK's:
+ * - a frame without `data:` (only an `id:` or an `event:`) is delivered, with
+ *   data "", so its id still counts for a resume;
+ * - a frame is delivered only at its blank line: one still open when the body
+ *   ends (cleanly or not) is dropped, never half-delivered, and its id is not
+ *   the resume point (a resume from the last delivered id gets it whole).
  * Read errors propagate; leaving the loop early cancels the body.
  */
 export async function* readFrames(body: ReadableStream<Uint8Array>): AsyncGenerator<SseFrame, void, undefined> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
-  let id: string | undefined;
+  let id = "";
   let event = "";
   let data: string[] = [];
+  let fields = false; // the frame has had a field line
+  let afterCR = false; // the last text ended with CR: an LF starting the next is the same line end
   let finished = false;
   try {
     for (;;) {
       const chunk = await reader.read();
-      if (chunk.done) {
-        finished = true;
-        buffer += decoder.decode();
-      } else {
-        buffer += decoder.decode(chunk.value, { stream: true });
+      finished = chunk.done;
+      let text = chunk.done ? decoder.decode() : decoder.decode(chunk.value, { stream: true });
+      if (text !== "") {
+        // A CR ends its line at once (the frame it completes is not held back for the next read).
+        if (afterCR && text.startsWith("\n")) text = text.slice(1);
+        afterCR = text.endsWith("\r");
+        buffer += text;
       }
       for (;;) {
         const match = LINE_END.exec(buffer);
-        // A trailing "\r" may be the first half of "\r\n": wait for the next chunk.
-        if (!match || (!finished && match[0] === "\r" && match.index === buffer.length - 1)) break;
+        if (!match) break;
         const line = buffer.slice(0, match.index);
         buffer = buffer.slice(match.index + match[0].length);
         if (line === "") {
-          if (data.length > 0) yield { id: id ?? "", event: event || "message", data: data.join("\n") };
-          id = undefined;
+          if (fields) yield { id, event: event || "message", data: data.join("\n") };
           event = "";
           data = [];
+          fields = false;
           continue;
         }
         if (line.startsWith(":")) continue;
@@ -54,8 +64,10 @@ export async function* readFrames(body: ReadableStream<Uint8Array>): AsyncGenera
         if (name === "data") data.push(value);
         else if (name === "event") event = value;
         else if (name === "id" && !value.includes("\0")) id = value;
+        else continue; // `retry:` and unknown fields
+        fields = true;
       }
-      if (finished) return;
+      if (finished) return; // a frame without its blank line is incomplete
     }
   } finally {
     if (!finished) await reader.cancel().catch(() => undefined);

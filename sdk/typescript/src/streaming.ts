@@ -142,7 +142,7 @@ export class EventStream<E> implements AsyncIterable<E> {
             }
             if (this.#ended(frame)) return;
             if (frame.event === "error") {
-              const data = JSON.parse(frame.data) as { error?: ErrorObject };
+              const data = json(frame) as { error?: ErrorObject };
               throw errorOfObject(data.error, response.headers, this.requestId);
             }
             const event = this.decode(frame);
@@ -187,7 +187,7 @@ export class EventStream<E> implements AsyncIterable<E> {
       return true;
     }
     if (frame.event !== "end") return false;
-    const end = JSON.parse(frame.data) as { runId?: string; status?: RunStatus };
+    const end = json(frame) as { runId?: string; status?: RunStatus };
     this.runId ??= end.runId;
     this.status = end.status ?? "completed";
     if (this.status === "lost") {
@@ -211,8 +211,18 @@ async function settled(stream: EventStream<unknown>): Promise<unknown> {
   }
 }
 
+/** A frame's JSON data; `{}` for a frame without data. */
+function json(frame: SseFrame): unknown {
+  return frame.data === "" ? {} : JSON.parse(frame.data);
+}
+
 function parse<Name extends string, Data>(frame: SseFrame, name: Name): StreamEvent<Name, Data> {
-  return { event: name, id: frame.id, data: JSON.parse(frame.data) as Data };
+  return { event: name, id: frame.id, data: json(frame) as Data };
+}
+
+/** A frame a typed stream delivers: one of its events, with data (a frame with only an id just moves the resume point). */
+function known(frame: SseFrame, events: ReadonlySet<string>): boolean {
+  return frame.data !== "" && events.has(frame.event);
 }
 
 // --- chat replies (POST /v1/chat/sessions/{id}/messages?stream=true) ---------------------
@@ -252,7 +262,7 @@ export class ChatMessageStream extends EventStream<ChatStreamEvent> {
   #text = "";
 
   protected override decode(frame: SseFrame): ChatStreamEvent | undefined {
-    if (!CHAT_EVENTS.has(frame.event)) return undefined;
+    if (!known(frame, CHAT_EVENTS)) return undefined;
     const event = parse(frame, frame.event) as ChatStreamEvent;
     if (event.event === "message.delta") this.#text += event.data.delta;
     if (event.event === "message.completed") this.#completed = event.data;
@@ -310,7 +320,7 @@ export class PersonaStream extends EventStream<PersonaStreamEvent> {
   #persona: Persona | undefined;
 
   protected override decode(frame: SseFrame): PersonaStreamEvent | undefined {
-    if (!PERSONA_EVENTS.has(frame.event)) return undefined;
+    if (!known(frame, PERSONA_EVENTS)) return undefined;
     const event = parse(frame, frame.event) as PersonaStreamEvent;
     if (event.event === "persona") this.#persona = event.data.persona;
     return event;
@@ -346,7 +356,8 @@ export type ChatCompletionStreamEvent = StreamEvent<"chunk", ChatCompletionChunk
 export class ChatCompletionStream extends EventStream<ChatCompletionStreamEvent> {
   #text = "";
 
-  protected override decode(frame: SseFrame): ChatCompletionStreamEvent {
+  protected override decode(frame: SseFrame): ChatCompletionStreamEvent | undefined {
+    if (frame.data === "") return undefined;
     const event = parse(frame, "chunk") as ChatCompletionStreamEvent;
     for (const choice of event.data.choices ?? []) this.#text += choice.delta?.content ?? "";
     return event;

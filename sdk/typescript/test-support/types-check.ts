@@ -23,8 +23,11 @@ const client = new PersonaClient({
 
 export async function usage(): Promise<void> {
   const persona: Persona = await client.personas.create({ intent: "A patient gardener", visibility: "org" });
-  const { data, response } = await client.personas.get(persona.id ?? "").withResponse();
-  const state: string | undefined = data.state;
+  // What an answer always carries is required (the document's `required` lists): no `!`, no `?? ""`.
+  const { data, response } = await client.personas.get(persona.id).withResponse();
+  const state: string = data.state;
+  // @ts-expect-error: `auditScore` is absent before the first audit
+  const score: number = data.auditScore;
   const replayed: string | null = response.headers.get("idempotent-replayed");
   await client.personas.archive("p1");
   await client.personas.update("p1", { displayName: "Ada" }, { idempotencyKey: "k1", timeoutMs: 5000 });
@@ -67,7 +70,10 @@ export async function usage(): Promise<void> {
   const made: Persona = await generation.finalPersona();
 
   try {
-    await client.chat.createSession({ personaId: made.id ?? "" });
+    const session = await client.chat.createSession({ personaId: made.id });
+    const { reply } = await client.chat.sendMessage(session.sessionId, { content: "Hi" });
+    const micros: number = reply.usage.costUsdMicros;
+    void micros;
   } catch (error) {
     if (error instanceof RateLimitedError) {
       const code: ErrorCode | string = error.code;
@@ -87,5 +93,5 @@ export async function usage(): Promise<void> {
   } catch (error) {
     if (error instanceof WebhookVerificationError) void error.reason;
   }
-  void [state, replayed, cost, completed, metrics, ok];
+  void [state, score, replayed, cost, completed, metrics, ok];
 }

@@ -8,10 +8,12 @@ import { test } from "node:test";
 
 import {
   APIConnectionError,
+  ChatMessageStream,
   EventStream,
   OPERATIONS,
   PersonaClient,
   PersonaError,
+  readFrames,
   retryAfterMs,
   signWebhook,
   verifyWebhook,
@@ -29,11 +31,11 @@ function sseResponse(chunks) {
   return new Response(body, { headers: { "content-type": "text/event-stream", "x-run-id": "run_1" } });
 }
 
-test("SSE framing: CRLF and LF, split chunks, comments, multi-line data, the end event", async () => {
+test("SSE framing: CRLF and LF, split chunks, comments, multi-line data, a frame without data, the end event", async () => {
   const wire = [
     ": a comment\r\nid: run_1.1\r\nevent: a\r\ndata: {\"n\":",
     "1}\r\n\r\nid: run_1.2\nevent: b\ndata: {\"lines\":\ndata: 2}\n\n",
-    "id: run_1.3\nevent: ignored-without-data\n\n",
+    "id: run_1.3\nevent: without-data\n\n: keep-alive\n\nretry: 100\n\n",
     "event: end\ndata: {\"runId\":\"run_1\",\"status\":\"completed\"}\n\n",
   ];
   const stream = new EventStream(async () => sseResponse(wire));
@@ -42,10 +44,39 @@ test("SSE framing: CRLF and LF, split chunks, comments, multi-line data, the end
   assert.deepEqual(frames, [
     { id: "run_1.1", event: "a", data: "{\"n\":1}" },
     { id: "run_1.2", event: "b", data: "{\"lines\":\n2}" },
+    // Delivered (its id is where a resume starts); a comment or `retry:` alone is no frame.
+    { id: "run_1.3", event: "without-data", data: "" },
   ]);
   assert.equal(stream.status, "completed");
   assert.equal(stream.runId, "run_1");
-  assert.equal(stream.lastEventId, "run_1.2");
+  assert.equal(stream.lastEventId, "run_1.3");
+});
+
+test("SSE: a final frame without its blank line is not delivered; the resume fetches it whole", async () => {
+  // The full contract, shared with the Python SDK: tests/sdk/sse_cases.json (tests/sdk/test_sse_contract.py).
+  const frames = async (wire) => {
+    const got = [];
+    for await (const frame of readFrames(sseResponse(wire).body)) got.push(frame);
+    return got;
+  };
+  const end = "event: end\ndata: {\"runId\":\"run_1\",\"status\":\"completed\"}";
+  const first = { id: "run_1.1", event: "message", data: "1" };
+  assert.deepEqual(await frames(["id: run_1.1\ndata: 1\n\n", `${end}\n`]), [first]);
+  assert.deepEqual(await frames(["id: run_1.1\ndata: 1\r\n\r\n", "id: run_1.2\r\ndata: [DONE]\r"]), [first]);
+  assert.deepEqual(await frames(["id: run_1.1\ndata: 1\n\n", "id: run_1.2\ndata: {\"cu"]), [first]);
+  // A typed stream resumes after the last delivered event and ends on the `end` it then gets whole.
+  const asked = [];
+  const bodies = [["id: run_1.1\nevent: message.delta\ndata: {\"delta\":\"Hi\"}\n\n", `${end}\n`], [`${end}\n\n`]];
+  const stream = new ChatMessageStream(async (lastEventId) => {
+    asked.push(lastEventId);
+    return sseResponse(bodies[asked.length - 1]);
+  }, { resumeDelayMs: 1 });
+  const events = [];
+  for await (const event of stream) events.push(event.event);
+  assert.deepEqual(events, ["message.delta"]);
+  assert.deepEqual(asked, [undefined, "run_1.1"]);
+  assert.equal(stream.status, "completed");
+  assert.equal(stream.text, "Hi");
 });
 
 test("SSE: a body that ends before any event cannot be resumed", async () => {

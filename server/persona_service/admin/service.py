@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from persona_service.files.storage import storage_for
+from sqlalchemy import Connection
+
+from persona_service.files.api import storage_for
+from persona_service.kernel.app import App
 from persona_service.kernel.errors import ServiceUnavailable
 from persona_service.kernel.settings import load
-from persona_service.privacy.service import PrivacyService
-from persona_service.privacy.settings import PrivacySettings
+from persona_service.privacy.api import PrivacyService, PrivacySettings
 
 
-def build_one_export(conn, app) -> str | None:
+def build_one_export(conn: Connection, app: App) -> str | None:
     """Build the oldest pending privacy export in this unit of work (its id);
     503 when exports are not configured."""
     settings = load(PrivacySettings)

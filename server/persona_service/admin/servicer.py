@@ -1,22 +1,25 @@
+import grpc
 from persona.v1 import admin_pb2, admin_pb2_grpc
 
 from persona_service.admin.service import build_one_export
+from persona_service.kernel.app import App
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import nullable_time, timestamp
-from persona_service.webhooks.service import WebhookService
-from persona_service.webhooks.settings import WebhookSettings
+from persona_service.webhooks.api import WebhookService, WebhookSettings
 
 
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
 
-    def BuildOneDsarExport(self, request, context):
+    def BuildOneDsarExport(self, request: admin_pb2.BuildOneDsarExportRequest,
+                           context: grpc.ServicerContext) -> admin_pb2.BuildOneDsarExportResponse:
         export_id = build_one_export(current().conn, self.app) or ""
         return admin_pb2.BuildOneDsarExportResponse(handled=bool(export_id), job_id=export_id, export_id=export_id)
 
-    def RotateWebhookSecrets(self, request, context):
+    def RotateWebhookSecrets(self, request: admin_pb2.RotateWebhookSecretsRequest,
+                             context: grpc.ServicerContext) -> admin_pb2.RotateWebhookSecretsResponse:
         ctx = current()
         settings = load(WebhookSettings)
         max_age, grace = settings.secret_max_age_seconds, settings.secret_rotation_grace_seconds

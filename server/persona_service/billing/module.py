@@ -1,21 +1,23 @@
 """Billing: each organization's subscription (its plan, hence its limits) and invoices."""
 
+import pathlib
 from collections.abc import Callable
 from datetime import datetime
 
 from persona.v1 import billing_pb2_grpc
+from sqlalchemy import Engine
 
 from persona_service.billing.processor import DECLINE_KEY, processor_for
 from persona_service.billing.service import BillingService, billing_period
 from persona_service.billing.servicer import BillingServicer
 from persona_service.billing.settings import BillingSettings
-from persona_service.files.storage import Storage, storage_for
+from persona_service.files.api import Storage, storage_for
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.config_keys import ConfigKey
 from persona_service.kernel.module import Job, Module, ServiceBinding
 
 
-def renew_subscriptions(engine, storage: Storage, invalidate: Callable[[str], None],
+def renew_subscriptions(engine: Engine, storage: Storage, invalidate: Callable[[str], None],
                         clock: Callable[[], datetime] = utcnow) -> int:
     """Periods that ended renew (row locks: several processes never renew one
     twice); an organization whose plan changed is read again everywhere.
@@ -32,6 +34,7 @@ def renew_subscriptions(engine, storage: Storage, invalidate: Callable[[str], No
 
 MODULE = Module(
     name="billing",
+    migrations=pathlib.Path(__file__).with_name("migrations"),
     services=(ServiceBinding("persona.v1.BillingService", BillingServicer,
                              billing_pb2_grpc.add_BillingServiceServicer_to_server),),
     id_prefixes={"invoice": "inv"},
@@ -39,5 +42,6 @@ MODULE = Module(
     settings=BillingSettings,
     config_keys=(ConfigKey(DECLINE_KEY, "boolean", False, levels=("org",), owner_only=True),),
     billing_period=billing_period,
-    jobs=(Job("billing.renew", 60, lambda app: renew_subscriptions(app.engine, storage_for(app), app.invalidate)),),
+    jobs=(Job("billing.renew", 60, lambda runtime: renew_subscriptions(
+        runtime.engine, storage_for(runtime), runtime.invalidate, runtime.clock)),),
 )

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from sqlalchemy import Connection
+
 from persona_service.billing.records import LineItem
 from persona_service.billing.settings import BillingSettings
 from persona_service.kernel.settings import load
@@ -85,13 +87,13 @@ class LocalProcessor:
         return None
 
 
-def processor_for(conn, settings: BillingSettings | None = None) -> PaymentProcessor:
+def processor_for(conn: Connection, settings: BillingSettings | None = None) -> PaymentProcessor:
     """The configured processor (PERSONA_BILLING_PROCESSOR), reading what it needs on this connection."""
     settings = settings or load(BillingSettings)
     if settings.billing_processor == "stripe":
         from persona_service.billing.stripe_processor import StripeProcessor
 
         return StripeProcessor(settings.stripe_secret_key, settings.stripe_api_base)
-    from persona_service.config.service import ConfigService
+    from persona_service.config.api import ConfigService
 
     return LocalProcessor(decline=lambda org_id: bool(ConfigService(conn).org_value(org_id, DECLINE_KEY)))

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -27,11 +28,11 @@ class BillingRepository:
             stmt = stmt.with_for_update()
         return record_or_none(SubscriptionRecord, self.conn.execute(stmt).mappings().first())
 
-    def add_subscription(self, **values) -> None:
+    def add_subscription(self, **values: Any) -> None:
         # Two first reads of one organization at once: the second one's insert is a no-op.
         self.conn.execute(pg_insert(_subs).values(**values).on_conflict_do_nothing(index_elements=["org_id"]))
 
-    def update_subscription(self, org_id: str, **values) -> SubscriptionRecord:
+    def update_subscription(self, org_id: str, **values: Any) -> SubscriptionRecord:
         stmt = update(_subs).where(_subs.c.org_id == org_id).values(updated_at=func.now(), **values).returning(_subs)
         return record(SubscriptionRecord, self.conn.execute(stmt).mappings().one())
 
@@ -43,7 +44,7 @@ class BillingRepository:
 
     # --- invoices ----------------------------------------------------------------------
 
-    def add_invoice(self, **values) -> InvoiceRecord:
+    def add_invoice(self, **values: Any) -> InvoiceRecord:
         stmt = insert(_invoices).values(**values).returning(_invoices)
         return record(InvoiceRecord, self.conn.execute(stmt).mappings().one())
 
@@ -51,7 +52,7 @@ class BillingRepository:
         stmt = select(_invoices).where(_invoices.c.id == invoice_id, _invoices.c.org_id == org_id)
         return record_or_none(InvoiceRecord, self.conn.execute(stmt).mappings().first())
 
-    def update_invoice(self, invoice_id: str, **values) -> InvoiceRecord:
+    def update_invoice(self, invoice_id: str, **values: Any) -> InvoiceRecord:
         stmt = update(_invoices).where(_invoices.c.id == invoice_id).values(**values).returning(_invoices)
         return record(InvoiceRecord, self.conn.execute(stmt).mappings().one())
 

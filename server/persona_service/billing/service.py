@@ -8,6 +8,8 @@ import calendar
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from sqlalchemy import Connection
+
 from persona_service.billing.pdf import render_invoice
 from persona_service.billing.processor import PaymentProcessor
 from persona_service.billing.records import (
@@ -19,7 +21,7 @@ from persona_service.billing.records import (
     SubscriptionRecord,
 )
 from persona_service.billing.repository import BillingRepository
-from persona_service.files.storage import SignedUrl, Storage, object_key
+from persona_service.files.api import SignedUrl, Storage, object_key
 from persona_service.kernel import ids
 from persona_service.kernel.audit import AuditEntry, AuditLog
 from persona_service.kernel.clock import iso, utcnow
@@ -27,7 +29,7 @@ from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import ApiError, NotFound, StateConflict
 from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.principal import Principal
-from persona_service.orgs.directory import OrgDirectory
+from persona_service.orgs.api import OrgDirectory
 
 PDF_URL_SECONDS = 30
 # Processor webhook events and the invoice status each sets.
@@ -55,7 +57,7 @@ def period_at(sub: SubscriptionRecord, now: datetime) -> tuple[datetime, datetim
     return start, end
 
 
-def billing_period(conn, org_id: str, now: datetime) -> tuple[datetime, datetime] | None:
+def billing_period(conn: Connection, org_id: str, now: datetime) -> tuple[datetime, datetime] | None:
     """The kernel's billing-period port: the organization's period holding
     `now` (quotas reset at its end), or None before it has a subscription."""
     sub = BillingRepository(conn).subscription(org_id)
@@ -70,8 +72,8 @@ def prorate(amount_minor: int, seconds_left: float, seconds_total: float) -> int
 
 
 class BillingService:
-    def __init__(self, conn, processor: PaymentProcessor, storage: Storage, *,
-                 cursors: CursorCodec | None = None, clock: Callable[[], datetime] = utcnow):
+    def __init__(self, conn: Connection, processor: PaymentProcessor, storage: Storage, *,
+                 cursors: CursorCodec | None = None, clock: Callable[[], datetime] = utcnow) -> None:
         self.conn = conn
         self.repo = BillingRepository(conn)
         self.orgs = OrgDirectory(conn)
@@ -183,7 +185,7 @@ class BillingService:
 
     # --- invoices ----------------------------------------------------------------------
 
-    def invoices(self, principal: Principal, cursor: str, limit: int):
+    def invoices(self, principal: Principal, cursor: str, limit: int) -> tuple[list[InvoiceRecord], str]:
         return keyset_page(
             self.cursors, f"invoices:{principal.org_id}", limit, cursor,
             lambda n, after: self.repo.invoices_page(principal.org_id, n, after), "created_at",

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 
+import grpc
 import stripe
 from persona.v1 import billing_pb2, billing_pb2_grpc
 
@@ -9,64 +10,72 @@ from persona_service.billing.processor import processor_for
 from persona_service.billing.records import CURRENCY, PRICES_MINOR, InvoiceRecord, SubscriptionRecord
 from persona_service.billing.service import BillingService
 from persona_service.billing.settings import BillingSettings
-from persona_service.files.storage import storage_for
+from persona_service.files.api import storage_for
+from persona_service.kernel.app import App
 from persona_service.kernel.errors import BadRequest, NotFound
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, current
-from persona_service.kernel.transport.convert import int32, nullable_time, page_limit, timestamp
+from persona_service.kernel.transport.convert import int32, nullable_time, page_limit, text_metadata, timestamp
 
 # Stripe's own default: a signature older than this is refused (replays).
 WEBHOOK_TOLERANCE_SECONDS = 300
 
 
 class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
 
     def _service(self, ctx: RequestContext) -> BillingService:
         return BillingService(ctx.conn, processor_for(ctx.conn), storage_for(self.app), cursors=self.app.cursors)
 
-    def _changed(self, ctx: RequestContext, before: SubscriptionRecord | None, after: SubscriptionRecord):
+    def _changed(self, ctx: RequestContext, before: SubscriptionRecord | None,
+                 after: SubscriptionRecord) -> billing_pb2.Subscription:
         if before is None or before.plan != after.plan:
             org_id = after.org_id
             # Every process drops the organization's cached credentials and limits: the next call sees the plan.
             ctx.after_commit.append(lambda: self.app.invalidate(f"org:{org_id}"))
         return subscription(after)
 
-    def GetSubscription(self, request, context):
+    def GetSubscription(self, request: billing_pb2.GetSubscriptionRequest,
+                        context: grpc.ServicerContext) -> billing_pb2.Subscription:
         ctx = current()
         return subscription(self._service(ctx).subscription(ctx.caller.org_id))
 
-    def ChangeSubscription(self, request, context):
+    def ChangeSubscription(self, request: billing_pb2.ChangeSubscriptionRequest,
+                           context: grpc.ServicerContext) -> billing_pb2.Subscription:
         ctx = current()
         service = self._service(ctx)
         before = service.subscription(ctx.caller.org_id)
         return self._changed(ctx, before, service.change(ctx.caller, request.plan))
 
-    def CancelSubscription(self, request, context):
+    def CancelSubscription(self, request: billing_pb2.CancelSubscriptionRequest,
+                           context: grpc.ServicerContext) -> billing_pb2.Subscription:
         ctx = current()
         return subscription(self._service(ctx).cancel(ctx.caller))
 
-    def ResumeSubscription(self, request, context):
+    def ResumeSubscription(self, request: billing_pb2.ResumeSubscriptionRequest,
+                           context: grpc.ServicerContext) -> billing_pb2.Subscription:
         ctx = current()
         return subscription(self._service(ctx).resume(ctx.caller))
 
-    def ListInvoices(self, request, context):
+    def ListInvoices(self, request: billing_pb2.ListInvoicesRequest,
+                     context: grpc.ServicerContext) -> billing_pb2.ListInvoicesResponse:
         ctx = current()
         rows, token = self._service(ctx).invoices(ctx.caller, request.cursor,
                                                   page_limit(request))
         return billing_pb2.ListInvoicesResponse(items=[invoice(r) for r in rows], next_cursor=token)
 
-    def GetInvoice(self, request, context):
+    def GetInvoice(self, request: billing_pb2.GetInvoiceRequest, context: grpc.ServicerContext) -> billing_pb2.Invoice:
         ctx = current()
         return invoice(self._service(ctx).invoice(ctx.caller, request.id))
 
-    def ReceiveStripeEvent(self, request, context):
+    def ReceiveStripeEvent(self, request: billing_pb2.ReceiveStripeEventRequest,
+                           context: grpc.ServicerContext) -> billing_pb2.StripeEventReceipt:
         ctx = current()
         settings = load(BillingSettings)
         if settings.billing_processor != "stripe" or not settings.stripe_webhook_secret:
             raise NotFound("webhook endpoint")
-        signature = dict(context.invocation_metadata()).get("stripe-signature", "")
+        signature = text_metadata(context).get("stripe-signature", "")
         payload = request.payload.data.decode("utf-8", "replace")
         try:
             stripe.WebhookSignature.verify_header(payload, signature, settings.stripe_webhook_secret,
@@ -84,7 +93,8 @@ class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
             event_id, type_, created, invoice_id, paid)
         return billing_pb2.StripeEventReceipt(event_id=event_id, applied=applied)
 
-    def GetInvoicePdf(self, request, context):
+    def GetInvoicePdf(self, request: billing_pb2.GetInvoicePdfRequest,
+                      context: grpc.ServicerContext) -> billing_pb2.InvoicePdfLink:
         ctx = current()
         link = self._service(ctx).pdf_link(ctx.caller, request.id)
         ctx.respond(cache_control="no-store")

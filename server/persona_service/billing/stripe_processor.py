@@ -10,9 +10,9 @@ callers).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import stripe
 
@@ -20,12 +20,14 @@ from persona_service.billing.processor import Payment
 from persona_service.billing.records import LineItem
 from persona_service.providers.base import ProviderError
 
+T = TypeVar("T")
+
 
 class StripeProcessor:
     name = "stripe"
     hosts_pdfs = True
 
-    def __init__(self, api_key: str, api_base: str = ""):
+    def __init__(self, api_key: str, api_base: str = "") -> None:
         options: dict[str, Any] = {"api_key": api_key, "max_network_retries": 2}
         if api_base:
             options["base_addresses"] = {"api": api_base}
@@ -65,7 +67,7 @@ class StripeProcessor:
         return invoice.invoice_pdf or None
 
     @staticmethod
-    def _call(request):
+    def _call(request: Callable[..., T]) -> T:
         try:
             return request()
         except stripe.StripeError as err:

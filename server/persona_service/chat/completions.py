@@ -19,14 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+from sqlalchemy import Connection
+
 from persona_service.chat.pricing import PriceTable
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ChatSessionService, PersonaReplies, Reply, Subject, progress_of
 from persona_service.kernel import ids
 from persona_service.kernel.errors import NotFound, ValidationFailed, Violation
 from persona_service.kernel.principal import Principal
-from persona_service.personas.directory import PersonaDirectory
-from persona_service.personas.records import PersonaRecord, PersonaSummary
+from persona_service.personas.api import PersonaDirectory, PersonaRecord, PersonaSummary
 from persona_service.providers.base import GenerationOptions, Message, Provider
 
 MODEL_SCHEME = "persona://"
@@ -58,7 +59,7 @@ class Completed:
 
 
 class CompletionService:
-    def __init__(self, conn, provider: Provider | None, prices: PriceTable):
+    def __init__(self, conn: Connection, provider: Provider | None, prices: PriceTable) -> None:
         self.conn = conn
         self.repo = ChatSessionRepository(conn)
         self.personas = PersonaDirectory(conn)

@@ -1,5 +1,7 @@
 """Chat sessions and the OpenAI-compatible surface (models, chat completions)."""
 
+import pathlib
+
 from persona.v1 import chat_pb2_grpc, openai_pb2_grpc
 
 from persona_service.chat.openai_servicer import OpenAIServicer
@@ -15,6 +17,7 @@ _PERSONA_LEVELS = ("workspace", "org", "persona")
 
 MODULE = Module(
     name="chat",
+    migrations=pathlib.Path(__file__).with_name("migrations"),
     services=(
         ServiceBinding("persona.v1.ChatService", ChatServicer, chat_pb2_grpc.add_ChatServiceServicer_to_server),
         ServiceBinding("persona.v1.OpenAIService", OpenAIServicer, openai_pb2_grpc.add_OpenAIServiceServicer_to_server),

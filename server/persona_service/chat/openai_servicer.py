@@ -8,20 +8,23 @@ writes `text/event-stream` bytes itself (google.api.HttpBody), so every
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
+import grpc
 from google.api import httpbody_pb2
 from google.protobuf import json_format, struct_pb2
 from persona.v1 import openai_pb2, openai_pb2_grpc
 
 from persona_service.chat.completions import CompletionService, model_id
 from persona_service.chat.pricing import PriceTable
+from persona_service.kernel.app import App
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.errors import envelope
-from persona_service.personas.records import PersonaRecord, PersonaSummary
-from persona_service.providers.base import GenerationOptions, Message, ToolCall
+from persona_service.personas.api import PersonaRecord, PersonaSummary
+from persona_service.providers.base import Completion, GenerationOptions, Message, ToolCall
 
 _NULL = struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
 
@@ -36,7 +39,7 @@ def _text(value: struct_pb2.Value) -> str:
     return ""
 
 
-def conversation(request) -> list[Message]:
+def conversation(request: openai_pb2.CreateChatCompletionRequest) -> list[Message]:
     out = []
     for m in request.messages:
         role = "system" if m.role == "developer" else m.role
@@ -45,7 +48,7 @@ def conversation(request) -> list[Message]:
     return out
 
 
-def options(request) -> GenerationOptions:
+def options(request: openai_pb2.CreateChatCompletionRequest) -> GenerationOptions:
     max_tokens = None
     if request.HasField("max_completion_tokens"):
         max_tokens = request.max_completion_tokens
@@ -72,34 +75,36 @@ def _tool_call(call: ToolCall) -> openai_pb2.ChatCompletionToolCall:
     )
 
 
-def _usage(reply) -> dict:
+def _usage(reply: Completion) -> dict:
     return {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
             "total_tokens": reply.input_tokens + reply.output_tokens}
 
 
-def _sse(payload) -> httpbody_pb2.HttpBody:
+def _sse(payload: str | dict[str, Any]) -> httpbody_pb2.HttpBody:
     data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
     return httpbody_pb2.HttpBody(content_type="text/event-stream", data=f"data: {data}\n\n".encode())
 
 
 class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
         self.prices = PriceTable.from_env()
 
-    def _service(self, ctx, provider: bool = False) -> CompletionService:
+    def _service(self, ctx: RequestContext, provider: bool = False) -> CompletionService:
         return CompletionService(ctx.conn, self.app.provider_for(ctx) if provider else None, self.prices)
 
-    def ListModels(self, request, context):
+    def ListModels(self, request: openai_pb2.ListModelsRequest,
+                   context: grpc.ServicerContext) -> openai_pb2.ListModelsResponse:
         ctx = current()
         rows = self._service(ctx).models(ctx.caller)
         return openai_pb2.ListModelsResponse(object="list", data=[_model(r) for r in rows])
 
-    def GetModel(self, request, context):
+    def GetModel(self, request: openai_pb2.GetModelRequest, context: grpc.ServicerContext) -> openai_pb2.Model:
         ctx = current()
         return _model(self._service(ctx).model(ctx.caller, request.model))
 
-    def CreateChatCompletion(self, request, context):
+    def CreateChatCompletion(self, request: openai_pb2.CreateChatCompletionRequest,
+                             context: grpc.ServicerContext) -> openai_pb2.ChatCompletion:
         ctx = current()
         operation = self._service(ctx, provider=True).complete(
             ctx.caller, request.model, conversation(request), options(request), request.user,
@@ -117,7 +122,8 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
             usage=openai_pb2.CompletionUsage(**_usage(reply)), system_fingerprint=reply.model,
         )
 
-    def StreamChatCompletion(self, request, context):
+    def StreamChatCompletion(self, request: openai_pb2.CreateChatCompletionRequest,
+                             context: grpc.ServicerContext) -> Iterator[httpbody_pb2.HttpBody]:
         ctx = current()
         include_usage = request.stream_options.include_usage
         operation = self._service(ctx, provider=True).complete(
@@ -126,7 +132,7 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
         head: dict = {}
         started = False
 
-        def chunk(delta: dict, finish=None) -> dict:
+        def chunk(delta: dict, finish: str | None = None) -> dict:
             body = {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
             if include_usage:
                 body["usage"] = None

@@ -24,6 +24,7 @@ server-sent-event form share it; `drain()` runs it. No per-message events.
 
 from __future__ import annotations
 
+import builtins
 import json
 import math
 import re
@@ -32,10 +33,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import Connection
+
 from persona_service.chat.pricing import PriceTable
-from persona_service.chat.records import Exchange, SessionRecord
+from persona_service.chat.records import Exchange, MessageRecord, SessionRecord
 from persona_service.chat.repository import ChatSessionRepository
-from persona_service.config.service import ConfigService
+from persona_service.config.api import ConfigService
 from persona_service.kernel import ids
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.cursors import CursorCodec, cursor_page, keyset_page
@@ -43,10 +46,8 @@ from persona_service.kernel.errors import ApiError, NotFound, StateConflict
 from persona_service.kernel.operations import Progress, drain
 from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.principal import Principal
-from persona_service.moderation.service import record_flag
-from persona_service.personas.directory import PersonaDirectory
-from persona_service.personas.generation import ModerationBlocked, fingerprint_text
-from persona_service.personas.records import PersonaRecord, VoiceRecord
+from persona_service.moderation.api import ModerationBlocked, record_flag
+from persona_service.personas.api import PersonaDirectory, PersonaRecord, VoiceRecord, fingerprint_text
 from persona_service.providers.base import Completion, Delta, GenerationOptions, Message, Provider, ToolCall
 
 THRESHOLD_KEY = "engine.pipeline.drift_detection.threshold"
@@ -125,7 +126,7 @@ class Subject:
 class PersonaReplies:
     """A persona's replies with moderation and drift detection."""
 
-    def __init__(self, conn, provider: Provider | None, prices: PriceTable):
+    def __init__(self, conn: Connection, provider: Provider | None, prices: PriceTable) -> None:
         if provider is None:
             raise RuntimeError("replies need a model provider")
         self.conn = conn
@@ -303,8 +304,8 @@ def _ordinal(position: list) -> int:
 
 
 class ChatSessionService:
-    def __init__(self, conn, provider: Provider | None = None, *, cursors: CursorCodec | None = None,
-                 prices: PriceTable | None = None, clock: Callable[[], datetime] = utcnow):
+    def __init__(self, conn: Connection, provider: Provider | None = None, *, cursors: CursorCodec | None = None,
+                 prices: PriceTable | None = None, clock: Callable[[], datetime] = utcnow) -> None:
         self.conn = conn
         self.repo = ChatSessionRepository(conn)
         self.personas = PersonaDirectory(conn)
@@ -329,7 +330,8 @@ class ChatSessionService:
             message_count=0, input_tokens=0, output_tokens=0, cost_usd_micros=0, started_at=now, last_active_at=now,
         )
 
-    def list(self, principal: Principal, filters: dict[str, Any], limit: int, cursor: str):
+    def list(self, principal: Principal, filters: dict[str, Any], limit: int,
+             cursor: str) -> tuple[list[SessionRecord], str]:
         return keyset_page(
             self.cursors, f"chat_sessions:{principal.workspace_id}", limit, cursor,
             lambda n, after: self.repo.list_page(principal.workspace_id, filters, n, after), "started_at",
@@ -352,7 +354,8 @@ class ChatSessionService:
             raise self._conflict(self.get(principal, session_id), "The session is already archived.")
         return archived
 
-    def messages(self, principal: Principal, session_id: str, limit: int, cursor: str):
+    def messages(self, principal: Principal, session_id: str, limit: int,
+                 cursor: str) -> tuple[builtins.list[MessageRecord], str]:
         """The session's messages, oldest first, keyset-paginated on their ordinal."""
         row = self.get(principal, session_id)
         return cursor_page(

@@ -1,11 +1,15 @@
+from collections.abc import Iterator
+
+import grpc
 from persona.v1 import chat_pb2, chat_pb2_grpc
 
 from persona_service.chat.pricing import PriceTable
 from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.service import ChatSessionService
+from persona_service.kernel.app import App
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
 from persona_service.kernel.transport.errors import error_message
 
@@ -31,39 +35,45 @@ def chat_message(row: MessageRecord) -> chat_pb2.ChatMessage:
 
 
 class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
         self.prices = PriceTable.from_env()
 
-    def _service(self, ctx, provider: bool = False) -> ChatSessionService:
+    def _service(self, ctx: RequestContext, provider: bool = False) -> ChatSessionService:
         return ChatSessionService(
             ctx.conn, self.app.provider_for(ctx) if provider else None, cursors=self.app.cursors, prices=self.prices,
         )
 
-    def CreateChatSession(self, request, context):
+    def CreateChatSession(self, request: chat_pb2.CreateChatSessionRequest,
+                          context: grpc.ServicerContext) -> chat_pb2.ChatSession:
         ctx = current()
         row = self._service(ctx).create(ctx.caller, request.persona_id, request.user_id, request.title)
         return chat_session(row)
 
-    def GetChatSession(self, request, context):
+    def GetChatSession(self, request: chat_pb2.GetChatSessionRequest,
+                       context: grpc.ServicerContext) -> chat_pb2.ChatSession:
         ctx = current()
         return chat_session(self._service(ctx).get(ctx.caller, request.id))
 
-    def ListChatSessions(self, request, context):
+    def ListChatSessions(self, request: chat_pb2.ListChatSessionsRequest,
+                         context: grpc.ServicerContext) -> chat_pb2.ListChatSessionsResponse:
         ctx = current()
         filters = {"persona_id": request.persona_id, "status": request.status, "user_id": request.user_id}
         rows, cursor = self._service(ctx).list(ctx.caller, filters, page_limit(request), request.cursor)
         return chat_pb2.ListChatSessionsResponse(items=[chat_session(r) for r in rows], next_cursor=cursor)
 
-    def EndChatSession(self, request, context):
+    def EndChatSession(self, request: chat_pb2.EndChatSessionRequest,
+                       context: grpc.ServicerContext) -> chat_pb2.ChatSession:
         ctx = current()
         return chat_session(self._service(ctx).end(ctx.caller, request.id))
 
-    def ArchiveChatSession(self, request, context):
+    def ArchiveChatSession(self, request: chat_pb2.ArchiveChatSessionRequest,
+                           context: grpc.ServicerContext) -> chat_pb2.ChatSession:
         ctx = current()
         return chat_session(self._service(ctx).archive(ctx.caller, request.id))
 
-    def SendChatMessage(self, request, context):
+    def SendChatMessage(self, request: chat_pb2.SendChatMessageRequest,
+                        context: grpc.ServicerContext) -> chat_pb2.SendChatMessageResponse:
         ctx = current()
         result = drain(self._service(ctx, provider=True).send(ctx.caller, request.id, request.content))
         return chat_pb2.SendChatMessageResponse(
@@ -71,7 +81,8 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
             session=chat_session(result.session),
         )
 
-    def StreamChatMessage(self, request, context):
+    def StreamChatMessage(self, request: chat_pb2.SendChatMessageRequest,
+                          context: grpc.ServicerContext) -> Iterator[chat_pb2.ChatMessageEvent]:
         ctx = current()
         operation = self._service(ctx, provider=True).send(ctx.caller, request.id, request.content, stream=True)
         started = False
@@ -99,7 +110,8 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
                 yield chat_pb2.ChatMessageEvent(event="error", error=error_message(err))
             raise
 
-    def ListChatMessages(self, request, context):
+    def ListChatMessages(self, request: chat_pb2.ListChatMessagesRequest,
+                         context: grpc.ServicerContext) -> chat_pb2.ListChatMessagesResponse:
         ctx = current()
         rows, cursor = self._service(ctx).messages(ctx.caller, request.id, page_limit(request), request.cursor)
         return chat_pb2.ListChatMessagesResponse(items=[chat_message(r) for r in rows], next_cursor=cursor)

@@ -45,6 +45,8 @@ class ChatSession(Base):
         Index("ix_chat_sessions_workspace_user_started", "workspace_id", "user_id", "started_at", "id"),
         Index("ix_chat_sessions_workspace_persona_started", "workspace_id", "persona_id", "started_at", "id"),
         Index("ix_chat_sessions_workspace_status_started", "workspace_id", "status", "started_at", "id"),
+        # A user's sessions in the organization: the DSAR export and the erasure (migration 0016).
+        Index("ix_chat_sessions_org_user_started", "org_id", "user_id", "started_at", "id"),
     )
 
 

@@ -47,7 +47,7 @@ class ConfigRepository:
         )
         return [(key, value) for key, value in self.conn.execute(stmt)]
 
-    def upsert(self, org_id: str, workspace_id: str, key: str, value, updated_by: str) -> None:
+    def upsert(self, org_id: str, workspace_id: str, key: str, value: Any, updated_by: str) -> None:
         stmt = insert(_items).values(org_id=org_id, workspace_id=workspace_id, key=key, value=value, updated_by=updated_by)
         stmt = stmt.on_conflict_do_update(
             index_elements=[_items.c.org_id, _items.c.workspace_id, _items.c.key],

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sqlalchemy import Connection
+
 from persona_service.config.repository import ORG_LEVEL, PERSONA_LEVEL_PREFIX, ConfigRepository, persona_level
 from persona_service.kernel.config_keys import CONFIG_KEYS, LEVEL_CHECKS, ConfigKey
 from persona_service.kernel.cursors import CursorCodec, cursor_page
@@ -65,7 +67,7 @@ def _level_of(workspace_id: str) -> str:
 
 
 class ConfigService:
-    def __init__(self, conn, cursors: CursorCodec | None = None):
+    def __init__(self, conn: Connection, cursors: CursorCodec | None = None) -> None:
         self.conn = conn
         self.repo = ConfigRepository(conn)
         self.cursors = cursors
@@ -77,7 +79,7 @@ class ConfigService:
             raise NotFound("configuration key", {"key": key})
         return spec
 
-    def page(self, principal: Principal, prefix: str, limit: int, cursor: str):
+    def page(self, principal: Principal, prefix: str, limit: int, cursor: str) -> tuple[list[Effective], str]:
         """One page of the workspace's effective values, keyset-paginated on the key."""
         items = self.effective(principal, prefix)
         return cursor_page(

@@ -1,8 +1,10 @@
+import grpc
 from google.protobuf import json_format, struct_pb2
 from persona.v1 import config_pb2, config_pb2_grpc
 
 from persona_service.config.service import RATE_LIMIT_PREFIX, ConfigService, Effective
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.app import App
+from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import nullable_time, page_limit
 
 
@@ -16,33 +18,37 @@ def config_item(item: Effective) -> config_pb2.ConfigItem:
 
 
 class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
 
-    def ListConfigItems(self, request, context):
+    def ListConfigItems(self, request: config_pb2.ListConfigItemsRequest,
+                        context: grpc.ServicerContext) -> config_pb2.ListConfigItemsResponse:
         ctx = current()
         items, cursor = ConfigService(ctx.conn, self.app.cursors).page(
             ctx.caller, request.prefix, page_limit(request), request.cursor)
         return config_pb2.ListConfigItemsResponse(items=[config_item(i) for i in items], next_cursor=cursor)
 
-    def GetConfigItem(self, request, context):
+    def GetConfigItem(self, request: config_pb2.GetConfigItemRequest,
+                      context: grpc.ServicerContext) -> config_pb2.ConfigItem:
         ctx = current()
         return config_item(ConfigService(ctx.conn).get(ctx.caller, request.key, request.persona_id))
 
-    def UpdateConfigItem(self, request, context):
+    def UpdateConfigItem(self, request: config_pb2.UpdateConfigItemRequest,
+                         context: grpc.ServicerContext) -> config_pb2.ConfigItem:
         ctx = current()
         value = json_format.MessageToDict(request.value)
         item = ConfigService(ctx.conn).update(ctx.caller, request.key, value, request.level, request.persona_id)
         self._invalidate_limits(ctx, request.key)
         return config_item(item)
 
-    def DeleteConfigItem(self, request, context):
+    def DeleteConfigItem(self, request: config_pb2.DeleteConfigItemRequest,
+                         context: grpc.ServicerContext) -> config_pb2.ConfigItem:
         ctx = current()
         item = ConfigService(ctx.conn).delete(ctx.caller, request.key, request.level, request.persona_id)
         self._invalidate_limits(ctx, request.key)
         return config_item(item)
 
-    def _invalidate_limits(self, ctx, key: str) -> None:
+    def _invalidate_limits(self, ctx: RequestContext, key: str) -> None:
         if key.startswith(RATE_LIMIT_PREFIX):
             org_id = ctx.caller.org_id
             ctx.after_commit.append(lambda: self.app.invalidate(f"limits:{org_id}"))

@@ -18,6 +18,11 @@ def _esc(text: Any) -> str:
     return html.escape(str(text))
 
 
+def _prose(text: str) -> str:
+    """A description as paragraphs (the proto comment's blank lines reach OpenAPI as two spaces)."""
+    return "".join(f"<p>{_esc(paragraph)}</p>" for paragraph in text.split("  ") if paragraph.strip())
+
+
 def _type(schema: dict[str, Any]) -> str:
     if "$ref" in schema:
         return schema["$ref"].rsplit("/", 1)[-1]
@@ -44,11 +49,14 @@ def render(document: dict[str, Any]) -> str:
              "<code>{\"error\": {\"code\", \"message\", \"details\"}}</code>.</p><nav><ul>"]
     parts += [f"<li><a href='#{_esc(tag)}'>{_esc(tag)}</a></li>" for tag in sorted(by_tag)]
     parts.append("</ul></nav>")
+    # What a resource's operations share (states, limits, events): the tag's description.
+    about = {tag["name"]: tag.get("description", "") for tag in document.get("tags", [])}
     for tag in sorted(by_tag):
         parts.append(f"<h2 id='{_esc(tag)}'>{_esc(tag)}</h2>")
+        parts.append(_prose(about.get(tag, "")))
         for verb, path, operation in by_tag[tag]:
             parts.append(f"<div class=op><div><span class=verb>{_esc(verb)}</span><code>{_esc(path)}</code></div>"
-                         f"<p>{_esc(operation.get('description', ''))}</p>")
+                         f"{_prose(operation.get('description', ''))}")
             parameters = operation.get("parameters", [])
             if parameters:
                 parts.append("<table><tr><th>parameter</th><th>in</th><th>type</th></tr>")

@@ -3,10 +3,12 @@ from __future__ import annotations
 import json
 from functools import cache
 
+import grpc
 from google.api import httpbody_pb2
-from persona.v1 import docs_pb2_grpc
+from persona.v1 import docs_pb2, docs_pb2_grpc
 
 from persona_service.docs.reference import render
+from persona_service.kernel.app import App
 from persona_service.kernel.edge import ROOT
 from persona_service.kernel.transport.context import current
 
@@ -24,13 +26,15 @@ def _reference() -> bytes:
 
 
 class DocsServicer(docs_pb2_grpc.DocsServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
 
-    def GetOpenApiDocument(self, request, context):
+    def GetOpenApiDocument(self, request: docs_pb2.GetOpenApiDocumentRequest,
+                           context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         current().respond(cache_control="public, max-age=300")
         return httpbody_pb2.HttpBody(content_type="application/json", data=_document())
 
-    def GetApiReference(self, request, context):
+    def GetApiReference(self, request: docs_pb2.GetApiReferenceRequest,
+                        context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         current().respond(cache_control="public, max-age=300")
         return httpbody_pb2.HttpBody(content_type="text/html; charset=utf-8", data=_reference())

@@ -1,5 +1,7 @@
+import grpc
 from persona.v1 import audit_pb2, audit_pb2_grpc
 
+from persona_service.kernel.app import App
 from persona_service.kernel.audit import AuditLog
 from persona_service.kernel.audit_repository import AuditRecord
 from persona_service.kernel.transport.context import current
@@ -17,10 +19,11 @@ def audit_event(row: AuditRecord) -> audit_pb2.AuditEvent:
 
 
 class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
 
-    def ListAuditEvents(self, request, context):
+    def ListAuditEvents(self, request: audit_pb2.ListAuditEventsRequest,
+                        context: grpc.ServicerContext) -> audit_pb2.ListAuditEventsResponse:
         ctx = current()
         filters = {
             name: getattr(request, name)

@@ -1,5 +1,7 @@
+import grpc
 from persona.v1 import events_pb2, events_pb2_grpc
 
+from persona_service.kernel.app import App
 from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.outbox_repository import EventRecord
 from persona_service.kernel.transport.context import current
@@ -14,16 +16,17 @@ def event(row: EventRecord) -> events_pb2.Event:
 
 
 class EventServicer(events_pb2_grpc.EventServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
 
-    def ListEvents(self, request, context):
+    def ListEvents(self, request: events_pb2.ListEventsRequest,
+                   context: grpc.ServicerContext) -> events_pb2.ListEventsResponse:
         ctx = current()
         rows, cursor = Outbox(ctx.conn, self.app.cursors).list(
             ctx.caller, request.type, request.persona_id, page_limit(request), request.cursor
         )
         return events_pb2.ListEventsResponse(items=[event(r) for r in rows], next_cursor=cursor)
 
-    def GetEvent(self, request, context):
+    def GetEvent(self, request: events_pb2.GetEventRequest, context: grpc.ServicerContext) -> events_pb2.Event:
         ctx = current()
         return event(Outbox(ctx.conn).get(ctx.caller, request.id))

@@ -12,8 +12,10 @@ import pathlib
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from hashlib import sha256
+from typing import IO
 from urllib.parse import quote, urlencode
 
 from persona_service.files.storage import KEY, ObjectNotFound, SignedUrl, StoredObject, etag_of
@@ -35,11 +37,17 @@ class LocalStorage:
         return self.root / key
 
     def put(self, key: str, data: bytes, content_type: str) -> None:
+        self._write(key, lambda tmp: tmp.write(data))
+
+    def put_file(self, key: str, file: IO[bytes], content_type: str) -> None:
+        self._write(key, lambda tmp: shutil.copyfileobj(file, tmp))
+
+    def _write(self, key: str, fill: Callable[[IO[bytes]], object]) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         # Written aside, then renamed: a reader never sees half an object.
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".put-", delete=False) as tmp:
-            tmp.write(data)
+            fill(tmp)
         os.replace(tmp.name, path)
 
     def get(self, key: str) -> StoredObject:

@@ -4,9 +4,10 @@ signed URLs are the store's own presigned GETs."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import IO, Any
 
 import boto3
+from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
@@ -14,6 +15,9 @@ from persona_service.files.settings import FileSettings
 from persona_service.files.storage import KEY, ObjectNotFound, SignedUrl, StoredObject, etag_of
 
 _MISSING = ("NoSuchKey", "404", "NotFound")
+# put_file: a multipart upload past 8 MiB, parts of 8 MiB, two at a time (about 16 MiB held).
+_TRANSFER = TransferConfig(multipart_threshold=8 * 2**20, multipart_chunksize=8 * 2**20, max_concurrency=2)
+_PUT_ARGS = {"CacheControl": "private, max-age=900, immutable"}
 
 
 class S3Storage:
@@ -35,8 +39,12 @@ class S3Storage:
 
     def put(self, key: str, data: bytes, content_type: str) -> None:
         self._check(key)
-        self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type,
-                               CacheControl="private, max-age=900, immutable")
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type, **_PUT_ARGS)
+
+    def put_file(self, key: str, file: IO[bytes], content_type: str) -> None:
+        self._check(key)
+        self.client.upload_fileobj(file, self.bucket, key, ExtraArgs={"ContentType": content_type, **_PUT_ARGS},
+                                   Config=_TRANSFER)
 
     def get(self, key: str) -> StoredObject:
         self._check(key)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import time
 
+import grpc
 from google.api import httpbody_pb2
-from persona.v1 import files_pb2_grpc
+from persona.v1 import files_pb2, files_pb2_grpc
 
 from persona_service.files.local import LocalStorage
 from persona_service.files.storage import ObjectNotFound, storage_for
+from persona_service.kernel.app import App
 from persona_service.kernel.errors import Forbidden, NotFound
 from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.convert import text_metadata
 from persona_service.kernel.transport.pipeline import EDGE_MARK
 
 # Where the transcoder keeps the path and query the client sent.
@@ -18,10 +21,10 @@ ORIGINAL_PATH = "x-envoy-original-path"
 
 
 class FileServicer(files_pb2_grpc.FileServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
 
-    def GetFile(self, request, context):
+    def GetFile(self, request: files_pb2.GetFileRequest, context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         storage = storage_for(self.app)
         if not isinstance(storage, LocalStorage):  # the object store serves its own presigned URLs
             raise NotFound("file")
@@ -36,9 +39,9 @@ class FileServicer(files_pb2_grpc.FileServiceServicer):
         return httpbody_pb2.HttpBody(content_type=stored.content_type, data=stored.data)
 
 
-def _url_sent(context) -> str | None:
+def _url_sent(context: grpc.ServicerContext) -> str | None:
     """The URL's path and query as the client sent them, for a call that came
     as HTTP through the edge ("" if missing: refused); None for native gRPC,
     whose fields are the only form."""
-    metadata = dict(context.invocation_metadata())
+    metadata = text_metadata(context)
     return metadata.get(ORIGINAL_PATH, "") if EDGE_MARK in metadata else None

@@ -1,6 +1,7 @@
-"""The object storage port: `put`, `get`, `delete`, `delete_prefix` and
+"""The object storage port: `put` (`put_file` for big objects), `get`, `delete`, `delete_prefix` and
 `signed_url(key, ttl)`, with two real backends (`local.LocalStorage`, the
-default, and `s3.S3Storage`). Modules reach it through `storage_for(app)`.
+default, and `s3.S3Storage`), opened once per App (`STORAGE`, an App resource).
+Modules reach it through `storage_for(app)` (or a job's or task's runtime).
 
 Keys are tenant-prefixed (`<org id>/<module>/…`, see `object_key`): an
 object belongs to the organization its key starts with, and a signed URL
@@ -10,20 +11,25 @@ names exactly one key, so it never opens another tenant's object.
 from __future__ import annotations
 
 import hashlib
+import pathlib
 import re
-import threading
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import IO, Protocol
 
 from persona_service.files.settings import FileSettings
-from persona_service.kernel.settings import load
+from persona_service.kernel.app import App
+from persona_service.kernel.resources import Resource, Resources
+from persona_service.kernel.settings import Settings, load
 
 # A key: '/'-separated segments of letters, digits, '.', '_' and '-', none of them '.' or '..'.
 _SEGMENT = r"(?!\.{1,2}(?:/|$))[A-Za-z0-9_.-]{1,128}"
 KEY = re.compile(rf"^{_SEGMENT}(/{_SEGMENT}){{0,15}}$")
-_LOCK = threading.Lock()
-_OPENED: dict[int, Storage] = {}
+
+
+class HasResources(Protocol):
+    @property
+    def resources(self) -> Resources: ...
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,11 @@ class Storage(Protocol):
     name: str
 
     def put(self, key: str, data: bytes, content_type: str) -> None: ...
+
+    def put_file(self, key: str, file: IO[bytes], content_type: str) -> None:
+        """The file's contents from its current position, copied in chunks
+        (never whole in memory): for objects too big to hold, e.g. exports."""
+        ...
 
     def get(self, key: str) -> StoredObject:
         """Raises ObjectNotFound."""
@@ -74,7 +85,8 @@ def etag_of(data: bytes) -> str:
     return '"' + hashlib.sha256(data).hexdigest()[:32] + '"'
 
 
-def open_storage(settings: FileSettings, data_dir, signing_secret: bytes, default_public_url: str) -> Storage:
+def open_storage(settings: FileSettings, data_dir: pathlib.Path, signing_secret: bytes,
+                 default_public_url: str) -> Storage:
     if settings.storage_backend == "s3":
         from persona_service.files.s3 import S3Storage
 
@@ -85,27 +97,28 @@ def open_storage(settings: FileSettings, data_dir, signing_secret: bytes, defaul
     return LocalStorage(root, signing_secret, settings.public_url or default_public_url)
 
 
-def storage_for(app) -> Storage:
-    """The process's storage (one per App: an S3 client holds a connection pool)."""
-    with _LOCK:
-        storage = _OPENED.get(id(app))
-        if storage is None:
-            settings = app.settings
-            storage = _OPENED[id(app)] = open_storage(
-                load(FileSettings), settings.data_dir, signing_key(settings.resolved_jwt_secret()),
-                default_public_url(app),
-            )
-        return storage
+def _open(settings: Settings) -> Storage:
+    return open_storage(load(FileSettings), settings.data_dir, signing_key(settings.resolved_jwt_secret()),
+                        default_public_url(settings))
 
 
-def default_public_url(app) -> str:
+# The process's storage, owned by its App (an S3 client holds a connection pool).
+STORAGE: Resource[Storage] = Resource("files.storage", _open)
+
+
+def storage_for(owner: HasResources) -> Storage:
+    """The storage of an App, or of a job's or task's runtime."""
+    return owner.resources.get(STORAGE)
+
+
+def default_public_url(settings: Settings) -> str:
     """Where the edge listens, as its own clients reach it on this host."""
-    return f"http://{_host(app.settings.http_host)}:{app.settings.http_port}"
+    return f"http://{_host(settings.http_host)}:{settings.http_port}"
 
 
-def public_url(app) -> str:
+def public_url(app: App) -> str:
     """The base URL clients reach the edge at (PERSONA_PUBLIC_URL, else the edge's own address)."""
-    return (load(FileSettings).public_url or default_public_url(app)).rstrip("/")
+    return (load(FileSettings).public_url or default_public_url(app.settings)).rstrip("/")
 
 
 def signing_key(secret: str | bytes) -> bytes:

@@ -6,6 +6,8 @@ import logging
 import threading
 import time
 import uuid
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import redis
 
@@ -20,12 +22,17 @@ from persona_service.kernel.limits.limiter import RateLimiter
 from persona_service.kernel.limits.resolver import LimitsResolver
 from persona_service.kernel.logs import Throttled
 from persona_service.kernel.module import Job, Modules
-from persona_service.kernel.runs import Runs
+from persona_service.kernel.resources import Resources, Runtime
+from persona_service.kernel.runs import RUN_TASK, Runs
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.tasks import TaskRunner
 from persona_service.providers.factory import backoff_delays, make_base_provider
 from persona_service.providers.retrying import Retrying, failure_details
+
+if TYPE_CHECKING:
+    from persona_service.kernel.transport.context import RequestContext
+    from persona_service.providers.base import ProviderError
 
 log = logging.getLogger(__name__)
 _warn = Throttled(log)
@@ -48,10 +55,12 @@ class App:
     def __init__(self, settings: Settings, modules: Modules):
         self.settings = settings
         self.modules = modules
-        self.engine = make_engine(settings.database_url, pool_size=settings.db_pool_size)
+        prepared = settings.db_prepared_statements
+        self.engine = make_engine(settings.database_url, pool_size=settings.db_pool_size, prepared=prepared)
         # Streams hold a connection while they run: a pool of their own keeps
         # them from taking the unary calls' connections.
-        self.stream_engine = make_engine(settings.database_url, pool_size=settings.stream_db_pool_size)
+        self.stream_engine = make_engine(settings.database_url, pool_size=settings.stream_db_pool_size,
+                                         prepared=prepared)
         self.redis = redis_pool.connect(settings.redis_url, settings.redis_max_connections,
                                         settings.redis_acquire_timeout_seconds)
         secret = settings.resolved_jwt_secret()
@@ -66,22 +75,31 @@ class App:
         self.limits = LimitsResolver(self.engine, modules.limit_overrides, settings.limit_override_ceiling,
                                      modules.billing_period)
         self.idempotency = Idempotency(self.engine, self.secret_box)
-        self.runs = Runs(self.redis, settings.run_workers)
+        self.runs = Runs(self.redis, settings.run_workers, self.engine, settings.run_lease_seconds)
         # The local model's steps take turns per organization (kernel.fair).
         fair.install(FairGate(settings.generation_turns))
         # Durable tasks run on the stream pool: long work never holds a unary call's connection.
-        self.tasks = TaskRunner(self, self.stream_engine, modules.tasks, settings.task_workers, settings.task_poll_seconds)
         self.provider = make_base_provider()
         self.backoff = backoff_delays()
+        # What the process owns (object storage, image providers...), opened on first use.
+        self.resources = Resources(settings)
+        # Jobs run on the unary pool, tasks on the stream pool; neither sees the App.
+        self.runtime = Runtime(self.engine, self.resources, self.provider, self.audit, self.invalidate, modules)
+        # Streamed runs are tasks too: a process takes over those whose process died (kernel.runs).
+        self.tasks = TaskRunner(replace(self.runtime, engine=self.stream_engine), self.stream_engine,
+                                {**modules.tasks, RUN_TASK: self.runs.task_kind()},
+                                settings.task_workers, settings.task_poll_seconds)
         self._listener: threading.Thread | None = None
         self._closing = threading.Event()
+        # Set while the process drains (server.drain): readiness fails, calls are still served.
+        self.draining = threading.Event()
 
-    def provider_for(self, ctx) -> Retrying:
+    def provider_for(self, ctx: RequestContext) -> Retrying:
         """The provider for one request: retried with backoff, every failed
         upstream attempt written to the audit log (with the upstream's error
         envelope under `details`, which callers never see)."""
 
-        def audit_upstream(error, attempt: int, operation: str) -> None:
+        def audit_upstream(error: ProviderError, attempt: int, operation: str) -> None:
             entry = AuditEntry.for_principal(
                 ctx.principal, action="provider.call", outcome="failure", status=error.spec.http_status,
                 request_id=ctx.request_id, client_ip=ctx.client_ip, resource_type="provider",
@@ -143,9 +161,11 @@ class App:
     def start_background(self) -> None:
         self._listener = threading.Thread(target=self._listen, name="invalidations", daemon=True)
         self._listener.start()
-        jobs = [Job("idempotency.purge", 600, lambda app: app.idempotency.purge_expired()),
-                Job("tasks.purge", 3600, lambda app: app.tasks.purge()),
-                Job("audit.failed_auth", self.failed_auth.every, lambda app: app.audit(app.failed_auth.due())),
+        jobs = [Job("idempotency.purge", 600, lambda _: self.idempotency.purge_expired()),
+                Job("tasks.purge", 3600, lambda _: self.tasks.purge()),
+                Job("audit.failed_auth", self.failed_auth.every, lambda _: self.audit(self.failed_auth.due())),
+                Job("metrics.sample_pools", 5, lambda _: metrics.sample_pools(
+                    {"unary": self.engine, "stream": self.stream_engine})),
                 *self.modules.jobs]
         for job in jobs:
             threading.Thread(target=self._run_job, args=(job,), name=job.name, daemon=True).start()
@@ -188,7 +208,7 @@ class App:
         """A periodic job (every server process runs them; they are idempotent)."""
         while True:
             try:
-                done = job.run(self)
+                done = job.run(self.runtime)
                 metrics.JOBS.labels(job.name, "ok").inc()
                 if done:
                     log.info("%s: %d done", job.name, done)
@@ -203,6 +223,7 @@ class App:
             self._listener.join(timeout=3)
         self.runs.close()
         self.tasks.close()
+        self.resources.close()
         self.limiter.give_back()  # what this process reserved and did not use
         self.engine.dispose()
         self.stream_engine.dispose()

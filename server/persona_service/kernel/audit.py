@@ -8,9 +8,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sqlalchemy import Connection
+
 from persona_service.kernel import ids
 from persona_service.kernel.access import log_workspace
-from persona_service.kernel.audit_repository import FILTERS, AuditRepository
+from persona_service.kernel.audit_repository import FILTERS, AuditRecord, AuditRepository
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.principal import Principal
 
@@ -32,7 +34,7 @@ class AuditEntry:
     details: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def for_principal(cls, principal: Principal | None, **kw) -> AuditEntry:
+    def for_principal(cls, principal: Principal | None, **kw: Any) -> AuditEntry:
         if principal is not None:
             kw.setdefault("org_id", principal.org_id)
             kw.setdefault("workspace_id", principal.workspace_id)
@@ -49,7 +51,7 @@ def action_name(method_name: str, resource_type: str) -> str:
 
 
 class AuditLog:
-    def __init__(self, conn, cursors: CursorCodec | None = None):
+    def __init__(self, conn: Connection, cursors: CursorCodec | None = None) -> None:
         self.repo = AuditRepository(conn)
         self.cursors = cursors
 
@@ -58,7 +60,8 @@ class AuditLog:
         values["client_ip"] = values["client_ip"] or ""
         self.repo.add(id=ids.new_id("audit_event"), **values)
 
-    def list(self, principal: Principal, filters: dict[str, str], limit: int, cursor: str):
+    def list(self, principal: Principal, filters: dict[str, str], limit: int,
+             cursor: str) -> tuple[list[AuditRecord], str]:
         wanted = {k: filters.get(k, "") for k in FILTERS}
         return keyset_page(
             self.cursors, f"audit:{principal.org_id}", limit, cursor,

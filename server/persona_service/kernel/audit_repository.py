@@ -9,7 +9,7 @@ from sqlalchemy import Connection, insert, select, tuple_
 from persona_service.kernel.db.base import seen_from, table_of
 from persona_service.kernel.db.records import records
 from persona_service.kernel.db.tables import AuditEvent
-from persona_service.kernel.personal_data import export_records
+from persona_service.kernel.personal_data import Batches, export_batches
 
 _events = table_of(AuditEvent)
 
@@ -39,11 +39,11 @@ class AuditRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def by_actor(self, org_id: str, user_id: str) -> list[dict[str, Any]]:
+    def by_actor(self, org_id: str, user_id: str) -> Batches:
         """What the user did in the organization, as JSON rows (privacy exports)."""
         stmt = select(_events).where(_events.c.org_id == org_id, _events.c.actor_user_id == user_id) \
             .order_by(_events.c.occurred_at)
-        return export_records(self.conn.execute(stmt).mappings())
+        return export_batches(self.conn, stmt)
 
     def created_by(self, org_id: str, user_id: str, action: str) -> list[str]:
         """Ids of the resources the user created with `action` (creation RPCs are audited)."""
@@ -53,7 +53,7 @@ class AuditRepository:
         )
         return list(dict.fromkeys(self.conn.execute(stmt).scalars()))
 
-    def add(self, **values) -> None:
+    def add(self, **values: Any) -> None:
         self.conn.execute(insert(_events).values(**values))
 
     def list_page(self, org_id: str, workspace_id: str | None, filters: dict[str, str], limit: int,

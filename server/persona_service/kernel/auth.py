@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import jwt
+from sqlalchemy import Connection
 
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.errors import Forbidden, Unauthorized
@@ -166,7 +167,7 @@ class Authenticator:
 
     # --- verification ---------------------------------------------------
 
-    def authenticate(self, authorization: str | None, conn_factory: Callable[[], object]) -> Principal:
+    def authenticate(self, authorization: str | None, conn_factory: Callable[[], Connection]) -> Principal:
         token = _bearer(authorization)
         if self._store is not None and token.startswith(self._store.key_prefixes):
             cache_key = "key:" + hash_secret(token)
@@ -196,7 +197,7 @@ class Authenticator:
             raise err
         return principal
 
-    def _load_key(self, secret_hash: str, conn) -> Principal:
+    def _load_key(self, secret_hash: str, conn: Connection) -> Principal:
         key = self._credentials().find_key(conn, secret_hash)
         if key is None:
             raise Unauthorized("The API key is invalid or has been revoked.")
@@ -238,7 +239,7 @@ class Authenticator:
         except jwt.PyJWTError:
             raise Unauthorized("The session token is invalid.") from None
 
-    def _load_session(self, claims: dict, conn) -> Principal:
+    def _load_session(self, claims: dict, conn: Connection) -> Principal:
         member = self._credentials().find_member(conn, claims["org"], claims["sub"], claims["ws"])
         if member is None:
             raise Unauthorized("The session token's user is not a member of its organization.")

@@ -10,8 +10,9 @@ import base64
 import hashlib
 import hmac
 import json
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from persona_service.kernel.errors import BadRequest
 
@@ -49,8 +50,21 @@ class CursorCodec:
 
 DEFAULT_PAGE_SIZE = 20
 
+Row = TypeVar("Row")
+After = TypeVar("After")
 
-def cursor_page(codec: CursorCodec | None, scope: str, limit: int, cursor: str, fetch, position, parse):
+
+class Keyed(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+KeyedRow = TypeVar("KeyedRow", bound=Keyed)
+
+
+def cursor_page(codec: CursorCodec | None, scope: str, limit: int, cursor: str,
+                fetch: Callable[[int, After | None], list[Row]], position: Callable[[Row], list[Any]],
+                parse: Callable[[list[Any]], After]) -> tuple[list[Row], str]:
     """One page of any list (README, Contract decisions: one list style):
     `limit` (0: the default, 20; the proto bounds it to 1..100), an opaque
     `cursor` and the next page's cursor, empty on the last page.
@@ -75,7 +89,9 @@ def cursor_page(codec: CursorCodec | None, scope: str, limit: int, cursor: str, 
     return rows, codec.encode(scope, position(rows[-1]))
 
 
-def keyset_page(codec: CursorCodec | None, scope: str, limit: int, cursor: str, fetch, time_column: str):
+def keyset_page(codec: CursorCodec | None, scope: str, limit: int, cursor: str,
+                fetch: Callable[[int, tuple[datetime, str] | None], list[KeyedRow]],
+                time_column: str) -> tuple[list[KeyedRow], str]:
     """One page of a newest-first list keyset-paginated on (time, id): stable
     under concurrent inserts (a new row never shifts a later page).
 

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from string import Template
 
-from google.api import annotations_pb2
+from google.api import annotations_pb2, http_pb2
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import ServiceDescriptor
 from persona.v1 import options_pb2
@@ -51,6 +51,10 @@ LOCAL_REPLIES = {
     503: ("service_unavailable", CATALOGUE["service_unavailable"].message),
     504: ("service_unavailable", CATALOGUE["service_unavailable"].message),
 }
+# Envoy's own 502/503/504 (no backend in rotation, a backend gone mid-call,
+# none answering in time) are as retryable as the servers' outage 503s: they
+# say when to retry too (transport/outages.py).
+RETRY_AFTER = {status: {"retry-after": "1"} for status in (502, 503, 504)}
 # A protocol upgrade (WebSocket) Envoy refuses with a bare 403, which would
 # read as a credential problem: answered as 400 instead.
 UPGRADE_REFUSED = (403, 400, "bad_request",
@@ -147,7 +151,7 @@ def _local_reply_mappers(shaped_paths: dict[str, int] | None = None, allowed: li
                                {"allow": ", ".join(methods)}))
     for shape, paths in [*sorted(by_shape.items()), (options_pb2.ERROR_SHAPE_UNSPECIFIED, [])]:
         where = [paths[0] if len(paths) == 1 else {"or_filter": {"filters": paths}}] if paths else []
-        mappers += [_mapper(_and([*where, by_status]), status, replaced, code, message, shape)
+        mappers += [_mapper(_and([*where, by_status]), status, replaced, code, message, shape, RETRY_AFTER.get(status))
                     for by_status, status, replaced, code, message in replies]
     return "\n".join(f"{indent}- {json.dumps(mapper)}" for mapper in mappers)
 
@@ -260,7 +264,7 @@ def stream_routes(services: list[ServiceDescriptor]) -> list[StreamRoute]:
     return found
 
 
-def _template(rule) -> str:
+def _template(rule: http_pb2.HttpRule) -> str:
     pattern = rule.WhichOneof("pattern")
     if pattern is None:
         return ""
@@ -349,7 +353,8 @@ def _clusters(grpc_ports: list[int], stream_ports: list[int]) -> str:
     there never queues behind the unary calls of a busy process (whose
     unary threads may all be working), while a dead process fails both."""
     template = Template((EDGE / "cluster.yaml.in").read_text().split("\n", 1)[1])
-    return "".join(template.substitute(name=name, endpoints=_endpoints(ports, stream_ports))
+    panic = 0 if len(grpc_ports) > 1 else 100
+    return "".join(template.substitute(name=name, endpoints=_endpoints(ports, stream_ports), panic_threshold=panic)
                    for name, ports in ((UNARY_CLUSTER, grpc_ports), (STREAM_CLUSTER, stream_ports)))
 
 

@@ -9,9 +9,13 @@ from __future__ import annotations
 import logging
 import pathlib
 import warnings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from persona_service.kernel.settings import Settings
 
 
-def database_url(settings) -> str:
+def database_url(settings: Settings) -> str:
     """DATABASE_URL, else the embedded PostgreSQL under the data dir (started or joined)."""
     return settings.database_url or postgres_url(settings.data_dir / "postgres")
 

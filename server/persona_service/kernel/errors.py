@@ -136,7 +136,7 @@ class IdempotencyConflict(ApiError):
 class StoredError(ApiError):
     """An error recorded with an idempotency key, replayed exactly as first sent."""
 
-    def __init__(self, http_status: int, body: str, headers: dict[str, str]):
+    def __init__(self, http_status: int | None, body: str, headers: dict[str, str]) -> None:
         import json
 
         error = json.loads(body)["error"]

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Generic, TypeVar
 
+from persona_service.kernel.principal import Principal
 from persona_service.kernel.transport import context as request_context
 
 # Turns per round, by plan: an Enterprise organization with others waiting gets 8 turns to a Free one's 1.
@@ -201,7 +202,7 @@ def in_turns(steps: Iterator[T]) -> Iterator[T]:
         yield item  # type: ignore[misc]
 
 
-def _principal():
+def _principal() -> Principal | None:
     try:
         return request_context.current().principal
     except LookupError:

@@ -24,8 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
+import time
 from dataclasses import dataclass
 from datetime import timedelta
+
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.errors import IdempotencyConflict, ValidationFailed, Violation
@@ -36,6 +41,8 @@ from persona_service.kernel.secretbox import SecretBox, open_or_legacy
 WINDOW = timedelta(hours=24)
 # A claim whose request died with its process is taken over after this.
 LOCK = timedelta(minutes=5)
+# First wait before retrying a release PostgreSQL refused (then doubling, up to 1 s).
+RELEASE_RETRY_SECONDS = 0.25
 _KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 
 
@@ -59,7 +66,7 @@ def request_hash(method: str, canonical_request: bytes) -> str:
 
 
 class Idempotency:
-    def __init__(self, engine, box: SecretBox):
+    def __init__(self, engine: Engine, box: SecretBox) -> None:
         self.engine = engine
         self.box = box
 
@@ -104,7 +111,7 @@ class Idempotency:
             dict(record.headers or {}),
         )
 
-    def complete(self, conn, claim: Claim, response: bytes, headers: dict[str, str]) -> None:
+    def complete(self, conn: Connection, claim: Claim, response: bytes, headers: dict[str, str]) -> None:
         """Record a success inside the operation's own unit of work."""
         IdempotencyRepository(conn).complete(
             claim.org_id, claim.credential_id, claim.key, response=self.box.seal_bytes(response), headers=headers
@@ -118,8 +125,29 @@ class Idempotency:
             )
 
     def release(self, claim: Claim) -> None:
+        """Free the key for the client's retry (the call failed with a 5xx).
+        When PostgreSQL is what failed, the release cannot be written either:
+        it is retried in the background until PostgreSQL is back, so the
+        retry (after its 503's Retry-After) is not refused `in_flight` for
+        the claim's whole LOCK (measured by scripts/topology.py)."""
+        try:
+            self._release(claim)
+        except SQLAlchemyError:
+            threading.Thread(target=self._release_later, args=(claim,), name="idempotency-release", daemon=True).start()
+
+    def _release(self, claim: Claim) -> None:
         with self.engine.begin() as conn:
             IdempotencyRepository(conn).release(claim.org_id, claim.credential_id, claim.key)
+
+    def _release_later(self, claim: Claim) -> None:
+        delay, deadline = RELEASE_RETRY_SECONDS, time.monotonic() + LOCK.total_seconds()
+        while time.monotonic() < deadline:
+            time.sleep(delay)
+            try:
+                self._release(claim)
+                return
+            except SQLAlchemyError:
+                delay = min(2 * delay, 1.0)
 
     def purge_expired(self) -> int:
         with self.engine.begin() as conn:

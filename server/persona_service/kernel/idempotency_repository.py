@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, select, tuple_, update
+from sqlalchemy import ColumnElement, Connection, delete, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
 
 from persona_service.kernel.db.base import table_of
@@ -33,10 +33,11 @@ class IdempotencyRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def _pk(self, org_id: str, credential_id: str, key: str):
+    def _pk(self, org_id: str, credential_id: str, key: str) -> ColumnElement[bool]:
         return (_records.c.org_id == org_id) & (_records.c.credential_id == credential_id) & (_records.c.key == key)
 
-    def claim(self, *, org_id, credential_id, key, method, request_hash, now: datetime, locked_until, expires_at) -> bool:
+    def claim(self, *, org_id: str, credential_id: str, key: str, method: str, request_hash: str, now: datetime,
+              locked_until: datetime, expires_at: datetime) -> bool:
         """Insert a running claim, or take over an expired record or an
         abandoned claim. True when this request now owns the key."""
         stmt = insert(_records).values(
@@ -58,7 +59,9 @@ class IdempotencyRepository:
         row = self.conn.execute(select(_records).where(self._pk(org_id, credential_id, key))).mappings().first()
         return record_or_none(StoredRequest, row)
 
-    def complete(self, org_id, credential_id, key, *, response=None, error_status=None, error_body=None, headers=None) -> None:
+    def complete(self, org_id: str, credential_id: str, key: str, *, response: bytes | None = None,
+                 error_status: int | None = None, error_body: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         self.conn.execute(
             update(_records)
             .where(self._pk(org_id, credential_id, key))

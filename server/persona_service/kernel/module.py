@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import importlib
 import pathlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from persona_service.kernel import ids
 from persona_service.kernel.command import Command as Command  # re-exported: modules declare commands with it
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from persona_service.kernel.app import App
     from persona_service.kernel.auth import CredentialStore
+    from persona_service.kernel.resources import Runtime
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class Job:
 
     name: str
     every_seconds: float
-    run: Callable[[App], int]  # returns how many things it did, for the log
+    run: Callable[[Runtime], int]  # returns how many things it did, for the log
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,8 @@ class Module:
     # owns: subject type -> (conn, subject id, decision "approve"|"reject").
     review_resolvers: Mapping[str, Callable[[Any, str, str], None]] = field(default_factory=dict)
     # What this module holds about one user, for privacy exports:
-    # (conn, kernel.personal_data.Subject) -> {table name: JSON rows}.
-    personal_data: Callable[[Any, Any], dict[str, list[dict[str, Any]]]] | None = None
+    # (conn, kernel.personal_data.Subject) -> {table name: JSON rows, in lazy batches (export_batches)}.
+    personal_data: Callable[[Any, Any], dict[str, Iterable[list[dict[str, Any]]]]] | None = None
     # Erase what this module holds about one user (right to erasure):
     # (conn, kernel.personal_data.Subject, now) -> {what was done: how many}.
     erase_personal_data: Callable[[Any, Any, Any], dict[str, int]] | None = None
@@ -200,7 +201,10 @@ def _unique(what: str, values: list[str]) -> None:
         seen.add(value)
 
 
-def _one(port: str, providers: list):
+T = TypeVar("T")
+
+
+def _one(port: str, providers: list[T]) -> T | None:
     if len(providers) > 1:
         raise RuntimeError(f"more than one module implements the {port} port")
     return providers[0] if providers else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from persona.v1 import events_pb2  # noqa: F401 - registers EventType in the descriptor pool
+from sqlalchemy import Connection
 
 from persona_service.kernel import ids
 from persona_service.kernel.access import log_workspace
@@ -28,7 +29,7 @@ AUDIT_FAILED_FIELDS = frozenset({"personaId", "reason", "score", "threshold", "a
 
 
 class Outbox:
-    def __init__(self, conn, cursors: CursorCodec | None = None):
+    def __init__(self, conn: Connection, cursors: CursorCodec | None = None) -> None:
         self.repo = EventRepository(conn)
         self.cursors = cursors
 
@@ -53,7 +54,8 @@ class Outbox:
             raise NotFound("event")
         return row
 
-    def list(self, principal: Principal, type_: str, persona_id: str, limit: int, cursor: str):
+    def list(self, principal: Principal, type_: str, persona_id: str, limit: int,
+             cursor: str) -> tuple[list[EventRecord], str]:
         return keyset_page(
             self.cursors, f"events:{principal.org_id}", limit, cursor,
             lambda n, after: self.repo.list_page(principal.org_id, log_workspace(principal), type_, persona_id, n, after),

@@ -27,7 +27,7 @@ class EventRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def add(self, **values) -> None:
+    def add(self, **values: Any) -> None:
         self.conn.execute(insert(_events).values(**values))
 
     def get(self, org_id: str, workspace_id: str | None, event_id: str) -> EventRecord | None:

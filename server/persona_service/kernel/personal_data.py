@@ -1,21 +1,28 @@
 """The personal-data port: what a module holds about one user of one
 organization, for privacy exports (DSAR). Each module that keeps personal
 data declares `Module.personal_data`; the privacy module assembles the
-bundle. Rows are JSON-ready dicts; secrets (hashes, keys) are never in them.
+bundle. Each table is an iterable of batches of JSON-ready dicts, read
+lazily (`export_batches`): a user's million rows are never in memory at
+once. Secrets (hashes, keys) are never in them.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Executable
 
 from persona_service.kernel.clock import iso
+
+# Rows read from PostgreSQL, and held, at a time per table of an export.
+BATCH_ROWS = 1000
+# A table of the port: its rows, a batch at a time.
+Batches = Iterable[list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,18 @@ def export_records(rows: Iterable[Mapping[Any, Any]], omit: Iterable[str] = ()) 
     """Database rows as JSON values, without the columns named in `omit`."""
     left_out = set(omit)
     return [{str(k): _json(v) for k, v in row.items() if k not in left_out} for row in rows]
+
+
+def export_batches(conn: Connection, stmt: Executable, omit: Iterable[str] = ()) -> Iterator[list[dict[str, Any]]]:
+    """The statement's rows as JSON values, BATCH_ROWS at a time, from a
+    server-side cursor (`yield_per`: psycopg's named cursor). Lazy: the
+    statement runs when the first batch is asked for, so a source's tables
+    are read one after another, as the bundle is written."""
+    # On the statement: Connection.execution_options would stream every later statement of the connection.
+    with conn.execute(stmt.execution_options(yield_per=BATCH_ROWS)) as result:
+        while batch := export_records(result.mappings().fetchmany(BATCH_ROWS), omit):
+            yield batch
+            del batch  # not alive while the next batch is read
 
 
 def _json(value: Any) -> Any:
@@ -46,7 +65,7 @@ def _json(value: Any) -> Any:
     return value
 
 
-def audit_events(conn: Connection, subject: Subject) -> dict[str, list[dict[str, Any]]]:
+def audit_events(conn: Connection, subject: Subject) -> dict[str, Batches]:
     """The kernel's own part: audit events about what the user did."""
     from persona_service.kernel.audit_repository import AuditRepository  # it imports export_records from here
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 
 SCOPES = ("personas:read", "personas:write", "chat:read", "chat:write", "config:read", "config:write")
 ROLES = ("owner", "admin", "member")
@@ -50,7 +51,7 @@ def install_scopes(scopes: Iterable[Scope]) -> None:
             CONFINED_SCOPES.add(scope.name)
 
 
-def with_implied(scopes) -> frozenset[str]:
+def with_implied(scopes: Iterable[str]) -> frozenset[str]:
     held = frozenset(scopes)
     return held.union(*(IMPLIED_SCOPES.get(s, ()) for s in held))
 
@@ -78,3 +79,15 @@ class Principal:
     # session of a member no SCIM group confines to workspaces. API keys
     # (scoped to a workspace) and confined members' sessions are not.
     org_wide: bool = False
+
+
+def principal_json(principal: Principal) -> dict[str, Any]:
+    """A principal as JSON (a durable run's caller, kernel.runs): who it is, never its credential."""
+    return {**asdict(principal), "scopes": sorted(principal.scopes), "ip_allowlist": list(principal.ip_allowlist),
+            "expires_at": principal.expires_at.isoformat() if principal.expires_at is not None else None}
+
+
+def principal_from_json(data: dict[str, Any]) -> Principal:
+    expires = data.get("expires_at")
+    return Principal(**{**data, "scopes": frozenset(data["scopes"]), "ip_allowlist": tuple(data["ip_allowlist"]),
+                        "expires_at": datetime.fromisoformat(expires) if expires else None})

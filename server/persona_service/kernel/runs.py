@@ -1,21 +1,31 @@
 """Durable runs: what a streaming RPC streams is a run, not its connection.
 
-A streaming call starts its operation on the run pool (threads of their own,
-neither the unary nor the stream server's) and follows the run's frames. The
-client going away stops the following, never the run: a generation nobody
-listens to any more still finishes, commits and emits its events.
+A streaming call is accepted by writing its run to PostgreSQL (a task of
+kind `run`, kernel.tasks: the request, who asked, and the state saved so
+far), then its operation runs on this process's run pool (threads of their
+own, organizations taking turns, kernel.fair) under the task's lease, which
+a heartbeat renews. The call itself only follows the run's frames (a view):
+the client going away stops the following, never the run.
 
-Frames (the serialized response messages, in order; seq 1, 2, …) are also
-kept in Redis, short-lived shared state (`FINISHED_TTL` after the run ends),
-so a client can resume from any server process with `Last-Event-ID:
-<run id>.<seq>`. In the process that runs it, followers wake on a condition
-rather than polling. A run lives in the process that started it: if that
-process dies the run is lost (nothing of it was committed), and resuming it
-ends with the status `lost` once its heartbeat expires (`LIVE_TTL`).
+Frames (the serialized response messages, in order; seq 1, 2, …) are kept
+in Redis (`FINISHED_TTL` after the run ends), so a client can resume from
+any server process with `Last-Event-ID: <run id>.<seq>`; in the process that
+runs it, followers wake on a condition rather than polling.
+
+If the process dies (or is drained, `hand_over`), the lease runs out (or is
+given back) and another process takes the run over: it runs the operation
+again from its saved state. The operation's changes commit in one unit of
+work, together with the run's completion, only while its attempt holds the
+lease, so they happen exactly once; what it does before (provider calls) is
+saved step by step with `checkpoint` and not repeated, and the frames it
+emits again are the ones already kept, so the stream goes on gaplessly from
+the frames Redis has. Only a run that nobody could take over in
+`RUN_ATTEMPTS` attempts ends `lost`.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
 import threading
@@ -23,22 +33,31 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import redis
 from google.protobuf.message import Message
+from redis.client import Pipeline
+from sqlalchemy import Connection, Engine
 
 from persona_service.kernel import fair
 from persona_service.kernel.errors import ApiError, BadRequest, NotFound, ServiceUnavailable
 from persona_service.kernel.fair import FairPool
 from persona_service.kernel.logs import Throttled
+from persona_service.kernel.tasks import TaskKind
+from persona_service.kernel.tasks_repository import TaskRecord, TaskRepository
 
 log = logging.getLogger("persona_service.runs")
 _warn = Throttled(log)  # at most one line per 10 s while Redis is down
 
-LIVE_TTL = 15  # seconds a running run's frames outlive its last heartbeat
-HEARTBEAT = 5
+T = TypeVar("T")
+RUN_TASK = "run"  # the task kind of a run (its row: the run's lease and saved state)
+# Attempts of a run (the first and takeovers after a lost or given-back lease) before it ends `lost`.
+RUN_ATTEMPTS = 5
+LIVE_TTL = 60  # seconds a running run's frames outlive its last heartbeat (longer than a takeover takes)
 FINISHED_TTL = 600  # seconds a finished run can still be resumed
 POLL = 0.05  # seconds between reads when following a run of another process
+ROW_POLL = 1.0  # seconds between reads of the run's row while no process runs it (Redis has no status)
 # Frames reach Redis in batches, at most this late: one round trip per batch of every run's frames,
 # not one per frame (per-frame round trips were a third of a process's time under generating streams).
 FLUSH_SECONDS = 0.02
@@ -47,8 +66,15 @@ _EVENT_ID = re.compile(r"^(run_[0-9a-f]{32})\.([0-9]{1,9})$")
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str  # completed | failed | lost
+    # completed | failed | lost; abandoned: this attempt lost its lease (another
+    # process goes on with the run); handed_over: this process is draining and
+    # ends its streams so their clients resume on another (no `end` event).
+    status: str
     error: ApiError | None = None  # the failure, in the process that ran it
+
+
+class RunAbandoned(Exception):
+    """This attempt no longer holds the run's lease: it stops and rolls back."""
 
 
 @dataclass(frozen=True)
@@ -89,22 +115,39 @@ def resume_point(last_event_id: str | None) -> ResumePoint | None:
 class Run:
     """A run's frames and outcome as the process running it sees them."""
 
-    def __init__(self, run_id: str, owner: RunOwner, method: str):
+    def __init__(self, run_id: str, owner: RunOwner, method: str, attempt: int = 1,
+                 state: dict[str, Any] | None = None, kept: int = 0):
         self.id = run_id
         self.owner = owner
         self.method = method
+        self.attempt = attempt  # of the run's task: the lease this process holds
+        self.state = dict(state or {})  # what `checkpoint` saved, by key
+        self.kept = kept  # frames an earlier attempt kept in Redis: emitted again, they are not kept twice
         self.frames: list[bytes] = []
         self.outcome: Outcome | None = None
+        self.abandoned = False
         self._changed = threading.Condition()
+        self.save: Callable[[str, Any], None] = lambda key, value: None
 
     def current_outcome(self) -> Outcome | None:
         return self.outcome
 
-    def emit(self, frame: bytes) -> int:
+    def emit(self, frame: bytes, keep: Callable[[int], None] = lambda seq: None) -> int:
+        """Add a frame and `keep(seq)` it, unless the run was abandoned (atomically with `abandon`)."""
         with self._changed:
+            if self.abandoned:
+                raise RunAbandoned(self.id)
             self.frames.append(frame)
+            seq = len(self.frames)
+            if seq > self.kept:
+                keep(seq)
             self._changed.notify_all()
-            return len(self.frames)
+            return seq
+
+    def abandon(self) -> None:
+        with self._changed:
+            self.abandoned = True
+            self._changed.notify_all()
 
     def finish(self, outcome: Outcome) -> None:
         with self._changed:
@@ -141,6 +184,14 @@ class RunStore:
         self._quietly(lambda p: p.hset(meta, mapping={**run.owner.as_meta(), "method": run.method, "status": "running"})
                       .expire(meta, LIVE_TTL))
 
+    def kept(self, run_id: str) -> int:
+        """How many frames of the run Redis has (0 when it has none or is away)."""
+        try:
+            return int(self.redis.llen(self._keys(run_id)[0]))
+        except redis.RedisError as exc:
+            _warn.warning("frames", "run frames not read from Redis: %s", exc)
+            return 0
+
     def append(self, run_id: str, seq: int, frame: bytes) -> None:
         """Keep a frame (written with the next batch, within FLUSH_SECONDS)."""
         with self._pending_lock:
@@ -150,10 +201,11 @@ class RunStore:
                 self._flusher = threading.Thread(target=self._flush_every, name="run-frames", daemon=True)
                 self._flusher.start()
 
-    def finish(self, run_id: str, status: str) -> None:
+    def finish(self, run: Run, status: str) -> None:
         """The run's status, after every frame it emitted (in the same round trip)."""
-        frames, meta = self._keys(run_id)
-        self.flush(lambda p: p.hset(meta, "status", status).expire(meta, FINISHED_TTL).expire(frames, FINISHED_TTL))
+        frames, meta = self._keys(run.id)
+        self.flush(lambda p: p.hset(meta, mapping={**run.owner.as_meta(), "method": run.method, "status": status})
+                   .expire(meta, FINISHED_TTL).expire(frames, FINISHED_TTL))
 
     def flush(self, then: Callable | None = None) -> None:
         """Write the frames kept so far (then `then`'s commands) in one pipeline."""
@@ -163,12 +215,11 @@ class RunStore:
             if not pending and then is None:
                 return
 
-            def commands(p):
-                for run_id, seq, frame in pending:
+            def commands(p: Pipeline) -> Pipeline:
+                for run_id, _seq, frame in pending:
                     frames = self._keys(run_id)[0]
                     p.rpush(frames, frame)
-                    if seq == 1:  # the first frame creates the list; the heartbeat keeps it alive after that
-                        p.expire(frames, LIVE_TTL)
+                    p.expire(frames, LIVE_TTL)  # the heartbeat keeps it alive after that
                 return then(p) if then is not None else p
 
             self._quietly(commands)
@@ -181,7 +232,7 @@ class RunStore:
             self.flush()
 
     def heartbeat(self, run_ids: list[str]) -> None:
-        def beat(p):
+        def beat(p: Pipeline) -> Pipeline:
             for run_id in run_ids:
                 for key in self._keys(run_id):
                     p.expire(key, LIVE_TTL)
@@ -224,22 +275,78 @@ def _unavailable() -> ServiceUnavailable:
     return err
 
 
-class Runs:
-    """The process's run pool and its live runs."""
+def _task_status(status: str) -> str:
+    return "done" if status == "completed" else status
 
-    def __init__(self, client: redis.Redis, workers: int):
+
+def _settled(run: Run) -> dict[str, Any]:
+    """A settled run's row keeps who may read it, not its request nor its saved state (personal data)."""
+    return {"method": run.method, "owner": run.owner.as_meta(), "state": {}}
+
+
+_running: contextvars.ContextVar[Run | None] = contextvars.ContextVar("persona_run", default=None)
+
+
+def checkpoint(key: str, make: Callable[[], T]) -> T:
+    """`make()`'s value, saved with the durable run this thread runs (JSON):
+    a run taken over after its process died gets the saved value instead of
+    making it again (an id it already streamed, a provider call's answer).
+    Outside a run it is `make()`. `make` must change nothing the run's unit of
+    work would not roll back: what it returns is all that is kept."""
+    run = _running.get()
+    if run is None:
+        return make()
+    if key in run.state:
+        return run.state[key]
+    value = make()
+    run.save(key, value)
+    run.state[key] = value
+    return value
+
+
+# Revives a run another process started from its task's payload: the operation to run.
+Reviver = Callable[[dict[str, Any]], Callable[[Run], Outcome]]
+
+
+class Runs:
+    """The process's run pool, its live runs and their leases."""
+
+    def __init__(self, client: redis.Redis, workers: int, engine: Engine, lease_seconds: float):
         self.store = RunStore(client)
+        self.engine = engine
+        self.lease_seconds = lease_seconds
         # Runs wait for a worker in one queue per organization, served in turns weighted by plan (kernel.fair).
         self._pool = FairPool(workers, "run")
         self._live: dict[str, Run] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._handing_over = threading.Event()
         self._beating: threading.Thread | None = None
+        self.revive: Reviver | None = None  # set by the stream server (kernel.transport.pipeline)
 
-    def start(self, owner: RunOwner, method: str, produce: Callable[[Run], Outcome], weight: int = 1) -> Run:
-        """Start `produce(run)` on the run pool (its organization's share of it: `weight`);
-        it emits the frames and returns the outcome."""
+    def task_kind(self) -> TaskKind:
+        """Runs whose lease ran out are taken over by any process's task threads."""
+        return TaskKind(RUN_TASK, run=lambda _runtime, task: self._take_over(task),
+                        give_up=lambda _runtime, task, _error: self._lose(task), max_attempts=RUN_ATTEMPTS,
+                        backoff_seconds=0, lease_seconds=self.lease_seconds)
+
+    def start(self, owner: RunOwner, method: str, produce: Callable[[Run], Outcome], weight: int = 1,
+              payload: dict[str, Any] | None = None) -> Run:
+        """Accept a run (its row committed, under this process's lease) and
+        start `produce(run)` on the run pool (its organization's share of it:
+        `weight`); it emits the frames and returns the outcome. `payload` is
+        what `revive` needs to run it in another process."""
         run = Run("run_" + uuid.uuid4().hex, owner, method)
+        with self.engine.begin() as conn:
+            TaskRepository(conn).add_held(
+                self.lease_seconds, id=run.id, kind=RUN_TASK, org_id=owner.org_id, subject_id=owner.workspace_id,
+                payload={**(payload or {}), "method": method, "owner": owner.as_meta(), "state": {}})
+        self._register(run)
+        self._pool.submit(owner.org_id, weight, lambda: self._execute(run, produce))
+        return run
+
+    def _register(self, run: Run) -> None:
+        run.save = lambda key, value: self._save(run, key, value)
         with self._lock:
             self._live[run.id] = run
             if self._beating is None:
@@ -247,20 +354,47 @@ class Runs:
                 self._beating.start()
         self.store.start(run)
 
-        def body() -> None:
-            outcome = Outcome("failed")
-            try:
-                outcome = produce(run)
-            except Exception:  # noqa: BLE001 - produce settles its own errors; this is a last resort
-                log.exception("run %s failed unexpectedly", run.id)
-            finally:
-                self.store.finish(run.id, outcome.status)
-                run.finish(outcome)
-                with self._lock:
-                    self._live.pop(run.id, None)
+    def _execute(self, run: Run, produce: Callable[[Run], Outcome]) -> None:
+        token = _running.set(run)
+        outcome = Outcome("failed")
+        try:
+            outcome = Outcome("abandoned") if run.abandoned else produce(run)
+        except RunAbandoned:
+            outcome = Outcome("abandoned")
+        except Exception:  # noqa: BLE001 - produce settles its own errors; this is a last resort
+            log.exception("run %s failed unexpectedly", run.id)
+        finally:
+            _running.reset(token)
+            if outcome.status != "completed" and run.abandoned:
+                outcome = Outcome("abandoned")  # whatever it failed with, another process goes on with the run
+            if outcome.status != "abandoned":
+                if outcome.status != "completed":  # a completed run's row was settled with its changes (seal)
+                    self._settle_row(run, outcome.status)
+                self.store.finish(run, outcome.status)
+            run.finish(outcome)
+            with self._lock:
+                self._live.pop(run.id, None)
 
-        self._pool.submit(owner.org_id, weight, body)
-        return run
+    def seal(self, conn: Connection, run: Run, status: str) -> None:
+        """Settle the run's row in the unit of work that commits its changes:
+        they commit only while this attempt holds the lease (exactly once)."""
+        self.store.flush()  # its frames are kept before anything says it finished
+        if not TaskRepository(conn).finish(run.id, run.attempt, _task_status(status), payload=_settled(run)):
+            run.abandon()
+            raise RunAbandoned(run.id)
+
+    def _settle_row(self, run: Run, status: str) -> None:
+        try:
+            with self.engine.begin() as conn:
+                TaskRepository(conn).finish(run.id, run.attempt, _task_status(status), payload=_settled(run))
+        except Exception:  # noqa: BLE001 - the lease runs out; the process taking it over settles it
+            log.exception("could not settle run %s", run.id)
+
+    def _save(self, run: Run, key: str, value: Any) -> None:
+        with self.engine.begin() as conn:
+            if not TaskRepository(conn).save_state(run.id, run.attempt, key, value):
+                run.abandon()
+                raise RunAbandoned(run.id)
 
     def emit(self, run: Run, message: Message) -> None:
         """A frame of the run. Serializing and keeping it take a turn of the process's gate (kernel.fair), as
@@ -268,21 +402,37 @@ class Runs:
         held across a lock wait deadlocks with the lock's holder waiting for a turn."""
         with fair.cpu_turn():
             frame = message.SerializeToString()
-            seq = run.emit(frame)
-            self.store.append(run.id, seq, frame)
+            run.emit(frame, lambda seq: self.store.append(run.id, seq, frame))
 
-    def follow(self, run: Run, after: int, active: Callable[[], bool]) -> Iterator[tuple[int, bytes]]:
-        """The frames of a run of this process after `after`, as they come."""
-        seq = after
-        while True:
-            frames, outcome = run.wait(seq, 1.0)
-            for frame in frames:
-                seq += 1
-                yield seq, frame
-            if outcome is not None and not frames:
-                return
-            if not frames and not active():
-                return  # the client went away; the run goes on
+    # --- views ------------------------------------------------------------------------
+
+    def follow(self, run: Run, after: int, active: Callable[[], bool]
+               ) -> tuple[Iterator[tuple[int, bytes]], Callable[[], Outcome | None]]:
+        """The frames of a run of this process after `after`, as they come, and
+        a function giving the outcome once they are out. If this process loses
+        the run, the view goes on with the frames of the process taking it over."""
+        state: dict[str, Outcome] = {}
+
+        def frames() -> Iterator[tuple[int, bytes]]:
+            seq = after
+            while True:
+                if self._handing_over.is_set():
+                    state["outcome"] = Outcome("handed_over")
+                    return
+                batch, outcome = run.wait(seq, 1.0)
+                for frame in batch:
+                    seq += 1
+                    yield seq, frame
+                if run.abandoned and not batch:
+                    yield from self._poll(ResumePoint(run.id, seq), active, state)
+                    return
+                if outcome is not None and not batch:
+                    state["outcome"] = outcome
+                    return
+                if not batch and not active():
+                    return  # the client went away; the run goes on
+
+        return frames(), lambda: state.get("outcome")
 
     def resume(self, point: ResumePoint, caller: RunOwner, method: str, active: Callable[[], bool]
                ) -> tuple[Iterator[tuple[int, bytes]], Callable[[], Outcome | None]]:
@@ -292,19 +442,41 @@ class Runs:
         with self._lock:
             live = self._live.get(point.run_id)
         if live is not None and live.owner == caller and live.method == method:
-            return self.follow(live, point.seq, active), live.current_outcome
+            return self.follow(live, point.seq, active)
         meta = self.store.meta(point.run_id)
+        if meta is None:  # no process runs it now: one whose lease ran out is taken over soon
+            meta = self._row_meta(point.run_id)
+            if meta is not None and meta["status"] != "running":
+                meta = None  # settled, and its frames expired
         if meta is None or not caller.owns(meta) or meta.get("method") != method:
             raise NotFound("stream run", {"runId": point.run_id})
         state: dict[str, Outcome] = {}
         return self._poll(point, active, state), lambda: state.get("outcome")
 
+    def _row_meta(self, run_id: str) -> dict[str, str] | None:
+        """A run's owner, method and status from its row (Redis forgot it, e.g. while no process runs it)."""
+        try:
+            with self.engine.connect() as conn:
+                task = TaskRepository(conn).get(run_id)
+        except Exception as exc:  # noqa: BLE001 - as when Redis is away
+            raise _unavailable() from exc
+        if task is None or task.kind != RUN_TASK:
+            return None
+        status = {"done": "completed", "failed": "failed"}.get(task.status, "running")
+        return {**task.payload.get("owner", {}), "method": task.payload.get("method", ""), "status": status}
+
     def _poll(self, point: ResumePoint, active: Callable[[], bool], state: dict[str, Outcome]
               ) -> Iterator[tuple[int, bytes]]:
-        seq = point.seq
+        seq, row_read = point.seq, 0.0
         while True:
+            if self._handing_over.is_set():
+                state["outcome"] = Outcome("handed_over")
+                return
             meta = self.store.meta(point.run_id)
-            status = "lost" if meta is None else meta.get("status", "running")
+            if meta is None and time.monotonic() - row_read >= ROW_POLL:
+                # No process runs it now (it died; another takes it over once its lease runs out).
+                row_read, meta = time.monotonic(), self._row_meta(point.run_id) or {"status": "lost"}
+            status = "running" if meta is None else meta.get("status", "running")
             frames = self.store.frames(point.run_id, seq)
             for frame in frames:
                 seq += 1
@@ -317,19 +489,74 @@ class Runs:
                     return
                 time.sleep(POLL)
 
-    def _heartbeat(self) -> None:
-        while not self._stopping.wait(HEARTBEAT):
-            with self._lock:
-                ids = list(self._live)
-            self.store.heartbeat(ids)
+    # --- leases -----------------------------------------------------------------------
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Stop taking runs; give running ones `timeout` seconds to finish."""
+    def _take_over(self, task: TaskRecord) -> None:
+        """Run a run whose lease ran out (its process died or gave it back), from its saved state."""
+        if self._handing_over.is_set() or self.revive is None:
+            self._release(task.id, task.attempts)
+            return
+        payload = task.payload
+        owner = RunOwner(payload["owner"]["org"], payload["owner"]["ws"])
+        run = Run(task.id, owner, payload["method"], task.attempts, payload.get("state"), self.store.kept(task.id))
+        log.info("taking over run %s (attempt %d, %d frames kept)", run.id, run.attempt, run.kept)
+        self._register(run)
+        try:
+            produce = self.revive(payload)
+        except Exception:  # noqa: BLE001 - e.g. a method this release no longer has
+            log.exception("cannot revive run %s", run.id)
+            self._execute(run, lambda run: Outcome("failed"))
+            return
+        self._execute(run, produce)
+
+    def _lose(self, task: TaskRecord) -> None:
+        """No attempt finished the run: it ends `lost` (nothing of it was committed)."""
+        owner = task.payload.get("owner", {})
+        run = Run(task.id, RunOwner(owner.get("org", ""), owner.get("ws", "")), task.payload.get("method", ""),
+                  task.attempts)
+        self._settle_row(run, "failed")
+        self.store.finish(run, "lost")
+
+    def _release(self, run_id: str, attempt: int) -> None:
+        try:
+            with self.engine.begin() as conn:
+                TaskRepository(conn).release(run_id, attempt)
+        except Exception:  # noqa: BLE001 - then its lease runs out instead
+            log.exception("could not give run %s back", run_id)
+
+    def _heartbeat(self) -> None:
+        while not self._stopping.wait(self.lease_seconds / 3):
+            with self._lock:
+                live = list(self._live.values())
+            self.store.heartbeat([run.id for run in live])
+            try:
+                with self.engine.begin() as conn:
+                    held = TaskRepository(conn).renew({run.id: run.attempt for run in live}, self.lease_seconds)
+            except Exception:  # noqa: BLE001 - the database is away: another process cannot take them either
+                _warn.warning("leases", "run leases not renewed: the database is unavailable")
+                continue
+            for run in live:
+                if run.id not in held and run.outcome is None:
+                    log.warning("run %s: lease lost; another process goes on with it", run.id)
+                    run.abandon()
+
+    def hand_over(self) -> None:
+        """Drain (call on SIGTERM, before the stream server stops): take over no
+        more runs, give every run of this process back at once (they stop at
+        their next frame or save and roll back; another process goes on from
+        their saved state), and end this process's open stream views without
+        an `end` event so their clients resume elsewhere with `Last-Event-ID`."""
+        self._handing_over.set()
+        with self._lock:
+            live = list(self._live.values())
+        for run in live:
+            run.abandon()
+        self.store.flush()  # the frames kept so far are the ones the next process goes on from
+        for run in live:
+            self._release(run.id, run.attempt)
+
+    def close(self) -> None:
+        """Stop taking runs; give running ones back to other processes."""
+        self.hand_over()
         self._stopping.set()
         self._pool.shutdown()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._live:
-                    return
-            time.sleep(0.05)

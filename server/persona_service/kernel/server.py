@@ -6,6 +6,7 @@ import gc
 import logging
 import signal
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -34,6 +35,9 @@ MAX_METADATA_BYTES = 2 * EDGE_HEADERS_KB * 1024 + 16 * 1024
 # pipeline's gate, organizations taking turns by plan) instead of in gRPC's
 # first-come-first-served queue; only `grpc_workers` of them run at once.
 TURN_WAITERS = 64
+# On drain, after the runs are handed over: time for the stream views to end
+# themselves (a clean end of the HTTP stream) before the rest are cancelled.
+STREAMS_GRACE_SECONDS = 1.0
 
 
 def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Server, health.HealthServicer]:
@@ -57,7 +61,10 @@ def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Se
         maximum_concurrent_rpcs=workers if streams else None,
     )
     for binding in app.modules.services:
-        binding.register(binding.servicer(app), server)
+        pipeline.servicers[binding.name] = binding.servicer(app)
+        binding.register(pipeline.servicers[binding.name], server)
+    if streams:  # runs another process accepted are taken over on the stream server's pool (kernel.runs)
+        app.runs.revive = pipeline.revive
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [s.full_name for s in services] + [health.SERVICE_NAME, reflection.SERVICE_NAME]
@@ -91,11 +98,28 @@ def serve(modules: Modules) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
-    health_servicer.enter_graceful_shutdown()
-    stream_health.enter_graceful_shutdown()
-    stopped = [server.stop(grace=5), stream_server.stop(grace=5)]
-    for event in stopped:
-        event.wait()
+    drain(app, [health_servicer, stream_health], unary=server, streams=stream_server)
     app.close()
     tracing.shutdown()
+
+
+def drain(app: App, healths: list[health.HealthServicer], unary: grpc.Server, streams: grpc.Server) -> None:
+    """Leave rotation without failing a call: report NOT_SERVING (gRPC
+    health, which the edge checks, and /readyz, which Kubernetes probes)
+    while still serving for `drain_seconds`, until balancers have stopped
+    sending calls here (streams opened before may finish meanwhile); then
+    hand this process's runs over (kernel.runs: another process takes each
+    over from its saved state, and the open streams end without their `end`
+    event, so their clients resume there with `Last-Event-ID`), refuse new
+    calls and let unary calls in flight finish (within `shutdown_grace_seconds`)."""
+    settings = app.settings
+    app.draining.set()
+    for servicer in healths:
+        servicer.enter_graceful_shutdown()
+    log.info("draining: NOT_SERVING for %.1fs before refusing new calls", settings.drain_seconds)
+    time.sleep(settings.drain_seconds)
+    app.runs.hand_over()
+    stopped = [unary.stop(grace=settings.shutdown_grace_seconds), streams.stop(grace=STREAMS_GRACE_SECONDS)]
+    for event in stopped:
+        event.wait()
 

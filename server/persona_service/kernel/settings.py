@@ -18,7 +18,7 @@ import logging
 import os
 import pathlib
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin, overload
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -105,6 +105,18 @@ class Settings(Section):
         256, ge=1, description="threads (= concurrent open streams) per server process; beyond them a new stream "
                                "is refused at once (429) instead of queued",
     )
+    drain_seconds: float = Field(
+        2.0, ge=0, le=60,
+        description="on SIGTERM a server process first fails its health checks (NOT_SERVING) and goes on serving "
+                    "this long, so balancers take it out of rotation before it stops accepting calls (the edge "
+                    "probes every 0.5 s; under Kubernetes, at least the readiness probe's period × failureThreshold)",
+    )
+    shutdown_grace_seconds: float = Field(
+        10.0, ge=0, le=300,
+        description="after draining, how long unary calls in flight may take to finish before they are cancelled "
+                    "(open streams end at once, their runs handed over: clients resume on another process with "
+                    "`Last-Event-ID`)",
+    )
     stream_db_pool_size: int = Field(
         8, ge=1, description="PostgreSQL connections per server process for streams and their runs (`up` sets it "
                              "from db_connections)",
@@ -134,6 +146,11 @@ class Settings(Section):
         description="threads per server process running streamed operations (durable runs: generations, replies); "
         "beyond them runs wait their turn",
     )
+    run_lease_seconds: float = Field(
+        10.0, ge=0.5, le=300, allow_inf_nan=False,
+        description="a streamed run's lease (renewed every third of it while its process runs it): how soon after "
+                    "its process dies another process takes the run over and its stream goes on",
+    )
     generation_turns: int = Field(
         1, ge=1,
         description="streamed generation steps (the work up to a stream's next frame) computed at once per server "
@@ -161,6 +178,11 @@ class Settings(Section):
     db_pool_size: int = Field(
         16, ge=1, description="PostgreSQL connections per server process for unary calls (`up` sets it from "
                               "db_connections)",
+    )
+    db_prepared_statements: bool = Field(
+        True, description="server-side prepared statements for hot reads; turn off behind a pooler that does not "
+                          "track them (PgBouncer before 1.21, or without `max_prepared_statements`, in transaction "
+                          "mode: README, Scaling out)",
     )
     auth_cache_seconds: int = Field(
         30, ge=0,
@@ -239,7 +261,7 @@ class Settings(Section):
 
         return self._kept_secret("secrets-key", lambda: base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
 
-    def _kept_secret(self, name: str, make) -> str:
+    def _kept_secret(self, name: str, make: Callable[[], str]) -> str:
         path = self.data_dir / name
         if not path.exists():
             self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -309,11 +309,13 @@ class Stack:
         self._supervisor.stop()
         children = self._supervisor.children()
         order = {"envoy": 0, "server": 2}  # the edge first, the servers last; workers between
-        for child in sorted(children, key=lambda c: order.get(c.name.split("-")[0], 1)):
-            self._supervisor.remove(child.name)
-            if child.proc is not None:
-                # A worker finishes its batch (bounded by the delivery timeout).
-                _terminate(child.proc, timeout=10 if child.name.startswith(("envoy", "server")) else 15)
+        for rank in sorted({order.get(c.name.split("-")[0], 1) for c in children}):
+            # Each rank's processes stop together (a server drains for PERSONA_DRAIN_SECONDS first).
+            group = [c for c in children if order.get(c.name.split("-")[0], 1) == rank]
+            for child in group:
+                self._supervisor.remove(child.name)
+            # A worker finishes its batch (bounded by the delivery timeout).
+            _terminate_all([c.proc for c in group if c.proc is not None], timeout=15 if rank == 1 else 20)
         if self._redis is not None:
             self._redis.close()
             self._redis = None
@@ -392,6 +394,16 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(self.timeout)
         self.sock.connect(self._path)
+
+
+def _terminate_all(procs: list[subprocess.Popen], timeout: float) -> None:
+    """SIGTERM to all at once, then wait for each (SIGKILL past `timeout`)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        _terminate(proc, timeout=max(0.1, deadline - time.monotonic()))
 
 
 def _terminate(proc: subprocess.Popen, timeout: float = 10) -> None:

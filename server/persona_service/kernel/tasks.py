@@ -6,9 +6,9 @@ A module declares its kinds (`Module.tasks`). A service enqueues a task in
 its unit of work (`enqueue`): the task exists exactly when the change does.
 Every server process runs a few task threads (`TaskRunner`, on the stream
 pool's connections, never a unary worker) that claim due tasks with
-`FOR UPDATE SKIP LOCKED`, fairly across organizations, under a lease: if
-the process dies mid-task the lease runs out and another process takes it
-again. A task that raises is retried with backoff; after its last attempt
+`FOR UPDATE SKIP LOCKED`, fairly across organizations, under a lease (its
+kind's; a streamed run's, kernel.runs, is short and renewed): if the process
+dies mid-task the lease runs out and another process takes it again. A task that raises is retried with backoff; after its last attempt
 its kind's `give_up` settles it (e.g. marks the portrait `failed`). The
 process that committed a task wakes its runner at once; others poll.
 """
@@ -28,7 +28,9 @@ from persona_service.kernel import metrics
 from persona_service.kernel.tasks_repository import TaskRecord, TaskRepository
 
 if TYPE_CHECKING:
-    from persona_service.kernel.app import App
+    from sqlalchemy import Connection, Engine
+
+    from persona_service.kernel.resources import Runtime
 
 log = logging.getLogger("persona_service.tasks")
 
@@ -39,10 +41,10 @@ KEEP_FINISHED = timedelta(days=1)
 @dataclass(frozen=True)
 class TaskKind:
     name: str
-    # The work, in transactions of its own; raising retries it.
-    run: Callable[[App, TaskRecord], None]
+    # The work, in transactions of its own (`Runtime.begin`, on the stream pool); raising retries it.
+    run: Callable[[Runtime, TaskRecord], None]
     # Called once the last attempt failed (in a transaction of its own).
-    give_up: Callable[[App, TaskRecord, str], None]
+    give_up: Callable[[Runtime, TaskRecord, str], None]
     max_attempts: int = 3
     # A failed attempt is retried after backoff × 2^(attempt - 1) seconds.
     backoff_seconds: float = 2.0
@@ -50,7 +52,8 @@ class TaskKind:
     lease_seconds: float = 900.0
 
 
-def enqueue(conn, kind: str, org_id: str, subject_id: str = "", payload: dict[str, Any] | None = None) -> str:
+def enqueue(conn: Connection, kind: str, org_id: str, subject_id: str = "",
+            payload: dict[str, Any] | None = None) -> str:
     """A task that runs once this unit of work commits (and never if it rolls back)."""
     task_id = "task_" + uuid.uuid4().hex
     TaskRepository(conn).add(id=task_id, kind=kind, org_id=org_id, subject_id=subject_id, payload=payload or {})
@@ -58,8 +61,9 @@ def enqueue(conn, kind: str, org_id: str, subject_id: str = "", payload: dict[st
 
 
 class TaskRunner:
-    def __init__(self, app: App, engine, kinds: dict[str, TaskKind], workers: int, poll_seconds: float):
-        self.app = app
+    def __init__(self, runtime: Runtime, engine: Engine, kinds: dict[str, TaskKind], workers: int,
+                 poll_seconds: float) -> None:
+        self.runtime = runtime
         self.engine = engine
         self.kinds = kinds
         self.workers = workers
@@ -109,12 +113,11 @@ class TaskRunner:
     # --- the runner threads ---------------------------------------------------------
 
     def _loop(self) -> None:
-        kinds = list(self.kinds)
-        lease = max(k.lease_seconds for k in self.kinds.values())
+        leases = {name: kind.lease_seconds for name, kind in self.kinds.items()}
         while not self._closing.is_set():
             try:
                 with self.engine.begin() as conn:
-                    task = TaskRepository(conn).claim(kinds, lease)
+                    task = TaskRepository(conn).claim(leases)
             except Exception:  # noqa: BLE001 - the database is away: try again later
                 log.exception("could not claim a task")
                 task = None
@@ -131,7 +134,7 @@ class TaskRunner:
         error = ""
         if task.attempts <= kind.max_attempts:
             try:
-                kind.run(self.app, task)
+                kind.run(self.runtime, task)
             except Exception as exc:  # noqa: BLE001 - retried, then given up
                 error = f"{type(exc).__name__}: {exc}"
                 log.exception("task %s (%s) attempt %d failed", task.id, task.kind, task.attempts)
@@ -146,7 +149,7 @@ class TaskRunner:
                 elif task.attempts < kind.max_attempts:
                     repo.retry(task.id, task.attempts, timedelta(seconds=kind.backoff_seconds * 2 ** (task.attempts - 1)), error)
                 else:
-                    kind.give_up(self.app, task, error)
+                    kind.give_up(self.runtime, task, error)
                     repo.finish(task.id, task.attempts, "failed", error)
         except Exception:  # noqa: BLE001 - the lease runs out and the task is taken again
             log.exception("could not settle task %s", task.id)

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, text, update
+from sqlalchemy import Connection, Update, delete, func, insert, literal, select, text, update
+from sqlalchemy.dialects.postgresql import JSONB
 
 from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.records import record_or_none
@@ -17,8 +18,11 @@ _tasks = table_of(Task)
 # The next due task, fairly: organizations with the fewest tasks running go
 # first (one tenant's burst queues behind its own work, not everyone's), then
 # the oldest due. A task whose lease ran out (its process died) is due again.
+# Each kind's lease is its own (a durable run's is seconds and renewed, a
+# portrait render's is minutes).
 _CLAIM = text("""
-UPDATE tasks SET status = 'running', attempts = attempts + 1, lease_until = now() + make_interval(secs => :lease)
+UPDATE tasks SET status = 'running', attempts = attempts + 1,
+    lease_until = now() + make_interval(secs => (CAST(:leases AS float8[]))[array_position(CAST(:kinds AS text[]), kind)])
 WHERE id = (
     SELECT t.id FROM tasks t
     WHERE t.kind = ANY(:kinds) AND t.run_after <= now()
@@ -28,6 +32,13 @@ WHERE id = (
     LIMIT 1 FOR UPDATE SKIP LOCKED
 )
 RETURNING *
+""")
+
+_RENEW = text("""
+UPDATE tasks t SET lease_until = now() + make_interval(secs => :lease)
+FROM unnest(CAST(:ids AS text[]), CAST(:attempts AS int[])) AS held(id, attempts)
+WHERE t.id = held.id AND t.attempts = held.attempts AND t.status = 'running'
+RETURNING t.id
 """)
 
 
@@ -47,25 +58,59 @@ class TaskRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def add(self, **values) -> None:
+    def add(self, **values: Any) -> None:
         self.conn.execute(insert(_tasks).values(**values))
 
-    def claim(self, kinds: list[str], lease_seconds: float) -> TaskRecord | None:
-        row = self.conn.execute(_CLAIM, {"kinds": kinds, "lease": lease_seconds}).mappings().first()
+    def claim(self, leases: dict[str, float]) -> TaskRecord | None:
+        """The next due task of these kinds, leased for its kind's seconds."""
+        row = self.conn.execute(_CLAIM, {"kinds": list(leases), "leases": [float(v) for v in leases.values()]}).mappings().first()
         return record_or_none(TaskRecord, row)
 
-    def finish(self, task_id: str, attempts: int, status: str, error: str = "") -> None:
-        """Settle the attempt that claimed it (a later claim after a lost lease owns it then)."""
-        self.conn.execute(
-            update(_tasks).where(_tasks.c.id == task_id, _tasks.c.attempts == attempts)
-            .values(status=status, last_error=error[:2000], finished_at=func.now(), lease_until=None)
-        )
+    def _held(self, task_id: str, attempts: int) -> Update:
+        """The task while the attempt that claimed it still holds it (a later claim after a lost lease owns it then)."""
+        return update(_tasks).where(_tasks.c.id == task_id, _tasks.c.attempts == attempts, _tasks.c.status == "running")
+
+    def finish(self, task_id: str, attempts: int, status: str, error: str = "", payload: Any = None) -> bool:
+        """Settle the attempt (and replace the payload, if given); False when it no longer holds the task."""
+        values = {"payload": payload} if payload is not None else {}
+        return self.conn.execute(
+            self._held(task_id, attempts)
+            .values(status=status, last_error=error[:2000], finished_at=func.now(), lease_until=None, **values)
+        ).rowcount == 1
 
     def retry(self, task_id: str, attempts: int, delay: timedelta, error: str) -> None:
         self.conn.execute(
-            update(_tasks).where(_tasks.c.id == task_id, _tasks.c.attempts == attempts)
+            self._held(task_id, attempts)
             .values(status="queued", last_error=error[:2000], run_after=func.now() + delay, lease_until=None)
         )
+
+    # --- leases held and renewed (kernel.runs) ------------------------------------------
+
+    def add_held(self, lease_seconds: float, **values: Any) -> None:
+        """A task its creator runs at once, under its first lease (attempt 1)."""
+        self.conn.execute(insert(_tasks).values(
+            **values, status="running", attempts=1, lease_until=func.now() + timedelta(seconds=lease_seconds)))
+
+    def get(self, task_id: str) -> TaskRecord | None:
+        return record_or_none(TaskRecord, self.conn.execute(select(_tasks).where(_tasks.c.id == task_id)).mappings().first())
+
+    def renew(self, held: dict[str, int], lease_seconds: float) -> set[str]:
+        """Extend the leases still held (task id -> attempt); returns their ids."""
+        if not held:
+            return set()
+        rows = self.conn.execute(_RENEW, {"ids": list(held), "attempts": list(held.values()), "lease": lease_seconds})
+        return {row[0] for row in rows}
+
+    def release(self, task_id: str, attempts: int) -> None:
+        """Give a held task back: due at once for any process."""
+        self.conn.execute(self._held(task_id, attempts).values(status="queued", lease_until=None, run_after=func.now()))
+
+    def save_state(self, task_id: str, attempts: int, key: str, value: Any) -> bool:
+        """Keep `value` under `payload.state.<key>` while the attempt holds the task."""
+        return self.conn.execute(
+            self._held(task_id, attempts).values(payload=func.jsonb_set(
+                _tasks.c.payload, ["state", key], literal(value, JSONB), True))
+        ).rowcount == 1
 
     def purge_finished(self, before: datetime) -> int:
         return self.conn.execute(delete(_tasks).where(_tasks.c.finished_at < before)).rowcount

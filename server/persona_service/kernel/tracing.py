@@ -16,6 +16,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from sqlalchemy import Connection
+from sqlalchemy.engine import ExceptionContext
+
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
 _tracer: Any = None
 
@@ -58,20 +61,20 @@ def _trace_sql(engine: Any) -> None:
     from sqlalchemy import event
 
     @event.listens_for(engine, "before_cursor_execute")
-    def _start(conn, cursor, statement, parameters, context, executemany):
+    def _start(conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
         verb = statement.lstrip().split(None, 1)[0].upper() if statement.strip() else "SQL"
         span = _tracer.start_span(verb, kind=trace.SpanKind.CLIENT, attributes={
             "db.system": "postgresql", "db.statement": statement[:2000]})
         conn.info.setdefault("persona_spans", []).append(span)
 
     @event.listens_for(engine, "after_cursor_execute")
-    def _end(conn, cursor, statement, parameters, context, executemany):
+    def _end(conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
         spans = conn.info.get("persona_spans")
         if spans:
             spans.pop().end()
 
     @event.listens_for(engine, "handle_error")
-    def _failed(exception_context):
+    def _failed(exception_context: ExceptionContext) -> None:
         conn = exception_context.connection
         spans = conn.info.get("persona_spans") if conn is not None else None
         if spans:

@@ -4,22 +4,24 @@ organizations, purchases charged through billing."""
 from persona.v1 import marketplace_pb2_grpc
 
 from persona_service.kernel.module import Module, ServiceBinding
+from persona_service.kernel.resources import Runtime
 from persona_service.kernel.tasks import TaskKind, TaskRecord
 from persona_service.marketplace.service import REVIEW_TASK, MarketplaceService
 from persona_service.marketplace.servicer import MarketplaceServicer
 from persona_service.marketplace.settings import MarketplaceSettings
-from persona_service.providers.factory import make_provider
+from persona_service.providers.factory import backoff_delays
+from persona_service.providers.retrying import Retrying
 
 
-def _review(app, task: TaskRecord) -> None:
-    provider = make_provider()
-    with app.stream_engine.begin() as conn:
+def _review(runtime: Runtime, task: TaskRecord) -> None:
+    provider = Retrying(runtime.provider, delays=backoff_delays())
+    with runtime.begin() as conn:
         MarketplaceService(conn, moderate=provider.moderate).review(task.subject_id)
 
 
-def _give_up(app, task: TaskRecord, error: str) -> None:
+def _give_up(runtime: Runtime, task: TaskRecord, error: str) -> None:
     """A review that never finished leaves the listing unpublished, never published unchecked."""
-    with app.stream_engine.begin() as conn:
+    with runtime.begin() as conn:
         MarketplaceService(conn).reject_unreviewed(task.subject_id)
 
 

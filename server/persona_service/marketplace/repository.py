@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, func, insert, or_, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -20,7 +21,7 @@ class MarketplaceRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def add(self, **values) -> ListingRecord:
+    def add(self, **values: Any) -> ListingRecord:
         stmt = insert(_listings).values(**values).returning(_listings)
         return record(ListingRecord, self.conn.execute(stmt).mappings().one())
 
@@ -30,7 +31,7 @@ class MarketplaceRepository:
             stmt = stmt.with_for_update()
         return record_or_none(ListingRecord, self.conn.execute(stmt).mappings().first())
 
-    def update(self, listing_id: str, **values) -> ListingRecord:
+    def update(self, listing_id: str, **values: Any) -> ListingRecord:
         stmt = (update(_listings).where(_listings.c.id == listing_id).values(updated_at=func.now(), **values)
                 .returning(_listings))
         return record(ListingRecord, self.conn.execute(stmt).mappings().one())
@@ -59,7 +60,7 @@ class MarketplaceRepository:
                                         _purchases.c.buyer_org_id == buyer_org_id)
         return record_or_none(PurchaseRecord, self.conn.execute(stmt).mappings().first())
 
-    def add_purchase(self, **values) -> PurchaseRecord | None:
+    def add_purchase(self, **values: Any) -> PurchaseRecord | None:
         """None when this organization bought the listing already (a concurrent purchase won)."""
         stmt = pg_insert(_purchases).values(**values).on_conflict_do_nothing(
             constraint="uq_purchases_listing_buyer").returning(_purchases)

@@ -9,7 +9,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from persona_service.billing.service import BillingService
+from sqlalchemy import Connection
+
+from persona_service.billing.api import BillingService
 from persona_service.kernel import ids
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
@@ -19,10 +21,8 @@ from persona_service.kernel.principal import Principal
 from persona_service.kernel.tasks import enqueue
 from persona_service.marketplace.records import ListingRecord, PurchaseRecord
 from persona_service.marketplace.repository import MarketplaceRepository
-from persona_service.moderation.service import record_flag
-from persona_service.personas.cards import EXTENSION, persona_to_card
-from persona_service.personas.directory import PersonaDirectory
-from persona_service.personas.service import PersonaService
+from persona_service.moderation.api import record_flag
+from persona_service.personas.api import EXTENSION, PersonaDirectory, PersonaService, persona_to_card
 from persona_service.providers.base import ModerationResult
 
 REVIEW_TASK = "marketplace.review"
@@ -30,8 +30,8 @@ _WORDS = re.compile(r"\w+")
 
 
 class MarketplaceService:
-    def __init__(self, conn, *, cursors: CursorCodec | None = None,
-                 moderate: Callable[[str], ModerationResult] | None = None):
+    def __init__(self, conn: Connection, *, cursors: CursorCodec | None = None,
+                 moderate: Callable[[str], ModerationResult] | None = None) -> None:
         self.conn = conn
         self.repo = MarketplaceRepository(conn)
         self.personas = PersonaDirectory(conn)
@@ -72,7 +72,8 @@ class MarketplaceService:
             raise NotFound("listing")
         return listing
 
-    def search(self, principal: Principal, audience_tag: str, q: str, mine: bool, cursor: str, limit: int):
+    def search(self, principal: Principal, audience_tag: str, q: str, mine: bool, cursor: str,
+               limit: int) -> tuple[list[ListingRecord], str]:
         tag, words = audience_tag.strip().lower(), _WORDS.findall(q.lower())[:8]
         scope = f"listings:{principal.org_id if mine else '*'}:{tag}:{' '.join(words)}"
         return keyset_page(

@@ -1,21 +1,22 @@
 from __future__ import annotations
 
+import grpc
 from persona.v1 import marketplace_pb2, marketplace_pb2_grpc
 
-from persona_service.billing.processor import processor_for
-from persona_service.billing.service import BillingService
-from persona_service.files.storage import storage_for
+from persona_service.billing.api import BillingService, processor_for
+from persona_service.files.api import storage_for
+from persona_service.kernel.app import App
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
 from persona_service.marketplace.records import ListingRecord, PurchaseRecord
 from persona_service.marketplace.service import MarketplaceService
 from persona_service.marketplace.settings import MarketplaceSettings
-from persona_service.personas.service import PersonaService
+from persona_service.personas.api import PersonaService
 
 
 class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
         self.fee_bps = load(MarketplaceSettings).marketplace_fee_bps
 
@@ -25,25 +26,29 @@ class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
     def _reviewed_soon(self, ctx: RequestContext) -> None:
         ctx.after_commit.append(self.app.tasks.wake)
 
-    def CreateListing(self, request, context):
+    def CreateListing(self, request: marketplace_pb2.CreateListingRequest,
+                      context: grpc.ServicerContext) -> marketplace_pb2.Listing:
         ctx = current()
         row = self._service(ctx).create(ctx.caller, request.persona_id, request.title, request.description,
                                         list(request.audience_tags), request.price_minor, request.currency)
         self._reviewed_soon(ctx)
         return listing(row, ctx.caller.org_id)
 
-    def ListListings(self, request, context):
+    def ListListings(self, request: marketplace_pb2.ListListingsRequest,
+                     context: grpc.ServicerContext) -> marketplace_pb2.ListListingsResponse:
         ctx = current()
         rows, token = self._service(ctx).search(ctx.caller, request.audience_tag, request.q, request.mine,
                                                 request.cursor, page_limit(request))
         return marketplace_pb2.ListListingsResponse(items=[listing(r, ctx.caller.org_id) for r in rows],
                                                     next_cursor=token)
 
-    def GetListing(self, request, context):
+    def GetListing(self, request: marketplace_pb2.GetListingRequest,
+                   context: grpc.ServicerContext) -> marketplace_pb2.Listing:
         ctx = current()
         return listing(self._service(ctx).get(ctx.caller, request.id), ctx.caller.org_id)
 
-    def UpdateListing(self, request, context):
+    def UpdateListing(self, request: marketplace_pb2.UpdateListingRequest,
+                      context: grpc.ServicerContext) -> marketplace_pb2.Listing:
         ctx = current()
         changes = {name: getattr(request, name) for name in ("title", "description", "price_minor")
                    if request.HasField(name)}
@@ -53,11 +58,13 @@ class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
         self._reviewed_soon(ctx)
         return listing(row, ctx.caller.org_id)
 
-    def UnpublishListing(self, request, context):
+    def UnpublishListing(self, request: marketplace_pb2.UnpublishListingRequest,
+                         context: grpc.ServicerContext) -> marketplace_pb2.Listing:
         ctx = current()
         return listing(self._service(ctx).unpublish(ctx.caller, request.id), ctx.caller.org_id)
 
-    def PurchaseListing(self, request, context):
+    def PurchaseListing(self, request: marketplace_pb2.PurchaseListingRequest,
+                        context: grpc.ServicerContext) -> marketplace_pb2.Purchase:
         ctx = current()
         billing = BillingService(ctx.conn, processor_for(ctx.conn), storage_for(self.app))
         personas = PersonaService(ctx.conn, self.app.provider_for(ctx), cursors=self.app.cursors)

@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy import Connection
+
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import NotFound, StateConflict
@@ -19,14 +21,14 @@ CLAIM = timedelta(minutes=10)
 
 
 class ModerationQueue:
-    def __init__(self, conn, *, cursors: CursorCodec | None = None,
-                 resolvers: Mapping[str, Callable[[Any, str, str], None]] | None = None):
+    def __init__(self, conn: Connection, *, cursors: CursorCodec | None = None,
+                 resolvers: Mapping[str, Callable[[Any, str, str], None]] | None = None) -> None:
         self.conn = conn
         self.repo = ModerationRepository(conn)
         self.cursors = cursors
         self.resolvers = resolvers or {}
 
-    def list(self, filters: dict[str, str], cursor: str, limit: int):
+    def list(self, filters: dict[str, str], cursor: str, limit: int) -> tuple[list[ReviewRecord], str]:
         scope = "moderation:" + ":".join(f"{k}={v}" for k, v in sorted(filters.items()))
         return keyset_page(self.cursors, scope, limit, cursor,
                            lambda n, after: self.repo.open_page(filters, n, after), "created_at")

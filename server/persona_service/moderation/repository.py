@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, and_, insert, or_, select, tuple_, update
 
@@ -16,7 +17,7 @@ class ModerationRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def add(self, **values) -> None:
+    def add(self, **values: Any) -> None:
         self.conn.execute(insert(_reviews).values(**values))
 
     def get(self, review_id: str) -> ReviewRecord | None:
@@ -37,7 +38,7 @@ class ModerationRepository:
         stmt = stmt.order_by(_reviews.c.created_at, _reviews.c.id).limit(limit)
         return records(ReviewRecord, self.conn.execute(stmt).mappings())
 
-    def take(self, review_id: str, user_id: str, now: datetime, **values) -> ReviewRecord | None:
+    def take(self, review_id: str, user_id: str, now: datetime, **values: Any) -> ReviewRecord | None:
         """Change an item that is open to this administrator: pending, claimed
         by them, or claimed by someone whose claim lapsed (atomic); else None."""
         open_to_them = or_(

@@ -3,6 +3,8 @@ the admin queue) and emits `moderation.flagged`."""
 
 from __future__ import annotations
 
+from sqlalchemy import Connection
+
 from persona_service.kernel import ids
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.outbox import Outbox
@@ -17,7 +19,7 @@ class ModerationBlocked(ApiError):
 STAGES = ("input_intent", "output_content", "impersonation", "pii")
 
 
-def record_flag(conn, *, org_id: str, workspace_id: str, stage: str, subject_type: str, subject_id: str,
+def record_flag(conn: Connection, *, org_id: str, workspace_id: str, stage: str, subject_type: str, subject_id: str,
                 text: str, result: ModerationResult) -> str:
     review_id = ids.new_id("moderation_review")
     ModerationRepository(conn).add(

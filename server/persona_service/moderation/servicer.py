@@ -1,32 +1,37 @@
 from __future__ import annotations
 
+import grpc
 from persona.v1 import moderation_pb2, moderation_pb2_grpc
 
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.app import App
+from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import nullable_time, page_limit, struct, timestamp
 from persona_service.moderation.queue import ModerationQueue
 from persona_service.moderation.records import ReviewRecord
 
 
 class ModerationServicer(moderation_pb2_grpc.ModerationServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
 
-    def _queue(self, ctx) -> ModerationQueue:
+    def _queue(self, ctx: RequestContext) -> ModerationQueue:
         return ModerationQueue(ctx.conn, cursors=self.app.cursors, resolvers=self.app.modules.review_resolvers)
 
-    def ListModerationQueue(self, request, context):
+    def ListModerationQueue(self, request: moderation_pb2.ListModerationQueueRequest,
+                            context: grpc.ServicerContext) -> moderation_pb2.ListModerationQueueResponse:
         ctx = current()
         filters = {k: v for k, v in (("stage", request.stage), ("category", request.category),
                                      ("org_id", request.org_id)) if v}
         rows, token = self._queue(ctx).list(filters, request.cursor, page_limit(request))
         return moderation_pb2.ListModerationQueueResponse(items=[review(r) for r in rows], next_cursor=token)
 
-    def ClaimModerationReview(self, request, context):
+    def ClaimModerationReview(self, request: moderation_pb2.ClaimModerationReviewRequest,
+                              context: grpc.ServicerContext) -> moderation_pb2.ModerationReview:
         ctx = current()
         return review(self._queue(ctx).claim(ctx.caller, request.id))
 
-    def ResolveModerationReview(self, request, context):
+    def ResolveModerationReview(self, request: moderation_pb2.ResolveModerationReviewRequest,
+                                context: grpc.ServicerContext) -> moderation_pb2.ModerationReview:
         ctx = current()
         return review(self._queue(ctx).resolve(ctx.caller, request.id, request.decision, request.note))
 

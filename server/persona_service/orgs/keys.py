@@ -6,6 +6,8 @@ import secrets
 from collections.abc import Sequence
 from datetime import datetime
 
+from sqlalchemy import Connection
+
 from persona_service.kernel import ids
 from persona_service.kernel.auth import hash_secret
 from persona_service.kernel.clock import utcnow
@@ -28,7 +30,7 @@ def new_secret(mode: str) -> str:
 
 
 class KeyService:
-    def __init__(self, conn, cursors: CursorCodec | None = None):
+    def __init__(self, conn: Connection, cursors: CursorCodec | None = None) -> None:
         self.repo = KeyRepository(conn)
         self.cursors = cursors
 
@@ -63,7 +65,7 @@ class KeyService:
             raise NotFound("API key")
         return row
 
-    def list(self, principal: Principal, limit: int, cursor: str):
+    def list(self, principal: Principal, limit: int, cursor: str) -> tuple[list[ApiKeyRecord], str]:
         return keyset_page(
             self.cursors, f"keys:{principal.workspace_id}", limit, cursor,
             lambda n, after: self.repo.list_page(principal.workspace_id, n, after), "created_at",
@@ -81,7 +83,7 @@ class ScimTokens:
     """SCIM tokens: keys of the organization holding only `scim:provision`
     (stored beside API keys, listed and revoked apart from them)."""
 
-    def __init__(self, conn, cursors: CursorCodec | None = None):
+    def __init__(self, conn: Connection, cursors: CursorCodec | None = None) -> None:
         self.repo = KeyRepository(conn)
         self.cursors = cursors
 
@@ -94,7 +96,7 @@ class ScimTokens:
         )
         return row, secret
 
-    def list(self, principal: Principal, limit: int, cursor: str):
+    def list(self, principal: Principal, limit: int, cursor: str) -> tuple[list[ApiKeyRecord], str]:
         return keyset_page(
             self.cursors, f"scim-tokens:{principal.org_id}", limit, cursor,
             lambda n, after: self.repo.list_page("", n, after, org_id=principal.org_id, purpose=SCIM), "created_at",

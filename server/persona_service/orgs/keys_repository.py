@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, tuple_, update
 
@@ -69,7 +70,7 @@ class KeyRepository:
             ip_allowlist=tuple(row.ip_allowlist or ()), expires_at=row.expires_at, revoked_at=row.revoked_at,
         )
 
-    def create(self, **values) -> ApiKeyRecord:
+    def create(self, **values: Any) -> ApiKeyRecord:
         stmt = insert(_keys).values(**values).returning(*_public_columns)
         return record(ApiKeyRecord, self.conn.execute(stmt).mappings().one())
 

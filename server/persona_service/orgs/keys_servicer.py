@@ -1,7 +1,9 @@
+import grpc
 from persona.v1 import keys_pb2, keys_pb2_grpc
 
+from persona_service.kernel.app import App
 from persona_service.kernel.auth import hash_secret
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import nullable_time, optional_time, page_limit, timestamp
 from persona_service.orgs.keys import KeyService
 from persona_service.orgs.records import ApiKeyRecord
@@ -16,13 +18,14 @@ def api_key(row: ApiKeyRecord) -> keys_pb2.ApiKey:
 
 
 class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
 
-    def _service(self, ctx) -> KeyService:
+    def _service(self, ctx: RequestContext) -> KeyService:
         return KeyService(ctx.conn, self.app.cursors)
 
-    def CreateApiKey(self, request, context):
+    def CreateApiKey(self, request: keys_pb2.CreateApiKeyRequest,
+                     context: grpc.ServicerContext) -> keys_pb2.CreateApiKeyResponse:
         ctx = current()
         p = ctx.caller
         row, secret = self._service(ctx).create(
@@ -34,16 +37,17 @@ class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
         ctx.after_commit.append(lambda: self.app.invalidate("cred:key:" + hash_secret(secret)))
         return keys_pb2.CreateApiKeyResponse(key=api_key(row), secret=secret)
 
-    def ListApiKeys(self, request, context):
+    def ListApiKeys(self, request: keys_pb2.ListApiKeysRequest,
+                    context: grpc.ServicerContext) -> keys_pb2.ListApiKeysResponse:
         ctx = current()
         rows, cursor = self._service(ctx).list(ctx.caller, page_limit(request), request.cursor)
         return keys_pb2.ListApiKeysResponse(items=[api_key(r) for r in rows], next_cursor=cursor)
 
-    def GetApiKey(self, request, context):
+    def GetApiKey(self, request: keys_pb2.GetApiKeyRequest, context: grpc.ServicerContext) -> keys_pb2.ApiKey:
         ctx = current()
         return api_key(self._service(ctx).get(ctx.caller, request.id))
 
-    def RevokeApiKey(self, request, context):
+    def RevokeApiKey(self, request: keys_pb2.RevokeApiKeyRequest, context: grpc.ServicerContext) -> keys_pb2.ApiKey:
         ctx = current()
         row, secret_hash = self._service(ctx).revoke(ctx.caller, request.id)
         if secret_hash is not None:

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from sqlalchemy import Connection, any_, delete, func, insert, or_, select, update
 
 from persona_service.kernel.auth import MemberCredential
 from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.records import record_or_none
-from persona_service.kernel.personal_data import export_records
+from persona_service.kernel.personal_data import Batches, export_batches
 from persona_service.orgs.records import OrganizationRecord
 from persona_service.orgs.tables import ApiKey, Membership, Organization, User, Workspace
 
@@ -39,13 +42,13 @@ class OrgRepository:
     def slug_taken(self, slug: str) -> bool:
         return self.conn.execute(select(_orgs.c.id).where(_orgs.c.slug == slug)).first() is not None
 
-    def create_org(self, **values) -> None:
+    def create_org(self, **values: Any) -> None:
         self.conn.execute(insert(_orgs).values(**values))
 
-    def create_workspace(self, **values) -> None:
+    def create_workspace(self, **values: Any) -> None:
         self.conn.execute(insert(_workspaces).values(**values))
 
-    def create_user(self, **values) -> None:
+    def create_user(self, **values: Any) -> None:
         self.conn.execute(insert(_users).values(**values))
 
     def add_member(self, org_id: str, user_id: str, role: str) -> None:
@@ -90,14 +93,14 @@ class OrgRepository:
                                                 _members.c.created_at > joined).order_by(_members.c.created_at))
         return list(self.conn.execute(stmt).scalars())
 
-    def update_user(self, user_id: str, **values) -> None:
+    def update_user(self, user_id: str, **values: Any) -> None:
         self.conn.execute(update(_users).where(_users.c.id == user_id).values(**values))
 
-    def update_member(self, org_id: str, user_id: str, **values) -> None:
+    def update_member(self, org_id: str, user_id: str, **values: Any) -> None:
         self.conn.execute(update(_members).where(_members.c.org_id == org_id, _members.c.user_id == user_id)
                           .values(**values))
 
-    def revoke_keys(self, org_id: str, user_id: str, now) -> int:
+    def revoke_keys(self, org_id: str, user_id: str, now: datetime) -> int:
         return self.conn.execute(update(_keys).where(
             _keys.c.org_id == org_id, _keys.c.created_by_user_id == user_id, _keys.c.revoked_at.is_(None),
         ).values(revoked_at=now)).rowcount
@@ -112,17 +115,16 @@ class OrgRepository:
                                               or_(_workspaces.c.id == ref, _workspaces.c.slug == ref))
         return self.conn.execute(stmt).scalar()
 
-    def personal_data(self, org_id: str, user_id: str) -> dict[str, list[dict]]:
+    def personal_data(self, org_id: str, user_id: str) -> dict[str, Batches]:
         """The user, their membership of the organization, and the API keys they created (never the hashes)."""
         queries = {
             "users": select(_users).where(_users.c.id == user_id),
             "memberships": select(_members).where(_members.c.org_id == org_id, _members.c.user_id == user_id),
             "api_keys": select(_keys).where(_keys.c.org_id == org_id, _keys.c.created_by_user_id == user_id),
         }
-        return {name: export_records(self.conn.execute(stmt).mappings(), omit=("secret_hash",))
-                for name, stmt in queries.items()}
+        return {name: export_batches(self.conn, stmt, omit=("secret_hash",)) for name, stmt in queries.items()}
 
-    def erase_member(self, org_id: str, user_id: str, now) -> dict[str, int]:
+    def erase_member(self, org_id: str, user_id: str, now: datetime) -> dict[str, int]:
         """Revoke the user's keys in the organization, end the membership, and
         anonymize the user once no organization knows them any more."""
         revoked = self.revoke_keys(org_id, user_id, now)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sqlalchemy import Connection
+
 from persona_service.kernel import ids
 from persona_service.kernel.errors import NotFound, ValidationFailed, Violation
 from persona_service.kernel.principal import PLANS, Principal
@@ -13,7 +15,7 @@ from persona_service.orgs.repository import OrgRepository
 
 
 class OrgService:
-    def __init__(self, conn):
+    def __init__(self, conn: Connection) -> None:
         self.repo = OrgRepository(conn)
 
     def get(self, principal: Principal, org_id: str) -> OrganizationRecord:
@@ -40,7 +42,7 @@ def slugify(name: str) -> str:
 class Onboarding:
     """Creates an organization with its first workspace and its Owner."""
 
-    def __init__(self, conn):
+    def __init__(self, conn: Connection) -> None:
         self.repo = OrgRepository(conn)
 
     def create_org(

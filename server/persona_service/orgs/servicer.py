@@ -1,5 +1,7 @@
+import grpc
 from persona.v1 import orgs_pb2, orgs_pb2_grpc
 
+from persona_service.kernel.app import App
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import timestamp
 from persona_service.orgs.records import OrganizationRecord
@@ -15,9 +17,10 @@ def organization(row: OrganizationRecord) -> orgs_pb2.Organization:
 
 
 class OrganizationServicer(orgs_pb2_grpc.OrganizationServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
 
-    def GetOrganization(self, request, context):
+    def GetOrganization(self, request: orgs_pb2.GetOrganizationRequest,
+                        context: grpc.ServicerContext) -> orgs_pb2.Organization:
         ctx = current()
         return organization(OrgService(ctx.conn).get(ctx.caller, request.id))

@@ -18,18 +18,22 @@ import json
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from persona.v1 import options_pb2, personas_pb2
+from sqlalchemy import Connection
 
 from persona_service.kernel import ids, metrics
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import Progress
 from persona_service.kernel.outbox import Outbox
-from persona_service.moderation.service import ModerationBlocked, record_flag
+from persona_service.kernel.runs import checkpoint
+from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.repository import PersonaRepository
 from persona_service.providers.base import GenerationOptions, Message, Provider, ProviderError
+
+T = TypeVar("T")
 
 STEPS = ("moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint")
 SOUL_FIELDS = ("name", "desire", "fear", "backstory", "traits", "values", "speaking_style")
@@ -56,7 +60,8 @@ class RunResult:
 
 
 class GenerationPipeline:
-    def __init__(self, conn, provider: Provider, on_upstream_failure: Callable[[str, ProviderError], None] | None = None):
+    def __init__(self, conn: Connection, provider: Provider,
+                 on_upstream_failure: Callable[[str, ProviderError], None] | None = None) -> None:
         self.conn = conn
         self.repo = PersonaRepository(conn)
         self.outbox = Outbox(conn)
@@ -64,7 +69,9 @@ class GenerationPipeline:
         self.on_upstream_failure = on_upstream_failure or (lambda step, err: None)
 
     def run(self, spec: RunSpec) -> Generator[Progress, None, RunResult]:
-        run_id = ids.new_id("generation_run")
+        # In a durable run (a stream) the run id and each step's answer are saved as they are made: a run
+        # another process takes over repeats no finished step and streams the same events (kernel.runs).
+        run_id = checkpoint("generation_run", lambda: ids.new_id("generation_run"))
         started = utcnow()
         self.repo.add_run(
             id=run_id, org_id=spec.org_id, workspace_id=spec.workspace_id, persona_id=spec.persona_id, kind=spec.kind,
@@ -82,8 +89,15 @@ class GenerationPipeline:
                 continue
             yield {"event": "step.started", "run_id": run_id, "step": step}
             t0, attempts = time.monotonic(), [0]
+
+            def made(step: str = step, t0: float = t0, attempts: list[int] = attempts) -> dict[str, Any]:
+                output = self._step(step, spec, outputs, run_id, attempts)
+                metrics.GENERATION_STEPS.labels(step, "completed").observe(time.monotonic() - t0)
+                return {"output": output, "duration_ms": int((time.monotonic() - t0) * 1000),
+                        "attempts": attempts[0] or 1}
+
             try:
-                outputs[step] = self._step(step, spec, outputs, run_id, attempts)
+                done = checkpoint(f"step.{step}", made)
             except ApiError as err:
                 duration = int((time.monotonic() - t0) * 1000)
                 metrics.GENERATION_STEPS.labels(step, "failed").observe(time.monotonic() - t0)
@@ -91,9 +105,8 @@ class GenerationPipeline:
                 self._record_step(run_id, step, ordinal, "failed", duration, attempts[0] or 1, {}, error=err)
                 self._fail(run_id, spec, err)
                 raise
-            metrics.GENERATION_STEPS.labels(step, "completed").observe(time.monotonic() - t0)
-            duration = int((time.monotonic() - t0) * 1000)
-            self._record_step(run_id, step, ordinal, "completed", duration, attempts[0] or 1, outputs[step])
+            outputs[step], duration = done["output"], done["duration_ms"]
+            self._record_step(run_id, step, ordinal, "completed", duration, done["attempts"], outputs[step])
             yield {"event": "step.completed", "run_id": run_id, "step": step, "duration_ms": duration}
         total = int((time.monotonic() - clock) * 1000)
         metrics.GENERATION_RUNS.labels(spec.kind, "completed").inc()
@@ -107,7 +120,7 @@ class GenerationPipeline:
     # --- steps ------------------------------------------------------------------
 
     def _step(self, step: str, spec: RunSpec, outputs: dict, run_id: str, attempts: list[int]) -> Any:
-        def call(fn, *args):
+        def call(fn: Callable[..., T], *args: Any) -> T:
             attempts[0] += 1
             try:
                 return fn(*args)
@@ -155,7 +168,7 @@ class GenerationPipeline:
             return {"vector": [round(float(x), 6) for x in vector], "model": _embedding_model(self.provider)}
         raise AssertionError(step)
 
-    def _draft_soul(self, spec: RunSpec, call) -> dict[str, Any]:
+    def _draft_soul(self, spec: RunSpec, call: Callable[..., Any]) -> dict[str, Any]:
         # A caller's soul on create: its fields are kept, the draft only fills the gaps.
         given = {k: v for k, v in (spec.base_soul or {}).items() if v} if spec.kind == "create" else {}
         if given and all(given.get(f) for f in SOUL_FIELDS):
@@ -175,7 +188,7 @@ class GenerationPipeline:
             raise ProviderError(getattr(self.provider, "name", "provider"), "soul without a name or a 20-character desire")
         return soul
 
-    def score(self, soul: dict, voice: dict, call=None) -> dict[str, Any]:
+    def score(self, soul: dict, voice: dict, call: Callable[..., Any] | None = None) -> dict[str, Any]:
         call = call or (lambda fn, *args: fn(*args))
         reply = call(self.provider.generate, [
             Message("system", "Score this persona from 0 to 1 for completeness and consistency. Answer with one JSON "
@@ -191,7 +204,8 @@ class GenerationPipeline:
 
     # --- records ----------------------------------------------------------------
 
-    def _record_step(self, run_id, step, ordinal, status, duration_ms, attempts, output, error: ApiError | None = None):
+    def _record_step(self, run_id: str, step: str, ordinal: int, status: str, duration_ms: int, attempts: int,
+                     output: dict[str, Any], error: ApiError | None = None) -> None:
         now = utcnow()
         self.repo.add_step(
             run_id=run_id, step=step, ordinal=ordinal, status=status, started_at=now, finished_at=now,
@@ -234,11 +248,11 @@ def fingerprint_text(voice: dict[str, Any]) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _embedding_model(provider) -> str:
+def _embedding_model(provider: Provider) -> str:
     return getattr(provider, "embedding_model", "") or f"{getattr(provider, 'name', 'provider')}-embedding"
 
 
-def _json_object(text: str, provider) -> dict[str, Any]:
+def _json_object(text: str, provider: Provider) -> dict[str, Any]:
     try:
         start, end = text.index("{"), text.rindex("}") + 1
         value = json.loads(text[start:end])

@@ -1,21 +1,34 @@
 """Personas: the generation pipeline, lifecycle, lineage, audit, cards, voice."""
 
-from persona.v1 import personas_pb2_grpc
+from datetime import datetime
 
+from persona.v1 import personas_pb2_grpc
+from sqlalchemy import Engine
+
+from persona_service.kernel.clock import utcnow
 from persona_service.kernel.config_keys import ConfigKey
+from persona_service.kernel.db.uow import in_batches
 from persona_service.kernel.limits.plans import EndpointCap
 from persona_service.kernel.module import Job, Module, ServiceBinding
 from persona_service.kernel.personal_data import created_resources
+from persona_service.kernel.resources import Runtime
 from persona_service.personas.directory import PersonaDirectory
 from persona_service.personas.repository import PersonaRepository
-from persona_service.personas.service import PersonaService, delete_created_by
+from persona_service.personas.service import PURGE_BATCH, PersonaService, delete_created_by
 from persona_service.personas.servicer import PersonaServicer
+from persona_service.providers.base import Provider
 
 
-def _purge(app) -> int:
+def _purge(runtime: Runtime) -> int:
     """Soft-deleted personas past their 30-day grace."""
-    with app.engine.begin() as conn:
-        return len(PersonaService(conn, app.provider).purge_expired())
+    return sum(purge(runtime.engine, runtime.provider, runtime.clock()))
+
+
+def purge(engine: Engine, provider: Provider, now: datetime | None = None, batch: int = PURGE_BATCH) -> list[int]:
+    """The purge, a batch per transaction (locks and WAL stay bounded, concurrent
+    traffic waits for a batch at most); how many each batch purged."""
+    due = now or utcnow()
+    return in_batches(engine, lambda conn: len(PersonaService(conn, provider).purge_expired(due, batch)), batch)
 
 
 MODULE = Module(

@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.records import record, record_or_none, records
-from persona_service.kernel.personal_data import export_records
+from persona_service.kernel.personal_data import Batches, export_batches
 from persona_service.personas.records import PersonaRecord, PersonaSummary, StepRecord, VersionRecord, VoiceRecord
 from persona_service.personas.tables import GenerationRun, GenerationStep, Persona, PersonaVersion, VoiceProfile
 
@@ -30,10 +31,10 @@ class PersonaRepository:
             stmt = stmt.with_for_update()
         return record_or_none(PersonaRecord, self.conn.execute(stmt).mappings().first())
 
-    def insert(self, **values) -> PersonaRecord:
+    def insert(self, **values: Any) -> PersonaRecord:
         return record(PersonaRecord, self.conn.execute(insert(_personas).values(**values).returning(_personas)).mappings().one())
 
-    def update(self, persona_id: str, **values) -> PersonaRecord:
+    def update(self, persona_id: str, **values: Any) -> PersonaRecord:
         stmt = update(_personas).where(_personas.c.id == persona_id).values(**values).returning(_personas)
         return record(PersonaRecord, self.conn.execute(stmt).mappings().one())
 
@@ -72,21 +73,25 @@ class PersonaRepository:
         stmt = select(_personas).where(_personas.c.workspace_id == workspace_id, _personas.c.root_id == root_id)
         return records(PersonaRecord, self.conn.execute(stmt.order_by(_personas.c.created_at)).mappings())
 
-    def purge_deleted(self, now: datetime) -> list[str]:
-        """Delete soft-deleted personas past their grace; returns their ids."""
-        stmt = delete(_personas).where(_personas.c.state == "deleted", _personas.c.purge_at <= now).returning(_personas.c.id)
+    def purge_deleted(self, now: datetime, limit: int) -> list[str]:
+        """Delete up to `limit` soft-deleted personas past their grace, the
+        earliest due first (the purge_at index, so a batch reads about a
+        batch), skipping rows another transaction holds; returns their ids."""
+        due = select(_personas.c.id).where(_personas.c.state == "deleted", _personas.c.purge_at <= now) \
+            .order_by(_personas.c.purge_at).limit(limit).with_for_update(skip_locked=True)
+        stmt = delete(_personas).where(_personas.c.id.in_(due.scalar_subquery())).returning(_personas.c.id)
         return list(self.conn.execute(stmt).scalars())
 
     # --- versions and voice ---------------------------------------------------------
 
-    def add_version(self, **values) -> None:
+    def add_version(self, **values: Any) -> None:
         self.conn.execute(insert(_versions).values(**values))
 
     def versions(self, persona_ids: list[str]) -> list[VersionRecord]:
         stmt = select(_versions).where(_versions.c.persona_id.in_(persona_ids)).order_by(_versions.c.version)
         return records(VersionRecord, self.conn.execute(stmt).mappings())
 
-    def set_voice(self, persona_id: str, **values) -> None:
+    def set_voice(self, persona_id: str, **values: Any) -> None:
         stmt = pg_insert(_voices).values(persona_id=persona_id, **values)
         stmt = stmt.on_conflict_do_update(index_elements=[_voices.c.persona_id], set_=values)
         self.conn.execute(stmt)
@@ -97,13 +102,13 @@ class PersonaRepository:
 
     # --- generation runs ------------------------------------------------------------
 
-    def add_run(self, **values) -> None:
+    def add_run(self, **values: Any) -> None:
         self.conn.execute(insert(_runs).values(**values))
 
-    def finish_run(self, run_id: str, **values) -> None:
+    def finish_run(self, run_id: str, **values: Any) -> None:
         self.conn.execute(update(_runs).where(_runs.c.id == run_id).values(**values))
 
-    def add_step(self, **values) -> None:
+    def add_step(self, **values: Any) -> None:
         self.conn.execute(insert(_steps).values(**values))
 
     def steps(self, run_id: str) -> list[StepRecord]:
@@ -135,7 +140,7 @@ class PersonaRepository:
         stmt = stmt.order_by(_personas.c.created_at.desc(), _personas.c.id.desc()).limit(limit)
         return records(PersonaSummary, self.conn.execute(stmt).mappings())
 
-    def personal_data(self, persona_ids: list[str]) -> dict[str, list[dict]]:
+    def personal_data(self, persona_ids: list[str]) -> dict[str, Batches]:
         """These personas' rows (the ones a user created), for a privacy export."""
         stmt = select(_personas).where(_personas.c.id.in_(persona_ids)).order_by(_personas.c.created_at)
-        return {"personas": export_records(self.conn.execute(stmt).mappings())}
+        return {"personas": export_batches(self.conn, stmt)}

@@ -1,9 +1,13 @@
+from collections.abc import Generator, Iterator
+
+import grpc
 from google.protobuf import json_format
 from persona.v1 import personas_pb2, personas_pb2_grpc
 
+from persona_service.kernel.app import App
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import message_json, nullable_time, page_limit, struct, timestamp
 from persona_service.kernel.transport.errors import error_message
 from persona_service.personas.cards import persona_to_card
@@ -37,35 +41,38 @@ def pipeline_event(progress: dict) -> personas_pb2.PipelineEvent:
     )
 
 
-def _soul(message) -> dict | None:
+def _soul(message: personas_pb2.CreatePersonaRequest) -> dict | None:
     if not message.HasField("soul"):
         return None
     return {f.name: (list(v) if f.is_repeated else v) for f, v in message.soul.ListFields()}
 
 
-def _card(message) -> dict:
+def _card(message: personas_pb2.CharacterCard) -> dict:
     return json_format.MessageToDict(message, preserving_proto_field_name=True)
 
 
 class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
 
-    def _service(self, ctx) -> PersonaService:
+    def _service(self, ctx: RequestContext) -> PersonaService:
         return PersonaService(ctx.conn, self.app.provider_for(ctx), cursors=self.app.cursors)
 
-    def _create(self, ctx, request):
+    def _create(self, ctx: RequestContext,
+                request: personas_pb2.CreatePersonaRequest) -> Generator[dict, None, PersonaRecord]:
         return self._service(ctx).create(
             ctx.caller, intent=request.intent, slug=request.slug, visibility=request.visibility,
             metadata=json_format.MessageToDict(request.metadata) if request.HasField("metadata") else None,
             display_name=request.display_name, soul=_soul(request),
         )
 
-    def CreatePersona(self, request, context):
+    def CreatePersona(self, request: personas_pb2.CreatePersonaRequest,
+                      context: grpc.ServicerContext) -> personas_pb2.Persona:
         ctx = current()
         return persona(drain(self._create(ctx, request)))
 
-    def StreamCreatePersona(self, request, context):
+    def StreamCreatePersona(self, request: personas_pb2.CreatePersonaRequest,
+                            context: grpc.ServicerContext) -> Iterator[personas_pb2.PipelineEvent]:
         ctx = current()
         operation = self._create(ctx, request)
         try:
@@ -81,52 +88,62 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
             yield personas_pb2.PipelineEvent(event="error", error=error_message(err))
             raise
 
-    def GetPersona(self, request, context):
+    def GetPersona(self, request: personas_pb2.GetPersonaRequest,
+                   context: grpc.ServicerContext) -> personas_pb2.Persona:
         ctx = current()
         return persona(self._service(ctx).get(ctx.caller, request.id))
 
-    def ListPersonas(self, request, context):
+    def ListPersonas(self, request: personas_pb2.ListPersonasRequest,
+                     context: grpc.ServicerContext) -> personas_pb2.ListPersonasResponse:
         ctx = current()
         filters = {"state": request.state, "visibility": request.visibility, "root_id": request.root_id,
                    "show_deleted": request.show_deleted}
         rows, cursor = self._service(ctx).list(ctx.caller, filters, page_limit(request), request.cursor)
         return personas_pb2.ListPersonasResponse(items=[persona(r) for r in rows], next_cursor=cursor)
 
-    def UpdatePersona(self, request, context):
+    def UpdatePersona(self, request: personas_pb2.UpdatePersonaRequest,
+                      context: grpc.ServicerContext) -> personas_pb2.Persona:
         ctx = current()
         changes = {name: getattr(request, name) for name in ("slug", "display_name", "visibility") if request.HasField(name)}
         if request.HasField("metadata"):
             changes["metadata"] = json_format.MessageToDict(request.metadata)
         return persona(self._service(ctx).update(ctx.caller, request.id, changes))
 
-    def DeletePersona(self, request, context):
+    def DeletePersona(self, request: personas_pb2.DeletePersonaRequest,
+                      context: grpc.ServicerContext) -> personas_pb2.Persona:
         ctx = current()
         return persona(self._service(ctx).delete(ctx.caller, request.id))
 
-    def RestorePersona(self, request, context):
+    def RestorePersona(self, request: personas_pb2.RestorePersonaRequest,
+                       context: grpc.ServicerContext) -> personas_pb2.Persona:
         ctx = current()
         return persona(self._service(ctx).restore(ctx.caller, request.id))
 
-    def ArchivePersona(self, request, context):
+    def ArchivePersona(self, request: personas_pb2.ArchivePersonaRequest,
+                       context: grpc.ServicerContext) -> personas_pb2.Persona:
         ctx = current()
         return persona(self._service(ctx).archive(ctx.caller, request.id))
 
-    def RefinePersona(self, request, context):
+    def RefinePersona(self, request: personas_pb2.RefinePersonaRequest,
+                      context: grpc.ServicerContext) -> personas_pb2.Persona:
         ctx = current()
         return persona(drain(self._service(ctx).refine(ctx.caller, request.id, request.instruction, request.note)))
 
-    def ForkPersona(self, request, context):
+    def ForkPersona(self, request: personas_pb2.ForkPersonaRequest,
+                    context: grpc.ServicerContext) -> personas_pb2.Persona:
         ctx = current()
         operation = self._service(ctx).fork(
             ctx.caller, request.id, instruction=request.instruction, slug=request.slug, note=request.note
         )
         return persona(drain(operation))
 
-    def RegeneratePersona(self, request, context):
+    def RegeneratePersona(self, request: personas_pb2.RegeneratePersonaRequest,
+                          context: grpc.ServicerContext) -> personas_pb2.Persona:
         ctx = current()
         return persona(drain(self._service(ctx).regenerate(ctx.caller, request.id, request.from_step)))
 
-    def AuditPersona(self, request, context):
+    def AuditPersona(self, request: personas_pb2.AuditPersonaRequest,
+                     context: grpc.ServicerContext) -> personas_pb2.AuditPersonaResponse:
         ctx = current()
         try:
             result = self._service(ctx).audit(ctx.caller, request.id)
@@ -139,7 +156,8 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
             provocation_passed=result.provocation_passed, passed=result.passed, notes=result.notes,
         )
 
-    def GetPersonaLineage(self, request, context):
+    def GetPersonaLineage(self, request: personas_pb2.GetPersonaLineageRequest,
+                          context: grpc.ServicerContext) -> personas_pb2.PersonaLineage:
         ctx = current()
         lineage = self._service(ctx).lineage(ctx.caller, request.id)
 
@@ -159,7 +177,8 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
         return personas_pb2.PersonaLineage(root=node(lineage.root), size=lineage.size)
 
-    def GetVoiceProfile(self, request, context):
+    def GetVoiceProfile(self, request: personas_pb2.GetVoiceProfileRequest,
+                        context: grpc.ServicerContext) -> personas_pb2.VoiceProfile:
         ctx = current()
         voice = self._service(ctx).voice(ctx.caller, request.id)
         return personas_pb2.VoiceProfile(
@@ -170,7 +189,8 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
             fingerprint_dimensions=len(voice.fingerprint),
         )
 
-    def ExportPersonaCard(self, request, context):
+    def ExportPersonaCard(self, request: personas_pb2.ExportPersonaCardRequest,
+                          context: grpc.ServicerContext) -> personas_pb2.CharacterCard:
         ctx = current()
         service = self._service(ctx)
         row = service.get(ctx.caller, request.id)
@@ -178,6 +198,7 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
         card = persona_to_card(row, voice, service.repo.versions([row.id]))
         return json_format.ParseDict(card, personas_pb2.CharacterCard())
 
-    def ImportPersonaCard(self, request, context):
+    def ImportPersonaCard(self, request: personas_pb2.ImportPersonaCardRequest,
+                          context: grpc.ServicerContext) -> personas_pb2.Persona:
         ctx = current()
         return persona(self._service(ctx).import_card(ctx.caller, _card(request.card)))

@@ -1,8 +1,9 @@
 """Portraits: generated and edited images of personas, drawn by durable tasks."""
 
 from persona.v1 import options_pb2, portraits_pb2_grpc
+from sqlalchemy import Engine
 
-from persona_service.files.storage import Storage, object_key, storage_for
+from persona_service.files.api import Storage, object_key, storage_for
 from persona_service.kernel.limits.plans import EndpointCap, PlanLimit
 from persona_service.kernel.module import Job, Module, ServiceBinding
 from persona_service.kernel.tasks import TaskKind
@@ -27,7 +28,7 @@ def portrait_error_body(error: dict, status: int) -> tuple[str, None]:
     return compact_json({"error": error["code"], "message": error["message"], **details}), None
 
 
-def purge_portraits(engine, storage: Storage) -> int:
+def purge_portraits(engine: Engine, storage: Storage) -> int:
     """Portraits (rows and images) of personas purged after their grace period.
     A failure to delete images rolls the rows back, so the next round retries."""
     with engine.connect() as conn:
@@ -51,7 +52,7 @@ MODULE = Module(
     # Images (generations and edits) per billing period (ours; the spec names none).
     plan_limits=(PlanLimit("images_per_month", {"free": 20, "pro": 200, "team": 1_000, "enterprise": 10_000}),),
     tasks=(TaskKind(RENDER_TASK, render.render, render.give_up, max_attempts=3, lease_seconds=900),),
-    jobs=(Job("portraits.purge", 600, lambda app: purge_portraits(app.engine, storage_for(app))),),
+    jobs=(Job("portraits.purge", 600, lambda runtime: purge_portraits(runtime.engine, storage_for(runtime))),),
     settings=PortraitSettings,
     error_shapes={options_pb2.ERROR_SHAPE_PORTRAIT: portrait_error_body},
 )

@@ -10,8 +10,9 @@ import logging
 
 from PIL import Image
 
-from persona_service.files.storage import ObjectNotFound, storage_for
+from persona_service.files.api import HasResources, ObjectNotFound, storage_for
 from persona_service.kernel.audit import AuditEntry
+from persona_service.kernel.resources import Resource, Runtime
 from persona_service.kernel.tasks import TaskRecord
 from persona_service.portraits.records import PortraitRecord
 from persona_service.portraits.service import PortraitService
@@ -20,31 +21,25 @@ from persona_service.providers.factory import backoff_delays, make_image_provide
 from persona_service.providers.retrying import Retrying, failure_details
 
 log = logging.getLogger("persona_service.portraits")
-_PROVIDERS: dict[int, tuple[ImageProvider, tuple[float, ...]]] = {}
+# The process's image provider and the spec's backoff (made once per App).
+IMAGES: Resource[tuple[ImageProvider, tuple[float, ...]]] = Resource(
+    "portraits.images", lambda settings: (make_image_provider(), backoff_delays()))
 
 
-def _configured(app) -> tuple[ImageProvider, tuple[float, ...]]:
-    """The process's image provider and the spec's backoff (made once)."""
-    found = _PROVIDERS.get(id(app))
-    if found is None:
-        found = _PROVIDERS[id(app)] = (make_image_provider(), backoff_delays())
-    return found
+def provider_name(owner: HasResources) -> str:
+    return owner.resources.get(IMAGES)[0].name
 
 
-def provider_name(app) -> str:
-    return _configured(app)[0].name
-
-
-def image_provider(app, portrait: PortraitRecord) -> Retrying:
+def image_provider(runtime: Runtime, portrait: PortraitRecord) -> Retrying:
     """The image provider for one portrait, retried; every failed upstream
     attempt is written to the audit log under the portrait's organization
     and workspace (its envelope under `details.upstream`, never shown to
     callers), as a text provider's is, so the organization sees it in
     GET /v1/audit/events."""
-    provider, delays = _configured(app)
+    provider, delays = runtime.resources.get(IMAGES)
 
     def audit(error: ProviderError, attempt: int, operation: str) -> None:
-        app.audit([AuditEntry(
+        runtime.audit([AuditEntry(
             action="provider.call", outcome="failure", status=error.spec.http_status, request_id="", client_ip=None,
             org_id=portrait.org_id, workspace_id=portrait.workspace_id, resource_type="provider",
             resource_id=error.provider, error_code=error.code,
@@ -54,13 +49,13 @@ def image_provider(app, portrait: PortraitRecord) -> Retrying:
     return Retrying(provider, delays=delays, on_failure=audit)
 
 
-def render(app, task: TaskRecord) -> None:
-    with app.stream_engine.begin() as conn:
+def render(runtime: Runtime, task: TaskRecord) -> None:
+    with runtime.begin() as conn:
         job = PortraitService(conn).start_render(task.subject_id)
     if job is None:
         return  # settled already (a retried task whose earlier attempt finished)
     portrait = job.portrait
-    storage, images = storage_for(app), image_provider(app, portrait)
+    storage, images = storage_for(runtime), image_provider(runtime, portrait)
     try:
         if job.prompt is not None:
             png = images.generate_image(job.prompt)
@@ -70,22 +65,22 @@ def render(app, task: TaskRecord) -> None:
             png = images.edit_image(storage.get(job.source_key).data, portrait.instruction)
     except ProviderError as err:
         log.warning("portrait %s failed: %s (%s)", portrait.id, err.code, err.reason)
-        _fail(app, portrait.id, err.code)
+        _fail(runtime, portrait.id, err.code)
         return
     except ObjectNotFound:  # the persona or the source image is gone
-        _fail(app, portrait.id, "source_missing")
+        _fail(runtime, portrait.id, "source_missing")
         return
     with Image.open(io.BytesIO(png)) as image:
         width, height = image.size
     storage.put(portrait.storage_key, png, "image/png")
-    with app.stream_engine.begin() as conn:
+    with runtime.begin() as conn:
         PortraitService(conn).finish_render(portrait.id, len(png), width, height)
 
 
-def give_up(app, task: TaskRecord, error: str) -> None:
-    _fail(app, task.subject_id, "internal_error")
+def give_up(runtime: Runtime, task: TaskRecord, error: str) -> None:
+    _fail(runtime, task.subject_id, "internal_error")
 
 
-def _fail(app, portrait_id: str, code: str) -> None:
-    with app.stream_engine.begin() as conn:
+def _fail(runtime: Runtime, portrait_id: str, code: str) -> None:
+    with runtime.begin() as conn:
         PortraitService(conn).fail_render(portrait_id, code)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, tuple_, update
 
@@ -16,7 +17,7 @@ class PortraitRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def add(self, **values) -> PortraitRecord:
+    def add(self, **values: Any) -> PortraitRecord:
         stmt = insert(_portraits).values(**values).returning(_portraits)
         return record(PortraitRecord, self.conn.execute(stmt).mappings().one())
 
@@ -46,7 +47,7 @@ class PortraitRepository:
         stmt = stmt.order_by(_portraits.c.created_at.desc(), _portraits.c.id.desc()).limit(limit)
         return records(PortraitRecord, self.conn.execute(stmt).mappings())
 
-    def transition(self, portrait_id: str, from_statuses: tuple[str, ...], **values) -> PortraitRecord | None:
+    def transition(self, portrait_id: str, from_statuses: tuple[str, ...], **values: Any) -> PortraitRecord | None:
         """Change the status only from one of `from_statuses` (atomic); None when it was in another."""
         stmt = (
             update(_portraits)

@@ -12,8 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import formatdate
+from typing import Any
 
-from persona_service.files.storage import object_key
+from sqlalchemy import Connection
+
+from persona_service.files.api import object_key
 from persona_service.kernel import ids
 from persona_service.kernel.clock import iso, utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
@@ -22,9 +25,8 @@ from persona_service.kernel.limits.plans import Quota
 from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.tasks import enqueue
-from persona_service.moderation.service import ModerationBlocked, record_flag
-from persona_service.personas.directory import PersonaDirectory
-from persona_service.personas.records import PersonaRecord
+from persona_service.moderation.api import ModerationBlocked, record_flag
+from persona_service.personas.api import PersonaDirectory, PersonaRecord
 from persona_service.portraits.records import EDITABLE, PortraitRecord
 from persona_service.portraits.repository import PortraitRepository
 from persona_service.providers.base import ImagePrompt, ModerationResult
@@ -47,8 +49,8 @@ class RenderJob:
 
 
 class PortraitService:
-    def __init__(self, conn, *, moderate: Callable[[str], ModerationResult] | None = None,
-                 cursors: CursorCodec | None = None, clock: Callable[[], datetime] = utcnow):
+    def __init__(self, conn: Connection, *, moderate: Callable[[str], ModerationResult] | None = None,
+                 cursors: CursorCodec | None = None, clock: Callable[[], datetime] = utcnow) -> None:
         self.conn = conn
         self.repo = PortraitRepository(conn)
         self.personas = PersonaDirectory(conn)
@@ -83,7 +85,8 @@ class PortraitService:
             raise NotFound("portrait")
         return row
 
-    def list(self, principal: Principal, persona_id: str, conversation_id: str, cursor: str, limit: int):
+    def list(self, principal: Principal, persona_id: str, conversation_id: str, cursor: str,
+             limit: int) -> tuple[builtins.list[PortraitRecord], str]:
         self._persona(principal, persona_id)
         return keyset_page(
             self.cursors, f"portraits:{principal.workspace_id}:{persona_id}:{conversation_id}", limit, cursor,
@@ -161,7 +164,7 @@ class PortraitService:
 
     # --- helpers ----------------------------------------------------------------------
 
-    def _add(self, principal: Principal, images_per_month: Quota, **values) -> PortraitRecord:
+    def _add(self, principal: Principal, images_per_month: Quota, **values: Any) -> PortraitRecord:
         self._check_quota(principal.org_id, images_per_month)
         key = object_key(principal.org_id, "portraits", values["persona_id"], f"{values['id']}.png")
         row = self.repo.add(org_id=principal.org_id, workspace_id=principal.workspace_id, status="pending",

@@ -2,15 +2,18 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 
+import grpc
+from google.protobuf.message import Message
 from persona.v1 import portraits_pb2, portraits_pb2_grpc
 
-from persona_service.files.settings import FileSettings
-from persona_service.files.storage import Storage, storage_for
+from persona_service.files.api import FileSettings, Storage, storage_for
+from persona_service.kernel.app import App
 from persona_service.kernel.limits.plans import Quota
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, current
-from persona_service.kernel.transport.convert import int32, page_limit, timestamp
+from persona_service.kernel.transport.convert import int32, page_limit, text_metadata, timestamp
 from persona_service.portraits.records import SETTLED, PortraitRecord
 from persona_service.portraits.render import provider_name
 from persona_service.portraits.service import PortraitService
@@ -19,7 +22,7 @@ from persona_service.providers.base import ProviderError, ProviderTimeout
 
 
 class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
         self.ttl = load(FileSettings).signed_url_ttl_seconds
         self.wait_seconds = load(PortraitSettings).portrait_wait_seconds
@@ -36,35 +39,41 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
     def _portrait(self, row: PortraitRecord) -> portraits_pb2.Portrait:
         return portrait(row, storage_for(self.app), self.ttl)
 
-    def CreatePortrait(self, request, context):
+    def CreatePortrait(self, request: portraits_pb2.CreatePortraitRequest,
+                       context: grpc.ServicerContext) -> portraits_pb2.Portrait:
         ctx = current()
         row = self._service(ctx).create(ctx.caller, request.persona_id, request.prompt, request.style, self._quota(ctx))
         self._settle_after_commit(ctx, context, row.id, self._portrait)
         return self._portrait(row)
 
-    def EditPortrait(self, request, context):
+    def EditPortrait(self, request: portraits_pb2.EditPortraitRequest,
+                     context: grpc.ServicerContext) -> portraits_pb2.PortraitEditResult:
         ctx = current()
         row = self._service(ctx).edit(
             ctx.caller, request.persona_id, request.id, request.instruction, self._quota(ctx))
         self._settle_after_commit(ctx, context, row.id, self._edit_result)
         return self._edit_result(row)
 
-    def GetPortrait(self, request, context):
+    def GetPortrait(self, request: portraits_pb2.GetPortraitRequest,
+                    context: grpc.ServicerContext) -> portraits_pb2.Portrait:
         ctx = current()
         return self._portrait(self._service(ctx).get(ctx.caller, request.persona_id, request.id))
 
-    def ListPortraits(self, request, context):
+    def ListPortraits(self, request: portraits_pb2.ListPortraitsRequest,
+                      context: grpc.ServicerContext) -> portraits_pb2.ListPortraitsResponse:
         ctx = current()
         rows, token = self._service(ctx).list(
             ctx.caller, request.persona_id, request.conversation_id, request.cursor,
             page_limit(request))
         return portraits_pb2.ListPortraitsResponse(items=[self._portrait(r) for r in rows], next_cursor=token)
 
-    def ApprovePortrait(self, request, context):
+    def ApprovePortrait(self, request: portraits_pb2.ApprovePortraitRequest,
+                        context: grpc.ServicerContext) -> portraits_pb2.Portrait:
         ctx = current()
         return self._portrait(self._service(ctx).approve(ctx.caller, request.persona_id, request.id))
 
-    def RejectPortrait(self, request, context):
+    def RejectPortrait(self, request: portraits_pb2.RejectPortraitRequest,
+                       context: grpc.ServicerContext) -> portraits_pb2.Portrait:
         ctx = current()
         return self._portrait(self._service(ctx).reject(ctx.caller, request.persona_id, request.id))
 
@@ -75,7 +84,8 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
             storage_key=row.storage_key, signed_url=url.url,
         )
 
-    def _settle_after_commit(self, ctx: RequestContext, context, portrait_id: str, answer) -> None:
+    def _settle_after_commit(self, ctx: RequestContext, context: grpc.ServicerContext, portrait_id: str,
+                             answer: Callable[[PortraitRecord], Message]) -> None:
         """Once the row and its task are committed: wake this process's task
         threads, then wait a little for the image (PERSONA_PORTRAIT_WAIT_SECONDS,
         or the client's `Prefer: wait=N`, RFC 7240) and answer the row as it
@@ -87,7 +97,7 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
                 row = PortraitService(conn).reread(portrait_id)
             return row if row is None or row.status in SETTLED else None
 
-        def finish(response):
+        def finish(response: Message) -> Message:
             self.app.tasks.wake()
             if not wait or not self._waiting.acquire(blocking=False):
                 return response
@@ -109,8 +119,8 @@ _PREFER_WAIT = re.compile(r"(?:^|[,;\s])wait=(\d{1,3})(?:$|[,;\s])")
 MAX_WAIT = 30
 
 
-def _preferred_wait(context, default: float) -> float:
-    prefer = dict(context.invocation_metadata()).get("prefer", "")
+def _preferred_wait(context: grpc.ServicerContext, default: float) -> float:
+    prefer = text_metadata(context).get("prefer", "")
     found = _PREFER_WAIT.search(prefer)
     return min(float(found.group(1)), MAX_WAIT) if found else default
 

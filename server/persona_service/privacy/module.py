@@ -1,10 +1,13 @@
 """Privacy: users' exports of their own data (DSAR), built from what every
 module declares it holds about a user (Module.personal_data)."""
 
+import pathlib
+
 from persona.v1 import privacy_pb2_grpc
 
-from persona_service.files.storage import storage_for
+from persona_service.files.api import storage_for
 from persona_service.kernel.module import Job, Module, ServiceBinding
+from persona_service.kernel.resources import Runtime
 from persona_service.kernel.settings import load
 from persona_service.privacy.repository import PrivacyRepository
 from persona_service.privacy.service import PrivacyService
@@ -12,7 +15,7 @@ from persona_service.privacy.servicer import PrivacyServicer
 from persona_service.privacy.settings import PrivacySettings
 
 
-def build_pending(app) -> int:
+def build_pending(runtime: Runtime) -> int:
     """Every pending export, each in a transaction of its own (the operators'
     build-one RPC builds one in its unit of work)."""
     settings = load(PrivacySettings)
@@ -20,8 +23,8 @@ def build_pending(app) -> int:
         return 0
     built = 0
     while True:
-        with app.engine.begin() as conn:
-            if PrivacyService(conn).build(storage_for(app), app.modules.personal_data,
+        with runtime.begin() as conn:
+            if PrivacyService(conn).build(storage_for(runtime), runtime.modules.personal_data,
                                           settings.dsar_download_ttl_seconds) is None:
                 return built
         built += 1
@@ -29,6 +32,7 @@ def build_pending(app) -> int:
 
 MODULE = Module(
     name="privacy",
+    migrations=pathlib.Path(__file__).with_name("migrations"),
     services=(ServiceBinding("persona.v1.PrivacyService", PrivacyServicer,
                              privacy_pb2_grpc.add_PrivacyServiceServicer_to_server),),
     id_prefixes={"privacy_export": "dsr"},

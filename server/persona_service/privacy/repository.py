@@ -7,7 +7,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.records import record, record_or_none, records
-from persona_service.kernel.personal_data import export_records
+from persona_service.kernel.personal_data import Batches, export_batches
 from persona_service.privacy.records import ExportRecord
 from persona_service.privacy.tables import PrivacyExport
 
@@ -66,7 +66,7 @@ class PrivacyRepository:
             .returning(_exports.c.storage_key)
         return list(self.conn.execute(stmt).scalars())
 
-    def personal_data(self, org_id: str, user_id: str) -> dict[str, list[dict]]:
+    def personal_data(self, org_id: str, user_id: str) -> dict[str, Batches]:
         stmt = select(_exports).where(_exports.c.org_id == org_id, _exports.c.user_id == user_id) \
             .order_by(_exports.c.created_at)
-        return {"privacy_exports": export_records(self.conn.execute(stmt).mappings(), omit=("storage_key", "lease_until"))}
+        return {"privacy_exports": export_batches(self.conn, stmt, omit=("storage_key", "lease_until"))}

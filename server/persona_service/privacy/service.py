@@ -1,39 +1,47 @@
 """Privacy exports (DSAR): requested by users, built into one JSON bundle
 of what every module holds about them (Module.personal_data), stored
-through the storage port. Services never commit: the module's job builds
-each pending export in a transaction of its own, the admin build-one RPC
-in its unit of work; a builder that dies rolls its claim back."""
+through the storage port. The bundle is streamed: rows come from
+PostgreSQL a batch at a time and are written to a spooled file as they
+come, and the storage copies that file in chunks. Services never commit:
+the module's job builds each pending export in a transaction of its own,
+the admin build-one RPC in its unit of work; a builder that dies rolls its
+claim back."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
+import tempfile
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import IO, Any
 
-from persona_service.files.storage import SignedUrl, Storage, object_key
+from sqlalchemy import Connection
+
+from persona_service.files.api import SignedUrl, Storage, object_key
 from persona_service.kernel import ids
 from persona_service.kernel.clock import iso, utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import StateConflict
-from persona_service.kernel.personal_data import Subject, audit_events
+from persona_service.kernel.personal_data import Batches, Subject, audit_events
 from persona_service.kernel.principal import Principal
-from persona_service.orgs.directory import OrgDirectory
+from persona_service.orgs.api import OrgDirectory
 from persona_service.privacy.records import Erasure, ExportRecord
 from persona_service.privacy.repository import PrivacyRepository
 
 log = logging.getLogger("persona_service.privacy")
 SCHEMA_VERSION = 1
 LEASE_SECONDS = 300.0
-PersonalData = Callable[[Any, Subject], dict[str, list[dict[str, Any]]]]
+# The bundle is built in memory up to this size, then in a temporary file.
+SPOOL_BYTES = 4 * 2**20
+PersonalData = Callable[[Any, Subject], Mapping[str, Batches]]
 Eraser = Callable[[Any, Subject, datetime], dict[str, int]]
 
 
 class PrivacyService:
-    def __init__(self, conn, *, cursors: CursorCodec | None = None):
+    def __init__(self, conn: Connection, *, cursors: CursorCodec | None = None) -> None:
         self.conn = conn
         self.repo = PrivacyRepository(conn)
         self.cursors = cursors
@@ -52,10 +60,11 @@ class PrivacyService:
         if job is None:
             return None
         try:
-            with self.conn.begin_nested():
-                body, digest = bundle(self.conn, Subject(job.org_id, job.user_id), sources)
+            with self.conn.begin_nested(), tempfile.SpooledTemporaryFile(SPOOL_BYTES) as body:
+                digest = write_bundle(body, self.conn, Subject(job.org_id, job.user_id), sources)
+                body.seek(0)
                 key = object_key(job.org_id, "privacy", f"{job.id}.json")
-                storage.put(key, body, "application/json")  # rewritten, never orphaned, if this rolls back
+                storage.put_file(key, body, "application/json")  # rewritten, never orphaned, if this rolls back
                 self.repo.complete(job.id, key, digest, utcnow() + timedelta(seconds=ttl_seconds))
         except Exception as exc:  # noqa: BLE001 - recorded on the export
             log.exception("privacy export %s failed", job.id)
@@ -85,7 +94,7 @@ class PrivacyService:
             counts.update(privacy_exports_deleted=len(exports))
         return Erasure(dict(counts), tuple(org_ids))
 
-    def list(self, principal: Principal, cursor: str, limit: int):
+    def list(self, principal: Principal, cursor: str, limit: int) -> tuple[list[ExportRecord], str]:
         return keyset_page(
             self.cursors, f"privacy-exports:{principal.org_id}:{principal.user_id}", limit, cursor,
             lambda n, after: self.repo.page(principal.org_id, principal.user_id, n, after), "created_at",
@@ -104,17 +113,42 @@ def download_of(row: ExportRecord, storage: Storage, now: datetime) -> SignedUrl
     return storage.signed_url(row.storage_key, max(1, int((row.expires_at - now).total_seconds())))
 
 
-def bundle(conn, subject: Subject, sources: Sequence[PersonalData]) -> tuple[bytes, str]:
-    """The JSON bundle: `manifest` (schema version, generated at, subject,
-    counts per table, SHA-256 of `data` as canonical JSON) and `data`."""
-    data: dict[str, list[dict[str, Any]]] = {}
+def write_bundle(out: IO[bytes], conn: Connection, subject: Subject, sources: Sequence[PersonalData]) -> str:
+    """Write the JSON bundle to `out` and return the SHA-256 of its `data`:
+    `manifest` (schema version, generated at, subject, counts per table,
+    SHA-256 of `data` as canonical JSON) and `data`, byte for byte what
+    `json.dumps(bundle, sort_keys=True, indent=1)` gives. Streamed: table
+    by table in name order, one batch of rows held at a time; `data` sorts
+    before `manifest`, so the manifest, counts and digest known, comes last."""
+    tables: dict[str, Batches] = {}
     for source in (*sources, audit_events):
-        data.update(source(conn, subject))
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-    digest = hashlib.sha256(canonical).hexdigest()
+        tables.update(source(conn, subject))
+    digest, counts = hashlib.sha256(b"{"), {}
+    out.write(b'{\n "data": {')
+    for t, table in enumerate(sorted(tables)):
+        name = json.dumps(table).encode()
+        out.write(b"," * bool(t) + b"\n  " + name + b": [")
+        digest.update(b"," * bool(t) + name + b":[")
+        n = 0
+        for batch in tables[table]:
+            for row in batch:
+                out.write(b"," * bool(n) + b"\n   " + _indented(row, 3))
+                digest.update(b"," * bool(n) + json.dumps(row, sort_keys=True, separators=(",", ":")).encode())
+                n += 1
+            del batch  # not alive while the next batch is read
+        out.write(b"\n  ]" if n else b"]")
+        digest.update(b"]")
+        counts[table] = n
+    digest.update(b"}")
     manifest = {
         "schemaVersion": SCHEMA_VERSION, "generatedAt": iso(utcnow()),
-        "subject": {"orgId": subject.org_id, "userId": subject.user_id},
-        "counts": {table: len(rows) for table, rows in sorted(data.items())}, "sha256": digest,
+        "subject": {"orgId": subject.org_id, "userId": subject.user_id}, "counts": counts,
+        "sha256": digest.hexdigest(),
     }
-    return json.dumps({"manifest": manifest, "data": data}, sort_keys=True, indent=1).encode(), digest
+    out.write(b'\n },\n "manifest": ' + _indented(manifest, 1) + b"\n}")
+    return digest.hexdigest()
+
+
+def _indented(value: Any, depth: int) -> bytes:
+    """`value` as json.dumps(indent=1) writes it `depth` levels down (its strings hold no raw newline)."""
+    return json.dumps(value, sort_keys=True, indent=1).replace("\n", "\n" + " " * depth).encode()

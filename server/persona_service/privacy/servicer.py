@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import grpc
 from persona.v1 import privacy_pb2, privacy_pb2_grpc
 
-from persona_service.files.storage import storage_for
+from persona_service.files.api import storage_for
+from persona_service.kernel.app import App
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import nullable_time, page_limit, struct, timestamp
@@ -11,7 +13,7 @@ from persona_service.privacy.service import PrivacyService, download_of, status_
 
 
 class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
 
     def _export(self, row: ExportRecord) -> privacy_pb2.PrivacyExport:
@@ -23,12 +25,14 @@ class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
             created_at=timestamp(row.created_at), completed_at=nullable_time(row.completed_at),
         )
 
-    def CreatePrivacyExport(self, request, context):
+    def CreatePrivacyExport(self, request: privacy_pb2.CreatePrivacyExportRequest,
+                            context: grpc.ServicerContext) -> privacy_pb2.PrivacyExport:
         ctx = current()
         row = PrivacyService(ctx.conn).request(ctx.caller)
         return self._export(row)
 
-    def EraseMyData(self, request, context):
+    def EraseMyData(self, request: privacy_pb2.EraseMyDataRequest,
+                    context: grpc.ServicerContext) -> privacy_pb2.PrivacyErasure:
         ctx = current()
         erasure = PrivacyService(ctx.conn).erase(ctx.caller, self.app.modules.erasers, storage_for(self.app))
         # Every process drops the organizations' cached credentials: the user's stop working at once.
@@ -39,7 +43,8 @@ class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
         ctx.after_commit.append(drop_cached)
         return privacy_pb2.PrivacyErasure(erased_at=timestamp(utcnow()), counts=struct(erasure.counts))
 
-    def ListPrivacyExports(self, request, context):
+    def ListPrivacyExports(self, request: privacy_pb2.ListPrivacyExportsRequest,
+                           context: grpc.ServicerContext) -> privacy_pb2.ListPrivacyExportsResponse:
         ctx = current()
         rows, token = PrivacyService(ctx.conn, cursors=self.app.cursors).list(
             ctx.caller, request.cursor, page_limit(request))

@@ -6,7 +6,9 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import redis
 from alembic.script import ScriptDirectory
+from sqlalchemy import Engine
 
 from persona_service.kernel.db.migrate import alembic_config
 from persona_service.probes.repository import ProbeRepository
@@ -28,7 +30,7 @@ def migration_heads(version_dirs: tuple[str, ...]) -> frozenset[str]:
     return frozenset(ScriptDirectory.from_config(config).get_heads())
 
 
-def readiness(engine, redis_client, version_dirs: Iterable[str]) -> list[Check]:
+def readiness(engine: Engine, redis_client: redis.Redis, version_dirs: Iterable[str]) -> list[Check]:
     checks = []
     try:
         with engine.connect() as conn:

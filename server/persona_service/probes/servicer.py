@@ -2,35 +2,42 @@ from __future__ import annotations
 
 import hmac
 
+import grpc
 from google.api import httpbody_pb2
 from persona.v1 import probes_pb2, probes_pb2_grpc
 
 from persona_service.kernel import metrics
+from persona_service.kernel.app import App
 from persona_service.kernel.errors import ServiceUnavailable, Unauthorized
 from persona_service.kernel.settings import load
+from persona_service.kernel.transport.convert import text_metadata
 from persona_service.probes.checks import readiness
 from persona_service.probes.settings import ProbeSettings
 
 
 class ProbeServicer(probes_pb2_grpc.ProbeServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
 
-    def GetLiveness(self, request, context):
+    def GetLiveness(self, request: probes_pb2.GetLivenessRequest,
+                    context: grpc.ServicerContext) -> probes_pb2.ProbeResult:
         return probes_pb2.ProbeResult(status="ok")
 
-    def GetMetrics(self, request, context):
+    def GetMetrics(self, request: probes_pb2.GetMetricsRequest, context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         token = load(ProbeSettings).metrics_token
         if token:
-            sent = dict(context.invocation_metadata()).get("authorization", "")
+            sent = text_metadata(context).get("authorization", "")
             if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
                 raise Unauthorized("The metrics endpoint needs its bearer token (PERSONA_METRICS_TOKEN).")
         body, content_type = metrics.exposition()
         return httpbody_pb2.HttpBody(content_type=content_type, data=body)
 
-    def GetReadiness(self, request, context):
+    def GetReadiness(self, request: probes_pb2.GetReadinessRequest,
+                     context: grpc.ServicerContext) -> probes_pb2.ProbeResult:
         checks = readiness(self.app.engine, self.app.redis, [str(d) for d in self.app.modules.migrations])
         failed = {c.name: c.detail for c in checks if not c.ok}
+        if self.app.draining.is_set():  # leaving rotation before it stops (kernel/server.drain)
+            failed["draining"] = "this process is shutting down"
         if failed:
             raise ServiceUnavailable("Not ready.", {"checks": failed})
         return probes_pb2.ProbeResult(status="ok", checks=[

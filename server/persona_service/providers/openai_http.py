@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -296,7 +296,7 @@ class OpenAIHTTPProvider:
             raise self._malformed(response.status_code, response.text, "response is not a JSON object")
         return data
 
-    def _send(self, request) -> httpx.Response:
+    def _send(self, request: Callable[[], httpx.Response]) -> httpx.Response:
         try:
             response = request()
         except httpx.TimeoutException as exc:

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Connection,
     Numeric,
     String,
+    Table,
     and_,
     cast,
     column,
@@ -39,6 +40,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.sql.selectable import TableValuedAlias
 
 from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.records import record, record_or_none, records
@@ -66,7 +68,8 @@ GROUP_COLUMNS: Mapping[str, Any] = {
 class ResourceRepository:
     """Users or Groups of one organization (the two tables share this shape)."""
 
-    def __init__(self, conn: Connection, table, naming_column, columns: Mapping[str, Any]):
+    def __init__(self, conn: Connection, table: Table, naming_column: ColumnElement[Any],
+                 columns: Mapping[str, Any]) -> None:
         self.conn, self.table, self.naming, self.columns = conn, table, naming_column, columns
         self.document = table.c.document
         self._record = select(table.c.id, table.c.document, table.c.version, table.c.created_at, table.c.updated_at)
@@ -179,6 +182,26 @@ def _like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+def _starts_with(column: ColumnElement[Any], prefix: str) -> ColumnElement[bool]:
+    """`sw` as a range in byte order (`~>=~`, `~<~`: text_pattern_ops'
+    operators), not `LIKE $1`: a prepared statement's generic plan takes
+    the index's bounds from the parameters, where a LIKE pattern only known
+    at execution gives it none and it reads every user of the organization."""
+    from_ = column.op("~>=~", is_comparison=True)(prefix)
+    upper = _successor(prefix)
+    return from_ if upper is None else and_(from_, column.op("~<~", is_comparison=True)(upper))
+
+
+def _successor(prefix: str) -> str | None:
+    """The least string after every string that starts with `prefix`, in
+    code point order (UTF-8's byte order); None when there is none."""
+    stem = prefix.rstrip(chr(0x10FFFF))
+    if not stem:
+        return None
+    after = ord(stem[-1]) + 1
+    return stem[:-1] + chr(0xE000 if 0xD800 <= after <= 0xDFFF else after)  # surrogates are not characters
+
+
 class _SqlBoolean:
     """`and`, `or` and `not` as SQL; the terms are the subclass's."""
 
@@ -198,7 +221,7 @@ class SqlFilter(_SqlBoolean):
     """A filter as a WHERE clause on one resource table. `columns` maps
     lower-case attribute paths (`username`, `meta.created`) to columns."""
 
-    def __init__(self, rt: ResourceType, document, columns: Mapping[str, Any]):
+    def __init__(self, rt: ResourceType, document: ColumnElement[Any], columns: Mapping[str, Any]) -> None:
         self.rt, self.document, self.columns = rt, document, columns
 
     def _term(self, node: FilterNode) -> ColumnElement[bool]:
@@ -227,7 +250,7 @@ class SqlFilter(_SqlBoolean):
             return _compare(node, _as_text(self.document[tuple(keys)], leaf), leaf)
         raise bad_request("invalidFilter", "The filter uses an unsupported expression.")
 
-    def sort_key(self, node: FilterNode):
+    def sort_key(self, node: FilterNode) -> ColumnElement[Any]:
         """What `sortBy` names (parsed as `<attribute> pr`): a column, or the
         document's text (a plural attribute's first value)."""
         if not isinstance(node, Present):
@@ -251,14 +274,14 @@ class SqlFilter(_SqlBoolean):
             raise bad_request("invalidFilter", f"The filter names an unknown attribute {str(path)!r}.")
         return attribute
 
-    def _json(self, uri: str | None, attribute: Attribute):
+    def _json(self, uri: str | None, attribute: Attribute) -> ColumnElement[Any]:
         holder = self.document
         schema = self.rt.schema_for(uri) if uri else None
         if schema is not None and schema is not self.rt.core:
             holder = holder[schema.id]
         return holder[attribute.name]
 
-    def _elements(self, uri: str | None, attribute: Attribute):
+    def _elements(self, uri: str | None, attribute: Attribute) -> TableValuedAlias:
         return func.jsonb_array_elements(func.coalesce(self._json(uri, attribute), cast(literal("[]"), JSONB))
                                          ).table_valued(column("value", JSONB))
 
@@ -272,7 +295,7 @@ def _leaf(attribute: Attribute, sub: str | None) -> Attribute:
     return found
 
 
-def _as_text(json_value, leaf: Attribute):
+def _as_text(json_value: ColumnElement[Any], leaf: Attribute) -> ColumnElement[Any]:
     if leaf.type == "boolean":
         return cast(json_value.astext, Boolean)
     if leaf.type in ("integer", "decimal"):
@@ -283,7 +306,7 @@ def _as_text(json_value, leaf: Attribute):
 class _ElementFilter(_SqlBoolean):
     """A value filter on the elements of one multi-valued attribute."""
 
-    def __init__(self, attribute: Attribute, element):
+    def __init__(self, attribute: Attribute, element: ColumnElement[Any]) -> None:
         self.attribute, self.element = attribute, element
 
     def _term(self, node: FilterNode) -> ColumnElement[bool]:
@@ -297,7 +320,7 @@ _SQL_OPERATORS: dict[CompareOperator, Callable[[Any, Any], ColumnElement[bool]]]
     CompareOperator.eq: lambda c, v: c == v,
     CompareOperator.ne: lambda c, v: or_(c != v, c.is_(None)),
     CompareOperator.co: lambda c, v: c.like(f"%{_like(v)}%", escape="\\"),
-    CompareOperator.sw: lambda c, v: c.like(f"{_like(v)}%", escape="\\"),
+    CompareOperator.sw: _starts_with,
     CompareOperator.ew: lambda c, v: c.like(f"%{_like(v)}", escape="\\"),
     CompareOperator.gt: lambda c, v: c > v,
     CompareOperator.ge: lambda c, v: c >= v,
@@ -306,7 +329,7 @@ _SQL_OPERATORS: dict[CompareOperator, Callable[[Any, Any], ColumnElement[bool]]]
 }
 
 
-def _compare(node: Comparison | Present, column, leaf: Attribute) -> ColumnElement[bool]:
+def _compare(node: Comparison | Present, column: ColumnElement[Any], leaf: Attribute) -> ColumnElement[bool]:
     if isinstance(node, Present):
         if leaf.type == "boolean":
             return column.is_not(None)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scim2_models import EnterpriseUser, Group, User
+from scim2_models import EnterpriseUser, Extension, Group, Resource, User
 
 USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User"
 GROUP_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:Group"
@@ -53,7 +53,7 @@ class Schema:
         return self.attributes.get(name.lower())
 
 
-def _schema(model) -> Schema:
+def _schema(model: type[Resource[Any]] | type[Extension]) -> Schema:
     document = model.to_schema().model_dump(mode="json", exclude_none=True)
     return Schema(document["id"], document, {a["name"].lower(): _attribute(a) for a in document["attributes"]})
 

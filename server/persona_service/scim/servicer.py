@@ -8,16 +8,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import grpc
 from google.api import httpbody_pb2
 from persona.v1 import scim_pb2, scim_pb2_grpc
 
-from persona_service.files.storage import public_url
+from persona_service.files.api import public_url
+from persona_service.kernel.app import App
 from persona_service.kernel.auth import hash_secret
 from persona_service.kernel.errors import ApiError, NotFound
 from persona_service.kernel.transport.context import current
-from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
-from persona_service.orgs.keys import ScimTokens
-from persona_service.orgs.records import ApiKeyRecord
+from persona_service.kernel.transport.convert import nullable_time, page_limit, text_metadata, timestamp
+from persona_service.orgs.api import ApiKeyRecord, ScimTokens
 from persona_service.scim.documents import parse_json
 from persona_service.scim.errors import SCIM_MEDIA_TYPE
 from persona_service.scim.schemas import (
@@ -47,7 +48,7 @@ def _sent(body: httpbody_pb2.HttpBody) -> bytes:
 
 
 class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
 
     def _base(self) -> str:
@@ -70,29 +71,32 @@ class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
         ctx.after_commit.append(lambda: self.app.invalidate(f"org:{org_id}"))
 
     @staticmethod
-    def _if_match(context) -> str | None:
-        return dict(context.invocation_metadata()).get("if-match")
+    def _if_match(context: grpc.ServicerContext) -> str | None:
+        return text_metadata(context).get("if-match")
 
     # --- discovery ----------------------------------------------------------------------
 
-    def GetServiceProviderConfig(self, request, context):
+    def GetServiceProviderConfig(self, request: scim_pb2.GetServiceProviderConfigRequest,
+                                 context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         return _body(service_provider_config(self._base()))
 
-    def ListResourceTypes(self, request, context):
+    def ListResourceTypes(self, request: scim_pb2.ListResourceTypesRequest,
+                          context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         types = [resource_type_document(rt, self._base()) for rt in RESOURCE_TYPES.values()]
         return _body(list_response(types, len(types)))
 
-    def GetResourceType(self, request, context):
+    def GetResourceType(self, request: scim_pb2.GetResourceTypeRequest,
+                        context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         rt = RESOURCE_TYPES.get(request.id)
         if rt is None:
             raise NotFound("resource type")
         return _body(resource_type_document(rt, self._base()))
 
-    def ListSchemas(self, request, context):
+    def ListSchemas(self, request: scim_pb2.ListSchemasRequest, context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         schemas = [schema_document(s, self._base()) for s in SCHEMAS.values()]
         return _body(list_response(schemas, len(schemas)))
 
-    def GetSchema(self, request, context):
+    def GetSchema(self, request: scim_pb2.GetSchemaRequest, context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         schema = SCHEMAS.get(request.id)
         if schema is None:
             raise NotFound("schema")
@@ -100,86 +104,108 @@ class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
 
     # --- Users and Groups -------------------------------------------------------------------
 
-    def _create(self, kind: str, request) -> httpbody_pb2.HttpBody:
+    def _create(self, kind: str, request: scim_pb2.CreateScimUserRequest | scim_pb2.CreateScimGroupRequest
+                ) -> httpbody_pb2.HttpBody:
         rendered = self._resources(kind).create(_sent(request.body))
         self._changed()
         return self._answer(rendered, created=True)
 
-    def _get(self, kind: str, request) -> httpbody_pb2.HttpBody:
+    def _get(self, kind: str, request: scim_pb2.GetScimUserRequest | scim_pb2.GetScimGroupRequest
+             ) -> httpbody_pb2.HttpBody:
         return self._answer(self._resources(kind).get(request.id, request.attributes, request.excluded_attributes))
 
-    def _list(self, kind: str, request) -> httpbody_pb2.HttpBody:
+    def _list(self, kind: str, request: scim_pb2.ListScimUsersRequest | scim_pb2.ListScimGroupsRequest
+              ) -> httpbody_pb2.HttpBody:
         query = Query(request.filter, request.start_index if request.HasField("start_index") else 1,
                       request.count if request.HasField("count") else Query.count, request.attributes,
                       request.excluded_attributes, request.sort_by, request.sort_order)
         return _body(self._resources(kind).find(query))
 
-    def _search(self, kind: str, request) -> httpbody_pb2.HttpBody:
+    def _search(self, kind: str, request: scim_pb2.SearchScimUsersRequest | scim_pb2.SearchScimGroupsRequest
+                ) -> httpbody_pb2.HttpBody:
         return _body(self._resources(kind).find(Query.from_search(parse_json(_sent(request.body)))))
 
-    def _replace(self, kind: str, request, context) -> httpbody_pb2.HttpBody:
+    def _replace(self, kind: str, request: scim_pb2.ReplaceScimUserRequest | scim_pb2.ReplaceScimGroupRequest,
+                 context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         rendered = self._resources(kind).replace(request.id, _sent(request.body), self._if_match(context))
         self._changed()
         return self._answer(rendered)
 
-    def _patch(self, kind: str, request, context) -> httpbody_pb2.HttpBody:
+    def _patch(self, kind: str, request: scim_pb2.PatchScimUserRequest | scim_pb2.PatchScimGroupRequest,
+               context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         rendered = self._resources(kind).patch(request.id, _sent(request.body), self._if_match(context))
         self._changed()
         return self._answer(rendered)
 
-    def _delete(self, kind: str, request, context) -> httpbody_pb2.HttpBody:
+    def _delete(self, kind: str, request: scim_pb2.DeleteScimUserRequest | scim_pb2.DeleteScimGroupRequest,
+                context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         self._resources(kind).delete(request.id, self._if_match(context))
         self._changed()
         return httpbody_pb2.HttpBody(content_type=SCIM_MEDIA_TYPE)
 
-    def CreateScimUser(self, request, context):
+    def CreateScimUser(self, request: scim_pb2.CreateScimUserRequest,
+                       context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         return self._create("User", request)
 
-    def GetScimUser(self, request, context):
+    def GetScimUser(self, request: scim_pb2.GetScimUserRequest, context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         return self._get("User", request)
 
-    def ListScimUsers(self, request, context):
+    def ListScimUsers(self, request: scim_pb2.ListScimUsersRequest,
+                      context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         return self._list("User", request)
 
-    def SearchScimUsers(self, request, context):
+    def SearchScimUsers(self, request: scim_pb2.SearchScimUsersRequest,
+                        context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         return self._search("User", request)
 
-    def ReplaceScimUser(self, request, context):
+    def ReplaceScimUser(self, request: scim_pb2.ReplaceScimUserRequest,
+                        context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         return self._replace("User", request, context)
 
-    def PatchScimUser(self, request, context):
+    def PatchScimUser(self, request: scim_pb2.PatchScimUserRequest,
+                      context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         return self._patch("User", request, context)
 
-    def DeleteScimUser(self, request, context):
+    def DeleteScimUser(self, request: scim_pb2.DeleteScimUserRequest,
+                       context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         return self._delete("User", request, context)
 
-    def CreateScimGroup(self, request, context):
+    def CreateScimGroup(self, request: scim_pb2.CreateScimGroupRequest,
+                        context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         return self._create("Group", request)
 
-    def GetScimGroup(self, request, context):
+    def GetScimGroup(self, request: scim_pb2.GetScimGroupRequest,
+                     context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         return self._get("Group", request)
 
-    def ListScimGroups(self, request, context):
+    def ListScimGroups(self, request: scim_pb2.ListScimGroupsRequest,
+                       context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         return self._list("Group", request)
 
-    def SearchScimGroups(self, request, context):
+    def SearchScimGroups(self, request: scim_pb2.SearchScimGroupsRequest,
+                         context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         return self._search("Group", request)
 
-    def ReplaceScimGroup(self, request, context):
+    def ReplaceScimGroup(self, request: scim_pb2.ReplaceScimGroupRequest,
+                         context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         return self._replace("Group", request, context)
 
-    def PatchScimGroup(self, request, context):
+    def PatchScimGroup(self, request: scim_pb2.PatchScimGroupRequest,
+                       context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         return self._patch("Group", request, context)
 
-    def DeleteScimGroup(self, request, context):
+    def DeleteScimGroup(self, request: scim_pb2.DeleteScimGroupRequest,
+                        context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         return self._delete("Group", request, context)
 
-    def RejectDiscoveryWrite(self, request, context):
+    def RejectDiscoveryWrite(self, request: scim_pb2.RejectDiscoveryWriteRequest,
+                             context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         err = ApiError(code="method_not_allowed")
         err.headers["allow"] = "GET"
         raise err
 
-    def SearchScimResources(self, request, context):
+    def SearchScimResources(self, request: scim_pb2.SearchScimResourcesRequest,
+                            context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         raise not_supported()
 
 
@@ -189,21 +215,24 @@ def scim_token(row: ApiKeyRecord) -> scim_pb2.ScimToken:
 
 
 class ScimTokenServicer(scim_pb2_grpc.ScimTokenServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
 
-    def CreateScimToken(self, request, context):
+    def CreateScimToken(self, request: scim_pb2.CreateScimTokenRequest,
+                        context: grpc.ServicerContext) -> scim_pb2.CreateScimTokenResponse:
         ctx = current()
         row, secret = ScimTokens(ctx.conn).create(ctx.caller, request.name)
         ctx.after_commit.append(lambda: self.app.invalidate("cred:key:" + hash_secret(secret)))  # as a new API key
         return scim_pb2.CreateScimTokenResponse(token=scim_token(row), secret=secret)
 
-    def ListScimTokens(self, request, context):
+    def ListScimTokens(self, request: scim_pb2.ListScimTokensRequest,
+                       context: grpc.ServicerContext) -> scim_pb2.ListScimTokensResponse:
         ctx = current()
         rows, cursor = ScimTokens(ctx.conn, self.app.cursors).list(ctx.caller, page_limit(request), request.cursor)
         return scim_pb2.ListScimTokensResponse(items=[scim_token(r) for r in rows], next_cursor=cursor)
 
-    def RevokeScimToken(self, request, context):
+    def RevokeScimToken(self, request: scim_pb2.RevokeScimTokenRequest,
+                        context: grpc.ServicerContext) -> scim_pb2.ScimToken:
         ctx = current()
         row, secret_hash = ScimTokens(ctx.conn).revoke(ctx.caller, request.id)
         if secret_hash is not None:

@@ -22,6 +22,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, cast
 
 MAX_HEADER_BYTES = 64 * 1024
 # A response body up to this size is read to the end so the connection can be
@@ -58,19 +59,19 @@ class _Connection(asyncio.Protocol):
 
     # protocol callbacks
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
         self._wake()
 
-    def eof_received(self):
+    def eof_received(self) -> bool:
         self.eof = True
         self._wake()
         return False  # close the transport
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.eof = True
         self.error = exc
@@ -290,7 +291,7 @@ class HTTPClient:
                 conn.close()
                 self._open -= 1
 
-    def _idle_connection(self, origin) -> _Connection | None:
+    def _idle_connection(self, origin: tuple[str, str, int]) -> _Connection | None:
         pool = self._idle.get(origin)
         now = time.monotonic()
         while pool:
@@ -301,7 +302,7 @@ class HTTPClient:
             self._open -= 1
         return None
 
-    async def _connect(self, origin) -> _Connection:
+    async def _connect(self, origin: tuple[str, str, int]) -> _Connection:
         # Over the limit (idle connections to other origins): close the oldest idle one.
         if self._open >= self.max_connections:
             oldest = min((c for pool in self._idle.values() for c in pool), key=lambda c: c.idle_since, default=None)
@@ -341,5 +342,5 @@ class HTTPClient:
     async def __aenter__(self) -> HTTPClient:
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()

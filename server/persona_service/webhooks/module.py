@@ -1,10 +1,12 @@
 """Webhook endpoints, deliveries and the delivery worker process."""
 
 import argparse
+import pathlib
 
 from persona.v1 import webhooks_pb2_grpc
 
 from persona_service.kernel.module import Command, Job, Module, Process, ServiceBinding
+from persona_service.kernel.resources import Runtime
 from persona_service.webhooks.servicer import WebhookServicer
 from persona_service.webhooks.settings import WebhookSettings
 
@@ -16,12 +18,12 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sample_queue(app) -> int:
+def _sample_queue(runtime: Runtime) -> int:
     """The pending deliveries, for persona_webhook_queue_depth."""
     from persona_service.webhooks.metrics import QUEUE_DEPTH
     from persona_service.webhooks.repository import DeliveryQueue
 
-    with app.engine.connect() as conn:
+    with runtime.connect() as conn:
         QUEUE_DEPTH.set(DeliveryQueue(conn).pending_count())
     return 0
 
@@ -34,6 +36,7 @@ def _lanes() -> int:
 
 MODULE = Module(
     name="webhooks",
+    migrations=pathlib.Path(__file__).with_name("migrations"),
     services=(
         ServiceBinding("persona.v1.WebhookService", WebhookServicer, webhooks_pb2_grpc.add_WebhookServiceServicer_to_server),
     ),

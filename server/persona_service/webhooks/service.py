@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from sqlalchemy import Connection
+
 from persona_service.kernel import ids
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
@@ -184,8 +186,8 @@ class RotationResult:
 # --- the service ---------------------------------------------------------------------
 
 class WebhookService:
-    def __init__(self, conn, cursors: CursorCodec | None = None, box: SecretBox | None = None, *,
-                 allow_private: bool = False, resolve: Resolver = resolve_host):
+    def __init__(self, conn: Connection, cursors: CursorCodec | None = None, box: SecretBox | None = None, *,
+                 allow_private: bool = False, resolve: Resolver = resolve_host) -> None:
         self.conn = conn
         self.repo = WebhookRepository(conn)
         self.cursors = cursors
@@ -257,7 +259,7 @@ class WebhookService:
             raise NotFound("webhook endpoint")
         return endpoint_id
 
-    def list(self, principal: Principal, cursor: str, limit: int):
+    def list(self, principal: Principal, cursor: str, limit: int) -> tuple[builtins.list[EndpointRecord], str]:
         return keyset_page(
             self.cursors, f"webhooks:{principal.workspace_id}", limit, cursor,
             lambda n, after: self.repo.list_page(principal.workspace_id, n, after), "created_at",
@@ -270,7 +272,8 @@ class WebhookService:
 
     # deliveries
 
-    def deliveries(self, principal: Principal, endpoint_id: str, status: str, cursor: str, limit: int):
+    def deliveries(self, principal: Principal, endpoint_id: str, status: str, cursor: str, limit: int
+                   ) -> tuple[builtins.list[tuple[DeliveryRecord, builtins.list[AttemptRecord]]], str]:
         self.get(principal, endpoint_id)
         rows, token = keyset_page(
             self.cursors, f"webhook-deliveries:{endpoint_id}:{status}", limit, cursor,

@@ -1,7 +1,9 @@
+import grpc
 from persona.v1 import webhooks_pb2, webhooks_pb2_grpc
 
+from persona_service.kernel.app import App
 from persona_service.kernel.settings import load
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
 from persona_service.webhooks.records import AttemptRecord, DeliveryRecord, EndpointRecord
 from persona_service.webhooks.service import WebhookService
@@ -35,16 +37,17 @@ def delivery(row: DeliveryRecord, attempts: list[AttemptRecord]) -> webhooks_pb2
 
 
 class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
         self.allow_private = load(WebhookSettings).private_allowed
 
-    def _service(self, ctx) -> WebhookService:
+    def _service(self, ctx: RequestContext) -> WebhookService:
         return WebhookService(
             ctx.conn, self.app.cursors, self.app.secret_box, allow_private=self.allow_private
         )
 
-    def CreateWebhookEndpoint(self, request, context):
+    def CreateWebhookEndpoint(self, request: webhooks_pb2.CreateWebhookEndpointRequest,
+                              context: grpc.ServicerContext) -> webhooks_pb2.CreateWebhookEndpointResponse:
         ctx = current()
         row, secret = self._service(ctx).create(
             ctx.caller, url=request.url, events=list(request.events), description=request.description,
@@ -53,16 +56,19 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
         )
         return webhooks_pb2.CreateWebhookEndpointResponse(endpoint=endpoint(row), secret=secret)
 
-    def ListWebhookEndpoints(self, request, context):
+    def ListWebhookEndpoints(self, request: webhooks_pb2.ListWebhookEndpointsRequest,
+                             context: grpc.ServicerContext) -> webhooks_pb2.ListWebhookEndpointsResponse:
         ctx = current()
         rows, cursor = self._service(ctx).list(ctx.caller, request.cursor, page_limit(request))
         return webhooks_pb2.ListWebhookEndpointsResponse(items=[endpoint(r) for r in rows], next_cursor=cursor)
 
-    def GetWebhookEndpoint(self, request, context):
+    def GetWebhookEndpoint(self, request: webhooks_pb2.GetWebhookEndpointRequest,
+                           context: grpc.ServicerContext) -> webhooks_pb2.WebhookEndpoint:
         ctx = current()
         return endpoint(self._service(ctx).get(ctx.caller, request.id))
 
-    def GetWebhookEndpointSecret(self, request, context):
+    def GetWebhookEndpointSecret(self, request: webhooks_pb2.GetWebhookEndpointSecretRequest,
+                                 context: grpc.ServicerContext) -> webhooks_pb2.WebhookEndpointSecret:
         ctx = current()
         secrets = self._service(ctx).secrets(ctx.caller, request.id)
         return webhooks_pb2.WebhookEndpointSecret(
@@ -71,7 +77,8 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
             previous_secret_expires_at=nullable_time(secrets.previous_secret_expires_at),
         )
 
-    def UpdateWebhookEndpoint(self, request, context):
+    def UpdateWebhookEndpoint(self, request: webhooks_pb2.UpdateWebhookEndpointRequest,
+                              context: grpc.ServicerContext) -> webhooks_pb2.WebhookEndpoint:
         ctx = current()
         row = self._service(ctx).update(
             ctx.caller, request.id,
@@ -83,19 +90,23 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
         )
         return endpoint(row)
 
-    def DeleteWebhookEndpoint(self, request, context):
+    def DeleteWebhookEndpoint(self, request: webhooks_pb2.DeleteWebhookEndpointRequest,
+                              context: grpc.ServicerContext) -> webhooks_pb2.DeleteWebhookEndpointResponse:
         ctx = current()
         return webhooks_pb2.DeleteWebhookEndpointResponse(id=self._service(ctx).delete(ctx.caller, request.id), deleted=True)
 
-    def PingWebhookEndpoint(self, request, context):
+    def PingWebhookEndpoint(self, request: webhooks_pb2.PingWebhookEndpointRequest,
+                            context: grpc.ServicerContext) -> webhooks_pb2.PingWebhookEndpointResponse:
         ctx = current()
         return webhooks_pb2.PingWebhookEndpointResponse(event_id=self._service(ctx).ping(ctx.caller, request.id))
 
-    def ListWebhookDeliveries(self, request, context):
+    def ListWebhookDeliveries(self, request: webhooks_pb2.ListWebhookDeliveriesRequest,
+                              context: grpc.ServicerContext) -> webhooks_pb2.ListWebhookDeliveriesResponse:
         ctx = current()
         items, cursor = self._service(ctx).deliveries(ctx.caller, request.webhook_id, request.status, request.cursor, page_limit(request))
         return webhooks_pb2.ListWebhookDeliveriesResponse(items=[delivery(r, a) for r, a in items], next_cursor=cursor)
 
-    def ReplayWebhookDelivery(self, request, context):
+    def ReplayWebhookDelivery(self, request: webhooks_pb2.ReplayWebhookDeliveryRequest,
+                              context: grpc.ServicerContext) -> webhooks_pb2.WebhookDelivery:
         ctx = current()
         return delivery(*self._service(ctx).replay(ctx.caller, request.webhook_id, request.id))

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from persona.v1 import events_pb2
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from persona_service.kernel import ids, logs, tracing
 from persona_service.kernel.clock import utcnow
@@ -206,12 +206,12 @@ class DeliveryWorker:
         finally:
             await asyncio.to_thread(conn.close)  # rolls back unless recorded and committed
 
-    def _begin(self):
+    def _begin(self) -> Connection:
         conn = self.engine.connect()
         conn.begin()
         return conn
 
-    def _record(self, conn, attempts: list[Attempt], now: datetime) -> None:
+    def _record(self, conn: Connection, attempts: list[Attempt], now: datetime) -> None:
         attempt_rows, outcomes = [], []
         for a in attempts:
             attempt_rows.append({
@@ -360,7 +360,7 @@ class DeliveryWorker:
     async def _serve(self, stop: threading.Event, lanes: int, max_idle: float) -> None:
         wakeups = Wakeups()
 
-        async def fan_out_loop():
+        async def fan_out_loop() -> None:
             while not stop.is_set():
                 seen = wakeups.generation
                 try:
@@ -370,7 +370,7 @@ class DeliveryWorker:
                     log.exception("fan-out failed")
                     await asyncio.sleep(1)
 
-        async def lane(client):
+        async def lane(client: HTTPClient) -> None:
             while not stop.is_set():
                 seen = wakeups.generation
                 try:
@@ -380,7 +380,7 @@ class DeliveryWorker:
                     log.exception("delivery batch failed")
                     await asyncio.sleep(1)
 
-        async def report():
+        async def report() -> None:
             last = (0, 0)
             while not stop.is_set():
                 await asyncio.sleep(10)
@@ -388,7 +388,7 @@ class DeliveryWorker:
                     log.info("webhooks: %d delivered, %d failed attempts so far", self.delivered, self.failed)
                     last = (self.delivered, self.failed)
 
-        async def until_stopped():
+        async def until_stopped() -> None:
             while not stop.is_set():  # no executor thread parked on `stop`: lanes need them all
                 await asyncio.sleep(0.5)
             wakeups.notify()  # idle loops see `stop` at once

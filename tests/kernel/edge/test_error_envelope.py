@@ -419,6 +419,7 @@ def test_503_when_backend_is_down(stack_without_backend):
         response = client.get(f"/v1/orgs/{tenant.org_id}", headers=tenant.auth)
         error = error_of(response, 503, "service_unavailable")
         assert error["details"] == {}
+        assert response.headers["retry-after"] == "1"  # retryable, as the servers' own outage 503s
         for leak in ("upstream", "connect", "reset", "127.0.0.1", str(stack.grpc_ports[0])):
             assert leak not in response.text.lower()
 

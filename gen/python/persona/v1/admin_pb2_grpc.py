@@ -62,21 +62,23 @@ class AdminServiceServicer:
     """
 
     def BuildOneDsarExport(self, request, context):
-        """Claims the oldest pending privacy export (DSAR) atomically (`FOR UPDATE
-        SKIP LOCKED` under a lease: a crashed builder's job is claimable again)
-        and builds it: the user's data from 8 tables (`users`, `memberships`,
+        """Builds the oldest pending privacy export (DSAR). Concurrent calls never
+        build the same export, and an export whose build was interrupted becomes
+        pending again. (-- Claimed with `FOR UPDATE SKIP LOCKED` under a lease;
+        a crashed builder's lease expires and the job is claimable again. --)
+        The bundle holds the user's data in 8 sections (`users`, `memberships`,
         `api_keys` without hashes, `personas` they created, `chat_sessions` with
         their `userId`, those sessions' `chat_messages`, `audit_events` of their
-        actions, their `privacy_exports`) as one JSON bundle with a manifest
-        (schema version, generated at, subject, counts per table, SHA-256 of the
-        data), stored through the storage port, with a signed download URL
-        valid PERSONA_DSAR_DOWNLOAD_TTL_SECONDS (7 days). Answers `handled` and
-        `exportId`; `handled` false when nothing is pending. Call repeatedly
-        until `handled` is false. Server processes also build pending exports on
-        their own (every 30 s).
+        actions, their `privacy_exports`) as one JSON document with a manifest
+        (schema version, generated at, subject, counts per section, SHA-256 of
+        the data) (-- stored through the storage port --), with a signed
+        download URL valid PERSONA_DSAR_DOWNLOAD_TTL_SECONDS (7 days). Answers
+        `handled` and `exportId`; `handled` false when nothing is pending. Call repeatedly
+        until `handled` is false. The service also builds pending exports on
+        its own (every 30 s).
 
         With PERSONA_DSAR_EXPORTS=false this answers 503 `service_unavailable`
-        (the spec's "DSAR build entry point not configured").
+        (-- the spec's "DSAR build entry point not configured" --).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

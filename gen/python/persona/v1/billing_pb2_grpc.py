@@ -31,8 +31,9 @@ class BillingServiceStub:
     Plans and prices (USD, minor units, per monthly period): `free` 0, `pro`
     4,900, `team` 19,900, `enterprise` 99,900. A period runs from its start to
     the same day and time next month (UTC). Limits follow the plan at once: the
-    next request of every credential of the organization, in every server
-    process, sees the new tier (rate limits, concurrency, quotas).
+    next request of every credential of the organization sees the new tier
+    (rate limits, concurrency, quotas). (-- Every server process
+    included. --)
 
     Money is integers in minor units everywhere; a proration is
     `price × seconds left ÷ seconds in the period`, rounded half up.
@@ -92,8 +93,9 @@ class BillingServiceServicer:
     Plans and prices (USD, minor units, per monthly period): `free` 0, `pro`
     4,900, `team` 19,900, `enterprise` 99,900. A period runs from its start to
     the same day and time next month (UTC). Limits follow the plan at once: the
-    next request of every credential of the organization, in every server
-    process, sees the new tier (rate limits, concurrency, quotas).
+    next request of every credential of the organization sees the new tier
+    (rate limits, concurrency, quotas). (-- Every server process
+    included. --)
 
     Money is integers in minor units everywhere; a proration is
     `price × seconds left ÷ seconds in the period`, rounded half up.
@@ -155,7 +157,7 @@ class BillingServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetInvoice(self, request, context):
-        """One invoice (spec: Invoice, all 12 fields).
+        """One invoice (all 12 fields). (-- Spec: Invoice. --)
 
         Auth: scope `config:read`.
         """
@@ -165,8 +167,8 @@ class BillingServiceServicer:
 
     def GetInvoicePdf(self, request, context):
         """The invoice as a PDF: 307 with `Location` = a signed URL valid 30
-        seconds and no body, on GET and HEAD. The PDF is rendered once per
-        invoice version and stored. 404 `not_found` for an unknown or foreign
+        seconds and no body, on GET and HEAD. (-- The PDF is rendered once per
+        invoice version and stored. --) 404 `not_found` for an unknown or foreign
         invoice; 410 `asset_expired` once the processor no longer keeps it
         (local processor: 7 years after the period end).
 
@@ -250,8 +252,9 @@ class BillingService:
     Plans and prices (USD, minor units, per monthly period): `free` 0, `pro`
     4,900, `team` 19,900, `enterprise` 99,900. A period runs from its start to
     the same day and time next month (UTC). Limits follow the plan at once: the
-    next request of every credential of the organization, in every server
-    process, sees the new tier (rate limits, concurrency, quotas).
+    next request of every credential of the organization sees the new tier
+    (rate limits, concurrency, quotas). (-- Every server process
+    included. --)
 
     Money is integers in minor units everywhere; a proration is
     `price × seconds left ÷ seconds in the period`, rounded half up.

@@ -28,17 +28,17 @@ if _version_not_supported:
 class ConfigServiceStub:
     """Typed configuration items, per organization and per workspace.
 
-    Every key is declared in the server's registry with a type, a default and
-    where it may be set; an unknown key answers 404 `not_found`, a value of the
+    Every key is declared with a type, a default and where it may be set
+    (-- in the server's registry --); an unknown key answers 404 `not_found`, a value of the
     wrong type or range 422 `validation_failed`. The effective value for a
     workspace is its own setting, else the organization's, else the default.
 
-    Persona level (spec 1.0.4): the drift-detection keys may also be set for
+    Persona level (-- spec 1.0.4 --): the drift-detection keys may also be set for
     one persona (`level` = `persona` with `personaId`, a persona of the
     caller's workspace). For that persona the effective value is its own
     setting, else the workspace's, else the organization's, else the default;
-    GetConfigItem with `personaId` shows it (`source` `persona`). Stored as a
-    config row whose level id is `persona:<persona uuid>`.
+    GetConfigItem with `personaId` shows it (`source` `persona`). (-- Stored as
+    a config row whose level id is `persona:<persona uuid>`. --)
 
     Keys:
     - `engine.pipeline.drift_detection.action_on_alert`: `block` (default) or
@@ -94,17 +94,17 @@ class ConfigServiceStub:
 class ConfigServiceServicer:
     """Typed configuration items, per organization and per workspace.
 
-    Every key is declared in the server's registry with a type, a default and
-    where it may be set; an unknown key answers 404 `not_found`, a value of the
+    Every key is declared with a type, a default and where it may be set
+    (-- in the server's registry --); an unknown key answers 404 `not_found`, a value of the
     wrong type or range 422 `validation_failed`. The effective value for a
     workspace is its own setting, else the organization's, else the default.
 
-    Persona level (spec 1.0.4): the drift-detection keys may also be set for
+    Persona level (-- spec 1.0.4 --): the drift-detection keys may also be set for
     one persona (`level` = `persona` with `personaId`, a persona of the
     caller's workspace). For that persona the effective value is its own
     setting, else the workspace's, else the organization's, else the default;
-    GetConfigItem with `personaId` shows it (`source` `persona`). Stored as a
-    config row whose level id is `persona:<persona uuid>`.
+    GetConfigItem with `personaId` shows it (`source` `persona`). (-- Stored as
+    a config row whose level id is `persona:<persona uuid>`. --)
 
     Keys:
     - `engine.pipeline.drift_detection.action_on_alert`: `block` (default) or
@@ -201,17 +201,17 @@ def add_ConfigServiceServicer_to_server(servicer, server):
 class ConfigService:
     """Typed configuration items, per organization and per workspace.
 
-    Every key is declared in the server's registry with a type, a default and
-    where it may be set; an unknown key answers 404 `not_found`, a value of the
+    Every key is declared with a type, a default and where it may be set
+    (-- in the server's registry --); an unknown key answers 404 `not_found`, a value of the
     wrong type or range 422 `validation_failed`. The effective value for a
     workspace is its own setting, else the organization's, else the default.
 
-    Persona level (spec 1.0.4): the drift-detection keys may also be set for
+    Persona level (-- spec 1.0.4 --): the drift-detection keys may also be set for
     one persona (`level` = `persona` with `personaId`, a persona of the
     caller's workspace). For that persona the effective value is its own
     setting, else the workspace's, else the organization's, else the default;
-    GetConfigItem with `personaId` shows it (`source` `persona`). Stored as a
-    config row whose level id is `persona:<persona uuid>`.
+    GetConfigItem with `personaId` shows it (`source` `persona`). (-- Stored as
+    a config row whose level id is `persona:<persona uuid>`. --)
 
     Keys:
     - `engine.pipeline.drift_detection.action_on_alert`: `block` (default) or

@@ -28,7 +28,8 @@ if _version_not_supported:
 
 class DashboardServiceStub:
     """The web console at `/dashboard`: one page and its scripts and stylesheet,
-    served from the repository (no CDN, no build step). The page holds no
+    served by the service itself (-- from the repository: no CDN, no build
+    step --). The page holds no
     data: signed in with an API key or a session JWT the user pastes (kept in
     the tab's sessionStorage, never in a cookie), it calls only the public
     `/v1` JSON API of the same origin with `Authorization: Bearer`, so it can
@@ -59,7 +60,8 @@ class DashboardServiceStub:
 
 class DashboardServiceServicer:
     """The web console at `/dashboard`: one page and its scripts and stylesheet,
-    served from the repository (no CDN, no build step). The page holds no
+    served by the service itself (-- from the repository: no CDN, no build
+    step --). The page holds no
     data: signed in with an API key or a session JWT the user pastes (kept in
     the tab's sessionStorage, never in a cookie), it calls only the public
     `/v1` JSON API of the same origin with `Authorization: Bearer`, so it can
@@ -121,7 +123,8 @@ def add_DashboardServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class DashboardService:
     """The web console at `/dashboard`: one page and its scripts and stylesheet,
-    served from the repository (no CDN, no build step). The page holds no
+    served by the service itself (-- from the repository: no CDN, no build
+    step --). The page holds no
     data: signed in with an API key or a session JWT the user pastes (kept in
     the tab's sessionStorage, never in a cookie), it calls only the public
     `/v1` JSON API of the same origin with `Authorization: Bearer`, so it can

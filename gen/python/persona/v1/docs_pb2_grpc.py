@@ -27,9 +27,9 @@ if _version_not_supported:
 
 
 class DocsServiceStub:
-    """The published contract: the OpenAPI 3.1 document of the HTTP/JSON edge
-    (generated from these protos by scripts/gen_openapi.py into
-    gen/openapi.json) and a reference page rendered from it.
+    """The published contract: the OpenAPI 3.1 document of the HTTP/JSON API
+    and a reference page rendered from it. (-- Generated from these protos by
+    scripts/gen_openapi.py into gen/openapi.json. --)
     """
 
     def __init__(self, channel):
@@ -51,9 +51,9 @@ class DocsServiceStub:
 
 
 class DocsServiceServicer:
-    """The published contract: the OpenAPI 3.1 document of the HTTP/JSON edge
-    (generated from these protos by scripts/gen_openapi.py into
-    gen/openapi.json) and a reference page rendered from it.
+    """The published contract: the OpenAPI 3.1 document of the HTTP/JSON API
+    and a reference page rendered from it. (-- Generated from these protos by
+    scripts/gen_openapi.py into gen/openapi.json. --)
     """
 
     def GetOpenApiDocument(self, request, context):
@@ -99,9 +99,9 @@ def add_DocsServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class DocsService:
-    """The published contract: the OpenAPI 3.1 document of the HTTP/JSON edge
-    (generated from these protos by scripts/gen_openapi.py into
-    gen/openapi.json) and a reference page rendered from it.
+    """The published contract: the OpenAPI 3.1 document of the HTTP/JSON API
+    and a reference page rendered from it. (-- Generated from these protos by
+    scripts/gen_openapi.py into gen/openapi.json. --)
     """
 
     @staticmethod

@@ -26,11 +26,12 @@ if _version_not_supported:
 
 
 class EventServiceStub:
-    """Events: every state change worth telling a customer about, written to a
-    transactional outbox in the same database transaction as the change (no
-    event for a change that rolled back, no change without its event), then
-    delivered to webhook endpoints. The sixteen types are the values of
-    EventType (their `wire_name` is the `type` string clients see); per-message
+    """Events: every state change worth telling a customer about, recorded
+    together with the change (no event for a change that did not happen, no
+    change without its event), then delivered to webhook endpoints. (-- Written
+    to a transactional outbox in the same database transaction as the change.
+    --) The sixteen types are the values of EventType (-- their `wire_name` is
+    the `type` string clients see --); per-message
     chat events, per-step pipeline events and user-action events are never
     emitted (`audit.test_failed`, named in one release note, is not a type).
     """
@@ -54,11 +55,12 @@ class EventServiceStub:
 
 
 class EventServiceServicer:
-    """Events: every state change worth telling a customer about, written to a
-    transactional outbox in the same database transaction as the change (no
-    event for a change that rolled back, no change without its event), then
-    delivered to webhook endpoints. The sixteen types are the values of
-    EventType (their `wire_name` is the `type` string clients see); per-message
+    """Events: every state change worth telling a customer about, recorded
+    together with the change (no event for a change that did not happen, no
+    change without its event), then delivered to webhook endpoints. (-- Written
+    to a transactional outbox in the same database transaction as the change.
+    --) The sixteen types are the values of EventType (-- their `wire_name` is
+    the `type` string clients see --); per-message
     chat events, per-step pipeline events and user-action events are never
     emitted (`audit.test_failed`, named in one release note, is not a type).
     """
@@ -110,11 +112,12 @@ def add_EventServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class EventService:
-    """Events: every state change worth telling a customer about, written to a
-    transactional outbox in the same database transaction as the change (no
-    event for a change that rolled back, no change without its event), then
-    delivered to webhook endpoints. The sixteen types are the values of
-    EventType (their `wire_name` is the `type` string clients see); per-message
+    """Events: every state change worth telling a customer about, recorded
+    together with the change (no event for a change that did not happen, no
+    change without its event), then delivered to webhook endpoints. (-- Written
+    to a transactional outbox in the same database transaction as the change.
+    --) The sixteen types are the values of EventType (-- their `wire_name` is
+    the `type` string clients see --); per-message
     chat events, per-step pipeline events and user-action events are never
     emitted (`audit.test_failed`, named in one release note, is not a type).
     """

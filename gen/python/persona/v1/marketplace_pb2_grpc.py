@@ -30,8 +30,8 @@ class MarketplaceServiceStub:
     the published ones; Enterprise organizations buy them (a copy of the
     persona in their workspace).
 
-    Listing states (`status`): `pending_review` (created or updated; a durable
-    task reviews it: the persona's soul and voice and the listing's text go
+    Listing states (`status`): `pending_review` (created or updated; it is
+    reviewed in the background (-- by a durable task --): the persona's soul and voice and the listing's text go
     through moderation) → `published` (emits `marketplace.persona.published`)
     or `rejected` (`rejectionReason`; a review item joins the moderation
     queue and `moderation.flagged` is emitted); `unpublished` by its owner.
@@ -81,8 +81,8 @@ class MarketplaceServiceServicer:
     the published ones; Enterprise organizations buy them (a copy of the
     persona in their workspace).
 
-    Listing states (`status`): `pending_review` (created or updated; a durable
-    task reviews it: the persona's soul and voice and the listing's text go
+    Listing states (`status`): `pending_review` (created or updated; it is
+    reviewed in the background (-- by a durable task --): the persona's soul and voice and the listing's text go
     through moderation) → `published` (emits `marketplace.persona.published`)
     or `rejected` (`rejectionReason`; a review item joins the moderation
     queue and `moderation.flagged` is emitted); `unpublished` by its owner.
@@ -101,7 +101,7 @@ class MarketplaceServiceServicer:
 
     def ListListings(self, request, context):
         """Searches the published listings of every organization, newest first:
-        `audienceTag` (exact tag, indexed; spec 1.0.4) and `q` (words in the
+        `audienceTag` (exact tag) (-- indexed; spec 1.0.4 --) and `q` (words in the
         title or description). With `mine`, the caller's own listings in any
         status instead.
 
@@ -201,8 +201,8 @@ class MarketplaceService:
     the published ones; Enterprise organizations buy them (a copy of the
     persona in their workspace).
 
-    Listing states (`status`): `pending_review` (created or updated; a durable
-    task reviews it: the persona's soul and voice and the listing's text go
+    Listing states (`status`): `pending_review` (created or updated; it is
+    reviewed in the background (-- by a durable task --): the persona's soul and voice and the listing's text go
     through moderation) → `published` (emits `marketplace.persona.published`)
     or `rejected` (`rejectionReason`; a review item joins the moderation
     queue and `moderation.flagged` is emitted); `unpublished` by its owner.

@@ -33,8 +33,8 @@ class ModerationServiceStub:
 
     Item states (`status`): `pending` → `claimed` (by one administrator, for
     10 minutes; an expired claim is pending again) → `resolved` (`decision`
-    `approve` or `reject`). Resolving acts on the subject where its module
-    says how: approving a marketplace listing publishes it (and emits
+    `approve` or `reject`). Resolving acts on the subject where it applies
+    (-- where its module says how --): approving a marketplace listing publishes it (and emits
     `marketplace.persona.published`); rejecting keeps it blocked.
     """
 
@@ -69,8 +69,8 @@ class ModerationServiceServicer:
 
     Item states (`status`): `pending` → `claimed` (by one administrator, for
     10 minutes; an expired claim is pending again) → `resolved` (`decision`
-    `approve` or `reject`). Resolving acts on the subject where its module
-    says how: approving a marketplace listing publishes it (and emits
+    `approve` or `reject`). Resolving acts on the subject where it applies
+    (-- where its module says how --): approving a marketplace listing publishes it (and emits
     `marketplace.persona.published`); rejecting keeps it blocked.
     """
 
@@ -140,8 +140,8 @@ class ModerationService:
 
     Item states (`status`): `pending` → `claimed` (by one administrator, for
     10 minutes; an expired claim is pending again) → `resolved` (`decision`
-    `approve` or `reject`). Resolving acts on the subject where its module
-    says how: approving a marketplace listing publishes it (and emits
+    `approve` or `reject`). Resolving acts on the subject where it applies
+    (-- where its module says how --): approving a marketplace listing publishes it (and emits
     `marketplace.persona.published`); rejecting keeps it blocked.
     """
 

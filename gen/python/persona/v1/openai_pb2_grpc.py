@@ -125,7 +125,7 @@ class OpenAIServiceServicer:
         """Creates a chat completion (OpenAI `chat.completion`). Supports
         `messages` (system, user, assistant with `tool_calls`, tool),
         `temperature`, `max_tokens` / `max_completion_tokens`, `tools` and
-        `tool_choice` (spec 1.0.1: tool definitions go to the provider, tool
+        `tool_choice` (-- spec 1.0.1 --) (tool definitions go to the provider, tool
         calls come back as `message.tool_calls` with `finish_reason`
         `tool_calls`). With `"stream": true` in the body the edge routes the
         request to StreamChatCompletion.
@@ -147,9 +147,9 @@ class OpenAIServiceServicer:
         then a chunk with `finish_reason`, and, with
         `stream_options.include_usage`, a last chunk with empty `choices` and
         the `usage`. A failure after the first chunk is an in-band
-        `data: {"error": {...}}` line, after which the stream ends. The server
-        writes the bytes (google.api.HttpBody) so every `data:` line but the
-        last is JSON. Not replayed by Idempotency-Key.
+        `data: {"error": {...}}` line, after which the stream ends. Every `data:`
+        line but the last (`[DONE]`) is JSON. (-- The server writes the bytes
+        (google.api.HttpBody). --) Not replayed by Idempotency-Key.
 
         Auth: scope `chat:write`.
         """

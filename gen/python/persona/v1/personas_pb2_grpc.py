@@ -40,8 +40,8 @@ class PersonaServiceStub:
     (the fork is a new, active persona).
     - `deleted`: soft-deleted; left out of lists unless asked (`showDeleted`),
     still readable by id (AIP-164, so it can be inspected and restored),
-    restorable until `purgeAt` (30 days), then purged for good by a
-    scheduled job. Archiving or writing a deleted persona answers
+    restorable until `purgeAt` (30 days), then purged for good (-- by a
+    scheduled job --). Archiving or writing a deleted persona answers
     409 `state_conflict` (`conflictField` "state").
 
     Generation RPCs (create, refine, fork, regenerate, import) draw from the
@@ -153,8 +153,8 @@ class PersonaServiceServicer:
     (the fork is a new, active persona).
     - `deleted`: soft-deleted; left out of lists unless asked (`showDeleted`),
     still readable by id (AIP-164, so it can be inspected and restored),
-    restorable until `purgeAt` (30 days), then purged for good by a
-    scheduled job. Archiving or writing a deleted persona answers
+    restorable until `purgeAt` (30 days), then purged for good (-- by a
+    scheduled job --). Archiving or writing a deleted persona answers
     409 `state_conflict` (`conflictField` "state").
 
     Generation RPCs (create, refine, fork, regenerate, import) draw from the
@@ -265,7 +265,7 @@ class PersonaServiceServicer:
     def RefinePersona(self, request, context):
         """Creates the next version of a persona through the pipeline, with the
         instruction applied to its soul; `note` is recorded for lineage
-        attribution (spec 1.0.4). Emits the generation events and
+        attribution (-- spec 1.0.4 --). Emits the generation events and
         `persona.updated`.
 
         Auth: scope `personas:write`.
@@ -278,7 +278,7 @@ class PersonaServiceServicer:
         """Creates a new persona from an existing one through the pipeline; the
         fork's `parentId` is the source and its `rootId` the source's root.
         Parallel forks of one parent all succeed, each with its own ordinal
-        (spec 1.0.3). Emits the generation events and `persona.created`.
+        (-- spec 1.0.3 --). Emits the generation events and `persona.created`.
 
         Auth: scope `personas:write`.
         """
@@ -314,7 +314,7 @@ class PersonaServiceServicer:
 
     def GetPersonaLineage(self, request, context):
         """Returns the full fork tree the persona belongs to (from its root), with
-        each node's versions and refine notes (spec 1.0.2).
+        each node's versions and refine notes (-- spec 1.0.2 --).
 
         Auth: scope `personas:read`.
         """
@@ -461,8 +461,8 @@ class PersonaService:
     (the fork is a new, active persona).
     - `deleted`: soft-deleted; left out of lists unless asked (`showDeleted`),
     still readable by id (AIP-164, so it can be inspected and restored),
-    restorable until `purgeAt` (30 days), then purged for good by a
-    scheduled job. Archiving or writing a deleted persona answers
+    restorable until `purgeAt` (30 days), then purged for good (-- by a
+    scheduled job --). Archiving or writing a deleted persona answers
     409 `state_conflict` (`conflictField` "state").
 
     Generation RPCs (create, refine, fork, regenerate, import) draw from the

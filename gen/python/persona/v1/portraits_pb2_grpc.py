@@ -30,24 +30,24 @@ class PortraitServiceStub:
     and style), then edited in natural language along conversation chains.
 
     Every generation starts a conversation (`conversationId`); every edit
-    appends a new row to its source's conversation with `parentPortraitId` set
-    to the source, so editing an earlier row branches the chain (undo = edit
-    from an earlier row) and `ListPortraits` with `conversationId` shows the
+    appends a new portrait to its source's conversation with `parentPortraitId`
+    set to the source, so editing an earlier portrait branches the chain (undo =
+    edit from an earlier portrait) and `ListPortraits` with `conversationId` shows the
     tree.
 
-    States (`status`): `pending` (the row exists, the image is queued) →
+    States (`status`): `pending` (the portrait exists, the image is queued) →
     `generating` → `generated`, or `failed` (the provider failed after its
     retries; `failureCode` says how). A `generated` portrait can be approved
     (`approved`, and it becomes the persona's canonical portrait, replacing the
     previous one, which stays `approved`) or rejected (`rejected`). Images are
-    drawn by durable tasks, not in the request: an answer waits a few seconds
-    (PERSONA_PORTRAIT_WAIT_SECONDS, default 5; a client may ask for 0 to 30
-    with `Prefer: wait=N`, RFC 7240; at most half a process's unary threads
-    wait at once, beyond them the call answers at once) for the image and
-    otherwise returns the row as it is (`pending` or `generating`); poll
+    drawn in the background, not in the request (-- by durable tasks --): an
+    answer waits a few seconds (PERSONA_PORTRAIT_WAIT_SECONDS, default 5; a
+    client may ask for 0 to 30 with `Prefer: wait=N`, RFC 7240; under load the
+    call may answer at once (-- at most half a process's unary threads wait at
+    once --)) for the image and otherwise returns the portrait as it is (`pending` or `generating`); poll
     GetPortrait until it settles.
 
-    Editable sources (spec: "canonical, variant or earlier edit"): portraits in
+    Editable sources (-- spec: "canonical, variant or earlier edit" --): portraits in
     `generated` or `approved`. Anything else (pending, generating, failed,
     rejected, unknown, another tenant's) answers 404.
 
@@ -104,24 +104,24 @@ class PortraitServiceServicer:
     and style), then edited in natural language along conversation chains.
 
     Every generation starts a conversation (`conversationId`); every edit
-    appends a new row to its source's conversation with `parentPortraitId` set
-    to the source, so editing an earlier row branches the chain (undo = edit
-    from an earlier row) and `ListPortraits` with `conversationId` shows the
+    appends a new portrait to its source's conversation with `parentPortraitId`
+    set to the source, so editing an earlier portrait branches the chain (undo =
+    edit from an earlier portrait) and `ListPortraits` with `conversationId` shows the
     tree.
 
-    States (`status`): `pending` (the row exists, the image is queued) →
+    States (`status`): `pending` (the portrait exists, the image is queued) →
     `generating` → `generated`, or `failed` (the provider failed after its
     retries; `failureCode` says how). A `generated` portrait can be approved
     (`approved`, and it becomes the persona's canonical portrait, replacing the
     previous one, which stays `approved`) or rejected (`rejected`). Images are
-    drawn by durable tasks, not in the request: an answer waits a few seconds
-    (PERSONA_PORTRAIT_WAIT_SECONDS, default 5; a client may ask for 0 to 30
-    with `Prefer: wait=N`, RFC 7240; at most half a process's unary threads
-    wait at once, beyond them the call answers at once) for the image and
-    otherwise returns the row as it is (`pending` or `generating`); poll
+    drawn in the background, not in the request (-- by durable tasks --): an
+    answer waits a few seconds (PERSONA_PORTRAIT_WAIT_SECONDS, default 5; a
+    client may ask for 0 to 30 with `Prefer: wait=N`, RFC 7240; under load the
+    call may answer at once (-- at most half a process's unary threads wait at
+    once --)) for the image and otherwise returns the portrait as it is (`pending` or `generating`); poll
     GetPortrait until it settles.
 
-    Editable sources (spec: "canonical, variant or earlier edit"): portraits in
+    Editable sources (-- spec: "canonical, variant or earlier edit" --): portraits in
     `generated` or `approved`. Anything else (pending, generating, failed,
     rejected, unknown, another tenant's) answers 404.
 
@@ -136,8 +136,8 @@ class PortraitServiceServicer:
     """
 
     def CreatePortrait(self, request, context):
-        """Generates a portrait of the persona: a new row (and conversation) at
-        once, the image by a durable task. A persona not in the caller's
+        """Generates a portrait of the persona: a new portrait (and conversation) at
+        once, the image in the background (-- by a durable task --). A persona not in the caller's
         workspace (or deleted) answers 404; an archived one 409 `state_conflict`.
         The prompt goes through moderation (422 `moderation_blocked`).
 
@@ -193,14 +193,14 @@ class PortraitServiceServicer:
 
     def EditPortrait(self, request, context):
         """Applies a natural-language edit to a portrait and appends the result to
-        the same conversation chain (spec: Portrait edit result). Its 404, 422
-        and 502 use the portrait error shape `{"error": "<code>", "message",
-        ...}` (the spec's): 404 `not_found` (source unknown, another tenant's, or
+        the same conversation chain (-- spec: Portrait edit result --). Its 404,
+        422 and 502 use the portrait error shape `{"error": "<code>", "message",
+        ...}` (-- the spec's --): 404 `not_found` (source unknown, another tenant's, or
         not editable); 422 `moderation_blocked` with `term`, `scores` and `pii`
         (a review item is recorded and `moderation.flagged` emitted); 422
         `validation_failed` (instruction missing or over 500 characters, with
         `validationErrors`); 502 `provider_error` with `provider` when the image
-        provider failed within the wait (the row is then `failed`). Its other
+        provider failed within the wait (the portrait is then `failed`). Its other
         answers use the envelope, as every route's: 429 `quota_exceeded` with
         `details.used` and `details.limit`, 504 `provider_timeout` with
         `details.provider`, 401, 403, 409 and the edge's own.
@@ -257,24 +257,24 @@ class PortraitService:
     and style), then edited in natural language along conversation chains.
 
     Every generation starts a conversation (`conversationId`); every edit
-    appends a new row to its source's conversation with `parentPortraitId` set
-    to the source, so editing an earlier row branches the chain (undo = edit
-    from an earlier row) and `ListPortraits` with `conversationId` shows the
+    appends a new portrait to its source's conversation with `parentPortraitId`
+    set to the source, so editing an earlier portrait branches the chain (undo =
+    edit from an earlier portrait) and `ListPortraits` with `conversationId` shows the
     tree.
 
-    States (`status`): `pending` (the row exists, the image is queued) →
+    States (`status`): `pending` (the portrait exists, the image is queued) →
     `generating` → `generated`, or `failed` (the provider failed after its
     retries; `failureCode` says how). A `generated` portrait can be approved
     (`approved`, and it becomes the persona's canonical portrait, replacing the
     previous one, which stays `approved`) or rejected (`rejected`). Images are
-    drawn by durable tasks, not in the request: an answer waits a few seconds
-    (PERSONA_PORTRAIT_WAIT_SECONDS, default 5; a client may ask for 0 to 30
-    with `Prefer: wait=N`, RFC 7240; at most half a process's unary threads
-    wait at once, beyond them the call answers at once) for the image and
-    otherwise returns the row as it is (`pending` or `generating`); poll
+    drawn in the background, not in the request (-- by durable tasks --): an
+    answer waits a few seconds (PERSONA_PORTRAIT_WAIT_SECONDS, default 5; a
+    client may ask for 0 to 30 with `Prefer: wait=N`, RFC 7240; under load the
+    call may answer at once (-- at most half a process's unary threads wait at
+    once --)) for the image and otherwise returns the portrait as it is (`pending` or `generating`); poll
     GetPortrait until it settles.
 
-    Editable sources (spec: "canonical, variant or earlier edit"): portraits in
+    Editable sources (-- spec: "canonical, variant or earlier edit" --): portraits in
     `generated` or `approved`. Anything else (pending, generating, failed,
     rejected, unknown, another tenant's) answers 404.
 

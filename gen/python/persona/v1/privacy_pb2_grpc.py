@@ -28,7 +28,7 @@ if _version_not_supported:
 class PrivacyServiceStub:
     """Privacy exports (DSAR): a user asks for a copy of their own data (the
     caller: a session JWT's user, or an API key's creator). Exports are built
-    by server processes on their own and by platform administrators'
+    by the service on its own and by platform administrators'
     `POST /v1/admin/dsar/build-one` (see AdminService), and downloaded
     through a signed URL. Nobody sees another user's exports.
 
@@ -63,7 +63,7 @@ class PrivacyServiceStub:
 class PrivacyServiceServicer:
     """Privacy exports (DSAR): a user asks for a copy of their own data (the
     caller: a session JWT's user, or an API key's creator). Exports are built
-    by server processes on their own and by platform administrators'
+    by the service on its own and by platform administrators'
     `POST /v1/admin/dsar/build-one` (see AdminService), and downloaded
     through a signed URL. Nobody sees another user's exports.
 
@@ -98,7 +98,7 @@ class PrivacyServiceServicer:
         - the personas they created are soft-deleted (`persona.deleted`, purged
         after the usual 30 days, restorable by the organization meanwhile);
         - their API keys are revoked and their membership ends (every credential
-        of the user stops working at once, in every process);
+        of the user stops working at once (-- in every process --));
         - their chat sessions (`userId` = the user) and messages are deleted;
         - their privacy exports and bundles are deleted;
         - the user record is anonymized once no organization knows them; an
@@ -146,7 +146,7 @@ def add_PrivacyServiceServicer_to_server(servicer, server):
 class PrivacyService:
     """Privacy exports (DSAR): a user asks for a copy of their own data (the
     caller: a session JWT's user, or an API key's creator). Exports are built
-    by server processes on their own and by platform administrators'
+    by the service on its own and by platform administrators'
     `POST /v1/admin/dsar/build-one` (see AdminService), and downloaded
     through a signed URL. Nobody sees another user's exports.
 

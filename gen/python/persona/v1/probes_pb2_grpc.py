@@ -96,9 +96,8 @@ class ProbeServiceServicer:
         `persona_db_pool_connections{pool,state}`,
         `persona_webhook_deliveries_total{outcome}`,
         `persona_webhook_delivery_seconds`, `persona_webhook_queue_depth`.
-        Envoy's own statistics are on
-        its admin socket (`/stats/prometheus`, `<data dir>/envoy-admin.sock`,
-        for the operator only). With
+        (-- Envoy's own statistics are on its admin socket (`/stats/prometheus`,
+        `<data dir>/envoy-admin.sock`, for the operator only). --) With
         PERSONA_METRICS_TOKEN set, the scraper must send it as a bearer token
         (else 401 `unauthorized`); empty: open, for a private network.
 

@@ -333,7 +333,7 @@ class ScimServiceServicer:
         cleared. `If-Match` with an ETag other than the current one answers 412
         `precondition_failed`. `active: false` deactivates the user: their
         membership is suspended and their API keys are revoked at once (sessions
-        stop working in every process); `active: true` restores the membership
+        stop working at once (-- in every process --)); `active: true` restores the membership
         (revoked keys stay revoked).
 
         Auth: scope `scim:provision`.
@@ -423,7 +423,7 @@ class ScimServiceServicer:
     def ReplaceScimGroup(self, request, context):
         """Replaces a group (PUT, RFC 7644 §3.5.1): what the body leaves out is
         cleared. `If-Match` with an ETag other than the current one answers 412
-        `precondition_failed`. The membership it maps to (see the service comment)
+        `precondition_failed`. The membership it maps to (see ScimService)
         is recomputed for every user it adds or drops.
 
         Auth: scope `scim:provision`.
@@ -1258,7 +1258,7 @@ class ScimTokenServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RevokeScimToken(self, request, context):
-        """Revokes a token at once, in every process. Revoking a revoked token
+        """Revokes a token at once (-- in every process --). Revoking a revoked token
         answers it unchanged; another organization's: 404.
 
         Auth: scope `config:write`; JWT roles owner, admin.

@@ -30,9 +30,10 @@ class WebhookServiceStub:
     delivered.
 
     Endpoints are configuration, so managing them needs the `config:write`
-    scope and reading them `config:read` (the spec does not name the scopes).
+    scope and reading them `config:read`. (-- The spec does not name the
+    scopes. --)
 
-    Delivery (by the `persona-service worker` process, at least once):
+    Delivery (at least once (-- by the `persona-service worker` process --)):
     - Each event of the endpoint's workspace whose type the endpoint subscribes
     to (`["*"]`: all sixteen types) is POSTed to `url` as the event envelope
     JSON `{id, type, occurredAt, orgId, workspaceId, data}`, with headers
@@ -137,9 +138,10 @@ class WebhookServiceServicer:
     delivered.
 
     Endpoints are configuration, so managing them needs the `config:write`
-    scope and reading them `config:read` (the spec does not name the scopes).
+    scope and reading them `config:read`. (-- The spec does not name the
+    scopes. --)
 
-    Delivery (by the `persona-service worker` process, at least once):
+    Delivery (at least once (-- by the `persona-service worker` process --)):
     - Each event of the endpoint's workspace whose type the endpoint subscribes
     to (`["*"]`: all sixteen types) is POSTed to `url` as the event envelope
     JSON `{id, type, occurredAt, orgId, workspaceId, data}`, with headers
@@ -260,7 +262,7 @@ class WebhookServiceServicer:
 
     def PingWebhookEndpoint(self, request, context):
         """Emits a `webhook.endpoint.test_ping` event (`data: {endpointId}`)
-        through the outbox; it is delivered through the normal delivery path to
+        (-- through the outbox --); it is delivered through the normal delivery path to
         this endpoint only, whatever its subscription (and even when disabled).
 
         Auth: scope `config:write`.
@@ -351,9 +353,10 @@ class WebhookService:
     delivered.
 
     Endpoints are configuration, so managing them needs the `config:write`
-    scope and reading them `config:read` (the spec does not name the scopes).
+    scope and reading them `config:read`. (-- The spec does not name the
+    scopes. --)
 
-    Delivery (by the `persona-service worker` process, at least once):
+    Delivery (at least once (-- by the `persona-service worker` process --)):
     - Each event of the endpoint's workspace whose type the endpoint subscribes
     to (`["*"]`: all sixteen types) is POSTed to `url` as the event envelope
     JSON `{id, type, occurredAt, orgId, workspaceId, data}`, with headers

@@ -4,10 +4,14 @@
 
     with PersonaClient(api_key="sk_live_…") as client:
         persona = client.personas.create(intent="A patient gardener who names every snail")
+        print(persona.display_name)
+
+`AsyncPersonaClient` is the same surface for asyncio; the API's objects are in
+`persona_sdk.types` (pydantic models, and the TypedDicts of request params).
 """
 
-from . import webhooks
-from ._client import PersonaClient
+from . import types, webhooks
+from ._client import AsyncPersonaClient, PersonaClient
 from ._core import DEFAULT_BASE_URL
 from ._errors import (
     APIConnectionError,
@@ -41,22 +45,36 @@ from ._errors import (
     ValidationFailedError,
     WebhookVerificationError,
 )
-from ._generated import API_VERSION
-from ._streaming import ChatMessageEvent, ChatStream, EventStream, PersonaStream, PipelineEvent, ServerSentEvent
+from ._streaming import (
+    AsyncChatStream,
+    AsyncCompletionStream,
+    AsyncEventStream,
+    AsyncPersonaStream,
+    ChatStream,
+    CompletionStream,
+    EventStream,
+    PersonaStream,
+    ServerSentEvent,
+    SSEDecoder,
+)
 from ._version import VERSION
 
 __version__ = VERSION
 
 __all__ = [
-    "API_VERSION",
     "DEFAULT_BASE_URL",
     "APIConnectionError",
     "APITimeoutError",
     "AssetExpiredError",
+    "AsyncChatStream",
+    "AsyncCompletionStream",
+    "AsyncEventStream",
+    "AsyncPersonaClient",
+    "AsyncPersonaStream",
     "AuditBlockedError",
     "BadRequestError",
-    "ChatMessageEvent",
     "ChatStream",
+    "CompletionStream",
     "DriftBlockedError",
     "EventStream",
     "ForbiddenError",
@@ -71,13 +89,13 @@ __all__ = [
     "PersonaClient",
     "PersonaError",
     "PersonaStream",
-    "PipelineEvent",
     "PreconditionFailedError",
     "ProviderError",
     "ProviderTimeoutError",
     "QuotaExceededError",
     "RateLimitedError",
     "RequestTimeoutError",
+    "SSEDecoder",
     "ServerSentEvent",
     "ServiceUnavailableError",
     "StateConflictError",
@@ -88,5 +106,6 @@ __all__ = [
     "ValidationFailedError",
     "WebhookVerificationError",
     "__version__",
+    "types",
     "webhooks",
 ]

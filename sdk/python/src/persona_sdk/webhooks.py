@@ -18,9 +18,10 @@ import hmac
 import json
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from ._errors import WebhookVerificationError
+from ._models import parse
+from .types import Event
 
 SIGNATURE_HEADER = "X-Service-Signature"
 DEFAULT_TOLERANCE_SECONDS = 300
@@ -92,9 +93,10 @@ def verify(payload: bytes | str, header: str | None, secrets: str | Sequence[str
 
 
 def construct_event(payload: bytes | str, header: str | None, secrets: str | Sequence[str],
-                    tolerance: int | None = DEFAULT_TOLERANCE_SECONDS, now: float | None = None) -> dict[str, Any]:
-    """The verified event (`{"id", "type", "occurredAt", "orgId", "workspaceId", "data"}`);
-    raises WebhookVerificationError when the signature, the timestamp or the body is wrong."""
+                    tolerance: int | None = DEFAULT_TOLERANCE_SECONDS, now: float | None = None) -> Event:
+    """The verified event, an `Event` (`id`, `type`, `occurred_at`, `org_id`, `workspace_id`, `data`,
+    as `client.events.get` answers it); raises WebhookVerificationError when the signature, the
+    timestamp or the body is wrong."""
     reason = _failure(payload, header, secrets, tolerance, now)
     if reason is not None:
         raise WebhookVerificationError(f"Webhook signature verification failed: {reason}.")
@@ -104,4 +106,4 @@ def construct_event(payload: bytes | str, header: str | None, secrets: str | Seq
         raise WebhookVerificationError("The webhook body is not JSON.") from exc
     if not isinstance(event, dict):
         raise WebhookVerificationError("The webhook body is not a JSON object.")
-    return event
+    return parse(Event, event)

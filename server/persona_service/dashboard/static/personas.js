@@ -102,9 +102,10 @@ function createView(main) {
     if (slug.value.trim()) body.slug = slug.value.trim();
     if (visibility.value) body.visibility = visibility.value;
     busy(submit, out, async () => {
-      const ended = await stream("/v1/personas", body, (name, data) => {
+      // One run, one id: the stream's (X-Run-Id, which `end` names too), the one a resume or support asks for.
+      const ended = await stream("/v1/personas", body, (name, data, run) => {
         if (name === "run.started") {
-          steps.append(h("li", { class: "step done", dataset: { step: "run" } }, h("span", {}, `Run ${data.runId} started`)));
+          steps.append(h("li", { class: "step done", dataset: { step: "run" } }, "Run ", h("code", { class: "run-id" }, run.runId), " started"));
         } else if (name === "step.started") {
           items[data.step] = h("li", { class: "step running", dataset: { step: data.step } }, h("span", {}, STEP_LABELS[data.step] || data.step), h("span", { class: "muted" }, " running…"));
           steps.append(items[data.step]);
@@ -120,7 +121,7 @@ function createView(main) {
               h("a", { class: "button", href: `#/playground/${p.id}` }, "Chat with it"))));
         }
       }, { signal: controller.signal });
-      steps.append(h("li", { class: "step done", dataset: { step: "end" } }, `Run ${ended.runId}: ${ended.status}`));
+      steps.append(h("li", { class: "step done", dataset: { step: "end" } }, `Run ${ended.status}`));
     });
   });
   return () => controller.abort();

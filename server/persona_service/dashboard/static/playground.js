@@ -50,23 +50,33 @@ function chatView(main, personaId, sessionId, context) {
     .catch((error) => replace(head, errorBox(error)));
   get(`/v1/config/${DRIFT_KEY}`, { personaId }).then((item) => { threshold = Number(item.value); }).catch(() => {});
 
-  function listSessions() {
-    replace(sessions, h("h2", { class: "small" }, "Sessions"), loading());
-    const start = h("button", { type: "button", class: "primary" }, "New session");
-    const out = h("div");
-    start.addEventListener("click", () => busy(start, out, async () => {
-      const made = await post("/v1/chat/sessions", { personaId, title: `Playground ${new Date().toLocaleString()}` });
-      context.navigate(`#/playground/${personaId}/${made.sessionId}`);
-    }));
-    get("/v1/chat/sessions", { personaId, limit: 20 }).then((page) => {
-      const items = page.items || [];
-      replace(sessions, h("h2", { class: "small" }, "Sessions"), start, out,
-        items.length ? h("ul", { class: "session-list" }, items.map((s) => h("li", {},
-          h("a", { href: `#/playground/${personaId}/${s.sessionId}`, "aria-current": s.sessionId === sessionId ? "page" : null },
-            s.title || s.sessionId), " ", badge(s.status), h("br"), h("small", { class: "muted" }, `${s.messageCount} messages · `, when(s.lastActiveAt))))) : empty("No sessions yet."));
-    }).catch((error) => replace(sessions, start, out, errorBox(error)));
+  const start = h("button", { type: "button", class: "primary" }, "New session");
+  const started = h("div");
+  start.addEventListener("click", () => busy(start, started, async () => {
+    const made = await post("/v1/chat/sessions", { personaId, title: `Playground ${new Date().toLocaleString()}` });
+    context.navigate(`#/playground/${personaId}/${made.sessionId}`);
+  }));
+  let listed = [];
+
+  function showSessions() {
+    replace(sessions, h("h2", { class: "small" }, "Sessions"), start, started,
+      listed.length ? h("ul", { class: "session-list" }, listed.map((s) => h("li", { dataset: { session: s.sessionId } },
+        h("a", { href: `#/playground/${personaId}/${s.sessionId}`, "aria-current": s.sessionId === sessionId ? "page" : null },
+          s.title || s.sessionId), " ", badge(s.status), h("br"), h("small", { class: "muted" }, `${s.messageCount} messages · `, when(s.lastActiveAt))))) : empty("No sessions yet."));
   }
-  listSessions();
+
+  // A reply's `message.completed` carries its session as stored: the list shows that, with no
+  // second read that could run ahead of the commit and show the exchange before.
+  function updateSession(session) {
+    listed = [session, ...listed.filter((s) => s.sessionId !== session.sessionId)];
+    showSessions();
+  }
+
+  replace(sessions, h("h2", { class: "small" }, "Sessions"), loading());
+  get("/v1/chat/sessions", { personaId, limit: 20 }).then((page) => {
+    listed = page.items || [];
+    showSessions();
+  }).catch((error) => replace(sessions, start, started, errorBox(error)));
 
   if (!sessionId) {
     replace(chat, empty("Start a new session or open one."));
@@ -140,7 +150,7 @@ function chatView(main, personaId, sessionId, context) {
             reply.content.textContent = data.reply.content;
             fillMeta(reply.meta, data.reply);
             showCounters(data.session);
-            listSessions();
+            updateSession(data.session);
           }
         }, { signal: controller.signal });
       } catch (error) {

@@ -1,7 +1,7 @@
 // DOM helpers. Text from the API only ever goes in as text nodes or
 // attribute values (never innerHTML), so nothing it holds can run.
 
-import { ApiError, forget } from "./api.js";
+import { aborted, ApiError, forget } from "./api.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 
@@ -93,7 +93,7 @@ export async function busy(button, out, action) {
   try {
     return await action();
   } catch (error) {
-    if (error.name === "AbortError") return undefined;
+    if (aborted(error)) return undefined;
     if (out) out.replaceChildren(errorBox(error));
     else throw error;
     return undefined;
@@ -109,7 +109,7 @@ export async function load(container, what, fetcher, render) {
     const data = await fetcher();
     replace(container, render(data));
   } catch (error) {
-    if (error.name === "AbortError") return;
+    if (aborted(error)) return;
     replace(container, errorBox(error), h("button", { type: "button", onclick: () => load(container, what, fetcher, render) }, "Retry"));
   }
 }
@@ -192,7 +192,7 @@ export function pager(fetchPage, renderItems, { emptyText } = {}) {
       token = page.nextCursor || "";
       more.hidden = !token;
     } catch (error) {
-      if (error.name !== "AbortError") status.replaceChildren(errorBox(error));
+      if (!aborted(error)) status.replaceChildren(errorBox(error));
     }
   }
   more.addEventListener("click", next);

@@ -1,8 +1,13 @@
 """Apply Alembic migrations (the only way the schema is made, tests included).
 
-`migrations/versions/` holds the kernel's and wave-1 history (one linear
-chain); a module added later ships its own version directory
-(`Module.migrations`), joined to the same chain through `down_revision`."""
+One linear chain of revisions spread over several version directories:
+each module's own (`<domain>/migrations/`, named in `Module.migrations`)
+holds the revisions that touch only its tables; `migrations/versions/` holds
+the kernel's tables' revisions and those that touch several modules' tables.
+A revision joins the chain through its `down_revision`, whichever directory
+holds it, so callers pass every module's directory (the registry's
+`MODULES.migrations`): with one missing, the chain has a gap and Alembic
+refuses to run."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from alembic.config import Config
 MIGRATIONS = pathlib.Path(__file__).resolve().parents[4] / "migrations"
 
 
-def alembic_config(database_url: str, version_dirs: Iterable[pathlib.Path] = ()) -> Config:
+def alembic_config(database_url: str, version_dirs: Iterable[pathlib.Path]) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
@@ -26,5 +31,5 @@ def alembic_config(database_url: str, version_dirs: Iterable[pathlib.Path] = ())
     return cfg
 
 
-def upgrade(database_url: str, version_dirs: Iterable[pathlib.Path] = (), revision: str = "head") -> None:
+def upgrade(database_url: str, version_dirs: Iterable[pathlib.Path], revision: str = "head") -> None:
     command.upgrade(alembic_config(database_url, version_dirs), revision)

@@ -39,7 +39,9 @@ class Prepared(Generic[R]):
     def first(self, conn: Connection, params: Mapping[str, Any]) -> R | None:
         raw = conn.connection.driver_connection
         assert raw is not None
-        row = raw.execute(self.sql, params, prepare=True).fetchone()  # type: ignore[attr-defined]
+        # A connection opened without prepared statements (make_engine(prepared=False)) runs it unprepared.
+        prepare = raw.prepare_threshold is not None  # type: ignore[attr-defined]
+        row = raw.execute(self.sql, params, prepare=prepare).fetchone()  # type: ignore[attr-defined]
         if row is None:
             return None
         return self.record(*[row[i] for i in self._index])

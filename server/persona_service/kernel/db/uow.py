@@ -7,6 +7,8 @@ trips for a single SELECT."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlalchemy import Connection, Engine
 
 
@@ -35,3 +37,17 @@ class UnitOfWork:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def in_batches(engine: Engine, step: Callable[[Connection], int], size: int) -> list[int]:
+    """Run `step` (one batch: it handles at most `size` things and says how
+    many), each run in a transaction of its own, until a batch comes back
+    short; how many each handled. Bulk maintenance (the retention purge)
+    holds its locks and writes its WAL a batch at a time: concurrent writers
+    wait for a batch at most, and a crash loses one batch's work."""
+    done: list[int] = []
+    while True:
+        with engine.begin() as conn:
+            done.append(step(conn))
+        if done[-1] < size:
+            return done

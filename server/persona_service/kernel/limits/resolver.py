@@ -11,6 +11,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy import Engine
+
 from persona_service.kernel.limits.plans import PLAN_LIMITS, Limits, Quota
 from persona_service.kernel.principal import Principal
 
@@ -18,9 +20,9 @@ CACHE_SECONDS = 10.0
 
 
 class LimitsResolver:
-    def __init__(self, engine, overrides: Callable[[Any, str], dict[str, Any]] | None = None,
+    def __init__(self, engine: Engine, overrides: Callable[[Any, str], dict[str, Any]] | None = None,
                  ceiling: float | None = None,
-                 billing_period: Callable[[Any, str, datetime], tuple[datetime, datetime] | None] | None = None):
+                 billing_period: Callable[[Any, str, datetime], tuple[datetime, datetime] | None] | None = None) -> None:
         self.engine = engine
         # The limit-overrides port (Module.limit_overrides): (conn, org id) -> overrides.
         self.overrides = overrides

@@ -23,7 +23,7 @@ from urllib.parse import unquote
 
 from google.api import annotations_pb2
 from google.protobuf import descriptor_pool
-from google.protobuf.descriptor import Descriptor, FieldDescriptor, ServiceDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor, ServiceDescriptor
 
 from persona_service.kernel.errors import ECHO_ITEMS, BadRequest, bounded
 
@@ -48,7 +48,7 @@ def _fields(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
     return {**{f.name: f for f in descriptor.fields}, **{f.json_name: f for f in descriptor.fields}}
 
 
-def body_root(method) -> Descriptor | None:
+def body_root(method: MethodDescriptor) -> Descriptor | None:
     """The message a JSON body of this RPC binds to; None when the body is not
     checked: its bindings take none (the transcoder ignores one) or disagree
     on the field, or the body is raw (HttpBody) or free-form."""

@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from persona_service.kernel.db.uow import UnitOfWork
 from persona_service.kernel.principal import Principal
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 
 @dataclass
@@ -46,7 +49,7 @@ class RequestContext:
         self.http_headers += [(name.replace("_", "-").lower(), value) for name, value in headers.items()]
 
     @property
-    def conn(self):
+    def conn(self) -> Connection:
         return self.uow.conn
 
     @property

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from typing import NoReturn
 
 import grpc
 from google.protobuf import any_pb2, struct_pb2
@@ -103,7 +104,7 @@ def shaped_body(envelope_body: str, status: int, shape: int) -> tuple[str, str |
 
 
 def abort(context: grpc.ServicerContext, err: ApiError, headers: list[tuple[str, str]], json_edge: bool,
-          shape: int = options_pb2.ERROR_SHAPE_UNSPECIFIED) -> None:
+          shape: int = options_pb2.ERROR_SHAPE_UNSPECIFIED) -> NoReturn:
     """Abort the RPC with the error; never returns. A call through the JSON
     edge gets the envelope carriers (Lua renders them); a native gRPC caller
     gets the status details. Each gets one copy, which keeps the trailers
@@ -118,7 +119,7 @@ def abort(context: grpc.ServicerContext, err: ApiError, headers: list[tuple[str,
             carriers.append(("x-error-content-type", content_type))
     else:
         carriers = [("grpc-status-details-bin", _status_details(err, body))]
-    trailers = [*carriers, *extra.items()]
+    trailers = (*carriers, *extra.items())
     context.set_trailing_metadata(trailers)
     context.abort(grpc.StatusCode[_grpc_name(err.spec.grpc_code)], err.message)
 

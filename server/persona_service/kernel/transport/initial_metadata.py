@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import grpc
 import grpc._server as _grpc_server
 
 _STASH = "_persona_initial_metadata"
 _original: Callable[[Any, Any], Any] | None = getattr(_grpc_server, "_get_initial_metadata", None)
 
 
-def _with_stash(state, metadata):
+def _with_stash(state: Any, metadata: Any) -> Any:  # grpcio's private call state
     if metadata is None:
         metadata = getattr(state, _STASH, None)
     assert _original is not None
@@ -34,10 +35,10 @@ if HOOKED:
     _grpc_server._get_initial_metadata = _with_stash
 
 
-def attach(context, metadata: Sequence[tuple[str, str]]) -> None:
+def attach(context: grpc.ServicerContext, metadata: Sequence[tuple[str, str]]) -> None:
     """Send `metadata` as the call's initial metadata, in the answer's batch."""
     state = getattr(context, "_state", None)
     if HOOKED and state is not None and getattr(state, "initial_metadata_allowed", False):
         setattr(state, _STASH, tuple(metadata))
     else:
-        context.send_initial_metadata(metadata)
+        context.send_initial_metadata(tuple(metadata))

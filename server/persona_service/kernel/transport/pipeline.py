@@ -12,15 +12,19 @@ logged with the request id, nothing leaked), are translated by
 
 from __future__ import annotations
 
+import base64
 import hmac
 import ipaddress
 import logging
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import grpc
+from google.protobuf import descriptor_pool, message_factory
+from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
 from persona_service.kernel import metrics, tracing
@@ -40,6 +44,7 @@ from persona_service.kernel.fair import FairGate, GateTimeout, weight_of
 from persona_service.kernel.idempotency import request_hash
 from persona_service.kernel.limits.limiter import Admission
 from persona_service.kernel.logs import Throttled
+from persona_service.kernel.principal import principal_from_json, principal_json
 from persona_service.kernel.runs import Outcome, Run, RunOwner, resume_point
 from persona_service.kernel.transport import context as request_context
 from persona_service.kernel.transport import initial_metadata, sse
@@ -49,6 +54,20 @@ from persona_service.kernel.transport.errors import abort, render_body
 from persona_service.kernel.transport.outages import RETRY_AFTER_SECONDS, as_outage
 from persona_service.kernel.transport.policy import MethodMeta
 from persona_service.kernel.transport.validation import check_closed_sets, validate
+
+if TYPE_CHECKING:
+    import contextvars
+
+    from sqlalchemy import Engine
+
+    from persona_service.kernel.app import App
+    from persona_service.kernel.idempotency import Claim, Replay
+
+    # What grpcio hands the pipeline per method: handlers over any message type.
+    Handler = grpc.RpcMethodHandler[Any, Any]
+    # A servicer method: the request (a message, or Undecodable) and the context it was called with.
+    Unary = Callable[[Any, grpc.ServicerContext], Message]
+    Streaming = Callable[[Any, Any], Iterator[Message]]
 
 log = logging.getLogger("persona_service.requests")
 _refusals = Throttled(log)
@@ -66,20 +85,22 @@ TURN_WAIT_SECONDS = 10.0
 class _Call:
     """Per-call state that the stages share."""
 
-    def __init__(self, ctx, metadata):
+    def __init__(self, ctx: request_context.RequestContext, metadata: dict[str, str]) -> None:
         self.ctx = ctx
         self.metadata = metadata
         self.admission = Admission()
-        self.claim = None
-        self.committed_claim = None  # the claim once the unit of work committed its outcome
+        self.claim: Claim | None = None
+        self.committed_claim: Claim | None = None  # the claim once the unit of work committed its outcome
         self.reached_operation = False
         self.succeeded = False
         self.streaming = False  # a streaming RPC has sent its headers
         self.holds_turn = False  # of the unary server's gate
+        self.run: Run | None = None  # the durable run this call's operation is (streaming RPCs)
 
 
 class RequestPipeline(grpc.ServerInterceptor):
-    def __init__(self, app, methods: dict[str, MethodMeta], engine=None, gate: FairGate | None = None):
+    def __init__(self, app: App, methods: dict[str, MethodMeta], engine: Engine | None = None,
+                 gate: FairGate | None = None) -> None:
         self.app = app
         # The unary server's workers, taken in turns per organization once a call is authenticated and
         # within its limits (refusals take no turn), so one organization's flood never queues ahead of all.
@@ -91,8 +112,10 @@ class RequestPipeline(grpc.ServerInterceptor):
         self._trusted_cache: dict[str, bool] = {}
         self._edge_secret = app.settings.edge_secret
         self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+        self.servicers: dict[str, object] = {}  # by full service name (`revive` calls their methods)
 
-    def intercept_service(self, continuation, details):
+    def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
+                          details: grpc.HandlerCallDetails) -> Handler | None:
         # The wrapped handler of a method is built once (it is the same for every call).
         wrapped = self._wrapped.get(details.method)
         if wrapped is None:
@@ -101,7 +124,7 @@ class RequestPipeline(grpc.ServerInterceptor):
                 self._wrapped[details.method] = wrapped
         return wrapped
 
-    def _wrap(self, handler, meta: MethodMeta | None):
+    def _wrap(self, handler: Handler | None, meta: MethodMeta | None) -> Handler | None:
         if handler is None or meta is None:  # not a module's RPC (e.g. gRPC health)
             return handler
         decode = _tolerant(handler.request_deserializer)
@@ -122,8 +145,8 @@ class RequestPipeline(grpc.ServerInterceptor):
 
     # --- handlers ---------------------------------------------------------------
 
-    def _unary(self, behavior, meta: MethodMeta):
-        def handle(request, context):
+    def _unary(self, behavior: Unary, meta: MethodMeta) -> Callable[[Any, grpc.ServicerContext], Message]:
+        def handle(request: Any, context: grpc.ServicerContext) -> Message:
             call = self._begin(context, meta)
             token = request_context.bind(call.ctx)
             span = _span(call, meta)
@@ -152,12 +175,13 @@ class RequestPipeline(grpc.ServerInterceptor):
 
         return handle
 
-    def _streaming(self, behavior, meta: MethodMeta):
+    def _streaming(self, behavior: Streaming,
+                   meta: MethodMeta) -> Callable[[Any, grpc.ServicerContext], Iterator[bytes]]:
         """A streaming call follows a durable run (kernel.runs): its operation
         runs on the run pool, so the client leaving never stops it, and a
         `Last-Event-ID` resumes an earlier run instead of starting one."""
 
-        def handle(request, context):
+        def handle(request: Any, context: grpc.ServicerContext) -> Iterator[bytes]:
             call = self._begin(context, meta)
             token = request_context.bind(call.ctx)
             run = None
@@ -174,10 +198,10 @@ class RequestPipeline(grpc.ServerInterceptor):
                     run = self.app.runs.start(
                         _run_owner(call), meta.path,
                         lambda run: self._produce(call, behavior, request, context, meta, run),
-                        weight_of(call.ctx.caller.plan),
+                        weight_of(call.ctx.caller.plan), _revivable(call, request),
                     )
                     run_id = run.id
-                    frames, outcome = self.app.runs.follow(run, 0, context.is_active), run.current_outcome
+                    frames, outcome = self.app.runs.follow(run, 0, context.is_active)
                 call.ctx.headers.append(("x-run-id", run_id))
                 yield from self._relay(call, context, meta, frames, outcome, run_id)
                 if resume is not None:
@@ -197,11 +221,13 @@ class RequestPipeline(grpc.ServerInterceptor):
 
         return handle
 
-    def _produce(self, call: _Call, behavior, request, context, meta: MethodMeta, run: Run) -> Outcome:
+    def _produce(self, call: _Call, behavior: Streaming, request: Message, context: grpc.ServicerContext | _Detached,
+                 meta: MethodMeta, run: Run) -> Outcome:
         """The operation of a run, on the run pool: every stage after the
         servicer (audit, commit, failure records, the quota refund) as a
         unary call has them, whether anyone still listens or not."""
         token = request_context.bind(call.ctx)
+        call.run = run
         # The operation's span lives on this thread (its SQL and provider calls are its children).
         span = _span(call, meta, **{"run.id": run.id})
         last = None
@@ -212,13 +238,33 @@ class RequestPipeline(grpc.ServerInterceptor):
             self._log(call.ctx, 200)
             return Outcome("completed")
         except Exception as exc:  # noqa: BLE001 - settled, then told to the followers
+            if run.abandoned:  # another process goes on with the run: roll back, settle nothing
+                call.ctx.uow.close()
+                return Outcome("abandoned")
             return Outcome("failed", self._settle(call, meta, exc))
         finally:
             self._end(call, token)
             if span is not None:
                 span.end(*call.ctx.outcome)
 
-    def _relay(self, call: _Call, context, meta: MethodMeta, frames, outcome, run_id: str) -> Iterator[bytes]:
+    def revive(self, payload: dict) -> Callable[[Run], Outcome]:
+        """The operation of a run another process accepted (kernel.runs takes it
+        over): the same request, as the same caller, in a unit of work of its
+        own. Admission (limits, quota) happened when the run was accepted."""
+        meta = self.methods[payload["method"]]
+        service, _, name = meta.path.strip("/").rpartition("/")
+        behavior = getattr(self.servicers[service], name)
+        request = _request_class(meta.path).FromString(base64.b64decode(payload["request"]))
+        call = _Call(request_context.RequestContext(
+            started=time.perf_counter(), request_id=payload["request_id"], method=meta.path,
+            uow=UnitOfWork(self.engine, read_only=not meta.policy.write), client_ip=payload.get("client_ip"),
+            traceparent=payload.get("traceparent"), principal=principal_from_json(payload["principal"]),
+        ), {})
+        call.reached_operation = True
+        return lambda run: self._produce(call, behavior, request, _Detached(), meta, run)
+
+    def _relay(self, call: _Call, context: grpc.ServicerContext, meta: MethodMeta, frames: Iterator[tuple[int, bytes]],
+               outcome: Callable[[], Outcome | None], run_id: str) -> Iterator[bytes]:
         """Frames to this caller: typed messages to a native gRPC client; to
         the JSON edge, server-sent events with `id: <run>.<seq>` (and
         `event:`), ending with an `end` event (see sse.py)."""
@@ -226,22 +272,27 @@ class RequestPipeline(grpc.ServerInterceptor):
         started = False
         for seq, frame in frames:
             if not started:
-                context.send_initial_metadata(call.ctx.headers)
+                context.send_initial_metadata(tuple(call.ctx.headers))
                 started = True
             yield sse.frame(meta, run_id, seq, frame) if edge else frame
         result = outcome()
+        if result is not None and result.status == "handed_over":
+            # This process is draining: the stream ends without `end` (the client resumes elsewhere).
+            if not edge:
+                raise _handed_over()
+            return
         failure = result.error if result is not None else None
         if failure is not None and (not started or not edge):
             raise failure  # a plain error response before any frame; a gRPC status after them
         if not started:
-            context.send_initial_metadata(call.ctx.headers)
+            context.send_initial_metadata(tuple(call.ctx.headers))
         if edge and not meta.raw_stream:
             yield sse.end(run_id, result.status if result is not None else "detached")
 
     # --- stages -----------------------------------------------------------------
 
-    def _begin(self, context, meta: MethodMeta) -> _Call:
-        metadata = dict(context.invocation_metadata())
+    def _begin(self, context: grpc.ServicerContext, meta: MethodMeta) -> _Call:
+        metadata = cast(dict[str, str], dict(context.invocation_metadata()))  # the text headers are what is read
         request_id = metadata.get("x-request-id", "")
         if not _REQUEST_ID.match(request_id):
             # A uuid4 as Envoy makes them (one format, whichever door the call came in by);
@@ -258,7 +309,8 @@ class RequestPipeline(grpc.ServerInterceptor):
         ctx.headers.append(("x-request-id", request_id))
         return _Call(ctx, metadata)
 
-    def _admit(self, call: _Call, request, meta: MethodMeta, stream: bool = False, resuming: bool = False):
+    def _admit(self, call: _Call, request: Message | Undecodable, meta: MethodMeta, stream: bool = False,
+               resuming: bool = False) -> Replay | None:
         """Everything before the operation. Returns a stored outcome to replay, or None."""
         ctx, policy = call.ctx, meta.policy
         if policy.anonymous:  # the request proves itself (e.g. a signed URL); no tenant, no tenant limits
@@ -313,18 +365,20 @@ class RequestPipeline(grpc.ServerInterceptor):
             raise err from None
         call.holds_turn = True
 
-    def _replay(self, call: _Call, replay, meta: MethodMeta):
+    def _replay(self, call: _Call, replay: Replay, meta: MethodMeta) -> Message:
         metrics.REPLAYS.inc()
         call.ctx.headers += [*replay.headers.items(), ("idempotent-replayed", "true")]
         if replay.error_body is not None:
             raise StoredError(replay.error_status, replay.error_body, replay.headers)
         return meta.response_class.FromString(replay.response or b"")
 
-    def _complete(self, call: _Call, meta: MethodMeta, request, response) -> None:
+    def _complete(self, call: _Call, meta: MethodMeta, request: Message, response: Message | None) -> None:
         ctx = call.ctx
         if meta.audited:
             AuditLog(ctx.conn).record(self._entry(ctx, meta, "success", 200, request=request, response=response))
-        if call.claim is not None:
+        if call.run is not None:
+            self.app.runs.seal(ctx.conn, call.run, "completed")
+        if call.claim is not None and response is not None:  # a claim is a unary call's: it has its response
             self.app.idempotency.complete(ctx.conn, call.claim, response.SerializeToString(), self._replayable(ctx.headers))
         ctx.uow.commit()
         call.committed_claim, call.claim = call.claim, None
@@ -335,10 +389,11 @@ class RequestPipeline(grpc.ServerInterceptor):
             except Exception:  # noqa: BLE001 - the change is committed; a hook must not fail the call
                 log.exception("after-commit hook failed [request_id=%s]", ctx.request_id)
 
-    def _finish(self, call: _Call, response):
+    def _finish(self, call: _Call, response: Message) -> Message:
         """The answer after the commit (RequestContext.finish). An
         Idempotency-Key replays it, not the answer at the commit; if it
         fails, the key records that failure as any other (a 5xx frees it)."""
+        assert call.ctx.finish is not None  # the caller calls this only then
         try:
             final = call.ctx.finish(response)
         except Exception:
@@ -353,7 +408,7 @@ class RequestPipeline(grpc.ServerInterceptor):
                 log.exception("could not record the final answer [request_id=%s]", call.ctx.request_id)
         return final
 
-    def _fail(self, call: _Call, context, meta: MethodMeta, exc: Exception) -> None:
+    def _fail(self, call: _Call, context: grpc.ServicerContext, meta: MethodMeta, exc: Exception) -> NoReturn:
         err = self._settle(call, meta, exc)
         abort(context, err, call.ctx.headers, json_edge=EDGE_MARK in call.metadata, shape=meta.error_shape)
 
@@ -364,7 +419,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         ctx = call.ctx
         err = self._translate(ctx, exc)
         if err.persist and call.reached_operation:
-            self._commit_outcome(ctx, err)
+            self._commit_outcome(call, err)
         ctx.uow.close()  # roll back whatever was not committed
         if isinstance(err, StoredError):
             err.headers["idempotent-replayed"] = "true"
@@ -373,13 +428,13 @@ class RequestPipeline(grpc.ServerInterceptor):
         self._log(ctx, err.spec.http_status, err.code)
         return err
 
-    def _abort(self, call: _Call, context, meta: MethodMeta, exc: Exception) -> None:
+    def _abort(self, call: _Call, context: grpc.ServicerContext, meta: MethodMeta, exc: Exception) -> NoReturn:
         """Answer an error the run already settled (or one of following it)."""
         err = self._translate(call.ctx, exc)
         abort(context, err, call.ctx.headers, json_edge=EDGE_MARK in call.metadata, shape=meta.error_shape)
 
     @staticmethod
-    def _translate(ctx, exc: Exception) -> ApiError:
+    def _translate(ctx: request_context.RequestContext, exc: Exception) -> ApiError:
         if isinstance(exc, ApiError):
             return exc
         err = as_outage(exc) or InternalError()
@@ -387,9 +442,12 @@ class RequestPipeline(grpc.ServerInterceptor):
             log.error("unhandled error in %s [request_id=%s]", ctx.method, ctx.request_id, exc_info=exc)
         return err
 
-    def _commit_outcome(self, ctx, err: ApiError) -> None:
+    def _commit_outcome(self, call: _Call, err: ApiError) -> None:
         """Commit changes that are part of an error's outcome (e.g. a failed run's record)."""
+        ctx = call.ctx
         try:
+            if call.run is not None:
+                self.app.runs.seal(ctx.conn, call.run, "failed")
             ctx.uow.commit()
         except Exception:  # noqa: BLE001 - the caller still gets its error
             log.exception("could not commit the outcome of %s [request_id=%s]", err.code, ctx.request_id)
@@ -398,11 +456,9 @@ class RequestPipeline(grpc.ServerInterceptor):
         ctx = call.ctx
         status = err.spec.http_status
         security = err.code in ("unauthorized", "forbidden")
+        # Each on its own: an audit entry PostgreSQL refused (it is away) must not
+        # keep the Idempotency-Key claimed (its release is retried until it is back).
         try:
-            if security or (call.reached_operation and meta.audited):
-                action = "auth.authenticate" if err.code == "unauthorized" else meta.action
-                entry = self._entry(ctx, meta, "failure", status, error=err, action=action)
-                self.app.audit(self.app.failed_auth.admit(entry) if err.code == "unauthorized" else [entry])
             if call.claim is not None:
                 if status < 500:
                     headers = self._replayable(ctx.headers + list(err.headers.items()))
@@ -410,9 +466,16 @@ class RequestPipeline(grpc.ServerInterceptor):
                 else:
                     self.app.idempotency.release(call.claim)
         except Exception:  # noqa: BLE001 - the caller still gets its error
+            log.exception("could not record the failure's idempotency outcome [request_id=%s]", ctx.request_id)
+        try:
+            if security or (call.reached_operation and meta.audited):
+                action = "auth.authenticate" if err.code == "unauthorized" else meta.action
+                entry = self._entry(ctx, meta, "failure", status, error=err, action=action)
+                self.app.audit(self.app.failed_auth.admit(entry) if err.code == "unauthorized" else [entry])
+        except Exception:  # noqa: BLE001 - the caller still gets its error
             log.exception("could not record the failure [request_id=%s]", ctx.request_id)
 
-    def _end(self, call: _Call, token) -> None:
+    def _end(self, call: _Call, token: contextvars.Token) -> None:
         if call.holds_turn and self.gate is not None:
             self.gate.release()
         # A generation that did not succeed gives its quota unit back.
@@ -423,7 +486,8 @@ class RequestPipeline(grpc.ServerInterceptor):
     # --- helpers ------------------------------------------------------------------
 
     @staticmethod
-    def _entry(ctx, meta: MethodMeta, outcome: str, status: int, *, request=None, response=None, error=None,
+    def _entry(ctx: request_context.RequestContext, meta: MethodMeta, outcome: str, status: int, *,
+               request: Message | None = None, response: Message | None = None, error: ApiError | None = None,
                action: str | None = None) -> AuditEntry:
         hint = getattr(error, "principal", None)
         return AuditEntry.for_principal(
@@ -443,7 +507,7 @@ class RequestPipeline(grpc.ServerInterceptor):
     def _replayable(headers: list[tuple[str, str]]) -> dict[str, str]:
         return {k: v for k, v in headers if not k.startswith(_PER_RESPONSE)}
 
-    def _log(self, ctx, status: int, code: str = "") -> None:
+    def _log(self, ctx: request_context.RequestContext, status: int, code: str = "") -> None:
         ctx.outcome = (status, code)
         seconds = time.perf_counter() - ctx.started
         metrics.observe_request(ctx.method, status, code, seconds)
@@ -495,6 +559,37 @@ class RequestPipeline(grpc.ServerInterceptor):
         return trusted
 
 
+def _revivable(call: _Call, request: Message) -> dict:
+    """What another process needs to run a run's operation (`revive`): never a credential."""
+    ctx = call.ctx
+    return {"request": base64.b64encode(request.SerializeToString()).decode(), "request_id": ctx.request_id,
+            "client_ip": ctx.client_ip, "traceparent": ctx.traceparent, "principal": principal_json(ctx.caller)}
+
+
+def _request_class(path: str) -> type[Message]:
+    method = descriptor_pool.Default().FindMethodByName(path.strip("/").replace("/", "."))
+    return message_factory.GetMessageClass(method.input_type)
+
+
+class _Detached:
+    """The gRPC context of a run taken over from another process: nobody's call."""
+
+    @staticmethod
+    def is_active() -> bool:
+        return True
+
+    @staticmethod
+    def invocation_metadata() -> tuple:
+        return ()
+
+
+def _handed_over() -> ServiceUnavailable:
+    err = ServiceUnavailable("This server is restarting; resume the stream with `Last-Event-ID`.",
+                             {"retryAfter": RETRY_AFTER_SECONDS})
+    err.headers = {"retry-after": str(RETRY_AFTER_SECONDS)}
+    return err
+
+
 def _run_owner(call: _Call) -> RunOwner:
     caller = call.ctx.caller
     return RunOwner(caller.org_id, caller.workspace_id)
@@ -515,7 +610,7 @@ HEADER_CARRIER = "x-persona-set-"
 REDIRECT_STATUS = 307
 
 
-def _answer(ctx: request_context.RequestContext, meta: MethodMeta, response) -> list[tuple[str, str]]:
+def _answer(ctx: request_context.RequestContext, meta: MethodMeta, response: Any) -> list[tuple[str, str]]:
     """The carriers of the HTTP status and headers the RPC answers with: its
     declared response kind, plus what the servicer set with ctx.respond()."""
     status, headers = ctx.status or meta.policy.success_status or None, list(ctx.http_headers)
@@ -545,11 +640,11 @@ def _passthrough(frame: bytes) -> bytes:
     return frame
 
 
-def _tolerant(deserialize):
+def _tolerant(deserialize: Callable[[bytes], Message] | None) -> Callable[[bytes], Message | Undecodable] | None:
     if deserialize is None:
         return None
 
-    def decode(data: bytes):
+    def decode(data: bytes) -> Message | Undecodable:
         try:
             return deserialize(data)
         except Exception:  # noqa: BLE001 - any undecodable body is the caller's error
@@ -558,7 +653,7 @@ def _tolerant(deserialize):
     return decode
 
 
-def _resource_id(request, response) -> str:
+def _resource_id(request: Any, response: Any) -> str:  # messages with or without an `id`
     for message in (request, response):
         if message is None:
             continue

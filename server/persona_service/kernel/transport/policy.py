@@ -49,6 +49,7 @@ def method_table(services: list[ServiceDescriptor]) -> dict[str, MethodMeta]:
     """Every method must declare a policy: an RPC without one is a startup
     error, not an open door."""
     table = {}
+    named: dict[str, tuple[str, str]] = {}  # request message -> (first RPC, its audit action)
     for service in services:
         for method in service.methods:
             opts = method.GetOptions()
@@ -70,7 +71,17 @@ def method_table(services: list[ServiceDescriptor]) -> dict[str, MethodMeta]:
                 resource_type=policy.resource_type,
                 response_class=message_factory.GetMessageClass(method.output_type),
             )
+            _check_one_action_name(named, method, table[path].action)
     return table
+
+
+def _check_one_action_name(named: dict[str, tuple[str, str]], method: MethodDescriptor, action: str) -> None:
+    """RPCs that take one request message are forms of one action (`SendChatMessage`
+    and its streaming form): the audit log names it once, whichever form ran."""
+    first = named.setdefault(method.input_type.full_name, (method.full_name, action))
+    if first[1] != action:
+        raise RuntimeError(f"{method.full_name} audits as {action!r} but {first[0]}, which takes the same "
+                           f"request, as {first[1]!r}: declare one audit_action for both")
 
 
 HTTP_BODY = "google.api.HttpBody"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable
 
 from PIL import Image, ImageChops, ImageDraw, ImageEnhance, ImageFilter, ImageOps
 
@@ -120,7 +121,7 @@ def _style(image: Image.Image, style: str) -> Image.Image:
     return image
 
 
-def _fill(at: tuple[int, int], colour_group: int = 1):
+def _fill(at: tuple[int, int], colour_group: int = 1) -> Callable[[Image.Image, re.Match], Image.Image]:
     """Repaint the part of the image painted in the colour found at `at`
     (a mask over the whole image, in C: a flood fill in Python took 0.6 s)."""
 

@@ -1,0 +1,816 @@
+"""The deployed topology on this machine (#31), and what must hold there.
+
+What deploy/kubernetes describes, on 127.0.0.1 ports: Debian's PostgreSQL
+server, PgBouncer in transaction pooling mode in front of it, redis-server,
+the migrations run once as a job, N app nodes (each a `persona-service
+serve` process group with its own data dir, as separate pods), a webhook
+worker node, and one Envoy balancing over the nodes with active gRPC health
+checks (the edge configuration `up` renders, with every node as an endpoint).
+The object store is a directory every node shares (S3's stand-in).
+
+    topology.py up [--nodes N]          bring it up until Ctrl-C
+    topology.py bench [--short]         every scenario under steady mixed load; JSON figures on stdout
+
+Scenarios (each under load: reads, writes, open streams, webhook deliveries):
+rolling restart (each node drained, stopped, started again), node loss
+(`kill -9` of a node's process group), PgBouncer restart, PostgreSQL restart,
+and the backup/restore drill (pg_dump/pg_restore plus the object store, into
+a fresh deployment with the same configuration). README: Scaling out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.server
+import json
+import os
+import pathlib
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import httpx
+from persona_service.kernel.settings import Settings
+from persona_service.kernel.stack import Stack, StackError, envoy_command, free_port
+from persona_service.registry import MODULES
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PG_BIN = max(pathlib.Path("/usr/lib/postgresql").glob("*/bin"), default=pathlib.Path("/usr/lib/postgresql/15/bin"))
+CLI = [sys.executable, "-m", "persona_service.cli"]
+# PostgreSQL and PgBouncer refuse to run as root: then they run as Debian's `postgres` user.
+DB_USER = "postgres" if os.geteuid() == 0 else None
+# The edge probes every 0.5 s (edge/cluster.yaml.in): a draining node is out of rotation well within this.
+DRAIN_SECONDS = 1.5
+
+
+def log(message: str) -> None:
+    print(f"[topology {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Proc:
+    """One process group (a pod's process, a database server)."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: pathlib.Path
+    user: str | None = None
+    popen: subprocess.Popen | None = None
+
+    def start(self) -> Proc:
+        with open(self.log_path, "ab") as out:
+            self.popen = subprocess.Popen(self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=out,
+                                          stderr=subprocess.STDOUT, start_new_session=True, user=self.user)
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+        """`sig` to the whole group, then wait (SIGKILL past `timeout`)."""
+        if not self.running:
+            return
+        assert self.popen is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, sig)
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        """`kill -9` of the whole group: no drain, no cleanup."""
+        if self.popen is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait()
+
+
+@dataclass
+class Topology:
+    root: pathlib.Path
+    nodes: int = 2
+    http_port: int = 0
+    # Settings every node gets besides the topology's own (e.g. the model provider).
+    extra_env: dict[str, str] = field(default_factory=dict)
+    # The deployment's configuration (Kubernetes: the Secret): the same for a restored deployment,
+    # or signed URLs and sealed secrets would no longer verify.
+    secrets: dict[str, str] = field(default_factory=dict)
+    procs: dict[str, Proc] = field(default_factory=dict)
+    _reaper: subprocess.Popen | None = None
+
+    def __post_init__(self) -> None:
+        import base64
+        import secrets as tokens
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.http_port = self.http_port or free_port()
+        self.pg_port, self.bouncer_port, self.redis_port = free_port(), free_port(), free_port()
+        self.node_ports = [free_port(1000) for _ in range(self.nodes)]
+        self.secrets = self.secrets or {
+            "PERSONA_JWT_SECRET": tokens.token_urlsafe(48),
+            "PERSONA_SECRETS_KEY": base64.urlsafe_b64encode(tokens.token_bytes(32)).decode(),
+            "PERSONA_EDGE_SECRET": tokens.token_urlsafe(32),
+        }
+        # The database's own directory: owned by its user, on a path that user can reach.
+        self.db_dir = pathlib.Path(tempfile.mkdtemp(prefix="persona-topology-db-"))
+        self.db_dir.chmod(0o755)
+        if DB_USER is not None:
+            shutil.chown(self.db_dir, DB_USER)
+        self.objects = self.root / "objects"
+        self.objects.mkdir(exist_ok=True)
+        (self.root / "logs").mkdir(exist_ok=True)
+        self.edge = Stack(Settings(data_dir=self.root / "edge", http_port=self.http_port, http_host="127.0.0.1",
+                                   edge_secret=self.secrets["PERSONA_EDGE_SECRET"]),
+                          MODULES, grpc_ports=list(self.node_ports))
+
+    def _spawn(self, proc: Proc) -> subprocess.Popen:
+        """Start a process group; the reaper (kernel/reaper.py, as `up` uses) stops it if this script dies."""
+        self.procs[proc.name] = proc.start()
+        if self._reaper is None:
+            self._reaper = subprocess.Popen([sys.executable, "-m", "persona_service.kernel.reaper", str(os.getpid()),
+                                             str(self._pids_file)], start_new_session=True,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        pids = [p.popen.pid for p in self.procs.values() if p.running and p.popen is not None]
+        self._pids_file.write_text(json.dumps({"pids": pids}))
+        assert proc.popen is not None
+        return proc.popen
+
+    @property
+    def _pids_file(self) -> pathlib.Path:
+        return self.root / "topology-pids.json"
+
+    # --- addresses -----------------------------------------------------------------
+
+    @property
+    def direct_url(self) -> str:
+        return f"postgresql://persona@127.0.0.1:{self.pg_port}/persona"
+
+    @property
+    def pooled_url(self) -> str:
+        return f"postgresql://persona@127.0.0.1:{self.bouncer_port}/persona"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def _log(self, name: str) -> pathlib.Path:
+        return self.root / "logs" / f"{name}.log"
+
+    # --- the data tier ----------------------------------------------------------------
+
+    def start_postgres(self, init: bool = True) -> None:
+        data = self.db_dir / "pg"
+        if init:
+            self._as_db_user([str(PG_BIN / "initdb"), "-D", str(data), "-U", "persona", "--auth=trust", "-E", "UTF8",
+                              "--no-sync"])
+        self._spawn(Proc("postgres", [
+            str(PG_BIN / "postgres"), "-D", str(data), "-p", str(self.pg_port), "-k", str(self.db_dir),
+            "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "shared_buffers=64MB",
+        ], dict(os.environ), self._db_log("postgres"), DB_USER))
+        self._wait_postgres(self.pg_port)
+        if init:
+            subprocess.run([str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "persona",
+                            "persona"], check=True)
+
+    def start_pgbouncer(self) -> None:
+        """Transaction pooling, as the README prescribes. Debian's PgBouncer
+        (1.18) does not track prepared statements (1.21+ `max_prepared_statements`),
+        so the nodes run with PERSONA_DB_PREPARED_STATEMENTS=false."""
+        ini = self.db_dir / "pgbouncer.ini"
+        (self.db_dir / "userlist.txt").write_text('"persona" ""\n')
+        ini.write_text("\n".join([
+            "[databases]",
+            f"persona = host=127.0.0.1 port={self.pg_port} dbname=persona user=persona",
+            "[pgbouncer]",
+            "listen_addr = 127.0.0.1", f"listen_port = {self.bouncer_port}", "unix_socket_dir =",
+            "auth_type = trust", f"auth_file = {self.db_dir / 'userlist.txt'}",
+            "pool_mode = transaction", "max_client_conn = 2000", "default_pool_size = 60",
+            # PostgreSQL away: a query waits for it this long (then the node answers 503 + Retry-After), and
+            # PgBouncer tries to log in again every half second (its default, 15 s, would delay recovery).
+            "query_wait_timeout = 10", "server_login_retry = 0.5", "server_connect_timeout = 2",
+            "ignore_startup_parameters = extra_float_digits", "", ""]))
+        for path in (ini, self.db_dir / "userlist.txt"):
+            if DB_USER is not None:
+                shutil.chown(path, DB_USER)
+        self._spawn(Proc("pgbouncer", ["pgbouncer", str(ini)], dict(os.environ), self._db_log("pgbouncer"),
+                         DB_USER))
+        self._wait_postgres(self.bouncer_port)
+
+    def start_redis(self) -> None:
+        redis_dir = self.root / "redis"
+        redis_dir.mkdir(exist_ok=True)
+        self._spawn(Proc("redis", ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
+                                   "--dir", str(redis_dir), "--save", "", "--appendonly", "no"],
+                         dict(os.environ), self._log("redis")))
+        _wait(lambda: _answers(self.redis_port), "redis-server")
+
+    def _db_log(self, name: str) -> pathlib.Path:
+        path = self.db_dir / f"{name}.log"
+        path.touch()
+        if DB_USER is not None:
+            shutil.chown(path, DB_USER)
+        return path
+
+    def _as_db_user(self, argv: list[str]) -> None:
+        subprocess.run(argv, check=True, capture_output=True, user=DB_USER, cwd=self.db_dir)
+
+    def _wait_postgres(self, port: int, timeout: float = 30) -> None:
+        _wait(lambda: subprocess.run([str(PG_BIN / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(port)]).returncode
+              == 0, f"PostgreSQL on {port}", timeout)
+
+    # --- the app tier ---------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """The migration Job, once, before any node starts (straight to PostgreSQL: DDL takes session locks)."""
+        result = subprocess.run([*CLI, "migrate"], env=self.env("migrate", DATABASE_URL=self.direct_url),
+                                capture_output=True, text=True, cwd=ROOT)
+        if result.returncode != 0:
+            raise StackError(f"the migrations failed: {result.stderr[-2000:]}")
+
+    def env(self, name: str, **extra: str) -> dict[str, str]:
+        data = self.root / name
+        (data / "metrics").mkdir(parents=True, exist_ok=True)
+        return {
+            **{k: v for k, v in os.environ.items() if not k.startswith("PERSONA_") and k != "DATABASE_URL"},
+            **self.secrets,
+            "DATABASE_URL": self.pooled_url, "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
+            "PERSONA_DATA_DIR": str(data), "PROMETHEUS_MULTIPROC_DIR": str(data / "metrics"),
+            "PERSONA_HTTP_HOST": "127.0.0.1", "PERSONA_HTTP_PORT": str(self.http_port),
+            "PERSONA_STORAGE_DIR": str(self.objects), "PERSONA_DB_PREPARED_STATEMENTS": "false",
+            "PERSONA_DRAIN_SECONDS": str(DRAIN_SECONDS), "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1",
+            "PERSONA_DB_POOL_SIZE": "10", "PERSONA_STREAM_DB_POOL_SIZE": "6", "PERSONA_LIMIT_OVERRIDE_CEILING": "1000",
+            **self.extra_env,
+            **extra,
+        }
+
+    def start_node(self, index: int) -> None:
+        self.wait_node(index, self.spawn_node(index))
+
+    def spawn_node(self, index: int) -> subprocess.Popen:
+        name = f"node-{index}"
+        return self._spawn(Proc(name, [*CLI, "serve"], self.env(name, PERSONA_GRPC_PORT=str(self.node_ports[index])),
+                                self._log(name)))
+
+    def wait_node(self, index: int, popen: subprocess.Popen) -> None:
+        port = self.node_ports[index]
+        self.edge.wait_grpc(port, popen, timeout=90, also=self.edge.stream_port(port))
+
+    def start_worker(self) -> None:
+        # LISTEN/NOTIFY needs a session of its own: the worker goes to PostgreSQL directly (deploy/kubernetes too).
+        self._spawn(Proc("worker", [*CLI, "worker"], self.env("worker", DATABASE_URL=self.direct_url),
+                         self._log("worker")))
+
+    def start_envoy(self) -> None:
+        config = self.edge.write_envoy_config(str(self._log("access")))
+        popen = self._spawn(Proc("envoy", envoy_command(config, self.nodes), self.edge.envoy_env(), self._log("envoy")))
+        _wait(lambda: popen.poll() is None and self._envoy_ready(), "Envoy")
+        self.wait_in_rotation()
+
+    def _envoy_ready(self) -> bool:
+        with contextlib.suppress(OSError):
+            return self.edge.envoy_admin("/ready")[0] == 200
+        return False
+
+    def healthy_endpoints(self) -> int:
+        """Endpoints of the unary cluster Envoy currently routes to."""
+        _, body = self.edge.envoy_admin("/clusters")
+        lines = body.decode().splitlines()
+        return sum(1 for line in lines if line.startswith("grpc_backend::") and line.endswith("::health_flags::healthy"))
+
+    def wait_in_rotation(self, count: int | None = None) -> None:
+        _wait(lambda: self.healthy_endpoints() >= (count or self.nodes), "nodes in Envoy's rotation")
+
+    def start(self) -> Topology:
+        try:
+            self.start_postgres()
+            self.start_data_services()
+            self.start_app()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def start_data_services(self) -> None:
+        self.start_pgbouncer()
+        self.start_redis()
+
+    def start_app(self) -> None:
+        self.migrate()
+        started = [self.spawn_node(index) for index in range(self.nodes)]  # side by side, as pods start
+        self.start_worker()
+        for index, popen in enumerate(started):
+            self.wait_node(index, popen)
+        self.start_envoy()
+        log(f"up: {self.http_url} ({self.nodes} nodes, PgBouncer {self.bouncer_port}, PostgreSQL {self.pg_port})")
+
+    def stop(self) -> None:
+        order = ["envoy", *(f"node-{i}" for i in range(self.nodes)), "worker", "redis", "pgbouncer", "postgres"]
+        for name in order:
+            if name in self.procs:
+                self.procs[name].stop(signal.SIGINT if name == "postgres" else signal.SIGTERM)
+
+    def close(self) -> None:
+        self.stop()
+        self._pids_file.unlink(missing_ok=True)  # stopped in order: nothing left for the reaper
+        if self._reaper is not None:
+            self._reaper.terminate()
+            self._reaper.wait()
+        shutil.rmtree(self.db_dir, ignore_errors=True)
+
+    # --- operations ------------------------------------------------------------------------
+
+    def restart_node(self, index: int) -> None:
+        """A rolling step: SIGTERM (the node drains), wait for it to exit, start it, wait until Envoy routes to it."""
+        self.procs[f"node-{index}"].stop(signal.SIGTERM)
+        self.start_node(index)
+        self.wait_in_rotation()
+
+    def restart_worker(self) -> None:
+        self.procs["worker"].stop(signal.SIGTERM)
+        self.start_worker()
+
+    def backup(self, into: pathlib.Path) -> None:
+        """pg_dump (custom format, consistent snapshot) and a copy of the object store."""
+        into.mkdir(parents=True, exist_ok=True)
+        subprocess.run([str(PG_BIN / "pg_dump"), "-Fc", "-f", str(into / "persona.dump"), self.direct_url], check=True)
+        shutil.copytree(self.objects, into / "objects", dirs_exist_ok=True)
+
+    def restore(self, backup: pathlib.Path) -> None:
+        """Into this (not started) deployment: a fresh cluster, pg_restore, the objects; then the app as usual."""
+        self.start_postgres()
+        subprocess.run([str(PG_BIN / "pg_restore"), "--no-owner", "-d", self.direct_url, str(backup / "persona.dump")],
+                       check=True)
+        shutil.copytree(backup / "objects", self.objects, dirs_exist_ok=True)
+        self.start_data_services()
+        self.start_app()
+
+    def bootstrap(self, plan: str = "enterprise") -> dict:
+        """An organization (a platform administrator's: it builds exports on demand) and its API key."""
+        result = subprocess.run([*CLI, "bootstrap", "--org-name", f"Topology {plan}", "--plan", plan,
+                                 "--platform-admin"], env=self.env("cli", DATABASE_URL=self.direct_url),
+                                capture_output=True, text=True, cwd=ROOT)
+        if result.returncode != 0:
+            raise StackError(f"bootstrap failed: {result.stderr[-2000:]}")
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    def raise_limits(self, org_id: str) -> None:
+        """The load's organization never meets its rate limits and caps (as scripts/benchmark.py does):
+        what is measured is the topology, not the limiter's refusals."""
+        from persona_service.config.repository import ORG_LEVEL, ConfigRepository
+        from persona_service.kernel.db.engine import make_engine
+
+        engine = make_engine(self.direct_url, pool_size=1)
+        with engine.begin() as conn:
+            for name in ("requests_per_minute", "requests_per_day", "concurrent_generations", "generations_per_month",
+                         "cap_multiplier", "concurrent_streams"):
+                ConfigRepository(conn).upsert(org_id, ORG_LEVEL, f"api.rate_limit.{name}", 10**6, "topology")
+        engine.dispose()
+
+
+def _answers(port: int) -> bool:
+    import socket
+
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait(check, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if check():
+                return
+        time.sleep(0.1)
+    raise StackError(f"{what} did not come up within {timeout:.0f}s")
+
+
+# --- the load -------------------------------------------------------------------------------------------------
+
+
+class Receiver:
+    """The webhook destination: records every delivery, answers 200."""
+
+    def __init__(self) -> None:
+        self.bodies: list[str] = []
+        received = self.bodies
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                received.append(self.rfile.read(int(self.headers.get("content-length", 0))).decode())
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
+
+    def delivered(self, persona_ids: set[str]) -> set[str]:
+        text = "\n".join(self.bodies)
+        return {p for p in persona_ids if p in text}
+
+
+@dataclass
+class Tally:
+    """What the clients saw. `failed`: answers that are not 2xx and carry no Retry-After (or no answer);
+    `retryable`: answers with Retry-After (a 503, a 409 `in_flight`), which the client retries after it;
+    both with the time the call started."""
+
+    requests: int = 0
+    failed: list[tuple[float, str]] = field(default_factory=list)
+    retryable: list[tuple[float, int]] = field(default_factory=list)
+    acknowledged: set[str] = field(default_factory=set)
+    abandoned_writes: int = 0
+    streams_started: int = 0
+    streams_completed: int = 0
+    streams_resumed: int = 0
+    streams_failed: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Load:
+    """Steady mixed load through the edge: readers, a writer, streamers (each a thread)."""
+
+    def __init__(self, base_url: str, api_key: str, readers: int = 2, streamers: int = 2, pause: float = 0.05):
+        self.base_url, self.pause = base_url, pause
+        self.auth = {"Authorization": f"Bearer {api_key}"}
+        self.tally = Tally()
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self._reader, daemon=True) for _ in range(readers)]
+        self._local = threading.local()  # each thread's last answer (for its Retry-After)
+        self.threads += [threading.Thread(target=self._writer, daemon=True)]
+        self.threads += [threading.Thread(target=self._streamer, daemon=True) for _ in range(streamers)]
+
+    def __enter__(self) -> Load:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(90)
+
+    def _client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, headers=self.auth, timeout=60)
+
+    def _count(self, started: float, response: httpx.Response | None, what: str) -> bool:
+        """True when the call succeeded; an answer with Retry-After is retryable, anything else failed."""
+        with self.tally.lock:
+            self.tally.requests += 1
+            if response is not None and response.is_success:
+                return True
+            if response is not None and "retry-after" in response.headers:
+                self.tally.retryable.append((started, response.status_code))
+            else:
+                status = f"{response.status_code} {response.text[:200]}" if response is not None else "no answer"
+                self.tally.failed.append((started, f"{what}: {status}"))
+        return False
+
+    def _call(self, client: httpx.Client, what: str, method: str, path: str, **kw) -> httpx.Response | None:
+        started = time.time()
+        try:
+            response = client.request(method, path, **kw)
+        except httpx.HTTPError:
+            response = None
+        self._local.last = response
+        return response if self._count(started, response, what) else None
+
+    def _wait_to_retry(self) -> None:
+        """As the SDKs do: after the answer's Retry-After (at most a second here), else a moment."""
+        last = getattr(self._local, "last", None)
+        after = last.headers.get("retry-after", "") if last is not None else ""
+        time.sleep(min(1.0, float(after)) if after.isdigit() else 0.25)
+
+    def _reader(self) -> None:
+        with self._client() as client:
+            while not self.stopping.is_set():
+                known = list(self.tally.acknowledged)
+                if known:
+                    self._call(client, "read", "GET", f"/v1/personas/{random.choice(known)}")
+                else:
+                    self._call(client, "list", "GET", "/v1/personas", params={"limit": 5})
+                time.sleep(self.pause)
+
+    def _writer(self) -> None:
+        """Creates personas with an Idempotency-Key, retrying a retryable answer with the same key."""
+        with self._client() as client:
+            while not self.stopping.is_set():
+                key, intent = str(uuid.uuid4()), f"A lighthouse keeper who counts ships, number {uuid.uuid4().hex[:8]}"
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    answer = self._call(client, "write", "POST", "/v1/personas", json={"intent": intent},
+                                        headers={"Idempotency-Key": key})
+                    if answer is not None:
+                        with self.tally.lock:
+                            self.tally.acknowledged.add(answer.json()["id"])
+                        break
+                    self._wait_to_retry()
+                else:  # not acknowledged: nothing to lose, but counted
+                    with self.tally.lock:
+                        self.tally.abandoned_writes += 1
+                time.sleep(self.pause)
+
+    def _streamer(self) -> None:
+        with self._client() as client:
+            while not self.stopping.is_set():
+                self._one_stream(client)
+                time.sleep(self.pause)
+
+    def _one_stream(self, client: httpx.Client) -> None:
+        """A streamed create, resumed with Last-Event-ID after any disconnect (as the SDKs do)."""
+        with self.tally.lock:
+            self.tally.streams_started += 1
+        intent = f"A radio operator who hums in Morse, number {uuid.uuid4().hex[:8]}"
+        last_id, resumes, deadline, made, frames = "", 0, time.monotonic() + 60, None, []
+        while time.monotonic() < deadline:
+            headers = {"Last-Event-ID": last_id} if last_id else {}
+            started = time.time()
+            try:
+                with client.stream("POST", "/v1/personas", params={"stream": "true"}, json={"intent": intent},
+                                   headers=headers) as response:
+                    if not self._count(started, response if response.is_success else _read(response), "stream"):
+                        time.sleep(0.25)
+                        continue
+                    for event in _sse(response.iter_lines()):
+                        last_id = event.get("id", last_id)
+                        if event.get("event") == "persona":
+                            made = json.loads(event["data"]).get("persona", {}).get("id")
+                        if event.get("event") == "end":
+                            # Acknowledged once the run ends completed (its persona frame may precede the commit).
+                            status = json.loads(event["data"])["status"]
+                            with self.tally.lock:
+                                if status == "completed" and made:
+                                    self.tally.streams_completed += 1
+                                    self.tally.acknowledged.add(made)
+                                else:
+                                    self.tally.streams_failed.append(f"ended {event['data']} after {resumes} resumes "
+                                                                     f"(last frames: {frames[-2:]})")
+                            return
+                        frames.append(event.get("data", "")[:300])
+            except httpx.HTTPError:
+                pass  # a disconnect mid-stream: resume
+            resumes += 1
+            with self.tally.lock:
+                self.tally.streams_resumed += 1
+            time.sleep(0.1)
+        with self.tally.lock:
+            self.tally.streams_failed.append(f"no end within 60s after {resumes} resumes")
+
+
+def _read(response: httpx.Response) -> httpx.Response:
+    response.read()
+    return response
+
+
+def _sse(lines):
+    event: dict[str, str] = {}
+    for line in lines:
+        if not line:
+            if event:
+                yield event
+            event = {}
+            continue
+        name, _, value = line.partition(": ")
+        event[name] = event.get(name, "") + value
+
+
+# --- scenarios --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Scenario:
+    name: str
+    # When the disruption began and when the component came back (for failover / recovery).
+    disrupted_at: float = 0.0
+    returned_at: float = 0.0
+
+
+def run_scenario(top: Topology, tenant: dict, receiver: Receiver, name: str, action, settle: float) -> dict:
+    scenario = Scenario(name)
+    load = Load(top.http_url, tenant["apiKey"])
+    with load:
+        time.sleep(1)  # steady state first
+        log(f"{name}: under load")
+        action(scenario)
+        time.sleep(settle)
+    tally = load.tally
+    lost = _lost_writes(top, load)
+    deadline = time.monotonic() + 30
+    while receiver.delivered(tally.acknowledged) != tally.acknowledged and time.monotonic() < deadline:
+        time.sleep(0.5)
+    after = [t for t, _ in [*tally.failed, *tally.retryable] if t >= scenario.disrupted_at]
+    retryable: dict[str, int] = {}
+    for _, status in tally.retryable:
+        retryable[str(status)] = retryable.get(str(status), 0) + 1
+    result = {
+        "scenario": name,
+        "requests": tally.requests,
+        "failed": len(tally.failed),
+        "retryable_by_status": retryable,
+        "writes_acknowledged": len(tally.acknowledged),
+        "writes_abandoned": tally.abandoned_writes,
+        "writes_lost": len(lost),
+        "streams_started": tally.streams_started,
+        "streams_completed": tally.streams_completed,
+        "streams_resumed": tally.streams_resumed,
+        "streams_not_completed": tally.streams_failed,
+        "webhooks_missing": len(tally.acknowledged - receiver.delivered(tally.acknowledged)),
+        # The last call after the disruption that did not succeed, from the disruption (failover) or from the
+        # component's return (recovery).
+        "failover_seconds": round(max(after) - scenario.disrupted_at, 2) if after else 0.0,
+        "recovery_seconds": (round(max(0.0, max(after) - scenario.returned_at), 2) if after else 0.0)
+        if scenario.returned_at else None,
+        "failures_sample": [what for _, what in tally.failed[:5]],
+    }
+    log(f"{name}: {json.dumps(result)}")
+    return result
+
+
+def _lost_writes(top: Topology, load: Load) -> list[str]:
+    """Acknowledged writes that cannot be read back (through the edge, after the scenario)."""
+    with httpx.Client(base_url=top.http_url, headers=load.auth, timeout=30) as client:
+        return [p for p in load.tally.acknowledged if client.get(f"/v1/personas/{p}").status_code != 200]
+
+
+def rolling_restart(top: Topology):
+    def act(scenario: Scenario) -> None:
+        scenario.disrupted_at = time.time()
+        for index in range(top.nodes):
+            log(f"rolling restart: node-{index}")
+            top.restart_node(index)
+        top.restart_worker()
+    return act
+
+
+def node_loss(top: Topology, restart: bool = True):
+    def act(scenario: Scenario) -> None:
+        scenario.disrupted_at = time.time()
+        top.procs["node-0"].kill()
+        time.sleep(5)
+        if restart:
+            top.start_node(0)  # as Kubernetes restarts the pod
+            top.wait_in_rotation()
+    return act
+
+
+def restart_of(top: Topology, name: str, down: float):
+    def act(scenario: Scenario) -> None:
+        scenario.disrupted_at = time.time()
+        top.procs[name].stop(signal.SIGINT if name == "postgres" else signal.SIGTERM)
+        time.sleep(down)
+        (top.start_postgres(init=False) if name == "postgres" else top.start_pgbouncer())
+        scenario.returned_at = time.time()
+    return act
+
+
+def backup_restore(top: Topology, work: pathlib.Path, nodes: int) -> tuple[Topology, dict]:
+    """The drill: resources whose bytes live in the object store, a backup, the deployment gone, a fresh
+    one restored from the backup with the same configuration; every resource and signed URL checked."""
+    # A free organization upgraded (its invoice and PDF), administering its own export's build.
+    tenant = top.bootstrap(plan="free")
+    auth = {"Authorization": f"Bearer {tenant['apiKey']}"}
+    with httpx.Client(base_url=top.http_url, headers=auth, timeout=60) as client:
+        persona = _ok(client.post("/v1/personas", json={"intent": "A restorer of old maps who hums"}))
+        portrait = _ok(client.post(f"/v1/personas/{persona['id']}/portraits", json={"prompt": "in a blue coat"}))
+        _ok(client.post("/v1/billing/subscription/change", json={"plan": "pro"}))
+        invoice = _ok(client.get("/v1/billing/invoices"))["items"][0]
+        _ok(client.post("/v1/privacy/exports", json={}))
+        _wait(lambda: _ok(client.post("/v1/admin/dsar/build-one", json={}))["handled"] is False
+              and _ok(client.get("/v1/privacy/exports"))["items"][0]["status"] == "completed", "the export", 60)
+        export = _ok(client.get("/v1/privacy/exports"))["items"][0]
+        before = {"portrait": httpx.get(portrait["signedUrl"]).content, "export": httpx.get(export["downloadUrl"]).content,
+                  "invoice": httpx.get(_pdf_url(client, invoice["invoiceId"])).content}
+    backup = work / "backup"
+    started = time.time()
+    top.backup(backup)
+    log(f"backup: {sum(f.stat().st_size for f in backup.rglob('*') if f.is_file())} bytes")
+    top.close()
+    restored = Topology(work / "restored", nodes=nodes, http_port=top.http_port, secrets=top.secrets,
+                        extra_env=top.extra_env)
+    try:
+        restored.restore(backup)
+        return restored, _restored_checks(restored, auth, persona, portrait, invoice, export, before,
+                                          round(time.time() - started, 1))
+    except BaseException:
+        restored.close()
+        raise
+
+
+def _restored_checks(restored: Topology, auth: dict, persona: dict, portrait: dict, invoice: dict, export: dict,
+                     before: dict, seconds: float) -> dict:
+    checks = {}
+    with httpx.Client(base_url=restored.http_url, headers=auth, timeout=60) as client:
+        checks["persona"] = client.get(f"/v1/personas/{persona['id']}").status_code == 200
+        again = client.get(f"/v1/personas/{persona['id']}/portraits/{portrait['id']}")
+        checks["portrait"] = again.status_code == 200
+        # Signed before the backup, still valid: the same bytes from the restored deployment.
+        checks["portrait_signed_url"] = httpx.get(portrait["signedUrl"]).content == before["portrait"]
+        checks["export_signed_url"] = httpx.get(export["downloadUrl"]).content == before["export"]
+        checks["invoice"] = client.get(f"/v1/billing/invoices/{invoice['invoiceId']}").status_code == 200
+        checks["invoice_pdf"] = httpx.get(_pdf_url(client, invoice["invoiceId"])).content == before["invoice"]
+        checks["export_listed"] = client.get("/v1/privacy/exports").json()["items"][0]["id"] == export["id"]
+    result = {"scenario": "backup_restore", "backup_to_serving_seconds": seconds, "checks": checks,
+              "all_resolved": all(checks.values())}
+    log(f"backup_restore: {json.dumps(result)}")
+    return result
+
+
+def _pdf_url(client: httpx.Client, invoice_id: str) -> str:
+    answer = client.get(f"/v1/billing/invoices/{invoice_id}/pdf", follow_redirects=False)
+    assert answer.status_code == 307, answer.text
+    return answer.headers["location"]
+
+
+def _ok(response: httpx.Response) -> dict:
+    if not response.is_success:
+        raise RuntimeError(f"{response.request.method} {response.request.url.path}: {response.status_code} {response.text}")
+    return response.json()
+
+
+def slow_model(step_seconds: float):
+    """An OpenAI-compatible model (the tests' stub, answering as the local provider) that takes
+    `step_seconds` per call: a generation's stream then stays open across a drain or a node's loss."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from providers.openai_stub import OpenAIStub
+
+    stub = OpenAIStub().start()
+    stub.inject_delay(times=10**9, seconds=step_seconds)
+    return stub
+
+
+def bench(args: argparse.Namespace) -> dict:
+    work = pathlib.Path(args.dir or tempfile.mkdtemp(prefix="persona-topology-"))
+    settle = 2 if args.short else 10
+    model = slow_model(args.step_seconds)
+    top = Topology(work / "deployment", nodes=args.nodes, extra_env=model.stack_env()).start()
+    receiver = Receiver()
+    results = []
+    try:
+        tenant = top.bootstrap()
+        top.raise_limits(tenant["orgId"])
+        with httpx.Client(base_url=top.http_url, headers={"Authorization": f"Bearer {tenant['apiKey']}"}) as client:
+            _ok(client.post("/v1/webhooks", json={"url": receiver.url, "events": ["persona.created"]}))
+        for _ in range(1 if args.short else args.rounds):
+            scenarios = [("rolling_restart", rolling_restart(top)),
+                         ("pgbouncer_restart", restart_of(top, "pgbouncer", 1)),
+                         ("postgres_restart", restart_of(top, "postgres", 2)),
+                         # The short run's last: the node stays down (Kubernetes would restart it).
+                         ("node_loss", node_loss(top, restart=not args.short))]
+            for name, action in scenarios:
+                results.append(run_scenario(top, tenant, receiver, name, action, settle))
+        # The short run restores into one node (what is checked is the data, not the balancing).
+        top, drill = backup_restore(top, work, nodes=1 if args.short else args.nodes)
+        results.append(drill)
+    finally:
+        top.close()
+        receiver.server.shutdown()
+        model.stop()
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    return {"nodes": args.nodes, "short": args.short, "step_seconds": args.step_seconds, "results": results}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="bring the topology up until Ctrl-C")
+    run = sub.add_parser("bench", help="every scenario under load; JSON figures on stdout")
+    for p in (up, run):
+        p.add_argument("--nodes", type=int, default=2)
+        p.add_argument("--dir", help="where its data go (default: a temporary directory, removed afterwards)")
+    run.add_argument("--short", action="store_true", help="one quick round (the test suite's run)")
+    run.add_argument("--rounds", type=int, default=3, help="rounds of the four load scenarios (not --short)")
+    run.add_argument("--step-seconds", type=float, default=0.5,
+                     help="the model's time per call (a generation makes several): how long streams stay open")
+    args = parser.parse_args(argv)
+    if args.command == "bench":
+        print(json.dumps(bench(args), indent=2))
+        return 0
+    top = Topology(pathlib.Path(args.dir or tempfile.mkdtemp(prefix="persona-topology-")), nodes=args.nodes).start()
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"{top.http_url}  (Ctrl-C stops it)", flush=True)
+    stop.wait()
+    top.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""What other modules may use of `files` (its public surface): the object
+storage port. Everything else in this folder is private to it."""
+
+from persona_service.files.settings import FileSettings
+from persona_service.files.storage import (
+    HasResources,
+    ObjectNotFound,
+    SignedUrl,
+    Storage,
+    object_key,
+    public_url,
+    storage_for,
+)
+
+__all__ = ["FileSettings", "HasResources", "ObjectNotFound", "SignedUrl", "Storage", "object_key", "public_url",
+           "storage_for"]

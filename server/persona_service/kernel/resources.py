@@ -1,0 +1,83 @@
+"""What a process owns besides its pools, and what background work sees of it.
+
+A `Resource` is a long-lived object a module opens once per process (an
+object store's client, which holds a connection pool; a model provider): the
+App opens it on first use, keeps it (`Resources`) and closes it with itself.
+No module-level cache: two Apps in one process (the tests' stacks) each own
+their own.
+
+Background work (`Module.jobs`, `Module.tasks`) receives a `Runtime`, not the
+App: transactions on the pool it runs on, the clock, the process's resources
+and model provider, the audit log, the invalidation bus and the modules'
+declarations. Servicers keep the App (they build requests' pipelines)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+
+from persona_service.kernel.clock import utcnow
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, Engine
+
+    from persona_service.kernel.audit import AuditEntry
+    from persona_service.kernel.module import Modules
+    from persona_service.kernel.settings import Settings
+    from persona_service.providers.base import Provider
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, eq=False)  # identity: each declared resource is its own key
+class Resource(Generic[T]):
+    name: str
+    open: Callable[[Settings], T]
+    close: Callable[[T], None] | None = None
+
+
+class Resources:
+    """The resources one App opened (each at most once, even when threads race for it)."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._opened: dict[Resource[Any], Any] = {}
+
+    def get(self, resource: Resource[T]) -> T:
+        with self._lock:
+            if resource not in self._opened:
+                self._opened[resource] = resource.open(self.settings)
+            return cast(T, self._opened[resource])
+
+    def close(self) -> None:
+        with self._lock:
+            opened, self._opened = self._opened, {}
+        for resource, value in opened.items():
+            if resource.close is not None:
+                resource.close(value)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What a job or a task may use of its process."""
+
+    engine: Engine  # the pool it runs on (jobs: the unary one; tasks: the stream one)
+    resources: Resources
+    provider: Provider  # the process's model provider (without retries)
+    audit: Callable[[list[AuditEntry]], int]  # rows written in a transaction of their own
+    invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.app)
+    modules: Modules
+    clock: Callable[[], datetime] = field(default=utcnow)
+
+    def begin(self) -> AbstractContextManager[Connection]:
+        """A unit of work: commits when the block ends, rolls back if it raises."""
+        return self.engine.begin()
+
+    def connect(self) -> AbstractContextManager[Connection]:
+        """A connection for reads."""
+        return self.engine.connect()

@@ -1,0 +1,58 @@
+"""An App owns what its process opens (kernel.resources): each resource is
+opened once per App, however many threads ask, closed with it, and never
+shared with another App, not even one that Python places at the address
+of an App that is gone (object storage was once cached by `id(app)`)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from persona_service.files.storage import storage_for
+from persona_service.kernel.resources import Resource, Resources
+from persona_service.kernel.settings import Settings
+
+
+class Owner:
+    """What storage_for needs of an App: its settings and its resources."""
+
+    def __init__(self, data_dir):
+        self.settings = Settings(data_dir=data_dir, jwt_secret="test-secret")
+        self.resources = Resources(self.settings)
+
+
+def test_a_resource_opens_once_per_owner_and_closes_with_it(tmp_path):
+    opened, closed = [], []
+    resource = Resource("test.counter", lambda settings: opened.append(settings) or len(opened), closed.append)
+    first, second = Resources(Settings(data_dir=tmp_path)), Resources(Settings(data_dir=tmp_path))
+    barrier = threading.Barrier(8)
+
+    def race():
+        barrier.wait()
+        first.get(resource)
+
+    threads = [threading.Thread(target=race) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert first.get(resource) == 1 and second.get(resource) == 2
+    first.close()
+    assert closed == [1]
+    assert first.get(resource) == 3  # opened anew after a close
+
+
+def test_each_app_has_its_own_storage_even_at_a_reused_address(tmp_path):
+    first = Owner(tmp_path / "first")
+    assert storage_for(first) is storage_for(first)
+    address, misses = id(first), []
+    del first
+    for _ in range(10000):  # the allocator hands out the freed slot once those before it are taken
+        other = object.__new__(Owner)
+        if id(other) == address:
+            break
+        misses.append(other)
+    else:
+        pytest.skip("Python placed no new owner at the old address")
+    other.__init__(tmp_path / "other")
+    assert storage_for(other).root == (tmp_path / "other" / "objects").resolve()  # type: ignore[attr-defined]

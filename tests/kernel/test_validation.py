@@ -1,0 +1,35 @@
+"""The NUL-character check on every request (kernel/transport/validation.py):
+one scan of the encoded message for a zero byte, the walk that names the
+field only when there is one. tests/kernel/test_bad_input.py holds the
+contract through Envoy (422 naming the field); these hold the scan to it."""
+
+from __future__ import annotations
+
+import pytest
+from persona.v1 import chat_pb2, personas_pb2
+from persona_service.kernel.errors import ValidationFailed
+from persona_service.kernel.transport import validation
+
+INTENT = "A grumpy lighthouse keeper who loves jazz"
+
+
+def test_a_request_without_a_zero_byte_is_not_walked(monkeypatch):
+    def walked(*args):
+        raise AssertionError("walked a message whose encoding has no zero byte")
+
+    monkeypatch.setattr(validation, "_null_characters", walked)
+    validation.validate(chat_pb2.GetChatSessionRequest(id="chs_01JH3K4M5N6P7Q8R9S0T1V2W3X"))
+    validation.validate(personas_pb2.CreatePersonaRequest(intent=INTENT, metadata={"team": ["a", "b"]}))
+
+
+def test_a_zero_byte_that_is_no_character_passes():
+    # A number 0 in a Struct encodes as eight zero bytes: the walk finds no NUL there.
+    validation.validate(personas_pb2.CreatePersonaRequest(intent=INTENT, metadata={"n": 0, "team": "x"}))
+
+
+@pytest.mark.parametrize(("metadata", "path"), [({"team": ["ok", "b\x00d"]}, "metadata.team[1]"),
+                                                ({"t\x00": "x"}, "metadata.t\x00")])
+def test_a_nul_anywhere_is_still_named(metadata, path):
+    with pytest.raises(ValidationFailed) as caught:
+        validation.validate(personas_pb2.CreatePersonaRequest(intent=INTENT, metadata=metadata))
+    assert [(v.path, v.code) for v in caught.value.violations] == [(path, "null_character")]
