@@ -137,11 +137,15 @@ function envoy_on_request(request_handle)
   -- `grpc-timeout` would fail it in the backend).
   headers:remove("grpc-timeout")
   headers:replace(EDGE_MARK, "json")
-  -- HEAD is answered as GET (the transcoder binds GET), without the body.
+  -- HEAD is answered as GET (the transcoder binds GET), without the body;
+  -- the server is told (`x-persona-head`), so a download need not read it.
   local method = headers:get(":method")
   if method == "HEAD" then
     headers:replace(":method", "GET")
+    headers:replace("x-persona-head", "1")
     request_handle:streamInfo():dynamicMetadata():set("persona", "head", "1")
+  else
+    headers:remove("x-persona-head")
   end
   -- Routing retries a safe method on another backend if one dies mid-request.
   if method == "GET" or method == "HEAD" then
@@ -469,6 +473,8 @@ local function answer(response_handle, headers, head)
   elseif head then
     local body = response_handle:body(true)
     set_body(response_handle, body:getBytes(0, body:length()), true)
+    -- A length the server declared (a download it did not read for HEAD) stands.
+    if set["content-length"] ~= nil then response_handle:headers():replace("content-length", set["content-length"]) end
   end
 end
 

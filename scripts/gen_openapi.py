@@ -433,7 +433,7 @@ def operation_for(index: Index, schemas: Schemas, method, policy, binding, templ
 
 def success(schemas: Schemas, method, policy) -> dict[str, Any]:
     status = str(policy.success_status or 200)
-    if method.server_streaming:
+    if method.server_streaming and policy.response != options_pb2.RESPONSE_KIND_RAW_BODY:  # (a raw one: a download)
         # The schema of one event: `data` is a JSON message (the end event's, `{"status": …}`).
         event = {"type": "object", "required": ["data"], "properties": {
             "id": {"type": "string", "description": "`<run>.<sequence>`: send it back as `Last-Event-ID` to resume."},

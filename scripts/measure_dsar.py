@@ -8,7 +8,14 @@ and at its peak (the kernel's VmHWM), the time and the object's size.
     python scripts/measure_dsar.py --rows 1000000       # the issue's target: growth <= 200 MB
     python scripts/measure_dsar.py --rows 100000 --data-dir /tmp/dsar
 
-Results: stdout (one JSON line) and .build/measure-dsar.json.
+`--download-mb 200` measures the download instead: a stack of its own
+(servers, Envoy, embedded PostgreSQL and Redis), an export-shaped object of
+that size in its local storage, fetched once through Envoy on its signed URL
+(GET /v1/files/...), read as it arrives and checked byte for byte; reports
+the server processes' RSS before and at the peak (sampled every 20 ms) and
+the throughput.
+
+Results: stdout (one JSON line) and .build/measure-dsar.json (.build/measure-download.json).
 """
 
 from __future__ import annotations
@@ -81,13 +88,80 @@ def build(seeded: dict) -> dict:
             "peak_rss_mb": round(peak / 1024, 1), "growth_mb": round((peak - baseline) / 1024, 1)}
 
 
+def download(megabytes: int, data_dir: pathlib.Path) -> dict:
+    """The server's memory while one client downloads a `megabytes` object through the edge."""
+    import hashlib
+    import shutil
+    import threading
+
+    import httpx
+    import psutil
+    from persona_service.files.local import LocalStorage
+    from persona_service.files.storage import object_key, signing_key
+    from persona_service.kernel.settings import Settings
+    from persona_service.kernel.stack import Stack, free_port
+    from persona_service.registry import MODULES
+
+    shutil.rmtree(data_dir, ignore_errors=True)
+    settings = Settings(data_dir=data_dir, http_port=free_port(), grpc_port=free_port(1000))
+    stack = Stack(settings, MODULES, grpc_ports=[settings.grpc_port]).start()
+    try:  # the servers' own key (kept in the data dir) and storage root
+        storage = LocalStorage(data_dir / "objects", signing_key(settings.resolved_jwt_secret()), stack.http_url)
+        key = object_key("org_measure", "privacy", "export.json")
+        row = b'{"role":"user","content":"' + b"x" * 480 + b'"},\n'  # a chat message as the export writes it
+        digest, path = hashlib.sha256(), data_dir / "export.json"
+        with path.open("wb") as out:
+            for _ in range(megabytes * 2**20 // len(row)):
+                out.write(row)
+                digest.update(row)
+        with path.open("rb") as file:
+            storage.put_file(key, file, "application/json")
+        size = path.stat().st_size
+        path.unlink()
+        servers = [p for p in psutil.Process().children(recursive=True) if "persona_service" in " ".join(p.cmdline())]
+        baseline = sum(p.memory_info().rss for p in servers)
+        peak, done = baseline, threading.Event()
+
+        def sample() -> None:
+            nonlocal peak
+            while not done.wait(0.02):
+                peak = max(peak, sum(p.memory_info().rss for p in servers))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        received, got = 0, hashlib.sha256()
+        started = time.perf_counter()
+        with httpx.stream("GET", storage.signed_url(key, 600).url, timeout=120) as answer:
+            answer.raise_for_status()
+            for chunk in answer.iter_raw():
+                received += len(chunk)
+                got.update(chunk)
+        seconds = time.perf_counter() - started
+        done.set()
+        sampler.join()
+        return {"object_mb": round(size / 2**20, 1), "identical": received == size and got.digest() == digest.digest(),
+                "seconds": round(seconds, 2), "mb_per_s": round(size / 2**20 / seconds, 1),
+                "server_processes": len(servers), "server_rss_before_mb": round(baseline / 2**20, 1),
+                "server_rss_peak_mb": round(peak / 2**20, 1), "server_rss_growth_mb": round((peak - baseline) / 2**20, 1)}
+    finally:
+        stack.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000, help="chat messages of the user (plus sessions)")
     parser.add_argument("--data-dir", type=pathlib.Path, default=ROOT / ".build" / "dsar")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / ".build" / "measure-dsar.json")
     parser.add_argument("--build", type=pathlib.Path, help=argparse.SUPPRESS)  # the child: a seed file
+    parser.add_argument("--download-mb", type=int, help="measure a download of an object this big instead")
     args = parser.parse_args(argv)
+    if args.download_mb:
+        result = download(args.download_mb, args.data_dir.with_name(args.data_dir.name + "-download"))
+        out = args.out.with_name("measure-download.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2))
+        print(json.dumps(result))
+        return 0
     if args.build:
         print(json.dumps(build(json.loads(args.build.read_text()))), flush=True)
         return 0

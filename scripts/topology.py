@@ -786,6 +786,36 @@ def bench(args: argparse.Namespace) -> dict:
     return {"nodes": args.nodes, "short": args.short, "step_seconds": args.step_seconds, "results": results}
 
 
+def markdown(report: dict) -> str:
+    """The figures per scenario, summed over the rounds (worst times), as README's table."""
+    rows = ["| scenario | requests | failed | answered with Retry-After | writes acknowledged / lost | "
+            "streams completed / started (resumed) | webhooks missing | failover / recovery |",
+            "|---|---|---|---|---|---|---|---|"]
+    by_name: dict[str, list[dict]] = {}
+    for result in report["results"]:
+        by_name.setdefault(result["scenario"], []).append(result)
+    for name, runs in by_name.items():
+        if name == "backup_restore":
+            (drill,) = runs
+            rows.append(f"| backup/restore drill | | | | | | | {'every check passed' if drill['all_resolved'] else drill['checks']}"
+                        f" ({drill['backup_to_serving_seconds']} s from backup to serving) |")
+            continue
+        total = {k: sum(r[k] for r in runs) for k in ("requests", "failed", "writes_acknowledged", "writes_lost",
+                                                      "streams_completed", "streams_started", "streams_resumed",
+                                                      "webhooks_missing")}
+        retryable: dict[str, int] = {}
+        for r in runs:
+            for status, n in r["retryable_by_status"].items():
+                retryable[status] = retryable.get(status, 0) + n
+        times = (f"{max(r['failover_seconds'] for r in runs)} s" if runs[0]["recovery_seconds"] is None
+                 else f"back within {max(r['recovery_seconds'] for r in runs)} s")
+        rows.append(f"| {name.replace('_', ' ')} (×{len(runs)}) | {total['requests']} | {total['failed']} | "
+                    f"{', '.join(f'{n}× {s}' for s, n in sorted(retryable.items())) or '0'} | "
+                    f"{total['writes_acknowledged']} / {total['writes_lost']} | {total['streams_completed']} / "
+                    f"{total['streams_started']} ({total['streams_resumed']}) | {total['webhooks_missing']} | {times} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -800,7 +830,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="the model's time per call (a generation makes several): how long streams stay open")
     args = parser.parse_args(argv)
     if args.command == "bench":
-        print(json.dumps(bench(args), indent=2))
+        report = bench(args)
+        print(json.dumps(report, indent=2))
+        log("figures:\n" + markdown(report))
         return 0
     top = Topology(pathlib.Path(args.dir or tempfile.mkdtemp(prefix="persona-topology-")), nodes=args.nodes).start()
     stop = threading.Event()

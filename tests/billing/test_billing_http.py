@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import io
 import time
+from dataclasses import replace
 from datetime import timedelta
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import pytest
 import redis
 from persona_service.billing.module import renew_subscriptions
 from persona_service.billing.processor import LocalProcessor
@@ -20,6 +22,8 @@ from persona_service.files.local import LocalStorage
 from persona_service.files.storage import signing_key
 from persona_service.kernel.app import INVALIDATION_CHANNEL
 from persona_service.kernel.clock import utcnow
+from persona_service.kernel.resources import Resources, Runtime
+from persona_service.providers.factory import make_base_provider
 from pypdf import PdfReader
 from sqlalchemy import text
 from support import JWT_SECRET
@@ -31,6 +35,14 @@ INVOICE_FIELDS = {"invoiceId", "stripeInvoiceId", "number", "status", "currency"
 def storage_of(stack) -> LocalStorage:
     return LocalStorage(stack.settings.data_dir / "objects", signing_key(JWT_SECRET),
                         f"http://127.0.0.1:{stack.settings.http_port}")
+
+
+@pytest.fixture
+def runtime(stack, engine):
+    """What the renewal job sees of a server process (resources of its own), on this stack."""
+    resources = Resources(stack.settings)
+    yield Runtime(engine, resources, make_base_provider(), len, lambda message: None, stack.modules)
+    resources.close()
 
 
 def events(engine, org_id: str, type_: str) -> list[dict]:
@@ -118,7 +130,7 @@ def test_an_expired_asset_is_410(http, engine, stack, tenants):
     assert r.json()["error"]["code"] == "asset_expired"
 
 
-def test_cancel_resume_and_the_renewal_that_runs_once(http, engine, stack, tenants):
+def test_cancel_resume_and_the_renewal_that_runs_once(http, engine, stack, tenants, runtime):
     org = tenants(plan="free")
     assert change(http, org, "team").status_code == 200
     r = http.post("/v1/billing/subscription/cancel", json={}, headers=org.auth)
@@ -133,8 +145,8 @@ def test_cancel_resume_and_the_renewal_that_runs_once(http, engine, stack, tenan
     after = _parse(period_end) + timedelta(minutes=1)
     bus = redis.Redis.from_url(stack.redis_url)
     for expected in (True, False):  # the second run finds nothing due: a period renews once
-        renewed = renew_subscriptions(engine, storage_of(stack), lambda m: bus.publish(INVALIDATION_CHANNEL, m),
-                                      clock=lambda: after)
+        renewed = renew_subscriptions(replace(runtime, invalidate=lambda m: bus.publish(INVALIDATION_CHANNEL, m),
+                                              clock=lambda: after))
         assert (renewed >= 1) is expected
     deadline = time.monotonic() + 1.0  # the spec's bound: every process sees the plan within a second
     while True:
@@ -152,13 +164,13 @@ def test_cancel_resume_and_the_renewal_that_runs_once(http, engine, stack, tenan
     assert audited == 1
 
 
-def test_a_paid_plan_renews_with_an_invoice_and_its_credit(http, engine, stack, tenants):
+def test_a_paid_plan_renews_with_an_invoice_and_its_credit(http, tenants, runtime):
     org = tenants(plan="free")
     assert change(http, org, "team").status_code == 200
     sub = change(http, org, "pro").json()
     credit = sub["creditMinor"]
     after = _parse(sub["currentPeriodEnd"]) + timedelta(seconds=1)
-    renew_subscriptions(engine, storage_of(stack), lambda message: None, clock=lambda: after)
+    renew_subscriptions(replace(runtime, clock=lambda: after))
     renewal = http.get("/v1/billing/invoices", headers=org.auth).json()["items"][0]
     assert renewal["periodStart"] == sub["currentPeriodEnd"]
     assert [line["amountMinor"] for line in renewal["lineItems"]] == [4900, -min(credit, 4900)]
@@ -189,7 +201,7 @@ def _principal(tenant):
                      is_platform_admin=False)
 
 
-def test_a_declined_payment_leaves_the_invoice_open_then_uncollectible(http, engine, stack, tenants):
+def test_a_declined_payment_leaves_the_invoice_open_then_uncollectible(http, tenants, runtime):
     org = tenants(plan="free")
     r = http.put("/v1/config/billing.local_processor.decline_payments", json={"value": True, "level": "org"},
                  headers=org.auth)
@@ -200,7 +212,7 @@ def test_a_declined_payment_leaves_the_invoice_open_then_uncollectible(http, eng
     assert http.get("/v1/billing/subscription", headers=org.auth).json()["status"] == "past_due"
 
     overdue = _parse(invoice["dueDate"]) + timedelta(minutes=1)
-    renew_subscriptions(engine, storage_of(stack), lambda message: None, clock=lambda: overdue)
+    renew_subscriptions(replace(runtime, clock=lambda: overdue))
     settled = http.get(f"/v1/billing/invoices/{invoice['invoiceId']}", headers=org.auth).json()
     assert settled["status"] == "uncollectible"
     # The PDF follows the invoice's version.

@@ -2,7 +2,8 @@
 of Stripe's API it uses, directly and through Envoy: invoices finalized and
 paid at Stripe, declines, upstream errors, the PDF redirect to Stripe's
 fresh `invoice_pdf` (410 once gone), and Stripe's webhooks verified with
-the signing secret and applied once, in order."""
+the signing secret and applied once, in order. The processor is the App's:
+one client (one connection pool) for every call, closed with the App."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ import time
 from datetime import UTC, datetime
 
 import pytest
+from persona_service.billing.processor import processor_for
 from persona_service.billing.records import LineItem
 from persona_service.billing.stripe_processor import StripeProcessor
+from persona_service.kernel.resources import Resources
+from persona_service.kernel.settings import Settings, forget
 from persona_service.providers.base import ProviderError
 from stripe_stub import StripeStub
 from support import TenantFactory, client_for, engine_for, make_stack, running
@@ -28,11 +32,14 @@ def stub():
         yield server
 
 
+def stripe_env(stub) -> dict[str, str]:
+    return {"PERSONA_BILLING_PROCESSOR": "stripe", "PERSONA_STRIPE_SECRET_KEY": "sk_test_stub",
+            "PERSONA_STRIPE_API_BASE": stub.url, "PERSONA_STRIPE_WEBHOOK_SECRET": WEBHOOK_SECRET}
+
+
 @pytest.fixture(scope="module")
 def stripe_stack(stub, tmp_path_factory):
-    env = {"PERSONA_BILLING_PROCESSOR": "stripe", "PERSONA_STRIPE_SECRET_KEY": "sk_test_stub",
-           "PERSONA_STRIPE_API_BASE": stub.url, "PERSONA_STRIPE_WEBHOOK_SECRET": WEBHOOK_SECRET}
-    with running(make_stack(tmp_path_factory.mktemp("billing-stripe"), **env)) as stack, \
+    with running(make_stack(tmp_path_factory.mktemp("billing-stripe"), **stripe_env(stub))) as stack, \
             engine_for(stack) as engine, client_for(stack) as http:
         yield http, TenantFactory(engine)
 
@@ -65,6 +72,35 @@ def test_a_card_error_is_a_decline_and_other_errors_are_provider_errors(stub):
     with pytest.raises(ProviderError) as raised:
         stripe.pdf_url("in_missing")
     assert raised.value.upstream_status == 404 and raised.value.provider == "stripe"
+
+
+class Owner:
+    """What processor_for needs of an App: its resources."""
+
+    def __init__(self, data_dir):
+        self.resources = Resources(Settings(data_dir=data_dir, jwt_secret="test-secret"))
+
+
+def test_an_app_opens_one_processor_and_closes_its_client_with_it(stub, stripe_stack, monkeypatch, tmp_path):
+    _, tenants = stripe_stack
+    with monkeypatch.context() as env:
+        for name, value in stripe_env(stub).items():
+            env.setenv(name, value)
+        forget()  # this process's settings, read again from the environment above
+        try:
+            app, other = Owner(tmp_path / "app"), Owner(tmp_path / "other")
+            with tenants.engine.connect() as first, tenants.engine.connect() as second:
+                processor = processor_for(app, first)
+                assert processor_for(app, second) is processor and processor_for(other, first) is not processor
+            assert isinstance(processor, StripeProcessor)
+            assert processor.customer("org_3", "Gamma").startswith("cus_")
+            pools = processor.session.get_adapter(stub.url).poolmanager.pools
+            assert len(pools) == 1  # the connection pool every call shares
+            app.resources.close()
+            assert len(pools) == 0
+            other.resources.close()
+        finally:
+            forget()
 
 
 def _signed(payload: str, secret: str = WEBHOOK_SECRET, at: int | None = None) -> dict[str, str]:

@@ -4,15 +4,18 @@ S3-compatible store (presigned URLs answered by the store)."""
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from persona.v1 import files_pb2, files_pb2_grpc
 from persona_service.files.local import LocalStorage
 from persona_service.files.s3 import S3Storage
 from persona_service.files.settings import FileSettings
-from persona_service.files.storage import ObjectNotFound, object_key, signing_key
+from persona_service.files.storage import CHUNK_BYTES, ObjectNotFound, object_key, signing_key
 from s3_server import s3_server
 from support import JWT_SECRET, assert_envelope
 
@@ -57,6 +60,21 @@ def test_put_file_stores_a_file_copied_in_parts(storage, tmp_path):
         storage.put_file(key, file, "application/json")
     got = storage.get(key)
     assert got.data == body and got.content_type == "application/json"
+    storage.delete(key)
+
+
+def test_open_reads_the_object_in_bounded_chunks(storage, tmp_path):
+    """A download reads the object as it goes: chunks of at most CHUNK_BYTES
+    (S3: the GET's streaming body), the same bytes, the size and type up front."""
+    key = object_key("org_storage", "exports", f"{time.time_ns()}.json")
+    body = (b'{"row": "' + b"y" * 1000 + b'"}\n') * 1500  # 1.5 MB: several chunks
+    storage.put(key, body, "application/json")
+    opened = storage.open(key)
+    assert opened.size == len(body) and opened.content_type == "application/json" and opened.etag.startswith('"')
+    chunks = list(opened.chunks)
+    assert len(chunks) > 1 and max(map(len, chunks)) <= CHUNK_BYTES and b"".join(chunks) == body
+    with pytest.raises(ObjectNotFound):
+        storage.open(object_key("org_storage", "exports", "missing.json"))
     storage.delete(key)
 
 
@@ -149,3 +167,37 @@ def test_the_local_service_answers_only_the_canonical_url(stack):
     # The path the edge reports is its own, not one the client sends.
     forged = httpx.get(f"{base}{url.path}/?{url.query}", headers={"x-envoy-original-path": f"{url.path}?{url.query}"})
     assert forged.status_code == 403, forged.text
+
+
+def test_a_download_is_streamed_in_bounded_chunks_through_the_edge(stack, edge_channel):
+    """GET /v1/files/... streams the object (the service never holds it
+    whole): native gRPC sees messages of at most CHUNK_BYTES; HTTP the same
+    bytes with Content-Length, ETag and Cache-Control; HEAD the headers
+    alone. The signature reaches neither the access log nor the server's logs."""
+    storage = LocalStorage(stack.settings.data_dir / "objects", signing_key(JWT_SECRET),
+                           f"http://127.0.0.1:{stack.settings.http_port}")
+    key = object_key("org_download", "privacy", f"{time.time_ns()}.json")
+    body = bytes(range(256)) * 6000  # 1.5 MB
+    storage.put(key, body, "application/json")
+    url = urlsplit(storage.signed_url(key, 60).url)
+    query = {k: v[0] for k, v in parse_qs(url.query).items()}
+    request = files_pb2.GetFileRequest(key=key, expires=int(query["expires"]), signature=query["signature"])
+    messages = list(files_pb2_grpc.FileServiceStub(edge_channel).GetFile(request, timeout=30))
+    assert messages[0].content_type == "application/json" and len(messages) > 2
+    assert max(len(m.data) for m in messages) <= CHUNK_BYTES and b"".join(m.data for m in messages) == body
+    request_id = "req-download-" + uuid.uuid4().hex[:12]
+    target = f"http://127.0.0.1:{stack.settings.http_port}{url.path}?{url.query}"
+    r = httpx.get(target, headers={"X-Request-Id": request_id})
+    assert r.status_code == 200 and r.content == body and r.headers["content-length"] == str(len(body))
+    assert r.headers["content-type"] == "application/json" and r.headers["etag"].startswith('"')
+    assert r.headers["cache-control"].startswith("private, max-age=")
+    head = httpx.head(target)
+    assert head.status_code == 200 and head.content == b"" and head.headers["content-length"] == str(len(body))
+    assert head.headers["etag"] == r.headers["etag"]
+    deadline = time.monotonic() + 5  # Envoy flushes its log every 200 ms
+    while request_id not in (stack.log_dir / "access.log").read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    (line,) = [json.loads(x) for x in (stack.log_dir / "access.log").read_text().splitlines() if request_id in x]
+    assert line["status"] == 200 and line["path"] == url.path + "?expires&signature"
+    for log in stack.log_dir.iterdir():
+        assert query["signature"] not in log.read_text(errors="replace"), log.name

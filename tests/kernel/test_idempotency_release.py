@@ -1,32 +1,66 @@
-"""A claimed Idempotency-Key whose call failed because PostgreSQL was away
-(scripts/topology.py: a PgBouncer or PostgreSQL restart) is released once
-PostgreSQL is back, so the client's retry with the same key proceeds instead
-of being refused `in_flight` until the claim's lock runs out (5 minutes)."""
+"""What frees a claimed Idempotency-Key for the client's retry when its call
+did not end normally (scripts/topology.py measured both): a call that failed
+because PostgreSQL was away (a PgBouncer or PostgreSQL restart) releases it
+once PostgreSQL is back; the claim of a call whose process was killed lapses
+a lock's length after its process stopped renewing it, while a live
+process's claim holds however long its call runs. Before, both waited for
+the claim's one fixed lock (5 minutes), refusing the retry `in_flight`."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from datetime import timedelta
 
 from cryptography.fernet import Fernet
+from persona_service.kernel import idempotency as idempotency_module
 from persona_service.kernel.errors import IdempotencyConflict
 from persona_service.kernel.idempotency import Idempotency
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.secretbox import SecretBox
 from sqlalchemy.exc import OperationalError
 
+METHOD = "/persona.v1.PersonaService/CreatePersona"
+
+
+def _caller(tenants) -> Principal:
+    t = tenants()
+    return Principal("api_key", f"key_{uuid.uuid4().hex[:12]}", t.org_id, t.workspace_id, t.user_id, frozenset(),
+                     None, t.plan, False)
+
+
+def _takes_over(idempotency: Idempotency, caller: Principal, key: str, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            idempotency.begin(caller, key, METHOD, "digest")
+            return True
+        except IdempotencyConflict:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+
+
+def test_a_live_call_keeps_its_claim_and_a_killed_ones_lapses(engine, tenants, monkeypatch):
+    monkeypatch.setattr(idempotency_module, "LOCK", timedelta(seconds=1))
+    caller, key = _caller(tenants), str(uuid.uuid4())
+    box = SecretBox(Fernet.generate_key().decode())
+    node_a, node_b = Idempotency(engine, box), Idempotency(engine, box)
+    node_a.begin(caller, key, METHOD, "digest")
+    # A's call runs for three locks' length: its claim is renewed, B's retry is refused meanwhile.
+    assert not _takes_over(node_b, caller, key, within=3)
+    node_a._held.clear()  # A is killed: nothing renews its claim any more
+    assert _takes_over(node_b, caller, key, within=3)
+
 
 def test_a_release_postgresql_refused_is_retried_until_it_is_back(engine, tenants, monkeypatch):
-    t = tenants()
-    caller = Principal("api_key", f"key_{uuid.uuid4().hex[:12]}", t.org_id, t.workspace_id, t.user_id, frozenset(),
-                       None, t.plan, False)
+    caller, key = _caller(tenants), str(uuid.uuid4())
     idempotency = Idempotency(engine, SecretBox(Fernet.generate_key().decode()))
-    key = str(uuid.uuid4())
-    claim, replay = idempotency.begin(caller, key, "/persona.v1.PersonaService/CreatePersona", "digest")
+    claim, replay = idempotency.begin(caller, key, METHOD, "digest")
     assert replay is None
 
     release = Idempotency._release
-    refusals = [OperationalError("UPDATE idempotency_keys", {}, Exception("server closed the connection"))]
+    refusals = [OperationalError("DELETE FROM idempotency_keys", {}, Exception("server closed the connection"))]
 
     def away_once(self, claim):
         if refusals:
@@ -35,13 +69,4 @@ def test_a_release_postgresql_refused_is_retried_until_it_is_back(engine, tenant
 
     monkeypatch.setattr(Idempotency, "_release", away_once)
     idempotency.release(claim)  # the call's own 503 goes out; the release is not lost
-
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            _, replay = idempotency.begin(caller, key, "/persona.v1.PersonaService/CreatePersona", "digest")
-            break
-        except IdempotencyConflict as conflict:
-            assert time.monotonic() < deadline, conflict
-            time.sleep(0.1)
-    assert replay is None and not refusals
+    assert _takes_over(idempotency, caller, key, within=10) and not refusals

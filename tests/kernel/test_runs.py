@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 import redis
-from persona_service.kernel.runs import Run, RunOwner, RunStore
+from persona_service.kernel.runs import Run, RunOwner, Runs, RunStore
 
 
 def test_frames_reach_redis_in_order_in_few_round_trips_and_before_the_status(stack):
@@ -25,3 +25,11 @@ def test_frames_reach_redis_in_order_in_few_round_trips_and_before_the_status(st
         assert store.meta(run.id)["status"] == "completed"
     finally:
         client.close()
+
+
+def test_a_process_handing_its_runs_over_takes_none_over():
+    runs = Runs(redis.Redis(unix_socket_path="/nonexistent/redis.sock"), 1, None, 10)  # type: ignore[arg-type]
+    kind = runs.task_kind()
+    assert not kind.paused()
+    runs.hand_over()
+    assert kind.paused()

@@ -115,3 +115,21 @@ def test_a_busy_organization_does_not_starve_another(engine):
         second = TaskRepository(conn).claim({kind.name: 60})
     # The busy organization has one running now: the quiet one goes next, ahead of older busy tasks.
     assert first.id in busy and second.id == quiet
+
+
+def test_a_paused_kind_is_left_to_other_processes(engine, runner_for):
+    """A process handing its runs over (kernel.runs) must not take them back: while
+    a kind is paused its tasks stay queued (a claim would spend an attempt each round)."""
+    paused, recorder, other = threading.Event(), Recorder(), Recorder()
+    paused.set()
+    kind, other_kind = _kind(recorder, paused=paused.is_set), _kind(other)
+    with engine.begin() as conn:
+        task_id = enqueue(conn, kind.name, "org_tasks", "paused")
+    with engine.begin() as conn:  # due later: an unpaused runner would claim the paused task first
+        other_id = enqueue(conn, other_kind.name, "org_tasks", "other")
+    runner = runner_for(kind, other_kind)
+    runner.start()
+    assert runner.wait_until(_settled(engine, other_id), 10) == "done"  # the runner claims meanwhile
+    assert _status(engine, task_id) == ("queued", 0) and recorder.ran == []
+    paused.clear()
+    assert runner.wait_until(_settled(engine, task_id), 10) == "done"

@@ -2157,7 +2157,7 @@ export class FilesResource {
   constructor(private readonly core: Core) {}
 
   /**
-   * Returns an object's bytes with its `Content-Type`, an `ETag` and `Cache-Control: private, max-age=<seconds left>, immutable`. The URL is the credential: no `Authorization` header is needed. A signature that does not match the key and expiry, or an expired URL, answers 403 `forbidden`; so does any other spelling of the URL than the one the service signed (`expires` with a leading `0` or `+`, a repeated or reordered parameter, an extra `/`): only that exact path and query open the object. An object that is gone answers 404 `not_found`.  Auth: the signed URL (anonymous).
+   * Returns an object's bytes with its `Content-Type`, `Content-Length`, an `ETag` and `Cache-Control: private, max-age=<seconds left>, immutable`. The bytes are streamed as they are read, so objects of any size (a data export) download without the service holding them; a download cut short ends before `Content-Length` bytes (a client must treat that as failed and start again). The URL is the credential: no `Authorization` header is needed. A signature that does not match the key and expiry, or an expired URL, answers 403 `forbidden`; so does any other spelling of the URL than the one the service signed (`expires` with a leading `0` or `+`, a repeated or reordered parameter, an extra `/`): only that exact path and query open the object. An object that is gone answers 404 `not_found`.  Auth: the signed URL (anonymous).
    *
    * `GET /v1/files/{key}` (the raw Response)
    */

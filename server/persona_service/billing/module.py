@@ -1,34 +1,31 @@
 """Billing: each organization's subscription (its plan, hence its limits) and invoices."""
 
 import pathlib
-from collections.abc import Callable
-from datetime import datetime
 
 from persona.v1 import billing_pb2_grpc
-from sqlalchemy import Engine
 
 from persona_service.billing.processor import DECLINE_KEY, processor_for
 from persona_service.billing.service import BillingService, billing_period
 from persona_service.billing.servicer import BillingServicer
 from persona_service.billing.settings import BillingSettings
-from persona_service.files.api import Storage, storage_for
-from persona_service.kernel.clock import utcnow
+from persona_service.files.api import storage_for
 from persona_service.kernel.config_keys import ConfigKey
 from persona_service.kernel.module import Job, Module, ServiceBinding
+from persona_service.kernel.resources import Runtime
 
 
-def renew_subscriptions(engine: Engine, storage: Storage, invalidate: Callable[[str], None],
-                        clock: Callable[[], datetime] = utcnow) -> int:
+def renew_subscriptions(runtime: Runtime) -> int:
     """Periods that ended renew (row locks: several processes never renew one
     twice); an organization whose plan changed is read again everywhere.
     Then overdue open invoices get one more charge or go `uncollectible`."""
-    with engine.begin() as conn:
-        renewed = BillingService(conn, processor_for(conn), storage, clock=clock).renew_due()
-    with engine.begin() as conn:
-        BillingService(conn, processor_for(conn), storage, clock=clock).collect_overdue()
+    storage = storage_for(runtime)
+    with runtime.begin() as conn:
+        renewed = BillingService(conn, processor_for(runtime, conn), storage, clock=runtime.clock).renew_due()
+    with runtime.begin() as conn:
+        BillingService(conn, processor_for(runtime, conn), storage, clock=runtime.clock).collect_overdue()
     for before in renewed:
         if before.cancel_at_period_end:
-            invalidate(f"org:{before.org_id}")
+            runtime.invalidate(f"org:{before.org_id}")
     return len(renewed)
 
 
@@ -42,6 +39,5 @@ MODULE = Module(
     settings=BillingSettings,
     config_keys=(ConfigKey(DECLINE_KEY, "boolean", False, levels=("org",), owner_only=True),),
     billing_period=billing_period,
-    jobs=(Job("billing.renew", 60, lambda runtime: renew_subscriptions(
-        runtime.engine, storage_for(runtime), runtime.invalidate, runtime.clock)),),
+    jobs=(Job("billing.renew", 60, renew_subscriptions),),
 )

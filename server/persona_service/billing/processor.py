@@ -8,6 +8,10 @@ and pays invoices itself, and the service renders and keeps their PDFs
 payments of an organization whose config item
 `billing.local_processor.decline_payments` is true. `StripeProcessor`
 (stripe_processor.py) is the other implementation.
+
+The configured processor is an App resource (`PROCESSOR`): opened once per
+process, closed with it (Stripe's client holds a connection pool).
+`processor_for(owner, conn)` binds it to one unit of work.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from sqlalchemy import Connection
 
 from persona_service.billing.records import LineItem
 from persona_service.billing.settings import BillingSettings
-from persona_service.kernel.settings import load
+from persona_service.kernel.resources import HasResources, Resource
+from persona_service.kernel.settings import Settings, load
 
 DECLINE_KEY = "billing.local_processor.decline_payments"
 PDF_RETENTION = timedelta(days=7 * 365)
@@ -57,6 +62,14 @@ class PaymentProcessor(Protocol):
         """The processor's own PDF URL, fetched fresh (hosts_pdfs); None: gone."""
         ...
 
+    def bind(self, conn: Connection) -> PaymentProcessor:
+        """This processor for one unit of work: what it reads of the service's own state, it reads on `conn`."""
+        ...
+
+    def close(self) -> None:
+        """Release what it holds (its HTTP client's connections)."""
+        ...
+
 
 def _digest(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:24]
@@ -86,14 +99,36 @@ class LocalProcessor:
     def pdf_url(self, processor_invoice_id: str) -> str | None:
         return None
 
+    def bind(self, conn: Connection) -> LocalProcessor:
+        from persona_service.config.api import ConfigService
 
-def processor_for(conn: Connection, settings: BillingSettings | None = None) -> PaymentProcessor:
-    """The configured processor (PERSONA_BILLING_PROCESSOR), reading what it needs on this connection."""
-    settings = settings or load(BillingSettings)
+        return LocalProcessor(decline=lambda org_id: bool(ConfigService(conn).org_value(org_id, DECLINE_KEY)))
+
+    def close(self) -> None:
+        pass
+
+
+def open_processor(settings: BillingSettings) -> PaymentProcessor:
+    """The configured processor (PERSONA_BILLING_PROCESSOR)."""
     if settings.billing_processor == "stripe":
         from persona_service.billing.stripe_processor import StripeProcessor
 
         return StripeProcessor(settings.stripe_secret_key, settings.stripe_api_base)
-    from persona_service.config.api import ConfigService
+    return LocalProcessor()
 
-    return LocalProcessor(decline=lambda org_id: bool(ConfigService(conn).org_value(org_id, DECLINE_KEY)))
+
+def _open(settings: Settings) -> PaymentProcessor:
+    return open_processor(load(BillingSettings))
+
+
+def _close(processor: PaymentProcessor) -> None:
+    processor.close()
+
+
+# The process's payment processor, owned by its App.
+PROCESSOR: Resource[PaymentProcessor] = Resource("billing.processor", _open, _close)
+
+
+def processor_for(owner: HasResources, conn: Connection) -> PaymentProcessor:
+    """The processor of an App (or of a job's runtime), for a unit of work on `conn`."""
+    return owner.resources.get(PROCESSOR).bind(conn)

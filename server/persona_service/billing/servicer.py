@@ -26,7 +26,8 @@ class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
         self.app = app
 
     def _service(self, ctx: RequestContext) -> BillingService:
-        return BillingService(ctx.conn, processor_for(ctx.conn), storage_for(self.app), cursors=self.app.cursors)
+        return BillingService(ctx.conn, processor_for(self.app, ctx.conn), storage_for(self.app),
+                              cursors=self.app.cursors)
 
     def _changed(self, ctx: RequestContext, before: SubscriptionRecord | None,
                  after: SubscriptionRecord) -> billing_pb2.Subscription:

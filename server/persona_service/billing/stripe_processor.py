@@ -14,7 +14,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+import requests
 import stripe
+from sqlalchemy import Connection
 
 from persona_service.billing.processor import Payment
 from persona_service.billing.records import LineItem
@@ -28,7 +30,10 @@ class StripeProcessor:
     hosts_pdfs = True
 
     def __init__(self, api_key: str, api_base: str = "") -> None:
-        options: dict[str, Any] = {"api_key": api_key, "max_network_retries": 2}
+        # One session for every thread (the default is one per thread), so `close` releases all its connections.
+        self.session = requests.Session()
+        options: dict[str, Any] = {"api_key": api_key, "max_network_retries": 2,
+                                   "http_client": stripe.RequestsClient(session=self.session)}
         if api_base:
             options["base_addresses"] = {"api": api_base}
         self.client = stripe.StripeClient(**options)
@@ -65,6 +70,12 @@ class StripeProcessor:
     def pdf_url(self, processor_invoice_id: str) -> str | None:
         invoice = self._call(lambda: self.client.v1.invoices.retrieve(processor_invoice_id))
         return invoice.invoice_pdf or None
+
+    def bind(self, conn: Connection) -> StripeProcessor:
+        return self  # Stripe keeps all it needs
+
+    def close(self) -> None:
+        self.session.close()
 
     @staticmethod
     def _call(request: Callable[..., T]) -> T:

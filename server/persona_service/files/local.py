@@ -12,13 +12,13 @@ import pathlib
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from hashlib import sha256
 from typing import IO
 from urllib.parse import quote, urlencode
 
-from persona_service.files.storage import KEY, ObjectNotFound, SignedUrl, StoredObject, etag_of
+from persona_service.files.storage import CHUNK_BYTES, KEY, ObjectNotFound, ObjectStream, SignedUrl, StoredObject, etag_of
 
 FILES_PATH = "/v1/files/"
 
@@ -56,6 +56,16 @@ class LocalStorage:
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ObjectNotFound(key) from None
         return StoredObject(data, content_type_of(key), etag_of(data))
+
+    def open(self, key: str) -> ObjectStream:
+        try:
+            file = self._path(key).open("rb")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise ObjectNotFound(key) from None
+        stat = os.fstat(file.fileno())
+        # An object is replaced, never rewritten in place (`_write`): a new one is a new file (inode, mtime).
+        identity = sha256(f"{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:32]
+        return ObjectStream(stat.st_size, content_type_of(key), f'"{identity}"', _chunks(file))
 
     def delete(self, key: str) -> None:
         try:
@@ -100,6 +110,12 @@ class LocalStorage:
                 self.target(key, expires).encode(), target.encode("utf-8", "replace")):
             return False
         return hmac.compare_digest(self.signature(key, expires).encode(), signature.encode("utf-8", "replace"))
+
+
+def _chunks(file: IO[bytes]) -> Iterator[bytes]:
+    with file:
+        while chunk := file.read(CHUNK_BYTES):
+            yield chunk
 
 
 def content_type_of(key: str) -> str:

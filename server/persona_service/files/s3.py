@@ -3,6 +3,7 @@ signed URLs are the store's own presigned GETs."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
@@ -12,7 +13,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from persona_service.files.settings import FileSettings
-from persona_service.files.storage import KEY, ObjectNotFound, SignedUrl, StoredObject, etag_of
+from persona_service.files.storage import CHUNK_BYTES, KEY, ObjectNotFound, ObjectStream, SignedUrl, StoredObject, etag_of
 
 _MISSING = ("NoSuchKey", "404", "NotFound")
 # put_file: a multipart upload past 8 MiB, parts of 8 MiB, two at a time (about 16 MiB held).
@@ -47,15 +48,23 @@ class S3Storage:
                                    Config=_TRANSFER)
 
     def get(self, key: str) -> StoredObject:
+        answer = self._get_object(key)
+        data = answer["Body"].read()
+        return StoredObject(data, _content_type(answer), etag_of(data))
+
+    def open(self, key: str) -> ObjectStream:
+        """The GET's body read as it is consumed (a streaming body over one pooled connection)."""
+        answer = self._get_object(key)
+        return ObjectStream(answer["ContentLength"], _content_type(answer), answer["ETag"], _chunks(answer["Body"]))
+
+    def _get_object(self, key: str) -> dict[str, Any]:
         self._check(key)
         try:
-            answer = self.client.get_object(Bucket=self.bucket, Key=key)
+            return self.client.get_object(Bucket=self.bucket, Key=key)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in _MISSING:
                 raise ObjectNotFound(key) from None
             raise
-        data = answer["Body"].read()
-        return StoredObject(data, answer.get("ContentType") or "application/octet-stream", etag_of(data))
 
     def delete(self, key: str) -> None:
         self._check(key)
@@ -82,3 +91,14 @@ class S3Storage:
     def _check(key: str) -> None:
         if not KEY.match(key):
             raise ObjectNotFound(key)
+
+
+def _content_type(answer: dict[str, Any]) -> str:
+    return answer.get("ContentType") or "application/octet-stream"
+
+
+def _chunks(body: Any) -> Iterator[bytes]:  # botocore's StreamingBody
+    try:
+        yield from body.iter_chunks(CHUNK_BYTES)
+    finally:
+        body.close()  # an early stop gives the connection up (not back to the pool half-read)

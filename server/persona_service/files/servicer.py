@@ -1,8 +1,9 @@
-"""GET /v1/files/{key}: the local backend's signed URLs, answered by the service itself."""
+"""GET /v1/files/{key}: the local backend's signed URLs, answered by the service itself, streamed."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import grpc
 from google.api import httpbody_pb2
@@ -14,7 +15,7 @@ from persona_service.kernel.app import App
 from persona_service.kernel.errors import Forbidden, NotFound
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import text_metadata
-from persona_service.kernel.transport.pipeline import EDGE_MARK
+from persona_service.kernel.transport.pipeline import EDGE_MARK, HEAD_MARK
 
 # Where the transcoder keeps the path and query the client sent.
 ORIGINAL_PATH = "x-envoy-original-path"
@@ -24,19 +25,27 @@ class FileServicer(files_pb2_grpc.FileServiceServicer):
     def __init__(self, app: App) -> None:
         self.app = app
 
-    def GetFile(self, request: files_pb2.GetFileRequest, context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
+    def GetFile(self, request: files_pb2.GetFileRequest,
+                context: grpc.ServicerContext) -> Iterator[httpbody_pb2.HttpBody]:
+        """The object in chunks as the storage reads them (a download of any size holds one chunk)."""
         storage = storage_for(self.app)
         if not isinstance(storage, LocalStorage):  # the object store serves its own presigned URLs
             raise NotFound("file")
         if not storage.verify(request.key, request.expires, request.signature, target=_url_sent(context)):
             raise Forbidden("The signed URL is invalid or has expired.", {"reason": "bad_signature"})
         try:
-            stored = storage.get(request.key)
+            stream = storage.open(request.key)
         except ObjectNotFound:
             raise NotFound("file") from None
         left = max(0, request.expires - int(time.time()))
-        current().respond(etag=stored.etag, cache_control=f"private, max-age={left}, immutable")
-        return httpbody_pb2.HttpBody(content_type=stored.content_type, data=stored.data)
+        current().respond(etag=stream.etag, cache_control=f"private, max-age={left}, immutable",
+                          content_length=str(stream.size))
+        # The first message carries the content type (and the headers) even for an empty object or a HEAD.
+        yield httpbody_pb2.HttpBody(content_type=stream.content_type)
+        if text_metadata(context).get(HEAD_MARK) == "1":
+            return
+        for chunk in stream.chunks:
+            yield httpbody_pb2.HttpBody(data=chunk)
 
 
 def _url_sent(context: grpc.ServicerContext) -> str | None:

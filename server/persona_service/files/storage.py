@@ -1,5 +1,5 @@
-"""The object storage port: `put` (`put_file` for big objects), `get`, `delete`, `delete_prefix` and
-`signed_url(key, ttl)`, with two real backends (`local.LocalStorage`, the
+"""The object storage port: `put` (`put_file` for big objects), `get` (`open` for big objects),
+`delete`, `delete_prefix` and `signed_url(key, ttl)`, with two real backends (`local.LocalStorage`, the
 default, and `s3.S3Storage`), opened once per App (`STORAGE`, an App resource).
 Modules reach it through `storage_for(app)` (or a job's or task's runtime).
 
@@ -13,23 +13,21 @@ from __future__ import annotations
 import hashlib
 import pathlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Protocol
 
 from persona_service.files.settings import FileSettings
 from persona_service.kernel.app import App
-from persona_service.kernel.resources import Resource, Resources
+from persona_service.kernel.resources import HasResources, Resource
 from persona_service.kernel.settings import Settings, load
 
 # A key: '/'-separated segments of letters, digits, '.', '_' and '-', none of them '.' or '..'.
 _SEGMENT = r"(?!\.{1,2}(?:/|$))[A-Za-z0-9_.-]{1,128}"
 KEY = re.compile(rf"^{_SEGMENT}(/{_SEGMENT}){{0,15}}$")
-
-
-class HasResources(Protocol):
-    @property
-    def resources(self) -> Resources: ...
+# `open` reads an object in chunks of at most this many bytes.
+CHUNK_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -37,6 +35,17 @@ class StoredObject:
     data: bytes
     content_type: str
     etag: str  # quoted, as the ETag header carries it
+
+
+@dataclass(frozen=True)
+class ObjectStream:
+    """An object read as it is consumed: `chunks` yields at most CHUNK_BYTES
+    at a time and releases the object (file, connection) when exhausted or closed."""
+
+    size: int
+    content_type: str
+    etag: str  # quoted; the store's (S3) or one of the file's identity (local), not a content hash
+    chunks: Iterator[bytes]
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,11 @@ class Storage(Protocol):
 
     def get(self, key: str) -> StoredObject:
         """Raises ObjectNotFound."""
+        ...
+
+    def open(self, key: str) -> ObjectStream:
+        """The object in chunks (never whole in memory): for downloads of
+        objects too big to hold. Raises ObjectNotFound before any chunk."""
         ...
 
     def delete(self, key: str) -> None:

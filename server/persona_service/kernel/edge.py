@@ -302,9 +302,9 @@ def _lua_pattern(template: str) -> str:
 
 def _template_regex(template: str) -> str:
     """`/v1/chat/sessions/{id}/messages:stream` -> a regex of the path (Envoy
-    matches `safe_regex` on the path without its query string)."""
-    parts = re.split(r"\{[^}]*\}", template)
-    return "[^/]+".join(re.escape(p) for p in parts)
+    matches `safe_regex` on the path without its query string; `{x=**}` spans segments)."""
+    parts = re.split(r"(\{[^}]*\})", template)
+    return "".join((".+" if "**" in p else "[^/]+") if p.startswith("{") else re.escape(p) for p in parts)
 
 
 def _route(match: dict, cluster: str, retry_on: str, extra: dict | None = None) -> dict:

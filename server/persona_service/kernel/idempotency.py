@@ -23,6 +23,7 @@ the database in plaintext.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import threading
 import time
@@ -38,9 +39,15 @@ from persona_service.kernel.idempotency_repository import IdempotencyRepository
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.secretbox import SecretBox, open_or_legacy
 
+log = logging.getLogger(__name__)
+
 WINDOW = timedelta(hours=24)
-# A claim whose request died with its process is taken over after this.
-LOCK = timedelta(minutes=5)
+# A claim's lock, renewed every third of it while its call runs in this
+# process: a retry takes over the claim of a call whose process died (a node
+# killed) this long after its last renewal, not after the call's longest run.
+LOCK = timedelta(seconds=3)
+# A claim is renewed at most this long (one its call never settled is then left to lapse).
+MAX_HOLD = timedelta(minutes=5)
 # First wait before retrying a release PostgreSQL refused (then doubling, up to 1 s).
 RELEASE_RETRY_SECONDS = 0.25
 _KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
@@ -69,6 +76,10 @@ class Idempotency:
     def __init__(self, engine: Engine, box: SecretBox) -> None:
         self.engine = engine
         self.box = box
+        # The claims of this process's calls in flight (when each was claimed), renewed until settled.
+        self._held: dict[Claim, float] = {}
+        self._held_lock = threading.Lock()
+        self._renewer: threading.Thread | None = None
 
     def begin(self, principal: Principal, key: str, method: str, digest: str) -> tuple[Claim, Replay | None]:
         """Claim the key (replay is None) or return the stored outcome to replay."""
@@ -85,6 +96,7 @@ class Idempotency:
                     org_id=claim.org_id, credential_id=claim.credential_id, key=key, method=method,
                     request_hash=digest, now=now, locked_until=now + LOCK, expires_at=now + WINDOW,
                 ):
+                    self._hold(claim)
                     return claim, None
                 record = repo.get(claim.org_id, claim.credential_id, key)
             if record is not None:
@@ -113,11 +125,13 @@ class Idempotency:
 
     def complete(self, conn: Connection, claim: Claim, response: bytes, headers: dict[str, str]) -> None:
         """Record a success inside the operation's own unit of work."""
+        self._let_go(claim)
         IdempotencyRepository(conn).complete(
             claim.org_id, claim.credential_id, claim.key, response=self.box.seal_bytes(response), headers=headers
         )
 
     def fail(self, claim: Claim, http_status: int, body: str, headers: dict[str, str]) -> None:
+        self._let_go(claim)
         with self.engine.begin() as conn:
             IdempotencyRepository(conn).complete(
                 claim.org_id, claim.credential_id, claim.key, error_status=http_status,
@@ -129,7 +143,8 @@ class Idempotency:
         When PostgreSQL is what failed, the release cannot be written either:
         it is retried in the background until PostgreSQL is back, so the
         retry (after its 503's Retry-After) is not refused `in_flight` for
-        the claim's whole LOCK (measured by scripts/topology.py)."""
+        the claim's whole hold (measured by scripts/topology.py)."""
+        self._let_go(claim)
         try:
             self._release(claim)
         except SQLAlchemyError:
@@ -140,7 +155,7 @@ class Idempotency:
             IdempotencyRepository(conn).release(claim.org_id, claim.credential_id, claim.key)
 
     def _release_later(self, claim: Claim) -> None:
-        delay, deadline = RELEASE_RETRY_SECONDS, time.monotonic() + LOCK.total_seconds()
+        delay, deadline = RELEASE_RETRY_SECONDS, time.monotonic() + MAX_HOLD.total_seconds()
         while time.monotonic() < deadline:
             time.sleep(delay)
             try:
@@ -148,6 +163,33 @@ class Idempotency:
                 return
             except SQLAlchemyError:
                 delay = min(2 * delay, 1.0)
+
+    def _hold(self, claim: Claim) -> None:
+        with self._held_lock:
+            self._held[claim] = time.monotonic()
+            if self._renewer is None:
+                self._renewer = threading.Thread(target=self._renew, name="idempotency-renew", daemon=True)
+                self._renewer.start()
+
+    def _let_go(self, claim: Claim) -> None:
+        with self._held_lock:
+            self._held.pop(claim, None)
+
+    def _renew(self) -> None:
+        """Extend the locks of the claims held, every third of LOCK (one statement for all)."""
+        while True:
+            time.sleep(LOCK.total_seconds() / 3)
+            oldest = time.monotonic() - MAX_HOLD.total_seconds()
+            with self._held_lock:
+                self._held = {claim: since for claim, since in self._held.items() if since > oldest}
+                claims = [(c.org_id, c.credential_id, c.key) for c in self._held]
+            if not claims:
+                continue
+            try:
+                with self.engine.begin() as conn:
+                    IdempotencyRepository(conn).renew(claims, utcnow() + LOCK)
+            except SQLAlchemyError as exc:  # PostgreSQL away: the calls holding them fail too; retried
+                log.warning("could not renew %d idempotency claims: %s", len(claims), type(exc).__name__)
 
     def purge_expired(self) -> int:
         with self.engine.begin() as conn:

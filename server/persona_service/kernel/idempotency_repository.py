@@ -68,6 +68,15 @@ class IdempotencyRepository:
             .values(state="completed", response=response, error_status=error_status, error_body=error_body, headers=headers)
         )
 
+    def renew(self, claims: list[tuple[str, str, str]], locked_until: datetime) -> None:
+        """Extend the locks of running claims (org, credential, key) whose calls are still in flight."""
+        self.conn.execute(
+            update(_records)
+            .where(tuple_(_records.c.org_id, _records.c.credential_id, _records.c.key).in_(claims),
+                   _records.c.state == "running")
+            .values(locked_until=locked_until)
+        )
+
     def release(self, org_id: str, credential_id: str, key: str) -> None:
         """Free the key (a 5xx outcome, even one after the commit): a retry with it runs again."""
         self.conn.execute(delete(_records).where(self._pk(org_id, credential_id, key)))

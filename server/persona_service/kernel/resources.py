@@ -18,7 +18,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 from persona_service.kernel.clock import utcnow
 
@@ -60,6 +60,13 @@ class Resources:
         for resource, value in opened.items():
             if resource.close is not None:
                 resource.close(value)
+
+
+class HasResources(Protocol):
+    """What owns resources: an App, or a job's or task's runtime."""
+
+    @property
+    def resources(self) -> Resources: ...
 
 
 @dataclass(frozen=True)

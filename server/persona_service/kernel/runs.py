@@ -328,7 +328,7 @@ class Runs:
         """Runs whose lease ran out are taken over by any process's task threads."""
         return TaskKind(RUN_TASK, run=lambda _runtime, task: self._take_over(task),
                         give_up=lambda _runtime, task, _error: self._lose(task), max_attempts=RUN_ATTEMPTS,
-                        backoff_seconds=0, lease_seconds=self.lease_seconds)
+                        backoff_seconds=0, lease_seconds=self.lease_seconds, paused=self._handing_over.is_set)
 
     def start(self, owner: RunOwner, method: str, produce: Callable[[Run], Outcome], weight: int = 1,
               payload: dict[str, Any] | None = None) -> Run:

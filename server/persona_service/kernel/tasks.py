@@ -50,6 +50,8 @@ class TaskKind:
     backoff_seconds: float = 2.0
     # Longest an attempt may take before another process may take the task over.
     lease_seconds: float = 900.0
+    # True while this process must take no task of the kind (e.g. it is handing its runs over).
+    paused: Callable[[], bool] = lambda: False
 
 
 def enqueue(conn: Connection, kind: str, org_id: str, subject_id: str = "",
@@ -113,11 +115,11 @@ class TaskRunner:
     # --- the runner threads ---------------------------------------------------------
 
     def _loop(self) -> None:
-        leases = {name: kind.lease_seconds for name, kind in self.kinds.items()}
         while not self._closing.is_set():
+            leases = {name: kind.lease_seconds for name, kind in self.kinds.items() if not kind.paused()}
             try:
                 with self.engine.begin() as conn:
-                    task = TaskRepository(conn).claim(leases)
+                    task = TaskRepository(conn).claim(leases) if leases else None
             except Exception:  # noqa: BLE001 - the database is away: try again later
                 log.exception("could not claim a task")
                 task = None

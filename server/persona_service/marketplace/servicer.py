@@ -66,7 +66,7 @@ class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
     def PurchaseListing(self, request: marketplace_pb2.PurchaseListingRequest,
                         context: grpc.ServicerContext) -> marketplace_pb2.Purchase:
         ctx = current()
-        billing = BillingService(ctx.conn, processor_for(ctx.conn), storage_for(self.app))
+        billing = BillingService(ctx.conn, processor_for(self.app, ctx.conn), storage_for(self.app))
         personas = PersonaService(ctx.conn, self.app.provider_for(ctx), cursors=self.app.cursors)
         return purchase(self._service(ctx).purchase(ctx.caller, request.id, billing, personas, self.fee_bps))
 

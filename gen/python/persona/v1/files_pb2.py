@@ -28,7 +28,7 @@ from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16persona/v1/files.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x19google/api/httpbody.proto\x1a\x18persona/v1/options.proto\"d\n\x0eGetFileRequest\x12\x1a\n\x03key\x18\x01 \x01(\tB\r\xe2\x41\x01\x02\x92\xb5\x18\x05\x08\x01\x18\x80\x08\x12\x15\n\x07\x65xpires\x18\x02 \x01(\rB\x04\xe2\x41\x01\x02\x12\x1f\n\tsignature\x18\x03 \x01(\tB\x0c\xe2\x41\x01\x02\x92\xb5\x18\x04\x08\x01\x18@2t\n\x0b\x46ileService\x12\x65\n\x07GetFile\x12\x1a.persona.v1.GetFileRequest\x1a\x14.google.api.HttpBody\"(\x8a\xb5\x18\nB\x04\x66ileP\x03`\x01\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/files/{key=**}B%\n\x15\x63om.personaservice.v1B\nFilesProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16persona/v1/files.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x19google/api/httpbody.proto\x1a\x18persona/v1/options.proto\"d\n\x0eGetFileRequest\x12\x1a\n\x03key\x18\x01 \x01(\tB\r\xe2\x41\x01\x02\x92\xb5\x18\x05\x08\x01\x18\x80\x08\x12\x15\n\x07\x65xpires\x18\x02 \x01(\rB\x04\xe2\x41\x01\x02\x12\x1f\n\tsignature\x18\x03 \x01(\tB\x0c\xe2\x41\x01\x02\x92\xb5\x18\x04\x08\x01\x18@2v\n\x0b\x46ileService\x12g\n\x07GetFile\x12\x1a.persona.v1.GetFileRequest\x1a\x14.google.api.HttpBody\"(\x8a\xb5\x18\nB\x04\x66ileP\x03`\x01\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/files/{key=**}0\x01\x42%\n\x15\x63om.personaservice.v1B\nFilesProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,5 +47,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETFILEREQUEST']._serialized_start=154
   _globals['_GETFILEREQUEST']._serialized_end=254
   _globals['_FILESERVICE']._serialized_start=256
-  _globals['_FILESERVICE']._serialized_end=372
+  _globals['_FILESERVICE']._serialized_end=374
 # @@protoc_insertion_point(module_scope)

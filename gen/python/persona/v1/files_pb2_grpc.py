@@ -39,7 +39,7 @@ class FileServiceStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.GetFile = channel.unary_unary(
+        self.GetFile = channel.unary_stream(
                 '/persona.v1.FileService/GetFile',
                 request_serializer=persona_dot_v1_dot_files__pb2.GetFileRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
@@ -54,8 +54,14 @@ class FileServiceServicer:
     """
 
     def GetFile(self, request, context):
-        """Returns an object's bytes with its `Content-Type`, an `ETag` and
-        `Cache-Control: private, max-age=<seconds left>, immutable`. The URL is
+        """Returns an object's bytes with its `Content-Type`, `Content-Length`, an
+        `ETag` and `Cache-Control: private, max-age=<seconds left>, immutable`.
+        The bytes are streamed as they are read, so objects of any size (a
+        data export) download without the service holding them; a download cut
+        short ends before `Content-Length` bytes (a client must treat that as
+        failed and start again). (-- Chunks of at most 256 KiB
+        (files.storage.CHUNK_BYTES), each sent once the previous one was
+        written: memory per download is a chunk, not the object. --) The URL is
         the credential: no `Authorization` header is needed. A signature that does
         not match the key and expiry, or an expired URL, answers 403 `forbidden`;
         so does any other spelling of the URL than the one the service signed
@@ -72,7 +78,7 @@ class FileServiceServicer:
 
 def add_FileServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'GetFile': grpc.unary_unary_rpc_method_handler(
+            'GetFile': grpc.unary_stream_rpc_method_handler(
                     servicer.GetFile,
                     request_deserializer=persona_dot_v1_dot_files__pb2.GetFileRequest.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
@@ -103,7 +109,7 @@ class FileService:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
+        return grpc.experimental.unary_stream(
             request,
             target,
             '/persona.v1.FileService/GetFile',

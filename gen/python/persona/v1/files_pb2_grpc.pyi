@@ -38,9 +38,15 @@ class FileServiceStub:
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> FileServiceAsyncStub: ...
-    GetFile: _grpc.UnaryUnaryMultiCallable[_files_pb2.GetFileRequest, _httpbody_pb2.HttpBody]
-    """Returns an object's bytes with its `Content-Type`, an `ETag` and
-    `Cache-Control: private, max-age=<seconds left>, immutable`. The URL is
+    GetFile: _grpc.UnaryStreamMultiCallable[_files_pb2.GetFileRequest, _httpbody_pb2.HttpBody]
+    """Returns an object's bytes with its `Content-Type`, `Content-Length`, an
+    `ETag` and `Cache-Control: private, max-age=<seconds left>, immutable`.
+    The bytes are streamed as they are read, so objects of any size (a
+    data export) download without the service holding them; a download cut
+    short ends before `Content-Length` bytes (a client must treat that as
+    failed and start again). (-- Chunks of at most 256 KiB
+    (files.storage.CHUNK_BYTES), each sent once the previous one was
+    written: memory per download is a chunk, not the object. --) The URL is
     the credential: no `Authorization` header is needed. A signature that does
     not match the key and expiry, or an expired URL, answers 403 `forbidden`;
     so does any other spelling of the URL than the one the service signed
@@ -60,9 +66,15 @@ class FileServiceAsyncStub(FileServiceStub):
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
-    GetFile: _aio.UnaryUnaryMultiCallable[_files_pb2.GetFileRequest, _httpbody_pb2.HttpBody]  # type: ignore[assignment]
-    """Returns an object's bytes with its `Content-Type`, an `ETag` and
-    `Cache-Control: private, max-age=<seconds left>, immutable`. The URL is
+    GetFile: _aio.UnaryStreamMultiCallable[_files_pb2.GetFileRequest, _httpbody_pb2.HttpBody]  # type: ignore[assignment]
+    """Returns an object's bytes with its `Content-Type`, `Content-Length`, an
+    `ETag` and `Cache-Control: private, max-age=<seconds left>, immutable`.
+    The bytes are streamed as they are read, so objects of any size (a
+    data export) download without the service holding them; a download cut
+    short ends before `Content-Length` bytes (a client must treat that as
+    failed and start again). (-- Chunks of at most 256 KiB
+    (files.storage.CHUNK_BYTES), each sent once the previous one was
+    written: memory per download is a chunk, not the object. --) The URL is
     the credential: no `Authorization` header is needed. A signature that does
     not match the key and expiry, or an expired URL, answers 403 `forbidden`;
     so does any other spelling of the URL than the one the service signed
@@ -85,9 +97,15 @@ class FileServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _files_pb2.GetFileRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_httpbody_pb2.HttpBody, _abc.Awaitable[_httpbody_pb2.HttpBody]]:
-        """Returns an object's bytes with its `Content-Type`, an `ETag` and
-        `Cache-Control: private, max-age=<seconds left>, immutable`. The URL is
+    ) -> _typing.Union[_abc.Iterator[_httpbody_pb2.HttpBody], _abc.AsyncIterator[_httpbody_pb2.HttpBody]]:
+        """Returns an object's bytes with its `Content-Type`, `Content-Length`, an
+        `ETag` and `Cache-Control: private, max-age=<seconds left>, immutable`.
+        The bytes are streamed as they are read, so objects of any size (a
+        data export) download without the service holding them; a download cut
+        short ends before `Content-Length` bytes (a client must treat that as
+        failed and start again). (-- Chunks of at most 256 KiB
+        (files.storage.CHUNK_BYTES), each sent once the previous one was
+        written: memory per download is a chunk, not the object. --) The URL is
         the credential: no `Authorization` header is needed. A signature that does
         not match the key and expiry, or an expired URL, answers 403 `forbidden`;
         so does any other spelling of the URL than the one the service signed

@@ -42,7 +42,10 @@ class _ResponseKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Response
     """A raw body: the RPC returns `google.api.HttpBody` (checked at startup);
     its `content_type` and `data` are the HTTP response's content type and
     body (PNG, PDF, HTML, `application/scim+json`, ...). HEAD answers the
-    headers of GET with no body.
+    headers of GET with no body. On a server-streaming RPC the body is the
+    messages' `data` in order, sent as they come (a download), rather than
+    server-sent events. (-- Not a durable run: nothing is kept to resume
+    from; kernel/transport/pipeline.py `_byte_stream`. --)
     """
 
 class ResponseKind(_ResponseKind, metaclass=_ResponseKindEnumTypeWrapper):
@@ -69,7 +72,10 @@ RESPONSE_KIND_RAW_BODY: ResponseKind.ValueType  # 3
 """A raw body: the RPC returns `google.api.HttpBody` (checked at startup);
 its `content_type` and `data` are the HTTP response's content type and
 body (PNG, PDF, HTML, `application/scim+json`, ...). HEAD answers the
-headers of GET with no body.
+headers of GET with no body. On a server-streaming RPC the body is the
+messages' `data` in order, sent as they come (a download), rather than
+server-sent events. (-- Not a durable run: nothing is kept to resume
+from; kernel/transport/pipeline.py `_byte_stream`. --)
 """
 Global___ResponseKind: _TypeAlias = ResponseKind  # noqa: Y015
 

@@ -74,6 +74,8 @@ _refusals = Throttled(log)
 
 # Set by the edge's Lua filter on requests that arrived as HTTP/JSON.
 EDGE_MARK = "x-persona-edge"
+# Set by the edge on a HEAD (answered as the GET, without its body): a raw body need not be produced.
+HEAD_MARK = "x-persona-head"
 LOG_CARRIER = "x-persona-log"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,128}$")
 # Headers an idempotent replay does not copy from the first response.
@@ -135,9 +137,10 @@ class RequestPipeline(grpc.ServerInterceptor):
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
-            # Runs keep frames serialized: they go out as they are.
+            # Runs keep frames serialized: they go out as they are (byte streams serialize their own).
+            byte_stream = meta.response_kind == options_pb2.RESPONSE_KIND_RAW_BODY
             return grpc.unary_stream_rpc_method_handler(
-                self._streaming(handler.unary_stream, meta),
+                (self._byte_stream if byte_stream else self._streaming)(handler.unary_stream, meta),
                 request_deserializer=decode,
                 response_serializer=_passthrough,
             )
@@ -218,6 +221,39 @@ class RequestPipeline(grpc.ServerInterceptor):
                     self._end(call, token)
                 else:
                     request_context.unbind(token)
+
+        return handle
+
+    def _byte_stream(self, behavior: Streaming,
+                     meta: MethodMeta) -> Callable[[Any, grpc.ServicerContext], Iterator[bytes]]:
+        """A raw-body stream (a download): the servicer's HttpBody messages go
+        out as it yields them, each once the previous one was written (grpcio
+        waits for each send), so a slow client holds back the reading rather
+        than memory filling. Not a durable run: nothing is kept, and a client
+        that loses the stream asks again. Headers (ctx.respond) go out with
+        the first message; a failure before it is an ordinary error answer."""
+
+        def handle(request: Any, context: grpc.ServicerContext) -> Iterator[bytes]:
+            call = self._begin(context, meta)
+            token = request_context.bind(call.ctx)
+            metrics.OPEN_STREAMS.inc()
+            try:
+                self._admit(call, request, meta, stream=True)
+                call.reached_operation = True
+                started = False
+                for message in behavior(request, context):
+                    if not started:
+                        call.ctx.headers += _answer(call.ctx, meta, message)
+                        context.send_initial_metadata(tuple(call.ctx.headers))
+                        started = True
+                    yield message.SerializeToString()
+                self._complete(call, meta, request, None)
+                self._log(call.ctx, 200)
+            except Exception as exc:  # noqa: BLE001 - translated, never leaked
+                self._fail(call, context, meta, exc)
+            finally:
+                metrics.OPEN_STREAMS.dec()
+                self._end(call, token)
 
         return handle
 
