@@ -20,7 +20,12 @@ every error status of the catalogue with its body in the RPC's error shape
 (the envelope, the portrait shape for the statuses the spec gives it, SCIM's
 schema), one component per shape and status that every operation reuses,
 the edge's own answers among them (400, 405 with Allow, 408, 426, 431; 413
-and 415 where the operation takes a body); and the proto comments as
+and 415 where the operation takes a body); the headers clients code against,
+declared once (components/headers, components/parameters) and referenced
+where the API sends or reads them: `Idempotency-Key` on the operations that
+honour it, `X-Request-Id` on every answer, the rate-limit headers on every
+answer the server makes (the edge's own carry none), `Retry-After`,
+`Location`, `X-Run-Id` on streams; and the proto comments as
 descriptions, without their maintainers' notes (`(-- ... --)`,
 scripts/proto_comments.py).
 """
@@ -291,6 +296,86 @@ EDGE_ANSWERS: dict[int, tuple[str, bool]] = {
     431: ("The edge's answer: a URL over 8 KiB, or headers over 60 KiB in all.", False),
 }
 ALLOW = {"Allow": {"description": "The methods the path takes.", "schema": {"type": "string"}}}
+# Statuses only the edge answers (no server sees the request): they carry no rate-limit headers.
+EDGE_ONLY = frozenset({408, 413, 415, 426, 431})
+
+_INTEGER = {"type": "integer", "minimum": 0}
+# The headers clients code against, declared once (components/headers).
+HEADERS: dict[str, dict[str, Any]] = {
+    "X-Request-Id": {"required": True, "schema": {"type": "string"}, "description":
+                     "The request's id: the `X-Request-Id` you sent when it is 1 to 128 of `A-Z a-z 0-9 . _ : @ / + "
+                     "= -`, else one the API made (a UUID). Every answer carries it, the edge's own included; quote "
+                     "it when you report a problem."},
+    "X-RateLimit-Limit": {"schema": _INTEGER, "description":
+                          "Requests allowed per minute: your organization's limit (its plan's, or an Enterprise "
+                          "override); for calls without a credential, or with one that failed, your client "
+                          "address's. Every answer the API makes carries the rate-limit headers; the edge's own "
+                          "answers (no such path, a method the path does not take, a body it cannot read or over "
+                          "the limit) count against no window and carry none, and none are sent while limits "
+                          "cannot be checked (calls are then not limited)."},
+    "X-RateLimit-Remaining": {"schema": _INTEGER, "description":
+                              "Requests left in the current minute window. It never rises within a window, and "
+                              "stays 0 after a 429 until the window resets."},
+    "X-RateLimit-Reset": {"schema": _INTEGER, "description":
+                          "When the current minute window resets, as Unix time in seconds."},
+    "X-Service-Plan-Window-Seconds": {"schema": _INTEGER, "description":
+                                      "The length in seconds of the window `X-RateLimit-Limit` counts (60)."},
+    "RateLimit-Policy": {"schema": {"type": "string"}, "description":
+                         "The windows that apply, in the IETF RateLimit header fields' syntax: "
+                         "`\"minute\";q=<limit>;w=60, \"day\";q=<limit>;w=86400`."},
+    "RateLimit": {"schema": {"type": "string"}, "description":
+                  "The minute window as it stands, in the IETF RateLimit header fields' syntax: "
+                  "`\"minute\";r=<remaining>;t=<seconds until it resets>`."},
+    "Retry-After": {"schema": {"type": "string"}, "description":
+                    "When to retry: a number of seconds, or an HTTP-date (429 `quota_exceeded`: the end of the "
+                    "organization's billing period). Retry no sooner."},
+    "Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]}, "description":
+                            "`true`: this is the stored answer to an earlier request with the same "
+                            "`Idempotency-Key` (kept 24 hours); the operation did not run again."},
+    "X-Run-Id": {"required": True, "schema": {"type": "string"}, "description":
+                 "The stream's run. Each event's `id` is `<run>.<sequence>`: send the last one you received as "
+                 "`Last-Event-ID` to resume the stream where it stopped, from any connection."},
+    "Location": {"required": True, "schema": {"type": "string", "format": "uri"}, "description":
+                 "Where the resource is: follow it (or read it from a HEAD request)."},
+    "Created-Location": {"required": True, "schema": {"type": "string", "format": "uri"}, "description":
+                         "The URI of the resource created."},
+}
+RATE_LIMIT = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-Service-Plan-Window-Seconds",
+              "RateLimit-Policy", "RateLimit")
+# The statuses that may say when to retry (409: an `Idempotency-Key` whose first request is still running).
+RETRY_AFTER = frozenset({409, 429, 502, 503, 504})
+PARAMETERS: dict[str, dict[str, Any]] = {
+    "IdempotencyKey": {
+        "name": "Idempotency-Key", "in": "header", "required": False,
+        "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x21-\\x7e]+$"},
+        "description": "Makes a retry safe: a request repeated with the same key (1 to 255 printable ASCII "
+                       "characters, e.g. a UUID) within 24 hours gets the first one's answer again, with "
+                       "`Idempotent-Replayed: true`, and the operation runs once. The same key with another "
+                       "payload, or while the first request is still running, is 409 `idempotency_conflict`."},
+}
+
+
+def headers(*names: str) -> dict[str, Any]:
+    """References to components/headers."""
+    return {name: {"$ref": f"#/components/headers/{name}"} for name in names}
+
+
+def answer_headers(status: int) -> dict[str, Any]:
+    """The headers of an answer with this status, whichever operation gave it."""
+    found = headers("X-Request-Id")
+    if status not in EDGE_ONLY:
+        found |= headers(*RATE_LIMIT)
+    if status in RETRY_AFTER:
+        found |= headers("Retry-After")
+    return found
+
+
+def idempotent(method, policy) -> bool:
+    """Whether the API honours an `Idempotency-Key`: a write by a caller
+    (anonymous requests read none) answered at once (a stream resumes with
+    `Last-Event-ID` instead)."""
+    return policy.write and not policy.anonymous and not method.server_streaming
+
 
 SHAPES = {options_pb2.ERROR_SHAPE_UNSPECIFIED: "Envelope", options_pb2.ERROR_SHAPE_ENVELOPE: "Envelope",
           options_pb2.ERROR_SHAPE_PORTRAIT: "Portrait", options_pb2.ERROR_SHAPE_SCIM: "Scim"}
@@ -331,7 +416,7 @@ def error_responses(shape: int) -> dict[str, Any]:
         if status in EDGE_ANSWERS:
             description += ". " + EDGE_ANSWERS[status][0]
         responses[str(status)] = {"description": description,
-                                  **({"headers": ALLOW} if status == 405 else {}),
+                                  "headers": {**answer_headers(status), **(ALLOW if status == 405 else {})},
                                   "content": {body[0]: {"schema": {"$ref": f"#/components/schemas/{body[1]}"}}}}
     return responses
 
@@ -407,6 +492,8 @@ def operation_for(index: Index, schemas: Schemas, method, policy, binding, templ
                                    "schema": schemas.field(field)})
     operation: dict[str, Any] = {"tags": [tag], "summary": description.split(". ")[0][:120] if description else "",
                                  "description": description}
+    if idempotent(method, policy):
+        parameters.append({"$ref": "#/components/parameters/IdempotencyKey"})
     if parameters:
         operation["parameters"] = parameters
     if body == "*":
@@ -432,6 +519,17 @@ def operation_for(index: Index, schemas: Schemas, method, policy, binding, templ
 
 
 def success(schemas: Schemas, method, policy) -> dict[str, Any]:
+    """The success answer, with the headers every answer of the API carries."""
+    answers = _success(schemas, method, policy)
+    common = headers("X-Request-Id", *RATE_LIMIT)
+    if idempotent(method, policy):
+        common |= headers("Idempotent-Replayed")
+    for answer in answers.values():
+        answer["headers"] = {**common, **answer.get("headers", {})}
+    return answers
+
+
+def _success(schemas: Schemas, method, policy) -> dict[str, Any]:
     status = str(policy.success_status or 200)
     if method.server_streaming and policy.response != options_pb2.RESPONSE_KIND_RAW_BODY:  # (a raw one: a download)
         # The schema of one event: `data` is a JSON message (the end event's, `{"status": …}`).
@@ -443,10 +541,9 @@ def success(schemas: Schemas, method, policy) -> dict[str, Any]:
         return {"200": {"description": "Server-sent events: one event per message of "
                                        f"`{schema_name(method.output_type)}` (with `id:` to resume with "
                                        "`Last-Event-ID`), then an `end` event.",
-                        "content": {"text/event-stream": {"schema": event}}}}
+                        "headers": headers("X-Run-Id"), "content": {"text/event-stream": {"schema": event}}}}
     if policy.response == options_pb2.RESPONSE_KIND_REDIRECT:
-        return {"307": {"description": "A redirect to the resource.", "headers": {
-            "Location": {"schema": {"type": "string", "format": "uri"}}}}}
+        return {"307": {"description": "A redirect to the resource.", "headers": headers("Location")}}
     if policy.response == options_pb2.RESPONSE_KIND_RAW_BODY:
         if status == "204":
             return {"204": {"description": "No content."}}
@@ -456,7 +553,7 @@ def success(schemas: Schemas, method, policy) -> dict[str, Any]:
         if scim:
             answer["headers"] = {"ETag": {"schema": {"type": "string"}}}
             if status == "201":
-                answer["headers"]["Location"] = {"schema": {"type": "string", "format": "uri"}}
+                answer["headers"] |= {"Location": {"$ref": "#/components/headers/Created-Location"}}
         return {status: answer}
     return {status: {"description": "OK.", "content": {"application/json": {"schema": schemas.ref(method.output_type)}}}}
 
@@ -479,6 +576,8 @@ def build(files: descriptor_pb2.FileDescriptorSet, version: str) -> dict[str, An
                                            "An API key (`sk_live_…`, `sk_test_…`), a session JWT, or a SCIM token."}},
             "schemas": {**dict(sorted(schemas.defined.items())), **error_components()},
             "responses": all_error_responses(),
+            "headers": HEADERS,
+            "parameters": PARAMETERS,
         },
     }
 

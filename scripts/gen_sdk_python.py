@@ -219,10 +219,21 @@ class Generator:
                                  f"iterator of {op.op_id}")
         return found
 
+    def parameters(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+        """The operation's path and query parameters, shared ones resolved (a header, `Idempotency-Key`,
+        is the client's own `idempotency_key`)."""
+        found = []
+        for p in spec.get("parameters", []):
+            name = ref_name(p)
+            resolved = self.doc["components"]["parameters"][name] if name else p
+            if resolved["in"] in ("path", "query"):
+                found.append(resolved)
+        return found
+
     def operation(self, path: str, method: str, spec: dict[str, Any]) -> Operation:
         op = Operation(spec["operationId"], method, path, spec["tags"][0], spec.get("summary", ""),
                        spec.get("description", ""))
-        for p in spec.get("parameters", []):
+        for p in self.parameters(spec):
             param = Param(snake(p["name"]), p["name"], py_type(p["schema"], param=True), p["in"] == "path",
                           p.get("description") or p["schema"].get("description", ""))
             (op.path_params if p["in"] == "path" else op.query).append(param)

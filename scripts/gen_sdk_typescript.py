@@ -93,6 +93,11 @@ class Document:
             schema = self.schemas[ref_name(schema["$ref"])]
         return schema
 
+    def parameter(self, parameter: dict[str, Any]) -> dict[str, Any]:
+        if "$ref" in parameter:
+            return self.spec["components"]["parameters"][ref_name(parameter["$ref"])]
+        return parameter
+
     # --- types -------------------------------------------------------------------------
 
     def ts(self, schema: Any, indent: str = "") -> str:
@@ -162,7 +167,8 @@ class Operation:
         self.id: str = op["operationId"]
         self.tag: str = (op.get("tags") or ["Default"])[0]
         self.description: str = op.get("description") or op.get("summary") or ""
-        params = op.get("parameters") or []
+        # Shared parameters resolved; a header (`Idempotency-Key`) is the client's own option.
+        params = [doc.parameter(p) for p in op.get("parameters") or []]
         self.path_params = [p for p in params if p["in"] == "path"]
         order = re.findall(r"\{([^}=]+)", path)
         self.path_params.sort(key=lambda p: order.index(p["name"]) if p["name"] in order else len(order))

@@ -14,6 +14,7 @@ from persona_service.kernel.auth import Authenticator, CredentialCache
 from support import JWT_SECRET, Stack, Tenant, TenantFactory, client_for, engine_for, make_stack, running
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items) -> None:
     """For `make pytest`'s workers (pytest-xdist, `--dist loadgroup`): a file's
     tests run on one worker, and so do a folder's whose conftest.py holds a
@@ -21,7 +22,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     database), so each module- and folder-wide fixture starts once, not once
     a worker. Every worker is a session of its own: its own stack, ports from
     free_port and a basetemp subfolder."""
-    if not config.pluginmanager.hasplugin("xdist"):
+    if not config.getoption("loadgroup", False):  # what xdist sets in a worker of `--dist loadgroup`
         return
     root = pathlib.Path(__file__).parent.relative_to(config.rootpath).as_posix()
     for item in items:

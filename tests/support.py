@@ -40,7 +40,8 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None =
         jwt_secret=JWT_SECRET,
         **(settings or {}),
     )
-    env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1", **extra_env}
+    env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1",
+           "PERSONA_PROVIDER_ATTEMPT_KEYED": "1", **extra_env}
     ports = [settings.grpc_port] + [free_port(1000) for _ in range(servers - 1)]
     return Stack(settings, modules or MODULES, grpc_ports=ports, extra_env=env)
 
@@ -184,6 +185,8 @@ def sse_stream(lines) -> Iterator[SseEvent]:
                                "\n".join(fields.get("data", [])))
                 fields = {}
             continue
+        if line.startswith(":"):
+            continue  # a comment (a keep-alive, kernel.runs.KEEP_ALIVE_SECONDS)
         name, _, value = line.partition(": ")
         assert name in SSE_FIELDS, repr(line)
         fields.setdefault(name, []).append(value)

@@ -1,7 +1,8 @@
 """Schemathesis over every operation of the OpenAPI document against the
 real stack through Envoy (bounded: a few examples an operation), with an
 Owner's API key: no answer may be a server error (bar the documented ones)
-or differ from the document (status codes, content types, bodies)."""
+or differ from the document (status codes, content types, bodies, declared
+headers: the required ones sent, each one's value of its schema)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
 )
@@ -52,7 +54,8 @@ def session():
 def test_every_operation_keeps_its_contract(case, stack, owner, session):
     response = case.call(base_url=f"http://127.0.0.1:{stack.settings.http_port}", session=session,
                          headers={"Authorization": f"Bearer {owner.api_key}"}, timeout=30)
-    checks = [content_type_conformance, response_schema_conformance, status_code_conformance]
+    checks = [content_type_conformance, response_headers_conformance, response_schema_conformance,
+              status_code_conformance]
     if response.status_code not in DOCUMENTED_5XX:
         checks.append(not_a_server_error)
     case.validate_response(response, checks=checks)

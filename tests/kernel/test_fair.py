@@ -4,8 +4,10 @@ after another organization's backlog."""
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -104,3 +106,53 @@ def test_a_run_frame_is_serialized_and_kept_in_a_turn_of_the_process_gate():
         assert run.frames == [struct_pb2.Value(string_value="frame").SerializeToString()]
     finally:
         fair.install(None)  # type: ignore[arg-type]
+
+
+def _blocking_pool(workers: int) -> tuple[FairPool, queue.Queue[str], Callable[[str], threading.Event]]:
+    """A pool whose jobs report their organization when they start, then run until their event is set."""
+    pool, started = FairPool(workers, "test"), queue.Queue[str]()
+
+    def submit(org: str) -> threading.Event:
+        finish = threading.Event()
+        pool.submit(org, 1, lambda: (started.put(org), finish.wait(10)))
+        return finish
+
+    return pool, started, submit
+
+
+def test_an_organization_holding_every_run_worker_gets_no_more_than_its_share_while_another_waits():
+    pool, started, submit = _blocking_pool(4)
+    hostile = [submit("hostile") for _ in range(4)]  # alone, it gets every worker
+    assert [started.get(timeout=10) for _ in range(4)] == ["hostile"] * 4
+    later = [submit("hostile") for _ in range(6)] + [submit("quiet") for _ in range(6)]
+    order = []
+    for finish in hostile:  # its runs end one by one: each frees one worker
+        finish.set()
+        order.append(started.get(timeout=10))
+    assert order == ["quiet", "quiet", "hostile", "hostile"]  # turns alone gave hostile the second (its 3 of 4)
+    for finish in later:
+        finish.set()
+    pool.shutdown()
+
+
+def test_organizations_waiting_at_the_unary_gate_bound_another_organizations_run_workers_until_served():
+    gate = FairGate(1)
+    gate.acquire("busy", 8)
+    waiter = threading.Thread(target=lambda: (gate.acquire("quiet", weight_of("pro")), gate.release()))
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while gate.waiting() != {"quiet": weight_of("pro")}:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    pool, started, submit = _blocking_pool(4)
+    pool.share_with(gate.waiting)
+    runs = [submit("hostile") for _ in range(4)]  # weight 1 to the waiting Pro org's 2: 4 × 1/3 workers
+    assert [started.get(timeout=10) for _ in range(2)] == ["hostile"] * 2
+    with pytest.raises(queue.Empty):
+        started.get(timeout=0.2)  # the other two wait while quiet does
+    gate.release()  # quiet is served: hostile is alone again and gets every worker (work-conserving)
+    waiter.join(10)
+    assert [started.get(timeout=10) for _ in range(2)] == ["hostile"] * 2
+    for finish in runs:
+        finish.set()
+    pool.shutdown()

@@ -4,6 +4,7 @@ dependency returns."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shlex
@@ -14,16 +15,30 @@ import time
 import pgserver
 import pytest
 from persona_service.kernel.auth import DEGRADED_TTL_SECONDS
-from support import TenantFactory, assert_envelope, client_for, engine_for, make_stack, running
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+from support import (
+    TenantFactory,
+    assert_envelope,
+    client_for,
+    engine_for,
+    make_stack,
+    personas_locked,
+    running,
+    sse_stream,
+)
+from test_run_takeover import PROGRESS, TIMEOUT, _check_one_run
 
 PG_CTL = pathlib.Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_ctl"
+OUTAGE = "5"  # seconds a run waits for the database (PERSONA_RUN_OUTAGE_SECONDS): longer than a restart here
 
 
 @pytest.fixture(scope="module")
 def own(tmp_path_factory):
     if os.environ.get("DATABASE_URL") or os.environ.get("REDIS_URL"):
         pytest.skip("stops the embedded PostgreSQL and Redis")
-    with running(make_stack(tmp_path_factory.mktemp("outages"), servers=2)) as stack:
+    with running(make_stack(tmp_path_factory.mktemp("outages"), servers=2, PERSONA_RUN_OUTAGE_SECONDS=OUTAGE,
+                            PERSONA_RUN_LEASE_SECONDS="2")) as stack:
         yield stack
     # The PostgreSQL this module restarted by hand is not the one the embedded
     # server's cleanup knows: stop it here.
@@ -48,12 +63,15 @@ def _pg(stack, *args: str) -> None:
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, user=user, cwd="/tmp")
 
 
-def test_database_down_is_503_and_recovers_by_itself(own, own_tenant):
-    pgdata = own.settings.data_dir / "postgres"
-    # The exact options the embedded server was started with (socket dir, …).
-    options = shlex.split((pgdata / "postmaster.opts").read_text())[1:]
+def _start_options(stack) -> list[str]:
+    """`pg_ctl start` arguments that restart the embedded server exactly as it was started (socket dir, …)."""
+    options = shlex.split((stack.settings.data_dir / "postgres" / "postmaster.opts").read_text())[1:]
     at = options.index("-D")
     del options[at:at + 2]
+    return ["start", "-o", shlex.join(options)]
+
+
+def test_database_down_is_503_and_recovers_by_itself(own, own_tenant):
     url = "/v1/keys"
     with client_for(own) as http:
         assert http.get(url, headers=own_tenant.auth).status_code == 200
@@ -66,11 +84,73 @@ def test_database_down_is_503_and_recovers_by_itself(own, own_tenant):
             r = http.get(url, headers=own_tenant.auth)
             assert int(r.headers["retry-after"]) >= 1
         finally:
-            _pg(own, "start", "-o", shlex.join(options))
+            _pg(own, *_start_options(own))
         started = time.monotonic()
         while http.get(url, headers=own_tenant.auth).status_code != 200:
             assert time.monotonic() - started < 5, "not recovered within 5 s of PostgreSQL's return"
             time.sleep(0.05)
+
+
+def test_a_stream_goes_on_through_a_database_restart(own, own_tenant):
+    """Its run's connection drops mid-run (kernel.runs.Runs.after_outage): once PostgreSQL is back the run is
+    taken over from its saved state, and the open stream goes on: every frame once, one persona. A stream
+    asked for while PostgreSQL is down is a 503 with Retry-After, before any frame."""
+    intent = "A clockmaker who repairs thunder"
+    start_options = _start_options(own)
+    with engine_for(own) as engine, client_for(own) as http:
+        # The run streams its steps, then waits for the lock: PostgreSQL stops mid-run (the lock goes with it).
+        with _mid_run(engine, http, own_tenant, intent) as (response, seen, events):
+            _pg(own, "stop", "-m", "fast")
+            try:
+                refused = http.post("/v1/personas", params={"stream": "true"}, json={"intent": intent},
+                                    headers=own_tenant.auth)
+                assert_envelope(refused, 503, "service_unavailable")
+                assert int(refused.headers["retry-after"]) >= 1
+            finally:
+                _pg(own, *start_options)
+            seen += list(events)
+        _check_one_run(http, engine, own_tenant, intent, response.headers["x-run-id"], [], seen)
+
+
+def test_a_stream_whose_database_stays_away_ends_with_a_retryable_error(own, own_tenant):
+    """Past PERSONA_RUN_OUTAGE_SECONDS the run ends: an in-band `error` event `service_unavailable` with
+    its retry hint, then `end` `failed`; once the database is back it is settled, not run again."""
+    intent = "A cartographer of fog banks"
+    start_options = _start_options(own)
+    with engine_for(own) as engine, client_for(own) as http:
+        with _mid_run(engine, http, own_tenant, intent) as (response, seen, events):
+            _pg(own, "stop", "-m", "fast")
+            try:
+                seen += list(events)  # within OUTAGE seconds
+            finally:
+                _pg(own, *start_options)
+        error, end = seen[-2:]
+        assert error.event == "error" and error.json()["error"]["code"] == "service_unavailable", seen[-2:]
+        assert error.json()["error"]["details"]["retryAfter"] >= 1
+        assert end.event == "end" and end.json()["status"] == "failed"
+        with engine.connect() as conn:  # its lease (2 s) runs out; the process taking it over settles it
+            for _ in range(100):
+                status = conn.execute(text("SELECT status FROM tasks WHERE id = :id"),
+                                      {"id": response.headers["x-run-id"]}).scalar()
+                if status != "running":
+                    break
+                conn.rollback()
+                time.sleep(0.1)
+            assert status == "failed"
+            assert conn.execute(text("SELECT count(*) FROM personas WHERE intent = :i"), {"i": intent}).scalar() == 0
+
+
+@contextlib.contextmanager
+def _mid_run(engine, http, tenant, intent: str):
+    """A persona's stream whose run streamed its steps and waits to write the persona (support.personas_locked):
+    the response, the events seen and the rest to come. PostgreSQL stopping drops the lock with the run's
+    connection."""
+    with contextlib.suppress(DBAPIError), personas_locked(engine):
+        with http.stream("POST", "/v1/personas", params={"stream": "true"}, json={"intent": intent},
+                         headers=tenant.auth, timeout=TIMEOUT) as response:
+            assert response.status_code == 200, response.read()
+            events = sse_stream(response.iter_lines())
+            yield response, [next(events) for _ in PROGRESS], events
 
 
 def test_redis_down_keeps_serving_and_stops_trusting_cached_credentials(own, own_tenant):

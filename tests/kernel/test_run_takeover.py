@@ -11,11 +11,13 @@ always dies mid-run."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
 import httpx
 import pytest
+from persona_service.providers import attempt_keyed
 from sqlalchemy import text
 from support import make_stack_beside, personas_locked, running, sse_stream
 
@@ -140,3 +142,65 @@ def test_runs_whose_node_was_killed_are_taken_over_and_their_streams_resume_else
     messages = http.get(f"{chat_path}", headers=tenant.auth).json()["items"]
     assert [(m["role"], m["content"]) for m in messages] == [
         ("user", "What do you love about jazz?"), ("assistant", done["reply"]["content"])]
+
+
+def _chat_reply(http, tenant, persona: str, content: str):
+    session = http.post("/v1/chat/sessions", json={"personaId": persona}, headers=tenant.auth).json()["sessionId"]
+    path = f"/v1/chat/sessions/{session}/messages"
+
+    def texts(events) -> tuple[list[str], bool]:
+        end = events[-1]
+        return [e.json()["delta"] for e in events if e.event == "message.delta"], \
+            end.event == "end" and end.json()["status"] == "completed"
+
+    def stored() -> str:
+        return http.get(path, headers=tenant.auth).json()["items"][-1]["content"]
+
+    return path, {"content": content}, texts, stored
+
+
+def _completion(http, tenant, persona: str, content: str):
+    user = f"takeover-{persona}"
+
+    def texts(events) -> tuple[list[str], bool]:
+        chunks = [json.loads(e.data) for e in events if e.data != "[DONE]"]
+        return [c["choices"][0]["delta"]["content"] for c in chunks[1:] if c["choices"][0]["delta"]], \
+            events[-1].data == "[DONE]"
+
+    def stored() -> str:
+        session = http.get("/v1/chat/sessions", params={"userId": user}, headers=tenant.auth).json()["items"][0]
+        return http.get(f"/v1/chat/sessions/{session['sessionId']}/messages",
+                        headers=tenant.auth).json()["items"][-1]["content"]
+
+    body = {"model": f"persona://{persona}", "messages": [{"role": "user", "content": content}], "user": user,
+            "stream": True}
+    return "/v1/chat/completions", body, texts, stored
+
+
+def test_a_reply_taken_over_goes_on_from_the_text_its_client_saw(node, http, tenants):
+    """A sampling model words each attempt differently (the attempt-keyed test provider: "Take 1. …" then
+    "Take 2. …"); a chat message's reply and a streamed completion are killed mid-reply with their node, the
+    next attempt continues what was sent, so each client's deltas, before the kill and after resuming, are
+    the stored reply."""
+    tenant = tenants(plan="pro")
+    persona = http.post("/v1/personas", json={"intent": "A beekeeper who reads weather in hives"},
+                        headers=tenant.auth).json()["id"]
+    port = _with_lease(node, SHORT_LEASE)
+    started = []
+    for surface in (_chat_reply, _completion):
+        path, body, texts, stored = surface(http, tenant, persona, f"How are the hives? {attempt_keyed.TRIGGER}")
+        client, response, _, seen = _start_on(node, tenant, "", 1 + attempt_keyed.HOLD_AFTER, path, body)
+        started.append((path, texts, stored, client, response, seen))
+    os.kill(node.process(f"server-{port}").pid, signal.SIGKILL)
+    node.stop_server(port)  # for good: the stack's process takes the runs over (attempt 2)
+    for path, texts, stored, client, response, seen in started:
+        response.close()
+        client.close()
+        run_id, events = response.headers["x-run-id"], seen + _resume(http, tenant, seen[-1].id, path)
+        ids = [e.id for e in events if e.event != "end"]
+        assert ids == [f"{run_id}.{n}" for n in range(1, len(ids) + 1)]  # no gap, no repeat
+        before, _ = texts(seen)
+        after, ended = texts(events)
+        assert ended and "".join(before).startswith("Take 1. "), [e.data for e in events]
+        assert "".join(after) == stored()
+        assert stored().startswith("".join(before)) and len(stored()) > len("".join(before))

@@ -33,3 +33,26 @@ def test_a_process_handing_its_runs_over_takes_none_over():
     assert not kind.paused()
     runs.hand_over()
     assert kind.paused()
+
+
+def test_a_view_relays_every_frame_it_finds_in_one_message():
+    from google.api import httpbody_pb2
+    from persona.v1 import chat_pb2
+    from persona_service.kernel.runs import Outcome
+    from persona_service.kernel.transport import sse
+    from persona_service.kernel.transport.policy import MethodMeta
+
+    runs = Runs(redis.Redis(unix_socket_path="/nonexistent/redis.sock"), 1, None, 10)  # type: ignore[arg-type]
+    run = Run("run_" + uuid.uuid4().hex, RunOwner("org_x", "ws_x"), "/persona.v1.ChatService/StreamChatMessage")
+    deltas = [chat_pb2.ChatMessageEvent(event="message.delta", delta=f"part {i}. ") for i in range(3)]
+    for delta in deltas:  # the view's thread was busy while three frames came
+        run.emit(delta.SerializeToString())
+    run.finish(Outcome("completed"))
+    frames, outcome = runs.follow(run, 0, lambda: True)
+    batches = list(frames)
+    assert batches == [[(seq, d.SerializeToString()) for seq, d in enumerate(deltas, 1)]]  # was three, one per frame
+    assert outcome() == Outcome("completed")
+    meta = MethodMeta(run.method, None, "", "", chat_pb2.ChatMessageEvent)  # type: ignore[arg-type]
+    text = httpbody_pb2.HttpBody.FromString(sse.frames(meta, run.id, batches[0])).data.decode()
+    assert text == "".join(f'id: {run.id}.{i + 1}\nevent: message.delta\ndata: {{"event":"message.delta","delta":'
+                           f'"part {i}. "}}\n\n' for i in range(3))

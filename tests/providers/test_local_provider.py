@@ -87,6 +87,16 @@ def test_same_input_gives_the_same_output_byte_for_byte(task, soul):
     assert list(LocalProvider().stream(messages, options)) == list(LocalProvider().stream(messages, options))
 
 
+def test_a_stream_continues_from_the_text_so_far(local):
+    messages = [Message("system", "You are Mara Quill.\nSpeaking style: Calm."), Message("user", INTENT)]
+    whole = local.generate(messages, GenerationOptions())
+    prefix = whole.text[:len(whole.text) // 2]
+    rest = local.stream(messages, GenerationOptions(continue_from=prefix))
+    assert prefix + "".join(d.text for d in rest) == whole.text
+    other = "".join(d.text for d in local.stream(messages, GenerationOptions(continue_from="Another model wrote")))
+    assert other == " " + whole.text  # after another model's text, the whole reply follows
+
+
 def test_model_override(local):
     assert local.generate([Message("user", "hi")], GenerationOptions(model="other-model")).model == "other-model"
 

@@ -116,6 +116,13 @@ def test_stream_reassembles_and_reports_usage(provider, openai_stub):
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
 
 
+def test_a_continuation_is_sent_as_a_trailing_assistant_message(provider, openai_stub):
+    list(provider.stream(MESSAGES, GenerationOptions(continue_from="I climb because")))
+    wire = openai_stub.requests[-1].body["messages"]
+    assert wire[:-1] == [{"role": m.role, "content": m.content} for m in MESSAGES]
+    assert wire[-1] == {"role": "assistant", "content": "I climb because"}
+
+
 def test_stream_tool_call_fragments(provider, openai_stub):
     options = GenerationOptions(tools=(WEATHER_TOOL,))
     asked = [Message("system", SYSTEM), Message("user", "call get_weather please")]

@@ -61,10 +61,14 @@ export class APIUserAbortError extends PersonaError {
   }
 }
 
-/** A stream ended without completing: the server process running it died (`end` with status `lost`). */
+/**
+ * A stream's run ended `lost` (`end` with status `lost`): no server process could finish it (none did in 5
+ * attempts, or a reply taken over could not go on from the text already sent). Nothing of it was committed.
+ */
 export class StreamLostError extends PersonaError {
   constructor(runId: string, requestId: string | undefined, headers: Headers) {
-    super({ status: 200, code: "stream_lost", message: `Stream ${runId} was lost; nothing of it was committed.`,
+    super({ status: 200, code: "stream_lost",
+      message: `Stream ${runId} was lost: no server process could finish it; nothing of it was committed.`,
       details: { runId }, requestId, headers });
   }
 }

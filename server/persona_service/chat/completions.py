@@ -14,7 +14,7 @@ and the reply), its tokens and its cost.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -77,20 +77,22 @@ class CompletionService:
         return row
 
     def complete(self, principal: Principal, model: str, conversation: list[Message], options: GenerationOptions,
-                 user: str = "", *, stream: bool = False) -> Generator[dict[str, Any], None, Completed]:
+                 user: str = "", *, stream: bool = False, earlier: Sequence[str] = (),
+                 started: tuple[str, int] | None = None) -> Generator[dict[str, Any], None, Completed]:
+        """A completion; streamed, it continues `earlier` (PersonaReplies.respond) under the id and
+        creation time an earlier attempt `started` it with."""
         if not any(m.role in ("user", "tool") for m in conversation):
             raise ValidationFailed([Violation("messages", "required", None, {"contains": "a user message"})])
         persona = self.model(principal, model)
         voice = self.personas.voice(persona.id)
         if voice is None:
             raise NotFound("model", {"model": model_id(persona.id)})
-        completion_id = "chatcmpl-" + ids.new_id("request").split("_", 1)[1]
-        created = int(time.time())
+        completion_id, created = started or ("chatcmpl-" + ids.new_id("request").split("_", 1)[1], int(time.time()))
         yield {"event": "started", "id": completion_id, "created": created}
         replies = PersonaReplies(self.conn, self.provider, self.prices)
         reply = yield from progress_of(
             replies.respond(principal, persona, voice, conversation, options,
-                            Subject("chat_completion", completion_id), stream=stream),
+                            Subject("chat_completion", completion_id), stream=stream, earlier=earlier),
             lambda delta: {"event": "delta", "delta": delta} if delta.text or delta.tool_call is not None else None,
         )
         self._account(principal, persona.id, user or f"openai:{principal.credential_id}", conversation[-1], reply)

@@ -18,6 +18,7 @@ from persona.v1 import openai_pb2, openai_pb2_grpc
 
 from persona_service.chat.completions import CompletionService, model_id
 from persona_service.chat.pricing import PriceTable
+from persona_service.kernel import runs
 from persona_service.kernel.app import App
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
@@ -85,6 +86,27 @@ def _sse(payload: str | dict[str, Any]) -> httpbody_pb2.HttpBody:
     return httpbody_pb2.HttpBody(content_type="text/event-stream", data=f"data: {data}\n\n".encode())
 
 
+def _released(frames: list[bytes]) -> tuple[tuple[str, int] | None, tuple[str, ...]]:
+    """The id, creation time and content deltas an earlier attempt of the run streamed, to go on from
+    (kernel.runs)."""
+    if not frames:
+        return None, ()
+    head, *chunks = [_chunk(frame) for frame in frames]
+    texts = []
+    for chunk in chunks:
+        choice = (chunk.get("choices") or [{}])[0]
+        delta = choice.get("delta", {})
+        if set(delta) != {"content"} or choice.get("finish_reason"):
+            raise runs.RunLost()  # a tool call (no prefill continues one), its end or an error was sent
+        texts.append(delta["content"])
+    return (head["id"], head["created"]), tuple(texts)
+
+
+def _chunk(frame: bytes) -> dict[str, Any]:
+    data = httpbody_pb2.HttpBody.FromString(frame).data.decode().removeprefix("data: ").strip()
+    return {} if data == "[DONE]" else json.loads(data)
+
+
 class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
     def __init__(self, app: App) -> None:
         self.app = app
@@ -126,8 +148,10 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
                              context: grpc.ServicerContext) -> Iterator[httpbody_pb2.HttpBody]:
         ctx = current()
         include_usage = request.stream_options.include_usage
+        opened, earlier = _released(runs.earlier_frames())
         operation = self._service(ctx, provider=True).complete(
             ctx.caller, request.model, conversation(request), options(request), request.user, stream=True,
+            earlier=earlier, started=opened,
         )
         head: dict = {}
         started = False

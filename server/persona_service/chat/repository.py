@@ -90,8 +90,10 @@ class ChatSessionRepository:
 
     # --- messages -------------------------------------------------------------------
 
-    def add_message(self, **values: Any) -> MessageRecord:
-        return record(MessageRecord, self.conn.execute(insert(_messages).values(**values).returning(_messages)).mappings().one())
+    def add_messages(self, *rows: dict[str, Any]) -> list[MessageRecord]:
+        """Messages in one statement (an exchange's two: one round trip, not two), in the order given."""
+        stmt = insert(_messages).returning(_messages, sort_by_parameter_order=True)
+        return records(MessageRecord, self.conn.execute(stmt, list(rows)).mappings())
 
     def history(self, session_id: str, limit: int) -> list[MessageRecord]:
         """The last `limit` messages, oldest first."""

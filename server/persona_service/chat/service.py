@@ -29,7 +29,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -46,6 +46,7 @@ from persona_service.kernel.errors import ApiError, NotFound, StateConflict
 from persona_service.kernel.operations import Progress, drain
 from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.principal import Principal
+from persona_service.kernel.runs import RunLost
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.api import PersonaDirectory, PersonaRecord, VoiceRecord, fingerprint_text
 from persona_service.providers.base import Completion, Delta, GenerationOptions, Message, Provider, ToolCall
@@ -144,7 +145,7 @@ class PersonaReplies:
         return messages
 
     def respond(self, principal: Principal, persona: PersonaRecord, voice: VoiceRecord, conversation: list[Message],
-                options: GenerationOptions, subject: Subject, *, stream: bool = False
+                options: GenerationOptions, subject: Subject, *, stream: bool = False, earlier: Sequence[str] = ()
                 ) -> Generator[Delta, None, Reply]:
         """The reply, checked (moderation, voice drift) and priced. Streamed,
         its text is released sentence by sentence as the provider produces
@@ -152,15 +153,21 @@ class PersonaReplies:
         reaches the client), except for a persona whose drift action is
         `auto_recover`: a reply that may be replaced is checked whole before
         any of it is released. A refusal after released text ends the stream
-        with its error (the reply is not stored)."""
+        with its error (the reply is not stored).
+
+        `earlier`: the text deltas an earlier attempt released (its run was
+        taken over): they go out again first, the provider continues from
+        them, and the reply is their text and its continuation."""
         user_text = next((m.content for m in reversed(conversation) if m.role == "user"), "")
         live = stream and self.config.value(principal, ACTION_KEY, persona.id) != "auto_recover"
         gate = (lambda text: self._moderate_text(principal, text, subject)) if live else None
-        reply = yield from self._generate(self.voice_messages(voice) + conversation, options, stream, gate)
+        reply = yield from self._generate(self.voice_messages(voice) + conversation, options, stream, gate, earlier)
         # A gated reply's text was moderated whole by the gate's last pass.
         moderated = gate is not None and not reply.tool_calls
         reply = self._checked(principal, persona, voice, user_text, reply, conversation, options, subject, stream,
                               moderated)
+        if not reply.text.startswith("".join(earlier)):
+            raise RunLost(subject.id)  # recovered: a new reply, where part of another was already sent
         if stream and not live:
             yield from reply.deltas
         return self._priced(reply)
@@ -197,17 +204,24 @@ class PersonaReplies:
         return reply
 
     def _generate(self, messages: list[Message], options: GenerationOptions, stream: bool,
-                  gate: Callable[[str], None] | None = None) -> Generator[Delta, None, Reply]:
+                  gate: Callable[[str], None] | None = None, earlier: Sequence[str] = ()
+                  ) -> Generator[Delta, None, Reply]:
         """One generation. With a `gate`, streamed deltas are yielded as they
         arrive, held only until their sentence ends and `gate` (which raises
-        to refuse) has passed the text so far."""
+        to refuse) has passed the text so far. It continues `earlier` (deltas
+        released before, passed by the gate then): they are yielded first."""
         if not stream:
             done = self.provider.generate(messages, options)
             return Reply(done.text, done.model, done.input_tokens, done.output_tokens, done.finish_reason,
                          tuple(done.tool_calls))
-        deltas: list[Delta] = []
+        deltas = [Delta(text=text) for text in earlier]
         usage = None
         released = 0
+        if gate is not None:
+            yield from deltas
+            released = len(deltas)
+        if earlier:
+            options = replace(options, continue_from="".join(earlier))
         for delta in self.provider.stream(messages, options):
             if delta.usage is not None:
                 usage = delta.usage
@@ -364,8 +378,9 @@ class ChatSessionService:
             lambda message: [message.ordinal], _ordinal,
         )
 
-    def send(self, principal: Principal, session_id: str, content: str, *, stream: bool = False
-             ) -> Generator[Progress, None, Exchange]:
+    def send(self, principal: Principal, session_id: str, content: str, *, stream: bool = False,
+             earlier: Sequence[str] = ()) -> Generator[Progress, None, Exchange]:
+        """A message and its reply; streamed, the reply continues `earlier` (PersonaReplies.respond)."""
         session = self.get(principal, session_id)
         if session.status != "active":
             raise self._conflict(session, "Messages can only be sent to an active session.")
@@ -378,7 +393,8 @@ class ChatSessionService:
         replies = PersonaReplies(self.conn, self.provider, self.prices)
         reply = yield from progress_of(
             replies.respond(principal, persona, voice, [*history, Message("user", content)],
-                            GenerationOptions(task="reply"), Subject("chat_session", session.id), stream=stream),
+                            GenerationOptions(task="reply"), Subject("chat_session", session.id), stream=stream,
+                            earlier=earlier),
             lambda delta: {"event": "message.delta", "text": delta.text} if delta.text else None,
         )
         return self.record_exchange(principal, session.id, Message("user", content), reply)
@@ -394,18 +410,17 @@ class ChatSessionService:
             raise self._conflict(self.get(principal, session_id), "The session ended while the reply was produced.")
         ordinal = session.message_count - 1
         common = {"session_id": session_id, "org_id": principal.org_id, "workspace_id": principal.workspace_id}
-        user = self.repo.add_message(
-            id=ids.new_id("chat_message"), ordinal=ordinal, role=request.role, content=request.content, model="",
-            input_tokens=0, output_tokens=0, cost_usd_micros=0, drift_score=0.0, recovered=False, created_at=now,
-            **common,
-        )
         content = reply.text
         if not content and reply.tool_calls:
             content = json.dumps([{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls])
-        answer = self.repo.add_message(
-            id=ids.new_id("chat_message"), ordinal=ordinal + 1, role="assistant", content=content, model=reply.model,
-            input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, cost_usd_micros=reply.cost_usd_micros,
-            drift_score=reply.drift_score, recovered=reply.recovered, created_at=now, **common,
+        user, answer = self.repo.add_messages(
+            dict(id=ids.new_id("chat_message"), ordinal=ordinal, role=request.role, content=request.content, model="",
+                 input_tokens=0, output_tokens=0, cost_usd_micros=0, drift_score=0.0, recovered=False, created_at=now,
+                 **common),
+            dict(id=ids.new_id("chat_message"), ordinal=ordinal + 1, role="assistant", content=content,
+                 model=reply.model, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
+                 cost_usd_micros=reply.cost_usd_micros, drift_score=reply.drift_score, recovered=reply.recovered,
+                 created_at=now, **common),
         )
         return Exchange(session, user, answer)
 

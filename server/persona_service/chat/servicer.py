@@ -6,6 +6,7 @@ from persona.v1 import chat_pb2, chat_pb2_grpc
 from persona_service.chat.pricing import PriceTable
 from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.service import ChatSessionService
+from persona_service.kernel import runs
 from persona_service.kernel.app import App
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
@@ -32,6 +33,14 @@ def chat_message(row: MessageRecord) -> chat_pb2.ChatMessage:
                                  cost_usd_micros=row.cost_usd_micros),
         created_at=timestamp(row.created_at),
     )
+
+
+def _released(frames: list[bytes]) -> tuple[str, ...]:
+    """The reply text an earlier attempt of the run streamed (its deltas), to go on from (kernel.runs)."""
+    events = [chat_pb2.ChatMessageEvent.FromString(frame) for frame in frames]
+    if any(e.event not in ("message.started", "message.delta") for e in events):
+        raise runs.RunLost()  # its end was sent (a reply it could not commit): one cannot go on after it
+    return tuple(e.delta for e in events if e.event == "message.delta")
 
 
 class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
@@ -84,7 +93,8 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
     def StreamChatMessage(self, request: chat_pb2.SendChatMessageRequest,
                           context: grpc.ServicerContext) -> Iterator[chat_pb2.ChatMessageEvent]:
         ctx = current()
-        operation = self._service(ctx, provider=True).send(ctx.caller, request.id, request.content, stream=True)
+        operation = self._service(ctx, provider=True).send(ctx.caller, request.id, request.content, stream=True,
+                                                           earlier=_released(runs.earlier_frames()))
         started = False
         try:
             while True:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any
+from typing import Any, cast
 
 _STYLE = """body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#1a1a1a}
 h2{margin-top:2.5rem;border-bottom:1px solid #ddd}code{background:#f4f4f4;padding:0 .2rem;border-radius:3px}
@@ -36,6 +36,26 @@ def _type(schema: dict[str, Any]) -> str:
     return str(kind)
 
 
+def _shared(document: dict[str, Any], item: dict[str, Any], section: str) -> dict[str, Any]:
+    """A component an operation references (components/<section>), or the item itself."""
+    if "$ref" in item:
+        return cast(dict[str, Any], document["components"][section][item["$ref"].rsplit("/", 1)[-1]])
+    return item
+
+
+def _headers(document: dict[str, Any]) -> list[str]:
+    """The headers every operation shares, described once."""
+    components = document["components"]
+    rows = [(p["name"], "request", p) for p in components.get("parameters", {}).values() if p["in"] == "header"]
+    rows += [(name, "response", header) for name, header in components.get("headers", {}).items()]
+    if not rows:
+        return []
+    return ["<h2 id=headers>Headers</h2><table><tr><th>header</th><th>in</th><th>type</th><th></th></tr>",
+            *(f"<tr><td><code>{_esc(name)}</code></td><td>{where}</td><td>{_esc(_type(spec['schema']))}</td>"
+              f"<td>{_esc(spec.get('description', ''))}</td></tr>" for name, where, spec in rows),
+            "</table>"]
+
+
 def render(document: dict[str, Any]) -> str:
     by_tag: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
     for path, item in document["paths"].items():
@@ -49,6 +69,7 @@ def render(document: dict[str, Any]) -> str:
              "<code>{\"error\": {\"code\", \"message\", \"details\"}}</code>.</p><nav><ul>"]
     parts += [f"<li><a href='#{_esc(tag)}'>{_esc(tag)}</a></li>" for tag in sorted(by_tag)]
     parts.append("</ul></nav>")
+    parts += _headers(document)
     # What a resource's operations share (states, limits, events): the tag's description.
     about = {tag["name"]: tag.get("description", "") for tag in document.get("tags", [])}
     for tag in sorted(by_tag):
@@ -57,7 +78,7 @@ def render(document: dict[str, Any]) -> str:
         for verb, path, operation in by_tag[tag]:
             parts.append(f"<div class=op><div><span class=verb>{_esc(verb)}</span><code>{_esc(path)}</code></div>"
                          f"{_prose(operation.get('description', ''))}")
-            parameters = operation.get("parameters", [])
+            parameters = [_shared(document, p, "parameters") for p in operation.get("parameters", [])]
             if parameters:
                 parts.append("<table><tr><th>parameter</th><th>in</th><th>type</th></tr>")
                 parts += [f"<tr><td><code>{_esc(p['name'])}</code></td><td>{_esc(p['in'])}</td>"

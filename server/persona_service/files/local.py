@@ -18,7 +18,15 @@ from hashlib import sha256
 from typing import IO
 from urllib.parse import quote, urlencode
 
-from persona_service.files.storage import CHUNK_BYTES, KEY, ObjectNotFound, ObjectStream, SignedUrl, StoredObject, etag_of
+from persona_service.files.storage import (
+    CHUNK_BYTES,
+    KEY,
+    ObjectNotFound,
+    ObjectStream,
+    SignedUrl,
+    StoredObject,
+    etag_of,
+)
 
 FILES_PATH = "/v1/files/"
 

@@ -13,7 +13,15 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from persona_service.files.settings import FileSettings
-from persona_service.files.storage import CHUNK_BYTES, KEY, ObjectNotFound, ObjectStream, SignedUrl, StoredObject, etag_of
+from persona_service.files.storage import (
+    CHUNK_BYTES,
+    KEY,
+    ObjectNotFound,
+    ObjectStream,
+    SignedUrl,
+    StoredObject,
+    etag_of,
+)
 
 _MISSING = ("NoSuchKey", "404", "NotFound")
 # put_file: a multipart upload past 8 MiB, parts of 8 MiB, two at a time (about 16 MiB held).

@@ -75,7 +75,8 @@ class App:
         self.limits = LimitsResolver(self.engine, modules.limit_overrides, settings.limit_override_ceiling,
                                      modules.billing_period)
         self.idempotency = Idempotency(self.engine, self.secret_box)
-        self.runs = Runs(self.redis, settings.run_workers, self.engine, settings.run_lease_seconds)
+        self.runs = Runs(self.redis, settings.run_workers, self.engine, settings.run_lease_seconds,
+                         settings.run_outage_seconds)
         # The local model's steps take turns per organization (kernel.fair).
         fair.install(FairGate(settings.generation_turns))
         # Durable tasks run on the stream pool: long work never holds a unary call's connection.

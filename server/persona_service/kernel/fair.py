@@ -10,7 +10,11 @@ scheduling: each turn advances the organization's virtual time by
 gets its weighted share, and a newcomer is served next, never after a
 backlog it did not make. Weights follow the plan (`SHARE_WEIGHTS`).
 
-`FairPool` runs queued functions on a fixed set of threads (durable runs);
+`FairPool` runs queued functions on a fixed set of threads (durable runs),
+and since a run holds its thread for its whole length, turns alone would let
+an organization's 200 streams keep every thread: while other organizations
+wait (for a thread, or for the process's unary workers) a thread goes only
+to an organization below its weighted share of the threads running;
 `FairGate` lets at most `slots` callers hold a turn at once: the process's
 gate (`install`) times the model work of requests (the local provider's
 completions, stream steps, souls, voices, moderation) and each run frame's
@@ -36,6 +40,8 @@ from persona_service.kernel.transport import context as request_context
 SHARE_WEIGHTS = {"free": 1, "pro": 2, "team": 4, "enterprise": 8}
 
 T = TypeVar("T")
+# How soon a pool thread holding work back for organizations waiting elsewhere looks again (they may have been served).
+SHARE_RECHECK_SECONDS = 0.02
 _END = object()
 _installed: FairGate | None = None
 _holding = threading.local()  # a thread holding a turn takes no second one (turns never nest)
@@ -56,6 +62,10 @@ class _Stride(Generic[T]):
     def __len__(self) -> int:
         return len(self._queues)
 
+    def weights(self) -> dict[str, int]:
+        """The waiting organizations, with their weights."""
+        return {org: round(1 / queue[0][0]) for org, queue in self._queues.items()}
+
     def push(self, org: str, weight: int, item: T) -> None:
         queue = self._queues.get(org)
         if queue is None:
@@ -64,10 +74,12 @@ class _Stride(Generic[T]):
             self._passes[org] = max(self._passes.get(org, 0.0), self._clock)
         queue.append((1.0 / max(1, weight), item))
 
-    def pop(self) -> T | None:
-        if not self._queues:
+    def pop(self, allowed: Callable[[str], bool] | None = None) -> T | None:
+        """The next item of the waiting organization with the lowest virtual time (among the `allowed` ones)."""
+        orgs = [org for org in self._queues if allowed(org)] if allowed is not None else self._queues
+        if not orgs:
             return None
-        org = min(self._queues, key=self._passes.__getitem__)
+        org = min(orgs, key=self._passes.__getitem__)
         queue = self._queues[org]
         stride, item = queue.popleft()
         self._clock = self._passes[org]
@@ -80,20 +92,29 @@ class _Stride(Generic[T]):
 
 
 class FairPool:
-    """`workers` threads running submitted functions, organizations taking turns."""
+    """`workers` threads running submitted functions, organizations taking turns.
+    While other organizations wait (here or at `share_with`'s source) a free
+    thread goes only to an organization running fewer than its weighted share
+    of the threads; one waiting alone gets every thread (work-conserving)."""
 
     def __init__(self, workers: int, name: str):
         self._workers, self._name = workers, name
-        self._pending: _Stride[Callable[[], None]] = _Stride()
+        self._pending: _Stride[tuple[str, Callable[[], None]]] = _Stride()
+        self._running: dict[str, int] = {}  # functions running, by organization
+        self._elsewhere: Callable[[], dict[str, int]] = dict  # organizations waiting for other work of the process
         self._ready = threading.Condition()
         self._threads: list[threading.Thread] = []
         self._closed = False
+
+    def share_with(self, waiting: Callable[[], dict[str, int]]) -> None:
+        """Count the organizations `waiting()` names (with their weights) as waiting too (the unary gate's)."""
+        self._elsewhere = waiting
 
     def submit(self, org: str, weight: int, fn: Callable[[], None]) -> None:
         with self._ready:
             if self._closed:
                 raise RuntimeError("the pool is shut down")
-            self._pending.push(org, weight, fn)
+            self._pending.push(org, weight, (org, fn))
             if len(self._threads) < self._workers:
                 thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
                 self._threads.append(thread)
@@ -103,13 +124,36 @@ class FairPool:
     def _work(self) -> None:
         while True:
             with self._ready:
-                fn = self._pending.pop()
-                while fn is None:
-                    if self._closed:
+                job = self._next()
+                while job is None:
+                    if self._closed and not len(self._pending):
                         return
-                    self._ready.wait()
-                    fn = self._pending.pop()
-            fn()  # the caller's function handles its own errors
+                    # Work held back for others waiting elsewhere: look again soon (they are not counted here).
+                    self._ready.wait(SHARE_RECHECK_SECONDS if len(self._pending) else None)
+                    job = self._next()
+            org, fn = job
+            try:
+                fn()  # the caller's function handles its own errors
+            finally:
+                with self._ready:
+                    self._running[org] -= 1
+                    if not self._running[org]:
+                        del self._running[org]
+                    self._ready.notify()
+
+    def _next(self) -> tuple[str, Callable[[], None]] | None:
+        """The next function to run, counted as running (under `_ready`)."""
+        waiting = self._pending.weights() if self._closed else {**self._elsewhere(), **self._pending.weights()}
+        total = sum(waiting.values())
+
+        def below_share(org: str) -> bool:
+            alone = total == waiting[org]
+            return alone or self._running.get(org, 0) < self._workers * waiting[org] / total
+
+        job = self._pending.pop(below_share)
+        if job is not None:
+            self._running[job[0]] = self._running.get(job[0], 0) + 1
+        return job
 
     def shutdown(self) -> None:
         """Take no more work; what is queued still runs."""
@@ -155,6 +199,11 @@ class FairGate:
             if not granted.is_set():  # still queued: its turn, when it comes, passes on
                 self._gave_up.add(granted)
                 raise GateTimeout()
+
+    def waiting(self) -> dict[str, int]:
+        """The organizations waiting for a turn, with their weights (for `FairPool.share_with`)."""
+        with self._lock:
+            return self._waiting.weights()
 
     def release(self) -> None:
         with self._lock:

@@ -19,8 +19,11 @@ work, together with the run's completion, only while its attempt holds the
 lease, so they happen exactly once; what it does before (provider calls) is
 saved step by step with `checkpoint` and not repeated, and the frames it
 emits again are the ones already kept, so the stream goes on gaplessly from
-the frames Redis has. Only a run that nobody could take over in
-`RUN_ATTEMPTS` attempts ends `lost`.
+the frames Redis has. A view sends a frame only once it is kept, so those are
+all a client saw: an operation whose frames are not reproducible (a sampled
+reply) reads them (`earlier_frames`) and goes on from them. A run ends `lost`
+when nobody could finish it: no attempt did in `RUN_ATTEMPTS`, or it cannot
+go on from what its clients saw (`RunLost`: Redis forgot its frames).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from redis.client import Pipeline
 from sqlalchemy import Connection, Engine
 
 from persona_service.kernel import fair
+from persona_service.kernel.db.outages import connection_lost
 from persona_service.kernel.errors import ApiError, BadRequest, NotFound, ServiceUnavailable
 from persona_service.kernel.fair import FairPool
 from persona_service.kernel.logs import Throttled
@@ -51,6 +55,8 @@ log = logging.getLogger("persona_service.runs")
 _warn = Throttled(log)  # at most one line per 10 s while Redis is down
 
 T = TypeVar("T")
+# Frames of a run as a view reads them: (seq, frame), in order; an empty batch is a keep-alive (KEEP_ALIVE_SECONDS).
+Batch = list[tuple[int, bytes]]
 RUN_TASK = "run"  # the task kind of a run (its row: the run's lease and saved state)
 # Attempts of a run (the first and takeovers after a lost or given-back lease) before it ends `lost`.
 RUN_ATTEMPTS = 5
@@ -61,6 +67,9 @@ ROW_POLL = 1.0  # seconds between reads of the run's row while no process runs i
 # Frames reach Redis in batches, at most this late: one round trip per batch of every run's frames,
 # not one per frame (per-frame round trips were a third of a process's time under generating streams).
 FLUSH_SECONDS = 0.02
+# A view with nothing to send for this long sends a keep-alive (an SSE comment at the edge), so that proxies
+# between it and its client do not cut a stream that waits (for the database, for a takeover).
+KEEP_ALIVE_SECONDS = 15.0
 _EVENT_ID = re.compile(r"^(run_[0-9a-f]{32})\.([0-9]{1,9})$")
 
 
@@ -75,6 +84,12 @@ class Outcome:
 
 class RunAbandoned(Exception):
     """This attempt no longer holds the run's lease: it stops and rolls back."""
+
+
+class RunLost(Exception):
+    """The run cannot go on consistently with what its clients may have seen (the frames an earlier
+    attempt emitted are no longer kept): it ends `lost` and rolls back, rather than streaming a second,
+    different version after the first."""
 
 
 @dataclass(frozen=True)
@@ -128,21 +143,34 @@ class Run:
         self.abandoned = False
         self._changed = threading.Condition()
         self.save: Callable[[str, Any], None] = lambda key, value: None
+        # The frames earlier attempts kept, read when asked (`earlier_frames`); None: Redis forgot the run.
+        self.earlier: Callable[[], list[bytes] | None] = lambda: []
+        # Frames a view may send: kept in Redis (or refused by it), so a takeover goes on from all a client saw.
+        self.flushed = 0
 
     def current_outcome(self) -> Outcome | None:
         return self.outcome
 
-    def emit(self, frame: bytes, keep: Callable[[int], None] = lambda seq: None) -> int:
-        """Add a frame and `keep(seq)` it, unless the run was abandoned (atomically with `abandon`)."""
+    def emit(self, frame: bytes, keep: Callable[[int], None] | None = None) -> int:
+        """Add a frame and `keep(seq)` it (views send it once `kept_up_to(seq)`), unless the run was
+        abandoned (atomically with `abandon`)."""
         with self._changed:
             if self.abandoned:
                 raise RunAbandoned(self.id)
             self.frames.append(frame)
             seq = len(self.frames)
-            if seq > self.kept:
+            if seq > self.kept and keep is not None:
                 keep(seq)
-            self._changed.notify_all()
+            else:  # kept by an earlier attempt, or nothing keeps this run's frames
+                self.flushed = seq
+                self._changed.notify_all()
             return seq
+
+    def kept_up_to(self, seq: int) -> None:
+        with self._changed:
+            if seq > self.flushed:
+                self.flushed = seq
+                self._changed.notify_all()
 
     def abandon(self) -> None:
         with self._changed:
@@ -157,9 +185,9 @@ class Run:
     def wait(self, seq: int, timeout: float) -> tuple[list[bytes], Outcome | None]:
         """Frames after `seq` (waiting up to `timeout` for one), and the outcome once every frame is out."""
         with self._changed:
-            if len(self.frames) <= seq and self.outcome is None:
+            if self.flushed <= seq and self.outcome is None:
                 self._changed.wait(timeout)
-            frames = self.frames[seq:]
+            frames = self.frames[seq:self.flushed]
             return frames, self.outcome
 
 
@@ -169,7 +197,8 @@ class RunStore:
 
     def __init__(self, client: redis.Redis):
         self.redis = client
-        self._pending: list[tuple[str, int, bytes]] = []  # (run id, seq, frame) not in Redis yet
+        # (run id, seq, frame, told once it is written) not in Redis yet
+        self._pending: list[tuple[str, int, bytes, Callable[[int], None]]] = []
         self._pending_lock = threading.Lock()
         self._flush_lock = threading.Lock()  # one flush at a time: frames land in order
         self._flusher: threading.Thread | None = None
@@ -192,10 +221,28 @@ class RunStore:
             _warn.warning("frames", "run frames not read from Redis: %s", exc)
             return 0
 
-    def append(self, run_id: str, seq: int, frame: bytes) -> None:
-        """Keep a frame (written with the next batch, within FLUSH_SECONDS)."""
+    def known(self, run_id: str) -> bool:
+        """Whether Redis still has the run (its meta, written when it starts): then its frames kept are all
+        of them a client could see (False when Redis is away)."""
+        try:
+            return bool(self.redis.exists(self._keys(run_id)[1]))
+        except redis.RedisError as exc:
+            _warn.warning("frames", "run frames not read from Redis: %s", exc)
+            return False
+
+    def ended(self, run_id: str) -> str | None:
+        """How the run ended, as its clients were told (None while it runs, or when Redis forgot it or is away)."""
+        try:
+            status = self.redis.hget(self._keys(run_id)[1], "status")
+        except redis.RedisError as exc:
+            _warn.warning("frames", "run frames not read from Redis: %s", exc)
+            return None
+        return None if status is None or _text(status) == "running" else _text(status)
+
+    def append(self, run_id: str, seq: int, frame: bytes, kept: Callable[[int], None] = lambda seq: None) -> None:
+        """Keep a frame (written with the next batch, within FLUSH_SECONDS; then `kept(seq)`)."""
         with self._pending_lock:
-            self._pending.append((run_id, seq, frame))
+            self._pending.append((run_id, seq, frame, kept))
             self._kept.set()
             if self._flusher is None:
                 self._flusher = threading.Thread(target=self._flush_every, name="run-frames", daemon=True)
@@ -216,13 +263,18 @@ class RunStore:
                 return
 
             def commands(p: Pipeline) -> Pipeline:
-                for run_id, _seq, frame in pending:
+                for run_id, _seq, frame, _kept in pending:
                     frames = self._keys(run_id)[0]
                     p.rpush(frames, frame)
                     p.expire(frames, LIVE_TTL)  # the heartbeat keeps it alive after that
                 return then(p) if then is not None else p
 
             self._quietly(commands)
+            last: dict[str, tuple[int, Callable[[int], None]]] = {}
+            for run_id, seq, _frame, kept in pending:
+                last[run_id] = (seq, kept)
+            for seq, kept in last.values():  # written (or refused by Redis: resuming is unavailable anyway)
+                kept(seq)
 
     def _flush_every(self) -> None:
         while True:
@@ -276,7 +328,7 @@ def _unavailable() -> ServiceUnavailable:
 
 
 def _task_status(status: str) -> str:
-    return "done" if status == "completed" else status
+    return {"completed": "done", "lost": "failed"}.get(status, status)
 
 
 def _settled(run: Run) -> dict[str, Any]:
@@ -304,6 +356,43 @@ def checkpoint(key: str, make: Callable[[], T]) -> T:
     return value
 
 
+def attempt() -> int:
+    """The attempt of the durable run this thread runs (1 for the first; 1 outside a run)."""
+    run = _running.get()
+    return run.attempt if run is not None else 1
+
+
+def earlier_frames() -> list[bytes]:
+    """The frames earlier attempts of the run this thread runs emitted (clients may have seen them), as
+    kept: an operation whose frames are not reproducible (a sampled reply) emits them again, then goes on
+    from them (views send a frame only once it is kept, so they are all a client saw). [] outside a run or
+    on its first attempt. Raises `RunLost` when Redis forgot the run (its frames expired, Redis lost them):
+    what clients saw cannot be known."""
+    run = _running.get()
+    if run is None:
+        return []
+    frames = run.earlier()
+    if frames is None:
+        raise RunLost(run.id)
+    return frames
+
+
+def _keep_alive() -> Callable[[bool], bool]:
+    """For a view: whether, having sent frames now or not, it is due a keep-alive (an empty batch: it sent
+    nothing for KEEP_ALIVE_SECONDS)."""
+    last = time.monotonic()
+
+    def due(sent: bool) -> bool:
+        nonlocal last
+        now = time.monotonic()
+        if not sent and now - last < KEEP_ALIVE_SECONDS:
+            return False
+        last = now
+        return not sent
+
+    return due
+
+
 # Revives a run another process started from its task's payload: the operation to run.
 Reviver = Callable[[dict[str, Any]], Callable[[Run], Outcome]]
 
@@ -311,10 +400,13 @@ Reviver = Callable[[dict[str, Any]], Callable[[Run], Outcome]]
 class Runs:
     """The process's run pool, its live runs and their leases."""
 
-    def __init__(self, client: redis.Redis, workers: int, engine: Engine, lease_seconds: float):
+    def __init__(self, client: redis.Redis, workers: int, engine: Engine, lease_seconds: float,
+                 outage_seconds: float = 30.0):
         self.store = RunStore(client)
         self.engine = engine
         self.lease_seconds = lease_seconds
+        # How long a run whose database connection dropped waits for the database (`after_outage`).
+        self.outage_seconds = outage_seconds
         # Runs wait for a worker in one queue per organization, served in turns weighted by plan (kernel.fair).
         self._pool = FairPool(workers, "run")
         self._live: dict[str, Run] = {}
@@ -323,6 +415,10 @@ class Runs:
         self._handing_over = threading.Event()
         self._beating: threading.Thread | None = None
         self.revive: Reviver | None = None  # set by the stream server (kernel.transport.pipeline)
+
+    def share_with(self, waiting: Callable[[], dict[str, int]]) -> None:
+        """Organizations waiting for the process's unary workers bound the others' share of run workers too."""
+        self._pool.share_with(waiting)
 
     def task_kind(self) -> TaskKind:
         """Runs whose lease ran out are taken over by any process's task threads."""
@@ -373,7 +469,8 @@ class Runs:
                 self.store.finish(run, outcome.status)
             run.finish(outcome)
             with self._lock:
-                self._live.pop(run.id, None)
+                if self._live.get(run.id) is run:  # not a later attempt this process took over meanwhile
+                    del self._live[run.id]
 
     def seal(self, conn: Connection, run: Run, status: str) -> None:
         """Settle the run's row in the unit of work that commits its changes:
@@ -390,6 +487,35 @@ class Runs:
         except Exception:  # noqa: BLE001 - the lease runs out; the process taking it over settles it
             log.exception("could not settle run %s", run.id)
 
+    def after_outage(self, run: Run) -> Outcome | None:
+        """The run's database connection dropped mid-run (`connection_lost`: a PostgreSQL or PgBouncer restart):
+        nothing of this attempt committed, unless its commit itself went through. Once the database answers, the
+        run is given back and taken over from its saved state, as after a node's loss (no change twice, its
+        stream goes on from the frames kept); its views stay open meanwhile. None when the database is still
+        away after `outage_seconds` (or fails otherwise): the run fails, with a retryable error."""
+        self.store.flush()  # the frames kept so far are the ones the next attempt goes on from
+        deadline, delay = time.monotonic() + self.outage_seconds, 0.1
+        while True:
+            try:
+                with self.engine.connect() as conn:
+                    task = TaskRepository(conn).get(run.id)
+                break
+            except Exception as exc:  # noqa: BLE001 - classified: only a lost connection is waited out
+                if not connection_lost(exc) or time.monotonic() + delay > deadline:
+                    log.warning("run %s: the database did not come back (%s); it fails", run.id, type(exc).__name__)
+                    return None
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        if task is not None and task.status == "done" and task.attempts == run.attempt:
+            return Outcome("completed")  # the connection dropped after its commit went through
+        log.info("run %s: its database connection dropped; it is given back", run.id)
+        with self._lock:  # not this process's to renew any more (a takeover here registers its own Run)
+            if self._live.get(run.id) is run:
+                del self._live[run.id]
+        run.abandon()  # its views follow the attempt taking it over
+        self._release(run.id, run.attempt)  # a no-op if another attempt holds it already (its lease ran out)
+        return Outcome("abandoned")
+
     def _save(self, run: Run, key: str, value: Any) -> None:
         with self.engine.begin() as conn:
             if not TaskRepository(conn).save_state(run.id, run.attempt, key, value):
@@ -402,27 +528,29 @@ class Runs:
         held across a lock wait deadlocks with the lock's holder waiting for a turn."""
         with fair.cpu_turn():
             frame = message.SerializeToString()
-            run.emit(frame, lambda seq: self.store.append(run.id, seq, frame))
+            run.emit(frame, lambda seq: self.store.append(run.id, seq, frame, run.kept_up_to))
 
     # --- views ------------------------------------------------------------------------
 
     def follow(self, run: Run, after: int, active: Callable[[], bool]
-               ) -> tuple[Iterator[tuple[int, bytes]], Callable[[], Outcome | None]]:
-        """The frames of a run of this process after `after`, as they come, and
-        a function giving the outcome once they are out. If this process loses
-        the run, the view goes on with the frames of the process taking it over."""
+               ) -> tuple[Iterator[Batch], Callable[[], Outcome | None]]:
+        """The frames of a run of this process after `after`, in batches as they
+        come (every frame there is when the view asks: one write to the client,
+        not one per frame), and a function giving the outcome once they are out.
+        If this process loses the run, the view goes on with the frames of the
+        process taking it over."""
         state: dict[str, Outcome] = {}
 
-        def frames() -> Iterator[tuple[int, bytes]]:
-            seq = after
+        def frames() -> Iterator[Batch]:
+            seq, keep_alive = after, _keep_alive()
             while True:
                 if self._handing_over.is_set():
                     state["outcome"] = Outcome("handed_over")
                     return
                 batch, outcome = run.wait(seq, 1.0)
-                for frame in batch:
-                    seq += 1
-                    yield seq, frame
+                if batch:
+                    yield list(enumerate(batch, seq + 1))
+                    seq += len(batch)
                 if run.abandoned and not batch:
                     yield from self._poll(ResumePoint(run.id, seq), active, state)
                     return
@@ -431,11 +559,13 @@ class Runs:
                     return
                 if not batch and not active():
                     return  # the client went away; the run goes on
+                if keep_alive(bool(batch)):
+                    yield []
 
         return frames(), lambda: state.get("outcome")
 
     def resume(self, point: ResumePoint, caller: RunOwner, method: str, active: Callable[[], bool]
-               ) -> tuple[Iterator[tuple[int, bytes]], Callable[[], Outcome | None]]:
+               ) -> tuple[Iterator[Batch], Callable[[], Outcome | None]]:
         """Frames after the resume point, from this process's live run or Redis.
         Returns them and a function giving the outcome once they are out. A
         run the caller may not read answers exactly as one that does not exist."""
@@ -466,8 +596,8 @@ class Runs:
         return {**task.payload.get("owner", {}), "method": task.payload.get("method", ""), "status": status}
 
     def _poll(self, point: ResumePoint, active: Callable[[], bool], state: dict[str, Outcome]
-              ) -> Iterator[tuple[int, bytes]]:
-        seq, row_read = point.seq, 0.0
+              ) -> Iterator[Batch]:
+        seq, row_read, keep_alive = point.seq, 0.0, _keep_alive()
         while True:
             if self._handing_over.is_set():
                 state["outcome"] = Outcome("handed_over")
@@ -478,12 +608,14 @@ class Runs:
                 row_read, meta = time.monotonic(), self._row_meta(point.run_id) or {"status": "lost"}
             status = "running" if meta is None else meta.get("status", "running")
             frames = self.store.frames(point.run_id, seq)
-            for frame in frames:
-                seq += 1
-                yield seq, frame
+            if frames:
+                yield list(enumerate(frames, seq + 1))
+                seq += len(frames)
             if status != "running" and not frames:
                 state["outcome"] = Outcome(status)
                 return
+            if keep_alive(bool(frames)):
+                yield []
             if not frames:
                 if not active():
                     return
@@ -498,8 +630,14 @@ class Runs:
             return
         payload = task.payload
         owner = RunOwner(payload["owner"]["org"], payload["owner"]["ws"])
+        ended = self.store.ended(task.id)
+        if ended is not None:  # it ended while the database was away (its row could not say so then)
+            self._settle_row(Run(task.id, owner, payload["method"], task.attempts), ended)
+            return
+        known = self.store.known(task.id)  # before this attempt writes the run's meta again
         run = Run(task.id, owner, payload["method"], task.attempts, payload.get("state"), self.store.kept(task.id))
         log.info("taking over run %s (attempt %d, %d frames kept)", run.id, run.attempt, run.kept)
+        run.earlier = (lambda: self.store.frames(run.id, 0)[:run.kept]) if known else (lambda: None)
         self._register(run)
         try:
             produce = self.revive(payload)

@@ -49,8 +49,10 @@ def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Se
     methods = method_table(services)
     check_caps(methods, ENDPOINT_CAPS)
     workers = app.settings.stream_workers if streams else app.settings.grpc_workers
-    pipeline = (RequestPipeline(app, methods, engine=app.stream_engine) if streams
-                else RequestPipeline(app, methods, engine=app.engine, gate=FairGate(workers)))
+    gate = None if streams else FairGate(workers)
+    pipeline = RequestPipeline(app, methods, engine=app.stream_engine if streams else app.engine, gate=gate)
+    if gate is not None:  # an organization's runs leave its share of run workers to organizations waiting here
+        app.runs.share_with(gate.waiting)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers if streams else workers + TURN_WAITERS,
                                    thread_name_prefix="stream" if streams else "rpc"),

@@ -151,6 +151,11 @@ class Settings(Section):
         description="a streamed run's lease (renewed every third of it while its process runs it): how soon after "
                     "its process dies another process takes the run over and its stream goes on",
     )
+    run_outage_seconds: float = Field(
+        30.0, gt=0, le=600, allow_inf_nan=False,
+        description="how long a streamed run whose database connection dropped (a PostgreSQL or PgBouncer restart) "
+                    "waits for the database before it ends failed with a retryable error; its stream stays open",
+    )
     generation_turns: int = Field(
         1, ge=1,
         description="streamed generation steps (the work up to a stream's next frame) computed at once per server "

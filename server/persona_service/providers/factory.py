@@ -30,6 +30,14 @@ def backoff_delays(settings: ProviderSettings | None = None) -> tuple[float, flo
 def make_base_provider(settings: ProviderSettings | None = None) -> Provider:
     """The configured provider without the retry wrapper."""
     settings = settings or load(ProviderSettings)
+    if settings.provider_attempt_keyed:
+        from persona_service.providers.attempt_keyed import AttemptKeyed
+
+        return AttemptKeyed(_chat_provider(settings))
+    return _chat_provider(settings)
+
+
+def _chat_provider(settings: ProviderSettings) -> Provider:
     if settings.provider == "openai":
         from persona_service.providers.openai_http import OpenAIHTTPProvider
 

@@ -88,6 +88,8 @@ class OpenAIHTTPProvider:
     # -- requests ----------------------------------------------------------
 
     def chat_body(self, messages: list[Message], options: GenerationOptions, stream: bool = False) -> dict[str, Any]:
+        if options.continue_from:  # a trailing assistant message: what OpenAI-compatible servers continue
+            messages = [*messages, Message("assistant", options.continue_from)]
         body: dict[str, Any] = {"model": options.model or self.model, "messages": [_wire_message(m) for m in messages]}
         if options.temperature is not None:
             body["temperature"] = options.temperature

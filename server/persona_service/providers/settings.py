@@ -44,6 +44,11 @@ class ProviderSettings(Section):
     provider_backoff_seconds: float = Field(
         1.0, ge=0, allow_inf_nan=False, description="retry backoff base: retries after 1×, 2×, 4× this",
     )
+    provider_attempt_keyed: bool = Field(
+        False,
+        description="test stacks only: replies to a message holding `[[attempt-keyed]]` differ per attempt of "
+                    "their durable run, as a sampling model's do (`providers.attempt_keyed`); never in production",
+    )
 
     @field_validator("provider", "image_provider", mode="before")
     @classmethod

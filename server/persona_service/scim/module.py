@@ -1,5 +1,7 @@
 """SCIM 2.0 provisioning for identity providers (see proto/persona/v1/scim.proto)."""
 
+import pathlib
+
 from persona.v1 import options_pb2, scim_pb2_grpc
 
 from persona_service.kernel.module import Module, ServiceBinding
@@ -19,4 +21,5 @@ MODULE = Module(
     error_shape_prefixes={BASE_PATH + "/": options_pb2.ERROR_SHAPE_SCIM},
     error_shapes={options_pb2.ERROR_SHAPE_SCIM: scim_error_body},
     erase_personal_data=lambda conn, subject, now: erase_personal_data(conn, subject.org_id, subject.user_id),
+    migrations=pathlib.Path(__file__).with_name("migrations"),
 )

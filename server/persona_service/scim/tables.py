@@ -11,6 +11,15 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from persona_service.kernel.db.base import Base, created_at_column
 
+ENTERPRISE = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"
+
+
+def _document_index(name: str, *path: str, lower: bool = True) -> Index:
+    """An index on the document's text at `path` (lowered for a case-insensitive
+    attribute), the expression repository.SqlFilter compares (migration 0017)."""
+    value = f"document #>> '{{{','.join(path)}}}'::text[]"
+    return Index(name, "org_id", text(f"lower({value})" if lower else f"({value})"))
+
 
 class ScimUser(Base):
     """A user the organization's IdP provisioned: the SCIM document as sent
@@ -35,7 +44,24 @@ class ScimUser(Base):
         Index("ix_scim_users_user_name_prefix", "org_id", text("lower(user_name) text_pattern_ops")),
         Index("ix_scim_users_created", "org_id", "created_at", "id"),
         Index("ix_scim_users_external_id", "org_id", "external_id"),
+        # Enterprise-extension filters (`…:enterprise:2.0:User:department eq "x"`).
+        _document_index("ix_scim_users_employee_number", ENTERPRISE, "employeeNumber"),
+        _document_index("ix_scim_users_cost_center", ENTERPRISE, "costCenter"),
+        _document_index("ix_scim_users_organization", ENTERPRISE, "organization"),
+        _document_index("ix_scim_users_division", ENTERPRISE, "division"),
+        _document_index("ix_scim_users_department", ENTERPRISE, "department"),
+        _document_index("ix_scim_users_manager", ENTERPRISE, "manager", "value", lower=False),  # caseExact
     )
+
+
+class ScimUserCount(Base):
+    """How many SCIM users an organization has (`totalResults` without a
+    filter), kept by the trigger `scim_users_count` (migration 0018) in the
+    transaction of every insert and delete of scim_users."""
+
+    __tablename__ = "scim_user_counts"
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True)
+    users: Mapped[int] = mapped_column(Integer, nullable=False)
 
 
 class ScimGroup(Base):

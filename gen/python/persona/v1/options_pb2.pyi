@@ -168,6 +168,9 @@ class MethodPolicy(_message.Message):
     write: _builtins.bool
     """The RPC changes state: it accepts an `Idempotency-Key` (replayed for
     24 hours) and every call that reaches it is written to the audit log.
+    An anonymous or server-streaming RPC reads no key (a stream resumes with
+    `Last-Event-ID` instead); the OpenAPI document declares the header on
+    exactly the operations that read it.
     """
     endpoint_cap: _builtins.str
     """Endpoint-specific rate cap this RPC draws from, by name (e.g.

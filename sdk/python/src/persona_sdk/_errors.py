@@ -68,7 +68,8 @@ class APITimeoutError(APIConnectionError):
 
 
 class StreamLostError(PersonaError):
-    """A stream's run was lost on the server (its process died): nothing of it was committed."""
+    """A stream's run ended `lost`: no server process could finish it (none did in 5 attempts, or a reply
+    taken over could not go on from the text already sent). Nothing of it was committed: send it again."""
 
     default_code = "stream_lost"
 

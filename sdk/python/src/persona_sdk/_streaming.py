@@ -179,7 +179,8 @@ class StreamBase(Generic[E]):
         payload = json.loads(frame.data) if frame.event == "end" and frame.data else {}
         self.status = str(payload.get("status", "completed"))
         if self.status == "lost":
-            raise StreamLostError(f"Run {self.run_id} was lost on the server; nothing of it was committed.",
+            raise StreamLostError(f"Run {self.run_id} was lost: no server process could finish it; nothing of it "
+                                  "was committed.",
                                   request_id=self.request_id, details=payload)
         if self.status != "completed":
             raise PersonaError(f"Run {self.run_id} ended with status {self.status}.", code="stream_failed",

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 
 import redis
-from sqlalchemy import exc as sa_exc
 
+from persona_service.kernel.db import outages as database
 from persona_service.kernel.errors import ServiceUnavailable
 from persona_service.kernel.logs import Throttled
 
@@ -23,9 +23,7 @@ RETRY_AFTER_SECONDS = 2
 
 def as_outage(exc: BaseException) -> ServiceUnavailable | None:
     """The 503 for an unreachable dependency, or None for any other error."""
-    if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError) or (
-        isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated
-    ):
+    if database.unavailable(exc):
         dependency = "database"
     elif isinstance(exc, redis.ConnectionError | redis.TimeoutError):
         dependency = "redis"

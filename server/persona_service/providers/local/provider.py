@@ -57,7 +57,7 @@ class LocalProvider:
 
     def _deltas(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
         completion = complete(messages, options, self.model)
-        for chunk in re.findall(r"\S+\s*|\s+", completion.text):
+        for chunk in re.findall(r"\S+\s*|\s+", continuation(completion.text, options.continue_from)):
             yield Delta(text=chunk)
         for index, call in enumerate(completion.tool_calls):
             yield Delta(tool_call=ToolCall(call.id, call.name, ""), tool_call_index=index)
@@ -94,3 +94,11 @@ class LocalProvider:
     def voice_from_soul(self, soul: dict[str, Any]) -> dict[str, Any]:
         with fair.cpu_turn():
             return voice_step.voice_from_soul(soul)
+
+
+def continuation(text: str, prefix: str) -> str:
+    """What follows `prefix` in a reply: the rest of `text` (the same messages give the same reply), or the
+    whole of it after a prefix another model wrote."""
+    if text.startswith(prefix):
+        return text[len(prefix):]
+    return (" " if prefix[-1:].strip() else "") + text

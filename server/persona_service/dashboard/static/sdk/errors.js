@@ -32,7 +32,8 @@ export class APIUserAbortError extends PersonaError {
 }
 export class StreamLostError extends PersonaError {
     constructor(runId, requestId, headers) {
-        super({ status: 200, code: "stream_lost", message: `Stream ${runId} was lost; nothing of it was committed.`,
+        super({ status: 200, code: "stream_lost",
+            message: `Stream ${runId} was lost: no server process could finish it; nothing of it was committed.`,
             details: { runId }, requestId, headers });
     }
 }

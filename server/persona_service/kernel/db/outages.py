@@ -1,0 +1,40 @@
+"""Which database errors are the database's, not the work's: the one place
+that classifies them (callers get 503 for these, kernel.transport.outages;
+a durable run is retried after the narrower `connection_lost`, kernel.runs)."""
+
+from __future__ import annotations
+
+import psycopg
+from sqlalchemy import exc as sa_exc
+
+# SQLSTATEs of a server (or PgBouncer) going away: class 08 (connection exception; PgBouncer's own errors, such
+# as "server conn crashed?", are 08P01), the server shutting down (admin or crash) or still starting, and its
+# connection slots full.
+_GONE_CLASSES = ("08",)
+_GONE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """The database could not be reached or dropped the connection mid-work (a
+    PostgreSQL or PgBouncer restart, a failover): nothing of the work's open
+    transaction committed, and the same work can succeed once the database is
+    back. False for the work's own failures (a constraint, a timeout, a bug)."""
+    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    if isinstance(exc, sa_exc.InterfaceError | sa_exc.TimeoutError):  # a closed connection; no free one in time
+        return True
+    orig = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+    if isinstance(orig, psycopg.InterfaceError):
+        return True
+    if not isinstance(orig, psycopg.OperationalError):
+        return False
+    state = orig.sqlstate
+    # No SQLSTATE: the client's own failure to connect or to read (the server closed the connection).
+    return state is None or state.startswith(_GONE_CLASSES) or state in _GONE_STATES
+
+
+def unavailable(exc: BaseException) -> bool:
+    """The database failed the work, not the work itself: a lost connection, or
+    the server refusing it for now (an `OperationalError`: a lock or statement
+    timeout, a deadlock); a caller may retry shortly (503)."""
+    return connection_lost(exc) or isinstance(exc, sa_exc.OperationalError)

@@ -1,0 +1,52 @@
+"""The request pipeline's stages, in the order a method's call passes them
+(`build`). The pipeline composes each method's list once, from its declared
+policy: a method that declares no idempotency has no idempotency stage."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from persona_service.kernel.transport.stages.auth import Authenticate
+from persona_service.kernel.transport.stages.authorization import Authorize
+from persona_service.kernel.transport.stages.call import Call, Next, Stage, compose
+from persona_service.kernel.transport.stages.idempotency import Idempotency
+from persona_service.kernel.transport.stages.limits import AnonymousLimits, FairTurn, Limits
+from persona_service.kernel.transport.stages.resume import Resume
+from persona_service.kernel.transport.stages.validate import KnownFields, Validate
+
+if TYPE_CHECKING:
+    from persona_service.kernel.app import App
+    from persona_service.kernel.fair import FairGate
+    from persona_service.kernel.transport.policy import MethodMeta
+    from persona_service.kernel.transport.stages.commit import Commit
+
+__all__ = ["Call", "Next", "Stage", "build", "compose"]
+
+# The kinds of handler: a unary call, a server stream following a durable run, a raw byte stream (a download).
+Kind = Literal["unary", "stream", "bytes"]
+
+
+def build(app: App, meta: MethodMeta, kind: Kind, gate: FairGate | None, commit: Commit) -> list[Stage]:
+    """The stages of `meta`'s calls, in order. Request identity and client
+    address make the call (pipeline._begin); outcome wraps them all."""
+    policy = meta.policy
+    stages: list[Stage]
+    if policy.anonymous:  # the request proves itself (e.g. a signed URL); no tenant, no tenant limits
+        stages = [AnonymousLimits(app.limiter), KnownFields(meta.path), Validate()]
+        if kind == "stream":
+            stages.append(Resume(app.runs))
+    else:
+        stages = [Authenticate(app.authenticator, app.limiter),
+                  Limits(app.limiter, app.limits, policy, stream=kind != "unary"),
+                  Authorize(policy)]
+        if gate is not None:
+            stages.append(FairTurn(gate))
+        stages.append(KnownFields(meta.path))
+        if kind == "stream":
+            stages.append(Resume(app.runs))
+        stages.append(Validate())
+        if policy.write and kind == "unary":  # streams are not replayed: a lost one resumes its run
+            stages.append(Idempotency(app.idempotency, meta))
+    if kind == "unary":
+        stages.append(commit)
+    return stages

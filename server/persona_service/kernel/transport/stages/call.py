@@ -1,0 +1,67 @@
+"""What the request pipeline's stages share: the per-call state (`Call`),
+the `Stage` protocol, and how an ordered list of stages is composed.
+
+A stage is middleware: it does its part, then hands the call on (`then`),
+or answers without handing it on (an idempotent replay, a resumed stream),
+or raises an ApiError. The pipeline composes each method's list once; the
+last link is the method's operation (unary, server-streaming or byte stream
+alike), so the three kinds of handler share the same stages."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from persona_service.kernel.limits.limiter import Admission
+
+if TYPE_CHECKING:
+    import grpc
+
+    from persona_service.kernel.idempotency import Claim
+    from persona_service.kernel.runs import ResumePoint, Run
+    from persona_service.kernel.transport.context import RequestContext
+    from persona_service.kernel.transport.policy import MethodMeta
+
+# Set by the edge's Lua filter on requests that arrived as HTTP/JSON.
+EDGE_MARK = "x-persona-edge"
+# Set by the edge on a HEAD (answered as the GET, without its body): a raw body need not be produced.
+HEAD_MARK = "x-persona-head"
+LOG_CARRIER = "x-persona-log"
+
+
+class Call:
+    """Per-call state that the stages share."""
+
+    def __init__(self, ctx: RequestContext, metadata: dict[str, str], meta: MethodMeta,
+                 request: Any = None, context: grpc.ServicerContext | None = None) -> None:
+        self.ctx = ctx
+        self.metadata = metadata
+        self.meta = meta
+        # The request: a message, or Undecodable (refused by `KnownFields`: later stages read a message).
+        self.request = request
+        self.context = context  # None for a run revived from another process
+        self.admission = Admission()
+        self.claim: Claim | None = None
+        self.committed_claim: Claim | None = None  # the claim once the unit of work committed its outcome
+        self.reached_operation = False
+        self.succeeded = False
+        self.streaming = False  # a streaming RPC has sent its headers
+        self.holds_turn = False  # of the unary server's gate
+        self.run: Run | None = None  # the durable run this call's operation is (streaming RPCs)
+        self.resume: ResumePoint | None = None  # the `Last-Event-ID` a streaming call resumes from
+
+
+Next = Callable[[Call], Any]
+
+
+class Stage(Protocol):
+    def __call__(self, call: Call, then: Next) -> Any: ...
+
+
+def compose(stages: Sequence[Stage], operation: Next) -> Next:
+    """One callable running `stages` in order, then `operation`."""
+    chain = operation
+    for stage in reversed(stages):
+        chain = functools.partial(stage, then=chain)  # a C-level link: no Python frame of its own
+    return chain

@@ -1,0 +1,144 @@
+"""The unit of work and audit: the operation runs in the call's unit of work;
+on success its audit entry, the run's seal and the idempotency outcome are
+written in the same transaction, which commits once (then after-commit hooks)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf.message import Message
+from persona.v1 import options_pb2
+
+from persona_service.kernel.audit import AuditEntry, AuditLog
+from persona_service.kernel.transport.stages.call import Call, Next
+from persona_service.kernel.transport.stages.idempotency import replayable
+from persona_service.kernel.transport.validation import check_closed_sets
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from persona_service.kernel.errors import ApiError
+    from persona_service.kernel.idempotency import Idempotency
+    from persona_service.kernel.runs import Runs
+    from persona_service.kernel.transport.context import RequestContext
+    from persona_service.kernel.transport.policy import MethodMeta
+
+log = logging.getLogger("persona_service.requests")
+
+# Initial-metadata carriers of a successful answer's HTTP status and headers
+# (the error path has its own, `x-http-status`); the edge's Lua applies them.
+STATUS_CARRIER = "x-persona-status"
+HEADER_CARRIER = "x-persona-set-"
+REDIRECT_STATUS = 307
+
+
+class Commit:
+    """As a stage, the last before a unary operation: runs it (`then`) and
+    commits its outcome. Streams call `complete` once their operation ends."""
+
+    def __init__(self, runs: Runs, idempotency: Idempotency, engine: Engine) -> None:
+        self.runs = runs
+        self.idempotency = idempotency
+        self.engine = engine  # the final answer's idempotency record (`finish`), after the commit
+
+    def __call__(self, call: Call, then: Next) -> Any:
+        call.reached_operation = True
+        response = then(call)
+        check_closed_sets(response)
+        call.ctx.headers += answer(call.ctx, call.meta, response)
+        self.complete(call, call.request, response)
+        if call.ctx.finish is not None:
+            response = self.finish(call, response)
+        return response
+
+    def complete(self, call: Call, request: Message, response: Message | None) -> None:
+        ctx, meta = call.ctx, call.meta
+        if meta.audited:
+            AuditLog(ctx.conn).record(audit_entry(ctx, meta, "success", 200, request=request, response=response))
+        if call.run is not None:
+            self.runs.seal(ctx.conn, call.run, "completed")
+        if call.claim is not None and response is not None:  # a claim is a unary call's: it has its response
+            self.idempotency.complete(ctx.conn, call.claim, response.SerializeToString(), replayable(ctx.headers))
+        ctx.uow.commit()
+        call.committed_claim, call.claim = call.claim, None
+        call.succeeded = True
+        for hook in ctx.after_commit:
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 - the change is committed; a hook must not fail the call
+                log.exception("after-commit hook failed [request_id=%s]", ctx.request_id)
+
+    def finish(self, call: Call, response: Message) -> Message:
+        """The answer after the commit (RequestContext.finish). An
+        Idempotency-Key replays it, not the answer at the commit; if it
+        fails, the key records that failure as any other (a 5xx frees it)."""
+        assert call.ctx.finish is not None  # the caller calls this only then
+        try:
+            final = call.ctx.finish(response)
+        except Exception:
+            call.claim = call.committed_claim
+            raise
+        if call.committed_claim is not None and final is not response:
+            try:
+                with self.engine.begin() as conn:
+                    self.idempotency.complete(conn, call.committed_claim, final.SerializeToString(),
+                                              replayable(call.ctx.headers))
+            except Exception:  # noqa: BLE001 - the caller still gets its answer; a replay gets the earlier one
+                log.exception("could not record the final answer [request_id=%s]", call.ctx.request_id)
+        return final
+
+    def commit_outcome(self, call: Call, err: ApiError) -> None:
+        """Commit changes that are part of an error's outcome (e.g. a failed run's record)."""
+        ctx = call.ctx
+        try:
+            if call.run is not None:
+                self.runs.seal(ctx.conn, call.run, "failed")
+            ctx.uow.commit()
+        except Exception:  # noqa: BLE001 - the caller still gets its error
+            log.exception("could not commit the outcome of %s [request_id=%s]", err.code, ctx.request_id)
+
+
+def answer(ctx: RequestContext, meta: MethodMeta, response: Any) -> list[tuple[str, str]]:
+    """The carriers of the HTTP status and headers the RPC answers with: its
+    declared response kind, plus what the servicer set with ctx.respond()."""
+    status, headers = ctx.status or meta.policy.success_status or None, list(ctx.http_headers)
+    if meta.response_kind == options_pb2.RESPONSE_KIND_REDIRECT:
+        status = status or REDIRECT_STATUS
+        headers.append(("location", response.uri))
+    carriers = [(HEADER_CARRIER + name, value) for name, value in headers]
+    if status is not None:
+        carriers.append((STATUS_CARRIER, str(status)))
+    return carriers
+
+
+def audit_entry(ctx: RequestContext, meta: MethodMeta, outcome: str, status: int, *,
+                request: Message | None = None, response: Message | None = None, error: ApiError | None = None,
+                action: str | None = None) -> AuditEntry:
+    hint = getattr(error, "principal", None)
+    return AuditEntry.for_principal(
+        ctx.principal or hint,
+        action=action or meta.action,
+        outcome=outcome,
+        status=status,
+        request_id=ctx.request_id,
+        client_ip=ctx.client_ip,
+        resource_type=meta.resource_type,
+        resource_id=_resource_id(request, response),
+        error_code=error.code if error is not None else "",
+        details={"method": meta.path, **({"message": error.message} if error is not None else {})},
+    )
+
+
+def _resource_id(request: Any, response: Any) -> str:  # messages with or without an `id`
+    for message in (request, response):
+        if message is None:
+            continue
+        if "id" in message.DESCRIPTOR.fields_by_name and message.id:
+            return message.id
+        for field in message.DESCRIPTOR.fields:
+            if field.message_type is not None and not field.is_repeated and message.HasField(field.name):
+                nested = getattr(message, field.name)
+                if "id" in nested.DESCRIPTOR.fields_by_name and nested.id:
+                    return nested.id
+    return ""

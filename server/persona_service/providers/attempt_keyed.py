@@ -1,0 +1,56 @@
+"""A test double: the configured provider, except that a streamed reply to a
+message holding `[[attempt-keyed]]` differs per attempt of its durable run
+(kernel.runs), as a sampling model's replies do. Only with
+`PERSONA_PROVIDER_ATTEMPT_KEYED=1`, which test stacks set to check that a
+reply taken over mid-way goes on from what its clients saw.
+
+The first attempt streams `HOLD_AFTER` pieces, then waits (its process is
+killed meanwhile); a continuation (`continue_from`) goes on with the words
+that follow as many as the prefix holds.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from persona_service.kernel import runs
+from persona_service.providers.base import Delta, GenerationOptions, Message, Provider
+
+TRIGGER = "[[attempt-keyed]]"
+HOLD_AFTER = 2  # pieces the first attempt streams before it waits: "Take 1. ", a sentence (released at once)
+HOLD_SECONDS = 60.0  # long enough for a test to kill its process; then it goes on
+
+
+class AttemptKeyed:
+    def __init__(self, provider: Provider) -> None:
+        self.provider = provider
+        self.name = provider.name
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the provider's own
+        if name == "provider" or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.provider, name)
+
+    def stream(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
+        user = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        if TRIGGER not in user or options.task != "reply":
+            return self.provider.stream(messages, options)
+        return self._keyed(messages, options, runs.attempt())
+
+    def _keyed(self, messages: list[Message], options: GenerationOptions, attempt: int) -> Iterator[Delta]:
+        plain = GenerationOptions(task=options.task, model=options.model)
+        done = self.provider.generate(messages, plain)
+        pieces = _pieces(f"Take {attempt}. {done.text}")
+        skip = len(_pieces(options.continue_from))
+        for n, piece in enumerate(pieces[skip:], start=skip):
+            if attempt == 1 and n == HOLD_AFTER:
+                threading.Event().wait(HOLD_SECONDS)
+            yield Delta(text=piece)
+        yield Delta(finish_reason="stop", usage=done)
+
+
+def _pieces(text: str) -> list[str]:
+    return re.findall(r"\S+\s*|\s+", text)

@@ -1,0 +1,27 @@
+"""What an exchange costs the database (chat/service.py `record_exchange`):
+its two messages are stored in one statement, one round trip, in order."""
+
+from __future__ import annotations
+
+from persona_service.chat.service import ChatSessionService, Reply
+from persona_service.kernel.principal import Principal
+from persona_service.providers.base import Message
+from sqlalchemy import event
+
+
+def test_an_exchange_stores_its_two_messages_in_one_statement(http, engine, tenant):
+    persona = http.post("/v1/personas", json={"intent": "A ferry captain who hums sea shanties"}, headers=tenant.auth)
+    session = http.post("/v1/chat/sessions", json={"personaId": persona.json()["id"]}, headers=tenant.auth).json()
+    principal = Principal("api_key", "key_1", tenant.org_id, tenant.workspace_id, tenant.user_id, frozenset(), "owner",
+                          tenant.plan, False)
+    statements: list[str] = []
+    with engine.connect() as conn:
+        event.listen(conn, "before_cursor_execute", lambda *args: statements.append(args[2]))
+        exchange = ChatSessionService(conn).record_exchange(
+            principal, session["sessionId"], Message("user", "Ahoy?"), Reply("Ahoy!", "stub", 3, 2, "stop"))
+        conn.rollback()
+    inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT INTO CHAT_MESSAGES")]
+    assert len(inserts) == 1  # was one per message
+    assert (exchange.user_message.role, exchange.reply.role) == ("user", "assistant")
+    assert (exchange.user_message.content, exchange.reply.content) == ("Ahoy?", "Ahoy!")
+    assert exchange.reply.ordinal == exchange.user_message.ordinal + 1

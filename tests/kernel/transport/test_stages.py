@@ -1,0 +1,290 @@
+"""The request pipeline's stages (kernel/transport/stages/), each alone with a
+fake call and `then`: no stack. The contract through Envoy (errors,
+envelopes, idempotency, audit, streams) is held by the HTTP tests; these
+hold each stage to its part, and the order to the declared one."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from google.protobuf import empty_pb2
+from persona.v1 import options_pb2, personas_pb2
+from persona_service.kernel.errors import (
+    BadRequest,
+    Forbidden,
+    InternalError,
+    NotFound,
+    ServiceUnavailable,
+    StoredError,
+    Unauthorized,
+    ValidationFailed,
+)
+from persona_service.kernel.fair import GateTimeout
+from persona_service.kernel.idempotency import Claim, Replay
+from persona_service.kernel.limits.limiter import Admission
+from persona_service.kernel.principal import Principal
+from persona_service.kernel.runs import ResumePoint
+from persona_service.kernel.transport.context import RequestContext
+from persona_service.kernel.transport.policy import MethodMeta
+from persona_service.kernel.transport.stages import build, compose
+from persona_service.kernel.transport.stages.auth import Authenticate
+from persona_service.kernel.transport.stages.authorization import Authorize
+from persona_service.kernel.transport.stages.call import EDGE_MARK, LOG_CARRIER, Call
+from persona_service.kernel.transport.stages.client_address import ClientAddress
+from persona_service.kernel.transport.stages.commit import STATUS_CARRIER, Commit
+from persona_service.kernel.transport.stages.idempotency import Idempotency
+from persona_service.kernel.transport.stages.identity import request_id
+from persona_service.kernel.transport.stages.limits import AnonymousLimits, FairTurn, Limits
+from persona_service.kernel.transport.stages.outcome import translate
+from persona_service.kernel.transport.stages.resume import Following, Resume
+from persona_service.kernel.transport.stages.validate import KnownFields, Undecodable, Validate
+
+PATH = "/persona.v1.PersonaService/CreatePersona"
+INTENT = "A grumpy lighthouse keeper who loves jazz"
+PRINCIPAL = Principal("api_key", "key_1", "org_1", "ws_1", "usr_1", frozenset({"personas:write"}), "member", "pro",
+                      False)
+# Authentication before limits before authorization before validation before idempotency: refusals
+# cost least first, and nothing is claimed or validated for a caller who may not call.
+WRITE_ORDER = ["Authenticate", "Limits", "Authorize", "FairTurn", "KnownFields", "Validate", "Idempotency", "Commit"]
+
+
+class FakeUow:
+    def __init__(self) -> None:
+        self.conn = object()
+        self.events: list[str] = []
+
+    def commit(self) -> None:
+        self.events.append("commit")
+
+    def close(self) -> None:
+        self.events.append("close")
+
+
+def meta(**policy: object) -> MethodMeta:
+    return MethodMeta(PATH, options_pb2.MethodPolicy(**policy), "persona.create", "persona", empty_pb2.Empty)
+
+
+def make_call(request: object = None, metadata: dict[str, str] | None = None, principal: Principal | None = PRINCIPAL,
+              **policy: object) -> Call:
+    ctx = RequestContext(request_id="req_1", method=PATH, uow=FakeUow(), client_ip="10.0.0.1",
+                         principal=principal)
+    if request is None:
+        request = personas_pb2.CreatePersonaRequest(intent=INTENT)
+    return Call(ctx, metadata or {}, meta(**policy), request, SimpleNamespace(is_active=lambda: True))
+
+
+def then(call: Call) -> str:
+    call.ctx.headers.append(("then", "called"))
+    return "answered"
+
+
+def called(call: Call) -> bool:
+    return ("then", "called") in call.ctx.headers
+
+
+def fake_app() -> SimpleNamespace:
+    return SimpleNamespace(limiter=object(), authenticator=object(), limits=object(), runs=object(),
+                           idempotency=object())
+
+
+def names(stages: list) -> list[str]:
+    return [type(stage).__name__ for stage in stages]
+
+
+# --- the order ------------------------------------------------------------------
+
+
+def test_a_write_passes_the_stages_in_the_declared_order():
+    commit = Commit(None, None, None)
+    stages = build(fake_app(), meta(write=True, scope="personas:write"), "unary", object(), commit)
+    assert names(stages) == WRITE_ORDER
+
+
+def test_the_stages_are_built_from_the_declared_policy():
+    app, commit = fake_app(), Commit(None, None, None)
+    # A read declares no idempotency: it has no idempotency stage (no per-call branching on the hot read).
+    assert names(build(app, meta(), "unary", None, commit)) == [
+        "Authenticate", "Limits", "Authorize", "KnownFields", "Validate", "Commit"]
+    # A stream resumes (its body unvalidated) instead of starting; its run commits its own outcome.
+    assert names(build(app, meta(write=True), "stream", None, commit)) == [
+        "Authenticate", "Limits", "Authorize", "KnownFields", "Resume", "Validate"]
+    assert names(build(app, meta(write=True), "bytes", None, commit)) == [
+        "Authenticate", "Limits", "Authorize", "KnownFields", "Validate"]
+    assert names(build(app, meta(anonymous=True), "unary", None, commit)) == [
+        "AnonymousLimits", "KnownFields", "Validate", "Commit"]
+
+
+def test_composed_stages_run_in_list_order_and_may_answer_without_going_on():
+    ran: list[str] = []
+
+    def stage(name: str, answer: str | None = None):
+        def run(call: Call, then):
+            ran.append(name)
+            return answer if answer is not None else then(call)
+        return run
+
+    chain = compose([stage("a"), stage("b"), stage("c")], lambda call: ran.append("operation") or "done")
+    assert chain(make_call()) == "done" and ran == ["a", "b", "c", "operation"]
+    ran.clear()
+    assert compose([stage("a"), stage("b", "replayed"), stage("c")], then)(make_call()) == "replayed"
+    assert ran == ["a", "b"]
+
+
+# --- each stage -----------------------------------------------------------------
+
+
+def test_authenticate_sets_the_principal_and_tells_the_edge_who_called():
+    authenticator = SimpleNamespace(authenticate=lambda header, conn: PRINCIPAL if header == "Bearer k" else None)
+    call = make_call(metadata={"authorization": "Bearer k", EDGE_MARK: "1"}, principal=None)
+    assert Authenticate(authenticator, None)(call, then) == "answered"
+    assert call.ctx.principal == PRINCIPAL
+    assert (LOG_CARRIER, "org_1 ws_1 key_1") in call.ctx.headers
+
+
+def test_a_failed_authentication_is_limited_per_address_and_goes_no_further():
+    def refuse(header, conn):
+        raise Unauthorized("no")
+
+    limiter = SimpleNamespace(admit_anonymous=lambda ip: Admission([("x-ratelimit-limit", ip)]))
+    call = make_call(principal=None)
+    with pytest.raises(Unauthorized):
+        Authenticate(SimpleNamespace(authenticate=refuse), limiter)(call, then)
+    assert call.ctx.headers == [("x-ratelimit-limit", "10.0.0.1")] and not called(call)
+
+
+def test_limits_admit_the_organization_for_the_declared_cap_with_a_quota_only_when_generating():
+    asked: list[dict] = []
+    limiter = SimpleNamespace(admit=lambda org, limits, **kw: asked.append({"org": org, **kw}) or Admission([("a", "1")]))
+    resolver = SimpleNamespace(limits=lambda principal, conn: "pro", quota_period=lambda org, conn: (1, 2))
+    call = make_call()
+    policy = options_pb2.MethodPolicy(endpoint_cap="create", generation=True)
+    Limits(limiter, resolver, policy, stream=True)(call, then)
+    assert asked == [{"org": "org_1", "cap": "create", "generation": True, "stream": True, "token": "req_1",
+                      "period": (1, 2)}]
+    assert call.admission.headers == [("a", "1")] and ("a", "1") in call.ctx.headers and called(call)
+    Limits(limiter, resolver, options_pb2.MethodPolicy(), stream=False)(make_call(), then)
+    assert asked[-1]["period"] is None and asked[-1]["stream"] is False
+
+
+def test_anonymous_limits_only_report_the_address_headers():
+    call = make_call(principal=None)
+    AnonymousLimits(SimpleNamespace(peek_anonymous=lambda ip: Admission([("ratelimit", ip)])))(call, then)
+    assert call.ctx.headers[0] == ("ratelimit", "10.0.0.1") and called(call)
+
+
+def test_authorize_refuses_a_credential_without_the_declared_scope():
+    Authorize(options_pb2.MethodPolicy(scope="personas:write"))(call := make_call(), then)
+    assert called(call)
+    call = make_call()
+    with pytest.raises(Forbidden):
+        Authorize(options_pb2.MethodPolicy(scope="billing:write"))(call, then)
+    assert not called(call)
+
+
+def test_a_fair_turn_is_held_until_the_call_ends_and_a_timeout_is_a_503_with_retry_after():
+    taken: list[tuple] = []
+    call = make_call()
+    FairTurn(SimpleNamespace(acquire=lambda *a: taken.append(a)))(call, then)
+    assert call.holds_turn and taken[0][0] == "org_1" and called(call)
+    assert call.ctx.uow.events == ["close"]  # no connection held while waiting
+
+    def busy(*args):
+        raise GateTimeout
+
+    call = make_call()
+    with pytest.raises(ServiceUnavailable) as refused:
+        FairTurn(SimpleNamespace(acquire=busy))(call, then)
+    assert "retry-after" in refused.value.headers and not call.holds_turn and not called(call)
+
+
+def test_known_fields_refuse_an_undecodable_body():
+    call = make_call(request=Undecodable())
+    with pytest.raises(BadRequest) as refused:
+        KnownFields(PATH)(call, then)
+    assert refused.value.details == {"reason": "undecodable"} and not called(call)
+    KnownFields(PATH)(call := make_call(), then)
+    assert called(call)
+
+
+def test_validate_applies_the_request_rules():
+    call = make_call(request=personas_pb2.CreatePersonaRequest(intent="nul \x00 here"))
+    with pytest.raises(ValidationFailed):
+        Validate()(call, then)
+    assert not called(call)
+
+
+def test_idempotency_claims_a_key_and_replays_a_stored_outcome_without_the_operation():
+    begun: list[tuple] = []
+    stored: dict[str, Replay | None] = {"k1": None, "k2": Replay(b"", None, None, {"etag": "1"}),
+                                       "k3": Replay(None, 404, '{"error": {"code": "not_found", "message": "gone"}}', {})}
+
+    def begin(principal, key, path, digest):
+        begun.append((key, path))
+        return Claim("org_1", "key_1", key), stored[key]
+
+    stage = Idempotency(SimpleNamespace(begin=begin), meta(write=True))
+    assert stage(call := make_call(), then) == "answered" and not begun and call.claim is None  # no key
+    assert stage(call := make_call(metadata={"idempotency-key": "k1"}), then) == "answered"
+    assert call.claim == Claim("org_1", "key_1", "k1") and begun == [("k1", PATH)]
+    replayed = stage(call := make_call(metadata={"idempotency-key": "k2"}), then)
+    assert replayed == empty_pb2.Empty() and not called(call)
+    assert ("idempotent-replayed", "true") in call.ctx.headers and ("etag", "1") in call.ctx.headers
+    with pytest.raises(StoredError):
+        stage(call := make_call(metadata={"idempotency-key": "k3"}), then)
+    assert not called(call)
+
+
+def test_resume_follows_the_named_run_instead_of_going_on():
+    resumed: list[tuple] = []
+    runs = SimpleNamespace(resume=lambda point, owner, path, active: resumed.append((point, owner, path)) or (
+        iter([]), lambda: None))
+    assert Resume(runs)(call := make_call(), then) == "answered"
+    call = make_call()
+    call.resume = ResumePoint("run_1", 3)
+    following = Resume(runs)(call, then)
+    assert isinstance(following, Following) and following.run is None and following.run_id == "run_1"
+    assert resumed[0][1].org_id == "org_1" and resumed[0][2] == PATH
+    assert not called(call) and call.ctx.uow.events == ["close"]  # following needs no database
+
+
+def test_commit_runs_the_operation_then_commits_and_answers_with_the_declared_status():
+    hooks: list[str] = []
+    call = make_call(success_status=201)
+    call.ctx.after_commit.append(lambda: hooks.append("hook"))
+    response = Commit(None, None, None)(call, lambda call: empty_pb2.Empty())
+    assert response == empty_pb2.Empty() and call.reached_operation and call.succeeded
+    assert call.ctx.uow.events == ["commit"] and hooks == ["hook"]
+    assert (STATUS_CARRIER, "201") in call.ctx.headers
+
+
+def test_a_failing_operation_commits_nothing():
+    def fails(call):
+        raise NotFound("gone")
+
+    call = make_call()
+    with pytest.raises(NotFound):
+        Commit(None, None, None)(call, fails)
+    assert call.reached_operation and not call.succeeded and call.ctx.uow.events == []
+
+
+def test_outcome_translates_an_unexpected_error_into_a_500_that_leaks_nothing():
+    ctx = make_call().ctx
+    assert isinstance(translate(ctx, KeyError("secret")), InternalError)
+    err = NotFound("gone")
+    assert translate(ctx, err) is err
+
+
+def test_request_identity_keeps_a_well_formed_id_and_replaces_any_other():
+    assert request_id({"x-request-id": "abc-123"}) == "abc-123"
+    made = request_id({"x-request-id": "bad id\n"})
+    assert made != "bad id\n" and len(made) == 36
+
+
+def test_the_edge_address_counts_only_from_a_trusted_peer_proving_the_secret():
+    trust = ClientAddress(["10.0.0.0/8"], "s3cret")
+    edge = {"x-envoy-client-address": "203.0.113.7:5555", "x-persona-edge-secret": "s3cret"}
+    assert trust("ipv4:10.1.2.3:40000", edge) == "203.0.113.7"
+    assert trust("ipv4:192.0.2.1:40000", edge) == "192.0.2.1"  # not a trusted peer
+    assert trust("ipv4:10.1.2.3:40000", {**edge, "x-persona-edge-secret": "guess"}) == "10.1.2.3"
+    assert trust("ipv6:[::1]:40000", {}) == "::1"
