@@ -46,11 +46,13 @@ gen-check: $(STAMP) node_modules/.installed
 	for g in $(SDK_GENERATORS); do $(BIN)/python $$g --check || exit 1; done
 	$(BIN)/python scripts/gen_cli_index.py --check
 
-# The suite on PYTEST_WORKERS pytest-xdist workers, each a session with a stack of its own; a file's tests (a
-# folder's, where its conftest.py shares a stack) stay on one worker (tests/conftest.py). PYTEST_WORKERS=0: one process.
-PYTEST_WORKERS ?= 2
+# The suite on PYTEST_WORKERS pytest-xdist workers (default: half the cores, at most 4; one process below 4 cores, where
+# two stacks and their clients only contend for the same CPUs), each a session with a stack of its
+# own; a file's tests (a folder's, where its conftest.py shares a stack) stay on one worker (tests/conftest.py).
+# PYTEST_WORKERS=0: one process. PYTEST_ARGS are passed on.
+PYTEST_WORKERS ?= $(shell n=$$(( $$(nproc) / 2 )); echo $$(( n < 2 ? 0 : n > 4 ? 4 : n )))
 pytest: $(STAMP) node_modules/.installed browser bench-tools topology-tools
-	$(BIN)/python -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadscope) $(PYTEST_ARGS)
 
 # The Python SDK's wheel, into .build/dist/ (tests/sdk/test_python_sdk_artifact.py builds one the same way,
 # installs it in a clean virtual environment and runs the SDK README's examples from it).

@@ -21,7 +21,9 @@ a fresh deployment with the same configuration). README: Scaling out.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
+import functools
 import http.server
 import json
 import os
@@ -36,6 +38,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 from persona_service.kernel.settings import Settings
@@ -53,6 +56,22 @@ DRAIN_SECONDS = 1.5
 
 def log(message: str) -> None:
     print(f"[topology {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def timed(what: str):
+    """Logs how long `what` took (where a run's time goes)."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        log(f"took {time.monotonic() - started:.1f}s: {what}")
+
+
+def together(*calls) -> list:
+    """Runs the calls side by side (as pods start and stop); their results, in order."""
+    with concurrent.futures.ThreadPoolExecutor(max(1, len(calls))) as pool:
+        return [f.result() for f in [pool.submit(call) for call in calls]]
 
 
 @dataclass
@@ -107,6 +126,8 @@ class Topology:
     # or signed URLs and sealed secrets would no longer verify.
     secrets: dict[str, str] = field(default_factory=dict)
     procs: dict[str, Proc] = field(default_factory=dict)
+    database: str = "persona"
+    prepared: Any = None
     _reaper: subprocess.Popen | None = None
 
     def __post_init__(self) -> None:
@@ -154,11 +175,11 @@ class Topology:
 
     @property
     def direct_url(self) -> str:
-        return f"postgresql://persona@127.0.0.1:{self.pg_port}/persona"
+        return f"postgresql://persona@127.0.0.1:{self.pg_port}/{self.database}"
 
     @property
     def pooled_url(self) -> str:
-        return f"postgresql://persona@127.0.0.1:{self.bouncer_port}/persona"
+        return f"postgresql://persona@127.0.0.1:{self.bouncer_port}/{self.database}"
 
     @property
     def http_url(self) -> str:
@@ -180,8 +201,17 @@ class Topology:
         ], dict(os.environ), self._db_log("postgres"), DB_USER))
         self._wait_postgres(self.pg_port)
         if init:
-            subprocess.run([str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "persona",
-                            "persona"], check=True)
+            self.create_database()
+
+    def create_database(self) -> None:
+        subprocess.run([str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "persona",
+                        self.database], check=True)
+
+    def hand_over_postgres(self, to: Topology) -> None:
+        """The PostgreSQL server (its process and data) goes on for `to`, a deployment restored into a second
+        database of it: whichever closes last stops it and removes its data."""
+        to.procs["postgres"] = self.procs.pop("postgres")
+        to.pg_port, to.db_dir, self.db_dir = self.pg_port, self.db_dir, to.db_dir
 
     def start_pgbouncer(self) -> None:
         """Transaction pooling, as the README prescribes. Debian's PgBouncer
@@ -191,7 +221,7 @@ class Topology:
         (self.db_dir / "userlist.txt").write_text('"persona" ""\n')
         ini.write_text("\n".join([
             "[databases]",
-            f"persona = host=127.0.0.1 port={self.pg_port} dbname=persona user=persona",
+            f"{self.database} = host=127.0.0.1 port={self.pg_port} dbname={self.database} user=persona",
             "[pgbouncer]",
             "listen_addr = 127.0.0.1", f"listen_port = {self.bouncer_port}", "unix_socket_dir =",
             "auth_type = trust", f"auth_file = {self.db_dir / 'userlist.txt'}",
@@ -291,11 +321,15 @@ class Topology:
     def wait_in_rotation(self, count: int | None = None) -> None:
         _wait(lambda: self.healthy_endpoints() >= (count or self.nodes), "nodes in Envoy's rotation")
 
-    def start(self) -> Topology:
+    def start(self, while_nodes_start=None) -> Topology:
+        """`while_nodes_start`: a call that needs the migrated database (e.g. bootstrapping an organization),
+        made while the nodes start; its result in `self.prepared`."""
         try:
-            self.start_postgres()
-            self.start_data_services()
-            self.start_app()
+            with timed("PostgreSQL (initdb, start, createdb)"):
+                self.start_postgres()
+            with timed("PgBouncer, redis-server"):
+                self.start_data_services()
+            self.start_app(while_nodes_start)
         except BaseException:
             self.close()
             raise
@@ -305,20 +339,27 @@ class Topology:
         self.start_pgbouncer()
         self.start_redis()
 
-    def start_app(self) -> None:
-        self.migrate()
-        started = [self.spawn_node(index) for index in range(self.nodes)]  # side by side, as pods start
-        self.start_worker()
-        for index, popen in enumerate(started):
-            self.wait_node(index, popen)
-        self.start_envoy()
+    def start_app(self, while_nodes_start=None, migrate_first: bool = True) -> None:
+        if migrate_first:
+            with timed("the migrations"):
+                self.migrate()
+        with timed("nodes and worker up"):
+            started = [self.spawn_node(index) for index in range(self.nodes)]  # side by side, as pods start
+            self.start_worker()
+            self.prepared = while_nodes_start() if while_nodes_start else None
+            for index, popen in enumerate(started):
+                self.wait_node(index, popen)
+        with timed("Envoy up, every node in rotation"):
+            self.start_envoy()
         log(f"up: {self.http_url} ({self.nodes} nodes, PgBouncer {self.bouncer_port}, PostgreSQL {self.pg_port})")
 
     def stop(self) -> None:
-        order = ["envoy", *(f"node-{i}" for i in range(self.nodes)), "worker", "redis", "pgbouncer", "postgres"]
-        for name in order:
-            if name in self.procs:
-                self.procs[name].stop(signal.SIGINT if name == "postgres" else signal.SIGTERM)
+        """The edge, then the nodes and the worker together (each drains for itself), then the data tier."""
+        tiers = [["envoy"], [*(f"node-{i}" for i in range(self.nodes)), "worker"], ["redis"], ["pgbouncer"],
+                 ["postgres"]]
+        for tier in tiers:
+            together(*(functools.partial(self.procs[name].stop, signal.SIGINT if name == "postgres" else signal.SIGTERM)
+                       for name in tier if name in self.procs))
 
     def close(self) -> None:
         self.stop()
@@ -347,13 +388,19 @@ class Topology:
         shutil.copytree(self.objects, into / "objects", dirs_exist_ok=True)
 
     def restore(self, backup: pathlib.Path) -> None:
-        """Into this (not started) deployment: a fresh cluster, pg_restore, the objects; then the app as usual."""
-        self.start_postgres()
-        subprocess.run([str(PG_BIN / "pg_restore"), "--no-owner", "-d", self.direct_url, str(backup / "persona.dump")],
-                       check=True)
-        shutil.copytree(backup / "objects", self.objects, dirs_exist_ok=True)
+        """Into this (not started) deployment: a fresh cluster (or a fresh database of the server handed over),
+        pg_restore, the objects; then the app, the migration Job alongside the nodes (the restored schema is
+        the backup's, already migrated: for the same release the Job has nothing to do)."""
+        with timed("restore: database, pg_restore, objects"):
+            if "postgres" in self.procs:
+                self.create_database()
+            else:
+                self.start_postgres()
+            subprocess.run([str(PG_BIN / "pg_restore"), "--no-owner", "-d", self.direct_url,
+                            str(backup / "persona.dump")], check=True)
+            shutil.copytree(backup / "objects", self.objects, dirs_exist_ok=True)
         self.start_data_services()
-        self.start_app()
+        self.start_app(while_nodes_start=self.migrate, migrate_first=False)
 
     def bootstrap(self, plan: str = "enterprise") -> dict:
         """An organization (a platform administrator's: it builds exports on demand) and its API key."""
@@ -432,6 +479,7 @@ class Tally:
     both with the time the call started."""
 
     requests: int = 0
+    answered: float = 0.0  # when the latest call that succeeded started
     failed: list[tuple[float, str]] = field(default_factory=list)
     retryable: list[tuple[float, int]] = field(default_factory=list)
     acknowledged: set[str] = field(default_factory=set)
@@ -455,6 +503,19 @@ class Load:
         self._local = threading.local()  # each thread's last answer (for its Retry-After)
         self.threads += [threading.Thread(target=self._writer, daemon=True)]
         self.threads += [threading.Thread(target=self._streamer, daemon=True) for _ in range(streamers)]
+        self.streamers = streamers
+
+    def wait_for(self, seconds: float, shown, timeout: float = 60) -> None:
+        """At least `seconds`, and until `shown()` (read under the tally's lock)."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            with self.tally.lock:
+                if time.monotonic() - started >= seconds and shown():
+                    return
+            time.sleep(0.05)
+        raise StackError(f"the load did not show what the scenario needs within {timeout:.0f}s: "
+                         f"{self.tally.requests} requests, {len(self.tally.acknowledged)} writes acknowledged, "
+                         f"{self.tally.streams_completed} of {self.tally.streams_started} streams completed")
 
     def __enter__(self) -> Load:
         for thread in self.threads:
@@ -474,6 +535,7 @@ class Load:
         with self.tally.lock:
             self.tally.requests += 1
             if response is not None and response.is_success:
+                self.tally.answered = max(self.tally.answered, started)
                 return True
             if response is not None and "retry-after" in response.headers:
                 self.tally.retryable.append((started, response.status_code))
@@ -593,6 +655,23 @@ def _sse(lines):
 # --- scenarios --------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Pace:
+    """How long a scenario's load runs: at least these seconds, and in any case until the load has shown
+    what the scenario needs: before the disruption, every kind of call under way (reads answered, a write
+    and every streamer's stream open); after it, a call started after it answered (served again). The calls
+    in flight across the disruption then finish before the load stops (writes retried until acknowledged,
+    streams resumed until they end): their answers are what the scenario measures. The short run keeps
+    only the events."""
+
+    steady: float  # seconds of load before the disruption
+    settle: float  # seconds of load after it
+    node_down: float  # how long a killed node stays down before it is restarted (from its loss)
+
+
+LONG, SHORT = Pace(steady=1, settle=10, node_down=5), Pace(steady=0, settle=0, node_down=0)
+
+
 @dataclass
 class Scenario:
     name: str
@@ -601,19 +680,20 @@ class Scenario:
     returned_at: float = 0.0
 
 
-def run_scenario(top: Topology, tenant: dict, receiver: Receiver, name: str, action, settle: float) -> dict:
+def run_scenario(top: Topology, tenant: dict, receiver: Receiver, name: str, action, pace: Pace) -> dict:
     scenario = Scenario(name)
     load = Load(top.http_url, tenant["apiKey"])
-    with load:
-        time.sleep(1)  # steady state first
+    tally = load.tally
+    with timed(name), load:
+        load.wait_for(pace.steady, lambda: tally.answered and tally.streams_started >= load.streamers)
         log(f"{name}: under load")
         action(scenario)
-        time.sleep(settle)
-    tally = load.tally
+        after = time.time()
+        load.wait_for(pace.settle, lambda: tally.answered >= after)
     lost = _lost_writes(top, load)
     deadline = time.monotonic() + 30
     while receiver.delivered(tally.acknowledged) != tally.acknowledged and time.monotonic() < deadline:
-        time.sleep(0.5)
+        time.sleep(0.1)
     after = [t for t, _ in [*tally.failed, *tally.retryable] if t >= scenario.disrupted_at]
     retryable: dict[str, int] = {}
     for _, status in tally.retryable:
@@ -644,25 +724,32 @@ def run_scenario(top: Topology, tenant: dict, receiver: Receiver, name: str, act
 
 def _lost_writes(top: Topology, load: Load) -> list[str]:
     """Acknowledged writes that cannot be read back (through the edge, after the scenario)."""
-    with httpx.Client(base_url=top.http_url, headers=load.auth, timeout=30) as client:
-        return [p for p in load.tally.acknowledged if client.get(f"/v1/personas/{p}").status_code != 200]
+    with httpx.Client(base_url=top.http_url, headers=load.auth, timeout=30) as client, \
+            concurrent.futures.ThreadPoolExecutor(4) as pool:
+        return [p for p, answer in zip(load.tally.acknowledged,
+                                       pool.map(lambda p: client.get(f"/v1/personas/{p}"), load.tally.acknowledged))
+                if answer.status_code != 200]
 
 
 def rolling_restart(top: Topology):
-    def act(scenario: Scenario) -> None:
-        scenario.disrupted_at = time.time()
+    def nodes() -> None:
         for index in range(top.nodes):
             log(f"rolling restart: node-{index}")
             top.restart_node(index)
-        top.restart_worker()
+
+    def act(scenario: Scenario) -> None:
+        scenario.disrupted_at = time.time()
+        together(nodes, top.restart_worker)  # the worker's Deployment rolls beside the nodes'
     return act
 
 
-def node_loss(top: Topology, restart: bool = True):
+def node_loss(top: Topology, down: float, restart: bool = True):
     def act(scenario: Scenario) -> None:
         scenario.disrupted_at = time.time()
         top.procs["node-0"].kill()
-        time.sleep(5)
+        # Out of Envoy's rotation first (what failover is), then down for the rest of `down`.
+        _wait(lambda: top.healthy_endpoints() < top.nodes, "the lost node out of Envoy's rotation", 30)
+        time.sleep(max(0.0, scenario.disrupted_at + down - time.time()))
         if restart:
             top.start_node(0)  # as Kubernetes restarts the pod
             top.wait_in_rotation()
@@ -679,11 +766,13 @@ def restart_of(top: Topology, name: str, down: float):
     return act
 
 
-def backup_restore(top: Topology, work: pathlib.Path, nodes: int) -> tuple[Topology, dict]:
+def backup_restore(top: Topology, work: pathlib.Path, nodes: int, tenant: dict,
+                   same_server: bool) -> tuple[Topology, dict]:
     """The drill: resources whose bytes live in the object store, a backup, the deployment gone, a fresh
-    one restored from the backup with the same configuration; every resource and signed URL checked."""
-    # A free organization upgraded (its invoice and PDF), administering its own export's build.
-    tenant = top.bootstrap(plan="free")
+    one restored from the backup with the same configuration; every resource and signed URL checked.
+    `tenant`: a free organization (bootstrapped with the deployment), upgraded here (its invoice and PDF),
+    administering its own export's build. `same_server`: restored into a second database of the deployment's
+    PostgreSQL server (the short run's), not into a fresh cluster."""
     auth = {"Authorization": f"Bearer {tenant['apiKey']}"}
     with httpx.Client(base_url=top.http_url, headers=auth, timeout=60) as client:
         persona = _ok(client.post("/v1/personas", json={"intent": "A restorer of old maps who hums"}))
@@ -698,12 +787,16 @@ def backup_restore(top: Topology, work: pathlib.Path, nodes: int) -> tuple[Topol
                   "invoice": httpx.get(_pdf_url(client, invoice["invoiceId"])).content}
     backup = work / "backup"
     started = time.time()
-    top.backup(backup)
+    with timed("backup"):
+        top.backup(backup)
     log(f"backup: {sum(f.stat().st_size for f in backup.rglob('*') if f.is_file())} bytes")
-    top.close()
     restored = Topology(work / "restored", nodes=nodes, http_port=top.http_port, secrets=top.secrets,
-                        extra_env=top.extra_env)
+                        extra_env=top.extra_env, database="persona_restored")
     try:
+        if same_server:  # a second database on the same PostgreSQL server, not a second cluster
+            top.hand_over_postgres(restored)
+        with timed("the deployment stopped"):
+            top.close()
         restored.restore(backup)
         return restored, _restored_checks(restored, auth, persona, portrait, invoice, export, before,
                                           round(time.time() - started, 1))
@@ -756,13 +849,18 @@ def slow_model(step_seconds: float):
 
 def bench(args: argparse.Namespace) -> dict:
     work = pathlib.Path(args.dir or tempfile.mkdtemp(prefix="persona-topology-"))
-    settle = 2 if args.short else 10
+    pace = SHORT if args.short else LONG
     model = slow_model(args.step_seconds)
-    top = Topology(work / "deployment", nodes=args.nodes, extra_env=model.stack_env()).start()
+    # The short run's runs are taken over 5 s after their node's loss, not 10 (renewed every 1.7 s).
+    lease = {"PERSONA_RUN_LEASE_SECONDS": "5"} if args.short else {}
+    top = Topology(work / "deployment", nodes=args.nodes, extra_env={**model.stack_env(), **lease})
+    # The load's organization and the drill's, bootstrapped while the nodes start.
+    with timed("bring-up"):
+        top.start(lambda: together(top.bootstrap, functools.partial(top.bootstrap, plan="free")))
+    tenant, drill_tenant = top.prepared
     receiver = Receiver()
     results = []
     try:
-        tenant = top.bootstrap()
         top.raise_limits(tenant["orgId"])
         with httpx.Client(base_url=top.http_url, headers={"Authorization": f"Bearer {tenant['apiKey']}"}) as client:
             _ok(client.post("/v1/webhooks", json={"url": receiver.url, "events": ["persona.created"]}))
@@ -771,18 +869,22 @@ def bench(args: argparse.Namespace) -> dict:
                          ("pgbouncer_restart", restart_of(top, "pgbouncer", 1)),
                          ("postgres_restart", restart_of(top, "postgres", 2)),
                          # The short run's last: the node stays down (Kubernetes would restart it).
-                         ("node_loss", node_loss(top, restart=not args.short))]
+                         ("node_loss", node_loss(top, pace.node_down, restart=not args.short))]
             for name, action in scenarios:
-                results.append(run_scenario(top, tenant, receiver, name, action, settle))
-        # The short run restores into one node (what is checked is the data, not the balancing).
-        top, drill = backup_restore(top, work, nodes=1 if args.short else args.nodes)
+                results.append(run_scenario(top, tenant, receiver, name, action, pace))
+        # The short run restores into one node and a second database of the same server (what is checked is
+        # the data, not the balancing or initdb).
+        with timed("backup_restore"):
+            top, drill = backup_restore(top, work, nodes=1 if args.short else args.nodes, tenant=drill_tenant,
+                                        same_server=args.short)
         results.append(drill)
     finally:
-        top.close()
-        receiver.server.shutdown()
-        model.stop()
-        if not args.dir:
-            shutil.rmtree(work, ignore_errors=True)
+        with timed("stopped"):
+            top.close()
+            receiver.server.shutdown()
+            model.stop()
+            if not args.dir:
+                shutil.rmtree(work, ignore_errors=True)
     return {"nodes": args.nodes, "short": args.short, "step_seconds": args.step_seconds, "results": results}
 
 

@@ -5,7 +5,9 @@ from the Alembic migrations the stack applies. Helpers live in support.py."""
 
 from __future__ import annotations
 
+import functools
 import pathlib
+import re
 
 import grpc
 import httpx
@@ -14,21 +16,33 @@ from persona_service.kernel.auth import Authenticator, CredentialCache
 from support import JWT_SECRET, Stack, Tenant, TenantFactory, client_for, engine_for, make_stack, running
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
-def pytest_collection_modifyitems(config, items) -> None:
-    """For `make pytest`'s workers (pytest-xdist, `--dist loadgroup`): a file's
-    tests run on one worker, and so do a folder's whose conftest.py holds a
-    session- or package-scoped fixture (a second stack, a browser, a seeded
-    database), so each module- and folder-wide fixture starts once, not once
-    a worker. Every worker is a session of its own: its own stack, ports from
-    free_port and a basetemp subfolder."""
-    if not config.getoption("loadgroup", False):  # what xdist sets in a worker of `--dist loadgroup`
-        return
-    root = pathlib.Path(__file__).parent.relative_to(config.rootpath).as_posix()
-    for item in items:
-        shared = [d.baseid for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs
-                  if d.scope in ("session", "package") and d.baseid not in ("", root)]
-        item.add_marker(pytest.mark.xdist_group(max(shared, key=len) if shared else item.nodeid.split("::")[0]))
+def pytest_xdist_make_scheduler(config, log):
+    """`make pytest`'s workers (pytest-xdist, `--dist loadscope`): a file's tests
+    run on one worker, and so do a folder's whose conftest.py holds a session-
+    or package-scoped fixture (a second stack, a browser, a seeded database),
+    so each module- and folder-wide fixture starts once, not once a worker.
+    Each worker is a session of its own: its stack, ports from free_port, a
+    basetemp subfolder. (xdist's `loadgroup` marks do not group under pytest 9.)"""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFileOrSharedFolder(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::")[0]
+            return next((f for f in _sharing_folders(config.rootpath) if path.startswith(f + "/")), path)
+
+    return ByFileOrSharedFolder(config, log)
+
+
+@functools.cache
+def _sharing_folders(root: pathlib.Path) -> frozenset[str]:
+    """Folders under tests/ whose conftest.py declares a session- or package-scoped fixture."""
+    here = pathlib.Path(__file__).parent
+    return frozenset(
+        conftest.parent.relative_to(root).as_posix() for conftest in here.glob("*/**/conftest.py")
+        if re.search(r"scope=\"(session|package)\"", conftest.read_text())
+    )
 
 
 @pytest.fixture(scope="session")

@@ -65,7 +65,7 @@ class AuditRepository:
         stmt = select(_events).where(_events.c.org_id == org_id, seen_from(_events.c.workspace_id, workspace_id))
         for name, value in filters.items():
             if value:
-                stmt = stmt.where(_events.c[name] == value)
+                stmt = stmt.where(_events.c[name] == (literal(value, literal_execute=True) if name in _LITERAL else value))
         if after is not None:
             stmt = stmt.where(tuple_(_events.c.occurred_at, _events.c.id) < tuple_(*after))
         stmt = stmt.order_by(_events.c.occurred_at.desc(), _events.c.id.desc()).limit(limit)

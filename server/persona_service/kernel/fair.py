@@ -76,10 +76,10 @@ class _Stride(Generic[T]):
 
     def pop(self, allowed: Callable[[str], bool] | None = None) -> T | None:
         """The next item of the waiting organization with the lowest virtual time (among the `allowed` ones)."""
-        orgs = [org for org in self._queues if allowed(org)] if allowed is not None else self._queues
-        if not orgs:
+        waiting = [org for org in self._queues if allowed(org)] if allowed is not None else self._queues
+        if not waiting:
             return None
-        org = min(orgs, key=self._passes.__getitem__)
+        org = min(waiting, key=self._passes.__getitem__)
         queue = self._queues[org]
         stride, item = queue.popleft()
         self._clock = self._passes[org]

@@ -25,6 +25,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from persona_service.kernel import metrics
+from persona_service.kernel.db import outages as database
+from persona_service.kernel.logs import Throttled
 from persona_service.kernel.tasks_repository import TaskRecord, TaskRepository
 
 if TYPE_CHECKING:
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from persona_service.kernel.resources import Runtime
 
 log = logging.getLogger("persona_service.tasks")
+_warn = Throttled(log)
 
 T = TypeVar("T")
 KEEP_FINISHED = timedelta(days=1)
@@ -120,8 +123,11 @@ class TaskRunner:
             try:
                 with self.engine.begin() as conn:
                     task = TaskRepository(conn).claim(leases) if leases else None
-            except Exception:  # noqa: BLE001 - the database is away: try again later
-                log.exception("could not claim a task")
+            except Exception as exc:  # noqa: BLE001 - the database is away: try again later
+                if database.unavailable(exc):  # every poll of every thread fails: one line per 10 s
+                    _warn.warning("claim", "tasks not claimed: the database is unavailable (%s)", type(exc).__name__)
+                else:
+                    log.exception("could not claim a task")
                 task = None
             if task is None:
                 with self._changed:

@@ -75,7 +75,7 @@ class ResourceRepository:
     def __init__(self, conn: Connection, table: Table, naming_column: ColumnElement[Any],
                  columns: Mapping[str, Any], counts: Table | None = None) -> None:
         self.conn, self.table, self.naming, self.columns = conn, table, naming_column, columns
-        self.counts = counts  # a kept count per organization (org_id, users), if the table has one
+        self.counts = counts  # a kept count per organization (org_id, total), if the table has one
         self.document = table.c.document
         self._record = select(table.c.id, table.c.document, table.c.version, table.c.created_at, table.c.updated_at)
 
@@ -103,7 +103,7 @@ class ResourceRepository:
              limit: int) -> tuple[list[ScimRecord], int]:
         scoped = self.table.c.org_id == org_id if where is None else (self.table.c.org_id == org_id) & where
         if where is None and self.counts is not None:  # the kept count, not a count of every row
-            total = self.conn.execute(select(self.counts.c.users).where(self.counts.c.org_id == org_id)
+            total = self.conn.execute(select(self.counts.c.total).where(self.counts.c.org_id == org_id)
                                       ).scalar_one_or_none() or 0
         else:
             total = self.conn.execute(select(func.count()).select_from(self.table).where(scoped)).scalar_one()
@@ -397,6 +397,6 @@ def _date_time(leaf: Attribute, value: Any) -> datetime:
 def recount_users(conn: Connection) -> None:
     """Set every organization's kept count of SCIM users from the rows
     (after a bulk load that bypassed the trigger, e.g. the volume seed's COPY)."""
-    counted = select(_users.c.org_id, func.count().label("users")).group_by(_users.c.org_id)
-    stmt = pg_insert(_user_counts).from_select(["org_id", "users"], counted)
-    conn.execute(stmt.on_conflict_do_update(index_elements=[_user_counts.c.org_id], set_={"users": stmt.excluded.users}))
+    counted = select(_users.c.org_id, func.count().label("total")).group_by(_users.c.org_id)
+    stmt = pg_insert(_user_counts).from_select(["org_id", "total"], counted)
+    conn.execute(stmt.on_conflict_do_update(index_elements=[_user_counts.c.org_id], set_={"total": stmt.excluded.total}))

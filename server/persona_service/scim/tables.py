@@ -61,7 +61,7 @@ class ScimUserCount(Base):
 
     __tablename__ = "scim_user_counts"
     org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True)
-    users: Mapped[int] = mapped_column(Integer, nullable=False)
+    total: Mapped[int] = mapped_column(Integer, nullable=False)
 
 
 class ScimGroup(Base):

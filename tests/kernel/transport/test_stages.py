@@ -30,7 +30,7 @@ from persona_service.kernel.transport.policy import MethodMeta
 from persona_service.kernel.transport.stages import build, compose
 from persona_service.kernel.transport.stages.auth import Authenticate
 from persona_service.kernel.transport.stages.authorization import Authorize
-from persona_service.kernel.transport.stages.call import EDGE_MARK, LOG_CARRIER, Call
+from persona_service.kernel.transport.stages.call import EDGE_MARK, LOG_CARRIER, Call, Stage
 from persona_service.kernel.transport.stages.client_address import ClientAddress
 from persona_service.kernel.transport.stages.commit import STATUS_CARRIER, Commit
 from persona_service.kernel.transport.stages.idempotency import Idempotency
@@ -88,6 +88,11 @@ def fake_app() -> SimpleNamespace:
                            idempotency=object())
 
 
+def run(stage, call: Call, operation=then):
+    """The stage alone, handing on to `operation`."""
+    return compose([stage], operation)(call)
+
+
 def names(stages: list) -> list[str]:
     return [type(stage).__name__ for stage in stages]
 
@@ -118,17 +123,23 @@ def test_the_stages_are_built_from_the_declared_policy():
 def test_composed_stages_run_in_list_order_and_may_answer_without_going_on():
     ran: list[str] = []
 
-    def stage(name: str, answer: str | None = None):
-        def run(call: Call, then):
-            ran.append(name)
-            return answer if answer is not None else then(call)
-        return run
+    class Named(Stage):
+        def __init__(self, name: str, answer: str | None = None) -> None:
+            self.name, self.answer = name, answer
 
-    chain = compose([stage("a"), stage("b"), stage("c")], lambda call: ran.append("operation") or "done")
+        def __call__(self, call: Call):
+            ran.append(self.name)
+            return self.answer if self.answer is not None else self.then(call)
+
+    chain = compose([Named("a"), Named("b"), Named("c")], lambda call: ran.append("operation") or "done")
     assert chain(make_call()) == "done" and ran == ["a", "b", "c", "operation"]
     ran.clear()
-    assert compose([stage("a"), stage("b", "replayed"), stage("c")], then)(make_call()) == "replayed"
+    assert compose([Named("a"), Named("b", "replayed"), Named("c")], then)(make_call()) == "replayed"
     assert ran == ["a", "b"]
+    # A stage in several chains (the unit of work's) goes on to each chain's own next link.
+    shared = Named("shared")
+    one, two = compose([shared], lambda call: "one"), compose([shared], lambda call: "two")
+    assert one(make_call()) == "one" and two(make_call()) == "two"
 
 
 # --- each stage -----------------------------------------------------------------
@@ -137,7 +148,7 @@ def test_composed_stages_run_in_list_order_and_may_answer_without_going_on():
 def test_authenticate_sets_the_principal_and_tells_the_edge_who_called():
     authenticator = SimpleNamespace(authenticate=lambda header, conn: PRINCIPAL if header == "Bearer k" else None)
     call = make_call(metadata={"authorization": "Bearer k", EDGE_MARK: "1"}, principal=None)
-    assert Authenticate(authenticator, None)(call, then) == "answered"
+    assert run(Authenticate(authenticator, None), call) == "answered"
     assert call.ctx.principal == PRINCIPAL
     assert (LOG_CARRIER, "org_1 ws_1 key_1") in call.ctx.headers
 
@@ -149,7 +160,7 @@ def test_a_failed_authentication_is_limited_per_address_and_goes_no_further():
     limiter = SimpleNamespace(admit_anonymous=lambda ip: Admission([("x-ratelimit-limit", ip)]))
     call = make_call(principal=None)
     with pytest.raises(Unauthorized):
-        Authenticate(SimpleNamespace(authenticate=refuse), limiter)(call, then)
+        run(Authenticate(SimpleNamespace(authenticate=refuse), limiter), call)
     assert call.ctx.headers == [("x-ratelimit-limit", "10.0.0.1")] and not called(call)
 
 
@@ -159,33 +170,33 @@ def test_limits_admit_the_organization_for_the_declared_cap_with_a_quota_only_wh
     resolver = SimpleNamespace(limits=lambda principal, conn: "pro", quota_period=lambda org, conn: (1, 2))
     call = make_call()
     policy = options_pb2.MethodPolicy(endpoint_cap="create", generation=True)
-    Limits(limiter, resolver, policy, stream=True)(call, then)
+    run(Limits(limiter, resolver, policy, stream=True), call)
     assert asked == [{"org": "org_1", "cap": "create", "generation": True, "stream": True, "token": "req_1",
                       "period": (1, 2)}]
     assert call.admission.headers == [("a", "1")] and ("a", "1") in call.ctx.headers and called(call)
-    Limits(limiter, resolver, options_pb2.MethodPolicy(), stream=False)(make_call(), then)
+    run(Limits(limiter, resolver, options_pb2.MethodPolicy(), stream=False), make_call())
     assert asked[-1]["period"] is None and asked[-1]["stream"] is False
 
 
 def test_anonymous_limits_only_report_the_address_headers():
     call = make_call(principal=None)
-    AnonymousLimits(SimpleNamespace(peek_anonymous=lambda ip: Admission([("ratelimit", ip)])))(call, then)
+    run(AnonymousLimits(SimpleNamespace(peek_anonymous=lambda ip: Admission([("ratelimit", ip)]))), call)
     assert call.ctx.headers[0] == ("ratelimit", "10.0.0.1") and called(call)
 
 
 def test_authorize_refuses_a_credential_without_the_declared_scope():
-    Authorize(options_pb2.MethodPolicy(scope="personas:write"))(call := make_call(), then)
+    run(Authorize(options_pb2.MethodPolicy(scope="personas:write")), call := make_call())
     assert called(call)
     call = make_call()
     with pytest.raises(Forbidden):
-        Authorize(options_pb2.MethodPolicy(scope="billing:write"))(call, then)
+        run(Authorize(options_pb2.MethodPolicy(scope="billing:write")), call)
     assert not called(call)
 
 
 def test_a_fair_turn_is_held_until_the_call_ends_and_a_timeout_is_a_503_with_retry_after():
     taken: list[tuple] = []
     call = make_call()
-    FairTurn(SimpleNamespace(acquire=lambda *a: taken.append(a)))(call, then)
+    run(FairTurn(SimpleNamespace(acquire=lambda *a: taken.append(a))), call)
     assert call.holds_turn and taken[0][0] == "org_1" and called(call)
     assert call.ctx.uow.events == ["close"]  # no connection held while waiting
 
@@ -194,23 +205,23 @@ def test_a_fair_turn_is_held_until_the_call_ends_and_a_timeout_is_a_503_with_ret
 
     call = make_call()
     with pytest.raises(ServiceUnavailable) as refused:
-        FairTurn(SimpleNamespace(acquire=busy))(call, then)
+        run(FairTurn(SimpleNamespace(acquire=busy)), call)
     assert "retry-after" in refused.value.headers and not call.holds_turn and not called(call)
 
 
 def test_known_fields_refuse_an_undecodable_body():
     call = make_call(request=Undecodable())
     with pytest.raises(BadRequest) as refused:
-        KnownFields(PATH)(call, then)
+        run(KnownFields(PATH), call)
     assert refused.value.details == {"reason": "undecodable"} and not called(call)
-    KnownFields(PATH)(call := make_call(), then)
+    run(KnownFields(PATH), call := make_call())
     assert called(call)
 
 
 def test_validate_applies_the_request_rules():
     call = make_call(request=personas_pb2.CreatePersonaRequest(intent="nul \x00 here"))
     with pytest.raises(ValidationFailed):
-        Validate()(call, then)
+        run(Validate(), call)
     assert not called(call)
 
 
@@ -224,14 +235,14 @@ def test_idempotency_claims_a_key_and_replays_a_stored_outcome_without_the_opera
         return Claim("org_1", "key_1", key), stored[key]
 
     stage = Idempotency(SimpleNamespace(begin=begin), meta(write=True))
-    assert stage(call := make_call(), then) == "answered" and not begun and call.claim is None  # no key
-    assert stage(call := make_call(metadata={"idempotency-key": "k1"}), then) == "answered"
+    assert run(stage, call := make_call()) == "answered" and not begun and call.claim is None  # no key
+    assert run(stage, call := make_call(metadata={"idempotency-key": "k1"})) == "answered"
     assert call.claim == Claim("org_1", "key_1", "k1") and begun == [("k1", PATH)]
-    replayed = stage(call := make_call(metadata={"idempotency-key": "k2"}), then)
+    replayed = run(stage, call := make_call(metadata={"idempotency-key": "k2"}))
     assert replayed == empty_pb2.Empty() and not called(call)
     assert ("idempotent-replayed", "true") in call.ctx.headers and ("etag", "1") in call.ctx.headers
     with pytest.raises(StoredError):
-        stage(call := make_call(metadata={"idempotency-key": "k3"}), then)
+        run(stage, call := make_call(metadata={"idempotency-key": "k3"}))
     assert not called(call)
 
 
@@ -239,10 +250,10 @@ def test_resume_follows_the_named_run_instead_of_going_on():
     resumed: list[tuple] = []
     runs = SimpleNamespace(resume=lambda point, owner, path, active: resumed.append((point, owner, path)) or (
         iter([]), lambda: None))
-    assert Resume(runs)(call := make_call(), then) == "answered"
+    assert run(Resume(runs), call := make_call()) == "answered"
     call = make_call()
     call.resume = ResumePoint("run_1", 3)
-    following = Resume(runs)(call, then)
+    following = run(Resume(runs), call)
     assert isinstance(following, Following) and following.run is None and following.run_id == "run_1"
     assert resumed[0][1].org_id == "org_1" and resumed[0][2] == PATH
     assert not called(call) and call.ctx.uow.events == ["close"]  # following needs no database
@@ -252,7 +263,7 @@ def test_commit_runs_the_operation_then_commits_and_answers_with_the_declared_st
     hooks: list[str] = []
     call = make_call(success_status=201)
     call.ctx.after_commit.append(lambda: hooks.append("hook"))
-    response = Commit(None, None, None)(call, lambda call: empty_pb2.Empty())
+    response = run(Commit(None, None, None), call, lambda call: empty_pb2.Empty())
     assert response == empty_pb2.Empty() and call.reached_operation and call.succeeded
     assert call.ctx.uow.events == ["commit"] and hooks == ["hook"]
     assert (STATUS_CARRIER, "201") in call.ctx.headers
@@ -264,7 +275,7 @@ def test_a_failing_operation_commits_nothing():
 
     call = make_call()
     with pytest.raises(NotFound):
-        Commit(None, None, None)(call, fails)
+        run(Commit(None, None, None), call, fails)
     assert call.reached_operation and not call.succeeded and call.ctx.uow.events == []
 
 

@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine
 
+from persona_service.kernel.db.outages import connection_lost
+
 
 class UnitOfWork:
     def __init__(self, engine: Engine, read_only: bool = False):
@@ -33,10 +35,21 @@ class UnitOfWork:
             self._conn.commit()
 
     def close(self) -> None:
-        """Roll back whatever was not committed and return the connection."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        """Roll back whatever was not committed and return the connection.
+        One the database dropped (a restart) is discarded: its server rolled
+        it back, and its rollback failing must not hide the error that ended
+        the unit of work (psycopg notices a connection PgBouncer closed only
+        at its next use, which is this rollback)."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            conn.close()
+        except Exception as exc:
+            if not connection_lost(exc):
+                raise
+            if not conn.closed:  # else the failed rollback discarded it already
+                conn.invalidate()
 
 
 def in_batches(engine: Engine, step: Callable[[Connection], int], size: int) -> list[int]:

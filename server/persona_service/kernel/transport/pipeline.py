@@ -241,11 +241,13 @@ class RequestPipeline(grpc.ServerInterceptor):
         except Exception as exc:  # noqa: BLE001 - settled, then told to the followers
             if run.abandoned:  # another process goes on with the run: roll back, settle nothing
                 call.ctx.uow.close()
+                call.continues_elsewhere = True
                 return Outcome("abandoned")
             if connection_lost(exc):  # a database restart: the run goes on once it is back (kernel.runs)
                 call.ctx.uow.close()
                 resumed = self.app.runs.after_outage(run)
                 if resumed is not None:
+                    call.continues_elsewhere = True
                     return resumed
             err = self.outcomes.settle(call, exc)
             if not isinstance(exc, ApiError) and run.frames:  # the servicers frame their own (ApiError) failures

@@ -23,23 +23,23 @@ def upgrade() -> None:
     op.create_table(
         'scim_user_counts',
         sa.Column('org_id', sa.String(40), sa.ForeignKey('organizations.id', ondelete='CASCADE'), primary_key=True),
-        sa.Column('users', sa.Integer(), nullable=False),
+        sa.Column('total', sa.Integer(), nullable=False),
     )
     op.execute("""
         CREATE OR REPLACE FUNCTION scim_users_count() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             IF TG_OP = 'INSERT' THEN
-                INSERT INTO scim_user_counts (org_id, users) VALUES (NEW.org_id, 1)
-                ON CONFLICT (org_id) DO UPDATE SET users = scim_user_counts.users + 1;
+                INSERT INTO scim_user_counts (org_id, total) VALUES (NEW.org_id, 1)
+                ON CONFLICT (org_id) DO UPDATE SET total = scim_user_counts.total + 1;
                 RETURN NEW;
             END IF;
-            UPDATE scim_user_counts SET users = users - 1 WHERE org_id = OLD.org_id;
+            UPDATE scim_user_counts SET total = total - 1 WHERE org_id = OLD.org_id;
             RETURN OLD;
         END $$
     """)
     op.execute("CREATE TRIGGER scim_users_count AFTER INSERT OR DELETE ON scim_users "
                "FOR EACH ROW EXECUTE FUNCTION scim_users_count()")
-    op.execute("INSERT INTO scim_user_counts (org_id, users) SELECT org_id, count(*) FROM scim_users GROUP BY org_id")
+    op.execute("INSERT INTO scim_user_counts (org_id, total) SELECT org_id, count(*) FROM scim_users GROUP BY org_id")
 
 
 def downgrade() -> None:

@@ -5,19 +5,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from persona_service.kernel.errors import Unauthorized
-from persona_service.kernel.transport.stages.call import EDGE_MARK, LOG_CARRIER, Call, Next
+from persona_service.kernel.transport.stages.call import EDGE_MARK, LOG_CARRIER, Call, Stage
 
 if TYPE_CHECKING:
     from persona_service.kernel.auth import Authenticator
     from persona_service.kernel.limits.limiter import RateLimiter
 
 
-class Authenticate:
+class Authenticate(Stage):
     def __init__(self, authenticator: Authenticator, limiter: RateLimiter) -> None:
         self.authenticator = authenticator
         self.limiter = limiter
 
-    def __call__(self, call: Call, then: Next) -> Any:
+    def __call__(self, call: Call) -> Any:
         ctx = call.ctx
         try:
             principal = self.authenticator.authenticate(call.metadata.get("authorization"), lambda: ctx.conn)
@@ -29,4 +29,4 @@ class Authenticate:
         if EDGE_MARK in call.metadata:
             # Who called, for the edge's access log (the Lua filter keeps it there, never sends it on).
             ctx.headers.append((LOG_CARRIER, f"{principal.org_id} {principal.workspace_id} {principal.credential_id}"))
-        return then(call)
+        return self.then(call)

@@ -6,18 +6,18 @@ from typing import TYPE_CHECKING, Any
 
 from persona_service.kernel.access import authorize
 from persona_service.kernel.auth import check_client_address
-from persona_service.kernel.transport.stages.call import Call, Next
+from persona_service.kernel.transport.stages.call import Call, Stage
 
 if TYPE_CHECKING:
     from persona.v1.options_pb2 import MethodPolicy
 
 
-class Authorize:
+class Authorize(Stage):
     def __init__(self, policy: MethodPolicy) -> None:
         self.policy = policy
 
-    def __call__(self, call: Call, then: Next) -> Any:
+    def __call__(self, call: Call) -> Any:
         principal, policy = call.ctx.caller, self.policy
         check_client_address(principal, call.ctx.client_ip)
         authorize(principal, scope=policy.scope, roles=policy.roles, platform_admin=policy.platform_admin)
-        return then(call)
+        return self.then(call)

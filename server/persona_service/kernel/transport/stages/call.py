@@ -1,7 +1,7 @@
 """What the request pipeline's stages share: the per-call state (`Call`),
-the `Stage` protocol, and how an ordered list of stages is composed.
+what a `Stage` is, and how an ordered list of stages is composed.
 
-A stage is middleware: it does its part, then hands the call on (`then`),
+A stage is middleware: it does its part, then hands the call on (`self.then`),
 or answers without handing it on (an idempotent replay, a resumed stream),
 or raises an ApiError. The pipeline composes each method's list once; the
 last link is the method's operation (unary, server-streaming or byte stream
@@ -9,9 +9,9 @@ alike), so the three kinds of handler share the same stages."""
 
 from __future__ import annotations
 
-import functools
+import copy
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from persona_service.kernel.limits.limiter import Admission
 
@@ -46,6 +46,9 @@ class Call:
         self.committed_claim: Claim | None = None  # the claim once the unit of work committed its outcome
         self.reached_operation = False
         self.succeeded = False
+        # The run goes on in another process (taken over after a drain or a database outage): its
+        # quota unit stays charged, as the run will still complete there.
+        self.continues_elsewhere = False
         self.streaming = False  # a streaming RPC has sent its headers
         self.holds_turn = False  # of the unary server's gate
         self.run: Run | None = None  # the durable run this call's operation is (streaming RPCs)
@@ -55,13 +58,23 @@ class Call:
 Next = Callable[[Call], Any]
 
 
-class Stage(Protocol):
-    def __call__(self, call: Call, then: Next) -> Any: ...
+class Stage:
+    """One step of the pipeline: does its part, then hands the call on
+    (`self.then(call)`), or answers without handing it on, or raises."""
+
+    then: Next  # the rest of the chain, set by `compose`
+
+    def __call__(self, call: Call) -> Any:
+        raise NotImplementedError
 
 
 def compose(stages: Sequence[Stage], operation: Next) -> Next:
-    """One callable running `stages` in order, then `operation`."""
+    """One callable running `stages` in order, then `operation`. Each stage
+    is linked to the next once, here (a copy: a stage may be in several
+    chains), so a call pays one frame per stage and nothing to link them."""
     chain = operation
     for stage in reversed(stages):
-        chain = functools.partial(stage, then=chain)  # a C-level link: no Python frame of its own
+        linked = copy.copy(stage)
+        linked.then = chain
+        chain = linked
     return chain

@@ -11,7 +11,7 @@ from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
 from persona_service.kernel.audit import AuditEntry, AuditLog
-from persona_service.kernel.transport.stages.call import Call, Next
+from persona_service.kernel.transport.stages.call import Call, Stage
 from persona_service.kernel.transport.stages.idempotency import replayable
 from persona_service.kernel.transport.validation import check_closed_sets
 
@@ -33,7 +33,7 @@ HEADER_CARRIER = "x-persona-set-"
 REDIRECT_STATUS = 307
 
 
-class Commit:
+class Commit(Stage):
     """As a stage, the last before a unary operation: runs it (`then`) and
     commits its outcome. Streams call `complete` once their operation ends."""
 
@@ -42,9 +42,9 @@ class Commit:
         self.idempotency = idempotency
         self.engine = engine  # the final answer's idempotency record (`finish`), after the commit
 
-    def __call__(self, call: Call, then: Next) -> Any:
+    def __call__(self, call: Call) -> Any:
         call.reached_operation = True
-        response = then(call)
+        response = self.then(call)
         check_closed_sets(response)
         call.ctx.headers += answer(call.ctx, call.meta, response)
         self.complete(call, call.request, response)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from persona_service.kernel import metrics
 from persona_service.kernel.errors import StoredError
 from persona_service.kernel.idempotency import request_hash
-from persona_service.kernel.transport.stages.call import Call, Next
+from persona_service.kernel.transport.stages.call import Call, Stage
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
@@ -22,19 +22,19 @@ if TYPE_CHECKING:
 _PER_RESPONSE = ("x-request-id", "x-ratelimit-", "ratelimit", "x-service-plan-window-seconds", "retry-after")
 
 
-class Idempotency:
+class Idempotency(Stage):
     def __init__(self, store: Store, meta: MethodMeta) -> None:
         self.store = store
         self.meta = meta
 
-    def __call__(self, call: Call, then: Next) -> Any:
+    def __call__(self, call: Call) -> Any:
         key = call.metadata.get("idempotency-key")
         if key is None:
-            return then(call)
+            return self.then(call)
         digest = request_hash(self.meta.path, call.request.SerializeToString(deterministic=True))
         call.claim, replay = self.store.begin(call.ctx.caller, key, self.meta.path, digest)
         if replay is None:
-            return then(call)
+            return self.then(call)
         return self._replay(call, replay)
 
     def _replay(self, call: Call, replay: Replay) -> Message:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from persona_service.kernel.errors import ServiceUnavailable
 from persona_service.kernel.fair import GateTimeout, weight_of
 from persona_service.kernel.transport.outages import RETRY_AFTER_SECONDS
-from persona_service.kernel.transport.stages.call import Call, Next
+from persona_service.kernel.transport.stages.call import Call, Stage
 
 if TYPE_CHECKING:
     from persona.v1.options_pb2 import MethodPolicy
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 TURN_WAIT_SECONDS = 10.0
 
 
-class Limits:
+class Limits(Stage):
     """The organization's limits, for the method's declared cap (and quota when it generates)."""
 
     def __init__(self, limiter: RateLimiter, limits: LimitsResolver, policy: MethodPolicy, stream: bool) -> None:
@@ -31,7 +31,7 @@ class Limits:
         self.policy = policy
         self.stream = stream
 
-    def __call__(self, call: Call, then: Next) -> Any:
+    def __call__(self, call: Call) -> Any:
         ctx, policy = call.ctx, self.policy
         principal = ctx.caller
         call.admission = self.limiter.admit(
@@ -40,28 +40,28 @@ class Limits:
             period=self.limits.quota_period(principal.org_id, lambda: ctx.conn) if policy.generation else None,
         )
         ctx.headers += call.admission.headers
-        return then(call)
+        return self.then(call)
 
 
-class AnonymousLimits:
+class AnonymousLimits(Stage):
     """An anonymous method (the request proves itself, e.g. a signed URL):
     no tenant, no tenant limits; the client address's headers only."""
 
     def __init__(self, limiter: RateLimiter) -> None:
         self.limiter = limiter
 
-    def __call__(self, call: Call, then: Next) -> Any:
+    def __call__(self, call: Call) -> Any:
         call.ctx.headers += self.limiter.peek_anonymous(call.ctx.client_ip).headers
-        return then(call)
+        return self.then(call)
 
 
-class FairTurn:
+class FairTurn(Stage):
     """A turn at the unary server's workers, released when the call ends."""
 
     def __init__(self, gate: FairGate) -> None:
         self.gate = gate
 
-    def __call__(self, call: Call, then: Next) -> Any:
+    def __call__(self, call: Call) -> Any:
         principal = call.ctx.caller
         call.ctx.uow.close()  # what authentication read on a cache miss: no connection is held while waiting
         try:
@@ -71,4 +71,4 @@ class FairTurn:
             err.headers = {"retry-after": str(RETRY_AFTER_SECONDS)}
             raise err from None
         call.holds_turn = True
-        return then(call)
+        return self.then(call)

@@ -92,7 +92,7 @@ class Outcomes:
         if call.holds_turn and self.gate is not None:
             self.gate.release()
         # A generation that did not succeed gives its quota unit back.
-        self.app.limiter.release(call.admission, refund=not call.succeeded)
+        self.app.limiter.release(call.admission, refund=not (call.succeeded or call.continues_elsewhere))
         call.ctx.uow.close()
         request_context.unbind(token)
 

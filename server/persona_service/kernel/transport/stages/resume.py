@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from persona_service.kernel.runs import RunOwner
-from persona_service.kernel.transport.stages.call import Call, Next
+from persona_service.kernel.transport.stages.call import Call, Stage
 
 if TYPE_CHECKING:
     from persona_service.kernel.runs import Batch, Outcome, Run, Runs
@@ -23,14 +23,14 @@ class Following(NamedTuple):
     run_id: str
 
 
-class Resume:
+class Resume(Stage):
     def __init__(self, runs: Runs) -> None:
         self.runs = runs
 
-    def __call__(self, call: Call, then: Next) -> Any:
+    def __call__(self, call: Call) -> Any:
         point = call.resume
         if point is None:
-            return then(call)
+            return self.then(call)
         assert call.context is not None  # a caller's call (revived runs never pass the stages)
         call.ctx.uow.close()  # following needs no database
         frames, outcome = self.runs.resume(point, run_owner(call), call.meta.path, call.context.is_active)

@@ -7,7 +7,7 @@ from typing import Any
 from persona_service.kernel.errors import BadRequest
 from persona_service.kernel.transport.body_keys import HEADER as BODY_KEYS
 from persona_service.kernel.transport.body_keys import refuse_unknown_fields
-from persona_service.kernel.transport.stages.call import Call, Next
+from persona_service.kernel.transport.stages.call import Call, Stage
 from persona_service.kernel.transport.validation import validate
 
 
@@ -17,25 +17,25 @@ class Undecodable:
     levels), so the pipeline answers 400 instead of gRPC's bare INTERNAL."""
 
 
-class KnownFields:
+class KnownFields(Stage):
     """The body decoded, and the JSON keys it was sent with (the edge's copy) all known."""
 
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def __call__(self, call: Call, then: Next) -> Any:
+    def __call__(self, call: Call) -> Any:
         if isinstance(call.request, Undecodable):
             raise _undecodable()
         refuse_unknown_fields(self.path, call.metadata.get(BODY_KEYS))
-        return then(call)
+        return self.then(call)
 
 
-class Validate:
+class Validate(Stage):
     """The request's declared rules (required fields, formats, closed sets)."""
 
-    def __call__(self, call: Call, then: Next) -> Any:
+    def __call__(self, call: Call) -> Any:
         validate(call.request)
-        return then(call)
+        return self.then(call)
 
 
 def _undecodable() -> BadRequest:
