@@ -15,7 +15,7 @@ from persona_service.kernel import fair, metrics, redis_pool
 from persona_service.kernel.audit import AuditEntry, AuditLog, FailureTally
 from persona_service.kernel.auth import DEGRADED_TTL_SECONDS, Authenticator, CredentialCache
 from persona_service.kernel.cursors import CursorCodec
-from persona_service.kernel.db.engine import make_engine
+from persona_service.kernel.db.engine import make_engine, share_disconnects
 from persona_service.kernel.fair import FairGate
 from persona_service.kernel.idempotency import Idempotency
 from persona_service.kernel.limits.limiter import RateLimiter
@@ -61,6 +61,7 @@ class App:
         # them from taking the unary calls' connections.
         self.stream_engine = make_engine(settings.database_url, pool_size=settings.stream_db_pool_size,
                                          prepared=prepared)
+        share_disconnects(self.engine, self.stream_engine)
         self.redis = redis_pool.connect(settings.redis_url, settings.redis_max_connections,
                                         settings.redis_acquire_timeout_seconds)
         secret = settings.resolved_jwt_secret()

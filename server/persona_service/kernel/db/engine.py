@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import ExceptionContext
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -34,3 +35,19 @@ def make_engine(url: str, pool_size: int = 8, prepared: bool = True) -> Engine:
         hide_parameters=True,
         connect_args={} if prepared else {"prepare_threshold": None},
     )
+
+
+def share_disconnects(*engines: Engine) -> None:
+    """A disconnect one of a process's pools sees (a PostgreSQL or PgBouncer
+    restart) is one for all of them: SQLAlchemy drops the connections of the
+    pool that saw it, and this drops the others' too, so the first call a
+    sibling pool serves after the restart is not answered 503 on a dead
+    connection (there is no pre-ping to find it)."""
+    for engine in engines:
+        siblings = [other for other in engines if other is not engine]
+
+        @event.listens_for(engine, "handle_error")
+        def _dropped(context: ExceptionContext, siblings: list[Engine] = siblings) -> None:
+            if context.is_disconnect:
+                for other in siblings:
+                    other.dispose(close=False)  # checked-out connections finish, then go
