@@ -5,6 +5,8 @@ from __future__ import annotations
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import ExceptionContext
 
+from persona_service.kernel.db.outages import connection_lost
+
 
 def sqlalchemy_url(url: str) -> str:
     """Accept plain `postgresql://` URLs (as pgserver and most tools print them)."""
@@ -38,16 +40,17 @@ def make_engine(url: str, pool_size: int = 8, prepared: bool = True) -> Engine:
 
 
 def share_disconnects(*engines: Engine) -> None:
-    """A disconnect one of a process's pools sees (a PostgreSQL or PgBouncer
-    restart) is one for all of them: SQLAlchemy drops the connections of the
-    pool that saw it, and this drops the others' too, so the first call a
-    sibling pool serves after the restart is not answered 503 on a dead
-    connection (there is no pre-ping to find it)."""
-    for engine in engines:
-        siblings = [other for other in engines if other is not engine]
+    """A lost connection one of a process's pools sees (a PostgreSQL or
+    PgBouncer restart: `outages.connection_lost`) is one for all of them:
+    every pool drops the connections it holds, so the first call each serves
+    after the restart is not answered 503 on a dead connection (there is no
+    pre-ping to find it, and SQLAlchemy drops only the pool that saw it, and
+    only for the errors its dialect recognises)."""
 
-        @event.listens_for(engine, "handle_error")
-        def _dropped(context: ExceptionContext, siblings: list[Engine] = siblings) -> None:
-            if context.is_disconnect:
-                for other in siblings:
-                    other.dispose(close=False)  # checked-out connections finish, then go
+    def dropped(context: ExceptionContext) -> None:
+        if context.is_disconnect or connection_lost(context.original_exception):
+            for engine in engines:
+                engine.dispose(close=False)  # checked-out connections finish their work, then go
+
+    for engine in engines:
+        event.listen(engine, "handle_error", dropped)
