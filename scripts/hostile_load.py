@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import pathlib
 import resource
@@ -33,7 +34,8 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
 
 import httpx
 
@@ -47,38 +49,56 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _probe_loop(url: str, headers: dict[str, str], conn: Connection) -> None:
+    """The probe's process: 8 threads calling `url`; answers each request on
+    `conn` with the samples so far, until told to stop."""
+    samples: list[tuple[float, float, int]] = []
+    stop = threading.Event()
+
+    def loop() -> None:
+        with httpx.Client(timeout=10) as client:
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    status = client.get(url, headers=headers).status_code
+                except httpx.HTTPError:
+                    status = 0
+                samples.append((started, time.monotonic() - started, status))
+                time.sleep(0.005)
+
+    threads = [threading.Thread(target=loop, daemon=True) for _ in range(8)]
+    for t in threads:
+        t.start()
+    while conn.recv() != "stop":
+        conn.send(list(samples))
+    stop.set()
+    for t in threads:
+        t.join()
+
+
 @dataclass
 class Probe:
-    """A steady load of 8 threads, recording (start time, latency, status)."""
+    """A steady load of 8 threads, recording (start time, latency, status), in a
+    process of its own: sharing a GIL with hundreds of load threads would add
+    the client's own waits to the latencies it measures. time.monotonic() is
+    one clock across processes (CLOCK_MONOTONIC), so windows compare."""
 
     url: str
     headers: dict[str, str]
-    samples: list[tuple[float, float, int]] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
-        def loop() -> None:
-            with httpx.Client(timeout=10) as client:
-                while not self._stop.is_set():
-                    started = time.monotonic()
-                    try:
-                        status = client.get(self.url, headers=self.headers).status_code
-                    except httpx.HTTPError:
-                        status = 0
-                    self.samples.append((started, time.monotonic() - started, status))
-                    time.sleep(0.005)
-
-        self._threads = [threading.Thread(target=loop, daemon=True) for _ in range(8)]
-        for t in self._threads:
-            t.start()
+        self._conn, child = multiprocessing.Pipe()
+        self._process = multiprocessing.get_context("spawn").Process(
+            target=_probe_loop, args=(self.url, self.headers, child), daemon=True)
+        self._process.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join()
+        self._conn.send("stop")
+        self._process.join(30)
 
     def window(self, start: float, end: float) -> list[tuple[float, float, int]]:
-        return [s for s in self.samples if start <= s[0] < end]
+        self._conn.send("samples")
+        return [s for s in self._conn.recv() if start <= s[0] < end]
 
 
 def p99_ms(samples) -> float:
@@ -92,8 +112,18 @@ def failed(samples) -> int:
     return sum(1 for s in samples if s[2] != 200)
 
 
+def cpu_set(spec: str) -> set[int]:
+    """`0-1,4` -> {0, 1, 4}."""
+    cpus: set[int] = set()
+    for part in filter(None, spec.split(",")):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
 class Service:
-    def __init__(self, data_dir: pathlib.Path, extra_env: dict[str, str] | None = None):
+    def __init__(self, data_dir: pathlib.Path, extra_env: dict[str, str] | None = None,
+                 cpus: set[int] | None = None):
         self.data_dir = data_dir
         self.http_port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("PERSONA_") and k not in ("DATABASE_URL", "REDIS_URL")}
@@ -101,8 +131,11 @@ class Service:
                     "PERSONA_GRPC_PORT": str(20000 + free_port() % 10000),
                     # The probe's and the load's orgs lift their limits (up to 1000× the Enterprise defaults).
                     "PERSONA_LIMIT_OVERRIDE_CEILING": "1000", **(extra_env or {})}
+        # With `cpus`, the service (Envoy, servers, PostgreSQL, Redis: `up`'s children inherit the mask)
+        # runs on those cores alone, as on a machine of that size with the load generator elsewhere.
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         self.proc = subprocess.Popen([*CLI, "up"], env=self.env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
+                                     text=True, preexec_fn=pin)
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             if "is up in" in line:
@@ -356,6 +389,8 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=16, help="client threads of the Pro org bursting over its limit")
     parser.add_argument("--seconds", type=float, default=5, help="length of each measuring window")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for `up` (e.g. a setting to compare)")
+    parser.add_argument("--server-cpus", default="",
+                        help="cores for the service alone (e.g. 0-1); the load runs on the others")
     parser.add_argument("--only", default="", help="comma-separated scenarios to run (slow, idle, streams, generating, "
                                                    "burst, kill, worker, postgres, redis); default: all")
     args = parser.parse_args()
@@ -364,7 +399,12 @@ def main() -> None:
                        (min(hard, max(soft, 4 * (args.slow + args.idle + args.streams) + 1024)), hard))
     rows: list[tuple[str, str, str, str, str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        service = Service(pathlib.Path(tmp) / "data", dict(item.split("=", 1) for item in args.env))
+        service_cpus = cpu_set(args.server_cpus)
+        extra_env = dict(item.split("=", 1) for item in args.env)
+        if service_cpus:
+            extra_env.setdefault("PERSONA_SERVER_PROCESSES", str(len(service_cpus)))
+            os.sched_setaffinity(0, os.sched_getaffinity(0) - service_cpus)
+        service = Service(pathlib.Path(tmp) / "data", extra_env, service_cpus)
         probe = Probe(f"{service.base}/v1/orgs/{service.tenant['orgId']}", service.auth)
         probe.run()
         span = args.seconds
