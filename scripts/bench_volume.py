@@ -41,7 +41,9 @@ class Call:
     path: str
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
     deep: bool = False  # walk pages along nextCursor first, measure the page reached
-    scim_deep: bool = False  # SCIM paginates by startIndex: measure half-way through the result
+    # SCIM pages by startIndex: measure half-way through the result, reached by walking every page from
+    # startIndex 1 as Okta's import does ("walk": the page continues by keyset) or at once ("jump": an OFFSET).
+    scim_deep: str = ""
 
 
 def calls(seeded: dict[str, Any]) -> list[Call]:
@@ -80,7 +82,8 @@ def calls(seeded: dict[str, Any]) -> list[Call]:
         Call("marketplace tag deep", "/v1/marketplace/listings", {**page, "audienceTag": "education"}, deep=True),
         Call("marketplace q", "/v1/marketplace/listings", {**page, "q": "Listing 42"}),
         Call("scim users", f"{SCIM}/Users", {"count": 100}),
-        Call("scim users deep", f"{SCIM}/Users", {"count": 100}, scim_deep=True),
+        Call("scim users deep", f"{SCIM}/Users", {"count": 100}, scim_deep="walk"),
+        Call("scim users jump", f"{SCIM}/Users", {"count": 100}, scim_deep="jump"),
         Call("scim users eq", f"{SCIM}/Users", {"filter": f'userName eq "{scim_name}"'}),
         Call("scim users co", f"{SCIM}/Users", {"filter": 'userName co "user4242."', "count": 100}),
         Call("scim users sw", f"{SCIM}/Users", {"filter": 'userName sw "user4242"', "count": 100}),
@@ -110,7 +113,13 @@ def resolve(http: httpx.Client, call: Call, depth: int) -> dict[str, Any]:
     params = dict(call.params)
     if call.scim_deep:
         total = http.get(call.path, params={**params, "count": 0}).raise_for_status().json()["totalResults"]
-        return {**params, "startIndex": max(1, total // 2)}
+        if call.scim_deep == "jump":
+            return {**params, "startIndex": max(1, total // 2)}
+        start, count = 1, int(params["count"])
+        while start + count <= total // 2:
+            http.get(call.path, params={**params, "startIndex": start}).raise_for_status()
+            start += count
+        return {**params, "startIndex": start}
     if not call.deep:
         return params
     for _ in range(depth):
@@ -265,7 +274,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-dsar", action="store_true")
     parser.add_argument("--no-purge", action="store_true", help="leave the seeded deleted personas alone")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / ".build" / "bench-volume.json")
+    parser.add_argument("--server-cpus", default="",
+                        help="cores for PostgreSQL and the stack alone (e.g. 0-1); the clients run on the others")
     args = parser.parse_args(argv)
+    from cpu_pinning import cpu_set, load_cpus  # beside this script
+
+    service_cpus = cpu_set(args.server_cpus)
+    if service_cpus:  # what this thread starts from here on (PostgreSQL, Envoy, servers) inherits the mask
+        others = load_cpus(service_cpus)
+        os.sched_setaffinity(0, service_cpus)
     seeded = json.loads(args.seed_file.read_text())
     purge = None
     if not args.no_purge:
@@ -274,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         purge = retention_purge(args.database_url or postgres_url(args.data_dir / "postgres"))
         print(json.dumps({"retention_purge": purge}), flush=True)
     stack = start_stack(args.data_dir, args.database_url)
+    if service_cpus:
+        os.sched_setaffinity(0, others)
     try:
         headers = {"Authorization": f"Bearer {seeded['api_key']}"}
 

@@ -284,9 +284,10 @@ class Step:
         return roles
 
     def measured(self, name: str, target: str, command: list[str], parse, tool: str) -> Result:
-        """Warm up, then run `command` once more with the CPU of every process metered."""
+        """Warm up (unless --warmup 0), then run `command` once more with the CPU of every process metered."""
         a = self.args
-        subprocess.run(command(a.warmup), capture_output=True, text=True, timeout=a.warmup + 60)
+        if a.warmup > 0:
+            subprocess.run(command(a.warmup), capture_output=True, text=True, timeout=a.warmup + 60)
         roles = self.roles(target)
         profilers, profiles = self.profile(name, roles["python"]) if name in a.profile else ([], [])
         before, gen_before = tree_cpu(roles), loadgen_cpu()
@@ -466,7 +467,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scale", type=int, nargs="+", default=[1, 2], help="server processes = peer workers (default 1 2)")
     p.add_argument("--seconds", type=float, default=10, help="measured seconds per run (default 10)")
-    p.add_argument("--warmup", type=float, default=3, help="warm-up seconds before each run (default 3)")
+    p.add_argument("--warmup", type=float, default=3, help="warm-up seconds before each run (default 3; 0: none)")
     p.add_argument("--rounds", type=int, default=1, help="interleaved rounds of json/grpc/peer/floor; the median is kept")
     p.add_argument("--concurrency", type=int, default=32, help="requests in flight per process (default 32)")
     p.add_argument("--runs", default="json,grpc,peer,floor,paced,write", type=lambda s: s.split(","),

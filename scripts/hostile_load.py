@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 import httpx
+from cpu_pinning import cpu_set, load_cpus
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "persona_service.cli"]
@@ -110,15 +111,6 @@ def p99_ms(samples) -> float:
 
 def failed(samples) -> int:
     return sum(1 for s in samples if s[2] != 200)
-
-
-def cpu_set(spec: str) -> set[int]:
-    """`0-1,4` -> {0, 1, 4}."""
-    cpus: set[int] = set()
-    for part in filter(None, spec.split(",")):
-        low, _, high = part.partition("-")
-        cpus.update(range(int(low), int(high or low) + 1))
-    return cpus
 
 
 class Service:
@@ -403,7 +395,7 @@ def main() -> None:
         extra_env = dict(item.split("=", 1) for item in args.env)
         if service_cpus:
             extra_env.setdefault("PERSONA_SERVER_PROCESSES", str(len(service_cpus)))
-            os.sched_setaffinity(0, os.sched_getaffinity(0) - service_cpus)
+            os.sched_setaffinity(0, load_cpus(service_cpus))
         service = Service(pathlib.Path(tmp) / "data", extra_env, service_cpus)
         probe = Probe(f"{service.base}/v1/orgs/{service.tenant['orgId']}", service.auth)
         probe.run()

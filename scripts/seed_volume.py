@@ -424,6 +424,7 @@ class Seeder:
         } for i in range(self.sizes.audit)))
 
     def marketplace(self, small) -> None:
+        from persona_service.marketplace.repository import rebuild_tags
         from persona_service.marketplace.tables import Listing
 
         def rows():
@@ -439,6 +440,8 @@ class Seeder:
                 }
 
         self.copy(Listing, rows())
+        with self.engine.begin() as conn:  # COPY ran without triggers: listing_tags (0019) from the rows
+            rebuild_tags(conn)
 
     def moderation(self, org_id: str, workspace_id: str, small) -> None:
         from persona_service.moderation.tables import ModerationReview

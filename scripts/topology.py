@@ -361,9 +361,14 @@ class Topology:
             together(*(functools.partial(self.procs[name].stop, signal.SIGINT if name == "postgres" else signal.SIGTERM)
                        for name in tier if name in self.procs))
 
-    def close(self) -> None:
-        self.stop()
-        self._pids_file.unlink(missing_ok=True)  # stopped in order: nothing left for the reaper
+    def close(self, kill: bool = False) -> None:
+        """Stopped in order (each tier drains), or `kill`ed at once where nothing is measured any more."""
+        if kill:
+            for proc in self.procs.values():
+                proc.kill()
+        else:
+            self.stop()
+        self._pids_file.unlink(missing_ok=True)  # all stopped: nothing left for the reaper
         if self._reaper is not None:
             self._reaper.terminate()
             self._reaper.wait()
@@ -614,7 +619,7 @@ class Load:
                         if event.get("event") == "persona":
                             made = json.loads(event["data"]).get("persona", {}).get("id")
                         if event.get("event") == "end":
-                            # Acknowledged once the run ends completed (its persona frame may precede the commit).
+                            # Acknowledged once the run ends completed (its persona frame follows the commit).
                             status = json.loads(event["data"])["status"]
                             with self.tally.lock:
                                 if status == "completed" and made:
@@ -795,8 +800,8 @@ def backup_restore(top: Topology, work: pathlib.Path, nodes: int, tenant: dict,
     try:
         if same_server:  # a second database on the same PostgreSQL server, not a second cluster
             top.hand_over_postgres(restored)
-        with timed("the deployment stopped"):
-            top.close()
+        with timed("the deployment gone"):
+            top.close(kill=True)
         restored.restore(backup)
         return restored, _restored_checks(restored, auth, persona, portrait, invoice, export, before,
                                           round(time.time() - started, 1))
@@ -880,7 +885,7 @@ def bench(args: argparse.Namespace) -> dict:
         results.append(drill)
     finally:
         with timed("stopped"):
-            top.close()
+            top.close(kill=True)  # the figures are taken: nothing to drain for
             receiver.server.shutdown()
             model.stop()
             if not args.dir:

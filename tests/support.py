@@ -4,6 +4,7 @@ conftest: pytest loads several conftest modules under that one name)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import pathlib
@@ -30,7 +31,10 @@ JWT_SECRET = "test-jwt-secret-" + "x" * 32
 def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None = None, modules: Modules | None = None,
                **extra_env) -> Stack:
     """A stack on free ports; `settings` overrides kernel settings (the edge's
-    included), `extra_env` reaches the server and worker processes."""
+    included), `extra_env` reaches the server and worker processes. Its servers
+    do not drain when stopped (PERSONA_DRAIN_SECONDS=0: the edge stops first,
+    so a drain would only delay every stack's teardown); a test of draining
+    sets its own."""
     settings = Settings(
         data_dir=data_dir,
         database_url=os.environ.get("DATABASE_URL", ""),
@@ -41,25 +45,63 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None =
         **(settings or {}),
     )
     env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1",
-           "PERSONA_PROVIDER_ATTEMPT_KEYED": "1", **extra_env}
+           "PERSONA_PROVIDER_ATTEMPT_KEYED": "1", "PERSONA_DRAIN_SECONDS": "0", **extra_env}
     ports = [settings.grpc_port] + [free_port(1000) for _ in range(servers - 1)]
     return Stack(settings, modules or MODULES, grpc_ports=ports, extra_env=env)
 
 
-def make_stack_beside(stack: Stack, data_dir: pathlib.Path, **extra_env) -> Stack:
-    """A second stack of its own processes on `stack`'s PostgreSQL and Redis."""
+def seed_postgres(data_dir: pathlib.Path) -> None:
+    """Give a data dir (a stack's, or `up`'s) a copy of an embedded PostgreSQL whose schema is at the
+    migrations' head, unless it has one: its start finds nothing to create or migrate."""
+    if (data_dir / "postgres").exists():
+        return
+    data_dir.mkdir(parents=True, exist_ok=True)
+    # Ownership and modes as initdb left them (the embedded server runs as its own user under root).
+    subprocess.run(["cp", "-a", str(_migrated_postgres()), str(data_dir / "postgres")], check=True)
+
+
+@functools.cache
+def _migrated_postgres() -> pathlib.Path:
+    """An embedded PostgreSQL data dir made by initdb and the migrations once per test process, then
+    stopped: each stack of its own starts on a copy (seed_postgres) instead of running initdb and
+    every migration again."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from persona_service.kernel.db import migrate
+    from persona_service.kernel.embedded import postgres_url
+
+    home = pathlib.Path(tempfile.mkdtemp(prefix="persona-pg-"))
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    pgdata = home / "postgres"
+    migrate.upgrade(postgres_url(pgdata), MODULES.migrations)
+    import pgserver  # (imported by postgres_url, which quiets its import-time warning)
+
+    pgserver.get_server(pgdata).cleanup()  # stops it (this process was its only user)
+    (pgdata / ".handle_pids.json").unlink(missing_ok=True)  # no user of the copies yet
+    return pgdata
+
+
+def make_stack_beside(stack: Stack, data_dir: pathlib.Path, **make) -> Stack:
+    """A second stack of its own processes on `stack`'s PostgreSQL and Redis
+    (no second database to create and migrate, no second Redis to stop);
+    `make` as make_stack's (servers, settings, modules, extra_env)."""
     import pytest
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DATABASE_URL", stack.database_url)
         mp.setenv("REDIS_URL", stack.redis_url)
-        return make_stack(data_dir, **extra_env)
+        return make_stack(data_dir, **make)
 
 
 @contextlib.contextmanager
 def running(stack: Stack):
-    """Start a stack for the duration of a fixture; stop it even if start failed half-way."""
+    """Start a stack for the duration of a fixture; stop it even if start failed half-way.
+    An embedded PostgreSQL starts from a migrated copy (seed_postgres)."""
     try:
+        if not stack.settings.database_url:
+            seed_postgres(stack.settings.data_dir)
         stack.start()
         yield stack
     finally:
@@ -206,15 +248,20 @@ def sse_events(lines, status: str = "completed") -> Iterator[dict]:
     assert ended, "the stream ended without its `end` event"
 
 
-@contextlib.contextmanager
 def personas_locked(engine):
     """Hold writes to `personas` (reads go on) until the block ends or the
     transaction is rolled back: a run's progress can stream, its persona
     cannot be written yet."""
+    return writes_locked(engine, "personas")
+
+
+@contextlib.contextmanager
+def writes_locked(engine, table: str):
+    """Hold writes to `table` (reads go on) until the block ends or the transaction is rolled back."""
     with engine.connect() as conn:
         trans = conn.begin()
         conn.execute(text("SET LOCAL lock_timeout = '5s'"))
-        conn.execute(text("LOCK TABLE personas IN EXCLUSIVE MODE"))
+        conn.execute(text(f"LOCK TABLE {table} IN EXCLUSIVE MODE"))
         try:
             yield trans
         finally:

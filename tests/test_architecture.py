@@ -6,7 +6,8 @@ surface (`<domain>/api.py`), services and repositories know nothing of gRPC, ser
 of SQLAlchemy. AST rules here check what imports cannot show: SQL is built
 only in repositories and tables, services never commit or open transactions,
 a domain names no other domain's tables in SQL (nor in its migrations), the
-kernel names no domain, rows cross layers as typed records. `test_each_planted_violation_fails`
+kernel names no domain, rows cross layers as typed records, only the kernel
+sees the App (servicers get `ServicerDeps`). `test_each_planted_violation_fails`
 plants each kind of violation in a copy of the package and expects the
 check to fail, so none of these can pass vacuously.
 """
@@ -305,9 +306,35 @@ def rows_read_by_key(root: pathlib.Path) -> list[str]:
             for number, line in enumerate(path.read_text().splitlines(), 1) if ROW_READ.search(line)]
 
 
+def _imported(path: pathlib.Path, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The absolute names an import binds (`from ..kernel import app` -> persona_service.kernel.app)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        package = ["persona_service", *path.parts[:-1]]
+        base = ".".join([*package[:len(package) - node.level + 1], *filter(None, [node.module])])
+    return [base, *(f"{base}.{alias.name}" for alias in node.names)]
+
+
+def app_outside_the_kernel(root: pathlib.Path) -> list[str]:
+    """Only the kernel sees the App: servicers receive `ServicerDeps`, jobs and tasks a `Runtime`."""
+    offenders = []
+    for path, tree in _files(root):
+        if path.parts[0] == "kernel":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                offenders += [f"{path}:{node.lineno} imports {name}" for name in _imported(path, node)
+                              if f"{name}.".startswith("persona_service.kernel.app.")]
+            elif (node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)) == "App":
+                offenders.append(f"{path}:{node.lineno} names App")
+    return offenders
+
+
 AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     sql_outside_repositories, services_that_commit_or_know_grpc, other_domains_tables, kernel_naming_domains,
-    raw_rows, rows_read_by_key, migrations_touching_other_modules_tables,
+    raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_kernel,
 ]
 
 
@@ -352,6 +379,13 @@ PLANTED = [
      "def _planted():\n    op.execute('UPDATE personas SET slug = slug')\n", migrations_touching_other_modules_tables),
     ("a raw row returned", "chat/repository.py", "def _planted(conn, stmt):\n    return conn.execute(stmt).mappings().all()\n",
      raw_rows),
+    ("a servicer given the App", "personas/servicer.py", "from persona_service.kernel.app import App as _planted\n",
+     app_outside_the_kernel),
+    ("the App imported relatively", "chat/openai_servicer.py", "from ..kernel import app as _planted\n",
+     app_outside_the_kernel),
+    ("the App reached through the kernel package", "webhooks/servicer.py",
+     "import persona_service.kernel as _kernel\n\n\ndef _planted() -> type:\n    return _kernel.app.App\n",
+     app_outside_the_kernel),
 ]
 
 

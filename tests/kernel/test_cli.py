@@ -130,6 +130,7 @@ def test_up_with_servers_and_workers_is_found_from_another_shell(stack, tmp_path
         DATABASE_URL=stack.database_url, REDIS_URL=stack.redis_url,
         PERSONA_HTTP_PORT=str(port), PERSONA_GRPC_PORT=str(free_port(1, 1000, 1001)),
         PERSONA_DB_CONNECTIONS="60", XDG_STATE_HOME=state,
+        PERSONA_DRAIN_SECONDS="0",  # stopped once every call has answered: nothing to drain
     )
     proc = subprocess.Popen([str(CLI), "up", "--servers", "2", "--workers", "2"], env=env, cwd=project,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

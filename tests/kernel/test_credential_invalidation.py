@@ -24,7 +24,7 @@ from persona_service.kernel.auth import Authenticator, CredentialCache, KeyCrede
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.errors import Unauthorized
 from scim.scim_client import USER, Scim
-from support import JWT_SECRET, SCOPES, TenantFactory, client_for, engine_for, make_stack, running
+from support import JWT_SECRET, SCOPES, client_for, make_stack_beside, running
 
 ROUNDS = 30
 WARM_CALLS = 6  # enough for Envoy to send each credential to both processes
@@ -32,13 +32,15 @@ BUSY_THREADS = 2
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    with running(make_stack(tmp_path_factory.mktemp("invalidation"), servers=2)) as stack, \
-            engine_for(stack) as engine, client_for(stack) as http:
-        org = TenantFactory(engine)(plan="enterprise")
+def pair(stack, tenants, tmp_path_factory):
+    """Two server processes behind one Envoy, on the session's PostgreSQL and Redis (its invalidation bus: the
+    session's server listens there too, and a suspension waits for its confirmation as well)."""
+    with running(make_stack_beside(stack, tmp_path_factory.mktemp("invalidation"), servers=2)) as two, \
+            client_for(two) as http:
+        org = tenants(plan="enterprise")
         token = http.post("/v1/auth/scim/tokens", json={"name": "IdP"}, headers=org.auth).json()["secret"]
         scim = Scim(http, token)
-        yield http, TenantFactory(engine), org, scim, scim.user(f"bystander-{uuid.uuid4().hex[:8]}@example.com")
+        yield http, tenants, org, scim, scim.user(f"bystander-{uuid.uuid4().hex[:8]}@example.com")
 
 
 def client(http, address: str) -> httpx.Client:

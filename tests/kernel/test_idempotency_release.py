@@ -8,10 +8,13 @@ the claim's one fixed lock (5 minutes), refusing the retry `in_flight`."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+import types
 import uuid
 from datetime import timedelta
 
+import pytest
 from cryptography.fernet import Fernet
 from persona_service.kernel import idempotency as idempotency_module
 from persona_service.kernel.errors import IdempotencyConflict
@@ -70,3 +73,24 @@ def test_a_release_postgresql_refused_is_retried_until_it_is_back(engine, tenant
     monkeypatch.setattr(Idempotency, "_release", away_once)
     idempotency.release(claim)  # the call's own 503 goes out; the release is not lost
     assert _takes_over(idempotency, caller, key, within=10) and not refusals
+
+
+def test_a_claim_whose_commit_failed_lapses_as_a_killed_calls_does(engine, tenants, monkeypatch):
+    """PgBouncer restarting as the claim commits: the call sees its connection drop (503) while PostgreSQL
+    may have committed the claim. No call will settle it, so nothing renews it: the retry takes it over once
+    its lock lapses, not `in_flight` for as long as the process lives."""
+    monkeypatch.setattr(idempotency_module, "LOCK", timedelta(seconds=1))
+    caller, key = _caller(tenants), str(uuid.uuid4())
+    idempotency = Idempotency(engine, SecretBox(Fernet.generate_key().decode()))
+
+    @contextlib.contextmanager
+    def committed_then_dropped():
+        with engine.begin() as conn:
+            yield conn
+        raise OperationalError("COMMIT", {}, Exception("server closed the connection unexpectedly"))
+
+    monkeypatch.setattr(idempotency, "engine", types.SimpleNamespace(begin=committed_then_dropped))
+    with pytest.raises(OperationalError):
+        idempotency.begin(caller, key, METHOD, "digest")
+    monkeypatch.setattr(idempotency, "engine", engine)
+    assert _takes_over(idempotency, caller, key, within=3)

@@ -10,22 +10,24 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from support import TenantFactory, client_for, engine_for, make_stack, running
+from support import client_for, make_stack_beside, running
 
 REQUEST_TIMEOUT = 2
 SLOW_SOCKETS = 64  # four times the servers' worker threads
 
 
 @pytest.fixture(scope="module")
-def edge(tmp_path_factory):
-    with running(make_stack(tmp_path_factory.mktemp("slow"), settings={"edge_request_timeout_seconds": REQUEST_TIMEOUT})) as stack:
-        yield stack
+def edge(stack, tmp_path_factory):
+    """An edge with a short request timeout, on the session's PostgreSQL and Redis."""
+    slow = make_stack_beside(stack, tmp_path_factory.mktemp("slow"),
+                             settings={"edge_request_timeout_seconds": REQUEST_TIMEOUT})
+    with running(slow):
+        yield slow
 
 
 @pytest.fixture(scope="module")
-def edge_tenant(edge):
-    with engine_for(edge) as engine:
-        yield TenantFactory(engine)(plan="team")
+def edge_tenant(tenants):
+    return tenants(plan="team")
 
 
 def _slow_upload(stack, tenant) -> socket.socket:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 from persona_service.kernel.stack import free_port
-from support import JWT_SECRET, TenantFactory, client_for, engine_for, make_stack, running
+from support import JWT_SECRET, client_for, make_stack_beside, running, seed_postgres
 from test_cli import CLI, ROOT, cli_env
 
 
@@ -38,16 +38,15 @@ def _wait(predicate, timeout: float, what: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    """A stack of its own with two server processes (this module kills them)."""
-    with running(make_stack(tmp_path_factory.mktemp("supervised"), servers=2)) as stack:
-        yield stack
+def pair(stack, tmp_path_factory):
+    """Processes of their own, two servers among them (this module kills them), on the session's PostgreSQL and Redis."""
+    with running(make_stack_beside(stack, tmp_path_factory.mktemp("supervised"), servers=2)) as two:
+        yield two
 
 
 @pytest.fixture(scope="module")
-def pair_tenant(pair):
-    with engine_for(pair) as engine:
-        yield TenantFactory(engine)(plan="team")
+def pair_tenant(tenants):
+    return tenants(plan="team")
 
 
 def test_a_killed_server_costs_no_request_and_is_replaced(pair, pair_tenant):
@@ -85,7 +84,9 @@ def test_a_killed_worker_is_replaced(pair):
 
 def _up(stack, data_dir, http_port: int | None = None):
     ports = {"PERSONA_HTTP_PORT": str(http_port or free_port()), "PERSONA_GRPC_PORT": str(free_port(1000))}
-    env = cli_env(PERSONA_DATA_DIR=str(data_dir), PERSONA_JWT_SECRET=JWT_SECRET, PERSONA_SERVER_PROCESSES="1", **ports)
+    # No drain on stop (nothing routes to these servers but the tests' own calls, answered before they stop).
+    env = cli_env(PERSONA_DATA_DIR=str(data_dir), PERSONA_JWT_SECRET=JWT_SECRET, PERSONA_SERVER_PROCESSES="1",
+                  PERSONA_DRAIN_SECONDS="0", **ports)
     proc = subprocess.Popen([str(CLI), "up"], env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
@@ -105,6 +106,8 @@ def _everything_up_started(data_dir) -> list[int]:
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGHUP])
 def test_up_leaves_no_orphans(stack, tmp_path, how):
     data_dir = tmp_path / "data"
+    if how == signal.SIGHUP:  # (after SIGKILL, `up` has created and migrated its PostgreSQL itself)
+        seed_postgres(data_dir)
     proc, _ = _up(stack, data_dir)
     pids = _everything_up_started(data_dir)
     assert len(pids) >= 5  # server, worker, envoy, redis, postgres
@@ -116,6 +119,7 @@ def test_up_leaves_no_orphans(stack, tmp_path, how):
 
 def test_up_restarts_on_the_same_ports_right_after_a_stop(stack, tmp_path):
     data_dir = tmp_path / "data"
+    seed_postgres(data_dir)
     proc, http_port = _up(stack, data_dir)
     import httpx
 

@@ -7,6 +7,7 @@ for Pro, and a flagged listing is rejected into the moderation queue."""
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 from sqlalchemy import text
@@ -138,3 +139,55 @@ def test_unpublish_and_update_send_it_back_to_review(http, tenants, seller):
     assert reviewed(http, seller, listing["id"])["title"] == "Mystery and crime guide"
     r = http.patch(f"/v1/marketplace/listings/{listing['id']}", json={"title": "x"}, headers=stranger.auth)
     assert r.status_code == 404
+
+
+def test_a_tags_listings_come_newest_first_as_they_are_created_changed_and_deleted(http, engine, tenants):
+    """`listing_tags` (migration 0019, kept by a trigger): a tag's page is
+    its published listings newest first, across cursor pages; a listing
+    leaves the tag's list when the tag is removed or it is unpublished (it
+    stays in the organization's own list) and when it is deleted, and joins
+    another tag's when given it."""
+    seller, reader = tenants(plan="team"), tenants(plan="pro")
+    tag, other = f"t{uuid.uuid4().hex[:10]}", f"u{uuid.uuid4().hex[:10]}"
+
+    def listed(tenant, audience_tag: str, **params) -> list[str]:
+        ids, cursor = [], ""
+        while True:  # a page at a time, one listing a page: the cursor's keyset too
+            r = http.get("/v1/marketplace/listings", headers=tenant.auth,
+                         params={"audienceTag": audience_tag, "limit": 1, "cursor": cursor, **params})
+            assert r.status_code == 200, r.text
+            ids += [item["id"] for item in r.json()["items"]]
+            cursor = r.json().get("nextCursor", "")
+            if not cursor:
+                return ids
+
+    created = []
+    for i in range(4):
+        persona = persona_of(http, seller, f"A patient tutor number {i} who explains tides")
+        r = http.post("/v1/marketplace/listings", headers=seller.auth, json={
+            "personaId": persona["id"], "title": f"Tides {i}", "audienceTags": [tag.upper(), "education"],
+            "priceMinor": 100})
+        assert r.status_code == 200, r.text
+        created.append(r.json()["id"])
+    assert all(reviewed(http, seller, i)["status"] == "published" for i in created)
+    newest_first = created[::-1]
+    assert listed(reader, tag) == newest_first
+    assert listed(reader, tag.upper()) == newest_first  # tags are lowered
+
+    r = http.patch(f"/v1/marketplace/listings/{created[1]}", headers=seller.auth, json={"audienceTags": [other]})
+    assert r.status_code == 200, r.text
+    assert reviewed(http, seller, created[1])["status"] == "published"
+    assert listed(reader, tag) == [created[3], created[2], created[0]]
+    assert listed(reader, other) == [created[1]]
+
+    r = http.post(f"/v1/marketplace/listings/{created[2]}/unpublish", json={}, headers=seller.auth)
+    assert r.json()["status"] == "unpublished"
+    assert listed(reader, tag) == [created[3], created[0]]
+    assert listed(seller, tag, mine="true") == [created[3], created[2], created[0]]  # its own, any status
+
+    with engine.begin() as conn:  # no call deletes a listing; an organization's deletion cascades to them
+        conn.execute(text("DELETE FROM marketplace_listings WHERE id = :l"), {"l": created[3]})
+        left = conn.execute(text("SELECT count(*) FROM listing_tags WHERE listing_id = :l"), {"l": created[3]})
+        assert left.scalar() == 0
+    assert listed(reader, tag) == [created[0]]
+    assert listed(seller, tag, mine="true") == [created[2], created[0]]

@@ -10,15 +10,18 @@ cannot be written yet."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import threading
 import time
 
 import grpc
 import httpx
 import pytest
 from persona.v1 import personas_pb2, personas_pb2_grpc
-from support import assert_envelope, personas_locked, sse_events, sse_stream
+from sqlalchemy import text
+from support import assert_envelope, personas_locked, sse_events, sse_stream, writes_locked
 
 STEPS = ["moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint"]
 PROGRESS = [("run.started", "")] + [(kind, step) for step in STEPS for kind in ("step.started", "step.completed")]
@@ -123,6 +126,60 @@ def test_stream_validation_error_is_a_plain_envelope(http, org):
     r = http.post("/v1/personas", params={"stream": "true"}, json={"intent": ""}, headers=org.auth)
     assert r.status_code == 422, r.text
     assert r.json()["error"]["code"] == "validation_failed"
+
+
+# --- frames report committed state ------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _commit_held(engine):
+    """Holds a run's commit back after it wrote the persona (its audit entry cannot be written yet), and lets
+    it go a second after the run started waiting: a frame sent before the commit has reached the client and
+    been read back by then."""
+    with writes_locked(engine, "audit_events") as lock:
+        def release() -> None:
+            deadline = time.monotonic() + 15
+            with engine.connect() as conn:
+                while time.monotonic() < deadline and not conn.execute(text(
+                        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'audit_events'::regclass"
+                )).scalar():
+                    time.sleep(0.05)
+            time.sleep(1.0)
+            lock.rollback()
+
+        releasing = threading.Thread(target=release, daemon=True)
+        releasing.start()
+        try:
+            yield
+        finally:
+            releasing.join()
+
+
+def test_a_frame_naming_the_persona_comes_once_it_is_committed(http, engine, org):
+    read = []
+    with _commit_held(engine), stream(http, org, {"intent": "A night ferryman who collects lost umbrellas"}) as r:
+        assert r.status_code == 200
+        for event in sse_events(r.iter_lines()):  # each frame's resource read at once, as a client would
+            if event.get("persona"):
+                got = http.get(f"/v1/personas/{event['persona']['id']}", headers=org.auth)
+                read.append((got.status_code, got.json() == event["persona"]))
+    assert read == [(200, True)]
+
+
+def test_a_native_grpc_frame_naming_the_persona_comes_once_it_is_committed(edge_channel, engine, org):
+    stub = personas_pb2_grpc.PersonaServiceStub(edge_channel)
+    read = []
+    with _commit_held(engine):
+        call = stub.StreamCreatePersona(personas_pb2.CreatePersonaRequest(intent="A glassblower who sings to kilns"),
+                                        metadata=org.metadata, timeout=15)
+        for event in call:
+            if event.HasField("persona"):
+                try:
+                    read.append(stub.GetPersona(personas_pb2.GetPersonaRequest(id=event.persona.id),
+                                                metadata=org.metadata, timeout=5) == event.persona)
+                except grpc.RpcError as err:
+                    read.append(err.code())
+    assert read == [True]
 
 
 # --- native gRPC ---------------------------------------------------------------------

@@ -13,7 +13,7 @@ import json
 import httpx
 import pytest
 from persona_service.privacy.repository import PrivacyRepository
-from support import TenantFactory, client_for, engine_for, make_stack, running
+from support import client_for, make_stack_beside, running
 
 TABLES = {"users", "memberships", "api_keys", "personas", "chat_sessions", "chat_messages", "audit_events",
           "privacy_exports"}
@@ -88,14 +88,15 @@ def test_a_crashed_builders_export_is_claimable_again(engine, http, tenants):
 
 
 @pytest.fixture(scope="module")
-def unconfigured(tmp_path_factory):
-    with running(make_stack(tmp_path_factory.mktemp("dsar-off"), PERSONA_DSAR_EXPORTS="false")) as stack, \
-            engine_for(stack) as engine, client_for(stack) as http:
-        yield http, TenantFactory(engine)
+def unconfigured(stack, tmp_path_factory):
+    """Processes with exports off, on the session's PostgreSQL and Redis: an edge to them."""
+    with running(make_stack_beside(stack, tmp_path_factory.mktemp("dsar-off"), PERSONA_DSAR_EXPORTS="false")) as off, \
+            client_for(off) as http:
+        yield http
 
 
-def test_503_when_exports_are_not_configured(unconfigured):
-    http, tenants = unconfigured
+def test_503_when_exports_are_not_configured(unconfigured, tenants):
+    http = unconfigured
     admin = tenants(plan="pro", platform_admin=True)
     r = http.post(BUILD, json={}, headers=admin.auth)
     assert r.status_code == 503 and r.json()["error"]["code"] == "service_unavailable"

@@ -23,7 +23,7 @@ def test_readiness_names_what_is_down(stack):
 
     dead_db = create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none", connect_args={"connect_timeout": 1})
     dead_redis = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5)
-    checks = {c.name: c.ok for c in readiness(dead_db, dead_redis, [])}
+    checks = {c.name: c.ok for c in readiness(dead_db.connect, dead_redis.ping, [])}
     assert checks == {"postgres": False, "migrations": False, "redis": False, "server": True}
 
 
@@ -51,12 +51,13 @@ def test_metrics_count_requests_of_every_server_process(http, tenant):
     assert "persona_request_seconds_bucket" in r.text
 
 
-def test_metrics_sum_over_processes_and_honour_the_token(tmp_path_factory):
-    from support import TenantFactory, client_for, engine_for, make_stack, running
+def test_metrics_sum_over_processes_and_honour_the_token(stack, tenants, tmp_path_factory):
+    from support import client_for, make_stack_beside, running
 
-    made = make_stack(tmp_path_factory.mktemp("metrics"), servers=2, PERSONA_METRICS_TOKEN="scrape-me")
-    with running(made) as stack, engine_for(stack) as engine, client_for(stack) as http:
-        tenant = TenantFactory(engine)()
+    # Processes of their own (their own metrics), on the session's PostgreSQL and Redis.
+    two = make_stack_beside(stack, tmp_path_factory.mktemp("metrics"), servers=2, PERSONA_METRICS_TOKEN="scrape-me")
+    with running(two), client_for(two) as http:
+        tenant = tenants()
         for _ in range(20):  # Envoy spreads them over both processes
             assert http.get("/v1/personas", headers=tenant.auth).status_code == 200
         assert http.get("/metrics").status_code == 401
@@ -65,7 +66,7 @@ def test_metrics_sum_over_processes_and_honour_the_token(tmp_path_factory):
         ok = 'persona_requests_total{code="",rpc="/persona.v1.PersonaService/ListPersonas",status="200"}'
         # Whichever process answers the scrape, it counts both processes' calls.
         assert {_samples(text, "persona_requests_total")[ok] for text in scrapes} == {20.0}
-        pids = {f.name for f in stack.metrics_dir.iterdir()}
+        pids = {f.name for f in two.metrics_dir.iterdir()}
         assert len({name.rsplit("_", 1)[-1] for name in pids}) >= 2, pids
 
 

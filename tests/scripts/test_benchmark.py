@@ -1,6 +1,6 @@
 """`make bench` end to end, briefly: every run of scripts/benchmark.py on the
 real stack (Envoy, servers, PostgreSQL, Redis), the FastAPI peer and the
-floor, one second each. Throughput is not judged here (that is the tool's
+floor, one second each without warm-up. Throughput is not judged here (that is the tool's
 job, on a quiet machine); what is judged is that each run served without
 errors and was metered, and that the table and verdicts are printed."""
 
@@ -22,7 +22,7 @@ RUNS = ["json", "grpc", "peer", "floor", "paced", "write: chat message", "write:
 def test_every_run_serves_without_errors_and_is_metered(tmp_path):
     out = tmp_path / "results.json"
     done = subprocess.run(
-        [sys.executable, str(SCRIPTS / "benchmark.py"), "--scale", "1", "--seconds", "1", "--warmup", "1",
+        [sys.executable, str(SCRIPTS / "benchmark.py"), "--scale", "1", "--seconds", "1", "--warmup", "0",
          "--concurrency", "4", "--json-out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )

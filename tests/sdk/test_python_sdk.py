@@ -50,9 +50,7 @@ from persona_sdk.types import ChatCompletionChunk, Persona
 from persona_sdk.webhooks import construct_event, verify
 from persona_service.kernel.limits.limiter import RateLimiter
 from persona_service.kernel.limits.plans import PLAN_LIMITS
-from providers.openai_stub import OpenAIStub
 from sqlalchemy import text
-from support import TenantFactory, engine_for, make_stack, running
 from webhooks.wh_receiver import Receiver
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -409,19 +407,9 @@ def test_rate_limited_honours_retry_after(stack, sdk, tenants):
 
 
 @pytest.fixture(scope="module")
-def stub():
-    with OpenAIStub() as stub:
-        yield stub
-
-
-@pytest.fixture(scope="module")
-def provider_stack(tmp_path_factory, stub):
-    """A stack whose model provider is the OpenAI stub (its own retries are fast)."""
-    stack = make_stack(tmp_path_factory.mktemp("persona-sdk-openai"),
-                       **stub.stack_env(PERSONA_PROVIDER_BACKOFF_SECONDS="0.01"))
-    with running(stack):
-        with engine_for(stack) as engine:
-            yield stack, TenantFactory(engine)(plan="enterprise")
+def provider_stack(pstack, ptenants):
+    """The stack whose model provider is the OpenAI stub (conftest.py: its own retries are fast)."""
+    return pstack, ptenants(plan="enterprise")
 
 
 def test_provider_error_is_retried_with_the_same_idempotency_key(provider_stack, stub):

@@ -26,7 +26,6 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from providers.openai_stub import OpenAIStub
-from support import Stack, TenantFactory, engine_for, make_stack, running
 from webhooks.wh_receiver import Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,34 +117,10 @@ class FaultControl:
 
 
 @pytest.fixture(scope="module")
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as stub:
-        yield stub
-
-
-@pytest.fixture(scope="module")
 def control(stub) -> Iterator[FaultControl]:
     control = FaultControl(stub)
     yield control
     control.close()
-
-
-@pytest.fixture(scope="module")
-def pstack(tmp_path_factory, stub) -> Iterator[Stack]:
-    """A stack on the OpenAI stub: it retries the provider 3 times quickly, then
-    answers 502; a delayed provider keeps a generation (and its slot) open."""
-    stack = make_stack(
-        tmp_path_factory.mktemp("persona-sdk-ts"),
-        **stub.stack_env(PERSONA_PROVIDER_BACKOFF_SECONDS="0.01", PERSONA_PROVIDER_TIMEOUT_SECONDS="10"),
-    )
-    with running(stack):
-        yield stack
-
-
-@pytest.fixture(scope="module")
-def ptenants(pstack) -> Iterator[TenantFactory]:
-    with engine_for(pstack) as engine:
-        yield TenantFactory(engine)
 
 
 @pytest.fixture(scope="module")

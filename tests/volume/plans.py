@@ -29,8 +29,8 @@ _DECLARE = re.compile(r'^DECLARE\s+"?[\w.-]+"?\s+(?:NO\s+)?(?:SCROLL\s+)?CURSOR\
 # The tables the seeded big tenant fills: a plan must not read them whole.
 BIG_TABLES = frozenset({
     "personas", "chat_sessions", "chat_messages", "scim_users", "scim_groups", "scim_group_members", "events",
-    "webhook_deliveries", "portraits", "audit_events", "marketplace_listings", "moderation_reviews", "users",
-    "memberships",
+    "webhook_deliveries", "portraits", "audit_events", "marketplace_listings", "listing_tags", "moderation_reviews",
+    "users", "memberships",
 })
 # Rows one scan (or sort) of a big table may touch for one page: a page
 # (up to 100) plus slack; the seeded tables hold many times more.

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from persona_service.files.api import storage_for
-from persona_service.kernel.app import App
+from persona_service.files.api import Storage
 from persona_service.kernel.errors import ServiceUnavailable
+from persona_service.kernel.module import Modules
 from persona_service.kernel.settings import load
 from persona_service.privacy.api import PrivacyService, PrivacySettings
 
 
-def build_one_export(conn: Connection, app: App) -> str | None:
+def build_one_export(conn: Connection, storage: Storage, modules: Modules) -> str | None:
     """Build the oldest pending privacy export in this unit of work (its id);
     503 when exports are not configured."""
     settings = load(PrivacySettings)
     if not settings.dsar_exports:
         raise ServiceUnavailable("The DSAR build entry point is not configured.", {"feature": "privacy_exports"})
-    built = PrivacyService(conn).build(storage_for(app), app.modules.personal_data,
+    built = PrivacyService(conn).build(storage, modules.personal_data,
                                        settings.dsar_download_ttl_seconds)
     return built.id if built else None

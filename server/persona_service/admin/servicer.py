@@ -2,7 +2,8 @@ import grpc
 from persona.v1 import admin_pb2, admin_pb2_grpc
 
 from persona_service.admin.service import build_one_export
-from persona_service.kernel.app import App
+from persona_service.files.api import storage_for
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import nullable_time, timestamp
@@ -10,12 +11,12 @@ from persona_service.webhooks.api import WebhookService, WebhookSettings
 
 
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def BuildOneDsarExport(self, request: admin_pb2.BuildOneDsarExportRequest,
                            context: grpc.ServicerContext) -> admin_pb2.BuildOneDsarExportResponse:
-        export_id = build_one_export(current().conn, self.app) or ""
+        export_id = build_one_export(current().conn, storage_for(self.deps), self.deps.modules) or ""
         return admin_pb2.BuildOneDsarExportResponse(handled=bool(export_id), job_id=export_id, export_id=export_id)
 
     def RotateWebhookSecrets(self, request: admin_pb2.RotateWebhookSecretsRequest,
@@ -23,7 +24,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         ctx = current()
         settings = load(WebhookSettings)
         max_age, grace = settings.secret_max_age_seconds, settings.secret_rotation_grace_seconds
-        results = WebhookService(ctx.conn, box=self.app.secret_box).rotate_secrets(max_age_seconds=max_age, grace_seconds=grace)
+        results = WebhookService(ctx.conn, box=self.deps.secret_box).rotate_secrets(max_age_seconds=max_age, grace_seconds=grace)
         return admin_pb2.RotateWebhookSecretsResponse(
             results=[
                 admin_pb2.WebhookSecretRotationResult(

@@ -130,5 +130,5 @@ PROCESSOR: Resource[PaymentProcessor] = Resource("billing.processor", _open, _cl
 
 
 def processor_for(owner: HasResources, conn: Connection) -> PaymentProcessor:
-    """The processor of an App (or of a job's runtime), for a unit of work on `conn`."""
+    """The processor of an App (or of a servicer's deps, or a job's runtime), for a unit of work on `conn`."""
     return owner.resources.get(PROCESSOR).bind(conn)

@@ -11,8 +11,8 @@ from persona_service.billing.records import CURRENCY, PRICES_MINOR, InvoiceRecor
 from persona_service.billing.service import BillingService
 from persona_service.billing.settings import BillingSettings
 from persona_service.files.api import storage_for
-from persona_service.kernel.app import App
 from persona_service.kernel.errors import BadRequest, NotFound
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import int32, nullable_time, page_limit, text_metadata, timestamp
@@ -22,19 +22,19 @@ WEBHOOK_TOLERANCE_SECONDS = 300
 
 
 class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def _service(self, ctx: RequestContext) -> BillingService:
-        return BillingService(ctx.conn, processor_for(self.app, ctx.conn), storage_for(self.app),
-                              cursors=self.app.cursors)
+        return BillingService(ctx.conn, processor_for(self.deps, ctx.conn), storage_for(self.deps),
+                              cursors=self.deps.cursors)
 
     def _changed(self, ctx: RequestContext, before: SubscriptionRecord | None,
                  after: SubscriptionRecord) -> billing_pb2.Subscription:
         if before is None or before.plan != after.plan:
             org_id = after.org_id
             # Every process drops the organization's cached credentials and limits: the next call sees the plan.
-            ctx.after_commit.append(lambda: self.app.invalidate(f"org:{org_id}"))
+            ctx.after_commit.append(lambda: self.deps.invalidate(f"org:{org_id}"))
         return subscription(after)
 
     def GetSubscription(self, request: billing_pb2.GetSubscriptionRequest,

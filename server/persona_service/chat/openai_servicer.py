@@ -8,7 +8,7 @@ writes `text/event-stream` bytes itself (google.api.HttpBody), so every
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import grpc
@@ -19,9 +19,9 @@ from persona.v1 import openai_pb2, openai_pb2_grpc
 from persona_service.chat.completions import CompletionService, model_id
 from persona_service.chat.pricing import PriceTable
 from persona_service.kernel import runs
-from persona_service.kernel.app import App
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.errors import envelope
 from persona_service.personas.api import PersonaRecord, PersonaSummary
@@ -108,12 +108,12 @@ def _chunk(frame: bytes) -> dict[str, Any]:
 
 
 class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
         self.prices = PriceTable.from_env()
 
     def _service(self, ctx: RequestContext, provider: bool = False) -> CompletionService:
-        return CompletionService(ctx.conn, self.app.provider_for(ctx) if provider else None, self.prices)
+        return CompletionService(ctx.conn, self.deps.provider_for(ctx) if provider else None, self.prices)
 
     def ListModels(self, request: openai_pb2.ListModelsRequest,
                    context: grpc.ServicerContext) -> openai_pb2.ListModelsResponse:
@@ -145,7 +145,8 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
         )
 
     def StreamChatCompletion(self, request: openai_pb2.CreateChatCompletionRequest,
-                             context: grpc.ServicerContext) -> Iterator[httpbody_pb2.HttpBody]:
+                             context: grpc.ServicerContext
+                             ) -> Generator[httpbody_pb2.HttpBody, None, list[httpbody_pb2.HttpBody]]:
         ctx = current()
         include_usage = request.stream_options.include_usage
         opened, earlier = _released(runs.earlier_frames())
@@ -168,12 +169,9 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
                 try:
                     progress = next(operation)
                 except StopIteration as done:
-                    reply = done.value.reply
-                    yield _sse(chunk({}, reply.finish_reason))
-                    if include_usage:
-                        yield _sse({**head, "choices": [], "usage": _usage(reply)})
-                    yield _sse("[DONE]")
-                    return
+                    reply = done.value.reply  # the result frames: sent once the reply is committed
+                    usage = [_sse({**head, "choices": [], "usage": _usage(reply)})] if include_usage else []
+                    return [_sse(chunk({}, reply.finish_reason)), *usage, _sse("[DONE]")]
                 if progress["event"] == "started":
                     started = True
                     head = {"id": progress["id"], "object": "chat.completion.chunk", "created": progress["created"],

@@ -1,4 +1,4 @@
-from collections.abc import Iterator
+from collections.abc import Generator
 
 import grpc
 from persona.v1 import chat_pb2, chat_pb2_grpc
@@ -7,9 +7,9 @@ from persona_service.chat.pricing import PriceTable
 from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.service import ChatSessionService
 from persona_service.kernel import runs
-from persona_service.kernel.app import App
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
 from persona_service.kernel.transport.errors import error_message
@@ -39,18 +39,18 @@ def _released(frames: list[bytes]) -> tuple[str, ...]:
     """The reply text an earlier attempt of the run streamed (its deltas), to go on from (kernel.runs)."""
     events = [chat_pb2.ChatMessageEvent.FromString(frame) for frame in frames]
     if any(e.event not in ("message.started", "message.delta") for e in events):
-        raise runs.RunLost()  # its end was sent (a reply it could not commit): one cannot go on after it
+        raise runs.RunLost()  # its error was sent (its end goes out only once committed): nothing goes on after it
     return tuple(e.delta for e in events if e.event == "message.delta")
 
 
 class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
         self.prices = PriceTable.from_env()
 
     def _service(self, ctx: RequestContext, provider: bool = False) -> ChatSessionService:
         return ChatSessionService(
-            ctx.conn, self.app.provider_for(ctx) if provider else None, cursors=self.app.cursors, prices=self.prices,
+            ctx.conn, self.deps.provider_for(ctx) if provider else None, cursors=self.deps.cursors, prices=self.prices,
         )
 
     def CreateChatSession(self, request: chat_pb2.CreateChatSessionRequest,
@@ -90,8 +90,8 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
             session=chat_session(result.session),
         )
 
-    def StreamChatMessage(self, request: chat_pb2.SendChatMessageRequest,
-                          context: grpc.ServicerContext) -> Iterator[chat_pb2.ChatMessageEvent]:
+    def StreamChatMessage(self, request: chat_pb2.SendChatMessageRequest, context: grpc.ServicerContext
+                          ) -> Generator[chat_pb2.ChatMessageEvent, None, chat_pb2.ChatMessageEvent]:
         ctx = current()
         operation = self._service(ctx, provider=True).send(ctx.caller, request.id, request.content, stream=True,
                                                            earlier=_released(runs.earlier_frames()))
@@ -101,12 +101,11 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
                 try:
                     progress = next(operation)
                 except StopIteration as done:
-                    result = done.value
-                    yield chat_pb2.ChatMessageEvent(
+                    result = done.value  # the result frame: sent once the reply is committed
+                    return chat_pb2.ChatMessageEvent(
                         event="message.completed", user_message=chat_message(result.user_message),
                         reply=chat_message(result.reply), session=chat_session(result.session),
                     )
-                    return
                 started = True
                 if progress["event"] == "message.started":
                     pending = chat_pb2.ChatMessage(session_id=request.id, role="user", content=request.content)

@@ -3,7 +3,7 @@ from google.protobuf import json_format, struct_pb2
 from persona.v1 import config_pb2, config_pb2_grpc
 
 from persona_service.config.service import RATE_LIMIT_PREFIX, ConfigService, Effective
-from persona_service.kernel.app import App
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import nullable_time, page_limit
 
@@ -18,13 +18,13 @@ def config_item(item: Effective) -> config_pb2.ConfigItem:
 
 
 class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def ListConfigItems(self, request: config_pb2.ListConfigItemsRequest,
                         context: grpc.ServicerContext) -> config_pb2.ListConfigItemsResponse:
         ctx = current()
-        items, cursor = ConfigService(ctx.conn, self.app.cursors).page(
+        items, cursor = ConfigService(ctx.conn, self.deps.cursors).page(
             ctx.caller, request.prefix, page_limit(request), request.cursor)
         return config_pb2.ListConfigItemsResponse(items=[config_item(i) for i in items], next_cursor=cursor)
 
@@ -51,4 +51,4 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
     def _invalidate_limits(self, ctx: RequestContext, key: str) -> None:
         if key.startswith(RATE_LIMIT_PREFIX):
             org_id = ctx.caller.org_id
-            ctx.after_commit.append(lambda: self.app.invalidate(f"limits:{org_id}"))
+            ctx.after_commit.append(lambda: self.deps.invalidate(f"limits:{org_id}"))

@@ -5,8 +5,8 @@ from google.api import httpbody_pb2
 from persona.v1 import dashboard_pb2, dashboard_pb2_grpc
 
 from persona_service.dashboard.assets import Asset, bundle
-from persona_service.kernel.app import App
 from persona_service.kernel.errors import NotFound
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import text_metadata
 
@@ -31,8 +31,8 @@ def _answer(context: grpc.ServicerContext, asset: Asset, cache_control: str, **h
 
 
 class DashboardServicer(dashboard_pb2_grpc.DashboardServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def GetDashboardPage(self, request: dashboard_pb2.GetDashboardPageRequest,
                          context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:

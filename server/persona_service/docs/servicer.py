@@ -8,8 +8,8 @@ from google.api import httpbody_pb2
 from persona.v1 import docs_pb2, docs_pb2_grpc
 
 from persona_service.docs.reference import render
-from persona_service.kernel.app import App
 from persona_service.kernel.edge import ROOT
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.transport.context import current
 
 DOCUMENT = ROOT / "gen" / "openapi.json"
@@ -26,8 +26,8 @@ def _reference() -> bytes:
 
 
 class DocsServicer(docs_pb2_grpc.DocsServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def GetOpenApiDocument(self, request: docs_pb2.GetOpenApiDocumentRequest,
                            context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:

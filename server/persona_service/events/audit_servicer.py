@@ -1,9 +1,9 @@
 import grpc
 from persona.v1 import audit_pb2, audit_pb2_grpc
 
-from persona_service.kernel.app import App
 from persona_service.kernel.audit import AuditLog
 from persona_service.kernel.audit_repository import AuditRecord
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import page_limit, struct, timestamp
 
@@ -19,8 +19,8 @@ def audit_event(row: AuditRecord) -> audit_pb2.AuditEvent:
 
 
 class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def ListAuditEvents(self, request: audit_pb2.ListAuditEventsRequest,
                         context: grpc.ServicerContext) -> audit_pb2.ListAuditEventsResponse:
@@ -29,5 +29,5 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
             name: getattr(request, name)
             for name in ("action", "outcome", "actor_user_id", "credential_id", "resource_type", "resource_id", "request_id")
         }
-        rows, cursor = AuditLog(ctx.conn, self.app.cursors).list(ctx.caller, filters, page_limit(request), request.cursor)
+        rows, cursor = AuditLog(ctx.conn, self.deps.cursors).list(ctx.caller, filters, page_limit(request), request.cursor)
         return audit_pb2.ListAuditEventsResponse(items=[audit_event(r) for r in rows], next_cursor=cursor)

@@ -1,9 +1,9 @@
 import grpc
 from persona.v1 import events_pb2, events_pb2_grpc
 
-from persona_service.kernel.app import App
 from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.outbox_repository import EventRecord
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import page_limit, struct, timestamp
 
@@ -16,13 +16,13 @@ def event(row: EventRecord) -> events_pb2.Event:
 
 
 class EventServicer(events_pb2_grpc.EventServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def ListEvents(self, request: events_pb2.ListEventsRequest,
                    context: grpc.ServicerContext) -> events_pb2.ListEventsResponse:
         ctx = current()
-        rows, cursor = Outbox(ctx.conn, self.app.cursors).list(
+        rows, cursor = Outbox(ctx.conn, self.deps.cursors).list(
             ctx.caller, request.type, request.persona_id, page_limit(request), request.cursor
         )
         return events_pb2.ListEventsResponse(items=[event(r) for r in rows], next_cursor=cursor)

@@ -11,8 +11,8 @@ from persona.v1 import files_pb2, files_pb2_grpc
 
 from persona_service.files.local import LocalStorage
 from persona_service.files.storage import ObjectNotFound, storage_for
-from persona_service.kernel.app import App
 from persona_service.kernel.errors import Forbidden, NotFound
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import text_metadata
 from persona_service.kernel.transport.pipeline import EDGE_MARK, HEAD_MARK
@@ -22,13 +22,13 @@ ORIGINAL_PATH = "x-envoy-original-path"
 
 
 class FileServicer(files_pb2_grpc.FileServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def GetFile(self, request: files_pb2.GetFileRequest,
                 context: grpc.ServicerContext) -> Iterator[httpbody_pb2.HttpBody]:
         """The object in chunks as the storage reads them (a download of any size holds one chunk)."""
-        storage = storage_for(self.app)
+        storage = storage_for(self.deps)
         if not isinstance(storage, LocalStorage):  # the object store serves its own presigned URLs
             raise NotFound("file")
         if not storage.verify(request.key, request.expires, request.signature, target=_url_sent(context)):

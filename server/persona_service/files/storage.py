@@ -1,7 +1,7 @@
 """The object storage port: `put` (`put_file` for big objects), `get` (`open` for big objects),
 `delete`, `delete_prefix` and `signed_url(key, ttl)`, with two real backends (`local.LocalStorage`, the
 default, and `s3.S3Storage`), opened once per App (`STORAGE`, an App resource).
-Modules reach it through `storage_for(app)` (or a job's or task's runtime).
+Modules reach it through `storage_for(deps)` (a servicer's `ServicerDeps`, or a job's or task's runtime).
 
 Keys are tenant-prefixed (`<org id>/<module>/…`, see `object_key`): an
 object belongs to the organization its key starts with, and a signed URL
@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import IO, Protocol
 
 from persona_service.files.settings import FileSettings
-from persona_service.kernel.app import App
 from persona_service.kernel.resources import HasResources, Resource
 from persona_service.kernel.settings import Settings, load
 
@@ -121,7 +120,7 @@ STORAGE: Resource[Storage] = Resource("files.storage", _open)
 
 
 def storage_for(owner: HasResources) -> Storage:
-    """The storage of an App, or of a job's or task's runtime."""
+    """The storage of an App, of a servicer's deps, or of a job's or task's runtime."""
     return owner.resources.get(STORAGE)
 
 
@@ -130,9 +129,17 @@ def default_public_url(settings: Settings) -> str:
     return f"http://{_host(settings.http_host)}:{settings.http_port}"
 
 
-def public_url(app: App) -> str:
+def _public_url(settings: Settings) -> str:
+    return (load(FileSettings).public_url or default_public_url(settings)).rstrip("/")
+
+
+# Read once per App, from the settings it was made with (no servicer holds those).
+PUBLIC_URL: Resource[str] = Resource("files.public_url", _public_url)
+
+
+def public_url(owner: HasResources) -> str:
     """The base URL clients reach the edge at (PERSONA_PUBLIC_URL, else the edge's own address)."""
-    return (load(FileSettings).public_url or default_public_url(app.settings)).rstrip("/")
+    return owner.resources.get(PUBLIC_URL)
 
 
 def signing_key(secret: str | bytes) -> bytes:

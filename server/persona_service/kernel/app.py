@@ -17,12 +17,13 @@ from persona_service.kernel.auth import DEGRADED_TTL_SECONDS, Authenticator, Cre
 from persona_service.kernel.cursors import CursorCodec
 from persona_service.kernel.db.engine import make_engine, share_disconnects
 from persona_service.kernel.fair import FairGate
+from persona_service.kernel.hints import Hints
 from persona_service.kernel.idempotency import Idempotency
 from persona_service.kernel.limits.limiter import RateLimiter
 from persona_service.kernel.limits.resolver import LimitsResolver
 from persona_service.kernel.logs import Throttled
 from persona_service.kernel.module import Job, Modules
-from persona_service.kernel.resources import Resources, Runtime
+from persona_service.kernel.resources import Resources, Runtime, ServicerDeps
 from persona_service.kernel.runs import RUN_TASK, Runs
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
@@ -95,6 +96,12 @@ class App:
         self._closing = threading.Event()
         # Set while the process drains (server.drain): readiness fails, calls are still served.
         self.draining = threading.Event()
+        # What servicers see of the process; neither the App, its pools nor its settings.
+        self.servicer_deps = ServicerDeps(
+            cursors=self.cursors, secret_box=self.secret_box, resources=self.resources, modules=modules,
+            provider_for=self.provider_for, quota=self.limits.quota, invalidate=self.invalidate, tasks=self.tasks,
+            connect=self.engine.connect, ping_redis=self.redis.ping, draining=self.draining.is_set,
+            unary_workers=settings.grpc_workers, hints=Hints(self.redis))
 
     def provider_for(self, ctx: RequestContext) -> Retrying:
         """The provider for one request: retried with backoff, every failed

@@ -27,7 +27,25 @@ def postgres_url(directory: pathlib.Path) -> str:
     import pgserver
 
     directory.mkdir(parents=True, exist_ok=True)
+    forget_killed_joiners(directory)
     return pgserver.get_server(directory, cleanup_mode="stop").get_uri()
+
+
+def forget_killed_joiners(directory: pathlib.Path) -> None:
+    """pgserver counts the processes that joined a server in `.handle_pids.json`
+    and stops it when the last one exits. A process killed with SIGKILL never
+    leaves that list, so the server would outlive every later process (an `up`
+    stopped normally after a killed one left PostgreSQL running). Pids that no
+    longer run are dropped, under pgserver's own lock, before joining."""
+    from pgserver.postgres_server import PostgresServer
+    from pgserver.utils import DiskList, process_is_running
+
+    joiners = DiskList(directory / ".handle_pids.json")
+    with PostgresServer._lock:
+        pids = joiners.get()
+        running = [pid for pid in pids if process_is_running(pid)]
+        if running != pids:
+            joiners.put(running)
 
 
 class EmbeddedRedis:

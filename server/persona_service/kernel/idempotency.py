@@ -92,13 +92,16 @@ class Idempotency:
             now = utcnow()
             with self.engine.begin() as conn:
                 repo = IdempotencyRepository(conn)
-                if repo.claim(
+                claimed = repo.claim(
                     org_id=claim.org_id, credential_id=claim.credential_id, key=key, method=method,
                     request_hash=digest, now=now, locked_until=now + LOCK, expires_at=now + WINDOW,
-                ):
-                    self._hold(claim)
-                    return claim, None
-                record = repo.get(claim.org_id, claim.credential_id, key)
+                )
+                record = None if claimed else repo.get(claim.org_id, claim.credential_id, key)
+            if claimed:
+                # Held (renewed) only once committed: a commit that failed (a PgBouncer restart) may still have
+                # reached PostgreSQL, and renewing a claim no call settles kept its key `in_flight` for minutes.
+                self._hold(claim)
+                return claim, None
             if record is not None:
                 break
         else:  # pragma: no cover - the record vanished three times in a row

@@ -30,18 +30,18 @@ if TYPE_CHECKING:
     import grpc
     from pydantic_settings import BaseSettings
 
-    from persona_service.kernel.app import App
     from persona_service.kernel.auth import CredentialStore
-    from persona_service.kernel.resources import Runtime
+    from persona_service.kernel.resources import Runtime, ServicerDeps
 
 
 @dataclass(frozen=True)
 class ServiceBinding:
     """One gRPC service of a module: its full proto name, how to build the
-    servicer from the App, and the generated registration function."""
+    servicer from what servicers may use (`ServicerDeps`, never the App), and
+    the generated registration function."""
 
     name: str  # "persona.v1.PersonaService"
-    servicer: Callable[[App], object]
+    servicer: Callable[[ServicerDeps], object]
     register: Callable[[Any, grpc.Server], None]
 
 

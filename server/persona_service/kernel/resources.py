@@ -9,7 +9,8 @@ their own.
 Background work (`Module.jobs`, `Module.tasks`) receives a `Runtime`, not the
 App: transactions on the pool it runs on, the clock, the process's resources
 and model provider, the audit log, the invalidation bus and the modules'
-declarations. Servicers keep the App (they build requests' pipelines)."""
+declarations. Servicers receive `ServicerDeps`, what a request's handler may
+use of its process; only the kernel sees the App (no pools, Redis nor settings)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,16 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
     from persona_service.kernel.audit import AuditEntry
+    from persona_service.kernel.cursors import CursorCodec
+    from persona_service.kernel.hints import Hints
+    from persona_service.kernel.limits.plans import Quota
     from persona_service.kernel.module import Modules
+    from persona_service.kernel.principal import Principal
+    from persona_service.kernel.secretbox import SecretBox
     from persona_service.kernel.settings import Settings
+    from persona_service.kernel.transport.context import RequestContext
     from persona_service.providers.base import Provider
+    from persona_service.providers.retrying import Retrying
 
 T = TypeVar("T")
 
@@ -44,14 +52,14 @@ class Resources:
     """The resources one App opened (each at most once, even when threads race for it)."""
 
     def __init__(self, settings: Settings):
-        self.settings = settings
+        self._settings = settings  # what resources open with; not for their users
         self._lock = threading.Lock()
         self._opened: dict[Resource[Any], Any] = {}
 
     def get(self, resource: Resource[T]) -> T:
         with self._lock:
             if resource not in self._opened:
-                self._opened[resource] = resource.open(self.settings)
+                self._opened[resource] = resource.open(self._settings)
             return cast(T, self._opened[resource])
 
     def close(self) -> None:
@@ -63,7 +71,7 @@ class Resources:
 
 
 class HasResources(Protocol):
-    """What owns resources: an App, or a job's or task's runtime."""
+    """What owns resources: an App, a servicer's deps, or a job's or task's runtime."""
 
     @property
     def resources(self) -> Resources: ...
@@ -88,3 +96,32 @@ class Runtime:
     def connect(self) -> AbstractContextManager[Connection]:
         """A connection for reads."""
         return self.engine.connect()
+
+
+class TaskSignals(Protocol):
+    """What a servicer may do with its process's task threads (kernel.tasks.TaskRunner)."""
+
+    def wake(self) -> None: ...
+
+    def wait_until(self, check: Callable[[], T | None], timeout: float) -> T | None: ...
+
+
+@dataclass(frozen=True)
+class ServicerDeps:
+    """What a servicer may use of its process, built once by the App and
+    handed to every servicer (`ServiceBinding.servicer`). A call's unit of
+    work is its RequestContext's; nothing here opens another but `connect`."""
+
+    cursors: CursorCodec
+    secret_box: SecretBox
+    resources: Resources
+    modules: Modules
+    provider_for: Callable[[RequestContext], Retrying]  # retried, failed attempts audited under the caller
+    quota: Callable[[Principal, str, Callable[[], Any]], Quota]  # (caller, Limits field, its connection)
+    invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.app), e.g. after a commit
+    tasks: TaskSignals
+    connect: Callable[[], AbstractContextManager[Connection]]  # reads outside the call's unit of work
+    ping_redis: Callable[[], object]  # readiness
+    draining: Callable[[], bool]  # the process is leaving rotation (kernel.server.drain)
+    unary_workers: int  # threads serving unary calls (a servicer may bound how many of them wait)
+    hints: Hints  # short-lived values shared by the processes (Redis) that only save work (kernel.hints)

@@ -151,11 +151,12 @@ class Run:
     def current_outcome(self) -> Outcome | None:
         return self.outcome
 
-    def emit(self, frame: bytes, keep: Callable[[int], None] | None = None) -> int:
+    def emit(self, frame: bytes, keep: Callable[[int], None] | None = None, committed: bool = False) -> int:
         """Add a frame and `keep(seq)` it (views send it once `kept_up_to(seq)`), unless the run was
-        abandoned (atomically with `abandon`)."""
+        abandoned (atomically with `abandon`). A `committed` run's frames go out even then: its changes
+        are committed, so no other attempt will run it (a drain or a late lease check abandons it)."""
         with self._changed:
-            if self.abandoned:
+            if self.abandoned and not committed:
                 raise RunAbandoned(self.id)
             self.frames.append(frame)
             seq = len(self.frames)
@@ -522,13 +523,14 @@ class Runs:
                 run.abandon()
                 raise RunAbandoned(run.id)
 
-    def emit(self, run: Run, message: Message) -> None:
-        """A frame of the run. Serializing and keeping it take a turn of the process's gate (kernel.fair), as
+    def emit(self, run: Run, message: Message, committed: bool = False) -> None:
+        """A frame of the run (`committed`: one of its result frames, after its changes committed: see
+        `Run.emit`). Serializing and keeping it take a turn of the process's gate (kernel.fair), as
         the model's steps do; the operation's own steps between frames do not: they wait on SQL, and a turn
         held across a lock wait deadlocks with the lock's holder waiting for a turn."""
         with fair.cpu_turn():
             frame = message.SerializeToString()
-            run.emit(frame, lambda seq: self.store.append(run.id, seq, frame, run.kept_up_to))
+            run.emit(frame, lambda seq: self.store.append(run.id, seq, frame, run.kept_up_to), committed)
 
     # --- views ------------------------------------------------------------------------
 

@@ -63,7 +63,7 @@ def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Se
         maximum_concurrent_rpcs=workers if streams else None,
     )
     for binding in app.modules.services:
-        pipeline.servicers[binding.name] = binding.servicer(app)
+        pipeline.servicers[binding.name] = binding.servicer(app.servicer_deps)
         binding.register(pipeline.servicers[binding.name], server)
     if streams:  # runs another process accepted are taken over on the stream server's pool (kernel.runs)
         app.runs.revive = pipeline.revive
@@ -99,7 +99,10 @@ def serve(modules: Modules) -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
+    # Never an unbounded wait: a signal the kernel hands to another of the process's threads runs its handler only
+    # once this thread wakes (a SIGTERM went unnoticed until the SIGKILL 30 s later: no drain, calls cut off).
+    while not stop.wait(0.5):
+        pass
     drain(app, [health_servicer, stream_health], unary=server, streams=stream_server)
     app.close()
     tracing.shutdown()

@@ -33,6 +33,9 @@ from persona_service.kernel.transport.policy import find_services
 
 # Connections kept out of the servers' shares: migrations, the CLI, a psql session.
 CLI_CONNECTIONS = 2
+# A channel that waits for a server to start tries to connect every 0.1-0.25 s (see `wait_grpc`).
+_FAST_RECONNECT = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+                   ("grpc.max_reconnect_backoff_ms", 250)]
 
 
 class StackError(RuntimeError):
@@ -349,7 +352,9 @@ class Stack:
         """Until the server process on `port` answers SERVING there (and on `also`, its stream port)."""
         deadline = time.monotonic() + timeout
         for target in (port, *([] if also is None else [also])):
-            with grpc.insecure_channel(f"127.0.0.1:{target}") as channel:
+            # Reconnect as often as it polls: with gRPC's default backoff (1 s, growing 1.6x) a server that starts
+            # slowly is seen seconds late (1.4 s for one that took 8 s to listen; more the longer it takes).
+            with grpc.insecure_channel(f"127.0.0.1:{target}", options=_FAST_RECONNECT) as channel:
                 stub = health_pb2_grpc.HealthStub(channel)
                 while not self._serving(stub):
                     if proc.poll() is not None:

@@ -1,6 +1,8 @@
 """The marketplace: listings reviewed by moderation, search across
 organizations, purchases charged through billing."""
 
+import pathlib
+
 from persona.v1 import marketplace_pb2_grpc
 
 from persona_service.kernel.module import Module, ServiceBinding
@@ -35,4 +37,5 @@ MODULE = Module(
                       MarketplaceService(conn).resolve_review(listing_id, decision)},
     tasks=(TaskKind(REVIEW_TASK, _review, _give_up, max_attempts=5, lease_seconds=300),),
     settings=MarketplaceSettings,
+    migrations=pathlib.Path(__file__).with_name("migrations"),
 )

@@ -4,17 +4,18 @@ import re
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, or_, select, tuple_, update
+from sqlalchemy import Connection, func, insert, or_, select, true, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.records import record, record_or_none, records
 from persona_service.marketplace.records import ListingRecord, PurchaseRecord
-from persona_service.marketplace.tables import Listing, Purchase
+from persona_service.marketplace.tables import Listing, ListingTag, Purchase
 
 _LIKE_SPECIAL = re.compile(r"[\\%_]")
 _listings = table_of(Listing)
 _purchases = table_of(Purchase)
+_tags = table_of(ListingTag)
 
 
 class MarketplaceRepository:
@@ -38,21 +39,33 @@ class MarketplaceRepository:
 
     def page(self, *, org_id: str | None, audience_tag: str, words: list[str], limit: int,
              after: tuple[datetime, str] | None) -> list[ListingRecord]:
-        """Published listings of everyone (org_id None) or all of one organization's."""
-        stmt = select(_listings)
-        if org_id is None:
-            stmt = stmt.where(_listings.c.status == "published")
-        else:
-            stmt = stmt.where(_listings.c.org_id == org_id)
+        """Published listings of everyone (org_id None) or all of one
+        organization's, newest first. With a tag, through `listing_tags`
+        (kept by a trigger, migration 0019), whose indexes give a tag's
+        listings in that order: the GIN index on `audience_tags` finds them
+        but unordered, so a page sorted every match."""
         if audience_tag:
-            stmt = stmt.where(_listings.c.audience_tags.contains([audience_tag]))
+            key = (_tags.c.created_at, _tags.c.listing_id)
+            stmt = (select(_listings).select_from(_tags.join(_listings, _listings.c.id == _tags.c.listing_id))
+                    .where(_tags.c.tag == audience_tag))
+            if org_id is None:  # the partial index's predicate, as a literal so generic plans use it too
+                stmt = stmt.where(_tags.c.published, _listings.c.status == "published")
+            else:
+                stmt = stmt.where(_tags.c.org_id == org_id)
+        else:
+            key = (_listings.c.created_at, _listings.c.id)
+            stmt = select(_listings)
+            if org_id is None:
+                stmt = stmt.where(_listings.c.status == "published")
+            else:
+                stmt = stmt.where(_listings.c.org_id == org_id)
         for word in words:
             pattern = "%" + _LIKE_SPECIAL.sub(lambda m: "\\" + m.group(0), word) + "%"
             stmt = stmt.where(or_(_listings.c.title.ilike(pattern, escape="\\"),
                                   _listings.c.description.ilike(pattern, escape="\\")))
         if after is not None:
-            stmt = stmt.where(tuple_(_listings.c.created_at, _listings.c.id) < tuple_(*after))
-        stmt = stmt.order_by(_listings.c.created_at.desc(), _listings.c.id.desc()).limit(limit)
+            stmt = stmt.where(tuple_(*key) < tuple_(*after))
+        stmt = stmt.order_by(key[0].desc(), key[1].desc()).limit(limit)
         return records(ListingRecord, self.conn.execute(stmt).mappings())
 
     def purchase_of(self, listing_id: str, buyer_org_id: str) -> PurchaseRecord | None:
@@ -65,3 +78,14 @@ class MarketplaceRepository:
         stmt = pg_insert(_purchases).values(**values).on_conflict_do_nothing(
             constraint="uq_purchases_listing_buyer").returning(_purchases)
         return record_or_none(PurchaseRecord, self.conn.execute(stmt).mappings().first())
+
+
+def rebuild_tags(conn: Connection) -> None:
+    """Set `listing_tags` from the listings (after a bulk load that bypassed
+    its trigger, e.g. the volume seed's COPY); rows already right stay."""
+    tag = func.unnest(_listings.c.audience_tags).table_valued("tag").render_derived(name="t")
+    rows = select(_listings.c.id, tag.c.tag, _listings.c.org_id, _listings.c.created_at,
+                  _listings.c.status == "published").select_from(_listings.join(tag, true())).distinct()
+    stmt = pg_insert(_tags).from_select(["listing_id", "tag", "org_id", "created_at", "published"], rows)
+    conn.execute(stmt.on_conflict_do_update(index_elements=[_tags.c.listing_id, _tags.c.tag],
+                                            set_={"published": stmt.excluded.published}))

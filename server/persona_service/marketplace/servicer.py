@@ -5,7 +5,7 @@ from persona.v1 import marketplace_pb2, marketplace_pb2_grpc
 
 from persona_service.billing.api import BillingService, processor_for
 from persona_service.files.api import storage_for
-from persona_service.kernel.app import App
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
@@ -16,15 +16,15 @@ from persona_service.personas.api import PersonaService
 
 
 class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
         self.fee_bps = load(MarketplaceSettings).marketplace_fee_bps
 
     def _service(self, ctx: RequestContext) -> MarketplaceService:
-        return MarketplaceService(ctx.conn, cursors=self.app.cursors)
+        return MarketplaceService(ctx.conn, cursors=self.deps.cursors)
 
     def _reviewed_soon(self, ctx: RequestContext) -> None:
-        ctx.after_commit.append(self.app.tasks.wake)
+        ctx.after_commit.append(self.deps.tasks.wake)
 
     def CreateListing(self, request: marketplace_pb2.CreateListingRequest,
                       context: grpc.ServicerContext) -> marketplace_pb2.Listing:
@@ -66,8 +66,8 @@ class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
     def PurchaseListing(self, request: marketplace_pb2.PurchaseListingRequest,
                         context: grpc.ServicerContext) -> marketplace_pb2.Purchase:
         ctx = current()
-        billing = BillingService(ctx.conn, processor_for(self.app, ctx.conn), storage_for(self.app))
-        personas = PersonaService(ctx.conn, self.app.provider_for(ctx), cursors=self.app.cursors)
+        billing = BillingService(ctx.conn, processor_for(self.deps, ctx.conn), storage_for(self.deps))
+        personas = PersonaService(ctx.conn, self.deps.provider_for(ctx), cursors=self.deps.cursors)
         return purchase(self._service(ctx).purchase(ctx.caller, request.id, billing, personas, self.fee_bps))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, DateTime, ForeignKey, Index, String, Text, UniqueConstraint, func, text
+from sqlalchemy import BigInteger, Boolean, DateTime, ForeignKey, Index, String, Text, UniqueConstraint, func, text
 from sqlalchemy.dialects.postgresql import ARRAY  # `@>` (contains), which the GIN index serves
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -32,6 +32,30 @@ class Listing(Base):
         Index("ix_listings_published", "created_at", "id", postgresql_where=text("status = 'published'")),
         Index("ix_listings_tags", "audience_tags", postgresql_using="gin"),
         Index("ix_listings_org_created", "org_id", "created_at", "id"),
+    )
+
+
+class ListingTag(Base):
+    """A listing's audience tags one row each, in the listing's date order
+    (#32): the GIN index on `audience_tags` finds a tag's listings but not
+    newest first, so a page sorted every match. Kept by the trigger
+    `marketplace_listing_tags` (migration 0019) in the transaction of every
+    insert, and of every update of a listing's tags or status; a listing's
+    delete cascades."""
+
+    __tablename__ = "listing_tags"
+    listing_id: Mapped[str] = mapped_column(ForeignKey("marketplace_listings.id", ondelete="CASCADE"),
+                                            primary_key=True)
+    tag: Mapped[str] = mapped_column(Text, primary_key=True)
+    org_id: Mapped[str] = mapped_column(String(40), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    published: Mapped[bool] = mapped_column(Boolean, nullable=False)
+
+    __table_args__ = (
+        # Everyone's search: a tag's published listings, newest first.
+        Index("ix_listing_tags_published", "tag", "created_at", "listing_id", postgresql_where=text("published")),
+        # `mine`: one organization's listings with a tag, whatever their status.
+        Index("ix_listing_tags_org", "org_id", "tag", "created_at", "listing_id"),
     )
 
 

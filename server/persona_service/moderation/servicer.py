@@ -3,7 +3,7 @@ from __future__ import annotations
 import grpc
 from persona.v1 import moderation_pb2, moderation_pb2_grpc
 
-from persona_service.kernel.app import App
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import nullable_time, page_limit, struct, timestamp
 from persona_service.moderation.queue import ModerationQueue
@@ -11,11 +11,11 @@ from persona_service.moderation.records import ReviewRecord
 
 
 class ModerationServicer(moderation_pb2_grpc.ModerationServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def _queue(self, ctx: RequestContext) -> ModerationQueue:
-        return ModerationQueue(ctx.conn, cursors=self.app.cursors, resolvers=self.app.modules.review_resolvers)
+        return ModerationQueue(ctx.conn, cursors=self.deps.cursors, resolvers=self.deps.modules.review_resolvers)
 
     def ListModerationQueue(self, request: moderation_pb2.ListModerationQueueRequest,
                             context: grpc.ServicerContext) -> moderation_pb2.ListModerationQueueResponse:

@@ -1,8 +1,8 @@
 import grpc
 from persona.v1 import keys_pb2, keys_pb2_grpc
 
-from persona_service.kernel.app import App
 from persona_service.kernel.auth import hash_secret
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import nullable_time, optional_time, page_limit, timestamp
 from persona_service.orgs.keys import KeyService
@@ -18,11 +18,11 @@ def api_key(row: ApiKeyRecord) -> keys_pb2.ApiKey:
 
 
 class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def _service(self, ctx: RequestContext) -> KeyService:
-        return KeyService(ctx.conn, self.app.cursors)
+        return KeyService(ctx.conn, self.deps.cursors)
 
     def CreateApiKey(self, request: keys_pb2.CreateApiKeyRequest,
                      context: grpc.ServicerContext) -> keys_pb2.CreateApiKeyResponse:
@@ -34,7 +34,7 @@ class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
             expires_at=optional_time(request, "expires_at"), ip_allowlist=list(request.ip_allowlist),
         )
         # Every process forgets a refusal of this secret (kernel.auth): the key works at once everywhere.
-        ctx.after_commit.append(lambda: self.app.invalidate("cred:key:" + hash_secret(secret)))
+        ctx.after_commit.append(lambda: self.deps.invalidate("cred:key:" + hash_secret(secret)))
         return keys_pb2.CreateApiKeyResponse(key=api_key(row), secret=secret)
 
     def ListApiKeys(self, request: keys_pb2.ListApiKeysRequest,
@@ -51,5 +51,5 @@ class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
         ctx = current()
         row, secret_hash = self._service(ctx).revoke(ctx.caller, request.id)
         if secret_hash is not None:
-            ctx.after_commit.append(lambda: self.app.invalidate("cred:key:" + secret_hash))
+            ctx.after_commit.append(lambda: self.deps.invalidate("cred:key:" + secret_hash))
         return api_key(row)

@@ -1,7 +1,7 @@
 import grpc
 from persona.v1 import orgs_pb2, orgs_pb2_grpc
 
-from persona_service.kernel.app import App
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import timestamp
 from persona_service.orgs.records import OrganizationRecord
@@ -17,8 +17,8 @@ def organization(row: OrganizationRecord) -> orgs_pb2.Organization:
 
 
 class OrganizationServicer(orgs_pb2_grpc.OrganizationServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def GetOrganization(self, request: orgs_pb2.GetOrganizationRequest,
                         context: grpc.ServicerContext) -> orgs_pb2.Organization:

@@ -1,12 +1,12 @@
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 
 import grpc
 from google.protobuf import json_format
 from persona.v1 import personas_pb2, personas_pb2_grpc
 
-from persona_service.kernel.app import App
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import message_json, nullable_time, page_limit, struct, timestamp
 from persona_service.kernel.transport.errors import error_message
@@ -52,11 +52,11 @@ def _card(message: personas_pb2.CharacterCard) -> dict:
 
 
 class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def _service(self, ctx: RequestContext) -> PersonaService:
-        return PersonaService(ctx.conn, self.app.provider_for(ctx), cursors=self.app.cursors)
+        return PersonaService(ctx.conn, self.deps.provider_for(ctx), cursors=self.deps.cursors)
 
     def _create(self, ctx: RequestContext,
                 request: personas_pb2.CreatePersonaRequest) -> Generator[dict, None, PersonaRecord]:
@@ -71,8 +71,8 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
         ctx = current()
         return persona(drain(self._create(ctx, request)))
 
-    def StreamCreatePersona(self, request: personas_pb2.CreatePersonaRequest,
-                            context: grpc.ServicerContext) -> Iterator[personas_pb2.PipelineEvent]:
+    def StreamCreatePersona(self, request: personas_pb2.CreatePersonaRequest, context: grpc.ServicerContext
+                            ) -> Generator[personas_pb2.PipelineEvent, None, personas_pb2.PipelineEvent]:
         ctx = current()
         operation = self._create(ctx, request)
         try:
@@ -80,8 +80,9 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
                 try:
                     progress = next(operation)
                 except StopIteration as done:
-                    yield personas_pb2.PipelineEvent(event="persona", run_id=done.value.last_run_id, persona=persona(done.value))
-                    return
+                    # The result frame: sent once the persona is committed (kernel.transport.pipeline).
+                    return personas_pb2.PipelineEvent(event="persona", run_id=done.value.last_run_id,
+                                                      persona=persona(done.value))
                 yield pipeline_event(progress)
         except ApiError as err:
             # In-band, because an HTTP/1.1 stream cannot change its status any more.

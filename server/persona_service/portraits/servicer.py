@@ -9,8 +9,8 @@ from google.protobuf.message import Message
 from persona.v1 import portraits_pb2, portraits_pb2_grpc
 
 from persona_service.files.api import FileSettings, Storage, storage_for
-from persona_service.kernel.app import App
 from persona_service.kernel.limits.plans import Quota
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import int32, page_limit, text_metadata, timestamp
@@ -22,22 +22,22 @@ from persona_service.providers.base import ProviderError, ProviderTimeout
 
 
 class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
         self.ttl = load(FileSettings).signed_url_ttl_seconds
         self.wait_seconds = load(PortraitSettings).portrait_wait_seconds
         # At most half the unary threads wait for images at once; beyond them a
         # call answers its row at once, so slow images never starve other calls.
-        self._waiting = threading.BoundedSemaphore(max(1, app.settings.grpc_workers // 2))
+        self._waiting = threading.BoundedSemaphore(max(1, deps.unary_workers // 2))
 
     def _service(self, ctx: RequestContext) -> PortraitService:
-        return PortraitService(ctx.conn, moderate=self.app.provider_for(ctx).moderate, cursors=self.app.cursors)
+        return PortraitService(ctx.conn, moderate=self.deps.provider_for(ctx).moderate, cursors=self.deps.cursors)
 
     def _quota(self, ctx: RequestContext) -> Quota:
-        return self.app.limits.quota(ctx.caller, "images_per_month", lambda: ctx.conn)
+        return self.deps.quota(ctx.caller, "images_per_month", lambda: ctx.conn)
 
     def _portrait(self, row: PortraitRecord) -> portraits_pb2.Portrait:
-        return portrait(row, storage_for(self.app), self.ttl)
+        return portrait(row, storage_for(self.deps), self.ttl)
 
     def CreatePortrait(self, request: portraits_pb2.CreatePortraitRequest,
                        context: grpc.ServicerContext) -> portraits_pb2.Portrait:
@@ -78,7 +78,7 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
         return self._portrait(self._service(ctx).reject(ctx.caller, request.persona_id, request.id))
 
     def _edit_result(self, row: PortraitRecord) -> portraits_pb2.PortraitEditResult:
-        url = storage_for(self.app).signed_url(row.storage_key, self.ttl)
+        url = storage_for(self.deps).signed_url(row.storage_key, self.ttl)
         return portraits_pb2.PortraitEditResult(
             portrait_id=row.id, conversation_id=row.conversation_id, status=row.status,
             storage_key=row.storage_key, signed_url=url.url,
@@ -93,23 +93,23 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
         wait = _preferred_wait(context, self.wait_seconds)
 
         def settled() -> PortraitRecord | None:
-            with self.app.engine.connect() as conn:
+            with self.deps.connect() as conn:
                 row = PortraitService(conn).reread(portrait_id)
             return row if row is None or row.status in SETTLED else None
 
         def finish(response: Message) -> Message:
-            self.app.tasks.wake()
+            self.deps.tasks.wake()
             if not wait or not self._waiting.acquire(blocking=False):
                 return response
             try:
-                row = self.app.tasks.wait_until(settled, wait)
+                row = self.deps.tasks.wait_until(settled, wait)
             finally:
                 self._waiting.release()
             if row is None:
                 return response
             if row.status == "failed" and row.failure_code in ("provider_error", "provider_timeout"):
                 error = ProviderTimeout if row.failure_code == "provider_timeout" else ProviderError
-                raise error(provider_name(self.app), "the image provider failed")
+                raise error(provider_name(self.deps), "the image provider failed")
             return answer(row)
 
         ctx.finish = finish

@@ -4,8 +4,8 @@ import grpc
 from persona.v1 import privacy_pb2, privacy_pb2_grpc
 
 from persona_service.files.api import storage_for
-from persona_service.kernel.app import App
 from persona_service.kernel.clock import utcnow
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import nullable_time, page_limit, struct, timestamp
 from persona_service.privacy.records import ExportRecord
@@ -13,12 +13,12 @@ from persona_service.privacy.service import PrivacyService, download_of, status_
 
 
 class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def _export(self, row: ExportRecord) -> privacy_pb2.PrivacyExport:
         now = utcnow()
-        link = download_of(row, storage_for(self.app), now)
+        link = download_of(row, storage_for(self.deps), now)
         return privacy_pb2.PrivacyExport(
             id=row.id, status=status_of(row, now), download_url=link.url if link else "",
             expires_at=nullable_time(row.expires_at if link else None), sha256=row.sha256 if link else "",
@@ -34,11 +34,11 @@ class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
     def EraseMyData(self, request: privacy_pb2.EraseMyDataRequest,
                     context: grpc.ServicerContext) -> privacy_pb2.PrivacyErasure:
         ctx = current()
-        erasure = PrivacyService(ctx.conn).erase(ctx.caller, self.app.modules.erasers, storage_for(self.app))
+        erasure = PrivacyService(ctx.conn).erase(ctx.caller, self.deps.modules.erasers, storage_for(self.deps))
         # Every process drops the organizations' cached credentials: the user's stop working at once.
         def drop_cached() -> None:
             for org_id in erasure.org_ids:
-                self.app.invalidate(f"org:{org_id}")
+                self.deps.invalidate(f"org:{org_id}")
 
         ctx.after_commit.append(drop_cached)
         return privacy_pb2.PrivacyErasure(erased_at=timestamp(utcnow()), counts=struct(erasure.counts))
@@ -46,6 +46,6 @@ class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
     def ListPrivacyExports(self, request: privacy_pb2.ListPrivacyExportsRequest,
                            context: grpc.ServicerContext) -> privacy_pb2.ListPrivacyExportsResponse:
         ctx = current()
-        rows, token = PrivacyService(ctx.conn, cursors=self.app.cursors).list(
+        rows, token = PrivacyService(ctx.conn, cursors=self.deps.cursors).list(
             ctx.caller, request.cursor, page_limit(request))
         return privacy_pb2.ListPrivacyExportsResponse(items=[self._export(r) for r in rows], next_cursor=token)

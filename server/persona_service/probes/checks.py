@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-import redis
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Connection
 
 from persona_service.kernel.db.migrate import alembic_config
 from persona_service.probes.repository import ProbeRepository
@@ -30,10 +30,11 @@ def migration_heads(version_dirs: tuple[str, ...]) -> frozenset[str]:
     return frozenset(ScriptDirectory.from_config(config).get_heads())
 
 
-def readiness(engine: Engine, redis_client: redis.Redis, version_dirs: Iterable[str]) -> list[Check]:
+def readiness(connect: Callable[[], AbstractContextManager[Connection]], ping_redis: Callable[[], object],
+              version_dirs: Iterable[str]) -> list[Check]:
     checks = []
     try:
-        with engine.connect() as conn:
+        with connect() as conn:
             applied = ProbeRepository(conn).applied_migrations(timeout_ms=2000)
         checks.append(Check("postgres", True))
         heads = migration_heads(tuple(sorted(version_dirs)))
@@ -41,7 +42,7 @@ def readiness(engine: Engine, redis_client: redis.Redis, version_dirs: Iterable[
     except Exception as exc:  # noqa: BLE001 - reported, never raised
         checks += [Check("postgres", False, type(exc).__name__), Check("migrations", False, "unknown")]
     try:
-        redis_client.ping()
+        ping_redis()
         checks.append(Check("redis", True))
     except Exception as exc:  # noqa: BLE001
         checks.append(Check("redis", False, type(exc).__name__))

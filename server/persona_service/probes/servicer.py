@@ -7,8 +7,8 @@ from google.api import httpbody_pb2
 from persona.v1 import probes_pb2, probes_pb2_grpc
 
 from persona_service.kernel import metrics
-from persona_service.kernel.app import App
 from persona_service.kernel.errors import ServiceUnavailable, Unauthorized
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.convert import text_metadata
 from persona_service.probes.checks import readiness
@@ -16,8 +16,8 @@ from persona_service.probes.settings import ProbeSettings
 
 
 class ProbeServicer(probes_pb2_grpc.ProbeServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def GetLiveness(self, request: probes_pb2.GetLivenessRequest,
                     context: grpc.ServicerContext) -> probes_pb2.ProbeResult:
@@ -34,9 +34,9 @@ class ProbeServicer(probes_pb2_grpc.ProbeServiceServicer):
 
     def GetReadiness(self, request: probes_pb2.GetReadinessRequest,
                      context: grpc.ServicerContext) -> probes_pb2.ProbeResult:
-        checks = readiness(self.app.engine, self.app.redis, [str(d) for d in self.app.modules.migrations])
+        checks = readiness(self.deps.connect, self.deps.ping_redis, [str(d) for d in self.deps.modules.migrations])
         failed = {c.name: c.detail for c in checks if not c.ok}
-        if self.app.draining.is_set():  # leaving rotation before it stops (kernel/server.drain)
+        if self.deps.draining():  # leaving rotation before it stops (kernel/server.drain)
             failed["draining"] = "this process is shutting down"
         if failed:
             raise ServiceUnavailable("Not ready.", {"checks": failed})

@@ -39,6 +39,7 @@ from sqlalchemy import (
     or_,
     select,
     true,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -100,7 +101,10 @@ class ResourceRepository:
         return [desc(key).nulls_last() if descending else key.asc().nulls_last()]
 
     def page(self, org_id: str, where: ColumnElement[bool] | None, order_by: list[Any], offset: int,
-             limit: int) -> tuple[list[ScimRecord], int]:
+             limit: int, after: tuple[datetime, str] | None = None) -> tuple[list[ScimRecord], int]:
+        """A page at `offset` of the matches in order; or, with `after` (the
+        default order only: no `order_by`), the page following that
+        (created_at, id) by keyset, whatever its offset."""
         scoped = self.table.c.org_id == org_id if where is None else (self.table.c.org_id == org_id) & where
         if where is None and self.counts is not None:  # the kept count, not a count of every row
             total = self.conn.execute(select(self.counts.c.total).where(self.counts.c.org_id == org_id)
@@ -110,7 +114,11 @@ class ResourceRepository:
         if limit <= 0:
             return [], total
         stmt = self._record.where(scoped).order_by(*order_by, self.table.c.created_at, self.table.c.id)
-        rows = self.conn.execute(stmt.offset(offset).limit(limit)).mappings()
+        if after is not None and not order_by:
+            stmt = stmt.where(tuple_(self.table.c.created_at, self.table.c.id) > tuple_(*after))
+        else:
+            stmt = stmt.offset(offset)
+        rows = self.conn.execute(stmt.limit(limit)).mappings()
         return records(ScimRecord, rows), total
 
     def insert(self, **values: Any) -> ScimRecord:

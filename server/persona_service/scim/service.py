@@ -5,15 +5,18 @@ orgs module's MemberDirectory. Services never commit; the caller broadcasts
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection
 
 from persona_service.kernel.clock import iso, utcnow
 from persona_service.kernel.errors import ApiError, NotFound
+from persona_service.kernel.hints import Hints
 from persona_service.kernel.ids import new_id
 from persona_service.orgs.api import OWNER, MemberDirectory
 from persona_service.scim.documents import canonical, parse_json, project
@@ -30,6 +33,8 @@ from persona_service.scim.repository import (
 from persona_service.scim.schemas import GROUPS, MAX_RESULTS, SEARCH_REQUEST, USERS, ResourceType, list_response
 
 DEFAULT_COUNT = 100
+# How long the key a page ended on is kept for the next page (Walk): longer than a client takes between pages.
+WALK_TTL_SECONDS = 300
 ROLES = ("admin", "member")
 # `persona:<workspace slug or id, or *>:<role>`: the naming rule for IdPs that push only group names.
 _MAPPED_NAME = re.compile(r"^persona:([^:]+):([^:]+)$", re.IGNORECASE)
@@ -92,13 +97,57 @@ def check_if_match(if_match: str | None, row: ScimRecord) -> None:
                          f"{current}).", currentVersion=current)
 
 
+class Walk:
+    """Where clients walking a list by `startIndex` got to. SCIM pages only
+    by offset (RFC 7644 §3.4.2.4) and Okta's import walks every page of
+    /Users that way, so page N read N entries of the index. Each full page
+    served in the default order (no sortBy) leaves its last row's
+    (created_at, id) as a hint (kernel.hints: Redis, a few minutes), keyed
+    by organization, resource type, filter and the startIndex that follows;
+    the page asked at that startIndex continues after that row by keyset.
+    Any other startIndex, a sortBy, or the hint gone: the OFFSET.
+
+    What a client sees: the page after the one it was given, where the
+    OFFSET gives the rows at that position now: the same unless rows before
+    it were deleted or inserted meanwhile, when the OFFSET skips or repeats
+    rows and the keyset does neither (rows are appended in created_at order,
+    so inserts land after it). Any client asking that startIndex within the
+    TTL gets the continuation; results are not repeatable under changes
+    either way (RFC 7644 §3.4.2.4: "clients SHOULD never assume repeatable
+    results")."""
+
+    def __init__(self, hints: Hints | None, org_id: str, rt: ResourceType, query: Query) -> None:
+        self.hints = hints if not query.sort_by else None
+        digest = hashlib.sha256(query.filter.strip().encode()).hexdigest()[:32]
+        self.key = f"scim:walk:{org_id}:{rt.name}:{digest}:"
+
+    def after(self, start: int) -> tuple[datetime, str] | None:
+        """The (created_at, id) the page before `start` ended on, if a client was just given it."""
+        value = self.hints.get(self.key + str(start)) if self.hints is not None and start > 1 else None
+        if value is None:
+            return None
+        created_at, _, row_id = value.partition(" ")
+        try:
+            return datetime.fromisoformat(created_at), row_id
+        except ValueError:
+            return None
+
+    def reached(self, start: int, rows: list[ScimRecord], count: int) -> None:
+        """A page from `start` was served: remember where the next one starts (after a full page)."""
+        if self.hints is not None and rows and len(rows) == count:
+            last = rows[-1]
+            self.hints.put(self.key + str(start + count), f"{last.created_at.isoformat()} {last.id}",
+                           WALK_TTL_SECONDS)
+
+
 class Resources:
     """The protocol part Users and Groups share."""
 
     rt: ResourceType
 
-    def __init__(self, conn: Connection, org_id: str, base: str, repo: ResourceRepository):
-        self.conn, self.org_id, self.base, self.repo = conn, org_id, base, repo
+    def __init__(self, conn: Connection, org_id: str, base: str, repo: ResourceRepository,
+                 hints: Hints | None = None):
+        self.conn, self.org_id, self.base, self.repo, self.hints = conn, org_id, base, repo, hints
         self.members = MembershipRepository(conn)
         self.directory = MemberDirectory(conn)
 
@@ -133,7 +182,9 @@ class Resources:
         where = self.repo.where(self.rt, parse_filter(query.filter)) if query.filter.strip() else None
         start = max(1, query.start_index)
         count = min(max(0, query.count), MAX_RESULTS)
-        rows, total = self.repo.page(self.org_id, where, self._order(query), start - 1, count)
+        walk = Walk(self.hints, self.org_id, self.rt, query)
+        rows, total = self.repo.page(self.org_id, where, self._order(query), start - 1, count, walk.after(start))
+        walk.reached(start, rows, count)
         resources = [project(self.rt, r.body, query.attributes, query.excluded_attributes)
                      for r in self.render_many(rows)]
         return list_response(resources, total, start)
@@ -220,8 +271,8 @@ def _display(doc: dict[str, Any]) -> str:
 class Users(Resources):
     rt = USERS
 
-    def __init__(self, conn: Connection, org_id: str, base: str):
-        super().__init__(conn, org_id, base, user_repository(conn))
+    def __init__(self, conn: Connection, org_id: str, base: str, hints: Hints | None = None):
+        super().__init__(conn, org_id, base, user_repository(conn), hints)
 
     def render_many(self, rows: list[ScimRecord]) -> list[Rendered]:
         groups: dict[str, list[dict[str, str]]] = {}
@@ -286,8 +337,8 @@ def erase_personal_data(conn: Connection, org_id: str, user_id: str) -> dict[str
 class Groups(Resources):
     rt = GROUPS
 
-    def __init__(self, conn: Connection, org_id: str, base: str):
-        super().__init__(conn, org_id, base, group_repository(conn))
+    def __init__(self, conn: Connection, org_id: str, base: str, hints: Hints | None = None):
+        super().__init__(conn, org_id, base, group_repository(conn), hints)
 
     def _grant(self, doc: dict[str, Any]) -> Grant | None:
         """What the group's name maps to (see scim.proto), or None for a plain group."""
@@ -342,8 +393,8 @@ class Groups(Resources):
         self.regrant(before | after)
 
 
-def resources_for(kind: str, conn: Connection, org_id: str, base: str) -> Resources:
-    return (Users if kind == "User" else Groups)(conn, org_id, base)
+def resources_for(kind: str, conn: Connection, org_id: str, base: str, hints: Hints | None = None) -> Resources:
+    return (Users if kind == "User" else Groups)(conn, org_id, base, hints)
 
 
 def not_supported(_: Any = None) -> ApiError:

@@ -13,9 +13,9 @@ from google.api import httpbody_pb2
 from persona.v1 import scim_pb2, scim_pb2_grpc
 
 from persona_service.files.api import public_url
-from persona_service.kernel.app import App
 from persona_service.kernel.auth import hash_secret
 from persona_service.kernel.errors import ApiError, NotFound
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.transport.context import current
 from persona_service.kernel.transport.convert import nullable_time, page_limit, text_metadata, timestamp
 from persona_service.orgs.api import ApiKeyRecord, ScimTokens
@@ -48,15 +48,15 @@ def _sent(body: httpbody_pb2.HttpBody) -> bytes:
 
 
 class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def _base(self) -> str:
-        return public_url(self.app) + BASE_PATH
+        return public_url(self.deps) + BASE_PATH
 
     def _resources(self, kind: str) -> Resources:
         ctx = current()
-        return resources_for(kind, ctx.conn, ctx.caller.org_id, self._base())
+        return resources_for(kind, ctx.conn, ctx.caller.org_id, self._base(), self.deps.hints)
 
     @staticmethod
     def _answer(rendered: Rendered, created: bool = False) -> httpbody_pb2.HttpBody:
@@ -68,7 +68,7 @@ class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
     def _changed(self) -> None:
         ctx = current()
         org_id = ctx.caller.org_id
-        ctx.after_commit.append(lambda: self.app.invalidate(f"org:{org_id}"))
+        ctx.after_commit.append(lambda: self.deps.invalidate(f"org:{org_id}"))
 
     @staticmethod
     def _if_match(context: grpc.ServicerContext) -> str | None:
@@ -215,20 +215,20 @@ def scim_token(row: ApiKeyRecord) -> scim_pb2.ScimToken:
 
 
 class ScimTokenServicer(scim_pb2_grpc.ScimTokenServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
 
     def CreateScimToken(self, request: scim_pb2.CreateScimTokenRequest,
                         context: grpc.ServicerContext) -> scim_pb2.CreateScimTokenResponse:
         ctx = current()
         row, secret = ScimTokens(ctx.conn).create(ctx.caller, request.name)
-        ctx.after_commit.append(lambda: self.app.invalidate("cred:key:" + hash_secret(secret)))  # as a new API key
+        ctx.after_commit.append(lambda: self.deps.invalidate("cred:key:" + hash_secret(secret)))  # as a new API key
         return scim_pb2.CreateScimTokenResponse(token=scim_token(row), secret=secret)
 
     def ListScimTokens(self, request: scim_pb2.ListScimTokensRequest,
                        context: grpc.ServicerContext) -> scim_pb2.ListScimTokensResponse:
         ctx = current()
-        rows, cursor = ScimTokens(ctx.conn, self.app.cursors).list(ctx.caller, page_limit(request), request.cursor)
+        rows, cursor = ScimTokens(ctx.conn, self.deps.cursors).list(ctx.caller, page_limit(request), request.cursor)
         return scim_pb2.ListScimTokensResponse(items=[scim_token(r) for r in rows], next_cursor=cursor)
 
     def RevokeScimToken(self, request: scim_pb2.RevokeScimTokenRequest,
@@ -236,5 +236,5 @@ class ScimTokenServicer(scim_pb2_grpc.ScimTokenServiceServicer):
         ctx = current()
         row, secret_hash = ScimTokens(ctx.conn).revoke(ctx.caller, request.id)
         if secret_hash is not None:
-            ctx.after_commit.append(lambda: self.app.invalidate("cred:key:" + secret_hash))
+            ctx.after_commit.append(lambda: self.deps.invalidate("cred:key:" + secret_hash))
         return scim_token(row)

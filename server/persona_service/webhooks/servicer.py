@@ -1,7 +1,7 @@
 import grpc
 from persona.v1 import webhooks_pb2, webhooks_pb2_grpc
 
-from persona_service.kernel.app import App
+from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
@@ -37,13 +37,13 @@ def delivery(row: DeliveryRecord, attempts: list[AttemptRecord]) -> webhooks_pb2
 
 
 class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
         self.allow_private = load(WebhookSettings).private_allowed
 
     def _service(self, ctx: RequestContext) -> WebhookService:
         return WebhookService(
-            ctx.conn, self.app.cursors, self.app.secret_box, allow_private=self.allow_private
+            ctx.conn, self.deps.cursors, self.deps.secret_box, allow_private=self.allow_private
         )
 
     def CreateWebhookEndpoint(self, request: webhooks_pb2.CreateWebhookEndpointRequest,

@@ -45,6 +45,7 @@ from sqlalchemy import Connection, Engine
 
 from persona_service.kernel import ids, logs, tracing
 from persona_service.kernel.clock import utcnow
+from persona_service.kernel.db.outages import connection_lost
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.transport.convert import message_json, struct, timestamp
 from persona_service.webhooks.http import HTTPClient, HTTPError
@@ -71,6 +72,9 @@ WAKE_CHANNELS = ("persona_outbox", "persona_webhook_deliveries")
 # The longest an idle loop waits without a notification: only a safety net
 # (e.g. an endpoint re-enabled with deliveries pending, which no trigger sees).
 MAX_IDLE_SECONDS = 10.0
+# The longest the listener waits between tries to LISTEN again while PostgreSQL is away: notifications are back
+# within it of PostgreSQL's return (the loops' idle wait would be up to MAX_IDLE_SECONDS otherwise).
+LISTEN_RETRY_SECONDS = 1.0
 
 
 class Wakeups:
@@ -349,9 +353,13 @@ class DeliveryWorker:
                     for _ in conn.notifies(timeout=1.0):
                         loop.call_soon_threadsafe(wakeups.notify)
             except Exception as exc:  # noqa: BLE001 - PostgreSQL away: retried, the loops' timeout covers the gap
+                if connection_lost(exc):
+                    # The pool's other connections died with this one (a restart): without dropping them each
+                    # try took the next dead one, and notifications stayed off ~12 s after PostgreSQL was back.
+                    self.engine.dispose(close=False)
                 log.warning("webhook notifications unavailable (%s); retrying in %.1fs", type(exc).__name__, backoff)
                 stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_IDLE_SECONDS)
+                backoff = min(backoff * 2, LISTEN_RETRY_SECONDS)
             finally:
                 if raw is not None:
                     with contextlib.suppress(Exception):

@@ -18,9 +18,8 @@ import pytest
 import support
 from persona_service.chat.tables import ChatSession
 from persona_service.kernel import ids
-from persona_service.kernel.db.engine import make_engine
 from sqlalchemy import insert
-from support import JWT_SECRET, TenantFactory, assert_envelope
+from support import JWT_SECRET, assert_envelope
 
 # Metadata the server uses to hand the envelope to Envoy; it must never reach clients.
 CARRIER_HEADERS = ("x-http-status", "x-error-body", "x-error-code", "grpc-status", "grpc-message", "grpc-status-details-bin")
@@ -398,29 +397,20 @@ def test_500_internal_error_leaks_nothing(http, engine, tenant):
 
 
 @pytest.fixture(scope="module")
-def stack_without_backend(tmp_path_factory):
-    stack = support.make_stack(tmp_path_factory.mktemp("persona-down"))
-    engine = None
-    try:
-        stack.start()
-        engine = make_engine(stack.database_url, pool_size=1)
-        tenant = TenantFactory(engine)()
-        stack.stop_server(stack.grpc_ports[0])
-        yield stack, tenant
-    finally:
-        stack.stop()
-        if engine is not None:
-            engine.dispose()
+def stack_without_backend(stack, tmp_path_factory):
+    """A second edge on the session's PostgreSQL and Redis whose only server process is stopped."""
+    with support.running(support.make_stack_beside(stack, tmp_path_factory.mktemp("persona-down"))) as down:
+        down.stop_server(down.grpc_ports[0])
+        yield down
 
 
-def test_503_when_backend_is_down(stack_without_backend):
-    stack, tenant = stack_without_backend
-    with httpx.Client(base_url=stack.http_url, timeout=30) as client:
+def test_503_when_backend_is_down(stack_without_backend, tenant):
+    with httpx.Client(base_url=stack_without_backend.http_url, timeout=30) as client:
         response = client.get(f"/v1/orgs/{tenant.org_id}", headers=tenant.auth)
         error = error_of(response, 503, "service_unavailable")
         assert error["details"] == {}
         assert response.headers["retry-after"] == "1"  # retryable, as the servers' own outage 503s
-        for leak in ("upstream", "connect", "reset", "127.0.0.1", str(stack.grpc_ports[0])):
+        for leak in ("upstream", "connect", "reset", "127.0.0.1", str(stack_without_backend.grpc_ports[0])):
             assert leak not in response.text.lower()
 
 

@@ -16,7 +16,7 @@ import pytest
 from grpc_tools import protoc
 from persona_service.kernel.module import Modules
 from persona_service.registry import MODULES
-from support import TenantFactory, assert_envelope, client_for, engine_for, make_stack, running
+from support import assert_envelope, client_for, make_stack_beside, running
 
 PROBE = pathlib.Path(__file__).parent / "probe"
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -33,7 +33,7 @@ def _compile_probe(out: pathlib.Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def probe_stack(tmp_path_factory):
+def probe_stack(stack, tmp_path_factory):
     gen = tmp_path_factory.mktemp("probe-gen")
     _compile_probe(gen)
     env = {"PERSONA_EXTRA_MODULES": "probe_module:MODULE", "PERSONA_PROBE_GEN": str(gen),
@@ -44,8 +44,9 @@ def probe_stack(tmp_path_factory):
     try:
         modules = Modules(MODULES.all)
         assert "probe.v1.ProbeService" in modules.service_names
-        with running(make_stack(tmp_path_factory.mktemp("probe"), modules=modules)) as stack:
-            yield stack
+        # The probe module has no tables: its processes run on the session's PostgreSQL and Redis.
+        with running(make_stack_beside(stack, tmp_path_factory.mktemp("probe"), modules=modules)) as probed:
+            yield probed
     finally:
         for name, value in saved.items():
             if value is None:
@@ -56,9 +57,7 @@ def probe_stack(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def client(probe_stack):
-    with engine_for(probe_stack) as engine:
-        tenant = TenantFactory(engine)()
+def client(probe_stack, tenant):
     with client_for(probe_stack) as http:
         http.headers.update(tenant.auth)
         yield http

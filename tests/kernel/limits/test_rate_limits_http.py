@@ -17,7 +17,7 @@ from persona_service.kernel import ids
 from persona_service.kernel.limits.plans import ANONYMOUS_PER_MINUTE, PLAN_LIMITS, override_maximum
 from persona_service.kernel.principal import SCOPES
 from persona_service.orgs.repository import OrgRepository
-from support import assert_envelope, make_stack, make_stack_beside, running
+from support import assert_envelope, make_stack_beside, running
 
 RPM = "/v1/config/api.rate_limit.requests_per_minute"
 RPD = "/v1/config/api.rate_limit.requests_per_day"
@@ -245,20 +245,22 @@ def test_overrides_above_the_operators_ceiling_are_refused_naming_the_maximum(ht
 
 
 @pytest.fixture(scope="module")
-def low_ceiling(stack, tmp_path_factory):
-    """A stack whose operator allows twice the Enterprise limits, on the session's PostgreSQL and Redis."""
-    low = make_stack_beside(stack, tmp_path_factory.mktemp("ceiling"), PERSONA_LIMIT_OVERRIDE_CEILING="2")
-    with running(low):
-        yield low
+def pair(stack, tmp_path_factory):
+    """A second stack on the session's PostgreSQL and Redis: two gRPC server
+    processes behind one Envoy, whose operator allows twice the Enterprise
+    limits (the ceiling bounds overrides only: the plans' own limits stand)."""
+    two = make_stack_beside(stack, tmp_path_factory.mktemp("pair"), servers=2, PERSONA_LIMIT_OVERRIDE_CEILING="2")
+    with running(two):
+        yield two
 
 
-def test_the_ceiling_is_the_operators_and_bounds_stored_values(low_ceiling, engine, tenants):
+def test_the_ceiling_is_the_operators_and_bounds_stored_values(pair, engine, tenants):
     t = tenants(plan="enterprise")
     enterprise = PLAN_LIMITS["enterprise"].requests_per_minute
     # A value stored before the operator lowered the ceiling applies at the maximum.
     with engine.begin() as conn:
         ConfigRepository(conn).upsert(t.org_id, ORG_LEVEL, "api.rate_limit.requests_per_minute", 1_000_000, "test")
-    with httpx.Client(base_url=low_ceiling.http_url, timeout=30) as client:
+    with httpx.Client(base_url=pair.http_url, timeout=30) as client:
         r = client.get(f"/v1/orgs/{t.org_id}", headers=t.auth)
         assert r.status_code == 200, r.text
         assert r.headers["x-ratelimit-limit"] == str(2 * enterprise)
@@ -267,23 +269,6 @@ def test_the_ceiling_is_the_operators_and_bounds_stored_values(low_ceiling, engi
 
 
 # --- two server processes share the windows ----------------------------------------
-
-
-@pytest.fixture(scope="module")
-def pair(stack, tmp_path_factory):
-    """A second stack: two gRPC server processes behind one Envoy, on the
-    session's PostgreSQL and Redis."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DATABASE_URL", stack.database_url)
-        mp.setenv("REDIS_URL", stack.redis_url)
-        two = make_stack(tmp_path_factory.mktemp("pair"), servers=2)
-    try:
-        two.start()
-    except Exception:
-        two.stop()
-        raise
-    yield two
-    two.stop()
 
 
 def test_limits_hold_across_two_server_processes(pair, engine, tenants):

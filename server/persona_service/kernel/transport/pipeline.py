@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     Handler = grpc.RpcMethodHandler[Any, Any]
     # A servicer method: the request (a message, or Undecodable) and the context it was called with.
     Unary = Callable[[Any, grpc.ServicerContext], Message]
+    # A streaming servicer method: yields its progress frames, returns its result frames (`_progress`).
     Streaming = Callable[[Any, Any], Iterator[Message]]
 
 
@@ -228,11 +229,11 @@ class RequestPipeline(grpc.ServerInterceptor):
         call.run = run
         # The operation's span lives on this thread (its SQL and provider calls are its children).
         run_span = span(call, **{"run.id": run.id})
-        last = None
+        results: list[Message] = []
         try:
-            for last in behavior(request, context):
-                self.app.runs.emit(run, last)
-            self.commit.complete(call, request, last)
+            results = self._progress(run, behavior(request, context))
+            self.commit.complete(call, request, results[0] if results else None)
+            self._emit_results(run, results)
             log_outcome(call.ctx, 200)
             return Outcome("completed")
         except RunLost:  # it cannot go on from what its clients saw: nothing of it commits
@@ -248,6 +249,8 @@ class RequestPipeline(grpc.ServerInterceptor):
                 resumed = self.app.runs.after_outage(run)
                 if resumed is not None:
                     call.continues_elsewhere = True
+                    if resumed.status == "completed":  # the commit went through before the connection dropped
+                        self._emit_results(run, results)
                     return resumed
             err = self.outcomes.settle(call, exc)
             if not isinstance(exc, ApiError) and run.frames:  # the servicers frame their own (ApiError) failures
@@ -257,6 +260,23 @@ class RequestPipeline(grpc.ServerInterceptor):
             self.outcomes.end(call, token)
             if run_span is not None:
                 run_span.end(*call.ctx.outcome)
+
+    def _progress(self, run: Run, operation: Iterator[Message]) -> list[Message]:
+        """Emits the frames a streaming servicer yields (progress) and returns the ones it returns: its result
+        (a message or a list of them: the persona, the stored reply), which report what the run's unit of work
+        writes and so go out only once it committed (`_emit_results`): a client reading the resource a frame
+        names finds it."""
+        while True:
+            try:
+                frame = next(operation)
+            except StopIteration as done:
+                result = done.value
+                return [] if result is None else [result] if isinstance(result, Message) else list(result)
+            self.app.runs.emit(run, frame)
+
+    def _emit_results(self, run: Run, results: list[Message]) -> None:
+        for frame in results:
+            self.app.runs.emit(run, frame, committed=True)
 
     def _emit_error(self, run: Run, meta: MethodMeta, err: ApiError) -> None:
         """The in-band `error` event (sse.error_frame) of a failure after the stream's first frame."""

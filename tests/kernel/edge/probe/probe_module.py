@@ -24,8 +24,8 @@ SCIM = "application/scim+json"
 
 
 class ProbeServicer(probe_pb2_grpc.ProbeServiceServicer):
-    def __init__(self, app):
-        self.app = app
+    def __init__(self, deps):  # kernel.resources.ServicerDeps
+        self.deps = deps
 
     def GetLink(self, request, context):
         if request.name == "missing":
