@@ -70,7 +70,7 @@ topology-tools:
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql pgbouncer redis-server'
 
 # The deployed topology on this machine (PostgreSQL, PgBouncer, Redis, app nodes, a worker, Envoy):
-# `make topology` brings it up until Ctrl-C; `make bench-topology` runs every scenario under load (README: Scaling out).
+# `make topology` brings it up until Ctrl-C; `make bench-topology` runs every scenario under load (docs/scaling-out.md).
 topology: $(STAMP) topology-tools
 	$(BIN)/python scripts/topology.py up $(TOPOLOGY_ARGS)
 
@@ -110,7 +110,7 @@ seed-volume: $(STAMP)
 bench-volume: seed-volume
 	$(BIN)/python scripts/bench_volume.py $(BENCH_ARGS)
 
-# The previous commit's server on the schema this tree's migrations make (README: Online migrations).
+# The previous commit's server on the schema this tree's migrations make (docs/online-migrations.md).
 check-online-migration: $(STAMP)
 	$(BIN)/python scripts/check_online_migration.py $(PREVIOUS_ARGS)
 

@@ -19,7 +19,7 @@ How it is built: uvicorn with uvloop and httptools, `workers=PEER_WORKERS`;
 per worker one asyncpg pool (min = max = PEER_POOL_SIZE, statements prepared
 per connection, no reset query on release: nothing changes session state),
 redis.asyncio with hiredis, orjson. Nothing blocks the event loop.
-README.md's Benchmark section lists every difference in work from the service.
+docs/benchmark.md lists every difference in work from the service.
 
 Run: DATABASE_URL=… REDIS_URL=… PEER_PORT=… [PEER_WORKERS=1] [PEER_POOL_SIZE=4] python scripts/bench_peer.py
 """

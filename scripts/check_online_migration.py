@@ -1,5 +1,5 @@
 """Online migration check: the previous release serves, 0 errors, on the
-schema the current tree's migrations make (README: Online migrations).
+schema the current tree's migrations make (docs/online-migrations.md).
 
     .venv/bin/python scripts/check_online_migration.py [--previous HEAD~1]
 

@@ -192,7 +192,7 @@ class Schemas:
                 return {"type": "object", "additionalProperties": self.field(entry.field[1])}
         if field.type == F.TYPE_MESSAGE and field.type_name == ".google.protobuf.Value" and field.name.endswith("_at"):
             # A timestamp that may not have happened yet: always present, `null`
-            # until then (README, Contract decisions), hence a Value.
+            # until then (docs/contract-decisions.md), hence a Value.
             item = {"type": ["string", "null"], "format": "date-time"}
         elif field.type == F.TYPE_MESSAGE:
             item = self.ref(field.type_name)

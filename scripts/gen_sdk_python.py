@@ -188,7 +188,7 @@ class Operation:
     result: str = "raw"  # "json", "raw" or "stream"
     model: str = ""  # the answer's model, for "json"
     streams: tuple[str, str] = GENERIC_STREAM
-    page: str | None = None  # a list's item model (README, Contract decisions: one list style)
+    page: str | None = None  # a list's item model (docs/contract-decisions.md: one list style)
     resource: str = ""  # the client's attribute (scripts/sdk_names.py): `api_keys`
     name: str = ""  # the method (scripts/sdk_names.py): `create`, `stream_message`
     uses: set[str] = field(default_factory=set)  # the schemas its signature names

@@ -213,8 +213,8 @@ class Operation:
         return not any(p.get("required") for p in self.query)
 
     def pagination(self) -> str | None:
-        """The item type of a list (`cursor` → `items` + `nextCursor`: README,
-        Contract decisions, one list style), else None."""
+        """The item type of a list (`cursor` → `items` + `nextCursor`:
+        docs/contract-decisions.md, one list style), else None."""
         if self.kind != "json" or "cursor" not in {p["name"] for p in self.query}:
             return None
         schema = self.doc.resolve({"$ref": f"#/components/schemas/{self.result}"}) if IDENTIFIER.match(

@@ -15,7 +15,7 @@ Scenarios (each under load: reads, writes, open streams, webhook deliveries):
 rolling restart (each node drained, stopped, started again), node loss
 (`kill -9` of a node's process group), PgBouncer restart, PostgreSQL restart,
 and the backup/restore drill (pg_dump/pg_restore plus the object store, into
-a fresh deployment with the same configuration). README: Scaling out.
+a fresh deployment with the same configuration). docs/scaling-out.md.
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ class Topology:
         to.pg_port, to.db_dir, self.db_dir = self.pg_port, self.db_dir, to.db_dir
 
     def start_pgbouncer(self) -> None:
-        """Transaction pooling, as the README prescribes. Debian's PgBouncer
+        """Transaction pooling, as docs/scaling-out.md prescribes. Debian's PgBouncer
         (1.18) does not track prepared statements (1.21+ `max_prepared_statements`),
         so the nodes run with PERSONA_DB_PREPARED_STATEMENTS=false."""
         ini = self.db_dir / "pgbouncer.ini"
@@ -894,7 +894,7 @@ def bench(args: argparse.Namespace) -> dict:
 
 
 def markdown(report: dict) -> str:
-    """The figures per scenario, summed over the rounds (worst times), as README's table."""
+    """The figures per scenario, summed over the rounds (worst times), as docs/scaling-out.md's table."""
     rows = ["| scenario | requests | failed | answered with Retry-After | writes acknowledged / lost | "
             "streams completed / started (resumed) | webhooks missing | failover / recovery |",
             "|---|---|---|---|---|---|---|---|"]

@@ -4,7 +4,7 @@ drift: timestamps are named like the spec's (`createdAt`, `startedAt`,
 `*_UNSPECIFIED`, every list takes `cursor`/`limit` and answers `items`/`nextCursor`,
 no 64-bit integer reaches the JSON surface, path variables follow one naming
 rule and custom methods one style, and every state in a response declares its
-closed set (README, Contract decisions)."""
+closed set (docs/contract-decisions.md)."""
 
 from __future__ import annotations
 
@@ -59,8 +59,8 @@ _FIELD = descriptor_pb2.FieldDescriptorProto
 
 
 def _list_style(field) -> tuple | None:
-    """What a list's paging field must be, field by field (README, Contract
-    decisions: one list style): its type, whether it has presence, its bounds."""
+    """What a list's paging field must be, field by field
+    (docs/contract-decisions.md: one list style): its type, whether it has presence, its bounds."""
     rules = field.options.Extensions[options_pb2.rules]
     return field.type, field.label, field.proto3_optional, rules.max_len, rules.min_value, rules.max_value
 
@@ -126,7 +126,7 @@ def test_the_list_style_check_finds_a_planted_violation(plant, expected):
 
 
 # proto3 JSON prints 64-bit integers as strings (`"15000"`), so none may
-# reach the JSON surface (README, Contract decisions: int32/uint32 when the
+# reach the JSON surface (docs/contract-decisions.md: int32/uint32 when the
 # range allows, else a double holding a whole number).
 SIXTY_FOUR_BIT = {
     descriptor_pb2.FieldDescriptorProto.TYPE_INT64, descriptor_pb2.FieldDescriptorProto.TYPE_UINT64,

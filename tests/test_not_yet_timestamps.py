@@ -1,5 +1,5 @@
 """One rule for timestamps that have not happened yet, through Envoy
-(README, Contract decisions): the key is always present and its value is JSON
+(docs/contract-decisions.md): the key is always present and its value is JSON
 `null` (never omitted, never `""`), over every such field of the API."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The other-language recipe (README: Clients in other languages): proto/ with the vendored
+"""The other-language recipe (docs/sdks.md: Clients in other languages): proto/ with the vendored
 google protos generates a TypeScript client with buf and protoc-gen-es, which type-checks."""
 
 from __future__ import annotations

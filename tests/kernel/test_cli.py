@@ -279,13 +279,12 @@ def test_a_server_with_a_bad_setting_exits_and_the_stack_says_so(stack, tmp_path
     assert log == "persona-service: invalid setting PERSONA_GRPC_WORKERS='many': expected an integer\n"
 
 
-def test_readme_configuration_is_the_settings_command_output():
+def test_the_configuration_doc_is_the_settings_command_output():
     result = run_cli("settings", env=cli_env())
     assert result.returncode == 0, result.stderr
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
-    table = "".join(block + "\n" for block in section.split("\n\n") if block.startswith("| variable "))
-    assert table == result.stdout, "README's Configuration table is stale: paste `persona-service settings` there"
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    table = "".join(block + "\n" for block in page.split("\n\n") if block.startswith("| variable "))
+    assert table == result.stdout, "docs/configuration.md's table is stale: paste `persona-service settings` there"
     for name in ("PERSONA_HTTP_PORT", "PERSONA_PROVIDER", "PERSONA_MODEL_PRICES", "PERSONA_WEBHOOK_LANES"):
         assert f"| `{name}` |" in result.stdout
 

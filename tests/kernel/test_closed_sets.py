@@ -1,5 +1,4 @@
-"""A response's states stay inside their declared closed sets (README,
-Contract decisions): each is a string field naming its enum
+"""A response's states stay inside their declared closed sets (docs/contract-decisions.md): each is a string field naming its enum
 (`(rules).one_of_enum`), which OpenAPI lists and the SDKs type, and the
 kernel refuses to answer a value outside it."""
 

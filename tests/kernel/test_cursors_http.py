@@ -1,4 +1,4 @@
-"""Every list answers one way (README, Contract decisions: one list style):
+"""Every list answers one way (docs/contract-decisions.md: one list style):
 `cursor` and `limit` (1 to 100, default 20) in, `items` and `nextCursor` out,
 422 `validation_failed` for a `limit` out of bounds, 400 `bad_request` naming
 `cursor` for a cursor the list did not issue. Checked through the edge on

@@ -1,4 +1,4 @@
-"""Online migrations (README: Online migrations): every new revision is an
+"""Online migrations (docs/online-migrations.md): every new revision is an
 expand step the previous release keeps working on, unless it is marked a
 contract step (`phase = "contract"`, for a release after the code stopped
 using what it removes). A static check of each revision's `upgrade()`; the

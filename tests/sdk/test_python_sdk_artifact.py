@@ -108,8 +108,8 @@ def test_the_wheel_installs_self_contained(environment, tmp_path):
 def test_readme_examples_run_against_the_stack_and_pass_mypy_strict(environment, stack, tenants, tmp_path):
     examples = readme_examples()
     assert len(examples) >= 5 and "PersonaClient()" in examples[0] and "AsyncPersonaClient" in examples[1]
-    # The repository README's Python quick start is the SDK's, so it is run here too.
-    top = (ROOT / "README.md").read_text(encoding="utf-8").split("#### Python quick start", 1)[1]
+    # docs/sdks.md's Python quick start is the SDK's, so it is run here too.
+    top = (ROOT / "docs" / "sdks.md").read_text(encoding="utf-8").split("### Python quick start", 1)[1]
     assert re.findall(r"^```python\n(.*?)^```", top, flags=re.S | re.M)[0] == examples[0]
     for n, code in enumerate(examples):
         (tmp_path / f"example_{n}.py").write_text(code, encoding="utf-8")

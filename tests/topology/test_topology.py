@@ -2,7 +2,7 @@
 Debian's PostgreSQL, PgBouncer (transaction pooling) and redis-server, two
 app nodes and a worker behind one Envoy, and measures every scenario under
 steady mixed load (reads, writes, streams, webhook deliveries). This is its
-short run; `make bench-topology` is the long one (README: Scaling out).
+short run; `make bench-topology` is the long one (docs/scaling-out.md).
 
 The 5-second bounds are the issue's contract (failover after a node's loss,
 recovery after the database's return), not a performance target."""

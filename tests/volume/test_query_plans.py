@@ -15,7 +15,7 @@ from seeding import bench_volume, seed_volume
 _NAMES = {f.name: "x" for f in dataclasses.fields(seed_volume.Seeded)}
 CALLS = {c.name: c for c in bench_volume.calls(_NAMES)}
 
-# Found by this test and not fixed by an index; each is in README's volume section.
+# Found by this test and not fixed by an index; each is in docs/data-volume.md.
 KNOWN = {
     "marketplace q": "free text `q` is ILIKE over title and description; pg_trgm (trigram GIN) is not in the "
                      "embedded PostgreSQL",

@@ -65,7 +65,7 @@ KeyedRow = TypeVar("KeyedRow", bound=Keyed)
 def cursor_page(codec: CursorCodec | None, scope: str, limit: int, cursor: str,
                 fetch: Callable[[int, After | None], list[Row]], position: Callable[[Row], list[Any]],
                 parse: Callable[[list[Any]], After]) -> tuple[list[Row], str]:
-    """One page of any list (README, Contract decisions: one list style):
+    """One page of any list (docs/contract-decisions.md: one list style):
     `limit` (0: the default, 20; the proto bounds it to 1..100), an opaque
     `cursor` and the next page's cursor, empty on the last page.
 

@@ -42,7 +42,7 @@ class Outbox:
             raise ValueError(f"persona.audit_failed carries exactly {sorted(AUDIT_FAILED_FIELDS)}")
         event_id = ids.new_id("event")
         # Milliseconds, stored so: the webhook body and GET /v1/events print
-        # the same instant the same way (README, Contract decisions).
+        # the same instant the same way (docs/contract-decisions.md).
         now = utcnow()
         occurred_at = now.replace(microsecond=now.microsecond // 1000 * 1000)
         self.repo.add(id=event_id, org_id=org_id, workspace_id=workspace_id, type=type_, occurred_at=occurred_at, data=data)

@@ -6,7 +6,7 @@ subclass) in its `Module`, shared infrastructure (providers) has its own.
 A process reads each section once, through `load(SectionClass)`. A value that
 does not parse is an `InvalidSetting` naming the variable, which the CLI
 prints as one line (exit 2). `persona-service settings` prints every
-variable as the Markdown table the README's Configuration section holds.
+variable as the Markdown table docs/configuration.md holds.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ class Settings(Section):
         90, ge=4,
         description="PostgreSQL connections all processes `up` starts may hold together (keep it under PostgreSQL's "
                     "max_connections); each server process gets an equal share of what the workers leave. Beyond "
-                    "what PostgreSQL allows, put PgBouncer between the processes and PostgreSQL (README: Scaling out)",
+                    "what PostgreSQL allows, put PgBouncer between the processes and PostgreSQL (docs/scaling-out.md)",
     )
     db_pool_size: int = Field(
         16, ge=1, description="PostgreSQL connections per server process for unary calls (`up` sets it from "
@@ -187,7 +187,7 @@ class Settings(Section):
     db_prepared_statements: bool = Field(
         True, description="server-side prepared statements for hot reads; turn off behind a pooler that does not "
                           "track them (PgBouncer before 1.21, or without `max_prepared_statements`, in transaction "
-                          "mode: README, Scaling out)",
+                          "mode: docs/scaling-out.md)",
     )
     auth_cache_seconds: int = Field(
         30, ge=0,

@@ -231,7 +231,7 @@ class Stack:
             raise StackError(
                 f"PERSONA_DB_CONNECTIONS={settings.db_connections} leaves {share} PostgreSQL connections to each of "
                 f"{len(self.grpc_ports)} server processes; each needs at least {unary + 1}. Raise it (and "
-                "PostgreSQL's max_connections), run fewer processes, or put PgBouncer in front (README: Scaling out)"
+                "PostgreSQL's max_connections), run fewer processes, or put PgBouncer in front (docs/scaling-out.md)"
             )
         return {"PERSONA_DB_POOL_SIZE": str(unary), "PERSONA_STREAM_DB_POOL_SIZE": str(share - unary)}
 

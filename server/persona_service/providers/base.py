@@ -73,7 +73,7 @@ class GenerationOptions:
     task: str = "reply"
     model: str = ""  # override of the configured model
     # Assistant prefill: the reply's text so far (a streamed reply taken over mid-way, kernel.runs). The
-    # provider continues it and returns only what follows; one that cannot continue answers anew (README).
+    # provider continues it and returns only what follows; one that cannot continue answers anew (docs/streams.md).
     continue_from: str = ""
 
 

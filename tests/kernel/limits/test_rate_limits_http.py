@@ -357,8 +357,8 @@ EDGE_ANSWERS = {
 @pytest.mark.parametrize("kind", EDGE_ANSWERS)
 def test_the_edges_own_answers_carry_no_rate_limit_headers(http, pro, kind):
     """Envoy answers these before any server: it has read no credential and
-    holds no window, so they count against none and report none (README:
-    Rate limits), rather than figures that would mislead a client's backoff."""
+    holds no window, so they count against none and report none (docs/contract-decisions.md:
+    rate limits), rather than figures that would mislead a client's backoff."""
     status, code, call = EDGE_ANSWERS[kind]
     r = call(http, pro.auth)
     assert_envelope(r, status, code)

@@ -33,7 +33,7 @@ INT32_MAX = 2**31 - 1
 
 
 def int32(value: int) -> int:
-    """A 64-bit column's value for an int32 field (README, Contract decisions:
+    """A 64-bit column's value for an int32 field (docs/contract-decisions.md:
     the JSON surface has no 64-bit integers), saturated at the int32 bounds
     instead of failing the call; the field's comment states its range."""
     return max(-INT32_MAX - 1, min(INT32_MAX, value))
