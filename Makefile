@@ -26,7 +26,7 @@ node_modules/.installed: package.json package-lock.json sdk/typescript/package.j
 
 lint: $(STAMP) node_modules/.installed
 	bash scripts/lint_proto.sh
-	$(BIN)/ruff check server tests scripts migrations sdk/python
+	$(BIN)/ruff check server tests scripts migrations sdk/python examples
 	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)

@@ -25,14 +25,18 @@ declared once (components/headers, components/parameters) and referenced
 where the API sends or reads them: `Idempotency-Key` on the operations that
 honour it, `X-Request-Id` on every answer, the rate-limit headers on every
 answer the server makes (the edge's own carry none), `Retry-After`,
-`Location`, `X-Run-Id` on streams; and the proto comments as
+`Location`, `X-Run-Id` on streams; the proto comments as
 descriptions, without their maintainers' notes (`(-- ... --)`,
-scripts/proto_comments.py).
+scripts/proto_comments.py); and, for the main operations, an example request
+and answer (`example` of their JSON media types), from the table
+scripts/openapi_examples.json (by operationId; tests/docs/test_openapi_examples.py
+validates each against its schema and sends it through Envoy).
 """
 
 from __future__ import annotations
 
 import json
+import pathlib
 import re
 import sys
 from functools import cache
@@ -49,6 +53,7 @@ PACKAGE = "persona.v1"
 SCIM = "application/scim+json"
 ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error"
 _VARIABLE = re.compile(r"\{([^}=]+)(?:=[^}]*)?\}")
+EXAMPLES = pathlib.Path(__file__).with_name("openapi_examples.json")
 
 # The proto3 JSON mapping of the well-known types.
 WELL_KNOWN: dict[str, dict[str, Any]] = {
@@ -558,10 +563,28 @@ def _success(schemas: Schemas, method, policy) -> dict[str, Any]:
     return {status: {"description": "OK.", "content": {"application/json": {"schema": schemas.ref(method.output_type)}}}}
 
 
+def add_examples(paths: dict[str, dict[str, Any]], examples: dict[str, dict[str, Any]]) -> None:
+    """Each listed operation's example: `request`, its JSON body; `response`, its success answer."""
+    by_id = {operation["operationId"]: operation for item in paths.values() for operation in item.values()}
+    for operation_id, example in examples.items():
+        if operation_id.startswith("//"):
+            continue  # the table's own notes
+        operation = by_id[operation_id]  # (a KeyError: an example of an operation that is gone)
+        values = {**example.get("parameters", {}), **example.get("query", {})}
+        for parameter in operation.get("parameters", []):
+            if parameter.get("name") in values:
+                parameter["example"] = values[parameter["name"]]
+        if "request" in example:
+            operation["requestBody"]["content"]["application/json"]["example"] = example["request"]
+        (answer,) = (answer for status, answer in operation["responses"].items() if status < "400")
+        answer["content"]["application/json"]["example"] = example["response"]
+
+
 def build(files: descriptor_pb2.FileDescriptorSet, version: str) -> dict[str, Any]:
     index = Index(files)
     schemas = Schemas(index)
     paths = operations(index, schemas)
+    add_examples(paths, json.loads(EXAMPLES.read_text(encoding="utf-8")))
     used = {operation["tags"][0] for item in paths.values() for operation in item.values()}
     return {
         "openapi": "3.1.0",

@@ -54,6 +54,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from persona_service.registry import MODULES
 
     settings = _settings()
+    runtime.record_start(settings.data_dir)  # `status --wait` watches this start from now on
     if args.servers is not None:
         settings = settings.model_copy(update={"server_processes": args.servers})
     logs.configure(settings.log_level, settings.log_format)
@@ -67,6 +68,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         stack.start()
     except StackError as exc:
         stack.stop()
+        runtime.record_start(settings.data_dir, error=str(exc))
         print(f"persona-service: {exc}", file=sys.stderr)
         return 1
     runtime.announce(runtime.Instance(os.getpid(), str(settings.data_dir), stack.http_url, stack.database_url,
@@ -80,7 +82,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         f"  background processes:     {processes}\n"
         f"  data:                     {settings.data_dir}\n"
         f"  logs:                     {stack.log_dir}\n"
-        f"Create an organization and key (from any shell): persona-service bootstrap --org-name 'My Org'\n"
+        f"Create an organization and key (from any shell, in this directory): "
+        f"{_this_cli()} bootstrap --org-name 'My Org'\n"
         f"Stop with Ctrl-C.",
         flush=True,
     )
@@ -91,6 +94,22 @@ def cmd_up(args: argparse.Namespace) -> int:
     print("stopping…", flush=True)
     stack.stop()
     return 0
+
+
+def _this_cli() -> str:
+    """This CLI as a new shell in the current directory runs it: the console
+    script beside this interpreter (`.venv/bin/persona-service`, relative when
+    it is under the current directory), which a fresh shell's PATH lacks."""
+    import pathlib
+
+    script = pathlib.Path(sys.executable).parent / "persona-service"
+    if not script.exists():
+        return "persona-service"
+    script = script.absolute()
+    try:
+        return str(script.relative_to(pathlib.Path.cwd()))
+    except ValueError:
+        return str(script)
 
 
 def _up_arguments(parser: argparse.ArgumentParser) -> None:
@@ -122,6 +141,17 @@ def cmd_status(args: argparse.Namespace) -> int:
             missing = str(exc)  # names any instance running elsewhere
             return None
 
+    def stopped(since: float, grace: float) -> str | None:
+        """Why the `up` starting on this data dir will never be ready: at once when it
+        failed after `since`; a failure recorded before only after `grace` seconds
+        (a new `up` may be about to replace the record of an earlier one)."""
+        start = runtime.read_start(settings.data_dir)
+        reason = start.failure() if start is not None else None
+        if reason is None or start is None or (start.at < since and time.time() < since + grace):
+            return None
+        return f"`up` stopped before it was ready: {reason}"
+
+    began = time.time()
     instance = find()
     deadline = time.monotonic() + (args.wait or 0)
     while True:
@@ -134,13 +164,21 @@ def cmd_status(args: argparse.Namespace) -> int:
                 ready = False
         if ready or time.monotonic() >= deadline:
             break
+        if instance is None and (failed := stopped(began, STALE_START_GRACE_SECONDS)):
+            print(f"persona-service: {failed}", file=sys.stderr)
+            return 1
         time.sleep(0.5)
         instance = instance or find()
     if instance is None:
-        print(f"persona-service: {missing}", file=sys.stderr)
+        print(f"persona-service: {stopped(began, 0) or missing}", file=sys.stderr)
         return 1
     print(json.dumps({"url": instance.http_url, "dataDir": instance.data_dir, "pid": instance.pid, "ready": ready}))
     return 0 if ready else 1
+
+
+# How long `status --wait` lets a new `up` replace the record of an earlier one that failed (`make up &`
+# then `status --wait` at once: the new `up` is still importing when status first looks).
+STALE_START_GRACE_SECONDS = 10.0
 
 
 def _status_arguments(parser: argparse.ArgumentParser) -> None:

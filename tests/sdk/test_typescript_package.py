@@ -25,20 +25,14 @@ NODE = shutil.which("node") or "node"
 NPM = shutil.which("npm") or "npm"
 # A `!` that asserts non-null: after a name, `)` or `]`, before `.`, `)`, `]`, `,`, `;` or a space.
 NON_NULL = re.compile(r"[\w)\]]!(?=[.)\],;\s])")
-# The user's project: strict TypeScript for current Node, ES modules.
-TSCONFIG = {
-    "compilerOptions": {
-        "strict": True,
-        "target": "ES2022",
-        "module": "NodeNext",
-        "moduleResolution": "NodeNext",
-        "types": ["node"],
-        "typeRoots": [str(ROOT / "node_modules" / "@types")],
-        "skipLibCheck": True,  # the declarations are checked strictly by test_typescript_sdk.py
-        "outDir": "out",
-    },
-    "include": ["*.ts"],
-}
+
+
+def readme_tsconfig() -> dict:
+    """The quick start's tsconfig.json, as the SDK README shows it (strict TypeScript for current Node, ES modules)."""
+    text = (SDK / "README.md").read_text(encoding="utf-8").split("\n## Quick start\n", 1)[1]
+    match = re.search(r"^```json\n(.*?)^```", text, re.M | re.S)
+    assert match, "the SDK README's quick start shows no tsconfig.json"
+    return json.loads(match.group(1))
 
 
 def run(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 120) -> str:
@@ -69,7 +63,11 @@ def project(tmp_path_factory) -> Path:
     run([NPM, "install", "--offline", "--no-audit", "--no-fund", str(tarball)], cwd=home)
     installed = json.loads((home / "node_modules" / "@persona-service" / "sdk" / "package.json").read_text())
     assert not installed.get("dependencies"), "the SDK has no runtime dependencies"
-    (home / "tsconfig.json").write_text(json.dumps(TSCONFIG))
+    config = readme_tsconfig()
+    assert config["compilerOptions"]["strict"] is True
+    # Offline, @types/node is the repository's (a user's project installs its own, as the README says).
+    config["compilerOptions"]["typeRoots"] = [str(ROOT / "node_modules" / "@types")]
+    (home / "tsconfig.json").write_text(json.dumps(config))
     return home
 
 

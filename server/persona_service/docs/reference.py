@@ -11,7 +11,8 @@ _STYLE = """body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem 
 h2{margin-top:2.5rem;border-bottom:1px solid #ddd}code{background:#f4f4f4;padding:0 .2rem;border-radius:3px}
 .op{margin:1.2rem 0;padding:.6rem .9rem;border-left:4px solid #6a5acd;background:#fafafa}
 .verb{font-weight:700;text-transform:uppercase;margin-right:.5rem}table{border-collapse:collapse;margin:.4rem 0}
-td,th{border:1px solid #e2e2e2;padding:.2rem .5rem;text-align:left;font-size:14px}.muted{color:#666}"""
+td,th{border:1px solid #e2e2e2;padding:.2rem .5rem;text-align:left;font-size:14px}.muted{color:#666}
+.example pre{background:#f4f4f4;padding:.5rem;overflow-x:auto;font-size:13px}.example summary{cursor:pointer}"""
 
 
 def _esc(text: Any) -> str:
@@ -56,6 +57,13 @@ def _headers(document: dict[str, Any]) -> list[str]:
             "</table>"]
 
 
+def _example(title: str, media: dict[str, Any]) -> list[str]:
+    if "example" not in media:
+        return []
+    return [f"<details class=example><summary>{_esc(title)}</summary>"
+            f"<pre>{_esc(json.dumps(media['example'], indent=2, ensure_ascii=False))}</pre></details>"]
+
+
 def render(document: dict[str, Any]) -> str:
     by_tag: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
     for path, item in document["paths"].items():
@@ -87,7 +95,11 @@ def render(document: dict[str, Any]) -> str:
             body = operation.get("requestBody", {}).get("content", {})
             for media, spec in body.items():
                 parts.append(f"<div>body <code>{_esc(media)}</code>: {_esc(_type(spec.get('schema', {})))}</div>")
+                parts += _example("example request", spec)
             answers = [status for status in operation["responses"] if status < "400"]
+            for status in answers:
+                for spec in operation["responses"][status].get("content", {}).values():
+                    parts += _example(f"example answer ({status})", spec)
             parts.append(f"<div class=muted>answers {_esc(', '.join(answers))}; errors in the catalogue</div></div>")
     parts.append(f"<h2>Schemas</h2><pre>{_esc(json.dumps(document['components']['schemas'], indent=1))[:400000]}"
                  "</pre></html>")

@@ -27,8 +27,27 @@ def postgres_url(directory: pathlib.Path) -> str:
     import pgserver
 
     directory.mkdir(parents=True, exist_ok=True)
+    log_pgserver_to(directory.parent / "logs" / PGSERVER_LOG)
     forget_killed_joiners(directory)
     return pgserver.get_server(directory, cleanup_mode="stop").get_uri()
+
+
+PGSERVER_LOG = "pgserver.log"
+
+
+def log_pgserver_to(path: pathlib.Path) -> None:
+    """pgserver logs every command it runs with its whole output (initdb's
+    pages of it) at INFO: into this file, never onto the console of `up`."""
+    logger = logging.getLogger("pgserver")
+    target = str(path.absolute())
+    if any(getattr(handler, "baseFilename", None) == target for handler in logger.handlers):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(target)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 def forget_killed_joiners(directory: pathlib.Path) -> None:

@@ -9,7 +9,11 @@ DATABASE_URL says otherwise, and refuse with a clear message when none runs,
 instead of starting a second embedded database that the service never reads.
 They act only on the instance of the current directory's data dir: one
 started from another checkout is named, never used, so a quick start here
-cannot create an organization in someone else's database."""
+cannot create an organization in someone else's database.
+
+While it starts, `up` keeps `starting.json` in the data dir (its pid and, if
+the start fails, why), so that `status --wait` can say at once that `up`
+stopped instead of waiting out its timeout."""
 
 from __future__ import annotations
 
@@ -17,11 +21,13 @@ import hashlib
 import json
 import os
 import pathlib
+import time
 from dataclasses import asdict, dataclass, replace
 
 from persona_service.kernel.reaper import alive
 
 RUNTIME_FILE = "runtime.json"
+STARTING_FILE = "starting.json"
 
 
 class NoInstance(RuntimeError):
@@ -54,16 +60,48 @@ def _write_private(path: pathlib.Path, text: str) -> None:
     tmp.replace(path)
 
 
+@dataclass(frozen=True)
+class Start:
+    """An `up` that has not announced an instance (yet): its pid, when this was
+    recorded (time.time()) and, once its start failed, why."""
+
+    pid: int
+    at: float
+    error: str | None = None
+
+    def failure(self) -> str | None:
+        """Why this start will never be ready, or None while it may still be."""
+        if self.error is not None:
+            return self.error
+        if not alive(self.pid):
+            return f"it exited (pid {self.pid}) before it was ready; its output and the logs under the data dir say why"
+        return None
+
+
+def record_start(data_dir: pathlib.Path, error: str | None = None) -> None:
+    """This process is starting an instance on `data_dir` (or, with `error`, failed to)."""
+    start = Start(os.getpid(), time.time(), error)
+    _write_private(data_dir.resolve() / STARTING_FILE, json.dumps(asdict(start)))
+
+
+def read_start(data_dir: pathlib.Path) -> Start | None:
+    try:
+        return Start(**json.loads((data_dir / STARTING_FILE).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 def announce(instance: Instance) -> None:
     """Record a started instance (its data dir made absolute, so that other shells find it from anywhere)."""
     instance = replace(instance, data_dir=str(pathlib.Path(instance.data_dir).resolve()))
     _write_private(pathlib.Path(instance.data_dir) / RUNTIME_FILE, json.dumps(asdict(instance)))
     _write_private(_pointer(instance.data_dir), json.dumps({"dataDir": instance.data_dir}))
+    (pathlib.Path(instance.data_dir) / STARTING_FILE).unlink(missing_ok=True)
 
 
 def withdraw(data_dir: str) -> None:
     data_dir = str(pathlib.Path(data_dir).resolve())
-    for path in (pathlib.Path(data_dir) / RUNTIME_FILE, _pointer(data_dir)):
+    for path in (pathlib.Path(data_dir) / RUNTIME_FILE, _pointer(data_dir), pathlib.Path(data_dir) / STARTING_FILE):
         path.unlink(missing_ok=True)
 
 
