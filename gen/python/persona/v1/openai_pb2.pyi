@@ -311,7 +311,7 @@ class CreateChatCompletionRequest(_message.Message):
     model: _builtins.str
     """`persona://<persona uuid>`."""
     temperature: _builtins.float
-    """Sampling temperature (passed to the provider)."""
+    """Sampling temperature (passed to the provider): 0 to 2, as OpenAI's."""
     max_tokens: _builtins.int
     """Maximum output tokens."""
     stream: _builtins.bool

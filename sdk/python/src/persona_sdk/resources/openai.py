@@ -76,7 +76,7 @@ class OpenaiResource(SyncResource):
         Args:
           model: `persona://<persona uuid>`.
           messages: The conversation (1 to 500 messages).
-          temperature: Sampling temperature (passed to the provider).
+          temperature: Sampling temperature (passed to the provider): 0 to 2, as OpenAI's.
           max_tokens: Maximum output tokens.
           stream: Stream the reply (routed by the edge to StreamChatCompletion).
           stream_options: Options of a streamed reply.
@@ -212,7 +212,7 @@ class OpenaiResource(SyncResource):
         Args:
           model: `persona://<persona uuid>`.
           messages: The conversation (1 to 500 messages).
-          temperature: Sampling temperature (passed to the provider).
+          temperature: Sampling temperature (passed to the provider): 0 to 2, as OpenAI's.
           max_tokens: Maximum output tokens.
           stream: Stream the reply (routed by the edge to StreamChatCompletion).
           stream_options: Options of a streamed reply.
@@ -393,7 +393,7 @@ class AsyncOpenaiResource(AsyncResource):
         Args:
           model: `persona://<persona uuid>`.
           messages: The conversation (1 to 500 messages).
-          temperature: Sampling temperature (passed to the provider).
+          temperature: Sampling temperature (passed to the provider): 0 to 2, as OpenAI's.
           max_tokens: Maximum output tokens.
           stream: Stream the reply (routed by the edge to StreamChatCompletion).
           stream_options: Options of a streamed reply.
@@ -529,7 +529,7 @@ class AsyncOpenaiResource(AsyncResource):
         Args:
           model: `persona://<persona uuid>`.
           messages: The conversation (1 to 500 messages).
-          temperature: Sampling temperature (passed to the provider).
+          temperature: Sampling temperature (passed to the provider): 0 to 2, as OpenAI's.
           max_tokens: Maximum output tokens.
           stream: Stream the reply (routed by the edge to StreamChatCompletion).
           stream_options: Options of a streamed reply.
