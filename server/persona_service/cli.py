@@ -51,6 +51,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     from persona_service.kernel import logs, runtime
     from persona_service.kernel.stack import Stack, StackError
+    from persona_service.providers.factory import describe as describe_models
     from persona_service.registry import MODULES
 
     settings = _settings()
@@ -80,6 +81,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         f"  background processes:     {processes}\n"
         f"  data:                     {settings.data_dir}\n"
         f"  logs:                     {stack.log_dir}\n"
+        f"  model:                    {describe_models()}\n"
         f"Create an organization and key (from any shell): persona-service bootstrap --org-name 'My Org'\n"
         f"Stop with Ctrl-C.",
         flush=True,

@@ -222,9 +222,10 @@ def test_errors_keep_the_envelope(client, setup, http):
                                        messages=[{"role": "user", "content": "[[drift]] go"}])
     assert info.value.body["code"] == "drift_blocked"
     # Streamed: the refusal arrives in-band after the first chunk; the client raises.
-    with pytest.raises(openai.APIError):
+    with pytest.raises(openai.APIError) as info:
         list(client.chat.completions.create(model=f"persona://{persona_id}", stream=True,
                                             messages=[{"role": "user", "content": "[[unsafe]] go"}]))
+    assert (info.value.code, info.value.type) == ("moderation_blocked", "invalid_request_error")
     r = http.post("/v1/chat/completions", json={"model": f"persona://{persona_id}", "messages": []},
                   headers=tenant.auth)
     assert_envelope(r, 422, "validation_failed")

@@ -10,6 +10,7 @@ import pytest
 from persona_service.providers.base import ProviderError
 from persona_service.providers.factory import make_base_provider
 from persona_service.providers.settings import ProviderSettings
+from providers.openai_stub import OpenAIStub
 from support import (
     TenantFactory,
     assert_envelope,
@@ -20,8 +21,6 @@ from support import (
     running,
     sse_events,
 )
-
-from providers.openai_stub import OpenAIStub
 
 API_KEY = "sk-stub-secret-9f8e7d"
 FAST = {"PERSONA_PROVIDER_BACKOFF_SECONDS": "0.01", "PERSONA_PROVIDER_TIMEOUT_SECONDS": "5"}
@@ -181,3 +180,14 @@ def test_parts_on_their_own_upstream_never_get_the_chat_key(chat_only, full_set)
     assert settings.upstream("moderation") == (chat_only.base_url, "sk-chat")
     assert settings.upstream("chat") == (chat_only.base_url, "sk-chat")
     assert ProviderSettings().upstream("moderation") is None
+
+
+def test_the_banner_says_which_model_answers():
+    """`up`'s banner line: the default is an offline test model; a real one is named without credentials."""
+    from persona_service.providers.factory import describe
+
+    assert "offline template echo, not a real model" in describe(ProviderSettings())
+    assert "docs/real-model.md" in describe(ProviderSettings())
+    line = describe(ProviderSettings(provider="openai", openai_base_url="http://me:pw@127.0.0.1:11434/v1?k=s",
+                                     openai_api_key=API_KEY, openai_model="llama3.2"))
+    assert line == "llama3.2 at http://127.0.0.1:11434/v1 (moderation local, embeddings local)"

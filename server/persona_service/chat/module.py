@@ -33,7 +33,7 @@ MODULE = Module(
     error_shapes={options_pb2.ERROR_SHAPE_OPENAI: openai_error_body},
     # The edge's own answers there (a body that is not JSON, a method the path does not take) too.
     error_shape_prefixes={path: options_pb2.ERROR_SHAPE_OPENAI
-                          for path in ("/v1/chat/completions", "/v1/models", "/v1/models/")},
+                          for path in ("/v1/chat/completions", "/v1/chat/completions:stream", "/v1/models", "/v1/models/")},
     personal_data=lambda conn, subject: ChatSessionRepository(conn).personal_data(subject.org_id, subject.user_id),
     erase_personal_data=lambda conn, subject, now: ChatSessionRepository(conn).erase(subject.org_id, subject.user_id),
 )

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from persona_service.kernel.transport.errors import compact_json
+from persona_service.kernel.errors import ApiError
+from persona_service.kernel.transport.errors import compact_json, envelope
 
 # By catalogue code where OpenAI has a type of its own, else by HTTP status.
 _TYPES_BY_CODE = {"quota_exceeded": "insufficient_quota", "not_found": "not_found_error"}
@@ -15,8 +16,16 @@ _TYPES_BY_STATUS = {401: "authentication_error", 403: "permission_error", 404: "
 
 
 def openai_error_body(error: dict[str, Any], status: int) -> tuple[str, None]:
-    return compact_json({"error": {**error, "type": openai_type(error["code"], status),
-                                   "param": _param(error.get("details") or {})}}), None
+    return compact_json(_shaped(error, status)), None
+
+
+def openai_envelope(err: ApiError) -> dict[str, Any]:
+    """The in-band `error` chunk of a stream already started, in the same shape."""
+    return _shaped(envelope(err)["error"], err.spec.http_status)
+
+
+def _shaped(error: dict[str, Any], status: int) -> dict[str, Any]:
+    return {"error": {**error, "type": openai_type(error["code"], status), "param": _param(error.get("details") or {})}}
 
 
 def openai_type(code: str, status: int) -> str:

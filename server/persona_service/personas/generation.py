@@ -28,7 +28,7 @@ from persona_service.kernel.clock import utcnow
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import Progress
 from persona_service.kernel.outbox import Outbox
-from persona_service.kernel.runs import checkpoint
+from persona_service.kernel.runs import checkpoint, current_id
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.repository import PersonaRepository
 from persona_service.providers.base import GenerationOptions, Message, Provider, ProviderError
@@ -69,9 +69,10 @@ class GenerationPipeline:
         self.on_upstream_failure = on_upstream_failure or (lambda step, err: None)
 
     def run(self, spec: RunSpec) -> Generator[Progress, None, RunResult]:
-        # In a durable run (a stream) the run id and each step's answer are saved as they are made: a run
-        # another process takes over repeats no finished step and streams the same events (kernel.runs).
-        run_id = checkpoint("generation_run", lambda: ids.new_id("generation_run"))
+        # In a durable run (a stream) the generation run is that run: one id in `X-Run-Id`, the `id:` lines
+        # and every frame's `runId`. Each step's answer is saved as it is made: a run another process takes
+        # over repeats no finished step and streams the same events (kernel.runs).
+        run_id = checkpoint("generation_run", lambda: current_id() or ids.new_id("generation_run"))
         started = utcnow()
         self.repo.add_run(
             id=run_id, org_id=spec.org_id, workspace_id=spec.workspace_id, persona_id=spec.persona_id, kind=spec.kind,

@@ -20,6 +20,7 @@ Either is wrapped in `Retrying` with delays b, 2b, 4b where b is
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import urlsplit, urlunsplit
 
 from persona_service.kernel.settings import load
 from persona_service.providers.base import ImageProvider, Provider, ProviderError
@@ -71,6 +72,24 @@ def _openai(settings: ProviderSettings, base_url: str, api_key: str) -> Provider
         moderation_model=settings.openai_moderation_model,
         timeout_seconds=settings.provider_timeout_seconds,
     )
+
+
+def describe(settings: ProviderSettings | None = None) -> str:
+    """One line for the startup banner: which model answers, and whether it is a real one."""
+    settings = settings or load(ProviderSettings)
+    upstream = settings.upstream("chat")
+    if upstream is None:
+        return "local test model: an offline template echo, not a real model (plug one in: docs/real-model.md)"
+    parts = ", ".join(f"{name} {'local' if settings.upstream(key) is None else 'remote'}"
+                      for name, key in (("moderation", "moderation"), ("embeddings", "embedding")))
+    return f"{settings.openai_model} at {_shown(upstream[0])} ({parts})"
+
+
+def _shown(url: str) -> str:
+    """A base URL without credentials or query, as a banner may print it."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.hostname or "", parts.path, "", "")) if parts.port is None else \
+        urlunsplit((parts.scheme, f"{parts.hostname}:{parts.port}", parts.path, "", ""))
 
 
 def make_image_provider(settings: ProviderSettings | None = None) -> ImageProvider:
