@@ -78,10 +78,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         f"Persona Service is up in {time.monotonic() - started:.1f}s\n"
         f"  HTTP/JSON and gRPC (h2c): http://127.0.0.1:{settings.http_port}/v1\n"
         f"  gRPC server(s):           {', '.join(f'127.0.0.1:{p}' for p in stack.grpc_ports)}\n"
+        f"  model:                    {describe_models()}\n"
         f"  background processes:     {processes}\n"
         f"  data:                     {settings.data_dir}\n"
         f"  logs:                     {stack.log_dir}\n"
-        f"  model:                    {describe_models()}\n"
         f"Create an organization and key (from any shell): persona-service bootstrap --org-name 'My Org'\n"
         f"Stop with Ctrl-C.",
         flush=True,

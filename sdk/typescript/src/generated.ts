@@ -374,7 +374,7 @@ export interface CreateChatCompletionRequest {
   model: string;
   /** The conversation (1 to 500 messages). */
   messages: ChatCompletionRequestMessage[];
-  /** Sampling temperature (passed to the provider): 0 to 2, as OpenAI's. */
+  /** Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed` naming `temperature`), passed to the provider. */
   temperature?: number;
   /** Maximum output tokens. */
   max_tokens?: number;
