@@ -71,6 +71,15 @@ def _persona(client, org, intent: str) -> dict:
     return r.json()
 
 
+def _streamed_persona(client, org, intent: str) -> dict:
+    with client.stream("POST", "/v1/personas", params={"stream": "true"}, json={"intent": intent},
+                       headers=org.auth) as r:
+        assert r.status_code == 200
+        events = list(sse_events(r.iter_lines()))
+    assert events[-1]["event"] == "persona" and events[-1]["persona"]["state"] == "active", events[-1]
+    return events[-1]["persona"]
+
+
 def _converse(client, org, persona: dict) -> None:
     """A chat session's reply whole and streamed, and the OpenAI-compatible completion whole and streamed."""
     r = client.post("/v1/chat/sessions", headers=org.auth, json={"personaId": persona["id"], "userId": "u-1"})
@@ -99,6 +108,7 @@ def _converse(client, org, persona: dict) -> None:
 def test_a_chat_only_server_serves_personas_and_chat(stacks, org, chat_only):
     with client_for(stacks["chat_only"], timeout=60) as client:
         _converse(client, org, _persona(client, org, "A retired sea captain who restores clocks"))
+        _streamed_persona(client, org, "A shy violinist who bakes bread at night")
     assert chat_only.requests, "the chat model was never asked"
     assert {r.path for r in chat_only.requests} == {"/v1/chat/completions"}
     assert any(r.body.get("stream") for r in chat_only.requests) and any(
@@ -110,6 +120,7 @@ def test_a_full_set_server_serves_chat_moderation_and_embeddings(stacks, org, fu
         persona = _persona(client, org, "A patient beekeeper who writes haiku")
         voice = client.get(f"/v1/personas/{persona['id']}/voice", headers=org.auth).json()
         _converse(client, org, persona)
+        _streamed_persona(client, org, "A loud auctioneer who collects seashells")
     assert {"/v1/chat/completions", "/v1/moderations", "/v1/embeddings"} <= {r.path for r in full_set.requests}
     assert {r.headers["authorization"] for r in full_set.requests} == {f"Bearer {API_KEY}"}
     assert voice["fingerprintModel"] == "text-embedding-3-small"
