@@ -279,6 +279,15 @@ def error_components() -> dict[str, dict[str, Any]]:
                                          "provider": {"type": "string"}},
                           "description": "The portrait edit's error shape: the code, the message and the details "
                                          "flattened (`used`, `limit`, `pii`, `term`, `scores`, `provider`)."},
+        "OpenAIErrorObject": {"type": "object", "required": ["code", "message", "details", "type", "param"],
+                              "properties": {**error["properties"],
+                                             "type": {"type": "string", "description": "OpenAI's error type."},
+                                             "param": {"type": ["string", "null"],
+                                                       "description": "The first invalid field, else null."}}},
+        "OpenAIError": {"type": "object", "required": ["error"], "properties": {
+            "error": {"$ref": "#/components/schemas/OpenAIErrorObject"}},
+            "description": "The OpenAI-compatible endpoints' errors: the envelope plus OpenAI's `type` and "
+                           "`param`, which OpenAI's clients show."},
         "ScimError": {"type": "object", "required": ["schemas", "status", "detail"], "properties": {
             "schemas": {"type": "array", "items": {"type": "string", "const": ERROR_SCHEMA}},
             "status": {"type": "string"}, "scimType": {"type": "string"}, "detail": {"type": "string"},
@@ -383,7 +392,8 @@ def idempotent(method, policy) -> bool:
 
 
 SHAPES = {options_pb2.ERROR_SHAPE_UNSPECIFIED: "Envelope", options_pb2.ERROR_SHAPE_ENVELOPE: "Envelope",
-          options_pb2.ERROR_SHAPE_PORTRAIT: "Portrait", options_pb2.ERROR_SHAPE_SCIM: "Scim"}
+          options_pb2.ERROR_SHAPE_PORTRAIT: "Portrait", options_pb2.ERROR_SHAPE_SCIM: "Scim",
+          options_pb2.ERROR_SHAPE_OPENAI: "OpenAI"}
 
 
 def error_refs(shape: int, takes_body: bool) -> dict[str, Any]:
@@ -412,7 +422,8 @@ def error_responses(shape: int) -> dict[str, Any]:
     # The edge's own replies: no such path, a method the path does not take.
     by_status.setdefault(404, [])
     body = {options_pb2.ERROR_SHAPE_PORTRAIT: ("application/json", "PortraitError"),
-            options_pb2.ERROR_SHAPE_SCIM: (SCIM, "ScimError")}.get(shape, ("application/json", "ErrorEnvelope"))
+            options_pb2.ERROR_SHAPE_SCIM: (SCIM, "ScimError"),
+            options_pb2.ERROR_SHAPE_OPENAI: ("application/json", "OpenAIError")}.get(shape, ("application/json", "ErrorEnvelope"))
     responses = {}
     for status, codes in sorted(by_status.items()):
         if shape == options_pb2.ERROR_SHAPE_PORTRAIT and status not in PORTRAIT_STATUSES:

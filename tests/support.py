@@ -189,14 +189,20 @@ class TenantFactory:
         return self.key(tenant.org_id, tenant.workspace_id, tenant.user_id, tenant.plan, scopes, **kw)
 
 
+# Paths whose errors are the envelope plus OpenAI's `type` and `param` (options.ERROR_SHAPE_OPENAI).
+OPENAI_PATHS = ("/v1/chat/completions", "/v1/models")
+
+
 def assert_envelope(response: httpx.Response, status: int, code: str) -> dict:
-    """Assert the documented error envelope and return its `error` object."""
+    """Assert the documented error envelope (on the OpenAI-compatible paths with OpenAI's `type` and
+    `param` too) and return its `error` object."""
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/json"
     body = response.json()
     assert set(body) == {"error"}
     error = body["error"]
-    assert set(error) == {"code", "message", "details"}
+    openai = {"type", "param"} if response.request.url.path.startswith(OPENAI_PATHS) else set()
+    assert set(error) == {"code", "message", "details"} | openai
     assert error["code"] == code
     assert isinstance(error["message"], str) and error["message"]
     assert isinstance(error["details"], dict)

@@ -51,6 +51,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     from persona_service.kernel import logs, runtime
     from persona_service.kernel.stack import Stack, StackError
+    from persona_service.providers.factory import describe as describe_models
     from persona_service.registry import MODULES
 
     settings = _settings()
@@ -79,6 +80,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         f"Persona Service is up in {time.monotonic() - started:.1f}s\n"
         f"  HTTP/JSON and gRPC (h2c): http://127.0.0.1:{settings.http_port}/v1\n"
         f"  gRPC server(s):           {', '.join(f'127.0.0.1:{p}' for p in stack.grpc_ports)}\n"
+        f"  model:                    {describe_models()}\n"
         f"  background processes:     {processes}\n"
         f"  data:                     {settings.data_dir}\n"
         f"  logs:                     {stack.log_dir}\n"

@@ -222,9 +222,10 @@ def test_errors_keep_the_envelope(client, setup, http):
                                        messages=[{"role": "user", "content": "[[drift]] go"}])
     assert info.value.body["code"] == "drift_blocked"
     # Streamed: the refusal arrives in-band after the first chunk; the client raises.
-    with pytest.raises(openai.APIError):
+    with pytest.raises(openai.APIError) as info:
         list(client.chat.completions.create(model=f"persona://{persona_id}", stream=True,
                                             messages=[{"role": "user", "content": "[[unsafe]] go"}]))
+    assert (info.value.code, info.value.type) == ("moderation_blocked", "invalid_request_error")
     r = http.post("/v1/chat/completions", json={"model": f"persona://{persona_id}", "messages": []},
                   headers=tenant.auth)
     assert_envelope(r, 422, "validation_failed")
@@ -235,6 +236,30 @@ def test_errors_keep_the_envelope(client, setup, http):
     events = http.get("/v1/events", params={"personaId": persona_id, "type": "persona.audit_failed"},
                       headers=tenant.auth).json()["items"]
     assert any(e["data"]["reason"] == "voice_drift" and e["data"]["subjectType"] == "chat_completion" for e in events)
+
+
+def test_errors_carry_openai_type_and_param(client, setup, http):
+    """OpenAI's client shows `type` and `param`; the message names the first field and its rule, the
+    details keep every violation."""
+    _, persona_id = setup
+    with pytest.raises(openai.UnprocessableEntityError) as info:
+        client.chat.completions.create(model=f"persona://{persona_id}", temperature=3, max_tokens=0,
+                                       messages=[{"role": "user", "content": "hi"}])
+    error = info.value
+    assert (error.type, error.param, error.code) == ("invalid_request_error", "temperature", "validation_failed")
+    assert error.body["message"] == "`temperature` must be at most 2. (1 more in `details.validationErrors`.)"
+    assert [v["path"] for v in error.body["details"]["validationErrors"]] == ["temperature", "max_tokens"]
+    with pytest.raises(openai.NotFoundError) as info:
+        client.models.retrieve("gpt-4o")
+    assert (info.value.type, info.value.param) == ("not_found_error", None)
+    with openai.OpenAI(base_url=client.base_url, api_key="sk_live_nope", max_retries=0) as stranger:
+        with pytest.raises(openai.AuthenticationError) as info:
+            stranger.models.list()
+    assert info.value.type == "authentication_error"
+    # The edge's own answers there are in the same shape.
+    r = http.post("/v1/chat/completions", content=b"{not json", headers={**setup[0].auth,
+                                                                         "Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error", r.text
 
 
 def test_models_are_tenant_scoped(stack, http, tenants, setup):

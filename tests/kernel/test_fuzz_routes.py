@@ -78,6 +78,8 @@ def _assert_not_5xx_and_shaped(response, shape: int) -> None:
             # The portrait shape only for the statuses the spec gives it (the others, and the replies
             # Envoy makes itself where no route matched, are the envelope).
             assert response.status_code in PORTRAIT_STATUSES and isinstance(body["message"], str), body
+        elif shape == options_pb2.ERROR_SHAPE_OPENAI:  # the envelope plus OpenAI's type and param
+            assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details", "type", "param"}, body
         else:
             assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}, body
 

@@ -93,6 +93,8 @@ def test_stream_wire_format(http, org):
         (e, e) for e in [e for e, _ in PROGRESS] + ["persona"]
     ]
     assert json.loads(re.search(end, body).group(1)) == {"runId": r.headers["x-run-id"], "status": "completed"}
+    # One run id: the frames' `runId` is the stream's.
+    assert {json.loads(data)["runId"] for *_, data in frames} == {r.headers["x-run-id"]}
 
 
 def test_stream_false_is_the_unary_create(http, org):

@@ -30,6 +30,10 @@ suffix, e.g. "/embeddings"; faults are consumed first come, first served):
 ``stub.requests`` records every request (method, path, headers, JSON body).
 With ``api_key`` set, requests without ``Authorization: Bearer <key>`` get 401.
 
+``OpenAIStub(chat_only=True)`` is a plain local model server as Ollama, vLLM
+and llama.cpp's server are: ``/chat/completions`` (whole and streamed) and
+nothing else, every other path a ``404 page not found`` in plain text.
+
 Use from any test: the ``openai_stub`` fixture (function scope, state reset
 between tests, one server per session) – import ``openai_stub_server`` and
 ``openai_stub`` from ``providers.openai_stub`` into a conftest.py – or
@@ -125,8 +129,9 @@ def local_responder(body: dict[str, Any]) -> Completion:
 
 
 class OpenAIStub:
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None):
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None, chat_only: bool = False):
         self.api_key = api_key
+        self.chat_only = chat_only
         self.responder: Callable[[dict[str, Any]], Completion] = local_responder
         self._lock = threading.Lock()
         self._state = _State()
@@ -152,8 +157,11 @@ class OpenAIStub:
         return self.url + "/v1"
 
     def stack_env(self, **extra: str) -> dict[str, str]:
-        """The settings of a stack whose model provider is this stub (for make_stack)."""
-        return {"PERSONA_PROVIDER": "openai", "PERSONA_OPENAI_BASE_URL": self.base_url, **extra}
+        """The settings of a stack whose model provider is this stub (for make_stack): chat, and moderation
+        and embeddings too unless the stub is chat-only (then they stay local, the default)."""
+        parts = {} if self.chat_only else {"PERSONA_MODERATION_PROVIDER": "openai",
+                                           "PERSONA_EMBEDDING_PROVIDER": "openai"}
+        return {"PERSONA_PROVIDER": "openai", "PERSONA_OPENAI_BASE_URL": self.base_url, **parts, **extra}
 
     def start(self) -> OpenAIStub:
         self._thread = threading.Thread(target=self._server.serve_forever, name="openai-stub", daemon=True)
@@ -265,6 +273,8 @@ class OpenAIStub:
             return self._send_json(h, 401, {"error": {"message": "Incorrect API key provided.",
                                                       "type": "invalid_request_error", "param": None,
                                                       "code": "invalid_api_key"}})
+        if self.chat_only and not path.endswith("/chat/completions"):
+            return self._send(h, 404, b"404 page not found", "text/plain; charset=utf-8")
         if not isinstance(body, dict):
             return self._send_json(h, 400, {"error": {"message": "We could not parse the JSON body of your request.",
                                                       "type": "invalid_request_error", "param": None, "code": None}})

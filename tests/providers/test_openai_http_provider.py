@@ -16,6 +16,7 @@ from persona_service.providers.base import (
     ProviderTimeout,
     ToolCall,
 )
+from persona_service.providers.composed import Composed
 from persona_service.providers.factory import make_base_provider, make_provider
 from persona_service.providers.local import LocalProvider
 from persona_service.providers.openai_http import OpenAIHTTPProvider
@@ -169,12 +170,13 @@ def test_keep_alive_reuses_the_connection(provider, openai_stub):
 
 # -- errors ---------------------------------------------------------------------
 
-def assert_opaque(error: ProviderError, *secrets: str) -> None:
-    """The rendered parts (message, details, str) carry nothing from upstream."""
+def assert_opaque(error: ProviderError, *secrets: str, operation: str, status: int) -> None:
+    """The rendered parts (message, details, str) carry nothing from upstream: the details name the
+    operation that failed and the upstream's HTTP status, nothing more."""
     rendered = json.dumps([error.message, error.details, str(error)])
     for secret in secrets:
         assert secret not in rendered
-    assert error.details == {"provider": "openai"}
+    assert error.details == {"provider": "openai", "operation": operation, "upstreamStatus": status}
 
 
 def test_500_maps_to_provider_error_with_the_envelope(provider, openai_stub):
@@ -185,7 +187,7 @@ def test_500_maps_to_provider_error_with_the_envelope(provider, openai_stub):
     error = caught.value
     assert type(error) is ProviderError and error.code == "provider_error" and error.spec.http_status == 502
     assert error.upstream == envelope and error.upstream_status == 500
-    assert_opaque(error, SECRET_DETAIL, "boom")
+    assert_opaque(error, SECRET_DETAIL, "boom", operation="chat.completions", status=500)
 
 
 @pytest.mark.parametrize("status", [429, 400, 401, 503])
@@ -211,7 +213,7 @@ def test_non_json_error_body_is_kept_truncated(provider, openai_stub):
         provider.embed(["x"])
     assert caught.value.upstream["status"] == 502
     assert caught.value.upstream["body"].startswith("<html>Bad gateway") and len(caught.value.upstream["body"]) == 2000
-    assert_opaque(caught.value, "Bad gateway")
+    assert_opaque(caught.value, "Bad gateway", operation="embeddings", status=502)
 
 
 @pytest.mark.parametrize("call", ["generate", "moderate", "embed"])
@@ -223,7 +225,8 @@ def test_malformed_body_is_a_provider_error(provider, openai_stub, call):
          "embed": lambda: provider.embed(["x"])}[call]()
     assert type(caught.value) is ProviderError
     assert caught.value.upstream == {"status": 200, "body": "{not json at all"}
-    assert_opaque(caught.value, "not json")
+    operation = {"generate": "chat.completions", "moderate": "moderations", "embed": "embeddings"}[call]
+    assert_opaque(caught.value, "not json", operation=operation, status=200)
 
 
 @pytest.mark.parametrize("body", [
@@ -344,6 +347,7 @@ def test_factory_builds_a_working_openai_provider(openai_stub, provider_env):
         PERSONA_PROVIDER="openai", PERSONA_OPENAI_BASE_URL=openai_stub.base_url,
         PERSONA_OPENAI_API_KEY="sk-env", PERSONA_OPENAI_MODEL="gpt-env",
         PERSONA_PROVIDER_TIMEOUT_SECONDS="3", PERSONA_PROVIDER_BACKOFF_SECONDS="0.25",
+        PERSONA_MODERATION_PROVIDER="openai", PERSONA_EMBEDDING_PROVIDER="openai",
     ))
     try:
         assert isinstance(provider, Retrying) and provider.name == "openai"
@@ -373,7 +377,17 @@ def test_factory_defaults_and_validation(provider_env):
         provider_env(PERSONA_PROVIDER="openai", PERSONA_OPENAI_BASE_URL="api.example.com/v1")
     with pytest.raises(InvalidSetting, match="PERSONA_PROVIDER_BACKOFF_SECONDS"):
         provider_env(PERSONA_PROVIDER_BACKOFF_SECONDS="soon")
-    openai = make_base_provider(provider_env(PERSONA_PROVIDER="openai", PERSONA_OPENAI_BASE_URL="http://127.0.0.1:9/v1/"))
+    # Only the chat model is remote unless moderation and embeddings are configured too.
+    chat_only = make_base_provider(provider_env(PERSONA_PROVIDER="openai", PERSONA_OPENAI_BASE_URL="http://127.0.0.1:9/v1/"))
+    assert isinstance(chat_only, Composed) and isinstance(chat_only.chat, OpenAIHTTPProvider)
+    assert isinstance(chat_only.moderation, LocalProvider) and chat_only.moderation is chat_only.embeddings
+    assert chat_only.name == "openai" and chat_only.model == "gpt-4o-mini"
+    assert chat_only.embedding_model == "local-embedding"
+    chat_only.close()
+    with pytest.raises(InvalidSetting, match="PERSONA_EMBEDDING_BASE_URL"):
+        provider_env(PERSONA_EMBEDDING_PROVIDER="openai")
+    openai = make_base_provider(provider_env(PERSONA_PROVIDER="openai", PERSONA_OPENAI_BASE_URL="http://127.0.0.1:9/v1/",
+                                             PERSONA_MODERATION_PROVIDER="openai", PERSONA_EMBEDDING_PROVIDER="openai"))
     try:
         assert isinstance(openai, OpenAIHTTPProvider)
         assert (openai.model, openai.embedding_model, openai.moderation_model, openai.timeout_seconds) == (

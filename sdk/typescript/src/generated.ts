@@ -374,7 +374,7 @@ export interface CreateChatCompletionRequest {
   model: string;
   /** The conversation (1 to 500 messages). */
   messages: ChatCompletionRequestMessage[];
-  /** Sampling temperature (passed to the provider). */
+  /** Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed` naming `temperature`), passed to the provider. */
   temperature?: number;
   /** Maximum output tokens. */
   max_tokens?: number;
@@ -870,6 +870,22 @@ export interface ModerationReview {
   resolvedAt: string | null;
   /** When the verdict was given. */
   createdAt: string;
+}
+
+/** The OpenAI-compatible endpoints' errors: the envelope plus OpenAI's `type` and `param`, which OpenAI's clients show. */
+export interface OpenAIError {
+  error: OpenAIErrorObject;
+}
+
+export interface OpenAIErrorObject {
+  /** Stable machine-readable code (the catalogue). */
+  code: "asset_expired" | "audit_blocked" | "bad_request" | "drift_blocked" | "forbidden" | "headers_too_large" | "idempotency_conflict" | "internal_error" | "method_not_allowed" | "moderation_blocked" | "not_found" | "not_implemented" | "payload_too_large" | "precondition_failed" | "provider_error" | "provider_timeout" | "quota_exceeded" | "rate_limited" | "request_timeout" | "service_unavailable" | "state_conflict" | "unauthorized" | "unsupported_media_type" | "upgrade_required" | "validation_failed";
+  message: string;
+  details: Record<string, unknown>;
+  /** OpenAI's error type. */
+  type: string;
+  /** The first invalid field, else null. */
+  param: string | null;
 }
 
 /** An organization (eight fields, all always present). */

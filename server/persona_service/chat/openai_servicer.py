@@ -17,13 +17,13 @@ from google.protobuf import json_format, struct_pb2
 from persona.v1 import openai_pb2, openai_pb2_grpc
 
 from persona_service.chat.completions import CompletionService, model_id
+from persona_service.chat.openai_errors import openai_envelope
 from persona_service.chat.pricing import PriceTable
 from persona_service.kernel import runs
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
 from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.transport.context import RequestContext, current
-from persona_service.kernel.transport.errors import envelope
 from persona_service.personas.api import PersonaRecord, PersonaSummary
 from persona_service.providers.base import Completion, GenerationOptions, Message, ToolCall
 
@@ -193,5 +193,5 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
             # In-band once the stream has started (OpenAI clients raise on an
             # `error` chunk); before that, a plain error response.
             if started:
-                yield _sse(envelope(err))
+                yield _sse(openai_envelope(err))
             raise

@@ -128,8 +128,10 @@ def _local_reply_mappers(shaped_paths: dict[str, int] | None = None, allowed: li
     405 with `Allow`, in the shape of the prefix the path is under."""
     by_shape: dict[int, list[dict]] = {}
     for path, shape in sorted((shaped_paths or {}).items()):
-        match = {"prefix": path} if path.endswith("/") else {"exact": path}
-        by_shape.setdefault(shape, []).append({"header_filter": {"header": {"name": ":path", "string_match": match}}})
+        # A prefix, or one path with any query (the edge's answer to a query it refuses is under it too).
+        by_shape.setdefault(shape, []).append(
+            {"header_filter": {"header": {"name": ":path", "string_match": {"prefix": path}}}} if path.endswith("/")
+            else _header_regex(":path", f"^{re.escape(path)}(\\?.*)?$"))
     refused, answered, code, message = UPGRADE_REFUSED
     upgrade = {"header_filter": {"header": {"name": "upgrade", "present_match": True}}}
     # (filter, status answered, whether it replaces Envoy's, code, message),

@@ -100,6 +100,39 @@ class Violation:
         # Values and paths echo caller input: bounded, so an error body stays small.
         return {"path": bounded(self.path), "code": self.code, "value": bounded(self.value), "expected": self.expected}
 
+    def sentence(self) -> str:
+        """The rule in words, for an error's message: "`temperature` must be at most 2."."""
+        expected = self.expected if isinstance(self.expected, dict) else {}
+        rule = _RULES.get(self.code)
+        try:
+            said = rule(expected) if rule is not None else f"breaks the rule `{self.code}`"
+        except (KeyError, TypeError):
+            said = f"breaks the rule `{self.code}`"
+        return f"`{bounded(self.path) or 'the request'}` {said}."
+
+
+def _number(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _length(bound: str, count: int, unit: str) -> str:
+    unit = unit[:-1] if count == 1 and unit.endswith("s") else unit
+    return f"must be {bound} {count} {unit} long" if unit.startswith("character") else f"must have {bound} {count} {unit}"
+
+
+# What each rule of kernel.transport.validation (and the services' own) says, from its `expected`.
+_RULES: dict[str, Any] = {
+    "required": lambda e: "is required",
+    "min_length": lambda e: _length("at least", e["minLength"], e.get("unit", "characters")),
+    "max_length": lambda e: _length("at most", e["maxLength"], e.get("unit", "characters")),
+    "minimum": lambda e: f"must be at least {_number(e['minimum'])}",
+    "maximum": lambda e: f"must be at most {_number(e['maximum'])}",
+    "one_of": lambda e: "must be one of " + ", ".join(f"`{v}`" for v in e["oneOf"]),
+    "format": lambda e: f"must be a valid {e['format']}",
+    "unique": lambda e: "must not repeat an earlier item",
+    "null_character": lambda e: "must not contain NUL characters (U+0000)",
+}
+
 
 ECHO_CHARACTERS = 200
 ECHO_ITEMS = 20
@@ -122,7 +155,15 @@ class ValidationFailed(ApiError):
 
     def __init__(self, violations: list[Violation], message: str | None = None):
         self.violations = violations
-        super().__init__(message, {"validationErrors": [v.as_dict() for v in violations]})
+        super().__init__(message or _first_rule(violations), {"validationErrors": [v.as_dict() for v in violations]})
+
+
+def _first_rule(violations: list[Violation]) -> str | None:
+    """The message names the first field and its rule; `details.validationErrors` keeps them all."""
+    if not violations:
+        return None
+    more = len(violations) - 1
+    return violations[0].sentence() + (f" ({more} more in `details.validationErrors`.)" if more else "")
 
 
 class InternalError(ApiError):

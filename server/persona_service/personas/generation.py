@@ -28,7 +28,7 @@ from persona_service.kernel.clock import utcnow
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import Progress
 from persona_service.kernel.outbox import Outbox
-from persona_service.kernel.runs import checkpoint
+from persona_service.kernel.runs import checkpoint, current_id
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.repository import PersonaRepository
 from persona_service.providers.base import GenerationOptions, Message, Provider, ProviderError
@@ -69,9 +69,10 @@ class GenerationPipeline:
         self.on_upstream_failure = on_upstream_failure or (lambda step, err: None)
 
     def run(self, spec: RunSpec) -> Generator[Progress, None, RunResult]:
-        # In a durable run (a stream) the run id and each step's answer are saved as they are made: a run
-        # another process takes over repeats no finished step and streams the same events (kernel.runs).
-        run_id = checkpoint("generation_run", lambda: ids.new_id("generation_run"))
+        # In a durable run (a stream) the generation run is that run: one id in `X-Run-Id`, the `id:` lines
+        # and every frame's `runId`. Each step's answer is saved as it is made: a run another process takes
+        # over repeats no finished step and streams the same events (kernel.runs).
+        run_id = checkpoint("generation_run", lambda: current_id() or ids.new_id("generation_run"))
         started = utcnow()
         self.repo.add_run(
             id=run_id, org_id=spec.org_id, workspace_id=spec.workspace_id, persona_id=spec.persona_id, kind=spec.kind,
@@ -156,7 +157,7 @@ class GenerationPipeline:
                 for d in voice.get("sample_dialogues") or [] if isinstance(d, dict)
             ]
             if not voice.get("system_prompt"):
-                raise ProviderError(getattr(self.provider, "name", "provider"), "voice without a system prompt")
+                raise unusable(self.provider, "voice without a system prompt")
             return {
                 "system_prompt": str(voice["system_prompt"]), "greeting": str(voice.get("greeting", "")),
                 "sample_dialogues": dialogues, "style_notes": str(voice.get("style_notes", "")),
@@ -185,7 +186,7 @@ class GenerationPipeline:
         reply = call(self.provider.generate, messages, GenerationOptions(task="soul", response_format="json"))
         soul = normalize_soul({**_json_object(reply.text, self.provider), **given}, spec.base_soul or {})
         if len(soul["desire"]) < 20 or not soul["name"]:
-            raise ProviderError(getattr(self.provider, "name", "provider"), "soul without a name or a 20-character desire")
+            raise unusable(self.provider, "soul without a name or a 20-character desire")
         return soul
 
     def score(self, soul: dict, voice: dict, call: Callable[..., Any] | None = None) -> dict[str, Any]:
@@ -199,7 +200,7 @@ class GenerationPipeline:
         try:
             score = min(1.0, max(0.0, float(data["score"])))
         except (KeyError, TypeError, ValueError):
-            raise ProviderError(getattr(self.provider, "name", "provider"), "audit without a numeric score") from None
+            raise unusable(self.provider, "audit without a numeric score") from None
         return {"score": score, "notes": str(data.get("notes", ""))}
 
     # --- records ----------------------------------------------------------------
@@ -252,12 +253,20 @@ def _embedding_model(provider: Provider) -> str:
     return getattr(provider, "embedding_model", "") or f"{getattr(provider, 'name', 'provider')}-embedding"
 
 
+def unusable(provider: Provider, reason: str) -> ProviderError:
+    """A chat answer the pipeline cannot use (a model that does not follow the JSON instructions): the
+    reason, ours and fixed, is in the caller's details beside the operation."""
+    error = ProviderError(getattr(provider, "name", "provider"), reason, operation="chat.completions")
+    error.details["reason"] = reason
+    return error
+
+
 def _json_object(text: str, provider: Provider) -> dict[str, Any]:
     try:
         start, end = text.index("{"), text.rindex("}") + 1
         value = json.loads(text[start:end])
     except ValueError:
-        raise ProviderError(getattr(provider, "name", "provider"), "the reply was not a JSON object") from None
+        raise unusable(provider, "the reply was not a JSON object") from None
     if not isinstance(value, dict):
-        raise ProviderError(getattr(provider, "name", "provider"), "the reply was not a JSON object")
+        raise unusable(provider, "the reply was not a JSON object")
     return value

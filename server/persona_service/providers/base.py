@@ -120,16 +120,36 @@ class Provider(Protocol):
 
 class ProviderError(ApiError):
     """The upstream failed (5xx, malformed reply, refused). `upstream` holds
-    its error envelope for the audit log; it is never rendered to callers."""
+    its error envelope for the audit log; it is never rendered to callers.
+
+    What callers do see, in the envelope's `details`, says where to look and
+    nothing more: `provider`, the upstream `operation` that failed (the
+    OpenAI API's name for it: `chat.completions`, `moderations`,
+    `embeddings`, ...) and `upstreamStatus`, the HTTP status when an answer
+    came (none for timeouts and refused connections). Never a URL, a key or
+    the upstream's own words."""
 
     code = "provider_error"
 
-    def __init__(self, provider: str, message: str = "", upstream: dict[str, Any] | None = None, status: int | None = None):
+    def __init__(self, provider: str, message: str = "", upstream: dict[str, Any] | None = None,
+                 status: int | None = None, operation: str = ""):
         super().__init__(None, {"provider": provider})
         self.provider = provider
         self.upstream = upstream or {}
         self.upstream_status = status
         self.reason = message
+        self.operation = ""
+        if status is not None:
+            self.details["upstreamStatus"] = status
+        if operation:
+            self.during(operation)
+
+    def during(self, operation: str) -> ProviderError:
+        """Name the upstream operation that failed (the innermost one named wins)."""
+        if not self.operation:
+            self.operation = operation
+            self.details["operation"] = operation
+        return self
 
 
 class ProviderTimeout(ProviderError):

@@ -1,11 +1,17 @@
 """Choose and configure the provider from its settings (`ProviderSettings`).
 
-``PERSONA_PROVIDER``: ``local`` (default; deterministic, no network) or
-``openai`` (any OpenAI-compatible HTTP API), configured by
-``PERSONA_OPENAI_BASE_URL`` (required), ``PERSONA_OPENAI_API_KEY``,
-``PERSONA_OPENAI_MODEL`` (gpt-4o-mini), ``PERSONA_OPENAI_EMBEDDING_MODEL``
-(text-embedding-3-small), ``PERSONA_OPENAI_MODERATION_MODEL``
-(omni-moderation-latest) and ``PERSONA_PROVIDER_TIMEOUT_SECONDS`` (30).
+Three parts, each ``local`` (deterministic, no network) or ``openai`` (any
+OpenAI-compatible HTTP API): chat generation (``PERSONA_PROVIDER``, with
+``PERSONA_OPENAI_BASE_URL``, ``PERSONA_OPENAI_API_KEY``,
+``PERSONA_OPENAI_MODEL``), moderation (``PERSONA_MODERATION_PROVIDER``,
+``PERSONA_MODERATION_BASE_URL``, ``PERSONA_MODERATION_API_KEY``,
+``PERSONA_OPENAI_MODERATION_MODEL``) and embeddings
+(``PERSONA_EMBEDDING_PROVIDER``, ``PERSONA_EMBEDDING_BASE_URL``,
+``PERSONA_EMBEDDING_API_KEY``, ``PERSONA_OPENAI_EMBEDDING_MODEL``).
+Moderation and embeddings stay local unless configured, so pointing only
+the chat provider at Ollama, vLLM or llama.cpp's server (chat completions
+only) works. Parts on the same upstream share one provider (one keep-alive
+client); where all three are one, it is returned as is, else `Composed`.
 
 Either is wrapped in `Retrying` with delays b, 2b, 4b where b is
 ``PERSONA_PROVIDER_BACKOFF_SECONDS`` (default 1 → 1 s, 2 s, 4 s).
@@ -14,9 +20,11 @@ Either is wrapped in `Retrying` with delays b, 2b, 4b where b is
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import urlsplit, urlunsplit
 
 from persona_service.kernel.settings import load
 from persona_service.providers.base import ImageProvider, Provider, ProviderError
+from persona_service.providers.composed import Composed
 from persona_service.providers.local import LocalProvider
 from persona_service.providers.retrying import Retrying
 from persona_service.providers.settings import ProviderSettings
@@ -38,18 +46,50 @@ def make_base_provider(settings: ProviderSettings | None = None) -> Provider:
 
 
 def _chat_provider(settings: ProviderSettings) -> Provider:
-    if settings.provider == "openai":
-        from persona_service.providers.openai_http import OpenAIHTTPProvider
+    """Chat, moderation and embeddings as configured: one provider per distinct upstream."""
+    made: dict[tuple[str, str] | None, Provider] = {}
 
-        return OpenAIHTTPProvider(
-            base_url=settings.openai_base_url,
-            api_key=settings.openai_api_key,
-            model=settings.openai_model,
-            embedding_model=settings.openai_embedding_model,
-            moderation_model=settings.openai_moderation_model,
-            timeout_seconds=settings.provider_timeout_seconds,
-        )
-    return LocalProvider()
+    def part(name: str) -> Provider:
+        upstream = settings.upstream(name)
+        if upstream not in made:
+            made[upstream] = LocalProvider() if upstream is None else _openai(settings, *upstream)
+        return made[upstream]
+
+    chat, moderation, embeddings = part("chat"), part("moderation"), part("embedding")
+    if chat is moderation is embeddings:
+        return chat
+    return Composed(chat, moderation, embeddings)
+
+
+def _openai(settings: ProviderSettings, base_url: str, api_key: str) -> Provider:
+    from persona_service.providers.openai_http import OpenAIHTTPProvider
+
+    return OpenAIHTTPProvider(
+        base_url=base_url,
+        api_key=api_key,
+        model=settings.openai_model,
+        embedding_model=settings.openai_embedding_model,
+        moderation_model=settings.openai_moderation_model,
+        timeout_seconds=settings.provider_timeout_seconds,
+    )
+
+
+def describe(settings: ProviderSettings | None = None) -> str:
+    """One line for the startup banner: which model answers, and whether it is a real one."""
+    settings = settings or load(ProviderSettings)
+    upstream = settings.upstream("chat")
+    if upstream is None:
+        return "local test model: an offline template echo, not a real model (plug one in: docs/real-model.md)"
+    parts = ", ".join(f"{name} {'local' if settings.upstream(key) is None else 'remote'}"
+                      for name, key in (("moderation", "moderation"), ("embeddings", "embedding")))
+    return f"{settings.openai_model} at {_shown(upstream[0])} ({parts})"
+
+
+def _shown(url: str) -> str:
+    """A base URL without credentials or query, as a banner may print it."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.hostname or "", parts.path, "", "")) if parts.port is None else \
+        urlunsplit((parts.scheme, f"{parts.hostname}:{parts.port}", parts.path, "", ""))
 
 
 def make_image_provider(settings: ProviderSettings | None = None) -> ImageProvider:

@@ -6,7 +6,9 @@ rendered message is always the catalogue's generic one; what the upstream
 said goes to `.upstream` (its JSON error envelope when it sent one, else
 ``{"status": code, "body": <first 2000 chars>}``, or ``{"error": kind,
 "detail": ...}`` for transport failures) and `.upstream_status` (the HTTP
-status, None when no response arrived), for the audit log only.
+status, None when no response arrived), for the audit log only. Each names
+the operation that failed (`chat.completions`, `moderations`, `embeddings`,
+`images.generations`, `images.edits`) for the caller's `details`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -108,7 +111,10 @@ class OpenAIHTTPProvider:
 
     def generate(self, messages: list[Message], options: GenerationOptions) -> Completion:
         body = self.chat_body(messages, options)
-        data = self._post("/chat/completions", body)
+        with _during("chat.completions"):
+            return self._completion(body, self._post("/chat/completions", body))
+
+    def _completion(self, body: dict[str, Any], data: dict[str, Any]) -> Completion:
         try:
             choice = data["choices"][0]
             message = choice["message"]
@@ -129,7 +135,10 @@ class OpenAIHTTPProvider:
             raise self._malformed(200, data, f"missing or invalid field: {exc!r}") from None
 
     def stream(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
-        body = self.chat_body(messages, options, stream=True)
+        with _during("chat.completions"):
+            yield from self._stream(self.chat_body(messages, options, stream=True))
+
+    def _stream(self, body: dict[str, Any]) -> Iterator[Delta]:
         text: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         finish, model, done = "", body["model"], False
@@ -222,7 +231,11 @@ class OpenAIHTTPProvider:
                 yield Delta(finish_reason=_FINISH.get(choice["finish_reason"], str(choice["finish_reason"])))
 
     def moderate(self, text: str) -> ModerationResult:
-        data = self._post("/moderations", {"model": self.moderation_model, "input": text})
+        with _during("moderations"):
+            data = self._post("/moderations", {"model": self.moderation_model, "input": text})
+            return self._moderation(data)
+
+    def _moderation(self, data: dict[str, Any]) -> ModerationResult:
         try:
             result = data["results"][0]
             categories = result.get("categories") or {}
@@ -238,29 +251,33 @@ class OpenAIHTTPProvider:
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        data = self._post("/embeddings", {"model": self.embedding_model, "input": list(texts)})
+        with _during("embeddings"):
+            data = self._post("/embeddings", {"model": self.embedding_model, "input": list(texts)})
+            return self._vectors(data, len(texts))
+
+    def _vectors(self, data: dict[str, Any], inputs: int) -> list[list[float]]:
         try:
             items = sorted(data["data"], key=lambda item: int(item.get("index", 0)))
             vectors = [[float(x) for x in item["embedding"]] for item in items]
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise self._malformed(200, data, f"missing or invalid field: {exc!r}") from None
-        if len(vectors) != len(texts):
-            raise self._malformed(200, data, f"{len(vectors)} embeddings for {len(texts)} inputs")
+        if len(vectors) != inputs:
+            raise self._malformed(200, data, f"{len(vectors)} embeddings for {inputs} inputs")
         return vectors
 
     # -- images (Images API: GPT image models answer base64 PNGs) ----------
 
     def generate_image(self, prompt: ImagePrompt) -> bytes:
-        data = self._post("/images/generations", {
-            "model": self.image_model, "prompt": prompt.text(), "size": self.image_size, "n": 1,
-        }, timeout=self.image_timeout)
-        return self._image(data)
+        with _during("images.generations"):
+            return self._image(self._post("/images/generations", {
+                "model": self.image_model, "prompt": prompt.text(), "size": self.image_size, "n": 1,
+            }, timeout=self.image_timeout))
 
     def edit_image(self, image: bytes, instruction: str) -> bytes:
-        data = self._post("/images/edits", files={"image": ("portrait.png", image, "image/png")}, form={
-            "model": self.image_model, "prompt": instruction, "size": self.image_size, "n": "1",
-        }, timeout=self.image_timeout)
-        return self._image(data)
+        with _during("images.edits"):
+            return self._image(self._post("/images/edits", files={"image": ("portrait.png", image, "image/png")},
+                                          form={"model": self.image_model, "prompt": instruction,
+                                                "size": self.image_size, "n": "1"}, timeout=self.image_timeout))
 
     def _image(self, data: dict[str, Any]) -> bytes:
         """The first image of an Images API answer: its `b64_json`, or the bytes behind its `url`."""
@@ -324,6 +341,16 @@ class OpenAIHTTPProvider:
         text = body if isinstance(body, str) else json.dumps(body, default=str)
         return ProviderError(self.name, f"malformed upstream response: {reason}",
                              {"status": status, "body": text[:BODY_LIMIT]}, status)
+
+
+@contextmanager
+def _during(operation: str) -> Iterator[None]:
+    """Name the upstream operation in the errors raised inside."""
+    try:
+        yield
+    except ProviderError as error:
+        error.during(operation)
+        raise
 
 
 def _wire_message(message: Message) -> dict[str, Any]:

@@ -12,17 +12,43 @@ from persona_service.kernel.settings import Section
 class ProviderSettings(Section):
     provider: Literal["local", "openai"] = Field(
         "local",
-        description="model provider: `local` (deterministic, no network, no weights) "
-                    "or `openai` (any OpenAI-compatible HTTP API)",
+        description="chat model provider (persona drafting and replies): `local` (an offline template echo for "
+                    "tests and demos: no network, no weights) or `openai` (any OpenAI-compatible HTTP API: OpenAI, "
+                    "Ollama, vLLM, llama.cpp's server; docs/real-model.md)",
     )
     openai_base_url: str = Field(
         "", validate_default=True,
         description="the OpenAI-compatible API (`…/v1`); required when `PERSONA_PROVIDER=openai`",
     )
-    openai_api_key: str = Field("", description="its API key")
+    openai_api_key: str = Field("", description="its API key (local servers need none)")
     openai_model: str = Field("gpt-4o-mini", description="chat model")
-    openai_embedding_model: str = Field("text-embedding-3-small", description="embedding model")
+    moderation_provider: Literal["local", "openai"] = Field(
+        "local",
+        description="moderation provider: `local` (a keyword screen, no network) or `openai` (an OpenAI-compatible "
+                    "`/moderations`, which Ollama, vLLM and llama.cpp's server do not offer); kept apart from the "
+                    "chat provider",
+    )
+    moderation_base_url: str = Field(
+        "", validate_default=True,
+        description="its API (`…/v1`) when `PERSONA_MODERATION_PROVIDER=openai`; empty: PERSONA_OPENAI_BASE_URL",
+    )
+    moderation_api_key: str = Field(
+        "", description="its API key; empty: PERSONA_OPENAI_API_KEY, but only where the base URL is that one too",
+    )
     openai_moderation_model: str = Field("omni-moderation-latest", description="moderation model")
+    embedding_provider: Literal["local", "openai"] = Field(
+        "local",
+        description="embeddings provider (voice fingerprints, drift): `local` (hashed word vectors, no network) or "
+                    "`openai` (an OpenAI-compatible `/embeddings`); kept apart from the chat provider",
+    )
+    embedding_base_url: str = Field(
+        "", validate_default=True,
+        description="its API (`…/v1`) when `PERSONA_EMBEDDING_PROVIDER=openai`; empty: PERSONA_OPENAI_BASE_URL",
+    )
+    embedding_api_key: str = Field(
+        "", description="its API key; empty: PERSONA_OPENAI_API_KEY, but only where the base URL is that one too",
+    )
+    openai_embedding_model: str = Field("text-embedding-3-small", description="embedding model")
     image_provider: Literal["local", "openai"] = Field(
         "local",
         description="portrait images: `local` (deterministic PNGs drawn with Pillow) or `openai` (an "
@@ -50,7 +76,7 @@ class ProviderSettings(Section):
                     "their durable run, as a sampling model's do (`providers.attempt_keyed`); never in production",
     )
 
-    @field_validator("provider", "image_provider", mode="before")
+    @field_validator("provider", "moderation_provider", "embedding_provider", "image_provider", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
@@ -59,6 +85,27 @@ class ProviderSettings(Section):
     @classmethod
     def _url(cls, value: str, info: ValidationInfo) -> str:
         return _base_url(value.strip(), info.data.get("provider") == "openai", "PERSONA_PROVIDER=openai")
+
+    @field_validator("moderation_base_url", "embedding_base_url")
+    @classmethod
+    def _part_url(cls, value: str, info: ValidationInfo) -> str:
+        """Checked where it is used: its own URL, or PERSONA_OPENAI_BASE_URL in its place."""
+        part = "moderation" if info.field_name == "moderation_base_url" else "embedding"
+        value = value.strip()
+        fallback = info.data.get("openai_base_url")
+        needed = info.data.get(f"{part}_provider") == "openai" and (bool(value) or not fallback)
+        return _base_url(value, needed, f"PERSONA_{part.upper()}_PROVIDER=openai (or set PERSONA_OPENAI_BASE_URL)")
+
+    def upstream(self, part: str) -> tuple[str, str] | None:
+        """The (base URL, API key) of `part` ("chat", "moderation" or "embedding"), None where it is local.
+        A part without a base URL of its own uses the chat provider's, and its key; a part with one is never
+        sent the chat provider's key (it may be another party's server)."""
+        if part == "chat":
+            return (self.openai_base_url, self.openai_api_key) if self.provider == "openai" else None
+        if getattr(self, f"{part}_provider") != "openai":
+            return None
+        url, key = getattr(self, f"{part}_base_url"), getattr(self, f"{part}_api_key")
+        return (url, key) if url else (self.openai_base_url, key or self.openai_api_key)
 
     @field_validator("image_base_url")
     @classmethod

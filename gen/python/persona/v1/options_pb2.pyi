@@ -102,6 +102,14 @@ class _ErrorShapeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorShape
     "status": "<http status>", "scimType": details.scimType when set,
     "detail": "<message>"}`.
     """
+    ERROR_SHAPE_OPENAI: _ErrorShape.ValueType  # 4
+    """The OpenAI-compatible endpoints' shape: the envelope plus OpenAI's
+    `type` (`invalid_request_error`, `authentication_error`,
+    `permission_error`, `not_found_error`, `rate_limit_error`,
+    `insufficient_quota`, `server_error`) and `param` (the first invalid
+    field's path, else null), so OpenAI's clients show them:
+    `{"error": {"code", "message", "details", "type", "param"}}`.
+    """
 
 class ErrorShape(_ErrorShape, metaclass=_ErrorShapeEnumTypeWrapper):
     """The shape of an RPC's error bodies on the HTTP/JSON edge. The status and
@@ -127,6 +135,14 @@ ERROR_SHAPE_SCIM: ErrorShape.ValueType  # 3
 `{"schemas": ["urn:ietf:params:scim:api:messages:2.0:Error"],
 "status": "<http status>", "scimType": details.scimType when set,
 "detail": "<message>"}`.
+"""
+ERROR_SHAPE_OPENAI: ErrorShape.ValueType  # 4
+"""The OpenAI-compatible endpoints' shape: the envelope plus OpenAI's
+`type` (`invalid_request_error`, `authentication_error`,
+`permission_error`, `not_found_error`, `rate_limit_error`,
+`insufficient_quota`, `server_error`) and `param` (the first invalid
+field's path, else null), so OpenAI's clients show them:
+`{"error": {"code", "message", "details", "type", "param"}}`.
 """
 Global___ErrorShape: _TypeAlias = ErrorShape  # noqa: Y015
 

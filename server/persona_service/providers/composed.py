@@ -1,0 +1,51 @@
+"""One provider made of three: chat generation, moderation and embeddings,
+each its own (`factory` builds them from `ProviderSettings`).
+
+A plain OpenAI-compatible server (Ollama, vLLM, llama.cpp's server) offers
+chat completions only; its chat model beside the local moderation and
+embeddings is this class's everyday use. Anything beyond the interface
+(`model`, pipeline helpers) is the chat provider's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from persona_service.providers.base import Completion, Delta, GenerationOptions, Message, ModerationResult, Provider
+
+
+class Composed:
+    def __init__(self, chat: Provider, moderation: Provider, embeddings: Provider) -> None:
+        self.chat = chat
+        self.moderation = moderation
+        self.embeddings = embeddings
+        self.name = chat.name
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("chat", "moderation", "embeddings") or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.chat, name)
+
+    @property
+    def embedding_model(self) -> str:
+        """What a voice fingerprint is recorded as made by (personas.generation)."""
+        return getattr(self.embeddings, "embedding_model", "") or f"{self.embeddings.name}-embedding"
+
+    def generate(self, messages: list[Message], options: GenerationOptions) -> Completion:
+        return self.chat.generate(messages, options)
+
+    def stream(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
+        return self.chat.stream(messages, options)
+
+    def moderate(self, text: str) -> ModerationResult:
+        return self.moderation.moderate(text)
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return self.embeddings.embed(texts)
+
+    def close(self) -> None:
+        for part in {id(p): p for p in (self.chat, self.moderation, self.embeddings)}.values():
+            close = getattr(part, "close", None)
+            if close is not None:
+                close()

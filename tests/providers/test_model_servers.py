@@ -1,0 +1,204 @@
+"""A real model, the way people run them (mirrors providers/factory.py, providers/composed.py and the error
+details of providers/base.py): two stacks through Envoy, one on a plain local model server that offers
+only `/v1/chat/completions` (as Ollama, vLLM and llama.cpp's server do; moderation and embeddings stay
+local, the default), one on an upstream with the full set (chat, moderation and embeddings all sent
+there). A failing upstream answers 502 naming the operation and its status, never a secret."""
+
+from __future__ import annotations
+
+import pytest
+from persona_service.providers.base import ProviderError
+from persona_service.providers.factory import make_base_provider
+from persona_service.providers.settings import ProviderSettings
+from providers.openai_stub import OpenAIStub
+from support import (
+    TenantFactory,
+    assert_envelope,
+    client_for,
+    engine_for,
+    make_stack,
+    make_stack_beside,
+    running,
+    sse_events,
+)
+
+API_KEY = "sk-stub-secret-9f8e7d"
+FAST = {"PERSONA_PROVIDER_BACKOFF_SECONDS": "0.01", "PERSONA_PROVIDER_TIMEOUT_SECONDS": "5"}
+ATTEMPTS = 4  # the first try and 3 retries
+
+
+@pytest.fixture(scope="module")
+def chat_only():
+    with OpenAIStub(chat_only=True) as stub:
+        yield stub
+
+
+@pytest.fixture(scope="module")
+def full_set():
+    with OpenAIStub(api_key=API_KEY) as stub:
+        yield stub
+
+
+@pytest.fixture(scope="module")
+def stacks(tmp_path_factory, chat_only, full_set):
+    """{"chat_only": stack, "full_set": stack}, the second on the first's PostgreSQL and Redis."""
+    first = make_stack(tmp_path_factory.mktemp("model-chat-only"), **chat_only.stack_env(**FAST))
+    with running(first):
+        second = make_stack_beside(first, tmp_path_factory.mktemp("model-full-set"),
+                                   **full_set.stack_env(PERSONA_OPENAI_API_KEY=API_KEY, **FAST))
+        with running(second):
+            yield {"chat_only": first, "full_set": second}
+
+
+@pytest.fixture(scope="module")
+def org(stacks):
+    with engine_for(stacks["chat_only"]) as engine:
+        return TenantFactory(engine)(plan="enterprise")
+
+
+@pytest.fixture(autouse=True)
+def clean(chat_only, full_set):
+    for stub in (chat_only, full_set):
+        stub.reset()
+    full_set.api_key = API_KEY
+    yield
+
+
+def _persona(client, org, intent: str) -> dict:
+    r = client.post("/v1/personas", json={"intent": intent}, headers=org.auth)
+    assert r.status_code == 200, r.text
+    assert r.json()["state"] == "active"
+    return r.json()
+
+
+def _streamed_persona(client, org, intent: str) -> dict:
+    with client.stream("POST", "/v1/personas", params={"stream": "true"}, json={"intent": intent},
+                       headers=org.auth) as r:
+        assert r.status_code == 200
+        events = list(sse_events(r.iter_lines()))
+    assert events[-1]["event"] == "persona" and events[-1]["persona"]["state"] == "active", events[-1]
+    return events[-1]["persona"]
+
+
+def _converse(client, org, persona: dict) -> None:
+    """A chat session's reply whole and streamed, and the OpenAI-compatible completion whole and streamed."""
+    r = client.post("/v1/chat/sessions", headers=org.auth, json={"personaId": persona["id"], "userId": "u-1"})
+    assert r.status_code == 200, r.text
+    messages = f"/v1/chat/sessions/{r.json()['sessionId']}/messages"
+    r = client.post(messages, headers=org.auth, json={"content": "How was your day?"})
+    assert r.status_code == 200, r.text
+    assert r.json()["reply"]["content"]
+    with client.stream("POST", messages, params={"stream": "true"}, headers=org.auth,
+                       json={"content": "Tell me more"}) as r:
+        assert r.status_code == 200
+        events = list(sse_events(r.iter_lines()))
+    assert events[-1]["event"] == "message.completed" and events[-1]["reply"]["content"], events
+    assert "".join(e["delta"] for e in events if e["event"] == "message.delta") == events[-1]["reply"]["content"]
+
+    body = {"model": f"persona://{persona['id']}", "messages": [{"role": "user", "content": "Hello?"}]}
+    r = client.post("/v1/chat/completions", headers=org.auth, json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["content"]
+    with client.stream("POST", "/v1/chat/completions", headers=org.auth, json={**body, "stream": True}) as r:
+        assert r.status_code == 200
+        lines = [line for line in r.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]" and len(lines) > 2
+
+
+def test_a_chat_only_server_serves_personas_and_chat(stacks, org, chat_only):
+    with client_for(stacks["chat_only"], timeout=60) as client:
+        _converse(client, org, _persona(client, org, "A retired sea captain who restores clocks"))
+        _streamed_persona(client, org, "A shy violinist who bakes bread at night")
+    assert chat_only.requests, "the chat model was never asked"
+    assert {r.path for r in chat_only.requests} == {"/v1/chat/completions"}
+    assert any(r.body.get("stream") for r in chat_only.requests) and any(
+        not r.body.get("stream") for r in chat_only.requests)
+
+
+def test_a_full_set_server_serves_chat_moderation_and_embeddings(stacks, org, full_set):
+    with client_for(stacks["full_set"], timeout=60) as client:
+        persona = _persona(client, org, "A patient beekeeper who writes haiku")
+        voice = client.get(f"/v1/personas/{persona['id']}/voice", headers=org.auth).json()
+        _converse(client, org, persona)
+        _streamed_persona(client, org, "A loud auctioneer who collects seashells")
+    assert {"/v1/chat/completions", "/v1/moderations", "/v1/embeddings"} <= {r.path for r in full_set.requests}
+    assert {r.headers["authorization"] for r in full_set.requests} == {f"Bearer {API_KEY}"}
+    assert voice["fingerprintModel"] == "text-embedding-3-small"
+
+
+def _assert_no_secret(response) -> None:
+    for secret in (API_KEY, "127.0.0.1:", "http://"):
+        assert secret not in response.text, response.text
+
+
+def test_a_failing_upstream_names_its_operation_and_status(stacks, org, full_set):
+    full_set.inject_error(times=1, status=404, path="/embeddings")  # a client error: not retried
+    with client_for(stacks["full_set"], timeout=60) as client:
+        r = client.post("/v1/personas", json={"intent": "A cheerful cartographer of imaginary islands"},
+                        headers=org.auth)
+    error = assert_envelope(r, 502, "provider_error")
+    assert error["details"] == {"provider": "openai", "operation": "embeddings", "upstreamStatus": 404}
+    _assert_no_secret(r)
+    assert len(full_set.requests_to("/embeddings")) == 1
+
+
+def test_a_failing_chat_model_names_chat_completions(stacks, org, chat_only):
+    with client_for(stacks["chat_only"], timeout=60) as client:
+        persona = _persona(client, org, "A soft-spoken gardener who knows every rose")
+        r = client.post("/v1/chat/sessions", headers=org.auth, json={"personaId": persona["id"], "userId": "u-2"})
+        chat_only.inject_error(times=ATTEMPTS, status=503, path="/chat/completions")
+        r = client.post(f"/v1/chat/sessions/{r.json()['sessionId']}/messages", headers=org.auth,
+                        json={"content": "Any advice?"})
+    error = assert_envelope(r, 502, "provider_error")
+    assert error["details"] == {"provider": "openai", "operation": "chat.completions", "upstreamStatus": 503}
+    _assert_no_secret(r)
+
+
+def test_a_model_that_answers_no_json_says_why(stacks, org, chat_only):
+    """A small model that ignores the JSON instructions: the run fails naming the step's problem."""
+    chat_only.responder = lambda body: _plain_text(body)
+    with client_for(stacks["chat_only"], timeout=60) as client:
+        r = client.post("/v1/personas", json={"intent": "A stubborn mule driver"}, headers=org.auth)
+    error = assert_envelope(r, 502, "provider_error")
+    assert error["details"] == {"provider": "openai", "operation": "chat.completions",
+                                "reason": "the reply was not a JSON object"}
+
+
+def _plain_text(body):
+    from persona_service.providers.base import Completion
+
+    return Completion("Sure! Here is a persona for you.", "tiny-model", 10, 7)
+
+
+def test_moderation_sent_to_a_chat_only_server_fails_naming_it(chat_only):
+    """Where moderation is pointed at a server without `/moderations`, the error says which call failed."""
+    provider = make_base_provider(ProviderSettings(
+        provider="openai", openai_base_url=chat_only.base_url, openai_api_key=API_KEY, moderation_provider="openai"))
+    try:
+        with pytest.raises(ProviderError) as raised:
+            provider.moderate("hello")
+        assert raised.value.details == {"provider": "openai", "operation": "moderations", "upstreamStatus": 404}
+        assert provider.embed(["hello"]) and not chat_only.requests_to("/embeddings")  # embeddings stay local
+    finally:
+        provider.close()
+
+
+def test_parts_on_their_own_upstream_never_get_the_chat_key(chat_only, full_set):
+    settings = ProviderSettings(provider="openai", openai_base_url=chat_only.base_url, openai_api_key="sk-chat",
+                                embedding_provider="openai", embedding_base_url=full_set.base_url,
+                                moderation_provider="openai")
+    assert settings.upstream("embedding") == (full_set.base_url, "")
+    assert settings.upstream("moderation") == (chat_only.base_url, "sk-chat")
+    assert settings.upstream("chat") == (chat_only.base_url, "sk-chat")
+    assert ProviderSettings().upstream("moderation") is None
+
+
+def test_the_banner_says_which_model_answers():
+    """`up`'s banner line: the default is an offline test model; a real one is named without credentials."""
+    from persona_service.providers.factory import describe
+
+    assert "offline template echo, not a real model" in describe(ProviderSettings())
+    assert "docs/real-model.md" in describe(ProviderSettings())
+    line = describe(ProviderSettings(provider="openai", openai_base_url="http://me:pw@127.0.0.1:11434/v1?k=s",
+                                     openai_api_key=API_KEY, openai_model="llama3.2"))
+    assert line == "llama3.2 at http://127.0.0.1:11434/v1 (moderation local, embeddings local)"
