@@ -51,3 +51,15 @@ def test_a_member_added_while_its_user_is_deleted_is_not_left_behind(engine, sci
                             {"u": user["id"]}).scalar_one()
     assert left == 0
     assert user["id"] not in [m["value"] for m in scim.call("GET", f"/Groups/{group['id']}").json().get("members", [])]
+
+
+def test_a_422_raised_inside_the_operation_is_not_stored(scim):
+    """A group naming a user that does not exist is refused inside the operation (it depends on which
+    users exist): the Idempotency-Key keeps nothing, its retry runs again (no `Idempotent-Replayed`)."""
+    key = f"idem-{uuid.uuid4()}"
+    body = {"schemas": [GROUP], "displayName": f"g-{uuid.uuid4().hex[:8]}", "members": [{"value": "usr_nobody"}]}
+    first = scim.call("POST", "/Groups", body, **{"Idempotency-Key": key})
+    assert first.status_code in (400, 422), first.text
+    again = scim.call("POST", "/Groups", body, **{"Idempotency-Key": key})
+    assert again.status_code == first.status_code, again.text
+    assert "idempotent-replayed" not in again.headers

@@ -25,12 +25,13 @@ from persona_service.kernel.db.base import Base, created_at_column
 
 
 class IdempotencyRecord(Base):
-    """One Idempotency-Key of one credential: claimed while the first request
-    runs, then holding its outcome for replays until `expires_at`."""
+    """One Idempotency-Key of one organization (any of its credentials):
+    claimed while the first request runs, then holding its outcome for
+    replays until `expires_at`."""
 
     __tablename__ = "idempotency_keys"
     org_id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    credential_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    credential_id: Mapped[str] = mapped_column(String(64), nullable=False)  # who first used the key
     key: Mapped[str] = mapped_column(String(255), primary_key=True)
     method: Mapped[str] = mapped_column(String(200), nullable=False)
     request_hash: Mapped[str] = mapped_column(String(64), nullable=False)
