@@ -171,10 +171,11 @@ local current = redis.call('HMGET', KEYS[1], 'key', 'resets_at')
 if current[1] == KEYS[2] then return 0 end
 local carried = 0
 if current[1] and tonumber(current[2]) > tonumber(ARGV[1]) then
+  -- Counts are what the organization used since the earliest window carried: the larger one stands
+  -- (back to a window it left, e.g. a cancelled subscription's calendar month, nothing is counted twice).
   carried = tonumber(redis.call('GET', current[1]) or '0')
-  if carried > 0 then
-    redis.call('INCRBY', KEYS[2], carried)
-    redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]))
+  if carried > tonumber(redis.call('GET', KEYS[2]) or '0') then
+    redis.call('SET', KEYS[2], carried, 'PX', tonumber(ARGV[3]))
   end
 end
 redis.call('HSET', KEYS[1], 'key', KEYS[2], 'resets_at', ARGV[2])
