@@ -364,8 +364,11 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x21-\\x7e]+$"},
         "description": "Makes a retry safe: a request repeated with the same key (1 to 255 printable ASCII "
                        "characters, e.g. a UUID) within 24 hours gets the first one's answer again, with "
-                       "`Idempotent-Replayed: true`, and the operation runs once. The same key with another "
-                       "payload, or while the first request is still running, is 409 `idempotency_conflict`."},
+                       "`Idempotent-Replayed: true`, and the operation runs once. A key belongs to the "
+                       "organization (any of its credentials; the caller's workspace is part of the request). "
+                       "The same key with another request, or while the first one is still running, is 409 "
+                       "`idempotency_conflict`. Kept: a success, or a refusal that committed changes; any other "
+                       "error frees the key, and a retry with it runs again."},
 }
 
 

@@ -88,18 +88,29 @@ def test_json_key_order_and_whitespace_are_not_a_mismatch(http, tenants):
     assert second.json() == first.json()
 
 
-def test_same_key_with_another_credential_is_independent(http, tenants):
+def test_the_key_is_the_organizations(http, tenants):
+    """Keys are scoped per organization (as Stripe's per account): the same key and request from another
+    credential of the organization is the one execution; another request under it is a mismatch."""
     t = tenants()
     other_secret = tenants.tenant_key(t, ["config:read", "config:write"])
     key = new_key()
-    body = {"name": "independent", "scopes": ["config:read"]}
+    body = {"name": "shared", "scopes": ["config:read"]}
 
     a = http.post(KEYS, json=body, headers=idem(t, key))
-    b = http.post(KEYS, json={"name": "other body", "scopes": ["config:read"]}, headers=idem(other_secret, key))
     assert a.status_code == 200, a.text
+    b = http.post(KEYS, json=body, headers=idem(other_secret, key))
     assert b.status_code == 200, b.text
-    assert "idempotent-replayed" not in b.headers
-    assert a.json()["key"]["id"] != b.json()["key"]["id"]
+    assert b.headers["idempotent-replayed"] == "true" and b.json() == a.json()
+
+    mismatch = http.post(KEYS, json={"name": "other body", "scopes": ["config:read"]}, headers=idem(other_secret, key))
+    assert assert_envelope(mismatch, 409, "idempotency_conflict")["details"]["reason"] == "payload_mismatch"
+    # The caller's workspace is part of the request: the same body from another workspace is another request.
+    elsewhere = tenants.workspace(t)
+    moved = http.post(KEYS, json=body, headers=idem(elsewhere, key))
+    assert assert_envelope(moved, 409, "idempotency_conflict")["details"]["reason"] == "payload_mismatch"
+    # Another organization's key of the same name is its own.
+    stranger = http.post(KEYS, json=body, headers=idem(tenants(), key))
+    assert stranger.status_code == 200 and "idempotent-replayed" not in stranger.headers
 
 
 def test_validation_failure_is_not_stored(http, tenants):
@@ -140,7 +151,9 @@ def test_parallel_requests_with_one_key_create_exactly_one(stack, tenants):
     assert after - before == {successes[0].json()["key"]["id"]}
 
 
-def test_an_error_raised_by_the_operation_is_stored_and_replayed(http, tenants):
+def test_a_refusal_that_committed_nothing_is_not_stored(http, tenants):
+    """A refusal raised inside the operation depends on state a retry may find changed: the key is
+    released, and the retry runs again (no `Idempotent-Replayed`)."""
     t = tenants(plan="pro")
     key = new_key()
     before = key_ids(http, t)
@@ -149,13 +162,27 @@ def test_an_error_raised_by_the_operation_is_stored_and_replayed(http, tenants):
     first = http.post(KEYS, json=body, headers=idem(t, key))
     error = assert_envelope(first, 403, "forbidden")
     assert error["details"]["requiredPlan"] == "enterprise"
-    assert "idempotent-replayed" not in first.headers
-
     second = http.post(KEYS, json=body, headers=idem(t, key))
     assert_envelope(second, 403, "forbidden")
-    assert second.json() == first.json()
-    assert second.headers["idempotent-replayed"] == "true"
+    assert "idempotent-replayed" not in second.headers
     assert key_ids(http, t) == before
+
+
+def test_a_conflict_a_retry_may_not_meet_is_not_stored(http, tenant):
+    """A 409 `state_conflict` (a slug another persona holds) is not replayed: once the slug is free, the
+    retry with the same key creates the persona."""
+    slug = f"held-{uuid.uuid4().hex[:8]}"
+    holder = http.post("/v1/personas", json={"intent": "A harbour pilot", "slug": slug}, headers=tenant.auth)
+    assert holder.status_code == 200, holder.text
+    key = new_key()
+    body = {"intent": "A lighthouse keeper", "slug": slug}
+    conflict = http.post("/v1/personas", json=body, headers=idem(tenant, key))
+    assert_envelope(conflict, 409, "state_conflict")
+    renamed = http.patch(f"/v1/personas/{holder.json()['id']}", json={"slug": slug + "-old"}, headers=tenant.auth)
+    assert renamed.status_code == 200, renamed.text
+    created = http.post("/v1/personas", json=body, headers=idem(tenant, key))
+    assert created.status_code == 200, created.text
+    assert created.json()["slug"] == slug and "idempotent-replayed" not in created.headers
 
 
 def test_expired_records_are_purged(http, tenants, engine):

@@ -191,3 +191,21 @@ def test_a_tags_listings_come_newest_first_as_they_are_created_changed_and_delet
         assert left.scalar() == 0
     assert listed(reader, tag) == [created[0]]
     assert listed(seller, tag, mine="true") == [created[2], created[0]]
+
+
+def test_two_purchases_at_once_are_the_one_purchase(http, engine, tenants, published):
+    """The same buyer twice at the same moment, with different Idempotency-Keys: as one after the other,
+    both answer 200 with the same purchase, and the listing is bought (and charged) once."""
+    from races import at_once
+
+    buyer = tenants(plan="enterprise")
+    url = f"/v1/marketplace/listings/{published['id']}/purchase"
+    buy = lambda: http.post(url, json={}, headers={**buyer.auth, "Idempotency-Key": str(uuid.uuid4())})  # noqa: E731
+    first, second = at_once(engine, "marketplace_purchases", buy, buy)
+    assert (first.status_code, second.status_code) == (200, 200), (first.text, second.text)
+    assert first.json() == second.json()
+    with engine.connect() as conn:
+        bought = conn.execute(text("SELECT count(*) FROM marketplace_purchases WHERE buyer_org_id = :o"),
+                              {"o": buyer.org_id}).scalar_one()
+        copies = conn.execute(text("SELECT count(*) FROM personas WHERE org_id = :o"), {"o": buyer.org_id}).scalar_one()
+    assert (bought, copies) == (1, 1)

@@ -253,3 +253,17 @@ def test_rotation_is_platform_admin_only(http, tenants):
     body = r.json()
     assert body["maxAgeSeconds"] == 7776000 and body["secretRotationGraceSeconds"] == 604800
     assert isinstance(body["results"], list)
+
+
+def test_a_patch_racing_a_delete_answers_as_if_the_delete_won(http, engine, tenant):
+    """The DELETE takes the row first; the PATCH, at the same moment, finds it gone: 404, never 500."""
+    from races import at_once, row_locked
+
+    endpoint = create(http, tenant.auth, "https://example.com" + path())["endpoint"]
+    url = f"/v1/webhooks/{endpoint['id']}"
+    deleted, patched = at_once(engine, row_locked(engine, "webhook_endpoints", endpoint["id"]),
+                               lambda: http.delete(url, headers=tenant.auth),
+                               lambda: http.patch(url, json={"description": "late"}, headers=tenant.auth))
+    assert deleted.status_code in (200, 204), deleted.text
+    assert_envelope(patched, 404, "not_found")
+    assert http.get(url, headers=tenant.auth).status_code == 404

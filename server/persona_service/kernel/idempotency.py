@@ -1,19 +1,30 @@
 """Idempotency keys (spec: Errors › Idempotency).
 
+A key belongs to the organization (as Stripe's belong to the account): any
+of its credentials using the same key with the same request gets the one
+execution; the request is the method, the deterministic proto serialization
+of its message (JSON key order and spacing do not matter) and the caller's
+workspace (a key used from two workspaces is two requests).
+
 A write with `Idempotency-Key` first claims the key in its own short
 transaction, so concurrent requests with the same key see the claim at once.
-The outcome is stored in the operation's own unit of work (success) or right
-after its rollback (an error the operation raised), so an operation and its
-record commit together. Within 24 hours:
+Within 24 hours:
 - same key, same request → the stored outcome, marked `Idempotent-Replayed`;
-- same key, different request (canonical checksum: the deterministic proto
-  serialization of the request, which ignores JSON key order and spacing) →
-  409 `idempotency_conflict`, `details.reason` = `payload_mismatch`;
+- same key, different request → 409 `idempotency_conflict`,
+  `details.reason` = `payload_mismatch`;
 - same key while the first request still runs → 409 `idempotency_conflict`,
   `details.reason` = `in_flight`, `Retry-After: 1` (we answer at once rather
   than hold a worker thread waiting).
-Not stored: failures before the operation (401, 403, 422, 429) and
-unexpected 5xx errors, so those can be retried with the same key.
+
+What is stored is exactly what the operation committed, so a retry can never
+change it: a success (recorded in the operation's own unit of work, which
+commits them together), or a refusal whose changes are part of its outcome
+and committed with it (`ApiError.persist`: a persona flagged by its audit, a
+reply blocked with its review item). Every other failure committed nothing;
+its claim is released and a retry with the key runs again: the refusals
+before the operation (401, 403, 422, 429), those raised inside it, which
+depend on state a retry may find changed (a 409 `state_conflict` lost to a
+concurrent request, a 422 on a value above a ceiling, a 404), and every 5xx.
 
 Stored outcomes are sealed with the secret box: a create's response holds
 secrets shown once (`sk_live_…`, `whsec_…`), and nothing secret may sit in
@@ -56,7 +67,6 @@ _KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 @dataclass(frozen=True)
 class Claim:
     org_id: str
-    credential_id: str
     key: str
 
 
@@ -68,8 +78,8 @@ class Replay:
     headers: dict[str, str]
 
 
-def request_hash(method: str, canonical_request: bytes) -> str:
-    return hashlib.sha256(method.encode() + b"\0" + canonical_request).hexdigest()
+def request_hash(method: str, workspace_id: str, canonical_request: bytes) -> str:
+    return hashlib.sha256(method.encode() + b"\0" + workspace_id.encode() + b"\0" + canonical_request).hexdigest()
 
 
 class Idempotency:
@@ -87,16 +97,16 @@ class Idempotency:
             raise ValidationFailed(
                 [Violation("Idempotency-Key", "format", key[:300], {"format": "1 to 255 printable ASCII characters"})]
             )
-        claim = Claim(principal.org_id, principal.credential_id, key)
+        claim = Claim(principal.org_id, key)
         for _ in range(3):
             now = utcnow()
             with self.engine.begin() as conn:
                 repo = IdempotencyRepository(conn)
                 claimed = repo.claim(
-                    org_id=claim.org_id, credential_id=claim.credential_id, key=key, method=method,
+                    org_id=claim.org_id, credential_id=principal.credential_id, key=key, method=method,
                     request_hash=digest, now=now, locked_until=now + LOCK, expires_at=now + WINDOW,
                 )
-                record = None if claimed else repo.get(claim.org_id, claim.credential_id, key)
+                record = None if claimed else repo.get(claim.org_id, key)
             if claimed:
                 # Held (renewed) only once committed: a commit that failed (a PgBouncer restart) may still have
                 # reached PostgreSQL, and renewing a claim no call settles kept its key `in_flight` for minutes.
@@ -130,19 +140,20 @@ class Idempotency:
         """Record a success inside the operation's own unit of work."""
         self._let_go(claim)
         IdempotencyRepository(conn).complete(
-            claim.org_id, claim.credential_id, claim.key, response=self.box.seal_bytes(response), headers=headers
+            claim.org_id, claim.key, response=self.box.seal_bytes(response), headers=headers
         )
 
     def fail(self, claim: Claim, http_status: int, body: str, headers: dict[str, str]) -> None:
+        """Record a refusal the operation committed with its changes (`ApiError.persist`)."""
         self._let_go(claim)
         with self.engine.begin() as conn:
             IdempotencyRepository(conn).complete(
-                claim.org_id, claim.credential_id, claim.key, error_status=http_status,
+                claim.org_id, claim.key, error_status=http_status,
                 error_body=self.box.seal_bytes(body.encode()).decode(), headers=headers,
             )
 
     def release(self, claim: Claim) -> None:
-        """Free the key for the client's retry (the call failed with a 5xx).
+        """Free the key for the client's retry (the call failed and committed nothing).
         When PostgreSQL is what failed, the release cannot be written either:
         it is retried in the background until PostgreSQL is back, so the
         retry (after its 503's Retry-After) is not refused `in_flight` for
@@ -155,7 +166,7 @@ class Idempotency:
 
     def _release(self, claim: Claim) -> None:
         with self.engine.begin() as conn:
-            IdempotencyRepository(conn).release(claim.org_id, claim.credential_id, claim.key)
+            IdempotencyRepository(conn).release(claim.org_id, claim.key)
 
     def _release_later(self, claim: Claim) -> None:
         delay, deadline = RELEASE_RETRY_SECONDS, time.monotonic() + MAX_HOLD.total_seconds()
@@ -185,7 +196,7 @@ class Idempotency:
             oldest = time.monotonic() - MAX_HOLD.total_seconds()
             with self._held_lock:
                 self._held = {claim: since for claim, since in self._held.items() if since > oldest}
-                claims = [(c.org_id, c.credential_id, c.key) for c in self._held]
+                claims = [(c.org_id, c.key) for c in self._held]
             if not claims:
                 continue
             try:

@@ -33,8 +33,8 @@ class IdempotencyRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def _pk(self, org_id: str, credential_id: str, key: str) -> ColumnElement[bool]:
-        return (_records.c.org_id == org_id) & (_records.c.credential_id == credential_id) & (_records.c.key == key)
+    def _pk(self, org_id: str, key: str) -> ColumnElement[bool]:
+        return (_records.c.org_id == org_id) & (_records.c.key == key)
 
     def claim(self, *, org_id: str, credential_id: str, key: str, method: str, request_hash: str, now: datetime,
               locked_until: datetime, expires_at: datetime) -> bool:
@@ -45,9 +45,9 @@ class IdempotencyRepository:
             state="running", locked_until=locked_until, expires_at=expires_at,
         )
         upsert = stmt.on_conflict_do_update(
-            index_elements=[_records.c.org_id, _records.c.credential_id, _records.c.key],
+            index_elements=[_records.c.org_id, _records.c.key],
             set_={
-                "method": method, "request_hash": request_hash, "state": "running", "locked_until": locked_until,
+                "credential_id": credential_id, "method": method, "request_hash": request_hash, "state": "running", "locked_until": locked_until,
                 "expires_at": expires_at, "response": None, "error_status": None, "error_body": None,
                 "headers": None, "created_at": now,
             },
@@ -55,37 +55,37 @@ class IdempotencyRepository:
         ).returning(_records.c.key)
         return self.conn.execute(upsert).first() is not None
 
-    def get(self, org_id: str, credential_id: str, key: str) -> StoredRequest | None:
-        row = self.conn.execute(select(_records).where(self._pk(org_id, credential_id, key))).mappings().first()
+    def get(self, org_id: str, key: str) -> StoredRequest | None:
+        row = self.conn.execute(select(_records).where(self._pk(org_id, key))).mappings().first()
         return record_or_none(StoredRequest, row)
 
-    def complete(self, org_id: str, credential_id: str, key: str, *, response: bytes | None = None,
+    def complete(self, org_id: str, key: str, *, response: bytes | None = None,
                  error_status: int | None = None, error_body: str | None = None,
                  headers: dict[str, str] | None = None) -> None:
         self.conn.execute(
             update(_records)
-            .where(self._pk(org_id, credential_id, key))
+            .where(self._pk(org_id, key))
             .values(state="completed", response=response, error_status=error_status, error_body=error_body, headers=headers)
         )
 
-    def renew(self, claims: list[tuple[str, str, str]], locked_until: datetime) -> None:
-        """Extend the locks of running claims (org, credential, key) whose calls are still in flight."""
+    def renew(self, claims: list[tuple[str, str]], locked_until: datetime) -> None:
+        """Extend the locks of running claims (org, key) whose calls are still in flight."""
         self.conn.execute(
             update(_records)
-            .where(tuple_(_records.c.org_id, _records.c.credential_id, _records.c.key).in_(claims),
+            .where(tuple_(_records.c.org_id, _records.c.key).in_(claims),
                    _records.c.state == "running")
             .values(locked_until=locked_until)
         )
 
-    def release(self, org_id: str, credential_id: str, key: str) -> None:
-        """Free the key (a 5xx outcome, even one after the commit): a retry with it runs again."""
-        self.conn.execute(delete(_records).where(self._pk(org_id, credential_id, key)))
+    def release(self, org_id: str, key: str) -> None:
+        """Free the key (an outcome a retry may change, kernel.idempotency): a retry with it runs again."""
+        self.conn.execute(delete(_records).where(self._pk(org_id, key)))
 
     def purge_expired(self, now: datetime, batch: int = 5000) -> int:
-        doomed = select(_records.c.org_id, _records.c.credential_id, _records.c.key).where(_records.c.expires_at <= now).limit(batch)
+        doomed = select(_records.c.org_id, _records.c.key).where(_records.c.expires_at <= now).limit(batch)
         result = self.conn.execute(
             delete(_records).where(
-                tuple_(_records.c.org_id, _records.c.credential_id, _records.c.key).in_(doomed)
+                tuple_(_records.c.org_id, _records.c.key).in_(doomed)
             )
         )
         return result.rowcount

@@ -9,6 +9,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.records import record, record_or_none, records
+from persona_service.kernel.db.unique import once_per
 from persona_service.marketplace.records import ListingRecord, PurchaseRecord
 from persona_service.marketplace.tables import Listing, ListingTag, Purchase
 
@@ -67,6 +68,10 @@ class MarketplaceRepository:
             stmt = stmt.where(tuple_(*key) < tuple_(*after))
         stmt = stmt.order_by(key[0].desc(), key[1].desc()).limit(limit)
         return records(ListingRecord, self.conn.execute(stmt).mappings())
+
+    def hold_purchase(self, listing_id: str, buyer_org_id: str) -> None:
+        """One purchase of a listing by an organization at a time (until the transaction ends)."""
+        once_per(self.conn, "marketplace.purchase", listing_id, buyer_org_id)
 
     def purchase_of(self, listing_id: str, buyer_org_id: str) -> PurchaseRecord | None:
         stmt = select(_purchases).where(_purchases.c.listing_id == listing_id,

@@ -136,6 +136,8 @@ class MarketplaceService:
             raise StateConflict("An organization cannot buy its own listing.", "listingId", {"listingId": listing_id})
         if listing.status != "published":
             raise StateConflict("The listing is not published.", "status", {"status": listing.status})
+        # A concurrent purchase of the same listing by this organization waits here, then answers its purchase.
+        self.repo.hold_purchase(listing_id, principal.org_id)
         bought = self.repo.purchase_of(listing_id, principal.org_id)
         if bought is not None:
             return bought

@@ -16,12 +16,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection
-from sqlalchemy.exc import IntegrityError
 
 from persona_service.config.api import ConfigService
 from persona_service.kernel import ids
 from persona_service.kernel.clock import iso, utcnow
 from persona_service.kernel.cursors import CursorCodec, keyset_page
+from persona_service.kernel.db.unique import derive_unique
 from persona_service.kernel.errors import ApiError, NotFound, StateConflict, ValidationFailed, Violation
 from persona_service.kernel.operations import drain
 from persona_service.kernel.outbox import Outbox
@@ -31,6 +31,8 @@ from persona_service.personas.generation import STEPS, GenerationPipeline, RunRe
 from persona_service.personas.records import AuditResult, Lineage, PersonaRecord, VersionRecord, VoiceRecord
 from persona_service.personas.repository import PersonaRepository
 from persona_service.providers.base import GenerationOptions, Message, Provider, ProviderError
+
+SLUG_CONSTRAINT = "uq_personas_workspace_slug"  # a workspace's slugs are unique
 
 GRACE = timedelta(days=30)
 # Personas one purge transaction deletes at most (their versions and voices go with them).
@@ -310,6 +312,13 @@ class PersonaService:
         if row.state == "archived":
             raise StateConflict("The persona is archived and read-only.", "state", {"state": "archived"})
 
+    def _derived_slug(self, workspace_id: str, name: str, persona_id: str, attempt: int) -> str:
+        """The slug of the name, suffixed with the persona's id when taken (and a count after a lost race)."""
+        slug = slugify(name)
+        if attempt == 0 and self.repo.slug_owner(workspace_id, slug) is None:
+            return slug
+        return f"{slug[:55]}-{persona_id[:8]}" + (f"-{attempt}" if attempt > 1 else "")
+
     def _ensure_slug_free(self, workspace_id: str, slug: str) -> None:
         if self.repo.slug_owner(workspace_id, slug) is not None:
             raise StateConflict(f"The slug `{slug}` is already used in this workspace.", "slug", {"slug": slug})
@@ -319,23 +328,24 @@ class PersonaService:
                 parent: PersonaRecord | None = None, fork_ordinal: int = 0, note: str = "", instruction: str = "",
                 card_extra: dict[str, Any] | None = None) -> PersonaRecord:
         soul = outputs["draft_soul"]
-        if not slug:
-            slug = slugify(soul["name"])
-            if self.repo.slug_owner(principal.workspace_id, slug) is not None:
-                slug = f"{slug[:55]}-{persona_id[:8]}"
         now = self.clock()
-        try:
-            with self.conn.begin_nested():
-                row = self.repo.insert(
-                    id=persona_id, org_id=principal.org_id, workspace_id=principal.workspace_id, slug=slug,
-                    display_name=display_name or soul["name"], visibility=visibility or "private", metadata=metadata or {},
-                    intent=intent, soul=soul, state="active", version=1,
-                    parent_id=parent.id if parent else None, root_id=parent.root_id if parent else persona_id,
-                    fork_ordinal=fork_ordinal, fork_note=note, audit_score=(outputs.get("audit") or {}).get("score"),
-                    last_run_id=run_id, card_extra=card_extra, created_at=now, updated_at=now,
-                )
-        except IntegrityError:
-            raise StateConflict(f"The slug `{slug}` is already used in this workspace.", "slug", {"slug": slug}) from None
+
+        def insert(slug: str) -> PersonaRecord:
+            return self.repo.insert(
+                id=persona_id, org_id=principal.org_id, workspace_id=principal.workspace_id, slug=slug,
+                display_name=display_name or soul["name"], visibility=visibility or "private", metadata=metadata or {},
+                intent=intent, soul=soul, state="active", version=1,
+                parent_id=parent.id if parent else None, root_id=parent.root_id if parent else persona_id,
+                fork_ordinal=fork_ordinal, fork_note=note, audit_score=(outputs.get("audit") or {}).get("score"),
+                last_run_id=run_id, card_extra=card_extra, created_at=now, updated_at=now,
+            )
+
+        if slug:  # the caller's: taken is a conflict (kernel.db.unique answers a concurrent taker's too)
+            row = insert(slug)
+        else:  # ours to derive: a concurrent create that took it makes us derive the next one
+            row = derive_unique(self.conn, SLUG_CONSTRAINT,
+                                lambda attempt: self._derived_slug(principal.workspace_id, soul["name"], persona_id,
+                                                                   attempt), insert)
         voice = outputs["write_voice"]
         self._store_voice(row, voice, outputs["fingerprint"])
         self.repo.add_version(

@@ -153,7 +153,10 @@ class MembershipRepository:
         wanted = list(set(user_ids))
         if not wanted:
             return set()
-        stmt = select(_users.c.id).where(_users.c.org_id == org_id, _users.c.id.in_(wanted))
+        # FOR KEY SHARE: a DELETE /Users of one of them (which locks its row FOR UPDATE first) waits for
+        # this membership's commit and then removes it, or removed the user first and this finds none.
+        stmt = (select(_users.c.id).where(_users.c.org_id == org_id, _users.c.id.in_(wanted))
+                .with_for_update(read=True, key_share=True))
         return set(self.conn.execute(stmt).scalars())
 
     def members(self, group_id: str) -> set[str]:

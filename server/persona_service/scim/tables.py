@@ -39,7 +39,8 @@ class ScimUser(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
 
     __table_args__ = (
-        Index("uq_scim_users_user_name", "org_id", text("lower(user_name)"), unique=True),
+        Index("uq_scim_users_user_name", "org_id", text("lower(user_name)"), unique=True,
+              info={"conflict_field": "userName"}),
         # `userName sw ...`: a prefix LIKE, whatever the collation (migration 0015).
         Index("ix_scim_users_user_name_prefix", "org_id", text("lower(user_name) text_pattern_ops")),
         Index("ix_scim_users_created", "org_id", "created_at", "id"),
@@ -79,7 +80,8 @@ class ScimGroup(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
 
     __table_args__ = (
-        Index("uq_scim_groups_display_name", "org_id", text("lower(display_name)"), unique=True),
+        Index("uq_scim_groups_display_name", "org_id", text("lower(display_name)"), unique=True,
+              info={"conflict_field": "displayName"}),
         Index("ix_scim_groups_created", "org_id", "created_at", "id"),
     )
 

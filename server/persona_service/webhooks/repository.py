@@ -64,8 +64,10 @@ class WebhookRepository:
         stmt = insert(_endpoints).values(**values).returning(*_endpoints.c)
         return record(EndpointRecord, self.conn.execute(stmt).mappings().one())
 
-    def get(self, workspace_id: str, endpoint_id: str) -> EndpointRecord | None:
+    def get(self, workspace_id: str, endpoint_id: str, *, for_update: bool = False) -> EndpointRecord | None:
         stmt = select(_endpoints).where(_endpoints.c.id == endpoint_id, _endpoints.c.workspace_id == workspace_id)
+        if for_update:
+            stmt = stmt.with_for_update()
         return record_or_none(EndpointRecord, self.conn.execute(stmt).mappings().first())
 
     def update(self, workspace_id: str, endpoint_id: str, values: dict) -> EndpointRecord:

@@ -217,8 +217,8 @@ class WebhookService:
         )
         return row, secret
 
-    def get(self, principal: Principal, endpoint_id: str) -> EndpointRecord:
-        row = self.repo.get(principal.workspace_id, endpoint_id)
+    def get(self, principal: Principal, endpoint_id: str, *, for_update: bool = False) -> EndpointRecord:
+        row = self.repo.get(principal.workspace_id, endpoint_id, for_update=for_update)
         if row is None:
             raise NotFound("webhook endpoint")
         return row
@@ -236,7 +236,9 @@ class WebhookService:
     def update(self, principal: Principal, endpoint_id: str, *, url: str | None = None, events: builtins.list[str] | None = None,
                description: str | None = None, enabled: bool | None = None,
                standard_webhooks: bool | None = None) -> EndpointRecord:
-        self.get(principal, endpoint_id)
+        # Locked: a DELETE at the same moment either waits for this update or
+        # removed the row first, and then this answers 404 as if it ran after it.
+        current = self.get(principal, endpoint_id, for_update=True)
         self._check(url=url, events=events or None)
         values: dict = {}
         if url is not None:
@@ -250,7 +252,7 @@ class WebhookService:
         if standard_webhooks is not None:
             values["standard_webhooks"] = standard_webhooks
         if not values:
-            return self.get(principal, endpoint_id)
+            return current
         values["updated_at"] = utcnow()
         return self.repo.update(principal.workspace_id, endpoint_id, values)
 

@@ -67,3 +67,26 @@ def test_the_quota_resets_at_the_organizations_billing_period_end(http, engine, 
     error = assert_envelope(over, 429, "quota_exceeded")
     assert parsedate_to_datetime(over.headers["retry-after"]) == end
     assert error["details"]["resetAt"] == iso(end)
+
+
+def test_opening_a_subscription_mid_month_never_resets_what_was_used(http, engine, tenants):
+    """The quota moves from the calendar month to the billing period once a subscription opens (issue 38):
+    what the month used comes along, so the organization gets no fresh generations until the period ends."""
+    import time
+
+    from persona_service.kernel.limits.resolver import CACHE_SECONDS
+
+    tenant = tenants(plan="enterprise")
+    with engine.begin() as conn:  # before its first request: limits are cached per process
+        ConfigRepository(conn).upsert(tenant.org_id, ORG_LEVEL, "api.rate_limit.generations_per_month", 1, "test")
+    assert http.post("/v1/personas", headers=tenant.auth, json={"intent": "A calm lighthouse cat"}).status_code == 200
+    assert_envelope(http.post("/v1/personas", headers=tenant.auth, json={"intent": "A shy astronomer"}),
+                    429, "quota_exceeded")
+
+    opened = http.get("/v1/billing/subscription", headers=tenant.auth)
+    assert opened.status_code == 200, opened.text
+    time.sleep(CACHE_SECONDS + 0.5)  # the servers see the new period once their cached one lapses
+
+    over = http.post("/v1/personas", headers=tenant.auth, json={"intent": "A shy astronomer"})
+    error = assert_envelope(over, 429, "quota_exceeded")
+    assert error["details"]["resetAt"][:19] == opened.json()["currentPeriodEnd"][:19]  # the period's end, to the second

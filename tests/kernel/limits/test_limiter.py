@@ -317,3 +317,28 @@ def test_a_flood_over_a_full_window_is_refused_without_asking_redis(limiter):
         limiter._admit = script
     assert asked == []  # refused from memory
     assert first.value.details == again.value.details | {"retryAfter": first.value.details["retryAfter"]}
+
+
+def test_the_monthly_quota_carries_into_a_window_that_replaces_it_and_not_past_a_reset(stack):
+    """A subscription opened mid-month moves the quota from the calendar month to the billing period
+    (issue 38): what was used comes along. Cancelling (back to the calendar month) carries it back; a
+    window that follows one that ended (a renewal) starts from nothing."""
+    now = time.time()
+    limiter = RateLimiter(redis.Redis.from_url(stack.redis_url), clock=lambda: now)
+    fresh = RateLimiter(limiter.redis, clock=lambda: now)  # another server process
+    org, limits = subject(), Limits(600, 50_000, 10, 1.0, 2)
+    for n in range(2):
+        limiter.release(limiter.admit(org, limits, generation=True, token=f"gen-{n}"), refund=False)
+    period = (int(now), int(now) + 30 * 86_400)
+    for process in (limiter, fresh):
+        with pytest.raises(QuotaExceeded) as info:
+            process.admit(org, limits, generation=True, token="gen-x", period=period)
+        assert info.value.details["resetAt"] == datetime.fromtimestamp(period[1], UTC).isoformat().replace("+00:00", "Z")
+    with pytest.raises(QuotaExceeded):  # cancelled: back to the calendar month, still used up
+        limiter.admit(org, limits, generation=True, token="gen-y")
+
+    renewed = RateLimiter(limiter.redis, clock=lambda: period[1] + 1.0)
+    next_period = (period[1], period[1] + 30 * 86_400)
+    with pytest.raises(QuotaExceeded):  # the period in force again (the pointer names it)
+        limiter.admit(org, limits, generation=True, token="gen-v", period=period)
+    renewed.release(renewed.admit(org, limits, generation=True, token="gen-w", period=next_period), refund=False)

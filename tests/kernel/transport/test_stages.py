@@ -232,12 +232,12 @@ def test_idempotency_claims_a_key_and_replays_a_stored_outcome_without_the_opera
 
     def begin(principal, key, path, digest):
         begun.append((key, path))
-        return Claim("org_1", "key_1", key), stored[key]
+        return Claim("org_1", key), stored[key]
 
     stage = Idempotency(SimpleNamespace(begin=begin), meta(write=True))
     assert run(stage, call := make_call()) == "answered" and not begun and call.claim is None  # no key
     assert run(stage, call := make_call(metadata={"idempotency-key": "k1"})) == "answered"
-    assert call.claim == Claim("org_1", "key_1", "k1") and begun == [("k1", PATH)]
+    assert call.claim == Claim("org_1", "k1") and begun == [("k1", PATH)]
     replayed = run(stage, call := make_call(metadata={"idempotency-key": "k2"}))
     assert replayed == empty_pb2.Empty() and not called(call)
     assert ("idempotent-replayed", "true") in call.ctx.headers and ("etag", "1") in call.ctx.headers

@@ -25,11 +25,14 @@ from persona_service.kernel.db.base import Base, created_at_column
 
 
 class IdempotencyRecord(Base):
-    """One Idempotency-Key of one credential: claimed while the first request
-    runs, then holding its outcome for replays until `expires_at`."""
+    """One Idempotency-Key of one organization (any of its credentials):
+    claimed while the first request runs, then holding its outcome for
+    replays until `expires_at`."""
 
     __tablename__ = "idempotency_keys"
     org_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    # Who first used the key. (In the primary key from before keys were the organization's; the
+    # unique index on (org_id, key), migration 0020, is the key's identity.)
     credential_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     key: Mapped[str] = mapped_column(String(255), primary_key=True)
     method: Mapped[str] = mapped_column(String(200), nullable=False)
@@ -44,6 +47,8 @@ class IdempotencyRecord(Base):
     headers: Mapped[object | None] = mapped_column(JSONB)
     created_at: Mapped[datetime] = created_at_column()
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, index=True)
+
+    __table_args__ = (Index("uq_idempotency_keys_org_key", "org_id", "key", unique=True),)
 
 
 class AuditEvent(Base):

@@ -161,6 +161,28 @@ end
 return 1
 """
 
+# The monthly quota across a change of its window (a subscription opened, changed or cancelled
+# mid-period moves it from the calendar month to the billing period, or to another period): the
+# new window starts with what the window it replaces used, unless that one had ended (reset).
+# KEYS[1]: the organization's pointer to its window in force; KEYS[2]: the window now in force.
+# ARGV: now (s), the new window's reset time (s), its TTL (ms).
+_CARRY = """
+local current = redis.call('HMGET', KEYS[1], 'key', 'resets_at')
+if current[1] == KEYS[2] then return 0 end
+local carried = 0
+if current[1] and tonumber(current[2]) > tonumber(ARGV[1]) then
+  -- Counts are what the organization used since the earliest window carried: the larger one stands
+  -- (back to a window it left, e.g. a cancelled subscription's calendar month, nothing is counted twice).
+  carried = tonumber(redis.call('GET', current[1]) or '0')
+  if carried > tonumber(redis.call('GET', KEYS[2]) or '0') then
+    redis.call('SET', KEYS[2], carried, 'PX', tonumber(ARGV[3]))
+  end
+end
+redis.call('HSET', KEYS[1], 'key', KEYS[2], 'resets_at', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
+return carried
+"""
+
 
 @dataclass(frozen=True)
 class Slot:
@@ -260,6 +282,9 @@ class RateLimiter:
         self._admit = client.register_script(_SCRIPT)
         self._release = client.register_script(_RELEASE)
         self._give_back = client.register_script(_GIVE_BACK)
+        self._carry = client.register_script(_CARRY)
+        # The monthly quota window this process last saw in force, per organization (its carry is done).
+        self._quota_windows: dict[str, str] = {}
         self._leases: dict[tuple, _Lease] = {}
         # lease key -> (monotonic expiry, the script's refusal, its report tick)
         self._refused: dict[tuple, tuple[float, list, int]] = {}
@@ -309,6 +334,8 @@ class RateLimiter:
     def admit(self, subject: str, limits: Limits, *, cap: str = "", generation: bool = False, stream: bool = False,
               token: str = "", period: tuple[int, int] | None = None) -> Admission:
         ask = self.ask(subject, limits, cap=cap, generation=generation, stream=stream, token=token, period=period)
+        if generation:
+            self._carry_quota(subject, ask.windows[-1], ask.now)
         if ask.want > 1:
             leased = self._from_lease(ask)
             if leased is not None:
@@ -324,6 +351,21 @@ class RateLimiter:
         if result[0] in (b"window", "window"):
             self._remember_refusal(ask, result)
         return self.decide(ask, result)
+
+    def _carry_quota(self, subject: str, month: Window, now: float) -> None:
+        """Carry the monthly quota's count into a window that replaced it before it reset (_CARRY),
+        once per organization and window in this process (then the pointer says it is done)."""
+        if self._quota_windows.get(subject) == month.key:
+            return
+        try:
+            self._carry(keys=[f"rl:{{{subject}}}:generations:window", month.key],
+                        args=[int(now), month.resets_at, (month.resets_at - int(now) + 60) * 1000])
+        except redis.RedisError as exc:
+            _warn.warning("fail-open", "rate limiter unavailable, failing open: %s", exc)
+            return
+        if len(self._quota_windows) >= 65_536:
+            self._quota_windows.clear()
+        self._quota_windows[subject] = month.key
 
     def _remember_refusal(self, ask: Ask, result: list) -> None:
         """A full window stays full until it resets (only a lease given back or

@@ -31,7 +31,8 @@ class Idempotency(Stage):
         key = call.metadata.get("idempotency-key")
         if key is None:
             return self.then(call)
-        digest = request_hash(self.meta.path, call.request.SerializeToString(deterministic=True))
+        digest = request_hash(self.meta.path, call.ctx.caller.workspace_id,
+                              call.request.SerializeToString(deterministic=True))
         call.claim, replay = self.store.begin(call.ctx.caller, key, self.meta.path, digest)
         if replay is None:
             return self.then(call)

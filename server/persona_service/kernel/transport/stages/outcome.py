@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, NoReturn
 
 from persona_service.kernel import metrics, tracing
+from persona_service.kernel.db.unique import conflict_of
 from persona_service.kernel.errors import ApiError, InternalError, StoredError
 from persona_service.kernel.logs import Throttled
 from persona_service.kernel.transport import context as request_context
@@ -73,7 +74,8 @@ class Outcomes:
         # keep the Idempotency-Key claimed (its release is retried until it is back).
         try:
             if call.claim is not None:
-                if status < 500:
+                # Only what the operation committed is an outcome a retry cannot change (kernel.idempotency).
+                if err.persist and call.reached_operation and status < 500:
                     headers = replayable(ctx.headers + list(err.headers.items()))
                     self.app.idempotency.fail(call.claim, status, render_body(err), headers)
                 else:
@@ -100,7 +102,7 @@ class Outcomes:
 def translate(ctx: request_context.RequestContext, exc: Exception) -> ApiError:
     if isinstance(exc, ApiError):
         return exc
-    err = as_outage(exc) or InternalError()
+    err = as_outage(exc) or conflict_of(exc) or InternalError()
     if isinstance(err, InternalError):
         log.error("unhandled error in %s [request_id=%s]", ctx.method, ctx.request_id, exc_info=exc)
     return err

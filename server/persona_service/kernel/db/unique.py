@@ -1,0 +1,115 @@
+"""Unique violations: a caller's conflict, never a 500.
+
+Two requests that both checked a value was free and then insert it race to
+PostgreSQL's unique index; the loser's statement fails with SQLSTATE 23505.
+The error translator (`kernel.transport.stages.outcome.translate`) answers
+any such failure, on any RPC, as 409 `state_conflict` whose
+`details.conflictField` is what the constraint declares: a unique index or
+constraint carries it in its SQLAlchemy `info` (`info={"conflict_field":
+"userName"}`); an undeclared one names its columns. As if the winner had
+run first: the loser is the request a serial order answers with the conflict.
+
+Where the service derived the value itself (a slug from a name) a conflict
+is its own to resolve: `derive_unique` tries the insert in a savepoint and,
+when the index refuses it, derives the next candidate and tries again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+from sqlalchemy import Connection, Index, Table, UniqueConstraint, text
+from sqlalchemy import exc as sa_exc
+
+from persona_service.kernel.db.base import Base
+from persona_service.kernel.errors import StateConflict
+
+T = TypeVar("T")
+UNIQUE_VIOLATION = "23505"
+# Candidates a derivation tries before the conflict is the caller's (each try is one savepoint).
+DERIVATIONS = 8
+
+
+def violated_unique(exc: BaseException) -> str | None:
+    """The name of the unique index or constraint `exc` violated, or None
+    when `exc` is not a unique violation."""
+    orig = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+    if not isinstance(orig, psycopg.errors.UniqueViolation) and getattr(orig, "sqlstate", None) != UNIQUE_VIOLATION:
+        return None
+    diag = getattr(orig, "diag", None)
+    return (getattr(diag, "constraint_name", None) or "") if diag is not None else ""
+
+
+def conflict_of(exc: BaseException) -> StateConflict | None:
+    """The declared 409 for a unique violation, or None for any other error."""
+    name = violated_unique(exc)
+    if name is None:
+        return None
+    field = _conflict_fields().get(name, "")
+    return StateConflict(f"Another resource already has this {field or 'value'}.", field,
+                         {"constraint": name} if not field else None)
+
+
+def derive_unique(conn: Connection, constraint: str, candidate: Callable[[int], Any],
+                  insert: Callable[[Any], T], tries: int = DERIVATIONS) -> T:
+    """`insert(candidate(n))` for n = 0, 1, ... in a savepoint each, until the
+    unique index `constraint` accepts one; another index's violation (or the
+    last try's) propagates, and the translator answers it as a conflict."""
+    for attempt in range(tries):
+        value = candidate(attempt)
+        try:
+            with conn.begin_nested():
+                return insert(value)
+        except sa_exc.IntegrityError as exc:
+            if violated_unique(exc) != constraint or attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+_FIELDS: dict[str, str] = {}
+
+
+def _conflict_fields() -> dict[str, str]:
+    """Constraint name -> conflictField, from every table's declarations
+    (read once all modules' tables are imported, i.e. at the first conflict)."""
+    if not _FIELDS:
+        for table in Base.metadata.tables.values():
+            _FIELDS.update(_declared(table))
+    return _FIELDS
+
+
+def _declared(table: Table) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for index in table.indexes:
+        if index.unique and index.name:
+            fields[str(index.name)] = _field(index)
+    for constraint in table.constraints:
+        if isinstance(constraint, UniqueConstraint):
+            columns = [c.name for c in constraint.columns]
+            # Unnamed (`unique=True`): PostgreSQL names it <table>_<columns>_key.
+            name = str(constraint.name) if constraint.name else f"{table.name}_{'_'.join(columns)}_key"
+            fields[name] = _field(constraint)
+    return fields
+
+
+def _field(item: Index | UniqueConstraint) -> str:
+    declared = item.info.get("conflict_field")
+    if declared:
+        return str(declared)
+    # The tenant columns scope the value; an expression (lower(name)) names no column: declare it.
+    return ",".join(_camel(c.name) for c in item.columns if c.name not in ("org_id", "workspace_id"))
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def once_per(conn: Connection, *scope: str) -> None:
+    """Hold `scope` (e.g. the purchase of one listing by one organization)
+    until the transaction ends: a concurrent duplicate of a "once per"
+    operation waits for the first, then reads what it committed and answers
+    as it would one after the other, instead of losing the insert race."""
+    conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:scope, 0))"), {"scope": "\x1f".join(scope)})

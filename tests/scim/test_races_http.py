@@ -1,0 +1,65 @@
+"""SCIM writes at the same moment through Envoy end as some serial order
+would: a name two creates race for is one 201 and one 409 `uniqueness`
+(never a 500), and a member added while its user is deleted is either
+removed by the delete or refused, never left behind."""
+
+from __future__ import annotations
+
+import uuid
+
+from races import at_once
+from scim_client import ERROR, GROUP, USER
+from sqlalchemy import text
+
+
+def _conflict(r) -> None:
+    assert r.status_code == 409, r.text
+    body = r.json()
+    assert body["schemas"] == [ERROR] and body["scimType"] == "uniqueness", body
+
+
+def test_two_creates_of_one_user_name_are_a_201_and_a_409(engine, scim):
+    name = f"race-{uuid.uuid4().hex[:10]}@example.com"
+    first, second = at_once(engine, "users", *[lambda: scim.call("POST", "/Users", {"schemas": [USER],
+                                                                                    "userName": name})] * 2)
+    statuses = sorted([first.status_code, second.status_code])
+    assert statuses == [201, 409], (first.text, second.text)
+    _conflict(first if first.status_code == 409 else second)
+    assert scim.find("/Users", f'userName eq "{name}"')["totalResults"] == 1
+
+
+def test_two_creates_of_one_group_name_are_a_201_and_a_409(engine, scim):
+    name = f"race-{uuid.uuid4().hex[:10]}"
+    first, second = at_once(engine, "scim_groups", *[lambda: scim.call("POST", "/Groups", {"schemas": [GROUP],
+                                                                                          "displayName": name})] * 2)
+    assert sorted([first.status_code, second.status_code]) == [201, 409], (first.text, second.text)
+    _conflict(first if first.status_code == 409 else second)
+
+
+def test_a_member_added_while_its_user_is_deleted_is_not_left_behind(engine, scim):
+    user = scim.user(f"race-{uuid.uuid4().hex[:10]}@example.com")
+    group = scim.group(f"race-{uuid.uuid4().hex[:10]}")
+    deleted, patched = at_once(
+        engine, "scim_group_members",
+        lambda: scim.call("DELETE", f"/Users/{user['id']}"),
+        lambda: scim.patch(f"/Groups/{group['id']}", {"op": "add", "path": "members", "value": [{"value": user["id"]}]}),
+    )
+    assert deleted.status_code == 204, deleted.text
+    assert patched.status_code < 500, patched.text  # refused (the user is gone) or, serially first, removed
+    with engine.connect() as conn:
+        left = conn.execute(text("SELECT count(*) FROM scim_group_members WHERE user_id = :u"),
+                            {"u": user["id"]}).scalar_one()
+    assert left == 0
+    assert user["id"] not in [m["value"] for m in scim.call("GET", f"/Groups/{group['id']}").json().get("members", [])]
+
+
+def test_a_422_raised_inside_the_operation_is_not_stored(scim):
+    """A group naming a user that does not exist is refused inside the operation (it depends on which
+    users exist): the Idempotency-Key keeps nothing, its retry runs again (no `Idempotent-Replayed`)."""
+    key = f"idem-{uuid.uuid4()}"
+    body = {"schemas": [GROUP], "displayName": f"g-{uuid.uuid4().hex[:8]}", "members": [{"value": "usr_nobody"}]}
+    first = scim.call("POST", "/Groups", body, **{"Idempotency-Key": key})
+    assert first.status_code in (400, 422), first.text
+    again = scim.call("POST", "/Groups", body, **{"Idempotency-Key": key})
+    assert again.status_code == first.status_code, again.text
+    assert "idempotent-replayed" not in again.headers
