@@ -178,6 +178,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_runner(args: argparse.Namespace) -> int:
+    from persona_service.kernel.runner import run
+    from persona_service.registry import MODULES
+
+    run(MODULES)
+    return 0
+
+
 def cmd_migrate(args: argparse.Namespace) -> int:
     from persona_service.kernel.db import migrate
     from persona_service.kernel.embedded import database_url
@@ -201,6 +209,8 @@ def kernel_commands() -> tuple[Command, ...]:
         Command("up", "run everything: PostgreSQL, Redis, migrations, gRPC servers, background workers, Envoy", cmd_up,
                 _up_arguments),
         Command("serve", "run only the gRPC server (DATABASE_URL and REDIS_URL required)", cmd_serve),
+        Command("runner", "run only a runner: streamed runs, durable tasks and the model's work (DATABASE_URL and "
+                "REDIS_URL required)", cmd_runner),
         Command("edge", "run only Envoy, in front of the gRPC server on PERSONA_GRPC_PORT (PERSONA_EDGE_SECRET "
                 "required; the image's sidecar role)", cmd_edge, _edge_arguments),
         Command("migrate", "apply database migrations", cmd_migrate),
