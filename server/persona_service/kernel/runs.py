@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -213,7 +214,9 @@ class RunStore:
 
     def start(self, run: Run) -> None:
         frames, meta = self._keys(run.id)
-        self._quietly(lambda p: p.hset(meta, mapping={**run.owner.as_meta(), "method": run.method, "status": "running"})
+        # `pid`: the process running it (an operator's answer to "where does this run run?").
+        self._quietly(lambda p: p.hset(meta, mapping={**run.owner.as_meta(), "method": run.method, "status": "running",
+                                                      "pid": os.getpid()})
                       .expire(meta, LIVE_TTL))
 
     def kept(self, run_id: str) -> int:
