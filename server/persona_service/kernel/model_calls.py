@@ -14,6 +14,7 @@ timing out (`provider_timeout`, which the provider's retries try again).
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import threading
@@ -80,6 +81,10 @@ def _chat_from(args: dict[str, Any]) -> tuple[list[Message], GenerationOptions]:
     return messages, GenerationOptions(**{**options, "tools": tuple(options.get("tools") or ())})
 
 
+def _pipeline_step(step: str, provider: Any, args: dict[str, Any]) -> Any:
+    return getattr(provider, step)(*args["args"])
+
+
 # An operation as a runner runs it: (the provider, the call's arguments) -> a JSON-able answer.
 _OPERATIONS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
     "generate": lambda p, a: asdict(p.generate(*_chat_from(a))),
@@ -89,7 +94,7 @@ _OPERATIONS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
     "generate_image": lambda p, a: base64.b64encode(p.generate_image(ImagePrompt(**{
         **a["prompt"], "traits": tuple(a["prompt"]["traits"])}))).decode(),
     "edit_image": lambda p, a: base64.b64encode(p.edit_image(base64.b64decode(a["image"]), a["instruction"])).decode(),
-    **{step: lambda p, a, step=step: getattr(p, step)(*a["args"]) for step in PIPELINE_STEPS},
+    **{step: functools.partial(_pipeline_step, step) for step in PIPELINE_STEPS},
 }
 
 
@@ -173,10 +178,6 @@ def _result(provider: str, answer: dict[str, Any]) -> Any:
     else:
         err = ApiError(failure["message"], failure.get("details") or {}, code=failure["code"])
     err.details = failure.get("details") or err.details
-    return _raise(err)
-
-
-def _raise(err: ApiError) -> Any:
     raise err
 
 
@@ -218,7 +219,7 @@ class ModelCallServer:
             if taken is None:
                 continue
             call = json.loads(taken[1])
-            self.pool.submit(call["org"], call["weight"], lambda call=call: self.answer(call))
+            self.pool.submit(call["org"], call["weight"], functools.partial(self.answer, call))
 
     def answer(self, call: dict[str, Any]) -> None:
         try:
@@ -230,7 +231,8 @@ class ModelCallServer:
             answer = {"error": _failure(exc)}
         key = _answer_key(call["id"])
         try:
-            pipe = self.redis.pipeline(transaction=False).set(key, json.dumps(answer), ex=ANSWER_TTL)
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.set(key, json.dumps(answer), ex=ANSWER_TTL)
             wakeups.publish(pipe, [key]).execute()
         except redis.RedisError as exc:
             log.warning("model call %s answered but not delivered: %s", call["id"], exc)

@@ -175,9 +175,10 @@ class Settings(Section):
         2, description="gRPC server processes behind Envoy (two measured +35–70% throughput over one on 2 cores)",
     )
     runner_processes: int = Field(
-        1, ge=1,
+        1, ge=0,
         description="runner processes `up` starts: they run the streamed runs, durable tasks and every call of "
-                    "the model (server processes only serve); scale them for model load, servers for calls",
+                    "the model (server processes only serve); scale them for model load, servers for calls (0: "
+                    "runners run elsewhere, on the same PostgreSQL and Redis)",
     )
     runner_nice: int = Field(
         5, ge=0, le=19,

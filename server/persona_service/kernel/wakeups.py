@@ -26,7 +26,9 @@ _RETRY_SECONDS = 1.0
 def publish(pipe: Pipeline, keys: Iterable[str]) -> Pipeline:
     """Add the wake-up of `keys`' waiters (in every process) to a pipeline, after what it writes."""
     joined = " ".join(dict.fromkeys(keys))
-    return pipe.publish(CHANNEL, joined) if joined else pipe
+    if joined:
+        pipe.publish(CHANNEL, joined)
+    return pipe
 
 
 class Wakeups:
