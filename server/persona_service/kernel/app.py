@@ -177,8 +177,9 @@ class App:
             self.limits.invalidate(subject)
 
     def start_background(self) -> None:
-        self._listener = threading.Thread(target=self._listen, name="invalidations", daemon=True)
-        self._listener.start()
+        if self.role != "runner":  # a runner authenticates nobody and reads no limits: nothing of it to invalidate
+            self._listener = threading.Thread(target=self._listen, name="invalidations", daemon=True)
+            self._listener.start()
         jobs = [Job("metrics.sample_pools", 5, lambda _: metrics.sample_pools(
                     {"unary": self.engine, "stream": self.stream_engine}))]
         if self.role != "runner":  # the failed authentications a server process tallied
