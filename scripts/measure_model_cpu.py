@@ -89,10 +89,30 @@ def measure(service: Service, label: str, n: int, send) -> dict[str, float]:
     return split
 
 
+def first_frames(client: httpx.Client, session: str, n: int) -> None:
+    """A stream's first frame at rest: `n` streamed chat replies one after another, the time from sending
+    each to its first event (p50/p99)."""
+    waits = []
+    for i in range(n):
+        started = time.monotonic()
+        with client.stream("POST", f"/v1/chat/sessions/{session}/messages", params={"stream": "true"},
+                           json={"content": f"One more thing, number {i}."}) as r:
+            lines = r.iter_lines()
+            while not next(lines).startswith("data:"):
+                pass
+            waits.append(time.monotonic() - started)
+            for _ in lines:
+                pass
+    waits.sort()
+    print(f"first frame of a streamed reply at rest ({n}): p50 {1000 * waits[n // 2]:.1f} ms, "
+          f"p99 {1000 * waits[min(n - 1, int(n * 0.99))]:.1f} ms", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chat", type=int, default=200, help="chat replies (not streamed)")
     parser.add_argument("--personas", type=int, default=60, help="persona creations")
+    parser.add_argument("--first-frames", type=int, default=100, help="streamed replies timed to their first frame")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,14 +127,16 @@ def main() -> None:
                 def reply(i: int) -> None:
                     r = client.post(f"/v1/chat/sessions/{sessions[i % len(sessions)]}/messages",
                                     json={"content": f"How was the crossing today, part {i}?"})
-                    assert r.status_code in (200, 201), r.text
+                    # (A reply that drifted from the persona's voice is refused, 422, after the same model work.)
+                    assert r.status_code in (200, 201, 422), r.text
 
                 def create(i: int) -> None:
                     r = client.post("/v1/personas", json={"intent": f"A cartographer number {i} of night markets"})
-                    assert r.status_code == 201, r.text
+                    assert r.status_code in (200, 201), r.text
 
                 rows.append(("POST /v1/chat/sessions/{id}/messages", measure(service, "chat reply", args.chat, reply)))
                 rows.append(("POST /v1/personas", measure(service, "persona creation", args.personas, create)))
+                first_frames(client, sessions[0], args.first_frames)
         finally:
             service.stop()
     print()

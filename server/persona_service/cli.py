@@ -71,8 +71,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     runtime.announce(runtime.Instance(os.getpid(), str(settings.data_dir), stack.http_url, stack.database_url,
                                       stack.redis_url))
-    processes = ", ".join(f"{p.name} ×{p.count() if args.workers is None else args.workers}"
-                          for p in MODULES.processes) or "none"
+    processes = ", ".join([f"runner ×{settings.runner_processes} (the model's work, nice {settings.runner_nice})",
+                           *(f"{p.name} ×{p.count() if args.workers is None else args.workers}"
+                             for p in MODULES.processes)])
     print(
         f"Persona Service is up in {time.monotonic() - started:.1f}s\n"
         f"  HTTP/JSON and gRPC (h2c): http://127.0.0.1:{settings.http_port}/v1\n"
