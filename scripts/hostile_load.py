@@ -50,9 +50,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _probe_loop(url: str, headers: dict[str, str], conn: Connection) -> None:
-    """The probe's process: 8 threads calling `url`; answers each request on
-    `conn` with the samples so far, until told to stop."""
+def _probe_loop(url: str, headers: dict[str, str], conn: Connection, threads: int = 8, rate: float = 0) -> None:
+    """The probe's process: `threads` threads calling `url` (each `rate` times a second at most, if given);
+    answers each request on `conn` with the samples so far, until told to stop."""
     samples: list[tuple[float, float, int]] = []
     stop = threading.Event()
 
@@ -65,9 +65,9 @@ def _probe_loop(url: str, headers: dict[str, str], conn: Connection) -> None:
                 except httpx.HTTPError:
                     status = 0
                 samples.append((started, time.monotonic() - started, status))
-                time.sleep(0.005)
+                time.sleep(max(0.0, 1 / rate - (time.monotonic() - started)) if rate else 0.005)
 
-    threads = [threading.Thread(target=loop, daemon=True) for _ in range(8)]
+    threads = [threading.Thread(target=loop, daemon=True) for _ in range(threads)]
     for t in threads:
         t.start()
     while conn.recv() != "stop":
@@ -86,11 +86,13 @@ class Probe:
 
     url: str
     headers: dict[str, str]
+    threads: int = 8
+    rate: float = 0  # requests a second per thread (0: as fast as it goes, 5 ms apart)
 
     def run(self) -> None:
         self._conn, child = multiprocessing.Pipe()
         self._process = multiprocessing.get_context("spawn").Process(
-            target=_probe_loop, args=(self.url, self.headers, child), daemon=True)
+            target=_probe_loop, args=(self.url, self.headers, child, self.threads, self.rate), daemon=True)
         self._process.start()
 
     def stop(self) -> None:
@@ -103,10 +105,14 @@ class Probe:
 
 
 def p99_ms(samples) -> float:
+    return percentile_ms(samples, 0.99)
+
+
+def percentile_ms(samples, q: float) -> float:
     latencies = sorted(s[1] for s in samples if s[2] == 200)
     if not latencies:
         return float("nan")
-    return 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    return 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * q))]
 
 
 def failed(samples) -> int:
@@ -362,6 +368,88 @@ class Burst:
                 + ", ".join(f"{n}×{s}" for s, n in sorted(counts.items()) if n))
 
 
+class NoisyNeighbours:
+    """Team organizations in their limits (Team's requests a minute, its 10 open streams): each keeps
+    `streams` streamed chat replies in flight, one session per client, for as long as it runs."""
+
+    def __init__(self, service: Service, orgs: int, streams: int):
+        self.base = service.base
+        self.outcomes: dict[str, int] = {}
+        self._guard = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        for n in range(orgs):
+            _, auth = service.org(f"Neighbour {n}", plan="team", lifted=False)
+            with httpx.Client(base_url=service.base, headers=auth, timeout=60) as client:
+                persona = client.post("/v1/personas", json={"intent": f"A ferry pilot number {n} who sings"}).json()
+                for _ in range(streams):
+                    session = client.post("/v1/chat/sessions", json={"personaId": persona["id"]}).json()["sessionId"]
+                    self._threads.append(threading.Thread(target=self._reply, args=(auth, session), daemon=True))
+
+    def start(self) -> NoisyNeighbours:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def _reply(self, auth: dict[str, str], session: str) -> None:
+        with httpx.Client(base_url=self.base, headers=auth, timeout=120) as client:
+            i = 0
+            while not self._stop.is_set():
+                i += 1
+                try:
+                    with client.stream("POST", f"/v1/chat/sessions/{session}/messages", params={"stream": "true"},
+                                       json={"content": f"Tell me about the crossing, part {i}."}) as r:
+                        last = ""
+                        for line in r.iter_lines():
+                            last = line or last
+                        outcome = str(r.status_code) + (" completed" if '"completed"' in last else " cut off")
+                except httpx.HTTPError as exc:
+                    outcome = type(exc).__name__
+                with self._guard:
+                    self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def release(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(120)
+
+    def summary(self) -> str:
+        return ", ".join(f"{n} {o}" for o, n in sorted(self.outcomes.items()))
+
+
+def quiet_org(service: Service, span: float, orgs: int, streams: int) -> None:
+    """The quiet organization's read (GET /v1/chat/sessions/{id}, ~15 a second, from a process of its own)
+    alone, under `orgs` Team organizations' `streams` streamed replies each, and after: p50/p99."""
+    _, auth = service.org("Quiet", plan="team", lifted=False)
+    with httpx.Client(base_url=service.base, headers=auth, timeout=60) as client:
+        persona = client.post("/v1/personas", json={"intent": "A quiet archivist of harbour maps"}).json()
+        session = client.post("/v1/chat/sessions", json={"personaId": persona["id"]}).json()["sessionId"]
+        client.post(f"/v1/chat/sessions/{session}/messages", json={"content": "Hello there."}).raise_for_status()
+    neighbours = NoisyNeighbours(service, orgs, streams)
+    probe = Probe(f"{service.base}/v1/chat/sessions/{session}", auth, threads=1, rate=15)
+    probe.run()
+    windows: dict[str, list] = {}
+    try:
+        time.sleep(2)  # warm-up
+        for name in ("alone", "under load", "after"):
+            if name == "under load":
+                neighbours.start()
+                time.sleep(2)  # the replies in flight
+            start = time.monotonic()
+            time.sleep(span)
+            windows[name] = probe.window(start, time.monotonic())
+            if name == "under load":
+                neighbours.release()
+    finally:
+        probe.stop()
+    print(f"heavy replies ({orgs} Team orgs × {streams} in flight): {neighbours.summary()}", flush=True)
+    print("| quiet org's read | requests | failed | p50, ms | p99, ms |")
+    print("|---|---|---|---|---|")
+    for name, samples in windows.items():
+        print(f"| {name} | {len(samples)} | {failed(samples)} | {percentile_ms(samples, 0.5):.1f} "
+              f"| {p99_ms(samples):.1f} |", flush=True)
+
+
 def wait_until(predicate, timeout: float) -> float:
     started = time.monotonic()
     while time.monotonic() - started < timeout:
@@ -384,7 +472,11 @@ def main() -> None:
     parser.add_argument("--server-cpus", default="",
                         help="cores for the service alone (e.g. 0-1); the load runs on the others")
     parser.add_argument("--only", default="", help="comma-separated scenarios to run (slow, idle, streams, generating, "
-                                                   "burst, kill, worker, postgres, redis); default: all")
+                                                   "burst, kill, worker, postgres, redis, neighbours); default: all")
+    parser.add_argument("--neighbours", type=int, default=3, help="Team orgs each keeping --neighbour-streams "
+                                                                 "streamed chat replies in flight (the quiet org's scenario)")
+    parser.add_argument("--neighbour-streams", type=int, default=10, help="replies in flight per Team org")
+    parser.add_argument("--neighbour-seconds", type=float, default=20, help="each window of the quiet org's scenario")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE,
@@ -397,6 +489,13 @@ def main() -> None:
             extra_env.setdefault("PERSONA_SERVER_PROCESSES", str(len(service_cpus)))
             os.sched_setaffinity(0, load_cpus(service_cpus))
         service = Service(pathlib.Path(tmp) / "data", extra_env, service_cpus)
+        only = {name.strip() for name in args.only.split(",") if name.strip()}
+        if only == {"neighbours"}:  # the quiet org's probe alone: the 8-thread probe would be a load of its own
+            try:
+                quiet_org(service, args.neighbour_seconds, args.neighbours, args.neighbour_streams)
+            finally:
+                service.stop()
+            return
         probe = Probe(f"{service.base}/v1/orgs/{service.tenant['orgId']}", service.auth)
         probe.run()
         span = args.seconds
@@ -432,10 +531,11 @@ def main() -> None:
                 rows.append((name, str(len(everything)), f"{failed(everything)} {statuses or ''}".strip(),
                              f"{during_p99:.1f} (×{during_p99 / quiet_p99:.2f})", f"{p99_ms(after):.1f}", recovery))
 
-            only = {name.strip() for name in args.only.split(",") if name.strip()}
-
             def chosen(name: str) -> bool:
                 return not only or name in only
+
+            if chosen("neighbours"):
+                quiet_org(service, args.neighbour_seconds, args.neighbours, args.neighbour_streams)
 
             if chosen("slow"):
                 disturb(f"{args.slow} slow bodies", lambda: hold_slow_bodies(service, args.slow),

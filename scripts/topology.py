@@ -119,6 +119,7 @@ class Proc:
 class Topology:
     root: pathlib.Path
     nodes: int = 2
+    runners: int = 2  # runner processes (their own Deployment: the model's work, runs, tasks)
     http_port: int = 0
     # Settings every node gets besides the topology's own (e.g. the model provider).
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -301,6 +302,18 @@ class Topology:
         self._spawn(Proc("worker", [*CLI, "worker"], self.env("worker", DATABASE_URL=self.direct_url),
                          self._log("worker")))
 
+    def start_runner(self, index: int) -> None:
+        # LISTEN/NOTIFY needs a session of its own: runners go to PostgreSQL directly (deploy/kubernetes too).
+        name = f"runner-{index}"
+        self._spawn(Proc(name, [*CLI, "runner"], self.env(name, DATABASE_URL=self.direct_url,
+                                                        PERSONA_DB_POOL_SIZE="12", PERSONA_STREAM_DB_POOL_SIZE="20"),
+                         self._log(name)))
+
+    def restart_runners(self) -> None:
+        for index in range(self.runners):
+            self.procs[f"runner-{index}"].stop(signal.SIGTERM)  # hands its runs over to the other runners
+            self.start_runner(index)
+
     def start_envoy(self) -> None:
         config = self.edge.write_envoy_config(str(self._log("access")))
         popen = self._spawn(Proc("envoy", envoy_command(config, self.nodes), self.edge.envoy_env(), self._log("envoy")))
@@ -346,6 +359,8 @@ class Topology:
         with timed("nodes and worker up"):
             started = [self.spawn_node(index) for index in range(self.nodes)]  # side by side, as pods start
             self.start_worker()
+            for index in range(self.runners):
+                self.start_runner(index)
             self.prepared = while_nodes_start() if while_nodes_start else None
             for index, popen in enumerate(started):
                 self.wait_node(index, popen)
@@ -355,7 +370,8 @@ class Topology:
 
     def stop(self) -> None:
         """The edge, then the nodes and the worker together (each drains for itself), then the data tier."""
-        tiers = [["envoy"], [*(f"node-{i}" for i in range(self.nodes)), "worker"], ["redis"], ["pgbouncer"],
+        tiers = [["envoy"], [*(f"node-{i}" for i in range(self.nodes)), *(f"runner-{i}" for i in range(self.runners)),
+                             "worker"], ["redis"], ["pgbouncer"],
                  ["postgres"]]
         for tier in tiers:
             together(*(functools.partial(self.procs[name].stop, signal.SIGINT if name == "postgres" else signal.SIGTERM)
@@ -744,7 +760,7 @@ def rolling_restart(top: Topology):
 
     def act(scenario: Scenario) -> None:
         scenario.disrupted_at = time.time()
-        together(nodes, top.restart_worker)  # the worker's Deployment rolls beside the nodes'
+        together(nodes, top.restart_worker, top.restart_runners)  # the other Deployments roll beside the nodes'
     return act
 
 
@@ -752,10 +768,12 @@ def node_loss(top: Topology, down: float, restart: bool = True):
     def act(scenario: Scenario) -> None:
         scenario.disrupted_at = time.time()
         top.procs["node-0"].kill()
+        top.procs["runner-0"].kill()  # its runs are taken over by the other runner once their leases run out
         # Out of Envoy's rotation first (what failover is), then down for the rest of `down`.
         _wait(lambda: top.healthy_endpoints() < top.nodes, "the lost node out of Envoy's rotation", 30)
         time.sleep(max(0.0, scenario.disrupted_at + down - time.time()))
         if restart:
+            top.start_runner(0)
             top.start_node(0)  # as Kubernetes restarts the pod
             top.wait_in_rotation()
     return act

@@ -74,8 +74,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     runtime.announce(runtime.Instance(os.getpid(), str(settings.data_dir), stack.http_url, stack.database_url,
                                       stack.redis_url))
-    processes = ", ".join(f"{p.name} ×{p.count() if args.workers is None else args.workers}"
-                          for p in MODULES.processes) or "none"
+    processes = ", ".join([f"runner ×{settings.runner_processes} (the model's work, nice {settings.runner_nice})",
+                           *(f"{p.name} ×{p.count() if args.workers is None else args.workers}"
+                             for p in MODULES.processes)])
     print(
         f"Persona Service is up in {time.monotonic() - started:.1f}s\n"
         f"  HTTP/JSON and gRPC (h2c): http://127.0.0.1:{settings.http_port}/v1\n"
@@ -218,6 +219,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_runner(args: argparse.Namespace) -> int:
+    from persona_service.kernel.runner import run
+    from persona_service.registry import MODULES
+
+    run(MODULES)
+    return 0
+
+
 def cmd_migrate(args: argparse.Namespace) -> int:
     from persona_service.kernel.db import migrate
     from persona_service.kernel.embedded import database_url
@@ -241,6 +250,8 @@ def kernel_commands() -> tuple[Command, ...]:
         Command("up", "run everything: PostgreSQL, Redis, migrations, gRPC servers, background workers, Envoy", cmd_up,
                 _up_arguments),
         Command("serve", "run only the gRPC server (DATABASE_URL and REDIS_URL required)", cmd_serve),
+        Command("runner", "run only a runner: streamed runs, durable tasks and the model's work (DATABASE_URL and "
+                "REDIS_URL required)", cmd_runner),
         Command("edge", "run only Envoy, in front of the gRPC server on PERSONA_GRPC_PORT (PERSONA_EDGE_SECRET "
                 "required; the image's sidecar role)", cmd_edge, _edge_arguments),
         Command("migrate", "apply database migrations", cmd_migrate),

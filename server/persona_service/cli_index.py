@@ -6,6 +6,7 @@ settings sections and its --help epilog, read without importing any module."""
 COMMANDS = (
     ('up', 'run everything: PostgreSQL, Redis, migrations, gRPC servers, background workers, Envoy', 'persona_service.cli:cmd_up', 'persona_service.cli:_up_arguments', False, False),
     ('serve', 'run only the gRPC server (DATABASE_URL and REDIS_URL required)', 'persona_service.cli:cmd_serve', None, False, False),
+    ('runner', "run only a runner: streamed runs, durable tasks and the model's work (DATABASE_URL and REDIS_URL required)", 'persona_service.cli:cmd_runner', None, False, False),
     ('edge', "run only Envoy, in front of the gRPC server on PERSONA_GRPC_PORT (PERSONA_EDGE_SECRET required; the image's sidecar role)", 'persona_service.cli:cmd_edge', 'persona_service.cli:_edge_arguments', False, False),
     ('migrate', 'apply database migrations', 'persona_service.cli:cmd_migrate', None, False, False),
     ('status', 'the running instance (`up`) and whether it is ready: one JSON line; exit 1 when not', 'persona_service.cli:cmd_status', 'persona_service.cli:_status_arguments', False, True),
@@ -58,6 +59,9 @@ VARIABLES = (
     '  PERSONA_TASK_WORKERS=2',
     '  PERSONA_TASK_POLL_SECONDS=1.0',
     '  PERSONA_SERVER_PROCESSES=2',
+    '  PERSONA_RUNNER_PROCESSES=1',
+    '  PERSONA_RUNNER_NICE=5',
+    '  PERSONA_MODEL_CALL_TIMEOUT_SECONDS=60.0',
     '  PERSONA_DB_CONNECTIONS=90',
     '  PERSONA_DB_POOL_SIZE=16',
     '  PERSONA_DB_PREPARED_STATEMENTS=True',

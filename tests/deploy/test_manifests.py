@@ -41,7 +41,8 @@ def test_manifest_validates_against_the_kubernetes_schema(name, doc):
 
 def test_the_manifests_cover_a_scaled_out_deployment():
     kinds = {(doc["kind"], doc["metadata"]["name"]) for _, doc in DOCUMENTS}
-    assert {("Deployment", "persona-server"), ("Deployment", "persona-worker"), ("Job", "persona-service-migrate"),
+    assert {("Deployment", "persona-server"), ("Deployment", "persona-runner"), ("Deployment", "persona-worker"),
+            ("Job", "persona-service-migrate"),
             ("HorizontalPodAutoscaler", "persona-server"), ("PodDisruptionBudget", "persona-server"),
             ("Service", "persona-service"), ("ConfigMap", "persona-service"), ("Secret", "persona-service")} <= kinds
 
@@ -63,7 +64,7 @@ def test_every_container_runs_a_real_command_as_non_root():
         assert container["args"][0] in commands, (name, container["args"])
         roles.add(container["args"][0])
         assert container["securityContext"]["allowPrivilegeEscalation"] is False, name
-    assert roles == {"serve", "edge", "worker", "migrate"}
+    assert roles == {"serve", "runner", "edge", "worker", "migrate"}
 
 
 def test_the_server_pod_is_probed_through_its_edge():
@@ -127,7 +128,8 @@ def test_the_manifests_match_the_tested_topology():
     pooled = _doc("Secret", "persona-service")["stringData"]["DATABASE_URL"]
     direct = _doc("Secret", "persona-service-direct")["stringData"]["DATABASE_URL"]
     assert "@pgbouncer:" in pooled and "@pgbouncer:" not in direct
-    for kind, name in (("Job", "persona-service-migrate"), ("Deployment", "persona-worker")):
+    for kind, name in (("Job", "persona-service-migrate"), ("Deployment", "persona-worker"),
+                       ("Deployment", "persona-runner")):
         (container,) = _doc(kind, name)["spec"]["template"]["spec"]["containers"]
         assert container["envFrom"][-1] == {"secretRef": {"name": "persona-service-direct"}}, name
     ini = _doc("ConfigMap", "pgbouncer")["data"]["pgbouncer.ini"]

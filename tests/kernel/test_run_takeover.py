@@ -1,9 +1,11 @@
-"""Durable runs across server processes (kernel.runs): a streamed generation
-outlives the process that started it. A second node runs beside the test
-stack on its PostgreSQL and Redis, with a short run lease; a run started on
-it is taken over by the stack's process when the node is killed (SIGKILL) or
-drained (SIGTERM, `Runs.hand_over`), and the client resumes on the stack's
-edge with `Last-Event-ID`: every frame once, in order, and one persona.
+"""Durable runs across processes (kernel.runs): a streamed generation
+outlives the server that accepted it and the runner that ran it. A second
+node (a server and its edge, no runner) runs beside the test stack on its
+PostgreSQL and Redis; the stack's runner runs what the node accepts. When the
+node is drained (SIGTERM) its views end and the client resumes on the stack's
+edge with `Last-Event-ID`; when the node and the runner are killed (SIGKILL)
+the runner started again takes the runs over once their leases ran out:
+every frame once, in order, and one persona.
 
 The persona table is locked while the node runs (support.personas_locked):
 the run streams its steps but cannot commit until the lock goes, so the node
@@ -31,9 +33,10 @@ SHORT_LEASE = "1.5"  # renewed every 0.5 s; a killed node's runs are taken over 
 
 @pytest.fixture(scope="module")
 def node(stack, tmp_path_factory):
-    """Node A: its own server process and edge on the stack's PostgreSQL and Redis."""
-    other = make_stack_beside(stack, tmp_path_factory.mktemp("node"), PERSONA_DRAIN_SECONDS="0.2",
-                              PERSONA_RUN_LEASE_SECONDS=LONG_LEASE)
+    """Node A: its own server process and edge on the stack's PostgreSQL and Redis (the stack's runner runs
+    its runs)."""
+    other = make_stack_beside(stack, tmp_path_factory.mktemp("node"), settings={"runner_processes": 0},
+                              PERSONA_DRAIN_SECONDS="0.2", PERSONA_RUN_LEASE_SECONDS=LONG_LEASE)
     with running(other):
         yield other
 
@@ -46,6 +49,14 @@ def _with_lease(node, seconds: str) -> int:
         node.extra_env["PERSONA_RUN_LEASE_SECONDS"] = seconds
         node.start_server(port)
     return port
+
+
+def _kill_runner(stack) -> None:
+    """`kill -9` of the stack's runner mid-run: its supervisor starts it again; it takes the runs over once the
+    dead one's leases ran out."""
+    runner = stack.process("runner-0")
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait()
 
 
 def _start_on(node, tenant, intent: str, frames: int, path: str = "/v1/personas", body: dict | None = None):
@@ -107,8 +118,9 @@ def test_a_drained_node_hands_its_runs_and_streams_over(node, http, engine, tena
     _check_one_run(http, engine, tenant, intent, run_id, seen, rest)
 
 
-def test_runs_whose_node_was_killed_are_taken_over_and_their_streams_resume_elsewhere(node, http, engine, tenants):
-    """A persona's generation and a chat reply, both mid-run on node A when it is killed."""
+def test_runs_whose_node_was_killed_are_taken_over_and_their_streams_resume_elsewhere(stack, node, http, engine,
+                                                                                     tenants):
+    """A persona's generation and a chat reply, both mid-run when node A and the runner are killed."""
     tenant = tenants(plan="pro")
     intent = "A glassblower who hears colours"
     persona = http.post("/v1/personas", json={"intent": "A jazz pianist who counts in colours"},
@@ -123,7 +135,8 @@ def test_runs_whose_node_was_killed_are_taken_over_and_their_streams_resume_else
         chat_client, chat_response, _, chat_seen = _start_on(
             node, tenant, "", 2, chat_path, {"content": "What do you love about jazz?"})
         os.kill(node.process(f"server-{port}").pid, signal.SIGKILL)
-        node.stop_server(port)  # for good: the stack's process takes the runs over once their leases ran out
+        node.stop_server(port)  # for good: the client resumes on the stack's edge
+        _kill_runner(stack)
         for c in (response, chat_response, client, chat_client):
             c.close()
         lock.rollback()
@@ -177,9 +190,9 @@ def _completion(http, tenant, persona: str, content: str):
     return "/v1/chat/completions", body, texts, stored
 
 
-def test_a_reply_taken_over_goes_on_from_the_text_its_client_saw(node, http, tenants):
+def test_a_reply_taken_over_goes_on_from_the_text_its_client_saw(stack, node, http, tenants):
     """A sampling model words each attempt differently (the attempt-keyed test provider: "Take 1. …" then
-    "Take 2. …"); a chat message's reply and a streamed completion are killed mid-reply with their node, the
+    "Take 2. …"); a chat message's reply and a streamed completion are killed mid-reply with their runner, the
     next attempt continues what was sent, so each client's deltas, before the kill and after resuming, are
     the stored reply."""
     tenant = tenants(plan="pro")
@@ -192,7 +205,8 @@ def test_a_reply_taken_over_goes_on_from_the_text_its_client_saw(node, http, ten
         client, response, _, seen = _start_on(node, tenant, "", 1 + attempt_keyed.HOLD_AFTER, path, body)
         started.append((path, texts, stored, client, response, seen))
     os.kill(node.process(f"server-{port}").pid, signal.SIGKILL)
-    node.stop_server(port)  # for good: the stack's process takes the runs over (attempt 2)
+    node.stop_server(port)  # for good: the clients resume on the stack's edge
+    _kill_runner(stack)  # the runner started again takes the runs over (attempt 2)
     for path, texts, stored, client, response, seen in started:
         response.close()
         client.close()

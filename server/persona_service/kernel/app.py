@@ -22,6 +22,7 @@ from persona_service.kernel.idempotency import Idempotency
 from persona_service.kernel.limits.limiter import RateLimiter
 from persona_service.kernel.limits.resolver import LimitsResolver
 from persona_service.kernel.logs import Throttled
+from persona_service.kernel.model_calls import RemoteProvider
 from persona_service.kernel.module import Job, Modules
 from persona_service.kernel.resources import Resources, Runtime, ServicerDeps
 from persona_service.kernel.runs import RUN_TASK, Runs
@@ -33,7 +34,7 @@ from persona_service.providers.retrying import Retrying, failure_details
 
 if TYPE_CHECKING:
     from persona_service.kernel.transport.context import RequestContext
-    from persona_service.providers.base import ProviderError
+    from persona_service.providers.base import Provider, ProviderError
 
 log = logging.getLogger(__name__)
 _warn = Throttled(log)
@@ -53,8 +54,12 @@ LISTEN_MAX_BACKOFF = 10.0
 
 
 class App:
-    def __init__(self, settings: Settings, modules: Modules):
+    """`role`: `server` (serves calls and stream views; its model calls and runs go to runners), `runner`
+    (runs them: kernel.runner) or `all` (both in one process: one-process tools and tests)."""
+
+    def __init__(self, settings: Settings, modules: Modules, role: str = "all"):
         self.settings = settings
+        self.role = role
         self.modules = modules
         prepared = settings.db_prepared_statements
         self.engine = make_engine(settings.database_url, pool_size=settings.db_pool_size, prepared=prepared)
@@ -78,20 +83,24 @@ class App:
                                      modules.billing_period)
         self.idempotency = Idempotency(self.engine, self.secret_box)
         self.runs = Runs(self.redis, settings.run_workers, self.engine, settings.run_lease_seconds,
-                         settings.run_outage_seconds)
+                         settings.run_outage_seconds, role=role)
         # The local model's steps take turns per organization (kernel.fair).
         fair.install(FairGate(settings.generation_turns))
         # Durable tasks run on the stream pool: long work never holds a unary call's connection.
-        self.provider = make_base_provider()
+        self.provider: Provider = make_base_provider()
+        if role == "server":  # no model work on a server's threads: runners answer its model calls
+            self.provider = RemoteProvider(self.provider, self.redis, self.runs.wakeups,
+                                           settings.model_call_timeout_seconds)
         self.backoff = backoff_delays()
         # What the process owns (object storage, image providers...), opened on first use.
         self.resources = Resources(settings)
         # Jobs run on the unary pool, tasks on the stream pool; neither sees the App.
         self.runtime = Runtime(self.engine, self.resources, self.provider, self.audit, self.invalidate, modules)
-        # Streamed runs are tasks too: a process takes over those whose process died (kernel.runs).
+        # Streamed runs are tasks too: a process takes over those whose process died (kernel.runs); a
+        # runner claims runs apart from its tasks (kernel.runner), in turns by plan.
+        kinds = {**modules.tasks, RUN_TASK: self.runs.task_kind()} if role == "all" else dict(modules.tasks)
         self.tasks = TaskRunner(replace(self.runtime, engine=self.stream_engine), self.stream_engine,
-                                {**modules.tasks, RUN_TASK: self.runs.task_kind()},
-                                settings.task_workers, settings.task_poll_seconds)
+                                kinds, settings.task_workers, settings.task_poll_seconds)
         self._listener: threading.Thread | None = None
         self._closing = threading.Event()
         # Set while the process drains (server.drain): readiness fails, calls are still served.
@@ -168,17 +177,19 @@ class App:
             self.limits.invalidate(subject)
 
     def start_background(self) -> None:
-        self._listener = threading.Thread(target=self._listen, name="invalidations", daemon=True)
-        self._listener.start()
-        jobs = [Job("idempotency.purge", 600, lambda _: self.idempotency.purge_expired()),
-                Job("tasks.purge", 3600, lambda _: self.tasks.purge()),
-                Job("audit.failed_auth", self.failed_auth.every, lambda _: self.audit(self.failed_auth.due())),
-                Job("metrics.sample_pools", 5, lambda _: metrics.sample_pools(
-                    {"unary": self.engine, "stream": self.stream_engine})),
-                *self.modules.jobs]
+        if self.role != "runner":  # a runner authenticates nobody and reads no limits: nothing of it to invalidate
+            self._listener = threading.Thread(target=self._listen, name="invalidations", daemon=True)
+            self._listener.start()
+        jobs = [Job("metrics.sample_pools", 5, lambda _: metrics.sample_pools(
+                    {"unary": self.engine, "stream": self.stream_engine}))]
+        if self.role != "runner":  # the failed authentications a server process tallied
+            jobs.append(Job("audit.failed_auth", self.failed_auth.every, lambda _: self.audit(self.failed_auth.due())))
+        if self.role != "server":  # the periodic jobs and durable tasks are work for runners
+            jobs += [Job("idempotency.purge", 600, lambda _: self.idempotency.purge_expired()),
+                     Job("tasks.purge", 3600, lambda _: self.tasks.purge()), *self.modules.jobs]
+            self.tasks.start()
         for job in jobs:
             threading.Thread(target=self._run_job, args=(job,), name=job.name, daemon=True).start()
-        self.tasks.start()
 
     def _listen(self) -> None:
         """The invalidation bus: subscribe, apply what arrives; when Redis is

@@ -228,12 +228,23 @@ def cpu_turn() -> Iterator[None]:
     """A turn of the process's gate for the current request's organization;
     nothing to wait for outside a request (durable tasks), or when no gate is
     installed, or when this thread already holds one."""
-    gate = _installed
     principal = _principal()
-    if gate is None or principal is None or getattr(_holding, "turn", False):
+    if principal is None:
         yield
         return
-    with gate.turn(principal.org_id, weight_of(principal.plan)):
+    with turn_for(principal.org_id, weight_of(principal.plan)):
+        yield
+
+
+@contextmanager
+def turn_for(org: str, weight: int) -> Iterator[None]:
+    """A turn of the process's gate for `org` (a runner's model call, outside any request); nothing to wait
+    for when no gate is installed or this thread already holds one."""
+    gate = _installed
+    if gate is None or getattr(_holding, "turn", False):
+        yield
+        return
+    with gate.turn(org, weight):
         _holding.turn = True
         try:
             yield

@@ -29,7 +29,9 @@ go on from what its clients saw (`RunLost`: Redis forgot its frames).
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
+import os
 import re
 import threading
 import time
@@ -43,13 +45,13 @@ from google.protobuf.message import Message
 from redis.client import Pipeline
 from sqlalchemy import Connection, Engine
 
-from persona_service.kernel import fair
+from persona_service.kernel import fair, wakeups
 from persona_service.kernel.db.outages import connection_lost
 from persona_service.kernel.errors import ApiError, BadRequest, NotFound, ServiceUnavailable
 from persona_service.kernel.fair import FairPool
 from persona_service.kernel.logs import Throttled
 from persona_service.kernel.tasks import TaskKind
-from persona_service.kernel.tasks_repository import TaskRecord, TaskRepository
+from persona_service.kernel.tasks_repository import TaskRecord, TaskRepository, notify
 
 log = logging.getLogger("persona_service.runs")
 _warn = Throttled(log)  # at most one line per 10 s while Redis is down
@@ -62,7 +64,8 @@ RUN_TASK = "run"  # the task kind of a run (its row: the run's lease and saved s
 RUN_ATTEMPTS = 5
 LIVE_TTL = 60  # seconds a running run's frames outlive its last heartbeat (longer than a takeover takes)
 FINISHED_TTL = 600  # seconds a finished run can still be resumed
-POLL = 0.05  # seconds between reads when following a run of another process
+# Runners claim new runs at once when told on this PostgreSQL channel (kernel.runner), else at their next poll.
+RUNS_CHANNEL = "persona_runs"
 ROW_POLL = 1.0  # seconds between reads of the run's row while no process runs it (Redis has no status)
 # Frames reach Redis in batches, at most this late: one round trip per batch of every run's frames,
 # not one per frame (per-frame round trips were a third of a process's time under generating streams).
@@ -211,7 +214,9 @@ class RunStore:
 
     def start(self, run: Run) -> None:
         frames, meta = self._keys(run.id)
-        self._quietly(lambda p: p.hset(meta, mapping={**run.owner.as_meta(), "method": run.method, "status": "running"})
+        # `pid`: the process running it (an operator's answer to "where does this run run?").
+        self._quietly(lambda p: p.hset(meta, mapping={**run.owner.as_meta(), "method": run.method, "status": "running",
+                                                      "pid": os.getpid()})
                       .expire(meta, LIVE_TTL))
 
     def kept(self, run_id: str) -> int:
@@ -249,14 +254,20 @@ class RunStore:
                 self._flusher = threading.Thread(target=self._flush_every, name="run-frames", daemon=True)
                 self._flusher.start()
 
-    def finish(self, run: Run, status: str) -> None:
-        """The run's status, after every frame it emitted (in the same round trip)."""
+    def finish(self, run: Run, status: str, error: ApiError | None = None) -> None:
+        """The run's status (and its error, for views in other processes), after every frame it emitted (in
+        the same round trip)."""
         frames, meta = self._keys(run.id)
-        self.flush(lambda p: p.hset(meta, mapping={**run.owner.as_meta(), "method": run.method, "status": status})
-                   .expire(meta, FINISHED_TTL).expire(frames, FINISHED_TTL))
+        ended = {**run.owner.as_meta(), "method": run.method, "status": status}
+        if error is not None:
+            ended["error"] = json.dumps({"code": error.code, "message": error.message, "details": error.details,
+                                         "headers": error.headers})
+        self.flush(lambda p: p.hset(meta, mapping=ended).expire(meta, FINISHED_TTL).expire(frames, FINISHED_TTL),
+                   also=run.id)
 
-    def flush(self, then: Callable | None = None) -> None:
-        """Write the frames kept so far (then `then`'s commands) in one pipeline."""
+    def flush(self, then: Callable | None = None, also: str = "") -> None:
+        """Write the frames kept so far (then `then`'s commands) in one pipeline, and wake the views of
+        their runs (and of run `also`) in every process."""
         with self._flush_lock:
             with self._pending_lock:
                 pending, self._pending = self._pending, []
@@ -268,7 +279,8 @@ class RunStore:
                     frames = self._keys(run_id)[0]
                     p.rpush(frames, frame)
                     p.expire(frames, LIVE_TTL)  # the heartbeat keeps it alive after that
-                return then(p) if then is not None else p
+                p = then(p) if then is not None else p
+                return wakeups.publish(p, [*(run_id for run_id, *_ in pending), *([also] if also else [])])
 
             self._quietly(commands)
             last: dict[str, tuple[int, Callable[[int], None]]] = {}
@@ -325,6 +337,17 @@ def _bytes(value: bytes | str) -> bytes:
 def _unavailable() -> ServiceUnavailable:
     err = ServiceUnavailable("Streams cannot be resumed right now; retry shortly.", {"retryAfter": 1})
     err.headers = {"retry-after": "1"}
+    return err
+
+
+def _error_of(meta: dict[str, str] | None) -> ApiError | None:
+    """The error a run ended with, as the process that ran it kept it (views in other processes answer it)."""
+    kept = (meta or {}).get("error")
+    if not kept:
+        return None
+    fields = json.loads(kept)
+    err = ApiError(fields["message"], fields.get("details") or {}, code=fields["code"])
+    err.headers = dict(fields.get("headers") or {})
     return err
 
 
@@ -405,11 +428,19 @@ Reviver = Callable[[dict[str, Any]], Callable[[Run], Outcome]]
 
 
 class Runs:
-    """The process's run pool, its live runs and their leases."""
+    """The process's run pool, its live runs and their leases.
+
+    Where runs execute depends on the process's role: a `server` only accepts
+    runs (`submit`: the row, for a runner to claim) and follows them from
+    Redis; a `runner` executes them (kernel.runner claims them, `adopt`); a
+    process that is both (`all`: one-process tools and tests) runs what it
+    accepts on its own pool (`start`)."""
 
     def __init__(self, client: redis.Redis, workers: int, engine: Engine, lease_seconds: float,
-                 outage_seconds: float = 30.0):
+                 outage_seconds: float = 30.0, role: str = "all"):
+        self.role = role
         self.store = RunStore(client)
+        self.wakeups = wakeups.Wakeups(client)
         self.engine = engine
         self.lease_seconds = lease_seconds
         # How long a run whose database connection dropped waits for the database (`after_outage`).
@@ -426,6 +457,11 @@ class Runs:
     def share_with(self, waiting: Callable[[], dict[str, int]]) -> None:
         """Organizations waiting for the process's unary workers bound the others' share of run workers too."""
         self._pool.share_with(waiting)
+
+    @property
+    def runs_here(self) -> bool:
+        """Whether a run this process accepts runs on its own pool (else a runner claims it)."""
+        return self.role == "all"
 
     def task_kind(self) -> TaskKind:
         """Runs whose lease ran out are taken over by any process's task threads."""
@@ -446,6 +482,17 @@ class Runs:
                 payload={**(payload or {}), "method": method, "owner": owner.as_meta(), "state": {}})
         self._register(run)
         self._pool.submit(owner.org_id, weight, lambda: self._execute(run, produce))
+        return run
+
+    def submit(self, owner: RunOwner, method: str, weight: int = 1, payload: dict[str, Any] | None = None) -> Run:
+        """Accept a run for a runner (a server process): its row is committed, queued, with a notification
+        that wakes an idle runner at once. Returns the run to follow (`follow` reads its frames from Redis)."""
+        run = Run("run_" + uuid.uuid4().hex, owner, method)
+        with self.engine.begin() as conn:
+            TaskRepository(conn).add(
+                id=run.id, kind=RUN_TASK, org_id=owner.org_id, subject_id=owner.workspace_id,
+                payload={**(payload or {}), "method": method, "owner": owner.as_meta(), "state": {}, "weight": weight})
+            notify(conn, RUNS_CHANNEL)
         return run
 
     def _register(self, run: Run) -> None:
@@ -473,7 +520,7 @@ class Runs:
             if outcome.status != "abandoned":
                 if outcome.status != "completed":  # a completed run's row was settled with its changes (seal)
                     self._settle_row(run, outcome.status)
-                self.store.finish(run, outcome.status)
+                self.store.finish(run, outcome.status, outcome.error)
             run.finish(outcome)
             with self._lock:
                 if self._live.get(run.id) is run:  # not a later attempt this process took over meanwhile
@@ -548,6 +595,10 @@ class Runs:
         If this process loses the run, the view goes on with the frames of the
         process taking it over."""
         state: dict[str, Outcome] = {}
+        with self._lock:
+            live = self._live.get(run.id) is run
+        if not live and run.outcome is None:  # submitted to a runner: its frames come through Redis
+            return self._poll(ResumePoint(run.id, after), active, state, queued=True), lambda: state.get("outcome")
 
         def frames() -> Iterator[Batch]:
             seq, keep_alive = after, _keep_alive()
@@ -603,57 +654,78 @@ class Runs:
         status = {"done": "completed", "failed": "failed"}.get(task.status, "running")
         return {**task.payload.get("owner", {}), "method": task.payload.get("method", ""), "status": status}
 
-    def _poll(self, point: ResumePoint, active: Callable[[], bool], state: dict[str, Outcome]
-              ) -> Iterator[Batch]:
-        seq, row_read, keep_alive = point.seq, 0.0, _keep_alive()
-        while True:
-            if self._handing_over.is_set():
-                state["outcome"] = Outcome("handed_over")
-                return
-            meta = self.store.meta(point.run_id)
-            if meta is None and time.monotonic() - row_read >= ROW_POLL:
-                # No process runs it now (it died; another takes it over once its lease runs out).
-                row_read, meta = time.monotonic(), self._row_meta(point.run_id) or {"status": "lost"}
-            status = "running" if meta is None else meta.get("status", "running")
-            frames = self.store.frames(point.run_id, seq)
-            if frames:
-                yield list(enumerate(frames, seq + 1))
-                seq += len(frames)
-            if status != "running" and not frames:
-                state["outcome"] = Outcome(status)
-                return
-            if keep_alive(bool(frames)):
-                yield []
-            if not frames:
-                if not active():
+    def _poll(self, point: ResumePoint, active: Callable[[], bool], state: dict[str, Outcome],
+              queued: bool = False) -> Iterator[Batch]:
+        """A run's frames from Redis, read whenever the process keeping them says it kept more (wakeups).
+        `queued`: the run was just accepted (no process runs it yet: its row says nothing new for a while)."""
+        seq, keep_alive = point.seq, _keep_alive()
+        row_read = time.monotonic() if queued else 0.0
+        kept = self.wakeups.watch(point.run_id)
+        try:
+            while True:
+                if self._handing_over.is_set():
+                    state["outcome"] = Outcome("handed_over")
                     return
-                time.sleep(POLL)
+                kept.clear()  # a wake-up from now on means more to read
+                meta = self.store.meta(point.run_id)
+                if meta is None and time.monotonic() - row_read >= ROW_POLL:
+                    # No process runs it now (it died; another takes it over once its lease runs out).
+                    row_read, meta = time.monotonic(), self._row_meta(point.run_id) or {"status": "lost"}
+                status = "running" if meta is None else meta.get("status", "running")
+                frames = self.store.frames(point.run_id, seq)
+                if frames:
+                    yield list(enumerate(frames, seq + 1))
+                    seq += len(frames)
+                if status != "running" and not frames:
+                    state["outcome"] = Outcome(status, _error_of(meta))
+                    return
+                if keep_alive(bool(frames)):
+                    yield []
+                if not frames:
+                    if not active():
+                        return
+                    kept.wait(wakeups.FALLBACK_SECONDS)
+        finally:
+            self.wakeups.unwatch(point.run_id, kept)
 
     # --- leases -----------------------------------------------------------------------
 
     def _take_over(self, task: TaskRecord) -> None:
         """Run a run whose lease ran out (its process died or gave it back), from its saved state."""
+        adopted = self.adopt(task)
+        if adopted is not None:
+            self.execute(*adopted)
+
+    def adopt(self, task: TaskRecord) -> tuple[Run, Callable[[Run], Outcome]] | None:
+        """A run this process claimed (new, or whose lease ran out), registered here (its lease renewed from
+        now on) with the operation that goes on from its saved state; None when there is nothing to run."""
         if self._handing_over.is_set() or self.revive is None:
             self._release(task.id, task.attempts)
-            return
+            return None
         payload = task.payload
         owner = RunOwner(payload["owner"]["org"], payload["owner"]["ws"])
         ended = self.store.ended(task.id)
         if ended is not None:  # it ended while the database was away (its row could not say so then)
             self._settle_row(Run(task.id, owner, payload["method"], task.attempts), ended)
-            return
+            return None
         known = self.store.known(task.id)  # before this attempt writes the run's meta again
         run = Run(task.id, owner, payload["method"], task.attempts, payload.get("state"), self.store.kept(task.id))
-        log.info("taking over run %s (attempt %d, %d frames kept)", run.id, run.attempt, run.kept)
-        run.earlier = (lambda: self.store.frames(run.id, 0)[:run.kept]) if known else (lambda: None)
+        if run.attempt > 1:
+            log.info("taking over run %s (attempt %d, %d frames kept)", run.id, run.attempt, run.kept)
+        # A first attempt (a runner claiming an accepted run) has no earlier frames to go on from.
+        run.earlier = (lambda: self.store.frames(run.id, 0)[:run.kept]) if known or run.attempt == 1 else (lambda: None)
         self._register(run)
         try:
-            produce = self.revive(payload)
+            return run, self.revive(payload)
         except Exception:  # noqa: BLE001 - e.g. a method this release no longer has
             log.exception("cannot revive run %s", run.id)
-            self._execute(run, lambda run: Outcome("failed"))
-            return
+            return run, lambda run: Outcome("failed")
+
+    def execute(self, run: Run, produce: Callable[[Run], Outcome]) -> None:
         self._execute(run, produce)
+
+    def lose(self, task: TaskRecord) -> None:
+        self._lose(task)
 
     def _lose(self, task: TaskRecord) -> None:
         """No attempt finished the run: it ends `lost` (nothing of it was committed)."""

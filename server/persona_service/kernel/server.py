@@ -81,7 +81,7 @@ def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Se
 def serve(modules: Modules) -> None:
     settings = config.load()
     logs.configure(settings.log_level, settings.log_format)
-    app = App(settings, modules)
+    app = App(settings, modules, role="server")  # runners (kernel.runner) do the model's work
     tracing.configure("persona-service", settings.otlp_endpoint, [app.engine, app.stream_engine])
     app.start_background()
     server, health_servicer = build_server(app, f"127.0.0.1:{settings.grpc_port}")

@@ -174,6 +174,22 @@ class Settings(Section):
     server_processes: int = Field(
         2, description="gRPC server processes behind Envoy (two measured +35–70% throughput over one on 2 cores)",
     )
+    runner_processes: int = Field(
+        1, ge=0,
+        description="runner processes `up` starts: they run the streamed runs, durable tasks and every call of "
+                    "the model (server processes only serve); scale them for model load, servers for calls (0: "
+                    "runners run elsewhere, on the same PostgreSQL and Redis)",
+    )
+    runner_nice: int = Field(
+        5, ge=0, le=19,
+        description="how much a runner lowers its CPU scheduling priority (os.nice) so that, on a shared machine, "
+                    "the servers' calls and stream views go before the model's work; 0 keeps it",
+    )
+    model_call_timeout_seconds: float = Field(
+        60.0, gt=0, le=600, allow_inf_nan=False,
+        description="how long a server process waits for a runner to answer a call of the model (a unary "
+                    "operation's completion, moderation, embeddings, …) before it fails as `provider_timeout`",
+    )
     db_connections: int = Field(
         90, ge=4,
         description="PostgreSQL connections all processes `up` starts may hold together (keep it under PostgreSQL's "

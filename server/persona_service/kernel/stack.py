@@ -180,6 +180,8 @@ class Stack:
         self.settings.resolved_secrets_key()
         for port in self.grpc_ports:
             self.start_server(port)
+        for index in range(self.settings.runner_processes):
+            self.start_runner(index)
         for process in self.modules.processes:
             for index in range(process.count() if self.workers is None else self.workers):
                 self.start_process(process, index)
@@ -210,6 +212,35 @@ class Stack:
             ready=lambda proc: self.wait_grpc(port, proc, also=self.stream_port(port)),
         ))
 
+    def start_runner(self, index: int) -> subprocess.Popen:
+        """A runner process (kernel.runner): it takes runs, tasks and model calls once its file says so."""
+        from persona_service.kernel.runner import READY_FILE_ENV  # (the runner's modules load only in it)
+
+        name = f"runner-{index}"
+        ready = self.settings.data_dir / f"{name}.ready"
+        ready.unlink(missing_ok=True)
+        return self._supervisor.start(Child(
+            name, [sys.executable, "-m", "persona_service.cli", "runner"],
+            self.process_env(**{READY_FILE_ENV: str(ready)}, **self.runner_pools()), self.log_dir / f"{name}.log",
+            ready=lambda proc: self._wait_file(ready, proc, name),
+        ))
+
+    def runner_pools(self) -> dict[str, str]:
+        """A runner's PostgreSQL pools: its runs' units of work and its task threads (the stream pool), and
+        their rows, leases and claims (the other)."""
+        settings = self.settings
+        return {"PERSONA_DB_POOL_SIZE": str(settings.run_workers // 2 + 4),
+                "PERSONA_STREAM_DB_POOL_SIZE": str(settings.run_workers + settings.task_workers + 2)}
+
+    def _wait_file(self, path: pathlib.Path, proc: subprocess.Popen, name: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            if proc.poll() is not None:
+                raise StackError(f"{name} exited ({proc.returncode}); see {self.log_dir}/{name}.log")
+            if time.monotonic() > deadline:
+                raise StackError(f"{name} did not become ready")
+            time.sleep(0.1)
+
     def server_pools(self) -> dict[str, str]:
         """Each server process's PostgreSQL pools, from one connection budget
         (Settings.db_connections): what the workers declare and a reserve for
@@ -222,7 +253,7 @@ class Stack:
         settings = self.settings
         workers = sum(
             p.db_connections() * (p.count() if self.workers is None else self.workers) for p in self.modules.processes
-        )
+        ) + settings.runner_processes * (sum(int(n) for n in self.runner_pools().values()) + 1)  # + its LISTEN
         share = (settings.db_connections - CLI_CONNECTIONS - workers) // max(1, len(self.grpc_ports))
         threads = explicit.get("PERSONA_GRPC_WORKERS", "")
         # (A bad value is the server's to report, with the variable's name.)
@@ -311,7 +342,7 @@ class Stack:
     def stop(self) -> None:
         self._supervisor.stop()
         children = self._supervisor.children()
-        order = {"envoy": 0, "server": 2}  # the edge first, the servers last; workers between
+        order = {"envoy": 0, "server": 2, "runner": 2}  # the edge first, servers and runners last; workers between
         for rank in sorted({order.get(c.name.split("-")[0], 1) for c in children}):
             # Each rank's processes stop together (a server drains for PERSONA_DRAIN_SECONDS first).
             group = [c for c in children if order.get(c.name.split("-")[0], 1) == rank]

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from persona_service.kernel import metrics
 from persona_service.kernel.db import outages as database
 from persona_service.kernel.logs import Throttled
-from persona_service.kernel.tasks_repository import TaskRecord, TaskRepository
+from persona_service.kernel.tasks_repository import TaskRecord, TaskRepository, notify
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -39,6 +39,8 @@ _warn = Throttled(log)
 
 T = TypeVar("T")
 KEEP_FINISHED = timedelta(days=1)
+# Runner processes LISTEN here (kernel.runner): a task committed by a server process wakes their task threads.
+TASKS_CHANNEL = "persona_tasks"
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ def enqueue(conn: Connection, kind: str, org_id: str, subject_id: str = "",
     """A task that runs once this unit of work commits (and never if it rolls back)."""
     task_id = "task_" + uuid.uuid4().hex
     TaskRepository(conn).add(id=task_id, kind=kind, org_id=org_id, subject_id=subject_id, payload=payload or {})
+    notify(conn, TASKS_CHANNEL)
     return task_id
 
 

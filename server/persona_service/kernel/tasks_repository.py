@@ -42,6 +42,11 @@ RETURNING t.id
 """)
 
 
+def notify(conn: Connection, channel: str) -> None:
+    """Tell processes LISTENing on `channel` (once this transaction commits; PostgreSQL folds repeats)."""
+    conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": channel})
+
+
 @dataclass(frozen=True, slots=True)
 class TaskRecord:
     id: str

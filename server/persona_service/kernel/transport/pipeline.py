@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, cast
 
 import grpc
@@ -29,6 +30,7 @@ from persona_service.kernel.db.outages import connection_lost
 from persona_service.kernel.db.uow import UnitOfWork
 from persona_service.kernel.errors import ApiError, ServiceUnavailable
 from persona_service.kernel.fair import FairGate, weight_of
+from persona_service.kernel.limits.limiter import Admission
 from persona_service.kernel.principal import principal_from_json, principal_json
 from persona_service.kernel.runs import Batch, Outcome, Run, RunAbandoned, RunLost, resume_point
 from persona_service.kernel.transport import context as request_context
@@ -145,11 +147,17 @@ class RequestPipeline(grpc.ServerInterceptor):
             call.reached_operation = True
             assert call.context is not None  # a caller's call
             request, context = call.request, call.context
-            run = self.app.runs.start(
-                run_owner(call), meta.path,
-                lambda run: self._produce(call, behavior, request, context, meta, run),
-                weight_of(call.ctx.caller.plan), _revivable(call, request),
-            )
+            if self.app.runs.runs_here:
+                run = self.app.runs.start(
+                    run_owner(call), meta.path,
+                    lambda run: self._produce(call, behavior, request, context, meta, run),
+                    weight_of(call.ctx.caller.plan), _revivable(call, request),
+                )
+            else:  # a runner runs it (kernel.runner), and ends the call's admission with it
+                run = self.app.runs.submit(run_owner(call), meta.path, weight_of(call.ctx.caller.plan),
+                                           {**_revivable(call, request), "admission": asdict(call.admission)})
+                call.ctx.uow.close()  # following needs no database
+                call.admission = Admission()
             frames, outcome = self.app.runs.follow(run, 0, context.is_active)
             return Following(run, frames, outcome, run.id)
 
@@ -302,6 +310,10 @@ class RequestPipeline(grpc.ServerInterceptor):
             traceparent=payload.get("traceparent"), principal=principal_from_json(payload["principal"]),
         ), {}, meta, request)
         call.reached_operation = True
+        if "admission" in payload:  # the concurrency slots its accepting server took: released when it ends
+            kept = payload["admission"]
+            call.admission = Admission(slot_keys=tuple(kept["slot_keys"]), refund_key=kept["refund_key"],
+                                       token=kept["token"])
         return lambda run: self._produce(call, behavior, request, _Detached(), meta, run)
 
     def _relay(self, call: Call, context: grpc.ServicerContext, meta: MethodMeta, frames: Iterator[Batch],

@@ -1,0 +1,238 @@
+"""Calls of the model from server processes, answered by runner processes.
+
+A server process does no model work on its threads: its provider is a `RemoteProvider`, whose every call (a
+completion, moderation, embeddings, a soul or a voice, a portrait) is queued in Redis for the runners and
+waited for. The unary call that made it keeps its own unit of work, timeouts, errors and idempotency: only the
+model's part moves. A runner (`ModelCallServer`) takes calls with a blocking read (at once, no poll), runs them
+on its pool, organizations taking turns weighted by plan (kernel.fair), one step at a time under the process's
+gate, and answers in Redis, waking the waiter through pub/sub (kernel.wakeups).
+
+A call nobody answers within its timeout (no runner, or the runner died mid-call) fails as the provider
+timing out (`provider_timeout`, which the provider's retries try again).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from typing import Any
+
+import redis
+
+from persona_service.kernel import fair, wakeups
+from persona_service.kernel.errors import ApiError
+from persona_service.kernel.transport import context as request_context
+from persona_service.providers.base import (
+    Completion,
+    Delta,
+    GenerationOptions,
+    ImagePrompt,
+    Message,
+    ModerationResult,
+    Provider,
+    ProviderError,
+    ProviderTimeout,
+    ToolCall,
+)
+
+log = logging.getLogger("persona_service.model_calls")
+
+QUEUE = "persona:model:calls"
+ANSWER_TTL = 120  # seconds an answer waits for its caller (one that gave up leaves nothing behind for long)
+# The local provider's persona pipeline (souls, voices): model work reached by name, beyond the interface.
+PIPELINE_STEPS = ("soul_from_intent", "refine_soul", "voice_from_soul")
+
+
+def _answer_key(call_id: str) -> str:
+    return f"persona:model:answer:{call_id}"
+
+
+# --- what travels (JSON) -------------------------------------------------------------------------------
+
+
+def _tool_calls(items: Any) -> tuple[ToolCall, ...]:
+    return tuple(ToolCall(**item) for item in items or ())
+
+
+def _completion(fields: dict[str, Any]) -> Completion:
+    return Completion(**{**fields, "tool_calls": _tool_calls(fields.get("tool_calls"))})
+
+
+def _delta(fields: dict[str, Any]) -> Delta:
+    call, usage = fields.get("tool_call"), fields.get("usage")
+    return Delta(**{**fields, "tool_call": ToolCall(**call) if call else None,
+                    "usage": _completion(usage) if usage else None})
+
+
+def _chat_args(messages: list[Message], options: GenerationOptions) -> dict[str, Any]:
+    return {"messages": [asdict(m) for m in messages], "options": asdict(options)}
+
+
+def _chat_from(args: dict[str, Any]) -> tuple[list[Message], GenerationOptions]:
+    messages = [Message(**{**m, "tool_calls": _tool_calls(m.get("tool_calls"))}) for m in args["messages"]]
+    options = args["options"]
+    return messages, GenerationOptions(**{**options, "tools": tuple(options.get("tools") or ())})
+
+
+def _pipeline_step(step: str, provider: Any, args: dict[str, Any]) -> Any:
+    return getattr(provider, step)(*args["args"])
+
+
+# An operation as a runner runs it: (the provider, the call's arguments) -> a JSON-able answer.
+_OPERATIONS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
+    "generate": lambda p, a: asdict(p.generate(*_chat_from(a))),
+    "stream": lambda p, a: [asdict(d) for d in p.stream(*_chat_from(a))],
+    "moderate": lambda p, a: asdict(p.moderate(a["text"])),
+    "embed": lambda p, a: p.embed(a["texts"]),
+    "generate_image": lambda p, a: base64.b64encode(p.generate_image(ImagePrompt(**{
+        **a["prompt"], "traits": tuple(a["prompt"]["traits"])}))).decode(),
+    "edit_image": lambda p, a: base64.b64encode(p.edit_image(base64.b64decode(a["image"]), a["instruction"])).decode(),
+    **{step: functools.partial(_pipeline_step, step) for step in PIPELINE_STEPS},
+}
+
+
+class RemoteProvider:
+    """The provider of a server process: each call is run by a runner process and waited for."""
+
+    def __init__(self, local: Provider, client: redis.Redis, bus: wakeups.Wakeups, timeout_seconds: float):
+        self.local = local  # what a runner runs: its name and attributes are this provider's
+        self.name = local.name
+        self.redis = client
+        self.bus = bus
+        self.timeout_seconds = timeout_seconds
+
+    def __getattr__(self, name: str) -> Any:
+        if name in PIPELINE_STEPS and hasattr(self.local, name):
+            return lambda *args: self._call(name, {"args": list(args)})
+        if name == "local" or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.local, name)
+
+    def generate(self, messages: list[Message], options: GenerationOptions) -> Completion:
+        return _completion(self._call("generate", _chat_args(messages, options)))
+
+    def stream(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
+        return iter([_delta(d) for d in self._call("stream", _chat_args(messages, options))])
+
+    def moderate(self, text: str) -> ModerationResult:
+        fields = self._call("moderate", {"text": text})
+        return ModerationResult(flagged=fields["flagged"], categories=tuple(fields["categories"]),
+                                scores=fields["scores"], matches=tuple(tuple(m) for m in fields["matches"]))
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return list(self._call("embed", {"texts": list(texts)}))
+
+    def generate_image(self, prompt: ImagePrompt) -> bytes:
+        return base64.b64decode(self._call("generate_image", {"prompt": asdict(prompt)}))
+
+    def edit_image(self, image: bytes, instruction: str) -> bytes:
+        return base64.b64decode(self._call("edit_image", {"image": base64.b64encode(image).decode(),
+                                                          "instruction": instruction}))
+
+    def _call(self, op: str, args: dict[str, Any]) -> Any:
+        call_id = "model_" + uuid.uuid4().hex
+        org, weight = _organization()
+        key = _answer_key(call_id)
+        answered = self.bus.watch(key)
+        try:
+            self.redis.rpush(QUEUE, json.dumps({"id": call_id, "op": op, "args": args, "org": org, "weight": weight}))
+            deadline = time.monotonic() + self.timeout_seconds
+            while True:
+                answered.clear()
+                raw = self.redis.get(key)
+                if raw is not None:
+                    return _result(self.name, json.loads(raw))
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ProviderTimeout(self.name, f"no runner answered the model call within {self.timeout_seconds}s")
+                answered.wait(min(left, wakeups.FALLBACK_SECONDS))
+        except redis.RedisError as exc:
+            raise ProviderError(self.name, f"the model's runners are unreachable: {exc}") from exc
+        finally:
+            self.bus.unwatch(key, answered)
+
+
+def _organization() -> tuple[str, int]:
+    """The calling request's organization and its plan's weight (turns on the runners)."""
+    try:
+        principal = request_context.current().principal
+    except LookupError:
+        principal = None
+    return ("", 1) if principal is None else (principal.org_id, fair.weight_of(principal.plan))
+
+
+def _result(provider: str, answer: dict[str, Any]) -> Any:
+    failure = answer.get("error")
+    if failure is None:
+        return answer["value"]
+    if failure["kind"] == "provider":
+        error_class = ProviderTimeout if failure["code"] == ProviderTimeout.code else ProviderError
+        err: ApiError = error_class(failure["provider"], failure["reason"], failure["upstream"], failure["status"])
+    else:
+        err = ApiError(failure["message"], failure.get("details") or {}, code=failure["code"])
+    err.details = failure.get("details") or err.details
+    raise err
+
+
+def _failure(exc: Exception) -> dict[str, Any]:
+    if isinstance(exc, ProviderError):
+        return {"kind": "provider", "code": exc.code, "provider": exc.provider, "reason": exc.reason,
+                "upstream": exc.upstream, "status": exc.upstream_status, "details": exc.details}
+    if isinstance(exc, ApiError):
+        return {"kind": "api", "code": exc.code, "message": exc.message, "details": exc.details}
+    return {"kind": "api", "code": "internal_error", "message": "", "details": {}}
+
+
+class ModelCallServer:
+    """A runner's side: takes queued model calls at once and answers them on its pool."""
+
+    def __init__(self, provider: Provider, client: redis.Redis, workers: int) -> None:
+        self.provider = provider
+        self.redis = client
+        self.pool = fair.FairPool(workers, "model")
+        self._closing = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._take, name="model-calls", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._closing.set()
+        self.pool.shutdown()
+
+    def _take(self) -> None:
+        while not self._closing.is_set():
+            try:
+                taken = self.redis.blpop([QUEUE], timeout=1)
+            except redis.RedisError as exc:
+                log.warning("model calls not taken: Redis is unavailable (%s)", exc)
+                self._closing.wait(1.0)
+                continue
+            if taken is None:
+                continue
+            call = json.loads(taken[1])
+            self.pool.submit(call["org"], call["weight"], functools.partial(self.answer, call))
+
+    def answer(self, call: dict[str, Any]) -> None:
+        try:
+            with fair.turn_for(call["org"], call["weight"]):
+                answer: dict[str, Any] = {"value": _OPERATIONS[call["op"]](self.provider, call["args"])}
+        except Exception as exc:  # noqa: BLE001 - the caller gets it as the provider's failure
+            if not isinstance(exc, ApiError):
+                log.exception("model call %s (%s) failed", call["id"], call["op"])
+            answer = {"error": _failure(exc)}
+        key = _answer_key(call["id"])
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.set(key, json.dumps(answer), ex=ANSWER_TTL)
+            wakeups.publish(pipe, [key]).execute()
+        except redis.RedisError as exc:
+            log.warning("model call %s answered but not delivered: %s", call["id"], exc)

@@ -1,0 +1,96 @@
+"""Wake-ups across processes over Redis pub/sub: a runner that keeps a run's frames (or a model call's answer)
+publishes its key; a server process's one subscriber thread wakes whoever waits on it here (a stream view, a
+unary call waiting for the model). Waiters read Redis only when woken (or every `FALLBACK_SECONDS` while the
+bus is down), never at a fixed poll interval: a frame reaches its view one round trip after it is kept."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+
+import redis
+from redis.client import Pipeline
+
+from persona_service.kernel.logs import Throttled
+
+log = logging.getLogger("persona_service.wakeups")
+_warn = Throttled(log)
+
+CHANNEL = "persona:kept"
+# How long a waiter waits for a wake-up before it reads Redis anyway (a message lost while the bus reconnects).
+FALLBACK_SECONDS = 0.5
+_RETRY_SECONDS = 1.0
+
+
+def publish(pipe: Pipeline, keys: Iterable[str]) -> Pipeline:
+    """Add the wake-up of `keys`' waiters (in every process) to a pipeline, after what it writes."""
+    joined = " ".join(dict.fromkeys(keys))
+    if joined:
+        pipe.publish(CHANNEL, joined)
+    return pipe
+
+
+class Wakeups:
+    """The keys this process's threads wait on, and the subscriber that wakes them (started on first use)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.redis = client
+        self._waiting: dict[str, set[threading.Event]] = {}
+        self._lock = threading.Lock()
+        self._listener: threading.Thread | None = None
+        self._subscribed = threading.Event()
+
+    def watch(self, key: str) -> threading.Event:
+        """An event set whenever `key` is published (clear it before each read of what it names)."""
+        event = threading.Event()
+        with self._lock:
+            self._waiting.setdefault(key, set()).add(event)
+            if self._listener is None:
+                self._listener = threading.Thread(target=self._listen, name="wakeups", daemon=True)
+                self._listener.start()
+        self._subscribed.wait(FALLBACK_SECONDS)  # the first watcher of the process: until it is subscribed
+        return event
+
+    def unwatch(self, key: str, event: threading.Event) -> None:
+        with self._lock:
+            events = self._waiting.get(key)
+            if events is not None:
+                events.discard(event)
+                if not events:
+                    del self._waiting[key]
+
+    def _wake(self, data: bytes | str) -> None:
+        text = data.decode() if isinstance(data, bytes) else data
+        with self._lock:
+            events = [event for key in text.split() for event in self._waiting.get(key, ())]
+        for event in events:
+            event.set()
+
+    def _listen(self) -> None:
+        while True:
+            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                pubsub.subscribe(CHANNEL)
+                self._subscribed.set()
+                self._wake_all()  # what was published while it was away
+                while True:
+                    message = pubsub.get_message(timeout=1.0)
+                    if message is not None and message["type"] == "message":
+                        self._wake(message["data"])
+            except redis.RedisError as exc:
+                self._subscribed.clear()
+                _warn.warning("bus", "wake-ups unavailable (%s): waiters read Redis every %.1fs", exc,
+                              FALLBACK_SECONDS)
+                threading.Event().wait(_RETRY_SECONDS)
+            finally:
+                try:
+                    pubsub.close()
+                except redis.RedisError:
+                    pass
+
+    def _wake_all(self) -> None:
+        with self._lock:
+            events = [event for events in self._waiting.values() for event in events]
+        for event in events:
+            event.set()

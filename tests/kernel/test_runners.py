@@ -1,0 +1,145 @@
+"""Servers serve, runners run (kernel.runner): a streamed run is executed by a runner process, never by the
+server that accepted it; a unary operation's model calls are answered by a runner; a runner killed mid-run
+loses nothing; a runner claims an accepted run on its notification, not at its next poll."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from contextlib import contextmanager
+
+import httpx
+import redis
+from persona_service.kernel import wakeups
+from persona_service.kernel.runner import RunClaimer
+from persona_service.kernel.runs import Outcome, RunOwner, Runs
+from persona_service.kernel.tasks import TaskRunner
+from sqlalchemy import text
+from support import engine_for, personas_locked, sse_stream
+
+TIMEOUT = httpx.Timeout(60.0)
+STEPS = ["moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint"]
+
+
+def _redis(stack) -> redis.Redis:
+    return redis.Redis.from_url(stack.redis_url)
+
+
+def _server_pids(stack) -> set[int]:
+    return {stack.process(f"server-{port}").pid for port in stack.grpc_ports}
+
+
+def _open_stream(stack, tenant, intent: str, frames: int):
+    client = httpx.Client(base_url=stack.http_url, timeout=TIMEOUT)
+    response = client.send(client.build_request("POST", "/v1/personas", params={"stream": "true"},
+                                                json={"intent": intent}, headers=tenant.auth), stream=True)
+    assert response.status_code == 200, response.read()
+    events = sse_stream(response.iter_lines())
+    return client, response, [next(events) for _ in range(frames)]
+
+
+def test_a_streamed_run_is_executed_by_a_runner_not_by_the_server_that_accepted_it(stack, engine, tenants):
+    tenant = tenants(plan="pro")
+    with personas_locked(engine) as lock:
+        client, response, _ = _open_stream(stack, tenant, "A lamplighter who files weather reports", 2)
+        run_id = response.headers["x-run-id"]
+        pid = int(_redis(stack).hget(f"run:{run_id}:meta", "pid"))
+        lock.rollback()
+        response.close()
+        client.close()
+    assert pid == stack.process("runner-0").pid
+    assert pid not in _server_pids(stack)
+
+
+@contextmanager
+def _published(stack):
+    """The wake-up keys published while the block runs."""
+    seen: list[str] = []
+    pubsub = _redis(stack).pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(wakeups.CHANNEL)
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            message = pubsub.get_message(timeout=0.2)
+            if message is not None:
+                seen.extend(message["data"].decode().split())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        yield seen
+    finally:
+        time.sleep(0.3)
+        stop.set()
+        reader.join()
+        pubsub.close()
+
+
+def test_a_unary_operation_gets_its_model_calls_answered_by_a_runner(stack, http, tenants):
+    tenant = tenants(plan="pro")
+    with _published(stack) as seen:
+        created = http.post("/v1/personas", json={"intent": "A beekeeper who writes sonnets"}, headers=tenant.auth)
+    assert created.status_code == 200, created.text
+    # Its soul, voice, moderation and audit: each a call a runner answered (and woke the server for).
+    answers = [key for key in seen if key.startswith("persona:model:answer:")]
+    assert len(answers) >= 3, seen
+
+
+def test_a_runner_killed_mid_run_loses_nothing_its_run_is_taken_over(stack, http, engine, tenants):
+    tenant = tenants(plan="pro")
+    intent = "A tram driver who collects lost umbrellas"
+    with personas_locked(engine) as lock:
+        client, response, seen = _open_stream(stack, tenant, intent, 3)
+        run_id = response.headers["x-run-id"]
+        runner = stack.process("runner-0")
+        os.kill(runner.pid, signal.SIGKILL)  # mid-run: its persona cannot be written while the lock holds
+        runner.wait()
+        response.close()
+        client.close()
+        lock.rollback()
+    # The supervisor starts a runner again; it takes the run over once the dead one's lease ran out.
+    with http.stream("POST", "/v1/personas", params={"stream": "true"}, json={},
+                     headers={**tenant.auth, "Last-Event-ID": seen[-1].id}, timeout=TIMEOUT) as r:
+        assert r.status_code == 200, r.read()
+        rest = list(sse_stream(r.iter_lines()))
+    events = seen + rest[:-1]
+    assert [e.id for e in events] == [f"{run_id}.{n}" for n in range(1, len(events) + 1)]  # no gap, no repeat
+    assert rest[-1].event == "end" and rest[-1].json() == {"runId": run_id, "status": "completed"}
+    persona = events[-1].json()["persona"]
+    items = http.get("/v1/personas", params={"limit": 100}, headers=tenant.auth).json()["items"]
+    assert [p["id"] for p in items if p["intent"] == intent] == [persona["id"]]
+    with engine.connect() as conn:
+        attempts = conn.execute(text("SELECT attempts FROM tasks WHERE id = :r"), {"r": run_id}).scalar()
+        steps = conn.execute(text("SELECT step FROM generation_steps WHERE run_id = :r ORDER BY ordinal"),
+                             {"r": persona["lastRunId"]}).scalars().all()
+    assert attempts == 2
+    assert steps == STEPS
+
+
+def test_a_runner_claims_an_accepted_run_on_its_notification_not_at_its_next_poll(stack, tenants):
+    """The stack's runner is paused (SIGSTOP): a claimer of this process, polling only every 60 s, gets the run
+    a server-role `Runs` accepts, at once."""
+    tenant = tenants(plan="pro")
+    client = _redis(stack)
+    ran = threading.Event()
+    runner = stack.process("runner-0")
+    with engine_for(stack, pool_size=4) as engine:
+        server = Runs(client, 1, engine, lease_seconds=5, role="server")
+        runs = Runs(client, 1, engine, lease_seconds=5, role="runner")
+        runs.revive = lambda payload: lambda run: (ran.set(), Outcome("failed"))[1]
+        claimer = RunClaimer(runs, engine, TaskRunner(None, engine, {}, 0, 60), 1,  # type: ignore[arg-type]
+                             poll_seconds=60)
+        os.kill(runner.pid, signal.SIGSTOP)
+        try:
+            claimer.start()
+            assert claimer.listening.wait(10)
+            time.sleep(0.5)  # its first look (at start) is over: only a notification wakes it now
+            server.submit(RunOwner(tenant.org_id, tenant.workspace_id), "/test/Notified")
+            assert ran.wait(10), "the run was not claimed before the poll"
+        finally:
+            os.kill(runner.pid, signal.SIGCONT)
+            claimer.close()
+            runs.close()
