@@ -15,7 +15,9 @@ Per call, as the service does it:
 - the session read by the repository's statement, prepared, on a pooled
   autocommit psycopg connection;
 - the same answer (the servicer's message) and success headers (the request
-  id, the rate-limit headers as initial metadata; the edge's Lua adds the rest).
+  id, the rate-limit headers as initial metadata, sent in the answer's batch
+  as the service sends them: kernel.transport.initial_metadata; the edge's
+  Lua adds the rest).
 
 Failures answer the nearest gRPC status with the service's envelope
 carriers (the benchmark only measures the success path; tests/scripts
@@ -58,6 +60,7 @@ from persona_service.kernel.limits.resolver import CACHE_SECONDS as LIMITS_CACHE
 from persona_service.kernel.principal import Principal, with_implied
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport.errors import abort
+from persona_service.kernel.transport.initial_metadata import attach
 from persona_service.kernel.transport.stages.call import EDGE_MARK
 from persona_service.kernel.transport.stages.client_address import ClientAddress
 from persona_service.orgs.credentials import OrgCredentialStore
@@ -162,7 +165,7 @@ class SameWorkChat(chat_pb2_grpc.ChatServiceServicer):
                 raise NotFound("chat session")
         except ApiError as err:
             abort(context, err, headers, json_edge=EDGE_MARK in metadata)
-        context.send_initial_metadata(headers)
+        attach(context, headers)  # in the answer's own batch, as the service sends it (not a batch of its own)
         return chat_session(_Row(rows[0]))  # type: ignore[arg-type]
 
 
