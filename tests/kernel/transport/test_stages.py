@@ -15,7 +15,6 @@ from persona_service.kernel.errors import (
     Forbidden,
     InternalError,
     NotFound,
-    ServiceUnavailable,
     StoredError,
     Unauthorized,
     ValidationFailed,
