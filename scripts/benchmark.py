@@ -358,6 +358,8 @@ class Step:
         result.cpu_ms = {"service": sum(per.values()), **per, "loadgen": (gen_after - gen_before) * 1000 / requests}
         switches = {role: (switches_after[role] - switches_before[role]) / requests for role in roles}
         result.switches = {"service": sum(switches.values()), **switches}
+        # Threads of the Python servers once the run is over (executors keep the threads they grew to).
+        result.extra["python_threads"] = sum(len(os.listdir(f"/proc/{pid}/task")) for pid in roles["python"])
         result.scale, result.run, result.tool = self.n, name, tool
         if profiles:
             result.stages = bench_stages.table(profiles, requests, PROFILE_RATE, result.cpu_ms["python"])
@@ -491,14 +493,16 @@ class Step:
 # --- report --------------------------------------------------------------------------
 
 HEADER = ("| N | run | req/s | p50 ms | p99 ms | errors | service CPU ms/req | Python CPU ms/req "
-          "| load gen CPU ms/req | switches/req (Python) | tool |\n|---|---|---|---|---|---|---|---|---|---|---|")
+          "| load gen CPU ms/req | switches/req (Python) | Python threads | tool |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def row(r: Result) -> str:
     unsent = f" ({r.extra['unsent']:.0f} unsent)" if r.extra.get("unsent") else ""
     return (f"| {r.scale} | {r.run} | {r.rps:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.errors}{unsent} "
             f"| {r.cpu_ms.get('service', 0):.3f} | {r.cpu_ms.get('python', 0):.3f} | {r.cpu_ms.get('loadgen', 0):.3f} "
-            f"| {r.switches.get('service', 0):.1f} ({r.switches.get('python', 0):.1f}) | {r.tool} |")
+            f"| {r.switches.get('service', 0):.1f} ({r.switches.get('python', 0):.1f}) "
+            f"| {r.extra.get('python_threads', 0):.0f} | {r.tool} |")
 
 
 def verdicts(results: list[Result]) -> list[str]:
