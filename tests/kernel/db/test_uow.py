@@ -27,3 +27,16 @@ def test_a_read_only_unit_of_work_reads_outside_a_transaction_and_returns_its_co
         assert _status(writing) == TransactionStatus.INTRANS
         assert not writing.conn.connection.driver_connection.autocommit  # type: ignore[union-attr]
         writing.close()
+
+
+def test_a_read_only_connection_that_cannot_be_put_back_is_discarded_not_pooled_in_autocommit(stack):
+    with engine_for(stack, pool_size=1) as engine:
+        reading = UnitOfWork(engine, read_only=True)
+        reading.conn.execute(text("SELECT 1"))
+        reading.conn.connection.driver_connection.close()  # type: ignore[union-attr]  # e.g. the server dropped it
+        reading.close()  # no error for the caller: the connection is discarded
+
+        writing = UnitOfWork(engine)  # the pool's next connection is a fresh, transactional one
+        assert writing.conn.execute(text("SELECT 1")).scalar_one() == 1
+        assert _status(writing) == TransactionStatus.INTRANS
+        writing.close()

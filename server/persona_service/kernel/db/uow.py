@@ -48,7 +48,10 @@ class UnitOfWork:
             return
         try:
             if self._read_only and not conn.invalidated:
-                conn.connection.driver_connection.autocommit = False  # type: ignore[union-attr]
+                try:
+                    conn.connection.driver_connection.autocommit = False  # type: ignore[union-attr]
+                except Exception:  # noqa: BLE001 - a result left open, a broken connection: discarded instead
+                    conn.invalidate()  # never back in the pool in autocommit
             conn.close()
         except Exception as exc:
             if not connection_lost(exc):
