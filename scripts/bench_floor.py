@@ -14,8 +14,10 @@ service does any work of its own.
 from __future__ import annotations
 
 import pathlib
+import secrets
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent import futures
 
 import grpc
@@ -48,23 +50,29 @@ def serve(port: int, stream_port: int, answer: chat_pb2.ChatSession, threads: in
 
 
 class Floor:
-    """N floor servers and the edge in front of them."""
+    """N floor servers and the edge in front of them. `spawn(port, stream_port, threads, edge_secret)` starts
+    one server process (default: a constant answer, `answer`)."""
 
-    def __init__(self, n: int, answer: chat_pb2.ChatSession, data: pathlib.Path):
+    def __init__(self, n: int, answer: chat_pb2.ChatSession | None, data: pathlib.Path,
+                 spawn: Callable[[int, int, int, str], subprocess.Popen] | None = None):
         from persona_service.kernel.settings import Settings
         from persona_service.kernel.stack import Stack, free_port
         from persona_service.registry import MODULES
 
-        settings = Settings(data_dir=data, http_port=free_port(), grpc_port=free_port(1000))
+        secret = secrets.token_urlsafe(32)  # the edge proves it to the servers (client addresses)
+        settings = Settings(data_dir=data, http_port=free_port(), grpc_port=free_port(1000), edge_secret=secret)
         ports = [settings.grpc_port] + [free_port(1000) for _ in range(n - 1)]
         self.edge = Stack(settings, MODULES, grpc_ports=ports)
         self.edge.log_dir.mkdir(parents=True, exist_ok=True)
-        (data / "answer.bin").write_bytes(answer.SerializeToString())
-        self.servers = [subprocess.Popen(
-            [sys.executable, __file__, str(port), str(self.edge.stream_port(port)), str(data / "answer.bin"),
-             str(settings.grpc_workers)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        ) for port in ports]
+        if spawn is None:
+            assert answer is not None
+            (data / "answer.bin").write_bytes(answer.SerializeToString())
+            spawn = lambda port, stream_port, threads, _secret: subprocess.Popen(  # noqa: E731
+                [sys.executable, __file__, str(port), str(stream_port), str(data / "answer.bin"), str(threads)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            )
+        self.servers = [spawn(port, self.edge.stream_port(port), settings.grpc_workers, secret)
+                        for port in ports]
         for port, server in zip(ports, self.servers):
             self.edge.wait_grpc(port, server, also=self.edge.stream_port(port))
         self.edge.start_envoy()

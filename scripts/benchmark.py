@@ -15,6 +15,11 @@ Redis. Runs, one after the other, each after a warm-up:
 - `floor`: the same JSON request through the same Envoy configuration to N
            grpcio servers answering a constant (scripts/bench_floor.py): what
            the fixed architecture costs before the service does any work
+- `samework`, `samework-grpc`: the same-work floor (scripts/bench_samework.py): N
+           minimal grpcio sync servers doing exactly the hot read's work (the
+           key's principal cached, a rate-limit lease in Redis, the prepared
+           read from PostgreSQL, the same answer and headers), written plainly,
+           behind the same rendered Envoy; JSON (wrk) and native gRPC (h2load)
 - `paced`: the JSON path at 70% of the `json` run's throughput, open loop,
            latency from each request's scheduled send time (bench_paced.py)
 - `write`: POST /v1/chat/sessions/{id}/messages (local provider) and
@@ -22,7 +27,8 @@ Redis. Runs, one after the other, each after a warm-up:
 
 Per run: req/s, p50/p99, errors, and CPU milliseconds per request of the
 whole service (every process serving it: Envoy, servers or peer workers,
-PostgreSQL, Redis), of the Python processes alone, and of the load generator.
+PostgreSQL, Redis), of the Python processes alone, and of the load generator,
+and context switches per request (every thread of those processes).
 The organization's limits are raised (Enterprise overrides, under a raised
 operator ceiling) so the limiter runs on every request but never rejects. Prints a markdown table and writes
 the results as JSON (--json-out). Exits 0 whether or not the targets are met.
@@ -51,6 +57,7 @@ from dataclasses import asdict, dataclass, field
 import bench_stages
 import httpx
 from bench_floor import Floor
+from bench_samework import same_work
 from google.protobuf import json_format
 from persona.v1 import chat_pb2
 
@@ -61,7 +68,9 @@ TICK = os.sysconf("SC_CLK_TCK")
 PROFILE_RATE = 250  # py-spy samples per second
 # Issue #26's targets against the rewritten peer, at equal process counts: JSON throughput and whole-service
 # CPU per request relative to the peer's, the floor's CPU per request, native gRPC relative to the peer's JSON.
-TARGETS = {"json": 0.8, "cpu": 1.5, "floor_ms": 0.25, "grpc": 1.0, "paced_p99_ms": 15.0}
+TARGETS = {"json": 0.8, "cpu": 1.5, "floor_ms": 0.25, "grpc": 1.0, "paced_p99_ms": 15.0,
+           # Issue #37: the hot read's CPU per request against the same-work floor's, and context switches.
+           "samework": 1.1, "switches": 12}
 WRK_REPORT = """
 done = function(s, latency, requests)
   local e = s.errors
@@ -98,6 +107,7 @@ class Result:
     errors: int
     tool: str
     cpu_ms: dict[str, float] = field(default_factory=dict)  # per request: service, each role, loadgen
+    switches: dict[str, float] = field(default_factory=dict)  # context switches per request: service, each role
     extra: dict[str, float] = field(default_factory=dict)
     stages: str = ""  # per-stage cost table, when profiled
 
@@ -112,9 +122,8 @@ def _stat(pid: int) -> tuple[int, float]:
     return int(fields[1]), sum(int(x) for x in fields[11:15]) / TICK
 
 
-def tree_cpu(roots: dict[str, list[int]]) -> dict[str, float]:
-    """CPU seconds by role, each role the trees under its root pids (a child
-    reaped since counts in its parent's cutime/cstime)."""
+def _trees(roots: dict[str, list[int]]) -> tuple[dict[str, list[int]], dict[int, tuple[int, float]]]:
+    """The pids of each role's trees under its root pids, and every process's stat."""
     stats: dict[int, tuple[int, float]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -125,13 +134,42 @@ def tree_cpu(roots: dict[str, list[int]]) -> dict[str, float]:
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
-    totals = {}
+    trees = {}
     for role, pids in roots.items():
-        todo, total = list(pids), 0.0
+        todo, found = list(pids), []
         while todo:
             pid = todo.pop()
-            total += stats.get(pid, (0, 0.0))[1]
+            found.append(pid)
             todo += children.get(pid, [])
+        trees[role] = found
+    return trees, stats
+
+
+def tree_cpu(roots: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds by role, each role the trees under its root pids (a child
+    reaped since counts in its parent's cutime/cstime)."""
+    trees, stats = _trees(roots)
+    return {role: sum(stats.get(pid, (0, 0.0))[1] for pid in pids) for role, pids in trees.items()}
+
+
+def tree_switches(roots: dict[str, list[int]]) -> dict[str, int]:
+    """Context switches (voluntary and not) by role: every thread of every process of the role's trees
+    (/proc/<pid>/task/*/status; a thread that ended since is not counted)."""
+    trees, _ = _trees(roots)
+    totals = {}
+    for role, pids in trees.items():
+        total = 0
+        for pid in pids:
+            try:
+                tasks = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for task in tasks:
+                try:
+                    with open(f"/proc/{pid}/task/{task}/status") as f:
+                        total += sum(int(line.split()[1]) for line in f if "ctxt_switches:" in line)
+                except (OSError, ValueError, IndexError):
+                    continue
         totals[role] = total
     return totals
 
@@ -157,6 +195,7 @@ class Step:
         self.stack = None
         self.peer: subprocess.Popen | None = None
         self.floor: Floor | None = None
+        self.samework: Floor | None = None
         self.results: list[Result] = []
 
     # setup
@@ -183,6 +222,9 @@ class Step:
         self.verify()
         if "floor" in self.args.runs:
             self.floor = Floor(self.n, self.answer, data / "floor")
+        if {"samework", "samework-grpc"} & set(self.args.runs):
+            self.samework = same_work(self.n, data / "samework", self.stack.database_url, self.stack.redis_url)
+            self.verify_same_work()
 
     def seed(self) -> None:
         from persona_service.config.repository import ORG_LEVEL, ConfigRepository
@@ -250,9 +292,20 @@ class Step:
             raise RuntimeError(f"the peer's JSON differs from the service's:\n{bodies[1]!r}\n{bodies[0]!r}")
         self.answer = json_format.Parse(bodies[0], chat_pb2.ChatSession())
 
+    def verify_same_work(self) -> None:
+        """The same-work floor answers the service's JSON bytes with the same headers (their values aside)."""
+        assert self.samework is not None
+        got = [httpx.get(f"http://127.0.0.1:{port}{self.read_path}", headers=self.auth, timeout=10)
+               for port in (self.stack.settings.http_port, self.samework.http_port)]
+        names = [set(r.headers) - {"date", "x-envoy-upstream-service-time"} for r in got]
+        if got[1].status_code != 200 or got[1].content != got[0].content or names[0] != names[1]:
+            raise RuntimeError(f"the same-work floor answers differently:\n{got[1].status_code} {names[1]} "
+                               f"{got[1].content!r}\n{got[0].status_code} {names[0]} {got[0].content!r}")
+
     def stop(self) -> None:
-        if self.floor is not None:
-            self.floor.stop()
+        for floor in (self.floor, self.samework):
+            if floor is not None:
+                floor.stop()
         if self.peer is not None:
             self.peer.terminate()
             self.peer.wait(15)
@@ -266,13 +319,15 @@ class Step:
     # CPU accounting
 
     def roles(self, target: str) -> dict[str, list[int]]:
-        """The processes serving `target` ("service", "peer" or "floor"), by role."""
+        """The processes serving `target` ("service", "peer", "floor" or "samework"), by role."""
         import pgserver
 
         roles: dict[str, list[int]] = {}
         if target == "floor" and self.floor is not None:
             return self.floor.pids()  # no PostgreSQL or Redis: it does no work of its own
-        if target == "peer":
+        if target == "samework" and self.samework is not None:
+            roles = self.samework.pids()
+        elif target == "peer":
             roles["python"] = [self.peer.pid]
         else:
             roles["python"] = [self.stack.process(f"server-{port}").pid for port in self.stack.grpc_ports]
@@ -290,9 +345,9 @@ class Step:
             subprocess.run(command(a.warmup), capture_output=True, text=True, timeout=a.warmup + 60)
         roles = self.roles(target)
         profilers, profiles = self.profile(name, roles["python"]) if name in a.profile else ([], [])
-        before, gen_before = tree_cpu(roles), loadgen_cpu()
+        switches_before, before, gen_before = tree_switches(roles), tree_cpu(roles), loadgen_cpu()
         out = subprocess.run(command(a.seconds), capture_output=True, text=True, timeout=a.seconds + 120).stdout
-        after, gen_after = tree_cpu(roles), loadgen_cpu()
+        after, gen_after, switches_after = tree_cpu(roles), loadgen_cpu(), tree_switches(roles)
         for profiler in profilers:
             profiler.wait(30)
         result = parse(out)
@@ -301,6 +356,10 @@ class Step:
         requests = max(1.0, result.rps * a.seconds)
         per = {role: (after[role] - before[role]) * 1000 / requests for role in roles}
         result.cpu_ms = {"service": sum(per.values()), **per, "loadgen": (gen_after - gen_before) * 1000 / requests}
+        switches = {role: (switches_after[role] - switches_before[role]) / requests for role in roles}
+        result.switches = {"service": sum(switches.values()), **switches}
+        # Threads of the Python servers once the run is over (executors keep the threads they grew to).
+        result.extra["python_threads"] = sum(len(os.listdir(f"/proc/{pid}/task")) for pid in roles["python"])
         result.scale, result.run, result.tool = self.n, name, tool
         if profiles:
             result.stages = bench_stages.table(profiles, requests, PROFILE_RATE, result.cpu_ms["python"])
@@ -346,8 +405,9 @@ class Step:
 
         return self.measured(name, target, command, parse, f"wrk -t{threads} -c{connections}")
 
-    def grpc(self) -> Result:
+    def grpc(self, name: str = "grpc", port: int = 0, target: str = "service") -> Result:
         a = self.args
+        port = port or self.stack.settings.http_port
         payload = chat_pb2.GetChatSessionRequest(id=self.sessions[0]).SerializeToString()
         body = self.tmp / "grpc.bin"
         body.write_bytes(b"\x00" + len(payload).to_bytes(4, "big") + payload)
@@ -360,7 +420,7 @@ class Step:
                     "-D", str(max(1, round(seconds))), "-d", str(body), "--log-file", str(log),
                     "-H", "content-type: application/grpc", "-H", "te: trailers",
                     "-H", f"authorization: {self.auth['Authorization']}",
-                    f"http://127.0.0.1:{self.stack.settings.http_port}{GRPC_PATH}"]
+                    f"http://127.0.0.1:{port}{GRPC_PATH}"]
 
         failures_before = self.grpc_failures()
 
@@ -372,11 +432,12 @@ class Step:
             ok, *bad = (int(x) for x in m.groups())
             durations = sorted(int(line.split("\t")[2]) / 1000 for line in log.read_text().splitlines() if line)
             pct = lambda q: durations[min(len(durations) - 1, int(q * len(durations)))] if durations else float("nan")  # noqa: E731
-            # h2load sees HTTP 200 on a gRPC error: the servers log each failure.
+            # h2load sees HTTP 200 on a gRPC error: the service's servers log each failure (the same-work
+            # floor's answer was checked before; its failures would show as a fall in throughput only).
             errors = sum(bad) + self.grpc_failures() - failures_before
             return Result(0, "", (ok - errors) / a.seconds, pct(0.5), pct(0.99), errors, "")
 
-        return self.measured("grpc", "service", command, parse, f"h2load -c{clients} -m{streams}")
+        return self.measured(name, target, command, parse, f"h2load -c{clients} -m{streams}")
 
     def grpc_failures(self) -> int:
         return sum(
@@ -406,6 +467,8 @@ class Step:
             "grpc": self.grpc,
             "peer": lambda: self.wrk("peer", self.peer_port, [self.read_path], target="peer"),
             "floor": lambda: self.wrk("floor", self.floor.http_port, [self.read_path], target="floor"),
+            "samework": lambda: self.wrk("samework", self.samework.http_port, [self.read_path], target="samework"),
+            "samework-grpc": lambda: self.grpc("samework-grpc", self.samework.http_port, "samework"),
         }
         # Rounds interleave the closed-loop runs, so drift on a shared machine hits all alike.
         for _ in range(a.rounds):
@@ -430,14 +493,16 @@ class Step:
 # --- report --------------------------------------------------------------------------
 
 HEADER = ("| N | run | req/s | p50 ms | p99 ms | errors | service CPU ms/req | Python CPU ms/req "
-          "| load gen CPU ms/req | tool |\n|---|---|---|---|---|---|---|---|---|---|")
+          "| load gen CPU ms/req | switches/req (Python) | Python threads | tool |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def row(r: Result) -> str:
     unsent = f" ({r.extra['unsent']:.0f} unsent)" if r.extra.get("unsent") else ""
     return (f"| {r.scale} | {r.run} | {r.rps:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.errors}{unsent} "
             f"| {r.cpu_ms.get('service', 0):.3f} | {r.cpu_ms.get('python', 0):.3f} | {r.cpu_ms.get('loadgen', 0):.3f} "
-            f"| {r.tool} |")
+            f"| {r.switches.get('service', 0):.1f} ({r.switches.get('python', 0):.1f}) "
+            f"| {r.extra.get('python_threads', 0):.0f} | {r.tool} |")
 
 
 def verdicts(results: list[Result]) -> list[str]:
@@ -457,6 +522,12 @@ def verdicts(results: list[Result]) -> list[str]:
             floor = by["floor"].cpu_ms["service"]
             checks.append(f"the floor (Envoy + grpcio, constant answer) {floor:.3f} ms CPU/request (target ≤ "
                           f"{TARGETS['floor_ms']} ms)" + (f", {floor / peer.cpu_ms['service']:.2f}× the peer's" if peer else ""))
+        for run, same in (("json", "samework"), ("grpc", "samework-grpc")):
+            if run in by and same in by:
+                ratio = by[run].cpu_ms["service"] / by[same].cpu_ms["service"]
+                checks.append(f"{run} CPU/request {ratio:.2f}× the same-work floor's (target ≤ {TARGETS['samework']}×), "
+                              f"{by[run].switches.get('service', 0):.1f} context switches/request "
+                              f"(target ≤ {TARGETS['switches']:.0f}; the floor {by[same].switches.get('service', 0):.1f})")
         if "paced" in by:
             checks.append(f"paced p99 {by['paced'].p99_ms:.1f} ms (target ≤ {TARGETS['paced_p99_ms']:.0f} ms)")
         lines.append(f"- N={n}: " + "; ".join(checks))
@@ -468,10 +539,12 @@ def main() -> int:
     p.add_argument("--scale", type=int, nargs="+", default=[1, 2], help="server processes = peer workers (default 1 2)")
     p.add_argument("--seconds", type=float, default=10, help="measured seconds per run (default 10)")
     p.add_argument("--warmup", type=float, default=3, help="warm-up seconds before each run (default 3; 0: none)")
-    p.add_argument("--rounds", type=int, default=1, help="interleaved rounds of json/grpc/peer/floor; the median is kept")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="interleaved rounds of json/grpc/peer/floor/samework/samework-grpc; the median is kept")
     p.add_argument("--concurrency", type=int, default=32, help="requests in flight per process (default 32)")
-    p.add_argument("--runs", default="json,grpc,peer,floor,paced,write", type=lambda s: s.split(","),
-                   help="comma-separated subset of json,grpc,peer,floor,paced,write")
+    p.add_argument("--runs", default="json,grpc,peer,floor,samework,samework-grpc,paced,write",
+                   type=lambda s: s.split(","),
+                   help="comma-separated subset of json,grpc,peer,floor,samework,samework-grpc,paced,write")
     p.add_argument("--server-env", action="append", default=[], type=lambda s: tuple(s.split("=", 1)),
                    metavar="NAME=VALUE", help="environment of the server processes (repeatable)")
     p.add_argument("--profile", default=[], type=lambda s: s.split(","), help="runs to sample with py-spy (e.g. json,peer)")
@@ -494,7 +567,7 @@ def main() -> int:
                 results += step.results
     print(f"\n{os.cpu_count()} cores, {args.seconds:g} s per run after {args.warmup:g} s warm-up\n")
     print(HEADER)
-    order = ["json", "grpc", "peer", "floor", "paced"]
+    order = ["json", "grpc", "samework", "samework-grpc", "peer", "floor", "paced"]
     for r in sorted(results, key=lambda r: (r.scale, order.index(r.run) if r.run in order else len(order))):
         print(row(r))
     print("\n" + "\n".join(verdicts(results)))

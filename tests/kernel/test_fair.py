@@ -13,7 +13,7 @@ import pytest
 import redis
 from google.protobuf import struct_pb2
 from persona_service.kernel import fair
-from persona_service.kernel.fair import FairGate, FairPool, GateTimeout, weight_of
+from persona_service.kernel.fair import FairExecutor, FairGate, FairPool, GateTimeout, weight_of
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.runs import Run, RunOwner, Runs
 from persona_service.kernel.transport import context as request_context
@@ -156,3 +156,45 @@ def test_organizations_waiting_at_the_unary_gate_bound_another_organizations_run
     for finish in runs:
         finish.set()
     pool.shutdown()
+
+
+class _Event:
+    """What grpcio hands the executor with each call: its event, carrying the call's metadata."""
+
+    def __init__(self, authorization: str) -> None:
+        self.invocation_metadata = (("user-agent", "test"), ("authorization", authorization))
+
+
+def test_unary_calls_wait_in_their_organizations_queue_on_no_thread_of_their_own():
+    executor = FairExecutor(2, "rpc-test")  # its own threads are named rpc-test-<n>
+    executor.learn("Bearer busy", "busy", weight_of("enterprise"))
+    executor.learn("Bearer quiet", "quiet", weight_of("pro"))
+    hold, started, order = threading.Event(), queue.Queue(), queue.Queue()
+
+    def call(who: str, _event: _Event) -> str:
+        started.put(who)
+        hold.wait(10)
+        order.put(who)
+        return who
+
+    calls = [executor.submit(call, "busy", _Event("Bearer busy")) for _ in range(2)]
+    assert [started.get(timeout=10) for _ in range(2)] == ["busy", "busy"]  # busy holds both workers
+    calls += [executor.submit(call, "busy", _Event("Bearer busy")) for _ in range(38)]
+    calls.append(executor.submit(call, "quiet", _Event("Bearer quiet")))
+    # The workers only: the 39 waiting calls hold no thread.
+    assert len([t for t in threading.enumerate() if t.name.startswith("rpc-test")]) == 2
+    assert executor.waiting() == {"busy": weight_of("enterprise"), "quiet": weight_of("pro")}
+    hold.set()
+    assert [c.result(timeout=10) for c in calls][-1] == "quiet"
+    served = [order.get(timeout=10) for _ in range(41)]
+    assert served.index("quiet") <= 3  # a worker coming free after busy's two, not after its 38 queued
+    executor.shutdown()
+
+
+def test_a_call_from_a_credential_not_yet_authenticated_queues_apart_and_its_failure_reaches_grpc():
+    executor = FairExecutor(1, "rpc-test")
+    assert executor.tenant(_Event("Bearer new").invocation_metadata) == fair.UNKNOWN_TENANT
+    failed = executor.submit(lambda _event: 1 / 0, _Event("Bearer new"))
+    with pytest.raises(ZeroDivisionError):
+        failed.result(timeout=10)
+    executor.shutdown()

@@ -1,6 +1,7 @@
 """`make bench` end to end, briefly: every run of scripts/benchmark.py on the
-real stack (Envoy, servers, PostgreSQL, Redis), the FastAPI peer and the
-floor, one second each without warm-up. Throughput is not judged here (that is the tool's
+real stack (Envoy, servers, PostgreSQL, Redis), the FastAPI peer, the
+floor and the same-work floor (whose answer the tool checks against the
+service's), one second each without warm-up. Throughput is not judged here (that is the tool's
 job, on a quiet machine); what is judged is that each run served without
 errors and was metered, and that the table and verdicts are printed."""
 
@@ -15,7 +16,8 @@ import pytest
 from support import ROOT
 
 SCRIPTS = ROOT / "scripts"
-RUNS = ["json", "grpc", "peer", "floor", "paced", "write: chat message", "write: create persona"]
+RUNS = ["json", "grpc", "peer", "floor", "samework", "samework-grpc", "paced", "write: chat message",
+        "write: create persona"]
 
 
 @pytest.mark.skipif(not (shutil.which("wrk") and shutil.which("h2load")), reason="make bench-tools installs wrk and h2load")
@@ -36,9 +38,11 @@ def test_every_run_serves_without_errors_and_is_metered(tmp_path):
         roles = {"python", "envoy"} if run == "floor" else {"python", "redis", "postgres"}
         assert roles <= set(r["cpu_ms"]), r
         assert r["cpu_ms"]["service"] >= r["cpu_ms"]["python"]
+        assert r["switches"]["service"] > 0, r  # context switches are metered too
     assert "envoy" not in results["peer"]["cpu_ms"]  # the peer answers HTTP itself
     assert "| N | run | req/s |" in done.stdout
     assert "- N=1: JSON" in done.stdout and "the floor (Envoy + grpcio, constant answer)" in done.stdout
+    assert "json CPU/request" in done.stdout and "grpc CPU/request" in done.stdout  # against the same-work floor
 
 
 def test_stage_table_assigns_each_sample_to_its_innermost_stage(tmp_path):

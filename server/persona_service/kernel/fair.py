@@ -19,10 +19,14 @@ to an organization below its weighted share of the threads running;
 gate (`install`) times the model work of requests (the local provider's
 completions, stream steps, souls, voices, moderation) and each run frame's
 serialization, one step at a time, so a burst of generations never holds
-more of the CPU than one step; the unary server's gate (kernel.server) admits
-authenticated calls to its workers. A turn is for CPU work only: held across
-a wait on another request (a row lock, a pool), it deadlocks with that
-request waiting for a turn.
+more of the CPU than one step. A turn is for CPU work only: held across a
+wait on another request (a row lock, a pool), it deadlocks with that request
+waiting for a turn.
+
+`FairExecutor` is the unary server's executor: gRPC hands it each call, and
+the call waits in its organization's queue as a queued function (no thread
+of its own; a parked thread per waiting call cost a fifth of the hot read's
+CPU in context switches) until one of the server's workers takes it in turns.
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent import futures
 from contextlib import contextmanager
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.transport import context as request_context
@@ -107,8 +112,13 @@ class FairPool:
         self._closed = False
 
     def share_with(self, waiting: Callable[[], dict[str, int]]) -> None:
-        """Count the organizations `waiting()` names (with their weights) as waiting too (the unary gate's)."""
+        """Count the organizations `waiting()` names (with their weights) as waiting too (the unary executor's)."""
         self._elsewhere = waiting
+
+    def waiting(self) -> dict[str, int]:
+        """The organizations with work queued here, with their weights."""
+        with self._ready:
+            return self._pending.weights()
 
     def submit(self, org: str, weight: int, fn: Callable[[], None]) -> None:
         with self._ready:
@@ -160,6 +170,66 @@ class FairPool:
         with self._ready:
             self._closed = True
             self._ready.notify_all()
+
+
+# Calls whose credential the server has not authenticated yet share one queue (they are few: a credential's
+# first call, or failing ones, which the per-address limits bound).
+UNKNOWN_TENANT = ("", 1)
+# Credentials remembered for classifying calls; beyond this many the memo starts over (each is relearned on its call).
+KNOWN_CREDENTIALS = 4096
+
+
+class FairExecutor(futures.ThreadPoolExecutor):  # what grpc.server takes; none of its own threads ever start
+    """gRPC's executor for the unary server: each call queued by its
+    organization (`FairPool`), classified at submission from its
+    `authorization` header against the credentials the pipeline authenticated
+    (`learn`). The memo is keyed by the header's `hash()`, never the secret: a
+    collision only lends a call another organization's place in the turns."""
+
+    def __init__(self, workers: int, name: str):
+        super().__init__(max_workers=workers, thread_name_prefix=name)
+        self._pool = FairPool(workers, name)
+        self._tenants: dict[int, tuple[str, int]] = {}
+
+    def learn(self, authorization: str | None, org: str, weight: int) -> None:
+        """The organization (and plan weight) that calls with this `authorization` header queue as."""
+        key = hash(authorization)
+        if self._tenants.get(key) != (org, weight):
+            if len(self._tenants) >= KNOWN_CREDENTIALS:
+                self._tenants = {}
+            self._tenants[key] = (org, weight)
+
+    def tenant(self, metadata: Any) -> tuple[str, int]:
+        for name, value in metadata or ():
+            if name == "authorization":
+                return self._tenants.get(hash(value), UNKNOWN_TENANT)
+        return UNKNOWN_TENANT
+
+    def waiting(self) -> dict[str, int]:
+        return self._pool.waiting()
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> futures.Future[T]:
+        # grpcio submits `(context.run, handler, rpc_event, ...)`: the call's metadata is on its event.
+        event = next((a for a in args if hasattr(a, "invocation_metadata")), None)
+        org, weight = self.tenant(event.invocation_metadata if event is not None else None)
+        future: futures.Future[T] = futures.Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - handed to the future, as ThreadPoolExecutor does
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        self._pool.submit(org, weight, run)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._pool.shutdown()
+        super().shutdown(wait, cancel_futures=cancel_futures)
 
 
 class GateTimeout(Exception):

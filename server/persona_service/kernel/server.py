@@ -17,7 +17,7 @@ from persona_service.kernel import logs, tracing
 from persona_service.kernel import settings as config
 from persona_service.kernel.app import App
 from persona_service.kernel.edge import EDGE_HEADERS_KB
-from persona_service.kernel.fair import FairGate
+from persona_service.kernel.fair import FairExecutor
 from persona_service.kernel.limits.plans import ENDPOINT_CAPS
 from persona_service.kernel.module import Modules
 from persona_service.kernel.transport.pipeline import RequestPipeline
@@ -31,10 +31,6 @@ log = logging.getLogger(__name__)
 # default (8 KiB) refused bigger ones as RESOURCE_EXHAUSTED, which the edge
 # could only answer as 429, a status clients retry.
 MAX_METADATA_BYTES = 2 * EDGE_HEADERS_KB * 1024 + 16 * 1024
-# Unary calls beyond the workers wait on threads of their own for a turn (the
-# pipeline's gate, organizations taking turns by plan) instead of in gRPC's
-# first-come-first-served queue; only `grpc_workers` of them run at once.
-TURN_WAITERS = 64
 # On drain, after the runs are handed over: time for the stream views to end
 # themselves (a clean end of the HTTP stream) before the rest are cancelled.
 STREAMS_GRACE_SECONDS = 1.0
@@ -49,13 +45,14 @@ def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Se
     methods = method_table(services)
     check_caps(methods, ENDPOINT_CAPS)
     workers = app.settings.stream_workers if streams else app.settings.grpc_workers
-    gate = None if streams else FairGate(workers)
-    pipeline = RequestPipeline(app, methods, engine=app.stream_engine if streams else app.engine, gate=gate)
-    if gate is not None:  # an organization's runs leave its share of run workers to organizations waiting here
-        app.runs.share_with(gate.waiting)
+    # Unary calls beyond the workers wait in their organization's queue (taken in turns by plan), not on a
+    # thread each nor in gRPC's first-come-first-served order; only `grpc_workers` of them run at once.
+    executor = None if streams else FairExecutor(workers, "rpc")
+    pipeline = RequestPipeline(app, methods, engine=app.stream_engine if streams else app.engine, executor=executor)
+    if executor is not None:  # an organization's runs leave its share of run workers to organizations waiting here
+        app.runs.share_with(executor.waiting)
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=workers if streams else workers + TURN_WAITERS,
-                                   thread_name_prefix="stream" if streams else "rpc"),
+        executor or futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stream"),
         interceptors=[pipeline],
         options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 8 * 1024 * 1024),
                  ("grpc.max_metadata_size", MAX_METADATA_BYTES),

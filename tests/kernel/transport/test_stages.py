@@ -15,12 +15,11 @@ from persona_service.kernel.errors import (
     Forbidden,
     InternalError,
     NotFound,
-    ServiceUnavailable,
     StoredError,
     Unauthorized,
     ValidationFailed,
 )
-from persona_service.kernel.fair import GateTimeout
+from persona_service.kernel.fair import FairExecutor, weight_of
 from persona_service.kernel.idempotency import Claim, Replay
 from persona_service.kernel.limits.limiter import Admission
 from persona_service.kernel.principal import Principal
@@ -35,7 +34,7 @@ from persona_service.kernel.transport.stages.client_address import ClientAddress
 from persona_service.kernel.transport.stages.commit import STATUS_CARRIER, Commit
 from persona_service.kernel.transport.stages.idempotency import Idempotency
 from persona_service.kernel.transport.stages.identity import request_id
-from persona_service.kernel.transport.stages.limits import AnonymousLimits, FairTurn, Limits
+from persona_service.kernel.transport.stages.limits import AnonymousLimits, Limits, QueueAs
 from persona_service.kernel.transport.stages.outcome import translate
 from persona_service.kernel.transport.stages.resume import Following, Resume
 from persona_service.kernel.transport.stages.validate import KnownFields, Undecodable, Validate
@@ -46,7 +45,8 @@ PRINCIPAL = Principal("api_key", "key_1", "org_1", "ws_1", "usr_1", frozenset({"
                       False)
 # Authentication before limits before authorization before validation before idempotency: refusals
 # cost least first, and nothing is claimed or validated for a caller who may not call.
-WRITE_ORDER = ["Authenticate", "Limits", "Authorize", "FairTurn", "KnownFields", "Validate", "Idempotency", "Commit"]
+# The unary server's executor learns the caller's organization as soon as it is known (QueueAs).
+WRITE_ORDER = ["Authenticate", "QueueAs", "Limits", "Authorize", "KnownFields", "Validate", "Idempotency", "Commit"]
 
 
 class FakeUow:
@@ -193,20 +193,15 @@ def test_authorize_refuses_a_credential_without_the_declared_scope():
     assert not called(call)
 
 
-def test_a_fair_turn_is_held_until_the_call_ends_and_a_timeout_is_a_503_with_retry_after():
-    taken: list[tuple] = []
-    call = make_call()
-    run(FairTurn(SimpleNamespace(acquire=lambda *a: taken.append(a))), call)
-    assert call.holds_turn and taken[0][0] == "org_1" and called(call)
-    assert call.ctx.uow.events == ["close"]  # no connection held while waiting
-
-    def busy(*args):
-        raise GateTimeout
-
-    call = make_call()
-    with pytest.raises(ServiceUnavailable) as refused:
-        run(FairTurn(SimpleNamespace(acquire=busy)), call)
-    assert "retry-after" in refused.value.headers and not call.holds_turn and not called(call)
+def test_an_authenticated_callers_later_calls_queue_as_its_organization_at_the_unary_executor():
+    executor = FairExecutor(1, "rpc-test")
+    arriving = (("authorization", "Bearer key"),)
+    assert executor.tenant(arriving) == ("", 1)  # not yet known: the queue of unknown credentials
+    call = make_call(metadata={"authorization": "Bearer key"})
+    run(QueueAs(executor), call)
+    assert called(call) and executor.tenant(arriving) == ("org_1", weight_of("pro"))
+    assert executor.tenant((("authorization", "Bearer another"),)) == ("", 1)
+    executor.shutdown()
 
 
 def test_known_fields_refuse_an_undecodable_body():

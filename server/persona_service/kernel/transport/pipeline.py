@@ -3,8 +3,7 @@
 For every persona.v1 RPC (see `stages`, one module each): request id and
 client address → authenticate → rate limits (per organization; per client
 address when authentication failed) → authorize against the method's
-declared policy and the key's IP allowlist → a fair turn at the workers →
-validate the request from its proto rules → idempotency (writes with an
+declared policy and the key's IP allowlist → validate the request from its proto rules → idempotency (writes with an
 `Idempotency-Key`) → the servicer, in a unit of work → audit → commit →
 response headers; a streaming call with `Last-Event-ID` resumes its run
 instead. Errors, expected (ApiError) or not (500 `internal_error`, logged
@@ -29,7 +28,7 @@ from persona_service.kernel import metrics
 from persona_service.kernel.db.outages import connection_lost
 from persona_service.kernel.db.uow import UnitOfWork
 from persona_service.kernel.errors import ApiError, ServiceUnavailable
-from persona_service.kernel.fair import FairGate, weight_of
+from persona_service.kernel.fair import FairExecutor, weight_of
 from persona_service.kernel.limits.limiter import Admission
 from persona_service.kernel.principal import principal_from_json, principal_json
 from persona_service.kernel.runs import Batch, Outcome, Run, RunAbandoned, RunLost, resume_point
@@ -64,17 +63,18 @@ if TYPE_CHECKING:
 
 class RequestPipeline(grpc.ServerInterceptor):
     def __init__(self, app: App, methods: dict[str, MethodMeta], engine: Engine | None = None,
-                 gate: FairGate | None = None) -> None:
+                 executor: FairExecutor | None = None) -> None:
         self.app = app
-        # The unary server's workers, taken in turns per organization once a call is authenticated and
-        # within its limits (refusals take no turn), so one organization's flood never queues ahead of all.
-        self.gate = gate
+        # The unary server's executor: calls wait for its workers in turns per organization, classified by
+        # credential at arrival (what authentication found for it before), so one organization's flood never
+        # queues ahead of all.
+        self.executor = executor
         self.methods = methods
         # Units of work come from this engine (the stream server has its own pool).
         self.engine = engine if engine is not None else app.engine
         self._client_ip = ClientAddress(app.settings.trusted_proxies, app.settings.edge_secret)
         self.commit = Commit(app.runs, app.idempotency, app.engine)
-        self.outcomes = Outcomes(app, self.commit, gate)
+        self.outcomes = Outcomes(app, self.commit)
         self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
         self.servicers: dict[str, object] = {}  # by full service name (`revive` calls their methods)
 
@@ -110,7 +110,7 @@ class RequestPipeline(grpc.ServerInterceptor):
 
     def _chain(self, meta: MethodMeta, kind: Kind, operation: Next) -> Next:
         """The method's stages, composed once, ending in its operation."""
-        return compose(build(self.app, meta, kind, self.gate, self.commit), operation)
+        return compose(build(self.app, meta, kind, self.executor, self.commit), operation)
 
     # --- handlers ---------------------------------------------------------------
 

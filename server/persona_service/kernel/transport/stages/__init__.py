@@ -10,13 +10,13 @@ from persona_service.kernel.transport.stages.auth import Authenticate
 from persona_service.kernel.transport.stages.authorization import Authorize
 from persona_service.kernel.transport.stages.call import Call, Next, Stage, compose
 from persona_service.kernel.transport.stages.idempotency import Idempotency
-from persona_service.kernel.transport.stages.limits import AnonymousLimits, FairTurn, Limits
+from persona_service.kernel.transport.stages.limits import AnonymousLimits, Limits, QueueAs
 from persona_service.kernel.transport.stages.resume import Resume
 from persona_service.kernel.transport.stages.validate import KnownFields, Validate
 
 if TYPE_CHECKING:
     from persona_service.kernel.app import App
-    from persona_service.kernel.fair import FairGate
+    from persona_service.kernel.fair import FairExecutor
     from persona_service.kernel.transport.policy import MethodMeta
     from persona_service.kernel.transport.stages.commit import Commit
 
@@ -26,7 +26,7 @@ __all__ = ["Call", "Next", "Stage", "build", "compose"]
 Kind = Literal["unary", "stream", "bytes"]
 
 
-def build(app: App, meta: MethodMeta, kind: Kind, gate: FairGate | None, commit: Commit) -> list[Stage]:
+def build(app: App, meta: MethodMeta, kind: Kind, executor: FairExecutor | None, commit: Commit) -> list[Stage]:
     """The stages of `meta`'s calls, in order. Request identity and client
     address make the call (pipeline._begin); outcome wraps them all."""
     policy = meta.policy
@@ -36,12 +36,11 @@ def build(app: App, meta: MethodMeta, kind: Kind, gate: FairGate | None, commit:
         if kind == "stream":
             stages.append(Resume(app.runs))
     else:
-        stages = [Authenticate(app.authenticator, app.limiter),
-                  Limits(app.limiter, app.limits, policy, stream=kind != "unary"),
-                  Authorize(policy)]
-        if gate is not None:
-            stages.append(FairTurn(gate))
-        stages.append(KnownFields(meta.path))
+        stages = [Authenticate(app.authenticator, app.limiter)]
+        if executor is not None:
+            stages.append(QueueAs(executor))
+        stages += [Limits(app.limiter, app.limits, policy, stream=kind != "unary"), Authorize(policy),
+                   KnownFields(meta.path)]
         if kind == "stream":
             stages.append(Resume(app.runs))
         stages.append(Validate())

@@ -49,7 +49,6 @@ class Call:
         # The run goes on in another process (taken over after a drain or a database outage): its
         # quota unit stays charged, as the run will still complete there.
         self.continues_elsewhere = False
-        self.holds_turn = False  # of the unary server's gate
         self.run: Run | None = None  # the durable run this call's operation is (streaming RPCs)
         self.resume: ResumePoint | None = None  # the `Last-Event-ID` a streaming call resumes from
 

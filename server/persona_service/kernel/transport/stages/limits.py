@@ -1,25 +1,20 @@
 """Limits and admission: rate limits and quotas (per organization; per
-client address for anonymous calls), then a fair turn at the unary server's
-workers (organizations take turns by plan; refusals take no turn)."""
+client address for anonymous calls), and the organization a credential's
+later calls queue as at the unary server's executor (kernel.fair)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from persona_service.kernel.errors import ServiceUnavailable
-from persona_service.kernel.fair import GateTimeout, weight_of
-from persona_service.kernel.transport.outages import RETRY_AFTER_SECONDS
+from persona_service.kernel.fair import weight_of
 from persona_service.kernel.transport.stages.call import Call, Stage
 
 if TYPE_CHECKING:
     from persona.v1.options_pb2 import MethodPolicy
 
-    from persona_service.kernel.fair import FairGate
+    from persona_service.kernel.fair import FairExecutor
     from persona_service.kernel.limits.limiter import RateLimiter
     from persona_service.kernel.limits.resolver import LimitsResolver
-
-# How long an admitted unary call waits for a worker's turn before a 503 with Retry-After.
-TURN_WAIT_SECONDS = 10.0
 
 
 class Limits(Stage):
@@ -55,20 +50,16 @@ class AnonymousLimits(Stage):
         return self.then(call)
 
 
-class FairTurn(Stage):
-    """A turn at the unary server's workers, released when the call ends."""
+class QueueAs(Stage):
+    """Tells the unary server's executor which organization (and plan weight)
+    the caller's credential belongs to, so its later calls wait for a worker
+    in that organization's queue (taken in turns by plan) from their arrival:
+    a call then waits as a queued function, not on a thread of its own."""
 
-    def __init__(self, gate: FairGate) -> None:
-        self.gate = gate
+    def __init__(self, executor: FairExecutor) -> None:
+        self.executor = executor
 
     def __call__(self, call: Call) -> Any:
         principal = call.ctx.caller
-        call.ctx.uow.close()  # what authentication read on a cache miss: no connection is held while waiting
-        try:
-            self.gate.acquire(principal.org_id, weight_of(principal.plan), TURN_WAIT_SECONDS)
-        except GateTimeout:
-            err = ServiceUnavailable("The server is busy; retry shortly.", {"retryAfter": RETRY_AFTER_SECONDS})
-            err.headers = {"retry-after": str(RETRY_AFTER_SECONDS)}
-            raise err from None
-        call.holds_turn = True
+        self.executor.learn(call.metadata.get("authorization"), principal.org_id, weight_of(principal.plan))
         return self.then(call)

@@ -2,7 +2,7 @@
 through the one catalogue (an unexpected one is a logged 500 that leaks
 nothing), what a failure leaves behind (rollback, audit and idempotency
 records), the log line and metrics, and what every call gives back at its
-end (its turn, its quota unit when it did not succeed, its connection)."""
+end (its quota unit when it did not succeed, its connection)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     import grpc
 
     from persona_service.kernel.app import App
-    from persona_service.kernel.fair import FairGate
     from persona_service.kernel.transport.stages.commit import Commit
 
 log = logging.getLogger("persona_service.requests")
@@ -35,10 +34,9 @@ _refusals = Throttled(log)
 
 
 class Outcomes:
-    def __init__(self, app: App, commit: Commit, gate: FairGate | None) -> None:
+    def __init__(self, app: App, commit: Commit) -> None:
         self.app = app
         self.commit = commit
-        self.gate = gate
 
     def fail(self, call: Call, context: grpc.ServicerContext, exc: Exception) -> NoReturn:
         err = self.settle(call, exc)
@@ -91,8 +89,6 @@ class Outcomes:
             log.exception("could not record the failure [request_id=%s]", ctx.request_id)
 
     def end(self, call: Call, token: contextvars.Token) -> None:
-        if call.holds_turn and self.gate is not None:
-            self.gate.release()
         # A generation that did not succeed gives its quota unit back.
         self.app.limiter.release(call.admission, refund=not (call.succeeded or call.continues_elsewhere))
         call.ctx.uow.close()
