@@ -74,7 +74,8 @@ class OpenaiResource(SyncResource):
         Auth: scope `chat:write`.
 
         Args:
-          model: `persona://<persona uuid>`.
+          model: `persona://<persona uuid>`, or `persona://<persona uuid>@<version>` pinned to that version
+              (an unknown version answers 404 `not_found`).
           messages: The conversation (1 to 500 messages).
           temperature: Sampling temperature (passed to the provider).
           max_tokens: Maximum output tokens.
@@ -210,7 +211,8 @@ class OpenaiResource(SyncResource):
         Auth: scope `chat:write`.
 
         Args:
-          model: `persona://<persona uuid>`.
+          model: `persona://<persona uuid>`, or `persona://<persona uuid>@<version>` pinned to that version
+              (an unknown version answers 404 `not_found`).
           messages: The conversation (1 to 500 messages).
           temperature: Sampling temperature (passed to the provider).
           max_tokens: Maximum output tokens.
@@ -391,7 +393,8 @@ class AsyncOpenaiResource(AsyncResource):
         Auth: scope `chat:write`.
 
         Args:
-          model: `persona://<persona uuid>`.
+          model: `persona://<persona uuid>`, or `persona://<persona uuid>@<version>` pinned to that version
+              (an unknown version answers 404 `not_found`).
           messages: The conversation (1 to 500 messages).
           temperature: Sampling temperature (passed to the provider).
           max_tokens: Maximum output tokens.
@@ -527,7 +530,8 @@ class AsyncOpenaiResource(AsyncResource):
         Auth: scope `chat:write`.
 
         Args:
-          model: `persona://<persona uuid>`.
+          model: `persona://<persona uuid>`, or `persona://<persona uuid>@<version>` pinned to that version
+              (an unknown version answers 404 `not_found`).
           messages: The conversation (1 to 500 messages).
           temperature: Sampling temperature (passed to the provider).
           max_tokens: Maximum output tokens.
