@@ -2587,7 +2587,7 @@ export class PersonasResource {
   }
 
   /**
-   * A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its own): the request is validated like CreatePersona's (422 `validation_failed`) and answered with an estimate of what the generation would spend: tokens and cost of the pipeline's model calls (estimated from the request's text, see GenerationPreview) and the monthly generation quota it would draw one unit from. Nothing is spent: no persona, no generation run, no quota unit, no concurrent-generations slot, no endpoint-cap unit, no event. A used-up quota is reported (`quota.wouldExceed`), not refused. The body is CreatePersona's.  Auth: scope `personas:write`.
+   * A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its own): the request is validated like CreatePersona's (422 `validation_failed`) and answered with an estimate of what the generation would spend: tokens and cost of the pipeline's model calls (estimated from the request's text, see GenerationPreview) and the monthly generation quota it would draw one unit from. Nothing is spent: no persona, no generation run, no quota unit, no concurrent-generations slot, no endpoint-cap unit, no event. A used-up quota is reported (`quota.wouldExceed`), not refused. The body is CreatePersona's (a streamed create, `?stream=true`, spends the same).  Auth: scope `personas:write`.
    *
    * `POST /v1/personas:preview`
    */

@@ -236,12 +236,12 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
         ctx = current()
         return persona(self._service(ctx).import_card(ctx.caller, _card(request.card)))
 
-    def PreviewPersona(self, request: personas_pb2.PreviewPersonaRequest,
+    def PreviewPersona(self, request: personas_pb2.CreatePersonaRequest,
                        context: grpc.ServicerContext) -> personas_pb2.GenerationPreview:
         ctx = current()
         quota = self.deps.quota(ctx.caller, "generations_per_month", lambda: ctx.conn)
         used = self.deps.generations_used(ctx.caller, lambda: ctx.conn)
-        preview = self._service(ctx).preview(request.request.intent, _soul(request.request), quota, used, self.prices)
+        preview = self._service(ctx).preview(request.intent, _soul(request), quota, used, self.prices)
         return generation_preview(preview)
 
     def ListPersonaVersions(self, request: personas_pb2.ListPersonaVersionsRequest,

@@ -1144,30 +1144,6 @@ class CharacterCardData(_message.Message):
 Global___CharacterCardData: _TypeAlias = CharacterCardData  # noqa: Y015
 
 @_typing.final
-class PreviewPersonaRequest(_message.Message):
-    """Request of PreviewPersona."""
-
-    DESCRIPTOR: _descriptor.Descriptor
-
-    REQUEST_FIELD_NUMBER: _builtins.int
-    @_builtins.property
-    def request(self) -> Global___CreatePersonaRequest:
-        """The CreatePersona request to estimate (the HTTP body)."""
-
-    def __init__(
-        self,
-        *,
-        request: Global___CreatePersonaRequest | None = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___PreviewPersonaRequest: _TypeAlias = PreviewPersonaRequest  # noqa: Y015
-
-@_typing.final
 class GenerationPreview(_message.Message):
     """What a generation would spend: an estimate, nothing spent."""
 

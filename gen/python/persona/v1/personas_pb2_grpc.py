@@ -138,7 +138,7 @@ class PersonaServiceStub:
                 _registered_method=True)
         self.PreviewPersona = channel.unary_unary(
                 '/persona.v1.PersonaService/PreviewPersona',
-                request_serializer=persona_dot_v1_dot_personas__pb2.PreviewPersonaRequest.SerializeToString,
+                request_serializer=persona_dot_v1_dot_personas__pb2.CreatePersonaRequest.SerializeToString,
                 response_deserializer=persona_dot_v1_dot_personas__pb2.GenerationPreview.FromString,
                 _registered_method=True)
         self.ListPersonaVersions = channel.unary_unary(
@@ -392,7 +392,8 @@ class PersonaServiceServicer:
         monthly generation quota it would draw one unit from. Nothing is spent:
         no persona, no generation run, no quota unit, no concurrent-generations
         slot, no endpoint-cap unit, no event. A used-up quota is reported
-        (`quota.wouldExceed`), not refused. The body is CreatePersona's.
+        (`quota.wouldExceed`), not refused. The body is CreatePersona's (a
+        streamed create, `?stream=true`, spends the same).
 
         Auth: scope `personas:write`.
         """
@@ -535,7 +536,7 @@ def add_PersonaServiceServicer_to_server(servicer, server):
             ),
             'PreviewPersona': grpc.unary_unary_rpc_method_handler(
                     servicer.PreviewPersona,
-                    request_deserializer=persona_dot_v1_dot_personas__pb2.PreviewPersonaRequest.FromString,
+                    request_deserializer=persona_dot_v1_dot_personas__pb2.CreatePersonaRequest.FromString,
                     response_serializer=persona_dot_v1_dot_personas__pb2.GenerationPreview.SerializeToString,
             ),
             'ListPersonaVersions': grpc.unary_unary_rpc_method_handler(
@@ -1038,7 +1039,7 @@ class PersonaService:
             request,
             target,
             '/persona.v1.PersonaService/PreviewPersona',
-            persona_dot_v1_dot_personas__pb2.PreviewPersonaRequest.SerializeToString,
+            persona_dot_v1_dot_personas__pb2.CreatePersonaRequest.SerializeToString,
             persona_dot_v1_dot_personas__pb2.GenerationPreview.FromString,
             options,
             channel_credentials,

@@ -186,7 +186,7 @@ class PersonaServiceStub:
 
     Auth: scope `personas:write`.
     """
-    PreviewPersona: _grpc.UnaryUnaryMultiCallable[_personas_pb2.PreviewPersonaRequest, _personas_pb2.GenerationPreview]
+    PreviewPersona: _grpc.UnaryUnaryMultiCallable[_personas_pb2.CreatePersonaRequest, _personas_pb2.GenerationPreview]
     """A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its
     own): the request is validated like CreatePersona's (422
     `validation_failed`) and answered with an estimate of what the
@@ -195,7 +195,8 @@ class PersonaServiceStub:
     monthly generation quota it would draw one unit from. Nothing is spent:
     no persona, no generation run, no quota unit, no concurrent-generations
     slot, no endpoint-cap unit, no event. A used-up quota is reported
-    (`quota.wouldExceed`), not refused. The body is CreatePersona's.
+    (`quota.wouldExceed`), not refused. The body is CreatePersona's (a
+    streamed create, `?stream=true`, spends the same).
 
     Auth: scope `personas:write`.
     """
@@ -392,7 +393,7 @@ class PersonaServiceAsyncStub(PersonaServiceStub):
 
     Auth: scope `personas:write`.
     """
-    PreviewPersona: _aio.UnaryUnaryMultiCallable[_personas_pb2.PreviewPersonaRequest, _personas_pb2.GenerationPreview]  # type: ignore[assignment]
+    PreviewPersona: _aio.UnaryUnaryMultiCallable[_personas_pb2.CreatePersonaRequest, _personas_pb2.GenerationPreview]  # type: ignore[assignment]
     """A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its
     own): the request is validated like CreatePersona's (422
     `validation_failed`) and answered with an estimate of what the
@@ -401,7 +402,8 @@ class PersonaServiceAsyncStub(PersonaServiceStub):
     monthly generation quota it would draw one unit from. Nothing is spent:
     no persona, no generation run, no quota unit, no concurrent-generations
     slot, no endpoint-cap unit, no event. A used-up quota is reported
-    (`quota.wouldExceed`), not refused. The body is CreatePersona's.
+    (`quota.wouldExceed`), not refused. The body is CreatePersona's (a
+    streamed create, `?stream=true`, spends the same).
 
     Auth: scope `personas:write`.
     """
@@ -695,7 +697,7 @@ class PersonaServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def PreviewPersona(
         self,
-        request: _personas_pb2.PreviewPersonaRequest,
+        request: _personas_pb2.CreatePersonaRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_personas_pb2.GenerationPreview, _abc.Awaitable[_personas_pb2.GenerationPreview]]:
         """A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its
@@ -706,7 +708,8 @@ class PersonaServiceServicer(metaclass=_abc_1.ABCMeta):
         monthly generation quota it would draw one unit from. Nothing is spent:
         no persona, no generation run, no quota unit, no concurrent-generations
         slot, no endpoint-cap unit, no event. A used-up quota is reported
-        (`quota.wouldExceed`), not refused. The body is CreatePersona's.
+        (`quota.wouldExceed`), not refused. The body is CreatePersona's (a
+        streamed create, `?stream=true`, spends the same).
 
         Auth: scope `personas:write`.
         """

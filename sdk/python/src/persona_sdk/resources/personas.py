@@ -639,7 +639,7 @@ class PersonasResource(SyncResource):
 
         Nothing is spent: no persona, no generation run, no quota unit, no concurrent-generations slot, no
         endpoint-cap unit, no event. A used-up quota is reported (`quota.wouldExceed`), not refused. The
-        body is CreatePersona's.
+        body is CreatePersona's (a streamed create, `?stream=true`, spends the same).
 
         Auth: scope `personas:write`.
 
@@ -1339,7 +1339,7 @@ class AsyncPersonasResource(AsyncResource):
 
         Nothing is spent: no persona, no generation run, no quota unit, no concurrent-generations slot, no
         endpoint-cap unit, no event. A used-up quota is reported (`quota.wouldExceed`), not refused. The
-        body is CreatePersona's.
+        body is CreatePersona's (a streamed create, `?stream=true`, spends the same).
 
         Auth: scope `personas:write`.
 
