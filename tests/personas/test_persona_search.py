@@ -1,5 +1,5 @@
 """Search and sort on GET /v1/personas, and the generation cost preview
-(POST /v1/personas:preview), through Envoy (#41; contract in
+(POST /v1/personas/preview), through Envoy (#41; contract in
 proto/persona/v1/personas.proto)."""
 
 from __future__ import annotations
@@ -106,8 +106,8 @@ def test_the_preview_estimates_and_spends_nothing(http, tenants, engine):
                          for table in ("personas", "generation_runs", "events"))
 
     before = counts()
-    preview = ok(http.post("/v1/personas:preview", json=body, headers=tenant.auth))
-    again = ok(http.post("/v1/personas:preview", json=body, headers=tenant.auth))
+    preview = ok(http.post("/v1/personas/preview", json=body, headers=tenant.auth))
+    again = ok(http.post("/v1/personas/preview", json=body, headers=tenant.auth))
     assert counts() == before and again == preview
     assert [s["step"] for s in preview["steps"]] == ["moderate_intent", "draft_soul", "write_voice", "audit",
                                                      "fingerprint"]
@@ -122,10 +122,10 @@ def test_the_preview_estimates_and_spends_nothing(http, tenants, engine):
     assert quota["wouldUse"] == 1 and quota["remaining"] == 9 and quota["wouldExceed"] is False
     assert quota["resetsAt"].endswith("Z")
     # A longer intent costs more; an invalid request is refused as CreatePersona refuses it.
-    longer = ok(http.post("/v1/personas:preview", json={"intent": body["intent"] + " and the tides" * 20},
+    longer = ok(http.post("/v1/personas/preview", json={"intent": body["intent"] + " and the tides" * 20},
                           headers=tenant.auth))
     assert longer["estimatedInputTokens"] > preview["estimatedInputTokens"]
-    bad = assert_envelope(http.post("/v1/personas:preview", json={"intent": "x"}, headers=tenant.auth),
+    bad = assert_envelope(http.post("/v1/personas/preview", json={"intent": "x"}, headers=tenant.auth),
                           422, "validation_failed")
     assert bad["details"]["validationErrors"][0]["path"] == "intent"
 
@@ -137,6 +137,6 @@ def test_a_preview_reports_a_used_up_quota_without_refusing(http, tenants):
     for _ in range(9):  # regenerations count toward the quota too (and have no endpoint cap)
         ok(http.post(f"/v1/personas/{pid}/regenerate", json={"fromStep": "fingerprint"}, headers=tenant.auth))
     assert_envelope(http.post("/v1/personas", json=body, headers=tenant.auth), 429, "quota_exceeded")
-    preview = ok(http.post("/v1/personas:preview", json=body, headers=tenant.auth))
+    preview = ok(http.post("/v1/personas/preview", json=body, headers=tenant.auth))
     assert preview["quota"]["used"] == 10 and preview["quota"]["remaining"] == 0
     assert preview["quota"]["wouldExceed"] is True

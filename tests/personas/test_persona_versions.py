@@ -67,7 +67,7 @@ def test_diff_names_each_changed_field_with_both_values(http, refined):
     tenant, pid = refined
     one = ok(http.get(f"/v1/personas/{pid}/versions/1", headers=tenant.auth))
     three = ok(http.get(f"/v1/personas/{pid}/versions/3", headers=tenant.auth))
-    diff = ok(http.get(f"/v1/personas/{pid}/versions:diff", params={"fromVersion": 1, "toVersion": 3},
+    diff = ok(http.get(f"/v1/personas/{pid}/diff", params={"fromVersion": 1, "toVersion": 3},
                        headers=tenant.auth))
     assert diff["personaId"] == pid and diff["fromVersion"] == 1 and diff["toVersion"] == 3
     expected = [f"soul.{k}" for k in ("name", "desire", "fear", "backstory", "traits", "values", "speakingStyle")
@@ -78,10 +78,10 @@ def test_diff_names_each_changed_field_with_both_values(http, refined):
     for change in diff["changes"]:
         part, key = change["field"].split(".")
         assert change["before"] == one[part][key] and change["after"] == three[part][key]
-    same = ok(http.get(f"/v1/personas/{pid}/versions:diff", params={"fromVersion": 2, "toVersion": 2},
+    same = ok(http.get(f"/v1/personas/{pid}/diff", params={"fromVersion": 2, "toVersion": 2},
                        headers=tenant.auth))
     assert same.get("changes", []) == []
-    assert_envelope(http.get(f"/v1/personas/{pid}/versions:diff", params={"fromVersion": 1, "toVersion": 7},
+    assert_envelope(http.get(f"/v1/personas/{pid}/diff", params={"fromVersion": 1, "toVersion": 7},
                              headers=tenant.auth), 404, "not_found")
 
 
@@ -100,7 +100,7 @@ def test_rollback_is_a_new_version_equal_to_the_old_one(http, tenants):
         {k: v for k, v in one["voice"].items() if k != "version"}
     voice = ok(http.get(f"/v1/personas/{pid}/voice", headers=tenant.auth))
     assert voice["version"] == 3 and voice["systemPrompt"] == one["voice"]["systemPrompt"]
-    assert ok(http.get(f"/v1/personas/{pid}/versions:diff", params={"fromVersion": 1, "toVersion": 3},
+    assert ok(http.get(f"/v1/personas/{pid}/diff", params={"fromVersion": 1, "toVersion": 3},
                        headers=tenant.auth)).get("changes", []) == []
     # The event: persona.updated naming the version rolled back to (the spec's sixteen types govern).
     events = ok(http.get("/v1/events", params={"personaId": pid, "type": "persona.updated"},

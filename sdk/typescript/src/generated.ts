@@ -2489,10 +2489,10 @@ export class PersonasResource {
   /**
    * Compares two versions of a persona field by field: every soul and voice field whose value differs, with its value in each. An unknown version answers 404 `not_found`.  Auth: scope `personas:read`.
    *
-   * `GET /v1/personas/{id}/versions:diff`
+   * `GET /v1/personas/{id}/diff`
    */
   diffVersions(id: string, params: DiffPersonaVersionsParams = {}, options?: RequestOptions): APIPromise<PersonaVersionDiff> {
-    return this.core.request("GET", "/v1/personas/{id}/versions:diff", { path: { id }, query: params, options });
+    return this.core.request("GET", "/v1/personas/{id}/diff", { path: { id }, query: params, options });
   }
 
   /**
@@ -2534,10 +2534,10 @@ export class PersonasResource {
   /**
    * Returns one version of a persona: its soul and voice as that version made them. An unknown persona or version answers 404 `not_found`.  Auth: scope `personas:read`.
    *
-   * `GET /v1/personas/{id}/versions/{version}`
+   * `GET /v1/personas/{persona_id}/versions/{version}`
    */
-  getVersion(id: string, version: number | string, options?: RequestOptions): APIPromise<PersonaVersion> {
-    return this.core.request("GET", "/v1/personas/{id}/versions/{version}", { path: { id, version }, options });
+  getVersion(personaId: string, version: number | string, options?: RequestOptions): APIPromise<PersonaVersion> {
+    return this.core.request("GET", "/v1/personas/{persona_id}/versions/{version}", { path: { "persona_id": personaId, version }, options });
   }
 
   /**
@@ -2589,10 +2589,10 @@ export class PersonasResource {
   /**
    * A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its own): the request is validated like CreatePersona's (422 `validation_failed`) and answered with an estimate of what the generation would spend: tokens and cost of the pipeline's model calls (estimated from the request's text, see GenerationPreview) and the monthly generation quota it would draw one unit from. Nothing is spent: no persona, no generation run, no quota unit, no concurrent-generations slot, no endpoint-cap unit, no event. A used-up quota is reported (`quota.wouldExceed`), not refused. The body is CreatePersona's (a streamed create, `?stream=true`, spends the same).  Auth: scope `personas:write`.
    *
-   * `POST /v1/personas:preview`
+   * `POST /v1/personas/preview`
    */
   preview(body: CreatePersonaRequest, options?: RequestOptions): APIPromise<GenerationPreview> {
-    return this.core.request("POST", "/v1/personas:preview", { body, options });
+    return this.core.request("POST", "/v1/personas/preview", { body, options });
   }
 
   /**
@@ -3372,17 +3372,17 @@ export const OPERATIONS: ReadonlyArray<{
   { operationId: "AuditPersona", resource: "personas", method: "audit", httpMethod: "POST", path: "/v1/personas/{id}/audit", kind: "json" },
   { operationId: "CreatePersona", resource: "personas", method: "create", httpMethod: "POST", path: "/v1/personas", kind: "json" },
   { operationId: "DeletePersona", resource: "personas", method: "delete", httpMethod: "DELETE", path: "/v1/personas/{id}", kind: "json" },
-  { operationId: "DiffPersonaVersions", resource: "personas", method: "diffVersions", httpMethod: "GET", path: "/v1/personas/{id}/versions:diff", kind: "json" },
+  { operationId: "DiffPersonaVersions", resource: "personas", method: "diffVersions", httpMethod: "GET", path: "/v1/personas/{id}/diff", kind: "json" },
   { operationId: "ExportPersonaCard", resource: "personas", method: "exportCard", httpMethod: "GET", path: "/v1/personas/{id}/card", kind: "json" },
   { operationId: "ForkPersona", resource: "personas", method: "fork", httpMethod: "POST", path: "/v1/personas/{id}/fork", kind: "json" },
   { operationId: "GetPersona", resource: "personas", method: "get", httpMethod: "GET", path: "/v1/personas/{id}", kind: "json" },
   { operationId: "GetPersonaLineage", resource: "personas", method: "getLineage", httpMethod: "GET", path: "/v1/personas/{id}/lineage", kind: "json" },
-  { operationId: "GetPersonaVersion", resource: "personas", method: "getVersion", httpMethod: "GET", path: "/v1/personas/{id}/versions/{version}", kind: "json" },
+  { operationId: "GetPersonaVersion", resource: "personas", method: "getVersion", httpMethod: "GET", path: "/v1/personas/{persona_id}/versions/{version}", kind: "json" },
   { operationId: "GetVoiceProfile", resource: "personas", method: "getVoiceProfile", httpMethod: "GET", path: "/v1/personas/{id}/voice", kind: "json" },
   { operationId: "ImportPersonaCard", resource: "personas", method: "importCard", httpMethod: "POST", path: "/v1/personas/import", kind: "json" },
   { operationId: "ListPersonas", resource: "personas", method: "list", httpMethod: "GET", path: "/v1/personas", kind: "json" },
   { operationId: "ListPersonaVersions", resource: "personas", method: "listVersions", httpMethod: "GET", path: "/v1/personas/{id}/versions", kind: "json" },
-  { operationId: "PreviewPersona", resource: "personas", method: "preview", httpMethod: "POST", path: "/v1/personas:preview", kind: "json" },
+  { operationId: "PreviewPersona", resource: "personas", method: "preview", httpMethod: "POST", path: "/v1/personas/preview", kind: "json" },
   { operationId: "RefinePersona", resource: "personas", method: "refine", httpMethod: "POST", path: "/v1/personas/{id}/refine", kind: "json" },
   { operationId: "RegeneratePersona", resource: "personas", method: "regenerate", httpMethod: "POST", path: "/v1/personas/{id}/regenerate", kind: "json" },
   { operationId: "RestorePersona", resource: "personas", method: "restore", httpMethod: "POST", path: "/v1/personas/{id}/restore", kind: "json" },

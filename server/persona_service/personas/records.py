@@ -112,6 +112,14 @@ class SortOrder:
 
 
 @dataclass(frozen=True, slots=True)
+class SortKey:
+    """A listed persona's value of the list's sort key (what its cursor holds)."""
+
+    id: str
+    sort_key: Any
+
+
+@dataclass(frozen=True, slots=True)
 class FieldChange:
     """A field that differs between two versions (its JSON path, its values)."""
 

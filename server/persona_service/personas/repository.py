@@ -13,6 +13,7 @@ from persona_service.kernel.personal_data import Batches, export_batches
 from persona_service.personas.records import (
     PersonaRecord,
     PersonaSummary,
+    SortKey,
     SortOrder,
     StepRecord,
     VersionRecord,
@@ -81,7 +82,7 @@ class PersonaRepository:
     def list_page(
         self, workspace_id: str, filters: dict, limit: int, after: tuple[Any, str] | None,
         order: SortOrder = SortOrder.parse(""), q: str = "",
-    ) -> list[tuple[PersonaRecord, Any]]:
+    ) -> list[tuple[PersonaRecord, SortKey]]:
         """A page of the workspace's personas in `order` (ties by id), strictly
         after `after` = (sort key, id); each with its sort key (the cursor's)."""
         key = SORT_KEYS[order.column]
@@ -104,7 +105,7 @@ class PersonaRepository:
         else:
             stmt = stmt.order_by(key.asc(), _personas.c.id.asc())
         rows = self.conn.execute(stmt.limit(limit)).mappings().all()
-        return list(zip(records(PersonaRecord, rows), [row["sort_key"] for row in rows]))
+        return list(zip(records(PersonaRecord, rows), records(SortKey, rows)))
 
     def tree(self, workspace_id: str, root_id: str) -> list[PersonaRecord]:
         stmt = select(_personas).where(_personas.c.workspace_id == workspace_id, _personas.c.root_id == root_id)

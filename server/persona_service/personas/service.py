@@ -109,7 +109,7 @@ class PersonaService:
         ranked, next_cursor = cursor_page(
             self.cursors, scope, limit, cursor,
             lambda n, after: self.repo.list_page(principal.workspace_id, filters, n, after, order, q),
-            lambda pair: [pair[1].isoformat() if timed else pair[1], pair[0].id],
+            lambda pair: [pair[1].sort_key.isoformat() if timed else pair[1].sort_key, pair[0].id],
             lambda position: (datetime.fromisoformat(position[0]) if timed else str(position[0]), str(position[1])),
         )
         return [row for row, _ in ranked], next_cursor

@@ -256,7 +256,7 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
     def GetPersonaVersion(self, request: personas_pb2.GetPersonaVersionRequest,
                           context: grpc.ServicerContext) -> personas_pb2.PersonaVersion:
         ctx = current()
-        return persona_version(*self._service(ctx).version(ctx.caller, request.id, request.version))
+        return persona_version(*self._service(ctx).version(ctx.caller, request.persona_id, request.version))
 
     def DiffPersonaVersions(self, request: personas_pb2.DiffPersonaVersionsRequest,
                             context: grpc.ServicerContext) -> personas_pb2.PersonaVersionDiff:

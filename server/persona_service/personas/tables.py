@@ -67,8 +67,9 @@ class Persona(Base):
         # The list's other orders and its search (migration 0020).
         Index("ix_personas_workspace_updated", "workspace_id", "updated_at", "id"),
         Index("ix_personas_workspace_name", "workspace_id", text("lower(display_name)"), "id"),
-        Index("ix_personas_search", text("to_tsvector('simple'::regconfig, display_name || ' ' || slug || ' ' || intent)"),
-              postgresql_using="gin"),
+        # (As Alembic reflects PostgreSQL's expression: its drift check compares the text.)
+        Index("ix_personas_search", text("to_tsvector('simple'::regconfig, (((display_name::text || ' '::text) "
+                                         "|| slug::text) || ' '::text) || intent)"), postgresql_using="gin"),
     )
 
 

@@ -1341,21 +1341,21 @@ class GetPersonaVersionRequest(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    ID_FIELD_NUMBER: _builtins.int
+    PERSONA_ID_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
-    id: _builtins.str
+    persona_id: _builtins.str
     """Persona id."""
     version: _builtins.int
     """Version number (1 or more)."""
     def __init__(
         self,
         *,
-        id: _builtins.str = ...,
+        persona_id: _builtins.str = ...,
         version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["persona_id", b"persona_id", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

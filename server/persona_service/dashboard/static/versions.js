@@ -1,6 +1,6 @@
 // A persona's versions (GET /v1/personas/{id}/versions): each refine,
 // regenerate or rollback is one. Read one, compare two field by field
-// (GET …/versions:diff), roll back to one (POST …/rollback: a new version
+// (GET …/diff), roll back to one (POST …/rollback: a new version
 // equal to it), and copy the model id pinned to it (persona://<id>@<n>).
 
 import { get, post } from "./api.js";
@@ -55,7 +55,7 @@ export function versionsSection(persona, writable, show) {
     const form = h("form", { class: "row wrap", "aria-label": "Compare versions" }, field("From", from), field("To", to), compare);
     form.addEventListener("submit", (event) => {
       event.preventDefault();
-      busy(compare, detail, async () => replace(detail, diffView(await get(path(persona.id, "/versions:diff"), { fromVersion: from.value, toVersion: to.value }))));
+      busy(compare, detail, async () => replace(detail, diffView(await get(path(persona.id, "/diff"), { fromVersion: from.value, toVersion: to.value }))));
     });
     const view = (v) => {
       const b = h("button", { type: "button", class: "small" }, "View");
@@ -84,10 +84,10 @@ export function versionsSection(persona, writable, show) {
   return box;
 }
 
-// The cost preview of a create (POST /v1/personas:preview): estimated tokens and cost, and the quota it would use.
+// The cost preview of a create (POST /v1/personas/preview): estimated tokens and cost, and the quota it would use.
 export async function previewBox(body) {
   try {
-    const p = await post("/v1/personas:preview", body);
+    const p = await post("/v1/personas/preview", body);
     const q = p.quota;
     return h("div", { class: q.wouldExceed ? "warning" : "success", role: "status", "aria-label": "Cost preview" },
       h("p", {}, h("strong", {}, "Estimate: "), `${p.estimatedInputTokens + p.estimatedOutputTokens} tokens `,

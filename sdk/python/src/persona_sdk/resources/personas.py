@@ -184,6 +184,56 @@ class PersonasResource(SyncResource):
             extra_headers=extra_headers,
         )
 
+    def preview(
+        self,
+        *,
+        intent: str,
+        slug: str | None = None,
+        visibility: Literal["private", "org", "public"] | None = None,
+        metadata: dict[str, Any] | None = None,
+        display_name: str | None = None,
+        soul: SoulParam | None = None,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> GenerationPreview:
+        """A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its own): the request is
+        validated like CreatePersona's (422 `validation_failed`) and answered with an estimate of what the
+        generation would spend: tokens and cost of the pipeline's model calls (estimated from the request's
+        text, see GenerationPreview) and the monthly generation quota it would draw one unit from.
+
+        `POST /v1/personas/preview` (operation `PreviewPersona`).
+
+        Nothing is spent: no persona, no generation run, no quota unit, no concurrent-generations slot, no
+        endpoint-cap unit, no event. A used-up quota is reported (`quota.wouldExceed`), not refused. The
+        body is CreatePersona's (a streamed create, `?stream=true`, spends the same).
+
+        Auth: scope `personas:write`.
+
+        Args:
+          intent: What the persona should be, in the user's words (3–2000 characters).
+          slug: Slug; derived from the soul's name when empty.
+          visibility: `private` (default), `org` or `public`.
+          metadata: Caller metadata.
+          display_name: Display name; the soul's name when empty.
+          soul: A soul to start from instead of drafting one (the draft step then only fills gaps).
+              `soul.desire` must be at least 20 characters.
+        """
+        return self._client._call(
+            GenerationPreview,
+            "POST",
+            "/v1/personas/preview",
+            json=compact({
+                "intent": intent,
+                "slug": slug,
+                "visibility": visibility,
+                "metadata": metadata,
+                "displayName": display_name,
+                "soul": to_wire(soul, PARAMS, "Soul"),
+            }),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
     def get(
         self,
         id: str,
@@ -338,6 +388,31 @@ class PersonasResource(SyncResource):
             CharacterCard,
             "GET",
             f"/v1/personas/{path_param(id)}/card",
+            extra_headers=extra_headers,
+        )
+
+    def diff_versions(
+        self,
+        id: str,
+        *,
+        from_version: int | None = None,
+        to_version: int | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> PersonaVersionDiff:
+        """Compares two versions of a persona field by field: every soul and voice field whose value differs,
+        with its value in each.
+
+        `GET /v1/personas/{id}/diff` (operation `DiffPersonaVersions`).
+
+        An unknown version answers 404 `not_found`.
+
+        Auth: scope `personas:read`.
+        """
+        return self._client._call(
+            PersonaVersionDiff,
+            "GET",
+            f"/v1/personas/{path_param(id)}/diff",
+            params={"fromVersion": from_version, "toVersion": to_version},
             extra_headers=extra_headers,
         )
 
@@ -552,53 +627,6 @@ class PersonasResource(SyncResource):
             lambda cursor: self.list_versions(id, limit=limit, cursor=cursor, extra_headers=extra_headers),
         )
 
-    def get_version(
-        self,
-        id: str,
-        version: int,
-        *,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> PersonaVersion:
-        """Returns one version of a persona: its soul and voice as that version made them.
-
-        `GET /v1/personas/{id}/versions/{version}` (operation `GetPersonaVersion`).
-
-        An unknown persona or version answers 404 `not_found`.
-
-        Auth: scope `personas:read`.
-        """
-        return self._client._call(
-            PersonaVersion,
-            "GET",
-            f"/v1/personas/{path_param(id)}/versions/{path_param(version)}",
-            extra_headers=extra_headers,
-        )
-
-    def diff_versions(
-        self,
-        id: str,
-        *,
-        from_version: int | None = None,
-        to_version: int | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> PersonaVersionDiff:
-        """Compares two versions of a persona field by field: every soul and voice field whose value differs,
-        with its value in each.
-
-        `GET /v1/personas/{id}/versions:diff` (operation `DiffPersonaVersions`).
-
-        An unknown version answers 404 `not_found`.
-
-        Auth: scope `personas:read`.
-        """
-        return self._client._call(
-            PersonaVersionDiff,
-            "GET",
-            f"/v1/personas/{path_param(id)}/versions:diff",
-            params={"fromVersion": from_version, "toVersion": to_version},
-            extra_headers=extra_headers,
-        )
-
     def get_voice_profile(
         self,
         id: str,
@@ -618,53 +646,25 @@ class PersonasResource(SyncResource):
             extra_headers=extra_headers,
         )
 
-    def preview(
+    def get_version(
         self,
+        persona_id: str,
+        version: int,
         *,
-        intent: str,
-        slug: str | None = None,
-        visibility: Literal["private", "org", "public"] | None = None,
-        metadata: dict[str, Any] | None = None,
-        display_name: str | None = None,
-        soul: SoulParam | None = None,
-        idempotency_key: str | Literal[False] | None = None,
         extra_headers: Mapping[str, str] | None = None,
-    ) -> GenerationPreview:
-        """A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its own): the request is
-        validated like CreatePersona's (422 `validation_failed`) and answered with an estimate of what the
-        generation would spend: tokens and cost of the pipeline's model calls (estimated from the request's
-        text, see GenerationPreview) and the monthly generation quota it would draw one unit from.
+    ) -> PersonaVersion:
+        """Returns one version of a persona: its soul and voice as that version made them.
 
-        `POST /v1/personas:preview` (operation `PreviewPersona`).
+        `GET /v1/personas/{persona_id}/versions/{version}` (operation `GetPersonaVersion`).
 
-        Nothing is spent: no persona, no generation run, no quota unit, no concurrent-generations slot, no
-        endpoint-cap unit, no event. A used-up quota is reported (`quota.wouldExceed`), not refused. The
-        body is CreatePersona's (a streamed create, `?stream=true`, spends the same).
+        An unknown persona or version answers 404 `not_found`.
 
-        Auth: scope `personas:write`.
-
-        Args:
-          intent: What the persona should be, in the user's words (3–2000 characters).
-          slug: Slug; derived from the soul's name when empty.
-          visibility: `private` (default), `org` or `public`.
-          metadata: Caller metadata.
-          display_name: Display name; the soul's name when empty.
-          soul: A soul to start from instead of drafting one (the draft step then only fills gaps).
-              `soul.desire` must be at least 20 characters.
+        Auth: scope `personas:read`.
         """
         return self._client._call(
-            GenerationPreview,
-            "POST",
-            "/v1/personas:preview",
-            json=compact({
-                "intent": intent,
-                "slug": slug,
-                "visibility": visibility,
-                "metadata": metadata,
-                "displayName": display_name,
-                "soul": to_wire(soul, PARAMS, "Soul"),
-            }),
-            idempotency_key=idempotency_key,
+            PersonaVersion,
+            "GET",
+            f"/v1/personas/{path_param(persona_id)}/versions/{path_param(version)}",
             extra_headers=extra_headers,
         )
 
@@ -882,6 +882,56 @@ class AsyncPersonasResource(AsyncResource):
             extra_headers=extra_headers,
         )
 
+    async def preview(
+        self,
+        *,
+        intent: str,
+        slug: str | None = None,
+        visibility: Literal["private", "org", "public"] | None = None,
+        metadata: dict[str, Any] | None = None,
+        display_name: str | None = None,
+        soul: SoulParam | None = None,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> GenerationPreview:
+        """A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its own): the request is
+        validated like CreatePersona's (422 `validation_failed`) and answered with an estimate of what the
+        generation would spend: tokens and cost of the pipeline's model calls (estimated from the request's
+        text, see GenerationPreview) and the monthly generation quota it would draw one unit from.
+
+        `POST /v1/personas/preview` (operation `PreviewPersona`).
+
+        Nothing is spent: no persona, no generation run, no quota unit, no concurrent-generations slot, no
+        endpoint-cap unit, no event. A used-up quota is reported (`quota.wouldExceed`), not refused. The
+        body is CreatePersona's (a streamed create, `?stream=true`, spends the same).
+
+        Auth: scope `personas:write`.
+
+        Args:
+          intent: What the persona should be, in the user's words (3–2000 characters).
+          slug: Slug; derived from the soul's name when empty.
+          visibility: `private` (default), `org` or `public`.
+          metadata: Caller metadata.
+          display_name: Display name; the soul's name when empty.
+          soul: A soul to start from instead of drafting one (the draft step then only fills gaps).
+              `soul.desire` must be at least 20 characters.
+        """
+        return await self._client._call(
+            GenerationPreview,
+            "POST",
+            "/v1/personas/preview",
+            json=compact({
+                "intent": intent,
+                "slug": slug,
+                "visibility": visibility,
+                "metadata": metadata,
+                "displayName": display_name,
+                "soul": to_wire(soul, PARAMS, "Soul"),
+            }),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
     async def get(
         self,
         id: str,
@@ -1036,6 +1086,31 @@ class AsyncPersonasResource(AsyncResource):
             CharacterCard,
             "GET",
             f"/v1/personas/{path_param(id)}/card",
+            extra_headers=extra_headers,
+        )
+
+    async def diff_versions(
+        self,
+        id: str,
+        *,
+        from_version: int | None = None,
+        to_version: int | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> PersonaVersionDiff:
+        """Compares two versions of a persona field by field: every soul and voice field whose value differs,
+        with its value in each.
+
+        `GET /v1/personas/{id}/diff` (operation `DiffPersonaVersions`).
+
+        An unknown version answers 404 `not_found`.
+
+        Auth: scope `personas:read`.
+        """
+        return await self._client._call(
+            PersonaVersionDiff,
+            "GET",
+            f"/v1/personas/{path_param(id)}/diff",
+            params={"fromVersion": from_version, "toVersion": to_version},
             extra_headers=extra_headers,
         )
 
@@ -1252,53 +1327,6 @@ class AsyncPersonasResource(AsyncResource):
             lambda cursor: self.list_versions(id, limit=limit, cursor=cursor, extra_headers=extra_headers),
         )
 
-    async def get_version(
-        self,
-        id: str,
-        version: int,
-        *,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> PersonaVersion:
-        """Returns one version of a persona: its soul and voice as that version made them.
-
-        `GET /v1/personas/{id}/versions/{version}` (operation `GetPersonaVersion`).
-
-        An unknown persona or version answers 404 `not_found`.
-
-        Auth: scope `personas:read`.
-        """
-        return await self._client._call(
-            PersonaVersion,
-            "GET",
-            f"/v1/personas/{path_param(id)}/versions/{path_param(version)}",
-            extra_headers=extra_headers,
-        )
-
-    async def diff_versions(
-        self,
-        id: str,
-        *,
-        from_version: int | None = None,
-        to_version: int | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> PersonaVersionDiff:
-        """Compares two versions of a persona field by field: every soul and voice field whose value differs,
-        with its value in each.
-
-        `GET /v1/personas/{id}/versions:diff` (operation `DiffPersonaVersions`).
-
-        An unknown version answers 404 `not_found`.
-
-        Auth: scope `personas:read`.
-        """
-        return await self._client._call(
-            PersonaVersionDiff,
-            "GET",
-            f"/v1/personas/{path_param(id)}/versions:diff",
-            params={"fromVersion": from_version, "toVersion": to_version},
-            extra_headers=extra_headers,
-        )
-
     async def get_voice_profile(
         self,
         id: str,
@@ -1318,53 +1346,25 @@ class AsyncPersonasResource(AsyncResource):
             extra_headers=extra_headers,
         )
 
-    async def preview(
+    async def get_version(
         self,
+        persona_id: str,
+        version: int,
         *,
-        intent: str,
-        slug: str | None = None,
-        visibility: Literal["private", "org", "public"] | None = None,
-        metadata: dict[str, Any] | None = None,
-        display_name: str | None = None,
-        soul: SoulParam | None = None,
-        idempotency_key: str | Literal[False] | None = None,
         extra_headers: Mapping[str, str] | None = None,
-    ) -> GenerationPreview:
-        """A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its own): the request is
-        validated like CreatePersona's (422 `validation_failed`) and answered with an estimate of what the
-        generation would spend: tokens and cost of the pipeline's model calls (estimated from the request's
-        text, see GenerationPreview) and the monthly generation quota it would draw one unit from.
+    ) -> PersonaVersion:
+        """Returns one version of a persona: its soul and voice as that version made them.
 
-        `POST /v1/personas:preview` (operation `PreviewPersona`).
+        `GET /v1/personas/{persona_id}/versions/{version}` (operation `GetPersonaVersion`).
 
-        Nothing is spent: no persona, no generation run, no quota unit, no concurrent-generations slot, no
-        endpoint-cap unit, no event. A used-up quota is reported (`quota.wouldExceed`), not refused. The
-        body is CreatePersona's (a streamed create, `?stream=true`, spends the same).
+        An unknown persona or version answers 404 `not_found`.
 
-        Auth: scope `personas:write`.
-
-        Args:
-          intent: What the persona should be, in the user's words (3–2000 characters).
-          slug: Slug; derived from the soul's name when empty.
-          visibility: `private` (default), `org` or `public`.
-          metadata: Caller metadata.
-          display_name: Display name; the soul's name when empty.
-          soul: A soul to start from instead of drafting one (the draft step then only fills gaps).
-              `soul.desire` must be at least 20 characters.
+        Auth: scope `personas:read`.
         """
         return await self._client._call(
-            GenerationPreview,
-            "POST",
-            "/v1/personas:preview",
-            json=compact({
-                "intent": intent,
-                "slug": slug,
-                "visibility": visibility,
-                "metadata": metadata,
-                "displayName": display_name,
-                "soul": to_wire(soul, PARAMS, "Soul"),
-            }),
-            idempotency_key=idempotency_key,
+            PersonaVersion,
+            "GET",
+            f"/v1/personas/{path_param(persona_id)}/versions/{path_param(version)}",
             extra_headers=extra_headers,
         )
 

@@ -379,7 +379,7 @@ export class PersonasResource {
         return this.core.request("DELETE", "/v1/personas/{id}", { path: { id }, options });
     }
     diffVersions(id, params = {}, options) {
-        return this.core.request("GET", "/v1/personas/{id}/versions:diff", { path: { id }, query: params, options });
+        return this.core.request("GET", "/v1/personas/{id}/diff", { path: { id }, query: params, options });
     }
     exportCard(id, options) {
         return this.core.request("GET", "/v1/personas/{id}/card", { path: { id }, options });
@@ -393,8 +393,8 @@ export class PersonasResource {
     getLineage(id, options) {
         return this.core.request("GET", "/v1/personas/{id}/lineage", { path: { id }, options });
     }
-    getVersion(id, version, options) {
-        return this.core.request("GET", "/v1/personas/{id}/versions/{version}", { path: { id, version }, options });
+    getVersion(personaId, version, options) {
+        return this.core.request("GET", "/v1/personas/{persona_id}/versions/{version}", { path: { "persona_id": personaId, version }, options });
     }
     getVoiceProfile(id, options) {
         return this.core.request("GET", "/v1/personas/{id}/voice", { path: { id }, options });
@@ -415,7 +415,7 @@ export class PersonasResource {
         return this.core.paginate((p) => this.listVersions(id, p, options), params);
     }
     preview(body, options) {
-        return this.core.request("POST", "/v1/personas:preview", { body, options });
+        return this.core.request("POST", "/v1/personas/preview", { body, options });
     }
     refine(id, body, options) {
         return this.core.request("POST", "/v1/personas/{id}/refine", { path: { id }, body, options });
@@ -757,17 +757,17 @@ export const OPERATIONS = [
     { operationId: "AuditPersona", resource: "personas", method: "audit", httpMethod: "POST", path: "/v1/personas/{id}/audit", kind: "json" },
     { operationId: "CreatePersona", resource: "personas", method: "create", httpMethod: "POST", path: "/v1/personas", kind: "json" },
     { operationId: "DeletePersona", resource: "personas", method: "delete", httpMethod: "DELETE", path: "/v1/personas/{id}", kind: "json" },
-    { operationId: "DiffPersonaVersions", resource: "personas", method: "diffVersions", httpMethod: "GET", path: "/v1/personas/{id}/versions:diff", kind: "json" },
+    { operationId: "DiffPersonaVersions", resource: "personas", method: "diffVersions", httpMethod: "GET", path: "/v1/personas/{id}/diff", kind: "json" },
     { operationId: "ExportPersonaCard", resource: "personas", method: "exportCard", httpMethod: "GET", path: "/v1/personas/{id}/card", kind: "json" },
     { operationId: "ForkPersona", resource: "personas", method: "fork", httpMethod: "POST", path: "/v1/personas/{id}/fork", kind: "json" },
     { operationId: "GetPersona", resource: "personas", method: "get", httpMethod: "GET", path: "/v1/personas/{id}", kind: "json" },
     { operationId: "GetPersonaLineage", resource: "personas", method: "getLineage", httpMethod: "GET", path: "/v1/personas/{id}/lineage", kind: "json" },
-    { operationId: "GetPersonaVersion", resource: "personas", method: "getVersion", httpMethod: "GET", path: "/v1/personas/{id}/versions/{version}", kind: "json" },
+    { operationId: "GetPersonaVersion", resource: "personas", method: "getVersion", httpMethod: "GET", path: "/v1/personas/{persona_id}/versions/{version}", kind: "json" },
     { operationId: "GetVoiceProfile", resource: "personas", method: "getVoiceProfile", httpMethod: "GET", path: "/v1/personas/{id}/voice", kind: "json" },
     { operationId: "ImportPersonaCard", resource: "personas", method: "importCard", httpMethod: "POST", path: "/v1/personas/import", kind: "json" },
     { operationId: "ListPersonas", resource: "personas", method: "list", httpMethod: "GET", path: "/v1/personas", kind: "json" },
     { operationId: "ListPersonaVersions", resource: "personas", method: "listVersions", httpMethod: "GET", path: "/v1/personas/{id}/versions", kind: "json" },
-    { operationId: "PreviewPersona", resource: "personas", method: "preview", httpMethod: "POST", path: "/v1/personas:preview", kind: "json" },
+    { operationId: "PreviewPersona", resource: "personas", method: "preview", httpMethod: "POST", path: "/v1/personas/preview", kind: "json" },
     { operationId: "RefinePersona", resource: "personas", method: "refine", httpMethod: "POST", path: "/v1/personas/{id}/refine", kind: "json" },
     { operationId: "RegeneratePersona", resource: "personas", method: "regenerate", httpMethod: "POST", path: "/v1/personas/{id}/regenerate", kind: "json" },
     { operationId: "RestorePersona", resource: "personas", method: "restore", httpMethod: "POST", path: "/v1/personas/{id}/restore", kind: "json" },
