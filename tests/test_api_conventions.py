@@ -201,8 +201,9 @@ def _singular(word: str) -> str:
 
 
 # Keys that are not ids keep their own names: a config item's `{key}`, a
-# file's `{key=**}`, a dashboard asset's `{name}`, OpenAI's `{model}`.
-NATURAL_KEYS = {"key", "name", "model"}
+# file's `{key=**}`, a dashboard asset's `{name}`, OpenAI's `{model}`, a
+# persona version's number `{version}`.
+NATURAL_KEYS = {"key", "name", "model", "version"}
 
 
 def _path_variable_violations(files) -> list[str]:

@@ -23,6 +23,7 @@ from support import assert_envelope
 SESSION_FIELDS = {
     "sessionId", "orgId", "workspaceId", "personaId", "userId", "title", "status", "messageCount", "inputTokens",
     "outputTokens", "costUsdMicros", "startedAt", "lastActiveAt", "endedAt",
+    "personaVersion",  # beyond the spec's fourteen: the pinned persona version, 0 when not pinned (#41)
 }
 ACTION = "engine.pipeline.drift_detection.action_on_alert"
 THRESHOLD = "engine.pipeline.drift_detection.threshold"

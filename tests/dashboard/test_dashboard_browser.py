@@ -12,6 +12,7 @@ import re
 
 from persona_sdk.webhooks import verify as verify_signature
 from playwright.sync_api import expect
+from sqlalchemy import text
 from support import bootstrap, personas_locked
 from webhooks.wh_receiver import Answer
 
@@ -165,6 +166,70 @@ def test_a_new_persona_streams_its_steps_live(page, engine, tenants, screenshots
     expect(page.get_by_role("row")).to_have_count(3)  # the header, the persona and its fork
     page.get_by_label("Search").fill("no such persona")
     expect(page.get_by_text("No persona matches the search.")).to_be_visible()
+
+
+def test_the_persona_list_is_searched_and_sorted_by_the_server(page, http, tenants):
+    tenant = tenants()
+    for name in ("Wilhelmina Tern", "Aurelio Tern", "Mabel Gannet"):
+        r = http.post("/v1/personas", json={"intent": f"{name}, a seabird counter", "displayName": name},
+                      headers=tenant.auth)
+        assert r.status_code == 200, r.text
+    sign_in(page, tenant.api_key)
+    settled(page)
+    names = page.get_by_role("table", name="Personas").locator("tbody tr td:first-child")
+    expect(names).to_have_text(["Mabel Gannet", "Aurelio Tern", "Wilhelmina Tern"])  # newest first
+    with page.expect_request(lambda r: "/v1/personas?" in r.url and "q=TERN" in r.url):
+        page.get_by_label("Search").fill("TERN")
+    expect(names).to_have_text(["Aurelio Tern", "Wilhelmina Tern"])
+    with page.expect_request(lambda r: "orderBy=display_name+desc" in r.url or "orderBy=display_name%20desc" in r.url):
+        page.get_by_label("Sort").select_option("display_name desc")
+    expect(names).to_have_text(["Wilhelmina Tern", "Aurelio Tern"])
+    page.get_by_label("Search").fill("petrel")
+    expect(page.get_by_text("No persona matches the search.")).to_be_visible()
+
+
+def test_versions_are_compared_and_rolled_back_and_a_create_is_previewed(page, http, tenants, engine, screenshots):
+    tenant = tenants()
+    pid = make_persona(http, tenant, "A soft-spoken ferry pilot who collects river maps")
+    r = http.post(f"/v1/personas/{pid}/refine", json={"instruction": "louder and bolder", "note": "bolder"},
+                  headers=tenant.auth)
+    assert r.status_code == 200, r.text
+    sign_in(page, tenant.api_key)
+    page.goto(f"/dashboard#/personas/{pid}")
+    versions = page.get_by_role("region", name="Versions")
+    table = versions.get_by_role("table", name="Versions")
+    expect(table.locator("tbody tr")).to_have_count(2)
+    expect(table.locator("tbody tr").first).to_contain_text("v2 (current)")
+    expect(table.locator("tbody tr").first).to_contain_text("bolder")
+    versions.get_by_role("button", name="Compare").click()
+    changes = versions.get_by_role("table", name="Changes from v1 to v2")
+    expect(changes).to_contain_text("soul.")
+    versions.get_by_role("button", name="View").last.click()
+    expect(versions.get_by_label("Version 1")).to_contain_text(f"persona://{pid}@1")
+    settled(page)
+    shoot(page, screenshots, "persona-versions")
+    versions.get_by_role("button", name="Roll back to v1").click()
+    page.get_by_role("dialog").get_by_role("button", name="Roll back").click()
+    expect(page.get_by_role("heading", level=1).locator("xpath=following-sibling::p[1]")).to_contain_text("v3")
+    expect(table.locator("tbody tr").first).to_contain_text("rollback to v1")
+    assert http.get(f"/v1/personas/{pid}", headers=tenant.auth).json()["version"] == 3
+
+    # The cost preview: an estimate on screen, nothing created or spent.
+    def personas() -> int:
+        with engine.connect() as conn:
+            return conn.execute(text("SELECT count(*) FROM personas WHERE org_id = :o"), {"o": tenant.org_id}).scalar()
+
+    before = personas()
+    go(page, "Personas")
+    page.get_by_role("link", name="New persona").click()
+    page.get_by_label("Intent").fill("A cheerful baker who names her sourdough starters")
+    page.get_by_role("button", name="Preview cost").click()
+    preview = page.get_by_role("status", name="Cost preview")
+    expect(preview).to_contain_text("tokens")
+    expect(preview).to_contain_text("of the monthly generation quota")
+    expect(preview).to_contain_text("Nothing was spent")
+    shoot(page, screenshots, "persona-cost-preview")
+    assert personas() == before
 
 
 def test_the_playground_streams_a_reply_and_counts_it(page, http, tenants, screenshots):

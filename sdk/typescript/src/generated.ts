@@ -303,6 +303,8 @@ export interface ChatSession {
   lastActiveAt: string;
   /** End time as an RFC 3339 string, or JSON `null` while the session is active; always present. */
   endedAt: string | null;
+  /** The persona version the session is pinned to: its replies use that version's voice whatever the persona's later refines. 0: not pinned (the persona's current version answers). */
+  personaVersion: number;
 }
 
 /** Token usage and cost of one reply. */
@@ -370,7 +372,7 @@ export interface CreateApiKeyResponse {
 
 /** Request of CreateChatCompletion and StreamChatCompletion. */
 export interface CreateChatCompletionRequest {
-  /** `persona://<persona uuid>`. */
+  /** `persona://<persona uuid>`, or `persona://<persona uuid>@<version>` pinned to that version (an unknown version answers 404 `not_found`). */
   model: string;
   /** The conversation (1 to 500 messages). */
   messages: ChatCompletionRequestMessage[];
@@ -448,6 +450,8 @@ export interface CreateChatSessionRequest {
   userId?: string;
   /** Title (at most 200 characters). */
   title?: string;
+  /** Pin the session to this version of the persona (see ChatSession.persona_version); omitted or 0: not pinned. A version the persona does not have answers 404 `not_found`. */
+  personaVersion?: number;
 }
 
 /** Request of CreateListing. */
@@ -574,6 +578,16 @@ export interface Event {
   data: Record<string, unknown>;
 }
 
+/** One field that differs between two versions. */
+export interface FieldChange {
+  /** The field's path in the version, JSON names: `soul.desire`, `soul.traits`, `voice.systemPrompt`, `voice.sampleDialogues`, ... */
+  field: string;
+  /** Its value in `fromVersion`. */
+  before: unknown;
+  /** Its value in `toVersion`. */
+  after: unknown;
+}
+
 /** Request of ForkPersona. */
 export interface ForkPersonaRequestBody {
   /** How the fork should differ (optional, at most 2000 characters). */
@@ -582,6 +596,40 @@ export interface ForkPersonaRequestBody {
   slug?: string;
   /** Attribution note kept in the lineage (at most 500 characters). */
   note?: string;
+}
+
+/** What a generation would spend: an estimate, nothing spent. */
+export interface GenerationPreview {
+  /** The model the pipeline's text steps would run on. */
+  model: string;
+  /** Estimated input tokens of all steps (about 1.3 tokens a word of every prompt the pipeline would send). */
+  estimatedInputTokens: number;
+  /** Estimated output tokens of all steps (each step's typical answer size). */
+  estimatedOutputTokens: number;
+  /** Estimated cost in millionths of a US dollar, at the model's configured price (a whole number; a double so that JSON carries a number). */
+  estimatedCostUsdMicros: number;
+  /** The estimate per pipeline step, in pipeline order. */
+  steps: StepEstimate[];
+  /** The monthly generation quota the generation would draw from. */
+  quota: GenerationQuotaPreview;
+}
+
+/** The monthly generation quota as a generation would find it now. */
+export interface GenerationQuotaPreview {
+  /** Always `generations_per_month`. */
+  name: string;
+  /** The organization's monthly limit. */
+  limit: number;
+  /** Units used in the current period. */
+  used: number;
+  /** Units the generation would use (1). */
+  wouldUse: number;
+  /** Units left now, before the generation. */
+  remaining: number;
+  /** The generation would be refused (429 `quota_exceeded`). */
+  wouldExceed: boolean;
+  /** When the period ends and the quota resets. */
+  resetsAt: string;
 }
 
 /** An invoice (all 12 fields always present; `paidAt` is an RFC 3339 UTC string, or `null` until the invoice is paid). */
@@ -654,8 +702,8 @@ export interface LineageNode {
 export interface LineageVersion {
   /** Version number. */
   version: number;
-  /** `create`, `refine`, `regenerate`, `fork` or `import`. */
-  kind: "create" | "refine" | "regenerate" | "fork" | "import";
+  /** `create`, `refine`, `regenerate`, `fork`, `import` or `rollback`. */
+  kind: "create" | "refine" | "regenerate" | "fork" | "import" | "rollback";
   /** The note given, if any. */
   note: string;
   /** The refine instruction, if any. */
@@ -744,9 +792,17 @@ export interface ListModerationQueueResponse {
   nextCursor: string;
 }
 
+/** Response of ListPersonaVersions. */
+export interface ListPersonaVersionsResponse {
+  /** The versions, newest first. */
+  items: PersonaVersion[];
+  /** Cursor of the next page; empty on the last page. */
+  nextCursor: string;
+}
+
 /** Response of ListPersonas. */
 export interface ListPersonasResponse {
-  /** The personas, newest first. */
+  /** The personas, in the requested order (newest first by default). */
   items: Persona[];
   /** Cursor of the next page; empty on the last page. */
   nextCursor: string;
@@ -964,6 +1020,42 @@ export interface PersonaLineage {
   size: number;
 }
 
+/** One version of a persona: what it was at that version. */
+export interface PersonaVersion {
+  /** Persona id. */
+  personaId: string;
+  /** Version number, from 1. */
+  version: number;
+  /** How it was made: `create`, `refine`, `regenerate`, `fork`, `import` or `rollback`. */
+  kind: "create" | "refine" | "regenerate" | "fork" | "import" | "rollback";
+  /** The note given, if any. */
+  note: string;
+  /** The refine or fork instruction, if any. */
+  instruction: string;
+  /** For a rollback, the version it copies; 0 otherwise. */
+  sourceVersion: number;
+  /** The generation run that made it; empty for a rollback. */
+  runId: string;
+  /** The soul at this version. */
+  soul: Soul;
+  /** The voice at this version (`version` is this version). */
+  voice: VoiceProfile;
+  /** When it was made. */
+  createdAt: string;
+}
+
+/** The differences between two versions of a persona. */
+export interface PersonaVersionDiff {
+  /** Persona id. */
+  personaId: string;
+  /** The version compared from. */
+  fromVersion: number;
+  /** The version compared to. */
+  toVersion: number;
+  /** The fields that differ, soul fields first, in field order; empty when the versions are equal. */
+  changes: FieldChange[];
+}
+
 /** Request of PingWebhookEndpoint. */
 export type PingWebhookEndpointRequestBody = Record<string, unknown>;
 
@@ -1145,6 +1237,14 @@ export type RevokeApiKeyRequestBody = Record<string, unknown>;
 /** Request of RevokeScimToken. */
 export type RevokeScimTokenRequestBody = Record<string, unknown>;
 
+/** Request of RollbackPersona. */
+export interface RollbackPersonaRequestBody {
+  /** The version to roll back to (an earlier version of the persona). */
+  version: number;
+  /** Attribution note kept in the lineage (at most 500 characters). */
+  note?: string;
+}
+
 /** Request of RotateWebhookSecrets (no fields). */
 export type RotateWebhookSecretsRequest = Record<string, unknown>;
 
@@ -1223,6 +1323,16 @@ export interface Soul {
   values?: string[];
   /** How it speaks. */
   speakingStyle?: string;
+}
+
+/** One pipeline step's share of a GenerationPreview. */
+export interface StepEstimate {
+  /** Step name (`moderate_intent`, `draft_soul`, `write_voice`, `audit`, `fingerprint`). */
+  step: string;
+  /** Estimated input tokens. */
+  inputTokens: number;
+  /** Estimated output tokens (0 for moderation and the embedding). */
+  outputTokens: number;
 }
 
 /** What became of a Stripe event. */
@@ -1430,6 +1540,12 @@ export interface DeleteConfigItemParams {
   personaId?: string;
 }
 
+/** Query parameters of `DiffPersonaVersions`. */
+export interface DiffPersonaVersionsParams {
+  fromVersion?: number;
+  toVersion?: number;
+}
+
 /** Query parameters of `GetConfigItem`. */
 export interface GetConfigItemParams {
   personaId?: string;
@@ -1526,6 +1642,12 @@ export interface ListModerationQueueParams {
   limit?: number;
 }
 
+/** Query parameters of `ListPersonaVersions`. */
+export interface ListPersonaVersionsParams {
+  limit?: number;
+  cursor?: string;
+}
+
 /** Query parameters of `ListPersonas`. */
 export interface ListPersonasParams {
   limit?: number;
@@ -1534,6 +1656,8 @@ export interface ListPersonasParams {
   visibility?: "private" | "org" | "public";
   rootId?: string;
   showDeleted?: boolean;
+  q?: string;
+  orderBy?: "created_at" | "created_at asc" | "created_at desc" | "updated_at" | "updated_at asc" | "updated_at desc" | "display_name" | "display_name asc" | "display_name desc";
 }
 
 /** Query parameters of `ListPortraits`. */
@@ -2379,6 +2503,15 @@ export class PersonasResource {
   }
 
   /**
+   * Compares two versions of a persona field by field: every soul and voice field whose value differs, with its value in each. An unknown version answers 404 `not_found`.  Auth: scope `personas:read`.
+   *
+   * `GET /v1/personas/{id}/diff`
+   */
+  diffVersions(id: string, params: DiffPersonaVersionsParams = {}, options?: RequestOptions): APIPromise<PersonaVersionDiff> {
+    return this.core.request("GET", "/v1/personas/{id}/diff", { path: { id }, query: params, options });
+  }
+
+  /**
    * Exports the persona as a Character Card V2 (`chara_card_v2`): system prompt, sample dialogues as `mes_example`, greeting as `first_mes`, and the soul and lineage under `extensions["persona-service"]`.  Auth: scope `personas:read`.
    *
    * `GET /v1/personas/{id}/card`
@@ -2415,6 +2548,15 @@ export class PersonasResource {
   }
 
   /**
+   * Returns one version of a persona: its soul and voice as that version made them. An unknown persona or version answers 404 `not_found`.  Auth: scope `personas:read`.
+   *
+   * `GET /v1/personas/{persona_id}/versions/{version}`
+   */
+  getVersion(personaId: string, version: number | string, options?: RequestOptions): APIPromise<PersonaVersion> {
+    return this.core.request("GET", "/v1/personas/{persona_id}/versions/{version}", { path: { "persona_id": personaId, version }, options });
+  }
+
+  /**
    * Returns the persona's voice profile: the system prompt and sample dialogues for runtime use.  Auth: scope `personas:read`.
    *
    * `GET /v1/personas/{id}/voice`
@@ -2433,7 +2575,7 @@ export class PersonasResource {
   }
 
   /**
-   * Lists the personas of the caller's workspace, newest first.  Auth: scope `personas:read`.
+   * Lists the personas of the caller's workspace, newest first unless `orderBy` says otherwise; `q` searches them by name and text. The page cursor carries the sort key, the order and the query: a cursor used with another `orderBy` or `q` answers 400 `bad_request`.  Auth: scope `personas:read`.
    *
    * `GET /v1/personas`
    */
@@ -2444,6 +2586,29 @@ export class PersonasResource {
   /** Every item of `list`, page after page. */
   listIter(params: ListPersonasParams = {}, options?: RequestOptions): AsyncIterableIterator<Persona> {
     return this.core.paginate((p) => this.list(p, options), params);
+  }
+
+  /**
+   * Lists the versions of a persona, newest first. Every generation that changes a persona (create, refine, regenerate, fork, import) and every rollback is a version; versions are kept as long as the persona (a purge removes them with it). A deleted persona's versions stay readable within its grace period, like the persona.  Auth: scope `personas:read`.
+   *
+   * `GET /v1/personas/{id}/versions`
+   */
+  listVersions(id: string, params: ListPersonaVersionsParams = {}, options?: RequestOptions): APIPromise<ListPersonaVersionsResponse> {
+    return this.core.request("GET", "/v1/personas/{id}/versions", { path: { id }, query: params, options });
+  }
+
+  /** Every item of `listVersions`, page after page. */
+  listVersionsIter(id: string, params: ListPersonaVersionsParams = {}, options?: RequestOptions): AsyncIterableIterator<PersonaVersion> {
+    return this.core.paginate((p) => this.listVersions(id, p, options), params);
+  }
+
+  /**
+   * A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its own): the request is validated like CreatePersona's (422 `validation_failed`) and answered with an estimate of what the generation would spend: tokens and cost of the pipeline's model calls (estimated from the request's text, see GenerationPreview) and the monthly generation quota it would draw one unit from. Nothing is spent: no persona, no generation run, no quota unit, no concurrent-generations slot, no endpoint-cap unit, no event. A used-up quota is reported (`quota.wouldExceed`), not refused. The body is CreatePersona's (a streamed create, `?stream=true`, spends the same).  Auth: scope `personas:write`.
+   *
+   * `POST /v1/personas/preview`
+   */
+  preview(body: CreatePersonaRequest, options?: RequestOptions): APIPromise<GenerationPreview> {
+    return this.core.request("POST", "/v1/personas/preview", { body, options });
   }
 
   /**
@@ -2471,6 +2636,15 @@ export class PersonasResource {
    */
   restore(id: string, body: RestorePersonaRequestBody = {}, options?: RequestOptions): APIPromise<Persona> {
     return this.core.request("POST", "/v1/personas/{id}/restore", { path: { id }, body, options });
+  }
+
+  /**
+   * Rolls a persona back to an earlier version: a new version (the current one plus one, kind `rollback`, `sourceVersion` the version copied) whose soul and voice are that version's. History is never rewritten, and no generation runs (no quota is drawn). Emits `persona.updated` with `changed` ["soul", "voice"] and `rolledBackTo`. An archived or deleted persona answers 409 `state_conflict`; an unknown version 404 `not_found`; the current version 409 `state_conflict` (`conflictField` "version").  Auth: scope `personas:write`.
+   *
+   * `POST /v1/personas/{id}/rollback`
+   */
+  rollback(id: string, body: RollbackPersonaRequestBody, options?: RequestOptions): APIPromise<Persona> {
+    return this.core.request("POST", "/v1/personas/{id}/rollback", { path: { id }, body, options });
   }
 
   /**
@@ -3214,16 +3388,21 @@ export const OPERATIONS: ReadonlyArray<{
   { operationId: "AuditPersona", resource: "personas", method: "audit", httpMethod: "POST", path: "/v1/personas/{id}/audit", kind: "json" },
   { operationId: "CreatePersona", resource: "personas", method: "create", httpMethod: "POST", path: "/v1/personas", kind: "json" },
   { operationId: "DeletePersona", resource: "personas", method: "delete", httpMethod: "DELETE", path: "/v1/personas/{id}", kind: "json" },
+  { operationId: "DiffPersonaVersions", resource: "personas", method: "diffVersions", httpMethod: "GET", path: "/v1/personas/{id}/diff", kind: "json" },
   { operationId: "ExportPersonaCard", resource: "personas", method: "exportCard", httpMethod: "GET", path: "/v1/personas/{id}/card", kind: "json" },
   { operationId: "ForkPersona", resource: "personas", method: "fork", httpMethod: "POST", path: "/v1/personas/{id}/fork", kind: "json" },
   { operationId: "GetPersona", resource: "personas", method: "get", httpMethod: "GET", path: "/v1/personas/{id}", kind: "json" },
   { operationId: "GetPersonaLineage", resource: "personas", method: "getLineage", httpMethod: "GET", path: "/v1/personas/{id}/lineage", kind: "json" },
+  { operationId: "GetPersonaVersion", resource: "personas", method: "getVersion", httpMethod: "GET", path: "/v1/personas/{persona_id}/versions/{version}", kind: "json" },
   { operationId: "GetVoiceProfile", resource: "personas", method: "getVoiceProfile", httpMethod: "GET", path: "/v1/personas/{id}/voice", kind: "json" },
   { operationId: "ImportPersonaCard", resource: "personas", method: "importCard", httpMethod: "POST", path: "/v1/personas/import", kind: "json" },
   { operationId: "ListPersonas", resource: "personas", method: "list", httpMethod: "GET", path: "/v1/personas", kind: "json" },
+  { operationId: "ListPersonaVersions", resource: "personas", method: "listVersions", httpMethod: "GET", path: "/v1/personas/{id}/versions", kind: "json" },
+  { operationId: "PreviewPersona", resource: "personas", method: "preview", httpMethod: "POST", path: "/v1/personas/preview", kind: "json" },
   { operationId: "RefinePersona", resource: "personas", method: "refine", httpMethod: "POST", path: "/v1/personas/{id}/refine", kind: "json" },
   { operationId: "RegeneratePersona", resource: "personas", method: "regenerate", httpMethod: "POST", path: "/v1/personas/{id}/regenerate", kind: "json" },
   { operationId: "RestorePersona", resource: "personas", method: "restore", httpMethod: "POST", path: "/v1/personas/{id}/restore", kind: "json" },
+  { operationId: "RollbackPersona", resource: "personas", method: "rollback", httpMethod: "POST", path: "/v1/personas/{id}/rollback", kind: "json" },
   { operationId: "StreamCreatePersona", resource: "personas", method: "streamCreate", httpMethod: "POST", path: "/v1/personas:stream", kind: "stream" },
   { operationId: "UpdatePersona", resource: "personas", method: "update", httpMethod: "PATCH", path: "/v1/personas/{id}", kind: "json" },
   { operationId: "ApprovePortrait", resource: "portraits", method: "approve", httpMethod: "POST", path: "/v1/personas/{persona_id}/portraits/{id}/approve", kind: "json" },

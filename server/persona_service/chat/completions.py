@@ -1,7 +1,8 @@
 """The OpenAI-compatible surface: personas as models, chat completions.
 
-A model id is `persona://<persona uuid>` (percent-encoded forms are
-decoded). A completion speaks with the persona's voice and follows the chat
+A model id is `persona://<persona uuid>`, or `persona://<persona
+uuid>@<version>` for a model pinned to one version of the persona (its
+replies use that version's voice); percent-encoded forms are decoded. A completion speaks with the persona's voice and follows the chat
 rules (`chat.PersonaReplies`: moderation, drift detection); it is accounted
 like a chat message in the caller's completions session for the persona:
 the active session with user id = the request's `user` (or
@@ -13,6 +14,7 @@ and the reply), its tokens and its cost.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
@@ -34,12 +36,12 @@ MODEL_SCHEME = "persona://"
 SESSION_TITLE = "chat.completions"
 
 
-def model_id(persona_id: str) -> str:
-    return MODEL_SCHEME + persona_id
+def model_id(persona_id: str, version: int = 0) -> str:
+    return MODEL_SCHEME + persona_id + (f"@{version}" if version else "")
 
 
-def persona_of(model: str) -> str | None:
-    """The persona uuid of a model id (raw or percent-encoded), or None."""
+def persona_of(model: str) -> tuple[str, int] | None:
+    """The persona uuid and pinned version (0: not pinned) of a model id (raw or percent-encoded), or None."""
     for _ in range(3):  # tolerate double encoding
         decoded = unquote(model)
         if decoded == model:
@@ -47,8 +49,10 @@ def persona_of(model: str) -> str | None:
         model = decoded
     if not model.startswith(MODEL_SCHEME):
         return None
-    candidate = model[len(MODEL_SCHEME):]
-    return candidate if ids.is_uuid(candidate) else None
+    persona_id, pinned, version = model[len(MODEL_SCHEME):].partition("@")
+    if not ids.is_uuid(persona_id) or (pinned and not re.fullmatch(r"[1-9][0-9]{0,8}", version)):
+        return None
+    return persona_id, int(version) if pinned else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +73,13 @@ class CompletionService:
     def models(self, principal: Principal) -> list[PersonaSummary]:
         return self.personas.active_list(principal.workspace_id)
 
-    def model(self, principal: Principal, model: str) -> PersonaRecord:
-        persona_id = persona_of(model)
-        row = self.personas.active(principal.workspace_id, persona_id) if persona_id else None
-        if row is None:
+    def model(self, principal: Principal, model: str) -> tuple[PersonaRecord, int]:
+        """The persona a model id names and its pinned version (0: the current one)."""
+        parsed = persona_of(model)
+        row = self.personas.active(principal.workspace_id, parsed[0]) if parsed else None
+        if row is None or parsed is None or (parsed[1] and self.personas.voice(row.id, parsed[1]) is None):
             raise NotFound("model", {"model": unquote(model)})
-        return row
+        return row, parsed[1]
 
     def complete(self, principal: Principal, model: str, conversation: list[Message], options: GenerationOptions,
                  user: str = "", *, stream: bool = False, earlier: Sequence[str] = (),
@@ -83,10 +88,10 @@ class CompletionService:
         creation time an earlier attempt `started` it with."""
         if not any(m.role in ("user", "tool") for m in conversation):
             raise ValidationFailed([Violation("messages", "required", None, {"contains": "a user message"})])
-        persona = self.model(principal, model)
-        voice = self.personas.voice(persona.id)
+        persona, version = self.model(principal, model)
+        voice = self.personas.voice(persona.id, version or None)
         if voice is None:
-            raise NotFound("model", {"model": model_id(persona.id)})
+            raise NotFound("model", {"model": model_id(persona.id, version)})
         completion_id, created = started or ("chatcmpl-" + ids.new_id("request").split("_", 1)[1], int(time.time()))
         yield {"event": "started", "id": completion_id, "created": created}
         replies = PersonaReplies(self.conn, self.provider, self.prices)

@@ -64,8 +64,8 @@ def options(request: openai_pb2.CreateChatCompletionRequest) -> GenerationOption
     )
 
 
-def _model(row: PersonaSummary | PersonaRecord) -> openai_pb2.Model:
-    return openai_pb2.Model(id=model_id(row.id), object="model", created=int(row.created_at.timestamp()),
+def _model(row: PersonaSummary | PersonaRecord, version: int = 0) -> openai_pb2.Model:
+    return openai_pb2.Model(id=model_id(row.id, version), object="model", created=int(row.created_at.timestamp()),
                             owned_by=row.org_id)
 
 
@@ -123,7 +123,7 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
 
     def GetModel(self, request: openai_pb2.GetModelRequest, context: grpc.ServicerContext) -> openai_pb2.Model:
         ctx = current()
-        return _model(self._service(ctx).model(ctx.caller, request.model))
+        return _model(*self._service(ctx).model(ctx.caller, request.model))
 
     def CreateChatCompletion(self, request: openai_pb2.CreateChatCompletionRequest,
                              context: grpc.ServicerContext) -> openai_pb2.ChatCompletion:

@@ -22,6 +22,7 @@ class SessionRecord:
     started_at: datetime
     last_active_at: datetime
     ended_at: datetime | None
+    persona_version: int | None  # pinned version; None: the persona's current one
 
 
 @dataclass(frozen=True, slots=True)

@@ -334,14 +334,18 @@ class ChatSessionService:
             raise NotFound("chat session")
         return row
 
-    def create(self, principal: Principal, persona_id: str, user_id: str = "", title: str = "") -> SessionRecord:
+    def create(self, principal: Principal, persona_id: str, user_id: str = "", title: str = "",
+               persona_version: int = 0) -> SessionRecord:
         if self.personas.active(principal.workspace_id, persona_id) is None:
             raise NotFound("persona")
+        if persona_version and self.personas.voice(persona_id, persona_version) is None:
+            raise NotFound("persona version", {"personaId": persona_id, "version": persona_version})
         now = self.clock()
         return self.repo.create(
             id=ids.new_id("chat_session"), org_id=principal.org_id, workspace_id=principal.workspace_id,
             persona_id=persona_id, user_id=user_id or principal.user_id, title=title, status="active",
             message_count=0, input_tokens=0, output_tokens=0, cost_usd_micros=0, started_at=now, last_active_at=now,
+            persona_version=persona_version or None,
         )
 
     def list(self, principal: Principal, filters: dict[str, Any], limit: int,
@@ -385,7 +389,7 @@ class ChatSessionService:
         if session.status != "active":
             raise self._conflict(session, "Messages can only be sent to an active session.")
         persona = self.personas.active(principal.workspace_id, session.persona_id)
-        voice = self.personas.voice(session.persona_id) if persona is not None else None
+        voice = self.personas.voice(session.persona_id, session.persona_version) if persona is not None else None
         if persona is None or voice is None:
             raise StateConflict("The session's persona was deleted.", "personaId", {"personaId": session.persona_id})
         history = [Message(m.role, m.content) for m in self.repo.history(session.id, HISTORY_MESSAGES)]

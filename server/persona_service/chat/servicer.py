@@ -21,7 +21,7 @@ def chat_session(row: SessionRecord) -> chat_pb2.ChatSession:
         user_id=row.user_id, title=row.title, status=row.status, message_count=row.message_count,
         input_tokens=row.input_tokens, output_tokens=row.output_tokens, cost_usd_micros=row.cost_usd_micros,
         started_at=timestamp(row.started_at), last_active_at=timestamp(row.last_active_at),
-        ended_at=nullable_time(row.ended_at),
+        ended_at=nullable_time(row.ended_at), persona_version=row.persona_version or 0,
     )
 
 
@@ -56,7 +56,8 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
     def CreateChatSession(self, request: chat_pb2.CreateChatSessionRequest,
                           context: grpc.ServicerContext) -> chat_pb2.ChatSession:
         ctx = current()
-        row = self._service(ctx).create(ctx.caller, request.persona_id, request.user_id, request.title)
+        row = self._service(ctx).create(ctx.caller, request.persona_id, request.user_id, request.title,
+                                          persona_version=request.persona_version)
         return chat_session(row)
 
     def GetChatSession(self, request: chat_pb2.GetChatSessionRequest,

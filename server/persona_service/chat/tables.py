@@ -38,6 +38,8 @@ class ChatSession(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
     last_active_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The persona version the session is pinned to; NULL: the current one (migration 0022).
+    persona_version: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
         Index("ix_chat_sessions_workspace_started", "workspace_id", "started_at", "id"),

@@ -109,6 +109,8 @@ class App:
         self.servicer_deps = ServicerDeps(
             cursors=self.cursors, secret_box=self.secret_box, resources=self.resources, modules=modules,
             provider_for=self.provider_for, quota=self.limits.quota, invalidate=self.invalidate, tasks=self.tasks,
+            generations_used=lambda principal, conn: self.limiter.generations_used(
+                principal.org_id, self.limits.quota_period(principal.org_id, conn)),
             connect=self.engine.connect, ping_redis=self.redis.ping, draining=self.draining.is_set,
             unary_workers=settings.grpc_workers, hints=Hints(self.redis))
 

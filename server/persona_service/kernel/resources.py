@@ -118,6 +118,8 @@ class ServicerDeps:
     modules: Modules
     provider_for: Callable[[RequestContext], Retrying]  # retried, failed attempts audited under the caller
     quota: Callable[[Principal, str, Callable[[], Any]], Quota]  # (caller, Limits field, its connection)
+    # Generations the caller's organization used of its monthly quota in the current period (caller, connection).
+    generations_used: Callable[[Principal, Callable[[], Any]], int]
     invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.app), e.g. after a commit
     tasks: TaskSignals
     connect: Callable[[], AbstractContextManager[Connection]]  # reads outside the call's unit of work

@@ -1,5 +1,5 @@
 """What other modules may use of `personas` (its public surface): read-only
-lookups, the records they return, Character Cards, the service (forks of a
+lookups (a persona's voice at a pinned version included), the records they return, Character Cards, the service (forks of a
 purchased persona) and the text fingerprint moderation keys on. Everything
 else in this folder is private to it."""
 

@@ -28,8 +28,14 @@ class PersonaDirectory:
         """Which of these personas exist, deleted ones within their grace included (purged ones do not)."""
         return self.repo.existing(persona_ids) if persona_ids else set()
 
-    def voice(self, persona_id: str) -> VoiceRecord | None:
-        return self.repo.voice(persona_id)
+    def voice(self, persona_id: str, version: int | None = None) -> VoiceRecord | None:
+        """The persona's current voice, or, given a version, that version's
+        (a session or model pinned to it); None when it has no such version."""
+        current = self.repo.voice(persona_id)
+        if not version or current is None or current.version == version:
+            return current
+        found = self.repo.version(persona_id, version)
+        return None if found is None else found.voice_record(current)
 
     def visible(self, workspace_id: str, persona_id: str) -> bool:
         """A persona id the caller may address (for per-persona config)."""

@@ -38,6 +38,15 @@ T = TypeVar("T")
 STEPS = ("moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint")
 SOUL_FIELDS = ("name", "desire", "fear", "backstory", "traits", "values", "speaking_style")
 
+# The text steps' instructions (the cost preview counts them as the steps send them).
+SOUL_PROMPT = ("Design a persona. Answer with one JSON object with the fields: " + ", ".join(SOUL_FIELDS)
+               + ". desire is at least 20 characters.")
+VOICE_PROMPT = ("Write the voice profile of this persona as one JSON object with system_prompt, greeting, "
+                "sample_dialogues (list of {user, persona}) and style_notes.")
+AUDIT_PROMPT = "Score this persona from 0 to 1 for completeness and consistency. Answer with one JSON object {score, notes}."
+# Typical answer sizes of the text steps, in tokens: the cost preview's estimate of what each answers.
+TYPICAL_OUTPUT_TOKENS = {"draft_soul": 400, "write_voice": 600, "audit": 80}
+
 
 
 @dataclass
@@ -147,8 +156,7 @@ class GenerationPipeline:
         if step == "write_voice":
             soul = outputs["draft_soul"]
             reply = call(self.provider.generate, [
-                Message("system", "Write the voice profile of this persona as one JSON object with system_prompt, "
-                                  "greeting, sample_dialogues (list of {user, persona}) and style_notes."),
+                Message("system", VOICE_PROMPT),
                 Message("user", json.dumps(soul, sort_keys=True)),
             ], GenerationOptions(task="voice", response_format="json"))
             voice = _json_object(reply.text, self.provider)
@@ -165,20 +173,21 @@ class GenerationPipeline:
         if step == "audit":
             return self.score(outputs["draft_soul"], outputs["write_voice"], call)
         if step == "fingerprint":
-            vector = call(self.provider.embed, [fingerprint_text(outputs["write_voice"])])[0]
-            return {"vector": [round(float(x), 6) for x in vector], "model": _embedding_model(self.provider)}
+            return self.fingerprint(outputs["write_voice"], call)
         raise AssertionError(step)
+
+    def fingerprint(self, voice: dict[str, Any], call: Callable[..., Any] | None = None) -> dict[str, Any]:
+        """The voice's fingerprint: `{vector, model}` (the embedding drift detection compares replies with)."""
+        call = call or (lambda fn, *args: fn(*args))
+        vector = call(self.provider.embed, [fingerprint_text(voice)])[0]
+        return {"vector": [round(float(x), 6) for x in vector], "model": _embedding_model(self.provider)}
 
     def _draft_soul(self, spec: RunSpec, call: Callable[..., Any]) -> dict[str, Any]:
         # A caller's soul on create: its fields are kept, the draft only fills the gaps.
         given = {k: v for k, v in (spec.base_soul or {}).items() if v} if spec.kind == "create" else {}
-        if given and all(given.get(f) for f in SOUL_FIELDS):
+        if complete_soul(given):
             return normalize_soul(given, {})
-        messages = [
-            Message("system", "Design a persona. Answer with one JSON object with the fields: " + ", ".join(SOUL_FIELDS)
-                    + ". desire is at least 20 characters."),
-            Message("user", spec.intent),
-        ]
+        messages = [Message("system", SOUL_PROMPT), Message("user", spec.intent)]
         if spec.base_soul:
             messages.append(Message("user", "Current soul: " + json.dumps(spec.base_soul, sort_keys=True)))
         if spec.instruction:
@@ -192,8 +201,7 @@ class GenerationPipeline:
     def score(self, soul: dict, voice: dict, call: Callable[..., Any] | None = None) -> dict[str, Any]:
         call = call or (lambda fn, *args: fn(*args))
         reply = call(self.provider.generate, [
-            Message("system", "Score this persona from 0 to 1 for completeness and consistency. Answer with one JSON "
-                              "object {score, notes}."),
+            Message("system", AUDIT_PROMPT),
             Message("user", json.dumps({"soul": soul, "voice": voice}, sort_keys=True)),
         ], GenerationOptions(task="audit", response_format="json"))
         data = _json_object(reply.text, self.provider)
@@ -241,6 +249,31 @@ def normalize_soul(raw: dict[str, Any], fallback: dict[str, Any]) -> dict[str, A
         else:
             soul[name] = str(value or "")[:limit]
     return soul
+
+
+def complete_soul(soul: dict[str, Any]) -> bool:
+    """A caller's soul with every field: the draft step keeps it and calls no model."""
+    return bool(soul) and all(soul.get(f) for f in SOUL_FIELDS)
+
+
+def estimate_steps(intent: str, soul: dict[str, Any] | None,
+                   count: Callable[[str], int]) -> list[tuple[str, int, int]]:
+    """(step, input tokens, output tokens) a create run would spend, estimated
+    from the prompts the steps send (`count` tokens a text) and each text
+    step's typical answer (TYPICAL_OUTPUT_TOKENS); the cost preview's basis."""
+    given = {k: v for k, v in (soul or {}).items() if v}
+    soul_text = json.dumps(given, sort_keys=True) if given else ""
+    drafted = not complete_soul(given)
+    soul_tokens = TYPICAL_OUTPUT_TOKENS["draft_soul"] if drafted else count(soul_text)
+    voice_tokens = TYPICAL_OUTPUT_TOKENS["write_voice"]
+    return [
+        ("moderate_intent", count(intent), 0),
+        ("draft_soul", count(SOUL_PROMPT) + count(intent) + count(soul_text), soul_tokens) if drafted
+        else ("draft_soul", 0, 0),
+        ("write_voice", count(VOICE_PROMPT) + soul_tokens, voice_tokens),
+        ("audit", count(AUDIT_PROMPT) + soul_tokens + voice_tokens, TYPICAL_OUTPUT_TOKENS["audit"]),
+        ("fingerprint", voice_tokens, 0),
+    ]
 
 
 def fingerprint_text(voice: dict[str, Any]) -> str:

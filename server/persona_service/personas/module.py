@@ -1,5 +1,6 @@
 """Personas: the generation pipeline, lifecycle, lineage, audit, cards, voice."""
 
+import pathlib
 from datetime import datetime
 
 from persona.v1 import personas_pb2_grpc
@@ -55,6 +56,7 @@ MODULE = Module(
         EndpointCap("personas.audit", 300, 3600),
     ),
     jobs=(Job("personas.purge", 600, _purge),),
+    migrations=pathlib.Path(__file__).with_name("migrations"),
     # The personas a user created (the audit log names them: creation is audited).
     personal_data=lambda conn, subject: PersonaRepository(conn).personal_data(
         created_resources(conn, subject, "persona.create")),

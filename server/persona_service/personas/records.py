@@ -57,6 +57,18 @@ class VersionRecord:
     voice: dict[str, Any]
     run_id: str
     created_at: datetime
+    fingerprint: list[float] | None  # None: made before versions kept theirs (migration 0021)
+    fingerprint_model: str | None
+    source_version: int | None  # for a rollback, the version it copies
+
+    def voice_record(self, current: VoiceRecord) -> VoiceRecord:
+        """This version's voice; the fingerprint is the current one's where the version kept none."""
+        return VoiceRecord(
+            persona_id=self.persona_id, version=self.version, system_prompt=self.voice["system_prompt"],
+            greeting=self.voice.get("greeting", ""), sample_dialogues=list(self.voice.get("sample_dialogues", [])),
+            style_notes=self.voice.get("style_notes", ""), fingerprint=self.fingerprint or current.fingerprint,
+            fingerprint_model=self.fingerprint_model or current.fingerprint_model, updated_at=self.created_at,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +89,70 @@ class VoiceRecord:
             "system_prompt": self.system_prompt, "greeting": self.greeting,
             "sample_dialogues": list(self.sample_dialogues), "style_notes": self.style_notes,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class SortOrder:
+    """The persona list's order (`orderBy`): a column and a direction."""
+
+    column: str  # created_at | updated_at | display_name
+    descending: bool
+
+    DEFAULT = "created_at desc"
+
+    @classmethod
+    def parse(cls, order_by: str) -> SortOrder:
+        """An `orderBy` the request's rules admitted (`<field>[ asc|desc]`); empty: the default."""
+        column, _, direction = (order_by or cls.DEFAULT).partition(" ")
+        return cls(column, direction == "desc")
+
+    @property
+    def text(self) -> str:
+        return f"{self.column} {'desc' if self.descending else 'asc'}"
+
+
+@dataclass(frozen=True, slots=True)
+class SortKey:
+    """A listed persona's value of the list's sort key (what its cursor holds)."""
+
+    id: str
+    sort_key: Any
+
+
+@dataclass(frozen=True, slots=True)
+class FieldChange:
+    """A field that differs between two versions (its JSON path, its values)."""
+
+    field: str
+    before: Any
+    after: Any
+
+
+@dataclass(frozen=True, slots=True)
+class StepEstimate:
+    step: str
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationPreview:
+    """What a generation would spend: estimated tokens and cost, and the quota as it stands."""
+
+    model: str
+    steps: list[StepEstimate]
+    cost_usd_micros: int
+    quota_limit: int
+    quota_used: int
+    resets_at: datetime
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(s.input_tokens for s in self.steps)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(s.output_tokens for s in self.steps)
 
 
 @dataclass(frozen=True, slots=True)

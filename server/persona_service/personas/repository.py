@@ -1,15 +1,24 @@
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, tuple_, update
+from sqlalchemy import ColumnElement, Connection, TextClause, delete, false, func, insert, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.kernel.db.base import table_of
 from persona_service.kernel.db.records import record, record_or_none, records
 from persona_service.kernel.personal_data import Batches, export_batches
-from persona_service.personas.records import PersonaRecord, PersonaSummary, StepRecord, VersionRecord, VoiceRecord
+from persona_service.personas.records import (
+    PersonaRecord,
+    PersonaSummary,
+    SortKey,
+    SortOrder,
+    StepRecord,
+    VersionRecord,
+    VoiceRecord,
+)
 from persona_service.personas.tables import GenerationRun, GenerationStep, Persona, PersonaVersion, VoiceProfile
 
 _personas = table_of(Persona)
@@ -17,6 +26,24 @@ _versions = table_of(PersonaVersion)
 _voices = table_of(VoiceProfile)
 _runs = table_of(GenerationRun)
 _steps = table_of(GenerationStep)
+
+# The search document, exactly as migration 0021's GIN index spells it (the planner uses the index only then).
+SEARCH_DOCUMENT = "to_tsvector('simple'::regconfig, personas.display_name || ' ' || personas.slug || ' ' || personas.intent)"
+# The list's sort keys: the expressions migration 0021's (and 0001's) indexes are built on.
+SORT_KEYS: dict[str, ColumnElement[Any]] = {
+    "created_at": _personas.c.created_at,
+    "updated_at": _personas.c.updated_at,
+    "display_name": func.lower(_personas.c.display_name),
+}
+
+
+def search_condition(q: str) -> ColumnElement[bool] | TextClause:
+    """Every word of `q` (letters and digits) starts a word of the search document; no word: nothing matches."""
+    words = re.findall(r"[^\W_]+", q.lower())
+    if not words:
+        return false()
+    query = " & ".join(f"{w}:*" for w in words)
+    return text(f"{SEARCH_DOCUMENT} @@ to_tsquery('simple', :persona_search)").bindparams(persona_search=query)
 
 
 class PersonaRepository:
@@ -53,9 +80,13 @@ class PersonaRepository:
         return self.conn.execute(stmt).scalar_one()
 
     def list_page(
-        self, workspace_id: str, filters: dict, limit: int, after: tuple[datetime, str] | None
-    ) -> list[PersonaRecord]:
-        stmt = select(_personas).where(_personas.c.workspace_id == workspace_id)
+        self, workspace_id: str, filters: dict, limit: int, after: tuple[Any, str] | None,
+        order: SortOrder = SortOrder.parse(""), q: str = "",
+    ) -> list[tuple[PersonaRecord, SortKey]]:
+        """A page of the workspace's personas in `order` (ties by id), strictly
+        after `after` = (sort key, id); each with its sort key (the cursor's)."""
+        key = SORT_KEYS[order.column]
+        stmt = select(_personas, key.label("sort_key")).where(_personas.c.workspace_id == workspace_id)
         if filters.get("state"):
             stmt = stmt.where(_personas.c.state == filters["state"])
         elif not filters.get("show_deleted"):
@@ -64,10 +95,17 @@ class PersonaRepository:
             stmt = stmt.where(_personas.c.visibility == filters["visibility"])
         if filters.get("root_id"):
             stmt = stmt.where(_personas.c.root_id == filters["root_id"])
+        if q:
+            stmt = stmt.where(search_condition(q))
         if after is not None:
-            stmt = stmt.where(tuple_(_personas.c.created_at, _personas.c.id) < tuple_(*after))
-        stmt = stmt.order_by(_personas.c.created_at.desc(), _personas.c.id.desc()).limit(limit)
-        return records(PersonaRecord, self.conn.execute(stmt).mappings())
+            position = tuple_(key, _personas.c.id)
+            stmt = stmt.where(position < tuple_(*after) if order.descending else position > tuple_(*after))
+        if order.descending:
+            stmt = stmt.order_by(key.desc(), _personas.c.id.desc())
+        else:
+            stmt = stmt.order_by(key.asc(), _personas.c.id.asc())
+        rows = self.conn.execute(stmt.limit(limit)).mappings().all()
+        return list(zip(records(PersonaRecord, rows), records(SortKey, rows)))
 
     def tree(self, workspace_id: str, root_id: str) -> list[PersonaRecord]:
         stmt = select(_personas).where(_personas.c.workspace_id == workspace_id, _personas.c.root_id == root_id)
@@ -86,6 +124,18 @@ class PersonaRepository:
 
     def add_version(self, **values: Any) -> None:
         self.conn.execute(insert(_versions).values(**values))
+
+    def version(self, persona_id: str, version: int) -> VersionRecord | None:
+        stmt = select(_versions).where(_versions.c.persona_id == persona_id, _versions.c.version == version)
+        return record_or_none(VersionRecord, self.conn.execute(stmt).mappings().first())
+
+    def versions_page(self, persona_id: str, limit: int, before: int | None) -> list[VersionRecord]:
+        """A persona's versions, newest first, older than `before` when given."""
+        stmt = select(_versions).where(_versions.c.persona_id == persona_id)
+        if before is not None:
+            stmt = stmt.where(_versions.c.version < before)
+        stmt = stmt.order_by(_versions.c.version.desc()).limit(limit)
+        return records(VersionRecord, self.conn.execute(stmt).mappings())
 
     def versions(self, persona_ids: list[str]) -> list[VersionRecord]:
         stmt = select(_versions).where(_versions.c.persona_id.in_(persona_ids)).order_by(_versions.c.version)

@@ -1,9 +1,11 @@
 from collections.abc import Generator
+from typing import Any
 
 import grpc
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 from persona.v1 import personas_pb2, personas_pb2_grpc
 
+from persona_service.chat.api import PriceTable
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
 from persona_service.kernel.resources import ServicerDeps
@@ -11,7 +13,7 @@ from persona_service.kernel.transport.context import RequestContext, current
 from persona_service.kernel.transport.convert import message_json, nullable_time, page_limit, struct, timestamp
 from persona_service.kernel.transport.errors import error_message
 from persona_service.personas.cards import persona_to_card
-from persona_service.personas.records import PersonaRecord
+from persona_service.personas.records import GenerationPreview, PersonaRecord, VersionRecord, VoiceRecord
 from persona_service.personas.service import AuditBlocked, PersonaService
 
 
@@ -41,6 +43,41 @@ def pipeline_event(progress: dict) -> personas_pb2.PipelineEvent:
     )
 
 
+def voice_profile(voice: VoiceRecord) -> personas_pb2.VoiceProfile:
+    return personas_pb2.VoiceProfile(
+        persona_id=voice.persona_id, version=voice.version, system_prompt=voice.system_prompt,
+        greeting=voice.greeting, sample_dialogues=[personas_pb2.SampleDialogue(**d) for d in voice.sample_dialogues],
+        style_notes=voice.style_notes, fingerprint_model=voice.fingerprint_model,
+        fingerprint_dimensions=len(voice.fingerprint),
+    )
+
+
+def persona_version(version: VersionRecord, voice: VoiceRecord) -> personas_pb2.PersonaVersion:
+    return personas_pb2.PersonaVersion(
+        persona_id=version.persona_id, version=version.version, kind=version.kind, note=version.note,
+        instruction=version.instruction, source_version=version.source_version or 0, run_id=version.run_id,
+        soul=personas_pb2.Soul(**version.soul), voice=voice_profile(voice), created_at=timestamp(version.created_at),
+    )
+
+
+def generation_preview(preview: GenerationPreview) -> personas_pb2.GenerationPreview:
+    remaining = max(0, preview.quota_limit - preview.quota_used)
+    return personas_pb2.GenerationPreview(
+        model=preview.model, estimated_input_tokens=preview.input_tokens,
+        estimated_output_tokens=preview.output_tokens, estimated_cost_usd_micros=preview.cost_usd_micros,
+        steps=[personas_pb2.StepEstimate(step=s.step, input_tokens=s.input_tokens, output_tokens=s.output_tokens)
+               for s in preview.steps],
+        quota=personas_pb2.GenerationQuotaPreview(
+            name="generations_per_month", limit=preview.quota_limit, used=preview.quota_used, would_use=1,
+            remaining=remaining, would_exceed=remaining < 1, resets_at=timestamp(preview.resets_at),
+        ),
+    )
+
+
+def _value(value: Any) -> struct_pb2.Value:
+    return json_format.ParseDict(value, struct_pb2.Value())
+
+
 def _soul(message: personas_pb2.CreatePersonaRequest) -> dict | None:
     if not message.HasField("soul"):
         return None
@@ -54,6 +91,7 @@ def _card(message: personas_pb2.CharacterCard) -> dict:
 class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
+        self.prices = PriceTable.from_env()
 
     def _service(self, ctx: RequestContext) -> PersonaService:
         return PersonaService(ctx.conn, self.deps.provider_for(ctx), cursors=self.deps.cursors)
@@ -99,7 +137,8 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
         ctx = current()
         filters = {"state": request.state, "visibility": request.visibility, "root_id": request.root_id,
                    "show_deleted": request.show_deleted}
-        rows, cursor = self._service(ctx).list(ctx.caller, filters, page_limit(request), request.cursor)
+        rows, cursor = self._service(ctx).list(ctx.caller, filters, page_limit(request), request.cursor,
+                                               request.order_by, request.q)
         return personas_pb2.ListPersonasResponse(items=[persona(r) for r in rows], next_cursor=cursor)
 
     def UpdatePersona(self, request: personas_pb2.UpdatePersonaRequest,
@@ -181,14 +220,7 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
     def GetVoiceProfile(self, request: personas_pb2.GetVoiceProfileRequest,
                         context: grpc.ServicerContext) -> personas_pb2.VoiceProfile:
         ctx = current()
-        voice = self._service(ctx).voice(ctx.caller, request.id)
-        return personas_pb2.VoiceProfile(
-            persona_id=voice.persona_id, version=voice.version, system_prompt=voice.system_prompt,
-            greeting=voice.greeting,
-            sample_dialogues=[personas_pb2.SampleDialogue(**d) for d in voice.sample_dialogues],
-            style_notes=voice.style_notes, fingerprint_model=voice.fingerprint_model,
-            fingerprint_dimensions=len(voice.fingerprint),
-        )
+        return voice_profile(self._service(ctx).voice(ctx.caller, request.id))
 
     def ExportPersonaCard(self, request: personas_pb2.ExportPersonaCardRequest,
                           context: grpc.ServicerContext) -> personas_pb2.CharacterCard:
@@ -203,3 +235,40 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
                           context: grpc.ServicerContext) -> personas_pb2.Persona:
         ctx = current()
         return persona(self._service(ctx).import_card(ctx.caller, _card(request.card)))
+
+    def PreviewPersona(self, request: personas_pb2.CreatePersonaRequest,
+                       context: grpc.ServicerContext) -> personas_pb2.GenerationPreview:
+        ctx = current()
+        quota = self.deps.quota(ctx.caller, "generations_per_month", lambda: ctx.conn)
+        used = self.deps.generations_used(ctx.caller, lambda: ctx.conn)
+        preview = self._service(ctx).preview(request.intent, _soul(request), quota, used, self.prices)
+        return generation_preview(preview)
+
+    def ListPersonaVersions(self, request: personas_pb2.ListPersonaVersionsRequest,
+                            context: grpc.ServicerContext) -> personas_pb2.ListPersonaVersionsResponse:
+        ctx = current()
+        service = self._service(ctx)
+        rows, cursor = service.versions(ctx.caller, request.id, page_limit(request), request.cursor)
+        current_voice = service.voice(ctx.caller, request.id)
+        return personas_pb2.ListPersonaVersionsResponse(
+            items=[persona_version(v, v.voice_record(current_voice)) for v in rows], next_cursor=cursor)
+
+    def GetPersonaVersion(self, request: personas_pb2.GetPersonaVersionRequest,
+                          context: grpc.ServicerContext) -> personas_pb2.PersonaVersion:
+        ctx = current()
+        return persona_version(*self._service(ctx).version(ctx.caller, request.persona_id, request.version))
+
+    def DiffPersonaVersions(self, request: personas_pb2.DiffPersonaVersionsRequest,
+                            context: grpc.ServicerContext) -> personas_pb2.PersonaVersionDiff:
+        ctx = current()
+        changes = self._service(ctx).diff(ctx.caller, request.id, request.from_version, request.to_version)
+        return personas_pb2.PersonaVersionDiff(
+            persona_id=request.id, from_version=request.from_version, to_version=request.to_version,
+            changes=[personas_pb2.FieldChange(field=c.field, before=_value(c.before), after=_value(c.after))
+                     for c in changes],
+        )
+
+    def RollbackPersona(self, request: personas_pb2.RollbackPersonaRequest,
+                        context: grpc.ServicerContext) -> personas_pb2.Persona:
+        ctx = current()
+        return persona(self._service(ctx).rollback(ctx.caller, request.id, request.version, request.note))

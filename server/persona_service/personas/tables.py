@@ -15,6 +15,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
@@ -63,6 +64,12 @@ class Persona(Base):
         Index("ix_personas_workspace_state_created", "workspace_id", "state", "created_at", "id"),
         Index("ix_personas_workspace_visibility_created", "workspace_id", "visibility", "created_at", "id"),
         Index("ix_personas_root_created", "root_id", "created_at"),
+        # The list's other orders and its search (migration 0021).
+        Index("ix_personas_workspace_updated", "workspace_id", "updated_at", "id"),
+        Index("ix_personas_workspace_name", "workspace_id", text("lower(display_name)"), "id"),
+        # (As Alembic reflects PostgreSQL's expression: its drift check compares the text.)
+        Index("ix_personas_search", text("to_tsvector('simple'::regconfig, (((display_name::text || ' '::text) "
+                                         "|| slug::text) || ' '::text) || intent)"), postgresql_using="gin"),
     )
 
 
@@ -70,13 +77,18 @@ class PersonaVersion(Base):
     __tablename__ = "persona_versions"
     persona_id: Mapped[str] = mapped_column(ForeignKey("personas.id", ondelete="CASCADE"), primary_key=True)
     version: Mapped[int] = mapped_column(Integer, primary_key=True)
-    kind: Mapped[str] = mapped_column(String(12), nullable=False)  # create | refine | regenerate | fork | import
+    kind: Mapped[str] = mapped_column(String(12), nullable=False)  # create | refine | regenerate | fork | import | rollback
     note: Mapped[str] = mapped_column(Text, nullable=False, default="")
     instruction: Mapped[str] = mapped_column(Text, nullable=False, default="")
     soul: Mapped[object] = mapped_column(JSONB, nullable=False)
     voice: Mapped[object] = mapped_column(JSONB, nullable=False)
     run_id: Mapped[str] = mapped_column(String(40), nullable=False, default="")
     created_at: Mapped[datetime] = created_at_column()
+    # The version's own fingerprint; NULL for versions made before migration 0021 but the then-current one.
+    fingerprint: Mapped[list[float] | None] = mapped_column(ARRAY(Float))
+    fingerprint_model: Mapped[str | None] = mapped_column(String(100))
+    # For a rollback, the version it copies.
+    source_version: Mapped[int | None] = mapped_column(Integer)
 
 
 class VoiceProfile(Base):

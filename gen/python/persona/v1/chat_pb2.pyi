@@ -70,6 +70,7 @@ class ChatSession(_message.Message):
     STARTED_AT_FIELD_NUMBER: _builtins.int
     LAST_ACTIVE_AT_FIELD_NUMBER: _builtins.int
     ENDED_AT_FIELD_NUMBER: _builtins.int
+    PERSONA_VERSION_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Session id, `chs_<cuid2>`."""
     org_id: _builtins.str
@@ -99,6 +100,11 @@ class ChatSession(_message.Message):
     """Cost in millionths of a US dollar: always a whole number, exact up to
     2^53 micros. (-- A double so that JSON carries a number (an int64 would
     print as a string). --)
+    """
+    persona_version: _builtins.int
+    """The persona version the session is pinned to: its replies use that
+    version's voice whatever the persona's later refines. 0: not pinned
+    (the persona's current version answers).
     """
     @_builtins.property
     def started_at(self) -> _timestamp_pb2.Timestamp:
@@ -133,10 +139,11 @@ class ChatSession(_message.Message):
         started_at: _timestamp_pb2.Timestamp | None = ...,
         last_active_at: _timestamp_pb2.Timestamp | None = ...,
         ended_at: _struct_pb2.Value | None = ...,
+        persona_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ended_at", b"ended_at", "last_active_at", b"last_active_at", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost_usd_micros", b"cost_usd_micros", "ended_at", b"ended_at", "input_tokens", b"input_tokens", "last_active_at", b"last_active_at", "message_count", b"message_count", "org_id", b"org_id", "output_tokens", b"output_tokens", "persona_id", b"persona_id", "session_id", b"session_id", "started_at", b"started_at", "status", b"status", "title", b"title", "user_id", b"user_id", "workspace_id", b"workspace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost_usd_micros", b"cost_usd_micros", "ended_at", b"ended_at", "input_tokens", b"input_tokens", "last_active_at", b"last_active_at", "message_count", b"message_count", "org_id", b"org_id", "output_tokens", b"output_tokens", "persona_id", b"persona_id", "persona_version", b"persona_version", "session_id", b"session_id", "started_at", b"started_at", "status", b"status", "title", b"title", "user_id", b"user_id", "workspace_id", b"workspace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -173,6 +180,7 @@ class CreateChatSessionRequest(_message.Message):
     PERSONA_ID_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
     TITLE_FIELD_NUMBER: _builtins.int
+    PERSONA_VERSION_FIELD_NUMBER: _builtins.int
     persona_id: _builtins.str
     """Persona to chat with (uuid)."""
     user_id: _builtins.str
@@ -181,16 +189,22 @@ class CreateChatSessionRequest(_message.Message):
     """
     title: _builtins.str
     """Title (at most 200 characters)."""
+    persona_version: _builtins.int
+    """Pin the session to this version of the persona (see
+    ChatSession.persona_version); omitted or 0: not pinned. A version the
+    persona does not have answers 404 `not_found`.
+    """
     def __init__(
         self,
         *,
         persona_id: _builtins.str = ...,
         user_id: _builtins.str = ...,
         title: _builtins.str = ...,
+        persona_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["persona_id", b"persona_id", "title", b"title", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["persona_id", b"persona_id", "persona_version", b"persona_version", "title", b"title", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -106,7 +106,10 @@ class GetModelRequest(_message.Message):
 
     MODEL_FIELD_NUMBER: _builtins.int
     model: _builtins.str
-    """The model id, `persona://<persona uuid>` (percent-encoded in the path)."""
+    """The model id, `persona://<persona uuid>`, or
+    `persona://<persona uuid>@<version>` pinned to one version of the persona
+    (percent-encoded in the path). An unknown version answers 404.
+    """
     def __init__(
         self,
         *,
@@ -309,7 +312,9 @@ class CreateChatCompletionRequest(_message.Message):
     PROMPT_CACHE_KEY_FIELD_NUMBER: _builtins.int
     SAFETY_IDENTIFIER_FIELD_NUMBER: _builtins.int
     model: _builtins.str
-    """`persona://<persona uuid>`."""
+    """`persona://<persona uuid>`, or `persona://<persona uuid>@<version>`
+    pinned to that version (an unknown version answers 404 `not_found`).
+    """
     temperature: _builtins.float
     """Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed`
     naming `temperature`), passed to the provider.

@@ -29,7 +29,9 @@ if _version_not_supported:
 class OpenAIServiceStub:
     """An OpenAI-compatible surface, so that OpenAI client libraries work
     unchanged: each persona of the caller's workspace (any state but
-    `deleted`) is a model with id `persona://<persona uuid>`.
+    `deleted`) is a model with id `persona://<persona uuid>`; the id
+    `persona://<persona uuid>@<version>` (not listed) names the persona pinned
+    to one of its versions: its replies use that version's voice.
 
     Field names on the wire are OpenAI's own (snake_case). Errors keep the
     service's envelope `{"error": {"code", "message", "details"}}`, which is
@@ -80,7 +82,9 @@ class OpenAIServiceStub:
 class OpenAIServiceServicer:
     """An OpenAI-compatible surface, so that OpenAI client libraries work
     unchanged: each persona of the caller's workspace (any state but
-    `deleted`) is a model with id `persona://<persona uuid>`.
+    `deleted`) is a model with id `persona://<persona uuid>`; the id
+    `persona://<persona uuid>@<version>` (not listed) names the persona pinned
+    to one of its versions: its replies use that version's voice.
 
     Field names on the wire are OpenAI's own (snake_case). Errors keep the
     service's envelope `{"error": {"code", "message", "details"}}`, which is
@@ -191,7 +195,9 @@ def add_OpenAIServiceServicer_to_server(servicer, server):
 class OpenAIService:
     """An OpenAI-compatible surface, so that OpenAI client libraries work
     unchanged: each persona of the caller's workspace (any state but
-    `deleted`) is a model with id `persona://<persona uuid>`.
+    `deleted`) is a model with id `persona://<persona uuid>`; the id
+    `persona://<persona uuid>@<version>` (not listed) names the persona pinned
+    to one of its versions: its replies use that version's voice.
 
     Field names on the wire are OpenAI's own (snake_case). Errors keep the
     service's envelope `{"error": {"code", "message", "details"}}`, which is

@@ -30,7 +30,9 @@ GRPC_VERSION: str
 class OpenAIServiceStub:
     """An OpenAI-compatible surface, so that OpenAI client libraries work
     unchanged: each persona of the caller's workspace (any state but
-    `deleted`) is a model with id `persona://<persona uuid>`.
+    `deleted`) is a model with id `persona://<persona uuid>`; the id
+    `persona://<persona uuid>@<version>` (not listed) names the persona pinned
+    to one of its versions: its replies use that version's voice.
 
     Field names on the wire are OpenAI's own (snake_case). Errors keep the
     service's envelope `{"error": {"code", "message", "details"}}`, which is
@@ -100,7 +102,9 @@ class OpenAIServiceStub:
 class OpenAIServiceAsyncStub(OpenAIServiceStub):
     """An OpenAI-compatible surface, so that OpenAI client libraries work
     unchanged: each persona of the caller's workspace (any state but
-    `deleted`) is a model with id `persona://<persona uuid>`.
+    `deleted`) is a model with id `persona://<persona uuid>`; the id
+    `persona://<persona uuid>@<version>` (not listed) names the persona pinned
+    to one of its versions: its replies use that version's voice.
 
     Field names on the wire are OpenAI's own (snake_case). Errors keep the
     service's envelope `{"error": {"code", "message", "details"}}`, which is
@@ -166,7 +170,9 @@ class OpenAIServiceAsyncStub(OpenAIServiceStub):
 class OpenAIServiceServicer(metaclass=_abc_1.ABCMeta):
     """An OpenAI-compatible surface, so that OpenAI client libraries work
     unchanged: each persona of the caller's workspace (any state but
-    `deleted`) is a model with id `persona://<persona uuid>`.
+    `deleted`) is a model with id `persona://<persona uuid>`; the id
+    `persona://<persona uuid>@<version>` (not listed) names the persona pinned
+    to one of its versions: its replies use that version's voice.
 
     Field names on the wire are OpenAI's own (snake_case). Errors keep the
     service's envelope `{"error": {"code", "message", "details"}}`, which is

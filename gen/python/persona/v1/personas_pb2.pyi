@@ -63,6 +63,7 @@ class _LineageVersionKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Li
     LINEAGE_VERSION_KIND_REGENERATE: _LineageVersionKind.ValueType  # 3
     LINEAGE_VERSION_KIND_FORK: _LineageVersionKind.ValueType  # 4
     LINEAGE_VERSION_KIND_IMPORT: _LineageVersionKind.ValueType  # 5
+    LINEAGE_VERSION_KIND_ROLLBACK: _LineageVersionKind.ValueType  # 6
 
 class LineageVersionKind(_LineageVersionKind, metaclass=_LineageVersionKindEnumTypeWrapper):
     """What made a version of a persona.
@@ -78,6 +79,7 @@ LINEAGE_VERSION_KIND_REFINE: LineageVersionKind.ValueType  # 2
 LINEAGE_VERSION_KIND_REGENERATE: LineageVersionKind.ValueType  # 3
 LINEAGE_VERSION_KIND_FORK: LineageVersionKind.ValueType  # 4
 LINEAGE_VERSION_KIND_IMPORT: LineageVersionKind.ValueType  # 5
+LINEAGE_VERSION_KIND_ROLLBACK: LineageVersionKind.ValueType  # 6
 Global___LineageVersionKind: _TypeAlias = LineageVersionKind  # noqa: Y015
 
 @_typing.final
@@ -462,6 +464,8 @@ class ListPersonasRequest(_message.Message):
     VISIBILITY_FIELD_NUMBER: _builtins.int
     ROOT_ID_FIELD_NUMBER: _builtins.int
     SHOW_DELETED_FIELD_NUMBER: _builtins.int
+    Q_FIELD_NUMBER: _builtins.int
+    ORDER_BY_FIELD_NUMBER: _builtins.int
     limit: _builtins.int
     """Page size, 1 to 100 (else 422 `validation_failed`); omitted: 20."""
     cursor: _builtins.str
@@ -476,6 +480,16 @@ class ListPersonasRequest(_message.Message):
     """Only the personas of this fork tree."""
     show_deleted: _builtins.bool
     """Include soft-deleted personas (always true when `state` is `deleted`)."""
+    q: _builtins.str
+    """Search, case-insensitive: personas where every word of `q` starts a
+    word of the display name, the slug or the intent (at most 200
+    characters; empty: no search).
+    """
+    order_by: _builtins.str
+    """Sort order, AIP-132 style: a field, then `asc` (the default) or `desc`.
+    Fields: `created_at`, `updated_at`, `display_name` (case-insensitive);
+    ties are broken by id in the same direction. Empty: `created_at desc`.
+    """
     def __init__(
         self,
         *,
@@ -485,10 +499,12 @@ class ListPersonasRequest(_message.Message):
         visibility: _builtins.str = ...,
         root_id: _builtins.str = ...,
         show_deleted: _builtins.bool = ...,
+        q: _builtins.str = ...,
+        order_by: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "limit", b"limit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "cursor", b"cursor", "limit", b"limit", "root_id", b"root_id", "show_deleted", b"show_deleted", "state", b"state", "visibility", b"visibility"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "cursor", b"cursor", "limit", b"limit", "order_by", b"order_by", "q", b"q", "root_id", b"root_id", "show_deleted", b"show_deleted", "state", b"state", "visibility", b"visibility"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
     _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
@@ -508,7 +524,7 @@ class ListPersonasResponse(_message.Message):
     """Cursor of the next page; empty on the last page."""
     @_builtins.property
     def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___Persona]:
-        """The personas, newest first."""
+        """The personas, in the requested order (newest first by default)."""
 
     def __init__(
         self,
@@ -917,7 +933,7 @@ class LineageVersion(_message.Message):
     version: _builtins.int
     """Version number."""
     kind: _builtins.str
-    """`create`, `refine`, `regenerate`, `fork` or `import`."""
+    """`create`, `refine`, `regenerate`, `fork`, `import` or `rollback`."""
     note: _builtins.str
     """The note given, if any."""
     instruction: _builtins.str
@@ -1126,3 +1142,421 @@ class CharacterCardData(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CharacterCardData: _TypeAlias = CharacterCardData  # noqa: Y015
+
+@_typing.final
+class GenerationPreview(_message.Message):
+    """What a generation would spend: an estimate, nothing spent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    ESTIMATED_INPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    ESTIMATED_OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    ESTIMATED_COST_USD_MICROS_FIELD_NUMBER: _builtins.int
+    STEPS_FIELD_NUMBER: _builtins.int
+    QUOTA_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    """The model the pipeline's text steps would run on."""
+    estimated_input_tokens: _builtins.int
+    """Estimated input tokens of all steps (about 1.3 tokens a word of every
+    prompt the pipeline would send).
+    """
+    estimated_output_tokens: _builtins.int
+    """Estimated output tokens of all steps (each step's typical answer size)."""
+    estimated_cost_usd_micros: _builtins.float
+    """Estimated cost in millionths of a US dollar, at the model's configured
+    price (a whole number; a double so that JSON carries a number).
+    """
+    @_builtins.property
+    def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___StepEstimate]:
+        """The estimate per pipeline step, in pipeline order."""
+
+    @_builtins.property
+    def quota(self) -> Global___GenerationQuotaPreview:
+        """The monthly generation quota the generation would draw from."""
+
+    def __init__(
+        self,
+        *,
+        model: _builtins.str = ...,
+        estimated_input_tokens: _builtins.int = ...,
+        estimated_output_tokens: _builtins.int = ...,
+        estimated_cost_usd_micros: _builtins.float = ...,
+        steps: _abc.Iterable[Global___StepEstimate] | None = ...,
+        quota: Global___GenerationQuotaPreview | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["quota", b"quota"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["estimated_cost_usd_micros", b"estimated_cost_usd_micros", "estimated_input_tokens", b"estimated_input_tokens", "estimated_output_tokens", b"estimated_output_tokens", "model", b"model", "quota", b"quota", "steps", b"steps"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GenerationPreview: _TypeAlias = GenerationPreview  # noqa: Y015
+
+@_typing.final
+class StepEstimate(_message.Message):
+    """One pipeline step's share of a GenerationPreview."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STEP_FIELD_NUMBER: _builtins.int
+    INPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    step: _builtins.str
+    """Step name (`moderate_intent`, `draft_soul`, `write_voice`, `audit`,
+    `fingerprint`).
+    """
+    input_tokens: _builtins.int
+    """Estimated input tokens."""
+    output_tokens: _builtins.int
+    """Estimated output tokens (0 for moderation and the embedding)."""
+    def __init__(
+        self,
+        *,
+        step: _builtins.str = ...,
+        input_tokens: _builtins.int = ...,
+        output_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input_tokens", b"input_tokens", "output_tokens", b"output_tokens", "step", b"step"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StepEstimate: _TypeAlias = StepEstimate  # noqa: Y015
+
+@_typing.final
+class GenerationQuotaPreview(_message.Message):
+    """The monthly generation quota as a generation would find it now."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    USED_FIELD_NUMBER: _builtins.int
+    WOULD_USE_FIELD_NUMBER: _builtins.int
+    REMAINING_FIELD_NUMBER: _builtins.int
+    WOULD_EXCEED_FIELD_NUMBER: _builtins.int
+    RESETS_AT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Always `generations_per_month`."""
+    limit: _builtins.int
+    """The organization's monthly limit."""
+    used: _builtins.int
+    """Units used in the current period."""
+    would_use: _builtins.int
+    """Units the generation would use (1)."""
+    remaining: _builtins.int
+    """Units left now, before the generation."""
+    would_exceed: _builtins.bool
+    """The generation would be refused (429 `quota_exceeded`)."""
+    @_builtins.property
+    def resets_at(self) -> _timestamp_pb2.Timestamp:
+        """When the period ends and the quota resets."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        limit: _builtins.int = ...,
+        used: _builtins.int = ...,
+        would_use: _builtins.int = ...,
+        remaining: _builtins.int = ...,
+        would_exceed: _builtins.bool = ...,
+        resets_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["resets_at", b"resets_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "name", b"name", "remaining", b"remaining", "resets_at", b"resets_at", "used", b"used", "would_exceed", b"would_exceed", "would_use", b"would_use"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GenerationQuotaPreview: _TypeAlias = GenerationQuotaPreview  # noqa: Y015
+
+@_typing.final
+class ListPersonaVersionsRequest(_message.Message):
+    """Request of ListPersonaVersions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Persona id."""
+    limit: _builtins.int
+    """Page size, 1 to 100 (else 422 `validation_failed`); omitted: 20."""
+    cursor: _builtins.str
+    """Opaque cursor from a previous page's `nextCursor`; omit for the first
+    page. One this list did not issue answers 400 `bad_request`.
+    """
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        limit: _builtins.int | None = ...,
+        cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "limit", b"limit"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "cursor", b"cursor", "id", b"id", "limit", b"limit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
+    _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__limit) -> _WhichOneofReturnType__limit | None: ...
+
+Global___ListPersonaVersionsRequest: _TypeAlias = ListPersonaVersionsRequest  # noqa: Y015
+
+@_typing.final
+class ListPersonaVersionsResponse(_message.Message):
+    """Response of ListPersonaVersions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITEMS_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    next_cursor: _builtins.str
+    """Cursor of the next page; empty on the last page."""
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___PersonaVersion]:
+        """The versions, newest first."""
+
+    def __init__(
+        self,
+        *,
+        items: _abc.Iterable[Global___PersonaVersion] | None = ...,
+        next_cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items", "next_cursor", b"next_cursor"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPersonaVersionsResponse: _TypeAlias = ListPersonaVersionsResponse  # noqa: Y015
+
+@_typing.final
+class GetPersonaVersionRequest(_message.Message):
+    """Request of GetPersonaVersion."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PERSONA_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    persona_id: _builtins.str
+    """Persona id."""
+    version: _builtins.int
+    """Version number (1 or more)."""
+    def __init__(
+        self,
+        *,
+        persona_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["persona_id", b"persona_id", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetPersonaVersionRequest: _TypeAlias = GetPersonaVersionRequest  # noqa: Y015
+
+@_typing.final
+class DiffPersonaVersionsRequest(_message.Message):
+    """Request of DiffPersonaVersions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    FROM_VERSION_FIELD_NUMBER: _builtins.int
+    TO_VERSION_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Persona id."""
+    from_version: _builtins.int
+    """The version compared from (the `before` side)."""
+    to_version: _builtins.int
+    """The version compared to (the `after` side)."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        from_version: _builtins.int = ...,
+        to_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_version", b"from_version", "id", b"id", "to_version", b"to_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiffPersonaVersionsRequest: _TypeAlias = DiffPersonaVersionsRequest  # noqa: Y015
+
+@_typing.final
+class RollbackPersonaRequest(_message.Message):
+    """Request of RollbackPersona."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Persona id."""
+    version: _builtins.int
+    """The version to roll back to (an earlier version of the persona)."""
+    note: _builtins.str
+    """Attribution note kept in the lineage (at most 500 characters)."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "note", b"note", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RollbackPersonaRequest: _TypeAlias = RollbackPersonaRequest  # noqa: Y015
+
+@_typing.final
+class PersonaVersion(_message.Message):
+    """One version of a persona: what it was at that version."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PERSONA_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    INSTRUCTION_FIELD_NUMBER: _builtins.int
+    SOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    SOUL_FIELD_NUMBER: _builtins.int
+    VOICE_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    persona_id: _builtins.str
+    """Persona id."""
+    version: _builtins.int
+    """Version number, from 1."""
+    kind: _builtins.str
+    """How it was made: `create`, `refine`, `regenerate`, `fork`, `import` or
+    `rollback`.
+    """
+    note: _builtins.str
+    """The note given, if any."""
+    instruction: _builtins.str
+    """The refine or fork instruction, if any."""
+    source_version: _builtins.int
+    """For a rollback, the version it copies; 0 otherwise."""
+    run_id: _builtins.str
+    """The generation run that made it; empty for a rollback."""
+    @_builtins.property
+    def soul(self) -> Global___Soul:
+        """The soul at this version."""
+
+    @_builtins.property
+    def voice(self) -> Global___VoiceProfile:
+        """The voice at this version (`version` is this version)."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was made."""
+
+    def __init__(
+        self,
+        *,
+        persona_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        kind: _builtins.str = ...,
+        note: _builtins.str = ...,
+        instruction: _builtins.str = ...,
+        source_version: _builtins.int = ...,
+        run_id: _builtins.str = ...,
+        soul: Global___Soul | None = ...,
+        voice: Global___VoiceProfile | None = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "soul", b"soul", "voice", b"voice"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "instruction", b"instruction", "kind", b"kind", "note", b"note", "persona_id", b"persona_id", "run_id", b"run_id", "soul", b"soul", "source_version", b"source_version", "version", b"version", "voice", b"voice"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PersonaVersion: _TypeAlias = PersonaVersion  # noqa: Y015
+
+@_typing.final
+class PersonaVersionDiff(_message.Message):
+    """The differences between two versions of a persona."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PERSONA_ID_FIELD_NUMBER: _builtins.int
+    FROM_VERSION_FIELD_NUMBER: _builtins.int
+    TO_VERSION_FIELD_NUMBER: _builtins.int
+    CHANGES_FIELD_NUMBER: _builtins.int
+    persona_id: _builtins.str
+    """Persona id."""
+    from_version: _builtins.int
+    """The version compared from."""
+    to_version: _builtins.int
+    """The version compared to."""
+    @_builtins.property
+    def changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___FieldChange]:
+        """The fields that differ, soul fields first, in field order; empty when
+        the versions are equal.
+        """
+
+    def __init__(
+        self,
+        *,
+        persona_id: _builtins.str = ...,
+        from_version: _builtins.int = ...,
+        to_version: _builtins.int = ...,
+        changes: _abc.Iterable[Global___FieldChange] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "from_version", b"from_version", "persona_id", b"persona_id", "to_version", b"to_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PersonaVersionDiff: _TypeAlias = PersonaVersionDiff  # noqa: Y015
+
+@_typing.final
+class FieldChange(_message.Message):
+    """One field that differs between two versions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIELD_FIELD_NUMBER: _builtins.int
+    BEFORE_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    field: _builtins.str
+    """The field's path in the version, JSON names: `soul.desire`,
+    `soul.traits`, `voice.systemPrompt`, `voice.sampleDialogues`, ...
+    """
+    @_builtins.property
+    def before(self) -> _struct_pb2.Value:
+        """Its value in `fromVersion`."""
+
+    @_builtins.property
+    def after(self) -> _struct_pb2.Value:
+        """Its value in `toVersion`."""
+
+    def __init__(
+        self,
+        *,
+        field: _builtins.str = ...,
+        before: _struct_pb2.Value | None = ...,
+        after: _struct_pb2.Value | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "before", b"before"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "before", b"before", "field", b"field"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FieldChange: _TypeAlias = FieldChange  # noqa: Y015

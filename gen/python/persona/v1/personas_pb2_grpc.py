@@ -136,6 +136,31 @@ class PersonaServiceStub:
                 request_serializer=persona_dot_v1_dot_personas__pb2.ImportPersonaCardRequest.SerializeToString,
                 response_deserializer=persona_dot_v1_dot_personas__pb2.Persona.FromString,
                 _registered_method=True)
+        self.PreviewPersona = channel.unary_unary(
+                '/persona.v1.PersonaService/PreviewPersona',
+                request_serializer=persona_dot_v1_dot_personas__pb2.CreatePersonaRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_personas__pb2.GenerationPreview.FromString,
+                _registered_method=True)
+        self.ListPersonaVersions = channel.unary_unary(
+                '/persona.v1.PersonaService/ListPersonaVersions',
+                request_serializer=persona_dot_v1_dot_personas__pb2.ListPersonaVersionsRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_personas__pb2.ListPersonaVersionsResponse.FromString,
+                _registered_method=True)
+        self.GetPersonaVersion = channel.unary_unary(
+                '/persona.v1.PersonaService/GetPersonaVersion',
+                request_serializer=persona_dot_v1_dot_personas__pb2.GetPersonaVersionRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_personas__pb2.PersonaVersion.FromString,
+                _registered_method=True)
+        self.DiffPersonaVersions = channel.unary_unary(
+                '/persona.v1.PersonaService/DiffPersonaVersions',
+                request_serializer=persona_dot_v1_dot_personas__pb2.DiffPersonaVersionsRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_personas__pb2.PersonaVersionDiff.FromString,
+                _registered_method=True)
+        self.RollbackPersona = channel.unary_unary(
+                '/persona.v1.PersonaService/RollbackPersona',
+                request_serializer=persona_dot_v1_dot_personas__pb2.RollbackPersonaRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_personas__pb2.Persona.FromString,
+                _registered_method=True)
 
 
 class PersonaServiceServicer:
@@ -208,7 +233,10 @@ class PersonaServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListPersonas(self, request, context):
-        """Lists the personas of the caller's workspace, newest first.
+        """Lists the personas of the caller's workspace, newest first unless
+        `orderBy` says otherwise; `q` searches them by name and text. The page
+        cursor carries the sort key, the order and the query: a cursor used with
+        another `orderBy` or `q` answers 400 `bad_request`.
 
         Auth: scope `personas:read`.
         """
@@ -355,6 +383,74 @@ class PersonaServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PreviewPersona(self, request, context):
+        """A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its
+        own): the request is validated like CreatePersona's (422
+        `validation_failed`) and answered with an estimate of what the
+        generation would spend: tokens and cost of the pipeline's model calls
+        (estimated from the request's text, see GenerationPreview) and the
+        monthly generation quota it would draw one unit from. Nothing is spent:
+        no persona, no generation run, no quota unit, no concurrent-generations
+        slot, no endpoint-cap unit, no event. A used-up quota is reported
+        (`quota.wouldExceed`), not refused. The body is CreatePersona's (a
+        streamed create, `?stream=true`, spends the same).
+
+        Auth: scope `personas:write`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPersonaVersions(self, request, context):
+        """Lists the versions of a persona, newest first. Every generation that
+        changes a persona (create, refine, regenerate, fork, import) and every
+        rollback is a version; versions are kept as long as the persona (a
+        purge removes them with it). A deleted persona's versions stay readable
+        within its grace period, like the persona.
+
+        Auth: scope `personas:read`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPersonaVersion(self, request, context):
+        """Returns one version of a persona: its soul and voice as that version
+        made them. An unknown persona or version answers 404 `not_found`.
+
+        Auth: scope `personas:read`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DiffPersonaVersions(self, request, context):
+        """Compares two versions of a persona field by field: every soul and voice
+        field whose value differs, with its value in each. An unknown version
+        answers 404 `not_found`.
+
+        Auth: scope `personas:read`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RollbackPersona(self, request, context):
+        """Rolls a persona back to an earlier version: a new version (the current
+        one plus one, kind `rollback`, `sourceVersion` the version copied) whose
+        soul and voice are that version's. History is never rewritten, and no
+        generation runs (no quota is drawn). Emits `persona.updated` with
+        `changed` ["soul", "voice"] and `rolledBackTo`. An archived or deleted
+        persona answers 409 `state_conflict`; an unknown version 404
+        `not_found`; the current version 409 `state_conflict`
+        (`conflictField` "version").
+
+        Auth: scope `personas:write`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PersonaServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -436,6 +532,31 @@ def add_PersonaServiceServicer_to_server(servicer, server):
             'ImportPersonaCard': grpc.unary_unary_rpc_method_handler(
                     servicer.ImportPersonaCard,
                     request_deserializer=persona_dot_v1_dot_personas__pb2.ImportPersonaCardRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_personas__pb2.Persona.SerializeToString,
+            ),
+            'PreviewPersona': grpc.unary_unary_rpc_method_handler(
+                    servicer.PreviewPersona,
+                    request_deserializer=persona_dot_v1_dot_personas__pb2.CreatePersonaRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_personas__pb2.GenerationPreview.SerializeToString,
+            ),
+            'ListPersonaVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPersonaVersions,
+                    request_deserializer=persona_dot_v1_dot_personas__pb2.ListPersonaVersionsRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_personas__pb2.ListPersonaVersionsResponse.SerializeToString,
+            ),
+            'GetPersonaVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPersonaVersion,
+                    request_deserializer=persona_dot_v1_dot_personas__pb2.GetPersonaVersionRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_personas__pb2.PersonaVersion.SerializeToString,
+            ),
+            'DiffPersonaVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.DiffPersonaVersions,
+                    request_deserializer=persona_dot_v1_dot_personas__pb2.DiffPersonaVersionsRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_personas__pb2.PersonaVersionDiff.SerializeToString,
+            ),
+            'RollbackPersona': grpc.unary_unary_rpc_method_handler(
+                    servicer.RollbackPersona,
+                    request_deserializer=persona_dot_v1_dot_personas__pb2.RollbackPersonaRequest.FromString,
                     response_serializer=persona_dot_v1_dot_personas__pb2.Persona.SerializeToString,
             ),
     }
@@ -892,6 +1013,141 @@ class PersonaService:
             target,
             '/persona.v1.PersonaService/ImportPersonaCard',
             persona_dot_v1_dot_personas__pb2.ImportPersonaCardRequest.SerializeToString,
+            persona_dot_v1_dot_personas__pb2.Persona.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PreviewPersona(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.PersonaService/PreviewPersona',
+            persona_dot_v1_dot_personas__pb2.CreatePersonaRequest.SerializeToString,
+            persona_dot_v1_dot_personas__pb2.GenerationPreview.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPersonaVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.PersonaService/ListPersonaVersions',
+            persona_dot_v1_dot_personas__pb2.ListPersonaVersionsRequest.SerializeToString,
+            persona_dot_v1_dot_personas__pb2.ListPersonaVersionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPersonaVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.PersonaService/GetPersonaVersion',
+            persona_dot_v1_dot_personas__pb2.GetPersonaVersionRequest.SerializeToString,
+            persona_dot_v1_dot_personas__pb2.PersonaVersion.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DiffPersonaVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.PersonaService/DiffPersonaVersions',
+            persona_dot_v1_dot_personas__pb2.DiffPersonaVersionsRequest.SerializeToString,
+            persona_dot_v1_dot_personas__pb2.PersonaVersionDiff.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RollbackPersona(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.PersonaService/RollbackPersona',
+            persona_dot_v1_dot_personas__pb2.RollbackPersonaRequest.SerializeToString,
             persona_dot_v1_dot_personas__pb2.Persona.FromString,
             options,
             channel_credentials,

@@ -88,7 +88,10 @@ class PersonaServiceStub:
     Auth: scope `personas:read`.
     """
     ListPersonas: _grpc.UnaryUnaryMultiCallable[_personas_pb2.ListPersonasRequest, _personas_pb2.ListPersonasResponse]
-    """Lists the personas of the caller's workspace, newest first.
+    """Lists the personas of the caller's workspace, newest first unless
+    `orderBy` says otherwise; `q` searches them by name and text. The page
+    cursor carries the sort key, the order and the query: a cursor used with
+    another `orderBy` or `q` answers 400 `bad_request`.
 
     Auth: scope `personas:read`.
     """
@@ -183,6 +186,54 @@ class PersonaServiceStub:
 
     Auth: scope `personas:write`.
     """
+    PreviewPersona: _grpc.UnaryUnaryMultiCallable[_personas_pb2.CreatePersonaRequest, _personas_pb2.GenerationPreview]
+    """A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its
+    own): the request is validated like CreatePersona's (422
+    `validation_failed`) and answered with an estimate of what the
+    generation would spend: tokens and cost of the pipeline's model calls
+    (estimated from the request's text, see GenerationPreview) and the
+    monthly generation quota it would draw one unit from. Nothing is spent:
+    no persona, no generation run, no quota unit, no concurrent-generations
+    slot, no endpoint-cap unit, no event. A used-up quota is reported
+    (`quota.wouldExceed`), not refused. The body is CreatePersona's (a
+    streamed create, `?stream=true`, spends the same).
+
+    Auth: scope `personas:write`.
+    """
+    ListPersonaVersions: _grpc.UnaryUnaryMultiCallable[_personas_pb2.ListPersonaVersionsRequest, _personas_pb2.ListPersonaVersionsResponse]
+    """Lists the versions of a persona, newest first. Every generation that
+    changes a persona (create, refine, regenerate, fork, import) and every
+    rollback is a version; versions are kept as long as the persona (a
+    purge removes them with it). A deleted persona's versions stay readable
+    within its grace period, like the persona.
+
+    Auth: scope `personas:read`.
+    """
+    GetPersonaVersion: _grpc.UnaryUnaryMultiCallable[_personas_pb2.GetPersonaVersionRequest, _personas_pb2.PersonaVersion]
+    """Returns one version of a persona: its soul and voice as that version
+    made them. An unknown persona or version answers 404 `not_found`.
+
+    Auth: scope `personas:read`.
+    """
+    DiffPersonaVersions: _grpc.UnaryUnaryMultiCallable[_personas_pb2.DiffPersonaVersionsRequest, _personas_pb2.PersonaVersionDiff]
+    """Compares two versions of a persona field by field: every soul and voice
+    field whose value differs, with its value in each. An unknown version
+    answers 404 `not_found`.
+
+    Auth: scope `personas:read`.
+    """
+    RollbackPersona: _grpc.UnaryUnaryMultiCallable[_personas_pb2.RollbackPersonaRequest, _personas_pb2.Persona]
+    """Rolls a persona back to an earlier version: a new version (the current
+    one plus one, kind `rollback`, `sourceVersion` the version copied) whose
+    soul and voice are that version's. History is never rewritten, and no
+    generation runs (no quota is drawn). Emits `persona.updated` with
+    `changed` ["soul", "voice"] and `rolledBackTo`. An archived or deleted
+    persona answers 409 `state_conflict`; an unknown version 404
+    `not_found`; the current version 409 `state_conflict`
+    (`conflictField` "version").
+
+    Auth: scope `personas:write`.
+    """
 
 @_typing.type_check_only
 class PersonaServiceAsyncStub(PersonaServiceStub):
@@ -244,7 +295,10 @@ class PersonaServiceAsyncStub(PersonaServiceStub):
     Auth: scope `personas:read`.
     """
     ListPersonas: _aio.UnaryUnaryMultiCallable[_personas_pb2.ListPersonasRequest, _personas_pb2.ListPersonasResponse]  # type: ignore[assignment]
-    """Lists the personas of the caller's workspace, newest first.
+    """Lists the personas of the caller's workspace, newest first unless
+    `orderBy` says otherwise; `q` searches them by name and text. The page
+    cursor carries the sort key, the order and the query: a cursor used with
+    another `orderBy` or `q` answers 400 `bad_request`.
 
     Auth: scope `personas:read`.
     """
@@ -339,6 +393,54 @@ class PersonaServiceAsyncStub(PersonaServiceStub):
 
     Auth: scope `personas:write`.
     """
+    PreviewPersona: _aio.UnaryUnaryMultiCallable[_personas_pb2.CreatePersonaRequest, _personas_pb2.GenerationPreview]  # type: ignore[assignment]
+    """A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its
+    own): the request is validated like CreatePersona's (422
+    `validation_failed`) and answered with an estimate of what the
+    generation would spend: tokens and cost of the pipeline's model calls
+    (estimated from the request's text, see GenerationPreview) and the
+    monthly generation quota it would draw one unit from. Nothing is spent:
+    no persona, no generation run, no quota unit, no concurrent-generations
+    slot, no endpoint-cap unit, no event. A used-up quota is reported
+    (`quota.wouldExceed`), not refused. The body is CreatePersona's (a
+    streamed create, `?stream=true`, spends the same).
+
+    Auth: scope `personas:write`.
+    """
+    ListPersonaVersions: _aio.UnaryUnaryMultiCallable[_personas_pb2.ListPersonaVersionsRequest, _personas_pb2.ListPersonaVersionsResponse]  # type: ignore[assignment]
+    """Lists the versions of a persona, newest first. Every generation that
+    changes a persona (create, refine, regenerate, fork, import) and every
+    rollback is a version; versions are kept as long as the persona (a
+    purge removes them with it). A deleted persona's versions stay readable
+    within its grace period, like the persona.
+
+    Auth: scope `personas:read`.
+    """
+    GetPersonaVersion: _aio.UnaryUnaryMultiCallable[_personas_pb2.GetPersonaVersionRequest, _personas_pb2.PersonaVersion]  # type: ignore[assignment]
+    """Returns one version of a persona: its soul and voice as that version
+    made them. An unknown persona or version answers 404 `not_found`.
+
+    Auth: scope `personas:read`.
+    """
+    DiffPersonaVersions: _aio.UnaryUnaryMultiCallable[_personas_pb2.DiffPersonaVersionsRequest, _personas_pb2.PersonaVersionDiff]  # type: ignore[assignment]
+    """Compares two versions of a persona field by field: every soul and voice
+    field whose value differs, with its value in each. An unknown version
+    answers 404 `not_found`.
+
+    Auth: scope `personas:read`.
+    """
+    RollbackPersona: _aio.UnaryUnaryMultiCallable[_personas_pb2.RollbackPersonaRequest, _personas_pb2.Persona]  # type: ignore[assignment]
+    """Rolls a persona back to an earlier version: a new version (the current
+    one plus one, kind `rollback`, `sourceVersion` the version copied) whose
+    soul and voice are that version's. History is never rewritten, and no
+    generation runs (no quota is drawn). Emits `persona.updated` with
+    `changed` ["soul", "voice"] and `rolledBackTo`. An archived or deleted
+    persona answers 409 `state_conflict`; an unknown version 404
+    `not_found`; the current version 409 `state_conflict`
+    (`conflictField` "version").
+
+    Auth: scope `personas:write`.
+    """
 
 class PersonaServiceServicer(metaclass=_abc_1.ABCMeta):
     """Personas: generated from a user's intent by a multi-step pipeline, then
@@ -421,7 +523,10 @@ class PersonaServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _personas_pb2.ListPersonasRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_personas_pb2.ListPersonasResponse, _abc.Awaitable[_personas_pb2.ListPersonasResponse]]:
-        """Lists the personas of the caller's workspace, newest first.
+        """Lists the personas of the caller's workspace, newest first unless
+        `orderBy` says otherwise; `q` searches them by name and text. The page
+        cursor carries the sort key, the order and the query: a cursor used with
+        another `orderBy` or `q` answers 400 `bad_request`.
 
         Auth: scope `personas:read`.
         """
@@ -585,6 +690,84 @@ class PersonaServiceServicer(metaclass=_abc_1.ABCMeta):
         trips losslessly (export after import gives the same card, apart from
         the new persona's identity in the extension). The voice fingerprint is
         computed; no text generation runs.
+
+        Auth: scope `personas:write`.
+        """
+
+    @_abc_1.abstractmethod
+    def PreviewPersona(
+        self,
+        request: _personas_pb2.CreatePersonaRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_personas_pb2.GenerationPreview, _abc.Awaitable[_personas_pb2.GenerationPreview]]:
+        """A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its
+        own): the request is validated like CreatePersona's (422
+        `validation_failed`) and answered with an estimate of what the
+        generation would spend: tokens and cost of the pipeline's model calls
+        (estimated from the request's text, see GenerationPreview) and the
+        monthly generation quota it would draw one unit from. Nothing is spent:
+        no persona, no generation run, no quota unit, no concurrent-generations
+        slot, no endpoint-cap unit, no event. A used-up quota is reported
+        (`quota.wouldExceed`), not refused. The body is CreatePersona's (a
+        streamed create, `?stream=true`, spends the same).
+
+        Auth: scope `personas:write`.
+        """
+
+    @_abc_1.abstractmethod
+    def ListPersonaVersions(
+        self,
+        request: _personas_pb2.ListPersonaVersionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_personas_pb2.ListPersonaVersionsResponse, _abc.Awaitable[_personas_pb2.ListPersonaVersionsResponse]]:
+        """Lists the versions of a persona, newest first. Every generation that
+        changes a persona (create, refine, regenerate, fork, import) and every
+        rollback is a version; versions are kept as long as the persona (a
+        purge removes them with it). A deleted persona's versions stay readable
+        within its grace period, like the persona.
+
+        Auth: scope `personas:read`.
+        """
+
+    @_abc_1.abstractmethod
+    def GetPersonaVersion(
+        self,
+        request: _personas_pb2.GetPersonaVersionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_personas_pb2.PersonaVersion, _abc.Awaitable[_personas_pb2.PersonaVersion]]:
+        """Returns one version of a persona: its soul and voice as that version
+        made them. An unknown persona or version answers 404 `not_found`.
+
+        Auth: scope `personas:read`.
+        """
+
+    @_abc_1.abstractmethod
+    def DiffPersonaVersions(
+        self,
+        request: _personas_pb2.DiffPersonaVersionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_personas_pb2.PersonaVersionDiff, _abc.Awaitable[_personas_pb2.PersonaVersionDiff]]:
+        """Compares two versions of a persona field by field: every soul and voice
+        field whose value differs, with its value in each. An unknown version
+        answers 404 `not_found`.
+
+        Auth: scope `personas:read`.
+        """
+
+    @_abc_1.abstractmethod
+    def RollbackPersona(
+        self,
+        request: _personas_pb2.RollbackPersonaRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_personas_pb2.Persona, _abc.Awaitable[_personas_pb2.Persona]]:
+        """Rolls a persona back to an earlier version: a new version (the current
+        one plus one, kind `rollback`, `sourceVersion` the version copied) whose
+        soul and voice are that version's. History is never rewritten, and no
+        generation runs (no quota is drawn). Emits `persona.updated` with
+        `changed` ["soul", "voice"] and `rolledBackTo`. An archived or deleted
+        persona answers 409 `state_conflict`; an unknown version 404
+        `not_found`; the current version 409 `state_conflict`
+        (`conflictField` "version").
 
         Auth: scope `personas:write`.
         """

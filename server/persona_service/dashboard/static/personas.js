@@ -1,10 +1,12 @@
-// Personas: the list (search, state), creation with the pipeline's steps
-// streamed live, and one persona's page: soul, voice, portraits with their
-// edit chains, the lineage graph, audit and the lifecycle actions.
+// Personas: the list (searched and sorted by the server, by state),
+// creation (with a cost preview) with the pipeline's steps streamed live,
+// and one persona's page: soul, voice, versions, portraits with their edit
+// chains, the lineage graph, audit and the lifecycle actions.
 
 import { choices, del, get, post, stream } from "./api.js";
 import { lineageGraph } from "./lineage.js";
 import { badge, busy, confirmDialog, empty, errorBox, field, h, load, loading, replace, select, table, when } from "./ui.js";
+import { previewBox, versionsSection } from "./versions.js";
 
 const path = (id, rest = "") => `/v1/personas/${encodeURIComponent(id)}${rest}`;
 const nameOf = (p) => p.displayName || (p.soul && p.soul.name) || p.slug;
@@ -16,8 +18,9 @@ export function render(main, params, context) {
 }
 
 function listView(main) {
-  const search = h("input", { type: "search", name: "q", placeholder: "Name, slug or intent" });
+  const search = h("input", { type: "search", name: "q", placeholder: "Name, slug or intent", maxlength: "200" });
   const state = h("select", { name: "state" }, h("option", { value: "" }, "any state"));
+  const order = h("select", { name: "orderBy" }, h("option", { value: "" }, "newest first"));
   const deleted = h("input", { type: "checkbox", id: "show-deleted" });
   const results = h("div", { "aria-live": "polite" });
   let loaded = [];
@@ -27,18 +30,21 @@ function listView(main) {
   main.append(
     h("div", { class: "row between" }, h("h1", {}, "Personas"), h("a", { class: "button primary", href: "#/personas/new" }, "New persona")),
     h("form", { class: "filters", role: "search", onsubmit: (e) => e.preventDefault() },
-      field("Search", search), field("State", state),
+      field("Search", search), field("State", state), field("Sort", order),
       h("div", { class: "field inline" }, deleted, h("label", { for: "show-deleted" }, "Show deleted"))),
     results, more);
 
   choices("get", "/v1/personas", "state").then((states) => state.append(...states.map((v) => h("option", { value: v }, v)))).catch(() => {});
+  // The sort orders the contract lists, each field once per direction.
+  choices("get", "/v1/personas", "orderBy").then((orders) => order.append(...orders.filter((v) => v.includes(" "))
+    .map((v) => h("option", { value: v }, v.replace("_at", "").replace("display_name", "name").replace(" asc", " ↑").replace(" desc", " ↓"))))).catch(() => {});
 
   function show() {
-    const q = search.value.trim().toLowerCase();
-    const shown = loaded.filter((p) => !q || [nameOf(p), p.slug, p.intent].some((t) => (t || "").toLowerCase().includes(q)));
+    const shown = loaded;
     if (!shown.length) {
-      replace(results, empty(loaded.length ? "No persona matches the search." : "No personas yet.",
-        loaded.length ? null : h("a", { class: "button", href: "#/personas/new" }, "Create one")));
+      const searched = search.value.trim();
+      replace(results, empty(searched ? "No persona matches the search." : "No personas yet.",
+        searched ? null : h("a", { class: "button", href: "#/personas/new" }, "Create one")));
       return;
     }
     replace(results, table([
@@ -59,7 +65,8 @@ function listView(main) {
     }
     more.hidden = true;
     try {
-      const page = await get("/v1/personas", { limit: 100, cursor: token, state: state.value, showDeleted: deleted.checked });
+      const page = await get("/v1/personas", { limit: 100, cursor: token, state: state.value, showDeleted: deleted.checked,
+        q: search.value.trim(), orderBy: order.value });
       loaded = loaded.concat(page.items || []);
       token = page.nextCursor || "";
       more.hidden = !token;
@@ -68,7 +75,10 @@ function listView(main) {
       replace(results, errorBox(error));
     }
   }
-  search.addEventListener("input", show);
+  // The server searches (every page, not the loaded one): a new query after a pause in typing.
+  let typing = 0;
+  search.addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(() => fetchPage(true), 250); });
+  order.addEventListener("change", () => fetchPage(true));
   state.addEventListener("change", () => fetchPage(true));
   deleted.addEventListener("change", () => fetchPage(true));
   more.addEventListener("click", () => fetchPage(false));
@@ -87,20 +97,29 @@ function createView(main) {
   const steps = h("ol", { class: "steps", "aria-live": "polite", "aria-label": "Generation steps" });
   const out = h("div");
   const submit = h("button", { type: "submit", class: "primary" }, "Generate");
+  const previewButton = h("button", { type: "button" }, "Preview cost");
   const form = h("form", { class: "panel" },
     field("Intent", intent, "What the persona should be, in your words (3–2000 characters)."),
     h("div", { class: "grid" }, field("Display name (optional)", displayName), field("Slug (optional)", slug), field("Visibility", visibility)),
-    h("div", { class: "row" }, submit));
+    h("div", { class: "row" }, submit, previewButton));
   main.append(h("h1", {}, "New persona"), form, h("section", { "aria-label": "Progress" }, steps, out));
 
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    steps.replaceChildren();
-    const items = {};
+  const requestBody = () => {
     const body = { intent: intent.value.trim() };
     if (displayName.value.trim()) body.displayName = displayName.value.trim();
     if (slug.value.trim()) body.slug = slug.value.trim();
     if (visibility.value) body.visibility = visibility.value;
+    return body;
+  };
+  previewButton.addEventListener("click", () => {
+    if (!form.reportValidity()) return;
+    busy(previewButton, out, async () => replace(out, await previewBox(requestBody())));
+  });
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    steps.replaceChildren();
+    const items = {};
+    const body = requestBody();
     busy(submit, out, async () => {
       // One run, one id: the stream's (X-Run-Id, which `end` names too), the one a resume or support asks for.
       const ended = await stream("/v1/personas", body, (name, data, run) => {
@@ -292,6 +311,7 @@ function detailView(main, id, context) {
     replace(body,
       section("Soul", soulView(p.soul)),
       section("Voice", voice),
+      section("Versions", versionsSection(p, writable, show)),
       section("Portraits", portraits),
       section("Lineage", lineage),
       section("Audit", h("p", {}, p.auditScore === undefined ? "Not audited yet." : `Latest audit score: ${Number(p.auditScore).toFixed(2)}.`),

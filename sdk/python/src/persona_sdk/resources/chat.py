@@ -77,6 +77,7 @@ class ChatResource(SyncResource):
         persona_id: str,
         user_id: str | None = None,
         title: str | None = None,
+        persona_version: int | None = None,
         idempotency_key: str | Literal[False] | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> ChatSession:
@@ -92,12 +93,19 @@ class ChatResource(SyncResource):
           user_id: The customer's end user (free-form reference, at most 200 characters); the caller's user
               id when empty.
           title: Title (at most 200 characters).
+          persona_version: Pin the session to this version of the persona (see ChatSession.persona_version);
+              omitted or 0: not pinned. A version the persona does not have answers 404 `not_found`.
         """
         return self._client._call(
             ChatSession,
             "POST",
             "/v1/chat/sessions",
-            json=compact({"personaId": persona_id, "userId": user_id, "title": title}),
+            json=compact({
+                "personaId": persona_id,
+                "userId": user_id,
+                "title": title,
+                "personaVersion": persona_version,
+            }),
             idempotency_key=idempotency_key,
             extra_headers=extra_headers,
         )
@@ -340,6 +348,7 @@ class AsyncChatResource(AsyncResource):
         persona_id: str,
         user_id: str | None = None,
         title: str | None = None,
+        persona_version: int | None = None,
         idempotency_key: str | Literal[False] | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> ChatSession:
@@ -355,12 +364,19 @@ class AsyncChatResource(AsyncResource):
           user_id: The customer's end user (free-form reference, at most 200 characters); the caller's user
               id when empty.
           title: Title (at most 200 characters).
+          persona_version: Pin the session to this version of the persona (see ChatSession.persona_version);
+              omitted or 0: not pinned. A version the persona does not have answers 404 `not_found`.
         """
         return await self._client._call(
             ChatSession,
             "POST",
             "/v1/chat/sessions",
-            json=compact({"personaId": persona_id, "userId": user_id, "title": title}),
+            json=compact({
+                "personaId": persona_id,
+                "userId": user_id,
+                "title": title,
+                "personaVersion": persona_version,
+            }),
             idempotency_key=idempotency_key,
             extra_headers=extra_headers,
         )

@@ -74,7 +74,8 @@ class OpenaiResource(SyncResource):
         Auth: scope `chat:write`.
 
         Args:
-          model: `persona://<persona uuid>`.
+          model: `persona://<persona uuid>`, or `persona://<persona uuid>@<version>` pinned to that version
+              (an unknown version answers 404 `not_found`).
           messages: The conversation (1 to 500 messages).
           temperature: Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed` naming
               `temperature`), passed to the provider.
@@ -211,7 +212,8 @@ class OpenaiResource(SyncResource):
         Auth: scope `chat:write`.
 
         Args:
-          model: `persona://<persona uuid>`.
+          model: `persona://<persona uuid>`, or `persona://<persona uuid>@<version>` pinned to that version
+              (an unknown version answers 404 `not_found`).
           messages: The conversation (1 to 500 messages).
           temperature: Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed` naming
               `temperature`), passed to the provider.
@@ -393,7 +395,8 @@ class AsyncOpenaiResource(AsyncResource):
         Auth: scope `chat:write`.
 
         Args:
-          model: `persona://<persona uuid>`.
+          model: `persona://<persona uuid>`, or `persona://<persona uuid>@<version>` pinned to that version
+              (an unknown version answers 404 `not_found`).
           messages: The conversation (1 to 500 messages).
           temperature: Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed` naming
               `temperature`), passed to the provider.
@@ -530,7 +533,8 @@ class AsyncOpenaiResource(AsyncResource):
         Auth: scope `chat:write`.
 
         Args:
-          model: `persona://<persona uuid>`.
+          model: `persona://<persona uuid>`, or `persona://<persona uuid>@<version>` pinned to that version
+              (an unknown version answers 404 `not_found`).
           messages: The conversation (1 to 500 messages).
           temperature: Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed` naming
               `temperature`), passed to the provider.

@@ -14,9 +14,13 @@ from ..types import (
     AuditPersonaResponse,
     CharacterCard,
     CharacterCardDataParam,
+    GenerationPreview,
     ListPersonasResponse,
+    ListPersonaVersionsResponse,
     Persona,
     PersonaLineage,
+    PersonaVersion,
+    PersonaVersionDiff,
     SoulParam,
     VoiceProfile,
 )
@@ -34,11 +38,17 @@ class PersonasResource(SyncResource):
         visibility: Literal["private", "org", "public"] | None = None,
         root_id: str | None = None,
         show_deleted: bool | None = None,
+        q: str | None = None,
+        order_by: Literal["created_at", "created_at asc", "created_at desc", "updated_at", "updated_at asc", "updated_at desc", "display_name", "display_name asc", "display_name desc"] | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> ListPersonasResponse:
-        """Lists the personas of the caller's workspace, newest first.
+        """Lists the personas of the caller's workspace, newest first unless `orderBy` says otherwise; `q`
+        searches them by name and text.
 
         `GET /v1/personas` (operation `ListPersonas`).
+
+        The page cursor carries the sort key, the order and the query: a cursor used with another `orderBy`
+        or `q` answers 400 `bad_request`.
 
         Auth: scope `personas:read`.
         """
@@ -53,6 +63,8 @@ class PersonasResource(SyncResource):
                 "visibility": visibility,
                 "rootId": root_id,
                 "showDeleted": show_deleted,
+                "q": q,
+                "orderBy": order_by,
             },
             extra_headers=extra_headers,
         )
@@ -65,6 +77,8 @@ class PersonasResource(SyncResource):
         visibility: Literal["private", "org", "public"] | None = None,
         root_id: str | None = None,
         show_deleted: bool | None = None,
+        q: str | None = None,
+        order_by: Literal["created_at", "created_at asc", "created_at desc", "updated_at", "updated_at asc", "updated_at desc", "display_name", "display_name asc", "display_name desc"] | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Iterator[Persona]:
         """Every item of `list`, fetching page after page."""
@@ -75,6 +89,8 @@ class PersonasResource(SyncResource):
                 visibility=visibility,
                 root_id=root_id,
                 show_deleted=show_deleted,
+                q=q,
+                order_by=order_by,
                 cursor=cursor,
                 extra_headers=extra_headers,
             ),
@@ -163,6 +179,56 @@ class PersonasResource(SyncResource):
                 "data": to_wire(data, PARAMS, "CharacterCardData"),
                 "spec": spec,
                 "spec_version": spec_version,
+            }),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    def preview(
+        self,
+        *,
+        intent: str,
+        slug: str | None = None,
+        visibility: Literal["private", "org", "public"] | None = None,
+        metadata: dict[str, Any] | None = None,
+        display_name: str | None = None,
+        soul: SoulParam | None = None,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> GenerationPreview:
+        """A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its own): the request is
+        validated like CreatePersona's (422 `validation_failed`) and answered with an estimate of what the
+        generation would spend: tokens and cost of the pipeline's model calls (estimated from the request's
+        text, see GenerationPreview) and the monthly generation quota it would draw one unit from.
+
+        `POST /v1/personas/preview` (operation `PreviewPersona`).
+
+        Nothing is spent: no persona, no generation run, no quota unit, no concurrent-generations slot, no
+        endpoint-cap unit, no event. A used-up quota is reported (`quota.wouldExceed`), not refused. The
+        body is CreatePersona's (a streamed create, `?stream=true`, spends the same).
+
+        Auth: scope `personas:write`.
+
+        Args:
+          intent: What the persona should be, in the user's words (3–2000 characters).
+          slug: Slug; derived from the soul's name when empty.
+          visibility: `private` (default), `org` or `public`.
+          metadata: Caller metadata.
+          display_name: Display name; the soul's name when empty.
+          soul: A soul to start from instead of drafting one (the draft step then only fills gaps).
+              `soul.desire` must be at least 20 characters.
+        """
+        return self._client._call(
+            GenerationPreview,
+            "POST",
+            "/v1/personas/preview",
+            json=compact({
+                "intent": intent,
+                "slug": slug,
+                "visibility": visibility,
+                "metadata": metadata,
+                "displayName": display_name,
+                "soul": to_wire(soul, PARAMS, "Soul"),
             }),
             idempotency_key=idempotency_key,
             extra_headers=extra_headers,
@@ -325,6 +391,31 @@ class PersonasResource(SyncResource):
             extra_headers=extra_headers,
         )
 
+    def diff_versions(
+        self,
+        id: str,
+        *,
+        from_version: int | None = None,
+        to_version: int | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> PersonaVersionDiff:
+        """Compares two versions of a persona field by field: every soul and voice field whose value differs,
+        with its value in each.
+
+        `GET /v1/personas/{id}/diff` (operation `DiffPersonaVersions`).
+
+        An unknown version answers 404 `not_found`.
+
+        Auth: scope `personas:read`.
+        """
+        return self._client._call(
+            PersonaVersionDiff,
+            "GET",
+            f"/v1/personas/{path_param(id)}/diff",
+            params={"fromVersion": from_version, "toVersion": to_version},
+            extra_headers=extra_headers,
+        )
+
     def fork(
         self,
         id: str,
@@ -464,6 +555,78 @@ class PersonasResource(SyncResource):
             extra_headers=extra_headers,
         )
 
+    def rollback(
+        self,
+        id: str,
+        *,
+        version: int,
+        note: str | None = None,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> Persona:
+        """Rolls a persona back to an earlier version: a new version (the current one plus one, kind
+        `rollback`, `sourceVersion` the version copied) whose soul and voice are that version's.
+
+        `POST /v1/personas/{id}/rollback` (operation `RollbackPersona`).
+
+        History is never rewritten, and no generation runs (no quota is drawn). Emits `persona.updated` with
+        `changed` ["soul", "voice"] and `rolledBackTo`. An archived or deleted persona answers 409
+        `state_conflict`; an unknown version 404 `not_found`; the current version 409 `state_conflict`
+        (`conflictField` "version").
+
+        Auth: scope `personas:write`.
+
+        Args:
+          version: The version to roll back to (an earlier version of the persona).
+          note: Attribution note kept in the lineage (at most 500 characters).
+        """
+        return self._client._call(
+            Persona,
+            "POST",
+            f"/v1/personas/{path_param(id)}/rollback",
+            json=compact({"version": version, "note": note}),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    def list_versions(
+        self,
+        id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ListPersonaVersionsResponse:
+        """Lists the versions of a persona, newest first.
+
+        `GET /v1/personas/{id}/versions` (operation `ListPersonaVersions`).
+
+        Every generation that changes a persona (create, refine, regenerate, fork, import) and every
+        rollback is a version; versions are kept as long as the persona (a purge removes them with it). A
+        deleted persona's versions stay readable within its grace period, like the persona.
+
+        Auth: scope `personas:read`.
+        """
+        return self._client._call(
+            ListPersonaVersionsResponse,
+            "GET",
+            f"/v1/personas/{path_param(id)}/versions",
+            params={"limit": limit, "cursor": cursor},
+            extra_headers=extra_headers,
+        )
+
+    def list_versions_iter(
+        self,
+        id: str,
+        *,
+        limit: int | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> Iterator[PersonaVersion]:
+        """Every item of `list_versions`, fetching page after page."""
+        return self._client._pages(
+            lambda cursor: self.list_versions(id, limit=limit, cursor=cursor, extra_headers=extra_headers),
+        )
+
     def get_voice_profile(
         self,
         id: str,
@@ -480,6 +643,28 @@ class PersonasResource(SyncResource):
             VoiceProfile,
             "GET",
             f"/v1/personas/{path_param(id)}/voice",
+            extra_headers=extra_headers,
+        )
+
+    def get_version(
+        self,
+        persona_id: str,
+        version: int,
+        *,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> PersonaVersion:
+        """Returns one version of a persona: its soul and voice as that version made them.
+
+        `GET /v1/personas/{persona_id}/versions/{version}` (operation `GetPersonaVersion`).
+
+        An unknown persona or version answers 404 `not_found`.
+
+        Auth: scope `personas:read`.
+        """
+        return self._client._call(
+            PersonaVersion,
+            "GET",
+            f"/v1/personas/{path_param(persona_id)}/versions/{path_param(version)}",
             extra_headers=extra_headers,
         )
 
@@ -551,11 +736,17 @@ class AsyncPersonasResource(AsyncResource):
         visibility: Literal["private", "org", "public"] | None = None,
         root_id: str | None = None,
         show_deleted: bool | None = None,
+        q: str | None = None,
+        order_by: Literal["created_at", "created_at asc", "created_at desc", "updated_at", "updated_at asc", "updated_at desc", "display_name", "display_name asc", "display_name desc"] | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> ListPersonasResponse:
-        """Lists the personas of the caller's workspace, newest first.
+        """Lists the personas of the caller's workspace, newest first unless `orderBy` says otherwise; `q`
+        searches them by name and text.
 
         `GET /v1/personas` (operation `ListPersonas`).
+
+        The page cursor carries the sort key, the order and the query: a cursor used with another `orderBy`
+        or `q` answers 400 `bad_request`.
 
         Auth: scope `personas:read`.
         """
@@ -570,6 +761,8 @@ class AsyncPersonasResource(AsyncResource):
                 "visibility": visibility,
                 "rootId": root_id,
                 "showDeleted": show_deleted,
+                "q": q,
+                "orderBy": order_by,
             },
             extra_headers=extra_headers,
         )
@@ -582,6 +775,8 @@ class AsyncPersonasResource(AsyncResource):
         visibility: Literal["private", "org", "public"] | None = None,
         root_id: str | None = None,
         show_deleted: bool | None = None,
+        q: str | None = None,
+        order_by: Literal["created_at", "created_at asc", "created_at desc", "updated_at", "updated_at asc", "updated_at desc", "display_name", "display_name asc", "display_name desc"] | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> AsyncIterator[Persona]:
         """Every item of `list`, fetching page after page (`async for item in ...list_iter()`)."""
@@ -592,6 +787,8 @@ class AsyncPersonasResource(AsyncResource):
                 visibility=visibility,
                 root_id=root_id,
                 show_deleted=show_deleted,
+                q=q,
+                order_by=order_by,
                 cursor=cursor,
                 extra_headers=extra_headers,
             ),
@@ -680,6 +877,56 @@ class AsyncPersonasResource(AsyncResource):
                 "data": to_wire(data, PARAMS, "CharacterCardData"),
                 "spec": spec,
                 "spec_version": spec_version,
+            }),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    async def preview(
+        self,
+        *,
+        intent: str,
+        slug: str | None = None,
+        visibility: Literal["private", "org", "public"] | None = None,
+        metadata: dict[str, Any] | None = None,
+        display_name: str | None = None,
+        soul: SoulParam | None = None,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> GenerationPreview:
+        """A dry run of CreatePersona (AIP-163 `validate_only`, as a method of its own): the request is
+        validated like CreatePersona's (422 `validation_failed`) and answered with an estimate of what the
+        generation would spend: tokens and cost of the pipeline's model calls (estimated from the request's
+        text, see GenerationPreview) and the monthly generation quota it would draw one unit from.
+
+        `POST /v1/personas/preview` (operation `PreviewPersona`).
+
+        Nothing is spent: no persona, no generation run, no quota unit, no concurrent-generations slot, no
+        endpoint-cap unit, no event. A used-up quota is reported (`quota.wouldExceed`), not refused. The
+        body is CreatePersona's (a streamed create, `?stream=true`, spends the same).
+
+        Auth: scope `personas:write`.
+
+        Args:
+          intent: What the persona should be, in the user's words (3–2000 characters).
+          slug: Slug; derived from the soul's name when empty.
+          visibility: `private` (default), `org` or `public`.
+          metadata: Caller metadata.
+          display_name: Display name; the soul's name when empty.
+          soul: A soul to start from instead of drafting one (the draft step then only fills gaps).
+              `soul.desire` must be at least 20 characters.
+        """
+        return await self._client._call(
+            GenerationPreview,
+            "POST",
+            "/v1/personas/preview",
+            json=compact({
+                "intent": intent,
+                "slug": slug,
+                "visibility": visibility,
+                "metadata": metadata,
+                "displayName": display_name,
+                "soul": to_wire(soul, PARAMS, "Soul"),
             }),
             idempotency_key=idempotency_key,
             extra_headers=extra_headers,
@@ -842,6 +1089,31 @@ class AsyncPersonasResource(AsyncResource):
             extra_headers=extra_headers,
         )
 
+    async def diff_versions(
+        self,
+        id: str,
+        *,
+        from_version: int | None = None,
+        to_version: int | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> PersonaVersionDiff:
+        """Compares two versions of a persona field by field: every soul and voice field whose value differs,
+        with its value in each.
+
+        `GET /v1/personas/{id}/diff` (operation `DiffPersonaVersions`).
+
+        An unknown version answers 404 `not_found`.
+
+        Auth: scope `personas:read`.
+        """
+        return await self._client._call(
+            PersonaVersionDiff,
+            "GET",
+            f"/v1/personas/{path_param(id)}/diff",
+            params={"fromVersion": from_version, "toVersion": to_version},
+            extra_headers=extra_headers,
+        )
+
     async def fork(
         self,
         id: str,
@@ -981,6 +1253,80 @@ class AsyncPersonasResource(AsyncResource):
             extra_headers=extra_headers,
         )
 
+    async def rollback(
+        self,
+        id: str,
+        *,
+        version: int,
+        note: str | None = None,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> Persona:
+        """Rolls a persona back to an earlier version: a new version (the current one plus one, kind
+        `rollback`, `sourceVersion` the version copied) whose soul and voice are that version's.
+
+        `POST /v1/personas/{id}/rollback` (operation `RollbackPersona`).
+
+        History is never rewritten, and no generation runs (no quota is drawn). Emits `persona.updated` with
+        `changed` ["soul", "voice"] and `rolledBackTo`. An archived or deleted persona answers 409
+        `state_conflict`; an unknown version 404 `not_found`; the current version 409 `state_conflict`
+        (`conflictField` "version").
+
+        Auth: scope `personas:write`.
+
+        Args:
+          version: The version to roll back to (an earlier version of the persona).
+          note: Attribution note kept in the lineage (at most 500 characters).
+        """
+        return await self._client._call(
+            Persona,
+            "POST",
+            f"/v1/personas/{path_param(id)}/rollback",
+            json=compact({"version": version, "note": note}),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    async def list_versions(
+        self,
+        id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ListPersonaVersionsResponse:
+        """Lists the versions of a persona, newest first.
+
+        `GET /v1/personas/{id}/versions` (operation `ListPersonaVersions`).
+
+        Every generation that changes a persona (create, refine, regenerate, fork, import) and every
+        rollback is a version; versions are kept as long as the persona (a purge removes them with it). A
+        deleted persona's versions stay readable within its grace period, like the persona.
+
+        Auth: scope `personas:read`.
+        """
+        return await self._client._call(
+            ListPersonaVersionsResponse,
+            "GET",
+            f"/v1/personas/{path_param(id)}/versions",
+            params={"limit": limit, "cursor": cursor},
+            extra_headers=extra_headers,
+        )
+
+    def list_versions_iter(
+        self,
+        id: str,
+        *,
+        limit: int | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[PersonaVersion]:
+        """Every item of `list_versions`, fetching page after page (`async for item in
+        ...list_versions_iter()`).
+        """
+        return self._client._pages(
+            lambda cursor: self.list_versions(id, limit=limit, cursor=cursor, extra_headers=extra_headers),
+        )
+
     async def get_voice_profile(
         self,
         id: str,
@@ -997,6 +1343,28 @@ class AsyncPersonasResource(AsyncResource):
             VoiceProfile,
             "GET",
             f"/v1/personas/{path_param(id)}/voice",
+            extra_headers=extra_headers,
+        )
+
+    async def get_version(
+        self,
+        persona_id: str,
+        version: int,
+        *,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> PersonaVersion:
+        """Returns one version of a persona: its soul and voice as that version made them.
+
+        `GET /v1/personas/{persona_id}/versions/{version}` (operation `GetPersonaVersion`).
+
+        An unknown persona or version answers 404 `not_found`.
+
+        Auth: scope `personas:read`.
+        """
+        return await self._client._call(
+            PersonaVersion,
+            "GET",
+            f"/v1/personas/{path_param(persona_id)}/versions/{path_param(version)}",
             extra_headers=extra_headers,
         )
 

@@ -76,6 +76,10 @@ class ChatSession(BaseModel):
     """Time of the last message."""
     ended_at: datetime | None = Field(alias="endedAt")
     """End time as an RFC 3339 string, or JSON `null` while the session is active; always present."""
+    persona_version: int = Field(alias="personaVersion")
+    """The persona version the session is pinned to: its replies use that version's voice whatever the persona's
+    later refines. 0: not pinned (the persona's current version answers).
+    """
 
 
 class ChatUsage(BaseModel):

@@ -16,14 +16,21 @@ __all__ = [
     "CharacterCard",
     "CharacterCardData",
     "CharacterCardDataParam",
+    "FieldChange",
+    "GenerationPreview",
+    "GenerationQuotaPreview",
     "LineageNode",
     "LineageVersion",
+    "ListPersonaVersionsResponse",
     "ListPersonasResponse",
     "Persona",
     "PersonaLineage",
+    "PersonaVersion",
+    "PersonaVersionDiff",
     "SampleDialogue",
     "Soul",
     "SoulParam",
+    "StepEstimate",
     "VoiceProfile",
 ]
 
@@ -124,6 +131,57 @@ class CharacterCardDataParam(TypedDict, total=False):
     """Extensions; ours live under `persona-service` (soul, lineage, visibility, metadata, intent)."""
 
 
+class FieldChange(BaseModel):
+    """One field that differs between two versions."""
+
+    field: str
+    """The field's path in the version, JSON names: `soul.desire`, `soul.traits`, `voice.systemPrompt`,
+    `voice.sampleDialogues`, ...
+    """
+    before: Any
+    """Its value in `fromVersion`."""
+    after: Any
+    """Its value in `toVersion`."""
+
+
+class GenerationPreview(BaseModel):
+    """What a generation would spend: an estimate, nothing spent."""
+
+    model: str
+    """The model the pipeline's text steps would run on."""
+    estimated_input_tokens: int = Field(alias="estimatedInputTokens")
+    """Estimated input tokens of all steps (about 1.3 tokens a word of every prompt the pipeline would send)."""
+    estimated_output_tokens: int = Field(alias="estimatedOutputTokens")
+    """Estimated output tokens of all steps (each step's typical answer size)."""
+    estimated_cost_usd_micros: float = Field(alias="estimatedCostUsdMicros")
+    """Estimated cost in millionths of a US dollar, at the model's configured price (a whole number; a double so
+    that JSON carries a number).
+    """
+    steps: list[StepEstimate]
+    """The estimate per pipeline step, in pipeline order."""
+    quota: GenerationQuotaPreview
+    """The monthly generation quota the generation would draw from."""
+
+
+class GenerationQuotaPreview(BaseModel):
+    """The monthly generation quota as a generation would find it now."""
+
+    name: str
+    """Always `generations_per_month`."""
+    limit: int
+    """The organization's monthly limit."""
+    used: int
+    """Units used in the current period."""
+    would_use: int = Field(alias="wouldUse")
+    """Units the generation would use (1)."""
+    remaining: int
+    """Units left now, before the generation."""
+    would_exceed: bool = Field(alias="wouldExceed")
+    """The generation would be refused (429 `quota_exceeded`)."""
+    resets_at: datetime = Field(alias="resetsAt")
+    """When the period ends and the quota resets."""
+
+
 class LineageNode(BaseModel):
     """One persona in a fork tree."""
 
@@ -150,8 +208,8 @@ class LineageVersion(BaseModel):
 
     version: int
     """Version number."""
-    kind: Literal["create", "refine", "regenerate", "fork", "import"]
-    """`create`, `refine`, `regenerate`, `fork` or `import`."""
+    kind: Literal["create", "refine", "regenerate", "fork", "import", "rollback"]
+    """`create`, `refine`, `regenerate`, `fork`, `import` or `rollback`."""
     note: str
     """The note given, if any."""
     instruction: str
@@ -160,11 +218,20 @@ class LineageVersion(BaseModel):
     """When it was made."""
 
 
+class ListPersonaVersionsResponse(BaseModel):
+    """Response of ListPersonaVersions."""
+
+    items: list[PersonaVersion]
+    """The versions, newest first."""
+    next_cursor: str = Field(alias="nextCursor")
+    """Cursor of the next page; empty on the last page."""
+
+
 class ListPersonasResponse(BaseModel):
     """Response of ListPersonas."""
 
     items: list[Persona]
-    """The personas, newest first."""
+    """The personas, in the requested order (newest first by default)."""
     next_cursor: str = Field(alias="nextCursor")
     """Cursor of the next page; empty on the last page."""
 
@@ -227,6 +294,44 @@ class PersonaLineage(BaseModel):
     """Number of personas in the tree."""
 
 
+class PersonaVersion(BaseModel):
+    """One version of a persona: what it was at that version."""
+
+    persona_id: str = Field(alias="personaId")
+    """Persona id."""
+    version: int
+    """Version number, from 1."""
+    kind: Literal["create", "refine", "regenerate", "fork", "import", "rollback"]
+    """How it was made: `create`, `refine`, `regenerate`, `fork`, `import` or `rollback`."""
+    note: str
+    """The note given, if any."""
+    instruction: str
+    """The refine or fork instruction, if any."""
+    source_version: int = Field(alias="sourceVersion")
+    """For a rollback, the version it copies; 0 otherwise."""
+    run_id: str = Field(alias="runId")
+    """The generation run that made it; empty for a rollback."""
+    soul: Soul
+    """The soul at this version."""
+    voice: VoiceProfile
+    """The voice at this version (`version` is this version)."""
+    created_at: datetime = Field(alias="createdAt")
+    """When it was made."""
+
+
+class PersonaVersionDiff(BaseModel):
+    """The differences between two versions of a persona."""
+
+    persona_id: str = Field(alias="personaId")
+    """Persona id."""
+    from_version: int = Field(alias="fromVersion")
+    """The version compared from."""
+    to_version: int = Field(alias="toVersion")
+    """The version compared to."""
+    changes: list[FieldChange]
+    """The fields that differ, soul fields first, in field order; empty when the versions are equal."""
+
+
 class SampleDialogue(BaseModel):
     """One example exchange."""
 
@@ -272,6 +377,17 @@ class SoulParam(TypedDict, total=False):
     """What it values."""
     speaking_style: str
     """How it speaks."""
+
+
+class StepEstimate(BaseModel):
+    """One pipeline step's share of a GenerationPreview."""
+
+    step: str
+    """Step name (`moderate_intent`, `draft_soul`, `write_voice`, `audit`, `fingerprint`)."""
+    input_tokens: int = Field(alias="inputTokens")
+    """Estimated input tokens."""
+    output_tokens: int = Field(alias="outputTokens")
+    """Estimated output tokens (0 for moderation and the embedding)."""
 
 
 class VoiceProfile(BaseModel):

@@ -378,6 +378,9 @@ export class PersonasResource {
     delete(id, options) {
         return this.core.request("DELETE", "/v1/personas/{id}", { path: { id }, options });
     }
+    diffVersions(id, params = {}, options) {
+        return this.core.request("GET", "/v1/personas/{id}/diff", { path: { id }, query: params, options });
+    }
     exportCard(id, options) {
         return this.core.request("GET", "/v1/personas/{id}/card", { path: { id }, options });
     }
@@ -389,6 +392,9 @@ export class PersonasResource {
     }
     getLineage(id, options) {
         return this.core.request("GET", "/v1/personas/{id}/lineage", { path: { id }, options });
+    }
+    getVersion(personaId, version, options) {
+        return this.core.request("GET", "/v1/personas/{persona_id}/versions/{version}", { path: { "persona_id": personaId, version }, options });
     }
     getVoiceProfile(id, options) {
         return this.core.request("GET", "/v1/personas/{id}/voice", { path: { id }, options });
@@ -402,6 +408,15 @@ export class PersonasResource {
     listIter(params = {}, options) {
         return this.core.paginate((p) => this.list(p, options), params);
     }
+    listVersions(id, params = {}, options) {
+        return this.core.request("GET", "/v1/personas/{id}/versions", { path: { id }, query: params, options });
+    }
+    listVersionsIter(id, params = {}, options) {
+        return this.core.paginate((p) => this.listVersions(id, p, options), params);
+    }
+    preview(body, options) {
+        return this.core.request("POST", "/v1/personas/preview", { body, options });
+    }
     refine(id, body, options) {
         return this.core.request("POST", "/v1/personas/{id}/refine", { path: { id }, body, options });
     }
@@ -410,6 +425,9 @@ export class PersonasResource {
     }
     restore(id, body = {}, options) {
         return this.core.request("POST", "/v1/personas/{id}/restore", { path: { id }, body, options });
+    }
+    rollback(id, body, options) {
+        return this.core.request("POST", "/v1/personas/{id}/rollback", { path: { id }, body, options });
     }
     streamCreate(body, options) {
         return this.core.stream("persona", "POST", "/v1/personas:stream", { body, options });
@@ -739,16 +757,21 @@ export const OPERATIONS = [
     { operationId: "AuditPersona", resource: "personas", method: "audit", httpMethod: "POST", path: "/v1/personas/{id}/audit", kind: "json" },
     { operationId: "CreatePersona", resource: "personas", method: "create", httpMethod: "POST", path: "/v1/personas", kind: "json" },
     { operationId: "DeletePersona", resource: "personas", method: "delete", httpMethod: "DELETE", path: "/v1/personas/{id}", kind: "json" },
+    { operationId: "DiffPersonaVersions", resource: "personas", method: "diffVersions", httpMethod: "GET", path: "/v1/personas/{id}/diff", kind: "json" },
     { operationId: "ExportPersonaCard", resource: "personas", method: "exportCard", httpMethod: "GET", path: "/v1/personas/{id}/card", kind: "json" },
     { operationId: "ForkPersona", resource: "personas", method: "fork", httpMethod: "POST", path: "/v1/personas/{id}/fork", kind: "json" },
     { operationId: "GetPersona", resource: "personas", method: "get", httpMethod: "GET", path: "/v1/personas/{id}", kind: "json" },
     { operationId: "GetPersonaLineage", resource: "personas", method: "getLineage", httpMethod: "GET", path: "/v1/personas/{id}/lineage", kind: "json" },
+    { operationId: "GetPersonaVersion", resource: "personas", method: "getVersion", httpMethod: "GET", path: "/v1/personas/{persona_id}/versions/{version}", kind: "json" },
     { operationId: "GetVoiceProfile", resource: "personas", method: "getVoiceProfile", httpMethod: "GET", path: "/v1/personas/{id}/voice", kind: "json" },
     { operationId: "ImportPersonaCard", resource: "personas", method: "importCard", httpMethod: "POST", path: "/v1/personas/import", kind: "json" },
     { operationId: "ListPersonas", resource: "personas", method: "list", httpMethod: "GET", path: "/v1/personas", kind: "json" },
+    { operationId: "ListPersonaVersions", resource: "personas", method: "listVersions", httpMethod: "GET", path: "/v1/personas/{id}/versions", kind: "json" },
+    { operationId: "PreviewPersona", resource: "personas", method: "preview", httpMethod: "POST", path: "/v1/personas/preview", kind: "json" },
     { operationId: "RefinePersona", resource: "personas", method: "refine", httpMethod: "POST", path: "/v1/personas/{id}/refine", kind: "json" },
     { operationId: "RegeneratePersona", resource: "personas", method: "regenerate", httpMethod: "POST", path: "/v1/personas/{id}/regenerate", kind: "json" },
     { operationId: "RestorePersona", resource: "personas", method: "restore", httpMethod: "POST", path: "/v1/personas/{id}/restore", kind: "json" },
+    { operationId: "RollbackPersona", resource: "personas", method: "rollback", httpMethod: "POST", path: "/v1/personas/{id}/rollback", kind: "json" },
     { operationId: "StreamCreatePersona", resource: "personas", method: "streamCreate", httpMethod: "POST", path: "/v1/personas:stream", kind: "stream" },
     { operationId: "UpdatePersona", resource: "personas", method: "update", httpMethod: "PATCH", path: "/v1/personas/{id}", kind: "json" },
     { operationId: "ApprovePortrait", resource: "portraits", method: "approve", httpMethod: "POST", path: "/v1/personas/{persona_id}/portraits/{id}/approve", kind: "json" },
