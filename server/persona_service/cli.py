@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import pathlib
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -55,7 +56,6 @@ def cmd_up(args: argparse.Namespace) -> int:
     from persona_service.registry import MODULES
 
     settings = _settings()
-    runtime.record_start(settings.data_dir)  # `status --wait` watches this start from now on
     if args.servers is not None:
         settings = settings.model_copy(update={"server_processes": args.servers})
     logs.configure(settings.log_level, settings.log_format)
@@ -103,8 +103,6 @@ def _this_cli() -> str:
     """This CLI as a new shell in the current directory runs it: the console
     script beside this interpreter (`.venv/bin/persona-service`, relative when
     it is under the current directory), which a fresh shell's PATH lacks."""
-    import pathlib
-
     script = pathlib.Path(sys.executable).parent / "persona-service"
     if not script.exists():
         return "persona-service"
@@ -181,7 +179,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 # How long `status --wait` lets a new `up` replace the record of an earlier one that failed (`make up &`
 # then `status --wait` at once: the new `up` is still importing when status first looks).
-STALE_START_GRACE_SECONDS = 10.0
+STALE_START_GRACE_SECONDS = 15.0
 
 
 def _status_arguments(parser: argparse.ArgumentParser) -> None:
@@ -355,6 +353,11 @@ def main(argv: list[str] | None = None) -> int:
     from persona_service.kernel import runtime
     from persona_service.kernel import settings as config
 
+    if entry.name == "up":
+        # At once, before the modules load (seconds on a busy machine): from now on `status --wait`
+        # watches this start, rather than an earlier `up`'s record.
+        default = config.Settings.model_fields["data_dir"].default
+        runtime.record_start(pathlib.Path(os.environ.get("PERSONA_DATA_DIR") or default))
     try:
         args.modules = None if entry.standalone else importlib.import_module("persona_service.registry").MODULES
         args.settings_sections = sections()
