@@ -311,7 +311,9 @@ class CreateChatCompletionRequest(_message.Message):
     model: _builtins.str
     """`persona://<persona uuid>`."""
     temperature: _builtins.float
-    """Sampling temperature (passed to the provider)."""
+    """Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed`
+    naming `temperature`), passed to the provider.
+    """
     max_tokens: _builtins.int
     """Maximum output tokens."""
     stream: _builtins.bool

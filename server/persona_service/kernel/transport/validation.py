@@ -178,7 +178,7 @@ def _check(rules: options_pb2.FieldRules, path: str, value: Any, repeated: bool,
             out.append(Violation(item_path, "one_of", item, {"oneOf": list(allowed)}))
         if rules.format and isinstance(item, str) and not FORMATS[rules.format](item):
             out.append(Violation(item_path, "format", item, {"format": rules.format}))
-        if isinstance(item, int) and not isinstance(item, bool):
+        if isinstance(item, (int, float)) and not isinstance(item, bool):
             if rules.HasField("min_value") and item < rules.min_value:
                 out.append(Violation(item_path, "minimum", item, {"minimum": rules.min_value}))
             if rules.HasField("max_value") and item > rules.max_value:

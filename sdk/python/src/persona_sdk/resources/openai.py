@@ -76,7 +76,8 @@ class OpenaiResource(SyncResource):
         Args:
           model: `persona://<persona uuid>`.
           messages: The conversation (1 to 500 messages).
-          temperature: Sampling temperature (passed to the provider).
+          temperature: Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed` naming
+              `temperature`), passed to the provider.
           max_tokens: Maximum output tokens.
           stream: Stream the reply (routed by the edge to StreamChatCompletion).
           stream_options: Options of a streamed reply.
@@ -212,7 +213,8 @@ class OpenaiResource(SyncResource):
         Args:
           model: `persona://<persona uuid>`.
           messages: The conversation (1 to 500 messages).
-          temperature: Sampling temperature (passed to the provider).
+          temperature: Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed` naming
+              `temperature`), passed to the provider.
           max_tokens: Maximum output tokens.
           stream: Stream the reply (routed by the edge to StreamChatCompletion).
           stream_options: Options of a streamed reply.
@@ -393,7 +395,8 @@ class AsyncOpenaiResource(AsyncResource):
         Args:
           model: `persona://<persona uuid>`.
           messages: The conversation (1 to 500 messages).
-          temperature: Sampling temperature (passed to the provider).
+          temperature: Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed` naming
+              `temperature`), passed to the provider.
           max_tokens: Maximum output tokens.
           stream: Stream the reply (routed by the edge to StreamChatCompletion).
           stream_options: Options of a streamed reply.
@@ -529,7 +532,8 @@ class AsyncOpenaiResource(AsyncResource):
         Args:
           model: `persona://<persona uuid>`.
           messages: The conversation (1 to 500 messages).
-          temperature: Sampling temperature (passed to the provider).
+          temperature: Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed` naming
+              `temperature`), passed to the provider.
           max_tokens: Maximum output tokens.
           stream: Stream the reply (routed by the edge to StreamChatCompletion).
           stream_options: Options of a streamed reply.
