@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 from support import assert_envelope
-
 from test_chat_http import make_persona, make_session, send
 
 
@@ -25,11 +24,11 @@ def session_of(http, tenant, sid) -> dict:
 
 
 def regenerate(http, tenant, sid, message_id, **body):
-    return http.post(f"/v1/chat/sessions/{sid}/messages/{message_id}:regenerate", json=body, headers=tenant.auth)
+    return http.post(f"/v1/chat/sessions/{sid}/messages/{message_id}/regenerate", json=body, headers=tenant.auth)
 
 
-def select(http, tenant, sid, message_id, index):
-    return http.post(f"/v1/chat/sessions/{sid}/messages/{message_id}:select", json={"swipeIndex": index},
+def choose(http, tenant, sid, message_id, index):
+    return http.post(f"/v1/chat/sessions/{sid}/messages/{message_id}/choose", json={"swipeIndex": index},
                      headers=tenant.auth)
 
 
@@ -63,15 +62,15 @@ def test_regenerate_keeps_the_alternatives_and_one_is_chosen(http, chat):
     assert [m["id"] for m in listed] == [first["userMessage"]["id"], second["id"]]
 
     # Back to the first alternative: listed (and sent to the model) from now on.
-    r = select(http, tenant, sid, second["id"], 0)
+    r = choose(http, tenant, sid, second["id"], 0)
     assert r.status_code == 200, r.text
     assert r.json()["id"] == reply["id"] and r.json()["content"] == reply["content"]
     assert (r.json()["swipeIndex"], r.json()["swipeCount"]) == (0, 2)
     assert [m["id"] for m in messages(http, tenant, sid)] == [first["userMessage"]["id"], reply["id"]]
     assert session_of(http, tenant, sid)["costUsdMicros"] == body["session"]["costUsdMicros"]  # choosing is free
 
-    assert select(http, tenant, sid, reply["id"], 1).json()["id"] == second["id"]
-    error = assert_envelope(select(http, tenant, sid, reply["id"], 2), 422, "validation_failed")
+    assert choose(http, tenant, sid, reply["id"], 1).json()["id"] == second["id"]
+    error = assert_envelope(choose(http, tenant, sid, reply["id"], 2), 422, "validation_failed")
     assert error["details"]["validationErrors"][0]["path"] == "swipeIndex"
 
 
@@ -81,8 +80,8 @@ def test_only_the_last_message_regenerates_and_alternatives_are_bounded(http, ch
     first = send(http, tenant, sid, "Hello there.").json()
     send(http, tenant, sid, "Tell me about the sea.")
     error = assert_envelope(regenerate(http, tenant, sid, first["reply"]["id"]), 409, "state_conflict")
-    assert error["details"]["conflictField"] == "messageId"
-    assert_envelope(select(http, tenant, sid, first["reply"]["id"], 0), 409, "state_conflict")
+    assert error["details"]["conflictField"] == "id"
+    assert_envelope(choose(http, tenant, sid, first["reply"]["id"], 0), 409, "state_conflict")
     assert_envelope(regenerate(http, tenant, sid, "msg_doesnotexist"), 404, "not_found")
 
     last = messages(http, tenant, sid)[-1]
@@ -160,7 +159,7 @@ def test_delete_removes_the_message_and_what_follows(http, chat, engine):
 def test_sampling_bounds_are_422_naming_the_field(http, chat, field, value):
     tenant, persona_id = chat
     sid = make_session(http, tenant, persona_id)["sessionId"]
-    for path in ("messages", "messages:preview"):
+    for path in ("messages", "messages/preview"):
         r = http.post(f"/v1/chat/sessions/{sid}/{path}", json={"content": "Hi", field: value}, headers=tenant.auth)
         error = assert_envelope(r, 422, "validation_failed")
         assert [v["path"] for v in error["details"]["validationErrors"]] == [field]
@@ -192,7 +191,7 @@ def test_preview_estimates_and_spends_nothing(http, chat, engine):
     before = session_of(http, tenant, sid)
     events = http.get("/v1/events", params={"limit": 100}, headers=tenant.auth).json()["items"]
     content = "What do you love about jazz?"
-    r = http.post(f"/v1/chat/sessions/{sid}/messages:preview", json={"content": content}, headers=tenant.auth)
+    r = http.post(f"/v1/chat/sessions/{sid}/messages/preview", json={"content": content}, headers=tenant.auth)
     assert r.status_code == 200, r.text
     preview = r.json()
     assert preview["model"] == "local-persona-1" and preview["outputTokens"] > 0
@@ -206,8 +205,8 @@ def test_preview_estimates_and_spends_nothing(http, chat, engine):
     # The input estimate is what the message then costs on the built-in model.
     sent = send(http, tenant, sid, content).json()["reply"]["usage"]
     assert preview["inputTokens"] == sent["inputTokens"]
-    capped = http.post(f"/v1/chat/sessions/{sid}/messages:preview", json={"content": content, "maxTokens": 2},
+    capped = http.post(f"/v1/chat/sessions/{sid}/messages/preview", json={"content": content, "maxTokens": 2},
                        headers=tenant.auth).json()
     assert capped["outputTokens"] == 2 and capped["costUsdMicros"] < preview["costUsdMicros"] + sent["costUsdMicros"]
-    assert_envelope(http.post("/v1/chat/sessions/chs_missing/messages:preview", json={"content": "x"},
+    assert_envelope(http.post("/v1/chat/sessions/chs_missing/messages/preview", json={"content": "x"},
                               headers=tenant.auth), 404, "not_found")

@@ -33,7 +33,7 @@ def used(http, tenants, engine):
     key_id, other = new_key(http, tenant, "usage-test")
     a = make_session(http, tenant, jazz)["sessionId"]
     replies = [send(http, tenant, a, f"Hello number {i}").json()["reply"] for i in range(3)]
-    r = http.post(f"/v1/chat/sessions/{a}/messages/{replies[-1]['id']}:regenerate", json={}, headers=tenant.auth)
+    r = http.post(f"/v1/chat/sessions/{a}/messages/{replies[-1]['id']}/regenerate", json={}, headers=tenant.auth)
     assert r.status_code == 200, r.text
     replies.append(r.json()["reply"])
     b = http.post("/v1/chat/sessions", json={"personaId": sea}, headers=other).json()["sessionId"]

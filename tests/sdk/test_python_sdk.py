@@ -451,7 +451,7 @@ def test_chat_controls_preview_and_usage(sdk, pro, persona_id):
     assert sent.user_message is not None and sent.reply is not None
     again = client.chat.regenerate_message(session.session_id, sent.reply.id, max_tokens=8)
     assert again.reply is not None and (again.reply.swipe_index, again.reply.swipe_count) == (1, 2)
-    chosen = client.chat.select_message(session.session_id, again.reply.id, swipe_index=0)
+    chosen = client.chat.choose_message(session.session_id, again.reply.id, swipe_index=0)
     assert chosen.id == sent.reply.id
     edited = client.chat.update_message(session.session_id, sent.user_message.id, content="And your least favourite?")
     assert edited.message is not None and edited.message.edited and edited.removed_count == 1

@@ -357,6 +357,12 @@ export interface ChatUsage {
   costUsdMicros: number;
 }
 
+/** Request of ChooseChatMessage. */
+export interface ChooseChatMessageRequestBody {
+  /** The alternative to choose, from 0 to `swipeCount` - 1. */
+  swipeIndex: number;
+}
+
 /** Request of ClaimModerationReview. */
 export type ClaimModerationReviewRequestBody = Record<string, unknown>;
 
@@ -1235,12 +1241,6 @@ export interface ScimToken {
   revokedAt: string | null;
 }
 
-/** Request of SelectChatMessage. */
-export interface SelectChatMessageRequestBody {
-  /** The alternative to choose, from 0 to `swipeCount` - 1. */
-  swipeIndex: number;
-}
-
 /** Request of SendChatMessage and StreamChatMessage. */
 export interface SendChatMessageRequestBody {
   /** The user's message (1 to 32000 characters). */
@@ -2072,6 +2072,15 @@ export class ChatResource {
   }
 
   /**
+   * Chooses which alternative of a reply the conversation continues from (`swipeIndex`, from 0 to `swipeCount` - 1), and answers it. Only the session's last reply may change its choice (409 `state_conflict`, `details.conflictField` = "id", otherwise); an index out of range answers 422 `validation_failed` naming `swipeIndex`. Choosing the chosen one changes nothing. Nothing is billed.  Auth: scope `chat:write`.
+   *
+   * `POST /v1/chat/sessions/{session_id}/messages/{id}/choose`
+   */
+  chooseMessage(sessionId: string, id: string, body: ChooseChatMessageRequestBody, options?: RequestOptions): APIPromise<ChatMessage> {
+    return this.core.request("POST", "/v1/chat/sessions/{session_id}/messages/{id}/choose", { path: { "session_id": sessionId, id }, body, options });
+  }
+
+  /**
    * Starts a chat session with a persona of the caller's workspace (any state but `deleted`; an unknown persona answers 404 `not_found`).  Auth: scope `chat:write`.
    *
    * `POST /v1/chat/sessions`
@@ -2083,10 +2092,10 @@ export class ChatResource {
   /**
    * Deletes a message and every later message of the session (a reply with all its alternatives). Removed messages are no longer listed nor sent to the model, their text is erased, and their usage stays billed; `messageCount` drops by the number removed. 409 `state_conflict` when the session is not active.  Auth: scope `chat:write`.
    *
-   * `DELETE /v1/chat/sessions/{id}/messages/{message_id}`
+   * `DELETE /v1/chat/sessions/{session_id}/messages/{id}`
    */
-  deleteMessage(id: string, messageId: string, options?: RequestOptions): APIPromise<ChatMessageChange> {
-    return this.core.request("DELETE", "/v1/chat/sessions/{id}/messages/{message_id}", { path: { id, "message_id": messageId }, options });
+  deleteMessage(sessionId: string, id: string, options?: RequestOptions): APIPromise<ChatMessageChange> {
+    return this.core.request("DELETE", "/v1/chat/sessions/{session_id}/messages/{id}", { path: { "session_id": sessionId, id }, options });
   }
 
   /**
@@ -2138,28 +2147,19 @@ export class ChatResource {
   /**
    * A dry run of SendChatMessage: the tokens, cost and quota the message would use, spending nothing (no message is stored, nothing is billed, no limit but the request itself is drawn from, no event). Input tokens are counted on what would be sent (the persona's voice profile, the history and the message); output tokens are estimated from the session's earlier replies (their mean; 120 for a session without one), never above `maxTokens`. Estimates: a real model's counts differ. The same errors as SendChatMessage before any generation (404, 409, 422).  Auth: scope `chat:read`.
    *
-   * `POST /v1/chat/sessions/{id}/messages:preview`
+   * `POST /v1/chat/sessions/{id}/messages/preview`
    */
   previewMessage(id: string, body: PreviewChatMessageRequestBody, options?: RequestOptions): APIPromise<ChatMessagePreview> {
-    return this.core.request("POST", "/v1/chat/sessions/{id}/messages:preview", { path: { id }, body, options });
+    return this.core.request("POST", "/v1/chat/sessions/{id}/messages/preview", { path: { id }, body, options });
   }
 
   /**
-   * Produces a new reply for the session's last turn and chooses it, keeping the earlier replies as alternatives (`swipeCount`, `swipeIndex`). `messageId` names the last message of the session: a reply (any of its alternatives), or a user message left without one (after an edit, or a refused reply). The reply is spoken, checked and billed like SendChatMessage's (`temperature`, `maxTokens` likewise); the session's tokens and cost grow, `messageCount` does not (one turn, more alternatives). Errors: 404 `not_found` (unknown message), 409 `state_conflict` when the message is not the last one (`details.conflictField` = "messageId"), when the reply already keeps 10 alternatives ("swipeCount"), or when the session is not active ("status"). Draws from the `chat.messages` cap.  Auth: scope `chat:write`.
+   * Produces a new reply for the session's last turn and chooses it, keeping the earlier replies as alternatives (`swipeCount`, `swipeIndex`). `id` names the last message of the session: a reply (any of its alternatives), or a user message left without one (after an edit, or a refused reply). The reply is spoken, checked and billed like SendChatMessage's (`temperature`, `maxTokens` likewise); the session's tokens and cost grow, `messageCount` does not (one turn, more alternatives). Errors: 404 `not_found` (unknown message), 409 `state_conflict` when the message is not the last one (`details.conflictField` = "id"), when the reply already keeps 10 alternatives ("swipeCount"), or when the session is not active ("status"). Draws from the `chat.messages` cap.  Auth: scope `chat:write`.
    *
-   * `POST /v1/chat/sessions/{id}/messages/{message_id}:regenerate`
+   * `POST /v1/chat/sessions/{session_id}/messages/{id}/regenerate`
    */
-  regenerateMessage(id: string, messageId: string, body: RegenerateChatMessageRequestBody = {}, options?: RequestOptions): APIPromise<SendChatMessageResponse> {
-    return this.core.request("POST", "/v1/chat/sessions/{id}/messages/{message_id}:regenerate", { path: { id, "message_id": messageId }, body, options });
-  }
-
-  /**
-   * Chooses which alternative of a reply the conversation continues from (`swipeIndex`, from 0 to `swipeCount` - 1), and answers it. Only the session's last reply may change its choice (409 `state_conflict`, `details.conflictField` = "messageId", otherwise); an index out of range answers 422 `validation_failed` naming `swipeIndex`. Choosing the chosen one changes nothing. Nothing is billed.  Auth: scope `chat:write`.
-   *
-   * `POST /v1/chat/sessions/{id}/messages/{message_id}:select`
-   */
-  selectMessage(id: string, messageId: string, body: SelectChatMessageRequestBody, options?: RequestOptions): APIPromise<ChatMessage> {
-    return this.core.request("POST", "/v1/chat/sessions/{id}/messages/{message_id}:select", { path: { id, "message_id": messageId }, body, options });
+  regenerateMessage(sessionId: string, id: string, body: RegenerateChatMessageRequestBody = {}, options?: RequestOptions): APIPromise<SendChatMessageResponse> {
+    return this.core.request("POST", "/v1/chat/sessions/{session_id}/messages/{id}/regenerate", { path: { "session_id": sessionId, id }, body, options });
   }
 
   /**
@@ -2183,10 +2183,10 @@ export class ChatResource {
   /**
    * Edits a message's text (a user message or a reply, then `edited`) and removes every later message of the session: they answered the old text (send a message, or regenerate after an edited user message, to go on). The edited message's alternatives (a reply's) are removed but the edited one. Nothing is generated or billed; the usage of removed replies stays billed. 409 `state_conflict` when the session is not active.  Auth: scope `chat:write`.
    *
-   * `PATCH /v1/chat/sessions/{id}/messages/{message_id}`
+   * `PATCH /v1/chat/sessions/{session_id}/messages/{id}`
    */
-  updateMessage(id: string, messageId: string, body: UpdateChatMessageRequestBody, options?: RequestOptions): APIPromise<ChatMessageChange> {
-    return this.core.request("PATCH", "/v1/chat/sessions/{id}/messages/{message_id}", { path: { id, "message_id": messageId }, body, options });
+  updateMessage(sessionId: string, id: string, body: UpdateChatMessageRequestBody, options?: RequestOptions): APIPromise<ChatMessageChange> {
+    return this.core.request("PATCH", "/v1/chat/sessions/{session_id}/messages/{id}", { path: { "session_id": sessionId, id }, body, options });
   }
 }
 
@@ -3335,18 +3335,18 @@ export const OPERATIONS: ReadonlyArray<{
   { operationId: "ReceiveStripeEvent", resource: "billing", method: "receiveStripeEvent", httpMethod: "POST", path: "/v1/billing/stripe/webhook", kind: "json" },
   { operationId: "ResumeSubscription", resource: "billing", method: "resumeSubscription", httpMethod: "POST", path: "/v1/billing/subscription/resume", kind: "json" },
   { operationId: "ArchiveChatSession", resource: "chat", method: "archiveSession", httpMethod: "POST", path: "/v1/chat/sessions/{id}/archive", kind: "json" },
+  { operationId: "ChooseChatMessage", resource: "chat", method: "chooseMessage", httpMethod: "POST", path: "/v1/chat/sessions/{session_id}/messages/{id}/choose", kind: "json" },
   { operationId: "CreateChatSession", resource: "chat", method: "createSession", httpMethod: "POST", path: "/v1/chat/sessions", kind: "json" },
-  { operationId: "DeleteChatMessage", resource: "chat", method: "deleteMessage", httpMethod: "DELETE", path: "/v1/chat/sessions/{id}/messages/{message_id}", kind: "json" },
+  { operationId: "DeleteChatMessage", resource: "chat", method: "deleteMessage", httpMethod: "DELETE", path: "/v1/chat/sessions/{session_id}/messages/{id}", kind: "json" },
   { operationId: "EndChatSession", resource: "chat", method: "endSession", httpMethod: "POST", path: "/v1/chat/sessions/{id}/end", kind: "json" },
   { operationId: "GetChatSession", resource: "chat", method: "getSession", httpMethod: "GET", path: "/v1/chat/sessions/{id}", kind: "json" },
   { operationId: "ListChatMessages", resource: "chat", method: "listMessages", httpMethod: "GET", path: "/v1/chat/sessions/{id}/messages", kind: "json" },
   { operationId: "ListChatSessions", resource: "chat", method: "listSessions", httpMethod: "GET", path: "/v1/chat/sessions", kind: "json" },
-  { operationId: "PreviewChatMessage", resource: "chat", method: "previewMessage", httpMethod: "POST", path: "/v1/chat/sessions/{id}/messages:preview", kind: "json" },
-  { operationId: "RegenerateChatMessage", resource: "chat", method: "regenerateMessage", httpMethod: "POST", path: "/v1/chat/sessions/{id}/messages/{message_id}:regenerate", kind: "json" },
-  { operationId: "SelectChatMessage", resource: "chat", method: "selectMessage", httpMethod: "POST", path: "/v1/chat/sessions/{id}/messages/{message_id}:select", kind: "json" },
+  { operationId: "PreviewChatMessage", resource: "chat", method: "previewMessage", httpMethod: "POST", path: "/v1/chat/sessions/{id}/messages/preview", kind: "json" },
+  { operationId: "RegenerateChatMessage", resource: "chat", method: "regenerateMessage", httpMethod: "POST", path: "/v1/chat/sessions/{session_id}/messages/{id}/regenerate", kind: "json" },
   { operationId: "SendChatMessage", resource: "chat", method: "sendMessage", httpMethod: "POST", path: "/v1/chat/sessions/{id}/messages", kind: "json" },
   { operationId: "StreamChatMessage", resource: "chat", method: "streamMessage", httpMethod: "POST", path: "/v1/chat/sessions/{id}/messages:stream", kind: "stream" },
-  { operationId: "UpdateChatMessage", resource: "chat", method: "updateMessage", httpMethod: "PATCH", path: "/v1/chat/sessions/{id}/messages/{message_id}", kind: "json" },
+  { operationId: "UpdateChatMessage", resource: "chat", method: "updateMessage", httpMethod: "PATCH", path: "/v1/chat/sessions/{session_id}/messages/{id}", kind: "json" },
   { operationId: "DeleteConfigItem", resource: "config", method: "delete", httpMethod: "DELETE", path: "/v1/config/{key}", kind: "json" },
   { operationId: "GetConfigItem", resource: "config", method: "get", httpMethod: "GET", path: "/v1/config/{key}", kind: "json" },
   { operationId: "ListConfigItems", resource: "config", method: "list", httpMethod: "GET", path: "/v1/config", kind: "json" },

@@ -181,7 +181,7 @@ describe("chat controls, the message preview and usage over time", () => {
     const sent = await sdk.chat.sendMessage(session.sessionId, { content: "Which star is brightest?", temperature: 1 });
     const again = await sdk.chat.regenerateMessage(session.sessionId, sent.reply.id, { temperature: 0.2 });
     assert.deepEqual([again.reply.swipeIndex, again.reply.swipeCount], [1, 2]);
-    assert.equal((await sdk.chat.selectMessage(session.sessionId, again.reply.id, { swipeIndex: 0 })).id, sent.reply.id);
+    assert.equal((await sdk.chat.chooseMessage(session.sessionId, again.reply.id, { swipeIndex: 0 })).id, sent.reply.id);
     const edited = await sdk.chat.updateMessage(session.sessionId, sent.userMessage.id, { content: "And the faintest?" });
     assert.ok(edited.message.edited);
     assert.equal(edited.removedCount, 1);

@@ -77,8 +77,7 @@ class ChatControls:
 
     def _last(self, session: SessionRecord, message: MessageRecord) -> None:
         if message.ordinal != self.repo.last_ordinal(session.id):
-            raise StateConflict("Only the session's last message can change this way.", "messageId",
-                                {"messageId": message.id})
+            raise StateConflict("Only the session's last message can change this way.", "id", {"id": message.id})
 
     @staticmethod
     def _alternatives_left(message: MessageRecord) -> None:
@@ -106,10 +105,12 @@ class ChatControls:
                                           now, reply)
             return Regenerated(session, replied_to, self.repo.add_messages(row)[0])
         self._alternatives_left(self._message(session, last.id))  # again, under the session's lock
-        added = self.repo.add_alternative(self.sessions.reply_row(principal, session.id, last.ordinal, now, reply))
+        columns = self.sessions.reply_row(principal, session.id, last.ordinal, now, reply)
+        added = self.repo.add_alternative(columns.pop("session_id"), columns.pop("ordinal"), columns.pop("id"),
+                                          **columns)
         return Regenerated(session, replied_to, added)
 
-    def select(self, principal: Principal, session_id: str, message_id: str, position: int) -> MessageRecord:
+    def choose(self, principal: Principal, session_id: str, message_id: str, position: int) -> MessageRecord:
         """Choose the alternative at `position` of the last turn."""
         session = self._active(principal, session_id)
         message = self._message(session, message_id)

@@ -135,14 +135,14 @@ class ChatSessionRepository:
                                              sort_by_parameter_order=True)
         return records(MessageRecord, self.conn.execute(stmt, list(rows)).mappings())
 
-    def add_alternative(self, row: dict[str, Any]) -> MessageRecord:
+    def add_alternative(self, session_id: str, ordinal: int, message_id: str, **values: Any) -> MessageRecord:
         """A new alternative of a turn (swipe = the next index), chosen: the others are unchosen."""
-        self.conn.execute(update(_messages).where(_messages.c.session_id == row["session_id"],
-                                                  _messages.c.ordinal == row["ordinal"]).values(selected=False))
-        count = select(func.count()).where(_messages.c.session_id == row["session_id"],
-                                           _messages.c.ordinal == row["ordinal"]).scalar_subquery()
-        self.conn.execute(insert(_messages).values(**row, swipe=count, selected=True))
-        added = self.message(row["session_id"], row["id"])
+        turn = (_messages.c.session_id == session_id, _messages.c.ordinal == ordinal)
+        self.conn.execute(update(_messages).where(*turn).values(selected=False))
+        count = select(func.count()).where(*turn).scalar_subquery()
+        self.conn.execute(insert(_messages).values(id=message_id, session_id=session_id, ordinal=ordinal, swipe=count,
+                                                   selected=True, **values))
+        added = self.message(session_id, message_id)
         assert added is not None
         return added
 

@@ -147,28 +147,28 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
                               context: grpc.ServicerContext) -> chat_pb2.SendChatMessageResponse:
         ctx = current()
         done = ChatControls(self._service(ctx, provider=True)).regenerate(
-            ctx.caller, request.id, request.message_id, sampling(request))
+            ctx.caller, request.session_id, request.id, sampling(request))
         return chat_pb2.SendChatMessageResponse(
             user_message=chat_message(done.replied_to) if done.replied_to is not None else None,
             reply=chat_message(done.reply), session=chat_session(done.session),
         )
 
-    def SelectChatMessage(self, request: chat_pb2.SelectChatMessageRequest,
+    def ChooseChatMessage(self, request: chat_pb2.ChooseChatMessageRequest,
                           context: grpc.ServicerContext) -> chat_pb2.ChatMessage:
         ctx = current()
-        return chat_message(ChatControls(self._service(ctx)).select(
-            ctx.caller, request.id, request.message_id, request.swipe_index))
+        return chat_message(ChatControls(self._service(ctx)).choose(
+            ctx.caller, request.session_id, request.id, request.swipe_index))
 
     def UpdateChatMessage(self, request: chat_pb2.UpdateChatMessageRequest,
                           context: grpc.ServicerContext) -> chat_pb2.ChatMessageChange:
         ctx = current()
         return message_change(ChatControls(self._service(ctx)).edit(
-            ctx.caller, request.id, request.message_id, request.content))
+            ctx.caller, request.session_id, request.id, request.content))
 
     def DeleteChatMessage(self, request: chat_pb2.DeleteChatMessageRequest,
                           context: grpc.ServicerContext) -> chat_pb2.ChatMessageChange:
         ctx = current()
-        return message_change(ChatControls(self._service(ctx)).delete(ctx.caller, request.id, request.message_id))
+        return message_change(ChatControls(self._service(ctx)).delete(ctx.caller, request.session_id, request.id))
 
     def PreviewChatMessage(self, request: chat_pb2.PreviewChatMessageRequest,
                            context: grpc.ServicerContext) -> chat_pb2.ChatMessagePreview:

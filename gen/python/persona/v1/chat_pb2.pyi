@@ -362,13 +362,13 @@ class RegenerateChatMessageRequest(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     ID_FIELD_NUMBER: _builtins.int
-    MESSAGE_ID_FIELD_NUMBER: _builtins.int
     TEMPERATURE_FIELD_NUMBER: _builtins.int
     MAX_TOKENS_FIELD_NUMBER: _builtins.int
-    id: _builtins.str
+    session_id: _builtins.str
     """Session id."""
-    message_id: _builtins.str
+    id: _builtins.str
     """The session's last message (`msg_<cuid2>`): a reply, or a user message
     without one.
     """
@@ -379,14 +379,14 @@ class RegenerateChatMessageRequest(_message.Message):
     def __init__(
         self,
         *,
+        session_id: _builtins.str = ...,
         id: _builtins.str = ...,
-        message_id: _builtins.str = ...,
         temperature: _builtins.float | None = ...,
         max_tokens: _builtins.int | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "max_tokens", b"max_tokens", "temperature", b"temperature"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "id", b"id", "max_tokens", b"max_tokens", "message_id", b"message_id", "temperature", b"temperature"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "id", b"id", "max_tokens", b"max_tokens", "session_id", b"session_id", "temperature", b"temperature"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_tokens: _TypeAlias = _typing.Literal["max_tokens"]  # noqa: Y015
     _WhichOneofArgType__max_tokens: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens"]  # noqa: Y015
@@ -400,36 +400,36 @@ class RegenerateChatMessageRequest(_message.Message):
 Global___RegenerateChatMessageRequest: _TypeAlias = RegenerateChatMessageRequest  # noqa: Y015
 
 @_typing.final
-class SelectChatMessageRequest(_message.Message):
-    """Request of SelectChatMessage."""
+class ChooseChatMessageRequest(_message.Message):
+    """Request of ChooseChatMessage."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     ID_FIELD_NUMBER: _builtins.int
-    MESSAGE_ID_FIELD_NUMBER: _builtins.int
     SWIPE_INDEX_FIELD_NUMBER: _builtins.int
-    id: _builtins.str
+    session_id: _builtins.str
     """Session id."""
-    message_id: _builtins.str
+    id: _builtins.str
     """Any alternative of the session's last reply."""
     swipe_index: _builtins.int
     """The alternative to choose, from 0 to `swipeCount` - 1."""
     def __init__(
         self,
         *,
+        session_id: _builtins.str = ...,
         id: _builtins.str = ...,
-        message_id: _builtins.str = ...,
         swipe_index: _builtins.int | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_swipe_index", b"_swipe_index", "swipe_index", b"swipe_index"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_swipe_index", b"_swipe_index", "id", b"id", "message_id", b"message_id", "swipe_index", b"swipe_index"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_swipe_index", b"_swipe_index", "id", b"id", "session_id", b"session_id", "swipe_index", b"swipe_index"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__swipe_index: _TypeAlias = _typing.Literal["swipe_index"]  # noqa: Y015
     _WhichOneofArgType__swipe_index: _TypeAlias = _typing.Literal["_swipe_index", b"_swipe_index"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__swipe_index) -> _WhichOneofReturnType__swipe_index | None: ...
 
-Global___SelectChatMessageRequest: _TypeAlias = SelectChatMessageRequest  # noqa: Y015
+Global___ChooseChatMessageRequest: _TypeAlias = ChooseChatMessageRequest  # noqa: Y015
 
 @_typing.final
 class UpdateChatMessageRequest(_message.Message):
@@ -437,25 +437,25 @@ class UpdateChatMessageRequest(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     ID_FIELD_NUMBER: _builtins.int
-    MESSAGE_ID_FIELD_NUMBER: _builtins.int
     CONTENT_FIELD_NUMBER: _builtins.int
-    id: _builtins.str
+    session_id: _builtins.str
     """Session id."""
-    message_id: _builtins.str
+    id: _builtins.str
     """The message to edit."""
     content: _builtins.str
     """The new text (1 to 32000 characters)."""
     def __init__(
         self,
         *,
+        session_id: _builtins.str = ...,
         id: _builtins.str = ...,
-        message_id: _builtins.str = ...,
         content: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "id", b"id", "message_id", b"message_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "id", b"id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -467,21 +467,21 @@ class DeleteChatMessageRequest(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     ID_FIELD_NUMBER: _builtins.int
-    MESSAGE_ID_FIELD_NUMBER: _builtins.int
-    id: _builtins.str
+    session_id: _builtins.str
     """Session id."""
-    message_id: _builtins.str
+    id: _builtins.str
     """The first message to delete (the later ones go with it)."""
     def __init__(
         self,
         *,
+        session_id: _builtins.str = ...,
         id: _builtins.str = ...,
-        message_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "message_id", b"message_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

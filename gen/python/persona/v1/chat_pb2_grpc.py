@@ -106,9 +106,9 @@ class ChatServiceStub:
                 request_serializer=persona_dot_v1_dot_chat__pb2.RegenerateChatMessageRequest.SerializeToString,
                 response_deserializer=persona_dot_v1_dot_chat__pb2.SendChatMessageResponse.FromString,
                 _registered_method=True)
-        self.SelectChatMessage = channel.unary_unary(
-                '/persona.v1.ChatService/SelectChatMessage',
-                request_serializer=persona_dot_v1_dot_chat__pb2.SelectChatMessageRequest.SerializeToString,
+        self.ChooseChatMessage = channel.unary_unary(
+                '/persona.v1.ChatService/ChooseChatMessage',
+                request_serializer=persona_dot_v1_dot_chat__pb2.ChooseChatMessageRequest.SerializeToString,
                 response_deserializer=persona_dot_v1_dot_chat__pb2.ChatMessage.FromString,
                 _registered_method=True)
         self.UpdateChatMessage = channel.unary_unary(
@@ -257,14 +257,14 @@ class ChatServiceServicer:
     def RegenerateChatMessage(self, request, context):
         """Produces a new reply for the session's last turn and chooses it,
         keeping the earlier replies as alternatives (`swipeCount`,
-        `swipeIndex`). `messageId` names the last message of the session: a
+        `swipeIndex`). `id` names the last message of the session: a
         reply (any of its alternatives), or a user message left without one (after
         an edit, or a refused reply). The reply is spoken, checked and billed
         like SendChatMessage's (`temperature`, `maxTokens` likewise); the
         session's tokens and cost grow, `messageCount` does not (one turn, more
         alternatives). Errors: 404 `not_found` (unknown message), 409
         `state_conflict` when the message is not the last one
-        (`details.conflictField` = "messageId"), when the reply already keeps 10
+        (`details.conflictField` = "id"), when the reply already keeps 10
         alternatives ("swipeCount"), or when the session is not active
         ("status"). Draws from the `chat.messages` cap.
 
@@ -274,11 +274,11 @@ class ChatServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def SelectChatMessage(self, request, context):
+    def ChooseChatMessage(self, request, context):
         """Chooses which alternative of a reply the conversation continues from
         (`swipeIndex`, from 0 to `swipeCount` - 1), and answers it. Only the
         session's last reply may change its choice (409 `state_conflict`,
-        `details.conflictField` = "messageId", otherwise); an index out of range
+        `details.conflictField` = "id", otherwise); an index out of range
         answers 422 `validation_failed` naming `swipeIndex`. Choosing the chosen
         one changes nothing. Nothing is billed.
 
@@ -385,9 +385,9 @@ def add_ChatServiceServicer_to_server(servicer, server):
                     request_deserializer=persona_dot_v1_dot_chat__pb2.RegenerateChatMessageRequest.FromString,
                     response_serializer=persona_dot_v1_dot_chat__pb2.SendChatMessageResponse.SerializeToString,
             ),
-            'SelectChatMessage': grpc.unary_unary_rpc_method_handler(
-                    servicer.SelectChatMessage,
-                    request_deserializer=persona_dot_v1_dot_chat__pb2.SelectChatMessageRequest.FromString,
+            'ChooseChatMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChooseChatMessage,
+                    request_deserializer=persona_dot_v1_dot_chat__pb2.ChooseChatMessageRequest.FromString,
                     response_serializer=persona_dot_v1_dot_chat__pb2.ChatMessage.SerializeToString,
             ),
             'UpdateChatMessage': grpc.unary_unary_rpc_method_handler(
@@ -670,7 +670,7 @@ class ChatService:
             _registered_method=True)
 
     @staticmethod
-    def SelectChatMessage(request,
+    def ChooseChatMessage(request,
             target,
             options=(),
             channel_credentials=None,
@@ -683,8 +683,8 @@ class ChatService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/persona.v1.ChatService/SelectChatMessage',
-            persona_dot_v1_dot_chat__pb2.SelectChatMessageRequest.SerializeToString,
+            '/persona.v1.ChatService/ChooseChatMessage',
+            persona_dot_v1_dot_chat__pb2.ChooseChatMessageRequest.SerializeToString,
             persona_dot_v1_dot_chat__pb2.ChatMessage.FromString,
             options,
             channel_credentials,

@@ -126,24 +126,24 @@ class ChatServiceStub:
     RegenerateChatMessage: _grpc.UnaryUnaryMultiCallable[_chat_pb2.RegenerateChatMessageRequest, _chat_pb2.SendChatMessageResponse]
     """Produces a new reply for the session's last turn and chooses it,
     keeping the earlier replies as alternatives (`swipeCount`,
-    `swipeIndex`). `messageId` names the last message of the session: a
+    `swipeIndex`). `id` names the last message of the session: a
     reply (any of its alternatives), or a user message left without one (after
     an edit, or a refused reply). The reply is spoken, checked and billed
     like SendChatMessage's (`temperature`, `maxTokens` likewise); the
     session's tokens and cost grow, `messageCount` does not (one turn, more
     alternatives). Errors: 404 `not_found` (unknown message), 409
     `state_conflict` when the message is not the last one
-    (`details.conflictField` = "messageId"), when the reply already keeps 10
+    (`details.conflictField` = "id"), when the reply already keeps 10
     alternatives ("swipeCount"), or when the session is not active
     ("status"). Draws from the `chat.messages` cap.
 
     Auth: scope `chat:write`.
     """
-    SelectChatMessage: _grpc.UnaryUnaryMultiCallable[_chat_pb2.SelectChatMessageRequest, _chat_pb2.ChatMessage]
+    ChooseChatMessage: _grpc.UnaryUnaryMultiCallable[_chat_pb2.ChooseChatMessageRequest, _chat_pb2.ChatMessage]
     """Chooses which alternative of a reply the conversation continues from
     (`swipeIndex`, from 0 to `swipeCount` - 1), and answers it. Only the
     session's last reply may change its choice (409 `state_conflict`,
-    `details.conflictField` = "messageId", otherwise); an index out of range
+    `details.conflictField` = "id", otherwise); an index out of range
     answers 422 `validation_failed` naming `swipeIndex`. Choosing the chosen
     one changes nothing. Nothing is billed.
 
@@ -286,24 +286,24 @@ class ChatServiceAsyncStub(ChatServiceStub):
     RegenerateChatMessage: _aio.UnaryUnaryMultiCallable[_chat_pb2.RegenerateChatMessageRequest, _chat_pb2.SendChatMessageResponse]  # type: ignore[assignment]
     """Produces a new reply for the session's last turn and chooses it,
     keeping the earlier replies as alternatives (`swipeCount`,
-    `swipeIndex`). `messageId` names the last message of the session: a
+    `swipeIndex`). `id` names the last message of the session: a
     reply (any of its alternatives), or a user message left without one (after
     an edit, or a refused reply). The reply is spoken, checked and billed
     like SendChatMessage's (`temperature`, `maxTokens` likewise); the
     session's tokens and cost grow, `messageCount` does not (one turn, more
     alternatives). Errors: 404 `not_found` (unknown message), 409
     `state_conflict` when the message is not the last one
-    (`details.conflictField` = "messageId"), when the reply already keeps 10
+    (`details.conflictField` = "id"), when the reply already keeps 10
     alternatives ("swipeCount"), or when the session is not active
     ("status"). Draws from the `chat.messages` cap.
 
     Auth: scope `chat:write`.
     """
-    SelectChatMessage: _aio.UnaryUnaryMultiCallable[_chat_pb2.SelectChatMessageRequest, _chat_pb2.ChatMessage]  # type: ignore[assignment]
+    ChooseChatMessage: _aio.UnaryUnaryMultiCallable[_chat_pb2.ChooseChatMessageRequest, _chat_pb2.ChatMessage]  # type: ignore[assignment]
     """Chooses which alternative of a reply the conversation continues from
     (`swipeIndex`, from 0 to `swipeCount` - 1), and answers it. Only the
     session's last reply may change its choice (409 `state_conflict`,
-    `details.conflictField` = "messageId", otherwise); an index out of range
+    `details.conflictField` = "id", otherwise); an index out of range
     answers 422 `validation_failed` naming `swipeIndex`. Choosing the chosen
     one changes nothing. Nothing is billed.
 
@@ -491,14 +491,14 @@ class ChatServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_chat_pb2.SendChatMessageResponse, _abc.Awaitable[_chat_pb2.SendChatMessageResponse]]:
         """Produces a new reply for the session's last turn and chooses it,
         keeping the earlier replies as alternatives (`swipeCount`,
-        `swipeIndex`). `messageId` names the last message of the session: a
+        `swipeIndex`). `id` names the last message of the session: a
         reply (any of its alternatives), or a user message left without one (after
         an edit, or a refused reply). The reply is spoken, checked and billed
         like SendChatMessage's (`temperature`, `maxTokens` likewise); the
         session's tokens and cost grow, `messageCount` does not (one turn, more
         alternatives). Errors: 404 `not_found` (unknown message), 409
         `state_conflict` when the message is not the last one
-        (`details.conflictField` = "messageId"), when the reply already keeps 10
+        (`details.conflictField` = "id"), when the reply already keeps 10
         alternatives ("swipeCount"), or when the session is not active
         ("status"). Draws from the `chat.messages` cap.
 
@@ -506,15 +506,15 @@ class ChatServiceServicer(metaclass=_abc_1.ABCMeta):
         """
 
     @_abc_1.abstractmethod
-    def SelectChatMessage(
+    def ChooseChatMessage(
         self,
-        request: _chat_pb2.SelectChatMessageRequest,
+        request: _chat_pb2.ChooseChatMessageRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_chat_pb2.ChatMessage, _abc.Awaitable[_chat_pb2.ChatMessage]]:
         """Chooses which alternative of a reply the conversation continues from
         (`swipeIndex`, from 0 to `swipeCount` - 1), and answers it. Only the
         session's last reply may change its choice (409 `state_conflict`,
-        `details.conflictField` = "messageId", otherwise); an index out of range
+        `details.conflictField` = "id", otherwise); an index out of range
         answers 422 `validation_failed` naming `swipeIndex`. Choosing the chosen
         one changes nothing. Nothing is billed.
 

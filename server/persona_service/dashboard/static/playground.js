@@ -148,13 +148,13 @@ function chatView(main, personaId, sessionId, context) {
     if (last && message.swipeCount > 1) {
       const previous = h("button", { type: "button", class: "small", "aria-label": "Previous alternative", disabled: message.swipeIndex === 0 }, "‹");
       const next = h("button", { type: "button", class: "small", "aria-label": "Next alternative", disabled: message.swipeIndex + 1 >= message.swipeCount }, "›");
-      act(previous, async () => { await post(messagePath(message, ":select"), { swipeIndex: message.swipeIndex - 1 }); await reload(); });
-      act(next, async () => { await post(messagePath(message, ":select"), { swipeIndex: message.swipeIndex + 1 }); await reload(); });
+      act(previous, async () => { await post(messagePath(message, "/choose"), { swipeIndex: message.swipeIndex - 1 }); await reload(); });
+      act(next, async () => { await post(messagePath(message, "/choose"), { swipeIndex: message.swipeIndex + 1 }); await reload(); });
       actions.prepend(previous, h("span", { class: "swipes", "aria-label": "Alternative" }, `${message.swipeIndex + 1}/${message.swipeCount}`), next);
     }
     if (last) {
       const again = h("button", { type: "button", class: "small" }, message.role === "assistant" ? "Regenerate" : "Reply");
-      act(again, async () => { await post(messagePath(message, ":regenerate"), sampling()); await reload(); });
+      act(again, async () => { await post(messagePath(message, "/regenerate"), sampling()); await reload(); });
       actions.append(again);
     }
     act(remove, async () => {
@@ -187,7 +187,7 @@ function chatView(main, personaId, sessionId, context) {
   previewButton.addEventListener("click", () => busy(previewButton, estimate, async () => {
     const content = input.value.trim();
     if (!content) return replace(estimate, h("p", { class: "muted" }, "Write a message to preview it."));
-    const p = await post(`${base}/messages:preview`, { content, ...sampling() });
+    const p = await post(`${base}/messages/preview`, { content, ...sampling() });
     const cap = (p.quota || []).find((q) => q.name === "chat.messages");
     replace(estimate, h("p", { class: "muted", dataset: { preview: "" } },
       `Estimate: ${p.inputTokens} in · ${p.outputTokens} out · ${micros(p.costUsdMicros)} on ${p.model}`,

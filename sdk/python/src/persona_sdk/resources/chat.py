@@ -247,135 +247,6 @@ class ChatResource(SyncResource):
             extra_headers=extra_headers,
         )
 
-    def update_message(
-        self,
-        id: str,
-        message_id: str,
-        *,
-        content: str,
-        idempotency_key: str | Literal[False] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> ChatMessageChange:
-        """Edits a message's text (a user message or a reply, then `edited`) and removes every later message of
-        the session: they answered the old text (send a message, or regenerate after an edited user message,
-        to go on).
-
-        `PATCH /v1/chat/sessions/{id}/messages/{message_id}` (operation `UpdateChatMessage`).
-
-        The edited message's alternatives (a reply's) are removed but the edited one. Nothing is generated
-        or billed; the usage of removed replies stays billed. 409 `state_conflict` when the session is not
-        active.
-
-        Auth: scope `chat:write`.
-
-        Args:
-          content: The new text (1 to 32000 characters).
-        """
-        return self._client._call(
-            ChatMessageChange,
-            "PATCH",
-            f"/v1/chat/sessions/{path_param(id)}/messages/{path_param(message_id)}",
-            json=compact({"content": content}),
-            idempotency_key=idempotency_key,
-            extra_headers=extra_headers,
-        )
-
-    def delete_message(
-        self,
-        id: str,
-        message_id: str,
-        *,
-        idempotency_key: str | Literal[False] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> ChatMessageChange:
-        """Deletes a message and every later message of the session (a reply with all its alternatives).
-
-        `DELETE /v1/chat/sessions/{id}/messages/{message_id}` (operation `DeleteChatMessage`).
-
-        Removed messages are no longer listed nor sent to the model, their text is erased, and their usage
-        stays billed; `messageCount` drops by the number removed. 409 `state_conflict` when the session is
-        not active.
-
-        Auth: scope `chat:write`.
-        """
-        return self._client._call(
-            ChatMessageChange,
-            "DELETE",
-            f"/v1/chat/sessions/{path_param(id)}/messages/{path_param(message_id)}",
-            idempotency_key=idempotency_key,
-            extra_headers=extra_headers,
-        )
-
-    def regenerate_message(
-        self,
-        id: str,
-        message_id: str,
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        idempotency_key: str | Literal[False] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> SendChatMessageResponse:
-        """Produces a new reply for the session's last turn and chooses it, keeping the earlier replies as
-        alternatives (`swipeCount`, `swipeIndex`).
-
-        `POST /v1/chat/sessions/{id}/messages/{message_id}:regenerate` (operation `RegenerateChatMessage`).
-
-        `messageId` names the last message of the session: a reply (any of its alternatives), or a user
-        message left without one (after an edit, or a refused reply). The reply is spoken, checked and
-        billed like SendChatMessage's (`temperature`, `maxTokens` likewise); the session's tokens and cost
-        grow, `messageCount` does not (one turn, more alternatives). Errors: 404 `not_found` (unknown
-        message), 409 `state_conflict` when the message is not the last one (`details.conflictField` =
-        "messageId"), when the reply already keeps 10 alternatives ("swipeCount"), or when the session is
-        not active ("status"). Draws from the `chat.messages` cap.
-
-        Auth: scope `chat:write`.
-
-        Args:
-          temperature: Sampling temperature, 0 to 2; omitted: the model's default.
-          max_tokens: Most tokens the reply may have, 1 to 8192; omitted: the model's limit.
-        """
-        return self._client._call(
-            SendChatMessageResponse,
-            "POST",
-            f"/v1/chat/sessions/{path_param(id)}/messages/{path_param(message_id)}:regenerate",
-            json=compact({"temperature": temperature, "maxTokens": max_tokens}),
-            idempotency_key=idempotency_key,
-            extra_headers=extra_headers,
-        )
-
-    def select_message(
-        self,
-        id: str,
-        message_id: str,
-        *,
-        swipe_index: int,
-        idempotency_key: str | Literal[False] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> ChatMessage:
-        """Chooses which alternative of a reply the conversation continues from (`swipeIndex`, from 0 to
-        `swipeCount` - 1), and answers it.
-
-        `POST /v1/chat/sessions/{id}/messages/{message_id}:select` (operation `SelectChatMessage`).
-
-        Only the session's last reply may change its choice (409 `state_conflict`, `details.conflictField` =
-        "messageId", otherwise); an index out of range answers 422 `validation_failed` naming `swipeIndex`.
-        Choosing the chosen one changes nothing. Nothing is billed.
-
-        Auth: scope `chat:write`.
-
-        Args:
-          swipe_index: The alternative to choose, from 0 to `swipeCount` - 1.
-        """
-        return self._client._call(
-            ChatMessage,
-            "POST",
-            f"/v1/chat/sessions/{path_param(id)}/messages/{path_param(message_id)}:select",
-            json=compact({"swipeIndex": swipe_index}),
-            idempotency_key=idempotency_key,
-            extra_headers=extra_headers,
-        )
-
     def preview_message(
         self,
         id: str,
@@ -389,7 +260,7 @@ class ChatResource(SyncResource):
         """A dry run of SendChatMessage: the tokens, cost and quota the message would use, spending nothing (no
         message is stored, nothing is billed, no limit but the request itself is drawn from, no event).
 
-        `POST /v1/chat/sessions/{id}/messages:preview` (operation `PreviewChatMessage`).
+        `POST /v1/chat/sessions/{id}/messages/preview` (operation `PreviewChatMessage`).
 
         Input tokens are counted on what would be sent (the persona's voice profile, the history and the
         message); output tokens are estimated from the session's earlier replies (their mean; 120 for a
@@ -406,7 +277,7 @@ class ChatResource(SyncResource):
         return self._client._call(
             ChatMessagePreview,
             "POST",
-            f"/v1/chat/sessions/{path_param(id)}/messages:preview",
+            f"/v1/chat/sessions/{path_param(id)}/messages/preview",
             json=compact({"content": content, "temperature": temperature, "maxTokens": max_tokens}),
             idempotency_key=idempotency_key,
             extra_headers=extra_headers,
@@ -454,6 +325,135 @@ class ChatResource(SyncResource):
             f"/v1/chat/sessions/{path_param(id)}/messages:stream",
             body=compact({"content": content, "temperature": temperature, "maxTokens": max_tokens}),
             last_event_id=last_event_id,
+            extra_headers=extra_headers,
+        )
+
+    def update_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        content: str,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ChatMessageChange:
+        """Edits a message's text (a user message or a reply, then `edited`) and removes every later message of
+        the session: they answered the old text (send a message, or regenerate after an edited user message,
+        to go on).
+
+        `PATCH /v1/chat/sessions/{session_id}/messages/{id}` (operation `UpdateChatMessage`).
+
+        The edited message's alternatives (a reply's) are removed but the edited one. Nothing is generated
+        or billed; the usage of removed replies stays billed. 409 `state_conflict` when the session is not
+        active.
+
+        Auth: scope `chat:write`.
+
+        Args:
+          content: The new text (1 to 32000 characters).
+        """
+        return self._client._call(
+            ChatMessageChange,
+            "PATCH",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}",
+            json=compact({"content": content}),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    def delete_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ChatMessageChange:
+        """Deletes a message and every later message of the session (a reply with all its alternatives).
+
+        `DELETE /v1/chat/sessions/{session_id}/messages/{id}` (operation `DeleteChatMessage`).
+
+        Removed messages are no longer listed nor sent to the model, their text is erased, and their usage
+        stays billed; `messageCount` drops by the number removed. 409 `state_conflict` when the session is
+        not active.
+
+        Auth: scope `chat:write`.
+        """
+        return self._client._call(
+            ChatMessageChange,
+            "DELETE",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}",
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    def choose_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        swipe_index: int,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ChatMessage:
+        """Chooses which alternative of a reply the conversation continues from (`swipeIndex`, from 0 to
+        `swipeCount` - 1), and answers it.
+
+        `POST /v1/chat/sessions/{session_id}/messages/{id}/choose` (operation `ChooseChatMessage`).
+
+        Only the session's last reply may change its choice (409 `state_conflict`, `details.conflictField` =
+        "id", otherwise); an index out of range answers 422 `validation_failed` naming `swipeIndex`.
+        Choosing the chosen one changes nothing. Nothing is billed.
+
+        Auth: scope `chat:write`.
+
+        Args:
+          swipe_index: The alternative to choose, from 0 to `swipeCount` - 1.
+        """
+        return self._client._call(
+            ChatMessage,
+            "POST",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}/choose",
+            json=compact({"swipeIndex": swipe_index}),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    def regenerate_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> SendChatMessageResponse:
+        """Produces a new reply for the session's last turn and chooses it, keeping the earlier replies as
+        alternatives (`swipeCount`, `swipeIndex`).
+
+        `POST /v1/chat/sessions/{session_id}/messages/{id}/regenerate` (operation `RegenerateChatMessage`).
+
+        `id` names the last message of the session: a reply (any of its alternatives), or a user message
+        left without one (after an edit, or a refused reply). The reply is spoken, checked and billed like
+        SendChatMessage's (`temperature`, `maxTokens` likewise); the session's tokens and cost grow,
+        `messageCount` does not (one turn, more alternatives). Errors: 404 `not_found` (unknown message),
+        409 `state_conflict` when the message is not the last one (`details.conflictField` = "id"), when the
+        reply already keeps 10 alternatives ("swipeCount"), or when the session is not active ("status").
+        Draws from the `chat.messages` cap.
+
+        Auth: scope `chat:write`.
+
+        Args:
+          temperature: Sampling temperature, 0 to 2; omitted: the model's default.
+          max_tokens: Most tokens the reply may have, 1 to 8192; omitted: the model's limit.
+        """
+        return self._client._call(
+            SendChatMessageResponse,
+            "POST",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}/regenerate",
+            json=compact({"temperature": temperature, "maxTokens": max_tokens}),
+            idempotency_key=idempotency_key,
             extra_headers=extra_headers,
         )
 
@@ -690,135 +690,6 @@ class AsyncChatResource(AsyncResource):
             extra_headers=extra_headers,
         )
 
-    async def update_message(
-        self,
-        id: str,
-        message_id: str,
-        *,
-        content: str,
-        idempotency_key: str | Literal[False] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> ChatMessageChange:
-        """Edits a message's text (a user message or a reply, then `edited`) and removes every later message of
-        the session: they answered the old text (send a message, or regenerate after an edited user message,
-        to go on).
-
-        `PATCH /v1/chat/sessions/{id}/messages/{message_id}` (operation `UpdateChatMessage`).
-
-        The edited message's alternatives (a reply's) are removed but the edited one. Nothing is generated
-        or billed; the usage of removed replies stays billed. 409 `state_conflict` when the session is not
-        active.
-
-        Auth: scope `chat:write`.
-
-        Args:
-          content: The new text (1 to 32000 characters).
-        """
-        return await self._client._call(
-            ChatMessageChange,
-            "PATCH",
-            f"/v1/chat/sessions/{path_param(id)}/messages/{path_param(message_id)}",
-            json=compact({"content": content}),
-            idempotency_key=idempotency_key,
-            extra_headers=extra_headers,
-        )
-
-    async def delete_message(
-        self,
-        id: str,
-        message_id: str,
-        *,
-        idempotency_key: str | Literal[False] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> ChatMessageChange:
-        """Deletes a message and every later message of the session (a reply with all its alternatives).
-
-        `DELETE /v1/chat/sessions/{id}/messages/{message_id}` (operation `DeleteChatMessage`).
-
-        Removed messages are no longer listed nor sent to the model, their text is erased, and their usage
-        stays billed; `messageCount` drops by the number removed. 409 `state_conflict` when the session is
-        not active.
-
-        Auth: scope `chat:write`.
-        """
-        return await self._client._call(
-            ChatMessageChange,
-            "DELETE",
-            f"/v1/chat/sessions/{path_param(id)}/messages/{path_param(message_id)}",
-            idempotency_key=idempotency_key,
-            extra_headers=extra_headers,
-        )
-
-    async def regenerate_message(
-        self,
-        id: str,
-        message_id: str,
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        idempotency_key: str | Literal[False] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> SendChatMessageResponse:
-        """Produces a new reply for the session's last turn and chooses it, keeping the earlier replies as
-        alternatives (`swipeCount`, `swipeIndex`).
-
-        `POST /v1/chat/sessions/{id}/messages/{message_id}:regenerate` (operation `RegenerateChatMessage`).
-
-        `messageId` names the last message of the session: a reply (any of its alternatives), or a user
-        message left without one (after an edit, or a refused reply). The reply is spoken, checked and
-        billed like SendChatMessage's (`temperature`, `maxTokens` likewise); the session's tokens and cost
-        grow, `messageCount` does not (one turn, more alternatives). Errors: 404 `not_found` (unknown
-        message), 409 `state_conflict` when the message is not the last one (`details.conflictField` =
-        "messageId"), when the reply already keeps 10 alternatives ("swipeCount"), or when the session is
-        not active ("status"). Draws from the `chat.messages` cap.
-
-        Auth: scope `chat:write`.
-
-        Args:
-          temperature: Sampling temperature, 0 to 2; omitted: the model's default.
-          max_tokens: Most tokens the reply may have, 1 to 8192; omitted: the model's limit.
-        """
-        return await self._client._call(
-            SendChatMessageResponse,
-            "POST",
-            f"/v1/chat/sessions/{path_param(id)}/messages/{path_param(message_id)}:regenerate",
-            json=compact({"temperature": temperature, "maxTokens": max_tokens}),
-            idempotency_key=idempotency_key,
-            extra_headers=extra_headers,
-        )
-
-    async def select_message(
-        self,
-        id: str,
-        message_id: str,
-        *,
-        swipe_index: int,
-        idempotency_key: str | Literal[False] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> ChatMessage:
-        """Chooses which alternative of a reply the conversation continues from (`swipeIndex`, from 0 to
-        `swipeCount` - 1), and answers it.
-
-        `POST /v1/chat/sessions/{id}/messages/{message_id}:select` (operation `SelectChatMessage`).
-
-        Only the session's last reply may change its choice (409 `state_conflict`, `details.conflictField` =
-        "messageId", otherwise); an index out of range answers 422 `validation_failed` naming `swipeIndex`.
-        Choosing the chosen one changes nothing. Nothing is billed.
-
-        Auth: scope `chat:write`.
-
-        Args:
-          swipe_index: The alternative to choose, from 0 to `swipeCount` - 1.
-        """
-        return await self._client._call(
-            ChatMessage,
-            "POST",
-            f"/v1/chat/sessions/{path_param(id)}/messages/{path_param(message_id)}:select",
-            json=compact({"swipeIndex": swipe_index}),
-            idempotency_key=idempotency_key,
-            extra_headers=extra_headers,
-        )
-
     async def preview_message(
         self,
         id: str,
@@ -832,7 +703,7 @@ class AsyncChatResource(AsyncResource):
         """A dry run of SendChatMessage: the tokens, cost and quota the message would use, spending nothing (no
         message is stored, nothing is billed, no limit but the request itself is drawn from, no event).
 
-        `POST /v1/chat/sessions/{id}/messages:preview` (operation `PreviewChatMessage`).
+        `POST /v1/chat/sessions/{id}/messages/preview` (operation `PreviewChatMessage`).
 
         Input tokens are counted on what would be sent (the persona's voice profile, the history and the
         message); output tokens are estimated from the session's earlier replies (their mean; 120 for a
@@ -849,7 +720,7 @@ class AsyncChatResource(AsyncResource):
         return await self._client._call(
             ChatMessagePreview,
             "POST",
-            f"/v1/chat/sessions/{path_param(id)}/messages:preview",
+            f"/v1/chat/sessions/{path_param(id)}/messages/preview",
             json=compact({"content": content, "temperature": temperature, "maxTokens": max_tokens}),
             idempotency_key=idempotency_key,
             extra_headers=extra_headers,
@@ -897,5 +768,134 @@ class AsyncChatResource(AsyncResource):
             f"/v1/chat/sessions/{path_param(id)}/messages:stream",
             body=compact({"content": content, "temperature": temperature, "maxTokens": max_tokens}),
             last_event_id=last_event_id,
+            extra_headers=extra_headers,
+        )
+
+    async def update_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        content: str,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ChatMessageChange:
+        """Edits a message's text (a user message or a reply, then `edited`) and removes every later message of
+        the session: they answered the old text (send a message, or regenerate after an edited user message,
+        to go on).
+
+        `PATCH /v1/chat/sessions/{session_id}/messages/{id}` (operation `UpdateChatMessage`).
+
+        The edited message's alternatives (a reply's) are removed but the edited one. Nothing is generated
+        or billed; the usage of removed replies stays billed. 409 `state_conflict` when the session is not
+        active.
+
+        Auth: scope `chat:write`.
+
+        Args:
+          content: The new text (1 to 32000 characters).
+        """
+        return await self._client._call(
+            ChatMessageChange,
+            "PATCH",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}",
+            json=compact({"content": content}),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    async def delete_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ChatMessageChange:
+        """Deletes a message and every later message of the session (a reply with all its alternatives).
+
+        `DELETE /v1/chat/sessions/{session_id}/messages/{id}` (operation `DeleteChatMessage`).
+
+        Removed messages are no longer listed nor sent to the model, their text is erased, and their usage
+        stays billed; `messageCount` drops by the number removed. 409 `state_conflict` when the session is
+        not active.
+
+        Auth: scope `chat:write`.
+        """
+        return await self._client._call(
+            ChatMessageChange,
+            "DELETE",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}",
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    async def choose_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        swipe_index: int,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ChatMessage:
+        """Chooses which alternative of a reply the conversation continues from (`swipeIndex`, from 0 to
+        `swipeCount` - 1), and answers it.
+
+        `POST /v1/chat/sessions/{session_id}/messages/{id}/choose` (operation `ChooseChatMessage`).
+
+        Only the session's last reply may change its choice (409 `state_conflict`, `details.conflictField` =
+        "id", otherwise); an index out of range answers 422 `validation_failed` naming `swipeIndex`.
+        Choosing the chosen one changes nothing. Nothing is billed.
+
+        Auth: scope `chat:write`.
+
+        Args:
+          swipe_index: The alternative to choose, from 0 to `swipeCount` - 1.
+        """
+        return await self._client._call(
+            ChatMessage,
+            "POST",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}/choose",
+            json=compact({"swipeIndex": swipe_index}),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    async def regenerate_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> SendChatMessageResponse:
+        """Produces a new reply for the session's last turn and chooses it, keeping the earlier replies as
+        alternatives (`swipeCount`, `swipeIndex`).
+
+        `POST /v1/chat/sessions/{session_id}/messages/{id}/regenerate` (operation `RegenerateChatMessage`).
+
+        `id` names the last message of the session: a reply (any of its alternatives), or a user message
+        left without one (after an edit, or a refused reply). The reply is spoken, checked and billed like
+        SendChatMessage's (`temperature`, `maxTokens` likewise); the session's tokens and cost grow,
+        `messageCount` does not (one turn, more alternatives). Errors: 404 `not_found` (unknown message),
+        409 `state_conflict` when the message is not the last one (`details.conflictField` = "id"), when the
+        reply already keeps 10 alternatives ("swipeCount"), or when the session is not active ("status").
+        Draws from the `chat.messages` cap.
+
+        Auth: scope `chat:write`.
+
+        Args:
+          temperature: Sampling temperature, 0 to 2; omitted: the model's default.
+          max_tokens: Most tokens the reply may have, 1 to 8192; omitted: the model's limit.
+        """
+        return await self._client._call(
+            SendChatMessageResponse,
+            "POST",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}/regenerate",
+            json=compact({"temperature": temperature, "maxTokens": max_tokens}),
+            idempotency_key=idempotency_key,
             extra_headers=extra_headers,
         )
