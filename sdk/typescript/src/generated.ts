@@ -282,7 +282,7 @@ export interface ChatMessage {
 /** Response of UpdateChatMessage and DeleteChatMessage. */
 export interface ChatMessageChange {
   /** The edited message (UpdateChatMessage); absent for a delete. */
-  message: ChatMessage;
+  message?: ChatMessage;
   /** The session after the change (`messageCount` without the removed messages). */
   session: ChatSession;
   /** Messages removed (alternatives of a reply count as one message). */
@@ -1253,7 +1253,7 @@ export interface SendChatMessageRequestBody {
 
 /** Response of SendChatMessage and RegenerateChatMessage. */
 export interface SendChatMessageResponse {
-  /** The stored user message (RegenerateChatMessage: the one replied to). */
+  /** The stored user message (RegenerateChatMessage: the message the reply answers). */
   userMessage: ChatMessage;
   /** The persona's reply. */
   reply: ChatMessage;

@@ -30,7 +30,7 @@ DEFAULT_REPLY_TOKENS = 120  # a preview's output estimate in a session without r
 @dataclass(frozen=True, slots=True)
 class Regenerated:
     session: SessionRecord
-    replied_to: MessageRecord | None  # the user message the reply answers, if the conversation has one
+    replied_to: MessageRecord | None  # the message the reply answers (None only in an empty conversation)
     reply: MessageRecord
 
 
@@ -99,7 +99,7 @@ class ChatControls:
         reply = drain(self.sessions.reply(principal, speaking, conversation, sampling))
         now = self.sessions.clock()
         session = self.sessions.account(principal, session.id, reply, messages=0 if again else 1, now=now)
-        replied_to = earlier[-1] if earlier and earlier[-1].role == "user" else None
+        replied_to = earlier[-1] if earlier else None
         if not again:
             row = self.sessions.reply_row(principal, session.id, session.message_count + session.removed_messages,
                                           now, reply)

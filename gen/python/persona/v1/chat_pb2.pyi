@@ -515,11 +515,13 @@ class ChatMessageChange(_message.Message):
         session: Global___ChatSession | None = ...,
         removed_count: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["message", b"message", "session", b"session"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_message", b"_message", "message", b"message", "session", b"session"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message", "removed_count", b"removed_count", "session", b"session"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_message", b"_message", "message", b"message", "removed_count", b"removed_count", "session", b"session"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__message: _TypeAlias = _typing.Literal["message"]  # noqa: Y015
+    _WhichOneofArgType__message: _TypeAlias = _typing.Literal["_message", b"_message"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__message) -> _WhichOneofReturnType__message | None: ...
 
 Global___ChatMessageChange: _TypeAlias = ChatMessageChange  # noqa: Y015
 
@@ -760,7 +762,9 @@ class SendChatMessageResponse(_message.Message):
     SESSION_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def user_message(self) -> Global___ChatMessage:
-        """The stored user message (RegenerateChatMessage: the one replied to)."""
+        """The stored user message (RegenerateChatMessage: the message the reply
+        answers).
+        """
 
     @_builtins.property
     def reply(self) -> Global___ChatMessage:

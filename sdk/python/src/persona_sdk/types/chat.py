@@ -57,7 +57,7 @@ class ChatMessage(BaseModel):
 class ChatMessageChange(BaseModel):
     """Response of UpdateChatMessage and DeleteChatMessage."""
 
-    message: ChatMessage
+    message: ChatMessage | None = None
     """The edited message (UpdateChatMessage); absent for a delete."""
     session: ChatSession
     """The session after the change (`messageCount` without the removed messages)."""
@@ -161,7 +161,7 @@ class SendChatMessageResponse(BaseModel):
     """Response of SendChatMessage and RegenerateChatMessage."""
 
     user_message: ChatMessage = Field(alias="userMessage")
-    """The stored user message (RegenerateChatMessage: the one replied to)."""
+    """The stored user message (RegenerateChatMessage: the message the reply answers)."""
     reply: ChatMessage
     """The persona's reply."""
     session: ChatSession
