@@ -4,13 +4,19 @@ and the API key each reply was billed to, for usage over time.
 chat_messages gains `swipe` (the alternative's index in its turn),
 `selected` (the alternative the conversation continues from), `edited`,
 `deleted_at` (a removed message: its text erased, its usage kept) and
-`credential_id`; the turn's uniqueness moves from (session_id, ordinal) to
-(session_id, ordinal, swipe). chat_sessions gains `removed_messages`: a
-message's ordinal is claimed as message_count + removed_messages, so the
-ordinals of removed messages are never reused. The new columns have
-constant defaults (no table rewrite); the indexes are built CONCURRENTLY,
-as 0015's, then the old constraint is dropped. The usage index covers the
+`credential_id`; a turn is unique on (session_id, ordinal, swipe) (0021
+drops the old (session_id, ordinal) constraint). chat_sessions gains
+`removed_messages`: a message's ordinal is claimed as message_count +
+removed_messages, so the ordinals of removed messages are never reused. The
+new columns have constant defaults (no table rewrite) and the previous
+release writes rows that read as a turn's only, chosen alternative; the
+indexes are built CONCURRENTLY, as 0015's. The usage index covers the
 replies of a workspace in time order.
+
+During the deploy, the previous release claims ordinals as message_count
+alone: in a session where the new release has already removed messages, its
+send meets the (session_id, ordinal, swipe) index and fails (500) until the
+servers are replaced; sessions without removals are unaffected.
 
 Revision ID: 0020
 Revises: 0019
@@ -42,11 +48,9 @@ def upgrade() -> None:
         op.execute(f"CREATE UNIQUE INDEX CONCURRENTLY {TURN} ON chat_messages (session_id, ordinal, swipe)")
         op.execute(f"CREATE INDEX CONCURRENTLY {REPLIES} ON chat_messages (workspace_id, created_at) "
                    "WHERE role = 'assistant'")
-    op.drop_constraint('uq_chat_messages_session_ordinal', 'chat_messages', type_='unique')
 
 
 def downgrade() -> None:
-    op.create_unique_constraint('uq_chat_messages_session_ordinal', 'chat_messages', ['session_id', 'ordinal'])
     with op.get_context().autocommit_block():
         for name in (TURN, REPLIES):
             op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
