@@ -2154,7 +2154,7 @@ export class ChatResource {
   }
 
   /**
-   * Produces a new reply for the session's last turn and chooses it, keeping the earlier replies as alternatives (`swipeCount`, `swipeIndex`). `id` names the last message of the session: a reply (any of its alternatives), or a user message left without one (after an edit, or a refused reply). The reply is spoken, checked and billed like SendChatMessage's (`temperature`, `maxTokens` likewise); the session's tokens and cost grow, `messageCount` does not (one turn, more alternatives). Errors: 404 `not_found` (unknown message), 409 `state_conflict` when the message is not the last one (`details.conflictField` = "id"), when the reply already keeps 10 alternatives ("swipeCount"), or when the session is not active ("status"). Draws from the `chat.messages` cap.  Auth: scope `chat:write`.
+   * Produces a new reply for the session's last turn and chooses it, keeping the earlier replies as alternatives (`swipeCount`, `swipeIndex`). `id` names the last message of the session: a reply (any of its alternatives), or a user message left without one (after an edit, or once its reply was deleted). The reply is spoken, checked and billed like SendChatMessage's (`temperature`, `maxTokens` likewise); the session's tokens and cost grow, `messageCount` does not (one turn, more alternatives). Errors: 404 `not_found` (unknown message), 409 `state_conflict` when the message is not the last one (`details.conflictField` = "id"), when the reply already keeps 10 alternatives ("swipeCount"), or when the session is not active ("status"). Draws from the `chat.messages` cap.  Auth: scope `chat:write`.
    *
    * `POST /v1/chat/sessions/{session_id}/messages/{id}/regenerate`
    */

@@ -72,7 +72,7 @@ class ChatControls:
     def _active(self, principal: Principal, session_id: str) -> SessionRecord:
         session = self.sessions.get(principal, session_id)
         if session.status != "active":
-            raise self.sessions._conflict(session, "Messages of a session that is not active cannot change.")
+            raise self.sessions.conflict(session, "Messages of a session that is not active cannot change.")
         return session
 
     def _last(self, session: SessionRecord, message: MessageRecord) -> None:
@@ -99,7 +99,7 @@ class ChatControls:
         reply = drain(self.sessions.reply(principal, speaking, conversation, sampling))
         now = self.sessions.clock()
         session = self.sessions.account(principal, session.id, reply, messages=0 if again else 1, now=now)
-        replied_to = earlier[-1] if earlier else None
+        replied_to = self._message(session, earlier[-1].id) if earlier else None
         if not again:
             row = self.sessions.reply_row(principal, session.id, session.message_count + session.removed_messages,
                                           now, reply)
@@ -140,7 +140,7 @@ class ChatControls:
         removed = self.repo.remove_from(session.id, from_ordinal, self.sessions.clock())
         after = self.repo.uncount(session.id, removed)
         if after is None:
-            raise self.sessions._conflict(self.sessions.get(principal, session.id), "The session ended meanwhile.")
+            raise self.sessions.conflict(self.sessions.get(principal, session.id), "The session ended meanwhile.")
         return Change(after, message, removed)
 
     def preview(self, principal: Principal, session_id: str, content: str, sampling: Sampling, model: str,

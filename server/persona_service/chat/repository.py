@@ -147,8 +147,10 @@ class ChatSessionRepository:
         return added
 
     def history(self, session_id: str, limit: int, before_ordinal: int | None = None) -> list[MessageRecord]:
-        """The last `limit` messages of the conversation (before `before_ordinal`), oldest first."""
-        stmt = _with_swipes(_messages.c.session_id == session_id, _visible)
+        """The last `limit` messages of the conversation (before `before_ordinal`), oldest first, for their
+        text: their alternatives are not counted (the hot path of every send), each reads as its turn's only."""
+        stmt = select(_messages, literal(1).label("swipe_count"), literal(0).label("swipe_index")) \
+            .where(_messages.c.session_id == session_id, _visible)
         if before_ordinal is not None:
             stmt = stmt.where(_messages.c.ordinal < before_ordinal)
         rows = records(MessageRecord, self.conn.execute(stmt.order_by(_messages.c.ordinal.desc()).limit(limit)).mappings())

@@ -380,7 +380,7 @@ class ChatSessionService:
         row = self.get(principal, session_id)
         ended = self.repo.transition(row.id, ("active",), status="ended", ended_at=self.clock())
         if ended is None:
-            raise self._conflict(self.get(principal, session_id), "Only an active session can be ended.")
+            raise self.conflict(self.get(principal, session_id), "Only an active session can be ended.")
         return ended
 
     def archive(self, principal: Principal, session_id: str) -> SessionRecord:
@@ -390,7 +390,7 @@ class ChatSessionService:
             values["ended_at"] = self.clock()
         archived = self.repo.transition(row.id, ("active", "ended"), **values)
         if archived is None:
-            raise self._conflict(self.get(principal, session_id), "The session is already archived.")
+            raise self.conflict(self.get(principal, session_id), "The session is already archived.")
         return archived
 
     def messages(self, principal: Principal, session_id: str, limit: int,
@@ -407,7 +407,7 @@ class ChatSessionService:
         """An active session whose persona can still reply, with that persona."""
         session = self.get(principal, session_id)
         if session.status != "active":
-            raise self._conflict(session, "Messages can only be sent to an active session.")
+            raise self.conflict(session, "Messages can only be sent to an active session.")
         persona = self.personas.active(principal.workspace_id, session.persona_id)
         voice = self.personas.voice(session.persona_id) if persona is not None else None
         if persona is None or voice is None:
@@ -458,7 +458,7 @@ class ChatSessionService:
             cost_usd_micros=reply.cost_usd_micros, now=now,
         )
         if session is None:
-            raise self._conflict(self.get(principal, session_id), "The session ended while the reply was produced.")
+            raise self.conflict(self.get(principal, session_id), "The session ended while the reply was produced.")
         return session
 
     @staticmethod
@@ -484,5 +484,5 @@ class ChatSessionService:
         )
 
     @staticmethod
-    def _conflict(row: SessionRecord, message: str) -> StateConflict:
+    def conflict(row: SessionRecord, message: str) -> StateConflict:
         return StateConflict(message, "status", {"status": row.status})

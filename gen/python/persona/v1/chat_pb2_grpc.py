@@ -259,7 +259,7 @@ class ChatServiceServicer:
         keeping the earlier replies as alternatives (`swipeCount`,
         `swipeIndex`). `id` names the last message of the session: a
         reply (any of its alternatives), or a user message left without one (after
-        an edit, or a refused reply). The reply is spoken, checked and billed
+        an edit, or once its reply was deleted). The reply is spoken, checked and billed
         like SendChatMessage's (`temperature`, `maxTokens` likewise); the
         session's tokens and cost grow, `messageCount` does not (one turn, more
         alternatives). Errors: 404 `not_found` (unknown message), 409

@@ -435,12 +435,12 @@ class ChatResource(SyncResource):
         `POST /v1/chat/sessions/{session_id}/messages/{id}/regenerate` (operation `RegenerateChatMessage`).
 
         `id` names the last message of the session: a reply (any of its alternatives), or a user message
-        left without one (after an edit, or a refused reply). The reply is spoken, checked and billed like
-        SendChatMessage's (`temperature`, `maxTokens` likewise); the session's tokens and cost grow,
-        `messageCount` does not (one turn, more alternatives). Errors: 404 `not_found` (unknown message),
-        409 `state_conflict` when the message is not the last one (`details.conflictField` = "id"), when the
-        reply already keeps 10 alternatives ("swipeCount"), or when the session is not active ("status").
-        Draws from the `chat.messages` cap.
+        left without one (after an edit, or once its reply was deleted). The reply is spoken, checked and
+        billed like SendChatMessage's (`temperature`, `maxTokens` likewise); the session's tokens and cost
+        grow, `messageCount` does not (one turn, more alternatives). Errors: 404 `not_found` (unknown
+        message), 409 `state_conflict` when the message is not the last one (`details.conflictField` =
+        "id"), when the reply already keeps 10 alternatives ("swipeCount"), or when the session is not
+        active ("status"). Draws from the `chat.messages` cap.
 
         Auth: scope `chat:write`.
 
@@ -878,12 +878,12 @@ class AsyncChatResource(AsyncResource):
         `POST /v1/chat/sessions/{session_id}/messages/{id}/regenerate` (operation `RegenerateChatMessage`).
 
         `id` names the last message of the session: a reply (any of its alternatives), or a user message
-        left without one (after an edit, or a refused reply). The reply is spoken, checked and billed like
-        SendChatMessage's (`temperature`, `maxTokens` likewise); the session's tokens and cost grow,
-        `messageCount` does not (one turn, more alternatives). Errors: 404 `not_found` (unknown message),
-        409 `state_conflict` when the message is not the last one (`details.conflictField` = "id"), when the
-        reply already keeps 10 alternatives ("swipeCount"), or when the session is not active ("status").
-        Draws from the `chat.messages` cap.
+        left without one (after an edit, or once its reply was deleted). The reply is spoken, checked and
+        billed like SendChatMessage's (`temperature`, `maxTokens` likewise); the session's tokens and cost
+        grow, `messageCount` does not (one turn, more alternatives). Errors: 404 `not_found` (unknown
+        message), 409 `state_conflict` when the message is not the last one (`details.conflictField` =
+        "id"), when the reply already keeps 10 alternatives ("swipeCount"), or when the session is not
+        active ("status"). Draws from the `chat.messages` cap.
 
         Auth: scope `chat:write`.
 
