@@ -235,7 +235,7 @@ class Schemas:
                 allowed += self._wire_names(rules.one_of_enum)
             if allowed:
                 item["enum"] = allowed
-        if kind == "integer" and not element:
+        if kind in ("integer", "number") and not element:
             if rules.HasField("min_value"):
                 item["minimum"] = rules.min_value
             if rules.HasField("max_value"):

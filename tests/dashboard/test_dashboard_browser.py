@@ -292,6 +292,87 @@ def test_the_playground_streams_a_reply_and_counts_it(page, http, tenants, scree
     shoot(page, screenshots, "audit-wide")
 
 
+def test_chat_controls_regenerate_choose_edit_delete_and_preview(page, http, tenants, screenshots):
+    tenant = tenants()
+    persona_id = make_persona(http, tenant)
+    sign_in(page, tenant.api_key)
+    page.goto(f"/dashboard#/playground/{persona_id}")
+    page.get_by_role("button", name="New session").click()
+    composer = page.get_by_label("Message")
+    composer.fill("What are you listening to tonight?")
+    page.get_by_label("Max tokens").fill("9000")
+    page.get_by_role("button", name="Preview cost").click()
+    expect(page.get_by_role("alert")).to_contain_text("maxTokens")  # the field the bound names
+    page.get_by_label("Max tokens").fill("5")
+    page.get_by_label("Temperature").fill("0.7")
+    page.get_by_role("button", name="Preview cost").click()
+    expect(page.locator("[data-preview]")).to_contain_text(re.compile(r"Estimate: \d+ in · 5 out · \$0\.\d{6}"))
+    expect(page.locator("[data-preview]")).to_contain_text("Nothing is spent")
+    expect(page.locator('[data-counter="Messages"]')).to_have_text("0")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator('[data-counter="Messages"]')).to_have_text("2")
+    last = page.locator(".msg.assistant").last
+    expect(last.get_by_role("button", name="Regenerate")).to_be_visible()
+    first_text = last.locator(".content").inner_text()
+    (session,) = http.get("/v1/chat/sessions", params={"personaId": persona_id}, headers=tenant.auth).json()["items"]
+    assert session["outputTokens"] <= 5
+
+    # Regenerate: a second alternative, chosen; back to the first with the arrows.
+    last.get_by_role("button", name="Regenerate").click()
+    expect(page.locator(".msg.assistant").last.locator(".swipes")).to_have_text("2/2")
+    expect(page.locator('[data-counter="Messages"]')).to_have_text("2")
+    page.locator(".msg.assistant").last.get_by_role("button", name="Previous alternative").click()
+    expect(page.locator(".msg.assistant").last.locator(".swipes")).to_have_text("1/2")
+    expect(page.locator(".msg.assistant").last.locator(".content")).to_have_text(first_text)
+    items = http.get(f"/v1/chat/sessions/{session['sessionId']}/messages", headers=tenant.auth).json()["items"]
+    assert items[-1]["swipeIndex"] == 0 and items[-1]["swipeCount"] == 2
+    shoot(page, screenshots, "playground-swipes")
+
+    # Edit the user message: the reply after it goes; "Reply" answers the edited text.
+    page.locator(".msg.user").first.get_by_role("button", name="Edit").click()
+    page.get_by_label("Edited text").fill("Which record is on tonight?")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator(".msg")).to_have_count(1)
+    expect(page.locator(".msg.user .meta")).to_contain_text("edited")
+    expect(page.locator('[data-counter="Messages"]')).to_have_text("1")
+    page.locator(".msg.user").get_by_role("button", name="Reply").click()
+    expect(page.locator(".msg")).to_have_count(2)
+
+    # Delete the reply (after a confirmation): the conversation is the user message alone.
+    page.locator(".msg.assistant").get_by_role("button", name="Delete").click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+    expect(page.locator(".msg")).to_have_count(1)
+    expect(page.locator('[data-counter="Messages"]')).to_have_text("1")
+
+
+def test_the_usage_page_charts_usage_by_day_persona_and_key(page, http, tenants, screenshots):
+    tenant = tenants()
+    persona_id = make_persona(http, tenant)
+    sid = http.post("/v1/chat/sessions", json={"personaId": persona_id}, headers=tenant.auth).json()["sessionId"]
+    for text in ("Hello there.", "Tell me about the sea."):
+        assert http.post(f"/v1/chat/sessions/{sid}/messages", json={"content": text}, headers=tenant.auth).status_code == 200
+    usage = http.get("/v1/usage", headers=tenant.auth).json()
+    sign_in(page, tenant.api_key)
+    go(page, "Usage")
+    panel = page.get_by_role("region", name="Usage over time")
+    chart = panel.get_by_role("img")
+    expect(chart).to_have_attribute("aria-label", re.compile(r"^Cost by UTC day, 30 days: \$0\.\d{6} in all$"))
+    bars = chart.locator("rect.bar")
+    expect(bars).to_have_count(30)
+    today = usage["buckets"][-1]
+    assert bars.last.get_attribute("data-day") == today["key"]
+    assert bars.last.get_attribute("data-value") == str(today["costUsdMicros"]) != "0"
+    expect(panel.locator("[data-usage-totals]")).to_contain_text("2 generations")
+    panel.get_by_label("Show").select_option("generations")
+    expect(chart.locator("rect.bar").last).to_have_attribute("data-value", "2")
+    shoot(page, screenshots, "usage-chart")
+    panel.get_by_label("Group by").select_option("persona")
+    expect(panel.get_by_role("table")).to_contain_text(persona_id)
+    expect(panel.get_by_role("img")).to_have_count(0)
+    panel.get_by_label("Group by").select_option("key")
+    expect(panel.get_by_role("table").locator("code")).to_have_text(re.compile(r"^key_"))
+
+
 def test_a_session_without_a_title_fits_its_card(page, http, tenants):
     tenant = tenants()
     persona_id = make_persona(http, tenant)

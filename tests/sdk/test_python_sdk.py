@@ -439,6 +439,35 @@ def test_provider_error_is_retried_with_the_same_idempotency_key(provider_stack,
         stub.reset()
 
 
+def test_chat_controls_preview_and_usage(sdk, pro, persona_id):
+    client, wire = sdk(pro)
+    session = client.chat.create_session(persona_id=persona_id)
+    preview = client.chat.preview_message(session.session_id, content="Which snail is your favourite?", max_tokens=4)
+    assert preview.output_tokens == 4 and preview.cost_usd_micros > 0 and preview.model
+    assert {q.name for q in preview.quota} >= {"chat.messages", "generations_per_month"}
+    assert client.chat.get_session(session.session_id).message_count == 0  # the preview spent nothing
+
+    sent = client.chat.send_message(session.session_id, content="Which snail is your favourite?", temperature=0.5)
+    assert sent.user_message is not None and sent.reply is not None
+    again = client.chat.regenerate_message(session.session_id, sent.reply.id, max_tokens=8)
+    assert again.reply is not None and (again.reply.swipe_index, again.reply.swipe_count) == (1, 2)
+    chosen = client.chat.choose_message(session.session_id, again.reply.id, swipe_index=0)
+    assert chosen.id == sent.reply.id
+    edited = client.chat.update_message(session.session_id, sent.user_message.id, content="And your least favourite?")
+    assert edited.message is not None and edited.message.edited and edited.removed_count == 1
+    deleted = client.chat.delete_message(session.session_id, sent.user_message.id)
+    assert deleted.removed_count == 1 and deleted.session is not None and deleted.session.message_count == 0
+    with pytest.raises(ValidationFailedError) as info:
+        client.chat.send_message(session.session_id, content="Hi", temperature=5)
+    assert info.value.details["validationErrors"][0]["path"] == "temperature"
+
+    usage = client.usage.get(group_by="persona")
+    (bucket,) = [b for b in usage.buckets if b.key == persona_id]
+    assert bucket.generations >= 2 and usage.totals is not None and usage.totals.cost_usd_micros >= bucket.cost_usd_micros
+    days = client.usage.get()
+    assert len(days.buckets) == 30 and days.group_by == "day"
+
+
 # --- streams -------------------------------------------------------------------------
 
 

@@ -271,6 +271,48 @@ export interface ChatMessage {
   usage: ChatUsage;
   /** Creation time. */
   createdAt: string;
+  /** Which alternative of its turn this reply is, from 0 (user messages: 0). */
+  swipeIndex: number;
+  /** How many alternatives its turn keeps (1 unless regenerated). */
+  swipeCount: number;
+  /** The text was edited (UpdateChatMessage). */
+  edited: boolean;
+}
+
+/** Response of UpdateChatMessage and DeleteChatMessage. */
+export interface ChatMessageChange {
+  /** The edited message (UpdateChatMessage); absent for a delete. */
+  message?: ChatMessage;
+  /** The session after the change (`messageCount` without the removed messages). */
+  session: ChatSession;
+  /** Messages removed (alternatives of a reply count as one message). */
+  removedCount: number;
+}
+
+/** What a message would use (PreviewChatMessage): estimates, nothing spent. */
+export interface ChatMessagePreview {
+  /** Model that would reply. */
+  model: string;
+  /** Estimated input tokens: the voice profile, the history sent (the last 50 messages) and the message. */
+  inputTokens: number;
+  /** Estimated output tokens. */
+  outputTokens: number;
+  /** Estimated cost in millionths of a US dollar (a whole number), at the model's price. */
+  costUsdMicros: number;
+  /** The organization's limits the message would draw from, and how much. */
+  quota: ChatQuotaUse[];
+}
+
+/** One limit a message would draw from. */
+export interface ChatQuotaUse {
+  /** `chat.messages` (the endpoint cap), `requests_per_minute`, `requests_per_day` or `generations_per_month` (chat messages do not count toward it: 0 units). */
+  name: string;
+  /** Units the message would use. */
+  units: number;
+  /** The organization's limit. */
+  limit: number;
+  /** The limit's window in seconds (0: the billing period). */
+  windowSeconds: number;
 }
 
 /** A chat session (fourteen fields, all always present). */
@@ -315,6 +357,12 @@ export interface ChatUsage {
   outputTokens: number;
   /** Cost in millionths of a US dollar (a whole number). */
   costUsdMicros: number;
+}
+
+/** Request of ChooseChatMessage. */
+export interface ChooseChatMessageRequestBody {
+  /** The alternative to choose, from 0 to `swipeCount` - 1. */
+  swipeIndex: number;
 }
 
 /** Request of ClaimModerationReview. */
@@ -1132,6 +1180,16 @@ export interface PortraitError {
   [key: string]: unknown;
 }
 
+/** Request of PreviewChatMessage. */
+export interface PreviewChatMessageRequestBody {
+  /** The message that would be sent (1 to 32000 characters). */
+  content: string;
+  /** As SendChatMessage's: 0 to 2. */
+  temperature?: number;
+  /** As SendChatMessage's: 1 to 8192; caps the estimated output tokens. */
+  maxTokens?: number;
+}
+
 /** What an erasure did. */
 export interface PrivacyErasure {
   /** When. */
@@ -1203,6 +1261,14 @@ export interface RefinePersonaRequestBody {
   instruction: string;
   /** Attribution note kept in the lineage (at most 500 characters). */
   note?: string;
+}
+
+/** Request of RegenerateChatMessage. */
+export interface RegenerateChatMessageRequestBody {
+  /** Sampling temperature, 0 to 2; omitted: the model's default. */
+  temperature?: number;
+  /** Most tokens the reply may have, 1 to 8192; omitted: the model's limit. */
+  maxTokens?: number;
 }
 
 /** Request of RegeneratePersona. */
@@ -1295,11 +1361,15 @@ export interface ScimToken {
 export interface SendChatMessageRequestBody {
   /** The user's message (1 to 32000 characters). */
   content: string;
+  /** Sampling temperature of the reply, 0 to 2 (else 422 `validation_failed` naming `temperature`); omitted: the model's default. */
+  temperature?: number;
+  /** Most tokens the reply may have, 1 to 8192 (else 422 `validation_failed` naming `maxTokens`); a reply cut there ends early. Omitted: the model's limit. */
+  maxTokens?: number;
 }
 
-/** Response of SendChatMessage. */
+/** Response of SendChatMessage and RegenerateChatMessage. */
 export interface SendChatMessageResponse {
-  /** The stored user message. */
+  /** The stored user message (RegenerateChatMessage: the message the reply answers). */
   userMessage: ChatMessage;
   /** The persona's reply. */
   reply: ChatMessage;
@@ -1368,6 +1438,12 @@ export interface Subscription {
 /** Request of UnpublishListing. */
 export type UnpublishListingRequestBody = Record<string, unknown>;
 
+/** Request of UpdateChatMessage. */
+export interface UpdateChatMessageRequestBody {
+  /** The new text (1 to 32000 characters). */
+  content: string;
+}
+
 /** Request of UpdateConfigItem. */
 export interface UpdateConfigItemRequestBody {
   /** The new value; its type must match the key's. */
@@ -1414,6 +1490,34 @@ export interface UpdateWebhookEndpointRequestBody {
   enabled?: boolean;
   /** Send the Standard Webhooks headers too, or stop sending them. */
   standardWebhooks?: boolean;
+}
+
+/** Usage over a range. */
+export interface Usage {
+  /** The range's start (RFC 3339, UTC). */
+  start: string;
+  /** The range's end, exclusive (RFC 3339, UTC). */
+  end: string;
+  /** The grouping used. */
+  groupBy: "day" | "persona" | "key";
+  /** The buckets (see GetUsage for their order). */
+  buckets: UsageBucket[];
+  /** The whole range. */
+  totals: UsageBucket;
+}
+
+/** Usage of one day, persona or key. */
+export interface UsageBucket {
+  /** The day (`2026-11-28`, UTC), the persona id, or the API key id (`key_<cuid2>`; `session` for the dashboard's signed-in users, empty for usage recorded before keys were recorded). Empty in `totals`. */
+  key: string;
+  /** Input tokens billed (a whole number). */
+  inputTokens: number;
+  /** Output tokens billed (a whole number). */
+  outputTokens: number;
+  /** Cost in millionths of a US dollar (a whole number). */
+  costUsdMicros: number;
+  /** Replies generated and billed (regenerated alternatives included). */
+  generations: number;
 }
 
 /** The persona's voice for runtime use. */
@@ -1567,6 +1671,15 @@ export interface GetScimGroupParams {
 export interface GetScimUserParams {
   attributes?: string;
   excludedAttributes?: string;
+}
+
+/** Query parameters of `GetUsage`. */
+export interface GetUsageParams {
+  start?: string;
+  end?: string;
+  groupBy?: "day" | "persona" | "key";
+  personaId?: string;
+  keyId?: string;
 }
 
 /** Query parameters of `ListApiKeys`. */
@@ -2099,12 +2212,30 @@ export class ChatResource {
   }
 
   /**
+   * Chooses which alternative of a reply the conversation continues from (`swipeIndex`, from 0 to `swipeCount` - 1), and answers it. Only the session's last reply may change its choice (409 `state_conflict`, `details.conflictField` = "id", otherwise); an index out of range answers 422 `validation_failed` naming `swipeIndex`. Choosing the chosen one changes nothing. Nothing is billed.  Auth: scope `chat:write`.
+   *
+   * `POST /v1/chat/sessions/{session_id}/messages/{id}/choose`
+   */
+  chooseMessage(sessionId: string, id: string, body: ChooseChatMessageRequestBody, options?: RequestOptions): APIPromise<ChatMessage> {
+    return this.core.request("POST", "/v1/chat/sessions/{session_id}/messages/{id}/choose", { path: { "session_id": sessionId, id }, body, options });
+  }
+
+  /**
    * Starts a chat session with a persona of the caller's workspace (any state but `deleted`; an unknown persona answers 404 `not_found`).  Auth: scope `chat:write`.
    *
    * `POST /v1/chat/sessions`
    */
   createSession(body: CreateChatSessionRequest, options?: RequestOptions): APIPromise<ChatSession> {
     return this.core.request("POST", "/v1/chat/sessions", { body, options });
+  }
+
+  /**
+   * Deletes a message and every later message of the session (a reply with all its alternatives). Removed messages are no longer listed nor sent to the model, their text is erased, and their usage stays billed; `messageCount` drops by the number removed. 409 `state_conflict` when the session is not active.  Auth: scope `chat:write`.
+   *
+   * `DELETE /v1/chat/sessions/{session_id}/messages/{id}`
+   */
+  deleteMessage(sessionId: string, id: string, options?: RequestOptions): APIPromise<ChatMessageChange> {
+    return this.core.request("DELETE", "/v1/chat/sessions/{session_id}/messages/{id}", { path: { "session_id": sessionId, id }, options });
   }
 
   /**
@@ -2126,7 +2257,7 @@ export class ChatResource {
   }
 
   /**
-   * Lists a session's messages, oldest first.  Auth: scope `chat:read`.
+   * Lists a session's messages, oldest first: the chosen alternative of each reply; removed messages are left out.  Auth: scope `chat:read`.
    *
    * `GET /v1/chat/sessions/{id}/messages`
    */
@@ -2154,6 +2285,24 @@ export class ChatResource {
   }
 
   /**
+   * A dry run of SendChatMessage: the tokens, cost and quota the message would use, spending nothing (no message is stored, nothing is billed, no limit but the request itself is drawn from, no event). Input tokens are counted on what would be sent (the persona's voice profile, the history and the message); output tokens are estimated from the session's earlier replies (their mean; 120 for a session without one), never above `maxTokens`. Estimates: a real model's counts differ. The same errors as SendChatMessage before any generation (404, 409, 422).  Auth: scope `chat:read`.
+   *
+   * `POST /v1/chat/sessions/{id}/messages/preview`
+   */
+  previewMessage(id: string, body: PreviewChatMessageRequestBody, options?: RequestOptions): APIPromise<ChatMessagePreview> {
+    return this.core.request("POST", "/v1/chat/sessions/{id}/messages/preview", { path: { id }, body, options });
+  }
+
+  /**
+   * Produces a new reply for the session's last turn and chooses it, keeping the earlier replies as alternatives (`swipeCount`, `swipeIndex`). `id` names the last message of the session: a reply (any of its alternatives), or a user message left without one (after an edit, or once its reply was deleted). The reply is spoken, checked and billed like SendChatMessage's (`temperature`, `maxTokens` likewise); the session's tokens and cost grow, `messageCount` does not (one turn, more alternatives). Errors: 404 `not_found` (unknown message), 409 `state_conflict` when the message is not the last one (`details.conflictField` = "id"), when the reply already keeps 10 alternatives ("swipeCount"), or when the session is not active ("status"). Draws from the `chat.messages` cap.  Auth: scope `chat:write`.
+   *
+   * `POST /v1/chat/sessions/{session_id}/messages/{id}/regenerate`
+   */
+  regenerateMessage(sessionId: string, id: string, body: RegenerateChatMessageRequestBody = {}, options?: RequestOptions): APIPromise<SendChatMessageResponse> {
+    return this.core.request("POST", "/v1/chat/sessions/{session_id}/messages/{id}/regenerate", { path: { "session_id": sessionId, id }, body, options });
+  }
+
+  /**
    * Sends a user message and returns the persona's reply, spoken with the persona's voice profile (system prompt, sample dialogues) and the session's history. Accounting (`messageCount` +2, tokens, cost, `lastActiveAt`) is updated atomically. Draws from the `chat.messages` cap (Pro: 600/minute), which counts against the general cap too.  `POST /v1/chat/sessions/{id}/messages?stream=true` streams the reply as server-sent events (see StreamChatMessage).  Auth: scope `chat:write`.
    *
    * `POST /v1/chat/sessions/{id}/messages`
@@ -2169,6 +2318,15 @@ export class ChatResource {
    */
   streamMessage(id: string, body: SendChatMessageRequestBody, options?: RequestOptions): ChatMessageStream {
     return this.core.stream("chat", "POST", "/v1/chat/sessions/{id}/messages:stream", { path: { id }, body, options });
+  }
+
+  /**
+   * Edits a message's text (a user message or a reply, then `edited`) and removes every later message of the session: they answered the old text (send a message, or regenerate after an edited user message, to go on). The edited message's alternatives (a reply's) are removed but the edited one. Nothing is generated or billed; the usage of removed replies stays billed. 409 `state_conflict` when the session is not active.  Auth: scope `chat:write`.
+   *
+   * `PATCH /v1/chat/sessions/{session_id}/messages/{id}`
+   */
+  updateMessage(sessionId: string, id: string, body: UpdateChatMessageRequestBody, options?: RequestOptions): APIPromise<ChatMessageChange> {
+    return this.core.request("PATCH", "/v1/chat/sessions/{session_id}/messages/{id}", { path: { "session_id": sessionId, id }, body, options });
   }
 }
 
@@ -3201,6 +3359,20 @@ export class ScimTokensResource {
   }
 }
 
+/** `client.usage`: the `Usage` operations. */
+export class UsageResource {
+  constructor(private readonly core: Core) {}
+
+  /**
+   * Usage between `start` (inclusive) and `end` (exclusive), grouped by `groupBy`: `day` answers one bucket per UTC calendar day of the range, oldest first, empty days included; `persona` and `key` answer one bucket per persona or API key with usage, most costly first. `totals` sums the range. Errors: 422 `validation_failed` naming `start` or `end` (not a date or timestamp, `end` before `start`, a range over 366 days).  Auth: scope `chat:read`.
+   *
+   * `GET /v1/usage`
+   */
+  get(params: GetUsageParams = {}, options?: RequestOptions): APIPromise<Usage> {
+    return this.core.request("GET", "/v1/usage", { query: params, options });
+  }
+}
+
 /** `client.webhooks`: the `Webhook` operations. */
 export class WebhooksResource {
   constructor(private readonly core: Core) {}
@@ -3320,6 +3492,7 @@ export function createResources(core: Core) {
     probes: new ProbesResource(core),
     scim: new ScimResource(core),
     scimTokens: new ScimTokensResource(core),
+    usage: new UsageResource(core),
     webhooks: new WebhooksResource(core),
   };
 }
@@ -3352,13 +3525,18 @@ export const OPERATIONS: ReadonlyArray<{
   { operationId: "ReceiveStripeEvent", resource: "billing", method: "receiveStripeEvent", httpMethod: "POST", path: "/v1/billing/stripe/webhook", kind: "json" },
   { operationId: "ResumeSubscription", resource: "billing", method: "resumeSubscription", httpMethod: "POST", path: "/v1/billing/subscription/resume", kind: "json" },
   { operationId: "ArchiveChatSession", resource: "chat", method: "archiveSession", httpMethod: "POST", path: "/v1/chat/sessions/{id}/archive", kind: "json" },
+  { operationId: "ChooseChatMessage", resource: "chat", method: "chooseMessage", httpMethod: "POST", path: "/v1/chat/sessions/{session_id}/messages/{id}/choose", kind: "json" },
   { operationId: "CreateChatSession", resource: "chat", method: "createSession", httpMethod: "POST", path: "/v1/chat/sessions", kind: "json" },
+  { operationId: "DeleteChatMessage", resource: "chat", method: "deleteMessage", httpMethod: "DELETE", path: "/v1/chat/sessions/{session_id}/messages/{id}", kind: "json" },
   { operationId: "EndChatSession", resource: "chat", method: "endSession", httpMethod: "POST", path: "/v1/chat/sessions/{id}/end", kind: "json" },
   { operationId: "GetChatSession", resource: "chat", method: "getSession", httpMethod: "GET", path: "/v1/chat/sessions/{id}", kind: "json" },
   { operationId: "ListChatMessages", resource: "chat", method: "listMessages", httpMethod: "GET", path: "/v1/chat/sessions/{id}/messages", kind: "json" },
   { operationId: "ListChatSessions", resource: "chat", method: "listSessions", httpMethod: "GET", path: "/v1/chat/sessions", kind: "json" },
+  { operationId: "PreviewChatMessage", resource: "chat", method: "previewMessage", httpMethod: "POST", path: "/v1/chat/sessions/{id}/messages/preview", kind: "json" },
+  { operationId: "RegenerateChatMessage", resource: "chat", method: "regenerateMessage", httpMethod: "POST", path: "/v1/chat/sessions/{session_id}/messages/{id}/regenerate", kind: "json" },
   { operationId: "SendChatMessage", resource: "chat", method: "sendMessage", httpMethod: "POST", path: "/v1/chat/sessions/{id}/messages", kind: "json" },
   { operationId: "StreamChatMessage", resource: "chat", method: "streamMessage", httpMethod: "POST", path: "/v1/chat/sessions/{id}/messages:stream", kind: "stream" },
+  { operationId: "UpdateChatMessage", resource: "chat", method: "updateMessage", httpMethod: "PATCH", path: "/v1/chat/sessions/{session_id}/messages/{id}", kind: "json" },
   { operationId: "DeleteConfigItem", resource: "config", method: "delete", httpMethod: "DELETE", path: "/v1/config/{key}", kind: "json" },
   { operationId: "GetConfigItem", resource: "config", method: "get", httpMethod: "GET", path: "/v1/config/{key}", kind: "json" },
   { operationId: "ListConfigItems", resource: "config", method: "list", httpMethod: "GET", path: "/v1/config", kind: "json" },
@@ -3460,6 +3638,7 @@ export const OPERATIONS: ReadonlyArray<{
   { operationId: "CreateScimToken", resource: "scimTokens", method: "create", httpMethod: "POST", path: "/v1/auth/scim/tokens", kind: "json" },
   { operationId: "ListScimTokens", resource: "scimTokens", method: "list", httpMethod: "GET", path: "/v1/auth/scim/tokens", kind: "json" },
   { operationId: "RevokeScimToken", resource: "scimTokens", method: "revoke", httpMethod: "POST", path: "/v1/auth/scim/tokens/{id}/revoke", kind: "json" },
+  { operationId: "GetUsage", resource: "usage", method: "get", httpMethod: "GET", path: "/v1/usage", kind: "json" },
   { operationId: "CreateWebhookEndpoint", resource: "webhooks", method: "create", httpMethod: "POST", path: "/v1/webhooks", kind: "json" },
   { operationId: "DeleteWebhookEndpoint", resource: "webhooks", method: "delete", httpMethod: "DELETE", path: "/v1/webhooks/{id}", kind: "json" },
   { operationId: "GetWebhookEndpoint", resource: "webhooks", method: "get", httpMethod: "GET", path: "/v1/webhooks/{id}", kind: "json" },

@@ -167,3 +167,35 @@ test("raw operations answer the Response", async () => {
   assert.ok(metrics instanceof Response && metrics.status === 200);
   assert.match(await metrics.text(), /# HELP/);
 });
+
+describe("chat controls, the message preview and usage over time", () => {
+  test("regenerate keeps alternatives, select, edit and delete; preview spends nothing; usage by persona", async () => {
+    const { sdk } = client();
+    const persona = await sdk.personas.create({ intent: "A quiet lamplighter who counts the stars" });
+    const session = await sdk.chat.createSession({ personaId: persona.id });
+    const preview = await sdk.chat.previewMessage(session.sessionId, { content: "Which star is brightest?", maxTokens: 3 });
+    assert.equal(preview.outputTokens, 3);
+    assert.ok(preview.costUsdMicros > 0 && preview.quota.some((q) => q.name === "chat.messages" && q.units === 1));
+    assert.equal((await sdk.chat.getSession(session.sessionId)).messageCount, 0);
+
+    const sent = await sdk.chat.sendMessage(session.sessionId, { content: "Which star is brightest?", temperature: 1 });
+    const again = await sdk.chat.regenerateMessage(session.sessionId, sent.reply.id, { temperature: 0.2 });
+    assert.deepEqual([again.reply.swipeIndex, again.reply.swipeCount], [1, 2]);
+    assert.equal((await sdk.chat.chooseMessage(session.sessionId, again.reply.id, { swipeIndex: 0 })).id, sent.reply.id);
+    const edited = await sdk.chat.updateMessage(session.sessionId, sent.userMessage.id, { content: "And the faintest?" });
+    assert.ok(edited.message.edited);
+    assert.equal(edited.removedCount, 1);
+    const deleted = await sdk.chat.deleteMessage(session.sessionId, sent.userMessage.id);
+    assert.equal(deleted.session.messageCount, 0);
+
+    const bounded = await failure((s) => s.chat.sendMessage(session.sessionId, { content: "Hi", maxTokens: 0 }));
+    assert.ok(bounded.error instanceof ValidationFailedError, String(bounded.error));
+    assert.equal(bounded.error.details.validationErrors[0].path, "maxTokens");
+
+    const usage = await sdk.usage.get({ groupBy: "persona" });
+    const bucket = usage.buckets.find((b) => b.key === persona.id);
+    assert.equal(bucket.generations, 2);
+    assert.ok(usage.totals.costUsdMicros >= bucket.costUsdMicros);
+    assert.equal((await sdk.usage.get()).buckets.length, 30);
+  });
+});

@@ -1,8 +1,8 @@
-"""Chat sessions and the OpenAI-compatible surface (models, chat completions)."""
+"""Chat sessions, the OpenAI-compatible surface (models, chat completions) and usage over time."""
 
 import pathlib
 
-from persona.v1 import chat_pb2_grpc, openai_pb2_grpc, options_pb2
+from persona.v1 import chat_pb2_grpc, openai_pb2_grpc, options_pb2, usage_pb2_grpc
 
 from persona_service.chat.openai_errors import openai_error_body
 from persona_service.chat.openai_servicer import OpenAIServicer
@@ -10,6 +10,7 @@ from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ACTION_KEY, THRESHOLD_KEY
 from persona_service.chat.servicer import ChatServicer
 from persona_service.chat.settings import ChatSettings
+from persona_service.chat.usage_servicer import UsageServicer
 from persona_service.kernel.config_keys import ConfigKey
 from persona_service.kernel.limits.plans import EndpointCap
 from persona_service.kernel.module import Module, ServiceBinding
@@ -22,6 +23,7 @@ MODULE = Module(
     services=(
         ServiceBinding("persona.v1.ChatService", ChatServicer, chat_pb2_grpc.add_ChatServiceServicer_to_server),
         ServiceBinding("persona.v1.OpenAIService", OpenAIServicer, openai_pb2_grpc.add_OpenAIServiceServicer_to_server),
+        ServiceBinding("persona.v1.UsageService", UsageServicer, usage_pb2_grpc.add_UsageServiceServicer_to_server),
     ),
     id_prefixes={"chat_session": "chs", "chat_message": "msg"},
     config_keys=(

@@ -23,6 +23,7 @@ class SessionRecord:
     last_active_at: datetime
     ended_at: datetime | None
     persona_version: int | None  # pinned version; None: the persona's current one
+    removed_messages: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,14 @@ class MessageRecord:
     drift_score: float
     recovered: bool
     created_at: datetime
+    swipe: int = 0
+    selected: bool = True
+    edited: bool = False
+    deleted_at: datetime | None = None
+    credential_id: str = ""
+    # How many alternatives its turn keeps, and its position among them (read with the message; not columns).
+    swipe_count: int = 1
+    swipe_index: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,3 +59,14 @@ class Exchange:
     session: SessionRecord
     user_message: MessageRecord
     reply: MessageRecord
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """Usage of one bucket (a UTC day `YYYY-MM-DD`, a persona id or a key; "" for the totals)."""
+
+    key: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd_micros: int
+    generations: int

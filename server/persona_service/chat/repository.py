@@ -3,7 +3,21 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, text, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+    text,
+    tuple_,
+    update,
+)
+from sqlalchemy.sql import Select
 
 from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.tables import ChatMessage, ChatSession
@@ -19,6 +33,19 @@ _get = Prepared(
     SessionRecord,
 )
 _messages = table_of(ChatMessage)
+# What a conversation is made of: each turn's chosen alternative, removed messages left out.
+_visible = and_(_messages.c.selected, _messages.c.deleted_at.is_(None))
+_alternatives = _messages.alias("alternatives")
+_same_turn = (_alternatives.c.session_id == _messages.c.session_id, _alternatives.c.ordinal == _messages.c.ordinal,
+              _alternatives.c.deleted_at.is_(None))
+# How many alternatives a message's turn keeps, and its position among them (ChatMessage.swipeCount, swipeIndex).
+_swipe_count = select(func.count()).where(*_same_turn).scalar_subquery().label("swipe_count")
+_swipe_index = select(func.count()).where(*_same_turn, _alternatives.c.swipe < _messages.c.swipe) \
+    .scalar_subquery().label("swipe_index")
+
+
+def _with_swipes(*where: ColumnElement[bool]) -> Select:
+    return select(_messages, _swipe_count, _swipe_index).where(*where)
 
 
 class ChatSessionRepository:
@@ -52,6 +79,18 @@ class ChatSessionRepository:
             update(_sessions)
             .where(_sessions.c.id == session_id, _sessions.c.status.in_(from_statuses))
             .values(**values)
+            .returning(_sessions)
+        )
+        return record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first())
+
+    def uncount(self, session_id: str, removed: int) -> SessionRecord | None:
+        """Take `removed` messages off an active session's count (atomic; their ordinals stay claimed).
+        None when the session is no longer active."""
+        stmt = (
+            update(_sessions)
+            .where(_sessions.c.id == session_id, _sessions.c.status == "active")
+            .values(message_count=_sessions.c.message_count - removed,
+                    removed_messages=_sessions.c.removed_messages + removed)
             .returning(_sessions)
         )
         return record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first())
@@ -92,18 +131,87 @@ class ChatSessionRepository:
 
     def add_messages(self, *rows: dict[str, Any]) -> list[MessageRecord]:
         """Messages in one statement (an exchange's two: one round trip, not two), in the order given."""
-        stmt = insert(_messages).returning(_messages, sort_by_parameter_order=True)
+        stmt = insert(_messages).returning(_messages, literal(1).label("swipe_count"), literal(0).label("swipe_index"),
+                                             sort_by_parameter_order=True)
         return records(MessageRecord, self.conn.execute(stmt, list(rows)).mappings())
 
-    def history(self, session_id: str, limit: int) -> list[MessageRecord]:
-        """The last `limit` messages, oldest first."""
-        stmt = select(_messages).where(_messages.c.session_id == session_id)
+    def add_alternative(self, session_id: str, ordinal: int, message_id: str, **values: Any) -> MessageRecord:
+        """A new alternative of a turn (swipe = the next index), chosen: the others are unchosen."""
+        turn = (_messages.c.session_id == session_id, _messages.c.ordinal == ordinal)
+        self.conn.execute(update(_messages).where(*turn).values(selected=False))
+        count = select(func.count()).where(*turn).scalar_subquery()
+        self.conn.execute(insert(_messages).values(id=message_id, session_id=session_id, ordinal=ordinal, swipe=count,
+                                                   selected=True, **values))
+        added = self.message(session_id, message_id)
+        assert added is not None
+        return added
+
+    def history(self, session_id: str, limit: int, before_ordinal: int | None = None) -> list[MessageRecord]:
+        """The last `limit` messages of the conversation (before `before_ordinal`), oldest first, for their
+        text: their alternatives are not counted (the hot path of every send), each reads as its turn's only."""
+        stmt = select(_messages, literal(1).label("swipe_count"), literal(0).label("swipe_index")) \
+            .where(_messages.c.session_id == session_id, _visible)
+        if before_ordinal is not None:
+            stmt = stmt.where(_messages.c.ordinal < before_ordinal)
         rows = records(MessageRecord, self.conn.execute(stmt.order_by(_messages.c.ordinal.desc()).limit(limit)).mappings())
         return list(reversed(rows))
 
     def messages_page(self, session_id: str, limit: int, after_ordinal: int) -> list[MessageRecord]:
-        stmt = select(_messages).where(_messages.c.session_id == session_id, _messages.c.ordinal > after_ordinal)
+        stmt = _with_swipes(_messages.c.session_id == session_id, _visible, _messages.c.ordinal > after_ordinal)
         return records(MessageRecord, self.conn.execute(stmt.order_by(_messages.c.ordinal).limit(limit)).mappings())
+
+    def message(self, session_id: str, message_id: str) -> MessageRecord | None:
+        """A message of the session that is not removed (any alternative of its turn)."""
+        stmt = _with_swipes(_messages.c.session_id == session_id, _messages.c.id == message_id,
+                                 _messages.c.deleted_at.is_(None))
+        return record_or_none(MessageRecord, self.conn.execute(stmt).mappings().first())
+
+    def last_ordinal(self, session_id: str) -> int | None:
+        """The ordinal of the conversation's last message; None when it has none."""
+        stmt = select(func.max(_messages.c.ordinal)).where(_messages.c.session_id == session_id, _visible)
+        return self.conn.execute(stmt).scalar()
+
+    def select_alternative(self, session_id: str, ordinal: int, position: int) -> MessageRecord | None:
+        """Choose the turn's alternative at `position` (swipeIndex); None when it has no such alternative."""
+        turn = (_messages.c.session_id == session_id, _messages.c.ordinal == ordinal, _messages.c.deleted_at.is_(None))
+        chosen = self.conn.execute(
+            select(_messages.c.id).where(*turn).order_by(_messages.c.swipe).offset(position).limit(1)).scalar()
+        if chosen is None:
+            return None
+        self.conn.execute(update(_messages).where(*turn).values(selected=_messages.c.id == chosen))
+        return self.message(session_id, chosen)
+
+    def edit(self, message_id: str, content: str, now: datetime) -> None:
+        """Replace a message's text, chosen; its turn's other alternatives are removed."""
+        self.conn.execute(update(_messages).where(_messages.c.id == message_id)
+                          .values(content=content, edited=True, selected=True))
+        edited = select(_messages.c.session_id, _messages.c.ordinal).where(_messages.c.id == message_id).subquery()
+        self.conn.execute(
+            update(_messages)
+            .where(_messages.c.session_id == edited.c.session_id, _messages.c.ordinal == edited.c.ordinal,
+                   _messages.c.id != message_id, _messages.c.deleted_at.is_(None))
+            .values(deleted_at=now, content="")
+        )
+
+    def remove_from(self, session_id: str, ordinal: int, now: datetime) -> int:
+        """Remove the messages from `ordinal` on (every alternative; text erased, usage kept); the
+        number of conversation messages removed (a turn's alternatives count once)."""
+        stmt = (
+            update(_messages)
+            .where(_messages.c.session_id == session_id, _messages.c.ordinal >= ordinal,
+                   _messages.c.deleted_at.is_(None))
+            .values(deleted_at=now, content="")
+            .returning(_messages.c.selected)
+        )
+        return sum(1 for selected in self.conn.execute(stmt).scalars() if selected)
+
+    def reply_stats(self, session_id: str) -> tuple[str, int] | None:
+        """(model of the last reply, mean output tokens of the replies) of a session; None without replies."""
+        replies = (_messages.c.session_id == session_id, _messages.c.role == "assistant")
+        last = select(_messages.c.model).where(*replies).order_by(_messages.c.ordinal.desc(), _messages.c.swipe.desc())
+        mean = select(func.avg(_messages.c.output_tokens)).where(*replies)
+        model = self.conn.execute(last.limit(1)).scalar()
+        return None if model is None else (model, round(self.conn.execute(mean).scalar() or 0))
 
     def personal_data(self, org_id: str, user_id: str) -> dict[str, Batches]:
         """The chat sessions whose `userId` is the user, and their messages

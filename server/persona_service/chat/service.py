@@ -310,6 +310,31 @@ def _merge_tool_calls(deltas: list[Delta]) -> tuple[ToolCall, ...]:
 # --- sessions --------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """A message's own sampling settings (None: the model's default)."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+    def options(self) -> GenerationOptions:
+        return GenerationOptions(task="reply", temperature=self.temperature, max_tokens=self.max_tokens)
+
+
+@dataclass(frozen=True)
+class Speaking:
+    """An active session and the persona that replies in it."""
+
+    session: SessionRecord
+    persona: PersonaRecord
+    voice: VoiceRecord
+
+
+def billed_to(principal: Principal) -> str:
+    """What usage is grouped by as its key: the API key id, or `session` for a signed-in user."""
+    return principal.credential_id if principal.kind == "api_key" else "session"
+
+
 def _ordinal(position: list) -> int:
     """A message cursor's position: the ordinal of the page's last message."""
     if not isinstance(position[0], int):
@@ -359,7 +384,7 @@ class ChatSessionService:
         row = self.get(principal, session_id)
         ended = self.repo.transition(row.id, ("active",), status="ended", ended_at=self.clock())
         if ended is None:
-            raise self._conflict(self.get(principal, session_id), "Only an active session can be ended.")
+            raise self.conflict(self.get(principal, session_id), "Only an active session can be ended.")
         return ended
 
     def archive(self, principal: Principal, session_id: str) -> SessionRecord:
@@ -369,7 +394,7 @@ class ChatSessionService:
             values["ended_at"] = self.clock()
         archived = self.repo.transition(row.id, ("active", "ended"), **values)
         if archived is None:
-            raise self._conflict(self.get(principal, session_id), "The session is already archived.")
+            raise self.conflict(self.get(principal, session_id), "The session is already archived.")
         return archived
 
     def messages(self, principal: Principal, session_id: str, limit: int,
@@ -382,52 +407,86 @@ class ChatSessionService:
             lambda message: [message.ordinal], _ordinal,
         )
 
-    def send(self, principal: Principal, session_id: str, content: str, *, stream: bool = False,
-             earlier: Sequence[str] = ()) -> Generator[Progress, None, Exchange]:
-        """A message and its reply; streamed, the reply continues `earlier` (PersonaReplies.respond)."""
+    def speaking(self, principal: Principal, session_id: str) -> Speaking:
+        """An active session whose persona can still reply, with that persona."""
         session = self.get(principal, session_id)
         if session.status != "active":
-            raise self._conflict(session, "Messages can only be sent to an active session.")
+            raise self.conflict(session, "Messages can only be sent to an active session.")
         persona = self.personas.active(principal.workspace_id, session.persona_id)
         voice = self.personas.voice(session.persona_id, session.persona_version) if persona is not None else None
         if persona is None or voice is None:
             raise StateConflict("The session's persona was deleted.", "personaId", {"personaId": session.persona_id})
-        history = [Message(m.role, m.content) for m in self.repo.history(session.id, HISTORY_MESSAGES)]
-        yield {"event": "message.started"}
+        return Speaking(session, persona, voice)
+
+    def conversation(self, session_id: str, before_ordinal: int | None = None) -> builtins.list[Message]:
+        """The history sent with a new message: the conversation's last HISTORY_MESSAGES messages."""
+        return [Message(m.role, m.content) for m in self.repo.history(session_id, HISTORY_MESSAGES, before_ordinal)]
+
+    def reply(self, principal: Principal, speaking: Speaking, conversation: builtins.list[Message],
+              sampling: Sampling, *, stream: bool = False, earlier: Sequence[str] = ()
+              ) -> Generator[Progress, None, Reply]:
+        """The persona's reply to `conversation` (PersonaReplies.respond), its deltas as progress."""
         replies = PersonaReplies(self.conn, self.provider, self.prices)
-        reply = yield from progress_of(
-            replies.respond(principal, persona, voice, [*history, Message("user", content)],
-                            GenerationOptions(task="reply"), Subject("chat_session", session.id), stream=stream,
-                            earlier=earlier),
+        return (yield from progress_of(
+            replies.respond(principal, speaking.persona, speaking.voice, conversation, sampling.options(),
+                            Subject("chat_session", speaking.session.id), stream=stream, earlier=earlier),
             lambda delta: {"event": "message.delta", "text": delta.text} if delta.text else None,
-        )
-        return self.record_exchange(principal, session.id, Message("user", content), reply)
+        ))
+
+    def send(self, principal: Principal, session_id: str, content: str, sampling: Sampling | None = None, *,
+             stream: bool = False, earlier: Sequence[str] = ()) -> Generator[Progress, None, Exchange]:
+        """A message and its reply; streamed, the reply continues `earlier` (PersonaReplies.respond)."""
+        speaking = self.speaking(principal, session_id)
+        history = self.conversation(speaking.session.id)
+        yield {"event": "message.started"}
+        reply = yield from self.reply(principal, speaking, [*history, Message("user", content)],
+                                      sampling or Sampling(), stream=stream, earlier=earlier)
+        return self.record_exchange(principal, speaking.session.id, Message("user", content), reply)
 
     def record_exchange(self, principal: Principal, session_id: str, request: Message, reply: Reply) -> Exchange:
         """Account an exchange (atomically) and store its two messages."""
         now = self.clock()
-        session = self.repo.account(
-            session_id, messages=2, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
-            cost_usd_micros=reply.cost_usd_micros, now=now,
-        )
-        if session is None:
-            raise self._conflict(self.get(principal, session_id), "The session ended while the reply was produced.")
-        ordinal = session.message_count - 1
-        common = {"session_id": session_id, "org_id": principal.org_id, "workspace_id": principal.workspace_id}
-        content = reply.text
-        if not content and reply.tool_calls:
-            content = json.dumps([{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls])
+        session = self.account(principal, session_id, reply, messages=2, now=now)
+        ordinal = session.message_count + session.removed_messages - 1
         user, answer = self.repo.add_messages(
-            dict(id=ids.new_id("chat_message"), ordinal=ordinal, role=request.role, content=request.content, model="",
-                 input_tokens=0, output_tokens=0, cost_usd_micros=0, drift_score=0.0, recovered=False, created_at=now,
-                 **common),
-            dict(id=ids.new_id("chat_message"), ordinal=ordinal + 1, role="assistant", content=content,
-                 model=reply.model, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
-                 cost_usd_micros=reply.cost_usd_micros, drift_score=reply.drift_score, recovered=reply.recovered,
-                 created_at=now, **common),
+            self.message_row(principal, session_id, ordinal, now, request.role, request.content),
+            self.reply_row(principal, session_id, ordinal + 1, now, reply),
         )
         return Exchange(session, user, answer)
 
+    def account(self, principal: Principal, session_id: str, reply: Reply, messages: int,
+                now: datetime) -> SessionRecord:
+        """Add a reply's usage (and `messages` new messages) to the session's counters, atomically."""
+        session = self.repo.account(
+            session_id, messages=messages, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
+            cost_usd_micros=reply.cost_usd_micros, now=now,
+        )
+        if session is None:
+            raise self.conflict(self.get(principal, session_id), "The session ended while the reply was produced.")
+        return session
+
     @staticmethod
-    def _conflict(row: SessionRecord, message: str) -> StateConflict:
+    def message_row(principal: Principal, session_id: str, ordinal: int, now: datetime, role: str, content: str,
+                    **usage: Any) -> dict[str, Any]:
+        """The columns of a new message (a user message unless `usage` says otherwise)."""
+        return dict(id=ids.new_id("chat_message"), session_id=session_id, org_id=principal.org_id,
+                    workspace_id=principal.workspace_id, ordinal=ordinal, role=role, content=content,
+                    credential_id=billed_to(principal), created_at=now,
+                    **({"model": "", "input_tokens": 0, "output_tokens": 0, "cost_usd_micros": 0,
+                        "drift_score": 0.0, "recovered": False} | usage))
+
+    @classmethod
+    def reply_row(cls, principal: Principal, session_id: str, ordinal: int, now: datetime,
+                  reply: Reply) -> dict[str, Any]:
+        content = reply.text
+        if not content and reply.tool_calls:
+            content = json.dumps([{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls])
+        return cls.message_row(
+            principal, session_id, ordinal, now, "assistant", content, model=reply.model, input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens, cost_usd_micros=reply.cost_usd_micros, drift_score=reply.drift_score,
+            recovered=reply.recovered,
+        )
+
+    @staticmethod
+    def conflict(row: SessionRecord, message: str) -> StateConflict:
         return StateConflict(message, "status", {"status": row.status})

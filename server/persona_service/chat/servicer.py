@@ -3,9 +3,10 @@ from collections.abc import Generator
 import grpc
 from persona.v1 import chat_pb2, chat_pb2_grpc
 
+from persona_service.chat.controls import Change, ChatControls
 from persona_service.chat.pricing import PriceTable
 from persona_service.chat.records import MessageRecord, SessionRecord
-from persona_service.chat.service import ChatSessionService
+from persona_service.chat.service import ChatSessionService, Sampling
 from persona_service.kernel import runs
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
@@ -31,7 +32,23 @@ def chat_message(row: MessageRecord) -> chat_pb2.ChatMessage:
         model=row.model, drift_score=row.drift_score, recovered=row.recovered,
         usage=chat_pb2.ChatUsage(input_tokens=row.input_tokens, output_tokens=row.output_tokens,
                                  cost_usd_micros=row.cost_usd_micros),
-        created_at=timestamp(row.created_at),
+        created_at=timestamp(row.created_at), swipe_index=row.swipe_index, swipe_count=row.swipe_count,
+        edited=row.edited,
+    )
+
+
+def sampling(request: chat_pb2.SendChatMessageRequest | chat_pb2.RegenerateChatMessageRequest
+             | chat_pb2.PreviewChatMessageRequest) -> Sampling:
+    return Sampling(
+        temperature=request.temperature if request.HasField("temperature") else None,
+        max_tokens=request.max_tokens if request.HasField("max_tokens") else None,
+    )
+
+
+def message_change(change: Change) -> chat_pb2.ChatMessageChange:
+    return chat_pb2.ChatMessageChange(
+        message=chat_message(change.message) if change.message is not None else None,
+        session=chat_session(change.session), removed_count=change.removed,
     )
 
 
@@ -85,7 +102,8 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
     def SendChatMessage(self, request: chat_pb2.SendChatMessageRequest,
                         context: grpc.ServicerContext) -> chat_pb2.SendChatMessageResponse:
         ctx = current()
-        result = drain(self._service(ctx, provider=True).send(ctx.caller, request.id, request.content))
+        result = drain(self._service(ctx, provider=True).send(ctx.caller, request.id, request.content,
+                                                              sampling(request)))
         return chat_pb2.SendChatMessageResponse(
             user_message=chat_message(result.user_message), reply=chat_message(result.reply),
             session=chat_session(result.session),
@@ -94,8 +112,8 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
     def StreamChatMessage(self, request: chat_pb2.SendChatMessageRequest, context: grpc.ServicerContext
                           ) -> Generator[chat_pb2.ChatMessageEvent, None, chat_pb2.ChatMessageEvent]:
         ctx = current()
-        operation = self._service(ctx, provider=True).send(ctx.caller, request.id, request.content, stream=True,
-                                                           earlier=_released(runs.earlier_frames()))
+        operation = self._service(ctx, provider=True).send(ctx.caller, request.id, request.content, sampling(request),
+                                                           stream=True, earlier=_released(runs.earlier_frames()))
         started = False
         try:
             while True:
@@ -125,3 +143,45 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         ctx = current()
         rows, cursor = self._service(ctx).messages(ctx.caller, request.id, page_limit(request), request.cursor)
         return chat_pb2.ListChatMessagesResponse(items=[chat_message(r) for r in rows], next_cursor=cursor)
+
+    def RegenerateChatMessage(self, request: chat_pb2.RegenerateChatMessageRequest,
+                              context: grpc.ServicerContext) -> chat_pb2.SendChatMessageResponse:
+        ctx = current()
+        done = ChatControls(self._service(ctx, provider=True)).regenerate(
+            ctx.caller, request.session_id, request.id, sampling(request))
+        return chat_pb2.SendChatMessageResponse(
+            user_message=chat_message(done.replied_to) if done.replied_to is not None else None,
+            reply=chat_message(done.reply), session=chat_session(done.session),
+        )
+
+    def ChooseChatMessage(self, request: chat_pb2.ChooseChatMessageRequest,
+                          context: grpc.ServicerContext) -> chat_pb2.ChatMessage:
+        ctx = current()
+        return chat_message(ChatControls(self._service(ctx)).choose(
+            ctx.caller, request.session_id, request.id, request.swipe_index))
+
+    def UpdateChatMessage(self, request: chat_pb2.UpdateChatMessageRequest,
+                          context: grpc.ServicerContext) -> chat_pb2.ChatMessageChange:
+        ctx = current()
+        return message_change(ChatControls(self._service(ctx)).edit(
+            ctx.caller, request.session_id, request.id, request.content))
+
+    def DeleteChatMessage(self, request: chat_pb2.DeleteChatMessageRequest,
+                          context: grpc.ServicerContext) -> chat_pb2.ChatMessageChange:
+        ctx = current()
+        return message_change(ChatControls(self._service(ctx)).delete(ctx.caller, request.session_id, request.id))
+
+    def PreviewChatMessage(self, request: chat_pb2.PreviewChatMessageRequest,
+                           context: grpc.ServicerContext) -> chat_pb2.ChatMessagePreview:
+        ctx = current()
+        sessions = self._service(ctx, provider=True)
+        preview = ChatControls(sessions).preview(
+            ctx.caller, request.id, request.content, sampling(request), str(getattr(sessions.provider, "model", "")),
+            self.deps.limits(ctx.caller, lambda: ctx.conn),
+        )
+        return chat_pb2.ChatMessagePreview(
+            model=preview.model, input_tokens=preview.input_tokens, output_tokens=preview.output_tokens,
+            cost_usd_micros=preview.cost_usd_micros,
+            quota=[chat_pb2.ChatQuotaUse(name=q.name, units=q.units, limit=q.limit, window_seconds=q.window_seconds)
+                   for q in preview.quota],
+        )

@@ -14,8 +14,8 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
-    UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -40,6 +40,8 @@ class ChatSession(Base):
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # The persona version the session is pinned to; NULL: the current one (migration 0022).
     persona_version: Mapped[int | None] = mapped_column(Integer)
+    # Messages removed (edits, deletes): a new message's ordinal is message_count + removed_messages.
+    removed_messages: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
 
     __table_args__ = (
         Index("ix_chat_sessions_workspace_started", "workspace_id", "started_at", "id"),
@@ -71,5 +73,17 @@ class ChatMessage(Base):
     drift_score: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     recovered: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     created_at: Mapped[datetime] = created_at_column()
+    # A turn's alternatives (regenerated replies) share its ordinal; `selected` is the one it continues from.
+    swipe: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    selected: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("true"))
+    edited: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("false"))
+    # Removed (an edit's truncation, a delete): its text erased, its usage kept for usage over time.
+    deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The API key the reply was billed to ("session" for a dashboard session, "" before migration 0023).
+    credential_id: Mapped[str] = mapped_column(String(80), nullable=False, server_default="")
 
-    __table_args__ = (UniqueConstraint("session_id", "ordinal", name="uq_chat_messages_session_ordinal"),)
+    __table_args__ = (
+        Index("uq_chat_messages_session_ordinal_swipe", "session_id", "ordinal", "swipe", unique=True),
+        Index("ix_chat_messages_workspace_replies", "workspace_id", "created_at",
+              postgresql_where=text("role = 'assistant'")),
+    )

@@ -108,7 +108,8 @@ class App:
         # What servicers see of the process; neither the App, its pools nor its settings.
         self.servicer_deps = ServicerDeps(
             cursors=self.cursors, secret_box=self.secret_box, resources=self.resources, modules=modules,
-            provider_for=self.provider_for, quota=self.limits.quota, invalidate=self.invalidate, tasks=self.tasks,
+            provider_for=self.provider_for, quota=self.limits.quota, limits=self.limits.limits, invalidate=self.invalidate,
+            tasks=self.tasks,
             generations_used=lambda principal, conn: self.limiter.generations_used(
                 principal.org_id, self.limits.quota_period(principal.org_id, conn)),
             connect=self.engine.connect, ping_redis=self.redis.ping, draining=self.draining.is_set,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from persona_service.kernel.audit import AuditEntry
     from persona_service.kernel.cursors import CursorCodec
     from persona_service.kernel.hints import Hints
-    from persona_service.kernel.limits.plans import Quota
+    from persona_service.kernel.limits.plans import Limits, Quota
     from persona_service.kernel.module import Modules
     from persona_service.kernel.principal import Principal
     from persona_service.kernel.secretbox import SecretBox
@@ -120,6 +120,7 @@ class ServicerDeps:
     quota: Callable[[Principal, str, Callable[[], Any]], Quota]  # (caller, Limits field, its connection)
     # Generations the caller's organization used of its monthly quota in the current period (caller, connection).
     generations_used: Callable[[Principal, Callable[[], Any]], int]
+    limits: Callable[[Principal, Callable[[], Any]], Limits]  # the caller's organization's limits (its connection)
     invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.app), e.g. after a commit
     tasks: TaskSignals
     connect: Callable[[], AbstractContextManager[Connection]]  # reads outside the call's unit of work

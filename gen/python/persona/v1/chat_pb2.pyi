@@ -332,23 +332,334 @@ class SendChatMessageRequest(_message.Message):
 
     ID_FIELD_NUMBER: _builtins.int
     CONTENT_FIELD_NUMBER: _builtins.int
+    TEMPERATURE_FIELD_NUMBER: _builtins.int
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Session id."""
     content: _builtins.str
     """The user's message (1 to 32000 characters)."""
+    temperature: _builtins.float
+    """Sampling temperature of the reply, 0 to 2 (else 422
+    `validation_failed` naming `temperature`); omitted: the model's default.
+    """
+    max_tokens: _builtins.int
+    """Most tokens the reply may have, 1 to 8192 (else 422 `validation_failed`
+    naming `maxTokens`); a reply cut there ends early. Omitted: the model's
+    limit.
+    """
     def __init__(
         self,
         *,
         id: _builtins.str = ...,
         content: _builtins.str = ...,
+        temperature: _builtins.float | None = ...,
+        max_tokens: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "max_tokens", b"max_tokens", "temperature", b"temperature"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "content", b"content", "id", b"id", "max_tokens", b"max_tokens", "temperature", b"temperature"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max_tokens: _TypeAlias = _typing.Literal["max_tokens"]  # noqa: Y015
+    _WhichOneofArgType__max_tokens: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__temperature: _TypeAlias = _typing.Literal["temperature"]  # noqa: Y015
+    _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tokens) -> _WhichOneofReturnType__max_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__temperature) -> _WhichOneofReturnType__temperature | None: ...
+
+Global___SendChatMessageRequest: _TypeAlias = SendChatMessageRequest  # noqa: Y015
+
+@_typing.final
+class RegenerateChatMessageRequest(_message.Message):
+    """Request of RegenerateChatMessage."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    TEMPERATURE_FIELD_NUMBER: _builtins.int
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """Session id."""
+    id: _builtins.str
+    """The session's last message (`msg_<cuid2>`): a reply, or a user message
+    without one.
+    """
+    temperature: _builtins.float
+    """Sampling temperature, 0 to 2; omitted: the model's default."""
+    max_tokens: _builtins.int
+    """Most tokens the reply may have, 1 to 8192; omitted: the model's limit."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+        temperature: _builtins.float | None = ...,
+        max_tokens: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "max_tokens", b"max_tokens", "temperature", b"temperature"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "id", b"id", "max_tokens", b"max_tokens", "session_id", b"session_id", "temperature", b"temperature"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max_tokens: _TypeAlias = _typing.Literal["max_tokens"]  # noqa: Y015
+    _WhichOneofArgType__max_tokens: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__temperature: _TypeAlias = _typing.Literal["temperature"]  # noqa: Y015
+    _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tokens) -> _WhichOneofReturnType__max_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__temperature) -> _WhichOneofReturnType__temperature | None: ...
+
+Global___RegenerateChatMessageRequest: _TypeAlias = RegenerateChatMessageRequest  # noqa: Y015
+
+@_typing.final
+class ChooseChatMessageRequest(_message.Message):
+    """Request of ChooseChatMessage."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    SWIPE_INDEX_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """Session id."""
+    id: _builtins.str
+    """Any alternative of the session's last reply."""
+    swipe_index: _builtins.int
+    """The alternative to choose, from 0 to `swipeCount` - 1."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+        swipe_index: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_swipe_index", b"_swipe_index", "swipe_index", b"swipe_index"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_swipe_index", b"_swipe_index", "id", b"id", "session_id", b"session_id", "swipe_index", b"swipe_index"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__swipe_index: _TypeAlias = _typing.Literal["swipe_index"]  # noqa: Y015
+    _WhichOneofArgType__swipe_index: _TypeAlias = _typing.Literal["_swipe_index", b"_swipe_index"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__swipe_index) -> _WhichOneofReturnType__swipe_index | None: ...
+
+Global___ChooseChatMessageRequest: _TypeAlias = ChooseChatMessageRequest  # noqa: Y015
+
+@_typing.final
+class UpdateChatMessageRequest(_message.Message):
+    """Request of UpdateChatMessage."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """Session id."""
+    id: _builtins.str
+    """The message to edit."""
+    content: _builtins.str
+    """The new text (1 to 32000 characters)."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+        content: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "id", b"id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "id", b"id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___SendChatMessageRequest: _TypeAlias = SendChatMessageRequest  # noqa: Y015
+Global___UpdateChatMessageRequest: _TypeAlias = UpdateChatMessageRequest  # noqa: Y015
+
+@_typing.final
+class DeleteChatMessageRequest(_message.Message):
+    """Request of DeleteChatMessage."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """Session id."""
+    id: _builtins.str
+    """The first message to delete (the later ones go with it)."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteChatMessageRequest: _TypeAlias = DeleteChatMessageRequest  # noqa: Y015
+
+@_typing.final
+class ChatMessageChange(_message.Message):
+    """Response of UpdateChatMessage and DeleteChatMessage."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    SESSION_FIELD_NUMBER: _builtins.int
+    REMOVED_COUNT_FIELD_NUMBER: _builtins.int
+    removed_count: _builtins.int
+    """Messages removed (alternatives of a reply count as one message)."""
+    @_builtins.property
+    def message(self) -> Global___ChatMessage:
+        """The edited message (UpdateChatMessage); absent for a delete."""
+
+    @_builtins.property
+    def session(self) -> Global___ChatSession:
+        """The session after the change (`messageCount` without the removed
+        messages).
+        """
+
+    def __init__(
+        self,
+        *,
+        message: Global___ChatMessage | None = ...,
+        session: Global___ChatSession | None = ...,
+        removed_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_message", b"_message", "message", b"message", "session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_message", b"_message", "message", b"message", "removed_count", b"removed_count", "session", b"session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__message: _TypeAlias = _typing.Literal["message"]  # noqa: Y015
+    _WhichOneofArgType__message: _TypeAlias = _typing.Literal["_message", b"_message"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__message) -> _WhichOneofReturnType__message | None: ...
+
+Global___ChatMessageChange: _TypeAlias = ChatMessageChange  # noqa: Y015
+
+@_typing.final
+class PreviewChatMessageRequest(_message.Message):
+    """Request of PreviewChatMessage."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    TEMPERATURE_FIELD_NUMBER: _builtins.int
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Session id."""
+    content: _builtins.str
+    """The message that would be sent (1 to 32000 characters)."""
+    temperature: _builtins.float
+    """As SendChatMessage's: 0 to 2."""
+    max_tokens: _builtins.int
+    """As SendChatMessage's: 1 to 8192; caps the estimated output tokens."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        content: _builtins.str = ...,
+        temperature: _builtins.float | None = ...,
+        max_tokens: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "max_tokens", b"max_tokens", "temperature", b"temperature"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "content", b"content", "id", b"id", "max_tokens", b"max_tokens", "temperature", b"temperature"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max_tokens: _TypeAlias = _typing.Literal["max_tokens"]  # noqa: Y015
+    _WhichOneofArgType__max_tokens: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__temperature: _TypeAlias = _typing.Literal["temperature"]  # noqa: Y015
+    _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tokens) -> _WhichOneofReturnType__max_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__temperature) -> _WhichOneofReturnType__temperature | None: ...
+
+Global___PreviewChatMessageRequest: _TypeAlias = PreviewChatMessageRequest  # noqa: Y015
+
+@_typing.final
+class ChatMessagePreview(_message.Message):
+    """What a message would use (PreviewChatMessage): estimates, nothing spent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    INPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    COST_USD_MICROS_FIELD_NUMBER: _builtins.int
+    QUOTA_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    """Model that would reply."""
+    input_tokens: _builtins.int
+    """Estimated input tokens: the voice profile, the history sent (the last
+    50 messages) and the message.
+    """
+    output_tokens: _builtins.int
+    """Estimated output tokens."""
+    cost_usd_micros: _builtins.float
+    """Estimated cost in millionths of a US dollar (a whole number), at the
+    model's price.
+    """
+    @_builtins.property
+    def quota(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChatQuotaUse]:
+        """The organization's limits the message would draw from, and how much."""
+
+    def __init__(
+        self,
+        *,
+        model: _builtins.str = ...,
+        input_tokens: _builtins.int = ...,
+        output_tokens: _builtins.int = ...,
+        cost_usd_micros: _builtins.float = ...,
+        quota: _abc.Iterable[Global___ChatQuotaUse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost_usd_micros", b"cost_usd_micros", "input_tokens", b"input_tokens", "model", b"model", "output_tokens", b"output_tokens", "quota", b"quota"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChatMessagePreview: _TypeAlias = ChatMessagePreview  # noqa: Y015
+
+@_typing.final
+class ChatQuotaUse(_message.Message):
+    """One limit a message would draw from."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    UNITS_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    WINDOW_SECONDS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`chat.messages` (the endpoint cap), `requests_per_minute`,
+    `requests_per_day` or `generations_per_month` (chat messages do not
+    count toward it: 0 units).
+    """
+    units: _builtins.int
+    """Units the message would use."""
+    limit: _builtins.int
+    """The organization's limit."""
+    window_seconds: _builtins.int
+    """The limit's window in seconds (0: the billing period)."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        units: _builtins.int = ...,
+        limit: _builtins.int = ...,
+        window_seconds: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "name", b"name", "units", b"units", "window_seconds", b"window_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChatQuotaUse: _TypeAlias = ChatQuotaUse  # noqa: Y015
 
 @_typing.final
 class ChatUsage(_message.Message):
@@ -396,6 +707,9 @@ class ChatMessage(_message.Message):
     RECOVERED_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    SWIPE_INDEX_FIELD_NUMBER: _builtins.int
+    SWIPE_COUNT_FIELD_NUMBER: _builtins.int
+    EDITED_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Message id (`msg_<cuid2>`)."""
     session_id: _builtins.str
@@ -412,6 +726,12 @@ class ChatMessage(_message.Message):
     """Drift score of a reply in [0, 1] (0 = the persona's voice)."""
     recovered: _builtins.bool
     """The reply was regenerated by drift auto-recovery."""
+    swipe_index: _builtins.int
+    """Which alternative of its turn this reply is, from 0 (user messages: 0)."""
+    swipe_count: _builtins.int
+    """How many alternatives its turn keeps (1 unless regenerated)."""
+    edited: _builtins.bool
+    """The text was edited (UpdateChatMessage)."""
     @_builtins.property
     def usage(self) -> Global___ChatUsage:
         """Usage billed for a reply (zero for user messages)."""
@@ -433,10 +753,13 @@ class ChatMessage(_message.Message):
         recovered: _builtins.bool = ...,
         usage: Global___ChatUsage | None = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        swipe_index: _builtins.int = ...,
+        swipe_count: _builtins.int = ...,
+        edited: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "created_at", b"created_at", "drift_score", b"drift_score", "id", b"id", "model", b"model", "ordinal", b"ordinal", "recovered", b"recovered", "role", b"role", "session_id", b"session_id", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "created_at", b"created_at", "drift_score", b"drift_score", "edited", b"edited", "id", b"id", "model", b"model", "ordinal", b"ordinal", "recovered", b"recovered", "role", b"role", "session_id", b"session_id", "swipe_count", b"swipe_count", "swipe_index", b"swipe_index", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -444,7 +767,7 @@ Global___ChatMessage: _TypeAlias = ChatMessage  # noqa: Y015
 
 @_typing.final
 class SendChatMessageResponse(_message.Message):
-    """Response of SendChatMessage."""
+    """Response of SendChatMessage and RegenerateChatMessage."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -453,7 +776,9 @@ class SendChatMessageResponse(_message.Message):
     SESSION_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def user_message(self) -> Global___ChatMessage:
-        """The stored user message."""
+        """The stored user message (RegenerateChatMessage: the message the reply
+        answers).
+        """
 
     @_builtins.property
     def reply(self) -> Global___ChatMessage:

@@ -47,7 +47,17 @@ class ChatServiceStub:
     = `block`, answers 409 `drift_blocked`; with `auto_recover` the reply is
     regenerated in the persona's voice and delivered (if that reply drifts too,
     409 `drift_blocked`). Refused replies are neither stored nor billed. No
-    per-message events are emitted.
+    per-message events are emitted (sending, regenerating, choosing, editing
+    and deleting messages are in the audit log).
+
+    Chat controls: the last reply can be regenerated, keeping every
+    alternative ("swipes", at most 10 per reply) and choosing which one the
+    conversation continues from; a message can be edited or deleted, and the
+    later messages then follow: they are removed (an edit truncates the
+    conversation after the edited message, a delete removes the message and
+    everything after it). A removed message is no longer listed nor sent to
+    the model; its usage stays billed (see UsageService). `temperature`
+    (0 to 2) and `maxTokens` (1 to 8192) may be set per message.
     """
 
     def __init__(self, channel):
@@ -91,6 +101,31 @@ class ChatServiceStub:
                 request_serializer=persona_dot_v1_dot_chat__pb2.SendChatMessageRequest.SerializeToString,
                 response_deserializer=persona_dot_v1_dot_chat__pb2.ChatMessageEvent.FromString,
                 _registered_method=True)
+        self.RegenerateChatMessage = channel.unary_unary(
+                '/persona.v1.ChatService/RegenerateChatMessage',
+                request_serializer=persona_dot_v1_dot_chat__pb2.RegenerateChatMessageRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_chat__pb2.SendChatMessageResponse.FromString,
+                _registered_method=True)
+        self.ChooseChatMessage = channel.unary_unary(
+                '/persona.v1.ChatService/ChooseChatMessage',
+                request_serializer=persona_dot_v1_dot_chat__pb2.ChooseChatMessageRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_chat__pb2.ChatMessage.FromString,
+                _registered_method=True)
+        self.UpdateChatMessage = channel.unary_unary(
+                '/persona.v1.ChatService/UpdateChatMessage',
+                request_serializer=persona_dot_v1_dot_chat__pb2.UpdateChatMessageRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_chat__pb2.ChatMessageChange.FromString,
+                _registered_method=True)
+        self.DeleteChatMessage = channel.unary_unary(
+                '/persona.v1.ChatService/DeleteChatMessage',
+                request_serializer=persona_dot_v1_dot_chat__pb2.DeleteChatMessageRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_chat__pb2.ChatMessageChange.FromString,
+                _registered_method=True)
+        self.PreviewChatMessage = channel.unary_unary(
+                '/persona.v1.ChatService/PreviewChatMessage',
+                request_serializer=persona_dot_v1_dot_chat__pb2.PreviewChatMessageRequest.SerializeToString,
+                response_deserializer=persona_dot_v1_dot_chat__pb2.ChatMessagePreview.FromString,
+                _registered_method=True)
         self.ListChatMessages = channel.unary_unary(
                 '/persona.v1.ChatService/ListChatMessages',
                 request_serializer=persona_dot_v1_dot_chat__pb2.ListChatMessagesRequest.SerializeToString,
@@ -120,7 +155,17 @@ class ChatServiceServicer:
     = `block`, answers 409 `drift_blocked`; with `auto_recover` the reply is
     regenerated in the persona's voice and delivered (if that reply drifts too,
     409 `drift_blocked`). Refused replies are neither stored nor billed. No
-    per-message events are emitted.
+    per-message events are emitted (sending, regenerating, choosing, editing
+    and deleting messages are in the audit log).
+
+    Chat controls: the last reply can be regenerated, keeping every
+    alternative ("swipes", at most 10 per reply) and choosing which one the
+    conversation continues from; a message can be edited or deleted, and the
+    later messages then follow: they are removed (an edit truncates the
+    conversation after the edited message, a delete removes the message and
+    everything after it). A removed message is no longer listed nor sent to
+    the model; its usage stays billed (see UsageService). `temperature`
+    (0 to 2) and `maxTokens` (1 to 8192) may be set per message.
     """
 
     def CreateChatSession(self, request, context):
@@ -209,8 +254,87 @@ class ChatServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RegenerateChatMessage(self, request, context):
+        """Produces a new reply for the session's last turn and chooses it,
+        keeping the earlier replies as alternatives (`swipeCount`,
+        `swipeIndex`). `id` names the last message of the session: a
+        reply (any of its alternatives), or a user message left without one (after
+        an edit, or once its reply was deleted). The reply is spoken, checked and billed
+        like SendChatMessage's (`temperature`, `maxTokens` likewise); the
+        session's tokens and cost grow, `messageCount` does not (one turn, more
+        alternatives). Errors: 404 `not_found` (unknown message), 409
+        `state_conflict` when the message is not the last one
+        (`details.conflictField` = "id"), when the reply already keeps 10
+        alternatives ("swipeCount"), or when the session is not active
+        ("status"). Draws from the `chat.messages` cap.
+
+        Auth: scope `chat:write`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ChooseChatMessage(self, request, context):
+        """Chooses which alternative of a reply the conversation continues from
+        (`swipeIndex`, from 0 to `swipeCount` - 1), and answers it. Only the
+        session's last reply may change its choice (409 `state_conflict`,
+        `details.conflictField` = "id", otherwise); an index out of range
+        answers 422 `validation_failed` naming `swipeIndex`. Choosing the chosen
+        one changes nothing. Nothing is billed.
+
+        Auth: scope `chat:write`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateChatMessage(self, request, context):
+        """Edits a message's text (a user message or a reply, then `edited`) and
+        removes every later message of the session: they answered the old
+        text (send a message, or regenerate after an edited user message, to
+        go on). The edited message's alternatives (a reply's) are removed but
+        the edited one. Nothing is generated or billed; the usage of removed
+        replies stays billed. 409 `state_conflict` when the session is not
+        active.
+
+        Auth: scope `chat:write`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteChatMessage(self, request, context):
+        """Deletes a message and every later message of the session (a reply
+        with all its alternatives). Removed messages are no longer listed nor
+        sent to the model, their text is erased, and their usage stays billed;
+        `messageCount` drops by the number removed. 409 `state_conflict` when the
+        session is not active.
+
+        Auth: scope `chat:write`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PreviewChatMessage(self, request, context):
+        """A dry run of SendChatMessage: the tokens, cost and quota the message
+        would use, spending nothing (no message is stored, nothing is billed,
+        no limit but the request itself is drawn from, no event). Input tokens
+        are counted on what would be sent (the persona's voice profile, the
+        history and the message); output tokens are estimated from the
+        session's earlier replies (their mean; 120 for a session without one),
+        never above `maxTokens`. Estimates: a real model's counts differ. The
+        same errors as SendChatMessage before any generation (404, 409, 422).
+
+        Auth: scope `chat:read`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListChatMessages(self, request, context):
-        """Lists a session's messages, oldest first.
+        """Lists a session's messages, oldest first: the chosen alternative of
+        each reply; removed messages are left out.
 
         Auth: scope `chat:read`.
         """
@@ -256,6 +380,31 @@ def add_ChatServiceServicer_to_server(servicer, server):
                     request_deserializer=persona_dot_v1_dot_chat__pb2.SendChatMessageRequest.FromString,
                     response_serializer=persona_dot_v1_dot_chat__pb2.ChatMessageEvent.SerializeToString,
             ),
+            'RegenerateChatMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegenerateChatMessage,
+                    request_deserializer=persona_dot_v1_dot_chat__pb2.RegenerateChatMessageRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_chat__pb2.SendChatMessageResponse.SerializeToString,
+            ),
+            'ChooseChatMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChooseChatMessage,
+                    request_deserializer=persona_dot_v1_dot_chat__pb2.ChooseChatMessageRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_chat__pb2.ChatMessage.SerializeToString,
+            ),
+            'UpdateChatMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateChatMessage,
+                    request_deserializer=persona_dot_v1_dot_chat__pb2.UpdateChatMessageRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_chat__pb2.ChatMessageChange.SerializeToString,
+            ),
+            'DeleteChatMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteChatMessage,
+                    request_deserializer=persona_dot_v1_dot_chat__pb2.DeleteChatMessageRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_chat__pb2.ChatMessageChange.SerializeToString,
+            ),
+            'PreviewChatMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.PreviewChatMessage,
+                    request_deserializer=persona_dot_v1_dot_chat__pb2.PreviewChatMessageRequest.FromString,
+                    response_serializer=persona_dot_v1_dot_chat__pb2.ChatMessagePreview.SerializeToString,
+            ),
             'ListChatMessages': grpc.unary_unary_rpc_method_handler(
                     servicer.ListChatMessages,
                     request_deserializer=persona_dot_v1_dot_chat__pb2.ListChatMessagesRequest.FromString,
@@ -291,7 +440,17 @@ class ChatService:
     = `block`, answers 409 `drift_blocked`; with `auto_recover` the reply is
     regenerated in the persona's voice and delivered (if that reply drifts too,
     409 `drift_blocked`). Refused replies are neither stored nor billed. No
-    per-message events are emitted.
+    per-message events are emitted (sending, regenerating, choosing, editing
+    and deleting messages are in the audit log).
+
+    Chat controls: the last reply can be regenerated, keeping every
+    alternative ("swipes", at most 10 per reply) and choosing which one the
+    conversation continues from; a message can be edited or deleted, and the
+    later messages then follow: they are removed (an edit truncates the
+    conversation after the edited message, a delete removes the message and
+    everything after it). A removed message is no longer listed nor sent to
+    the model; its usage stays billed (see UsageService). `temperature`
+    (0 to 2) and `maxTokens` (1 to 8192) may be set per message.
     """
 
     @staticmethod
@@ -473,6 +632,141 @@ class ChatService:
             '/persona.v1.ChatService/StreamChatMessage',
             persona_dot_v1_dot_chat__pb2.SendChatMessageRequest.SerializeToString,
             persona_dot_v1_dot_chat__pb2.ChatMessageEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegenerateChatMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.ChatService/RegenerateChatMessage',
+            persona_dot_v1_dot_chat__pb2.RegenerateChatMessageRequest.SerializeToString,
+            persona_dot_v1_dot_chat__pb2.SendChatMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChooseChatMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.ChatService/ChooseChatMessage',
+            persona_dot_v1_dot_chat__pb2.ChooseChatMessageRequest.SerializeToString,
+            persona_dot_v1_dot_chat__pb2.ChatMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateChatMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.ChatService/UpdateChatMessage',
+            persona_dot_v1_dot_chat__pb2.UpdateChatMessageRequest.SerializeToString,
+            persona_dot_v1_dot_chat__pb2.ChatMessageChange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteChatMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.ChatService/DeleteChatMessage',
+            persona_dot_v1_dot_chat__pb2.DeleteChatMessageRequest.SerializeToString,
+            persona_dot_v1_dot_chat__pb2.ChatMessageChange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PreviewChatMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/persona.v1.ChatService/PreviewChatMessage',
+            persona_dot_v1_dot_chat__pb2.PreviewChatMessageRequest.SerializeToString,
+            persona_dot_v1_dot_chat__pb2.ChatMessagePreview.FromString,
             options,
             channel_credentials,
             insecure,

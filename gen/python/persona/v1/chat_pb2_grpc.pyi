@@ -48,7 +48,17 @@ class ChatServiceStub:
     = `block`, answers 409 `drift_blocked`; with `auto_recover` the reply is
     regenerated in the persona's voice and delivered (if that reply drifts too,
     409 `drift_blocked`). Refused replies are neither stored nor billed. No
-    per-message events are emitted.
+    per-message events are emitted (sending, regenerating, choosing, editing
+    and deleting messages are in the audit log).
+
+    Chat controls: the last reply can be regenerated, keeping every
+    alternative ("swipes", at most 10 per reply) and choosing which one the
+    conversation continues from; a message can be edited or deleted, and the
+    later messages then follow: they are removed (an edit truncates the
+    conversation after the edited message, a delete removes the message and
+    everything after it). A removed message is no longer listed nor sent to
+    the model; its usage stays billed (see UsageService). `temperature`
+    (0 to 2) and `maxTokens` (1 to 8192) may be set per message.
     """
 
     @_typing.overload
@@ -113,8 +123,67 @@ class ChatServiceStub:
 
     Auth: scope `chat:write`.
     """
+    RegenerateChatMessage: _grpc.UnaryUnaryMultiCallable[_chat_pb2.RegenerateChatMessageRequest, _chat_pb2.SendChatMessageResponse]
+    """Produces a new reply for the session's last turn and chooses it,
+    keeping the earlier replies as alternatives (`swipeCount`,
+    `swipeIndex`). `id` names the last message of the session: a
+    reply (any of its alternatives), or a user message left without one (after
+    an edit, or once its reply was deleted). The reply is spoken, checked and billed
+    like SendChatMessage's (`temperature`, `maxTokens` likewise); the
+    session's tokens and cost grow, `messageCount` does not (one turn, more
+    alternatives). Errors: 404 `not_found` (unknown message), 409
+    `state_conflict` when the message is not the last one
+    (`details.conflictField` = "id"), when the reply already keeps 10
+    alternatives ("swipeCount"), or when the session is not active
+    ("status"). Draws from the `chat.messages` cap.
+
+    Auth: scope `chat:write`.
+    """
+    ChooseChatMessage: _grpc.UnaryUnaryMultiCallable[_chat_pb2.ChooseChatMessageRequest, _chat_pb2.ChatMessage]
+    """Chooses which alternative of a reply the conversation continues from
+    (`swipeIndex`, from 0 to `swipeCount` - 1), and answers it. Only the
+    session's last reply may change its choice (409 `state_conflict`,
+    `details.conflictField` = "id", otherwise); an index out of range
+    answers 422 `validation_failed` naming `swipeIndex`. Choosing the chosen
+    one changes nothing. Nothing is billed.
+
+    Auth: scope `chat:write`.
+    """
+    UpdateChatMessage: _grpc.UnaryUnaryMultiCallable[_chat_pb2.UpdateChatMessageRequest, _chat_pb2.ChatMessageChange]
+    """Edits a message's text (a user message or a reply, then `edited`) and
+    removes every later message of the session: they answered the old
+    text (send a message, or regenerate after an edited user message, to
+    go on). The edited message's alternatives (a reply's) are removed but
+    the edited one. Nothing is generated or billed; the usage of removed
+    replies stays billed. 409 `state_conflict` when the session is not
+    active.
+
+    Auth: scope `chat:write`.
+    """
+    DeleteChatMessage: _grpc.UnaryUnaryMultiCallable[_chat_pb2.DeleteChatMessageRequest, _chat_pb2.ChatMessageChange]
+    """Deletes a message and every later message of the session (a reply
+    with all its alternatives). Removed messages are no longer listed nor
+    sent to the model, their text is erased, and their usage stays billed;
+    `messageCount` drops by the number removed. 409 `state_conflict` when the
+    session is not active.
+
+    Auth: scope `chat:write`.
+    """
+    PreviewChatMessage: _grpc.UnaryUnaryMultiCallable[_chat_pb2.PreviewChatMessageRequest, _chat_pb2.ChatMessagePreview]
+    """A dry run of SendChatMessage: the tokens, cost and quota the message
+    would use, spending nothing (no message is stored, nothing is billed,
+    no limit but the request itself is drawn from, no event). Input tokens
+    are counted on what would be sent (the persona's voice profile, the
+    history and the message); output tokens are estimated from the
+    session's earlier replies (their mean; 120 for a session without one),
+    never above `maxTokens`. Estimates: a real model's counts differ. The
+    same errors as SendChatMessage before any generation (404, 409, 422).
+
+    Auth: scope `chat:read`.
+    """
     ListChatMessages: _grpc.UnaryUnaryMultiCallable[_chat_pb2.ListChatMessagesRequest, _chat_pb2.ListChatMessagesResponse]
-    """Lists a session's messages, oldest first.
+    """Lists a session's messages, oldest first: the chosen alternative of
+    each reply; removed messages are left out.
 
     Auth: scope `chat:read`.
     """
@@ -142,7 +211,17 @@ class ChatServiceAsyncStub(ChatServiceStub):
     = `block`, answers 409 `drift_blocked`; with `auto_recover` the reply is
     regenerated in the persona's voice and delivered (if that reply drifts too,
     409 `drift_blocked`). Refused replies are neither stored nor billed. No
-    per-message events are emitted.
+    per-message events are emitted (sending, regenerating, choosing, editing
+    and deleting messages are in the audit log).
+
+    Chat controls: the last reply can be regenerated, keeping every
+    alternative ("swipes", at most 10 per reply) and choosing which one the
+    conversation continues from; a message can be edited or deleted, and the
+    later messages then follow: they are removed (an edit truncates the
+    conversation after the edited message, a delete removes the message and
+    everything after it). A removed message is no longer listed nor sent to
+    the model; its usage stays billed (see UsageService). `temperature`
+    (0 to 2) and `maxTokens` (1 to 8192) may be set per message.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -204,8 +283,67 @@ class ChatServiceAsyncStub(ChatServiceStub):
 
     Auth: scope `chat:write`.
     """
+    RegenerateChatMessage: _aio.UnaryUnaryMultiCallable[_chat_pb2.RegenerateChatMessageRequest, _chat_pb2.SendChatMessageResponse]  # type: ignore[assignment]
+    """Produces a new reply for the session's last turn and chooses it,
+    keeping the earlier replies as alternatives (`swipeCount`,
+    `swipeIndex`). `id` names the last message of the session: a
+    reply (any of its alternatives), or a user message left without one (after
+    an edit, or once its reply was deleted). The reply is spoken, checked and billed
+    like SendChatMessage's (`temperature`, `maxTokens` likewise); the
+    session's tokens and cost grow, `messageCount` does not (one turn, more
+    alternatives). Errors: 404 `not_found` (unknown message), 409
+    `state_conflict` when the message is not the last one
+    (`details.conflictField` = "id"), when the reply already keeps 10
+    alternatives ("swipeCount"), or when the session is not active
+    ("status"). Draws from the `chat.messages` cap.
+
+    Auth: scope `chat:write`.
+    """
+    ChooseChatMessage: _aio.UnaryUnaryMultiCallable[_chat_pb2.ChooseChatMessageRequest, _chat_pb2.ChatMessage]  # type: ignore[assignment]
+    """Chooses which alternative of a reply the conversation continues from
+    (`swipeIndex`, from 0 to `swipeCount` - 1), and answers it. Only the
+    session's last reply may change its choice (409 `state_conflict`,
+    `details.conflictField` = "id", otherwise); an index out of range
+    answers 422 `validation_failed` naming `swipeIndex`. Choosing the chosen
+    one changes nothing. Nothing is billed.
+
+    Auth: scope `chat:write`.
+    """
+    UpdateChatMessage: _aio.UnaryUnaryMultiCallable[_chat_pb2.UpdateChatMessageRequest, _chat_pb2.ChatMessageChange]  # type: ignore[assignment]
+    """Edits a message's text (a user message or a reply, then `edited`) and
+    removes every later message of the session: they answered the old
+    text (send a message, or regenerate after an edited user message, to
+    go on). The edited message's alternatives (a reply's) are removed but
+    the edited one. Nothing is generated or billed; the usage of removed
+    replies stays billed. 409 `state_conflict` when the session is not
+    active.
+
+    Auth: scope `chat:write`.
+    """
+    DeleteChatMessage: _aio.UnaryUnaryMultiCallable[_chat_pb2.DeleteChatMessageRequest, _chat_pb2.ChatMessageChange]  # type: ignore[assignment]
+    """Deletes a message and every later message of the session (a reply
+    with all its alternatives). Removed messages are no longer listed nor
+    sent to the model, their text is erased, and their usage stays billed;
+    `messageCount` drops by the number removed. 409 `state_conflict` when the
+    session is not active.
+
+    Auth: scope `chat:write`.
+    """
+    PreviewChatMessage: _aio.UnaryUnaryMultiCallable[_chat_pb2.PreviewChatMessageRequest, _chat_pb2.ChatMessagePreview]  # type: ignore[assignment]
+    """A dry run of SendChatMessage: the tokens, cost and quota the message
+    would use, spending nothing (no message is stored, nothing is billed,
+    no limit but the request itself is drawn from, no event). Input tokens
+    are counted on what would be sent (the persona's voice profile, the
+    history and the message); output tokens are estimated from the
+    session's earlier replies (their mean; 120 for a session without one),
+    never above `maxTokens`. Estimates: a real model's counts differ. The
+    same errors as SendChatMessage before any generation (404, 409, 422).
+
+    Auth: scope `chat:read`.
+    """
     ListChatMessages: _aio.UnaryUnaryMultiCallable[_chat_pb2.ListChatMessagesRequest, _chat_pb2.ListChatMessagesResponse]  # type: ignore[assignment]
-    """Lists a session's messages, oldest first.
+    """Lists a session's messages, oldest first: the chosen alternative of
+    each reply; removed messages are left out.
 
     Auth: scope `chat:read`.
     """
@@ -232,7 +370,17 @@ class ChatServiceServicer(metaclass=_abc_1.ABCMeta):
     = `block`, answers 409 `drift_blocked`; with `auto_recover` the reply is
     regenerated in the persona's voice and delivered (if that reply drifts too,
     409 `drift_blocked`). Refused replies are neither stored nor billed. No
-    per-message events are emitted.
+    per-message events are emitted (sending, regenerating, choosing, editing
+    and deleting messages are in the audit log).
+
+    Chat controls: the last reply can be regenerated, keeping every
+    alternative ("swipes", at most 10 per reply) and choosing which one the
+    conversation continues from; a message can be edited or deleted, and the
+    later messages then follow: they are removed (an edit truncates the
+    conversation after the edited message, a delete removes the message and
+    everything after it). A removed message is no longer listed nor sent to
+    the model; its usage stays billed (see UsageService). `temperature`
+    (0 to 2) and `maxTokens` (1 to 8192) may be set per message.
     """
 
     @_abc_1.abstractmethod
@@ -336,12 +484,101 @@ class ChatServiceServicer(metaclass=_abc_1.ABCMeta):
         """
 
     @_abc_1.abstractmethod
+    def RegenerateChatMessage(
+        self,
+        request: _chat_pb2.RegenerateChatMessageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_chat_pb2.SendChatMessageResponse, _abc.Awaitable[_chat_pb2.SendChatMessageResponse]]:
+        """Produces a new reply for the session's last turn and chooses it,
+        keeping the earlier replies as alternatives (`swipeCount`,
+        `swipeIndex`). `id` names the last message of the session: a
+        reply (any of its alternatives), or a user message left without one (after
+        an edit, or once its reply was deleted). The reply is spoken, checked and billed
+        like SendChatMessage's (`temperature`, `maxTokens` likewise); the
+        session's tokens and cost grow, `messageCount` does not (one turn, more
+        alternatives). Errors: 404 `not_found` (unknown message), 409
+        `state_conflict` when the message is not the last one
+        (`details.conflictField` = "id"), when the reply already keeps 10
+        alternatives ("swipeCount"), or when the session is not active
+        ("status"). Draws from the `chat.messages` cap.
+
+        Auth: scope `chat:write`.
+        """
+
+    @_abc_1.abstractmethod
+    def ChooseChatMessage(
+        self,
+        request: _chat_pb2.ChooseChatMessageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_chat_pb2.ChatMessage, _abc.Awaitable[_chat_pb2.ChatMessage]]:
+        """Chooses which alternative of a reply the conversation continues from
+        (`swipeIndex`, from 0 to `swipeCount` - 1), and answers it. Only the
+        session's last reply may change its choice (409 `state_conflict`,
+        `details.conflictField` = "id", otherwise); an index out of range
+        answers 422 `validation_failed` naming `swipeIndex`. Choosing the chosen
+        one changes nothing. Nothing is billed.
+
+        Auth: scope `chat:write`.
+        """
+
+    @_abc_1.abstractmethod
+    def UpdateChatMessage(
+        self,
+        request: _chat_pb2.UpdateChatMessageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_chat_pb2.ChatMessageChange, _abc.Awaitable[_chat_pb2.ChatMessageChange]]:
+        """Edits a message's text (a user message or a reply, then `edited`) and
+        removes every later message of the session: they answered the old
+        text (send a message, or regenerate after an edited user message, to
+        go on). The edited message's alternatives (a reply's) are removed but
+        the edited one. Nothing is generated or billed; the usage of removed
+        replies stays billed. 409 `state_conflict` when the session is not
+        active.
+
+        Auth: scope `chat:write`.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteChatMessage(
+        self,
+        request: _chat_pb2.DeleteChatMessageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_chat_pb2.ChatMessageChange, _abc.Awaitable[_chat_pb2.ChatMessageChange]]:
+        """Deletes a message and every later message of the session (a reply
+        with all its alternatives). Removed messages are no longer listed nor
+        sent to the model, their text is erased, and their usage stays billed;
+        `messageCount` drops by the number removed. 409 `state_conflict` when the
+        session is not active.
+
+        Auth: scope `chat:write`.
+        """
+
+    @_abc_1.abstractmethod
+    def PreviewChatMessage(
+        self,
+        request: _chat_pb2.PreviewChatMessageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_chat_pb2.ChatMessagePreview, _abc.Awaitable[_chat_pb2.ChatMessagePreview]]:
+        """A dry run of SendChatMessage: the tokens, cost and quota the message
+        would use, spending nothing (no message is stored, nothing is billed,
+        no limit but the request itself is drawn from, no event). Input tokens
+        are counted on what would be sent (the persona's voice profile, the
+        history and the message); output tokens are estimated from the
+        session's earlier replies (their mean; 120 for a session without one),
+        never above `maxTokens`. Estimates: a real model's counts differ. The
+        same errors as SendChatMessage before any generation (404, 409, 422).
+
+        Auth: scope `chat:read`.
+        """
+
+    @_abc_1.abstractmethod
     def ListChatMessages(
         self,
         request: _chat_pb2.ListChatMessagesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_chat_pb2.ListChatMessagesResponse, _abc.Awaitable[_chat_pb2.ListChatMessagesResponse]]:
-        """Lists a session's messages, oldest first.
+        """Lists a session's messages, oldest first: the chosen alternative of
+        each reply; removed messages are left out.
 
         Auth: scope `chat:read`.
         """

@@ -1,9 +1,12 @@
 // Playground: chat with a persona, the reply streamed as it is produced,
 // the session's token and cost counters, and drift warnings (a reply's drift
 // score over the persona's threshold, an auto-recovered reply, a blocked one).
+// Chat controls: regenerate the last reply and move between its alternatives,
+// edit or delete a message (the later ones go), a reply's temperature and
+// maximum tokens, and a cost preview of the message before it is sent.
 
-import { get, post, stream } from "./api.js";
-import { badge, busy, empty, errorBox, field, h, loading, micros, replace, when } from "./ui.js";
+import { del, get, patch, post, stream } from "./api.js";
+import { badge, busy, confirmDialog, empty, errorBox, field, h, loading, micros, replace, when } from "./ui.js";
 
 const DRIFT_KEY = "engine.pipeline.drift_detection.threshold";
 
@@ -87,8 +90,14 @@ function chatView(main, personaId, sessionId, context) {
   const stats = h("dl", { class: "counters", "aria-label": "Session counters" });
   const input = h("textarea", { name: "message", rows: "2", required: true, maxlength: "32000", placeholder: "Say something…" });
   const send = h("button", { type: "submit", class: "primary" }, "Send");
+  const temperature = h("input", { type: "number", name: "temperature", min: "0", max: "2", step: "0.1", placeholder: "default" });
+  const maxTokens = h("input", { type: "number", name: "maxTokens", min: "1", max: "8192", step: "1", placeholder: "default" });
+  const previewButton = h("button", { type: "button" }, "Preview cost");
+  const estimate = h("div", { class: "preview", "aria-live": "polite" });
   const out = h("div");
-  const form = h("form", { class: "composer" }, field("Message", input), h("div", { class: "row" }, send), out);
+  const form = h("form", { class: "composer" }, field("Message", input),
+    h("div", { class: "row" }, field("Temperature", temperature, "0 to 2"), field("Max tokens", maxTokens, "1 to 8192")),
+    h("div", { class: "row" }, send, previewButton), estimate, out);
   const status = h("div");
   replace(chat, status, stats, transcript, form);
 
@@ -109,10 +118,81 @@ function chatView(main, personaId, sessionId, context) {
   function bubble(message, text = message.content) {
     const content = h("div", { class: "content" }, text);
     const meta = h("div", { class: "meta" });
-    const item = h("li", { class: `msg ${message.role}` }, h("span", { class: "sr-only" }, message.role === "user" ? "You: " : "Persona: "), content, meta);
+    const item = h("li", { class: `msg ${message.role}`, dataset: message.id ? { message: message.id } : {} },
+      h("span", { class: "sr-only" }, message.role === "user" ? "You: " : "Persona: "), content, meta);
     if (message.role === "assistant" && message.usage) fillMeta(meta, message);
     return { item, content, meta };
   }
+
+  // Sampling settings of the composer: only what is filled in.
+  function sampling() {
+    const settings = {};
+    if (temperature.value !== "") settings.temperature = Number(temperature.value);
+    if (maxTokens.value !== "") settings.maxTokens = Number(maxTokens.value);
+    return settings;
+  }
+
+  const base = `/v1/chat/sessions/${encodeURIComponent(sessionId)}`;
+  const messagePath = (message, action = "") => `${base}/messages/${encodeURIComponent(message.id)}${action}`;
+
+  // A stored message with its controls: edit and delete (the later messages go), and for
+  // the last one regenerate and its alternatives.
+  function controlled(message, last, active) {
+    const shown = bubble(message);
+    if (!active) return shown.item;
+    const note = h("div");
+    const act = (button, work) => button.addEventListener("click", () => busy(button, note, work));
+    const edit = h("button", { type: "button", class: "small" }, "Edit");
+    const remove = h("button", { type: "button", class: "small" }, "Delete");
+    const actions = h("div", { class: "row actions", role: "group", "aria-label": "Actions" }, edit, remove);
+    if (last && message.swipeCount > 1) {
+      const previous = h("button", { type: "button", class: "small", "aria-label": "Previous alternative", disabled: message.swipeIndex === 0 }, "‹");
+      const next = h("button", { type: "button", class: "small", "aria-label": "Next alternative", disabled: message.swipeIndex + 1 >= message.swipeCount }, "›");
+      act(previous, async () => { await post(messagePath(message, "/choose"), { swipeIndex: message.swipeIndex - 1 }); await reload(); });
+      act(next, async () => { await post(messagePath(message, "/choose"), { swipeIndex: message.swipeIndex + 1 }); await reload(); });
+      actions.prepend(previous, h("span", { class: "swipes", "aria-label": "Alternative" }, `${message.swipeIndex + 1}/${message.swipeCount}`), next);
+    }
+    if (last) {
+      const again = h("button", { type: "button", class: "small" }, message.role === "assistant" ? "Regenerate" : "Reply");
+      act(again, async () => { await post(messagePath(message, "/regenerate"), sampling()); await reload(); });
+      actions.append(again);
+    }
+    act(remove, async () => {
+      if (!(await confirmDialog("Delete this message and every later one?", "Delete"))) return;
+      await del(messagePath(message));
+      await reload();
+    });
+    edit.addEventListener("click", () => {
+      const text = h("textarea", { name: "edit", rows: "3", maxlength: "32000" });
+      text.value = message.content;
+      const save = h("button", { type: "button", class: "primary small" }, "Save");
+      const cancel = h("button", { type: "button", class: "small" }, "Cancel");
+      cancel.addEventListener("click", () => reload());
+      act(save, async () => { await patch(messagePath(message), { content: text.value }); await reload(); });
+      replace(shown.content, field("Edited text", text, "Saving removes every later message."), h("div", { class: "row" }, save, cancel));
+    });
+    if (message.edited) shown.meta.append(h("small", { class: "muted" }, " · edited"));
+    shown.meta.append(actions, note);
+    return shown.item;
+  }
+
+  async function reload() {
+    const [session, page] = await Promise.all([get(base), get(`${base}/messages`, { limit: 100 })]);
+    const items = page.items || [];
+    showCounters(session);
+    updateSession(session);
+    replace(transcript, items.map((m, i) => controlled(m, i === items.length - 1, session.status === "active")));
+  }
+
+  previewButton.addEventListener("click", () => busy(previewButton, estimate, async () => {
+    const content = input.value.trim();
+    if (!content) return replace(estimate, h("p", { class: "muted" }, "Write a message to preview it."));
+    const p = await post(`${base}/messages/preview`, { content, ...sampling() });
+    const cap = (p.quota || []).find((q) => q.name === "chat.messages");
+    replace(estimate, h("p", { class: "muted", dataset: { preview: "" } },
+      `Estimate: ${p.inputTokens} in · ${p.outputTokens} out · ${micros(p.costUsdMicros)} on ${p.model}`,
+      cap ? ` · uses ${cap.units} of ${cap.limit} messages per ${cap.windowSeconds} s` : "", ". Nothing is spent."));
+  }));
 
   function fillMeta(meta, reply) {
     const usage = reply.usage || {};
@@ -121,13 +201,7 @@ function chatView(main, personaId, sessionId, context) {
     driftNote(reply));
   }
 
-  Promise.all([
-    get(`/v1/chat/sessions/${encodeURIComponent(sessionId)}`),
-    get(`/v1/chat/sessions/${encodeURIComponent(sessionId)}/messages`, { limit: 100 }),
-  ]).then(([session, page]) => {
-    showCounters(session);
-    for (const message of page.items || []) transcript.append(bubble(message).item);
-  }).catch((error) => replace(status, errorBox(error)));
+  reload().catch((error) => replace(status, errorBox(error)));
 
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -142,7 +216,7 @@ function chatView(main, personaId, sessionId, context) {
     let text = "";
     busy(send, out, async () => {
       try {
-        await stream(`/v1/chat/sessions/${encodeURIComponent(sessionId)}/messages`, { content }, (name, data) => {
+        await stream(`${base}/messages`, { content, ...sampling() }, (name, data) => {
           if (name === "message.delta") {
             text += data.delta;
             reply.content.textContent = text;
@@ -153,6 +227,8 @@ function chatView(main, personaId, sessionId, context) {
             updateSession(data.session);
           }
         }, { signal: controller.signal });
+        replace(estimate);
+        await reload(); // the stored messages, with their controls
       } catch (error) {
         // Text already released stays visible, marked as not kept: the reply is neither stored nor billed.
         reply.meta.replaceChildren(error.code === "drift_blocked"

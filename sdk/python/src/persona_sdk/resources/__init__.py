@@ -17,6 +17,7 @@ from .personas import AsyncPersonasResource, PersonasResource
 from .portraits import AsyncPortraitsResource, PortraitsResource
 from .privacy import AsyncPrivacyResource, PrivacyResource
 from .scim_tokens import AsyncScimTokensResource, ScimTokensResource
+from .usage import AsyncUsageResource, UsageResource
 from .webhooks import AsyncWebhooksResource, WebhooksResource
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "AsyncPrivacyResource",
     "AsyncResources",
     "AsyncScimTokensResource",
+    "AsyncUsageResource",
     "AsyncWebhooksResource",
     "AuditResource",
     "BillingResource",
@@ -49,6 +51,7 @@ __all__ = [
     "PrivacyResource",
     "Resources",
     "ScimTokensResource",
+    "UsageResource",
     "WebhooksResource",
 ]
 
@@ -69,6 +72,7 @@ class Resources:
     portraits: PortraitsResource
     privacy: PrivacyResource
     scim_tokens: ScimTokensResource
+    usage: UsageResource
     webhooks: WebhooksResource
 
     def _attach(self, client: SyncCore) -> None:
@@ -85,6 +89,7 @@ class Resources:
         self.portraits = PortraitsResource(client)
         self.privacy = PrivacyResource(client)
         self.scim_tokens = ScimTokensResource(client)
+        self.usage = UsageResource(client)
         self.webhooks = WebhooksResource(client)
 
 
@@ -104,6 +109,7 @@ class AsyncResources:
     portraits: AsyncPortraitsResource
     privacy: AsyncPrivacyResource
     scim_tokens: AsyncScimTokensResource
+    usage: AsyncUsageResource
     webhooks: AsyncWebhooksResource
 
     def _attach(self, client: AsyncCore) -> None:
@@ -120,4 +126,5 @@ class AsyncResources:
         self.portraits = AsyncPortraitsResource(client)
         self.privacy = AsyncPrivacyResource(client)
         self.scim_tokens = AsyncScimTokensResource(client)
+        self.usage = AsyncUsageResource(client)
         self.webhooks = AsyncWebhooksResource(client)

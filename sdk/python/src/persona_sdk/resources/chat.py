@@ -10,6 +10,8 @@ from .._core import AsyncResource, SyncResource, compact, path_param
 from .._streaming import AsyncChatStream, ChatStream
 from ..types import (
     ChatMessage,
+    ChatMessageChange,
+    ChatMessagePreview,
     ChatSession,
     ListChatMessagesResponse,
     ListChatSessionsResponse,
@@ -187,7 +189,8 @@ class ChatResource(SyncResource):
         cursor: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> ListChatMessagesResponse:
-        """Lists a session's messages, oldest first.
+        """Lists a session's messages, oldest first: the chosen alternative of each reply; removed messages are
+        left out.
 
         `GET /v1/chat/sessions/{id}/messages` (operation `ListChatMessages`).
 
@@ -218,6 +221,8 @@ class ChatResource(SyncResource):
         id: str,
         *,
         content: str,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
         idempotency_key: str | Literal[False] | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> SendChatMessageResponse:
@@ -236,12 +241,52 @@ class ChatResource(SyncResource):
 
         Args:
           content: The user's message (1 to 32000 characters).
+          temperature: Sampling temperature of the reply, 0 to 2 (else 422 `validation_failed` naming
+              `temperature`); omitted: the model's default.
+          max_tokens: Most tokens the reply may have, 1 to 8192 (else 422 `validation_failed` naming
+              `maxTokens`); a reply cut there ends early. Omitted: the model's limit.
         """
         return self._client._call(
             SendChatMessageResponse,
             "POST",
             f"/v1/chat/sessions/{path_param(id)}/messages",
-            json=compact({"content": content}),
+            json=compact({"content": content, "temperature": temperature, "maxTokens": max_tokens}),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    def preview_message(
+        self,
+        id: str,
+        *,
+        content: str,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ChatMessagePreview:
+        """A dry run of SendChatMessage: the tokens, cost and quota the message would use, spending nothing (no
+        message is stored, nothing is billed, no limit but the request itself is drawn from, no event).
+
+        `POST /v1/chat/sessions/{id}/messages/preview` (operation `PreviewChatMessage`).
+
+        Input tokens are counted on what would be sent (the persona's voice profile, the history and the
+        message); output tokens are estimated from the session's earlier replies (their mean; 120 for a
+        session without one), never above `maxTokens`. Estimates: a real model's counts differ. The same
+        errors as SendChatMessage before any generation (404, 409, 422).
+
+        Auth: scope `chat:read`.
+
+        Args:
+          content: The message that would be sent (1 to 32000 characters).
+          temperature: As SendChatMessage's: 0 to 2.
+          max_tokens: As SendChatMessage's: 1 to 8192; caps the estimated output tokens.
+        """
+        return self._client._call(
+            ChatMessagePreview,
+            "POST",
+            f"/v1/chat/sessions/{path_param(id)}/messages/preview",
+            json=compact({"content": content, "temperature": temperature, "maxTokens": max_tokens}),
             idempotency_key=idempotency_key,
             extra_headers=extra_headers,
         )
@@ -251,6 +296,8 @@ class ChatResource(SyncResource):
         id: str,
         *,
         content: str,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
         last_event_id: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> ChatStream:
@@ -272,6 +319,10 @@ class ChatResource(SyncResource):
 
         Args:
           content: The user's message (1 to 32000 characters).
+          temperature: Sampling temperature of the reply, 0 to 2 (else 422 `validation_failed` naming
+              `temperature`); omitted: the model's default.
+          max_tokens: Most tokens the reply may have, 1 to 8192 (else 422 `validation_failed` naming
+              `maxTokens`); a reply cut there ends early. Omitted: the model's limit.
 
         Returns the event stream (resumed by itself after a drop); pass `last_event_id` to resume a stream
         read earlier.
@@ -280,8 +331,137 @@ class ChatResource(SyncResource):
             ChatStream,
             "POST",
             f"/v1/chat/sessions/{path_param(id)}/messages:stream",
-            body=compact({"content": content}),
+            body=compact({"content": content, "temperature": temperature, "maxTokens": max_tokens}),
             last_event_id=last_event_id,
+            extra_headers=extra_headers,
+        )
+
+    def update_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        content: str,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ChatMessageChange:
+        """Edits a message's text (a user message or a reply, then `edited`) and removes every later message of
+        the session: they answered the old text (send a message, or regenerate after an edited user message,
+        to go on).
+
+        `PATCH /v1/chat/sessions/{session_id}/messages/{id}` (operation `UpdateChatMessage`).
+
+        The edited message's alternatives (a reply's) are removed but the edited one. Nothing is generated
+        or billed; the usage of removed replies stays billed. 409 `state_conflict` when the session is not
+        active.
+
+        Auth: scope `chat:write`.
+
+        Args:
+          content: The new text (1 to 32000 characters).
+        """
+        return self._client._call(
+            ChatMessageChange,
+            "PATCH",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}",
+            json=compact({"content": content}),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    def delete_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ChatMessageChange:
+        """Deletes a message and every later message of the session (a reply with all its alternatives).
+
+        `DELETE /v1/chat/sessions/{session_id}/messages/{id}` (operation `DeleteChatMessage`).
+
+        Removed messages are no longer listed nor sent to the model, their text is erased, and their usage
+        stays billed; `messageCount` drops by the number removed. 409 `state_conflict` when the session is
+        not active.
+
+        Auth: scope `chat:write`.
+        """
+        return self._client._call(
+            ChatMessageChange,
+            "DELETE",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}",
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    def choose_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        swipe_index: int,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ChatMessage:
+        """Chooses which alternative of a reply the conversation continues from (`swipeIndex`, from 0 to
+        `swipeCount` - 1), and answers it.
+
+        `POST /v1/chat/sessions/{session_id}/messages/{id}/choose` (operation `ChooseChatMessage`).
+
+        Only the session's last reply may change its choice (409 `state_conflict`, `details.conflictField` =
+        "id", otherwise); an index out of range answers 422 `validation_failed` naming `swipeIndex`.
+        Choosing the chosen one changes nothing. Nothing is billed.
+
+        Auth: scope `chat:write`.
+
+        Args:
+          swipe_index: The alternative to choose, from 0 to `swipeCount` - 1.
+        """
+        return self._client._call(
+            ChatMessage,
+            "POST",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}/choose",
+            json=compact({"swipeIndex": swipe_index}),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    def regenerate_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> SendChatMessageResponse:
+        """Produces a new reply for the session's last turn and chooses it, keeping the earlier replies as
+        alternatives (`swipeCount`, `swipeIndex`).
+
+        `POST /v1/chat/sessions/{session_id}/messages/{id}/regenerate` (operation `RegenerateChatMessage`).
+
+        `id` names the last message of the session: a reply (any of its alternatives), or a user message
+        left without one (after an edit, or once its reply was deleted). The reply is spoken, checked and
+        billed like SendChatMessage's (`temperature`, `maxTokens` likewise); the session's tokens and cost
+        grow, `messageCount` does not (one turn, more alternatives). Errors: 404 `not_found` (unknown
+        message), 409 `state_conflict` when the message is not the last one (`details.conflictField` =
+        "id"), when the reply already keeps 10 alternatives ("swipeCount"), or when the session is not
+        active ("status"). Draws from the `chat.messages` cap.
+
+        Auth: scope `chat:write`.
+
+        Args:
+          temperature: Sampling temperature, 0 to 2; omitted: the model's default.
+          max_tokens: Most tokens the reply may have, 1 to 8192; omitted: the model's limit.
+        """
+        return self._client._call(
+            SendChatMessageResponse,
+            "POST",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}/regenerate",
+            json=compact({"temperature": temperature, "maxTokens": max_tokens}),
+            idempotency_key=idempotency_key,
             extra_headers=extra_headers,
         )
 
@@ -458,7 +638,8 @@ class AsyncChatResource(AsyncResource):
         cursor: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> ListChatMessagesResponse:
-        """Lists a session's messages, oldest first.
+        """Lists a session's messages, oldest first: the chosen alternative of each reply; removed messages are
+        left out.
 
         `GET /v1/chat/sessions/{id}/messages` (operation `ListChatMessages`).
 
@@ -491,6 +672,8 @@ class AsyncChatResource(AsyncResource):
         id: str,
         *,
         content: str,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
         idempotency_key: str | Literal[False] | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> SendChatMessageResponse:
@@ -509,12 +692,52 @@ class AsyncChatResource(AsyncResource):
 
         Args:
           content: The user's message (1 to 32000 characters).
+          temperature: Sampling temperature of the reply, 0 to 2 (else 422 `validation_failed` naming
+              `temperature`); omitted: the model's default.
+          max_tokens: Most tokens the reply may have, 1 to 8192 (else 422 `validation_failed` naming
+              `maxTokens`); a reply cut there ends early. Omitted: the model's limit.
         """
         return await self._client._call(
             SendChatMessageResponse,
             "POST",
             f"/v1/chat/sessions/{path_param(id)}/messages",
-            json=compact({"content": content}),
+            json=compact({"content": content, "temperature": temperature, "maxTokens": max_tokens}),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    async def preview_message(
+        self,
+        id: str,
+        *,
+        content: str,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ChatMessagePreview:
+        """A dry run of SendChatMessage: the tokens, cost and quota the message would use, spending nothing (no
+        message is stored, nothing is billed, no limit but the request itself is drawn from, no event).
+
+        `POST /v1/chat/sessions/{id}/messages/preview` (operation `PreviewChatMessage`).
+
+        Input tokens are counted on what would be sent (the persona's voice profile, the history and the
+        message); output tokens are estimated from the session's earlier replies (their mean; 120 for a
+        session without one), never above `maxTokens`. Estimates: a real model's counts differ. The same
+        errors as SendChatMessage before any generation (404, 409, 422).
+
+        Auth: scope `chat:read`.
+
+        Args:
+          content: The message that would be sent (1 to 32000 characters).
+          temperature: As SendChatMessage's: 0 to 2.
+          max_tokens: As SendChatMessage's: 1 to 8192; caps the estimated output tokens.
+        """
+        return await self._client._call(
+            ChatMessagePreview,
+            "POST",
+            f"/v1/chat/sessions/{path_param(id)}/messages/preview",
+            json=compact({"content": content, "temperature": temperature, "maxTokens": max_tokens}),
             idempotency_key=idempotency_key,
             extra_headers=extra_headers,
         )
@@ -524,6 +747,8 @@ class AsyncChatResource(AsyncResource):
         id: str,
         *,
         content: str,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
         last_event_id: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> AsyncChatStream:
@@ -545,6 +770,10 @@ class AsyncChatResource(AsyncResource):
 
         Args:
           content: The user's message (1 to 32000 characters).
+          temperature: Sampling temperature of the reply, 0 to 2 (else 422 `validation_failed` naming
+              `temperature`); omitted: the model's default.
+          max_tokens: Most tokens the reply may have, 1 to 8192 (else 422 `validation_failed` naming
+              `maxTokens`); a reply cut there ends early. Omitted: the model's limit.
 
         Returns the event stream (resumed by itself after a drop); pass `last_event_id` to resume a stream
         read earlier.
@@ -553,7 +782,136 @@ class AsyncChatResource(AsyncResource):
             AsyncChatStream,
             "POST",
             f"/v1/chat/sessions/{path_param(id)}/messages:stream",
-            body=compact({"content": content}),
+            body=compact({"content": content, "temperature": temperature, "maxTokens": max_tokens}),
             last_event_id=last_event_id,
+            extra_headers=extra_headers,
+        )
+
+    async def update_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        content: str,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ChatMessageChange:
+        """Edits a message's text (a user message or a reply, then `edited`) and removes every later message of
+        the session: they answered the old text (send a message, or regenerate after an edited user message,
+        to go on).
+
+        `PATCH /v1/chat/sessions/{session_id}/messages/{id}` (operation `UpdateChatMessage`).
+
+        The edited message's alternatives (a reply's) are removed but the edited one. Nothing is generated
+        or billed; the usage of removed replies stays billed. 409 `state_conflict` when the session is not
+        active.
+
+        Auth: scope `chat:write`.
+
+        Args:
+          content: The new text (1 to 32000 characters).
+        """
+        return await self._client._call(
+            ChatMessageChange,
+            "PATCH",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}",
+            json=compact({"content": content}),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    async def delete_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ChatMessageChange:
+        """Deletes a message and every later message of the session (a reply with all its alternatives).
+
+        `DELETE /v1/chat/sessions/{session_id}/messages/{id}` (operation `DeleteChatMessage`).
+
+        Removed messages are no longer listed nor sent to the model, their text is erased, and their usage
+        stays billed; `messageCount` drops by the number removed. 409 `state_conflict` when the session is
+        not active.
+
+        Auth: scope `chat:write`.
+        """
+        return await self._client._call(
+            ChatMessageChange,
+            "DELETE",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}",
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    async def choose_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        swipe_index: int,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ChatMessage:
+        """Chooses which alternative of a reply the conversation continues from (`swipeIndex`, from 0 to
+        `swipeCount` - 1), and answers it.
+
+        `POST /v1/chat/sessions/{session_id}/messages/{id}/choose` (operation `ChooseChatMessage`).
+
+        Only the session's last reply may change its choice (409 `state_conflict`, `details.conflictField` =
+        "id", otherwise); an index out of range answers 422 `validation_failed` naming `swipeIndex`.
+        Choosing the chosen one changes nothing. Nothing is billed.
+
+        Auth: scope `chat:write`.
+
+        Args:
+          swipe_index: The alternative to choose, from 0 to `swipeCount` - 1.
+        """
+        return await self._client._call(
+            ChatMessage,
+            "POST",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}/choose",
+            json=compact({"swipeIndex": swipe_index}),
+            idempotency_key=idempotency_key,
+            extra_headers=extra_headers,
+        )
+
+    async def regenerate_message(
+        self,
+        session_id: str,
+        id: str,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        idempotency_key: str | Literal[False] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> SendChatMessageResponse:
+        """Produces a new reply for the session's last turn and chooses it, keeping the earlier replies as
+        alternatives (`swipeCount`, `swipeIndex`).
+
+        `POST /v1/chat/sessions/{session_id}/messages/{id}/regenerate` (operation `RegenerateChatMessage`).
+
+        `id` names the last message of the session: a reply (any of its alternatives), or a user message
+        left without one (after an edit, or once its reply was deleted). The reply is spoken, checked and
+        billed like SendChatMessage's (`temperature`, `maxTokens` likewise); the session's tokens and cost
+        grow, `messageCount` does not (one turn, more alternatives). Errors: 404 `not_found` (unknown
+        message), 409 `state_conflict` when the message is not the last one (`details.conflictField` =
+        "id"), when the reply already keeps 10 alternatives ("swipeCount"), or when the session is not
+        active ("status"). Draws from the `chat.messages` cap.
+
+        Auth: scope `chat:write`.
+
+        Args:
+          temperature: Sampling temperature, 0 to 2; omitted: the model's default.
+          max_tokens: Most tokens the reply may have, 1 to 8192; omitted: the model's limit.
+        """
+        return await self._client._call(
+            SendChatMessageResponse,
+            "POST",
+            f"/v1/chat/sessions/{path_param(session_id)}/messages/{path_param(id)}/regenerate",
+            json=compact({"temperature": temperature, "maxTokens": max_tokens}),
+            idempotency_key=idempotency_key,
             extra_headers=extra_headers,
         )

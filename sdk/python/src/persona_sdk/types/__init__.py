@@ -6,6 +6,9 @@ from .audit import AuditEvent, ListAuditEventsResponse
 from .billing import Invoice, InvoiceLineItem, ListInvoicesResponse, Subscription
 from .chat import (
     ChatMessage,
+    ChatMessageChange,
+    ChatMessagePreview,
+    ChatQuotaUse,
     ChatSession,
     ChatUsage,
     ListChatMessagesResponse,
@@ -58,6 +61,7 @@ from .portraits import ListPortraitsResponse, Portrait, PortraitEditResult
 from .privacy import ListPrivacyExportsResponse, PrivacyErasure, PrivacyExport
 from .scim_tokens import CreateScimTokenResponse, ListScimTokensResponse, ScimToken
 from .shared import ErrorObject
+from .usage import Usage, UsageBucket
 from .webhooks import (
     CreateWebhookEndpointResponse,
     DeleteWebhookEndpointResponse,
@@ -94,7 +98,10 @@ __all__ = [
     "ChatCompletionToolCall",
     "ChatCompletionToolCallParam",
     "ChatMessage",
+    "ChatMessageChange",
     "ChatMessageEvent",
+    "ChatMessagePreview",
+    "ChatQuotaUse",
     "ChatSession",
     "ChatUsage",
     "CompletionUsage",
@@ -149,6 +156,8 @@ __all__ = [
     "SoulParam",
     "StepEstimate",
     "Subscription",
+    "Usage",
+    "UsageBucket",
     "VoiceProfile",
     "WebhookDelivery",
     "WebhookDeliveryAttempt",

@@ -12,6 +12,9 @@ from .._models import BaseModel
 
 __all__ = [
     "ChatMessage",
+    "ChatMessageChange",
+    "ChatMessagePreview",
+    "ChatQuotaUse",
     "ChatSession",
     "ChatUsage",
     "ListChatMessagesResponse",
@@ -43,6 +46,53 @@ class ChatMessage(BaseModel):
     """Usage billed for a reply (zero for user messages)."""
     created_at: datetime = Field(alias="createdAt")
     """Creation time."""
+    swipe_index: int = Field(alias="swipeIndex")
+    """Which alternative of its turn this reply is, from 0 (user messages: 0)."""
+    swipe_count: int = Field(alias="swipeCount")
+    """How many alternatives its turn keeps (1 unless regenerated)."""
+    edited: bool
+    """The text was edited (UpdateChatMessage)."""
+
+
+class ChatMessageChange(BaseModel):
+    """Response of UpdateChatMessage and DeleteChatMessage."""
+
+    message: ChatMessage | None = None
+    """The edited message (UpdateChatMessage); absent for a delete."""
+    session: ChatSession
+    """The session after the change (`messageCount` without the removed messages)."""
+    removed_count: int = Field(alias="removedCount")
+    """Messages removed (alternatives of a reply count as one message)."""
+
+
+class ChatMessagePreview(BaseModel):
+    """What a message would use (PreviewChatMessage): estimates, nothing spent."""
+
+    model: str
+    """Model that would reply."""
+    input_tokens: int = Field(alias="inputTokens")
+    """Estimated input tokens: the voice profile, the history sent (the last 50 messages) and the message."""
+    output_tokens: int = Field(alias="outputTokens")
+    """Estimated output tokens."""
+    cost_usd_micros: float = Field(alias="costUsdMicros")
+    """Estimated cost in millionths of a US dollar (a whole number), at the model's price."""
+    quota: list[ChatQuotaUse]
+    """The organization's limits the message would draw from, and how much."""
+
+
+class ChatQuotaUse(BaseModel):
+    """One limit a message would draw from."""
+
+    name: str
+    """`chat.messages` (the endpoint cap), `requests_per_minute`, `requests_per_day` or `generations_per_month`
+    (chat messages do not count toward it: 0 units).
+    """
+    units: int
+    """Units the message would use."""
+    limit: int
+    """The organization's limit."""
+    window_seconds: int = Field(alias="windowSeconds")
+    """The limit's window in seconds (0: the billing period)."""
 
 
 class ChatSession(BaseModel):
@@ -112,10 +162,10 @@ class ListChatSessionsResponse(BaseModel):
 
 
 class SendChatMessageResponse(BaseModel):
-    """Response of SendChatMessage."""
+    """Response of SendChatMessage and RegenerateChatMessage."""
 
     user_message: ChatMessage = Field(alias="userMessage")
-    """The stored user message."""
+    """The stored user message (RegenerateChatMessage: the message the reply answers)."""
     reply: ChatMessage
     """The persona's reply."""
     session: ChatSession

@@ -192,8 +192,14 @@ export class ChatResource {
     archiveSession(id, body = {}, options) {
         return this.core.request("POST", "/v1/chat/sessions/{id}/archive", { path: { id }, body, options });
     }
+    chooseMessage(sessionId, id, body, options) {
+        return this.core.request("POST", "/v1/chat/sessions/{session_id}/messages/{id}/choose", { path: { "session_id": sessionId, id }, body, options });
+    }
     createSession(body, options) {
         return this.core.request("POST", "/v1/chat/sessions", { body, options });
+    }
+    deleteMessage(sessionId, id, options) {
+        return this.core.request("DELETE", "/v1/chat/sessions/{session_id}/messages/{id}", { path: { "session_id": sessionId, id }, options });
     }
     endSession(id, body = {}, options) {
         return this.core.request("POST", "/v1/chat/sessions/{id}/end", { path: { id }, body, options });
@@ -213,11 +219,20 @@ export class ChatResource {
     listSessionsIter(params = {}, options) {
         return this.core.paginate((p) => this.listSessions(p, options), params);
     }
+    previewMessage(id, body, options) {
+        return this.core.request("POST", "/v1/chat/sessions/{id}/messages/preview", { path: { id }, body, options });
+    }
+    regenerateMessage(sessionId, id, body = {}, options) {
+        return this.core.request("POST", "/v1/chat/sessions/{session_id}/messages/{id}/regenerate", { path: { "session_id": sessionId, id }, body, options });
+    }
     sendMessage(id, body, options) {
         return this.core.request("POST", "/v1/chat/sessions/{id}/messages", { path: { id }, body, options });
     }
     streamMessage(id, body, options) {
         return this.core.stream("chat", "POST", "/v1/chat/sessions/{id}/messages:stream", { path: { id }, body, options });
+    }
+    updateMessage(sessionId, id, body, options) {
+        return this.core.request("PATCH", "/v1/chat/sessions/{session_id}/messages/{id}", { path: { "session_id": sessionId, id }, body, options });
     }
 }
 export class ConfigResource {
@@ -640,6 +655,15 @@ export class ScimTokensResource {
         return this.core.request("POST", "/v1/auth/scim/tokens/{id}/revoke", { path: { id }, body, options });
     }
 }
+export class UsageResource {
+    core;
+    constructor(core) {
+        this.core = core;
+    }
+    get(params = {}, options) {
+        return this.core.request("GET", "/v1/usage", { query: params, options });
+    }
+}
 export class WebhooksResource {
     core;
     constructor(core) {
@@ -701,6 +725,7 @@ export function createResources(core) {
         probes: new ProbesResource(core),
         scim: new ScimResource(core),
         scimTokens: new ScimTokensResource(core),
+        usage: new UsageResource(core),
         webhooks: new WebhooksResource(core),
     };
 }
@@ -721,13 +746,18 @@ export const OPERATIONS = [
     { operationId: "ReceiveStripeEvent", resource: "billing", method: "receiveStripeEvent", httpMethod: "POST", path: "/v1/billing/stripe/webhook", kind: "json" },
     { operationId: "ResumeSubscription", resource: "billing", method: "resumeSubscription", httpMethod: "POST", path: "/v1/billing/subscription/resume", kind: "json" },
     { operationId: "ArchiveChatSession", resource: "chat", method: "archiveSession", httpMethod: "POST", path: "/v1/chat/sessions/{id}/archive", kind: "json" },
+    { operationId: "ChooseChatMessage", resource: "chat", method: "chooseMessage", httpMethod: "POST", path: "/v1/chat/sessions/{session_id}/messages/{id}/choose", kind: "json" },
     { operationId: "CreateChatSession", resource: "chat", method: "createSession", httpMethod: "POST", path: "/v1/chat/sessions", kind: "json" },
+    { operationId: "DeleteChatMessage", resource: "chat", method: "deleteMessage", httpMethod: "DELETE", path: "/v1/chat/sessions/{session_id}/messages/{id}", kind: "json" },
     { operationId: "EndChatSession", resource: "chat", method: "endSession", httpMethod: "POST", path: "/v1/chat/sessions/{id}/end", kind: "json" },
     { operationId: "GetChatSession", resource: "chat", method: "getSession", httpMethod: "GET", path: "/v1/chat/sessions/{id}", kind: "json" },
     { operationId: "ListChatMessages", resource: "chat", method: "listMessages", httpMethod: "GET", path: "/v1/chat/sessions/{id}/messages", kind: "json" },
     { operationId: "ListChatSessions", resource: "chat", method: "listSessions", httpMethod: "GET", path: "/v1/chat/sessions", kind: "json" },
+    { operationId: "PreviewChatMessage", resource: "chat", method: "previewMessage", httpMethod: "POST", path: "/v1/chat/sessions/{id}/messages/preview", kind: "json" },
+    { operationId: "RegenerateChatMessage", resource: "chat", method: "regenerateMessage", httpMethod: "POST", path: "/v1/chat/sessions/{session_id}/messages/{id}/regenerate", kind: "json" },
     { operationId: "SendChatMessage", resource: "chat", method: "sendMessage", httpMethod: "POST", path: "/v1/chat/sessions/{id}/messages", kind: "json" },
     { operationId: "StreamChatMessage", resource: "chat", method: "streamMessage", httpMethod: "POST", path: "/v1/chat/sessions/{id}/messages:stream", kind: "stream" },
+    { operationId: "UpdateChatMessage", resource: "chat", method: "updateMessage", httpMethod: "PATCH", path: "/v1/chat/sessions/{session_id}/messages/{id}", kind: "json" },
     { operationId: "DeleteConfigItem", resource: "config", method: "delete", httpMethod: "DELETE", path: "/v1/config/{key}", kind: "json" },
     { operationId: "GetConfigItem", resource: "config", method: "get", httpMethod: "GET", path: "/v1/config/{key}", kind: "json" },
     { operationId: "ListConfigItems", resource: "config", method: "list", httpMethod: "GET", path: "/v1/config", kind: "json" },
@@ -829,6 +859,7 @@ export const OPERATIONS = [
     { operationId: "CreateScimToken", resource: "scimTokens", method: "create", httpMethod: "POST", path: "/v1/auth/scim/tokens", kind: "json" },
     { operationId: "ListScimTokens", resource: "scimTokens", method: "list", httpMethod: "GET", path: "/v1/auth/scim/tokens", kind: "json" },
     { operationId: "RevokeScimToken", resource: "scimTokens", method: "revoke", httpMethod: "POST", path: "/v1/auth/scim/tokens/{id}/revoke", kind: "json" },
+    { operationId: "GetUsage", resource: "usage", method: "get", httpMethod: "GET", path: "/v1/usage", kind: "json" },
     { operationId: "CreateWebhookEndpoint", resource: "webhooks", method: "create", httpMethod: "POST", path: "/v1/webhooks", kind: "json" },
     { operationId: "DeleteWebhookEndpoint", resource: "webhooks", method: "delete", httpMethod: "DELETE", path: "/v1/webhooks/{id}", kind: "json" },
     { operationId: "GetWebhookEndpoint", resource: "webhooks", method: "get", httpMethod: "GET", path: "/v1/webhooks/{id}", kind: "json" },

@@ -1,0 +1,25 @@
+import grpc
+from persona.v1 import usage_pb2, usage_pb2_grpc
+
+from persona_service.chat.records import UsageRow
+from persona_service.chat.usage import UsageService
+from persona_service.kernel.clock import iso
+from persona_service.kernel.resources import ServicerDeps
+from persona_service.kernel.transport.context import current
+
+
+def usage_bucket(row: UsageRow) -> usage_pb2.UsageBucket:
+    return usage_pb2.UsageBucket(key=row.key, input_tokens=row.input_tokens, output_tokens=row.output_tokens,
+                                 cost_usd_micros=row.cost_usd_micros, generations=row.generations)
+
+
+class UsageServicer(usage_pb2_grpc.UsageServiceServicer):
+    def __init__(self, deps: ServicerDeps) -> None:
+        self.deps = deps
+
+    def GetUsage(self, request: usage_pb2.GetUsageRequest, context: grpc.ServicerContext) -> usage_pb2.Usage:
+        ctx = current()
+        report = UsageService(ctx.conn).usage(ctx.caller, request.start, request.end, request.group_by,
+                                              request.persona_id, request.key_id)
+        return usage_pb2.Usage(start=iso(report.start), end=iso(report.end), group_by=report.group_by,
+                               buckets=[usage_bucket(row) for row in report.buckets], totals=usage_bucket(report.totals))
