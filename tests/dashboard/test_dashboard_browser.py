@@ -349,8 +349,8 @@ def test_the_usage_page_charts_usage_by_day_persona_and_key(page, http, tenants,
     tenant = tenants()
     persona_id = make_persona(http, tenant)
     sid = http.post("/v1/chat/sessions", json={"personaId": persona_id}, headers=tenant.auth).json()["sessionId"]
-    for text in ("Hello there.", "Tell me about the sea."):
-        assert http.post(f"/v1/chat/sessions/{sid}/messages", json={"content": text}, headers=tenant.auth).status_code == 200
+    for line in ("Hello there.", "Tell me about the sea."):
+        assert http.post(f"/v1/chat/sessions/{sid}/messages", json={"content": line}, headers=tenant.auth).status_code == 200
     usage = http.get("/v1/usage", headers=tenant.auth).json()
     sign_in(page, tenant.api_key)
     go(page, "Usage")
