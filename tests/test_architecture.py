@@ -156,8 +156,8 @@ KERNEL_WORDS = {
     "admin",  # platform administration (`platform:admin`, the `admin` role)
     "files",  # files on disk, descriptor files
 }
-# Names of the spec's scopes and of a general port that read like a domain's name.
-KERNEL_TOKENS = {"personas:read", "personas:write", "chat:read", "chat:write", "billing_period"}
+# Names of the spec's scopes that read like a domain's name.
+KERNEL_TOKENS = {"personas:read", "personas:write", "chat:read", "chat:write"}
 
 
 def _words(text: str) -> set[str]:
