@@ -40,11 +40,13 @@ gen: $(STAMP) node_modules/.installed
 	$(BIN)/python scripts/gen_proto.py
 	for g in $(SDK_GENERATORS); do $(BIN)/python $$g || exit 1; done
 	$(BIN)/python scripts/gen_cli_index.py
+	$(BIN)/python scripts/gen_importlinter.py
 
 gen-check: $(STAMP) node_modules/.installed
 	$(BIN)/python scripts/gen_proto.py --check
 	for g in $(SDK_GENERATORS); do $(BIN)/python $$g --check || exit 1; done
 	$(BIN)/python scripts/gen_cli_index.py --check
+	$(BIN)/python scripts/gen_importlinter.py --check
 
 # The suite on PYTEST_WORKERS pytest-xdist workers (default: half the cores, at most 4; one process below 4 cores, where
 # two stacks and their clients only contend for the same CPUs), each a session with a stack of its

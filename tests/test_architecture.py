@@ -1,15 +1,23 @@
-"""The layout's rules, checked on the source.
+"""The layout's rules, checked on the source (docs/architecture-rules.md).
 
-Import contracts (`.importlinter`, run by `lint-imports`): the kernel
-imports no domain, domains reach each other only through their public
-surface (`<domain>/api.py`), services and repositories know nothing of gRPC, servicers nothing
-of SQLAlchemy. AST rules here check what imports cannot show: SQL is built
-only in repositories and tables, services never commit or open transactions,
-a domain names no other domain's tables in SQL (nor in its migrations), the
-kernel names no domain, rows cross layers as typed records, only the kernel
-sees the App (servicers get `ServicerDeps`). `test_each_planted_violation_fails`
-plants each kind of violation in a copy of the package and expects the
-check to fail, so none of these can pass vacuously.
+Import contracts (`.importlinter`, run by `lint-imports`; its domain lists
+generated from the registry): the kernel imports no domain, domains reach
+each other only through their public surface (`<domain>/api.py`).
+
+AST rules here check the rest, deny by default: every file of a domain has a
+role (by its name, `<role>.py` or `*_<role>.py`, or by `roles.toml`), and the
+role decides what it may do: gRPC only in servicers; SQL in any form only in
+repositories and tables (the kernel's: its repositories, tables and db/);
+tables and Base's metadata only in the domain's own repositories and tables;
+transactions opened or ended only by servicers, jobs, commands and the
+module's wiring; inside a domain, imports (lazy ones too) only go down the
+layers. Dynamic access (imports of computed names, `__self__`, getattr with a
+computed name in a domain) is refused. Also: a domain names no other domain's
+tables in SQL (nor in its migrations), the kernel names no domain, rows cross
+layers as typed records, only the kernel sees the App.
+`test_each_planted_violation_fails` plants each kind of violation in a copy
+of the package and expects its check to fail, and every rule has one, so
+none of these can pass vacuously.
 """
 
 from __future__ import annotations
@@ -21,7 +29,9 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import pytest
 from persona_service.registry import MODULES
@@ -49,13 +59,17 @@ def test_import_contracts_are_kept():
 
 
 def test_the_contracts_name_every_domain():
-    """A new domain is covered by the layers and independence contracts only once it is listed there."""
+    """The layers and independence contracts list the registry's domains (scripts/gen_importlinter.py
+    writes them: `make gen`), so a new domain is covered once it is registered."""
     text = CONTRACTS.read_text()
     independent = set(re.findall(r"^    persona_service\.(\w+)$", text.split("[importlinter:contract:domains]")[1]
                                  .split("ignore_imports")[0], re.M))
     layered = set(re.findall(r"persona_service\.(\w+)", re.search(r"^    persona_service\.admin :.*$", text, re.M)[0]))
     registered = {module.name for module in MODULES.all}
     assert independent == layered == registered
+    generate = subprocess.run([sys.executable, REPO / "scripts" / "gen_importlinter.py", "--check"],
+                              capture_output=True, text=True)
+    assert generate.returncode == 0, generate.stderr
 
 
 # --- AST rules ----------------------------------------------------------------------
@@ -80,91 +94,9 @@ def _strings(tree: ast.Module) -> Iterator[ast.Constant]:
             yield node
 
 
-def _is_sql_home(path: pathlib.Path) -> bool:
-    return path.name in ("repository.py", "tables.py") or path.name.endswith("_repository.py") \
-        or path.parts[:2] == ("kernel", "db") or _is_migration(path)
-
-
 def _is_migration(path: pathlib.Path) -> bool:
     """A revision in a module's own migrations (`<domain>/migrations/`)."""
     return len(path.parts) == 3 and path.parts[1] == "migrations"
-
-
-# Statements as SQL text (keywords in capitals, as this code base writes them).
-SQL_TEXT = re.compile(r"^\s*(?:SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|WITH \w+ AS|SET LOCAL|LOCK TABLE|TRUNCATE|"
-                      r"LISTEN|NOTIFY|CREATE|ALTER|DROP)\b", re.M)
-# SQLAlchemy's statement and expression constructors.
-SQL_BUILDERS = {"text", "select", "insert", "update", "delete", "exists", "literal", "literal_column", "column",
-                "table", "and_", "or_", "not_", "case", "cast", "func", "tuple_", "true", "false", "null",
-                "bindparam", "union", "union_all", "values", "desc", "asc", "nulls_last"}
-
-
-def sql_outside_repositories(root: pathlib.Path) -> list[str]:
-    """SQL is written in repositories (and tables, kernel.db, migrations) only."""
-    offenders = []
-    for path, tree in _files(root):
-        if _is_sql_home(path):
-            continue
-        builders = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                    and (node.module or "").startswith("sqlalchemy") for alias in node.names
-                    if alias.name in SQL_BUILDERS}
-        offenders += [f"{path}:{node.lineno} SQL text" for node in _strings(tree) if SQL_TEXT.search(node.value)]
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call):
-                continue
-            if isinstance(node.func, ast.Name) and node.func.id in builders:
-                offenders.append(f"{path}:{node.lineno} builds SQL with {node.func.id}()")
-            if isinstance(node.func, ast.Attribute) and node.func.attr == "exec_driver_sql":
-                offenders.append(f"{path}:{node.lineno} runs driver SQL")
-    return offenders
-
-
-# Ending or opening a transaction; a service works in the caller's unit of
-# work (savepoints, `begin_nested`, are its own business).
-TRANSACTION_CALLS = {"commit", "rollback", "begin", "connect"}
-
-
-def services_that_commit_or_know_grpc(root: pathlib.Path) -> list[str]:
-    offenders = []
-    for path, tree in _files(root):
-        if path.name != "service.py":
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
-                offenders += [f"{path}:{node.lineno} imports {n}" for n in names if n.split(".")[0] == "grpc"]
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and node.func.attr in TRANSACTION_CALLS:
-                offenders.append(f"{path}:{node.lineno} calls .{node.func.attr}()")
-    return offenders
-
-
-def _table_owners(root: pathlib.Path) -> dict[str, str]:
-    owners = {}
-    for path in [*root.glob("*/tables.py"), root / "kernel" / "db" / "tables.py"]:
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__tablename__"
-                                                    for t in node.targets):
-                owners[node.value.value] = path.relative_to(root).parts[0]  # type: ignore[attr-defined]
-    return owners
-
-
-TABLE_REFERENCE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE|TRUNCATE)\s+(\w+)")
-
-
-def other_domains_tables(root: pathlib.Path) -> list[str]:
-    """SQL text names only its own domain's tables (the kernel's, its own);
-    another domain's are reached through that domain's service."""
-    owners = _table_owners(root)
-    offenders = []
-    for path, tree in _files(root):
-        if path.name == "tables.py":  # foreign keys are the schema's, owned by the migrations
-            continue
-        for node in _strings(tree):
-            for table in TABLE_REFERENCE.findall(node.value):
-                if owners.get(table, path.parts[0]) != path.parts[0]:
-                    offenders.append(f"{path}:{node.lineno} names {owners[table]}'s table {table}")
-    return offenders
 
 
 # Tables a migration touches: named as a string of their own (op.create_table,
@@ -224,8 +156,8 @@ KERNEL_WORDS = {
     "admin",  # platform administration (`platform:admin`, the `admin` role)
     "files",  # files on disk, descriptor files
 }
-# Names of the spec's scopes and of a general port that read like a domain's name.
-KERNEL_TOKENS = {"personas:read", "personas:write", "chat:read", "chat:write", "billing_period"}
+# Names of the spec's scopes that read like a domain's name.
+KERNEL_TOKENS = {"personas:read", "personas:write", "chat:read", "chat:write"}
 
 
 def _words(text: str) -> set[str]:
@@ -326,14 +258,355 @@ def app_outside_the_kernel(root: pathlib.Path) -> list[str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 offenders += [f"{path}:{node.lineno} imports {name}" for name in _imported(path, node)
-                              if f"{name}.".startswith("persona_service.kernel.app.")]
+                              if re.match(r"persona_service\.kernel(?:\.\w+)*\.app(?:\.|$)", name)]
             elif (node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)) == "App":
                 offenders.append(f"{path}:{node.lineno} names App")
     return offenders
 
 
+# --- roles ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Role:
+    """What a domain file of this role may do. `rank` orders the layers inside
+    a domain: a file imports only files of its domain of a rank no higher than its own."""
+
+    rank: int
+    grpc: bool = False  # imports grpc (servicers); `module` may import the generated registration functions
+    sql: bool = False  # writes SQL in any form
+    tables: bool = False  # imports its domain's tables (and the kernel's) or reaches Base.metadata
+    transactions: bool = False  # opens, commits or rolls back a transaction of its own
+
+
+ROLES: dict[str, Role] = {
+    "module": Role(6, transactions=True),  # the Module declaration: wiring, jobs' bodies
+    "package": Role(6),  # __init__.py
+    "servicer": Role(5, grpc=True, transactions=True),  # proto <-> domain; the call's unit of work is the pipeline's
+    "commands": Role(5, transactions=True),  # CLI commands
+    "jobs": Role(4, transactions=True),  # background work: jobs, tasks, worker processes
+    "api": Role(4),  # the domain's public surface for other domains
+    "service": Role(3),  # domain logic in the caller's unit of work
+    "repository": Role(2, sql=True, tables=True),
+    "tables": Role(1, sql=True, tables=True),
+    "records": Role(0),
+    "settings": Role(0),
+    "support": Role(0),  # pure helpers: formats, codecs, signatures
+    "migrations": Role(7, sql=True, tables=True),
+}
+# Roles a file's name may give it: `<role>.py` or `<anything>_<role>.py`.
+NAMED_ROLES = set(ROLES) - {"package", "migrations"}
+ROLE_TABLE = "roles.toml"
+
+
+def _role_table(root: pathlib.Path) -> dict[str, dict[str, str]]:
+    path = root / ROLE_TABLE
+    return tomllib.loads(path.read_text()) if path.exists() else {}
+
+
+def _domain_files(root: pathlib.Path) -> Iterator[tuple[pathlib.Path, ast.Module]]:
+    domains = _domains(root)
+    for path, tree in _files(root):
+        if len(path.parts) > 1 and path.parts[0] in domains:
+            yield path, tree
+
+
+def role_of(path: pathlib.Path, table: dict[str, dict[str, str]]) -> str | None:
+    """A domain file's role: by its name, else by the roles table; None when it has none."""
+    if path.parts[1] == "migrations":
+        return "migrations"
+    stem = "/".join([*path.parts[1:-1], path.stem])
+    if path.stem == "__init__":
+        return "package"
+    named = path.stem if path.stem in NAMED_ROLES else path.stem.rpartition("_")[2]
+    if named in NAMED_ROLES and (named == path.stem or "_" in path.stem):
+        return named
+    return table.get(path.parts[0], {}).get(stem)
+
+
+def _roles(root: pathlib.Path) -> dict[pathlib.Path, str | None]:
+    table = _role_table(root)
+    return {path: role_of(path, table) for path, _ in _domain_files(root)}
+
+
+def files_without_a_role(root: pathlib.Path) -> list[str]:
+    """Deny by default: every file of a domain has a known role (by its name or `roles.toml`),
+    and the table names only files that exist, with known roles."""
+    table = _role_table(root)
+    offenders = [f"{path} has no role: name it <role>.py or *_<role>.py ({', '.join(sorted(NAMED_ROLES))}), "
+                 f"or list it in {ROLE_TABLE}" for path, role in _roles(root).items() if role is None]
+    for domain, files in table.items():
+        for stem, role in files.items():
+            if role not in ROLES:
+                offenders.append(f"{ROLE_TABLE}: {domain}/{stem}.py has the unknown role {role!r}")
+            if not (root / domain / f"{stem}.py").exists():
+                offenders.append(f"{ROLE_TABLE}: {domain}/{stem}.py does not exist")
+    return offenders
+
+
+def _grpc_import(name: str) -> bool:
+    return name.split(".")[0] in ("grpc", "grpc_status", "grpc_health", "grpc_reflection") \
+        or name.split(".")[-1].endswith("_pb2_grpc")
+
+
+def grpc_outside_servicers(root: pathlib.Path) -> list[str]:
+    """gRPC only in servicers (a domain's `module.py` may import the generated registration functions)."""
+    offenders = []
+    for path, role in _roles(root).items():
+        if role is None or ROLES[role].grpc:
+            continue
+        for node in ast.walk(ast.parse((root / path).read_text())):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for name in _imported(path, node):
+                    registration = role == "module" and name.split(".")[-1].endswith("_pb2_grpc")
+                    if _grpc_import(name) and not registration:
+                        offenders.append(f"{path}:{node.lineno} ({role}) imports {name}")
+                        break
+    return offenders
+
+
+# Ending or opening a transaction (savepoints, `begin_nested`, are a service's own business).
+TRANSACTION_CALLS = {"commit", "rollback", "begin", "connect"}
+
+
+def transactions_outside_units_of_work(root: pathlib.Path) -> list[str]:
+    """Services, repositories, records and helpers work in the caller's unit of work: only
+    servicers, jobs, commands and the module's wiring open or end one."""
+    offenders = []
+    for path, role in _roles(root).items():
+        if role is None or ROLES[role].transactions or role == "migrations":
+            continue
+        for node in ast.walk(ast.parse((root / path).read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TRANSACTION_CALLS:
+                offenders.append(f"{path}:{node.lineno} ({role}) calls .{node.func.attr}()")
+    return offenders
+
+
+def _module_file(root: pathlib.Path, name: str) -> pathlib.Path | None:
+    """The package file a dotted `persona_service.…` name is (None for a package or a name in a module)."""
+    parts = name.split(".")
+    if parts[0] != "persona_service":
+        return None
+    path = pathlib.Path(*parts[1:]).with_suffix(".py") if len(parts) > 1 else None
+    return path if path is not None and (root / path).is_file() else None
+
+
+def layers_inside_domains(root: pathlib.Path) -> list[str]:
+    """Inside a domain, a file imports (lazily too) only files of a rank no higher than its role's:
+    module > servicer, commands > jobs, api > service > repository > tables > records, settings, support."""
+    roles = _roles(root)
+    offenders = []
+    for path, role in roles.items():
+        if role is None or role == "migrations":
+            continue
+        for node in ast.walk(ast.parse((root / path).read_text())):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            for name in _imported(path, node):
+                target = _module_file(root, name)
+                if target is None or target == path or target.parts[0] != path.parts[0]:
+                    continue
+                other = roles.get(target)
+                if other is not None and ROLES[other].rank > ROLES[role].rank:
+                    offenders.append(f"{path}:{node.lineno} ({role}) imports {target} ({other}), a layer above it")
+    return offenders
+
+
+# --- SQL and tables ----------------------------------------------------------------------
+
+
+def _kernel_sql_home(path: pathlib.Path) -> bool:
+    """The kernel's data access: its repositories, tables and database plumbing (`db/`, or `data/`
+    once the kernel is in parts)."""
+    return path.parts[0] == "kernel" and (path.stem.endswith("repository") or path.stem == "tables"
+                                          or "db" in path.parts or "data" in path.parts)
+
+
+def _sql_homes(root: pathlib.Path) -> set[pathlib.Path]:
+    return {path for path, role in _roles(root).items() if role and ROLES[role].sql} \
+        | {path for path, _ in _files(root) if _kernel_sql_home(path)}
+
+
+# Statements as SQL text, in any case.
+SQL_TEXT = re.compile(r"^\s*(?:select\s+\S|insert\s+into|update\s+\w+\s+set|delete\s+from|with\s+(?:recursive\s+)?\w+\s+as\b|"
+                      r"set\s+local|lock\s+table|truncate\b|listen\s+\w|notify\s+\w|create\s+(?:unique\s+)?(?:table|index|"
+                      r"trigger|function|extension|type|view)|alter\s+table|drop\s+(?:table|index|trigger|function|type|view))",
+                      re.I | re.M)
+# What code outside the SQL homes may take from SQLAlchemy: types to annotate and pass
+# connections with, its exceptions, and event hooks (tracing). Everything else builds or runs SQL.
+SQLALCHEMY_TYPES = {"Connection", "Engine", "Executable", "ExceptionContext", "event", "exc"}
+# Reaching past SQLAlchemy to the driver (DBAPI) or to a mapped class's Table.
+DRIVER_ATTRIBUTES = {"exec_driver_sql", "driver_connection", "dbapi_connection", "raw_connection", "__table__"}
+
+
+def sql_outside_repositories(root: pathlib.Path) -> list[str]:
+    """SQL in any form (text, SQLAlchemy constructs whatever the import style, Table.__table__,
+    DBAPI cursors, driver SQL) is written in repositories and tables (the kernel's: its
+    repositories, tables and db/; migrations) only."""
+    homes = _sql_homes(root)
+    offenders = []
+    for path, tree in _files(root):
+        if path in homes:
+            continue
+        offenders += [f"{path}:{node.lineno} SQL text" for node in _strings(tree) if SQL_TEXT.search(node.value)]
+        aliases = set()  # names bound to sqlalchemy modules (`import sqlalchemy as sa`)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    top = alias.name.split(".")[0]
+                    if top in ("sqlalchemy", "psycopg", "psycopg2") and alias.name != "sqlalchemy":
+                        if alias.name != "sqlalchemy.exc":
+                            offenders.append(f"{path}:{node.lineno} imports {alias.name}")
+                    if top == "sqlalchemy":
+                        aliases.add(alias.asname or "sqlalchemy")
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                module = node.module or ""
+                if module.split(".")[0] in ("psycopg", "psycopg2"):
+                    offenders.append(f"{path}:{node.lineno} imports {module}")
+                elif module.split(".")[0] == "sqlalchemy" and module != "sqlalchemy.exc":
+                    offenders += [f"{path}:{node.lineno} imports {module}.{alias.name}" for alias in node.names
+                                  if alias.name not in SQLALCHEMY_TYPES]
+            elif isinstance(node, ast.Attribute):
+                if isinstance(node.value, ast.Name) and node.value.id in aliases and node.attr not in SQLALCHEMY_TYPES:
+                    offenders.append(f"{path}:{node.lineno} uses {node.value.id}.{node.attr}")
+                if node.attr in DRIVER_ATTRIBUTES:
+                    offenders.append(f"{path}:{node.lineno} reaches .{node.attr}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cursor":
+                offenders.append(f"{path}:{node.lineno} opens a DBAPI cursor")
+    return offenders
+
+
+def _table_owners(root: pathlib.Path) -> dict[str, str]:
+    owners = {}
+    for path in [*root.glob("*/tables.py"), *root.glob("kernel/**/tables.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__tablename__"
+                                                    for t in node.targets):
+                owners[node.value.value] = path.relative_to(root).parts[0]  # type: ignore[attr-defined]
+    return owners
+
+
+TABLE_REFERENCE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE|TRUNCATE)\s+(\w+)", re.I)
+
+
+def other_domains_tables(root: pathlib.Path) -> list[str]:
+    """SQL text names only its own domain's tables (the kernel's, its own);
+    another domain's are reached through that domain's api."""
+    owners = _table_owners(root)
+    offenders = []
+    for path, tree in _files(root):
+        if path.name == "tables.py":  # foreign keys are the schema's, owned by the migrations
+            continue
+        for node in _strings(tree):
+            for table in TABLE_REFERENCE.findall(node.value):
+                if owners.get(table, path.parts[0]) != path.parts[0]:
+                    offenders.append(f"{path}:{node.lineno} names {owners[table]}'s table {table}")
+    return offenders
+
+
+# A `tables` module (or a name in one), or the declarative Base (kernel.db.base).
+TABLES_MODULE = re.compile(r"^persona_service(?:\.\w+)*\.(?:tables|db\.base|data\.base)(?:\.\w+)?$")
+
+
+def _is_tables_module(name: str) -> bool:
+    return bool(TABLES_MODULE.match(name))
+
+
+def tables_outside_their_domain(root: pathlib.Path) -> list[str]:
+    """Tables (a `tables` module, Base and its metadata) are imported only by their own domain's
+    repositories and tables (a domain's repositories may read the kernel's tables: the outbox);
+    never by api.py, a service or a servicer, nor by another domain."""
+    roles = _roles(root)
+    homes = _sql_homes(root)
+    offenders = []
+    for path, tree in _files(root):
+        role = roles.get(path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for name in _imported(path, node):
+                    if not _is_tables_module(name):
+                        continue
+                    owner = name.split(".")[1]
+                    own = owner == path.parts[0] or owner == "kernel" and role in ("repository", "tables", "migrations")
+                    if not (path in homes and own):
+                        offenders.append(f"{path}:{node.lineno} imports {name}")
+                        break
+            elif isinstance(node, ast.Attribute) and path.parts[0] != "kernel" and role != "tables" and (
+                    node.attr in ("tables", "sorted_tables") and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "metadata"
+                    or node.attr == "metadata" and isinstance(node.value, ast.Name) and node.value.id == "Base"):
+                offenders.append(f"{path}:{node.lineno} reaches the metadata's tables")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "MetaData" \
+                    and path not in homes:
+                offenders.append(f"{path}:{node.lineno} builds a MetaData")
+    return offenders
+
+
+# --- dynamic access ----------------------------------------------------------------------
+
+# Attributes that lead from a function to its object or its module's globals.
+INTROSPECTION = {"__self__", "__func__", "__globals__", "__closure__", "__builtins__", "f_globals", "f_locals", "f_back",
+                 "gi_frame", "cr_frame"}
+# The one loader of code named by configuration, not by code: PERSONA_EXTRA_MODULES (kernel.module).
+DYNAMIC_LOADERS = {"extra_modules"}
+
+
+def _literal_names(tree: ast.AST) -> dict[int, set[str]]:
+    """Per node: the loop variables, of loops enclosing it, that run over a literal tuple or list of
+    strings (`for name in ("a", "b")`, comprehensions too)."""
+    def literal(iterable: ast.expr) -> bool:
+        return isinstance(iterable, ast.Tuple | ast.List | ast.Set) \
+            and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in iterable.elts)
+
+    names: dict[int, set[str]] = {}
+    for node in ast.walk(tree):
+        loops = [node] if isinstance(node, ast.For) else node.generators \
+            if isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp) else []
+        for loop in loops:
+            if isinstance(loop.target, ast.Name) and literal(loop.iter):
+                for inner in ast.walk(node):
+                    names.setdefault(id(inner), set()).add(loop.target.id)
+    return names
+
+
+def dynamic_access(root: pathlib.Path) -> list[str]:
+    """What no import contract sees: imports of computed names (but the extra modules' loader),
+    a function's object or globals (`__self__`, `__globals__`…), and in a domain, attributes read
+    by a computed name (getattr with a variable, vars(), globals())."""
+    domains = _domains(root)
+    offenders = []
+    for path, tree in _files(root):
+        if path.parts[0] not in domains and path.parts[0] not in SHARED:
+            continue  # the registry and the CLI sit above everything and name every domain anyway
+        literal = _literal_names(tree)
+        loaders = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name in DYNAMIC_LOADERS
+                   and path.parts[0] == "kernel"]
+        exempt = {id(n) for loader in loaders for n in ast.walk(loader)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in INTROSPECTION:
+                offenders.append(f"{path}:{node.lineno} reaches .{node.attr}")
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            first = node.args[0] if node.args else None
+            computed = first is not None and not (isinstance(first, ast.Constant) and isinstance(first.value, str))
+            if name in ("import_module", "__import__", "resolve_name", "find_spec") and computed and id(node) not in exempt:
+                offenders.append(f"{path}:{node.lineno} imports a computed name")
+            if path.parts[0] in domains:
+                attribute = node.args[1] if name in ("getattr", "setattr", "delattr", "hasattr") \
+                    and len(node.args) > 1 else None
+                if attribute is not None and not (isinstance(attribute, ast.Constant) or isinstance(attribute, ast.Name)
+                                                  and attribute.id in literal.get(id(node), ())):
+                    offenders.append(f"{path}:{node.lineno} {name}() with a computed name")
+                if name in ("vars", "globals", "locals") and isinstance(func, ast.Name):
+                    offenders.append(f"{path}:{node.lineno} calls {name}()")
+    return offenders
+
+
 AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
-    sql_outside_repositories, services_that_commit_or_know_grpc, other_domains_tables, kernel_naming_domains,
+    files_without_a_role, grpc_outside_servicers, sql_outside_repositories, transactions_outside_units_of_work,
+    tables_outside_their_domain, other_domains_tables, layers_inside_domains, dynamic_access, kernel_naming_domains,
     raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_kernel,
 ]
 
@@ -347,7 +620,8 @@ def test_ast_rule_holds(rule):
 
 # (what, file, code appended to it, the check that must name that file)
 PLANTED = [
-    ("relative kernel->domain import", "kernel/outbox.py", "from ..billing import repository as _planted\n", lint_imports),
+    ("relative kernel->domain import", "kernel/principal.py", "from ..billing import repository as _planted\n",
+     lint_imports),
     ("relative cross-domain repository import", "chat/service.py",
      "from ..personas import repository as _planted\n", lint_imports),
     ("cross-domain servicer import", "chat/service.py", "from persona_service.personas import servicer as _planted\n",
@@ -356,22 +630,57 @@ PLANTED = [
      "from persona_service.personas.directory import PersonaDirectory as _planted\n", lint_imports),
     ("relative cross-domain service import", "marketplace/service.py", "from ..billing import service as _planted\n",
      lint_imports),
-    ("sqlalchemy in a servicer", "chat/servicer.py", "from sqlalchemy import text as _planted\n", lint_imports),
+    ("sqlalchemy in a servicer", "chat/servicer.py", "from sqlalchemy import text as _planted\n",
+     sql_outside_repositories),
     ("raw SQL in a servicer", "chat/servicer.py",
      "def _planted(conn):\n    return conn.exec_driver_sql('SELECT count(*) FROM chat_sessions').scalar()\n",
      sql_outside_repositories),
     ("SQL built in a service", "personas/service.py",
      "from sqlalchemy import select as _s\n\n\ndef _planted(table):\n    return _s(table)\n", sql_outside_repositories),
-    ("grpc in a service", "personas/service.py", "import grpc as _planted\n", lint_imports),
-    ("grpc in a service (AST)", "personas/service.py", "import grpc as _planted\n", services_that_commit_or_know_grpc),
+    ("SQL built through a module alias in a service", "personas/service.py",
+     "import sqlalchemy as sa\n\n\ndef _planted(table):\n    return sa.select(table)\n", sql_outside_repositories),
+    ("a mapped class's Table in a service", "personas/service.py",
+     "def _planted(mapped):\n    return mapped.__table__.update()\n", sql_outside_repositories),
+    ("a DBAPI cursor in a servicer", "chat/servicer.py",
+     "def _planted(ctx):\n    ctx.conn.connection.cursor().execute('delete from chat_messages')\n",
+     sql_outside_repositories),
+    ("lower-case SQL text in a service", "chat/service.py", "_PLANTED = 'select id from chat_sessions where id = %s'\n",
+     sql_outside_repositories),
+    ("grpc in a service", "personas/service.py", "import grpc as _planted\n", grpc_outside_servicers),
+    ("grpc in a service that is not named service.py", "orgs/keys.py", "import grpc as _planted\n",
+     grpc_outside_servicers),
+    ("grpc in a worker", "webhooks/worker.py", "import grpc as _planted\n", grpc_outside_servicers),
     ("a commit in a service", "personas/service.py", "def _planted(conn):\n    conn.commit()\n",
-     services_that_commit_or_know_grpc),
+     transactions_outside_units_of_work),
+    ("a commit in a service that is not named service.py", "orgs/keys.py", "def _planted(conn):\n    conn.commit()\n",
+     transactions_outside_units_of_work),
     ("a transaction of its own in a service", "personas/service.py",
-     "def _planted(engine):\n    with engine.begin():\n        pass\n", services_that_commit_or_know_grpc),
+     "def _planted(engine):\n    with engine.begin():\n        pass\n", transactions_outside_units_of_work),
+    ("a file with no role", "chat/helpers.py", "def _planted():\n    return 1\n", files_without_a_role),
     ("another domain's tables imported", "chat/repository.py", "from ..orgs.tables import User as _planted\n",
      lint_imports),
     ("another domain's tables in SQL", "chat/repository.py", "_PLANTED = 'SELECT id FROM organizations'\n",
      other_domains_tables),
+    ("another domain's tables in lower-case SQL", "chat/repository.py", "_PLANTED = 'select id from organizations'\n",
+     other_domains_tables),
+    ("another domain's table through the metadata", "chat/repository.py",
+     "def _planted():\n    from persona_service.kernel.db.base import Base\n\n    return Base.metadata.tables['personas']\n",
+     tables_outside_their_domain),
+    ("a table re-exported through api.py", "personas/api.py",
+     "from persona_service.personas.tables import Persona as Persona  # noqa: F401\n", tables_outside_their_domain),
+    ("a service importing its tables", "chat/service.py", "from .tables import ChatSession as _planted\n",
+     tables_outside_their_domain),
+    ("a repository importing its own servicer lazily", "chat/repository.py",
+     "def _planted():\n    from persona_service.chat import servicer\n\n    return servicer\n", layers_inside_domains),
+    ("a service importing its servicer", "orgs/keys.py", "from .keys_servicer import ApiKeyServicer as _planted\n",
+     layers_inside_domains),
+    ("the kernel importing a domain by a computed name", "kernel/outbox.py",
+     "def _planted():\n    import importlib\n\n    return importlib.import_module('persona_service.' + 'bill' + 'ing.service')\n",
+     dynamic_access),
+    ("a servicer reaching the App through a bound method", "personas/servicer.py",
+     "def _planted(deps):\n    return deps.invalidate.__self__\n", dynamic_access),
+    ("a servicer reading an attribute by a computed name", "personas/servicer.py",
+     "def _planted(deps, name):\n    return getattr(deps, name)\n", dynamic_access),
     ("the kernel names a domain", "kernel/principal.py", "_PLANTED = 'scim:provision'\n", kernel_naming_domains),
     ("a module's migration touching another's table", "billing/migrations/0009_billing_processor.py",
      "def _planted():\n    op.drop_column('users', 'name')\n", migrations_touching_other_modules_tables),
@@ -379,6 +688,7 @@ PLANTED = [
      "def _planted():\n    op.execute('UPDATE personas SET slug = slug')\n", migrations_touching_other_modules_tables),
     ("a raw row returned", "chat/repository.py", "def _planted(conn, stmt):\n    return conn.execute(stmt).mappings().all()\n",
      raw_rows),
+    ("a row read by key", "chat/service.py", "def _planted(row):\n    return row[\"id\"]\n", rows_read_by_key),
     ("a servicer given the App", "personas/servicer.py", "from persona_service.kernel.app import App as _planted\n",
      app_outside_the_kernel),
     ("the App imported relatively", "chat/openai_servicer.py", "from ..kernel import app as _planted\n",
@@ -394,11 +704,17 @@ def test_each_planted_violation_fails(tmp_path, what, file, code, check):
     copy = tmp_path / "persona_service"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "static"))
     planted = copy / file
-    planted.write_text(planted.read_text() + "\n\n" + code)
+    planted.write_text((planted.read_text() if planted.exists() else "") + "\n\n" + code)
     found = check(copy)
     assert found, f"{check.__name__} did not catch: {what}"
     module = "persona_service." + file.removesuffix(".py").replace("/", ".")
     assert file in str(found) or module in str(found), found
+
+
+def test_blanking_any_rule_fails_the_self_test():
+    """Each AST rule catches at least one planted violation that names it as its check, so a rule
+    that returned nothing would fail that planted case."""
+    assert {rule.__name__ for rule in AST_RULES} <= {check.__name__ for *_, check in PLANTED}
 
 
 # --- the registry and the event catalogue ------------------------------------------------

@@ -5,12 +5,17 @@ of an App that is gone (object storage was once cached by `id(app)`)."""
 
 from __future__ import annotations
 
+import inspect
 import threading
+from dataclasses import fields
+from types import BuiltinMethodType, FunctionType, MethodType
 
 import pytest
 from persona_service.files.storage import storage_for
-from persona_service.kernel.resources import Resource, Resources
+from persona_service.kernel.resources import Resource, Resources, TaskSignals
 from persona_service.kernel.settings import Settings
+
+FunctionTypes = (FunctionType, MethodType, BuiltinMethodType)
 
 
 class Owner:
@@ -56,3 +61,25 @@ def test_each_app_has_its_own_storage_even_at_a_reused_address(tmp_path):
         pytest.skip("Python placed no new owner at the old address")
     other.__init__(tmp_path / "other")
     assert storage_for(other).root == (tmp_path / "other" / "objects").resolve()  # type: ignore[attr-defined]
+
+
+def test_servicer_deps_hold_plain_functions_not_methods_of_the_app(tmp_path):
+    """A servicer cannot reach the App, its pools or its Redis client through what it is
+    handed (a bound method's `__self__` would lead there)."""
+    from persona_service.kernel.app import App
+    from persona_service.registry import MODULES
+
+    settings = Settings(data_dir=tmp_path, jwt_secret="test-secret",
+                        database_url="postgresql+psycopg://nobody@127.0.0.1:9/none", redis_url="redis://127.0.0.1:9/0")
+    app = App(settings, MODULES)  # nothing connects until asked
+    try:
+        deps = app.servicer_deps
+        functions = [getattr(deps, f.name) for f in fields(deps) if isinstance(getattr(deps, f.name), FunctionTypes)
+                     or inspect.ismethod(getattr(deps, f.name))]
+        functions.append(deps.tasks.wake)
+        assert len(functions) >= 7
+        assert [f for f in functions if inspect.ismethod(f) or hasattr(f, "__self__")] == []
+        assert type(deps.tasks) is TaskSignals  # its functions are plain ones too
+        assert deps.draining() is False and deps.tasks.wait_until(lambda: "settled", 0.1) == "settled"
+    finally:
+        app.close()

@@ -38,6 +38,6 @@ MODULE = Module(
     event_types=frozenset({"subscription.upgraded", "subscription.downgraded", "subscription.cancelled"}),
     settings=BillingSettings,
     config_keys=(ConfigKey(DECLINE_KEY, "boolean", False, levels=("org",), owner_only=True),),
-    billing_period=billing_period,
+    usage_period=billing_period,
     jobs=(Job("billing.renew", 60, renew_subscriptions),),
 )

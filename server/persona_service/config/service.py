@@ -176,5 +176,5 @@ class ConfigService:
         if spec.key.startswith(RATE_LIMIT_PREFIX):
             from persona_service.kernel.limits.plans import PLAN_LIMITS
 
-            return getattr(PLAN_LIMITS[principal.plan], spec.key[len(RATE_LIMIT_PREFIX):])
+            return PLAN_LIMITS[principal.plan].value(spec.key[len(RATE_LIMIT_PREFIX):])
         return spec.default

@@ -24,7 +24,7 @@ from persona_service.kernel.limits.resolver import LimitsResolver
 from persona_service.kernel.logs import Throttled
 from persona_service.kernel.model_calls import RemoteProvider
 from persona_service.kernel.module import Job, Modules
-from persona_service.kernel.resources import Resources, Runtime, ServicerDeps
+from persona_service.kernel.resources import Resources, Runtime, ServicerDeps, TaskSignals, plain
 from persona_service.kernel.runs import RUN_TASK, Runs
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
@@ -33,6 +33,11 @@ from persona_service.providers.factory import backoff_delays, make_base_provider
 from persona_service.providers.retrying import Retrying, failure_details
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sqlalchemy import Connection
+
+    from persona_service.kernel.principal import Principal
     from persona_service.kernel.transport.context import RequestContext
     from persona_service.providers.base import Provider, ProviderError
 
@@ -80,7 +85,7 @@ class App:
         self.secret_box = SecretBox(settings.resolved_secrets_key())
         self.limiter = RateLimiter(self.redis, settings.rate_limit_lease_max)
         self.limits = LimitsResolver(self.engine, modules.limit_overrides, settings.limit_override_ceiling,
-                                     modules.billing_period)
+                                     modules.usage_period)
         self.idempotency = Idempotency(self.engine, self.secret_box)
         self.runs = Runs(self.redis, settings.run_workers, self.engine, settings.run_lease_seconds,
                          settings.run_outage_seconds, role=role)
@@ -108,12 +113,15 @@ class App:
         # What servicers see of the process; neither the App, its pools nor its settings.
         self.servicer_deps = ServicerDeps(
             cursors=self.cursors, secret_box=self.secret_box, resources=self.resources, modules=modules,
-            provider_for=self.provider_for, quota=self.limits.quota, limits=self.limits.limits, invalidate=self.invalidate,
-            tasks=self.tasks,
-            generations_used=lambda principal, conn: self.limiter.generations_used(
-                principal.org_id, self.limits.quota_period(principal.org_id, conn)),
-            connect=self.engine.connect, ping_redis=self.redis.ping, draining=self.draining.is_set,
+            provider_for=plain(self.provider_for), quota=plain(self.limits.quota), limits=plain(self.limits.limits),
+            invalidate=plain(self.invalidate),
+            generations_used=plain(self._generations_used),
+            tasks=TaskSignals(plain(self.tasks.wake), plain(self.tasks.wait_until)), connect=plain(self.engine.connect),
+            ping_redis=plain(self.redis.ping), draining=plain(self.draining.is_set),
             unary_workers=settings.grpc_workers, hints=Hints(self.redis))
+
+    def _generations_used(self, principal: Principal, conn: Callable[[], Connection]) -> int:
+        return self.limiter.generations_used(principal.org_id, self.limits.quota_period(principal.org_id, conn))
 
     def provider_for(self, ctx: RequestContext) -> Retrying:
         """The provider for one request: retried with backoff, every failed

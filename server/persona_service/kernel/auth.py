@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 import jwt
 from sqlalchemy import Connection
@@ -71,9 +71,9 @@ class CredentialStore(Protocol):
     # Bearer prefixes of the credentials it finds by secret hash (its kinds of keys).
     key_prefixes: tuple[str, ...]
 
-    def find_key(self, conn: Any, secret_hash: str) -> KeyCredential | None: ...
+    def find_key(self, conn: Connection, secret_hash: str) -> KeyCredential | None: ...
 
-    def find_member(self, conn: Any, org_id: str, user_id: str, workspace_id: str) -> MemberCredential | None:
+    def find_member(self, conn: Connection, org_id: str, user_id: str, workspace_id: str) -> MemberCredential | None:
         """The membership, if the user belongs to the org and the workspace is the org's."""
         ...
 

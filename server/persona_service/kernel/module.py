@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import pathlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,13 +20,19 @@ from persona_service.kernel.command import Command as Command  # re-exported: mo
 from persona_service.kernel.config_keys import ConfigKey, install_config_keys
 from persona_service.kernel.limits.plans import EndpointCap, PlanLimit, install_caps, install_plan_limits
 from persona_service.kernel.outbox import EVENT_TYPES
+from persona_service.kernel.ports import (
+    ConfigLevel,
+    LimitOverrides,
+    PersonalDataEraser,
+    PersonalDataExport,
+    ReviewResolver,
+    UsagePeriod,
+)
 from persona_service.kernel.principal import Scope, install_scopes
 from persona_service.kernel.settings import InvalidSetting, Settings, env_names, read
 from persona_service.kernel.tasks import TaskKind
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     import grpc
     from pydantic_settings import BaseSettings
 
@@ -77,22 +83,18 @@ class Module:
     config_keys: Sequence[ConfigKey] = ()
     # Scopes this module adds to the six (kernel.principal.Scope).
     scopes: Sequence[Scope] = ()
-    # Config levels this module owns beyond org/workspace (level -> may this
-    # caller address that subject: (conn, principal, subject id) -> bool).
-    config_levels: Mapping[str, Callable[[Any, Any, str], bool]] = field(default_factory=dict)
+    # Config levels this module owns beyond org/workspace: level -> its check.
+    config_levels: Mapping[str, ConfigLevel] = field(default_factory=dict)
     endpoint_caps: Sequence[EndpointCap] = ()
     # Limits of this module's own, per plan (kernel.limits.plans.PlanLimit).
     plan_limits: Sequence[PlanLimit] = ()
     jobs: Sequence[Job] = ()
-    # What resolving a moderation review item does to a subject this module
-    # owns: subject type -> (conn, subject id, decision "approve"|"reject").
-    review_resolvers: Mapping[str, Callable[[Any, str, str], None]] = field(default_factory=dict)
-    # What this module holds about one user, for privacy exports:
-    # (conn, kernel.personal_data.Subject) -> {table name: JSON rows, in lazy batches (export_batches)}.
-    personal_data: Callable[[Any, Any], dict[str, Iterable[list[dict[str, Any]]]]] | None = None
-    # Erase what this module holds about one user (right to erasure):
-    # (conn, kernel.personal_data.Subject, now) -> {what was done: how many}.
-    erase_personal_data: Callable[[Any, Any, Any], dict[str, int]] | None = None
+    # What resolving a moderation review item does to a subject this module owns: subject type -> resolver.
+    review_resolvers: Mapping[str, ReviewResolver] = field(default_factory=dict)
+    # What this module holds about one user, for privacy exports (lazy batches: kernel.personal_data).
+    personal_data: PersonalDataExport | None = None
+    # Erase what this module holds about one user (right to erasure).
+    erase_personal_data: PersonalDataEraser | None = None
     # Kinds of durable background work (kernel.tasks) this module enqueues.
     tasks: Sequence[TaskKind] = ()
     commands: Sequence[Command] = ()
@@ -101,11 +103,9 @@ class Module:
     migrations: pathlib.Path | None = None
     # Kernel ports this module implements (at most one module each).
     credentials: Callable[[], CredentialStore] | None = None
-    limit_overrides: Callable[[Any, str], dict[str, Any]] | None = None
-    # (conn, org id, now) -> the organization's billing period holding `now`
-    # as (start, end) datetimes, or None (monthly quotas then follow the
-    # calendar month in UTC).
-    billing_period: Callable[[Any, str, datetime], tuple[datetime, datetime] | None] | None = None
+    limit_overrides: LimitOverrides | None = None
+    # The period an organization's monthly quotas count in (a billing period).
+    usage_period: UsagePeriod | None = None
     # The module's settings section (a kernel.settings.Section), read with kernel.settings.load().
     settings: type[BaseSettings] | None = None
     # HTTP path prefixes whose clients send query parameters of their own
@@ -173,7 +173,7 @@ class Modules:
         install_error_shapes({shape: render for m in self.all for shape, render in m.error_shapes.items()})
         self.descriptors = [m.descriptors for m in self.all if m.descriptors is not None]
         self.limit_overrides = _one("limit_overrides", [m.limit_overrides for m in self.all if m.limit_overrides])
-        self.billing_period = _one("billing_period", [m.billing_period for m in self.all if m.billing_period])
+        self.usage_period = _one("usage_period", [m.usage_period for m in self.all if m.usage_period])
 
 
 def extra_modules() -> list[Module]:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, cast
 
 from persona_service.kernel.clock import utcnow
 
@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from persona_service.providers.retrying import Retrying
 
 T = TypeVar("T")
+R = TypeVar("R")
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True, eq=False)  # identity: each declared resource is its own key
@@ -98,29 +100,49 @@ class Runtime:
         return self.engine.connect()
 
 
-class TaskSignals(Protocol):
-    """What a servicer may do with its process's task threads (kernel.tasks.TaskRunner)."""
+class TaskSignals:
+    """What a servicer may do with its process's task threads (kernel.tasks.TaskRunner), as plain
+    functions: nothing here leads back to the runner, its pool or the App."""
 
-    def wake(self) -> None: ...
+    __slots__ = ("_wait_until", "wake")
 
-    def wait_until(self, check: Callable[[], T | None], timeout: float) -> T | None: ...
+    def __init__(self, wake: Callable[[], None], wait_until: Callable[[Callable[[], Any], float], Any]) -> None:
+        self.wake = wake  # a task was committed here: a runner thread looks at once
+        self._wait_until = wait_until
+
+    def wait_until(self, check: Callable[[], T | None], timeout: float) -> T | None:
+        """Wait up to `timeout` seconds for `check()` to return something (kernel.tasks.TaskRunner.wait_until)."""
+        return cast("T | None", self._wait_until(check, timeout))
+
+
+def plain(method: Callable[P, R]) -> Callable[P, R]:
+    """A plain function that calls `method`: whoever holds it cannot reach the method's object
+    (a bound method's `__self__`: the App, an engine, a Redis client)."""
+
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        return method(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = getattr(method, "__name__", "call")
+    return call
 
 
 @dataclass(frozen=True)
 class ServicerDeps:
     """What a servicer may use of its process, built once by the App and
     handed to every servicer (`ServiceBinding.servicer`). A call's unit of
-    work is its RequestContext's; nothing here opens another but `connect`."""
+    work is its RequestContext's; nothing here opens another but `connect`.
+    The callables are plain functions (`plain`), never bound methods of the
+    App, an engine or a Redis client."""
 
     cursors: CursorCodec
     secret_box: SecretBox
     resources: Resources
     modules: Modules
     provider_for: Callable[[RequestContext], Retrying]  # retried, failed attempts audited under the caller
-    quota: Callable[[Principal, str, Callable[[], Any]], Quota]  # (caller, Limits field, its connection)
+    quota: Callable[[Principal, str, Callable[[], Connection]], Quota]  # (caller, Limits field, its connection)
     # Generations the caller's organization used of its monthly quota in the current period (caller, connection).
-    generations_used: Callable[[Principal, Callable[[], Any]], int]
-    limits: Callable[[Principal, Callable[[], Any]], Limits]  # the caller's organization's limits (its connection)
+    generations_used: Callable[[Principal, Callable[[], Connection]], int]
+    limits: Callable[[Principal, Callable[[], Connection]], Limits]  # the caller's organization's limits (its connection)
     invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.app), e.g. after a commit
     tasks: TaskSignals
     connect: Callable[[], AbstractContextManager[Connection]]  # reads outside the call's unit of work

@@ -13,6 +13,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Generator
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -313,7 +314,7 @@ class PersonaService:
             _check_metadata(changes["metadata"])
         if changes.get("slug") and changes["slug"] != row.slug:
             self._ensure_slug_free(principal.workspace_id, changes["slug"])
-        changed = sorted(_camel(k) for k, v in changes.items() if getattr(row, k) != v)
+        changed = sorted(_camel(k) for k, v in changes.items() if replace(row, **{k: v}) != row)
         if not changed:
             return row
         row = self.repo.update(persona_id, **changes, updated_at=self.clock())

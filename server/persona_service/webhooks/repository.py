@@ -3,13 +3,15 @@ claim queries (FOR UPDATE SKIP LOCKED)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
 import psycopg
 from sqlalchemy import (
     Connection,
+    Engine,
     Text,
     cast,
     delete,
@@ -52,6 +54,23 @@ def listen(driver_conn: psycopg.Connection[Any], channels: Iterable[str]) -> Non
     """Subscribe a driver (psycopg) connection in autocommit to the notification channels."""
     for channel in channels:
         driver_conn.execute(f"LISTEN {channel}")
+
+
+@contextlib.contextmanager
+def listening(engine: Engine, channels: Iterable[str]) -> Iterator[psycopg.Connection[Any]]:
+    """A driver connection of its own, taken out of the pool (LISTEN state never goes back to
+    it), in autocommit and subscribed to `channels`; closed on exit."""
+    raw = engine.raw_connection()
+    try:
+        conn = raw.driver_connection
+        assert conn is not None  # a live psycopg connection: it was just checked out
+        raw.detach()
+        conn.autocommit = True
+        listen(conn, channels)
+        yield conn
+    finally:
+        with contextlib.suppress(Exception):
+            raw.close()
 
 
 class WebhookRepository:

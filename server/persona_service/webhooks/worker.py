@@ -51,7 +51,7 @@ from persona_service.kernel.transport.convert import message_json, struct, times
 from persona_service.webhooks.http import HTTPClient, HTTPError
 from persona_service.webhooks.metrics import DELIVERIES, DELIVERY_SECONDS, outcome_of
 from persona_service.webhooks.records import DueDelivery
-from persona_service.webhooks.repository import DeliveryQueue, listen
+from persona_service.webhooks.repository import DeliveryQueue, listening
 from persona_service.webhooks.service import (
     DELIVERY_TIMEOUT_SECONDS,
     RESPONSE_BODY_LIMIT,
@@ -339,19 +339,13 @@ class DeliveryWorker:
         wakes them then too (what was written meanwhile went unnoticed)."""
         backoff = 0.5
         while not stop.is_set():
-            raw = None
             try:
-                raw = self.engine.raw_connection()
-                conn = raw.driver_connection
-                assert conn is not None  # a live psycopg connection: it was just checked out
-                raw.detach()  # LISTEN state never goes back to the pool
-                conn.autocommit = True
-                listen(conn, WAKE_CHANNELS)
-                loop.call_soon_threadsafe(wakeups.notify)
-                backoff = 0.5
-                while not stop.is_set():
-                    for _ in conn.notifies(timeout=1.0):
-                        loop.call_soon_threadsafe(wakeups.notify)
+                with listening(self.engine, WAKE_CHANNELS) as conn:
+                    loop.call_soon_threadsafe(wakeups.notify)
+                    backoff = 0.5
+                    while not stop.is_set():
+                        for _ in conn.notifies(timeout=1.0):
+                            loop.call_soon_threadsafe(wakeups.notify)
             except Exception as exc:  # noqa: BLE001 - PostgreSQL away: retried, the loops' timeout covers the gap
                 if connection_lost(exc):
                     # The pool's other connections died with this one (a restart): without dropping them each
@@ -360,10 +354,6 @@ class DeliveryWorker:
                 log.warning("webhook notifications unavailable (%s); retrying in %.1fs", type(exc).__name__, backoff)
                 stop.wait(backoff)
                 backoff = min(backoff * 2, LISTEN_RETRY_SECONDS)
-            finally:
-                if raw is not None:
-                    with contextlib.suppress(Exception):
-                        raw.close()
 
     async def _serve(self, stop: threading.Event, lanes: int, max_idle: float) -> None:
         wakeups = Wakeups()

@@ -61,6 +61,10 @@ class Limits:
         """Every limit's name: the fields above, then the declared ones."""
         return [f.name for f in fields(self) if f.name != "declared"] + [name for name, _ in self.declared]
 
+    def value(self, name: str) -> int | float:
+        """The limit `name` (a field above or a declared one)."""
+        return getattr(self, name)  # type: ignore[no-any-return]  # fields, then the declared ones (__getattr__)
+
     def cap(self, name: str) -> tuple[int, int]:
         """(limit, window seconds) of an endpoint cap for this tier."""
         cap = ENDPOINT_CAPS[name]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextvars
+import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from persona_service.kernel.db.uow import UnitOfWork
 from persona_service.kernel.principal import Principal
@@ -61,6 +63,26 @@ class RequestContext:
 
 
 _current: contextvars.ContextVar[RequestContext] = contextvars.ContextVar("persona_request")
+
+
+# Each call's RequestContext, by the gRPC context its servicer method receives (kept while that lives).
+_by_call: weakref.WeakKeyDictionary[object, RequestContext] = weakref.WeakKeyDictionary()
+_by_call_lock = threading.Lock()
+C = TypeVar("C")
+
+
+def attached(context: C, ctx: RequestContext) -> C:
+    """`context`, with `ctx` as its call's RequestContext (the pipeline, before a servicer runs)."""
+    with _by_call_lock:
+        _by_call[context] = ctx
+    return context
+
+
+def context_of(context: object) -> RequestContext:
+    """The RequestContext of the call a servicer method received `context` for: servicers
+    take it from their argument, not from ambient state."""
+    with _by_call_lock:
+        return _by_call[context]
 
 
 def current() -> RequestContext:

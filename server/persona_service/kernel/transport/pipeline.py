@@ -115,7 +115,8 @@ class RequestPipeline(grpc.ServerInterceptor):
     # --- handlers ---------------------------------------------------------------
 
     def _unary(self, behavior: Unary, meta: MethodMeta) -> Callable[[Any, grpc.ServicerContext], Message]:
-        chain = self._chain(meta, "unary", lambda call: behavior(call.request, cast(grpc.ServicerContext, call.context)))
+        chain = self._chain(meta, "unary", lambda call: behavior(
+            call.request, request_context.attached(cast(grpc.ServicerContext, call.context), call.ctx)))
 
         def handle(request: Any, context: grpc.ServicerContext) -> Message:
             call = self._begin(context, meta, request)
@@ -202,7 +203,7 @@ class RequestPipeline(grpc.ServerInterceptor):
 
         def operation(call: Call) -> Iterator[Message]:
             call.reached_operation = True
-            return behavior(call.request, call.context)
+            return behavior(call.request, request_context.attached(call.context, call.ctx))
 
         chain = self._chain(meta, "bytes", operation)
 
@@ -239,7 +240,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         run_span = span(call, **{"run.id": run.id})
         results: list[Message] = []
         try:
-            results = self._progress(run, behavior(request, context))
+            results = self._progress(run, behavior(request, request_context.attached(context, call.ctx)))
             self.commit.complete(call, request, results[0] if results else None)
             self._emit_results(run, results)
             log_outcome(call.ctx, 200)

@@ -1,0 +1,59 @@
+"""The ports a domain module may implement for the kernel (`Module`'s hooks), each a small
+Protocol: the kernel calls them with typed arguments and never names the module behind them.
+
+A port is a plain function (or any callable) of these arguments; `module.py` wires a domain's
+function to it (`usage_period=<its function>`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from persona_service.kernel.personal_data import Subject
+    from persona_service.kernel.principal import Principal
+
+# One JSON object (a row of a privacy export).
+JSONObject = dict[str, object]
+
+
+class ConfigLevel(Protocol):
+    """May this caller address config at this level for `subject_id` (a config level a module owns
+    beyond org and workspace, e.g. one persona's)?"""
+
+    def __call__(self, conn: Connection, principal: Principal, subject_id: str, /) -> bool: ...
+
+
+class ReviewResolver(Protocol):
+    """What resolving a moderation review item does to a subject the module owns
+    (`decision`: "approve" or "reject"), in the caller's unit of work."""
+
+    def __call__(self, conn: Connection, subject_id: str, decision: str, /) -> None: ...
+
+
+class PersonalDataExport(Protocol):
+    """What the module holds about one user: {table name: JSON rows in lazy batches} (privacy exports)."""
+
+    def __call__(self, conn: Connection, subject: Subject, /) -> dict[str, Iterable[list[JSONObject]]]: ...
+
+
+class PersonalDataEraser(Protocol):
+    """Erase what the module holds about one user (right to erasure): {what was done: how many}."""
+
+    def __call__(self, conn: Connection, subject: Subject, now: datetime, /) -> dict[str, int]: ...
+
+
+class LimitOverrides(Protocol):
+    """An organization's overrides of its plan's limits: {Limits field: value}."""
+
+    def __call__(self, conn: Connection, org_id: str, /) -> dict[str, float]: ...
+
+
+class UsagePeriod(Protocol):
+    """The organization's period holding `now` that its monthly quotas count in, as (start, end),
+    or None (they then follow the calendar month in UTC)."""
+
+    def __call__(self, conn: Connection, org_id: str, now: datetime, /) -> tuple[datetime, datetime] | None: ...
