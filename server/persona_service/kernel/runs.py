@@ -1,5 +1,9 @@
 """Durable runs: what a streaming RPC streams is a run, not its connection.
 
+Process roles (docs/process-model.md): a server accepts a run (`submit`) and
+follows its frames from Redis; a runner claims and executes it (kernel.runner,
+`adopt`); a one-process `all` App does both (what follows describes that).
+
 A streaming call is accepted by writing its run to PostgreSQL (a task of
 kind `run`, kernel.tasks: the request, who asked, and the state saved so
 far), then its operation runs on this process's run pool (threads of their
