@@ -127,8 +127,8 @@ def main() -> None:
                 def reply(i: int) -> None:
                     r = client.post(f"/v1/chat/sessions/{sessions[i % len(sessions)]}/messages",
                                     json={"content": f"How was the crossing today, part {i}?"})
-                    # (A reply that drifted from the persona's voice is refused, 422, after the same model work.)
-                    assert r.status_code in (200, 201, 422), r.text
+                    # (A reply that drifted from the persona's voice is refused, a 4xx, after the same model work.)
+                    assert r.status_code < 500, r.text
 
                 def create(i: int) -> None:
                     r = client.post("/v1/personas", json={"intent": f"A cartographer number {i} of night markets"})

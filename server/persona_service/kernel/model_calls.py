@@ -144,15 +144,15 @@ class RemoteProvider:
         try:
             self.redis.rpush(QUEUE, json.dumps({"id": call_id, "op": op, "args": args, "org": org, "weight": weight}))
             deadline = time.monotonic() + self.timeout_seconds
-            while True:
-                answered.clear()
-                raw = self.redis.get(key)
-                if raw is not None:
-                    return _result(self.name, json.loads(raw))
+            while True:  # (no read before the first wake-up: nobody can have answered yet)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise ProviderTimeout(self.name, f"no runner answered the model call within {self.timeout_seconds}s")
                 answered.wait(min(left, wakeups.FALLBACK_SECONDS))
+                answered.clear()
+                raw = self.redis.get(key)
+                if raw is not None:
+                    return _result(self.name, json.loads(raw))
         except redis.RedisError as exc:
             raise ProviderError(self.name, f"the model's runners are unreachable: {exc}") from exc
         finally:

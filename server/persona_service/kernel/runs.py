@@ -1,5 +1,9 @@
 """Durable runs: what a streaming RPC streams is a run, not its connection.
 
+Process roles (docs/process-model.md): a server accepts a run (`submit`) and
+follows its frames from Redis; a runner claims and executes it (kernel.runner,
+`adopt`); a one-process `all` App does both (what follows describes that).
+
 A streaming call is accepted by writing its run to PostgreSQL (a task of
 kind `run`, kernel.tasks: the request, who asked, and the state saved so
 far), then its operation runs on this process's run pool (threads of their
@@ -69,6 +73,7 @@ RUNS_CHANNEL = "persona_runs"
 ROW_POLL = 1.0  # seconds between reads of the run's row while no process runs it (Redis has no status)
 # Frames reach Redis in batches, at most this late: one round trip per batch of every run's frames,
 # not one per frame (per-frame round trips were a third of a process's time under generating streams).
+# A run's first frame goes at once (with whatever is waiting): a stream's first frame is its latency.
 FLUSH_SECONDS = 0.02
 # A view with nothing to send for this long sends a keep-alive (an SSE comment at the edge), so that proxies
 # between it and its client do not cut a stream that waits (for the database, for a takeover).
@@ -207,6 +212,7 @@ class RunStore:
         self._flush_lock = threading.Lock()  # one flush at a time: frames land in order
         self._flusher: threading.Thread | None = None
         self._kept = threading.Event()  # frames are waiting (the flusher sleeps while none are)
+        self._first = threading.Event()  # a run's first frame is waiting: written at once, not with the next batch
 
     @staticmethod
     def _keys(run_id: str) -> tuple[str, str]:
@@ -249,6 +255,8 @@ class RunStore:
         """Keep a frame (written with the next batch, within FLUSH_SECONDS; then `kept(seq)`)."""
         with self._pending_lock:
             self._pending.append((run_id, seq, frame, kept))
+            if seq == 1:  # what its client waits for before anything else (a stream's first frame)
+                self._first.set()
             self._kept.set()
             if self._flusher is None:
                 self._flusher = threading.Thread(target=self._flush_every, name="run-frames", daemon=True)
@@ -292,7 +300,8 @@ class RunStore:
     def _flush_every(self) -> None:
         while True:
             self._kept.wait()
-            time.sleep(FLUSH_SECONDS)  # gather a batch
+            self._first.wait(FLUSH_SECONDS)  # gather a batch, unless a first frame waits
+            self._first.clear()
             self._kept.clear()
             self.flush()
 

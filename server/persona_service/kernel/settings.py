@@ -143,8 +143,8 @@ class Settings(Section):
     )
     run_workers: int = Field(
         16, ge=1,
-        description="threads per server process running streamed operations (durable runs: generations, replies); "
-        "beyond them runs wait their turn",
+        description="threads per runner process running streamed operations (durable runs: generations, replies); "
+        "beyond them runs wait their turn, organizations taking turns weighted by plan",
     )
     run_lease_seconds: float = Field(
         10.0, ge=0.5, le=300, allow_inf_nan=False,
@@ -158,17 +158,18 @@ class Settings(Section):
     )
     generation_turns: int = Field(
         1, ge=1,
-        description="streamed generation steps (the work up to a stream's next frame) computed at once per server "
-                    "process; the others wait their turn, organizations taking turns weighted by plan, so one "
+        description="model steps (a stream's work up to its next frame, a model call of a unary operation) computed "
+                    "at once per runner process; the others wait their turn, organizations taking turns weighted by plan, so one "
                     "organization's streams cannot starve another's (or the process's unary calls) of CPU",
     )
     task_workers: int = Field(
-        2, ge=1, description="threads per server process running durable tasks (portrait renders, …), on the "
+        2, ge=1, description="threads per runner process running durable tasks (portrait renders, …), on the "
                              "stream pool's connections",
     )
     task_poll_seconds: float = Field(
         1.0, gt=0, le=60, allow_inf_nan=False,
-        description="how often an idle task thread looks for work committed by other processes",
+        description="how often an idle runner looks for runs and tasks without being told (a safety net: a "
+                    "notification wakes it at once)",
     )
     # The server is GIL-bound, so a second process adds throughput when a core has room.
     server_processes: int = Field(

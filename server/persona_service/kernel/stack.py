@@ -227,9 +227,9 @@ class Stack:
 
     def runner_pools(self) -> dict[str, str]:
         """A runner's PostgreSQL pools: its runs' units of work and its task threads (the stream pool), and
-        their rows, leases and claims (the other)."""
+        their rows' short transactions: claims, leases, checkpoints (the other)."""
         settings = self.settings
-        return {"PERSONA_DB_POOL_SIZE": str(settings.run_workers // 2 + 4),
+        return {"PERSONA_DB_POOL_SIZE": "6",
                 "PERSONA_STREAM_DB_POOL_SIZE": str(settings.run_workers + settings.task_workers + 2)}
 
     def _wait_file(self, path: pathlib.Path, proc: subprocess.Popen, name: str, timeout: float = 30) -> None:

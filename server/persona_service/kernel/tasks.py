@@ -4,13 +4,14 @@ is alive then.
 
 A module declares its kinds (`Module.tasks`). A service enqueues a task in
 its unit of work (`enqueue`): the task exists exactly when the change does.
-Every server process runs a few task threads (`TaskRunner`, on the stream
-pool's connections, never a unary worker) that claim due tasks with
+Every runner process (kernel.runner; a one-process `all` App too) runs a few
+task threads (`TaskRunner`, on the stream pool's connections) that claim due tasks with
 `FOR UPDATE SKIP LOCKED`, fairly across organizations, under a lease (its
 kind's; a streamed run's, kernel.runs, is short and renewed): if the process
 dies mid-task the lease runs out and another process takes it again. A task that raises is retried with backoff; after its last attempt
-its kind's `give_up` settles it (e.g. marks the portrait `failed`). The
-process that committed a task wakes its runner at once; others poll.
+its kind's `give_up` settles it (e.g. marks the portrait `failed`). A
+task committed anywhere wakes the runners at once (a notification on
+`TASKS_CHANNEL`); they poll only as a safety net.
 """
 
 from __future__ import annotations
