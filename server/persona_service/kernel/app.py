@@ -22,7 +22,6 @@ from persona_service.kernel.idempotency import Idempotency
 from persona_service.kernel.limits.limiter import RateLimiter
 from persona_service.kernel.limits.resolver import LimitsResolver
 from persona_service.kernel.logs import Throttled
-from persona_service.kernel.model_calls import RemoteProvider
 from persona_service.kernel.module import Job, Modules
 from persona_service.kernel.resources import Resources, Runtime, ServicerDeps, TaskSignals, plain
 from persona_service.kernel.runs import RUN_TASK, Runs
@@ -30,6 +29,7 @@ from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.tasks import TaskRunner
 from persona_service.providers.factory import backoff_delays, make_base_provider
+from persona_service.providers.remote import RemoteProvider
 from persona_service.providers.retrying import Retrying, failure_details
 
 if TYPE_CHECKING:

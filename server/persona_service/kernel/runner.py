@@ -1,7 +1,7 @@
 """The runner process (`persona-service runner`): where the model's work runs.
 
 Server processes accept streamed calls (a run's row, kernel.runs) and serve their views; runners run them,
-and answer every call of the model the servers make (kernel.model_calls), and run the durable tasks
+and answer every call of the model the servers make (providers.remote), and run the durable tasks
 (portraits, exports) and the periodic jobs. A runner claims a new run as soon as it is accepted: it LISTENs
 for the notification the accepting transaction sends (`RUNS_CHANNEL`), and polls every `task_poll_seconds`
 only as a safety net (a notification missed while its connection was down; a lease that ran out). The runs
@@ -15,7 +15,6 @@ and stream views go first.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import logging
 import os
@@ -30,12 +29,13 @@ from persona_service.kernel.app import App
 from persona_service.kernel.db.outages import connection_lost
 from persona_service.kernel.fair import FairPool
 from persona_service.kernel.logs import Throttled
-from persona_service.kernel.model_calls import ModelCallServer
+from persona_service.kernel.notifications_repository import listening
 from persona_service.kernel.runs import RUN_ATTEMPTS, RUN_TASK, RUNS_CHANNEL, Outcome, Run, Runs
 from persona_service.kernel.tasks import TASKS_CHANNEL, TaskRunner
 from persona_service.kernel.tasks_repository import TaskRecord, TaskRepository
 from persona_service.kernel.transport.pipeline import RequestPipeline
 from persona_service.kernel.transport.policy import find_services, method_table
+from persona_service.providers.remote import ModelCallServer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -126,24 +126,17 @@ class RunClaimer:
     def _listen(self) -> None:
         """LISTEN on a connection of its own (out of the pool); wake the claims (runs) or the task threads."""
         while not self._closing.is_set():
-            raw = None
             try:
-                raw = self.engine.raw_connection()
-                conn = raw.driver_connection
-                assert conn is not None  # a live psycopg connection: it was just checked out
-                raw.detach()  # LISTEN state never goes back to the pool
-                conn.autocommit = True
-                for channel in (RUNS_CHANNEL, TASKS_CHANNEL):
-                    conn.execute(f"LISTEN {channel}")
-                self.listening.set()
-                self._wake.set()  # what was accepted while it was not listening
-                self.tasks.wake()
-                while not self._closing.is_set():
-                    for note in conn.notifies(timeout=1.0):
-                        if note.channel == RUNS_CHANNEL:
-                            self._wake.set()
-                        else:
-                            self.tasks.wake()
+                with listening(self.engine, (RUNS_CHANNEL, TASKS_CHANNEL)) as conn:
+                    self.listening.set()
+                    self._wake.set()  # what was accepted while it was not listening
+                    self.tasks.wake()
+                    while not self._closing.is_set():
+                        for note in conn.notifies(timeout=1.0):
+                            if note.channel == RUNS_CHANNEL:
+                                self._wake.set()
+                            else:
+                                self.tasks.wake()
             except Exception as exc:  # noqa: BLE001 - PostgreSQL away: retried; the poll covers the gap
                 self.listening.clear()
                 if connection_lost(exc):
@@ -151,10 +144,6 @@ class RunClaimer:
                 _warn.warning("listen", "run notifications unavailable (%s); claims poll meanwhile",
                               type(exc).__name__)
                 self._closing.wait(LISTEN_RETRY_SECONDS)
-            finally:
-                if raw is not None:
-                    with contextlib.suppress(Exception):
-                        raw.close()
 
 
 def revival_pipeline(app: App) -> RequestPipeline:

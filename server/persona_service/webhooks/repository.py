@@ -3,15 +3,11 @@ claim queries (FOR UPDATE SKIP LOCKED)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from sqlalchemy import (
     Connection,
-    Engine,
     Text,
     cast,
     delete,
@@ -48,29 +44,6 @@ _events = table_of(OutboxEvent)
 _PENDING = _deliveries.c.status == literal_column("'pending'")
 
 TEST_PING = "webhook.endpoint.test_ping"
-
-
-def listen(driver_conn: psycopg.Connection[Any], channels: Iterable[str]) -> None:
-    """Subscribe a driver (psycopg) connection in autocommit to the notification channels."""
-    for channel in channels:
-        driver_conn.execute(f"LISTEN {channel}")
-
-
-@contextlib.contextmanager
-def listening(engine: Engine, channels: Iterable[str]) -> Iterator[psycopg.Connection[Any]]:
-    """A driver connection of its own, taken out of the pool (LISTEN state never goes back to
-    it), in autocommit and subscribed to `channels`; closed on exit."""
-    raw = engine.raw_connection()
-    try:
-        conn = raw.driver_connection
-        assert conn is not None  # a live psycopg connection: it was just checked out
-        raw.detach()
-        conn.autocommit = True
-        listen(conn, channels)
-        yield conn
-    finally:
-        with contextlib.suppress(Exception):
-            raw.close()
 
 
 class WebhookRepository:

@@ -46,12 +46,13 @@ from sqlalchemy import Connection, Engine
 from persona_service.kernel import ids, logs, tracing
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.db.outages import connection_lost
+from persona_service.kernel.notifications_repository import listening
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.transport.convert import message_json, struct, timestamp
 from persona_service.webhooks.http import HTTPClient, HTTPError
 from persona_service.webhooks.metrics import DELIVERIES, DELIVERY_SECONDS, outcome_of
 from persona_service.webhooks.records import DueDelivery
-from persona_service.webhooks.repository import DeliveryQueue, listening
+from persona_service.webhooks.repository import DeliveryQueue
 from persona_service.webhooks.service import (
     DELIVERY_TIMEOUT_SECONDS,
     RESPONSE_BODY_LIMIT,
