@@ -5,7 +5,7 @@ from persona_service.admin.service import build_one_export
 from persona_service.files.api import storage_for
 from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.settings import load
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.context import context_of
 from persona_service.kernel.transport.convert import nullable_time, timestamp
 from persona_service.webhooks.api import WebhookService, WebhookSettings
 
@@ -16,12 +16,12 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
 
     def BuildOneDsarExport(self, request: admin_pb2.BuildOneDsarExportRequest,
                            context: grpc.ServicerContext) -> admin_pb2.BuildOneDsarExportResponse:
-        export_id = build_one_export(current().conn, storage_for(self.deps), self.deps.modules) or ""
+        export_id = build_one_export(context_of(context).conn, storage_for(self.deps), self.deps.modules) or ""
         return admin_pb2.BuildOneDsarExportResponse(handled=bool(export_id), job_id=export_id, export_id=export_id)
 
     def RotateWebhookSecrets(self, request: admin_pb2.RotateWebhookSecretsRequest,
                              context: grpc.ServicerContext) -> admin_pb2.RotateWebhookSecretsResponse:
-        ctx = current()
+        ctx = context_of(context)
         settings = load(WebhookSettings)
         max_age, grace = settings.secret_max_age_seconds, settings.secret_rotation_grace_seconds
         results = WebhookService(ctx.conn, box=self.deps.secret_box).rotate_secrets(max_age_seconds=max_age, grace_seconds=grace)

@@ -14,7 +14,7 @@ from persona_service.files.api import storage_for
 from persona_service.kernel.errors import BadRequest, NotFound
 from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.settings import load
-from persona_service.kernel.transport.context import RequestContext, current
+from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.kernel.transport.convert import int32, nullable_time, page_limit, text_metadata, timestamp
 
 # Stripe's own default: a signature older than this is refused (replays).
@@ -39,40 +39,40 @@ class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
 
     def GetSubscription(self, request: billing_pb2.GetSubscriptionRequest,
                         context: grpc.ServicerContext) -> billing_pb2.Subscription:
-        ctx = current()
+        ctx = context_of(context)
         return subscription(self._service(ctx).subscription(ctx.caller.org_id))
 
     def ChangeSubscription(self, request: billing_pb2.ChangeSubscriptionRequest,
                            context: grpc.ServicerContext) -> billing_pb2.Subscription:
-        ctx = current()
+        ctx = context_of(context)
         service = self._service(ctx)
         before = service.subscription(ctx.caller.org_id)
         return self._changed(ctx, before, service.change(ctx.caller, request.plan))
 
     def CancelSubscription(self, request: billing_pb2.CancelSubscriptionRequest,
                            context: grpc.ServicerContext) -> billing_pb2.Subscription:
-        ctx = current()
+        ctx = context_of(context)
         return subscription(self._service(ctx).cancel(ctx.caller))
 
     def ResumeSubscription(self, request: billing_pb2.ResumeSubscriptionRequest,
                            context: grpc.ServicerContext) -> billing_pb2.Subscription:
-        ctx = current()
+        ctx = context_of(context)
         return subscription(self._service(ctx).resume(ctx.caller))
 
     def ListInvoices(self, request: billing_pb2.ListInvoicesRequest,
                      context: grpc.ServicerContext) -> billing_pb2.ListInvoicesResponse:
-        ctx = current()
+        ctx = context_of(context)
         rows, token = self._service(ctx).invoices(ctx.caller, request.cursor,
                                                   page_limit(request))
         return billing_pb2.ListInvoicesResponse(items=[invoice(r) for r in rows], next_cursor=token)
 
     def GetInvoice(self, request: billing_pb2.GetInvoiceRequest, context: grpc.ServicerContext) -> billing_pb2.Invoice:
-        ctx = current()
+        ctx = context_of(context)
         return invoice(self._service(ctx).invoice(ctx.caller, request.id))
 
     def ReceiveStripeEvent(self, request: billing_pb2.ReceiveStripeEventRequest,
                            context: grpc.ServicerContext) -> billing_pb2.StripeEventReceipt:
-        ctx = current()
+        ctx = context_of(context)
         settings = load(BillingSettings)
         if settings.billing_processor != "stripe" or not settings.stripe_webhook_secret:
             raise NotFound("webhook endpoint")
@@ -96,7 +96,7 @@ class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
 
     def GetInvoicePdf(self, request: billing_pb2.GetInvoicePdfRequest,
                       context: grpc.ServicerContext) -> billing_pb2.InvoicePdfLink:
-        ctx = current()
+        ctx = context_of(context)
         link = self._service(ctx).pdf_link(ctx.caller, request.id)
         ctx.respond(cache_control="no-store")
         return billing_pb2.InvoicePdfLink(uri=link.url, expires_at=timestamp(link.expires_at))

@@ -23,7 +23,7 @@ from persona_service.kernel import runs
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
 from persona_service.kernel.resources import ServicerDeps
-from persona_service.kernel.transport.context import RequestContext, current
+from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.personas.api import PersonaRecord, PersonaSummary
 from persona_service.providers.base import Completion, GenerationOptions, Message, ToolCall
 
@@ -117,17 +117,17 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
 
     def ListModels(self, request: openai_pb2.ListModelsRequest,
                    context: grpc.ServicerContext) -> openai_pb2.ListModelsResponse:
-        ctx = current()
+        ctx = context_of(context)
         rows = self._service(ctx).models(ctx.caller)
         return openai_pb2.ListModelsResponse(object="list", data=[_model(r) for r in rows])
 
     def GetModel(self, request: openai_pb2.GetModelRequest, context: grpc.ServicerContext) -> openai_pb2.Model:
-        ctx = current()
+        ctx = context_of(context)
         return _model(*self._service(ctx).model(ctx.caller, request.model))
 
     def CreateChatCompletion(self, request: openai_pb2.CreateChatCompletionRequest,
                              context: grpc.ServicerContext) -> openai_pb2.ChatCompletion:
-        ctx = current()
+        ctx = context_of(context)
         operation = self._service(ctx, provider=True).complete(
             ctx.caller, request.model, conversation(request), options(request), request.user,
         )
@@ -147,7 +147,7 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
     def StreamChatCompletion(self, request: openai_pb2.CreateChatCompletionRequest,
                              context: grpc.ServicerContext
                              ) -> Generator[httpbody_pb2.HttpBody, None, list[httpbody_pb2.HttpBody]]:
-        ctx = current()
+        ctx = context_of(context)
         include_usage = request.stream_options.include_usage
         opened, earlier = _released(runs.earlier_frames())
         operation = self._service(ctx, provider=True).complete(

@@ -11,7 +11,7 @@ from persona_service.kernel import runs
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
 from persona_service.kernel.resources import ServicerDeps
-from persona_service.kernel.transport.context import RequestContext, current
+from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
 from persona_service.kernel.transport.errors import error_message
 
@@ -72,36 +72,36 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
 
     def CreateChatSession(self, request: chat_pb2.CreateChatSessionRequest,
                           context: grpc.ServicerContext) -> chat_pb2.ChatSession:
-        ctx = current()
+        ctx = context_of(context)
         row = self._service(ctx).create(ctx.caller, request.persona_id, request.user_id, request.title,
                                           persona_version=request.persona_version)
         return chat_session(row)
 
     def GetChatSession(self, request: chat_pb2.GetChatSessionRequest,
                        context: grpc.ServicerContext) -> chat_pb2.ChatSession:
-        ctx = current()
+        ctx = context_of(context)
         return chat_session(self._service(ctx).get(ctx.caller, request.id))
 
     def ListChatSessions(self, request: chat_pb2.ListChatSessionsRequest,
                          context: grpc.ServicerContext) -> chat_pb2.ListChatSessionsResponse:
-        ctx = current()
+        ctx = context_of(context)
         filters = {"persona_id": request.persona_id, "status": request.status, "user_id": request.user_id}
         rows, cursor = self._service(ctx).list(ctx.caller, filters, page_limit(request), request.cursor)
         return chat_pb2.ListChatSessionsResponse(items=[chat_session(r) for r in rows], next_cursor=cursor)
 
     def EndChatSession(self, request: chat_pb2.EndChatSessionRequest,
                        context: grpc.ServicerContext) -> chat_pb2.ChatSession:
-        ctx = current()
+        ctx = context_of(context)
         return chat_session(self._service(ctx).end(ctx.caller, request.id))
 
     def ArchiveChatSession(self, request: chat_pb2.ArchiveChatSessionRequest,
                            context: grpc.ServicerContext) -> chat_pb2.ChatSession:
-        ctx = current()
+        ctx = context_of(context)
         return chat_session(self._service(ctx).archive(ctx.caller, request.id))
 
     def SendChatMessage(self, request: chat_pb2.SendChatMessageRequest,
                         context: grpc.ServicerContext) -> chat_pb2.SendChatMessageResponse:
-        ctx = current()
+        ctx = context_of(context)
         result = drain(self._service(ctx, provider=True).send(ctx.caller, request.id, request.content,
                                                               sampling(request)))
         return chat_pb2.SendChatMessageResponse(
@@ -111,7 +111,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
 
     def StreamChatMessage(self, request: chat_pb2.SendChatMessageRequest, context: grpc.ServicerContext
                           ) -> Generator[chat_pb2.ChatMessageEvent, None, chat_pb2.ChatMessageEvent]:
-        ctx = current()
+        ctx = context_of(context)
         operation = self._service(ctx, provider=True).send(ctx.caller, request.id, request.content, sampling(request),
                                                            stream=True, earlier=_released(runs.earlier_frames()))
         started = False
@@ -140,13 +140,13 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
 
     def ListChatMessages(self, request: chat_pb2.ListChatMessagesRequest,
                          context: grpc.ServicerContext) -> chat_pb2.ListChatMessagesResponse:
-        ctx = current()
+        ctx = context_of(context)
         rows, cursor = self._service(ctx).messages(ctx.caller, request.id, page_limit(request), request.cursor)
         return chat_pb2.ListChatMessagesResponse(items=[chat_message(r) for r in rows], next_cursor=cursor)
 
     def RegenerateChatMessage(self, request: chat_pb2.RegenerateChatMessageRequest,
                               context: grpc.ServicerContext) -> chat_pb2.SendChatMessageResponse:
-        ctx = current()
+        ctx = context_of(context)
         done = ChatControls(self._service(ctx, provider=True)).regenerate(
             ctx.caller, request.session_id, request.id, sampling(request))
         return chat_pb2.SendChatMessageResponse(
@@ -156,24 +156,24 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
 
     def ChooseChatMessage(self, request: chat_pb2.ChooseChatMessageRequest,
                           context: grpc.ServicerContext) -> chat_pb2.ChatMessage:
-        ctx = current()
+        ctx = context_of(context)
         return chat_message(ChatControls(self._service(ctx)).choose(
             ctx.caller, request.session_id, request.id, request.swipe_index))
 
     def UpdateChatMessage(self, request: chat_pb2.UpdateChatMessageRequest,
                           context: grpc.ServicerContext) -> chat_pb2.ChatMessageChange:
-        ctx = current()
+        ctx = context_of(context)
         return message_change(ChatControls(self._service(ctx)).edit(
             ctx.caller, request.session_id, request.id, request.content))
 
     def DeleteChatMessage(self, request: chat_pb2.DeleteChatMessageRequest,
                           context: grpc.ServicerContext) -> chat_pb2.ChatMessageChange:
-        ctx = current()
+        ctx = context_of(context)
         return message_change(ChatControls(self._service(ctx)).delete(ctx.caller, request.session_id, request.id))
 
     def PreviewChatMessage(self, request: chat_pb2.PreviewChatMessageRequest,
                            context: grpc.ServicerContext) -> chat_pb2.ChatMessagePreview:
-        ctx = current()
+        ctx = context_of(context)
         sessions = self._service(ctx, provider=True)
         preview = ChatControls(sessions).preview(
             ctx.caller, request.id, request.content, sampling(request), str(getattr(sessions.provider, "model", "")),

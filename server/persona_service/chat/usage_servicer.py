@@ -5,7 +5,7 @@ from persona_service.chat.records import UsageRow
 from persona_service.chat.usage import UsageService
 from persona_service.kernel.clock import iso
 from persona_service.kernel.resources import ServicerDeps
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.context import context_of
 
 
 def usage_bucket(row: UsageRow) -> usage_pb2.UsageBucket:
@@ -18,7 +18,7 @@ class UsageServicer(usage_pb2_grpc.UsageServiceServicer):
         self.deps = deps
 
     def GetUsage(self, request: usage_pb2.GetUsageRequest, context: grpc.ServicerContext) -> usage_pb2.Usage:
-        ctx = current()
+        ctx = context_of(context)
         report = UsageService(ctx.conn).usage(ctx.caller, request.start, request.end, request.group_by,
                                               request.persona_id, request.key_id)
         return usage_pb2.Usage(start=iso(report.start), end=iso(report.end), group_by=report.group_by,

@@ -4,7 +4,7 @@ from persona.v1 import config_pb2, config_pb2_grpc
 
 from persona_service.config.service import RATE_LIMIT_PREFIX, ConfigService, Effective
 from persona_service.kernel.resources import ServicerDeps
-from persona_service.kernel.transport.context import RequestContext, current
+from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.kernel.transport.convert import nullable_time, page_limit
 
 
@@ -23,19 +23,19 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
 
     def ListConfigItems(self, request: config_pb2.ListConfigItemsRequest,
                         context: grpc.ServicerContext) -> config_pb2.ListConfigItemsResponse:
-        ctx = current()
+        ctx = context_of(context)
         items, cursor = ConfigService(ctx.conn, self.deps.cursors).page(
             ctx.caller, request.prefix, page_limit(request), request.cursor)
         return config_pb2.ListConfigItemsResponse(items=[config_item(i) for i in items], next_cursor=cursor)
 
     def GetConfigItem(self, request: config_pb2.GetConfigItemRequest,
                       context: grpc.ServicerContext) -> config_pb2.ConfigItem:
-        ctx = current()
+        ctx = context_of(context)
         return config_item(ConfigService(ctx.conn).get(ctx.caller, request.key, request.persona_id))
 
     def UpdateConfigItem(self, request: config_pb2.UpdateConfigItemRequest,
                          context: grpc.ServicerContext) -> config_pb2.ConfigItem:
-        ctx = current()
+        ctx = context_of(context)
         value = json_format.MessageToDict(request.value)
         item = ConfigService(ctx.conn).update(ctx.caller, request.key, value, request.level, request.persona_id)
         self._invalidate_limits(ctx, request.key)
@@ -43,7 +43,7 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
 
     def DeleteConfigItem(self, request: config_pb2.DeleteConfigItemRequest,
                          context: grpc.ServicerContext) -> config_pb2.ConfigItem:
-        ctx = current()
+        ctx = context_of(context)
         item = ConfigService(ctx.conn).delete(ctx.caller, request.key, request.level, request.persona_id)
         self._invalidate_limits(ctx, request.key)
         return config_item(item)

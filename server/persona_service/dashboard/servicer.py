@@ -7,7 +7,7 @@ from persona.v1 import dashboard_pb2, dashboard_pb2_grpc
 from persona_service.dashboard.assets import Asset, bundle
 from persona_service.kernel.errors import NotFound
 from persona_service.kernel.resources import ServicerDeps
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.context import context_of
 from persona_service.kernel.transport.convert import text_metadata
 
 # The page runs only this origin's scripts and styles and calls only this
@@ -21,7 +21,7 @@ REVALIDATE = "no-cache"
 
 def _answer(context: grpc.ServicerContext, asset: Asset, cache_control: str, **headers: str) -> httpbody_pb2.HttpBody:
     """The asset, or 304 with no body when the client holds this version."""
-    ctx = current()
+    ctx = context_of(context)
     ctx.respond(None, etag=asset.etag, cache_control=cache_control, x_content_type_options="nosniff", **headers)
     sent = text_metadata(context).get("if-none-match", "")
     if asset.etag in (tag.strip() for tag in sent.split(",")) or sent.strip() == "*":

@@ -10,7 +10,7 @@ from persona.v1 import docs_pb2, docs_pb2_grpc
 from persona_service.docs.reference import render
 from persona_service.kernel.edge import ROOT
 from persona_service.kernel.resources import ServicerDeps
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.context import context_of
 
 DOCUMENT = ROOT / "gen" / "openapi.json"
 
@@ -31,10 +31,10 @@ class DocsServicer(docs_pb2_grpc.DocsServiceServicer):
 
     def GetOpenApiDocument(self, request: docs_pb2.GetOpenApiDocumentRequest,
                            context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        current().respond(cache_control="public, max-age=300")
+        context_of(context).respond(cache_control="public, max-age=300")
         return httpbody_pb2.HttpBody(content_type="application/json", data=_document())
 
     def GetApiReference(self, request: docs_pb2.GetApiReferenceRequest,
                         context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        current().respond(cache_control="public, max-age=300")
+        context_of(context).respond(cache_control="public, max-age=300")
         return httpbody_pb2.HttpBody(content_type="text/html; charset=utf-8", data=_reference())

@@ -4,7 +4,7 @@ from persona.v1 import audit_pb2, audit_pb2_grpc
 from persona_service.kernel.audit import AuditLog
 from persona_service.kernel.audit_repository import AuditRecord
 from persona_service.kernel.resources import ServicerDeps
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.context import context_of
 from persona_service.kernel.transport.convert import page_limit, struct, timestamp
 
 
@@ -24,7 +24,7 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
 
     def ListAuditEvents(self, request: audit_pb2.ListAuditEventsRequest,
                         context: grpc.ServicerContext) -> audit_pb2.ListAuditEventsResponse:
-        ctx = current()
+        ctx = context_of(context)
         filters = {
             name: getattr(request, name)
             for name in ("action", "outcome", "actor_user_id", "credential_id", "resource_type", "resource_id", "request_id")

@@ -4,7 +4,7 @@ from persona.v1 import events_pb2, events_pb2_grpc
 from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.outbox_repository import EventRecord
 from persona_service.kernel.resources import ServicerDeps
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.context import context_of
 from persona_service.kernel.transport.convert import page_limit, struct, timestamp
 
 
@@ -21,12 +21,12 @@ class EventServicer(events_pb2_grpc.EventServiceServicer):
 
     def ListEvents(self, request: events_pb2.ListEventsRequest,
                    context: grpc.ServicerContext) -> events_pb2.ListEventsResponse:
-        ctx = current()
+        ctx = context_of(context)
         rows, cursor = Outbox(ctx.conn, self.deps.cursors).list(
             ctx.caller, request.type, request.persona_id, page_limit(request), request.cursor
         )
         return events_pb2.ListEventsResponse(items=[event(r) for r in rows], next_cursor=cursor)
 
     def GetEvent(self, request: events_pb2.GetEventRequest, context: grpc.ServicerContext) -> events_pb2.Event:
-        ctx = current()
+        ctx = context_of(context)
         return event(Outbox(ctx.conn).get(ctx.caller, request.id))

@@ -13,7 +13,7 @@ from persona_service.files.local import LocalStorage
 from persona_service.files.storage import ObjectNotFound, storage_for
 from persona_service.kernel.errors import Forbidden, NotFound
 from persona_service.kernel.resources import ServicerDeps
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.context import context_of
 from persona_service.kernel.transport.convert import text_metadata
 from persona_service.kernel.transport.pipeline import EDGE_MARK, HEAD_MARK
 
@@ -38,7 +38,7 @@ class FileServicer(files_pb2_grpc.FileServiceServicer):
         except ObjectNotFound:
             raise NotFound("file") from None
         left = max(0, request.expires - int(time.time()))
-        current().respond(etag=stream.etag, cache_control=f"private, max-age={left}, immutable",
+        context_of(context).respond(etag=stream.etag, cache_control=f"private, max-age={left}, immutable",
                           content_length=str(stream.size))
         # The first message carries the content type (and the headers) even for an empty object or a HEAD.
         yield httpbody_pb2.HttpBody(content_type=stream.content_type)

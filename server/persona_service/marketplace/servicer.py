@@ -7,7 +7,7 @@ from persona_service.billing.api import BillingService, processor_for
 from persona_service.files.api import storage_for
 from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.settings import load
-from persona_service.kernel.transport.context import RequestContext, current
+from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
 from persona_service.marketplace.records import ListingRecord, PurchaseRecord
 from persona_service.marketplace.service import MarketplaceService
@@ -28,7 +28,7 @@ class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
 
     def CreateListing(self, request: marketplace_pb2.CreateListingRequest,
                       context: grpc.ServicerContext) -> marketplace_pb2.Listing:
-        ctx = current()
+        ctx = context_of(context)
         row = self._service(ctx).create(ctx.caller, request.persona_id, request.title, request.description,
                                         list(request.audience_tags), request.price_minor, request.currency)
         self._reviewed_soon(ctx)
@@ -36,7 +36,7 @@ class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
 
     def ListListings(self, request: marketplace_pb2.ListListingsRequest,
                      context: grpc.ServicerContext) -> marketplace_pb2.ListListingsResponse:
-        ctx = current()
+        ctx = context_of(context)
         rows, token = self._service(ctx).search(ctx.caller, request.audience_tag, request.q, request.mine,
                                                 request.cursor, page_limit(request))
         return marketplace_pb2.ListListingsResponse(items=[listing(r, ctx.caller.org_id) for r in rows],
@@ -44,12 +44,12 @@ class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
 
     def GetListing(self, request: marketplace_pb2.GetListingRequest,
                    context: grpc.ServicerContext) -> marketplace_pb2.Listing:
-        ctx = current()
+        ctx = context_of(context)
         return listing(self._service(ctx).get(ctx.caller, request.id), ctx.caller.org_id)
 
     def UpdateListing(self, request: marketplace_pb2.UpdateListingRequest,
                       context: grpc.ServicerContext) -> marketplace_pb2.Listing:
-        ctx = current()
+        ctx = context_of(context)
         changes = {name: getattr(request, name) for name in ("title", "description", "price_minor")
                    if request.HasField(name)}
         if request.audience_tags:
@@ -60,12 +60,12 @@ class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
 
     def UnpublishListing(self, request: marketplace_pb2.UnpublishListingRequest,
                          context: grpc.ServicerContext) -> marketplace_pb2.Listing:
-        ctx = current()
+        ctx = context_of(context)
         return listing(self._service(ctx).unpublish(ctx.caller, request.id), ctx.caller.org_id)
 
     def PurchaseListing(self, request: marketplace_pb2.PurchaseListingRequest,
                         context: grpc.ServicerContext) -> marketplace_pb2.Purchase:
-        ctx = current()
+        ctx = context_of(context)
         billing = BillingService(ctx.conn, processor_for(self.deps, ctx.conn), storage_for(self.deps))
         personas = PersonaService(ctx.conn, self.deps.provider_for(ctx), cursors=self.deps.cursors)
         return purchase(self._service(ctx).purchase(ctx.caller, request.id, billing, personas, self.fee_bps))

@@ -4,7 +4,7 @@ import grpc
 from persona.v1 import moderation_pb2, moderation_pb2_grpc
 
 from persona_service.kernel.resources import ServicerDeps
-from persona_service.kernel.transport.context import RequestContext, current
+from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.kernel.transport.convert import nullable_time, page_limit, struct, timestamp
 from persona_service.moderation.queue import ModerationQueue
 from persona_service.moderation.records import ReviewRecord
@@ -19,7 +19,7 @@ class ModerationServicer(moderation_pb2_grpc.ModerationServiceServicer):
 
     def ListModerationQueue(self, request: moderation_pb2.ListModerationQueueRequest,
                             context: grpc.ServicerContext) -> moderation_pb2.ListModerationQueueResponse:
-        ctx = current()
+        ctx = context_of(context)
         filters = {k: v for k, v in (("stage", request.stage), ("category", request.category),
                                      ("org_id", request.org_id)) if v}
         rows, token = self._queue(ctx).list(filters, request.cursor, page_limit(request))
@@ -27,12 +27,12 @@ class ModerationServicer(moderation_pb2_grpc.ModerationServiceServicer):
 
     def ClaimModerationReview(self, request: moderation_pb2.ClaimModerationReviewRequest,
                               context: grpc.ServicerContext) -> moderation_pb2.ModerationReview:
-        ctx = current()
+        ctx = context_of(context)
         return review(self._queue(ctx).claim(ctx.caller, request.id))
 
     def ResolveModerationReview(self, request: moderation_pb2.ResolveModerationReviewRequest,
                                 context: grpc.ServicerContext) -> moderation_pb2.ModerationReview:
-        ctx = current()
+        ctx = context_of(context)
         return review(self._queue(ctx).resolve(ctx.caller, request.id, request.decision, request.note))
 
 

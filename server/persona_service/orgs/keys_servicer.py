@@ -3,7 +3,7 @@ from persona.v1 import keys_pb2, keys_pb2_grpc
 
 from persona_service.kernel.auth import hash_secret
 from persona_service.kernel.resources import ServicerDeps
-from persona_service.kernel.transport.context import RequestContext, current
+from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.kernel.transport.convert import nullable_time, optional_time, page_limit, timestamp
 from persona_service.orgs.keys import KeyService
 from persona_service.orgs.records import ApiKeyRecord
@@ -26,7 +26,7 @@ class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
 
     def CreateApiKey(self, request: keys_pb2.CreateApiKeyRequest,
                      context: grpc.ServicerContext) -> keys_pb2.CreateApiKeyResponse:
-        ctx = current()
+        ctx = context_of(context)
         p = ctx.caller
         row, secret = self._service(ctx).create(
             p, org_id=p.org_id, workspace_id=p.workspace_id, user_id=p.user_id, plan=p.plan,
@@ -39,16 +39,16 @@ class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
 
     def ListApiKeys(self, request: keys_pb2.ListApiKeysRequest,
                     context: grpc.ServicerContext) -> keys_pb2.ListApiKeysResponse:
-        ctx = current()
+        ctx = context_of(context)
         rows, cursor = self._service(ctx).list(ctx.caller, page_limit(request), request.cursor)
         return keys_pb2.ListApiKeysResponse(items=[api_key(r) for r in rows], next_cursor=cursor)
 
     def GetApiKey(self, request: keys_pb2.GetApiKeyRequest, context: grpc.ServicerContext) -> keys_pb2.ApiKey:
-        ctx = current()
+        ctx = context_of(context)
         return api_key(self._service(ctx).get(ctx.caller, request.id))
 
     def RevokeApiKey(self, request: keys_pb2.RevokeApiKeyRequest, context: grpc.ServicerContext) -> keys_pb2.ApiKey:
-        ctx = current()
+        ctx = context_of(context)
         row, secret_hash = self._service(ctx).revoke(ctx.caller, request.id)
         if secret_hash is not None:
             ctx.after_commit.append(lambda: self.deps.invalidate("cred:key:" + secret_hash))

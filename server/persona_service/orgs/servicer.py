@@ -2,7 +2,7 @@ import grpc
 from persona.v1 import orgs_pb2, orgs_pb2_grpc
 
 from persona_service.kernel.resources import ServicerDeps
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.context import context_of
 from persona_service.kernel.transport.convert import timestamp
 from persona_service.orgs.records import OrganizationRecord
 from persona_service.orgs.service import OrgService
@@ -22,5 +22,5 @@ class OrganizationServicer(orgs_pb2_grpc.OrganizationServiceServicer):
 
     def GetOrganization(self, request: orgs_pb2.GetOrganizationRequest,
                         context: grpc.ServicerContext) -> orgs_pb2.Organization:
-        ctx = current()
+        ctx = context_of(context)
         return organization(OrgService(ctx.conn).get(ctx.caller, request.id))

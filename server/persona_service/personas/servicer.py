@@ -9,7 +9,7 @@ from persona_service.chat.api import PriceTable
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
 from persona_service.kernel.resources import ServicerDeps
-from persona_service.kernel.transport.context import RequestContext, current
+from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.kernel.transport.convert import message_json, nullable_time, page_limit, struct, timestamp
 from persona_service.kernel.transport.errors import error_message
 from persona_service.personas.cards import persona_to_card
@@ -106,12 +106,12 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
     def CreatePersona(self, request: personas_pb2.CreatePersonaRequest,
                       context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = current()
+        ctx = context_of(context)
         return persona(drain(self._create(ctx, request)))
 
     def StreamCreatePersona(self, request: personas_pb2.CreatePersonaRequest, context: grpc.ServicerContext
                             ) -> Generator[personas_pb2.PipelineEvent, None, personas_pb2.PipelineEvent]:
-        ctx = current()
+        ctx = context_of(context)
         operation = self._create(ctx, request)
         try:
             while True:
@@ -129,12 +129,12 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
     def GetPersona(self, request: personas_pb2.GetPersonaRequest,
                    context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = current()
+        ctx = context_of(context)
         return persona(self._service(ctx).get(ctx.caller, request.id))
 
     def ListPersonas(self, request: personas_pb2.ListPersonasRequest,
                      context: grpc.ServicerContext) -> personas_pb2.ListPersonasResponse:
-        ctx = current()
+        ctx = context_of(context)
         filters = {"state": request.state, "visibility": request.visibility, "root_id": request.root_id,
                    "show_deleted": request.show_deleted}
         rows, cursor = self._service(ctx).list(ctx.caller, filters, page_limit(request), request.cursor,
@@ -143,7 +143,7 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
     def UpdatePersona(self, request: personas_pb2.UpdatePersonaRequest,
                       context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = current()
+        ctx = context_of(context)
         changes = {name: getattr(request, name) for name in ("slug", "display_name", "visibility") if request.HasField(name)}
         if request.HasField("metadata"):
             changes["metadata"] = json_format.MessageToDict(request.metadata)
@@ -151,27 +151,27 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
     def DeletePersona(self, request: personas_pb2.DeletePersonaRequest,
                       context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = current()
+        ctx = context_of(context)
         return persona(self._service(ctx).delete(ctx.caller, request.id))
 
     def RestorePersona(self, request: personas_pb2.RestorePersonaRequest,
                        context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = current()
+        ctx = context_of(context)
         return persona(self._service(ctx).restore(ctx.caller, request.id))
 
     def ArchivePersona(self, request: personas_pb2.ArchivePersonaRequest,
                        context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = current()
+        ctx = context_of(context)
         return persona(self._service(ctx).archive(ctx.caller, request.id))
 
     def RefinePersona(self, request: personas_pb2.RefinePersonaRequest,
                       context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = current()
+        ctx = context_of(context)
         return persona(drain(self._service(ctx).refine(ctx.caller, request.id, request.instruction, request.note)))
 
     def ForkPersona(self, request: personas_pb2.ForkPersonaRequest,
                     context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = current()
+        ctx = context_of(context)
         operation = self._service(ctx).fork(
             ctx.caller, request.id, instruction=request.instruction, slug=request.slug, note=request.note
         )
@@ -179,12 +179,12 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
     def RegeneratePersona(self, request: personas_pb2.RegeneratePersonaRequest,
                           context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = current()
+        ctx = context_of(context)
         return persona(drain(self._service(ctx).regenerate(ctx.caller, request.id, request.from_step)))
 
     def AuditPersona(self, request: personas_pb2.AuditPersonaRequest,
                      context: grpc.ServicerContext) -> personas_pb2.AuditPersonaResponse:
-        ctx = current()
+        ctx = context_of(context)
         try:
             result = self._service(ctx).audit(ctx.caller, request.id)
         except AuditBlocked as err:
@@ -198,7 +198,7 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
     def GetPersonaLineage(self, request: personas_pb2.GetPersonaLineageRequest,
                           context: grpc.ServicerContext) -> personas_pb2.PersonaLineage:
-        ctx = current()
+        ctx = context_of(context)
         lineage = self._service(ctx).lineage(ctx.caller, request.id)
 
         def node(row: PersonaRecord) -> personas_pb2.LineageNode:
@@ -219,12 +219,12 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
     def GetVoiceProfile(self, request: personas_pb2.GetVoiceProfileRequest,
                         context: grpc.ServicerContext) -> personas_pb2.VoiceProfile:
-        ctx = current()
+        ctx = context_of(context)
         return voice_profile(self._service(ctx).voice(ctx.caller, request.id))
 
     def ExportPersonaCard(self, request: personas_pb2.ExportPersonaCardRequest,
                           context: grpc.ServicerContext) -> personas_pb2.CharacterCard:
-        ctx = current()
+        ctx = context_of(context)
         service = self._service(ctx)
         row = service.get(ctx.caller, request.id)
         voice = service.voice(ctx.caller, request.id)
@@ -233,12 +233,12 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
     def ImportPersonaCard(self, request: personas_pb2.ImportPersonaCardRequest,
                           context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = current()
+        ctx = context_of(context)
         return persona(self._service(ctx).import_card(ctx.caller, _card(request.card)))
 
     def PreviewPersona(self, request: personas_pb2.CreatePersonaRequest,
                        context: grpc.ServicerContext) -> personas_pb2.GenerationPreview:
-        ctx = current()
+        ctx = context_of(context)
         quota = self.deps.quota(ctx.caller, "generations_per_month", lambda: ctx.conn)
         used = self.deps.generations_used(ctx.caller, lambda: ctx.conn)
         preview = self._service(ctx).preview(request.intent, _soul(request), quota, used, self.prices)
@@ -246,7 +246,7 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
     def ListPersonaVersions(self, request: personas_pb2.ListPersonaVersionsRequest,
                             context: grpc.ServicerContext) -> personas_pb2.ListPersonaVersionsResponse:
-        ctx = current()
+        ctx = context_of(context)
         service = self._service(ctx)
         rows, cursor = service.versions(ctx.caller, request.id, page_limit(request), request.cursor)
         current_voice = service.voice(ctx.caller, request.id)
@@ -255,12 +255,12 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
     def GetPersonaVersion(self, request: personas_pb2.GetPersonaVersionRequest,
                           context: grpc.ServicerContext) -> personas_pb2.PersonaVersion:
-        ctx = current()
+        ctx = context_of(context)
         return persona_version(*self._service(ctx).version(ctx.caller, request.persona_id, request.version))
 
     def DiffPersonaVersions(self, request: personas_pb2.DiffPersonaVersionsRequest,
                             context: grpc.ServicerContext) -> personas_pb2.PersonaVersionDiff:
-        ctx = current()
+        ctx = context_of(context)
         changes = self._service(ctx).diff(ctx.caller, request.id, request.from_version, request.to_version)
         return personas_pb2.PersonaVersionDiff(
             persona_id=request.id, from_version=request.from_version, to_version=request.to_version,
@@ -270,5 +270,5 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
 
     def RollbackPersona(self, request: personas_pb2.RollbackPersonaRequest,
                         context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = current()
+        ctx = context_of(context)
         return persona(self._service(ctx).rollback(ctx.caller, request.id, request.version, request.note))

@@ -12,7 +12,7 @@ from persona_service.files.api import FileSettings, Storage, storage_for
 from persona_service.kernel.limits.plans import Quota
 from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.settings import load
-from persona_service.kernel.transport.context import RequestContext, current
+from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.kernel.transport.convert import int32, page_limit, text_metadata, timestamp
 from persona_service.portraits.records import SETTLED, PortraitRecord
 from persona_service.portraits.render import provider_name
@@ -41,14 +41,14 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
 
     def CreatePortrait(self, request: portraits_pb2.CreatePortraitRequest,
                        context: grpc.ServicerContext) -> portraits_pb2.Portrait:
-        ctx = current()
+        ctx = context_of(context)
         row = self._service(ctx).create(ctx.caller, request.persona_id, request.prompt, request.style, self._quota(ctx))
         self._settle_after_commit(ctx, context, row.id, self._portrait)
         return self._portrait(row)
 
     def EditPortrait(self, request: portraits_pb2.EditPortraitRequest,
                      context: grpc.ServicerContext) -> portraits_pb2.PortraitEditResult:
-        ctx = current()
+        ctx = context_of(context)
         row = self._service(ctx).edit(
             ctx.caller, request.persona_id, request.id, request.instruction, self._quota(ctx))
         self._settle_after_commit(ctx, context, row.id, self._edit_result)
@@ -56,12 +56,12 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
 
     def GetPortrait(self, request: portraits_pb2.GetPortraitRequest,
                     context: grpc.ServicerContext) -> portraits_pb2.Portrait:
-        ctx = current()
+        ctx = context_of(context)
         return self._portrait(self._service(ctx).get(ctx.caller, request.persona_id, request.id))
 
     def ListPortraits(self, request: portraits_pb2.ListPortraitsRequest,
                       context: grpc.ServicerContext) -> portraits_pb2.ListPortraitsResponse:
-        ctx = current()
+        ctx = context_of(context)
         rows, token = self._service(ctx).list(
             ctx.caller, request.persona_id, request.conversation_id, request.cursor,
             page_limit(request))
@@ -69,12 +69,12 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
 
     def ApprovePortrait(self, request: portraits_pb2.ApprovePortraitRequest,
                         context: grpc.ServicerContext) -> portraits_pb2.Portrait:
-        ctx = current()
+        ctx = context_of(context)
         return self._portrait(self._service(ctx).approve(ctx.caller, request.persona_id, request.id))
 
     def RejectPortrait(self, request: portraits_pb2.RejectPortraitRequest,
                        context: grpc.ServicerContext) -> portraits_pb2.Portrait:
-        ctx = current()
+        ctx = context_of(context)
         return self._portrait(self._service(ctx).reject(ctx.caller, request.persona_id, request.id))
 
     def _edit_result(self, row: PortraitRecord) -> portraits_pb2.PortraitEditResult:

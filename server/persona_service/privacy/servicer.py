@@ -6,7 +6,7 @@ from persona.v1 import privacy_pb2, privacy_pb2_grpc
 from persona_service.files.api import storage_for
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.resources import ServicerDeps
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.context import context_of
 from persona_service.kernel.transport.convert import nullable_time, page_limit, struct, timestamp
 from persona_service.privacy.records import ExportRecord
 from persona_service.privacy.service import PrivacyService, download_of, status_of
@@ -27,13 +27,13 @@ class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
 
     def CreatePrivacyExport(self, request: privacy_pb2.CreatePrivacyExportRequest,
                             context: grpc.ServicerContext) -> privacy_pb2.PrivacyExport:
-        ctx = current()
+        ctx = context_of(context)
         row = PrivacyService(ctx.conn).request(ctx.caller)
         return self._export(row)
 
     def EraseMyData(self, request: privacy_pb2.EraseMyDataRequest,
                     context: grpc.ServicerContext) -> privacy_pb2.PrivacyErasure:
-        ctx = current()
+        ctx = context_of(context)
         erasure = PrivacyService(ctx.conn).erase(ctx.caller, self.deps.modules.erasers, storage_for(self.deps))
         # Every process drops the organizations' cached credentials: the user's stop working at once.
         def drop_cached() -> None:
@@ -45,7 +45,7 @@ class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
 
     def ListPrivacyExports(self, request: privacy_pb2.ListPrivacyExportsRequest,
                            context: grpc.ServicerContext) -> privacy_pb2.ListPrivacyExportsResponse:
-        ctx = current()
+        ctx = context_of(context)
         rows, token = PrivacyService(ctx.conn, cursors=self.deps.cursors).list(
             ctx.caller, request.cursor, page_limit(request))
         return privacy_pb2.ListPrivacyExportsResponse(items=[self._export(r) for r in rows], next_cursor=token)

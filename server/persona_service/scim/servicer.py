@@ -16,7 +16,7 @@ from persona_service.files.api import public_url
 from persona_service.kernel.auth import hash_secret
 from persona_service.kernel.errors import ApiError, NotFound
 from persona_service.kernel.resources import ServicerDeps
-from persona_service.kernel.transport.context import current
+from persona_service.kernel.transport.context import context_of, current
 from persona_service.kernel.transport.convert import nullable_time, page_limit, text_metadata, timestamp
 from persona_service.orgs.api import ApiKeyRecord, ScimTokens
 from persona_service.scim.documents import parse_json
@@ -220,20 +220,20 @@ class ScimTokenServicer(scim_pb2_grpc.ScimTokenServiceServicer):
 
     def CreateScimToken(self, request: scim_pb2.CreateScimTokenRequest,
                         context: grpc.ServicerContext) -> scim_pb2.CreateScimTokenResponse:
-        ctx = current()
+        ctx = context_of(context)
         row, secret = ScimTokens(ctx.conn).create(ctx.caller, request.name)
         ctx.after_commit.append(lambda: self.deps.invalidate("cred:key:" + hash_secret(secret)))  # as a new API key
         return scim_pb2.CreateScimTokenResponse(token=scim_token(row), secret=secret)
 
     def ListScimTokens(self, request: scim_pb2.ListScimTokensRequest,
                        context: grpc.ServicerContext) -> scim_pb2.ListScimTokensResponse:
-        ctx = current()
+        ctx = context_of(context)
         rows, cursor = ScimTokens(ctx.conn, self.deps.cursors).list(ctx.caller, page_limit(request), request.cursor)
         return scim_pb2.ListScimTokensResponse(items=[scim_token(r) for r in rows], next_cursor=cursor)
 
     def RevokeScimToken(self, request: scim_pb2.RevokeScimTokenRequest,
                         context: grpc.ServicerContext) -> scim_pb2.ScimToken:
-        ctx = current()
+        ctx = context_of(context)
         row, secret_hash = ScimTokens(ctx.conn).revoke(ctx.caller, request.id)
         if secret_hash is not None:
             ctx.after_commit.append(lambda: self.deps.invalidate("cred:key:" + secret_hash))

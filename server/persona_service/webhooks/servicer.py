@@ -3,7 +3,7 @@ from persona.v1 import webhooks_pb2, webhooks_pb2_grpc
 
 from persona_service.kernel.resources import ServicerDeps
 from persona_service.kernel.settings import load
-from persona_service.kernel.transport.context import RequestContext, current
+from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
 from persona_service.webhooks.records import AttemptRecord, DeliveryRecord, EndpointRecord
 from persona_service.webhooks.service import WebhookService
@@ -48,7 +48,7 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
 
     def CreateWebhookEndpoint(self, request: webhooks_pb2.CreateWebhookEndpointRequest,
                               context: grpc.ServicerContext) -> webhooks_pb2.CreateWebhookEndpointResponse:
-        ctx = current()
+        ctx = context_of(context)
         row, secret = self._service(ctx).create(
             ctx.caller, url=request.url, events=list(request.events), description=request.description,
             enabled=request.enabled if request.HasField("enabled") else True,
@@ -58,18 +58,18 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
 
     def ListWebhookEndpoints(self, request: webhooks_pb2.ListWebhookEndpointsRequest,
                              context: grpc.ServicerContext) -> webhooks_pb2.ListWebhookEndpointsResponse:
-        ctx = current()
+        ctx = context_of(context)
         rows, cursor = self._service(ctx).list(ctx.caller, request.cursor, page_limit(request))
         return webhooks_pb2.ListWebhookEndpointsResponse(items=[endpoint(r) for r in rows], next_cursor=cursor)
 
     def GetWebhookEndpoint(self, request: webhooks_pb2.GetWebhookEndpointRequest,
                            context: grpc.ServicerContext) -> webhooks_pb2.WebhookEndpoint:
-        ctx = current()
+        ctx = context_of(context)
         return endpoint(self._service(ctx).get(ctx.caller, request.id))
 
     def GetWebhookEndpointSecret(self, request: webhooks_pb2.GetWebhookEndpointSecretRequest,
                                  context: grpc.ServicerContext) -> webhooks_pb2.WebhookEndpointSecret:
-        ctx = current()
+        ctx = context_of(context)
         secrets = self._service(ctx).secrets(ctx.caller, request.id)
         return webhooks_pb2.WebhookEndpointSecret(
             secret=secrets.secret, secret_created_at=timestamp(secrets.secret_created_at),
@@ -79,7 +79,7 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
 
     def UpdateWebhookEndpoint(self, request: webhooks_pb2.UpdateWebhookEndpointRequest,
                               context: grpc.ServicerContext) -> webhooks_pb2.WebhookEndpoint:
-        ctx = current()
+        ctx = context_of(context)
         row = self._service(ctx).update(
             ctx.caller, request.id,
             url=request.url if request.HasField("url") else None,
@@ -92,21 +92,21 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
 
     def DeleteWebhookEndpoint(self, request: webhooks_pb2.DeleteWebhookEndpointRequest,
                               context: grpc.ServicerContext) -> webhooks_pb2.DeleteWebhookEndpointResponse:
-        ctx = current()
+        ctx = context_of(context)
         return webhooks_pb2.DeleteWebhookEndpointResponse(id=self._service(ctx).delete(ctx.caller, request.id), deleted=True)
 
     def PingWebhookEndpoint(self, request: webhooks_pb2.PingWebhookEndpointRequest,
                             context: grpc.ServicerContext) -> webhooks_pb2.PingWebhookEndpointResponse:
-        ctx = current()
+        ctx = context_of(context)
         return webhooks_pb2.PingWebhookEndpointResponse(event_id=self._service(ctx).ping(ctx.caller, request.id))
 
     def ListWebhookDeliveries(self, request: webhooks_pb2.ListWebhookDeliveriesRequest,
                               context: grpc.ServicerContext) -> webhooks_pb2.ListWebhookDeliveriesResponse:
-        ctx = current()
+        ctx = context_of(context)
         items, cursor = self._service(ctx).deliveries(ctx.caller, request.webhook_id, request.status, request.cursor, page_limit(request))
         return webhooks_pb2.ListWebhookDeliveriesResponse(items=[delivery(r, a) for r, a in items], next_cursor=cursor)
 
     def ReplayWebhookDelivery(self, request: webhooks_pb2.ReplayWebhookDeliveryRequest,
                               context: grpc.ServicerContext) -> webhooks_pb2.WebhookDelivery:
-        ctx = current()
+        ctx = context_of(context)
         return delivery(*self._service(ctx).replay(ctx.caller, request.webhook_id, request.id))
