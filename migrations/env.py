@@ -1,9 +1,9 @@
-"""Alembic environment: the URL comes from the caller (persona_service.kernel.db.migrate)."""
+"""Alembic environment: the URL comes from the caller (persona_service.kernel.data.migrate)."""
 
 import persona_service.registry  # noqa: F401 - loads every module's tables into Base.metadata
 from alembic import context
-from persona_service.kernel.db.base import Base
-from persona_service.kernel.db.engine import make_engine
+from persona_service.kernel.data.base import Base
+from persona_service.kernel.data.engine import make_engine
 
 config = context.config
 

@@ -86,8 +86,8 @@ def invoice_list(http: httpx.Client, runs: int) -> dict[str, float]:
 
 
 def start_stack(servers: int, tmp: pathlib.Path):
+    from persona_service.kernel.process.stack import Stack, free_port
     from persona_service.kernel.settings import Settings
-    from persona_service.kernel.stack import Stack, free_port
     from persona_service.registry import MODULES
 
     settings = Settings(data_dir=tmp, database_url=os.environ.get("DATABASE_URL", ""),
@@ -101,7 +101,7 @@ def start_stack(servers: int, tmp: pathlib.Path):
 
 def seed(stack) -> dict[str, str]:
     from persona_service.config.repository import ORG_LEVEL, ConfigRepository
-    from persona_service.kernel.db.engine import make_engine
+    from persona_service.kernel.data.engine import make_engine
     from persona_service.orgs.keys import KeyService
     from persona_service.orgs.service import Onboarding
 

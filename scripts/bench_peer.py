@@ -45,13 +45,19 @@ from persona_service.chat.tables import ChatSession
 from persona_service.config.repository import ORG_LEVEL
 from persona_service.config.service import RATE_LIMIT_PREFIX
 from persona_service.config.tables import ConfigItem
-from persona_service.kernel.access import authorize
-from persona_service.kernel.auth import _bearer, check_client_address, hash_secret
 from persona_service.kernel.errors import ApiError, NotFound, Unauthorized
-from persona_service.kernel.limits.limiter import _GIVE_BACK, _SCRIPT, LEASE_DIVISOR, LEASE_HEADROOM, LEASE_SECONDS
-from persona_service.kernel.limits.plans import ANONYMOUS_PER_MINUTE, PLAN_LIMITS, Limits
-from persona_service.kernel.limits.resolver import CACHE_SECONDS as LIMITS_CACHE_SECONDS
 from persona_service.kernel.principal import Principal, with_implied
+from persona_service.kernel.transport.access import authorize
+from persona_service.kernel.transport.auth import _bearer, check_client_address, hash_secret
+from persona_service.kernel.transport.limits.limiter import (
+    _GIVE_BACK,
+    _SCRIPT,
+    LEASE_DIVISOR,
+    LEASE_HEADROOM,
+    LEASE_SECONDS,
+)
+from persona_service.kernel.transport.limits.plans import ANONYMOUS_PER_MINUTE, PLAN_LIMITS, Limits
+from persona_service.kernel.transport.limits.resolver import CACHE_SECONDS as LIMITS_CACHE_SECONDS
 from persona_service.orgs.credentials import OrgCredentialStore
 from persona_service.orgs.keys_repository import _find_for_auth
 from redis.exceptions import RedisError

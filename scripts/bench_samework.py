@@ -50,17 +50,17 @@ from persona_service.chat.tables import ChatSession
 from persona_service.config.repository import ORG_LEVEL
 from persona_service.config.service import RATE_LIMIT_PREFIX
 from persona_service.config.tables import ConfigItem
-from persona_service.kernel.access import authorize
-from persona_service.kernel.auth import _bearer, check_client_address, hash_secret
-from persona_service.kernel.edge import EDGE_SECRET_ENV
 from persona_service.kernel.errors import ApiError, NotFound, Unauthorized
-from persona_service.kernel.limits.limiter import RateLimiter
-from persona_service.kernel.limits.plans import PLAN_LIMITS, Limits
-from persona_service.kernel.limits.resolver import CACHE_SECONDS as LIMITS_CACHE_SECONDS
 from persona_service.kernel.principal import Principal, with_implied
+from persona_service.kernel.process.edge import EDGE_SECRET_ENV
 from persona_service.kernel.settings import Settings
+from persona_service.kernel.transport.access import authorize
+from persona_service.kernel.transport.auth import _bearer, check_client_address, hash_secret
 from persona_service.kernel.transport.errors import abort
 from persona_service.kernel.transport.initial_metadata import attach
+from persona_service.kernel.transport.limits.limiter import RateLimiter
+from persona_service.kernel.transport.limits.plans import PLAN_LIMITS, Limits
+from persona_service.kernel.transport.limits.resolver import CACHE_SECONDS as LIMITS_CACHE_SECONDS
 from persona_service.kernel.transport.stages.call import EDGE_MARK
 from persona_service.kernel.transport.stages.client_address import ClientAddress
 from persona_service.orgs.credentials import OrgCredentialStore

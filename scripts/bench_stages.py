@@ -13,10 +13,10 @@ import pathlib
 
 # (stage, substrings of a frame "function (file:line)"), innermost match wins.
 STAGES = [
-    ("SQL: psycopg, pool, unit of work", ("psycopg/", "sqlalchemy/", "kernel/db/")),
+    ("SQL: psycopg, pool, unit of work", ("psycopg/", "sqlalchemy/", "kernel/data/")),
     ("rate limits (leases; Redis when one runs out)", ("limits/", "redis/")),
-    ("authentication (cached credential)", ("kernel/auth.py",)),
-    ("authorization and client address", ("kernel/access.py", "_client_ip", "_is_trusted")),
+    ("authentication (cached credential)", ("kernel/transport/auth.py",)),
+    ("authorization and client address", ("kernel/transport/access.py", "_client_ip", "_is_trusted")),
     ("validation", ("transport/validation.py",)),
     ("the RPC's servicer and its response message", ("servicer.py", "service.py", "transport/convert.py", "protobuf/")),
     ("pipeline (interceptor, context, headers)", ("transport/", "kernel/ids.py")),

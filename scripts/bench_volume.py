@@ -225,7 +225,7 @@ def retention_purge(database_url: str) -> dict[str, Any]:
     """The scheduled purge of soft-deleted personas past their grace (the seed's are all due), as its
     job runs it (a batch per transaction), timed before the stack starts (its scheduler would run it
     first)."""
-    from persona_service.kernel.db.engine import make_engine
+    from persona_service.kernel.data.engine import make_engine
     from persona_service.personas.module import purge
     from persona_service.providers.local import LocalProvider
 
@@ -239,8 +239,8 @@ def retention_purge(database_url: str) -> dict[str, Any]:
 
 
 def start_stack(data_dir: pathlib.Path, database_url: str):
+    from persona_service.kernel.process.stack import Stack, free_port
     from persona_service.kernel.settings import Settings
-    from persona_service.kernel.stack import Stack, free_port
     from persona_service.registry import MODULES
 
     settings = Settings(data_dir=data_dir, database_url=database_url, redis_url=os.environ.get("REDIS_URL", ""),
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     seeded = json.loads(args.seed_file.read_text())
     purge = None
     if not args.no_purge:
-        from persona_service.kernel.embedded import postgres_url
+        from persona_service.kernel.process.embedded import postgres_url
 
         purge = retention_purge(args.database_url or postgres_url(args.data_dir / "postgres"))
         print(json.dumps({"retention_purge": purge}), flush=True)

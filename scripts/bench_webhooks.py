@@ -70,11 +70,11 @@ def cpu_seconds(pid: int) -> float:
 
 
 def run(url_db: str, data_dir: pathlib.Path, receiver_url: str, events: int, workers: int, receiver_pid: int) -> dict:
-    from persona_service.kernel.db.engine import make_engine
-    from persona_service.kernel.outbox import Outbox
+    from persona_service.kernel.data.engine import make_engine
     from persona_service.kernel.principal import SCOPES, Principal
     from persona_service.kernel.secretbox import SecretBox
     from persona_service.kernel.settings import Settings
+    from persona_service.kernel.transport.outbox import Outbox
     from persona_service.orgs.service import Onboarding
     from persona_service.webhooks.service import WebhookService
     from persona_service.webhooks.tables import WebhookDelivery
@@ -131,8 +131,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
 
-    from persona_service.kernel.db import migrate
-    from persona_service.kernel.embedded import postgres_url
+    from persona_service.kernel.data import migrate
+    from persona_service.kernel.process.embedded import postgres_url
     from persona_service.registry import MODULES
 
     queue = multiprocessing.Queue()

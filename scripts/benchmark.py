@@ -201,8 +201,8 @@ class Step:
     # setup
 
     def start(self) -> None:
+        from persona_service.kernel.process.stack import Stack, free_port
         from persona_service.kernel.settings import Settings
-        from persona_service.kernel.stack import Stack, free_port
         from persona_service.registry import MODULES
 
         data = self.tmp / f"n{self.n}"
@@ -228,7 +228,7 @@ class Step:
 
     def seed(self) -> None:
         from persona_service.config.repository import ORG_LEVEL, ConfigRepository
-        from persona_service.kernel.db.engine import make_engine
+        from persona_service.kernel.data.engine import make_engine
         from persona_service.orgs.keys import KeyService
         from persona_service.orgs.service import Onboarding
 
@@ -256,7 +256,7 @@ class Step:
         self.read_path = f"/v1/chat/sessions/{self.sessions[0]}"
 
     def start_peer(self) -> None:
-        from persona_service.kernel.stack import free_port
+        from persona_service.kernel.process.stack import free_port
 
         self.peer_port = free_port()
         env = {

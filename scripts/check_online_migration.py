@@ -35,7 +35,7 @@ import json, os, pathlib, sys
 prev = pathlib.Path.cwd()
 import persona_service
 assert pathlib.Path(persona_service.__file__).resolve().is_relative_to(prev), persona_service.__file__
-from persona_service.kernel.db import migrate
+from persona_service.kernel.data import migrate
 migrate.upgrade = lambda *args, **kwargs: None  # the schema is the next release's, migrated already
 from support import TenantFactory, client_for, engine_for, make_stack, running
 
@@ -71,8 +71,8 @@ def main() -> int:
     parser.add_argument("--previous", default="HEAD~1", help="the previous release's commit (default HEAD~1)")
     args = parser.parse_args()
     sys.path[:0] = [str(ROOT / "server"), str(ROOT / "gen" / "python")]
-    from persona_service.kernel.db import migrate
-    from persona_service.kernel.embedded import EmbeddedRedis, postgres_url
+    from persona_service.kernel.data import migrate
+    from persona_service.kernel.process.embedded import EmbeddedRedis, postgres_url
     from persona_service.registry import MODULES
 
     with tempfile.TemporaryDirectory(prefix="online-migration-") as tmp:

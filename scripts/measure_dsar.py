@@ -55,7 +55,7 @@ def _kib(field: str) -> int:
 def build(seeded: dict) -> dict:
     """In this (fresh) process: the export of the seeded user, and this process's memory."""
     from persona_service.files.local import LocalStorage
-    from persona_service.kernel.db.engine import make_engine
+    from persona_service.kernel.data.engine import make_engine
     from persona_service.privacy.repository import PrivacyRepository
     from persona_service.privacy.service import PrivacyService
     from persona_service.registry import MODULES
@@ -98,8 +98,8 @@ def download(megabytes: int, data_dir: pathlib.Path) -> dict:
     import psutil
     from persona_service.files.local import LocalStorage
     from persona_service.files.storage import object_key, signing_key
+    from persona_service.kernel.process.stack import Stack, free_port
     from persona_service.kernel.settings import Settings
-    from persona_service.kernel.stack import Stack, free_port
     from persona_service.registry import MODULES
 
     shutil.rmtree(data_dir, ignore_errors=True)

@@ -148,7 +148,7 @@ class Seeder:
         self.seconds: dict[str, float] = {}
 
     def copy(self, model: type, rows: Iterable[dict[str, Any]]) -> None:
-        from persona_service.kernel.db.base import table_of
+        from persona_service.kernel.data.base import table_of
 
         table = table_of(model)
         started = time.perf_counter()
@@ -355,7 +355,7 @@ class Seeder:
     # --- events, webhook endpoints and deliveries ------------------------------
 
     def webhooks(self, org_id: str, workspace_id: str, personas: Personas) -> str:
-        from persona_service.kernel.db.tables import OutboxEvent
+        from persona_service.kernel.data.tables import OutboxEvent
         from persona_service.webhooks.tables import WebhookDelivery, WebhookEndpoint
 
         s = self.sizes
@@ -413,7 +413,7 @@ class Seeder:
         } for k in range(self.sizes.invoices)))
 
     def audit(self, org_id: str, workspace_id: str, heavy_user: str) -> None:
-        from persona_service.kernel.db.tables import AuditEvent
+        from persona_service.kernel.data.tables import AuditEvent
 
         self.copy(AuditEvent, ({
             "id": f"aud_{i:024d}", "occurred_at": at(i, 10), "org_id": org_id, "workspace_id": workspace_id,
@@ -465,8 +465,8 @@ class Personas:
 
 def seed(database_url: str, sizes: Sizes, log: Callable[[str], None] = print) -> Seeded:
     """Migrate `database_url` to head, then seed it."""
-    from persona_service.kernel.db import migrate
-    from persona_service.kernel.db.engine import make_engine
+    from persona_service.kernel.data import migrate
+    from persona_service.kernel.data.engine import make_engine
     from persona_service.registry import MODULES
 
     migrate.upgrade(database_url, MODULES.migrations)
@@ -492,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
                                           if (v := getattr(args, f.name)) is not None})
     url = args.database_url
     if not url:
-        from persona_service.kernel.embedded import postgres_url
+        from persona_service.kernel.process.embedded import postgres_url
 
         # The benchmark's own database: seeded afresh each time (a second seed would add a second big tenant).
         shutil.rmtree(args.data_dir, ignore_errors=True)

@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from persona_service.kernel.process.stack import Stack, StackError, envoy_command, free_port
 from persona_service.kernel.settings import Settings
-from persona_service.kernel.stack import Stack, StackError, envoy_command, free_port
 from persona_service.registry import MODULES
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -157,10 +157,10 @@ class Topology:
                           MODULES, grpc_ports=list(self.node_ports))
 
     def _spawn(self, proc: Proc) -> subprocess.Popen:
-        """Start a process group; the reaper (kernel/reaper.py, as `up` uses) stops it if this script dies."""
+        """Start a process group; the reaper (kernel/process/reaper.py, as `up` uses) stops it if this script dies."""
         self.procs[proc.name] = proc.start()
         if self._reaper is None:
-            self._reaper = subprocess.Popen([sys.executable, "-m", "persona_service.kernel.reaper", str(os.getpid()),
+            self._reaper = subprocess.Popen([sys.executable, "-m", "persona_service.kernel.process.reaper", str(os.getpid()),
                                              str(self._pids_file)], start_new_session=True,
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         pids = [p.popen.pid for p in self.procs.values() if p.running and p.popen is not None]
@@ -436,7 +436,7 @@ class Topology:
         """The load's organization never meets its rate limits and caps (as scripts/benchmark.py does):
         what is measured is the topology, not the limiter's refusals."""
         from persona_service.config.repository import ORG_LEVEL, ConfigRepository
-        from persona_service.kernel.db.engine import make_engine
+        from persona_service.kernel.data.engine import make_engine
 
         engine = make_engine(self.direct_url, pool_size=1)
         with engine.begin() as conn:

@@ -12,7 +12,7 @@ import re
 import grpc
 import httpx
 import pytest
-from persona_service.kernel.auth import Authenticator, CredentialCache
+from persona_service.kernel.transport.auth import Authenticator, CredentialCache
 from support import JWT_SECRET, Stack, Tenant, TenantFactory, client_for, engine_for, make_stack, running
 
 

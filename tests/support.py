@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import httpx
-from persona_service.kernel.db.engine import make_engine
-from persona_service.kernel.module import Modules
+from persona_service.kernel.data.engine import make_engine
 from persona_service.kernel.principal import KEY_SCOPES, SCOPES
+from persona_service.kernel.process.module import Modules
+from persona_service.kernel.process.stack import Stack, free_port
 from persona_service.kernel.settings import Settings
-from persona_service.kernel.stack import Stack, free_port
 from persona_service.orgs.keys import KeyService
 from persona_service.orgs.service import Onboarding
 from persona_service.registry import MODULES
@@ -69,8 +69,8 @@ def _migrated_postgres() -> pathlib.Path:
     import shutil
     import tempfile
 
-    from persona_service.kernel.db import migrate
-    from persona_service.kernel.embedded import postgres_url
+    from persona_service.kernel.data import migrate
+    from persona_service.kernel.process.embedded import postgres_url
 
     home = pathlib.Path(tempfile.mkdtemp(prefix="persona-pg-"))
     atexit.register(shutil.rmtree, home, ignore_errors=True)
@@ -234,7 +234,7 @@ def sse_stream(lines) -> Iterator[SseEvent]:
                 fields = {}
             continue
         if line.startswith(":"):
-            continue  # a comment (a keep-alive, kernel.runs.KEEP_ALIVE_SECONDS)
+            continue  # a comment (a keep-alive, kernel.transport.runs.KEEP_ALIVE_SECONDS)
         name, _, value = line.partition(": ")
         assert name in SSE_FIELDS, repr(line)
         fields.setdefault(name, []).append(value)

@@ -205,7 +205,7 @@ def _record_call(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
 
 
 def raw_rows(root: pathlib.Path) -> list[str]:
-    """Every `.mappings()` result becomes a typed record (kernel.db.records),
+    """Every `.mappings()` result becomes a typed record (kernel.data.records),
     directly or through a local variable that only a record maker reads."""
     offenders = []
     for path, tree in _files(root):
@@ -239,7 +239,7 @@ def rows_read_by_key(root: pathlib.Path) -> list[str]:
 
 
 def _imported(path: pathlib.Path, node: ast.Import | ast.ImportFrom) -> list[str]:
-    """The absolute names an import binds (`from ..kernel import app` -> persona_service.kernel.app)."""
+    """The absolute names an import binds (`from ..kernel import app` -> persona_service.kernel.process.app)."""
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
     base = node.module or ""
@@ -504,7 +504,7 @@ def other_domains_tables(root: pathlib.Path) -> list[str]:
     return offenders
 
 
-# A `tables` module (or a name in one), or the declarative Base (kernel.db.base).
+# A `tables` module (or a name in one), or the declarative Base (kernel.data.base).
 TABLES_MODULE = re.compile(r"^persona_service(?:\.\w+)*\.(?:tables|db\.base|data\.base)(?:\.\w+)?$")
 
 
@@ -547,7 +547,7 @@ def tables_outside_their_domain(root: pathlib.Path) -> list[str]:
 # Attributes that lead from a function to its object or its module's globals.
 INTROSPECTION = {"__self__", "__func__", "__globals__", "__closure__", "__builtins__", "f_globals", "f_locals", "f_back",
                  "gi_frame", "cr_frame"}
-# The one loader of code named by configuration, not by code: PERSONA_EXTRA_MODULES (kernel.module).
+# The one loader of code named by configuration, not by code: PERSONA_EXTRA_MODULES (kernel.process.module).
 DYNAMIC_LOADERS = {"extra_modules"}
 
 
@@ -620,6 +620,8 @@ def test_ast_rule_holds(rule):
 
 # (what, file, code appended to it, the check that must name that file)
 PLANTED = [
+    ("the kernel's data part importing its transport", "kernel/data/uow.py",
+     "from persona_service.kernel.transport import auth as _planted\n", lint_imports),
     ("relative kernel->domain import", "kernel/principal.py", "from ..billing import repository as _planted\n",
      lint_imports),
     ("relative cross-domain repository import", "chat/service.py",
@@ -664,7 +666,7 @@ PLANTED = [
     ("another domain's tables in lower-case SQL", "chat/repository.py", "_PLANTED = 'select id from organizations'\n",
      other_domains_tables),
     ("another domain's table through the metadata", "chat/repository.py",
-     "def _planted():\n    from persona_service.kernel.db.base import Base\n\n    return Base.metadata.tables['personas']\n",
+     "def _planted():\n    from persona_service.kernel.data.base import Base\n\n    return Base.metadata.tables['personas']\n",
      tables_outside_their_domain),
     ("a table re-exported through api.py", "personas/api.py",
      "from persona_service.personas.tables import Persona as Persona  # noqa: F401\n", tables_outside_their_domain),
@@ -674,7 +676,7 @@ PLANTED = [
      "def _planted():\n    from persona_service.chat import servicer\n\n    return servicer\n", layers_inside_domains),
     ("a service importing its servicer", "orgs/keys.py", "from .keys_servicer import ApiKeyServicer as _planted\n",
      layers_inside_domains),
-    ("the kernel importing a domain by a computed name", "kernel/outbox.py",
+    ("the kernel importing a domain by a computed name", "kernel/transport/outbox.py",
      "def _planted():\n    import importlib\n\n    return importlib.import_module('persona_service.' + 'bill' + 'ing.service')\n",
      dynamic_access),
     ("a servicer reaching the App through a bound method", "personas/servicer.py",
@@ -689,7 +691,7 @@ PLANTED = [
     ("a raw row returned", "chat/repository.py", "def _planted(conn, stmt):\n    return conn.execute(stmt).mappings().all()\n",
      raw_rows),
     ("a row read by key", "chat/service.py", "def _planted(row):\n    return row[\"id\"]\n", rows_read_by_key),
-    ("a servicer given the App", "personas/servicer.py", "from persona_service.kernel.app import App as _planted\n",
+    ("a servicer given the App", "personas/servicer.py", "from persona_service.kernel.process.app import App as _planted\n",
      app_outside_the_kernel),
     ("the App imported relatively", "chat/openai_servicer.py", "from ..kernel import app as _planted\n",
      app_outside_the_kernel),
@@ -731,7 +733,7 @@ def test_every_domain_folder_is_registered():
 
 def test_every_event_type_comes_from_the_enum_and_has_one_emitter():
     from persona.v1 import events_pb2
-    from persona_service.kernel.outbox import EVENT_TYPES
+    from persona_service.kernel.transport.outbox import EVENT_TYPES
     from persona_service.kernel.transport.validation import enum_wire_names
 
     assert len(events_pb2.EventType.keys()) == 17  # sixteen types and UNSPECIFIED
@@ -742,7 +744,7 @@ def test_every_event_type_comes_from_the_enum_and_has_one_emitter():
 
 
 def test_no_proto_repeats_the_event_type_list():
-    from persona_service.kernel.outbox import EVENT_TYPES
+    from persona_service.kernel.transport.outbox import EVENT_TYPES
 
     for proto in (PACKAGE.parents[1] / "proto").rglob("*.proto"):
         if proto.name != "events.proto":

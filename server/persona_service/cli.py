@@ -50,8 +50,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from persona_service.kernel import logs, runtime
-    from persona_service.kernel.stack import Stack, StackError
+    from persona_service.kernel import logs
+    from persona_service.kernel.process import instances as runtime
+    from persona_service.kernel.process.stack import Stack, StackError
     from persona_service.providers.factory import describe as describe_models
     from persona_service.registry import MODULES
 
@@ -126,7 +127,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     import urllib.error
     import urllib.request
 
-    from persona_service.kernel import runtime
+    from persona_service.kernel.process import instances as runtime
 
     settings = _settings()
     explicit = bool(os.environ.get("PERSONA_DATA_DIR"))
@@ -190,7 +191,7 @@ def _status_arguments(parser: argparse.ArgumentParser) -> None:
 def cmd_edge(args: argparse.Namespace) -> int:
     """Envoy for the server process of this pod or machine (PERSONA_GRPC_PORT on
     127.0.0.1), in the foreground: the container image's sidecar role."""
-    from persona_service.kernel.stack import Stack, envoy_command
+    from persona_service.kernel.process.stack import Stack, envoy_command
     from persona_service.registry import MODULES
 
     settings = _settings()
@@ -210,7 +211,7 @@ def _edge_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from persona_service.kernel.server import serve
+    from persona_service.kernel.process.server import serve
     from persona_service.registry import MODULES
 
     serve(MODULES)
@@ -218,7 +219,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_runner(args: argparse.Namespace) -> int:
-    from persona_service.kernel.runner import run
+    from persona_service.kernel.process.runner import run
     from persona_service.registry import MODULES
 
     run(MODULES)
@@ -226,8 +227,8 @@ def cmd_runner(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from persona_service.kernel.db import migrate
-    from persona_service.kernel.embedded import database_url
+    from persona_service.kernel.data import migrate
+    from persona_service.kernel.process.embedded import database_url
     from persona_service.registry import MODULES
 
     migrate.upgrade(database_url(_settings()), MODULES.migrations)
@@ -261,10 +262,10 @@ def kernel_commands() -> tuple[Command, ...]:
 
 
 def _attach_instance() -> None:
-    """Point a command that acts on the running instance at it (kernel.runtime),
+    """Point a command that acts on the running instance at it (kernel.process.instances),
     unless PERSONA_DATA_DIR or DATABASE_URL already says where to act."""
-    from persona_service.kernel import runtime
     from persona_service.kernel import settings as config
+    from persona_service.kernel.process import instances as runtime
 
     if os.environ.get("PERSONA_DATA_DIR") or os.environ.get("DATABASE_URL"):
         return
@@ -350,8 +351,8 @@ def main(argv: list[str] | None = None) -> int:
             _resolve(entry.arguments)(command_parser)
     args = parser.parse_args(argv)
     entry = next(e for e in entries if e.name == args.command)
-    from persona_service.kernel import runtime
     from persona_service.kernel import settings as config
+    from persona_service.kernel.process import instances as runtime
 
     if entry.name == "up":
         # At once, before the modules load (seconds on a busy machine): from now on `status --wait`

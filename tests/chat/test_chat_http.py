@@ -16,7 +16,7 @@ import pytest
 import support
 from persona.v1 import chat_pb2, chat_pb2_grpc
 from persona_service.chat.pricing import DEFAULT_PRICES
-from persona_service.kernel.outbox import AUDIT_FAILED_FIELDS
+from persona_service.kernel.transport.outbox import AUDIT_FAILED_FIELDS
 from sqlalchemy import text
 from support import assert_envelope
 

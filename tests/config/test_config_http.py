@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from persona_service.kernel.config_keys import CONFIG_KEYS as REGISTRY
-from persona_service.kernel.limits.plans import PLAN_LIMITS
+from persona_service.kernel.transport.limits.plans import PLAN_LIMITS
 from support import assert_envelope
 
 THRESHOLD = "engine.pipeline.drift_detection.threshold"

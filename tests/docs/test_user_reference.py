@@ -83,7 +83,7 @@ def test_the_openapi_document_carries_no_maintainers_note():
 
 def test_a_planted_note_is_caught():
     document = json.loads(OPENAPI.read_text())
-    for planted in ("Claims it with `FOR UPDATE SKIP LOCKED`.", "Kept in a Redis hash.", "See kernel/db/uow.py.",
+    for planted in ("Claims it with `FOR UPDATE SKIP LOCKED`.", "Kept in a Redis hash.", "See kernel/data/uow.py.",
                     "Runs on a thread pool.", "UPDATE personas SET state = 'x'.", "A (-- leaked --) marker."):
         copied = copy.deepcopy(document)
         copied["components"]["schemas"]["Persona"]["properties"]["slug"]["description"] += " " + planted

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from persona_service.kernel.auth import hash_secret
+from persona_service.kernel.transport.auth import hash_secret
 from sqlalchemy import text
 from support import assert_envelope
 

@@ -1,4 +1,4 @@
-"""Who reads which events and audit rows (mirrors kernel/access.py
+"""Who reads which events and audit rows (mirrors kernel/transport/access.py
 `log_workspace`): a principal confined to one workspace (an API key, or the
 session of a member whose SCIM groups name workspaces) sees that workspace's
 rows and the organization's rows that concern no workspace, as it sees only
@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from persona_service.kernel.audit import AuditEntry, AuditLog
+from persona_service.kernel.transport.audit import AuditEntry, AuditLog
 from persona_service.orgs.repository import OrgRepository
 from support import assert_envelope
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from persona_service.kernel.stack import free_port
+from persona_service.kernel.process.stack import free_port
 from support import ROOT
 
 

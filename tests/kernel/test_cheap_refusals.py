@@ -13,9 +13,9 @@ import uuid
 import httpx
 import pytest
 import redis
-from persona_service.kernel.app import INVALIDATION_CHANNEL
-from persona_service.kernel.audit import AuditEntry, FailureTally
-from persona_service.kernel.auth import hash_secret
+from persona_service.kernel.process.app import INVALIDATION_CHANNEL
+from persona_service.kernel.transport.audit import AuditEntry, FailureTally
+from persona_service.kernel.transport.auth import hash_secret
 from sqlalchemy import text
 from support import assert_envelope
 

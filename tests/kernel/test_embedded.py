@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-JOIN = "import pathlib, sys; from persona_service.kernel.embedded import postgres_url; postgres_url(pathlib.Path(sys.argv[1]))"
+JOIN = "import pathlib, sys; from persona_service.kernel.process.embedded import postgres_url; postgres_url(pathlib.Path(sys.argv[1]))"
 
 
 def postmaster(directory) -> int | None:

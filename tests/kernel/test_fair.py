@@ -1,4 +1,4 @@
-"""Fair shares (kernel.fair): organizations take turns for run workers and
+"""Fair shares (kernel.transport.fair): organizations take turns for run workers and
 for the model's CPU steps, weighted by plan; a newcomer is served next, not
 after another organization's backlog."""
 
@@ -12,11 +12,11 @@ from collections.abc import Callable
 import pytest
 import redis
 from google.protobuf import struct_pb2
-from persona_service.kernel import fair
-from persona_service.kernel.fair import FairExecutor, FairGate, FairPool, GateTimeout, weight_of
 from persona_service.kernel.principal import Principal
-from persona_service.kernel.runs import Run, RunOwner, Runs
 from persona_service.kernel.transport import context as request_context
+from persona_service.kernel.transport import fair
+from persona_service.kernel.transport.fair import FairExecutor, FairGate, FairPool, GateTimeout, weight_of
+from persona_service.kernel.transport.runs import Run, RunOwner, Runs
 
 
 def _run_in_pool(jobs: list[tuple[str, int]]) -> list[str]:

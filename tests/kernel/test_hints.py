@@ -4,7 +4,7 @@ keeping one is skipped, never an error for the call."""
 from __future__ import annotations
 
 import redis
-from persona_service.kernel.hints import Hints
+from persona_service.kernel.transport.hints import Hints
 
 
 def test_an_unreachable_redis_reads_as_no_hint():

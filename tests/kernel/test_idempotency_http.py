@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 from cryptography.fernet import Fernet
-from persona_service.kernel.idempotency import Idempotency
 from persona_service.kernel.secretbox import SecretBox
+from persona_service.kernel.transport.idempotency import Idempotency
 from sqlalchemy import text
 from support import assert_envelope
 

@@ -16,11 +16,11 @@ from datetime import timedelta
 
 import pytest
 from cryptography.fernet import Fernet
-from persona_service.kernel import idempotency as idempotency_module
 from persona_service.kernel.errors import IdempotencyConflict
-from persona_service.kernel.idempotency import Idempotency
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.secretbox import SecretBox
+from persona_service.kernel.transport import idempotency as idempotency_module
+from persona_service.kernel.transport.idempotency import Idempotency
 from sqlalchemy.exc import OperationalError
 
 METHOD = "/persona.v1.PersonaService/CreatePersona"

@@ -18,10 +18,10 @@ import textwrap
 
 import pytest
 from alembic.script import ScriptDirectory
-from persona_service.kernel.db import migrate
-from persona_service.kernel.db.base import Base
-from persona_service.kernel.db.engine import make_engine
-from persona_service.kernel.embedded import postgres_url
+from persona_service.kernel.data import migrate
+from persona_service.kernel.data.base import Base
+from persona_service.kernel.data.engine import make_engine
+from persona_service.kernel.process.embedded import postgres_url
 from persona_service.registry import MODULES
 from sqlalchemy import CheckConstraint, Column, DefaultClause, Index, MetaData, String, Text, inspect, make_url, text
 

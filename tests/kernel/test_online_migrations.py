@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 from alembic.script import ScriptDirectory
-from persona_service.kernel.db import migrate
+from persona_service.kernel.data import migrate
 from persona_service.registry import MODULES
 
 # Revisions up to this one predate the rule (a deployed database has them).

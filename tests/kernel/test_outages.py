@@ -14,7 +14,7 @@ import time
 
 import pgserver
 import pytest
-from persona_service.kernel.auth import DEGRADED_TTL_SECONDS
+from persona_service.kernel.transport.auth import DEGRADED_TTL_SECONDS
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from support import (
@@ -100,7 +100,7 @@ def _recovered(http, tenant) -> None:
 
 
 def test_a_stream_goes_on_through_a_database_restart(own, own_tenant):
-    """Its run's connection drops mid-run (kernel.runs.Runs.after_outage): once PostgreSQL is back the run is
+    """Its run's connection drops mid-run (kernel.transport.runs.Runs.after_outage): once PostgreSQL is back the run is
     taken over from its saved state, and the open stream goes on: every frame once, one persona. A stream
     asked for while PostgreSQL is down is a 503 with Retry-After, before any frame."""
     intent = "A clockmaker who repairs thunder"

@@ -1,7 +1,7 @@
 from dataclasses import dataclass
 
 import pytest
-from persona_service.kernel.db.records import record, record_or_none, records
+from persona_service.kernel.data.records import record, record_or_none, records
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ def test_a_missing_column_fails_at_the_repository():
 
 
 def test_a_prepared_read_refuses_columns_sqlalchemy_would_convert():
-    from persona_service.kernel.db.prepared import Prepared
+    from persona_service.kernel.data.prepared import Prepared
     from sqlalchemy import Column, MetaData, Numeric, String, Table, select
 
     table = Table("t", MetaData(), Column("id", String), Column("size", Numeric))

@@ -1,4 +1,4 @@
-"""An App owns what its process opens (kernel.resources): each resource is
+"""An App owns what its process opens (kernel.process.resources): each resource is
 opened once per App, however many threads ask, closed with it, and never
 shared with another App, not even one that Python places at the address
 of an App that is gone (object storage was once cached by `id(app)`)."""
@@ -12,7 +12,7 @@ from types import BuiltinMethodType, FunctionType, MethodType
 
 import pytest
 from persona_service.files.storage import storage_for
-from persona_service.kernel.resources import Resource, Resources, TaskSignals
+from persona_service.kernel.process.resources import Resource, Resources, TaskSignals
 from persona_service.kernel.settings import Settings
 
 FunctionTypes = (FunctionType, MethodType, BuiltinMethodType)
@@ -66,7 +66,7 @@ def test_each_app_has_its_own_storage_even_at_a_reused_address(tmp_path):
 def test_servicer_deps_hold_plain_functions_not_methods_of_the_app(tmp_path):
     """A servicer cannot reach the App, its pools or its Redis client through what it is
     handed (a bound method's `__self__` would lead there)."""
-    from persona_service.kernel.app import App
+    from persona_service.kernel.process.app import App
     from persona_service.registry import MODULES
 
     settings = Settings(data_dir=tmp_path, jwt_secret="test-secret",

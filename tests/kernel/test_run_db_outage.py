@@ -1,4 +1,4 @@
-"""Durable runs through a database outage (kernel.runs, kernel.db.outages): a
+"""Durable runs through a database outage (kernel.transport.runs, kernel.data.outages): a
 run whose database connection drops mid-run (a PostgreSQL or PgBouncer
 restart) is given back and taken over once the database answers again, from
 its saved state, and its stream stays open meanwhile: every frame once, in
@@ -61,7 +61,7 @@ def test_a_run_whose_database_connection_drops_goes_on_once_it_is_back(http, eng
 
 def test_a_run_whose_connections_all_drop_goes_on_once_the_database_is_back(http, engine, tenants):
     """As behind PgBouncer: the save of a step fails, and the unit of work's connection, dropped too, is found
-    dead only by its rollback (kernel.db.uow), which must not end the run."""
+    dead only by its rollback (kernel.data.uow), which must not end the run."""
     tenant = tenants(plan="pro")
     intent = "A beekeeper who counts in thunderclaps"
     with http.stream("POST", "/v1/personas", params={"stream": "true"}, json={"intent": intent},

@@ -1,4 +1,4 @@
-"""Durable runs across processes (kernel.runs): a streamed generation
+"""Durable runs across processes (kernel.transport.runs): a streamed generation
 outlives the server that accepted it and the runner that ran it. A second
 node (a server and its edge, no runner) runs beside the test stack on its
 PostgreSQL and Redis; the stack's runner runs what the node accepts. When the

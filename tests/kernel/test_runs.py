@@ -1,4 +1,4 @@
-"""Run frames in Redis (kernel.runs.RunStore): kept in order and in batches,
+"""Run frames in Redis (kernel.transport.runs.RunStore): kept in order and in batches,
 one round trip for many frames, the status only after every frame."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 import redis
-from persona_service.kernel.runs import Run, RunOwner, Runs, RunStore
+from persona_service.kernel.transport.runs import Run, RunOwner, Runs, RunStore
 
 
 def test_frames_reach_redis_in_order_in_few_round_trips_and_before_the_status(stack):
@@ -38,9 +38,9 @@ def test_a_process_handing_its_runs_over_takes_none_over():
 def test_a_view_relays_every_frame_it_finds_in_one_message():
     from google.api import httpbody_pb2
     from persona.v1 import chat_pb2
-    from persona_service.kernel.runs import Outcome
     from persona_service.kernel.transport import sse
     from persona_service.kernel.transport.policy import MethodMeta
+    from persona_service.kernel.transport.runs import Outcome
 
     runs = Runs(redis.Redis(unix_socket_path="/nonexistent/redis.sock"), 1, None, 10)  # type: ignore[arg-type]
     run = Run("run_" + uuid.uuid4().hex, RunOwner("org_x", "ws_x"), "/persona.v1.ChatService/StreamChatMessage")

@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import pytest
-from persona_service.kernel.stack import free_port
+from persona_service.kernel.process.stack import free_port
 from support import JWT_SECRET, client_for, make_stack_beside, running, seed_postgres
 from test_cli import CLI, ROOT, cli_env
 

@@ -9,8 +9,8 @@ import threading
 import uuid
 
 import pytest
-from persona_service.kernel.tasks import TaskKind, TaskRunner, enqueue
-from persona_service.kernel.tasks_repository import TaskRepository
+from persona_service.kernel.data.tasks_repository import TaskRepository
+from persona_service.kernel.transport.tasks import TaskKind, TaskRunner, enqueue
 from sqlalchemy import text
 
 
@@ -118,7 +118,7 @@ def test_a_busy_organization_does_not_starve_another(engine):
 
 
 def test_a_paused_kind_is_left_to_other_processes(engine, runner_for):
-    """A process handing its runs over (kernel.runs) must not take them back: while
+    """A process handing its runs over (kernel.transport.runs) must not take them back: while
     a kind is paused its tasks stay queued (a claim would spend an attempt each round)."""
     paused, recorder, other = threading.Event(), Recorder(), Recorder()
     paused.set()

@@ -1,6 +1,6 @@
 """Unary admission per organization (issue #28): when every unary worker of
 a server is busy, waiting calls get the workers in turns per organization
-(kernel.fair, weighted by plan), not first come first served, so one
+(kernel.transport.fair, weighted by plan), not first come first served, so one
 organization's flood of in-limit calls does not queue ahead of everyone."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import uuid
 from datetime import datetime, timedelta
 
 import pytest
-from persona_service.kernel.outbox import AUDIT_FAILED_FIELDS
+from persona_service.kernel.transport.outbox import AUDIT_FAILED_FIELDS
 from sqlalchemy import text
 from support import assert_envelope
 

@@ -16,7 +16,7 @@ import time
 import httpx
 import pytest
 from persona_service.config.repository import ORG_LEVEL, ConfigRepository
-from persona_service.kernel.stack import free_port
+from persona_service.kernel.process.stack import free_port
 from support import ROOT
 
 for module in ("asyncpg", "orjson", "starlette", "uvloop", "httptools"):
@@ -131,7 +131,7 @@ def test_the_peer_leases_as_the_service_does(stack, monkeypatch):
     monkeypatch.syspath_prepend(str(SCRIPTS))
     import bench_peer
     import redis.asyncio as aioredis
-    from persona_service.kernel.limits.plans import PLAN_LIMITS
+    from persona_service.kernel.transport.limits.plans import PLAN_LIMITS
 
     monkeypatch.setattr(bench_peer, "LEASE_SECONDS", 600.0)  # no lease expires during the test
 

@@ -48,8 +48,8 @@ from persona_sdk import (
 from persona_sdk._errors import BY_CODE
 from persona_sdk.types import ChatCompletionChunk, Persona
 from persona_sdk.webhooks import construct_event, verify
-from persona_service.kernel.limits.limiter import RateLimiter
-from persona_service.kernel.limits.plans import PLAN_LIMITS
+from persona_service.kernel.transport.limits.limiter import RateLimiter
+from persona_service.kernel.transport.limits.plans import PLAN_LIMITS
 from sqlalchemy import text
 from webhooks.wh_receiver import Receiver
 
@@ -351,7 +351,7 @@ def test_idempotency_keys_and_replay(sdk, pro):
 
 
 def test_connection_errors_are_retried_then_raised(sdk, pro):
-    from persona_service.kernel.stack import free_port
+    from persona_service.kernel.process.stack import free_port
 
     client, wire = sdk(pro, base_url=f"http://127.0.0.1:{free_port()}", max_retries=2)
     with pytest.raises(APIConnectionError):

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pytest
-from persona_service.kernel import personal_data
-from persona_service.kernel.personal_data import Subject
+from persona_service.kernel.data import personal_data
+from persona_service.kernel.data.personal_data import Subject
 from persona_service.privacy.service import write_bundle
 from persona_service.registry import MODULES
 from plans import reads_big_table, unfit_scans

@@ -17,9 +17,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import standardwebhooks
 from persona_sdk.webhooks import verify as verify_signature
-from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
+from persona_service.kernel.transport.outbox import Outbox
 from persona_service.webhooks.http import HTTPError
 from persona_service.webhooks.metrics import DELIVERIES
 from persona_service.webhooks.service import DestinationRefused, check_destination, url_violation

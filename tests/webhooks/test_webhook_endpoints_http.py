@@ -12,7 +12,7 @@ import uuid
 import pytest
 import standardwebhooks
 from persona_sdk.webhooks import verify as verify_signature
-from persona_service.kernel.outbox import EVENT_TYPES, Outbox
+from persona_service.kernel.transport.outbox import EVENT_TYPES, Outbox
 from support import assert_envelope
 
 ENDPOINT_FIELDS = {"id", "url", "events", "description", "enabled", "workspaceId", "createdAt", "updatedAt",

@@ -14,9 +14,9 @@ from datetime import timedelta
 
 import pytest
 from persona_service.kernel.clock import utcnow
-from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
+from persona_service.kernel.transport.outbox import Outbox
 from persona_service.webhooks.tables import WebhookDelivery
 from persona_service.webhooks.worker import DeliveryWorker
 from sqlalchemy import event, select, update

@@ -10,8 +10,8 @@ from persona_service.billing.servicer import BillingServicer
 from persona_service.billing.settings import BillingSettings
 from persona_service.files.api import storage_for
 from persona_service.kernel.config_keys import ConfigKey
-from persona_service.kernel.module import Job, Module, ServiceBinding
-from persona_service.kernel.resources import Runtime
+from persona_service.kernel.process.module import Job, Module, ServiceBinding
+from persona_service.kernel.process.resources import Runtime
 
 
 def renew_subscriptions(runtime: Runtime) -> int:

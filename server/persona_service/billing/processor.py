@@ -26,7 +26,7 @@ from sqlalchemy import Connection
 
 from persona_service.billing.records import LineItem
 from persona_service.billing.settings import BillingSettings
-from persona_service.kernel.resources import HasResources, Resource
+from persona_service.kernel.process.resources import HasResources, Resource
 from persona_service.kernel.settings import Settings, load
 
 DECLINE_KEY = "billing.local_processor.decline_payments"

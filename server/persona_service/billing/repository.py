@@ -8,8 +8,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.billing.records import InvoiceRecord, SubscriptionRecord
 from persona_service.billing.tables import Invoice, ProcessorEvent, Subscription
-from persona_service.kernel.db.base import table_of
-from persona_service.kernel.db.records import record, record_or_none, records
+from persona_service.kernel.data.base import table_of
+from persona_service.kernel.data.records import record, record_or_none, records
 
 _subs = table_of(Subscription)
 _invoices = table_of(Invoice)

@@ -23,12 +23,12 @@ from persona_service.billing.records import (
 from persona_service.billing.repository import BillingRepository
 from persona_service.files.api import SignedUrl, Storage, object_key
 from persona_service.kernel import ids
-from persona_service.kernel.audit import AuditEntry, AuditLog
 from persona_service.kernel.clock import iso, utcnow
-from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import ApiError, NotFound, StateConflict
-from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.principal import Principal
+from persona_service.kernel.transport.audit import AuditEntry, AuditLog
+from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
+from persona_service.kernel.transport.outbox import Outbox
 from persona_service.orgs.api import OrgDirectory
 
 PDF_URL_SECONDS = 30

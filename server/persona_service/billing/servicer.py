@@ -12,7 +12,7 @@ from persona_service.billing.service import BillingService
 from persona_service.billing.settings import BillingSettings
 from persona_service.files.api import storage_for
 from persona_service.kernel.errors import BadRequest, NotFound
-from persona_service.kernel.resources import ServicerDeps
+from persona_service.kernel.process.resources import ServicerDeps
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.kernel.transport.convert import int32, nullable_time, page_limit, text_metadata, timestamp

@@ -17,9 +17,9 @@ from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.service import HISTORY_MESSAGES, ChatSessionService, PersonaReplies, Sampling
 from persona_service.kernel import ids
 from persona_service.kernel.errors import NotFound, StateConflict, ValidationFailed, Violation
-from persona_service.kernel.limits.plans import Limits
 from persona_service.kernel.operations import drain
 from persona_service.kernel.principal import Principal
+from persona_service.kernel.transport.limits.plans import Limits
 from persona_service.providers.base import Message
 from persona_service.providers.local import message_tokens
 

@@ -12,8 +12,8 @@ from persona_service.chat.servicer import ChatServicer
 from persona_service.chat.settings import ChatSettings
 from persona_service.chat.usage_servicer import UsageServicer
 from persona_service.kernel.config_keys import ConfigKey
-from persona_service.kernel.limits.plans import EndpointCap
-from persona_service.kernel.module import Module, ServiceBinding
+from persona_service.kernel.process.module import Module, ServiceBinding
+from persona_service.kernel.transport.limits.plans import EndpointCap
 
 _PERSONA_LEVELS = ("workspace", "org", "persona")
 

@@ -19,10 +19,10 @@ from persona.v1 import openai_pb2, openai_pb2_grpc
 from persona_service.chat.completions import CompletionService, model_id
 from persona_service.chat.openai_errors import openai_envelope
 from persona_service.chat.pricing import PriceTable
-from persona_service.kernel import runs
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
-from persona_service.kernel.resources import ServicerDeps
+from persona_service.kernel.process.resources import ServicerDeps
+from persona_service.kernel.transport import runs
 from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.personas.api import PersonaRecord, PersonaSummary
 from persona_service.providers.base import Completion, GenerationOptions, Message, ToolCall
@@ -88,7 +88,7 @@ def _sse(payload: str | dict[str, Any]) -> httpbody_pb2.HttpBody:
 
 def _released(frames: list[bytes]) -> tuple[tuple[str, int] | None, tuple[str, ...]]:
     """The id, creation time and content deltas an earlier attempt of the run streamed, to go on from
-    (kernel.runs)."""
+    (kernel.transport.runs)."""
     if not frames:
         return None, ()
     head, *chunks = [_chunk(frame) for frame in frames]

@@ -21,10 +21,10 @@ from sqlalchemy.sql import Select
 
 from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.tables import ChatMessage, ChatSession
-from persona_service.kernel.db.base import table_of
-from persona_service.kernel.db.prepared import Prepared
-from persona_service.kernel.db.records import record, record_or_none, records
-from persona_service.kernel.personal_data import Batches, export_batches
+from persona_service.kernel.data.base import table_of
+from persona_service.kernel.data.personal_data import Batches, export_batches
+from persona_service.kernel.data.prepared import Prepared
+from persona_service.kernel.data.records import record, record_or_none, records
 
 _sessions = table_of(ChatSession)
 # GET by id is a hot read: prepared once, run without SQLAlchemy's per-execution layers.

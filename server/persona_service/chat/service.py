@@ -41,12 +41,12 @@ from persona_service.chat.repository import ChatSessionRepository
 from persona_service.config.api import ConfigService
 from persona_service.kernel import ids
 from persona_service.kernel.clock import utcnow
-from persona_service.kernel.cursors import CursorCodec, cursor_page, keyset_page
 from persona_service.kernel.errors import ApiError, NotFound, StateConflict
 from persona_service.kernel.operations import Progress, drain
-from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.principal import Principal
-from persona_service.kernel.runs import RunLost
+from persona_service.kernel.transport.cursors import CursorCodec, cursor_page, keyset_page
+from persona_service.kernel.transport.outbox import Outbox
+from persona_service.kernel.transport.runs import RunLost
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.api import PersonaDirectory, PersonaRecord, VoiceRecord, fingerprint_text
 from persona_service.providers.base import Completion, Delta, GenerationOptions, Message, Provider, ToolCall

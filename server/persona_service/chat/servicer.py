@@ -7,10 +7,10 @@ from persona_service.chat.controls import Change, ChatControls
 from persona_service.chat.pricing import PriceTable
 from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.service import ChatSessionService, Sampling
-from persona_service.kernel import runs
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
-from persona_service.kernel.resources import ServicerDeps
+from persona_service.kernel.process.resources import ServicerDeps
+from persona_service.kernel.transport import runs
 from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
 from persona_service.kernel.transport.errors import error_message
@@ -53,7 +53,7 @@ def message_change(change: Change) -> chat_pb2.ChatMessageChange:
 
 
 def _released(frames: list[bytes]) -> tuple[str, ...]:
-    """The reply text an earlier attempt of the run streamed (its deltas), to go on from (kernel.runs)."""
+    """The reply text an earlier attempt of the run streamed (its deltas), to go on from (kernel.transport.runs)."""
     events = [chat_pb2.ChatMessageEvent.FromString(frame) for frame in frames]
     if any(e.event not in ("message.started", "message.delta") for e in events):
         raise runs.RunLost()  # its error was sent (its end goes out only once committed): nothing goes on after it

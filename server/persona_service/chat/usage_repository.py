@@ -8,8 +8,8 @@ from sqlalchemy import Connection, func, select
 
 from persona_service.chat.records import UsageRow
 from persona_service.chat.tables import ChatMessage, ChatSession
-from persona_service.kernel.db.base import table_of
-from persona_service.kernel.db.records import records
+from persona_service.kernel.data.base import table_of
+from persona_service.kernel.data.records import records
 
 _messages = table_of(ChatMessage)
 _sessions = table_of(ChatSession)

@@ -8,8 +8,8 @@ from sqlalchemy import Connection, delete, select
 from sqlalchemy.dialects.postgresql import insert
 
 from persona_service.config.tables import ConfigItem
-from persona_service.kernel.db.base import table_of
-from persona_service.kernel.db.records import records
+from persona_service.kernel.data.base import table_of
+from persona_service.kernel.data.records import records
 
 _items = table_of(ConfigItem)
 ORG_LEVEL = ""  # workspace_id of organization-level settings

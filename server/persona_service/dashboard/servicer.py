@@ -6,7 +6,7 @@ from persona.v1 import dashboard_pb2, dashboard_pb2_grpc
 
 from persona_service.dashboard.assets import Asset, bundle
 from persona_service.kernel.errors import NotFound
-from persona_service.kernel.resources import ServicerDeps
+from persona_service.kernel.process.resources import ServicerDeps
 from persona_service.kernel.transport.context import context_of
 from persona_service.kernel.transport.convert import text_metadata
 

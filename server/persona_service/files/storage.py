@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import IO, Protocol
 
 from persona_service.files.settings import FileSettings
-from persona_service.kernel.resources import HasResources, Resource
+from persona_service.kernel.process.resources import HasResources, Resource
 from persona_service.kernel.settings import Settings, load
 
 # A key: '/'-separated segments of letters, digits, '.', '_' and '-', none of them '.' or '..'.

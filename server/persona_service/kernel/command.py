@@ -1,5 +1,5 @@
 """A `persona-service <name>` subcommand, as a module declares it (`Module.commands`,
-re-exported by kernel.module). Its own module so that a command's file imports it
+re-exported by kernel.process.module). Its own module so that a command's file imports it
 without the rest of the kernel: `persona-service mint-jwt` starts in a fraction
 of a second (persona_service/cli.py)."""
 
@@ -19,7 +19,7 @@ class Command:
     run: Callable[[argparse.Namespace], int]
     arguments: Callable[[argparse.ArgumentParser], None] | None = None
     # It acts on the running instance's database: with no PERSONA_DATA_DIR or
-    # DATABASE_URL set, the CLI finds the instance `up` runs (kernel.runtime)
+    # DATABASE_URL set, the CLI finds the instance `up` runs (kernel.process.instances)
     # or refuses, rather than start an embedded database of its own.
     on_instance: bool = False
     # It needs nothing the assembled modules provide (id prefixes, config keys,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
-    from persona_service.kernel.personal_data import Subject
+    from persona_service.kernel.data.personal_data import Subject
     from persona_service.kernel.principal import Principal
 
 # One JSON object (a row of a privacy export).

@@ -82,7 +82,7 @@ class Principal:
 
 
 def principal_json(principal: Principal) -> dict[str, Any]:
-    """A principal as JSON (a durable run's caller, kernel.runs): who it is, never its credential."""
+    """A principal as JSON (a durable run's caller, kernel.transport.runs): who it is, never its credential."""
     return {**asdict(principal), "scopes": sorted(principal.scopes), "ip_allowlist": list(principal.ip_allowlist),
             "expires_at": principal.expires_at.isoformat() if principal.expires_at is not None else None}
 

@@ -7,9 +7,9 @@ from typing import Any
 from sqlalchemy import Connection, func, insert, or_, select, true, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from persona_service.kernel.db.base import table_of
-from persona_service.kernel.db.records import record, record_or_none, records
-from persona_service.kernel.db.unique import once_per
+from persona_service.kernel.data.base import table_of
+from persona_service.kernel.data.records import record, record_or_none, records
+from persona_service.kernel.data.unique import once_per
 from persona_service.marketplace.records import ListingRecord, PurchaseRecord
 from persona_service.marketplace.tables import Listing, ListingTag, Purchase
 

@@ -1,5 +1,5 @@
 """The marketplace: listings, their review, search, purchases. Services
-never commit; the review runs as a durable task (kernel.tasks)."""
+never commit; the review runs as a durable task (kernel.transport.tasks)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from sqlalchemy import Connection
 from persona_service.billing.api import BillingService
 from persona_service.kernel import ids
 from persona_service.kernel.clock import utcnow
-from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import Forbidden, NotFound, StateConflict, ValidationFailed, Violation
-from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.principal import Principal
-from persona_service.kernel.tasks import enqueue
+from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
+from persona_service.kernel.transport.outbox import Outbox
+from persona_service.kernel.transport.tasks import enqueue
 from persona_service.marketplace.records import ListingRecord, PurchaseRecord
 from persona_service.marketplace.repository import MarketplaceRepository
 from persona_service.moderation.api import record_flag

@@ -8,7 +8,7 @@ from sqlalchemy import BigInteger, Boolean, DateTime, ForeignKey, Index, String,
 from sqlalchemy.dialects.postgresql import ARRAY  # `@>` (contains), which the GIN index serves
 from sqlalchemy.orm import Mapped, mapped_column
 
-from persona_service.kernel.db.base import Base, created_at_column
+from persona_service.kernel.data.base import Base, created_at_column
 
 
 class Listing(Base):

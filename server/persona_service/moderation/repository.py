@@ -5,8 +5,8 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, insert, or_, select, tuple_, update
 
-from persona_service.kernel.db.base import table_of
-from persona_service.kernel.db.records import record_or_none, records
+from persona_service.kernel.data.base import table_of
+from persona_service.kernel.data.records import record_or_none, records
 from persona_service.moderation.records import ReviewRecord
 from persona_service.moderation.tables import OPEN, ModerationReview
 

@@ -7,7 +7,7 @@ from sqlalchemy import Connection
 
 from persona_service.kernel import ids
 from persona_service.kernel.errors import ApiError
-from persona_service.kernel.outbox import Outbox
+from persona_service.kernel.transport.outbox import Outbox
 from persona_service.moderation.repository import ModerationRepository
 from persona_service.providers.base import ModerationResult
 

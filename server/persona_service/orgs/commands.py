@@ -11,10 +11,10 @@ from persona_service.kernel.command import Command
 
 def bootstrap(args: argparse.Namespace) -> int:
     from persona_service.kernel import settings
-    from persona_service.kernel.db import migrate
-    from persona_service.kernel.db.engine import make_engine
-    from persona_service.kernel.embedded import database_url
+    from persona_service.kernel.data import migrate
+    from persona_service.kernel.data.engine import make_engine
     from persona_service.kernel.principal import KEY_SCOPES, SCOPES
+    from persona_service.kernel.process.embedded import database_url
     from persona_service.orgs.keys import KeyService
     from persona_service.orgs.service import Onboarding
 
@@ -46,9 +46,9 @@ def _bootstrap_arguments(parser: argparse.ArgumentParser) -> None:
 
 def mint_jwt(args: argparse.Namespace) -> int:
     from persona_service.kernel import settings as config
-    from persona_service.kernel.auth import Authenticator, CredentialCache
-    from persona_service.kernel.db.engine import make_engine
-    from persona_service.kernel.embedded import database_url
+    from persona_service.kernel.data.engine import make_engine
+    from persona_service.kernel.process.embedded import database_url
+    from persona_service.kernel.transport.auth import Authenticator, CredentialCache
     from persona_service.orgs.repository import OrgRepository
 
     settings = config.load()

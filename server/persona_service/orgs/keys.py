@@ -9,11 +9,11 @@ from datetime import datetime
 from sqlalchemy import Connection
 
 from persona_service.kernel import ids
-from persona_service.kernel.auth import hash_secret
 from persona_service.kernel.clock import utcnow
-from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import Forbidden, NotFound, ValidationFailed, Violation
 from persona_service.kernel.principal import KEY_SCOPES, Principal, Scope
+from persona_service.kernel.transport.auth import hash_secret
+from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
 from persona_service.orgs.keys_repository import SCIM, KeyRepository
 from persona_service.orgs.records import ApiKeyRecord
 

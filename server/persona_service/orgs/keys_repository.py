@@ -5,9 +5,9 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, tuple_, update
 
-from persona_service.kernel.auth import KeyCredential
-from persona_service.kernel.db.base import table_of
-from persona_service.kernel.db.records import record, record_or_none, records
+from persona_service.kernel.data.base import table_of
+from persona_service.kernel.data.records import record, record_or_none, records
+from persona_service.kernel.transport.auth import KeyCredential
 from persona_service.orgs.records import ApiKeyRecord
 from persona_service.orgs.tables import ApiKey, Membership, Organization, User
 

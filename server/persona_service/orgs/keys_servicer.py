@@ -1,8 +1,8 @@
 import grpc
 from persona.v1 import keys_pb2, keys_pb2_grpc
 
-from persona_service.kernel.auth import hash_secret
-from persona_service.kernel.resources import ServicerDeps
+from persona_service.kernel.process.resources import ServicerDeps
+from persona_service.kernel.transport.auth import hash_secret
 from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.kernel.transport.convert import nullable_time, optional_time, page_limit, timestamp
 from persona_service.orgs.keys import KeyService
@@ -33,7 +33,7 @@ class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
             name=request.name, scopes=list(request.scopes), mode=request.mode,
             expires_at=optional_time(request, "expires_at"), ip_allowlist=list(request.ip_allowlist),
         )
-        # Every process forgets a refusal of this secret (kernel.auth): the key works at once everywhere.
+        # Every process forgets a refusal of this secret (kernel.transport.auth): the key works at once everywhere.
         ctx.after_commit.append(lambda: self.deps.invalidate("cred:key:" + hash_secret(secret)))
         return keys_pb2.CreateApiKeyResponse(key=api_key(row), secret=secret)
 

@@ -27,8 +27,8 @@ from persona_service.kernel import ids, metrics
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import Progress
-from persona_service.kernel.outbox import Outbox
-from persona_service.kernel.runs import checkpoint, current_id
+from persona_service.kernel.transport.outbox import Outbox
+from persona_service.kernel.transport.runs import checkpoint, current_id
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.repository import PersonaRepository
 from persona_service.providers.base import GenerationOptions, Message, Provider, ProviderError
@@ -80,7 +80,7 @@ class GenerationPipeline:
     def run(self, spec: RunSpec) -> Generator[Progress, None, RunResult]:
         # In a durable run (a stream) the generation run is that run: one id in `X-Run-Id`, the `id:` lines
         # and every frame's `runId`. Each step's answer is saved as it is made: a run another process takes
-        # over repeats no finished step and streams the same events (kernel.runs).
+        # over repeats no finished step and streams the same events (kernel.transport.runs).
         run_id = checkpoint("generation_run", lambda: current_id() or ids.new_id("generation_run"))
         started = utcnow()
         self.repo.add_run(

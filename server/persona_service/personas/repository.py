@@ -7,9 +7,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, TextClause, delete, false, func, insert, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from persona_service.kernel.db.base import table_of
-from persona_service.kernel.db.records import record, record_or_none, records
-from persona_service.kernel.personal_data import Batches, export_batches
+from persona_service.kernel.data.base import table_of
+from persona_service.kernel.data.personal_data import Batches, export_batches
+from persona_service.kernel.data.records import record, record_or_none, records
 from persona_service.personas.records import (
     PersonaRecord,
     PersonaSummary,

@@ -23,14 +23,14 @@ from persona_service.chat.api import PriceTable
 from persona_service.config.api import ConfigService
 from persona_service.kernel import ids
 from persona_service.kernel.clock import iso, utcnow
-from persona_service.kernel.cursors import CursorCodec, cursor_page
-from persona_service.kernel.db.unique import derive_unique
+from persona_service.kernel.data.unique import derive_unique
 from persona_service.kernel.errors import ApiError, NotFound, StateConflict, ValidationFailed, Violation
-from persona_service.kernel.limits.plans import Quota
 from persona_service.kernel.operations import drain
-from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.principal import Principal
-from persona_service.kernel.runs import checkpoint
+from persona_service.kernel.transport.cursors import CursorCodec, cursor_page
+from persona_service.kernel.transport.limits.plans import Quota
+from persona_service.kernel.transport.outbox import Outbox
+from persona_service.kernel.transport.runs import checkpoint
 from persona_service.personas.generation import (
     SOUL_FIELDS,
     STEPS,
@@ -441,7 +441,7 @@ class PersonaService:
                 last_run_id=run_id, card_extra=card_extra, created_at=now, updated_at=now,
             )
 
-        if slug:  # the caller's: taken is a conflict (kernel.db.unique answers a concurrent taker's too)
+        if slug:  # the caller's: taken is a conflict (kernel.data.unique answers a concurrent taker's too)
             row = insert(slug)
         else:  # ours to derive: a concurrent create that took it makes us derive the next one
             row = derive_unique(self.conn, SLUG_CONSTRAINT,

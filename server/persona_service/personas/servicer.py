@@ -8,7 +8,7 @@ from persona.v1 import personas_pb2, personas_pb2_grpc
 from persona_service.chat.api import PriceTable
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
-from persona_service.kernel.resources import ServicerDeps
+from persona_service.kernel.process.resources import ServicerDeps
 from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.kernel.transport.convert import message_json, nullable_time, page_limit, struct, timestamp
 from persona_service.kernel.transport.errors import error_message

@@ -1,4 +1,4 @@
-"""The render task (kernel.tasks kind `portraits.render`): draw or edit one
+"""The render task (kernel.transport.tasks kind `portraits.render`): draw or edit one
 portrait's PNG with the image provider and store it. No transaction is open
 while the provider works; a provider failure (after its retries) settles the
 portrait `failed` with the error's code."""
@@ -11,9 +11,9 @@ import logging
 from PIL import Image
 
 from persona_service.files.api import HasResources, ObjectNotFound, storage_for
-from persona_service.kernel.audit import AuditEntry
-from persona_service.kernel.resources import Resource, Runtime
-from persona_service.kernel.tasks import TaskRecord
+from persona_service.kernel.process.resources import Resource, Runtime
+from persona_service.kernel.transport.audit import AuditEntry
+from persona_service.kernel.transport.tasks import TaskRecord
 from persona_service.portraits.records import PortraitRecord
 from persona_service.portraits.service import PortraitService
 from persona_service.providers.base import ImageProvider, ProviderError

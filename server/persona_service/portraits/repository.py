@@ -5,8 +5,8 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, tuple_, update
 
-from persona_service.kernel.db.base import table_of
-from persona_service.kernel.db.records import record, record_or_none, records
+from persona_service.kernel.data.base import table_of
+from persona_service.kernel.data.records import record, record_or_none, records
 from persona_service.portraits.records import PortraitRecord
 from persona_service.portraits.tables import Portrait
 

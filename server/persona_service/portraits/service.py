@@ -1,6 +1,6 @@
 """Portraits: generations and natural-language edits along conversation chains.
 
-The service writes rows and enqueues their render (kernel.tasks); the render
+The service writes rows and enqueues their render (kernel.transport.tasks); the render
 itself (`render.py`) runs outside any request. Services never commit.
 """
 
@@ -19,12 +19,12 @@ from sqlalchemy import Connection
 from persona_service.files.api import object_key
 from persona_service.kernel import ids
 from persona_service.kernel.clock import iso, utcnow
-from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import ApiError, NotFound, StateConflict
-from persona_service.kernel.limits.plans import Quota
-from persona_service.kernel.outbox import Outbox
 from persona_service.kernel.principal import Principal
-from persona_service.kernel.tasks import enqueue
+from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
+from persona_service.kernel.transport.limits.plans import Quota
+from persona_service.kernel.transport.outbox import Outbox
+from persona_service.kernel.transport.tasks import enqueue
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.api import PersonaDirectory, PersonaRecord
 from persona_service.portraits.records import EDITABLE, PortraitRecord

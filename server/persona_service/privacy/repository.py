@@ -5,9 +5,9 @@ from datetime import datetime
 from sqlalchemy import Connection, delete, func, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from persona_service.kernel.db.base import table_of
-from persona_service.kernel.db.records import record, record_or_none, records
-from persona_service.kernel.personal_data import Batches, export_batches
+from persona_service.kernel.data.base import table_of
+from persona_service.kernel.data.personal_data import Batches, export_batches
+from persona_service.kernel.data.records import record, record_or_none, records
 from persona_service.privacy.records import ExportRecord
 from persona_service.privacy.tables import PrivacyExport
 

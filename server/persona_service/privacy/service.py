@@ -23,10 +23,10 @@ from sqlalchemy import Connection
 from persona_service.files.api import SignedUrl, Storage, object_key
 from persona_service.kernel import ids
 from persona_service.kernel.clock import iso, utcnow
-from persona_service.kernel.cursors import CursorCodec, keyset_page
+from persona_service.kernel.data.personal_data import Batches, Subject, audit_events
 from persona_service.kernel.errors import StateConflict
-from persona_service.kernel.personal_data import Batches, Subject, audit_events
 from persona_service.kernel.principal import Principal
+from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
 from persona_service.orgs.api import OrgDirectory
 from persona_service.privacy.records import Erasure, ExportRecord
 from persona_service.privacy.repository import PrivacyRepository

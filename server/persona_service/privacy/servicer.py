@@ -5,7 +5,7 @@ from persona.v1 import privacy_pb2, privacy_pb2_grpc
 
 from persona_service.files.api import storage_for
 from persona_service.kernel.clock import utcnow
-from persona_service.kernel.resources import ServicerDeps
+from persona_service.kernel.process.resources import ServicerDeps
 from persona_service.kernel.transport.context import context_of
 from persona_service.kernel.transport.convert import nullable_time, page_limit, struct, timestamp
 from persona_service.privacy.records import ExportRecord

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
 
-from persona_service.kernel.db.migrate import alembic_config
+from persona_service.kernel.data.migrate import alembic_config
 from persona_service.probes.repository import ProbeRepository
 
 

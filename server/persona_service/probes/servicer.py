@@ -8,7 +8,7 @@ from persona.v1 import probes_pb2, probes_pb2_grpc
 
 from persona_service.kernel import metrics
 from persona_service.kernel.errors import ServiceUnavailable, Unauthorized
-from persona_service.kernel.resources import ServicerDeps
+from persona_service.kernel.process.resources import ServicerDeps
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport.convert import text_metadata
 from persona_service.probes.checks import readiness

@@ -1,6 +1,6 @@
 """A test double: the configured provider, except that a streamed reply to a
 message holding `[[attempt-keyed]]` differs per attempt of its durable run
-(kernel.runs), as a sampling model's replies do. Only with
+(kernel.transport.runs), as a sampling model's replies do. Only with
 `PERSONA_PROVIDER_ATTEMPT_KEYED=1`, which test stacks set to check that a
 reply taken over mid-way goes on from what its clients saw.
 
@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from persona_service.kernel import runs
+from persona_service.kernel.transport import runs
 from persona_service.providers.base import Delta, GenerationOptions, Message, Provider
 
 TRIGGER = "[[attempt-keyed]]"

@@ -72,7 +72,7 @@ class GenerationOptions:
     # providers ignore it; the local provider uses it to stay deterministic.
     task: str = "reply"
     model: str = ""  # override of the configured model
-    # Assistant prefill: the reply's text so far (a streamed reply taken over mid-way, kernel.runs). The
+    # Assistant prefill: the reply's text so far (a streamed reply taken over mid-way, kernel.transport.runs). The
     # provider continues it and returns only what follows; one that cannot continue answers anew (docs/streams.md).
     continue_from: str = ""
 

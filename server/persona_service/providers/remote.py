@@ -4,7 +4,7 @@ A server process does no model work on its threads: its provider is a `RemotePro
 completion, moderation, embeddings, a soul or a voice, a portrait) is queued in Redis for the runners and
 waited for. The unary call that made it keeps its own unit of work, timeouts, errors and idempotency: only the
 model's part moves. A runner (`ModelCallServer`) takes calls with a blocking read (at once, no poll), runs them
-on its pool, organizations taking turns weighted by plan (kernel.fair), one step at a time under the process's
+on its pool, organizations taking turns weighted by plan (kernel.transport.fair), one step at a time under the process's
 gate, and answers in Redis, waking the waiter through pub/sub (kernel.wakeups).
 
 A call nobody answers within its timeout (no runner, or the runner died mid-call) fails as the provider
@@ -26,9 +26,10 @@ from typing import Any
 
 import redis
 
-from persona_service.kernel import fair, wakeups
+from persona_service.kernel import wakeups
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.transport import context as request_context
+from persona_service.kernel.transport import fair
 from persona_service.providers.base import (
     Completion,
     Delta,

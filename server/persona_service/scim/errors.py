@@ -27,7 +27,7 @@ def bad_request(scim_type: str, message: str) -> ApiError:
 def scim_error_body(error: dict[str, Any], status: int) -> tuple[str, str]:
     """The SCIM error shape (options.ERROR_SHAPE_SCIM): SCIM's error schema
     with the scimType from the details (a `state_conflict` without one: `uniqueness`)."""
-    # SCIM's one 409 is `uniqueness` (RFC 7644 §3.12): also a unique index's refusal (kernel.db.unique).
+    # SCIM's one 409 is `uniqueness` (RFC 7644 §3.12): also a unique index's refusal (kernel.data.unique).
     scim_type = error["details"].get("scimType") or ("uniqueness" if error["code"] == "state_conflict" else None)
     body = {"schemas": [SCIM_ERROR_SCHEMA], "status": str(status), "detail": error["message"],
             **({"scimType": scim_type} if isinstance(scim_type, str) else {})}

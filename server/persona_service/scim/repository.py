@@ -46,8 +46,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.selectable import TableValuedAlias
 
-from persona_service.kernel.db.base import table_of
-from persona_service.kernel.db.records import record, record_or_none, records
+from persona_service.kernel.data.base import table_of
+from persona_service.kernel.data.records import record, record_or_none, records
 from persona_service.scim.errors import bad_request
 from persona_service.scim.records import Grant, GroupRef, ScimRecord
 from persona_service.scim.schemas import Attribute, ResourceType

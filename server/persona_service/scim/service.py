@@ -16,8 +16,8 @@ from sqlalchemy import Connection
 
 from persona_service.kernel.clock import iso, utcnow
 from persona_service.kernel.errors import ApiError, NotFound
-from persona_service.kernel.hints import Hints
 from persona_service.kernel.ids import new_id
+from persona_service.kernel.transport.hints import Hints
 from persona_service.orgs.api import OWNER, MemberDirectory
 from persona_service.scim.documents import canonical, parse_json, project
 from persona_service.scim.errors import bad_request, invalid_value, scim_error
@@ -102,7 +102,7 @@ class Walk:
     by offset (RFC 7644 §3.4.2.4) and Okta's import walks every page of
     /Users that way, so page N read N entries of the index. Each full page
     served in the default order (no sortBy) leaves its last row's
-    (created_at, id) as a hint (kernel.hints: Redis, a few minutes), keyed
+    (created_at, id) as a hint (kernel.transport.hints: Redis, a few minutes), keyed
     by organization, resource type, filter and the startIndex that follows;
     the page asked at that startIndex continues after that row by keyset.
     Any other startIndex, a sortBy, or the hint gone: the OFFSET.

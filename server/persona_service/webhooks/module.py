@@ -5,8 +5,8 @@ import pathlib
 
 from persona.v1 import webhooks_pb2_grpc
 
-from persona_service.kernel.module import Command, Job, Module, Process, ServiceBinding
-from persona_service.kernel.resources import Runtime
+from persona_service.kernel.process.module import Command, Job, Module, Process, ServiceBinding
+from persona_service.kernel.process.resources import Runtime
 from persona_service.webhooks.servicer import WebhookServicer
 from persona_service.webhooks.settings import WebhookSettings
 

@@ -23,9 +23,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import array
 
-from persona_service.kernel.db.base import table_of
-from persona_service.kernel.db.records import record, record_or_none, records
-from persona_service.kernel.db.tables import OutboxEvent
+from persona_service.kernel.data.base import table_of
+from persona_service.kernel.data.records import record, record_or_none, records
+from persona_service.kernel.data.tables import OutboxEvent
 from persona_service.webhooks.records import (
     AttemptRecord,
     DeliveryRecord,

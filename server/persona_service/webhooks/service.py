@@ -21,11 +21,11 @@ from sqlalchemy import Connection
 
 from persona_service.kernel import ids
 from persona_service.kernel.clock import utcnow
-from persona_service.kernel.cursors import CursorCodec, keyset_page
 from persona_service.kernel.errors import NotFound, ValidationFailed, Violation
-from persona_service.kernel.outbox import EVENT_TYPES, Outbox
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.secretbox import SecretBox
+from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
+from persona_service.kernel.transport.outbox import EVENT_TYPES, Outbox
 from persona_service.webhooks.records import AttemptRecord, DeliveryRecord, DueDelivery, EndpointRecord, EndpointSecrets
 from persona_service.webhooks.repository import WebhookRepository
 

@@ -45,8 +45,8 @@ from sqlalchemy import Connection, Engine
 
 from persona_service.kernel import ids, logs, tracing
 from persona_service.kernel.clock import utcnow
-from persona_service.kernel.db.outages import connection_lost
-from persona_service.kernel.notifications_repository import listening
+from persona_service.kernel.data.notifications_repository import listening
+from persona_service.kernel.data.outages import connection_lost
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.transport.convert import message_json, struct, timestamp
 from persona_service.webhooks.http import HTTPClient, HTTPError
@@ -410,14 +410,14 @@ def main() -> None:
     import signal
 
     from persona_service.kernel import settings as config
-    from persona_service.kernel.db.engine import make_engine
+    from persona_service.kernel.data.engine import make_engine
     from persona_service.webhooks.settings import WebhookSettings
 
     settings, webhooks = config.load(), config.load(WebhookSettings)
     logs.configure(settings.log_level, settings.log_format)
     database_url = settings.database_url
     if not database_url:
-        from persona_service.kernel.embedded import postgres_url
+        from persona_service.kernel.process.embedded import postgres_url
 
         database_url = postgres_url(settings.data_dir / "postgres")
     lanes = webhooks.lanes

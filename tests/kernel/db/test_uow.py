@@ -1,10 +1,10 @@
-"""Units of work (kernel/db/uow.py): a read-only one reads on an autocommit
+"""Units of work (kernel/data/uow.py): a read-only one reads on an autocommit
 connection (no BEGIN/COMMIT round trips) and hands the connection back to
 the pool as it found it, so the next unit of work on it is transactional."""
 
 from __future__ import annotations
 
-from persona_service.kernel.db.uow import UnitOfWork
+from persona_service.kernel.data.uow import UnitOfWork
 from psycopg.pq import TransactionStatus
 from sqlalchemy import text
 from support import engine_for

@@ -1,4 +1,4 @@
-"""A busy server stays in rotation (mirrors server/persona_service/kernel/edge.py,
+"""A busy server stays in rotation (mirrors server/persona_service/kernel/process/edge.py,
 `_clusters`): Envoy health-checks each process on its stream port, so a probe
 never queues behind unary calls. Before, a process whose unary threads were
 all working failed its 0.5 s probe and every request got 503 `UH`."""

@@ -74,7 +74,7 @@ def test_opening_a_subscription_mid_month_never_resets_what_was_used(http, engin
     what the month used comes along, so the organization gets no fresh generations until the period ends."""
     import time
 
-    from persona_service.kernel.limits.resolver import CACHE_SECONDS
+    from persona_service.kernel.transport.limits.resolver import CACHE_SECONDS
 
     tenant = tenants(plan="enterprise")
     with engine.begin() as conn:  # before its first request: limits are cached per process

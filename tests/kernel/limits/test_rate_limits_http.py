@@ -14,8 +14,8 @@ import httpx
 import pytest
 from persona_service.config.repository import ORG_LEVEL, ConfigRepository
 from persona_service.kernel import ids
-from persona_service.kernel.limits.plans import ANONYMOUS_PER_MINUTE, PLAN_LIMITS, override_maximum
 from persona_service.kernel.principal import SCOPES
+from persona_service.kernel.transport.limits.plans import ANONYMOUS_PER_MINUTE, PLAN_LIMITS, override_maximum
 from persona_service.orgs.repository import OrgRepository
 from support import assert_envelope, make_stack_beside, running
 
@@ -299,7 +299,7 @@ def test_remaining_never_rises_across_two_server_processes(pair, tenants):
     """Team leases units per process; sequential calls alternate between the
     two processes, yet Remaining never rises within the window, and it is
     within the limiter's stated bounds of the truth (limiter docstring)."""
-    from persona_service.kernel.limits.limiter import REPORT_SECONDS
+    from persona_service.kernel.transport.limits.limiter import REPORT_SECONDS
 
     t = tenants(plan="team")
     limit = PLAN_LIMITS["team"].requests_per_minute

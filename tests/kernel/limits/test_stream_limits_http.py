@@ -5,8 +5,8 @@ organization holds its tier's number of open streams, its next stream is
 from __future__ import annotations
 
 import redis
-from persona_service.kernel.limits.limiter import RateLimiter
-from persona_service.kernel.limits.plans import PLAN_LIMITS
+from persona_service.kernel.transport.limits.limiter import RateLimiter
+from persona_service.kernel.transport.limits.plans import PLAN_LIMITS
 from support import assert_envelope
 
 INTENT = "A grumpy lighthouse keeper who loves jazz"

@@ -19,13 +19,13 @@ from persona_service.kernel.errors import (
     Unauthorized,
     ValidationFailed,
 )
-from persona_service.kernel.fair import FairExecutor, weight_of
-from persona_service.kernel.idempotency import Claim, Replay
-from persona_service.kernel.limits.limiter import Admission
 from persona_service.kernel.principal import Principal
-from persona_service.kernel.runs import ResumePoint
 from persona_service.kernel.transport.context import RequestContext
+from persona_service.kernel.transport.fair import FairExecutor, weight_of
+from persona_service.kernel.transport.idempotency import Claim, Replay
+from persona_service.kernel.transport.limits.limiter import Admission
 from persona_service.kernel.transport.policy import MethodMeta
+from persona_service.kernel.transport.runs import ResumePoint
 from persona_service.kernel.transport.stages import build, compose
 from persona_service.kernel.transport.stages.auth import Authenticate
 from persona_service.kernel.transport.stages.authorization import Authorize

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from persona_service.kernel.db.uow import UnitOfWork
+from persona_service.kernel.data.uow import UnitOfWork
 from persona_service.kernel.principal import Principal
 
 if TYPE_CHECKING:

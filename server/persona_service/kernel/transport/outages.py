@@ -10,7 +10,7 @@ import logging
 
 import redis
 
-from persona_service.kernel.db import outages as database
+from persona_service.kernel.data import outages as database
 from persona_service.kernel.errors import ServiceUnavailable
 from persona_service.kernel.logs import Throttled
 

@@ -25,17 +25,17 @@ from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
 from persona_service.kernel import metrics
-from persona_service.kernel.db.outages import connection_lost
-from persona_service.kernel.db.uow import UnitOfWork
+from persona_service.kernel.data.outages import connection_lost
+from persona_service.kernel.data.uow import UnitOfWork
 from persona_service.kernel.errors import ApiError, ServiceUnavailable
-from persona_service.kernel.fair import FairExecutor, weight_of
-from persona_service.kernel.limits.limiter import Admission
 from persona_service.kernel.principal import principal_from_json, principal_json
-from persona_service.kernel.runs import Batch, Outcome, Run, RunAbandoned, RunLost, resume_point
 from persona_service.kernel.transport import context as request_context
 from persona_service.kernel.transport import initial_metadata, sse
+from persona_service.kernel.transport.fair import FairExecutor, weight_of
+from persona_service.kernel.transport.limits.limiter import Admission
 from persona_service.kernel.transport.outages import RETRY_AFTER_SECONDS
 from persona_service.kernel.transport.policy import MethodMeta
+from persona_service.kernel.transport.runs import Batch, Outcome, Run, RunAbandoned, RunLost, resume_point
 from persona_service.kernel.transport.stages import Kind, build, compose
 from persona_service.kernel.transport.stages.call import EDGE_MARK as EDGE_MARK
 from persona_service.kernel.transport.stages.call import HEAD_MARK as HEAD_MARK
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy import Engine
 
-    from persona_service.kernel.app import App
+    from persona_service.kernel.process.app import App
 
     # What grpcio hands the pipeline per method: handlers over any message type.
     Handler = grpc.RpcMethodHandler[Any, Any]
@@ -139,7 +139,7 @@ class RequestPipeline(grpc.ServerInterceptor):
 
     def _streaming(self, behavior: Streaming,
                    meta: MethodMeta) -> Callable[[Any, grpc.ServicerContext], Iterator[bytes]]:
-        """A streaming call follows a durable run (kernel.runs): its operation
+        """A streaming call follows a durable run (kernel.transport.runs): its operation
         runs on the run pool, so the client leaving never stops it, and a
         `Last-Event-ID` resumes an earlier run instead of starting one (the
         resume stage)."""
@@ -154,7 +154,7 @@ class RequestPipeline(grpc.ServerInterceptor):
                     lambda run: self._produce(call, behavior, request, context, meta, run),
                     weight_of(call.ctx.caller.plan), _revivable(call, request),
                 )
-            else:  # a runner runs it (kernel.runner), and ends the call's admission with it
+            else:  # a runner runs it (kernel.process.runner), and ends the call's admission with it
                 run = self.app.runs.submit(run_owner(call), meta.path, weight_of(call.ctx.caller.plan),
                                            {**_revivable(call, request), "admission": asdict(call.admission)})
                 call.ctx.uow.close()  # following needs no database
@@ -253,7 +253,7 @@ class RequestPipeline(grpc.ServerInterceptor):
                 call.ctx.uow.close()
                 call.continues_elsewhere = True
                 return Outcome("abandoned")
-            if connection_lost(exc):  # a database restart: the run goes on once it is back (kernel.runs)
+            if connection_lost(exc):  # a database restart: the run goes on once it is back (kernel.transport.runs)
                 call.ctx.uow.close()
                 resumed = self.app.runs.after_outage(run)
                 if resumed is not None:
@@ -298,7 +298,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             pass  # another process goes on with the run
 
     def revive(self, payload: dict) -> Callable[[Run], Outcome]:
-        """The operation of a run another process accepted (kernel.runs takes it
+        """The operation of a run another process accepted (kernel.transport.runs takes it
         over): the same request, as the same caller, in a unit of work of its
         own. Admission (limits, quota) happened when the run was accepted."""
         meta = self.methods[payload["method"]]
@@ -326,7 +326,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         edge = EDGE_MARK in call.metadata
         started = False
         for batch in frames:
-            if not batch:  # a keep-alive (kernel.runs.KEEP_ALIVE_SECONDS): a comment, once the stream has begun
+            if not batch:  # a keep-alive (kernel.transport.runs.KEEP_ALIVE_SECONDS): a comment, once the stream has begun
                 if edge and started:
                     yield sse.keep_alive()
                 continue

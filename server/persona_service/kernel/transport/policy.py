@@ -11,8 +11,8 @@ from google.protobuf.descriptor import FieldDescriptor, MethodDescriptor, Servic
 from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
-from persona_service.kernel.audit import action_name
 from persona_service.kernel.principal import ADMIN_SCOPE
+from persona_service.kernel.transport.audit import action_name
 from persona_service.kernel.transport.validation import check_rules
 
 PACKAGE = "persona.v1."

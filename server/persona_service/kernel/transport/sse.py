@@ -1,6 +1,6 @@
 """Server-sent events as the edge delivers a stream (the edge sees every
 server-streaming RPC as a stream of `google.api.HttpBody`, see
-kernel.edge.edge_descriptor).
+kernel.process.edge.edge_descriptor).
 
 Every frame carries `id: <run id>.<seq>` (what `Last-Event-ID` resumes
 from). A typed message becomes `event: <its event field>` and `data:
@@ -55,7 +55,7 @@ def end(run_id: str, status: str) -> bytes:
 
 
 def keep_alive() -> bytes:
-    """A comment line: every SSE client ignores it; proxies see the stream is alive (kernel.runs.KEEP_ALIVE_SECONDS)."""
+    """A comment line: every SSE client ignores it; proxies see the stream is alive (kernel.transport.runs.KEEP_ALIVE_SECONDS)."""
     return _body(b": keep-alive\n\n")
 
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from persona_service.kernel import fair
+from persona_service.kernel.transport import fair
 from persona_service.providers.base import (
     Completion,
     Delta,
@@ -46,7 +46,7 @@ class LocalProvider:
     # -- Provider interface ------------------------------------------------
 
     # Every operation's CPU work takes a turn of the process's fair gate
-    # (kernel.fair): organizations share the CPU by plan, a step at a time.
+    # (kernel.transport.fair): organizations share the CPU by plan, a step at a time.
 
     def generate(self, messages: list[Message], options: GenerationOptions) -> Completion:
         with fair.cpu_turn():

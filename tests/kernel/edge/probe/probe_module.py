@@ -12,7 +12,7 @@ import probe_pb2
 import probe_pb2_grpc
 from google.api import httpbody_pb2
 from persona_service.kernel.errors import ApiError, NotFound
-from persona_service.kernel.module import Module, ServiceBinding
+from persona_service.kernel.process.module import Module, ServiceBinding
 from persona_service.kernel.transport.context import current
 
 # The smallest valid PNG (1×1, transparent).
@@ -24,7 +24,7 @@ SCIM = "application/scim+json"
 
 
 class ProbeServicer(probe_pb2_grpc.ProbeServiceServicer):
-    def __init__(self, deps):  # kernel.resources.ServicerDeps
+    def __init__(self, deps):  # kernel.process.resources.ServicerDeps
         self.deps = deps
 
     def GetLink(self, request, context):

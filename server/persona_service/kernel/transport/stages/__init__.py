@@ -15,8 +15,8 @@ from persona_service.kernel.transport.stages.resume import Resume
 from persona_service.kernel.transport.stages.validate import KnownFields, Validate
 
 if TYPE_CHECKING:
-    from persona_service.kernel.app import App
-    from persona_service.kernel.fair import FairExecutor
+    from persona_service.kernel.process.app import App
+    from persona_service.kernel.transport.fair import FairExecutor
     from persona_service.kernel.transport.policy import MethodMeta
     from persona_service.kernel.transport.stages.commit import Commit
 

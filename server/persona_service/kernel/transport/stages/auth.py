@@ -8,8 +8,8 @@ from persona_service.kernel.errors import Unauthorized
 from persona_service.kernel.transport.stages.call import EDGE_MARK, LOG_CARRIER, Call, Stage
 
 if TYPE_CHECKING:
-    from persona_service.kernel.auth import Authenticator
-    from persona_service.kernel.limits.limiter import RateLimiter
+    from persona_service.kernel.transport.auth import Authenticator
+    from persona_service.kernel.transport.limits.limiter import RateLimiter
 
 
 class Authenticate(Stage):

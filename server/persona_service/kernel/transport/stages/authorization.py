@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from persona_service.kernel.access import authorize
-from persona_service.kernel.auth import check_client_address
+from persona_service.kernel.transport.access import authorize
+from persona_service.kernel.transport.auth import check_client_address
 from persona_service.kernel.transport.stages.call import Call, Stage
 
 if TYPE_CHECKING:

@@ -13,15 +13,15 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from persona_service.kernel.limits.limiter import Admission
+from persona_service.kernel.transport.limits.limiter import Admission
 
 if TYPE_CHECKING:
     import grpc
 
-    from persona_service.kernel.idempotency import Claim
-    from persona_service.kernel.runs import ResumePoint, Run
     from persona_service.kernel.transport.context import RequestContext
+    from persona_service.kernel.transport.idempotency import Claim
     from persona_service.kernel.transport.policy import MethodMeta
+    from persona_service.kernel.transport.runs import ResumePoint, Run
 
 # Set by the edge's Lua filter on requests that arrived as HTTP/JSON.
 EDGE_MARK = "x-persona-edge"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
-from persona_service.kernel.audit import AuditEntry, AuditLog
+from persona_service.kernel.transport.audit import AuditEntry, AuditLog
 from persona_service.kernel.transport.stages.call import Call, Stage
 from persona_service.kernel.transport.stages.idempotency import replayable
 from persona_service.kernel.transport.validation import check_closed_sets
@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from persona_service.kernel.errors import ApiError
-    from persona_service.kernel.idempotency import Idempotency
-    from persona_service.kernel.runs import Runs
     from persona_service.kernel.transport.context import RequestContext
+    from persona_service.kernel.transport.idempotency import Idempotency
     from persona_service.kernel.transport.policy import MethodMeta
+    from persona_service.kernel.transport.runs import Runs
 
 log = logging.getLogger("persona_service.requests")
 

@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from persona_service.kernel import metrics
 from persona_service.kernel.errors import StoredError
-from persona_service.kernel.idempotency import request_hash
+from persona_service.kernel.transport.idempotency import request_hash
 from persona_service.kernel.transport.stages.call import Call, Stage
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
 
-    from persona_service.kernel.idempotency import Idempotency as Store
-    from persona_service.kernel.idempotency import Replay
+    from persona_service.kernel.transport.idempotency import Idempotency as Store
+    from persona_service.kernel.transport.idempotency import Replay
     from persona_service.kernel.transport.policy import MethodMeta
 
 # Headers an idempotent replay does not copy from the first response.

@@ -1,20 +1,20 @@
 """Limits and admission: rate limits and quotas (per organization; per
 client address for anonymous calls), and the organization a credential's
-later calls queue as at the unary server's executor (kernel.fair)."""
+later calls queue as at the unary server's executor (kernel.transport.fair)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from persona_service.kernel.fair import weight_of
+from persona_service.kernel.transport.fair import weight_of
 from persona_service.kernel.transport.stages.call import Call, Stage
 
 if TYPE_CHECKING:
     from persona.v1.options_pb2 import MethodPolicy
 
-    from persona_service.kernel.fair import FairExecutor
-    from persona_service.kernel.limits.limiter import RateLimiter
-    from persona_service.kernel.limits.resolver import LimitsResolver
+    from persona_service.kernel.transport.fair import FairExecutor
+    from persona_service.kernel.transport.limits.limiter import RateLimiter
+    from persona_service.kernel.transport.limits.resolver import LimitsResolver
 
 
 class Limits(Stage):

@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, NoReturn
 
 from persona_service.kernel import metrics, tracing
-from persona_service.kernel.db.unique import conflict_of
+from persona_service.kernel.data.unique import conflict_of
 from persona_service.kernel.errors import ApiError, InternalError, StoredError
 from persona_service.kernel.logs import Throttled
 from persona_service.kernel.transport import context as request_context
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     import grpc
 
-    from persona_service.kernel.app import App
+    from persona_service.kernel.process.app import App
     from persona_service.kernel.transport.stages.commit import Commit
 
 log = logging.getLogger("persona_service.requests")
@@ -72,7 +72,7 @@ class Outcomes:
         # keep the Idempotency-Key claimed (its release is retried until it is back).
         try:
             if call.claim is not None:
-                # Only what the operation committed is an outcome a retry cannot change (kernel.idempotency).
+                # Only what the operation committed is an outcome a retry cannot change (kernel.transport.idempotency).
                 if err.persist and call.reached_operation and status < 500:
                     headers = replayable(ctx.headers + list(err.headers.items()))
                     self.app.idempotency.fail(call.claim, status, render_body(err), headers)

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from persona_service.kernel.runs import RunOwner
+from persona_service.kernel.transport.runs import RunOwner
 from persona_service.kernel.transport.stages.call import Call, Stage
 
 if TYPE_CHECKING:
-    from persona_service.kernel.runs import Batch, Outcome, Run, Runs
+    from persona_service.kernel.transport.runs import Batch, Outcome, Run, Runs
 
 
 class Following(NamedTuple):

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from persona_service.kernel import edge
-from persona_service.kernel.db import migrate
-from persona_service.kernel.embedded import EmbeddedRedis, postgres_url
+from persona_service.kernel.data import migrate
 from persona_service.kernel.metrics import MULTIPROC_ENV
-from persona_service.kernel.module import Modules, Process
+from persona_service.kernel.process import edge
+from persona_service.kernel.process.embedded import EmbeddedRedis, postgres_url
+from persona_service.kernel.process.module import Modules, Process
+from persona_service.kernel.process.supervisor import Child, Supervisor
 from persona_service.kernel.settings import Settings
-from persona_service.kernel.supervisor import Child, Supervisor
 from persona_service.kernel.transport.policy import find_services
 
 # Connections kept out of the servers' shares: migrations, the CLI, a psql session.
@@ -213,8 +213,8 @@ class Stack:
         ))
 
     def start_runner(self, index: int) -> subprocess.Popen:
-        """A runner process (kernel.runner): it takes runs, tasks and model calls once its file says so."""
-        from persona_service.kernel.runner import READY_FILE_ENV  # (the runner's modules load only in it)
+        """A runner process (kernel.process.runner): it takes runs, tasks and model calls once its file says so."""
+        from persona_service.kernel.process.runner import READY_FILE_ENV  # (the runner's modules load only in it)
 
         name = f"runner-{index}"
         ready = self.settings.data_dir / f"{name}.ready"
@@ -363,7 +363,7 @@ class Stack:
     def _start_reaper(self) -> None:
         self._record_pids()
         self._reaper = subprocess.Popen(
-            [sys.executable, "-m", "persona_service.kernel.reaper", str(os.getpid()), str(self._pids_file)],
+            [sys.executable, "-m", "persona_service.kernel.process.reaper", str(os.getpid()), str(self._pids_file)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
 

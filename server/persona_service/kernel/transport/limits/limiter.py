@@ -61,8 +61,8 @@ from email.utils import formatdate
 import redis
 
 from persona_service.kernel.errors import ApiError
-from persona_service.kernel.limits.plans import ANONYMOUS_PER_MINUTE, Limits
 from persona_service.kernel.logs import Throttled
+from persona_service.kernel.transport.limits.plans import ANONYMOUS_PER_MINUTE, Limits
 
 log = logging.getLogger(__name__)
 # While Redis is down every call fails open: one line per kind of failure every 10 s, not one per call.

@@ -26,15 +26,15 @@ from persona_service.kernel.clock import utcnow
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
-    from persona_service.kernel.audit import AuditEntry
-    from persona_service.kernel.cursors import CursorCodec
-    from persona_service.kernel.hints import Hints
-    from persona_service.kernel.limits.plans import Limits, Quota
-    from persona_service.kernel.module import Modules
     from persona_service.kernel.principal import Principal
+    from persona_service.kernel.process.module import Modules
     from persona_service.kernel.secretbox import SecretBox
     from persona_service.kernel.settings import Settings
+    from persona_service.kernel.transport.audit import AuditEntry
     from persona_service.kernel.transport.context import RequestContext
+    from persona_service.kernel.transport.cursors import CursorCodec
+    from persona_service.kernel.transport.hints import Hints
+    from persona_service.kernel.transport.limits.plans import Limits, Quota
     from persona_service.providers.base import Provider
     from persona_service.providers.retrying import Retrying
 
@@ -87,7 +87,7 @@ class Runtime:
     resources: Resources
     provider: Provider  # the process's model provider (without retries)
     audit: Callable[[list[AuditEntry]], int]  # rows written in a transaction of their own
-    invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.app)
+    invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.process.app)
     modules: Modules
     clock: Callable[[], datetime] = field(default=utcnow)
 
@@ -101,7 +101,7 @@ class Runtime:
 
 
 class TaskSignals:
-    """What a servicer may do with its process's task threads (kernel.tasks.TaskRunner), as plain
+    """What a servicer may do with its process's task threads (kernel.transport.tasks.TaskRunner), as plain
     functions: nothing here leads back to the runner, its pool or the App."""
 
     __slots__ = ("_wait_until", "wake")
@@ -111,7 +111,7 @@ class TaskSignals:
         self._wait_until = wait_until
 
     def wait_until(self, check: Callable[[], T | None], timeout: float) -> T | None:
-        """Wait up to `timeout` seconds for `check()` to return something (kernel.tasks.TaskRunner.wait_until)."""
+        """Wait up to `timeout` seconds for `check()` to return something (kernel.transport.tasks.TaskRunner.wait_until)."""
         return cast("T | None", self._wait_until(check, timeout))
 
 
@@ -143,10 +143,10 @@ class ServicerDeps:
     # Generations the caller's organization used of its monthly quota in the current period (caller, connection).
     generations_used: Callable[[Principal, Callable[[], Connection]], int]
     limits: Callable[[Principal, Callable[[], Connection]], Limits]  # the caller's organization's limits (its connection)
-    invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.app), e.g. after a commit
+    invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.process.app), e.g. after a commit
     tasks: TaskSignals
     connect: Callable[[], AbstractContextManager[Connection]]  # reads outside the call's unit of work
     ping_redis: Callable[[], object]  # readiness
-    draining: Callable[[], bool]  # the process is leaving rotation (kernel.server.drain)
+    draining: Callable[[], bool]  # the process is leaving rotation (kernel.process.server.drain)
     unary_workers: int  # threads serving unary calls (a servicer may bound how many of them wait)
-    hints: Hints  # short-lived values shared by the processes (Redis) that only save work (kernel.hints)
+    hints: Hints  # short-lived values shared by the processes (Redis) that only save work (kernel.transport.hints)

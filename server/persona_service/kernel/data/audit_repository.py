@@ -6,10 +6,10 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, literal, select, tuple_
 
-from persona_service.kernel.db.base import seen_from, table_of
-from persona_service.kernel.db.records import records
-from persona_service.kernel.db.tables import AuditEvent
-from persona_service.kernel.personal_data import Batches, export_batches
+from persona_service.kernel.data.base import seen_from, table_of
+from persona_service.kernel.data.personal_data import Batches, export_batches
+from persona_service.kernel.data.records import records
+from persona_service.kernel.data.tables import AuditEvent
 
 _events = table_of(AuditEvent)
 

@@ -45,8 +45,8 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from persona_service.kernel.clock import utcnow
+from persona_service.kernel.data.idempotency_repository import IdempotencyRepository
 from persona_service.kernel.errors import IdempotencyConflict, ValidationFailed, Violation
-from persona_service.kernel.idempotency_repository import IdempotencyRepository
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.secretbox import SecretBox, open_or_legacy
 

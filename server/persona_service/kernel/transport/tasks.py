@@ -4,10 +4,10 @@ is alive then.
 
 A module declares its kinds (`Module.tasks`). A service enqueues a task in
 its unit of work (`enqueue`): the task exists exactly when the change does.
-Every runner process (kernel.runner; a one-process `all` App too) runs a few
+Every runner process (kernel.process.runner; a one-process `all` App too) runs a few
 task threads (`TaskRunner`, on the stream pool's connections) that claim due tasks with
 `FOR UPDATE SKIP LOCKED`, fairly across organizations, under a lease (its
-kind's; a streamed run's, kernel.runs, is short and renewed): if the process
+kind's; a streamed run's, kernel.transport.runs, is short and renewed): if the process
 dies mid-task the lease runs out and another process takes it again. A task that raises is retried with backoff; after its last attempt
 its kind's `give_up` settles it (e.g. marks the portrait `failed`). A
 task committed anywhere wakes the runners at once (a notification on
@@ -26,21 +26,21 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from persona_service.kernel import metrics
-from persona_service.kernel.db import outages as database
+from persona_service.kernel.data import outages as database
+from persona_service.kernel.data.tasks_repository import TaskRecord, TaskRepository, notify
 from persona_service.kernel.logs import Throttled
-from persona_service.kernel.tasks_repository import TaskRecord, TaskRepository, notify
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
-    from persona_service.kernel.resources import Runtime
+    from persona_service.kernel.process.resources import Runtime
 
 log = logging.getLogger("persona_service.tasks")
 _warn = Throttled(log)
 
 T = TypeVar("T")
 KEEP_FINISHED = timedelta(days=1)
-# Runner processes LISTEN here (kernel.runner): a task committed by a server process wakes their task threads.
+# Runner processes LISTEN here (kernel.process.runner): a task committed by a server process wakes their task threads.
 TASKS_CHANNEL = "persona_tasks"
 
 

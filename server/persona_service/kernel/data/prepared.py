@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import Connection, Select
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 
-from persona_service.kernel.db.records import field_names
+from persona_service.kernel.data.records import field_names
 
 R = TypeVar("R")
 _DIALECT = PGDialect_psycopg()

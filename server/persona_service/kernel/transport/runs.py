@@ -1,13 +1,13 @@
 """Durable runs: what a streaming RPC streams is a run, not its connection.
 
 Process roles (docs/process-model.md): a server accepts a run (`submit`) and
-follows its frames from Redis; a runner claims and executes it (kernel.runner,
+follows its frames from Redis; a runner claims and executes it (kernel.process.runner,
 `adopt`); a one-process `all` App does both (what follows describes that).
 
 A streaming call is accepted by writing its run to PostgreSQL (a task of
-kind `run`, kernel.tasks: the request, who asked, and the state saved so
+kind `run`, kernel.transport.tasks: the request, who asked, and the state saved so
 far), then its operation runs on this process's run pool (threads of their
-own, organizations taking turns, kernel.fair) under the task's lease, which
+own, organizations taking turns, kernel.transport.fair) under the task's lease, which
 a heartbeat renews. The call itself only follows the run's frames (a view):
 the client going away stops the following, never the run.
 
@@ -49,13 +49,14 @@ from google.protobuf.message import Message
 from redis.client import Pipeline
 from sqlalchemy import Connection, Engine
 
-from persona_service.kernel import fair, wakeups
-from persona_service.kernel.db.outages import connection_lost
+from persona_service.kernel import wakeups
+from persona_service.kernel.data.outages import connection_lost
+from persona_service.kernel.data.tasks_repository import TaskRecord, TaskRepository, notify
 from persona_service.kernel.errors import ApiError, BadRequest, NotFound, ServiceUnavailable
-from persona_service.kernel.fair import FairPool
 from persona_service.kernel.logs import Throttled
-from persona_service.kernel.tasks import TaskKind
-from persona_service.kernel.tasks_repository import TaskRecord, TaskRepository, notify
+from persona_service.kernel.transport import fair
+from persona_service.kernel.transport.fair import FairPool
+from persona_service.kernel.transport.tasks import TaskKind
 
 log = logging.getLogger("persona_service.runs")
 _warn = Throttled(log)  # at most one line per 10 s while Redis is down
@@ -68,7 +69,7 @@ RUN_TASK = "run"  # the task kind of a run (its row: the run's lease and saved s
 RUN_ATTEMPTS = 5
 LIVE_TTL = 60  # seconds a running run's frames outlive its last heartbeat (longer than a takeover takes)
 FINISHED_TTL = 600  # seconds a finished run can still be resumed
-# Runners claim new runs at once when told on this PostgreSQL channel (kernel.runner), else at their next poll.
+# Runners claim new runs at once when told on this PostgreSQL channel (kernel.process.runner), else at their next poll.
 RUNS_CHANNEL = "persona_runs"
 ROW_POLL = 1.0  # seconds between reads of the run's row while no process runs it (Redis has no status)
 # Frames reach Redis in batches, at most this late: one round trip per batch of every run's frames,
@@ -441,7 +442,7 @@ class Runs:
 
     Where runs execute depends on the process's role: a `server` only accepts
     runs (`submit`: the row, for a runner to claim) and follows them from
-    Redis; a `runner` executes them (kernel.runner claims them, `adopt`); a
+    Redis; a `runner` executes them (kernel.process.runner claims them, `adopt`); a
     process that is both (`all`: one-process tools and tests) runs what it
     accepts on its own pool (`start`)."""
 
@@ -454,7 +455,7 @@ class Runs:
         self.lease_seconds = lease_seconds
         # How long a run whose database connection dropped waits for the database (`after_outage`).
         self.outage_seconds = outage_seconds
-        # Runs wait for a worker in one queue per organization, served in turns weighted by plan (kernel.fair).
+        # Runs wait for a worker in one queue per organization, served in turns weighted by plan (kernel.transport.fair).
         self._pool = FairPool(workers, "run")
         self._live: dict[str, Run] = {}
         self._lock = threading.Lock()
@@ -587,7 +588,7 @@ class Runs:
 
     def emit(self, run: Run, message: Message, committed: bool = False) -> None:
         """A frame of the run (`committed`: one of its result frames, after its changes committed: see
-        `Run.emit`). Serializing and keeping it take a turn of the process's gate (kernel.fair), as
+        `Run.emit`). Serializing and keeping it take a turn of the process's gate (kernel.transport.fair), as
         the model's steps do; the operation's own steps between frames do not: they wait on SQL, and a turn
         held across a lock wait deadlocks with the lock's holder waiting for a turn."""
         with fair.cpu_turn():

@@ -1,13 +1,13 @@
 """The runner process (`persona-service runner`): where the model's work runs.
 
-Server processes accept streamed calls (a run's row, kernel.runs) and serve their views; runners run them,
+Server processes accept streamed calls (a run's row, kernel.transport.runs) and serve their views; runners run them,
 and answer every call of the model the servers make (providers.remote), and run the durable tasks
 (portraits, exports) and the periodic jobs. A runner claims a new run as soon as it is accepted: it LISTENs
 for the notification the accepting transaction sends (`RUNS_CHANNEL`), and polls every `task_poll_seconds`
 only as a safety net (a notification missed while its connection was down; a lease that ran out). The runs
 it holds wait for its run threads in one queue per organization, served in turns weighted by plan
-(kernel.fair), and their model steps take turns of the process's gate. A runner that dies loses nothing:
-its leases run out and another runner takes its runs over from their saved state (kernel.runs).
+(kernel.transport.fair), and their model steps take turns of the process's gate. A runner that dies loses nothing:
+its leases run out and another runner takes its runs over from their saved state (kernel.transport.runs).
 
 Runners lower their own CPU priority (`runner_nice`) so that on a shared machine the servers' unary calls
 and stream views go first.
@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING
 
 from persona_service.kernel import logs, tracing
 from persona_service.kernel import settings as config
-from persona_service.kernel.app import App
-from persona_service.kernel.db.outages import connection_lost
-from persona_service.kernel.fair import FairPool
+from persona_service.kernel.data.notifications_repository import listening
+from persona_service.kernel.data.outages import connection_lost
+from persona_service.kernel.data.tasks_repository import TaskRecord, TaskRepository
 from persona_service.kernel.logs import Throttled
-from persona_service.kernel.notifications_repository import listening
-from persona_service.kernel.runs import RUN_ATTEMPTS, RUN_TASK, RUNS_CHANNEL, Outcome, Run, Runs
-from persona_service.kernel.tasks import TASKS_CHANNEL, TaskRunner
-from persona_service.kernel.tasks_repository import TaskRecord, TaskRepository
+from persona_service.kernel.process.app import App
+from persona_service.kernel.transport.fair import FairPool
 from persona_service.kernel.transport.pipeline import RequestPipeline
 from persona_service.kernel.transport.policy import find_services, method_table
+from persona_service.kernel.transport.runs import RUN_ATTEMPTS, RUN_TASK, RUNS_CHANNEL, Outcome, Run, Runs
+from persona_service.kernel.transport.tasks import TASKS_CHANNEL, TaskRunner
 from persona_service.providers.remote import ModelCallServer
 
 if TYPE_CHECKING:
@@ -42,12 +42,12 @@ if TYPE_CHECKING:
 
     from sqlalchemy import Engine
 
-    from persona_service.kernel.module import Modules
+    from persona_service.kernel.process.module import Modules
 
 log = logging.getLogger("persona_service.runner")
 _warn = Throttled(log)
 
-# Set by `up` (kernel.stack): the runner creates this file once it takes work (its readiness).
+# Set by `up` (kernel.process.stack): the runner creates this file once it takes work (its readiness).
 READY_FILE_ENV = "PERSONA_RUNNER_READY_FILE"
 LISTEN_RETRY_SECONDS = 1.0
 
@@ -169,7 +169,7 @@ def run(modules: Modules) -> None:
     models.start()
     claimer.listening.wait(10)
     gc.collect()
-    gc.freeze()  # as a server does (kernel.server): startup's objects leave the collector's view
+    gc.freeze()  # as a server does (kernel.process.server): startup's objects leave the collector's view
     ready = os.environ.get(READY_FILE_ENV)
     if ready:
         pathlib.Path(ready).write_text(str(os.getpid()))
@@ -177,7 +177,7 @@ def run(modules: Modules) -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(0.5):  # never an unbounded wait (see kernel.server)
+    while not stop.wait(0.5):  # never an unbounded wait (see kernel.process.server)
         pass
     app.runs.hand_over()  # other runners go on with this one's runs from their saved state
     claimer.close()

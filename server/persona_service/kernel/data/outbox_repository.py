@@ -6,9 +6,9 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, tuple_
 
-from persona_service.kernel.db.base import seen_from, table_of
-from persona_service.kernel.db.records import record_or_none, records
-from persona_service.kernel.db.tables import EVENT_PERSONA, OutboxEvent
+from persona_service.kernel.data.base import seen_from, table_of
+from persona_service.kernel.data.records import record_or_none, records
+from persona_service.kernel.data.tables import EVENT_PERSONA, OutboxEvent
 
 _events = table_of(OutboxEvent)
 

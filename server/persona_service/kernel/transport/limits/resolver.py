@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Connection, Engine
 
-from persona_service.kernel.limits.plans import PLAN_LIMITS, Limits, Quota
 from persona_service.kernel.ports import LimitOverrides, UsagePeriod
 from persona_service.kernel.principal import Principal
+from persona_service.kernel.transport.limits.plans import PLAN_LIMITS, Limits, Quota
 
 CACHE_SECONDS = 10.0
 

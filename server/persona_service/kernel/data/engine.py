@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import ExceptionContext
 
-from persona_service.kernel.db.outages import connection_lost
+from persona_service.kernel.data.outages import connection_lost
 
 
 def sqlalchemy_url(url: str) -> str:

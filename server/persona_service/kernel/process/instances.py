@@ -24,7 +24,7 @@ import pathlib
 import time
 from dataclasses import asdict, dataclass, replace
 
-from persona_service.kernel.reaper import alive
+from persona_service.kernel.process.reaper import alive
 
 RUNTIME_FILE = "runtime.json"
 STARTING_FILE = "starting.json"

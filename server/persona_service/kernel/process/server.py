@@ -15,11 +15,11 @@ from grpc_reflection.v1alpha import reflection
 
 from persona_service.kernel import logs, tracing
 from persona_service.kernel import settings as config
-from persona_service.kernel.app import App
-from persona_service.kernel.edge import EDGE_HEADERS_KB
-from persona_service.kernel.fair import FairExecutor
-from persona_service.kernel.limits.plans import ENDPOINT_CAPS
-from persona_service.kernel.module import Modules
+from persona_service.kernel.process.app import App
+from persona_service.kernel.process.edge import EDGE_HEADERS_KB
+from persona_service.kernel.process.module import Modules
+from persona_service.kernel.transport.fair import FairExecutor
+from persona_service.kernel.transport.limits.plans import ENDPOINT_CAPS
 from persona_service.kernel.transport.pipeline import RequestPipeline
 from persona_service.kernel.transport.policy import check_caps, find_services, method_table
 
@@ -62,7 +62,7 @@ def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Se
     for binding in app.modules.services:
         pipeline.servicers[binding.name] = binding.servicer(app.servicer_deps)
         binding.register(pipeline.servicers[binding.name], server)
-    if streams:  # runs another process accepted are taken over on the stream server's pool (kernel.runs)
+    if streams:  # runs another process accepted are taken over on the stream server's pool (kernel.transport.runs)
         app.runs.revive = pipeline.revive
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -78,7 +78,7 @@ def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Se
 def serve(modules: Modules) -> None:
     settings = config.load()
     logs.configure(settings.log_level, settings.log_format)
-    app = App(settings, modules, role="server")  # runners (kernel.runner) do the model's work
+    app = App(settings, modules, role="server")  # runners (kernel.process.runner) do the model's work
     tracing.configure("persona-service", settings.otlp_endpoint, [app.engine, app.stream_engine])
     app.start_background()
     server, health_servicer = build_server(app, f"127.0.0.1:{settings.grpc_port}")
@@ -110,7 +110,7 @@ def drain(app: App, healths: list[health.HealthServicer], unary: grpc.Server, st
     health, which the edge checks, and /readyz, which Kubernetes probes)
     while still serving for `drain_seconds`, until balancers have stopped
     sending calls here (streams opened before may finish meanwhile); then
-    hand this process's runs over (kernel.runs: another process takes each
+    hand this process's runs over (kernel.transport.runs: another process takes each
     over from its saved state, and the open streams end without their `end`
     event, so their clients resume there with `Last-Event-ID`), refuse new
     calls and let unary calls in flight finish (within `shutdown_grace_seconds`)."""

@@ -11,23 +11,25 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from persona_service.kernel import fair, metrics, redis_pool
-from persona_service.kernel.audit import AuditEntry, AuditLog, FailureTally
-from persona_service.kernel.auth import DEGRADED_TTL_SECONDS, Authenticator, CredentialCache
-from persona_service.kernel.cursors import CursorCodec
-from persona_service.kernel.db.engine import make_engine, share_disconnects
-from persona_service.kernel.fair import FairGate
-from persona_service.kernel.hints import Hints
-from persona_service.kernel.idempotency import Idempotency
-from persona_service.kernel.limits.limiter import RateLimiter
-from persona_service.kernel.limits.resolver import LimitsResolver
+from persona_service.kernel import metrics
+from persona_service.kernel.data.engine import make_engine, share_disconnects
 from persona_service.kernel.logs import Throttled
-from persona_service.kernel.module import Job, Modules
-from persona_service.kernel.resources import Resources, Runtime, ServicerDeps, TaskSignals, plain
-from persona_service.kernel.runs import RUN_TASK, Runs
+from persona_service.kernel.process import redis_pool
+from persona_service.kernel.process.module import Job, Modules
+from persona_service.kernel.process.resources import Resources, Runtime, ServicerDeps, TaskSignals, plain
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
-from persona_service.kernel.tasks import TaskRunner
+from persona_service.kernel.transport import fair
+from persona_service.kernel.transport.audit import AuditEntry, AuditLog, FailureTally
+from persona_service.kernel.transport.auth import DEGRADED_TTL_SECONDS, Authenticator, CredentialCache
+from persona_service.kernel.transport.cursors import CursorCodec
+from persona_service.kernel.transport.fair import FairGate
+from persona_service.kernel.transport.hints import Hints
+from persona_service.kernel.transport.idempotency import Idempotency
+from persona_service.kernel.transport.limits.limiter import RateLimiter
+from persona_service.kernel.transport.limits.resolver import LimitsResolver
+from persona_service.kernel.transport.runs import RUN_TASK, Runs
+from persona_service.kernel.transport.tasks import TaskRunner
 from persona_service.providers.factory import backoff_delays, make_base_provider
 from persona_service.providers.remote import RemoteProvider
 from persona_service.providers.retrying import Retrying, failure_details
@@ -60,7 +62,7 @@ LISTEN_MAX_BACKOFF = 10.0
 
 class App:
     """`role`: `server` (serves calls and stream views; its model calls and runs go to runners), `runner`
-    (runs them: kernel.runner) or `all` (both in one process: one-process tools and tests)."""
+    (runs them: kernel.process.runner) or `all` (both in one process: one-process tools and tests)."""
 
     def __init__(self, settings: Settings, modules: Modules, role: str = "all"):
         self.settings = settings
@@ -89,7 +91,7 @@ class App:
         self.idempotency = Idempotency(self.engine, self.secret_box)
         self.runs = Runs(self.redis, settings.run_workers, self.engine, settings.run_lease_seconds,
                          settings.run_outage_seconds, role=role)
-        # The local model's steps take turns per organization (kernel.fair).
+        # The local model's steps take turns per organization (kernel.transport.fair).
         fair.install(FairGate(settings.generation_turns))
         # Durable tasks run on the stream pool: long work never holds a unary call's connection.
         self.provider: Provider = make_base_provider()
@@ -101,8 +103,8 @@ class App:
         self.resources = Resources(settings)
         # Jobs run on the unary pool, tasks on the stream pool; neither sees the App.
         self.runtime = Runtime(self.engine, self.resources, self.provider, self.audit, self.invalidate, modules)
-        # Streamed runs are tasks too: a process takes over those whose process died (kernel.runs); a
-        # runner claims runs apart from its tasks (kernel.runner), in turns by plan.
+        # Streamed runs are tasks too: a process takes over those whose process died (kernel.transport.runs); a
+        # runner claims runs apart from its tasks (kernel.process.runner), in turns by plan.
         kinds = {**modules.tasks, RUN_TASK: self.runs.task_kind()} if role == "all" else dict(modules.tasks)
         self.tasks = TaskRunner(replace(self.runtime, engine=self.stream_engine), self.stream_engine,
                                 kinds, settings.task_workers, settings.task_poll_seconds)

@@ -1,6 +1,6 @@
 """Which database errors are the database's, not the work's: the one place
 that classifies them (callers get 503 for these, kernel.transport.outages;
-a durable run is retried after the narrower `connection_lost`, kernel.runs)."""
+a durable run is retried after the narrower `connection_lost`, kernel.transport.runs)."""
 
 from __future__ import annotations
 

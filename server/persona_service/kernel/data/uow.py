@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine
 
-from persona_service.kernel.db.outages import connection_lost
+from persona_service.kernel.data.outages import connection_lost
 
 
 class UnitOfWork:

@@ -21,7 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from persona_service.kernel.db.base import Base, created_at_column
+from persona_service.kernel.data.base import Base, created_at_column
 
 
 class IdempotencyRecord(Base):
@@ -112,7 +112,7 @@ class OutboxEvent(Base):
 
 
 class Task(Base):
-    """Durable background work (kernel.tasks): enqueued with the change that
+    """Durable background work (kernel.transport.tasks): enqueued with the change that
     needs it, claimed by any server process, retried, never lost."""
 
     __tablename__ = "tasks"

@@ -7,9 +7,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, delete, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
 
-from persona_service.kernel.db.base import table_of
-from persona_service.kernel.db.records import record_or_none
-from persona_service.kernel.db.tables import IdempotencyRecord
+from persona_service.kernel.data.base import table_of
+from persona_service.kernel.data.records import record_or_none
+from persona_service.kernel.data.tables import IdempotencyRecord
 
 _records = table_of(IdempotencyRecord)
 
@@ -78,7 +78,7 @@ class IdempotencyRepository:
         )
 
     def release(self, org_id: str, key: str) -> None:
-        """Free the key (an outcome a retry may change, kernel.idempotency): a retry with it runs again."""
+        """Free the key (an outcome a retry may change, kernel.transport.idempotency): a retry with it runs again."""
         self.conn.execute(delete(_records).where(self._pk(org_id, key)))
 
     def purge_expired(self, now: datetime, batch: int = 5000) -> int:

@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import Connection
 
 from persona_service.kernel import ids
-from persona_service.kernel.access import log_workspace
-from persona_service.kernel.audit_repository import FILTERS, AuditRecord, AuditRepository
-from persona_service.kernel.cursors import CursorCodec, keyset_page
+from persona_service.kernel.data.audit_repository import FILTERS, AuditRecord, AuditRepository
 from persona_service.kernel.principal import Principal
+from persona_service.kernel.transport.access import log_workspace
+from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
 
 
 @dataclass

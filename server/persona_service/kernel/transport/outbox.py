@@ -9,12 +9,12 @@ from persona.v1 import events_pb2  # noqa: F401 - registers EventType in the des
 from sqlalchemy import Connection
 
 from persona_service.kernel import ids
-from persona_service.kernel.access import log_workspace
 from persona_service.kernel.clock import utcnow
-from persona_service.kernel.cursors import CursorCodec, keyset_page
+from persona_service.kernel.data.outbox_repository import EventRecord, EventRepository
 from persona_service.kernel.errors import NotFound
-from persona_service.kernel.outbox_repository import EventRecord, EventRepository
 from persona_service.kernel.principal import Principal
+from persona_service.kernel.transport.access import log_workspace
+from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
 from persona_service.kernel.transport.validation import enum_wire_names
 
 # The spec's sixteen event types, from the proto's EventType enum; nothing

@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from persona_service.kernel import ids
 from persona_service.kernel.command import Command as Command  # re-exported: modules declare commands with it
 from persona_service.kernel.config_keys import ConfigKey, install_config_keys
-from persona_service.kernel.limits.plans import EndpointCap, PlanLimit, install_caps, install_plan_limits
-from persona_service.kernel.outbox import EVENT_TYPES
 from persona_service.kernel.ports import (
     ConfigLevel,
     LimitOverrides,
@@ -30,14 +28,16 @@ from persona_service.kernel.ports import (
 )
 from persona_service.kernel.principal import Scope, install_scopes
 from persona_service.kernel.settings import InvalidSetting, Settings, env_names, read
-from persona_service.kernel.tasks import TaskKind
+from persona_service.kernel.transport.limits.plans import EndpointCap, PlanLimit, install_caps, install_plan_limits
+from persona_service.kernel.transport.outbox import EVENT_TYPES
+from persona_service.kernel.transport.tasks import TaskKind
 
 if TYPE_CHECKING:
     import grpc
     from pydantic_settings import BaseSettings
 
-    from persona_service.kernel.auth import CredentialStore
-    from persona_service.kernel.resources import Runtime, ServicerDeps
+    from persona_service.kernel.process.resources import Runtime, ServicerDeps
+    from persona_service.kernel.transport.auth import CredentialStore
 
 
 @dataclass(frozen=True)
@@ -86,16 +86,16 @@ class Module:
     # Config levels this module owns beyond org/workspace: level -> its check.
     config_levels: Mapping[str, ConfigLevel] = field(default_factory=dict)
     endpoint_caps: Sequence[EndpointCap] = ()
-    # Limits of this module's own, per plan (kernel.limits.plans.PlanLimit).
+    # Limits of this module's own, per plan (kernel.transport.limits.plans.PlanLimit).
     plan_limits: Sequence[PlanLimit] = ()
     jobs: Sequence[Job] = ()
     # What resolving a moderation review item does to a subject this module owns: subject type -> resolver.
     review_resolvers: Mapping[str, ReviewResolver] = field(default_factory=dict)
-    # What this module holds about one user, for privacy exports (lazy batches: kernel.personal_data).
+    # What this module holds about one user, for privacy exports (lazy batches: kernel.data.personal_data).
     personal_data: PersonalDataExport | None = None
     # Erase what this module holds about one user (right to erasure).
     erase_personal_data: PersonalDataEraser | None = None
-    # Kinds of durable background work (kernel.tasks) this module enqueues.
+    # Kinds of durable background work (kernel.transport.tasks) this module enqueues.
     tasks: Sequence[TaskKind] = ()
     commands: Sequence[Command] = ()
     processes: Sequence[Process] = ()

@@ -1,4 +1,4 @@
-"""SQL of the durable task queue (kernel.tasks)."""
+"""SQL of the durable task queue (kernel.transport.tasks)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy import Connection, Update, delete, func, insert, literal, select, text, update
 from sqlalchemy.dialects.postgresql import JSONB
 
-from persona_service.kernel.db.base import table_of
-from persona_service.kernel.db.records import record_or_none
-from persona_service.kernel.db.tables import Task
+from persona_service.kernel.data.base import table_of
+from persona_service.kernel.data.records import record_or_none
+from persona_service.kernel.data.tables import Task
 
 _tasks = table_of(Task)
 
@@ -89,7 +89,7 @@ class TaskRepository:
             .values(status="queued", last_error=error[:2000], run_after=func.now() + delay, lease_until=None)
         )
 
-    # --- leases held and renewed (kernel.runs) ------------------------------------------
+    # --- leases held and renewed (kernel.transport.runs) ------------------------------------------
 
     def add_held(self, lease_seconds: float, **values: Any) -> None:
         """A task its creator runs at once, under its first lease (attempt 1)."""

@@ -23,7 +23,7 @@ import psycopg
 from sqlalchemy import Connection, Index, Table, UniqueConstraint, text
 from sqlalchemy import exc as sa_exc
 
-from persona_service.kernel.db.base import Base
+from persona_service.kernel.data.base import Base
 from persona_service.kernel.errors import StateConflict
 
 T = TypeVar("T")
