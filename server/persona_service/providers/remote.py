@@ -7,8 +7,12 @@ model's part moves. A runner (`ModelCallServer`) takes calls with a blocking rea
 on its pool, organizations taking turns weighted by plan (kernel.transport.fair), one step at a time under the process's
 gate, and answers in Redis, waking the waiter through pub/sub (kernel.wakeups).
 
-A call nobody answers within its timeout (no runner, or the runner died mid-call) fails as the provider
-timing out (`provider_timeout`, which the provider's retries try again).
+A call is never lost with a runner. A runner marks each call it takes (`taken`, a key renewed every second
+while the call waits or runs there); the waiting server puts a call back on the queue when it is neither
+queued nor marked nor answered (its runner was killed: the mark lapsed), and another runner answers it. A
+runner that is stopped (SIGTERM, a rolling restart) takes no more calls and answers those it took before
+it exits. A call nobody answers within its timeout (no runner at all) fails as the provider timing out
+(`provider_timeout`, which the provider's retries try again).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import base64
 import functools
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -47,12 +52,24 @@ log = logging.getLogger("persona_service.model_calls")
 
 QUEUE = "persona:model:calls"
 ANSWER_TTL = 120  # seconds an answer waits for its caller (one that gave up leaves nothing behind for long)
+# A taken call's mark lapses this long after its runner's last renewal (every TAKEN_RENEW_SECONDS): then the
+# waiting server knows the runner died with it and queues it again.
+TAKEN_SECONDS = 5
+TAKEN_RENEW_SECONDS = 1.0
+# How long a waiting server finds its call neither queued nor marked nor answered before it queues it again.
+LOST_AFTER_SECONDS = 1.0
+# How long a stopped runner waits for the calls it took to be answered before it exits (the rest lapse).
+CLOSE_SECONDS = 20.0
 # The local provider's persona pipeline (souls, voices): model work reached by name, beyond the interface.
 PIPELINE_STEPS = ("soul_from_intent", "refine_soul", "voice_from_soul")
 
 
 def _answer_key(call_id: str) -> str:
     return f"persona:model:answer:{call_id}"
+
+
+def _taken_key(call_id: str) -> str:
+    return f"persona:model:taken:{call_id}"
 
 
 # --- what travels (JSON) -------------------------------------------------------------------------------
@@ -141,23 +158,44 @@ class RemoteProvider:
         call_id = "model_" + uuid.uuid4().hex
         org, weight = _organization()
         key = _answer_key(call_id)
+        payload = json.dumps({"id": call_id, "op": op, "args": args, "org": org, "weight": weight})
         answered = self.bus.watch(key)
         try:
-            self.redis.rpush(QUEUE, json.dumps({"id": call_id, "op": op, "args": args, "org": org, "weight": weight}))
+            self.redis.rpush(QUEUE, payload)
             deadline = time.monotonic() + self.timeout_seconds
+            unseen_since: float | None = None  # since when every look found the call neither queued nor taken
             while True:  # (no read before the first wake-up: nobody can have answered yet)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise ProviderTimeout(self.name, f"no runner answered the model call within {self.timeout_seconds}s")
-                answered.wait(min(left, wakeups.FALLBACK_SECONDS))
+                woken = answered.wait(min(left, wakeups.FALLBACK_SECONDS))
                 answered.clear()
+                # Where the call is, before its answer is read: a runner answers, then drops its mark.
+                now = time.monotonic()
+                if woken or self._pending(call_id, payload):
+                    unseen_since = None
+                elif unseen_since is None:
+                    unseen_since = now
                 raw = self.redis.get(key)
                 if raw is not None:
                     return _result(self.name, json.loads(raw))
+                # Unseen for a while, not a glimpse of a runner between taking the call and marking it.
+                if unseen_since is not None and now - unseen_since >= LOST_AFTER_SECONDS:
+                    log.warning("model call %s (%s) lost with its runner: queued again", call_id, op)
+                    self.redis.lpush(QUEUE, payload)  # first in line: it has waited already
+                    unseen_since = None
         except redis.RedisError as exc:
             raise ProviderError(self.name, f"the model's runners are unreachable: {exc}") from exc
         finally:
             self.bus.unwatch(key, answered)
+
+    def _pending(self, call_id: str, payload: str) -> bool:
+        """Whether the call is still queued or held by a live runner."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.exists(_taken_key(call_id))
+        pipe.lpos(QUEUE, payload)
+        taken, position = pipe.execute()
+        return bool(taken) or position is not None
 
 
 def _organization() -> tuple[str, int]:
@@ -192,21 +230,32 @@ def _failure(exc: Exception) -> dict[str, Any]:
 
 
 class ModelCallServer:
-    """A runner's side: takes queued model calls at once and answers them on its pool."""
+    """A runner's side: takes queued model calls at once and answers them on its pool, marking each taken
+    until it is answered (a runner killed meanwhile leaves its calls to be queued again)."""
 
     def __init__(self, provider: Provider, client: redis.Redis, workers: int) -> None:
         self.provider = provider
         self.redis = client
         self.pool = fair.FairPool(workers, "model")
         self._closing = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._taker: threading.Thread | None = None
+        self._taken: set[str] = set()  # ids of the calls taken and not yet answered
+        self._settled = threading.Condition()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._take, name="model-calls", daemon=True)
-        self._thread.start()
+        self._taker = threading.Thread(target=self._take, name="model-calls", daemon=True)
+        self._taker.start()
+        threading.Thread(target=self._renew, name="model-calls-taken", daemon=True).start()
 
-    def close(self) -> None:
+    def close(self, wait_seconds: float = CLOSE_SECONDS) -> None:
+        """Take no more calls; answer those taken (for at most `wait_seconds`: the rest lapse to other runners)."""
         self._closing.set()
+        if self._taker is not None:
+            self._taker.join()  # a call its last read took is in `_taken` now
+        deadline = time.monotonic() + wait_seconds
+        with self._settled:
+            while self._taken and self._settled.wait(max(0.0, deadline - time.monotonic())):
+                pass
         self.pool.shutdown()
 
     def _take(self) -> None:
@@ -220,7 +269,31 @@ class ModelCallServer:
             if taken is None:
                 continue
             call = json.loads(taken[1])
+            with self._settled:
+                self._taken.add(call["id"])
+            self._mark([call["id"]])
             self.pool.submit(call["org"], call["weight"], functools.partial(self.answer, call))
+
+    def _renew(self) -> None:
+        """Keep the marks of the calls taken (waiting for a thread or running) from lapsing, until closed and
+        all answered."""
+        while True:
+            time.sleep(TAKEN_RENEW_SECONDS)
+            with self._settled:
+                ids = list(self._taken)
+            if ids:
+                self._mark(ids)
+            elif self._closing.is_set():
+                return
+
+    def _mark(self, call_ids: list[str]) -> None:
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            for call_id in call_ids:
+                pipe.set(_taken_key(call_id), os.getpid(), ex=TAKEN_SECONDS)
+            pipe.execute()
+        except redis.RedisError as exc:  # renewed again in a second, before the mark can lapse
+            log.warning("model calls' marks not kept: %s", exc)
 
     def answer(self, call: dict[str, Any]) -> None:
         try:
@@ -234,6 +307,12 @@ class ModelCallServer:
         try:
             pipe = self.redis.pipeline(transaction=False)
             pipe.set(key, json.dumps(answer), ex=ANSWER_TTL)
-            wakeups.publish(pipe, [key]).execute()
+            wakeups.publish(pipe, [key])
+            pipe.delete(_taken_key(call["id"]))  # after the answer: its waiter sees one or the other
+            pipe.execute()
         except redis.RedisError as exc:
             log.warning("model call %s answered but not delivered: %s", call["id"], exc)
+        finally:
+            with self._settled:
+                self._taken.discard(call["id"])
+                self._settled.notify_all()
