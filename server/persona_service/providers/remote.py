@@ -2,7 +2,8 @@
 
 A server process does no model work on its threads: its provider is a `RemoteProvider`, whose every call (a
 completion, moderation, embeddings, a soul or a voice, a portrait) is queued in Redis for the runners and
-waited for. The unary call that made it keeps its own unit of work, timeouts, errors and idempotency: only the
+waited for. The queue is the provider configuration's (providers.factory.fingerprint): stacks that share a Redis
+but are set up for other models never answer each other's calls. The unary call that made it keeps its own unit of work, timeouts, errors and idempotency: only the
 model's part moves. A runner (`ModelCallServer`) takes calls with a blocking read (at once, no poll), runs them
 on its pool, organizations taking turns weighted by plan (kernel.transport.fair), one step at a time under the process's
 gate, and answers in Redis, waking the waiter through pub/sub (kernel.wakeups).
@@ -45,10 +46,15 @@ from persona_service.providers.base import (
 
 log = logging.getLogger("persona_service.model_calls")
 
-QUEUE = "persona:model:calls"
+QUEUE = "persona:model:calls:"  # + the provider configuration's fingerprint (providers.factory.fingerprint)
 ANSWER_TTL = 120  # seconds an answer waits for its caller (one that gave up leaves nothing behind for long)
 # The local provider's persona pipeline (souls, voices): model work reached by name, beyond the interface.
 PIPELINE_STEPS = ("soul_from_intent", "refine_soul", "voice_from_soul")
+
+
+def queue_key(pool: str) -> str:
+    """The calls of the processes configured as `pool` (runners with other provider settings never take them)."""
+    return QUEUE + pool
 
 
 def _answer_key(call_id: str) -> str:
@@ -102,12 +108,14 @@ _OPERATIONS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
 class RemoteProvider:
     """The provider of a server process: each call is run by a runner process and waited for."""
 
-    def __init__(self, local: Provider, client: redis.Redis, bus: wakeups.Wakeups, timeout_seconds: float):
+    def __init__(self, local: Provider, client: redis.Redis, bus: wakeups.Wakeups, timeout_seconds: float,
+                 pool: str):
         self.local = local  # what a runner runs: its name and attributes are this provider's
         self.name = local.name
         self.redis = client
         self.bus = bus
         self.timeout_seconds = timeout_seconds
+        self.queue = queue_key(pool)
 
     def __getattr__(self, name: str) -> Any:
         if name in PIPELINE_STEPS and hasattr(self.local, name):
@@ -143,7 +151,7 @@ class RemoteProvider:
         key = _answer_key(call_id)
         answered = self.bus.watch(key)
         try:
-            self.redis.rpush(QUEUE, json.dumps({"id": call_id, "op": op, "args": args, "org": org, "weight": weight}))
+            self.redis.rpush(self.queue, json.dumps({"id": call_id, "op": op, "args": args, "org": org, "weight": weight}))
             deadline = time.monotonic() + self.timeout_seconds
             while True:  # (no read before the first wake-up: nobody can have answered yet)
                 left = deadline - time.monotonic()
@@ -194,8 +202,9 @@ def _failure(exc: Exception) -> dict[str, Any]:
 class ModelCallServer:
     """A runner's side: takes queued model calls at once and answers them on its pool."""
 
-    def __init__(self, provider: Provider, client: redis.Redis, workers: int) -> None:
+    def __init__(self, provider: Provider, client: redis.Redis, workers: int, pool: str) -> None:
         self.provider = provider
+        self.queue = queue_key(pool)
         self.redis = client
         self.pool = fair.FairPool(workers, "model")
         self._closing = threading.Event()
@@ -212,7 +221,7 @@ class ModelCallServer:
     def _take(self) -> None:
         while not self._closing.is_set():
             try:
-                taken = self.redis.blpop([QUEUE], timeout=1)
+                taken = self.redis.blpop([self.queue], timeout=1)
             except redis.RedisError as exc:
                 log.warning("model calls not taken: Redis is unavailable (%s)", exc)
                 self._closing.wait(1.0)
