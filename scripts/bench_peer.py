@@ -145,6 +145,7 @@ def session_json(row) -> bytes:
         "outputTokens": row["output_tokens"], "costUsdMicros": row["cost_usd_micros"],
         "startedAt": _rfc3339(row["started_at"]), "lastActiveAt": _rfc3339(row["last_active_at"]),
         "endedAt": _rfc3339(row["ended_at"]) if row["ended_at"] is not None else None,
+        "personaVersion": row["persona_version"] or 0,  # (not pinned: 0, as the service's ChatSession says)
     })
 
 

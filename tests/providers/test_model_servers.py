@@ -126,6 +126,20 @@ def test_a_full_set_server_serves_chat_moderation_and_embeddings(stacks, org, fu
     assert voice["fingerprintModel"] == "text-embedding-3-small"
 
 
+def test_each_stack_is_served_by_its_own_runners_only(stacks, org, chat_only, full_set):
+    """The two stacks share PostgreSQL and Redis: each one's model calls and streamed runs are done by its own
+    runner (configured for its model), never by the other's (providers.factory.fingerprint)."""
+    for name, own, other in (("chat_only", chat_only, full_set), ("full_set", full_set, chat_only)):
+        with client_for(stacks[name], timeout=60) as client:
+            _persona(client, org, f"A {name} lighthouse keeper who paints storms")
+            for n in range(3):
+                _streamed_persona(client, org, f"A {name} tailor number {n} who sews maps")
+        assert own.requests, name
+        assert not other.requests, (name, [r.path for r in other.requests])
+        other.reset()
+        own.reset()
+
+
 def _assert_no_secret(response) -> None:
     for secret in (API_KEY, "127.0.0.1:", "http://"):
         assert secret not in response.text, response.text

@@ -19,6 +19,9 @@ from persona_service.providers.base import ModerationResult
 from persona_service.providers.factory import make_base_provider
 
 TIMEOUT_SECONDS = 30.0  # the server's wait for an answer: a lost call would take all of it
+# A pool of these tests own: the stack's runner (another configuration's fingerprint) never takes their calls.
+POOL = "tests-remote"
+QUEUE = remote.queue_key(POOL)
 
 
 class SlowModeration:
@@ -45,10 +48,10 @@ def client(stack):
     # Its read of the queue in progress, Redis ends on its own (a second): until then it would be handed a call.
     time.sleep(1.5)
     try:
-        connection.delete(remote.QUEUE)
+        connection.delete(QUEUE)
         yield connection
     finally:
-        connection.delete(remote.QUEUE)
+        connection.delete(QUEUE)
         os.kill(runner.pid, signal.SIGCONT)
 
 
@@ -56,7 +59,7 @@ def client(stack):
 def _server_waiting(client: redis.Redis, provider=None):
     """A server's call of moderation, under way in a thread: its future."""
     bus = wakeups.Wakeups(client)
-    caller = remote.RemoteProvider(provider or make_base_provider(), client, bus, TIMEOUT_SECONDS)
+    caller = remote.RemoteProvider(provider or make_base_provider(), client, bus, TIMEOUT_SECONDS, POOL)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         yield pool.submit(caller.moderate, "hello there")
 
@@ -65,7 +68,7 @@ def _taken(client: redis.Redis) -> dict:
     """The queued call a runner takes (as `ModelCallServer` does)."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        taken = client.blpop([remote.QUEUE], timeout=1)
+        taken = client.blpop([QUEUE], timeout=1)
         if taken is not None:
             return remote.json.loads(taken[1])
     raise AssertionError("no call was queued")
@@ -75,7 +78,7 @@ def test_a_call_whose_runner_died_with_it_is_queued_again_and_answered(client):
     with _server_waiting(client) as answer:
         call = _taken(client)  # a runner took it, marked it, and was killed before answering
         client.set(f"persona:model:taken:{call['id']}", 1, ex=1)
-        models = remote.ModelCallServer(make_base_provider(), client, 1)
+        models = remote.ModelCallServer(make_base_provider(), client, 1, POOL)
         models.start()
         try:
             started = time.monotonic()
@@ -87,7 +90,7 @@ def test_a_call_whose_runner_died_with_it_is_queued_again_and_answered(client):
 
 def test_a_stopped_runner_answers_the_calls_it_took_before_it_returns(client):
     model = SlowModeration(3.0)
-    models = remote.ModelCallServer(model, client, 1)  # type: ignore[arg-type]
+    models = remote.ModelCallServer(model, client, 1, POOL)  # type: ignore[arg-type]
     models.start()
     with _server_waiting(client) as answer:
         assert model.started.wait(10)

@@ -19,6 +19,7 @@ Either is wrapped in `Retrying` with delays b, 2b, 4b where b is
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -28,6 +29,14 @@ from persona_service.providers.composed import Composed
 from persona_service.providers.local import LocalProvider
 from persona_service.providers.retrying import Retrying
 from persona_service.providers.settings import ProviderSettings
+
+
+def fingerprint(settings: ProviderSettings | None = None) -> str:
+    """The provider configuration's digest: the processes that share it do the same model work, so only they
+    answer each other's model calls and run each other's runs (providers.remote, kernel.transport.runs). Stacks
+    on one PostgreSQL and Redis but configured for other models never serve each other. A short digest: the
+    settings (their keys included) never leave the process."""
+    return hashlib.sha256((settings or load(ProviderSettings)).model_dump_json().encode()).hexdigest()[:16]
 
 
 def backoff_delays(settings: ProviderSettings | None = None) -> tuple[float, float, float]:

@@ -2,7 +2,8 @@
 
 A server process does no model work on its threads: its provider is a `RemoteProvider`, whose every call (a
 completion, moderation, embeddings, a soul or a voice, a portrait) is queued in Redis for the runners and
-waited for. The unary call that made it keeps its own unit of work, timeouts, errors and idempotency: only the
+waited for. The queue is the provider configuration's (providers.factory.fingerprint): stacks that share a Redis
+but are set up for other models never answer each other's calls. The unary call that made it keeps its own unit of work, timeouts, errors and idempotency: only the
 model's part moves. A runner (`ModelCallServer`) takes calls with a blocking read (at once, no poll), runs them
 on its pool, organizations taking turns weighted by plan (kernel.transport.fair), one step at a time under the process's
 gate, and answers in Redis, waking the waiter through pub/sub (kernel.wakeups).
@@ -50,7 +51,7 @@ from persona_service.providers.base import (
 
 log = logging.getLogger("persona_service.model_calls")
 
-QUEUE = "persona:model:calls"
+QUEUE = "persona:model:calls:"  # + the provider configuration's fingerprint (providers.factory.fingerprint)
 ANSWER_TTL = 120  # seconds an answer waits for its caller (one that gave up leaves nothing behind for long)
 # A taken call's mark lapses this long after its runner's last renewal (every TAKEN_RENEW_SECONDS): then the
 # waiting server knows the runner died with it and queues it again.
@@ -62,6 +63,11 @@ LOST_AFTER_SECONDS = 1.0
 CLOSE_SECONDS = 20.0
 # The local provider's persona pipeline (souls, voices): model work reached by name, beyond the interface.
 PIPELINE_STEPS = ("soul_from_intent", "refine_soul", "voice_from_soul")
+
+
+def queue_key(pool: str) -> str:
+    """The calls of the processes configured as `pool` (runners with other provider settings never take them)."""
+    return QUEUE + pool
 
 
 def _answer_key(call_id: str) -> str:
@@ -119,12 +125,14 @@ _OPERATIONS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
 class RemoteProvider:
     """The provider of a server process: each call is run by a runner process and waited for."""
 
-    def __init__(self, local: Provider, client: redis.Redis, bus: wakeups.Wakeups, timeout_seconds: float):
+    def __init__(self, local: Provider, client: redis.Redis, bus: wakeups.Wakeups, timeout_seconds: float,
+                 pool: str):
         self.local = local  # what a runner runs: its name and attributes are this provider's
         self.name = local.name
         self.redis = client
         self.bus = bus
         self.timeout_seconds = timeout_seconds
+        self.queue = queue_key(pool)
 
     def __getattr__(self, name: str) -> Any:
         if name in PIPELINE_STEPS and hasattr(self.local, name):
@@ -161,7 +169,7 @@ class RemoteProvider:
         payload = json.dumps({"id": call_id, "op": op, "args": args, "org": org, "weight": weight})
         answered = self.bus.watch(key)
         try:
-            self.redis.rpush(QUEUE, payload)
+            self.redis.rpush(self.queue, payload)
             deadline = time.monotonic() + self.timeout_seconds
             unseen_since: float | None = None  # since when every look found the call neither queued nor taken
             while True:  # (no read before the first wake-up: nobody can have answered yet)
@@ -182,7 +190,7 @@ class RemoteProvider:
                 # Unseen for a while, not a glimpse of a runner between taking the call and marking it.
                 if unseen_since is not None and now - unseen_since >= LOST_AFTER_SECONDS:
                     log.warning("model call %s (%s) lost with its runner: queued again", call_id, op)
-                    self.redis.lpush(QUEUE, payload)  # first in line: it has waited already
+                    self.redis.lpush(self.queue, payload)  # first in line: it has waited already
                     unseen_since = None
         except redis.RedisError as exc:
             raise ProviderError(self.name, f"the model's runners are unreachable: {exc}") from exc
@@ -193,7 +201,7 @@ class RemoteProvider:
         """Whether the call is still queued or held by a live runner."""
         pipe = self.redis.pipeline(transaction=False)
         pipe.exists(_taken_key(call_id))
-        pipe.lpos(QUEUE, payload)
+        pipe.lpos(self.queue, payload)
         taken, position = pipe.execute()
         return bool(taken) or position is not None
 
@@ -233,8 +241,9 @@ class ModelCallServer:
     """A runner's side: takes queued model calls at once and answers them on its pool, marking each taken
     until it is answered (a runner killed meanwhile leaves its calls to be queued again)."""
 
-    def __init__(self, provider: Provider, client: redis.Redis, workers: int) -> None:
+    def __init__(self, provider: Provider, client: redis.Redis, workers: int, pool: str) -> None:
         self.provider = provider
+        self.queue = queue_key(pool)
         self.redis = client
         self.pool = fair.FairPool(workers, "model")
         self._closing = threading.Event()
@@ -261,7 +270,7 @@ class ModelCallServer:
     def _take(self) -> None:
         while not self._closing.is_set():
             try:
-                taken = self.redis.blpop([QUEUE], timeout=1)
+                taken = self.redis.blpop([self.queue], timeout=1)
             except redis.RedisError as exc:
                 log.warning("model calls not taken: Redis is unavailable (%s)", exc)
                 self._closing.wait(1.0)

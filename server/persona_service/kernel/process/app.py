@@ -28,9 +28,9 @@ from persona_service.kernel.transport.hints import Hints
 from persona_service.kernel.transport.idempotency import Idempotency
 from persona_service.kernel.transport.limits.limiter import RateLimiter
 from persona_service.kernel.transport.limits.resolver import LimitsResolver
-from persona_service.kernel.transport.runs import RUN_TASK, Runs
+from persona_service.kernel.transport.runs import Runs
 from persona_service.kernel.transport.tasks import TaskRunner
-from persona_service.providers.factory import backoff_delays, make_base_provider
+from persona_service.providers.factory import backoff_delays, fingerprint, make_base_provider
 from persona_service.providers.remote import RemoteProvider
 from persona_service.providers.retrying import Retrying, failure_details
 
@@ -89,15 +89,17 @@ class App:
         self.limits = LimitsResolver(self.engine, modules.limit_overrides, settings.limit_override_ceiling,
                                      modules.usage_period)
         self.idempotency = Idempotency(self.engine, self.secret_box)
+        # Processes configured for the same model do each other's model work, and only they (providers.factory).
+        self.pool = fingerprint()
         self.runs = Runs(self.redis, settings.run_workers, self.engine, settings.run_lease_seconds,
-                         settings.run_outage_seconds, role=role)
+                         settings.run_outage_seconds, role=role, pool=self.pool)
         # The local model's steps take turns per organization (kernel.transport.fair).
         fair.install(FairGate(settings.generation_turns))
         # Durable tasks run on the stream pool: long work never holds a unary call's connection.
         self.provider: Provider = make_base_provider()
         if role == "server":  # no model work on a server's threads: runners answer its model calls
             self.provider = RemoteProvider(self.provider, self.redis, self.runs.wakeups,
-                                           settings.model_call_timeout_seconds)
+                                           settings.model_call_timeout_seconds, self.pool)
         self.backoff = backoff_delays()
         # What the process owns (object storage, image providers...), opened on first use.
         self.resources = Resources(settings)
@@ -105,7 +107,7 @@ class App:
         self.runtime = Runtime(self.engine, self.resources, self.provider, self.audit, self.invalidate, modules)
         # Streamed runs are tasks too: a process takes over those whose process died (kernel.transport.runs); a
         # runner claims runs apart from its tasks (kernel.process.runner), in turns by plan.
-        kinds = {**modules.tasks, RUN_TASK: self.runs.task_kind()} if role == "all" else dict(modules.tasks)
+        kinds = {**modules.tasks, self.runs.kind: self.runs.task_kind()} if role == "all" else dict(modules.tasks)
         self.tasks = TaskRunner(replace(self.runtime, engine=self.stream_engine), self.stream_engine,
                                 kinds, settings.task_workers, settings.task_poll_seconds)
         self._listener: threading.Thread | None = None

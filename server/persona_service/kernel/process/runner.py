@@ -33,7 +33,7 @@ from persona_service.kernel.process.app import App
 from persona_service.kernel.transport.fair import FairPool
 from persona_service.kernel.transport.pipeline import RequestPipeline
 from persona_service.kernel.transport.policy import find_services, method_table
-from persona_service.kernel.transport.runs import RUN_ATTEMPTS, RUN_TASK, RUNS_CHANNEL, Outcome, Run, Runs
+from persona_service.kernel.transport.runs import RUN_ATTEMPTS, RUNS_CHANNEL, Outcome, Run, Runs
 from persona_service.kernel.transport.tasks import TASKS_CHANNEL, TaskRunner
 from persona_service.providers.remote import ModelCallServer
 
@@ -87,7 +87,7 @@ class RunClaimer:
 
     def _claim_all(self) -> bool:
         """Claim due runs while there is room; True when it stopped for lack of room."""
-        lease = {RUN_TASK: self.runs.lease_seconds}
+        lease = {self.runs.kind: self.runs.lease_seconds}
         while True:
             with self._lock:
                 if self._held >= self.capacity:
@@ -163,7 +163,7 @@ def run(modules: Modules) -> None:
     tracing.configure("persona-service-runner", settings.otlp_endpoint, [app.engine, app.stream_engine])
     app.runs.revive = revival_pipeline(app).revive
     claimer = RunClaimer(app.runs, app.engine, app.tasks, settings.run_workers, settings.task_poll_seconds)
-    models = ModelCallServer(app.provider, app.redis, settings.grpc_workers)
+    models = ModelCallServer(app.provider, app.redis, settings.grpc_workers, app.pool)
     app.start_background()
     claimer.start()
     models.start()

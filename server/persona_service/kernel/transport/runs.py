@@ -65,6 +65,14 @@ T = TypeVar("T")
 # Frames of a run as a view reads them: (seq, frame), in order; an empty batch is a keep-alive (KEEP_ALIVE_SECONDS).
 Batch = list[tuple[int, bytes]]
 RUN_TASK = "run"  # the task kind of a run (its row: the run's lease and saved state)
+
+
+def run_kind(pool: str) -> str:
+    """The task kind of the runs accepted by processes configured as `pool` (the provider configuration's
+    fingerprint): only runners configured alike claim them, so a run's model is the one its server was set up with
+    even where stacks configured otherwise share the PostgreSQL."""
+    return f"{RUN_TASK}:{pool}" if pool else RUN_TASK
+
 # Attempts of a run (the first and takeovers after a lost or given-back lease) before it ends `lost`.
 RUN_ATTEMPTS = 5
 LIVE_TTL = 60  # seconds a running run's frames outlive its last heartbeat (longer than a takeover takes)
@@ -447,8 +455,9 @@ class Runs:
     accepts on its own pool (`start`)."""
 
     def __init__(self, client: redis.Redis, workers: int, engine: Engine, lease_seconds: float,
-                 outage_seconds: float = 30.0, role: str = "all"):
+                 outage_seconds: float = 30.0, role: str = "all", pool: str = ""):
         self.role = role
+        self.kind = run_kind(pool)  # the kind of this process's runs' rows (what its runner claims)
         self.store = RunStore(client)
         self.wakeups = wakeups.Wakeups(client)
         self.engine = engine
@@ -475,7 +484,7 @@ class Runs:
 
     def task_kind(self) -> TaskKind:
         """Runs whose lease ran out are taken over by any process's task threads."""
-        return TaskKind(RUN_TASK, run=lambda _runtime, task: self._take_over(task),
+        return TaskKind(self.kind, run=lambda _runtime, task: self._take_over(task),
                         give_up=lambda _runtime, task, _error: self._lose(task), max_attempts=RUN_ATTEMPTS,
                         backoff_seconds=0, lease_seconds=self.lease_seconds, paused=self._handing_over.is_set)
 
@@ -488,7 +497,7 @@ class Runs:
         run = Run("run_" + uuid.uuid4().hex, owner, method)
         with self.engine.begin() as conn:
             TaskRepository(conn).add_held(
-                self.lease_seconds, id=run.id, kind=RUN_TASK, org_id=owner.org_id, subject_id=owner.workspace_id,
+                self.lease_seconds, id=run.id, kind=self.kind, org_id=owner.org_id, subject_id=owner.workspace_id,
                 payload={**(payload or {}), "method": method, "owner": owner.as_meta(), "state": {}})
         self._register(run)
         self._pool.submit(owner.org_id, weight, lambda: self._execute(run, produce))
@@ -500,7 +509,7 @@ class Runs:
         run = Run("run_" + uuid.uuid4().hex, owner, method)
         with self.engine.begin() as conn:
             TaskRepository(conn).add(
-                id=run.id, kind=RUN_TASK, org_id=owner.org_id, subject_id=owner.workspace_id,
+                id=run.id, kind=self.kind, org_id=owner.org_id, subject_id=owner.workspace_id,
                 payload={**(payload or {}), "method": method, "owner": owner.as_meta(), "state": {}, "weight": weight})
             notify(conn, RUNS_CHANNEL)
         return run
@@ -659,7 +668,7 @@ class Runs:
                 task = TaskRepository(conn).get(run_id)
         except Exception as exc:  # noqa: BLE001 - as when Redis is away
             raise _unavailable() from exc
-        if task is None or task.kind != RUN_TASK:
+        if task is None or task.kind.partition(":")[0] != RUN_TASK:  # a run of any pool (resumed anywhere)
             return None
         status = {"done": "completed", "failed": "failed"}.get(task.status, "running")
         return {**task.payload.get("owner", {}), "method": task.payload.get("method", ""), "status": status}
