@@ -34,12 +34,16 @@ class ConstantChat(chat_pb2_grpc.ChatServiceServicer):
 
 
 def serve(port: int, stream_port: int, answer: chat_pb2.ChatSession, threads: int) -> None:
-    """The unary port answers the RPC; both answer health (Envoy probes the stream port)."""
+    serve_chat(ConstantChat(answer), port, stream_port, threads)
+
+
+def serve_chat(chat: chat_pb2_grpc.ChatServiceServicer, port: int, stream_port: int, threads: int) -> None:
+    """The unary port answers the RPC with `chat`; both answer health (Envoy probes the stream port)."""
     servers = []
     for p in (port, stream_port):
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads), options=[("grpc.so_reuseport", 0)])
         if p == port:
-            chat_pb2_grpc.add_ChatServiceServicer_to_server(ConstantChat(answer), server)
+            chat_pb2_grpc.add_ChatServiceServicer_to_server(chat, server)
         probe = health.HealthServicer()
         probe.set("", health_pb2.HealthCheckResponse.SERVING)
         health_pb2_grpc.add_HealthServicer_to_server(probe, server)

@@ -35,14 +35,12 @@ import subprocess
 import sys
 import time
 import uuid
-from concurrent import futures
 from datetime import UTC, datetime
 from typing import Any
 
 import grpc
 import redis
-from bench_floor import Floor
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from bench_floor import Floor, serve_chat
 from persona.v1 import chat_pb2, chat_pb2_grpc
 from persona_service.chat.module import MODULE as CHAT
 from persona_service.chat.servicer import chat_session
@@ -179,18 +177,7 @@ def serve(port: int, stream_port: int, threads: int) -> None:
     limiter = RateLimiter(redis.Redis.from_url(os.environ["REDIS_URL"]))
     client_ip = ClientAddress(Settings().trusted_proxies, os.environ[EDGE_SECRET_ENV])
     chat = SameWorkChat(pool, limiter, policy.endpoint_cap, client_ip)
-    servers = []
-    for p in (port, stream_port):
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads), options=[("grpc.so_reuseport", 0)])
-        if p == port:
-            chat_pb2_grpc.add_ChatServiceServicer_to_server(chat, server)
-        probe = health.HealthServicer()
-        probe.set("", health_pb2.HealthCheckResponse.SERVING)
-        health_pb2_grpc.add_HealthServicer_to_server(probe, server)
-        server.add_insecure_port(f"127.0.0.1:{p}")
-        server.start()
-        servers.append(server)
-    servers[0].wait_for_termination()
+    serve_chat(chat, port, stream_port, threads)
 
 
 def same_work(n: int, data: pathlib.Path, database_url: str, redis_url: str) -> Floor:
