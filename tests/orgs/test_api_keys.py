@@ -322,6 +322,7 @@ CHAT_FIELDS = {
     "sessionId": str, "orgId": str, "workspaceId": str, "personaId": str, "userId": str, "title": str,
     "status": str, "messageCount": int, "inputTokens": int, "outputTokens": int, "costUsdMicros": (int, float),
     "startedAt": str, "lastActiveAt": str, "endedAt": (str, type(None)),
+    "personaVersion": int,  # beyond the spec's fourteen: the pinned persona version, 0 when not pinned (#41)
 }
 
 

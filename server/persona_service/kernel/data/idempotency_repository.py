@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, delete, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import IntegrityError
 
 from persona_service.kernel.data.base import table_of
 from persona_service.kernel.data.records import record_or_none
@@ -53,7 +54,17 @@ class IdempotencyRepository:
             },
             where=(_records.c.expires_at <= now) | ((_records.c.state == "running") & (_records.c.locked_until <= now)),
         ).returning(_records.c.key)
-        return self.conn.execute(upsert).first() is not None
+        # ON CONFLICT guards only its arbiter, (org_id, key): two first claims at once can meet on the older primary
+        # key (org_id, credential_id, key) instead, and the later one raises. Tried again, the arbiter sees the
+        # earlier claim (waiting for its transaction), so the answer is the one a serial order gives.
+        for tries_left in (1, 0):
+            try:
+                with self.conn.begin_nested():
+                    return self.conn.execute(upsert).first() is not None
+            except IntegrityError:
+                if not tries_left:
+                    raise
+        raise AssertionError("unreachable")
 
     def get(self, org_id: str, key: str) -> StoredRequest | None:
         row = self.conn.execute(select(_records).where(self._pk(org_id, key))).mappings().first()
