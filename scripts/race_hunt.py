@@ -121,6 +121,10 @@ class World:
             headers = {"Authorization": f"Bearer {self.scim_token}", "Content-Type": SCIM_TYPE, "Accept": SCIM_TYPE}
         if op.operation_id == "PurchaseListing" and self.seller_key is None:
             return None
+        if op.operation_id in _STATE_BEFORE:
+            # The org's one subscription is the resource: put it back in the state the
+            # operation acts on, so each scenario starts where the one alone did.
+            self.http.post(_STATE_BEFORE[op.operation_id], json={}, headers=self.auth())
         return _fill(path, self._ids(op)), headers
 
     def _ids(self, op: Operation) -> list[str]:
@@ -184,6 +188,13 @@ class World:
             listing = self.ok(self.http.get(f"/v1/marketplace/listings/{listing['id']}",
                                             headers=self.auth(self.seller_key)))
         return listing
+
+
+# Singleton resources: the call that restores the state an operation acts on.
+_STATE_BEFORE = {
+    "CancelSubscription": "/v1/billing/subscription/resume",
+    "ResumeSubscription": "/v1/billing/subscription/cancel",
+}
 
 
 def _fill(template: str, ids: list[str]) -> str:
