@@ -6,6 +6,7 @@ quota, and the purge of a deleted persona's portraits."""
 from __future__ import annotations
 
 import io
+import time
 from datetime import timedelta
 from email.utils import parsedate_to_datetime
 from urllib.parse import parse_qs, urlsplit
@@ -16,6 +17,7 @@ from persona_service.billing.repository import BillingRepository
 from persona_service.config.repository import ORG_LEVEL, ConfigRepository
 from persona_service.files.storage import ObjectNotFound
 from persona_service.kernel.clock import iso, utcnow
+from persona_service.kernel.transport.limits.resolver import CACHE_SECONDS
 from persona_service.personas.service import PersonaService
 from persona_service.portraits.module import purge_portraits
 from persona_service.providers.local import LocalProvider
@@ -237,6 +239,25 @@ def test_the_image_quota_counts_in_the_billing_period(env):
     assert r.status_code == 429, r.text
     assert parsedate_to_datetime(r.headers["retry-after"]) == end
     assert r.json()["error"]["details"]["resetAt"] == iso(end)
+
+
+def test_opening_a_subscription_mid_month_never_resets_the_images_used(env):
+    """The image quota moves from the calendar month to the billing period when a subscription
+    opens, and counts on from the month's start (issue 38): no fresh images until the period ends."""
+    if env.backend != "local":
+        pytest.skip("the quota does not depend on the storage")
+    small = env.tenants(plan="enterprise")
+    with env.engine.begin() as conn:  # before its first request: limits are cached per process
+        ConfigRepository(conn).upsert(small.org_id, ORG_LEVEL, "api.rate_limit.images_per_month", 1, "test")
+    persona = new_persona(env, small, "A patient glassblower who sings")
+    generate(env, small, persona["id"])
+    opened = env.http.get("/v1/billing/subscription", headers=small.auth)
+    assert opened.status_code == 200, opened.text
+    time.sleep(CACHE_SECONDS + 0.5)  # the servers see the new period once their cached one lapses
+
+    r = env.http.post(f"/v1/personas/{persona['id']}/portraits", json={}, headers=small.auth)
+    details = assert_envelope(r, 429, "quota_exceeded")["details"]
+    assert details["used"] == 1 and details["resetAt"][:19] == opened.json()["currentPeriodEnd"][:19]
 
 
 def test_a_purged_persona_leaves_no_portraits_behind(env, org):

@@ -9,10 +9,19 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 
+import redis
 from persona_service.billing.repository import BillingRepository
 from persona_service.config.repository import ORG_LEVEL, ConfigRepository
 from persona_service.kernel.clock import iso
 from support import assert_envelope
+
+
+def _lose_counters(stack, org_id: str) -> int:
+    """What a Redis restart without persistence (or a flush) does to one organization: every
+    counter of it is gone (its keys only, so the tests running beside it keep theirs)."""
+    bus = redis.Redis.from_url(stack.redis_url)
+    keys = list(bus.scan_iter(match=f"rl:{{{org_id}}}:*", count=1000))
+    return bus.delete(*keys) if keys else 0
 
 
 def _next_month(now: datetime) -> datetime:
@@ -90,3 +99,18 @@ def test_opening_a_subscription_mid_month_never_resets_what_was_used(http, engin
     over = http.post("/v1/personas", headers=tenant.auth, json={"intent": "A shy astronomer"})
     error = assert_envelope(over, 429, "quota_exceeded")
     assert error["details"]["resetAt"][:19] == opened.json()["currentPeriodEnd"][:19]  # the period's end, to the second
+
+
+def test_losing_the_redis_counters_gives_no_quota_back(http, engine, stack, tenants):
+    """The generation counter Redis lost is rebuilt from what PostgreSQL records (issue 38): an
+    organization that used 1 of its 2 generations gets 1 more after Redis loses its counters, not 2."""
+    tenant = tenants(plan="enterprise")
+    with engine.begin() as conn:  # before its first request: limits are cached per process
+        ConfigRepository(conn).upsert(tenant.org_id, ORG_LEVEL, "api.rate_limit.generations_per_month", 2, "test")
+    assert http.post("/v1/personas", headers=tenant.auth, json={"intent": "A calm lighthouse cat"}).status_code == 200
+
+    assert _lose_counters(stack, tenant.org_id) > 0
+
+    assert http.post("/v1/personas", headers=tenant.auth, json={"intent": "A shy astronomer"}).status_code == 200
+    assert_envelope(http.post("/v1/personas", headers=tenant.auth, json={"intent": "A loud baker"}),
+                    429, "quota_exceeded")

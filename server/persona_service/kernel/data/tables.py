@@ -134,3 +134,28 @@ class Task(Base):
         Index("ix_tasks_org_running", "org_id", postgresql_where=text("status = 'running'")),
         Index("ix_tasks_finished", "finished_at", postgresql_where=text("finished_at IS NOT NULL")),
     )
+
+
+class QuotaWindow(Base):
+    """The window an organization's monthly quotas count in now (its billing period, else the
+    calendar month), and since when they count: the start of the earliest window it replaced
+    before that one reset (a subscription opened mid-month keeps counting the month's use)."""
+
+    __tablename__ = "quota_windows"
+    org_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    starts_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    ends_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    counts_since: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
+class QuotaDraw(Base):
+    """One unit of a Redis-counted quota that a committed call used (e.g. a generation): what
+    rebuilds the counter when Redis loses it."""
+
+    __tablename__ = "quota_draws"
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    org_id: Mapped[str] = mapped_column(String(40), nullable=False)
+    quota: Mapped[str] = mapped_column(String(40), nullable=False)
+    drawn_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
+
+    __table_args__ = (Index("ix_quota_draws_org_quota_drawn_at", "org_id", "quota", "drawn_at"),)

@@ -41,6 +41,13 @@ is admitted at most that much later (at once in the process that gave it back).
 Where the minute window is reported per tick (above), a refusal is
 remembered only until the tick ends, so its headers never lag the tick's.
 
+The monthly generation quota's counter is also what PostgreSQL records: a
+committed generation writes a draw (kernel.data.quota_repository) with its
+changes, and a counter Redis lost (a restart without persistence, a flush)
+is seeded from those draws (SET NX) before the admission counts, so losing
+Redis never gives an organization its quota back (at most the generations
+in flight when it was lost go uncounted).
+
 When Redis is unreachable the limiter fails open (requests are served
 without limits or rate-limit headers, and a warning is logged): an outage of
 short-lived shared state must not take the API down.
@@ -81,6 +88,8 @@ LEASE_HEADROOM = 16
 REFUSAL_MEMORY_SECONDS = 1.0
 # Leasing windows report one Remaining per tick this long, the same on every process (module docstring).
 REPORT_SECONDS = 0.25
+# The monthly generation quota's name in its counters' keys and in PostgreSQL's record of its draws.
+GENERATIONS = "generations"
 # The per-address window of calls without a valid credential.
 ANONYMOUS_LIMITS = Limits(ANONYMOUS_PER_MINUTE, 10**9, 0, 1.0, 0)
 
@@ -94,6 +103,9 @@ local want = tonumber(ARGV[5])
 -- slots (concurrency): KEYS[n+1..n+m] with ARGV[4 + 2*n + 2*j] = limit, ARGV[5 + 2*n + 2*j] = stale ms
 -- want: units asked for (a lease); granted only with room for LEASE_HEADROOM leases in every window, else 1
 -- optional: KEYS[n+m+1], the minute window's reported count, fixed per tick ARGV[7 + 2*n + 2*m]
+-- ARGV[8 + 2*n + 2*m] = '1': the last window (a quota) must exist; missing (Redis lost it), the caller
+-- seeds it from PostgreSQL first
+if ARGV[8 + 2*n + 2*m] == '1' and redis.call('EXISTS', KEYS[n]) == 0 then return {'unseeded'} end
 local minute_used = tonumber(redis.call('GET', KEYS[1]) or '0')
 -- The count every process reports in this tick: the first answer of the tick fixes it, never below the
 -- tick before's (given-back units do not raise Remaining); a full minute window reports full until it resets.
@@ -255,9 +267,7 @@ class Ask:
             args += [w.limit, (w.resets_at - int(now) + 60) * 1000]
         for slot in self.slots:
             args += [slot.limit, slot.stale_ms]
-        args.append(LEASE_HEADROOM)
-        if self.shown_key:
-            args.append(self.tick)
+        args += [LEASE_HEADROOM, self.tick, "1" if self.generation else "0"]
         return args
 
 
@@ -311,7 +321,7 @@ class RateLimiter:
             windows.append(self._fixed(subject, cap, limit, seconds, now))
         if generation:
             month, resets_at = (f"p{period[0]}", period[1]) if period else _month_bounds(now)
-            windows.append(Window("month", f"rl:{{{subject}}}:generations:{month}", limits.generations_per_month, 0, resets_at))
+            windows.append(Window("month", f"rl:{{{subject}}}:{GENERATIONS}:{month}", limits.generations_per_month, 0, resets_at))
         return windows
 
     def generations_used(self, subject: str, period: tuple[int, int] | None = None) -> int:
@@ -342,7 +352,8 @@ class RateLimiter:
         return Ask(now, limits, windows, slots, keys, want, token, generation)
 
     def admit(self, subject: str, limits: Limits, *, cap: str = "", generation: bool = False, stream: bool = False,
-              token: str = "", period: tuple[int, int] | None = None) -> Admission:
+              token: str = "", period: tuple[int, int] | None = None, drawn: Callable[[], int] | None = None) -> Admission:
+        """`drawn`: the generations PostgreSQL records in the quota's window (seeds a counter Redis lost)."""
         ask = self.ask(subject, limits, cap=cap, generation=generation, stream=stream, token=token, period=period)
         if generation:
             self._carry_quota(subject, ask.windows[-1], ask.now)
@@ -355,12 +366,23 @@ class RateLimiter:
             return self.decide(ask, refused[1])  # raises the same 429, with Retry-After counted from now
         try:
             result = self._admit(keys=ask.keys, args=ask.script_args())
+            if result[0] in (b"unseeded", "unseeded"):
+                self._seed(ask.windows[-1], ask.now, drawn() if drawn is not None else 0)
+                result = self._admit(keys=ask.keys, args=ask.script_args())
         except redis.RedisError as exc:
             _warn.warning("fail-open", "rate limiter unavailable, failing open: %s", exc)
+            return Admission()
+        if result[0] in (b"unseeded", "unseeded"):  # lost again at once (Redis flushed meanwhile): unlimited
+            _warn.warning("unseeded", "the quota counter %s vanished while it was seeded", ask.windows[-1].key)
             return Admission()
         if result[0] in (b"window", "window"):
             self._remember_refusal(ask, result)
         return self.decide(ask, result)
+
+    def _seed(self, month: Window, now: float, used: int) -> None:
+        """A quota counter that is missing (a new window, or Redis lost it) starts from what
+        PostgreSQL records; NX: a counter another process created meanwhile stands."""
+        self.redis.set(month.key, used, nx=True, px=(month.resets_at - int(now) + 60) * 1000)
 
     def _carry_quota(self, subject: str, month: Window, now: float) -> None:
         """Carry the monthly quota's count into a window that replaced it before it reset (_CARRY),

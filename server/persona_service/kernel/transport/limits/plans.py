@@ -125,6 +125,10 @@ class Quota:
         end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
         return cls(limit, start, end)
 
+    @property
+    def bounds(self) -> tuple[datetime, datetime]:
+        return self.start, self.end
+
 
 def override_maximum(name: str, ceiling: float) -> int | float:
     """The most an organization may set limit `name` to: `ceiling`

@@ -2,16 +2,20 @@
 the `api.rate_limit.*` overrides, cached briefly per process. A config
 write broadcasts an invalidation, so new limits apply at once everywhere.
 Also the period its monthly quotas count in: its billing period (the
-usage-period port), else the calendar month."""
+usage-period port), else the calendar month; and since when they count in it
+(a window that replaced another before that one reset counts on from it:
+kernel.data.quota_repository)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from sqlalchemy import Connection, Engine
 
+from persona_service.kernel.data.quota_repository import QuotaRepository
 from persona_service.kernel.ports import LimitOverrides, UsagePeriod
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.transport.limits.plans import PLAN_LIMITS, Limits, Quota
@@ -30,7 +34,8 @@ class LimitsResolver:
         # The usage-period port (Module.usage_period).
         self.usage_period = usage_period
         self._cache: dict[str, tuple[float, Limits]] = {}
-        self._periods: dict[str, tuple[float, tuple[int, int] | None]] = {}
+        # org id -> (expiry, billing period or None, since when its quotas count)
+        self._periods: dict[str, tuple[float, tuple[int, int] | None, datetime]] = {}
 
     def limits(self, principal: Principal, conn: Callable[[], Connection] | None = None) -> Limits:
         """`conn`: the call's own connection, when it has one (a caller never
@@ -53,27 +58,43 @@ class LimitsResolver:
 
     def quota_period(self, org_id: str, conn: Callable[[], Connection]) -> tuple[int, int] | None:
         """(start, end) in unix seconds of the organization's billing period
-        now, or None (no billing module, or no subscription yet: the calendar
-        month). Cached like limits, never past the period's end."""
-        if self.usage_period is None:
-            return None
+        now, or None (no subscription yet: the calendar month). Cached like
+        limits, never past the period's end."""
+        return self._window(org_id, conn)[0]
+
+    def quota_since(self, org_id: str, conn: Callable[[], Connection]) -> datetime:
+        """Since when the organization's monthly quotas count: the start of its
+        window in force, or of the earliest window that window replaced before
+        it reset (opening or changing a subscription mid-period resets nothing)."""
+        return self._window(org_id, conn)[1]
+
+    def drawn(self, org_id: str, quota: str, conn: Callable[[], Connection]) -> int:
+        """Units of a Redis-counted quota (e.g. generations) that committed calls used since it
+        counts, as PostgreSQL records them: what a counter Redis lost starts again from."""
+        return QuotaRepository(conn()).drawn_since(org_id, quota, self.quota_since(org_id, conn))
+
+    def _window(self, org_id: str, conn: Callable[[], Connection]) -> tuple[tuple[int, int] | None, datetime]:
         now = time.time()
         hit = self._periods.get(org_id)
         if hit is not None and hit[0] > now:
-            return hit[1]
-        found = self.usage_period(conn(), org_id, datetime.fromtimestamp(now, UTC))
-        period = None if found is None else (int(found[0].timestamp()), int(found[1].timestamp()))
-        self._periods[org_id] = (min(now + CACHE_SECONDS, period[1]) if period else now + CACHE_SECONDS, period)
-        return period
+            return hit[1], hit[2]
+        moment = datetime.fromtimestamp(now, UTC)
+        found = None if self.usage_period is None else self.usage_period(conn(), org_id, moment)
+        start, end = found if found is not None else Quota.calendar_month(0, moment).bounds
+        since = QuotaRepository(conn()).counts_since(org_id, start, end, moment)
+        period = None if found is None else (int(start.timestamp()), int(end.timestamp()))
+        self._periods[org_id] = (min(now + CACHE_SECONDS, end.timestamp()), period, since)
+        return period, since
 
     def quota(self, principal: Principal, name: str, conn: Callable[[], Connection]) -> Quota:
         """A monthly quota (a Limits field, e.g. `images_per_month`) of the
-        caller's organization, with the period it counts in."""
-        period = self.quota_period(principal.org_id, conn)
+        caller's organization: counted since `quota_since`, resetting at its
+        window's end."""
+        period, since = self._window(principal.org_id, conn)
         limit = getattr(self.limits(principal, conn), name)
         if period is None:
-            return Quota.calendar_month(limit, datetime.now(UTC))
-        return Quota(limit, datetime.fromtimestamp(period[0], UTC), datetime.fromtimestamp(period[1], UTC))
+            return replace(Quota.calendar_month(limit, datetime.now(UTC)), start=since)
+        return Quota(limit, since, datetime.fromtimestamp(period[1], UTC))
 
     def invalidate(self, org_id: str) -> None:
         self._cache.pop(org_id, None)

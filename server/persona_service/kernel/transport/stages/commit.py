@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
+from persona_service.kernel.data.quota_repository import QuotaRepository
 from persona_service.kernel.transport.audit import AuditEntry, AuditLog
+from persona_service.kernel.transport.limits.limiter import GENERATIONS
 from persona_service.kernel.transport.stages.call import Call, Stage
 from persona_service.kernel.transport.stages.idempotency import replayable
 from persona_service.kernel.transport.validation import check_closed_sets
@@ -58,6 +60,8 @@ class Commit(Stage):
             AuditLog(ctx.conn).record(audit_entry(ctx, meta, "success", 200, request=request, response=response))
         if call.run is not None:
             self.runs.seal(ctx.conn, call.run, "completed")
+        if meta.policy.generation:  # the quota's durable count, which rebuilds its Redis counter
+            QuotaRepository(ctx.conn).draw(ctx.caller.org_id, GENERATIONS)
         if call.claim is not None and response is not None:  # a claim is a unary call's: it has its response
             self.idempotency.complete(ctx.conn, call.claim, response.SerializeToString(), replayable(ctx.headers))
         ctx.uow.commit()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from persona_service.kernel.transport.fair import weight_of
+from persona_service.kernel.transport.limits.limiter import GENERATIONS
 from persona_service.kernel.transport.stages.call import Call, Stage
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class Limits(Stage):
             principal.org_id, self.limits.limits(principal, lambda: ctx.conn), cap=policy.endpoint_cap,
             generation=policy.generation, stream=self.stream, token=ctx.request_id,
             period=self.limits.quota_period(principal.org_id, lambda: ctx.conn) if policy.generation else None,
+            drawn=lambda: self.limits.drawn(principal.org_id, GENERATIONS, lambda: ctx.conn),
         )
         ctx.headers += call.admission.headers
         return self.then(call)
