@@ -1,13 +1,15 @@
 """SCIM writes at the same moment through Envoy end as some serial order
 would: a name two creates race for is one 201 and one 409 `uniqueness`
 (never a 500), and a member added while its user is deleted is either
-removed by the delete or refused, never left behind."""
+removed by the delete or refused, never left behind; a group PATCH and the
+DELETE of one of its members take their locks in one order (groups, then
+users), so they never deadlock."""
 
 from __future__ import annotations
 
 import uuid
 
-from races import at_once
+from races import at_once, row_locked
 from scim_client import ERROR, GROUP, USER
 from sqlalchemy import text
 
@@ -51,6 +53,41 @@ def test_a_member_added_while_its_user_is_deleted_is_not_left_behind(engine, sci
                             {"u": user["id"]}).scalar_one()
     assert left == 0
     assert user["id"] not in [m["value"] for m in scim.call("GET", f"/Groups/{group['id']}").json().get("members", [])]
+
+
+def test_a_group_patch_and_the_delete_of_a_member_never_deadlock(engine, scim):
+    """The PATCH locks the group, then its members' users; the DELETE used to lock the user, then its
+    groups. With the group held until both wait on it (the PATCH first), they met in a cycle and
+    PostgreSQL aborted one (503). Taking the groups first, the DELETE waits behind the PATCH and
+    they end as that serial order: renamed, then the user gone from it (issue 38)."""
+    user = scim.user(f"race-{uuid.uuid4().hex[:10]}@example.com")
+    group = scim.group(f"race-{uuid.uuid4().hex[:10]}", members=[user["id"]])
+    renamed = f"race-{uuid.uuid4().hex[:10]}"
+    patched, deleted = at_once(
+        engine, row_locked(engine, "scim_groups", group["id"]),
+        lambda: scim.patch(f"/Groups/{group['id']}", {"op": "replace", "path": "displayName", "value": renamed}),
+        lambda: scim.call("DELETE", f"/Users/{user['id']}"),
+    )
+    assert patched.status_code == 200, patched.text
+    assert deleted.status_code == 204, deleted.text
+    after = scim.call("GET", f"/Groups/{group['id']}").json()
+    assert after["displayName"] == renamed and not after.get("members"), after
+
+
+def test_a_member_added_while_its_delete_takes_its_locks_is_removed_by_it(engine, scim):
+    """The PATCH comes first and holds the user (FOR KEY SHARE) when the DELETE, which found the user in
+    no group, waits for it: once the PATCH commits, the DELETE takes the new group first (its locks
+    again) and removes the membership, the PATCH-then-DELETE serial order."""
+    user = scim.user(f"race-{uuid.uuid4().hex[:10]}@example.com")
+    group = scim.group(f"race-{uuid.uuid4().hex[:10]}")
+    patched, deleted = at_once(
+        engine, "scim_group_members",
+        lambda: scim.patch(f"/Groups/{group['id']}", {"op": "add", "path": "members", "value": [{"value": user["id"]}]}),
+        lambda: scim.call("DELETE", f"/Users/{user['id']}"),
+    )
+    assert patched.status_code == 200, patched.text
+    assert deleted.status_code == 204, deleted.text
+    assert not scim.call("GET", f"/Groups/{group['id']}").json().get("members")
 
 
 def test_a_422_raised_inside_the_operation_is_not_stored(scim):

@@ -153,10 +153,20 @@ class MembershipRepository:
         wanted = list(set(user_ids))
         if not wanted:
             return set()
-        # FOR KEY SHARE: a DELETE /Users of one of them (which locks its row FOR UPDATE first) waits for
-        # this membership's commit and then removes it, or removed the user first and this finds none.
+        # FOR KEY SHARE: a DELETE /Users of one of them (which locks its row FOR UPDATE, after its groups)
+        # waits for this membership's commit and then removes it, or removed the user first and this finds none.
         stmt = (select(_users.c.id).where(_users.c.org_id == org_id, _users.c.id.in_(wanted))
                 .with_for_update(read=True, key_share=True))
+        return set(self.conn.execute(stmt).scalars())
+
+    def lock_groups_with(self, org_id: str, user_id: str) -> set[str]:
+        """Lock FOR UPDATE, in id order, the groups the user is in: a change of a user's memberships
+        takes its groups before the user, the order a group write takes them (its row, then its
+        members' `known_users`), so the two never wait on each other in a cycle."""
+        stmt = (select(_groups.c.id)
+                .where(_groups.c.org_id == org_id, _groups.c.id.in_(
+                    select(_members.c.group_id).where(_members.c.org_id == org_id, _members.c.user_id == user_id)))
+                .order_by(_groups.c.id).with_for_update())
         return set(self.conn.execute(stmt).scalars())
 
     def members(self, group_id: str) -> set[str]:

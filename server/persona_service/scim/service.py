@@ -38,6 +38,9 @@ WALK_TTL_SECONDS = 300
 ROLES = ("admin", "member")
 # `persona:<workspace slug or id, or *>:<role>`: the naming rule for IdPs that push only group names.
 _MAPPED_NAME = re.compile(r"^persona:([^:]+):([^:]+)$", re.IGNORECASE)
+# Tries of a user deletion's locks (groups, then the user) before it takes a group that joined it in between
+# out of order (each retry means another request added the user to a group meanwhile).
+_RELOCKS = 5
 
 
 @dataclass(frozen=True)
@@ -228,9 +231,13 @@ class Resources:
         return self.render(self._update(row, doc))
 
     def delete(self, resource_id: str, if_match: str | None) -> None:
-        row = self.existing(resource_id, for_update=True)
+        row = self.locked_for_delete(resource_id)
         check_if_match(if_match, row)
         self._delete(row)
+
+    def locked_for_delete(self, resource_id: str) -> ScimRecord:
+        """The resource, locked with whatever its deletion changes (by default its row)."""
+        return self.existing(resource_id, for_update=True)
 
     def _create(self, doc: dict[str, Any]) -> ScimRecord:
         raise NotImplementedError
@@ -310,6 +317,19 @@ class Users(Resources):
         self.forget(row)
         self.directory.remove(self.org_id, row.id, utcnow())
 
+    def locked_for_delete(self, resource_id: str) -> ScimRecord:
+        """The user FOR UPDATE, after the groups it is in (MembershipRepository.lock_groups_with: groups
+        before users). A group that took the user in between (it committed while this waited on the
+        user) is not locked yet: the savepoint gives the user back and the locks are taken again."""
+        for _ in range(_RELOCKS):
+            with self.conn.begin_nested() as savepoint:
+                groups = self.members.lock_groups_with(self.org_id, resource_id)
+                row = self.existing(resource_id, for_update=True)
+                if set(self.members.groups_with(self.org_id, resource_id)) <= groups:
+                    return row
+                savepoint.rollback()
+        return self.existing(resource_id, for_update=True)  # (forget locks the groups it finds)
+
     def forget(self, row: ScimRecord) -> None:
         """Drop the user's SCIM record and every group membership (their
         membership of the organization is the orgs module's)."""
@@ -327,8 +347,9 @@ class Users(Resources):
 def erase_personal_data(conn: Connection, org_id: str, user_id: str) -> dict[str, int]:
     """Right to erasure: the SCIM record (the IdP's copy of the profile) goes too."""
     users = Users(conn, org_id, "")
-    row = users.repo.get(org_id, user_id, for_update=True)
-    if row is None:
+    try:
+        row = users.locked_for_delete(user_id)
+    except NotFound:
         return {}
     users.forget(row)
     return {"scim_users_deleted": 1}
