@@ -110,6 +110,9 @@ def test_losing_the_redis_counters_gives_no_quota_back(http, engine, stack, tena
     assert http.post("/v1/personas", headers=tenant.auth, json={"intent": "A calm lighthouse cat"}).status_code == 200
 
     assert _lose_counters(stack, tenant.org_id) > 0
+    preview = http.post("/v1/personas/preview", headers=tenant.auth, json={"intent": "A shy astronomer"})
+    assert preview.status_code == 200, preview.text
+    assert preview.json()["quota"]["used"] == 1  # what PostgreSQL records, before any generation seeds Redis
 
     assert http.post("/v1/personas", headers=tenant.auth, json={"intent": "A shy astronomer"}).status_code == 200
     assert_envelope(http.post("/v1/personas", headers=tenant.auth, json={"intent": "A loud baker"}),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, and_, case, func, insert, select
+from sqlalchemy import Connection, and_, case, delete, func, insert, select
 from sqlalchemy.dialects.postgresql import insert as upsert
 
 from persona_service.kernel.data.base import table_of
@@ -24,7 +24,8 @@ class QuotaRepository:
         window that replaced one before that one reset (a subscription opened or changed mid-period)
         counts from where that one counted; a window after a reset, from its own start. The window
         is recorded when it changes: the row's lock, held to the end of the transaction, makes
-        concurrent first calls of a new window agree."""
+        concurrent first calls of a new window agree. Never earlier than it was: what a reset ended
+        is never counted again (and `purge_counted_out` may delete it)."""
         found = self.conn.execute(
             select(_windows.c.starts_at, _windows.c.ends_at, _windows.c.counts_since).where(_windows.c.org_id == org_id)
         ).first()
@@ -36,7 +37,7 @@ class QuotaRepository:
             "starts_at": stmt.excluded.starts_at, "ends_at": stmt.excluded.ends_at,
             "counts_since": case(
                 (and_(old.starts_at == stmt.excluded.starts_at, old.ends_at == stmt.excluded.ends_at), old.counts_since),
-                (old.ends_at > now, func.least(old.counts_since, stmt.excluded.starts_at)),
+                (old.ends_at > now, old.counts_since),
                 else_=stmt.excluded.starts_at,
             ),
         })
@@ -50,3 +51,9 @@ class QuotaRepository:
         stmt = select(func.count()).select_from(_draws).where(
             _draws.c.org_id == org_id, _draws.c.quota == quota, _draws.c.drawn_at >= since)
         return self.conn.execute(stmt).scalar_one()
+
+    def purge_counted_out(self, batch: int = 5000) -> int:
+        """Delete draws from before their organization's quotas count (a reset ended them for good)."""
+        doomed = (select(_draws.c.id).join(_windows, _windows.c.org_id == _draws.c.org_id)
+                  .where(_draws.c.drawn_at < _windows.c.counts_since).limit(batch))
+        return self.conn.execute(delete(_draws).where(_draws.c.id.in_(doomed))).rowcount

@@ -26,7 +26,7 @@ from persona_service.kernel.transport.cursors import CursorCodec
 from persona_service.kernel.transport.fair import FairGate
 from persona_service.kernel.transport.hints import Hints
 from persona_service.kernel.transport.idempotency import Idempotency
-from persona_service.kernel.transport.limits.limiter import RateLimiter
+from persona_service.kernel.transport.limits.limiter import GENERATIONS, RateLimiter
 from persona_service.kernel.transport.limits.resolver import LimitsResolver
 from persona_service.kernel.transport.runs import Runs
 from persona_service.kernel.transport.tasks import TaskRunner
@@ -125,7 +125,8 @@ class App:
             unary_workers=settings.grpc_workers, hints=Hints(self.redis))
 
     def _generations_used(self, principal: Principal, conn: Callable[[], Connection]) -> int:
-        return self.limiter.generations_used(principal.org_id, self.limits.quota_period(principal.org_id, conn))
+        return self.limiter.generations_used(principal.org_id, self.limits.quota_period(principal.org_id, conn),
+                                             lambda: self.limits.drawn(principal.org_id, GENERATIONS, conn))
 
     def provider_for(self, ctx: RequestContext) -> Retrying:
         """The provider for one request: retried with backoff, every failed
@@ -201,7 +202,8 @@ class App:
             jobs.append(Job("audit.failed_auth", self.failed_auth.every, lambda _: self.audit(self.failed_auth.due())))
         if self.role != "server":  # the periodic jobs and durable tasks are work for runners
             jobs += [Job("idempotency.purge", 600, lambda _: self.idempotency.purge_expired()),
-                     Job("tasks.purge", 3600, lambda _: self.tasks.purge()), *self.modules.jobs]
+                     Job("tasks.purge", 3600, lambda _: self.tasks.purge()),
+                     Job("quota.purge", 3600, lambda _: self.limits.purge_draws()), *self.modules.jobs]
             self.tasks.start()
         for job in jobs:
             threading.Thread(target=self._run_job, args=(job,), name=job.name, daemon=True).start()

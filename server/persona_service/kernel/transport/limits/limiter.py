@@ -324,12 +324,17 @@ class RateLimiter:
             windows.append(Window("month", f"rl:{{{subject}}}:{GENERATIONS}:{month}", limits.generations_per_month, 0, resets_at))
         return windows
 
-    def generations_used(self, subject: str, period: tuple[int, int] | None = None) -> int:
+    def generations_used(self, subject: str, period: tuple[int, int] | None = None,
+                         drawn: Callable[[], int] | None = None) -> int:
         """Units of the monthly generation quota used in the current period
-        (`period` as for `windows`), read without drawing one (a cost preview)."""
+        (`period` as for `windows`), read without drawing one (a cost preview);
+        what PostgreSQL records (`drawn`) while Redis holds no counter."""
         month = f"p{period[0]}" if period else _month_bounds(self.clock())[0]
         try:
-            return int(self.redis.get(f"rl:{{{subject}}}:generations:{month}") or 0)
+            used = self.redis.get(f"rl:{{{subject}}}:{GENERATIONS}:{month}")
+            if used is None and drawn is not None:
+                return drawn()
+            return int(used or 0)
         except redis.RedisError as exc:
             _warn.warning("fail-open", "rate limiter unavailable, quota use unknown: %s", exc)
             return 0

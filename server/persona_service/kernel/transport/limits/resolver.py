@@ -96,6 +96,11 @@ class LimitsResolver:
             return replace(Quota.calendar_month(limit, datetime.now(UTC)), start=since)
         return Quota(limit, since, datetime.fromtimestamp(period[1], UTC))
 
+    def purge_draws(self) -> int:
+        """A periodic job: the quota draws no window counts any more."""
+        with self.engine.begin() as conn:
+            return QuotaRepository(conn).purge_counted_out()
+
     def invalidate(self, org_id: str) -> None:
         self._cache.pop(org_id, None)
         self._periods.pop(org_id, None)
