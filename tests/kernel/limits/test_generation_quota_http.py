@@ -117,3 +117,11 @@ def test_losing_the_redis_counters_gives_no_quota_back(http, engine, stack, tena
     assert http.post("/v1/personas", headers=tenant.auth, json={"intent": "A shy astronomer"}).status_code == 200
     assert_envelope(http.post("/v1/personas", headers=tenant.auth, json={"intent": "A loud baker"}),
                     429, "quota_exceeded")
+
+
+def test_a_preview_records_the_quota_window_on_a_read(http, tenants):
+    """The first call that sees an organization's quota window records it, a read (the preview) too."""
+    tenant = tenants(plan="free")
+    preview = http.post("/v1/personas/preview", headers=tenant.auth, json={"intent": "A shy astronomer"})
+    assert preview.status_code == 200, preview.text
+    assert preview.json()["quota"]["used"] == 0
