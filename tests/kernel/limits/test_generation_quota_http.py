@@ -13,7 +13,7 @@ import redis
 from persona_service.billing.repository import BillingRepository
 from persona_service.config.repository import ORG_LEVEL, ConfigRepository
 from persona_service.kernel.clock import iso
-from support import assert_envelope
+from support import assert_envelope, sse_events
 
 
 def _lose_counters(stack, org_id: str) -> int:
@@ -103,16 +103,21 @@ def test_opening_a_subscription_mid_month_never_resets_what_was_used(http, engin
 
 def test_losing_the_redis_counters_gives_no_quota_back(http, engine, stack, tenants):
     """The generation counter Redis lost is rebuilt from what PostgreSQL records (issue 38): an
-    organization that used 1 of its 2 generations gets 1 more after Redis loses its counters, not 2."""
+    organization that used 2 of its 3 generations (one of them streamed) gets 1 more after Redis
+    loses its counters, not 3."""
     tenant = tenants(plan="enterprise")
     with engine.begin() as conn:  # before its first request: limits are cached per process
-        ConfigRepository(conn).upsert(tenant.org_id, ORG_LEVEL, "api.rate_limit.generations_per_month", 2, "test")
+        ConfigRepository(conn).upsert(tenant.org_id, ORG_LEVEL, "api.rate_limit.generations_per_month", 3, "test")
     assert http.post("/v1/personas", headers=tenant.auth, json={"intent": "A calm lighthouse cat"}).status_code == 200
+    with http.stream("POST", "/v1/personas", params={"stream": "true"}, headers=tenant.auth,
+                     json={"intent": "A wistful clockmaker"}, timeout=60) as streamed:
+        assert streamed.status_code == 200
+        assert list(sse_events(streamed.iter_lines()))  # to its `end`, completed
 
     assert _lose_counters(stack, tenant.org_id) > 0
     preview = http.post("/v1/personas/preview", headers=tenant.auth, json={"intent": "A shy astronomer"})
     assert preview.status_code == 200, preview.text
-    assert preview.json()["quota"]["used"] == 1  # what PostgreSQL records, before any generation seeds Redis
+    assert preview.json()["quota"]["used"] == 2  # what PostgreSQL records, before any generation seeds Redis
 
     assert http.post("/v1/personas", headers=tenant.auth, json={"intent": "A shy astronomer"}).status_code == 200
     assert_envelope(http.post("/v1/personas", headers=tenant.auth, json={"intent": "A loud baker"}),
