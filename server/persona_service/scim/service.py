@@ -43,6 +43,10 @@ _MAPPED_NAME = re.compile(r"^persona:([^:]+):([^:]+)$", re.IGNORECASE)
 _RELOCKS = 5
 
 
+class _GroupJoinedMeanwhile(Exception):
+    """A group took the user in while its delete waited for the user's lock: take the locks again."""
+
+
 @dataclass(frozen=True)
 class Query:
     """A list or search request (RFC 7644 §3.4.2)."""
@@ -322,12 +326,15 @@ class Users(Resources):
         before users). A group that took the user in between (it committed while this waited on the
         user) is not locked yet: the savepoint gives the user back and the locks are taken again."""
         for _ in range(_RELOCKS):
-            with self.conn.begin_nested() as savepoint:
-                groups = self.members.lock_groups_with(self.org_id, resource_id)
-                row = self.existing(resource_id, for_update=True)
-                if set(self.members.groups_with(self.org_id, resource_id)) <= groups:
-                    return row
-                savepoint.rollback()
+            try:
+                with self.conn.begin_nested():  # (left by an exception: rolled back, its locks released)
+                    groups = self.members.lock_groups_with(self.org_id, resource_id)
+                    row = self.existing(resource_id, for_update=True)
+                    if set(self.members.groups_with(self.org_id, resource_id)) <= groups:
+                        return row
+                    raise _GroupJoinedMeanwhile
+            except _GroupJoinedMeanwhile:
+                continue
         return self.existing(resource_id, for_update=True)  # (forget locks the groups it finds)
 
     def forget(self, row: ScimRecord) -> None:
