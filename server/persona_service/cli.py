@@ -75,7 +75,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     runtime.announce(runtime.Instance(os.getpid(), str(settings.data_dir), stack.http_url, stack.database_url,
                                       stack.redis_url))
-    processes = ", ".join([f"runner ×{settings.runner_processes} (the model's work, nice {settings.runner_nice})",
+    priority = "SCHED_IDLE" if settings.runner_priority == "idle" else f"nice {settings.runner_nice}"
+    processes = ", ".join([f"runner ×{settings.runner_processes} (the model's work, {priority})",
                            *(f"{p.name} ×{p.count() if args.workers is None else args.workers}"
                              for p in MODULES.processes)])
     print(

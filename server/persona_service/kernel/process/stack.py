@@ -103,6 +103,9 @@ class Stack:
     modules: Modules
     # One gRPC server process per port; Envoy balances across them.
     grpc_ports: list[int] = field(default_factory=list)
+    # Server processes that serve only stream views (the edge routes every server stream to their stream
+    # ports and no unary call to them); none: the processes on `grpc_ports` serve both.
+    stream_server_ports: list[int] = field(default_factory=list)
     extra_env: dict[str, str] = field(default_factory=dict)
     # Processes of each kind the modules declare (e.g. webhook workers); None: the kind's default count.
     workers: int | None = None
@@ -161,9 +164,12 @@ class Stack:
         self.grpc_ports = self.grpc_ports or [
             self.settings.grpc_port + i for i in range(max(1, self.settings.server_processes))
         ]
+        self.stream_server_ports = self.stream_server_ports or [
+            max(self.grpc_ports) + 1 + i for i in range(self.settings.stream_server_processes)
+        ]
         # Once, before anything starts: a budget too small for this many processes fails here.
         self._pools = self.server_pools()
-        for port in self.grpc_ports:
+        for port in self.server_ports:
             ensure_port_free(port, "gRPC server", "127.0.0.1")
             ensure_port_free(self.stream_port(port), "gRPC stream server", "127.0.0.1")
         ensure_port_free(self.settings.http_port, "HTTP edge", self.settings.http_host)
@@ -178,7 +184,7 @@ class Stack:
         migrate.upgrade(self.database_url, self.modules.migrations)
         self.settings.resolved_jwt_secret()  # create it once, before processes race for it
         self.settings.resolved_secrets_key()
-        for port in self.grpc_ports:
+        for port in self.server_ports:
             self.start_server(port)
         for index in range(self.settings.runner_processes):
             self.start_runner(index)
@@ -204,6 +210,11 @@ class Stack:
             "PERSONA_EDGE_SECRET": self._edge_secret,
             **extra,
         }
+
+    @property
+    def server_ports(self) -> list[int]:
+        """Every server process's port: the unary servers', then the stream servers'."""
+        return [*self.grpc_ports, *self.stream_server_ports]
 
     def start_server(self, port: int) -> subprocess.Popen:
         return self._supervisor.start(Child(
@@ -254,14 +265,14 @@ class Stack:
         workers = sum(
             p.db_connections() * (p.count() if self.workers is None else self.workers) for p in self.modules.processes
         ) + settings.runner_processes * (sum(int(n) for n in self.runner_pools().values()) + 1)  # + its LISTEN
-        share = (settings.db_connections - CLI_CONNECTIONS - workers) // max(1, len(self.grpc_ports))
+        share = (settings.db_connections - CLI_CONNECTIONS - workers) // max(1, len(self.server_ports))
         threads = explicit.get("PERSONA_GRPC_WORKERS", "")
         # (A bad value is the server's to report, with the variable's name.)
         unary = (int(threads) if threads.isdigit() else settings.grpc_workers) + 2
         if share < unary + 1:
             raise StackError(
                 f"PERSONA_DB_CONNECTIONS={settings.db_connections} leaves {share} PostgreSQL connections to each of "
-                f"{len(self.grpc_ports)} server processes; each needs at least {unary + 1}. Raise it (and "
+                f"{len(self.server_ports)} server processes; each needs at least {unary + 1}. Raise it (and "
                 "PostgreSQL's max_connections), run fewer processes, or put PgBouncer in front (docs/scaling-out.md)"
             )
         return {"PERSONA_DB_POOL_SIZE": str(unary), "PERSONA_STREAM_DB_POOL_SIZE": str(share - unary)}
@@ -325,7 +336,8 @@ class Stack:
                 descriptor=self._descriptor(), lenient_query_prefixes=self.modules.lenient_query_prefixes,
                 error_shape_paths={**self.modules.error_shape_prefixes,
                                    **edge.shaped_rpcs(find_services(self.modules.service_names))},
-                stream_ports=[self.stream_port(p) for p in self.grpc_ports],
+                stream_ports=[self.stream_port(p) for p in self.stream_server_ports or self.grpc_ports],
+                health_ports=[self.stream_port(p) for p in self.grpc_ports],
                 streams=edge.stream_routes(find_services(self.modules.service_names)),
             )
         )
