@@ -176,10 +176,10 @@ class Settings(Section):
         2, description="gRPC server processes behind Envoy (two measured +35–70% throughput over one on 2 cores)",
     )
     stream_server_processes: int = Field(
-        0, ge=0,
+        1, ge=0,
         description="server processes `up` starts beside PERSONA_SERVER_PROCESSES that serve only stream views "
                     "(the edge sends every server stream to them and no unary call), so a stream's frames never "
-                    "share a GIL with unary calls; 0: every server serves both",
+                    "share a GIL with another organization's unary calls; 0: every server serves both",
     )
     runner_processes: int = Field(
         1, ge=0,
