@@ -420,7 +420,8 @@ class NoisyNeighbours:
 
 def quiet_org(service: Service, span: float, orgs: int, streams: int) -> None:
     """The quiet organization's read (GET /v1/chat/sessions/{id}, ~15 a second, from a process of its own)
-    alone, under `orgs` Team organizations' `streams` streamed replies each, and after: p50/p99."""
+    alone, under `orgs` Team organizations' `streams` streamed replies each, and after: p50/p99, and the
+    cores each kind of process used in each window (CpuMeter)."""
     _, auth = service.org("Quiet", plan="team", lifted=False)
     with httpx.Client(base_url=service.base, headers=auth, timeout=60) as client:
         persona = client.post("/v1/personas", json={"intent": "A quiet archivist of harbour maps"}).json()
