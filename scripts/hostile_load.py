@@ -94,6 +94,7 @@ class Probe:
         self._process = multiprocessing.get_context("spawn").Process(
             target=_probe_loop, args=(self.url, self.headers, child, self.threads, self.rate), daemon=True)
         self._process.start()
+        self.pid = self._process.pid
 
     def stop(self) -> None:
         self._conn.send("stop")
@@ -419,7 +420,8 @@ class NoisyNeighbours:
 
 def quiet_org(service: Service, span: float, orgs: int, streams: int) -> None:
     """The quiet organization's read (GET /v1/chat/sessions/{id}, ~15 a second, from a process of its own)
-    alone, under `orgs` Team organizations' `streams` streamed replies each, and after: p50/p99."""
+    alone, under `orgs` Team organizations' `streams` streamed replies each, and after: p50/p99, and the
+    cores each kind of process used in each window (CpuMeter)."""
     _, auth = service.org("Quiet", plan="team", lifted=False)
     with httpx.Client(base_url=service.base, headers=auth, timeout=60) as client:
         persona = client.post("/v1/personas", json={"intent": "A quiet archivist of harbour maps"}).json()
@@ -429,15 +431,19 @@ def quiet_org(service: Service, span: float, orgs: int, streams: int) -> None:
     probe = Probe(f"{service.base}/v1/chat/sessions/{session}", auth, threads=1, rate=15)
     probe.run()
     windows: dict[str, list] = {}
+    meter = CpuMeter(service, probe.pid)
+    cpu: dict[str, dict[str, float]] = {}
     try:
         time.sleep(2)  # warm-up
         for name in ("alone", "under load", "after"):
             if name == "under load":
                 neighbours.start()
                 time.sleep(2)  # the replies in flight
-            start = time.monotonic()
+            start, reading = time.monotonic(), meter.read()
             time.sleep(span)
             windows[name] = probe.window(start, time.monotonic())
+            cpu[name] = {kind: spent / (time.monotonic() - start)
+                         for kind, spent in CpuMeter.spent(reading, meter.read()).items()}
             if name == "under load":
                 neighbours.release()
     finally:
@@ -448,6 +454,75 @@ def quiet_org(service: Service, span: float, orgs: int, streams: int) -> None:
     for name, samples in windows.items():
         print(f"| {name} | {len(samples)} | {failed(samples)} | {percentile_ms(samples, 0.5):.1f} "
               f"| {p99_ms(samples):.1f} |", flush=True)
+    kinds = sorted({kind for shares in cpu.values() for kind in shares}, key=lambda k: -cpu["under load"].get(k, 0))
+    print("| CPU, cores (÷ window) | " + " | ".join(kinds) + " |")
+    print("|---|" + "---|" * len(kinds))
+    for name, shares in cpu.items():
+        print(f"| {name} | " + " | ".join(f"{shares.get(kind, 0.0):.2f}" for kind in kinds) + " |", flush=True)
+
+
+# (the program's name, or the `persona-service` command it runs) → the kind of process
+CPU_KINDS = {"redis-server": "Redis", "envoy": "Envoy", "postgres": "PostgreSQL", "postgres:": "PostgreSQL",
+             "serve": "servers", "runner": "runners", "worker": "webhook worker"}
+
+
+def _proc_table() -> dict[int, tuple[int, str, float]]:
+    """Every process's (parent, command line, CPU seconds used so far), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    table = {}
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        table[int(entry.name)] = (int(fields[1]), cmdline, (int(fields[11]) + int(fields[12])) / tick)
+    return table
+
+
+class CpuMeter:
+    """CPU seconds by kind of process (the stack's servers, runners, Envoy, PostgreSQL, Redis; the load
+    generator; the probe) between two readings: where the cores went during a window."""
+
+    def __init__(self, service: Service, probe_pid: int):
+        self.service, self.probe_pid = service, probe_pid
+
+    def read(self) -> dict[int, tuple[str, float]]:
+        table = _proc_table()
+        state = json.loads((self.service.data_dir / "stack-pids.json").read_text())
+        roots = {self.service.proc.pid, *(int(pid) for pid in state["pids"])}
+        pidfile = self.service.data_dir / "postgres" / "postmaster.pid"
+        if pidfile.exists():
+            roots.add(int(pidfile.read_text().split()[0]))
+        ours = {pid: self._kind(cmdline) for pid, (_, cmdline, _) in table.items() if self._within(pid, roots, table)}
+        ours[os.getpid()], ours[self.probe_pid] = "load generator", "probe (quiet org)"
+        return {pid: (kind, table[pid][2]) for pid, kind in ours.items() if pid in table}
+
+    @staticmethod
+    def _within(pid: int, roots: set[int], table) -> bool:
+        while pid in table and pid > 1:
+            if pid in roots:
+                return True
+            pid = table[pid][0]
+        return False
+
+    @staticmethod
+    def _kind(cmdline: str) -> str:
+        words = cmdline.split()
+        program = words[0].rsplit("/", 1)[-1] if words else ""
+        if program in CPU_KINDS:
+            return CPU_KINDS[program]
+        return next((CPU_KINDS[w] for w in words[1:] if w in CPU_KINDS), "other (up, reaper)")
+
+    @staticmethod
+    def spent(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for pid, (kind, cpu) in after.items():
+            totals[kind] = totals.get(kind, 0.0) + cpu - before.get(pid, (kind, 0.0))[1]
+        return totals
 
 
 def wait_until(predicate, timeout: float) -> float:

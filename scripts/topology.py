@@ -304,9 +304,11 @@ class Topology:
 
     def start_runner(self, index: int) -> None:
         # LISTEN/NOTIFY needs a session of its own: runners go to PostgreSQL directly (deploy/kubernetes too).
+        # Their priority as the runner Deployment sets it (their own pods: not SCHED_IDLE, no nice).
         name = f"runner-{index}"
         self._spawn(Proc(name, [*CLI, "runner"], self.env(name, DATABASE_URL=self.direct_url,
-                                                        PERSONA_DB_POOL_SIZE="12", PERSONA_STREAM_DB_POOL_SIZE="20"),
+                                                        PERSONA_DB_POOL_SIZE="12", PERSONA_STREAM_DB_POOL_SIZE="20",
+                                                        PERSONA_RUNNER_PRIORITY="nice", PERSONA_RUNNER_NICE="0"),
                          self._log(name)))
 
     def restart_runners(self) -> None:

@@ -47,7 +47,7 @@ def _sharing_folders(root: pathlib.Path) -> frozenset[str]:
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory) -> Stack:
-    with running(make_stack(tmp_path_factory.mktemp("persona"))) as stack:
+    with running(make_stack(tmp_path_factory.mktemp("persona"), stream_servers=1)) as stack:
         yield stack
 
 

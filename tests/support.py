@@ -29,9 +29,10 @@ JWT_SECRET = "test-jwt-secret-" + "x" * 32
 
 
 def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None = None, modules: Modules | None = None,
-               **extra_env) -> Stack:
+               stream_servers: int = 0, **extra_env) -> Stack:
     """A stack on free ports; `settings` overrides kernel settings (the edge's
-    included), `extra_env` reaches the server and worker processes. Its servers
+    included), `extra_env` reaches the server and worker processes; `stream_servers`
+    server processes serve only stream views (PERSONA_STREAM_SERVER_PROCESSES). Its servers
     do not drain when stopped (PERSONA_DRAIN_SECONDS=0: the edge stops first,
     so a drain would only delay every stack's teardown); a test of draining
     sets its own."""
@@ -42,12 +43,14 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None =
         http_port=free_port(),
         grpc_port=free_port(1000),
         jwt_secret=JWT_SECRET,
+        stream_server_processes=stream_servers,
         **(settings or {}),
     )
     env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1",
            "PERSONA_PROVIDER_ATTEMPT_KEYED": "1", "PERSONA_DRAIN_SECONDS": "0", **extra_env}
     ports = [settings.grpc_port] + [free_port(1000) for _ in range(servers - 1)]
-    return Stack(settings, modules or MODULES, grpc_ports=ports, extra_env=env)
+    return Stack(settings, modules or MODULES, grpc_ports=ports, extra_env=env,
+                 stream_server_ports=[free_port(1000) for _ in range(settings.stream_server_processes)])
 
 
 def seed_postgres(data_dir: pathlib.Path) -> None:

@@ -75,13 +75,16 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     runtime.announce(runtime.Instance(os.getpid(), str(settings.data_dir), stack.http_url, stack.database_url,
                                       stack.redis_url))
-    processes = ", ".join([f"runner ×{settings.runner_processes} (the model's work, nice {settings.runner_nice})",
+    stream_servers = ", ".join(f"127.0.0.1:{stack.stream_port(p)}" for p in stack.stream_server_ports)
+    priority = "SCHED_IDLE" if settings.runner_priority == "idle" else f"nice {settings.runner_nice}"
+    processes = ", ".join([f"runner ×{settings.runner_processes} (the model's work, {priority})",
                            *(f"{p.name} ×{p.count() if args.workers is None else args.workers}"
                              for p in MODULES.processes)])
     print(
         f"Persona Service is up in {time.monotonic() - started:.1f}s\n"
         f"  HTTP/JSON and gRPC (h2c): http://127.0.0.1:{settings.http_port}/v1\n"
         f"  gRPC server(s):           {', '.join(f'127.0.0.1:{p}' for p in stack.grpc_ports)}\n"
+        f"  stream server(s):         {stream_servers or '(the gRPC servers)'}\n"
         f"  model:                    {describe_models()}\n"
         f"  background processes:     {processes}\n"
         f"  data:                     {settings.data_dir}\n"

@@ -143,3 +143,13 @@ def test_a_runner_claims_an_accepted_run_on_its_notification_not_at_its_next_pol
             os.kill(runner.pid, signal.SIGCONT)
             claimer.close()
             runs.close()
+
+
+def test_a_runner_runs_under_sched_idle_every_thread_of_it(stack):
+    """PERSONA_RUNNER_PRIORITY=idle (the default): the model's work takes only CPU time nothing else wants, so
+    on a shared machine it never delays a server's call (scripts/hostile_load.py --only neighbours)."""
+    pid = stack.process("runner-0").pid
+    threads = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+    assert len(threads) > 1
+    assert {os.sched_getscheduler(tid) for tid in threads} == {os.SCHED_IDLE}
+    assert os.sched_getscheduler(stack.process(f"server-{stack.grpc_ports[0]}").pid) == os.SCHED_OTHER

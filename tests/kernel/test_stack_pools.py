@@ -33,3 +33,14 @@ def test_a_budget_too_small_refuses_to_start(tmp_path):
 def test_pools_set_explicitly_win(tmp_path):
     stack = make_stack(tmp_path, PERSONA_DB_POOL_SIZE="3")
     assert stack.server_pools() == {}
+
+
+def test_stream_servers_take_the_stream_connections_and_unary_servers_the_unary_ones(tmp_path):
+    stack = make_stack(tmp_path, servers=2, stream_servers=1, settings={"db_connections": 60},
+                       PERSONA_GRPC_WORKERS="4")
+    unary, streams = stack.server_pools(), stack.server_pools(stream_server=True)
+    assert unary == {"PERSONA_DB_POOL_SIZE": "6", "PERSONA_STREAM_DB_POOL_SIZE": "2"}
+    assert int(streams["PERSONA_DB_POOL_SIZE"]) == 2 and int(streams["PERSONA_STREAM_DB_POOL_SIZE"]) >= 1
+    servers = sum(int(n) for n in [*unary.values(), *unary.values(), *streams.values()])
+    runner = sum(int(n) for n in stack.runner_pools().values()) + 1  # + its LISTEN
+    assert servers + runner + worker_connections() + CLI_CONNECTIONS <= 60

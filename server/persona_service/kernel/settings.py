@@ -175,16 +175,29 @@ class Settings(Section):
     server_processes: int = Field(
         2, description="gRPC server processes behind Envoy (two measured +35–70% throughput over one on 2 cores)",
     )
+    stream_server_processes: int = Field(
+        1, ge=0,
+        description="server processes `up` starts beside PERSONA_SERVER_PROCESSES that serve only stream views "
+                    "(the edge sends every server stream to them and no unary call), so a stream's frames never "
+                    "share a GIL with another organization's unary calls; 0: every server serves both",
+    )
     runner_processes: int = Field(
         1, ge=0,
         description="runner processes `up` starts: they run the streamed runs, durable tasks and every call of "
                     "the model (server processes only serve); scale them for model load, servers for calls (0: "
                     "runners run elsewhere, on the same PostgreSQL and Redis)",
     )
+    runner_priority: Literal["idle", "nice"] = Field(
+        "idle",
+        description="a runner's CPU scheduling on a shared machine: `idle` (Linux SCHED_IDLE: the model's work runs "
+                    "only on CPU time no server, Envoy, database or client wants, so it never delays a call) or "
+                    "`nice` (it lowers its priority by PERSONA_RUNNER_NICE and still takes a share under load); "
+                    "`nice` where a runner has its own machine or pod",
+    )
     runner_nice: int = Field(
         5, ge=0, le=19,
-        description="how much a runner lowers its CPU scheduling priority (os.nice) so that, on a shared machine, "
-                    "the servers' calls and stream views go before the model's work; 0 keeps it",
+        description="with PERSONA_RUNNER_PRIORITY=nice, how much a runner lowers its CPU scheduling priority "
+                    "(os.nice) so that the servers' calls and stream views go before the model's work; 0 keeps it",
     )
     model_call_timeout_seconds: float = Field(
         60.0, gt=0, le=600, allow_inf_nan=False,

@@ -350,14 +350,16 @@ def _routes(descriptor: str, services: list[str], lenient_prefixes: list[str], s
     return "\n".join(f"{indent}- {json.dumps(route)}" for route in routes)
 
 
-def _clusters(grpc_ports: list[int], stream_ports: list[int]) -> str:
-    """Both clusters health-check each process on its stream port: a probe
-    there never queues behind the unary calls of a busy process (whose
-    unary threads may all be working), while a dead process fails both."""
+def _clusters(grpc_ports: list[int], health_ports: list[int], stream_ports: list[int]) -> str:
+    """Both clusters health-check each process on its stream port (`health_ports`: the unary ports'
+    processes'): a probe there never queues behind the unary calls of a busy process (whose unary
+    threads may all be working), while a dead process fails both. The stream ports may be other
+    processes' than the unary ones (stream servers, PERSONA_STREAM_SERVER_PROCESSES)."""
     template = Template((EDGE / "cluster.yaml.in").read_text().split("\n", 1)[1])
-    panic = 0 if len(grpc_ports) > 1 else 100
-    return "".join(template.substitute(name=name, endpoints=_endpoints(ports, stream_ports), panic_threshold=panic)
-                   for name, ports in ((UNARY_CLUSTER, grpc_ports), (STREAM_CLUSTER, stream_ports)))
+    return "".join(template.substitute(name=name, endpoints=_endpoints(ports, health),
+                                       panic_threshold=0 if len(ports) > 1 else 100)
+                   for name, ports, health in ((UNARY_CLUSTER, grpc_ports, health_ports),
+                                               (STREAM_CLUSTER, stream_ports, stream_ports)))
 
 
 # One access-log line per request, as JSON (default) or text: the client's
@@ -405,7 +407,9 @@ def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_
            access_log_style: str = "json",
            descriptor: pathlib.Path = DESCRIPTOR, lenient_query_prefixes: list[str] | None = None,
            stream_ports: list[int] | None = None, streams: list[StreamRoute] | None = None,
-           error_shape_paths: dict[str, int] | None = None) -> str:
+           error_shape_paths: dict[str, int] | None = None, health_ports: list[int] | None = None) -> str:
+    """Envoy's configuration: unary calls to `grpc_ports` (health-checked on `health_ports`, by default
+    the stream ports of the same processes), server streams to `stream_ports` (by default the unary ports)."""
     template = Template((EDGE / "envoy.yaml.in").read_text())
     return template.substitute(
         http_port=http_port,
@@ -422,5 +426,5 @@ def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_
         transcoder=json.dumps(_transcoder(str(descriptor), services)),
         routes=_routes(str(descriptor), services, lenient_query_prefixes or [], streams or []),
         local_reply_mappers=_local_reply_mappers(error_shape_paths, method_paths(find_services(services))),
-        clusters=_clusters(grpc_ports, stream_ports or grpc_ports),
+        clusters=_clusters(grpc_ports, health_ports or stream_ports or grpc_ports, stream_ports or grpc_ports),
     )

@@ -9,8 +9,8 @@ it holds wait for its run threads in one queue per organization, served in turns
 (kernel.transport.fair), and their model steps take turns of the process's gate. A runner that dies loses nothing:
 its leases run out and another runner takes its runs over from their saved state (kernel.transport.runs).
 
-Runners lower their own CPU priority (`runner_nice`) so that on a shared machine the servers' unary calls
-and stream views go first.
+Runners lower their own CPU priority (`runner_priority`: SCHED_IDLE by default, else `runner_nice`) so that
+on a shared machine the servers' unary calls and stream views go first.
 """
 
 from __future__ import annotations
@@ -154,11 +154,22 @@ def revival_pipeline(app: App) -> RequestPipeline:
     return pipeline
 
 
+def lower_priority(priority: str, nice: int) -> None:
+    """Yield the CPU to the servers: SCHED_IDLE (`idle`, Linux), every thread the process has so far (those it
+    starts later inherit it), else `nice` steps of os.nice. Under SCHED_IDLE a runner still gets any CPU time
+    nothing else wants, so its runs go on (slower when the machine is busy) and its leases are renewed."""
+    if priority == "idle" and hasattr(os, "SCHED_IDLE"):
+        for thread in os.listdir("/proc/self/task"):
+            os.sched_setscheduler(int(thread), os.SCHED_IDLE, os.sched_param(0))
+        return
+    if nice > 0:
+        os.nice(nice)
+
+
 def run(modules: Modules) -> None:
     settings = config.load()
     logs.configure(settings.log_level, settings.log_format)
-    if settings.runner_nice > 0:
-        os.nice(settings.runner_nice)  # servers first on a shared machine
+    lower_priority(settings.runner_priority, settings.runner_nice)  # servers first on a shared machine
     app = App(settings, modules, role="runner")
     tracing.configure("persona-service-runner", settings.otlp_endpoint, [app.engine, app.stream_engine])
     app.runs.revive = revival_pipeline(app).revive

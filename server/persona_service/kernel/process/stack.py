@@ -33,6 +33,8 @@ from persona_service.kernel.transport.policy import find_services
 
 # Connections kept out of the servers' shares: migrations, the CLI, a psql session.
 CLI_CONNECTIONS = 2
+# With stream servers: what a server keeps in the pool its role leaves unused (its background jobs).
+ROLE_RESERVE = 2
 # A channel that waits for a server to start tries to connect every 0.1-0.25 s (see `wait_grpc`).
 _FAST_RECONNECT = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
                    ("grpc.max_reconnect_backoff_ms", 250)]
@@ -103,6 +105,9 @@ class Stack:
     modules: Modules
     # One gRPC server process per port; Envoy balances across them.
     grpc_ports: list[int] = field(default_factory=list)
+    # Server processes that serve only stream views (the edge routes every server stream to their stream
+    # ports and no unary call to them); none: the processes on `grpc_ports` serve both.
+    stream_server_ports: list[int] = field(default_factory=list)
     extra_env: dict[str, str] = field(default_factory=dict)
     # Processes of each kind the modules declare (e.g. webhook workers); None: the kind's default count.
     workers: int | None = None
@@ -113,6 +118,7 @@ class Stack:
     _reaper: subprocess.Popen | None = None
     _edge_secret: str = field(init=False, repr=False)
     _pools: dict[str, str] = field(default_factory=dict)  # each server's pool sizes (server_pools)
+    _stream_pools: dict[str, str] = field(default_factory=dict)  # each stream server's
 
     def __post_init__(self) -> None:
         self._supervisor = Supervisor(on_change=self._record_pids)
@@ -161,9 +167,13 @@ class Stack:
         self.grpc_ports = self.grpc_ports or [
             self.settings.grpc_port + i for i in range(max(1, self.settings.server_processes))
         ]
+        self.stream_server_ports = self.stream_server_ports or [
+            max(self.grpc_ports) + 1 + i for i in range(self.settings.stream_server_processes)
+        ]
         # Once, before anything starts: a budget too small for this many processes fails here.
         self._pools = self.server_pools()
-        for port in self.grpc_ports:
+        self._stream_pools = self.server_pools(stream_server=True)
+        for port in self.server_ports:
             ensure_port_free(port, "gRPC server", "127.0.0.1")
             ensure_port_free(self.stream_port(port), "gRPC stream server", "127.0.0.1")
         ensure_port_free(self.settings.http_port, "HTTP edge", self.settings.http_host)
@@ -178,7 +188,7 @@ class Stack:
         migrate.upgrade(self.database_url, self.modules.migrations)
         self.settings.resolved_jwt_secret()  # create it once, before processes race for it
         self.settings.resolved_secrets_key()
-        for port in self.grpc_ports:
+        for port in self.server_ports:
             self.start_server(port)
         for index in range(self.settings.runner_processes):
             self.start_runner(index)
@@ -205,10 +215,17 @@ class Stack:
             **extra,
         }
 
+    @property
+    def server_ports(self) -> list[int]:
+        """Every server process's port: the unary servers', then the stream servers'."""
+        return [*self.grpc_ports, *self.stream_server_ports]
+
     def start_server(self, port: int) -> subprocess.Popen:
         return self._supervisor.start(Child(
             f"server-{port}", [sys.executable, "-m", "persona_service.cli", "serve"],
-            self.process_env(PERSONA_GRPC_PORT=str(port), **self._pools), self.log_dir / f"server-{port}.log",
+            self.process_env(PERSONA_GRPC_PORT=str(port),
+                             **(self._stream_pools if port in self.stream_server_ports else self._pools)),
+            self.log_dir / f"server-{port}.log",
             ready=lambda proc: self.wait_grpc(port, proc, also=self.stream_port(port)),
         ))
 
@@ -241,12 +258,15 @@ class Stack:
                 raise StackError(f"{name} did not become ready")
             time.sleep(0.1)
 
-    def server_pools(self) -> dict[str, str]:
+    def server_pools(self, stream_server: bool = False) -> dict[str, str]:
         """Each server process's PostgreSQL pools, from one connection budget
         (Settings.db_connections): what the workers declare and a reserve for
         the CLI come off first, each server gets an equal share of the rest:
         its unary threads plus two (no thread ever waits on another for a
-        connection), the remainder for streams. Pools set explicitly win."""
+        connection), the remainder for streams. With stream servers, the pool
+        a process's role leaves unused (a unary server's streams, a stream
+        server's unary calls) keeps ROLE_RESERVE connections (its background
+        jobs) and the stream servers share the rest. Pools set explicitly win."""
         explicit = {**os.environ, **self.extra_env}
         if "PERSONA_DB_POOL_SIZE" in explicit or "PERSONA_STREAM_DB_POOL_SIZE" in explicit:
             return {}
@@ -254,10 +274,21 @@ class Stack:
         workers = sum(
             p.db_connections() * (p.count() if self.workers is None else self.workers) for p in self.modules.processes
         ) + settings.runner_processes * (sum(int(n) for n in self.runner_pools().values()) + 1)  # + its LISTEN
-        share = (settings.db_connections - CLI_CONNECTIONS - workers) // max(1, len(self.grpc_ports))
+        budget = settings.db_connections - CLI_CONNECTIONS - workers
         threads = explicit.get("PERSONA_GRPC_WORKERS", "")
         # (A bad value is the server's to report, with the variable's name.)
         unary = (int(threads) if threads.isdigit() else settings.grpc_workers) + 2
+        if self.stream_server_ports:
+            streams = (budget - len(self.grpc_ports) * (unary + ROLE_RESERVE)) // len(self.stream_server_ports)
+            if streams < ROLE_RESERVE + 1:
+                raise StackError(
+                    f"PERSONA_DB_CONNECTIONS={settings.db_connections} leaves {max(0, streams)} PostgreSQL connections "
+                    f"to each of {len(self.stream_server_ports)} stream servers beside {len(self.grpc_ports)} servers; "
+                    f"each needs at least {ROLE_RESERVE + 1}. Raise it (and PostgreSQL's max_connections), run fewer "
+                    "processes, or put PgBouncer in front (docs/scaling-out.md)")
+            pools = (ROLE_RESERVE, streams - ROLE_RESERVE) if stream_server else (unary, ROLE_RESERVE)
+            return {"PERSONA_DB_POOL_SIZE": str(pools[0]), "PERSONA_STREAM_DB_POOL_SIZE": str(pools[1])}
+        share = budget // max(1, len(self.grpc_ports))
         if share < unary + 1:
             raise StackError(
                 f"PERSONA_DB_CONNECTIONS={settings.db_connections} leaves {share} PostgreSQL connections to each of "
@@ -325,7 +356,8 @@ class Stack:
                 descriptor=self._descriptor(), lenient_query_prefixes=self.modules.lenient_query_prefixes,
                 error_shape_paths={**self.modules.error_shape_prefixes,
                                    **edge.shaped_rpcs(find_services(self.modules.service_names))},
-                stream_ports=[self.stream_port(p) for p in self.grpc_ports],
+                stream_ports=[self.stream_port(p) for p in self.stream_server_ports or self.grpc_ports],
+                health_ports=[self.stream_port(p) for p in self.grpc_ports],
                 streams=edge.stream_routes(find_services(self.modules.service_names)),
             )
         )
