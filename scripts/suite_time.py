@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def file_seconds(report: Path) -> collections.Counter[str]:
+def file_seconds(report: Path) -> dict[str, float]:
     """Seconds per test file (setup, call and teardown of its tests) from a JUnit report."""
-    seconds: collections.Counter[str] = collections.Counter()
+    seconds: dict[str, float] = collections.defaultdict(float)
     for case in ET.parse(report).iter("testcase"):
         parts = (case.get("classname") or "").split(".")
         module = next((i for i, p in enumerate(parts) if p.startswith("test")
@@ -45,18 +45,18 @@ def main() -> int:
                                 cwd=ROOT, check=False)
         wall = time.monotonic() - started
         load_after = os.getloadavg()
-        seconds = file_seconds(report) if report.exists() else collections.Counter()
-    folders: collections.Counter[str] = collections.Counter()
+        seconds = file_seconds(report) if report.exists() else {}
+    folders: dict[str, float] = collections.defaultdict(float)
     for path, spent in seconds.items():
         folders[path.rsplit("/", 1)[0] if path.count("/") > 1 else path] += spent
     print(f"\n## Suite time: {wall / 60:.1f} min wall ({wall:.0f} s), pytest exit {result.returncode}, "
           f"{os.cpu_count()} cores, load average {load_before:.1f} at start, {load_after[2]:.1f} over the last "
           f"15 min at the end\n")
     print("| folder | seconds |\n|---|---:|")
-    for folder, spent in folders.most_common():
+    for folder, spent in sorted(folders.items(), key=lambda item: -item[1]):
         print(f"| {folder} | {spent:.0f} |")
     print("\n| slowest files | seconds |\n|---|---:|")
-    for path, spent in seconds.most_common(args.top):
+    for path, spent in sorted(seconds.items(), key=lambda item: -item[1])[: args.top]:
         print(f"| {path} | {spent:.0f} |")
     return result.returncode
 
