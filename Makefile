@@ -14,10 +14,15 @@ up: $(STAMP)
 
 test: lint typecheck gen-check pytest
 
+# Packages go in with uv (from PyPI, into the venv): the same versions pip resolves, in a minute on a fresh
+# machine instead of four, and in seconds when its cache is warm (the suite's fresh-clone test installs again).
+UV := uv>=0.9,<1
+UV_INSTALL := $(BIN)/uv pip install --quiet --python $(BIN)/python
+
 $(STAMP): pyproject.toml sdk/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]" -e ./sdk/python
+	$(BIN)/pip install --quiet "$(UV)"
+	$(UV_INSTALL) -e ".[dev]" -e ./sdk/python
 	touch $(STAMP)
 
 node_modules/.installed: package.json package-lock.json sdk/typescript/package.json
@@ -83,7 +88,8 @@ bench-topology: $(STAMP) topology-tools
 bench-tools: $(STAMP)
 	command -v wrk >/dev/null && command -v h2load >/dev/null || \
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nghttp2-client'
-	$(BIN)/pip install --quiet -e ".[dev,bench]"
+	test -x $(BIN)/uv || $(BIN)/pip install --quiet "$(UV)"  # a .venv made before uv was used
+	$(UV_INSTALL) -e ".[dev,bench]"
 
 bench: bench-tools
 	$(BIN)/python scripts/benchmark.py $(BENCH_ARGS)

@@ -5,7 +5,7 @@ node_modules, `make up` starts the whole service on its embedded PostgreSQL and
 Redis, and every later step must answer, up to the sample webhook receiver printing
 the verified `persona.created` delivery. Only the ports differ, through the
 variables the quick start reads (PERSONA_HTTP_PORT, RECEIVER_PORT), so that it can
-run beside other stacks."""
+run beside other stacks, and the stop does not drain (PERSONA_DRAIN_SECONDS=0)."""
 
 from __future__ import annotations
 
@@ -81,7 +81,9 @@ def test_the_readme_quick_start_runs_verbatim_on_a_fresh_clone(workspace):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PERSONA_", "VIRTUAL_ENV", "PYTHON")) and k not in ("DATABASE_URL", "REDIS_URL")}
     env |= {"PERSONA_HTTP_PORT": str(http_port), "PERSONA_GRPC_PORT": str(free_port(1, 1000, 1001)),
-            "RECEIVER_PORT": str(receiver_port), "XDG_STATE_HOME": str(tmp_path / "state")}
+            "RECEIVER_PORT": str(receiver_port), "XDG_STATE_HOME": str(tmp_path / "state"),
+            # Stopped when every step has answered: nothing left to drain (the stop would wait it out).
+            "PERSONA_DRAIN_SECONDS": "0"}
     output = tmp_path / "output.txt"
     with output.open("w") as sink:
         shell = subprocess.Popen(["bash", "-c", quick_start()], cwd=clone, env=env, stdin=subprocess.DEVNULL,

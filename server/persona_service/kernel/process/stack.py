@@ -35,6 +35,10 @@ from persona_service.kernel.transport.policy import find_services
 CLI_CONNECTIONS = 2
 # With stream servers: what a server keeps in the pool its role leaves unused (its background jobs).
 ROLE_RESERVE = 2
+# How long a process that is still alive may take to answer ready. A process that exits fails its start at
+# once; one that lives is only slow (a loaded machine, a cold page cache: a server's imports have taken 30 s of
+# wall time at a load average of 9 on two cores), and giving up on it would fail a start that was working.
+START_SECONDS = 120
 # A channel that waits for a server to start tries to connect every 0.1-0.25 s (see `wait_grpc`).
 _FAST_RECONNECT = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
                    ("grpc.max_reconnect_backoff_ms", 250)]
@@ -249,7 +253,7 @@ class Stack:
         return {"PERSONA_DB_POOL_SIZE": "6",
                 "PERSONA_STREAM_DB_POOL_SIZE": str(settings.run_workers + settings.task_workers + 2)}
 
-    def _wait_file(self, path: pathlib.Path, proc: subprocess.Popen, name: str, timeout: float = 30) -> None:
+    def _wait_file(self, path: pathlib.Path, proc: subprocess.Popen, name: str, timeout: float = START_SECONDS) -> None:
         deadline = time.monotonic() + timeout
         while not path.exists():
             if proc.poll() is not None:
@@ -411,7 +415,7 @@ class Stack:
 
     # --- readiness ------------------------------------------------------------
 
-    def wait_grpc(self, port: int, proc: subprocess.Popen, timeout: float = 30, also: int | None = None) -> None:
+    def wait_grpc(self, port: int, proc: subprocess.Popen, timeout: float = START_SECONDS, also: int | None = None) -> None:
         """Until the server process on `port` answers SERVING there (and on `also`, its stream port)."""
         deadline = time.monotonic() + timeout
         for target in (port, *([] if also is None else [also])):
@@ -433,7 +437,7 @@ class Stack:
         except grpc.RpcError:
             return False
 
-    def _wait_http(self, proc: subprocess.Popen, timeout: float = 30) -> None:
+    def _wait_http(self, proc: subprocess.Popen, timeout: float = START_SECONDS) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
