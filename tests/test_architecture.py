@@ -23,6 +23,7 @@ none of these can pass vacuously.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import pathlib
 import re
@@ -75,9 +76,20 @@ def test_the_contracts_name_every_domain():
 # --- AST rules ----------------------------------------------------------------------
 
 
+@functools.cache
+def _parsed(text: str) -> ast.Module:
+    """One parse per distinct source (trees are only read): a planted case's copy of the package
+    reparses only the file it changed."""
+    return ast.parse(text)
+
+
+def _tree(path: pathlib.Path) -> ast.Module:
+    return _parsed(path.read_text())
+
+
 def _files(root: pathlib.Path) -> Iterator[tuple[pathlib.Path, ast.Module]]:
     for path in sorted(root.rglob("*.py")):
-        yield path.relative_to(root), ast.parse(path.read_text())
+        yield path.relative_to(root), _tree(path)
 
 
 def _docstrings(tree: ast.Module) -> set[int]:
@@ -128,7 +140,7 @@ def shared_revisions_of_one_module(versions: pathlib.Path, root: pathlib.Path = 
     owners = _table_owners(root)
     offenders = []
     for path in sorted(versions.glob("*.py")):
-        touched = {owners[table] for _, table in _migrated_tables(ast.parse(path.read_text()), owners)}
+        touched = {owners[table] for _, table in _migrated_tables(_tree(path), owners)}
         if len(touched) == 1 and touched != {"kernel"}:
             offenders.append(f"{path.name} touches only {touched.pop()}'s tables: move it to its migrations/")
     return offenders
@@ -144,7 +156,7 @@ def test_shared_revisions_touch_the_kernel_or_several_modules(tmp_path):
 
 def _domains(root: pathlib.Path) -> set[str]:
     """The registry's modules (read from its imports, so that a copy's registry counts)."""
-    tree = ast.parse((root / "registry.py").read_text())
+    tree = _tree(root / "registry.py")
     return {node.module.split(".")[1] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
             and node.module and node.module.endswith(".module") and not node.module.startswith("persona_service.kernel")}
 
@@ -355,7 +367,7 @@ def grpc_outside_servicers(root: pathlib.Path) -> list[str]:
     for path, role in _roles(root).items():
         if role is None or ROLES[role].grpc:
             continue
-        for node in ast.walk(ast.parse((root / path).read_text())):
+        for node in ast.walk(_tree(root / path)):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 for name in _imported(path, node):
                     registration = role == "module" and name.split(".")[-1].endswith("_pb2_grpc")
@@ -376,7 +388,7 @@ def transactions_outside_units_of_work(root: pathlib.Path) -> list[str]:
     for path, role in _roles(root).items():
         if role is None or ROLES[role].transactions or role == "migrations":
             continue
-        for node in ast.walk(ast.parse((root / path).read_text())):
+        for node in ast.walk(_tree(root / path)):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TRANSACTION_CALLS:
                 offenders.append(f"{path}:{node.lineno} ({role}) calls .{node.func.attr}()")
     return offenders
@@ -399,7 +411,7 @@ def layers_inside_domains(root: pathlib.Path) -> list[str]:
     for path, role in roles.items():
         if role is None or role == "migrations":
             continue
-        for node in ast.walk(ast.parse((root / path).read_text())):
+        for node in ast.walk(_tree(root / path)):
             if not isinstance(node, ast.Import | ast.ImportFrom):
                 continue
             for name in _imported(path, node):
@@ -479,7 +491,7 @@ def sql_outside_repositories(root: pathlib.Path) -> list[str]:
 def _table_owners(root: pathlib.Path) -> dict[str, str]:
     owners = {}
     for path in [*root.glob("*/tables.py"), *root.glob("kernel/**/tables.py")]:
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__tablename__"
                                                     for t in node.targets):
                 owners[node.value.value] = path.relative_to(root).parts[0]  # type: ignore[attr-defined]
