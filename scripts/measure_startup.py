@@ -1,12 +1,18 @@
-"""Measure how long `persona-service up` takes to be ready.
+"""Measure what starting Persona Service's processes costs.
 
-Runs `persona-service up` on free ports, reads the "is up in N s" line it
-prints once Envoy and every server answer, stops it, and repeats: the first
-run of a fresh data dir includes initdb and every migration (cold), the
-later ones reuse them (warm). Also times one server process's import of the
-whole service (what every server and worker pays at start).
+Two parts:
+- each process role's entry import (what `persona-service serve`, `runner`
+  and `worker` import before they do anything), in fresh interpreters: CPU
+  seconds (user + system, the interpreter's own start included) and wall
+  seconds, median of `--imports` runs;
+- `persona-service up` on free ports until it prints "is up in N s" (Envoy
+  and every server answer): the first run of a fresh data dir includes
+  initdb and every migration (cold), the later ones reuse them (warm).
 
-    .venv/bin/python scripts/measure_startup.py [--runs 4]
+    .venv/bin/python scripts/measure_startup.py [--runs 4] [--imports 5] [--no-up]
+
+It measures the interpreter it runs under and the package that interpreter
+imports (run it with another checkout's .venv to measure that checkout).
 """
 
 from __future__ import annotations
@@ -20,8 +26,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 UP_LINE = re.compile(r"is up in ([0-9.]+)s")
+
+# What each role imports before it runs (persona_service.cli's main loads the
+# registry for every command that is not standalone, then the command's own module).
+ROLES = {
+    "server": ["persona_service.cli", "persona_service.registry", "persona_service.kernel.process.server"],
+    "runner": ["persona_service.cli", "persona_service.registry", "persona_service.kernel.process.runner"],
+    "webhook-worker": ["persona_service.cli", "persona_service.registry", "persona_service.webhooks.worker"],
+    "cli (--help)": ["persona_service.cli"],
+}
 
 
 def free_port() -> int:
@@ -47,22 +63,38 @@ def run_up(data_dir: str) -> float:
         proc.wait(60)
 
 
-def import_seconds() -> float:
-    code = "import time; t=time.perf_counter(); import persona_service.registry; print(time.perf_counter()-t)"
-    return float(subprocess.check_output([sys.executable, "-c", code], text=True))
+def import_cost(modules: list[str]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of a fresh interpreter that imports `modules` and exits."""
+    code = "; ".join(f"import {m}" for m in modules)
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"importing {modules} failed (exit {proc.returncode})")
+    return usage.ru_utime + usage.ru_stime, wall
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=4, help="`up` runs (the first is cold)")
+    parser.add_argument("--imports", type=int, default=5, help="fresh interpreters per role")
+    parser.add_argument("--no-up", action="store_true", help="only the roles' imports")
     args = parser.parse_args()
+    print(f"entry imports (median of {args.imports} fresh interpreters):")
+    for role, modules in ROLES.items():
+        costs = [import_cost(modules) for _ in range(args.imports)]
+        cpu = statistics.median(c for c, _ in costs)
+        wall = statistics.median(w for _, w in costs)
+        print(f"  {role:15s} CPU {cpu:5.2f} s   wall {wall:5.2f} s")
+    if args.no_up:
+        return
     with tempfile.TemporaryDirectory() as data_dir:
         times = [run_up(data_dir) for _ in range(args.runs)]
-    imports = [import_seconds() for _ in range(5)]
     warm = times[1:] or times
     print(f"up, cold (initdb + migrations): {times[0]:.2f} s")
     print(f"up, warm (median of {len(warm)}):     {statistics.median(warm):.2f} s")
-    print(f"import of the service (median of 5): {statistics.median(imports) * 1000:.0f} ms")
 
 
 if __name__ == "__main__":
