@@ -10,8 +10,6 @@ from persona_service.kernel.transport.errors import compact_json
 
 SCIM_ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error"
 SCIM_MEDIA_TYPE = "application/scim+json"
-# Where SCIM lives on the HTTP edge.
-BASE_PATH = "/v1/auth/scim/v2"
 
 
 def scim_error(code: str, scim_type: str | None, message: str, **details: Any) -> ApiError:

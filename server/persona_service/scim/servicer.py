@@ -20,7 +20,7 @@ from persona_service.kernel.transport.context import context_of, current
 from persona_service.kernel.transport.convert import nullable_time, page_limit, text_metadata, timestamp
 from persona_service.orgs.api import ApiKeyRecord, ScimTokens
 from persona_service.scim.documents import parse_json
-from persona_service.scim.errors import BASE_PATH, SCIM_MEDIA_TYPE
+from persona_service.scim.errors import SCIM_MEDIA_TYPE
 from persona_service.scim.schemas import (
     RESOURCE_TYPES,
     SCHEMAS,
@@ -31,6 +31,7 @@ from persona_service.scim.schemas import (
 )
 from persona_service.scim.service import Query, Rendered, Resources, not_supported, resources_for
 
+BASE_PATH = "/v1/auth/scim/v2"
 _JSON_TYPES = (SCIM_MEDIA_TYPE, "application/json")
 
 
