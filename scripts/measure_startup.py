@@ -105,7 +105,8 @@ def main() -> None:
     parser.add_argument("--up", action="store_true", help="also time `persona-service up`")
     parser.add_argument("--root", default=os.getcwd(), help="the checkout whose tests/support.py starts stacks")
     args = parser.parse_args()
-    print(f"entry imports (median of {args.imports} fresh interpreters):")
+    if args.imports:
+        print(f"entry imports (median of {args.imports} fresh interpreters):")
     for role, modules in ROLES.items() if args.imports else ():
         costs = [import_cost(modules) for _ in range(args.imports)]
         cpu = statistics.median(c for c, _ in costs)
