@@ -1,18 +1,28 @@
-"""Measure how long `persona-service up` takes to be ready.
+"""Measure what starting Persona Service's processes costs.
 
-Runs `persona-service up` on free ports, reads the "is up in N s" line it
-prints once Envoy and every server answer, stops it, and repeats: the first
-run of a fresh data dir includes initdb and every migration (cold), the
-later ones reuse them (warm). Also times one server process's import of the
-whole service (what every server and worker pays at start).
+Two parts:
+- each process role's entry import (what `persona-service serve`, `runner`
+  and `worker` import before they do anything), in fresh interpreters: CPU
+  seconds (user + system, the interpreter's own start included) and wall
+  seconds, median of `--imports` runs;
+- a test stack (tests/support.py: make_stack, then running) until its start
+  returns (its servers, runner and webhook worker ready, Envoy answering),
+  on an embedded PostgreSQL seeded from migrated copy, median of `--stacks`;
+- with `--up`, `persona-service up` on free ports until it prints "is up in
+  N s": the first run of a fresh data dir includes initdb and every
+  migration (cold), the later ones reuse them (warm).
 
-    .venv/bin/python scripts/measure_startup.py [--runs 4]
+    .venv/bin/python scripts/measure_startup.py [--imports 5] [--stacks 3] [--up --runs 4]
+
+It measures the interpreter it runs under and the package that interpreter
+imports (run it with another checkout's .venv to measure that checkout).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pathlib
 import re
 import signal
 import socket
@@ -20,8 +30,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 UP_LINE = re.compile(r"is up in ([0-9.]+)s")
+
+# What each role imports before it runs (persona_service.cli's main loads the
+# registry for every command that is not standalone, then the command's own module).
+ROLES = {
+    "server": ["persona_service.cli", "persona_service.registry", "persona_service.kernel.process.server"],
+    "runner": ["persona_service.cli", "persona_service.registry", "persona_service.kernel.process.runner"],
+    "webhook-worker": ["persona_service.cli", "persona_service.registry", "persona_service.webhooks.worker"],
+    "cli (--help)": ["persona_service.cli"],
+}
 
 
 def free_port() -> int:
@@ -37,32 +57,72 @@ def run_up(data_dir: str) -> float:
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         assert proc.stdout is not None
+        seen = []
         for line in proc.stdout:
+            seen.append(line)
             match = UP_LINE.search(line)
             if match:
                 return float(match.group(1))
-        raise SystemExit(f"`up` exited without becoming ready (exit {proc.wait()})")
+        raise SystemExit(f"`up` exited without becoming ready (exit {proc.wait()}):\n{''.join(seen[-20:])}")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
 
 
-def import_seconds() -> float:
-    code = "import time; t=time.perf_counter(); import persona_service.registry; print(time.perf_counter()-t)"
-    return float(subprocess.check_output([sys.executable, "-c", code], text=True))
+def import_cost(modules: list[str]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of a fresh interpreter that imports `modules` and exits."""
+    code = "; ".join(f"import {m}" for m in modules)
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"importing {modules} failed (exit {proc.returncode})")
+    return usage.ru_utime + usage.ru_stime, wall
+
+
+def stack_seconds(root: str, count: int) -> list[float]:
+    """Seconds from make_stack to a started test stack, `count` times, in this process."""
+    sys.path.insert(0, os.path.join(root, "tests"))
+    from support import make_stack, running, seed_postgres
+
+    times = []
+    for _ in range(count):
+        with tempfile.TemporaryDirectory() as data_dir:
+            seed_postgres(pathlib.Path(data_dir))  # the migrated copy is made once, outside the timing
+            started = time.perf_counter()
+            with running(make_stack(pathlib.Path(data_dir))):
+                times.append(time.perf_counter() - started)
+    return times
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=4, help="`up` runs (the first is cold)")
+    parser.add_argument("--imports", type=int, default=5, help="fresh interpreters per role")
+    parser.add_argument("--stacks", type=int, default=3, help="test stacks started (0: none)")
+    parser.add_argument("--up", action="store_true", help="also time `persona-service up`")
+    parser.add_argument("--root", default=os.getcwd(), help="the checkout whose tests/support.py starts stacks")
     args = parser.parse_args()
+    if args.imports:
+        print(f"entry imports (median of {args.imports} fresh interpreters):")
+    for role, modules in ROLES.items() if args.imports else ():
+        costs = [import_cost(modules) for _ in range(args.imports)]
+        cpu = statistics.median(c for c, _ in costs)
+        wall = statistics.median(w for _, w in costs)
+        print(f"  {role:15s} CPU {cpu:5.2f} s   wall {wall:5.2f} s", flush=True)
+    if args.stacks:
+        times = stack_seconds(args.root, args.stacks)
+        print(f"test stack start to ready (median of {len(times)}): {statistics.median(times):.2f} s "
+              f"({', '.join(f'{t:.1f}' for t in times)})", flush=True)
+    if not args.up:
+        return
     with tempfile.TemporaryDirectory() as data_dir:
         times = [run_up(data_dir) for _ in range(args.runs)]
-    imports = [import_seconds() for _ in range(5)]
     warm = times[1:] or times
     print(f"up, cold (initdb + migrations): {times[0]:.2f} s")
     print(f"up, warm (median of {len(warm)}):     {statistics.median(warm):.2f} s")
-    print(f"import of the service (median of 5): {statistics.median(imports) * 1000:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fpdf import FPDF
-
 from persona_service.billing.records import InvoiceRecord
 
 
@@ -20,6 +18,8 @@ def _day(value: datetime | None) -> str:
 
 
 def render_invoice(invoice: InvoiceRecord, org_name: str) -> bytes:
+    from fpdf import FPDF  # here, not at import: fpdf and fontTools cost every process start (docs/testing.md)
+
     pdf = FPDF(format="A4")
     pdf.set_creation_date(invoice.created_at)  # the same invoice version renders the same bytes
     pdf.set_title(f"Invoice {invoice.number}")

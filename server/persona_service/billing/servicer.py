@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 
 import grpc
-import stripe
 from persona.v1 import billing_pb2, billing_pb2_grpc
 
 from persona_service.billing.processor import processor_for
@@ -72,6 +71,8 @@ class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
 
     def ReceiveStripeEvent(self, request: billing_pb2.ReceiveStripeEventRequest,
                            context: grpc.ServicerContext) -> billing_pb2.StripeEventReceipt:
+        import stripe  # here, not at import: stripe costs every process start (docs/testing.md)
+
         ctx = context_of(context)
         settings = load(BillingSettings)
         if settings.billing_processor != "stripe" or not settings.stripe_webhook_secret:

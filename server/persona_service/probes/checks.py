@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
 
 from persona_service.kernel.data.migrate import alembic_config
@@ -25,6 +24,8 @@ class Check:
 def migration_heads(version_dirs: tuple[str, ...]) -> frozenset[str]:
     """The heads of the migration scripts this code ships (read once)."""
     import pathlib
+
+    from alembic.script import ScriptDirectory  # here, not at import (docs/testing.md)
 
     config = alembic_config("postgresql://unused", [pathlib.Path(d) for d in version_dirs])
     return frozenset(ScriptDirectory.from_config(config).get_heads())

@@ -14,14 +14,18 @@ from __future__ import annotations
 import os
 import pathlib
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
+if TYPE_CHECKING:
+    from alembic.config import Config
 
+# Alembic loads where it is used (migrating, a readiness check), not with every process (docs/testing.md).
 MIGRATIONS = pathlib.Path(__file__).resolve().parents[4] / "migrations"
 
 
 def alembic_config(database_url: str, version_dirs: Iterable[pathlib.Path]) -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
@@ -32,4 +36,6 @@ def alembic_config(database_url: str, version_dirs: Iterable[pathlib.Path]) -> C
 
 
 def upgrade(database_url: str, version_dirs: Iterable[pathlib.Path], revision: str = "head") -> None:
+    from alembic import command
+
     command.upgrade(alembic_config(database_url, version_dirs), revision)

@@ -146,11 +146,25 @@ class RunClaimer:
                 self._closing.wait(LISTEN_RETRY_SECONDS)
 
 
+class LazyServicers(dict[str, object]):
+    """A runner's servicers, each built when a run of its service is first revived: a module that
+    declares its servicer as a function importing it (scim's) is not imported by runners that never
+    run its RPCs (docs/testing.md). Two threads building one at once build it twice, harmlessly."""
+
+    def __init__(self, app: App) -> None:
+        super().__init__()
+        self._app = app
+        self._bindings = {binding.name: binding for binding in app.modules.services}
+
+    def __missing__(self, service: str) -> object:
+        servicer = self._bindings[service].servicer(self._app.servicer_deps)
+        return self.setdefault(service, servicer)
+
+
 def revival_pipeline(app: App) -> RequestPipeline:
     """The request pipeline a runner runs accepted runs through (no gRPC server: `revive` only)."""
     pipeline = RequestPipeline(app, method_table(find_services(app.modules.service_names)), engine=app.stream_engine)
-    for binding in app.modules.services:
-        pipeline.servicers[binding.name] = binding.servicer(app.servicer_deps)
+    pipeline.servicers = LazyServicers(app)
     return pipeline
 
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-import jwt
 from sqlalchemy import Connection
 
 from persona_service.kernel.clock import utcnow
@@ -226,6 +225,8 @@ class Authenticator:
         return self._store
 
     def _verify_jwt(self, token: str) -> dict:
+        import jwt  # here, not at import: PyJWT loads every cryptography algorithm, which runners and workers never use
+
         try:
             return jwt.decode(
                 token,
@@ -270,6 +271,8 @@ class Authenticator:
             "iat": now,
             "exp": now + timedelta(seconds=ttl_seconds or self._jwt_ttl),
         }
+        import jwt
+
         return jwt.encode(claims, self._jwt_secret, algorithm=JWT_ALGORITHM)
 
 
