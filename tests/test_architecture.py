@@ -276,6 +276,26 @@ def app_outside_the_kernel(root: pathlib.Path) -> list[str]:
     return offenders
 
 
+def ambient_request_context(root: pathlib.Path) -> list[str]:
+    """Domains take a call's RequestContext from the `context` their servicer method received
+    (`context_of(context)`), never from ambient state (`current()`, a context variable)."""
+    offenders = []
+    ambient = "persona_service.kernel.transport.context"
+    for path, tree in _domain_files(root):
+        modules = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = _imported(path, node)
+                offenders += [f"{path}:{node.lineno} imports {name}" for name in names
+                              if name in (f"{ambient}.current", f"{ambient}.bind")]
+                modules |= {alias.asname or alias.name for alias in node.names
+                            if f"{ambient}" in (alias.name, f"{names[0]}.{alias.name}")}
+            elif isinstance(node, ast.Attribute) and node.attr in ("current", "bind") \
+                    and isinstance(node.value, ast.Name) and node.value.id in modules:
+                offenders.append(f"{path}:{node.lineno} calls {node.value.id}.{node.attr}()")
+    return offenders
+
+
 # --- roles ---------------------------------------------------------------------------
 
 
@@ -620,6 +640,7 @@ AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     files_without_a_role, grpc_outside_servicers, sql_outside_repositories, transactions_outside_units_of_work,
     tables_outside_their_domain, other_domains_tables, layers_inside_domains, dynamic_access, kernel_naming_domains,
     raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_kernel,
+    ambient_request_context,
 ]
 
 
@@ -710,6 +731,11 @@ PLANTED = [
     ("the App reached through the kernel package", "webhooks/servicer.py",
      "import persona_service.kernel as _kernel\n\n\ndef _planted() -> type:\n    return _kernel.app.App\n",
      app_outside_the_kernel),
+    ("a servicer reading the ambient request context", "scim/servicer.py",
+     "from persona_service.kernel.transport.context import current as _planted\n", ambient_request_context),
+    ("the ambient request context through its module", "chat/servicer.py",
+     "from persona_service.kernel.transport import context as _ctx\n\n\ndef _planted():\n    return _ctx.current()\n",
+     ambient_request_context),
 ]
 
 

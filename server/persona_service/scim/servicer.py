@@ -16,7 +16,7 @@ from persona_service.files.api import public_url
 from persona_service.kernel.errors import ApiError, NotFound
 from persona_service.kernel.process.resources import ServicerDeps
 from persona_service.kernel.transport.auth import hash_secret
-from persona_service.kernel.transport.context import context_of, current
+from persona_service.kernel.transport.context import context_of
 from persona_service.kernel.transport.convert import nullable_time, page_limit, text_metadata, timestamp
 from persona_service.orgs.api import ApiKeyRecord, ScimTokens
 from persona_service.scim.documents import parse_json
@@ -54,19 +54,20 @@ class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
     def _base(self) -> str:
         return public_url(self.deps) + BASE_PATH
 
-    def _resources(self, kind: str) -> Resources:
-        ctx = current()
+    def _resources(self, kind: str, context: grpc.ServicerContext) -> Resources:
+        ctx = context_of(context)
         return resources_for(kind, ctx.conn, ctx.caller.org_id, self._base(), self.deps.hints)
 
     @staticmethod
-    def _answer(rendered: Rendered, created: bool = False) -> httpbody_pb2.HttpBody:
-        current().respond(etag=rendered.etag)
+    def _answer(rendered: Rendered, context: grpc.ServicerContext, created: bool = False) -> httpbody_pb2.HttpBody:
+        ctx = context_of(context)
+        ctx.respond(etag=rendered.etag)
         if created:
-            current().respond(location=rendered.location)
+            ctx.respond(location=rendered.location)
         return _body(rendered.body)
 
-    def _changed(self) -> None:
-        ctx = current()
+    def _changed(self, context: grpc.ServicerContext) -> None:
+        ctx = context_of(context)
         org_id = ctx.caller.org_id
         ctx.after_commit.append(lambda: self.deps.invalidate(f"org:{org_id}"))
 
@@ -104,59 +105,60 @@ class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
 
     # --- Users and Groups -------------------------------------------------------------------
 
-    def _create(self, kind: str, request: scim_pb2.CreateScimUserRequest | scim_pb2.CreateScimGroupRequest
-                ) -> httpbody_pb2.HttpBody:
-        rendered = self._resources(kind).create(_sent(request.body))
-        self._changed()
-        return self._answer(rendered, created=True)
+    def _create(self, kind: str, request: scim_pb2.CreateScimUserRequest | scim_pb2.CreateScimGroupRequest,
+                context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
+        rendered = self._resources(kind, context).create(_sent(request.body))
+        self._changed(context)
+        return self._answer(rendered, context, created=True)
 
-    def _get(self, kind: str, request: scim_pb2.GetScimUserRequest | scim_pb2.GetScimGroupRequest
-             ) -> httpbody_pb2.HttpBody:
-        return self._answer(self._resources(kind).get(request.id, request.attributes, request.excluded_attributes))
+    def _get(self, kind: str, request: scim_pb2.GetScimUserRequest | scim_pb2.GetScimGroupRequest,
+             context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
+        found = self._resources(kind, context).get(request.id, request.attributes, request.excluded_attributes)
+        return self._answer(found, context)
 
-    def _list(self, kind: str, request: scim_pb2.ListScimUsersRequest | scim_pb2.ListScimGroupsRequest
-              ) -> httpbody_pb2.HttpBody:
+    def _list(self, kind: str, request: scim_pb2.ListScimUsersRequest | scim_pb2.ListScimGroupsRequest,
+              context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
         query = Query(request.filter, request.start_index if request.HasField("start_index") else 1,
                       request.count if request.HasField("count") else Query.count, request.attributes,
                       request.excluded_attributes, request.sort_by, request.sort_order)
-        return _body(self._resources(kind).find(query))
+        return _body(self._resources(kind, context).find(query))
 
-    def _search(self, kind: str, request: scim_pb2.SearchScimUsersRequest | scim_pb2.SearchScimGroupsRequest
-                ) -> httpbody_pb2.HttpBody:
-        return _body(self._resources(kind).find(Query.from_search(parse_json(_sent(request.body)))))
+    def _search(self, kind: str, request: scim_pb2.SearchScimUsersRequest | scim_pb2.SearchScimGroupsRequest,
+                context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
+        return _body(self._resources(kind, context).find(Query.from_search(parse_json(_sent(request.body)))))
 
     def _replace(self, kind: str, request: scim_pb2.ReplaceScimUserRequest | scim_pb2.ReplaceScimGroupRequest,
                  context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        rendered = self._resources(kind).replace(request.id, _sent(request.body), self._if_match(context))
-        self._changed()
-        return self._answer(rendered)
+        rendered = self._resources(kind, context).replace(request.id, _sent(request.body), self._if_match(context))
+        self._changed(context)
+        return self._answer(rendered, context)
 
     def _patch(self, kind: str, request: scim_pb2.PatchScimUserRequest | scim_pb2.PatchScimGroupRequest,
                context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        rendered = self._resources(kind).patch(request.id, _sent(request.body), self._if_match(context))
-        self._changed()
-        return self._answer(rendered)
+        rendered = self._resources(kind, context).patch(request.id, _sent(request.body), self._if_match(context))
+        self._changed(context)
+        return self._answer(rendered, context)
 
     def _delete(self, kind: str, request: scim_pb2.DeleteScimUserRequest | scim_pb2.DeleteScimGroupRequest,
                 context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        self._resources(kind).delete(request.id, self._if_match(context))
-        self._changed()
+        self._resources(kind, context).delete(request.id, self._if_match(context))
+        self._changed(context)
         return httpbody_pb2.HttpBody(content_type=SCIM_MEDIA_TYPE)
 
     def CreateScimUser(self, request: scim_pb2.CreateScimUserRequest,
                        context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._create("User", request)
+        return self._create("User", request, context)
 
     def GetScimUser(self, request: scim_pb2.GetScimUserRequest, context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._get("User", request)
+        return self._get("User", request, context)
 
     def ListScimUsers(self, request: scim_pb2.ListScimUsersRequest,
                       context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._list("User", request)
+        return self._list("User", request, context)
 
     def SearchScimUsers(self, request: scim_pb2.SearchScimUsersRequest,
                         context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._search("User", request)
+        return self._search("User", request, context)
 
     def ReplaceScimUser(self, request: scim_pb2.ReplaceScimUserRequest,
                         context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
@@ -172,19 +174,19 @@ class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
 
     def CreateScimGroup(self, request: scim_pb2.CreateScimGroupRequest,
                         context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._create("Group", request)
+        return self._create("Group", request, context)
 
     def GetScimGroup(self, request: scim_pb2.GetScimGroupRequest,
                      context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._get("Group", request)
+        return self._get("Group", request, context)
 
     def ListScimGroups(self, request: scim_pb2.ListScimGroupsRequest,
                        context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._list("Group", request)
+        return self._list("Group", request, context)
 
     def SearchScimGroups(self, request: scim_pb2.SearchScimGroupsRequest,
                          context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._search("Group", request)
+        return self._search("Group", request, context)
 
     def ReplaceScimGroup(self, request: scim_pb2.ReplaceScimGroupRequest,
                          context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
