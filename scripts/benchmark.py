@@ -217,8 +217,9 @@ class Step:
         self.stack = Stack(settings, MODULES, grpc_ports=ports, extra_env=server_env)
         print(f"N={self.n}: starting the stack in {data} ...", flush=True)
         self.stack.start()
+        self.launch_peer()  # it starts while the stack is seeded
         self.seed()
-        self.start_peer()
+        self.wait_peer()
         self.verify()
         if "floor" in self.args.runs:
             self.floor = Floor(self.n, self.answer, data / "floor")
@@ -255,7 +256,7 @@ class Step:
                 self.sessions.append(made_session.json()["sessionId"])
         self.read_path = f"/v1/chat/sessions/{self.sessions[0]}"
 
-    def start_peer(self) -> None:
+    def launch_peer(self) -> None:
         from persona_service.kernel.process.stack import free_port
 
         self.peer_port = free_port()
@@ -269,6 +270,9 @@ class Step:
         log = open(self.stack.log_dir / "peer.log", "ab")  # noqa: SIM115 - the peer writes it until stopped
         self.peer = subprocess.Popen([sys.executable, str(SCRIPTS / "bench_peer.py")], env=env, cwd=SCRIPTS,
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+
+    def wait_peer(self) -> None:
+        assert self.peer is not None
         deadline = time.monotonic() + 60
         while True:
             try:

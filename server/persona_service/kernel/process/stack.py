@@ -37,7 +37,8 @@ CLI_CONNECTIONS = 2
 ROLE_RESERVE = 2
 # How long a process that is still alive may take to answer ready. A process that exits fails its start at
 # once; one that lives is only slow (a loaded machine, a cold page cache: a server's imports have taken 30 s of
-# wall time at a load average of 9 on two cores), and giving up on it would fail a start that was working.
+# wall time at a load average of 9 on two cores; `start` starts the servers, runners and workers together, so
+# their imports share the cores), and giving up on it would fail a start that was working.
 START_SECONDS = 120
 # A channel that waits for a server to start tries to connect every 0.1-0.25 s (see `wait_grpc`).
 _FAST_RECONNECT = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
@@ -192,13 +193,12 @@ class Stack:
         migrate.upgrade(self.database_url, self.modules.migrations)
         self.settings.resolved_jwt_secret()  # create it once, before processes race for it
         self.settings.resolved_secrets_key()
-        for port in self.server_ports:
-            self.start_server(port)
-        for index in range(self.settings.runner_processes):
-            self.start_runner(index)
-        for process in self.modules.processes:
-            for index in range(process.count() if self.workers is None else self.workers):
-                self.start_process(process, index)
+        self._supervisor.start_together([
+            *(self.server_child(port) for port in self.server_ports),
+            *(self.runner_child(index) for index in range(self.settings.runner_processes)),
+            *(self.process_child(process, index) for process in self.modules.processes
+              for index in range(process.count() if self.workers is None else self.workers)),
+        ])
         self.start_envoy()
         self._supervisor.watch()
         return self
@@ -225,26 +225,32 @@ class Stack:
         return [*self.grpc_ports, *self.stream_server_ports]
 
     def start_server(self, port: int) -> subprocess.Popen:
-        return self._supervisor.start(Child(
+        return self._supervisor.start(self.server_child(port))
+
+    def server_child(self, port: int) -> Child:
+        return Child(
             f"server-{port}", [sys.executable, "-m", "persona_service.cli", "serve"],
             self.process_env(PERSONA_GRPC_PORT=str(port),
                              **(self._stream_pools if port in self.stream_server_ports else self._pools)),
             self.log_dir / f"server-{port}.log",
             ready=lambda proc: self.wait_grpc(port, proc, also=self.stream_port(port)),
-        ))
+        )
 
     def start_runner(self, index: int) -> subprocess.Popen:
         """A runner process (kernel.process.runner): it takes runs, tasks and model calls once its file says so."""
+        return self._supervisor.start(self.runner_child(index))
+
+    def runner_child(self, index: int) -> Child:
         from persona_service.kernel.process.runner import READY_FILE_ENV  # (the runner's modules load only in it)
 
         name = f"runner-{index}"
         ready = self.settings.data_dir / f"{name}.ready"
         ready.unlink(missing_ok=True)
-        return self._supervisor.start(Child(
+        return Child(
             name, [sys.executable, "-m", "persona_service.cli", "runner"],
             self.process_env(**{READY_FILE_ENV: str(ready)}, **self.runner_pools()), self.log_dir / f"{name}.log",
             ready=lambda proc: self._wait_file(ready, proc, name),
-        ))
+        )
 
     def runner_pools(self) -> dict[str, str]:
         """A runner's PostgreSQL pools: its runs' units of work and its task threads (the stream pool), and
@@ -307,11 +313,14 @@ class Stack:
 
     def start_process(self, process: Process, index: int = 0) -> subprocess.Popen:
         """One process of a module-declared kind (several may run; they share work through row locks)."""
+        return self._supervisor.start(self.process_child(process, index))
+
+    def process_child(self, process: Process, index: int = 0) -> Child:
         name = f"{process.name}-{index}"
-        return self._supervisor.start(Child(
+        return Child(
             name, [sys.executable, "-m", "persona_service.cli", process.command], self.process_env(),
             self.log_dir / f"{name}.log",
-        ))
+        )
 
     def process(self, name: str) -> subprocess.Popen | None:
         """The running process of a supervised child (`server-<port>`, `webhook-worker-0`, `envoy`)."""
@@ -415,7 +424,8 @@ class Stack:
 
     # --- readiness ------------------------------------------------------------
 
-    def wait_grpc(self, port: int, proc: subprocess.Popen, timeout: float = START_SECONDS, also: int | None = None) -> None:
+    def wait_grpc(self, port: int, proc: subprocess.Popen, timeout: float = START_SECONDS,
+                  also: int | None = None) -> None:
         """Until the server process on `port` answers SERVING there (and on `also`, its stream port)."""
         deadline = time.monotonic() + timeout
         for target in (port, *([] if also is None else [also])):

@@ -52,6 +52,17 @@ class Supervisor:
             self._children[child.name] = child
         return self._spawn(child)
 
+    def start_together(self, children: list[Child]) -> None:
+        """Start children at once, then wait until each is ready: their imports and
+        connections overlap instead of queueing one behind another."""
+        with self._lock:
+            self._children.update((child.name, child) for child in children)
+        for child in children:
+            self._launch(child)
+        for child in children:
+            if child.ready is not None and child.proc is not None:
+                child.ready(child.proc)
+
     def remove(self, name: str) -> Child | None:
         """Stop watching a child (it is not restarted); the caller stops it."""
         with self._lock:
@@ -66,6 +77,12 @@ class Supervisor:
             return list(self._children.values())
 
     def _spawn(self, child: Child) -> subprocess.Popen:
+        proc = self._launch(child)
+        if child.ready is not None:
+            child.ready(proc)
+        return proc
+
+    def _launch(self, child: Child) -> subprocess.Popen:
         with open(child.log_path, "ab") as out:
             child.proc = subprocess.Popen(
                 child.argv, env=child.env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -74,8 +91,6 @@ class Supervisor:
             )
         child.started_at = time.monotonic()
         self._on_change()
-        if child.ready is not None:
-            child.ready(child.proc)
         return child.proc
 
     # --- watching -------------------------------------------------------------------
