@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from persona_service.probes.checks import readiness
 from sqlalchemy import create_engine
+from support import writes_locked
 
 
 def test_liveness_and_readiness_need_no_credentials(http):
@@ -70,7 +71,7 @@ def test_metrics_sum_over_processes_and_honour_the_token(stack, tenants, tmp_pat
         assert len({name.rsplit("_", 1)[-1] for name in pids}) >= 2, pids
 
 
-def test_metrics_of_generation_providers_streams_pools_and_webhooks(http, tenant):
+def test_metrics_of_generation_providers_streams_pools_and_webhooks(http, engine, tenant):
     import time
 
     def total(text: str, name: str, **labels: str) -> float:
@@ -79,16 +80,23 @@ def test_metrics_of_generation_providers_streams_pools_and_webhooks(http, tenant
     before = http.get("/metrics").text
     assert http.post("/v1/personas", json={"intent": "A lighthouse keeper who counts ships"},
                      headers=tenant.auth).status_code == 200
-    with http.stream("POST", "/v1/personas?stream=true", json={"intent": "A baker who sings to the dough"},
-                     headers=tenant.auth) as streamed:
+    # The run cannot commit (its audit entry waits on the lock) while the gauge is read, so the stream is still
+    # open then: a fast generation could otherwise end before the stream server's gauge is scraped.
+    with writes_locked(engine, "audit_events") as lock, \
+            http.stream("POST", "/v1/personas?stream=true", json={"intent": "A baker who sings to the dough"},
+                        headers=tenant.auth) as streamed:
         assert streamed.status_code == 200
-        during = http.get("/metrics").text
+        deadline = time.monotonic() + 10
+        while total(during := http.get("/metrics").text, "persona_open_streams") < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert total(during, "persona_open_streams") >= 1
+        lock.rollback()
         streamed.read()
     deadline = time.monotonic() + 30
-    while True:  # pools are sampled every 5 s, the webhook queue every 15 s
+    while True:  # pools are sampled every 5 s, the webhook queue every 15 s; the stream's gauge drops as it ends
         after = http.get("/metrics").text
-        sampled = "persona_db_pool_connections{" in after and "persona_webhook_queue_depth " in after
+        sampled = "persona_db_pool_connections{" in after and "persona_webhook_queue_depth " in after \
+            and total(after, "persona_open_streams") == 0
         if sampled or time.monotonic() > deadline:
             break
         time.sleep(1)
