@@ -46,7 +46,11 @@ committed generation writes a draw (kernel.data.quota_repository) with its
 changes, and a counter Redis lost (a restart without persistence, a flush)
 is seeded from those draws (SET NX) before the admission counts, so losing
 Redis never gives an organization its quota back (at most the generations
-in flight when it was lost go uncounted).
+in flight when it was lost go uncounted). A counter that is there but
+behind (Redis restarted from an older snapshot, or failed over to a replica
+that lagged) is raised to PostgreSQL's count: each process does that for an
+organization's first generation in a quota window, and again whenever
+Redis's run id changes (every restart and failover changes it).
 
 When Redis is unreachable the limiter fails open (requests are served
 without limits or rate-limit headers, and a warning is logged): an outage of
@@ -88,6 +92,8 @@ LEASE_HEADROOM = 16
 REFUSAL_MEMORY_SECONDS = 1.0
 # Leasing windows report one Remaining per tick this long, the same on every process (module docstring).
 REPORT_SECONDS = 0.25
+# How often a process asks Redis's run id (a counter may have gone back with a restart or failover).
+SERVER_ID_SECONDS = 5.0
 # The monthly generation quota's name in its counters' keys and in PostgreSQL's record of its draws.
 GENERATIONS = "generations"
 # The per-address window of calls without a valid credential.
@@ -178,6 +184,13 @@ return 1
 # new window starts with what the window it replaces used, unless that one had ended (reset).
 # KEYS[1]: the organization's pointer to its window in force; KEYS[2]: the window now in force.
 # ARGV: now (s), the new window's reset time (s), its TTL (ms).
+# Raise a quota counter to PostgreSQL's count (ARGV[1]); never lower it: Redis also counts generations in flight.
+_CATCH_UP = """
+if tonumber(redis.call('GET', KEYS[1]) or '-1') < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
+end
+"""
+
 _CARRY = """
 local current = redis.call('HMGET', KEYS[1], 'key', 'resets_at')
 if current[1] == KEYS[2] then return 0 end
@@ -293,8 +306,13 @@ class RateLimiter:
         self._release = client.register_script(_RELEASE)
         self._give_back = client.register_script(_GIVE_BACK)
         self._carry = client.register_script(_CARRY)
+        self._catch_up = client.register_script(_CATCH_UP)
         # The monthly quota window this process last saw in force, per organization (its carry is done).
         self._quota_windows: dict[str, str] = {}
+        # Per organization, the quota window and Redis run id its counter was last checked against PostgreSQL in.
+        self._checked: dict[str, tuple[str, str]] = {}
+        # Redis's run id, and when (monotonic) this process asks it again.
+        self._server: tuple[str, float] = ("", 0.0)
         self._leases: dict[tuple, _Lease] = {}
         # lease key -> (monotonic expiry, the script's refusal, its report tick)
         self._refused: dict[tuple, tuple[float, list, int]] = {}
@@ -328,12 +346,13 @@ class RateLimiter:
                          drawn: Callable[[], int] | None = None) -> int:
         """Units of the monthly generation quota used in the current period
         (`period` as for `windows`), read without drawing one (a cost preview);
-        what PostgreSQL records (`drawn`) while Redis holds no counter."""
+        what PostgreSQL records (`drawn`) while Redis holds no counter, or one not yet checked against it."""
         month = f"p{period[0]}" if period else _month_bounds(self.clock())[0]
+        key = f"rl:{{{subject}}}:{GENERATIONS}:{month}"
         try:
-            used = self.redis.get(f"rl:{{{subject}}}:{GENERATIONS}:{month}")
-            if used is None and drawn is not None:
-                return drawn()
+            used = self.redis.get(key)
+            if drawn is not None and (used is None or self._checked.get(subject) != (key, self._server_id())):
+                return max(int(used or 0), drawn())
             return int(used or 0)
         except redis.RedisError as exc:
             _warn.warning("fail-open", "rate limiter unavailable, quota use unknown: %s", exc)
@@ -362,6 +381,8 @@ class RateLimiter:
         ask = self.ask(subject, limits, cap=cap, generation=generation, stream=stream, token=token, period=period)
         if generation:
             self._carry_quota(subject, ask.windows[-1], ask.now)
+            if drawn is not None:
+                self._check_against_records(subject, ask.windows[-1], ask.now, drawn)
         if ask.want > 1:
             leased = self._from_lease(ask)
             if leased is not None:
@@ -388,6 +409,29 @@ class RateLimiter:
         """A quota counter that is missing (a new window, or Redis lost it) starts from what
         PostgreSQL records; NX: a counter another process created meanwhile stands."""
         self.redis.set(month.key, used, nx=True, px=(month.resets_at - int(now) + 60) * 1000)
+
+    def _check_against_records(self, subject: str, month: Window, now: float, drawn: Callable[[], int]) -> None:
+        """Raise the quota counter to what PostgreSQL records if it is behind, once per organization and
+        window in this process and Redis's lifetime (module docstring)."""
+        try:
+            server = self._server_id()
+            if self._checked.get(subject) == (month.key, server):
+                return
+            self._catch_up(keys=[month.key], args=[drawn(), (month.resets_at - int(now) + 60) * 1000])
+        except redis.RedisError as exc:
+            _warn.warning("fail-open", "rate limiter unavailable, failing open: %s", exc)
+            return
+        if len(self._checked) >= 65_536:
+            self._checked.clear()
+        self._checked[subject] = (month.key, server)
+
+    def _server_id(self) -> str:
+        """Redis's run id, asked at most every SERVER_ID_SECONDS: a new one means a restart or a failover."""
+        server, until = self._server
+        if time.monotonic() >= until:
+            server = str(self.redis.info("server")["run_id"])
+            self._server = (server, time.monotonic() + SERVER_ID_SECONDS)
+        return server
 
     def _carry_quota(self, subject: str, month: Window, now: float) -> None:
         """Carry the monthly quota's count into a window that replaced it before it reset (_CARRY),
