@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from persona_service.kernel.process.runner import READY_FILE_ENV as RUNNER_READY_FILE_ENV
 from persona_service.kernel.process.stack import Stack, StackError, envoy_command, free_port
 from persona_service.kernel.settings import Settings
 from persona_service.registry import MODULES
@@ -127,6 +128,8 @@ class Topology:
     # or signed URLs and sealed secrets would no longer verify.
     secrets: dict[str, str] = field(default_factory=dict)
     procs: dict[str, Proc] = field(default_factory=dict)
+    # What the operations did and when (a scenario's steps, to place its failed calls among them).
+    steps: list[tuple[float, str]] = field(default_factory=list)
     database: str = "persona"
     prepared: Any = None
     _reaper: subprocess.Popen | None = None
@@ -188,6 +191,15 @@ class Topology:
 
     def _log(self, name: str) -> pathlib.Path:
         return self.root / "logs" / f"{name}.log"
+
+    def step(self, what: str) -> None:
+        self.steps.append((time.time(), what))
+
+    def stop_proc(self, name: str, sig: int = signal.SIGTERM) -> None:
+        """`sig` to a process group and wait for it to exit, both recorded as steps."""
+        self.step(f"{name}: {signal.Signals(sig).name}")
+        self.procs[name].stop(sig)
+        self.step(f"{name}: exited")
 
     # --- the data tier ----------------------------------------------------------------
 
@@ -286,7 +298,9 @@ class Topology:
         }
 
     def start_node(self, index: int) -> None:
+        self.step(f"node-{index}: started")
         self.wait_node(index, self.spawn_node(index))
+        self.step(f"node-{index}: serving")
 
     def spawn_node(self, index: int) -> subprocess.Popen:
         name = f"node-{index}"
@@ -303,17 +317,34 @@ class Topology:
                          self._log("worker")))
 
     def start_runner(self, index: int) -> None:
+        self.wait_runner(index, self.spawn_runner(index))
+
+    def spawn_runner(self, index: int) -> subprocess.Popen:
         # LISTEN/NOTIFY needs a session of its own: runners go to PostgreSQL directly (deploy/kubernetes too).
         # Their priority as the runner Deployment sets it (their own pods: not SCHED_IDLE, no nice).
         name = f"runner-{index}"
-        self._spawn(Proc(name, [*CLI, "runner"], self.env(name, DATABASE_URL=self.direct_url,
-                                                        PERSONA_DB_POOL_SIZE="12", PERSONA_STREAM_DB_POOL_SIZE="20",
-                                                        PERSONA_RUNNER_PRIORITY="nice", PERSONA_RUNNER_NICE="0"),
-                         self._log(name)))
+        self._runner_ready(index).unlink(missing_ok=True)
+        self.step(f"{name}: started")
+        return self._spawn(Proc(name, [*CLI, "runner"], self.env(
+            name, DATABASE_URL=self.direct_url, PERSONA_DB_POOL_SIZE="12", PERSONA_STREAM_DB_POOL_SIZE="20",
+            PERSONA_RUNNER_PRIORITY="nice", PERSONA_RUNNER_NICE="0",
+            **{RUNNER_READY_FILE_ENV: str(self._runner_ready(index))}), self._log(name)))
+
+    def _runner_ready(self, index: int) -> pathlib.Path:
+        return self.root / f"runner-{index}" / "ready"
+
+    def wait_runner(self, index: int, popen: subprocess.Popen) -> None:
+        """Until the runner takes runs and model calls (its ready file: the runner Deployment's readiness)."""
+        _wait(lambda: popen.poll() is None and self._runner_ready(index).exists(), f"runner-{index}", 120)
+        self.step(f"runner-{index}: ready")
 
     def restart_runners(self) -> None:
+        """As the runner Deployment rolls (deploy/kubernetes/runner.yaml: readiness on the ready file, never
+        below its replicas): the next runner stops only once the restarted one is ready. Stopping them back to
+        back left no runner for as long as a runner takes to start (16 s on the loaded machine), and a write
+        waiting for a model call then outlived its node's drain and grace: a 503 without Retry-After."""
         for index in range(self.runners):
-            self.procs[f"runner-{index}"].stop(signal.SIGTERM)  # hands its runs over to the other runners
+            self.stop_proc(f"runner-{index}")  # hands its runs over to the other runners
             self.start_runner(index)
 
     def start_envoy(self) -> None:
@@ -361,11 +392,12 @@ class Topology:
         with timed("nodes and worker up"):
             started = [self.spawn_node(index) for index in range(self.nodes)]  # side by side, as pods start
             self.start_worker()
-            for index in range(self.runners):
-                self.start_runner(index)
+            runners = [self.spawn_runner(index) for index in range(self.runners)]
             self.prepared = while_nodes_start() if while_nodes_start else None
             for index, popen in enumerate(started):
                 self.wait_node(index, popen)
+            for index, popen in enumerate(runners):
+                self.wait_runner(index, popen)
         with timed("Envoy up, every node in rotation"):
             self.start_envoy()
         log(f"up: {self.http_url} ({self.nodes} nodes, PgBouncer {self.bouncer_port}, PostgreSQL {self.pg_port})")
@@ -396,13 +428,15 @@ class Topology:
 
     def restart_node(self, index: int) -> None:
         """A rolling step: SIGTERM (the node drains), wait for it to exit, start it, wait until Envoy routes to it."""
-        self.procs[f"node-{index}"].stop(signal.SIGTERM)
+        self.stop_proc(f"node-{index}")
         self.start_node(index)
         self.wait_in_rotation()
+        self.step(f"node-{index}: in Envoy's rotation")
 
     def restart_worker(self) -> None:
-        self.procs["worker"].stop(signal.SIGTERM)
+        self.stop_proc("worker")
         self.start_worker()
+        self.step("worker: started")
 
     def backup(self, into: pathlib.Path) -> None:
         """pg_dump (custom format, consistent snapshot) and a copy of the object store."""
@@ -495,6 +529,21 @@ class Receiver:
         return {p for p in persona_ids if p in text}
 
 
+@dataclass(frozen=True)
+class Failure:
+    """A call that failed, with what it takes to tell why: its request id (Envoy's access log and the
+    servers' logs name it), its answer (or the client's error when none came) and when it ran."""
+
+    started: float
+    ended: float
+    what: str  # read, list, write, stream
+    method: str
+    path: str
+    request_id: str
+    status: int | None  # None: no answer
+    body: str
+
+
 @dataclass
 class Tally:
     """What the clients saw. `failed`: answers that are not 2xx and carry no Retry-After (or no answer);
@@ -503,7 +552,7 @@ class Tally:
 
     requests: int = 0
     answered: float = 0.0  # when the latest call that succeeded started
-    failed: list[tuple[float, str]] = field(default_factory=list)
+    failed: list[Failure] = field(default_factory=list)
     retryable: list[tuple[float, int]] = field(default_factory=list)
     acknowledged: set[str] = field(default_factory=set)
     abandoned_writes: int = 0
@@ -553,7 +602,8 @@ class Load:
     def _client(self) -> httpx.Client:
         return httpx.Client(base_url=self.base_url, headers=self.auth, timeout=60)
 
-    def _count(self, started: float, response: httpx.Response | None, what: str) -> bool:
+    def _count(self, started: float, response: httpx.Response | None, what: str, method: str, path: str,
+               request_id: str, error: str = "") -> bool:
         """True when the call succeeded; an answer with Retry-After is retryable, anything else failed."""
         with self.tally.lock:
             self.tally.requests += 1
@@ -563,18 +613,21 @@ class Load:
             if response is not None and "retry-after" in response.headers:
                 self.tally.retryable.append((started, response.status_code))
             else:
-                status = f"{response.status_code} {response.text[:200]}" if response is not None else "no answer"
-                self.tally.failed.append((started, f"{what}: {status}"))
+                self.tally.failed.append(Failure(
+                    started, time.time(), what, method, path, request_id,
+                    response.status_code if response is not None else None,
+                    response.text[:500] if response is not None else error))
         return False
 
     def _call(self, client: httpx.Client, what: str, method: str, path: str, **kw) -> httpx.Response | None:
-        started = time.time()
+        started, request_id, error = time.time(), str(uuid.uuid4()), ""
+        kw["headers"] = {**kw.get("headers", {}), "X-Request-Id": request_id}
         try:
-            response = client.request(method, path, **kw)
-        except httpx.HTTPError:
-            response = None
+            response: httpx.Response | None = client.request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            response, error = None, f"{type(exc).__name__}: {exc}"
         self._local.last = response
-        return response if self._count(started, response, what) else None
+        return response if self._count(started, response, what, method, path, request_id, error) else None
 
     def _wait_to_retry(self) -> None:
         """As the SDKs do: after the answer's Retry-After (at most a second here), else a moment."""
@@ -624,12 +677,14 @@ class Load:
         intent = f"A radio operator who hums in Morse, number {uuid.uuid4().hex[:8]}"
         last_id, resumes, deadline, made, frames = "", 0, time.monotonic() + 60, None, []
         while time.monotonic() < deadline:
-            headers = {"Last-Event-ID": last_id} if last_id else {}
+            request_id = str(uuid.uuid4())
+            headers = {"X-Request-Id": request_id, **({"Last-Event-ID": last_id} if last_id else {})}
             started = time.time()
             try:
                 with client.stream("POST", "/v1/personas", params={"stream": "true"}, json={"intent": intent},
                                    headers=headers) as response:
-                    if not self._count(started, response if response.is_success else _read(response), "stream"):
+                    if not self._count(started, response if response.is_success else _read(response), "stream",
+                                       "POST", "/v1/personas?stream=true", request_id):
                         time.sleep(0.25)
                         continue
                     for event in _sse(response.iter_lines()):
@@ -706,6 +761,7 @@ class Scenario:
 def run_scenario(top: Topology, tenant: dict, receiver: Receiver, name: str, action, pace: Pace) -> dict:
     scenario = Scenario(name)
     load = Load(top.http_url, tenant["apiKey"])
+    top.steps.clear()
     tally = load.tally
     with timed(name), load:
         load.wait_for(pace.steady, lambda: tally.answered and tally.streams_started >= load.streamers)
@@ -717,7 +773,8 @@ def run_scenario(top: Topology, tenant: dict, receiver: Receiver, name: str, act
     deadline = time.monotonic() + 30
     while receiver.delivered(tally.acknowledged) != tally.acknowledged and time.monotonic() < deadline:
         time.sleep(0.1)
-    after = [t for t, _ in [*tally.failed, *tally.retryable] if t >= scenario.disrupted_at]
+    after = [t for t in [*(f.started for f in tally.failed), *(t for t, _ in tally.retryable)]
+             if t >= scenario.disrupted_at]
     retryable: dict[str, int] = {}
     for _, status in tally.retryable:
         retryable[str(status)] = retryable.get(str(status), 0) + 1
@@ -739,10 +796,39 @@ def run_scenario(top: Topology, tenant: dict, receiver: Receiver, name: str, act
         "failover_seconds": round(max(after) - scenario.disrupted_at, 2) if after else 0.0,
         "recovery_seconds": (round(max(0.0, max(after) - scenario.returned_at), 2) if after else 0.0)
         if scenario.returned_at else None,
-        "failures_sample": [what for _, what in tally.failed[:5]],
+        # Each failed call, placed among the scenario's steps (seconds from the disruption), with what the
+        # edge and the processes logged about it.
+        "failures": [_explained(top, failure, scenario.disrupted_at) for failure in tally.failed],
+        "steps": [[round(t - scenario.disrupted_at, 2), what] for t, what in top.steps],
     }
     log(f"{name}: {json.dumps(result)}")
     return result
+
+
+def _explained(top: Topology, failure: Failure, origin: float) -> dict:
+    """A failed call as the report shows it: when it ran from `origin` (the disruption), the last step
+    before it started, and every log line (Envoy's access log, the processes') naming its request id."""
+    before = [what for t, what in top.steps if t <= failure.started]
+    logs = []
+    for path in sorted((top.root / "logs").glob("*.log")):
+        with contextlib.suppress(OSError):
+            logs += [f"{path.stem}: {line[:600]}" for line in path.read_text(errors="replace").splitlines()
+                     if failure.request_id in line]
+    return {"call": f"{failure.what}: {failure.method} {failure.path}", "status": failure.status,
+            "body": failure.body, "started_s": round(failure.started - origin, 2),
+            "ended_s": round(failure.ended - origin, 2), "after_step": before[-1] if before else "(none yet)",
+            "request_id": failure.request_id, "logs": logs}
+
+
+def describe_failures(result: dict) -> str:
+    """A scenario's failed calls and steps, one a line (the test's assertion message)."""
+    lines = [f"{result['scenario']}: {result['failed']} of {result['requests']} calls failed"]
+    for f in result.get("failures", []):
+        lines.append(f"- {f['call']} -> {f['status'] or 'no answer'} {f['body']!r}, from {f['started_s']} s to "
+                     f"{f['ended_s']} s (after {f['after_step']!r}), request id {f['request_id']}")
+        lines += [f"    {line}" for line in f["logs"]]
+    lines.append("steps (seconds from the disruption): " + "; ".join(f"{t} {what}" for t, what in result["steps"]))
+    return "\n".join(lines)
 
 
 def _lost_writes(top: Topology, load: Load) -> list[str]:
@@ -771,23 +857,27 @@ def node_loss(top: Topology, down: float, restart: bool = True):
         scenario.disrupted_at = time.time()
         top.procs["node-0"].kill()
         top.procs["runner-0"].kill()  # its runs are taken over by the other runner once their leases run out
+        top.step("node-0, runner-0: killed")
         # Out of Envoy's rotation first (what failover is), then down for the rest of `down`.
         _wait(lambda: top.healthy_endpoints() < top.nodes, "the lost node out of Envoy's rotation", 30)
+        top.step("node-0: out of Envoy's rotation")
         time.sleep(max(0.0, scenario.disrupted_at + down - time.time()))
         if restart:
             top.start_runner(0)
             top.start_node(0)  # as Kubernetes restarts the pod
             top.wait_in_rotation()
+            top.step("node-0: in Envoy's rotation")
     return act
 
 
 def restart_of(top: Topology, name: str, down: float):
     def act(scenario: Scenario) -> None:
         scenario.disrupted_at = time.time()
-        top.procs[name].stop(signal.SIGINT if name == "postgres" else signal.SIGTERM)
+        top.stop_proc(name, signal.SIGINT if name == "postgres" else signal.SIGTERM)
         time.sleep(down)
         (top.start_postgres(init=False) if name == "postgres" else top.start_pgbouncer())
         scenario.returned_at = time.time()
+        top.step(f"{name}: back")
     return act
 
 
@@ -889,14 +979,17 @@ def bench(args: argparse.Namespace) -> dict:
         top.raise_limits(tenant["orgId"])
         with httpx.Client(base_url=top.http_url, headers={"Authorization": f"Bearer {tenant['apiKey']}"}) as client:
             _ok(client.post("/v1/webhooks", json={"url": receiver.url, "events": ["persona.created"]}))
-        for _ in range(1 if args.short else args.rounds):
+        for _ in range(args.rounds or (1 if args.short else 3)):
             scenarios = [("rolling_restart", rolling_restart(top)),
                          ("pgbouncer_restart", restart_of(top, "pgbouncer", 1)),
                          ("postgres_restart", restart_of(top, "postgres", 2)),
                          # The short run's last: the node stays down (Kubernetes would restart it).
                          ("node_loss", node_loss(top, pace.node_down, restart=not args.short))]
             for name, action in scenarios:
-                results.append(run_scenario(top, tenant, receiver, name, action, pace))
+                if not args.only or name in args.only:
+                    results.append(run_scenario(top, tenant, receiver, name, action, pace))
+        if args.only and "backup_restore" not in args.only:
+            return {"nodes": args.nodes, "short": args.short, "step_seconds": args.step_seconds, "results": results}
         # The short run restores into one node and a second database of the same server (what is checked is
         # the data, not the balancing or initdb).
         with timed("backup_restore"):
@@ -952,7 +1045,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--nodes", type=int, default=2)
         p.add_argument("--dir", help="where its data go (default: a temporary directory, removed afterwards)")
     run.add_argument("--short", action="store_true", help="one quick round (the test suite's run)")
-    run.add_argument("--rounds", type=int, default=3, help="rounds of the four load scenarios (not --short)")
+    run.add_argument("--rounds", type=int, help="rounds of the four load scenarios (default: 1 with --short, else 3)")
+    run.add_argument("--only", action="append", metavar="SCENARIO",
+                     help="run only this scenario (repeatable; e.g. --only rolling_restart --rounds 5 to hunt a flake)")
     run.add_argument("--step-seconds", type=float, default=0.5,
                      help="the model's time per call (a generation makes several): how long streams stay open")
     args = parser.parse_args(argv)

@@ -135,3 +135,16 @@ def test_the_manifests_match_the_tested_topology():
     ini = _doc("ConfigMap", "pgbouncer")["data"]["pgbouncer.ini"]
     assert "pool_mode = transaction" in ini
     assert ("max_prepared_statements" in ini) == (config["PERSONA_DB_PREPARED_STATEMENTS"] == "true")
+
+
+def test_a_runner_rollout_keeps_a_runner_taking_model_calls():
+    """The runner Deployment rolls as the topology's rolling restart does (tests/topology): a new runner is
+    ready only once it takes model calls (the file the runner writes then), and no old one stops before."""
+    from persona_service.kernel.process.runner import READY_FILE_ENV
+
+    deployment = _doc("Deployment", "persona-runner")["spec"]
+    (container,) = deployment["template"]["spec"]["containers"]
+    ready_file = next(e["value"] for e in container["env"] if e["name"] == READY_FILE_ENV)
+    assert container["readinessProbe"]["exec"]["command"] == ["test", "-f", ready_file]
+    assert ready_file.startswith(container["volumeMounts"][0]["mountPath"] + "/")  # writable (read-only root)
+    assert deployment["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
