@@ -91,6 +91,15 @@ class Settings(Section):
     grpc_port: _Port = Field(
         50051, description="the gRPC server itself (127.0.0.1); further processes take the next ports",
     )
+    grpc_host: str = Field(
+        "127.0.0.1", description="address a server process listens on (its gRPC and stream ports): `0.0.0.0` for a "
+                                 "stream server that the edges of other pods reach (deploy/kubernetes)",
+    )
+    edge_stream_servers: str = Field(
+        "", description="`host:port` of the stream servers the edge sends every server stream to (a DNS name every "
+                        "stream server's address answers for, e.g. a headless Service; each is health-checked); "
+                        "empty: the server process behind the edge serves its streams",
+    )
     grpc_workers: int = Field(
         4, ge=1,
         description="unary worker threads per server process (4 measured ~20% more throughput than 8: fewer GIL "

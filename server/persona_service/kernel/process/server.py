@@ -81,9 +81,10 @@ def serve(modules: Modules) -> None:
     app = App(settings, modules, role="server")  # runners (kernel.process.runner) do the model's work
     tracing.configure("persona-service", settings.otlp_endpoint, [app.engine, app.stream_engine])
     app.start_background()
-    server, health_servicer = build_server(app, f"127.0.0.1:{settings.grpc_port}")
+    host = f"[{settings.grpc_host}]" if ":" in settings.grpc_host else settings.grpc_host  # an IPv6 address
+    server, health_servicer = build_server(app, f"{host}:{settings.grpc_port}")
     stream_port = settings.grpc_port + settings.stream_port_offset
-    stream_server, stream_health = build_server(app, f"127.0.0.1:{stream_port}", streams=True)
+    stream_server, stream_health = build_server(app, f"{host}:{stream_port}", streams=True)
     server.start()
     stream_server.start()
     # What startup built (modules, descriptors, SQLAlchemy metadata: ~200k
@@ -92,7 +93,7 @@ def serve(modules: Modules) -> None:
     # every call in flight; now ~1.5 ms. Later objects are still collected.
     gc.collect()
     gc.freeze()
-    log.info("gRPC server listening on 127.0.0.1:%s (streams on %s)", settings.grpc_port, stream_port)
+    log.info("gRPC server listening on %s:%s (streams on %s)", settings.grpc_host, settings.grpc_port, stream_port)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
