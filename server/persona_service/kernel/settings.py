@@ -124,7 +124,7 @@ class Settings(Section):
         10.0, ge=0, le=300,
         description="after draining, how long unary calls in flight may take to finish before they are cancelled "
                     "(open streams end at once, their runs handed over: clients resume on another process with "
-                    "`Last-Event-ID`)",
+                    "`Last-Event-ID`; a new stream first gets its first frame, within this time too)",
     )
     stream_db_pool_size: int = Field(
         8, ge=1, description="PostgreSQL connections per server process for streams and their runs (`up` sets it "

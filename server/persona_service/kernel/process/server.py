@@ -31,9 +31,6 @@ log = logging.getLogger(__name__)
 # default (8 KiB) refused bigger ones as RESOURCE_EXHAUSTED, which the edge
 # could only answer as 429, a status clients retry.
 MAX_METADATA_BYTES = 2 * EDGE_HEADERS_KB * 1024 + 16 * 1024
-# On drain, after the runs are handed over: time for the stream views to end
-# themselves (a clean end of the HTTP stream) before the rest are cancelled.
-STREAMS_GRACE_SECONDS = 1.0
 
 
 def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Server, health.HealthServicer]:
@@ -122,7 +119,11 @@ def drain(app: App, healths: list[health.HealthServicer], unary: grpc.Server, st
     log.info("draining: NOT_SERVING for %.1fs before refusing new calls", settings.drain_seconds)
     time.sleep(settings.drain_seconds)
     app.runs.hand_over()
-    stopped = [unary.stop(grace=settings.shutdown_grace_seconds), streams.stop(grace=STREAMS_GRACE_SECONDS)]
+    # Stream views end themselves (a clean end of the HTTP stream) within half a second of the hand-over, once
+    # their clients have a frame to resume from: a new stream's view first waits for its run's first frame,
+    # and a stream still being accepted reaches its view. Those get the unary calls' grace (a fixed second
+    # cut off a cold stream server's first stream, accepted just before its drain, with a 503).
+    stopped = [unary.stop(grace=settings.shutdown_grace_seconds), streams.stop(grace=settings.shutdown_grace_seconds)]
     for event in stopped:
         event.wait()
 
