@@ -3,17 +3,22 @@
 What deploy/kubernetes describes, on 127.0.0.1 ports: Debian's PostgreSQL
 server, PgBouncer in transaction pooling mode in front of it, redis-server,
 the migrations run once as a job, N app nodes (each a `persona-service
-serve` process group with its own data dir, as separate pods), a webhook
-worker node, and one Envoy balancing over the nodes with active gRPC health
-checks (the edge configuration `up` renders, with every node as an endpoint).
-The object store is a directory every node shares (S3's stand-in).
+serve` process group with its own data dir, as separate pods: the
+persona-server Deployment) that take unary calls, M stream nodes (the same
+command: the persona-stream-server Deployment) that serve every server
+stream, the runners (persona-runner), a webhook worker node, and one Envoy
+with active gRPC health checks, balancing unary calls over the app nodes and
+streams over the stream nodes (the edge configuration `up` renders for its
+servers and stream servers). The object store is a directory every node
+shares (S3's stand-in).
 
-    topology.py up [--nodes N]          bring it up until Ctrl-C
+    topology.py up [--nodes N] [--stream-nodes M]   bring it up until Ctrl-C
     topology.py bench [--short]         every scenario under steady mixed load; JSON figures on stdout
 
 Scenarios (each under load: reads, writes, open streams, webhook deliveries):
-rolling restart (each node drained, stopped, started again), node loss
-(`kill -9` of a node's process group), PgBouncer restart, PostgreSQL restart,
+rolling restart (each node, stream node and runner drained, stopped, started
+again), node loss (`kill -9` of an app node, a stream node and a runner: a
+lost machine with one pod of each), PgBouncer restart, PostgreSQL restart,
 and the backup/restore drill (pg_dump/pg_restore plus the object store, into
 a fresh deployment with the same configuration). docs/scaling-out.md.
 """
@@ -41,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from persona_service.kernel.process.edge import STREAM_CLUSTER, UNARY_CLUSTER
 from persona_service.kernel.process.runner import READY_FILE_ENV as RUNNER_READY_FILE_ENV
 from persona_service.kernel.process.stack import Stack, StackError, envoy_command, free_port
 from persona_service.kernel.settings import Settings
@@ -120,6 +126,9 @@ class Proc:
 class Topology:
     root: pathlib.Path
     nodes: int = 2
+    # Stream servers (their own Deployment: open stream views scale apart from unary calls); two, so that a
+    # stream whose server drains or dies resumes on the other.
+    stream_nodes: int = 2
     runners: int = 2  # runner processes (their own Deployment: the model's work, runs, tasks)
     http_port: int = 0
     # Settings every node gets besides the topology's own (e.g. the model provider).
@@ -142,6 +151,7 @@ class Topology:
         self.http_port = self.http_port or free_port()
         self.pg_port, self.bouncer_port, self.redis_port = free_port(), free_port(), free_port()
         self.node_ports = [free_port(1000) for _ in range(self.nodes)]
+        self.stream_node_ports = [free_port(1000) for _ in range(self.stream_nodes)]
         self.secrets = self.secrets or {
             "PERSONA_JWT_SECRET": tokens.token_urlsafe(48),
             "PERSONA_SECRETS_KEY": base64.urlsafe_b64encode(tokens.token_bytes(32)).decode(),
@@ -157,7 +167,7 @@ class Topology:
         (self.root / "logs").mkdir(exist_ok=True)
         self.edge = Stack(Settings(data_dir=self.root / "edge", http_port=self.http_port, http_host="127.0.0.1",
                                    edge_secret=self.secrets["PERSONA_EDGE_SECRET"]),
-                          MODULES, grpc_ports=list(self.node_ports))
+                          MODULES, grpc_ports=list(self.node_ports), stream_server_ports=list(self.stream_node_ports))
 
     def _spawn(self, proc: Proc) -> subprocess.Popen:
         """Start a process group; the reaper (kernel/process/reaper.py, as `up` uses) stops it if this script dies."""
@@ -311,6 +321,23 @@ class Topology:
         port = self.node_ports[index]
         self.edge.wait_grpc(port, popen, timeout=90, also=self.edge.stream_port(port))
 
+    def start_stream_node(self, index: int) -> None:
+        self.step(f"stream-{index}: started")
+        self.wait_stream_node(index, self.spawn_stream_node(index))
+        self.step(f"stream-{index}: serving")
+
+    def spawn_stream_node(self, index: int) -> subprocess.Popen:
+        """A stream server (deploy/kubernetes/stream-server.yaml): the same `serve`, its pools the other way
+        round (streams and the runs it accepts; two connections for its unary port's background jobs)."""
+        name = f"stream-{index}"
+        return self._spawn(Proc(name, [*CLI, "serve"], self.env(
+            name, PERSONA_GRPC_PORT=str(self.stream_node_ports[index]), PERSONA_DB_POOL_SIZE="2",
+            PERSONA_STREAM_DB_POOL_SIZE="10"), self._log(name)))
+
+    def wait_stream_node(self, index: int, popen: subprocess.Popen) -> None:
+        port = self.stream_node_ports[index]
+        self.edge.wait_grpc(self.edge.stream_port(port), popen, timeout=90)
+
     def start_worker(self) -> None:
         # LISTEN/NOTIFY needs a session of its own: the worker goes to PostgreSQL directly (deploy/kubernetes too).
         self._spawn(Proc("worker", [*CLI, "worker"], self.env("worker", DATABASE_URL=self.direct_url),
@@ -358,14 +385,18 @@ class Topology:
             return self.edge.envoy_admin("/ready")[0] == 200
         return False
 
-    def healthy_endpoints(self) -> int:
-        """Endpoints of the unary cluster Envoy currently routes to."""
+    def healthy_endpoints(self, cluster: str = UNARY_CLUSTER) -> int:
+        """Endpoints of the cluster (the unary one: the app nodes; the stream one: the stream nodes) Envoy
+        currently routes to."""
         _, body = self.edge.envoy_admin("/clusters")
         lines = body.decode().splitlines()
-        return sum(1 for line in lines if line.startswith("grpc_backend::") and line.endswith("::health_flags::healthy"))
+        return sum(1 for line in lines if line.startswith(f"{cluster}::") and line.endswith("::health_flags::healthy"))
 
-    def wait_in_rotation(self, count: int | None = None) -> None:
-        _wait(lambda: self.healthy_endpoints() >= (count or self.nodes), "nodes in Envoy's rotation")
+    def wait_in_rotation(self, *clusters: str) -> None:
+        """Until every node of the clusters (default: both) is in Envoy's rotation."""
+        wanted = {UNARY_CLUSTER: self.nodes, STREAM_CLUSTER: self.stream_nodes}
+        _wait(lambda: all(self.healthy_endpoints(c) >= wanted[c] for c in clusters or wanted),
+              f"{' and '.join(clusters or wanted)} in Envoy's rotation")
 
     def start(self, while_nodes_start=None) -> Topology:
         """`while_nodes_start`: a call that needs the migrated database (e.g. bootstrapping an organization),
@@ -391,21 +422,25 @@ class Topology:
                 self.migrate()
         with timed("nodes and worker up"):
             started = [self.spawn_node(index) for index in range(self.nodes)]  # side by side, as pods start
+            streams = [self.spawn_stream_node(index) for index in range(self.stream_nodes)]
             self.start_worker()
             runners = [self.spawn_runner(index) for index in range(self.runners)]
             self.prepared = while_nodes_start() if while_nodes_start else None
             for index, popen in enumerate(started):
                 self.wait_node(index, popen)
+            for index, popen in enumerate(streams):
+                self.wait_stream_node(index, popen)
             for index, popen in enumerate(runners):
                 self.wait_runner(index, popen)
         with timed("Envoy up, every node in rotation"):
             self.start_envoy()
-        log(f"up: {self.http_url} ({self.nodes} nodes, PgBouncer {self.bouncer_port}, PostgreSQL {self.pg_port})")
+        log(f"up: {self.http_url} ({self.nodes} nodes, {self.stream_nodes} stream nodes, PgBouncer {self.bouncer_port}, "
+            f"PostgreSQL {self.pg_port})")
 
     def stop(self) -> None:
         """The edge, then the nodes and the worker together (each drains for itself), then the data tier."""
-        tiers = [["envoy"], [*(f"node-{i}" for i in range(self.nodes)), *(f"runner-{i}" for i in range(self.runners)),
-                             "worker"], ["redis"], ["pgbouncer"],
+        tiers = [["envoy"], [*(f"node-{i}" for i in range(self.nodes)), *(f"stream-{i}" for i in range(self.stream_nodes)),
+                             *(f"runner-{i}" for i in range(self.runners)), "worker"], ["redis"], ["pgbouncer"],
                  ["postgres"]]
         for tier in tiers:
             together(*(functools.partial(self.procs[name].stop, signal.SIGINT if name == "postgres" else signal.SIGTERM)
@@ -430,8 +465,16 @@ class Topology:
         """A rolling step: SIGTERM (the node drains), wait for it to exit, start it, wait until Envoy routes to it."""
         self.stop_proc(f"node-{index}")
         self.start_node(index)
-        self.wait_in_rotation()
+        self.wait_in_rotation(UNARY_CLUSTER)  # (the stream nodes roll apart, as another Deployment)
         self.step(f"node-{index}: in Envoy's rotation")
+
+    def restart_stream_node(self, index: int) -> None:
+        """The same for a stream node: its open streams end when it stops, and their clients resume on the
+        other stream node with Last-Event-ID."""
+        self.stop_proc(f"stream-{index}")
+        self.start_stream_node(index)
+        self.wait_in_rotation(STREAM_CLUSTER)
+        self.step(f"stream-{index}: in Envoy's rotation")
 
     def restart_worker(self) -> None:
         self.stop_proc("worker")
@@ -846,27 +889,35 @@ def rolling_restart(top: Topology):
             log(f"rolling restart: node-{index}")
             top.restart_node(index)
 
+    def stream_nodes() -> None:
+        for index in range(top.stream_nodes):
+            log(f"rolling restart: stream-{index}")
+            top.restart_stream_node(index)
+
     def act(scenario: Scenario) -> None:
         scenario.disrupted_at = time.time()
-        together(nodes, top.restart_worker, top.restart_runners)  # the other Deployments roll beside the nodes'
+        # Every Deployment rolls at once, each one pod at a time.
+        together(nodes, stream_nodes, top.restart_worker, top.restart_runners)
     return act
 
 
 def node_loss(top: Topology, down: float, restart: bool = True):
     def act(scenario: Scenario) -> None:
         scenario.disrupted_at = time.time()
-        top.procs["node-0"].kill()
-        top.procs["runner-0"].kill()  # its runs are taken over by the other runner once their leases run out
-        top.step("node-0, runner-0: killed")
+        # A lost machine: one pod of each kind. The killed stream node's streams resume on the other.
+        for name in ("node-0", "stream-0", "runner-0"):  # the runner's runs: taken over when their leases run out
+            top.procs[name].kill()
+        top.step("node-0, stream-0, runner-0: killed")
         # Out of Envoy's rotation first (what failover is), then down for the rest of `down`.
-        _wait(lambda: top.healthy_endpoints() < top.nodes, "the lost node out of Envoy's rotation", 30)
-        top.step("node-0: out of Envoy's rotation")
+        _wait(lambda: top.healthy_endpoints() < top.nodes and top.healthy_endpoints(STREAM_CLUSTER) < top.stream_nodes,
+              "the lost nodes out of Envoy's rotation", 30)
+        top.step("node-0, stream-0: out of Envoy's rotation")
         time.sleep(max(0.0, scenario.disrupted_at + down - time.time()))
-        if restart:
-            top.start_runner(0)
-            top.start_node(0)  # as Kubernetes restarts the pod
+        if restart:  # as Kubernetes restarts the pods
+            together(functools.partial(top.start_runner, 0), functools.partial(top.start_node, 0),
+                     functools.partial(top.start_stream_node, 0))
             top.wait_in_rotation()
-            top.step("node-0: in Envoy's rotation")
+            top.step("node-0, stream-0: in Envoy's rotation")
     return act
 
 
@@ -905,7 +956,7 @@ def backup_restore(top: Topology, work: pathlib.Path, nodes: int, tenant: dict,
     with timed("backup"):
         top.backup(backup)
     log(f"backup: {sum(f.stat().st_size for f in backup.rglob('*') if f.is_file())} bytes")
-    restored = Topology(work / "restored", nodes=nodes, http_port=top.http_port, secrets=top.secrets,
+    restored = Topology(work / "restored", nodes=nodes, stream_nodes=nodes, http_port=top.http_port, secrets=top.secrets,
                         extra_env=top.extra_env, database="persona_restored")
     try:
         if same_server:  # a second database on the same PostgreSQL server, not a second cluster
@@ -968,7 +1019,8 @@ def bench(args: argparse.Namespace) -> dict:
     model = slow_model(args.step_seconds)
     # The short run's runs are taken over 5 s after their node's loss, not 10 (renewed every 1.7 s).
     lease = {"PERSONA_RUN_LEASE_SECONDS": "5"} if args.short else {}
-    top = Topology(work / "deployment", nodes=args.nodes, extra_env={**model.stack_env(), **lease})
+    top = Topology(work / "deployment", nodes=args.nodes, stream_nodes=args.stream_nodes,
+                   extra_env={**model.stack_env(), **lease})
     # The load's organization and the drill's, bootstrapped while the nodes start.
     with timed("bring-up"):
         top.start(lambda: together(top.bootstrap, functools.partial(top.bootstrap, plan="free")))
@@ -1042,7 +1094,8 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="bring the topology up until Ctrl-C")
     run = sub.add_parser("bench", help="every scenario under load; JSON figures on stdout")
     for p in (up, run):
-        p.add_argument("--nodes", type=int, default=2)
+        p.add_argument("--nodes", type=int, default=2, help="app nodes (unary calls)")
+        p.add_argument("--stream-nodes", type=int, default=2, help="stream nodes (server streams)")
         p.add_argument("--dir", help="where its data go (default: a temporary directory, removed afterwards)")
     run.add_argument("--short", action="store_true", help="one quick round (the test suite's run)")
     run.add_argument("--rounds", type=int, help="rounds of the four load scenarios (default: 1 with --short, else 3)")
@@ -1056,7 +1109,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))
         log("figures:\n" + markdown(report))
         return 0
-    top = Topology(pathlib.Path(args.dir or tempfile.mkdtemp(prefix="persona-topology-")), nodes=args.nodes).start()
+    top = Topology(pathlib.Path(args.dir or tempfile.mkdtemp(prefix="persona-topology-")), nodes=args.nodes,
+                   stream_nodes=args.stream_nodes).start()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

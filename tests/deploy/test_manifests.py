@@ -41,7 +41,9 @@ def test_manifest_validates_against_the_kubernetes_schema(name, doc):
 
 def test_the_manifests_cover_a_scaled_out_deployment():
     kinds = {(doc["kind"], doc["metadata"]["name"]) for _, doc in DOCUMENTS}
-    assert {("Deployment", "persona-server"), ("Deployment", "persona-runner"), ("Deployment", "persona-worker"),
+    assert {("Deployment", "persona-server"), ("Deployment", "persona-stream-server"), ("Deployment", "persona-runner"),
+            ("Deployment", "persona-worker"), ("Service", "persona-stream-server"),
+            ("PodDisruptionBudget", "persona-stream-server"),
             ("Job", "persona-service-migrate"),
             ("HorizontalPodAutoscaler", "persona-server"), ("PodDisruptionBudget", "persona-server"),
             ("Service", "persona-service"), ("ConfigMap", "persona-service"), ("Secret", "persona-service")} <= kinds
@@ -75,11 +77,16 @@ def test_the_server_pod_is_probed_through_its_edge():
 
 
 def test_every_variable_set_is_a_setting():
+    from persona_service.kernel.process.runner import READY_FILE_ENV
+
     known = {name for section in settings_sections() for name in env_names(section)}
     for _, doc in DOCUMENTS:
         if doc["kind"] in ("ConfigMap", "Secret") and doc["metadata"]["name"].startswith("persona-service"):
             for variable in {**doc.get("data", {}), **doc.get("stringData", {})}:
                 assert variable in known, variable
+    for name, container in _containers():
+        for variable in container.get("env", []):
+            assert variable["name"] in known | {READY_FILE_ENV}, (name, variable["name"])
 
 
 def test_the_dockerfile_copies_what_exists_and_runs_as_non_root():
@@ -105,6 +112,15 @@ def test_the_edge_role_renders_a_configuration_envoy_accepts(tmp_path):
     refused = subprocess.run([str(cli), "edge", "--check"], env={**env, "PERSONA_EDGE_SECRET": ""},
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "PERSONA_EDGE_SECRET" in refused.stderr
+    # As the server pod's edge runs it: streams to the stream servers, found by DNS.
+    server_pod = _doc("Deployment", "persona-server")["spec"]["template"]["spec"]
+    edge = next(c for c in server_pod["containers"] if c["name"] == "edge")
+    streams = {"PERSONA_EDGE_STREAM_SERVERS": _env(edge)["PERSONA_EDGE_STREAM_SERVERS"]}
+    result = subprocess.run([str(cli), "edge", "--check"], env={**env, **streams}, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    config = (tmp_path / "envoy.yaml").read_text()
+    assert "type: STRICT_DNS" in config and '"persona-stream-server", port_value: 51051' in config
 
 
 def _doc(kind: str, name: str) -> dict:
@@ -148,3 +164,42 @@ def test_a_runner_rollout_keeps_a_runner_taking_model_calls():
     assert container["readinessProbe"]["exec"]["command"] == ["test", "-f", ready_file]
     assert ready_file.startswith(container["volumeMounts"][0]["mountPath"] + "/")  # writable (read-only root)
     assert deployment["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+
+
+def _env(container: dict) -> dict[str, str]:
+    """A container's environment as the service reads it: its own `env` over the ConfigMap's."""
+    return {**_doc("ConfigMap", "persona-service")["data"], **{e["name"]: e["value"] for e in container.get("env", [])}}
+
+
+def test_streams_have_a_deployment_of_their_own_as_in_the_topology():
+    """As scripts/topology.py runs it (tests/topology: rolling restart and node loss lose no stream):
+    stream servers are `serve` pods apart from the servers, every server pod's edge sends its streams to
+    them (by the headless Service's name, on the port where a server process serves streams), probed on
+    that port's gRPC health, draining past the probe, within the pod's grace period."""
+    from persona_service.kernel.settings import Settings
+
+    pod = _doc("Deployment", "persona-stream-server")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = _env(container)
+    assert container["args"] == ["serve"] and env["PERSONA_GRPC_HOST"] == "0.0.0.0"
+    defaults = Settings.model_fields
+    stream_port = int(env["PERSONA_GRPC_PORT"]) + int(env.get("PERSONA_STREAM_PORT_OFFSET",
+                                                              defaults["stream_port_offset"].default))
+    assert [p["containerPort"] for p in container["ports"]] == [stream_port]
+    service = _doc("Service", "persona-stream-server")["spec"]
+    assert service["clusterIP"] == "None"  # one address per pod, each health-checked by the edges
+    assert service["selector"] == _doc("Deployment", "persona-stream-server")["spec"]["selector"]["matchLabels"]
+    (port,) = service["ports"]
+    server_pod = _doc("Deployment", "persona-server")["spec"]["template"]["spec"]
+    edge = next(c for c in server_pod["containers"] if c["name"] == "edge")
+    assert _env(edge)["PERSONA_EDGE_STREAM_SERVERS"] == f"persona-stream-server:{port['port']}"
+    assert port["port"] == stream_port
+    ingress = _doc("NetworkPolicy", "persona-stream-server")["spec"]["ingress"]
+    assert [p["port"] for rule in ingress for p in rule["ports"]] == [stream_port]
+
+    drain, grace = float(env["PERSONA_DRAIN_SECONDS"]), float(env["PERSONA_SHUTDOWN_GRACE_SECONDS"])
+    probe = container["readinessProbe"]
+    assert probe["grpc"]["port"] == stream_port == container["livenessProbe"]["grpc"]["port"]
+    assert drain > probe["periodSeconds"] * probe["failureThreshold"]
+    assert pod["terminationGracePeriodSeconds"] >= drain + grace + 5
+    assert _doc("Deployment", "persona-stream-server")["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0

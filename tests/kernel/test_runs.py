@@ -56,3 +56,35 @@ def test_a_view_relays_every_frame_it_finds_in_one_message():
     text = httpbody_pb2.HttpBody.FromString(sse.frames(meta, run.id, batches[0])).data.decode()
     assert text == "".join(f'id: {run.id}.{i + 1}\nevent: message.delta\ndata: {{"event":"message.delta","delta":'
                            f'"part {i}. "}}\n\n' for i in range(3))
+
+
+def test_a_draining_view_ends_once_its_client_has_a_frame_to_resume_from(stack):
+    """A stream server's view of a run a runner runs, handed over (its server drains) before the run's
+    first frame: it waits for that frame, relays it, then ends (its client resumes elsewhere from the
+    frame's id). It used to end at once with nothing relayed: the client had no `Last-Event-ID`, and a
+    stream still being accepted when the drain's fixed second ran out was cut off with a 503."""
+    import threading
+
+    from persona_service.kernel.transport.runs import Outcome
+
+    client = redis.Redis.from_url(stack.redis_url)
+    runner = RunStore(client)  # the runner's side: it writes the frames
+    # The stream server's side (no database: its views read Redis only); its client stays open for the
+    # wake-up listener's thread.
+    runs = Runs(redis.Redis.from_url(stack.redis_url), 1, None, 10)  # type: ignore[arg-type]
+    run = Run("run_" + uuid.uuid4().hex, RunOwner("org_x", "ws_x"), "/persona.v1.Test/Stream")
+    try:
+        runner.start(run)
+        frames, outcome = runs.follow(run, 0, lambda: True)
+        runs.hand_over()
+        first = threading.Timer(0.3, lambda: (runner.append(run.id, 1, b"first"), runner.flush()))
+        first.start()
+        assert [batch for batch in frames if batch] == [[(1, b"first")]]
+        assert outcome() == Outcome("handed_over")
+        # A client that has an id (a resume) is let go at once.
+        frames, outcome = runs.follow(run, 1, lambda: True)
+        assert [batch for batch in frames if batch] == [] and outcome() == Outcome("handed_over")
+    finally:
+        first.join()
+        runner.finish(run, "completed")
+        client.close()

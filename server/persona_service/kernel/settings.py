@@ -91,6 +91,15 @@ class Settings(Section):
     grpc_port: _Port = Field(
         50051, description="the gRPC server itself (127.0.0.1); further processes take the next ports",
     )
+    grpc_host: str = Field(
+        "127.0.0.1", description="address a server process listens on (its gRPC and stream ports): `0.0.0.0` for a "
+                                 "stream server that the edges of other pods reach (deploy/kubernetes)",
+    )
+    edge_stream_servers: str = Field(
+        "", description="`host:port` of the stream servers the edge sends every server stream to (a DNS name every "
+                        "stream server's address answers for, e.g. a headless Service; each is health-checked); "
+                        "empty: the server process behind the edge serves its streams",
+    )
     grpc_workers: int = Field(
         4, ge=1,
         description="unary worker threads per server process (4 measured ~20% more throughput than 8: fewer GIL "
@@ -115,7 +124,7 @@ class Settings(Section):
         10.0, ge=0, le=300,
         description="after draining, how long unary calls in flight may take to finish before they are cancelled "
                     "(open streams end at once, their runs handed over: clients resume on another process with "
-                    "`Last-Event-ID`)",
+                    "`Last-Event-ID`; a new stream first gets its first frame, within this time too)",
     )
     stream_db_pool_size: int = Field(
         8, ge=1, description="PostgreSQL connections per server process for streams and their runs (`up` sets it "

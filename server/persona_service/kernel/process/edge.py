@@ -350,16 +350,31 @@ def _routes(descriptor: str, services: list[str], lenient_prefixes: list[str], s
     return "\n".join(f"{indent}- {json.dumps(route)}" for route in routes)
 
 
-def _clusters(grpc_ports: list[int], health_ports: list[int], stream_ports: list[int]) -> str:
+def _clusters(grpc_ports: list[int], health_ports: list[int], stream_ports: list[int],
+              stream_servers: str = "") -> str:
     """Both clusters health-check each process on its stream port (`health_ports`: the unary ports'
     processes'): a probe there never queues behind the unary calls of a busy process (whose unary
     threads may all be working), while a dead process fails both. The stream ports may be other
-    processes' than the unary ones (stream servers, PERSONA_STREAM_SERVER_PROCESSES)."""
+    processes' than the unary ones (stream servers, PERSONA_STREAM_SERVER_PROCESSES), or, with
+    `stream_servers` (`host:port`, PERSONA_EDGE_STREAM_SERVERS), every address a DNS name resolves to
+    (the stream-server pods of a headless Service), each health-checked on that port."""
     template = Template((EDGE / "cluster.yaml.in").read_text().split("\n", 1)[1])
-    return "".join(template.substitute(name=name, endpoints=_endpoints(ports, health),
-                                       panic_threshold=0 if len(ports) > 1 else 100)
-                   for name, ports, health in ((UNARY_CLUSTER, grpc_ports, health_ports),
-                                               (STREAM_CLUSTER, stream_ports, stream_ports)))
+    static = "type: STATIC"
+    unary = template.substitute(name=UNARY_CLUSTER, discovery=static, endpoints=_endpoints(grpc_ports, health_ports),
+                                panic_threshold=0 if len(grpc_ports) > 1 else 100)
+    if not stream_servers:
+        return unary + template.substitute(name=STREAM_CLUSTER, discovery=static,
+                                           endpoints=_endpoints(stream_ports, stream_ports),
+                                           panic_threshold=0 if len(stream_ports) > 1 else 100)
+    host, _, port = stream_servers.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"PERSONA_EDGE_STREAM_SERVERS must be host:port, not {stream_servers!r}")
+    # Each address the name resolves to is an endpoint; a pod that leaves (drains, dies) fails its health check
+    # at once, before the name stops resolving to it. Never routed to while unhealthy: the others serve.
+    discovery = "type: STRICT_DNS\n    dns_lookup_family: V4_PREFERRED"
+    endpoint = (f"        - endpoint: {{address: {{socket_address: {{address: {json.dumps(host.strip('[]'))}, "
+                f"port_value: {int(port)}}}}}}}")
+    return unary + template.substitute(name=STREAM_CLUSTER, discovery=discovery, endpoints=endpoint, panic_threshold=0)
 
 
 # One access-log line per request, as JSON (default) or text: the client's
@@ -407,9 +422,11 @@ def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_
            access_log_style: str = "json",
            descriptor: pathlib.Path = DESCRIPTOR, lenient_query_prefixes: list[str] | None = None,
            stream_ports: list[int] | None = None, streams: list[StreamRoute] | None = None,
-           error_shape_paths: dict[str, int] | None = None, health_ports: list[int] | None = None) -> str:
+           error_shape_paths: dict[str, int] | None = None, health_ports: list[int] | None = None,
+           stream_servers: str = "") -> str:
     """Envoy's configuration: unary calls to `grpc_ports` (health-checked on `health_ports`, by default
-    the stream ports of the same processes), server streams to `stream_ports` (by default the unary ports)."""
+    the stream ports of the same processes), server streams to `stream_ports` (by default the unary ports),
+    or to the stream servers at `stream_servers` (`host:port`, resolved by DNS) when given."""
     template = Template((EDGE / "envoy.yaml.in").read_text())
     return template.substitute(
         http_port=http_port,
@@ -426,5 +443,6 @@ def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_
         transcoder=json.dumps(_transcoder(str(descriptor), services)),
         routes=_routes(str(descriptor), services, lenient_query_prefixes or [], streams or []),
         local_reply_mappers=_local_reply_mappers(error_shape_paths, method_paths(find_services(services))),
-        clusters=_clusters(grpc_ports, health_ports or stream_ports or grpc_ports, stream_ports or grpc_ports),
+        clusters=_clusters(grpc_ports, health_ports or stream_ports or grpc_ports, stream_ports or grpc_ports,
+                           stream_servers),
     )

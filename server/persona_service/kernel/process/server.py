@@ -31,9 +31,6 @@ log = logging.getLogger(__name__)
 # default (8 KiB) refused bigger ones as RESOURCE_EXHAUSTED, which the edge
 # could only answer as 429, a status clients retry.
 MAX_METADATA_BYTES = 2 * EDGE_HEADERS_KB * 1024 + 16 * 1024
-# On drain, after the runs are handed over: time for the stream views to end
-# themselves (a clean end of the HTTP stream) before the rest are cancelled.
-STREAMS_GRACE_SECONDS = 1.0
 
 
 def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Server, health.HealthServicer]:
@@ -81,9 +78,10 @@ def serve(modules: Modules) -> None:
     app = App(settings, modules, role="server")  # runners (kernel.process.runner) do the model's work
     tracing.configure("persona-service", settings.otlp_endpoint, [app.engine, app.stream_engine])
     app.start_background()
-    server, health_servicer = build_server(app, f"127.0.0.1:{settings.grpc_port}")
+    host = f"[{settings.grpc_host}]" if ":" in settings.grpc_host else settings.grpc_host  # an IPv6 address
+    server, health_servicer = build_server(app, f"{host}:{settings.grpc_port}")
     stream_port = settings.grpc_port + settings.stream_port_offset
-    stream_server, stream_health = build_server(app, f"127.0.0.1:{stream_port}", streams=True)
+    stream_server, stream_health = build_server(app, f"{host}:{stream_port}", streams=True)
     server.start()
     stream_server.start()
     # What startup built (modules, descriptors, SQLAlchemy metadata: ~200k
@@ -92,7 +90,7 @@ def serve(modules: Modules) -> None:
     # every call in flight; now ~1.5 ms. Later objects are still collected.
     gc.collect()
     gc.freeze()
-    log.info("gRPC server listening on 127.0.0.1:%s (streams on %s)", settings.grpc_port, stream_port)
+    log.info("gRPC server listening on %s:%s (streams on %s)", settings.grpc_host, settings.grpc_port, stream_port)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -121,7 +119,11 @@ def drain(app: App, healths: list[health.HealthServicer], unary: grpc.Server, st
     log.info("draining: NOT_SERVING for %.1fs before refusing new calls", settings.drain_seconds)
     time.sleep(settings.drain_seconds)
     app.runs.hand_over()
-    stopped = [unary.stop(grace=settings.shutdown_grace_seconds), streams.stop(grace=STREAMS_GRACE_SECONDS)]
+    # Stream views end themselves (a clean end of the HTTP stream) within half a second of the hand-over, once
+    # their clients have a frame to resume from: a new stream's view first waits for its run's first frame,
+    # and a stream still being accepted reaches its view. Those get the unary calls' grace (a fixed second
+    # cut off a cold stream server's first stream, accepted just before its drain, with a 503).
+    stopped = [unary.stop(grace=settings.shutdown_grace_seconds), streams.stop(grace=settings.shutdown_grace_seconds)]
     for event in stopped:
         event.wait()
 

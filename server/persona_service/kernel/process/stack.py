@@ -372,6 +372,7 @@ class Stack:
                 stream_ports=[self.stream_port(p) for p in self.stream_server_ports or self.grpc_ports],
                 health_ports=[self.stream_port(p) for p in self.grpc_ports],
                 streams=edge.stream_routes(find_services(self.modules.service_names)),
+                stream_servers=self.settings.edge_stream_servers,
             )
         )
         return config

@@ -676,13 +676,17 @@ class Runs:
     def _poll(self, point: ResumePoint, active: Callable[[], bool], state: dict[str, Outcome],
               queued: bool = False) -> Iterator[Batch]:
         """A run's frames from Redis, read whenever the process keeping them says it kept more (wakeups).
-        `queued`: the run was just accepted (no process runs it yet: its row says nothing new for a while)."""
+        `queued`: the run was just accepted (no process runs it yet: its row says nothing new for a while).
+        When this process drains, the view ends once its client has a frame to resume from: a new stream's
+        view first waits for the run's first frame (within the server's stop grace). Ended before it, the
+        client had no `Last-Event-ID` to resume with, and a stream still waiting when the grace ran out was
+        cut off (503 without Retry-After)."""
         seq, keep_alive = point.seq, _keep_alive()
         row_read = time.monotonic() if queued else 0.0
         kept = self.wakeups.watch(point.run_id)
         try:
             while True:
-                if self._handing_over.is_set():
+                if self._handing_over.is_set() and seq > 0:
                     state["outcome"] = Outcome("handed_over")
                     return
                 kept.clear()  # a wake-up from now on means more to read
