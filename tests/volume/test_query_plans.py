@@ -17,11 +17,8 @@ CALLS = {c.name: c for c in bench_volume.calls(_NAMES)}
 
 # Found by this test and not fixed by an index; each is in docs/data-volume.md.
 KNOWN = {
-    "marketplace q": "free text `q` is ILIKE over title and description; pg_trgm (trigram GIN) is not in the "
-                     "embedded PostgreSQL",
     "scim users jump": "a SCIM startIndex no client was just walked to is an OFFSET: the index walks startIndex "
                        "entries to the page (a walk continues by keyset: `scim users deep`)",
-    "scim users co": "`co` is a substring LIKE: needs pg_trgm, absent from the embedded PostgreSQL",
     "scim users pr": "totalResults counts every user holding the attribute",
     "scim users dateTime": "totalResults counts every match of a range",
 }
