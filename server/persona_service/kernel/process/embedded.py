@@ -50,7 +50,7 @@ def refuse_other_major(directory: pathlib.Path) -> None:
         raise DataDirectoryMajorError(
             f"{directory} holds a PostgreSQL {made_by} database; the embedded PostgreSQL is now {EMBEDDED_MAJOR}, "
             f"which cannot open it. To start afresh, remove {directory}; to keep its data, dump it with "
-            f"PostgreSQL {made_by}'s pg_dump and restore it after (docs/configuration.md, 'Embedded PostgreSQL').")
+            f"PostgreSQL {made_by}'s pg_dump and restore it after (docs/embedded-postgres.md).")
 
 
 def log_postgres_to(path: pathlib.Path) -> None:
