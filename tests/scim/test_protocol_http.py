@@ -128,6 +128,36 @@ def test_sw_is_a_prefix_case_insensitive_for_user_name_only(scim, people):
     assert scim.find("/Users", f'externalId sw "EXT-ADA-{tag[:4]}"')["totalResults"] == 0
 
 
+def test_co_is_a_substring_case_insensitive_with_percent_and_underscore_plain(scim):
+    """`co` reads a trigram index (migration 0027) where the needle has a
+    trigram and the rows where it has none (1 or 2 characters): the same
+    answers either way. `%` and `_` are plain characters; userName and
+    displayName ignore case (caseExact false)."""
+    tag = uuid.uuid4().hex[:8]  # its own: other tests count the `people` fixture's tag
+    one, two = f"co{tag}x_1%z@example.com", f"co{tag}xa1bz@example.com"  # `two` is what wildcards would match
+    scim.user(one, displayName=f"Quiz One {tag}")
+    scim.user(two, displayName=f"Board Two {tag}")
+    scoped = f'userName sw "co{tag}"'
+
+    def found(expression: str) -> list[str]:
+        return sorted(u["userName"] for u in scim.find("/Users", expression)["Resources"])
+
+    assert found(f'userName co "{tag.upper()}X_1%Z"') == [one]
+    assert found(f'userName co "{tag}xa1bz"') == [two]
+    assert found(f'displayName co "QUIZ ONE {tag.upper()}"') == [one]
+    assert found(f'displayName co "tWo {tag}"') == [two]
+    # Needles with a character no hex tag holds, so only these two users can match.
+    for attribute, needle, expected in (("userName", "%", [one]), ("userName", "_", [one]), ("userName", "z", [one, two]),
+                                        ("userName", "_1", [one]), ("userName", "BZ", [two]),
+                                        ("displayName", "Q", [one]), ("displayName", "r", [two]),
+                                        ("displayName", "o", [one, two]), ("displayName", "tW", [two])):
+        assert found(f'{scoped} and {attribute} co "{needle}"') == expected, needle
+    groups = [scim.group(f"Grp_{tag}%"), scim.group(f"GrpX{tag}Y")]
+    assert [g["displayName"] for g in scim.find("/Groups", f'displayName co "grp_{tag.upper()}%"')["Resources"]] \
+        == [groups[0]["displayName"]]
+    assert scim.find("/Groups", f'displayName co "{tag}"')["totalResults"] == 2
+
+
 def test_bad_filters_are_400_invalid_filter(scim):
     for bad in ('userName eq', 'nosuch eq "x"', 'userName zz "x"', 'emails.nosuch eq "x"'):
         r = scim.http.get("/v1/auth/scim/v2/Users", params={"filter": bad},

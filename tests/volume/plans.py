@@ -20,7 +20,7 @@ from sqlalchemy import Engine, text
 PREFIX = "@@%p@@ "
 _ENTRY = re.compile(r"^@@(\d+)@@ ", re.MULTILINE)
 _STATEMENT = re.compile(r"^(?:LOG|LOG:)\s+(?:execute [^:]+|statement): (.*)$", re.DOTALL)
-_PARAMS = re.compile(r"^DETAIL:\s+parameters: (.*)$", re.DOTALL)
+_PARAMS = re.compile(r"^DETAIL:\s+[Pp]arameters: (.*)$", re.DOTALL)  # "Parameters" since PostgreSQL 17
 _PARAM = re.compile(r"\$(\d+) = ('(?:[^']|'')*'|NULL)")
 # A server-side cursor's declaration (psycopg's named cursors): the query is what it declares.
 _DECLARE = re.compile(r'^DECLARE\s+"?[\w.-]+"?\s+(?:NO\s+)?(?:SCROLL\s+)?CURSOR\s+(?:WITH(?:OUT)?\s+HOLD\s+)?FOR\s+',

@@ -17,17 +17,20 @@ CALLS = {c.name: c for c in bench_volume.calls(_NAMES)}
 
 # Found by this test and not fixed by an index; each is in docs/data-volume.md.
 KNOWN = {
-    "marketplace q": "free text `q` is ILIKE over title and description; pg_trgm (trigram GIN) is not in the "
-                     "embedded PostgreSQL",
     "scim users jump": "a SCIM startIndex no client was just walked to is an OFFSET: the index walks startIndex "
                        "entries to the page (a walk continues by keyset: `scim users deep`)",
-    "scim users co": "`co` is a substring LIKE: needs pg_trgm, absent from the embedded PostgreSQL",
     "scim users pr": "totalResults counts every user holding the attribute",
     "scim users dateTime": "totalResults counts every match of a range",
 }
 # Their generic plans (one plan for any values, which PostgreSQL may cache for a prepared
 # statement) miss too: the values pick the index, a parameter cannot.
 KNOWN_GENERIC = {**KNOWN}
+# Not strict: no index serves these values, and a small seed's plan may happen to read few rows anyway.
+NOT_INDEXABLE = {
+    "marketplace q": "`Listing 42`: `42` is shorter than a trigram and `listing` is in every title, so no index "
+                     "narrows the search (`marketplace q words`, every word 3 characters or more, reads the "
+                     "trigram indexes)",
+}
 # Not strict: which index the generic plan takes depends on the statistics of the moment.
 UNSTABLE_GENERIC = {
     "moderation queue stage": "`stage = $n`: the plan may walk the open-queue partial index and filter by stage",
@@ -40,6 +43,8 @@ def _marks(name: str, generic: bool) -> list[pytest.MarkDecorator]:
     known = KNOWN_GENERIC if generic else KNOWN
     if name in known:
         return [pytest.mark.xfail(reason=known[name], strict=True)]
+    if name in NOT_INDEXABLE:
+        return [pytest.mark.xfail(reason=NOT_INDEXABLE[name], strict=False)]
     if generic and name in UNSTABLE_GENERIC:
         return [pytest.mark.xfail(reason=UNSTABLE_GENERIC[name], strict=False)]
     return []

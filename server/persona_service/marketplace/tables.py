@@ -8,7 +8,7 @@ from sqlalchemy import BigInteger, Boolean, DateTime, ForeignKey, Index, String,
 from sqlalchemy.dialects.postgresql import ARRAY  # `@>` (contains), which the GIN index serves
 from sqlalchemy.orm import Mapped, mapped_column
 
-from persona_service.kernel.data.base import Base, created_at_column
+from persona_service.kernel.data.base import Base, created_at_column, trigram_index
 
 
 class Listing(Base):
@@ -32,6 +32,9 @@ class Listing(Base):
         Index("ix_listings_published", "created_at", "id", postgresql_where=text("status = 'published'")),
         Index("ix_listings_tags", "audience_tags", postgresql_using="gin"),
         Index("ix_listings_org_created", "org_id", "created_at", "id"),
+        # `q`: each word `ILIKE '%word%'` on the title or the description (migration 0028).
+        trigram_index("ix_listings_title_trgm", "title"),
+        trigram_index("ix_listings_description_trgm", "description"),
     )
 
 

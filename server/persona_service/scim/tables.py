@@ -9,7 +9,7 @@ from sqlalchemy import Boolean, DateTime, ForeignKey, Index, Integer, String, Te
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from persona_service.kernel.data.base import Base, created_at_column
+from persona_service.kernel.data.base import Base, created_at_column, trigram_index
 
 ENTERPRISE = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"
 
@@ -45,6 +45,9 @@ class ScimUser(Base):
         Index("ix_scim_users_user_name_prefix", "org_id", text("lower(user_name) text_pattern_ops")),
         Index("ix_scim_users_created", "org_id", "created_at", "id"),
         Index("ix_scim_users_external_id", "org_id", "external_id"),
+        # `userName co "x"`, `displayName co "x"`: lowered, as the filter compares them (migration 0027).
+        trigram_index("ix_scim_users_user_name_trgm", "lower(user_name)"),
+        trigram_index("ix_scim_users_display_name_trgm", "lower(display_name)"),
         # Enterprise-extension filters (`…:enterprise:2.0:User:department eq "x"`).
         _document_index("ix_scim_users_employee_number", ENTERPRISE, "employeeNumber"),
         _document_index("ix_scim_users_cost_center", ENTERPRISE, "costCenter"),
@@ -83,6 +86,7 @@ class ScimGroup(Base):
         Index("uq_scim_groups_display_name", "org_id", text("lower(display_name)"), unique=True,
               info={"conflict_field": "displayName"}),
         Index("ix_scim_groups_created", "org_id", "created_at", "id"),
+        trigram_index("ix_scim_groups_display_name_trgm", "lower(display_name)"),  # `displayName co "x"`
     )
 
 

