@@ -15,6 +15,8 @@ SAMPLE_SECONDS and charged to the file that was running (the "session stack" col
 By kind: a sampler walks /proc every SAMPLE_SECONDS for pytest's descendants and the PostgreSQL servers
 of its data dirs, names each process by its command line and keeps its last CPU reading. A process that
 lives less than SAMPLE_SECONDS can be missed (a `git`, a quick CLI call), so counts are lower bounds.
+Under pytest-xdist (`-n 2`) only the controller reports: the processes by kind and the total are right,
+the per-file figures are not kept (the tests run in the workers).
 """
 
 from __future__ import annotations
@@ -174,6 +176,8 @@ def _sampler() -> None:
 
 
 def pytest_configure(config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # under xdist the controller samples every worker's processes
+        os.environ.pop(REPORT_ENV, None)
     if not os.environ.get(REPORT_ENV):
         return
     threading.Thread(target=_sampler, name="suite-cpu", daemon=True).start()
