@@ -3,13 +3,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BYTECODE := $(VENV)/.bytecode
 
 # `make install`: the virtual environment and buf (once; `up` and `test` do it themselves too).
 .PHONY: check-online-migration topology topology-tools bench-topology bench-floors bench-modules bench-volume seed-volume browser sdk-python-wheel install up test lint typecheck gen gen-check pytest bench bench-tools clean
 
-install: $(STAMP) node_modules/.installed
+install: $(STAMP) $(BYTECODE) node_modules/.installed
 
-up: $(STAMP)
+up: $(STAMP) $(BYTECODE)
 	$(BIN)/persona-service up
 
 test: lint typecheck gen-check pytest
@@ -24,6 +25,19 @@ $(STAMP): pyproject.toml sdk/python/pyproject.toml
 	$(BIN)/pip install --quiet "$(UV)"
 	$(UV_INSTALL) -e ".[dev]" -e ./sdk/python
 	touch $(STAMP)
+
+# Compiled bytecode (.pyc) of what the service's processes import. uv does not compile at install, and where
+# PYTHONDONTWRITEBYTECODE is set nothing writes it later: every server, runner, worker and CLI call would then
+# compile SQLAlchemy, the generated protos and this package again at each start (1-1.5 s of CPU a process,
+# scripts/measure_startup.py; docs/test-time.md). Importing the entry points once with bytecode writing on
+# writes it for the modules they load (a few seconds, not the minute `uv --compile-bytecode` takes for every
+# package); compileall covers this package's modules that load later. Redone when a source changes.
+$(BYTECODE): $(STAMP) $(shell find server gen/python -name '*.py' 2>/dev/null)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m compileall -q server gen/python
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -c 'import persona_service.cli, persona_service.registry, \
+	  persona_service.kernel.process.server, persona_service.kernel.process.runner, persona_service.webhooks.worker, \
+	  persona_service.kernel.data.migrate, alembic.command, scim2_models, jwt, PIL.Image, stripe, fpdf'
+	touch $@
 
 node_modules/.installed: package.json package-lock.json sdk/typescript/package.json
 	npm ci --silent --no-audit --no-fund
@@ -58,7 +72,7 @@ gen-check: $(STAMP) node_modules/.installed
 # own; a file's tests (a folder's, where its conftest.py shares a stack) stay on one worker (tests/conftest.py).
 # PYTEST_WORKERS=0: one process. PYTEST_ARGS are passed on.
 PYTEST_WORKERS ?= $(shell n=$$(( $$(nproc) / 2 )); echo $$(( n < 2 ? 0 : n > 4 ? 4 : n )))
-pytest: $(STAMP) node_modules/.installed browser bench-tools topology-tools
+pytest: $(STAMP) $(BYTECODE) node_modules/.installed browser bench-tools topology-tools
 	$(BIN)/python -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadscope) $(PYTEST_ARGS)
 
 # The Python SDK's wheel, into .build/dist/ (tests/sdk/test_python_sdk_artifact.py builds one the same way,

@@ -13,9 +13,14 @@ Two parts:
   migration (cold), the later ones reuse them (warm).
 
     .venv/bin/python scripts/measure_startup.py [--imports 5] [--stacks 3] [--up --runs 4]
+    .venv/bin/python scripts/measure_startup.py --stacks 0 --against /work/main/.venv/bin/python
 
 It measures the interpreter it runs under and the package that interpreter
 imports (run it with another checkout's .venv to measure that checkout).
+With `--against PYTHON`, each role's imports alternate between this
+interpreter and PYTHON (another checkout's), one fresh interpreter each in
+turn, so both see the same load: on a shared machine a process's CPU seconds
+grow with the load too, and two runs minutes apart do not compare.
 """
 
 from __future__ import annotations
@@ -69,17 +74,30 @@ def run_up(data_dir: str) -> float:
         proc.wait(60)
 
 
-def import_cost(modules: list[str]) -> tuple[float, float]:
+def import_cost(modules: list[str], python: str = sys.executable) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of a fresh interpreter that imports `modules` and exits."""
     code = "; ".join(f"import {m}" for m in modules)
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code])
+    proc = subprocess.Popen([python, "-c", code])
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise SystemExit(f"importing {modules} failed (exit {proc.returncode})")
     return usage.ru_utime + usage.ru_stime, wall
+
+
+def compare_imports(other: str, count: int) -> None:
+    """Each role's entry import, `count` fresh interpreters of this one and of `other`, alternating."""
+    print(f"entry imports, CPU s (median of {count} fresh interpreters each, alternating): this one | {other}")
+    for role, modules in ROLES.items():
+        mine, theirs = [], []
+        for _ in range(count):
+            mine.append(import_cost(modules)[0])
+            theirs.append(import_cost(modules, other)[0])
+        change = statistics.median(m - t for m, t in zip(mine, theirs, strict=True))
+        print(f"  {role:15s} {statistics.median(mine):5.2f} | {statistics.median(theirs):5.2f}   "
+              f"median of the pairs' differences {change:+.2f}", flush=True)
 
 
 def stack_seconds(root: str, count: int) -> list[float]:
@@ -104,10 +122,13 @@ def main() -> None:
     parser.add_argument("--stacks", type=int, default=3, help="test stacks started (0: none)")
     parser.add_argument("--up", action="store_true", help="also time `persona-service up`")
     parser.add_argument("--root", default=os.getcwd(), help="the checkout whose tests/support.py starts stacks")
+    parser.add_argument("--against", metavar="PYTHON", help="another checkout's interpreter: imports alternate")
     args = parser.parse_args()
-    if args.imports:
+    if args.against:
+        compare_imports(args.against, args.imports)
+    elif args.imports:
         print(f"entry imports (median of {args.imports} fresh interpreters):")
-    for role, modules in ROLES.items() if args.imports else ():
+    for role, modules in ROLES.items() if args.imports and not args.against else ():
         costs = [import_cost(modules) for _ in range(args.imports)]
         cpu = statistics.median(c for c, _ in costs)
         wall = statistics.median(w for _, w in costs)

@@ -29,13 +29,13 @@ JWT_SECRET = "test-jwt-secret-" + "x" * 32
 
 
 def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None = None, modules: Modules | None = None,
-               stream_servers: int = 0, **extra_env) -> Stack:
+               stream_servers: int = 0, workers: int | None = None, **extra_env) -> Stack:
     """A stack on free ports; `settings` overrides kernel settings (the edge's
     included), `extra_env` reaches the server and worker processes; `stream_servers`
     server processes serve only stream views (PERSONA_STREAM_SERVER_PROCESSES). Its servers
     do not drain when stopped (PERSONA_DRAIN_SECONDS=0: the edge stops first,
     so a drain would only delay every stack's teardown); a test of draining
-    sets its own."""
+    sets its own. `workers`: processes of each module-declared kind (the webhook worker), None: its default."""
     settings = Settings(
         data_dir=data_dir,
         database_url=os.environ.get("DATABASE_URL", ""),
@@ -49,7 +49,7 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None =
     env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1",
            "PERSONA_PROVIDER_ATTEMPT_KEYED": "1", "PERSONA_DRAIN_SECONDS": "0", **extra_env}
     ports = [settings.grpc_port] + [free_port(1000) for _ in range(servers - 1)]
-    return Stack(settings, modules or MODULES, grpc_ports=ports, extra_env=env,
+    return Stack(settings, modules or MODULES, grpc_ports=ports, extra_env=env, workers=workers,
                  stream_server_ports=[free_port(1000) for _ in range(settings.stream_server_processes)])
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 import io
 import logging
 
-from PIL import Image
-
 from persona_service.files.api import HasResources, ObjectNotFound, storage_for
 from persona_service.kernel.process.resources import Resource, Runtime
 from persona_service.kernel.transport.audit import AuditEntry
@@ -70,6 +68,8 @@ def render(runtime: Runtime, task: TaskRecord) -> None:
     except ObjectNotFound:  # the persona or the source image is gone
         _fail(runtime, portrait.id, "source_missing")
         return
+    from PIL import Image  # (Pillow loads in the process that renders, not in every process of the registry)
+
     with Image.open(io.BytesIO(png)) as image:
         width, height = image.size
     storage.put(portrait.storage_key, png, "image/png")

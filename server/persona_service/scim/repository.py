@@ -1,21 +1,11 @@
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scim2_models.path import (
-    AttrPath,
-    CompareOperator,
-    Comparison,
-    FilterNode,
-    LogicalExpr,
-    LogicalOperator,
-    Not,
-    Present,
-    ValuePath,
-)
 from sqlalchemy import (
     Boolean,
     ColumnElement,
@@ -52,6 +42,11 @@ from persona_service.scim.errors import bad_request
 from persona_service.scim.records import Grant, GroupRef, ScimRecord
 from persona_service.scim.schemas import Attribute, ResourceType
 from persona_service.scim.tables import ScimGroup, ScimGroupMember, ScimUser, ScimUserCount
+
+# The filter compiler below reads the nodes scim.filters parsed: scim2-models is loaded by then, and every
+# process that only loads these tables (the registry) is spared it (scim.schemas).
+if TYPE_CHECKING:
+    from scim2_models.path import AttrPath, CompareOperator, Comparison, FilterNode, Present
 
 _users = table_of(ScimUser)
 _groups = table_of(ScimGroup)
@@ -236,6 +231,8 @@ class _SqlBoolean:
     """`and`, `or` and `not` as SQL; the terms are the subclass's."""
 
     def where(self, node: FilterNode) -> ColumnElement[bool]:
+        from scim2_models.path import LogicalExpr, LogicalOperator, Not
+
         if isinstance(node, LogicalExpr):
             terms = [self.where(t) for t in node.terms]
             return and_(*terms) if node.op == LogicalOperator.and_ else or_(*terms)
@@ -255,6 +252,8 @@ class SqlFilter(_SqlBoolean):
         self.rt, self.document, self.columns = rt, document, columns
 
     def _term(self, node: FilterNode) -> ColumnElement[bool]:
+        from scim2_models.path import Comparison, Present, ValuePath
+
         if isinstance(node, ValuePath):
             attribute = self._attribute(node.attr_path)
             element = self._elements(node.attr_path.uri, attribute)
@@ -283,6 +282,8 @@ class SqlFilter(_SqlBoolean):
     def sort_key(self, node: FilterNode) -> ColumnElement[Any]:
         """What `sortBy` names (parsed as `<attribute> pr`): a column, or the
         document's text (a plural attribute's first value)."""
+        from scim2_models.path import Present
+
         if not isinstance(node, Present):
             raise bad_request("invalidValue", "sortBy names one attribute.")
         path = node.attr_path
@@ -357,26 +358,34 @@ class _ElementFilter(_SqlBoolean):
         self.attribute, self.element = attribute, element
 
     def _term(self, node: FilterNode) -> ColumnElement[bool]:
+        from scim2_models.path import Comparison, Present
+
         if isinstance(node, Comparison | Present):
             leaf = _leaf(self.attribute, node.attr_path.attr)
             return _compare(node, _as_text(self.element[leaf.name], leaf), leaf)
         raise bad_request("invalidFilter", "Value filters cannot nest.")
 
 
-_SQL_OPERATORS: dict[CompareOperator, Callable[[Any, Any], ColumnElement[bool]]] = {
-    CompareOperator.eq: lambda c, v: c == v,
-    CompareOperator.ne: lambda c, v: or_(c != v, c.is_(None)),
-    CompareOperator.co: lambda c, v: c.like(f"%{_like(v)}%", escape="\\"),
-    CompareOperator.sw: _starts_with,
-    CompareOperator.ew: lambda c, v: c.like(f"%{_like(v)}", escape="\\"),
-    CompareOperator.gt: lambda c, v: c > v,
-    CompareOperator.ge: lambda c, v: c >= v,
-    CompareOperator.lt: lambda c, v: c < v,
-    CompareOperator.le: lambda c, v: c <= v,
-}
+@functools.cache
+def _sql_operators() -> dict[CompareOperator, Callable[[Any, Any], ColumnElement[bool]]]:
+    from scim2_models.path import CompareOperator
+
+    return {
+        CompareOperator.eq: lambda c, v: c == v,
+        CompareOperator.ne: lambda c, v: or_(c != v, c.is_(None)),
+        CompareOperator.co: lambda c, v: c.like(f"%{_like(v)}%", escape="\\"),
+        CompareOperator.sw: _starts_with,
+        CompareOperator.ew: lambda c, v: c.like(f"%{_like(v)}", escape="\\"),
+        CompareOperator.gt: lambda c, v: c > v,
+        CompareOperator.ge: lambda c, v: c >= v,
+        CompareOperator.lt: lambda c, v: c < v,
+        CompareOperator.le: lambda c, v: c <= v,
+    }
 
 
 def _compare(node: Comparison | Present, column: ColumnElement[Any], leaf: Attribute) -> ColumnElement[bool]:
+    from scim2_models.path import CompareOperator, Present
+
     if isinstance(node, Present):
         if leaf.type == "boolean":
             return column.is_not(None)
@@ -400,7 +409,7 @@ def _compare(node: Comparison | Present, column: ColumnElement[Any], leaf: Attri
             column, value = func.lower(column), value.lower()
     if op in (CompareOperator.co, CompareOperator.sw, CompareOperator.ew) and not isinstance(value, str):
         raise bad_request("invalidFilter", f"{op.value} compares strings.")
-    return _SQL_OPERATORS[op](column, value)
+    return _sql_operators()[op](column, value)
 
 
 def _date_time(leaf: Attribute, value: Any) -> datetime:

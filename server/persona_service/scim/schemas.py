@@ -1,15 +1,19 @@
 """The SCIM schemas this service serves (RFC 7643 §7), and what the rest of
 the module reads from them: each attribute's type, plurality, case rule,
 mutability and when it is returned. The schema documents themselves come
-from scim2-models, so they are the RFC's, word for word."""
+from scim2-models, so they are the RFC's, word for word. scim2-models loads
+when a resource type's schemas are first read (its pydantic models cost over
+a second of CPU to build, and most processes never serve SCIM)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scim2_models import EnterpriseUser, Extension, Group, Resource, User
+if TYPE_CHECKING:
+    from scim2_models import Extension, Resource
 
 USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User"
 GROUP_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:Group"
@@ -70,14 +74,31 @@ COMMON = {
 }
 
 
+@functools.cache
+def _schemas_of(resource_type: str) -> tuple[Schema, ...]:
+    """A resource type's core schema, then its extensions'."""
+    from scim2_models import EnterpriseUser, Group, User
+
+    models: dict[str, tuple[type[Resource[Any]] | type[Extension], ...]] = {
+        "User": (User, EnterpriseUser), "Group": (Group,),
+    }
+    return tuple(_schema(model) for model in models[resource_type])
+
+
 @dataclass(frozen=True)
 class ResourceType:
     name: str  # User | Group
     endpoint: str  # /Users
-    core: Schema
-    extensions: tuple[Schema, ...]
     # The attribute that names the resource (required, unique in the organization, case-insensitive).
     naming: str
+
+    @functools.cached_property
+    def core(self) -> Schema:
+        return _schemas_of(self.name)[0]
+
+    @functools.cached_property
+    def extensions(self) -> tuple[Schema, ...]:
+        return _schemas_of(self.name)[1:]
 
     def schema_for(self, uri: str | None) -> Schema | None:
         if uri is None or uri.lower() == self.core.id.lower():
@@ -94,10 +115,15 @@ class ResourceType:
         return found
 
 
-USERS = ResourceType("User", "/Users", _schema(User), (_schema(EnterpriseUser),), "userName")
-GROUPS = ResourceType("Group", "/Groups", _schema(Group), (), "displayName")
+USERS = ResourceType("User", "/Users", "userName")
+GROUPS = ResourceType("Group", "/Groups", "displayName")
 RESOURCE_TYPES = {"User": USERS, "Group": GROUPS}
-SCHEMAS = {s.id: s for rt in RESOURCE_TYPES.values() for s in (rt.core, *rt.extensions)}
+
+
+@functools.cache
+def schemas() -> dict[str, Schema]:
+    """Every schema served, by id (core and extension)."""
+    return {s.id: s for rt in RESOURCE_TYPES.values() for s in (rt.core, *rt.extensions)}
 
 
 def service_provider_config(base: str) -> dict[str, Any]:

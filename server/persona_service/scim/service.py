@@ -21,8 +21,6 @@ from persona_service.kernel.transport.hints import Hints
 from persona_service.orgs.api import OWNER, MemberDirectory
 from persona_service.scim.documents import canonical, parse_json, project
 from persona_service.scim.errors import bad_request, invalid_value, scim_error
-from persona_service.scim.filters import parse_filter
-from persona_service.scim.patch import apply_patch
 from persona_service.scim.records import Grant, ScimRecord
 from persona_service.scim.repository import (
     MembershipRepository,
@@ -186,6 +184,9 @@ class Resources:
         return Rendered(project(self.rt, rendered.body, attributes, excluded), rendered.etag, rendered.location)
 
     def find(self, query: Query) -> dict[str, Any]:
+        # Filters and PATCH parse with scim2-models, which loads here, not in every process (scim.schemas).
+        from persona_service.scim.filters import parse_filter
+
         where = self.repo.where(self.rt, parse_filter(query.filter)) if query.filter.strip() else None
         start = max(1, query.start_index)
         count = min(max(0, query.count), MAX_RESULTS)
@@ -199,6 +200,8 @@ class Resources:
     def _order(self, query: Query) -> list[Any]:
         if not query.sort_by:
             return []
+        from persona_service.scim.filters import parse_filter
+
         node = parse_filter(f"{query.sort_by} pr")  # the same attribute rules as filters
         order = self.repo.order(self.rt, node, descending=query.sort_order.lower() == "descending")
         if query.sort_order and query.sort_order.lower() not in ("ascending", "descending"):
@@ -226,6 +229,8 @@ class Resources:
     def patch(self, resource_id: str, data: bytes, if_match: str | None) -> Rendered:
         row = self.existing(resource_id, for_update=True)
         check_if_match(if_match, row)
+        from persona_service.scim.patch import apply_patch
+
         return self._write(row, apply_patch(self.rt, row.document, parse_json(data)))
 
     def _write(self, row: ScimRecord, doc: dict[str, Any]) -> Rendered:

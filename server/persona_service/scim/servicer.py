@@ -23,10 +23,10 @@ from persona_service.scim.documents import parse_json
 from persona_service.scim.errors import SCIM_MEDIA_TYPE
 from persona_service.scim.schemas import (
     RESOURCE_TYPES,
-    SCHEMAS,
     list_response,
     resource_type_document,
     schema_document,
+    schemas,
     service_provider_config,
 )
 from persona_service.scim.service import Query, Rendered, Resources, not_supported, resources_for
@@ -94,11 +94,11 @@ class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
         return _body(resource_type_document(rt, self._base()))
 
     def ListSchemas(self, request: scim_pb2.ListSchemasRequest, context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        schemas = [schema_document(s, self._base()) for s in SCHEMAS.values()]
-        return _body(list_response(schemas, len(schemas)))
+        documents = [schema_document(s, self._base()) for s in schemas().values()]
+        return _body(list_response(documents, len(documents)))
 
     def GetSchema(self, request: scim_pb2.GetSchemaRequest, context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        schema = SCHEMAS.get(request.id)
+        schema = schemas().get(request.id)
         if schema is None:
             raise NotFound("schema")
         return _body(schema_document(schema, self._base()))

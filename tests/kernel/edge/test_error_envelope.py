@@ -398,8 +398,11 @@ def test_500_internal_error_leaks_nothing(http, engine, tenant):
 
 @pytest.fixture(scope="module")
 def stack_without_backend(stack, tmp_path_factory):
-    """A second edge on the session's PostgreSQL and Redis whose only server process is stopped."""
-    with support.running(support.make_stack_beside(stack, tmp_path_factory.mktemp("persona-down"))) as down:
+    """A second edge on the session's PostgreSQL and Redis whose only server process is stopped (and no runner
+    or webhook worker: nothing reaches them without a server)."""
+    down = support.make_stack_beside(stack, tmp_path_factory.mktemp("persona-down"), settings={"runner_processes": 0},
+                                     workers=0)
+    with support.running(down):
         down.stop_server(down.grpc_ports[0])
         yield down
 

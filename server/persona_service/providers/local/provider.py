@@ -25,7 +25,7 @@ from persona_service.providers.base import (
     ModerationResult,
     ToolCall,
 )
-from persona_service.providers.local import images, moderation
+from persona_service.providers.local import moderation
 from persona_service.providers.local import soul as soul_step
 from persona_service.providers.local import voice as voice_step
 from persona_service.providers.local.embeddings import EMBEDDING_DIMS, embed_text
@@ -73,11 +73,16 @@ class LocalProvider:
         with fair.cpu_turn():
             return [embed_text(t, self.embedding_dims) for t in texts]
 
+    # The images module loads Pillow: it loads with the first image, not in every process that imports providers.
     def generate_image(self, prompt: ImagePrompt) -> bytes:
+        from persona_service.providers.local import images
+
         with fair.cpu_turn():
             return images.render_portrait(prompt)
 
     def edit_image(self, image: bytes, instruction: str) -> bytes:
+        from persona_service.providers.local import images
+
         with fair.cpu_turn():
             return images.edit_portrait(image, instruction)
 

@@ -297,11 +297,14 @@ class _Lease:
 
 
 class RateLimiter:
-    def __init__(self, client: redis.Redis, lease_max: int = 64, clock: Callable[[], float] = time.time):
+    def __init__(self, client: redis.Redis, lease_max: int = 64, clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic):
         self.redis = client
         self.lease_max = lease_max
         # The wall clock the windows are counted on (tests pin it inside one window instead of waiting).
         self.clock = clock
+        # The clock leases and remembered refusals expire on (tests pin it so a lease outlives a slow test).
+        self.monotonic = monotonic
         self._admit = client.register_script(_SCRIPT)
         self._release = client.register_script(_RELEASE)
         self._give_back = client.register_script(_GIVE_BACK)
@@ -388,7 +391,7 @@ class RateLimiter:
             if leased is not None:
                 return leased
         refused = self._refused.get(self._lease_key(ask))
-        if refused is not None and refused[0] > time.monotonic() and refused[2] == ask.tick:
+        if refused is not None and refused[0] > self.monotonic() and refused[2] == ask.tick:
             return self.decide(ask, refused[1])  # raises the same 429, with Retry-After counted from now
         try:
             result = self._admit(keys=ask.keys, args=ask.script_args())
@@ -454,7 +457,7 @@ class RateLimiter:
         windows are refused from memory for a second. Window keys name their
         period, so a new window never matches. Concurrency refusals are not
         remembered: a slot frees whenever a call ends."""
-        now = time.monotonic()
+        now = self.monotonic()
         with self._lock:
             if len(self._refused) >= 4096:  # organizations over a limit at once; expired ones go first
                 self._refused = {k: v for k, v in self._refused.items() if v[0] > now}
@@ -479,7 +482,7 @@ class RateLimiter:
             granted, used_minute = int(result[1]), int(result[2])
             if granted > 1:
                 self._keep(ask, _Lease(tuple(ask.window_keys), granted - 1, used_minute,
-                                       time.monotonic() + LEASE_SECONDS, shown, ask.tick))
+                                       self.monotonic() + LEASE_SECONDS, shown, ask.tick))
             used = shown if shown is not None else used_minute - granted + 1
             headers = self.headers(limits, minute, max(0, minute.limit - used), now)
             slot_keys = tuple(ask.keys[len(windows):len(windows) + len(ask.slots)])
@@ -523,7 +526,7 @@ class RateLimiter:
             lease = self._leases.get(key)
             if lease is None:
                 return None
-            if lease.left > 0 and lease.expires > time.monotonic() and lease.tick == ask.tick:
+            if lease.left > 0 and lease.expires > self.monotonic() and lease.tick == ask.tick:
                 lease.left -= 1
                 # The tick's figure (every process reports it), else as far as this process knows.
                 used = lease.shown if lease.shown is not None else lease.minute_used - lease.left
@@ -557,7 +560,7 @@ class RateLimiter:
             self.give_back(expired_only=True)
 
     def give_back(self, expired_only: bool = False) -> None:
-        now = time.monotonic()
+        now = self.monotonic()
         with self._lock:
             done = [k for k, lease in self._leases.items() if not expired_only or lease.expires <= now]
             leases = [self._leases.pop(k) for k in done]
