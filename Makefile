@@ -67,12 +67,11 @@ gen-check: $(STAMP) node_modules/.installed
 	$(BIN)/python scripts/gen_cli_index.py --check
 	$(BIN)/python scripts/gen_importlinter.py --check
 
-# The suite on PYTEST_WORKERS pytest-xdist workers (default: half the cores, at least 2 and at most 4; one process
-# on a single core), each a session with a stack of its own; a file's tests (a folder's, where its conftest.py
-# shares a stack) stay on one worker (tests/conftest.py). The suite waits more than it computes (0.8 of 2 cores
-# in one process: docs/testing.md), so 2 workers on 2 cores took 10.4 min against 17.4.
+# The suite on PYTEST_WORKERS pytest-xdist workers (default: half the cores, at most 4; one process below 4 cores, where
+# two stacks and their clients only contend for the same CPUs), each a session with a stack of its
+# own; a file's tests (a folder's, where its conftest.py shares a stack) stay on one worker (tests/conftest.py).
 # PYTEST_WORKERS=0: one process. PYTEST_ARGS are passed on.
-PYTEST_WORKERS ?= $(shell c=$$(nproc); n=$$(( c / 2 )); echo $$(( c < 2 ? 0 : n < 2 ? 2 : n > 4 ? 4 : n )))
+PYTEST_WORKERS ?= $(shell n=$$(( $$(nproc) / 2 )); echo $$(( n < 2 ? 0 : n > 4 ? 4 : n )))
 pytest: $(STAMP) $(BYTECODE) node_modules/.installed browser bench-tools topology-tools
 	$(BIN)/python -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadscope) $(PYTEST_ARGS)
 
