@@ -15,6 +15,9 @@ import pytest
 from persona_service.kernel.transport.auth import Authenticator, CredentialCache
 from support import JWT_SECRET, Stack, Tenant, TenantFactory, client_for, engine_for, make_stack, running
 
+# Fails a run that loses tests: duplicated node ids, or fewer results than tests collected (tests/complete_run.py).
+pytest_plugins = ["complete_run"]
+
 
 def pytest_xdist_make_scheduler(config, log):
     """`make pytest`'s workers (pytest-xdist, `--dist loadscope`): a file's tests

@@ -19,13 +19,17 @@ Completion`` to script replies instead.
 Fault injection for the next N matching requests (``path`` filters by
 suffix, e.g. "/embeddings"; faults are consumed first come, first served):
 
-* ``inject_error(times, status=500, envelope=None)`` – an OpenAI-style error
-  envelope (``{"error": {"message", "type", "param", "code"}}``) or a raw
-  body when ``envelope`` is a string;
+* ``inject_error(times, status=500, envelope=None, headers=None)`` – an
+  OpenAI-style error envelope (``{"error": {"message", "type", "param",
+  "code"}}``) or a raw body when ``envelope`` is a string, with extra response
+  ``headers`` (e.g. ``{"Retry-After": "3"}``);
 * ``inject_malformed(times, body="{not json")`` – 200 with a broken body;
 * ``inject_delay(times, seconds)`` – sleep before answering (for timeouts);
   ``mid_stream=True`` sleeps after the chunk ending the first sentence instead;
-* ``inject_truncated_stream(times)`` – a stream that ends without ``[DONE]``.
+* ``inject_truncated_stream(times)`` – a stream that ends without ``[DONE]``;
+* ``inject_cut(times)`` – the connection closed half-way through the answer
+  (a stream after its first chunks, a whole answer after part of its body:
+  "peer closed connection").
 
 ``stub.requests`` records every request (method, path, headers, JSON body).
 With ``api_key`` set, requests without ``Authorization: Bearer <key>`` get 401.
@@ -74,13 +78,14 @@ class StubRequest:
 
 @dataclass
 class Fault:
-    kind: str  # error | malformed | delay | truncated
+    kind: str  # error | malformed | delay | truncated | cut
     remaining: int
     path: str | None = None
     status: int = 500
     body: Any = None
     seconds: float = 0.0
     mid_stream: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -200,9 +205,12 @@ class OpenAIStub:
             self._state.faults.append(fault)
 
     def inject_error(self, times: int = 1, status: int = 500, envelope: dict[str, Any] | str | None = None,
-                     path: str | None = None) -> None:
+                     path: str | None = None, headers: dict[str, str] | None = None) -> None:
         body = envelope if envelope is not None else {"error": dict(DEFAULT_ERROR)}
-        self._add(Fault("error", times, path, status=status, body=body))
+        self._add(Fault("error", times, path, status=status, body=body, headers=dict(headers or {})))
+
+    def inject_cut(self, times: int = 1, path: str | None = None) -> None:
+        self._add(Fault("cut", times, path))
 
     def inject_malformed(self, times: int = 1, body: str = "{not json", path: str | None = None) -> None:
         self._add(Fault("malformed", times, path, status=200, body=body))
@@ -265,8 +273,11 @@ class OpenAIStub:
             self._stopping.wait(fault.seconds)
         if fault and fault.kind == "error":
             if isinstance(fault.body, str):
-                return self._send(h, fault.status, fault.body.encode(), "text/plain")
-            return self._send_json(h, fault.status, fault.body)
+                return self._send(h, fault.status, fault.body.encode(), "text/plain", fault.headers)
+            return self._send(h, fault.status, json.dumps(fault.body).encode(), "application/json", fault.headers)
+        if fault and fault.kind == "cut" and not (isinstance(body, dict) and body.get("stream")):
+            return self._cut(h, json.dumps(chat_completion_json(body, self.responder(body))).encode()
+                             if isinstance(body, dict) and path.endswith("/chat/completions") else b'{"data": []}')
         if fault and fault.kind == "malformed":
             return self._send(h, 200, str(fault.body).encode(), "application/json")
         if self.api_key is not None and h.headers.get("Authorization") != f"Bearer {self.api_key}":
@@ -297,12 +308,27 @@ class OpenAIStub:
                                                   "param": None, "code": "unknown_url"}})
 
     @staticmethod
-    def _send(h: BaseHTTPRequestHandler, status: int, payload: bytes, content_type: str) -> None:
+    def _send(h: BaseHTTPRequestHandler, status: int, payload: bytes, content_type: str,
+              headers: dict[str, str] | None = None) -> None:
         h.send_response(status)
         h.send_header("Content-Type", content_type)
         h.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            h.send_header(name, value)
         h.end_headers()
         h.wfile.write(payload)
+
+    @staticmethod
+    def _cut(h: BaseHTTPRequestHandler, payload: bytes) -> None:
+        """A whole answer announced, half of it sent, then the connection closed."""
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(payload)))
+        h.end_headers()
+        h.wfile.write(payload[: len(payload) // 2])
+        h.wfile.flush()
+        h.close_connection = True
+        _hang_up(h)
 
     def _send_json(self, h: BaseHTTPRequestHandler, status: int, value: Any) -> None:
         self._send(h, status, json.dumps(value).encode(), "application/json")
@@ -331,10 +357,22 @@ class OpenAIStub:
                 self._stopping.wait(fault.seconds)
             if fault and fault.kind == "truncated" and i == min(1, len(chunks) - 1):
                 break
+            if fault and fault.kind == "cut" and i == min(1, len(chunks) - 1):
+                h.close_connection = True
+                return _hang_up(h)  # no terminating chunk: the peer closed the connection
         else:
             send("[DONE]")
         h.wfile.write(b"0\r\n\r\n")
         h.wfile.flush()
+
+
+def _hang_up(h: BaseHTTPRequestHandler) -> None:
+    import socket
+
+    try:
+        h.connection.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 # -- wire format ------------------------------------------------------------

@@ -170,13 +170,20 @@ def test_keep_alive_reuses_the_connection(provider, openai_stub):
 
 # -- errors ---------------------------------------------------------------------
 
-def assert_opaque(error: ProviderError, *secrets: str, operation: str, status: int) -> None:
-    """The rendered parts (message, details, str) carry nothing from upstream: the details name the
-    operation that failed and the upstream's HTTP status, nothing more."""
-    rendered = json.dumps([error.message, error.details, str(error)])
+def assert_opaque(error: ProviderError, *secrets: str, operation: str, status: int, reason: str = "upstream_error",
+                  said: str | None = None) -> None:
+    """The rendered parts (message, details, str): the catalogue's message, and details naming the operation
+    that failed, the upstream's HTTP status, the failure's reason and (under `upstreamMessage` only, short) what
+    the upstream said; never anything in `secrets`."""
+    rendered = json.dumps([error.message, {k: v for k, v in error.details.items() if k != "upstreamMessage"},
+                           str(error)])
     for secret in secrets:
         assert secret not in rendered
-    assert error.details == {"provider": "openai", "operation": operation, "upstreamStatus": status}
+    details = {"provider": "openai", "operation": operation, "upstreamStatus": status, "reason": reason,
+               "retryable": True}
+    if said is not None:
+        details["upstreamMessage"] = said
+    assert {k: v for k, v in error.details.items() if said is not None or k != "upstreamMessage"} == details
 
 
 def test_500_maps_to_provider_error_with_the_envelope(provider, openai_stub):
@@ -187,7 +194,7 @@ def test_500_maps_to_provider_error_with_the_envelope(provider, openai_stub):
     error = caught.value
     assert type(error) is ProviderError and error.code == "provider_error" and error.spec.http_status == 502
     assert error.upstream == envelope and error.upstream_status == 500
-    assert_opaque(error, SECRET_DETAIL, "boom", operation="chat.completions", status=500)
+    assert_opaque(error, SECRET_DETAIL, "boom", operation="chat.completions", status=500, said=SECRET_DETAIL)
 
 
 @pytest.mark.parametrize("status", [429, 400, 401, 503])
@@ -213,6 +220,8 @@ def test_non_json_error_body_is_kept_truncated(provider, openai_stub):
         provider.embed(["x"])
     assert caught.value.upstream["status"] == 502
     assert caught.value.upstream["body"].startswith("<html>Bad gateway") and len(caught.value.upstream["body"]) == 2000
+    said = caught.value.details["upstreamMessage"]
+    assert said == "Bad gateway [redacted]"  # its text, not its markup; a long opaque run may be a key
     assert_opaque(caught.value, "Bad gateway", operation="embeddings", status=502)
 
 
@@ -226,7 +235,8 @@ def test_malformed_body_is_a_provider_error(provider, openai_stub, call):
     assert type(caught.value) is ProviderError
     assert caught.value.upstream == {"status": 200, "body": "{not json at all"}
     operation = {"generate": "chat.completions", "moderate": "moderations", "embed": "embeddings"}[call]
-    assert_opaque(caught.value, "not json", operation=operation, status=200)
+    assert_opaque(caught.value, "not json", operation=operation, status=200, reason="malformed_response",
+                  said="response is not JSON")
 
 
 @pytest.mark.parametrize("body", [
@@ -395,3 +405,119 @@ def test_factory_defaults_and_validation(provider_env):
         assert openai.base_url == "http://127.0.0.1:9/v1"
     finally:
         openai.close()
+
+
+# -- each failure's reason (providers.failures) ----------------------------------------
+
+OLLAMA_404 = {"error": {"message": 'model "llama3" not found, try pulling it first', "type": "api_error",
+                        "param": None, "code": None}}
+
+
+@pytest.mark.parametrize("status, envelope, reason, retryable", [
+    (401, None, "upstream_auth", False),
+    (403, None, "upstream_auth", False),
+    (404, OLLAMA_404, "model_not_found", False),
+    (404, {"object": "error", "message": "The model `x` does not exist.", "type": "NotFoundError", "code": 404},
+     "model_not_found", False),
+    (404, "404 page not found", "endpoint_not_found", False),
+    (400, None, "upstream_rejected", False),
+    (429, None, "upstream_rate_limited", True),
+    (503, None, "upstream_unavailable", True),
+    (500, None, "upstream_error", True),
+    (408, None, "timeout", True),
+])
+def test_each_status_has_its_reason(provider, openai_stub, status, envelope, reason, retryable):
+    openai_stub.inject_error(status=status, envelope=envelope, path="/chat/completions")
+    with pytest.raises(ProviderError) as caught:
+        provider.generate(MESSAGES, GenerationOptions())
+    error = caught.value
+    assert (error.kind, error.retryable, error.details["reason"], error.details["retryable"]) == (
+        reason, retryable, reason, retryable)
+    assert error.details["upstreamStatus"] == status
+    assert (error.headers.get("x-should-retry") == "false") is (not retryable)
+    if reason == "model_not_found" and envelope is OLLAMA_404:
+        assert error.details["upstreamMessage"] == 'model "llama3" not found, try pulling it first'
+
+
+def test_a_wrong_key_is_never_shown(openai_stub):
+    openai_stub.api_key = "sk-right"
+    openai_stub.inject_error(status=401, envelope={"error": {
+        "message": "Incorrect API key provided: sk-wrong-12345678. You can find your API key at "
+                   "https://platform.openai.com/account/api-keys.", "type": "invalid_request_error", "code": None}})
+    with OpenAIHTTPProvider(openai_stub.base_url, api_key="sk-wrong-12345678") as provider:
+        with pytest.raises(ProviderError) as caught:
+            provider.embed(["x"])
+    said = caught.value.details["upstreamMessage"]
+    assert "sk-wrong" not in said and "https://" not in said and said.startswith("Incorrect API key provided: [key]")
+    assert caught.value.kind == "upstream_auth" and "x-should-retry" in caught.value.headers
+
+
+def test_a_message_quoting_the_prompt_is_withheld(provider, openai_stub):
+    prompt = "My secret plan is to paint the lighthouse purple at midnight"
+    openai_stub.inject_error(status=400, envelope={"error": {"message": f"Bad input: '{prompt}' is too long"}})
+    with pytest.raises(ProviderError) as caught:
+        provider.generate([Message("user", prompt)], GenerationOptions())
+    assert "lighthouse" not in json.dumps(caught.value.details) and "withheld" in caught.value.details["upstreamMessage"]
+
+
+def test_retry_after_is_read_and_a_429_answers_503(provider, openai_stub):
+    openai_stub.inject_error(status=429, headers={"Retry-After": "3"}, path="/chat/completions")
+    with pytest.raises(ProviderError) as caught:
+        provider.generate(MESSAGES, GenerationOptions())
+    error = caught.value
+    assert error.retry_after == 3.0 and error.code == "service_unavailable" and error.spec.http_status == 503
+    assert error.headers["retry-after"] == "3" and error.details["retryAfter"] == 3
+
+
+def test_retrying_waits_the_upstream_retry_after_within_its_budget(provider, openai_stub):
+    slept: list[float] = []
+    openai_stub.inject_error(times=9, status=429, headers={"Retry-After": "3"}, path="/chat/completions")
+    retrying = Retrying(provider, delays=(0.01, 0.02, 0.04), sleep=slept.append, budget_seconds=7)
+    with pytest.raises(ProviderError):
+        retrying.generate(MESSAGES, GenerationOptions())
+    assert slept == [3.0, 3.0, 3.0]  # never sooner than asked; (a real clock's budget cuts it shorter)
+
+    openai_stub.reset()
+    openai_stub.inject_error(times=9, status=429, headers={"Retry-After": "30"}, path="/chat/completions")
+    slept.clear()
+    with pytest.raises(ProviderError) as caught:
+        retrying.generate(MESSAGES, GenerationOptions())
+    assert slept == [] and caught.value.headers["retry-after"] == "30"  # past the budget: the caller waits
+
+
+def test_configuration_errors_are_not_retried(provider, openai_stub):
+    slept: list[float] = []
+    openai_stub.inject_error(times=9, status=404, envelope=OLLAMA_404, path="/chat/completions")
+    with pytest.raises(ProviderError):
+        Retrying(provider, sleep=slept.append).generate(MESSAGES, GenerationOptions())
+    assert slept == [] and len(openai_stub.requests_to("/chat/completions")) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_cut_connection_is_named(provider, openai_stub, stream):
+    openai_stub.inject_cut(path="/chat/completions")
+    with pytest.raises(ProviderError) as caught:
+        if stream:
+            list(provider.stream(MESSAGES, GenerationOptions()))
+        else:
+            provider.generate(MESSAGES, GenerationOptions())
+    assert caught.value.kind == "connection_closed" and caught.value.retryable
+    assert "upstreamStatus" not in caught.value.details
+
+
+def test_refused_timeout_and_truncated_are_named(fast_timeout_provider, openai_stub):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with OpenAIHTTPProvider(f"http://127.0.0.1:{port}/v1", timeout_seconds=2) as dead:
+        with pytest.raises(ProviderError) as caught:
+            dead.generate(MESSAGES, GenerationOptions())
+    assert caught.value.details["reason"] == "connection_refused" and str(port) not in json.dumps(caught.value.details)
+    openai_stub.inject_delay(seconds=2.0)
+    with pytest.raises(ProviderTimeout) as timed_out:
+        fast_timeout_provider.generate(MESSAGES, GenerationOptions())
+    assert timed_out.value.details["reason"] == "timeout"
+    openai_stub.inject_truncated_stream()
+    with pytest.raises(ProviderError) as cut:
+        list(fast_timeout_provider.stream(MESSAGES, GenerationOptions()))
+    assert cut.value.details["reason"] == "stream_cut"

@@ -288,10 +288,10 @@ def _embedding_model(provider: Provider) -> str:
 
 def unusable(provider: Provider, reason: str) -> ProviderError:
     """A chat answer the pipeline cannot use (a model that does not follow the JSON instructions): the
-    reason, ours and fixed, is in the caller's details beside the operation."""
-    error = ProviderError(getattr(provider, "name", "provider"), reason, operation="chat.completions")
-    error.details["reason"] = reason
-    return error
+    reason, ours and fixed, is in the caller's details (`reason` `reply_not_json`, `upstreamMessage`) beside the
+    operation."""
+    return ProviderError(getattr(provider, "name", "provider"), reason, operation="chat.completions",
+                         kind="reply_not_json", upstream_message=reason)
 
 
 def _json_object(text: str, provider: Provider) -> dict[str, Any]:

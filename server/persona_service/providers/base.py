@@ -119,30 +119,61 @@ class Provider(Protocol):
 
 
 class ProviderError(ApiError):
-    """The upstream failed (5xx, malformed reply, refused). `upstream` holds
-    its error envelope for the audit log; it is never rendered to callers.
+    """The upstream failed (an error status, a malformed reply, a refused or cut connection, a timeout).
+    `upstream` holds its error envelope for the audit log; it is never rendered to callers.
 
-    What callers do see, in the envelope's `details`, says where to look and
-    nothing more: `provider`, the upstream `operation` that failed (the
-    OpenAI API's name for it: `chat.completions`, `moderations`,
-    `embeddings`, ...) and `upstreamStatus`, the HTTP status when an answer
-    came (none for timeouts and refused connections). Never a URL, a key or
-    the upstream's own words."""
+    Every failure has a reason (`providers.failures`: `upstream_auth`, `model_not_found`,
+    `upstream_rate_limited`, `timeout`, `connection_refused`, `malformed_response`, ...), which decides
+    whether it is retried and what the caller's `details` hold: `provider`, the upstream `operation` that
+    failed (the OpenAI API's name for it: `chat.completions`, `moderations`, `embeddings`, ...),
+    `reason`, `retryable`, `upstreamStatus` (the HTTP status, when an answer came), `upstreamMessage` (the
+    upstream's own words, short and redacted: never a key, a URL or the prompt) and `retryAfter` (seconds,
+    when the upstream asked to wait). A failure not worth retrying is answered with `x-should-retry: false`;
+    a 429 or 503 that outlasted the retries is answered as `503 service_unavailable` with `Retry-After`."""
 
     code = "provider_error"
 
     def __init__(self, provider: str, message: str = "", upstream: dict[str, Any] | None = None,
-                 status: int | None = None, operation: str = ""):
+                 status: int | None = None, operation: str = "", *, kind: str = "", upstream_message: str = "",
+                 retry_after: float | None = None):
+        from persona_service.providers import failures
+
+        self.kind = kind or failures.from_status(status, upstream_message, upstream)
+        if self.kind in ("upstream_rate_limited", "upstream_unavailable") and type(self) is ProviderError:
+            self.code = "service_unavailable"  # answered once the retries are spent: come back after Retry-After
         super().__init__(None, {"provider": provider})
         self.provider = provider
         self.upstream = upstream or {}
         self.upstream_status = status
         self.reason = message
+        self.upstream_message = upstream_message
+        self.retry_after = retry_after
+        self.retryable = failures.reason(self.kind).retryable
         self.operation = ""
         if status is not None:
             self.details["upstreamStatus"] = status
+        self.details["reason"] = self.kind
+        self.details["retryable"] = self.retryable
+        if upstream_message:
+            self.details["upstreamMessage"] = upstream_message
+        if not self.retryable:
+            self.headers["x-should-retry"] = "false"
+        if self.code == "service_unavailable":
+            wait = retry_after if retry_after is not None else 1.0
+            self.details["retryAfter"] = int(failures.header_seconds(wait))
+            self.headers["retry-after"] = failures.header_seconds(wait)
         if operation:
             self.during(operation)
+
+    def log_cause(self) -> str:
+        """The failure in words, for the server's log line of the request (never a key or a prompt)."""
+        from persona_service.providers import failures
+
+        said = failures.reason(self.kind).says
+        where = f" ({self.operation}" + (f", HTTP {self.upstream_status}" if self.upstream_status else "") + ")" \
+            if self.operation else (f" (HTTP {self.upstream_status})" if self.upstream_status else "")
+        quoted = f': "{self.upstream_message}"' if self.upstream_message else ""
+        return f"{self.provider} {self.kind}{where}: {said}{quoted}"
 
     def during(self, operation: str) -> ProviderError:
         """Name the upstream operation that failed (the innermost one named wins)."""
@@ -154,3 +185,9 @@ class ProviderError(ApiError):
 
 class ProviderTimeout(ProviderError):
     code = "provider_timeout"
+
+    def __init__(self, provider: str, message: str = "", upstream: dict[str, Any] | None = None,
+                 status: int | None = None, operation: str = "", *, kind: str = "timeout", upstream_message: str = "",
+                 retry_after: float | None = None):
+        super().__init__(provider, message, upstream, status, operation, kind=kind,
+                         upstream_message=upstream_message, retry_after=retry_after)

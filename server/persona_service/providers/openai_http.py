@@ -1,13 +1,17 @@
 """A provider for any OpenAI-compatible HTTP API (chat completions, whole and
 streamed, moderations and embeddings), over one keep-alive httpx client.
 
-Failures become `ProviderError` (502) or `ProviderTimeout` (504). Their
-rendered message is always the catalogue's generic one; what the upstream
-said goes to `.upstream` (its JSON error envelope when it sent one, else
-``{"status": code, "body": <first 2000 chars>}``, or ``{"error": kind,
-"detail": ...}`` for transport failures) and `.upstream_status` (the HTTP
-status, None when no response arrived), for the audit log only. Each names
-the operation that failed (`chat.completions`, `moderations`, `embeddings`,
+Failures become `ProviderError` (502; 503 for a 429 or 503 upstream) or
+`ProviderTimeout` (504), each with its reason (`providers.failures`: the
+status class, a timeout, a refused or closed connection, a cut stream, a
+malformed answer), the upstream's `Retry-After` and a short redacted
+upstream message for the caller's `details`. Their rendered message is
+always the catalogue's generic one; what the upstream said in full goes to
+`.upstream` (its JSON error envelope when it sent one, else ``{"status":
+code, "body": <first 2000 chars>}``, or ``{"error": kind, "detail": ...}``
+for transport failures) and `.upstream_status` (the HTTP status, None when
+no response arrived), for the audit log only. Each names the operation that
+failed (`chat.completions`, `moderations`, `embeddings`,
 `images.generations`, `images.edits`) for the caller's `details`.
 """
 
@@ -22,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from persona_service.providers import failures
 from persona_service.providers.base import (
     Completion,
     Delta,
@@ -68,6 +73,7 @@ class OpenAIHTTPProvider:
         self.image_size = image_size
         self.image_timeout = httpx.Timeout(image_timeout_seconds)
         self.timeout_seconds = timeout_seconds
+        self._secrets = (api_key,) if api_key else ()
         headers = {"Accept": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -112,7 +118,7 @@ class OpenAIHTTPProvider:
     def generate(self, messages: list[Message], options: GenerationOptions) -> Completion:
         body = self.chat_body(messages, options)
         with _during("chat.completions"):
-            return self._completion(body, self._post("/chat/completions", body))
+            return self._completion(body, self._post("/chat/completions", body, prompt=_prompt(body)))
 
     def _completion(self, body: dict[str, Any], data: dict[str, Any]) -> Completion:
         try:
@@ -147,7 +153,7 @@ class OpenAIHTTPProvider:
             with self._client.stream("POST", "/chat/completions", json=body) as response:
                 if response.status_code >= 400:
                     response.read()
-                    raise self._status_error(response)
+                    raise self._status_error(response, _prompt(body))
                 if "text/event-stream" not in response.headers.get("content-type", "text/event-stream"):
                     response.read()  # a whole JSON body where a stream was asked for
                     try:
@@ -155,7 +161,7 @@ class OpenAIHTTPProvider:
                     except ValueError:
                         data = None
                     if isinstance(data, dict) and "error" in data:
-                        raise ProviderError(self.name, "error instead of stream", data, response.status_code)
+                        raise self._error_event(data, response.status_code, body, "error instead of stream")
                     raise self._malformed(response.status_code, response.text, "not an event stream")
                 for line in response.iter_lines():
                     line = line.strip()
@@ -172,7 +178,7 @@ class OpenAIHTTPProvider:
                     if not isinstance(chunk, dict):
                         raise self._malformed(response.status_code, payload, "stream chunk is not an object")
                     if "error" in chunk:
-                        raise ProviderError(self.name, "error event in stream", chunk, response.status_code)
+                        raise self._error_event(chunk, response.status_code, body, "error event in stream")
                     model = chunk.get("model") or model
                     if chunk.get("usage"):
                         usage = chunk["usage"]
@@ -184,13 +190,11 @@ class OpenAIHTTPProvider:
                                 yield delta
                     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
                         raise self._malformed(response.status_code, payload, f"bad stream chunk: {exc!r}") from None
-        except httpx.TimeoutException as exc:
-            raise ProviderTimeout(self.name, "timed out", {"error": "timeout", "detail": _detail(exc)}) from None
         except httpx.HTTPError as exc:
-            raise ProviderError(self.name, "transport error", {"error": "connection_error", "detail": _detail(exc)}) \
-                from None
+            raise self._transport_error(exc) from None
         if not done:
-            raise ProviderError(self.name, "stream ended before [DONE]", {"error": "truncated_stream"}, 200)
+            raise ProviderError(self.name, "stream ended before [DONE]", {"error": "truncated_stream"}, 200,
+                                kind="stream_cut", upstream_message="the stream ended before data: [DONE]")
         tool_calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for _, c in sorted(calls.items()))
         try:
             if usage is None:
@@ -232,7 +236,7 @@ class OpenAIHTTPProvider:
 
     def moderate(self, text: str) -> ModerationResult:
         with _during("moderations"):
-            data = self._post("/moderations", {"model": self.moderation_model, "input": text})
+            data = self._post("/moderations", {"model": self.moderation_model, "input": text}, prompt=text)
             return self._moderation(data)
 
     def _moderation(self, data: dict[str, Any]) -> ModerationResult:
@@ -252,7 +256,8 @@ class OpenAIHTTPProvider:
         if not texts:
             return []
         with _during("embeddings"):
-            data = self._post("/embeddings", {"model": self.embedding_model, "input": list(texts)})
+            data = self._post("/embeddings", {"model": self.embedding_model, "input": list(texts)},
+                              prompt="\n".join(texts))
             return self._vectors(data, len(texts))
 
     def _vectors(self, data: dict[str, Any], inputs: int) -> list[list[float]]:
@@ -300,13 +305,14 @@ class OpenAIHTTPProvider:
     # -- plumbing ----------------------------------------------------------
 
     def _post(self, path: str, body: dict[str, Any] | None = None, *, files: dict[str, Any] | None = None,
-              form: dict[str, str] | None = None, timeout: httpx.Timeout | None = None) -> Any:
+              form: dict[str, str] | None = None, timeout: httpx.Timeout | None = None, prompt: str = "") -> Any:
         # (httpx's own default, the client's timeout, stands when none is given.)
         extra: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
+        prompt = prompt or str((body or form or {}).get("prompt") or "")
         if files is not None:
-            response = self._send(lambda: self._client.post(path, files=files, data=form, **extra))
+            response = self._send(lambda: self._client.post(path, files=files, data=form, **extra), prompt)
         else:
-            response = self._send(lambda: self._client.post(path, json=body, **extra))
+            response = self._send(lambda: self._client.post(path, json=body, **extra), prompt)
         try:
             data = response.json()
         except ValueError:
@@ -315,32 +321,60 @@ class OpenAIHTTPProvider:
             raise self._malformed(response.status_code, response.text, "response is not a JSON object")
         return data
 
-    def _send(self, request: Callable[[], httpx.Response]) -> httpx.Response:
+    def _send(self, request: Callable[[], httpx.Response], prompt: str = "") -> httpx.Response:
         try:
             response = request()
-        except httpx.TimeoutException as exc:
-            raise ProviderTimeout(self.name, "timed out", {"error": "timeout", "detail": _detail(exc)}) from None
         except httpx.HTTPError as exc:
-            raise ProviderError(self.name, "transport error", {"error": "connection_error", "detail": _detail(exc)}) \
-                from None
+            raise self._transport_error(exc) from None
         if response.status_code >= 400:
-            raise self._status_error(response)
+            raise self._status_error(response, prompt)
         return response
 
-    def _status_error(self, response: httpx.Response) -> ProviderError:
+    def _status_error(self, response: httpx.Response, prompt: str = "") -> ProviderError:
         status = response.status_code
         try:
             envelope = response.json()
         except ValueError:
             envelope = None
+        said = failures.shown(failures.upstream_message(envelope, response.text), self._secrets, prompt)
         if not (isinstance(envelope, dict) and "error" in envelope):
             envelope = {"status": status, "body": response.text[:BODY_LIMIT]}
-        return ProviderError(self.name, f"upstream HTTP {status}", envelope, status)
+        kind = failures.from_status(status, said, envelope)
+        error_class = ProviderTimeout if kind == "timeout" else ProviderError
+        return error_class(self.name, f"upstream HTTP {status}", envelope, status, kind=kind, upstream_message=said,
+                           retry_after=failures.retry_after(response.headers))
+
+    def _error_event(self, data: dict[str, Any], status: int, body: dict[str, Any], what: str) -> ProviderError:
+        said = failures.shown(failures.upstream_message(data), self._secrets, _prompt(body))
+        kind = failures.from_status(status, said, data) if status >= 400 else "upstream_error_event"
+        if kind == "upstream_error_event" and failures.from_status(400, said, data) == "model_not_found":
+            kind = "model_not_found"
+        return ProviderError(self.name, what, data, status, kind=kind, upstream_message=said)
+
+    def _transport_error(self, exc: httpx.HTTPError) -> ProviderError:
+        """A failure with no (complete) answer: timed out, refused, unreachable or closed midway."""
+        detail = {"error": "connection_error", "detail": _detail(exc)}
+        if isinstance(exc, httpx.TimeoutException):
+            what = "connect" if isinstance(exc, httpx.ConnectTimeout) else "answer"
+            return ProviderTimeout(self.name, "timed out", {"error": "timeout", "detail": _detail(exc)},
+                                   upstream_message=f"no {what} within {self.timeout_seconds:g}s")
+        text = str(exc).lower()
+        if isinstance(exc, httpx.ConnectError):
+            refused = "refused" in text or "errno 111" in text or "errno 61" in text
+            return ProviderError(self.name, "transport error", detail,
+                                 kind="connection_refused" if refused else "connection_failed",
+                                 upstream_message="connection refused" if refused else "could not connect")
+        if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.CloseError)):
+            return ProviderError(self.name, "transport error", detail, kind="connection_closed",
+                                 upstream_message="peer closed connection without sending a complete answer")
+        return ProviderError(self.name, "transport error", detail, kind="connection_failed",
+                             upstream_message=type(exc).__name__)
 
     def _malformed(self, status: int, body: Any, reason: str) -> ProviderError:
         text = body if isinstance(body, str) else json.dumps(body, default=str)
         return ProviderError(self.name, f"malformed upstream response: {reason}",
-                             {"status": status, "body": text[:BODY_LIMIT]}, status)
+                             {"status": status, "body": text[:BODY_LIMIT]}, status, kind="malformed_response",
+                             upstream_message=reason)
 
 
 @contextmanager
@@ -378,6 +412,11 @@ def _int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"not a number: {value!r}")
     return int(value)
+
+
+def _prompt(body: dict[str, Any]) -> str:
+    """The text a chat request sends (an upstream message quoting it is withheld from callers)."""
+    return "\n".join(str(m.get("content") or "") for m in body.get("messages") or () if isinstance(m, dict))
 
 
 def _detail(exc: Exception) -> str:

@@ -175,7 +175,8 @@ class RemoteProvider:
             while True:  # (no read before the first wake-up: nobody can have answered yet)
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise ProviderTimeout(self.name, f"no runner answered the model call within {self.timeout_seconds}s")
+                    raise ProviderTimeout(self.name, f"no runner answered the model call within {self.timeout_seconds}s",
+                                          kind="no_runner")
                 woken = answered.wait(min(left, wakeups.FALLBACK_SECONDS))
                 answered.clear()
                 # Where the call is, before its answer is read: a runner answers, then drops its mark.
@@ -193,7 +194,8 @@ class RemoteProvider:
                     self.redis.lpush(self.queue, payload)  # first in line: it has waited already
                     unseen_since = None
         except redis.RedisError as exc:
-            raise ProviderError(self.name, f"the model's runners are unreachable: {exc}") from exc
+            raise ProviderError(self.name, f"the model's runners are unreachable: {exc}",
+                                kind="runners_unreachable") from exc
         finally:
             self.bus.unwatch(key, answered)
 
@@ -221,17 +223,22 @@ def _result(provider: str, answer: dict[str, Any]) -> Any:
         return answer["value"]
     if failure["kind"] == "provider":
         error_class = ProviderTimeout if failure["code"] == ProviderTimeout.code else ProviderError
-        err: ApiError = error_class(failure["provider"], failure["reason"], failure["upstream"], failure["status"])
+        err: ApiError = error_class(failure["provider"], failure["reason"], failure["upstream"], failure["status"],
+                                    kind=failure.get("cause") or "", upstream_message=failure.get("said") or "",
+                                    retry_after=failure.get("retry_after"))
     else:
         err = ApiError(failure["message"], failure.get("details") or {}, code=failure["code"])
     err.details = failure.get("details") or err.details
+    if isinstance(err, ProviderError):
+        err.operation = str(err.details.get("operation") or "")
     raise err
 
 
 def _failure(exc: Exception) -> dict[str, Any]:
     if isinstance(exc, ProviderError):
         return {"kind": "provider", "code": exc.code, "provider": exc.provider, "reason": exc.reason,
-                "upstream": exc.upstream, "status": exc.upstream_status, "details": exc.details}
+                "upstream": exc.upstream, "status": exc.upstream_status, "details": exc.details, "cause": exc.kind,
+                "said": exc.upstream_message, "retry_after": exc.retry_after}
     if isinstance(exc, ApiError):
         return {"kind": "api", "code": exc.code, "message": exc.message, "details": exc.details}
     return {"kind": "api", "code": "internal_error", "message": "", "details": {}}

@@ -15,8 +15,15 @@ envelopes (`error.upstream`, `error.upstream_status`):
   sharing one `Retrying` do not see each other's failures);
 * the error finally raised carries them as ``error.failures`` too.
 
-Client errors the upstream will answer the same way again (HTTP 4xx other
-than 408, 409 and 429) are not retried unless ``retry_client_errors=True``.
+What is retried is the failure's reason's call (`providers.failures`):
+configuration errors the upstream will answer the same way again (401/403,
+a model it does not have, another 4xx than 408, 409 and 429) are not retried
+unless ``retry_client_errors=True``. A wait the upstream asked for
+(`Retry-After` on a 429 or 503) is honoured: the retry comes no sooner than
+that, nor sooner than the backoff. All retries of one call stay within
+``budget_seconds`` (PERSONA_PROVIDER_RETRY_BUDGET_SECONDS): a retry whose wait
+would end past it is not made, and the last failure is raised (a 429 or 503
+as `503 service_unavailable` with the upstream's `Retry-After`).
 """
 
 from __future__ import annotations
@@ -38,10 +45,10 @@ from persona_service.providers.base import (
     Provider,
     ProviderError,
 )
+from persona_service.providers.settings import ProviderSettings
 
 T = TypeVar("T")
 DEFAULT_DELAYS = (1.0, 2.0, 4.0)
-_RETRYABLE_CLIENT_STATUSES = frozenset({408, 409, 429})
 
 
 def failure_details(error: ProviderError, attempt: int, operation: str) -> dict[str, Any]:
@@ -58,6 +65,7 @@ class Retrying:
         sleep: Callable[[float], None] = time.sleep,
         on_failure: Callable[[ProviderError, int, str], None] | None = None,
         retry_client_errors: bool = False,
+        budget_seconds: float | None = None,
     ):
         self.provider: Any = provider
         self.name = provider.name
@@ -65,6 +73,11 @@ class Retrying:
         self.sleep = sleep
         self.on_failure = on_failure
         self.retry_client_errors = retry_client_errors
+        if budget_seconds is None:
+            from persona_service.kernel.settings import load
+
+            budget_seconds = load(ProviderSettings).provider_retry_budget_seconds
+        self.budget_seconds = float(budget_seconds)
         self._local = threading.local()
 
     @property
@@ -99,6 +112,7 @@ class Retrying:
 
     def stream(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
         self._local.failures = []
+        self._local.began = time.monotonic()
         attempt = 0
         while True:
             attempt += 1
@@ -126,6 +140,7 @@ class Retrying:
 
     def _call(self, operation: str, call: Callable[[], T]) -> T:
         self._local.failures = []
+        self._local.began = time.monotonic()
         attempt = 0
         while True:
             attempt += 1
@@ -147,10 +162,21 @@ class Retrying:
     def _failed(self, error: ProviderError, attempt: int, operation: str) -> None:
         """Record a failed attempt, then sleep before the next one or re-raise."""
         self._record(error, attempt, operation)
-        if attempt > len(self.delays) or not self._retryable(error):
+        wait = self._wait(error, attempt)
+        if wait is None:
             error.failures = list(self.failures)  # type: ignore[attr-defined]
             raise error
-        self.sleep(self.delays[attempt - 1])
+        self.sleep(wait)
+
+    def _wait(self, error: ProviderError, attempt: int) -> float | None:
+        """Seconds before the next attempt, or None when there is none (not retryable, retries or budget spent)."""
+        if attempt > len(self.delays) or not self._retryable(error):
+            return None
+        wait = max(self.delays[attempt - 1], error.retry_after or 0.0)
+        spent = time.monotonic() - getattr(self._local, "began", time.monotonic())
+        if spent + wait > self.budget_seconds:
+            return None  # (after a 429 or 503 the caller hears the upstream's Retry-After instead)
+        return wait
 
     def _record(self, error: ProviderError, attempt: int, operation: str) -> None:
         self.failures.append(error)
@@ -158,7 +184,6 @@ class Retrying:
             self.on_failure(error, attempt, operation)
 
     def _retryable(self, error: ProviderError) -> bool:
-        status = error.upstream_status
-        if self.retry_client_errors or status is None or not 400 <= status < 500:
+        if self.retry_client_errors:
             return True
-        return status in _RETRYABLE_CLIENT_STATUSES
+        return error.retryable

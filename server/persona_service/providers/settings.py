@@ -70,6 +70,13 @@ class ProviderSettings(Section):
     provider_backoff_seconds: float = Field(
         1.0, ge=0, allow_inf_nan=False, description="retry backoff base: retries after 1×, 2×, 4× this",
     )
+    provider_retry_budget_seconds: float = Field(
+        20.0, ge=0, allow_inf_nan=False,
+        description="how long one model call may go on retrying, from its first attempt: a retry whose wait (the "
+                    "backoff, or an upstream's `Retry-After` on a 429 or 503, whichever is longer) would end past "
+                    "it is not made, and the caller gets the last failure (with the upstream's `Retry-After`: "
+                    "docs/real-model.md)",
+    )
     provider_attempt_keyed: bool = Field(
         False,
         description="test stacks only: replies to a message holding `[[attempt-keyed]]` differ per attempt of "

@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, NoReturn
 
 from persona_service.kernel import metrics, tracing
-from persona_service.kernel.data.unique import conflict_of
+from persona_service.kernel.data.unique import conflict_of, gone_reference
 from persona_service.kernel.errors import ApiError, InternalError, StoredError
 from persona_service.kernel.logs import Throttled
 from persona_service.kernel.transport import context as request_context
@@ -55,7 +55,7 @@ class Outcomes:
             err.headers["idempotent-replayed"] = "true"
         else:
             self._record_failure(call, err)
-        log_outcome(ctx, err.spec.http_status, err.code)
+        log_outcome(ctx, err.spec.http_status, err.code, err.log_cause())
         return err
 
     @staticmethod
@@ -98,13 +98,13 @@ class Outcomes:
 def translate(ctx: request_context.RequestContext, exc: Exception) -> ApiError:
     if isinstance(exc, ApiError):
         return exc
-    err = as_outage(exc) or conflict_of(exc) or InternalError()
+    err = as_outage(exc) or conflict_of(exc) or gone_reference(exc) or InternalError()
     if isinstance(err, InternalError):
         log.error("unhandled error in %s [request_id=%s]", ctx.method, ctx.request_id, exc_info=exc)
     return err
 
 
-def log_outcome(ctx: request_context.RequestContext, status: int, code: str = "") -> None:
+def log_outcome(ctx: request_context.RequestContext, status: int, code: str = "", cause: str = "") -> None:
     ctx.outcome = (status, code)
     seconds = time.perf_counter() - ctx.started
     metrics.observe_request(ctx.method, status, code, seconds)
@@ -119,11 +119,12 @@ def log_outcome(ctx: request_context.RequestContext, status: int, code: str = ""
         return
     log.log(
         logging.DEBUG if status < 400 else logging.INFO,
-        "%s status=%s code=%s request_id=%s org=%s credential=%s" + held_back,
+        "%s status=%s code=%s request_id=%s org=%s credential=%s" + held_back + (" cause=%s" if cause else ""),
         ctx.method, status, code or "-", ctx.request_id,
         principal.org_id if principal else "-", principal.credential_id if principal else "-",
+        *((cause,) if cause else ()),
         extra={"request_id": ctx.request_id, "trace_id": tracing.trace_id_of(ctx.traceparent), "rpc": ctx.method,
-               "status": status, "code": code or None,
+               "status": status, "code": code or None, "cause": cause or None,
                "org": principal.org_id if principal else None,
                "workspace": principal.workspace_id if principal else None,
                "principal": principal.credential_id if principal else None,
