@@ -56,6 +56,11 @@ class ApiError(Exception):
         self.persist = False
         super().__init__(self.message)
 
+    def log_cause(self) -> str:
+        """The failure's cause in words for the server's log line of the request (never rendered; "" when the
+        code says it all). An upstream failure names what the upstream said (providers.base.ProviderError)."""
+        return ""
+
 
 class Unauthorized(ApiError):
     code = "unauthorized"
