@@ -2,15 +2,20 @@
 details of providers/base.py): two stacks through Envoy, one on a plain local model server that offers
 only `/v1/chat/completions` (as Ollama, vLLM and llama.cpp's server do; moderation and embeddings stay
 local, the default), one on an upstream with the full set (chat, moderation and embeddings all sent
-there). A failing upstream answers 502 naming the operation and its status, never a secret."""
+there). A failing upstream answers 502 naming the operation, its status and the failure's reason
+(providers.failures), never a secret; one not worth retrying says so, one that asked to wait passes its
+`Retry-After` on (docs/real-model.md, "When the model fails")."""
 
 from __future__ import annotations
+
+import socket
+import time
 
 import pytest
 from persona_service.providers.base import ProviderError
 from persona_service.providers.factory import make_base_provider
 from persona_service.providers.settings import ProviderSettings
-from providers.openai_stub import OpenAIStub
+from providers.openai_stub import DEFAULT_ERROR, OpenAIStub
 from support import (
     TenantFactory,
     assert_envelope,
@@ -23,8 +28,10 @@ from support import (
 )
 
 API_KEY = "sk-stub-secret-9f8e7d"
-FAST = {"PERSONA_PROVIDER_BACKOFF_SECONDS": "0.01", "PERSONA_PROVIDER_TIMEOUT_SECONDS": "5"}
+FAST = {"PERSONA_PROVIDER_BACKOFF_SECONDS": "0.01", "PERSONA_PROVIDER_TIMEOUT_SECONDS": "5",
+        "PERSONA_PROVIDER_RETRY_BUDGET_SECONDS": "5"}
 ATTEMPTS = 4  # the first try and 3 retries
+DEFAULT_ERROR_MESSAGE = DEFAULT_ERROR["message"]
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +158,10 @@ def test_a_failing_upstream_names_its_operation_and_status(stacks, org, full_set
         r = client.post("/v1/personas", json={"intent": "A cheerful cartographer of imaginary islands"},
                         headers=org.auth)
     error = assert_envelope(r, 502, "provider_error")
-    assert error["details"] == {"provider": "openai", "operation": "embeddings", "upstreamStatus": 404}
+    assert error["details"] == {"provider": "openai", "operation": "embeddings", "upstreamStatus": 404,
+                                "reason": "endpoint_not_found", "retryable": False,
+                                "upstreamMessage": "The server had an error while processing your request."}
+    assert r.headers["x-should-retry"] == "false"
     _assert_no_secret(r)
     assert len(full_set.requests_to("/embeddings")) == 1
 
@@ -160,11 +170,13 @@ def test_a_failing_chat_model_names_chat_completions(stacks, org, chat_only):
     with client_for(stacks["chat_only"], timeout=60) as client:
         persona = _persona(client, org, "A soft-spoken gardener who knows every rose")
         r = client.post("/v1/chat/sessions", headers=org.auth, json={"personaId": persona["id"], "userId": "u-2"})
-        chat_only.inject_error(times=ATTEMPTS, status=503, path="/chat/completions")
+        chat_only.inject_error(times=ATTEMPTS, status=502, path="/chat/completions")
         r = client.post(f"/v1/chat/sessions/{r.json()['sessionId']}/messages", headers=org.auth,
                         json={"content": "Any advice?"})
     error = assert_envelope(r, 502, "provider_error")
-    assert error["details"] == {"provider": "openai", "operation": "chat.completions", "upstreamStatus": 503}
+    assert error["details"] == {"provider": "openai", "operation": "chat.completions", "upstreamStatus": 502,
+                                "reason": "upstream_error", "retryable": True,
+                                "upstreamMessage": "The server had an error while processing your request."}
     _assert_no_secret(r)
 
 
@@ -174,8 +186,129 @@ def test_a_model_that_answers_no_json_says_why(stacks, org, chat_only):
     with client_for(stacks["chat_only"], timeout=60) as client:
         r = client.post("/v1/personas", json={"intent": "A stubborn mule driver"}, headers=org.auth)
     error = assert_envelope(r, 502, "provider_error")
-    assert error["details"] == {"provider": "openai", "operation": "chat.completions",
-                                "reason": "the reply was not a JSON object"}
+    assert error["details"] == {"provider": "openai", "operation": "chat.completions", "reason": "reply_not_json",
+                                "retryable": True, "upstreamMessage": "the reply was not a JSON object"}
+
+
+# -- when the model fails: each failure through the edge (docs/real-model.md) -----------------------------
+
+OLLAMA_404 = {"error": {"message": 'model "llama3" not found, try pulling it first', "type": "api_error",
+                        "param": None, "code": None}}
+
+
+@pytest.fixture(scope="module")
+def dead(stacks, tmp_path_factory):
+    """A stack whose model server is not running: its address refuses connections."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed when the block ends: nothing listens there
+    stack = make_stack_beside(stacks["chat_only"], tmp_path_factory.mktemp("model-dead"), PERSONA_PROVIDER="openai",
+                              PERSONA_OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", **FAST)
+    with running(stack):
+        yield stack
+
+
+def _create(stack, org, intent: str):
+    with client_for(stack, timeout=60) as client:
+        started = time.monotonic()
+        r = client.post("/v1/personas", json={"intent": intent}, headers=org.auth)
+    return r, time.monotonic() - started
+
+
+def _server_log(stack) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in stack.log_dir.glob("server-*.log"))
+
+
+def _failure(r, status: int, code: str, reason: str, retryable: bool) -> dict:
+    error = assert_envelope(r, status, code)
+    details = error["details"]
+    assert details["provider"] == "openai" and details["reason"] == reason, details
+    assert details["retryable"] is retryable and r.headers["x-should-retry"] == str(retryable).lower(), details
+    _assert_no_secret(r)
+    return details
+
+
+def test_a_wrong_key_is_not_retried_and_says_so(stacks, org, full_set):
+    full_set.api_key = "sk-another-key-0000"  # the stack sends API_KEY: every call gets 401
+    r, _ = _create(stacks["full_set"], org, "A wary locksmith who forgot her own keys")
+    details = _failure(r, 502, "provider_error", "upstream_auth", False)
+    assert details["upstreamStatus"] == 401 and details["upstreamMessage"] == "Incorrect API key provided."
+    assert "retry-after" not in r.headers
+    assert len(full_set.requests) == 1, [q.path for q in full_set.requests]  # not retried
+    log = _server_log(stacks["full_set"])
+    assert f"request_id={r.headers['x-request-id']}" in log and "upstream_auth" in log
+    assert API_KEY not in log
+
+
+def test_a_model_the_server_does_not_have_is_named(stacks, org, chat_only):
+    chat_only.inject_error(times=9, status=404, envelope=OLLAMA_404, path="/chat/completions")
+    r, _ = _create(stacks["chat_only"], org, "A llama herder who sings to the stars")
+    details = _failure(r, 502, "provider_error", "model_not_found", False)
+    assert details == {"provider": "openai", "operation": "chat.completions", "upstreamStatus": 404,
+                       "reason": "model_not_found", "retryable": False,
+                       "upstreamMessage": 'model "llama3" not found, try pulling it first'}
+    assert len(chat_only.requests_to("/chat/completions")) == 1
+    log = _server_log(stacks["chat_only"])  # (JSON lines: the quotes escaped)
+    assert f"request_id={r.headers['x-request-id']} " in log and 'model_not_found' in log and 'llama3' in log
+
+
+def test_a_failing_server_is_retried_a_bounded_number_of_times(stacks, org, chat_only):
+    chat_only.inject_error(times=99, status=500, path="/chat/completions")
+    r, _ = _create(stacks["chat_only"], org, "A clockmaker whose clocks all run late")
+    details = _failure(r, 502, "provider_error", "upstream_error", True)
+    assert details["upstreamStatus"] == 500 and details["upstreamMessage"] == DEFAULT_ERROR_MESSAGE
+    assert len(chat_only.requests_to("/chat/completions")) == ATTEMPTS
+
+
+def test_a_rate_limited_server_is_waited_for_then_its_retry_after_passed_on(stacks, org, chat_only):
+    """429 with Retry-After: 3: the retry comes 3 s later, not after the 0.01 s backoff; the next would end past
+    the 5 s budget, so the client gets 503 with the upstream's Retry-After."""
+    chat_only.inject_error(times=99, status=429, path="/chat/completions", headers={"Retry-After": "3"},
+                           envelope={"error": {"message": "Rate limit reached for requests", "type": "requests",
+                                               "param": None, "code": "rate_limit_exceeded"}})
+    r, elapsed = _create(stacks["chat_only"], org, "An impatient courier who hates waiting")
+    details = _failure(r, 503, "service_unavailable", "upstream_rate_limited", True)
+    assert details["upstreamStatus"] == 429 and details["retryAfter"] == 3
+    assert details["upstreamMessage"] == "Rate limit reached for requests"
+    assert r.headers["retry-after"] == "3"
+    calls = chat_only.requests_to("/chat/completions")
+    assert len(calls) == 2 and 3.0 <= elapsed < 10, (len(calls), elapsed)
+
+
+def test_a_refused_connection_is_named(dead, org):
+    r, _ = _create(dead, org, "A hermit who never answers the door")
+    details = _failure(r, 502, "provider_error", "connection_refused", True)
+    assert "upstreamStatus" not in details and details["operation"] == "chat.completions"
+    assert "connection_refused" in _server_log(dead)
+
+
+def test_a_cut_answer_is_named(stacks, org, chat_only):
+    chat_only.inject_cut(times=99, path="/chat/completions")
+    r, _ = _create(stacks["chat_only"], org, "A storyteller who never finishes a sentence")
+    details = _failure(r, 502, "provider_error", "connection_closed", True)
+    assert "upstreamStatus" not in details and "peer closed connection" in details["upstreamMessage"]
+    assert len(chat_only.requests_to("/chat/completions")) == ATTEMPTS
+
+
+def test_an_answer_that_is_not_json_is_named(stacks, org, chat_only):
+    chat_only.inject_malformed(times=99, body="<html>oops</html>", path="/chat/completions")
+    r, _ = _create(stacks["chat_only"], org, "A typesetter who mixes up his fonts")
+    details = _failure(r, 502, "provider_error", "malformed_response", True)
+    assert details["upstreamStatus"] == 200 and details["upstreamMessage"] == "response is not JSON"
+
+
+def test_the_python_sdk_does_not_retry_what_the_service_says_not_to(stacks, org, full_set):
+    from persona_sdk import PersonaClient
+    from persona_sdk._errors import PersonaError
+
+    full_set.api_key = "sk-another-key-0000"
+    with PersonaClient(api_key=org.api_key, base_url=stacks["full_set"].http_url, backoff_base=0.5) as client:
+        started = time.monotonic()
+        with pytest.raises(PersonaError) as raised:
+            client.personas.create(intent="A careful archivist who double-checks everything")
+        elapsed = time.monotonic() - started
+    assert raised.value.code == "provider_error" and raised.value.details["reason"] == "upstream_auth"
+    assert len(full_set.requests) == 1 and elapsed < 5, (len(full_set.requests), elapsed)
 
 
 def _plain_text(body):
@@ -191,7 +324,9 @@ def test_moderation_sent_to_a_chat_only_server_fails_naming_it(chat_only):
     try:
         with pytest.raises(ProviderError) as raised:
             provider.moderate("hello")
-        assert raised.value.details == {"provider": "openai", "operation": "moderations", "upstreamStatus": 404}
+        assert raised.value.details == {"provider": "openai", "operation": "moderations", "upstreamStatus": 404,
+                                        "reason": "endpoint_not_found", "retryable": False,
+                                        "upstreamMessage": "404 page not found"}
         assert provider.embed(["hello"]) and not chat_only.requests_to("/embeddings")  # embeddings stay local
     finally:
         provider.close()

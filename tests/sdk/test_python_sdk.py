@@ -277,6 +277,13 @@ def test_retry_policy_by_code():
                  "forbidden", "quota_exceeded", "internal_error", "not_found", "state_conflict"):
         assert delay(BY_CODE[code], 0, **{"Retry-After": "1"}) is None, code
     assert delay(QuotaExceededError, 0, **{"Retry-After": "Wed, 01 Jan 2031 00:00:00 GMT"}) is None
+    # The service's own signal wins: x-should-retry: false or details.retryable false (a wrong key, a model the
+    # server does not have) is never retried; a Retry-After on a provider failure is waited for.
+    assert delay(ProviderError, 0, **{"x-should-retry": "false"}) is None
+    assert client.retry_delay(ProviderError("x", details={"reason": "upstream_auth", "retryable": False}), 0) is None
+    assert delay(ProviderError, 0, **{"x-should-retry": "true", "Retry-After": "3"}) == 3.0
+    assert delay(ProviderError, 2, **{"Retry-After": "3"}) == 4.0
+    assert delay(BY_CODE["service_unavailable"], 0, **{"Retry-After": "3"}) == 3.0
     # Turned off.
     assert PersonaClient(api_key="k", max_retries=0, http_client=client._http).retry_delay(ProviderError("x"), 0) is None
     client._http.close()

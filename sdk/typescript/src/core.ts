@@ -144,7 +144,9 @@ function isJsonType(contentType: string): boolean {
  *
  * Retries (spec "Retry semantics"): `provider_error` (502) and
  * `provider_timeout` (504) back off 1 s, 2 s, 4 s; `rate_limited` (429)
- * waits its `Retry-After`; at most `maxRetries` (3) retries each. Network
+ * and `service_unavailable` (503) wait their `Retry-After`; at most
+ * `maxRetries` (3) retries each. An answer with `x-should-retry: false` (or
+ * `details.retryable: false`) is never retried, whatever its code. Network
  * errors are retried like `provider_error` when the request is idempotent
  * (a read, a write with its `Idempotency-Key`, a stream resume). Nothing
  * else is retried: `validation_failed`, `idempotency_conflict`,
@@ -337,12 +339,21 @@ export class Core {
 
   /** How long to wait before retrying after this error, or undefined not to retry it. */
   protected retryDelayMs(error: PersonaError, attempt: number): number | undefined {
+    // The service's own signal wins: `x-should-retry: false` or `details.retryable: false` (a model failure
+    // the same call would meet again: a wrong key, a model the server does not have) is never retried.
+    if (error.headers.get("x-should-retry")?.trim().toLowerCase() === "false") return undefined;
+    if (error.details.retryable === false) return undefined;
     const backoff = this.backoffBaseMs * 2 ** attempt;
     switch (error.code) {
       case "provider_error":
-      case "provider_timeout":
-        return backoff;
-      case "rate_limited": {
+      case "provider_timeout": {
+        // A model server that asked to wait (`Retry-After`): no sooner than that.
+        const asked = retryAfterMs(error.headers.get("retry-after"));
+        if (asked === undefined) return backoff;
+        return asked <= this.maxRetryAfterSeconds * 1000 ? Math.max(backoff, asked) : undefined;
+      }
+      case "rate_limited":
+      case "service_unavailable": {
         const seconds = error.details.retryAfter;
         const wait = retryAfterMs(error.headers.get("retry-after"))
           ?? (typeof seconds === "number" ? seconds * 1000 : backoff);

@@ -19,7 +19,9 @@ class PersonaClient(SyncCore, Resources):
       `backoff_base` × 1, 2, 4 s; `rate_limited` and `service_unavailable` after their `Retry-After`
       (seconds; not when it is longer than `max_retry_wait`); connection failures when the request is safe
       to send again. At most `max_retries` retries per call (0 turns retrying off). Every other code is
-      raised at once, as its typed PersonaError subclass.
+      raised at once, as its typed PersonaError subclass, and so is any answer with `x-should-retry: false`
+      (or `details.retryable: false`: a model failure such as a wrong key or a missing model, which the same
+      call would meet again); a `Retry-After` on a `provider_error` is waited for (at least the backoff).
     - Every write carries an `Idempotency-Key` (a uuid4, the same on each retry of the call); pass
       `idempotency_key="…"` to a method to choose it, `idempotency_key=False` to send none, or
       `idempotency_keys=False` here to send none by default.

@@ -46,11 +46,21 @@ BACKOFF_CODES = frozenset({"provider_error", "provider_timeout"})
 # The wait is the answer's Retry-After (seconds). service_unavailable is the
 # spec's other 5xx "retry candidate" (a dependency outage, Retry-After: 2).
 RETRY_AFTER_CODES = frozenset({"rate_limited", "service_unavailable"})
+# Whatever the code, the service's own signal wins: `x-should-retry: false` (or `details.retryable: false`, a
+# model failure that will be answered the same way again: a wrong key, a model the server does not have) is
+# never retried, and a `Retry-After` on a retried answer is waited for (never less than the backoff).
 
 # Transport failures before the request left: always safe to send again.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 # Failures after it may have reached the server: retried only when idempotent.
 _MAYBE_SENT = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError, httpx.ReadTimeout, httpx.WriteTimeout)
+
+
+def should_retry(error: PersonaError) -> bool:
+    """Whether the service allows a retry: not when it says `x-should-retry: false` or `details.retryable: false`."""
+    if error.headers.get("x-should-retry", "").strip().lower() == "false":
+        return False
+    return error.details.get("retryable") is not False
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -164,10 +174,14 @@ class BaseCore:
 
     def retry_delay(self, error: PersonaError, retries: int) -> float | None:
         """Seconds to wait before retrying after `error` (`retries` done so far), or None to raise it."""
-        if retries >= self.max_retries:
+        if retries >= self.max_retries or not should_retry(error):
             return None
         if error.code in BACKOFF_CODES:
-            return self.backoff_base * float(2**retries)
+            backoff = self.backoff_base * float(2**retries)
+            asked = retry_after_seconds(error.headers.get("retry-after"))
+            if asked is None:
+                return backoff
+            return max(backoff, asked) if asked <= self.max_retry_wait else None
         if error.code in RETRY_AFTER_CODES:
             wait = retry_after_seconds(error.headers.get("retry-after"))
             if wait is None:
