@@ -46,7 +46,7 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None =
         stream_server_processes=stream_servers,
         **(settings or {}),
     )
-    env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1",
+    env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", "PERSONA_LOCK_GUARD": "1", "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1",
            "PERSONA_PROVIDER_ATTEMPT_KEYED": "1", "PERSONA_DRAIN_SECONDS": "0", **extra_env}
     ports = [settings.grpc_port] + [free_port(1000) for _ in range(servers - 1)]
     return Stack(settings, modules or MODULES, grpc_ports=ports, extra_env=env, workers=workers,

@@ -5,8 +5,10 @@ removed: they followed the old text), and preview what a message would use.
 A removed message keeps its row (text erased, `deleted_at` set) so that its
 usage, billed when it was produced, still counts in usage over time; its
 ordinal stays claimed (the session's `removed_messages`). Every change is
-checked against an active session, as sending is; the session row's lock
-(`account`, `uncount`) orders them against concurrent sends.
+checked against an active session, as sending is. Each locks the session's
+row before it reads the message it changes (`ChatSessionService.locked`,
+kernel.data.aggregates): two changes at once, or a change and a send, run
+one after the other, each deciding on what the other left.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class ChatControls:
         return row
 
     def _active(self, principal: Principal, session_id: str) -> SessionRecord:
-        session = self.sessions.get(principal, session_id)
+        session = self.sessions.locked(principal, session_id)
         if session.status != "active":
             raise self.sessions.conflict(session, "Messages of a session that is not active cannot change.")
         return session
@@ -104,7 +106,6 @@ class ChatControls:
             row = self.sessions.reply_row(principal, session.id, session.message_count + session.removed_messages,
                                           now, reply)
             return Regenerated(session, replied_to, self.repo.add_messages(row)[0])
-        self._alternatives_left(self._message(session, last.id))  # again, under the session's lock
         columns = self.sessions.reply_row(principal, session.id, last.ordinal, now, reply)
         added = self.repo.add_alternative(columns.pop("session_id"), columns.pop("ordinal"), columns.pop("id"),
                                           **columns)
@@ -147,7 +148,7 @@ class ChatControls:
                 limits: Limits) -> Preview:
         """What sending `content` would use: its tokens (input counted on what would be sent, output
         the session's mean reply, at most `max_tokens`), their cost, and the limits drawn from."""
-        speaking = self.sessions.speaking(principal, session_id)
+        speaking = self.sessions.speaking(principal, session_id, lock=False)
         sent = [*PersonaReplies.voice_messages(speaking.voice), *self.sessions.conversation(speaking.session.id),
                 Message("user", content)]
         stats = self.repo.reply_stats(speaking.session.id)

@@ -21,6 +21,7 @@ from sqlalchemy.sql import Select
 
 from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.tables import ChatMessage, ChatSession
+from persona_service.kernel.data import aggregates
 from persona_service.kernel.data.base import table_of
 from persona_service.kernel.data.personal_data import Batches, export_batches
 from persona_service.kernel.data.prepared import Prepared
@@ -33,6 +34,9 @@ _get = Prepared(
     SessionRecord,
 )
 _messages = table_of(ChatMessage)
+# A session with its messages and their alternatives: every write of a session locks its row first
+# (`ChatSessionRepository.lock`), so two writes at once (two tabs, a double click) run one after the other.
+SESSION = aggregates.declare("chat_session", _sessions, _messages)
 # What a conversation is made of: each turn's chosen alternative, removed messages left out.
 _visible = and_(_messages.c.selected, _messages.c.deleted_at.is_(None))
 _alternatives = _messages.alias("alternatives")
@@ -56,6 +60,11 @@ class ChatSessionRepository:
 
     def get(self, workspace_id: str, session_id: str) -> SessionRecord | None:
         return _get.first(self.conn, {"id": session_id, "ws": workspace_id})
+
+    def lock(self, workspace_id: str, session_id: str) -> SessionRecord | None:
+        """The session, its row locked until the unit of work ends: what a write decides on is read after this."""
+        return record_or_none(SessionRecord, aggregates.lock_root(
+            self.conn, SESSION, _sessions.c.id == session_id, _sessions.c.workspace_id == workspace_id))
 
     def create(self, **values: Any) -> SessionRecord:
         return record(SessionRecord, self.conn.execute(insert(_sessions).values(**values).returning(_sessions)).mappings().one())
@@ -124,7 +133,7 @@ class ChatSessionRepository:
         stmt = select(_sessions).where(
             _sessions.c.workspace_id == workspace_id, _sessions.c.persona_id == persona_id,
             _sessions.c.user_id == user_id, _sessions.c.title == title, _sessions.c.status == "active",
-        ).order_by(_sessions.c.started_at).limit(1)
+        ).order_by(_sessions.c.started_at).limit(1).with_for_update()
         return record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first())
 
     # --- messages -------------------------------------------------------------------

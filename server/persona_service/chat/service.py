@@ -359,6 +359,14 @@ class ChatSessionService:
             raise NotFound("chat session")
         return row
 
+    def locked(self, principal: Principal, session_id: str) -> SessionRecord:
+        """The session, locked for this unit of work: every write of a session starts here
+        (kernel.data.aggregates), before it reads the messages it decides on."""
+        row = self.repo.lock(principal.workspace_id, session_id) if ids.has_prefix("chat_session", session_id) else None
+        if row is None:
+            raise NotFound("chat session")
+        return row
+
     def create(self, principal: Principal, persona_id: str, user_id: str = "", title: str = "",
                persona_version: int = 0) -> SessionRecord:
         if self.personas.active(principal.workspace_id, persona_id) is None:
@@ -381,14 +389,14 @@ class ChatSessionService:
         )
 
     def end(self, principal: Principal, session_id: str) -> SessionRecord:
-        row = self.get(principal, session_id)
+        row = self.locked(principal, session_id)
         ended = self.repo.transition(row.id, ("active",), status="ended", ended_at=self.clock())
         if ended is None:
             raise self.conflict(self.get(principal, session_id), "Only an active session can be ended.")
         return ended
 
     def archive(self, principal: Principal, session_id: str) -> SessionRecord:
-        row = self.get(principal, session_id)
+        row = self.locked(principal, session_id)
         values: dict[str, Any] = {"status": "archived"}
         if row.ended_at is None:
             values["ended_at"] = self.clock()
@@ -407,9 +415,10 @@ class ChatSessionService:
             lambda message: [message.ordinal], _ordinal,
         )
 
-    def speaking(self, principal: Principal, session_id: str) -> Speaking:
-        """An active session whose persona can still reply, with that persona."""
-        session = self.get(principal, session_id)
+    def speaking(self, principal: Principal, session_id: str, *, lock: bool = True) -> Speaking:
+        """An active session whose persona can still reply, with that persona; locked for a write
+        (`lock=False` only where nothing is written: a preview)."""
+        session = self.locked(principal, session_id) if lock else self.get(principal, session_id)
         if session.status != "active":
             raise self.conflict(session, "Messages can only be sent to an active session.")
         persona = self.personas.active(principal.workspace_id, session.persona_id)

@@ -228,6 +228,12 @@ class Settings(Section):
                           "track them (PgBouncer before 1.21, or without `max_prepared_statements`, in transaction "
                           "mode: docs/scaling-out.md)",
     )
+    lock_guard: bool = Field(
+        False, description="check every statement of a writing transaction: an aggregate's rows (a chat session's "
+                           "messages, a webhook endpoint's deliveries) are read or changed only once its root row is "
+                           "locked, else the call fails with a 500 (kernel/data/aggregates.py; the test stacks turn "
+                           "it on)",
+    )
     auth_cache_seconds: int = Field(
         30, ge=0,
         description="how long a verified credential is trusted without a database read "

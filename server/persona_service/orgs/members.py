@@ -33,6 +33,7 @@ class MemberDirectory:
         a member (role `member`). An e-mail address proves nothing across
         organizations: a user of another organization, or of none, is never
         linked; the new identity then gets an address of its own."""
+        self.repo.lock_email(email)
         user_id = self.repo.user_by_email(email)
         if user_id is not None and self.repo.role_of(org_id, user_id) is not None:
             return Provisioned(user_id, True)
@@ -50,6 +51,7 @@ class MemberDirectory:
         knows the person too (its IdP, or its people, own the record as much)."""
         if self.repo.other_orgs(org_id, user_id):
             return
+        self.repo.lock_email(email)
         if self.repo.user_by_email(email) not in (None, user_id):
             return  # another person's address: keep ours rather than steal theirs
         self.repo.update_user(user_id, email=email, name=name)

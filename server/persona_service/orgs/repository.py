@@ -8,6 +8,7 @@ from sqlalchemy import Connection, any_, delete, func, insert, or_, select, upda
 from persona_service.kernel.data.base import table_of
 from persona_service.kernel.data.personal_data import Batches, export_batches
 from persona_service.kernel.data.records import record_or_none
+from persona_service.kernel.data.unique import once_per
 from persona_service.kernel.transport.auth import MemberCredential
 from persona_service.orgs.records import OrganizationRecord
 from persona_service.orgs.tables import ApiKey, Membership, Organization, User, Workspace
@@ -72,6 +73,12 @@ class OrgRepository:
                                 all_workspaces=row.workspace_ids is None)
 
     # --- provisioning (SCIM, through orgs.members.MemberDirectory) ---------------
+
+    def lock_email(self, email: str) -> None:
+        """Hold an e-mail address (as its unique index compares it) until the transaction ends: who owns it is
+        decided by one writer at a time, so two people given one new address at once answer as one after the
+        other (the second keeps its own), not with the index's conflict."""
+        once_per(self.conn, "user email", email.lower())
 
     def user_by_email(self, email: str) -> str | None:
         return self.conn.execute(select(_users.c.id).where(func.lower(_users.c.email) == email.lower())).scalar()

@@ -23,6 +23,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import array
 
+from persona_service.kernel.data import aggregates
 from persona_service.kernel.data.base import table_of
 from persona_service.kernel.data.records import record, record_or_none, records
 from persona_service.kernel.data.tables import OutboxEvent
@@ -39,6 +40,9 @@ _endpoints = table_of(WebhookEndpoint)
 _deliveries = table_of(WebhookDelivery)
 _attempts = table_of(WebhookAttempt)
 _events = table_of(OutboxEvent)
+# An endpoint with its deliveries and their attempts: a write of them (a replay, a ping) locks the endpoint first,
+# so a DELETE at the same moment comes before it (404) or after it, never between its read and its insert.
+ENDPOINT = aggregates.declare("webhook_endpoint", _endpoints, _deliveries, _attempts)
 # A literal, as ix_webhook_deliveries_due's predicate is: a generic plan (psycopg prepares what
 # the worker runs often) cannot use the partial index for `status = $1`, and reads every delivery.
 _PENDING = _deliveries.c.status == literal_column("'pending'")

@@ -269,7 +269,7 @@ class WebhookService:
 
     def ping(self, principal: Principal, endpoint_id: str) -> str:
         """A test ping through the outbox; the fan-out routes it to this endpoint only."""
-        self.get(principal, endpoint_id)
+        self.get(principal, endpoint_id, for_update=True)
         return Outbox(self.conn).emit(TEST_PING, principal.org_id, principal.workspace_id, {"endpointId": endpoint_id})
 
     # deliveries
@@ -286,8 +286,9 @@ class WebhookService:
 
     def replay(self, principal: Principal, endpoint_id: str, delivery_id: str, now: datetime | None = None
                ) -> tuple[DeliveryRecord, builtins.list[AttemptRecord]]:
-        """A new delivery of the same event (same envelope `id`), due now."""
-        self.get(principal, endpoint_id)
+        """A new delivery of the same event (same envelope `id`), due now. The endpoint is locked first:
+        a DELETE at the same moment either waits for the replay or removed it, and then this is a 404."""
+        self.get(principal, endpoint_id, for_update=True)
         original = self.repo.get_delivery(endpoint_id, delivery_id)
         if original is None:
             raise NotFound("webhook delivery")

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import Connection, Select
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 
+from persona_service.kernel.data.aggregates import guard_of
 from persona_service.kernel.data.records import field_names
 
 R = TypeVar("R")
@@ -39,6 +40,9 @@ class Prepared(Generic[R]):
     def first(self, conn: Connection, params: Mapping[str, Any]) -> R | None:
         raw = conn.connection.driver_connection
         assert raw is not None
+        guard = guard_of(conn.engine)
+        if guard is not None:
+            guard.check_on(conn, self.sql)
         # A connection opened without prepared statements (make_engine(prepared=False)) runs it unprepared.
         prepare = raw.prepare_threshold is not None  # type: ignore[attr-defined]
         row = raw.execute(self.sql, params, prepare=prepare).fetchone()  # type: ignore[attr-defined]

@@ -20,14 +20,15 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import psycopg
-from sqlalchemy import Connection, Index, Table, UniqueConstraint, text
+from sqlalchemy import Connection, ForeignKeyConstraint, Index, Table, UniqueConstraint, text
 from sqlalchemy import exc as sa_exc
 
 from persona_service.kernel.data.base import Base
-from persona_service.kernel.errors import StateConflict
+from persona_service.kernel.errors import NotFound, StateConflict
 
 T = TypeVar("T")
 UNIQUE_VIOLATION = "23505"
+FOREIGN_KEY_VIOLATION = "23503"
 # Candidates a derivation tries before the conflict is the caller's (each try is one savepoint).
 DERIVATIONS = 8
 
@@ -50,6 +51,34 @@ def conflict_of(exc: BaseException) -> StateConflict | None:
     field = _conflict_fields().get(name, "")
     return StateConflict(f"Another resource already has this {field or 'value'}.", field,
                          {"constraint": name} if not field else None)
+
+
+def gone_reference(exc: BaseException) -> NotFound | None:
+    """A foreign-key violation as a serial order answers it: the row written referred to one another request
+    deleted meanwhile (a delivery replayed while its endpoint went), so the referenced resource does not exist
+    (404 naming it); None for any other error. Writes that lock what they refer to first never get here."""
+    orig = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+    if getattr(orig, "sqlstate", None) != FOREIGN_KEY_VIOLATION:
+        return None
+    diag = getattr(orig, "diag", None)
+    name = getattr(diag, "constraint_name", None) or ""
+    referred = _referred_tables().get(name, "")
+    return NotFound(referred.removesuffix("s").replace("_", " ") if referred else "resource")
+
+
+_REFERRED: dict[str, str] = {}
+
+
+def _referred_tables() -> dict[str, str]:
+    """Foreign-key constraint name -> the table it refers to (PostgreSQL's default name where none is given)."""
+    if not _REFERRED:
+        for table in Base.metadata.tables.values():
+            for constraint in table.constraints:
+                if isinstance(constraint, ForeignKeyConstraint):
+                    columns = "_".join(c.name for c in constraint.columns)
+                    name = str(constraint.name) if constraint.name else f"{table.name}_{columns}_fkey"
+                    _REFERRED[name] = constraint.referred_table.name
+    return _REFERRED
 
 
 def derive_unique(conn: Connection, constraint: str, candidate: Callable[[int], Any],

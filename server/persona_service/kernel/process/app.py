@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 import redis
 
 from persona_service.kernel import metrics
+from persona_service.kernel.data import aggregates
+from persona_service.kernel.data.aggregates import LockGuard
 from persona_service.kernel.data.engine import make_engine, share_disconnects
 from persona_service.kernel.logs import Throttled
 from persona_service.kernel.process import redis_pool
@@ -75,6 +77,10 @@ class App:
         self.stream_engine = make_engine(settings.database_url, pool_size=settings.stream_db_pool_size,
                                          prepared=prepared)
         share_disconnects(self.engine, self.stream_engine)
+        if settings.lock_guard:
+            guard = LockGuard(aggregates.ORDER)
+            for engine in (self.engine, self.stream_engine):
+                guard.install(engine)
         self.redis = redis_pool.connect(settings.redis_url, settings.redis_max_connections,
                                         settings.redis_acquire_timeout_seconds)
         secret = settings.resolved_jwt_secret()

@@ -1,0 +1,150 @@
+"""Aggregates: the rows one write decides on, and the one way to write them.
+
+An aggregate is a root row and the rows that belong to it: a chat session
+with its messages and their alternatives, a webhook endpoint with its
+deliveries, a SCIM user with its e-mails. Two writes of one aggregate answer
+as one serial order when each locks the root first (`lock_root`: `SELECT …
+FOR UPDATE` on the root's row) and only then reads what it decides on (the
+last turn, the chosen alternative, an endpoint that still exists): the second
+waits for the first to commit and then decides on what the first left. A
+write touching two aggregates locks their roots in `ORDER` (declaration
+order, then id), so two such writes wait in a line, never in a cycle. An
+atomic `UPDATE`/`DELETE` of the root, or the `INSERT` of a new one, locks it
+as well (PostgreSQL locks the rows a statement changes).
+
+A module declares its aggregates (`declare`) with the tables that belong to
+each; `lock_root` is the door. The other way round (reading a message before
+the session is locked, writing a delivery while its endpoint is free to go)
+is caught by `LockGuard`, which the test stacks turn on
+(`PERSONA_LOCK_GUARD=1`): in a writing transaction, the first statement that
+touches one of an aggregate's tables must lock its root, or it raises
+`LockOrderViolation` (a 500 the suite sees). It reads the SQL that reaches
+the driver, so it holds whatever spelled the statement (Core, `text()`, a
+subquery string), not only the calls it was written for.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Table, event, select
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    name: str
+    root: Table
+    members: tuple[Table, ...] = ()  # the tables whose rows belong to a root row
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return (self.root.name, *(t.name for t in self.members))
+
+
+ORDER: list[Aggregate] = []  # every declared aggregate, in lock order
+
+
+def declare(name: str, root: Table, *members: Table) -> Aggregate:
+    """An aggregate of `root` and `members` (once per name: a module's import declares it)."""
+    for known in ORDER:
+        if known.name == name:
+            return known
+    aggregate = Aggregate(name, root, members)
+    ORDER.append(aggregate)
+    return aggregate
+
+
+def lock_root(conn: Connection, aggregate: Aggregate, *where: Any) -> Any:
+    """The root row matching `where`, locked until the transaction ends (None: no such row).
+    Call it before reading anything of the aggregate that the write decides on."""
+    stmt = select(aggregate.root).where(*where).with_for_update()
+    return conn.execute(stmt).mappings().first()
+
+
+def lock_roots(conn: Connection, aggregate: Aggregate, ids: list[str]) -> list[Any]:
+    """Several roots of one aggregate, locked in id order (two such writes never wait on each other in a cycle)."""
+    root = aggregate.root
+    stmt = select(root).where(root.c.id.in_(ids)).order_by(root.c.id).with_for_update()
+    return list(conn.execute(stmt).mappings())
+
+
+class LockOrderViolation(AssertionError):
+    """A write read or changed an aggregate's rows before it held the aggregate's root."""
+
+
+_KIND = re.compile(r"^\s*(?:WITH\b.*?\)\s*)?(SELECT|INSERT|UPDATE|DELETE)\b", re.IGNORECASE | re.DOTALL)
+_LOCKING = re.compile(r"\bFOR\s+(?:NO\s+KEY\s+)?UPDATE\b", re.IGNORECASE)
+_LOCKED = "aggregates_locked"
+
+
+def _names(name: str) -> str:
+    return rf'(?:"?public"?\.)?"?{name}"?'
+
+
+class LockGuard:
+    """Checks each statement of a writing transaction against the lock-the-root-first rule
+    (for the aggregates in `aggregates`, a list modules may still add to: read at each check)."""
+
+    def __init__(self, aggregates: list[Aggregate]) -> None:
+        self.aggregates = aggregates
+        self._patterns: dict[str, tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]] = {}
+
+    def _of(self, a: Aggregate) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+        """(touches any of its tables, changes its root, names its root in a FROM)."""
+        found = self._patterns.get(a.name)
+        if found is None:
+            root = _names(a.root.name)
+            found = self._patterns[a.name] = (
+                re.compile(r"\b(?:" + "|".join(_names(t) for t in a.tables) + r")\b", re.IGNORECASE),
+                re.compile(rf"^\s*(?:UPDATE|DELETE\s+FROM|INSERT\s+INTO)\s+{root}\b", re.IGNORECASE),
+                re.compile(rf"\bFROM\s+{root}\b", re.IGNORECASE),
+            )
+        return found
+
+    def install(self, engine: Engine) -> None:
+        event.listen(engine, "begin", self._reset)
+        event.listen(engine, "commit", self._reset)
+        event.listen(engine, "rollback", self._reset)
+        event.listen(engine, "before_cursor_execute", self._check)
+        _GUARDS[id(engine)] = self
+
+    @staticmethod
+    def _reset(conn: Connection) -> None:
+        conn.info[_LOCKED] = set()
+
+    def check(self, sql: str, locked: set[str]) -> None:
+        """Raise when `sql`, run in a writing transaction holding the roots `locked`, breaks the rule."""
+        kind = _KIND.match(sql)
+        selects_for_update = kind is not None and kind.group(1).upper() == "SELECT" and _LOCKING.search(sql)
+        for aggregate in self.aggregates:
+            if aggregate.name in locked:
+                continue
+            touches, changes_root, from_root = self._of(aggregate)
+            if not touches.search(sql):
+                continue
+            if changes_root.match(sql) or (selects_for_update and from_root.search(sql)):
+                locked.add(aggregate.name)
+                continue
+            raise LockOrderViolation(
+                f"{aggregate.name}: a write touched {aggregate.tables} before locking its root "
+                f"({aggregate.root.name}; kernel.data.aggregates.lock_root): {sql[:160]}")
+
+    def check_on(self, conn: Connection, sql: str) -> None:
+        """`check` for a statement run on `conn` (a read-only unit of work, in autocommit, decides nothing)."""
+        driver = conn.connection.driver_connection
+        if driver is None or getattr(driver, "autocommit", False):
+            return
+        self.check(sql, conn.info.setdefault(_LOCKED, set()))
+
+    def _check(self, conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any,
+               executemany: bool) -> None:
+        self.check_on(conn, statement)
+
+
+_GUARDS: dict[int, LockGuard] = {}  # by id(engine): statements run past SQLAlchemy's events (`Prepared`)
+
+
+def guard_of(engine: Engine) -> LockGuard | None:
+    return _GUARDS.get(id(engine))

@@ -1,0 +1,103 @@
+"""The lock-the-root-first guard (kernel/data/aggregates.py), on violations planted here, on the stack's
+PostgreSQL: it reads the SQL that reaches the driver, so it catches a violation however it is spelled
+(Core, `text()`, a subquery string, a `Prepared` hot read), and lets the orders a serial write takes pass."""
+
+from __future__ import annotations
+
+import pytest
+from persona_service.chat.repository import SESSION, ChatSessionRepository
+from persona_service.kernel.data import aggregates
+from persona_service.kernel.data.aggregates import LockGuard, LockOrderViolation
+from persona_service.kernel.data.uow import UnitOfWork
+from persona_service.webhooks.repository import ENDPOINT
+from sqlalchemy import select, text
+from support import engine_for
+
+SESSION_ID = "chat_session_00000000000000000000000000"
+
+
+@pytest.fixture()
+def guarded(stack):
+    with engine_for(stack, pool_size=2) as engine:
+        LockGuard(aggregates.ORDER).install(engine)
+        yield engine
+
+
+def _writing(engine):
+    return UnitOfWork(engine).conn
+
+
+PLANTED = {
+    "a child read before its root is locked": "SELECT max(ordinal) FROM chat_messages WHERE session_id = 'x'",
+    "a child written before its root": "UPDATE chat_messages SET content = '' WHERE session_id = 'x'",
+    "the root read without a lock": "SELECT status FROM chat_sessions WHERE id = 'x'",
+    "a schema-qualified child": "SELECT 1 FROM public.chat_messages",
+    "a quoted child in a subquery string": 'SELECT (select count(*) FROM "chat_messages") AS n',
+    "a child locked before its root": "SELECT id FROM chat_messages WHERE session_id = 'x' FOR UPDATE",
+    "a delivery inserted before its endpoint is held": "INSERT INTO webhook_deliveries (id) VALUES ('d')",
+}
+
+
+@pytest.mark.parametrize("sql", PLANTED.values(), ids=PLANTED.keys())
+def test_a_planted_violation_is_refused_before_it_reaches_postgresql(guarded, sql):
+    conn = _writing(guarded)
+    try:
+        with pytest.raises(LockOrderViolation):
+            conn.execute(text(sql))
+    finally:
+        conn.close()
+
+
+def test_the_orders_a_serial_write_takes_pass(guarded):
+    conn = _writing(guarded)
+    try:
+        repo = ChatSessionRepository(conn)
+        assert repo.lock("ws_none", SESSION_ID) is None  # the root first (no such session: nothing is locked)
+        repo.last_ordinal(SESSION_ID)  # then its messages
+        conn.execute(text("SELECT 1 FROM webhook_endpoints WHERE id = 'e' FOR UPDATE"))
+        conn.execute(text("SELECT count(*) FROM webhook_deliveries"))
+    finally:
+        conn.close()
+
+
+def test_an_atomic_update_of_the_root_holds_it(guarded):
+    conn = _writing(guarded)
+    try:
+        conn.execute(text("UPDATE chat_sessions SET title = title WHERE id = 'x'"))
+        conn.execute(text("SELECT count(*) FROM chat_messages WHERE session_id = 'x'"))
+    finally:
+        conn.close()
+
+
+def test_each_transaction_locks_afresh(guarded):
+    conn = _writing(guarded)
+    try:
+        ChatSessionRepository(conn).lock("ws_none", SESSION_ID)
+        conn.commit()  # the lock went with the transaction
+        with pytest.raises(LockOrderViolation):
+            conn.execute(select(SESSION.members[0].c.id).limit(1))
+    finally:
+        conn.close()
+
+
+def test_a_prepared_hot_read_of_the_root_in_a_write_is_checked_too(guarded):
+    conn = _writing(guarded)
+    try:
+        with pytest.raises(LockOrderViolation):
+            ChatSessionRepository(conn).get("ws_none", SESSION_ID)  # Prepared: past SQLAlchemy's events
+    finally:
+        conn.close()
+
+
+def test_a_read_only_unit_of_work_decides_nothing_and_is_not_checked(guarded):
+    reading = UnitOfWork(guarded, read_only=True)
+    try:
+        reading.conn.execute(text("SELECT count(*) FROM chat_messages"))
+        ChatSessionRepository(reading.conn).get("ws_none", SESSION_ID)
+    finally:
+        reading.close()
+
+
+def test_every_declared_aggregate_names_its_tables():
+    assert SESSION in aggregates.ORDER and ENDPOINT in aggregates.ORDER
+    assert ENDPOINT.tables == ("webhook_endpoints", "webhook_deliveries", "webhook_attempts")

@@ -1,0 +1,117 @@
+"""The serial oracle: two writes at once must answer as one of the two serial orders would.
+
+An aggregate's table (`Table`) says how to build a fresh aggregate in the state tried (`make`), how to read
+its end state through the API, normalised so that ids and timestamps do not count (`read`), and which write
+operations touch it (`ops`). For each pair of operations (the same one twice included: the double click),
+`check_pair` builds the aggregate three ways from the same fixture: A then B, B then A, and A and B fired
+together behind a barrier (repeated `rounds` times, each on a fresh aggregate). The concurrent run passes
+only if its answers (status and error code, in A, B order) and its end state equal one serial order's. A
+5xx fails whatever the serial runs answered. The serial runs are the oracle: nothing is written down by
+hand per pair, so a pair nobody listed is judged the same way.
+
+`ORACLE_ROUNDS` (default 1) sets the repetitions; `ORACLE_REPORT=<file>` appends a JSON line per pair
+(pairs covered, rounds, every divergence with what to replay). scripts/serial_oracle.py runs the long form.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+ROUNDS = int(os.environ.get("ORACLE_ROUNDS", "1"))
+REPORT = os.environ.get("ORACLE_REPORT", "")
+
+Answer = tuple[int, str]  # status, error code ("" for a success)
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    call: Callable[[Any], httpx.Response]  # given the fixture's state (its ids)
+
+
+@dataclass
+class Table:
+    name: str  # aggregate and state, e.g. "chat session: last reply with alternatives"
+    make: Callable[[], Any]
+    read: Callable[[Any], Any]
+    ops: list[Op]
+    pairs: list[tuple[Op, Op]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pairs = list(itertools.combinations_with_replacement(self.ops, 2))
+
+    def ids(self) -> list[str]:
+        return [f"{a.name}+{b.name}" for a, b in self.pairs]
+
+
+def answer(response: httpx.Response) -> Answer:
+    code = ""
+    if response.status_code >= 400:
+        try:
+            body = response.json()  # the envelope's code; SCIM's error document has its scimType
+            code = body.get("error", {}).get("code", "") or body.get("scimType", "") or str(body.get("status", ""))
+        except ValueError:
+            code = "?"
+    return response.status_code, code
+
+
+@dataclass(frozen=True)
+class Run:
+    answers: tuple[Answer, Answer]  # A's, B's
+    state: Any
+
+
+def serial(table: Table, first: Op, second: Op, swap: bool) -> Run:
+    fixture = table.make()
+    one, two = answer(first.call(fixture)), answer(second.call(fixture))
+    return Run((two, one) if swap else (one, two), table.read(fixture))
+
+
+def concurrent(table: Table, a: Op, b: Op) -> Run:
+    fixture = table.make()
+    barrier = threading.Barrier(2)
+
+    def fire(op: Op) -> Answer:
+        barrier.wait(timeout=30)
+        return answer(op.call(fixture))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(fire, a), pool.submit(fire, b)]
+        answers = (futures[0].result(timeout=120), futures[1].result(timeout=120))
+    return Run(answers, table.read(fixture))
+
+
+def check_pair(table: Table, a: Op, b: Op, rounds: int = ROUNDS) -> list[str]:
+    """Divergences of `rounds` concurrent runs of (a, b) from both serial orders (empty: each was one of them)."""
+    orders = [serial(table, a, b, swap=False)]
+    if a is b:  # the same operation twice: either call may be the one that came first
+        orders.append(Run((orders[0].answers[1], orders[0].answers[0]), orders[0].state))
+    else:
+        orders.append(serial(table, b, a, swap=True))
+    divergences = []
+    for n in range(rounds):
+        got = concurrent(table, a, b)
+        server_error = any(status >= 500 for status, _ in got.answers)
+        if server_error or got not in orders:
+            divergences.append(json.dumps({
+                "round": n, "concurrent": _plain(got), "serial": [_plain(o) for o in orders],
+                "replay": f"{table.name}: {a.name} and {b.name} at once",
+            }, default=str))
+    if REPORT:
+        with open(REPORT, "a") as out:
+            out.write(json.dumps({"table": table.name, "pair": [a.name, b.name], "rounds": rounds,
+                                  "divergences": divergences}) + "\n")
+    return divergences
+
+
+def _plain(run: Run) -> dict:
+    return {"answers": run.answers, "state": run.state}

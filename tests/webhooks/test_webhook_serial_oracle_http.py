@@ -1,0 +1,68 @@
+"""Every pair of a webhook endpoint's writes at once answers as one serial order would (tests/oracle.py),
+through Envoy: a delivery's replay, the endpoint's PATCH and its DELETE. A replay racing the DELETE is
+answered 404 (the delete came first) or 200 with the endpoint then gone, never a foreign-key 500."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+import pytest
+from oracle import Op, Table, check_pair
+
+
+@dataclass(frozen=True)
+class Fixture:
+    endpoint: str
+    delivery: str
+
+
+def _fixture(http, tenant, receiver) -> Fixture:
+    r = http.post("/v1/webhooks", headers=tenant.auth,
+                  json={"url": receiver.url(f"/oracle/{uuid.uuid4().hex}"), "events": ["persona.created"]})
+    assert r.status_code == 200, r.text
+    endpoint = r.json()["endpoint"]["id"]
+    assert http.post(f"/v1/webhooks/{endpoint}/ping", headers=tenant.auth, json={}).status_code == 200
+    deadline = time.monotonic() + 30
+    while True:  # the worker's fan-out makes the ping's delivery
+        items = http.get(f"/v1/webhooks/{endpoint}/deliveries", headers=tenant.auth).json()["items"]
+        if items:
+            return Fixture(endpoint, items[0]["id"])
+        assert time.monotonic() < deadline, "the ping was never fanned out to a delivery"
+        time.sleep(0.05)
+
+
+def _state(http, tenant, fixture: Fixture):
+    got = http.get(f"/v1/webhooks/{fixture.endpoint}", headers=tenant.auth)
+    if got.status_code == 404:
+        return "gone"
+    listed = http.get(f"/v1/webhooks/{fixture.endpoint}/deliveries", headers=tenant.auth).json()["items"]
+    body = got.json()
+    return body["description"], body["enabled"], sorted(bool(d.get("replayOf")) for d in listed)
+
+
+def _ops(http, tenant) -> list[Op]:
+    auth = tenant.auth if tenant is not None else {}  # (None: only the names, for the parameters)
+    return [
+        Op("replay", lambda f: http.post(f"/v1/webhooks/{f.endpoint}/deliveries/{f.delivery}/replay", headers=auth,
+                                         json={})),
+        Op("patch", lambda f: http.patch(f"/v1/webhooks/{f.endpoint}", headers=auth,
+                                         json={"description": "renamed", "enabled": False})),
+        Op("delete", lambda f: http.delete(f"/v1/webhooks/{f.endpoint}", headers=auth)),
+    ]
+
+
+def _table(http, tenant, receiver) -> Table:
+    return Table("webhook endpoint with a delivery", make=lambda: _fixture(http, tenant, receiver),
+                 read=lambda f: _state(http, tenant, f), ops=_ops(http, tenant))
+
+
+PAIRS = [(a.name, b.name) for a, b in _table(None, None, None).pairs]
+
+
+@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
+def test_two_writes_at_once_answer_as_one_serial_order(http, tenants, receiver, a, b):
+    table = _table(http, tenants(), receiver)
+    ops = {op.name: op for op in table.ops}
+    assert check_pair(table, ops[a], ops[b]) == []
