@@ -7,6 +7,7 @@ read more than a page's rows through an index that does not fit the query."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 from plans import reads_big_table, violations
@@ -25,17 +26,21 @@ KNOWN = {
 # Their generic plans (one plan for any values, which PostgreSQL may cache for a prepared
 # statement) miss too: the values pick the index, a parameter cannot.
 KNOWN_GENERIC = {**KNOWN}
-# Not strict: no index serves these values, and a small seed's plan may happen to read few rows anyway.
+# No index serves these values: on the CI-sized seed the plan reads more than a page, custom and generic.
 NOT_INDEXABLE = {
     "marketplace q": "`Listing 42`: `42` is shorter than a trigram and `listing` is in every title, so no index "
                      "narrows the search (`marketplace q words`, every word 3 characters or more, reads the "
                      "trigram indexes)",
 }
-# Not strict: which index the generic plan takes depends on the statistics of the moment.
+# Which index the generic plan takes depends on the statistics of the moment (ANALYZE samples rows), so
+# it may pass or miss from one run to the next: not an xfail (every xfail is strict, issue 46) but a check
+# of what is stable: the plan passes, or its only miss is the walk of the index named here, filtered.
 UNSTABLE_GENERIC = {
-    "moderation queue stage": "`stage = $n`: the plan may walk the open-queue partial index and filter by stage",
-    "audit action": "an action is a parameter: the plan may walk (org_id, occurred_at) and filter, not the "
-                    "(org_id, action, occurred_at) index",
+    "moderation queue stage": ("ix_moderation_reviews_open",
+                               "`stage = $n`: the plan may walk the open-queue partial index and filter by stage"),
+    "audit action": ("ix_audit_events_org_time",
+                     "an action is a parameter: the plan may walk (org_id, occurred_at) and filter, not the "
+                     "(org_id, action, occurred_at) index"),
 }
 
 
@@ -44,10 +49,14 @@ def _marks(name: str, generic: bool) -> list[pytest.MarkDecorator]:
     if name in known:
         return [pytest.mark.xfail(reason=known[name], strict=True)]
     if name in NOT_INDEXABLE:
-        return [pytest.mark.xfail(reason=NOT_INDEXABLE[name], strict=False)]
-    if generic and name in UNSTABLE_GENERIC:
-        return [pytest.mark.xfail(reason=UNSTABLE_GENERIC[name], strict=False)]
+        return [pytest.mark.xfail(reason=NOT_INDEXABLE[name], strict=True)]
     return []
+
+
+def _tolerated(name: str, generic: bool, violation: str) -> bool:
+    """An UNSTABLE_GENERIC call's documented miss: its generic plan walks the named index and filters."""
+    index = UNSTABLE_GENERIC.get(name, ("", ""))[0] if generic else ""
+    return bool(index) and re.fullmatch(rf"Index Scan on \w+ touches [\d.]+ rows \({index}\)", violation) is not None
 
 
 @pytest.mark.parametrize("name,generic", [
@@ -62,8 +71,17 @@ def test_every_statement_of_a_call_uses_an_index(name, generic, http, engine, se
         response = client.get(call.path, params=params)
         assert response.status_code == 200, response.text
         statements = [s for s in statement_log.since(start) if reads_big_table(s.sql)]
-    found = {s.sql: v for s in statements if (v := violations(engine, s, generic))}
+    found = {s.sql: v for s in statements
+             if (v := [m for m in violations(engine, s, generic) if not _tolerated(name, generic, m)])}
     assert not found, "\n\n".join(f"{sql}\n  -> {'; '.join(v)}" for sql, v in found.items())
+
+
+def test_a_tolerated_miss_is_only_the_documented_walk():
+    assert _tolerated("audit action", True, "Index Scan on audit_events touches 1467.0 rows (ix_audit_events_org_time)")
+    assert not _tolerated("audit action", False, "Index Scan on audit_events touches 1467 rows (ix_audit_events_org_time)")
+    assert not _tolerated("audit action", True, "Seq Scan on audit_events")
+    assert not _tolerated("audit action", True, "Index Scan on audit_events touches 9 rows (ix_audit_events_org_failures)")
+    assert not _tolerated("moderation queue stage", True, "Sort of 1467 rows (created_at)")
 
 
 class http_as:
