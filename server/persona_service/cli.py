@@ -86,6 +86,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         f"  gRPC server(s):           {', '.join(f'127.0.0.1:{p}' for p in stack.grpc_ports)}\n"
         f"  stream server(s):         {stream_servers or '(the gRPC servers)'}\n"
         f"  model:                    {describe_models()}\n"
+        f"  prices:                   {_describe_prices()}\n"
         f"  background processes:     {processes}\n"
         f"  data:                     {settings.data_dir}\n"
         f"  logs:                     {stack.log_dir}\n"
@@ -101,6 +102,20 @@ def cmd_up(args: argparse.Namespace) -> int:
     print("stopping…", flush=True)
     stack.stop()
     return 0
+
+
+def _describe_prices() -> str:
+    """The banner's prices line: the configured models without a price are named (their costs are reported as
+    unknown, never as $0: chat.pricing)."""
+    from persona_service.chat.pricing import describe
+    from persona_service.kernel.settings import load
+    from persona_service.providers.settings import ProviderSettings
+
+    settings = load(ProviderSettings)
+    if settings.upstream("chat") is None:
+        return describe("local-persona-1") + " (the local test model's demo price)"
+    embedding = settings.openai_embedding_model if settings.upstream("embedding") is not None else ""
+    return describe(settings.openai_model, embedding)
 
 
 def _this_cli() -> str:

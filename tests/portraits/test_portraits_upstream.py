@@ -58,7 +58,8 @@ def test_upstream_5xx_is_502_in_the_portrait_shape(upstream, openai_stub):  # no
     openai_stub.inject_error(times=4, status=500, path="/images/edits")  # the first try and three retries
     r = _edit(http, tenant, persona_id, source["id"])
     assert r.status_code == 502, r.text
-    assert r.json() == {"error": "provider_error", "message": r.json()["message"], "provider": "openai"}
+    assert r.json() == {"error": "provider_error", "message": r.json()["message"], "provider": "openai",
+                        "reason": "provider_failed", "retryable": True}  # (a failed portrait keeps only its code)
     failed = http.get(f"/v1/personas/{persona_id}/portraits", params={"conversationId": source["id"]},
                       headers=tenant.auth).json()["items"][0]
     assert failed["status"] == "failed" and failed["failureCode"] == "provider_error"

@@ -357,6 +357,8 @@ export interface ChatUsage {
   outputTokens: number;
   /** Cost in millionths of a US dollar (a whole number). */
   costUsdMicros: number;
+  /** True when the reply's model has no price (neither built in nor in PERSONA_MODEL_PRICES): `cost_usd_micros` is then 0 but the cost is unknown, not free (docs/configuration.md, PERSONA_MODEL_PRICES); false when the cost is real. */
+  unpriced: boolean;
 }
 
 /** Request of ChooseChatMessage. */

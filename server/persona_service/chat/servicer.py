@@ -31,7 +31,8 @@ def chat_message(row: MessageRecord) -> chat_pb2.ChatMessage:
         id=row.id, session_id=row.session_id, role=row.role, content=row.content, ordinal=row.ordinal,
         model=row.model, drift_score=row.drift_score, recovered=row.recovered,
         usage=chat_pb2.ChatUsage(input_tokens=row.input_tokens, output_tokens=row.output_tokens,
-                                 cost_usd_micros=row.cost_usd_micros),
+                                 cost_usd_micros=row.cost_usd_micros,
+                                 unpriced=bool(row.model) and not PriceTable.from_env().priced(row.model)),
         created_at=timestamp(row.created_at), swipe_index=row.swipe_index, swipe_count=row.swipe_count,
         edited=row.edited,
     )

@@ -22,7 +22,10 @@ class ChatSettings(Section):
     model_prices: Annotated[dict[str, ModelPrice], NoDecode] = Field(
         default_factory=dict,
         description='JSON `{model: {input, output}}` in USD per million tokens, for `costUsdMicros`, over the '
-                    'built-in prices (`local-persona-1`: 0.5 and 1.5; `"*"`, any other model: 0)',
+                    'built-in prices (`local-persona-1`: 0.5 and 1.5; OpenAI\'s list prices for gpt-4o, '
+                    'gpt-4o-mini, gpt-4.1, gpt-4.1-mini, gpt-4.1-nano, o3, o3-mini, o4-mini and '
+                    'text-embedding-3-small/-large); `"*"` prices any other model, else its cost is reported as '
+                    'unknown (`unpriced`), not $0',
     )
 
     @field_validator("model_prices", mode="before")

@@ -127,7 +127,8 @@ class ProviderError(ApiError):
     whether it is retried and what the caller's `details` hold: `provider`, the upstream `operation` that
     failed (the OpenAI API's name for it: `chat.completions`, `moderations`, `embeddings`, ...),
     `reason`, `retryable`, `upstreamStatus` (the HTTP status, when an answer came), `upstreamMessage` (the
-    upstream's own words, short and redacted: never a key, a URL or the prompt) and `retryAfter` (seconds,
+    upstream's own words on a 4xx, or ours on a failure without an answer, short and redacted: never a key, a
+    URL or the prompt; a 5xx's words stay in the log line and the audit log) and `retryAfter` (seconds,
     when the upstream asked to wait). A failure not worth retrying is answered with `x-should-retry: false`;
     a 429 or 503 that outlasted the retries is answered as `503 service_unavailable` with `Retry-After`."""
 
@@ -154,7 +155,9 @@ class ProviderError(ApiError):
             self.details["upstreamStatus"] = status
         self.details["reason"] = self.kind
         self.details["retryable"] = self.retryable
-        if upstream_message:
+        if upstream_message and not (status is not None and status >= 500):
+            # What a 5xx says is the upstream's inside (hosts, shards, traces): the log line and the audit log
+            # keep it; a 4xx's words (a wrong key, a missing model) and our own labels are the caller's to see.
             self.details["upstreamMessage"] = upstream_message
         if not self.retryable:
             self.headers["x-should-retry"] = "false"

@@ -670,22 +670,30 @@ class ChatUsage(_message.Message):
     INPUT_TOKENS_FIELD_NUMBER: _builtins.int
     OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
     COST_USD_MICROS_FIELD_NUMBER: _builtins.int
+    UNPRICED_FIELD_NUMBER: _builtins.int
     input_tokens: _builtins.int
     """Input tokens, as the provider reported them (recovery calls included)."""
     output_tokens: _builtins.int
     """Output tokens, as the provider reported them (recovery calls included)."""
     cost_usd_micros: _builtins.float
     """Cost in millionths of a US dollar (a whole number)."""
+    unpriced: _builtins.bool
+    """True when the reply's model has no price (neither built in nor in
+    PERSONA_MODEL_PRICES): `cost_usd_micros` is then 0 but the cost is
+    unknown, not free (docs/configuration.md, PERSONA_MODEL_PRICES); false
+    when the cost is real.
+    """
     def __init__(
         self,
         *,
         input_tokens: _builtins.int = ...,
         output_tokens: _builtins.int = ...,
         cost_usd_micros: _builtins.float = ...,
+        unpriced: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost_usd_micros", b"cost_usd_micros", "input_tokens", b"input_tokens", "output_tokens", b"output_tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost_usd_micros", b"cost_usd_micros", "input_tokens", b"input_tokens", "output_tokens", b"output_tokens", "unpriced", b"unpriced"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -141,6 +141,11 @@ class ChatUsage(BaseModel):
     """Output tokens, as the provider reported them (recovery calls included)."""
     cost_usd_micros: float = Field(alias="costUsdMicros")
     """Cost in millionths of a US dollar (a whole number)."""
+    unpriced: bool
+    """True when the reply's model has no price (neither built in nor in PERSONA_MODEL_PRICES): `cost_usd_micros`
+    is then 0 but the cost is unknown, not free (docs/configuration.md, PERSONA_MODEL_PRICES); false when the
+    cost is real.
+    """
 
 
 class ListChatMessagesResponse(BaseModel):

@@ -237,12 +237,21 @@ export class Core {
         }
     }
     retryDelayMs(error, attempt) {
+        if (error.headers.get("x-should-retry")?.trim().toLowerCase() === "false")
+            return undefined;
+        if (error.details.retryable === false)
+            return undefined;
         const backoff = this.backoffBaseMs * 2 ** attempt;
         switch (error.code) {
             case "provider_error":
-            case "provider_timeout":
-                return backoff;
-            case "rate_limited": {
+            case "provider_timeout": {
+                const asked = retryAfterMs(error.headers.get("retry-after"));
+                if (asked === undefined)
+                    return backoff;
+                return asked <= this.maxRetryAfterSeconds * 1000 ? Math.max(backoff, asked) : undefined;
+            }
+            case "rate_limited":
+            case "service_unavailable": {
                 const seconds = error.details.retryAfter;
                 const wait = retryAfterMs(error.headers.get("retry-after"))
                     ?? (typeof seconds === "number" ? seconds * 1000 : backoff);
