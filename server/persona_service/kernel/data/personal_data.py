@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, Executable
 
 from persona_service.kernel.clock import iso
+from persona_service.kernel.data.aggregates import DECIDES_NOTHING
 
 # Rows read from PostgreSQL, and held, at a time per table of an export.
 BATCH_ROWS = 1000
@@ -43,7 +44,8 @@ def export_batches(conn: Connection, stmt: Executable, omit: Iterable[str] = ())
     statement runs when the first batch is asked for, so a source's tables
     are read one after another, as the bundle is written."""
     # On the statement: Connection.execution_options would stream every later statement of the connection.
-    with conn.execute(stmt.execution_options(yield_per=BATCH_ROWS)) as result:
+    # An export copies what it reads and decides nothing on it: no aggregate's root to lock (kernel.data.aggregates).
+    with conn.execute(stmt.execution_options(yield_per=BATCH_ROWS, **{DECIDES_NOTHING: True})) as result:
         while batch := export_records(result.mappings().fetchmany(BATCH_ROWS), omit):
             yield batch
             del batch  # not alive while the next batch is read
