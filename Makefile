@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 BYTECODE := $(VENV)/.bytecode
 
 # `make install`: the virtual environment and buf (once; `up` and `test` do it themselves too).
-.PHONY: check-online-migration topology topology-tools bench-topology bench-floors bench-modules bench-volume seed-volume browser sdk-python-wheel install up test lint typecheck gen gen-check pytest bench bench-tools clean
+.PHONY: lock check-online-migration topology topology-tools bench-topology bench-floors bench-modules bench-volume seed-volume browser sdk-python-wheel install up test lint typecheck gen gen-check pytest bench bench-tools clean
 
 install: $(STAMP) $(BYTECODE) node_modules/.installed
 
@@ -15,16 +15,28 @@ up: $(STAMP) $(BYTECODE)
 
 test: lint typecheck gen-check pytest
 
-# Packages go in with uv (from PyPI, into the venv): the same versions pip resolves, in a minute on a fresh
-# machine instead of four, and in seconds when its cache is warm (the suite's fresh-clone test installs again).
-UV := uv>=0.9,<1
+# Packages go in with uv (from PyPI, into the venv), in a minute on a fresh machine instead of four, and in
+# seconds when its cache is warm (the suite's fresh-clone test installs again). Their versions are the lock
+# file's (requirements/dev.lock: every package of the service, its dev and bench extras and the Python SDK,
+# pinned), so a new release of pytest or a plugin changes nothing until a commit changes the lock (issue 46).
+# `make lock` writes it again from the pyproject files, keeping its pins; LOCK_ARGS=--upgrade (or
+# --upgrade-package NAME) moves them. tests/test_toolchain_lock.py checks the lock against both pyproject
+# files and the installed versions.
+UV := uv==0.13.9
 UV_INSTALL := $(BIN)/uv pip install --quiet --python $(BIN)/python
+LOCK := requirements/dev.lock
+LOCK_ARGS ?=
 
-$(STAMP): pyproject.toml sdk/python/pyproject.toml
+$(STAMP): pyproject.toml sdk/python/pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet "$(UV)"
-	$(UV_INSTALL) -e ".[dev]" -e ./sdk/python
+	$(UV_INSTALL) -r $(LOCK)
+	$(UV_INSTALL) --no-deps -e . -e ./sdk/python
 	touch $(STAMP)
+
+lock: $(STAMP)
+	$(BIN)/uv pip compile --quiet pyproject.toml sdk/python/pyproject.toml --extra dev --extra bench \
+		--python-version 3.11 --custom-compile-command "make lock" -o $(LOCK) $(LOCK_ARGS)
 
 # Compiled bytecode (.pyc) of what the service's processes import. uv does not compile at install, and where
 # PYTHONDONTWRITEBYTECODE is set nothing writes it later: every server, runner, worker and CLI call would then
@@ -103,7 +115,7 @@ bench-tools: $(STAMP)
 	command -v wrk >/dev/null && command -v h2load >/dev/null || \
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nghttp2-client'
 	test -x $(BIN)/uv || $(BIN)/pip install --quiet "$(UV)"  # a .venv made before uv was used
-	$(UV_INSTALL) -e ".[dev,bench]"
+	$(UV_INSTALL) -r $(LOCK)  # (the bench extra is in the lock: installed with the rest)
 
 bench: bench-tools
 	$(BIN)/python scripts/benchmark.py $(BENCH_ARGS)
