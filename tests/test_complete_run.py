@@ -152,3 +152,10 @@ def test_xdist_silently_dropped_test_fails_the_run(pytester):
     result = run(planted(pytester, DROP_ONE), "-n", "2")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "never reported (1): test_planted.py::test_dropped" in incomplete(result)
+
+
+def test_xdist_stopped_run_is_not_incomplete(pytester):
+    suite = SUITE.replace("def test_other():\n    pass", "def test_other():\n    assert False")
+    result = run(planted(pytester, suite=suite), "-n", "2", "-x")
+    assert result.ret != 0
+    assert not incomplete(result), result.stdout.str()
