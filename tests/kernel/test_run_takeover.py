@@ -129,8 +129,8 @@ def test_runs_whose_node_was_killed_are_taken_over_and_their_streams_resume_else
     chat_path = f"/v1/chat/sessions/{session}/messages"
     port = _with_lease(node, SHORT_LEASE)
     with personas_locked(engine) as lock, engine.connect() as chat_lock:
-        # The reply streams, but its exchange cannot be accounted yet.
-        chat_lock.execute(text("LOCK TABLE chat_sessions IN EXCLUSIVE MODE"))
+        # The reply streams (its session locked, its history read), but its messages cannot be stored yet.
+        chat_lock.execute(text("LOCK TABLE chat_messages IN EXCLUSIVE MODE"))
         client, response, _, seen = _start_on(node, tenant, intent, 3)
         chat_client, chat_response, _, chat_seen = _start_on(
             node, tenant, "", 2, chat_path, {"content": "What do you love about jazz?"})

@@ -101,3 +101,23 @@ def test_a_read_only_unit_of_work_decides_nothing_and_is_not_checked(guarded):
 def test_every_declared_aggregate_names_its_tables():
     assert SESSION in aggregates.ORDER and ENDPOINT in aggregates.ORDER
     assert ENDPOINT.tables == ("webhook_endpoints", "webhook_deliveries", "webhook_attempts")
+
+
+def test_a_read_that_decides_nothing_says_so_and_passes(guarded):
+    conn = _writing(guarded)
+    try:
+        stmt = text("SELECT count(*) FROM webhook_deliveries").execution_options(**{aggregates.DECIDES_NOTHING: True})
+        conn.execute(stmt)
+    finally:
+        conn.close()
+
+
+def test_a_connection_the_database_dropped_rolls_back_without_the_guard_failing(guarded, engine):
+    conn = _writing(guarded)
+    pid = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+    with engine.connect() as other:
+        other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    with pytest.raises(Exception, match="terminat"):
+        conn.execute(text("SELECT 1"))
+    conn.rollback()  # the rollback event finds an invalidated connection: nothing to reset, no error
+    conn.close()

@@ -117,7 +117,8 @@ class LockGuard:
 
     @staticmethod
     def _reset(conn: Connection) -> None:
-        conn.info[_LOCKED] = set()
+        if not conn.invalidated:  # (a connection the database dropped is rolled back with nothing to reset)
+            conn.info[_LOCKED] = set()
 
     def check(self, sql: str, locked: set[str]) -> None:
         """Raise when `sql`, run in a writing transaction holding the roots `locked`, breaks the rule."""
