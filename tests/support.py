@@ -131,6 +131,15 @@ def running(stack: Stack):
         yield stack
     finally:
         stack.stop()
+    _no_lock_order_violations(stack)
+
+
+def _no_lock_order_violations(stack: Stack) -> None:
+    """The lock guard (PERSONA_LOCK_GUARD) refuses a write that reads an aggregate before locking its root with
+    a 500; a background job or a run it stops logs it instead, and the stack's end fails the tests for it."""
+    found = [line[:400] for log in sorted((stack.settings.data_dir / "logs").glob("*.log"))
+             for line in log.read_text(errors="replace").splitlines() if "LockOrderViolation" in line]
+    assert not found, "writes touched an aggregate before locking its root:\n" + "\n".join(found[:5])
 
 
 @contextlib.contextmanager
