@@ -3,11 +3,23 @@ written (with its usage and cost), the events the service recorded and a typed e
 
     PERSONA_API_KEY=sk_… .venv/bin/python examples/python/quickstart.py
 
-PERSONA_BASE_URL points it at another address than http://127.0.0.1:8080."""
+It talks to http://127.0.0.1:$PERSONA_HTTP_PORT (8080 when unset), as the README's quick start
+does; PERSONA_BASE_URL points it at any other address."""
 
+import os
+import sys
+
+import httpx
 from persona_sdk import PersonaClient, ValidationFailedError
 
-with PersonaClient() as client:  # PERSONA_API_KEY and PERSONA_BASE_URL from the environment
+BASE_URL = os.environ.get("PERSONA_BASE_URL") or f"http://127.0.0.1:{os.environ.get('PERSONA_HTTP_PORT') or 8080}"
+try:  # nothing there: say so at once (the SDK would retry a refused connection for seconds first)
+    httpx.get(f"{BASE_URL}/healthz", timeout=5)
+except httpx.TransportError as exc:
+    sys.exit(f"no Persona Service answers at {BASE_URL} ({type(exc).__name__}: {exc}); start it with `make up`, "
+             "or set PERSONA_HTTP_PORT (or PERSONA_BASE_URL) to where it listens")
+
+with PersonaClient(base_url=BASE_URL) as client:  # and PERSONA_API_KEY from the environment
     persona = client.personas.create(intent="A lighthouse keeper who collects weather proverbs")
     print(f"persona {persona.id}: {persona.display_name} ({persona.state})")
 

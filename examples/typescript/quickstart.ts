@@ -2,12 +2,22 @@
 // written (with its usage and cost), the events the service recorded and a typed error.
 //
 //   cd examples/typescript && PERSONA_API_KEY=sk_… npm start
+//
+// It talks to http://127.0.0.1:$PERSONA_HTTP_PORT (8080 when unset), as the README's quick start
+// does; PERSONA_BASE_URL points it at any other address.
 import { PersonaClient, ValidationFailedError } from "@persona-service/sdk";
 
-const client = new PersonaClient({
-  apiKey: process.env.PERSONA_API_KEY,
-  baseUrl: process.env.PERSONA_BASE_URL ?? "http://127.0.0.1:8080",
-});
+const baseUrl = process.env.PERSONA_BASE_URL || `http://127.0.0.1:${process.env.PERSONA_HTTP_PORT || 8080}`;
+try { // nothing there: say so at once (the SDK would retry a refused connection for seconds first)
+  await fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(5000) });
+} catch (error) {
+  const reason = error instanceof Error ? `${error.message}${error.cause instanceof Error ? `: ${error.cause.message}` : ""}` : error;
+  console.error(`no Persona Service answers at ${baseUrl} (${reason}); start it with \`make up\`, `
+    + "or set PERSONA_HTTP_PORT (or PERSONA_BASE_URL) to where it listens");
+  process.exit(1);
+}
+
+const client = new PersonaClient({ apiKey: process.env.PERSONA_API_KEY, baseUrl });
 
 const persona = await client.personas.create({ intent: "A lighthouse keeper who collects weather proverbs" });
 console.log(`persona ${persona.id}: ${persona.displayName} (${persona.state})`);

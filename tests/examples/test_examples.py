@@ -25,8 +25,10 @@ NODE = shutil.which("node") or "node"
 
 
 def example_env(stack, **extra: str) -> dict[str, str]:
+    """The environment the README's quick start leaves: the service's port in PERSONA_HTTP_PORT (no base URL)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERSONA_")}
-    return {**env, "PERSONA_BASE_URL": stack.http_url, **extra}
+    assert stack.http_url == f"http://127.0.0.1:{stack.settings.http_port}"
+    return {**env, "PERSONA_HTTP_PORT": str(stack.settings.http_port), **extra}
 
 
 def check(result: subprocess.CompletedProcess) -> str:
@@ -61,6 +63,33 @@ def test_the_typescript_quick_start(stack, tenants, built_typescript):
     quick_start_output_is_whole(check(subprocess.run(
         [NPM, "start", "--silent"], cwd=EXAMPLES / "typescript", env=env, capture_output=True, text=True,
         timeout=240)))
+
+
+QUICK_STARTS = {
+    "python": [sys.executable, str(EXAMPLES / "python" / "quickstart.py")],
+    "typescript": [NODE, "out/quickstart.js"],
+}
+
+
+@pytest.mark.parametrize("language", sorted(QUICK_STARTS))
+@pytest.mark.parametrize("variable", ["PERSONA_HTTP_PORT", "PERSONA_BASE_URL"])
+def test_a_quick_start_with_no_service_there_fails_at_once_naming_the_address(language, variable, request):
+    """Nothing listens at the address: the example says where it looked within moments (not after the SDK's
+    retries), and how to point it elsewhere."""
+    if language == "typescript":
+        request.getfixturevalue("built_typescript")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERSONA_")}
+    env |= {"PERSONA_API_KEY": "sk_test_nobody", variable: str(port) if variable == "PERSONA_HTTP_PORT" else url}
+    started = time.monotonic()
+    result = subprocess.run(QUICK_STARTS[language], cwd=EXAMPLES / "typescript", env=env, capture_output=True,
+                            text=True, timeout=60)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"no Persona Service answers at {url} (" in result.stderr, result.stderr
+    assert "PERSONA_HTTP_PORT" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert elapsed < 5, f"{elapsed:.1f} s"  # the SDK's retries would take 7 s and more
 
 
 RECEIVERS = {

@@ -360,8 +360,9 @@ def test_idempotency_keys_and_replay(sdk, pro):
 def test_connection_errors_are_retried_then_raised(sdk, pro):
     from persona_service.kernel.process.stack import free_port
 
-    client, wire = sdk(pro, base_url=f"http://127.0.0.1:{free_port()}", max_retries=2)
-    with pytest.raises(APIConnectionError):
+    url = f"http://127.0.0.1:{free_port()}"
+    client, wire = sdk(pro, base_url=url, max_retries=2)
+    with pytest.raises(APIConnectionError, match=f"POST {url}/v1/personas failed: ConnectError"):  # where it tried
         client.personas.create(intent="A lighthouse keeper nobody can reach")
     assert len(wire.requests) == 3
     assert len({r.headers["idempotency-key"] for r in wire.requests}) == 1

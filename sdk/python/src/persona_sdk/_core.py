@@ -198,7 +198,8 @@ class BaseCore:
         if retryable and retries < self.max_retries:
             return self.backoff_base * float(2**retries)
         cls = APITimeoutError if isinstance(exc, httpx.TimeoutException) else APIConnectionError
-        raise cls(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise cls(f"{request.method} {request.url} failed: {reason}") from exc  # the address: what to check
 
     def _error_delay(self, response: httpx.Response, retries: int) -> float:
         """The wait before a retry after an error answer (its body read); raises its typed error otherwise."""
