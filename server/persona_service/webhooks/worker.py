@@ -7,7 +7,10 @@ number of workers can run side by side:
    `webhook_deliveries` row per subscribed endpoint, mark the events
    dispatched, commit. A worker killed before the commit leaves the events
    undispatched (and locks released), so another takes them; the unique
-   (endpoint, event) index makes a repeat harmless.
+   (endpoint, event) index makes a repeat harmless. An event no endpoint
+   wants never gets here: it is written already dispatched, and wakes no
+   worker (migration 0029; an endpoint's creation and an event's write
+   serialize per workspace, so nothing racing is lost).
 2. Delivery: lock a batch of due `pending` deliveries and keep the
    transaction open while POSTing them concurrently (keep-alive HTTP/1.1,
    `persona_service.webhooks.http`); then
@@ -68,7 +71,7 @@ from persona_service.webhooks.signing import SIGNATURE_HEADER, signature_header,
 
 log = logging.getLogger("persona_service.webhooks")
 
-# What the triggers of migration 0014 notify: new events, new or updated deliveries.
+# What the triggers of migration 0014 notify: new events (that an endpoint wants: 0029), new or updated deliveries.
 WAKE_CHANNELS = ("persona_outbox", "persona_webhook_deliveries")
 # The longest an idle loop waits without a notification: only a safety net
 # (e.g. an endpoint re-enabled with deliveries pending, which no trigger sees).
