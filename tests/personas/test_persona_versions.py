@@ -95,6 +95,7 @@ def test_rollback_is_a_new_version_equal_to_the_old_one(http, tenants):
     assert rolled["version"] == 3 and rolled["soul"] == one["soul"]
     three = ok(http.get(f"/v1/personas/{pid}/versions/3", headers=tenant.auth))
     assert three["kind"] == "rollback" and three["sourceVersion"] == 1 and three["note"] == "back to basics"
+    assert one["runId"] and three["runId"] == ""  # no generation run made a rollback (not the copied version's)
     assert three["soul"] == one["soul"]
     assert {k: v for k, v in three["voice"].items() if k != "version"} == \
         {k: v for k, v in one["voice"].items() if k != "version"}

@@ -165,7 +165,7 @@ class PersonaService:
         self._store_voice(row, target.voice, fingerprint)
         self.repo.add_version(
             persona_id=row.id, version=row.version, kind="rollback", note=note, instruction="", soul=target.soul,
-            voice=target.voice, run_id=target.run_id, created_at=now, source_version=version,
+            voice=target.voice, run_id="", created_at=now, source_version=version,  # no run made it (the proto)
             **_fingerprint_columns(fingerprint),
         )
         self._emit(row, "persona.updated", {
