@@ -35,7 +35,8 @@ Answer = tuple[int, str]  # status, error code ("" for a success)
 @dataclass(frozen=True)
 class Op:
     name: str
-    call: Callable[[Any], httpx.Response]  # given the fixture's state (its ids)
+    call: Callable[[Any], httpx.Response | Answer]  # given the fixture's state (its ids)
+    rpc: str = ""  # the write RPC it calls (`writes_covered`)
 
 
 @dataclass
@@ -53,7 +54,9 @@ class Table:
         return [f"{a.name}+{b.name}" for a, b in self.pairs]
 
 
-def answer(response: httpx.Response) -> Answer:
+def answer(response: httpx.Response | Answer) -> Answer:
+    if isinstance(response, tuple):  # an operation that read its outcome itself (a stream's in-band error)
+        return response
     code = ""
     if response.status_code >= 400:
         try:
@@ -115,3 +118,13 @@ def check_pair(table: Table, a: Op, b: Op, rounds: int = ROUNDS) -> list[str]:
 
 def _plain(run: Run) -> dict:
     return {"answers": run.answers, "state": run.state}
+
+
+def writes_covered(service: Any, tables: list[Table], creates: set[str]) -> set[str]:
+    """The write RPCs of `service` (a proto ServiceDescriptor; `(persona.v1.policy).write`) that no table's
+    operation calls, bar those in `creates` (they make a new aggregate, so two at once never share one).
+    Empty when the oracle tries every write: a write RPC added later fails this until it is in a table."""
+    from persona.v1 import options_pb2
+
+    writes = {m.name for m in service.methods if m.GetOptions().Extensions[options_pb2.policy].write}
+    return writes - creates - {op.rpc for table in tables for op in table.ops}

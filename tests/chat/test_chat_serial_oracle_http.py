@@ -1,15 +1,22 @@
 """Every pair of a chat session's writes at once answers as one serial order would (tests/oracle.py),
-through Envoy: send, regenerate, choose, edit, delete, end, archive, in the states the table names
+through Envoy, on a stack whose model (a stand-in server) takes MODEL_SECONDS to answer: send,
+regenerate, choose, edit, delete, end, in the states the table names
 (the last reply with alternatives; a trailing user message, whose reply was deleted). The end state is
 read back (the messages with their alternatives and edits, the session's counters and usage), so two
 replies in one turn, a reply billed from a transcript that changed, or a 503 after a lock wait all fail."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import dataclass, replace
 
 import pytest
-from oracle import Op, Table, check_pair
+from oracle import Op, Table, check_pair, writes_covered
+from persona.v1 import chat_pb2
+from persona_service.providers.base import Completion
+from providers.openai_stub import OpenAIStub, guess_task, local_responder
+from support import TenantFactory, client_for, engine_for, make_stack, running, sse_stream
 from test_chat_http import make_persona, make_session, send
 
 
@@ -22,10 +29,41 @@ class Fixture:
     last_user: str
 
 
+# A model that takes this long to answer (a stand-in server, as a real one does): the window between a
+# write's read and its lock is then as wide as a real model makes it, not the offline model's millisecond.
+MODEL_SECONDS = 0.1
+
+
+def _reply_with_its_context(body: dict) -> Completion:
+    """The offline model's reply, ending with a digest of the whole transcript it was given: a reply built from
+    a transcript no serial order sends (an edit not yet seen, another tab's exchange missing) reads differently."""
+    done = local_responder(body)
+    if guess_task(body) != "reply" or not done.text:
+        return done
+    digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).hexdigest()[:8]
+    return replace(done, text=f"{done.text} [{digest}]")
+
+
 @pytest.fixture(scope="module")
-def chat(http, tenants):
-    tenant = tenants(plan="enterprise")
-    return tenant, make_persona(http, tenant, "A retired ferry captain who counts gulls")
+def slow_stack(tmp_path_factory):
+    with OpenAIStub(chat_only=True) as stub:
+        stub.latency = MODEL_SECONDS
+        stub.responder = _reply_with_its_context
+        with running(make_stack(tmp_path_factory.mktemp("oracle-slow-model"), **stub.stack_env())) as stack:
+            yield stack
+
+
+@pytest.fixture(scope="module")
+def slow_http(slow_stack):
+    with client_for(slow_stack, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def chat(slow_stack, slow_http):
+    with engine_for(slow_stack) as engine:
+        tenant = TenantFactory(engine)(plan="enterprise")
+    return tenant, make_persona(slow_http, tenant, "A retired ferry captain who counts gulls")
 
 
 def _ok(response):
@@ -65,19 +103,34 @@ def _ops(http, tenant, trailing_user: bool) -> list[Op]:
     def post(path: str, body: dict):
         return lambda f: http.post(path.format(f=f), json=body, headers=auth)
 
+    def streamed(f: Fixture):
+        """A streamed send's outcome: its status, or the in-band error that ended a started stream."""
+        with http.stream("POST", base.format(f=f) + ":stream", json={"content": "And the ferry?"},
+                         headers=auth) as r:
+            if r.status_code != 200:
+                r.read()
+                return r
+            events = list(sse_stream(r.iter_lines()))
+        errors = [e.json().get("error", {}).get("code", "?") for e in events if e.event == "error"]
+        return 200, errors[0] if errors else ""
+
     ops = [
-        Op("send", post(base, {"content": "And the ferry?"})),
-        Op("regenerate-last", post(base + "/{f.last}/regenerate", {})),
+        Op("send", post(base, {"content": "And the ferry?"}), "SendChatMessage"),
+        Op("stream-send", streamed, "StreamChatMessage"),
+        Op("regenerate-last", post(base + "/{f.last}/regenerate", {}), "RegenerateChatMessage"),
         Op("edit-first", lambda f: http.patch(base.format(f=f) + f"/{f.first_user}", json={"content": "Evening."},
-                                              headers=auth)),
+                                              headers=auth), "UpdateChatMessage"),
         Op("edit-last-user", lambda f: http.patch(base.format(f=f) + f"/{f.last_user}",
-                                                  json={"content": "How many terns?"}, headers=auth)),
-        Op("delete-last", lambda f: http.delete(base.format(f=f) + f"/{f.last}", headers=auth)),
-        Op("delete-first-reply", lambda f: http.delete(base.format(f=f) + f"/{f.first_reply}", headers=auth)),
-        Op("end", post("/v1/chat/sessions/{f.sid}/end", {})),
+                                                  json={"content": "How many terns?"}, headers=auth),
+           "UpdateChatMessage"),
+        Op("delete-last", lambda f: http.delete(base.format(f=f) + f"/{f.last}", headers=auth), "DeleteChatMessage"),
+        Op("delete-first-reply", lambda f: http.delete(base.format(f=f) + f"/{f.first_reply}", headers=auth),
+           "DeleteChatMessage"),
+        Op("end", post("/v1/chat/sessions/{f.sid}/end", {}), "EndChatSession"),
+        Op("archive", post("/v1/chat/sessions/{f.sid}/archive", {}), "ArchiveChatSession"),
     ]
     if not trailing_user:
-        ops.append(Op("choose-first", post(base + "/{f.last}/choose", {"swipeIndex": 0})))
+        ops.append(Op("choose-first", post(base + "/{f.last}/choose", {"swipeIndex": 0}), "ChooseChatMessage"))
     return ops
 
 
@@ -97,8 +150,15 @@ PAIR_IDS = [f"{state}:{a.name}+{b.name}" for state, a, b in PAIRS]
 
 
 @pytest.mark.parametrize(("state", "a", "b"), [(s, a.name, b.name) for s, a, b in PAIRS], ids=PAIR_IDS)
-def test_two_writes_at_once_answer_as_one_serial_order(http, chat, state, a, b):
+def test_two_writes_at_once_answer_as_one_serial_order(slow_http, chat, state, a, b):
     tenant, persona_id = chat
-    table = _table(http, tenant, persona_id, STATES[state])
+    table = _table(slow_http, tenant, persona_id, STATES[state])
     ops = {op.name: op for op in table.ops}
     assert check_pair(table, ops[a], ops[b]) == []
+
+
+def test_the_oracle_tries_every_write_of_a_session():
+    """A write RPC added to ChatService fails this until the table above calls it (creating a session makes a
+    new one: two creates never share a session)."""
+    tables = [_table(None, None, None, trailing) for trailing in STATES.values()]
+    assert writes_covered(chat_pb2.DESCRIPTOR.services_by_name["ChatService"], tables, {"CreateChatSession"}) == set()

@@ -138,6 +138,7 @@ class OpenAIStub:
         self.api_key = api_key
         self.chat_only = chat_only
         self.responder: Callable[[dict[str, Any]], Completion] = local_responder
+        self.latency = 0.0  # seconds every chat completion takes before it answers (a model that thinks)
         self._lock = threading.Lock()
         self._state = _State()
         self._stopping = threading.Event()
@@ -290,6 +291,8 @@ class OpenAIStub:
             return self._send_json(h, 400, {"error": {"message": "We could not parse the JSON body of your request.",
                                                       "type": "invalid_request_error", "param": None, "code": None}})
         if path.endswith("/chat/completions"):
+            if self.latency:
+                self._stopping.wait(self.latency)
             completion = self.responder(body)
             if body.get("stream"):
                 return self._stream(h, body, completion, fault)
