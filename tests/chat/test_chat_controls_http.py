@@ -1,7 +1,7 @@
 """Chat controls over HTTP/JSON through Envoy (server/persona_service/chat/controls.py):
 regenerating the last reply keeps its alternatives and one is chosen, editing or
 deleting a message removes the later ones (their usage stays billed), per-message
-`temperature` and `maxTokens` within bounds (422 naming the field, completions too),
+`temperature` and `maxTokens` within bounds (422 naming the field; completions too, as 400 like OpenAI),
 and the preview of a message, which spends nothing."""
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ def test_completions_bound_temperature(http, chat):
     tenant, persona_id = chat
     body = {"model": f"persona://{persona_id}", "messages": [{"role": "user", "content": "Hi"}]}
     error = assert_envelope(http.post("/v1/chat/completions", json={**body, "temperature": 5}, headers=tenant.auth),
-                            422, "validation_failed")
+                            400, "validation_failed")  # OpenAI's status there
     assert error["details"]["validationErrors"][0]["path"] == "temperature"
     assert http.post("/v1/chat/completions", json={**body, "temperature": 2}, headers=tenant.auth).status_code == 200
 

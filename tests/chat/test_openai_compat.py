@@ -63,8 +63,8 @@ def test_model_ids_raw_and_encoded(http, setup):
     listed = http.get("/v1/models", headers=tenant.auth).json()
     assert listed["object"] == "list" and listed["data"] == [raw.json()]
     missing = http.get("/v1/models/persona://00000000-0000-4000-8000-000000000000", headers=tenant.auth)
-    assert_envelope(missing, 404, "not_found")
-    assert_envelope(http.get("/v1/models/gpt-4o", headers=tenant.auth), 404, "not_found")
+    assert_envelope(missing, 404, "model_not_found")
+    assert_envelope(http.get("/v1/models/gpt-4o", headers=tenant.auth), 404, "model_not_found")
 
 
 def test_chat_completion(client, setup, http):
@@ -212,8 +212,8 @@ def test_errors_keep_the_envelope(client, setup, http):
     with pytest.raises(openai.NotFoundError) as info:
         client.chat.completions.create(model="persona://00000000-0000-4000-8000-000000000000",
                                        messages=[{"role": "user", "content": "hi"}])
-    assert info.value.body["code"] == "not_found"
-    with pytest.raises(openai.UnprocessableEntityError) as info:
+    assert info.value.body["code"] == "model_not_found"
+    with pytest.raises(openai.BadRequestError) as info:  # OpenAI answers a refused content 400
         client.chat.completions.create(model=f"persona://{persona_id}",
                                        messages=[{"role": "user", "content": "[[unsafe]] go"}])
     assert info.value.body["code"] == "moderation_blocked"
@@ -228,10 +228,10 @@ def test_errors_keep_the_envelope(client, setup, http):
     assert (info.value.code, info.value.type) == ("moderation_blocked", "invalid_request_error")
     r = http.post("/v1/chat/completions", json={"model": f"persona://{persona_id}", "messages": []},
                   headers=tenant.auth)
-    assert_envelope(r, 422, "validation_failed")
+    assert_envelope(r, 400, "validation_failed")
     r = http.post("/v1/chat/completions", json={"model": f"persona://{persona_id}",
                                                 "messages": [{"role": "wizard", "content": "x"}]}, headers=tenant.auth)
-    assert_envelope(r, 422, "validation_failed")
+    assert_envelope(r, 400, "validation_failed")
     assert_envelope(http.get("/v1/models", headers={"Authorization": "Bearer sk_live_nope"}), 401, "unauthorized")
     events = http.get("/v1/events", params={"personaId": persona_id, "type": "persona.audit_failed"},
                       headers=tenant.auth).json()["items"]
@@ -242,7 +242,7 @@ def test_errors_carry_openai_type_and_param(client, setup, http):
     """OpenAI's client shows `type` and `param`; the message names the first field and its rule, the
     details keep every violation."""
     _, persona_id = setup
-    with pytest.raises(openai.UnprocessableEntityError) as info:
+    with pytest.raises(openai.BadRequestError) as info:  # OpenAI's 400, not 422
         client.chat.completions.create(model=f"persona://{persona_id}", temperature=3, max_tokens=0,
                                        messages=[{"role": "user", "content": "hi"}])
     error = info.value
@@ -251,7 +251,7 @@ def test_errors_carry_openai_type_and_param(client, setup, http):
     assert [v["path"] for v in error.body["details"]["validationErrors"]] == ["temperature", "max_tokens"]
     with pytest.raises(openai.NotFoundError) as info:
         client.models.retrieve("gpt-4o")
-    assert (info.value.type, info.value.param) == ("not_found_error", None)
+    assert (info.value.type, info.value.param, info.value.code) == ("invalid_request_error", None, "model_not_found")
     with openai.OpenAI(base_url=client.base_url, api_key="sk_live_nope", max_retries=0) as stranger:
         with pytest.raises(openai.AuthenticationError) as info:
             stranger.models.list()
@@ -266,7 +266,82 @@ def test_models_are_tenant_scoped(stack, http, tenants, setup):
     _, persona_id = setup
     other = tenants()
     assert http.get("/v1/models", headers=other.auth).json() == {"object": "list", "data": []}
-    assert_envelope(http.get(f"/v1/models/persona://{persona_id}", headers=other.auth), 404, "not_found")
+    assert_envelope(http.get(f"/v1/models/persona://{persona_id}", headers=other.auth), 404, "model_not_found")
     with openai.OpenAI(base_url=stack.http_url + "/v1", api_key=other.api_key, max_retries=0) as c:
         with pytest.raises(openai.NotFoundError):
             c.chat.completions.create(model=f"persona://{persona_id}", messages=[{"role": "user", "content": "hi"}])
+
+
+def test_an_unknown_model_is_openais_model_not_found(client, setup, http):
+    """OpenAI's answer, status, type and code alike: 404 `model_not_found`, `invalid_request_error`."""
+    tenant, _ = setup
+    r = http.post("/v1/chat/completions", json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+                  headers=tenant.auth)
+    error = assert_envelope(r, 404, "model_not_found")
+    assert error["type"] == "invalid_request_error" and error["param"] is None
+    assert error["message"] == "The model `gpt-4o` does not exist or you do not have access to it."
+    with pytest.raises(openai.NotFoundError) as info:
+        client.chat.completions.create(model="persona://00000000-0000-4000-8000-000000000000", stream=True,
+                                       messages=[{"role": "user", "content": "hi"}])
+    assert (info.value.code, info.value.type) == ("model_not_found", "invalid_request_error")
+
+
+@pytest.mark.parametrize(("messages", "tools", "path", "rule"), [
+    ([{"role": "user"}], None, "messages[0].content", "required"),
+    ([{"role": "user", "content": None}], None, "messages[0].content", "required"),
+    ([{"role": "system", "content": "Be brief"}, {"role": "user"}], None, "messages[1].content", "required"),
+    ([{"role": "user", "content": "hi"}, {"role": "assistant"}, {"role": "user", "content": "and?"}], None,
+     "messages[1].content", "required"),
+    ([{"role": "user", "content": "hi"}, {"role": "tool", "content": "24 degrees"}], None,
+     "messages[1].tool_call_id", "required"),
+    ([{"role": "user", "content": "hi"}], [{**WEATHER_TOOL, "function": {**WEATHER_TOOL["function"],
+                                                                         "name": "get weather"}}],
+     "tools[0].function.name", "format"),
+    ([{"role": "user", "content": "hi"}], [{"type": "function", "function": {"description": "no name"}}],
+     "tools[0].function.name", "required"),
+])
+@pytest.mark.parametrize("stream", [False, True])
+def test_what_openai_refuses_is_a_bad_request(client, setup, messages, tools, path, rule, stream):
+    """A message without content (only an assistant's with tool calls may have none), a tool message answering
+    no call, a function name OpenAI refuses (letters, digits, `_`, `-`): 400, `BadRequestError`, naming it."""
+    _, persona_id = setup
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=f"persona://{persona_id}", messages=messages, stream=stream,
+                                       **({"tools": tools} if tools else {}))
+    error = info.value
+    assert (error.status_code, error.code, error.type, error.param) == (
+        400, "validation_failed", "invalid_request_error", path), error.body
+    assert [(v["path"], v["code"]) for v in error.body["details"]["validationErrors"]] == [(path, rule)]
+    assert error.body["message"].startswith(f"`{path}` ")
+
+
+def test_an_assistant_message_with_tool_calls_needs_no_content(client, setup):
+    _, persona_id = setup
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+    reply = client.chat.completions.create(model=f"persona://{persona_id}", tools=[WEATHER_TOOL], messages=[
+        {"role": "user", "content": "Weather in Oslo?"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"}])
+    assert reply.choices[0].message.content
+
+
+def test_the_docs_openai_client_snippet_runs_as_it_is(stack, setup):
+    """docs/sdks.md, "OpenAI's own client": pasted as is, with the variables it names."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from support import ROOT
+
+    section = (ROOT / "docs" / "sdks.md").read_text(encoding="utf-8").split("\n## OpenAI's own client\n", 1)[1]
+    snippet = re.search(r"^```python\n(.*?)^```", section, re.M | re.S)
+    assert snippet, "docs/sdks.md shows no openai client"
+    tenant, persona_id = setup
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PERSONA_", "OPENAI_"))}
+    env |= {"PERSONA_API_KEY": tenant.api_key, "PERSONA_ID": persona_id,
+            "PERSONA_HTTP_PORT": str(stack.settings.http_port)}
+    result = subprocess.run([sys.executable, "-c", snippet.group(1)], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    first, *rest = result.stdout.splitlines()
+    assert f"persona://{persona_id}" in first and "".join(rest).strip(), result.stdout

@@ -162,7 +162,7 @@ def test_a_pinned_session_keeps_answering_as_its_version_after_a_refine(http, te
     current = _completion(http, tenant, f"persona://{pid}", ask)
     assert first["choices"][0]["message"]["content"] == as_one
     assert two in current["choices"][0]["message"]["content"]
-    assert_envelope(http.get(f"/v1/models/persona://{pid}@9", headers=tenant.auth), 404, "not_found")
+    assert_envelope(http.get(f"/v1/models/persona://{pid}@9", headers=tenant.auth), 404, "model_not_found")
     r = http.post("/v1/chat/completions", json={"model": f"persona://{pid}@0", "messages": [
         {"role": "user", "content": ask}]}, headers=tenant.auth)
-    assert_envelope(r, 404, "not_found")
+    assert_envelope(r, 404, "model_not_found")

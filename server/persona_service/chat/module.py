@@ -4,7 +4,7 @@ import pathlib
 
 from persona.v1 import chat_pb2_grpc, openai_pb2_grpc, options_pb2, usage_pb2_grpc
 
-from persona_service.chat.openai_errors import openai_error_body
+from persona_service.chat.openai_errors import OPENAI_STATUSES, openai_error_body
 from persona_service.chat.openai_servicer import OpenAIServicer
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ACTION_KEY, THRESHOLD_KEY
@@ -33,6 +33,7 @@ MODULE = Module(
     endpoint_caps=(EndpointCap("chat.messages", 600, 60),),
     settings=ChatSettings,
     error_shapes={options_pb2.ERROR_SHAPE_OPENAI: openai_error_body},
+    error_shape_statuses={options_pb2.ERROR_SHAPE_OPENAI: OPENAI_STATUSES},
     # The edge's own answers there (a body that is not JSON, a method the path does not take) too.
     error_shape_prefixes={path: options_pb2.ERROR_SHAPE_OPENAI
                           for path in ("/v1/chat/completions", "/v1/chat/completions:stream", "/v1/models", "/v1/models/")},

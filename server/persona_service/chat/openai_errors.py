@@ -1,6 +1,8 @@
 """The OpenAI-compatible endpoints' error shape (options.ERROR_SHAPE_OPENAI):
 the envelope plus OpenAI's `type` and `param`, which OpenAI's clients read
-into their exceptions (`err.type`, `err.param`)."""
+into their exceptions (`err.type`, `err.param`), with OpenAI's statuses (400
+where the envelope says 422: `BadRequestError` in OpenAI's clients) and its
+`model_not_found` for a model that does not exist."""
 
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ from persona_service.kernel.transport.errors import compact_json, envelope
 _TYPES_BY_CODE = {"quota_exceeded": "insufficient_quota", "not_found": "not_found_error"}
 _TYPES_BY_STATUS = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
                     429: "rate_limit_error"}
+# Catalogue status -> OpenAI's (kernel.process.module.Module.error_shape_statuses): OpenAI answers a request it
+# refuses (a field's value, a refused content) 400, never 422.
+OPENAI_STATUSES = {422: 400}
 
 
 def openai_error_body(error: dict[str, Any], status: int) -> tuple[str, None]:
@@ -25,7 +30,13 @@ def openai_envelope(err: ApiError) -> dict[str, Any]:
 
 
 def _shaped(error: dict[str, Any], status: int) -> dict[str, Any]:
-    return {"error": {**error, "type": openai_type(error["code"], status), "param": _param(error.get("details") or {})}}
+    details = error.get("details") or {}
+    if error["code"] == "not_found" and isinstance(details.get("model"), str):
+        # OpenAI's answer for a model that does not exist (or is another organization's), code and type alike.
+        return {"error": {**error, "code": "model_not_found", "type": "invalid_request_error", "param": None,
+                          "message": f"The model `{details['model']}` does not exist or you do not have access "
+                                     "to it."}}
+    return {"error": {**error, "type": openai_type(error["code"], status), "param": _param(details)}}
 
 
 def openai_type(code: str, status: int) -> str:

@@ -8,6 +8,7 @@ writes `text/event-stream` bytes itself (google.api.HttpBody), so every
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Generator
 from typing import Any
 
@@ -19,7 +20,7 @@ from persona.v1 import openai_pb2, openai_pb2_grpc
 from persona_service.chat.completions import CompletionService, model_id
 from persona_service.chat.openai_errors import openai_envelope
 from persona_service.chat.pricing import PriceTable
-from persona_service.kernel.errors import ApiError
+from persona_service.kernel.errors import ApiError, ValidationFailed, Violation
 from persona_service.kernel.operations import drain
 from persona_service.kernel.process.resources import ServicerDeps
 from persona_service.kernel.transport import runs
@@ -38,6 +39,42 @@ def _text(value: struct_pb2.Value) -> str:
         parts: Any = json_format.MessageToDict(value)
         return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type", "text") == "text")
     return ""
+
+
+# OpenAI's rule for a function's name (a tool's, a tool choice's): letters, digits, `_` and `-`, 1 to 64.
+_FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_NAME_FORMAT = {"format": "function name (letters, digits, `_` and `-`, 1 to 64 of them)",
+                "pattern": _FUNCTION_NAME.pattern}
+
+
+def _absent(value: struct_pb2.Value, present: bool) -> bool:
+    return not present or value.WhichOneof("kind") in (None, "null_value")
+
+
+def violations(request: openai_pb2.CreateChatCompletionRequest) -> list[Violation]:
+    """What OpenAI refuses beyond the proto's rules: a message without content (only an assistant message
+    with tool calls may have none), a tool message answering no call, a function name OpenAI would refuse."""
+    out = []
+    for i, m in enumerate(request.messages):
+        if m.role in ("system", "developer", "user", "tool") and _absent(m.content, m.HasField("content")):
+            out.append(Violation(f"messages[{i}].content", "required", None, {"role": m.role}))
+        elif m.role == "assistant" and not m.tool_calls and _absent(m.content, m.HasField("content")):
+            out.append(Violation(f"messages[{i}].content", "required", None, {"unless": "tool_calls"}))
+        if m.role == "tool" and not m.tool_call_id:
+            out.append(Violation(f"messages[{i}].tool_call_id", "required", None, {"role": "tool"}))
+        for j, call in enumerate(m.tool_calls):
+            if not _FUNCTION_NAME.fullmatch(call.function.name):
+                out.append(Violation(f"messages[{i}].tool_calls[{j}].function.name", "format", call.function.name,
+                                     _NAME_FORMAT))
+    for i, tool in enumerate(request.tools):
+        function = tool.fields["function"] if "function" in tool.fields else None
+        names = function.struct_value.fields if function is not None and function.HasField("struct_value") else {}
+        name = names["name"] if "name" in names else None
+        if name is None or name.WhichOneof("kind") != "string_value":
+            out.append(Violation(f"tools[{i}].function.name", "required", None, {}))
+        elif not _FUNCTION_NAME.fullmatch(name.string_value):
+            out.append(Violation(f"tools[{i}].function.name", "format", name.string_value, _NAME_FORMAT))
+    return out
 
 
 def conversation(request: openai_pb2.CreateChatCompletionRequest) -> list[Message]:
@@ -128,6 +165,8 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
     def CreateChatCompletion(self, request: openai_pb2.CreateChatCompletionRequest,
                              context: grpc.ServicerContext) -> openai_pb2.ChatCompletion:
         ctx = context_of(context)
+        if found := violations(request):
+            raise ValidationFailed(found)
         operation = self._service(ctx, provider=True).complete(
             ctx.caller, request.model, conversation(request), options(request), request.user,
         )
@@ -148,6 +187,8 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
                              context: grpc.ServicerContext
                              ) -> Generator[httpbody_pb2.HttpBody, None, list[httpbody_pb2.HttpBody]]:
         ctx = context_of(context)
+        if found := violations(request):
+            raise ValidationFailed(found)
         include_usage = request.stream_options.include_usage
         opened, earlier = _released(runs.earlier_frames())
         operation = self._service(ctx, provider=True).complete(

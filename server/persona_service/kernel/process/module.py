@@ -120,6 +120,9 @@ class Module:
     # The error shapes this module renders (options.ErrorShape value ->
     # kernel.transport.errors.ErrorShape), for its RPCs and path prefixes.
     error_shapes: Mapping[int, Callable[[dict, int], tuple[str, str | None]]] = field(default_factory=dict)
+    # The HTTP statuses a shape answers instead of the catalogue's (options.ErrorShape value -> {catalogue
+    # status: the shape's}): OpenAI answers 400 where the envelope says 422.
+    error_shape_statuses: Mapping[int, Mapping[int, int]] = field(default_factory=dict)
     # A module outside proto/ (loaded with PERSONA_EXTRA_MODULES): the
     # FileDescriptorSet of its protos, imports included, which the edge adds
     # to gen/descriptor.binpb.
@@ -170,7 +173,8 @@ class Modules:
         # (gRPC's transport loads with the modules' servicers, not with every CLI command.)
         from persona_service.kernel.transport.errors import install_error_shapes
 
-        install_error_shapes({shape: render for m in self.all for shape, render in m.error_shapes.items()})
+        install_error_shapes({shape: render for m in self.all for shape, render in m.error_shapes.items()},
+                             {shape: dict(st) for m in self.all for shape, st in m.error_shape_statuses.items()})
         self.descriptors = [m.descriptors for m in self.all if m.descriptors is not None]
         self.limit_overrides = _one("limit_overrides", [m.limit_overrides for m in self.all if m.limit_overrides])
         self.usage_period = _one("usage_period", [m.usage_period for m in self.all if m.usage_period])

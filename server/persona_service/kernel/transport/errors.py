@@ -83,13 +83,21 @@ def _status_details(err: ApiError, body: str) -> bytes:
 ErrorShape = Callable[[dict, int], tuple[str, str | None]]
 # By options.ErrorShape value, from the modules' declarations.
 ERROR_SHAPES: dict[int, ErrorShape] = {}
+# The HTTP statuses a shape answers instead of the catalogue's (Module.error_shape_statuses).
+SHAPE_STATUSES: dict[int, dict[int, int]] = {}
 
 
-def install_error_shapes(shapes: Mapping[int, ErrorShape]) -> None:
+def install_error_shapes(shapes: Mapping[int, ErrorShape], statuses: Mapping[int, dict[int, int]] | None = None) -> None:
     for shape, render in shapes.items():
         if ERROR_SHAPES.get(shape, render) is not render:
             raise RuntimeError(f"error shape {shape} is declared twice")
         ERROR_SHAPES[shape] = render
+    SHAPE_STATUSES.update(statuses or {})
+
+
+def shaped_status(status: int, shape: int) -> int:
+    """The HTTP status an error of the catalogue's `status` answers in `shape`."""
+    return SHAPE_STATUSES.get(shape, {}).get(status, status)
 
 
 def shaped_body(envelope_body: str, status: int, shape: int) -> tuple[str, str | None]:
@@ -112,8 +120,9 @@ def abort(context: grpc.ServicerContext, err: ApiError, headers: list[tuple[str,
     body = render_body(err, MAX_BODY_BYTES if json_edge else MAX_NATIVE_DETAILS_BYTES)
     extra = {"x-should-retry": "true" if err.spec.retryable else "false", **dict(headers), **err.headers}
     if json_edge:
-        shaped, content_type = shaped_body(body, err.spec.http_status, shape)
-        carriers: list[tuple[str, str | bytes]] = [("x-http-status", str(err.spec.http_status)), ("x-error-body", shaped),
+        status = shaped_status(err.spec.http_status, shape)
+        shaped, content_type = shaped_body(body, status, shape)
+        carriers: list[tuple[str, str | bytes]] = [("x-http-status", str(status)), ("x-error-body", shaped),
                                                    ("x-error-code", err.code)]
         if content_type is not None:
             carriers.append(("x-error-content-type", content_type))
