@@ -31,7 +31,7 @@ class Fixture:
 
 # A model that takes this long to answer (a stand-in server, as a real one does): the window between a
 # write's read and its lock is then as wide as a real model makes it, not the offline model's millisecond.
-MODEL_SECONDS = 0.1
+MODEL_SECONDS = 0.05
 
 
 def _reply_with_its_context(body: dict) -> Completion:
@@ -41,7 +41,9 @@ def _reply_with_its_context(body: dict) -> Completion:
     if guess_task(body) != "reply" or not done.text:
         return done
     digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).hexdigest()[:8]
-    return replace(done, text=f"{done.text} [{digest}]")
+    # The temperature too: alternatives regenerated with different settings differ, so which one a later
+    # reply was built on shows in that reply's digest.
+    return replace(done, text=f"{done.text} [t={body.get('temperature')} {digest}]")
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +82,7 @@ def _fixture(http, tenant, persona_id, trailing_user: bool) -> Fixture:
         _ok(http.delete(f"/v1/chat/sessions/{sid}/messages/{reply}", headers=tenant.auth))
         last = two["userMessage"]["id"]
     else:
-        last = _ok(http.post(f"/v1/chat/sessions/{sid}/messages/{reply}/regenerate", json={},
+        last = _ok(http.post(f"/v1/chat/sessions/{sid}/messages/{reply}/regenerate", json={"temperature": 0.5},
                              headers=tenant.auth))["reply"]["id"]
     return Fixture(sid, one["userMessage"]["id"], one["reply"]["id"], last, two["userMessage"]["id"])
 
@@ -117,7 +119,7 @@ def _ops(http, tenant, trailing_user: bool) -> list[Op]:
     ops = [
         Op("send", post(base, {"content": "And the ferry?"}), "SendChatMessage"),
         Op("stream-send", streamed, "StreamChatMessage"),
-        Op("regenerate-last", post(base + "/{f.last}/regenerate", {}), "RegenerateChatMessage"),
+        Op("regenerate-last", post(base + "/{f.last}/regenerate", {"temperature": 0.9}), "RegenerateChatMessage"),
         Op("edit-first", lambda f: http.patch(base.format(f=f) + f"/{f.first_user}", json={"content": "Evening."},
                                               headers=auth), "UpdateChatMessage"),
         Op("edit-last-user", lambda f: http.patch(base.format(f=f) + f"/{f.last_user}",
