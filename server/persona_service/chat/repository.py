@@ -63,8 +63,8 @@ class ChatSessionRepository:
 
     def lock(self, workspace_id: str, session_id: str) -> SessionRecord | None:
         """The session, its row locked until the unit of work ends: what a write decides on is read after this."""
-        return record_or_none(SessionRecord, aggregates.lock_root(
-            self.conn, SESSION, _sessions.c.id == session_id, _sessions.c.workspace_id == workspace_id))
+        return aggregates.lock_root(self.conn, SESSION, SessionRecord, _sessions.c.id == session_id,
+                                    _sessions.c.workspace_id == workspace_id)
 
     def create(self, **values: Any) -> SessionRecord:
         return record(SessionRecord, self.conn.execute(insert(_sessions).values(**values).returning(_sessions)).mappings().one())

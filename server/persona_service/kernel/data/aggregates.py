@@ -27,9 +27,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Table, event, select
+
+from persona_service.kernel.data.records import record_or_none, records
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -56,18 +60,18 @@ def declare(name: str, root: Table, *members: Table) -> Aggregate:
     return aggregate
 
 
-def lock_root(conn: Connection, aggregate: Aggregate, *where: Any) -> Any:
-    """The root row matching `where`, locked until the transaction ends (None: no such row).
+def lock_root(conn: Connection, aggregate: Aggregate, record: type[R], *where: Any) -> R | None:
+    """The root row matching `where` as a `record`, locked until the transaction ends (None: no such row).
     Call it before reading anything of the aggregate that the write decides on."""
     stmt = select(aggregate.root).where(*where).with_for_update()
-    return conn.execute(stmt).mappings().first()
+    return record_or_none(record, conn.execute(stmt).mappings().first())
 
 
-def lock_roots(conn: Connection, aggregate: Aggregate, ids: list[str]) -> list[Any]:
+def lock_roots(conn: Connection, aggregate: Aggregate, record: type[R], ids: list[str]) -> list[R]:
     """Several roots of one aggregate, locked in id order (two such writes never wait on each other in a cycle)."""
     root = aggregate.root
     stmt = select(root).where(root.c.id.in_(ids)).order_by(root.c.id).with_for_update()
-    return list(conn.execute(stmt).mappings())
+    return records(record, conn.execute(stmt).mappings())
 
 
 # An execution option for a read a write makes without deciding on it (a privacy export copying a user's
