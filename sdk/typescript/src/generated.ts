@@ -426,7 +426,7 @@ export interface CreateChatCompletionRequest {
   model: string;
   /** The conversation (1 to 500 messages). */
   messages: ChatCompletionRequestMessage[];
-  /** Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed` naming `temperature`), passed to the provider. */
+  /** Sampling temperature, 0 to 2 as OpenAI's (else 400 `validation_failed` naming `temperature`), passed to the provider. */
   temperature?: number;
   /** Maximum output tokens. */
   max_tokens?: number;
@@ -444,7 +444,7 @@ export interface CreateChatCompletionRequest {
   max_completion_tokens?: number;
   /** OpenAI's nucleus sampling (ignored). */
   top_p?: number;
-  /** Choices to generate: one is (more is 422). */
+  /** Choices to generate: one is (more is 400). */
   n?: number;
   /** Stop sequences, a string or an array (ignored). */
   stop?: unknown;

@@ -316,7 +316,7 @@ class CreateChatCompletionRequest(_message.Message):
     pinned to that version (an unknown version answers 404 `not_found`).
     """
     temperature: _builtins.float
-    """Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed`
+    """Sampling temperature, 0 to 2 as OpenAI's (else 400 `validation_failed`
     naming `temperature`), passed to the provider.
     """
     max_tokens: _builtins.int
@@ -330,7 +330,7 @@ class CreateChatCompletionRequest(_message.Message):
     top_p: _builtins.float
     """OpenAI's nucleus sampling (ignored)."""
     n: _builtins.int
-    """Choices to generate: one is (more is 422)."""
+    """Choices to generate: one is (more is 400)."""
     presence_penalty: _builtins.float
     """OpenAI's presence penalty (ignored)."""
     frequency_penalty: _builtins.float

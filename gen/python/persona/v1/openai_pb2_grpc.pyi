@@ -43,7 +43,8 @@ class OpenAIServiceStub:
 
     Completions follow the chat rules (see ChatService): the persona's voice
     profile is the system prompt (the caller's own system messages follow
-    it), replies are moderated (422 `moderation_blocked`) and checked for voice
+    it), replies are moderated (400 `moderation_blocked`: this surface answers
+    400 where the envelope's 422 stands, as OpenAI does) and checked for voice
     drift (409 `drift_blocked` or auto-recovery, `persona.audit_failed`), they
     draw from the `chat.messages` cap, and they are accounted (messages,
     tokens, cost) in the caller's completions session for the persona: an
@@ -115,7 +116,8 @@ class OpenAIServiceAsyncStub(OpenAIServiceStub):
 
     Completions follow the chat rules (see ChatService): the persona's voice
     profile is the system prompt (the caller's own system messages follow
-    it), replies are moderated (422 `moderation_blocked`) and checked for voice
+    it), replies are moderated (400 `moderation_blocked`: this surface answers
+    400 where the envelope's 422 stands, as OpenAI does) and checked for voice
     drift (409 `drift_blocked` or auto-recovery, `persona.audit_failed`), they
     draw from the `chat.messages` cap, and they are accounted (messages,
     tokens, cost) in the caller's completions session for the persona: an
@@ -183,7 +185,8 @@ class OpenAIServiceServicer(metaclass=_abc_1.ABCMeta):
 
     Completions follow the chat rules (see ChatService): the persona's voice
     profile is the system prompt (the caller's own system messages follow
-    it), replies are moderated (422 `moderation_blocked`) and checked for voice
+    it), replies are moderated (400 `moderation_blocked`: this surface answers
+    400 where the envelope's 422 stands, as OpenAI does) and checked for voice
     drift (409 `drift_blocked` or auto-recovery, `persona.audit_failed`), they
     draw from the `chat.messages` cap, and they are accounted (messages,
     tokens, cost) in the caller's completions session for the persona: an

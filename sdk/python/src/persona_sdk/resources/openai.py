@@ -77,7 +77,7 @@ class OpenaiResource(SyncResource):
           model: `persona://<persona uuid>`, or `persona://<persona uuid>@<version>` pinned to that version
               (an unknown version answers 404 `not_found`).
           messages: The conversation (1 to 500 messages).
-          temperature: Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed` naming
+          temperature: Sampling temperature, 0 to 2 as OpenAI's (else 400 `validation_failed` naming
               `temperature`), passed to the provider.
           max_tokens: Maximum output tokens.
           stream: Stream the reply (routed by the edge to StreamChatCompletion).
@@ -88,7 +88,7 @@ class OpenaiResource(SyncResource):
           user: The end user (the completions session is per user).
           max_completion_tokens: Newer clients' name for `max_tokens`.
           top_p: OpenAI's nucleus sampling (ignored).
-          n: Choices to generate: one is (more is 422).
+          n: Choices to generate: one is (more is 400).
           stop: Stop sequences, a string or an array (ignored).
           presence_penalty: OpenAI's presence penalty (ignored).
           frequency_penalty: OpenAI's frequency penalty (ignored).
@@ -215,7 +215,7 @@ class OpenaiResource(SyncResource):
           model: `persona://<persona uuid>`, or `persona://<persona uuid>@<version>` pinned to that version
               (an unknown version answers 404 `not_found`).
           messages: The conversation (1 to 500 messages).
-          temperature: Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed` naming
+          temperature: Sampling temperature, 0 to 2 as OpenAI's (else 400 `validation_failed` naming
               `temperature`), passed to the provider.
           max_tokens: Maximum output tokens.
           stream: Stream the reply (routed by the edge to StreamChatCompletion).
@@ -226,7 +226,7 @@ class OpenaiResource(SyncResource):
           user: The end user (the completions session is per user).
           max_completion_tokens: Newer clients' name for `max_tokens`.
           top_p: OpenAI's nucleus sampling (ignored).
-          n: Choices to generate: one is (more is 422).
+          n: Choices to generate: one is (more is 400).
           stop: Stop sequences, a string or an array (ignored).
           presence_penalty: OpenAI's presence penalty (ignored).
           frequency_penalty: OpenAI's frequency penalty (ignored).
@@ -398,7 +398,7 @@ class AsyncOpenaiResource(AsyncResource):
           model: `persona://<persona uuid>`, or `persona://<persona uuid>@<version>` pinned to that version
               (an unknown version answers 404 `not_found`).
           messages: The conversation (1 to 500 messages).
-          temperature: Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed` naming
+          temperature: Sampling temperature, 0 to 2 as OpenAI's (else 400 `validation_failed` naming
               `temperature`), passed to the provider.
           max_tokens: Maximum output tokens.
           stream: Stream the reply (routed by the edge to StreamChatCompletion).
@@ -409,7 +409,7 @@ class AsyncOpenaiResource(AsyncResource):
           user: The end user (the completions session is per user).
           max_completion_tokens: Newer clients' name for `max_tokens`.
           top_p: OpenAI's nucleus sampling (ignored).
-          n: Choices to generate: one is (more is 422).
+          n: Choices to generate: one is (more is 400).
           stop: Stop sequences, a string or an array (ignored).
           presence_penalty: OpenAI's presence penalty (ignored).
           frequency_penalty: OpenAI's frequency penalty (ignored).
@@ -536,7 +536,7 @@ class AsyncOpenaiResource(AsyncResource):
           model: `persona://<persona uuid>`, or `persona://<persona uuid>@<version>` pinned to that version
               (an unknown version answers 404 `not_found`).
           messages: The conversation (1 to 500 messages).
-          temperature: Sampling temperature, 0 to 2 as OpenAI's (else 422 `validation_failed` naming
+          temperature: Sampling temperature, 0 to 2 as OpenAI's (else 400 `validation_failed` naming
               `temperature`), passed to the provider.
           max_tokens: Maximum output tokens.
           stream: Stream the reply (routed by the edge to StreamChatCompletion).
@@ -547,7 +547,7 @@ class AsyncOpenaiResource(AsyncResource):
           user: The end user (the completions session is per user).
           max_completion_tokens: Newer clients' name for `max_tokens`.
           top_p: OpenAI's nucleus sampling (ignored).
-          n: Choices to generate: one is (more is 422).
+          n: Choices to generate: one is (more is 400).
           stop: Stop sequences, a string or an array (ignored).
           presence_penalty: OpenAI's presence penalty (ignored).
           frequency_penalty: OpenAI's frequency penalty (ignored).
