@@ -60,6 +60,21 @@ def test_the_orders_a_serial_write_takes_pass(guarded):
         conn.close()
 
 
+def test_a_shared_lock_on_the_root_holds_it_for_a_write_that_only_reads_it(guarded):
+    conn = _writing(guarded)
+    try:
+        conn.execute(text("SELECT 1 FROM chat_sessions WHERE id = 'x' FOR SHARE"))
+        conn.execute(text("SELECT count(*) FROM chat_messages WHERE session_id = 'x'"))
+    finally:
+        conn.close()
+    conn = _writing(guarded)
+    try:
+        with pytest.raises(LockOrderViolation):  # KEY SHARE lets the row's columns change: it holds nothing
+            conn.execute(text("SELECT 1 FROM chat_sessions WHERE id = 'x' FOR KEY SHARE"))
+    finally:
+        conn.close()
+
+
 def test_an_atomic_update_of_the_root_holds_it(guarded):
     conn = _writing(guarded)
     try:

@@ -84,7 +84,9 @@ class LockOrderViolation(AssertionError):
 
 
 _KIND = re.compile(r"^\s*(?:WITH\b.*?\)\s*)?(SELECT|INSERT|UPDATE|DELETE)\b", re.IGNORECASE | re.DOTALL)
-_LOCKING = re.compile(r"\bFOR\s+(?:NO\s+KEY\s+)?UPDATE\b", re.IGNORECASE)
+# FOR SHARE too: a write that decides on another aggregate without changing it (a reply checks its persona is
+# still active) holds it against changes, and that is enough (KEY SHARE is not: it lets the root's columns change).
+_LOCKING = re.compile(r"\bFOR\s+(?:(?:NO\s+KEY\s+)?UPDATE|SHARE)\b", re.IGNORECASE)
 _LOCKED = "aggregates_locked"
 
 
