@@ -10,7 +10,8 @@ import os
 import pathlib
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -341,3 +342,15 @@ def bootstrap(stack, *extra: str, org_name: str = "CLI Org", plan: str = "team",
     made = json.loads(lines[0])
     assert isinstance(made, dict)
     return made
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 30, what: str = "", every: float = 0.05):
+    """Wait on what is observed, not on time (issue 46): `predicate()` until it is truthy (returned), failing with
+    `what` past `timeout`. The deadline is generous on purpose: on a loaded 2-core machine a thing that takes
+    milliseconds alone can take seconds; a test that checks speed belongs to the benchmarks."""
+    deadline = time.monotonic() + timeout
+    while not (result := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what or predicate}")
+        time.sleep(every)
+    return result

@@ -11,6 +11,7 @@ import time
 import uuid
 
 from persona_service.kernel.logs import JsonFormatter, Throttled
+from support import wait_until
 
 
 def test_the_json_formatter_carries_request_fields_and_tracebacks():
@@ -69,7 +70,11 @@ def test_a_flood_of_refusals_is_a_line_per_organization_not_per_request(http, st
     # (100 calls, 62 before a boundary and 38 after, were all admitted once.)
     statuses = [http.get(f"/v1/orgs/{free.org_id}", headers=free.auth).status_code for _ in range(150)]
     assert statuses.count(429) >= 30
-    time.sleep(0.2)  # the server writes its log lines after answering
-    lines = [line for port in stack.grpc_ports for line in (stack.log_dir / f"server-{port}.log").read_text().splitlines()
-             if free.org_id in line and "rate_limited" in line]
+
+    def refusal_lines() -> list[str]:  # the server writes its log lines after answering
+        return [line for port in stack.grpc_ports
+                for line in (stack.log_dir / f"server-{port}.log").read_text().splitlines()
+                if free.org_id in line and "rate_limited" in line]
+
+    lines = wait_until(refusal_lines, 30, "a rate_limited line in a server's log")
     assert 1 <= len(lines) <= len(stack.grpc_ports)

@@ -26,6 +26,7 @@ from support import (
     personas_locked,
     running,
     sse_stream,
+    wait_until,
 )
 from test_run_takeover import PROGRESS, TIMEOUT, _check_one_run
 
@@ -88,13 +89,23 @@ def test_database_down_is_503_and_recovers_by_itself(own, own_tenant):
         _recovered(http, own_tenant)
 
 
+def _gone(pid: int) -> bool:
+    """Exited (a zombie not yet reaped by its parent counts)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def _recovered(http, tenant) -> None:
-    """Once PostgreSQL is back: both server processes answer again within 5 s (their pools drop the connections
+    """Once PostgreSQL is back: both server processes answer again within seconds (30 s: a bound that holds on a
+    loaded machine; the speed is the benchmarks' to measure) (their pools drop the connections
     PostgreSQL closed at the first that fails, a 503 with Retry-After)."""
     started, answered = time.monotonic(), 0
     while answered < 10:  # in a row: Envoy balances them across both processes
         answered = answered + 1 if http.get("/v1/keys", headers=tenant.auth).status_code == 200 else 0
-        assert time.monotonic() - started < 5, "not recovered within 5 s of PostgreSQL's return"
+        assert time.monotonic() - started < 30, "not recovered within 30 s of PostgreSQL's return"
         if not answered:
             time.sleep(0.05)
 
@@ -174,12 +185,15 @@ def test_redis_down_keeps_serving_and_stops_trusting_cached_credentials(own, own
         key_id, doomed_auth = made["key"]["id"], {"Authorization": f"Bearer {made['secret']}"}
         for _ in range(20):  # cached by both server processes
             assert http.get(org, headers=doomed_auth).status_code == 200
-        os.kill(own._redis.pid, signal.SIGKILL)
-        time.sleep(0.5)
+        redis_pid = own._redis.pid
+        os.kill(redis_pid, signal.SIGKILL)
+        wait_until(lambda: _gone(redis_pid), 30, "the killed Redis is gone")
         assert http.post(f"/v1/keys/{key_id}/revoke", headers=own_tenant.auth, json={}).status_code == 200
-        time.sleep(DEGRADED_TTL_SECONDS + 0.5)
-        statuses = {http.get(org, headers=doomed_auth).status_code for _ in range(20)}
-        assert statuses == {401}
+        # A bound, not a speed: each process's cached credential lapses DEGRADED_TTL_SECONDS after the bus went
+        # down (it was a sleep of that long); the margin is for a loaded machine. Every process then refuses it:
+        # 20 calls in a row, which Envoy spreads over both.
+        wait_until(lambda: {http.get(org, headers=doomed_auth).status_code for _ in range(20)} == {401},
+                   DEGRADED_TTL_SECONDS + 30, "the revoked key refused by every server process")
         for _ in range(60):  # served without limits
             assert http.get(org, headers=own_tenant.auth).status_code == 200
     time.sleep(3)

@@ -17,7 +17,7 @@ from persona_service.kernel.process.runner import RunClaimer
 from persona_service.kernel.transport.runs import Outcome, RunOwner, Runs
 from persona_service.kernel.transport.tasks import TaskRunner
 from sqlalchemy import text
-from support import engine_for, personas_locked, sse_stream
+from support import engine_for, personas_locked, sse_stream, wait_until
 
 TIMEOUT = httpx.Timeout(60.0)
 STEPS = ["moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint"]
@@ -72,7 +72,12 @@ def _published(stack):
     try:
         yield seen
     finally:
-        time.sleep(0.3)
+        # Everything published before this marker has reached the reader once the marker has (one channel: in
+        # order), instead of a pause that was probably long enough.
+        marker = f"persona:test:published:{os.getpid()}:{time.monotonic_ns()}"
+        _redis(stack).publish(wakeups.CHANNEL, marker)
+        wait_until(lambda: marker in seen, 30, "the reader got the marker")
+        seen.remove(marker)
         stop.set()
         reader.join()
         pubsub.close()
@@ -132,11 +137,20 @@ def test_a_runner_claims_an_accepted_run_on_its_notification_not_at_its_next_pol
         runs.revive = lambda payload: lambda run: (ran.set(), Outcome("failed"))[1]
         claimer = RunClaimer(runs, engine, TaskRunner(None, engine, {}, 0, 60), 1,  # type: ignore[arg-type]
                              poll_seconds=60)
+        looked = threading.Event()  # its first look (at start) is over: only a notification wakes it after
+        first_look = claimer._claim_all
+
+        def claim_all() -> bool:
+            try:
+                return first_look()
+            finally:
+                looked.set()
+
+        claimer._claim_all = claim_all  # type: ignore[method-assign]
         os.kill(runner.pid, signal.SIGSTOP)
         try:
             claimer.start()
-            assert claimer.listening.wait(10)
-            time.sleep(0.5)  # its first look (at start) is over: only a notification wakes it now
+            assert claimer.listening.wait(30) and looked.wait(30)
             server.submit(RunOwner(tenant.org_id, tenant.workspace_id), "/test/Notified")
             assert ran.wait(10), "the run was not claimed before the poll"
         finally:

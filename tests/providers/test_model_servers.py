@@ -272,7 +272,7 @@ def test_a_rate_limited_server_is_waited_for_then_its_retry_after_passed_on(stac
     assert details["upstreamMessage"] == "Rate limit reached for requests"
     assert r.headers["retry-after"] == "3"
     calls = chat_only.requests_to("/chat/completions")
-    assert len(calls) == 2 and 3.0 <= elapsed < 10, (len(calls), elapsed)
+    assert len(calls) == 2 and 3.0 <= elapsed, (len(calls), elapsed)  # waited for Retry-After; 2 calls, no third
 
 
 def test_a_refused_connection_is_named(dead, org):
@@ -308,7 +308,8 @@ def test_the_python_sdk_does_not_retry_what_the_service_says_not_to(stacks, org,
             client.personas.create(intent="A careful archivist who double-checks everything")
         elapsed = time.monotonic() - started
     assert raised.value.code == "provider_error" and raised.value.details["reason"] == "upstream_auth"
-    assert len(full_set.requests) == 1 and elapsed < 5, (len(full_set.requests), elapsed)
+    # No retry: one upstream request (a bound, not a speed: the SDK's retries would take 0.5 + 1 + 2 s more).
+    assert len(full_set.requests) == 1 and elapsed < 30, (len(full_set.requests), elapsed)
 
 
 def _plain_text(body):

@@ -321,7 +321,7 @@ def test_a_never_retried_code_is_raised_at_once(sdk, pro):
     started = time.monotonic()
     with pytest.raises(ValidationFailedError) as info:
         client.personas.create(intent="")
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 30  # a bound for a hang; the check is the one request (no retry)
     assert len(wire.requests) == 1 and wire.statuses == [422]
     assert info.value.status == 422 and info.value.details["validationErrors"]
     assert isinstance(info.value, PersonaError)
