@@ -7,11 +7,13 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
 from persona_service.kernel.process.stack import free_port
-from support import JWT_SECRET, client_for, make_stack_beside, running, seed_postgres
+from sqlalchemy import text
+from support import JWT_SECRET, TenantFactory, client_for, make_stack_beside, running, seed_postgres, wait_until
 from test_cli import CLI, ROOT, cli_env
 
 
@@ -82,11 +84,11 @@ def test_a_killed_worker_is_replaced(pair):
 # --- `up` as users run it ----------------------------------------------------------
 
 
-def _up(stack, data_dir, http_port: int | None = None):
+def _up(stack, data_dir, http_port: int | None = None, drain: str = "0"):
     ports = {"PERSONA_HTTP_PORT": str(http_port or free_port()), "PERSONA_GRPC_PORT": str(free_port(1000))}
     # No drain on stop (nothing routes to these servers but the tests' own calls, answered before they stop).
     env = cli_env(PERSONA_DATA_DIR=str(data_dir), PERSONA_JWT_SECRET=JWT_SECRET, PERSONA_SERVER_PROCESSES="1",
-                  PERSONA_DRAIN_SECONDS="0", **ports)
+                  PERSONA_DRAIN_SECONDS=drain, **ports)
     proc = subprocess.Popen([str(CLI), "up"], env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
@@ -130,3 +132,52 @@ def test_up_restarts_on_the_same_ports_right_after_a_stop(stack, tmp_path):
     again, _ = _up(stack, data_dir, http_port=http_port)
     again.send_signal(signal.SIGTERM)
     assert again.wait(30) == 0
+
+
+def test_up_stops_within_seconds_of_sigterm_answering_its_call_in_flight_and_saving_redis(stack, tmp_path):
+    """On SIGTERM `up` stops its servers, runners and workers at once (a server without the drain: its edge is the
+    only balancer and every backend stops), then the edge, then Redis (`SHUTDOWN SAVE`) and PostgreSQL (issue 46:
+    6.7 s on a quiet machine before, with "Redis shutdown failed" and the edge stopped first; 3 s after). A call in
+    flight is answered through the edge, not cut. The bound, 20 s, holds on a loaded 2-core machine; the drain is
+    the default's 2 s to show that it is skipped."""
+    import httpx
+    from persona_service.kernel.data.engine import make_engine
+    from persona_service.kernel.process.instances import RUNTIME_FILE
+
+    data_dir = tmp_path / "data"
+    seed_postgres(data_dir)
+    proc, http_port = _up(stack, data_dir, drain="2")
+    pids = _everything_up_started(data_dir)
+    engine = make_engine(json.loads((data_dir / RUNTIME_FILE).read_text())["database_url"], pool_size=2)
+    try:
+        tenant = TenantFactory(engine)()
+        url = f"http://127.0.0.1:{http_port}/v1/orgs/{tenant.org_id}"
+        assert httpx.get(url, headers=tenant.auth, timeout=30).status_code == 200  # the credential cached
+        answer: list[httpx.Response] = []
+        with engine.connect() as conn:
+            conn.execute(text("LOCK TABLE organizations IN ACCESS EXCLUSIVE MODE"))
+            call = threading.Thread(target=lambda: answer.append(httpx.get(url, headers=tenant.auth, timeout=60)))
+            call.start()
+            wait_until(lambda: _waiting_on_a_lock(engine), 30, "the call waits on the lock")
+            started = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            server_log = next((data_dir / "logs").glob("server-*.log"))
+            wait_until(lambda: "draining: NOT_SERVING for 0.0s" in server_log.read_text(), 30, "the server stops")
+            conn.rollback()  # the call goes on, within the server's grace
+        call.join(60)
+    finally:
+        engine.dispose()
+    assert proc.wait(60) == 0
+    took = time.monotonic() - started
+    assert answer and answer[0].status_code == 200, answer and answer[0].text
+    assert proc.stdout is not None
+    said = proc.stdout.read()
+    assert took < 20, f"`up` took {took:.1f}s to stop"
+    assert "Redis shutdown failed" not in said and "did not stop" not in said, said
+    assert not any(_alive(p) for p in pids)
+    assert (data_dir / "redis" / "redis.db").stat().st_size > 0  # saved
+
+
+def _waiting_on_a_lock(engine) -> bool:
+    with engine.connect() as conn:
+        return bool(conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")).scalar())

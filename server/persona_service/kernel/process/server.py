@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import logging
 import signal
-import threading
 import time
 from concurrent import futures
 
@@ -91,19 +90,27 @@ def serve(modules: Modules) -> None:
     gc.collect()
     gc.freeze()
     log.info("gRPC server listening on %s:%s (streams on %s)", settings.grpc_host, settings.grpc_port, stream_port)
-    stop = threading.Event()
+    # SIGTERM (Kubernetes, a supervisor replacing this process): leave the balancers' rotation first. SIGINT (the
+    # stack of `up` stopping every backend of its edge at once; Ctrl-C): no balancer has another backend to send
+    # calls to, so no drain, only the grace for the calls in flight (issue 46: 2 s of every `up`'s stop).
+    # The handlers take no lock. They run in this thread, between two of its bytecodes: one that set a
+    # threading.Event could run while this thread held that Event's lock (inside its wait) and wait for it forever
+    # (once seen, a SIGINT and a SIGTERM in quick succession: the server never drained and was killed; issue 46).
+    received: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda signum, _: received.append(signum))
     # Never an unbounded wait: a signal the kernel hands to another of the process's threads runs its handler only
     # once this thread wakes (a SIGTERM went unnoticed until the SIGKILL 30 s later: no drain, calls cut off).
-    while not stop.wait(0.5):
-        pass
-    drain(app, [health_servicer, stream_health], unary=server, streams=stream_server)
+    while not received:
+        time.sleep(0.1)
+    drain(app, [health_servicer, stream_health], unary=server, streams=stream_server,
+          seconds=settings.drain_seconds if received[0] == signal.SIGTERM else 0)
     app.close()
     tracing.shutdown()
 
 
-def drain(app: App, healths: list[health.HealthServicer], unary: grpc.Server, streams: grpc.Server) -> None:
+def drain(app: App, healths: list[health.HealthServicer], unary: grpc.Server, streams: grpc.Server,
+          seconds: float | None = None) -> None:
     """Leave rotation without failing a call: report NOT_SERVING (gRPC
     health, which the edge checks, and /readyz, which Kubernetes probes)
     while still serving for `drain_seconds`, until balancers have stopped
@@ -111,13 +118,15 @@ def drain(app: App, healths: list[health.HealthServicer], unary: grpc.Server, st
     hand this process's runs over (kernel.transport.runs: another process takes each
     over from its saved state, and the open streams end without their `end`
     event, so their clients resume there with `Last-Event-ID`), refuse new
-    calls and let unary calls in flight finish (within `shutdown_grace_seconds`)."""
+    calls and let unary calls in flight finish (within `shutdown_grace_seconds`). `seconds`: the drain's
+    length, `drain_seconds` unless given."""
     settings = app.settings
+    seconds = settings.drain_seconds if seconds is None else seconds
     app.draining.set()
     for servicer in healths:
         servicer.enter_graceful_shutdown()
-    log.info("draining: NOT_SERVING for %.1fs before refusing new calls", settings.drain_seconds)
-    time.sleep(settings.drain_seconds)
+    log.info("draining: NOT_SERVING for %.1fs before refusing new calls", seconds)
+    time.sleep(seconds)
     app.runs.hand_over()
     # Stream views end themselves (a clean end of the HTTP stream) within half a second of the hand-over, once
     # their clients have a frame to resume from: a new stream's view first waits for its run's first frame,

@@ -13,6 +13,7 @@ import os
 import pathlib
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -389,16 +390,20 @@ class Stack:
         return path
 
     def stop(self) -> None:
+        """Every process but the edge at once, then the edge, then Redis and PostgreSQL (issue 46: in turns,
+        with the servers' drain, `up` took 7 s to stop on a quiet machine, and Envoy, stopped first, cut the calls
+        in flight). A server gets SIGINT: it refuses new calls at once (no drain: the edge is the only balancer
+        and every backend stops) and answers those in flight within PERSONA_SHUTDOWN_GRACE_SECONDS, through the
+        edge, which stops after it; new calls meanwhile get the edge's 503. A runner hands its runs over, a worker
+        finishes its batch (bounded by the delivery timeout); none of them waits on another."""
         self._supervisor.stop()
         children = self._supervisor.children()
-        order = {"envoy": 0, "server": 2, "runner": 2}  # the edge first, servers and runners last; workers between
-        for rank in sorted({order.get(c.name.split("-")[0], 1) for c in children}):
-            # Each rank's processes stop together (a server drains for PERSONA_DRAIN_SECONDS first).
-            group = [c for c in children if order.get(c.name.split("-")[0], 1) == rank]
+        edge = [c for c in children if c.name.split("-")[0] == "envoy"]
+        for group in ([c for c in children if c not in edge], edge):
             for child in group:
                 self._supervisor.remove(child.name)
-            # A worker finishes its batch (bounded by the delivery timeout).
-            _terminate_all([c.proc for c in group if c.proc is not None], timeout=15 if rank == 1 else 20)
+            _terminate_all([c.proc for c in group if c.proc is not None], timeout=20, signals={
+                c.proc.pid: signal.SIGINT for c in group if c.proc is not None and c.name.startswith("server-")})
         if self._redis is not None:
             self._redis.close()
             self._redis = None
@@ -482,14 +487,19 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
         self.sock.connect(self._path)
 
 
-def _terminate_all(procs: list[subprocess.Popen], timeout: float) -> None:
-    """SIGTERM to all at once, then wait for each (SIGKILL past `timeout`)."""
+def _terminate_all(procs: list[subprocess.Popen], timeout: float, signals: dict[int, int] | None = None) -> None:
+    """SIGTERM (or the signal `signals` names for its pid) to all at once, then wait for each (SIGKILL past
+    `timeout`)."""
     for proc in procs:
         if proc.poll() is None:
-            proc.terminate()
+            proc.send_signal((signals or {}).get(proc.pid, signal.SIGTERM))
     deadline = time.monotonic() + timeout
-    for proc in procs:
-        _terminate(proc, timeout=max(0.1, deadline - time.monotonic()))
+    for proc in procs:  # (no second signal: a SIGTERM after a server's SIGINT would make it drain)
+        try:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _terminate(proc: subprocess.Popen, timeout: float = 10) -> None:
