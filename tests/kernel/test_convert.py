@@ -18,7 +18,7 @@ def test_int32_saturates_instead_of_overflowing():
 
 def test_message_json_prints_whole_doubles_as_the_transcoder_does():
     usage = chat_pb2.ChatUsage(input_tokens=3, cost_usd_micros=354.0)
-    assert message_json(usage) == {"inputTokens": 3, "outputTokens": 0, "costUsdMicros": 354}
+    assert message_json(usage) == {"inputTokens": 3, "outputTokens": 0, "costUsdMicros": 354, "unpriced": False}
     assert type(message_json(usage)["costUsdMicros"]) is int
     assert message_json(chat_pb2.ChatUsage(cost_usd_micros=0.5))["costUsdMicros"] == 0.5
 
