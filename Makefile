@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 BYTECODE := $(VENV)/.bytecode
 
 # `make install`: the virtual environment and buf (once; `up` and `test` do it themselves too).
-.PHONY: lock check-online-migration topology topology-tools bench-topology bench-floors bench-modules bench-volume seed-volume browser sdk-python-wheel install up test lint typecheck gen gen-check pytest bench bench-tools clean
+.PHONY: coverage lock check-online-migration topology topology-tools bench-topology bench-floors bench-modules bench-volume seed-volume browser sdk-python-wheel install up test lint typecheck gen gen-check pytest bench bench-tools clean
 
 install: $(STAMP) $(BYTECODE) node_modules/.installed
 
@@ -89,6 +89,20 @@ gen-check: $(STAMP) node_modules/.installed
 PYTEST_WORKERS ?= $(shell n=$$(( $$(nproc) / 2 )); echo $$(( n < 2 ? 0 : n > 4 ? 4 : n )))
 pytest: $(STAMP) $(BYTECODE) node_modules/.installed browser bench-tools topology-tools
 	$(BIN)/python -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadscope) $(PYTEST_ARGS)
+
+# The suite (as `make pytest`: PYTEST_WORKERS, PYTEST_ARGS) with line coverage of server/persona_service, the
+# processes the tests start included ([tool.coverage] in pyproject.toml), then coverage's report and one per
+# package (scripts/coverage_packages.py). Data in .build/coverage/; `coverage html --data-file=.build/coverage/data`
+# writes the annotated sources. Not part of `make test`: docs/testing.md has the measured cost.
+COVERAGE_DIR := .build/coverage
+coverage: $(STAMP) $(BYTECODE) node_modules/.installed browser bench-tools topology-tools
+	rm -rf $(COVERAGE_DIR) && mkdir -p $(COVERAGE_DIR)
+	COVERAGE_PROCESS_START=$(CURDIR)/pyproject.toml COVERAGE_FILE=$(CURDIR)/$(COVERAGE_DIR)/data \
+		$(BIN)/python -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadscope) $(PYTEST_ARGS); \
+		status=$$?; \
+		$(BIN)/coverage combine --quiet --data-file=$(COVERAGE_DIR)/data && \
+		$(BIN)/coverage report --data-file=$(COVERAGE_DIR)/data --skip-covered --sort=miss && \
+		$(BIN)/python scripts/coverage_packages.py --data-file=$(COVERAGE_DIR)/data && exit $$status
 
 # The Python SDK's wheel, into .build/dist/ (tests/sdk/test_python_sdk_artifact.py builds one the same way,
 # installs it in a clean virtual environment and runs the SDK README's examples from it).
