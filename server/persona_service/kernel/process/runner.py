@@ -21,6 +21,7 @@ import os
 import pathlib
 import signal
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from persona_service.kernel import logs, tracing
@@ -199,11 +200,11 @@ def run(modules: Modules) -> None:
     if ready:
         pathlib.Path(ready).write_text(str(os.getpid()))
     log.info("runner %d taking runs, tasks and model calls", os.getpid())
-    stop = threading.Event()
+    received: list[int] = []  # handlers that take no lock (see kernel.process.server)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(0.5):  # never an unbounded wait (see kernel.process.server)
-        pass
+        signal.signal(sig, lambda signum, _: received.append(signum))
+    while not received:  # never an unbounded wait (see kernel.process.server)
+        time.sleep(0.1)
     app.runs.hand_over()  # other runners go on with this one's runs from their saved state
     claimer.close()
     models.close()
