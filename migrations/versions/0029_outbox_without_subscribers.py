@@ -67,9 +67,9 @@ def upgrade() -> None:
     op.execute("CREATE TRIGGER webhook_endpoints_resubscribed BEFORE UPDATE OF enabled, events ON webhook_endpoints "
                "FOR EACH ROW WHEN (NEW.enabled AND (NOT OLD.enabled OR NEW.events IS DISTINCT FROM OLD.events)) "
                "EXECUTE FUNCTION persona_webhook_subscribers_change()")
-    # Migration 0014's statement-level notification, now only for rows the worker has to fan out.
-    op.execute("DROP TRIGGER events_notify_outbox ON events")
-    op.execute("CREATE TRIGGER events_notify_outbox AFTER INSERT ON events "
+    # Migration 0014's statement-level notification, now only for rows the worker has to fan out (replaced in
+    # place: at no moment is there no trigger, and the previous release's worker is woken as before).
+    op.execute("CREATE OR REPLACE TRIGGER events_notify_outbox AFTER INSERT ON events "
                "FOR EACH ROW WHEN (NEW.dispatched_at IS NULL) EXECUTE FUNCTION persona_notify('persona_outbox')")
 
 
