@@ -4,6 +4,8 @@ PostgreSQL: it reads the SQL that reaches the driver, so it catches a violation 
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from persona_service.chat.repository import SESSION, ChatSessionRepository
 from persona_service.kernel.data import aggregates
@@ -23,8 +25,14 @@ def guarded(stack):
         yield engine
 
 
+@contextlib.contextmanager
 def _writing(engine):
-    return UnitOfWork(engine).conn
+    """A writing unit of work's connection, closed (rolled back) at the block's end."""
+    conn = UnitOfWork(engine).conn
+    try:
+        yield conn
+    finally:
+        conn.close()
 
 
 PLANTED = {
@@ -40,68 +48,47 @@ PLANTED = {
 
 @pytest.mark.parametrize("sql", PLANTED.values(), ids=PLANTED.keys())
 def test_a_planted_violation_is_refused_before_it_reaches_postgresql(guarded, sql):
-    conn = _writing(guarded)
-    try:
+    with _writing(guarded) as conn:
         with pytest.raises(LockOrderViolation):
             conn.execute(text(sql))
-    finally:
-        conn.close()
 
 
 def test_the_orders_a_serial_write_takes_pass(guarded):
-    conn = _writing(guarded)
-    try:
+    with _writing(guarded) as conn:
         repo = ChatSessionRepository(conn)
         assert repo.lock("ws_none", SESSION_ID) is None  # the root first (no such session: nothing is locked)
         repo.last_ordinal(SESSION_ID)  # then its messages
         conn.execute(text("SELECT 1 FROM webhook_endpoints WHERE id = 'e' FOR UPDATE"))
         conn.execute(text("SELECT count(*) FROM webhook_deliveries"))
-    finally:
-        conn.close()
 
 
 def test_a_shared_lock_on_the_root_holds_it_for_a_write_that_only_reads_it(guarded):
-    conn = _writing(guarded)
-    try:
+    with _writing(guarded) as conn:
         conn.execute(text("SELECT 1 FROM chat_sessions WHERE id = 'x' FOR SHARE"))
         conn.execute(text("SELECT count(*) FROM chat_messages WHERE session_id = 'x'"))
-    finally:
-        conn.close()
-    conn = _writing(guarded)
-    try:
+    with _writing(guarded) as conn:
         with pytest.raises(LockOrderViolation):  # KEY SHARE lets the row's columns change: it holds nothing
             conn.execute(text("SELECT 1 FROM chat_sessions WHERE id = 'x' FOR KEY SHARE"))
-    finally:
-        conn.close()
 
 
 def test_an_atomic_update_of_the_root_holds_it(guarded):
-    conn = _writing(guarded)
-    try:
+    with _writing(guarded) as conn:
         conn.execute(text("UPDATE chat_sessions SET title = title WHERE id = 'x'"))
         conn.execute(text("SELECT count(*) FROM chat_messages WHERE session_id = 'x'"))
-    finally:
-        conn.close()
 
 
 def test_each_transaction_locks_afresh(guarded):
-    conn = _writing(guarded)
-    try:
+    with _writing(guarded) as conn:
         ChatSessionRepository(conn).lock("ws_none", SESSION_ID)
         conn.commit()  # the lock went with the transaction
         with pytest.raises(LockOrderViolation):
             conn.execute(select(SESSION.members[0].c.id).limit(1))
-    finally:
-        conn.close()
 
 
 def test_a_prepared_hot_read_of_the_root_in_a_write_is_checked_too(guarded):
-    conn = _writing(guarded)
-    try:
+    with _writing(guarded) as conn:
         with pytest.raises(LockOrderViolation):
             ChatSessionRepository(conn).get("ws_none", SESSION_ID)  # Prepared: past SQLAlchemy's events
-    finally:
-        conn.close()
 
 
 def test_a_read_only_unit_of_work_decides_nothing_and_is_not_checked(guarded):
@@ -119,20 +106,16 @@ def test_every_declared_aggregate_names_its_tables():
 
 
 def test_a_read_that_decides_nothing_says_so_and_passes(guarded):
-    conn = _writing(guarded)
-    try:
+    with _writing(guarded) as conn:
         stmt = text("SELECT count(*) FROM webhook_deliveries").execution_options(**{aggregates.DECIDES_NOTHING: True})
         conn.execute(stmt)
-    finally:
-        conn.close()
 
 
 def test_a_connection_the_database_dropped_rolls_back_without_the_guard_failing(guarded, engine):
-    conn = _writing(guarded)
-    pid = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
-    with engine.connect() as other:
-        other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
-    with pytest.raises(Exception, match="terminat"):
-        conn.execute(text("SELECT 1"))
-    conn.rollback()  # the rollback event finds an invalidated connection: nothing to reset, no error
-    conn.close()
+    with _writing(guarded) as conn:
+        pid = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        with engine.connect() as other:
+            other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        with pytest.raises(Exception, match="terminat"):
+            conn.execute(text("SELECT 1"))
+        conn.rollback()  # the rollback event finds an invalidated connection: nothing to reset, no error
