@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import psycopg
 import pytest
 from google.protobuf import empty_pb2
 from persona.v1 import options_pb2, personas_pb2
@@ -38,6 +39,7 @@ from persona_service.kernel.transport.stages.limits import AnonymousLimits, Limi
 from persona_service.kernel.transport.stages.outcome import translate
 from persona_service.kernel.transport.stages.resume import Following, Resume
 from persona_service.kernel.transport.stages.validate import KnownFields, Undecodable, Validate
+from sqlalchemy import exc as sa_exc
 
 PATH = "/persona.v1.PersonaService/CreatePersona"
 INTENT = "A grumpy lighthouse keeper who loves jazz"
@@ -273,6 +275,43 @@ def test_a_failing_operation_commits_nothing():
     with pytest.raises(NotFound):
         run(Commit(None, None, None), call, fails)
     assert call.reached_operation and not call.succeeded and call.ctx.uow.events == []
+
+
+def _aborted(sqlstate_error: type) -> Exception:
+    return sa_exc.OperationalError("SELECT 1", {}, sqlstate_error("aborted"))
+
+
+def test_an_operation_postgresql_aborted_runs_again_from_the_answer_it_started_with():
+    attempts: list[int] = []
+
+    def deadlocks_once(call):
+        attempts.append(len(attempts))
+        call.ctx.headers.append(("x-attempt", str(len(attempts))))
+        call.ctx.respond(202, Etag=f"v{len(attempts)}")
+        call.ctx.after_commit.append(lambda: None)
+        if len(attempts) == 1:
+            raise _aborted(psycopg.errors.DeadlockDetected)
+        return empty_pb2.Empty()
+
+    call = make_call()
+    call.ctx.headers.append(("x-limit", "before"))
+    run(Commit(None, None, None), call, deadlocks_once)
+    assert len(attempts) == 2 and call.succeeded and call.ctx.uow.events == ["close", "commit"]
+    assert [h for h in call.ctx.headers if h[0] in ("x-limit", "x-attempt")] == [("x-limit", "before"),
+                                                                                  ("x-attempt", "2")]
+    assert call.ctx.http_headers == [("etag", "v2")] and len(call.ctx.after_commit) == 1
+
+
+def test_an_operations_own_failure_runs_once():
+    attempts: list[int] = []
+
+    def fails(call):
+        attempts.append(1)
+        raise _aborted(psycopg.errors.LockNotAvailable)  # not an abort PostgreSQL made to let others go on
+
+    with pytest.raises(sa_exc.OperationalError):
+        run(Commit(None, None, None), make_call(), fails)
+    assert attempts == [1]
 
 
 def test_outcome_translates_an_unexpected_error_into_a_500_that_leaks_nothing():

@@ -33,6 +33,20 @@ def connection_lost(exc: BaseException) -> bool:
     return state is None or state.startswith(_GONE_CLASSES) or state in _GONE_STATES
 
 
+# SQLSTATEs of a transaction PostgreSQL chose to abort so that others could go on: a deadlock it broke, a
+# serializable (or repeatable read) snapshot that could not be kept. Nothing of the transaction committed,
+# and the same work run again, after the other transaction, is what one serial order gives.
+_RETRIABLE_STATES = frozenset({"40P01", "40001"})
+
+
+def must_run_again(exc: BaseException) -> bool:
+    """PostgreSQL aborted the work's transaction to break a deadlock or keep
+    a snapshot serial: running the same work again is the serial answer
+    (the caller never sees these; kernel.transport.stages.commit)."""
+    orig = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+    return isinstance(orig, psycopg.Error) and orig.sqlstate in _RETRIABLE_STATES
+
+
 def unavailable(exc: BaseException) -> bool:
     """The database failed the work, not the work itself: a lost connection, or
     the server refusing it for now (an `OperationalError`: a lock or statement

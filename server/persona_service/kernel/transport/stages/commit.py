@@ -5,11 +5,14 @@ written in the same transaction, which commits once (then after-commit hooks).""
 from __future__ import annotations
 
 import logging
+import random
+import time
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
+from persona_service.kernel.data.outages import must_run_again
 from persona_service.kernel.data.quota_repository import QuotaRepository
 from persona_service.kernel.transport.audit import AuditEntry, AuditLog
 from persona_service.kernel.transport.limits.limiter import GENERATIONS
@@ -18,6 +21,8 @@ from persona_service.kernel.transport.stages.idempotency import replayable
 from persona_service.kernel.transport.validation import check_closed_sets
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sqlalchemy import Engine
 
     from persona_service.kernel.errors import ApiError
@@ -33,6 +38,10 @@ log = logging.getLogger("persona_service.requests")
 STATUS_CARRIER = "x-persona-status"
 HEADER_CARRIER = "x-persona-set-"
 REDIRECT_STATUS = 307
+# How many times a unary operation runs when PostgreSQL aborts it to break a deadlock or keep a snapshot
+# serial (kernel.data.outages.must_run_again), and the longest pause before running it again.
+RUNS = 4
+RERUN_PAUSE_SECONDS = 0.05
 
 
 class Commit(Stage):
@@ -46,10 +55,25 @@ class Commit(Stage):
 
     def __call__(self, call: Call) -> Any:
         call.reached_operation = True
-        response = self.then(call)
-        check_closed_sets(response)
-        call.ctx.headers += answer(call.ctx, call.meta, response)
-        self.complete(call, call.request, response)
+        before = Answer.of(call.ctx)
+        for attempt in range(1, RUNS + 1):
+            try:
+                response = self.then(call)
+                check_closed_sets(response)
+                call.ctx.headers += answer(call.ctx, call.meta, response)
+                self.complete(call, call.request, response)
+                break
+            except Exception as exc:
+                # Aborted by PostgreSQL (a deadlock it broke, a snapshot it could not keep): nothing
+                # committed, and running the operation again after the other transaction is what a serial
+                # order answers; a client never sees it. A durable run has its own recovery (runs.py).
+                if call.succeeded or call.run is not None or attempt == RUNS or not must_run_again(exc):
+                    raise
+                log.warning("%s aborted by the database (%s); running it again [request_id=%s attempt=%d]",
+                            call.meta.path, type(getattr(exc, "orig", exc)).__name__, call.ctx.request_id, attempt)
+                call.ctx.uow.close()  # rolls back; the next use begins afresh
+                before.restore(call.ctx)
+                time.sleep(random.uniform(0, RERUN_PAUSE_SECONDS * attempt))  # noqa: S311 - jitter, not a secret
         if call.ctx.finish is not None:
             response = self.finish(call, response)
         return response
@@ -101,6 +125,24 @@ class Commit(Stage):
             ctx.uow.commit()
         except Exception:  # noqa: BLE001 - the caller still gets its error
             log.exception("could not commit the outcome of %s [request_id=%s]", err.code, ctx.request_id)
+
+
+class Answer:
+    """What an operation adds to its call's answer (headers, status, after-commit hooks), as it was before
+    the operation ran: an operation run again starts from it."""
+
+    def __init__(self, headers: int, http_headers: int, status: int | None, hooks: int,
+                 finish: Callable[[Any], Any] | None) -> None:
+        self.headers, self.http_headers, self.status, self.hooks, self.finish = (
+            headers, http_headers, status, hooks, finish)
+
+    @classmethod
+    def of(cls, ctx: RequestContext) -> Answer:
+        return cls(len(ctx.headers), len(ctx.http_headers), ctx.status, len(ctx.after_commit), ctx.finish)
+
+    def restore(self, ctx: RequestContext) -> None:
+        del ctx.headers[self.headers:], ctx.http_headers[self.http_headers:], ctx.after_commit[self.hooks:]
+        ctx.status, ctx.finish = self.status, self.finish
 
 
 def answer(ctx: RequestContext, meta: MethodMeta, response: Any) -> list[tuple[str, str]]:
