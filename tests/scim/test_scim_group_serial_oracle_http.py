@@ -1,0 +1,78 @@
+"""A SCIM group's writes at once answer as one serial order would (tests/oracle.py), through Envoy: the group's
+PATCHes (a member added, one removed, a rename), its PUT and DELETE, a new group taking the same name, and the
+DELETE of a member user (which leaves the group), each pair fired together behind a barrier and compared with
+both serial orders."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import pytest
+from oracle import Op, Table, check_pair, writes_covered
+from persona.v1 import scim_pb2
+from scim_client import GROUP
+
+
+@dataclass(frozen=True)
+class Fixture:
+    tag: str
+    users: tuple[str, str, str]  # u1 (in the group), u2, u3
+    group: str
+
+
+def _fixture(scim) -> Fixture:
+    tag = uuid.uuid4().hex[:10]
+    users = tuple(scim.user(f"u{i}-{tag}@example.com")["id"] for i in (1, 2, 3))
+    return Fixture(tag, users, scim.group(f"g-{tag}", [users[0]])["id"])  # type: ignore[arg-type]
+
+
+def _ops(scim) -> list[Op]:
+    def patch(operations):
+        return lambda f: scim.patch(f"/Groups/{f.group}", *operations(f))
+
+    return [
+        Op("add-u2", patch(lambda f: [{"op": "add", "path": "members", "value": [{"value": f.users[1]}]}]),
+           "PatchScimGroup"),
+        Op("remove-u1", patch(lambda f: [{"op": "remove", "path": f'members[value eq "{f.users[0]}"]'}]),
+           "PatchScimGroup"),
+        Op("rename", patch(lambda f: [{"op": "replace", "path": "displayName", "value": f"h-{f.tag}"}]),
+           "PatchScimGroup"),
+        Op("put-u3", lambda f: scim.call("PUT", f"/Groups/{f.group}", {
+            "schemas": [GROUP], "displayName": f"g-{f.tag}", "members": [{"value": f.users[2]}]}), "ReplaceScimGroup"),
+        Op("create-h", lambda f: scim.call("POST", "/Groups", {"schemas": [GROUP], "displayName": f"h-{f.tag}"}),
+           "CreateScimGroup"),
+        Op("delete-g", lambda f: scim.call("DELETE", f"/Groups/{f.group}"), "DeleteScimGroup"),
+        Op("delete-u1", lambda f: scim.call("DELETE", f"/Users/{f.users[0]}"), "DeleteScimUser"),
+    ]
+
+
+def _state(scim, f: Fixture):
+    """The group's name and members, and who holds the name `h-…`, as the fixture's labels."""
+    labels = {user: f"u{i}" for i, user in enumerate(f.users, 1)} | {f.group: "g"}
+    got = scim.call("GET", f"/Groups/{f.group}")
+    group = "gone" if got.status_code == 404 else (
+        got.json()["displayName"].split("-")[0], sorted(labels.get(m["value"], "?") for m in got.json().get("members", [])))
+    holders = scim.find("/Groups", f'displayName eq "h-{f.tag}"')["Resources"]
+    return group, sorted(labels.get(g["id"], "new") for g in holders)
+
+
+def _table(scim) -> Table:
+    return Table("a SCIM group of one member, two users outside it", make=lambda: _fixture(scim),
+                 read=lambda f: _state(scim, f), ops=_ops(scim))
+
+
+PAIRS = [(a.name, b.name) for a, b in _table(None).pairs]
+
+
+@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
+def test_two_writes_at_once_answer_as_one_serial_order(scim, a, b):
+    table = _table(scim)
+    ops = {op.name: op for op in table.ops}
+    assert check_pair(table, ops[a], ops[b]) == []
+
+
+def test_the_oracle_tries_every_write_of_a_group():
+    service = scim_pb2.DESCRIPTOR.services_by_name["ScimService"]
+    missing = writes_covered(service, [_table(None)], set())
+    assert {name for name in missing if "ScimGroup" in name} == set()
