@@ -27,8 +27,17 @@ _voices = table_of(VoiceProfile)
 _runs = table_of(GenerationRun)
 _steps = table_of(GenerationStep)
 
-# The search document, exactly as migration 0021's GIN index spells it (the planner uses the index only then).
-SEARCH_DOCUMENT = "to_tsvector('simple'::regconfig, personas.display_name || ' ' || personas.slug || ' ' || personas.intent)"
+# Punctuation and symbols (`/`, `.`, `@`, `-`, `_`, …): each run of them is a space in the search document,
+# so that they separate words there as they do in `q` (split by WORD: runs of letters and digits). PostgreSQL's
+# text-search parser alone keeps hosts, e-mails, paths, file names and signed integers whole (`painter/poet`,
+# `jane@pebble.org`, the `-007` of `agent-007`), and a `q` word never matched a part of one (issue 48).
+# `[[:punct:]]` holds no letter in any locale; `[^[:alnum:]]` would, in a C-locale database, take every
+# non-ASCII letter for a separator.
+PUNCTUATION = "[[:punct:]]+"
+WORD = re.compile(r"[^\W_]+")
+# The search document, exactly as migration 0030's GIN index spells it (the planner uses the index only then).
+SEARCH_DOCUMENT = ("to_tsvector('simple'::regconfig, regexp_replace(personas.display_name || ' ' || personas.slug "
+                   f"|| ' ' || personas.intent, '{PUNCTUATION}', ' ', 'g'))")
 # The list's sort keys: the expressions migration 0021's (and 0001's) indexes are built on.
 SORT_KEYS: dict[str, ColumnElement[Any]] = {
     "created_at": _personas.c.created_at,
@@ -38,8 +47,9 @@ SORT_KEYS: dict[str, ColumnElement[Any]] = {
 
 
 def search_condition(q: str) -> ColumnElement[bool] | TextClause:
-    """Every word of `q` (letters and digits) starts a word of the search document; no word: nothing matches."""
-    words = re.findall(r"[^\W_]+", q.lower())
+    """Every word of `q` (a run of letters and digits) starts a word of the search document; no word: nothing
+    matches. `agent-007` is `agent:* & 007:*`, as the document holds the slug `agent-007` as `agent` and `007`."""
+    words = WORD.findall(q.lower())
     if not words:
         return false()
     query = " & ".join(f"{w}:*" for w in words)

@@ -68,8 +68,16 @@ class Persona(Base):
         Index("ix_personas_workspace_updated", "workspace_id", "updated_at", "id"),
         Index("ix_personas_workspace_name", "workspace_id", text("lower(display_name)"), "id"),
         # (As Alembic reflects PostgreSQL's expression: its drift check compares the text.)
+        # No longer used by the search: the previous release's walks it while the servers are replaced; a
+        # contract step of a later release drops it (migration 0030).
         Index("ix_personas_search", text("to_tsvector('simple'::regconfig, (((display_name::text || ' '::text) "
                                          "|| slug::text) || ' '::text) || intent)"), postgresql_using="gin"),
+        # The search's: words split at punctuation and symbols too (migration 0030; the
+        # expression is personas.repository.SEARCH_DOCUMENT's).
+        Index("ix_personas_search_words",
+              text("to_tsvector('simple'::regconfig, regexp_replace((((((display_name)::text || ' '::text) "
+                   "|| (slug)::text) || ' '::text) || intent), '[[:punct:]]+'::text, ' '::text, 'g'::text))"),
+              postgresql_using="gin", postgresql_with={"fastupdate": "off"}),
     )
 
 
