@@ -20,6 +20,8 @@ STEPS = ["moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint"]
 PAGES = ["Personas", "Playground", "API keys", "Webhooks", "Usage", "Billing", "Audit log", "Events"]
 PHONE = {"width": 390, "height": 844}
 WIDE = {"width": 1400, "height": 900}
+LAPTOP = {"width": 1280, "height": 800}
+SCOPES = ["personas:read", "personas:write", "chat:read", "chat:write", "config:read", "config:write"]
 REQUEST_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
 
@@ -42,6 +44,39 @@ def settled(page) -> None:
 
 def shoot(page, screenshots, name: str) -> None:
     page.screenshot(path=screenshots / f"{name}.png", full_page=True)
+
+
+# The words (runs of non-space characters) of an element's text that a line break splits: a word whose
+# range has client rects on more than one line.
+SPLIT_WORDS = """root => {
+  const split = [];
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (const word of node.data.matchAll(/\\S+/g)) {
+      const range = document.createRange();
+      range.setStart(node, word.index);
+      range.setEnd(node, word.index + word[0].length);
+      const lines = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+      if (lines.size > 1) split.push(word[0]);
+    }
+  }
+  return split;
+}"""
+# What an element shows cut short (overflow hidden, wider than its box): its text and its title.
+CLIPPED = """root => [...root.querySelectorAll("td *")]
+  .filter((el) => getComputedStyle(el).overflowX === "hidden" && el.scrollWidth > el.clientWidth + 1)
+  .map((el) => [el.textContent, el.title])"""
+# The icon the browser fetches for the page: its <link rel=icon>, else /favicon.ico.
+ICON = """() => (document.querySelector('link[rel~="icon"]') || {}).href || new URL("/favicon.ico", location.href).href"""
+
+
+def reads_whole(page, table) -> None:
+    """No word of the table is split across lines, what is cut short has its
+    whole text in its title, and the table fits its page (no sideways scroll)."""
+    assert page.evaluate(SPLIT_WORDS, table.element_handle()) == []
+    clipped = page.evaluate(CLIPPED, table.element_handle())
+    assert all(text == title for text, title in clipped), clipped
+    assert page.evaluate("el => el.scrollWidth - el.clientWidth", table.element_handle()) <= 0
 
 
 def make_persona(http, tenant, intent="A grumpy lighthouse keeper who loves jazz") -> str:
@@ -495,3 +530,63 @@ def test_every_page_at_desktop_and_phone_width_and_by_keyboard(page, http, tenan
         assert overflow <= 0, f"{label} is {overflow}px wider than a phone"
         shoot(page, screenshots, f"phone-{label.lower().replace(' ', '-')}")
 
+
+
+def test_at_1280_px_tables_keep_words_whole_and_the_audit_log_pages(page, http, tenants, screenshots):
+    tenant = tenants()
+    # Keys with every scope (a wide Scopes column), half of them revoked: more audit events than a page holds.
+    for n in range(18):
+        r = http.post("/v1/keys", json={"name": f"deploy key {n}", "scopes": SCOPES}, headers=tenant.auth)
+        assert r.status_code == 200, r.text
+        if n % 2:
+            r = http.post(f"/v1/keys/{r.json()['key']['id']}/revoke", headers=tenant.auth)
+            assert r.status_code == 200, r.text
+    events = http.get("/v1/audit/events", params={"limit": 100}, headers=tenant.auth).json()["items"]
+    assert len(events) > 25
+    missing: list[str] = []
+    page.context.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
+    page.set_viewport_size(LAPTOP)
+    sign_in(page, tenant.api_key)
+
+    go(page, "API keys")
+    settled(page)
+    keys = page.get_by_role("region", name="API keys")
+    expect(keys.locator("tbody tr")).to_have_count(19)
+    reads_whole(page, keys)
+    shoot(page, screenshots, "api-keys-1280")
+
+    # The audit log: a page of events with its pager on the first screen; Next shows the next ones.
+    go(page, "Audit log")
+    settled(page)
+    log = page.get_by_role("region", name="Audit events")
+    rows = log.locator("tbody tr")
+    expect(rows).to_have_count(25)
+    top = page.get_by_role("navigation", name="Audit log pages (top)")
+    expect(top).to_contain_text("Page 1")
+    box = top.get_by_role("button", name="Next page").bounding_box()
+    assert box["y"] + box["height"] <= LAPTOP["height"]
+    assert page.evaluate("document.documentElement.scrollHeight") < 3 * LAPTOP["height"]
+    reads_whole(page, log)
+    shoot(page, screenshots, "audit-1280")
+    request_ids = log.locator('td[data-label="Request"]')
+    first = request_ids.all_inner_texts()
+    assert first == [e["requestId"] for e in events[:25]]
+    top.get_by_role("button", name="Next page").click()
+    expect(top).to_contain_text("Page 2")
+    expect(rows).to_have_count(len(events) - 25)
+    assert request_ids.all_inner_texts() == [e["requestId"] for e in events[25:]]
+    expect(top.get_by_role("button", name="Next page")).to_be_disabled()
+    reads_whole(page, log)
+    # Back from the pager under the table: page 1 again, its top pager in view.
+    page.get_by_role("navigation", name="Audit log pages (bottom)").get_by_role("button", name="Previous page").click()
+    expect(top).to_contain_text("Page 1")
+    expect(request_ids).to_have_text(first)
+    expect(top).to_be_in_viewport()
+
+    # The dashboard and the API reference load nothing that is missing, their icons included.
+    for path in ("/dashboard", "/docs"):
+        page.goto(path)
+        page.wait_for_load_state("networkidle")
+        icon = page.context.request.get(page.evaluate(ICON))
+        assert (icon.status, icon.headers["content-type"]) == (200, "image/svg+xml"), path
+    assert missing == []

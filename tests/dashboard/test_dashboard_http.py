@@ -2,7 +2,8 @@
 is HTML with a same-origin Content-Security-Policy and revalidated caching;
 every asset it loads, and every module those import, is served by its
 content-hashed name with its content type and immutable caching; ETags
-answer 304; unknown assets are 404 in the envelope; no credential is needed
+answer 304; the page and /docs link the console's icon (no /favicon.ico
+404); unknown assets are 404 in the envelope; no credential is needed
 and nothing is fetched from elsewhere."""
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import re
 from persona_service.dashboard.assets import Bundle
 from support import assert_envelope
 
-HASHED = re.compile(r"/dashboard/assets/([\w-]+)\.([0-9a-f]{16})\.(js|css)")
+HASHED = re.compile(r"/dashboard/assets/([\w-]+)\.([0-9a-f]{16})\.(js|css|svg)")
 IMPORT = re.compile(r"""from\s*["']\./([^"']+)["']""")
+# The href of a page's <link rel=icon>.
+ICON = re.compile(r"""<link rel=["']?icon["']?[^>]*?\shref=["']?([^"'\s>]+)""")
 # An import, a dynamic import, a stylesheet url() or a fetch of another origin.
 ELSEWHERE = re.compile(r"""(from\s*|import\(\s*|url\(\s*|fetch\(\s*)["']?(https?:)?//""")
 
@@ -31,7 +34,7 @@ def test_the_page_is_html_under_a_same_origin_policy(http):
     page = r.text
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page), "the page loads nothing from elsewhere"
     assert "<script>" not in page and "style=" not in page, "no inline script or style (the CSP forbids them)"
-    assert {m.group(3) for m in HASHED.finditer(page)} == {"js", "css"}
+    assert {m.group(3) for m in HASHED.finditer(page)} == {"js", "css", "svg"}
 
     head = http.head("/dashboard")
     assert head.status_code == 200 and head.content == b"" and head.headers["etag"] == r.headers["etag"]
@@ -41,7 +44,7 @@ def test_the_page_is_html_under_a_same_origin_policy(http):
 
 
 def _fetch_modules(http) -> dict[str, str]:
-    """Every asset reachable from the page: its stylesheet and the module graph."""
+    """Every asset reachable from the page: its stylesheet, its icon and the module graph."""
     page = http.get("/dashboard").text
     todo = [m.group(0) for m in HASHED.finditer(page)]
     seen: dict[str, str] = {}
@@ -67,7 +70,8 @@ def test_assets_are_named_by_content_hash_and_cached_for_good(http):
     for url, body in assets.items():
         r = http.get(url)
         kind = HASHED.search(url).group(3)
-        assert r.headers["content-type"] == {"js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8"}[kind]
+        assert r.headers["content-type"] == {"js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8",
+                                             "svg": "image/svg+xml"}[kind]
         assert r.headers["cache-control"] == "public, max-age=31536000, immutable"
         assert r.headers["etag"] == f'"{HASHED.search(url).group(2)}"'
         assert not ELSEWHERE.search(body), f"{url} loads something from elsewhere"
@@ -77,6 +81,17 @@ def test_assets_are_named_by_content_hash_and_cached_for_good(http):
         assert plain.headers["cache-control"] == "no-cache" and plain.headers["etag"] == r.headers["etag"]
         cached = http.get(url, headers={"If-None-Match": r.headers["etag"]})
         assert cached.status_code == 304 and cached.content == b""
+
+
+def test_the_page_and_the_api_reference_link_an_icon_that_is_served(http):
+    """Without a <link rel=icon> a browser asks for /favicon.ico, which is a 404."""
+    for path in ("/dashboard", "/docs"):
+        links = ICON.findall(http.get(path).text)
+        assert len(links) == 1, (path, links)
+        icon = http.get(links[0])
+        assert icon.status_code == 200, (path, links[0])
+        assert icon.headers["content-type"] == "image/svg+xml" and icon.content.startswith(b"<svg ")
+        assert icon.headers["x-content-type-options"] == "nosniff"
 
 
 def test_a_changed_import_changes_every_hash_up_to_the_page(tmp_path):

@@ -2383,7 +2383,7 @@ export class DashboardResource {
   constructor(private readonly core: Core) {}
 
   /**
-   * One asset of the console: a JavaScript module (`text/javascript`) or the stylesheet (`text/css`). By its content-hashed name (`app.<hash>.js`, as the page and the modules name them): `Cache-Control: public, max-age=31536000, immutable`; by its plain name (`app.js`): `Cache-Control: no-cache`. Both carry a strong `ETag` (`If-None-Match` answers 304). An unknown name answers 404 `not_found`.  Auth: none (anonymous).
+   * One asset of the console: a JavaScript module, the stylesheet or the icon. A module is `text/javascript`, the stylesheet `text/css`, the icon (`favicon.svg`, which `/docs` links too) `image/svg+xml`. By its content-hashed name (`app.<hash>.js`, as the page and the modules name them): `Cache-Control: public, max-age=31536000, immutable`; by its plain name (`app.js`): `Cache-Control: no-cache`. Both carry a strong `ETag` (`If-None-Match` answers 304). An unknown name answers 404 `not_found`.  Auth: none (anonymous).
    *
    * `GET /dashboard/assets/{name}` (the raw Response)
    */

@@ -2,7 +2,8 @@
 relative module imports (`from "./api.js"`, `from "./sdk/index.js"`) are
 rewritten to the hashed names, so a module's hash covers what it imports and a
 changed file gets new URLs all the way up to the page, which is never cached
-without revalidation. static/sdk/ is the TypeScript SDK's build
+without revalidation. favicon.svg is the icon of the page and of /docs (which
+links it by its plain name). static/sdk/ is the TypeScript SDK's build
 (scripts/gen_dashboard_sdk.py); every asset is served flat under PREFIX, a
 file of a folder as `<folder>-<name>` (`sdk-index.<hash>.js`)."""
 
@@ -17,7 +18,7 @@ from functools import cache
 
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
 PAGE = "index.html"
-TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
 PREFIX = "/dashboard/assets/"
 # `from "./x.js"`, `import "./x.js"`, `import("./x.js")`, `./sdk/x.js`: the only imports the modules use.
 _IMPORT = re.compile(r"""(\bfrom\s*|\bimport\s*\(?\s*)(["'])\./([\w./-]+)\2""")

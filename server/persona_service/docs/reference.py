@@ -69,8 +69,11 @@ def render(document: dict[str, Any]) -> str:
     for path, item in document["paths"].items():
         for verb, operation in item.items():
             by_tag.setdefault(operation.get("tags", ["Other"])[0], []).append((verb, path, operation))
+    # The dashboard's icon, by its plain name (served by the dashboard's assets, revalidated): without one the
+    # browser asks for /favicon.ico, which is a 404.
     parts = [f"<!doctype html><html lang=en><meta charset=utf-8><title>{_esc(document['info']['title'])} API"
-             f"</title><style>{_STYLE}</style><h1>{_esc(document['info']['title'])} API "
+             "</title><link rel=icon type=image/svg+xml href=/dashboard/assets/favicon.svg>"
+             f"<style>{_STYLE}</style><h1>{_esc(document['info']['title'])} API "
              f"<span class=muted>{_esc(document['info']['version'])}</span></h1>",
              "<p>The machine-readable contract: <a href=/v1/openapi.json><code>/v1/openapi.json</code></a> "
              "(OpenAPI 3.1). Authenticate with <code>Authorization: Bearer &lt;API key&gt;</code>. Errors answer "

@@ -87,8 +87,9 @@ class DashboardServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetDashboardAsset(self, request, context):
-        """One asset of the console: a JavaScript module (`text/javascript`) or
-        the stylesheet (`text/css`). By its content-hashed name (`app.<hash>.js`,
+        """One asset of the console: a JavaScript module, the stylesheet or the
+        icon. A module is `text/javascript`, the stylesheet `text/css`, the icon
+        (`favicon.svg`, which `/docs` links too) `image/svg+xml`. By its content-hashed name (`app.<hash>.js`,
         as the page and the modules name them): `Cache-Control: public,
         max-age=31536000, immutable`; by its plain name (`app.js`):
         `Cache-Control: no-cache`. Both carry a strong `ETag` (`If-None-Match`

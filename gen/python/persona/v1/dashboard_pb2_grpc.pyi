@@ -56,8 +56,9 @@ class DashboardServiceStub:
     Auth: none (anonymous): the page holds no data.
     """
     GetDashboardAsset: _grpc.UnaryUnaryMultiCallable[_dashboard_pb2.GetDashboardAssetRequest, _httpbody_pb2.HttpBody]
-    """One asset of the console: a JavaScript module (`text/javascript`) or
-    the stylesheet (`text/css`). By its content-hashed name (`app.<hash>.js`,
+    """One asset of the console: a JavaScript module, the stylesheet or the
+    icon. A module is `text/javascript`, the stylesheet `text/css`, the icon
+    (`favicon.svg`, which `/docs` links too) `image/svg+xml`. By its content-hashed name (`app.<hash>.js`,
     as the page and the modules name them): `Cache-Control: public,
     max-age=31536000, immutable`; by its plain name (`app.js`):
     `Cache-Control: no-cache`. Both carry a strong `ETag` (`If-None-Match`
@@ -93,8 +94,9 @@ class DashboardServiceAsyncStub(DashboardServiceStub):
     Auth: none (anonymous): the page holds no data.
     """
     GetDashboardAsset: _aio.UnaryUnaryMultiCallable[_dashboard_pb2.GetDashboardAssetRequest, _httpbody_pb2.HttpBody]  # type: ignore[assignment]
-    """One asset of the console: a JavaScript module (`text/javascript`) or
-    the stylesheet (`text/css`). By its content-hashed name (`app.<hash>.js`,
+    """One asset of the console: a JavaScript module, the stylesheet or the
+    icon. A module is `text/javascript`, the stylesheet `text/css`, the icon
+    (`favicon.svg`, which `/docs` links too) `image/svg+xml`. By its content-hashed name (`app.<hash>.js`,
     as the page and the modules name them): `Cache-Control: public,
     max-age=31536000, immutable`; by its plain name (`app.js`):
     `Cache-Control: no-cache`. Both carry a strong `ETag` (`If-None-Match`
@@ -139,8 +141,9 @@ class DashboardServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _dashboard_pb2.GetDashboardAssetRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_httpbody_pb2.HttpBody, _abc.Awaitable[_httpbody_pb2.HttpBody]]:
-        """One asset of the console: a JavaScript module (`text/javascript`) or
-        the stylesheet (`text/css`). By its content-hashed name (`app.<hash>.js`,
+        """One asset of the console: a JavaScript module, the stylesheet or the
+        icon. A module is `text/javascript`, the stylesheet `text/css`, the icon
+        (`favicon.svg`, which `/docs` links too) `image/svg+xml`. By its content-hashed name (`app.<hash>.js`,
         as the page and the modules name them): `Cache-Control: public,
         max-age=31536000, immutable`; by its plain name (`app.js`):
         `Cache-Control: no-cache`. Both carry a strong `ETag` (`If-None-Match`

@@ -172,6 +172,70 @@ export function money(minor, currency = "usd") {
 // Cost in millionths of a US dollar.
 export const micros = (value) => `$${(Number(value || 0) / 1e6).toFixed(6)}`;
 
+// An id or key in a table: on one line, never broken inside; one longer than
+// its column ends in an ellipsis, the whole of it in the tooltip (and still the
+// text that is selected, copied and searched).
+export const idCode = (value, attrs = {}) => (value ? h("code", { ...attrs, class: ["id", attrs.class].filter(Boolean).join(" "), title: value }, value) : "");
+
+// A long list a page at a time (the audit log): `cursor`/`limit` → `items` +
+// `nextCursor`, forward only, so the cursors of the pages seen are kept to go
+// back. Previous and Next above the page and again below it, so one is on
+// screen wherever the page is scrolled; the top one names the page shown.
+export function pages(fetchPage, renderItems, { emptyText, label = "Pages" } = {}) {
+  const cursors = [""]; // cursors[i]: the cursor that fetches page i + 1
+  let at = 0;
+  let next = "";
+  let loaded = false;
+  const list = h("div", { class: "pager-items" });
+  const status = h("div");
+  const where = h("span", { class: "muted", "aria-live": "polite" });
+  const controls = (name) => {
+    const prev = h("button", { type: "button", class: "small", "aria-label": "Previous page" }, "← Previous");
+    const forward = h("button", { type: "button", class: "small", "aria-label": "Next page" }, "Next →");
+    prev.addEventListener("click", () => go(at - 1, name === "bottom"));
+    forward.addEventListener("click", () => go(at + 1, name === "bottom"));
+    // A navigation landmark, but not a <nav>: the stylesheet's nav is the sidebar (folded away on a phone).
+    return { nav: h("div", { role: "navigation", class: `pages pages-${name}`, "aria-label": `${label} (${name})`, hidden: true }, prev, name === "top" ? where : null, forward), prev, forward };
+  };
+  const top = controls("top");
+  const bottom = controls("bottom");
+  const box = h("div", { class: "pager" }, top.nav, status, list, bottom.nav);
+
+  function show() {
+    const single = at === 0 && !next;
+    for (const c of [top, bottom]) {
+      c.nav.hidden = single || !loaded;
+      c.prev.disabled = at === 0;
+      c.forward.disabled = !next;
+    }
+    bottom.nav.hidden ||= !list.childElementCount;
+    where.textContent = `Page ${at + 1}`;
+  }
+
+  async function go(index, fromBottom = false) {
+    for (const c of [top, bottom]) c.prev.disabled = c.forward.disabled = true;
+    status.replaceChildren(loading());
+    try {
+      const page = await fetchPage(cursors[index]);
+      at = index;
+      next = page.nextCursor || "";
+      cursors.length = at + 1;
+      if (next) cursors.push(next);
+      loaded = true;
+      status.replaceChildren();
+      list.replaceChildren();
+      if (page.items.length) list.append(renderItems(page.items));
+      else status.replaceChildren(empty(at ? "No more entries." : emptyText || "Nothing here yet."));
+      if (fromBottom) top.nav.scrollIntoView({ block: "nearest" });
+    } catch (error) {
+      if (!aborted(error)) status.replaceChildren(errorBox(error));
+    }
+    show();
+  }
+  go(0);
+  return box;
+}
+
 // A list's pages (every list: `cursor`/`limit` → `items` + `nextCursor`), with "Load more".
 export function pager(fetchPage, renderItems, { emptyText } = {}) {
   const list = h("div", { class: "pager-items" });
