@@ -8,12 +8,16 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.billing.records import InvoiceRecord, SubscriptionRecord
 from persona_service.billing.tables import Invoice, ProcessorEvent, Subscription
+from persona_service.kernel.data import aggregates
 from persona_service.kernel.data.base import table_of
 from persona_service.kernel.data.records import record, record_or_none, records
 
 _subs = table_of(Subscription)
 _invoices = table_of(Invoice)
 _events = table_of(ProcessorEvent)
+# An organization's billing: its subscription and its invoices. A plan change, a cancel, a resume, a renewal
+# and a processor's event about one of its invoices lock the subscription first (kernel.data.aggregates).
+SUBSCRIPTION = aggregates.declare("subscription", _subs, _invoices)
 
 
 class BillingRepository:
@@ -27,6 +31,13 @@ class BillingRepository:
         if for_update:
             stmt = stmt.with_for_update()
         return record_or_none(SubscriptionRecord, self.conn.execute(stmt).mappings().first())
+
+    def subscription_seen(self, org_id: str) -> SubscriptionRecord | None:
+        """The subscription as last committed, for a write that decides nothing on it (its quota's period: a
+        renewal moving it at the same moment counts the call in the period it arrived in)."""
+        stmt = select(_subs).where(_subs.c.org_id == org_id)
+        return record_or_none(SubscriptionRecord, self.conn.execute(
+            stmt.execution_options(**{aggregates.DECIDES_NOTHING: True})).mappings().first())
 
     def add_subscription(self, **values: Any) -> None:
         # Two first reads of one organization at once: the second one's insert is a no-op.
@@ -56,6 +67,11 @@ class BillingRepository:
         stmt = update(_invoices).where(_invoices.c.id == invoice_id).values(**values).returning(_invoices)
         return record(InvoiceRecord, self.conn.execute(stmt).mappings().one())
 
+    def org_of_processor_invoice(self, processor_invoice_id: str) -> str | None:
+        """The organization an invoice of the processor belongs to (never changes: nothing is decided on it)."""
+        stmt = select(_invoices.c.org_id).where(_invoices.c.processor_invoice_id == processor_invoice_id)
+        return self.conn.execute(stmt.execution_options(**{aggregates.DECIDES_NOTHING: True})).scalar()
+
     def by_processor_id(self, processor_invoice_id: str) -> InvoiceRecord | None:
         stmt = select(_invoices).where(_invoices.c.processor_invoice_id == processor_invoice_id).with_for_update()
         return record_or_none(InvoiceRecord, self.conn.execute(stmt).mappings().first())
@@ -65,9 +81,17 @@ class BillingRepository:
         stmt = pg_insert(_events).values(id=event_id, type=type_).on_conflict_do_nothing().returning(_events.c.id)
         return self.conn.execute(stmt).first() is not None
 
-    def overdue(self, now: datetime, limit: int = 100) -> list[InvoiceRecord]:
-        stmt = (select(_invoices).where(_invoices.c.status == "open", _invoices.c.due_date <= now)
-                .order_by(_invoices.c.due_date).limit(limit).with_for_update(skip_locked=True))
+    def with_overdue(self, now: datetime, limit: int = 100) -> list[SubscriptionRecord]:
+        """Subscriptions with an open invoice past its due date, locked (others collecting at once skip them)."""
+        overdue = select(_invoices.c.org_id).where(_invoices.c.status == "open", _invoices.c.due_date <= now)
+        stmt = (select(_subs).where(_subs.c.org_id.in_(overdue)).order_by(_subs.c.org_id).limit(limit)
+                .with_for_update(skip_locked=True))
+        return records(SubscriptionRecord, self.conn.execute(stmt).mappings())
+
+    def overdue(self, org_id: str, now: datetime) -> list[InvoiceRecord]:
+        """The organization's open invoices past their due date (its subscription locked first)."""
+        stmt = (select(_invoices).where(_invoices.c.org_id == org_id, _invoices.c.status == "open",
+                                        _invoices.c.due_date <= now).order_by(_invoices.c.due_date, _invoices.c.id))
         return records(InvoiceRecord, self.conn.execute(stmt).mappings())
 
     def invoices_page(self, org_id: str, limit: int, after: tuple[datetime, str] | None) -> list[InvoiceRecord]:

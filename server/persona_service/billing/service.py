@@ -60,7 +60,7 @@ def period_at(sub: SubscriptionRecord, now: datetime) -> tuple[datetime, datetim
 def billing_period(conn: Connection, org_id: str, now: datetime) -> tuple[datetime, datetime] | None:
     """The kernel's billing-period port: the organization's period holding
     `now` (quotas reset at its end), or None before it has a subscription."""
-    sub = BillingRepository(conn).subscription(org_id)
+    sub = BillingRepository(conn).subscription_seen(org_id)
     return None if sub is None else period_at(sub, now)
 
 
@@ -220,6 +220,9 @@ class BillingService:
         if not self.repo.record_event(event_id, type_):
             return False  # a redelivery
         status = PROCESSOR_EVENT_STATUS.get(type_)
+        org_id = self.repo.org_of_processor_invoice(processor_invoice_id)
+        if org_id is not None:
+            self.repo.subscription(org_id, for_update=True)  # the invoice's aggregate first, then the invoice
         row = self.repo.by_processor_id(processor_invoice_id)
         if status is None or row is None or created < row.processor_event_at:
             return False
@@ -276,7 +279,8 @@ class BillingService:
         """Open invoices past their due date: one more charge, else `uncollectible`."""
         now = self.clock()
         settled = []
-        for row in self.repo.overdue(now):
+        rows = [row for sub in self.repo.with_overdue(now) for row in self.repo.overdue(sub.org_id, now)]
+        for row in rows:
             collected = self._collect(row, row.org_id, now)
             if collected.status == "open":
                 collected = self.repo.update_invoice(row.id, status="uncollectible", version=row.version + 1)

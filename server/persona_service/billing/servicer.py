@@ -45,7 +45,7 @@ class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
                            context: grpc.ServicerContext) -> billing_pb2.Subscription:
         ctx = context_of(context)
         service = self._service(ctx)
-        before = service.subscription(ctx.caller.org_id)
+        before = service.subscription(ctx.caller.org_id, for_update=True)  # what the change decides on, held
         return self._changed(ctx, before, service.change(ctx.caller, request.plan))
 
     def CancelSubscription(self, request: billing_pb2.CancelSubscriptionRequest,
