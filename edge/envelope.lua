@@ -28,6 +28,12 @@ local FALLBACK = {
   ["16"] = { 401, "unauthorized", "A valid bearer credential is required." },
 }
 local INTERNAL = { 500, "internal_error", "An unexpected error occurred." }
+-- How a body that is not JSON is refused (the transcoder's reasons are reworded to it).
+local INVALID_JSON = "The body is not valid JSON: "
+-- The request messages' fields, for answers in JSON names: the edge appends
+-- the real table (kernel/process/edge.py lua_source); empty, answers use
+-- the transcoder's names turned into JSON's default (lowerCamel) ones.
+JSON_FIELDS = JSON_FIELDS or { bindings = {}, messages = {} }
 
 local function envelope(code, message)
   return string.format('{"error":{"code":"%s","message":"%s","details":{}}}', code, message)
@@ -317,17 +323,24 @@ function json_media_type(request_handle)
   local media = string.match(content_type, "^%s*([^;%s]+)")
   local charset = string.match(content_type, ";%s*charset%s*=%s*\"?([^\";%s]+)")
   if media == "application/json" and (charset == nil or charset == "utf-8") then return true end
-  local call = method .. " " .. string.match(headers:get(":path") or "", "^[^?]*")
-  for pattern, _ in pairs(request_handle:metadata():get("json_body_paths") or {}) do
-    if string.find(call, pattern) then
-      local sent = string.sub(string.gsub(content_type, "[^%w%.%+%-/;= ]", ""), 1, 100)
-      local instead = sent ~= "" and ("not " .. sent) or "named in a Content-Type header"
-      request_handle:respond({[":status"] = "415", ["content-type"] = "text/plain"},
-        "Send the body as application/json (UTF-8), " .. instead .. ".")
-      return false
-    end
+  if binds_json_body(request_handle, method, headers:get(":path")) then
+    local sent = string.sub(string.gsub(content_type, "[^%w%.%+%-/;= ]", ""), 1, 100)
+    local instead = sent ~= "" and ("not " .. sent) or "named in a Content-Type header"
+    request_handle:respond({[":status"] = "415", ["content-type"] = "text/plain"},
+      "Send the body as application/json (UTF-8), " .. instead .. ".")
+    return false
   end
   return true
+end
+
+-- Whether the transcoder reads this call's body as JSON (the route metadata's
+-- json_body_paths; not a raw google.api.HttpBody).
+function binds_json_body(request_handle, method, path)
+  local call = method .. " " .. string.match(path or "", "^[^?]*")
+  for pattern, _ in pairs(request_handle:metadata():get("json_body_paths") or {}) do
+    if string.find(call, pattern) then return true end
+  end
+  return false
 end
 
 -- Strict bodies: the transcoder drops unknown JSON fields silently, so the
@@ -345,9 +358,23 @@ function record_body_keys(request_handle)
   if body == nil or body:length() == 0 then return end
   if string.find(body:getBytes(0, math.min(body:length(), 64)), "^%s*[^%s{]") then return end
   local free_form = request_handle:metadata():get("free_form_keys") or {}
-  local keys = body_key_paths(body:getBytes(0, body:length()), free_form)
+  local text = body:getBytes(0, body:length())
+  local keys, arrays, comma = body_key_paths(text, free_form)
+  -- A trailing comma is not JSON, though the transcoder's parser takes it.
+  if comma ~= nil and binds_json_body(request_handle, method, request_handle:headers():get(":path")) then
+    local close = string.match(text, "^,%s*(.)", comma)
+    local rest = string.gsub(string.sub(text, comma, comma + 39), "[\128-\255]", "?")
+    request_handle:respond({[":status"] = "400", ["content-type"] = "text/plain"},
+      INVALID_JSON .. "A comma before " .. close .. " (JSON allows no trailing comma). At: " .. rest)
+    return
+  end
   if keys ~= nil and keys ~= "" then
     request_handle:headers():replace("x-persona-body-keys", keys)
+  end
+  -- Where the body holds arrays: kept for the answer, should the transcoder
+  -- refuse one where its field takes a single value (wrong_type).
+  if arrays ~= nil and arrays ~= "" then
+    request_handle:streamInfo():dynamicMetadata():set("persona", "body_arrays", arrays)
   end
 end
 
@@ -360,6 +387,9 @@ end
 -- `.`, each percent-encoded beyond [A-Za-z0-9_] and followed by `[]` per array
 -- level it holds (array elements share their path, so the list is bounded by
 -- the schema, not by the body); the values of `free_form` keys are not walked.
+-- Also the paths (same form, distinct) of the keys whose value is an array,
+-- and the position of the first trailing comma (`,` before `}` or `]`, also
+-- inside free-form values), or nil.
 -- nil when the text is not an object. One pass over structural characters,
 -- allocating only for keys; malformed JSON just ends the scan (the
 -- transcoder refuses it).
@@ -370,6 +400,7 @@ function body_key_paths(text, free_form)
   local key_path, key_free = nil, false        -- the last key read, awaiting its value
   local skip = 0                               -- depth inside a value not walked
   local seen, out, size = {}, {}, 0
+  local arrays, array_seen = {}, {}
   while true do
     local s = string.find(text, '[{}%[%]"]', i)
     if s == nil then break end
@@ -378,7 +409,7 @@ function body_key_paths(text, free_form)
       local j = s + 1
       while true do
         local e = string.find(text, '[\\"]', j)
-        if e == nil then return table.concat(out, ",") end
+        if e == nil then return table.concat(out, ","), table.concat(arrays, ",") end
         if string.byte(text, e) == 92 then j = e + 2 else j = e; break end
       end
       if skip == 0 and objects[depth] and string.find(text, "^%s*:", j + 1) then
@@ -393,6 +424,10 @@ function body_key_paths(text, free_form)
       end
       i = j + 1
     elseif c == 123 or c == 91 then  -- `{` or `[`
+      if c == 91 and skip == 0 and objects[depth] and key_path ~= nil and not array_seen[key_path] then
+        array_seen[key_path] = true
+        arrays[#arrays + 1] = key_path
+      end
       if skip > 0 or depth >= BODY_KEYS_DEPTH or (objects[depth] and key_free) then
         skip = skip + 1
       else
@@ -410,12 +445,16 @@ function body_key_paths(text, free_form)
       key_path, key_free = nil, false
       i = s + 1
     else  -- `}` or `]`
+      local k = s - 1
+      local b = string.byte(text, k)
+      while b == 32 or b == 10 or b == 13 or b == 9 do k = k - 1; b = string.byte(text, k) end
+      if b == 44 then return table.concat(out, ","), table.concat(arrays, ","), k end
       if skip > 0 then skip = skip - 1 else depth = depth - 1 end
       if depth == 0 then break end
       i = s + 1
     end
   end
-  return table.concat(out, ",")
+  return table.concat(out, ","), table.concat(arrays, ",")
 end
 
 
@@ -528,16 +567,20 @@ function envoy_on_response(response_handle)
     return
   end
   if get(headers, ":status") == "400" and get(headers, "x-persona-status") == nil then
-    reword_bad_request(response_handle)
+    reword_bad_request(response_handle, meta)
     headers = response_handle:headers()  -- handles do not survive the body() yield
   end
   answer(response_handle, headers, head)
 end
 
 -- Envoy's own 400s (the transcoder's reasons, in the envelope by the 400
--- mapper, kernel/edge.py) reworded so a person can act on them: the unknown
--- query parameter is named as such, a JSON syntax error says where it is.
+-- mapper, kernel/edge.py; OpenAI's shape on its paths) reworded so a person
+-- can act on them: the unknown query parameter is named as such, a JSON
+-- syntax error says where it is, a value of the wrong JSON type names its
+-- field as the JSON contract does (wrong_type).
 local MALFORMED = '{"error":{"code":"bad_request","details":{},"message":"The request is malformed: '
+local PLAIN_TAIL = '"}}'
+local OPENAI_TAIL = '","param":null,"type":"invalid_request_error"}}'
 
 local function json_unescape(text)
   local map = { n = "\n", t = "\t", r = "\r", b = "\b", f = "\f", ["/"] = "/", ["\\"] = "\\", ['"'] = '"' }
@@ -551,28 +594,286 @@ local function json_escape(text)
   end))
 end
 
-local function reworded(reason)
+-- Caller input an answer may echo: at most `n` bytes, non-ASCII bytes shown
+-- as "?" (a cut, or an invalid, UTF-8 sequence would make the answer itself
+-- invalid UTF-8).
+local function echo(text, n)
+  return (string.gsub(string.sub(text, 1, n), "[\128-\255]", "?"))
+end
+
+-- What each kind of field (edge.py _field_spec) takes, in words (one, many)
+-- and as `details.expected`; integers add their range when a number is out of it.
+local KINDS = {
+  string = { "a string", "strings", '{"type":"string"}' },
+  bytes = { "a base64-encoded string", "base64-encoded strings", '{"format":"byte","type":"string"}' },
+  bool = { "a boolean (true or false)", "booleans", '{"type":"boolean"}' },
+  int32 = { "an integer", "integers", '{"format":"int32","type":"integer"}', "from -2147483648 to 2147483647" },
+  uint32 = { "an integer", "integers", '{"format":"uint32","type":"integer"}', "from 0 to 4294967295" },
+  int64 = { "an integer", "integers", '{"format":"int64","type":"integer"}',
+            "from -9223372036854775808 to 9223372036854775807" },
+  uint64 = { "an integer", "integers", '{"format":"uint64","type":"integer"}', "from 0 to 18446744073709551615" },
+  number = { "a number", "numbers", '{"type":"number"}' },
+  enum = { "one of its documented values", "documented values", '{"type":"string"}' },
+  object = { "an object", "objects", '{"type":"object"}' },
+  map = { "an object", "objects", '{"type":"object"}' },
+  array = { "an array", "arrays", '{"type":"array"}' },
+  value = { "a JSON value", "JSON values", "{}" },
+  timestamp = { 'an RFC 3339 timestamp such as "2030-01-01T00:00:00Z"', "RFC 3339 timestamps",
+                '{"format":"date-time","type":"string"}' },
+  duration = { 'a duration such as "1.5s"', "durations", '{"format":"duration","type":"string"}' },
+  fieldmask = { "a comma-separated list of field names", "lists of field names",
+                '{"format":"field-mask","type":"string"}' },
+}
+-- Kinds whose JSON is a string of a given form: a string of another form gets no ", not a string".
+local STRING_FORMS = { bytes = true, enum = true, timestamp = true, duration = true, fieldmask = true }
+local RECEIVED = { string = "a string", number = "a number", boolean = "a boolean", object = "an object",
+                   array = "an array", null = "null" }
+
+-- The transcoder's type names (TYPE_INT32; type.googleapis.com/<message>) as kinds.
+local PROTO_KINDS = {
+  TYPE_STRING = "string", TYPE_BYTES = "bytes", TYPE_BOOL = "bool", TYPE_DOUBLE = "number", TYPE_FLOAT = "number",
+  TYPE_ENUM = "enum", TYPE_INT32 = "int32", TYPE_SINT32 = "int32", TYPE_SFIXED32 = "int32", TYPE_UINT32 = "uint32",
+  TYPE_FIXED32 = "uint32", TYPE_INT64 = "int64", TYPE_SINT64 = "int64", TYPE_SFIXED64 = "int64",
+  TYPE_UINT64 = "uint64", TYPE_FIXED64 = "uint64",
+  ["google.protobuf.Value"] = "value", ["google.protobuf.ListValue"] = "array",
+  ["google.protobuf.Timestamp"] = "timestamp", ["google.protobuf.Duration"] = "duration",
+  ["google.protobuf.FieldMask"] = "fieldmask", ["google.protobuf.StringValue"] = "string",
+  ["google.protobuf.BytesValue"] = "bytes", ["google.protobuf.BoolValue"] = "bool",
+  ["google.protobuf.Int32Value"] = "int32", ["google.protobuf.UInt32Value"] = "uint32",
+  ["google.protobuf.Int64Value"] = "int64", ["google.protobuf.UInt64Value"] = "uint64",
+  ["google.protobuf.DoubleValue"] = "number", ["google.protobuf.FloatValue"] = "number",
+}
+
+local function proto_kind(name)
+  return PROTO_KINDS[name] or PROTO_KINDS[string.match(name, "^type%.googleapis%.com/(.*)$") or ""] or "object"
+end
+
+-- A field of a request message by proto name (or, `by_key`, as a body's key
+-- names it: its JSON or proto name): {name (proto), json, kind, repeated,
+-- message}; nil if the table does not know it.
+local function field_of(message, name, by_key)
+  local fields = message ~= nil and JSON_FIELDS.messages[message] or nil
+  if fields == nil or name == nil then return nil end
+  local spec = fields[name]
+  if spec == nil and by_key then
+    for proto, candidate in pairs(fields) do
+      if string.match(candidate, "^%S+") == name then name, spec = proto, candidate; break end
+    end
+  end
+  if spec == nil then return nil end
+  local json, kind, many, nested = string.match(spec, "^(%S+) (%w+)(%S*) ?(%S*)$")
+  return { name = name, json = json, kind = kind, repeated = many == "[]", message = nested ~= "" and nested or nil }
+end
+
+-- A transcoder path (proto names joined by `.`, `[i]` after a repeated
+-- field's) walked from `message`: its JSON form, its last field, whether an
+-- index followed that field, and the message it ends in; nil where the table
+-- does not know a field. The transcoder counts the elements of an array of
+-- messages, not of other values (it names every one `[0]`): those are `[]`,
+-- any element, as in the body keys (kernel/transport/body_keys.py).
+local function walk(message, path)
+  local out, field, indexed, i = {}, nil, false, 1
+  while i <= #path do
+    local name, after = string.match(path, "^([%w_]+)()", i)
+    if name == nil then return nil end
+    field = field_of(message, name)
+    if field == nil then return nil end
+    i = after
+    local suffix = ""
+    while string.sub(path, i, i) == "[" do
+      local e = select(2, string.find(path, "^%b[]", i))
+      if e == nil then return nil end
+      suffix = suffix .. string.sub(path, i, e)
+      i = e + 1
+    end
+    if field.message == nil and field.kind ~= "map" then suffix = string.gsub(suffix, "%b[]", "[]") end
+    out[#out + 1] = field.json .. suffix
+    indexed, message = suffix ~= "", field.message
+    if string.sub(path, i, i) == "." then i = i + 1 elseif i <= #path then return nil end
+  end
+  return table.concat(out, "."), field, indexed, message
+end
+
+-- protobuf's default JSON name (lowerCamel), for a path the table does not know.
+local function lower_camel(path)
+  return (string.gsub(path, "_(%l)", string.upper))
+end
+
+-- The binding the call took (the client's method and path, kept at the
+-- request): its request message and its `body` selector.
+local function binding_of(meta)
+  local method = meta ~= nil and meta["method"] or ""
+  if method == "HEAD" then method = "GET" end
+  local call = method .. " " .. string.match(meta ~= nil and meta["path"] or "", "^[^?]*")
+  for _, binding in ipairs(JSON_FIELDS.bindings) do
+    if string.find(call, binding[1]) then return binding[2], binding[3] end
+  end
+  return nil, "*"
+end
+
+-- The JSON type of a value as the transcoder quotes it.
+local function json_type(value)
+  local first = string.sub(value, 1, 1)
+  if first == '"' then return "string" end
+  if value == "true" or value == "false" then return "boolean" end
+  if value == "null" then return "null" end
+  if string.find(first, "[%-%d]") then return "number" end
+  -- A well-known type's own reason: "Field 'x', Invalid data type for timestamp, value is 5".
+  local inner = string.match(value, "Invalid data type for %w+, value is (.*)$")
+  if inner ~= nil then return json_type(inner) end
+  return "string"  -- "Illegal timestamp format...": a string of another form
+end
+
+-- A body key path's keys but the last (record_body_keys' form: as the
+-- client wrote them, `[]` per array) resolved from `message`: as a proto
+-- path (`messages[].tool_calls[]`), and the message the last key is in.
+local function key_parents(message, keys)
+  local names = {}
+  for n = 1, #keys - 1 do
+    local key, arrays = string.match(keys[n], "^([%w_]+)([%[%]]*)$")
+    local field = field_of(message, key, true)
+    if field == nil then return nil end
+    names[#names + 1] = field.name .. arrays
+    message = field.message
+  end
+  return table.concat(names, "."), message
+end
+
+-- The array the transcoder refused under `parent` (it names no field there):
+-- the body's first array-valued key (record_body_keys) in that object whose
+-- field takes a single value. Its JSON path (with the parent's indices) and
+-- field, or nil.
+local function refused_array(meta, message, parent)
+  local parent_json = walk(message, parent)
+  if parent_json == nil then return nil end
+  local shape = string.gsub(parent, "%b[]", "[]")  -- array elements share a key path
+  for path in string.gmatch(meta ~= nil and meta["body_arrays"] or "", "[^,]+") do
+    local keys = {}
+    for key in string.gmatch(path, "[^.]+") do keys[#keys + 1] = key end
+    local parents, owner = key_parents(message, keys)
+    if parents == shape then
+      local field = field_of(owner, keys[#keys], true)
+      if field ~= nil and not field.repeated and field.kind ~= "value" and field.kind ~= "array" then
+        return (parent_json == "" and "" or parent_json .. ".") .. field.json, field
+      end
+    end
+  end
+  return nil
+end
+
+-- The transcoder's reasons for a value of the wrong JSON type (protobuf's
+-- JSON parser), in proto names and types:
+--   `<path>: invalid value <value> for type <TYPE_INT32 | type.googleapis.com/<message>>`
+--   `<parent>: invalid value Starting an object on a scalar field for type <field>`
+--   `<parent>: Proto field is not repeating, cannot start list.`
+-- said as the contract does: the field by its JSON path from the body (or
+-- the query parameter), what it takes and what it got. The message, the
+-- `details` (JSON: reason `wrong_type`, `field` or `parameter`, `expected`,
+-- `received`) and the field; nil for another reason.
+function wrong_type(reason, meta)
+  local at, value, type_name = string.match(reason, "^(.-): invalid value (.*) for type (%S+)$")
+  local received, kind, object_field, list = nil, nil, nil, false
+  if at == nil then
+    at = string.match(reason, "^(.-): Proto field is not repeating, cannot start list%.$")
+    if at == nil then return nil end
+    received, list = "array", true  -- `at`: the object holding the array
+  elseif value == "Starting an object on a scalar field" then
+    received, object_field = "object", type_name  -- `at`: the object holding that field
+  else
+    received, kind = json_type(value), proto_kind(type_name)
+  end
+  local message, body = binding_of(meta)
+  -- Fields not in the body are query (or path) parameters; paths in the body start there.
+  local parameter = body == ""
+  if body ~= "*" and body ~= "" then
+    local prefix = string.sub(at, 1, #body + 1)
+    if at == body or prefix == body .. "." or prefix == body .. "[" then
+      local _, field = walk(message, body)
+      message, at = field and field.message, string.sub(at, #body + 2)
+    else
+      parameter = true
+    end
+  end
+  if object_field ~= nil then
+    local _, holder = walk(message, at)
+    if holder ~= nil and holder.repeated and holder.message == nil and string.match(at, "[%w_]+$") == object_field then
+      at = at .. "[0]"  -- an object among the elements of an array of scalars
+    else
+      at = (at == "" and "" or at .. ".") .. object_field
+    end
+  end
+  local name, field, indexed
+  if list then
+    name, field = refused_array(meta, message, at)
+    if name == nil then  -- an array the body's keys do not show
+      local within = at ~= "" and (" of `" .. echo(lower_camel(at), 200) .. "`") or ""
+      return "A field" .. within .. " holds an array where it takes a single value.",
+        '{"reason":"wrong_type","received":"array"}', nil
+    end
+  else
+    name, field, indexed = walk(message, at)
+    if name == nil then name = lower_camel(at) end
+  end
+  kind = kind or (field and field.kind)
+  local words = KINDS[kind or ""]
+  local said, expected = "a single value", "{}"
+  if field ~= nil and field.repeated and not indexed and not list then
+    said = "an array of " .. (words and words[2] or "values")
+    expected = '{"items":' .. (words and words[3] or "{}") .. ',"type":"array"}'
+  elseif words ~= nil then
+    said, expected = words[1], words[3]
+  end
+  -- A number out of an integer's range (or a fraction): the range, and the number.
+  local ranged = received == "number" and not parameter and words ~= nil and words[4] ~= nil and said == words[1]
+  if ranged then said = said .. " " .. words[4] end
+  if parameter then  -- named as the query names it (JSON or proto name)
+    local query = "&" .. (string.match(meta ~= nil and meta["path"] or "", "%?(.*)$") or "") .. "&"
+    if not string.find(query, "&" .. name .. "&", 1, true) and string.find(query, "&" .. at .. "&", 1, true) then
+      name = at
+    end
+  end
+  name = echo(name, 200)
+  local details = '{"expected":' .. expected .. (parameter and ',"parameter":"' or ',"field":"') .. json_escape(name)
+    .. '","reason":"wrong_type"' .. (parameter and "" or (',"received":"' .. received .. '"')) .. "}"
+  if parameter then
+    return "Query parameter `" .. name .. "` must be " .. said .. ".", details, nil
+  end
+  local not_this = ""
+  if ranged then
+    not_this = ", not " .. echo(value, 40)
+  elseif not (received == "string" and STRING_FORMS[kind or ""]) then
+    not_this = ", not " .. RECEIVED[received]
+  end
+  local elements = string.match(name, "^(.*)%[%]$")
+  local subject = elements ~= nil and ("Each element of `" .. elements .. "`") or ("`" .. name .. "`")
+  return subject .. " must be " .. said .. not_this .. ".", details, name
+end
+
+local function reworded(reason, meta)
   local field = string.match(reason, '^Could not find field "([^"]*)" in the type "[%w%._]+"%.$')
   if field ~= nil then return 'Unknown query parameter "' .. field .. '".' end
   if reason == ": Root element must be a message." then return "The body must be a JSON object." end
+  if string.sub(reason, 1, #INVALID_JSON) == INVALID_JSON then return reason end  -- the Lua's own (a trailing comma)
   local what, context, caret = string.match(reason, "^(.-)\n(.-)\n( *)%^$")
-  if what == nil then return nil end
-  -- Non-ASCII bytes shown as "?": a cut (or an invalid) UTF-8 sequence
-  -- would make the answer itself invalid UTF-8.
-  local rest = string.gsub(string.sub(context, #caret + 1, #caret + 40), "[\128-\255]", "?")
-  return "The body is not valid JSON: " .. what .. " "
-    .. (rest == "" and "At the end of the body." or ("At: " .. rest))
+  if what == nil then return wrong_type(reason, meta) end
+  local rest = echo(string.sub(context, #caret + 1), 40)
+  return INVALID_JSON .. what .. " " .. (rest == "" and "At the end of the body." or ("At: " .. rest))
 end
 
-function reword_bad_request(response_handle)
+function reword_bad_request(response_handle, meta)
   local body = response_handle:body(true)
   if body == nil then return end
   local text = body:getBytes(0, body:length())
   if string.sub(text, 1, #MALFORMED) ~= MALFORMED then return end
-  local reason = json_unescape(string.match(string.sub(text, #MALFORMED + 1), '^(.*)"}}%s*$') or "")
-  local message = reworded(reason)
+  local rest = string.match(string.sub(text, #MALFORMED + 1), "^(.-)%s*$")
+  local openai = string.sub(rest, -#OPENAI_TAIL) == OPENAI_TAIL
+  local tail = openai and OPENAI_TAIL or PLAIN_TAIL
+  if string.sub(rest, -#tail) ~= tail then return end
+  local message, details, field = reworded(json_unescape(string.sub(rest, 1, -#tail - 1)), meta)
   if message == nil then return end
-  local new = '{"error":{"code":"bad_request","details":{},"message":"' .. json_escape(message) .. '"}}'
+  local new = '{"error":{"code":"bad_request","details":' .. (details or "{}") .. ',"message":"' .. json_escape(message)
+    .. '"' .. (openai and (',"param":' .. (field and ('"' .. json_escape(field) .. '"') or "null")
+                           .. ',"type":"invalid_request_error"') or "") .. "}}"
   body:setBytes(new)
   response_handle:headers():replace("content-length", tostring(#new))
 end

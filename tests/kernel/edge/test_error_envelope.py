@@ -346,15 +346,105 @@ def test_400_malformed_json_body_says_where(http, tenant, content, message):
     assert error_of(response, 400, "bad_request")["message"] == message
 
 
-@pytest.mark.parametrize(
-    ("body", "field"),
-    [({"name": 5, "scopes": "x"}, "name"), ({"name": ["k"], "scopes": ["chat:read"]}, ""),
-     ({"name": {"a": 1}, "scopes": ["chat:read"]}, "name"), ({"name": "k", "scopes": [1]}, "scopes[0]"),
-     ({"name": "k", "scopes": ["chat:read"], "expiresAt": "tomorrow"}, "expires_at")],
-)
-def test_400_wrong_json_type(http, tenant, body, field):
-    error = error_of(http.post("/v1/keys", headers=tenant.auth, json=body), 400, "bad_request")
-    assert field in error["message"]  # the field the edge could not bind is named (when the transcoder says it)
+def wrong_type(field: str, expected: dict, received: str) -> dict:
+    """`details` of a value of the wrong JSON type: the field by its JSON path, as validation errors name it."""
+    return {"reason": "wrong_type", "field": field, "expected": expected, "received": received}
+
+
+STRING, INT32, OBJECT = {"type": "string"}, {"type": "integer", "format": "int32"}, {"type": "object"}
+
+
+# Envoy's transcoder refuses these before any server sees them, in protobuf's words (`persona_id: invalid value
+# 42 for type TYPE_STRING`, `: Proto field is not repeating, cannot start list.`); the edge says them in the
+# JSON contract's: the field's JSON name (the request message's own, `json_name` honoured) and JSON types.
+@pytest.mark.parametrize(("path", "body", "message", "details"), [
+    pytest.param("/v1/chat/sessions", {"personaId": 42}, "`personaId` must be a string, not a number.",
+                 wrong_type("personaId", STRING, "number"), id="number-for-string"),
+    pytest.param("/v1/chat/sessions", {"persona_id": True}, "`personaId` must be a string, not a boolean.",
+                 wrong_type("personaId", STRING, "boolean"), id="proto-name-sent"),
+    pytest.param("/v1/chat/sessions", {"personaId": {"a": 1}}, "`personaId` must be a string, not an object.",
+                 wrong_type("personaId", STRING, "object"), id="object-for-string"),
+    pytest.param("/v1/chat/sessions", {"personaId": "p", "personaVersion": 1.5},
+                 "`personaVersion` must be an integer from -2147483648 to 2147483647, not 1.5.",
+                 wrong_type("personaVersion", INT32, "number"), id="fraction-for-int"),
+    pytest.param("/v1/chat/sessions/chs_unknown/messages", {"content": "hi", "maxTokens": "many"},
+                 "`maxTokens` must be an integer, not a string.", wrong_type("maxTokens", INT32, "string"),
+                 id="string-for-int"),
+    pytest.param("/v1/chat/sessions/chs_unknown/messages?stream=true", {"content": "hi", "temperature": "hot"},
+                 "`temperature` must be a number, not a string.", wrong_type("temperature", {"type": "number"}, "string"),
+                 id="string-for-double-streamed"),
+    pytest.param("/v1/personas", {"intent": "A patient tutor", "metadata": 5}, "`metadata` must be an object, not a number.",
+                 wrong_type("metadata", OBJECT, "number"), id="number-for-struct"),
+    pytest.param("/v1/personas", {"intent": "A patient tutor", "metadata": [1]}, "`metadata` must be an object, not an array.",
+                 wrong_type("metadata", OBJECT, "array"), id="list-for-struct"),
+    pytest.param("/v1/personas", {"intent": ["A patient tutor"]}, "`intent` must be a string, not an array.",
+                 wrong_type("intent", STRING, "array"), id="list-for-string"),
+    pytest.param("/v1/keys", {"scopes": ["chat:read"], "name": ["k"]}, "`name` must be a string, not an array.",
+                 wrong_type("name", STRING, "array"), id="list-for-string-after-a-list"),
+    pytest.param("/v1/personas", {"intent": "A patient tutor", "soul": {"values": 5}},
+                 "`soul.values` must be an array of strings, not a number.",
+                 wrong_type("soul.values", {"type": "array", "items": STRING}, "number"), id="nested-repeated"),
+    # (The transcoder counts only an array's objects: it names any other element `[0]`; `[]` is any element.)
+    pytest.param("/v1/keys", {"name": "k", "scopes": ["chat:read", 1]}, "Each element of `scopes` must be a string, not a number.",
+                 wrong_type("scopes[]", STRING, "number"), id="list-element"),
+    pytest.param("/v1/keys", {"name": "k", "scopes": ["chat:read", {"a": 1}]},
+                 "Each element of `scopes` must be a string, not an object.", wrong_type("scopes[]", STRING, "object"),
+                 id="object-in-a-list"),
+    pytest.param("/v1/keys", {"name": "k", "scopes": 5}, "`scopes` must be an array of strings, not a number.",
+                 wrong_type("scopes", {"type": "array", "items": STRING}, "number"), id="number-for-list"),
+    pytest.param("/v1/keys", {"name": "k", "scopes": ["chat:read"], "expiresAt": "tomorrow"},
+                 '`expiresAt` must be an RFC 3339 timestamp such as "2030-01-01T00:00:00Z".',
+                 wrong_type("expiresAt", {"type": "string", "format": "date-time"}, "string"), id="timestamp-format"),
+    # The body is the request's `card` field: paths from the body, its snake_case json_names kept.
+    pytest.param("/v1/personas/import", {"spec": "chara_card_v2", "data": {"name": "Ada", "first_mes": 5}},
+                 "`data.first_mes` must be a string, not a number.", wrong_type("data.first_mes", STRING, "number"),
+                 id="sub-field-body"),
+    pytest.param("/v1/personas/import", {"spec": "chara_card_v2", "data": {"name": ["Ada"]}},
+                 "`data.name` must be a string, not an array.", wrong_type("data.name", STRING, "array"),
+                 id="sub-field-body-list"),
+])
+def test_400_wrong_json_type_names_the_field_in_json_terms(http, tenant, path, body, message, details):
+    error = error_of(http.post(path, headers=tenant.auth, json=body), 400, "bad_request")
+    assert (error["message"], error["details"]) == (message, details)
+
+
+@pytest.mark.parametrize(("body", "message", "field"), [
+    pytest.param({"model": "m", "messages": [], "max_tokens": "x"}, "`max_tokens` must be an integer, not a string.",
+                 "max_tokens", id="openai-json-name"),
+    pytest.param({"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": ["user"]}]},
+                 "`messages[1].role` must be a string, not an array.", "messages[1].role", id="list-in-an-element"),
+    pytest.param({"model": "m", "messages": [{"role": "user", "content": "hi"}, 5]},
+                 "`messages[1]` must be an object, not a number.", "messages[1]", id="number-for-an-element"),
+])
+def test_400_wrong_json_type_in_openais_shape_names_the_param(http, tenant, body, message, field):
+    error = error_of(http.post("/v1/chat/completions", headers=tenant.auth, json=body), 400, "bad_request")
+    assert (error["message"], error["param"], error["type"]) == (message, field, "invalid_request_error")
+    assert error["details"]["field"] == field and error["details"]["reason"] == "wrong_type"
+
+
+# Protobuf's JSON parser (the transcoder's) takes a trailing comma; JSON does not.
+@pytest.mark.parametrize(("path", "content", "message"), [
+    pytest.param("/v1/personas", b'{"intent": "A patient tutor",}',
+                 "The body is not valid JSON: A comma before } (JSON allows no trailing comma). At: ,}", id="object"),
+    pytest.param("/v1/keys", b'{"name": "trailing", "scopes": ["chat:read",\n]}',
+                 "The body is not valid JSON: A comma before ] (JSON allows no trailing comma). At: ,\n]}", id="array"),
+    pytest.param("/v1/personas", b'{"intent": "A patient tutor", "metadata": {"a": 1, }}',
+                 "The body is not valid JSON: A comma before } (JSON allows no trailing comma). At: , }}",
+                 id="in-a-free-form-value"),
+    pytest.param("/v1/chat/completions", b'{"model": "m", "messages": [],}',
+                 "The body is not valid JSON: A comma before } (JSON allows no trailing comma). At: ,}", id="openai"),
+])
+def test_400_a_trailing_comma_is_not_json(http, tenant, path, content, message):
+    r = http.post(path, headers={**tenant.auth, "content-type": "application/json"}, content=content)
+    error = error_of(r, 400, "bad_request")
+    assert error["message"] == message and error["details"] == {}
+    keys = http.get("/v1/keys", headers=tenant.auth).json()["items"]
+    assert "trailing" not in [k["name"] for k in keys]
+
+
+def test_a_comma_inside_a_string_is_no_trailing_comma(http, tenant):
+    r = http.post("/v1/keys", headers=tenant.auth, json={"name": "a,} b,]", "scopes": ["chat:read"]})
+    assert r.status_code == 200 and r.json()["key"]["name"] == "a,} b,]", r.text
 
 
 def test_400_unknown_query_parameter(http, tenant):
@@ -364,7 +454,8 @@ def test_400_unknown_query_parameter(http, tenant):
 
 def test_400_query_parameter_of_wrong_type(http, tenant):
     error = error_of(http.get("/v1/keys", params={"limit": "abc"}, headers=tenant.auth), 400, "bad_request")
-    assert "limit" in error["message"]
+    assert error["message"] == "Query parameter `limit` must be an integer."
+    assert error["details"] == {"reason": "wrong_type", "parameter": "limit", "expected": INT32}
 
 
 # --- carrier headers cannot be forged -----------------------------------------

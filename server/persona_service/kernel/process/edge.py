@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from string import Template
 
 from google.api import annotations_pb2, http_pb2
 from google.protobuf import descriptor_pb2
-from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor, ServiceDescriptor
 from persona.v1 import options_pb2
 
 from persona_service.kernel.errors import CATALOGUE
@@ -294,6 +295,96 @@ def json_body_paths(services: list[ServiceDescriptor]) -> dict[str, bool]:
     return found
 
 
+# How a field's JSON reads, by proto type (envelope.lua words each kind for a
+# person: "an integer", "an object"). Well-known messages by their JSON form;
+# any other message is an object.
+_KINDS = {
+    FieldDescriptor.TYPE_STRING: "string", FieldDescriptor.TYPE_BYTES: "bytes", FieldDescriptor.TYPE_BOOL: "bool",
+    FieldDescriptor.TYPE_DOUBLE: "number", FieldDescriptor.TYPE_FLOAT: "number", FieldDescriptor.TYPE_ENUM: "enum",
+    **dict.fromkeys((FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SFIXED32), "int32"),
+    **dict.fromkeys((FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_FIXED32), "uint32"),
+    **dict.fromkeys((FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_SFIXED64), "int64"),
+    **dict.fromkeys((FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64), "uint64"),
+}
+_WELL_KNOWN_KINDS = {
+    "google.protobuf.Value": "value", "google.protobuf.ListValue": "array",
+    "google.protobuf.Timestamp": "timestamp", "google.protobuf.Duration": "duration",
+    "google.protobuf.FieldMask": "fieldmask", "google.protobuf.StringValue": "string",
+    "google.protobuf.BytesValue": "bytes", "google.protobuf.BoolValue": "bool", "google.protobuf.Int32Value": "int32",
+    "google.protobuf.UInt32Value": "uint32", "google.protobuf.Int64Value": "int64",
+    "google.protobuf.UInt64Value": "uint64", "google.protobuf.DoubleValue": "number",
+    "google.protobuf.FloatValue": "number",
+}
+
+
+def _field_spec(field: FieldDescriptor, walked: Callable[[Descriptor], None]) -> str:
+    """`<JSON name> <kind>[[]][ <message>]`: `scopes string[]`, `soul object persona.v1.Soul`."""
+    message = field.message_type
+    nested = ""
+    if message is None:
+        kind = _KINDS.get(field.type, "value")
+    elif message.GetOptions().map_entry:
+        return f"{field.json_name} map"
+    elif message.full_name.startswith("google."):
+        kind = _WELL_KNOWN_KINDS.get(message.full_name, "object")
+    else:
+        kind, nested = "object", f" {message.full_name}"
+        walked(message)
+    return f"{field.json_name} {kind}{'[]' if field.is_repeated else ''}{nested}"
+
+
+def json_fields(services: list[ServiceDescriptor]) -> dict[str, object]:
+    """What envelope.lua needs to say a value of the wrong JSON type in the
+    contract's words (the transcoder names proto fields and proto types):
+    `bindings`, each HTTP binding's Lua pattern (`^POST /v1/personas$`, the
+    most literal first) with its request message and its `body` selector
+    (`*`, a field, or "" when every field is a query or path parameter), and
+    `messages`, each request message's fields (and theirs, recursively) by
+    proto name (_field_spec). Appended to the Lua as a table (render)."""
+    bindings: list[tuple[int, int, list[str]]] = []
+    messages: dict[str, dict[str, str]] = {}
+
+    def walk(message: Descriptor) -> None:
+        if message.full_name not in messages:
+            messages[message.full_name] = {}  # (first: a message may hold itself)
+            messages[message.full_name] = {f.name: _field_spec(f, walk) for f in message.fields}
+
+    for service in services:
+        for method in service.methods:
+            walk(method.input_type)
+            rule = method.GetOptions().Extensions[annotations_pb2.http]
+            for binding in (rule, *rule.additional_bindings):
+                kind = binding.WhichOneof("pattern")
+                template = _template(binding)
+                if kind is None or not template:
+                    continue
+                verb = binding.custom.kind if kind == "custom" else kind.upper()
+                literal = len(re.sub(r"\{[^}]*\}", "", template))
+                bindings.append((template.count("{"), -literal,
+                                 [f"^{verb} {_lua_pattern(template)}$", method.input_type.full_name, binding.body]))
+    return {"bindings": [b for _, _, b in sorted(bindings, key=lambda b: b[:2])], "messages": messages}
+
+
+def lua_source(services: list[ServiceDescriptor]) -> str:
+    """envelope.lua with the services' json_fields as its global `JSON_FIELDS`
+    (appended: the script's line numbers stay the file's)."""
+    return (EDGE / "envelope.lua").read_text() + "\nJSON_FIELDS = " + _lua_value(json_fields(services)) + "\n"
+
+
+def _lua_value(value: object) -> str:
+    """A Lua literal of strings, lists and string-keyed dicts (proto names and
+    Lua patterns: printable ASCII)."""
+    if isinstance(value, str):
+        if not value.isascii() or not value.isprintable():
+            raise ValueError(f"not printable ASCII: {value!r}")
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "{" + ", ".join(_lua_value(v) for v in value) + "}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"[{_lua_value(k)}] = {_lua_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(type(value))
+
+
 def _lua_pattern(template: str) -> str:
     """`/v1/personas/{id}:edit` -> `/v1/personas/[^/]+:edit` as a Lua pattern
     (`{x=**}` spans segments)."""
@@ -439,7 +530,7 @@ def render(*, services: list[str], http_port: int, grpc_ports: list[int], admin_
         max_request_headers_kb=EDGE_HEADERS_KB,
         access_log=access_log,
         access_log_format=_access_log_format(access_log_style),
-        lua_path=str(EDGE / "envelope.lua"),
+        lua_source=json.dumps(lua_source(find_services(services))),
         transcoder=json.dumps(_transcoder(str(descriptor), services)),
         routes=_routes(str(descriptor), services, lenient_query_prefixes or [], streams or []),
         local_reply_mappers=_local_reply_mappers(error_shape_paths, method_paths(find_services(services))),
