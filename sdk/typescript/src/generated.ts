@@ -301,6 +301,8 @@ export interface ChatMessagePreview {
   costUsdMicros: number;
   /** The organization's limits the message would draw from, and how much. */
   quota: ChatQuotaUse[];
+  /** True when the model has no price (neither built in nor in PERSONA_MODEL_PRICES): `cost_usd_micros` is then 0 but the cost is unknown, not free. */
+  unpriced: boolean;
 }
 
 /** One limit a message would draw from. */
@@ -347,6 +349,8 @@ export interface ChatSession {
   endedAt: string | null;
   /** The persona version the session is pinned to: its replies use that version's voice whatever the persona's later refines. 0: not pinned (the persona's current version answers). */
   personaVersion: number;
+  /** Replies of the session whose model had no price when they were billed (neither built in nor in PERSONA_MODEL_PRICES): their cost is unknown and not in `cost_usd_micros`, which is then a lower bound. 0 when the cost is complete. (Replies billed before migration 0031 count as priced.) */
+  unpricedReplies: number;
 }
 
 /** Token usage and cost of one reply. */
@@ -357,7 +361,7 @@ export interface ChatUsage {
   outputTokens: number;
   /** Cost in millionths of a US dollar (a whole number). */
   costUsdMicros: number;
-  /** True when the reply's model has no price (neither built in nor in PERSONA_MODEL_PRICES): `cost_usd_micros` is then 0 but the cost is unknown, not free (docs/configuration.md, PERSONA_MODEL_PRICES); false when the cost is real. */
+  /** True when the reply's model had no price when it was billed (neither built in nor in PERSONA_MODEL_PRICES): `cost_usd_micros` is then 0 but the cost is unknown, not free (docs/configuration.md, PERSONA_MODEL_PRICES); false when the cost is real. Recorded with the reply: a price configured later does not make it free. */
   unpriced: boolean;
 }
 
@@ -662,6 +666,8 @@ export interface GenerationPreview {
   steps: StepEstimate[];
   /** The monthly generation quota the generation would draw from. */
   quota: GenerationQuotaPreview;
+  /** True when the model has no price (neither built in nor in PERSONA_MODEL_PRICES): `estimated_cost_usd_micros` is then 0 but the cost is unknown, not free. */
+  unpriced: boolean;
 }
 
 /** The monthly generation quota as a generation would find it now. */
@@ -1520,6 +1526,8 @@ export interface UsageBucket {
   costUsdMicros: number;
   /** Replies generated and billed (regenerated alternatives included). */
   generations: number;
+  /** Of `generations`, those whose model had no price when they were billed (neither built in nor in PERSONA_MODEL_PRICES): their cost is unknown and not in `cost_usd_micros`, which is then a lower bound. 0 when the cost is complete. */
+  unpricedGenerations: number;
 }
 
 /** The persona's voice for runtime use. */

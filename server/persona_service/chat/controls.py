@@ -58,6 +58,7 @@ class Preview:
     output_tokens: int
     cost_usd_micros: int
     quota: tuple[QuotaUse, ...]
+    unpriced: bool = False  # the model has no price: the cost is unknown, not 0
 
 
 class ChatControls:
@@ -164,4 +165,4 @@ class ChatControls:
             QuotaUse("generations_per_month", 0, limits.generations_per_month, 0),
         )
         cost = self.sessions.prices.cost_micros(model, input_tokens, output)
-        return Preview(model, input_tokens, output, cost, quota)
+        return Preview(model, input_tokens, output, cost, quota, unpriced=not self.sessions.prices.priced(model))

@@ -24,6 +24,7 @@ class SessionRecord:
     ended_at: datetime | None
     persona_version: int | None  # pinned version; None: the persona's current one
     removed_messages: int = 0
+    unpriced_replies: int = 0  # replies billed without a price (their cost unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,7 @@ class MessageRecord:
     edited: bool = False
     deleted_at: datetime | None = None
     credential_id: str = ""
+    unpriced: bool = False  # billed without a price: its cost is unknown, not 0
     # How many alternatives its turn keeps, and its position among them (read with the message; not columns).
     swipe_count: int = 1
     swipe_index: int = 0
@@ -70,3 +72,4 @@ class UsageRow:
     output_tokens: int
     cost_usd_micros: int
     generations: int
+    unpriced_generations: int = 0

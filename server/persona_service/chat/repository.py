@@ -105,7 +105,7 @@ class ChatSessionRepository:
         return record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first())
 
     def account(self, session_id: str, *, messages: int, input_tokens: int, output_tokens: int, cost_usd_micros: int,
-                now: datetime) -> SessionRecord | None:
+                now: datetime, unpriced: int = 0) -> SessionRecord | None:
         """Add an exchange to an active session's counters in one atomic
         UPDATE … RETURNING (concurrent exchanges never lose counts; the row
         lock orders them). None when the session is no longer active."""
@@ -117,6 +117,7 @@ class ChatSessionRepository:
                 input_tokens=_sessions.c.input_tokens + input_tokens,
                 output_tokens=_sessions.c.output_tokens + output_tokens,
                 cost_usd_micros=_sessions.c.cost_usd_micros + cost_usd_micros,
+                unpriced_replies=_sessions.c.unpriced_replies + unpriced,
                 last_active_at=func.greatest(_sessions.c.last_active_at, now),
             )
             .returning(_sessions)

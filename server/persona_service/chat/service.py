@@ -112,6 +112,7 @@ class Reply:
     drift_score: float = 0.0
     recovered: bool = False
     cost_usd_micros: int = 0
+    unpriced: bool = False  # the model has no price: cost_usd_micros is 0 but unknown
     # The deltas to forward, in order, for a streamed reply.
     deltas: list[Delta] = field(default_factory=list)
 
@@ -276,6 +277,7 @@ class PersonaReplies:
 
     def _priced(self, reply: Reply) -> Reply:
         reply.cost_usd_micros = self.prices.cost_micros(reply.model, reply.input_tokens, reply.output_tokens)
+        reply.unpriced = not self.prices.priced(reply.model)
         return reply
 
 
@@ -468,7 +470,7 @@ class ChatSessionService:
         """Add a reply's usage (and `messages` new messages) to the session's counters, atomically."""
         session = self.repo.account(
             session_id, messages=messages, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
-            cost_usd_micros=reply.cost_usd_micros, now=now,
+            cost_usd_micros=reply.cost_usd_micros, unpriced=int(reply.unpriced), now=now,
         )
         if session is None:
             raise self.conflict(self.get(principal, session_id), "The session ended while the reply was produced.")
@@ -482,7 +484,7 @@ class ChatSessionService:
                     workspace_id=principal.workspace_id, ordinal=ordinal, role=role, content=content,
                     credential_id=billed_to(principal), created_at=now,
                     **({"model": "", "input_tokens": 0, "output_tokens": 0, "cost_usd_micros": 0,
-                        "drift_score": 0.0, "recovered": False} | usage))
+                        "drift_score": 0.0, "recovered": False, "unpriced": False} | usage))
 
     @classmethod
     def reply_row(cls, principal: Principal, session_id: str, ordinal: int, now: datetime,
@@ -493,7 +495,7 @@ class ChatSessionService:
         return cls.message_row(
             principal, session_id, ordinal, now, "assistant", content, model=reply.model, input_tokens=reply.input_tokens,
             output_tokens=reply.output_tokens, cost_usd_micros=reply.cost_usd_micros, drift_score=reply.drift_score,
-            recovered=reply.recovered,
+            recovered=reply.recovered, unpriced=reply.unpriced,
         )
 
     @staticmethod

@@ -23,6 +23,7 @@ def chat_session(row: SessionRecord) -> chat_pb2.ChatSession:
         input_tokens=row.input_tokens, output_tokens=row.output_tokens, cost_usd_micros=row.cost_usd_micros,
         started_at=timestamp(row.started_at), last_active_at=timestamp(row.last_active_at),
         ended_at=nullable_time(row.ended_at), persona_version=row.persona_version or 0,
+        unpriced_replies=row.unpriced_replies,
     )
 
 
@@ -31,8 +32,7 @@ def chat_message(row: MessageRecord) -> chat_pb2.ChatMessage:
         id=row.id, session_id=row.session_id, role=row.role, content=row.content, ordinal=row.ordinal,
         model=row.model, drift_score=row.drift_score, recovered=row.recovered,
         usage=chat_pb2.ChatUsage(input_tokens=row.input_tokens, output_tokens=row.output_tokens,
-                                 cost_usd_micros=row.cost_usd_micros,
-                                 unpriced=bool(row.model) and not PriceTable.from_env().priced(row.model)),
+                                 cost_usd_micros=row.cost_usd_micros, unpriced=row.unpriced),
         created_at=timestamp(row.created_at), swipe_index=row.swipe_index, swipe_count=row.swipe_count,
         edited=row.edited,
     )
@@ -182,7 +182,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         )
         return chat_pb2.ChatMessagePreview(
             model=preview.model, input_tokens=preview.input_tokens, output_tokens=preview.output_tokens,
-            cost_usd_micros=preview.cost_usd_micros,
+            cost_usd_micros=preview.cost_usd_micros, unpriced=preview.unpriced,
             quota=[chat_pb2.ChatQuotaUse(name=q.name, units=q.units, limit=q.limit, window_seconds=q.window_seconds)
                    for q in preview.quota],
         )

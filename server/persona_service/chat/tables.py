@@ -42,6 +42,8 @@ class ChatSession(Base):
     persona_version: Mapped[int | None] = mapped_column(Integer)
     # Messages removed (edits, deletes): a new message's ordinal is message_count + removed_messages.
     removed_messages: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    # Replies billed while their model had no price: their cost is unknown, not in cost_usd_micros (0031).
+    unpriced_replies: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
 
     __table_args__ = (
         Index("ix_chat_sessions_workspace_started", "workspace_id", "started_at", "id"),
@@ -72,6 +74,8 @@ class ChatMessage(Base):
     cost_usd_micros: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
     drift_score: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     recovered: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    # The reply's model had no price when it was billed: cost_usd_micros is 0 but unknown (migration 0031).
+    unpriced: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("false"))
     created_at: Mapped[datetime] = created_at_column()
     # A turn's alternatives (regenerated replies) share its ordinal; `selected` is the one it continues from.
     swipe: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")

@@ -82,5 +82,6 @@ class UsageService:
         else:
             rows.sort(key=lambda row: (-row.cost_usd_micros, -row.generations, row.key))
         totals = UsageRow("", *(sum(getattr(row, name) for row in rows) for name in
-                                ("input_tokens", "output_tokens", "cost_usd_micros", "generations")))
+                                ("input_tokens", "output_tokens", "cost_usd_micros", "generations",
+                                 "unpriced_generations")))
         return UsageReport(since, until, group_by, rows, totals)

@@ -32,6 +32,7 @@ class UsageRepository:
                 func.coalesce(func.sum(_messages.c.output_tokens), 0).label("output_tokens"),
                 func.coalesce(func.sum(_messages.c.cost_usd_micros), 0).label("cost_usd_micros"),
                 func.count().label("generations"),
+                func.count().filter(_messages.c.unpriced).label("unpriced_generations"),
             )
             .select_from(_messages.join(_sessions, _sessions.c.id == _messages.c.session_id))
             .where(_messages.c.workspace_id == workspace_id, _messages.c.role == "assistant",

@@ -10,7 +10,8 @@ from persona_service.kernel.transport.context import context_of
 
 def usage_bucket(row: UsageRow) -> usage_pb2.UsageBucket:
     return usage_pb2.UsageBucket(key=row.key, input_tokens=row.input_tokens, output_tokens=row.output_tokens,
-                                 cost_usd_micros=row.cost_usd_micros, generations=row.generations)
+                                 cost_usd_micros=row.cost_usd_micros, generations=row.generations,
+                                 unpriced_generations=row.unpriced_generations)
 
 
 class UsageServicer(usage_pb2_grpc.UsageServiceServicer):

@@ -145,6 +145,7 @@ class GenerationPreview:
     quota_limit: int
     quota_used: int
     resets_at: datetime
+    unpriced: bool = False  # the model has no price: the cost is unknown, not 0
 
     @property
     def input_tokens(self) -> int:

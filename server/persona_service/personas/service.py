@@ -182,7 +182,7 @@ class PersonaService:
         steps = [StepEstimate(*step) for step in estimate_steps(intent, soul, lambda t: message_tokens(Message("user", t)))]
         model = str(getattr(self.provider, "model", "") or "")
         cost = prices.cost_micros(model, sum(s.input_tokens for s in steps), sum(s.output_tokens for s in steps))
-        return GenerationPreview(model, steps, cost, quota.limit, used, quota.end)
+        return GenerationPreview(model, steps, cost, quota.limit, used, quota.end, unpriced=not prices.priced(model))
 
     def voice(self, principal: Principal, persona_id: str) -> VoiceRecord:
         self.get(principal, persona_id)

@@ -65,7 +65,7 @@ def generation_preview(preview: GenerationPreview) -> personas_pb2.GenerationPre
     return personas_pb2.GenerationPreview(
         model=preview.model, estimated_input_tokens=preview.input_tokens,
         estimated_output_tokens=preview.output_tokens, estimated_cost_usd_micros=preview.cost_usd_micros,
-        steps=[personas_pb2.StepEstimate(step=s.step, input_tokens=s.input_tokens, output_tokens=s.output_tokens)
+        unpriced=preview.unpriced, steps=[personas_pb2.StepEstimate(step=s.step, input_tokens=s.input_tokens, output_tokens=s.output_tokens)
                for s in preview.steps],
         quota=personas_pb2.GenerationQuotaPreview(
             name="generations_per_month", limit=preview.quota_limit, used=preview.quota_used, would_use=1,

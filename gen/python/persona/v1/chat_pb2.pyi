@@ -71,6 +71,7 @@ class ChatSession(_message.Message):
     LAST_ACTIVE_AT_FIELD_NUMBER: _builtins.int
     ENDED_AT_FIELD_NUMBER: _builtins.int
     PERSONA_VERSION_FIELD_NUMBER: _builtins.int
+    UNPRICED_REPLIES_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Session id, `chs_<cuid2>`."""
     org_id: _builtins.str
@@ -106,6 +107,12 @@ class ChatSession(_message.Message):
     version's voice whatever the persona's later refines. 0: not pinned
     (the persona's current version answers).
     """
+    unpriced_replies: _builtins.int
+    """Replies of the session whose model had no price when they were billed
+    (neither built in nor in PERSONA_MODEL_PRICES): their cost is unknown
+    and not in `cost_usd_micros`, which is then a lower bound. 0 when the
+    cost is complete. (Replies billed before migration 0031 count as priced.)
+    """
     @_builtins.property
     def started_at(self) -> _timestamp_pb2.Timestamp:
         """Start time."""
@@ -140,10 +147,11 @@ class ChatSession(_message.Message):
         last_active_at: _timestamp_pb2.Timestamp | None = ...,
         ended_at: _struct_pb2.Value | None = ...,
         persona_version: _builtins.int = ...,
+        unpriced_replies: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ended_at", b"ended_at", "last_active_at", b"last_active_at", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost_usd_micros", b"cost_usd_micros", "ended_at", b"ended_at", "input_tokens", b"input_tokens", "last_active_at", b"last_active_at", "message_count", b"message_count", "org_id", b"org_id", "output_tokens", b"output_tokens", "persona_id", b"persona_id", "persona_version", b"persona_version", "session_id", b"session_id", "started_at", b"started_at", "status", b"status", "title", b"title", "user_id", b"user_id", "workspace_id", b"workspace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost_usd_micros", b"cost_usd_micros", "ended_at", b"ended_at", "input_tokens", b"input_tokens", "last_active_at", b"last_active_at", "message_count", b"message_count", "org_id", b"org_id", "output_tokens", b"output_tokens", "persona_id", b"persona_id", "persona_version", b"persona_version", "session_id", b"session_id", "started_at", b"started_at", "status", b"status", "title", b"title", "unpriced_replies", b"unpriced_replies", "user_id", b"user_id", "workspace_id", b"workspace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -591,6 +599,7 @@ class ChatMessagePreview(_message.Message):
     OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
     COST_USD_MICROS_FIELD_NUMBER: _builtins.int
     QUOTA_FIELD_NUMBER: _builtins.int
+    UNPRICED_FIELD_NUMBER: _builtins.int
     model: _builtins.str
     """Model that would reply."""
     input_tokens: _builtins.int
@@ -602,6 +611,11 @@ class ChatMessagePreview(_message.Message):
     cost_usd_micros: _builtins.float
     """Estimated cost in millionths of a US dollar (a whole number), at the
     model's price.
+    """
+    unpriced: _builtins.bool
+    """True when the model has no price (neither built in nor in
+    PERSONA_MODEL_PRICES): `cost_usd_micros` is then 0 but the cost is
+    unknown, not free.
     """
     @_builtins.property
     def quota(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChatQuotaUse]:
@@ -615,10 +629,11 @@ class ChatMessagePreview(_message.Message):
         output_tokens: _builtins.int = ...,
         cost_usd_micros: _builtins.float = ...,
         quota: _abc.Iterable[Global___ChatQuotaUse] | None = ...,
+        unpriced: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost_usd_micros", b"cost_usd_micros", "input_tokens", b"input_tokens", "model", b"model", "output_tokens", b"output_tokens", "quota", b"quota"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost_usd_micros", b"cost_usd_micros", "input_tokens", b"input_tokens", "model", b"model", "output_tokens", b"output_tokens", "quota", b"quota", "unpriced", b"unpriced"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -678,10 +693,11 @@ class ChatUsage(_message.Message):
     cost_usd_micros: _builtins.float
     """Cost in millionths of a US dollar (a whole number)."""
     unpriced: _builtins.bool
-    """True when the reply's model has no price (neither built in nor in
-    PERSONA_MODEL_PRICES): `cost_usd_micros` is then 0 but the cost is
-    unknown, not free (docs/configuration.md, PERSONA_MODEL_PRICES); false
-    when the cost is real.
+    """True when the reply's model had no price when it was billed (neither
+    built in nor in PERSONA_MODEL_PRICES): `cost_usd_micros` is then 0 but
+    the cost is unknown, not free (docs/configuration.md,
+    PERSONA_MODEL_PRICES); false when the cost is real. Recorded with the
+    reply: a price configured later does not make it free.
     """
     def __init__(
         self,

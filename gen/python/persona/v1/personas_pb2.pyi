@@ -1155,6 +1155,7 @@ class GenerationPreview(_message.Message):
     ESTIMATED_COST_USD_MICROS_FIELD_NUMBER: _builtins.int
     STEPS_FIELD_NUMBER: _builtins.int
     QUOTA_FIELD_NUMBER: _builtins.int
+    UNPRICED_FIELD_NUMBER: _builtins.int
     model: _builtins.str
     """The model the pipeline's text steps would run on."""
     estimated_input_tokens: _builtins.int
@@ -1166,6 +1167,11 @@ class GenerationPreview(_message.Message):
     estimated_cost_usd_micros: _builtins.float
     """Estimated cost in millionths of a US dollar, at the model's configured
     price (a whole number; a double so that JSON carries a number).
+    """
+    unpriced: _builtins.bool
+    """True when the model has no price (neither built in nor in
+    PERSONA_MODEL_PRICES): `estimated_cost_usd_micros` is then 0 but the
+    cost is unknown, not free.
     """
     @_builtins.property
     def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___StepEstimate]:
@@ -1184,10 +1190,11 @@ class GenerationPreview(_message.Message):
         estimated_cost_usd_micros: _builtins.float = ...,
         steps: _abc.Iterable[Global___StepEstimate] | None = ...,
         quota: Global___GenerationQuotaPreview | None = ...,
+        unpriced: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["quota", b"quota"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["estimated_cost_usd_micros", b"estimated_cost_usd_micros", "estimated_input_tokens", b"estimated_input_tokens", "estimated_output_tokens", b"estimated_output_tokens", "model", b"model", "quota", b"quota", "steps", b"steps"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["estimated_cost_usd_micros", b"estimated_cost_usd_micros", "estimated_input_tokens", b"estimated_input_tokens", "estimated_output_tokens", b"estimated_output_tokens", "model", b"model", "quota", b"quota", "steps", b"steps", "unpriced", b"unpriced"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -138,6 +138,7 @@ class UsageBucket(_message.Message):
     OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
     COST_USD_MICROS_FIELD_NUMBER: _builtins.int
     GENERATIONS_FIELD_NUMBER: _builtins.int
+    UNPRICED_GENERATIONS_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     """The day (`2026-11-28`, UTC), the persona id, or the API key id
     (`key_<cuid2>`; `session` for the dashboard's signed-in users, empty for
@@ -153,6 +154,12 @@ class UsageBucket(_message.Message):
     """Cost in millionths of a US dollar (a whole number)."""
     generations: _builtins.int
     """Replies generated and billed (regenerated alternatives included)."""
+    unpriced_generations: _builtins.int
+    """Of `generations`, those whose model had no price when they were billed
+    (neither built in nor in PERSONA_MODEL_PRICES): their cost is unknown
+    and not in `cost_usd_micros`, which is then a lower bound. 0 when the
+    cost is complete.
+    """
     def __init__(
         self,
         *,
@@ -161,10 +168,11 @@ class UsageBucket(_message.Message):
         output_tokens: _builtins.float = ...,
         cost_usd_micros: _builtins.float = ...,
         generations: _builtins.int = ...,
+        unpriced_generations: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost_usd_micros", b"cost_usd_micros", "generations", b"generations", "input_tokens", b"input_tokens", "key", b"key", "output_tokens", b"output_tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost_usd_micros", b"cost_usd_micros", "generations", b"generations", "input_tokens", b"input_tokens", "key", b"key", "output_tokens", b"output_tokens", "unpriced_generations", b"unpriced_generations"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

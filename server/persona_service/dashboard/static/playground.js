@@ -6,7 +6,7 @@
 // maximum tokens, and a cost preview of the message before it is sent.
 
 import { del, get, patch, post, stream } from "./api.js";
-import { badge, busy, confirmDialog, empty, errorBox, field, h, loading, micros, replace, when } from "./ui.js";
+import { badge, busy, confirmDialog, empty, errorBox, field, h, loading, replace, when, cost } from "./ui.js";
 
 const DRIFT_KEY = "engine.pipeline.drift_detection.threshold";
 
@@ -36,7 +36,7 @@ function counters(session) {
     ["Messages", session.messageCount],
     ["Input tokens", session.inputTokens],
     ["Output tokens", session.outputTokens],
-    ["Cost", micros(session.costUsdMicros)],
+    ["Cost", cost(session.costUsdMicros, session.unpricedReplies)],
   ];
 }
 
@@ -190,14 +190,14 @@ function chatView(main, personaId, sessionId, context) {
     const p = await post(`${base}/messages/preview`, { content, ...sampling() });
     const cap = (p.quota || []).find((q) => q.name === "chat.messages");
     replace(estimate, h("p", { class: "muted", dataset: { preview: "" } },
-      `Estimate: ${p.inputTokens} in · ${p.outputTokens} out · ${micros(p.costUsdMicros)} on ${p.model}`,
+      `Estimate: ${p.inputTokens} in · ${p.outputTokens} out · ${cost(p.costUsdMicros, p.unpriced)} on ${p.model}`,
       cap ? ` · uses ${cap.units} of ${cap.limit} messages per ${cap.windowSeconds} s` : "", ". Nothing is spent."));
   }));
 
   function fillMeta(meta, reply) {
     const usage = reply.usage || {};
     replace(meta, h("small", { class: "muted" },
-      `${usage.inputTokens || 0} in · ${usage.outputTokens || 0} out · ${micros(usage.costUsdMicros)} · drift ${Number(reply.driftScore || 0).toFixed(2)}`),
+      `${usage.inputTokens || 0} in · ${usage.outputTokens || 0} out · ${cost(usage.costUsdMicros, usage.unpriced)} · drift ${Number(reply.driftScore || 0).toFixed(2)}`),
     driftNote(reply));
   }
 

@@ -171,6 +171,11 @@ export function money(minor, currency = "usd") {
 
 // Cost in millionths of a US dollar.
 export const micros = (value) => `$${(Number(value || 0) / 1e6).toFixed(6)}`;
+// A cost that leaves out usage of models without a price (`unpriced` replies): never shown as if it were $0.
+export const cost = (value, unpriced) => {
+  if (!unpriced) return micros(value);
+  return Number(value || 0) > 0 ? `at least ${micros(value)} (${unpriced === true ? "" : `${unpriced} `}unpriced)` : "unknown (no price for the model)";
+};
 
 // An id or key in a table: on one line, never broken inside; one longer than
 // its column ends in an ellipsis, the whole of it in the tooltip (and still the

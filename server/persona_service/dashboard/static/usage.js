@@ -5,10 +5,10 @@
 // the generation concurrency.
 
 import { get, limits, session } from "./api.js";
-import { busy, errorBox, field, h, loading, micros, replace, s, select, table, when } from "./ui.js";
+import { busy, errorBox, field, h, loading, replace, s, select, table, when, cost } from "./ui.js";
 
 const METRICS = [["costUsdMicros", "Cost"], ["generations", "Generations"], ["inputTokens", "Input tokens"], ["outputTokens", "Output tokens"]];
-const shown = (metric, value) => (metric === "costUsdMicros" ? micros(value) : String(value));
+const shown = (metric, value, bucket = {}) => (metric === "costUsdMicros" ? cost(value, bucket.unpricedGenerations) : String(value));
 
 // Bars of one metric per UTC day, in plain SVG: a bar per day (its value in a <title>), the
 // largest value on the axis, the first and last day under it.
@@ -26,7 +26,7 @@ function chart(buckets, metric, label) {
     buckets.map((b, i) => {
       const tall = (Number(b[metric]) / top) * (height - 16);
       return s("rect", { x: i * step + (step - bar) / 2, y: height - tall, width: bar, height: tall, class: "bar", "data-day": b.key, "data-value": String(b[metric]) },
-        s("title", {}, `${b.key}: ${shown(metric, b[metric])}`));
+        s("title", {}, `${b.key}: ${shown(metric, b[metric], b)}`));
     }),
     buckets.length ? s("text", { x: 2, y: height + 18, class: "tick" }, buckets[0].key) : null,
     buckets.length > 1 ? s("text", { x: width - 2, y: height + 18, class: "tick", "text-anchor": "end" }, buckets[buckets.length - 1].key) : null);
@@ -47,12 +47,12 @@ function overTime() {
     const label = METRICS.find(([name]) => name === metric.value)[1];
     const t = usage.totals;
     const sum = h("p", { dataset: { usageTotals: "" } },
-      `${t.generations} generations · ${t.inputTokens} input and ${t.outputTokens} output tokens · ${micros(t.costUsdMicros)}`,
+      `${t.generations} generations · ${t.inputTokens} input and ${t.outputTokens} output tokens · ${cost(t.costUsdMicros, t.unpricedGenerations)}`,
       ` from `, when(usage.start), ` to `, when(usage.end), " (days in UTC).");
     const rows = usage.buckets;
     const keyName = { day: "Day (UTC)", persona: "Persona", key: "API key" }[usage.groupBy];
     const columns = [[keyName, (b) => (usage.groupBy === "persona" ? h("a", { href: `#/personas/${b.key}` }, b.key) : h("code", {}, b.key || "—"))],
-      ...METRICS.map(([name, title]) => [title, (b) => shown(name, b[name])])];
+      ...METRICS.map(([name, title]) => [title, (b) => shown(name, b[name], b)])];
     const listed = rows.length ? table(columns, rows, { caption: `Usage by ${keyName.toLowerCase()}` }) : h("p", { class: "muted" }, "No usage in this range.");
     replace(out, sum, usage.groupBy === "day"
       ? [chart(rows, metric.value, label), h("details", {}, h("summary", {}, "Every day as a table"), listed)]

@@ -91,7 +91,7 @@ export async function previewBox(body) {
     const q = p.quota;
     return h("div", { class: q.wouldExceed ? "warning" : "success", role: "status", "aria-label": "Cost preview" },
       h("p", {}, h("strong", {}, "Estimate: "), `${p.estimatedInputTokens + p.estimatedOutputTokens} tokens `,
-        `(${p.estimatedInputTokens} in, ${p.estimatedOutputTokens} out) on ${p.model}, about $${(p.estimatedCostUsdMicros / 1e6).toFixed(6)}.`),
+        `(${p.estimatedInputTokens} in, ${p.estimatedOutputTokens} out) on ${p.model}, ${p.unpriced ? "cost unknown (no price for the model)" : `about $${(p.estimatedCostUsdMicros / 1e6).toFixed(6)}`}.`),
       h("p", {}, `Uses ${q.wouldUse} of the monthly generation quota: ${q.used} of ${q.limit} used, ${q.remaining} left`,
         q.wouldExceed ? " — this generation would be refused." : "."),
       h("p", { class: "muted" }, "Nothing was spent by this preview."));

@@ -78,6 +78,10 @@ class ChatMessagePreview(BaseModel):
     """Estimated cost in millionths of a US dollar (a whole number), at the model's price."""
     quota: list[ChatQuotaUse]
     """The organization's limits the message would draw from, and how much."""
+    unpriced: bool
+    """True when the model has no price (neither built in nor in PERSONA_MODEL_PRICES): `cost_usd_micros` is then 0
+    but the cost is unknown, not free.
+    """
 
 
 class ChatQuotaUse(BaseModel):
@@ -130,6 +134,11 @@ class ChatSession(BaseModel):
     """The persona version the session is pinned to: its replies use that version's voice whatever the persona's
     later refines. 0: not pinned (the persona's current version answers).
     """
+    unpriced_replies: int = Field(alias="unpricedReplies")
+    """Replies of the session whose model had no price when they were billed (neither built in nor in
+    PERSONA_MODEL_PRICES): their cost is unknown and not in `cost_usd_micros`, which is then a lower bound. 0
+    when the cost is complete. (Replies billed before migration 0031 count as priced.).
+    """
 
 
 class ChatUsage(BaseModel):
@@ -142,9 +151,9 @@ class ChatUsage(BaseModel):
     cost_usd_micros: float = Field(alias="costUsdMicros")
     """Cost in millionths of a US dollar (a whole number)."""
     unpriced: bool
-    """True when the reply's model has no price (neither built in nor in PERSONA_MODEL_PRICES): `cost_usd_micros`
-    is then 0 but the cost is unknown, not free (docs/configuration.md, PERSONA_MODEL_PRICES); false when the
-    cost is real.
+    """True when the reply's model had no price when it was billed (neither built in nor in PERSONA_MODEL_PRICES):
+    `cost_usd_micros` is then 0 but the cost is unknown, not free (docs/configuration.md, PERSONA_MODEL_PRICES);
+    false when the cost is real. Recorded with the reply: a price configured later does not make it free.
     """
 
 

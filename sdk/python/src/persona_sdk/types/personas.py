@@ -161,6 +161,10 @@ class GenerationPreview(BaseModel):
     """The estimate per pipeline step, in pipeline order."""
     quota: GenerationQuotaPreview
     """The monthly generation quota the generation would draw from."""
+    unpriced: bool
+    """True when the model has no price (neither built in nor in PERSONA_MODEL_PRICES): `estimated_cost_usd_micros`
+    is then 0 but the cost is unknown, not free.
+    """
 
 
 class GenerationQuotaPreview(BaseModel):

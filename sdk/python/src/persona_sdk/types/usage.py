@@ -45,3 +45,8 @@ class UsageBucket(BaseModel):
     """Cost in millionths of a US dollar (a whole number)."""
     generations: int
     """Replies generated and billed (regenerated alternatives included)."""
+    unpriced_generations: int = Field(alias="unpricedGenerations")
+    """Of `generations`, those whose model had no price when they were billed (neither built in nor in
+    PERSONA_MODEL_PRICES): their cost is unknown and not in `cost_usd_micros`, which is then a lower bound. 0
+    when the cost is complete.
+    """
