@@ -430,10 +430,18 @@ def main() -> None:
     tracing.configure("persona-service-worker", settings.otlp_endpoint, [engine])
     worker = DeliveryWorker(engine, SecretBox(settings.resolved_secrets_key()), allow_private=webhooks.private_allowed)
     stop = threading.Event()
+    # Handlers that take no lock: an Event set from a handler can wait forever for the lock its own thread holds
+    # inside Event.wait (as kernel.process.server and the runner). The worker runs on a thread; this one polls.
+    received: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda signum, _: received.append(signum))
     log.info("webhook worker started (lanes=%d, allow_private=%s)", lanes, webhooks.private_allowed)
-    worker.run(stop, lanes=lanes)
+    delivering = threading.Thread(target=worker.run, args=(stop,), kwargs={"lanes": lanes}, name="webhook-worker")
+    delivering.start()
+    while not received and delivering.is_alive():
+        time.sleep(0.1)
+    stop.set()
+    delivering.join()
     engine.dispose()
     tracing.shutdown()
     log.info("webhook worker stopped")
