@@ -5,7 +5,7 @@ items; a resolution acts on its subject through the module that owns it
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection
@@ -35,25 +35,28 @@ class ModerationQueue:
 
     def claim(self, principal: Principal, review_id: str) -> ReviewRecord:
         now = utcnow()
-        claimed = self.repo.take(review_id, principal.user_id, now, status="claimed", claimed_by=principal.user_id,
-                                 claim_expires_at=now + CLAIM)
-        return claimed or self._refused(review_id)
+        self._open_to(principal, review_id, now)
+        return self.repo.update(review_id, status="claimed", claimed_by=principal.user_id, claim_expires_at=now + CLAIM)
 
     def resolve(self, principal: Principal, review_id: str, decision: str, note: str) -> ReviewRecord:
         now = utcnow()
-        resolved = self.repo.take(review_id, principal.user_id, now, status="resolved", decision=decision, note=note,
-                                  resolved_by=principal.user_id, resolved_at=now, claim_expires_at=None)
-        if resolved is None:
-            self._refused(review_id)
-        assert resolved is not None
+        self._open_to(principal, review_id, now)
+        resolved = self.repo.update(review_id, status="resolved", decision=decision, note=note,
+                                    resolved_by=principal.user_id, resolved_at=now, claim_expires_at=None)
         act = self.resolvers.get(resolved.subject_type)
         if act is not None:
             act(self.conn, resolved.subject_id, decision)
         return resolved
 
-    def _refused(self, review_id: str) -> ReviewRecord:
-        review = self.repo.get(review_id)
+    def _open_to(self, principal: Principal, review_id: str, now: datetime) -> ReviewRecord:
+        """The item, locked (two administrators at once are served one after the other), if it is open to this
+        one: pending, claimed by them, or claimed by someone whose claim lapsed; else 404 or 409."""
+        review = self.repo.lock(review_id)
         if review is None:
             raise NotFound("review item")
+        lapsed = review.claim_expires_at is not None and review.claim_expires_at < now
+        if review.status == "pending" or (review.status == "claimed" and (
+                review.claimed_by == principal.user_id or lapsed)):
+            return review
         raise StateConflict(f"The review item is {review.status}" + (
             " by another administrator." if review.status == "claimed" else "."), "status", {"status": review.status})

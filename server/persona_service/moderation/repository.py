@@ -3,14 +3,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, insert, or_, select, tuple_, update
+from sqlalchemy import Connection, insert, select, tuple_, update
 
+from persona_service.kernel.data import aggregates
 from persona_service.kernel.data.base import table_of
-from persona_service.kernel.data.records import record_or_none, records
+from persona_service.kernel.data.records import record, record_or_none, records
 from persona_service.moderation.records import ReviewRecord
 from persona_service.moderation.tables import OPEN, ModerationReview
 
 _reviews = table_of(ModerationReview)
+# A review item on its own: a claim and a resolution lock it first (`lock`), then decide on its status and claim
+# (kernel.data.aggregates; the lock order is docs/concurrency.md's).
+REVIEW = aggregates.declare("moderation_review", _reviews)
 
 
 class ModerationRepository:
@@ -38,13 +42,10 @@ class ModerationRepository:
         stmt = stmt.order_by(_reviews.c.created_at, _reviews.c.id).limit(limit)
         return records(ReviewRecord, self.conn.execute(stmt).mappings())
 
-    def take(self, review_id: str, user_id: str, now: datetime, **values: Any) -> ReviewRecord | None:
-        """Change an item that is open to this administrator: pending, claimed
-        by them, or claimed by someone whose claim lapsed (atomic); else None."""
-        open_to_them = or_(
-            _reviews.c.status == "pending",
-            and_(_reviews.c.status == "claimed",
-                 or_(_reviews.c.claimed_by == user_id, _reviews.c.claim_expires_at < now)),
-        )
-        stmt = update(_reviews).where(_reviews.c.id == review_id, open_to_them).values(**values).returning(_reviews)
-        return record_or_none(ReviewRecord, self.conn.execute(stmt).mappings().first())
+    def lock(self, review_id: str) -> ReviewRecord | None:
+        """The item, its row locked until the unit of work ends: a claim or resolution decides on it after this."""
+        return aggregates.lock_root(self.conn, REVIEW, ReviewRecord, _reviews.c.id == review_id)
+
+    def update(self, review_id: str, **values: Any) -> ReviewRecord:
+        stmt = update(_reviews).where(_reviews.c.id == review_id).values(**values).returning(_reviews)
+        return record(ReviewRecord, self.conn.execute(stmt).mappings().one())
