@@ -8,10 +8,18 @@ from sqlalchemy import Connection, delete, select
 from sqlalchemy.dialects.postgresql import insert
 
 from persona_service.config.tables import ConfigItem
+from persona_service.kernel.data import aggregates
 from persona_service.kernel.data.base import table_of
 from persona_service.kernel.data.records import records
 
 _items = table_of(ConfigItem)
+# A setting at one level on its own: its writes are one upsert or one DELETE (each locks the row it changes, or
+# the one it inserts), which decide on nothing read before them (kernel.data.aggregates; docs/concurrency.md).
+ITEM = aggregates.declare("config_item", _items)
+# The reads below decide nothing on an item: a write of some other aggregate reads a setting it acts by (a
+# persona's drift threshold in a chat reply, a test decline in billing), and a config write reads the effective
+# value back only after its own upsert or DELETE. Either runs as the order in which that read came first.
+_DECIDES_NOTHING = {aggregates.DECIDES_NOTHING: True}
 ORG_LEVEL = ""  # workspace_id of organization-level settings
 PERSONA_LEVEL_PREFIX = "persona:"  # workspace_id of persona-level settings: "persona:<uuid>"
 
@@ -39,13 +47,13 @@ class ConfigRepository:
         stmt = select(_items).where(_items.c.org_id == org_id, _items.c.workspace_id.in_(levels))
         if key is not None:
             stmt = stmt.where(_items.c.key == key)
-        return records(ItemRecord, self.conn.execute(stmt).mappings())
+        return records(ItemRecord, self.conn.execute(stmt.execution_options(**_DECIDES_NOTHING)).mappings())
 
     def org_settings_with_prefix(self, org_id: str, prefix: str) -> list[tuple[str, Any]]:
         stmt = select(_items.c.key, _items.c.value).where(
             _items.c.org_id == org_id, _items.c.workspace_id == ORG_LEVEL, _items.c.key.startswith(prefix)
         )
-        return [(key, value) for key, value in self.conn.execute(stmt)]
+        return [(key, value) for key, value in self.conn.execute(stmt.execution_options(**_DECIDES_NOTHING))]
 
     def upsert(self, org_id: str, workspace_id: str, key: str, value: Any, updated_by: str) -> None:
         stmt = insert(_items).values(org_id=org_id, workspace_id=workspace_id, key=key, value=value, updated_by=updated_by)
