@@ -76,8 +76,11 @@ class CompletionService:
     def model(self, principal: Principal, model: str) -> tuple[PersonaRecord, int]:
         """The persona a model id names and its pinned version (0: the current one)."""
         parsed = persona_of(model)
-        row = self.personas.active(principal.workspace_id, parsed[0]) if parsed else None
-        if row is None or parsed is None or (parsed[1] and self.personas.voice(row.id, parsed[1]) is None):
+        # Read without holding the persona (a completion's model call must not hold it): a completion that
+        # stores its exchange decides again, held FOR SHARE, where it does (ChatSessionService.account).
+        row = self.personas.active(principal.workspace_id, parsed[0], decides_nothing=True) if parsed else None
+        if row is None or parsed is None or (
+                parsed[1] and self.personas.voice(row.id, parsed[1], decides_nothing=True) is None):
             raise NotFound("model", {"model": unquote(model)})
         return row, parsed[1]
 
@@ -89,7 +92,7 @@ class CompletionService:
         if not any(m.role in ("user", "tool") for m in conversation):
             raise ValidationFailed([Violation("messages", "required", None, {"contains": "a user message"})])
         persona, version = self.model(principal, model)
-        voice = self.personas.voice(persona.id, version or None)
+        voice = self.personas.voice(persona.id, version or None, decides_nothing=True)  # (as `model`)
         if voice is None:
             raise NotFound("model", {"model": model_id(persona.id, version)})
         completion_id, created = started or ("chatcmpl-" + ids.new_id("request").split("_", 1)[1], int(time.time()))

@@ -371,7 +371,8 @@ class ChatSessionService:
 
     def create(self, principal: Principal, persona_id: str, user_id: str = "", title: str = "",
                persona_version: int = 0) -> SessionRecord:
-        if self.personas.active(principal.workspace_id, persona_id) is None:
+        # Held FOR SHARE until the session commits: it cannot be deleted or changed meanwhile.
+        if self.personas.active(principal.workspace_id, persona_id, hold=True) is None:
             raise NotFound("persona")
         if persona_version and self.personas.voice(persona_id, persona_version) is None:
             raise NotFound("persona version", {"personaId": persona_id, "version": persona_version})
@@ -423,8 +424,12 @@ class ChatSessionService:
         session = self.locked(principal, session_id) if lock else self.get(principal, session_id)
         if session.status != "active":
             raise self.conflict(session, "Messages can only be sent to an active session.")
-        persona = self.personas.active(principal.workspace_id, session.persona_id)
-        voice = self.personas.voice(session.persona_id, session.persona_version) if persona is not None else None
+        # Read without holding the persona (the model call must not hold it): whether it can still reply is
+        # decided again, held FOR SHARE, where the reply is stored (`account`); what it replies with is the
+        # version it read, which is the serial order running the reply before a change of the persona.
+        persona = self.personas.active(principal.workspace_id, session.persona_id, decides_nothing=True)
+        voice = self.personas.voice(session.persona_id, session.persona_version, decides_nothing=True) \
+            if persona is not None else None
         if persona is None or voice is None:
             raise StateConflict("The session's persona was deleted.", "personaId", {"personaId": session.persona_id})
         return Speaking(session, persona, voice)
@@ -474,6 +479,9 @@ class ChatSessionService:
         )
         if session is None:
             raise self.conflict(self.get(principal, session_id), "The session ended while the reply was produced.")
+        # A reply is stored only while its persona is not deleted: held FOR SHARE from here to the commit.
+        if self.personas.active(principal.workspace_id, session.persona_id, hold=True) is None:
+            raise StateConflict("The session's persona was deleted.", "personaId", {"personaId": session.persona_id})
         return session
 
     @staticmethod

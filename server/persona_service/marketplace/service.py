@@ -42,7 +42,8 @@ class MarketplaceService:
 
     def create(self, principal: Principal, persona_id: str, title: str, description: str,
                audience_tags: builtins.list[str], price_minor: int, currency: str) -> ListingRecord:
-        if self.personas.active(principal.workspace_id, persona_id) is None:
+        # Held FOR SHARE until the listing commits: it cannot be deleted or changed meanwhile.
+        if self.personas.active(principal.workspace_id, persona_id, hold=True) is None:
             raise NotFound("persona")
         listing = self.repo.add(
             id=ids.new_id("listing"), org_id=principal.org_id, workspace_id=principal.workspace_id,
@@ -90,7 +91,7 @@ class MarketplaceService:
         listing = self.repo.get(listing_id, for_update=True)
         if listing is None or listing.status != "pending_review":
             return None  # changed since (unpublished, or reviewed by an earlier attempt)
-        persona = self.personas.active(listing.workspace_id, listing.persona_id)
+        persona = self.personas.active(listing.workspace_id, listing.persona_id, hold=True)  # reviewed as held
         if persona is None:
             return self.repo.update(listing_id, status="rejected", rejection_reason="persona_unavailable")
         voice = self.personas.voice(persona.id)
@@ -170,7 +171,7 @@ class MarketplaceService:
 
     def _card(self, listing: ListingRecord) -> dict[str, Any]:
         """The listed persona as a character card, its metadata naming the listing (the copy's lineage)."""
-        persona = self.personas.active(listing.workspace_id, listing.persona_id)
+        persona = self.personas.active(listing.workspace_id, listing.persona_id, hold=True)  # copied as held
         voice = self.personas.voice(listing.persona_id)
         if persona is None or voice is None:
             raise StateConflict("The listed persona is no longer available.", "personaId",

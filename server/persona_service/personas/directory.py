@@ -14,11 +14,16 @@ from persona_service.personas.repository import PersonaRepository
 
 class PersonaDirectory:
     def __init__(self, conn: Connection):
+        self.conn = conn
         self.repo = PersonaRepository(conn)
 
-    def active(self, workspace_id: str, persona_id: str) -> PersonaRecord | None:
-        """The persona if it is in the workspace and not deleted, else None."""
-        return self.repo.active(workspace_id, persona_id)
+    def active(self, workspace_id: str, persona_id: str, *, hold: bool = False,
+               decides_nothing: bool = False) -> PersonaRecord | None:
+        """The persona if it is in the workspace and not deleted, else None. A write of another aggregate that
+        decides on it (a chat session, a portrait or a listing made of it) `hold`s it: FOR SHARE until it
+        commits, so the persona cannot change or go meanwhile (its readers still can read it). A write that
+        reads it and decides again under the hold before it stores anything says `decides_nothing`."""
+        return self.repo.active(workspace_id, persona_id, share=hold, decides_nothing=decides_nothing)
 
     def active_list(self, workspace_id: str, limit: int = 1000) -> list[PersonaSummary]:
         """The workspace's personas that are not deleted, newest first (id, org_id, created_at)."""
@@ -28,15 +33,19 @@ class PersonaDirectory:
         """Which of these personas exist, deleted ones within their grace included (purged ones do not)."""
         return self.repo.existing(persona_ids) if persona_ids else set()
 
-    def voice(self, persona_id: str, version: int | None = None) -> VoiceRecord | None:
+    def voice(self, persona_id: str, version: int | None = None, *,
+              decides_nothing: bool = False) -> VoiceRecord | None:
         """The persona's current voice, or, given a version, that version's
         (a session or model pinned to it); None when it has no such version."""
-        current = self.repo.voice(persona_id)
+        current = self.repo.voice(persona_id, decides_nothing=decides_nothing)
         if not version or current is None or current.version == version:
             return current
-        found = self.repo.version(persona_id, version)
+        found = self.repo.version(persona_id, version, decides_nothing=decides_nothing)
         return None if found is None else found.voice_record(current)
 
     def visible(self, workspace_id: str, persona_id: str) -> bool:
-        """A persona id the caller may address (for per-persona config)."""
-        return ids.is_uuid(persona_id) and self.active(workspace_id, persona_id) is not None
+        """A persona id the caller may address (for per-persona config); held FOR SHARE in a writing
+        transaction (a setting written for it: it cannot be deleted meanwhile), read as is in a read-only one."""
+        driver = self.conn.connection.driver_connection
+        writing = driver is not None and not getattr(driver, "autocommit", False)
+        return ids.is_uuid(persona_id) and self.active(workspace_id, persona_id, hold=writing) is not None

@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, TextClause, delete, false, func, insert, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from persona_service.kernel.data import aggregates
 from persona_service.kernel.data.base import table_of
 from persona_service.kernel.data.personal_data import Batches, export_batches
 from persona_service.kernel.data.records import record, record_or_none, records
@@ -26,6 +27,13 @@ _versions = table_of(PersonaVersion)
 _voices = table_of(VoiceProfile)
 _runs = table_of(GenerationRun)
 _steps = table_of(GenerationStep)
+
+# A persona with its versions and its current voice: every write of a persona locks its row first
+# (kernel.data.aggregates), then reads the version and state it decides on; a write of another aggregate
+# that only needs the persona to exist and stay as it read it (a chat session, a portrait, a listing, a
+# fork's source) holds it FOR SHARE. Generation runs and their steps are not members: a run is written by
+# the run itself (a create's before its persona exists) and is read back only once finished (immutable).
+PERSONA = aggregates.declare("persona", _personas, _versions, _voices)
 
 # Punctuation and symbols (`/`, `.`, `@`, `-`, `_`, …): each run of them is a space in the search document,
 # so that they separate words there as they do in `q` (split by WORD: runs of letters and digits). PostgreSQL's
@@ -62,11 +70,20 @@ class PersonaRepository:
 
     # --- personas -------------------------------------------------------------
 
-    def get(self, workspace_id: str, persona_id: str, *, for_update: bool = False) -> PersonaRecord | None:
-        stmt = select(_personas).where(_personas.c.id == persona_id, _personas.c.workspace_id == workspace_id)
+    def get(self, workspace_id: str, persona_id: str, *, for_update: bool = False,
+            decides_nothing: bool = False) -> PersonaRecord | None:
+        """The persona; `for_update`: locked (`lock_root`: every write of a persona starts there);
+        `decides_nothing`: an unlocked read in a writing transaction whose caller decides again under the lock."""
+        where = (_personas.c.id == persona_id, _personas.c.workspace_id == workspace_id)
         if for_update:
-            stmt = stmt.with_for_update()
-        return record_or_none(PersonaRecord, self.conn.execute(stmt).mappings().first())
+            return aggregates.lock_root(self.conn, PERSONA, PersonaRecord, *where)
+        stmt = select(_personas).where(*where)
+        return record_or_none(PersonaRecord, self._read(stmt, decides_nothing).mappings().first())
+
+    def _read(self, stmt: Any, decides_nothing: bool) -> Any:
+        if decides_nothing:
+            stmt = stmt.execution_options(**{aggregates.DECIDES_NOTHING: True})
+        return self.conn.execute(stmt)
 
     def insert(self, **values: Any) -> PersonaRecord:
         return record(PersonaRecord, self.conn.execute(insert(_personas).values(**values).returning(_personas)).mappings().one())
@@ -76,18 +93,21 @@ class PersonaRepository:
         return record(PersonaRecord, self.conn.execute(stmt).mappings().one())
 
     def slug_owner(self, workspace_id: str, slug: str) -> str | None:
+        # A friendlier 409 (or a derived slug) before the insert; the unique index on (workspace, slug) decides
+        # (kernel.data.unique answers a concurrent taker): this read decides nothing about any persona.
         stmt = select(_personas.c.id).where(_personas.c.workspace_id == workspace_id, _personas.c.slug == slug)
-        return self.conn.execute(stmt).scalar()
+        return self._read(stmt, True).scalar()
 
-    def next_fork_ordinal(self, persona_id: str) -> int:
-        """Atomically claim the next fork ordinal of a parent."""
+    def next_fork_ordinal(self, persona_id: str) -> int | None:
+        """Atomically claim the next fork ordinal of a parent that is not deleted (None: it is, or is gone).
+        The UPDATE locks the parent: it waits for a write holding it, then decides on what that left."""
         stmt = (
             update(_personas)
-            .where(_personas.c.id == persona_id)
+            .where(_personas.c.id == persona_id, _personas.c.state != "deleted")
             .values(fork_count=_personas.c.fork_count + 1)
             .returning(_personas.c.fork_count)
         )
-        return self.conn.execute(stmt).scalar_one()
+        return self.conn.execute(stmt).scalar()
 
     def list_page(
         self, workspace_id: str, filters: dict, limit: int, after: tuple[Any, str] | None,
@@ -135,9 +155,9 @@ class PersonaRepository:
     def add_version(self, **values: Any) -> None:
         self.conn.execute(insert(_versions).values(**values))
 
-    def version(self, persona_id: str, version: int) -> VersionRecord | None:
+    def version(self, persona_id: str, version: int, *, decides_nothing: bool = False) -> VersionRecord | None:
         stmt = select(_versions).where(_versions.c.persona_id == persona_id, _versions.c.version == version)
-        return record_or_none(VersionRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(VersionRecord, self._read(stmt, decides_nothing).mappings().first())
 
     def versions_page(self, persona_id: str, limit: int, before: int | None) -> list[VersionRecord]:
         """A persona's versions, newest first, older than `before` when given."""
@@ -156,8 +176,8 @@ class PersonaRepository:
         stmt = stmt.on_conflict_do_update(index_elements=[_voices.c.persona_id], set_=values)
         self.conn.execute(stmt)
 
-    def voice(self, persona_id: str) -> VoiceRecord | None:
-        row = self.conn.execute(select(_voices).where(_voices.c.persona_id == persona_id)).mappings().first()
+    def voice(self, persona_id: str, *, decides_nothing: bool = False) -> VoiceRecord | None:
+        row = self._read(select(_voices).where(_voices.c.persona_id == persona_id), decides_nothing).mappings().first()
         return record_or_none(VoiceRecord, row)
 
     # --- generation runs ------------------------------------------------------------
@@ -177,11 +197,16 @@ class PersonaRepository:
 
     # --- reads for other modules (through personas.directory) -----------------------------
 
-    def active(self, workspace_id: str, persona_id: str) -> PersonaRecord | None:
+    def active(self, workspace_id: str, persona_id: str, *, share: bool = False,
+               decides_nothing: bool = False) -> PersonaRecord | None:
+        """The persona if not deleted; `share`: held FOR SHARE until the transaction ends (a write of another
+        aggregate that needs it to exist and stay as read: it blocks its writes, not its readers)."""
         stmt = select(_personas).where(
             _personas.c.id == persona_id, _personas.c.workspace_id == workspace_id, _personas.c.state != "deleted"
         )
-        return record_or_none(PersonaRecord, self.conn.execute(stmt).mappings().first())
+        if share:
+            stmt = stmt.with_for_update(read=True)
+        return record_or_none(PersonaRecord, self._read(stmt, decides_nothing).mappings().first())
 
     def not_deleted(self, persona_ids: list[str]) -> list[PersonaRecord]:
         stmt = select(_personas).where(_personas.c.id.in_(persona_ids), _personas.c.state != "deleted") \
@@ -189,9 +214,10 @@ class PersonaRepository:
         return records(PersonaRecord, self.conn.execute(stmt).mappings())
 
     def existing(self, persona_ids: list[str]) -> set[str]:
-        """Which of these personas still exist, in any state (purged ones are gone)."""
+        """Which of these personas still exist, in any state (purged ones are gone). A purged persona never
+        comes back, so a write deciding on one that is gone decides on what no write changes: unlocked."""
         stmt = select(_personas.c.id).where(_personas.c.id.in_(persona_ids))
-        return set(self.conn.execute(stmt).scalars())
+        return set(self._read(stmt, True).scalars())
 
     def active_list(self, workspace_id: str, limit: int = 1000) -> list[PersonaSummary]:
         stmt = select(_personas.c.id, _personas.c.org_id, _personas.c.created_at).where(

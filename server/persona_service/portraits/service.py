@@ -62,7 +62,7 @@ class PortraitService:
 
     def create(self, principal: Principal, persona_id: str, prompt: str, style: str, images_per_month: Quota
                ) -> PortraitRecord:
-        persona = self._persona(principal, persona_id)
+        persona = self._persona(principal, persona_id, hold=True)
         if persona.state == "archived":
             raise StateConflict("The persona is archived and read-only.", "state", {"state": "archived"})
         if prompt.strip():
@@ -132,7 +132,7 @@ class PortraitService:
         if row.parent_portrait_id is not None:
             parent = self.repo.by_id(row.parent_portrait_id)
             return RenderJob(row, None, parent.storage_key if parent is not None else None)
-        persona = self.personas.active(row.workspace_id, row.persona_id)
+        persona = self.personas.active(row.workspace_id, row.persona_id, hold=True)  # rendered as it is held
         if persona is None:
             return RenderJob(row, None, None)
         soul = persona.soul or {}
@@ -172,16 +172,19 @@ class PortraitService:
         enqueue(self.conn, RENDER_TASK, principal.org_id, row.id)
         return row
 
-    def _persona(self, principal: Principal, persona_id: str) -> PersonaRecord:
-        """The persona, in the caller's workspace and not deleted (a deleted one's portraits are hidden too)."""
-        persona = self.personas.active(principal.workspace_id, persona_id) if ids.is_uuid(persona_id) else None
+    def _persona(self, principal: Principal, persona_id: str, hold: bool = False) -> PersonaRecord:
+        """The persona, in the caller's workspace and not deleted (a deleted one's portraits are hidden too);
+        `hold`: FOR SHARE until the portrait's write commits (a portrait made of it)."""
+        persona = self.personas.active(principal.workspace_id, persona_id, hold=hold) \
+            if ids.is_uuid(persona_id) else None
         if persona is None:
             raise NotFound("persona")
         return persona
 
     def _editable(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
         """The source of an edit: a generated or approved portrait of a persona that can change."""
-        persona = self.personas.active(principal.workspace_id, persona_id) if ids.is_uuid(persona_id) else None
+        persona = self.personas.active(principal.workspace_id, persona_id, hold=True) \
+            if ids.is_uuid(persona_id) else None
         source = self.repo.get(principal.workspace_id, persona_id, portrait_id) if ids.is_uuid(portrait_id) else None
         if persona is None or persona.state == "archived" or source is None or source.status not in EDITABLE:
             raise NotFound("source portrait")

@@ -1,0 +1,95 @@
+"""A persona's writes at once answer as one serial order would (tests/oracle.py), through Envoy: PATCH,
+delete, restore, archive, rollback, audit, refine, regenerate and fork of a persona at version 2, and the writes
+of other aggregates made of it (a chat session, a marketplace listing), each pair fired together behind a barrier
+and compared with both serial orders (state, version, display name, and how many forks, sessions and listings
+it has)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from oracle import Op, Table, check_pair, writes_covered
+from persona.v1 import personas_pb2
+
+
+@dataclass(frozen=True)
+class Fixture:
+    auth: dict[str, str]
+    persona: str
+
+
+def _fixture(http, tenant) -> Fixture:
+    """A persona at version 2 (created, then its fingerprint regenerated: the quickest new version), so that a
+    rollback to version 1 is a write and not a 409."""
+    made = http.post("/v1/personas", json={"intent": "A patient ferry captain who collects sea shanties"},
+                     headers=tenant.auth)
+    assert made.status_code == 200, made.text
+    pid = made.json()["id"]
+    again = http.post(f"/v1/personas/{pid}/regenerate", json={"fromStep": "fingerprint"}, headers=tenant.auth)
+    assert again.status_code == 200 and again.json()["version"] == 2, again.text
+    return Fixture(tenant.auth, pid)
+
+
+def _ops(http) -> list[Op]:
+    def post(path: str, body: dict | None = None):
+        return lambda f: http.post(f"/v1/personas/{f.persona}{path}", json=body or {}, headers=f.auth)
+
+    return [
+        Op("patch", lambda f: http.patch(f"/v1/personas/{f.persona}", json={"displayName": "Renamed"},
+                                         headers=f.auth), "UpdatePersona"),
+        Op("delete", lambda f: http.delete(f"/v1/personas/{f.persona}", headers=f.auth), "DeletePersona"),
+        Op("restore", post("/restore"), "RestorePersona"),
+        Op("archive", post("/archive"), "ArchivePersona"),
+        Op("rollback", post("/rollback", {"version": 1}), "RollbackPersona"),
+        Op("audit", post("/audit"), "AuditPersona"),
+        Op("refine", post("/refine", {"instruction": "Make him braver"}), "RefinePersona"),
+        Op("regenerate", post("/regenerate", {"fromStep": "fingerprint"}), "RegeneratePersona"),
+        Op("fork", post("/fork", {"instruction": "A river pilot instead"}), "ForkPersona"),
+        # Writes of other aggregates that hold the persona FOR SHARE (ChatService, MarketplaceService).
+        Op("session", lambda f: http.post("/v1/chat/sessions", json={"personaId": f.persona}, headers=f.auth)),
+        Op("listing", lambda f: http.post("/v1/marketplace/listings", headers=f.auth, json={
+            "personaId": f.persona, "title": "Ferry captain", "description": "Shanties", "priceMinor": 500})),
+    ]
+
+
+def _state(http, f: Fixture):
+    got = http.get(f"/v1/personas/{f.persona}", headers=f.auth)
+    assert got.status_code == 200, got.text
+    persona = got.json()
+    lineage = http.get(f"/v1/personas/{f.persona}/lineage", headers=f.auth)
+    assert lineage.status_code == 200, lineage.text
+    sessions = http.get("/v1/chat/sessions", params={"personaId": f.persona}, headers=f.auth)
+    assert sessions.status_code == 200, sessions.text
+    listings = http.get("/v1/marketplace/listings", params={"mine": True}, headers=f.auth)
+    assert listings.status_code == 200, listings.text
+    mine = [item for item in listings.json()["items"] if item["personaId"] == f.persona]
+    return (persona["state"], persona["version"], persona["displayName"], len(lineage.json()["root"]["children"]),
+            len(sessions.json()["items"]), len(mine))
+
+
+def _table(http, tenant) -> Table:
+    return Table("a persona at version 2", make=lambda: _fixture(http, tenant), read=lambda f: _state(http, f),
+                 ops=_ops(http))
+
+
+PAIRS = [(a.name, b.name) for a, b in _table(None, None).pairs]
+
+
+@pytest.fixture(scope="module")
+def owner(tenants):
+    return tenants(plan="team")
+
+
+@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
+def test_two_writes_at_once_answer_as_one_serial_order(http, owner, a, b):
+    table = _table(http, owner)
+    ops = {op.name: op for op in table.ops}
+    assert check_pair(table, ops[a], ops[b]) == []
+
+
+def test_the_oracle_tries_every_write_of_a_persona():
+    """All but the creates (a new persona: two at once never share one)."""
+    service = personas_pb2.DESCRIPTOR.services_by_name["PersonaService"]
+    creates = {"CreatePersona", "StreamCreatePersona", "ImportPersonaCard"}
+    assert writes_covered(service, [_table(None, None)], creates) == set()
