@@ -93,6 +93,18 @@ def test_a_unary_operation_gets_its_model_calls_answered_by_a_runner(stack, http
     assert len(answers) >= 3, seen
 
 
+def test_a_server_is_subscribed_to_wake_ups_only_while_a_call_of_it_waits(stack, http, tenants):
+    """A unary server whose call waited for the model is not woken by every frame of every run after it (issue
+    50: 36-38 ms/s of CPU under three organizations' streams): its subscriber leaves the channel when nothing
+    there waits, and comes back for the next call."""
+    subscribers = lambda: _redis(stack).pubsub_numsub(wakeups.CHANNEL)[0][1]  # noqa: E731
+    tenant = tenants(plan="pro")
+    for intent in ("A glassblower who hums sea shanties", "A cartographer of imaginary rivers"):
+        created = http.post("/v1/personas", json={"intent": intent}, headers=tenant.auth)
+        assert created.status_code == 200, created.text  # its model calls were answered through wake-ups
+        wait_until(lambda: subscribers() == 0, 30, "every server left the wake-up channel")
+
+
 def test_a_runner_killed_mid_run_loses_nothing_its_run_is_taken_over(stack, http, engine, tenants):
     tenant = tenants(plan="pro")
     intent = "A tram driver who collects lost umbrellas"

@@ -1,7 +1,10 @@
 """Wake-ups across processes over Redis pub/sub: a runner that keeps a run's frames (or a model call's answer)
 publishes its key; a server process's one subscriber thread wakes whoever waits on it here (a stream view, a
 unary call waiting for the model). Waiters read Redis only when woken (or every `FALLBACK_SECONDS` while the
-bus is down), never at a fixed poll interval: a frame reaches its view one round trip after it is kept."""
+bus is down), never at a fixed poll interval: a frame reaches its view one round trip after it is kept.
+
+The subscriber is subscribed only while something here waits: a process that once waited (a unary server
+whose call waited for the model) is not woken by every frame of every run after it (issue 50)."""
 
 from __future__ import annotations
 
@@ -40,16 +43,18 @@ class Wakeups:
         self._lock = threading.Lock()
         self._listener: threading.Thread | None = None
         self._subscribed = threading.Event()
+        self._wanted = threading.Event()  # someone waits here: the listener subscribes (set by `watch`)
 
     def watch(self, key: str) -> threading.Event:
         """An event set whenever `key` is published (clear it before each read of what it names)."""
         event = threading.Event()
         with self._lock:
             self._waiting.setdefault(key, set()).add(event)
+            self._wanted.set()
             if self._listener is None:
                 self._listener = threading.Thread(target=self._listen, name="wakeups", daemon=True)
                 self._listener.start()
-        self._subscribed.wait(FALLBACK_SECONDS)  # the first watcher of the process: until it is subscribed
+        self._subscribed.wait(FALLBACK_SECONDS)  # a watcher after a quiet spell: until it is subscribed
         return event
 
     def unwatch(self, key: str, event: threading.Event) -> None:
@@ -59,6 +64,8 @@ class Wakeups:
                 events.discard(event)
                 if not events:
                     del self._waiting[key]
+                if not self._waiting:
+                    self._wanted.clear()
 
     def _wake(self, data: bytes | str) -> None:
         text = data.decode() if isinstance(data, bytes) else data
@@ -69,15 +76,20 @@ class Wakeups:
 
     def _listen(self) -> None:
         while True:
+            self._wanted.wait()  # nothing waits here: not subscribed, not woken by others' frames
             pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
             try:
                 pubsub.subscribe(CHANNEL)
                 self._subscribed.set()
                 self._wake_all()  # what was published while it was away
-                while True:
+                while self._wanted.is_set():
                     message = pubsub.get_message(timeout=1.0)
                     if message is not None and message["type"] == "message":
                         self._wake(message["data"])
+                with self._lock:  # a watcher that came in between keeps the subscription
+                    if not self._wanted.is_set():
+                        self._subscribed.clear()
+                        pubsub.unsubscribe(CHANNEL)
             except redis.RedisError as exc:
                 self._subscribed.clear()
                 _warn.warning("bus", "wake-ups unavailable (%s): waiters read Redis every %.1fs", exc,
