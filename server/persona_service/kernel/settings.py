@@ -65,7 +65,9 @@ class Settings(Section):
     )
     redis_url: str = Field(
         "", validation_alias="REDIS_URL",
-        description="external Redis (`redis://…`); empty: the embedded one under the data dir",
+        description="external Redis (`redis://…`), or a master Redis Sentinel fails over "
+                    "(`redis+sentinel://host:26379,host2:26379/mymaster/0`: docs/scaling-out.md); empty: the embedded "
+                    "one under the data dir",
     )
     http_port: _Port = Field(8080, description="Envoy: HTTP/1.1 JSON and native gRPC (h2c)")
     http_host: str = Field(

@@ -1,0 +1,311 @@
+"""Redis that fails over through Redis Sentinel (issue 49), on real engines: a master, its replica
+(`--replicaof`) and one Sentinel (quorum 1) from Debian's redis-server on free ports, and a stack whose
+REDIS_URL is `redis+sentinel://…` (kernel.process.redis_pool). The master is killed (`kill -9`) with a
+stream open; the Sentinel promotes the replica and every Redis user of the service (limiter, stream
+followers, pub/sub wake-ups, the invalidation bus) goes on with the new master.
+
+What a client sees while there is no master (measured here, docs/scaling-out.md): unary calls are served
+(200) without rate-limit headers (the limiter fails open); a call that needs Redis (resuming a stream,
+following one) is 503 `service_unavailable` with Retry-After; an open stream's view in the server, its
+Redis reads failing, ends with an in-band `error` event naming `service_unavailable` and its retry hint,
+or goes on if its reads fell between the failures; with `Last-Event-ID` the client then resumes where it
+was."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+from persona_service.kernel.process import redis_pool
+from persona_service.kernel.process.stack import free_port
+from sqlalchemy import text
+from support import (
+    TenantFactory,
+    assert_envelope,
+    client_for,
+    engine_for,
+    make_stack,
+    personas_locked,
+    running,
+    sse_stream,
+    wait_until,
+)
+
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+SERVICE = "mymaster"
+DOWN_AFTER_MS = 1000
+STEPS = ["moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint"]
+PROGRESS = ["run.started"] + [kind for _ in STEPS for kind in ("step.started", "step.completed")]
+TIMEOUT = httpx.Timeout(30.0)
+# A bound, not a speed: the switch takes DOWN_AFTER_MS plus the Sentinel's election and promotion (about
+# 2-3 s here); the margin is for a loaded 2-core machine.
+SWITCH_BOUND_SECONDS = 30
+
+
+# --- the URL -----------------------------------------------------------------------------------------
+
+
+def test_the_sentinel_url_names_the_sentinels_the_service_and_the_database():
+    url = redis_pool.parse_sentinel("redis+sentinel://:s3cr%40t@10.0.0.1:26379,sentinel-b,[::1]:26380/cache/2"
+                                    "?sentinel_password=pw")
+    assert url.sentinels == [("10.0.0.1", 26379), ("sentinel-b", 26379), ("::1", 26380)]
+    assert (url.service, url.db, url.username, url.password, url.ssl) == ("cache", 2, None, "s3cr@t", False)
+    assert url.sentinel_kwargs["password"] == "pw"
+    assert redis_pool.parse_sentinel("rediss+sentinel://app:pw@h:1/m").ssl
+    assert redis_pool.parse_sentinel("redis+sentinel://h:1/m").db == 0
+    assert not redis_pool.is_sentinel("redis://h:6379/0") and not redis_pool.is_sentinel("unix:///tmp/r.sock")
+    for bad, says in (("redis+sentinel://h:1", "service"), ("redis+sentinel://h:x/m", "port"),
+                      ("redis+sentinel://h:1/m/zero", "database"), ("redis+sentinel://h:1,/m", "empty"),
+                      ("redis+sentinel://h:1/m?pool=3", "unknown")):
+        with pytest.raises(ValueError, match=says):
+            redis_pool.parse_sentinel(bad)
+
+
+def test_a_plain_url_keeps_its_plain_blocking_pool():
+    client = redis_pool.connect("redis://127.0.0.1:6379/3", 4, 0.5)
+    assert type(client.connection_pool) is redis.BlockingConnectionPool
+    assert client.connection_pool.connection_kwargs["db"] == 3
+
+
+# --- the servers ---------------------------------------------------------------------------------------
+
+
+class Replicated:
+    """A master, a replica of it and one Sentinel (quorum 1) on free 127.0.0.1 ports under `folder`."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.ports = {"a": free_port(), "b": free_port(), "sentinel": free_port()}
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    @property
+    def url(self) -> str:
+        return f"redis+sentinel://127.0.0.1:{self.ports['sentinel']}/{SERVICE}/0"
+
+    def _redis(self, name: str, *extra: str) -> None:
+        log = open(self.folder / f"{name}.log", "wb")  # noqa: SIM115 - the server's, closed when it exits
+        self.processes[name] = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.ports[name]), "--bind", "127.0.0.1", "--dir", str(self.folder),
+             "--dbfilename", f"{name}.rdb", "--save", "", "--appendonly", "no", *extra],
+            stdout=log, stderr=subprocess.STDOUT, cwd=self.folder)
+        log.close()
+
+    def start(self) -> None:
+        self._redis("a")
+        wait_until(lambda: self._answers(self.ports["a"]), 30, "the master answers")
+        self._redis("b", "--replicaof", "127.0.0.1", str(self.ports["a"]))
+        conf = self.folder / "sentinel.conf"  # the Sentinel rewrites it: a file of its own
+        conf.write_text(
+            f"port {self.ports['sentinel']}\nbind 127.0.0.1\ndir {self.folder}\n"
+            f"sentinel monitor {SERVICE} 127.0.0.1 {self.ports['a']} 1\n"
+            f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
+            f"sentinel failover-timeout {SERVICE} 3000\n")
+        log = open(self.folder / "sentinel.log", "wb")  # noqa: SIM115
+        self.processes["sentinel"] = subprocess.Popen([REDIS_SERVER, str(conf), "--sentinel"], stdout=log,
+                                                      stderr=subprocess.STDOUT, cwd=self.folder)
+        log.close()
+        # The Sentinel can promote the replica only once it found it (through the master's INFO).
+        wait_until(lambda: any(r["port"] == self.ports["b"] and not r["is_sdown"] and not r["is_disconnected"]
+                               for r in self._sentinel_replicas()), 60, "the Sentinel knows the replica")
+
+    def _answers(self, port: int) -> bool:
+        with contextlib.suppress(redis.RedisError):
+            return bool(redis.Redis(port=port, socket_timeout=1).ping())
+        return False
+
+    def _sentinel_replicas(self) -> list[dict]:
+        with contextlib.suppress(redis.RedisError):
+            return redis.Redis(port=self.ports["sentinel"], socket_timeout=1).sentinel_slaves(SERVICE)
+        return []
+
+    def master_port(self) -> int | None:
+        """The master's port as the Sentinel names it now."""
+        with contextlib.suppress(redis.RedisError):
+            found = redis.Redis(port=self.ports["sentinel"], socket_timeout=1).sentinel_get_master_addr_by_name(SERVICE)
+            return int(found[1]) if found else None
+        return None
+
+    def client(self, name: str) -> redis.Redis:
+        return redis.Redis(port=self.ports[name], socket_timeout=2)
+
+    def replica_caught_up(self) -> bool:
+        """The replica has every write the master took (what `kill -9` would otherwise lose)."""
+        master = self.client("a").info("replication")
+        replicas = [master[k] for k in master if k.startswith("slave") and isinstance(master[k], dict)]
+        return bool(replicas) and all(r["offset"] >= master["master_repl_offset"] for r in replicas)
+
+    def kill(self, name: str) -> None:
+        process = self.processes[name]
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(10)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def replicated(tmp_path_factory):
+    if not os.access(REDIS_SERVER, os.X_OK):
+        pytest.skip("needs redis-server (Debian's redis-server package: `make topology-tools`)")
+    servers = Replicated(tmp_path_factory.mktemp("sentinel"))
+    try:
+        servers.start()
+        yield servers
+    finally:
+        servers.stop()
+
+
+@pytest.fixture(scope="module")
+def own(replicated, tmp_path_factory):
+    with pytest.MonkeyPatch.context() as env:  # make_stack takes REDIS_URL from the environment
+        env.setenv("REDIS_URL", replicated.url)
+        stack = make_stack(tmp_path_factory.mktemp("sentinel-stack"))
+    with running(stack):
+        yield stack
+
+
+# --- the failover ----------------------------------------------------------------------------------------
+
+
+def _limited(response: httpx.Response) -> bool:
+    """Answered with the limiter's headers: it reached Redis (failing open, it sends none)."""
+    return "x-ratelimit-limit" in response.headers
+
+
+def _day_used(client: redis.Redis, org_id: str) -> int:
+    return sum(int(client.get(key) or 0) for key in client.scan_iter(match=f"rl:{{{org_id}}}:day:*"))
+
+
+def _resume_now(http: httpx.Client, tenant, event_id: str) -> str:
+    """Resuming the open stream now: `503 <Retry-After>`, or `following` (Redis answered: the view waits for
+    the run's next frame, its headers with it)."""
+    try:
+        with http.stream("POST", "/v1/personas", params={"stream": "true"}, json={},
+                         headers={**tenant.auth, "Last-Event-ID": event_id}, timeout=2) as again:
+            again.read()
+            assert_envelope(again, 503, "service_unavailable")
+            assert int(again.headers["retry-after"]) >= 1
+            return f"503 {again.headers['retry-after']}"
+    except httpx.ReadTimeout:
+        return "following"
+
+
+def test_the_service_follows_the_master_through_a_failover(own, replicated):
+    with engine_for(own) as engine, client_for(own) as http:
+        tenants = TenantFactory(engine)
+        probe, capped, quota = tenants(plan="pro"), tenants(plan="enterprise"), tenants(plan="enterprise")
+        org = f"/v1/orgs/{probe.org_id}"  # pro: 600 a minute, never leased (every call asks Redis)
+        first = http.get(org, headers=probe.auth)
+        assert first.status_code == 200 and _limited(first), first.text
+        assert replicated.master_port() == replicated.ports["a"]
+        assert replicated.client("a").dbsize() > 0  # the service writes to the master
+
+        # Limits to find again after the switch: one organization's day used up, another's monthly quota.
+        assert http.put("/v1/config/api.rate_limit.requests_per_day", headers=capped.auth,
+                        json={"value": 3, "level": "org"}).status_code == 200
+        # (The PUT itself was admitted from a lease, whose unused units go back within a second.)
+        wait_until(lambda: http.get(f"/v1/orgs/{capped.org_id}", headers=capped.auth).status_code == 429
+                   and _day_used(replicated.client("a"), capped.org_id) == 3, 30, "the day's limit used up")
+        assert http.put("/v1/config/api.rate_limit.generations_per_month", headers=quota.auth,
+                        json={"value": 1, "level": "org"}).status_code == 200
+        assert http.post("/v1/personas", headers=quota.auth, json={"intent": "A patient bell ringer"}).status_code == 200
+        assert_envelope(http.post("/v1/personas", headers=quota.auth, json={"intent": "A second one"}), 429,
+                        "quota_exceeded")
+
+        intent = "A lamplighter who collects echoes"
+        with personas_locked(engine) as lock:
+            # A stream whose run streamed its steps and waits to write the persona while the master dies.
+            stream = httpx.Client(base_url=own.http_url, timeout=TIMEOUT)
+            response = stream.send(stream.build_request("POST", "/v1/personas", params={"stream": "true"},
+                                                        json={"intent": intent}, headers=probe.auth), stream=True)
+            assert response.status_code == 200, response.read()
+            run_id = response.headers["x-run-id"]
+            events = sse_stream(response.iter_lines())
+            seen = [next(events) for _ in PROGRESS]
+            # What `kill -9` would lose otherwise (replication is asynchronous): the replica has every write.
+            wait_until(replicated.replica_caught_up, 30, "the replica has the master's writes")
+
+            killed = time.monotonic()
+            replicated.kill("a")
+            answers: list[tuple[float, int, bool]] = []  # (seconds after the kill, status, limited)
+            resumes: list[str] = []
+
+            def switched() -> bool:
+                r = http.get(org, headers=probe.auth)
+                answers.append((round(time.monotonic() - killed, 2), r.status_code, _limited(r)))
+                if not _limited(r):  # a call that needs Redis meanwhile: resuming the open stream
+                    resumes.append(_resume_now(http, probe, seen[-1].id))
+                return r.status_code == 200 and _limited(r)
+
+            wait_until(switched, SWITCH_BOUND_SECONDS, "calls reach Redis again", every=0.1)
+            switch = time.monotonic() - killed
+            assert replicated.master_port() == replicated.ports["b"]  # the Sentinel promoted the replica
+            # Meanwhile every call was served (the limiter failing open), never an error; resuming a stream was
+            # 503 with Retry-After until Redis answered.
+            assert {status for _, status, _ in answers} == {200}, answers
+            assert resumes and set(resumes) <= {"503 1", "following"}, resumes
+            # From then on every call reaches the new master (no connection left to the old one).
+            for _ in range(20):
+                r = http.get(org, headers=probe.auth)
+                assert r.status_code == 200 and _limited(r), r.headers
+            lock.rollback()  # the run writes its persona, its last frames go to the new master
+            rest, cut = [], ""
+            try:
+                rest += list(events)
+            except (httpx.HTTPError, AssertionError) as exc:  # cut mid-frame: as good as an end for resuming
+                cut = type(exc).__name__
+            stream.close()
+            print(f"\nfailover: calls reached Redis again {switch:.2f} s after the kill ({len(answers)} calls "
+                  f"meanwhile, {sum(1 for a in answers if not a[2])} served unlimited); resumes meanwhile: "
+                  f"{resumes}; the open stream then got {[e.event for e in rest]} {cut}")
+
+        # The open stream either completed, or ended (an `error` event `service_unavailable`, or cut without
+        # `end`: its view's Redis reads failed) and resumes where it was.
+        seen += rest
+        ended = [e for e in rest if e.event in ("end", "error")]
+        if not ended or ended[0].event == "error":
+            if ended:
+                error = ended[0].json()["error"]
+                assert error["code"] == "service_unavailable" and error["details"]["retryAfter"] >= 1, error
+            seen = [e for e in seen if e.event not in ("end", "error")]
+            with http.stream("POST", "/v1/personas", params={"stream": "true"}, json={},
+                             headers={**probe.auth, "Last-Event-ID": seen[-1].id}, timeout=TIMEOUT) as again:
+                assert again.status_code == 200, again.read()
+                seen += list(sse_stream(again.iter_lines()))
+        frames = [e for e in seen if e.event != "end"]
+        assert [e.id for e in frames] == [f"{run_id}.{n}" for n in range(1, len(PROGRESS) + 2)], \
+            [(e.id, e.event) for e in seen]  # every frame once, in order
+        assert [e.event for e in frames] == [*PROGRESS, "persona"]
+        assert seen[-1].event == "end" and seen[-1].json() == {"runId": run_id, "status": "completed"}
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM personas WHERE intent = :i"), {"i": intent}).scalar() == 1
+
+        new_master = replicated.client("b")
+        assert new_master.info("replication")["role"] == "master"
+        # Limits hold on the new master: the replicated day window is still used up.
+        assert _day_used(new_master, capped.org_id) == 3
+        assert_envelope(http.get(f"/v1/orgs/{capped.org_id}", headers=capped.auth), 429, "rate_limited")
+        # A quota counter the new master lacks (a replica that lagged: its keys dropped here) is rebuilt from
+        # PostgreSQL's record of the draws: the quota is still used up.
+        lost = list(new_master.scan_iter(match=f"rl:{{{quota.org_id}}}:generations:*"))
+        assert lost and new_master.delete(*lost)
+        assert_envelope(http.post("/v1/personas", headers=quota.auth, json={"intent": "A third one"}), 429,
+                        "quota_exceeded")
+        # A new stream runs end to end on the new master (the runner's frames, the server's wake-ups).
+        with http.stream("POST", "/v1/personas", params={"stream": "true"}, json={"intent": "A quiet ferryman"},
+                         headers=probe.auth, timeout=TIMEOUT) as fresh:
+            assert fresh.status_code == 200, fresh.read()
+            kinds = [e.event for e in sse_stream(fresh.iter_lines())]
+            assert kinds[-2:] == ["persona", "end"], kinds
+            assert new_master.exists(f"run:{fresh.headers['x-run-id']}:frames")
