@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from persona_service.kernel.command import Command
     from persona_service.kernel.settings import Settings
+    from persona_service.providers.preflight import Finding, Probe
 
 
 def settings_sections() -> tuple:
@@ -51,9 +52,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     import threading
 
     from persona_service.kernel import logs
+    from persona_service.kernel import settings as config
     from persona_service.kernel.process import instances as runtime
     from persona_service.kernel.process.stack import Stack, StackError
+    from persona_service.providers import preflight
     from persona_service.providers.factory import describe as describe_models
+    from persona_service.providers.settings import ProviderSettings
     from persona_service.registry import MODULES
 
     settings = _settings()
@@ -61,6 +65,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"server_processes": args.servers})
     logs.configure(settings.log_level, settings.log_format)
     started = time.monotonic()
+    # Each remote model provider is asked while the stack starts (its answer, or a 3 s timeout, comes long
+    # before the stack is up), so the check adds nothing to the start.
+    probes = preflight.probes(config.load(ProviderSettings))
+    findings: list[preflight.Finding] = []
+    checking = threading.Thread(target=lambda: findings.extend(preflight.run(probes)), daemon=True)
+    checking.start()
     stack = Stack(settings, MODULES, workers=args.workers)
     stop = threading.Event()
     # Closing the terminal (SIGHUP) stops the stack in order like Ctrl-C.
@@ -74,7 +84,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"persona-service: {exc}", file=sys.stderr)
         return 1
     runtime.announce(runtime.Instance(os.getpid(), str(settings.data_dir), stack.http_url, stack.database_url,
-                                      stack.redis_url))
+                                      stack.redis_url, tuple(p.to_json() for p in probes)))
+    checking.join(10)
     stream_servers = ", ".join(f"127.0.0.1:{stack.stream_port(p)}" for p in stack.stream_server_ports)
     priority = "SCHED_IDLE" if settings.runner_priority == "idle" else f"nice {settings.runner_nice}"
     processes = ", ".join([f"runner ×{settings.runner_processes} (the model's work, {priority})",
@@ -86,10 +97,13 @@ def cmd_up(args: argparse.Namespace) -> int:
         f"  gRPC server(s):           {', '.join(f'127.0.0.1:{p}' for p in stack.grpc_ports)}\n"
         f"  stream server(s):         {stream_servers or '(the gRPC servers)'}\n"
         f"  model:                    {describe_models()}\n"
+        f"{_describe_findings(findings, probes)}"
         f"  prices:                   {_describe_prices()}\n"
         f"  background processes:     {processes}\n"
+        f"  database:                 {stack.migrations}\n"
         f"  data:                     {settings.data_dir}\n"
         f"  logs:                     {stack.log_dir}\n"
+        f"{_findings_warning(findings)}"
         f"Create an organization and key (from any shell, in this directory): "
         f"{_this_cli()} bootstrap --org-name 'My Org'\n"
         f"Stop with Ctrl-C.",
@@ -108,6 +122,30 @@ def cmd_up(args: argparse.Namespace) -> int:
     atexit._run_exitfuncs()
     _exit_at_once(0)
     return 0
+
+
+_BANNER_INDENT = " " * 28
+
+
+def _describe_findings(findings: list[Finding], probes: list[Probe]) -> str:
+    """The banner's lines on each remote model provider (providers.preflight): none when every part is local."""
+    if not probes:
+        return ""
+    lines = [f.line() if f.ok else f"NOT READY: {f.line()}" for f in findings]
+    if len(findings) < len(probes):
+        lines.append("the check did not finish (a model server that does not answer); `status` asks again")
+    return "  model check:              " + f"\n{_BANNER_INDENT}".join(lines) + "\n"
+
+
+def _findings_warning(findings: list[Finding]) -> str:
+    """A failed model check does not stop `up` (a model server may start after it, a model be pulled later, and
+    everything but the model's work runs without one); it is said loudly, once, after the banner's lines."""
+    if all(f.ok for f in findings):
+        return ""
+    return ("WARNING: a model provider is not ready (model check above). The service runs on; the calls that "
+            "need that model fail (502 provider_error) until its server answers with it: a server started or a "
+            "model pulled later is used without a restart, a changed setting needs one. `persona-service status` "
+            "checks again (docs/real-model.md).\n")
 
 
 def _describe_prices() -> str:
@@ -198,7 +236,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     if instance is None:
         print(f"persona-service: {stopped(began, 0) or missing}", file=sys.stderr)
         return 1
-    print(json.dumps({"url": instance.http_url, "dataDir": instance.data_dir, "pid": instance.pid, "ready": ready}))
+    answer = {"url": instance.http_url, "dataDir": instance.data_dir, "pid": instance.pid, "ready": ready}
+    if instance.providers:
+        # The model providers the instance runs with, asked again (providers.preflight): a warning, never a
+        # failure of `status`, whose exit says whether the service is ready.
+        from persona_service.providers import preflight
+
+        findings = preflight.run([preflight.Probe.from_json(p) for p in instance.providers])
+        answer["providers"] = [f.to_json() for f in findings]
+        for finding in findings:
+            if not finding.ok:
+                print(f"persona-service: warning: model provider not ready: {finding.line()}", file=sys.stderr)
+    print(json.dumps(answer))
     return 0 if ready else 1
 
 
@@ -278,7 +327,8 @@ def kernel_commands() -> tuple[Command, ...]:
         Command("edge", "run only Envoy, in front of the gRPC server on PERSONA_GRPC_PORT (PERSONA_EDGE_SECRET "
                 "required; the image's sidecar role)", cmd_edge, _edge_arguments),
         Command("migrate", "apply database migrations", cmd_migrate),
-        Command("status", "the running instance (`up`) and whether it is ready: one JSON line; exit 1 when not",
+        Command("status", "the running instance (`up`) and whether it is ready: one JSON line, with a check of each "
+                "remote model provider; exit 1 when not ready",
                 cmd_status, _status_arguments, standalone=True),
         Command("settings", "print every environment variable: type, default and meaning (a Markdown table)", cmd_settings,
                 standalone=True),
@@ -380,10 +430,17 @@ def main(argv: list[str] | None = None) -> int:
     from persona_service.kernel.process.embedded import DataDirectoryMajorError
 
     if entry.name == "up":
-        # At once, before the modules load (seconds on a busy machine): from now on `status --wait`
-        # watches this start, rather than an earlier `up`'s record.
+        # At once, before the modules load (seconds on a busy machine): a second `up` on this data dir is
+        # told that one runs (never a clash on its ports), and from now on `status --wait` watches this
+        # start, rather than an earlier `up`'s record.
         default = config.Settings.model_fields["data_dir"].default
-        runtime.record_start(pathlib.Path(os.environ.get("PERSONA_DATA_DIR") or default))
+        data_dir = pathlib.Path(os.environ.get("PERSONA_DATA_DIR") or default)
+        try:
+            runtime.claim(data_dir)
+        except runtime.AlreadyRunning as exc:
+            print(f"persona-service: {exc}", file=sys.stderr)
+            return 1
+        runtime.record_start(data_dir)
     try:
         args.modules = None if entry.standalone else importlib.import_module("persona_service.registry").MODULES
         args.settings_sections = sections()

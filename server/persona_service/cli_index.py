@@ -9,7 +9,7 @@ COMMANDS = (
     ('runner', "run only a runner: streamed runs, durable tasks and the model's work (DATABASE_URL and REDIS_URL required)", 'persona_service.cli:cmd_runner', None, False, False),
     ('edge', "run only Envoy, in front of the gRPC server on PERSONA_GRPC_PORT (PERSONA_EDGE_SECRET required; the image's sidecar role)", 'persona_service.cli:cmd_edge', 'persona_service.cli:_edge_arguments', False, False),
     ('migrate', 'apply database migrations', 'persona_service.cli:cmd_migrate', None, False, False),
-    ('status', 'the running instance (`up`) and whether it is ready: one JSON line; exit 1 when not', 'persona_service.cli:cmd_status', 'persona_service.cli:_status_arguments', False, True),
+    ('status', 'the running instance (`up`) and whether it is ready: one JSON line, with a check of each remote model provider; exit 1 when not ready', 'persona_service.cli:cmd_status', 'persona_service.cli:_status_arguments', False, True),
     ('settings', 'print every environment variable: type, default and meaning (a Markdown table)', 'persona_service.cli:cmd_settings', None, False, True),
     ('bootstrap', 'create an organization, workspace, Owner and an all-scopes API key', 'persona_service.orgs.commands:bootstrap', 'persona_service.orgs.commands:_bootstrap_arguments', True, False),
     ('mint-jwt', 'issue a session JWT for a member of an organization (refused for anyone else)', 'persona_service.orgs.commands:mint_jwt', 'persona_service.orgs.commands:_mint_jwt_arguments', True, True),

@@ -34,6 +34,10 @@ suffix, e.g. "/embeddings"; faults are consumed first come, first served):
 ``stub.requests`` records every request (method, path, headers, JSON body).
 With ``api_key`` set, requests without ``Authorization: Bearer <key>`` get 401.
 
+``OpenAIStub(models=[...])`` lists those model ids on ``GET /models`` (as every
+OpenAI-compatible server does; the key is checked as for the rest); without
+``models``, ``GET`` answers 404 (a server that lists none).
+
 ``OpenAIStub(chat_only=True)`` is a plain local model server as Ollama, vLLM
 and llama.cpp's server are: ``/chat/completions`` (whole and streamed) and
 nothing else, every other path a ``404 page not found`` in plain text.
@@ -134,9 +138,11 @@ def local_responder(body: dict[str, Any]) -> Completion:
 
 
 class OpenAIStub:
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None, chat_only: bool = False):
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None, chat_only: bool = False,
+                 models: list[str] | None = None):
         self.api_key = api_key
         self.chat_only = chat_only
+        self.models = models
         self.responder: Callable[[dict[str, Any]], Completion] = local_responder
         self.latency = 0.0  # seconds every chat completion takes before it answers (a model that thinks)
         self._lock = threading.Lock()
@@ -253,8 +259,18 @@ class OpenAIStub:
                     self.close_connection = True
 
             def do_GET(self) -> None:
-                stub._send_json(self, 404, {"error": {"message": "Not found", "type": "invalid_request_error",
-                                                      "param": None, "code": "not_found"}})
+                path = self.path.split("?")[0]
+                stub._record(StubRequest("GET", path, {k.lower(): v for k, v in self.headers.items()}, None,
+                                         self.client_address[1]))
+                if stub.models is None or not path.endswith("/models"):
+                    return stub._send_json(self, 404, {"error": {"message": "Not found", "type": "invalid_request_error",
+                                                                 "param": None, "code": "not_found"}})
+                if stub.api_key is not None and self.headers.get("Authorization") != f"Bearer {stub.api_key}":
+                    return stub._send_json(self, 401, {"error": {"message": "Incorrect API key provided.",
+                                                                 "type": "invalid_request_error", "param": None,
+                                                                 "code": "invalid_api_key"}})
+                stub._send_json(self, 200, {"object": "list", "data": [
+                    {"id": model, "object": "model", "created": 0, "owned_by": "stub"} for model in stub.models]})
 
         return Handler
 

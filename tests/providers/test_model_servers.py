@@ -352,6 +352,13 @@ def test_the_banner_says_which_model_answers():
     line = describe(ProviderSettings(provider="openai", openai_base_url="http://me:pw@127.0.0.1:11434/v1?k=s",
                                      openai_api_key=API_KEY, openai_model="llama3.2"))
     assert line == "llama3.2 at http://127.0.0.1:11434/v1 (moderation local, embeddings local)"
+    # A remote part is named with its model, and its own server where it has one (issue 48).
+    line = describe(ProviderSettings(provider="openai", openai_base_url="http://127.0.0.1:11434/v1",
+                                     openai_model="llama3.2", embedding_provider="openai",
+                                     openai_embedding_model="nomic-embed-text", moderation_provider="openai",
+                                     moderation_base_url="https://api.openai.com/v1", image_provider="openai"))
+    assert line == ("llama3.2 at http://127.0.0.1:11434/v1 (moderation omni-moderation-latest at "
+                    "https://api.openai.com/v1, embeddings nomic-embed-text remote, images gpt-image-1 remote)")
 
 
 # -- prices: a model without one is reported as such, never as $0 ------------------------------------------

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from urllib.parse import urlsplit, urlunsplit
 
 from persona_service.kernel.settings import load
 from persona_service.providers.base import ImageProvider, Provider, ProviderError
 from persona_service.providers.composed import Composed
 from persona_service.providers.local import LocalProvider
+from persona_service.providers.preflight import shown as _shown
 from persona_service.providers.retrying import Retrying
 from persona_service.providers.settings import ProviderSettings
 
@@ -84,21 +84,27 @@ def _openai(settings: ProviderSettings, base_url: str, api_key: str) -> Provider
 
 
 def describe(settings: ProviderSettings | None = None) -> str:
-    """One line for the startup banner: which model answers, and whether it is a real one."""
+    """One line for the startup banner: which model answers, and whether it is a real one; each other part's
+    model where it is remote ("remote": on the chat model's server, else its own server is named)."""
     settings = settings or load(ProviderSettings)
     upstream = settings.upstream("chat")
+    chat_url = upstream[0] if upstream is not None else None
+    parts = []
+    for name, url, model in (
+            ("moderation", (settings.upstream("moderation") or (None,))[0], settings.openai_moderation_model),
+            ("embeddings", (settings.upstream("embedding") or (None,))[0], settings.openai_embedding_model),
+            ("images", settings.image_base_url if settings.image_provider == "openai" else None, settings.image_model)):
+        if url is None:
+            parts.append(f"{name} local")
+        else:
+            parts.append(f"{name} {model} " + ("remote" if url == chat_url else f"at {_shown(url)}"))
     if upstream is None:
-        return "local test model: an offline template echo, not a real model (plug one in: docs/real-model.md)"
-    parts = ", ".join(f"{name} {'local' if settings.upstream(key) is None else 'remote'}"
-                      for name, key in (("moderation", "moderation"), ("embeddings", "embedding")))
-    return f"{settings.openai_model} at {_shown(upstream[0])} ({parts})"
-
-
-def _shown(url: str) -> str:
-    """A base URL without credentials or query, as a banner may print it."""
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.hostname or "", parts.path, "", "")) if parts.port is None else \
-        urlunsplit((parts.scheme, f"{parts.hostname}:{parts.port}", parts.path, "", ""))
+        remote = [p for p in parts if not p.endswith(" local")]
+        return ("local test model: an offline template echo, not a real model (plug one in: docs/real-model.md)"
+                + (f"; {', '.join(remote)}" if remote else ""))
+    if parts[-1] == "images local":
+        parts.pop()  # (the portraits' local images are drawn, not a model's: named only when remote)
+    return f"{settings.openai_model} at {_shown(upstream[0])} ({', '.join(parts)})"
 
 
 def make_image_provider(settings: ProviderSettings | None = None) -> ImageProvider:

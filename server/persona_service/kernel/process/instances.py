@@ -13,21 +13,34 @@ cannot create an organization in someone else's database.
 
 While it starts, `up` keeps `starting.json` in the data dir (its pid and, if
 the start fails, why), so that `status --wait` can say at once that `up`
-stopped instead of waiting out its timeout."""
+stopped instead of waiting out its timeout.
+
+From its first moment to its exit, `up` holds a lock on `up.lock` in the data
+dir (`claim`): a second `up` on the same data dir says that one runs there and
+its pid, instead of clashing on its ports or writing over its records. The
+kernel drops the lock with the process, however it ends (a SIGKILL too).
+
+`runtime.json` also holds the model providers `up` checked at start
+(providers.preflight: their URLs and keys), so that `status` asks the same
+servers again with the same keys; a secret like an external DATABASE_URL's
+password, hence the file's mode."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import pathlib
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
+from typing import IO
 
 from persona_service.kernel.process.reaper import alive
 
 RUNTIME_FILE = "runtime.json"
 STARTING_FILE = "starting.json"
+LOCK_FILE = "up.lock"
 
 
 class NoInstance(RuntimeError):
@@ -41,6 +54,8 @@ class Instance:
     http_url: str
     database_url: str
     redis_url: str
+    # The model providers `up` checked (providers.preflight.Probe.to_json); none when all are local.
+    providers: tuple[dict[str, str], ...] = field(default=())
 
 
 def _registry() -> pathlib.Path:
@@ -76,6 +91,44 @@ class Start:
         if not alive(self.pid):
             return f"it exited (pid {self.pid}) before it was ready; its output and the logs under the data dir say why"
         return None
+
+
+class AlreadyRunning(RuntimeError):
+    """Another `up` holds this data dir."""
+
+
+# The lock of the data dir this process runs `up` on: held open until the process exits.
+_CLAIMED: list[IO[str]] = []
+
+
+def claim(data_dir: pathlib.Path) -> None:
+    """Take the data dir for this `up` (its lock file, kept open until this process exits), or raise
+    AlreadyRunning naming the `up` that holds it: its pid, and its URL once it is ready."""
+    data_dir = data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    lock = open(data_dir / LOCK_FILE, "a+")  # noqa: SIM115 - held for the process's life
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip()
+        lock.close()
+        instance = read(data_dir)
+        pid = instance.pid if instance is not None else int(holder) if holder.isdigit() else None
+        where = (f"serving {instance.http_url}" if instance is not None else "still starting")
+        raise AlreadyRunning(
+            f"Persona Service is already running here (pid {pid if pid is not None else 'unknown'}, {where}, "
+            f"PERSONA_DATA_DIR={data_dir}). Use that one (`persona-service status`), stop it first (Ctrl-C where "
+            f"it runs, or kill -INT {pid or '<pid>'}), or start another with its own PERSONA_DATA_DIR and "
+            "ports.") from None
+    except OSError:  # a file system without locks (some network ones): nothing to tell a second `up` by
+        lock.close()
+        return
+    lock.seek(0)
+    lock.truncate()
+    lock.write(str(os.getpid()))
+    lock.flush()
+    _CLAIMED.append(lock)
 
 
 def record_start(data_dir: pathlib.Path, error: str | None = None) -> None:

