@@ -18,6 +18,22 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
+
+# The process's id, kept rather than asked for: prometheus_client's multiprocess values ask for it on every write
+# (to notice a fork), which was 3 `getpid` system calls a request (issue 50). A fork updates it in the child.
+_pid = [os.getpid()]
+os.register_at_fork(after_in_child=lambda: _pid.__setitem__(0, os.getpid()))
+
+
+def _process_id() -> int:
+    return _pid[0]
+
+
+if os.environ.get(MULTIPROC_ENV):  # before any metric is made: each takes its value class when it is created
+    from prometheus_client import values as _values
+
+    _values.ValueClass = _values.MultiProcessValue(process_identifier=_process_id)
+
 REQUESTS = Counter("persona_requests_total", "RPCs answered, by RPC, HTTP status and error code",
                    ["rpc", "status", "code"])
 LATENCY = Histogram("persona_request_seconds", "Time to answer an RPC (streams: until their headers), by RPC",
