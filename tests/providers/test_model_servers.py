@@ -378,12 +378,22 @@ def test_a_model_without_a_price_is_reported_unpriced(stacks, org, chat_only):
         priced = r.json()["reply"]
         assert priced["model"] == "gpt-4o-mini" and priced["usage"]["costUsdMicros"] > 0  # built-in price
         assert priced["usage"]["unpriced"] is False
+        session = messages.split("/")[-2]
+        assert client.get(f"/v1/chat/sessions/{session}", headers=org.auth).json()["unpricedReplies"] == 0
         chat_only.responder = lambda body: replace(local_responder(body), model="llama3.2")
         r = client.post(messages, headers=org.auth, json={"content": "And dinner?"})
         assert r.status_code == 200, r.text
-    reply = r.json()["reply"]
-    assert reply["model"] == "llama3.2" and reply["usage"]["inputTokens"] > 0
-    assert reply["usage"]["unpriced"] is True and reply["usage"]["costUsdMicros"] == 0
+        reply = r.json()["reply"]
+        assert reply["model"] == "llama3.2" and reply["usage"]["inputTokens"] > 0
+        assert reply["usage"]["unpriced"] is True and reply["usage"]["costUsdMicros"] == 0
+        # The session and usage over time say their cost is a lower bound, and how many replies it leaves out.
+        got = client.get(f"/v1/chat/sessions/{session}", headers=org.auth).json()
+        assert got["unpricedReplies"] == 1 and got["costUsdMicros"] == priced["usage"]["costUsdMicros"]
+        usage = client.get("/v1/usage", headers=org.auth, params={"groupBy": "persona"}).json()
+        assert usage["totals"]["generations"] >= 2 and usage["totals"]["unpricedGenerations"] == 1
+        # Stored with the reply: read again, it is still unpriced (the read does not consult today's prices).
+        listed = client.get(messages, headers=org.auth).json()["items"]
+        assert [m["usage"]["unpriced"] for m in listed if m["role"] == "assistant"] == [False, True]
 
 
 def test_prices_built_in_configured_and_unknown():
