@@ -45,7 +45,6 @@ PENDING = {
     # An OpenAI-compatible completion writes a chat session's accounting (it locks the session as the chat
     # writes do, docs/concurrency.md), but no table fires it beside the chat writes yet.
     "OpenAIService.CreateChatCompletion", "OpenAIService.StreamChatCompletion",
-    "PrivacyService.CreatePrivacyExport", "PrivacyService.EraseMyData",
     "AdminService.BuildOneDsarExport", "AdminService.RotateWebhookSecrets",
 }
 

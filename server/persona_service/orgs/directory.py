@@ -30,3 +30,14 @@ class OrgDirectory:
         links by e-mail that SCIM provisioning made before it stopped linking
         across organizations; the person's erasure ends them too."""
         return self.repo.joined_after(org_id, user_id)
+
+    def hold_member(self, org_id: str, user_id: str) -> bool:
+        """Hold the user's membership until the unit of work ends (FOR SHARE): a write a person makes about
+        themselves (a privacy export) runs before or after their erasure (`end_members`), never across it.
+        False: they are no longer a member."""
+        return bool(self.repo.lock_members([org_id], user_id, exclusive=False))
+
+    def end_members(self, org_ids: list[str], user_id: str) -> set[str]:
+        """Lock the user's memberships of `org_ids` (FOR UPDATE, in org id order) before their erasure ends them:
+        a second erasure, or a write holding one (`hold_member`), waits for it; those that still exist."""
+        return self.repo.lock_members(sorted(org_ids), user_id, exclusive=True)

@@ -55,6 +55,13 @@ class OrgRepository:
     def add_member(self, org_id: str, user_id: str, role: str) -> None:
         self.conn.execute(insert(_members).values(org_id=org_id, user_id=user_id, role=role))
 
+    def lock_members(self, org_ids: list[str], user_id: str, *, exclusive: bool) -> set[str]:
+        """Lock the user's memberships of `org_ids` (in org id order) until the unit of work ends: FOR UPDATE,
+        or FOR SHARE unless `exclusive`; the organizations of those that exist."""
+        stmt = (select(_members.c.org_id).where(_members.c.org_id.in_(org_ids), _members.c.user_id == user_id)
+                .order_by(_members.c.org_id).with_for_update(read=not exclusive))
+        return set(self.conn.execute(stmt).scalars())
+
     def member(self, org_id: str, user_id: str, workspace_id: str) -> MemberCredential | None:
         """The user's membership in the org (with the user's admin flag and
         the org's plan) if the workspace is the org's; else None."""

@@ -24,7 +24,7 @@ from persona_service.files.api import SignedUrl, Storage, object_key
 from persona_service.kernel import ids
 from persona_service.kernel.clock import iso, utcnow
 from persona_service.kernel.data.personal_data import Batches, Subject, audit_events
-from persona_service.kernel.errors import StateConflict
+from persona_service.kernel.errors import StateConflict, Unauthorized
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
 from persona_service.orgs.api import OrgDirectory
@@ -40,6 +40,10 @@ PersonalData = Callable[[Any, Subject], Mapping[str, Batches]]
 Eraser = Callable[[Any, Subject, datetime], dict[str, int]]
 
 
+# A person whose erasure committed while their call waited: the answer their key gets from then on.
+_NO_LONGER = "The caller is no longer a member of the organization: their data was erased."
+
+
 class PrivacyService:
     def __init__(self, conn: Connection, *, cursors: CursorCodec | None = None) -> None:
         self.conn = conn
@@ -48,6 +52,10 @@ class PrivacyService:
 
     def request(self, principal: Principal) -> ExportRecord:
         """A new pending export, or the user's export already pending or running."""
+        # The membership first (its erasure locks it to end it): an export requested as the person is erased is
+        # made before the erasure, which deletes it, or refused after it, as a later call with their key would be.
+        if not OrgDirectory(self.conn).hold_member(principal.org_id, principal.user_id):
+            raise Unauthorized(_NO_LONGER)
         return self.repo.request(ids.new_id("privacy_export"), principal.org_id, principal.user_id)
 
     def build(self, storage: Storage, sources: Sequence[PersonalData], ttl_seconds: int) -> ExportRecord | None:
@@ -77,7 +85,13 @@ class PrivacyService:
         known after this organization (OrgDirectory.linked_later), so no link
         keeps their record alive. The owner of an organization is refused."""
         directory = OrgDirectory(self.conn)
+        # The person's memberships first, which the erasure ends: a second erasure at once waits and is refused as
+        # a call after the first would be (its key revoked), and an export requested meanwhile (`request`) waits
+        # or is erased with the rest.
+        if principal.org_id not in directory.end_members([principal.org_id], principal.user_id):
+            raise Unauthorized(_NO_LONGER)
         org_ids = [principal.org_id, *directory.linked_later(principal.org_id, principal.user_id)]
+        directory.end_members(org_ids[1:], principal.user_id)
         for org_id in org_ids:
             org = directory.get(org_id)
             if org is not None and org.owner_user_id == principal.user_id:

@@ -1,0 +1,72 @@
+"""A member's privacy writes at once answer as one serial order would (tests/oracle.py), through Envoy: the
+member's export request and erasure of their data, each pair fired together behind a barrier and compared with
+both serial orders (how many exports the member holds, whether they are still a member, and whether their keys
+still work)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import pytest
+from oracle import Op, Table, check_pair, writes_covered
+from persona.v1 import privacy_pb2
+from persona_service.orgs.repository import OrgRepository
+from sqlalchemy import text
+from support import SCOPES
+
+
+@dataclass(frozen=True)
+class Fixture:
+    org_id: str
+    user_id: str
+    auth: dict[str, str]  # the member's key
+
+
+def _fixture(engine, tenants) -> Fixture:
+    """A member (not the owner: the owner may not erase) of a new organization, with a key of their own."""
+    org = tenants(plan="pro")
+    user_id = "usr_" + uuid.uuid4().hex[:20]
+    with engine.begin() as conn:
+        repo = OrgRepository(conn)
+        repo.create_user(id=user_id, email=f"{user_id}@example.com", name="Erin Member")
+        repo.add_member(org.org_id, user_id, "member")
+    key = tenants.key(org.org_id, org.workspace_id, user_id, org.plan, list(SCOPES))
+    return Fixture(org.org_id, user_id, {"Authorization": f"Bearer {key}"})
+
+
+def _ops(http) -> list[Op]:
+    return [Op("export", lambda f: http.post("/v1/privacy/exports", json={}, headers=f.auth), "CreatePrivacyExport"),
+            Op("erase", lambda f: http.delete("/v1/privacy/me", headers=f.auth), "EraseMyData")]
+
+
+def _state(engine, f: Fixture):
+    """The member's exports (any status: the runner builds them meanwhile), membership and live keys. From the
+    tables: after an erasure the member has no credential to read them with."""
+    with engine.connect() as conn:
+        exports, members, keys = conn.execute(text(
+            "SELECT (SELECT count(*) FROM privacy_exports WHERE org_id = :o AND user_id = :u),"
+            " (SELECT count(*) FROM memberships WHERE org_id = :o AND user_id = :u),"
+            " (SELECT count(*) FROM api_keys WHERE org_id = :o AND created_by_user_id = :u AND revoked_at IS NULL)"),
+            {"o": f.org_id, "u": f.user_id}).one()
+    return exports, members, keys
+
+
+def _table(http, engine, tenants) -> Table:
+    return Table("a member of an organization", make=lambda: _fixture(engine, tenants),
+                 read=lambda f: _state(engine, f), ops=_ops(http))
+
+
+PAIRS = [(a.name, b.name) for a, b in _table(None, None, None).pairs]
+
+
+@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
+def test_two_writes_at_once_answer_as_one_serial_order(http, engine, tenants, a, b):
+    table = _table(http, engine, tenants)
+    ops = {op.name: op for op in table.ops}
+    assert check_pair(table, ops[a], ops[b]) == []
+
+
+def test_the_oracle_tries_every_write_of_a_members_privacy():
+    service = privacy_pb2.DESCRIPTOR.services_by_name["PrivacyService"]
+    assert writes_covered(service, [_table(None, None, None)], set()) == set()
