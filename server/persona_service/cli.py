@@ -150,9 +150,9 @@ def _findings_warning(findings: list[Finding]) -> str:
 
 def _describe_prices() -> str:
     """The banner's prices line: the configured models without a price are named (their costs are reported as
-    unknown, never as $0: chat.pricing)."""
-    from persona_service.chat.pricing import describe
+    unknown, never as $0: providers.pricing)."""
     from persona_service.kernel.settings import load
+    from persona_service.providers.pricing import describe
     from persona_service.providers.settings import ProviderSettings
 
     settings = load(ProviderSettings)

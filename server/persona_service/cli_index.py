@@ -19,7 +19,6 @@ COMMANDS = (
 SETTINGS = (
     'persona_service.kernel.settings:Settings',
     'persona_service.providers.settings:ProviderSettings',
-    'persona_service.chat.settings:ChatSettings',
     'persona_service.files.settings:FileSettings',
     'persona_service.portraits.settings:PortraitSettings',
     'persona_service.billing.settings:BillingSettings',

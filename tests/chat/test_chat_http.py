@@ -15,8 +15,8 @@ import httpx
 import pytest
 import support
 from persona.v1 import chat_pb2, chat_pb2_grpc
-from persona_service.chat.pricing import DEFAULT_PRICES
 from persona_service.kernel.transport.outbox import AUDIT_FAILED_FIELDS
+from persona_service.providers.pricing import DEFAULT_PRICES
 from sqlalchemy import text
 from support import assert_envelope
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pathlib
 
 import pytest
-from persona_service.chat.pricing import DEFAULT_PRICES, Price, PriceTable
-from persona_service.chat.settings import ChatSettings
 from persona_service.cli import settings_sections
 from persona_service.kernel import settings as config
 from persona_service.kernel.settings import InvalidSetting, Settings, env_names, markdown_table, read
+from persona_service.providers.pricing import DEFAULT_PRICES, Price, PriceTable
+from persona_service.providers.settings import ProviderSettings
 from persona_service.webhooks.settings import WebhookSettings
 
 
@@ -99,19 +99,19 @@ def test_a_bad_value_is_one_line_naming_the_variable(env, name, value, message):
 def test_nested_json_errors_say_where(env):
     env(PERSONA_MODEL_PRICES='{"m": {"input": "cheap"}}')
     with pytest.raises(InvalidSetting, match=r"^invalid setting PERSONA_MODEL_PRICES='.*': m\.input: expected a number$"):
-        read(ChatSettings)
+        read(ProviderSettings)
     env(PERSONA_MODEL_PRICES="[1]")
     with pytest.raises(InvalidSetting, match="expected a JSON object"):
-        read(ChatSettings)
+        read(ProviderSettings)
 
 
 def test_configured_prices_go_over_the_built_in_ones(env):
     env(PERSONA_MODEL_PRICES='{"gpt-x": {"input": 2, "output": 8}, "*": {"input": 1}}')
-    table = PriceTable.from_env(read(ChatSettings))
+    table = PriceTable.from_env(read(ProviderSettings))
     assert table.price("gpt-x") == Price(2.0, 8.0)
     assert table.price("local-persona-1") == DEFAULT_PRICES["local-persona-1"]
     assert table.price("other") == Price(1.0, 0.0)
-    assert PriceTable.from_env(ChatSettings(model_prices={})).prices == DEFAULT_PRICES
+    assert PriceTable.from_env(ProviderSettings(model_prices={})).prices == DEFAULT_PRICES
 
 
 def test_load_reads_a_section_once(env, monkeypatch):

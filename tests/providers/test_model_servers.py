@@ -397,10 +397,10 @@ def test_a_model_without_a_price_is_reported_unpriced(stacks, org, chat_only):
 
 
 def test_prices_built_in_configured_and_unknown():
-    from persona_service.chat.pricing import DEFAULT_PRICES, PriceTable
-    from persona_service.chat.settings import ChatSettings
+    from persona_service.providers.pricing import DEFAULT_PRICES, PriceTable
+    from persona_service.providers.settings import ProviderSettings
 
-    table = PriceTable.from_env(ChatSettings())
+    table = PriceTable.from_env(ProviderSettings())
     for model in ("gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini", "text-embedding-3-small",
                   "text-embedding-3-large", "local-persona-1", "gpt-4o-mini-2024-07-18"):
         assert table.priced(model), model
@@ -408,13 +408,13 @@ def test_prices_built_in_configured_and_unknown():
     assert not table.priced("llama3.2") and table.cost_micros("llama3.2", 1000, 1000) == 0
     assert table.unpriced(["llama3.2", "gpt-4o", "llama3.2", "nomic-embed-text"]) == ["llama3.2", "nomic-embed-text"]
     assert "*" not in DEFAULT_PRICES
-    configured = PriceTable.from_env(ChatSettings(model_prices={"llama3.2": {"input": 0, "output": 0}}))
+    configured = PriceTable.from_env(ProviderSettings(model_prices={"llama3.2": {"input": 0, "output": 0}}))
     assert configured.priced("llama3.2")  # priced 0 on purpose: a real $0
-    assert PriceTable.from_env(ChatSettings(model_prices={"*": {"input": 1, "output": 1}})).priced("anything")
+    assert PriceTable.from_env(ProviderSettings(model_prices={"*": {"input": 1, "output": 1}})).priced("anything")
 
 
 def test_the_banner_names_models_without_a_price(monkeypatch):
-    from persona_service.chat.pricing import describe
+    from persona_service.providers.pricing import describe
 
     assert describe("gpt-4o-mini", "text-embedding-3-small") == "known for gpt-4o-mini, text-embedding-3-small"
     line = describe("llama3.2", "nomic-embed-text")

@@ -1,7 +1,5 @@
-"""What other modules may use of `chat` (its public surface): the model
-price table (the personas module prices its generation cost preview with
-it). Everything else in this folder is private to it."""
+"""What other modules may use of `chat` (its public surface): nothing today. The model price table the
+personas module prices its generation preview with lives in `providers.pricing`, below both, so that
+personas and chat do not import each other both ways. Everything in this folder is private to it."""
 
-from persona_service.chat.pricing import PriceTable
-
-__all__ = ["PriceTable"]
+__all__: list[str] = []

@@ -23,7 +23,6 @@ from urllib.parse import unquote
 
 from sqlalchemy import Connection
 
-from persona_service.chat.pricing import PriceTable
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ChatSessionService, PersonaReplies, Reply, Subject, progress_of
 from persona_service.kernel import ids
@@ -31,6 +30,7 @@ from persona_service.kernel.errors import NotFound, ValidationFailed, Violation
 from persona_service.kernel.principal import Principal
 from persona_service.personas.api import PersonaDirectory, PersonaRecord, PersonaSummary
 from persona_service.providers.base import GenerationOptions, Message, Provider
+from persona_service.providers.pricing import PriceTable
 
 MODEL_SCHEME = "persona://"
 SESSION_TITLE = "chat.completions"

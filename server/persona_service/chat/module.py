@@ -9,7 +9,6 @@ from persona_service.chat.openai_servicer import OpenAIServicer
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ACTION_KEY, THRESHOLD_KEY
 from persona_service.chat.servicer import ChatServicer
-from persona_service.chat.settings import ChatSettings
 from persona_service.chat.usage_servicer import UsageServicer
 from persona_service.kernel.config_keys import ConfigKey
 from persona_service.kernel.process.module import Module, ServiceBinding
@@ -31,7 +30,6 @@ MODULE = Module(
         ConfigKey(THRESHOLD_KEY, "number", 0.35, minimum=0, maximum=1, levels=_PERSONA_LEVELS),
     ),
     endpoint_caps=(EndpointCap("chat.messages", 600, 60),),
-    settings=ChatSettings,
     error_shapes={options_pb2.ERROR_SHAPE_OPENAI: openai_error_body},
     error_shape_statuses={options_pb2.ERROR_SHAPE_OPENAI: OPENAI_STATUSES},
     # The edge's own answers there (a body that is not JSON, a method the path does not take) too.

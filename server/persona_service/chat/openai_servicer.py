@@ -19,7 +19,6 @@ from persona.v1 import openai_pb2, openai_pb2_grpc
 
 from persona_service.chat.completions import CompletionService, model_id
 from persona_service.chat.openai_errors import openai_envelope
-from persona_service.chat.pricing import PriceTable
 from persona_service.kernel.errors import ApiError, ValidationFailed, Violation
 from persona_service.kernel.operations import drain
 from persona_service.kernel.process.resources import ServicerDeps
@@ -27,6 +26,7 @@ from persona_service.kernel.transport import runs
 from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.personas.api import PersonaRecord, PersonaSummary
 from persona_service.providers.base import Completion, GenerationOptions, Message, ToolCall
+from persona_service.providers.pricing import PriceTable
 
 _NULL = struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
 

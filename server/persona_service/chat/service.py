@@ -35,7 +35,6 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from persona_service.chat.pricing import PriceTable
 from persona_service.chat.records import Exchange, MessageRecord, SessionRecord
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.config.api import ConfigService
@@ -50,6 +49,7 @@ from persona_service.kernel.transport.runs import RunLost
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.api import PersonaDirectory, PersonaRecord, VoiceRecord, fingerprint_text
 from persona_service.providers.base import Completion, Delta, GenerationOptions, Message, Provider, ToolCall
+from persona_service.providers.pricing import PriceTable
 
 THRESHOLD_KEY = "engine.pipeline.drift_detection.threshold"
 ACTION_KEY = "engine.pipeline.drift_detection.action_on_alert"

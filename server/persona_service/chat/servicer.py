@@ -4,7 +4,6 @@ import grpc
 from persona.v1 import chat_pb2, chat_pb2_grpc
 
 from persona_service.chat.controls import Change, ChatControls
-from persona_service.chat.pricing import PriceTable
 from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.service import ChatSessionService, Sampling
 from persona_service.kernel.errors import ApiError
@@ -14,6 +13,7 @@ from persona_service.kernel.transport import runs
 from persona_service.kernel.transport.context import RequestContext, context_of
 from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
 from persona_service.kernel.transport.errors import error_message
+from persona_service.providers.pricing import PriceTable
 
 
 def chat_session(row: SessionRecord) -> chat_pb2.ChatSession:

@@ -19,7 +19,6 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from persona_service.chat.api import PriceTable
 from persona_service.config.api import ConfigService
 from persona_service.kernel import ids
 from persona_service.kernel.clock import iso, utcnow
@@ -53,6 +52,7 @@ from persona_service.personas.records import (
 from persona_service.personas.repository import PersonaRepository
 from persona_service.providers.base import GenerationOptions, Message, Provider, ProviderError
 from persona_service.providers.local.tokenizer import message_tokens
+from persona_service.providers.pricing import PriceTable
 
 SLUG_CONSTRAINT = "uq_personas_workspace_slug"  # a workspace's slugs are unique
 

@@ -5,7 +5,6 @@ import grpc
 from google.protobuf import json_format, struct_pb2
 from persona.v1 import personas_pb2, personas_pb2_grpc
 
-from persona_service.chat.api import PriceTable
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.operations import drain
 from persona_service.kernel.process.resources import ServicerDeps
@@ -15,6 +14,7 @@ from persona_service.kernel.transport.errors import error_message
 from persona_service.personas.cards import persona_to_card
 from persona_service.personas.records import GenerationPreview, PersonaRecord, VersionRecord, VoiceRecord
 from persona_service.personas.service import AuditBlocked, PersonaService
+from persona_service.providers.pricing import PriceTable
 
 
 def persona(row: PersonaRecord) -> personas_pb2.Persona:

@@ -1,4 +1,5 @@
-"""Per-model prices, built in and from configuration.
+"""Per-model prices, built in and from configuration: what the models the providers serve cost (chat bills
+replies with it, personas price their generation's preview; both use it from here, neither from the other).
 
 `PERSONA_MODEL_PRICES` holds JSON: model name → `{"input": <USD per million
 input tokens>, "output": <USD per million output tokens>}`, over
@@ -16,8 +17,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from persona_service.chat.settings import ChatSettings
 from persona_service.kernel.settings import load
+from persona_service.providers.settings import ProviderSettings
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,9 @@ class PriceTable:
         self.prices = dict(prices)
 
     @classmethod
-    def from_env(cls, settings: ChatSettings | None = None) -> PriceTable:
+    def from_env(cls, settings: ProviderSettings | None = None) -> PriceTable:
         """DEFAULT_PRICES with the configured prices (PERSONA_MODEL_PRICES) over them."""
-        configured = (settings or load(ChatSettings)).model_prices
+        configured = (settings or load(ProviderSettings)).model_prices
         return cls({**DEFAULT_PRICES, **{model: Price(p.input, p.output) for model, p in configured.items()}})
 
     def _find(self, model: str) -> Price | None:
@@ -86,7 +87,7 @@ class PriceTable:
         return self.price(model).cost_micros(input_tokens, output_tokens)
 
 
-def describe(chat_model: str, embedding_model: str = "", settings: ChatSettings | None = None) -> str:
+def describe(chat_model: str, embedding_model: str = "", settings: ProviderSettings | None = None) -> str:
     """The startup banner's prices line: which configured models have no price (their cost reported unknown)."""
     table = PriceTable.from_env(settings)
     missing = table.unpriced([m for m in (chat_model, embedding_model) if m])
