@@ -32,6 +32,9 @@ CREATES = {
 ELSEWHERE = {
     # The processor's events: tests/billing/test_stripe.py holds a redelivery and an older event racing a newer one.
     "BillingService.ReceiveStripeEvent",
+    # A sweep claiming the oldest pending export of any organization (SKIP LOCKED), as the runner's builder does in
+    # the background: no fixture says which export a call builds. tests/privacy/test_exports_http.py holds it.
+    "AdminService.BuildOneDsarExport",
 }
 
 # Not tried yet (issue 45): each service's aggregates are still to be declared and given a table. Another
@@ -45,7 +48,6 @@ PENDING = {
     # An OpenAI-compatible completion writes a chat session's accounting (it locks the session as the chat
     # writes do, docs/concurrency.md), but no table fires it beside the chat writes yet.
     "OpenAIService.CreateChatCompletion", "OpenAIService.StreamChatCompletion",
-    "AdminService.BuildOneDsarExport", "AdminService.RotateWebhookSecrets",
 }
 
 
