@@ -72,10 +72,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     checking = threading.Thread(target=lambda: findings.extend(preflight.run(probes)), daemon=True)
     checking.start()
     stack = Stack(settings, MODULES, workers=args.workers)
-    stop = threading.Event()
-    # Closing the terminal (SIGHUP) stops the stack in order like Ctrl-C.
+    # Closing the terminal (SIGHUP) stops the stack in order like Ctrl-C. Handlers that take no lock (as the
+    # server's, the runner's and the webhook worker's): an Event set from a handler can wait forever for the
+    # lock its own thread holds inside Event.wait. The main thread polls what they received.
+    received: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda signum, _: received.append(signum))
     try:
         stack.start()
     except StackError as exc:
@@ -110,7 +112,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         flush=True,
     )
     try:
-        stop.wait()
+        while not received:
+            time.sleep(0.1)
     finally:
         runtime.withdraw(str(settings.data_dir))
     print("stopping…", flush=True)
