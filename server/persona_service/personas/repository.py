@@ -209,8 +209,10 @@ class PersonaRepository:
         return record_or_none(PersonaRecord, self._read(stmt, decides_nothing).mappings().first())
 
     def not_deleted(self, persona_ids: list[str]) -> list[PersonaRecord]:
+        """These personas that are not deleted, locked in id order (as `aggregates.lock_roots`: two such
+        writes never wait on each other in a cycle)."""
         stmt = select(_personas).where(_personas.c.id.in_(persona_ids), _personas.c.state != "deleted") \
-            .with_for_update()
+            .order_by(_personas.c.id).with_for_update()
         return records(PersonaRecord, self.conn.execute(stmt).mappings())
 
     def existing(self, persona_ids: list[str]) -> set[str]:
