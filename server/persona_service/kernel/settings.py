@@ -165,7 +165,8 @@ class Settings(Section):
     run_outage_seconds: float = Field(
         30.0, gt=0, le=600, allow_inf_nan=False,
         description="how long a streamed run whose database connection dropped (a PostgreSQL or PgBouncer restart) "
-                    "waits for the database before it ends failed with a retryable error; its stream stays open",
+                    "waits for the database before it ends failed with a retryable error; its stream stays open. A "
+                    "stream's view waits as long for Redis (a restart, a Sentinel failover)",
     )
     generation_turns: int = Field(
         1, ge=1,

@@ -28,6 +28,14 @@ all a client saw: an operation whose frames are not reproducible (a sampled
 reply) reads them (`earlier_frames`) and goes on from them. A run ends `lost`
 when nobody could finish it: no attempt did in `RUN_ATTEMPTS`, or it cannot
 go on from what its clients saw (`RunLost`: Redis forgot its frames).
+
+While Redis is away (a restart; a Sentinel failover, kernel.process.redis_pool)
+the run goes on: the batches Redis refuses wait, in order, and are written
+once it answers (up to LIVE_TTL), so the frames it keeps stay every frame of
+the run at its position; a view reading them from Redis waits for it as a run
+waits for the database (`outage_seconds`), its stream open, rather than
+ending (a new stream's run was accepted already: a 503 would make its client
+ask for a second one).
 """
 
 from __future__ import annotations
@@ -84,6 +92,8 @@ ROW_POLL = 1.0  # seconds between reads of the run's row while no process runs i
 # not one per frame (per-frame round trips were a third of a process's time under generating streams).
 # A run's first frame goes at once (with whatever is waiting): a stream's first frame is its latency.
 FLUSH_SECONDS = 0.02
+# A batch Redis refused is tried again this often (frames wait in order meanwhile, up to LIVE_TTL).
+REFUSED_RETRY_SECONDS = 0.25
 # A view with nothing to send for this long sends a keep-alive (an SSE comment at the edge), so that proxies
 # between it and its client do not cut a stream that waits (for the database, for a takeover).
 KEEP_ALIVE_SECONDS = 15.0
@@ -210,8 +220,8 @@ class Run:
 
 
 class RunStore:
-    """Frames and status of runs in Redis (best effort while running: a
-    Redis outage loses only the ability to resume)."""
+    """Frames and status of runs in Redis. A batch Redis refuses is written again once it answers, before
+    anything after it (up to LIVE_TTL; past that it is dropped, and only the ability to resume is lost)."""
 
     def __init__(self, client: redis.Redis):
         self.redis = client
@@ -222,6 +232,11 @@ class RunStore:
         self._flusher: threading.Thread | None = None
         self._kept = threading.Event()  # frames are waiting (the flusher sleeps while none are)
         self._first = threading.Event()  # a run's first frame is waiting: written at once, not with the next batch
+        # While Redis refuses the batches (a restart, a failover): what to write after the frames (a run's end,
+        # runs to wake) and since when (monotonic) it refuses them (flush).
+        self._deferred: list[Callable[[Pipeline], Pipeline]] = []
+        self._woken: set[str] = set()
+        self._refused_since: float | None = None
 
     @staticmethod
     def _keys(run_id: str) -> tuple[str, str]:
@@ -266,10 +281,14 @@ class RunStore:
             self._pending.append((run_id, seq, frame, kept))
             if seq == 1:  # what its client waits for before anything else (a stream's first frame)
                 self._first.set()
-            self._kept.set()
-            if self._flusher is None:
-                self._flusher = threading.Thread(target=self._flush_every, name="run-frames", daemon=True)
-                self._flusher.start()
+            self._wake_flusher()
+
+    def _wake_flusher(self) -> None:
+        """(Holding `_pending_lock`.) Frames or a refused batch wait: the flusher writes them."""
+        self._kept.set()
+        if self._flusher is None:
+            self._flusher = threading.Thread(target=self._flush_every, name="run-frames", daemon=True)
+            self._flusher.start()
 
     def finish(self, run: Run, status: str, error: ApiError | None = None) -> None:
         """The run's status (and its error, for views in other processes), after every frame it emitted (in
@@ -288,23 +307,50 @@ class RunStore:
         with self._flush_lock:
             with self._pending_lock:
                 pending, self._pending = self._pending, []
-            if not pending and then is None:
+            if then is not None:
+                self._deferred.append(then)
+            self._woken.update([*(run_id for run_id, *_ in pending), *([also] if also else [])])
+            if not pending and not self._deferred:
                 return
+            deferred, woken = list(self._deferred), list(self._woken)
 
             def commands(p: Pipeline) -> Pipeline:
                 for run_id, _seq, frame, _kept in pending:
                     frames = self._keys(run_id)[0]
                     p.rpush(frames, frame)
                     p.expire(frames, LIVE_TTL)  # the heartbeat keeps it alive after that
-                p = then(p) if then is not None else p
-                return wakeups.publish(p, [*(run_id for run_id, *_ in pending), *([also] if also else [])])
+                for after in deferred:
+                    p = after(p)
+                return wakeups.publish(p, woken)
 
-            self._quietly(commands)
+            written = self._quietly(commands, transaction=True)  # all or none: a batch tried again is never half there
+            if written or self._gave_up():
+                self._deferred, self._woken, self._refused_since = [], set(), None
+            else:
+                # Refused (Redis restarts, or fails over to a replica): tried again, in order, before what comes
+                # next, so that the frames in Redis stay every frame of the run, each at its seq (views in other
+                # processes read them by position). Their `kept` is told now, as before: Redis is not waited for.
+                with self._pending_lock:
+                    self._pending[:0] = [(run_id, seq, frame, _told) for run_id, seq, frame, _kept in pending]
+                    self._wake_flusher()
             last: dict[str, tuple[int, Callable[[int], None]]] = {}
             for run_id, seq, _frame, kept in pending:
                 last[run_id] = (seq, kept)
-            for seq, kept in last.values():  # written (or refused by Redis: resuming is unavailable anyway)
+            for seq, kept in last.values():  # written (or refused by Redis: resuming is unavailable meanwhile)
                 kept(seq)
+
+    def _gave_up(self) -> bool:
+        """Whether Redis has refused the batches for so long (LIVE_TTL: the runs' keys are gone by then) that what
+        waits is dropped (the runs' streams can no longer be resumed)."""
+        now = time.monotonic()
+        if self._refused_since is None:
+            self._refused_since = now
+        if now - self._refused_since < LIVE_TTL:
+            return False
+        _warn.warning("frames-dropped", "Redis refused run frames for %d s: dropped", LIVE_TTL)
+        with self._pending_lock:
+            self._pending = []
+        return True
 
     def _flush_every(self) -> None:
         while True:
@@ -313,6 +359,8 @@ class RunStore:
             self._first.clear()
             self._kept.clear()
             self.flush()
+            if self._refused_since is not None:
+                time.sleep(REFUSED_RETRY_SECONDS)  # Redis refused the batch: try again, not at once
 
     def heartbeat(self, run_ids: list[str]) -> None:
         def beat(p: Pipeline) -> Pipeline:
@@ -337,11 +385,17 @@ class RunStore:
         except redis.RedisError as exc:
             raise _unavailable() from exc
 
-    def _quietly(self, commands: Callable) -> None:
+    def _quietly(self, commands: Callable, transaction: bool = False) -> bool:
         try:
-            commands(self.redis.pipeline(transaction=False)).execute()
+            commands(self.redis.pipeline(transaction=transaction)).execute()
         except redis.RedisError as exc:
             _warn.warning("frames", "run frames not kept in Redis (streams cannot be resumed meanwhile): %s", exc)
+            return False
+        return True
+
+
+def _told(seq: int) -> None:
+    """A frame's `kept`, once told (a batch Redis refused is written again later)."""
 
 
 def _text(value: bytes | str) -> str:
@@ -683,6 +737,7 @@ class Runs:
         cut off (503 without Retry-After)."""
         seq, keep_alive = point.seq, _keep_alive()
         row_read = time.monotonic() if queued else 0.0
+        redis_away: float | None = None  # since when (monotonic) this view's Redis reads fail
         kept = self.wakeups.watch(point.run_id)
         try:
             while True:
@@ -690,12 +745,27 @@ class Runs:
                     state["outcome"] = Outcome("handed_over")
                     return
                 kept.clear()  # a wake-up from now on means more to read
-                meta = self.store.meta(point.run_id)
-                if meta is None and time.monotonic() - row_read >= ROW_POLL:
-                    # No process runs it now (it died; another takes it over once its lease runs out).
-                    row_read, meta = time.monotonic(), self._row_meta(point.run_id) or {"status": "lost"}
+                try:
+                    meta = self.store.meta(point.run_id)
+                    if meta is None and time.monotonic() - row_read >= ROW_POLL:
+                        # No process runs it now (it died; another takes it over once its lease runs out).
+                        row_read, meta = time.monotonic(), self._row_meta(point.run_id) or {"status": "lost"}
+                    frames = self.store.frames(point.run_id, seq)  # after the status: none missed at the end
+                except ServiceUnavailable:
+                    # Redis is away (a restart, a Sentinel failover; or the database, for the row): the run
+                    # goes on meanwhile, so the view waits for it as a run waits for the database, then reads
+                    # on from where it was, up to `outage_seconds`. A new stream's run was accepted already: a
+                    # 503 would have its client ask for it again, and get a second one.
+                    now = time.monotonic()
+                    redis_away = now if redis_away is None else redis_away
+                    if now - redis_away >= self.outage_seconds or not active():
+                        raise
+                    if keep_alive(False):
+                        yield []
+                    kept.wait(wakeups.FALLBACK_SECONDS)
+                    continue
+                redis_away = None
                 status = "running" if meta is None else meta.get("status", "running")
-                frames = self.store.frames(point.run_id, seq)
                 if frames:
                     yield list(enumerate(frames, seq + 1))
                     seq += len(frames)
