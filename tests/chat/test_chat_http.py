@@ -24,6 +24,7 @@ SESSION_FIELDS = {
     "sessionId", "orgId", "workspaceId", "personaId", "userId", "title", "status", "messageCount", "inputTokens",
     "outputTokens", "costUsdMicros", "startedAt", "lastActiveAt", "endedAt",
     "personaVersion",  # beyond the spec's fourteen: the pinned persona version, 0 when not pinned (#41)
+    "unpricedReplies",  # beyond them too: replies whose model had no price, left out of costUsdMicros (#48)
 }
 ACTION = "engine.pipeline.drift_detection.action_on_alert"
 THRESHOLD = "engine.pipeline.drift_detection.threshold"

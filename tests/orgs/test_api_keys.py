@@ -323,6 +323,7 @@ CHAT_FIELDS = {
     "status": str, "messageCount": int, "inputTokens": int, "outputTokens": int, "costUsdMicros": (int, float),
     "startedAt": str, "lastActiveAt": str, "endedAt": (str, type(None)),
     "personaVersion": int,  # beyond the spec's fourteen: the pinned persona version, 0 when not pinned (#41)
+    "unpricedReplies": int,  # beyond them too: replies whose model had no price, left out of costUsdMicros (#48)
 }
 
 

@@ -126,7 +126,7 @@ def test_answers_are_models_tolerant_of_what_a_newer_server_sends():
     session = {"sessionId": "s1", "orgId": "o", "workspaceId": "w", "personaId": "p", "userId": "u", "title": "",
                "status": "active", "messageCount": 2, "inputTokens": 1, "outputTokens": 2, "costUsdMicros": 3,
                "startedAt": "2026-11-25T10:00:00Z", "lastActiveAt": "2026-11-25T10:00:00Z", "endedAt": None,
-               "personaVersion": 0}
+               "personaVersion": 0, "unpricedReplies": 0}
     parsed = parse(ChatSession, {**session, "brandNewField": {"x": 1}})
     assert parsed.session_id == "s1" and parsed.message_count == 2 and isinstance(parsed.started_at, datetime)
     assert parsed.ended_at is None and parsed.model_extra == {"brandNewField": {"x": 1}}
