@@ -27,6 +27,7 @@ import pytest
 import redis
 from persona_service.kernel.process import redis_pool
 from persona_service.kernel.process.stack import free_port
+from persona_service.kernel.transport.runs import RunStore
 from sqlalchemy import text
 from support import (
     TenantFactory,
@@ -74,6 +75,52 @@ def test_a_plain_url_keeps_its_plain_blocking_pool():
     client = redis_pool.connect("redis://127.0.0.1:6379/3", 4, 0.5)
     assert type(client.connection_pool) is redis.BlockingConnectionPool
     assert client.connection_pool.connection_kwargs["db"] == 3
+
+
+# --- frames while Redis is away --------------------------------------------------------------------------
+
+
+def test_frames_redis_refused_are_written_in_order_once_it_answers(tmp_path):
+    """A run's frames emitted while Redis is away (restarting here; failing over in the test below) wait in
+    their process and are written once it answers, each at its position: views in other processes read a
+    run's frames by position, and a batch dropped used to put every later frame at the wrong one."""
+    if not os.access(REDIS_SERVER, os.X_OK):
+        pytest.skip("needs redis-server")
+    port = free_port()
+
+    def start() -> subprocess.Popen:
+        server = subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path),
+                                   "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+        wait_until(lambda: _pings(port), 30, "redis-server answers")
+        return server
+
+    server = start()
+    try:
+        client = redis_pool.connect(f"redis://127.0.0.1:{port}/0", 4, 0.5)
+        store, key = RunStore(client), "run:run_frames_test:frames"
+        told: list[int] = []
+        for seq in (1, 2, 3):
+            store.append("run_frames_test", seq, b"frame %d" % seq, told.append)
+        wait_until(lambda: client.llen(key) == 3, 30, "the first frames kept")
+        client.save()  # what the restart starts from
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait(10)
+        for seq in (4, 5, 6):  # refused: they wait
+            store.append("run_frames_test", seq, b"frame %d" % seq, told.append)
+        wait_until(lambda: told[-1:] == [6], 30, "the refused frames told (local views do not wait for Redis)")
+        server = start()
+        store.append("run_frames_test", 7, b"frame 7", told.append)
+        wait_until(lambda: client.llen(key) >= 7, 30, "the frames written once Redis answers")
+        assert client.lrange(key, 0, -1) == [b"frame %d" % seq for seq in range(1, 8)]
+    finally:
+        server.kill()
+        server.wait(10)
+
+
+def _pings(port: int) -> bool:
+    with contextlib.suppress(redis.RedisError):
+        return bool(redis.Redis(port=port, socket_timeout=1).ping())
+    return False
 
 
 # --- the servers ---------------------------------------------------------------------------------------
