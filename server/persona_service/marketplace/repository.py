@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import Connection, func, insert, or_, select, true, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from persona_service.kernel.data import aggregates
 from persona_service.kernel.data.base import table_of
 from persona_service.kernel.data.records import record, record_or_none, records
 from persona_service.kernel.data.unique import once_per
@@ -18,6 +19,13 @@ _listings = table_of(Listing)
 _purchases = table_of(Purchase)
 _tags = table_of(ListingTag)
 
+# A listing with its purchases and its tags (`listing_tags`, kept by a trigger in the listing's own statements):
+# every write of a listing (update, unpublish, its review and an administrator's decision) locks its row first
+# (kernel.data.aggregates), then decides on its status; a purchase holds it FOR SHARE (it must stay published and
+# priced as read until the purchase commits, and purchases by other buyers go on beside it) and then, under the
+# (listing, buyer) advisory lock, reads the buyer's purchase it decides on.
+LISTING = aggregates.declare("listing", _listings, _purchases, _tags)
+
 
 class MarketplaceRepository:
     def __init__(self, conn: Connection):
@@ -27,10 +35,14 @@ class MarketplaceRepository:
         stmt = insert(_listings).values(**values).returning(_listings)
         return record(ListingRecord, self.conn.execute(stmt).mappings().one())
 
-    def get(self, listing_id: str, for_update: bool = False) -> ListingRecord | None:
-        stmt = select(_listings).where(_listings.c.id == listing_id)
+    def get(self, listing_id: str, for_update: bool = False, share: bool = False) -> ListingRecord | None:
+        """The listing; `for_update`: locked (`lock_root`: every write of a listing starts there); `share`: held
+        FOR SHARE until the transaction ends (a purchase: its writes wait, other purchases go on)."""
         if for_update:
-            stmt = stmt.with_for_update()
+            return aggregates.lock_root(self.conn, LISTING, ListingRecord, _listings.c.id == listing_id)
+        stmt = select(_listings).where(_listings.c.id == listing_id)
+        if share:
+            stmt = stmt.with_for_update(read=True)
         return record_or_none(ListingRecord, self.conn.execute(stmt).mappings().first())
 
     def update(self, listing_id: str, **values: Any) -> ListingRecord:

@@ -68,7 +68,10 @@ class MarketplaceService:
         return self.repo.update(listing_id, status="unpublished")
 
     def get(self, principal: Principal, listing_id: str) -> ListingRecord:
-        listing = self.repo.get(listing_id)
+        return self._visible(principal, self.repo.get(listing_id))
+
+    @staticmethod
+    def _visible(principal: Principal, listing: ListingRecord | None) -> ListingRecord:
         if listing is None or (listing.status != "published" and listing.org_id != principal.org_id):
             raise NotFound("listing")
         return listing
@@ -132,7 +135,9 @@ class MarketplaceService:
         if principal.plan != "enterprise":
             raise Forbidden("Marketplace purchases are available on the Enterprise plan only.",
                             {"requiredPlan": "enterprise"})
-        listing = self.get(principal, listing_id)
+        # Held FOR SHARE first (the listing aggregate's root): an unpublish or an update waits for the purchase
+        # to commit, and a purchase after them sees what they left.
+        listing = self._visible(principal, self.repo.get(listing_id, share=True))
         if listing.org_id == principal.org_id:
             raise StateConflict("An organization cannot buy its own listing.", "listingId", {"listingId": listing_id})
         if listing.status != "published":
