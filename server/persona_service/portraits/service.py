@@ -95,6 +95,8 @@ class PortraitService:
         )
 
     def approve(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
+        if ids.is_uuid(portrait_id):
+            self.repo.lock_canonical(persona_id)  # before the portrait: one lock order, persona's name first
         row = self._for_update(principal, persona_id, portrait_id)
         if row.canonical:
             return row
@@ -120,7 +122,7 @@ class PortraitService:
         return rejected
 
     def reread(self, portrait_id: str) -> PortraitRecord | None:
-        return self.repo.by_id(portrait_id)
+        return self.repo.by_id(portrait_id, decides_nothing=True)
 
     # --- the render task --------------------------------------------------------------
 
@@ -185,7 +187,9 @@ class PortraitService:
         """The source of an edit: a generated or approved portrait of a persona that can change."""
         persona = self.personas.active(principal.workspace_id, persona_id, hold=True) \
             if ids.is_uuid(persona_id) else None
-        source = self.repo.get(principal.workspace_id, persona_id, portrait_id) if ids.is_uuid(portrait_id) else None
+        # Held FOR SHARE: a reject meanwhile waits for the edit, and an edit after it finds it rejected.
+        source = self.repo.get(principal.workspace_id, persona_id, portrait_id, share=True) \
+            if ids.is_uuid(portrait_id) else None
         if persona is None or persona.state == "archived" or source is None or source.status not in EDITABLE:
             raise NotFound("source portrait")
         return source

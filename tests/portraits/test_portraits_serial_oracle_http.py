@@ -1,0 +1,128 @@
+"""A portrait's writes at once answer as one serial order would (tests/oracle.py), through Envoy (the shared
+stack, local storage): approve, reject and edit of a generated portrait, the approval of another portrait of
+the same persona (which portrait is canonical is the persona's), and a new portrait of the persona, each pair
+fired together behind a barrier and compared with both serial orders (each portrait's status and canonical
+mark, the edits in the first one's conversation, how many portraits the persona gained).
+
+Renders are durable tasks: the fixture waits until both portraits are generated (`support.wait_until`), and
+the writes ask not to wait for their own image (`Prefer: wait=0`), which no answer here depends on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from oracle import Answer, Op, Table, check_pair, writes_covered
+from persona.v1 import portraits_pb2
+from support import wait_until
+
+NO_WAIT = {"Prefer": "wait=0"}
+
+
+@dataclass(frozen=True)
+class Fixture:
+    auth: dict[str, str]
+    persona: str
+    first: str
+    other: str
+    before: int  # the persona's portraits once both were made
+
+
+def _answer(response: httpx.Response) -> Answer:
+    """Status and code: the portrait error shape has the code as `error` itself (404, 422, 502)."""
+    if response.status_code < 400:
+        return response.status_code, ""
+    error = response.json().get("error")
+    return response.status_code, error if isinstance(error, str) else error.get("code", "")
+
+
+def _portraits(http, f_auth: dict[str, str], persona: str, **params) -> list[dict]:
+    got = http.get(f"/v1/personas/{persona}/portraits", params={"limit": 100, **params}, headers=f_auth)
+    assert got.status_code == 200, got.text
+    return got.json()["items"]
+
+
+def _generated(http, auth: dict[str, str], persona: str) -> str:
+    made = http.post(f"/v1/personas/{persona}/portraits", json={"prompt": "at the harbour"},
+                     headers={**auth, **NO_WAIT})
+    assert made.status_code == 200, made.text
+    pid = made.json()["id"]
+
+    def settled():
+        got = http.get(f"/v1/personas/{persona}/portraits/{pid}", headers=auth)
+        assert got.status_code == 200, got.text
+        assert got.json()["status"] != "failed", got.text
+        return got.json()["status"] == "generated"
+    wait_until(settled, what=f"portrait {pid} generated")
+    return pid
+
+
+def _fixture(http, tenant, persona: str) -> Fixture:
+    """Two generated portraits of one persona, neither approved."""
+    first, other = _generated(http, tenant.auth, persona), _generated(http, tenant.auth, persona)
+    return Fixture(tenant.auth, persona, first, other, len(_portraits(http, tenant.auth, persona)))
+
+
+def _ops(http) -> list[Op]:
+    def post(path: str, which: str, body: dict | None = None):
+        def call(f: Fixture) -> Answer:
+            pid = getattr(f, which)
+            url = f"/v1/personas/{f.persona}/{path.format(id=pid)}"
+            return _answer(http.post(url, json=body or {}, headers={**f.auth, **NO_WAIT}))
+        return call
+
+    return [
+        Op("approve", post("portraits/{id}/approve", "first"), "ApprovePortrait"),
+        Op("approve-other", post("portraits/{id}/approve", "other"), "ApprovePortrait"),
+        Op("reject", post("portraits/{id}/reject", "first"), "RejectPortrait"),
+        Op("edit", post("portrait/{id}/edit", "first", {"instruction": "add a red scarf"}), "EditPortrait"),
+        Op("create", lambda f: _answer(http.post(f"/v1/personas/{f.persona}/portraits", json={"prompt": "at dusk"},
+                                                 headers={**f.auth, **NO_WAIT})), "CreatePortrait"),
+    ]
+
+
+def _state(http, f: Fixture):
+    def one(pid: str):
+        got = http.get(f"/v1/personas/{f.persona}/portraits/{pid}", headers=f.auth)
+        assert got.status_code == 200, got.text
+        return got.json()["status"], got.json()["canonical"]
+
+    edits = len(_portraits(http, f.auth, f.persona, conversationId=f.first)) - 1
+    gained = len(_portraits(http, f.auth, f.persona)) - f.before
+    return one(f.first), one(f.other), edits, gained
+
+
+def _table(http, tenant, persona) -> Table:
+    return Table("two generated portraits of one persona", make=lambda: _fixture(http, tenant, persona),
+                 read=lambda f: _state(http, f), ops=_ops(http))
+
+
+PAIRS = [(a.name, b.name) for a, b in _table(None, None, None).pairs]
+
+
+@pytest.fixture
+def owner(tenants):
+    """An organization of its own per pair: the cap on portrait calls (120 an hour) is the pair's; Enterprise
+    for an image quota no table reaches."""
+    return tenants(plan="enterprise")
+
+
+@pytest.fixture
+def persona(http, owner) -> str:
+    made = http.post("/v1/personas", json={"intent": "A harbour pilot who sketches the ships she guides"},
+                     headers=owner.auth)
+    assert made.status_code == 200, made.text
+    return made.json()["id"]
+
+
+@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
+def test_two_writes_at_once_answer_as_one_serial_order(http, owner, persona, a, b):
+    table = _table(http, owner, persona)
+    ops = {op.name: op for op in table.ops}
+    assert check_pair(table, ops[a], ops[b]) == []
+
+
+def test_the_oracle_tries_every_write_of_a_portrait():
+    service = portraits_pb2.DESCRIPTOR.services_by_name["PortraitService"]
+    assert writes_covered(service, [_table(None, None, None)], set()) == set()
