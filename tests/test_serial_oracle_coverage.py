@@ -39,14 +39,9 @@ ELSEWHERE = {
     "AdminService.BuildOneDsarExport",
 }
 
-# Not tried yet (issue 45): each service's aggregates are still to be declared and given a table. (A persona's
-# writes: tests/personas/test_persona_serial_oracle_http.py; a listing's:
-# tests/marketplace/test_marketplace_serial_oracle_http.py; a portrait's: tests/portraits/test_portraits_serial_oracle_http.py.)
-PENDING = {
-    # An OpenAI-compatible completion writes a chat session's accounting (it locks the session as the chat
-    # writes do, docs/concurrency.md), but no table fires it beside the chat writes yet.
-    "OpenAIService.CreateChatCompletion", "OpenAIService.StreamChatCompletion",
-}
+# Not tried yet: none (issue 45 gave every service's writes a table; a service whose aggregates are still to be
+# declared and tried is named here with why, until its table lands).
+PENDING: set[str] = set()
 
 
 def _write_rpcs() -> dict[str, set[str]]:
