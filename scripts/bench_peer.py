@@ -146,6 +146,7 @@ def session_json(row) -> bytes:
         "startedAt": _rfc3339(row["started_at"]), "lastActiveAt": _rfc3339(row["last_active_at"]),
         "endedAt": _rfc3339(row["ended_at"]) if row["ended_at"] is not None else None,
         "personaVersion": row["persona_version"] or 0,  # (not pinned: 0, as the service's ChatSession says)
+        "unpricedReplies": row["unpriced_replies"],
     })
 
 

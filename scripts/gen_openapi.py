@@ -46,6 +46,7 @@ from google.api import annotations_pb2, field_behavior_pb2
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
 from persona.v1 import errors_pb2, options_pb2
+from persona_service.chat.openai_errors import OPENAI_CODES
 from persona_service.portraits.module import PORTRAIT_STATUSES
 from proto_comments import user_text
 
@@ -281,6 +282,9 @@ def error_components() -> dict[str, dict[str, Any]]:
                                          "flattened (`used`, `limit`, `pii`, `term`, `scores`, `provider`)."},
         "OpenAIErrorObject": {"type": "object", "required": ["code", "message", "details", "type", "param"],
                               "properties": {**error["properties"],
+                                             "code": {"type": "string", "enum": sorted({*codes, *OPENAI_CODES}),
+                                                      "description": "The catalogue's code, or OpenAI's own "
+                                                                     "(`model_not_found`)."},
                                              "type": {"type": "string", "description": "OpenAI's error type."},
                                              "param": {"type": ["string", "null"],
                                                        "description": "The first invalid field, else null."}}},

@@ -990,8 +990,8 @@ export interface OpenAIError {
 }
 
 export interface OpenAIErrorObject {
-  /** Stable machine-readable code (the catalogue). */
-  code: "asset_expired" | "audit_blocked" | "bad_request" | "drift_blocked" | "forbidden" | "headers_too_large" | "idempotency_conflict" | "internal_error" | "method_not_allowed" | "moderation_blocked" | "not_found" | "not_implemented" | "payload_too_large" | "precondition_failed" | "provider_error" | "provider_timeout" | "quota_exceeded" | "rate_limited" | "request_timeout" | "service_unavailable" | "state_conflict" | "unauthorized" | "unsupported_media_type" | "upgrade_required" | "validation_failed";
+  /** The catalogue's code, or OpenAI's own (`model_not_found`). */
+  code: "asset_expired" | "audit_blocked" | "bad_request" | "drift_blocked" | "forbidden" | "headers_too_large" | "idempotency_conflict" | "internal_error" | "method_not_allowed" | "model_not_found" | "moderation_blocked" | "not_found" | "not_implemented" | "payload_too_large" | "precondition_failed" | "provider_error" | "provider_timeout" | "quota_exceeded" | "rate_limited" | "request_timeout" | "service_unavailable" | "state_conflict" | "unauthorized" | "unsupported_media_type" | "upgrade_required" | "validation_failed";
   message: string;
   details: Record<string, unknown>;
   /** OpenAI's error type. */

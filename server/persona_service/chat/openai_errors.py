@@ -18,6 +18,8 @@ _TYPES_BY_STATUS = {401: "authentication_error", 403: "permission_error", 404: "
 # Catalogue status -> OpenAI's (kernel.process.module.Module.error_shape_statuses): OpenAI answers a request it
 # refuses (a field's value, a refused content) 400, never 422.
 OPENAI_STATUSES = {422: 400}
+# Codes of OpenAI's own that this shape answers beside the catalogue's (the OpenAPI document lists them).
+OPENAI_CODES = ("model_not_found",)
 
 
 def openai_error_body(error: dict[str, Any], status: int) -> tuple[str, None]:
@@ -33,7 +35,7 @@ def _shaped(error: dict[str, Any], status: int) -> dict[str, Any]:
     details = error.get("details") or {}
     if error["code"] == "not_found" and isinstance(details.get("model"), str):
         # OpenAI's answer for a model that does not exist (or is another organization's), code and type alike.
-        return {"error": {**error, "code": "model_not_found", "type": "invalid_request_error", "param": None,
+        return {"error": {**error, "code": OPENAI_CODES[0], "type": "invalid_request_error", "param": None,
                           "message": f"The model `{details['model']}` does not exist or you do not have access "
                                      "to it."}}
     return {"error": {**error, "type": openai_type(error["code"], status), "param": _param(details)}}
