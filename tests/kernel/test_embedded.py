@@ -22,10 +22,14 @@ def postmaster(directory) -> int | None:
 
 def test_a_killed_joiner_does_not_keep_the_server_running(tmp_path):
     directory = tmp_path / "postgres"
-    killed = subprocess.Popen([sys.executable, "-c", f"{JOIN}; import time; time.sleep(300)", str(directory)])
+    killed = subprocess.Popen([sys.executable, "-c", f"{JOIN}; import time; time.sleep(600)", str(directory)],
+                              stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
+        # A first join runs initdb: a bound for a hang on a loaded machine, not a speed (one CI run under load 9
+        # passed 120 s); a process that died says why at once.
+        deadline = time.monotonic() + 300
         while killed.pid not in _joiners(directory):
+            assert killed.poll() is None, f"the first process died before it joined: {killed.communicate()[1][-2000:]}"
             assert time.monotonic() < deadline, "the first process never joined"
             time.sleep(0.2)
     finally:
