@@ -79,14 +79,14 @@ gen-check: $(STAMP) node_modules/.installed
 	$(BIN)/python scripts/gen_cli_index.py --check
 	$(BIN)/python scripts/gen_importlinter.py --check
 
-# The suite on PYTEST_WORKERS pytest-xdist workers (default: half the cores, at most 4; one process below 4 cores, where
-# two stacks and their clients only contend for the same CPUs), each a session with a stack of its
-# own; a file's tests (a folder's, where its conftest.py shares a stack) stay on one worker (tests/conftest.py).
-# PYTEST_WORKERS=0: one process. PYTEST_ARGS are passed on. Either way tests/complete_run.py fails a run in
-# which two items share a node id or fewer tests report a result than were collected (the 138 schemathesis
-# cases -n 2 once lost without a word; their ids are distinct now). On 2 cores one process stays the default:
-# docs/testing.md has the -n 2 measurement.
-PYTEST_WORKERS ?= $(shell n=$$(( $$(nproc) / 2 )); echo $$(( n < 2 ? 0 : n > 4 ? 4 : n )))
+# The suite on PYTEST_WORKERS pytest-xdist workers (default: half the cores, at least 2 and at most 4; one process
+# on one core), each a session with a stack of its own; a file's tests (a folder's, where its conftest.py shares a
+# stack) stay on one worker, the longest measured first (tests/conftest.py, tests/durations.json). The suite
+# waits more than it computes (0.8 of two cores in one process), so two workers gain on two cores too
+# (docs/testing.md). PYTEST_WORKERS=0: one process. PYTEST_ARGS are passed on. Either way
+# tests/complete_run.py fails a run in which two items share a node id or fewer tests report a result than were
+# collected (the 138 schemathesis cases -n 2 once lost without a word; their ids are distinct now).
+PYTEST_WORKERS ?= $(shell c=$$(nproc); n=$$(( c / 2 )); echo $$(( c < 2 ? 0 : n < 2 ? 2 : n > 4 ? 4 : n )))
 pytest: $(STAMP) $(BYTECODE) node_modules/.installed browser bench-tools topology-tools
 	$(BIN)/python -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadscope) $(PYTEST_ARGS)
 

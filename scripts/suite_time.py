@@ -4,13 +4,19 @@ figure is not a quiet one's), and the seconds per folder and the slowest files, 
 
     .venv/bin/python scripts/suite_time.py                 # the whole suite, as `make pytest` runs it
     .venv/bin/python scripts/suite_time.py -- tests/kernel  # a part of it
+    .venv/bin/python scripts/suite_time.py --from-junit report.xml --durations-out tests/durations.json
+
+`--durations-out` writes the seconds per file that `make pytest`'s workers start the longest scopes by
+(tests/conftest.py); `--from-junit` reads a report a run already wrote (`PYTEST_ARGS=--junitxml=…`).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,11 +38,27 @@ def file_seconds(report: Path) -> dict[str, float]:
     return seconds
 
 
+def write_durations(report: Path, out: Path | None) -> None:
+    """Seconds per file of a JUnit report, rounded, and the median seconds a test (`*per test`: the guess for
+    a file not measured yet)."""
+    if out is None:
+        return
+    tests = sorted(float(case.get("time") or 0) for case in ET.parse(report).iter("testcase"))
+    table: dict[str, float] = {path: round(spent, 1) for path, spent in sorted(file_seconds(report).items())}
+    table["*per test"] = round(statistics.median(tests), 2) if tests else 1.0
+    out.write_text(json.dumps(table, indent=1) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--top", type=int, default=15, help="how many of the slowest files to list")
+    parser.add_argument("--durations-out", type=Path, help="write the seconds per file here (JSON)")
+    parser.add_argument("--from-junit", type=Path, help="read this JUnit report instead of running pytest")
     parser.add_argument("pytest_args", nargs="*", help="after --: what pytest gets (default: the whole suite)")
     args = parser.parse_args()
+    if args.from_junit:
+        write_durations(args.from_junit, args.durations_out)
+        return 0
     with tempfile.TemporaryDirectory(prefix="suite-time-") as folder:
         report = Path(folder) / "junit.xml"
         load_before = os.getloadavg()[0]
@@ -46,6 +68,8 @@ def main() -> int:
         wall = time.monotonic() - started
         load_after = os.getloadavg()
         seconds = file_seconds(report) if report.exists() else {}
+        if report.exists():
+            write_durations(report, args.durations_out)
     folders: dict[str, float] = collections.defaultdict(float)
     for path, spent in seconds.items():
         folders[path.rsplit("/", 1)[0] if path.count("/") > 1 else path] += spent

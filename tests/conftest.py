@@ -5,7 +5,9 @@ from the Alembic migrations the stack applies. Helpers live in support.py."""
 
 from __future__ import annotations
 
+import collections
 import functools
+import json
 import pathlib
 import re
 
@@ -31,11 +33,40 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class ByFileOrSharedFolder(LoadScopeScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::")[0]
             return next((f for f in _sharing_folders(config.rootpath) if path.startswith(f + "/")), path)
 
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:  # the longest scopes first, so that none starts last and runs on alone
+                self.ordered = True
+                known = _measured_seconds()
+                self.workqueue = collections.OrderedDict(sorted(
+                    self.workqueue.items(), key=lambda item: -_expected_seconds(known, item[0], len(item[1]))))
+            super()._assign_work_unit(node)
+
     return ByFileOrSharedFolder(config, log)
+
+
+# Seconds per test file of a measured run (scripts/suite_time.py --durations-out tests/durations.json).
+DURATIONS = pathlib.Path(__file__).with_name("durations.json")
+
+
+@functools.cache
+def _measured_seconds() -> dict[str, float]:
+    try:
+        return {str(path): float(seconds) for path, seconds in json.loads(DURATIONS.read_text()).items()}
+    except (OSError, ValueError):
+        return {}
+
+
+def _expected_seconds(known: dict[str, float], scope: str, tests: int) -> float:
+    """A scope's measured seconds (a shared folder's: its files'), or, for a file not measured yet, its tests at
+    the measured run's median seconds a test (a second when nothing was measured)."""
+    measured = [seconds for path, seconds in known.items() if path == scope or path.startswith(scope + "/")]
+    return sum(measured) if measured else tests * known.get("*per test", 1.0)
 
 
 @functools.cache
