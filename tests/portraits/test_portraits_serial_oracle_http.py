@@ -4,6 +4,9 @@ the same persona (which portrait is canonical is the persona's), and a new portr
 fired together behind a barrier and compared with both serial orders (each portrait's status and canonical
 mark, the edits in the first one's conversation, how many portraits the persona gained).
 
+A second table tries the organization's monthly image quota with one image left (`images_per_month` set to 2,
+one portrait made): two new portraits, or a new one and an edit, at once must answer 200 and 429 as serially.
+
 Renders are durable tasks: the fixture waits until both portraits are generated (`support.wait_until`), and
 the writes ask not to wait for their own image (`Prefer: wait=0`), which no answer here depends on."""
 
@@ -15,6 +18,7 @@ import httpx
 import pytest
 from oracle import Answer, Op, Table, check_pair, writes_covered
 from persona.v1 import portraits_pb2
+from sqlalchemy import text
 from support import wait_until
 
 NO_WAIT = {"Prefer": "wait=0"}
@@ -98,7 +102,27 @@ def _table(http, tenant, persona) -> Table:
                  read=lambda f: _state(http, f), ops=_ops(http))
 
 
+def _quota_fixture(http, tenants, engine) -> Fixture:
+    """An organization with one image left this month (a quota of 2, one portrait generated)."""
+    small = tenants(plan="enterprise")  # (configured before its first request: limits are cached per process)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO config_items (org_id, workspace_id, key, value, updated_by) "
+                          "VALUES (:o, '', 'api.rate_limit.images_per_month', '2', 'test')"), {"o": small.org_id})
+    made = http.post("/v1/personas", json={"intent": "A beekeeper who paints her hives"}, headers=small.auth)
+    assert made.status_code == 200, made.text
+    persona = made.json()["id"]
+    first = _generated(http, small.auth, persona)
+    return Fixture(small.auth, persona, first, first, len(_portraits(http, small.auth, persona)))
+
+
+def _table_quota(http, tenants, engine) -> Table:
+    ops = [op for op in _ops(http) if op.name in ("create", "edit")]
+    return Table("one image left in the month", make=lambda: _quota_fixture(http, tenants, engine),
+                 read=lambda f: len(_portraits(http, f.auth, f.persona)) - f.before, ops=ops)
+
+
 PAIRS = [(a.name, b.name) for a, b in _table(None, None, None).pairs]
+QUOTA_PAIRS = [(a.name, b.name) for a, b in _table_quota(None, None, None).pairs]
 
 
 @pytest.fixture
@@ -119,6 +143,13 @@ def persona(http, owner) -> str:
 @pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
 def test_two_writes_at_once_answer_as_one_serial_order(http, owner, persona, a, b):
     table = _table(http, owner, persona)
+    ops = {op.name: op for op in table.ops}
+    assert check_pair(table, ops[a], ops[b]) == []
+
+
+@pytest.mark.parametrize(("a", "b"), QUOTA_PAIRS, ids=[f"{a}+{b}" for a, b in QUOTA_PAIRS])
+def test_two_images_at_once_for_the_last_of_the_quota_answer_as_one_serial_order(http, tenants, engine, a, b):
+    table = _table_quota(http, tenants, engine)
     ops = {op.name: op for op in table.ops}
     assert check_pair(table, ops[a], ops[b]) == []
 
