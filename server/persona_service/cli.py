@@ -86,7 +86,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"persona-service: {exc}", file=sys.stderr)
         return 1
     runtime.announce(runtime.Instance(os.getpid(), str(settings.data_dir), stack.http_url, stack.database_url,
-                                      stack.redis_url, tuple(p.to_json() for p in probes)))
+                                      stack.redis_url, tuple(p.to_json() for p in probes), _unpriced_models()))
     checking.join(10)
     stream_servers = ", ".join(f"127.0.0.1:{stack.stream_port(p)}" for p in stack.stream_server_ports)
     priority = "SCHED_IDLE" if settings.runner_priority == "idle" else f"nice {settings.runner_nice}"
@@ -154,15 +154,30 @@ def _findings_warning(findings: list[Finding]) -> str:
 def _describe_prices() -> str:
     """The banner's prices line: the configured models without a price are named (their costs are reported as
     unknown, never as $0: providers.pricing)."""
-    from persona_service.kernel.settings import load
     from persona_service.providers.pricing import describe
+
+    models = _priced_models()
+    if models == ("local-persona-1",):
+        return describe("local-persona-1") + " (the local test model's demo price)"
+    chat, embedding = (*models, "")[:2]
+    return describe(chat, embedding)
+
+
+def _priced_models() -> tuple[str, ...]:
+    """The models whose usage is billed: chat's and, when remote, the embeddings'."""
+    from persona_service.kernel.settings import load
     from persona_service.providers.settings import ProviderSettings
 
     settings = load(ProviderSettings)
     if settings.upstream("chat") is None:
-        return describe("local-persona-1") + " (the local test model's demo price)"
-    embedding = settings.openai_embedding_model if settings.upstream("embedding") is not None else ""
-    return describe(settings.openai_model, embedding)
+        return ("local-persona-1",)
+    return settings.openai_model, settings.openai_embedding_model if settings.upstream("embedding") else ""
+
+
+def _unpriced_models() -> tuple[str, ...]:
+    from persona_service.providers.pricing import PriceTable
+
+    return tuple(PriceTable.from_env().unpriced(m for m in _priced_models() if m))
 
 
 def _this_cli() -> str:
@@ -239,7 +254,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     if instance is None:
         print(f"persona-service: {stopped(began, 0) or missing}", file=sys.stderr)
         return 1
-    answer = {"url": instance.http_url, "dataDir": instance.data_dir, "pid": instance.pid, "ready": ready}
+    answer = {"url": instance.http_url, "dataDir": instance.data_dir, "pid": instance.pid, "ready": ready,
+              "unpricedModels": list(instance.unpriced)}
+    for model in instance.unpriced:
+        print(f"persona-service: warning: model {model} has no price: its costs are reported as unknown "
+              "(`unpriced`), not $0; set PERSONA_MODEL_PRICES (docs/configuration.md)", file=sys.stderr)
     if instance.providers:
         # The model providers the instance runs with, asked again (providers.preflight): a warning, never a
         # failure of `status`, whose exit says whether the service is ready.

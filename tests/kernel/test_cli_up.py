@@ -120,6 +120,9 @@ def test_status_asks_the_providers_again(up, model_server):
     assert first.returncode == 0, first.stderr  # ready: the model check warns, never fails status
     said = json.loads(first.stdout)
     assert said["pid"] == proc.pid and said["ready"] is True
+    # Neither model has a price: status says so (their costs are reported unknown, not $0).
+    assert said["unpricedModels"] == ["qwen2.5", "nomic-embed-text"]
+    assert "persona-service: warning: model qwen2.5 has no price" in first.stderr, first.stderr
     assert [(p["part"], p["model"], p["ok"]) for p in said["providers"]] == [
         ("chat", "qwen2.5", True), ("embeddings", "nomic-embed-text", False)]
     assert (f"persona-service: warning: model provider not ready: embeddings: model `nomic-embed-text` not found "
@@ -130,7 +133,7 @@ def test_status_asks_the_providers_again(up, model_server):
         again = status()
     finally:
         model_server.models = list(OFFERED)
-    assert again.returncode == 0 and "warning" not in again.stderr, again.stderr
+    assert again.returncode == 0 and "not ready" not in again.stderr, again.stderr
     assert [p["says"] for p in json.loads(again.stdout)["providers"]] == [
         f"chat: model `qwen2.5` at {model_server.base_url}: OK",
         f"embeddings: model `nomic-embed-text` at {model_server.base_url}: OK"]

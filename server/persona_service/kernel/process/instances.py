@@ -56,6 +56,8 @@ class Instance:
     redis_url: str
     # The model providers `up` checked (providers.preflight.Probe.to_json); none when all are local.
     providers: tuple[dict[str, str], ...] = field(default=())
+    # The models it runs that have no price (providers.pricing): their costs are reported unknown, not $0.
+    unpriced: tuple[str, ...] = field(default=())
 
 
 def _registry() -> pathlib.Path:
