@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import json
 import pathlib
 import re
 
@@ -15,6 +14,7 @@ import grpc
 import httpx
 import pytest
 from persona_service.kernel.transport.auth import Authenticator, CredentialCache
+from scheduling import expected_seconds, measured_seconds
 from support import JWT_SECRET, Stack, Tenant, TenantFactory, client_for, engine_for, make_stack, running
 
 # Fails a run that loses tests: duplicated node ids, or fewer results than tests collected (tests/complete_run.py).
@@ -42,31 +42,14 @@ def pytest_xdist_make_scheduler(config, log):
         def _assign_work_unit(self, node) -> None:
             if not self.ordered:  # the longest scopes first, so that none starts last and runs on alone
                 self.ordered = True
-                known = _measured_seconds()
+                known = measured_seconds()
                 self.workqueue = collections.OrderedDict(sorted(
-                    self.workqueue.items(), key=lambda item: -_expected_seconds(known, item[0], len(item[1]))))
+                    self.workqueue.items(), key=lambda item: -expected_seconds(known, item[0], len(item[1]))))
             super()._assign_work_unit(node)
 
     return ByFileOrSharedFolder(config, log)
 
 
-# Seconds per test file of a measured run (scripts/suite_time.py --durations-out tests/durations.json).
-DURATIONS = pathlib.Path(__file__).with_name("durations.json")
-
-
-@functools.cache
-def _measured_seconds() -> dict[str, float]:
-    try:
-        return {str(path): float(seconds) for path, seconds in json.loads(DURATIONS.read_text()).items()}
-    except (OSError, ValueError):
-        return {}
-
-
-def _expected_seconds(known: dict[str, float], scope: str, tests: int) -> float:
-    """A scope's measured seconds (a shared folder's: its files'), or, for a file not measured yet, its tests at
-    the measured run's median seconds a test (a second when nothing was measured)."""
-    measured = [seconds for path, seconds in known.items() if path == scope or path.startswith(scope + "/")]
-    return sum(measured) if measured else tests * known.get("*per test", 1.0)
 
 
 @functools.cache
@@ -124,5 +107,3 @@ def tenant(tenants) -> Tenant:
 @pytest.fixture(scope="session")
 def jwt_minter() -> Authenticator:
     return Authenticator(JWT_SECRET, CredentialCache(0))
-
-

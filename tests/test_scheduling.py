@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import json
 
-from conftest import DURATIONS, _expected_seconds
+from scheduling import DURATIONS, expected_seconds
 
 
 def test_scopes_are_expected_to_take_what_was_measured():
     known = {"tests/a/test_one.py": 30.0, "tests/shared/test_x.py": 20.0, "tests/shared/test_y.py": 25.0,
              "*per test": 0.5}
-    assert _expected_seconds(known, "tests/a/test_one.py", 3) == 30.0
-    assert _expected_seconds(known, "tests/shared", 9) == 45.0  # a folder that shares a stack: its files
-    assert _expected_seconds(known, "tests/new/test_new.py", 10) == 5.0  # not measured yet: 10 tests × 0.5 s
+    assert expected_seconds(known, "tests/a/test_one.py", 3) == 30.0
+    assert expected_seconds(known, "tests/shared", 9) == 45.0  # a folder that shares a stack: its files
+    assert expected_seconds(known, "tests/new/test_new.py", 10) == 5.0  # not measured yet: 10 tests × 0.5 s
     order = sorted(["tests/a/test_one.py", "tests/shared", "tests/new/test_new.py"],
-                   key=lambda scope: -_expected_seconds(known, scope, 10))
+                   key=lambda scope: -expected_seconds(known, scope, 10))
     assert order == ["tests/shared", "tests/a/test_one.py", "tests/new/test_new.py"]
 
 

@@ -46,6 +46,5 @@ class PersonaDirectory:
     def visible(self, workspace_id: str, persona_id: str) -> bool:
         """A persona id the caller may address (for per-persona config); held FOR SHARE in a writing
         transaction (a setting written for it: it cannot be deleted meanwhile), read as is in a read-only one."""
-        driver = self.conn.connection.driver_connection
-        writing = driver is not None and not getattr(driver, "autocommit", False)
+        writing = self.repo.in_writing_transaction()
         return ids.is_uuid(persona_id) and self.active(workspace_id, persona_id, hold=writing) is not None

@@ -197,6 +197,11 @@ class PersonaRepository:
 
     # --- reads for other modules (through personas.directory) -----------------------------
 
+    def in_writing_transaction(self) -> bool:
+        """Whether the unit of work writes (a read-only one runs in autocommit: kernel.data.uow)."""
+        driver = self.conn.connection.driver_connection
+        return driver is not None and not getattr(driver, "autocommit", False)
+
     def active(self, workspace_id: str, persona_id: str, *, share: bool = False,
                decides_nothing: bool = False) -> PersonaRecord | None:
         """The persona if not deleted; `share`: held FOR SHARE until the transaction ends (a write of another

@@ -81,6 +81,10 @@ def slugify(text: str, limit: int = 64) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit].strip("-") or "persona"
 
 
+
+class _NewVersionMeanwhile(Exception):
+    """Another write made a new version while the model worked: the savepoint goes (and its lock with it)."""
+
 class PersonaService:
     def __init__(self, conn: Connection, provider: Provider, clock: Callable[[], datetime] = utcnow,
                  on_upstream_failure: Callable[[str, ProviderError], None] | None = None,
@@ -451,13 +455,14 @@ class PersonaService:
         deleted or archived meanwhile (a serial order running this second answers so). None if another write
         made a new version meanwhile: the lock is let go again (a savepoint rolled back releases it) and the
         caller works on that version, as the serial order running it second does."""
-        savepoint = self.conn.begin_nested()
-        row = self._writable(principal, read.id)
-        if row.version != read.version:
-            savepoint.rollback()
+        try:
+            with self.conn.begin_nested():  # (left by an exception: rolled back, its lock released)
+                row = self._writable(principal, read.id)
+                if row.version != read.version:
+                    raise _NewVersionMeanwhile
+                return row  # (the savepoint released: the lock stays with the transaction)
+        except _NewVersionMeanwhile:
             return None
-        savepoint.commit()  # (released: the lock stays with the transaction)
-        return row
 
     @staticmethod
     def _kept_changing(row: PersonaRecord) -> StateConflict:

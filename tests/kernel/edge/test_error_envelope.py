@@ -8,7 +8,6 @@ never leak."""
 from __future__ import annotations
 
 import socket
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -19,7 +18,7 @@ import support
 from persona_service.chat.tables import ChatSession
 from persona_service.kernel import ids
 from sqlalchemy import insert
-from support import JWT_SECRET, assert_envelope
+from support import JWT_SECRET, assert_envelope, wait_until
 
 # Metadata the server uses to hand the envelope to Envoy; it must never reach clients.
 CARRIER_HEADERS = ("x-http-status", "x-error-body", "x-error-code", "grpc-status", "grpc-message", "grpc-status-details-bin")
@@ -119,9 +118,12 @@ def test_401_jwt_expired(http, tenant):
 
 
 def test_401_jwt_expired_via_minter(http, tenant, jwt_minter):
-    token = jwt_minter.mint_session(tenant.user_id, tenant.org_id, tenant.workspace_id, ttl_seconds=1)
+    # A token that lives 3 s: accepted at once (a margin a loaded machine keeps: 1 s once ran out before the first
+    # call), refused once it expired (waited for as observed, not slept).
+    token = jwt_minter.mint_session(tenant.user_id, tenant.org_id, tenant.workspace_id, ttl_seconds=3)
     assert http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(token)).status_code == 200
-    time.sleep(2.1)
+    wait_until(lambda: http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(token)).status_code == 401, 30,
+               "the expired token is refused")
     error_of(http.get(f"/v1/orgs/{tenant.org_id}", headers=bearer(token)), 401, "unauthorized")
 
 
