@@ -250,10 +250,10 @@ class PersonaService:
                 "refine", principal.org_id, principal.workspace_id, persona_id, row.intent, instruction=instruction,
                 base_soul=row.soul,
             )
-            result = yield from self.pipeline.run(spec)
-            locked = self._locked_if_current(principal, row)
-            if locked is None:
+            attempt = yield from self._attempt(principal, row, spec)
+            if attempt is None:
                 continue
+            result, locked = attempt
             row = self._new_version(locked, result, "refine", note=note, instruction=instruction)
             self._emit(row, "persona.updated", {"version": row.version, "changed": ["soul", "voice"], "note": note})
             return row
@@ -275,10 +275,10 @@ class PersonaService:
                 "regenerate", principal.org_id, principal.workspace_id, persona_id, row.intent, base_soul=row.soul,
                 from_step=from_step, previous={k: v for k, v in previous.items() if v is not None},
             )
-            result = yield from self.pipeline.run(spec)
-            locked = self._locked_if_current(principal, row)
-            if locked is None:
+            attempt = yield from self._attempt(principal, row, spec)
+            if attempt is None:
                 continue
+            result, locked = attempt
             row = self._new_version(locked, result, "regenerate")
             self._emit(row, "persona.regenerated",
                        {"version": row.version, "fromStep": from_step, "runId": result.run_id})
@@ -449,6 +449,22 @@ class PersonaService:
         without its lock, which the model call must not hold; the write decides again under the lock before it
         stores anything (`_locked_if_current`)."""
         return self._refuse_unwritable(self.get(principal, persona_id, decides_nothing=True))
+
+    def _attempt(self, principal: Principal, read: PersonaRecord,
+                 spec: RunSpec) -> Generator[dict, None, tuple[RunResult, PersonaRecord] | None]:
+        """One attempt of a write's model work on the persona as `read`: its generation run, and the persona
+        locked to store what it made; None if another write made a new version meanwhile. The attempt's run,
+        steps and events are in a savepoint that goes with it then: the serial order runs the write once, on
+        the new version, and records one run (the serial oracle compares the events)."""
+        try:
+            with self.conn.begin_nested():  # (left by an exception: rolled back, the attempt's records with it)
+                result = yield from self.pipeline.run(spec)
+                locked = self._locked_if_current(principal, read)
+                if locked is None:
+                    raise _NewVersionMeanwhile
+                return result, locked
+        except _NewVersionMeanwhile:
+            return None
 
     def _locked_if_current(self, principal: Principal, read: PersonaRecord) -> PersonaRecord | None:
         """The persona locked for storing what the model made from `read`: 404 if it is gone, 409 if it was
