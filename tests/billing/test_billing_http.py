@@ -144,10 +144,14 @@ def test_cancel_resume_and_the_renewal_that_runs_once(http, engine, stack, tenan
 
     after = _parse(period_end) + timedelta(minutes=1)
     bus = redis.Redis.from_url(stack.redis_url)
-    for expected in (True, False):  # the second run finds nothing due: a period renews once
-        renewed = renew_subscriptions(replace(runtime, invalidate=lambda m: bus.publish(INVALIDATION_CHANNEL, m),
-                                              clock=lambda: after))
-        assert (renewed >= 1) is expected
+    # Runs until one finds nothing due (a run renews at most 100: the stack's other organizations, made by the
+    # tests before, are due too); this one's period renews once (its one downgrade and audit entry, below).
+    runs: list[int] = []
+    while not runs or runs[-1]:
+        assert len(runs) < 100, runs
+        runs.append(renew_subscriptions(replace(runtime, invalidate=lambda m: bus.publish(INVALIDATION_CHANNEL, m),
+                                                clock=lambda: after)))
+    assert runs[0] >= 1
     deadline = time.monotonic() + 1.0  # the spec's bound: every process sees the plan within a second
     while True:
         sub = http.get("/v1/billing/subscription", headers=org.auth)
