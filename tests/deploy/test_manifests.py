@@ -1,13 +1,18 @@
 """The container image and the Kubernetes manifests, checked offline: every
-manifest validates against the Kubernetes API schema (strict: no unknown
-fields), every container runs a real `persona-service` command, every
+manifest of the Kubernetes API validates against its schema (strict: no unknown
+fields; the operator's PostgreSQL Cluster is checked for what the service relies
+on, its schema not being part of Kubernetes'), PostgreSQL and Redis fail over
+(a synchronous standby, Sentinels the service's URL follows), every container runs a real `persona-service` command, every
 variable they set is a setting the service reads, and the Dockerfile copies
 only what exists."""
 
 from __future__ import annotations
 
+import configparser
 import pathlib
 import re
+import subprocess
+from urllib.parse import urlsplit
 
 import kubernetes_validate
 import pytest
@@ -32,11 +37,56 @@ def _documents() -> list[tuple[str, dict]]:
 
 
 DOCUMENTS = _documents()
+# Custom resources, defined by an operator installed beforehand (postgres.yaml): not in Kubernetes' schema.
+OPERATOR_GROUPS = {"postgresql.cnpg.io"}
+KUBERNETES_DOCUMENTS = [(n, d) for n, d in DOCUMENTS if d["apiVersion"].split("/")[0] not in OPERATOR_GROUPS]
 
 
-@pytest.mark.parametrize(("name", "doc"), DOCUMENTS, ids=[n for n, _ in DOCUMENTS])
+@pytest.mark.parametrize(("name", "doc"), KUBERNETES_DOCUMENTS, ids=[n for n, _ in KUBERNETES_DOCUMENTS])
 def test_manifest_validates_against_the_kubernetes_schema(name, doc):
     kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def test_postgresql_fails_over_to_a_synchronous_standby_every_client_follows():
+    """A commit is acknowledged once a standby has it, on another node, so a failover loses no acknowledged
+    write; PgBouncer and the sessions of their own reach the operator's primary Service, whichever pod it is."""
+    cluster = _doc("Cluster", "postgres")
+    assert cluster["apiVersion"] == "postgresql.cnpg.io/v1"
+    spec = cluster["spec"]
+    sync = spec["postgresql"]["synchronous"]
+    assert sync["method"] in ("any", "first") and 1 <= sync["number"] < spec["instances"]
+    assert sync["dataDurability"] == "required"  # "preferred" would acknowledge with no standby left
+    assert spec["affinity"]["enablePodAntiAffinity"] and spec["affinity"]["podAntiAffinityType"] == "required"
+    initdb = spec["bootstrap"]["initdb"]
+    owner = _doc("Secret", initdb["secret"]["name"])
+    assert owner["type"] == "kubernetes.io/basic-auth" and owner["stringData"]["username"] == initdb["owner"]
+    primary = f"{cluster['metadata']['name']}-rw"  # the Service the operator points at the primary
+    direct = urlsplit(_doc("Secret", "persona-service-direct")["stringData"]["DATABASE_URL"])
+    assert (direct.hostname, direct.username, direct.path) == (primary, initdb["owner"], f"/{initdb['database']}")
+    ini = configparser.ConfigParser()
+    ini.read_string(_doc("ConfigMap", "pgbouncer")["data"]["pgbouncer.ini"])
+    target = dict(pair.split("=", 1) for pair in ini["databases"]["persona"].split())
+    assert (target["host"], target["dbname"]) == (primary, initdb["database"])
+
+
+def test_redis_fails_over_through_sentinels_the_service_follows():
+    """The service's REDIS_URL (parsed as the service parses it) asks the Sentinels' Service for the master they
+    monitor; a majority of the pods' Sentinels must agree before one is promoted; the scripts are shell."""
+    from persona_service.kernel.process.redis_pool import parse_sentinel
+
+    url = parse_sentinel(_doc("Secret", "persona-service")["stringData"]["REDIS_URL"])
+    [(host, port)] = url.sentinels
+    [sentinel_port] = _doc("Service", "redis-sentinel")["spec"]["ports"]
+    assert (host, port) == ("redis-sentinel", sentinel_port["port"])
+    scripts = _doc("ConfigMap", "redis")["data"]
+    [(service, quorum)] = re.findall(r"sentinel monitor (\S+) \S+ 6379 (\d+)", scripts["sentinel.sh"])
+    assert re.findall(r"get-master-addr-by-name (\S+)", scripts["master.sh"]) == [url.service] == [service]
+    pods = _doc("StatefulSet", "redis")["spec"]
+    assert pods["replicas"] // 2 < int(quorum) <= pods["replicas"]
+    assert pods["serviceName"] == "redis" and _doc("Service", "redis")["spec"]["clusterIP"] == "None"
+    for name, script in scripts.items():
+        checked = subprocess.run(["sh", "-n"], input=script, capture_output=True, text=True)
+        assert checked.returncode == 0, (name, checked.stderr)
 
 
 def test_the_manifests_cover_a_scaled_out_deployment():
