@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from persona_service.providers.preflight import Finding, Probe
 
 
-def settings_sections() -> tuple:
+def settings_sections() -> tuple[type[Any], ...]:
     """Every settings section: the kernel's, the providers', then each module's."""
     from persona_service.kernel import settings as config
     from persona_service.providers.settings import ProviderSettings
@@ -469,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         if entry.on_instance:
             _attach_instance()
         config.check(args.settings_sections)
-        return _resolve(entry.run)(args)
+        return int(_resolve(entry.run)(args))
     except config.InvalidSetting as exc:
         print(f"persona-service: {exc}", file=sys.stderr)
         return 2

@@ -26,7 +26,7 @@ def _prose(text: str) -> str:
 
 def _type(schema: dict[str, Any]) -> str:
     if "$ref" in schema:
-        return schema["$ref"].rsplit("/", 1)[-1]
+        return str(schema["$ref"]).rsplit("/", 1)[-1]
     kind = schema.get("type", "any")
     if kind == "array":
         return f"array of {_type(schema.get('items', {}))}"

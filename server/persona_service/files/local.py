@@ -34,7 +34,7 @@ FILES_PATH = "/v1/files/"
 class LocalStorage:
     name = "local"
 
-    def __init__(self, root: str | os.PathLike, signing_key: bytes, public_url: str):
+    def __init__(self, root: str | os.PathLike[str], signing_key: bytes, public_url: str):
         self.root = pathlib.Path(root).resolve()
         self.signing_key = signing_key
         self.public_url = public_url.rstrip("/")

@@ -68,7 +68,8 @@ class S3Storage:
     def _get_object(self, key: str) -> dict[str, Any]:
         self._check(key)
         try:
-            return self.client.get_object(Bucket=self.bucket, Key=key)
+            answer: dict[str, Any] = self.client.get_object(Bucket=self.bucket, Key=key)
+            return answer
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in _MISSING:
                 raise ObjectNotFound(key) from None

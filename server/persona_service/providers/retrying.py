@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from persona_service.kernel import metrics, tracing
 from persona_service.providers.base import (
@@ -85,7 +85,8 @@ class Retrying:
         """The failed attempts of this thread's most recent call, in order."""
         if not hasattr(self._local, "failures"):
             self._local.failures = []
-        return self._local.failures
+        failures: list[ProviderError] = self._local.failures
+        return failures
 
     def __getattr__(self, name: str) -> Any:
         # Anything beyond the interface (model, close, ...) is the wrapped provider's.
@@ -93,22 +94,30 @@ class Retrying:
             raise AttributeError(name)
         return getattr(self.provider, name)
 
+    @property
+    def _text(self) -> Provider:
+        return cast(Provider, self.provider)
+
+    @property
+    def _images(self) -> ImageProvider:
+        return cast(ImageProvider, self.provider)
+
     # -- interface ---------------------------------------------------------
 
     def generate(self, messages: list[Message], options: GenerationOptions) -> Completion:
-        return self._call("generate", lambda: self.provider.generate(messages, options))
+        return self._call("generate", lambda: self._text.generate(messages, options))
 
     def moderate(self, text: str) -> ModerationResult:
-        return self._call("moderate", lambda: self.provider.moderate(text))
+        return self._call("moderate", lambda: self._text.moderate(text))
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        return self._call("embed", lambda: self.provider.embed(texts))
+        return self._call("embed", lambda: self._text.embed(texts))
 
     def generate_image(self, prompt: ImagePrompt) -> bytes:
-        return self._call("generate_image", lambda: self.provider.generate_image(prompt))
+        return self._call("generate_image", lambda: self._images.generate_image(prompt))
 
     def edit_image(self, image: bytes, instruction: str) -> bytes:
-        return self._call("edit_image", lambda: self.provider.edit_image(image, instruction))
+        return self._call("edit_image", lambda: self._images.edit_image(image, instruction))
 
     def stream(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
         self._local.failures = []

@@ -148,10 +148,10 @@ def project(rt: ResourceType, resource: dict[str, Any], attributes: str, exclude
         for name in wanted:
             _copy(rt, resource, out, name)
         return out
-    out = json.loads(json.dumps(resource))
+    rest: dict[str, Any] = json.loads(json.dumps(resource))
     for name in unwanted:
-        _drop(rt, out, name)
-    return out
+        _drop(rt, rest, name)
+    return rest
 
 
 def _locate(rt: ResourceType, name: str) -> tuple[str | None, str, str | None]:

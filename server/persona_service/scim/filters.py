@@ -72,7 +72,7 @@ def element_matches(attribute: Attribute, element: Any, node: FilterNode) -> boo
     if actual is None or expected is None:
         return False
     try:
-        return {
+        return bool({
             CompareOperator.co: lambda: str(expected) in str(actual),
             CompareOperator.sw: lambda: str(actual).startswith(str(expected)),
             CompareOperator.ew: lambda: str(actual).endswith(str(expected)),
@@ -80,6 +80,6 @@ def element_matches(attribute: Attribute, element: Any, node: FilterNode) -> boo
             CompareOperator.ge: lambda: actual >= expected,
             CompareOperator.lt: lambda: actual < expected,
             CompareOperator.le: lambda: actual <= expected,
-        }[op]()
+        }[op]())
     except TypeError:
         return False

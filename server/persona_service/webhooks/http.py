@@ -53,7 +53,7 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.eof = False
         self.error: BaseException | None = None
-        self.waiter: asyncio.Future | None = None
+        self.waiter: asyncio.Future[None] | None = None
         self.idle_since = 0.0
         self.reused = False  # has completed an exchange before
 

@@ -29,7 +29,7 @@ def created_at_column() -> Mapped[datetime]:
     return mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
 
 
-def seen_from(column: ColumnElement, workspace_id: str | None) -> ColumnElement[bool]:
+def seen_from(column: ColumnElement[str | None], workspace_id: str | None) -> ColumnElement[bool]:
     """Rows of an organization-wide log (events, audit) a reader confined to
     `workspace_id` sees: its workspace's and those concerning no workspace;
     every row when `workspace_id` is None (an organization-wide reader)."""

@@ -27,7 +27,7 @@ _DIALECT = PGDialect_psycopg()
 
 
 class Prepared(Generic[R]):
-    def __init__(self, statement: Select, record: type[R]):
+    def __init__(self, statement: Select[Any], record: type[R]):
         columns = list(statement.selected_columns)
         for column in columns:
             if column.type.result_processor(_DIALECT, None) is not None:

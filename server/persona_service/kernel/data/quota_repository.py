@@ -30,7 +30,8 @@ class QuotaRepository:
             select(_windows.c.starts_at, _windows.c.ends_at, _windows.c.counts_since).where(_windows.c.org_id == org_id)
         ).first()
         if found is not None and (found.starts_at, found.ends_at) == (start, end):
-            return found.counts_since
+            since: datetime = found.counts_since
+            return since
         stmt = upsert(_windows).values(org_id=org_id, starts_at=start, ends_at=end, counts_since=start)
         old = _windows.c
         stmt = stmt.on_conflict_do_update(index_elements=[old.org_id], set_={
@@ -41,7 +42,8 @@ class QuotaRepository:
                 else_=stmt.excluded.starts_at,
             ),
         })
-        return self.conn.execute(stmt.returning(_windows.c.counts_since)).scalar_one()
+        counts_since: datetime = self.conn.execute(stmt.returning(_windows.c.counts_since)).scalar_one()
+        return counts_since
 
     def draw(self, org_id: str, quota: str) -> None:
         """One unit of `quota` used, recorded with the call's changes."""

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from string import Template
+from typing import Any
 
 from google.api import annotations_pb2, http_pb2
 from google.protobuf import descriptor_pb2
@@ -127,7 +128,7 @@ def _local_reply_mappers(shaped_paths: dict[str, int] | None = None, allowed: li
     come first: the first match wins. Before all, the transcoder's 404 for a
     path some binding takes with other methods (`allowed`: method_paths) is
     405 with `Allow`, in the shape of the prefix the path is under."""
-    by_shape: dict[int, list[dict]] = {}
+    by_shape: dict[int, list[dict[str, Any]]] = {}
     for path, shape in sorted((shaped_paths or {}).items()):
         # A prefix, or one path with any query (the edge's answer to a query it refuses is under it too).
         by_shape.setdefault(shape, []).append(
@@ -137,7 +138,7 @@ def _local_reply_mappers(shaped_paths: dict[str, int] | None = None, allowed: li
     upgrade = {"header_filter": {"header": {"name": "upgrade", "present_match": True}}}
     # (filter, status answered, whether it replaces Envoy's, code, message),
     # in match order. A fallback's SCIM body names its threshold.
-    replies: list[tuple[dict, int, bool, str, str]] = [
+    replies: list[tuple[dict[str, Any], int, bool, str, str]] = [
         (_and([_status_is("EQ", refused), upgrade]), answered, True, code, message),
         *((_status_is("EQ", s), s, False, c, m) for s, (c, m) in LOCAL_REPLIES.items()),
         *((_status_is("GE", s), s, False, c, m) for s, c, m in LOCAL_REPLY_FALLBACKS),
@@ -159,8 +160,8 @@ def _local_reply_mappers(shaped_paths: dict[str, int] | None = None, allowed: li
     return "\n".join(f"{indent}- {json.dumps(mapper)}" for mapper in mappers)
 
 
-def _mapper(where: dict, status: int, replaced: bool, code: str, message: str, shape: int,
-            headers: dict[str, str] | None = None) -> dict:
+def _mapper(where: dict[str, Any], status: int, replaced: bool, code: str, message: str, shape: int,
+            headers: dict[str, str] | None = None) -> dict[str, Any]:
     """One local reply mapper: the catalogue code and message in the shape
     (with `status` instead of Envoy's when `replaced`)."""
     envelope = json.dumps({"error": {"code": code, "message": message, "details": {}}})
@@ -174,16 +175,16 @@ def _mapper(where: dict, status: int, replaced: bool, code: str, message: str, s
     }
 
 
-def _status_is(op: str, status: int) -> dict:
+def _status_is(op: str, status: int) -> dict[str, Any]:
     return {"status_code_filter": {"comparison": {"op": op, "value": {
         "default_value": status, "runtime_key": f"persona.local_reply.{op.lower()}{status}"}}}}
 
 
-def _and(filters: list[dict]) -> dict:
+def _and(filters: list[dict[str, Any]]) -> dict[str, Any]:
     return filters[0] if len(filters) == 1 else {"and_filter": {"filters": filters}}
 
 
-def _header_regex(name: str, regex: str, invert: bool = False) -> dict:
+def _header_regex(name: str, regex: str, invert: bool = False) -> dict[str, Any]:
     return {"header_filter": {"header": {"name": name, "string_match": {"safe_regex": {"regex": regex}},
                                          **({"invert_match": True} if invert else {})}}}
 
@@ -223,7 +224,7 @@ _PREVIOUS_HOSTS = [{
 }]
 
 
-def _transcoder(descriptor: str, services: list[str], lenient_query: bool = False) -> dict:
+def _transcoder(descriptor: str, services: list[str], lenient_query: bool = False) -> dict[str, Any]:
     """The gRPC-JSON transcoder: strict about query parameters except on
     lenient prefixes, where unknown ones are ignored (SCIM clients add their own)."""
     return {
@@ -271,7 +272,8 @@ def _template(rule: http_pb2.HttpRule) -> str:
     pattern = rule.WhichOneof("pattern")
     if pattern is None:
         return ""
-    return rule.custom.path if pattern == "custom" else getattr(rule, pattern)
+    path: str = rule.custom.path if pattern == "custom" else getattr(rule, pattern)
+    return path
 
 
 def json_body_paths(services: list[ServiceDescriptor]) -> dict[str, bool]:
@@ -400,7 +402,7 @@ def _template_regex(template: str) -> str:
     return "".join((".+" if "**" in p else "[^/]+") if p.startswith("{") else re.escape(p) for p in parts)
 
 
-def _route(match: dict, cluster: str, retry_on: str, extra: dict | None = None) -> dict:
+def _route(match: dict[str, Any], cluster: str, retry_on: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "match": match,
         "route": {

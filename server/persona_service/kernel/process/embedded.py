@@ -99,7 +99,8 @@ class EmbeddedRedis:
 
     @property
     def pid(self) -> int:
-        return self._client.pid
+        pid: int = self._client.pid
+        return pid
 
     def close(self) -> None:
         """Saves the dataset and stops the server, whoever is still connected: its owner stops it after every

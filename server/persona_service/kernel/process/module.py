@@ -119,7 +119,7 @@ class Module:
     error_shape_prefixes: Mapping[str, int] = field(default_factory=dict)
     # The error shapes this module renders (options.ErrorShape value ->
     # kernel.transport.errors.ErrorShape), for its RPCs and path prefixes.
-    error_shapes: Mapping[int, Callable[[dict, int], tuple[str, str | None]]] = field(default_factory=dict)
+    error_shapes: Mapping[int, Callable[[dict[str, Any], int], tuple[str, str | None]]] = field(default_factory=dict)
     # The HTTP statuses a shape answers instead of the catalogue's (options.ErrorShape value -> {catalogue
     # status: the shape's}): OpenAI answers 400 where the envelope says 422.
     error_shape_statuses: Mapping[int, Mapping[int, int]] = field(default_factory=dict)

@@ -14,6 +14,7 @@ import pathlib
 import signal
 import sys
 import time
+from typing import Any
 
 GRACE_SECONDS = 10.0
 
@@ -28,7 +29,7 @@ def alive(pid: int) -> bool:
     return True
 
 
-def reap(state: dict) -> None:
+def reap(state: dict[str, Any]) -> None:
     pids = [int(p) for p in state.get("pids", [])]
     postgres = state.get("postgres_data")
     if postgres:

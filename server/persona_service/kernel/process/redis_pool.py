@@ -123,5 +123,7 @@ def connect_sentinel(target: SentinelUrl, max_connections: int, acquire_timeout:
         master_kwargs["password"] = target.password
     if target.ssl:
         master_kwargs["ssl"] = True
-    return sentinel.master_for(target.service, connection_pool_class=BlockingSentinelConnectionPool,
-                               max_connections=max_connections, timeout=acquire_timeout, **master_kwargs)
+    master: redis.Redis = sentinel.master_for(target.service, connection_pool_class=BlockingSentinelConnectionPool,
+                                              max_connections=max_connections, timeout=acquire_timeout,
+                                              **master_kwargs)
+    return master

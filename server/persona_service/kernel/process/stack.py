@@ -175,7 +175,7 @@ class Stack:
     migrations: str = ""  # what `start` migrated, in one line (migrate.upgrade_logged)
     _redis: EmbeddedRedis | None = None
     _supervisor: Supervisor = field(init=False)
-    _reaper: subprocess.Popen | None = None
+    _reaper: subprocess.Popen[bytes] | None = None
     _edge_secret: str = field(init=False, repr=False)
     _pools: dict[str, str] = field(default_factory=dict)  # each server's pool sizes (server_pools)
     _stream_pools: dict[str, str] = field(default_factory=dict)  # each stream server's
@@ -305,7 +305,7 @@ class Stack:
         """Every server process's port: the unary servers', then the stream servers'."""
         return [*self.grpc_ports, *self.stream_server_ports]
 
-    def start_server(self, port: int) -> subprocess.Popen:
+    def start_server(self, port: int) -> subprocess.Popen[bytes]:
         return self._supervisor.start(self.server_child(port))
 
     def server_child(self, port: int) -> Child:
@@ -317,7 +317,7 @@ class Stack:
             ready=lambda proc: self.wait_grpc(port, proc, also=self.stream_port(port)),
         )
 
-    def start_runner(self, index: int) -> subprocess.Popen:
+    def start_runner(self, index: int) -> subprocess.Popen[bytes]:
         """A runner process (kernel.process.runner): it takes runs, tasks and model calls once its file says so."""
         return self._supervisor.start(self.runner_child(index))
 
@@ -340,7 +340,7 @@ class Stack:
         return {"PERSONA_DB_POOL_SIZE": "6",
                 "PERSONA_STREAM_DB_POOL_SIZE": str(settings.run_workers + settings.task_workers + 2)}
 
-    def _wait_file(self, path: pathlib.Path, proc: subprocess.Popen, name: str, timeout: float = START_SECONDS) -> None:
+    def _wait_file(self, path: pathlib.Path, proc: subprocess.Popen[bytes], name: str, timeout: float = START_SECONDS) -> None:
         deadline = time.monotonic() + timeout
         while not path.exists():
             if proc.poll() is not None:
@@ -392,7 +392,7 @@ class Stack:
         """Where the server process on `grpc_port` serves server streams."""
         return grpc_port + self.settings.stream_port_offset
 
-    def start_process(self, process: Process, index: int = 0) -> subprocess.Popen:
+    def start_process(self, process: Process, index: int = 0) -> subprocess.Popen[bytes]:
         """One process of a module-declared kind (several may run; they share work through row locks)."""
         return self._supervisor.start(self.process_child(process, index))
 
@@ -403,7 +403,7 @@ class Stack:
             self.log_dir / f"{name}.log",
         )
 
-    def process(self, name: str) -> subprocess.Popen | None:
+    def process(self, name: str) -> subprocess.Popen[bytes] | None:
         """The running process of a supervised child (`server-<port>`, `webhook-worker-0`, `envoy`)."""
         return next((c.proc for c in self._supervisor.children() if c.name == name), None)
 
@@ -510,7 +510,7 @@ class Stack:
 
     # --- readiness ------------------------------------------------------------
 
-    def wait_grpc(self, port: int, proc: subprocess.Popen, timeout: float = START_SECONDS,
+    def wait_grpc(self, port: int, proc: subprocess.Popen[bytes], timeout: float = START_SECONDS,
                   also: int | None = None) -> None:
         """Until the server process on `port` answers SERVING there (and on `also`, its stream port)."""
         deadline = time.monotonic() + timeout
@@ -529,11 +529,11 @@ class Stack:
     @staticmethod
     def _serving(stub: health_pb2_grpc.HealthStub) -> bool:
         try:
-            return stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING
+            return bool(stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING)
         except grpc.RpcError:
             return False
 
-    def _wait_http(self, proc: subprocess.Popen, timeout: float = START_SECONDS) -> None:
+    def _wait_http(self, proc: subprocess.Popen[bytes], timeout: float = START_SECONDS) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -564,7 +564,7 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
         self.sock.connect(self._path)
 
 
-def _terminate_all(procs: list[subprocess.Popen], timeout: float, signals: dict[int, int] | None = None) -> None:
+def _terminate_all(procs: list[subprocess.Popen[bytes]], timeout: float, signals: dict[int, int] | None = None) -> None:
     """SIGTERM (or the signal `signals` names for its pid) to all at once, then wait for each (SIGKILL past
     `timeout`)."""
     for proc in procs:
@@ -579,7 +579,7 @@ def _terminate_all(procs: list[subprocess.Popen], timeout: float, signals: dict[
             proc.wait()
 
 
-def _terminate(proc: subprocess.Popen, timeout: float = 10) -> None:
+def _terminate(proc: subprocess.Popen[bytes], timeout: float = 10) -> None:
     if proc.poll() is not None:
         return
     proc.terminate()

@@ -27,8 +27,8 @@ class Child:
     env: dict[str, str]
     log_path: pathlib.Path
     # Blocks until the process is ready, or raises (e.g. StackError).
-    ready: Callable[[subprocess.Popen], None] | None = None
-    proc: subprocess.Popen | None = None
+    ready: Callable[[subprocess.Popen[bytes]], None] | None = None
+    proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     backoff: float = FIRST_BACKOFF
     started_at: float = 0.0
@@ -46,7 +46,7 @@ class Supervisor:
 
     # --- children -----------------------------------------------------------------
 
-    def start(self, child: Child) -> subprocess.Popen:
+    def start(self, child: Child) -> subprocess.Popen[bytes]:
         """Start a child and wait until it is ready; from then on it is watched."""
         with self._lock:
             self._children[child.name] = child
@@ -76,13 +76,13 @@ class Supervisor:
         with self._lock:
             return list(self._children.values())
 
-    def _spawn(self, child: Child) -> subprocess.Popen:
+    def _spawn(self, child: Child) -> subprocess.Popen[bytes]:
         proc = self._launch(child)
         if child.ready is not None:
             child.ready(proc)
         return proc
 
-    def _launch(self, child: Child) -> subprocess.Popen:
+    def _launch(self, child: Child) -> subprocess.Popen[bytes]:
         with open(child.log_path, "ab") as out:
             child.proc = subprocess.Popen(
                 child.argv, env=child.env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,

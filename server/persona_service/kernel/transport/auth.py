@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import Connection
 
@@ -224,7 +224,7 @@ class Authenticator:
             raise RuntimeError("no module implements the credentials port")
         return self._store
 
-    def _verify_jwt(self, token: str) -> dict:
+    def _verify_jwt(self, token: str) -> dict[str, Any]:
         import jwt  # here, not at import: PyJWT loads every cryptography algorithm, which runners and workers never use
 
         try:
@@ -240,7 +240,7 @@ class Authenticator:
         except jwt.PyJWTError:
             raise Unauthorized("The session token is invalid.") from None
 
-    def _load_session(self, claims: dict, conn: Connection) -> Principal:
+    def _load_session(self, claims: dict[str, Any], conn: Connection) -> Principal:
         member = self._credentials().find_member(conn, claims["org"], claims["sub"], claims["ws"])
         if member is None:
             raise Unauthorized("The session token's user is not a member of its organization.")

@@ -89,9 +89,9 @@ def current() -> RequestContext:
     return _current.get()
 
 
-def bind(ctx: RequestContext) -> contextvars.Token:
+def bind(ctx: RequestContext) -> contextvars.Token[RequestContext]:
     return _current.set(ctx)
 
 
-def unbind(token: contextvars.Token) -> None:
+def unbind(token: contextvars.Token[RequestContext]) -> None:
     _current.reset(token)

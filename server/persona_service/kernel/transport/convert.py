@@ -57,7 +57,8 @@ def optional_time(message: Message, field: str) -> datetime | None:
     """A Timestamp field as an aware datetime, or None when unset."""
     if not message.HasField(field):
         return None
-    return getattr(message, field).ToDatetime(tzinfo=UTC)
+    stamp: datetime = getattr(message, field).ToDatetime(tzinfo=UTC)
+    return stamp
 
 
 def nullable_time(value: datetime | None) -> struct_pb2.Value:
@@ -69,12 +70,13 @@ def nullable_time(value: datetime | None) -> struct_pb2.Value:
     return struct_pb2.Value(string_value=stamp.ToJsonString())
 
 
-def message_json(message: Message) -> dict:
+def message_json(message: Message) -> dict[str, Any]:
     """A message as the edge's transcoder prints it, for JSON built here (SSE
     frames, error details): lowerCamel names, zero values printed, and whole
     doubles as integers (`354`, where Python would write `354.0`), so that a
     field has one JSON form whichever path carries it."""
-    return _whole_numbers(json_format.MessageToDict(message, always_print_fields_with_no_presence=True))
+    printed: dict[str, Any] = _whole_numbers(json_format.MessageToDict(message, always_print_fields_with_no_presence=True))
+    return printed
 
 
 def _whole_numbers(value: Any) -> Any:
@@ -87,7 +89,7 @@ def _whole_numbers(value: Any) -> Any:
     return value
 
 
-def struct(value: dict | None) -> struct_pb2.Struct:
+def struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
     """A JSON object as a google.protobuf.Struct (empty for None)."""
     message = struct_pb2.Struct()
     message.update(value or {})

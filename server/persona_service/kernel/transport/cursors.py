@@ -45,7 +45,7 @@ class CursorCodec:
         data = json.loads(payload)
         if data.get("s") != scope:
             raise invalid
-        return data["p"]
+        return list(data["p"])
 
 
 DEFAULT_PAGE_SIZE = 20

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import grpc
 from google.protobuf import any_pb2, struct_pb2
@@ -29,12 +29,12 @@ MAX_BODY_BYTES = 16_384
 MAX_NATIVE_DETAILS_BYTES = 4_096
 
 
-def envelope(err: ApiError) -> dict:
+def envelope(err: ApiError) -> dict[str, Any]:
     return {"error": {"code": err.code, "message": err.message, "details": err.details}}
 
 
 def render_body(err: ApiError, limit: int = MAX_BODY_BYTES) -> str:
-    stored = getattr(err, "rendered_body", None)
+    stored: str | None = getattr(err, "rendered_body", None)
     if stored is not None:
         return stored
     body = compact_json(envelope(err))
@@ -55,7 +55,7 @@ def render_body(err: ApiError, limit: int = MAX_BODY_BYTES) -> str:
     return body
 
 
-def compact_json(value: dict) -> str:
+def compact_json(value: dict[str, Any]) -> str:
     """JSON as the edge sends it: compact, ASCII."""
     return json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str)
 
@@ -74,13 +74,14 @@ def _status_details(err: ApiError, body: str) -> bytes:
     info.Pack(error_details_pb2.ErrorInfo(reason=err.code, domain=DOMAIN))
     error = any_pb2.Any()
     error.Pack(error_message(err, body))
-    return status_pb2.Status(code=err.spec.grpc_code, message=err.message, details=[info, error]).SerializeToString()
+    status = status_pb2.Status(code=err.spec.grpc_code, message=err.message, details=[info, error])
+    return bytes(status.SerializeToString())
 
 
 # How an error shape other than the envelope renders (Module.error_shapes):
 # (the envelope's `error` object, HTTP status) -> (body, its content type,
 # None for `application/json`).
-ErrorShape = Callable[[dict, int], tuple[str, str | None]]
+ErrorShape = Callable[[dict[str, Any], int], tuple[str, str | None]]
 # By options.ErrorShape value, from the modules' declarations.
 ERROR_SHAPES: dict[int, ErrorShape] = {}
 # The HTTP statuses a shape answers instead of the catalogue's (Module.error_shape_statuses).

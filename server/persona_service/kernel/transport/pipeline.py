@@ -75,7 +75,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         self._client_ip = ClientAddress(app.settings.trusted_proxies, app.settings.edge_secret)
         self.commit = Commit(app.runs, app.idempotency, app.engine)
         self.outcomes = Outcomes(app, self.commit)
-        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+        self._wrapped: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
         self.servicers: dict[str, object] = {}  # by full service name (`revive` calls their methods)
 
     def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
@@ -297,7 +297,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         except RunAbandoned:
             pass  # another process goes on with the run
 
-    def revive(self, payload: dict) -> Callable[[Run], Outcome]:
+    def revive(self, payload: dict[str, Any]) -> Callable[[Run], Outcome]:
         """The operation of a run another process accepted (kernel.transport.runs takes it
         over): the same request, as the same caller, in a unit of work of its
         own. Admission (limits, quota) happened when the run was accepted."""
@@ -367,7 +367,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         return Call(ctx, metadata, meta, request, context)
 
 
-def _revivable(call: Call, request: Message) -> dict:
+def _revivable(call: Call, request: Message) -> dict[str, Any]:
     """What another process needs to run a run's operation (`revive`): never a credential."""
     ctx = call.ctx
     return {"request": base64.b64encode(request.SerializeToString()).decode(), "request_id": ctx.request_id,
@@ -387,7 +387,7 @@ class _Detached:
         return True
 
     @staticmethod
-    def invocation_metadata() -> tuple:
+    def invocation_metadata() -> tuple[tuple[str, str], ...]:
         return ()
 
 

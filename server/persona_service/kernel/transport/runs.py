@@ -50,7 +50,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import redis
 from google.protobuf.message import Message
@@ -234,7 +234,7 @@ class RunStore:
         self._first = threading.Event()  # a run's first frame is waiting: written at once, not with the next batch
         # While Redis refuses the batches (a restart, a failover): what to write after the frames (a run's end,
         # runs to wake) and since when (monotonic) it refuses them (flush).
-        self._deferred: list[Callable[[Pipeline], Pipeline]] = []
+        self._deferred: list[Callable[..., Any]] = []
         self._woken: set[str] = set()
         self._refused_since: float | None = None
 
@@ -301,7 +301,7 @@ class RunStore:
         self.flush(lambda p: p.hset(meta, mapping=ended).expire(meta, FINISHED_TTL).expire(frames, FINISHED_TTL),
                    also=run.id)
 
-    def flush(self, then: Callable | None = None, also: str = "") -> None:
+    def flush(self, then: Callable[..., Any] | None = None, also: str = "") -> None:
         """Write the frames kept so far (then `then`'s commands) in one pipeline, and wake the views of
         their runs (and of run `also`) in every process."""
         with self._flush_lock:
@@ -385,7 +385,7 @@ class RunStore:
         except redis.RedisError as exc:
             raise _unavailable() from exc
 
-    def _quietly(self, commands: Callable, transaction: bool = False) -> bool:
+    def _quietly(self, commands: Callable[..., Any], transaction: bool = False) -> bool:
         try:
             commands(self.redis.pipeline(transaction=transaction)).execute()
         except redis.RedisError as exc:
@@ -445,7 +445,7 @@ def checkpoint(key: str, make: Callable[[], T]) -> T:
     if run is None:
         return make()
     if key in run.state:
-        return run.state[key]
+        return cast(T, run.state[key])
     value = make()
     run.save(key, value)
     run.state[key] = value

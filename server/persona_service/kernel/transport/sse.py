@@ -29,7 +29,7 @@ CONTENT_TYPE = "text/event-stream"
 
 
 def _body(text: bytes) -> bytes:
-    return httpbody_pb2.HttpBody(content_type=CONTENT_TYPE, data=text).SerializeToString()
+    return bytes(httpbody_pb2.HttpBody(content_type=CONTENT_TYPE, data=text).SerializeToString())
 
 
 def frames(meta: MethodMeta, run_id: str, batch: list[tuple[int, bytes]]) -> bytes:
@@ -41,7 +41,7 @@ def frames(meta: MethodMeta, run_id: str, batch: list[tuple[int, bytes]]) -> byt
 def _event(meta: MethodMeta, run_id: str, seq: int, payload: bytes) -> bytes:
     event_id = f"id: {run_id}.{seq}\n".encode()
     if meta.raw_stream:
-        return event_id + httpbody_pb2.HttpBody.FromString(payload).data
+        return event_id + bytes(httpbody_pb2.HttpBody.FromString(payload).data)
     message = meta.response_class.FromString(payload)
     data = json.dumps(message_json(message), separators=(",", ":"), ensure_ascii=False)
     event = getattr(message, "event", "")
@@ -65,7 +65,8 @@ def error_frame(meta: MethodMeta, err: ApiError) -> Message | None:
     with the envelope, as OpenAI clients expect). None for a stream whose messages have no `error` event."""
     if meta.raw_stream:
         data = json.dumps(envelope(err), separators=(",", ":"), ensure_ascii=False)
-        return httpbody_pb2.HttpBody(content_type=CONTENT_TYPE, data=f"data: {data}\n\n".encode())
+        frame: Message = httpbody_pb2.HttpBody(content_type=CONTENT_TYPE, data=f"data: {data}\n\n".encode())
+        return frame
     fields = meta.response_class.DESCRIPTOR.fields_by_name
     error = fields.get("error")
     if "event" not in fields or error is None or error.message_type is not errors_pb2.Error.DESCRIPTOR:

@@ -35,7 +35,7 @@ FORMATS = {"cidr": _is_cidr, "slug": lambda v: bool(_SLUG.match(v))}
 
 
 @functools.cache
-def _plan(descriptor: Descriptor) -> tuple:
+def _plan(descriptor: Descriptor) -> tuple[Any, ...]:
     """(field, rules or None, nested, repeated) for fields with rules or nested messages to walk."""
     plan = []
     for field in descriptor.fields:

@@ -68,6 +68,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import formatdate
+from typing import Any
 
 import redis
 
@@ -316,9 +317,9 @@ class RateLimiter:
         self._checked: dict[str, tuple[str, str]] = {}
         # Redis's run id, and when (monotonic) this process asks it again.
         self._server: tuple[str, float] = ("", 0.0)
-        self._leases: dict[tuple, _Lease] = {}
+        self._leases: dict[tuple[object, ...], _Lease] = {}
         # lease key -> (monotonic expiry, the script's refusal, its report tick)
-        self._refused: dict[tuple, tuple[float, list, int]] = {}
+        self._refused: dict[tuple[object, ...], tuple[float, list[Any], int]] = {}
         self._lock = threading.Lock()
         self._sweeper: threading.Thread | None = None
 
@@ -451,7 +452,7 @@ class RateLimiter:
             self._quota_windows.clear()
         self._quota_windows[subject] = month.key
 
-    def _remember_refusal(self, ask: Ask, result: list) -> None:
+    def _remember_refusal(self, ask: Ask, result: list[Any]) -> None:
         """A full window stays full until it resets (only a lease given back or
         a refunded generation frees a unit), so the next calls of the same
         windows are refused from memory for a second. Window keys name their
@@ -472,7 +473,7 @@ class RateLimiter:
                 freed = set(window_keys)
                 self._refused = {k: v for k, v in self._refused.items() if freed.isdisjoint(k[:-1])}
 
-    def decide(self, ask: Ask, result: list) -> Admission:
+    def decide(self, ask: Ask, result: list[Any]) -> Admission:
         """The script's answer as an Admission (keeping a granted lease), or the 429 to raise."""
         verdict = result[0].decode() if isinstance(result[0], bytes) else result[0]
         windows, limits, now = ask.windows, ask.limits, ask.now
@@ -538,7 +539,7 @@ class RateLimiter:
         return None
 
     @staticmethod
-    def _lease_key(ask: Ask) -> tuple:
+    def _lease_key(ask: Ask) -> tuple[object, ...]:
         # The limits belong to the key: after a plan change, calls never draw on a lease taken under the old limits.
         return (*ask.keys, ask.limits)
 

@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Limits:
     def __getattr__(self, name: str) -> int | float:
         for declared, value in self.__dict__.get("declared", ()):
             if declared == name:
-                return value
+                return cast("int | float", value)
         raise AttributeError(name)
 
     def names(self) -> list[str]:
@@ -133,7 +133,7 @@ class Quota:
 def override_maximum(name: str, ceiling: float) -> int | float:
     """The most an organization may set limit `name` to: `ceiling`
     (PERSONA_LIMIT_OVERRIDE_CEILING) times the Enterprise plan's default."""
-    default = getattr(PLAN_LIMITS["enterprise"], name)
+    default: int | float = getattr(PLAN_LIMITS["enterprise"], name)
     return type(default)(default * ceiling)
 
 

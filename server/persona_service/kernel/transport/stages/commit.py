@@ -103,7 +103,7 @@ class Commit(Stage):
         fails, the key records that failure as any other (a 5xx frees it)."""
         assert call.ctx.finish is not None  # the caller calls this only then
         try:
-            final = call.ctx.finish(response)
+            final: Message = call.ctx.finish(response)
         except Exception:
             call.claim = call.committed_claim
             raise
@@ -181,10 +181,10 @@ def _resource_id(request: Any, response: Any) -> str:  # messages with or withou
         if message is None:
             continue
         if "id" in message.DESCRIPTOR.fields_by_name and message.id:
-            return message.id
+            return str(message.id)
         for field in message.DESCRIPTOR.fields:
             if field.message_type is not None and not field.is_repeated and message.HasField(field.name):
                 nested = getattr(message, field.name)
                 if "id" in nested.DESCRIPTOR.fields_by_name and nested.id:
-                    return nested.id
+                    return str(nested.id)
     return ""

@@ -88,7 +88,7 @@ class Outcomes:
         except Exception:  # noqa: BLE001 - the caller still gets its error
             log.exception("could not record the failure [request_id=%s]", ctx.request_id)
 
-    def end(self, call: Call, token: contextvars.Token) -> None:
+    def end(self, call: Call, token: contextvars.Token[request_context.RequestContext]) -> None:
         # A generation that did not succeed gives its quota unit back.
         self.app.limiter.release(call.admission, refund=not (call.succeeded or call.continues_elsewhere))
         call.ctx.uow.close()
