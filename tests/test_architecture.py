@@ -537,11 +537,23 @@ def other_domains_tables(root: pathlib.Path) -> list[str]:
 
 
 # A `tables` module (or a name in one), or the declarative Base (kernel.data.base).
-TABLES_MODULE = re.compile(r"^persona_service(?:\.\w+)*\.(?:tables|db\.base|data\.base)(?:\.\w+)?$")
+TABLES_MODULE = re.compile(r"^persona_service(?:\.\w+)*\.(?:tables|data\.base)(?:\.\w+)?$")
+DOOR = "persona_service.kernel.api"
+DOOR_FILE = pathlib.Path("kernel", "api.py")  # re-exports Base and the outbox's table for domains' tables and repositories
 
 
-def _is_tables_module(name: str) -> bool:
-    return bool(TABLES_MODULE.match(name))
+def door_names(root: pathlib.Path) -> dict[str, str]:
+    """The kernel door's names (kernel/api.py's TYPE_CHECKING block) -> the module each comes from."""
+    tree = _tree(root / "kernel" / "api.py")
+    block = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    return {alias.asname or alias.name: node.module or "" for node in block.body if isinstance(node, ast.ImportFrom)
+            for alias in node.names}
+
+
+def _is_tables_module(name: str, root: pathlib.Path) -> bool:
+    """A tables module or a name in one, the door's re-exports of them included (`kernel.api.Base`)."""
+    door, _, rest = name.rpartition(".")
+    return bool(TABLES_MODULE.match(name)) or door == DOOR and bool(TABLES_MODULE.match(door_names(root).get(rest, "")))
 
 
 def tables_outside_their_domain(root: pathlib.Path) -> list[str]:
@@ -556,7 +568,7 @@ def tables_outside_their_domain(root: pathlib.Path) -> list[str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 for name in _imported(path, node):
-                    if not _is_tables_module(name):
+                    if not _is_tables_module(name, root) or path == DOOR_FILE:
                         continue
                     owner = name.split(".")[1]
                     own = owner == path.parts[0] or owner == "kernel" and role in ("repository", "tables", "migrations")
@@ -579,8 +591,9 @@ def tables_outside_their_domain(root: pathlib.Path) -> list[str]:
 # Attributes that lead from a function to its object or its module's globals.
 INTROSPECTION = {"__self__", "__func__", "__globals__", "__closure__", "__builtins__", "f_globals", "f_locals", "f_back",
                  "gi_frame", "cr_frame"}
-# The one loader of code named by configuration, not by code: PERSONA_EXTRA_MODULES (kernel.process.module).
-DYNAMIC_LOADERS = {"extra_modules"}
+# The loaders of names no import statement spells at run time, each in its file: PERSONA_EXTRA_MODULES, code named
+# by configuration (kernel.process.module); the kernel's door loading a name it lists on first use (kernel.api).
+DYNAMIC_LOADERS = {pathlib.Path("kernel", "process", "module.py"): "extra_modules", DOOR_FILE: "__getattr__"}
 
 
 def _literal_names(tree: ast.AST) -> dict[int, set[str]]:
@@ -611,8 +624,7 @@ def dynamic_access(root: pathlib.Path) -> list[str]:
         if path.parts[0] not in domains and path.parts[0] not in SHARED:
             continue  # the registry and the CLI sit above everything and name every domain anyway
         literal = _literal_names(tree)
-        loaders = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name in DYNAMIC_LOADERS
-                   and path.parts[0] == "kernel"]
+        loaders = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == DYNAMIC_LOADERS.get(path)]
         exempt = {id(n) for loader in loaders for n in ast.walk(loader)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr in INTROSPECTION:

@@ -3,7 +3,7 @@
 from persona.v1 import admin_pb2_grpc
 
 from persona_service.admin.servicer import AdminServicer
-from persona_service.kernel.process.module import Module, ServiceBinding
+from persona_service.kernel.api import Module, ServiceBinding
 
 MODULE = Module(
     name="admin",

@@ -5,9 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Connection
 
 from persona_service.files.api import Storage
-from persona_service.kernel.errors import ServiceUnavailable
-from persona_service.kernel.process.module import Modules
-from persona_service.kernel.settings import load
+from persona_service.kernel.api import Modules, ServiceUnavailable, load
 from persona_service.privacy.api import PrivacyService, PrivacySettings
 
 

@@ -3,10 +3,7 @@ from persona.v1 import admin_pb2, admin_pb2_grpc
 
 from persona_service.admin.service import build_one_export
 from persona_service.files.api import storage_for
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.settings import load
-from persona_service.kernel.transport.context import context_of
-from persona_service.kernel.transport.convert import nullable_time, timestamp
+from persona_service.kernel.api import ServicerDeps, context_of, load, nullable_time, timestamp
 from persona_service.webhooks.api import WebhookService, WebhookSettings
 
 

@@ -9,9 +9,7 @@ from persona_service.billing.service import BillingService, billing_period
 from persona_service.billing.servicer import BillingServicer
 from persona_service.billing.settings import BillingSettings
 from persona_service.files.api import storage_for
-from persona_service.kernel.config_keys import ConfigKey
-from persona_service.kernel.process.module import Job, Module, ServiceBinding
-from persona_service.kernel.process.resources import Runtime
+from persona_service.kernel.api import ConfigKey, Job, Module, Runtime, ServiceBinding
 
 
 def renew_subscriptions(runtime: Runtime) -> int:

@@ -26,8 +26,7 @@ from sqlalchemy import Connection
 
 from persona_service.billing.records import LineItem
 from persona_service.billing.settings import BillingSettings
-from persona_service.kernel.process.resources import HasResources, Resource
-from persona_service.kernel.settings import Settings, load
+from persona_service.kernel.api import HasResources, Resource, Settings, load
 
 DECLINE_KEY = "billing.local_processor.decline_payments"
 PDF_RETENTION = timedelta(days=7 * 365)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from persona_service.kernel.clock import iso
+from persona_service.kernel.api import iso
 
 PLAN_ORDER = ("free", "pro", "team", "enterprise")
 # Price per monthly period, minor units of CURRENCY.

@@ -8,16 +8,14 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.billing.records import InvoiceRecord, SubscriptionRecord
 from persona_service.billing.tables import Invoice, ProcessorEvent, Subscription
-from persona_service.kernel.data import aggregates
-from persona_service.kernel.data.base import table_of
-from persona_service.kernel.data.records import record, record_or_none, records
+from persona_service.kernel.api import DECIDES_NOTHING, declare_aggregate, record, record_or_none, records, table_of
 
 _subs = table_of(Subscription)
 _invoices = table_of(Invoice)
 _events = table_of(ProcessorEvent)
 # An organization's billing: its subscription and its invoices. A plan change, a cancel, a resume, a renewal
 # and a processor's event about one of its invoices lock the subscription first (kernel.data.aggregates).
-SUBSCRIPTION = aggregates.declare("subscription", _subs, _invoices)
+SUBSCRIPTION = declare_aggregate("subscription", _subs, _invoices)
 
 
 class BillingRepository:
@@ -37,7 +35,7 @@ class BillingRepository:
         renewal moving it at the same moment counts the call in the period it arrived in)."""
         stmt = select(_subs).where(_subs.c.org_id == org_id)
         return record_or_none(SubscriptionRecord, self.conn.execute(
-            stmt.execution_options(**{aggregates.DECIDES_NOTHING: True})).mappings().first())
+            stmt.execution_options(**{DECIDES_NOTHING: True})).mappings().first())
 
     def add_subscription(self, **values: Any) -> None:
         # Two first reads of one organization at once: the second one's insert is a no-op.
@@ -70,7 +68,7 @@ class BillingRepository:
     def org_of_processor_invoice(self, processor_invoice_id: str) -> str | None:
         """The organization an invoice of the processor belongs to (never changes: nothing is decided on it)."""
         stmt = select(_invoices.c.org_id).where(_invoices.c.processor_invoice_id == processor_invoice_id)
-        return self.conn.execute(stmt.execution_options(**{aggregates.DECIDES_NOTHING: True})).scalar()
+        return self.conn.execute(stmt.execution_options(**{DECIDES_NOTHING: True})).scalar()
 
     def by_processor_id(self, processor_invoice_id: str) -> InvoiceRecord | None:
         stmt = select(_invoices).where(_invoices.c.processor_invoice_id == processor_invoice_id).with_for_update()

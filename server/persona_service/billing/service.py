@@ -22,13 +22,20 @@ from persona_service.billing.records import (
 )
 from persona_service.billing.repository import BillingRepository
 from persona_service.files.api import SignedUrl, Storage, object_key
-from persona_service.kernel import ids
-from persona_service.kernel.clock import iso, utcnow
-from persona_service.kernel.errors import ApiError, NotFound, StateConflict
-from persona_service.kernel.principal import Principal
-from persona_service.kernel.transport.audit import AuditEntry, AuditLog
-from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
-from persona_service.kernel.transport.outbox import Outbox
+from persona_service.kernel.api import (
+    ApiError,
+    AuditEntry,
+    AuditLog,
+    CursorCodec,
+    NotFound,
+    Outbox,
+    Principal,
+    StateConflict,
+    iso,
+    keyset_page,
+    new_id,
+    utcnow,
+)
 from persona_service.orgs.api import OrgDirectory
 
 PDF_URL_SECONDS = 30
@@ -247,7 +254,7 @@ class BillingService:
         self.repo.update_subscription(sub.org_id, invoice_seq=seq)
         org = self.orgs.get(sub.org_id)
         prefix = (org.slug if org is not None else sub.org_id).split("-")[0][:8].upper()
-        invoice_id = ids.new_id("invoice")
+        invoice_id = new_id("invoice")
         amount = sum(line.amount_minor for line in lines)
         customer = sub.processor_customer_id
         if not customer:

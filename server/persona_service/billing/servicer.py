@@ -10,11 +10,19 @@ from persona_service.billing.records import CURRENCY, PRICES_MINOR, InvoiceRecor
 from persona_service.billing.service import BillingService
 from persona_service.billing.settings import BillingSettings
 from persona_service.files.api import storage_for
-from persona_service.kernel.errors import BadRequest, NotFound
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.settings import load
-from persona_service.kernel.transport.context import RequestContext, context_of
-from persona_service.kernel.transport.convert import int32, nullable_time, page_limit, text_metadata, timestamp
+from persona_service.kernel.api import (
+    BadRequest,
+    NotFound,
+    RequestContext,
+    ServicerDeps,
+    context_of,
+    int32,
+    load,
+    nullable_time,
+    page_limit,
+    text_metadata,
+    timestamp,
+)
 
 # Stripe's own default: a signature older than this is refused (replays).
 WEBHOOK_TOLERANCE_SECONDS = 300

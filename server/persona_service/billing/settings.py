@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from persona_service.kernel.settings import Section
+from persona_service.kernel.api import Section
 
 
 class BillingSettings(Section):

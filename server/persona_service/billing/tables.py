@@ -8,7 +8,7 @@ from sqlalchemy import BigInteger, Boolean, DateTime, ForeignKey, Index, Integer
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from persona_service.kernel.data.base import Base, created_at_column
+from persona_service.kernel.api import Base, created_at_column
 
 
 class Subscription(Base):

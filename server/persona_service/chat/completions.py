@@ -25,9 +25,7 @@ from sqlalchemy import Connection
 
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ChatSessionService, PersonaReplies, Reply, Subject, progress_of
-from persona_service.kernel import ids
-from persona_service.kernel.errors import NotFound, ValidationFailed, Violation
-from persona_service.kernel.principal import Principal
+from persona_service.kernel.api import NotFound, Principal, ValidationFailed, Violation, is_uuid, new_id
 from persona_service.personas.api import PersonaDirectory, PersonaRecord, PersonaSummary
 from persona_service.providers.base import GenerationOptions, Message, Provider
 from persona_service.providers.pricing import PriceTable
@@ -50,7 +48,7 @@ def persona_of(model: str) -> tuple[str, int] | None:
     if not model.startswith(MODEL_SCHEME):
         return None
     persona_id, pinned, version = model[len(MODEL_SCHEME):].partition("@")
-    if not ids.is_uuid(persona_id) or (pinned and not re.fullmatch(r"[1-9][0-9]{0,8}", version)):
+    if not is_uuid(persona_id) or (pinned and not re.fullmatch(r"[1-9][0-9]{0,8}", version)):
         return None
     return persona_id, int(version) if pinned else 0
 
@@ -95,7 +93,7 @@ class CompletionService:
         voice = self.personas.voice(persona.id, version or None, decides_nothing=True)  # (as `model`)
         if voice is None:
             raise NotFound("model", {"model": model_id(persona.id, version)})
-        completion_id, created = started or ("chatcmpl-" + ids.new_id("request").split("_", 1)[1], int(time.time()))
+        completion_id, created = started or ("chatcmpl-" + new_id("request").split("_", 1)[1], int(time.time()))
         yield {"event": "started", "id": completion_id, "created": created}
         replies = PersonaReplies(self.conn, self.provider, self.prices)
         reply = yield from progress_of(

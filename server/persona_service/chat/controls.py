@@ -17,11 +17,16 @@ from dataclasses import dataclass
 
 from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.service import HISTORY_MESSAGES, ChatSessionService, PersonaReplies, Sampling
-from persona_service.kernel import ids
-from persona_service.kernel.errors import NotFound, StateConflict, ValidationFailed, Violation
-from persona_service.kernel.operations import drain
-from persona_service.kernel.principal import Principal
-from persona_service.kernel.transport.limits.plans import Limits
+from persona_service.kernel.api import (
+    Limits,
+    NotFound,
+    Principal,
+    StateConflict,
+    ValidationFailed,
+    Violation,
+    drain,
+    has_prefix,
+)
 from persona_service.providers.base import Message
 from persona_service.providers.local import message_tokens
 
@@ -67,7 +72,7 @@ class ChatControls:
         self.repo = sessions.repo
 
     def _message(self, session: SessionRecord, message_id: str) -> MessageRecord:
-        row = self.repo.message(session.id, message_id) if ids.has_prefix("chat_message", message_id) else None
+        row = self.repo.message(session.id, message_id) if has_prefix("chat_message", message_id) else None
         if row is None:
             raise NotFound("chat message")
         return row

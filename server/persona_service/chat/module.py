@@ -10,9 +10,7 @@ from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ACTION_KEY, THRESHOLD_KEY
 from persona_service.chat.servicer import ChatServicer
 from persona_service.chat.usage_servicer import UsageServicer
-from persona_service.kernel.config_keys import ConfigKey
-from persona_service.kernel.process.module import Module, ServiceBinding
-from persona_service.kernel.transport.limits.plans import EndpointCap
+from persona_service.kernel.api import ConfigKey, EndpointCap, Module, ServiceBinding
 
 _PERSONA_LEVELS = ("workspace", "org", "persona")
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from persona_service.kernel.errors import ApiError
-from persona_service.kernel.transport.errors import compact_json, envelope
+from persona_service.kernel.api import ApiError, compact_json, envelope
 
 # By catalogue code where OpenAI has a type of its own, else by HTTP status.
 _TYPES_BY_CODE = {"quota_exceeded": "insufficient_quota", "not_found": "not_found_error"}

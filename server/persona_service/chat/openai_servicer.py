@@ -19,11 +19,17 @@ from persona.v1 import openai_pb2, openai_pb2_grpc
 
 from persona_service.chat.completions import CompletionService, model_id
 from persona_service.chat.openai_errors import openai_envelope
-from persona_service.kernel.errors import ApiError, ValidationFailed, Violation
-from persona_service.kernel.operations import drain
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.transport import runs
-from persona_service.kernel.transport.context import RequestContext, context_of
+from persona_service.kernel.api import (
+    ApiError,
+    RequestContext,
+    RunLost,
+    ServicerDeps,
+    ValidationFailed,
+    Violation,
+    context_of,
+    drain,
+    earlier_frames,
+)
 from persona_service.personas.api import PersonaRecord, PersonaSummary
 from persona_service.providers.base import Completion, GenerationOptions, Message, ToolCall
 from persona_service.providers.pricing import PriceTable
@@ -134,7 +140,7 @@ def _released(frames: list[bytes]) -> tuple[tuple[str, int] | None, tuple[str, .
         choice = (chunk.get("choices") or [{}])[0]
         delta = choice.get("delta", {})
         if set(delta) != {"content"} or choice.get("finish_reason"):
-            raise runs.RunLost()  # a tool call (no prefill continues one), its end or an error was sent
+            raise RunLost()  # a tool call (no prefill continues one), its end or an error was sent
         texts.append(delta["content"])
     return (head["id"], head["created"]), tuple(texts)
 
@@ -190,7 +196,7 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
         if found := violations(request):
             raise ValidationFailed(found)
         include_usage = request.stream_options.include_usage
-        opened, earlier = _released(runs.earlier_frames())
+        opened, earlier = _released(earlier_frames())
         operation = self._service(ctx, provider=True).complete(
             ctx.caller, request.model, conversation(request), options(request), request.user, stream=True,
             earlier=earlier, started=opened,

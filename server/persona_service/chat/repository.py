@@ -21,11 +21,17 @@ from sqlalchemy.sql import Select
 
 from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.tables import ChatMessage, ChatSession
-from persona_service.kernel.data import aggregates
-from persona_service.kernel.data.base import table_of
-from persona_service.kernel.data.personal_data import Batches, export_batches
-from persona_service.kernel.data.prepared import Prepared
-from persona_service.kernel.data.records import record, record_or_none, records
+from persona_service.kernel.api import (
+    Batches,
+    Prepared,
+    declare_aggregate,
+    export_batches,
+    lock_root,
+    record,
+    record_or_none,
+    records,
+    table_of,
+)
 
 _sessions = table_of(ChatSession)
 # GET by id is a hot read: prepared once, run without SQLAlchemy's per-execution layers.
@@ -36,7 +42,7 @@ _get = Prepared(
 _messages = table_of(ChatMessage)
 # A session with its messages and their alternatives: every write of a session locks its row first
 # (`ChatSessionRepository.lock`), so two writes at once (two tabs, a double click) run one after the other.
-SESSION = aggregates.declare("chat_session", _sessions, _messages)
+SESSION = declare_aggregate("chat_session", _sessions, _messages)
 # What a conversation is made of: each turn's chosen alternative, removed messages left out.
 _visible = and_(_messages.c.selected, _messages.c.deleted_at.is_(None))
 _alternatives = _messages.alias("alternatives")
@@ -63,7 +69,7 @@ class ChatSessionRepository:
 
     def lock(self, workspace_id: str, session_id: str) -> SessionRecord | None:
         """The session, its row locked until the unit of work ends: what a write decides on is read after this."""
-        return aggregates.lock_root(self.conn, SESSION, SessionRecord, _sessions.c.id == session_id,
+        return lock_root(self.conn, SESSION, SessionRecord, _sessions.c.id == session_id,
                                     _sessions.c.workspace_id == workspace_id)
 
     def create(self, **values: Any) -> SessionRecord:

@@ -38,14 +38,22 @@ from sqlalchemy import Connection
 from persona_service.chat.records import Exchange, MessageRecord, SessionRecord
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.config.api import ConfigService
-from persona_service.kernel import ids
-from persona_service.kernel.clock import utcnow
-from persona_service.kernel.errors import ApiError, NotFound, StateConflict
-from persona_service.kernel.operations import Progress, drain
-from persona_service.kernel.principal import Principal
-from persona_service.kernel.transport.cursors import CursorCodec, cursor_page, keyset_page
-from persona_service.kernel.transport.outbox import Outbox
-from persona_service.kernel.transport.runs import RunLost
+from persona_service.kernel.api import (
+    ApiError,
+    CursorCodec,
+    NotFound,
+    Outbox,
+    Principal,
+    Progress,
+    RunLost,
+    StateConflict,
+    cursor_page,
+    drain,
+    has_prefix,
+    keyset_page,
+    new_id,
+    utcnow,
+)
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.api import PersonaDirectory, PersonaRecord, VoiceRecord, fingerprint_text
 from persona_service.providers.base import Completion, Delta, GenerationOptions, Message, Provider, ToolCall
@@ -356,7 +364,7 @@ class ChatSessionService:
         self.clock = clock
 
     def get(self, principal: Principal, session_id: str) -> SessionRecord:
-        row = self.repo.get(principal.workspace_id, session_id) if ids.has_prefix("chat_session", session_id) else None
+        row = self.repo.get(principal.workspace_id, session_id) if has_prefix("chat_session", session_id) else None
         if row is None:
             raise NotFound("chat session")
         return row
@@ -364,7 +372,7 @@ class ChatSessionService:
     def locked(self, principal: Principal, session_id: str) -> SessionRecord:
         """The session, locked for this unit of work: every write of a session starts here
         (kernel.data.aggregates), before it reads the messages it decides on."""
-        row = self.repo.lock(principal.workspace_id, session_id) if ids.has_prefix("chat_session", session_id) else None
+        row = self.repo.lock(principal.workspace_id, session_id) if has_prefix("chat_session", session_id) else None
         if row is None:
             raise NotFound("chat session")
         return row
@@ -378,7 +386,7 @@ class ChatSessionService:
             raise NotFound("persona version", {"personaId": persona_id, "version": persona_version})
         now = self.clock()
         return self.repo.create(
-            id=ids.new_id("chat_session"), org_id=principal.org_id, workspace_id=principal.workspace_id,
+            id=new_id("chat_session"), org_id=principal.org_id, workspace_id=principal.workspace_id,
             persona_id=persona_id, user_id=user_id or principal.user_id, title=title, status="active",
             message_count=0, input_tokens=0, output_tokens=0, cost_usd_micros=0, started_at=now, last_active_at=now,
             persona_version=persona_version or None,
@@ -488,7 +496,7 @@ class ChatSessionService:
     def message_row(principal: Principal, session_id: str, ordinal: int, now: datetime, role: str, content: str,
                     **usage: Any) -> dict[str, Any]:
         """The columns of a new message (a user message unless `usage` says otherwise)."""
-        return dict(id=ids.new_id("chat_message"), session_id=session_id, org_id=principal.org_id,
+        return dict(id=new_id("chat_message"), session_id=session_id, org_id=principal.org_id,
                     workspace_id=principal.workspace_id, ordinal=ordinal, role=role, content=content,
                     credential_id=billed_to(principal), created_at=now,
                     **({"model": "", "input_tokens": 0, "output_tokens": 0, "cost_usd_micros": 0,

@@ -6,13 +6,19 @@ from persona.v1 import chat_pb2, chat_pb2_grpc
 from persona_service.chat.controls import Change, ChatControls
 from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.service import ChatSessionService, Sampling
-from persona_service.kernel.errors import ApiError
-from persona_service.kernel.operations import drain
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.transport import runs
-from persona_service.kernel.transport.context import RequestContext, context_of
-from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
-from persona_service.kernel.transport.errors import error_message
+from persona_service.kernel.api import (
+    ApiError,
+    RequestContext,
+    RunLost,
+    ServicerDeps,
+    context_of,
+    drain,
+    earlier_frames,
+    error_message,
+    nullable_time,
+    page_limit,
+    timestamp,
+)
 from persona_service.providers.pricing import PriceTable
 
 
@@ -57,7 +63,7 @@ def _released(frames: list[bytes]) -> tuple[str, ...]:
     """The reply text an earlier attempt of the run streamed (its deltas), to go on from (kernel.transport.runs)."""
     events = [chat_pb2.ChatMessageEvent.FromString(frame) for frame in frames]
     if any(e.event not in ("message.started", "message.delta") for e in events):
-        raise runs.RunLost()  # its error was sent (its end goes out only once committed): nothing goes on after it
+        raise RunLost()  # its error was sent (its end goes out only once committed): nothing goes on after it
     return tuple(e.delta for e in events if e.event == "message.delta")
 
 
@@ -114,7 +120,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
                           ) -> Generator[chat_pb2.ChatMessageEvent, None, chat_pb2.ChatMessageEvent]:
         ctx = context_of(context)
         operation = self._service(ctx, provider=True).send(ctx.caller, request.id, request.content, sampling(request),
-                                                           stream=True, earlier=_released(runs.earlier_frames()))
+                                                           stream=True, earlier=_released(earlier_frames()))
         started = False
         try:
             while True:

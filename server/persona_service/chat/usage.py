@@ -13,9 +13,7 @@ from sqlalchemy import Connection
 
 from persona_service.chat.records import UsageRow
 from persona_service.chat.usage_repository import UsageRepository
-from persona_service.kernel.clock import utcnow
-from persona_service.kernel.errors import ValidationFailed, Violation
-from persona_service.kernel.principal import Principal
+from persona_service.kernel.api import Principal, ValidationFailed, Violation, utcnow
 
 MAX_DAYS = 366
 DEFAULT_DAYS = 30

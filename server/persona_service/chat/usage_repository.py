@@ -8,8 +8,7 @@ from sqlalchemy import Connection, func, select
 
 from persona_service.chat.records import UsageRow
 from persona_service.chat.tables import ChatMessage, ChatSession
-from persona_service.kernel.data.base import table_of
-from persona_service.kernel.data.records import records
+from persona_service.kernel.api import records, table_of
 
 _messages = table_of(ChatMessage)
 _sessions = table_of(ChatSession)

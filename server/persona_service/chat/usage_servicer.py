@@ -3,9 +3,7 @@ from persona.v1 import usage_pb2, usage_pb2_grpc
 
 from persona_service.chat.records import UsageRow
 from persona_service.chat.usage import UsageService
-from persona_service.kernel.clock import iso
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.transport.context import context_of
+from persona_service.kernel.api import ServicerDeps, context_of, iso
 
 
 def usage_bucket(row: UsageRow) -> usage_pb2.UsageBucket:

@@ -5,7 +5,7 @@ from persona.v1 import config_pb2_grpc
 
 from persona_service.config.service import RATE_LIMIT_KEYS, ConfigService
 from persona_service.config.servicer import ConfigServicer
-from persona_service.kernel.process.module import Module, ServiceBinding
+from persona_service.kernel.api import Module, ServiceBinding
 
 MODULE = Module(
     name="config",

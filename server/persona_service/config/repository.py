@@ -8,18 +8,16 @@ from sqlalchemy import Connection, delete, select
 from sqlalchemy.dialects.postgresql import insert
 
 from persona_service.config.tables import ConfigItem
-from persona_service.kernel.data import aggregates
-from persona_service.kernel.data.base import table_of
-from persona_service.kernel.data.records import records
+from persona_service.kernel.api import DECIDES_NOTHING, declare_aggregate, records, table_of
 
 _items = table_of(ConfigItem)
 # A setting at one level on its own: its writes are one upsert or one DELETE (each locks the row it changes, or
 # the one it inserts), which decide on nothing read before them (kernel.data.aggregates; docs/concurrency.md).
-ITEM = aggregates.declare("config_item", _items)
+ITEM = declare_aggregate("config_item", _items)
 # The reads below decide nothing on an item: a write of some other aggregate reads a setting it acts by (a
 # persona's drift threshold in a chat reply, a test decline in billing), and a config write reads the effective
 # value back only after its own upsert or DELETE. Either runs as the order in which that read came first.
-_DECIDES_NOTHING = {aggregates.DECIDES_NOTHING: True}
+_DECIDES_NOTHING = {DECIDES_NOTHING: True}
 ORG_LEVEL = ""  # workspace_id of organization-level settings
 PERSONA_LEVEL_PREFIX = "persona:"  # workspace_id of persona-level settings: "persona:<uuid>"
 

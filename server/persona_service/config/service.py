@@ -15,12 +15,20 @@ from typing import Any
 from sqlalchemy import Connection
 
 from persona_service.config.repository import ORG_LEVEL, PERSONA_LEVEL_PREFIX, ConfigRepository, persona_level
-from persona_service.kernel.config_keys import CONFIG_KEYS, LEVEL_CHECKS, ConfigKey
-from persona_service.kernel.errors import Forbidden, NotFound, ValidationFailed, Violation
-from persona_service.kernel.principal import Principal
-from persona_service.kernel.settings import load
-from persona_service.kernel.transport.cursors import CursorCodec, cursor_page
-from persona_service.kernel.transport.limits.plans import override_maximum
+from persona_service.kernel.api import (
+    CONFIG_KEYS,
+    LEVEL_CHECKS,
+    ConfigKey,
+    CursorCodec,
+    Forbidden,
+    NotFound,
+    Principal,
+    ValidationFailed,
+    Violation,
+    cursor_page,
+    load,
+    override_maximum,
+)
 
 RATE_LIMIT_PREFIX = "api.rate_limit."
 
@@ -174,7 +182,7 @@ class ConfigService:
     @staticmethod
     def _default(spec: ConfigKey, principal: Principal) -> Any:
         if spec.key.startswith(RATE_LIMIT_PREFIX):
-            from persona_service.kernel.transport.limits.plans import PLAN_LIMITS
+            from persona_service.kernel.api import PLAN_LIMITS
 
             return PLAN_LIMITS[principal.plan].value(spec.key[len(RATE_LIMIT_PREFIX):])
         return spec.default

@@ -3,9 +3,7 @@ from google.protobuf import json_format, struct_pb2
 from persona.v1 import config_pb2, config_pb2_grpc
 
 from persona_service.config.service import RATE_LIMIT_PREFIX, ConfigService, Effective
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.transport.context import RequestContext, context_of
-from persona_service.kernel.transport.convert import nullable_time, page_limit
+from persona_service.kernel.api import RequestContext, ServicerDeps, context_of, nullable_time, page_limit
 
 
 def config_item(item: Effective) -> config_pb2.ConfigItem:

@@ -13,7 +13,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from persona_service.kernel.data.base import Base
+from persona_service.kernel.api import Base
 
 
 class ConfigItem(Base):

@@ -4,7 +4,7 @@ bodies through the edge; the browser calls only the public /v1 API."""
 from persona.v1 import dashboard_pb2_grpc
 
 from persona_service.dashboard.servicer import DashboardServicer
-from persona_service.kernel.process.module import Module, ServiceBinding
+from persona_service.kernel.api import Module, ServiceBinding
 
 MODULE = Module(
     name="dashboard",

@@ -5,10 +5,7 @@ from google.api import httpbody_pb2
 from persona.v1 import dashboard_pb2, dashboard_pb2_grpc
 
 from persona_service.dashboard.assets import Asset, bundle
-from persona_service.kernel.errors import NotFound
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.transport.context import context_of
-from persona_service.kernel.transport.convert import text_metadata
+from persona_service.kernel.api import NotFound, ServicerDeps, context_of, text_metadata
 
 # The page runs only this origin's scripts and styles and calls only this
 # origin's API; images may also come from an object store's presigned URLs.

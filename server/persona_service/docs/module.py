@@ -3,7 +3,7 @@
 from persona.v1 import docs_pb2_grpc
 
 from persona_service.docs.servicer import DocsServicer
-from persona_service.kernel.process.module import Module, ServiceBinding
+from persona_service.kernel.api import Module, ServiceBinding
 
 MODULE = Module(
     name="docs",

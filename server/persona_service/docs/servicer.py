@@ -8,9 +8,7 @@ from google.api import httpbody_pb2
 from persona.v1 import docs_pb2, docs_pb2_grpc
 
 from persona_service.docs.reference import render
-from persona_service.kernel.process.edge import ROOT
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.transport.context import context_of
+from persona_service.kernel.api import ROOT, ServicerDeps, context_of
 
 DOCUMENT = ROOT / "gen" / "openapi.json"
 

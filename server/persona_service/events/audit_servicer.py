@@ -1,11 +1,7 @@
 import grpc
 from persona.v1 import audit_pb2, audit_pb2_grpc
 
-from persona_service.kernel.data.audit_repository import AuditRecord
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.transport.audit import AuditLog
-from persona_service.kernel.transport.context import context_of
-from persona_service.kernel.transport.convert import page_limit, struct, timestamp
+from persona_service.kernel.api import AuditLog, AuditRecord, ServicerDeps, context_of, page_limit, struct, timestamp
 
 
 def audit_event(row: AuditRecord) -> audit_pb2.AuditEvent:

@@ -4,7 +4,7 @@ from persona.v1 import audit_pb2_grpc, events_pb2_grpc
 
 from persona_service.events.audit_servicer import AuditServicer
 from persona_service.events.servicer import EventServicer
-from persona_service.kernel.process.module import Module, ServiceBinding
+from persona_service.kernel.api import Module, ServiceBinding
 
 MODULE = Module(
     name="events",

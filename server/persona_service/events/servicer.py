@@ -1,11 +1,7 @@
 import grpc
 from persona.v1 import events_pb2, events_pb2_grpc
 
-from persona_service.kernel.data.outbox_repository import EventRecord
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.transport.context import context_of
-from persona_service.kernel.transport.convert import page_limit, struct, timestamp
-from persona_service.kernel.transport.outbox import Outbox
+from persona_service.kernel.api import EventRecord, Outbox, ServicerDeps, context_of, page_limit, struct, timestamp
 
 
 def event(row: EventRecord) -> events_pb2.Event:

@@ -5,7 +5,7 @@ from persona.v1 import files_pb2_grpc
 
 from persona_service.files.servicer import FileServicer
 from persona_service.files.settings import FileSettings
-from persona_service.kernel.process.module import Module, ServiceBinding
+from persona_service.kernel.api import Module, ServiceBinding
 
 MODULE = Module(
     name="files",

@@ -11,11 +11,15 @@ from persona.v1 import files_pb2, files_pb2_grpc
 
 from persona_service.files.local import LocalStorage
 from persona_service.files.storage import ObjectNotFound, storage_for
-from persona_service.kernel.errors import Forbidden, NotFound
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.transport.context import context_of
-from persona_service.kernel.transport.convert import text_metadata
-from persona_service.kernel.transport.pipeline import EDGE_MARK, HEAD_MARK
+from persona_service.kernel.api import (
+    EDGE_MARK,
+    HEAD_MARK,
+    Forbidden,
+    NotFound,
+    ServicerDeps,
+    context_of,
+    text_metadata,
+)
 
 # Where the transcoder keeps the path and query the client sent.
 ORIGINAL_PATH = "x-envoy-original-path"

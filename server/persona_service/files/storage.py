@@ -19,8 +19,7 @@ from datetime import datetime
 from typing import IO, Protocol
 
 from persona_service.files.settings import FileSettings
-from persona_service.kernel.process.resources import HasResources, Resource
-from persona_service.kernel.settings import Settings, load
+from persona_service.kernel.api import HasResources, Resource, Settings, load
 
 # A key: '/'-separated segments of letters, digits, '.', '_' and '-', none of them '.' or '..'.
 _SEGMENT = r"(?!\.{1,2}(?:/|$))[A-Za-z0-9_.-]{1,128}"

@@ -5,9 +5,7 @@ import pathlib
 
 from persona.v1 import marketplace_pb2_grpc
 
-from persona_service.kernel.process.module import Module, ServiceBinding
-from persona_service.kernel.process.resources import Runtime
-from persona_service.kernel.transport.tasks import TaskKind, TaskRecord
+from persona_service.kernel.api import Module, Runtime, ServiceBinding, TaskKind, TaskRecord
 from persona_service.marketplace.service import REVIEW_TASK, MarketplaceService
 from persona_service.marketplace.servicer import MarketplaceServicer
 from persona_service.marketplace.settings import MarketplaceSettings

@@ -7,10 +7,7 @@ from typing import Any
 from sqlalchemy import Connection, func, insert, or_, select, true, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from persona_service.kernel.data import aggregates
-from persona_service.kernel.data.base import table_of
-from persona_service.kernel.data.records import record, record_or_none, records
-from persona_service.kernel.data.unique import once_per
+from persona_service.kernel.api import declare_aggregate, lock_root, once_per, record, record_or_none, records, table_of
 from persona_service.marketplace.records import ListingRecord, PurchaseRecord
 from persona_service.marketplace.tables import Listing, ListingTag, Purchase
 
@@ -24,7 +21,7 @@ _tags = table_of(ListingTag)
 # (kernel.data.aggregates), then decides on its status; a purchase holds it FOR SHARE (it must stay published and
 # priced as read until the purchase commits, and purchases by other buyers go on beside it) and then, under the
 # (listing, buyer) advisory lock, reads the buyer's purchase it decides on.
-LISTING = aggregates.declare("listing", _listings, _purchases, _tags)
+LISTING = declare_aggregate("listing", _listings, _purchases, _tags)
 
 
 class MarketplaceRepository:
@@ -39,7 +36,7 @@ class MarketplaceRepository:
         """The listing; `for_update`: locked (`lock_root`: every write of a listing starts there); `share`: held
         FOR SHARE until the transaction ends (a purchase: its writes wait, other purchases go on)."""
         if for_update:
-            return aggregates.lock_root(self.conn, LISTING, ListingRecord, _listings.c.id == listing_id)
+            return lock_root(self.conn, LISTING, ListingRecord, _listings.c.id == listing_id)
         stmt = select(_listings).where(_listings.c.id == listing_id)
         if share:
             stmt = stmt.with_for_update(read=True)

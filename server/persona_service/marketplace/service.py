@@ -12,13 +12,20 @@ from typing import Any
 from sqlalchemy import Connection
 
 from persona_service.billing.api import BillingService
-from persona_service.kernel import ids
-from persona_service.kernel.clock import utcnow
-from persona_service.kernel.errors import Forbidden, NotFound, StateConflict, ValidationFailed, Violation
-from persona_service.kernel.principal import Principal
-from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
-from persona_service.kernel.transport.outbox import Outbox
-from persona_service.kernel.transport.tasks import enqueue
+from persona_service.kernel.api import (
+    CursorCodec,
+    Forbidden,
+    NotFound,
+    Outbox,
+    Principal,
+    StateConflict,
+    ValidationFailed,
+    Violation,
+    enqueue,
+    keyset_page,
+    new_id,
+    utcnow,
+)
 from persona_service.marketplace.records import ListingRecord, PurchaseRecord
 from persona_service.marketplace.repository import MarketplaceRepository
 from persona_service.moderation.api import record_flag
@@ -46,7 +53,7 @@ class MarketplaceService:
         if self.personas.active(principal.workspace_id, persona_id, hold=True) is None:
             raise NotFound("persona")
         listing = self.repo.add(
-            id=ids.new_id("listing"), org_id=principal.org_id, workspace_id=principal.workspace_id,
+            id=new_id("listing"), org_id=principal.org_id, workspace_id=principal.workspace_id,
             persona_id=persona_id, title=title, description=description, audience_tags=_tags(audience_tags),
             price_minor=price_minor, currency=currency or "usd", status="pending_review",
         )
@@ -152,7 +159,7 @@ class MarketplaceService:
         invoice = billing.charge(principal.org_id, f"Marketplace: {listing.title}", listing.price_minor)
         fee = (listing.price_minor * fee_bps + 5_000) // 10_000
         purchase = self.repo.add_purchase(
-            id=ids.new_id("purchase"), listing_id=listing.id, buyer_org_id=principal.org_id, persona_id=copy_.id,
+            id=new_id("purchase"), listing_id=listing.id, buyer_org_id=principal.org_id, persona_id=copy_.id,
             invoice_id=invoice.id, amount_minor=listing.price_minor, fee_minor=fee, currency=listing.currency,
         )
         if purchase is None:  # bought at the same moment by another call of this organization: roll this one back

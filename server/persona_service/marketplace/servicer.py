@@ -5,10 +5,15 @@ from persona.v1 import marketplace_pb2, marketplace_pb2_grpc
 
 from persona_service.billing.api import BillingService, processor_for
 from persona_service.files.api import storage_for
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.settings import load
-from persona_service.kernel.transport.context import RequestContext, context_of
-from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
+from persona_service.kernel.api import (
+    RequestContext,
+    ServicerDeps,
+    context_of,
+    load,
+    nullable_time,
+    page_limit,
+    timestamp,
+)
 from persona_service.marketplace.records import ListingRecord, PurchaseRecord
 from persona_service.marketplace.service import MarketplaceService
 from persona_service.marketplace.settings import MarketplaceSettings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from persona_service.kernel.settings import Section
+from persona_service.kernel.api import Section
 
 
 class MarketplaceSettings(Section):

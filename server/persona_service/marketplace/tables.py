@@ -8,7 +8,7 @@ from sqlalchemy import BigInteger, Boolean, DateTime, ForeignKey, Index, String,
 from sqlalchemy.dialects.postgresql import ARRAY  # `@>` (contains), which the GIN index serves
 from sqlalchemy.orm import Mapped, mapped_column
 
-from persona_service.kernel.data.base import Base, created_at_column, trigram_index
+from persona_service.kernel.api import Base, created_at_column, trigram_index
 
 
 class Listing(Base):

@@ -5,7 +5,7 @@ import pathlib
 
 from persona.v1 import moderation_pb2_grpc
 
-from persona_service.kernel.process.module import Module, ServiceBinding
+from persona_service.kernel.api import Module, ServiceBinding
 from persona_service.moderation.servicer import ModerationServicer
 
 MODULE = Module(

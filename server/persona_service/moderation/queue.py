@@ -10,10 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from persona_service.kernel.clock import utcnow
-from persona_service.kernel.errors import NotFound, StateConflict
-from persona_service.kernel.principal import Principal
-from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
+from persona_service.kernel.api import CursorCodec, NotFound, Principal, StateConflict, keyset_page, utcnow
 from persona_service.moderation.records import ReviewRecord
 from persona_service.moderation.repository import ModerationRepository
 

@@ -5,16 +5,14 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, tuple_, update
 
-from persona_service.kernel.data import aggregates
-from persona_service.kernel.data.base import table_of
-from persona_service.kernel.data.records import record, record_or_none, records
+from persona_service.kernel.api import declare_aggregate, lock_root, record, record_or_none, records, table_of
 from persona_service.moderation.records import ReviewRecord
 from persona_service.moderation.tables import OPEN, ModerationReview
 
 _reviews = table_of(ModerationReview)
 # A review item on its own: a claim and a resolution lock it first (`lock`), then decide on its status and claim
 # (kernel.data.aggregates; the lock order is docs/concurrency.md's).
-REVIEW = aggregates.declare("moderation_review", _reviews)
+REVIEW = declare_aggregate("moderation_review", _reviews)
 
 
 class ModerationRepository:
@@ -44,7 +42,7 @@ class ModerationRepository:
 
     def lock(self, review_id: str) -> ReviewRecord | None:
         """The item, its row locked until the unit of work ends: a claim or resolution decides on it after this."""
-        return aggregates.lock_root(self.conn, REVIEW, ReviewRecord, _reviews.c.id == review_id)
+        return lock_root(self.conn, REVIEW, ReviewRecord, _reviews.c.id == review_id)
 
     def update(self, review_id: str, **values: Any) -> ReviewRecord:
         stmt = update(_reviews).where(_reviews.c.id == review_id).values(**values).returning(_reviews)

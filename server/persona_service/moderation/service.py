@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from persona_service.kernel import ids
-from persona_service.kernel.errors import ApiError
-from persona_service.kernel.transport.outbox import Outbox
+from persona_service.kernel.api import ApiError, Outbox, new_id
 from persona_service.moderation.repository import ModerationRepository
 from persona_service.providers.base import ModerationResult
 
@@ -21,7 +19,7 @@ STAGES = ("input_intent", "output_content", "impersonation", "pii")
 
 def record_flag(conn: Connection, *, org_id: str, workspace_id: str, stage: str, subject_type: str, subject_id: str,
                 text: str, result: ModerationResult) -> str:
-    review_id = ids.new_id("moderation_review")
+    review_id = new_id("moderation_review")
     ModerationRepository(conn).add(
         id=review_id, org_id=org_id, workspace_id=workspace_id, stage=stage, subject_type=subject_type,
         subject_id=subject_id, categories=list(result.categories), scores=dict(result.scores), excerpt=text[:500],

@@ -3,9 +3,15 @@ from __future__ import annotations
 import grpc
 from persona.v1 import moderation_pb2, moderation_pb2_grpc
 
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.transport.context import RequestContext, context_of
-from persona_service.kernel.transport.convert import nullable_time, page_limit, struct, timestamp
+from persona_service.kernel.api import (
+    RequestContext,
+    ServicerDeps,
+    context_of,
+    nullable_time,
+    page_limit,
+    struct,
+    timestamp,
+)
 from persona_service.moderation.queue import ModerationQueue
 from persona_service.moderation.records import ReviewRecord
 

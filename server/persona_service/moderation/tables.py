@@ -15,7 +15,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from persona_service.kernel.data.base import Base, created_at_column
+from persona_service.kernel.api import Base, created_at_column
 
 # Items still open (the queue), literal so the partial indexes' predicate
 # is provably implied in every plan, generic ones included.

@@ -6,20 +6,16 @@ import argparse
 import json
 import sys
 
-from persona_service.kernel.command import Command
+from persona_service.kernel.api import Command
 
 
 def bootstrap(args: argparse.Namespace) -> int:
-    from persona_service.kernel import settings
-    from persona_service.kernel.data import migrate
-    from persona_service.kernel.data.engine import make_engine
-    from persona_service.kernel.principal import KEY_SCOPES, SCOPES
-    from persona_service.kernel.process.embedded import database_url
+    from persona_service.kernel.api import KEY_SCOPES, SCOPES, database_url, load, make_engine, upgrade_database
     from persona_service.orgs.keys import KeyService
     from persona_service.orgs.service import Onboarding
 
-    url = database_url(settings.load())
-    migrate.upgrade(url, args.modules.migrations)
+    url = database_url(load())
+    upgrade_database(url, args.modules.migrations)
     engine = make_engine(url, pool_size=1)
     with engine.begin() as conn:
         made = Onboarding(conn).create_org(
@@ -45,13 +41,10 @@ def _bootstrap_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def mint_jwt(args: argparse.Namespace) -> int:
-    from persona_service.kernel import settings as config
-    from persona_service.kernel.data.engine import make_engine
-    from persona_service.kernel.process.embedded import database_url
-    from persona_service.kernel.transport.auth import Authenticator, CredentialCache
+    from persona_service.kernel.api import Authenticator, CredentialCache, database_url, load, make_engine
     from persona_service.orgs.repository import OrgRepository
 
-    settings = config.load()
+    settings = load()
     engine = make_engine(database_url(settings), pool_size=1)
     with engine.connect() as conn:
         member = OrgRepository(conn).member(args.org_id, args.user_id, args.workspace_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from persona_service.kernel.transport.auth import KeyCredential, MemberCredential
+from persona_service.kernel.api import KeyCredential, MemberCredential
 from persona_service.orgs.keys import KEY_PREFIXES
 from persona_service.orgs.keys_repository import KeyRepository
 from persona_service.orgs.repository import OrgRepository

@@ -8,12 +8,20 @@ from datetime import datetime
 
 from sqlalchemy import Connection
 
-from persona_service.kernel import ids
-from persona_service.kernel.clock import utcnow
-from persona_service.kernel.errors import Forbidden, NotFound, ValidationFailed, Violation
-from persona_service.kernel.principal import KEY_SCOPES, Principal, Scope
-from persona_service.kernel.transport.auth import hash_secret
-from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
+from persona_service.kernel.api import (
+    KEY_SCOPES,
+    CursorCodec,
+    Forbidden,
+    NotFound,
+    Principal,
+    Scope,
+    ValidationFailed,
+    Violation,
+    hash_secret,
+    keyset_page,
+    new_id,
+    utcnow,
+)
 from persona_service.orgs.keys_repository import SCIM, KeyRepository
 from persona_service.orgs.records import ApiKeyRecord
 
@@ -53,7 +61,7 @@ class KeyService:
         # Keep the catalogue order, so the stored list is canonical.
         ordered = [s for s in KEY_SCOPES if s in set(scopes)]
         row = self.repo.create(
-            id=ids.new_id("api_key"), org_id=org_id, workspace_id=workspace_id, created_by_user_id=user_id,
+            id=new_id("api_key"), org_id=org_id, workspace_id=workspace_id, created_by_user_id=user_id,
             name=name, scopes=ordered, mode=mode, prefix=secret[:12], secret_hash=hash_secret(secret),
             ip_allowlist=list(ip_allowlist), expires_at=expires_at,
         )
@@ -90,7 +98,7 @@ class ScimTokens:
     def create(self, principal: Principal, name: str) -> tuple[ApiKeyRecord, str]:
         secret = f"scim_{secrets.token_urlsafe(32)}"
         row = self.repo.create(
-            id=ids.new_id("api_key"), org_id=principal.org_id, workspace_id=principal.workspace_id,
+            id=new_id("api_key"), org_id=principal.org_id, workspace_id=principal.workspace_id,
             created_by_user_id=principal.user_id, name=name, scopes=[SCIM_SCOPE.name], mode="live", prefix=secret[:12],
             secret_hash=hash_secret(secret), ip_allowlist=[], purpose=SCIM,
         )

@@ -5,10 +5,15 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, tuple_, update
 
-from persona_service.kernel.data import aggregates
-from persona_service.kernel.data.base import table_of
-from persona_service.kernel.data.records import record, record_or_none, records
-from persona_service.kernel.transport.auth import KeyCredential
+from persona_service.kernel.api import (
+    DECIDES_NOTHING,
+    KeyCredential,
+    declare_aggregate,
+    record,
+    record_or_none,
+    records,
+    table_of,
+)
 from persona_service.orgs.records import ApiKeyRecord
 from persona_service.orgs.tables import ApiKey, Membership, Organization, User
 
@@ -18,7 +23,7 @@ _users = table_of(User)
 _members = table_of(Membership)
 # A key (an API key or a SCIM token) on its own: a revocation is one atomic UPDATE of it, which locks it
 # (kernel.data.aggregates; the lock order is docs/concurrency.md's), and reads it back only after.
-KEY = aggregates.declare("api_key", _keys)
+KEY = declare_aggregate("api_key", _keys)
 
 # The hot auth read: one indexed lookup by hash, joined with what authorization needs.
 _by_hash = (
@@ -48,7 +53,7 @@ API, SCIM = "api", "scim"
 # on the key. A call let in before a revocation commits is one the serial order runs first, and the principal is
 # cached across calls anyway until the revocation's invalidation reaches every process (after its commit).
 _find_for_auth = _by_hash.where(_keys.c.secret_hash == bindparam("secret_hash")).execution_options(
-    **{aggregates.DECIDES_NOTHING: True})
+    **{DECIDES_NOTHING: True})
 
 _public_columns = [
     _keys.c.id,

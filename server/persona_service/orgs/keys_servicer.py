@@ -1,10 +1,16 @@
 import grpc
 from persona.v1 import keys_pb2, keys_pb2_grpc
 
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.transport.auth import hash_secret
-from persona_service.kernel.transport.context import RequestContext, context_of
-from persona_service.kernel.transport.convert import nullable_time, optional_time, page_limit, timestamp
+from persona_service.kernel.api import (
+    RequestContext,
+    ServicerDeps,
+    context_of,
+    hash_secret,
+    nullable_time,
+    optional_time,
+    page_limit,
+    timestamp,
+)
 from persona_service.orgs.keys import KeyService
 from persona_service.orgs.records import ApiKeyRecord
 

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection
 
-from persona_service.kernel import ids
+from persona_service.kernel.api import new_id
 from persona_service.orgs.repository import OrgRepository
 
 OWNER = "owner"
@@ -37,11 +37,11 @@ class MemberDirectory:
         user_id = self.repo.user_by_email(email)
         if user_id is not None and self.repo.role_of(org_id, user_id) is not None:
             return Provisioned(user_id, True)
-        new_id = ids.new_id("user")
-        address = email if user_id is None else f"scim+{new_id}@invalid"
-        self.repo.create_user(id=new_id, email=address, name=name, is_platform_admin=False)
-        self.repo.add_member(org_id, new_id, "member")
-        return Provisioned(new_id, False)
+        made = new_id("user")
+        address = email if user_id is None else f"scim+{made}@invalid"
+        self.repo.create_user(id=made, email=address, name=name, is_platform_admin=False)
+        self.repo.add_member(org_id, made, "member")
+        return Provisioned(made, False)
 
     def role_of(self, org_id: str, user_id: str) -> str | None:
         return self.repo.role_of(org_id, user_id)

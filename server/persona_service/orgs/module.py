@@ -2,7 +2,7 @@
 
 from persona.v1 import keys_pb2_grpc, orgs_pb2_grpc
 
-from persona_service.kernel.process.module import Module, ServiceBinding
+from persona_service.kernel.api import Module, ServiceBinding
 from persona_service.orgs.commands import COMMANDS
 from persona_service.orgs.credentials import OrgCredentialStore
 from persona_service.orgs.keys import SCIM_SCOPE

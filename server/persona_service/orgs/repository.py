@@ -5,11 +5,7 @@ from typing import Any
 
 from sqlalchemy import Connection, any_, delete, func, insert, or_, select, update
 
-from persona_service.kernel.data.base import table_of
-from persona_service.kernel.data.personal_data import Batches, export_batches
-from persona_service.kernel.data.records import record_or_none
-from persona_service.kernel.data.unique import once_per
-from persona_service.kernel.transport.auth import MemberCredential
+from persona_service.kernel.api import Batches, MemberCredential, export_batches, once_per, record_or_none, table_of
 from persona_service.orgs.records import OrganizationRecord
 from persona_service.orgs.tables import ApiKey, Membership, Organization, User, Workspace
 

@@ -7,9 +7,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from persona_service.kernel import ids
-from persona_service.kernel.errors import NotFound, ValidationFailed, Violation
-from persona_service.kernel.principal import PLANS, Principal
+from persona_service.kernel.api import PLANS, NotFound, Principal, ValidationFailed, Violation, new_id
 from persona_service.orgs.records import OrganizationRecord
 from persona_service.orgs.repository import OrgRepository
 
@@ -58,7 +56,7 @@ class Onboarding:
             violations.append(Violation("region", "one_of", region, {"oneOf": ["us", "eu"]}))
         if violations:
             raise ValidationFailed(violations)
-        org_id, ws_id, user_id = ids.new_id("org"), ids.new_id("workspace"), ids.new_id("user")
+        org_id, ws_id, user_id = new_id("org"), new_id("workspace"), new_id("user")
         slug = slugify(name)
         if self.repo.slug_taken(slug):
             slug = f"{slug}-{org_id[-6:]}"

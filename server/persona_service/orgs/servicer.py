@@ -1,9 +1,7 @@
 import grpc
 from persona.v1 import orgs_pb2, orgs_pb2_grpc
 
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.transport.context import context_of
-from persona_service.kernel.transport.convert import timestamp
+from persona_service.kernel.api import ServicerDeps, context_of, timestamp
 from persona_service.orgs.records import OrganizationRecord
 from persona_service.orgs.service import OrgService
 

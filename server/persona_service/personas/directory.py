@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from persona_service.kernel import ids
+from persona_service.kernel.api import is_uuid
 from persona_service.personas.records import PersonaRecord, PersonaSummary, VoiceRecord
 from persona_service.personas.repository import PersonaRepository
 
@@ -47,4 +47,4 @@ class PersonaDirectory:
         """A persona id the caller may address (for per-persona config); held FOR SHARE in a writing
         transaction (a setting written for it: it cannot be deleted meanwhile), read as is in a read-only one."""
         writing = self.repo.in_writing_transaction()
-        return ids.is_uuid(persona_id) and self.active(workspace_id, persona_id, hold=writing) is not None
+        return is_uuid(persona_id) and self.active(workspace_id, persona_id, hold=writing) is not None

@@ -6,13 +6,17 @@ from datetime import datetime
 from persona.v1 import personas_pb2_grpc
 from sqlalchemy import Engine
 
-from persona_service.kernel.clock import utcnow
-from persona_service.kernel.config_keys import ConfigKey
-from persona_service.kernel.data.personal_data import created_resources
-from persona_service.kernel.data.uow import in_batches
-from persona_service.kernel.process.module import Job, Module, ServiceBinding
-from persona_service.kernel.process.resources import Runtime
-from persona_service.kernel.transport.limits.plans import EndpointCap
+from persona_service.kernel.api import (
+    ConfigKey,
+    EndpointCap,
+    Job,
+    Module,
+    Runtime,
+    ServiceBinding,
+    created_resources,
+    in_batches,
+    utcnow,
+)
 from persona_service.personas.directory import PersonaDirectory
 from persona_service.personas.repository import PersonaRepository
 from persona_service.personas.service import PURGE_BATCH, PersonaService, delete_created_by

@@ -20,16 +20,24 @@ from typing import Any
 from sqlalchemy import Connection
 
 from persona_service.config.api import ConfigService
-from persona_service.kernel import ids
-from persona_service.kernel.clock import iso, utcnow
-from persona_service.kernel.data.unique import derive_unique
-from persona_service.kernel.errors import ApiError, NotFound, StateConflict, ValidationFailed, Violation
-from persona_service.kernel.operations import drain
-from persona_service.kernel.principal import Principal
-from persona_service.kernel.transport.cursors import CursorCodec, cursor_page
-from persona_service.kernel.transport.limits.plans import Quota
-from persona_service.kernel.transport.outbox import Outbox
-from persona_service.kernel.transport.runs import checkpoint
+from persona_service.kernel.api import (
+    ApiError,
+    CursorCodec,
+    NotFound,
+    Outbox,
+    Principal,
+    Quota,
+    StateConflict,
+    ValidationFailed,
+    Violation,
+    checkpoint,
+    cursor_page,
+    derive_unique,
+    drain,
+    is_uuid,
+    iso,
+    utcnow,
+)
 from persona_service.personas.generation import (
     SOUL_FIELDS,
     STEPS,
@@ -102,7 +110,7 @@ class PersonaService:
     def get(self, principal: Principal, persona_id: str, *, for_update: bool = False,
             decides_nothing: bool = False) -> PersonaRecord:
         row = None
-        if ids.is_uuid(persona_id):
+        if is_uuid(persona_id):
             row = self.repo.get(principal.workspace_id, persona_id, for_update=for_update,
                                 decides_nothing=decides_nothing)
         if row is None:

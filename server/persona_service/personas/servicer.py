@@ -5,12 +5,19 @@ import grpc
 from google.protobuf import json_format, struct_pb2
 from persona.v1 import personas_pb2, personas_pb2_grpc
 
-from persona_service.kernel.errors import ApiError
-from persona_service.kernel.operations import drain
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.transport.context import RequestContext, context_of
-from persona_service.kernel.transport.convert import message_json, nullable_time, page_limit, struct, timestamp
-from persona_service.kernel.transport.errors import error_message
+from persona_service.kernel.api import (
+    ApiError,
+    RequestContext,
+    ServicerDeps,
+    context_of,
+    drain,
+    error_message,
+    message_json,
+    nullable_time,
+    page_limit,
+    struct,
+    timestamp,
+)
 from persona_service.personas.cards import persona_to_card
 from persona_service.personas.records import GenerationPreview, PersonaRecord, VersionRecord, VoiceRecord
 from persona_service.personas.service import AuditBlocked, PersonaService

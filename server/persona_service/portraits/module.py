@@ -4,10 +4,7 @@ from persona.v1 import options_pb2, portraits_pb2_grpc
 from sqlalchemy import Engine
 
 from persona_service.files.api import Storage, object_key, storage_for
-from persona_service.kernel.process.module import Job, Module, ServiceBinding
-from persona_service.kernel.transport.errors import compact_json
-from persona_service.kernel.transport.limits.plans import EndpointCap, PlanLimit
-from persona_service.kernel.transport.tasks import TaskKind
+from persona_service.kernel.api import EndpointCap, Job, Module, PlanLimit, ServiceBinding, TaskKind, compact_json
 from persona_service.portraits import render
 from persona_service.portraits.service import RENDER_TASK, PortraitService
 from persona_service.portraits.servicer import PortraitServicer

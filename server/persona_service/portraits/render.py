@@ -9,9 +9,7 @@ import io
 import logging
 
 from persona_service.files.api import HasResources, ObjectNotFound, storage_for
-from persona_service.kernel.process.resources import Resource, Runtime
-from persona_service.kernel.transport.audit import AuditEntry
-from persona_service.kernel.transport.tasks import TaskRecord
+from persona_service.kernel.api import AuditEntry, Resource, Runtime, TaskRecord
 from persona_service.portraits.records import PortraitRecord
 from persona_service.portraits.service import PortraitService
 from persona_service.providers.base import ImageProvider, ProviderError

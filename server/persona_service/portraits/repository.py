@@ -5,9 +5,15 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, tuple_, update
 
-from persona_service.kernel.data import aggregates
-from persona_service.kernel.data.base import table_of
-from persona_service.kernel.data.records import record, record_or_none, records
+from persona_service.kernel.api import (
+    DECIDES_NOTHING,
+    declare_aggregate,
+    lock_root,
+    record,
+    record_or_none,
+    records,
+    table_of,
+)
 from persona_service.portraits.records import PortraitRecord
 from persona_service.portraits.tables import Portrait
 
@@ -18,7 +24,7 @@ _portraits = table_of(Portrait)
 # its source FOR SHARE (it must stay generated or approved until the edit commits); the render task's first
 # statement is the atomic `UPDATE` of its status. Which portrait of a persona is canonical is decided under a
 # lock on the persona's name (`lock_canonical`), taken before the portrait's.
-PORTRAIT = aggregates.declare("portrait", _portraits)
+PORTRAIT = declare_aggregate("portrait", _portraits)
 
 
 class PortraitRepository:
@@ -36,7 +42,7 @@ class PortraitRepository:
         where = (_portraits.c.id == portrait_id, _portraits.c.persona_id == persona_id,
                  _portraits.c.workspace_id == workspace_id)
         if for_update:
-            return aggregates.lock_root(self.conn, PORTRAIT, PortraitRecord, *where)
+            return lock_root(self.conn, PORTRAIT, PortraitRecord, *where)
         stmt = select(_portraits).where(*where)
         if share:
             stmt = stmt.with_for_update(read=True)
@@ -47,7 +53,7 @@ class PortraitRepository:
         a read that only answers what is there (a call's answer once its portrait settled)."""
         stmt = select(_portraits).where(_portraits.c.id == portrait_id)
         if decides_nothing:
-            stmt = stmt.execution_options(**{aggregates.DECIDES_NOTHING: True})
+            stmt = stmt.execution_options(**{DECIDES_NOTHING: True})
         return record_or_none(PortraitRecord, self.conn.execute(stmt).mappings().first())
 
     def list_page(self, workspace_id: str, persona_id: str, conversation_id: str, limit: int,
@@ -84,7 +90,7 @@ class PortraitRepository:
         # an image back, as when it fails just after.
         stmt = select(func.count()).select_from(_portraits).where(
             _portraits.c.org_id == org_id, _portraits.c.created_at >= since, _portraits.c.status != "failed",
-        ).execution_options(**{aggregates.DECIDES_NOTHING: True})
+        ).execution_options(**{DECIDES_NOTHING: True})
         return self.conn.execute(stmt).scalar_one()
 
     def persona_ids(self, limit: int, after: str = "") -> list[str]:
@@ -92,7 +98,7 @@ class PortraitRepository:
         # which never comes back once purged, and deletes their portraits whatever they are (DECIDES_NOTHING).
         stmt = (select(_portraits.c.persona_id).where(_portraits.c.persona_id > after).distinct()
                 .order_by(_portraits.c.persona_id).limit(limit)
-                .execution_options(**{aggregates.DECIDES_NOTHING: True}))
+                .execution_options(**{DECIDES_NOTHING: True}))
         return list(self.conn.execute(stmt).scalars())
 
     def delete_for_personas(self, persona_ids: list[str]) -> list[PortraitRecord]:

@@ -17,14 +17,20 @@ from typing import Any
 from sqlalchemy import Connection
 
 from persona_service.files.api import object_key
-from persona_service.kernel import ids
-from persona_service.kernel.clock import iso, utcnow
-from persona_service.kernel.errors import ApiError, NotFound, StateConflict
-from persona_service.kernel.principal import Principal
-from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
-from persona_service.kernel.transport.limits.plans import Quota
-from persona_service.kernel.transport.outbox import Outbox
-from persona_service.kernel.transport.tasks import enqueue
+from persona_service.kernel.api import (
+    ApiError,
+    CursorCodec,
+    NotFound,
+    Outbox,
+    Principal,
+    Quota,
+    StateConflict,
+    enqueue,
+    is_uuid,
+    iso,
+    keyset_page,
+    utcnow,
+)
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.api import PersonaDirectory, PersonaRecord
 from persona_service.portraits.records import EDITABLE, PortraitRecord
@@ -80,7 +86,7 @@ class PortraitService:
                          instruction=instruction, style=source.style)
 
     def get(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
-        row = self.repo.get(principal.workspace_id, persona_id, portrait_id) if ids.is_uuid(portrait_id) else None
+        row = self.repo.get(principal.workspace_id, persona_id, portrait_id) if is_uuid(portrait_id) else None
         if row is None:
             raise NotFound("portrait")
         return row
@@ -95,7 +101,7 @@ class PortraitService:
         )
 
     def approve(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
-        if ids.is_uuid(portrait_id):
+        if is_uuid(portrait_id):
             self.repo.lock_canonical(persona_id)  # before the portrait: one lock order, persona's name first
         row = self._for_update(principal, persona_id, portrait_id)
         if row.canonical:
@@ -178,7 +184,7 @@ class PortraitService:
         """The persona, in the caller's workspace and not deleted (a deleted one's portraits are hidden too);
         `hold`: FOR SHARE until the portrait's write commits (a portrait made of it)."""
         persona = self.personas.active(principal.workspace_id, persona_id, hold=hold) \
-            if ids.is_uuid(persona_id) else None
+            if is_uuid(persona_id) else None
         if persona is None:
             raise NotFound("persona")
         return persona
@@ -186,17 +192,17 @@ class PortraitService:
     def _editable(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
         """The source of an edit: a generated or approved portrait of a persona that can change."""
         persona = self.personas.active(principal.workspace_id, persona_id, hold=True) \
-            if ids.is_uuid(persona_id) else None
+            if is_uuid(persona_id) else None
         # Held FOR SHARE: a reject meanwhile waits for the edit, and an edit after it finds it rejected.
         source = self.repo.get(principal.workspace_id, persona_id, portrait_id, share=True) \
-            if ids.is_uuid(portrait_id) else None
+            if is_uuid(portrait_id) else None
         if persona is None or persona.state == "archived" or source is None or source.status not in EDITABLE:
             raise NotFound("source portrait")
         return source
 
     def _for_update(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
         row = self.repo.get(principal.workspace_id, persona_id, portrait_id, for_update=True) \
-            if ids.is_uuid(portrait_id) else None
+            if is_uuid(portrait_id) else None
         if row is None:
             raise NotFound("portrait")
         return row

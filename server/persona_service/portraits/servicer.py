@@ -9,11 +9,17 @@ from google.protobuf.message import Message
 from persona.v1 import portraits_pb2, portraits_pb2_grpc
 
 from persona_service.files.api import FileSettings, Storage, storage_for
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.settings import load
-from persona_service.kernel.transport.context import RequestContext, context_of
-from persona_service.kernel.transport.convert import int32, page_limit, text_metadata, timestamp
-from persona_service.kernel.transport.limits.plans import Quota
+from persona_service.kernel.api import (
+    Quota,
+    RequestContext,
+    ServicerDeps,
+    context_of,
+    int32,
+    load,
+    page_limit,
+    text_metadata,
+    timestamp,
+)
 from persona_service.portraits.records import SETTLED, PortraitRecord
 from persona_service.portraits.render import provider_name
 from persona_service.portraits.service import PortraitService

@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Boolean, DateTime, ForeignKey, Index, Integer, String, Text, func, text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from persona_service.kernel.data.base import Base, created_at_column
+from persona_service.kernel.api import Base, created_at_column
 
 
 class Portrait(Base):

@@ -6,9 +6,7 @@ import pathlib
 from persona.v1 import privacy_pb2_grpc
 
 from persona_service.files.api import storage_for
-from persona_service.kernel.process.module import Job, Module, ServiceBinding
-from persona_service.kernel.process.resources import Runtime
-from persona_service.kernel.settings import load
+from persona_service.kernel.api import Job, Module, Runtime, ServiceBinding, load
 from persona_service.privacy.repository import PrivacyRepository
 from persona_service.privacy.service import PrivacyService
 from persona_service.privacy.servicer import PrivacyServicer

@@ -5,10 +5,15 @@ from datetime import datetime
 from sqlalchemy import Connection, delete, func, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from persona_service.kernel.data import aggregates
-from persona_service.kernel.data.base import table_of
-from persona_service.kernel.data.personal_data import Batches, export_batches
-from persona_service.kernel.data.records import record, record_or_none, records
+from persona_service.kernel.api import (
+    Batches,
+    declare_aggregate,
+    export_batches,
+    record,
+    record_or_none,
+    records,
+    table_of,
+)
 from persona_service.privacy.records import ExportRecord
 from persona_service.privacy.tables import PrivacyExport
 
@@ -16,7 +21,7 @@ _exports = table_of(PrivacyExport)
 # A privacy export on its own: its request is one INSERT (a second while one is open finds that one), a builder
 # claims it with an UPDATE (SKIP LOCKED), an erasure deletes it (kernel.data.aggregates; docs/concurrency.md).
 # A request and the erasure are put in one order by the person's membership (OrgDirectory.hold_member).
-EXPORT = aggregates.declare("privacy_export", _exports)
+EXPORT = declare_aggregate("privacy_export", _exports)
 
 # The oldest pending export, or a running one whose builder's lease lapsed.
 _CLAIM = text("""

@@ -21,12 +21,19 @@ from typing import IO, Any
 from sqlalchemy import Connection
 
 from persona_service.files.api import SignedUrl, Storage, object_key
-from persona_service.kernel import ids
-from persona_service.kernel.clock import iso, utcnow
-from persona_service.kernel.data.personal_data import Batches, Subject, audit_events
-from persona_service.kernel.errors import StateConflict, Unauthorized
-from persona_service.kernel.principal import Principal
-from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
+from persona_service.kernel.api import (
+    Batches,
+    CursorCodec,
+    Principal,
+    StateConflict,
+    Subject,
+    Unauthorized,
+    audit_events,
+    iso,
+    keyset_page,
+    new_id,
+    utcnow,
+)
 from persona_service.orgs.api import OrgDirectory
 from persona_service.privacy.records import Erasure, ExportRecord
 from persona_service.privacy.repository import PrivacyRepository
@@ -56,7 +63,7 @@ class PrivacyService:
         # made before the erasure, which deletes it, or refused after it, as a later call with their key would be.
         if not OrgDirectory(self.conn).hold_member(principal.org_id, principal.user_id):
             raise Unauthorized(_NO_LONGER)
-        return self.repo.request(ids.new_id("privacy_export"), principal.org_id, principal.user_id)
+        return self.repo.request(new_id("privacy_export"), principal.org_id, principal.user_id)
 
     def build(self, storage: Storage, sources: Sequence[PersonalData], ttl_seconds: int) -> ExportRecord | None:
         """Claim the oldest pending export (skipping those another builder

@@ -4,10 +4,7 @@ import grpc
 from persona.v1 import privacy_pb2, privacy_pb2_grpc
 
 from persona_service.files.api import storage_for
-from persona_service.kernel.clock import utcnow
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.transport.context import context_of
-from persona_service.kernel.transport.convert import nullable_time, page_limit, struct, timestamp
+from persona_service.kernel.api import ServicerDeps, context_of, nullable_time, page_limit, struct, timestamp, utcnow
 from persona_service.privacy.records import ExportRecord
 from persona_service.privacy.service import PrivacyService, download_of, status_of
 

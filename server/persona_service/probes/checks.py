@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from persona_service.kernel.data.migrate import alembic_config
+from persona_service.kernel.api import alembic_config
 from persona_service.probes.repository import ProbeRepository
 
 

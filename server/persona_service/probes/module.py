@@ -2,7 +2,7 @@
 
 from persona.v1 import probes_pb2_grpc
 
-from persona_service.kernel.process.module import Module, ServiceBinding
+from persona_service.kernel.api import Module, ServiceBinding
 from persona_service.probes.servicer import ProbeServicer
 from persona_service.probes.settings import ProbeSettings
 

@@ -6,11 +6,14 @@ import grpc
 from google.api import httpbody_pb2
 from persona.v1 import probes_pb2, probes_pb2_grpc
 
-from persona_service.kernel import metrics
-from persona_service.kernel.errors import ServiceUnavailable, Unauthorized
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.settings import load
-from persona_service.kernel.transport.convert import text_metadata
+from persona_service.kernel.api import (
+    ServicerDeps,
+    ServiceUnavailable,
+    Unauthorized,
+    load,
+    metrics_exposition,
+    text_metadata,
+)
 from persona_service.probes.checks import readiness
 from persona_service.probes.settings import ProbeSettings
 
@@ -29,7 +32,7 @@ class ProbeServicer(probes_pb2_grpc.ProbeServiceServicer):
             sent = text_metadata(context).get("authorization", "")
             if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
                 raise Unauthorized("The metrics endpoint needs its bearer token (PERSONA_METRICS_TOKEN).")
-        body, content_type = metrics.exposition()
+        body, content_type = metrics_exposition()
         return httpbody_pb2.HttpBody(content_type=content_type, data=body)
 
     def GetReadiness(self, request: probes_pb2.GetReadinessRequest,

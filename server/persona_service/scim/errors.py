@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from persona_service.kernel.errors import ApiError
-from persona_service.kernel.transport.errors import compact_json
+from persona_service.kernel.api import ApiError, compact_json
 
 SCIM_ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error"
 SCIM_MEDIA_TYPE = "application/scim+json"

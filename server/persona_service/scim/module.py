@@ -4,7 +4,7 @@ import pathlib
 
 from persona.v1 import options_pb2, scim_pb2_grpc
 
-from persona_service.kernel.process.module import Module, ServiceBinding
+from persona_service.kernel.api import Module, ServiceBinding
 from persona_service.scim.errors import scim_error_body
 from persona_service.scim.service import erase_personal_data
 from persona_service.scim.servicer import BASE_PATH, ScimServicer, ScimTokenServicer

@@ -13,11 +13,17 @@ from google.api import httpbody_pb2
 from persona.v1 import scim_pb2, scim_pb2_grpc
 
 from persona_service.files.api import public_url
-from persona_service.kernel.errors import ApiError, NotFound
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.transport.auth import hash_secret
-from persona_service.kernel.transport.context import context_of
-from persona_service.kernel.transport.convert import nullable_time, page_limit, text_metadata, timestamp
+from persona_service.kernel.api import (
+    ApiError,
+    NotFound,
+    ServicerDeps,
+    context_of,
+    hash_secret,
+    nullable_time,
+    page_limit,
+    text_metadata,
+    timestamp,
+)
 from persona_service.orgs.api import ApiKeyRecord, ScimTokens
 from persona_service.scim.documents import parse_json
 from persona_service.scim.errors import SCIM_MEDIA_TYPE

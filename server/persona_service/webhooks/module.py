@@ -5,8 +5,7 @@ import pathlib
 
 from persona.v1 import webhooks_pb2_grpc
 
-from persona_service.kernel.process.module import Command, Job, Module, Process, ServiceBinding
-from persona_service.kernel.process.resources import Runtime
+from persona_service.kernel.api import Command, Job, Module, Process, Runtime, ServiceBinding
 from persona_service.webhooks.servicer import WebhookServicer
 from persona_service.webhooks.settings import WebhookSettings
 
@@ -29,9 +28,9 @@ def _sample_queue(runtime: Runtime) -> int:
 
 
 def _lanes() -> int:
-    from persona_service.kernel import settings as config
+    from persona_service.kernel.api import load
 
-    return config.load(WebhookSettings).lanes
+    return load(WebhookSettings).lanes
 
 
 MODULE = Module(

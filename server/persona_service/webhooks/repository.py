@@ -23,10 +23,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import array
 
-from persona_service.kernel.data import aggregates
-from persona_service.kernel.data.base import table_of
-from persona_service.kernel.data.records import record, record_or_none, records
-from persona_service.kernel.data.tables import OutboxEvent
+from persona_service.kernel.api import (
+    DECIDES_NOTHING,
+    OutboxEvent,
+    declare_aggregate,
+    record,
+    record_or_none,
+    records,
+    table_of,
+)
 from persona_service.webhooks.records import (
     AttemptRecord,
     DeliveryRecord,
@@ -42,7 +47,7 @@ _attempts = table_of(WebhookAttempt)
 _events = table_of(OutboxEvent)
 # An endpoint with its deliveries and their attempts: a write of them (a replay, a ping) locks the endpoint first,
 # so a DELETE at the same moment comes before it (404) or after it, never between its read and its insert.
-ENDPOINT = aggregates.declare("webhook_endpoint", _endpoints, _deliveries, _attempts)
+ENDPOINT = declare_aggregate("webhook_endpoint", _endpoints, _deliveries, _attempts)
 # A literal, as ix_webhook_deliveries_due's predicate is: a generic plan (psycopg prepares what
 # the worker runs often) cannot use the partial index for `status = $1`, and reads every delivery.
 _PENDING = _deliveries.c.status == literal_column("'pending'")
@@ -264,4 +269,4 @@ class DeliveryQueue:
 
     def pending_count(self) -> int:
         stmt = select(func.count()).select_from(_deliveries).where(_PENDING)  # a gauge's sample: decides nothing
-        return self.conn.execute(stmt.execution_options(**{aggregates.DECIDES_NOTHING: True})).scalar_one()
+        return self.conn.execute(stmt.execution_options(**{DECIDES_NOTHING: True})).scalar_one()

@@ -19,13 +19,19 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
-from persona_service.kernel import ids
-from persona_service.kernel.clock import utcnow
-from persona_service.kernel.errors import NotFound, ValidationFailed, Violation
-from persona_service.kernel.principal import Principal
-from persona_service.kernel.secretbox import SecretBox
-from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
-from persona_service.kernel.transport.outbox import EVENT_TYPES, Outbox
+from persona_service.kernel.api import (
+    EVENT_TYPES,
+    CursorCodec,
+    NotFound,
+    Outbox,
+    Principal,
+    SecretBox,
+    ValidationFailed,
+    Violation,
+    keyset_page,
+    new_id,
+    utcnow,
+)
 from persona_service.webhooks.records import AttemptRecord, DeliveryRecord, DueDelivery, EndpointRecord, EndpointSecrets
 from persona_service.webhooks.repository import WebhookRepository
 
@@ -210,7 +216,7 @@ class WebhookService:
         secret = new_secret()
         now = utcnow()
         row = self.repo.create(
-            id=ids.new_id("webhook_endpoint"), org_id=principal.org_id, workspace_id=principal.workspace_id,
+            id=new_id("webhook_endpoint"), org_id=principal.org_id, workspace_id=principal.workspace_id,
             url=url, description=description, events=self._normalize(events), enabled=enabled,
             standard_webhooks=standard_webhooks,
             secret_enc=self.box.seal(secret), secret_created_at=now, created_at=now, updated_at=now,
@@ -294,7 +300,7 @@ class WebhookService:
             raise NotFound("webhook delivery")
         now = now or utcnow()
         row = self.repo.add_delivery(
-            id=ids.new_id("webhook_delivery"), endpoint_id=endpoint_id, event_id=original.event_id,
+            id=new_id("webhook_delivery"), endpoint_id=endpoint_id, event_id=original.event_id,
             event_type=original.event_type, status="pending", attempt_count=0, next_attempt_at=now,
             replay_of=original.id, created_at=now,
         )

@@ -1,10 +1,15 @@
 import grpc
 from persona.v1 import webhooks_pb2, webhooks_pb2_grpc
 
-from persona_service.kernel.process.resources import ServicerDeps
-from persona_service.kernel.settings import load
-from persona_service.kernel.transport.context import RequestContext, context_of
-from persona_service.kernel.transport.convert import nullable_time, page_limit, timestamp
+from persona_service.kernel.api import (
+    RequestContext,
+    ServicerDeps,
+    context_of,
+    load,
+    nullable_time,
+    page_limit,
+    timestamp,
+)
 from persona_service.webhooks.records import AttemptRecord, DeliveryRecord, EndpointRecord
 from persona_service.webhooks.service import WebhookService
 from persona_service.webhooks.settings import WebhookSettings

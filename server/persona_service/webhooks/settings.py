@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from persona_service.kernel.settings import Section, load
+from persona_service.kernel.api import Section, load
 
 
 class WebhookSettings(Section):

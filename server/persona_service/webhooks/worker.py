@@ -46,12 +46,20 @@ from datetime import UTC, datetime, timedelta
 from persona.v1 import events_pb2
 from sqlalchemy import Connection, Engine
 
-from persona_service.kernel import ids, logs, tracing
-from persona_service.kernel.clock import utcnow
-from persona_service.kernel.data.notifications_repository import listening
-from persona_service.kernel.data.outages import connection_lost
-from persona_service.kernel.secretbox import SecretBox
-from persona_service.kernel.transport.convert import message_json, struct, timestamp
+from persona_service.kernel.api import (
+    SecretBox,
+    configure_logs,
+    configure_tracing,
+    connection_lost,
+    listening,
+    message_json,
+    new_ids,
+    shutdown_tracing,
+    span,
+    struct,
+    timestamp,
+    utcnow,
+)
 from persona_service.webhooks.http import HTTPClient, HTTPError
 from persona_service.webhooks.metrics import DELIVERIES, DELIVERY_SECONDS, outcome_of
 from persona_service.webhooks.records import DueDelivery
@@ -181,7 +189,7 @@ class DeliveryWorker:
             if not seqs:
                 return 0
             subscriptions = queue.subscribers(seqs)
-            queue.add_deliveries(ids.new_ids("webhook_delivery", len(subscriptions)), subscriptions, now)
+            queue.add_deliveries(new_ids("webhook_delivery", len(subscriptions)), subscriptions, now)
             queue.mark_dispatched(seqs, now)
         return len(seqs)
 
@@ -242,10 +250,10 @@ class DeliveryWorker:
         conn.commit()
 
     async def _send(self, client: HTTPClient, row: DueDelivery, now: datetime) -> Attempt:
-        with tracing.span("webhook.deliver", **{"webhook.delivery_id": row.id, "webhook.event_type": row.type}) as span:
+        with span("webhook.deliver", **{"webhook.delivery_id": row.id, "webhook.event_type": row.type}) as current:
             attempt = await self._attempt(client, row, now)
-            if span is not None:
-                span.set_attribute("webhook.outcome", outcome_of(attempt.status_code, attempt.error))
+            if current is not None:
+                current.set_attribute("webhook.outcome", outcome_of(attempt.status_code, attempt.error))
             return attempt
 
     async def _attempt(self, client: HTTPClient, row: DueDelivery, now: datetime) -> Attempt:
@@ -412,22 +420,21 @@ def main() -> None:
     """`persona-service worker`: deliver webhooks until SIGTERM/SIGINT."""
     import signal
 
-    from persona_service.kernel import settings as config
-    from persona_service.kernel.data.engine import make_engine
+    from persona_service.kernel.api import load, make_engine
     from persona_service.webhooks.settings import WebhookSettings
 
-    settings, webhooks = config.load(), config.load(WebhookSettings)
-    logs.configure(settings.log_level, settings.log_format)
+    settings, webhooks = load(), load(WebhookSettings)
+    configure_logs(settings.log_level, settings.log_format)
     database_url = settings.database_url
     if not database_url:
-        from persona_service.kernel.process.embedded import postgres_url
+        from persona_service.kernel.api import postgres_url
 
         database_url = postgres_url(settings.data_dir / "postgres")
     lanes = webhooks.lanes
     # Lanes and fan-out share the pool; the notification listener holds one
     # more of its own: lanes + 2, as its Process declares (the stack's budget).
     engine = make_engine(database_url, pool_size=lanes + 1)
-    tracing.configure("persona-service-worker", settings.otlp_endpoint, [engine])
+    configure_tracing("persona-service-worker", settings.otlp_endpoint, [engine])
     worker = DeliveryWorker(engine, SecretBox(settings.resolved_secrets_key()), allow_private=webhooks.private_allowed)
     stop = threading.Event()
     # Handlers that take no lock: an Event set from a handler can wait forever for the lock its own thread holds
@@ -443,5 +450,5 @@ def main() -> None:
     stop.set()
     delivering.join()
     engine.dispose()
-    tracing.shutdown()
+    shutdown_tracing()
     log.info("webhook worker stopped")
