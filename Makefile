@@ -114,10 +114,14 @@ browser:
 	command -v chromium >/dev/null || \
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium'
 
-# The production topology's engines (#31), Debian's: a PostgreSQL server, PgBouncer, redis-server.
+# The production topology's engines (#31), Debian's: a PostgreSQL server, PgBouncer, redis-server; and for
+# PostgreSQL's failover (#49) Patroni, etcd and HAProxy. The topology starts its own processes: any service
+# the packages started is stopped and disabled (where systemd runs; containers refuse to start them anyway).
 topology-tools:
-	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v pgbouncer >/dev/null && command -v redis-server >/dev/null || \
-		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql pgbouncer redis-server'
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v pgbouncer >/dev/null && command -v redis-server >/dev/null \
+		&& command -v patroni >/dev/null && command -v etcd >/dev/null && command -v haproxy >/dev/null || \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql pgbouncer redis-server patroni etcd-server haproxy \
+			&& { ! [ -d /run/systemd/system ] || systemctl disable --now etcd haproxy patroni; }'
 
 # The deployed topology on this machine (PostgreSQL, PgBouncer, Redis, app nodes, a worker, Envoy):
 # `make topology` brings it up until Ctrl-C; `make bench-topology` runs every scenario under load (docs/scaling-out.md).

@@ -14,13 +14,17 @@ shares (S3's stand-in).
 
     topology.py up [--nodes N] [--stream-nodes M]   bring it up until Ctrl-C
     topology.py bench [--short]         every scenario under steady mixed load; JSON figures on stdout
+    topology.py up|bench --postgres-ha  PostgreSQL behind Patroni, etcd and HAProxy (scripts/postgres_ha.py):
+                                        bench runs the failover and switchover scenarios
 
 Scenarios (each under load: reads, writes, open streams, webhook deliveries):
 rolling restart (each node, stream node and runner drained, stopped, started
 again), node loss (`kill -9` of an app node, a stream node and a runner: a
 lost machine with one pod of each), PgBouncer restart, PostgreSQL restart,
 and the backup/restore drill (pg_dump/pg_restore plus the object store, into
-a fresh deployment with the same configuration). docs/scaling-out.md.
+a fresh deployment with the same configuration). With --postgres-ha: the
+leader's PostgreSQL killed (`kill -9`: Patroni promotes the synchronous
+standby) and a planned switchover. docs/scaling-out.md.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from persona_service.kernel.process.runner import READY_FILE_ENV as RUNNER_READY
 from persona_service.kernel.process.stack import Stack, StackError, envoy_command, free_port
 from persona_service.kernel.settings import Settings
 from persona_service.registry import MODULES
+from postgres_ha import PatroniCluster, patroni_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PG_BIN = max(pathlib.Path("/usr/lib/postgresql").glob("*/bin"), default=pathlib.Path("/usr/lib/postgresql/15/bin"))
@@ -140,6 +145,8 @@ class Topology:
     # What the operations did and when (a scenario's steps, to place its failed calls among them).
     steps: list[tuple[float, str]] = field(default_factory=list)
     database: str = "persona"
+    # PostgreSQL as two Patroni members behind HAProxy (scripts/postgres_ha.py) instead of one server.
+    postgres_ha: bool = False
     prepared: Any = None
     _reaper: subprocess.Popen | None = None
 
@@ -162,6 +169,10 @@ class Topology:
         self.db_dir.chmod(0o755)
         if DB_USER is not None:
             shutil.chown(self.db_dir, DB_USER)
+        # Every client (PgBouncer, the runners, the worker, the CLI) reaches the leader through HAProxy.
+        self.cluster = PatroniCluster(self.db_dir, PG_BIN) if self.postgres_ha else None
+        if self.cluster is not None:
+            self.pg_port = self.cluster.primary_port
         self.objects = self.root / "objects"
         self.objects.mkdir(exist_ok=True)
         (self.root / "logs").mkdir(exist_ok=True)
@@ -214,6 +225,8 @@ class Topology:
     # --- the data tier ----------------------------------------------------------------
 
     def start_postgres(self, init: bool = True) -> None:
+        if self.cluster is not None:
+            return self.start_patroni()
         data = self.db_dir / "pg"
         if init:
             self._as_db_user([str(PG_BIN / "initdb"), "-D", str(data), "-U", "persona", "--auth=trust", "-E", "UTF8",
@@ -225,6 +238,46 @@ class Topology:
         self._wait_postgres(self.pg_port)
         if init:
             self.create_database()
+
+    def start_patroni(self) -> None:
+        """etcd, both Patroni members side by side (one initializes the cluster, the other clones it and
+        becomes its synchronous standby) and HAProxy; then the database, made through HAProxy on the leader."""
+        cluster = self.cluster
+        assert cluster is not None
+        for path in cluster.write_configs():
+            if DB_USER is not None:
+                shutil.chown(path, DB_USER)
+        self._spawn(Proc("etcd", cluster.etcd_argv(), patroni_env(), self._db_log("etcd"), DB_USER))
+        _wait(lambda: _answers(cluster.etcd_port), "etcd")
+        for index, name in enumerate(cluster.names):
+            self._spawn(Proc(name, cluster.patroni_argv(index), patroni_env(), self._db_log(name), DB_USER))
+        self._spawn(Proc("haproxy", cluster.haproxy_argv(), dict(os.environ), self._log("haproxy")))
+        _wait(cluster.synchronous, "a Patroni leader and its synchronous standby", 120)
+        leader = cluster.leader()
+        _wait(lambda: self.routed_to(leader), "HAProxy routing to the leader")
+        self.create_database()
+
+    def psql(self, sql: str, database: str = "postgres") -> str:
+        """One query's rows (unaligned), to the leader through HAProxy as every client reaches it."""
+        return subprocess.run([str(PG_BIN / "psql"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "persona",
+                               "-d", database, "-Atc", sql], check=True, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+
+    def routed_to(self, member: str | None) -> bool:
+        """HAProxy routes new connections to `member` alone, and through it PostgreSQL answers as the primary."""
+        assert self.cluster is not None
+        return self.cluster.routed() == {member} and self.psql("select pg_is_in_recovery()") == "f"
+
+    def listeners(self) -> int:
+        """Sessions LISTENing on the primary (the runners' and the webhook worker's, one each)."""
+        return int(self.psql("select count(*) from pg_stat_activity where query like 'LISTEN %'"))
+
+    def duplicated_personas(self, org_id: str) -> list[str]:
+        """Personas of the organization made more than once from one write (the load's intents are unique):
+        a line each (intent: ids and creation times)."""
+        rows = self.psql("select intent || ': ' || string_agg(id || ' at ' || created_at, ', ') from personas "
+                         f"where org_id = '{org_id}' group by intent having count(*) > 1", self.database)
+        return rows.splitlines()
 
     def create_database(self) -> None:
         subprocess.run([str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "persona",
@@ -441,7 +494,7 @@ class Topology:
         """The edge, then the nodes and the worker together (each drains for itself), then the data tier."""
         tiers = [["envoy"], [*(f"node-{i}" for i in range(self.nodes)), *(f"stream-{i}" for i in range(self.stream_nodes)),
                              *(f"runner-{i}" for i in range(self.runners)), "worker"], ["redis"], ["pgbouncer"],
-                 ["postgres"]]
+                 ["postgres", "haproxy"], [*(self.cluster.names if self.cluster else [])], ["etcd"]]
         for tier in tiers:
             together(*(functools.partial(self.procs[name].stop, signal.SIGINT if name == "postgres" else signal.SIGTERM)
                        for name in tier if name in self.procs))
@@ -453,6 +506,9 @@ class Topology:
                 proc.kill()
         else:
             self.stop()
+        if self.cluster is not None:  # Patroni's PostgreSQL runs in a session of its own
+            for member in self.cluster.names:
+                self.cluster.kill_postgres(member)
         self._pids_file.unlink(missing_ok=True)  # all stopped: nothing left for the reaper
         if self._reaper is not None:
             self._reaper.terminate()
@@ -596,8 +652,9 @@ class Tally:
     requests: int = 0
     answered: float = 0.0  # when the latest call that succeeded started
     failed: list[Failure] = field(default_factory=list)
-    retryable: list[tuple[float, int]] = field(default_factory=list)
+    retryable: list[tuple[float, int, float]] = field(default_factory=list)  # (started, status, ended)
     acknowledged: set[str] = field(default_factory=set)
+    acknowledged_at: list[float] = field(default_factory=list)  # when each of the writer's writes was acknowledged
     abandoned_writes: int = 0
     streams_started: int = 0
     streams_completed: int = 0
@@ -654,7 +711,7 @@ class Load:
                 self.tally.answered = max(self.tally.answered, started)
                 return True
             if response is not None and "retry-after" in response.headers:
-                self.tally.retryable.append((started, response.status_code))
+                self.tally.retryable.append((started, response.status_code, time.time()))
             else:
                 self.tally.failed.append(Failure(
                     started, time.time(), what, method, path, request_id,
@@ -700,6 +757,7 @@ class Load:
                     if answer is not None:
                         with self.tally.lock:
                             self.tally.acknowledged.add(answer.json()["id"])
+                            self.tally.acknowledged_at.append(time.time())
                         break
                     self._wait_to_retry()
                 else:  # not acknowledged: nothing to lose, but counted
@@ -799,11 +857,17 @@ class Scenario:
     # When the disruption began and when the component came back (for failover / recovery).
     disrupted_at: float = 0.0
     returned_at: float = 0.0
+    load: Load | None = None
+    figures: dict[str, Any] = field(default_factory=dict)  # the scenario's own measurements, into its result
+
+    def figure(self, name: str) -> None:
+        """`name`: seconds from the disruption until now."""
+        self.figures[name] = round(time.time() - self.disrupted_at, 2)
 
 
 def run_scenario(top: Topology, tenant: dict, receiver: Receiver, name: str, action, pace: Pace) -> dict:
-    scenario = Scenario(name)
     load = Load(top.http_url, tenant["apiKey"])
+    scenario = Scenario(name, load=load)
     top.steps.clear()
     tally = load.tally
     with timed(name), load:
@@ -813,13 +877,14 @@ def run_scenario(top: Topology, tenant: dict, receiver: Receiver, name: str, act
         after = time.time()
         load.wait_for(pace.settle, lambda: tally.answered >= after)
     lost = _lost_writes(top, load)
+    duplicated = top.duplicated_personas(tenant["orgId"])
     deadline = time.monotonic() + 30
     while receiver.delivered(tally.acknowledged) != tally.acknowledged and time.monotonic() < deadline:
         time.sleep(0.1)
-    after = [t for t in [*(f.started for f in tally.failed), *(t for t, _ in tally.retryable)]
+    after = [t for t in [*(f.started for f in tally.failed), *(t for t, _, _ in tally.retryable)]
              if t >= scenario.disrupted_at]
     retryable: dict[str, int] = {}
-    for _, status in tally.retryable:
+    for _, status, _ in tally.retryable:
         retryable[str(status)] = retryable.get(str(status), 0) + 1
     result = {
         "scenario": name,
@@ -829,6 +894,8 @@ def run_scenario(top: Topology, tenant: dict, receiver: Receiver, name: str, act
         "writes_acknowledged": len(tally.acknowledged),
         "writes_abandoned": tally.abandoned_writes,
         "writes_lost": len(lost),
+        "writes_duplicated": duplicated,
+        "write_gap_seconds": _write_gap(tally.acknowledged_at, scenario.disrupted_at),
         "streams_started": tally.streams_started,
         "streams_completed": tally.streams_completed,
         "streams_resumed": tally.streams_resumed,
@@ -837,15 +904,27 @@ def run_scenario(top: Topology, tenant: dict, receiver: Receiver, name: str, act
         # The last call after the disruption that did not succeed, from the disruption (failover) or from the
         # component's return (recovery).
         "failover_seconds": round(max(after) - scenario.disrupted_at, 2) if after else 0.0,
+        # When the last call that did not succeed ended, from the disruption (one in flight at the disruption
+        # counts too: what a client waited for).
+        "failures_end_seconds": round(max([0.0, *(e - scenario.disrupted_at for e in [
+            *(f.ended for f in tally.failed), *(e for _, _, e in tally.retryable)])]), 2),
         "recovery_seconds": (round(max(0.0, max(after) - scenario.returned_at), 2) if after else 0.0)
         if scenario.returned_at else None,
         # Each failed call, placed among the scenario's steps (seconds from the disruption), with what the
         # edge and the processes logged about it.
         "failures": [_explained(top, failure, scenario.disrupted_at) for failure in tally.failed],
         "steps": [[round(t - scenario.disrupted_at, 2), what] for t, what in top.steps],
+        **scenario.figures,
     }
     log(f"{name}: {json.dumps(result)}")
     return result
+
+
+def _write_gap(acknowledged_at: list[float], since: float) -> float:
+    """The longest time without an acknowledged write across the disruption (the writer writes back to back:
+    how long writes were unavailable)."""
+    times = [t for t in acknowledged_at if t < since][-1:] + [t for t in acknowledged_at if t >= since]
+    return round(max((b - a for a, b in zip(times, times[1:])), default=0.0), 2)
 
 
 def _explained(top: Topology, failure: Failure, origin: float) -> dict:
@@ -932,6 +1011,69 @@ def restart_of(top: Topology, name: str, down: float):
     return act
 
 
+def postgres_failover(top: Topology):
+    """`kill -9` of the leader's postmaster: Patroni (primary_start_timeout 0) promotes the synchronous standby
+    at its next loop instead of restarting the old primary, which rejoins as the standby (pg_rewind)."""
+    def act(scenario: Scenario) -> None:
+        cluster = _synchronous_cluster(top)
+        old = cluster.leader()
+        assert old is not None
+        scenario.disrupted_at = time.time()
+        cluster.kill_postgres(old)
+        top.step(f"{old}: postgres killed (kill -9)")
+        _switched(top, scenario, old)
+    return act
+
+
+def postgres_switchover(top: Topology):
+    """A planned switchover (Patroni's REST API, as `patronictl switchover`): the leader stops, the synchronous
+    standby is promoted, the old leader follows it."""
+    def act(scenario: Scenario) -> None:
+        cluster = _synchronous_cluster(top)
+        old = cluster.leader()
+        scenario.disrupted_at = time.time()
+        cluster.switchover(next(name for name in cluster.names if name != old))
+        top.step(f"{old}: switchover done (Patroni's answer)")
+        _switched(top, scenario, old)
+    return act
+
+
+def _synchronous_cluster(top: Topology) -> PatroniCluster:
+    assert top.cluster is not None, "--postgres-ha"
+    _wait(top.cluster.synchronous, "a Patroni leader and its synchronous standby", 120)
+    return top.cluster
+
+
+def _switched(top: Topology, scenario: Scenario, old: str) -> None:
+    """Each stage of a change of leader, as a figure (seconds from the disruption): another member leads
+    (promoted), HAProxy routes to it (routed), the runners and the webhook worker LISTEN on it again, without
+    a restart (listening), a generation that started after that completed, and the old leader is back as the
+    synchronous standby (rejoined)."""
+    cluster, load = top.cluster, scenario.load
+    assert cluster is not None and load is not None
+    consumers = {name: proc.popen.pid for name, proc in top.procs.items()
+                 if name.startswith("runner-") or name == "worker" if proc.popen is not None}
+    _wait(lambda: cluster.leader() not in (None, old), "a new Patroni leader", 120)
+    new = cluster.leader()
+    scenario.figure("promoted_seconds")
+    top.step(f"{new}: leader")
+    _wait(lambda: top.routed_to(new), "HAProxy routing to the new leader")
+    scenario.figure("routed_seconds")
+    top.step(f"HAProxy: routes to {new}")
+    _wait(lambda: top.listeners() >= len(consumers), "the runners' and the worker's LISTEN on the new leader")
+    scenario.figure("listening_seconds")
+    scenario.figures["consumers_restarted"] = [name for name, pid in consumers.items()
+                                               if not top.procs[name].running or top.procs[name].popen.pid != pid]
+    with load.tally.lock:
+        started = load.tally.streams_started
+    # More completed than had started by now: one that started after the failover completed.
+    load.wait_for(0, lambda: load.tally.streams_completed > started)
+    scenario.figure("generation_after_seconds")
+    _wait(cluster.synchronous, "the old leader back as the synchronous standby", 120)
+    scenario.figure("rejoined_seconds")
+    top.step(f"{old}: synchronous standby")
+
+
 def backup_restore(top: Topology, work: pathlib.Path, nodes: int, tenant: dict,
                    same_server: bool) -> tuple[Topology, dict]:
     """The drill: resources whose bytes live in the object store, a backup, the deployment gone, a fresh
@@ -1013,6 +1155,18 @@ def slow_model(step_seconds: float):
     return stub
 
 
+def scenarios_of(top: Topology, args: argparse.Namespace, pace: Pace) -> list[tuple[str, Any]]:
+    """A round's scenarios: with --postgres-ha the leader's loss and a switchover (the single server's
+    restarts do not apply), else the nodes' and the single data tier's."""
+    if args.postgres_ha:
+        return [("postgres_failover", postgres_failover(top)), ("postgres_switchover", postgres_switchover(top))]
+    return [("rolling_restart", rolling_restart(top)),
+            ("pgbouncer_restart", restart_of(top, "pgbouncer", 1)),
+            ("postgres_restart", restart_of(top, "postgres", 2)),
+            # The short run's last: the node stays down (Kubernetes would restart it).
+            ("node_loss", node_loss(top, pace.node_down, restart=not args.short))]
+
+
 def bench(args: argparse.Namespace) -> dict:
     work = pathlib.Path(args.dir or tempfile.mkdtemp(prefix="persona-topology-"))
     pace = SHORT if args.short else LONG
@@ -1020,7 +1174,7 @@ def bench(args: argparse.Namespace) -> dict:
     # The short run's runs are taken over 5 s after their node's loss, not 10 (renewed every 1.7 s).
     lease = {"PERSONA_RUN_LEASE_SECONDS": "5"} if args.short else {}
     top = Topology(work / "deployment", nodes=args.nodes, stream_nodes=args.stream_nodes,
-                   extra_env={**model.stack_env(), **lease})
+                   extra_env={**model.stack_env(), **lease}, postgres_ha=args.postgres_ha)
     # The load's organization and the drill's, bootstrapped while the nodes start.
     with timed("bring-up"):
         top.start(lambda: together(top.bootstrap, functools.partial(top.bootstrap, plan="free")))
@@ -1032,16 +1186,12 @@ def bench(args: argparse.Namespace) -> dict:
         with httpx.Client(base_url=top.http_url, headers={"Authorization": f"Bearer {tenant['apiKey']}"}) as client:
             _ok(client.post("/v1/webhooks", json={"url": receiver.url, "events": ["persona.created"]}))
         for _ in range(args.rounds or (1 if args.short else 3)):
-            scenarios = [("rolling_restart", rolling_restart(top)),
-                         ("pgbouncer_restart", restart_of(top, "pgbouncer", 1)),
-                         ("postgres_restart", restart_of(top, "postgres", 2)),
-                         # The short run's last: the node stays down (Kubernetes would restart it).
-                         ("node_loss", node_loss(top, pace.node_down, restart=not args.short))]
-            for name, action in scenarios:
+            for name, action in scenarios_of(top, args, pace):
                 if not args.only or name in args.only:
                     results.append(run_scenario(top, tenant, receiver, name, action, pace))
-        if args.only and "backup_restore" not in args.only:
-            return {"nodes": args.nodes, "short": args.short, "step_seconds": args.step_seconds, "results": results}
+        if args.postgres_ha or (args.only and "backup_restore" not in args.only):
+            return {"nodes": args.nodes, "short": args.short, "step_seconds": args.step_seconds,
+                    "postgres_ha": args.postgres_ha, "results": results}
         # The short run restores into one node and a second database of the same server (what is checked is
         # the data, not the balancing or initdb).
         with timed("backup_restore"):
@@ -1081,6 +1231,9 @@ def markdown(report: dict) -> str:
                 retryable[status] = retryable.get(status, 0) + n
         times = (f"{max(r['failover_seconds'] for r in runs)} s" if runs[0]["recovery_seconds"] is None
                  else f"back within {max(r['recovery_seconds'] for r in runs)} s")
+        if "promoted_seconds" in runs[0]:  # a change of PostgreSQL's leader: its stages, worst of the rounds
+            times += "; " + ", ".join(f"{stage} {max(r[f'{stage}_seconds'] for r in runs)} s" for stage in (
+                "promoted", "routed", "listening", "rejoined", "write_gap"))
         rows.append(f"| {name.replace('_', ' ')} (×{len(runs)}) | {total['requests']} | {total['failed']} | "
                     f"{', '.join(f'{n}× {s}' for s, n in sorted(retryable.items())) or '0'} | "
                     f"{total['writes_acknowledged']} / {total['writes_lost']} | {total['streams_completed']} / "
@@ -1097,6 +1250,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--nodes", type=int, default=2, help="app nodes (unary calls)")
         p.add_argument("--stream-nodes", type=int, default=2, help="stream nodes (server streams)")
         p.add_argument("--dir", help="where its data go (default: a temporary directory, removed afterwards)")
+        p.add_argument("--postgres-ha", action="store_true",
+                       help="PostgreSQL as two Patroni members (etcd, synchronous standby) behind HAProxy")
     run.add_argument("--short", action="store_true", help="one quick round (the test suite's run)")
     run.add_argument("--rounds", type=int, help="rounds of the four load scenarios (default: 1 with --short, else 3)")
     run.add_argument("--only", action="append", metavar="SCENARIO",
@@ -1110,7 +1265,7 @@ def main(argv: list[str] | None = None) -> int:
         log("figures:\n" + markdown(report))
         return 0
     top = Topology(pathlib.Path(args.dir or tempfile.mkdtemp(prefix="persona-topology-")), nodes=args.nodes,
-                   stream_nodes=args.stream_nodes).start()
+                   stream_nodes=args.stream_nodes, postgres_ha=args.postgres_ha).start()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
