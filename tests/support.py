@@ -354,3 +354,21 @@ def wait_until(predicate: Callable[[], object], timeout: float = 30, what: str =
             raise AssertionError(f"not within {timeout}s: {what or predicate}")
         time.sleep(every)
     return result
+
+
+def calls_waiting_on_locks(engine) -> int:
+    """How many sessions of the stack's PostgreSQL wait for a lock (a test's `LOCK TABLE` holding calls)."""
+    with engine.connect() as conn:
+        return conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")).scalar_one()
+
+
+def metric_value(stack: Stack, name: str, **labels: str) -> float:
+    """A sample's value summed over the stack's processes, read from the files they write (as `GET /metrics`
+    reads them) rather than through a server: it answers while every unary worker is busy, when the
+    `/metrics` call itself would queue behind them."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(stack.metrics_dir))
+    return registry.get_sample_value(name, labels) or 0.0

@@ -17,6 +17,7 @@ from persona_service.kernel.transport import context as request_context
 from persona_service.kernel.transport import fair
 from persona_service.kernel.transport.fair import FairExecutor, FairGate, FairPool, GateTimeout, weight_of
 from persona_service.kernel.transport.runs import Run, RunOwner, Runs
+from support import wait_until
 
 
 def _run_in_pool(jobs: list[tuple[str, int]]) -> list[str]:
@@ -30,6 +31,33 @@ def _run_in_pool(jobs: list[tuple[str, int]]) -> list[str]:
     assert done.wait(10)
     pool.shutdown()
     return order
+
+
+class _Gauge:
+    def __init__(self) -> None:
+        self.value = 0
+
+    def inc(self) -> None:
+        self.value += 1
+
+    def dec(self) -> None:
+        self.value -= 1
+
+
+def test_the_queued_gauge_counts_work_waiting_for_a_busy_pool_until_it_starts():
+    gauge, hold, done = _Gauge(), threading.Event(), threading.Event()
+    pool = FairPool(1, "test", queued=gauge)
+    pool.submit("first", 1, hold.wait)  # a thread was free: not counted
+    assert gauge.value == 0
+    # The pool counts the first job as running once its thread takes it; the next two then queue behind it.
+    wait_until(lambda: pool._busy == 1, 10, "the first job taken")
+    pool.submit("a", 1, lambda: None)
+    pool.submit("b", 1, done.set)
+    assert gauge.value == 2
+    hold.set()
+    assert done.wait(10)
+    assert gauge.value == 0
+    pool.shutdown()
 
 
 def test_a_newcomer_runs_next_not_after_another_organizations_backlog():

@@ -6,12 +6,11 @@ organization's flood of in-limit calls does not queue ahead of everyone."""
 from __future__ import annotations
 
 import contextlib
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from sqlalchemy import text
-from support import engine_for
+from support import calls_waiting_on_locks, engine_for, metric_value, wait_until
 
 WORKERS = 8  # PERSONA_GRPC_WORKERS of the test stack (support.make_stack)
 
@@ -24,16 +23,13 @@ def _locked(engine, table: str):
         yield
 
 
-def _blocked_calls(engine) -> int:
-    with engine.connect() as conn:
-        return conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")).scalar_one()
-
-
 def _wait_for_blocked(engine, n: int) -> None:
-    deadline = time.monotonic() + 10
-    while _blocked_calls(engine) < n:
-        assert time.monotonic() < deadline, f"fewer than {n} calls waiting on the lock"
-        time.sleep(0.02)
+    wait_until(lambda: calls_waiting_on_locks(engine) >= n, 30, f"{n} calls waiting on the lock")
+
+
+def _wait_for_queued(stack, n: int, what: str) -> None:
+    """Until `n` calls wait at the server's fair executor for a worker (its gauge, read beside the server)."""
+    wait_until(lambda: metric_value(stack, "persona_unary_queued_calls") >= n, 30, what)
 
 
 def test_a_quiet_organization_gets_the_next_free_worker_ahead_of_a_busy_ones_queue(stack, tenants):
@@ -48,11 +44,12 @@ def test_a_quiet_organization_gets_the_next_free_worker_ahead_of_a_busy_ones_que
                 holding = [pool.submit(http.get, "/v1/personas", headers=busy.auth) for _ in range(WORKERS)]
                 _wait_for_blocked(engine, WORKERS)
                 queued = [pool.submit(http.get, "/v1/webhooks", headers=busy.auth) for _ in range(WORKERS)]
-                time.sleep(0.3)  # they reach the server first
+                _wait_for_queued(stack, WORKERS, "the busy organization's calls queued at the server first")
                 quiet_call = pool.submit(http.get, f"/v1/orgs/{quiet.org_id}", headers=quiet.auth)
-                time.sleep(0.5)  # it reaches the server's gate too (CI once freed the workers before it arrived)
+                # At the server's gate too before a worker comes free (CI once freed them before it arrived).
+                _wait_for_queued(stack, WORKERS + 1, "the quiet call queued behind them")
             # Workers come free one by one; the quiet call gets one of them while the busy queue still waits.
-            assert quiet_call.result(timeout=10).status_code == 200
+            assert quiet_call.result(timeout=60).status_code == 200
             assert not all(f.done() for f in queued)
         assert [f.result(timeout=30).status_code for f in holding + queued] == [200] * (2 * WORKERS)
 

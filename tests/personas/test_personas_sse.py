@@ -146,6 +146,8 @@ def _commit_held(engine):
                         "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'audit_events'::regclass"
                 )).scalar():
                     time.sleep(0.05)
+            # A quiet period, on purpose: the check is that no frame names the persona before its commit, and an
+            # absence has no event to wait on; a frame sent early would be read back (a 404) within it.
             time.sleep(1.0)
             lock.rollback()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from persona_service.probes.checks import readiness
 from sqlalchemy import create_engine
-from support import writes_locked
+from support import wait_until, writes_locked
 
 
 def test_liveness_and_readiness_need_no_credentials(http):
@@ -72,8 +72,6 @@ def test_metrics_sum_over_processes_and_honour_the_token(stack, tenants, tmp_pat
 
 
 def test_metrics_of_generation_providers_streams_pools_and_webhooks(http, engine, tenant):
-    import time
-
     def total(text: str, name: str, **labels: str) -> float:
         return sum(v for k, v in _samples(text, name).items() if all(f'{n}="{v}"' in k for n, v in labels.items()))
 
@@ -86,20 +84,18 @@ def test_metrics_of_generation_providers_streams_pools_and_webhooks(http, engine
             http.stream("POST", "/v1/personas?stream=true", json={"intent": "A baker who sings to the dough"},
                         headers=tenant.auth) as streamed:
         assert streamed.status_code == 200
-        deadline = time.monotonic() + 10
-        while total(during := http.get("/metrics").text, "persona_open_streams") < 1 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert total(during, "persona_open_streams") >= 1
+        wait_until(lambda: total(http.get("/metrics").text, "persona_open_streams") >= 1, 30, "the stream's gauge")
         lock.rollback()
         streamed.read()
-    deadline = time.monotonic() + 30
-    while True:  # pools are sampled every 5 s, the webhook queue every 15 s; the stream's gauge drops as it ends
-        after = http.get("/metrics").text
-        sampled = "persona_db_pool_connections{" in after and "persona_webhook_queue_depth " in after \
-            and total(after, "persona_open_streams") == 0
-        if sampled or time.monotonic() > deadline:
-            break
-        time.sleep(1)
+
+    def sampled() -> str:
+        """The scrape once pools (every 5 s) and the webhook queue (every 15 s) are sampled and the stream's
+        gauge dropped as it ended; empty before."""
+        text = http.get("/metrics").text
+        return text if "persona_db_pool_connections{" in text and "persona_webhook_queue_depth " in text \
+            and total(text, "persona_open_streams") == 0 else ""
+
+    after = wait_until(sampled, 60, "pools and the webhook queue sampled, the stream's gauge back to 0", every=0.5)
     assert total(after, "persona_generation_runs_total", outcome="completed") - \
         total(before, "persona_generation_runs_total", outcome="completed") >= 2
     assert total(after, "persona_generation_step_seconds_count", outcome="completed") > \

@@ -21,7 +21,7 @@ from persona_service.webhooks.repository import WebhookRepository
 from persona_service.webhooks.tables import WebhookDelivery
 from persona_service.webhooks.worker import DeliveryWorker
 from sqlalchemy import select, text
-from support import client_for
+from support import client_for, wait_until
 
 T0 = utcnow()
 
@@ -232,11 +232,12 @@ def test_persona_creations_racing_an_endpoints_creation_lose_nothing(stack, http
     writers = [threading.Thread(target=create_personas) for _ in range(2)]
     for w in writers:
         w.start()
-    time.sleep(0.3)
+    wait_until(lambda: created, 60, "persona creations under way before the endpoint's")
     r = http.post("/v1/webhooks", headers=tenant.auth, json={"url": receiver.url(path), "events": ["persona.created"]})
     assert r.status_code == 200, r.text
     answered_at.append(time.monotonic())
-    time.sleep(1.0)
+    wait_until(lambda: sum(started > answered_at[0] for started, _ in created) >= 4, 60,
+               "persona creations started after the endpoint's was answered")
     stop.set()
     for w in writers:
         w.join(timeout=30)

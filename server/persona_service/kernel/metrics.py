@@ -46,6 +46,9 @@ JOBS = Counter("persona_job_runs_total", "Periodic job rounds, by job and outcom
 # Gauges of live processes are summed over them ("livesum"): a dead process's
 # samples leave with it.
 OPEN_STREAMS = Gauge("persona_open_streams", "Server streams (SSE and gRPC) open now", multiprocess_mode="livesum")
+# Written only while a server's unary workers are all busy (FairPool: a call that finds a worker free costs nothing).
+UNARY_QUEUED = Gauge("persona_unary_queued_calls", "Unary calls waiting for a worker of their server process "
+                     "(every worker busy), taken in turns by organization", multiprocess_mode="livesum")
 DB_POOL = Gauge("persona_db_pool_connections", "Server processes' PostgreSQL pool connections, by pool and state "
                 "(size, checked_out), sampled every few seconds", ["pool", "state"], multiprocess_mode="livesum")
 PROVIDER_CALLS = Counter("persona_provider_calls_total", "Model provider attempts (each retry counts), by provider, "

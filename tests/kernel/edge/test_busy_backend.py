@@ -6,12 +6,12 @@ all working failed its 0.5 s probe and every request got 503 `UH`."""
 from __future__ import annotations
 
 import threading
-import time
 
 import httpx
 import pytest
+from persona_service.kernel.process.edge import UNARY_CLUSTER
 from sqlalchemy import text
-from support import make_stack_beside, running
+from support import calls_waiting_on_locks, make_stack_beside, metric_value, running, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -20,6 +20,13 @@ def one_thread(stack, tmp_path_factory):
     busy = make_stack_beside(stack, tmp_path_factory.mktemp("busy"), PERSONA_GRPC_WORKERS="1")
     with running(busy):
         yield busy
+
+
+def _health_checks(stack) -> int:
+    """Envoy's health checks of the unary cluster so far."""
+    status, body = stack.envoy_admin(f"/stats?filter=^cluster\\.{UNARY_CLUSTER}\\.health_check\\.attempt$")
+    assert status == 200, body
+    return int(body.decode().rpartition(":")[2])
 
 
 def test_requests_queued_behind_a_slow_call_are_served_not_refused(one_thread, engine, tenants):
@@ -33,15 +40,18 @@ def test_requests_queued_behind_a_slow_call_are_served_not_refused(one_thread, e
             statuses.append(client.get(f"/v1/orgs/{t.org_id}", headers=t.auth).status_code)
 
         with engine.connect() as conn:
-            # The only unary thread waits on this lock for 3 s (six health-check
-            # intervals); the later calls arrive while it waits.
+            # The only unary thread waits on this lock; the later calls queue for it meanwhile, and the lock is
+            # held over six of Envoy's health checks of the process (each would have queued behind them too).
             conn.execute(text("LOCK TABLE organizations IN ACCESS EXCLUSIVE MODE"))
             callers = [threading.Thread(target=get) for _ in range(3)]
             callers[0].start()
-            time.sleep(1.5)
+            wait_until(lambda: calls_waiting_on_locks(engine) >= 1, 30, "the first call waiting on the lock")
             for caller in callers[1:]:
                 caller.start()
-            time.sleep(1.5)
+            wait_until(lambda: metric_value(one_thread, "persona_unary_queued_calls") >= 2, 30,
+                       "the later calls queued for the busy thread")
+            checked = _health_checks(one_thread)
+            wait_until(lambda: _health_checks(one_thread) >= checked + 6, 60, "six health checks while it is busy")
             conn.rollback()
         for caller in callers:
             caller.join(30)

@@ -12,7 +12,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from persona_service.kernel import logs, tracing
+from persona_service.kernel import logs, metrics, tracing
 from persona_service.kernel import settings as config
 from persona_service.kernel.process.app import App
 from persona_service.kernel.process.edge import EDGE_HEADERS_KB
@@ -43,7 +43,7 @@ def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Se
     workers = app.settings.stream_workers if streams else app.settings.grpc_workers
     # Unary calls beyond the workers wait in their organization's queue (taken in turns by plan), not on a
     # thread each nor in gRPC's first-come-first-served order; only `grpc_workers` of them run at once.
-    executor = None if streams else FairExecutor(workers, "rpc")
+    executor = None if streams else FairExecutor(workers, "rpc", metrics.UNARY_QUEUED)
     pipeline = RequestPipeline(app, methods, engine=app.stream_engine if streams else app.engine, executor=executor)
     if executor is not None:  # an organization's runs leave its share of run workers to organizations waiting here
         app.runs.share_with(executor.waiting)

@@ -100,12 +100,15 @@ class FairPool:
     """`workers` threads running submitted functions, organizations taking turns.
     While other organizations wait (here or at `share_with`'s source) a free
     thread goes only to an organization running fewer than its weighted share
-    of the threads; one waiting alone gets every thread (work-conserving)."""
+    of the threads; one waiting alone gets every thread (work-conserving).
+    `queued` (a gauge) counts the functions submitted while every thread was
+    busy until they start: observable, and nothing written on the quiet path."""
 
-    def __init__(self, workers: int, name: str):
-        self._workers, self._name = workers, name
+    def __init__(self, workers: int, name: str, queued: Any = None):
+        self._workers, self._name, self._queued = workers, name, queued
         self._pending: _Stride[tuple[str, Callable[[], None]]] = _Stride()
         self._running: dict[str, int] = {}  # functions running, by organization
+        self._busy = 0  # functions running, in all
         self._elsewhere: Callable[[], dict[str, int]] = dict  # organizations waiting for other work of the process
         self._ready = threading.Condition()
         self._threads: list[threading.Thread] = []
@@ -124,6 +127,8 @@ class FairPool:
         with self._ready:
             if self._closed:
                 raise RuntimeError("the pool is shut down")
+            if self._queued is not None and self._busy >= self._workers:
+                fn = self._counted(fn)
             self._pending.push(org, weight, (org, fn))
             if len(self._threads) < self._workers:
                 thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
@@ -146,6 +151,7 @@ class FairPool:
                 fn()  # the caller's function handles its own errors
             finally:
                 with self._ready:
+                    self._busy -= 1
                     self._running[org] -= 1
                     if not self._running[org]:
                         del self._running[org]
@@ -162,8 +168,19 @@ class FairPool:
 
         job = self._pending.pop(below_share)
         if job is not None:
+            self._busy += 1
             self._running[job[0]] = self._running.get(job[0], 0) + 1
         return job
+
+    def _counted(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """`fn`, counted in the `queued` gauge until it starts."""
+        gauge = self._queued
+        gauge.inc()
+
+        def run() -> None:
+            gauge.dec()
+            fn()
+        return run
 
     def shutdown(self) -> None:
         """Take no more work; what is queued still runs."""
@@ -186,9 +203,9 @@ class FairExecutor(futures.ThreadPoolExecutor):  # what grpc.server takes; none 
     (`learn`). The memo is keyed by the header's `hash()`, never the secret: a
     collision only lends a call another organization's place in the turns."""
 
-    def __init__(self, workers: int, name: str):
+    def __init__(self, workers: int, name: str, queued: Any = None):
         super().__init__(max_workers=workers, thread_name_prefix=name)
-        self._pool = FairPool(workers, name)
+        self._pool = FairPool(workers, name, queued)
         self._tenants: dict[int, tuple[str, int]] = {}
 
     def learn(self, authorization: str | None, org: str, weight: int) -> None:
