@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -79,14 +80,14 @@ class FailureTally:
     bad credentials writes a row per address and credential a few times a
     minute, not one per request (each was a connection and an insert)."""
 
-    def __init__(self, every: float = 10.0, max_keys: int = 10_000):
-        self.every, self._max_keys = every, max_keys
+    def __init__(self, every: float = 10.0, max_keys: int = 10_000, clock: Callable[[], float] = time.monotonic):
+        self.every, self._max_keys, self._clock = every, max_keys, clock  # `clock`: tests move it
         self._open: dict[tuple | None, _Window] = {}  # (address, org, credential) -> its interval; None: overflow
         self._lock = threading.Lock()
 
     def admit(self, entry: AuditEntry) -> list[AuditEntry]:
         """The rows to write now for this failure: none while its interval holds it back."""
-        now = time.monotonic()
+        now = self._clock()
         key: tuple | None = (entry.client_ip, entry.org_id, entry.credential_id)
         with self._lock:
             window = self._open.get(key)
@@ -106,7 +107,7 @@ class FailureTally:
     def due(self) -> list[AuditEntry]:
         """The rows of the intervals that are over (their held-back failures)."""
         with self._lock:
-            return self._close(time.monotonic())
+            return self._close(self._clock())
 
     def _close(self, now: float) -> list[AuditEntry]:
         over = [key for key, window in self._open.items() if now - window.opened >= self.every]
