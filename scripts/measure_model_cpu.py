@@ -221,7 +221,10 @@ class Capture:
         with self.client.monitor() as monitor:
             self._ready.set()
             while True:
-                raw = monitor.connection.read_response()
+                try:
+                    raw = monitor.connection.read_response()
+                except redis.ConnectionError:  # the stack stopped
+                    return
                 line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
                 if "] " not in line:
                     continue
@@ -378,6 +381,8 @@ def main() -> None:
 def medians(paths: list[pathlib.Path]) -> None:
     """Median and spread of several runs' --json files (`python scripts/measure_model_cpu.py --medians a b c`)."""
     runs = [json.loads(p.read_text()) for p in paths]
+    print("load average (1 min) at each run's start / end: " + ", ".join(
+        " / ".join(f"{x:.1f}" for x in r["load"]) for r in runs))
     for name in runs[0]["rows"]:
         print(name)
         for key in ("wall", *KINDS, *PG_KINDS, "model", "total"):

@@ -4,12 +4,17 @@ unary call waiting for the model). Waiters read Redis only when woken (or every 
 bus is down), never at a fixed poll interval: a frame reaches its view one round trip after it is kept.
 
 The subscriber is subscribed only while something here waits: a process that once waited (a unary server
-whose call waited for the model) is not woken by every frame of every run after it (issue 50)."""
+whose call waited for the model) is not woken by every frame of every run after it (issue 50).
+
+A process also has an inbox of its own (`Wakeups.inbox`): what is sent there (`deliver`, a model call's answer)
+wakes only this process's waiter on that key, and carries the value, so the waiter reads no Redis for it. The
+sender keeps the value in Redis as well: a waiter whose delivery was lost (the bus away) reads it there."""
 
 from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Iterable
 
 import redis
@@ -26,6 +31,12 @@ FALLBACK_SECONDS = 0.5
 _RETRY_SECONDS = 1.0
 
 
+def deliver(pipe: Pipeline, inbox: str, key: str, value: str) -> Pipeline:
+    """Add the wake-up of `key`'s waiter in the process whose inbox is `inbox`, with `value`, to a pipeline."""
+    pipe.publish(inbox, f"{key}\n{value}")
+    return pipe
+
+
 def publish(pipe: Pipeline, keys: Iterable[str]) -> Pipeline:
     """Add the wake-up of `keys`' waiters (in every process) to a pipeline, after what it writes."""
     joined = " ".join(dict.fromkeys(keys))
@@ -39,7 +50,9 @@ class Wakeups:
 
     def __init__(self, client: redis.Redis) -> None:
         self.redis = client
+        self.inbox = f"{CHANNEL}:{uuid.uuid4().hex}"  # this process's own channel (`deliver`)
         self._waiting: dict[str, set[threading.Event]] = {}
+        self._delivered: dict[str, str] = {}  # values delivered to the inbox for keys waited on, until taken
         self._lock = threading.Lock()
         self._listener: threading.Thread | None = None
         self._subscribed = threading.Event()
@@ -57,6 +70,11 @@ class Wakeups:
         self._subscribed.wait(FALLBACK_SECONDS)  # a watcher after a quiet spell: until it is subscribed
         return event
 
+    def delivered(self, key: str) -> str | None:
+        """The value delivered to this process's inbox for `key` (once), if any has come."""
+        with self._lock:
+            return self._delivered.pop(key, None)
+
     def unwatch(self, key: str, event: threading.Event) -> None:
         with self._lock:
             events = self._waiting.get(key)
@@ -64,6 +82,7 @@ class Wakeups:
                 events.discard(event)
                 if not events:
                     del self._waiting[key]
+                    self._delivered.pop(key, None)
                 if not self._waiting:
                     self._wanted.clear()
 
@@ -74,22 +93,33 @@ class Wakeups:
         for event in events:
             event.set()
 
+    def _receive(self, data: bytes | str) -> None:
+        """A delivery to the inbox: kept for its key's waiter (dropped when none waits: it gave up)."""
+        key, _, value = (data.decode() if isinstance(data, bytes) else data).partition("\n")
+        with self._lock:
+            events = list(self._waiting.get(key, ()))
+            if events:
+                self._delivered[key] = value
+        for event in events:
+            event.set()
+
     def _listen(self) -> None:
         while True:
             self._wanted.wait()  # nothing waits here: not subscribed, not woken by others' frames
             pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
             try:
-                pubsub.subscribe(CHANNEL)
+                pubsub.subscribe(CHANNEL, self.inbox)
                 self._subscribed.set()
                 self._wake_all()  # what was published while it was away
                 while self._wanted.is_set():
                     message = pubsub.get_message(timeout=1.0)
                     if message is not None and message["type"] == "message":
-                        self._wake(message["data"])
+                        inbox = message["channel"] in (self.inbox, self.inbox.encode())
+                        (self._receive if inbox else self._wake)(message["data"])
                 with self._lock:  # a watcher that came in between keeps the subscription
                     if not self._wanted.is_set():
                         self._subscribed.clear()
-                        pubsub.unsubscribe(CHANNEL)
+                        pubsub.unsubscribe(CHANNEL, self.inbox)
             except redis.RedisError as exc:
                 self._subscribed.clear()
                 _warn.warning("bus", "wake-ups unavailable (%s): waiters read Redis every %.1fs", exc,

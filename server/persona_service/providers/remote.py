@@ -6,11 +6,15 @@ waited for. The queue is the provider configuration's (providers.factory.fingerp
 but are set up for other models never answer each other's calls. The unary call that made it keeps its own unit of work, timeouts, errors and idempotency: only the
 model's part moves. A runner (`ModelCallServer`) takes calls with a blocking read (at once, no poll), runs them
 on its pool, organizations taking turns weighted by plan (kernel.transport.fair), one step at a time under the process's
-gate, and answers in Redis, waking the waiter through pub/sub (kernel.wakeups).
+gate, and answers in Redis, waking the waiter through pub/sub (kernel.wakeups): on the waiting process's own
+inbox, with the answer, so the server reads no Redis for it (the answer is kept in Redis as well, read there only
+when the delivery was lost).
 
-A call is never lost with a runner. A runner marks each call it takes (`taken`, a key renewed every second
-while the call waits or runs there); the waiting server puts a call back on the queue when it is neither
-queued nor marked nor answered (its runner was killed: the mark lapsed), and another runner answers it. A
+A call is never lost with a runner. A runner marks each call it still holds a tick (`TAKEN_RENEW_SECONDS`) after
+taking it (`taken`, a key renewed every tick while the call waits or runs there; a call answered within its first
+tick, most of them, costs no mark); the waiting server puts a call back on the queue when it has been neither
+queued nor marked nor answered for `LOST_AFTER_SECONDS`, more than two ticks (its runner was killed: the mark
+lapsed, or never came), and another runner answers it. A
 runner that is stopped (SIGTERM, a rolling restart) takes no more calls and answers those it took before
 it exits. A call nobody answers within its timeout (no runner at all) fails as the provider timing out
 (`provider_timeout`, which the provider's retries try again).
@@ -56,8 +60,10 @@ ANSWER_TTL = 120  # seconds an answer waits for its caller (one that gave up lea
 # A taken call's mark lapses this long after its runner's last renewal (every TAKEN_RENEW_SECONDS): then the
 # waiting server knows the runner died with it and queues it again.
 TAKEN_SECONDS = 5
-TAKEN_RENEW_SECONDS = 1.0
-# How long a waiting server finds its call neither queued nor marked nor answered before it queues it again.
+TAKEN_RENEW_SECONDS = 0.25
+# How long a waiting server finds its call neither queued nor marked nor answered before it queues it again:
+# above the two ticks a call held by a live runner can go unmarked (taken just after a tick, marked at the next
+# but one).
 LOST_AFTER_SECONDS = 1.0
 # How long a stopped runner waits for the calls it took to be answered before it exits (the rest lapse).
 CLOSE_SECONDS = 20.0
@@ -166,7 +172,8 @@ class RemoteProvider:
         call_id = "model_" + uuid.uuid4().hex
         org, weight = _organization()
         key = _answer_key(call_id)
-        payload = json.dumps({"id": call_id, "op": op, "args": args, "org": org, "weight": weight})
+        payload = json.dumps({"id": call_id, "op": op, "args": args, "org": org, "weight": weight,
+                              "inbox": self.bus.inbox})
         answered = self.bus.watch(key)
         try:
             self.redis.rpush(self.queue, payload)
@@ -185,7 +192,7 @@ class RemoteProvider:
                     unseen_since = None
                 elif unseen_since is None:
                     unseen_since = now
-                raw = self.redis.get(key)
+                raw = (self.bus.delivered(key) if woken else None) or self.redis.get(key)
                 if raw is not None:
                     return _result(self.name, json.loads(raw))
                 # Unseen for a while, not a glimpse of a runner between taking the call and marking it.
@@ -256,6 +263,7 @@ class ModelCallServer:
         self._closing = threading.Event()
         self._taker: threading.Thread | None = None
         self._taken: set[str] = set()  # ids of the calls taken and not yet answered
+        self._marked: set[str] = set()  # those of them marked taken in Redis (held a tick or more)
         self._settled = threading.Condition()
 
     def start(self) -> None:
@@ -266,6 +274,8 @@ class ModelCallServer:
     def close(self, wait_seconds: float = CLOSE_SECONDS) -> None:
         """Take no more calls; answer those taken (for at most `wait_seconds`: the rest lapse to other runners)."""
         self._closing.set()
+        with self._settled:
+            self._settled.notify_all()  # an idle renewer returns
         if self._taker is not None:
             self._taker.join()  # a call its last read took is in `_taken` now
         deadline = time.monotonic() + wait_seconds
@@ -287,20 +297,26 @@ class ModelCallServer:
             call = json.loads(taken[1])
             with self._settled:
                 self._taken.add(call["id"])
-            self._mark([call["id"]])
+                self._settled.notify_all()  # the renewer's tick starts
             self.pool.submit(call["org"], call["weight"], functools.partial(self.answer, call))
 
     def _renew(self) -> None:
-        """Keep the marks of the calls taken (waiting for a thread or running) from lapsing, until closed and
-        all answered."""
+        """Every tick while calls are held, mark (again) those held since the previous tick (waiting for a
+        thread or running), so their marks never lapse; until closed and all answered. Idle, it sleeps."""
+        held: set[str] = set()
         while True:
+            with self._settled:
+                while not self._taken and not self._closing.is_set():
+                    self._settled.wait()
+                if not self._taken:
+                    return
             time.sleep(TAKEN_RENEW_SECONDS)
             with self._settled:
-                ids = list(self._taken)
+                ids = [call_id for call_id in self._taken if call_id in held]
+                self._marked.update(ids)
+                held = set(self._taken)
             if ids:
                 self._mark(ids)
-            elif self._closing.is_set():
-                return
 
     def _mark(self, call_ids: list[str]) -> None:
         try:
@@ -319,16 +335,23 @@ class ModelCallServer:
             if not isinstance(exc, ApiError):
                 log.exception("model call %s (%s) failed", call["id"], call["op"])
             answer = {"error": _failure(exc)}
-        key = _answer_key(call["id"])
+        key, text = _answer_key(call["id"]), json.dumps(answer)
+        with self._settled:
+            marked = call["id"] in self._marked
         try:
             pipe = self.redis.pipeline(transaction=False)
-            pipe.set(key, json.dumps(answer), ex=ANSWER_TTL)
-            wakeups.publish(pipe, [key])
-            pipe.delete(_taken_key(call["id"]))  # after the answer: its waiter sees one or the other
+            pipe.set(key, text, ex=ANSWER_TTL)
+            if call.get("inbox"):
+                wakeups.deliver(pipe, call["inbox"], key, text)
+            else:  # (a call queued by a server of an earlier release)
+                wakeups.publish(pipe, [key])
+            if marked:
+                pipe.delete(_taken_key(call["id"]))  # after the answer: its waiter sees one or the other
             pipe.execute()
         except redis.RedisError as exc:
             log.warning("model call %s answered but not delivered: %s", call["id"], exc)
         finally:
             with self._settled:
                 self._taken.discard(call["id"])
+                self._marked.discard(call["id"])
                 self._settled.notify_all()

@@ -1,0 +1,106 @@
+"""What a model call costs besides the model (providers/remote.py, issue 50): the answer reaches the waiting
+server on its process's own inbox, with the answer in the message, so the server reads no Redis for it; a call
+answered within a tick is never marked taken; one held longer is marked while it is held (a server waiting on
+it sees a live runner, and does not queue it again). On the stack's Redis, in a pool of these tests' own."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+
+import pytest
+import redis
+from persona_service.kernel import wakeups
+from persona_service.providers import remote
+from persona_service.providers.base import ModerationResult
+from persona_service.providers.factory import make_base_provider
+
+POOL = "tests-overhead"
+QUEUE = remote.queue_key(POOL)
+TIMEOUT_SECONDS = 30.0
+
+
+class Recording(redis.Redis):
+    """A client that records the commands it sends (not those of its pipelines)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands: list[str] = []
+
+    def execute_command(self, *args, **options):
+        self.commands.append(str(args[0]).upper())
+        return super().execute_command(*args, **options)
+
+
+class MarkingServer(remote.ModelCallServer):
+    """A runner that records the calls it marks taken."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.marked: list[str] = []
+
+    def _mark(self, call_ids: list[str]) -> None:
+        self.marked += call_ids
+        super()._mark(call_ids)
+
+
+class HeldModeration:
+    """A model whose moderation takes `seconds`."""
+
+    name = "held"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def moderate(self, text: str) -> ModerationResult:
+        time.sleep(self.seconds)  # a call held across several ticks: a duration by design
+        return ModerationResult(flagged=False, categories=(), scores={}, matches=())
+
+
+@pytest.fixture
+def url(stack):
+    redis.Redis.from_url(stack.redis_url).delete(QUEUE)
+    yield stack.redis_url
+    redis.Redis.from_url(stack.redis_url).delete(QUEUE)
+
+
+def _caller(url: str) -> tuple[remote.RemoteProvider, Recording]:
+    client = Recording.from_url(url)
+    bus = wakeups.Wakeups(redis.Redis.from_url(url))
+    return remote.RemoteProvider(make_base_provider(), client, bus, TIMEOUT_SECONDS, POOL), client
+
+
+def test_an_answer_reaches_its_server_without_a_read_and_a_quick_call_without_a_mark(url, monkeypatch):
+    monkeypatch.setattr(wakeups, "FALLBACK_SECONDS", TIMEOUT_SECONDS)  # the server reads Redis only when woken
+    runner = MarkingServer(make_base_provider(), redis.Redis.from_url(url), 1, POOL)
+    runner.start()
+    try:
+        caller, client = _caller(url)
+        caller.moderate("hello there")  # the subscriber's first subscription, then a call as every later one
+        client.commands.clear()
+        result = caller.moderate("hello again")
+        assert not result.flagged
+        assert client.commands == ["RPUSH"], "the answer was read from Redis, not taken from the inbox"
+        assert runner.marked == []
+    finally:
+        runner.close()
+
+
+def test_a_call_held_across_ticks_is_marked_while_held_and_not_queued_again(url):
+    seconds = 6 * remote.TAKEN_RENEW_SECONDS
+    runner = MarkingServer(HeldModeration(seconds), redis.Redis.from_url(url), 1, POOL)  # type: ignore[arg-type]
+    runner.start()
+    try:
+        caller, client = _caller(url)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(caller.moderate, "hello there")
+            deadline = time.monotonic() + TIMEOUT_SECONDS
+            while not runner.marked and time.monotonic() < deadline:
+                time.sleep(0.05)  # polls what it observes, with a deadline
+            assert runner.marked, "a held call was never marked taken"
+            assert redis.Redis.from_url(url).exists(f"persona:model:taken:{runner.marked[0]}")
+            assert not answer.result(TIMEOUT_SECONDS).flagged
+        # Seen taken all along: the server never put it back on the queue.
+        assert "LPUSH" not in client.commands
+    finally:
+        runner.close()
