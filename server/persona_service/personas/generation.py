@@ -81,6 +81,9 @@ class GenerationPipeline:
         # In a durable run (a stream) the generation run is that run: one id in `X-Run-Id`, the `id:` lines
         # and every frame's `runId`. Each step's answer is saved as it is made: a run another process takes
         # over repeats no finished step and streams the same events (kernel.transport.runs).
+        # The run's step rows, written in one statement as it ends (the same unit of work: nothing reads them
+        # before it commits).
+        self._steps: list[dict[str, Any]] = []
         run_id = checkpoint("generation_run", lambda: current_id() or ids.new_id("generation_run"))
         started = utcnow()
         self.repo.add_run(
@@ -88,6 +91,7 @@ class GenerationPipeline:
             status="running", from_step=spec.from_step if spec.kind == "regenerate" else "", started_at=started,
         )
         self._emit("generation.run.started", spec, {"runId": run_id, "personaId": spec.persona_id, "kind": spec.kind})
+        self._steps = []  # (none of an attempt left unfinished)
         yield {"event": "run.started", "run_id": run_id}
         outputs: dict[str, Any] = {}
         clock = time.monotonic()
@@ -125,6 +129,7 @@ class GenerationPipeline:
             "generation.run.completed", spec,
             {"runId": run_id, "personaId": spec.persona_id, "kind": spec.kind, "durationMs": total},
         )
+        self._write_steps()
         return RunResult(run_id, outputs)
 
     # --- steps ------------------------------------------------------------------
@@ -216,13 +221,18 @@ class GenerationPipeline:
     def _record_step(self, run_id: str, step: str, ordinal: int, status: str, duration_ms: int, attempts: int,
                      output: dict[str, Any], error: ApiError | None = None) -> None:
         now = utcnow()
-        self.repo.add_step(
-            run_id=run_id, step=step, ordinal=ordinal, status=status, started_at=now, finished_at=now,
-            duration_ms=duration_ms, attempts=attempts, output=output,
-            error={"code": error.code, "message": error.message} if error is not None else None,
-        )
+        self._steps.append({
+            "run_id": run_id, "step": step, "ordinal": ordinal, "status": status, "started_at": now,
+            "finished_at": now, "duration_ms": duration_ms, "attempts": attempts, "output": output,
+            "error": {"code": error.code, "message": error.message} if error is not None else None,
+        })
+
+    def _write_steps(self) -> None:
+        self.repo.add_steps(self._steps)
+        self._steps = []
 
     def _fail(self, run_id: str, spec: RunSpec, err: ApiError) -> None:
+        self._write_steps()
         self.repo.finish_run(run_id, status="failed", finished_at=utcnow(), error_code=err.code)
         self._emit(
             "generation.run.failed", spec,

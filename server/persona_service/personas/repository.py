@@ -188,8 +188,10 @@ class PersonaRepository:
     def finish_run(self, run_id: str, **values: Any) -> None:
         self.conn.execute(update(_runs).where(_runs.c.id == run_id).values(**values))
 
-    def add_step(self, **values: Any) -> None:
-        self.conn.execute(insert(_steps).values(**values))
+    def add_steps(self, rows: list[dict[str, Any]]) -> None:
+        """A run's steps, one statement (rows with the same columns)."""
+        if rows:
+            self.conn.execute(insert(_steps).values(rows))
 
     def steps(self, run_id: str) -> list[StepRecord]:
         stmt = select(_steps.c.step, _steps.c.output).where(_steps.c.run_id == run_id).order_by(_steps.c.ordinal)
