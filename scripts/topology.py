@@ -257,11 +257,16 @@ class Topology:
         _wait(lambda: self.routed_to(leader), "HAProxy routing to the leader")
         self.create_database()
 
-    def psql(self, sql: str, database: str = "postgres") -> str:
-        """One query's rows (unaligned), to the leader through HAProxy as every client reaches it."""
-        return subprocess.run([str(PG_BIN / "psql"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "persona",
-                               "-d", database, "-Atc", sql], check=True, capture_output=True, text=True,
-                              timeout=10).stdout.strip()
+    def psql(self, sql: str, database: str = "postgres", port: int = 0, timeout: float = 10) -> str:
+        """One query's rows (unaligned): by default to PostgreSQL (with --postgres-ha, the leader through
+        HAProxy, as every client reaches it)."""
+        return subprocess.run([str(PG_BIN / "psql"), "-h", "127.0.0.1", "-p", str(port or self.pg_port), "-U",
+                               "persona", "-d", database, "-Atc", sql], check=True, capture_output=True, text=True,
+                              timeout=timeout).stdout.strip()
+
+    def pgbouncer_admin(self, command: str) -> None:
+        """A command of PgBouncer's admin console (PAUSE, RESUME)."""
+        self.psql(command, "pgbouncer", self.bouncer_port, timeout=30)
 
     def routed_to(self, member: str | None) -> bool:
         """HAProxy routes new connections to `member` alone, and through it PostgreSQL answers as the primary."""
@@ -300,7 +305,7 @@ class Topology:
             f"{self.database} = host=127.0.0.1 port={self.pg_port} dbname={self.database} user=persona",
             "[pgbouncer]",
             "listen_addr = 127.0.0.1", f"listen_port = {self.bouncer_port}", "unix_socket_dir =",
-            "auth_type = trust", f"auth_file = {self.db_dir / 'userlist.txt'}",
+            "auth_type = trust", f"auth_file = {self.db_dir / 'userlist.txt'}", "admin_users = persona",
             "pool_mode = transaction", "max_client_conn = 2000", "default_pool_size = 60",
             # PostgreSQL away: a query waits for it this long (then the node answers 503 + Retry-After), and
             # PgBouncer tries to log in again every half second (its default, 15 s, would delay recovery).
@@ -1027,13 +1032,23 @@ def postgres_failover(top: Topology):
 
 def postgres_switchover(top: Topology):
     """A planned switchover (Patroni's REST API, as `patronictl switchover`): the leader stops, the synchronous
-    standby is promoted, the old leader follows it."""
+    standby is promoted, the old leader follows it. PgBouncer is paused around it (its transactions finish, its
+    server connections close, new ones wait), so the app's queries wait out the switch instead of meeting a
+    stopping primary; the runners and the worker (straight to HAProxy) ride it out as a database restart."""
     def act(scenario: Scenario) -> None:
         cluster = _synchronous_cluster(top)
         old = cluster.leader()
+        new = next(name for name in cluster.names if name != old)
         scenario.disrupted_at = time.time()
-        cluster.switchover(next(name for name in cluster.names if name != old))
-        top.step(f"{old}: switchover done (Patroni's answer)")
+        top.pgbouncer_admin("PAUSE")
+        top.step("PgBouncer: paused")
+        try:
+            cluster.switchover(new)
+            top.step(f"{old}: switchover done (Patroni's answer)")
+            _wait(lambda: top.routed_to(new), "HAProxy routing to the new leader")
+        finally:
+            top.pgbouncer_admin("RESUME")
+            top.step("PgBouncer: resumed")
         _switched(top, scenario, old)
     return act
 
