@@ -10,7 +10,7 @@ tree's head, then the previous commit's code (`git archive <rev>`, read-only
 git use: the working tree and its git state are untouched) started as a
 stack on it (its own edge, server and workers; it does not migrate), and a
 smoke set of calls through that release's edge: create, stream, read and
-list personas, a chat exchange, the event feed. Any answer that is not a
+list personas, a chat exchange, the event feed, the audit log. Any answer that is not a
 success fails the check. It takes about a minute, so the suite runs only
 the static half (tests/kernel/test_online_migrations.py); `make
 check-online-migration` runs this one. For uncommitted work, pass
@@ -62,6 +62,9 @@ with running(make_stack(pathlib.Path(sys.argv[1]))) as stack, engine_for(stack) 
     session_id = session.json().get("sessionId", "missing") if session.status_code < 300 else "missing"
     call(http, "POST", f"/v1/chat/sessions/{session_id}/messages", json={"content": "Hello"}, headers=auth)
     call(http, "GET", "/v1/events", params={"limit": 5}, headers=auth)
+    logged = call(http, "GET", "/v1/audit/events", params={"limit": 5}, headers=auth)  # its own writes, listed
+    if logged.status_code < 300 and not logged.json().get("items"):
+        results.append({"call": "audit entries", "status": 599, "body": logged.text[-300:]})
 print(json.dumps(results))
 '''
 

@@ -115,7 +115,9 @@ MIGRATIONS_ONLY = re.compile(r"^(?:CREATE (?:FUNCTION|TRIGGER) |CREATE TABLE pub
 
 def normalised(dump: str) -> list[str]:
     """A schema dump's statements, sorted, without comments and session settings, with each
-    table's columns sorted (migrations append columns; tables declare them where they read best)."""
+    table's columns sorted (migrations append columns; tables declare them where they read best),
+    and without the partitions of a partitioned table (the migrations and the audit log's job make
+    them, by date: the partitioned table's own declaration is what is compared)."""
     lines = [line for line in dump.splitlines() if line.strip() and not line.startswith(("--", "SET ", "\\"))
              and not line.startswith("SELECT pg_catalog.set_config")]
     statements, pending = [], ""
@@ -124,12 +126,17 @@ def normalised(dump: str) -> list[str]:
         if pending.count("$$") % 2 == 0:  # not inside a function body
             statements.append(pending.strip().rstrip(";"))
             pending = ""
+    partitions = re.findall(r"ATTACH PARTITION public\.(\w+) FOR VALUES", dump)
+    partition = re.compile(r"^ALTER INDEX \S+ ATTACH PARTITION |public\.(?:" + "|".join(partitions) + r")\b"
+                           if partitions else r"^ALTER INDEX \S+ ATTACH PARTITION ")
     found = []
     for statement in statements:
-        table = re.match(r"CREATE TABLE (\S+) \((.*)\)$", statement, re.S)
+        if partition.search(statement):
+            continue
+        table = re.match(r"CREATE TABLE (\S+) \((.*?)\)(\s+PARTITION BY [^\n]*)?$", statement, re.S)
         if table:
             columns = sorted(c.strip() for c in table.group(2).split(",\n"))
-            statement = f"CREATE TABLE {table.group(1)} (" + ", ".join(columns) + ")"
+            statement = f"CREATE TABLE {table.group(1)} (" + ", ".join(columns) + ")" + (table.group(3) or "")
         statement = re.sub(r"\s+", " ", statement)
         if statement and not MIGRATIONS_ONLY.match(statement):
             found.append(statement)

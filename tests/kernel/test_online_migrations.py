@@ -37,19 +37,34 @@ _CONTRACT_SQL = [
 ]
 
 
-def findings(source: str) -> list[str]:
-    """What in a revision's `upgrade()` breaks the previous release or blocks it (empty for a contract step)."""
-    tree = ast.parse(source)
+# A swap (`phase = "swap"`) replaces a table with a new one of the same name in one transaction: the old
+# one renamed aside, re-keyed on an index built beforehand, attached as a partition (0032). Statement by
+# statement that reads as a break; these parts of it are allowed (everything else is still checked), and
+# `make check-online-migration` is its real check.
+_SWAP_SQL = re.compile(r"\bRENAME\s+(?:CONSTRAINT\s+\S+\s+)?TO\b|\bDROP\s+CONSTRAINT\b"
+                       r"|\bADD\s+CONSTRAINT\s+\w+\s+PRIMARY\s+KEY\s+USING\s+INDEX\b", re.I)
+
+
+def _phase(tree: ast.Module) -> str:
     for node in tree.body:
         if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "phase" for t in node.targets)
-                and isinstance(node.value, ast.Constant) and node.value.value == "contract"):
-            return []
-    upgrade = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "upgrade"), None)
-    if upgrade is None:
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            return node.value.value
+    return ""
+
+
+def findings(source: str) -> list[str]:
+    """What in a revision's `upgrade()` (and the module's functions it calls) breaks the previous
+    release or blocks it (empty for a contract step)."""
+    tree = ast.parse(source)
+    phase = _phase(tree)
+    if phase == "contract":
         return []
-    created = {_text(call.args[0]) for call in _op_calls(upgrade) if call.func.attr == "create_table" and call.args}
+    functions = _reached_from("upgrade", tree)
+    calls = [call for function in functions for call in _op_calls(function)]
+    created = {_text(call.args[0]) for call in calls if call.func.attr == "create_table" and call.args}
     found = []
-    for call in _op_calls(upgrade):
+    for call in calls:
         op, kwargs = call.func.attr, {k.arg: k.value for k in call.keywords}
         # (a constraint's or an index's table is its second argument; one this revision creates is new)
         new_table = len(call.args) > 1 and _text(call.args[1]) in created
@@ -64,8 +79,24 @@ def findings(source: str) -> list[str]:
             found.append("op.create_index without postgresql_concurrently=True (writes wait for the build)")
         elif op == "execute" and call.args:
             sql = _text(call.args[0])
-            found += [f"op.execute {why}: {sql[:80]!r}" for pattern, why in _CONTRACT_SQL if pattern.search(sql)]
+            scanned = _SWAP_SQL.sub(" ", sql) if phase == "swap" else sql
+            found += [f"op.execute {why}: {sql[:80]!r}" for pattern, why in _CONTRACT_SQL if pattern.search(scanned)]
     return found
+
+
+def _reached_from(name: str, tree: ast.Module) -> list[ast.FunctionDef]:
+    """The module-level function `name` and those it calls, directly or not (a revision's helpers)."""
+    defined = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    reached: dict[str, ast.FunctionDef] = {}
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        if current in reached or current not in defined:
+            continue
+        reached[current] = defined[current]
+        pending += [n.func.id for n in ast.walk(defined[current])
+                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    return list(reached.values())
 
 
 def _op_calls(function: ast.FunctionDef):
@@ -144,10 +175,43 @@ CONTRACT = {
 }
 
 
-def _revision(body: str, phase: str = "") -> str:
+SWAP = {
+    "renames aside": "op.execute('ALTER TABLE audit_events RENAME TO audit_events_legacy')\n"
+                     "op.execute('ALTER INDEX ix_a RENAME TO ix_a_legacy')\n"
+                     "op.execute('ALTER TABLE audit_events_legacy RENAME CONSTRAINT a_not_null TO b_not_null')",
+    "a re-key on an index built before": "op.execute('ALTER TABLE t DROP CONSTRAINT t_pkey')\n"
+                                         "op.execute('ALTER TABLE t ADD CONSTRAINT k PRIMARY KEY USING INDEX k')",
+}
+NOT_A_SWAP = {
+    "a dropped column": "op.execute('ALTER TABLE personas DROP COLUMN intent')",
+    "a renamed column": "op.execute('ALTER TABLE personas RENAME COLUMN intent TO purpose')",
+    "a key built under the lock": "op.execute('ALTER TABLE t ADD CONSTRAINT t_key PRIMARY KEY (id, at)')",
+    "a blocking index": "op.create_index('ix_p_tone', 'personas', ['tone'])",
+}
+
+
+def _revision(body: str, phase: str = "", helper: bool = False) -> str:
     marker = f"phase = {phase!r}\n" if phase else ""
+    if helper:  # the body in a function upgrade() calls
+        return (f"from alembic import op\n{marker}\n\ndef _step():\n" + textwrap.indent(body, "    ")
+                + "\n\n\ndef upgrade() -> None:\n    _step()\n")
     return (f"import sqlalchemy as sa\nfrom alembic import op\nNAME = 'ix'\n{marker}\n\ndef upgrade() -> None:\n"
             + textwrap.indent(body, "    ") + "\n")
+
+
+@pytest.mark.parametrize("body", SWAP.values(), ids=SWAP.keys())
+def test_a_swap_passes_only_when_marked(body):
+    assert findings(_revision(body)), "not caught"
+    assert findings(_revision(body, phase="swap")) == []
+
+
+@pytest.mark.parametrize("body", NOT_A_SWAP.values(), ids=NOT_A_SWAP.keys())
+def test_a_swap_is_checked_for_the_rest(body):
+    assert findings(_revision(body, phase="swap")), "not caught"
+
+
+def test_the_functions_upgrade_calls_are_checked():
+    assert findings(_revision(CONTRACT["a dropped column"], helper=True))
 
 
 @pytest.mark.parametrize("body", EXPAND.values(), ids=EXPAND.keys())

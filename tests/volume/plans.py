@@ -154,6 +154,7 @@ def _plan(engine: Engine, statement: Statement, sort: bool, generic: bool = Fals
         else:
             row = pg.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement.literal()}").fetchone()
         plan = row[0]
+        parents = dict(pg.execute(_PARENTS).fetchall())
     finally:
         raw.rollback()
         if generic:
@@ -161,7 +162,22 @@ def _plan(engine: Engine, statement: Statement, sort: bool, generic: bool = Fals
         raw.close()
     if isinstance(plan, str):
         plan = json.loads(plan)
-    return plan[0]["Plan"]
+    return _named_by_parents(plan[0]["Plan"], parents)
+
+
+# Each partition (table or index) and the partitioned one it belongs to (the audit log's months, migration 0032).
+_PARENTS = ("SELECT c.relname, p.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relkind IN ('p', 'I')")
+
+
+def _named_by_parents(node: dict[str, Any], parents: dict[str, str]) -> dict[str, Any]:
+    """The plan with a partition's scan named by its table and index: a month of a big table is that table."""
+    for key in ("Relation Name", "Index Name"):
+        if key in node:
+            node[key] = parents.get(node[key], node[key])
+    for child in node.get("Plans", []):
+        _named_by_parents(child, parents)
+    return node
 
 
 def _check(node: dict[str, Any]) -> Iterator[str]:

@@ -242,6 +242,14 @@ class Settings(Section):
         description="how long a verified credential is trusted without a database read "
                     "(revocation evicts at once, in every process, through Redis)",
     )
+    audit_retention_days: int = Field(
+        400, ge=0,
+        description="how long the audit log keeps an entry: a month's partition is dropped once its whole month is "
+                    "older than this, so entries live this long at least and a month more at most (those from before "
+                    "the log was partitioned, one partition, go when the newest of them is this old). The "
+                    "specification states no retention for the audit log; 400 days keeps a year for a yearly audit, "
+                    "with a month's slack. 0: kept forever",
+    )
     jwt_secret: str = Field(
         "", description="HS256 secret for session JWTs and cursors; empty: one generated and kept in the data dir",
     )

@@ -54,7 +54,10 @@ class IdempotencyRecord(Base):
 class AuditEvent(Base):
     __tablename__ = "audit_events"
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
+    # The partition key, so part of the primary key (PostgreSQL's unique indexes on a partitioned table
+    # hold the key): monthly range partitions (migration 0032), aged out by dropping them.
+    occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True,
+                                                  server_default=func.now())
     # NULL for failures that name no organization (e.g. an unknown key).
     org_id: Mapped[str | None] = mapped_column(String(40))
     workspace_id: Mapped[str | None] = mapped_column(String(40))
@@ -78,6 +81,7 @@ class AuditEvent(Base):
         Index("ix_audit_events_org_credential_time", "org_id", "credential_id", "occurred_at", "id"),
         Index("ix_audit_events_org_resource_time", "org_id", "resource_type", "resource_id", "occurred_at", "id"),
         Index("ix_audit_events_org_failures", "org_id", "occurred_at", "id", postgresql_where=text("outcome = 'failure'")),
+        {"postgresql_partition_by": "RANGE (occurred_at)"},
     )
 
 

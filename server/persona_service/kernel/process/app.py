@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import redis
@@ -22,7 +23,7 @@ from persona_service.kernel.process.resources import Resources, Runtime, Service
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport import fair
-from persona_service.kernel.transport.audit import AuditEntry, AuditLog, FailureTally
+from persona_service.kernel.transport.audit import AuditEntry, AuditLog, FailureTally, age_out
 from persona_service.kernel.transport.auth import DEGRADED_TTL_SECONDS, Authenticator, CredentialCache
 from persona_service.kernel.transport.cursors import CursorCodec
 from persona_service.kernel.transport.fair import FairGate
@@ -209,7 +210,10 @@ class App:
         if self.role != "server":  # the periodic jobs and durable tasks are work for runners
             jobs += [Job("idempotency.purge", 600, lambda _: self.idempotency.purge_expired()),
                      Job("tasks.purge", 3600, lambda _: self.tasks.purge()),
-                     Job("quota.purge", 3600, lambda _: self.limits.purge_draws()), *self.modules.jobs]
+                     Job("quota.purge", 3600, lambda _: self.limits.purge_draws()),
+                     Job("audit.partitions", 3600, lambda _: age_out(self.engine, self.settings.audit_retention_days,
+                                                                     datetime.now(UTC))),
+                     *self.modules.jobs]
             self.tasks.start()
         for job in jobs:
             threading.Thread(target=self._run_job, args=(job,), name=job.name, daemon=True).start()
