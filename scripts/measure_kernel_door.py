@@ -8,6 +8,10 @@ providers (`kernel/`, `providers/`): every file under it counts, its migrations 
 `cli.py` are the composition root, above every domain, and are not counted. Imports are read with `ast`, lazy
 ones and those under TYPE_CHECKING included, relative ones resolved; `from persona_service.kernel.x import y`
 counts module `kernel.x` when `y` is a name in it and module `kernel.x.y` when `y` is a submodule.
+
+Measured: before the door (e91e132), 42 of the kernel's 83 modules, 111 names, 328 import statements in 99
+files (the issue's 41 of 82 was an earlier commit's); with it, 1 of 85 (kernel.api; it and process/entry.py
+are new), the same 111 names from one module.
 """
 
 from __future__ import annotations

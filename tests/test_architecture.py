@@ -1,8 +1,10 @@
 """The layout's rules, checked on the source (docs/architecture-rules.md).
 
-Import contracts (`.importlinter`, run by `lint-imports`; its domain lists
-generated from the registry): the kernel imports no domain, domains reach
-each other only through their public surface (`<domain>/api.py`).
+Import contracts (`.importlinter`, run by `lint-imports`; its lists generated
+from the registry and the kernel's folder): the kernel imports no domain,
+domains reach each other only through their public surface (`<domain>/api.py`)
+and the kernel only through its door (`kernel/api.py`), which names no ambient
+request context (`current()`), the App nor the kernel's machinery.
 
 AST rules here check the rest, deny by default: every file of a domain has a
 role (by its name, `<role>.py` or `*_<role>.py`, or by `roles.toml`), and the
@@ -57,6 +59,18 @@ def lint_imports(package: pathlib.Path) -> str:
 
 def test_import_contracts_are_kept():
     assert lint_imports(PACKAGE) == ""
+
+
+def test_the_kernel_door_lists_each_name_once_and_loads_it():
+    """kernel/api.py's `__all__` is its TYPE_CHECKING block's names, and each loads from the module named there."""
+    from persona_service.kernel import api
+
+    assert sorted(api.__all__) == sorted(api.homes()), set(api.__all__) ^ set(api.homes())
+    assert len(set(api.__all__)) == len(api.__all__)
+    for name in api.__all__:
+        assert getattr(api, name) is not None, name
+    with pytest.raises(ImportError):
+        exec("from persona_service.kernel.api import RunStore")
 
 
 def test_the_contracts_name_every_domain():
@@ -273,26 +287,6 @@ def app_outside_the_kernel(root: pathlib.Path) -> list[str]:
                               if re.match(r"persona_service\.kernel(?:\.\w+)*\.app(?:\.|$)", name)]
             elif (node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)) == "App":
                 offenders.append(f"{path}:{node.lineno} names App")
-    return offenders
-
-
-def ambient_request_context(root: pathlib.Path) -> list[str]:
-    """Domains take a call's RequestContext from the `context` their servicer method received
-    (`context_of(context)`), never from ambient state (`current()`, a context variable)."""
-    offenders = []
-    ambient = "persona_service.kernel.transport.context"
-    for path, tree in _domain_files(root):
-        modules = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                names = _imported(path, node)
-                offenders += [f"{path}:{node.lineno} imports {name}" for name in names
-                              if name in (f"{ambient}.current", f"{ambient}.bind")]
-                modules |= {alias.asname or alias.name for alias in node.names
-                            if f"{ambient}" in (alias.name, f"{names[0]}.{alias.name}")}
-            elif isinstance(node, ast.Attribute) and node.attr in ("current", "bind") \
-                    and isinstance(node.value, ast.Name) and node.value.id in modules:
-                offenders.append(f"{path}:{node.lineno} calls {node.value.id}.{node.attr}()")
     return offenders
 
 
@@ -652,7 +646,6 @@ AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     files_without_a_role, grpc_outside_servicers, sql_outside_repositories, transactions_outside_units_of_work,
     tables_outside_their_domain, other_domains_tables, layers_inside_domains, dynamic_access, kernel_naming_domains,
     raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_kernel,
-    ambient_request_context,
 ]
 
 
@@ -744,10 +737,19 @@ PLANTED = [
      "import persona_service.kernel as _kernel\n\n\ndef _planted() -> type:\n    return _kernel.app.App\n",
      app_outside_the_kernel),
     ("a servicer reading the ambient request context", "scim/servicer.py",
-     "from persona_service.kernel.transport.context import current as _planted\n", ambient_request_context),
+     "from persona_service.kernel.transport.context import current as _planted\n", lint_imports),
     ("the ambient request context through its module", "chat/servicer.py",
      "from persona_service.kernel.transport import context as _ctx\n\n\ndef _planted():\n    return _ctx.current()\n",
-     ambient_request_context),
+     lint_imports),
+    ("a domain reaching the runs past the kernel's door", "chat/service.py",
+     "from persona_service.kernel.transport.runs import RunStore as _planted\n", lint_imports),
+    ("a domain's command reaching the engine past the door, lazily", "orgs/commands.py",
+     "def _planted():\n    from persona_service.kernel.data.engine import make_engine\n\n    return make_engine\n",
+     lint_imports),
+    ("a domain importing a kernel package past the door", "chat/service.py",
+     "from persona_service.kernel import transport as _planted\n", lint_imports),
+    ("a service importing Base through the door", "chat/service.py",
+     "from persona_service.kernel.api import Base as _planted\n", tables_outside_their_domain),
 ]
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 from functools import cache
 
 import grpc
@@ -8,9 +9,9 @@ from google.api import httpbody_pb2
 from persona.v1 import docs_pb2, docs_pb2_grpc
 
 from persona_service.docs.reference import render
-from persona_service.kernel.api import ROOT, ServicerDeps, context_of
+from persona_service.kernel.api import ServicerDeps, context_of
 
-DOCUMENT = ROOT / "gen" / "openapi.json"
+DOCUMENT = pathlib.Path(__file__).resolve().parents[3] / "gen" / "openapi.json"  # the checkout's gen/ (make gen)
 
 
 @cache

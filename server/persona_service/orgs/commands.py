@@ -10,14 +10,11 @@ from persona_service.kernel.api import Command
 
 
 def bootstrap(args: argparse.Namespace) -> int:
-    from persona_service.kernel.api import KEY_SCOPES, SCOPES, database_url, load, make_engine, upgrade_database
+    from persona_service.kernel.api import KEY_SCOPES, SCOPES, command_database
     from persona_service.orgs.keys import KeyService
     from persona_service.orgs.service import Onboarding
 
-    url = database_url(load())
-    upgrade_database(url, args.modules.migrations)
-    engine = make_engine(url, pool_size=1)
-    with engine.begin() as conn:
+    with command_database(migrations=args.modules.migrations) as engine, engine.begin() as conn:
         made = Onboarding(conn).create_org(
             args.org_name, plan=args.plan, region=args.region, owner_email=args.owner_email,
             platform_admin=args.platform_admin,
@@ -26,7 +23,6 @@ def bootstrap(args: argparse.Namespace) -> int:
             None, org_id=made.org_id, workspace_id=made.workspace_id, user_id=made.user_id, plan=args.plan,
             name="bootstrap", scopes=list(KEY_SCOPES if args.platform_admin else SCOPES), mode=args.mode,
         )
-    engine.dispose()
     print(json.dumps({"orgId": made.org_id, "workspaceId": made.workspace_id, "userId": made.user_id, "apiKey": secret}))
     return 0
 
@@ -41,20 +37,16 @@ def _bootstrap_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def mint_jwt(args: argparse.Namespace) -> int:
-    from persona_service.kernel.api import Authenticator, CredentialCache, database_url, load, make_engine
+    from persona_service.kernel.api import command_database, session_token
     from persona_service.orgs.repository import OrgRepository
 
-    settings = load()
-    engine = make_engine(database_url(settings), pool_size=1)
-    with engine.connect() as conn:
+    with command_database() as engine, engine.connect() as conn:
         member = OrgRepository(conn).member(args.org_id, args.user_id, args.workspace_id)
-    engine.dispose()
     if member is None:
         print(f"persona-service: {args.user_id} is not an active member of {args.org_id} with access to "
               f"{args.workspace_id}: the service would refuse the token", file=sys.stderr)
         return 1
-    auth = Authenticator(settings.resolved_jwt_secret(), CredentialCache(0), settings.jwt_ttl_seconds)
-    print(auth.mint_session(args.user_id, args.org_id, args.workspace_id, args.ttl_seconds))
+    print(session_token(args.user_id, args.org_id, args.workspace_id, args.ttl_seconds))
     return 0
 
 

@@ -23,12 +23,17 @@ from typing import Any, TypeVar
 from persona.v1 import options_pb2, personas_pb2
 from sqlalchemy import Connection
 
-from persona_service.kernel import ids, metrics
-from persona_service.kernel.clock import utcnow
-from persona_service.kernel.errors import ApiError
-from persona_service.kernel.operations import Progress
-from persona_service.kernel.transport.outbox import Outbox
-from persona_service.kernel.transport.runs import checkpoint, current_id
+from persona_service.kernel.api import (
+    GENERATION_RUNS,
+    GENERATION_STEPS,
+    ApiError,
+    Outbox,
+    Progress,
+    checkpoint,
+    new_id,
+    utcnow,
+)
+from persona_service.kernel.api import current_run_id as current_id
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.repository import PersonaRepository
 from persona_service.providers.base import GenerationOptions, Message, Provider, ProviderError
@@ -84,7 +89,7 @@ class GenerationPipeline:
         # The run's step rows, written in one statement as it ends (the same unit of work: nothing reads them
         # before it commits).
         self._steps: list[dict[str, Any]] = []
-        run_id = checkpoint("generation_run", lambda: current_id() or ids.new_id("generation_run"))
+        run_id = checkpoint("generation_run", lambda: current_id() or new_id("generation_run"))
         started = utcnow()
         self.repo.add_run(
             id=run_id, org_id=spec.org_id, workspace_id=spec.workspace_id, persona_id=spec.persona_id, kind=spec.kind,
@@ -106,7 +111,7 @@ class GenerationPipeline:
 
             def made(step: str = step, t0: float = t0, attempts: list[int] = attempts) -> dict[str, Any]:
                 output = self._step(step, spec, outputs, run_id, attempts)
-                metrics.GENERATION_STEPS.labels(step, "completed").observe(time.monotonic() - t0)
+                GENERATION_STEPS.labels(step, "completed").observe(time.monotonic() - t0)
                 return {"output": output, "duration_ms": int((time.monotonic() - t0) * 1000),
                         "attempts": attempts[0] or 1}
 
@@ -114,8 +119,8 @@ class GenerationPipeline:
                 done = checkpoint(f"step.{step}", made)
             except ApiError as err:
                 duration = int((time.monotonic() - t0) * 1000)
-                metrics.GENERATION_STEPS.labels(step, "failed").observe(time.monotonic() - t0)
-                metrics.GENERATION_RUNS.labels(spec.kind, "failed").inc()
+                GENERATION_STEPS.labels(step, "failed").observe(time.monotonic() - t0)
+                GENERATION_RUNS.labels(spec.kind, "failed").inc()
                 self._record_step(run_id, step, ordinal, "failed", duration, attempts[0] or 1, {}, error=err)
                 self._fail(run_id, spec, err)
                 raise
@@ -123,7 +128,7 @@ class GenerationPipeline:
             self._record_step(run_id, step, ordinal, "completed", duration, done["attempts"], outputs[step])
             yield {"event": "step.completed", "run_id": run_id, "step": step, "duration_ms": duration}
         total = int((time.monotonic() - clock) * 1000)
-        metrics.GENERATION_RUNS.labels(spec.kind, "completed").inc()
+        GENERATION_RUNS.labels(spec.kind, "completed").inc()
         self.repo.finish_run(run_id, status="completed", finished_at=utcnow())
         self._emit(
             "generation.run.completed", spec,

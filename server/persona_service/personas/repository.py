@@ -7,10 +7,17 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, TextClause, delete, false, func, insert, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from persona_service.kernel.data import aggregates
-from persona_service.kernel.data.base import table_of
-from persona_service.kernel.data.personal_data import Batches, export_batches
-from persona_service.kernel.data.records import record, record_or_none, records
+from persona_service.kernel.api import (
+    DECIDES_NOTHING,
+    Batches,
+    declare_aggregate,
+    export_batches,
+    lock_root,
+    record,
+    record_or_none,
+    records,
+    table_of,
+)
 from persona_service.personas.records import (
     PersonaRecord,
     PersonaSummary,
@@ -33,7 +40,7 @@ _steps = table_of(GenerationStep)
 # that only needs the persona to exist and stay as it read it (a chat session, a portrait, a listing, a
 # fork's source) holds it FOR SHARE. Generation runs and their steps are not members: a run is written by
 # the run itself (a create's before its persona exists) and is read back only once finished (immutable).
-PERSONA = aggregates.declare("persona", _personas, _versions, _voices)
+PERSONA = declare_aggregate("persona", _personas, _versions, _voices)
 
 # Punctuation and symbols (`/`, `.`, `@`, `-`, `_`, …): each run of them is a space in the search document,
 # so that they separate words there as they do in `q` (split by WORD: runs of letters and digits). PostgreSQL's
@@ -76,13 +83,13 @@ class PersonaRepository:
         `decides_nothing`: an unlocked read in a writing transaction whose caller decides again under the lock."""
         where = (_personas.c.id == persona_id, _personas.c.workspace_id == workspace_id)
         if for_update:
-            return aggregates.lock_root(self.conn, PERSONA, PersonaRecord, *where)
+            return lock_root(self.conn, PERSONA, PersonaRecord, *where)
         stmt = select(_personas).where(*where)
         return record_or_none(PersonaRecord, self._read(stmt, decides_nothing).mappings().first())
 
     def _read(self, stmt: Any, decides_nothing: bool) -> Any:
         if decides_nothing:
-            stmt = stmt.execution_options(**{aggregates.DECIDES_NOTHING: True})
+            stmt = stmt.execution_options(**{DECIDES_NOTHING: True})
         return self.conn.execute(stmt)
 
     def insert(self, **values: Any) -> PersonaRecord:

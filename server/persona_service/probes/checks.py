@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from persona_service.kernel.api import alembic_config
+from persona_service.kernel.api import migration_script_heads
 from persona_service.probes.repository import ProbeRepository
 
 
@@ -25,10 +25,7 @@ def migration_heads(version_dirs: tuple[str, ...]) -> frozenset[str]:
     """The heads of the migration scripts this code ships (read once)."""
     import pathlib
 
-    from alembic.script import ScriptDirectory  # here, not at import (docs/testing.md)
-
-    config = alembic_config("postgresql://unused", [pathlib.Path(d) for d in version_dirs])
-    return frozenset(ScriptDirectory.from_config(config).get_heads())
+    return migration_script_heads(pathlib.Path(d) for d in version_dirs)
 
 
 def readiness(connect: Callable[[], AbstractContextManager[Connection]], ping_redis: Callable[[], object],

@@ -36,9 +36,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.selectable import TableValuedAlias
 
-from persona_service.kernel.data import aggregates
-from persona_service.kernel.data.base import table_of
-from persona_service.kernel.data.records import record, record_or_none, records
+from persona_service.kernel.api import DECIDES_NOTHING, declare_aggregate, record, record_or_none, records, table_of
 from persona_service.scim.errors import bad_request
 from persona_service.scim.records import Grant, GroupRef, ScimRecord
 from persona_service.scim.schemas import Attribute, ResourceType
@@ -54,7 +52,7 @@ _groups = table_of(ScimGroup)
 _members = table_of(ScimGroupMember)
 # A SCIM group with its memberships: a PATCH/PUT of the group and a user's deletion (which leaves every group it
 # was in) lock the group first (kernel.data.aggregates; the lock order is docs/concurrency.md's).
-GROUP = aggregates.declare("scim_group", _groups, _members)
+GROUP = declare_aggregate("scim_group", _groups, _members)
 _user_counts = table_of(ScimUserCount)
 
 # Attributes kept as columns, by lower-case path (filters and sorting use them).
@@ -89,7 +87,7 @@ class ResourceRepository:
         """The resource holding this name (case-insensitive), if any. A friendlier 409 than the unique index's,
         which decides: two writes taking one name at once get 201/200 and 409 from it, as serially."""
         stmt = select(self.table.c.id).where(self.table.c.org_id == org_id, func.lower(self.naming) == name.lower())
-        return self.conn.execute(stmt.execution_options(**{aggregates.DECIDES_NOTHING: True})).scalar()
+        return self.conn.execute(stmt.execution_options(**{DECIDES_NOTHING: True})).scalar()
 
     def where(self, rt: ResourceType, node: FilterNode) -> ColumnElement[bool]:
         """A parsed SCIM filter as a WHERE clause on this table."""

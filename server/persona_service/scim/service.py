@@ -14,10 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from persona_service.kernel.clock import iso, utcnow
-from persona_service.kernel.errors import ApiError, NotFound
-from persona_service.kernel.ids import new_id
-from persona_service.kernel.transport.hints import Hints
+from persona_service.kernel.api import ApiError, Hints, NotFound, iso, new_id, utcnow
 from persona_service.orgs.api import OWNER, MemberDirectory
 from persona_service.scim.documents import canonical, parse_json, project
 from persona_service.scim.errors import bad_request, invalid_value, scim_error

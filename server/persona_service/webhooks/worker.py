@@ -48,13 +48,10 @@ from sqlalchemy import Connection, Engine
 
 from persona_service.kernel.api import (
     SecretBox,
-    configure_logs,
-    configure_tracing,
     connection_lost,
     listening,
     message_json,
     new_ids,
-    shutdown_tracing,
     span,
     struct,
     timestamp,
@@ -420,35 +417,28 @@ def main() -> None:
     """`persona-service worker`: deliver webhooks until SIGTERM/SIGINT."""
     import signal
 
-    from persona_service.kernel.api import load, make_engine
+    from persona_service.kernel.api import load, module_process
     from persona_service.webhooks.settings import WebhookSettings
 
-    settings, webhooks = load(), load(WebhookSettings)
-    configure_logs(settings.log_level, settings.log_format)
-    database_url = settings.database_url
-    if not database_url:
-        from persona_service.kernel.api import postgres_url
-
-        database_url = postgres_url(settings.data_dir / "postgres")
+    webhooks = load(WebhookSettings)
     lanes = webhooks.lanes
     # Lanes and fan-out share the pool; the notification listener holds one
     # more of its own: lanes + 2, as its Process declares (the stack's budget).
-    engine = make_engine(database_url, pool_size=lanes + 1)
-    configure_tracing("persona-service-worker", settings.otlp_endpoint, [engine])
-    worker = DeliveryWorker(engine, SecretBox(settings.resolved_secrets_key()), allow_private=webhooks.private_allowed)
-    stop = threading.Event()
-    # Handlers that take no lock: an Event set from a handler can wait forever for the lock its own thread holds
-    # inside Event.wait (as kernel.process.server and the runner). The worker runs on a thread; this one polls.
-    received: list[int] = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, _: received.append(signum))
-    log.info("webhook worker started (lanes=%d, allow_private=%s)", lanes, webhooks.private_allowed)
-    delivering = threading.Thread(target=worker.run, args=(stop,), kwargs={"lanes": lanes}, name="webhook-worker")
-    delivering.start()
-    while not received and delivering.is_alive():
-        time.sleep(0.1)
-    stop.set()
-    delivering.join()
-    engine.dispose()
-    shutdown_tracing()
+    with module_process("persona-service-worker", pool_size=lanes + 1) as (settings, engine):
+        box = SecretBox(settings.resolved_secrets_key())
+        worker = DeliveryWorker(engine, box, allow_private=webhooks.private_allowed)
+        stop = threading.Event()
+        # Handlers that take no lock: an Event set from a handler can wait forever for the lock its own thread
+        # holds inside Event.wait (as kernel.process.server and the runner). The worker runs on a thread; this
+        # one polls.
+        received: list[int] = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, _: received.append(signum))
+        log.info("webhook worker started (lanes=%d, allow_private=%s)", lanes, webhooks.private_allowed)
+        delivering = threading.Thread(target=worker.run, args=(stop,), kwargs={"lanes": lanes}, name="webhook-worker")
+        delivering.start()
+        while not received and delivering.is_alive():
+            time.sleep(0.1)
+        stop.set()
+        delivering.join()
     log.info("webhook worker stopped")
