@@ -133,12 +133,12 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.data.personal_data import export_batches as export_batches
 
     # a module's declaration (module.py) and what it declares; `Modules` is what the registry assembles
-    from persona_service.kernel.process.module import Command as Command
     from persona_service.kernel.process.module import Job as Job
     from persona_service.kernel.process.module import Module as Module
     from persona_service.kernel.process.module import Modules as Modules
     from persona_service.kernel.process.module import Process as Process
     from persona_service.kernel.process.module import ServiceBinding as ServiceBinding
+    from persona_service.kernel.command import Command as Command  # (from its light module: a command file)
     from persona_service.kernel.config_keys import CONFIG_KEYS as CONFIG_KEYS
     from persona_service.kernel.config_keys import LEVEL_CHECKS as LEVEL_CHECKS
     from persona_service.kernel.config_keys import ConfigKey as ConfigKey
