@@ -63,7 +63,8 @@ def test_a_release_postgresql_refused_is_retried_until_it_is_back(engine, tenant
     assert replay is None
 
     release = Idempotency._release
-    refusals = [OperationalError("DELETE FROM idempotency_keys", {}, Exception("server closed the connection"))]
+    # Refused as the call ends, and again at the first retry (PostgreSQL still away): retried until it is back.
+    refusals = [OperationalError("DELETE FROM idempotency_keys", {}, Exception("server closed the connection"))] * 2
 
     def away_once(self, claim):
         if refusals:
@@ -94,3 +95,15 @@ def test_a_claim_whose_commit_failed_lapses_as_a_killed_calls_does(engine, tenan
         idempotency.begin(caller, key, METHOD, "digest")
     monkeypatch.setattr(idempotency, "engine", engine)
     assert _takes_over(idempotency, caller, key, within=3)
+
+
+def test_a_refusal_committed_with_the_calls_changes_is_replayed_to_the_retry(engine, tenants):
+    """`ApiError.persist` (a persona flagged by its audit): the refusal is the call's outcome, kept for the key."""
+    caller, key = _caller(tenants), str(uuid.uuid4())
+    idempotency = Idempotency(engine, SecretBox(Fernet.generate_key().decode()))
+    claim, _ = idempotency.begin(caller, key, METHOD, "digest")
+    body = '{"error": {"code": "moderation_blocked"}}'
+    idempotency.fail(claim, 422, body, {"x-request-id": "req_1"})
+    _, replay = idempotency.begin(caller, key, METHOD, "digest")
+    assert replay is not None and (replay.response, replay.error_status, replay.error_body, replay.headers) == (
+        None, 422, body, {"x-request-id": "req_1"})

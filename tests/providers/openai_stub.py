@@ -82,7 +82,7 @@ class StubRequest:
 
 @dataclass
 class Fault:
-    kind: str  # error | malformed | delay | truncated | cut
+    kind: str  # error | malformed | delay | truncated | cut | events
     remaining: int
     path: str | None = None
     status: int = 500
@@ -229,6 +229,10 @@ class OpenAIStub:
     def inject_truncated_stream(self, times: int = 1, path: str | None = None) -> None:
         self._add(Fault("truncated", times, path))
 
+    def inject_events(self, lines: list[str], times: int = 1, path: str | None = None) -> None:
+        """A stream of exactly these lines (`data: ...`, comments, other fields) instead of the answer."""
+        self._add(Fault("events", times, path, body=list(lines)))
+
     def _take_fault(self, path: str) -> Fault | None:
         with self._lock:
             for fault in self._state.faults:
@@ -360,11 +364,19 @@ class OpenAIStub:
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
 
-        def send(data: str) -> None:
-            payload = f"data: {data}\n\n".encode()
+        def write(payload: bytes) -> None:
             h.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
             h.wfile.flush()
 
+        def send(data: str) -> None:
+            write(f"data: {data}\n\n".encode())
+
+        if fault and fault.kind == "events":
+            for line in fault.body:
+                write(f"{line}\n\n".encode())
+            h.wfile.write(b"0\r\n\r\n")
+            h.wfile.flush()
+            return
         chunks = stream_chunks(body, completion)
         paused = False
         for i, chunk in enumerate(chunks):

@@ -304,6 +304,50 @@ def test_stream_that_is_not_an_event_stream(provider, openai_stub):
     assert caught.value.upstream == {"status": 200, "body": "{not json"}
 
 
+USAGE_CHUNK = '{"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}'
+
+
+def test_a_stream_skips_comments_other_fields_and_other_choices(provider, openai_stub):
+    openai_stub.inject_events([": keep-alive", "event: completion", "id: 7",
+                               'data: {"choices": [{"index": 1, "delta": {"content": "not this one"}}]}',
+                               'data: {"choices": [{"index": 0, "delta": {"content": "Aye."}, "finish_reason": "stop"}]}',
+                               f"data: {USAGE_CHUNK}", "data: [DONE]"])
+    *deltas, last = provider.stream(MESSAGES, GenerationOptions())
+    assert [d.text for d in deltas] == ["Aye."]
+    assert last.usage is not None and (last.usage.text, last.usage.output_tokens) == ("Aye.", 1)
+
+
+@pytest.mark.parametrize(("lines", "said"), [
+    (["data: {not json"], "stream chunk is not JSON"),
+    (["data: [1, 2]"], "stream chunk is not an object"),
+    (['data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": "first"}]}}]}'], "bad stream chunk"),
+    (['data: {"choices": [{"index": 0, "delta": {"content": "Aye."}}]}', "data: [DONE]"], "stream carried no usage"),
+])
+def test_a_malformed_stream_is_a_provider_error(provider, openai_stub, lines, said):
+    openai_stub.inject_events(lines)
+    with pytest.raises(ProviderError) as caught:
+        list(provider.stream(MESSAGES, GenerationOptions()))
+    assert caught.value.kind == "malformed_response" and caught.value.retryable  # another answer may be whole
+    assert caught.value.upstream_message.startswith(said), caught.value.upstream_message
+
+
+@pytest.mark.parametrize(("error", "kind"), [
+    ({"message": "The server is overloaded.", "type": "server_error"}, "upstream_error_event"),
+    ({"message": "The model `gpt-test` does not exist.", "type": "invalid_request_error", "code": "model_not_found"},
+     "model_not_found"),
+])
+@pytest.mark.parametrize("where", ["in the stream", "instead of it"])
+def test_an_error_in_place_of_a_stream_is_named(provider, openai_stub, error, kind, where):
+    """An upstream that answers a stream with an error: as an event in it, or as a whole JSON body (200)."""
+    if where == "in the stream":
+        openai_stub.inject_events([f"data: {json.dumps({'error': error})}"])
+    else:
+        openai_stub.inject_malformed(body=json.dumps({"error": error}))
+    with pytest.raises(ProviderError) as caught:
+        list(provider.stream(MESSAGES, GenerationOptions()))
+    assert caught.value.kind == kind and caught.value.upstream == {"error": error}
+
+
 def test_stream_stalling_mid_way_is_a_timeout(fast_timeout_provider, openai_stub):
     openai_stub.inject_delay(seconds=2.0, mid_stream=True)
     received = []
