@@ -22,7 +22,8 @@ PROTOS = pathlib.Path(options_pb2.__file__).parent
 
 # Writes that make a new aggregate: two at once never share one, so no pair of them has a serial order to keep.
 CREATES = {
-    "ChatService.CreateChatSession", "WebhookService.CreateWebhookEndpoint", "ScimService.CreateScimUser",
+    "ChatService.CreateChatSession", "WebhookService.CreateWebhookEndpoint",
+    # (A SCIM user's create is tried by the users' table: a new user given the address a PUT gives at once.)
     "PersonaService.CreatePersona", "PersonaService.StreamCreatePersona", "PersonaService.ImportPersonaCard",
     # (A listing is made of a persona it holds FOR SHARE: the persona's table fires one beside the persona's writes.)
     "MarketplaceService.CreateListing",

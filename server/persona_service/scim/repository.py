@@ -36,7 +36,16 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.selectable import TableValuedAlias
 
-from persona_service.kernel.api import DECIDES_NOTHING, declare_aggregate, record, record_or_none, records, table_of
+from persona_service.kernel.api import (
+    DECIDES_NOTHING,
+    Aggregate,
+    declare_aggregate,
+    lock_root,
+    record,
+    record_or_none,
+    records,
+    table_of,
+)
 from persona_service.scim.errors import bad_request
 from persona_service.scim.records import Grant, GroupRef, ScimRecord
 from persona_service.scim.schemas import Attribute, ResourceType
@@ -53,6 +62,10 @@ _members = table_of(ScimGroupMember)
 # A SCIM group with its memberships: a PATCH/PUT of the group and a user's deletion (which leaves every group it
 # was in) lock the group first (kernel.data.aggregates; the lock order is docs/concurrency.md's).
 GROUP = declare_aggregate("scim_group", _groups, _members)
+# A SCIM user: its row (the document as the IdP sent it, its e-mails included). Declared after the group: a write
+# that takes both takes groups, then users (a group write its members FOR SHARE, a user's deletion its groups
+# first). Its identity's address (the orgs module's user record) is held by name (OrgRepository.lock_email).
+USER = declare_aggregate("scim_user", _users)
 _user_counts = table_of(ScimUserCount)
 
 # Attributes kept as columns, by lower-case path (filters and sorting use them).
@@ -70,18 +83,20 @@ GROUP_COLUMNS: Mapping[str, Any] = {
 class ResourceRepository:
     """Users or Groups of one organization (the two tables share this shape)."""
 
-    def __init__(self, conn: Connection, table: Table, naming_column: ColumnElement[Any],
+    def __init__(self, conn: Connection, aggregate: Aggregate, naming_column: ColumnElement[Any],
                  columns: Mapping[str, Any], counts: Table | None = None) -> None:
-        self.conn, self.table, self.naming, self.columns = conn, table, naming_column, columns
+        self.conn, self.aggregate, self.naming, self.columns = conn, aggregate, naming_column, columns
+        self.table = table = aggregate.root
         self.counts = counts  # a kept count per organization (org_id, total), if the table has one
         self.document = table.c.document
         self._record = select(table.c.id, table.c.document, table.c.version, table.c.created_at, table.c.updated_at)
 
     def get(self, org_id: str, resource_id: str, *, for_update: bool = False) -> ScimRecord | None:
-        stmt = self._record.where(self.table.c.org_id == org_id, self.table.c.id == resource_id)
+        """The resource; `for_update`: locked (`lock_root`: every write of a user or a group starts there)."""
+        where = (self.table.c.org_id == org_id, self.table.c.id == resource_id)
         if for_update:
-            stmt = stmt.with_for_update()
-        return record_or_none(ScimRecord, self.conn.execute(stmt).mappings().first())
+            return lock_root(self.conn, self.aggregate, ScimRecord, *where)
+        return record_or_none(ScimRecord, self.conn.execute(self._record.where(*where)).mappings().first())
 
     def named(self, org_id: str, name: str) -> str | None:
         """The resource holding this name (case-insensitive), if any. A friendlier 409 than the unique index's,
@@ -134,11 +149,11 @@ class ResourceRepository:
 
 
 def user_repository(conn: Connection) -> ResourceRepository:
-    return ResourceRepository(conn, _users, _users.c.user_name, USER_COLUMNS, counts=_user_counts)
+    return ResourceRepository(conn, USER, _users.c.user_name, USER_COLUMNS, counts=_user_counts)
 
 
 def group_repository(conn: Connection) -> ResourceRepository:
-    return ResourceRepository(conn, _groups, _groups.c.display_name, GROUP_COLUMNS)
+    return ResourceRepository(conn, GROUP, _groups.c.display_name, GROUP_COLUMNS)
 
 
 class MembershipRepository:
@@ -151,10 +166,12 @@ class MembershipRepository:
         wanted = list(set(user_ids))
         if not wanted:
             return set()
-        # FOR KEY SHARE: a DELETE /Users of one of them (which locks its row FOR UPDATE, after its groups)
-        # waits for this membership's commit and then removes it, or removed the user first and this finds none.
+        # The users' roots held FOR SHARE (after the group's: groups, then users), in id order: a DELETE /Users of
+        # one of them (which locks its row FOR UPDATE, after its groups) waits for this membership's commit and
+        # then removes it, or removed the user first and this finds none; two groups taking one user go on side
+        # by side. (KEY SHARE would let the user's row change meanwhile: the guard does not count it as held.)
         stmt = (select(_users.c.id).where(_users.c.org_id == org_id, _users.c.id.in_(wanted))
-                .with_for_update(read=True, key_share=True))
+                .order_by(_users.c.id).with_for_update(read=True))
         return set(self.conn.execute(stmt).scalars())
 
     def lock_groups_with(self, org_id: str, user_id: str) -> set[str]:

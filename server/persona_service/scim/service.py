@@ -300,8 +300,10 @@ class Users(Resources):
                 "display_name": doc.get("displayName"), "active": doc.get("active", True), "document": doc}
 
     def _create(self, doc: dict[str, Any]) -> ScimRecord:
+        # Who the address names is decided under its lock (provision: OrgRepository.lock_email); whether that
+        # person is a SCIM user already, under their root's (a row FOR UPDATE, or none: the insert that follows).
         provisioned = self.directory.provision(self.org_id, _email(doc), _display(doc))
-        if self.repo.get(self.org_id, provisioned.user_id) is not None:
+        if self.repo.get(self.org_id, provisioned.user_id, for_update=True) is not None:
             raise scim_error("state_conflict", "uniqueness", "Another SCIM user has this email address.",
                              conflictField="emails")
         self._activate(provisioned.user_id, doc.get("active", True))

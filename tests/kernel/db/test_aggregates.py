@@ -43,6 +43,8 @@ PLANTED = {
     "a quoted child in a subquery string": 'SELECT (select count(*) FROM "chat_messages") AS n',
     "a child locked before its root": "SELECT id FROM chat_messages WHERE session_id = 'x' FOR UPDATE",
     "a delivery inserted before its endpoint is held": "INSERT INTO webhook_deliveries (id) VALUES ('d')",
+    "a SCIM user's document read before it is locked": "SELECT document FROM scim_users WHERE id = 'x'",
+    "a SCIM user held FOR KEY SHARE (its columns may change)": "SELECT id FROM scim_users WHERE id = 'x' FOR KEY SHARE",
 }
 
 
