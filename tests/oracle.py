@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -118,6 +119,34 @@ def check_pair(table: Table, a: Op, b: Op, rounds: int = ROUNDS) -> list[str]:
 
 def _plain(run: Run) -> dict:
     return {"answers": run.answers, "state": run.state}
+
+
+def since() -> datetime:
+    """A moment just before a fixture is made: `events` reads back to it (a second early: the host's clock is the
+    service's, and an event of the fixture is never older than the fixture)."""
+    return datetime.now(UTC) - timedelta(seconds=1)
+
+
+def events(http: httpx.Client, headers: dict[str, str], after: datetime, match: Callable[[dict[str, Any]], bool],
+           **query: Any) -> tuple[str, ...]:
+    """The types of the events `match` picks (by their `data`: the aggregate's id), sorted (ids and times aside),
+    among those that occurred from `after` on: GET /v1/events (newest first, filtered by `query` such as `type`
+    or `personaId`) page by page until an older one. Part of an end state, it tells a write that recorded an
+    event twice, or recorded one where no serial order lets it through, from one that recorded it once."""
+    found, cursor = [], ""
+    while True:
+        r = http.get("/v1/events", params={"limit": 100, **query, **({"cursor": cursor} if cursor else {})},
+                     headers=headers)
+        assert r.status_code == 200, r.text
+        page = r.json()
+        for event in page["items"]:
+            if datetime.fromisoformat(event["occurredAt"]) < after:
+                return tuple(sorted(found))
+            if match(event.get("data") or {}):
+                found.append(event["type"])
+        cursor = page.get("nextCursor", "")
+        if not cursor:
+            return tuple(sorted(found))
 
 
 def writes_covered(service: Any, tables: list[Table], creates: set[str]) -> set[str]:

@@ -1,18 +1,21 @@
 """Every pair of a chat session's writes at once answers as one serial order would (tests/oracle.py),
 through Envoy, on a stack whose model (a stand-in server) takes MODEL_SECONDS to answer: send,
 regenerate, choose, edit, delete, end, in the states the table names
-(the last reply with alternatives; a trailing user message, whose reply was deleted). The end state is
-read back (the messages with their alternatives and edits, the session's counters and usage), so two
-replies in one turn, a reply billed from a transcript that changed, or a 503 after a lock wait all fail."""
+(the last reply with alternatives; a trailing user message, whose reply was deleted), and a send whose reply
+drifts out of the persona's voice (refused with 409 `drift_blocked`, its `persona.audit_failed` event kept). The
+end state is read back (the messages with their alternatives and edits, the session's counters and usage, and
+the events that name the session), so two replies in one turn, a reply billed from a transcript that changed,
+an event recorded twice or for a session already ended, or a 503 after a lock wait all fail."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 import pytest
-from oracle import Op, Table, check_pair, writes_covered
+from oracle import Op, Table, check_pair, events, since, writes_covered
 from persona.v1 import chat_pb2
 from persona_service.providers.base import Completion
 from providers.openai_stub import OpenAIStub, guess_task, local_responder
@@ -27,6 +30,7 @@ class Fixture:
     first_reply: str  # its reply (a1)
     last: str  # the last message: a reply with alternatives, or a user message left without one
     last_user: str
+    made: datetime  # (the session's events occurred after)
 
 
 # A model that takes this long to answer (a stand-in server, as a real one does): the window between a
@@ -74,6 +78,7 @@ def _ok(response):
 
 
 def _fixture(http, tenant, persona_id, trailing_user: bool) -> Fixture:
+    made = since()
     sid = make_session(http, tenant, persona_id)["sessionId"]
     one = _ok(send(http, tenant, sid, "Morning. How is the harbour?"))
     two = _ok(send(http, tenant, sid, "How many gulls today?"))
@@ -84,18 +89,20 @@ def _fixture(http, tenant, persona_id, trailing_user: bool) -> Fixture:
     else:
         last = _ok(http.post(f"/v1/chat/sessions/{sid}/messages/{reply}/regenerate", json={"temperature": 0.5},
                              headers=tenant.auth))["reply"]["id"]
-    return Fixture(sid, one["userMessage"]["id"], one["reply"]["id"], last, two["userMessage"]["id"])
+    return Fixture(sid, one["userMessage"]["id"], one["reply"]["id"], last, two["userMessage"]["id"], made)
 
 
 def _state(http, tenant, fixture: Fixture):
-    """The session and its conversation, ids and times aside (messages by ordinal and role)."""
+    """The session and its conversation, ids and times aside (messages by ordinal and role), and the events that
+    name the session (a drifting reply's `persona.audit_failed`, a flagged one's `moderation.flagged`)."""
     session = _ok(http.get(f"/v1/chat/sessions/{fixture.sid}", headers=tenant.auth))
     messages = _ok(http.get(f"/v1/chat/sessions/{fixture.sid}/messages", params={"limit": 100},
                             headers=tenant.auth))["items"]
     counters = ("status", "messageCount", "inputTokens", "outputTokens", "costUsdMicros")
+    recorded = events(http, tenant.auth, fixture.made, lambda data: data.get("subjectId") == fixture.sid)
     return ({k: session.get(k) for k in counters},
             [(m["ordinal"], m["role"], m["content"], m.get("swipeIndex", 0), m.get("swipeCount", 1),
-              m.get("edited", False), m.get("usage")) for m in messages])
+              m.get("edited", False), m.get("usage")) for m in messages], recorded)
 
 
 def _ops(http, tenant, trailing_user: bool) -> list[Op]:
@@ -133,6 +140,9 @@ def _ops(http, tenant, trailing_user: bool) -> list[Op]:
     ]
     if not trailing_user:
         ops.append(Op("choose-first", post(base + "/{f.last}/choose", {"swipeIndex": 0}), "ChooseChatMessage"))
+        # The stand-in model answers `[[drift]]` out of voice: refused (the persona's action is `block`), nothing
+        # stored, and one `persona.audit_failed` naming the session recorded, if the send got that far.
+        ops.append(Op("send-drift", post(base, {"content": "[[drift]] And the ferry?"}), "SendChatMessage"))
     return ops
 
 

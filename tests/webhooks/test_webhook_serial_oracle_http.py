@@ -1,15 +1,18 @@
 """Every pair of a webhook endpoint's writes at once answers as one serial order would (tests/oracle.py),
-through Envoy: a delivery's replay, the endpoint's PATCH and its DELETE. A replay racing the DELETE is
-answered 404 (the delete came first) or 200 with the endpoint then gone, never a foreign-key 500."""
+through Envoy: a delivery's replay, the endpoint's PATCH, a ping and its DELETE. A replay racing the DELETE is
+answered 404 (the delete came first) or 200 with the endpoint then gone, never a foreign-key 500. The end state
+counts the endpoint's pings (`webhook.endpoint.test_ping` events naming it): a ping recorded twice, or recorded
+after the DELETE, reads differently."""
 
 from __future__ import annotations
 
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 import pytest
-from oracle import Op, Table, check_pair, writes_covered
+from oracle import Op, Table, check_pair, events, since, writes_covered
 from persona.v1 import webhooks_pb2
 
 
@@ -17,9 +20,11 @@ from persona.v1 import webhooks_pb2
 class Fixture:
     endpoint: str
     delivery: str
+    made: datetime  # (the events of the endpoint occurred after)
 
 
 def _fixture(http, tenant, receiver) -> Fixture:
+    made = since()
     r = http.post("/v1/webhooks", headers=tenant.auth,
                   json={"url": receiver.url(f"/oracle/{uuid.uuid4().hex}"), "events": ["persona.created"]})
     assert r.status_code == 200, r.text
@@ -29,19 +34,21 @@ def _fixture(http, tenant, receiver) -> Fixture:
     while True:  # the worker's fan-out makes the ping's delivery
         items = http.get(f"/v1/webhooks/{endpoint}/deliveries", headers=tenant.auth).json()["items"]
         if items:
-            return Fixture(endpoint, items[0]["id"])
+            return Fixture(endpoint, items[0]["id"], made)
         assert time.monotonic() < deadline, "the ping was never fanned out to a delivery"
         time.sleep(0.05)
 
 
 def _state(http, tenant, fixture: Fixture):
-    """The endpoint's fields and its replays (the ping's delivery is made by the worker in its own time)."""
+    """The endpoint's fields and its replays (the ping's delivery is made by the worker in its own time), and the
+    events its writes recorded (the fixture's ping and each ping since)."""
+    recorded = events(http, tenant.auth, fixture.made, lambda data: data.get("endpointId") == fixture.endpoint)
     got = http.get(f"/v1/webhooks/{fixture.endpoint}", headers=tenant.auth)
     if got.status_code == 404:
-        return "gone"
+        return "gone", recorded
     listed = http.get(f"/v1/webhooks/{fixture.endpoint}/deliveries", headers=tenant.auth).json()["items"]
     body = got.json()
-    return body["description"], body["enabled"], sum(1 for d in listed if d.get("replayOf"))
+    return body["description"], body["enabled"], sum(1 for d in listed if d.get("replayOf")), recorded
 
 
 def _ops(http, tenant) -> list[Op]:
