@@ -7,6 +7,7 @@ import builtins
 import calendar
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -234,7 +235,7 @@ class BillingService:
         if status is None or row is None or created < row.processor_event_at:
             return False
         now = self.clock()
-        values: dict = {"status": status, "processor_event_at": created, "version": row.version + 1}
+        values: dict[str, Any] = {"status": status, "processor_event_at": created, "version": row.version + 1}
         if status == "paid":
             values |= {"amount_paid_minor": amount_paid_minor, "paid_at": row.paid_at or now}
         row = self.repo.update_invoice(row.id, **values)
@@ -302,11 +303,11 @@ class BillingService:
         self.storage.put(key, render_invoice(row, org.name if org is not None else row.org_id), "application/pdf")
         return self.repo.update_invoice(row.id, pdf_key=key)
 
-    def _audit(self, org_id: str, action: str, resource_type: str, resource_id: str, details: dict) -> None:
+    def _audit(self, org_id: str, action: str, resource_type: str, resource_id: str, details: dict[str, Any]) -> None:
         """What billing does on its own (renewals, collections, processor events) is audited too."""
         AuditLog(self.conn).record(AuditEntry(
             action=action, outcome="success", status=200, request_id="", client_ip=None, org_id=org_id,
             resource_type=resource_type, resource_id=resource_id, details=details))
 
-    def _emit(self, sub: SubscriptionRecord, type_: str, data: dict) -> None:
+    def _emit(self, sub: SubscriptionRecord, type_: str, data: dict[str, Any]) -> None:
         self.outbox.emit(type_, sub.org_id, self.orgs.primary_workspace(sub.org_id), {"orgId": sub.org_id, **data})

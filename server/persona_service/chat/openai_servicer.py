@@ -119,7 +119,7 @@ def _tool_call(call: ToolCall) -> openai_pb2.ChatCompletionToolCall:
     )
 
 
-def _usage(reply: Completion) -> dict:
+def _usage(reply: Completion) -> dict[str, Any]:
     return {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
             "total_tokens": reply.input_tokens + reply.output_tokens}
 
@@ -201,10 +201,10 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
             ctx.caller, request.model, conversation(request), options(request), request.user, stream=True,
             earlier=earlier, started=opened,
         )
-        head: dict = {}
+        head: dict[str, Any] = {}
         started = False
 
-        def chunk(delta: dict, finish: str | None = None) -> dict:
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
             body = {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
             if include_usage:
                 body["usage"] = None
@@ -228,7 +228,7 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
                 delta = progress["delta"]
                 if delta.tool_call is not None:
                     index, call = delta.tool_call_index, delta.tool_call
-                    entry: dict = {"index": index, "function": {"arguments": call.arguments}}
+                    entry: dict[str, Any] = {"index": index, "function": {"arguments": call.arguments}}
                     if index not in announced:
                         announced.add(index)
                         entry = {"index": index, "id": call.id, "type": "function",

@@ -3,7 +3,6 @@ storage port. Everything else in this folder is private to it."""
 
 from persona_service.files.settings import FileSettings
 from persona_service.files.storage import (
-    HasResources,
     ObjectNotFound,
     SignedUrl,
     Storage,
@@ -11,6 +10,7 @@ from persona_service.files.storage import (
     public_url,
     storage_for,
 )
+from persona_service.kernel.api import HasResources  # what storage_for and public_url take
 
 __all__ = ["FileSettings", "HasResources", "ObjectNotFound", "SignedUrl", "Storage", "object_key", "public_url",
            "storage_for"]

@@ -145,7 +145,7 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
 
     # durable tasks: a kind, its record, enqueued in the change's unit of work (the runner stays behind the door)
     from persona_service.kernel.transport.tasks import TaskKind as TaskKind
-    from persona_service.kernel.transport.tasks import TaskRecord as TaskRecord
+    from persona_service.kernel.data.tasks_repository import TaskRecord as TaskRecord
     from persona_service.kernel.transport.tasks import enqueue as enqueue
 
     # limits: the endpoint caps and plan limits a module declares, the quotas it charges

@@ -97,7 +97,8 @@ class KeyRepository:
         return record_or_none(ApiKeyRecord, self.conn.execute(stmt).mappings().first())
 
     def secret_hash(self, key_id: str) -> str:
-        return self.conn.execute(select(_keys.c.secret_hash).where(_keys.c.id == key_id)).scalar_one()
+        secret_hash: str = self.conn.execute(select(_keys.c.secret_hash).where(_keys.c.id == key_id)).scalar_one()
+        return secret_hash
 
     def list_page(self, workspace_id: str, limit: int, after: tuple[datetime, str] | None,
                   *, org_id: str | None = None, purpose: str = API) -> list[ApiKeyRecord]:

@@ -236,8 +236,8 @@ class PersonaService:
     # --- generation -------------------------------------------------------------------
 
     def create(self, principal: Principal, *, intent: str, slug: str = "", visibility: str = "",
-               metadata: dict[str, Any] | None = None, display_name: str = "", soul: dict | None = None,
-               ) -> Generator[dict, None, PersonaRecord]:
+               metadata: dict[str, Any] | None = None, display_name: str = "", soul: dict[str, Any] | None = None,
+               ) -> Generator[dict[str, Any], None, PersonaRecord]:
         _check_metadata(metadata)
         if slug:
             self._ensure_slug_free(principal.workspace_id, slug)
@@ -251,7 +251,7 @@ class PersonaService:
         )
         return row
 
-    def refine(self, principal: Principal, persona_id: str, instruction: str, note: str) -> Generator[dict, None, PersonaRecord]:
+    def refine(self, principal: Principal, persona_id: str, instruction: str, note: str) -> Generator[dict[str, Any], None, PersonaRecord]:
         for _ in range(RERUNS):
             row = self._current(principal, persona_id)
             spec = RunSpec(
@@ -267,7 +267,7 @@ class PersonaService:
             return row
         raise self._kept_changing(row)
 
-    def regenerate(self, principal: Principal, persona_id: str, from_step: str) -> Generator[dict, None, PersonaRecord]:
+    def regenerate(self, principal: Principal, persona_id: str, from_step: str) -> Generator[dict[str, Any], None, PersonaRecord]:
         for _ in range(RERUNS):
             row = self._current(principal, persona_id)
             # (A finished run's steps never change; the voice is the version's, checked with it under the lock.)
@@ -294,7 +294,7 @@ class PersonaService:
         raise self._kept_changing(row)
 
     def fork(self, principal: Principal, parent_id: str, *, instruction: str = "", slug: str = "",
-             note: str = "") -> Generator[dict, None, PersonaRecord]:
+             note: str = "") -> Generator[dict[str, Any], None, PersonaRecord]:
         # Read without the parent's lock (the model call must not hold it): a fork copies the parent as it read
         # it, which is the serial order running the fork first; what it decides on (the parent not deleted) is
         # decided again by the claim of its ordinal, which locks the parent.
@@ -459,7 +459,7 @@ class PersonaService:
         return self._refuse_unwritable(self.get(principal, persona_id, decides_nothing=True))
 
     def _attempt(self, principal: Principal, read: PersonaRecord,
-                 spec: RunSpec) -> Generator[dict, None, tuple[RunResult, PersonaRecord] | None]:
+                 spec: RunSpec) -> Generator[dict[str, Any], None, tuple[RunResult, PersonaRecord] | None]:
         """One attempt of a write's model work on the persona as `read`: its generation run, and the persona
         locked to store what it made; None if another write made a new version meanwhile. The attempt's run,
         steps and events are in a savepoint that goes with it then: the serial order runs the write once, on
@@ -567,14 +567,14 @@ class PersonaService:
         )
         return row
 
-    def _store_voice(self, row: PersonaRecord, voice: dict, fingerprint: dict) -> None:
+    def _store_voice(self, row: PersonaRecord, voice: dict[str, Any], fingerprint: dict[str, Any]) -> None:
         self.repo.set_voice(
             row.id, version=row.version, system_prompt=voice["system_prompt"], greeting=voice.get("greeting", ""),
             sample_dialogues=voice.get("sample_dialogues", []), style_notes=voice.get("style_notes", ""),
             fingerprint=fingerprint["vector"], fingerprint_model=fingerprint["model"], updated_at=self.clock(),
         )
 
-    def _emit(self, row: PersonaRecord, type_: str, data: dict) -> None:
+    def _emit(self, row: PersonaRecord, type_: str, data: dict[str, Any]) -> None:
         self.outbox.emit(type_, row.org_id, row.workspace_id, {"personaId": row.id, **data})
 
 

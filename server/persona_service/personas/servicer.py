@@ -39,11 +39,11 @@ def persona(row: PersonaRecord) -> personas_pb2.Persona:
     return message
 
 
-def persona_json(row: PersonaRecord) -> dict:
+def persona_json(row: PersonaRecord) -> dict[str, Any]:
     return message_json(persona(row))
 
 
-def pipeline_event(progress: dict) -> personas_pb2.PipelineEvent:
+def pipeline_event(progress: dict[str, Any]) -> personas_pb2.PipelineEvent:
     return personas_pb2.PipelineEvent(
         event=progress["event"], run_id=progress.get("run_id", ""), step=progress.get("step", ""),
         duration_ms=progress.get("duration_ms", 0),
@@ -85,13 +85,13 @@ def _value(value: Any) -> struct_pb2.Value:
     return json_format.ParseDict(value, struct_pb2.Value())
 
 
-def _soul(message: personas_pb2.CreatePersonaRequest) -> dict | None:
+def _soul(message: personas_pb2.CreatePersonaRequest) -> dict[str, Any] | None:
     if not message.HasField("soul"):
         return None
     return {f.name: (list(v) if f.is_repeated else v) for f, v in message.soul.ListFields()}
 
 
-def _card(message: personas_pb2.CharacterCard) -> dict:
+def _card(message: personas_pb2.CharacterCard) -> dict[str, Any]:
     return json_format.MessageToDict(message, preserving_proto_field_name=True)
 
 
@@ -104,7 +104,7 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
         return PersonaService(ctx.conn, self.deps.provider_for(ctx), cursors=self.deps.cursors)
 
     def _create(self, ctx: RequestContext,
-                request: personas_pb2.CreatePersonaRequest) -> Generator[dict, None, PersonaRecord]:
+                request: personas_pb2.CreatePersonaRequest) -> Generator[dict[str, Any], None, PersonaRecord]:
         return self._service(ctx).create(
             ctx.caller, intent=request.intent, slug=request.slug, visibility=request.visibility,
             metadata=json_format.MessageToDict(request.metadata) if request.HasField("metadata") else None,

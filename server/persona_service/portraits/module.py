@@ -1,5 +1,7 @@
 """Portraits: generated and edited images of personas, drawn by durable tasks."""
 
+from typing import Any
+
 from persona.v1 import options_pb2, portraits_pb2_grpc
 from sqlalchemy import Engine
 
@@ -15,7 +17,7 @@ from persona_service.portraits.settings import PortraitSettings
 PORTRAIT_STATUSES = frozenset({404, 422, 502})
 
 
-def portrait_error_body(error: dict, status: int) -> tuple[str, None]:
+def portrait_error_body(error: dict[str, Any], status: int) -> tuple[str, None]:
     """The portrait error shape (options.ERROR_SHAPE_PORTRAIT): `error` is
     the code, beside `message` and the details, flat; the envelope for the
     statuses the spec does not give it."""

@@ -50,7 +50,7 @@ def _sent(body: httpbody_pb2.HttpBody) -> bytes:
     if body.data and media not in _JSON_TYPES:
         raise ApiError(f"Send {SCIM_MEDIA_TYPE} (or application/json), not {media or 'no content type'}.",
                        {"scimType": "invalidSyntax"}, code="unsupported_media_type")
-    return body.data
+    return bytes(body.data)
 
 
 class ScimServicer(scim_pb2_grpc.ScimServiceServicer):

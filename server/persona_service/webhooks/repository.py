@@ -71,7 +71,7 @@ class WebhookRepository:
             stmt = stmt.with_for_update()
         return record_or_none(EndpointRecord, self.conn.execute(stmt).mappings().first())
 
-    def update(self, workspace_id: str, endpoint_id: str, values: dict) -> EndpointRecord:
+    def update(self, workspace_id: str, endpoint_id: str, values: dict[str, Any]) -> EndpointRecord:
         stmt = (
             update(_endpoints)
             .where(_endpoints.c.id == endpoint_id, _endpoints.c.workspace_id == workspace_id)
@@ -224,7 +224,8 @@ class DeliveryQueue:
             .where(_PENDING, d.c.next_attempt_at > now)
             .where(or_(w.c.enabled, d.c.event_type == TEST_PING))
         )
-        return self.conn.execute(stmt).scalar_one()
+        due: datetime | None = self.conn.execute(stmt).scalar_one()
+        return due
 
     _ADD_ATTEMPTS = text("""
         INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, status_code, latency_ms, response_body,
@@ -245,7 +246,7 @@ class DeliveryQueue:
         WHERE d.id = v.id
     """)
 
-    def record(self, attempts: list[dict], outcomes: list[dict]) -> None:
+    def record(self, attempts: list[dict[str, Any]], outcomes: list[dict[str, Any]]) -> None:
         """Attempt rows, and each delivery's new state: one statement each.
         attempts: delivery_id, attempt, attempted_at, status_code,
         latency_ms, response_body, error, success; outcomes: id, status,

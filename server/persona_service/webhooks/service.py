@@ -16,6 +16,7 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -246,7 +247,7 @@ class WebhookService:
         # removed the row first, and then this answers 404 as if it ran after it.
         current = self.get(principal, endpoint_id, for_update=True)
         self._check(url=url, events=events or None)
-        values: dict = {}
+        values: dict[str, Any] = {}
         if url is not None:
             values["url"] = url
         if events:
