@@ -54,6 +54,14 @@ _swipe_index = select(func.count()).where(*_same_turn, _alternatives.c.swipe < _
     .scalar_subquery().label("swipe_index")
 
 
+def _last_visible(stmt: Select, session_id: str, limit: int, before_ordinal: int | None) -> Select:
+    """`stmt` over the conversation's last `limit` visible messages (before `before_ordinal`), newest first."""
+    stmt = stmt.where(_messages.c.session_id == session_id, _visible)
+    if before_ordinal is not None:
+        stmt = stmt.where(_messages.c.ordinal < before_ordinal)
+    return stmt.order_by(_messages.c.ordinal.desc()).limit(limit)
+
+
 def _with_swipes(*where: ColumnElement[bool]) -> Select:
     return select(_messages, _swipe_count, _swipe_index).where(*where)
 
@@ -165,12 +173,15 @@ class ChatSessionRepository:
     def history(self, session_id: str, limit: int, before_ordinal: int | None = None) -> list[MessageRecord]:
         """The last `limit` messages of the conversation (before `before_ordinal`), oldest first, for their
         text: their alternatives are not counted (the hot path of every send), each reads as its turn's only."""
-        stmt = select(_messages, literal(1).label("swipe_count"), literal(0).label("swipe_index")) \
-            .where(_messages.c.session_id == session_id, _visible)
-        if before_ordinal is not None:
-            stmt = stmt.where(_messages.c.ordinal < before_ordinal)
-        rows = records(MessageRecord, self.conn.execute(stmt.order_by(_messages.c.ordinal.desc()).limit(limit)).mappings())
-        return list(reversed(rows))
+        stmt = _last_visible(select(_messages, literal(1).label("swipe_count"), literal(0).label("swipe_index")),
+                             session_id, limit, before_ordinal)
+        return list(reversed(records(MessageRecord, self.conn.execute(stmt).mappings())))
+
+    def history_texts(self, session_id: str, limit: int, before_ordinal: int | None = None) -> list[tuple[str, str]]:
+        """`history`'s (role, content) alone, oldest first: what a new message sends the model (no records made
+        of columns it does not send)."""
+        stmt = _last_visible(select(_messages.c.role, _messages.c.content), session_id, limit, before_ordinal)
+        return [(role, content) for role, content in reversed(self.conn.execute(stmt).all())]
 
     def messages_page(self, session_id: str, limit: int, after_ordinal: int) -> list[MessageRecord]:
         stmt = _with_swipes(_messages.c.session_id == session_id, _visible, _messages.c.ordinal > after_ordinal)

@@ -380,7 +380,7 @@ class ChatSessionService:
     def create(self, principal: Principal, persona_id: str, user_id: str = "", title: str = "",
                persona_version: int = 0) -> SessionRecord:
         # Held FOR SHARE until the session commits: it cannot be deleted or changed meanwhile.
-        if self.personas.active(principal.workspace_id, persona_id, hold=True) is None:
+        if not self.personas.held(principal.workspace_id, persona_id):
             raise NotFound("persona")
         if persona_version and self.personas.voice(persona_id, persona_version) is None:
             raise NotFound("persona version", {"personaId": persona_id, "version": persona_version})
@@ -444,7 +444,8 @@ class ChatSessionService:
 
     def conversation(self, session_id: str, before_ordinal: int | None = None) -> builtins.list[Message]:
         """The history sent with a new message: the conversation's last HISTORY_MESSAGES messages."""
-        return [Message(m.role, m.content) for m in self.repo.history(session_id, HISTORY_MESSAGES, before_ordinal)]
+        return [Message(role, content) for role, content in
+                self.repo.history_texts(session_id, HISTORY_MESSAGES, before_ordinal)]
 
     def reply(self, principal: Principal, speaking: Speaking, conversation: builtins.list[Message],
               sampling: Sampling, *, stream: bool = False, earlier: Sequence[str] = ()
@@ -488,7 +489,7 @@ class ChatSessionService:
         if session is None:
             raise self.conflict(self.get(principal, session_id), "The session ended while the reply was produced.")
         # A reply is stored only while its persona is not deleted: held FOR SHARE from here to the commit.
-        if self.personas.active(principal.workspace_id, session.persona_id, hold=True) is None:
+        if not self.personas.held(principal.workspace_id, session.persona_id):
             raise StateConflict("The session's persona was deleted.", "personaId", {"personaId": session.persona_id})
         return session
 

@@ -25,6 +25,11 @@ class PersonaDirectory:
         reads it and decides again under the hold before it stores anything says `decides_nothing`."""
         return self.repo.active(workspace_id, persona_id, share=hold, decides_nothing=decides_nothing)
 
+    def held(self, workspace_id: str, persona_id: str) -> bool:
+        """Whether the persona is in the workspace and not deleted, held as `active(hold=True)` holds it; for a
+        write that needs only that (the row is not read)."""
+        return self.repo.hold(workspace_id, persona_id)
+
     def active_list(self, workspace_id: str, limit: int = 1000) -> list[PersonaSummary]:
         """The workspace's personas that are not deleted, newest first (id, org_id, created_at)."""
         return self.repo.active_list(workspace_id, limit)

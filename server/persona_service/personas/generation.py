@@ -81,22 +81,22 @@ class GenerationPipeline:
         self.outbox = Outbox(conn)
         self.provider = provider
         self.on_upstream_failure = on_upstream_failure or (lambda step, err: None)
+        # The run's step rows, written in one statement as it ends (the same unit of work: nothing reads them
+        # before it commits).
+        self._steps: list[dict[str, Any]] = []
 
     def run(self, spec: RunSpec) -> Generator[Progress, None, RunResult]:
         # In a durable run (a stream) the generation run is that run: one id in `X-Run-Id`, the `id:` lines
         # and every frame's `runId`. Each step's answer is saved as it is made: a run another process takes
         # over repeats no finished step and streams the same events (kernel.transport.runs).
-        # The run's step rows, written in one statement as it ends (the same unit of work: nothing reads them
-        # before it commits).
-        self._steps: list[dict[str, Any]] = []
         run_id = checkpoint("generation_run", lambda: current_id() or new_id("generation_run"))
         started = utcnow()
+        self._steps = []  # (none of an attempt left unfinished)
         self.repo.add_run(
             id=run_id, org_id=spec.org_id, workspace_id=spec.workspace_id, persona_id=spec.persona_id, kind=spec.kind,
             status="running", from_step=spec.from_step if spec.kind == "regenerate" else "", started_at=started,
         )
         self._emit("generation.run.started", spec, {"runId": run_id, "personaId": spec.persona_id, "kind": spec.kind})
-        self._steps = []  # (none of an attempt left unfinished)
         yield {"event": "run.started", "run_id": run_id}
         outputs: dict[str, Any] = {}
         clock = time.monotonic()
@@ -129,12 +129,12 @@ class GenerationPipeline:
             yield {"event": "step.completed", "run_id": run_id, "step": step, "duration_ms": duration}
         total = int((time.monotonic() - clock) * 1000)
         GENERATION_RUNS.labels(spec.kind, "completed").inc()
+        self._write_steps()
         self.repo.finish_run(run_id, status="completed", finished_at=utcnow())
         self._emit(
             "generation.run.completed", spec,
             {"runId": run_id, "personaId": spec.persona_id, "kind": spec.kind, "durationMs": total},
         )
-        self._write_steps()
         return RunResult(run_id, outputs)
 
     # --- steps ------------------------------------------------------------------

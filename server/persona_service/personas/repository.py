@@ -71,6 +71,11 @@ def search_condition(q: str) -> ColumnElement[bool] | TextClause:
     return text(f"{SEARCH_DOCUMENT} @@ to_tsquery('simple', :persona_search)").bindparams(persona_search=query)
 
 
+def _active(workspace_id: str, persona_id: str) -> tuple[ColumnElement[bool], ...]:
+    """The persona, in the workspace and not deleted."""
+    return _personas.c.id == persona_id, _personas.c.workspace_id == workspace_id, _personas.c.state != "deleted"
+
+
 class PersonaRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
@@ -215,12 +220,15 @@ class PersonaRepository:
                decides_nothing: bool = False) -> PersonaRecord | None:
         """The persona if not deleted; `share`: held FOR SHARE until the transaction ends (a write of another
         aggregate that needs it to exist and stay as read: it blocks its writes, not its readers)."""
-        stmt = select(_personas).where(
-            _personas.c.id == persona_id, _personas.c.workspace_id == workspace_id, _personas.c.state != "deleted"
-        )
+        stmt = select(_personas).where(*_active(workspace_id, persona_id))
         if share:
             stmt = stmt.with_for_update(read=True)
         return record_or_none(PersonaRecord, self._read(stmt, decides_nothing).mappings().first())
+
+    def hold(self, workspace_id: str, persona_id: str) -> bool:
+        """`active(share=True) is not None` without reading the row (its soul and metadata go undecoded)."""
+        stmt = select(_personas.c.id).where(*_active(workspace_id, persona_id)).with_for_update(read=True)
+        return self.conn.execute(stmt).first() is not None
 
     def not_deleted(self, persona_ids: list[str]) -> list[PersonaRecord]:
         """These personas that are not deleted, locked in id order (as `aggregates.lock_roots`: two such

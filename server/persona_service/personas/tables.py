@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from sqlalchemy import (
@@ -13,14 +14,29 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
     func,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column
 
 from persona_service.kernel.api import Base, created_at_column
+
+
+class FloatArray(TypeDecorator[list[float]]):
+    """A float8[] (a fingerprint) sent as one array literal: the driver dumps a list element by element in
+    Python, several times the cost of one join (issue 50: a persona creation writes its fingerprint twice)."""
+
+    impl = ARRAY(Float)
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> Callable[[list[float] | None], str | None]:  # type: ignore[override]
+        def process(value: list[float] | None) -> str | None:
+            return None if value is None else "{" + ",".join(map(repr, value)) + "}"
+        return process
 
 
 class Persona(Base):
@@ -93,7 +109,7 @@ class PersonaVersion(Base):
     run_id: Mapped[str] = mapped_column(String(40), nullable=False, default="")
     created_at: Mapped[datetime] = created_at_column()
     # The version's own fingerprint; NULL for versions made before migration 0021 but the then-current one.
-    fingerprint: Mapped[list[float] | None] = mapped_column(ARRAY(Float))
+    fingerprint: Mapped[list[float] | None] = mapped_column(FloatArray())
     fingerprint_model: Mapped[str | None] = mapped_column(String(100))
     # For a rollback, the version it copies.
     source_version: Mapped[int | None] = mapped_column(Integer)
@@ -109,7 +125,7 @@ class VoiceProfile(Base):
     greeting: Mapped[str] = mapped_column(Text, nullable=False, default="")
     sample_dialogues: Mapped[object] = mapped_column(JSONB, nullable=False, default=list)
     style_notes: Mapped[str] = mapped_column(Text, nullable=False, default="")
-    fingerprint: Mapped[list[float]] = mapped_column(ARRAY(Float), nullable=False)
+    fingerprint: Mapped[list[float]] = mapped_column(FloatArray(), nullable=False)
     fingerprint_model: Mapped[str] = mapped_column(String(100), nullable=False)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
 
