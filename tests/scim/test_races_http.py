@@ -75,7 +75,7 @@ def test_a_group_patch_and_the_delete_of_a_member_never_deadlock(engine, scim):
 
 
 def test_a_member_added_while_its_delete_takes_its_locks_is_removed_by_it(engine, scim):
-    """The PATCH comes first and holds the user (FOR KEY SHARE) when the DELETE, which found the user in
+    """The PATCH comes first and holds the user (FOR SHARE) when the DELETE, which found the user in
     no group, waits for it: once the PATCH commits, the DELETE takes the new group first (its locks
     again) and removes the membership, the PATCH-then-DELETE serial order."""
     user = scim.user(f"race-{uuid.uuid4().hex[:10]}@example.com")
