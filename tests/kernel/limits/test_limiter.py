@@ -17,6 +17,7 @@ import redis
 from persona_service.kernel.process import redis_pool
 from persona_service.kernel.transport.limits.limiter import QuotaExceeded, RateLimited, RateLimiter
 from persona_service.kernel.transport.limits.plans import Limits
+from support import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -228,10 +229,8 @@ def test_an_idle_lease_is_given_back_within_seconds(leasing):
     org = subject()
     limits = Limits(100_000, 10**6, 1, 1.0, 100)
     first.admit(org, limits)
-    deadline = time.monotonic() + 5
-    while minute_count(first.redis, org) != 1 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert minute_count(first.redis, org) == 1
+    # "Within seconds": a bound with a margin for a loaded machine (it was 5 s); one never given back fails it.
+    wait_until(lambda: minute_count(first.redis, org) == 1, 30, "the idle lease given back")
 
 
 def test_small_limits_never_lease(leasing):
