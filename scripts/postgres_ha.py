@@ -114,14 +114,21 @@ class PatroniCluster:
         }
 
     def haproxy_config(self) -> str:
-        """TCP frontends checked over Patroni's REST API (OPTIONS: the status without a body). Idle
-        sessions (a LISTEN, PgBouncer's idle server connections) may stay an hour."""
-        lines = ["global", "    maxconn 2000", f"    stats socket {self.stats_socket} mode 600", "defaults", "    mode tcp", "    timeout connect 2s",
-                 "    timeout client 1h", "    timeout server 1h", "    timeout check 1s"]
-        for frontend, port, check in (("primary", self.primary_port, "/primary"),
-                                      ("replicas", self.replica_port, "/replica")):
-            lines += [f"listen {frontend}", f"    bind 127.0.0.1:{port}", "    balance roundrobin",
-                      f"    option httpchk OPTIONS {check}", "    http-check expect status 200",
+        """TCP frontends checked over Patroni's REST API. Idle sessions (a LISTEN, PgBouncer's idle server
+        connections) may stay an hour. The leader's check asks for two things: Patroni's /primary is 200 from
+        the moment a member holds the leader lock, before its promotion ends, and the body's role (from
+        pg_is_in_recovery()) says when it takes writes; on the status alone a connection made in between
+        reached a read-only standby (a write answered 500 in a measured run of the leader machine's loss)."""
+        lines = ["global", "    maxconn 2000", f"    stats socket {self.stats_socket} mode 600", "defaults",
+                 "    mode tcp", "    timeout connect 2s", "    timeout client 1h", "    timeout server 1h",
+                 "    timeout check 1s"]
+        # (The body's rule first: HAProxy then reads the whole answer, where a failed status rule first would
+        # reset the connection while Patroni writes the body, a traceback in its log every check.)
+        primary = ["    option httpchk", "    http-check send meth GET uri /primary",
+                   '    http-check expect rstring "\\"role\\": \\"(master|primary)\\""', "    http-check expect status 200"]
+        replica = ["    option httpchk OPTIONS /replica", "    http-check expect status 200"]  # (OPTIONS: no body)
+        for frontend, port, check in (("primary", self.primary_port, primary), ("replicas", self.replica_port, replica)):
+            lines += [f"listen {frontend}", f"    bind 127.0.0.1:{port}", "    balance roundrobin", *check,
                       f"    default-server {CHECK}"]
             lines += [f"    server {name} 127.0.0.1:{pg} check port {rest}"
                       for name, pg, rest in zip(self.names, self.pg_ports, self.rest_ports)]

@@ -15,7 +15,7 @@ shares (S3's stand-in).
     topology.py up [--nodes N] [--stream-nodes M]   bring it up until Ctrl-C
     topology.py bench [--short]         every scenario under steady mixed load; JSON figures on stdout
     topology.py up|bench --postgres-ha  PostgreSQL behind Patroni, etcd and HAProxy (scripts/postgres_ha.py):
-                                        bench runs the failover and switchover scenarios
+                                        bench: the leader's failover, a switchover and (not --short) its machine's loss
 
 Scenarios (each under load: reads, writes, open streams, webhook deliveries):
 rolling restart (each node, stream node and runner drained, stopped, started
@@ -40,6 +40,7 @@ import pathlib
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -249,13 +250,19 @@ class Topology:
                 shutil.chown(path, DB_USER)
         self._spawn(Proc("etcd", cluster.etcd_argv(), patroni_env(), self._db_log("etcd"), DB_USER))
         _wait(lambda: _answers(cluster.etcd_port), "etcd")
-        for index, name in enumerate(cluster.names):
-            self._spawn(Proc(name, cluster.patroni_argv(index), patroni_env(), self._db_log(name), DB_USER))
+        for name in cluster.names:
+            self.start_patroni_member(name)
         self._spawn(Proc("haproxy", cluster.haproxy_argv(), dict(os.environ), self._log("haproxy")))
         _wait(cluster.synchronous, "a Patroni leader and its synchronous standby", 120)
         leader = cluster.leader()
         _wait(lambda: self.routed_to(leader), "HAProxy routing to the leader")
         self.create_database()
+
+    def start_patroni_member(self, name: str) -> None:
+        """A Patroni member (its PostgreSQL: Patroni's child, in a session of its own); its log appends."""
+        assert self.cluster is not None
+        self._spawn(Proc(name, self.cluster.patroni_argv(self.cluster.names.index(name)), patroni_env(),
+                         self._db_log(name), DB_USER))
 
     def psql(self, sql: str, database: str = "postgres", port: int = 0, timeout: float = 10) -> str:
         """One query's rows (unaligned): by default to PostgreSQL (with --postgres-ha, the leader through
@@ -659,7 +666,8 @@ class Tally:
     failed: list[Failure] = field(default_factory=list)
     retryable: list[tuple[float, int, float]] = field(default_factory=list)  # (started, status, ended)
     acknowledged: set[str] = field(default_factory=set)
-    acknowledged_at: list[float] = field(default_factory=list)  # when each of the writer's writes was acknowledged
+    # The writer's acknowledged writes: (when the try that succeeded was sent, when it was answered).
+    writes: list[tuple[float, float]] = field(default_factory=list)
     abandoned_writes: int = 0
     streams_started: int = 0
     streams_completed: int = 0
@@ -757,12 +765,13 @@ class Load:
                 key, intent = str(uuid.uuid4()), f"A lighthouse keeper who counts ships, number {uuid.uuid4().hex[:8]}"
                 deadline = time.monotonic() + 30
                 while time.monotonic() < deadline:
+                    sent = time.time()
                     answer = self._call(client, "write", "POST", "/v1/personas", json={"intent": intent},
                                         headers={"Idempotency-Key": key})
                     if answer is not None:
                         with self.tally.lock:
                             self.tally.acknowledged.add(answer.json()["id"])
-                            self.tally.acknowledged_at.append(time.time())
+                            self.tally.writes.append((sent, time.time()))
                         break
                     self._wait_to_retry()
                 else:  # not acknowledged: nothing to lose, but counted
@@ -900,7 +909,7 @@ def run_scenario(top: Topology, tenant: dict, receiver: Receiver, name: str, act
         "writes_abandoned": tally.abandoned_writes,
         "writes_lost": len(lost),
         "writes_duplicated": duplicated,
-        "write_gap_seconds": _write_gap(tally.acknowledged_at, scenario.disrupted_at),
+        **_writes_back(tally.writes, scenario.disrupted_at),
         "streams_started": tally.streams_started,
         "streams_completed": tally.streams_completed,
         "streams_resumed": tally.streams_resumed,
@@ -925,11 +934,13 @@ def run_scenario(top: Topology, tenant: dict, receiver: Receiver, name: str, act
     return result
 
 
-def _write_gap(acknowledged_at: list[float], since: float) -> float:
-    """The longest time without an acknowledged write across the disruption (the writer writes back to back:
-    how long writes were unavailable)."""
-    times = [t for t in acknowledged_at if t < since][-1:] + [t for t in acknowledged_at if t >= since]
-    return round(max((b - a for a, b in zip(times, times[1:])), default=0.0), 2)
+def _writes_back(writes: list[tuple[float, float]], since: float) -> dict[str, float | None]:
+    """When writes succeeded again: the first write sent after the disruption that was acknowledged, from the
+    disruption to its answer (so it includes one write's own time: a create makes model calls), and the
+    median write's time, to tell the two apart."""
+    after = [answered for sent, answered in writes if sent >= since]
+    return {"writes_back_seconds": round(min(after) - since, 2) if after else None,
+            "write_seconds": round(statistics.median(b - a for a, b in writes), 2) if writes else None}
 
 
 def _explained(top: Topology, failure: Failure, origin: float) -> dict:
@@ -1053,17 +1064,34 @@ def postgres_switchover(top: Topology):
     return act
 
 
+def postgres_node_loss(top: Topology):
+    """The leader's machine lost: `kill -9` of its Patroni and its PostgreSQL together. Nothing releases the
+    leader lock: the standby takes it once it expires (the TTL, 10 s). The member is started again once another
+    leads (as its pod would be restarted) and rejoins as the standby."""
+    def act(scenario: Scenario) -> None:
+        cluster = _synchronous_cluster(top)
+        old = cluster.leader()
+        assert old is not None
+        scenario.disrupted_at = time.time()
+        top.procs[old].kill()
+        cluster.kill_postgres(old)
+        top.step(f"{old}: Patroni and postgres killed (kill -9)")
+        _switched(top, scenario, old, after_promotion=functools.partial(top.start_patroni_member, old))
+    return act
+
+
 def _synchronous_cluster(top: Topology) -> PatroniCluster:
     assert top.cluster is not None, "--postgres-ha"
     _wait(top.cluster.synchronous, "a Patroni leader and its synchronous standby", 120)
     return top.cluster
 
 
-def _switched(top: Topology, scenario: Scenario, old: str) -> None:
+def _switched(top: Topology, scenario: Scenario, old: str, after_promotion=lambda: None) -> None:
     """Each stage of a change of leader, as a figure (seconds from the disruption): another member leads
     (promoted), HAProxy routes to it (routed), the runners and the webhook worker LISTEN on it again, without
     a restart (listening), a generation that started after that completed, and the old leader is back as the
-    synchronous standby (rejoined)."""
+    synchronous standby (rejoined). `after_promotion`: called once another member leads (e.g. the lost
+    member started again: before, it could take its own lock back)."""
     cluster, load = top.cluster, scenario.load
     assert cluster is not None and load is not None
     consumers = {name: proc.popen.pid for name, proc in top.procs.items()
@@ -1072,6 +1100,7 @@ def _switched(top: Topology, scenario: Scenario, old: str) -> None:
     new = cluster.leader()
     scenario.figure("promoted_seconds")
     top.step(f"{new}: leader")
+    after_promotion()
     _wait(lambda: top.routed_to(new), "HAProxy routing to the new leader")
     scenario.figure("routed_seconds")
     top.step(f"HAProxy: routes to {new}")
@@ -1173,8 +1202,9 @@ def slow_model(step_seconds: float):
 def scenarios_of(top: Topology, args: argparse.Namespace, pace: Pace) -> list[tuple[str, Any]]:
     """A round's scenarios: with --postgres-ha the leader's loss and a switchover (the single server's
     restarts do not apply), else the nodes' and the single data tier's."""
-    if args.postgres_ha:
-        return [("postgres_failover", postgres_failover(top)), ("postgres_switchover", postgres_switchover(top))]
+    if args.postgres_ha:  # (the short run leaves out the machine's loss: it waits out the TTL)
+        return [("postgres_failover", postgres_failover(top)), ("postgres_switchover", postgres_switchover(top)),
+                *([] if args.short else [("postgres_node_loss", postgres_node_loss(top))])]
     return [("rolling_restart", rolling_restart(top)),
             ("pgbouncer_restart", restart_of(top, "pgbouncer", 1)),
             ("postgres_restart", restart_of(top, "postgres", 2)),
@@ -1247,8 +1277,8 @@ def markdown(report: dict) -> str:
         times = (f"{max(r['failover_seconds'] for r in runs)} s" if runs[0]["recovery_seconds"] is None
                  else f"back within {max(r['recovery_seconds'] for r in runs)} s")
         if "promoted_seconds" in runs[0]:  # a change of PostgreSQL's leader: its stages, worst of the rounds
-            times += "; " + ", ".join(f"{stage} {max(r[f'{stage}_seconds'] for r in runs)} s" for stage in (
-                "promoted", "routed", "listening", "rejoined", "write_gap"))
+            times += "; " + ", ".join(f"{stage} {max(r[f'{stage}_seconds'] or 0.0 for r in runs)} s" for stage in (
+                "promoted", "routed", "listening", "rejoined", "writes_back"))
         rows.append(f"| {name.replace('_', ' ')} (×{len(runs)}) | {total['requests']} | {total['failed']} | "
                     f"{', '.join(f'{n}× {s}' for s, n in sorted(retryable.items())) or '0'} | "
                     f"{total['writes_acknowledged']} / {total['writes_lost']} | {total['streams_completed']} / "

@@ -6,9 +6,9 @@ load (reads, writes with an Idempotency-Key retried as the SDK retries, streamed
 deliveries) the leader's postmaster is killed (`kill -9`), then a planned switchover hands the leadership
 back. One app node and one stream node: what is checked is the data tier, not the balancing.
 
-The bound is a contract, not a speed (docs/scaling-out.md has the measured figures: promotion 2.4-3.6 s
-after the kill, writes unavailable 3-3.7 s on this 2-core machine): Patroni's TTL (10 s) is the longest a
-lost leader holds the lock; the rest is margin for a loaded machine."""
+The bound is a contract, not a speed (docs/scaling-out.md has the measured figures: promotion 2.1-2.9 s
+after the kill, the last refused call ended within 4.6 s, on this 2-core machine): Patroni's TTL (10 s) is
+the longest a lost leader holds the lock; the rest is margin for a loaded machine."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_no_acknowledged_write_is_lost_or_duplicated_and_no_request_fails(figure
 def test_the_standby_is_promoted_and_failures_end_within_the_bound(figures, scenario):
     got = figures[scenario]
     assert got["promoted_seconds"] <= got["routed_seconds"] <= BOUND_SECONDS, got
-    assert got["failures_end_seconds"] <= BOUND_SECONDS and got["write_gap_seconds"] <= BOUND_SECONDS, got
+    assert got["failures_end_seconds"] <= BOUND_SECONDS and got["writes_back_seconds"] <= BOUND_SECONDS, got
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
