@@ -121,10 +121,12 @@ topology-tools:
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v pgbouncer >/dev/null && command -v redis-server >/dev/null \
 		&& command -v patroni >/dev/null && command -v etcd >/dev/null && command -v haproxy >/dev/null || \
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql pgbouncer redis-server patroni etcd-server haproxy \
-			&& { ! [ -d /run/systemd/system ] || systemctl disable --now etcd haproxy patroni; }'
+			&& if [ -d /run/systemd/system ]; then systemctl disable --now etcd haproxy patroni; \
+			else for s in etcd haproxy patroni; do invoke-rc.d $$s stop 2>/dev/null || true; done; fi'
 
 # The deployed topology on this machine (PostgreSQL, PgBouncer, Redis, app nodes, a worker, Envoy):
 # `make topology` brings it up until Ctrl-C; `make bench-topology` runs every scenario under load (docs/scaling-out.md).
+# TOPOLOGY_ARGS / BENCH_ARGS=--postgres-ha: PostgreSQL as Patroni members behind HAProxy (its failover scenarios).
 topology: $(STAMP) topology-tools
 	$(BIN)/python scripts/topology.py up $(TOPOLOGY_ARGS)
 
