@@ -182,3 +182,33 @@ def test_a_resume_of_an_accepted_run_no_process_runs_yet_follows_its_row(runs, o
     run = runs.submit(owner, METHOD)  # Redis knows nothing of it until a runner takes it
     frames, outcome = runs.resume(ResumePoint(run.id, 0), owner, METHOD, lambda: False)  # the client then leaves
     assert _read(frames) == [] and outcome() is None
+
+
+def _held_run(runs: Runs, engine, owner: RunOwner) -> Run:
+    """A run this process holds (claimed, registered), whose operation has not run."""
+    runs.revive = lambda payload: lambda run: Outcome("completed")
+    submitted = runs.submit(owner, METHOD)
+    run, _produce = runs.adopt(_claimed(runs, engine, submitted))
+    return run
+
+
+def test_a_run_whose_connection_dropped_is_given_back_once_the_database_answers(runs, engine, owner):
+    run = _held_run(runs, engine, owner)
+    assert runs.after_outage(run) == Outcome("abandoned")
+    assert run.abandoned and _row(engine, run.id).status == "queued"  # another attempt goes on from its state
+
+
+def test_a_run_whose_connection_dropped_after_its_commit_is_completed(runs, engine, owner):
+    run = _held_run(runs, engine, owner)
+    with engine.begin() as conn:  # its changes and its row committed; then the connection dropped
+        assert TaskRepository(conn).finish(run.id, run.attempt, "done")
+    assert runs.after_outage(run) == Outcome("completed")
+    assert not run.abandoned
+
+
+def test_a_run_fails_when_the_database_does_not_come_back_within_the_outage(runs, owner):
+    from persona_service.kernel.data.engine import make_engine
+
+    away = make_engine("postgresql+psycopg://nobody@127.0.0.1:1/none", pool_size=1)
+    runs.engine, runs.outage_seconds = away, 0.5
+    assert runs.after_outage(Run("run_" + uuid.uuid4().hex, owner, METHOD)) is None
