@@ -11,21 +11,30 @@ hand per pair, so a pair nobody listed is judged the same way.
 
 `ORACLE_ROUNDS` (default 1) sets the repetitions; `ORACLE_REPORT=<file>` appends a JSON line per pair
 (pairs covered, rounds, every divergence with what to replay). scripts/serial_oracle.py runs the long form.
+
+A table file builds its tables with `_table…` functions (called with None clients they give the operations'
+names: tests/test_serial_oracle_coverage.py reads them so), parametrizes its pair test with `params` and checks
+each pair with `check_named`, and says its tables try every write of the service with `uncovered`. A table whose
+fixture is one resource of a new organization (a setting, an API key, a SCIM token, a subscription) is built by
+`org_table` and tested by `org_pair_test`.
 """
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import os
+import pkgutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 
 ROUNDS = int(os.environ.get("ORACLE_ROUNDS", "1"))
 REPORT = os.environ.get("ORACLE_REPORT", "")
@@ -50,9 +59,6 @@ class Table:
 
     def __post_init__(self) -> None:
         self.pairs = list(itertools.combinations_with_replacement(self.ops, 2))
-
-    def ids(self) -> list[str]:
-        return [f"{a.name}+{b.name}" for a, b in self.pairs]
 
 
 def answer(response: httpx.Response | Answer) -> Answer:
@@ -121,6 +127,24 @@ def _plain(run: Run) -> dict:
     return {"answers": run.answers, "state": run.state}
 
 
+def params(table: Table, *leading: Any, prefix: str = "") -> list[Any]:
+    """The table's pairs as a pair test's parameters, (*leading, A's name, B's name), each with its id
+    `<prefix>A+B` (tests/durations.json schedules by these ids). `table` may be built with None clients."""
+    return [pytest.param(*leading, a.name, b.name, id=f"{prefix}{a.name}+{b.name}") for a, b in table.pairs]
+
+
+def state_params(states: dict[str, Any], table: Callable[[Any], Table]) -> list[Any]:
+    """`params` of a table tried in several states, (state, A's name, B's name), ids `<state>:A+B`: `table(value)`
+    builds the table of the state named by a key of `states` (with None clients)."""
+    return [pair for state, value in states.items() for pair in params(table(value), state, prefix=f"{state}:")]
+
+
+def check_named(table: Table, a: str, b: str, rounds: int = ROUNDS) -> list[str]:
+    """`check_pair` of the table's operations named `a` and `b` (a pair test's parameters)."""
+    ops = {op.name: op for op in table.ops}
+    return check_pair(table, ops[a], ops[b], rounds)
+
+
 def since() -> datetime:
     """A moment just before a fixture is made: `events` reads back to it (a second early: the host's clock is the
     service's, and an event of the fixture is never older than the fixture)."""
@@ -157,3 +181,53 @@ def writes_covered(service: Any, tables: list[Table], creates: set[str]) -> set[
 
     writes = {m.name for m in service.methods if m.GetOptions().Extensions[options_pb2.policy].write}
     return writes - creates - {op.rpc for table in tables for op in table.ops}
+
+
+def uncovered(service: str, tables: list[Table], creates: Iterable[str] = (), only: str = "") -> set[str]:
+    """`writes_covered` of the persona.v1 service named `service` (e.g. "ConfigService"), of its RPCs whose names
+    contain `only` (a service two aggregates share: "ScimUser", "ScimGroup")."""
+    import persona.v1
+
+    for module in pkgutil.iter_modules(persona.v1.__path__):
+        if module.name.endswith("_pb2"):
+            found = importlib.import_module(f"persona.v1.{module.name}").DESCRIPTOR.services_by_name.get(service)
+            if found is not None:
+                return {name for name in writes_covered(found, tables, set(creates)) if only in name}
+    raise LookupError(f"no service {service} in persona.v1")
+
+
+# --- Tables of one resource of a new organization (a setting, an API key, a SCIM token, a subscription) -------
+
+
+def org_table(name: str, make: Callable[[Any, Any], Any], read: Callable[[Any, Any], Any],
+              ops: Callable[[Any], list[Op]]) -> Callable[[Any, Any], Table]:
+    """The `_table` of such a table: built from (http, tenants), its fixture `make(http, tenants)` (a new
+    organization's, so that pairs share nothing), its end state `read(http, fixture)`, its operations `ops(http)`."""
+    def build(http: Any, tenants: Any) -> Table:
+        return Table(name, make=lambda: make(http, tenants), read=lambda f: read(http, f), ops=ops(http))
+    return build
+
+
+def org_pair_test(build: Callable[[Any, Any], Table]) -> Callable[..., None]:
+    """The pair test of an `org_table` (a table file names it `test_…`): every pair, parametrized by name."""
+    @pytest.mark.parametrize(("a", "b"), params(build(None, None)))
+    def test(http: Any, tenants: Any, a: str, b: str) -> None:
+        assert check_named(build(http, tenants), a, b) == []
+    return test
+
+
+def new_org(http: httpx.Client, tenants: Any, plan: str, method: str, path: str,
+            body: dict[str, Any] | None = None) -> tuple[dict[str, str], dict[str, Any]]:
+    """A new organization on `plan`: its owner's headers, and the answer (200) of its first call, `method` `path`
+    (the resource the fixture is made of)."""
+    org = tenants(plan=plan)
+    r = http.request(method, path, json=body, headers=org.auth)
+    assert r.status_code == 200, r.text
+    return org.auth, r.json()
+
+
+def revocations(http: httpx.Client, path: str, headers: dict[str, str]) -> list[tuple[str, bool]]:
+    """The organization's credentials listed at `path` (API keys, SCIM tokens): (name, revoked), sorted."""
+    r = http.get(path, params={"limit": 100}, headers=headers)
+    assert r.status_code == 200, r.text
+    return sorted((c["name"], c["revokedAt"] is not None) for c in r.json()["items"])

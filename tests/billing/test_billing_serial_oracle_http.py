@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pytest
-from oracle import Op, Table, check_pair, writes_covered
-from persona.v1 import billing_pb2
+from oracle import Op, new_org, org_pair_test, org_table, uncovered
 
 
 @dataclass(frozen=True)
@@ -18,9 +16,7 @@ class Fixture:
 
 
 def _fixture(http, tenants) -> Fixture:
-    org = tenants(plan="pro")
-    assert http.get("/v1/billing/subscription", headers=org.auth).status_code == 200  # opened on Pro
-    return Fixture(org.auth)
+    return Fixture(new_org(http, tenants, "pro", "GET", "/v1/billing/subscription")[0])  # opened on Pro
 
 
 def _ops(http) -> list[Op]:
@@ -41,23 +37,11 @@ def _state(http, f: Fixture):
     return sub["plan"], sub["status"], sub["cancelAtPeriodEnd"], sub["creditMinor"] > 0, kinds
 
 
-def _table(http, tenants) -> Table:
-    return Table("a Pro subscription", make=lambda: _fixture(http, tenants), read=lambda f: _state(http, f),
-                 ops=_ops(http))
-
-
-PAIRS = [(a.name, b.name) for a, b in _table(None, None).pairs]
-
-
-@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
-def test_two_writes_at_once_answer_as_one_serial_order(http, tenants, a, b):
-    table = _table(http, tenants)
-    ops = {op.name: op for op in table.ops}
-    assert check_pair(table, ops[a], ops[b]) == []
+_table = org_table("a Pro subscription", _fixture, _state, _ops)
+test_two_writes_at_once_answer_as_one_serial_order = org_pair_test(_table)
 
 
 def test_the_oracle_tries_every_write_of_a_subscription():
     """All but the processor's event (`ReceiveStripeEvent`: tests/billing/test_stripe.py holds a redelivery
     and an older event racing a newer one)."""
-    service = billing_pb2.DESCRIPTOR.services_by_name["BillingService"]
-    assert writes_covered(service, [_table(None, None)], set()) == {"ReceiveStripeEvent"}
+    assert uncovered("BillingService", [_table(None, None)]) == {"ReceiveStripeEvent"}

@@ -15,8 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 import pytest
-from oracle import Op, Table, check_pair, events, since, writes_covered
-from persona.v1 import chat_pb2
+from oracle import Op, Table, check_named, events, since, state_params, uncovered
 from persona_service.providers.base import Completion
 from providers.openai_stub import OpenAIStub, guess_task, local_responder
 from support import TenantFactory, client_for, engine_for, make_stack, running, sse_stream
@@ -156,21 +155,16 @@ def _table(http, tenant, persona_id, trailing_user: bool) -> Table:
 
 
 STATES = {"last-reply-with-alternatives": False, "trailing-user-message": True}
-PAIRS = [(state, a, b) for state, trailing in STATES.items()
-         for a, b in _table(None, None, None, trailing).pairs]
-PAIR_IDS = [f"{state}:{a.name}+{b.name}" for state, a, b in PAIRS]
 
 
-@pytest.mark.parametrize(("state", "a", "b"), [(s, a.name, b.name) for s, a, b in PAIRS], ids=PAIR_IDS)
+@pytest.mark.parametrize(("state", "a", "b"), state_params(STATES, lambda trailing: _table(None, None, None, trailing)))
 def test_two_writes_at_once_answer_as_one_serial_order(slow_http, chat, state, a, b):
     tenant, persona_id = chat
-    table = _table(slow_http, tenant, persona_id, STATES[state])
-    ops = {op.name: op for op in table.ops}
-    assert check_pair(table, ops[a], ops[b]) == []
+    assert check_named(_table(slow_http, tenant, persona_id, STATES[state]), a, b) == []
 
 
 def test_the_oracle_tries_every_write_of_a_session():
     """A write RPC added to ChatService fails this until the table above calls it (creating a session makes a
     new one: two creates never share a session)."""
     tables = [_table(None, None, None, trailing) for trailing in STATES.values()]
-    assert writes_covered(chat_pb2.DESCRIPTOR.services_by_name["ChatService"], tables, {"CreateChatSession"}) == set()
+    assert uncovered("ChatService", tables, {"CreateChatSession"}) == set()

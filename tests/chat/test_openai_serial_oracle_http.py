@@ -16,8 +16,7 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from oracle import Answer, Op, Table, check_pair, writes_covered
-from persona.v1 import openai_pb2
+from oracle import Answer, Op, Table, check_named, state_params, uncovered
 
 
 @dataclass(frozen=True)
@@ -90,7 +89,6 @@ def _table(http, tenant, persona, used: bool) -> Table:
 
 
 STATES = {"no-session-yet": False, "a-session-with-one-exchange": True}
-PAIRS = [(state, a.name, b.name) for state, used in STATES.items() for a, b in _table(None, None, None, used).pairs]
 
 
 @pytest.fixture(scope="module")
@@ -106,14 +104,11 @@ def persona(http, caller) -> str:
     return made.json()["id"]
 
 
-@pytest.mark.parametrize(("state", "a", "b"), PAIRS, ids=[f"{s}:{a}+{b}" for s, a, b in PAIRS])
+@pytest.mark.parametrize(("state", "a", "b"), state_params(STATES, lambda used: _table(None, None, None, used)))
 def test_two_completions_at_once_answer_as_one_serial_order(http, caller, persona, state, a, b):
-    table = _table(http, caller, persona, STATES[state])
-    ops = {op.name: op for op in table.ops}
-    assert check_pair(table, ops[a], ops[b]) == []
+    assert check_named(_table(http, caller, persona, STATES[state]), a, b) == []
 
 
 def test_the_oracle_tries_every_completion():
-    service = openai_pb2.DESCRIPTOR.services_by_name["OpenAIService"]
     tables = [_table(None, None, None, used) for used in STATES.values()]
-    assert writes_covered(service, tables, set()) == set()
+    assert uncovered("OpenAIService", tables) == set()

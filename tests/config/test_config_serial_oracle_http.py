@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pytest
-from oracle import Op, Table, check_pair, writes_covered
-from persona.v1 import config_pb2
+from oracle import Op, new_org, org_pair_test, org_table, uncovered
 
 KEY = "engine.pipeline.drift_detection.threshold"
 
@@ -19,10 +17,7 @@ class Fixture:
 
 
 def _fixture(http, tenants) -> Fixture:
-    org = tenants(plan="team")
-    r = http.put(f"/v1/config/{KEY}", json={"value": 0.5, "level": "workspace"}, headers=org.auth)
-    assert r.status_code == 200, r.text
-    return Fixture(org.auth)
+    return Fixture(new_org(http, tenants, "team", "PUT", f"/v1/config/{KEY}", {"value": 0.5, "level": "workspace"})[0])
 
 
 def _ops(http) -> list[Op]:
@@ -40,21 +35,9 @@ def _state(http, f: Fixture):
     return item["value"], item["source"]
 
 
-def _table(http, tenants) -> Table:
-    return Table("a workspace-level setting", make=lambda: _fixture(http, tenants), read=lambda f: _state(http, f),
-                 ops=_ops(http))
-
-
-PAIRS = [(a.name, b.name) for a, b in _table(None, None).pairs]
-
-
-@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
-def test_two_writes_at_once_answer_as_one_serial_order(http, tenants, a, b):
-    table = _table(http, tenants)
-    ops = {op.name: op for op in table.ops}
-    assert check_pair(table, ops[a], ops[b]) == []
+_table = org_table("a workspace-level setting", _fixture, _state, _ops)
+test_two_writes_at_once_answer_as_one_serial_order = org_pair_test(_table)
 
 
 def test_the_oracle_tries_every_write_of_a_setting():
-    service = config_pb2.DESCRIPTOR.services_by_name["ConfigService"]
-    assert writes_covered(service, [_table(None, None)], set()) == set()
+    assert uncovered("ConfigService", [_table(None, None)]) == set()

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from oracle import Op, Table, check_pair, writes_covered
-from persona.v1 import marketplace_pb2
+from oracle import Op, Table, check_named, params, uncovered
 from support import wait_until
 
 
@@ -88,10 +87,6 @@ def _table_updates(http, seller, persona) -> Table:
                  read=lambda f: _state(http, f, settle=True), ops=ops)
 
 
-PURCHASES = [(a.name, b.name) for a, b in _table_purchases(None, None, None, None).pairs]
-UPDATES = [(a.name, b.name) for a, b in _table_updates(None, None, None).pairs]
-
-
 @pytest.fixture(scope="module")
 def seller(tenants):
     return tenants(plan="team")
@@ -105,23 +100,18 @@ def persona(http, seller) -> str:
     return made.json()["id"]
 
 
-@pytest.mark.parametrize(("a", "b"), PURCHASES, ids=[f"{a}+{b}" for a, b in PURCHASES])
+@pytest.mark.parametrize(("a", "b"), params(_table_purchases(None, None, None, None)))
 def test_a_purchase_and_the_sellers_writes_at_once_answer_as_one_serial_order(http, tenants, seller, persona, a, b):
-    table = _table_purchases(http, seller, persona, tenants)
-    ops = {op.name: op for op in table.ops}
-    assert check_pair(table, ops[a], ops[b]) == []
+    assert check_named(_table_purchases(http, seller, persona, tenants), a, b) == []
 
 
-@pytest.mark.parametrize(("a", "b"), UPDATES, ids=[f"{a}+{b}" for a, b in UPDATES])
+@pytest.mark.parametrize(("a", "b"), params(_table_updates(None, None, None)))
 def test_the_sellers_writes_at_once_answer_as_one_serial_order(http, seller, persona, a, b):
-    table = _table_updates(http, seller, persona)
-    ops = {op.name: op for op in table.ops}
-    assert check_pair(table, ops[a], ops[b]) == []
+    assert check_named(_table_updates(http, seller, persona), a, b) == []
 
 
 def test_the_oracle_tries_every_write_of_a_listing():
     """All but the create (a new listing: two at once never share one; the persona's table fires one beside the
     persona's writes, tests/personas/test_persona_serial_oracle_http.py)."""
-    service = marketplace_pb2.DESCRIPTOR.services_by_name["MarketplaceService"]
     tables = [_table_purchases(None, None, None, None), _table_updates(None, None, None)]
-    assert writes_covered(service, tables, {"CreateListing"}) == set()
+    assert uncovered("MarketplaceService", tables, {"CreateListing"}) == set()

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from oracle import Op, Table, check_pair, writes_covered
-from persona.v1 import moderation_pb2
+from oracle import Op, Table, check_named, params, uncovered
 from persona_service.kernel import ids
 from persona_service.moderation.repository import ModerationRepository
 from sqlalchemy import text
@@ -61,16 +60,10 @@ def _table(http, engine, admins) -> Table:
                  read=lambda f: _state(engine, admins, f), ops=_ops(http, admins))
 
 
-PAIRS = [(a.name, b.name) for a, b in _table(None, None, None).pairs]
-
-
-@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
+@pytest.mark.parametrize(("a", "b"), params(_table(None, None, None)))
 def test_two_writes_at_once_answer_as_one_serial_order(http, engine, admins, a, b):
-    table = _table(http, engine, admins)
-    ops = {op.name: op for op in table.ops}
-    assert check_pair(table, ops[a], ops[b]) == []
+    assert check_named(_table(http, engine, admins), a, b) == []
 
 
 def test_the_oracle_tries_every_write_of_a_review():
-    service = moderation_pb2.DESCRIPTOR.services_by_name["ModerationService"]
-    assert writes_covered(service, [_table(None, None, None)], set()) == set()
+    assert uncovered("ModerationService", [_table(None, None, None)]) == set()

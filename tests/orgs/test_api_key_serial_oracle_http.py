@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pytest
-from oracle import Op, Table, check_pair, writes_covered
-from persona.v1 import keys_pb2
+from oracle import Op, new_org, org_pair_test, org_table, revocations, uncovered
 
 SCOPES = ["personas:read", "personas:write", "chat:read", "chat:write", "config:read", "config:write"]
 
@@ -21,10 +19,8 @@ class Fixture:
 
 
 def _fixture(http, tenants) -> Fixture:
-    org = tenants(plan="pro")
-    r = http.post("/v1/keys", json={"name": "k", "scopes": SCOPES}, headers=org.auth)
-    assert r.status_code == 200, r.text
-    return Fixture(org.auth, r.json()["key"]["id"], {"Authorization": f"Bearer {r.json()['secret']}"})
+    owner, made = new_org(http, tenants, "pro", "POST", "/v1/keys", {"name": "k", "scopes": SCOPES})
+    return Fixture(owner, made["key"]["id"], {"Authorization": f"Bearer {made['secret']}"})
 
 
 def _ops(http) -> list[Op]:
@@ -33,28 +29,10 @@ def _ops(http) -> list[Op]:
                                           headers=f.used), "CreateApiKey")]
 
 
-def _state(http, f: Fixture):
-    r = http.get("/v1/keys", params={"limit": 100}, headers=f.owner)
-    assert r.status_code == 200, r.text
-    return sorted((k["name"], k["revokedAt"] is not None) for k in r.json()["items"])
-
-
-def _table(http, tenants) -> Table:
-    return Table("an API key in use", make=lambda: _fixture(http, tenants), read=lambda f: _state(http, f),
-                 ops=_ops(http))
-
-
-PAIRS = [(a.name, b.name) for a, b in _table(None, None).pairs]
-
-
-@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
-def test_two_writes_at_once_answer_as_one_serial_order(http, tenants, a, b):
-    table = _table(http, tenants)
-    ops = {op.name: op for op in table.ops}
-    assert check_pair(table, ops[a], ops[b]) == []
+_table = org_table("an API key in use", _fixture, lambda http, f: revocations(http, "/v1/keys", f.owner), _ops)
+test_two_writes_at_once_answer_as_one_serial_order = org_pair_test(_table)
 
 
 def test_the_oracle_tries_every_write_of_a_key():
     """The use is a key's creation (with the key in question as the credential)."""
-    service = keys_pb2.DESCRIPTOR.services_by_name["ApiKeyService"]
-    assert writes_covered(service, [_table(None, None)], set()) == set()
+    assert uncovered("ApiKeyService", [_table(None, None)]) == set()

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from oracle import Answer, Op, Table, check_pair, writes_covered
-from persona.v1 import portraits_pb2
+from oracle import Answer, Op, Table, check_named, params, uncovered
 from sqlalchemy import text
 from support import wait_until
 
@@ -121,10 +120,6 @@ def _table_quota(http, tenants, engine) -> Table:
                  read=lambda f: len(_portraits(http, f.auth, f.persona)) - f.before, ops=ops)
 
 
-PAIRS = [(a.name, b.name) for a, b in _table(None, None, None).pairs]
-QUOTA_PAIRS = [(a.name, b.name) for a, b in _table_quota(None, None, None).pairs]
-
-
 @pytest.fixture
 def owner(tenants):
     """An organization of its own per pair: the cap on portrait calls (120 an hour) is the pair's; Enterprise
@@ -140,20 +135,15 @@ def persona(http, owner) -> str:
     return made.json()["id"]
 
 
-@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
+@pytest.mark.parametrize(("a", "b"), params(_table(None, None, None)))
 def test_two_writes_at_once_answer_as_one_serial_order(http, owner, persona, a, b):
-    table = _table(http, owner, persona)
-    ops = {op.name: op for op in table.ops}
-    assert check_pair(table, ops[a], ops[b]) == []
+    assert check_named(_table(http, owner, persona), a, b) == []
 
 
-@pytest.mark.parametrize(("a", "b"), QUOTA_PAIRS, ids=[f"{a}+{b}" for a, b in QUOTA_PAIRS])
+@pytest.mark.parametrize(("a", "b"), params(_table_quota(None, None, None)))
 def test_two_images_at_once_for_the_last_of_the_quota_answer_as_one_serial_order(http, tenants, engine, a, b):
-    table = _table_quota(http, tenants, engine)
-    ops = {op.name: op for op in table.ops}
-    assert check_pair(table, ops[a], ops[b]) == []
+    assert check_named(_table_quota(http, tenants, engine), a, b) == []
 
 
 def test_the_oracle_tries_every_write_of_a_portrait():
-    service = portraits_pb2.DESCRIPTOR.services_by_name["PortraitService"]
-    assert writes_covered(service, [_table(None, None, None)], set()) == set()
+    assert uncovered("PortraitService", [_table(None, None, None)]) == set()

@@ -9,8 +9,7 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from oracle import Op, Table, check_pair, writes_covered
-from persona.v1 import privacy_pb2
+from oracle import Op, Table, check_named, params, uncovered
 from persona_service.orgs.repository import OrgRepository
 from sqlalchemy import text
 from support import SCOPES
@@ -57,16 +56,10 @@ def _table(http, engine, tenants) -> Table:
                  read=lambda f: _state(engine, f), ops=_ops(http))
 
 
-PAIRS = [(a.name, b.name) for a, b in _table(None, None, None).pairs]
-
-
-@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
+@pytest.mark.parametrize(("a", "b"), params(_table(None, None, None)))
 def test_two_writes_at_once_answer_as_one_serial_order(http, engine, tenants, a, b):
-    table = _table(http, engine, tenants)
-    ops = {op.name: op for op in table.ops}
-    assert check_pair(table, ops[a], ops[b]) == []
+    assert check_named(_table(http, engine, tenants), a, b) == []
 
 
 def test_the_oracle_tries_every_write_of_a_members_privacy():
-    service = privacy_pb2.DESCRIPTOR.services_by_name["PrivacyService"]
-    assert writes_covered(service, [_table(None, None, None)], set()) == set()
+    assert uncovered("PrivacyService", [_table(None, None, None)]) == set()

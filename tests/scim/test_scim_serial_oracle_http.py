@@ -15,8 +15,7 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from oracle import Op, Table, check_pair, writes_covered
-from persona.v1 import scim_pb2
+from oracle import Op, Table, check_named, params, uncovered
 from scim_client import USER
 
 
@@ -115,27 +114,17 @@ def _table_inactive(scim) -> Table:
                  read=lambda f: _state(scim, f), ops=_inactive_ops(scim))
 
 
-PAIRS = [(a.name, b.name) for a, b in _table(None).pairs]
-INACTIVE_PAIRS = [(a.name, b.name) for a, b in _table_inactive(None).pairs]
-
-
-@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
+@pytest.mark.parametrize(("a", "b"), params(_table(None)))
 def test_two_writes_at_once_answer_as_one_serial_order(scim, a, b):
-    table = _table(scim)
-    ops = {op.name: op for op in table.ops}
-    assert check_pair(table, ops[a], ops[b]) == []
+    assert check_named(_table(scim), a, b) == []
 
 
-@pytest.mark.parametrize(("a", "b"), INACTIVE_PAIRS, ids=[f"{a}+{b}" for a, b in INACTIVE_PAIRS])
+@pytest.mark.parametrize(("a", "b"), params(_table_inactive(None)))
 def test_two_writes_of_a_deactivated_member_at_once_answer_as_one_serial_order(scim, a, b):
-    table = _table_inactive(scim)
-    ops = {op.name: op for op in table.ops}
-    assert check_pair(table, ops[a], ops[b]) == []
+    assert check_named(_table_inactive(scim), a, b) == []
 
 
 def test_the_oracle_tries_every_write_of_a_user():
     """Of the SCIM service's writes, a user's, its create included (a new user given an address a PUT gives at
     the same moment); groups are an aggregate of their own (tests/scim/test_scim_group_serial_oracle_http.py)."""
-    service = scim_pb2.DESCRIPTOR.services_by_name["ScimService"]
-    missing = writes_covered(service, [_table(None), _table_inactive(None)], set())
-    assert {name for name in missing if "ScimUser" in name} == set()
+    assert uncovered("ScimService", [_table(None), _table_inactive(None)], only="ScimUser") == set()

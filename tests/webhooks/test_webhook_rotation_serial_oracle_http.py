@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from oracle import Op, Table, check_pair, writes_covered
-from persona.v1 import admin_pb2
+from oracle import Op, Table, check_named, params, uncovered
 from sqlalchemy import text
 
 
@@ -62,19 +61,13 @@ def _table(http, engine, tenants, admin) -> Table:
                  read=lambda f: _state(http, f), ops=_ops(http, admin))
 
 
-PAIRS = [(a.name, b.name) for a, b in _table(None, None, None, None).pairs]
-
-
-@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
+@pytest.mark.parametrize(("a", "b"), params(_table(None, None, None, None)))
 def test_two_writes_at_once_answer_as_one_serial_order(http, engine, tenants, admin, a, b):
-    table = _table(http, engine, tenants, admin)
-    ops = {op.name: op for op in table.ops}
-    assert check_pair(table, ops[a], ops[b]) == []
+    assert check_named(_table(http, engine, tenants, admin), a, b) == []
 
 
 def test_the_oracle_tries_the_rotation():
     """All but BuildOneDsarExport: a sweep that claims the oldest pending export of any organization (SKIP LOCKED),
     as the runner's builder does in the background, so no fixture says which export a call builds;
     tests/privacy/test_exports_http.py holds its claim, and a crashed builder's export claimed again."""
-    service = admin_pb2.DESCRIPTOR.services_by_name["AdminService"]
-    assert writes_covered(service, [_table(None, None, None, None)], set()) == {"BuildOneDsarExport"}
+    assert uncovered("AdminService", [_table(None, None, None, None)]) == {"BuildOneDsarExport"}

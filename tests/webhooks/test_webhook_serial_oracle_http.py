@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import pytest
-from oracle import Op, Table, check_pair, events, since, writes_covered
-from persona.v1 import webhooks_pb2
+from oracle import Op, Table, check_named, events, params, since, uncovered
 
 
 @dataclass(frozen=True)
@@ -69,16 +68,10 @@ def _table(http, tenant, receiver) -> Table:
                  read=lambda f: _state(http, tenant, f), ops=_ops(http, tenant))
 
 
-PAIRS = [(a.name, b.name) for a, b in _table(None, None, None).pairs]
-
-
-@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
+@pytest.mark.parametrize(("a", "b"), params(_table(None, None, None)))
 def test_two_writes_at_once_answer_as_one_serial_order(http, tenants, receiver, a, b):
-    table = _table(http, tenants(), receiver)
-    ops = {op.name: op for op in table.ops}
-    assert check_pair(table, ops[a], ops[b]) == []
+    assert check_named(_table(http, tenants(), receiver), a, b) == []
 
 
 def test_the_oracle_tries_every_write_of_an_endpoint():
-    service = webhooks_pb2.DESCRIPTOR.services_by_name["WebhookService"]
-    assert writes_covered(service, [_table(None, None, None)], {"CreateWebhookEndpoint"}) == set()
+    assert uncovered("WebhookService", [_table(None, None, None)], {"CreateWebhookEndpoint"}) == set()
