@@ -7,6 +7,9 @@ time (utime + stime from /proc/<pid>/stat) before and after: CPU ms per request 
 processes, the runners, the webhook worker, Envoy, Redis and PostgreSQL. PostgreSQL's backends are put down
 to the process they serve (the other end of a backend's socket, from `ss` and /proc/net/tcp, matched to
 the sockets a stack process holds); the postmaster, its auxiliary processes and backends not matched are "postgres (other)".
+The stack's background (timers, polls, lease renewals: CPU per second, not per request) is measured at rest for
+3 s before each write's window, and its rate times the window is reported apart ("background") and taken off
+the total ("net"): on a loaded machine the same requests take longer and counted more of it.
 
 The model's own part: the model calls the measured writes made (what server processes queue in Redis for the
 runners, `providers.remote`) are captured with Redis MONITOR while they run, then replayed here, in-process,
@@ -41,6 +44,7 @@ CLIENT_KINDS = ("server", "runner", "webhook worker")
 PG_KINDS = tuple(f"postgres ({kind})" for kind in CLIENT_KINDS) + ("postgres (other)",)
 MODEL_QUEUE = "persona:model:calls:"
 MARK = "measure-model-cpu:"
+IDLE_SECONDS = 3.0  # the window at rest before each write's, for the stack's background CPU
 
 
 def _cpu_ms(pid: int) -> float:
@@ -278,6 +282,8 @@ def measure(service: Service, pg: Postgres, capture: Capture | None, label: str,
     if capture:
         capture.phase(label)
     time.sleep(0.3)  # the webhook worker's and the runners' wake-ups after the warm-up, outside the window
+    idle = _sample(service, pg)
+    time.sleep(IDLE_SECONDS)
     before, started = _sample(service, pg), time.monotonic()
     for i in range(n):
         send(i)
@@ -285,6 +291,10 @@ def measure(service: Service, pg: Postgres, capture: Capture | None, label: str,
     time.sleep(0.3)  # what the writes set off in the background (the webhook worker's fan-out) is theirs
     split: dict[str, Any] = _per_request(before, _sample(service, pg), n)
     split["wall"] = 1000 * elapsed / n
+    # The stack's own background (timers, polls, renewals) runs per second, not per request: on a loaded machine
+    # the window is longer and counts more of it. Its rate, measured at rest just before, times the window.
+    split["idle ms/s"] = sum(_per_request(idle, before, 1).values()) / IDLE_SECONDS
+    split["background"] = split["idle ms/s"] * (elapsed + 0.3) / n
     if capture:
         capture.phase(f"{label} after")
         capture.settle()
@@ -321,8 +331,8 @@ def first_frames(client: httpx.Client, session: str, n: int) -> None:
 def table(rows: list[tuple[str, dict[str, Any]]]) -> None:
     print()
     print("| request | wall ms | server | runner (model / handling) | webhook worker | Envoy | Redis | PostgreSQL for "
-          "server / runner / worker / other | total |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "server / runner / worker / other | total | of it, background at rest | total less it |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, split in rows:
         total = sum(split[k] for k in (*KINDS, *PG_KINDS))
         model = split.get("model")
@@ -330,7 +340,8 @@ def table(rows: list[tuple[str, dict[str, Any]]]) -> None:
                   else f"{split['runner']:.1f}")
         pg = " / ".join(f"{split[k]:.1f}" for k in PG_KINDS)
         print(f"| {name} | {split['wall']:.1f} | {split['server']:.1f} | {runner} | {split['webhook worker']:.1f} "
-              f"| {split['envoy']:.1f} | {split['redis']:.1f} | {pg} | {total:.1f} |")
+              f"| {split['envoy']:.1f} | {split['redis']:.1f} | {pg} | {total:.1f} | {split['background']:.1f} "
+              f"| {total - split['background']:.1f} |")
 
 
 def main() -> None:
@@ -378,6 +389,15 @@ def main() -> None:
         args.json.write_text(json.dumps({"rows": dict(rows), "load": load}, indent=1))
 
 
+def _value(split: dict[str, Any], key: str) -> float | None:
+    total = sum(split[k] for k in (*KINDS, *PG_KINDS))
+    if key == "total":
+        return total
+    if key == "net":  # the total less the stack's background at rest over the same window
+        return total - split["background"] if "background" in split else None
+    return split.get(key)
+
+
 def medians(paths: list[pathlib.Path]) -> None:
     """Median and spread of several runs' --json files (`python scripts/measure_model_cpu.py --medians a b c`)."""
     runs = [json.loads(p.read_text()) for p in paths]
@@ -385,9 +405,8 @@ def medians(paths: list[pathlib.Path]) -> None:
         " / ".join(f"{x:.1f}" for x in r["load"]) for r in runs))
     for name in runs[0]["rows"]:
         print(name)
-        for key in ("wall", *KINDS, *PG_KINDS, "model", "total"):
-            values = [r["rows"][name].get(key) if key != "total" else
-                      sum(r["rows"][name][k] for k in (*KINDS, *PG_KINDS)) for r in runs]
+        for key in ("wall", *KINDS, *PG_KINDS, "model", "background", "total", "net"):
+            values = [_value(r["rows"][name], key) for r in runs]
             values = [v for v in values if v is not None]
             if values:
                 print(f"  {key:22} median {statistics.median(values):6.2f}  min {min(values):6.2f}  max {max(values):6.2f}")
