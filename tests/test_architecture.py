@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
+from import_cycles import GRANULARITIES, cycles, path_through
 from persona_service.registry import MODULES
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -654,6 +655,49 @@ def test_ast_rule_holds(rule):
     assert rule(PACKAGE) == []
 
 
+# --- import loops -------------------------------------------------------------------
+
+# Loops not broken yet (issue 47, "No loops"), each with why; tests/import_cycles.py says how imports
+# count (type-only and function-level ones too). Any other loop fails, and so does an entry here that
+# no longer loops or has grown (a component is matched whole): this list only shrinks.
+KNOWN_LOOPS: dict[str, dict[frozenset[str], str]] = {
+    "packages": {
+        # The kernel's process builds the providers (app, resources, runner) while the providers use the
+        # kernel's errors, settings, metrics, runs, fair scheduler and request context. Breaking it is
+        # placing the providers in the layering (issue 47's "One door"), a move of its own.
+        frozenset({"kernel", "providers"}): "the kernel builds the providers, which use the kernel",
+    },
+    "kernel parts": {
+        # The process part builds the transport's pieces; the pipeline and its stages take the App
+        # (kernel.process.app) and the task runner a Runtime (kernel.process.resources), as types
+        # only. Breaking it needs a Protocol of what the pipeline reads of the App (runs, limiter,
+        # idempotency, audit, authenticator, settings) and the runtime handed to tasks moved below both.
+        frozenset({"kernel.process", "kernel.transport"}): "the pipeline and the task runner type the App and Runtime",
+    },
+    "modules": {},
+}
+
+
+def loops_not_known(root: pathlib.Path) -> list[str]:
+    """Each import loop of `root` (a persona_service folder) that KNOWN_LOOPS does not list, with its imports."""
+    return [f"{granularity}: {' <-> '.join(sorted(loop))} (" + "; ".join(path_through(root, loop, group)) + ")"
+            for granularity, group in GRANULARITIES.items()
+            for loop in cycles(root)[granularity] if loop not in KNOWN_LOOPS[granularity]]
+
+
+def test_no_import_loops_but_the_known_ones():
+    new = loops_not_known(PACKAGE)
+    assert not new, "import loops (move the shared piece below both):\n" + "\n".join(new)
+
+
+def test_every_known_loop_still_loops():
+    """A loop broken, or grown into a bigger one, leaves its entry: delete it (or fix the new loop)."""
+    found = cycles(PACKAGE)
+    stale = [f"{g}: {' <-> '.join(sorted(loop))}" for g, known in KNOWN_LOOPS.items() for loop in known
+             if loop not in found[g]]
+    assert not stale, "KNOWN_LOOPS lists loops that are gone or changed:\n" + "\n".join(stale)
+
+
 # --- the checks catch what they claim to ---------------------------------------------
 
 # (what, file, code appended to it, the check that must name that file)
@@ -750,6 +794,13 @@ PLANTED = [
      "from persona_service.kernel import transport as _planted\n", lint_imports),
     ("a service importing Base through the door", "chat/service.py",
      "from persona_service.kernel.api import Base as _planted\n", tables_outside_their_domain),
+    ("a type-only import loop inside the kernel", "kernel/clock.py",
+     "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+     "    from persona_service.kernel.data.personal_data import Subject as _planted\n", loops_not_known),
+    ("a function-level import loop between domains", "personas/service.py",
+     "def _planted():\n    from persona_service.chat import api\n\n    return api\n", loops_not_known),
+    ("a loop between the kernel's parts, lazily", "kernel/data/records.py",
+     "def _planted():\n    from persona_service.kernel.transport import tasks\n\n    return tasks\n", loops_not_known),
 ]
 
 

@@ -13,9 +13,10 @@ import httpx
 import pytest
 from persona.v1 import files_pb2, files_pb2_grpc
 from persona_service.files.local import LocalStorage
+from persona_service.files.records import CHUNK_BYTES, ObjectNotFound
 from persona_service.files.s3 import S3Storage
 from persona_service.files.settings import FileSettings
-from persona_service.files.storage import CHUNK_BYTES, ObjectNotFound, object_key, signing_key
+from persona_service.files.storage import object_key, signing_key
 from s3_server import s3_server
 from support import JWT_SECRET, assert_envelope
 

@@ -163,10 +163,70 @@ def schema_drift(migrated_url: str, declared_url: str) -> list[str]:
         [f"+ {s}" for s in declared_schema if s not in migrated_schema]
 
 
+def _entries(body: str) -> dict[str, str]:
+    """A normalised CREATE TABLE's entries by name (a column's, or `CONSTRAINT <name>`), split on the
+    commas outside parentheses and quotes (`numeric(10, 2)`, `CHECK ((a, b))`, `DEFAULT 'a, b'`)."""
+    entries, depth, quoted, start = [], 0, False, 0
+    for i, char in enumerate(body):
+        quoted ^= char == "'"
+        depth += (char == "(") - (char == ")") if not quoted else 0
+        if body.startswith(", ", i) and not depth and not quoted:
+            entries.append(body[start:i])
+            start = i + 2
+    entries.append(body[start:])
+    return {" ".join(e.split()[:2]) if e.startswith("CONSTRAINT ") else e.split()[0]: e for e in entries if e}
+
+
+_TABLE = re.compile(r"^CREATE TABLE (?:public\.)?(\S+) \((.*)\)(?: PARTITION BY .*)?$")
+_NAMED = [  # what a drifted statement other than a table is about
+    (re.compile(r"^CREATE (?:UNIQUE )?INDEX (\S+) ON (?:ONLY )?(?:public\.)?(\S+)"), "index {0} on {1}"),
+    (re.compile(r"^ALTER TABLE (?:ONLY )?(?:public\.)?(\S+) ADD CONSTRAINT (\S+)"), "{0} constraint {1}"),
+    (re.compile(r"^ALTER TABLE (?:ONLY )?(?:public\.)?(\S+) ALTER COLUMN (\S+)"), "{0}.{1}"),
+]
+
+
+def _side(sign: str) -> str:
+    return "only the migrations make" if sign == "-" else "only the tables declare"
+
+
+def _table_drift(name: str, migrated: dict[str, str], declared: dict[str, str]) -> list[str]:
+    lines = []
+    for key in sorted(migrated.keys() | declared.keys()):
+        was, now = migrated.get(key), declared.get(key)
+        where = f"{name} {key}" if key.startswith("CONSTRAINT ") else f"{name}.{key}"
+        if was is None or now is None:
+            lines.append(f"{where}: {_side('-' if now is None else '+')} `{was or now}`")
+        elif was != now:
+            lines.append(f"{where}: the migrations make `{was}`, the tables declare `{now}`")
+    return lines
+
+
+def named_drift(drift: list[str]) -> list[str]:
+    """schema_drift's statements as what differs: a table's column or constraint
+    (`invoices.currency: ...`), an index, a table only one side has, else the statement itself."""
+    tables: dict[str, dict[str, dict[str, str]]] = {}
+    lines = []
+    for line in drift:
+        sign, statement = line[0], line[2:]
+        table = _TABLE.match(statement)
+        if table:
+            tables.setdefault(table[1], {})[sign] = _entries(table[2])
+            continue
+        about = next((form.format(*m.groups()) for pattern, form in _NAMED if (m := pattern.match(statement))), None)
+        lines.append(f"{about}: {_side(sign)} `{statement}`" if about else line)
+    for name, sides in sorted(tables.items()):
+        if len(sides) == 2:
+            lines += _table_drift(name, sides["-"], sides["+"])
+        else:
+            lines.append(f"table {name}: {_side(next(iter(sides)))} it")
+    return lines
+
+
 def test_the_tables_match_the_migrations(server_url, migrated):
-    drift = schema_drift(migrated, declared(server_url, Base.metadata, "declared"))
-    # The drifted statements themselves, without -v ("- " only the migrations make, "+ " only the tables declare).
-    assert not drift, "the tables and the migrations disagree:\n" + "\n".join(drift)
+    drift = named_drift(schema_drift(migrated, declared(server_url, Base.metadata, "declared")))
+    # What drifted, named in the failure's first line, without -v; then each difference.
+    assert not drift, "the tables and the migrations disagree on " + \
+        ", ".join(line.split(": ")[0] for line in drift) + ":\n" + "\n".join(drift)
 
 
 def _column_added(metadata: MetaData) -> None:
@@ -189,15 +249,32 @@ def _default_changed(metadata: MetaData) -> None:
     metadata.tables["personas"].c.visibility.server_default = DefaultClause(text("'planted'"))
 
 
-@pytest.mark.parametrize("plant", [_column_added, _type_changed, _check_added, _index_added, _default_changed],
-                         ids=lambda f: f.__name__.strip("_"))
-def test_the_drift_check_fails_when_tables_and_migrations_disagree(server_url, migrated, plant):
+# Each plant, and what the failure must name.
+PLANTS = [(_column_added, "personas.planted"), (_type_changed, "invoices.currency"),
+          (_check_added, "invoices CONSTRAINT ck_planted"), (_index_added, "index ix_planted on personas"),
+          (_default_changed, "personas.visibility")]
+
+
+@pytest.mark.parametrize(("plant", "named"), PLANTS, ids=[plant.__name__.strip("_") for plant, _ in PLANTS])
+def test_the_drift_check_fails_when_tables_and_migrations_disagree(server_url, migrated, plant, named):
     planted = MetaData()
     for table in Base.metadata.sorted_tables:
         table.to_metadata(planted)
     plant(planted)
-    drift = schema_drift(migrated, declared(server_url, planted, f"planted{plant.__name__}"))
-    assert drift, f"{plant.__name__} went unnoticed"
+    drift = named_drift(schema_drift(migrated, declared(server_url, planted, f"planted{plant.__name__}")))
+    assert [line for line in drift if line.startswith(f"{named}: ")], f"{plant.__name__} went unnamed: {drift}"
+
+
+def test_the_drift_is_named_by_column_constraint_and_index():
+    drift = ["- CREATE TABLE public.t (CONSTRAINT ck CHECK ((b > 0)), a numeric(10, 2), b integer)",
+             "+ CREATE TABLE public.t (CONSTRAINT ck CHECK ((b > 1)), a numeric(10, 2), c text DEFAULT 'x, y'::text)",
+             "+ CREATE INDEX ix_t_a ON public.t USING btree (a)", "- CREATE TABLE public.gone (a text)"]
+    assert named_drift(drift) == [
+        "index ix_t_a on t: only the tables declare `CREATE INDEX ix_t_a ON public.t USING btree (a)`",
+        "table gone: only the migrations make it",
+        "t CONSTRAINT ck: the migrations make `CONSTRAINT ck CHECK ((b > 0))`, "
+        "the tables declare `CONSTRAINT ck CHECK ((b > 1))`",
+        "t.b: only the migrations make `b integer`", "t.c: only the tables declare `c text DEFAULT 'x, y'::text`"]
 
 
 def test_the_normalised_dump_keeps_check_constraints_and_function_bodies():

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from persona_service.billing.repository import BillingRepository
 from persona_service.config.repository import ORG_LEVEL, ConfigRepository
-from persona_service.files.storage import ObjectNotFound
+from persona_service.files.records import ObjectNotFound
 from persona_service.kernel.clock import iso, utcnow
 from persona_service.kernel.transport.limits.resolver import CACHE_SECONDS
 from persona_service.personas.service import PersonaService

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from persona_service.kernel.data import personal_data
+from persona_service.kernel.data.audit_repository import audit_events
 from persona_service.kernel.data.personal_data import Subject
 from persona_service.privacy.service import write_bundle
 from persona_service.registry import MODULES
@@ -93,7 +94,7 @@ def test_the_streamed_document_is_the_one_built_in_memory(engine, seeded, small_
     # The in-memory build it replaces: every table loaded, then one json.dumps.
     data: dict[str, list[dict[str, Any]]] = {}
     with engine.begin() as conn:
-        for source in (*MODULES.personal_data, personal_data.audit_events):
+        for source in (*MODULES.personal_data, audit_events):
             data.update({table: [row for batch in batches for row in batch]
                          for table, batches in source(conn, subject).items()})
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()

@@ -5,11 +5,11 @@ from __future__ import annotations
 from sqlalchemy import Connection
 
 from persona_service.files.api import Storage
-from persona_service.kernel.api import Modules, ServiceUnavailable, load
+from persona_service.kernel.api import ModuleHooks, ServiceUnavailable, load
 from persona_service.privacy.api import PrivacyService, PrivacySettings
 
 
-def build_one_export(conn: Connection, storage: Storage, modules: Modules) -> str | None:
+def build_one_export(conn: Connection, storage: Storage, modules: ModuleHooks) -> str | None:
     """Build the oldest pending privacy export in this unit of work (its id);
     503 when exports are not configured."""
     settings = load(PrivacySettings)

@@ -18,24 +18,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from sqlalchemy import Connection
 
-from persona_service.billing.records import LineItem
+from persona_service.billing.records import LineItem, Payment
 from persona_service.billing.settings import BillingSettings
 from persona_service.kernel.api import HasResources, Resource, Settings, load
 
 DECLINE_KEY = "billing.local_processor.decline_payments"
 PDF_RETENTION = timedelta(days=7 * 365)
-
-
-@dataclass(frozen=True)
-class Payment:
-    paid: bool
-    reason: str = ""
 
 
 class PaymentProcessor(Protocol):

@@ -68,3 +68,11 @@ class LineItem:
                 "unitAmountMinor": self.unit_amount_minor, "amountMinor": self.amount_minor,
                 "periodStart": iso(self.period_start), "periodEnd": iso(self.period_end),
                 "proration": self.proration}
+
+
+@dataclass(frozen=True)
+class Payment:
+    """A processor's answer to a charge (here, below both processors, so neither imports the other)."""
+
+    paid: bool
+    reason: str = ""

@@ -18,8 +18,7 @@ import requests
 import stripe
 from sqlalchemy import Connection
 
-from persona_service.billing.processor import Payment
-from persona_service.billing.records import LineItem
+from persona_service.billing.records import LineItem, Payment
 from persona_service.providers.base import ProviderError
 
 T = TypeVar("T")

@@ -1,10 +1,9 @@
 """What other modules may use of `files` (its public surface): the object
 storage port. Everything else in this folder is private to it."""
 
+from persona_service.files.records import ObjectNotFound, SignedUrl
 from persona_service.files.settings import FileSettings
 from persona_service.files.storage import (
-    ObjectNotFound,
-    SignedUrl,
     Storage,
     object_key,
     public_url,

@@ -18,7 +18,7 @@ from hashlib import sha256
 from typing import IO
 from urllib.parse import quote, urlencode
 
-from persona_service.files.storage import (
+from persona_service.files.records import (
     CHUNK_BYTES,
     KEY,
     ObjectNotFound,

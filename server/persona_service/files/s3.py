@@ -12,8 +12,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from persona_service.files.settings import FileSettings
-from persona_service.files.storage import (
+from persona_service.files.records import (
     CHUNK_BYTES,
     KEY,
     ObjectNotFound,
@@ -22,6 +21,7 @@ from persona_service.files.storage import (
     StoredObject,
     etag_of,
 )
+from persona_service.files.settings import FileSettings
 
 _MISSING = ("NoSuchKey", "404", "NotFound")
 # put_file: a multipart upload past 8 MiB, parts of 8 MiB, two at a time (about 16 MiB held).

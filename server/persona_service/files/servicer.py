@@ -10,7 +10,8 @@ from google.api import httpbody_pb2
 from persona.v1 import files_pb2, files_pb2_grpc
 
 from persona_service.files.local import LocalStorage
-from persona_service.files.storage import ObjectNotFound, storage_for
+from persona_service.files.records import ObjectNotFound
+from persona_service.files.storage import storage_for
 from persona_service.kernel.api import (
     EDGE_MARK,
     HEAD_MARK,

@@ -128,14 +128,15 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     # personal data: a module's part of a subject's export and erasure
     from persona_service.kernel.data.personal_data import Batches as Batches
     from persona_service.kernel.data.personal_data import Subject as Subject
-    from persona_service.kernel.data.personal_data import audit_events as audit_events
-    from persona_service.kernel.data.personal_data import created_resources as created_resources
+    from persona_service.kernel.data.audit_repository import audit_events as audit_events
+    from persona_service.kernel.data.audit_repository import created_resources as created_resources
     from persona_service.kernel.data.personal_data import export_batches as export_batches
 
     # a module's declaration (module.py) and what it declares; `Modules` is what the registry assembles
     from persona_service.kernel.process.module import Job as Job
     from persona_service.kernel.process.module import Module as Module
     from persona_service.kernel.process.module import Modules as Modules
+    from persona_service.kernel.ports import ModuleHooks as ModuleHooks
     from persona_service.kernel.process.module import Process as Process
     from persona_service.kernel.process.module import ServiceBinding as ServiceBinding
     from persona_service.kernel.command import Command as Command  # (from its light module: a command file)
@@ -212,7 +213,7 @@ __all__ = [
     # personal data
     "Batches", "Subject", "audit_events", "created_resources", "export_batches",
     # a module's declaration (module.py) and what it declares; `Modules` is what the registry assembles
-    "Command", "Job", "Module", "Modules", "Process", "ServiceBinding", "CONFIG_KEYS", "LEVEL_CHECKS", "ConfigKey",
+    "Command", "Job", "Module", "Modules", "ModuleHooks", "Process", "ServiceBinding", "CONFIG_KEYS", "LEVEL_CHECKS", "ConfigKey",
     # durable tasks
     "TaskKind", "TaskRecord", "enqueue",
     # limits

@@ -6,7 +6,8 @@ function to it (`usage_period=<its function>`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import pathlib
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -57,3 +58,21 @@ class UsagePeriod(Protocol):
     or None (they then follow the calendar month in UTC)."""
 
     def __call__(self, conn: Connection, org_id: str, now: datetime, /) -> tuple[datetime, datetime] | None: ...
+
+
+class ModuleHooks(Protocol):
+    """What a job, a task or a servicer reads of the assembled modules (kernel.process.module's
+    `Modules` is one): the ports they declared. Typed by this Protocol, not by `Modules`, so that
+    the Runtime and ServicerDeps that modules are handed do not import the module that declares them."""
+
+    @property
+    def personal_data(self) -> Sequence[PersonalDataExport]: ...
+
+    @property
+    def erasers(self) -> Sequence[PersonalDataEraser]: ...
+
+    @property
+    def review_resolvers(self) -> Mapping[str, ReviewResolver]: ...
+
+    @property
+    def migrations(self) -> Sequence[pathlib.Path]: ...

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import Connection, insert, literal, select, text, tuple_
 
 from persona_service.kernel.data.base import seen_from, table_of
-from persona_service.kernel.data.personal_data import Batches, export_batches
+from persona_service.kernel.data.personal_data import Batches, Subject, export_batches
 from persona_service.kernel.data.records import records
 from persona_service.kernel.data.tables import AuditEvent
 
@@ -115,3 +115,14 @@ class AuditPartitions:
 
     def drop(self, name: str) -> None:
         self.conn.execute(text(f"DROP TABLE IF EXISTS {self.conn.dialect.identifier_preparer.quote(name)}"))
+
+
+def audit_events(conn: Connection, subject: Subject) -> dict[str, Batches]:
+    """The kernel's own part of a privacy export: audit events about what the user did
+    (here, not in personal_data.py, which this module uses: no import loop)."""
+    return {"audit_events": AuditRepository(conn).by_actor(subject.org_id, subject.user_id)}
+
+
+def created_resources(conn: Connection, subject: Subject, action: str) -> list[str]:
+    """Ids of resources the user created (from the audit log: creation RPCs are audited)."""
+    return AuditRepository(conn).created_by(subject.org_id, subject.user_id, action)

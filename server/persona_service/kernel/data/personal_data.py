@@ -66,16 +66,3 @@ def _json(value: Any) -> Any:
         return {str(k): _json(v) for k, v in value.items()}
     return value
 
-
-def audit_events(conn: Connection, subject: Subject) -> dict[str, Batches]:
-    """The kernel's own part: audit events about what the user did."""
-    from persona_service.kernel.data.audit_repository import AuditRepository  # it imports export_records from here
-
-    return {"audit_events": AuditRepository(conn).by_actor(subject.org_id, subject.user_id)}
-
-
-def created_resources(conn: Connection, subject: Subject, action: str) -> list[str]:
-    """Ids of resources the user created (from the audit log: creation RPCs are audited)."""
-    from persona_service.kernel.data.audit_repository import AuditRepository
-
-    return AuditRepository(conn).created_by(subject.org_id, subject.user_id, action)

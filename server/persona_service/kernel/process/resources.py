@@ -26,8 +26,8 @@ from persona_service.kernel.clock import utcnow
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
+    from persona_service.kernel.ports import ModuleHooks
     from persona_service.kernel.principal import Principal
-    from persona_service.kernel.process.module import Modules
     from persona_service.kernel.secretbox import SecretBox
     from persona_service.kernel.settings import Settings
     from persona_service.kernel.transport.audit import AuditEntry
@@ -88,7 +88,7 @@ class Runtime:
     provider: Provider  # the process's model provider (without retries)
     audit: Callable[[list[AuditEntry]], int]  # rows written in a transaction of their own
     invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.process.app)
-    modules: Modules
+    modules: ModuleHooks
     clock: Callable[[], datetime] = field(default=utcnow)
 
     def begin(self) -> AbstractContextManager[Connection]:
@@ -137,7 +137,7 @@ class ServicerDeps:
     cursors: CursorCodec
     secret_box: SecretBox
     resources: Resources
-    modules: Modules
+    modules: ModuleHooks
     provider_for: Callable[[RequestContext], Retrying]  # retried, failed attempts audited under the caller
     quota: Callable[[Principal, str, Callable[[], Connection]], Quota]  # (caller, Limits field, its connection)
     # Generations the caller's organization used of its monthly quota in the current period (caller, connection).
