@@ -12,6 +12,7 @@ import uuid
 from races import at_once, row_locked
 from scim_client import ERROR, GROUP, USER
 from sqlalchemy import text
+from support import SCOPES
 
 
 def _conflict(r) -> None:
@@ -88,6 +89,27 @@ def test_a_member_added_while_its_delete_takes_its_locks_is_removed_by_it(engine
     assert patched.status_code == 200, patched.text
     assert deleted.status_code == 204, deleted.text
     assert not scim.call("GET", f"/Groups/{group['id']}").json().get("members")
+
+
+def test_an_erasure_and_a_patch_of_a_group_of_the_person_answer_as_one_serial_order(engine, http, org, tenants, scim):
+    """The PATCH comes first and holds the group when the person's erasure, which locked their membership, waits
+    for it; then the PATCH regrants the members and waits for that membership: a cycle (docs/concurrency.md, not
+    yet), which PostgreSQL breaks, and the call it aborted runs again. Both answer 200, as the PATCH-then-erasure
+    serial order: the group renamed, the person gone from it and from the organization's SCIM users."""
+    user = scim.user(f"race-{uuid.uuid4().hex[:10]}@example.com")
+    group = scim.group(f"race-{uuid.uuid4().hex[:10]}", members=[user["id"]])
+    key = tenants.key(org.org_id, org.workspace_id, user["id"], org.plan, list(SCOPES))
+    renamed = f"race-{uuid.uuid4().hex[:10]}"
+    patched, erased = at_once(
+        engine, row_locked(engine, "scim_groups", group["id"]),
+        lambda: scim.patch(f"/Groups/{group['id']}", {"op": "replace", "path": "displayName", "value": renamed}),
+        lambda: http.delete("/v1/privacy/me", headers={"Authorization": f"Bearer {key}"}),
+    )
+    assert patched.status_code == 200, patched.text
+    assert erased.status_code == 200, erased.text
+    after = scim.call("GET", f"/Groups/{group['id']}").json()
+    assert after["displayName"] == renamed and not after.get("members"), after
+    assert scim.call("GET", f"/Users/{user['id']}").status_code == 404
 
 
 def test_a_422_raised_inside_the_operation_is_not_stored(scim):
