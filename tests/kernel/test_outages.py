@@ -89,6 +89,36 @@ def test_database_down_is_503_and_recovers_by_itself(own, own_tenant):
         _recovered(http, own_tenant)
 
 
+def test_a_database_that_takes_no_writes_is_503_and_writes_go_through_once_it_does(own, own_tenant):
+    """What a write meets when it reaches a standby mid-failover (a router that moved before the promotion
+    ended): PostgreSQL refuses it (read_only_sql_transaction), the caller is answered 503 with Retry-After
+    (it was a 500), and once the server takes writes the same call succeeds. `default_transaction_read_only`
+    stands in for the standby (docs/scaling-out.md, PostgreSQL failover: the real one in the topology)."""
+    body = {"name": "during a failover", "scopes": ["chat:read"]}
+    with client_for(own) as http, engine_for(own) as engine:
+        _read_only(engine, True)
+        try:
+            wait_until(lambda: http.post("/v1/keys", json=body, headers=own_tenant.auth).status_code == 503, 30,
+                       "a write refused while the server takes none")
+            refused = http.post("/v1/keys", json=body, headers=own_tenant.auth)
+            assert_envelope(refused, 503, "service_unavailable")
+            assert int(refused.headers["retry-after"]) >= 1
+        finally:
+            _read_only(engine, False)
+        wait_until(lambda: http.post("/v1/keys", json=body, headers=own_tenant.auth).is_success, 30,
+                   "the write once the server takes writes again")
+
+
+def _read_only(engine, on: bool) -> None:
+    """Every session of the server read-only (or not) from its next transaction (a configuration reload)."""
+    with engine.connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT")
+        conn.execute(text("SET default_transaction_read_only = off"))  # (this session's, to change it back)
+        conn.execute(text("ALTER SYSTEM SET default_transaction_read_only = on" if on
+                          else "ALTER SYSTEM RESET default_transaction_read_only"))
+        conn.execute(text("SELECT pg_reload_conf()"))
+
+
 def _gone(pid: int) -> bool:
     """Exited (a zombie not yet reaped by its parent counts)."""
     try:

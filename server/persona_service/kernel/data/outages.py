@@ -12,19 +12,26 @@ from sqlalchemy import exc as sa_exc
 # connection slots full.
 _GONE_CLASSES = ("08",)
 _GONE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+# A server that takes no writes (25006, read_only_sql_transaction): a hot standby, reached while a failover
+# is under way (a router that sent the connection to the new leader before its promotion ended). The service
+# opens no read-only transactions itself, so this is where the database is, not what the work did.
+_READ_ONLY_STATE = "25006"
 
 
 def connection_lost(exc: BaseException) -> bool:
-    """The database could not be reached or dropped the connection mid-work (a
-    PostgreSQL or PgBouncer restart, a failover): nothing of the work's open
-    transaction committed, and the same work can succeed once the database is
-    back. False for the work's own failures (a constraint, a timeout, a bug)."""
+    """The database could not be reached, dropped the connection mid-work (a
+    PostgreSQL or PgBouncer restart, a failover) or is a standby that takes no
+    writes (a failover under way): nothing of the work's open transaction
+    committed, and the same work can succeed once the database is back. False
+    for the work's own failures (a constraint, a timeout, a bug)."""
     if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
         return True
     if isinstance(exc, sa_exc.InterfaceError | sa_exc.TimeoutError):  # a closed connection; no free one in time
         return True
     orig = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
     if isinstance(orig, psycopg.InterfaceError):
+        return True
+    if isinstance(orig, psycopg.Error) and orig.sqlstate == _READ_ONLY_STATE:
         return True
     if not isinstance(orig, psycopg.OperationalError):
         return False
