@@ -667,13 +667,7 @@ KNOWN_LOOPS: dict[str, dict[frozenset[str], str]] = {
         # placing the providers in the layering (issue 47's "One door"), a move of its own.
         frozenset({"kernel", "providers"}): "the kernel builds the providers, which use the kernel",
     },
-    "kernel parts": {
-        # The process part builds the transport's pieces; the pipeline and its stages take the App
-        # (kernel.process.app) and the task runner a Runtime (kernel.process.resources), as types
-        # only. Breaking it needs a Protocol of what the pipeline reads of the App (runs, limiter,
-        # idempotency, audit, authenticator, settings) and the runtime handed to tasks moved below both.
-        frozenset({"kernel.process", "kernel.transport"}): "the pipeline and the task runner type the App and Runtime",
-    },
+    "kernel parts": {},
     "modules": {},
 }
 

@@ -32,7 +32,7 @@ from persona_service.kernel.transport.idempotency import Idempotency
 from persona_service.kernel.transport.limits.limiter import GENERATIONS, RateLimiter
 from persona_service.kernel.transport.limits.resolver import LimitsResolver
 from persona_service.kernel.transport.runs import Runs
-from persona_service.kernel.transport.tasks import TaskRunner
+from persona_service.kernel.transport.tasks import TaskKind, TaskRunner
 from persona_service.providers.factory import backoff_delays, fingerprint, make_base_provider
 from persona_service.providers.remote import RemoteProvider
 from persona_service.providers.retrying import Retrying, failure_details
@@ -114,7 +114,8 @@ class App:
         self.runtime = Runtime(self.engine, self.resources, self.provider, self.audit, self.invalidate, modules)
         # Streamed runs are tasks too: a process takes over those whose process died (kernel.transport.runs); a
         # runner claims runs apart from its tasks (kernel.process.runner), in turns by plan.
-        kinds = {**modules.tasks, self.runs.kind: self.runs.task_kind()} if role == "all" else dict(modules.tasks)
+        kinds: dict[str, TaskKind[Runtime]] = {**modules.tasks, self.runs.kind: self.runs.task_kind()} \
+            if role == "all" else dict(modules.tasks)
         self.tasks = TaskRunner(replace(self.runtime, engine=self.stream_engine), self.stream_engine,
                                 kinds, settings.task_workers, settings.task_poll_seconds)
         self._listener: threading.Thread | None = None

@@ -96,7 +96,7 @@ class Module:
     # Erase what this module holds about one user (right to erasure).
     erase_personal_data: PersonalDataEraser | None = None
     # Kinds of durable background work (kernel.transport.tasks) this module enqueues.
-    tasks: Sequence[TaskKind] = ()
+    tasks: Sequence[TaskKind[Runtime]] = ()
     commands: Sequence[Command] = ()
     processes: Sequence[Process] = ()
     # Alembic version directory of the module's own migrations, if any.

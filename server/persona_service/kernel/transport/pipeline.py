@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy import Engine
 
-    from persona_service.kernel.process.app import App
+    from persona_service.kernel.transport.host import PipelineHost
 
     # What grpcio hands the pipeline per method: handlers over any message type.
     Handler = grpc.RpcMethodHandler[Any, Any]
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
 
 class RequestPipeline(grpc.ServerInterceptor):
-    def __init__(self, app: App, methods: dict[str, MethodMeta], engine: Engine | None = None,
+    def __init__(self, app: PipelineHost, methods: dict[str, MethodMeta], engine: Engine | None = None,
                  executor: FairExecutor | None = None) -> None:
         self.app = app
         # The unary server's executor: calls wait for its workers in turns per organization, classified by

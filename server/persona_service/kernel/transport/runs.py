@@ -536,7 +536,7 @@ class Runs:
         """Whether a run this process accepts runs on its own pool (else a runner claims it)."""
         return self.role == "all"
 
-    def task_kind(self) -> TaskKind:
+    def task_kind(self) -> TaskKind[object]:
         """Runs whose lease ran out are taken over by any process's task threads."""
         return TaskKind(self.kind, run=lambda _runtime, task: self._take_over(task),
                         give_up=lambda _runtime, task, _error: self._lose(task), max_attempts=RUN_ATTEMPTS,

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from persona_service.kernel import metrics
 from persona_service.kernel.data import outages as database
@@ -33,24 +33,27 @@ from persona_service.kernel.logs import Throttled
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
-    from persona_service.kernel.process.resources import Runtime
 
 log = logging.getLogger("persona_service.tasks")
 _warn = Throttled(log)
 
 T = TypeVar("T")
+# The runtime a task's work is handed (kernel.process.resources.Runtime): the runner only passes it on, so
+# it is a type parameter here rather than an import of the process part, which builds the runner.
+R = TypeVar("R", contravariant=True)
+RT = TypeVar("RT")
 KEEP_FINISHED = timedelta(days=1)
 # Runner processes LISTEN here (kernel.process.runner): a task committed by a server process wakes their task threads.
 TASKS_CHANNEL = "persona_tasks"
 
 
 @dataclass(frozen=True)
-class TaskKind:
+class TaskKind(Generic[R]):
     name: str
     # The work, in transactions of its own (`Runtime.begin`, on the stream pool); raising retries it.
-    run: Callable[[Runtime, TaskRecord], None]
+    run: Callable[[R, TaskRecord], None]
     # Called once the last attempt failed (in a transaction of its own).
-    give_up: Callable[[Runtime, TaskRecord, str], None]
+    give_up: Callable[[R, TaskRecord, str], None]
     max_attempts: int = 3
     # A failed attempt is retried after backoff × 2^(attempt - 1) seconds.
     backoff_seconds: float = 2.0
@@ -69,8 +72,8 @@ def enqueue(conn: Connection, kind: str, org_id: str, subject_id: str = "",
     return task_id
 
 
-class TaskRunner:
-    def __init__(self, runtime: Runtime, engine: Engine, kinds: dict[str, TaskKind], workers: int,
+class TaskRunner(Generic[RT]):
+    def __init__(self, runtime: RT, engine: Engine, kinds: dict[str, TaskKind[RT]], workers: int,
                  poll_seconds: float) -> None:
         self.runtime = runtime
         self.engine = engine

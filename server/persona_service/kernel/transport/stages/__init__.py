@@ -15,8 +15,8 @@ from persona_service.kernel.transport.stages.resume import Resume
 from persona_service.kernel.transport.stages.validate import KnownFields, Validate
 
 if TYPE_CHECKING:
-    from persona_service.kernel.process.app import App
     from persona_service.kernel.transport.fair import FairExecutor
+    from persona_service.kernel.transport.host import PipelineHost
     from persona_service.kernel.transport.policy import MethodMeta
     from persona_service.kernel.transport.stages.commit import Commit
 
@@ -26,7 +26,7 @@ __all__ = ["Call", "Next", "Stage", "build", "compose"]
 Kind = Literal["unary", "stream", "bytes"]
 
 
-def build(app: App, meta: MethodMeta, kind: Kind, executor: FairExecutor | None, commit: Commit) -> list[Stage]:
+def build(app: PipelineHost, meta: MethodMeta, kind: Kind, executor: FairExecutor | None, commit: Commit) -> list[Stage]:
     """The stages of `meta`'s calls, in order. Request identity and client
     address make the call (pipeline._begin); outcome wraps them all."""
     policy = meta.policy

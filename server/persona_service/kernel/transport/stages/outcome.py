@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     import grpc
 
-    from persona_service.kernel.process.app import App
+    from persona_service.kernel.transport.host import PipelineHost
     from persona_service.kernel.transport.stages.commit import Commit
 
 log = logging.getLogger("persona_service.requests")
@@ -34,7 +34,7 @@ _refusals = Throttled(log)
 
 
 class Outcomes:
-    def __init__(self, app: App, commit: Commit) -> None:
+    def __init__(self, app: PipelineHost, commit: Commit) -> None:
         self.app = app
         self.commit = commit
 
