@@ -6,8 +6,8 @@ moved or tested without the other). Cycles are reported as strongly connected
 components of the import graph, at the granularity of:
 
 - packages: the domains, the kernel and the providers (`personas <-> chat`);
-- kernel parts: `kernel/process`, `kernel/transport`, `kernel/data` and the
-  kernel's own top-level modules (`kernel/clock.py`);
+- kernel parts: `kernel/process`, `kernel/transport`, `kernel/data`, the
+  kernel's own top-level modules (`kernel/clock.py`) and the providers;
 - modules: every module of the package (`kernel/data/audit_repository.py`).
 """
 
@@ -108,8 +108,11 @@ def package_of(module: str) -> str:
 
 
 def kernel_part_of(module: str) -> str | None:
-    """`persona_service.kernel.data.uow` -> kernel.data; None outside the kernel."""
+    """`persona_service.kernel.data.uow` -> kernel.data; the providers are a part of their own (the
+    kernel-parts contract places them between process and transport); None elsewhere."""
     parts = module.split(".")
+    if parts[1:2] == ["providers"]:
+        return "providers"
     return ".".join(parts[1:3]) if parts[1:2] == ["kernel"] and len(parts) > 2 else None
 
 
