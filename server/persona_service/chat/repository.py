@@ -54,7 +54,7 @@ _swipe_index = select(func.count()).where(*_same_turn, _alternatives.c.swipe < _
     .scalar_subquery().label("swipe_index")
 
 
-def _last_visible(stmt: Select, session_id: str, limit: int, before_ordinal: int | None) -> Select:
+def _last_visible(stmt: Select[Any], session_id: str, limit: int, before_ordinal: int | None) -> Select[Any]:
     """`stmt` over the conversation's last `limit` visible messages (before `before_ordinal`), newest first."""
     stmt = stmt.where(_messages.c.session_id == session_id, _visible)
     if before_ordinal is not None:
@@ -62,7 +62,7 @@ def _last_visible(stmt: Select, session_id: str, limit: int, before_ordinal: int
     return stmt.order_by(_messages.c.ordinal.desc()).limit(limit)
 
 
-def _with_swipes(*where: ColumnElement[bool]) -> Select:
+def _with_swipes(*where: ColumnElement[bool]) -> Select[Any]:
     return select(_messages, _swipe_count, _swipe_index).where(*where)
 
 
@@ -84,7 +84,7 @@ class ChatSessionRepository:
         return record(SessionRecord, self.conn.execute(insert(_sessions).values(**values).returning(_sessions)).mappings().one())
 
     def list_page(
-        self, workspace_id: str, filters: dict, limit: int, after: tuple[datetime, str] | None
+        self, workspace_id: str, filters: dict[str, Any], limit: int, after: tuple[datetime, str] | None
     ) -> list[SessionRecord]:
         stmt = select(_sessions).where(_sessions.c.workspace_id == workspace_id)
         for name in ("persona_id", "status", "user_id"):

@@ -299,7 +299,8 @@ def progress_of(deltas: Generator[Delta, None, Reply], event: Callable[[Delta], 
         try:
             delta = next(deltas)
         except StopIteration as done:
-            return done.value
+            reply: Reply = done.value
+            return reply
         progress = event(delta)
         if progress is not None:
             yield progress
@@ -345,7 +346,7 @@ def billed_to(principal: Principal) -> str:
     return principal.credential_id if principal.kind == "api_key" else "session"
 
 
-def _ordinal(position: list) -> int:
+def _ordinal(position: list[Any]) -> int:
     """A message cursor's position: the ordinal of the page's last message."""
     if not isinstance(position[0], int):
         raise TypeError("not an ordinal")

@@ -139,7 +139,7 @@ class GenerationPipeline:
 
     # --- steps ------------------------------------------------------------------
 
-    def _step(self, step: str, spec: RunSpec, outputs: dict, run_id: str, attempts: list[int]) -> Any:
+    def _step(self, step: str, spec: RunSpec, outputs: dict[str, Any], run_id: str, attempts: list[int]) -> Any:
         def call(fn: Callable[..., T], *args: Any) -> T:
             attempts[0] += 1
             try:
@@ -208,7 +208,7 @@ class GenerationPipeline:
             raise unusable(self.provider, "soul without a name or a 20-character desire")
         return soul
 
-    def score(self, soul: dict, voice: dict, call: Callable[..., Any] | None = None) -> dict[str, Any]:
+    def score(self, soul: dict[str, Any], voice: dict[str, Any], call: Callable[..., Any] | None = None) -> dict[str, Any]:
         call = call or (lambda fn, *args: fn(*args))
         reply = call(self.provider.generate, [
             Message("system", AUDIT_PROMPT),
@@ -245,7 +245,7 @@ class GenerationPipeline:
         )
         err.persist = True  # keep the failed run, its events and audit entries
 
-    def _emit(self, type_: str, spec: RunSpec, data: dict) -> None:
+    def _emit(self, type_: str, spec: RunSpec, data: dict[str, Any]) -> None:
         self.outbox.emit(type_, spec.org_id, spec.workspace_id, data)
 
 

@@ -108,7 +108,8 @@ class PersonaRepository:
         # A friendlier 409 (or a derived slug) before the insert; the unique index on (workspace, slug) decides
         # (kernel.data.unique answers a concurrent taker): this read decides nothing about any persona.
         stmt = select(_personas.c.id).where(_personas.c.workspace_id == workspace_id, _personas.c.slug == slug)
-        return self._read(stmt, True).scalar()
+        holder: str | None = self._read(stmt, True).scalar()
+        return holder
 
     def next_fork_ordinal(self, persona_id: str) -> int | None:
         """Atomically claim the next fork ordinal of a parent that is not deleted (None: it is, or is gone).
@@ -122,7 +123,7 @@ class PersonaRepository:
         return self.conn.execute(stmt).scalar()
 
     def list_page(
-        self, workspace_id: str, filters: dict, limit: int, after: tuple[Any, str] | None,
+        self, workspace_id: str, filters: dict[str, Any], limit: int, after: tuple[Any, str] | None,
         order: SortOrder = SortOrder.parse(""), q: str = "",
     ) -> list[tuple[PersonaRecord, SortKey]]:
         """A page of the workspace's personas in `order` (ties by id), strictly

@@ -308,14 +308,17 @@ class SqlFilter(_SqlBoolean):
             raise bad_request("invalidValue", "sortBy names one attribute.")
         path = node.attr_path
         attribute = self._attribute(path)
-        column = self.columns.get(f"{attribute.name}.{path.sub_attr}".lower() if path.sub_attr
-                                  else attribute.name.lower())
+        column: ColumnElement[Any] | None = self.columns.get(
+            f"{attribute.name}.{path.sub_attr}".lower() if path.sub_attr else attribute.name.lower())
         if column is not None:
             return column
         holder = self._json(path.uri, attribute)
+        text: ColumnElement[Any]
         if attribute.multi_valued:
-            return holder[0][path.sub_attr or "value"].astext
-        return holder[path.sub_attr].astext if path.sub_attr else holder.astext
+            text = holder[0][path.sub_attr or "value"].astext
+        else:
+            text = holder[path.sub_attr].astext if path.sub_attr else holder.astext
+        return text
 
     def _attribute(self, path: AttrPath) -> Attribute:
         attribute = self.rt.attribute(path.attr, path.uri)

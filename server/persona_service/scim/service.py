@@ -270,7 +270,7 @@ def _email(doc: dict[str, Any]) -> str:
     emails = [e for e in doc.get("emails") or [] if isinstance(e.get("value"), str)]
     emails.sort(key=lambda e: not e.get("primary"))
     if emails:
-        return emails[0]["value"]
+        return str(emails[0]["value"])
     name = doc["userName"]
     return name if "@" in name else f"scim-{uuid.uuid4().hex}@scim.invalid"
 

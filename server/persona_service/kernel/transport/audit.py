@@ -92,13 +92,13 @@ class FailureTally:
 
     def __init__(self, every: float = 10.0, max_keys: int = 10_000, clock: Callable[[], float] = time.monotonic):
         self.every, self._max_keys, self._clock = every, max_keys, clock  # `clock`: tests move it
-        self._open: dict[tuple | None, _Window] = {}  # (address, org, credential) -> its interval; None: overflow
+        self._open: dict[tuple[str | None, str | None, str | None] | None, _Window] = {}  # (address, org, credential) -> its interval; None: overflow
         self._lock = threading.Lock()
 
     def admit(self, entry: AuditEntry) -> list[AuditEntry]:
         """The rows to write now for this failure: none while its interval holds it back."""
         now = self._clock()
-        key: tuple | None = (entry.client_ip, entry.org_id, entry.credential_id)
+        key: tuple[str | None, str | None, str | None] | None = (entry.client_ip, entry.org_id, entry.credential_id)
         with self._lock:
             window = self._open.get(key)
             if window is not None and now - window.opened < self.every:
