@@ -55,17 +55,21 @@ def test_a_streamed_run_is_executed_by_a_runner_not_by_the_server_that_accepted_
 
 @contextmanager
 def _published(stack):
-    """The wake-up keys published while the block runs."""
+    """The wake-up keys published while the block runs: on the shared channel, and those delivered to a
+    process's own inbox (`wakeups.deliver`: a model call's answer, its key on the message's first line)."""
     seen: list[str] = []
     pubsub = _redis(stack).pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(wakeups.CHANNEL)
+    pubsub.psubscribe(f"{wakeups.CHANNEL}:*")
     stop = threading.Event()
 
     def read() -> None:
         while not stop.is_set():
             message = pubsub.get_message(timeout=0.2)
-            if message is not None:
-                seen.extend(message["data"].decode().split())
+            if message is None:
+                continue
+            data = message["data"].decode()
+            seen.extend([data.partition("\n")[0]] if message["type"] == "pmessage" else data.split())
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
@@ -88,7 +92,7 @@ def test_a_unary_operation_gets_its_model_calls_answered_by_a_runner(stack, http
     with _published(stack) as seen:
         created = http.post("/v1/personas", json={"intent": "A beekeeper who writes sonnets"}, headers=tenant.auth)
     assert created.status_code == 200, created.text
-    # Its soul, voice, moderation and audit: each a call a runner answered (and woke the server for).
+    # Its soul, voice, moderation and audit: each a call a runner answered (delivered to the waiting server).
     answers = [key for key in seen if key.startswith("persona:model:answer:")]
     assert len(answers) >= 3, seen
 
