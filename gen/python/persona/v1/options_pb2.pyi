@@ -168,6 +168,7 @@ class MethodPolicy(_message.Message):
     ERROR_SHAPE_FIELD_NUMBER: _builtins.int
     ANONYMOUS_FIELD_NUMBER: _builtins.int
     SUCCESS_STATUS_FIELD_NUMBER: _builtins.int
+    READ_MAY_LAG_FIELD_NUMBER: _builtins.int
     scope: _builtins.str
     """Scope the calling credential must hold (one of the six
     `<resource>:<action>` values, `platform:admin` or `scim:provision`).
@@ -227,6 +228,18 @@ class MethodPolicy(_message.Message):
     204 no content), as the edge answers it and the OpenAPI document states
     it. A servicer may still set another through its request context.
     """
+    read_may_lag: _builtins.bool
+    """The RPC reads what may lag the latest writes by up to a bound
+    (PERSONA_DATABASE_REPLICA_MAX_LAG_SECONDS): with a replica configured
+    (PERSONA_DATABASE_REPLICA_URL) its unit of work opens on the replica,
+    unless the replica has not replayed a write the caller's organization
+    committed (read-your-writes: the primary answers) or lags past the bound
+    or is down (out of rotation: the primary answers). A list, never a read
+    by id that a client follows from a link, a webhook or another member's
+    answer. It must not write nor be audited (checked at startup). The
+    mechanism and the share of the benchmark's reads it moves:
+    docs/scaling-out.md "Reads from replicas".
+    """
     @_builtins.property
     def roles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """For session JWTs: the membership roles allowed to call it
@@ -249,10 +262,11 @@ class MethodPolicy(_message.Message):
         error_shape: Global___ErrorShape.ValueType = ...,
         anonymous: _builtins.bool = ...,
         success_status: _builtins.int = ...,
+        read_may_lag: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["anonymous", b"anonymous", "audit_action", b"audit_action", "audited", b"audited", "endpoint_cap", b"endpoint_cap", "error_shape", b"error_shape", "generation", b"generation", "platform_admin", b"platform_admin", "resource_type", b"resource_type", "response", b"response", "roles", b"roles", "scope", b"scope", "success_status", b"success_status", "write", b"write"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anonymous", b"anonymous", "audit_action", b"audit_action", "audited", b"audited", "endpoint_cap", b"endpoint_cap", "error_shape", b"error_shape", "generation", b"generation", "platform_admin", b"platform_admin", "read_may_lag", b"read_may_lag", "resource_type", b"resource_type", "response", b"response", "roles", b"roles", "scope", b"scope", "success_status", b"success_status", "write", b"write"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -26,7 +26,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from persona.v1 import options_pb2 as persona_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16persona/v1/usage.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x18persona/v1/options.proto\"\xa3\x01\n\x0fGetUsageRequest\x12\x15\n\x05start\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x18(\x12\x13\n\x03\x65nd\x18\x02 \x01(\tB\x06\x92\xb5\x18\x02\x18(\x12\x30\n\x08group_by\x18\x03 \x01(\tB\x1e\x92\xb5\x18\x1aJ\x18persona.v1.UsageGrouping\x12\x1a\n\npersona_id\x18\x04 \x01(\tB\x06\x92\xb5\x18\x02\x18(\x12\x16\n\x06key_id\x18\x05 \x01(\tB\x06\x92\xb5\x18\x02\x18(\"\xa8\x01\n\x05Usage\x12\r\n\x05start\x18\x01 \x01(\t\x12\x0b\n\x03\x65nd\x18\x02 \x01(\t\x12\x30\n\x08group_by\x18\x03 \x01(\tB\x1e\x92\xb5\x18\x1aJ\x18persona.v1.UsageGrouping\x12(\n\x07\x62uckets\x18\x04 \x03(\x0b\x32\x17.persona.v1.UsageBucket\x12\'\n\x06totals\x18\x05 \x01(\x0b\x32\x17.persona.v1.UsageBucket\"\x93\x01\n\x0bUsageBucket\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x02 \x01(\x01\x12\x15\n\routput_tokens\x18\x03 \x01(\x01\x12\x17\n\x0f\x63ost_usd_micros\x18\x04 \x01(\x01\x12\x13\n\x0bgenerations\x18\x05 \x01(\x05\x12\x1c\n\x14unpriced_generations\x18\x06 \x01(\x05*\x9a\x01\n\rUsageGrouping\x12\x1e\n\x1aUSAGE_GROUPING_UNSPECIFIED\x10\x00\x12\x1f\n\x12USAGE_GROUPING_DAY\x10\x01\x1a\x07\xa2\xb5\x18\x03\x64\x61y\x12\'\n\x16USAGE_GROUPING_PERSONA\x10\x02\x1a\x0b\xa2\xb5\x18\x07persona\x12\x1f\n\x12USAGE_GROUPING_KEY\x10\x03\x1a\x07\xa2\xb5\x18\x03key2s\n\x0cUsageService\x12\x63\n\x08GetUsage\x12\x1b.persona.v1.GetUsageRequest\x1a\x11.persona.v1.Usage\"\'\x8a\xb5\x18\x12\n\tchat:readB\x05usage\x82\xd3\xe4\x93\x02\x0b\x12\t/v1/usageB%\n\x15\x63om.personaservice.v1B\nUsageProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16persona/v1/usage.proto\x12\npersona.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x18persona/v1/options.proto\"\xa3\x01\n\x0fGetUsageRequest\x12\x15\n\x05start\x18\x01 \x01(\tB\x06\x92\xb5\x18\x02\x18(\x12\x13\n\x03\x65nd\x18\x02 \x01(\tB\x06\x92\xb5\x18\x02\x18(\x12\x30\n\x08group_by\x18\x03 \x01(\tB\x1e\x92\xb5\x18\x1aJ\x18persona.v1.UsageGrouping\x12\x1a\n\npersona_id\x18\x04 \x01(\tB\x06\x92\xb5\x18\x02\x18(\x12\x16\n\x06key_id\x18\x05 \x01(\tB\x06\x92\xb5\x18\x02\x18(\"\xa8\x01\n\x05Usage\x12\r\n\x05start\x18\x01 \x01(\t\x12\x0b\n\x03\x65nd\x18\x02 \x01(\t\x12\x30\n\x08group_by\x18\x03 \x01(\tB\x1e\x92\xb5\x18\x1aJ\x18persona.v1.UsageGrouping\x12(\n\x07\x62uckets\x18\x04 \x03(\x0b\x32\x17.persona.v1.UsageBucket\x12\'\n\x06totals\x18\x05 \x01(\x0b\x32\x17.persona.v1.UsageBucket\"\x93\x01\n\x0bUsageBucket\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x02 \x01(\x01\x12\x15\n\routput_tokens\x18\x03 \x01(\x01\x12\x17\n\x0f\x63ost_usd_micros\x18\x04 \x01(\x01\x12\x13\n\x0bgenerations\x18\x05 \x01(\x05\x12\x1c\n\x14unpriced_generations\x18\x06 \x01(\x05*\x9a\x01\n\rUsageGrouping\x12\x1e\n\x1aUSAGE_GROUPING_UNSPECIFIED\x10\x00\x12\x1f\n\x12USAGE_GROUPING_DAY\x10\x01\x1a\x07\xa2\xb5\x18\x03\x64\x61y\x12\'\n\x16USAGE_GROUPING_PERSONA\x10\x02\x1a\x0b\xa2\xb5\x18\x07persona\x12\x1f\n\x12USAGE_GROUPING_KEY\x10\x03\x1a\x07\xa2\xb5\x18\x03key2u\n\x0cUsageService\x12\x65\n\x08GetUsage\x12\x1b.persona.v1.GetUsageRequest\x1a\x11.persona.v1.Usage\")\x8a\xb5\x18\x14\n\tchat:readB\x05usagep\x01\x82\xd3\xe4\x93\x02\x0b\x12\t/v1/usageB%\n\x15\x63om.personaservice.v1B\nUsageProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -53,7 +53,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_USAGE'].fields_by_name['group_by']._loaded_options = None
   _globals['_USAGE'].fields_by_name['group_by']._serialized_options = b'\222\265\030\032J\030persona.v1.UsageGrouping'
   _globals['_USAGESERVICE'].methods_by_name['GetUsage']._loaded_options = None
-  _globals['_USAGESERVICE'].methods_by_name['GetUsage']._serialized_options = b'\212\265\030\022\n\tchat:readB\005usage\202\323\344\223\002\013\022\t/v1/usage'
+  _globals['_USAGESERVICE'].methods_by_name['GetUsage']._serialized_options = b'\212\265\030\024\n\tchat:readB\005usagep\001\202\323\344\223\002\013\022\t/v1/usage'
   _globals['_USAGEGROUPING']._serialized_start=582
   _globals['_USAGEGROUPING']._serialized_end=736
   _globals['_GETUSAGEREQUEST']._serialized_start=95
@@ -63,5 +63,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_USAGEBUCKET']._serialized_start=432
   _globals['_USAGEBUCKET']._serialized_end=579
   _globals['_USAGESERVICE']._serialized_start=738
-  _globals['_USAGESERVICE']._serialized_end=853
+  _globals['_USAGESERVICE']._serialized_end=855
 # @@protoc_insertion_point(module_scope)

@@ -62,6 +62,7 @@ def method_table(services: list[ServiceDescriptor]) -> dict[str, MethodMeta]:
             if policy.platform_admin != (policy.scope == ADMIN_SCOPE):
                 # A key's scopes confine an administrator too: admin power needs the admin scope.
                 raise RuntimeError(f"{method.full_name}: admin-only RPCs, and only they, require scope {ADMIN_SCOPE!r}")
+            _check_read_may_lag(method, policy)
             check_rules(method.input_type)
             path = f"/{service.full_name}/{method.name}"
             table[path] = MethodMeta(
@@ -82,6 +83,12 @@ def _check_one_action_name(named: dict[str, tuple[str, str]], method: MethodDesc
     if first[1] != action:
         raise RuntimeError(f"{method.full_name} audits as {action!r} but {first[0]}, which takes the same "
                            f"request, as {first[1]!r}: declare one audit_action for both")
+
+
+def _check_read_may_lag(method: MethodDescriptor, policy: options_pb2.MethodPolicy) -> None:
+    """A replica takes no writes: an RPC that writes (its audit entry, a generation's quota) reads the primary."""
+    if policy.read_may_lag and (policy.write or policy.audited or policy.platform_admin or policy.generation):
+        raise RuntimeError(f"{method.full_name} may read a lagging replica but writes, is audited or generates")
 
 
 HTTP_BODY = "google.api.HttpBody"
