@@ -14,9 +14,11 @@ tables and Base's metadata only in the domain's own repositories and tables;
 transactions opened or ended only by servicers, jobs, commands and the
 module's wiring; inside a domain, imports (lazy ones too) only go down the
 layers. Dynamic access (imports of computed names, `__self__`, getattr with a
-computed name in a domain) is refused. Also: a domain names no other domain's
-tables in SQL (nor in its migrations), the kernel names no domain, rows cross
-layers as typed records, only the kernel sees the App.
+computed name in a domain) is refused, and so is finding the call from ambient
+state: a servicer is handed its call (`Method(self, request, ctx)`). Also: a
+domain names no other domain's tables in SQL (nor in its migrations), the
+kernel names no domain, rows cross layers as typed records, only the kernel
+sees the App.
 `test_each_planted_violation_fails` plants each kind of violation in a copy
 of the package and expects its check to fail, and every rule has one, so
 none of these can pass vacuously.
@@ -643,10 +645,51 @@ def dynamic_access(root: pathlib.Path) -> list[str]:
     return offenders
 
 
+# Module-level state that outlives a call's arguments: a context variable, a table keyed by object, a thread's slot.
+AMBIENT = re.compile(r"\b(?:ContextVar|WeakKeyDictionary|WeakValueDictionary|local)$")
+# Door functions that still find the durable run from the thread running it, each with why.
+AMBIENT_KNOWN = {
+    "checkpoint": "a run's saved steps, read from the run this thread runs (not yet handed with the call)",
+    "earlier_frames": "the frames an earlier attempt of this thread's run sent (likewise)",
+    "current_run_id": "the run's id, until the pipeline hands it with the call",
+}
+
+
+def _ambient_state(tree: ast.Module) -> dict[str, int]:
+    """`tree`'s module-level ambient state: name -> line."""
+    return {target.id: node.lineno for node in tree.body if isinstance(node, ast.Assign | ast.AnnAssign)
+            and isinstance(node.value, ast.Call) and AMBIENT.search(ast.unparse(node.value.func))
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(target, ast.Name)}
+
+
+def call_from_ambient_state(root: pathlib.Path) -> list[str]:
+    """A servicer is handed its call (`Method(self, request, ctx)`) and passes on what its services need: no
+    domain keeps module-level call state, and no function the kernel's door exports reads any (a context
+    variable, a side table keyed by gRPC's context), whatever it is named."""
+    offenders = [f"{path}:{line} keeps call state in {name}" for path, tree in _domain_files(root)
+                 for name, line in _ambient_state(tree).items()]
+    block = next(node for node in _tree(root / "kernel" / "api.py").body
+                 if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    for node in block.body:
+        path = _module_file(root, node.module or "") if isinstance(node, ast.ImportFrom) else None
+        if path is None:
+            continue
+        tree = _tree(root / path)
+        ambient = _ambient_state(tree)
+        for alias in node.names:
+            functions = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == alias.name]
+            read = {n.id for f in functions for n in ast.walk(f) if isinstance(n, ast.Name) and n.id in ambient}
+            if read and (alias.asname or alias.name) not in AMBIENT_KNOWN:
+                offenders.append(f"{path}: {alias.name} (the door's) reads the ambient {', '.join(sorted(read))}")
+    return offenders
+
+
 AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     files_without_a_role, grpc_outside_servicers, sql_outside_repositories, transactions_outside_units_of_work,
     tables_outside_their_domain, other_domains_tables, layers_inside_domains, dynamic_access, kernel_naming_domains,
     raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_kernel,
+    call_from_ambient_state,
 ]
 
 
@@ -781,6 +824,14 @@ PLANTED = [
     ("the ambient request context through its module", "chat/servicer.py",
      "from persona_service.kernel.transport import context as _ctx\n\n\ndef _planted():\n    return _ctx.current()\n",
      lint_imports),
+    ("the door's function finding the call in a side table", "kernel/transport/convert.py",
+     "import weakref\n\n_by_call = weakref.WeakKeyDictionary()\n\n\ndef int32(context):\n    return _by_call[context]\n",
+     call_from_ambient_state),
+    ("the door's function reading a context variable", "kernel/clock.py",
+     "import contextvars\n\n_now = contextvars.ContextVar('now')\n\n\ndef utcnow():\n    return _now.get()\n",
+     call_from_ambient_state),
+    ("a servicer keeping its calls in a context variable", "personas/servicer.py",
+     "import contextvars\n\n_planted = contextvars.ContextVar('call')\n", call_from_ambient_state),
     ("a domain reaching the runs past the kernel's door", "chat/service.py",
      "from persona_service.kernel.transport.runs import RunStore as _planted\n", lint_imports),
     ("a domain's command reaching the engine past the door, lazily", "orgs/commands.py",

@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import json
 
-import grpc
-from persona.v1 import billing_pb2, billing_pb2_grpc
+from persona.v1 import billing_pb2
 
 from persona_service.billing.processor import processor_for
 from persona_service.billing.records import CURRENCY, PRICES_MINOR, InvoiceRecord, SubscriptionRecord
@@ -15,12 +14,10 @@ from persona_service.kernel.api import (
     NotFound,
     RequestContext,
     ServicerDeps,
-    context_of,
     int32,
     load,
     nullable_time,
     page_limit,
-    text_metadata,
     timestamp,
 )
 
@@ -28,7 +25,7 @@ from persona_service.kernel.api import (
 WEBHOOK_TOLERANCE_SECONDS = 300
 
 
-class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
+class BillingServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
 
@@ -45,47 +42,40 @@ class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
         return subscription(after)
 
     def GetSubscription(self, request: billing_pb2.GetSubscriptionRequest,
-                        context: grpc.ServicerContext) -> billing_pb2.Subscription:
-        ctx = context_of(context)
+                        ctx: RequestContext) -> billing_pb2.Subscription:
         return subscription(self._service(ctx).subscription(ctx.caller.org_id))
 
     def ChangeSubscription(self, request: billing_pb2.ChangeSubscriptionRequest,
-                           context: grpc.ServicerContext) -> billing_pb2.Subscription:
-        ctx = context_of(context)
+                           ctx: RequestContext) -> billing_pb2.Subscription:
         service = self._service(ctx)
         before = service.subscription(ctx.caller.org_id, for_update=True)  # what the change decides on, held
         return self._changed(ctx, before, service.change(ctx.caller, request.plan))
 
     def CancelSubscription(self, request: billing_pb2.CancelSubscriptionRequest,
-                           context: grpc.ServicerContext) -> billing_pb2.Subscription:
-        ctx = context_of(context)
+                           ctx: RequestContext) -> billing_pb2.Subscription:
         return subscription(self._service(ctx).cancel(ctx.caller))
 
     def ResumeSubscription(self, request: billing_pb2.ResumeSubscriptionRequest,
-                           context: grpc.ServicerContext) -> billing_pb2.Subscription:
-        ctx = context_of(context)
+                           ctx: RequestContext) -> billing_pb2.Subscription:
         return subscription(self._service(ctx).resume(ctx.caller))
 
     def ListInvoices(self, request: billing_pb2.ListInvoicesRequest,
-                     context: grpc.ServicerContext) -> billing_pb2.ListInvoicesResponse:
-        ctx = context_of(context)
+                     ctx: RequestContext) -> billing_pb2.ListInvoicesResponse:
         rows, token = self._service(ctx).invoices(ctx.caller, request.cursor,
                                                   page_limit(request))
         return billing_pb2.ListInvoicesResponse(items=[invoice(r) for r in rows], next_cursor=token)
 
-    def GetInvoice(self, request: billing_pb2.GetInvoiceRequest, context: grpc.ServicerContext) -> billing_pb2.Invoice:
-        ctx = context_of(context)
+    def GetInvoice(self, request: billing_pb2.GetInvoiceRequest, ctx: RequestContext) -> billing_pb2.Invoice:
         return invoice(self._service(ctx).invoice(ctx.caller, request.id))
 
     def ReceiveStripeEvent(self, request: billing_pb2.ReceiveStripeEventRequest,
-                           context: grpc.ServicerContext) -> billing_pb2.StripeEventReceipt:
+                           ctx: RequestContext) -> billing_pb2.StripeEventReceipt:
         import stripe  # here, not at import: stripe costs every process start (docs/testing.md)
 
-        ctx = context_of(context)
         settings = load(BillingSettings)
         if settings.billing_processor != "stripe" or not settings.stripe_webhook_secret:
             raise NotFound("webhook endpoint")
-        signature = text_metadata(context).get("stripe-signature", "")
+        signature = ctx.metadata.get("stripe-signature", "")
         payload = request.payload.data.decode("utf-8", "replace")
         try:
             stripe.WebhookSignature.verify_header(payload, signature, settings.stripe_webhook_secret,
@@ -104,8 +94,7 @@ class BillingServicer(billing_pb2_grpc.BillingServiceServicer):
         return billing_pb2.StripeEventReceipt(event_id=event_id, applied=applied)
 
     def GetInvoicePdf(self, request: billing_pb2.GetInvoicePdfRequest,
-                      context: grpc.ServicerContext) -> billing_pb2.InvoicePdfLink:
-        ctx = context_of(context)
+                      ctx: RequestContext) -> billing_pb2.InvoicePdfLink:
         link = self._service(ctx).pdf_link(ctx.caller, request.id)
         ctx.respond(cache_control="no-store")
         return billing_pb2.InvoicePdfLink(uri=link.url, expires_at=timestamp(link.expires_at))

@@ -12,10 +12,9 @@ import re
 from collections.abc import Generator
 from typing import Any
 
-import grpc
 from google.api import httpbody_pb2
 from google.protobuf import json_format, struct_pb2
-from persona.v1 import openai_pb2, openai_pb2_grpc
+from persona.v1 import openai_pb2
 
 from persona_service.chat.completions import CompletionService, model_id
 from persona_service.chat.openai_errors import openai_envelope
@@ -26,7 +25,6 @@ from persona_service.kernel.api import (
     ServicerDeps,
     ValidationFailed,
     Violation,
-    context_of,
     drain,
     earlier_frames,
 )
@@ -150,7 +148,7 @@ def _chunk(frame: bytes) -> dict[str, Any]:
     return {} if data == "[DONE]" else json.loads(data)
 
 
-class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
+class OpenAIServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
         self.prices = PriceTable.from_env()
@@ -159,18 +157,15 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
         return CompletionService(ctx.conn, self.deps.provider_for(ctx) if provider else None, self.prices)
 
     def ListModels(self, request: openai_pb2.ListModelsRequest,
-                   context: grpc.ServicerContext) -> openai_pb2.ListModelsResponse:
-        ctx = context_of(context)
+                   ctx: RequestContext) -> openai_pb2.ListModelsResponse:
         rows = self._service(ctx).models(ctx.caller)
         return openai_pb2.ListModelsResponse(object="list", data=[_model(r) for r in rows])
 
-    def GetModel(self, request: openai_pb2.GetModelRequest, context: grpc.ServicerContext) -> openai_pb2.Model:
-        ctx = context_of(context)
+    def GetModel(self, request: openai_pb2.GetModelRequest, ctx: RequestContext) -> openai_pb2.Model:
         return _model(*self._service(ctx).model(ctx.caller, request.model))
 
     def CreateChatCompletion(self, request: openai_pb2.CreateChatCompletionRequest,
-                             context: grpc.ServicerContext) -> openai_pb2.ChatCompletion:
-        ctx = context_of(context)
+                             ctx: RequestContext) -> openai_pb2.ChatCompletion:
         if found := violations(request):
             raise ValidationFailed(found)
         operation = self._service(ctx, provider=True).complete(
@@ -190,9 +185,8 @@ class OpenAIServicer(openai_pb2_grpc.OpenAIServiceServicer):
         )
 
     def StreamChatCompletion(self, request: openai_pb2.CreateChatCompletionRequest,
-                             context: grpc.ServicerContext
+                             ctx: RequestContext
                              ) -> Generator[httpbody_pb2.HttpBody, None, list[httpbody_pb2.HttpBody]]:
-        ctx = context_of(context)
         if found := violations(request):
             raise ValidationFailed(found)
         include_usage = request.stream_options.include_usage

@@ -1,17 +1,15 @@
 from collections.abc import Generator
 
-import grpc
-from persona.v1 import chat_pb2, chat_pb2_grpc
+from persona.v1 import chat_pb2
 
 from persona_service.chat.controls import Change, ChatControls
 from persona_service.chat.records import MessageRecord, SessionRecord
-from persona_service.chat.service import ChatSessionService, Sampling
+from persona_service.chat.service import ChatSessionService, Sampling, session_of
 from persona_service.kernel.api import (
     ApiError,
     RequestContext,
     RunLost,
     ServicerDeps,
-    context_of,
     drain,
     earlier_frames,
     error_message,
@@ -67,7 +65,7 @@ def _released(frames: list[bytes]) -> tuple[str, ...]:
     return tuple(e.delta for e in events if e.event == "message.delta")
 
 
-class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
+class ChatServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
         self.prices = PriceTable.from_env()
@@ -78,37 +76,31 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         )
 
     def CreateChatSession(self, request: chat_pb2.CreateChatSessionRequest,
-                          context: grpc.ServicerContext) -> chat_pb2.ChatSession:
-        ctx = context_of(context)
+                          ctx: RequestContext) -> chat_pb2.ChatSession:
         row = self._service(ctx).create(ctx.caller, request.persona_id, request.user_id, request.title,
                                           persona_version=request.persona_version)
         return chat_session(row)
 
     def GetChatSession(self, request: chat_pb2.GetChatSessionRequest,
-                       context: grpc.ServicerContext) -> chat_pb2.ChatSession:
-        ctx = context_of(context)
-        return chat_session(self._service(ctx).get(ctx.caller, request.id))
+                       ctx: RequestContext) -> chat_pb2.ChatSession:
+        return chat_session(session_of(ctx.caller, request.id, lambda: ctx.conn))  # no connection on a hit
 
     def ListChatSessions(self, request: chat_pb2.ListChatSessionsRequest,
-                         context: grpc.ServicerContext) -> chat_pb2.ListChatSessionsResponse:
-        ctx = context_of(context)
+                         ctx: RequestContext) -> chat_pb2.ListChatSessionsResponse:
         filters = {"persona_id": request.persona_id, "status": request.status, "user_id": request.user_id}
         rows, cursor = self._service(ctx).list(ctx.caller, filters, page_limit(request), request.cursor)
         return chat_pb2.ListChatSessionsResponse(items=[chat_session(r) for r in rows], next_cursor=cursor)
 
     def EndChatSession(self, request: chat_pb2.EndChatSessionRequest,
-                       context: grpc.ServicerContext) -> chat_pb2.ChatSession:
-        ctx = context_of(context)
+                       ctx: RequestContext) -> chat_pb2.ChatSession:
         return chat_session(self._service(ctx).end(ctx.caller, request.id))
 
     def ArchiveChatSession(self, request: chat_pb2.ArchiveChatSessionRequest,
-                           context: grpc.ServicerContext) -> chat_pb2.ChatSession:
-        ctx = context_of(context)
+                           ctx: RequestContext) -> chat_pb2.ChatSession:
         return chat_session(self._service(ctx).archive(ctx.caller, request.id))
 
     def SendChatMessage(self, request: chat_pb2.SendChatMessageRequest,
-                        context: grpc.ServicerContext) -> chat_pb2.SendChatMessageResponse:
-        ctx = context_of(context)
+                        ctx: RequestContext) -> chat_pb2.SendChatMessageResponse:
         result = drain(self._service(ctx, provider=True).send(ctx.caller, request.id, request.content,
                                                               sampling(request)))
         return chat_pb2.SendChatMessageResponse(
@@ -116,9 +108,8 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
             session=chat_session(result.session),
         )
 
-    def StreamChatMessage(self, request: chat_pb2.SendChatMessageRequest, context: grpc.ServicerContext
+    def StreamChatMessage(self, request: chat_pb2.SendChatMessageRequest, ctx: RequestContext
                           ) -> Generator[chat_pb2.ChatMessageEvent, None, chat_pb2.ChatMessageEvent]:
-        ctx = context_of(context)
         operation = self._service(ctx, provider=True).send(ctx.caller, request.id, request.content, sampling(request),
                                                            stream=True, earlier=_released(earlier_frames()))
         started = False
@@ -146,14 +137,12 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
             raise
 
     def ListChatMessages(self, request: chat_pb2.ListChatMessagesRequest,
-                         context: grpc.ServicerContext) -> chat_pb2.ListChatMessagesResponse:
-        ctx = context_of(context)
+                         ctx: RequestContext) -> chat_pb2.ListChatMessagesResponse:
         rows, cursor = self._service(ctx).messages(ctx.caller, request.id, page_limit(request), request.cursor)
         return chat_pb2.ListChatMessagesResponse(items=[chat_message(r) for r in rows], next_cursor=cursor)
 
     def RegenerateChatMessage(self, request: chat_pb2.RegenerateChatMessageRequest,
-                              context: grpc.ServicerContext) -> chat_pb2.SendChatMessageResponse:
-        ctx = context_of(context)
+                              ctx: RequestContext) -> chat_pb2.SendChatMessageResponse:
         done = ChatControls(self._service(ctx, provider=True)).regenerate(
             ctx.caller, request.session_id, request.id, sampling(request))
         return chat_pb2.SendChatMessageResponse(
@@ -162,25 +151,21 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         )
 
     def ChooseChatMessage(self, request: chat_pb2.ChooseChatMessageRequest,
-                          context: grpc.ServicerContext) -> chat_pb2.ChatMessage:
-        ctx = context_of(context)
+                          ctx: RequestContext) -> chat_pb2.ChatMessage:
         return chat_message(ChatControls(self._service(ctx)).choose(
             ctx.caller, request.session_id, request.id, request.swipe_index))
 
     def UpdateChatMessage(self, request: chat_pb2.UpdateChatMessageRequest,
-                          context: grpc.ServicerContext) -> chat_pb2.ChatMessageChange:
-        ctx = context_of(context)
+                          ctx: RequestContext) -> chat_pb2.ChatMessageChange:
         return message_change(ChatControls(self._service(ctx)).edit(
             ctx.caller, request.session_id, request.id, request.content))
 
     def DeleteChatMessage(self, request: chat_pb2.DeleteChatMessageRequest,
-                          context: grpc.ServicerContext) -> chat_pb2.ChatMessageChange:
-        ctx = context_of(context)
+                          ctx: RequestContext) -> chat_pb2.ChatMessageChange:
         return message_change(ChatControls(self._service(ctx)).delete(ctx.caller, request.session_id, request.id))
 
     def PreviewChatMessage(self, request: chat_pb2.PreviewChatMessageRequest,
-                           context: grpc.ServicerContext) -> chat_pb2.ChatMessagePreview:
-        ctx = context_of(context)
+                           ctx: RequestContext) -> chat_pb2.ChatMessagePreview:
         sessions = self._service(ctx, provider=True)
         preview = ChatControls(sessions).preview(
             ctx.caller, request.id, request.content, sampling(request), str(getattr(sessions.provider, "model", "")),

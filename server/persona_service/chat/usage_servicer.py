@@ -1,9 +1,8 @@
-import grpc
-from persona.v1 import usage_pb2, usage_pb2_grpc
+from persona.v1 import usage_pb2
 
 from persona_service.chat.records import UsageRow
 from persona_service.chat.usage import UsageService
-from persona_service.kernel.api import ServicerDeps, context_of, iso
+from persona_service.kernel.api import RequestContext, ServicerDeps, iso
 
 
 def usage_bucket(row: UsageRow) -> usage_pb2.UsageBucket:
@@ -12,12 +11,11 @@ def usage_bucket(row: UsageRow) -> usage_pb2.UsageBucket:
                                  unpriced_generations=row.unpriced_generations)
 
 
-class UsageServicer(usage_pb2_grpc.UsageServiceServicer):
+class UsageServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
 
-    def GetUsage(self, request: usage_pb2.GetUsageRequest, context: grpc.ServicerContext) -> usage_pb2.Usage:
-        ctx = context_of(context)
+    def GetUsage(self, request: usage_pb2.GetUsageRequest, ctx: RequestContext) -> usage_pb2.Usage:
         report = UsageService(ctx.conn).usage(ctx.caller, request.start, request.end, request.group_by,
                                               request.persona_id, request.key_id)
         return usage_pb2.Usage(start=iso(report.start), end=iso(report.end), group_by=report.group_by,

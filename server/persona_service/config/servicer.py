@@ -1,9 +1,8 @@
-import grpc
 from google.protobuf import json_format, struct_pb2
-from persona.v1 import config_pb2, config_pb2_grpc
+from persona.v1 import config_pb2
 
 from persona_service.config.service import RATE_LIMIT_PREFIX, ConfigService, Effective
-from persona_service.kernel.api import RequestContext, ServicerDeps, context_of, nullable_time, page_limit
+from persona_service.kernel.api import RequestContext, ServicerDeps, nullable_time, page_limit
 
 
 def config_item(item: Effective) -> config_pb2.ConfigItem:
@@ -15,33 +14,29 @@ def config_item(item: Effective) -> config_pb2.ConfigItem:
     )
 
 
-class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
+class ConfigServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
 
     def ListConfigItems(self, request: config_pb2.ListConfigItemsRequest,
-                        context: grpc.ServicerContext) -> config_pb2.ListConfigItemsResponse:
-        ctx = context_of(context)
+                        ctx: RequestContext) -> config_pb2.ListConfigItemsResponse:
         items, cursor = ConfigService(ctx.conn, self.deps.cursors).page(
             ctx.caller, request.prefix, page_limit(request), request.cursor)
         return config_pb2.ListConfigItemsResponse(items=[config_item(i) for i in items], next_cursor=cursor)
 
     def GetConfigItem(self, request: config_pb2.GetConfigItemRequest,
-                      context: grpc.ServicerContext) -> config_pb2.ConfigItem:
-        ctx = context_of(context)
+                      ctx: RequestContext) -> config_pb2.ConfigItem:
         return config_item(ConfigService(ctx.conn).get(ctx.caller, request.key, request.persona_id))
 
     def UpdateConfigItem(self, request: config_pb2.UpdateConfigItemRequest,
-                         context: grpc.ServicerContext) -> config_pb2.ConfigItem:
-        ctx = context_of(context)
+                         ctx: RequestContext) -> config_pb2.ConfigItem:
         value = json_format.MessageToDict(request.value)
         item = ConfigService(ctx.conn).update(ctx.caller, request.key, value, request.level, request.persona_id)
         self._invalidate_limits(ctx, request.key)
         return config_item(item)
 
     def DeleteConfigItem(self, request: config_pb2.DeleteConfigItemRequest,
-                         context: grpc.ServicerContext) -> config_pb2.ConfigItem:
-        ctx = context_of(context)
+                         ctx: RequestContext) -> config_pb2.ConfigItem:
         item = ConfigService(ctx.conn).delete(ctx.caller, request.key, request.level, request.persona_id)
         self._invalidate_limits(ctx, request.key)
         return config_item(item)

@@ -4,12 +4,11 @@ import json
 import pathlib
 from functools import cache
 
-import grpc
 from google.api import httpbody_pb2
-from persona.v1 import docs_pb2, docs_pb2_grpc
+from persona.v1 import docs_pb2
 
 from persona_service.docs.reference import render
-from persona_service.kernel.api import ServicerDeps, context_of
+from persona_service.kernel.api import RequestContext, ServicerDeps
 
 DOCUMENT = pathlib.Path(__file__).resolve().parents[3] / "gen" / "openapi.json"  # the checkout's gen/ (make gen)
 
@@ -24,16 +23,16 @@ def _reference() -> bytes:
     return render(json.loads(_document())).encode()
 
 
-class DocsServicer(docs_pb2_grpc.DocsServiceServicer):
+class DocsServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
 
     def GetOpenApiDocument(self, request: docs_pb2.GetOpenApiDocumentRequest,
-                           context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        context_of(context).respond(cache_control="public, max-age=300")
+                           ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        ctx.respond(cache_control="public, max-age=300")
         return httpbody_pb2.HttpBody(content_type="application/json", data=_document())
 
     def GetApiReference(self, request: docs_pb2.GetApiReferenceRequest,
-                        context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        context_of(context).respond(cache_control="public, max-age=300")
+                        ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        ctx.respond(cache_control="public, max-age=300")
         return httpbody_pb2.HttpBody(content_type="text/html; charset=utf-8", data=_reference())

@@ -1,7 +1,14 @@
-import grpc
-from persona.v1 import audit_pb2, audit_pb2_grpc
+from persona.v1 import audit_pb2
 
-from persona_service.kernel.api import AuditLog, AuditRecord, ServicerDeps, context_of, page_limit, struct, timestamp
+from persona_service.kernel.api import (
+    AuditLog,
+    AuditRecord,
+    RequestContext,
+    ServicerDeps,
+    page_limit,
+    struct,
+    timestamp,
+)
 
 
 def audit_event(row: AuditRecord) -> audit_pb2.AuditEvent:
@@ -14,13 +21,12 @@ def audit_event(row: AuditRecord) -> audit_pb2.AuditEvent:
     )
 
 
-class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
+class AuditServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
 
     def ListAuditEvents(self, request: audit_pb2.ListAuditEventsRequest,
-                        context: grpc.ServicerContext) -> audit_pb2.ListAuditEventsResponse:
-        ctx = context_of(context)
+                        ctx: RequestContext) -> audit_pb2.ListAuditEventsResponse:
         filters = {
             name: getattr(request, name)
             for name in ("action", "outcome", "actor_user_id", "credential_id", "resource_type", "resource_id", "request_id")

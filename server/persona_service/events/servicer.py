@@ -1,7 +1,6 @@
-import grpc
-from persona.v1 import events_pb2, events_pb2_grpc
+from persona.v1 import events_pb2
 
-from persona_service.kernel.api import EventRecord, Outbox, ServicerDeps, context_of, page_limit, struct, timestamp
+from persona_service.kernel.api import EventRecord, Outbox, RequestContext, ServicerDeps, page_limit, struct, timestamp
 
 
 def event(row: EventRecord) -> events_pb2.Event:
@@ -11,18 +10,16 @@ def event(row: EventRecord) -> events_pb2.Event:
     )
 
 
-class EventServicer(events_pb2_grpc.EventServiceServicer):
+class EventServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
 
     def ListEvents(self, request: events_pb2.ListEventsRequest,
-                   context: grpc.ServicerContext) -> events_pb2.ListEventsResponse:
-        ctx = context_of(context)
+                   ctx: RequestContext) -> events_pb2.ListEventsResponse:
         rows, cursor = Outbox(ctx.conn, self.deps.cursors).list(
             ctx.caller, request.type, request.persona_id, page_limit(request), request.cursor
         )
         return events_pb2.ListEventsResponse(items=[event(r) for r in rows], next_cursor=cursor)
 
-    def GetEvent(self, request: events_pb2.GetEventRequest, context: grpc.ServicerContext) -> events_pb2.Event:
-        ctx = context_of(context)
+    def GetEvent(self, request: events_pb2.GetEventRequest, ctx: RequestContext) -> events_pb2.Event:
         return event(Outbox(ctx.conn).get(ctx.caller, request.id))

@@ -53,11 +53,10 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.transport.auth import MemberCredential as MemberCredential
     from persona_service.kernel.transport.auth import hash_secret as hash_secret
 
-    # the call: its request context (servicers) and what the App hands servicers (ServicerDeps), jobs and tasks
-    # (Runtime) and the resources a module opens once per process. (`context_of` and the run's functions below
-    # read the call's state from the side table or the thread: passing the call explicitly is issue 47's next step)
+    # the call: the RequestContext the pipeline hands each servicer method (`Method(self, request, ctx)`), what
+    # the App hands servicers (ServicerDeps), jobs and tasks (Runtime) and the resources a module opens once per
+    # process
     from persona_service.kernel.transport.context import RequestContext as RequestContext
-    from persona_service.kernel.transport.context import context_of as context_of
     from persona_service.kernel.process.resources import HasResources as HasResources
     from persona_service.kernel.process.resources import Resource as Resource
     from persona_service.kernel.process.resources import Runtime as Runtime
@@ -84,7 +83,6 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.transport.convert import optional_time as optional_time
     from persona_service.kernel.transport.convert import page_limit as page_limit
     from persona_service.kernel.transport.convert import struct as struct
-    from persona_service.kernel.transport.convert import text_metadata as text_metadata
     from persona_service.kernel.transport.convert import timestamp as timestamp
     from persona_service.kernel.transport.stages.call import EDGE_MARK as EDGE_MARK
     from persona_service.kernel.transport.stages.call import HEAD_MARK as HEAD_MARK
@@ -191,13 +189,13 @@ __all__ = [
     # who calls
     "KEY_SCOPES", "PLANS", "SCOPES", "Principal", "Scope", "KeyCredential", "MemberCredential", "hash_secret",
     # the call
-    "RequestContext", "context_of", "HasResources", "Resource", "Runtime", "ServicerDeps", "Hints", "SecretBox",
+    "RequestContext", "HasResources", "Resource", "Runtime", "ServicerDeps", "Hints", "SecretBox",
     # the durable run a streamed call executes in
     "RunLost", "checkpoint", "current_run_id", "earlier_frames",
     # generators a servicer drains (a unary answer) or follows (a stream's progress)
     "Progress", "drain",
     # proto <-> domain conversions (servicers); the metadata the edge sets on a call (it came through Envoy,
-    "int32", "message_json", "nullable_time", "optional_time", "page_limit", "struct", "text_metadata", "timestamp",
+    "int32", "message_json", "nullable_time", "optional_time", "page_limit", "struct", "timestamp",
     "EDGE_MARK", "HEAD_MARK",
     # pages
     "CursorCodec", "cursor_page", "keyset_page",

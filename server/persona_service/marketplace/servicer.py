@@ -1,26 +1,17 @@
 from __future__ import annotations
 
-import grpc
-from persona.v1 import marketplace_pb2, marketplace_pb2_grpc
+from persona.v1 import marketplace_pb2
 
 from persona_service.billing.api import BillingService, processor_for
 from persona_service.files.api import storage_for
-from persona_service.kernel.api import (
-    RequestContext,
-    ServicerDeps,
-    context_of,
-    load,
-    nullable_time,
-    page_limit,
-    timestamp,
-)
+from persona_service.kernel.api import RequestContext, ServicerDeps, load, nullable_time, page_limit, timestamp
 from persona_service.marketplace.records import ListingRecord, PurchaseRecord
 from persona_service.marketplace.service import MarketplaceService
 from persona_service.marketplace.settings import MarketplaceSettings
 from persona_service.personas.api import PersonaService
 
 
-class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
+class MarketplaceServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
         self.fee_bps = load(MarketplaceSettings).marketplace_fee_bps
@@ -32,29 +23,25 @@ class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
         ctx.after_commit.append(self.deps.tasks.wake)
 
     def CreateListing(self, request: marketplace_pb2.CreateListingRequest,
-                      context: grpc.ServicerContext) -> marketplace_pb2.Listing:
-        ctx = context_of(context)
+                      ctx: RequestContext) -> marketplace_pb2.Listing:
         row = self._service(ctx).create(ctx.caller, request.persona_id, request.title, request.description,
                                         list(request.audience_tags), request.price_minor, request.currency)
         self._reviewed_soon(ctx)
         return listing(row, ctx.caller.org_id)
 
     def ListListings(self, request: marketplace_pb2.ListListingsRequest,
-                     context: grpc.ServicerContext) -> marketplace_pb2.ListListingsResponse:
-        ctx = context_of(context)
+                     ctx: RequestContext) -> marketplace_pb2.ListListingsResponse:
         rows, token = self._service(ctx).search(ctx.caller, request.audience_tag, request.q, request.mine,
                                                 request.cursor, page_limit(request))
         return marketplace_pb2.ListListingsResponse(items=[listing(r, ctx.caller.org_id) for r in rows],
                                                     next_cursor=token)
 
     def GetListing(self, request: marketplace_pb2.GetListingRequest,
-                   context: grpc.ServicerContext) -> marketplace_pb2.Listing:
-        ctx = context_of(context)
+                   ctx: RequestContext) -> marketplace_pb2.Listing:
         return listing(self._service(ctx).get(ctx.caller, request.id), ctx.caller.org_id)
 
     def UpdateListing(self, request: marketplace_pb2.UpdateListingRequest,
-                      context: grpc.ServicerContext) -> marketplace_pb2.Listing:
-        ctx = context_of(context)
+                      ctx: RequestContext) -> marketplace_pb2.Listing:
         changes = {name: getattr(request, name) for name in ("title", "description", "price_minor")
                    if request.HasField(name)}
         if request.audience_tags:
@@ -64,13 +51,11 @@ class MarketplaceServicer(marketplace_pb2_grpc.MarketplaceServiceServicer):
         return listing(row, ctx.caller.org_id)
 
     def UnpublishListing(self, request: marketplace_pb2.UnpublishListingRequest,
-                         context: grpc.ServicerContext) -> marketplace_pb2.Listing:
-        ctx = context_of(context)
+                         ctx: RequestContext) -> marketplace_pb2.Listing:
         return listing(self._service(ctx).unpublish(ctx.caller, request.id), ctx.caller.org_id)
 
     def PurchaseListing(self, request: marketplace_pb2.PurchaseListingRequest,
-                        context: grpc.ServicerContext) -> marketplace_pb2.Purchase:
-        ctx = context_of(context)
+                        ctx: RequestContext) -> marketplace_pb2.Purchase:
         billing = BillingService(ctx.conn, processor_for(self.deps, ctx.conn), storage_for(self.deps))
         personas = PersonaService(ctx.conn, self.deps.provider_for(ctx), cursors=self.deps.cursors)
         return purchase(self._service(ctx).purchase(ctx.caller, request.id, billing, personas, self.fee_bps))

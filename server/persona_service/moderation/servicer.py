@@ -1,22 +1,13 @@
 from __future__ import annotations
 
-import grpc
-from persona.v1 import moderation_pb2, moderation_pb2_grpc
+from persona.v1 import moderation_pb2
 
-from persona_service.kernel.api import (
-    RequestContext,
-    ServicerDeps,
-    context_of,
-    nullable_time,
-    page_limit,
-    struct,
-    timestamp,
-)
+from persona_service.kernel.api import RequestContext, ServicerDeps, nullable_time, page_limit, struct, timestamp
 from persona_service.moderation.queue import ModerationQueue
 from persona_service.moderation.records import ReviewRecord
 
 
-class ModerationServicer(moderation_pb2_grpc.ModerationServiceServicer):
+class ModerationServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
 
@@ -24,21 +15,18 @@ class ModerationServicer(moderation_pb2_grpc.ModerationServiceServicer):
         return ModerationQueue(ctx.conn, cursors=self.deps.cursors, resolvers=self.deps.modules.review_resolvers)
 
     def ListModerationQueue(self, request: moderation_pb2.ListModerationQueueRequest,
-                            context: grpc.ServicerContext) -> moderation_pb2.ListModerationQueueResponse:
-        ctx = context_of(context)
+                            ctx: RequestContext) -> moderation_pb2.ListModerationQueueResponse:
         filters = {k: v for k, v in (("stage", request.stage), ("category", request.category),
                                      ("org_id", request.org_id)) if v}
         rows, token = self._queue(ctx).list(filters, request.cursor, page_limit(request))
         return moderation_pb2.ListModerationQueueResponse(items=[review(r) for r in rows], next_cursor=token)
 
     def ClaimModerationReview(self, request: moderation_pb2.ClaimModerationReviewRequest,
-                              context: grpc.ServicerContext) -> moderation_pb2.ModerationReview:
-        ctx = context_of(context)
+                              ctx: RequestContext) -> moderation_pb2.ModerationReview:
         return review(self._queue(ctx).claim(ctx.caller, request.id))
 
     def ResolveModerationReview(self, request: moderation_pb2.ResolveModerationReviewRequest,
-                                context: grpc.ServicerContext) -> moderation_pb2.ModerationReview:
-        ctx = context_of(context)
+                                ctx: RequestContext) -> moderation_pb2.ModerationReview:
         return review(self._queue(ctx).resolve(ctx.caller, request.id, request.decision, request.note))
 
 

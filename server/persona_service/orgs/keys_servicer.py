@@ -1,10 +1,8 @@
-import grpc
-from persona.v1 import keys_pb2, keys_pb2_grpc
+from persona.v1 import keys_pb2
 
 from persona_service.kernel.api import (
     RequestContext,
     ServicerDeps,
-    context_of,
     hash_secret,
     nullable_time,
     optional_time,
@@ -23,7 +21,7 @@ def api_key(row: ApiKeyRecord) -> keys_pb2.ApiKey:
     )
 
 
-class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
+class ApiKeyServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
 
@@ -31,8 +29,7 @@ class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
         return KeyService(ctx.conn, self.deps.cursors)
 
     def CreateApiKey(self, request: keys_pb2.CreateApiKeyRequest,
-                     context: grpc.ServicerContext) -> keys_pb2.CreateApiKeyResponse:
-        ctx = context_of(context)
+                     ctx: RequestContext) -> keys_pb2.CreateApiKeyResponse:
         p = ctx.caller
         row, secret = self._service(ctx).create(
             p, org_id=p.org_id, workspace_id=p.workspace_id, user_id=p.user_id, plan=p.plan,
@@ -44,17 +41,14 @@ class ApiKeyServicer(keys_pb2_grpc.ApiKeyServiceServicer):
         return keys_pb2.CreateApiKeyResponse(key=api_key(row), secret=secret)
 
     def ListApiKeys(self, request: keys_pb2.ListApiKeysRequest,
-                    context: grpc.ServicerContext) -> keys_pb2.ListApiKeysResponse:
-        ctx = context_of(context)
+                    ctx: RequestContext) -> keys_pb2.ListApiKeysResponse:
         rows, cursor = self._service(ctx).list(ctx.caller, page_limit(request), request.cursor)
         return keys_pb2.ListApiKeysResponse(items=[api_key(r) for r in rows], next_cursor=cursor)
 
-    def GetApiKey(self, request: keys_pb2.GetApiKeyRequest, context: grpc.ServicerContext) -> keys_pb2.ApiKey:
-        ctx = context_of(context)
+    def GetApiKey(self, request: keys_pb2.GetApiKeyRequest, ctx: RequestContext) -> keys_pb2.ApiKey:
         return api_key(self._service(ctx).get(ctx.caller, request.id))
 
-    def RevokeApiKey(self, request: keys_pb2.RevokeApiKeyRequest, context: grpc.ServicerContext) -> keys_pb2.ApiKey:
-        ctx = context_of(context)
+    def RevokeApiKey(self, request: keys_pb2.RevokeApiKeyRequest, ctx: RequestContext) -> keys_pb2.ApiKey:
         row, secret_hash = self._service(ctx).revoke(ctx.caller, request.id)
         if secret_hash is not None:
             ctx.after_commit.append(lambda: self.deps.invalidate("cred:key:" + secret_hash))

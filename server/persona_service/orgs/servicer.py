@@ -1,7 +1,6 @@
-import grpc
-from persona.v1 import orgs_pb2, orgs_pb2_grpc
+from persona.v1 import orgs_pb2
 
-from persona_service.kernel.api import ServicerDeps, context_of, timestamp
+from persona_service.kernel.api import RequestContext, ServicerDeps, timestamp
 from persona_service.orgs.records import OrganizationRecord
 from persona_service.orgs.service import OrgService
 
@@ -14,11 +13,10 @@ def organization(row: OrganizationRecord) -> orgs_pb2.Organization:
     )
 
 
-class OrganizationServicer(orgs_pb2_grpc.OrganizationServiceServicer):
+class OrganizationServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
 
     def GetOrganization(self, request: orgs_pb2.GetOrganizationRequest,
-                        context: grpc.ServicerContext) -> orgs_pb2.Organization:
-        ctx = context_of(context)
+                        ctx: RequestContext) -> orgs_pb2.Organization:
         return organization(OrgService(ctx.conn).get(ctx.caller, request.id))

@@ -1,15 +1,13 @@
 from collections.abc import Generator
 from typing import Any
 
-import grpc
 from google.protobuf import json_format, struct_pb2
-from persona.v1 import personas_pb2, personas_pb2_grpc
+from persona.v1 import personas_pb2
 
 from persona_service.kernel.api import (
     ApiError,
     RequestContext,
     ServicerDeps,
-    context_of,
     drain,
     error_message,
     message_json,
@@ -95,7 +93,7 @@ def _card(message: personas_pb2.CharacterCard) -> dict[str, Any]:
     return json_format.MessageToDict(message, preserving_proto_field_name=True)
 
 
-class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
+class PersonaServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
         self.prices = PriceTable.from_env()
@@ -112,13 +110,11 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
         )
 
     def CreatePersona(self, request: personas_pb2.CreatePersonaRequest,
-                      context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = context_of(context)
+                      ctx: RequestContext) -> personas_pb2.Persona:
         return persona(drain(self._create(ctx, request)))
 
-    def StreamCreatePersona(self, request: personas_pb2.CreatePersonaRequest, context: grpc.ServicerContext
+    def StreamCreatePersona(self, request: personas_pb2.CreatePersonaRequest, ctx: RequestContext
                             ) -> Generator[personas_pb2.PipelineEvent, None, personas_pb2.PipelineEvent]:
-        ctx = context_of(context)
         operation = self._create(ctx, request)
         try:
             while True:
@@ -135,13 +131,11 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
             raise
 
     def GetPersona(self, request: personas_pb2.GetPersonaRequest,
-                   context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = context_of(context)
+                   ctx: RequestContext) -> personas_pb2.Persona:
         return persona(self._service(ctx).get(ctx.caller, request.id))
 
     def ListPersonas(self, request: personas_pb2.ListPersonasRequest,
-                     context: grpc.ServicerContext) -> personas_pb2.ListPersonasResponse:
-        ctx = context_of(context)
+                     ctx: RequestContext) -> personas_pb2.ListPersonasResponse:
         filters = {"state": request.state, "visibility": request.visibility, "root_id": request.root_id,
                    "show_deleted": request.show_deleted}
         rows, cursor = self._service(ctx).list(ctx.caller, filters, page_limit(request), request.cursor,
@@ -149,49 +143,41 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
         return personas_pb2.ListPersonasResponse(items=[persona(r) for r in rows], next_cursor=cursor)
 
     def UpdatePersona(self, request: personas_pb2.UpdatePersonaRequest,
-                      context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = context_of(context)
+                      ctx: RequestContext) -> personas_pb2.Persona:
         changes = {name: getattr(request, name) for name in ("slug", "display_name", "visibility") if request.HasField(name)}
         if request.HasField("metadata"):
             changes["metadata"] = json_format.MessageToDict(request.metadata)
         return persona(self._service(ctx).update(ctx.caller, request.id, changes))
 
     def DeletePersona(self, request: personas_pb2.DeletePersonaRequest,
-                      context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = context_of(context)
+                      ctx: RequestContext) -> personas_pb2.Persona:
         return persona(self._service(ctx).delete(ctx.caller, request.id))
 
     def RestorePersona(self, request: personas_pb2.RestorePersonaRequest,
-                       context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = context_of(context)
+                       ctx: RequestContext) -> personas_pb2.Persona:
         return persona(self._service(ctx).restore(ctx.caller, request.id))
 
     def ArchivePersona(self, request: personas_pb2.ArchivePersonaRequest,
-                       context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = context_of(context)
+                       ctx: RequestContext) -> personas_pb2.Persona:
         return persona(self._service(ctx).archive(ctx.caller, request.id))
 
     def RefinePersona(self, request: personas_pb2.RefinePersonaRequest,
-                      context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = context_of(context)
+                      ctx: RequestContext) -> personas_pb2.Persona:
         return persona(drain(self._service(ctx).refine(ctx.caller, request.id, request.instruction, request.note)))
 
     def ForkPersona(self, request: personas_pb2.ForkPersonaRequest,
-                    context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = context_of(context)
+                    ctx: RequestContext) -> personas_pb2.Persona:
         operation = self._service(ctx).fork(
             ctx.caller, request.id, instruction=request.instruction, slug=request.slug, note=request.note
         )
         return persona(drain(operation))
 
     def RegeneratePersona(self, request: personas_pb2.RegeneratePersonaRequest,
-                          context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = context_of(context)
+                          ctx: RequestContext) -> personas_pb2.Persona:
         return persona(drain(self._service(ctx).regenerate(ctx.caller, request.id, request.from_step)))
 
     def AuditPersona(self, request: personas_pb2.AuditPersonaRequest,
-                     context: grpc.ServicerContext) -> personas_pb2.AuditPersonaResponse:
-        ctx = context_of(context)
+                     ctx: RequestContext) -> personas_pb2.AuditPersonaResponse:
         try:
             result = self._service(ctx).audit(ctx.caller, request.id)
         except AuditBlocked as err:
@@ -204,8 +190,7 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
         )
 
     def GetPersonaLineage(self, request: personas_pb2.GetPersonaLineageRequest,
-                          context: grpc.ServicerContext) -> personas_pb2.PersonaLineage:
-        ctx = context_of(context)
+                          ctx: RequestContext) -> personas_pb2.PersonaLineage:
         lineage = self._service(ctx).lineage(ctx.caller, request.id)
 
         def node(row: PersonaRecord) -> personas_pb2.LineageNode:
@@ -225,13 +210,11 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
         return personas_pb2.PersonaLineage(root=node(lineage.root), size=lineage.size)
 
     def GetVoiceProfile(self, request: personas_pb2.GetVoiceProfileRequest,
-                        context: grpc.ServicerContext) -> personas_pb2.VoiceProfile:
-        ctx = context_of(context)
+                        ctx: RequestContext) -> personas_pb2.VoiceProfile:
         return voice_profile(self._service(ctx).voice(ctx.caller, request.id))
 
     def ExportPersonaCard(self, request: personas_pb2.ExportPersonaCardRequest,
-                          context: grpc.ServicerContext) -> personas_pb2.CharacterCard:
-        ctx = context_of(context)
+                          ctx: RequestContext) -> personas_pb2.CharacterCard:
         service = self._service(ctx)
         row = service.get(ctx.caller, request.id)
         voice = service.voice(ctx.caller, request.id)
@@ -239,21 +222,18 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
         return json_format.ParseDict(card, personas_pb2.CharacterCard())
 
     def ImportPersonaCard(self, request: personas_pb2.ImportPersonaCardRequest,
-                          context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = context_of(context)
+                          ctx: RequestContext) -> personas_pb2.Persona:
         return persona(self._service(ctx).import_card(ctx.caller, _card(request.card)))
 
     def PreviewPersona(self, request: personas_pb2.CreatePersonaRequest,
-                       context: grpc.ServicerContext) -> personas_pb2.GenerationPreview:
-        ctx = context_of(context)
+                       ctx: RequestContext) -> personas_pb2.GenerationPreview:
         quota = self.deps.quota(ctx.caller, "generations_per_month", lambda: ctx.conn)
         used = self.deps.generations_used(ctx.caller, lambda: ctx.conn)
         preview = self._service(ctx).preview(request.intent, _soul(request), quota, used, self.prices)
         return generation_preview(preview)
 
     def ListPersonaVersions(self, request: personas_pb2.ListPersonaVersionsRequest,
-                            context: grpc.ServicerContext) -> personas_pb2.ListPersonaVersionsResponse:
-        ctx = context_of(context)
+                            ctx: RequestContext) -> personas_pb2.ListPersonaVersionsResponse:
         service = self._service(ctx)
         rows, cursor = service.versions(ctx.caller, request.id, page_limit(request), request.cursor)
         current_voice = service.voice(ctx.caller, request.id)
@@ -261,13 +241,11 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
             items=[persona_version(v, v.voice_record(current_voice)) for v in rows], next_cursor=cursor)
 
     def GetPersonaVersion(self, request: personas_pb2.GetPersonaVersionRequest,
-                          context: grpc.ServicerContext) -> personas_pb2.PersonaVersion:
-        ctx = context_of(context)
+                          ctx: RequestContext) -> personas_pb2.PersonaVersion:
         return persona_version(*self._service(ctx).version(ctx.caller, request.persona_id, request.version))
 
     def DiffPersonaVersions(self, request: personas_pb2.DiffPersonaVersionsRequest,
-                            context: grpc.ServicerContext) -> personas_pb2.PersonaVersionDiff:
-        ctx = context_of(context)
+                            ctx: RequestContext) -> personas_pb2.PersonaVersionDiff:
         changes = self._service(ctx).diff(ctx.caller, request.id, request.from_version, request.to_version)
         return personas_pb2.PersonaVersionDiff(
             persona_id=request.id, from_version=request.from_version, to_version=request.to_version,
@@ -276,6 +254,5 @@ class PersonaServicer(personas_pb2_grpc.PersonaServiceServicer):
         )
 
     def RollbackPersona(self, request: personas_pb2.RollbackPersonaRequest,
-                        context: grpc.ServicerContext) -> personas_pb2.Persona:
-        ctx = context_of(context)
+                        ctx: RequestContext) -> personas_pb2.Persona:
         return persona(self._service(ctx).rollback(ctx.caller, request.id, request.version, request.note))

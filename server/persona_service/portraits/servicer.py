@@ -4,22 +4,11 @@ import re
 import threading
 from collections.abc import Callable
 
-import grpc
 from google.protobuf.message import Message
-from persona.v1 import portraits_pb2, portraits_pb2_grpc
+from persona.v1 import portraits_pb2
 
 from persona_service.files.api import FileSettings, Storage, storage_for
-from persona_service.kernel.api import (
-    Quota,
-    RequestContext,
-    ServicerDeps,
-    context_of,
-    int32,
-    load,
-    page_limit,
-    text_metadata,
-    timestamp,
-)
+from persona_service.kernel.api import Quota, RequestContext, ServicerDeps, int32, load, page_limit, timestamp
 from persona_service.portraits.records import SETTLED, PortraitRecord
 from persona_service.portraits.render import provider_name
 from persona_service.portraits.service import PortraitService
@@ -27,7 +16,7 @@ from persona_service.portraits.settings import PortraitSettings
 from persona_service.providers.base import ProviderError, ProviderTimeout
 
 
-class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
+class PortraitServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
         self.ttl = load(FileSettings).signed_url_ttl_seconds
@@ -46,41 +35,35 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
         return portrait(row, storage_for(self.deps), self.ttl)
 
     def CreatePortrait(self, request: portraits_pb2.CreatePortraitRequest,
-                       context: grpc.ServicerContext) -> portraits_pb2.Portrait:
-        ctx = context_of(context)
+                       ctx: RequestContext) -> portraits_pb2.Portrait:
         row = self._service(ctx).create(ctx.caller, request.persona_id, request.prompt, request.style, self._quota(ctx))
-        self._settle_after_commit(ctx, context, row.id, self._portrait)
+        self._settle_after_commit(ctx, row.id, self._portrait)
         return self._portrait(row)
 
     def EditPortrait(self, request: portraits_pb2.EditPortraitRequest,
-                     context: grpc.ServicerContext) -> portraits_pb2.PortraitEditResult:
-        ctx = context_of(context)
+                     ctx: RequestContext) -> portraits_pb2.PortraitEditResult:
         row = self._service(ctx).edit(
             ctx.caller, request.persona_id, request.id, request.instruction, self._quota(ctx))
-        self._settle_after_commit(ctx, context, row.id, self._edit_result)
+        self._settle_after_commit(ctx, row.id, self._edit_result)
         return self._edit_result(row)
 
     def GetPortrait(self, request: portraits_pb2.GetPortraitRequest,
-                    context: grpc.ServicerContext) -> portraits_pb2.Portrait:
-        ctx = context_of(context)
+                    ctx: RequestContext) -> portraits_pb2.Portrait:
         return self._portrait(self._service(ctx).get(ctx.caller, request.persona_id, request.id))
 
     def ListPortraits(self, request: portraits_pb2.ListPortraitsRequest,
-                      context: grpc.ServicerContext) -> portraits_pb2.ListPortraitsResponse:
-        ctx = context_of(context)
+                      ctx: RequestContext) -> portraits_pb2.ListPortraitsResponse:
         rows, token = self._service(ctx).list(
             ctx.caller, request.persona_id, request.conversation_id, request.cursor,
             page_limit(request))
         return portraits_pb2.ListPortraitsResponse(items=[self._portrait(r) for r in rows], next_cursor=token)
 
     def ApprovePortrait(self, request: portraits_pb2.ApprovePortraitRequest,
-                        context: grpc.ServicerContext) -> portraits_pb2.Portrait:
-        ctx = context_of(context)
+                        ctx: RequestContext) -> portraits_pb2.Portrait:
         return self._portrait(self._service(ctx).approve(ctx.caller, request.persona_id, request.id))
 
     def RejectPortrait(self, request: portraits_pb2.RejectPortraitRequest,
-                       context: grpc.ServicerContext) -> portraits_pb2.Portrait:
-        ctx = context_of(context)
+                       ctx: RequestContext) -> portraits_pb2.Portrait:
         return self._portrait(self._service(ctx).reject(ctx.caller, request.persona_id, request.id))
 
     def _edit_result(self, row: PortraitRecord) -> portraits_pb2.PortraitEditResult:
@@ -90,13 +73,13 @@ class PortraitServicer(portraits_pb2_grpc.PortraitServiceServicer):
             storage_key=row.storage_key, signed_url=url.url,
         )
 
-    def _settle_after_commit(self, ctx: RequestContext, context: grpc.ServicerContext, portrait_id: str,
+    def _settle_after_commit(self, ctx: RequestContext, portrait_id: str,
                              answer: Callable[[PortraitRecord], Message]) -> None:
         """Once the row and its task are committed: wake this process's task
         threads, then wait a little for the image (PERSONA_PORTRAIT_WAIT_SECONDS,
         or the client's `Prefer: wait=N`, RFC 7240) and answer the row as it
         is then (a provider failure within the wait answers 502/504)."""
-        wait = _preferred_wait(context, self.wait_seconds)
+        wait = _preferred_wait(ctx, self.wait_seconds)
 
         def settled() -> PortraitRecord | None:
             with self.deps.connect() as conn:
@@ -125,8 +108,8 @@ _PREFER_WAIT = re.compile(r"(?:^|[,;\s])wait=(\d{1,3})(?:$|[,;\s])")
 MAX_WAIT = 30
 
 
-def _preferred_wait(context: grpc.ServicerContext, default: float) -> float:
-    prefer = text_metadata(context).get("prefer", "")
+def _preferred_wait(ctx: RequestContext, default: float) -> float:
+    prefer = ctx.metadata.get("prefer", "")
     found = _PREFER_WAIT.search(prefer)
     return min(float(found.group(1)), MAX_WAIT) if found else default
 

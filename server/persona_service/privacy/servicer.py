@@ -1,15 +1,22 @@
 from __future__ import annotations
 
-import grpc
-from persona.v1 import privacy_pb2, privacy_pb2_grpc
+from persona.v1 import privacy_pb2
 
 from persona_service.files.api import storage_for
-from persona_service.kernel.api import ServicerDeps, context_of, nullable_time, page_limit, struct, timestamp, utcnow
+from persona_service.kernel.api import (
+    RequestContext,
+    ServicerDeps,
+    nullable_time,
+    page_limit,
+    struct,
+    timestamp,
+    utcnow,
+)
 from persona_service.privacy.records import ExportRecord
 from persona_service.privacy.service import PrivacyService, download_of, status_of
 
 
-class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
+class PrivacyServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
 
@@ -23,15 +30,13 @@ class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
         )
 
     def CreatePrivacyExport(self, request: privacy_pb2.CreatePrivacyExportRequest,
-                            context: grpc.ServicerContext) -> privacy_pb2.PrivacyExport:
-        ctx = context_of(context)
+                            ctx: RequestContext) -> privacy_pb2.PrivacyExport:
         row = PrivacyService(ctx.conn).request(ctx.caller)
         return self._export(row)
 
     def EraseMyData(self, request: privacy_pb2.EraseMyDataRequest,
-                    context: grpc.ServicerContext) -> privacy_pb2.PrivacyErasure:
-        ctx = context_of(context)
-        erasure = PrivacyService(ctx.conn).erase(ctx.caller, self.deps.modules.erasers, storage_for(self.deps))
+                    ctx: RequestContext) -> privacy_pb2.PrivacyErasure:
+        erasure = PrivacyService(ctx.conn).erase(ctx.caller, self.deps.modules, storage_for(self.deps))
         # Every process drops the organizations' cached credentials: the user's stop working at once.
         def drop_cached() -> None:
             for org_id in erasure.org_ids:
@@ -41,8 +46,7 @@ class PrivacyServicer(privacy_pb2_grpc.PrivacyServiceServicer):
         return privacy_pb2.PrivacyErasure(erased_at=timestamp(utcnow()), counts=struct(erasure.counts))
 
     def ListPrivacyExports(self, request: privacy_pb2.ListPrivacyExportsRequest,
-                           context: grpc.ServicerContext) -> privacy_pb2.ListPrivacyExportsResponse:
-        ctx = context_of(context)
+                           ctx: RequestContext) -> privacy_pb2.ListPrivacyExportsResponse:
         rows, token = PrivacyService(ctx.conn, cursors=self.deps.cursors).list(
             ctx.caller, request.cursor, page_limit(request))
         return privacy_pb2.ListPrivacyExportsResponse(items=[self._export(r) for r in rows], next_cursor=token)

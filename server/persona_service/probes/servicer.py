@@ -2,41 +2,40 @@ from __future__ import annotations
 
 import hmac
 
-import grpc
 from google.api import httpbody_pb2
-from persona.v1 import probes_pb2, probes_pb2_grpc
+from persona.v1 import probes_pb2
 
 from persona_service.kernel.api import (
+    RequestContext,
     ServicerDeps,
     ServiceUnavailable,
     Unauthorized,
     load,
     metrics_exposition,
-    text_metadata,
 )
 from persona_service.probes.checks import readiness
 from persona_service.probes.settings import ProbeSettings
 
 
-class ProbeServicer(probes_pb2_grpc.ProbeServiceServicer):
+class ProbeServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
 
     def GetLiveness(self, request: probes_pb2.GetLivenessRequest,
-                    context: grpc.ServicerContext) -> probes_pb2.ProbeResult:
+                    ctx: RequestContext) -> probes_pb2.ProbeResult:
         return probes_pb2.ProbeResult(status="ok")
 
-    def GetMetrics(self, request: probes_pb2.GetMetricsRequest, context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
+    def GetMetrics(self, request: probes_pb2.GetMetricsRequest, ctx: RequestContext) -> httpbody_pb2.HttpBody:
         token = load(ProbeSettings).metrics_token
         if token:
-            sent = text_metadata(context).get("authorization", "")
+            sent = ctx.metadata.get("authorization", "")
             if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
                 raise Unauthorized("The metrics endpoint needs its bearer token (PERSONA_METRICS_TOKEN).")
         body, content_type = metrics_exposition()
         return httpbody_pb2.HttpBody(content_type=content_type, data=body)
 
     def GetReadiness(self, request: probes_pb2.GetReadinessRequest,
-                     context: grpc.ServicerContext) -> probes_pb2.ProbeResult:
+                     ctx: RequestContext) -> probes_pb2.ProbeResult:
         checks = readiness(self.deps.connect, self.deps.ping_redis, [str(d) for d in self.deps.modules.migrations])
         failed = {c.name: c.detail for c in checks if not c.ok}
         if self.deps.draining():  # leaving rotation before it stops (kernel/server.drain)

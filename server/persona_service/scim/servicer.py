@@ -8,20 +8,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import grpc
 from google.api import httpbody_pb2
-from persona.v1 import scim_pb2, scim_pb2_grpc
+from persona.v1 import scim_pb2
 
 from persona_service.files.api import public_url
 from persona_service.kernel.api import (
     ApiError,
     NotFound,
+    RequestContext,
     ServicerDeps,
-    context_of,
     hash_secret,
     nullable_time,
     page_limit,
-    text_metadata,
     timestamp,
 )
 from persona_service.orgs.api import ApiKeyRecord, ScimTokens
@@ -53,57 +51,54 @@ def _sent(body: httpbody_pb2.HttpBody) -> bytes:
     return bytes(body.data)
 
 
-class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
+class ScimServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
 
     def _base(self) -> str:
         return public_url(self.deps) + BASE_PATH
 
-    def _resources(self, kind: str, context: grpc.ServicerContext) -> Resources:
-        ctx = context_of(context)
+    def _resources(self, kind: str, ctx: RequestContext) -> Resources:
         return resources_for(kind, ctx.conn, ctx.caller.org_id, self._base(), self.deps.hints)
 
     @staticmethod
-    def _answer(rendered: Rendered, context: grpc.ServicerContext, created: bool = False) -> httpbody_pb2.HttpBody:
-        ctx = context_of(context)
+    def _answer(rendered: Rendered, ctx: RequestContext, created: bool = False) -> httpbody_pb2.HttpBody:
         ctx.respond(etag=rendered.etag)
         if created:
             ctx.respond(location=rendered.location)
         return _body(rendered.body)
 
-    def _changed(self, context: grpc.ServicerContext) -> None:
-        ctx = context_of(context)
+    def _changed(self, ctx: RequestContext) -> None:
         org_id = ctx.caller.org_id
         ctx.after_commit.append(lambda: self.deps.invalidate(f"org:{org_id}"))
 
     @staticmethod
-    def _if_match(context: grpc.ServicerContext) -> str | None:
-        return text_metadata(context).get("if-match")
+    def _if_match(ctx: RequestContext) -> str | None:
+        return ctx.metadata.get("if-match")
 
     # --- discovery ----------------------------------------------------------------------
 
     def GetServiceProviderConfig(self, request: scim_pb2.GetServiceProviderConfigRequest,
-                                 context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
+                                 ctx: RequestContext) -> httpbody_pb2.HttpBody:
         return _body(service_provider_config(self._base()))
 
     def ListResourceTypes(self, request: scim_pb2.ListResourceTypesRequest,
-                          context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
+                          ctx: RequestContext) -> httpbody_pb2.HttpBody:
         types = [resource_type_document(rt, self._base()) for rt in RESOURCE_TYPES.values()]
         return _body(list_response(types, len(types)))
 
     def GetResourceType(self, request: scim_pb2.GetResourceTypeRequest,
-                        context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
+                        ctx: RequestContext) -> httpbody_pb2.HttpBody:
         rt = RESOURCE_TYPES.get(request.id)
         if rt is None:
             raise NotFound("resource type")
         return _body(resource_type_document(rt, self._base()))
 
-    def ListSchemas(self, request: scim_pb2.ListSchemasRequest, context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
+    def ListSchemas(self, request: scim_pb2.ListSchemasRequest, ctx: RequestContext) -> httpbody_pb2.HttpBody:
         documents = [schema_document(s, self._base()) for s in schemas().values()]
         return _body(list_response(documents, len(documents)))
 
-    def GetSchema(self, request: scim_pb2.GetSchemaRequest, context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
+    def GetSchema(self, request: scim_pb2.GetSchemaRequest, ctx: RequestContext) -> httpbody_pb2.HttpBody:
         schema = schemas().get(request.id)
         if schema is None:
             raise NotFound("schema")
@@ -112,108 +107,108 @@ class ScimServicer(scim_pb2_grpc.ScimServiceServicer):
     # --- Users and Groups -------------------------------------------------------------------
 
     def _create(self, kind: str, request: scim_pb2.CreateScimUserRequest | scim_pb2.CreateScimGroupRequest,
-                context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        rendered = self._resources(kind, context).create(_sent(request.body))
-        self._changed(context)
-        return self._answer(rendered, context, created=True)
+                ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        rendered = self._resources(kind, ctx).create(_sent(request.body))
+        self._changed(ctx)
+        return self._answer(rendered, ctx, created=True)
 
     def _get(self, kind: str, request: scim_pb2.GetScimUserRequest | scim_pb2.GetScimGroupRequest,
-             context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        found = self._resources(kind, context).get(request.id, request.attributes, request.excluded_attributes)
-        return self._answer(found, context)
+             ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        found = self._resources(kind, ctx).get(request.id, request.attributes, request.excluded_attributes)
+        return self._answer(found, ctx)
 
     def _list(self, kind: str, request: scim_pb2.ListScimUsersRequest | scim_pb2.ListScimGroupsRequest,
-              context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
+              ctx: RequestContext) -> httpbody_pb2.HttpBody:
         query = Query(request.filter, request.start_index if request.HasField("start_index") else 1,
                       request.count if request.HasField("count") else Query.count, request.attributes,
                       request.excluded_attributes, request.sort_by, request.sort_order)
-        return _body(self._resources(kind, context).find(query))
+        return _body(self._resources(kind, ctx).find(query))
 
     def _search(self, kind: str, request: scim_pb2.SearchScimUsersRequest | scim_pb2.SearchScimGroupsRequest,
-                context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return _body(self._resources(kind, context).find(Query.from_search(parse_json(_sent(request.body)))))
+                ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        return _body(self._resources(kind, ctx).find(Query.from_search(parse_json(_sent(request.body)))))
 
     def _replace(self, kind: str, request: scim_pb2.ReplaceScimUserRequest | scim_pb2.ReplaceScimGroupRequest,
-                 context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        rendered = self._resources(kind, context).replace(request.id, _sent(request.body), self._if_match(context))
-        self._changed(context)
-        return self._answer(rendered, context)
+                 ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        rendered = self._resources(kind, ctx).replace(request.id, _sent(request.body), self._if_match(ctx))
+        self._changed(ctx)
+        return self._answer(rendered, ctx)
 
     def _patch(self, kind: str, request: scim_pb2.PatchScimUserRequest | scim_pb2.PatchScimGroupRequest,
-               context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        rendered = self._resources(kind, context).patch(request.id, _sent(request.body), self._if_match(context))
-        self._changed(context)
-        return self._answer(rendered, context)
+               ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        rendered = self._resources(kind, ctx).patch(request.id, _sent(request.body), self._if_match(ctx))
+        self._changed(ctx)
+        return self._answer(rendered, ctx)
 
     def _delete(self, kind: str, request: scim_pb2.DeleteScimUserRequest | scim_pb2.DeleteScimGroupRequest,
-                context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        self._resources(kind, context).delete(request.id, self._if_match(context))
-        self._changed(context)
+                ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        self._resources(kind, ctx).delete(request.id, self._if_match(ctx))
+        self._changed(ctx)
         return httpbody_pb2.HttpBody(content_type=SCIM_MEDIA_TYPE)
 
     def CreateScimUser(self, request: scim_pb2.CreateScimUserRequest,
-                       context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._create("User", request, context)
+                       ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        return self._create("User", request, ctx)
 
-    def GetScimUser(self, request: scim_pb2.GetScimUserRequest, context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._get("User", request, context)
+    def GetScimUser(self, request: scim_pb2.GetScimUserRequest, ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        return self._get("User", request, ctx)
 
     def ListScimUsers(self, request: scim_pb2.ListScimUsersRequest,
-                      context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._list("User", request, context)
+                      ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        return self._list("User", request, ctx)
 
     def SearchScimUsers(self, request: scim_pb2.SearchScimUsersRequest,
-                        context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._search("User", request, context)
+                        ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        return self._search("User", request, ctx)
 
     def ReplaceScimUser(self, request: scim_pb2.ReplaceScimUserRequest,
-                        context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._replace("User", request, context)
+                        ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        return self._replace("User", request, ctx)
 
     def PatchScimUser(self, request: scim_pb2.PatchScimUserRequest,
-                      context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._patch("User", request, context)
+                      ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        return self._patch("User", request, ctx)
 
     def DeleteScimUser(self, request: scim_pb2.DeleteScimUserRequest,
-                       context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._delete("User", request, context)
+                       ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        return self._delete("User", request, ctx)
 
     def CreateScimGroup(self, request: scim_pb2.CreateScimGroupRequest,
-                        context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._create("Group", request, context)
+                        ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        return self._create("Group", request, ctx)
 
     def GetScimGroup(self, request: scim_pb2.GetScimGroupRequest,
-                     context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._get("Group", request, context)
+                     ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        return self._get("Group", request, ctx)
 
     def ListScimGroups(self, request: scim_pb2.ListScimGroupsRequest,
-                       context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._list("Group", request, context)
+                       ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        return self._list("Group", request, ctx)
 
     def SearchScimGroups(self, request: scim_pb2.SearchScimGroupsRequest,
-                         context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._search("Group", request, context)
+                         ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        return self._search("Group", request, ctx)
 
     def ReplaceScimGroup(self, request: scim_pb2.ReplaceScimGroupRequest,
-                         context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._replace("Group", request, context)
+                         ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        return self._replace("Group", request, ctx)
 
     def PatchScimGroup(self, request: scim_pb2.PatchScimGroupRequest,
-                       context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._patch("Group", request, context)
+                       ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        return self._patch("Group", request, ctx)
 
     def DeleteScimGroup(self, request: scim_pb2.DeleteScimGroupRequest,
-                        context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
-        return self._delete("Group", request, context)
+                        ctx: RequestContext) -> httpbody_pb2.HttpBody:
+        return self._delete("Group", request, ctx)
 
     def RejectDiscoveryWrite(self, request: scim_pb2.RejectDiscoveryWriteRequest,
-                             context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
+                             ctx: RequestContext) -> httpbody_pb2.HttpBody:
         err = ApiError(code="method_not_allowed")
         err.headers["allow"] = "GET"
         raise err
 
     def SearchScimResources(self, request: scim_pb2.SearchScimResourcesRequest,
-                            context: grpc.ServicerContext) -> httpbody_pb2.HttpBody:
+                            ctx: RequestContext) -> httpbody_pb2.HttpBody:
         raise not_supported()
 
 
@@ -222,26 +217,23 @@ def scim_token(row: ApiKeyRecord) -> scim_pb2.ScimToken:
                               revoked_at=nullable_time(row.revoked_at))
 
 
-class ScimTokenServicer(scim_pb2_grpc.ScimTokenServiceServicer):
+class ScimTokenServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
 
     def CreateScimToken(self, request: scim_pb2.CreateScimTokenRequest,
-                        context: grpc.ServicerContext) -> scim_pb2.CreateScimTokenResponse:
-        ctx = context_of(context)
+                        ctx: RequestContext) -> scim_pb2.CreateScimTokenResponse:
         row, secret = ScimTokens(ctx.conn).create(ctx.caller, request.name)
         ctx.after_commit.append(lambda: self.deps.invalidate("cred:key:" + hash_secret(secret)))  # as a new API key
         return scim_pb2.CreateScimTokenResponse(token=scim_token(row), secret=secret)
 
     def ListScimTokens(self, request: scim_pb2.ListScimTokensRequest,
-                       context: grpc.ServicerContext) -> scim_pb2.ListScimTokensResponse:
-        ctx = context_of(context)
+                       ctx: RequestContext) -> scim_pb2.ListScimTokensResponse:
         rows, cursor = ScimTokens(ctx.conn, self.deps.cursors).list(ctx.caller, page_limit(request), request.cursor)
         return scim_pb2.ListScimTokensResponse(items=[scim_token(r) for r in rows], next_cursor=cursor)
 
     def RevokeScimToken(self, request: scim_pb2.RevokeScimTokenRequest,
-                        context: grpc.ServicerContext) -> scim_pb2.ScimToken:
-        ctx = context_of(context)
+                        ctx: RequestContext) -> scim_pb2.ScimToken:
         row, secret_hash = ScimTokens(ctx.conn).revoke(ctx.caller, request.id)
         if secret_hash is not None:
             ctx.after_commit.append(lambda: self.deps.invalidate("cred:key:" + secret_hash))

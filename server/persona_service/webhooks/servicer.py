@@ -1,15 +1,6 @@
-import grpc
-from persona.v1 import webhooks_pb2, webhooks_pb2_grpc
+from persona.v1 import webhooks_pb2
 
-from persona_service.kernel.api import (
-    RequestContext,
-    ServicerDeps,
-    context_of,
-    load,
-    nullable_time,
-    page_limit,
-    timestamp,
-)
+from persona_service.kernel.api import RequestContext, ServicerDeps, load, nullable_time, page_limit, timestamp
 from persona_service.webhooks.records import AttemptRecord, DeliveryRecord, EndpointRecord
 from persona_service.webhooks.service import WebhookService
 from persona_service.webhooks.settings import WebhookSettings
@@ -41,7 +32,7 @@ def delivery(row: DeliveryRecord, attempts: list[AttemptRecord]) -> webhooks_pb2
     )
 
 
-class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
+class WebhookServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
         self.allow_private = load(WebhookSettings).private_allowed
@@ -52,8 +43,7 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
         )
 
     def CreateWebhookEndpoint(self, request: webhooks_pb2.CreateWebhookEndpointRequest,
-                              context: grpc.ServicerContext) -> webhooks_pb2.CreateWebhookEndpointResponse:
-        ctx = context_of(context)
+                              ctx: RequestContext) -> webhooks_pb2.CreateWebhookEndpointResponse:
         row, secret = self._service(ctx).create(
             ctx.caller, url=request.url, events=list(request.events), description=request.description,
             enabled=request.enabled if request.HasField("enabled") else True,
@@ -62,19 +52,16 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
         return webhooks_pb2.CreateWebhookEndpointResponse(endpoint=endpoint(row), secret=secret)
 
     def ListWebhookEndpoints(self, request: webhooks_pb2.ListWebhookEndpointsRequest,
-                             context: grpc.ServicerContext) -> webhooks_pb2.ListWebhookEndpointsResponse:
-        ctx = context_of(context)
+                             ctx: RequestContext) -> webhooks_pb2.ListWebhookEndpointsResponse:
         rows, cursor = self._service(ctx).list(ctx.caller, request.cursor, page_limit(request))
         return webhooks_pb2.ListWebhookEndpointsResponse(items=[endpoint(r) for r in rows], next_cursor=cursor)
 
     def GetWebhookEndpoint(self, request: webhooks_pb2.GetWebhookEndpointRequest,
-                           context: grpc.ServicerContext) -> webhooks_pb2.WebhookEndpoint:
-        ctx = context_of(context)
+                           ctx: RequestContext) -> webhooks_pb2.WebhookEndpoint:
         return endpoint(self._service(ctx).get(ctx.caller, request.id))
 
     def GetWebhookEndpointSecret(self, request: webhooks_pb2.GetWebhookEndpointSecretRequest,
-                                 context: grpc.ServicerContext) -> webhooks_pb2.WebhookEndpointSecret:
-        ctx = context_of(context)
+                                 ctx: RequestContext) -> webhooks_pb2.WebhookEndpointSecret:
         secrets = self._service(ctx).secrets(ctx.caller, request.id)
         return webhooks_pb2.WebhookEndpointSecret(
             secret=secrets.secret, secret_created_at=timestamp(secrets.secret_created_at),
@@ -83,8 +70,7 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
         )
 
     def UpdateWebhookEndpoint(self, request: webhooks_pb2.UpdateWebhookEndpointRequest,
-                              context: grpc.ServicerContext) -> webhooks_pb2.WebhookEndpoint:
-        ctx = context_of(context)
+                              ctx: RequestContext) -> webhooks_pb2.WebhookEndpoint:
         row = self._service(ctx).update(
             ctx.caller, request.id,
             url=request.url if request.HasField("url") else None,
@@ -96,22 +82,18 @@ class WebhookServicer(webhooks_pb2_grpc.WebhookServiceServicer):
         return endpoint(row)
 
     def DeleteWebhookEndpoint(self, request: webhooks_pb2.DeleteWebhookEndpointRequest,
-                              context: grpc.ServicerContext) -> webhooks_pb2.DeleteWebhookEndpointResponse:
-        ctx = context_of(context)
+                              ctx: RequestContext) -> webhooks_pb2.DeleteWebhookEndpointResponse:
         return webhooks_pb2.DeleteWebhookEndpointResponse(id=self._service(ctx).delete(ctx.caller, request.id), deleted=True)
 
     def PingWebhookEndpoint(self, request: webhooks_pb2.PingWebhookEndpointRequest,
-                            context: grpc.ServicerContext) -> webhooks_pb2.PingWebhookEndpointResponse:
-        ctx = context_of(context)
+                            ctx: RequestContext) -> webhooks_pb2.PingWebhookEndpointResponse:
         return webhooks_pb2.PingWebhookEndpointResponse(event_id=self._service(ctx).ping(ctx.caller, request.id))
 
     def ListWebhookDeliveries(self, request: webhooks_pb2.ListWebhookDeliveriesRequest,
-                              context: grpc.ServicerContext) -> webhooks_pb2.ListWebhookDeliveriesResponse:
-        ctx = context_of(context)
+                              ctx: RequestContext) -> webhooks_pb2.ListWebhookDeliveriesResponse:
         items, cursor = self._service(ctx).deliveries(ctx.caller, request.webhook_id, request.status, request.cursor, page_limit(request))
         return webhooks_pb2.ListWebhookDeliveriesResponse(items=[delivery(r, a) for r, a in items], next_cursor=cursor)
 
     def ReplayWebhookDelivery(self, request: webhooks_pb2.ReplayWebhookDeliveryRequest,
-                              context: grpc.ServicerContext) -> webhooks_pb2.WebhookDelivery:
-        ctx = context_of(context)
+                              ctx: RequestContext) -> webhooks_pb2.WebhookDelivery:
         return delivery(*self._service(ctx).replay(ctx.caller, request.webhook_id, request.id))

@@ -44,7 +44,10 @@ if TYPE_CHECKING:
 class ServiceBinding:
     """One gRPC service of a module: its full proto name, how to build the
     servicer from what servicers may use (`ServicerDeps`, never the App), and
-    the generated registration function."""
+    the generated registration function. A servicer is a plain class with one
+    method per RPC, `Method(self, request, ctx: RequestContext)`: grpcio finds
+    the methods by name, and the pipeline calls each with its call's context
+    in place of gRPC's (kernel.transport.pipeline)."""
 
     name: str  # "persona.v1.PersonaService"
     servicer: Callable[[ServicerDeps], object]

@@ -1,13 +1,15 @@
-"""The per-request context a servicer reads: who calls, and its unit of work."""
+"""The call a servicer method is handed: who calls, its unit of work, its headers and what runs after its commit.
+
+The pipeline (kernel.transport.pipeline) calls every servicer method as `Method(request, ctx)` with this
+`RequestContext` in place of gRPC's context: a servicer reads its call from its argument, never from ambient
+state (tests/test_architecture.py keeps domains off `current()`)."""
 
 from __future__ import annotations
 
 import contextvars
-import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from persona_service.kernel.data.uow import UnitOfWork
 from persona_service.kernel.principal import Principal
@@ -27,6 +29,10 @@ class RequestContext:
     started: float = 0.0
     # The caller's W3C trace context, as sent (kernel.tracing reads it).
     traceparent: str | None = None
+    # The call's text headers by name (binary `-bin` ones left out); empty for a run another process took over.
+    metadata: dict[str, str] = field(default_factory=dict)
+    # The durable run a streaming call's operation is (its `X-Run-Id`); None for a unary call.
+    run_id: str | None = None
     # (HTTP status, error code) of the answer, once known.
     outcome: tuple[int, str] = (200, "")
     # Response headers (gRPC initial metadata; Envoy turns them into HTTP headers).
@@ -62,27 +68,9 @@ class RequestContext:
         return self.principal
 
 
+# The call this thread serves, for the kernel's own code below the servicers (the fair scheduler, a provider's
+# remote calls); domains are handed their call instead.
 _current: contextvars.ContextVar[RequestContext] = contextvars.ContextVar("persona_request")
-
-
-# Each call's RequestContext, by the gRPC context its servicer method receives (kept while that lives).
-_by_call: weakref.WeakKeyDictionary[object, RequestContext] = weakref.WeakKeyDictionary()
-_by_call_lock = threading.Lock()
-C = TypeVar("C")
-
-
-def attached(context: C, ctx: RequestContext) -> C:
-    """`context`, with `ctx` as its call's RequestContext (the pipeline, before a servicer runs)."""
-    with _by_call_lock:
-        _by_call[context] = ctx
-    return context
-
-
-def context_of(context: object) -> RequestContext:
-    """The RequestContext of the call a servicer method received `context` for: servicers
-    take it from their argument, not from ambient state."""
-    with _by_call_lock:
-        return _by_call[context]
 
 
 def current() -> RequestContext:

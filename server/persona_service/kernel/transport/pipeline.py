@@ -31,6 +31,7 @@ from persona_service.kernel.errors import ApiError, ServiceUnavailable
 from persona_service.kernel.principal import principal_from_json, principal_json
 from persona_service.kernel.transport import context as request_context
 from persona_service.kernel.transport import initial_metadata, sse
+from persona_service.kernel.transport.convert import text_metadata
 from persona_service.kernel.transport.fair import FairExecutor, weight_of
 from persona_service.kernel.transport.limits.limiter import Admission
 from persona_service.kernel.transport.outages import RETRY_AFTER_SECONDS
@@ -55,10 +56,11 @@ if TYPE_CHECKING:
 
     # What grpcio hands the pipeline per method: handlers over any message type.
     Handler = grpc.RpcMethodHandler[Any, Any]
-    # A servicer method: the request (a message, or Undecodable) and the context it was called with.
-    Unary = Callable[[Any, grpc.ServicerContext], Message]
+    # A servicer method: the request (a message, or Undecodable) and its call's RequestContext, which the
+    # pipeline hands it in place of gRPC's context (grpcio registered the method by name).
+    Unary = Callable[[Any, request_context.RequestContext], Message]
     # A streaming servicer method: yields its progress frames, returns its result frames (`_progress`).
-    Streaming = Callable[[Any, Any], Iterator[Message]]
+    Streaming = Callable[[Any, request_context.RequestContext], Iterator[Message]]
 
 
 class RequestPipeline(grpc.ServerInterceptor):
@@ -94,7 +96,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         decode = _tolerant(handler.request_deserializer)
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._unary(handler.unary_unary, meta),
+                self._unary(cast("Unary", handler.unary_unary), meta),
                 request_deserializer=decode,
                 response_serializer=handler.response_serializer,
             )
@@ -102,7 +104,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             # Runs keep frames serialized: they go out as they are (byte streams serialize their own).
             byte_stream = meta.response_kind == options_pb2.RESPONSE_KIND_RAW_BODY
             return grpc.unary_stream_rpc_method_handler(
-                (self._byte_stream if byte_stream else self._streaming)(handler.unary_stream, meta),
+                (self._byte_stream if byte_stream else self._streaming)(cast("Streaming", handler.unary_stream), meta),
                 request_deserializer=decode,
                 response_serializer=_passthrough,
             )
@@ -115,8 +117,7 @@ class RequestPipeline(grpc.ServerInterceptor):
     # --- handlers ---------------------------------------------------------------
 
     def _unary(self, behavior: Unary, meta: MethodMeta) -> Callable[[Any, grpc.ServicerContext], Message]:
-        chain = self._chain(meta, "unary", lambda call: behavior(
-            call.request, request_context.attached(cast(grpc.ServicerContext, call.context), call.ctx)))
+        chain = self._chain(meta, "unary", lambda call: behavior(call.request, call.ctx))
 
         def handle(request: Any, context: grpc.ServicerContext) -> Message:
             call = self._begin(context, meta, request)
@@ -151,7 +152,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             if self.app.runs.runs_here:
                 run = self.app.runs.start(
                     run_owner(call), meta.path,
-                    lambda run: self._produce(call, behavior, request, context, meta, run),
+                    lambda run: self._produce(call, behavior, request, meta, run),
                     weight_of(call.ctx.caller.plan), _revivable(call, request),
                 )
             else:  # a runner runs it (kernel.process.runner), and ends the call's admission with it
@@ -203,7 +204,7 @@ class RequestPipeline(grpc.ServerInterceptor):
 
         def operation(call: Call) -> Iterator[Message]:
             call.reached_operation = True
-            return behavior(call.request, request_context.attached(call.context, call.ctx))
+            return behavior(call.request, call.ctx)
 
         chain = self._chain(meta, "bytes", operation)
 
@@ -229,18 +230,18 @@ class RequestPipeline(grpc.ServerInterceptor):
 
         return handle
 
-    def _produce(self, call: Call, behavior: Streaming, request: Message, context: grpc.ServicerContext | _Detached,
-                 meta: MethodMeta, run: Run) -> Outcome:
+    def _produce(self, call: Call, behavior: Streaming, request: Message, meta: MethodMeta, run: Run) -> Outcome:
         """The operation of a run, on the run pool: every stage after the
         servicer (audit, commit, failure records, the quota refund) as a
         unary call has them, whether anyone still listens or not."""
         token = request_context.bind(call.ctx)
         call.run = run
+        call.ctx.run_id = run.id
         # The operation's span lives on this thread (its SQL and provider calls are its children).
         run_span = span(call, **{"run.id": run.id})
         results: list[Message] = []
         try:
-            results = self._progress(run, behavior(request, request_context.attached(context, call.ctx)))
+            results = self._progress(run, behavior(request, call.ctx))
             self.commit.complete(call, request, results[0] if results else None)
             self._emit_results(run, results)
             log_outcome(call.ctx, 200)
@@ -315,7 +316,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             kept = payload["admission"]
             call.admission = Admission(slot_keys=tuple(kept["slot_keys"]), refund_key=kept["refund_key"],
                                        token=kept["token"])
-        return lambda run: self._produce(call, behavior, request, _Detached(), meta, run)
+        return lambda run: self._produce(call, behavior, request, meta, run)
 
     def _relay(self, call: Call, context: grpc.ServicerContext, meta: MethodMeta, frames: Iterator[Batch],
                outcome: Callable[[], Outcome | None], run_id: str) -> Iterator[bytes]:
@@ -353,7 +354,7 @@ class RequestPipeline(grpc.ServerInterceptor):
 
     def _begin(self, context: grpc.ServicerContext, meta: MethodMeta, request: Any) -> Call:
         """The call: its request identity and client address (before any other stage)."""
-        metadata = cast(dict[str, str], dict(context.invocation_metadata()))  # the text headers are what is read
+        metadata = text_metadata(context)
         rid = request_id(metadata)
         ctx = request_context.RequestContext(
             started=time.perf_counter(),
@@ -362,6 +363,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             uow=UnitOfWork(self.engine, read_only=not meta.policy.write),
             client_ip=self._client_ip(context.peer(), metadata),
             traceparent=metadata.get("traceparent"),
+            metadata=metadata,
         )
         ctx.headers.append(("x-request-id", rid))
         return Call(ctx, metadata, meta, request, context)
@@ -377,18 +379,6 @@ def _revivable(call: Call, request: Message) -> dict[str, Any]:
 def _request_class(path: str) -> type[Message]:
     method = descriptor_pool.Default().FindMethodByName(path.strip("/").replace("/", "."))
     return message_factory.GetMessageClass(method.input_type)
-
-
-class _Detached:
-    """The gRPC context of a run taken over from another process: nobody's call."""
-
-    @staticmethod
-    def is_active() -> bool:
-        return True
-
-    @staticmethod
-    def invocation_metadata() -> tuple[tuple[str, str], ...]:
-        return ()
 
 
 def _handed_over() -> ServiceUnavailable:

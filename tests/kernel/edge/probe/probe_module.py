@@ -13,7 +13,6 @@ import probe_pb2_grpc
 from google.api import httpbody_pb2
 from persona_service.kernel.errors import ApiError, NotFound
 from persona_service.kernel.process.module import Module, ServiceBinding
-from persona_service.kernel.transport.context import current
 
 # The smallest valid PNG (1×1, transparent).
 PNG = bytes.fromhex(
@@ -23,38 +22,40 @@ PNG = bytes.fromhex(
 SCIM = "application/scim+json"
 
 
-class ProbeServicer(probe_pb2_grpc.ProbeServiceServicer):
+class ProbeServicer:
+    """Each method is handed the request and its call's RequestContext (`ctx`), as a module's servicers are."""
+
     def __init__(self, deps):  # kernel.process.resources.ServicerDeps
         self.deps = deps
 
-    def GetLink(self, request, context):
+    def GetLink(self, request, ctx):
         if request.name == "missing":
             raise NotFound("link")
         return probe_pb2.Link(uri=f"https://files.example.com/{request.name}.pdf?sig=abc")
 
-    def GetImage(self, request, context):
+    def GetImage(self, request, ctx):
         if request.name == "missing":
             raise NotFound("image")
-        current().respond(cache_control="private, max-age=60")
+        ctx.respond(cache_control="private, max-age=60")
         return httpbody_pb2.HttpBody(content_type="image/png", data=PNG)
 
-    def GetPage(self, request, context):
+    def GetPage(self, request, ctx):
         return httpbody_pb2.HttpBody(content_type="text/html; charset=utf-8",
                                      data=b"<!doctype html><title>Probe</title><h1>Hello</h1>")
 
-    def CreateScimUser(self, request, context):
+    def CreateScimUser(self, request, ctx):
         user = json.loads(request.body.data)
         if not user.get("userName"):
             raise ApiError("userName is required.", {"scimType": "invalidValue"}, code="validation_failed")
         body = {"schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"], "id": "u1", "userName": user["userName"],
                 "meta": {"version": 'W/"1"', "received_content_type": request.body.content_type}}
-        current().respond(201, location="/v1/probe/scim/Users/u1", etag='W/"1"')
+        ctx.respond(201, location="/v1/probe/scim/Users/u1", etag='W/"1"')
         return httpbody_pb2.HttpBody(content_type=SCIM, data=json.dumps(body).encode())
 
-    def GetScimUser(self, request, context):
+    def GetScimUser(self, request, ctx):
         raise NotFound("user")
 
-    def EditPortrait(self, request, context):
+    def EditPortrait(self, request, ctx):
         if request.id == "missing":
             raise NotFound("portrait")
         if request.id == "moderated":
