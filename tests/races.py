@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from persona_service.kernel.process.stack import Stack
 from sqlalchemy import text
 from support import writes_locked
 
@@ -48,3 +49,15 @@ def at_once(engine, hold: str | contextlib.AbstractContextManager, *calls: Calla
                 futures.append(pool.submit(call))
                 wait_for_waiters(engine, n)
         return [f.result(timeout=60) for f in futures]
+
+
+def reruns(stack: Stack) -> float:
+    """Unary calls the stack's servers ran again after PostgreSQL aborted their transaction (a deadlock it broke,
+    40P01; a snapshot it could not keep, 40001): `persona_db_reruns_total` over every RPC and process. The rerun
+    hides a lock-order cycle from the answers (they are a serial order's, a second late); this shows it."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(stack.metrics_dir))
+    return sum(s.value for m in registry.collect() for s in m.samples if s.name == "persona_db_reruns_total")

@@ -56,6 +56,10 @@ PROVIDER_CALLS = Counter("persona_provider_calls_total", "Model provider attempt
 PROVIDER_SECONDS = Histogram("persona_provider_seconds", "Model provider attempts' latency, by provider and "
                              "operation", ["provider", "operation"],
                              buckets=(.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60))
+# A unary operation PostgreSQL aborted (a deadlock it broke: 40P01; a snapshot it could not keep: 40001) and the
+# Commit stage ran again: each is a lock order somewhere that is not the declared one (docs/concurrency.md).
+RERUNS = Counter("persona_db_reruns_total", "Unary operations run again after PostgreSQL aborted their transaction, "
+                 "by RPC and SQLSTATE", ["rpc", "sqlstate"])
 GENERATION_RUNS = Counter("persona_generation_runs_total", "Generation pipeline runs, by kind and outcome",
                           ["kind", "outcome"])
 GENERATION_STEPS = Histogram("persona_generation_step_seconds", "Generation pipeline steps, by step and outcome",

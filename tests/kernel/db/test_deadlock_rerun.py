@@ -1,7 +1,8 @@
 """A deadlock PostgreSQL breaks is never an answer: the unit of work it aborted runs again
 (kernel/transport/stages/commit.py), on the stack's PostgreSQL. Two operations take two locks in opposite
 orders behind a barrier, the order no declared aggregate allows (kernel/data/aggregates.py): PostgreSQL
-aborts one, and both still succeed, as they would one after the other."""
+aborts one, and both still succeed, as they would one after the other; `persona_db_reruns_total` counts the
+rerun (by RPC and SQLSTATE), so a lock-order cycle the answers hide still shows (tests/races.py `reruns`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from persona_service.kernel.transport.policy import MethodMeta
 from persona_service.kernel.transport.stages import compose
 from persona_service.kernel.transport.stages.call import Call
 from persona_service.kernel.transport.stages.commit import Commit
+from prometheus_client import REGISTRY
 from sqlalchemy import text
 from support import engine_for
 
@@ -24,7 +26,12 @@ PATH = "/persona.v1.PersonaService/UpdatePersona"
 FIRST, SECOND = 450_001, 450_002  # advisory lock keys no module uses
 
 
+def _reruns() -> float:
+    return REGISTRY.get_sample_value("persona_db_reruns_total", {"rpc": PATH, "sqlstate": "40P01"}) or 0.0
+
+
 def test_both_sides_of_a_deadlock_succeed_and_each_commits_once(stack):
+    reruns_before = _reruns()
     barrier = threading.Barrier(2, timeout=30)
     runs: dict[str, int] = {"a": 0, "b": 0}
 
@@ -63,4 +70,5 @@ def test_both_sides_of_a_deadlock_succeed_and_each_commits_once(stack):
             stored = sorted(conn.execute(text("SELECT side FROM deadlock_rerun")).scalars())
             conn.execute(text("DROP TABLE deadlock_rerun"))
     assert sorted(runs.values()) == [1, 2]  # PostgreSQL aborted one side once; it ran again
+    assert _reruns() == reruns_before + 1  # and the rerun was counted
     assert stored == ["a", "b"] and sorted(committed) == ["a", "b"]  # each committed (and its hooks ran) once

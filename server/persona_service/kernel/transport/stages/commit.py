@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
+from persona_service.kernel import metrics
 from persona_service.kernel.data.outages import must_run_again
 from persona_service.kernel.data.quota_repository import QuotaRepository
 from persona_service.kernel.transport.audit import AuditEntry, AuditLog
@@ -69,8 +70,10 @@ class Commit(Stage):
                 # order answers; a client never sees it. A durable run has its own recovery (runs.py).
                 if call.succeeded or call.run is not None or attempt == RUNS or not must_run_again(exc):
                     raise
+                orig = getattr(exc, "orig", exc)
                 log.warning("%s aborted by the database (%s); running it again [request_id=%s attempt=%d]",
-                            call.meta.path, type(getattr(exc, "orig", exc)).__name__, call.ctx.request_id, attempt)
+                            call.meta.path, type(orig).__name__, call.ctx.request_id, attempt)
+                metrics.RERUNS.labels(call.meta.path, getattr(orig, "sqlstate", None) or "").inc()
                 call.ctx.uow.close()  # rolls back; the next use begins afresh
                 before.restore(call.ctx)
                 time.sleep(random.uniform(0, RERUN_PAUSE_SECONDS * attempt))  # noqa: S311 - jitter, not a secret
