@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from persona_service.billing.records import SubscriptionChanges
 from persona_service.billing.repository import BillingRepository
 from persona_service.config.repository import ORG_LEVEL, ConfigRepository
 from persona_service.files.records import ObjectNotFound
@@ -232,7 +233,8 @@ def test_the_image_quota_counts_in_the_billing_period(env):
         ConfigRepository(conn).upsert(small.org_id, ORG_LEVEL, "api.rate_limit.images_per_month", 1, "test")
     assert env.http.get("/v1/billing/subscription", headers=small.auth).status_code == 200  # opens it
     with env.engine.begin() as conn:
-        BillingRepository(conn).update_subscription(small.org_id, current_period_start=start, current_period_end=end)
+        BillingRepository(conn).update_subscription(
+            small.org_id, SubscriptionChanges(current_period_start=start, current_period_end=end))
     persona = new_persona(env, small, "A patient clockmaker who hums")
     generate(env, small, persona["id"])
     r = env.http.post(f"/v1/personas/{persona['id']}/portraits", json={}, headers=small.auth)

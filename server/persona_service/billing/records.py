@@ -50,6 +50,51 @@ class InvoiceRecord:
     created_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class SubscriptionChanges:
+    """What an update of a subscription sets (None: left as it is)."""
+
+    plan: str | None = None
+    status: str | None = None
+    current_period_start: datetime | None = None
+    current_period_end: datetime | None = None
+    cancel_at_period_end: bool | None = None
+    credit_minor: int | None = None
+    invoice_seq: int | None = None
+    pending_lines: list[dict[str, Any]] | None = None
+    processor_customer_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewInvoice:
+    id: str
+    org_id: str
+    processor_invoice_id: str
+    number: str
+    kind: str
+    currency: str
+    amount_due_minor: int
+    period_start: datetime
+    period_end: datetime
+    due_date: datetime
+    line_items: list[dict[str, Any]]
+    status: str = "open"
+    amount_paid_minor: int = 0
+    version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class InvoiceChanges:
+    """What an update of an invoice sets (None: left as it is)."""
+
+    status: str | None = None
+    amount_paid_minor: int | None = None
+    paid_at: datetime | None = None
+    version: int | None = None
+    pdf_key: str | None = None
+    processor_event_at: int | None = None
+
+
 @dataclass(frozen=True)
 class LineItem:
     description: str

@@ -1,14 +1,28 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from persona_service.billing.records import InvoiceRecord, SubscriptionRecord
+from persona_service.billing.records import (
+    InvoiceChanges,
+    InvoiceRecord,
+    NewInvoice,
+    SubscriptionChanges,
+    SubscriptionRecord,
+)
 from persona_service.billing.tables import Invoice, ProcessorEvent, Subscription
-from persona_service.kernel.api import DECIDES_NOTHING, declare_aggregate, record, record_or_none, records, table_of
+from persona_service.kernel.api import (
+    DECIDES_NOTHING,
+    changed_columns,
+    declare_aggregate,
+    record,
+    record_or_none,
+    records,
+    row_columns,
+    table_of,
+)
 
 _subs = table_of(Subscription)
 _invoices = table_of(Invoice)
@@ -37,12 +51,15 @@ class BillingRepository:
         return record_or_none(SubscriptionRecord, self.conn.execute(
             stmt.execution_options(**{DECIDES_NOTHING: True})).mappings().first())
 
-    def add_subscription(self, **values: Any) -> None:
+    def add_subscription(self, org_id: str, plan: str, period_start: datetime, period_end: datetime) -> None:
         # Two first reads of one organization at once: the second one's insert is a no-op.
-        self.conn.execute(pg_insert(_subs).values(**values).on_conflict_do_nothing(index_elements=["org_id"]))
+        stmt = pg_insert(_subs).values(org_id=org_id, plan=plan, current_period_start=period_start,
+                                       current_period_end=period_end)
+        self.conn.execute(stmt.on_conflict_do_nothing(index_elements=["org_id"]))
 
-    def update_subscription(self, org_id: str, **values: Any) -> SubscriptionRecord:
-        stmt = update(_subs).where(_subs.c.org_id == org_id).values(updated_at=func.now(), **values).returning(_subs)
+    def update_subscription(self, org_id: str, changes: SubscriptionChanges) -> SubscriptionRecord:
+        stmt = (update(_subs).where(_subs.c.org_id == org_id)
+                .values(updated_at=func.now(), **changed_columns(changes)).returning(_subs))
         return record(SubscriptionRecord, self.conn.execute(stmt).mappings().one())
 
     def due_for_renewal(self, now: datetime, limit: int) -> list[SubscriptionRecord]:
@@ -53,16 +70,17 @@ class BillingRepository:
 
     # --- invoices ----------------------------------------------------------------------
 
-    def add_invoice(self, **values: Any) -> InvoiceRecord:
-        stmt = insert(_invoices).values(**values).returning(_invoices)
+    def add_invoice(self, new: NewInvoice) -> InvoiceRecord:
+        stmt = insert(_invoices).values(**row_columns(new)).returning(_invoices)
         return record(InvoiceRecord, self.conn.execute(stmt).mappings().one())
 
     def invoice(self, org_id: str, invoice_id: str) -> InvoiceRecord | None:
         stmt = select(_invoices).where(_invoices.c.id == invoice_id, _invoices.c.org_id == org_id)
         return record_or_none(InvoiceRecord, self.conn.execute(stmt).mappings().first())
 
-    def update_invoice(self, invoice_id: str, **values: Any) -> InvoiceRecord:
-        stmt = update(_invoices).where(_invoices.c.id == invoice_id).values(**values).returning(_invoices)
+    def update_invoice(self, invoice_id: str, changes: InvoiceChanges) -> InvoiceRecord:
+        stmt = (update(_invoices).where(_invoices.c.id == invoice_id).values(**changed_columns(changes))
+                .returning(_invoices))
         return record(InvoiceRecord, self.conn.execute(stmt).mappings().one())
 
     def org_of_processor_invoice(self, processor_invoice_id: str) -> str | None:

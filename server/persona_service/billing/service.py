@@ -17,8 +17,11 @@ from persona_service.billing.records import (
     CURRENCY,
     PLAN_ORDER,
     PRICES_MINOR,
+    InvoiceChanges,
     InvoiceRecord,
     LineItem,
+    NewInvoice,
+    SubscriptionChanges,
     SubscriptionRecord,
 )
 from persona_service.billing.repository import BillingRepository
@@ -101,8 +104,7 @@ class BillingService:
             if org is None:
                 raise NotFound("organization")
             now = self.clock()
-            self.repo.add_subscription(org_id=org_id, plan=org.plan, current_period_start=now,
-                                       current_period_end=add_month(now))
+            self.repo.add_subscription(org_id, org.plan, now, add_month(now))
             sub = self.repo.subscription(org_id, for_update)
             assert sub is not None
         return sub
@@ -123,8 +125,8 @@ class BillingService:
         elif not upgrade:
             credit += -difference  # the unused part of the dearer plan, off the next renewal
         self.orgs.set_plan(principal.org_id, plan)
-        changed = self.repo.update_subscription(principal.org_id, plan=plan, cancel_at_period_end=False,
-                                                credit_minor=credit)
+        changed = self.repo.update_subscription(
+            principal.org_id, SubscriptionChanges(plan=plan, cancel_at_period_end=False, credit_minor=credit))
         self._emit(changed, "subscription.upgraded" if upgrade else "subscription.downgraded",
                    {"from": sub.plan, "to": plan, "effectiveAt": iso(now)})
         return changed
@@ -135,7 +137,7 @@ class BillingService:
             raise StateConflict("A free subscription has nothing to cancel.", "plan", {"plan": "free"})
         if sub.cancel_at_period_end:
             return sub
-        cancelled = self.repo.update_subscription(principal.org_id, cancel_at_period_end=True)
+        cancelled = self.repo.update_subscription(principal.org_id, SubscriptionChanges(cancel_at_period_end=True))
         self._emit(cancelled, "subscription.cancelled",
                    {"plan": sub.plan, "effectiveAt": iso(sub.current_period_end)})
         return cancelled
@@ -144,7 +146,7 @@ class BillingService:
         sub = self.subscription(principal.org_id, for_update=True)
         if not sub.cancel_at_period_end:
             return sub
-        return self.repo.update_subscription(principal.org_id, cancel_at_period_end=False)
+        return self.repo.update_subscription(principal.org_id, SubscriptionChanges(cancel_at_period_end=False))
 
     def renew_due(self, limit: int = 100) -> builtins.list[SubscriptionRecord]:
         """Start the next period of every subscription whose period ended (a
@@ -169,9 +171,9 @@ class BillingService:
             carried = max(0, -sum(line.amount_minor for line in lines))  # payouts beyond the charges
             if carried:
                 lines.append(LineItem("Credit carried to the next period", 1, carried, start, end))
-            current = self.repo.update_subscription(
-                sub.org_id, plan=plan, current_period_start=start, current_period_end=end,
-                cancel_at_period_end=False, credit_minor=sub.credit_minor - credit + carried, pending_lines=[])
+            current = self.repo.update_subscription(sub.org_id, SubscriptionChanges(
+                plan=plan, current_period_start=start, current_period_end=end, cancel_at_period_end=False,
+                credit_minor=sub.credit_minor - credit + carried, pending_lines=[]))
             if lines:
                 self._invoice(current, "renewal", start, end, lines)
             self._audit(sub.org_id, "subscription.renew", "subscription", sub.org_id,
@@ -188,8 +190,8 @@ class BillingService:
     def add_to_next_invoice(self, org_id: str, description: str, amount_minor: int) -> None:
         """A line for the next renewal invoice (negative: owed to the organization)."""
         sub = self.subscription(org_id, for_update=True)
-        self.repo.update_subscription(org_id, pending_lines=[
-            *sub.pending_lines, {"description": description, "amountMinor": amount_minor}])
+        self.repo.update_subscription(org_id, SubscriptionChanges(pending_lines=[
+            *sub.pending_lines, {"description": description, "amountMinor": amount_minor}]))
 
     # --- invoices ----------------------------------------------------------------------
 
@@ -235,11 +237,11 @@ class BillingService:
         if status is None or row is None or created < row.processor_event_at:
             return False
         now = self.clock()
-        values: dict[str, Any] = {"status": status, "processor_event_at": created, "version": row.version + 1}
-        if status == "paid":
-            values |= {"amount_paid_minor": amount_paid_minor, "paid_at": row.paid_at or now}
-        row = self.repo.update_invoice(row.id, **values)
-        self.repo.update_subscription(row.org_id, status="active" if status == "paid" else "past_due")
+        paid = status == "paid"
+        row = self.repo.update_invoice(row.id, InvoiceChanges(
+            status=status, processor_event_at=created, version=row.version + 1,
+            amount_paid_minor=amount_paid_minor if paid else None, paid_at=(row.paid_at or now) if paid else None))
+        self.repo.update_subscription(row.org_id, SubscriptionChanges(status="active" if paid else "past_due"))
         self._render(row)
         self._audit(row.org_id, "invoice.processor_event", "invoice", row.id,
                     {"eventId": event_id, "type": type_, "status": status})
@@ -252,7 +254,7 @@ class BillingService:
         """Finalize an invoice, charge it, and render its PDF (once per version)."""
         now = self.clock()
         seq = sub.invoice_seq + 1
-        self.repo.update_subscription(sub.org_id, invoice_seq=seq)
+        self.repo.update_subscription(sub.org_id, SubscriptionChanges(invoice_seq=seq))
         org = self.orgs.get(sub.org_id)
         prefix = (org.slug if org is not None else sub.org_id).split("-")[0][:8].upper()
         invoice_id = new_id("invoice")
@@ -260,14 +262,13 @@ class BillingService:
         customer = sub.processor_customer_id
         if not customer:
             customer = self.processor.customer(sub.org_id, org.name if org is not None else sub.org_id)
-            self.repo.update_subscription(sub.org_id, processor_customer_id=customer)
+            self.repo.update_subscription(sub.org_id, SubscriptionChanges(processor_customer_id=customer))
         processor_id = self.processor.open_invoice(customer, invoice_id, lines, CURRENCY)
-        row = self.repo.add_invoice(
-            id=invoice_id, org_id=sub.org_id, processor_invoice_id=processor_id,
-            number=f"{prefix}-{seq:04d}", kind=kind, status="open", currency=CURRENCY, amount_due_minor=amount,
-            amount_paid_minor=0, period_start=start, period_end=end, due_date=now + PAYMENT_TERMS,
-            line_items=[line.as_json() for line in lines], version=1,
-        )
+        row = self.repo.add_invoice(NewInvoice(
+            id=invoice_id, org_id=sub.org_id, processor_invoice_id=processor_id, number=f"{prefix}-{seq:04d}",
+            kind=kind, currency=CURRENCY, amount_due_minor=amount, period_start=start, period_end=end,
+            due_date=now + PAYMENT_TERMS, line_items=[line.as_json() for line in lines],
+        ))
         row = self._collect(row, sub.org_id, now)
         return self._render(row)
 
@@ -277,10 +278,10 @@ class BillingService:
         overdue, see collect_overdue); a paid one settles both."""
         payment = self.processor.pay(org_id, row.processor_invoice_id, row.amount_due_minor, row.currency)
         if payment.paid:
-            self.repo.update_subscription(org_id, status="active")
-            return self.repo.update_invoice(row.id, status="paid", amount_paid_minor=row.amount_due_minor,
-                                            paid_at=now, version=row.version + 1)
-        self.repo.update_subscription(org_id, status="past_due")
+            self.repo.update_subscription(org_id, SubscriptionChanges(status="active"))
+            return self.repo.update_invoice(row.id, InvoiceChanges(
+                status="paid", amount_paid_minor=row.amount_due_minor, paid_at=now, version=row.version + 1))
+        self.repo.update_subscription(org_id, SubscriptionChanges(status="past_due"))
         return row
 
     def collect_overdue(self) -> builtins.list[InvoiceRecord]:
@@ -291,7 +292,8 @@ class BillingService:
         for row in rows:
             collected = self._collect(row, row.org_id, now)
             if collected.status == "open":
-                collected = self.repo.update_invoice(row.id, status="uncollectible", version=row.version + 1)
+                collected = self.repo.update_invoice(
+                    row.id, InvoiceChanges(status="uncollectible", version=row.version + 1))
             settled.append(self._render(collected))
             self._audit(row.org_id, "invoice.collect", "invoice", row.id, {"status": collected.status})
         return settled
@@ -301,7 +303,7 @@ class BillingService:
         org = self.orgs.get(row.org_id)
         key = object_key(row.org_id, "invoices", f"{row.id}-v{row.version}.pdf")
         self.storage.put(key, render_invoice(row, org.name if org is not None else row.org_id), "application/pdf")
-        return self.repo.update_invoice(row.id, pdf_key=key)
+        return self.repo.update_invoice(row.id, InvoiceChanges(pdf_key=key))
 
     def _audit(self, org_id: str, action: str, resource_type: str, resource_id: str, details: dict[str, Any]) -> None:
         """What billing does on its own (renewals, collections, processor events) is audited too."""

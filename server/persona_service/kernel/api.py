@@ -106,6 +106,8 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.data.records import record as record
     from persona_service.kernel.data.records import record_or_none as record_or_none
     from persona_service.kernel.data.records import records as records
+    from persona_service.kernel.data.records import changed_columns as changed_columns
+    from persona_service.kernel.data.records import row_columns as row_columns
 
     # tables: for a domain's `tables.py` and repositories only (the AST rule `tables_outside_their_domain` reads
     # these names as tables); OutboxEvent is the outbox's table, which the webhook fan-out reads
@@ -203,7 +205,7 @@ __all__ = [
     "DECIDES_NOTHING", "Aggregate", "declare_aggregate", "lock_root", "derive_unique", "once_per", "in_batches",
     "Prepared",
     # rows as typed records (repositories)
-    "record", "record_or_none", "records",
+    "record", "record_or_none", "records", "changed_columns", "row_columns",
     # tables
     "Base", "created_at_column", "table_of", "trigram_index", "OutboxEvent",
     # what a change records

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 
 import redis
+from persona_service.billing.records import SubscriptionChanges
 from persona_service.billing.repository import BillingRepository
 from persona_service.config.repository import ORG_LEVEL, ConfigRepository
 from persona_service.kernel.clock import iso
@@ -68,7 +69,8 @@ def test_the_quota_resets_at_the_organizations_billing_period_end(http, engine, 
         ConfigRepository(conn).upsert(tenant.org_id, ORG_LEVEL, "api.rate_limit.generations_per_month", 1, "test")
     assert http.get("/v1/billing/subscription", headers=tenant.auth).status_code == 200  # opens it
     with engine.begin() as conn:
-        BillingRepository(conn).update_subscription(tenant.org_id, current_period_start=start, current_period_end=end)
+        BillingRepository(conn).update_subscription(
+            tenant.org_id, SubscriptionChanges(current_period_start=start, current_period_end=end))
     assert http.get("/v1/billing/subscription", headers=tenant.auth).json()["currentPeriodEnd"] == iso(end)
     assert http.post("/v1/personas", headers=tenant.auth, json={"intent": "A calm lighthouse cat"}).status_code == 200
 

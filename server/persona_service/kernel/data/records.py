@@ -2,7 +2,12 @@
 of rows read by string key. A record is a frozen dataclass whose field names
 are column names (or labels of the query); a row may carry more columns than
 the record names, never fewer (a missing one is a KeyError at the repository,
-where the query is)."""
+where the query is).
+
+The other way, a service hands a repository a `New<Thing>` (a row to insert)
+or a `<Thing>Changes` (the columns an update sets, None for those it leaves
+alone) rather than column names; the repository turns it into the statement's
+values (`row_columns`, `changed_columns`), so column names stay there."""
 
 from __future__ import annotations
 
@@ -38,3 +43,14 @@ def record_or_none(cls: type[R], row: Mapping[Any, Any] | None) -> R | None:
 def records(cls: type[R], rows: Iterable[Mapping[Any, Any]]) -> list[R]:
     names = field_names(cls)
     return [cls(**{name: row[name] for name in names}) for row in rows]
+
+
+def row_columns(new: object) -> dict[str, Any]:
+    """A `New<Thing>` record as its row's values: every field, by column name."""
+    return {name: getattr(new, name) for name in field_names(type(new))}
+
+
+def changed_columns(changes: object) -> dict[str, Any]:
+    """A `<Thing>Changes` record as an update's values: the fields it sets (None: the column is left as it is;
+    a column set to NULL is a repository method of its own, named for why)."""
+    return {name: value for name in field_names(type(changes)) if (value := getattr(changes, name)) is not None}
