@@ -63,6 +63,16 @@ class Settings(Section):
         "", validation_alias="DATABASE_URL",
         description="external PostgreSQL (`postgresql://…`); empty: the embedded one under the data dir",
     )
+    database_replica_url: str = Field(
+        "", description="a streaming replica of the database (`postgresql://…`; behind HAProxy, its replica port) "
+                        "that the reads declared `read_may_lag` use, with read-your-writes for the caller's "
+                        "organization (docs/scaling-out.md \"Reads from replicas\"); empty: every read on the primary",
+    )
+    database_replica_max_lag_seconds: float = Field(
+        5.0, gt=0, le=3600, allow_inf_nan=False,
+        description="a replica that has not replayed what the primary wrote this long ago, or that does not answer, "
+                    "is out of rotation (its reads go to the primary) until it catches up",
+    )
     redis_url: str = Field(
         "", validation_alias="REDIS_URL",
         description="external Redis (`redis://…`), or a master Redis Sentinel fails over "

@@ -16,14 +16,19 @@ def sqlalchemy_url(url: str) -> str:
     return url
 
 
-def make_engine(url: str, pool_size: int = 8, prepared: bool = True) -> Engine:
+def make_engine(url: str, pool_size: int = 8, prepared: bool = True, connect_timeout: int | None = None) -> Engine:
     """A pool of at most `pool_size` connections, opened as needed and kept:
     a hard cap (no overflow), so the processes of a deployment stay within
     the connection budget they were sized from (Settings.db_connections).
     `prepared=False`: no server-side prepared statements at all (psycopg's
     automatic ones nor `Prepared` reads), for a pooler that hands each
     transaction another server connection without tracking them (PgBouncer
-    before 1.21, or without `max_prepared_statements`, in transaction mode)."""
+    before 1.21, or without `max_prepared_statements`, in transaction mode).
+    `connect_timeout` (seconds): how long a connection attempt waits for a
+    server that does not answer (libpq's default: for ever)."""
+    connect_args: dict[str, object] = {} if prepared else {"prepare_threshold": None}
+    if connect_timeout is not None:
+        connect_args["connect_timeout"] = connect_timeout
     return create_engine(
         sqlalchemy_url(url),
         pool_size=pool_size,
@@ -35,7 +40,7 @@ def make_engine(url: str, pool_size: int = 8, prepared: bool = True) -> Engine:
         # Errors and tracebacks must not carry statement parameters (secret
         # hashes, sealed secrets, personal data).
         hide_parameters=True,
-        connect_args={} if prepared else {"prepare_threshold": None},
+        connect_args=connect_args,
     )
 
 

@@ -16,6 +16,7 @@ from persona_service.kernel import metrics
 from persona_service.kernel.data import aggregates
 from persona_service.kernel.data.aggregates import LockGuard
 from persona_service.kernel.data.engine import make_engine, share_disconnects
+from persona_service.kernel.data.replicas import replica_router
 from persona_service.kernel.logs import Throttled
 from persona_service.kernel.process import redis_pool
 from persona_service.kernel.process.module import Job, Modules
@@ -84,6 +85,7 @@ class App:
                 guard.install(engine)
         self.redis = redis_pool.connect(settings.redis_url, settings.redis_max_connections,
                                         settings.redis_acquire_timeout_seconds)
+        self.replicas = replica_router(settings, self.engine, self.redis)  # None: every read on the primary
         secret = settings.resolved_jwt_secret()
         self.cache = CredentialCache(settings.auth_cache_seconds)
         self.failed_auth = FailureTally()  # 401s reach the audit log a few rows per address a minute
@@ -275,5 +277,7 @@ class App:
         self.limiter.give_back()  # what this process reserved and did not use
         self.engine.dispose()
         self.stream_engine.dispose()
+        if self.replicas is not None:
+            self.replicas.replica.dispose()
         self.redis.close()
 

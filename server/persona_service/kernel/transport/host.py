@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from persona_service.kernel.data.replicas import ReplicaRouter
     from persona_service.kernel.settings import Settings
     from persona_service.kernel.transport.audit import AuditEntry, FailureTally
     from persona_service.kernel.transport.auth import Authenticator
@@ -24,6 +25,9 @@ class PipelineHost(Protocol):
 
     @property
     def engine(self) -> Engine: ...
+
+    @property
+    def replicas(self) -> ReplicaRouter | None: ...
 
     @property
     def authenticator(self) -> Authenticator: ...

@@ -45,6 +45,7 @@ from persona_service.kernel.transport.stages.client_address import ClientAddress
 from persona_service.kernel.transport.stages.commit import Commit, answer
 from persona_service.kernel.transport.stages.identity import request_id, span
 from persona_service.kernel.transport.stages.outcome import Outcomes, log_outcome
+from persona_service.kernel.transport.stages.replica import route
 from persona_service.kernel.transport.stages.resume import Following, run_owner
 from persona_service.kernel.transport.stages.validate import Undecodable
 
@@ -312,6 +313,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             traceparent=payload.get("traceparent"), principal=principal_from_json(payload["principal"]),
         ), {}, meta, request)
         call.reached_operation = True
+        route(self.app.replicas, call)
         if "admission" in payload:  # the concurrency slots its accepting server took: released when it ends
             kept = payload["admission"]
             call.admission = Admission(slot_keys=tuple(kept["slot_keys"]), refund_key=kept["refund_key"],

@@ -11,6 +11,7 @@ from persona_service.kernel.transport.stages.authorization import Authorize
 from persona_service.kernel.transport.stages.call import Call, Next, Stage, compose
 from persona_service.kernel.transport.stages.idempotency import Idempotency
 from persona_service.kernel.transport.stages.limits import AnonymousLimits, Limits, QueueAs
+from persona_service.kernel.transport.stages.replica import ReplicaRouting
 from persona_service.kernel.transport.stages.resume import Resume
 from persona_service.kernel.transport.stages.validate import KnownFields, Validate
 
@@ -41,6 +42,8 @@ def build(app: PipelineHost, meta: MethodMeta, kind: Kind, executor: FairExecuto
             stages.append(QueueAs(executor))
         stages += [Limits(app.limiter, app.limits, policy, stream=kind != "unary"), Authorize(policy),
                    KnownFields(meta.path)]
+        if app.replicas is not None and (policy.write or policy.read_may_lag):
+            stages.append(ReplicaRouting(app.replicas))
         if kind == "stream":
             stages.append(Resume(app.runs))
         stages.append(Validate())
