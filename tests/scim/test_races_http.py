@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import uuid
 
-from races import at_once, row_locked
+import pytest
+from races import at_once, reruns, row_locked
 from scim_client import ERROR, GROUP, USER
 from sqlalchemy import text
 from support import SCOPES
@@ -91,25 +92,44 @@ def test_a_member_added_while_its_delete_takes_its_locks_is_removed_by_it(engine
     assert not scim.call("GET", f"/Groups/{group['id']}").json().get("members")
 
 
-def test_an_erasure_and_a_patch_of_a_group_of_the_person_answer_as_one_serial_order(engine, http, org, tenants, scim):
-    """The PATCH comes first and holds the group when the person's erasure, which locked their membership, waits
-    for it; then the PATCH regrants the members and waits for that membership: a cycle (docs/concurrency.md, not
-    yet), which PostgreSQL breaks, and the call it aborted runs again. Both answer 200, as the PATCH-then-erasure
-    serial order: the group renamed, the person gone from it and from the organization's SCIM users."""
-    user = scim.user(f"race-{uuid.uuid4().hex[:10]}@example.com")
-    group = scim.group(f"race-{uuid.uuid4().hex[:10]}", members=[user["id"]])
-    key = tenants.key(org.org_id, org.workspace_id, user["id"], org.plan, list(SCOPES))
-    renamed = f"race-{uuid.uuid4().hex[:10]}"
-    patched, erased = at_once(
-        engine, row_locked(engine, "scim_groups", group["id"]),
-        lambda: scim.patch(f"/Groups/{group['id']}", {"op": "replace", "path": "displayName", "value": renamed}),
+# A write of a group holding the person, and the group it leaves: (name prefix, members) or None (deleted).
+_GROUP_WRITES = {
+    "patch": (lambda scim, g, u, other: scim.patch(f"/Groups/{g}", {"op": "replace", "path": "displayName",
+                                                                   "value": f"renamed-{g}"}), ("renamed", [])),
+    "put": (lambda scim, g, u, other: scim.call("PUT", f"/Groups/{g}", {
+        "schemas": [GROUP], "displayName": f"put-{g}", "members": [{"value": u}, {"value": other}]}), ("put", ["other"])),
+    "delete": (lambda scim, g, u, other: scim.call("DELETE", f"/Groups/{g}"), None),
+}
+
+
+@pytest.mark.parametrize("write", sorted(_GROUP_WRITES))
+def test_an_erasure_and_a_write_of_a_group_of_the_person_wait_in_a_line(stack, engine, http, org, tenants, scim,
+                                                                       write):
+    """The group write comes first and holds the group when the person's erasure comes to wait for it; then the
+    write updates its members' memberships (`regrant`). The erasure takes the person's groups and SCIM user before
+    their membership (`lock_personal_data`), so it waits for the write without holding what the write needs next:
+    no cycle, no call aborted and run again (taking the membership first, it was one: docs/concurrency.md). Both
+    answer as the write-then-erasure serial order: the group written, the person gone from it and from SCIM."""
+    tag = uuid.uuid4().hex[:10]
+    user, other = (scim.user(f"race-{who}-{tag}@example.com")["id"] for who in ("p", "o"))
+    group = scim.group(f"race-{tag}", members=[user])["id"]
+    key = tenants.key(org.org_id, org.workspace_id, user, org.plan, list(SCOPES))
+    call, left = _GROUP_WRITES[write]
+    before = reruns(stack)
+    written, erased = at_once(
+        engine, row_locked(engine, "scim_groups", group),
+        lambda: call(scim, group, user, other),
         lambda: http.delete("/v1/privacy/me", headers={"Authorization": f"Bearer {key}"}),
     )
-    assert patched.status_code == 200, patched.text
+    assert written.status_code < 300, written.text
     assert erased.status_code == 200, erased.text
-    after = scim.call("GET", f"/Groups/{group['id']}").json()
-    assert after["displayName"] == renamed and not after.get("members"), after
-    assert scim.call("GET", f"/Users/{user['id']}").status_code == 404
+    assert reruns(stack) == before, "a call was aborted by PostgreSQL (a deadlock) and ran again"
+    after = scim.call("GET", f"/Groups/{group}")
+    got = None if after.status_code == 404 else (
+        after.json()["displayName"].split("-")[0],
+        ["other" if m["value"] == other else m["value"] for m in after.json().get("members", [])])
+    assert got == left, after.text
+    assert scim.call("GET", f"/Users/{user}").status_code == 404
 
 
 def test_a_422_raised_inside_the_operation_is_not_stored(scim):

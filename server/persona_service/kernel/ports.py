@@ -47,6 +47,14 @@ class PersonalDataEraser(Protocol):
     def __call__(self, conn: Connection, subject: Subject, now: datetime, /) -> dict[str, int]: ...
 
 
+class PersonalDataLock(Protocol):
+    """Lock what the module's erasure of one user changes and other writes lock before the user's memberships
+    (SCIM: the groups the user is in, then the user), before the erasure locks those memberships: the erasure then
+    takes its locks in the order every other write does, and never waits on one of them in a cycle."""
+
+    def __call__(self, conn: Connection, subject: Subject, /) -> None: ...
+
+
 class LimitOverrides(Protocol):
     """An organization's overrides of its plan's limits: {Limits field: value}."""
 
@@ -70,6 +78,9 @@ class ModuleHooks(Protocol):
 
     @property
     def erasers(self) -> Sequence[PersonalDataEraser]: ...
+
+    @property
+    def erasure_locks(self) -> Sequence[PersonalDataLock]: ...
 
     @property
     def review_resolvers(self) -> Mapping[str, ReviewResolver]: ...

@@ -24,6 +24,7 @@ from persona_service.files.api import SignedUrl, Storage, object_key
 from persona_service.kernel.api import (
     Batches,
     CursorCodec,
+    ModuleHooks,
     Principal,
     StateConflict,
     Subject,
@@ -44,7 +45,6 @@ LEASE_SECONDS = 300.0
 # The bundle is built in memory up to this size, then in a temporary file.
 SPOOL_BYTES = 4 * 2**20
 PersonalData = Callable[[Any, Subject], Mapping[str, Batches]]
-Eraser = Callable[[Any, Subject, datetime], dict[str, int]]
 
 
 # A person whose erasure committed while their call waited: the answer their key gets from then on.
@@ -86,18 +86,22 @@ class PrivacyService:
             self.repo.fail(job.id, f"{type(exc).__name__}: {exc}")
         return job
 
-    def erase(self, principal: Principal, erasers: Sequence[Eraser], storage: Storage) -> Erasure:
+    def erase(self, principal: Principal, modules: ModuleHooks, storage: Storage) -> Erasure:
         """Right to erasure (see the proto): every module erases its part; this
         module its own exports. The person is erased wherever a link made them
         known after this organization (OrgDirectory.linked_later), so no link
         keeps their record alive. The owner of an organization is refused."""
         directory = OrgDirectory(self.conn)
-        # The person's memberships first, which the erasure ends: a second erasure at once waits and is refused as
-        # a call after the first would be (its key revoked), and an export requested meanwhile (`request`) waits
-        # or is erased with the rest.
+        # In each organization, what other writes lock before a membership (`erasure_locks`: SCIM groups, then the
+        # user), then the person's membership, which the erasure ends: a second erasure at once waits and is
+        # refused as a call after the first would be (its key revoked), and an export requested meanwhile
+        # (`request`) waits or is erased with the rest.
+        self._lock(modules, principal.org_id, principal.user_id)
         if principal.org_id not in directory.end_members([principal.org_id], principal.user_id):
             raise Unauthorized(_NO_LONGER)
         org_ids = [principal.org_id, *directory.linked_later(principal.org_id, principal.user_id)]
+        for org_id in sorted(org_ids[1:]):
+            self._lock(modules, org_id, principal.user_id)
         directory.end_members(org_ids[1:], principal.user_id)
         for org_id in org_ids:
             org = directory.get(org_id)
@@ -107,13 +111,17 @@ class PrivacyService:
         now, counts = utcnow(), Counter[str]()
         for org_id in org_ids:
             subject = Subject(org_id, principal.user_id)
-            for erase in erasers:
+            for erase in modules.erasers:
                 counts.update(erase(self.conn, subject, now))
             exports = self.repo.delete_for(org_id, principal.user_id)
             for key in filter(None, exports):
                 storage.delete(key)
             counts.update(privacy_exports_deleted=len(exports))
         return Erasure(dict(counts), tuple(org_ids))
+
+    def _lock(self, modules: ModuleHooks, org_id: str, user_id: str) -> None:
+        for lock in modules.erasure_locks:
+            lock(self.conn, Subject(org_id, user_id))
 
     def list(self, principal: Principal, cursor: str, limit: int) -> tuple[list[ExportRecord], str]:
         return keyset_page(

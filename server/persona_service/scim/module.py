@@ -6,7 +6,7 @@ from persona.v1 import options_pb2, scim_pb2_grpc
 
 from persona_service.kernel.api import Module, ServiceBinding
 from persona_service.scim.errors import scim_error_body
-from persona_service.scim.service import erase_personal_data
+from persona_service.scim.service import erase_personal_data, lock_personal_data
 from persona_service.scim.servicer import BASE_PATH, ScimServicer, ScimTokenServicer
 
 MODULE = Module(
@@ -21,5 +21,6 @@ MODULE = Module(
     error_shape_prefixes={BASE_PATH + "/": options_pb2.ERROR_SHAPE_SCIM},
     error_shapes={options_pb2.ERROR_SHAPE_SCIM: scim_error_body},
     erase_personal_data=lambda conn, subject, now: erase_personal_data(conn, subject.org_id, subject.user_id),
+    lock_personal_data=lambda conn, subject: lock_personal_data(conn, subject.org_id, subject.user_id),
     migrations=pathlib.Path(__file__).with_name("migrations"),
 )

@@ -355,15 +355,29 @@ class Users(Resources):
         self.repo.delete(self.org_id, row.id)
 
 
+def lock_personal_data(conn: Connection, org_id: str, user_id: str) -> None:
+    """Before a person's erasure locks their membership: their SCIM user, locked as its deletion locks it (the
+    groups it is in, then the user). A group write takes its group, its members, then their memberships
+    (`regrant`), so an erasure that took the membership first would meet it in a cycle."""
+    _locked_user(Users(conn, org_id, ""), user_id)
+
+
 def erase_personal_data(conn: Connection, org_id: str, user_id: str) -> dict[str, int]:
-    """Right to erasure: the SCIM record (the IdP's copy of the profile) goes too."""
+    """Right to erasure: the SCIM record (the IdP's copy of the profile) goes too (its locks are held since
+    `lock_personal_data`: taking them again finds the same groups)."""
     users = Users(conn, org_id, "")
-    try:
-        row = users.locked_for_delete(user_id)
-    except NotFound:
+    row = _locked_user(users, user_id)
+    if row is None:
         return {}
     users.forget(row)
     return {"scim_users_deleted": 1}
+
+
+def _locked_user(users: Users, user_id: str) -> ScimRecord | None:
+    try:
+        return users.locked_for_delete(user_id)
+    except NotFound:
+        return None
 
 
 class Groups(Resources):

@@ -23,6 +23,7 @@ from persona_service.kernel.ports import (
     LimitOverrides,
     PersonalDataEraser,
     PersonalDataExport,
+    PersonalDataLock,
     ReviewResolver,
     UsagePeriod,
 )
@@ -98,6 +99,8 @@ class Module:
     personal_data: PersonalDataExport | None = None
     # Erase what this module holds about one user (right to erasure).
     erase_personal_data: PersonalDataEraser | None = None
+    # What that erasure locks first, before the person's memberships (the lock order other writes take).
+    lock_personal_data: PersonalDataLock | None = None
     # Kinds of durable background work (kernel.transport.tasks) this module enqueues.
     tasks: Sequence[TaskKind[Runtime]] = ()
     commands: Sequence[Command] = ()
@@ -163,6 +166,7 @@ class Modules:
         self.review_resolvers = {k: v for m in self.all for k, v in m.review_resolvers.items()}
         self.personal_data = [m.personal_data for m in self.all if m.personal_data is not None]
         self.erasers = [m.erase_personal_data for m in self.all if m.erase_personal_data is not None]
+        self.erasure_locks = [m.lock_personal_data for m in self.all if m.lock_personal_data is not None]
         self.commands = [c for m in self.all for c in m.commands]
         self.processes = [p for m in self.all for p in m.processes]
         self.migrations = [m.migrations for m in self.all if m.migrations is not None]
