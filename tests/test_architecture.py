@@ -651,7 +651,6 @@ AMBIENT = re.compile(r"\b(?:ContextVar|WeakKeyDictionary|WeakValueDictionary|loc
 AMBIENT_KNOWN = {
     "checkpoint": "a run's saved steps, read from the run this thread runs (not yet handed with the call)",
     "earlier_frames": "the frames an earlier attempt of this thread's run sent (likewise)",
-    "current_run_id": "the run's id, until the pipeline hands it with the call",
 }
 
 

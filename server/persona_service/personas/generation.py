@@ -33,7 +33,6 @@ from persona_service.kernel.api import (
     new_id,
     utcnow,
 )
-from persona_service.kernel.api import current_run_id as current_id
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.repository import PersonaRepository
 from persona_service.providers.base import GenerationOptions, Message, Provider, ProviderError
@@ -75,8 +74,11 @@ class RunResult:
 
 class GenerationPipeline:
     def __init__(self, conn: Connection, provider: Provider,
-                 on_upstream_failure: Callable[[str, ProviderError], None] | None = None) -> None:
+                 on_upstream_failure: Callable[[str, ProviderError], None] | None = None,
+                 durable_run_id: str | None = None) -> None:
         self.conn = conn
+        # The durable run the call's operation is (a stream's `X-Run-Id`), handed by the servicer from its call.
+        self.durable_run_id = durable_run_id
         self.repo = PersonaRepository(conn)
         self.outbox = Outbox(conn)
         self.provider = provider
@@ -89,7 +91,7 @@ class GenerationPipeline:
         # In a durable run (a stream) the generation run is that run: one id in `X-Run-Id`, the `id:` lines
         # and every frame's `runId`. Each step's answer is saved as it is made: a run another process takes
         # over repeats no finished step and streams the same events (kernel.transport.runs).
-        run_id = checkpoint("generation_run", lambda: current_id() or new_id("generation_run"))
+        run_id = checkpoint("generation_run", lambda: self.durable_run_id or new_id("generation_run"))
         started = utcnow()
         self._steps = []  # (none of an attempt left unfinished)
         self.repo.add_run(

@@ -96,14 +96,14 @@ class _NewVersionMeanwhile(Exception):
 class PersonaService:
     def __init__(self, conn: Connection, provider: Provider, clock: Callable[[], datetime] = utcnow,
                  on_upstream_failure: Callable[[str, ProviderError], None] | None = None,
-                 cursors: CursorCodec | None = None) -> None:
+                 cursors: CursorCodec | None = None, durable_run_id: str | None = None) -> None:
         self.conn = conn
         self.cursors = cursors
         self.repo = PersonaRepository(conn)
         self.outbox = Outbox(conn)
         self.provider = provider
         self.clock = clock
-        self.pipeline = GenerationPipeline(conn, provider, on_upstream_failure)
+        self.pipeline = GenerationPipeline(conn, provider, on_upstream_failure, durable_run_id)
 
     # --- reads ------------------------------------------------------------------------
 

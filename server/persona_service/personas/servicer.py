@@ -99,7 +99,9 @@ class PersonaServicer:
         self.prices = PriceTable.from_env()
 
     def _service(self, ctx: RequestContext) -> PersonaService:
-        return PersonaService(ctx.conn, self.deps.provider_for(ctx), cursors=self.deps.cursors)
+        # A streamed call's generation run takes the id of the durable run it is (its `X-Run-Id`).
+        return PersonaService(ctx.conn, self.deps.provider_for(ctx), cursors=self.deps.cursors,
+                              durable_run_id=ctx.run_id)
 
     def _create(self, ctx: RequestContext,
                 request: personas_pb2.CreatePersonaRequest) -> Generator[dict[str, Any], None, PersonaRecord]:

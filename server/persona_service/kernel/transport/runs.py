@@ -452,12 +452,6 @@ def checkpoint(key: str, make: Callable[[], T]) -> T:
     return value
 
 
-def current_id() -> str | None:
-    """The id of the durable run this thread runs (its `X-Run-Id` and `id:` lines), None outside one."""
-    run = _running.get()
-    return run.id if run is not None else None
-
-
 def attempt() -> int:
     """The attempt of the durable run this thread runs (1 for the first; 1 outside a run)."""
     run = _running.get()
