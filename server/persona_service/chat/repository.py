@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -27,9 +28,11 @@ from persona_service.kernel.api import (
     declare_aggregate,
     export_batches,
     lock_root,
+    read_cache,
     record,
     record_or_none,
     records,
+    stale,
     table_of,
 )
 
@@ -39,6 +42,9 @@ _get = Prepared(
     select(_sessions).where(_sessions.c.id == bindparam("id"), _sessions.c.workspace_id == bindparam("ws")),
     SessionRecord,
 )
+# ... and kept in memory (kernel.data.read_cache): every write of a session's row below marks it.
+CACHE = "chat_session"
+_cached = read_cache(CACHE, SessionRecord)
 _messages = table_of(ChatMessage)
 # A session with its messages and their alternatives: every write of a session locks its row first
 # (`ChatSessionRepository.lock`), so two writes at once (two tabs, a double click) run one after the other.
@@ -75,6 +81,19 @@ class ChatSessionRepository:
     def get(self, workspace_id: str, session_id: str) -> SessionRecord | None:
         return _get.first(self.conn, {"id": session_id, "ws": workspace_id})
 
+    @staticmethod
+    def remembered(workspace_id: str, session_id: str, conn: Callable[[], Connection]) -> SessionRecord | None:
+        """`get` for a read on its own: from memory when this process holds the row (no connection taken),
+        else from the database (`conn()`), kept for the next read."""
+        return _cached.read(session_id, workspace_id,
+                            lambda: _get.first(conn(), {"id": session_id, "ws": workspace_id}))
+
+    def _changed(self, row: SessionRecord | None) -> SessionRecord | None:
+        """`row` as a write left it: what memory holds of it goes once the write commits."""
+        if row is not None:
+            stale(self.conn, CACHE, row.id)
+        return row
+
     def lock(self, workspace_id: str, session_id: str) -> SessionRecord | None:
         """The session, its row locked until the unit of work ends: what a write decides on is read after this."""
         return lock_root(self.conn, SESSION, SessionRecord, _sessions.c.id == session_id,
@@ -104,7 +123,7 @@ class ChatSessionRepository:
             .values(**values)
             .returning(_sessions)
         )
-        return record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first())
+        return self._changed(record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first()))
 
     def uncount(self, session_id: str, removed: int) -> SessionRecord | None:
         """Take `removed` messages off an active session's count (atomic; their ordinals stay claimed).
@@ -116,7 +135,7 @@ class ChatSessionRepository:
                     removed_messages=_sessions.c.removed_messages + removed)
             .returning(_sessions)
         )
-        return record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first())
+        return self._changed(record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first()))
 
     def account(self, session_id: str, *, messages: int, input_tokens: int, output_tokens: int, cost_usd_micros: int,
                 now: datetime, unpriced: int = 0) -> SessionRecord | None:
@@ -136,7 +155,7 @@ class ChatSessionRepository:
             )
             .returning(_sessions)
         )
-        return record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first())
+        return self._changed(record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first()))
 
     def completions_session(self, workspace_id: str, persona_id: str, user_id: str, title: str) -> SessionRecord | None:
         """The active session of (persona, user) with this title, locked for
@@ -251,5 +270,8 @@ class ChatSessionRepository:
 
     def erase(self, org_id: str, user_id: str) -> dict[str, int]:
         """The sessions whose `userId` is the user, with their messages."""
-        stmt = delete(_sessions).where(_sessions.c.org_id == org_id, _sessions.c.user_id == user_id)
-        return {"chat_sessions_deleted": self.conn.execute(stmt).rowcount}
+        stmt = delete(_sessions).where(_sessions.c.org_id == org_id, _sessions.c.user_id == user_id) \
+            .returning(_sessions.c.id)
+        erased = list(self.conn.execute(stmt).scalars())
+        stale(self.conn, CACHE, *erased)
+        return {"chat_sessions_deleted": len(erased)}

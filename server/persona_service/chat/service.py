@@ -353,6 +353,21 @@ def _ordinal(position: list[Any]) -> int:
     return position[0]
 
 
+def session_of(principal: Principal, session_id: str, conn: Callable[[], Connection]) -> SessionRecord:
+    """GetChatSession, the hot read: the caller's workspace's session, from the server process's memory when it
+    holds it (kernel.data.read_cache: every write of the row evicts it everywhere before it answers), the
+    database (`conn()`, taken only then) otherwise."""
+    return _found(session_id, lambda: ChatSessionRepository.remembered(principal.workspace_id, session_id, conn))
+
+
+def _found(session_id: str, read: Callable[[], SessionRecord | None]) -> SessionRecord:
+    """The session `read` finds (a session's id only: anything else is not one), else 404."""
+    row = read() if has_prefix("chat_session", session_id) else None
+    if row is None:
+        raise NotFound("chat session")
+    return row
+
+
 class ChatSessionService:
     def __init__(self, conn: Connection, provider: Provider | None = None, *, cursors: CursorCodec | None = None,
                  prices: PriceTable | None = None, clock: Callable[[], datetime] = utcnow) -> None:
@@ -365,10 +380,7 @@ class ChatSessionService:
         self.clock = clock
 
     def get(self, principal: Principal, session_id: str) -> SessionRecord:
-        row = self.repo.get(principal.workspace_id, session_id) if has_prefix("chat_session", session_id) else None
-        if row is None:
-            raise NotFound("chat session")
-        return row
+        return _found(session_id, lambda: self.repo.get(principal.workspace_id, session_id))
 
     def locked(self, principal: Principal, session_id: str) -> SessionRecord:
         """The session, locked for this unit of work: every write of a session starts here

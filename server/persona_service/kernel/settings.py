@@ -252,6 +252,12 @@ class Settings(Section):
         description="how long a verified credential is trusted without a database read "
                     "(revocation evicts at once, in every process, through Redis)",
     )
+    read_cache_entries: int = Field(
+        10_000, ge=0,
+        description="rows of each hot read (a chat session) a server process keeps in memory, least recently "
+                    "used dropped first; a write evicts what it changed in every process before it answers; "
+                    "0 turns the cache off",
+    )
     audit_retention_days: int = Field(
         400, ge=0,
         description="how long the audit log keeps an entry: a month's partition is dropped once its whole month is "

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine
 
+from persona_service.kernel.data import read_cache
 from persona_service.kernel.data.outages import connection_lost
 
 
@@ -36,6 +37,7 @@ class UnitOfWork:
     def commit(self) -> None:
         if self._conn is not None and not self._read_only:
             self._conn.commit()
+            read_cache.committed(self._conn)  # what it changed leaves every process's read cache before it answers
 
     def close(self) -> None:
         """Roll back whatever was not committed and return the connection.

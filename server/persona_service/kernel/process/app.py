@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from persona_service.kernel import metrics
-from persona_service.kernel.data import aggregates
+from persona_service.kernel.data import aggregates, read_cache
 from persona_service.kernel.data.aggregates import LockGuard
 from persona_service.kernel.data.engine import make_engine, share_disconnects
 from persona_service.kernel.data.replicas import replica_router
@@ -120,6 +120,9 @@ class App:
             if role == "all" else dict(modules.tasks)
         self.tasks = TaskRunner(replace(self.runtime, engine=self.stream_engine), self.stream_engine,
                                 kinds, settings.task_workers, settings.task_poll_seconds)
+        # Hot reads kept in memory where the bus reaches (runners serve no reads); every process's writes evict.
+        read_cache.configure(settings.read_cache_entries if role != "runner" else 0, self.invalidate,
+                             [self.engine, self.stream_engine])
         self._listener: threading.Thread | None = None
         self._closing = threading.Event()
         # Set while the process drains (server.drain): readiness fails, calls are still served.
@@ -201,6 +204,8 @@ class App:
         elif kind == "org":  # the organization's plan changed: its credentials and limits are read again
             self.cache.evict_where(lambda principal: principal.org_id == subject)
             self.limits.invalidate(subject)
+        elif kind == "read":  # rows a write changed (kernel.data.read_cache)
+            read_cache.apply(message)
 
     def start_background(self) -> None:
         if self.role != "runner":  # a runner authenticates nobody and reads no limits: nothing of it to invalidate
@@ -235,6 +240,7 @@ class App:
                     self.cache.clear()
                     self.limits.clear()
                     log.warning("invalidation bus back after %.0fs", time.monotonic() - down_since)
+                read_cache.serving(True)  # emptied: it serves only what is read while evictions reach it
                 self.cache.bus_up, backoff, down_since = True, LISTEN_FIRST_BACKOFF, None
                 while not self._closing.is_set():
                     message = pubsub.get_message(timeout=1.0)
@@ -242,6 +248,7 @@ class App:
                         self._acknowledge(message["data"])
             except redis.RedisError as exc:
                 self.cache.bus_up = False
+                read_cache.serving(False)
                 if down_since is None:
                     down_since = time.monotonic()
                     log.warning("invalidation bus down (%s); trusting cached credentials for %.0fs at most, "
