@@ -28,6 +28,7 @@ WEBHOOK_TOLERANCE_SECONDS = 300
 class BillingServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
+        self.settings = load(BillingSettings)
 
     def _service(self, ctx: RequestContext) -> BillingService:
         return BillingService(ctx.conn, processor_for(self.deps, ctx.conn), storage_for(self.deps),
@@ -72,7 +73,7 @@ class BillingServicer:
                            ctx: RequestContext) -> billing_pb2.StripeEventReceipt:
         import stripe  # here, not at import: stripe costs every process start (docs/testing.md)
 
-        settings = load(BillingSettings)
+        settings = self.settings
         if settings.billing_processor != "stripe" or not settings.stripe_webhook_secret:
             raise NotFound("webhook endpoint")
         signature = ctx.metadata.get("stripe-signature", "")

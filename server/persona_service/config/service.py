@@ -26,7 +26,6 @@ from persona_service.kernel.api import (
     ValidationFailed,
     Violation,
     cursor_page,
-    load,
     override_maximum,
 )
 
@@ -52,12 +51,12 @@ RATE_LIMIT_KEYS = (
 )
 
 
-def _bounded(spec: ConfigKey) -> ConfigKey:
+def _bounded(spec: ConfigKey, ceiling: float) -> ConfigKey:
     """A rate-limit key with its maximum: what the operator lets an
-    organization raise that limit to (PERSONA_LIMIT_OVERRIDE_CEILING)."""
+    organization raise that limit to (`ceiling`, PERSONA_LIMIT_OVERRIDE_CEILING)."""
     if not spec.key.startswith(RATE_LIMIT_PREFIX):
         return spec
-    return replace(spec, maximum=override_maximum(spec.key[len(RATE_LIMIT_PREFIX):], load().limit_override_ceiling))
+    return replace(spec, maximum=override_maximum(spec.key[len(RATE_LIMIT_PREFIX):], ceiling))
 
 
 @dataclass(frozen=True)
@@ -123,9 +122,10 @@ class ConfigService:
         """The effective value (for a persona already known to be the caller's)."""
         return self.get(principal, key, persona_id, check_persona=False).value
 
-    def update(self, principal: Principal, key: str, value: Any, level: str, persona_id: str = "") -> Effective:
+    def update(self, principal: Principal, key: str, value: Any, level: str, persona_id: str = "", *,
+               override_ceiling: float) -> Effective:
         spec, level = self._writable(principal, key, level, persona_id)
-        violation = _bounded(spec).check(value)
+        violation = _bounded(spec, override_ceiling).check(value)
         if violation is not None:
             raise ValidationFailed([violation])
         level_id = self._level_id(principal, level, persona_id)

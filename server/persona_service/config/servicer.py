@@ -2,7 +2,7 @@ from google.protobuf import json_format, struct_pb2
 from persona.v1 import config_pb2
 
 from persona_service.config.service import RATE_LIMIT_PREFIX, ConfigService, Effective
-from persona_service.kernel.api import RequestContext, ServicerDeps, nullable_time, page_limit
+from persona_service.kernel.api import RequestContext, ServicerDeps, load, nullable_time, page_limit
 
 
 def config_item(item: Effective) -> config_pb2.ConfigItem:
@@ -17,6 +17,7 @@ def config_item(item: Effective) -> config_pb2.ConfigItem:
 class ConfigServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
+        self.override_ceiling = load().limit_override_ceiling
 
     def ListConfigItems(self, request: config_pb2.ListConfigItemsRequest,
                         ctx: RequestContext) -> config_pb2.ListConfigItemsResponse:
@@ -31,7 +32,8 @@ class ConfigServicer:
     def UpdateConfigItem(self, request: config_pb2.UpdateConfigItemRequest,
                          ctx: RequestContext) -> config_pb2.ConfigItem:
         value = json_format.MessageToDict(request.value)
-        item = ConfigService(ctx.conn).update(ctx.caller, request.key, value, request.level, request.persona_id)
+        item = ConfigService(ctx.conn).update(ctx.caller, request.key, value, request.level, request.persona_id,
+                                              override_ceiling=self.override_ceiling)
         self._invalidate_limits(ctx, request.key)
         return config_item(item)
 

@@ -20,13 +20,14 @@ from persona_service.probes.settings import ProbeSettings
 class ProbeServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
+        self.metrics_token = load(ProbeSettings).metrics_token
 
     def GetLiveness(self, request: probes_pb2.GetLivenessRequest,
                     ctx: RequestContext) -> probes_pb2.ProbeResult:
         return probes_pb2.ProbeResult(status="ok")
 
     def GetMetrics(self, request: probes_pb2.GetMetricsRequest, ctx: RequestContext) -> httpbody_pb2.HttpBody:
-        token = load(ProbeSettings).metrics_token
+        token = self.metrics_token
         if token:
             sent = ctx.metadata.get("authorization", "")
             if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
