@@ -237,8 +237,11 @@ class MethodPolicy(_message.Message):
     or is down (out of rotation: the primary answers). A list, never a read
     by id that a client follows from a link, a webhook or another member's
     answer. It must not write nor be audited (checked at startup). The
-    mechanism and the share of the benchmark's reads it moves:
-    docs/scaling-out.md "Reads from replicas".
+    caller's organization reads its own writes: a write's WAL position is
+    kept in Redis, and the replica serves only once it has replayed it. In
+    the volume benchmark's mix, 37.7% of the requests may lag; the hot read
+    benchmark's (a chat session by id) none (docs/scaling-out.md "Reads
+    from replicas").
     """
     @_builtins.property
     def roles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
