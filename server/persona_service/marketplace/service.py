@@ -156,6 +156,12 @@ class MarketplaceService:
             return bought
         card = self._card(listing)
         copy_ = personas.import_card(principal, card)
+        # The buyer's subscription is charged and the seller's credited: both locked now, in id order, as
+        # `lock_roots` takes two roots of one aggregate. Taken as each is used (the buyer's, then the seller's), two
+        # organizations buying each other's listing at once waited on each other in a cycle (the oracle's crosswise
+        # pair: a deadlock PostgreSQL broke in each round, hidden by the rerun).
+        for org_id in sorted({principal.org_id, listing.org_id}):
+            billing.subscription(org_id, for_update=True)
         invoice = billing.charge(principal.org_id, f"Marketplace: {listing.title}", listing.price_minor)
         fee = (listing.price_minor * fee_bps + 5_000) // 10_000
         purchase = self.repo.add_purchase(
