@@ -208,6 +208,15 @@ class Topology:
         return f"postgresql://persona@127.0.0.1:{self.bouncer_port}/{self.database}"
 
     @property
+    def replica_env(self) -> dict[str, str]:
+        """With --postgres-ha, the reads that may lag go to the standbys through HAProxy's replica port
+        (docs/scaling-out.md "Reads from replicas"); the synchronous standby is the one there."""
+        if self.cluster is None:
+            return {}
+        return {"PERSONA_DATABASE_REPLICA_URL":
+                f"postgresql://persona@127.0.0.1:{self.cluster.replica_port}/{self.database}"}
+
+    @property
     def http_url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
 
@@ -368,6 +377,7 @@ class Topology:
             "PERSONA_STORAGE_DIR": str(self.objects), "PERSONA_DB_PREPARED_STATEMENTS": "false",
             "PERSONA_DRAIN_SECONDS": str(DRAIN_SECONDS), "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1",
             "PERSONA_DB_POOL_SIZE": "10", "PERSONA_STREAM_DB_POOL_SIZE": "6", "PERSONA_LIMIT_OVERRIDE_CEILING": "1000",
+            **self.replica_env,
             **self.extra_env,
             **extra,
         }
@@ -749,13 +759,16 @@ class Load:
         time.sleep(min(1.0, float(after)) if after.isdigit() else 0.25)
 
     def _reader(self) -> None:
+        """A persona by id, then a list of them (a read that may lag: a replica's, with --postgres-ha), in turn."""
         with self._client() as client:
+            by_id = True
             while not self.stopping.is_set():
                 known = list(self.tally.acknowledged)
-                if known:
+                if known and by_id:
                     self._call(client, "read", "GET", f"/v1/personas/{random.choice(known)}")
                 else:
                     self._call(client, "list", "GET", "/v1/personas", params={"limit": 5})
+                by_id = not by_id
                 time.sleep(self.pause)
 
     def _writer(self) -> None:
@@ -1116,6 +1129,25 @@ def _switched(top: Topology, scenario: Scenario, old: str, after_promotion=lambd
     _wait(cluster.synchronous, "the old leader back as the synchronous standby", 120)
     scenario.figure("rejoined_seconds")
     top.step(f"{old}: synchronous standby")
+    scenario.figures["replica_reads"] = replica_reads(top)
+
+
+def replica_reads(top: Topology) -> dict[str, int]:
+    """The reads that may lag since the deployment started, by where they ran and why ("replica/served",
+    "primary/behind", "primary/out", "primary/down"): persona_replica_reads_total over every node's metrics."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    counts: dict[str, int] = {}
+    for metrics in top.root.glob("*/metrics"):
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=str(metrics))
+        for family in registry.collect():
+            for sample in family.samples:
+                if sample.name == "persona_replica_reads_total":
+                    where = f"{sample.labels['target']}/{sample.labels['reason']}"
+                    counts[where] = counts.get(where, 0) + int(sample.value)
+    return counts
 
 
 def backup_restore(top: Topology, work: pathlib.Path, nodes: int, tenant: dict,

@@ -73,3 +73,12 @@ def test_the_old_primary_rejoins_as_the_synchronous_standby(figures):
     assert failover["rejoined_seconds"] > failover["promoted_seconds"], failover
     leaders = [what.split(":")[0] for _, what in failover["steps"] + switchover["steps"] if what.endswith(": leader")]
     assert len(leaders) == 2 and leaders[0] != leaders[1], (failover["steps"], switchover["steps"])
+
+
+def test_reads_that_may_lag_reach_the_standby(figures):
+    """The load's persona lists (read_may_lag) go to the standbys through HAProxy's replica port
+    (PERSONA_DATABASE_REPLICA_URL): the standby serves some; while it is promoted or rejoins they go to the
+    primary, and none failed (the first test counts every call)."""
+    for scenario in SCENARIOS:
+        reads = figures[scenario]["replica_reads"]
+        assert reads.get("replica/served", 0) > 0, (scenario, reads)
