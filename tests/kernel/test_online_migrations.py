@@ -41,8 +41,11 @@ _CONTRACT_SQL = [
 # one renamed aside, re-keyed on an index built beforehand, attached as a partition (0032). Statement by
 # statement that reads as a break; these parts of it are allowed (everything else is still checked), and
 # `make check-online-migration` is its real check.
-_SWAP_SQL = re.compile(r"\bRENAME\s+(?:CONSTRAINT\s+\S+\s+)?TO\b|\bDROP\s+CONSTRAINT\b"
-                       r"|\bADD\s+CONSTRAINT\s+\w+\s+PRIMARY\s+KEY\s+USING\s+INDEX\b", re.I)
+# The shared swap (kernel/data/partition_swap.py, 0032 and 0033) also re-keys with UNIQUE ... USING INDEX and takes
+# the old table's identity and triggers off it, the partitioned table taking them on in the same transaction.
+_SWAP_SQL = re.compile(r"\bRENAME\s+(?:CONSTRAINT\s+\S+\s+)?TO\b|\bDROP\s+(?:CONSTRAINT|IDENTITY|TRIGGER)\b"
+                       r"|\bADD\s+CONSTRAINT\s+\S+\s+(?:PRIMARY\s+KEY|\S+)\s+USING\s+INDEX\b", re.I)
+SWAP_HELPER = pathlib.Path(__file__).resolve().parents[2] / "server/persona_service/kernel/data/partition_swap.py"
 
 
 def _phase(tree: ast.Module) -> str:
@@ -53,17 +56,18 @@ def _phase(tree: ast.Module) -> str:
     return ""
 
 
-def findings(source: str) -> list[str]:
-    """What in a revision's `upgrade()` (and the module's functions it calls) breaks the previous
-    release or blocks it (empty for a contract step)."""
+def findings(source: str, entry: str = "upgrade", phase: str = "") -> list[str]:
+    """What in a revision's `upgrade()` (and the module's functions and methods it calls) breaks the
+    previous release or blocks it (empty for a contract step). A revision calling the shared swap
+    must say it is one (its statements are checked with the swap's own, `test_the_shared_swap_...`)."""
     tree = ast.parse(source)
-    phase = _phase(tree)
+    phase = phase or _phase(tree)
     if phase == "contract":
         return []
-    functions = _reached_from("upgrade", tree)
+    functions = _reached_from(entry, tree)
     calls = [call for function in functions for call in _op_calls(function)]
     created = {_text(call.args[0]) for call in calls if call.func.attr == "create_table" and call.args}
-    found = []
+    found = [] if phase == "swap" or "partition_swap" not in source else ["calls the shared swap unmarked"]
     for call in calls:
         op, kwargs = call.func.attr, {k.arg: k.value for k in call.keywords}
         # (a constraint's or an index's table is its second argument; one this revision creates is new)
@@ -85,8 +89,12 @@ def findings(source: str) -> list[str]:
 
 
 def _reached_from(name: str, tree: ast.Module) -> list[ast.FunctionDef]:
-    """The module-level function `name` and those it calls, directly or not (a revision's helpers)."""
+    """The module-level function `name` (or a method, `Class.method`) and the functions and methods
+    (`self.method()`) it calls, directly or not (a revision's helpers)."""
     defined = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        defined |= {f"{cls.name}.{m.name}": m for m in cls.body if isinstance(m, ast.FunctionDef)}
+        defined |= {f"self.{m.name}": m for m in cls.body if isinstance(m, ast.FunctionDef)}
     reached: dict[str, ast.FunctionDef] = {}
     pending = [name]
     while pending:
@@ -94,9 +102,16 @@ def _reached_from(name: str, tree: ast.Module) -> list[ast.FunctionDef]:
         if current in reached or current not in defined:
             continue
         reached[current] = defined[current]
-        pending += [n.func.id for n in ast.walk(defined[current])
-                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+        pending += [_called(n.func) for n in ast.walk(defined[current]) if isinstance(n, ast.Call)]
     return list(reached.values())
+
+
+def _called(func: ast.expr) -> str:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        return f"self.{func.attr}"
+    return ""
 
 
 def _op_calls(function: ast.FunctionDef):
@@ -181,6 +196,9 @@ SWAP = {
                      "op.execute('ALTER TABLE audit_events_legacy RENAME CONSTRAINT a_not_null TO b_not_null')",
     "a re-key on an index built before": "op.execute('ALTER TABLE t DROP CONSTRAINT t_pkey')\n"
                                          "op.execute('ALTER TABLE t ADD CONSTRAINT k PRIMARY KEY USING INDEX k')",
+    "a unique re-key on an index built before": "op.execute('ALTER TABLE t ADD CONSTRAINT k UNIQUE USING INDEX k')",
+    "an identity and a trigger taken off": "op.execute('ALTER TABLE t ALTER COLUMN seq DROP IDENTITY')\n"
+                                           "op.execute('DROP TRIGGER tr ON t')",
 }
 NOT_A_SWAP = {
     "a dropped column": "op.execute('ALTER TABLE personas DROP COLUMN intent')",
@@ -212,6 +230,16 @@ def test_a_swap_is_checked_for_the_rest(body):
 
 def test_the_functions_upgrade_calls_are_checked():
     assert findings(_revision(CONTRACT["a dropped column"], helper=True))
+
+
+def test_the_shared_swap_is_checked_as_a_swap():
+    """0032 and 0033 hand their upgrade to kernel/data/partition_swap.py: its statements are a swap's and
+    nothing else (the indexes and triggers it re-creates from the catalog's own definitions are made on
+    the new, empty table: built at once), and a revision using it is marked a swap."""
+    source = SWAP_HELPER.read_text()
+    assert findings(source, entry="MonthlySwap.upgrade", phase="swap") == []
+    assert findings(source, entry="MonthlySwap.upgrade", phase="expand"), "not caught"
+    assert findings("from persona_service.kernel.data.partition_swap import MonthlySwap\n")
 
 
 @pytest.mark.parametrize("body", EXPAND.values(), ids=EXPAND.keys())

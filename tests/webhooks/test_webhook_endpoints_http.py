@@ -13,6 +13,7 @@ import pytest
 import standardwebhooks
 from persona_sdk.webhooks import verify as verify_signature
 from persona_service.kernel.transport.outbox import EVENT_TYPES, Outbox
+from sqlalchemy import text
 from support import assert_envelope
 
 ENDPOINT_FIELDS = {"id", "url", "events", "description", "enabled", "workspaceId", "createdAt", "updatedAt",
@@ -227,6 +228,21 @@ def test_deliveries_listing_and_replay_keeps_event_id(http, tenants, receiver):
                     404, "not_found")
     bad = http.get(f"/v1/webhooks/{endpoint['id']}/deliveries", headers=t.auth, params={"status": "lost"})
     assert_envelope(bad, 422, "validation_failed")
+
+
+def test_a_replay_of_an_aged_out_event_is_a_conflict(http, tenants, receiver, engine):
+    """Events age out (their month dropped past PERSONA_EVENT_RETENTION_DAYS): a delivery of one is listed still,
+    but a replay, which would be sent with the event's payload, is refused rather than left pending for ever."""
+    t = tenants()
+    endpoint = create(http, t.auth, receiver.url(path()))["endpoint"]
+    event_id = http.post(f"/v1/webhooks/{endpoint['id']}/ping", headers=t.auth, json={}).json()["eventId"]
+    [delivery] = _wait_status(http, t, endpoint["id"], "succeeded")
+    with engine.begin() as conn:  # what dropping its month does to the event
+        conn.execute(text("DELETE FROM events WHERE id = :id"), {"id": event_id})
+    r = http.post(f"/v1/webhooks/{endpoint['id']}/deliveries/{delivery['id']}/replay", headers=t.auth, json={})
+    error = assert_envelope(r, 409, "state_conflict")
+    assert error["details"]["eventId"] == event_id
+    assert [d["id"] for d in _wait_status(http, t, endpoint["id"], "succeeded")] == [delivery["id"]]
 
 
 def _wait_status(http, t, endpoint_id, status, count=1, timeout=15):

@@ -266,6 +266,14 @@ class Settings(Section):
                     "specification states no retention for the audit log; 400 days keeps a year for a yearly audit, "
                     "with a month's slack. 0: kept forever",
     )
+    event_retention_days: int = Field(
+        90, ge=0,
+        description="how long the event log (GET /v1/events, and the events webhook deliveries send and replay) "
+                    "keeps an event: a month's partition is dropped once its whole month is older than this, so "
+                    "events live this long at least and a month more at most. The specification states no "
+                    "retention for events; 90 days keeps a quarter for a receiver to reconcile from the feed or "
+                    "replay a dead-lettered delivery, far past the retries' 2 h 38 min. 0: kept forever",
+    )
     jwt_secret: str = Field(
         "", description="HS256 secret for session JWTs and cursors; empty: one generated and kept in the data dir",
     )

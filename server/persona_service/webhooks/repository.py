@@ -133,6 +133,10 @@ class WebhookRepository:
         stmt = insert(_deliveries).values(**values).returning(*_deliveries.c)
         return record(DeliveryRecord, self.conn.execute(stmt).mappings().one())
 
+    def event_kept(self, event_id: str) -> bool:
+        """Whether the event log still holds the event (it ages out: PERSONA_EVENT_RETENTION_DAYS)."""
+        return self.conn.execute(select(_events.c.id).where(_events.c.id == event_id).limit(1)).first() is not None
+
 
 class DeliveryQueue:
     """The worker's SQL. Every method runs in the caller's transaction."""

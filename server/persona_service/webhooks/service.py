@@ -27,6 +27,7 @@ from persona_service.kernel.api import (
     Outbox,
     Principal,
     SecretBox,
+    StateConflict,
     ValidationFailed,
     Violation,
     keyset_page,
@@ -299,6 +300,9 @@ class WebhookService:
         original = self.repo.get_delivery(endpoint_id, delivery_id)
         if original is None:
             raise NotFound("webhook delivery")
+        if not self.repo.event_kept(original.event_id):  # a delivery is sent with its event's payload
+            raise StateConflict("The delivery's event is older than the event log keeps: it cannot be replayed.",
+                                "eventId", {"eventId": original.event_id})
         now = now or utcnow()
         row = self.repo.add_delivery(
             id=new_id("webhook_delivery"), endpoint_id=endpoint_id, event_id=original.event_id,

@@ -14,6 +14,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    UniqueConstraint,
     func,
     literal_column,
     text,
@@ -95,11 +96,12 @@ class OutboxEvent(Base):
 
     __tablename__ = "events"
     seq: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    id: Mapped[str] = mapped_column(String(40), nullable=False, unique=True)
+    id: Mapped[str] = mapped_column(String(40), nullable=False)
     org_id: Mapped[str] = mapped_column(String(40), nullable=False)
     workspace_id: Mapped[str] = mapped_column(String(40), nullable=False)
     type: Mapped[str] = mapped_column(String(64), nullable=False)
-    occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    # The partition key, so part of the keys (monthly range partitions, migration 0033, aged out by dropping them).
+    occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
     data: Mapped[object] = mapped_column(JSONB, nullable=False)
     # Set by the webhook worker in the transaction that fans the event out
     # into webhook_deliveries; NULL: not yet fanned out.
@@ -112,6 +114,8 @@ class OutboxEvent(Base):
         Index("ix_events_org_type_time", "org_id", "type", "occurred_at", "id"),
         Index("ix_events_org_persona_time", "org_id", EVENT_PERSONA, "occurred_at", "id"),
         Index("ix_events_undispatched", "seq", postgresql_where=text("dispatched_at IS NULL")),
+        UniqueConstraint("id", "occurred_at", name="events_id_key"),
+        {"postgresql_partition_by": "RANGE (occurred_at)"},
     )
 
 

@@ -24,7 +24,7 @@ from persona_service.kernel.process.resources import Resources, Runtime, Service
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport import fair
-from persona_service.kernel.transport.audit import AuditEntry, AuditLog, FailureTally, age_out
+from persona_service.kernel.transport.audit import AuditEntry, AuditLog, FailureTally
 from persona_service.kernel.transport.auth import DEGRADED_TTL_SECONDS, Authenticator, CredentialCache
 from persona_service.kernel.transport.cursors import CursorCodec
 from persona_service.kernel.transport.fair import FairGate
@@ -32,6 +32,7 @@ from persona_service.kernel.transport.hints import Hints
 from persona_service.kernel.transport.idempotency import Idempotency
 from persona_service.kernel.transport.limits.limiter import GENERATIONS, RateLimiter
 from persona_service.kernel.transport.limits.resolver import LimitsResolver
+from persona_service.kernel.transport.partitions import EVERY, age_out
 from persona_service.kernel.transport.runs import Runs
 from persona_service.kernel.transport.tasks import TaskKind, TaskRunner
 from persona_service.providers.factory import backoff_delays, fingerprint, make_base_provider
@@ -41,7 +42,7 @@ from persona_service.providers.retrying import Retrying, failure_details
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from sqlalchemy import Connection
+    from sqlalchemy import Connection, Engine
 
     from persona_service.kernel.principal import Principal
     from persona_service.kernel.transport.context import RequestContext
@@ -219,12 +220,16 @@ class App:
             jobs += [Job("idempotency.purge", 600, lambda _: self.idempotency.purge_expired()),
                      Job("tasks.purge", 3600, lambda _: self.tasks.purge()),
                      Job("quota.purge", 3600, lambda _: self.limits.purge_draws()),
-                     Job("audit.partitions", 3600, lambda _: age_out(self.engine, self.settings.audit_retention_days,
-                                                                     datetime.now(UTC))),
+                     *self._age_out_jobs(),
                      *self.modules.jobs]
             self.tasks.start()
         for job in jobs:
             threading.Thread(target=self._run_job, args=(job,), name=job.name, daemon=True).start()
+
+    def _age_out_jobs(self) -> list[Job]:
+        """The kernel's tables that age out (kernel/transport/partitions.py): a job each, with its retention."""
+        return [_age_out_job(self.engine, "audit", "audit_events", self.settings.audit_retention_days),
+                _age_out_job(self.engine, "events", "events", self.settings.event_retention_days)]
 
     def _listen(self) -> None:
         """The invalidation bus: subscribe, apply what arrives; when Redis is
@@ -288,3 +293,8 @@ class App:
             self.replicas.replica.dispose()
         self.redis.close()
 
+
+
+def _age_out_job(engine: Engine, name: str, table: str, retention_days: int) -> Job:
+    """`<name>.partitions`: the table's months made ahead and those past `retention_days` dropped, hourly."""
+    return Job(f"{name}.partitions", EVERY, lambda _: age_out(engine, table, retention_days, datetime.now(UTC)))

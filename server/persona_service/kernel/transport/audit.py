@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection
 
 from persona_service.kernel import ids
-from persona_service.kernel.data.audit_repository import (
-    FILTERS,
-    AuditPartitions,
-    AuditRecord,
-    AuditRepository,
-    Partition,
-)
+from persona_service.kernel.data.audit_repository import FILTERS, AuditRecord, AuditRepository
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.transport.access import log_workspace
 from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -137,60 +127,3 @@ class _Window:
         if self.last is None:
             return []
         return [replace(self.last, details={**self.last.details, "repeated": self.held})]
-
-
-# --- ageing out: monthly partitions (migration 0032), retention by dropping whole months ----------------
-
-MONTHS_AHEAD = 2  # months after the current one whose partitions always exist (the job runs hourly)
-
-
-@dataclass(frozen=True)
-class AgeOut:
-    """One round of the audit log's upkeep: the months to make ([start, end) each), the partitions to drop."""
-
-    make: list[tuple[datetime, datetime]]
-    drop: list[str]
-
-
-def month_start(moment: datetime) -> datetime:
-    moment = moment.astimezone(UTC)
-    return datetime(moment.year, moment.month, 1, tzinfo=UTC)
-
-
-def month_after(moment: datetime) -> datetime:
-    moment = moment.astimezone(UTC)
-    return datetime(moment.year + moment.month // 12, moment.month % 12 + 1, 1, tzinfo=UTC)
-
-
-def plan_age_out(partitions: Sequence[Partition], now: datetime, retention_days: int) -> AgeOut:
-    """Every month from the last partition's end through MONTHS_AHEAD months after now's is made;
-    a partition whose whole range is older than the retention (it ends by now - retention) is
-    dropped, the partition of the current month never; 0 days keeps every one."""
-    horizon = month_start(now)
-    for _ in range(MONTHS_AHEAD + 1):
-        horizon = month_after(horizon)
-    ends = [p.upper for p in partitions]
-    make = []
-    if None not in ends:  # (a partition without an end covers every month after)
-        start = max((e for e in ends if e is not None), default=month_start(now)).astimezone(UTC)
-        while start < horizon:
-            make.append((start, month_after(start)))
-            start = month_after(start)
-    cutoff = now - timedelta(days=retention_days)
-    drop = [p.name for p in partitions if retention_days and p.upper is not None and p.upper <= cutoff]
-    return AgeOut(make, drop)
-
-
-def age_out(engine: Engine, retention_days: int, now: datetime) -> int:
-    """The periodic job `audit.partitions`: one round of `plan_age_out`, in one transaction."""
-    with engine.begin() as conn:
-        partitions = AuditPartitions(conn)
-        if not partitions.take_turn():
-            return 0  # another process is at it
-        todo = plan_age_out(partitions.partitions(), now, retention_days)
-        for start, end in todo.make:
-            partitions.make(start, end)
-        for name in todo.drop:
-            partitions.drop(name)
-            log.info("audit log: partition %s dropped, older than %d days", name, retention_days)
-    return len(todo.make) + len(todo.drop)

@@ -1,0 +1,213 @@
+"""The online migration that turns a plain table into one range-partitioned by month (issue 49), for
+the revisions of the tables that age out (0032 `audit_events`, 0033 `events`; docs/online-migrations.md).
+
+The new table takes the old one's name, columns, defaults, identity, index names and statement
+triggers, so the previous release goes on writing and listing through it. Statement by statement it
+is a swap (renames, a re-key): a revision using it says `phase = "swap"`, and `make
+check-online-migration` is its real check.
+
+1. Outside a transaction, writers going on: for each key (primary key, unique constraint), a unique
+   index on its columns and the partition key built CONCURRENTLY (a partitioned table's keys hold the
+   partition key); a CHECK (column < bound) added NOT VALID, then VALIDATEd (a scan under SHARE UPDATE
+   EXCLUSIVE, which blocks no writer), so the ATTACH below need not scan. `bound` is the first day of
+   the month after both the newest row and two days from now (a row the previous release writes at
+   midnight on a month's last day still fits the CHECK).
+2. One transaction, catalog changes only (milliseconds under ACCESS EXCLUSIVE; `lock_timeout` makes a
+   migration stuck behind a long reader fail, to be run again, rather than queue every writer behind
+   it): the old table renamed aside (`<table>_legacy`), re-keyed on the indexes of 1, its other indexes
+   and NOT NULL constraints renamed aside, its identity dropped (a partition may not have one: the
+   parent's takes over where the old sequence was); the partitioned table made LIKE it with the keys,
+   the old indexes' definitions (empty: built at once), identity and statement triggers; the old table
+   ATTACHed FOR VALUES FROM (MINVALUE) TO (bound), its indexes attaching to the parent's as they match
+   (no build); the months after `bound` made.
+
+No DEFAULT partition: the table's job (kernel/transport/partitions.py) makes partitions two months
+ahead every hour, so writes land in a month that exists unless it failed for two months (counted
+all along by `persona_job_runs_total{outcome="failed"}`). A DEFAULT partition would turn that loud
+failure into a silent one that breaks the job for good: rows of a month in DEFAULT make that month's
+partition impossible to create until they are moved by hand, and every new partition scans DEFAULT
+under an exclusive lock.
+
+The downgrade is offline, as the other revisions' are: every row copied into a plain table that takes
+the name, keys, indexes, identity and triggers back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from alembic import op
+from sqlalchemy import text
+
+from persona_service.kernel.data.partitions_repository import MonthlyPartitions, month_after
+
+MONTHS_AHEAD = 2  # months made after `bound` (the job keeps two ahead from then on)
+
+
+@dataclass(frozen=True)
+class Key:
+    """A primary key or unique constraint of the table as it was (the downgrade gives it back as such)."""
+
+    name: str
+    columns: tuple[str, ...]
+    kind: str = "PRIMARY KEY"  # or "UNIQUE"
+
+
+@dataclass(frozen=True)
+class Identity:
+    column: str
+    kind: str  # ALWAYS | BY DEFAULT
+    start: int  # the first value the new sequence gives
+
+
+@dataclass(frozen=True)
+class _Catalog:
+    """What the table has that the partitioned one must have too, read before the swap renames it."""
+
+    indexes: dict[str, str]  # name -> definition (not those of its keys)
+    triggers: dict[str, str]  # name -> definition, its own (statement) triggers
+
+
+@dataclass(frozen=True)
+class MonthlySwap:
+    table: str
+    column: str  # the partition key: a timestamptz NOT NULL column
+    keys: tuple[Key, ...]
+
+    @property
+    def legacy(self) -> str:
+        return f"{self.table}_legacy"
+
+    def upgrade(self) -> None:
+        bound = self._bound()
+        self._prepare(bound)
+        catalog = _catalog(self.table, {name for key in self.keys for name in (key.name, self._legacy_key(key))})
+        identities = self._set_aside(catalog)
+        self._create_parent(catalog, identities)
+        self._attach(bound)
+
+    def downgrade(self) -> None:
+        plain = f"{self.table}_plain"
+        catalog = _catalog(self.table, {key.name for key in self.keys})
+        identities = _identities(self.table, self.table)
+        op.execute(f"CREATE TABLE {plain} (LIKE {self.table} INCLUDING DEFAULTS)")
+        op.execute(f"INSERT INTO {plain} SELECT * FROM {self.table}")
+        op.execute(f"DROP TABLE {self.table}")  # and its partitions
+        op.execute(f"ALTER TABLE {plain} RENAME TO {self.table}")
+        for key in self.keys:
+            op.execute(f"ALTER TABLE {self.table} ADD CONSTRAINT {key.name} {key.kind} ({', '.join(key.columns)})")
+        self._recreate(catalog, identities)
+
+    # --- the upgrade's steps ---------------------------------------------------------------------------
+
+    def _legacy_key(self, key: Key) -> str:
+        return key.name.replace(self.table, self.legacy, 1)
+
+    def _partitioned_columns(self, key: Key) -> str:
+        return ", ".join([*key.columns, self.column] if self.column not in key.columns else key.columns)
+
+    @property
+    def _check(self) -> str:
+        return f"{self.legacy}_bound"
+
+    def _bound(self) -> datetime:
+        """The first day of the month after both the newest row and two days from now (UTC)."""
+        newest = op.get_bind().execute(text(
+            f"SELECT greatest(now() + interval '2 days', max({self.column})) AT TIME ZONE 'UTC' FROM {self.table}",
+        )).scalar_one()
+        return month_after(newest.replace(tzinfo=UTC))
+
+    def _prepare(self, bound: datetime) -> None:
+        """Step 1, outside a transaction: what would otherwise scan under the swap's lock."""
+        with op.get_context().autocommit_block():
+            for key in self.keys:
+                name = self._legacy_key(key)
+                op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")  # an INVALID one a failed build left
+                op.execute(f"CREATE UNIQUE INDEX CONCURRENTLY {name} ON {self.table} ({self._partitioned_columns(key)})")
+            op.execute(f"ALTER TABLE {self.table} DROP CONSTRAINT IF EXISTS {self._check}")  # a failed run's
+            op.execute(f"ALTER TABLE {self.table} ADD CONSTRAINT {self._check} "
+                       f"CHECK ({self.column} < {_stamp(bound)}) NOT VALID")
+            op.execute(f"ALTER TABLE {self.table} VALIDATE CONSTRAINT {self._check}")
+
+    def _set_aside(self, catalog: _Catalog) -> list[Identity]:
+        """The old table and its indexes under other names, keyed as a partition must be, without identity."""
+        op.execute("SET LOCAL lock_timeout = '10s'")
+        op.execute(f"ALTER TABLE {self.table} RENAME TO {self.legacy}")
+        for key in self.keys:
+            op.execute(f"ALTER TABLE {self.legacy} DROP CONSTRAINT {key.name}")
+            op.execute(f"ALTER TABLE {self.legacy} ADD CONSTRAINT {self._legacy_key(key)} {key.kind} "
+                       f"USING INDEX {self._legacy_key(key)}")
+        for name in catalog.indexes:
+            op.execute(f"ALTER INDEX {name} RENAME TO {self._legacy_index(name)}")
+        for name in catalog.triggers:  # the partitioned table's (recreated below) reach its partitions
+            op.execute(f"DROP TRIGGER {name} ON {self.legacy}")
+        # PostgreSQL 18 names NOT NULL constraints (`<table>_id_not_null`): the old ones step aside too, so
+        # the new table's get the names a new table has (none before 18: nothing to do).
+        op.execute(f"""DO $$ DECLARE old record; BEGIN
+            FOR old IN SELECT conname FROM pg_constraint WHERE conrelid = '{self.legacy}'::regclass AND contype = 'n' LOOP
+                EXECUTE format('ALTER TABLE {self.legacy} RENAME CONSTRAINT %I TO %I',
+                               old.conname, replace(old.conname, '{self.table}_', '{self.legacy}_'));
+            END LOOP;
+        END $$""")
+        identities = _identities(self.legacy, self.legacy)  # under the lock: no writer takes a value after this
+        for identity in identities:
+            op.execute(f"ALTER TABLE {self.legacy} ALTER COLUMN {identity.column} DROP IDENTITY")
+        return identities
+
+    def _legacy_index(self, name: str) -> str:
+        """`ix_<table>_org_time` -> `<table>_legacy_org_time`; another name -> `<table>_legacy_<name>`."""
+        prefix = f"ix_{self.table}"
+        return self.legacy + (name.removeprefix(prefix) if name.startswith(prefix) else f"_{name}")
+
+    def _create_parent(self, catalog: _Catalog, identities: list[Identity]) -> None:
+        keys = ", ".join(f"CONSTRAINT {key.name} {key.kind} ({self._partitioned_columns(key)})" for key in self.keys)
+        op.execute(f"CREATE TABLE {self.table} (LIKE {self.legacy} INCLUDING DEFAULTS, {keys}) "
+                   f"PARTITION BY RANGE ({self.column})")
+        self._recreate(catalog, identities)  # a table with no partition yet: its indexes are built at once
+
+    def _recreate(self, catalog: _Catalog, identities: list[Identity]) -> None:
+        """The indexes, identity and triggers of the table as it was, on the table now of its name."""
+        for definition in catalog.indexes.values():
+            op.execute(definition.replace(" ON ONLY ", " ON ", 1))  # (a partitioned table's own, downgrading)
+        for identity in identities:
+            op.execute(f"ALTER TABLE {self.table} ALTER COLUMN {identity.column} "
+                       f"ADD GENERATED {identity.kind} AS IDENTITY (START WITH {identity.start})")
+        for definition in catalog.triggers.values():
+            op.execute(definition)
+
+    def _attach(self, bound: datetime) -> None:
+        op.execute(f"ALTER TABLE {self.table} ATTACH PARTITION {self.legacy} "
+                   f"FOR VALUES FROM (MINVALUE) TO ({_stamp(bound)})")
+        op.execute(f"ALTER TABLE {self.legacy} DROP CONSTRAINT {self._check}")  # the partition's bound says as much
+        partitions, start = MonthlyPartitions(op.get_bind(), self.table), bound
+        for _ in range(MONTHS_AHEAD):
+            partitions.make(start, month_after(start))
+            start = month_after(start)
+
+
+def _stamp(moment: datetime) -> str:
+    return f"'{moment.isoformat()}'"
+
+
+def _catalog(table: str, keys: set[str]) -> _Catalog:
+    """The table's indexes but those named in `keys` (definitions naming the table) and its triggers."""
+    bind = op.get_bind()
+    indexes = bind.execute(text(
+        "SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "WHERE i.indrelid = CAST(:table AS regclass) ORDER BY c.relname"), {"table": table}).all()
+    triggers = bind.execute(text(
+        "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = CAST(:table AS regclass) "
+        "AND NOT tgisinternal AND tgparentid = 0 ORDER BY tgname"), {"table": table}).all()
+    return _Catalog({name: definition for name, definition in indexes if name not in keys}, dict(triggers))
+
+
+def _identities(table: str, sequence_of: str) -> list[Identity]:
+    """The table's identity columns, each with the next value of `sequence_of`'s sequence (taken, never given)."""
+    columns = op.get_bind().execute(text(
+        "SELECT attname, attidentity FROM pg_attribute WHERE attrelid = CAST(:table AS regclass) "
+        "AND attidentity <> '' AND NOT attisdropped ORDER BY attnum"), {"table": table}).all()
+    next_value = text("SELECT nextval(pg_get_serial_sequence(:table, :column))")
+    return [Identity(column, "ALWAYS" if kind == "a" else "BY DEFAULT",
+                     op.get_bind().execute(next_value, {"table": sequence_of, "column": column}).scalar_one())
+            for column, kind in columns]
