@@ -24,10 +24,6 @@ STILL_UNTYPED = {
     # not typed yet (issue 47, this session's next steps)
     "kernel/data/audit_repository.py": "not typed yet",
     "kernel/data/tasks_repository.py": "not typed yet",
-    "marketplace/repository.py": "not typed yet",
-    "moderation/repository.py": "not typed yet",
-    "orgs/keys_repository.py": "not typed yet",
-    "orgs/repository.py": "not typed yet",
     "personas/repository.py": "not typed yet",
     "portraits/repository.py": "not typed yet",
     "portraits/service.py": "not typed yet",

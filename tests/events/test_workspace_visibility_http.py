@@ -38,7 +38,7 @@ def org(http, engine, tenants, jwt_minter):
         repo.create_user(id=confined_user, email=f"{confined_user}@example.invalid", name="Confined",
                          is_platform_admin=False)
         repo.add_member(home.org_id, confined_user, "admin")
-        repo.update_member(home.org_id, confined_user, workspace_ids=[home.workspace_id])
+        repo.set_access(home.org_id, confined_user, "admin", [home.workspace_id])
     readers = {
         "key": home.auth,
         "confined session": bearer(jwt_minter.mint_session(confined_user, home.org_id, home.workspace_id)),

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytest
 from oracle import Op, Table, check_named, params, uncovered
 from persona_service.kernel import ids
+from persona_service.moderation.records import NewReview
 from persona_service.moderation.repository import ModerationRepository
 from sqlalchemy import text
 
@@ -29,9 +30,10 @@ def _fixture(engine) -> Fixture:
     """A pending item, written as moderation.service.record_flag writes one (no resolver acts on its subject)."""
     review = ids.new_id("moderation_review")
     with engine.begin() as conn:
-        ModerationRepository(conn).add(id=review, org_id=ids.new_id("org"), workspace_id=ids.new_id("workspace"),
-                                       stage="input_intent", subject_type="persona_intent", subject_id="",
-                                       categories=["violence"], scores={"violence": 0.9}, excerpt="a bomb")
+        ModerationRepository(conn).add(NewReview(
+            id=review, org_id=ids.new_id("org"), workspace_id=ids.new_id("workspace"), stage="input_intent",
+            subject_type="persona_intent", subject_id="", categories=["violence"], scores={"violence": 0.9},
+            excerpt="a bomb"))
     return Fixture(review)
 
 

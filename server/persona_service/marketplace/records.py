@@ -25,6 +25,19 @@ class ListingRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ListingChanges:
+    """What a write of a listing sets: always its status (None: left as it is)."""
+
+    status: str
+    rejection_reason: str | None = None
+    title: str | None = None
+    description: str | None = None
+    audience_tags: list[str] | None = None
+    price_minor: int | None = None
+    published_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PurchaseRecord:
     id: str
     listing_id: str

@@ -2,13 +2,21 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Connection, func, insert, or_, select, true, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from persona_service.kernel.api import declare_aggregate, lock_root, once_per, record, record_or_none, records, table_of
-from persona_service.marketplace.records import ListingRecord, PurchaseRecord
+from persona_service.kernel.api import (
+    changed_columns,
+    declare_aggregate,
+    lock_root,
+    once_per,
+    record,
+    record_or_none,
+    records,
+    table_of,
+)
+from persona_service.marketplace.records import ListingChanges, ListingRecord, PurchaseRecord
 from persona_service.marketplace.tables import Listing, ListingTag, Purchase
 
 _LIKE_SPECIAL = re.compile(r"[\\%_]")
@@ -28,8 +36,12 @@ class MarketplaceRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def add(self, **values: Any) -> ListingRecord:
-        stmt = insert(_listings).values(**values).returning(_listings)
+    def add(self, *, id: str, org_id: str, workspace_id: str, persona_id: str, title: str, description: str,
+            audience_tags: list[str], price_minor: int, currency: str, status: str) -> ListingRecord:
+        stmt = insert(_listings).values(
+            id=id, org_id=org_id, workspace_id=workspace_id, persona_id=persona_id, title=title,
+            description=description, audience_tags=audience_tags, price_minor=price_minor, currency=currency,
+            status=status).returning(_listings)
         return record(ListingRecord, self.conn.execute(stmt).mappings().one())
 
     def get(self, listing_id: str, for_update: bool = False, share: bool = False) -> ListingRecord | None:
@@ -42,9 +54,14 @@ class MarketplaceRepository:
             stmt = stmt.with_for_update(read=True)
         return record_or_none(ListingRecord, self.conn.execute(stmt).mappings().first())
 
-    def update(self, listing_id: str, **values: Any) -> ListingRecord:
-        stmt = (update(_listings).where(_listings.c.id == listing_id).values(updated_at=func.now(), **values)
-                .returning(_listings))
+    def update(self, listing_id: str, *, status: str, rejection_reason: str | None = None, title: str | None = None,
+               description: str | None = None, audience_tags: list[str] | None = None, price_minor: int | None = None,
+               published_at: datetime | None = None) -> ListingRecord:
+        """A write of the listing, always of its status (the others: None is left as it is)."""
+        changes = ListingChanges(status=status, rejection_reason=rejection_reason, title=title, description=description,
+                                 audience_tags=audience_tags, price_minor=price_minor, published_at=published_at)
+        stmt = (update(_listings).where(_listings.c.id == listing_id)
+                .values(updated_at=func.now(), **changed_columns(changes)).returning(_listings))
         return record(ListingRecord, self.conn.execute(stmt).mappings().one())
 
     def page(self, *, org_id: str | None, audience_tag: str, words: list[str], limit: int,
@@ -87,9 +104,13 @@ class MarketplaceRepository:
                                         _purchases.c.buyer_org_id == buyer_org_id)
         return record_or_none(PurchaseRecord, self.conn.execute(stmt).mappings().first())
 
-    def add_purchase(self, **values: Any) -> PurchaseRecord | None:
+    def add_purchase(self, *, id: str, listing_id: str, buyer_org_id: str, persona_id: str, invoice_id: str,
+                     amount_minor: int, fee_minor: int, currency: str) -> PurchaseRecord | None:
         """None when this organization bought the listing already (a concurrent purchase won)."""
-        stmt = pg_insert(_purchases).values(**values).on_conflict_do_nothing(
+        stmt = pg_insert(_purchases).values(
+            id=id, listing_id=listing_id, buyer_org_id=buyer_org_id, persona_id=persona_id, invoice_id=invoice_id,
+            amount_minor=amount_minor, fee_minor=fee_minor, currency=currency,
+        ).on_conflict_do_nothing(
             constraint="uq_purchases_listing_buyer").returning(_purchases)
         return record_or_none(PurchaseRecord, self.conn.execute(stmt).mappings().first())
 

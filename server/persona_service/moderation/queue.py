@@ -33,13 +33,12 @@ class ModerationQueue:
     def claim(self, principal: Principal, review_id: str) -> ReviewRecord:
         now = utcnow()
         self._open_to(principal, review_id, now)
-        return self.repo.update(review_id, status="claimed", claimed_by=principal.user_id, claim_expires_at=now + CLAIM)
+        return self.repo.claim(review_id, principal.user_id, now + CLAIM)
 
     def resolve(self, principal: Principal, review_id: str, decision: str, note: str) -> ReviewRecord:
         now = utcnow()
         self._open_to(principal, review_id, now)
-        resolved = self.repo.update(review_id, status="resolved", decision=decision, note=note,
-                                    resolved_by=principal.user_id, resolved_at=now, claim_expires_at=None)
+        resolved = self.repo.resolve(review_id, decision, note, principal.user_id, now)
         act = self.resolvers.get(resolved.subject_type)
         if act is not None:
             act(self.conn, resolved.subject_id, decision)

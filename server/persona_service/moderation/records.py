@@ -26,3 +26,18 @@ class ReviewRecord:
     resolved_by: str
     resolved_at: datetime | None
     created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NewReview:
+    """A review item as a non-pass verdict records it (pending)."""
+
+    id: str
+    org_id: str
+    workspace_id: str
+    stage: str
+    subject_type: str
+    subject_id: str
+    categories: list[str]
+    scores: dict[str, float]
+    excerpt: str

@@ -1,12 +1,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Connection, insert, select, tuple_, update
 
-from persona_service.kernel.api import declare_aggregate, lock_root, record, record_or_none, records, table_of
-from persona_service.moderation.records import ReviewRecord
+from persona_service.kernel.api import (
+    declare_aggregate,
+    lock_root,
+    record,
+    record_or_none,
+    records,
+    row_columns,
+    table_of,
+)
+from persona_service.moderation.records import NewReview, ReviewRecord
 from persona_service.moderation.tables import OPEN, ModerationReview
 
 _reviews = table_of(ModerationReview)
@@ -19,8 +26,8 @@ class ModerationRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def add(self, **values: Any) -> None:
-        self.conn.execute(insert(_reviews).values(**values))
+    def add(self, review: NewReview) -> None:
+        self.conn.execute(insert(_reviews).values(**row_columns(review)))
 
     def get(self, review_id: str) -> ReviewRecord | None:
         stmt = select(_reviews).where(_reviews.c.id == review_id)
@@ -44,6 +51,14 @@ class ModerationRepository:
         """The item, its row locked until the unit of work ends: a claim or resolution decides on it after this."""
         return lock_root(self.conn, REVIEW, ReviewRecord, _reviews.c.id == review_id)
 
-    def update(self, review_id: str, **values: Any) -> ReviewRecord:
-        stmt = update(_reviews).where(_reviews.c.id == review_id).values(**values).returning(_reviews)
+    def claim(self, review_id: str, user_id: str, until: datetime) -> ReviewRecord:
+        return self._set(review_id, status="claimed", claimed_by=user_id, claim_expires_at=until)
+
+    def resolve(self, review_id: str, decision: str, note: str, user_id: str, at: datetime) -> ReviewRecord:
+        """Resolved: its claim, if any, ends with it."""
+        return self._set(review_id, status="resolved", decision=decision, note=note, resolved_by=user_id,
+                         resolved_at=at, claim_expires_at=None)
+
+    def _set(self, review_id: str, **columns: str | datetime | None) -> ReviewRecord:
+        stmt = update(_reviews).where(_reviews.c.id == review_id).values(**columns).returning(_reviews)
         return record(ReviewRecord, self.conn.execute(stmt).mappings().one())

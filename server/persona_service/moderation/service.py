@@ -6,6 +6,7 @@ from __future__ import annotations
 from sqlalchemy import Connection
 
 from persona_service.kernel.api import ApiError, Outbox, new_id
+from persona_service.moderation.records import NewReview
 from persona_service.moderation.repository import ModerationRepository
 from persona_service.providers.base import ModerationResult
 
@@ -20,10 +21,10 @@ STAGES = ("input_intent", "output_content", "impersonation", "pii")
 def record_flag(conn: Connection, *, org_id: str, workspace_id: str, stage: str, subject_type: str, subject_id: str,
                 text: str, result: ModerationResult) -> str:
     review_id = new_id("moderation_review")
-    ModerationRepository(conn).add(
+    ModerationRepository(conn).add(NewReview(
         id=review_id, org_id=org_id, workspace_id=workspace_id, stage=stage, subject_type=subject_type,
         subject_id=subject_id, categories=list(result.categories), scores=dict(result.scores), excerpt=text[:500],
-    )
+    ))
     Outbox(conn).emit(
         "moderation.flagged", org_id, workspace_id,
         {"reviewId": review_id, "stage": stage, "categories": list(result.categories), "subjectType": subject_type,

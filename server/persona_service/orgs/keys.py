@@ -22,8 +22,8 @@ from persona_service.kernel.api import (
     new_id,
     utcnow,
 )
-from persona_service.orgs.keys_repository import SCIM, KeyRepository
-from persona_service.orgs.records import ApiKeyRecord
+from persona_service.orgs.keys_repository import API, SCIM, KeyRepository
+from persona_service.orgs.records import ApiKeyRecord, NewKey
 
 # Provisioning through SCIM. Not one of the six scopes an API key is given:
 # SCIM tokens hold it alone (it confines them to the SCIM endpoints), and
@@ -60,11 +60,11 @@ class KeyService:
         secret = new_secret(mode)
         # Keep the catalogue order, so the stored list is canonical.
         ordered = [s for s in KEY_SCOPES if s in set(scopes)]
-        row = self.repo.create(
+        row = self.repo.create(NewKey(
             id=new_id("api_key"), org_id=org_id, workspace_id=workspace_id, created_by_user_id=user_id,
             name=name, scopes=ordered, mode=mode, prefix=secret[:12], secret_hash=hash_secret(secret),
-            ip_allowlist=list(ip_allowlist), expires_at=expires_at,
-        )
+            ip_allowlist=list(ip_allowlist), purpose=API, expires_at=expires_at,
+        ))
         return row, secret
 
     def get(self, principal: Principal, key_id: str) -> ApiKeyRecord:
@@ -97,11 +97,11 @@ class ScimTokens:
 
     def create(self, principal: Principal, name: str) -> tuple[ApiKeyRecord, str]:
         secret = f"scim_{secrets.token_urlsafe(32)}"
-        row = self.repo.create(
+        row = self.repo.create(NewKey(
             id=new_id("api_key"), org_id=principal.org_id, workspace_id=principal.workspace_id,
             created_by_user_id=principal.user_id, name=name, scopes=[SCIM_SCOPE.name], mode="live", prefix=secret[:12],
             secret_hash=hash_secret(secret), ip_allowlist=[], purpose=SCIM,
-        )
+        ))
         return row, secret
 
     def list(self, principal: Principal, limit: int, cursor: str) -> tuple[list[ApiKeyRecord], str]:

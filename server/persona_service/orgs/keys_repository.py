@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, tuple_, update
 
@@ -12,9 +11,10 @@ from persona_service.kernel.api import (
     record,
     record_or_none,
     records,
+    row_columns,
     table_of,
 )
-from persona_service.orgs.records import ApiKeyRecord
+from persona_service.orgs.records import ApiKeyRecord, NewKey
 from persona_service.orgs.tables import ApiKey, Membership, Organization, User
 
 _keys = table_of(ApiKey)
@@ -83,8 +83,8 @@ class KeyRepository:
             ip_allowlist=tuple(row.ip_allowlist or ()), expires_at=row.expires_at, revoked_at=row.revoked_at,
         )
 
-    def create(self, **values: Any) -> ApiKeyRecord:
-        stmt = insert(_keys).values(**values).returning(*_public_columns)
+    def create(self, key: NewKey) -> ApiKeyRecord:
+        stmt = insert(_keys).values(**row_columns(key)).returning(*_public_columns)
         return record(ApiKeyRecord, self.conn.execute(stmt).mappings().one())
 
     def get_token(self, org_id: str, key_id: str) -> ApiKeyRecord | None:

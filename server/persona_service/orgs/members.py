@@ -60,7 +60,7 @@ class MemberDirectory:
         """Suspend (revoking the member's API keys; returns how many) or resume."""
         if self.repo.role_of(org_id, user_id) in (None, OWNER):
             return 0
-        self.repo.update_member(org_id, user_id, suspended_at=None if active else now)
+        self.repo.set_suspended(org_id, user_id, None if active else now)
         return 0 if active else self.repo.revoke_keys(org_id, user_id, now)
 
     def remove(self, org_id: str, user_id: str, now: datetime) -> None:
@@ -73,7 +73,7 @@ class MemberDirectory:
         """The role and workspaces the member's groups grant (never the owner's)."""
         if self.repo.role_of(org_id, user_id) in (None, OWNER):
             return
-        self.repo.update_member(org_id, user_id, role=role, workspace_ids=workspace_ids)
+        self.repo.set_access(org_id, user_id, role, workspace_ids)
 
     def workspace(self, org_id: str, ref: str) -> str | None:
         """A workspace of the organization by id or slug."""

@@ -33,3 +33,21 @@ class ApiKeyRecord:
     created_at: datetime
     expires_at: datetime | None
     revoked_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class NewKey:
+    """An API key or a SCIM token (`purpose`) as it is stored: its secret's hash, never the secret."""
+
+    id: str
+    org_id: str
+    workspace_id: str
+    created_by_user_id: str
+    name: str
+    scopes: list[str]
+    mode: str
+    prefix: str
+    secret_hash: str
+    ip_allowlist: list[str]
+    purpose: str
+    expires_at: datetime | None = None

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Connection, any_, delete, func, insert, or_, select, update
 
@@ -39,14 +38,16 @@ class OrgRepository:
     def slug_taken(self, slug: str) -> bool:
         return self.conn.execute(select(_orgs.c.id).where(_orgs.c.slug == slug)).first() is not None
 
-    def create_org(self, **values: Any) -> None:
-        self.conn.execute(insert(_orgs).values(**values))
+    def create_org(self, *, id: str, slug: str, name: str, region: str, data_residency_locked: bool, plan: str,
+                   owner_user_id: str) -> None:
+        self.conn.execute(insert(_orgs).values(id=id, slug=slug, name=name, region=region, plan=plan,
+                                               data_residency_locked=data_residency_locked, owner_user_id=owner_user_id))
 
-    def create_workspace(self, **values: Any) -> None:
-        self.conn.execute(insert(_workspaces).values(**values))
+    def create_workspace(self, *, id: str, org_id: str, slug: str, name: str) -> None:
+        self.conn.execute(insert(_workspaces).values(id=id, org_id=org_id, slug=slug, name=name))
 
-    def create_user(self, **values: Any) -> None:
-        self.conn.execute(insert(_users).values(**values))
+    def create_user(self, *, id: str, email: str, name: str, is_platform_admin: bool = False) -> None:
+        self.conn.execute(insert(_users).values(id=id, email=email, name=name, is_platform_admin=is_platform_admin))
 
     def add_member(self, org_id: str, user_id: str, role: str) -> None:
         self.conn.execute(insert(_members).values(org_id=org_id, user_id=user_id, role=role))
@@ -103,12 +104,20 @@ class OrgRepository:
                                                 _members.c.created_at > joined).order_by(_members.c.created_at))
         return list(self.conn.execute(stmt).scalars())
 
-    def update_user(self, user_id: str, **values: Any) -> None:
-        self.conn.execute(update(_users).where(_users.c.id == user_id).values(**values))
+    def update_user(self, user_id: str, *, email: str, name: str) -> None:
+        self.conn.execute(update(_users).where(_users.c.id == user_id).values(email=email, name=name))
 
-    def update_member(self, org_id: str, user_id: str, **values: Any) -> None:
+    def set_suspended(self, org_id: str, user_id: str, since: datetime | None) -> None:
+        """Suspend the member (`since`) or resume them (None)."""
+        self._update_member(org_id, user_id, suspended_at=since)
+
+    def set_access(self, org_id: str, user_id: str, role: str, workspace_ids: list[str] | None) -> None:
+        """The member's role and workspaces (None: every workspace of the organization)."""
+        self._update_member(org_id, user_id, role=role, workspace_ids=workspace_ids)
+
+    def _update_member(self, org_id: str, user_id: str, **columns: str | datetime | list[str] | None) -> None:
         self.conn.execute(update(_members).where(_members.c.org_id == org_id, _members.c.user_id == user_id)
-                          .values(**values))
+                          .values(**columns))
 
     def revoke_keys(self, org_id: str, user_id: str, now: datetime) -> int:
         return self.conn.execute(update(_keys).where(
