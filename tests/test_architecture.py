@@ -647,11 +647,6 @@ def dynamic_access(root: pathlib.Path) -> list[str]:
 
 # Module-level state that outlives a call's arguments: a context variable, a table keyed by object, a thread's slot.
 AMBIENT = re.compile(r"\b(?:ContextVar|WeakKeyDictionary|WeakValueDictionary|local)$")
-# Door functions that still find the durable run from the thread running it, each with why.
-AMBIENT_KNOWN = {
-    "checkpoint": "a run's saved steps, read from the run this thread runs (not yet handed with the call)",
-    "earlier_frames": "the frames an earlier attempt of this thread's run sent (likewise)",
-}
 
 
 def _ambient_state(tree: ast.Module) -> dict[str, int]:
@@ -679,7 +674,7 @@ def call_from_ambient_state(root: pathlib.Path) -> list[str]:
         for alias in node.names:
             functions = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == alias.name]
             read = {n.id for f in functions for n in ast.walk(f) if isinstance(n, ast.Name) and n.id in ambient}
-            if read and (alias.asname or alias.name) not in AMBIENT_KNOWN:
+            if read:
                 offenders.append(f"{path}: {alias.name} (the door's) reads the ambient {', '.join(sorted(read))}")
     return offenders
 

@@ -26,7 +26,6 @@ from persona_service.kernel.api import (
     ValidationFailed,
     Violation,
     drain,
-    earlier_frames,
 )
 from persona_service.personas.api import PersonaRecord, PersonaSummary
 from persona_service.providers.base import Completion, GenerationOptions, Message, ToolCall
@@ -190,7 +189,7 @@ class OpenAIServicer:
         if found := violations(request):
             raise ValidationFailed(found)
         include_usage = request.stream_options.include_usage
-        opened, earlier = _released(earlier_frames())
+        opened, earlier = _released(ctx.run.earlier_frames())
         operation = self._service(ctx, provider=True).complete(
             ctx.caller, request.model, conversation(request), options(request), request.user, stream=True,
             earlier=earlier, started=opened,

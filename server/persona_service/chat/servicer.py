@@ -11,7 +11,6 @@ from persona_service.kernel.api import (
     RunLost,
     ServicerDeps,
     drain,
-    earlier_frames,
     error_message,
     nullable_time,
     page_limit,
@@ -111,7 +110,7 @@ class ChatServicer:
     def StreamChatMessage(self, request: chat_pb2.SendChatMessageRequest, ctx: RequestContext
                           ) -> Generator[chat_pb2.ChatMessageEvent, None, chat_pb2.ChatMessageEvent]:
         operation = self._service(ctx, provider=True).send(ctx.caller, request.id, request.content, sampling(request),
-                                                           stream=True, earlier=_released(earlier_frames()))
+                                                           stream=True, earlier=_released(ctx.run.earlier_frames()))
         started = False
         try:
             while True:

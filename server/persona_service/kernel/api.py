@@ -64,12 +64,12 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.transport.hints import Hints as Hints
     from persona_service.kernel.secretbox import SecretBox as SecretBox
 
-    # the durable run a streamed call executes in: its checkpoints and the frames an earlier attempt sent (its id
-    # is the call's `ctx.run_id`); not the runs themselves (kernel.transport.runs: the store, owners, leases and
-    # the fair pool stay behind the door)
+    # the durable run a streamed call executes in, handed with the call (`ctx.run`): its id, checkpoints and the
+    # frames an earlier attempt sent; not the runs themselves (kernel.transport.runs: the store, owners, leases
+    # and the fair pool stay behind the door)
+    from persona_service.kernel.transport.context import DurableRun as DurableRun
+    from persona_service.kernel.transport.context import NoRun as NoRun
     from persona_service.kernel.transport.runs import RunLost as RunLost
-    from persona_service.kernel.transport.runs import checkpoint as checkpoint
-    from persona_service.kernel.transport.runs import earlier_frames as earlier_frames
 
     # generators a servicer drains (a unary answer) or follows (a stream's progress)
     from persona_service.kernel.operations import Progress as Progress
@@ -196,7 +196,7 @@ __all__ = [
     # the call
     "RequestContext", "HasResources", "Resource", "Runtime", "ServicerDeps", "Hints", "SecretBox",
     # the durable run a streamed call executes in
-    "RunLost", "checkpoint", "earlier_frames",
+    "DurableRun", "NoRun", "RunLost",
     # generators a servicer drains (a unary answer) or follows (a stream's progress)
     "Progress", "drain",
     # proto <-> domain conversions (servicers); the metadata the edge sets on a call (it came through Envoy,

@@ -27,9 +27,10 @@ from persona_service.kernel.api import (
     GENERATION_RUNS,
     GENERATION_STEPS,
     ApiError,
+    DurableRun,
+    NoRun,
     Outbox,
     Progress,
-    checkpoint,
     new_id,
     utcnow,
 )
@@ -75,10 +76,10 @@ class RunResult:
 class GenerationPipeline:
     def __init__(self, conn: Connection, provider: Provider,
                  on_upstream_failure: Callable[[str, ProviderError], None] | None = None,
-                 durable_run_id: str | None = None) -> None:
+                 run: DurableRun | None = None) -> None:
         self.conn = conn
-        # The durable run the call's operation is (a stream's `X-Run-Id`), handed by the servicer from its call.
-        self.durable_run_id = durable_run_id
+        # The durable run the call's operation is (a stream's), handed by the servicer from its call.
+        self.durable = run or NoRun()
         self.repo = PersonaRepository(conn)
         self.outbox = Outbox(conn)
         self.provider = provider
@@ -91,7 +92,7 @@ class GenerationPipeline:
         # In a durable run (a stream) the generation run is that run: one id in `X-Run-Id`, the `id:` lines
         # and every frame's `runId`. Each step's answer is saved as it is made: a run another process takes
         # over repeats no finished step and streams the same events (kernel.transport.runs).
-        run_id = checkpoint("generation_run", lambda: self.durable_run_id or new_id("generation_run"))
+        run_id = self.durable.checkpoint("generation_run", lambda: self.durable.id or new_id("generation_run"))
         started = utcnow()
         self._steps = []  # (none of an attempt left unfinished)
         self.repo.add_run(
@@ -118,7 +119,7 @@ class GenerationPipeline:
                         "attempts": attempts[0] or 1}
 
             try:
-                done = checkpoint(f"step.{step}", made)
+                done = self.durable.checkpoint(f"step.{step}", made)
             except ApiError as err:
                 duration = int((time.monotonic() - t0) * 1000)
                 GENERATION_STEPS.labels(step, "failed").observe(time.monotonic() - t0)

@@ -23,6 +23,8 @@ from persona_service.config.api import ConfigService
 from persona_service.kernel.api import (
     ApiError,
     CursorCodec,
+    DurableRun,
+    NoRun,
     NotFound,
     Outbox,
     Principal,
@@ -30,7 +32,6 @@ from persona_service.kernel.api import (
     StateConflict,
     ValidationFailed,
     Violation,
-    checkpoint,
     cursor_page,
     derive_unique,
     drain,
@@ -96,14 +97,15 @@ class _NewVersionMeanwhile(Exception):
 class PersonaService:
     def __init__(self, conn: Connection, provider: Provider, clock: Callable[[], datetime] = utcnow,
                  on_upstream_failure: Callable[[str, ProviderError], None] | None = None,
-                 cursors: CursorCodec | None = None, durable_run_id: str | None = None) -> None:
+                 cursors: CursorCodec | None = None, run: DurableRun | None = None) -> None:
         self.conn = conn
         self.cursors = cursors
         self.repo = PersonaRepository(conn)
         self.outbox = Outbox(conn)
         self.provider = provider
         self.clock = clock
-        self.pipeline = GenerationPipeline(conn, provider, on_upstream_failure, durable_run_id)
+        self.durable = run or NoRun()
+        self.pipeline = GenerationPipeline(conn, provider, on_upstream_failure, self.durable)
 
     # --- reads ------------------------------------------------------------------------
 
@@ -241,7 +243,7 @@ class PersonaService:
         _check_metadata(metadata)
         if slug:
             self._ensure_slug_free(principal.workspace_id, slug)
-        persona_id = checkpoint("persona_id", lambda: str(uuid.uuid4()))  # the same if another process takes the run over
+        persona_id = self.durable.checkpoint("persona_id", lambda: str(uuid.uuid4()))  # the same if another process takes the run over
         spec = RunSpec("create", principal.org_id, principal.workspace_id, persona_id, intent, base_soul=soul)
         result = yield from self.pipeline.run(spec)
         outputs = result.outputs

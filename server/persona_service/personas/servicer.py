@@ -99,9 +99,8 @@ class PersonaServicer:
         self.prices = PriceTable.from_env()
 
     def _service(self, ctx: RequestContext) -> PersonaService:
-        # A streamed call's generation run takes the id of the durable run it is (its `X-Run-Id`).
-        return PersonaService(ctx.conn, self.deps.provider_for(ctx), cursors=self.deps.cursors,
-                              durable_run_id=ctx.run_id)
+        # A streamed call's generation is the durable run it is (its `X-Run-Id`), saved step by step in it.
+        return PersonaService(ctx.conn, self.deps.provider_for(ctx), cursors=self.deps.cursors, run=ctx.run)
 
     def _create(self, ctx: RequestContext,
                 request: personas_pb2.CreatePersonaRequest) -> Generator[dict[str, Any], None, PersonaRecord]:

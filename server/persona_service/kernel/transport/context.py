@@ -1,21 +1,52 @@
 """The call a servicer method is handed: who calls, its unit of work, its headers and what runs after its commit.
 
 The pipeline (kernel.transport.pipeline) calls every servicer method as `Method(request, ctx)` with this
-`RequestContext` in place of gRPC's context: a servicer reads its call from its argument, never from ambient
-state (tests/test_architecture.py keeps domains off `current()`)."""
+`RequestContext` in place of gRPC's context: a servicer reads its call, the durable run included, from its
+argument, never from ambient state (`call_from_ambient_state` in tests/test_architecture.py)."""
 
 from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from persona_service.kernel.data.uow import UnitOfWork
 from persona_service.kernel.principal import Principal
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
+
+T = TypeVar("T")
+
+
+class DurableRun(Protocol):
+    """The durable run a streamed call's operation is (kernel.transport.runs.RunSteps), as the operation uses it."""
+
+    @property
+    def id(self) -> str | None:
+        """The run's id (its `X-Run-Id` and `id:` lines); None outside a run."""
+
+    def checkpoint(self, key: str, make: Callable[[], T]) -> T:
+        """`make()`'s value, saved with the run: a run taken over after its process died gets the saved value
+        instead of making it again. `make` must change nothing the unit of work would not roll back."""
+
+    def earlier_frames(self) -> list[bytes]:
+        """The frames earlier attempts of the run emitted (clients may have seen them); [] on the first."""
+
+
+class NoRun:
+    """A unary call's: nothing is kept, each step is made."""
+
+    id = None
+
+    @staticmethod
+    def checkpoint(key: str, make: Callable[[], T]) -> T:
+        return make()
+
+    @staticmethod
+    def earlier_frames() -> list[bytes]:
+        return []
 
 
 @dataclass
@@ -31,8 +62,8 @@ class RequestContext:
     traceparent: str | None = None
     # The call's text headers by name (binary `-bin` ones left out); empty for a run another process took over.
     metadata: dict[str, str] = field(default_factory=dict)
-    # The durable run a streaming call's operation is (its `X-Run-Id`); None for a unary call.
-    run_id: str | None = None
+    # The durable run a streaming call's operation is: its id, checkpoints and earlier frames (kernel.transport.runs).
+    run: DurableRun = field(default_factory=NoRun)
     # (HTTP status, error code) of the answer, once known.
     outcome: tuple[int, str] = (200, "")
     # Response headers (gRPC initial metadata; Envoy turns them into HTTP headers).

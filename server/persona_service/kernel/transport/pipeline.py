@@ -36,7 +36,7 @@ from persona_service.kernel.transport.fair import FairExecutor, weight_of
 from persona_service.kernel.transport.limits.limiter import Admission
 from persona_service.kernel.transport.outages import RETRY_AFTER_SECONDS
 from persona_service.kernel.transport.policy import MethodMeta
-from persona_service.kernel.transport.runs import Batch, Outcome, Run, RunAbandoned, RunLost, resume_point
+from persona_service.kernel.transport.runs import Batch, Outcome, Run, RunAbandoned, RunLost, RunSteps, resume_point
 from persona_service.kernel.transport.stages import Kind, build, compose
 from persona_service.kernel.transport.stages.call import EDGE_MARK as EDGE_MARK
 from persona_service.kernel.transport.stages.call import HEAD_MARK as HEAD_MARK
@@ -237,7 +237,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         unary call has them, whether anyone still listens or not."""
         token = request_context.bind(call.ctx)
         call.run = run
-        call.ctx.run_id = run.id
+        call.ctx.run = RunSteps(run)
         # The operation's span lives on this thread (its SQL and provider calls are its children).
         run_span = span(call, **{"run.id": run.id})
         results: list[Message] = []

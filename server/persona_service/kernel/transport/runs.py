@@ -21,11 +21,11 @@ given back) and another process takes the run over: it runs the operation
 again from its saved state. The operation's changes commit in one unit of
 work, together with the run's completion, only while its attempt holds the
 lease, so they happen exactly once; what it does before (provider calls) is
-saved step by step with `checkpoint` and not repeated, and the frames it
+saved step by step (`RunSteps.checkpoint`, the call's `ctx.run`) and not repeated, and the frames it
 emits again are the ones already kept, so the stream goes on gaplessly from
 the frames Redis has. A view sends a frame only once it is kept, so those are
 all a client saw: an operation whose frames are not reproducible (a sampled
-reply) reads them (`earlier_frames`) and goes on from them. A run ends `lost`
+reply) reads them (`RunSteps.earlier_frames`) and goes on from them. A run ends `lost`
 when nobody could finish it: no attempt did in `RUN_ATTEMPTS`, or it cannot
 go on from what its clients saw (`RunLost`: Redis forgot its frames).
 
@@ -163,14 +163,14 @@ class Run:
         self.owner = owner
         self.method = method
         self.attempt = attempt  # of the run's task: the lease this process holds
-        self.state = dict(state or {})  # what `checkpoint` saved, by key
+        self.state = dict(state or {})  # what `RunSteps.checkpoint` saved, by key
         self.kept = kept  # frames an earlier attempt kept in Redis: emitted again, they are not kept twice
         self.frames: list[bytes] = []
         self.outcome: Outcome | None = None
         self.abandoned = False
         self._changed = threading.Condition()
         self.save: Callable[[str, Any], None] = lambda key, value: None
-        # The frames earlier attempts kept, read when asked (`earlier_frames`); None: Redis forgot the run.
+        # The frames earlier attempts kept, read when asked (`RunSteps.earlier_frames`); None: Redis forgot the run.
         self.earlier: Callable[[], list[bytes] | None] = lambda: []
         # Frames a view may send: kept in Redis (or refused by it), so a takeover goes on from all a client saw.
         self.flushed = 0
@@ -435,42 +435,45 @@ def _settled(run: Run) -> dict[str, Any]:
 _running: contextvars.ContextVar[Run | None] = contextvars.ContextVar("persona_run", default=None)
 
 
-def checkpoint(key: str, make: Callable[[], T]) -> T:
-    """`make()`'s value, saved with the durable run this thread runs (JSON):
-    a run taken over after its process died gets the saved value instead of
-    making it again (an id it already streamed, a provider call's answer).
-    Outside a run it is `make()`. `make` must change nothing the run's unit of
-    work would not roll back: what it returns is all that is kept."""
-    run = _running.get()
-    if run is None:
-        return make()
-    if key in run.state:
-        return cast(T, run.state[key])
-    value = make()
-    run.save(key, value)
-    run.state[key] = value
-    return value
-
-
 def attempt() -> int:
     """The attempt of the durable run this thread runs (1 for the first; 1 outside a run)."""
     run = _running.get()
     return run.attempt if run is not None else 1
 
 
-def earlier_frames() -> list[bytes]:
-    """The frames earlier attempts of the run this thread runs emitted (clients may have seen them), as
-    kept: an operation whose frames are not reproducible (a sampled reply) emits them again, then goes on
-    from them (views send a frame only once it is kept, so they are all a client saw). [] outside a run or
-    on its first attempt. Raises `RunLost` when Redis forgot the run (its frames expired, Redis lost them):
-    what clients saw cannot be known."""
-    run = _running.get()
-    if run is None:
-        return []
-    frames = run.earlier()
-    if frames is None:
-        raise RunLost(run.id)
-    return frames
+class RunSteps:
+    """A durable run as its operation uses it, handed with the call (`RequestContext.run`): its id, what it
+    saved step by step, the frames earlier attempts sent."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+
+    @property
+    def id(self) -> str:
+        return self._run.id
+
+    def checkpoint(self, key: str, make: Callable[[], T]) -> T:
+        """`make()`'s value, saved with the run (JSON): a run taken over after its process died gets the saved
+        value instead of making it again (an id it already streamed, a provider call's answer). `make` must
+        change nothing the run's unit of work would not roll back: what it returns is all that is kept."""
+        state = self._run.state
+        if key in state:
+            return cast(T, state[key])
+        value = make()
+        self._run.save(key, value)
+        state[key] = value
+        return value
+
+    def earlier_frames(self) -> list[bytes]:
+        """The frames earlier attempts of the run emitted (clients may have seen them), as kept: an operation
+        whose frames are not reproducible (a sampled reply) emits them again, then goes on from them (views
+        send a frame only once it is kept, so they are all a client saw). [] on its first attempt. Raises
+        `RunLost` when Redis forgot the run (its frames expired, Redis lost them): what clients saw cannot
+        be known."""
+        frames = self._run.earlier()
+        if frames is None:
+            raise RunLost(self._run.id)
+        return frames
 
 
 def _keep_alive() -> Callable[[bool], bool]:
