@@ -122,10 +122,13 @@ class World:
     member: Tenant | None = None
 
 
+def messages(w: World) -> list[chat_pb2.ChatMessage]:
+    return list(w.a.chat.ListChatMessages(chat_pb2.ListChatMessagesRequest(id=w.session_id),
+                                          metadata=w.owner.metadata, timeout=TIMEOUT).items)
+
+
 def last_reply(w: World) -> chat_pb2.ChatMessage:
-    page = w.a.chat.ListChatMessages(chat_pb2.ListChatMessagesRequest(id=w.session_id), metadata=w.owner.metadata,
-                                     timeout=TIMEOUT)
-    return page.items[-1]
+    return messages(w)[-1]
 
 
 def regenerate(w: World) -> None:
@@ -166,8 +169,9 @@ WRITES: dict[str, Callable[[World], object]] = {
         timeout=TIMEOUT)),
     "ChatService.RegenerateChatMessage": regenerate,
     "ChatService.ChooseChatMessage": choose,
+    # The first message: an edit removes the later ones (the session's count changes).
     "ChatService.UpdateChatMessage": lambda w: w.a.chat.UpdateChatMessage(
-        chat_pb2.UpdateChatMessageRequest(session_id=w.session_id, id=last_reply(w).id, content="Edited."),
+        chat_pb2.UpdateChatMessageRequest(session_id=w.session_id, id=messages(w)[0].id, content="Edited."),
         metadata=w.owner.metadata, timeout=TIMEOUT),
     "ChatService.DeleteChatMessage": lambda w: w.a.chat.DeleteChatMessage(
         chat_pb2.DeleteChatMessageRequest(session_id=w.session_id, id=last_reply(w).id),
