@@ -5,14 +5,13 @@ from __future__ import annotations
 from sqlalchemy import Connection
 
 from persona_service.files.api import Storage
-from persona_service.kernel.api import ModuleHooks, ServiceUnavailable, load
+from persona_service.kernel.api import ModuleHooks, ServiceUnavailable
 from persona_service.privacy.api import PrivacyService, PrivacySettings
 
 
-def build_one_export(conn: Connection, storage: Storage, modules: ModuleHooks) -> str | None:
+def build_one_export(conn: Connection, storage: Storage, modules: ModuleHooks, settings: PrivacySettings) -> str | None:
     """Build the oldest pending privacy export in this unit of work (its id);
     503 when exports are not configured."""
-    settings = load(PrivacySettings)
     if not settings.dsar_exports:
         raise ServiceUnavailable("The DSAR build entry point is not configured.", {"feature": "privacy_exports"})
     built = PrivacyService(conn).build(storage, modules.personal_data,

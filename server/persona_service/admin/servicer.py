@@ -3,22 +3,24 @@ from persona.v1 import admin_pb2
 from persona_service.admin.service import build_one_export
 from persona_service.files.api import storage_for
 from persona_service.kernel.api import RequestContext, ServicerDeps, load, nullable_time, timestamp
+from persona_service.privacy.api import PrivacySettings
 from persona_service.webhooks.api import WebhookService, WebhookSettings
 
 
 class AdminServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
+        self.privacy = load(PrivacySettings)
+        self.webhooks = load(WebhookSettings)
 
     def BuildOneDsarExport(self, request: admin_pb2.BuildOneDsarExportRequest,
                            ctx: RequestContext) -> admin_pb2.BuildOneDsarExportResponse:
-        export_id = build_one_export(ctx.conn, storage_for(self.deps), self.deps.modules) or ""
+        export_id = build_one_export(ctx.conn, storage_for(self.deps), self.deps.modules, self.privacy) or ""
         return admin_pb2.BuildOneDsarExportResponse(handled=bool(export_id), job_id=export_id, export_id=export_id)
 
     def RotateWebhookSecrets(self, request: admin_pb2.RotateWebhookSecretsRequest,
                              ctx: RequestContext) -> admin_pb2.RotateWebhookSecretsResponse:
-        settings = load(WebhookSettings)
-        max_age, grace = settings.secret_max_age_seconds, settings.secret_rotation_grace_seconds
+        max_age, grace = self.webhooks.secret_max_age_seconds, self.webhooks.secret_rotation_grace_seconds
         results = WebhookService(ctx.conn, box=self.deps.secret_box).rotate_secrets(max_age_seconds=max_age, grace_seconds=grace)
         return admin_pb2.RotateWebhookSecretsResponse(
             results=[
