@@ -21,12 +21,6 @@ STILL_UNTYPED = {
     "scim/repository.py": "scim is edited by another engineer this session (its locking)",
     "webhooks/repository.py": "webhooks is edited by another engineer this session",
     "kernel/data/outbox_repository.py": "the outbox is edited by another engineer this session",
-    # not typed yet (issue 47, this session's next steps)
-    "kernel/data/audit_repository.py": "not typed yet",
-    "kernel/data/tasks_repository.py": "not typed yet",
-    "personas/repository.py": "not typed yet",
-    "portraits/repository.py": "not typed yet",
-    "portraits/service.py": "not typed yet",
 }
 
 

@@ -35,6 +35,7 @@ from persona_service.kernel.api import (
     utcnow,
 )
 from persona_service.moderation.api import ModerationBlocked, record_flag
+from persona_service.personas.records import NewStep
 from persona_service.personas.repository import PersonaRepository
 from persona_service.providers.base import GenerationOptions, Message, Provider, ProviderError
 
@@ -86,7 +87,7 @@ class GenerationPipeline:
         self.on_upstream_failure = on_upstream_failure or (lambda step, err: None)
         # The run's step rows, written in one statement as it ends (the same unit of work: nothing reads them
         # before it commits).
-        self._steps: list[dict[str, Any]] = []
+        self._steps: list[NewStep] = []
 
     def run(self, spec: RunSpec) -> Generator[Progress, None, RunResult]:
         # In a durable run (a stream) the generation run is that run: one id in `X-Run-Id`, the `id:` lines
@@ -229,11 +230,11 @@ class GenerationPipeline:
     def _record_step(self, run_id: str, step: str, ordinal: int, status: str, duration_ms: int, attempts: int,
                      output: dict[str, Any], error: ApiError | None = None) -> None:
         now = utcnow()
-        self._steps.append({
-            "run_id": run_id, "step": step, "ordinal": ordinal, "status": status, "started_at": now,
-            "finished_at": now, "duration_ms": duration_ms, "attempts": attempts, "output": output,
-            "error": {"code": error.code, "message": error.message} if error is not None else None,
-        })
+        self._steps.append(NewStep(
+            run_id=run_id, step=step, ordinal=ordinal, status=status, started_at=now, finished_at=now,
+            duration_ms=duration_ms, attempts=attempts, output=output,
+            error={"code": error.code, "message": error.message} if error is not None else None,
+        ))
 
     def _write_steps(self) -> None:
         self.repo.add_steps(self._steps)

@@ -38,6 +38,104 @@ class PersonaRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class NewPersona:
+    id: str
+    org_id: str
+    workspace_id: str
+    slug: str
+    display_name: str
+    visibility: str
+    metadata: dict[str, Any]
+    intent: str
+    soul: dict[str, Any]
+    parent_id: str | None
+    root_id: str
+    fork_ordinal: int
+    fork_note: str
+    audit_score: float | None
+    last_run_id: str
+    card_extra: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+    state: str = "active"
+    version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaFilters:
+    """Which personas a list shows ("": any); deleted ones only when asked (`show_deleted`, or that state)."""
+
+    state: str = ""
+    visibility: str = ""
+    root_id: str = ""
+    show_deleted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaEdit:
+    """What a caller may change of a persona (UpdatePersona): None is left as it is."""
+
+    slug: str | None = None
+    display_name: str | None = None
+    visibility: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaChanges:
+    """What a write of a persona sets besides `updated_at` (None: left as it is; a restore, which clears the
+    deletion's columns, is `PersonaRepository.restore`)."""
+
+    updated_at: datetime
+    slug: str | None = None
+    display_name: str | None = None
+    visibility: str | None = None
+    metadata: dict[str, Any] | None = None
+    soul: dict[str, Any] | None = None
+    version: int | None = None
+    last_run_id: str | None = None
+    audit_score: float | None = None
+    state: str | None = None
+    state_before_delete: str | None = None
+    flagged_reason: str | None = None
+    deleted_at: datetime | None = None
+    purge_at: datetime | None = None
+    archived_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewVersion:
+    persona_id: str
+    version: int
+    kind: str
+    soul: dict[str, Any]
+    voice: dict[str, Any]
+    run_id: str
+    created_at: datetime
+    fingerprint: list[float]
+    fingerprint_model: str
+    note: str = ""
+    instruction: str = ""
+    source_version: int | None = None  # for a rollback, the version it copies
+
+
+@dataclass(frozen=True, slots=True)
+class NewStep:
+    """A generation run's step as it ended (written with the run's others, in one statement)."""
+
+    run_id: str
+    step: str
+    ordinal: int
+    status: str
+    started_at: datetime
+    finished_at: datetime
+    duration_ms: int
+    attempts: int
+    output: dict[str, Any]
+    error: dict[str, str] | None
+
+
+@dataclass(frozen=True, slots=True)
 class PersonaSummary:
     """A persona as other modules list it (OpenAI's `/v1/models`)."""
 

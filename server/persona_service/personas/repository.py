@@ -4,21 +4,41 @@ import re
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, TextClause, delete, false, func, insert, select, text, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    TextClause,
+    Update,
+    delete,
+    false,
+    func,
+    insert,
+    select,
+    text,
+    tuple_,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.kernel.api import (
     DECIDES_NOTHING,
     Batches,
+    changed_columns,
     declare_aggregate,
     export_batches,
     lock_root,
     record,
     record_or_none,
     records,
+    row_columns,
     table_of,
 )
 from persona_service.personas.records import (
+    NewPersona,
+    NewStep,
+    NewVersion,
+    PersonaChanges,
+    PersonaFilters,
     PersonaRecord,
     PersonaSummary,
     SortKey,
@@ -97,12 +117,20 @@ class PersonaRepository:
             stmt = stmt.execution_options(**{DECIDES_NOTHING: True})
         return self.conn.execute(stmt)
 
-    def insert(self, **values: Any) -> PersonaRecord:
-        return record(PersonaRecord, self.conn.execute(insert(_personas).values(**values).returning(_personas)).mappings().one())
-
-    def update(self, persona_id: str, **values: Any) -> PersonaRecord:
-        stmt = update(_personas).where(_personas.c.id == persona_id).values(**values).returning(_personas)
+    def insert(self, persona: NewPersona) -> PersonaRecord:
+        stmt = insert(_personas).values(**row_columns(persona)).returning(_personas)
         return record(PersonaRecord, self.conn.execute(stmt).mappings().one())
+
+    def update(self, persona_id: str, changes: PersonaChanges) -> PersonaRecord:
+        return self._updated(update(_personas).where(_personas.c.id == persona_id).values(**changed_columns(changes)))
+
+    def restore(self, persona_id: str, state: str, at: datetime) -> PersonaRecord:
+        """Back to `state` from a soft delete: the deletion's columns cleared."""
+        return self._updated(update(_personas).where(_personas.c.id == persona_id).values(
+            state=state, state_before_delete=None, deleted_at=None, purge_at=None, updated_at=at))
+
+    def _updated(self, stmt: Update) -> PersonaRecord:
+        return record(PersonaRecord, self.conn.execute(stmt.returning(_personas)).mappings().one())
 
     def slug_owner(self, workspace_id: str, slug: str) -> str | None:
         # A friendlier 409 (or a derived slug) before the insert; the unique index on (workspace, slug) decides
@@ -123,21 +151,21 @@ class PersonaRepository:
         return self.conn.execute(stmt).scalar()
 
     def list_page(
-        self, workspace_id: str, filters: dict[str, Any], limit: int, after: tuple[Any, str] | None,
+        self, workspace_id: str, filters: PersonaFilters, limit: int, after: tuple[Any, str] | None,
         order: SortOrder = SortOrder.parse(""), q: str = "",
     ) -> list[tuple[PersonaRecord, SortKey]]:
         """A page of the workspace's personas in `order` (ties by id), strictly
         after `after` = (sort key, id); each with its sort key (the cursor's)."""
         key = SORT_KEYS[order.column]
         stmt = select(_personas, key.label("sort_key")).where(_personas.c.workspace_id == workspace_id)
-        if filters.get("state"):
-            stmt = stmt.where(_personas.c.state == filters["state"])
-        elif not filters.get("show_deleted"):
+        if filters.state:
+            stmt = stmt.where(_personas.c.state == filters.state)
+        elif not filters.show_deleted:
             stmt = stmt.where(_personas.c.state != "deleted")
-        if filters.get("visibility"):
-            stmt = stmt.where(_personas.c.visibility == filters["visibility"])
-        if filters.get("root_id"):
-            stmt = stmt.where(_personas.c.root_id == filters["root_id"])
+        if filters.visibility:
+            stmt = stmt.where(_personas.c.visibility == filters.visibility)
+        if filters.root_id:
+            stmt = stmt.where(_personas.c.root_id == filters.root_id)
         if q:
             stmt = stmt.where(search_condition(q))
         if after is not None:
@@ -165,8 +193,8 @@ class PersonaRepository:
 
     # --- versions and voice ---------------------------------------------------------
 
-    def add_version(self, **values: Any) -> None:
-        self.conn.execute(insert(_versions).values(**values))
+    def add_version(self, version: NewVersion) -> None:
+        self.conn.execute(insert(_versions).values(**row_columns(version)))
 
     def version(self, persona_id: str, version: int, *, decides_nothing: bool = False) -> VersionRecord | None:
         stmt = select(_versions).where(_versions.c.persona_id == persona_id, _versions.c.version == version)
@@ -184,8 +212,10 @@ class PersonaRepository:
         stmt = select(_versions).where(_versions.c.persona_id.in_(persona_ids)).order_by(_versions.c.version)
         return records(VersionRecord, self.conn.execute(stmt).mappings())
 
-    def set_voice(self, persona_id: str, **values: Any) -> None:
-        stmt = pg_insert(_voices).values(persona_id=persona_id, **values)
+    def set_voice(self, voice: VoiceRecord) -> None:
+        """The persona's current voice (inserted or replaced)."""
+        values = row_columns(voice)
+        stmt = pg_insert(_voices).values(**values)
         stmt = stmt.on_conflict_do_update(index_elements=[_voices.c.persona_id], set_=values)
         self.conn.execute(stmt)
 
@@ -195,16 +225,20 @@ class PersonaRepository:
 
     # --- generation runs ------------------------------------------------------------
 
-    def add_run(self, **values: Any) -> None:
-        self.conn.execute(insert(_runs).values(**values))
+    def add_run(self, *, id: str, org_id: str, workspace_id: str, persona_id: str, kind: str, status: str,
+                from_step: str, started_at: datetime) -> None:
+        self.conn.execute(insert(_runs).values(id=id, org_id=org_id, workspace_id=workspace_id, persona_id=persona_id,
+                                               kind=kind, status=status, from_step=from_step, started_at=started_at))
 
-    def finish_run(self, run_id: str, **values: Any) -> None:
-        self.conn.execute(update(_runs).where(_runs.c.id == run_id).values(**values))
+    def finish_run(self, run_id: str, *, status: str, finished_at: datetime, error_code: str = "") -> None:
+        stmt = update(_runs).where(_runs.c.id == run_id).values(status=status, finished_at=finished_at,
+                                                                 error_code=error_code)
+        self.conn.execute(stmt)
 
-    def add_steps(self, rows: list[dict[str, Any]]) -> None:
-        """A run's steps, one statement (rows with the same columns)."""
-        if rows:
-            self.conn.execute(insert(_steps).values(rows))
+    def add_steps(self, steps: list[NewStep]) -> None:
+        """A run's steps, one statement."""
+        if steps:
+            self.conn.execute(insert(_steps).values([row_columns(step) for step in steps]))
 
     def steps(self, run_id: str) -> list[StepRecord]:
         stmt = select(_steps.c.step, _steps.c.output).where(_steps.c.run_id == run_id).order_by(_steps.c.ordinal)

@@ -32,6 +32,7 @@ from persona_service.kernel.api import (
     StateConflict,
     ValidationFailed,
     Violation,
+    changed_columns,
     cursor_page,
     derive_unique,
     drain,
@@ -52,6 +53,11 @@ from persona_service.personas.records import (
     FieldChange,
     GenerationPreview,
     Lineage,
+    NewPersona,
+    NewVersion,
+    PersonaChanges,
+    PersonaEdit,
+    PersonaFilters,
     PersonaRecord,
     SortOrder,
     StepEstimate,
@@ -119,7 +125,7 @@ class PersonaService:
             raise NotFound("persona")
         return row
 
-    def list(self, principal: Principal, filters: dict[str, Any], limit: int, cursor: str, order_by: str = "",
+    def list(self, principal: Principal, filters: PersonaFilters, limit: int, cursor: str, order_by: str = "",
              q: str = "") -> tuple[builtins.list[PersonaRecord], str]:
         """A page in `order_by` (SortOrder), searched by `q`; the cursor holds
         the last row's sort key and id, and is bound to the order and the query."""
@@ -179,14 +185,11 @@ class PersonaService:
         fingerprint = {"vector": target.fingerprint, "model": target.fingerprint_model} if target.fingerprint \
             else self.pipeline.fingerprint(target.voice)
         now = self.clock()
-        row = self.repo.update(row.id, soul=target.soul, version=row.version + 1, last_run_id=target.run_id,
-                               updated_at=now)
+        row = self.repo.update(row.id, PersonaChanges(
+            soul=target.soul, version=row.version + 1, last_run_id=target.run_id, updated_at=now))
         self._store_voice(row, target.voice, fingerprint)
-        self.repo.add_version(
-            persona_id=row.id, version=row.version, kind="rollback", note=note, instruction="", soul=target.soul,
-            voice=target.voice, run_id="", created_at=now, source_version=version,  # no run made it (the proto)
-            **_fingerprint_columns(fingerprint),
-        )
+        self._add_version(row, "rollback", target.soul, target.voice, "", fingerprint, now,  # no run made it
+                          note=note, source_version=version)
         self._emit(row, "persona.updated", {
             "version": row.version, "changed": ["soul", "voice"], "note": note, "rolledBackTo": version,
         })
@@ -348,16 +351,18 @@ class PersonaService:
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    def update(self, principal: Principal, persona_id: str, changes: dict[str, Any]) -> PersonaRecord:
+    def update(self, principal: Principal, persona_id: str, edit: PersonaEdit) -> PersonaRecord:
         row = self._writable(principal, persona_id)
-        if "metadata" in changes:
-            _check_metadata(changes["metadata"])
-        if changes.get("slug") and changes["slug"] != row.slug:
-            self._ensure_slug_free(principal.workspace_id, changes["slug"])
-        changed = sorted(_camel(k) for k, v in changes.items() if replace(row, **{k: v}) != row)
+        if edit.metadata is not None:
+            _check_metadata(edit.metadata)
+        if edit.slug and edit.slug != row.slug:
+            self._ensure_slug_free(principal.workspace_id, edit.slug)
+        changed = sorted(_camel(k) for k, v in changed_columns(edit).items() if replace(row, **{k: v}) != row)
         if not changed:
             return row
-        row = self.repo.update(persona_id, **changes, updated_at=self.clock())
+        row = self.repo.update(persona_id, PersonaChanges(
+            slug=edit.slug, display_name=edit.display_name, visibility=edit.visibility, metadata=edit.metadata,
+            updated_at=self.clock()))
         self._emit(row, "persona.updated", {"version": row.version, "changed": changed, "note": ""})
         return row
 
@@ -367,10 +372,7 @@ class PersonaService:
             return row
         self._refuse_archived(row)
         now = self.clock()
-        row = self.repo.update(
-            persona_id, state="deleted", state_before_delete=row.state, deleted_at=now, purge_at=now + GRACE,
-            updated_at=now,
-        )
+        row = self.repo.update(persona_id, _deleted(row, now))
         self._emit(row, "persona.deleted", {"purgeAt": iso(now + GRACE)})
         return row
 
@@ -378,10 +380,7 @@ class PersonaService:
         row = self.get(principal, persona_id, for_update=True)
         if row.state != "deleted":
             raise StateConflict("Only a deleted persona can be restored.", "state", {"state": row.state})
-        row = self.repo.update(
-            persona_id, state=row.state_before_delete or "active", state_before_delete=None, deleted_at=None,
-            purge_at=None, updated_at=self.clock(),
-        )
+        row = self.repo.restore(persona_id, row.state_before_delete or "active", self.clock())
         self._emit(row, "persona.updated", {"version": row.version, "changed": ["state"], "note": "restored"})
         return row
 
@@ -392,7 +391,7 @@ class PersonaService:
         if row.state == "archived":
             return row
         now = self.clock()
-        row = self.repo.update(persona_id, state="archived", archived_at=now, updated_at=now)
+        row = self.repo.update(persona_id, PersonaChanges(state="archived", archived_at=now, updated_at=now))
         self._emit(row, "persona.archived", {})
         return row
 
@@ -420,13 +419,13 @@ class PersonaService:
         blocking = bool(config.value(principal, "engine.pipeline.audit.blocking"))
         score = scored["score"] if provocation_passed else min(scored["score"], threshold / 2)
         passed = provocation_passed and score >= threshold
-        values: dict[str, Any] = {"audit_score": score, "updated_at": self.clock()}
         reason = "" if passed else ("provocation_test_failed" if not provocation_passed else "audit_below_threshold")
+        changes = PersonaChanges(audit_score=score, updated_at=self.clock())
         if passed and row.state == "flagged":
-            values.update(state="active", flagged_reason="")
+            changes = replace(changes, state="active", flagged_reason="")
         elif not passed and blocking:
-            values.update(state="flagged", flagged_reason=reason)
-        row = self.repo.update(persona_id, **values)
+            changes = replace(changes, state="flagged", flagged_reason=reason)
+        row = self.repo.update(persona_id, changes)
         result = AuditResult(row, score, threshold, provocation_passed, passed, scored["notes"])
         if not passed:
             self._emit(row, "persona.audit_failed", {
@@ -525,14 +524,14 @@ class PersonaService:
         now = self.clock()
 
         def insert(slug: str) -> PersonaRecord:
-            return self.repo.insert(
+            return self.repo.insert(NewPersona(
                 id=persona_id, org_id=principal.org_id, workspace_id=principal.workspace_id, slug=slug,
                 display_name=display_name or soul["name"], visibility=visibility or "private", metadata=metadata or {},
-                intent=intent, soul=soul, state="active", version=1,
-                parent_id=parent.id if parent else None, root_id=parent.root_id if parent else persona_id,
-                fork_ordinal=fork_ordinal, fork_note=note, audit_score=(outputs.get("audit") or {}).get("score"),
-                last_run_id=run_id, card_extra=card_extra, created_at=now, updated_at=now,
-            )
+                intent=intent, soul=soul, parent_id=parent.id if parent else None,
+                root_id=parent.root_id if parent else persona_id, fork_ordinal=fork_ordinal, fork_note=note,
+                audit_score=(outputs.get("audit") or {}).get("score"), last_run_id=run_id, card_extra=card_extra,
+                created_at=now, updated_at=now,
+            ))
 
         if slug:  # the caller's: taken is a conflict (kernel.data.unique answers a concurrent taker's too)
             row = insert(slug)
@@ -542,10 +541,8 @@ class PersonaService:
                                                                    attempt), insert)
         voice = outputs["write_voice"]
         self._store_voice(row, voice, outputs["fingerprint"])
-        self.repo.add_version(
-            persona_id=persona_id, version=1, kind=kind, note=note, instruction=instruction, soul=soul,
-            voice=voice, run_id=run_id, created_at=now, **_fingerprint_columns(outputs["fingerprint"]),
-        )
+        self._add_version(row, kind, soul, voice, run_id, outputs["fingerprint"], now, note=note,
+                          instruction=instruction)
         self._emit(row, "persona.created", {
             "slug": row.slug, "version": 1, "parentId": row.parent_id or "", "rootId": row.root_id, "runId": run_id,
         })
@@ -557,24 +554,31 @@ class PersonaService:
         now = self.clock()
         version = row.version + 1
         audit = outputs.get("audit") or {}
-        row = self.repo.update(
-            row.id, soul=outputs["draft_soul"], version=version, last_run_id=result.run_id, updated_at=now,
+        row = self.repo.update(row.id, PersonaChanges(
+            soul=outputs["draft_soul"], version=version, last_run_id=result.run_id, updated_at=now,
             audit_score=audit.get("score", row.audit_score),
-        )
+        ))
         self._store_voice(row, outputs["write_voice"], outputs["fingerprint"])
-        self.repo.add_version(
-            persona_id=row.id, version=version, kind=kind, note=note, instruction=instruction,
-            soul=outputs["draft_soul"], voice=outputs["write_voice"], run_id=result.run_id, created_at=now,
-            **_fingerprint_columns(outputs["fingerprint"]),
-        )
+        self._add_version(row, kind, outputs["draft_soul"], outputs["write_voice"], result.run_id,
+                          outputs["fingerprint"], now, note=note, instruction=instruction)
         return row
 
+    def _add_version(self, row: PersonaRecord, kind: str, soul: dict[str, Any], voice: dict[str, Any], run_id: str,
+                     fingerprint: dict[str, Any], now: datetime, *, note: str = "", instruction: str = "",
+                     source_version: int | None = None) -> None:
+        """The persona's version `row.version`, as just written."""
+        self.repo.add_version(NewVersion(
+            persona_id=row.id, version=row.version, kind=kind, soul=soul, voice=voice, run_id=run_id,
+            created_at=now, fingerprint=fingerprint["vector"], fingerprint_model=fingerprint["model"],
+            note=note, instruction=instruction, source_version=source_version))
+
     def _store_voice(self, row: PersonaRecord, voice: dict[str, Any], fingerprint: dict[str, Any]) -> None:
-        self.repo.set_voice(
-            row.id, version=row.version, system_prompt=voice["system_prompt"], greeting=voice.get("greeting", ""),
-            sample_dialogues=voice.get("sample_dialogues", []), style_notes=voice.get("style_notes", ""),
-            fingerprint=fingerprint["vector"], fingerprint_model=fingerprint["model"], updated_at=self.clock(),
-        )
+        self.repo.set_voice(VoiceRecord(
+            persona_id=row.id, version=row.version, system_prompt=voice["system_prompt"],
+            greeting=voice.get("greeting", ""), sample_dialogues=voice.get("sample_dialogues", []),
+            style_notes=voice.get("style_notes", ""), fingerprint=fingerprint["vector"],
+            fingerprint_model=fingerprint["model"], updated_at=self.clock(),
+        ))
 
     def _emit(self, row: PersonaRecord, type_: str, data: dict[str, Any]) -> None:
         self.outbox.emit(type_, row.org_id, row.workspace_id, {"personaId": row.id, **data})
@@ -591,8 +595,10 @@ def _check_metadata(metadata: dict[str, Any] | None) -> None:
         raise ValidationFailed([Violation("metadata", "max_size", None, {"maxBytes": METADATA_MAX_BYTES})])
 
 
-def _fingerprint_columns(fingerprint: dict[str, Any]) -> dict[str, Any]:
-    return {"fingerprint": fingerprint["vector"], "fingerprint_model": fingerprint["model"]}
+def _deleted(row: PersonaRecord, now: datetime) -> PersonaChanges:
+    """A soft delete: purged after the grace period unless restored."""
+    return PersonaChanges(state="deleted", state_before_delete=row.state, deleted_at=now, purge_at=now + GRACE,
+                          updated_at=now)
 
 
 def _camel(name: str) -> str:
@@ -606,8 +612,7 @@ def delete_created_by(conn: Connection, persona_ids: list[str], now: datetime) -
     repo, outbox = PersonaRepository(conn), Outbox(conn)
     deleted = 0
     for row in repo.not_deleted(persona_ids):
-        row = repo.update(row.id, state="deleted", state_before_delete=row.state, deleted_at=now,
-                          purge_at=now + GRACE, updated_at=now)
+        row = repo.update(row.id, _deleted(row, now))
         outbox.emit("persona.deleted", row.org_id, row.workspace_id,
                     {"personaId": row.id, "purgeAt": iso(now + GRACE), "reason": "erasure"})
         deleted += 1

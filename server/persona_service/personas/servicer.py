@@ -17,7 +17,14 @@ from persona_service.kernel.api import (
     timestamp,
 )
 from persona_service.personas.cards import persona_to_card
-from persona_service.personas.records import GenerationPreview, PersonaRecord, VersionRecord, VoiceRecord
+from persona_service.personas.records import (
+    GenerationPreview,
+    PersonaEdit,
+    PersonaFilters,
+    PersonaRecord,
+    VersionRecord,
+    VoiceRecord,
+)
 from persona_service.personas.service import AuditBlocked, PersonaService
 from persona_service.providers.pricing import PriceTable
 
@@ -137,18 +144,20 @@ class PersonaServicer:
 
     def ListPersonas(self, request: personas_pb2.ListPersonasRequest,
                      ctx: RequestContext) -> personas_pb2.ListPersonasResponse:
-        filters = {"state": request.state, "visibility": request.visibility, "root_id": request.root_id,
-                   "show_deleted": request.show_deleted}
+        filters = PersonaFilters(state=request.state, visibility=request.visibility, root_id=request.root_id,
+                                 show_deleted=request.show_deleted)
         rows, cursor = self._service(ctx).list(ctx.caller, filters, page_limit(request), request.cursor,
                                                request.order_by, request.q)
         return personas_pb2.ListPersonasResponse(items=[persona(r) for r in rows], next_cursor=cursor)
 
     def UpdatePersona(self, request: personas_pb2.UpdatePersonaRequest,
                       ctx: RequestContext) -> personas_pb2.Persona:
-        changes = {name: getattr(request, name) for name in ("slug", "display_name", "visibility") if request.HasField(name)}
-        if request.HasField("metadata"):
-            changes["metadata"] = json_format.MessageToDict(request.metadata)
-        return persona(self._service(ctx).update(ctx.caller, request.id, changes))
+        edit = PersonaEdit(
+            slug=request.slug if request.HasField("slug") else None,
+            display_name=request.display_name if request.HasField("display_name") else None,
+            visibility=request.visibility if request.HasField("visibility") else None,
+            metadata=json_format.MessageToDict(request.metadata) if request.HasField("metadata") else None)
+        return persona(self._service(ctx).update(ctx.caller, request.id, edit))
 
     def DeletePersona(self, request: personas_pb2.DeletePersonaRequest,
                       ctx: RequestContext) -> personas_pb2.Persona:

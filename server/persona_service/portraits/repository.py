@@ -1,20 +1,21 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, tuple_, update
 
 from persona_service.kernel.api import (
     DECIDES_NOTHING,
+    changed_columns,
     declare_aggregate,
     lock_root,
     record,
     record_or_none,
     records,
+    row_columns,
     table_of,
 )
-from persona_service.portraits.records import PortraitRecord
+from persona_service.portraits.records import NewPortrait, PortraitChanges, PortraitRecord
 from persona_service.portraits.tables import Portrait
 
 _portraits = table_of(Portrait)
@@ -31,8 +32,8 @@ class PortraitRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def add(self, **values: Any) -> PortraitRecord:
-        stmt = insert(_portraits).values(**values).returning(_portraits)
+    def add(self, portrait: NewPortrait) -> PortraitRecord:
+        stmt = insert(_portraits).values(**row_columns(portrait)).returning(_portraits)
         return record(PortraitRecord, self.conn.execute(stmt).mappings().one())
 
     def get(self, workspace_id: str, persona_id: str, portrait_id: str, for_update: bool = False,
@@ -67,12 +68,13 @@ class PortraitRepository:
         stmt = stmt.order_by(_portraits.c.created_at.desc(), _portraits.c.id.desc()).limit(limit)
         return records(PortraitRecord, self.conn.execute(stmt).mappings())
 
-    def transition(self, portrait_id: str, from_statuses: tuple[str, ...], **values: Any) -> PortraitRecord | None:
+    def transition(self, portrait_id: str, from_statuses: tuple[str, ...],
+                   changes: PortraitChanges) -> PortraitRecord | None:
         """Change the status only from one of `from_statuses` (atomic); None when it was in another."""
         stmt = (
             update(_portraits)
             .where(_portraits.c.id == portrait_id, _portraits.c.status.in_(from_statuses))
-            .values(updated_at=func.now(), **values)
+            .values(updated_at=func.now(), **changed_columns(changes))
             .returning(_portraits)
         )
         return record_or_none(PortraitRecord, self.conn.execute(stmt).mappings().first())

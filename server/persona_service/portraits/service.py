@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import formatdate
-from typing import Any
 
 from sqlalchemy import Connection
 
@@ -33,7 +32,7 @@ from persona_service.kernel.api import (
 )
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.api import PersonaDirectory, PersonaRecord
-from persona_service.portraits.records import EDITABLE, PortraitRecord
+from persona_service.portraits.records import EDITABLE, NewPortrait, PortraitChanges, PortraitRecord
 from persona_service.portraits.repository import PortraitRepository
 from persona_service.providers.base import ImagePrompt, ModerationResult
 
@@ -74,14 +73,14 @@ class PortraitService:
         if prompt.strip():
             self._moderate(principal, prompt, "portrait_prompt", persona_id)
         portrait_id = str(uuid.uuid4())
-        return self._add(principal, images_per_month, id=portrait_id, persona_id=persona_id,
-                         conversation_id=portrait_id, prompt=prompt, style=style or DEFAULT_STYLE)
+        return self._add(principal, images_per_month, portrait_id, persona_id, conversation_id=portrait_id,
+                         prompt=prompt, style=style or DEFAULT_STYLE)
 
     def edit(self, principal: Principal, persona_id: str, portrait_id: str, instruction: str,
              images_per_month: Quota) -> PortraitRecord:
         source = self._editable(principal, persona_id, portrait_id)
         self._moderate(principal, instruction, "portrait_instruction", portrait_id)
-        return self._add(principal, images_per_month, id=str(uuid.uuid4()), persona_id=persona_id,
+        return self._add(principal, images_per_month, str(uuid.uuid4()), persona_id,
                          conversation_id=source.conversation_id, parent_portrait_id=source.id,
                          instruction=instruction, style=source.style)
 
@@ -109,7 +108,8 @@ class PortraitService:
         if row.status not in ("generated", "approved"):
             raise _status_conflict(row, "approve")
         previous = self.repo.clear_canonical(persona_id)
-        approved = self.repo.transition(row.id, ("generated", "approved"), status="approved", canonical=True)
+        approved = self.repo.transition(row.id, ("generated", "approved"),
+                                        PortraitChanges(status="approved", canonical=True))
         assert approved is not None  # the row is locked
         Outbox(self.conn).emit("persona.updated", row.org_id, row.workspace_id, {
             "personaId": persona_id, "changed": ["canonicalPortrait"], "canonicalPortraitId": row.id,
@@ -123,7 +123,7 @@ class PortraitService:
             return row
         if row.status != "generated" or row.canonical:
             raise _status_conflict(row, "reject")
-        rejected = self.repo.transition(row.id, ("generated",), status="rejected")
+        rejected = self.repo.transition(row.id, ("generated",), PortraitChanges(status="rejected"))
         assert rejected is not None
         return rejected
 
@@ -134,7 +134,7 @@ class PortraitService:
 
     def start_render(self, portrait_id: str) -> RenderJob | None:
         """Mark the portrait `generating`; None when it is already settled (or gone)."""
-        row = self.repo.transition(portrait_id, ("pending", "generating"), status="generating")
+        row = self.repo.transition(portrait_id, ("pending", "generating"), PortraitChanges(status="generating"))
         if row is None:
             return None
         if row.parent_portrait_id is not None:
@@ -149,11 +149,12 @@ class PortraitService:
         return RenderJob(row, ImagePrompt(row.persona_id, name, traits, row.prompt, row.style), None)
 
     def finish_render(self, portrait_id: str, size: int, width: int, height: int) -> PortraitRecord | None:
-        return self.repo.transition(portrait_id, ("generating",), status="generated", size=size, width=width,
-                                    height=height, failure_code="")
+        return self.repo.transition(portrait_id, ("generating",), PortraitChanges(
+            status="generated", size=size, width=width, height=height, failure_code=""))
 
     def fail_render(self, portrait_id: str, code: str) -> PortraitRecord | None:
-        return self.repo.transition(portrait_id, ("pending", "generating"), status="failed", failure_code=code)
+        return self.repo.transition(portrait_id, ("pending", "generating"),
+                                    PortraitChanges(status="failed", failure_code=code))
 
     # --- the purge job ----------------------------------------------------------------
 
@@ -172,11 +173,15 @@ class PortraitService:
 
     # --- helpers ----------------------------------------------------------------------
 
-    def _add(self, principal: Principal, images_per_month: Quota, **values: Any) -> PortraitRecord:
+    def _add(self, principal: Principal, images_per_month: Quota, portrait_id: str, persona_id: str, *,
+             conversation_id: str, style: str, prompt: str = "", instruction: str = "",
+             parent_portrait_id: str | None = None) -> PortraitRecord:
         self._check_quota(principal.org_id, images_per_month)
-        key = object_key(principal.org_id, "portraits", values["persona_id"], f"{values['id']}.png")
-        row = self.repo.add(org_id=principal.org_id, workspace_id=principal.workspace_id, status="pending",
-                            storage_key=key, **values)
+        row = self.repo.add(NewPortrait(
+            id=portrait_id, org_id=principal.org_id, workspace_id=principal.workspace_id, persona_id=persona_id,
+            conversation_id=conversation_id, storage_key=object_key(principal.org_id, "portraits", persona_id,
+                                                                    f"{portrait_id}.png"),
+            style=style, prompt=prompt, instruction=instruction, parent_portrait_id=parent_portrait_id))
         enqueue(self.conn, RENDER_TASK, principal.org_id, row.id)
         return row
 

@@ -56,8 +56,13 @@ class AuditRepository:
         )
         return list(dict.fromkeys(self.conn.execute(stmt).scalars()))
 
-    def add(self, **values: Any) -> None:
-        self.conn.execute(insert(_events).values(**values))
+    def add(self, *, id: str, action: str, outcome: str, status: int, request_id: str, client_ip: str,
+            org_id: str | None, workspace_id: str | None, actor_user_id: str | None, credential_id: str | None,
+            resource_type: str, resource_id: str, error_code: str, details: dict[str, Any]) -> None:
+        self.conn.execute(insert(_events).values(
+            id=id, action=action, outcome=outcome, status=status, request_id=request_id, client_ip=client_ip,
+            org_id=org_id, workspace_id=workspace_id, actor_user_id=actor_user_id, credential_id=credential_id,
+            resource_type=resource_type, resource_id=resource_id, error_code=error_code, details=details))
 
     def list_page(self, org_id: str, workspace_id: str | None, filters: dict[str, str], limit: int,
                   after: tuple[datetime, str] | None) -> list[AuditRecord]:

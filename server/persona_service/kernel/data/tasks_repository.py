@@ -63,8 +63,8 @@ class TaskRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def add(self, **values: Any) -> None:
-        self.conn.execute(insert(_tasks).values(**values))
+    def add(self, *, id: str, kind: str, org_id: str, subject_id: str, payload: dict[str, Any]) -> None:
+        self.conn.execute(insert(_tasks).values(id=id, kind=kind, org_id=org_id, subject_id=subject_id, payload=payload))
 
     def claim(self, leases: dict[str, float]) -> TaskRecord | None:
         """The next due task of these kinds, leased for its kind's seconds."""
@@ -91,10 +91,12 @@ class TaskRepository:
 
     # --- leases held and renewed (kernel.transport.runs) ------------------------------------------
 
-    def add_held(self, lease_seconds: float, **values: Any) -> None:
+    def add_held(self, lease_seconds: float, *, id: str, kind: str, org_id: str, subject_id: str,
+                 payload: dict[str, Any]) -> None:
         """A task its creator runs at once, under its first lease (attempt 1)."""
         self.conn.execute(insert(_tasks).values(
-            **values, status="running", attempts=1, lease_until=func.now() + timedelta(seconds=lease_seconds)))
+            id=id, kind=kind, org_id=org_id, subject_id=subject_id, payload=payload, status="running", attempts=1,
+            lease_until=func.now() + timedelta(seconds=lease_seconds)))
 
     def get(self, task_id: str) -> TaskRecord | None:
         return record_or_none(TaskRecord, self.conn.execute(select(_tasks).where(_tasks.c.id == task_id)).mappings().first())
