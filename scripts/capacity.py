@@ -203,28 +203,35 @@ def run_offline(scale: float) -> tuple[dict[str, dict[str, float]], dict[str, st
     return results, kinds
 
 
-def run_stand_in(latency: float, scale: float) -> dict[str, float]:
-    """A chat reply with every model call taking `latency` s: CPU by component, the stub's calls per reply, and
-    replies/s from 8 clients at once (a latency bound, not a CPU one)."""
+IN_FLIGHT = 8
+
+
+def run_stand_in(latency: float, scale: float) -> dict[str, dict[str, float]]:
+    """The model-using operations with every model call taking `latency` s: CPU by component (one client), the
+    model calls per operation (counted by the stub, the warm-up's included) and operations/s with IN_FLIGHT
+    clients at once (bound by the latency and the runner's turns, not by CPU)."""
     model = slow_model(latency)
-    n = max(5, int(20 * scale))
+    n = max(3, int(10 * scale))
+    results: dict[str, dict[str, float]] = {}
     try:
         with stack(model.stack_env()) as (service, meter):
             with httpx.Client(base_url=service.base, headers=service.auth, timeout=120) as client:
                 tenant = Tenant(client, None)
                 meter.rest()
-                before = len(model.requests)
-                split = meter.measure(n, tenant.reply)
-                split["model calls"] = (len(model.requests) - before) / (n + 3)  # (with the warm-up's)
-                started = time.monotonic()
-                with concurrent.futures.ThreadPoolExecutor(8) as pool:
-                    list(pool.map(tenant.reply, range(2 * n)))
-                split["replies/s at 8 in flight"] = 2 * n / (time.monotonic() - started)
-                split["n"] = n
+                for name, send in (("chat reply", tenant.reply), ("persona creation", tenant.create),
+                                   ("chat reply, streamed", tenant.stream)):
+                    before = len(model.requests)
+                    split = meter.measure(n, send)
+                    split["model calls"] = (len(model.requests) - before) / (n + 3)
+                    started = time.monotonic()
+                    with concurrent.futures.ThreadPoolExecutor(IN_FLIGHT) as pool:
+                        list(pool.map(send, range(IN_FLIGHT)))
+                    split[f"ops/s at {IN_FLIGHT} in flight"] = IN_FLIGHT / (time.monotonic() - started)
+                    results[name] = {**split, "n": n}
+                    print(f"{name}, stand-in model at {latency} s a call ({n}): {_fmt(results[name])}", flush=True)
     finally:
         model.stop()
-    print(f"chat reply, stand-in model at {latency} s a call ({n}): {_fmt(split)}", flush=True)
-    return split
+    return results
 
 
 class stack:
@@ -283,10 +290,17 @@ def cores_needed(rates: dict[str, float], cpu: dict[str, dict[str, float]], comp
     return ms / 1000 / UTILISATION
 
 
+def model_turns(rates: dict[str, float], stand_in: dict[str, dict[str, float]], latency: float) -> float:
+    """Runner turns (PERSONA_GENERATION_TURNS, 1 a runner by default) held at once by the model calls of `rates`
+    when each call takes `latency`: a turn is held for the call's whole length."""
+    return sum(rate * stand_in[op]["model calls"] for op, rate in rates.items() if op in stand_in) * latency
+
+
 def deployment(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds: dict[str, str],
-               node_cores: int) -> dict[str, str]:
+               node_cores: int, turns: float) -> dict[str, str]:
     """Cores per component, and nodes of `node_cores` (at least 2 of each kind of node, for a node's loss);
-    PostgreSQL's part of the reads that may lag moves to replicas."""
+    PostgreSQL's part of the reads that may lag moves to replicas; runners by CPU and by `turns` (the model
+    calls' turns held at once: runners at 1 turn each, at UTILISATION)."""
     def need(component: str, only: str | None = None) -> float:
         return cores_needed(rates, cpu, component, kinds, only)
 
@@ -296,7 +310,8 @@ def deployment(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds:
     replica = need("postgres", "list")
     return {"app nodes (servers + Envoy)": nodes(need("app server") + need("envoy")),
             "stream nodes": nodes(need("stream server")),
-            "runners": nodes(need("runner")),
+            "runners, by CPU (offline model)": nodes(need("runner")),
+            "runners, by model turns (stand-in)": f"{turns:.2f} turns held: {math.ceil(turns / UTILISATION)} at 1 turn",
             "webhook workers": nodes(need("webhook worker")),
             "PostgreSQL primary": f"{need('postgres') - replica:.2f} cores (+ a synchronous standby)",
             "PostgreSQL replicas (lists)": f"{replica:.2f} cores",
@@ -327,8 +342,51 @@ def print_tables(results: dict[str, dict[str, float]], kinds: dict[str, str]) ->
         print(f"| {op} | {cells} |")
 
 
-def print_plan(results: dict[str, dict[str, float]], kinds: dict[str, str], node_cores: int) -> None:
+GROUPS = {"app node (servers + Envoy)": ("app server", "envoy"), "stream node": ("stream server",),
+          "runner": ("runner",), "webhook worker": ("webhook worker",), "PostgreSQL primary": ("postgres",),
+          "Redis": ("redis",)}
+
+
+def headroom(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds: dict[str, str],
+             node_cores: int) -> dict[str, float]:
+    """Per kind of node, how many times today's mix one node of `node_cores` carries at UTILISATION
+    (PostgreSQL: its primary, the lists on replicas): the order in which they saturate."""
+    found = {}
+    for group, members in GROUPS.items():
+        cores = sum(cores_needed(rates, cpu, c, kinds) for c in members)
+        if group == "PostgreSQL primary":
+            cores -= cores_needed(rates, cpu, "postgres", kinds, "list")
+        found[group] = node_cores / cores if cores > 0 else math.inf
+    return found
+
+
+def print_units(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds: dict[str, str]) -> None:
+    """The issue's figures per core at UTILISATION, for the mix's operations of each kind, weighted by its rates."""
+    def per_core(of: tuple[str, ...], component: str, table: dict[str, dict[str, float]] = cpu) -> str:
+        return f"{1000 * UTILISATION / _weighted(rates, table, kinds, of, component):.0f}"
+
+    app = {op: {"app": cpu[op]["app server"] + cpu[op]["envoy"]} for op in cpu}
+    print(f"\nPer core at {UTILISATION:.0%}, the mix's operations weighted by their rates:\n")
+    print(f"- writes/s a PostgreSQL primary core sustains (the write mix): {per_core(('write',), 'postgres')}")
+    print(f"- reads/s an app node core sustains (servers + Envoy; reads and lists): "
+          f"{per_core(('read', 'list'), 'app', app)}")
+    print(f"- lists/s a replica core sustains (the lists that may lag): {per_core(('list',), 'postgres')}")
+    print(f"- streamed replies/s a stream server core sustains: {per_core(('stream',), 'stream server')}")
+    print(f"- model-using operations/s a runner core sustains (offline model; the writes and streams that cost it "
+          f"CPU): {per_core(('write', 'stream'), 'runner')}")
+
+
+def _weighted(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds: dict[str, str],
+              of: tuple[str, ...], component: str) -> float:
+    """CPU ms of `component` per operation of the kinds `of` that cost it any, averaged over their rates."""
+    chosen = {op: rate for op, rate in rates.items() if kinds[op] in of and cpu[op].get(component, 0.0) > 0}
+    return sum(rate * cpu[op][component] for op, rate in chosen.items()) / sum(chosen.values())
+
+
+def print_plan(results: dict[str, dict[str, float]], kinds: dict[str, str], node_cores: int,
+               stand_in: dict[str, dict[str, float]], latency: float) -> None:
     mix, sizes = Mix(), Sizes()
+    print_units(mix.rates(sizes, 1), results, kinds)
     print(f"\nThe volume seed's big tenant at its peak hour ({dataclasses.asdict(mix)}), requests/s:\n")
     factors = (1, 10, 100)
     print("| operation | " + " | ".join(f"{f}x" for f in factors) + " |")
@@ -337,11 +395,28 @@ def print_plan(results: dict[str, dict[str, float]], kinds: dict[str, str], node
     for op in all_rates[1]:
         print(f"| {op} | " + " | ".join(f"{all_rates[f][op]:.3g}" for f in factors) + " |")
     print(f"\nDeployment (CPU at {UTILISATION:.0%}, nodes of {node_cores} cores, at least 2 of each):\n")
-    plans = {f: deployment(all_rates[f], results, kinds, node_cores) for f in factors}
+    plans = {f: deployment(all_rates[f], results, kinds, node_cores,
+                           model_turns(all_rates[f], stand_in, latency) if stand_in else 0.0) for f in factors}
     print("| component | " + " | ".join(f"{f}x" for f in factors) + " |")
     print("|---|" + "---|" * len(factors))
     for component in plans[1]:
         print(f"| {component} | " + " | ".join(plans[f][component] for f in factors) + " |")
+    print(f"\nWhat saturates first: times today's mix one {node_cores}-core node of each component carries at "
+          f"{UTILISATION:.0%} (PostgreSQL: the primary, lists on replicas)\n")
+    ordered = sorted(headroom(all_rates[1], results, kinds, node_cores).items(), key=lambda item: item[1])
+    print(" < ".join(f"{component} {times:.0f}x" for component, times in ordered))
+    if stand_in:
+        turns = model_turns(all_rates[1], stand_in, latency)
+        print(f"runner at 1 turn and {latency} s a model call: {UTILISATION / turns:.0f}x today's mix")
+
+
+def report(results: dict[str, dict[str, float]], kinds: dict[str, str], stand_in: dict[str, dict[str, float]],
+           latency: float, node_cores: int) -> None:
+    print_tables(results, kinds)
+    for op, split in stand_in.items():
+        print(f"\n{op} with a stand-in model at {latency} s a call: {_fmt(split)}", end="")
+    print()
+    print_plan(results, kinds, node_cores, stand_in, latency)
 
 
 def main() -> None:
@@ -350,17 +425,19 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.25, help="the stand-in model's seconds per call (0: none)")
     parser.add_argument("--node-cores", type=int, default=4, help="cores per node, for the plan")
     parser.add_argument("--json", type=pathlib.Path, help="also write the measurements here")
+    parser.add_argument("--from-json", type=pathlib.Path, help="measure nothing: print a saved run's tables and plan")
     args = parser.parse_args()
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        report(saved["offline"], saved["kinds"], saved["stand_in"], args.latency, args.node_cores)
+        return
     load = [os.getloadavg()[0]]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     started = time.monotonic()
     results, kinds = run_offline(args.scale)
     stand_in = run_stand_in(args.latency, args.scale) if args.latency > 0 else {}
     load.append(os.getloadavg()[0])
-    print_tables(results, kinds)
-    if stand_in:
-        print(f"\nchat reply with a stand-in model at {args.latency} s a call: {_fmt(stand_in)}")
-    print_plan(results, kinds, args.node_cores)
+    report(results, kinds, stand_in, args.latency, args.node_cores)
     print(f"\ncommit {commit.strip()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
           f"{os.cpu_count()} CPUs, load average (1 min) at start / end {load[0]:.1f} / {load[1]:.1f}, "
           f"{time.monotonic() - started:.0f} s")
