@@ -298,21 +298,22 @@ def model_turns(rates: dict[str, float], stand_in: dict[str, dict[str, float]], 
 
 def deployment(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds: dict[str, str],
                node_cores: int, turns: float) -> dict[str, str]:
-    """Cores per component, and nodes of `node_cores` (at least 2 of each kind of node, for a node's loss);
+    """Cores per component, and pods of `node_cores` (at least 2 of each kind, for a pod's loss);
     PostgreSQL's part of the reads that may lag moves to replicas; runners by CPU and by `turns` (the model
     calls' turns held at once: runners at 1 turn each, at UTILISATION)."""
     def need(component: str, only: str | None = None) -> float:
         return cores_needed(rates, cpu, component, kinds, only)
 
     def nodes(cores: float) -> str:
-        return f"{cores:.2f} cores: {max(2, math.ceil(cores / node_cores))} x {node_cores}"
+        return f"{cores:.2f} cores: {max(2, math.ceil(cores / node_cores))}"
 
     replica = need("postgres", "list")
-    return {"app nodes (servers + Envoy)": nodes(need("app server") + need("envoy")),
-            "stream nodes": nodes(need("stream server")),
-            "runners, by CPU (offline model)": nodes(need("runner")),
-            "runners, by model turns (stand-in)": f"{turns:.2f} turns held: {math.ceil(turns / UTILISATION)} at 1 turn",
-            "webhook workers": nodes(need("webhook worker")),
+    return {"app server pods": nodes(need("app server")),
+            "Envoy (the app pods' sidecars)": f"{need('envoy'):.2f} cores",
+            "stream server pods": nodes(need("stream server")),
+            "runner pods, by CPU (offline model)": nodes(need("runner")),
+            "runner pods, by model turns (stand-in)": f"{turns:.2f} turns held: {math.ceil(turns / UTILISATION)} at 1 turn",
+            "webhook worker pods": nodes(need("webhook worker")),
             "PostgreSQL primary": f"{need('postgres') - replica:.2f} cores (+ a synchronous standby)",
             "PostgreSQL replicas (lists)": f"{replica:.2f} cores",
             "Redis": f"{need('redis'):.2f} cores"}
@@ -342,21 +343,15 @@ def print_tables(results: dict[str, dict[str, float]], kinds: dict[str, str]) ->
         print(f"| {op} | {cells} |")
 
 
-GROUPS = {"app node (servers + Envoy)": ("app server", "envoy"), "stream node": ("stream server",),
-          "runner": ("runner",), "webhook worker": ("webhook worker",), "PostgreSQL primary": ("postgres",),
-          "Redis": ("redis",)}
-
-
-def headroom(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds: dict[str, str],
-             node_cores: int) -> dict[str, float]:
-    """Per kind of node, how many times today's mix one node of `node_cores` carries at UTILISATION
-    (PostgreSQL: its primary, the lists on replicas): the order in which they saturate."""
+def headroom(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds: dict[str, str]) -> dict[str, float]:
+    """Per component, how many times today's mix one core of it carries at UTILISATION (PostgreSQL: the
+    primary, the lists on replicas): the order in which they saturate."""
     found = {}
-    for group, members in GROUPS.items():
-        cores = sum(cores_needed(rates, cpu, c, kinds) for c in members)
-        if group == "PostgreSQL primary":
-            cores -= cores_needed(rates, cpu, "postgres", kinds, "list")
-        found[group] = node_cores / cores if cores > 0 else math.inf
+    for component in COMPONENTS:
+        cores = cores_needed(rates, cpu, component, kinds)
+        if component == "postgres":
+            cores -= cores_needed(rates, cpu, component, kinds, "list")
+        found[component] = 1 / cores if cores > 0 else math.inf
     return found
 
 
@@ -394,16 +389,16 @@ def print_plan(results: dict[str, dict[str, float]], kinds: dict[str, str], node
     all_rates = {f: mix.rates(sizes, f) for f in factors}
     for op in all_rates[1]:
         print(f"| {op} | " + " | ".join(f"{all_rates[f][op]:.3g}" for f in factors) + " |")
-    print(f"\nDeployment (CPU at {UTILISATION:.0%}, nodes of {node_cores} cores, at least 2 of each):\n")
+    print(f"\nDeployment (CPU at {UTILISATION:.0%}; pods of {node_cores} core(s), at least 2 of each):\n")
     plans = {f: deployment(all_rates[f], results, kinds, node_cores,
                            model_turns(all_rates[f], stand_in, latency) if stand_in else 0.0) for f in factors}
     print("| component | " + " | ".join(f"{f}x" for f in factors) + " |")
     print("|---|" + "---|" * len(factors))
     for component in plans[1]:
         print(f"| {component} | " + " | ".join(plans[f][component] for f in factors) + " |")
-    print(f"\nWhat saturates first: times today's mix one {node_cores}-core node of each component carries at "
-          f"{UTILISATION:.0%} (PostgreSQL: the primary, lists on replicas)\n")
-    ordered = sorted(headroom(all_rates[1], results, kinds, node_cores).items(), key=lambda item: item[1])
+    print(f"\nWhat saturates first: times today's mix one core of each component carries at {UTILISATION:.0%} "
+          "(PostgreSQL: the primary, lists on replicas)\n")
+    ordered = sorted(headroom(all_rates[1], results, kinds).items(), key=lambda item: item[1])
     print(" < ".join(f"{component} {times:.0f}x" for component, times in ordered))
     if stand_in:
         turns = model_turns(all_rates[1], stand_in, latency)
@@ -423,7 +418,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="requests per batch times this")
     parser.add_argument("--latency", type=float, default=0.25, help="the stand-in model's seconds per call (0: none)")
-    parser.add_argument("--node-cores", type=int, default=4, help="cores per node, for the plan")
+    parser.add_argument("--node-cores", type=int, default=1,
+                        help="cores per pod, for the plan (deploy/kubernetes: one Python process a pod, about a core)")
     parser.add_argument("--json", type=pathlib.Path, help="also write the measurements here")
     parser.add_argument("--from-json", type=pathlib.Path, help="measure nothing: print a saved run's tables and plan")
     args = parser.parse_args()
