@@ -56,6 +56,10 @@ PROVIDER_CALLS = Counter("persona_provider_calls_total", "Model provider attempt
 PROVIDER_SECONDS = Histogram("persona_provider_seconds", "Model provider attempts' latency, by provider and "
                              "operation", ["provider", "operation"],
                              buckets=(.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60))
+# Each a thread of the process woken (kernel.wakeups): `waited` "no" is work for nothing, a message on a channel the
+# process listens to but nobody in it waits on any more (issue 50: a unary server woken by others' run frames).
+WAKEUPS = Counter("persona_wakeups_total", "Wake-up messages (run frames kept, model answers delivered) a process's "
+                  "subscriber received, by whether something in it waited for them", ["waited"])
 # A unary operation PostgreSQL aborted (a deadlock it broke: 40P01; a snapshot it could not keep: 40001) and the
 # Commit stage ran again: each is a lock order somewhere that is not the declared one (docs/concurrency.md).
 RERUNS = Counter("persona_db_reruns_total", "Unary operations run again after PostgreSQL aborted their transaction, "

@@ -221,6 +221,15 @@ class Settings(Section):
         description="with PERSONA_RUNNER_PRIORITY=nice, how much a runner lowers its CPU scheduling priority "
                     "(os.nice) so that the servers' calls and stream views go before the model's work; 0 keeps it",
     )
+    background_cpu_share: float = Field(
+        0.5, gt=0, le=1, allow_inf_nan=False,
+        description="the share of the cores `up` may use that its runners and stream servers are pinned to (the "
+                    "last ones, at least one; nothing is pinned on fewer than 2 cores): unary servers, Envoy and "
+                    "the databases keep every core, so model work and stream views never take all the cores a "
+                    "quiet tenant's calls need (measured: its read p99 x2.2-2.7 of alone under three "
+                    "organizations' streams with the runner pinned to one core of two, x3.0-8.7 unpinned); 1: no "
+                    "pinning",
+    )
     model_call_timeout_seconds: float = Field(
         60.0, gt=0, le=600, allow_inf_nan=False,
         description="how long a server process waits for a runner to answer a call of the model (a unary "

@@ -174,7 +174,7 @@ class RemoteProvider:
         key = _answer_key(call_id)
         payload = json.dumps({"id": call_id, "op": op, "args": args, "org": org, "weight": weight,
                               "inbox": self.bus.inbox})
-        answered = self.bus.watch(key)
+        answered = self.bus.watch_inbox(key)
         try:
             self.redis.rpush(self.queue, payload)
             deadline = time.monotonic() + self.timeout_seconds

@@ -28,6 +28,7 @@ from persona_service.kernel.metrics import MULTIPROC_ENV
 from persona_service.kernel.process import edge
 from persona_service.kernel.process.embedded import DataDirectoryMajorError, EmbeddedRedis, postgres_url
 from persona_service.kernel.process.module import Modules, Process
+from persona_service.kernel.process.placement import background_cpus
 from persona_service.kernel.process.supervisor import Child, Supervisor
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport.policy import find_services
@@ -315,6 +316,7 @@ class Stack:
                              **(self._stream_pools if port in self.stream_server_ports else self._pools)),
             self.log_dir / f"server-{port}.log",
             ready=lambda proc: self.wait_grpc(port, proc, also=self.stream_port(port)),
+            cpus=self.background_cpus if port in self.stream_server_ports else None,
         )
 
     def start_runner(self, index: int) -> subprocess.Popen[bytes]:
@@ -330,8 +332,14 @@ class Stack:
         return Child(
             name, [sys.executable, "-m", "persona_service.cli", "runner"],
             self.process_env(**{READY_FILE_ENV: str(ready)}, **self.runner_pools()), self.log_dir / f"{name}.log",
-            ready=lambda proc: self._wait_file(ready, proc, name),
+            ready=lambda proc: self._wait_file(ready, proc, name), cpus=self.background_cpus,
         )
+
+    @property
+    def background_cpus(self) -> set[int] | None:
+        """The cores runners and stream servers run on (PERSONA_BACKGROUND_CPU_SHARE, kernel.process.placement);
+        None: every core."""
+        return background_cpus(self.settings.background_cpu_share)
 
     def runner_pools(self) -> dict[str, str]:
         """A runner's PostgreSQL pools: its runs' units of work and its task threads (the stream pool), and

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from persona_service.kernel.process.placement import pin
+
 log = logging.getLogger("persona_service.supervisor")
 
 FIRST_BACKOFF = 0.5
@@ -28,6 +30,8 @@ class Child:
     log_path: pathlib.Path
     # Blocks until the process is ready, or raises (e.g. StackError).
     ready: Callable[[subprocess.Popen[bytes]], None] | None = None
+    # The cores it may run on (kernel.process.placement), applied at each (re)start; None: every core.
+    cpus: set[int] | None = None
     proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     backoff: float = FIRST_BACKOFF
@@ -89,6 +93,8 @@ class Supervisor:
                 # Own session: a terminal's SIGHUP/SIGINT reaches `up` only, which stops everything in order.
                 start_new_session=True,
             )
+        if child.cpus is not None:  # at once: before it starts any thread of its own
+            pin(child.proc.pid, child.cpus)
         child.started_at = time.monotonic()
         self._on_change()
         return child.proc
