@@ -290,17 +290,27 @@ def cores_needed(rates: dict[str, float], cpu: dict[str, dict[str, float]], comp
     return ms / 1000 / UTILISATION
 
 
-def model_turns(rates: dict[str, float], stand_in: dict[str, dict[str, float]], latency: float) -> float:
-    """Runner turns (PERSONA_GENERATION_TURNS, 1 a runner by default) held at once by the model calls of `rates`
-    when each call takes `latency`: a turn is held for the call's whole length."""
-    return sum(rate * stand_in[op]["model calls"] for op, rate in rates.items() if op in stand_in) * latency
+RUN_WORKERS = 16  # a runner's run threads (PERSONA_RUN_WORKERS' default)
+
+
+def held(rates: dict[str, float], stand_in: dict[str, dict[str, float]], kinds: dict[str, str],
+         latency: float) -> tuple[float, float]:
+    """With each model call taking `latency`: the runner turns (PERSONA_GENERATION_TURNS, 1 a runner by default)
+    the unary operations' model calls hold at once (a call holds its turn for its whole length), and the run
+    threads the streamed replies hold at once (each for its measured wall time)."""
+    turns = sum(rate * stand_in[op]["model calls"] * latency
+                for op, rate in rates.items() if op in stand_in and kinds[op] == "write")
+    threads = sum(rate * stand_in[op]["wall"] / 1000
+                  for op, rate in rates.items() if op in stand_in and kinds[op] == "stream")
+    return turns, threads
 
 
 def deployment(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds: dict[str, str],
-               node_cores: int, turns: float) -> dict[str, str]:
+               node_cores: int, turns: tuple[float, float]) -> dict[str, str]:
     """Cores per component, and pods of `node_cores` (at least 2 of each kind, for a pod's loss);
     PostgreSQL's part of the reads that may lag moves to replicas; runners by CPU and by `turns` (the model
-    calls' turns held at once: runners at 1 turn each, at UTILISATION)."""
+    calls' turns and the streams' run threads held at once: runners at 1 turn and RUN_WORKERS threads, at
+    UTILISATION)."""
     def need(component: str, only: str | None = None) -> float:
         return cores_needed(rates, cpu, component, kinds, only)
 
@@ -312,7 +322,9 @@ def deployment(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds:
             "Envoy (the app pods' sidecars)": f"{need('envoy'):.2f} cores",
             "stream server pods": nodes(need("stream server")),
             "runner pods, by CPU (offline model)": nodes(need("runner")),
-            "runner pods, by model turns (stand-in)": f"{turns:.2f} turns held: {math.ceil(turns / UTILISATION)} at 1 turn",
+            "runner pods, by model turns (stand-in)": f"{turns[0]:.2f} turns held: {math.ceil(turns[0] / UTILISATION)}",
+            "runner pods, by run threads (stand-in)":
+                f"{turns[1]:.2f} threads held: {math.ceil(turns[1] / RUN_WORKERS / UTILISATION)}",
             "webhook worker pods": nodes(need("webhook worker")),
             "PostgreSQL primary": f"{need('postgres') - replica:.2f} cores (+ a synchronous standby)",
             "PostgreSQL replicas (lists)": f"{replica:.2f} cores",
@@ -391,7 +403,8 @@ def print_plan(results: dict[str, dict[str, float]], kinds: dict[str, str], node
         print(f"| {op} | " + " | ".join(f"{all_rates[f][op]:.3g}" for f in factors) + " |")
     print(f"\nDeployment (CPU at {UTILISATION:.0%}; pods of {node_cores} core(s), at least 2 of each):\n")
     plans = {f: deployment(all_rates[f], results, kinds, node_cores,
-                           model_turns(all_rates[f], stand_in, latency) if stand_in else 0.0) for f in factors}
+                           held(all_rates[f], stand_in, kinds, latency) if stand_in else (0.0, 0.0))
+             for f in factors}
     print("| component | " + " | ".join(f"{f}x" for f in factors) + " |")
     print("|---|" + "---|" * len(factors))
     for component in plans[1]:
@@ -401,8 +414,9 @@ def print_plan(results: dict[str, dict[str, float]], kinds: dict[str, str], node
     ordered = sorted(headroom(all_rates[1], results, kinds).items(), key=lambda item: item[1])
     print(" < ".join(f"{component} {times:.0f}x" for component, times in ordered))
     if stand_in:
-        turns = model_turns(all_rates[1], stand_in, latency)
-        print(f"runner at 1 turn and {latency} s a model call: {UTILISATION / turns:.0f}x today's mix")
+        turns, threads = held(all_rates[1], stand_in, kinds, latency)
+        print(f"one runner at {latency} s a model call: {UTILISATION / turns:.0f}x today's mix by its 1 turn, "
+              f"{UTILISATION * RUN_WORKERS / threads:.0f}x by its {RUN_WORKERS} run threads")
 
 
 def report(results: dict[str, dict[str, float]], kinds: dict[str, str], stand_in: dict[str, dict[str, float]],
