@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from persona_service.kernel.api import CursorCodec, NotFound, Principal, StateConflict, keyset_page, utcnow
-from persona_service.moderation.records import ReviewRecord
+from persona_service.moderation.records import ReviewFilters, ReviewRecord
 from persona_service.moderation.repository import ModerationRepository
 
 CLAIM = timedelta(minutes=10)
@@ -25,9 +25,8 @@ class ModerationQueue:
         self.cursors = cursors
         self.resolvers = resolvers or {}
 
-    def list(self, filters: dict[str, str], cursor: str, limit: int) -> tuple[list[ReviewRecord], str]:
-        scope = "moderation:" + ":".join(f"{k}={v}" for k, v in sorted(filters.items()))
-        return keyset_page(self.cursors, scope, limit, cursor,
+    def list(self, filters: ReviewFilters, cursor: str, limit: int) -> tuple[list[ReviewRecord], str]:
+        return keyset_page(self.cursors, filters.scope(), limit, cursor,
                            lambda n, after: self.repo.open_page(filters, n, after), "created_at")
 
     def claim(self, principal: Principal, review_id: str) -> ReviewRecord:

@@ -29,6 +29,20 @@ class ReviewRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ReviewFilters:
+    """Which open review items a page of the queue shows ("": any)."""
+
+    stage: str = ""
+    category: str = ""
+    org_id: str = ""
+
+    def scope(self) -> str:
+        """The scope a page's cursor is bound to: the filters given, by name."""
+        given = (("category", self.category), ("org_id", self.org_id), ("stage", self.stage))
+        return "moderation:" + ":".join(f"{name}={value}" for name, value in given if value)
+
+
+@dataclass(frozen=True, slots=True)
 class NewReview:
     """A review item as a non-pass verdict records it (pending)."""
 

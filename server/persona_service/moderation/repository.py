@@ -13,7 +13,7 @@ from persona_service.kernel.api import (
     row_columns,
     table_of,
 )
-from persona_service.moderation.records import NewReview, ReviewRecord
+from persona_service.moderation.records import NewReview, ReviewFilters, ReviewRecord
 from persona_service.moderation.tables import OPEN, ModerationReview
 
 _reviews = table_of(ModerationReview)
@@ -33,15 +33,15 @@ class ModerationRepository:
         stmt = select(_reviews).where(_reviews.c.id == review_id)
         return record_or_none(ReviewRecord, self.conn.execute(stmt).mappings().first())
 
-    def open_page(self, filters: dict[str, str], limit: int, after: tuple[datetime, str] | None) -> list[ReviewRecord]:
+    def open_page(self, filters: ReviewFilters, limit: int, after: tuple[datetime, str] | None) -> list[ReviewRecord]:
         """Pending and claimed items, oldest first."""
         stmt = select(_reviews).where(OPEN)
-        if filters.get("stage"):
-            stmt = stmt.where(_reviews.c.stage == filters["stage"])
-        if filters.get("org_id"):
-            stmt = stmt.where(_reviews.c.org_id == filters["org_id"])
-        if filters.get("category"):
-            stmt = stmt.where(_reviews.c.categories.any(filters["category"]))
+        if filters.stage:
+            stmt = stmt.where(_reviews.c.stage == filters.stage)
+        if filters.org_id:
+            stmt = stmt.where(_reviews.c.org_id == filters.org_id)
+        if filters.category:
+            stmt = stmt.where(_reviews.c.categories.any(filters.category))
         if after is not None:
             stmt = stmt.where(tuple_(_reviews.c.created_at, _reviews.c.id) > tuple_(*after))
         stmt = stmt.order_by(_reviews.c.created_at, _reviews.c.id).limit(limit)

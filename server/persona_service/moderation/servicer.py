@@ -4,7 +4,7 @@ from persona.v1 import moderation_pb2
 
 from persona_service.kernel.api import RequestContext, ServicerDeps, nullable_time, page_limit, struct, timestamp
 from persona_service.moderation.queue import ModerationQueue
-from persona_service.moderation.records import ReviewRecord
+from persona_service.moderation.records import ReviewFilters, ReviewRecord
 
 
 class ModerationServicer:
@@ -16,8 +16,7 @@ class ModerationServicer:
 
     def ListModerationQueue(self, request: moderation_pb2.ListModerationQueueRequest,
                             ctx: RequestContext) -> moderation_pb2.ListModerationQueueResponse:
-        filters = {k: v for k, v in (("stage", request.stage), ("category", request.category),
-                                     ("org_id", request.org_id)) if v}
+        filters = ReviewFilters(stage=request.stage, category=request.category, org_id=request.org_id)
         rows, token = self._queue(ctx).list(filters, request.cursor, page_limit(request))
         return moderation_pb2.ListModerationQueueResponse(items=[review(r) for r in rows], next_cursor=token)
 

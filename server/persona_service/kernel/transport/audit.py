@@ -57,9 +57,12 @@ class AuditLog:
         self.cursors = cursors
 
     def record(self, entry: AuditEntry) -> None:
-        values = {k: v for k, v in entry.__dict__.items()}
-        values["client_ip"] = values["client_ip"] or ""
-        self.repo.add(id=ids.new_id("audit_event"), **values)
+        self.repo.add(
+            id=ids.new_id("audit_event"), action=entry.action, outcome=entry.outcome, status=entry.status,
+            request_id=entry.request_id, client_ip=entry.client_ip or "", org_id=entry.org_id,
+            workspace_id=entry.workspace_id, actor_user_id=entry.actor_user_id, credential_id=entry.credential_id,
+            resource_type=entry.resource_type, resource_id=entry.resource_id, error_code=entry.error_code,
+            details=entry.details)
 
     def list(self, principal: Principal, filters: dict[str, str], limit: int,
              cursor: str) -> tuple[list[AuditRecord], str]:
