@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, insert, literal, select, text, tuple_
+from sqlalchemy import Connection, insert, literal, select, tuple_
 
 from persona_service.kernel.data.base import seen_from, table_of
 from persona_service.kernel.data.personal_data import Batches, Subject, export_batches
@@ -75,51 +75,6 @@ class AuditRepository:
             stmt = stmt.where(tuple_(_events.c.occurred_at, _events.c.id) < tuple_(*after))
         stmt = stmt.order_by(_events.c.occurred_at.desc(), _events.c.id.desc()).limit(limit)
         return records(AuditRecord, self.conn.execute(stmt).mappings())
-
-
-@dataclass(frozen=True, slots=True)
-class Partition:
-    name: str
-    upper: datetime | None  # where its range ends (exclusive); None: it has no end (MAXVALUE, DEFAULT)
-
-
-# The partitions' catalog entries, each with the end of its range (PostgreSQL keeps a bound as an
-# expression: `FOR VALUES FROM (…) TO ('2027-01-01 00:00:00+00')`; MAXVALUE and DEFAULT have no quoted end).
-_PARTITIONS = text(r"""
-    SELECT c.relname AS name,
-           CAST(substring(pg_get_expr(c.relpartbound, c.oid) FROM $$TO \('([^']+)'\)$$) AS timestamptz) AS upper
-    FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-    WHERE i.inhparent = CAST('audit_events' AS regclass)
-    ORDER BY upper NULLS LAST
-""")
-
-
-class AuditPartitions:
-    """The audit log's range partitions by month (migration 0032): `audit_events_pYYYYMM` holds one
-    month (UTC), `audit_events_legacy` the table as it was, up to the month after the migration."""
-
-    def __init__(self, conn: Connection):
-        self.conn = conn
-
-    def take_turn(self) -> bool:
-        """Whether this transaction is the one changing partitions now (every runner runs the job:
-        one at a time; the others skip their round). Lock waits are bounded too: making or
-        dropping a partition locks the whole table, and a change stuck behind a long reader
-        would queue every audit write behind it (it fails instead, retried next round)."""
-        self.conn.execute(text("SELECT set_config('lock_timeout', '5s', true)"))
-        turn = text("SELECT pg_try_advisory_xact_lock(hashtextextended('audit_events partitions', 0))")
-        return bool(self.conn.execute(turn).scalar_one())
-
-    def partitions(self) -> list[Partition]:
-        return records(Partition, self.conn.execute(_PARTITIONS).mappings())
-
-    def make(self, start: datetime, end: datetime) -> None:
-        """The partition of [start, end), named by its first month."""
-        self.conn.execute(text(f"CREATE TABLE IF NOT EXISTS audit_events_p{start:%Y%m} PARTITION OF audit_events "
-                               f"FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"))
-
-    def drop(self, name: str) -> None:
-        self.conn.execute(text(f"DROP TABLE IF EXISTS {self.conn.dialect.identifier_preparer.quote(name)}"))
 
 
 def audit_events(conn: Connection, subject: Subject) -> dict[str, Batches]:
