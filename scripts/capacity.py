@@ -452,7 +452,7 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, load average (1 min) at start / end {load[0]:.1f} / {load[1]:.1f}, "
           f"{time.monotonic() - started:.0f} s")
     if args.json:
-        args.json.write_text(json.dumps({"offline": results, "stand_in": stand_in, "load": load}, indent=1))
+        args.json.write_text(json.dumps({"offline": results, "kinds": kinds, "stand_in": stand_in, "load": load}, indent=1))
 
 
 if __name__ == "__main__":
