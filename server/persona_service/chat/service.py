@@ -47,6 +47,7 @@ from persona_service.kernel.api import (
     Progress,
     RunLost,
     StateConflict,
+    Unauthorized,
     cursor_page,
     drain,
     has_prefix,
@@ -55,6 +56,7 @@ from persona_service.kernel.api import (
     utcnow,
 )
 from persona_service.moderation.api import ModerationBlocked, record_flag
+from persona_service.orgs.api import OrgDirectory
 from persona_service.personas.api import PersonaDirectory, PersonaRecord, VoiceRecord, fingerprint_text
 from persona_service.providers.base import Completion, Delta, GenerationOptions, Message, Provider, ToolCall
 from persona_service.providers.pricing import PriceTable
@@ -374,6 +376,7 @@ class ChatSessionService:
         self.conn = conn
         self.repo = ChatSessionRepository(conn)
         self.personas = PersonaDirectory(conn)
+        self.members = OrgDirectory(conn)
         self.provider = provider
         self.cursors = cursors
         self.prices = prices or PriceTable.from_env()
@@ -385,10 +388,18 @@ class ChatSessionService:
     def locked(self, principal: Principal, session_id: str) -> SessionRecord:
         """The session, locked for this unit of work: every write of a session starts here
         (kernel.data.aggregates), before it reads the messages it decides on."""
+        self.hold_caller(principal)
         row = self.repo.lock(principal.workspace_id, session_id) if has_prefix("chat_session", session_id) else None
         if row is None:
             raise NotFound("chat session")
         return row
+
+    def hold_caller(self, principal: Principal) -> None:
+        """Hold the caller's membership (FOR SHARE) until the unit of work ends, before any chat row: their
+        erasure locks it first (`OrgDirectory.end_members`), so a write of theirs runs wholly before the erasure,
+        which then deletes their sessions, or finds no membership after it (401, as their key gets from then on)."""
+        if not self.members.hold_member(principal.org_id, principal.user_id):
+            raise Unauthorized("The caller is no longer a member of the organization: their data was erased.")
 
     def create(self, principal: Principal, persona_id: str, user_id: str = "", title: str = "",
                persona_version: int = 0) -> SessionRecord:
