@@ -82,7 +82,7 @@ class StubRequest:
 
 @dataclass
 class Fault:
-    kind: str  # error | malformed | delay | truncated | cut | events
+    kind: str  # error | malformed | delay | hold | truncated | cut | events
     remaining: int
     path: str | None = None
     status: int = 500
@@ -148,6 +148,7 @@ class OpenAIStub:
         self._lock = threading.Lock()
         self._state = _State()
         self._stopping = threading.Event()
+        self._released = threading.Event()  # what held requests wait for (inject_hold, release)
         self._server = ThreadingHTTPServer((host, port), self._handler_class())
         self._server.daemon_threads = True
         self._server.block_on_close = False
@@ -194,8 +195,10 @@ class OpenAIStub:
     # -- controls ----------------------------------------------------------
 
     def reset(self) -> None:
+        self.release()
         with self._lock:
             self._state = _State()
+            self._released = threading.Event()
         self.responder = local_responder
         self.api_key = None
 
@@ -225,6 +228,14 @@ class OpenAIStub:
     def inject_delay(self, times: int = 1, seconds: float = 2.0, path: str | None = None,
                      mid_stream: bool = False) -> None:
         self._add(Fault("delay", times, path, seconds=seconds, mid_stream=mid_stream))
+
+    def inject_hold(self, times: int = 1, path: str | None = None) -> None:
+        """The next `times` requests (to `path`) are recorded, then wait for `release()` before they are
+        answered: a test sees how many are in flight at once without timing anything."""
+        self._add(Fault("hold", times, path))
+
+    def release(self) -> None:
+        self._released.set()
 
     def inject_truncated_stream(self, times: int = 1, path: str | None = None) -> None:
         self._add(Fault("truncated", times, path))
@@ -292,6 +303,8 @@ class OpenAIStub:
         fault = self._take_fault(path)
         if fault and fault.kind == "delay" and not fault.mid_stream:
             self._stopping.wait(fault.seconds)
+        if fault and fault.kind == "hold":
+            self._released.wait(60)
         if fault and fault.kind == "error":
             if isinstance(fault.body, str):
                 return self._send(h, fault.status, fault.body.encode(), "text/plain", fault.headers)

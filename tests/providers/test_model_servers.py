@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from persona_service.providers.base import ProviderError
@@ -145,6 +146,39 @@ def test_each_stack_is_served_by_its_own_runners_only(stacks, org, chat_only, fu
         assert not other.requests, (name, [r.path for r in other.requests])
         other.reset()
         own.reset()
+
+
+def test_a_runner_waits_on_several_http_model_calls_at_once(stacks, org, chat_only):
+    """An HTTP model's call holds no CPU while it waits, so a runner does not answer such calls one at a time
+    (providers.factory.model_turns): two replies' model calls are both at the model before either is answered.
+    With one turn a runner (the default before), the second waited for the first: one call per model latency."""
+    with client_for(stacks["chat_only"], timeout=60) as client:
+        persona = _persona(client, org, "A patient ferryman who counts gulls")
+        sessions = [client.post("/v1/chat/sessions", headers=org.auth,
+                                json={"personaId": persona["id"], "userId": f"u-turn-{n}"}).json()["sessionId"]
+                    for n in range(2)]
+    chat_only.reset()
+    chat_only.inject_hold(times=2, path="/chat/completions")
+    with ThreadPoolExecutor(2) as pool:
+        def send(n: int) -> int:
+            with client_for(stacks["chat_only"], timeout=60) as own:
+                return own.post(f"/v1/chat/sessions/{sessions[n]}/messages", headers=org.auth,
+                                json={"content": f"Which way is the wind? (turn-{n})"}).status_code
+
+        def asked() -> set[str]:  # the replies whose model call reached the model (a retry asks the same)
+            return {m["content"] for r in chat_only.requests_to("/chat/completions")
+                    for m in r.body["messages"] if m.get("role") == "user" and "(turn-" in str(m.get("content"))}
+
+        answers = [pool.submit(send, n) for n in range(2)]
+        try:
+            deadline = time.monotonic() + 4  # under the stack's 5 s provider timeout: a held call is not retried
+            while len(asked()) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            at_once = len(asked())
+        finally:
+            chat_only.release()
+        assert [a.result() for a in answers] == [200, 200]
+    assert at_once == 2, "the second reply's model call waited for the first to be answered"
 
 
 def _assert_no_secret(response) -> None:

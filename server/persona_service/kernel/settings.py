@@ -178,11 +178,14 @@ class Settings(Section):
                     "waits for the database before it ends failed with a retryable error; its stream stays open. A "
                     "stream's view waits as long for Redis (a restart, a Sentinel failover)",
     )
-    generation_turns: int = Field(
-        1, ge=1,
+    generation_turns: int | None = Field(
+        None, ge=1,
         description="model steps (a stream's work up to its next frame, a model call of a unary operation) computed "
                     "at once per runner process; the others wait their turn, organizations taking turns weighted by plan, so one "
-                    "organization's streams cannot starve another's (or the process's unary calls) of CPU",
+                    "organization's streams cannot starve another's (or the process's unary calls) of CPU. Unset: 1 "
+                    "with the local chat model (its steps are CPU work), and with an HTTP chat model as many as the "
+                    "runner's threads that make model calls (PERSONA_GRPC_WORKERS + PERSONA_RUN_WORKERS): such a call "
+                    "waits on the network holding no CPU, and one turn let a runner answer one call per model latency",
     )
     task_workers: int = Field(
         2, ge=1, description="threads per runner process running durable tasks (portrait renders, …), on the "

@@ -44,6 +44,16 @@ def backoff_delays(settings: ProviderSettings | None = None) -> tuple[float, flo
     return (base, base * 2, base * 4)
 
 
+def model_turns(turns: int | None, threads: int, settings: ProviderSettings | None = None) -> int:
+    """Model steps a runner computes at once (kernel.transport.fair.FairGate): as set, else 1 for the local chat
+    model, whose steps are CPU work the turn shares fairly between organizations, and `threads` (all that may
+    ask) for an HTTP one, whose call waits on the network: a turn held across that wait made one runner answer
+    at most one unary model call per model latency (docs/capacity.md)."""
+    if turns is not None:
+        return turns
+    return 1 if (settings or load(ProviderSettings)).upstream("chat") is None else threads
+
+
 def make_base_provider(settings: ProviderSettings | None = None) -> Provider:
     """The configured provider without the retry wrapper."""
     settings = settings or load(ProviderSettings)

@@ -35,7 +35,7 @@ from persona_service.kernel.transport.limits.resolver import LimitsResolver
 from persona_service.kernel.transport.partitions import EVERY, age_out
 from persona_service.kernel.transport.runs import Runs
 from persona_service.kernel.transport.tasks import TaskKind, TaskRunner
-from persona_service.providers.factory import backoff_delays, fingerprint, make_base_provider
+from persona_service.providers.factory import backoff_delays, fingerprint, make_base_provider, model_turns
 from persona_service.providers.remote import RemoteProvider
 from persona_service.providers.retrying import Retrying, failure_details
 
@@ -103,8 +103,9 @@ class App:
         self.pool = fingerprint()
         self.runs = Runs(self.redis, settings.run_workers, self.engine, settings.run_lease_seconds,
                          settings.run_outage_seconds, role=role, pool=self.pool)
-        # The local model's steps take turns per organization (kernel.transport.fair).
-        fair.install(FairGate(settings.generation_turns))
+        # The model's steps take turns per organization (kernel.transport.fair); an HTTP model's calls wait on the
+        # network, so its runner takes as many at once as its threads may ask (providers.factory.model_turns).
+        fair.install(FairGate(model_turns(settings.generation_turns, settings.grpc_workers + settings.run_workers)))
         # Durable tasks run on the stream pool: long work never holds a unary call's connection.
         self.provider: Provider = make_base_provider()
         if role == "server":  # no model work on a server's threads: runners answer its model calls
