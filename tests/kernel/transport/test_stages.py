@@ -87,7 +87,7 @@ def called(call: Call) -> bool:
 
 def fake_app() -> SimpleNamespace:
     return SimpleNamespace(limiter=object(), authenticator=object(), limits=object(), runs=object(),
-                           idempotency=object())
+                           idempotency=object(), replicas=None)  # no replica configured: no routing stage
 
 
 def run(stage, call: Call, operation=then):
