@@ -30,6 +30,7 @@ from persona_service.kernel.api import (
     Principal,
     Quota,
     StateConflict,
+    Unauthorized,
     ValidationFailed,
     Violation,
     changed_columns,
@@ -40,6 +41,7 @@ from persona_service.kernel.api import (
     iso,
     utcnow,
 )
+from persona_service.orgs.api import OrgDirectory
 from persona_service.personas.generation import (
     SOUL_FIELDS,
     STEPS,
@@ -107,6 +109,7 @@ class PersonaService:
         self.conn = conn
         self.cursors = cursors
         self.repo = PersonaRepository(conn)
+        self.members = OrgDirectory(conn)
         self.outbox = Outbox(conn)
         self.provider = provider
         self.clock = clock
@@ -118,6 +121,8 @@ class PersonaService:
     def get(self, principal: Principal, persona_id: str, *, for_update: bool = False,
             decides_nothing: bool = False) -> PersonaRecord:
         row = None
+        if for_update:
+            self._hold_caller(principal)
         if is_uuid(persona_id):
             row = self.repo.get(principal.workspace_id, persona_id, for_update=for_update,
                                 decides_nothing=decides_nothing)
@@ -449,6 +454,13 @@ class PersonaService:
 
     # --- helpers ------------------------------------------------------------------------
 
+    def _hold_caller(self, principal: Principal) -> None:
+        """Hold the caller's membership (FOR SHARE) before their write locks a persona or adds one: their erasure
+        locks it first (`OrgDirectory.end_members`), then deletes their personas, so the write runs wholly before
+        it or answers 401 after it, as each serial order does (a PATCH beside it answered 409 once, as neither)."""
+        if not self.members.hold_member(principal.org_id, principal.user_id):
+            raise Unauthorized("The caller is no longer a member of the organization: their data was erased.")
+
     def _writable(self, principal: Principal, persona_id: str) -> PersonaRecord:
         """The persona, locked (every write of a persona starts here or at `get(for_update=True)`), if it can change."""
         return self._refuse_unwritable(self.get(principal, persona_id, for_update=True))
@@ -522,6 +534,7 @@ class PersonaService:
                 card_extra: dict[str, Any] | None = None) -> PersonaRecord:
         soul = outputs["draft_soul"]
         now = self.clock()
+        self._hold_caller(principal)
 
         def insert(slug: str) -> PersonaRecord:
             return self.repo.insert(NewPersona(
