@@ -19,7 +19,6 @@ STILL_UNTYPED = {
     "chat/repository.py": "chat is edited by another engineer this session (issue 47's chat work)",
     "chat/service.py": "chat is edited by another engineer this session (message_row's usage columns)",
     "scim/repository.py": "scim is edited by another engineer this session (its locking)",
-    "webhooks/repository.py": "webhooks is edited by another engineer this session",
     "kernel/data/outbox_repository.py": "the outbox is edited by another engineer this session",
 }
 

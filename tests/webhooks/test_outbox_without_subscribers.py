@@ -17,6 +17,7 @@ from persona_service.kernel.data.tables import OutboxEvent
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport.outbox import Outbox
+from persona_service.webhooks.records import NewEndpoint
 from persona_service.webhooks.repository import WebhookRepository
 from persona_service.webhooks.tables import WebhookDelivery
 from persona_service.webhooks.worker import DeliveryWorker
@@ -121,10 +122,11 @@ def test_only_an_endpoint_that_wants_the_event_leaves_it_to_the_worker(qhttp, qu
     assert deliveries_of(quiet_engine, ping) == [endpoint_id]
 
 
-def _endpoint_values(tenant, receiver, path: str) -> dict:
-    return {"id": ids.new_id("webhook_endpoint"), "org_id": tenant.org_id, "workspace_id": tenant.workspace_id,
-            "url": receiver.url(path), "events": ["*"], "description": "", "enabled": True,
-            "secret_enc": "x", "secret_created_at": utcnow()}
+def _new_endpoint(tenant, receiver, path: str) -> NewEndpoint:
+    now = utcnow()
+    return NewEndpoint(id=ids.new_id("webhook_endpoint"), org_id=tenant.org_id, workspace_id=tenant.workspace_id,
+                       url=receiver.url(path), description="", events=["*"], enabled=True, standard_webhooks=False,
+                       secret_enc="x", secret_created_at=now, created_at=now, updated_at=now)
 
 
 def _waiting_for_advisory_lock(engine) -> bool:
@@ -147,8 +149,8 @@ def test_an_event_written_while_an_endpoint_is_being_created_waits_for_it_and_go
     path = f"/race-{uuid.uuid4().hex[:8]}"
     with quiet_engine.connect() as creating:
         creating.begin()
-        values = _endpoint_values(tenant, receiver, path)
-        WebhookRepository(creating).create(**values)  # uncommitted: the event's check cannot see it yet
+        # Uncommitted: the event's check cannot see it yet.
+        WebhookRepository(creating).create(_new_endpoint(tenant, receiver, path))
         made: list[str] = []
         writer = threading.Thread(target=lambda: made.append(emit(quiet_engine, tenant)))
         writer.start()
@@ -167,7 +169,7 @@ def test_an_endpoint_created_while_an_event_is_being_written_waits_for_it(tenant
 
         def create() -> None:
             with quiet_engine.begin() as conn:
-                WebhookRepository(conn).create(**_endpoint_values(tenant, receiver, "/late"))
+                WebhookRepository(conn).create(_new_endpoint(tenant, receiver, "/late"))
             created.set()
 
         creator = threading.Thread(target=create)

@@ -26,6 +26,44 @@ class EndpointRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class NewEndpoint:
+    id: str
+    org_id: str
+    workspace_id: str
+    url: str
+    description: str
+    events: list[str]
+    enabled: bool
+    standard_webhooks: bool
+    secret_enc: str
+    secret_created_at: datetime
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointChanges:
+    """What an edit of an endpoint sets besides `updated_at` (None: left as it is)."""
+
+    url: str | None = None
+    events: list[str] | None = None
+    description: str | None = None
+    enabled: bool | None = None
+    standard_webhooks: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SecretRotation:
+    """A rotation's new secret; the one it replaces stays valid until `previous_secret_expires_at`."""
+
+    secret_enc: str
+    secret_created_at: datetime
+    previous_secret_enc: str
+    previous_secret_expires_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class EndpointSecrets:
     """The current secret and, while its grace lasts, the previous one."""
 
@@ -51,6 +89,21 @@ class DeliveryRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class NewDelivery:
+    """A delivery due at `next_attempt_at` (a replay names the delivery it repeats)."""
+
+    id: str
+    endpoint_id: str
+    event_id: str
+    event_type: str
+    next_attempt_at: datetime
+    created_at: datetime
+    replay_of: str | None = None
+    status: str = "pending"
+    attempt_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class AttemptRecord:
     delivery_id: str
     attempt: int
@@ -60,6 +113,18 @@ class AttemptRecord:
     response_body: str
     error: str
     success: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryOutcome:
+    """A delivery's state after an attempt: due again at `next_attempt_at`, or completed."""
+
+    id: str
+    status: str  # pending | succeeded | dead_lettered
+    attempt_count: int
+    next_attempt_at: datetime | None
+    last_status_code: int | None
+    completed_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,6 @@ claim queries (FOR UPDATE SKIP LOCKED)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import (
     Connection,
@@ -26,17 +25,24 @@ from sqlalchemy.dialects.postgresql import array
 from persona_service.kernel.api import (
     DECIDES_NOTHING,
     OutboxEvent,
+    changed_columns,
     declare_aggregate,
     record,
     record_or_none,
     records,
+    row_columns,
     table_of,
 )
 from persona_service.webhooks.records import (
     AttemptRecord,
+    DeliveryOutcome,
     DeliveryRecord,
     DueDelivery,
+    EndpointChanges,
     EndpointRecord,
+    NewDelivery,
+    NewEndpoint,
+    SecretRotation,
     Subscription,
 )
 from persona_service.webhooks.tables import WebhookAttempt, WebhookDelivery, WebhookEndpoint
@@ -61,8 +67,8 @@ class WebhookRepository:
 
     # endpoints
 
-    def create(self, **values: Any) -> EndpointRecord:
-        stmt = insert(_endpoints).values(**values).returning(*_endpoints.c)
+    def create(self, new: NewEndpoint) -> EndpointRecord:
+        stmt = insert(_endpoints).values(**row_columns(new)).returning(*_endpoints.c)
         return record(EndpointRecord, self.conn.execute(stmt).mappings().one())
 
     def get(self, workspace_id: str, endpoint_id: str, *, for_update: bool = False) -> EndpointRecord | None:
@@ -71,11 +77,11 @@ class WebhookRepository:
             stmt = stmt.with_for_update()
         return record_or_none(EndpointRecord, self.conn.execute(stmt).mappings().first())
 
-    def update(self, workspace_id: str, endpoint_id: str, values: dict[str, Any]) -> EndpointRecord:
+    def update(self, workspace_id: str, endpoint_id: str, changes: EndpointChanges, now: datetime) -> EndpointRecord:
         stmt = (
             update(_endpoints)
             .where(_endpoints.c.id == endpoint_id, _endpoints.c.workspace_id == workspace_id)
-            .values(**values)
+            .values(updated_at=now, **changed_columns(changes))
             .returning(*_endpoints.c)
         )
         return record(EndpointRecord, self.conn.execute(stmt).mappings().one())
@@ -96,8 +102,8 @@ class WebhookRepository:
         stmt = select(_endpoints).order_by(_endpoints.c.id).with_for_update()
         return records(EndpointRecord, self.conn.execute(stmt).mappings())
 
-    def rotate(self, endpoint_id: str, **values: Any) -> None:
-        self.conn.execute(update(_endpoints).where(_endpoints.c.id == endpoint_id).values(**values))
+    def rotate(self, endpoint_id: str, rotation: SecretRotation) -> None:
+        self.conn.execute(update(_endpoints).where(_endpoints.c.id == endpoint_id).values(**row_columns(rotation)))
 
     # deliveries
 
@@ -129,8 +135,8 @@ class WebhookRepository:
         stmt = select(_deliveries).where(_deliveries.c.id == delivery_id, _deliveries.c.endpoint_id == endpoint_id)
         return record_or_none(DeliveryRecord, self.conn.execute(stmt).mappings().first())
 
-    def add_delivery(self, **values: Any) -> DeliveryRecord:
-        stmt = insert(_deliveries).values(**values).returning(*_deliveries.c)
+    def add_delivery(self, new: NewDelivery) -> DeliveryRecord:
+        stmt = insert(_deliveries).values(**row_columns(new)).returning(*_deliveries.c)
         return record(DeliveryRecord, self.conn.execute(stmt).mappings().one())
 
     def event_kept(self, event_id: str) -> bool:
@@ -250,26 +256,23 @@ class DeliveryQueue:
         WHERE d.id = v.id
     """)
 
-    def record(self, attempts: list[dict[str, Any]], outcomes: list[dict[str, Any]]) -> None:
-        """Attempt rows, and each delivery's new state: one statement each.
-        attempts: delivery_id, attempt, attempted_at, status_code,
-        latency_ms, response_body, error, success; outcomes: id, status,
-        attempt_count, next_attempt_at, last_status_code, completed_at."""
+    def record(self, attempts: list[AttemptRecord], outcomes: list[DeliveryOutcome]) -> None:
+        """Attempt rows, and each delivery's new state: one statement each."""
         if attempts:
             self.conn.execute(self._ADD_ATTEMPTS, {
-                "delivery_ids": [a["delivery_id"] for a in attempts], "attempts": [a["attempt"] for a in attempts],
-                "attempted_ats": [a["attempted_at"] for a in attempts],
-                "status_codes": [a["status_code"] for a in attempts], "latencies": [a["latency_ms"] for a in attempts],
-                "bodies": [a["response_body"] for a in attempts], "errors": [a["error"] for a in attempts],
-                "successes": [a["success"] for a in attempts],
+                "delivery_ids": [a.delivery_id for a in attempts], "attempts": [a.attempt for a in attempts],
+                "attempted_ats": [a.attempted_at for a in attempts],
+                "status_codes": [a.status_code for a in attempts], "latencies": [a.latency_ms for a in attempts],
+                "bodies": [a.response_body for a in attempts], "errors": [a.error for a in attempts],
+                "successes": [a.success for a in attempts],
             })
         if outcomes:
             self.conn.execute(self._UPDATE_DELIVERIES, {
-                "ids": [o["id"] for o in outcomes], "statuses": [o["status"] for o in outcomes],
-                "attempt_counts": [o["attempt_count"] for o in outcomes],
-                "next_attempt_ats": [o["next_attempt_at"] for o in outcomes],
-                "last_status_codes": [o["last_status_code"] for o in outcomes],
-                "completed_ats": [o["completed_at"] for o in outcomes],
+                "ids": [o.id for o in outcomes], "statuses": [o.status for o in outcomes],
+                "attempt_counts": [o.attempt_count for o in outcomes],
+                "next_attempt_ats": [o.next_attempt_at for o in outcomes],
+                "last_status_codes": [o.last_status_code for o in outcomes],
+                "completed_ats": [o.completed_at for o in outcomes],
             })
 
     def pending_count(self) -> int:

@@ -16,7 +16,6 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import Connection
 
@@ -34,7 +33,17 @@ from persona_service.kernel.api import (
     new_id,
     utcnow,
 )
-from persona_service.webhooks.records import AttemptRecord, DeliveryRecord, DueDelivery, EndpointRecord, EndpointSecrets
+from persona_service.webhooks.records import (
+    AttemptRecord,
+    DeliveryRecord,
+    DueDelivery,
+    EndpointChanges,
+    EndpointRecord,
+    EndpointSecrets,
+    NewDelivery,
+    NewEndpoint,
+    SecretRotation,
+)
 from persona_service.webhooks.repository import WebhookRepository
 
 ALL_EVENTS = "*"
@@ -217,12 +226,12 @@ class WebhookService:
         self._check(url=url, events=events)
         secret = new_secret()
         now = utcnow()
-        row = self.repo.create(
+        row = self.repo.create(NewEndpoint(
             id=new_id("webhook_endpoint"), org_id=principal.org_id, workspace_id=principal.workspace_id,
             url=url, description=description, events=self._normalize(events), enabled=enabled,
             standard_webhooks=standard_webhooks,
             secret_enc=self.box.seal(secret), secret_created_at=now, created_at=now, updated_at=now,
-        )
+        ))
         return row, secret
 
     def get(self, principal: Principal, endpoint_id: str, *, for_update: bool = False) -> EndpointRecord:
@@ -248,21 +257,11 @@ class WebhookService:
         # removed the row first, and then this answers 404 as if it ran after it.
         current = self.get(principal, endpoint_id, for_update=True)
         self._check(url=url, events=events or None)
-        values: dict[str, Any] = {}
-        if url is not None:
-            values["url"] = url
-        if events:
-            values["events"] = self._normalize(events)
-        if description is not None:
-            values["description"] = description
-        if enabled is not None:
-            values["enabled"] = enabled
-        if standard_webhooks is not None:
-            values["standard_webhooks"] = standard_webhooks
-        if not values:
+        changes = EndpointChanges(url=url, events=self._normalize(events) if events else None,
+                                  description=description, enabled=enabled, standard_webhooks=standard_webhooks)
+        if changes == EndpointChanges():
             return current
-        values["updated_at"] = utcnow()
-        return self.repo.update(principal.workspace_id, endpoint_id, values)
+        return self.repo.update(principal.workspace_id, endpoint_id, changes, utcnow())
 
     def delete(self, principal: Principal, endpoint_id: str) -> str:
         if not self.repo.delete(principal.workspace_id, endpoint_id):
@@ -304,11 +303,10 @@ class WebhookService:
             raise StateConflict("The delivery's event is older than the event log keeps: it cannot be replayed.",
                                 "eventId", {"eventId": original.event_id})
         now = now or utcnow()
-        row = self.repo.add_delivery(
+        row = self.repo.add_delivery(NewDelivery(
             id=new_id("webhook_delivery"), endpoint_id=endpoint_id, event_id=original.event_id,
-            event_type=original.event_type, status="pending", attempt_count=0, next_attempt_at=now,
-            replay_of=original.id, created_at=now,
-        )
+            event_type=original.event_type, next_attempt_at=now, created_at=now, replay_of=original.id,
+        ))
         return row, []
 
     # rotation (platform admin)
@@ -320,10 +318,10 @@ class WebhookService:
         for row in self.repo.all_for_rotation():
             if row.secret_created_at <= cutoff:
                 expires = now + timedelta(seconds=grace_seconds)
-                self.repo.rotate(
-                    row.id, secret_enc=self.box.seal(new_secret()), secret_created_at=now,
+                self.repo.rotate(row.id, SecretRotation(
+                    secret_enc=self.box.seal(new_secret()), secret_created_at=now,
                     previous_secret_enc=row.secret_enc, previous_secret_expires_at=expires, updated_at=now,
-                )
+                ))
                 results.append(RotationResult(row.id, row.org_id, "rotated", now, expires))
             else:
                 previous_expires = row.previous_secret_expires_at

@@ -59,7 +59,7 @@ from persona_service.kernel.api import (
 )
 from persona_service.webhooks.http import HTTPClient, HTTPError
 from persona_service.webhooks.metrics import DELIVERIES, DELIVERY_SECONDS, outcome_of
-from persona_service.webhooks.records import DueDelivery
+from persona_service.webhooks.records import AttemptRecord, DeliveryOutcome, DueDelivery
 from persona_service.webhooks.repository import DeliveryQueue
 from persona_service.webhooks.service import (
     DELIVERY_TIMEOUT_SECONDS,
@@ -225,26 +225,23 @@ class DeliveryWorker:
         return conn
 
     def _record(self, conn: Connection, attempts: list[Attempt], now: datetime) -> None:
-        attempt_rows, outcomes = [], []
-        for a in attempts:
-            attempt_rows.append({
-                "delivery_id": a.delivery_id, "attempt": a.attempt, "attempted_at": now, "status_code": a.status_code,
-                "latency_ms": a.latency_ms, "response_body": a.body, "error": a.error, "success": a.success,
-            })
-            outcome = {"id": a.delivery_id, "attempt_count": a.attempt, "last_status_code": a.status_code or None}
-            if a.success:
-                outcome.update(status="succeeded", next_attempt_at=None, completed_at=now)
-                self.delivered += 1
-            else:
-                self.failed += 1
-                delay = retry_delay(a.attempt, a.retry_after)
-                if delay is None:
-                    outcome.update(status="dead_lettered", next_attempt_at=None, completed_at=now)
-                else:
-                    outcome.update(status="pending", next_attempt_at=now + timedelta(seconds=delay), completed_at=None)
-            outcomes.append(outcome)
-        DeliveryQueue(conn).record(attempt_rows, outcomes)
+        rows = [AttemptRecord(a.delivery_id, a.attempt, now, a.status_code, a.latency_ms, a.body, a.error, a.success)
+                for a in attempts]
+        DeliveryQueue(conn).record(rows, [self._outcome(a, now) for a in attempts])
         conn.commit()
+
+    def _outcome(self, a: Attempt, now: datetime) -> DeliveryOutcome:
+        """The delivery's state after attempt `a` (counted as delivered or failed)."""
+        last_status_code = a.status_code or None
+        if a.success:
+            self.delivered += 1
+            return DeliveryOutcome(a.delivery_id, "succeeded", a.attempt, None, last_status_code, now)
+        self.failed += 1
+        delay = retry_delay(a.attempt, a.retry_after)
+        if delay is None:
+            return DeliveryOutcome(a.delivery_id, "dead_lettered", a.attempt, None, last_status_code, now)
+        return DeliveryOutcome(a.delivery_id, "pending", a.attempt, now + timedelta(seconds=delay), last_status_code,
+                               None)
 
     async def _send(self, client: HTTPClient, row: DueDelivery, now: datetime) -> Attempt:
         with span("webhook.deliver", **{"webhook.delivery_id": row.id, "webhook.event_type": row.type}) as current:
