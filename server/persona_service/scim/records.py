@@ -19,6 +19,26 @@ class ScimRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class UserFields:
+    """What a create or a replace of a user stores: its document, with the attributes filters hit most beside it."""
+
+    user_name: str
+    external_id: str | None
+    display_name: str | None
+    active: bool
+    document: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupFields:
+    """What a create or a replace of a group stores: its document, with the attributes filters hit most beside it."""
+
+    display_name: str
+    external_id: str | None
+    document: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class GroupRef:
     """A group a user is in (the user's readOnly `groups`)."""
 

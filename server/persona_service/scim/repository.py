@@ -44,10 +44,11 @@ from persona_service.kernel.api import (
     record,
     record_or_none,
     records,
+    row_columns,
     table_of,
 )
 from persona_service.scim.errors import bad_request
-from persona_service.scim.records import Grant, GroupRef, ScimRecord
+from persona_service.scim.records import Grant, GroupFields, GroupRef, ScimRecord, UserFields
 from persona_service.scim.schemas import Attribute, ResourceType
 from persona_service.scim.tables import ScimGroup, ScimGroupMember, ScimUser, ScimUserCount
 
@@ -134,11 +135,19 @@ class ResourceRepository:
         rows = self.conn.execute(stmt.limit(limit)).mappings()
         return records(ScimRecord, rows), total
 
-    def insert(self, **values: Any) -> ScimRecord:
-        stmt = insert(self.table).values(version=1, **values).returning(*self._record.selected_columns)
+    def insert(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> ScimRecord:
+        stmt = (insert(self.table).values(org_id=org_id, id=resource_id, version=1, **row_columns(fields))
+                .returning(*self._record.selected_columns))
         return record(ScimRecord, self.conn.execute(stmt).mappings().one())
 
-    def update(self, org_id: str, resource_id: str, **values: Any) -> ScimRecord:
+    def update(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> ScimRecord:
+        return self._update(org_id, resource_id, row_columns(fields))
+
+    def update_document(self, org_id: str, resource_id: str, document: dict[str, Any]) -> ScimRecord:
+        """A new version of the document alone (its attributes kept as columns unchanged)."""
+        return self._update(org_id, resource_id, {"document": document})
+
+    def _update(self, org_id: str, resource_id: str, values: Mapping[str, Any]) -> ScimRecord:
         stmt = (update(self.table).where(self.table.c.org_id == org_id, self.table.c.id == resource_id)
                 .values(version=self.table.c.version + 1, updated_at=func.now(), **values)
                 .returning(*self._record.selected_columns))

@@ -18,7 +18,7 @@ from persona_service.kernel.api import ApiError, Hints, NotFound, iso, new_id, u
 from persona_service.orgs.api import OWNER, MemberDirectory
 from persona_service.scim.documents import canonical, parse_json, project
 from persona_service.scim.errors import bad_request, invalid_value, scim_error
-from persona_service.scim.records import Grant, ScimRecord
+from persona_service.scim.records import Grant, GroupFields, ScimRecord, UserFields
 from persona_service.scim.repository import (
     MembershipRepository,
     ResourceRepository,
@@ -295,9 +295,9 @@ class Users(Resources):
                 "type": "direct"})
         return [self.render(r, {"groups": groups[r.id]} if r.id in groups else None) for r in rows]
 
-    def _columns(self, doc: dict[str, Any]) -> dict[str, Any]:
-        return {"user_name": doc["userName"], "external_id": doc.get("externalId"),
-                "display_name": doc.get("displayName"), "active": doc.get("active", True), "document": doc}
+    def _fields(self, doc: dict[str, Any]) -> UserFields:
+        return UserFields(user_name=doc["userName"], external_id=doc.get("externalId"),
+                          display_name=doc.get("displayName"), active=doc.get("active", True), document=doc)
 
     def _create(self, doc: dict[str, Any]) -> ScimRecord:
         # Who the address names is decided under its lock (provision: OrgRepository.lock_email); whether that
@@ -307,12 +307,12 @@ class Users(Resources):
             raise scim_error("state_conflict", "uniqueness", "Another SCIM user has this email address.",
                              conflictField="emails")
         self._activate(provisioned.user_id, doc.get("active", True))
-        return self.repo.insert(org_id=self.org_id, id=provisioned.user_id, **self._columns(doc))
+        return self.repo.insert(self.org_id, provisioned.user_id, self._fields(doc))
 
     def _update(self, row: ScimRecord, doc: dict[str, Any]) -> ScimRecord:
         self._activate(row.id, doc.get("active", True))
         self.directory.update_profile(self.org_id, row.id, _email(doc), _display(doc))
-        return self.repo.update(self.org_id, row.id, **self._columns(doc))
+        return self.repo.update(self.org_id, row.id, self._fields(doc))
 
     def _activate(self, user_id: str, active: bool) -> None:
         if not active and self.directory.role_of(self.org_id, user_id) == OWNER:
@@ -350,7 +350,7 @@ class Users(Resources):
             if group is not None:
                 doc = {**group.document, "members": [m for m in group.document.get("members", [])
                                                      if m.get("value") != row.id]}
-                groups.update(self.org_id, group_id, document={k: v for k, v in doc.items() if v})
+                groups.update_document(self.org_id, group_id, {k: v for k, v in doc.items() if v})
         self.members.drop_user(self.org_id, row.id)
         self.repo.delete(self.org_id, row.id)
 
@@ -413,18 +413,18 @@ class Groups(Resources):
                                 [{"path": "members", "code": "not_found", "value": v} for v in unknown])
         return wanted
 
-    def _columns(self, doc: dict[str, Any]) -> dict[str, Any]:
-        return {"display_name": doc["displayName"], "external_id": doc.get("externalId"), "document": doc}
+    def _fields(self, doc: dict[str, Any]) -> GroupFields:
+        return GroupFields(display_name=doc["displayName"], external_id=doc.get("externalId"), document=doc)
 
     def _create(self, doc: dict[str, Any]) -> ScimRecord:
         grant, members = self._grant(doc), self._member_ids(doc)
-        row = self.repo.insert(org_id=self.org_id, id=new_id("scim_group"), **self._columns(doc))
+        row = self.repo.insert(self.org_id, new_id("scim_group"), self._fields(doc))
         self._settle(row.id, grant, set(), members)
         return row
 
     def _update(self, row: ScimRecord, doc: dict[str, Any]) -> ScimRecord:
         grant, members = self._grant(doc), self._member_ids(doc)
-        updated = self.repo.update(self.org_id, row.id, **self._columns(doc))
+        updated = self.repo.update(self.org_id, row.id, self._fields(doc))
         self._settle(row.id, grant, self.members.members(row.id), members)
         return updated
 
