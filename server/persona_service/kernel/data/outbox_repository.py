@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import Connection, insert, select, tuple_
 
 from persona_service.kernel.data.base import seen_from, table_of
-from persona_service.kernel.data.records import record_or_none, records
+from persona_service.kernel.data.records import record_or_none, records, row_columns
 from persona_service.kernel.data.tables import EVENT_PERSONA, OutboxEvent
 
 _events = table_of(OutboxEvent)
@@ -27,8 +27,9 @@ class EventRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def add(self, **values: Any) -> None:
-        self.conn.execute(insert(_events).values(**values))
+    def add(self, event: EventRecord) -> None:
+        """The event as it is read back (its `seq` and `dispatched_at` are the log's and the worker's)."""
+        self.conn.execute(insert(_events).values(**row_columns(event)))
 
     def get(self, org_id: str, workspace_id: str | None, event_id: str) -> EventRecord | None:
         stmt = select(_events).where(_events.c.id == event_id, _events.c.org_id == org_id,

@@ -45,7 +45,8 @@ class Outbox:
         # the same instant the same way (docs/contract-decisions.md).
         now = utcnow()
         occurred_at = now.replace(microsecond=now.microsecond // 1000 * 1000)
-        self.repo.add(id=event_id, org_id=org_id, workspace_id=workspace_id, type=type_, occurred_at=occurred_at, data=data)
+        self.repo.add(EventRecord(id=event_id, org_id=org_id, workspace_id=workspace_id, type=type_,
+                                  occurred_at=occurred_at, data=data))
         return event_id
 
     def get(self, principal: Principal, event_id: str) -> EventRecord:
