@@ -172,11 +172,10 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.tracing import span as span
 
     # a module's own entry points: a command (`orgs`' bootstrap and mint-jwt), a process of its own (the webhook
-    # worker), a readiness check. They are composition code that lives in a domain; they open what they need
+    # worker). They are composition code that lives in a domain; they open what they need
     # through kernel.process.entry, not the engine, the embedded PostgreSQL, Alembic, logs and tracing setup or
     # the authenticator. A worker's loop waits on NOTIFY and tells a lost connection from a failure
     from persona_service.kernel.process.entry import command_database as command_database
-    from persona_service.kernel.process.entry import migration_script_heads as migration_script_heads
     from persona_service.kernel.process.entry import module_process as module_process
     from persona_service.kernel.process.entry import session_token as session_token
     from persona_service.kernel.data.notifications_repository import listening as listening
@@ -226,7 +225,7 @@ __all__ = [
     # observability
     "GENERATION_RUNS", "GENERATION_STEPS", "metrics_exposition", "span",
     # a module's own entry points
-    "command_database", "migration_script_heads", "module_process", "session_token", "listening", "connection_lost",
+    "command_database", "module_process", "session_token", "listening", "connection_lost",
 ]
 
 

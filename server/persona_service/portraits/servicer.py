@@ -82,8 +82,7 @@ class PortraitServicer:
         wait = _preferred_wait(ctx, self.wait_seconds)
 
         def settled() -> PortraitRecord | None:
-            with self.deps.connect() as conn:
-                row = PortraitService(conn).reread(portrait_id)
+            row = self.deps.read_apart(lambda conn: PortraitService(conn).reread(portrait_id))
             return row if row is None or row.status in SETTLED else None
 
         def finish(response: Message) -> Message:

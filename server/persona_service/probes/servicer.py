@@ -13,7 +13,6 @@ from persona_service.kernel.api import (
     load,
     metrics_exposition,
 )
-from persona_service.probes.checks import readiness
 from persona_service.probes.settings import ProbeSettings
 
 
@@ -37,7 +36,7 @@ class ProbeServicer:
 
     def GetReadiness(self, request: probes_pb2.GetReadinessRequest,
                      ctx: RequestContext) -> probes_pb2.ProbeResult:
-        checks = readiness(self.deps.connect, self.deps.ping_redis, [str(d) for d in self.deps.modules.migrations])
+        checks = self.deps.readiness()
         failed = {c.name: c.detail for c in checks if not c.ok}
         if self.deps.draining():  # leaving rotation before it stops (kernel/server.drain)
             failed["draining"] = "this process is shutting down"

@@ -17,11 +17,20 @@ import pathlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from sqlalchemy import text
+
 if TYPE_CHECKING:
     from alembic.config import Config
+    from sqlalchemy import Connection
 
 # Alembic loads where it is used (migrating, a readiness check), not with every process (docs/testing.md).
 MIGRATIONS = pathlib.Path(__file__).resolve().parents[4] / "migrations"
+
+
+def applied_heads(conn: Connection, timeout_ms: int) -> set[str]:
+    """The migration heads the database is at, given at most `timeout_ms` to answer (readiness)."""
+    conn.execute(text(f"SET LOCAL statement_timeout = {int(timeout_ms)}"))
+    return set(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
 
 
 def alembic_config(database_url: str, version_dirs: Iterable[pathlib.Path]) -> Config:

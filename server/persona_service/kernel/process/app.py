@@ -20,7 +20,8 @@ from persona_service.kernel.data.replicas import replica_router
 from persona_service.kernel.logs import Throttled
 from persona_service.kernel.process import redis_pool
 from persona_service.kernel.process.module import Job, Modules
-from persona_service.kernel.process.resources import Resources, Runtime, ServicerDeps, TaskSignals, plain
+from persona_service.kernel.process.readiness import readiness_of
+from persona_service.kernel.process.resources import Resources, Runtime, ServicerDeps, TaskSignals, plain, read_apart
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport import fair
@@ -135,8 +136,8 @@ class App:
             provider_for=plain(self.provider_for), quota=plain(self.limits.quota), limits=plain(self.limits.limits),
             invalidate=plain(self.invalidate),
             generations_used=plain(self._generations_used),
-            tasks=TaskSignals(plain(self.tasks.wake), plain(self.tasks.wait_until)), connect=plain(self.engine.connect),
-            ping_redis=plain(self.redis.ping), draining=plain(self.draining.is_set),
+            tasks=TaskSignals(plain(self.tasks.wake), plain(self.tasks.wait_until)), read_apart=read_apart(self.engine),
+            readiness=readiness_of(self.engine, self.redis, modules.migrations), draining=plain(self.draining.is_set),
             unary_workers=settings.grpc_workers, hints=Hints(self.redis))
 
     def _generations_used(self, principal: Principal, conn: Callable[[], Connection]) -> int:

@@ -1,5 +1,5 @@
 """What a module's own entry points open, offered through the kernel's door (kernel.api): a command
-(`Module.commands`), a process of its own (`Module.processes`) and a readiness check reach the database,
+(`Module.commands`) and a process of its own (`Module.processes`) reach the database,
 logs, tracing, migrations and session tokens through these few functions, not through the engine,
 the embedded PostgreSQL, Alembic or the authenticator themselves."""
 
@@ -65,11 +65,3 @@ def session_token(user_id: str, org_id: str, workspace_id: str, ttl_seconds: int
     authenticator = Authenticator(settings.resolved_jwt_secret(), CredentialCache(0), settings.jwt_ttl_seconds)
     return authenticator.mint_session(user_id, org_id, workspace_id, ttl_seconds)
 
-
-def migration_script_heads(version_dirs: Iterable[pathlib.Path]) -> frozenset[str]:
-    """The heads of the migration scripts in `version_dirs`: what a database this code runs on has applied."""
-    from alembic.script import ScriptDirectory  # here, not at import (docs/testing.md)
-
-    from persona_service.kernel.data.migrate import alembic_config
-
-    return frozenset(ScriptDirectory.from_config(alembic_config("postgresql://unused", version_dirs)).get_heads())

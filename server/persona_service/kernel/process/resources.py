@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from persona_service.kernel.ports import ModuleHooks
     from persona_service.kernel.principal import Principal
+    from persona_service.kernel.process.readiness import Check
     from persona_service.kernel.secretbox import SecretBox
     from persona_service.kernel.settings import Settings
     from persona_service.kernel.transport.audit import AuditEntry
@@ -126,13 +127,32 @@ def plain(method: Callable[P, R]) -> Callable[P, R]:
     return call
 
 
+class ReadApart(Protocol):
+    """`read(conn)` on a read-only connection of its own, outside the call's unit of work (it sees what
+    other transactions committed since the call began), returned to the pool after."""
+
+    def __call__(self, read: Callable[[Connection], T], /) -> T: ...
+
+
+def read_apart(engine: Engine) -> ReadApart:
+    """A `ReadApart` on `engine`'s pool: its holder reads, and cannot write nor keep the connection."""
+    connect = plain(engine.connect)
+
+    def apart(read: Callable[[Connection], T], /) -> T:
+        with connect() as conn:
+            return read(conn.execution_options(postgresql_readonly=True))
+
+    return apart
+
+
 @dataclass(frozen=True)
 class ServicerDeps:
     """What a servicer may use of its process, built once by the App and
     handed to every servicer (`ServiceBinding.servicer`). A call's unit of
-    work is its RequestContext's; nothing here opens another but `connect`.
-    The callables are plain functions (`plain`), never bound methods of the
-    App, an engine or a Redis client."""
+    work is its RequestContext's; nothing here opens another but `read_apart`,
+    which only reads. The callables are plain functions (`plain`), never bound
+    methods of the App, an engine or a Redis client; what they close over is
+    checked by tests/kernel/test_capabilities.py (docs/architecture.md)."""
 
     cursors: CursorCodec
     secret_box: SecretBox
@@ -145,8 +165,8 @@ class ServicerDeps:
     limits: Callable[[Principal, Callable[[], Connection]], Limits]  # the caller's organization's limits (its connection)
     invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.process.app), e.g. after a commit
     tasks: TaskSignals
-    connect: Callable[[], AbstractContextManager[Connection]]  # reads outside the call's unit of work
-    ping_redis: Callable[[], object]  # readiness
+    read_apart: ReadApart  # a read outside the call's unit of work (e.g. a row another transaction settles)
+    readiness: Callable[[], list[Check]]  # the process's readiness checks (kernel.process.readiness)
     draining: Callable[[], bool]  # the process is leaving rotation (kernel.process.server.drain)
     unary_workers: int  # threads serving unary calls (a servicer may bound how many of them wait)
     hints: Hints  # short-lived values shared by the processes (Redis) that only save work (kernel.transport.hints)

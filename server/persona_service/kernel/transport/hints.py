@@ -15,12 +15,14 @@ PREFIX = "hint:"
 
 
 class Hints:
+    """Hints read and kept under their prefix; the client stays private (servicers are handed a Hints)."""
+
     def __init__(self, client: redis.Redis) -> None:
-        self.client = client
+        self._client = client
 
     def get(self, key: str) -> str | None:
         try:
-            value = self.client.get(PREFIX + key)
+            value = self._client.get(PREFIX + key)
         except redis.RedisError as exc:
             log.warning("hint unread (%s): %s", key, exc)
             return None
@@ -30,6 +32,6 @@ class Hints:
 
     def put(self, key: str, value: str, ttl_seconds: int) -> None:
         try:
-            self.client.set(PREFIX + key, value, ex=ttl_seconds)
+            self._client.set(PREFIX + key, value, ex=ttl_seconds)
         except redis.RedisError as exc:
             log.warning("hint unkept (%s): %s", key, exc)

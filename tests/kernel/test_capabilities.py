@@ -1,0 +1,231 @@
+"""What a servicer is handed (`ServicerDeps`) reaches no raw Redis client, engine, pool, database
+connection, socket nor Settings, however it is spelled (docs/architecture.md, "What a servicer is
+handed"). The check walks the object graph, not names: from the deps through public attributes,
+items of containers, bound methods' `__self__`, `functools.partial`'s function and arguments, and
+functions' closure cells, defaults and `__wrapped__`. Private attributes (`_name`) are the boundary
+an object keeps; classes and modules are not walked (what a module imports, any code may import).
+A capability that must reach one of these kinds to do its work is allowed to, by name, in ALLOWED.
+
+Builds the App the way the server does, without a stack: nothing connects until asked (the last test,
+on the stack's database, shows that `read_apart` reads and cannot write)."""
+
+from __future__ import annotations
+
+import functools
+import socket
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields, replace
+from types import BuiltinMethodType, FunctionType, MethodType, ModuleType, SimpleNamespace
+from unittest.mock import NonCallableMock
+
+import psycopg
+import pytest
+import redis
+import sqlalchemy
+from persona_service.kernel.process.app import App
+from persona_service.kernel.process.resources import ServicerDeps, plain
+from persona_service.kernel.settings import Settings
+from persona_service.kernel.transport.hints import Hints
+from sqlalchemy.pool import Pool
+
+# What no servicer may hold: each kind, by the types that are it.
+FORBIDDEN: dict[str, tuple[type, ...]] = {
+    "redis": (redis.Redis, redis.ConnectionPool),
+    "engine": (sqlalchemy.Engine, Pool),
+    "connection": (sqlalchemy.Connection, psycopg.Connection),
+    "socket": (socket.socket,),
+    "settings": (Settings,),  # the database URL, the JWT secret, the secrets key
+}
+EVERY_KIND = frozenset(FORBIDDEN)
+
+# Capability (a ServicerDeps field) -> the kinds it may reach, and why.
+ALLOWED: dict[str, tuple[frozenset[str], str]] = {
+    "readiness": (frozenset({"engine", "redis"}),
+                  "the readiness checks: a read of the applied migrations on the pool and Redis's PING"),
+    "read_apart": (frozenset({"engine"}), "a read-only connection of its own from the pool, closed after the read"),
+    "quota": (frozenset({"engine"}), "the limits resolver reads an enterprise's overrides when the caller has no connection"),
+    "limits": (frozenset({"engine"}), "as quota: the same resolver"),
+    "tasks": (EVERY_KIND, "wake/wait_until are the task runner's: it runs tasks on the stream pool with the Runtime"),
+    # Not yet narrowed: plain functions over the App's methods, so they reach the whole App.
+    "provider_for": (EVERY_KIND, "App.provider_for: the retried provider audits failed attempts through the App"),
+    "generations_used": (EVERY_KIND, "App._generations_used: the rate limiter's Redis counters and the resolver"),
+    "invalidate": (EVERY_KIND, "App.invalidate: publishes on Redis and waits for every process's ack"),
+}
+
+ATOMS = (str, bytes, bytearray, int, float, complex, bool, type(None), type, ModuleType)
+
+
+@dataclass(frozen=True)
+class Reach:
+    path: str  # how it is reached from the deps, e.g. `deps.hints.client`
+    kind: str
+
+    @property
+    def capability(self) -> str:
+        return self.path.split(".")[1].split("[")[0]
+
+
+def _kind(value: object) -> str | None:
+    return next((kind for kind, types in FORBIDDEN.items() if isinstance(value, types)), None)
+
+
+def _public_attributes(value: object) -> Iterator[tuple[str, object]]:
+    names = [*getattr(value, "__dict__", {})]
+    names += [slot for cls in type(value).__mro__ for slot in getattr(cls, "__slots__", ()) if isinstance(slot, str)]
+    for name in dict.fromkeys(names):
+        if not name.startswith("_") and hasattr(value, name):
+            yield f".{name}", getattr(value, name)
+
+
+def _items(value: object) -> Iterator[tuple[str, object]]:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield f"[{key!r}]", key
+            yield f"[{key!r}]", item
+    elif isinstance(value, list | tuple | set | frozenset):
+        yield from ((f"[{i}]", item) for i, item in enumerate(value))
+
+
+def _function_parts(value: object) -> Iterator[tuple[str, object]]:
+    if isinstance(value, functools.partial):
+        yield from [(".func", value.func), *((f".args[{i}]", a) for i, a in enumerate(value.args)),
+                    *((f".keywords[{k!r}]", v) for k, v in value.keywords.items())]
+    if isinstance(value, MethodType | BuiltinMethodType) and not isinstance(value.__self__, ModuleType):
+        yield ".__self__", value.__self__
+    if isinstance(value, FunctionType):
+        cells = zip(value.__code__.co_freevars, value.__closure__ or (), strict=True)
+        yield from ((f".<closure {name}>", cell.cell_contents) for name, cell in cells if _filled(cell))
+        yield from ((f".<default {i}>", d) for i, d in enumerate(value.__defaults__ or ()))
+        yield from ((f".<default {k}>", d) for k, d in (value.__kwdefaults__ or {}).items())
+        if hasattr(value, "__wrapped__"):
+            yield ".__wrapped__", value.__wrapped__
+
+
+def _filled(cell: object) -> bool:
+    try:
+        cell.cell_contents  # type: ignore[attr-defined]  # noqa: B018
+    except ValueError:  # a cell not yet assigned
+        return False
+    return True
+
+
+def _edges(value: object) -> Iterator[tuple[str, object]]:
+    if isinstance(value, ATOMS):
+        return
+    yield from _items(value)
+    yield from _function_parts(value)
+    yield from _public_attributes(value)
+
+
+def reach(deps: ServicerDeps) -> list[Reach]:
+    """Every forbidden object each capability reaches (walked per capability: what one reaches first does
+    not hide it from another), not walked past."""
+    return [found for f in fields(deps) for found in _reach_from(f"deps.{f.name}", getattr(deps, f.name))]
+
+
+def _reach_from(path: str, start: object) -> Iterator[Reach]:
+    seen, todo = {id(start)}, [(path, start)]
+    while todo:
+        path, value = todo.pop()
+        kind = _kind(value)
+        if kind is not None:
+            yield Reach(path, kind)
+            continue
+        for step, next_value in _edges(value):
+            if id(next_value) not in seen:
+                seen.add(id(next_value))
+                todo.append((path + step, next_value))
+
+
+def leaks(deps: ServicerDeps) -> list[Reach]:
+    """What `deps` reaches that ALLOWED does not grant the capability it is reached through."""
+    return [r for r in reach(deps) if r.kind not in ALLOWED.get(r.capability, (frozenset(), ""))[0]]
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    from persona_service.registry import MODULES
+
+    settings = Settings(data_dir=tmp_path_factory.mktemp("capabilities"), jwt_secret="test-secret",
+                        database_url="postgresql+psycopg://nobody@127.0.0.1:9/none", redis_url="redis://127.0.0.1:9/0")
+    built = App(settings, MODULES)  # nothing connects until asked
+    yield built
+    built.close()
+
+
+def test_a_servicer_reaches_nothing_raw_but_through_an_allowed_capability(app: App) -> None:
+    assert leaks(app.servicer_deps) == []
+
+
+def test_every_allowance_is_used(app: App) -> None:
+    """An allowance no capability needs any more is removed, so the list says what is reached today."""
+    reached = {(r.capability, r.kind) for r in reach(app.servicer_deps)}
+    assert {name for name in ALLOWED if not any(capability == name for capability, _ in reached)} == set()
+    assert {name for name, (kinds, _) in ALLOWED.items() if kinds != EVERY_KIND
+            and not kinds <= {k for c, k in reached if c == name}} == set()
+    assert set(ALLOWED) <= {f.name for f in fields(ServicerDeps)}
+
+
+def _never(*_: object) -> bool:
+    return False
+
+
+def _closed_socket() -> socket.socket:
+    sock = socket.socket()
+    sock.close()
+    return sock
+
+
+def _with_attribute(function: FunctionType, **public: object) -> FunctionType:
+    function.__dict__.update(public)
+    return function
+
+
+def _hints_with(**public: object) -> Hints:
+    hints = Hints(redis.Redis())  # its client is private: not walked
+    hints.__dict__.update(public)
+    return hints
+
+
+# Leaks planted into a copy of today's deps, each spelled in a way the check names nowhere.
+PLANTED = {
+    "a lambda closing over the engine": lambda app: {"draining": lambda: app.engine.pool.status() == ""},
+    "a partial holding the Redis client": lambda app: {"draining": functools.partial(_never, app.redis)},
+    "plain() over a method of the engine": lambda app: {"draining": plain(app.engine.dispose)},
+    "a bound method of the App": lambda app: {"draining": app.close},
+    "a public attribute chain two levels deep": lambda app: {
+        "hints": _hints_with(cache=SimpleNamespace(source=SimpleNamespace(config=app.settings)))},
+    "a public client on the hints": lambda app: {"hints": _hints_with(client=app.redis)},
+    "settings in a dict in a closure": lambda app: {"draining": (lambda held: lambda: bool(held))({"s": (app.settings,)})},
+    "a socket as a default argument": lambda app: {"draining": lambda sock=_closed_socket(): sock.fileno() < 0},
+    "a raw driver connection in a list": lambda app: {
+        "hints": _hints_with(pool=[NonCallableMock(spec=psycopg.Connection)])},
+    "an attribute set on a plain function": lambda app: {"draining": _with_attribute(plain(app.draining.is_set),
+                                                                                    pool=app.engine.pool)},
+    "the resources exposing their settings": lambda app: {"resources": SimpleNamespace(get=app.resources.get,
+                                                                                       settings=app.settings)},
+}
+
+
+@pytest.mark.parametrize("what", PLANTED)
+def test_each_planted_leak_is_caught(app: App, what: str) -> None:
+    plants = PLANTED[what](app)
+    found = leaks(replace(app.servicer_deps, **plants))
+    assert found, f"{what}: not caught"
+    assert {r.capability for r in found} <= set(plants), found
+
+
+def test_a_read_apart_reads_and_cannot_write(engine: sqlalchemy.Engine) -> None:
+    """`read_apart` hands its read a read-only connection, and the pool gets the connection back as it was."""
+    from persona_service.kernel.process.resources import read_apart
+
+    apart, drivers = read_apart(engine), []
+
+    def write(conn: sqlalchemy.Connection) -> None:
+        drivers.append(conn.connection.dbapi_connection)
+        conn.execute(sqlalchemy.text("CREATE TEMP TABLE read_apart_probe (i int)"))
+
+    assert apart(lambda conn: conn.execute(sqlalchemy.text("SHOW transaction_read_only")).scalar()) == "on"
+    with pytest.raises(sqlalchemy.exc.DBAPIError, match="read-only transaction"):
+        apart(write)
+    assert drivers and not drivers[0].read_only  # reset when it went back to the pool
