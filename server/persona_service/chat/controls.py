@@ -112,9 +112,7 @@ class ChatControls:
             row = self.sessions.reply_row(principal, session.id, session.message_count + session.removed_messages,
                                           now, reply)
             return Regenerated(session, replied_to, self.repo.add_messages(row)[0])
-        columns = self.sessions.reply_row(principal, session.id, last.ordinal, now, reply)
-        added = self.repo.add_alternative(columns.pop("session_id"), columns.pop("ordinal"), columns.pop("id"),
-                                          **columns)
+        added = self.repo.add_alternative(self.sessions.reply_row(principal, session.id, last.ordinal, now, reply))
         return Regenerated(session, replied_to, added)
 
     def choose(self, principal: Principal, session_id: str, message_id: str, position: int) -> MessageRecord:

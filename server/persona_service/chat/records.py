@@ -28,6 +28,43 @@ class SessionRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class NewSession:
+    """A session as it opens: active, nothing counted yet."""
+
+    id: str
+    org_id: str
+    workspace_id: str
+    persona_id: str
+    user_id: str
+    title: str
+    started_at: datetime
+    last_active_at: datetime
+    persona_version: int | None  # pinned version; None: the persona's current one
+    status: str = "active"
+    message_count: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd_micros: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionChanges:
+    """What a change of a session's status sets with it (None: left as it is)."""
+
+    status: str
+    ended_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFilters:
+    """A list's filters ("": any)."""
+
+    persona_id: str = ""
+    status: str = ""
+    user_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class MessageRecord:
     id: str
     session_id: str
@@ -52,6 +89,28 @@ class MessageRecord:
     # How many alternatives its turn keeps, and its position among them (read with the message; not columns).
     swipe_count: int = 1
     swipe_index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A message to store: a user's (no usage), or a reply with its usage."""
+
+    id: str
+    session_id: str
+    org_id: str
+    workspace_id: str
+    ordinal: int
+    role: str
+    content: str
+    credential_id: str  # what its usage is billed to (chat.service.billed_to)
+    created_at: datetime
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd_micros: int = 0
+    drift_score: float = 0.0
+    recovered: bool = False
+    unpriced: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,19 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql import Select
 
-from persona_service.chat.records import MessageRecord, SessionRecord
+from persona_service.chat.records import (
+    MessageRecord,
+    NewMessage,
+    NewSession,
+    SessionChanges,
+    SessionFilters,
+    SessionRecord,
+)
 from persona_service.chat.tables import ChatMessage, ChatSession
 from persona_service.kernel.api import (
     Batches,
     Prepared,
+    changed_columns,
     declare_aggregate,
     export_batches,
     lock_root,
@@ -32,6 +40,7 @@ from persona_service.kernel.api import (
     record,
     record_or_none,
     records,
+    row_columns,
     stale,
     table_of,
 )
@@ -99,28 +108,31 @@ class ChatSessionRepository:
         return lock_root(self.conn, SESSION, SessionRecord, _sessions.c.id == session_id,
                                     _sessions.c.workspace_id == workspace_id)
 
-    def create(self, **values: Any) -> SessionRecord:
-        return record(SessionRecord, self.conn.execute(insert(_sessions).values(**values).returning(_sessions)).mappings().one())
+    def create(self, new: NewSession) -> SessionRecord:
+        stmt = insert(_sessions).values(**row_columns(new)).returning(_sessions)
+        return record(SessionRecord, self.conn.execute(stmt).mappings().one())
 
     def list_page(
-        self, workspace_id: str, filters: dict[str, Any], limit: int, after: tuple[datetime, str] | None
+        self, workspace_id: str, filters: SessionFilters, limit: int, after: tuple[datetime, str] | None
     ) -> list[SessionRecord]:
         stmt = select(_sessions).where(_sessions.c.workspace_id == workspace_id)
-        for name in ("persona_id", "status", "user_id"):
-            if filters.get(name):
-                stmt = stmt.where(_sessions.c[name] == filters[name])
+        for column, value in ((_sessions.c.persona_id, filters.persona_id), (_sessions.c.status, filters.status),
+                              (_sessions.c.user_id, filters.user_id)):
+            if value:
+                stmt = stmt.where(column == value)
         if after is not None:
             stmt = stmt.where(tuple_(_sessions.c.started_at, _sessions.c.id) < tuple_(*after))
         stmt = stmt.order_by(_sessions.c.started_at.desc(), _sessions.c.id.desc()).limit(limit)
         return records(SessionRecord, self.conn.execute(stmt).mappings())
 
-    def transition(self, session_id: str, from_statuses: tuple[str, ...], **values: Any) -> SessionRecord | None:
+    def transition(self, session_id: str, from_statuses: tuple[str, ...],
+                   changes: SessionChanges) -> SessionRecord | None:
         """Change a session's status only from one of `from_statuses`
         (atomic); None when it was in another status."""
         stmt = (
             update(_sessions)
             .where(_sessions.c.id == session_id, _sessions.c.status.in_(from_statuses))
-            .values(**values)
+            .values(**changed_columns(changes))
             .returning(_sessions)
         )
         return self._changed(record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first()))
@@ -172,20 +184,19 @@ class ChatSessionRepository:
 
     # --- messages -------------------------------------------------------------------
 
-    def add_messages(self, *rows: dict[str, Any]) -> list[MessageRecord]:
+    def add_messages(self, *new: NewMessage) -> list[MessageRecord]:
         """Messages in one statement (an exchange's two: one round trip, not two), in the order given."""
         stmt = insert(_messages).returning(_messages, literal(1).label("swipe_count"), literal(0).label("swipe_index"),
                                              sort_by_parameter_order=True)
-        return records(MessageRecord, self.conn.execute(stmt, list(rows)).mappings())
+        return records(MessageRecord, self.conn.execute(stmt, [row_columns(m) for m in new]).mappings())
 
-    def add_alternative(self, session_id: str, ordinal: int, message_id: str, **values: Any) -> MessageRecord:
-        """A new alternative of a turn (swipe = the next index), chosen: the others are unchosen."""
-        turn = (_messages.c.session_id == session_id, _messages.c.ordinal == ordinal)
+    def add_alternative(self, new: NewMessage) -> MessageRecord:
+        """A new alternative of its turn (swipe = the next index), chosen: the others are unchosen."""
+        turn = (_messages.c.session_id == new.session_id, _messages.c.ordinal == new.ordinal)
         self.conn.execute(update(_messages).where(*turn).values(selected=False))
         count = select(func.count()).where(*turn).scalar_subquery()
-        self.conn.execute(insert(_messages).values(id=message_id, session_id=session_id, ordinal=ordinal, swipe=count,
-                                                   selected=True, **values))
-        added = self.message(session_id, message_id)
+        self.conn.execute(insert(_messages).values(swipe=count, selected=True, **row_columns(new)))
+        added = self.message(new.session_id, new.id)
         assert added is not None
         return added
 

@@ -35,7 +35,15 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from persona_service.chat.records import Exchange, MessageRecord, SessionRecord
+from persona_service.chat.records import (
+    Exchange,
+    MessageRecord,
+    NewMessage,
+    NewSession,
+    SessionChanges,
+    SessionFilters,
+    SessionRecord,
+)
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.config.api import ConfigService
 from persona_service.kernel.api import (
@@ -409,14 +417,13 @@ class ChatSessionService:
         if persona_version and self.personas.voice(persona_id, persona_version) is None:
             raise NotFound("persona version", {"personaId": persona_id, "version": persona_version})
         now = self.clock()
-        return self.repo.create(
+        return self.repo.create(NewSession(
             id=new_id("chat_session"), org_id=principal.org_id, workspace_id=principal.workspace_id,
-            persona_id=persona_id, user_id=user_id or principal.user_id, title=title, status="active",
-            message_count=0, input_tokens=0, output_tokens=0, cost_usd_micros=0, started_at=now, last_active_at=now,
-            persona_version=persona_version or None,
-        )
+            persona_id=persona_id, user_id=user_id or principal.user_id, title=title, started_at=now,
+            last_active_at=now, persona_version=persona_version or None,
+        ))
 
-    def list(self, principal: Principal, filters: dict[str, Any], limit: int,
+    def list(self, principal: Principal, filters: SessionFilters, limit: int,
              cursor: str) -> tuple[list[SessionRecord], str]:
         return keyset_page(
             self.cursors, f"chat_sessions:{principal.workspace_id}", limit, cursor,
@@ -425,17 +432,15 @@ class ChatSessionService:
 
     def end(self, principal: Principal, session_id: str) -> SessionRecord:
         row = self.locked(principal, session_id)
-        ended = self.repo.transition(row.id, ("active",), status="ended", ended_at=self.clock())
+        ended = self.repo.transition(row.id, ("active",), SessionChanges("ended", ended_at=self.clock()))
         if ended is None:
             raise self.conflict(self.get(principal, session_id), "Only an active session can be ended.")
         return ended
 
     def archive(self, principal: Principal, session_id: str) -> SessionRecord:
         row = self.locked(principal, session_id)
-        values: dict[str, Any] = {"status": "archived"}
-        if row.ended_at is None:
-            values["ended_at"] = self.clock()
-        archived = self.repo.transition(row.id, ("active", "ended"), **values)
+        changes = SessionChanges("archived", ended_at=self.clock() if row.ended_at is None else None)
+        archived = self.repo.transition(row.id, ("active", "ended"), changes)
         if archived is None:
             raise self.conflict(self.get(principal, session_id), "The session is already archived.")
         return archived
@@ -518,25 +523,24 @@ class ChatSessionService:
         return session
 
     @staticmethod
-    def message_row(principal: Principal, session_id: str, ordinal: int, now: datetime, role: str, content: str,
-                    **usage: Any) -> dict[str, Any]:
-        """The columns of a new message (a user message unless `usage` says otherwise)."""
-        return dict(id=new_id("chat_message"), session_id=session_id, org_id=principal.org_id,
-                    workspace_id=principal.workspace_id, ordinal=ordinal, role=role, content=content,
-                    credential_id=billed_to(principal), created_at=now,
-                    **({"model": "", "input_tokens": 0, "output_tokens": 0, "cost_usd_micros": 0,
-                        "drift_score": 0.0, "recovered": False, "unpriced": False} | usage))
+    def message_row(principal: Principal, session_id: str, ordinal: int, now: datetime, role: str,
+                    content: str) -> NewMessage:
+        """A new message without usage (a user's)."""
+        return NewMessage(id=new_id("chat_message"), session_id=session_id, org_id=principal.org_id,
+                          workspace_id=principal.workspace_id, ordinal=ordinal, role=role, content=content,
+                          credential_id=billed_to(principal), created_at=now)
 
     @classmethod
     def reply_row(cls, principal: Principal, session_id: str, ordinal: int, now: datetime,
-                  reply: Reply) -> dict[str, Any]:
+                  reply: Reply) -> NewMessage:
+        """A new reply, with its usage."""
         content = reply.text
         if not content and reply.tool_calls:
             content = json.dumps([{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls])
-        return cls.message_row(
-            principal, session_id, ordinal, now, "assistant", content, model=reply.model, input_tokens=reply.input_tokens,
-            output_tokens=reply.output_tokens, cost_usd_micros=reply.cost_usd_micros, drift_score=reply.drift_score,
-            recovered=reply.recovered, unpriced=reply.unpriced,
+        return replace(
+            cls.message_row(principal, session_id, ordinal, now, "assistant", content), model=reply.model,
+            input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, cost_usd_micros=reply.cost_usd_micros,
+            drift_score=reply.drift_score, recovered=reply.recovered, unpriced=reply.unpriced,
         )
 
     @staticmethod

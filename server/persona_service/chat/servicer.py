@@ -3,7 +3,7 @@ from collections.abc import Generator
 from persona.v1 import chat_pb2
 
 from persona_service.chat.controls import Change, ChatControls
-from persona_service.chat.records import MessageRecord, SessionRecord
+from persona_service.chat.records import MessageRecord, SessionFilters, SessionRecord
 from persona_service.chat.service import ChatSessionService, Sampling, session_of
 from persona_service.kernel.api import (
     ApiError,
@@ -86,7 +86,7 @@ class ChatServicer:
 
     def ListChatSessions(self, request: chat_pb2.ListChatSessionsRequest,
                          ctx: RequestContext) -> chat_pb2.ListChatSessionsResponse:
-        filters = {"persona_id": request.persona_id, "status": request.status, "user_id": request.user_id}
+        filters = SessionFilters(persona_id=request.persona_id, status=request.status, user_id=request.user_id)
         rows, cursor = self._service(ctx).list(ctx.caller, filters, page_limit(request), request.cursor)
         return chat_pb2.ListChatSessionsResponse(items=[chat_session(r) for r in rows], next_cursor=cursor)
 
