@@ -65,6 +65,7 @@ class CompletionService:
         self.conn = conn
         self.repo = ChatSessionRepository(conn)
         self.personas = PersonaDirectory(conn)
+        self.sessions = ChatSessionService(conn, prices=prices)
         self.provider = provider
         self.prices = prices
 
@@ -89,6 +90,10 @@ class CompletionService:
         creation time an earlier attempt `started` it with."""
         if not any(m.role in ("user", "tool") for m in conversation):
             raise ValidationFailed([Violation("messages", "required", None, {"contains": "a user message"})])
+        # The caller's membership first, as every chat write holds it (the declared order: membership, then the
+        # (persona, user) lock and the session, then the persona): their erasure locks it before their personas and
+        # sessions, so a completion runs wholly before the erasure or answers 401 after it, never in a cycle with it.
+        self.sessions.hold_caller(principal)
         persona, version = self.model(principal, model)
         voice = self.personas.voice(persona.id, version or None, decides_nothing=True)  # (as `model`)
         if voice is None:
@@ -105,8 +110,9 @@ class CompletionService:
         return Completed(completion_id, created, reply)
 
     def _account(self, principal: Principal, persona_id: str, user_id: str, request: Message, reply: Reply) -> None:
-        sessions = ChatSessionService(self.conn, prices=self.prices)
+        """Store the exchange in the caller's completions session (made on first use: `open`, the membership
+        held by `complete`)."""
         session = self.repo.completions_session(principal.workspace_id, persona_id, user_id, SESSION_TITLE)
         if session is None:
-            session = sessions.create(principal, persona_id, user_id=user_id, title=SESSION_TITLE)
-        sessions.record_exchange(principal, session.id, Message(request.role, request.content), reply)
+            session = self.sessions.open(principal, persona_id, user_id=user_id, title=SESSION_TITLE)
+        self.sessions.record_exchange(principal, session.id, Message(request.role, request.content), reply)

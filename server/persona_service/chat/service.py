@@ -411,6 +411,15 @@ class ChatSessionService:
 
     def create(self, principal: Principal, persona_id: str, user_id: str = "", title: str = "",
                persona_version: int = 0) -> SessionRecord:
+        """A new session of the persona. The caller's membership is held first, as by every chat write (its
+        erasure locks it, then their personas): beside the erasure it runs wholly before it or answers 401 after."""
+        self.hold_caller(principal)
+        return self.open(principal, persona_id, user_id, title, persona_version)
+
+    def open(self, principal: Principal, persona_id: str, user_id: str = "", title: str = "",
+             persona_version: int = 0) -> SessionRecord:
+        """`create` in a unit of work that holds the caller's membership already (`hold_caller`: an
+        OpenAI-compatible completion's first use, `CompletionService`)."""
         # Held FOR SHARE until the session commits: it cannot be deleted or changed meanwhile.
         if not self.personas.held(principal.workspace_id, persona_id):
             raise NotFound("persona")
