@@ -1,8 +1,10 @@
 """A purchase beside the writes of the other aggregates it decides on answers as one serial order would
-(tests/oracle.py), through Envoy. A purchase holds its listing FOR SHARE, copies the listed persona (held FOR
-SHARE), charges the buyer's subscription and credits the seller's: so it is fired beside the seller's update of the
-listing (a new title and price) and a price change alone, beside the PATCH and the DELETE of the listed persona, and
-beside the other organization buying the buyer's own listing (two purchases whose subscriptions are each other's).
+(tests/oracle.py), through Envoy. A purchase locks the buyer's and the seller's subscriptions (first, in id order:
+subscriptions are declared before personas and listings), holds its listing FOR SHARE, copies the listed persona
+(held FOR SHARE), charges the buyer's subscription and credits the seller's: so it is fired beside the seller's
+update of the listing (a new title and price) and a price change alone, beside the PATCH and the DELETE of the
+listed persona, and beside the other organization buying the buyer's own listing (two purchases whose
+subscriptions are each other's).
 
 An update sends the listing back to review, which the runner does as a write of its own: the buyer here buys the
 listing once it is settled (a 404 while it waits for review is retried once the review ran), so a purchase after

@@ -7,6 +7,7 @@ from sqlalchemy import Connection, func, insert, or_, select, true, tuple_, upda
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.kernel.api import (
+    DECIDES_NOTHING,
     changed_columns,
     declare_aggregate,
     lock_root,
@@ -53,6 +54,12 @@ class MarketplaceRepository:
         if share:
             stmt = stmt.with_for_update(read=True)
         return record_or_none(ListingRecord, self.conn.execute(stmt).mappings().first())
+
+    def seller_of(self, listing_id: str) -> str | None:
+        """The organization that listed it, read before the listing is held (a purchase locks the subscriptions
+        first): a listing's organization never changes, so the read decides nothing of the listing."""
+        stmt = select(_listings.c.org_id).where(_listings.c.id == listing_id)
+        return self.conn.execute(stmt.execution_options(**{DECIDES_NOTHING: True})).scalar()
 
     def update(self, listing_id: str, *, status: str, rejection_reason: str | None = None, title: str | None = None,
                description: str | None = None, audience_tags: list[str] | None = None, price_minor: int | None = None,

@@ -142,8 +142,9 @@ class MarketplaceService:
         if principal.plan != "enterprise":
             raise Forbidden("Marketplace purchases are available on the Enterprise plan only.",
                             {"requiredPlan": "enterprise"})
-        # Held FOR SHARE first (the listing aggregate's root): an unpublish or an update waits for the purchase
-        # to commit, and a purchase after them sees what they left.
+        self._lock_accounts(principal, listing_id, billing)
+        # Then held FOR SHARE (the listing aggregate's root): an unpublish or an update waits for the purchase to
+        # commit, and a purchase after them sees what they left.
         listing = self._visible(principal, self.repo.get(listing_id, share=True))
         if listing.org_id == principal.org_id:
             raise StateConflict("An organization cannot buy its own listing.", "listingId", {"listingId": listing_id})
@@ -156,12 +157,6 @@ class MarketplaceService:
             return bought
         card = self._card(listing)
         copy_ = personas.import_card(principal, card)
-        # The buyer's subscription is charged and the seller's credited: both locked now, in id order, as
-        # `lock_roots` takes two roots of one aggregate. Taken as each is used (the buyer's, then the seller's), two
-        # organizations buying each other's listing at once waited on each other in a cycle (the oracle's crosswise
-        # pair: a deadlock PostgreSQL broke in each round, hidden by the rerun).
-        for org_id in sorted({principal.org_id, listing.org_id}):
-            billing.subscription(org_id, for_update=True)
         invoice = billing.charge(principal.org_id, f"Marketplace: {listing.title}", listing.price_minor)
         fee = (listing.price_minor * fee_bps + 5_000) // 10_000
         purchase = self.repo.add_purchase(
@@ -180,6 +175,15 @@ class MarketplaceService:
         return purchase
 
     # --- helpers -------------------------------------------------------------------------
+
+    def _lock_accounts(self, principal: Principal, listing_id: str, billing: BillingService) -> None:
+        """Lock the subscriptions a purchase charges (the buyer's) and credits (the seller's), in id order as
+        `lock_roots` takes two roots of one aggregate, before the listing and its persona: subscriptions are declared
+        first (kernel.data.aggregates). Taken as each was used (the buyer's, then the seller's), two organizations
+        buying each other's listing at once waited on each other in a cycle (the oracle's crosswise pair)."""
+        seller = self.repo.seller_of(listing_id) or principal.org_id  # (no listing: a 404 once it is looked for)
+        for org_id in sorted({principal.org_id, seller}):
+            billing.subscription(org_id, for_update=True)
 
     def _own(self, principal: Principal, listing_id: str, for_update: bool = False) -> ListingRecord:
         listing = self.repo.get(listing_id, for_update)
