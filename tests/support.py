@@ -205,6 +205,22 @@ class TenantFactory:
         key = self.key(tenant.org_id, workspace_id, tenant.user_id, tenant.plan, list(scopes))
         return Tenant(tenant.org_id, workspace_id, tenant.user_id, key, tenant.plan)
 
+    def member(self, plan: str = "pro") -> Tenant:
+        """A plain member (not the owner, who may not erase their data) of a new organization, with a key of
+        their own."""
+        import uuid
+
+        from persona_service.orgs.repository import OrgRepository
+
+        org = self(plan=plan)
+        user_id = "usr_" + uuid.uuid4().hex[:20]
+        with self.engine.begin() as conn:
+            repo = OrgRepository(conn)
+            repo.create_user(id=user_id, email=f"{user_id}@example.com", name="Erin Member")
+            repo.add_member(org.org_id, user_id, "member")
+        key = self.key(org.org_id, org.workspace_id, user_id, plan, list(SCOPES))
+        return Tenant(org.org_id, org.workspace_id, user_id, key, plan)
+
     def key(self, org_id, workspace_id, user_id, plan, scopes, expires_at: datetime | None = None, ip_allowlist=()):
         """A key written directly (expiry may be in the past, which the API refuses)."""
         with self.engine.begin() as conn:

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import json
 import pathlib
-import uuid
 from dataclasses import dataclass
 
 import pytest
 from oracle import ROUNDS, Op, Table, check_named, params
-from persona_service.orgs.repository import OrgRepository
 from races import reruns
 from sqlalchemy import text
-from support import SCOPES, wait_until
+from support import wait_until
 
 PAIR_ROUNDS = max(ROUNDS, 3)
 BUILD = "/v1/admin/dsar/build-one"
@@ -38,18 +36,13 @@ class Fixture:
 def _fixture(http, engine, tenants, admin) -> Fixture:
     """A member (not the owner, who may not erase) of a new organization with a key and a persona of their own,
     and their pending export."""
-    org = tenants(plan="pro")
-    user_id = "usr_" + uuid.uuid4().hex[:20]
-    with engine.begin() as conn:
-        repo = OrgRepository(conn)
-        repo.create_user(id=user_id, email=f"{user_id}@example.com", name="Erin Member")
-        repo.add_member(org.org_id, user_id, "member")
-    auth = {"Authorization": f"Bearer {tenants.key(org.org_id, org.workspace_id, user_id, org.plan, list(SCOPES))}"}
+    member = tenants.member()
+    auth, user_id = member.auth, member.user_id
     persona = http.post("/v1/personas", json={"intent": "A cartographer of imaginary islands"}, headers=auth)
     assert persona.status_code == 200, persona.text
     requested = http.post("/v1/privacy/exports", json={}, headers=auth)
     assert requested.status_code == 200, requested.text
-    return Fixture(org.org_id, user_id, auth, admin.auth, persona.json()["id"])
+    return Fixture(member.org_id, user_id, auth, admin.auth, persona.json()["id"])
 
 
 def _exports(engine, f: Fixture) -> list[tuple[str, str, str]]:

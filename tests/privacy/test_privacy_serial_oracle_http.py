@@ -5,14 +5,11 @@ still work)."""
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
 import pytest
 from oracle import Op, Table, check_named, params, uncovered
-from persona_service.orgs.repository import OrgRepository
 from sqlalchemy import text
-from support import SCOPES
 
 
 @dataclass(frozen=True)
@@ -24,14 +21,8 @@ class Fixture:
 
 def _fixture(engine, tenants) -> Fixture:
     """A member (not the owner: the owner may not erase) of a new organization, with a key of their own."""
-    org = tenants(plan="pro")
-    user_id = "usr_" + uuid.uuid4().hex[:20]
-    with engine.begin() as conn:
-        repo = OrgRepository(conn)
-        repo.create_user(id=user_id, email=f"{user_id}@example.com", name="Erin Member")
-        repo.add_member(org.org_id, user_id, "member")
-    key = tenants.key(org.org_id, org.workspace_id, user_id, org.plan, list(SCOPES))
-    return Fixture(org.org_id, user_id, {"Authorization": f"Bearer {key}"})
+    member = tenants.member()
+    return Fixture(member.org_id, member.user_id, member.auth)
 
 
 def _ops(http) -> list[Op]:
