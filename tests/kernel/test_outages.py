@@ -232,4 +232,6 @@ def test_redis_down_keeps_serving_and_stops_trusting_cached_credentials(own, own
         assert log.count("invalidation bus down") == 1
         # Every call failed open, each a warning once: now at most one line per 10 s.
         assert 1 <= log.count("failing open") <= 2
-        assert len(log) < 100_000
+        # The access log grows with the polls above (a slow machine polls longer: 111 kB once); the bound is on
+        # everything else, where a spinning listener or a flood of warnings would show.
+        assert sum(len(line) for line in log.splitlines() if '"latency_ms"' not in line) < 100_000
