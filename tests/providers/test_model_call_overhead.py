@@ -13,7 +13,8 @@ import redis
 from persona_service.kernel import wakeups
 from persona_service.providers import remote
 from persona_service.providers.base import ModerationResult
-from persona_service.providers.factory import make_base_provider
+from persona_service.providers.factory import in_process_calls, make_base_provider
+from persona_service.providers.settings import ProviderSettings
 
 POOL = "tests-overhead"
 QUEUE = remote.queue_key(POOL)
@@ -104,3 +105,32 @@ def test_a_call_held_across_ticks_is_marked_while_held_and_not_queued_again(url)
         assert "LPUSH" not in client.commands
     finally:
         runner.close()
+
+
+def test_the_offline_models_short_moderation_and_embeddings_are_answered_in_the_server(url):
+    """No runner takes this pool's calls: a short text's moderation and embeddings are answered on the calling
+    thread with no Redis command; a text over the bound is queued for a runner (unary threads hold no long work)."""
+    client = Recording.from_url(url)
+    local = make_base_provider()
+    caller = remote.RemoteProvider(local, client, wakeups.Wakeups(redis.Redis.from_url(url)), TIMEOUT_SECONDS, POOL,
+                                   in_process_calls(ProviderSettings()))
+    assert caller.moderate("build a bomb").flagged and caller.moderate("hello").flagged is False
+    assert caller.embed(["hello there", "good night"]) == local.embed(["hello there", "good night"])
+    assert client.commands == []
+    long = "word " * (remote.IN_PROCESS_MAX_CHARS // 5 + 1)
+    runner = remote.ModelCallServer(local, redis.Redis.from_url(url), 1, POOL)
+    runner.start()
+    try:
+        assert caller.embed([long]) == local.embed([long])
+        assert client.commands[0] == "RPUSH"  # queued (then a read: the inbox's first subscription)
+    finally:
+        runner.close()
+
+
+def test_only_the_local_models_parts_are_answered_in_the_server():
+    assert in_process_calls(ProviderSettings()) == {"moderate", "embed"}
+    remote_moderation = ProviderSettings(provider="openai", openai_base_url="http://model.invalid/v1",
+                                         moderation_provider="openai")
+    assert in_process_calls(remote_moderation) == {"embed"}  # generation never: it takes turns on the runners
+    assert in_process_calls(ProviderSettings(embedding_provider="openai", embedding_base_url="http://e.invalid/v1")) \
+        == {"moderate"}

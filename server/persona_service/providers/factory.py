@@ -54,6 +54,16 @@ def model_turns(turns: int | None, threads: int, settings: ProviderSettings | No
     return 1 if (settings or load(ProviderSettings)).upstream("chat") is None else threads
 
 
+def in_process_calls(settings: ProviderSettings | None = None) -> frozenset[str]:
+    """The model calls a server process answers itself (providers.remote.RemoteProvider's `here`, short texts
+    only): moderation and embeddings where they are the local offline model's, pure CPU work of a millisecond or
+    two that cost several times as much through Redis and a runner. A real model's calls, and every generation
+    (the local chat model's takes turns by plan on the runners), go to the runners."""
+    settings = settings or load(ProviderSettings)
+    return frozenset(op for op, part in (("moderate", "moderation"), ("embed", "embedding"))
+                     if settings.upstream(part) is None)
+
+
 def make_base_provider(settings: ProviderSettings | None = None) -> Provider:
     """The configured provider without the retry wrapper."""
     settings = settings or load(ProviderSettings)

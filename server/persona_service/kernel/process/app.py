@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -15,53 +14,46 @@ import redis
 from persona_service.kernel import metrics
 from persona_service.kernel.data import aggregates, read_cache
 from persona_service.kernel.data.aggregates import LockGuard
+from persona_service.kernel.data.boundaries import BoundaryGuard
 from persona_service.kernel.data.engine import make_engine, share_disconnects
 from persona_service.kernel.data.replicas import replica_router
-from persona_service.kernel.logs import Throttled
 from persona_service.kernel.process import redis_pool
+from persona_service.kernel.process.capabilities import audit_on, generations_used, provider_for
+from persona_service.kernel.process.invalidations import INVALIDATION_CHANNEL, acknowledge, broadcaster, evictions
 from persona_service.kernel.process.module import Job, Modules
 from persona_service.kernel.process.readiness import readiness_of
 from persona_service.kernel.process.resources import Resources, Runtime, ServicerDeps, TaskSignals, plain, read_apart
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport import fair
-from persona_service.kernel.transport.audit import AuditEntry, AuditLog, FailureTally
+from persona_service.kernel.transport.audit import FailureTally
 from persona_service.kernel.transport.auth import DEGRADED_TTL_SECONDS, Authenticator, CredentialCache
 from persona_service.kernel.transport.cursors import CursorCodec
 from persona_service.kernel.transport.fair import FairGate
 from persona_service.kernel.transport.hints import Hints
 from persona_service.kernel.transport.idempotency import Idempotency
-from persona_service.kernel.transport.limits.limiter import GENERATIONS, RateLimiter
+from persona_service.kernel.transport.limits.limiter import RateLimiter
 from persona_service.kernel.transport.limits.resolver import LimitsResolver
 from persona_service.kernel.transport.partitions import EVERY, age_out
 from persona_service.kernel.transport.runs import Runs
 from persona_service.kernel.transport.tasks import TaskKind, TaskRunner
-from persona_service.providers.factory import backoff_delays, fingerprint, make_base_provider, model_turns
+from persona_service.providers.factory import (
+    backoff_delays,
+    fingerprint,
+    in_process_calls,
+    make_base_provider,
+    model_turns,
+)
 from persona_service.providers.remote import RemoteProvider
-from persona_service.providers.retrying import Retrying, failure_details
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from sqlalchemy import Engine
 
-    from sqlalchemy import Connection, Engine
-
-    from persona_service.kernel.principal import Principal
-    from persona_service.kernel.transport.context import RequestContext
-    from persona_service.providers.base import Provider, ProviderError
+    from persona_service.providers.base import Provider
 
 log = logging.getLogger(__name__)
-_warn = Throttled(log)
 
-# Cache invalidations, broadcast to every server process: "cred:<cache key>"
-# evicts a credential, "limits:<org id>" an organization's limits, "org:<org
-# id>" both for every credential of the organization (its plan changed, a
-# member was suspended or removed). Each travels as "<ack list> <message>":
-# every listener pushes to the ack list once it applied it, and the sender
-# waits for as many acks as PUBLISH reached listeners (up to ACK_WAIT_SECONDS),
-# so a revocation or suspension holds in every process when its call answers.
-INVALIDATION_CHANNEL = "persona:invalidate"
-ACK_PREFIX = "persona:invalidate:ack:"
-ACK_WAIT_SECONDS = DEGRADED_TTL_SECONDS  # a listener slower than this is as good as a bus that is down
+# The cache invalidation bus's listener (kernel.process.invalidations) retries with capped backoff.
 LISTEN_FIRST_BACKOFF = 0.5
 LISTEN_MAX_BACKOFF = 10.0
 
@@ -85,6 +77,10 @@ class App:
             guard = LockGuard(aggregates.ORDER)
             for engine in (self.engine, self.stream_engine):
                 guard.install(engine)
+        if settings.boundary_guard:
+            boundary = BoundaryGuard()
+            for engine in (self.engine, self.stream_engine):
+                boundary.install(engine)
         self.redis = redis_pool.connect(settings.redis_url, settings.redis_max_connections,
                                         settings.redis_acquire_timeout_seconds)
         self.replicas = replica_router(settings, self.engine, self.redis)  # None: every read on the primary
@@ -100,6 +96,10 @@ class App:
         self.limits = LimitsResolver(self.engine, modules.limit_overrides, settings.limit_override_ceiling,
                                      modules.usage_period)
         self.idempotency = Idempotency(self.engine, self.secret_box)
+        self.audit = audit_on(self.engine)
+        # What an invalidation evicts here; `invalidate` applies it here and in every other server process.
+        self._apply = evictions(self.cache, self.limits.cached)
+        self.invalidate = broadcaster(self.redis, self._apply)
         # Processes configured for the same model do each other's model work, and only they (providers.factory).
         self.pool = fingerprint()
         self.runs = Runs(self.redis, settings.run_workers, self.engine, settings.run_lease_seconds,
@@ -109,9 +109,9 @@ class App:
         fair.install(FairGate(model_turns(settings.generation_turns, settings.grpc_workers + settings.run_workers)))
         # Durable tasks run on the stream pool: long work never holds a unary call's connection.
         self.provider: Provider = make_base_provider()
-        if role == "server":  # no model work on a server's threads: runners answer its model calls
+        if role == "server":  # no long model work on a server's threads: runners answer its model calls
             self.provider = RemoteProvider(self.provider, self.redis, self.runs.wakeups,
-                                           settings.model_call_timeout_seconds, self.pool)
+                                           settings.model_call_timeout_seconds, self.pool, in_process_calls())
         self.backoff = backoff_delays()
         # What the process owns (object storage, image providers...), opened on first use.
         self.resources = Resources(settings)
@@ -130,85 +130,17 @@ class App:
         self._closing = threading.Event()
         # Set while the process drains (server.drain): readiness fails, calls are still served.
         self.draining = threading.Event()
-        # What servicers see of the process; neither the App, its pools nor its settings.
+        # What servicers see of the process; neither the App, its pools nor its settings, and each capability
+        # only what it uses (kernel.process.capabilities).
         self.servicer_deps = ServicerDeps(
             cursors=self.cursors, secret_box=self.secret_box, resources=self.resources, modules=modules,
-            provider_for=plain(self.provider_for), quota=plain(self.limits.quota), limits=plain(self.limits.limits),
-            invalidate=plain(self.invalidate),
-            generations_used=plain(self._generations_used),
-            tasks=TaskSignals(plain(self.tasks.wake), plain(self.tasks.wait_until)), read_apart=read_apart(self.engine),
+            provider_for=provider_for(self.provider, self.backoff, self.audit), quota=plain(self.limits.quota),
+            limits=plain(self.limits.limits), invalidate=self.invalidate,
+            generations_used=generations_used(self.limiter, self.limits),
+            tasks=TaskSignals(plain(self.tasks.events.wake), plain(self.tasks.events.wait_until)),
+            read_apart=read_apart(self.engine),
             readiness=readiness_of(self.engine, self.redis, modules.migrations), draining=plain(self.draining.is_set),
             unary_workers=settings.grpc_workers, hints=Hints(self.redis))
-
-    def _generations_used(self, principal: Principal, conn: Callable[[], Connection]) -> int:
-        return self.limiter.generations_used(principal.org_id, self.limits.quota_period(principal.org_id, conn),
-                                             lambda: self.limits.drawn(principal.org_id, GENERATIONS, conn))
-
-    def provider_for(self, ctx: RequestContext) -> Retrying:
-        """The provider for one request: retried with backoff, every failed
-        upstream attempt written to the audit log (with the upstream's error
-        envelope under `details`, which callers never see)."""
-
-        def audit_upstream(error: ProviderError, attempt: int, operation: str) -> None:
-            entry = AuditEntry.for_principal(
-                ctx.principal, action="provider.call", outcome="failure", status=error.spec.http_status,
-                request_id=ctx.request_id, client_ip=ctx.client_ip, resource_type="provider",
-                resource_id=error.provider, error_code=error.code,
-                details=failure_details(error, attempt, operation),
-            )
-            self.audit([entry])
-
-        return Retrying(self.provider, delays=self.backoff, on_failure=audit_upstream)
-
-    def audit(self, entries: list[AuditEntry]) -> int:
-        """Write audit rows in a transaction of their own (durable whatever the request's outcome)."""
-        if entries:
-            with self.engine.begin() as conn:
-                audit_log = AuditLog(conn)
-                for entry in entries:
-                    audit_log.record(entry)
-        return len(entries)
-
-    def invalidate(self, message: str) -> None:
-        """Apply an invalidation here and in every other server process before returning."""
-        self._apply(message)
-        acks = ACK_PREFIX + uuid.uuid4().hex
-        try:
-            reached = self.redis.publish(INVALIDATION_CHANNEL, f"{acks} {message}")
-            deadline = time.monotonic() + ACK_WAIT_SECONDS
-            for applied in range(reached):
-                left = deadline - time.monotonic()
-                if left <= 0 or self.redis.blpop([acks], timeout=left) is None:
-                    _warn.warning("ack", "%d of %d server processes did not confirm %s within %.0fs", reached - applied,
-                                  reached, message, ACK_WAIT_SECONDS)
-                    break
-        except redis.RedisError as exc:
-            _warn.warning("broadcast", "could not broadcast %s: %s", message, exc)
-
-    def _acknowledge(self, data: bytes) -> None:
-        """Apply an invalidation from the bus, then confirm it to its sender (a
-        bare message, with no ack list, is applied and confirmed to no one)."""
-        head, _, tail = data.decode().partition(" ")
-        acks, message = (head, tail) if tail else ("", head)
-        self._apply(message)
-        if not acks:
-            return
-        confirm = self.redis.pipeline(transaction=False)
-        confirm.rpush(acks, 1)
-        confirm.expire(acks, 60)  # a sender that stopped waiting leaves nothing behind
-        confirm.execute()
-
-    def _apply(self, message: str) -> None:
-        kind, _, subject = message.partition(":")
-        if kind == "cred":
-            self.cache.evict(subject)
-        elif kind == "limits":
-            self.limits.invalidate(subject)
-        elif kind == "org":  # the organization's plan changed: its credentials and limits are read again
-            self.cache.evict_where(lambda principal: principal.org_id == subject)
-            self.limits.invalidate(subject)
-        elif kind == "read":  # rows a write changed (kernel.data.read_cache)
-            read_cache.apply(message)
 
     def start_background(self) -> None:
         if self.role != "runner":  # a runner authenticates nobody and reads no limits: nothing of it to invalidate
@@ -252,7 +184,7 @@ class App:
                 while not self._closing.is_set():
                     message = pubsub.get_message(timeout=1.0)
                     if message is not None and message["type"] == "message":
-                        self._acknowledge(message["data"])
+                        acknowledge(self.redis, self._apply, message["data"])
             except redis.RedisError as exc:
                 self.cache.bus_up = False
                 read_cache.serving(False)
