@@ -259,6 +259,12 @@ class Settings(Section):
                            "locked, else the call fails with a 500 (kernel/data/aggregates.py; the test stacks turn "
                            "it on)",
     )
+    boundary_guard: bool = Field(
+        False, description="check what domains' code does as it runs: SQL naming another domain's tables, a commit "
+                           "outside its unit of work, network from a service or repository, Redis but through the "
+                           "kernel each fail the call with a 500 (kernel/data/boundaries.py; the test stacks turn it "
+                           "on)",
+    )
     auth_cache_seconds: int = Field(
         30, ge=0,
         description="how long a verified credential is trusted without a database read "

@@ -41,6 +41,7 @@ def module_process(service: str, pool_size: int) -> Iterator[tuple[Settings, Eng
     configured, an engine of `pool_size` on the database (DATABASE_URL, else the embedded PostgreSQL) and
     spans exported as `service`; the engine disposed and the spans flushed when it ends."""
     from persona_service.kernel import logs, tracing
+    from persona_service.kernel.data.boundaries import BoundaryGuard
     from persona_service.kernel.data.engine import make_engine
     from persona_service.kernel.process.embedded import database_url
     from persona_service.kernel.settings import load
@@ -48,6 +49,8 @@ def module_process(service: str, pool_size: int) -> Iterator[tuple[Settings, Eng
     settings = load()
     logs.configure(settings.log_level, settings.log_format)
     engine = make_engine(database_url(settings), pool_size=pool_size)
+    if settings.boundary_guard:
+        BoundaryGuard().install(engine)
     tracing.configure(service, settings.otlp_endpoint, [engine])
     try:
         yield settings, engine
