@@ -6,8 +6,9 @@ functions' closure cells, defaults and `__wrapped__`. Private attributes (`_name
 an object keeps; classes and modules are not walked (what a module imports, any code may import).
 A capability that must reach one of these kinds to do its work is allowed to, by name, in ALLOWED.
 
-Builds the App the way the server does, without a stack: nothing connects until asked (the last test,
-on the stack's database, shows that `read_apart` reads and cannot write)."""
+Builds the App the way a process that serves calls does (a server, and a one-process `all`), without a stack:
+nothing connects until asked (the last test, on the stack's database, shows that `read_apart` reads and cannot
+write)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,6 @@ FORBIDDEN: dict[str, tuple[type, ...]] = {
     "socket": (socket.socket,),
     "settings": (Settings,),  # the database URL, the JWT secret, the secrets key
 }
-EVERY_KIND = frozenset(FORBIDDEN)
 
 # Capability (a ServicerDeps field) -> the kinds it may reach, and why.
 ALLOWED: dict[str, tuple[frozenset[str], str]] = {
@@ -45,11 +45,13 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     "read_apart": (frozenset({"engine"}), "a read-only connection of its own from the pool, closed after the read"),
     "quota": (frozenset({"engine"}), "the limits resolver reads an enterprise's overrides when the caller has no connection"),
     "limits": (frozenset({"engine"}), "as quota: the same resolver"),
-    "tasks": (EVERY_KIND, "wake/wait_until are the task runner's: it runs tasks on the stream pool with the Runtime"),
-    # Not yet narrowed: plain functions over the App's methods, so they reach the whole App.
-    "provider_for": (EVERY_KIND, "App.provider_for: the retried provider audits failed attempts through the App"),
-    "generations_used": (EVERY_KIND, "App._generations_used: the rate limiter's Redis counters and the resolver"),
-    "invalidate": (EVERY_KIND, "App.invalidate: publishes on Redis and waits for every process's ack"),
+    "provider_for": (frozenset({"engine", "redis"}),
+                     "failed upstream attempts are audited in a transaction of their own on the unary pool; a "
+                     "server's provider queues its model calls for the runners in Redis (providers.remote)"),
+    "generations_used": (frozenset({"engine", "redis"}),
+                         "the rate limiter's Redis counter, and the limits resolver (it holds the unary pool for "
+                         "quota and limits; the period and what was drawn are read on the caller's connection)"),
+    "invalidate": (frozenset({"redis"}), "publishes on Redis and waits for every server process's ack"),
 }
 
 ATOMS = (str, bytes, bytearray, int, float, complex, bool, type(None), type, ModuleType)
@@ -142,27 +144,38 @@ def leaks(deps: ServicerDeps) -> list[Reach]:
     return [r for r in reach(deps) if r.kind not in ALLOWED.get(r.capability, (frozenset(), ""))[0]]
 
 
+# The roles whose processes serve calls: a server (its model calls go to runners) and a one-process App.
+ROLES = ("server", "all")
+
+
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+def apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, App]]:
     from persona_service.registry import MODULES
 
     settings = Settings(data_dir=tmp_path_factory.mktemp("capabilities"), jwt_secret="test-secret",
                         database_url="postgresql+psycopg://nobody@127.0.0.1:9/none", redis_url="redis://127.0.0.1:9/0")
-    built = App(settings, MODULES)  # nothing connects until asked
+    built = {role: App(settings, MODULES, role) for role in ROLES}  # nothing connects until asked
     yield built
-    built.close()
+    for app in built.values():
+        app.close()
 
 
-def test_a_servicer_reaches_nothing_raw_but_through_an_allowed_capability(app: App) -> None:
-    assert leaks(app.servicer_deps) == []
+@pytest.fixture(scope="module")
+def app(apps: dict[str, App]) -> App:
+    return apps["all"]
 
 
-def test_every_allowance_is_used(app: App) -> None:
-    """An allowance no capability needs any more is removed, so the list says what is reached today."""
-    reached = {(r.capability, r.kind) for r in reach(app.servicer_deps)}
+@pytest.mark.parametrize("role", ROLES)
+def test_a_servicer_reaches_nothing_raw_but_through_an_allowed_capability(apps: dict[str, App], role: str) -> None:
+    assert leaks(apps[role].servicer_deps) == []
+
+
+def test_every_allowance_is_used(apps: dict[str, App]) -> None:
+    """An allowance no capability needs any more is removed, so the list says what is reached today (by a
+    server's or a one-process App's deps)."""
+    reached = {(r.capability, r.kind) for app in apps.values() for r in reach(app.servicer_deps)}
     assert {name for name in ALLOWED if not any(capability == name for capability, _ in reached)} == set()
-    assert {name for name, (kinds, _) in ALLOWED.items() if kinds != EVERY_KIND
-            and not kinds <= {k for c, k in reached if c == name}} == set()
+    assert {name for name, (kinds, _) in ALLOWED.items() if not kinds <= {k for c, k in reached if c == name}} == set()
     assert set(ALLOWED) <= {f.name for f in fields(ServicerDeps)}
 
 

@@ -6,7 +6,7 @@ warmed in both and kept busy by other calls of the same credentials while
 the IdP keeps writing another user (each SCIM write drops the organization's
 cached credentials, so calls in flight keep reading them again, also while
 the suspension commits), 30 rounds each. Then each of the two mechanisms
-(kernel/process/app.py: the sender waits for every bus listener's confirmation;
+(kernel/process/invalidations.py: the sender waits for every bus listener's confirmation;
 kernel/transport/auth.py: a credential read before an eviction is not cached after
 it) made to lose its race deterministically."""
 

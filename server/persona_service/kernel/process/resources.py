@@ -88,7 +88,7 @@ class Runtime:
     resources: Resources
     provider: Provider  # the process's model provider (without retries)
     audit: Callable[[list[AuditEntry]], int]  # rows written in a transaction of their own
-    invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.process.app)
+    invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.process.invalidations)
     modules: ModuleHooks
     clock: Callable[[], datetime] = field(default=utcnow)
 
@@ -102,8 +102,8 @@ class Runtime:
 
 
 class TaskSignals:
-    """What a servicer may do with its process's task threads (kernel.transport.tasks.TaskRunner), as plain
-    functions: nothing here leads back to the runner, its pool or the App."""
+    """What a servicer may do with its process's task threads, as plain functions over their
+    `kernel.transport.tasks.TaskEvents`: nothing here leads back to the runner, its pool or the App."""
 
     __slots__ = ("_wait_until", "wake")
 
@@ -112,7 +112,7 @@ class TaskSignals:
         self._wait_until = wait_until
 
     def wait_until(self, check: Callable[[], T | None], timeout: float) -> T | None:
-        """Wait up to `timeout` seconds for `check()` to return something (kernel.transport.tasks.TaskRunner.wait_until)."""
+        """Wait up to `timeout` seconds for `check()` to return something (kernel.transport.tasks.TaskEvents.wait_until)."""
         return cast("T | None", self._wait_until(check, timeout))
 
 
@@ -150,9 +150,10 @@ class ServicerDeps:
     """What a servicer may use of its process, built once by the App and
     handed to every servicer (`ServiceBinding.servicer`). A call's unit of
     work is its RequestContext's; nothing here opens another but `read_apart`,
-    which only reads. The callables are plain functions (`plain`), never bound
-    methods of the App, an engine or a Redis client; what they close over is
-    checked by tests/kernel/test_capabilities.py (docs/architecture.md)."""
+    which only reads. The callables are plain functions (`plain`, or built by
+    kernel.process.capabilities over only what each uses), never bound methods
+    of the App, an engine or a Redis client; what they close over is checked
+    by tests/kernel/test_capabilities.py (docs/architecture.md)."""
 
     cursors: CursorCodec
     secret_box: SecretBox
@@ -163,7 +164,7 @@ class ServicerDeps:
     # Generations the caller's organization used of its monthly quota in the current period (caller, connection).
     generations_used: Callable[[Principal, Callable[[], Connection]], int]
     limits: Callable[[Principal, Callable[[], Connection]], Limits]  # the caller's organization's limits (its connection)
-    invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.process.app), e.g. after a commit
+    invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.process.invalidations), e.g. after a commit
     tasks: TaskSignals
     read_apart: ReadApart  # a read outside the call's unit of work (e.g. a row another transaction settles)
     readiness: Callable[[], list[Check]]  # the process's readiness checks (kernel.process.readiness)

@@ -72,32 +72,16 @@ def enqueue(conn: Connection, kind: str, org_id: str, subject_id: str = "",
     return task_id
 
 
-class TaskRunner(Generic[RT]):
-    def __init__(self, runtime: RT, engine: Engine, kinds: dict[str, TaskKind[RT]], workers: int,
-                 poll_seconds: float) -> None:
-        self.runtime = runtime
-        self.engine = engine
-        self.kinds = kinds
-        self.workers = workers
-        self.poll_seconds = poll_seconds
+class TaskEvents:
+    """What passes between a process's task threads and its other threads: wakes (a task was committed
+    here) and settlements (a task of this process finished). It holds no pool: a servicer's wake-ups
+    (kernel.process.resources.TaskSignals) are this, not the runner."""
+
+    __slots__ = ("_changed", "_pending_wakes")
+
+    def __init__(self) -> None:
         self._changed = threading.Condition()
         self._pending_wakes = 0
-        self._closing = threading.Event()
-        self._threads: list[threading.Thread] = []
-
-    def start(self) -> None:
-        if not self.kinds:
-            return
-        for i in range(self.workers):
-            thread = threading.Thread(target=self._loop, name=f"tasks-{i}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-
-    def close(self) -> None:
-        self._closing.set()
-        self.wake()
-        for thread in self._threads:
-            thread.join(timeout=5)
 
     def wake(self) -> None:
         """A task was committed here: a runner thread looks at once instead of at its next poll."""
@@ -118,6 +102,52 @@ class TaskRunner(Generic[RT]):
             with self._changed:
                 self._changed.wait(min(left, 0.1))
 
+    def idle(self, seconds: float) -> None:
+        """A runner thread that found no task: wait up to `seconds` unless a wake is pending, and take one."""
+        with self._changed:
+            if self._pending_wakes == 0:
+                self._changed.wait(seconds)
+            self._pending_wakes = max(0, self._pending_wakes - 1)
+
+    def settled(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+
+class TaskRunner(Generic[RT]):
+    def __init__(self, runtime: RT, engine: Engine, kinds: dict[str, TaskKind[RT]], workers: int,
+                 poll_seconds: float) -> None:
+        self.runtime = runtime
+        self.engine = engine
+        self.kinds = kinds
+        self.workers = workers
+        self.poll_seconds = poll_seconds
+        self.events = TaskEvents()  # what a servicer's TaskSignals are made of (kernel.process.app)
+        self._closing = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        if not self.kinds:
+            return
+        for i in range(self.workers):
+            thread = threading.Thread(target=self._loop, name=f"tasks-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def close(self) -> None:
+        self._closing.set()
+        self.wake()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def wake(self) -> None:
+        """A task was committed here: a runner thread looks at once instead of at its next poll."""
+        self.events.wake()
+
+    def wait_until(self, check: Callable[[], T | None], timeout: float) -> T | None:
+        """As `TaskEvents.wait_until`."""
+        return self.events.wait_until(check, timeout)
+
     def purge(self) -> int:
         with self.engine.begin() as conn:
             return TaskRepository(conn).purge_finished(datetime.now(UTC) - KEEP_FINISHED)
@@ -137,10 +167,7 @@ class TaskRunner(Generic[RT]):
                     log.exception("could not claim a task")
                 task = None
             if task is None:
-                with self._changed:
-                    if self._pending_wakes == 0:
-                        self._changed.wait(self.poll_seconds)
-                    self._pending_wakes = max(0, self._pending_wakes - 1)
+                self.events.idle(self.poll_seconds)
                 continue
             self._run(task)
 
@@ -168,5 +195,4 @@ class TaskRunner(Generic[RT]):
                     repo.finish(task.id, task.attempts, "failed", error)
         except Exception:  # noqa: BLE001 - the lease runs out and the task is taken again
             log.exception("could not settle task %s", task.id)
-        with self._changed:
-            self._changed.notify_all()
+        self.events.settled()

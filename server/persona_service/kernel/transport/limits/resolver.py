@@ -23,6 +23,26 @@ from persona_service.kernel.transport.limits.plans import PLAN_LIMITS, Limits, Q
 CACHE_SECONDS = 10.0
 
 
+class CachedLimits:
+    """What a resolver keeps of each organization for CACHE_SECONDS, apart from the pool it reads on:
+    an invalidation drops it (kernel.process.invalidations) holding this and not the resolver."""
+
+    __slots__ = ("limits", "periods")
+
+    def __init__(self) -> None:
+        self.limits: dict[str, tuple[float, Limits]] = {}  # org id -> (expiry, limits)
+        # org id -> (expiry, billing period or None, since when its quotas count)
+        self.periods: dict[str, tuple[float, tuple[int, int] | None, datetime]] = {}
+
+    def forget(self, org_id: str) -> None:
+        self.limits.pop(org_id, None)
+        self.periods.pop(org_id, None)
+
+    def clear(self) -> None:
+        self.limits.clear()
+        self.periods.clear()
+
+
 class LimitsResolver:
     def __init__(self, engine: Engine, overrides: LimitOverrides | None = None, ceiling: float | None = None,
                  usage_period: UsagePeriod | None = None) -> None:
@@ -33,9 +53,7 @@ class LimitsResolver:
         self.ceiling = ceiling
         # The usage-period port (Module.usage_period).
         self.usage_period = usage_period
-        self._cache: dict[str, tuple[float, Limits]] = {}
-        # org id -> (expiry, billing period or None, since when its quotas count)
-        self._periods: dict[str, tuple[float, tuple[int, int] | None, datetime]] = {}
+        self.cached = CachedLimits()
 
     def limits(self, principal: Principal, conn: Callable[[], Connection] | None = None) -> Limits:
         """`conn`: the call's own connection, when it has one (a caller never
@@ -45,7 +63,7 @@ class LimitsResolver:
             return base
         if self.overrides is None:
             return base
-        hit = self._cache.get(principal.org_id)
+        hit = self.cached.limits.get(principal.org_id)
         if hit is not None and hit[0] > time.monotonic():
             return hit[1]
         if conn is not None:
@@ -53,7 +71,7 @@ class LimitsResolver:
         else:
             with self.engine.connect() as own:
                 limits = base.with_overrides(self.overrides(own, principal.org_id), self.ceiling)
-        self._cache[principal.org_id] = (time.monotonic() + CACHE_SECONDS, limits)
+        self.cached.limits[principal.org_id] = (time.monotonic() + CACHE_SECONDS, limits)
         return limits
 
     def quota_period(self, org_id: str, conn: Callable[[], Connection]) -> tuple[int, int] | None:
@@ -75,7 +93,7 @@ class LimitsResolver:
 
     def _window(self, org_id: str, conn: Callable[[], Connection]) -> tuple[tuple[int, int] | None, datetime]:
         now = time.time()
-        hit = self._periods.get(org_id)
+        hit = self.cached.periods.get(org_id)
         if hit is not None and hit[0] > now:
             return hit[1], hit[2]
         moment = datetime.fromtimestamp(now, UTC)
@@ -83,7 +101,7 @@ class LimitsResolver:
         start, end = found if found is not None else Quota.calendar_month(0, moment).bounds
         since = QuotaRepository(conn()).counts_since(org_id, start, end, moment)
         period = None if found is None else (int(start.timestamp()), int(end.timestamp()))
-        self._periods[org_id] = (min(now + CACHE_SECONDS, end.timestamp()), period, since)
+        self.cached.periods[org_id] = (min(now + CACHE_SECONDS, end.timestamp()), period, since)
         return period, since
 
     def quota(self, principal: Principal, name: str, conn: Callable[[], Connection]) -> Quota:
@@ -102,9 +120,7 @@ class LimitsResolver:
             return QuotaRepository(conn).purge_counted_out()
 
     def invalidate(self, org_id: str) -> None:
-        self._cache.pop(org_id, None)
-        self._periods.pop(org_id, None)
+        self.cached.forget(org_id)
 
     def clear(self) -> None:
-        self._cache.clear()
-        self._periods.clear()
+        self.cached.clear()

@@ -1,0 +1,69 @@
+"""Capabilities the App hands servicers (kernel.process.resources.ServicerDeps), each a plain function over
+only what its work uses, never over the App: what a function closes over is what its holder reaches
+(tests/kernel/test_capabilities.py walks it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from persona_service.kernel.transport.audit import AuditEntry, AuditLog
+from persona_service.kernel.transport.limits.limiter import GENERATIONS, RateLimiter
+from persona_service.kernel.transport.limits.resolver import LimitsResolver
+from persona_service.providers.retrying import Retrying, failure_details
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, Engine
+
+    from persona_service.kernel.principal import Principal
+    from persona_service.kernel.transport.context import RequestContext
+    from persona_service.providers.base import Provider, ProviderError
+
+
+def audit_on(engine: Engine) -> Callable[[list[AuditEntry]], int]:
+    """`audit(entries)`: audit rows written in a transaction of their own on `engine` (durable whatever the
+    request's outcome); the number written."""
+
+    def audit(entries: list[AuditEntry]) -> int:
+        if entries:
+            with engine.begin() as conn:
+                audit_log = AuditLog(conn)
+                for entry in entries:
+                    audit_log.record(entry)
+        return len(entries)
+
+    return audit
+
+
+def provider_for(provider: Provider, delays: Sequence[float],
+                 audit: Callable[[list[AuditEntry]], int]) -> Callable[[RequestContext], Retrying]:
+    """`provider_for(ctx)`: the provider for one request, retried with `delays`, every failed upstream attempt
+    written to the audit log under the caller (with the upstream's error envelope under `details`, which
+    callers never see)."""
+
+    def for_call(ctx: RequestContext) -> Retrying:
+        def audit_upstream(error: ProviderError, attempt: int, operation: str) -> None:
+            entry = AuditEntry.for_principal(
+                ctx.principal, action="provider.call", outcome="failure", status=error.spec.http_status,
+                request_id=ctx.request_id, client_ip=ctx.client_ip, resource_type="provider",
+                resource_id=error.provider, error_code=error.code,
+                details=failure_details(error, attempt, operation),
+            )
+            audit([entry])
+
+        return Retrying(provider, delays=delays, on_failure=audit_upstream)
+
+    return for_call
+
+
+def generations_used(limiter: RateLimiter,
+                     limits: LimitsResolver) -> Callable[[Principal, Callable[[], Connection]], int]:
+    """`generations_used(caller, conn)`: generations the caller's organization used of its monthly quota in
+    its current period (the limiter's Redis counter, else what the caller's connection reads drawn)."""
+
+    def used(principal: Principal, conn: Callable[[], Connection]) -> int:
+        org_id = principal.org_id
+        return limiter.generations_used(org_id, limits.quota_period(org_id, conn),
+                                        lambda: limits.drawn(org_id, GENERATIONS, conn))
+
+    return used
