@@ -6,6 +6,7 @@ from __future__ import annotations
 from persona_service.chat.service import ChatSessionService, Reply
 from persona_service.kernel.principal import Principal
 from persona_service.providers.base import Message
+from persona_service.providers.pricing import PriceTable
 from sqlalchemy import event
 
 
@@ -17,7 +18,7 @@ def test_an_exchange_stores_its_two_messages_in_one_statement(http, engine, tena
     statements: list[str] = []
     with engine.connect() as conn:
         event.listen(conn, "before_cursor_execute", lambda *args: statements.append(args[2]))
-        exchange = ChatSessionService(conn).record_exchange(
+        exchange = ChatSessionService(conn, prices=PriceTable.from_env()).record_exchange(
             principal, session["sessionId"], Message("user", "Ahoy?"), Reply("Ahoy!", "stub", 3, 2, "stop"))
         conn.rollback()
     inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT INTO CHAT_MESSAGES")]
