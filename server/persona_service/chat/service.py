@@ -380,14 +380,14 @@ def _found(session_id: str, read: Callable[[], SessionRecord | None]) -> Session
 
 class ChatSessionService:
     def __init__(self, conn: Connection, provider: Provider | None = None, *, cursors: CursorCodec | None = None,
-                 prices: PriceTable | None = None, clock: Callable[[], datetime] = utcnow) -> None:
+                 prices: PriceTable, clock: Callable[[], datetime] = utcnow) -> None:
         self.conn = conn
         self.repo = ChatSessionRepository(conn)
         self.personas = PersonaDirectory(conn)
         self.members = OrgDirectory(conn)
         self.provider = provider
         self.cursors = cursors
-        self.prices = prices or PriceTable.from_env()
+        self.prices = prices  # the servicer's, loaded once when it was built
         self.clock = clock
 
     def get(self, principal: Principal, session_id: str) -> SessionRecord:
