@@ -109,16 +109,21 @@ def _migrated_postgres() -> pathlib.Path:
     return pgdata
 
 
-def make_stack_beside(stack: Stack, data_dir: pathlib.Path, **make) -> Stack:
+def make_stack_beside(stack: Stack, data_dir: pathlib.Path, runners: int = 0, workers: int = 0, **make) -> Stack:
     """A second stack of its own processes on `stack`'s PostgreSQL and Redis
     (no second database to create and migrate, no second Redis to stop);
-    `make` as make_stack's (servers, settings, modules, extra_env)."""
+    `make` as make_stack's (servers, settings, modules, extra_env).
+    Its servers and edge only, unless asked for `runners` and (webhook) `workers`: `stack`'s runner and worker
+    share the database and Redis, so they run the runs, tasks and model calls and deliver the events of this
+    stack's servers too. A test about a runner or worker of its own (killed, or with settings of its own) asks
+    for it; each such process costs 1.5-2 CPU s to start (issue 46, docs/test-time.md)."""
     import pytest
 
+    make["settings"] = {"runner_processes": runners, **(make.get("settings") or {})}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DATABASE_URL", stack.database_url)
         mp.setenv("REDIS_URL", stack.redis_url)
-        return make_stack(data_dir, **make)
+        return make_stack(data_dir, workers=workers, **make)
 
 
 @contextlib.contextmanager
@@ -347,8 +352,37 @@ def run_cli(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.
     )
 
 
+def run_cli_here(*args: str, env: dict[str, str], cwd: pathlib.Path = ROOT) -> subprocess.CompletedProcess:
+    """`persona-service ARGS` in this process (cli.main), with `env` as its whole environment and `cwd` as its
+    directory, the settings read again before and after: its exit code and what it printed, as run_cli's. For
+    tests of what a command does and says (issue 46: a console script's start imports the service again, 1.5-4
+    CPU s); a test of a process boundary (`up`, a process's exit, what a start imports) runs it as users do."""
+    import io
+
+    import pytest
+    from persona_service.cli import main
+    from persona_service.kernel import settings as config
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = dict(os.environ)  # (a command on the running instance sets where it is: cli._attach_instance)
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        mp.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        config.forget()
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse's --help, --version and usage errors
+            code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+            config.forget()
+    return subprocess.CompletedProcess(["persona-service", *args], code, out.getvalue(), err.getvalue())
+
+
 def bootstrap(stack, *extra: str, org_name: str = "CLI Org", plan: str = "team", region: str = "eu") -> dict:
-    result = run_cli(
+    result = run_cli_here(
         "bootstrap", "--org-name", org_name, "--plan", plan, "--region", region, *extra,
         env=cli_env(DATABASE_URL=stack.database_url, PERSONA_DATA_DIR=str(stack.settings.data_dir)),
     )

@@ -1,5 +1,7 @@
-"""`persona-service` (mirrors server/persona_service/cli.py), run as users run
-it: the console script in a subprocess, against the running test stack."""
+"""`persona-service` (mirrors server/persona_service/cli.py), against the running test stack. What a command
+does and says runs in this process (support.run_cli_here: cli.main with the environment a user's shell gives
+it); `up`, a server's exit and what a start imports run as users run them: the console script in a
+subprocess."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from support import (
     cli_env,
     make_stack_beside,
     run_cli,
+    run_cli_here,
     running,
 )
 
@@ -76,7 +79,7 @@ def test_bootstrap_platform_admin_reaches_admin_rpc(stack, http, booted):
 
 
 def mint(stack, booted, secret: str, data_dir: pathlib.Path) -> str:
-    result = run_cli(
+    result = run_cli_here(
         "mint-jwt", "--user-id", booted["userId"], "--org-id", booted["orgId"], "--workspace-id", booted["workspaceId"],
         env=cli_env(PERSONA_JWT_SECRET=secret, PERSONA_DATA_DIR=str(data_dir), DATABASE_URL=stack.database_url),
     )
@@ -100,8 +103,8 @@ def test_mint_jwt_with_another_secret_is_refused(stack, booted, http, tmp_path):
 
 
 def test_mint_jwt_refuses_someone_who_is_not_a_member(stack, booted, tmp_path):
-    result = run_cli("mint-jwt", "--user-id", "usr_nobody", "--org-id", booted["orgId"], "--workspace-id",
-                     booted["workspaceId"], env=cli_env(PERSONA_DATA_DIR=str(tmp_path), DATABASE_URL=stack.database_url))
+    result = run_cli_here("mint-jwt", "--user-id", "usr_nobody", "--org-id", booted["orgId"], "--workspace-id",
+                          booted["workspaceId"], env=cli_env(PERSONA_DATA_DIR=str(tmp_path), DATABASE_URL=stack.database_url))
     assert result.returncode == 1 and result.stdout == ""
     assert "usr_nobody is not an active member" in result.stderr
 
@@ -114,8 +117,7 @@ def test_commands_refuse_when_no_instance_runs(tmp_path):
     env = cli_env(XDG_STATE_HOME=str(tmp_path / "state"))
     for command in (["bootstrap", "--org-name", "Nobody"], ["mint-jwt", "--user-id", "u", "--org-id", "o",
                                                           "--workspace-id", "w"], ["status"]):
-        result = subprocess.run([str(CLI), *command], env=env, cwd=tmp_path, capture_output=True, text=True,
-                                timeout=60)
+        result = run_cli_here(*command, env=env, cwd=tmp_path)
         assert result.returncode == 1, (command, result.stdout, result.stderr)
         assert "no running Persona Service found" in result.stderr
         assert not (tmp_path / ".persona").exists()  # no second database was made
@@ -148,19 +150,16 @@ def test_up_with_servers_and_workers_is_found_from_another_shell(stack, tmp_path
         shell = cli_env(XDG_STATE_HOME=state)  # another shell: nothing says where the service is
         # Elsewhere (another checkout), the instance is named, never used.
         for command in (["status", "--wait", "1"], ["bootstrap", "--org-name", "Elsewhere"]):
-            refused = subprocess.run([str(CLI), *command], env=shell, cwd=tmp_path, capture_output=True, text=True,
-                                     timeout=60)
+            refused = run_cli_here(*command, env=shell, cwd=tmp_path)
             assert refused.returncode == 1 and refused.stdout == "", (command, refused.stdout, refused.stderr)
             assert f"running elsewhere: http://127.0.0.1:{port} (PERSONA_DATA_DIR={project / '.persona'})" \
                 in refused.stderr, refused.stderr
         assert not (tmp_path / ".persona").exists()  # no second database was made
         # In the instance's own directory, it is found.
-        status = subprocess.run([str(CLI), "status", "--wait", "30"], env=shell, cwd=project, capture_output=True,
-                                text=True, timeout=60)
+        status = run_cli_here("status", "--wait", "30", env=shell, cwd=project)
         assert status.returncode == 0, status.stderr
         assert json.loads(status.stdout)["url"] == f"http://127.0.0.1:{port}"
-        made = subprocess.run([str(CLI), "bootstrap", "--org-name", "Found"], env=shell, cwd=project,
-                              capture_output=True, text=True, timeout=60)
+        made = run_cli_here("bootstrap", "--org-name", "Found", env=shell, cwd=project)
         assert made.returncode == 0, made.stderr
         assert f"using the instance at http://127.0.0.1:{port}" in made.stderr
         booted = json.loads(made.stdout)
@@ -169,9 +168,8 @@ def test_up_with_servers_and_workers_is_found_from_another_shell(stack, tmp_path
         r = httpx.get(f"http://127.0.0.1:{port}/v1/orgs/{booted['orgId']}",
                       headers={"Authorization": f"Bearer {booted['apiKey']}"})
         assert r.status_code == 200, r.text
-        token = subprocess.run([str(CLI), "mint-jwt", "--user-id", booted["userId"], "--org-id", booted["orgId"],
-                                "--workspace-id", booted["workspaceId"]], env=shell, cwd=project,
-                               capture_output=True, text=True, timeout=60)
+        token = run_cli_here("mint-jwt", "--user-id", booted["userId"], "--org-id", booted["orgId"],
+                             "--workspace-id", booted["workspaceId"], env=shell, cwd=project)
         assert token.returncode == 0, token.stderr
         r = httpx.get(f"http://127.0.0.1:{port}/v1/orgs/{booted['orgId']}",
                       headers={"Authorization": f"Bearer {token.stdout.strip()}"})
@@ -179,8 +177,7 @@ def test_up_with_servers_and_workers_is_found_from_another_shell(stack, tmp_path
     finally:
         os.killpg(proc.pid, 2)
         proc.communicate(timeout=60)
-    gone = subprocess.run([str(CLI), "status"], env=cli_env(XDG_STATE_HOME=state), cwd=project,
-                          capture_output=True, text=True, timeout=60)
+    gone = run_cli_here("status", env=cli_env(XDG_STATE_HOME=state), cwd=project)
     assert gone.returncode == 1
 
 
@@ -192,7 +189,7 @@ def test_help_lists_every_command_and_setting():
     from persona_service.kernel.settings import env_names
     from persona_service.registry import MODULES
 
-    result = run_cli("--help", env=cli_env())
+    result = run_cli_here("--help", env=cli_env())
     assert result.returncode == 0, result.stderr
     listed = result.stdout.split("positional arguments:", 1)[1]
     for command in (*kernel_commands(), *MODULES.commands):
@@ -264,7 +261,9 @@ def test_up_refuses_a_busy_http_port(stack, tmp_path, host):
     (["serve"], "PERSONA_MODEL_PRICES", '{"m": 1', "expected JSON (Expecting ',' delimiter: line 1 column 8 (char 7))"),
 ])
 def test_a_bad_setting_is_one_line_naming_it(tmp_path, command, name, value, reason):
-    result = run_cli(*command, env=cli_env(PERSONA_DATA_DIR=str(tmp_path), **{name: value}))
+    # `up` as users run it (it claims its data dir for the process's life first); the others in this process.
+    run = run_cli if command == ["up"] else run_cli_here
+    result = run(*command, env=cli_env(PERSONA_DATA_DIR=str(tmp_path), **{name: value}))
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr == f"persona-service: invalid setting {name}={value!r}: {reason}\n"
     assert result.stdout == ""
@@ -280,7 +279,7 @@ def test_a_server_with_a_bad_setting_exits_and_the_stack_says_so(stack, tmp_path
 
 
 def test_the_configuration_doc_is_the_settings_command_output():
-    result = run_cli("settings", env=cli_env())
+    result = run_cli_here("settings", env=cli_env())
     assert result.returncode == 0, result.stderr
     page = (ROOT / "docs" / "configuration.md").read_text()
     table = "".join(block + "\n" for block in page.split("\n\n") if block.startswith("| variable "))

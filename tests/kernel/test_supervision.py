@@ -41,8 +41,8 @@ def _wait(predicate, timeout: float, what: str) -> float:
 
 @pytest.fixture(scope="module")
 def pair(stack, tmp_path_factory):
-    """Processes of their own, two servers among them (this module kills them), on the session's PostgreSQL and Redis."""
-    with running(make_stack_beside(stack, tmp_path_factory.mktemp("supervised"), servers=2)) as two:
+    """Two servers and a webhook worker of their own (this module kills them), on the session's PostgreSQL and Redis."""
+    with running(make_stack_beside(stack, tmp_path_factory.mktemp("supervised"), servers=2, workers=1)) as two:
         yield two
 
 

@@ -52,7 +52,7 @@ def stacks(tmp_path_factory, chat_only, full_set):
     """{"chat_only": stack, "full_set": stack}, the second on the first's PostgreSQL and Redis."""
     first = make_stack(tmp_path_factory.mktemp("model-chat-only"), **chat_only.stack_env(**FAST))
     with running(first):
-        second = make_stack_beside(first, tmp_path_factory.mktemp("model-full-set"),
+        second = make_stack_beside(first, tmp_path_factory.mktemp("model-full-set"), runners=1,  # its provider's
                                    **full_set.stack_env(PERSONA_OPENAI_API_KEY=API_KEY, **FAST))
         with running(second):
             yield {"chat_only": first, "full_set": second}
@@ -235,8 +235,8 @@ def dead(stacks, tmp_path_factory):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed when the block ends: nothing listens there
-    stack = make_stack_beside(stacks["chat_only"], tmp_path_factory.mktemp("model-dead"), PERSONA_PROVIDER="openai",
-                              PERSONA_OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", **FAST)
+    stack = make_stack_beside(stacks["chat_only"], tmp_path_factory.mktemp("model-dead"), runners=1,  # its provider's
+                              PERSONA_PROVIDER="openai", PERSONA_OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", **FAST)
     with running(stack):
         yield stack
 
