@@ -14,7 +14,13 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from persona_service.config.repository import ORG_LEVEL, PERSONA_LEVEL_PREFIX, ConfigRepository, persona_level
+from persona_service.config.repository import (
+    ORG_LEVEL,
+    PERSONA_LEVEL_PREFIX,
+    ConfigRepository,
+    ItemRecord,
+    persona_level,
+)
 from persona_service.kernel.api import (
     CONFIG_KEYS,
     LEVEL_CHECKS,
@@ -99,18 +105,16 @@ class ConfigService:
         """Effective values for the caller's workspace, or for one of its
         personas (persona → workspace → org → default)."""
         rows = self.repo.settings(principal.org_id, principal.workspace_id, persona_id=persona_id)
-        by_level = {(r.key, _level_of(r.workspace_id)): r for r in rows}
-        result = []
-        for key in sorted(CONFIG_KEYS):
-            if not key.startswith(prefix):
-                continue
-            spec = CONFIG_KEYS[key]
-            row = by_level.get((key, "persona")) or by_level.get((key, "workspace")) or by_level.get((key, "org"))
-            if row is not None:
-                result.append(Effective(spec, row.value, _level_of(row.workspace_id), row.updated_at))
-            else:
-                result.append(Effective(spec, self._default(spec, principal), "default"))
-        return result
+        return [self._resolved(CONFIG_KEYS[key], rows, principal) for key in sorted(CONFIG_KEYS)
+                if key.startswith(prefix)]
+
+    def _resolved(self, spec: ConfigKey, rows: list[ItemRecord], principal: Principal) -> Effective:
+        """`spec`'s effective value among `rows` (the levels' settings): persona → workspace → org → default."""
+        by_level = {_level_of(r.workspace_id): r for r in rows if r.key == spec.key}
+        row = by_level.get("persona") or by_level.get("workspace") or by_level.get("org")
+        if row is not None:
+            return Effective(spec, row.value, _level_of(row.workspace_id), row.updated_at)
+        return Effective(spec, self._default(spec, principal), "default")
 
     def get(self, principal: Principal, key: str, persona_id: str = "", *, check_persona: bool = True) -> Effective:
         self.spec(key)
@@ -119,8 +123,11 @@ class ConfigService:
         return next(item for item in self.effective(principal, key, persona_id) if item.spec.key == key)
 
     def value(self, principal: Principal, key: str, persona_id: str = "") -> Any:
-        """The effective value (for a persona already known to be the caller's)."""
-        return self.get(principal, key, persona_id, check_persona=False).value
+        """The effective value (for a persona already known to be the caller's): its rows alone read (a chat
+        reply reads one or two keys, not every row of the organization's and workspace's settings)."""
+        spec = self.spec(key)
+        rows = self.repo.settings(principal.org_id, principal.workspace_id, key=key, persona_id=persona_id)
+        return self._resolved(spec, rows, principal).value
 
     def update(self, principal: Principal, key: str, value: Any, level: str, persona_id: str = "", *,
                override_ceiling: float) -> Effective:
