@@ -134,6 +134,7 @@ class Subscription:
     event_id: str
     event_type: str
     endpoint_id: str
+    occurred_at: datetime  # the event's: the delivery's created_at (its partition key, migration 0034)
 
 
 @dataclass(frozen=True, slots=True)

@@ -168,7 +168,8 @@ class DeliveryQueue:
         e, w = _events, _endpoints
         ping = e.c.type == TEST_PING
         stmt = (
-            select(e.c.id.label("event_id"), e.c.type.label("event_type"), w.c.id.label("endpoint_id"))
+            select(e.c.id.label("event_id"), e.c.type.label("event_type"), w.c.id.label("endpoint_id"),
+                   e.c.occurred_at)
             .select_from(e.join(w, (w.c.org_id == e.c.org_id) & (w.c.workspace_id == e.c.workspace_id)))
             .where(e.c.seq.in_(seqs))
             .where(
@@ -181,14 +182,18 @@ class DeliveryQueue:
         return records(Subscription, self.conn.execute(stmt).mappings())
 
     # Whole batches as one statement each (arrays unnested server-side): one
-    # round trip however many rows.
+    # round trip however many rows. A delivery's created_at is its event's occurred_at, so the unique
+    # index on (endpoint_id, event_id, created_at) (the partition key in it: migration 0034) keeps one
+    # per (endpoint, event). No conflict target: the same statement holds on the table before 0034 (its
+    # index on (endpoint_id, event_id)) and after, so this release may be deployed before that revision.
     _ADD_DELIVERIES = text("""
         INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, status, attempt_count,
                                         next_attempt_at, created_at)
-        SELECT v.id, v.endpoint_id, v.event_id, v.event_type, 'pending', 0, :now, :now
+        SELECT v.id, v.endpoint_id, v.event_id, v.event_type, 'pending', 0, :now, v.occurred_at
         FROM unnest(CAST(:ids AS text[]), CAST(:endpoint_ids AS text[]), CAST(:event_ids AS text[]),
-                    CAST(:event_types AS text[])) AS v(id, endpoint_id, event_id, event_type)
-        ON CONFLICT (endpoint_id, event_id) WHERE replay_of IS NULL DO NOTHING
+                    CAST(:event_types AS text[]), CAST(:occurred_ats AS timestamptz[]))
+             AS v(id, endpoint_id, event_id, event_type, occurred_at)
+        ON CONFLICT DO NOTHING
     """)
 
     def add_deliveries(self, delivery_ids: list[str], subscriptions: list[Subscription], now: datetime) -> None:
@@ -198,6 +203,7 @@ class DeliveryQueue:
             self.conn.execute(self._ADD_DELIVERIES, {
                 "now": now, "ids": delivery_ids, "endpoint_ids": [s.endpoint_id for s in subscriptions],
                 "event_ids": [s.event_id for s in subscriptions], "event_types": [s.event_type for s in subscriptions],
+                "occurred_ats": [s.occurred_at for s in subscriptions],
             })
 
     def mark_dispatched(self, seqs: list[int], now: datetime) -> None:
