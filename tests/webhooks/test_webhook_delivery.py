@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import standardwebhooks
 from persona_sdk.webhooks import verify as verify_signature
+from persona_service.kernel.data.partitions_repository import MonthlyPartitions, month_after
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport.outbox import Outbox
@@ -30,6 +31,19 @@ from support import assert_envelope, client_for
 from wh_receiver import Answer
 
 T0 = datetime(2031, 1, 1, tzinfo=UTC)  # far ahead: nothing of the real clock's is ever due then by accident
+
+
+@pytest.fixture(scope="session")  # (the scope of the conftest's, which session fixtures take)
+def quiet_engine(quiet_engine):
+    """The stack's engine, with the months of T0 made for the attempts the worker records then
+    (`webhook_attempts` is partitioned by `attempted_at`, migration 0034: the job keeps months ahead of the
+    real clock only)."""
+    with quiet_engine.begin() as conn:
+        partitions, start = MonthlyPartitions(conn, "webhook_attempts"), T0
+        for _ in range(2):
+            partitions.make(start, month_after(start))
+            start = month_after(start)
+    return quiet_engine
 
 
 @pytest.fixture(scope="module")

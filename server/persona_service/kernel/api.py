@@ -147,6 +147,10 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.config_keys import LEVEL_CHECKS as LEVEL_CHECKS
     from persona_service.kernel.config_keys import ConfigKey as ConfigKey
 
+    # a module's tables that age out (monthly partitions, issue 49): its job's round and how often it runs
+    from persona_service.kernel.transport.partitions import EVERY as AGE_OUT_EVERY
+    from persona_service.kernel.transport.partitions import age_out as age_out
+
     # durable tasks: a kind, its record, enqueued in the change's unit of work (the runner stays behind the door)
     from persona_service.kernel.transport.tasks import TaskKind as TaskKind
     from persona_service.kernel.data.tasks_repository import TaskRecord as TaskRecord
@@ -216,6 +220,8 @@ __all__ = [
     "Batches", "Subject", "audit_events", "created_resources", "export_batches",
     # a module's declaration (module.py) and what it declares; `Modules` is what the registry assembles
     "Command", "Job", "Module", "Modules", "ModuleHooks", "Process", "ServiceBinding", "CONFIG_KEYS", "LEVEL_CHECKS", "ConfigKey",
+    # a module's tables that age out
+    "AGE_OUT_EVERY", "age_out",
     # durable tasks
     "TaskKind", "TaskRecord", "enqueue",
     # limits

@@ -5,7 +5,7 @@ import pathlib
 
 from persona.v1 import webhooks_pb2_grpc
 
-from persona_service.kernel.api import Command, Job, Module, Process, Runtime, ServiceBinding
+from persona_service.kernel.api import AGE_OUT_EVERY, Command, Job, Module, Process, Runtime, ServiceBinding
 from persona_service.webhooks.servicer import WebhookServicer
 from persona_service.webhooks.settings import WebhookSettings
 
@@ -27,6 +27,15 @@ def _sample_queue(runtime: Runtime) -> int:
     return 0
 
 
+def _age_out(runtime: Runtime) -> int:
+    """`webhooks.partitions`: the deliveries' and attempts' months made ahead, those past the retention dropped
+    (migration 0034: no key joins the two, so each table ages out on its own, by the same rule)."""
+    from persona_service.kernel.api import age_out, load
+
+    days = load(WebhookSettings).delivery_retention_days
+    return sum(age_out(runtime.engine, table, days, runtime.clock()) for table in ("webhook_deliveries", "webhook_attempts"))
+
+
 def _lanes() -> int:
     from persona_service.kernel.api import load
 
@@ -44,5 +53,5 @@ MODULE = Module(
     commands=(Command("worker", "run the webhook delivery worker (DATABASE_URL, or the embedded PostgreSQL)", _worker),),
     processes=(Process("webhook-worker", "worker", db_connections=lambda: _lanes() + 2),),
     settings=WebhookSettings,
-    jobs=(Job("webhooks.sample_queue", 15, _sample_queue),),
+    jobs=(Job("webhooks.sample_queue", 15, _sample_queue), Job("webhooks.partitions", AGE_OUT_EVERY, _age_out)),
 )

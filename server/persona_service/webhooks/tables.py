@@ -49,7 +49,9 @@ class WebhookEndpoint(Base):
 
 class WebhookDelivery(Base):
     """One event to one endpoint. `pending` rows are claimed by workers with
-    FOR UPDATE SKIP LOCKED when `next_attempt_at` is due."""
+    FOR UPDATE SKIP LOCKED when `next_attempt_at` is due. Range-partitioned by month
+    on `created_at` (migration 0034), aged out by dropping partitions
+    (PERSONA_WEBHOOK_DELIVERY_RETENTION_DAYS)."""
 
     __tablename__ = "webhook_deliveries"
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -61,29 +63,38 @@ class WebhookDelivery(Base):
     next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_status_code: Mapped[int | None] = mapped_column(Integer)
     replay_of: Mapped[str | None] = mapped_column(String(40))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    # The partition key, so part of the keys. A fanned-out delivery's is its event's `occurred_at` (a
+    # replay's: when it was asked), which keeps the unique index below one per (endpoint, event).
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (
         Index("ix_webhook_deliveries_due", "next_attempt_at", postgresql_where=text("status = 'pending'")),
         Index("ix_webhook_deliveries_endpoint_created", "endpoint_id", "created_at", "id"),
-        # Fan-out is idempotent: one original delivery per (endpoint, event).
+        # Fan-out is idempotent: one original delivery per (endpoint, event), `created_at` being the event's.
         Index(
-            "uq_webhook_deliveries_endpoint_event", "endpoint_id", "event_id", unique=True,
+            "uq_webhook_deliveries_endpoint_event", "endpoint_id", "event_id", "created_at", unique=True,
             postgresql_where=text("replay_of IS NULL"),
         ),
+        {"postgresql_partition_by": "RANGE (created_at)"},
     )
 
 
 class WebhookAttempt(Base):
-    """One HTTP attempt of a delivery."""
+    """One HTTP attempt of a delivery. Range-partitioned by month on `attempted_at` (migration 0034), aged
+    out as the deliveries are. No foreign key to its delivery (one referencing a partitioned table holds
+    its partition key, and blocks dropping its partitions): migration 0034's row trigger
+    `webhook_deliveries_cascade` deletes a delivery's attempts with it, as ON DELETE CASCADE did."""
 
     __tablename__ = "webhook_attempts"
-    delivery_id: Mapped[str] = mapped_column(ForeignKey("webhook_deliveries.id", ondelete="CASCADE"), primary_key=True)
+    delivery_id: Mapped[str] = mapped_column(String(40), primary_key=True)
     attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
-    attempted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    # The partition key, so part of the primary key.
+    attempted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
     status_code: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     latency_ms: Mapped[int] = mapped_column(Integer, nullable=False)
     response_body: Mapped[str] = mapped_column(Text, nullable=False, default="")
     error: Mapped[str] = mapped_column(String(32), nullable=False, default="")
     success: Mapped[bool] = mapped_column(Boolean, nullable=False)
+
+    __table_args__ = ({"postgresql_partition_by": "RANGE (attempted_at)"},)

@@ -59,7 +59,7 @@ from persona_service.kernel.api import (
 )
 from persona_service.webhooks.http import HTTPClient, HTTPError
 from persona_service.webhooks.metrics import DELIVERIES, DELIVERY_SECONDS, outcome_of
-from persona_service.webhooks.records import AttemptRecord, DeliveryOutcome, DueDelivery
+from persona_service.webhooks.records import AttemptRecord, DeliveryOutcome, DueDelivery, Subscription
 from persona_service.webhooks.repository import DeliveryQueue
 from persona_service.webhooks.service import (
     DELIVERY_TIMEOUT_SECONDS,
@@ -160,9 +160,10 @@ class DeliveryWorker:
     def __init__(
         self, engine: Engine, box: SecretBox, *, allow_private: bool = False, batch_size: int = 200,
         fanout_batch: int = 1000, max_connections: int = 64, timeout: float = DELIVERY_TIMEOUT_SECONDS,
-        resolve: Resolver = resolve_host, dns_cache_seconds: float = 30.0,
+        resolve: Resolver = resolve_host, dns_cache_seconds: float = 30.0, retention_days: int = 0,
     ):
         self.engine = engine
+        self.retention_days = retention_days  # PERSONA_WEBHOOK_DELIVERY_RETENTION_DAYS (0: kept forever)
         self.box = box
         self.allow_private = allow_private
         self.batch_size = batch_size
@@ -185,10 +186,19 @@ class DeliveryWorker:
             seqs = queue.lock_undispatched(self.fanout_batch)
             if not seqs:
                 return 0
-            subscriptions = queue.subscribers(seqs)
+            subscriptions = self._within_retention(queue.subscribers(seqs), now)
             queue.add_deliveries(new_ids("webhook_delivery", len(subscriptions)), subscriptions, now)
             queue.mark_dispatched(seqs, now)
         return len(seqs)
+
+    def _within_retention(self, subscriptions: list[Subscription], now: datetime) -> list[Subscription]:
+        """Those whose event is younger than the deliveries' retention: a delivery's partition is its event's
+        month (migration 0034), which may be dropped already for an event fanned out that late (a worker
+        down for weeks); such an event is marked dispatched without deliveries, as it would age out at once."""
+        if not self.retention_days:
+            return subscriptions
+        oldest = now - timedelta(days=self.retention_days)
+        return [s for s in subscriptions if s.occurred_at >= oldest]
 
     # --- delivery -------------------------------------------------------------------
 
@@ -423,7 +433,8 @@ def main() -> None:
     # more of its own: lanes + 2, as its Process declares (the stack's budget).
     with module_process("persona-service-worker", pool_size=lanes + 1) as (settings, engine):
         box = SecretBox(settings.resolved_secrets_key())
-        worker = DeliveryWorker(engine, box, allow_private=webhooks.private_allowed)
+        worker = DeliveryWorker(engine, box, allow_private=webhooks.private_allowed,
+                                retention_days=webhooks.delivery_retention_days)
         stop = threading.Event()
         # Handlers that take no lock: an Event set from a handler can wait forever for the lock its own thread
         # holds inside Event.wait (as kernel.process.server and the runner). The worker runs on a thread; this

@@ -1,25 +1,31 @@
 """The online migration that turns a plain table into one range-partitioned by month (issue 49), for
-the revisions of the tables that age out (0032 `audit_events`, 0033 `events`; docs/online-migrations.md).
+the revisions of the tables that age out (0032 `audit_events`, 0033 `events`, 0034 `webhook_deliveries`
+and `webhook_attempts`; docs/online-migrations.md).
 
 The new table takes the old one's name, columns, defaults, identity, index names and statement
 triggers, so the previous release goes on writing and listing through it. Statement by statement it
 is a swap (renames, a re-key): a revision using it says `phase = "swap"`, and `make
 check-online-migration` is its real check.
 
-1. Outside a transaction, writers going on: for each key (primary key, unique constraint), a unique
-   index on its columns and the partition key built CONCURRENTLY (a partitioned table's keys hold the
-   partition key); a CHECK (column < bound) added NOT VALID, then VALIDATEd (a scan under SHARE UPDATE
+1. Outside a transaction, writers going on: for each key (primary key, unique constraint) and unique
+   index (a partial one too), a unique index on its columns and the partition key built CONCURRENTLY (a
+   partitioned table's keys hold the partition key); a CHECK (column < bound) added NOT VALID, then VALIDATEd (a scan under SHARE UPDATE
    EXCLUSIVE, which blocks no writer), so the ATTACH below need not scan. `bound` is the first day of
    the month after both the newest row and two days from now (a row the previous release writes at
    midnight on a month's last day still fits the CHECK).
 2. One transaction, catalog changes only (milliseconds under ACCESS EXCLUSIVE; `lock_timeout` makes a
    migration stuck behind a long reader fail, to be run again, rather than queue every writer behind
-   it): the old table renamed aside (`<table>_legacy`), re-keyed on the indexes of 1, its other indexes
-   and NOT NULL constraints renamed aside, its identity dropped (a partition may not have one: the
-   parent's takes over where the old sequence was); the partitioned table made LIKE it with the keys,
-   the old indexes' definitions (empty: built at once), identity and statement triggers; the old table
-   ATTACHed FOR VALUES FROM (MINVALUE) TO (bound), its indexes attaching to the parent's as they match
-   (no build); the months after `bound` made.
+   it): the old table renamed aside (`<table>_legacy`), re-keyed on the indexes of 1 (its unique indexes
+   without the partition key dropped), its other indexes and NOT NULL constraints renamed aside, its
+   identity dropped (a partition may not have one: the parent's takes over where the old sequence was);
+   the partitioned table made LIKE it with the keys and the old table's foreign keys, the unique indexes
+   with the partition key, the old indexes' definitions (empty: built at once), identity and triggers;
+   the old table ATTACHed FOR VALUES FROM (MINVALUE) TO (bound), its indexes and foreign keys attaching
+   to the parent's as they match (no build, no validation); the months after `bound` made.
+
+A foreign key referencing the table is the revision's to drop first: a partitioned table's referenced
+key holds the partition key, and a partition referenced by one cannot be dropped (0034 says what
+replaces it).
 
 No DEFAULT partition: the table's job (kernel/transport/partitions.py) makes partitions two months
 ahead every hour, so writes land in a month that exists unless it failed for two months (counted
@@ -55,6 +61,17 @@ class Key:
 
 
 @dataclass(frozen=True)
+class UniqueIndex:
+    """A unique index of the table as it was (`where`: a partial one's predicate); on the partitioned table
+    it holds the partition key too, so it is unique per (columns, key), and the revision says what keeps
+    the columns alone unique (0034: the key derived from them)."""
+
+    name: str
+    columns: tuple[str, ...]
+    where: str = ""
+
+
+@dataclass(frozen=True)
 class Identity:
     column: str
     kind: str  # ALWAYS | BY DEFAULT
@@ -66,7 +83,8 @@ class _Catalog:
     """What the table has that the partitioned one must have too, read before the swap renames it."""
 
     indexes: dict[str, str]  # name -> definition (not those of its keys)
-    triggers: dict[str, str]  # name -> definition, its own (statement) triggers
+    triggers: dict[str, str]  # name -> definition, its own triggers
+    foreign_keys: dict[str, str]  # name -> definition, those it holds (not those referencing it)
 
 
 @dataclass(frozen=True)
@@ -74,6 +92,7 @@ class MonthlySwap:
     table: str
     column: str  # the partition key: a timestamptz NOT NULL column
     keys: tuple[Key, ...]
+    unique_indexes: tuple[UniqueIndex, ...] = ()
 
     @property
     def legacy(self) -> str:
@@ -82,14 +101,14 @@ class MonthlySwap:
     def upgrade(self) -> None:
         bound = self._bound()
         self._prepare(bound)
-        catalog = _catalog(self.table, {name for key in self.keys for name in (key.name, self._legacy_key(key))})
+        catalog = _catalog(self.table, {name for key in self._unique for name in (key.name, self._legacy_key(key))})
         identities = self._set_aside(catalog)
         self._create_parent(catalog, identities)
         self._attach(bound)
 
     def downgrade(self) -> None:
         plain = f"{self.table}_plain"
-        catalog = _catalog(self.table, {key.name for key in self.keys})
+        catalog = _catalog(self.table, {key.name for key in self._unique})
         identities = _identities(self.table, self.table)
         op.execute(f"CREATE TABLE {plain} (LIKE {self.table} INCLUDING DEFAULTS)")
         op.execute(f"INSERT INTO {plain} SELECT * FROM {self.table}")
@@ -97,15 +116,27 @@ class MonthlySwap:
         op.execute(f"ALTER TABLE {plain} RENAME TO {self.table}")
         for key in self.keys:
             op.execute(f"ALTER TABLE {self.table} ADD CONSTRAINT {key.name} {key.kind} ({', '.join(key.columns)})")
+        for index in self.unique_indexes:
+            op.execute(_unique_index(index.name, self.table, index.columns, index.where))
+        for name, definition in catalog.foreign_keys.items():
+            op.execute(f"ALTER TABLE {self.table} ADD CONSTRAINT {name} {definition}")
         self._recreate(catalog, identities)
 
     # --- the upgrade's steps ---------------------------------------------------------------------------
 
-    def _legacy_key(self, key: Key) -> str:
+    @property
+    def _unique(self) -> tuple[Key | UniqueIndex, ...]:
+        """What is unique and must hold the partition key: the keys, then the unique indexes."""
+        return (*self.keys, *self.unique_indexes)
+
+    def _legacy_key(self, key: Key | UniqueIndex) -> str:
         return key.name.replace(self.table, self.legacy, 1)
 
+    def _with_key(self, columns: tuple[str, ...]) -> tuple[str, ...]:
+        return columns if self.column in columns else (*columns, self.column)
+
     def _partitioned_columns(self, key: Key) -> str:
-        return ", ".join([*key.columns, self.column] if self.column not in key.columns else key.columns)
+        return ", ".join(self._with_key(key.columns))
 
     @property
     def _check(self) -> str:
@@ -121,10 +152,11 @@ class MonthlySwap:
     def _prepare(self, bound: datetime) -> None:
         """Step 1, outside a transaction: what would otherwise scan under the swap's lock."""
         with op.get_context().autocommit_block():
-            for key in self.keys:
+            for key in self._unique:
                 name = self._legacy_key(key)
                 op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")  # an INVALID one a failed build left
-                op.execute(f"CREATE UNIQUE INDEX CONCURRENTLY {name} ON {self.table} ({self._partitioned_columns(key)})")
+                where = key.where if isinstance(key, UniqueIndex) else ""
+                op.execute(_unique_index(name, self.table, self._with_key(key.columns), where, "CONCURRENTLY"))
             op.execute(f"ALTER TABLE {self.table} DROP CONSTRAINT IF EXISTS {self._check}")  # a failed run's
             op.execute(f"ALTER TABLE {self.table} ADD CONSTRAINT {self._check} "
                        f"CHECK ({self.column} < {_stamp(bound)}) NOT VALID")
@@ -138,6 +170,8 @@ class MonthlySwap:
             op.execute(f"ALTER TABLE {self.legacy} DROP CONSTRAINT {key.name}")
             op.execute(f"ALTER TABLE {self.legacy} ADD CONSTRAINT {self._legacy_key(key)} {key.kind} "
                        f"USING INDEX {self._legacy_key(key)}")
+        for index in self.unique_indexes:  # its twin with the partition key (1.) takes over, built already
+            op.execute(f"DROP INDEX {index.name}")
         for name in catalog.indexes:
             op.execute(f"ALTER INDEX {name} RENAME TO {self._legacy_index(name)}")
         for name in catalog.triggers:  # the partitioned table's (recreated below) reach its partitions
@@ -156,13 +190,19 @@ class MonthlySwap:
         return self.legacy + (name.removeprefix(prefix) if name.startswith(prefix) else f"_{name}")
 
     def _create_parent(self, catalog: _Catalog, identities: list[Identity]) -> None:
-        keys = ", ".join(f"CONSTRAINT {key.name} {key.kind} ({self._partitioned_columns(key)})" for key in self.keys)
-        op.execute(f"CREATE TABLE {self.table} (LIKE {self.legacy} INCLUDING DEFAULTS, {keys}) "
+        # The old table's foreign keys too, before it is attached: its own then match them and attach (no
+        # validation scan); added to it later, they would be checked row by row under the lock.
+        constraints = ", ".join([
+            *(f"CONSTRAINT {key.name} {key.kind} ({self._partitioned_columns(key)})" for key in self.keys),
+            *(f"CONSTRAINT {name} {definition}" for name, definition in catalog.foreign_keys.items())])
+        op.execute(f"CREATE TABLE {self.table} (LIKE {self.legacy} INCLUDING DEFAULTS, {constraints}) "
                    f"PARTITION BY RANGE ({self.column})")
         # LIKE copies the NOT NULL constraints' names too (PostgreSQL 18): the parent's take the names a table
         # made by its model has, or the migrations and the tables drift (tests/kernel/test_module_migrations.py).
         _rename_not_null(self.table, self.legacy, self.table)
-        self._recreate(catalog, identities)  # a table with no partition yet: its indexes are built at once
+        for index in self.unique_indexes:  # a table with no partition yet: built at once, as the others below
+            op.execute(_unique_index(index.name, self.table, self._with_key(index.columns), index.where))
+        self._recreate(catalog, identities)
 
     def _recreate(self, catalog: _Catalog, identities: list[Identity]) -> None:
         """The indexes, identity and triggers of the table as it was, on the table now of its name."""
@@ -196,12 +236,18 @@ def _rename_not_null(table: str, old_prefix: str, new_prefix: str) -> None:
     END $$""")
 
 
+def _unique_index(name: str, table: str, columns: tuple[str, ...], where: str, how: str = "") -> str:
+    return (f"CREATE UNIQUE INDEX {how} {name} ON {table} ({', '.join(columns)})"
+            + (f" WHERE {where}" if where else ""))
+
+
 def _stamp(moment: datetime) -> str:
     return f"'{moment.isoformat()}'"
 
 
 def _catalog(table: str, keys: set[str]) -> _Catalog:
-    """The table's indexes but those named in `keys` (definitions naming the table) and its triggers."""
+    """The table's indexes but those named in `keys` (definitions naming the table), its triggers and the
+    foreign keys it holds (its own, not a partition's copy of its parent's)."""
     bind = op.get_bind()
     indexes = bind.execute(text(
         "SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
@@ -209,7 +255,11 @@ def _catalog(table: str, keys: set[str]) -> _Catalog:
     triggers = bind.execute(text(
         "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = CAST(:table AS regclass) "
         "AND NOT tgisinternal AND tgparentid = 0 ORDER BY tgname"), {"table": table}).all()
-    return _Catalog({name: definition for name, definition in indexes if name not in keys}, dict(triggers))
+    foreign_keys = bind.execute(text(
+        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = CAST(:table AS regclass) "
+        "AND contype = 'f' AND conparentid = 0 ORDER BY conname"), {"table": table}).all()
+    return _Catalog({name: definition for name, definition in indexes if name not in keys}, dict(triggers),
+                    dict(foreign_keys))
 
 
 def _identities(table: str, sequence_of: str) -> list[Identity]:
