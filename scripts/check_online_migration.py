@@ -10,7 +10,8 @@ tree's head, then the previous commit's code (`git archive <rev>`, read-only
 git use: the working tree and its git state are untouched) started as a
 stack on it (its own edge, server and workers; it does not migrate), and a
 smoke set of calls through that release's edge: create, stream, read and
-list personas, a chat exchange, the event feed, the audit log. Any answer that is not a
+list personas, a chat exchange, the event feed, the audit log, a webhook endpoint whose deliveries
+that release's worker fans out (listed, then the endpoint deleted). Any answer that is not a
 success fails the check. It takes about a minute, so the suite runs only
 the static half (tests/kernel/test_online_migrations.py); `make
 check-online-migration` runs this one. For uncommitted work, pass
@@ -31,7 +32,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # Runs inside the previous release's tree, with its code first on the path.
 DRIVER = r'''
-import json, os, pathlib, sys
+import json, os, pathlib, sys, time
 prev = pathlib.Path.cwd()
 import persona_service
 assert pathlib.Path(persona_service.__file__).resolve().is_relative_to(prev), persona_service.__file__
@@ -50,6 +51,10 @@ with running(make_stack(pathlib.Path(sys.argv[1]))) as stack, engine_for(stack) 
         client_for(stack, timeout=60) as http:
     tenant = TenantFactory(engine)(plan="pro")
     auth = tenant.auth
+    # an endpoint first, so the calls' events are fanned out to it by that release's webhook worker
+    hook = call(http, "POST", "/v1/webhooks", json={"url": "https://hooks.invalid/smoke", "events": ["*"]},
+                headers=auth)
+    hook_id = hook.json().get("endpoint", {}).get("id", "missing") if hook.status_code < 300 else "missing"
     made = call(http, "POST", "/v1/personas", json={"intent": "A lighthouse keeper who collects storms"}, headers=auth)
     persona = made.json().get("id", "missing") if made.status_code < 300 else "missing"
     call(http, "GET", f"/v1/personas/{persona}", headers=auth)
@@ -65,6 +70,16 @@ with running(make_stack(pathlib.Path(sys.argv[1]))) as stack, engine_for(stack) 
     logged = call(http, "GET", "/v1/audit/events", params={"limit": 5}, headers=auth)  # its own writes, listed
     if logged.status_code < 300 and not logged.json().get("items"):
         results.append({"call": "audit entries", "status": 599, "body": logged.text[-300:]})
+    deadline = time.monotonic() + 60
+    while True:  # the fan-out is the worker's, in the background: its deliveries show within the minute
+        deliveries = http.get(f"/v1/webhooks/{hook_id}/deliveries", params={"limit": 5}, headers=auth)
+        if deliveries.status_code >= 300 or deliveries.json().get("items") or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    fanned = deliveries.status_code < 300 and bool(deliveries.json().get("items"))
+    results.append({"call": "GET /v1/webhooks/{id}/deliveries (fanned out)", "body": deliveries.text[:300],
+                    "status": deliveries.status_code if deliveries.status_code >= 300 else 200 if fanned else 599})
+    call(http, "DELETE", f"/v1/webhooks/{hook_id}", headers=auth)
 print(json.dumps(results))
 '''
 
