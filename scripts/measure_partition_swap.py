@@ -1,12 +1,15 @@
 """How long the previous release's writes wait while the swap (kernel/data/partition_swap.py)
-partitions a table: the audit log (0032) or the event log (0033).
+partitions a table: the audit log (0032), the event log (0033) or the webhook deliveries and their
+attempts (0034, both tables: `--table webhook_deliveries`).
 
-    .venv/bin/python scripts/measure_partition_swap.py [--table audit_events|events] [--rows 1000000]
+    .venv/bin/python scripts/measure_partition_swap.py [--table audit_events|events|webhook_deliveries] [--rows 1000000]
 
 A fresh embedded PostgreSQL (under a temporary directory) at the revision before the table's swap
 holding `--rows` rows spread over the past, then the upgrade to head while one thread inserts a row
 every 5 ms as the previous release does (the audit log: no `occurred_at`, the server's now(); the
-event log: its clock's now, `seq` from the identity, through 0029's triggers). Prints the upgrade's
+event log: its clock's now, `seq` from the identity, through 0029's triggers; a webhook delivery: the
+fan-out's insert, created_at its clock's now, and an attempt of it, `--rows` of each seeded, one endpoint
+of no organization). Prints the upgrade's
 duration and the inserts' latencies (median, p99, longest: the swap's lock) and errors
 (docs/online-migrations.md).
 """
@@ -34,8 +37,12 @@ from sqlalchemy import Engine, text  # noqa: E402
 @dataclass(frozen=True)
 class Table:
     before: str  # the revision before its swap
-    seed: str  # `:rows` rows over the past
-    insert: str  # what the previous release's repository sends, for `:id`
+    seed: str | tuple[str, ...]  # `:rows` rows over the past (statements of one transaction)
+    insert: str | tuple[str, ...]  # what the previous release's repository sends, for `:id` (one transaction)
+
+
+def _statements(sql: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (sql,) if isinstance(sql, str) else sql
 
 
 TABLES = {
@@ -51,6 +58,23 @@ TABLES = {
              jsonb_build_object('personaId', 'per_' || g), now() FROM generate_series(1, :rows) g""",
         """INSERT INTO events (id, org_id, workspace_id, type, occurred_at, data)
         VALUES (:id, 'org_1', 'ws_1', 'persona.created', now(), '{"personaId": "per_w"}')"""),
+    "webhook_deliveries": Table("0033", (
+        "SET LOCAL session_replication_role = replica",  # (the endpoint's organization is not there)
+        """INSERT INTO webhook_endpoints (id, org_id, workspace_id, url, description, events, enabled, secret_enc,
+        secret_created_at) VALUES ('whe_1', 'org_1', 'ws_1', 'https://example.com', '', ARRAY['*'], true, 's', now())""",
+        """INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, status, attempt_count,
+        last_status_code, created_at, completed_at)
+      SELECT 'whd_' || g, 'whe_1', 'evt_' || g, 'persona.created', 'succeeded', 1, 200, now() - make_interval(secs => g),
+             now() - make_interval(secs => g) FROM generate_series(1, :rows) g""",
+        """INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, status_code, latency_ms, response_body,
+        error, success)
+      SELECT 'whd_' || g, 1, now() - make_interval(secs => g), 200, 20, 'ok', '', true FROM generate_series(1, :rows) g""",
+    ), (
+        """INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, status, attempt_count, next_attempt_at,
+        created_at) VALUES (:id, 'whe_1', :id, 'persona.created', 'pending', 0, now(), now()) ON CONFLICT DO NOTHING""",
+        """INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, status_code, latency_ms, response_body,
+        error, success) VALUES (:id, 1, now(), 200, 20, 'ok', '', true)""",
+    )),
 }
 
 
@@ -59,7 +83,7 @@ class Writer:
     """Inserts a row every 5 ms until stopped, timing each."""
 
     engine: Engine
-    insert: str
+    insert: str | tuple[str, ...]
     seconds: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -69,7 +93,8 @@ class Writer:
             started = time.monotonic()
             try:
                 with self.engine.begin() as conn:
-                    conn.execute(text(self.insert), {"id": f"w{len(self.seconds)}"})
+                    for statement in _statements(self.insert):
+                        conn.execute(text(statement), {"id": f"w{len(self.seconds)}"})
             except Exception as exc:  # noqa: BLE001 - counted: the measurement is whether any happen
                 self.errors.append(type(exc).__name__)
             self.seconds.append(time.monotonic() - started)
@@ -82,8 +107,10 @@ def _database(directory: pathlib.Path, name: str, rows: int) -> str:
     engine = make_engine(url, pool_size=1)
     started = time.monotonic()
     with engine.begin() as conn:
-        conn.execute(text(TABLES[name].seed), {"rows": rows})
-        conn.execute(text(f"ANALYZE {name}"))
+        for statement in _statements(TABLES[name].seed):
+            conn.execute(text(statement), {"rows": rows})
+    with engine.begin() as conn:
+        conn.execute(text("ANALYZE"))
     engine.dispose()
     print(f"seeded {rows} {name} rows in {time.monotonic() - started:.1f} s", flush=True)
     return url
