@@ -39,7 +39,8 @@ def stripe_env(stub) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def stripe_stack(stub, tmp_path_factory):
-    with running(make_stack(tmp_path_factory.mktemp("billing-stripe"), **stripe_env(stub))) as stack, \
+    # No webhook worker: nothing here is delivered (Stripe's webhooks come in through the servers).
+    with running(make_stack(tmp_path_factory.mktemp("billing-stripe"), workers=0, **stripe_env(stub))) as stack, \
             engine_for(stack) as engine, client_for(stack) as http:
         yield http, TenantFactory(engine)
 

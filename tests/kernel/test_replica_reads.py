@@ -73,7 +73,7 @@ def env(tmp_path_factory, monkeypatch_module):
     replica = Replica(primary_url)
     replica.start()
     monkeypatch_module.setenv("DATABASE_URL", primary_url)
-    stack = make_stack(home / "stack", PERSONA_DATABASE_REPLICA_URL=replica.url,
+    stack = make_stack(home / "stack", workers=0, PERSONA_DATABASE_REPLICA_URL=replica.url,  # (nothing delivered)
                        PERSONA_DATABASE_REPLICA_MAX_LAG_SECONDS=str(MAX_LAG))
     try:
         with running(stack), engine_for(stack) as engine, client_for(stack) as http:

@@ -18,8 +18,8 @@ STALL_SECONDS = 6.0
 
 
 def test_slow_streams_do_not_starve_unary_calls(tmp_path):
-    with OpenAIStub() as stub, running(make_stack(
-        tmp_path, **stub.stack_env(PERSONA_GRPC_WORKERS=str(UNARY_THREADS)),
+    with OpenAIStub() as stub, running(make_stack(  # (no webhook worker: nothing here is delivered)
+        tmp_path, workers=0, **stub.stack_env(PERSONA_GRPC_WORKERS=str(UNARY_THREADS)),
     )) as stack, engine_for(stack) as engine, client_for(stack) as http:
         tenants = TenantFactory(engine)
         streamer, other = tenants(plan="enterprise"), tenants(plan="pro")

@@ -29,7 +29,7 @@ def stub():
 @pytest.fixture(scope="module")
 def pstack(tmp_path_factory, stub):
     stack = make_stack(
-        tmp_path_factory.mktemp("persona-openai"),
+        tmp_path_factory.mktemp("persona-openai"), workers=0,  # no webhook worker: nothing here is delivered
         **stub.stack_env(PERSONA_PROVIDER_BACKOFF_SECONDS="0.01", PERSONA_PROVIDER_TIMEOUT_SECONDS="1"),
     )
     with running(stack):

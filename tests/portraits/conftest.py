@@ -38,6 +38,7 @@ def env(request, stack, http, engine, tenants, tmp_path_factory):
     if request.param == "local":
         yield Env("local", stack, http, engine, tenants)
         return
-    with s3_server() as s3, running(make_stack(tmp_path_factory.mktemp("portraits-s3"), **s3.env())) as s3_stack, \
+    # (No webhook worker: nothing here is delivered.)
+    with s3_server() as s3, running(make_stack(tmp_path_factory.mktemp("portraits-s3"), workers=0, **s3.env())) as s3_stack, \
             engine_for(s3_stack) as s3_engine, client_for(s3_stack) as client:
         yield Env("s3", s3_stack, client, s3_engine, TenantFactory(s3_engine), s3)

@@ -25,7 +25,7 @@ def upstream(openai_stub_server: OpenAIStub, tmp_path_factory):  # noqa: F811
     # 1.5 s, not less: under a loaded CI machine an answer of the stub (a thread of
     # this process) took over 0.3 s once, the client timed out and retried, and the
     # one-request count saw two (a retry after a timeout is the contract, not a bug).
-    with running(make_stack(tmp_path_factory.mktemp("portraits-upstream"), **env)) as stack, \
+    with running(make_stack(tmp_path_factory.mktemp("portraits-upstream"), workers=0, **env)) as stack, \
             engine_for(stack) as engine, client_for(stack) as http:
         tenant = TenantFactory(engine)(plan="pro")
         r = http.post("/v1/personas", json={"intent": "A stubborn harbour pilot who reads the tides"},
