@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from persona_service.kernel.api import hash_secret
 from persona_service.orgs.repository import OrgRepository
 from persona_service.scim.records import UserFields
 from persona_service.scim.repository import user_repository
@@ -49,6 +50,39 @@ def test_a_members_erasure(http, engine, tenant, member):
                                {"u": member.user_id}).scalar()
     assert user.email == f"erased+{member.user_id}@invalid" and user.name == ""
     assert audited > 0  # kept: the audit log names the user only by id
+
+
+def test_an_erasure_deletes_the_completions_sessions_of_the_members_credentials(http, engine, tenant, member,
+                                                                              jwt_minter):
+    """A completion without `user` is stored in its credential's completions session (`openai:<credential id>`):
+    what the member sent through their key or their session JWT is theirs, and goes with them. One naming an end
+    user (`user`) is that user's, and stays; so does the owner's."""
+    persona = http.post("/v1/personas", json={"intent": "A night-shift baker who hums sea shanties"},
+                        headers=member.auth).json()
+    jwt = {"Authorization": "Bearer " + jwt_minter.mint_session(member.user_id, tenant.org_id, tenant.workspace_id)}
+
+    def complete(auth: dict[str, str], user: str = "") -> None:
+        body = {"model": f"persona://{persona['id']}", "messages": [{"role": "user", "content": "Any bread left?"}]}
+        made = http.post("/v1/chat/completions", json={**body, **({"user": user} if user else {})}, headers=auth)
+        assert made.status_code == 200, made.text
+
+    for auth, user in ((member.auth, ""), (jwt, ""), (member.auth, "customer-7"), (tenant.auth, "")):
+        complete(auth, user)
+
+    def sessions() -> list[str]:
+        with engine.connect() as conn:
+            return sorted(conn.execute(text("SELECT user_id FROM chat_sessions WHERE persona_id = :p"),
+                                       {"p": persona["id"]}).scalars())
+    made = sessions()
+    assert len(made) == 4 and "customer-7" in made
+
+    r = http.delete("/v1/privacy/me", headers=member.auth)
+    assert r.status_code == 200, r.text
+    assert r.json()["counts"]["chat_sessions_deleted"] == 2  # the key's and the JWT's
+    with engine.connect() as conn:
+        owners = conn.execute(text("SELECT id FROM api_keys WHERE secret_hash = :h"),
+                              {"h": hash_secret(tenant.api_key)}).scalar_one()
+    assert sessions() == sorted(["customer-7", f"openai:{owners}"])
 
 
 def test_the_owner_cannot_erase_themselves(http, tenant):

@@ -40,6 +40,11 @@ def test_a_users_export_holds_their_data_only(http, tenants):
     sent = http.post(f"/v1/chat/sessions/{session['sessionId']}/messages", json={"content": "Hello there"},
                      headers=me.auth)
     assert sent.status_code == 200, sent.text
+    # A completion without `user`: stored in the completions session of the key (`openai:<key id>`), theirs too.
+    completed = http.post("/v1/chat/completions", json={
+        "model": f"persona://{persona.json()['id']}", "messages": [{"role": "user", "content": "Hello"}]},
+        headers=me.auth)
+    assert completed.status_code == 200, completed.text
 
     mine = http.post("/v1/privacy/exports", json={}, headers=me.auth)
     assert mine.status_code == 200 and mine.json()["status"] == "pending", mine.text
@@ -65,8 +70,10 @@ def test_a_users_export_holds_their_data_only(http, tenants):
         json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     assert [u["id"] for u in data["users"]] == [me.user_id]
     assert [p["id"] for p in data["personas"]] == [persona.json()["id"]]
-    assert [s["id"] for s in data["chat_sessions"]] == [session["sessionId"]]
-    assert len(data["chat_messages"]) == 2 and data["api_keys"]
+    (key,) = data["api_keys"]
+    assert session["sessionId"] in [s["id"] for s in data["chat_sessions"]]
+    assert sorted(s["user_id"] for s in data["chat_sessions"]) == sorted([me.user_id, f"openai:{key['id']}"])
+    assert len(data["chat_messages"]) == 4
     assert all(e["actor_user_id"] == me.user_id for e in data["audit_events"]) and data["audit_events"]
     text = json.dumps(bundle)
     assert other.org_id not in text and other.user_id not in text

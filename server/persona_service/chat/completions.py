@@ -25,13 +25,36 @@ from sqlalchemy import Connection
 
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ChatSessionService, PersonaReplies, Reply, Subject, progress_of
-from persona_service.kernel.api import NotFound, Principal, ValidationFailed, Violation, is_uuid, new_id
+from persona_service.kernel.api import (
+    NotFound,
+    Principal,
+    ValidationFailed,
+    Violation,
+    credentials_used,
+    is_uuid,
+    new_id,
+)
+from persona_service.kernel.api import Subject as PersonalSubject
 from persona_service.personas.api import PersonaDirectory, PersonaRecord, PersonaSummary
 from persona_service.providers.base import GenerationOptions, Message, Provider
 from persona_service.providers.pricing import PriceTable
 
 MODEL_SCHEME = "persona://"
 SESSION_TITLE = "chat.completions"
+AUDIT_ACTION = "chat_completion.create"  # both RPCs' (proto/persona/v1/openai.proto)
+
+
+def credential_user(credential_id: str) -> str:
+    """The completions session's user of a completion without `user`: its credential's."""
+    return f"openai:{credential_id}"
+
+
+def users_of(conn: Connection, subject: PersonalSubject) -> list[str]:
+    """The sessions' user ids that are the subject's (their export and erasure): their own id, and the credential's
+    of each credential they asked for a completion with (`credential_user`: an API key of theirs, a session JWT).
+    Those sessions hold what they sent through it; a completion's `user` names someone else's (an end user of
+    the caller's app), who is erased by that name, not with the caller."""
+    return [subject.user_id, *map(credential_user, credentials_used(conn, subject, AUDIT_ACTION))]
 
 
 def model_id(persona_id: str, version: int = 0) -> str:
@@ -106,7 +129,7 @@ class CompletionService:
                             Subject("chat_completion", completion_id), stream=stream, earlier=earlier),
             lambda delta: {"event": "delta", "delta": delta} if delta.text or delta.tool_call is not None else None,
         )
-        self._account(principal, persona.id, user or f"openai:{principal.credential_id}", conversation[-1], reply)
+        self._account(principal, persona.id, user or credential_user(principal.credential_id), conversation[-1], reply)
         return Completed(completion_id, created, reply)
 
     def _account(self, principal: Principal, persona_id: str, user_id: str, request: Message, reply: Reply) -> None:

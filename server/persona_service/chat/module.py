@@ -4,6 +4,7 @@ import pathlib
 
 from persona.v1 import chat_pb2_grpc, openai_pb2_grpc, options_pb2, usage_pb2_grpc
 
+from persona_service.chat.completions import users_of
 from persona_service.chat.openai_errors import OPENAI_STATUSES, openai_error_body
 from persona_service.chat.openai_servicer import OpenAIServicer
 from persona_service.chat.repository import ChatSessionRepository
@@ -33,6 +34,9 @@ MODULE = Module(
     # The edge's own answers there (a body that is not JSON, a method the path does not take) too.
     error_shape_prefixes={path: options_pb2.ERROR_SHAPE_OPENAI
                           for path in ("/v1/chat/completions", "/v1/chat/completions:stream", "/v1/models", "/v1/models/")},
-    personal_data=lambda conn, subject: ChatSessionRepository(conn).personal_data(subject.org_id, subject.user_id),
-    erase_personal_data=lambda conn, subject, now: ChatSessionRepository(conn).erase(subject.org_id, subject.user_id),
+    # Their sessions and those of the credentials they asked for completions with (`users_of`).
+    personal_data=lambda conn, subject: ChatSessionRepository(conn).personal_data(
+        subject.org_id, users_of(conn, subject)),
+    erase_personal_data=lambda conn, subject, now: ChatSessionRepository(conn).erase(
+        subject.org_id, users_of(conn, subject)),
 )

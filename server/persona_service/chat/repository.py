@@ -270,18 +270,18 @@ class ChatSessionRepository:
         model = self.conn.execute(last.limit(1)).scalar()
         return None if model is None else (model, round(self.conn.execute(mean).scalar() or 0))
 
-    def personal_data(self, org_id: str, user_id: str) -> dict[str, Batches]:
-        """The chat sessions whose `userId` is the user, and their messages
+    def personal_data(self, org_id: str, user_ids: list[str]) -> dict[str, Batches]:
+        """The chat sessions whose `userId` is one of the user's (`completions.users_of`), and their messages
         (a join, not a list of the sessions' ids: a heavy user has thousands)."""
-        theirs = (_sessions.c.org_id == org_id, _sessions.c.user_id == user_id)
+        theirs = (_sessions.c.org_id == org_id, _sessions.c.user_id.in_(user_ids))
         sessions = select(_sessions).where(*theirs).order_by(_sessions.c.started_at)
         messages = select(_messages).join(_sessions, _sessions.c.id == _messages.c.session_id).where(*theirs) \
             .order_by(_messages.c.session_id, _messages.c.ordinal)
         return {"chat_sessions": export_batches(self.conn, sessions), "chat_messages": export_batches(self.conn, messages)}
 
-    def erase(self, org_id: str, user_id: str) -> dict[str, int]:
-        """The sessions whose `userId` is the user, with their messages."""
-        stmt = delete(_sessions).where(_sessions.c.org_id == org_id, _sessions.c.user_id == user_id) \
+    def erase(self, org_id: str, user_ids: list[str]) -> dict[str, int]:
+        """The sessions whose `userId` is one of the user's (`completions.users_of`), with their messages."""
+        stmt = delete(_sessions).where(_sessions.c.org_id == org_id, _sessions.c.user_id.in_(user_ids)) \
             .returning(_sessions.c.id)
         erased = list(self.conn.execute(stmt).scalars())
         stale(self.conn, CACHE, *erased)

@@ -55,7 +55,6 @@ from persona_service.kernel.api import (
     Progress,
     RunLost,
     StateConflict,
-    Unauthorized,
     cursor_page,
     drain,
     has_prefix,
@@ -406,8 +405,7 @@ class ChatSessionService:
         """Hold the caller's membership (FOR SHARE) until the unit of work ends, before any chat row: their
         erasure locks it first (`OrgDirectory.end_members`), so a write of theirs runs wholly before the erasure,
         which then deletes their sessions, or finds no membership after it (401, as their key gets from then on)."""
-        if not self.members.hold_member(principal.org_id, principal.user_id):
-            raise Unauthorized("The caller is no longer a member of the organization: their data was erased.")
+        self.members.hold_caller(principal)
 
     def create(self, principal: Principal, persona_id: str, user_id: str = "", title: str = "",
                persona_version: int = 0) -> SessionRecord:

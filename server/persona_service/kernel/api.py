@@ -133,6 +133,7 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.data.personal_data import Subject as Subject
     from persona_service.kernel.data.audit_repository import audit_events as audit_events
     from persona_service.kernel.data.audit_repository import created_resources as created_resources
+    from persona_service.kernel.data.audit_repository import credentials_used as credentials_used
     from persona_service.kernel.data.personal_data import export_batches as export_batches
 
     # a module's declaration (module.py) and what it declares; `Modules` is what the registry assembles
@@ -217,7 +218,7 @@ __all__ = [
     # what a change records
     "EVENT_TYPES", "Outbox", "AuditEntry", "AuditLog", "AuditRecord", "EventRecord",
     # personal data
-    "Batches", "Subject", "audit_events", "created_resources", "export_batches",
+    "Batches", "Subject", "audit_events", "created_resources", "credentials_used", "export_batches",
     # a module's declaration (module.py) and what it declares; `Modules` is what the registry assembles
     "Command", "Job", "Module", "Modules", "ModuleHooks", "Process", "ServiceBinding", "CONFIG_KEYS", "LEVEL_CHECKS", "ConfigKey",
     # a module's tables that age out

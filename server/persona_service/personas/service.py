@@ -30,7 +30,6 @@ from persona_service.kernel.api import (
     Principal,
     Quota,
     StateConflict,
-    Unauthorized,
     ValidationFailed,
     Violation,
     changed_columns,
@@ -458,8 +457,7 @@ class PersonaService:
         """Hold the caller's membership (FOR SHARE) before their write locks a persona or adds one: their erasure
         locks it first (`OrgDirectory.end_members`), then deletes their personas, so the write runs wholly before
         it or answers 401 after it, as each serial order does (a PATCH beside it answered 409 once, as neither)."""
-        if not self.members.hold_member(principal.org_id, principal.user_id):
-            raise Unauthorized("The caller is no longer a member of the organization: their data was erased.")
+        self.members.hold_caller(principal)
 
     def _writable(self, principal: Principal, persona_id: str) -> PersonaRecord:
         """The persona, locked (every write of a persona starts here or at `get(for_update=True)`), if it can change."""

@@ -63,8 +63,7 @@ class PrivacyService:
         """A new pending export, or the user's export already pending or running."""
         # The membership first (its erasure locks it to end it): an export requested as the person is erased is
         # made before the erasure, which deletes it, or refused after it, as a later call with their key would be.
-        if not OrgDirectory(self.conn).hold_member(principal.org_id, principal.user_id):
-            raise Unauthorized(_NO_LONGER)
+        OrgDirectory(self.conn).hold_caller(principal)
         return self.repo.request(new_id("privacy_export"), principal.org_id, principal.user_id)
 
     def build(self, storage: Storage, sources: Sequence[PersonalData], ttl_seconds: int) -> ExportRecord | None:

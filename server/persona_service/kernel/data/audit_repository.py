@@ -56,6 +56,14 @@ class AuditRepository:
         )
         return list(dict.fromkeys(self.conn.execute(stmt).scalars()))
 
+    def credentials_of(self, org_id: str, user_id: str, action: str) -> list[str]:
+        """The credentials (`api_key` ids, `jwt:<jti>`) the user called `action` with successfully."""
+        stmt = select(_events.c.credential_id).distinct().where(
+            _events.c.org_id == org_id, _events.c.actor_user_id == user_id, _events.c.action == action,
+            _events.c.outcome == "success", _events.c.credential_id.is_not(None),
+        )
+        return sorted(self.conn.execute(stmt).scalars())
+
     def add(self, *, id: str, action: str, outcome: str, status: int, request_id: str, client_ip: str,
             org_id: str | None, workspace_id: str | None, actor_user_id: str | None, credential_id: str | None,
             resource_type: str, resource_id: str, error_code: str, details: dict[str, Any]) -> None:
@@ -86,3 +94,9 @@ def audit_events(conn: Connection, subject: Subject) -> dict[str, Batches]:
 def created_resources(conn: Connection, subject: Subject, action: str) -> list[str]:
     """Ids of resources the user created (from the audit log: creation RPCs are audited)."""
     return AuditRepository(conn).created_by(subject.org_id, subject.user_id, action)
+
+
+def credentials_used(conn: Connection, subject: Subject, action: str) -> list[str]:
+    """The credentials the user called `action` with (from the audit log, which names every call's credential): what
+    a module keeps per credential of theirs (an OpenAI-compatible completion's session) is theirs too."""
+    return AuditRepository(conn).credentials_of(subject.org_id, subject.user_id, action)
