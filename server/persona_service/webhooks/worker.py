@@ -57,7 +57,7 @@ from persona_service.kernel.api import (
     timestamp,
     utcnow,
 )
-from persona_service.webhooks.http import HTTPClient, HTTPError
+from persona_service.webhooks.http import HTTPClient, HTTPError, resolve_host
 from persona_service.webhooks.metrics import DELIVERIES, DELIVERY_SECONDS, outcome_of
 from persona_service.webhooks.records import AttemptRecord, DeliveryOutcome, DueDelivery, Subscription
 from persona_service.webhooks.repository import DeliveryQueue
@@ -67,7 +67,6 @@ from persona_service.webhooks.service import (
     DestinationRefused,
     Resolver,
     check_destination,
-    resolve_host,
     retry_delay,
     valid_secrets,
     vetted_addresses,

@@ -86,6 +86,18 @@ def through_a_read_port(conn):
     return PersonaDirectory(conn).existing(["persona_planted"])
 
 
+def handed_to_the_export_port(conn):
+    from persona_service.kernel.data.personal_data import export_batches
+
+    return export_batches(conn, text("SELECT id FROM personas"))
+
+
+def its_own_rows_for_export(conn):
+    from persona_service.kernel.data.personal_data import export_batches
+
+    return export_batches(conn, text("SELECT id FROM chat_sessions LIMIT 1"))
+
+
 def commits_its_connection(conn):
     conn.commit()
 
@@ -191,27 +203,33 @@ def upgrade(conn):
     conn.exec_driver_sql("UPDATE public.personas SET name = name WHERE false")
 """
 
-FILES = {"migrations/planted_0001": PLANTED_MIGRATION, "planted_repository": PLANTED_REPOSITORY, "planted_service": PLANTED_SERVICE,
-         "planted_servicer": PLANTED_SERVICER, "planted_support": PLANTED_SUPPORT, "planted_jobs": PLANTED_JOBS}
+PLANTED_READER = """
+def drain(batches):
+    return [row for batch in batches for row in batch]
+"""
+
+FILES = {"chat/migrations/planted_0001": PLANTED_MIGRATION, "chat/planted_repository": PLANTED_REPOSITORY,
+         "chat/planted_service": PLANTED_SERVICE, "chat/planted_servicer": PLANTED_SERVICER,
+         "chat/planted_support": PLANTED_SUPPORT, "chat/planted_jobs": PLANTED_JOBS,
+         "privacy/planted_service": PLANTED_READER}
 
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
-    """The planted modules, as `persona_service.chat.<name>` (the files in a chat folder of their own)."""
-    folder = tmp_path_factory.mktemp("plants") / "persona_service" / "chat"
-    folder.mkdir(parents=True)
+    """The planted modules, as `persona_service.<domain>.<name>` (their files in a package folder of their own)."""
+    root = tmp_path_factory.mktemp("plants") / "persona_service"
     modules = {}
-    (folder / "migrations").mkdir()
     for name, source in FILES.items():
-        path = folder / f"{name}.py"
+        path = root / f"{name}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(source))
-        spec = importlib.util.spec_from_file_location(f"persona_service.chat.{name.replace('/', '.')}", path)
+        spec = importlib.util.spec_from_file_location("persona_service." + name.replace("/", "."), path)
         assert spec is not None and spec.loader is not None
         modules[name] = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(modules[name])
     yield modules
     for name in FILES:
-        sys.modules.pop(f"persona_service.chat.{name.replace('/', '.')}", None)
+        sys.modules.pop("persona_service." + name.replace("/", "."), None)
 
 
 @pytest.fixture()
@@ -258,23 +276,30 @@ def listener():
 
 
 ANOTHER_DOMAINS_TABLES = ["subquery_string", "lightweight_table", "schema_qualified", "quoted", "from_the_metadata",
-                          "in_a_cte", "on_the_driver_cursor", "as_a_prepared_read"]
+                          "in_a_cte", "on_the_driver_cursor", "as_a_prepared_read", "handed_to_the_export_port"]
 
 
 @pytest.mark.parametrize("plant", ANOTHER_DOMAINS_TABLES)
 def test_sql_naming_another_domains_table_is_refused_however_spelt(planted, unit_of_work, plant):
     with pytest.raises(BoundaryViolation, match=r"chat/planted_repository\.py touched .*another domain's tables"):
-        getattr(planted["planted_repository"], plant)(unit_of_work.conn)
+        getattr(planted["chat/planted_repository"], plant)(unit_of_work.conn)
+
+
+def test_a_declared_ports_statement_is_its_builders_not_its_runners(planted, unit_of_work):
+    """The privacy export's loop runs each module's batches (kernel.data.personal_data): chat's own rows, run
+    from another domain's code, pass, as they are checked where chat's repository hands them over."""
+    batches = planted["chat/planted_repository"].its_own_rows_for_export(unit_of_work.conn)
+    planted["privacy/planted_service"].drain(batches)
 
 
 def test_a_modules_migration_touching_another_modules_table_is_refused(planted, unit_of_work):
     with pytest.raises(BoundaryViolation, match=r"chat/planted_0001\.py touched personas"):
-        planted["migrations/planted_0001"].upgrade(unit_of_work.conn)
+        planted["chat/migrations/planted_0001"].upgrade(unit_of_work.conn)
 
 
 @pytest.mark.parametrize("plant", ["own_and_kernel_tables", "through_a_read_port"])
 def test_its_own_tables_the_kernels_and_a_read_port_pass(planted, unit_of_work, plant):
-    getattr(planted["planted_repository"], plant)(unit_of_work.conn)
+    getattr(planted["chat/planted_repository"], plant)(unit_of_work.conn)
 
 
 @pytest.mark.parametrize(("file", "plant", "message"), [
@@ -287,18 +312,18 @@ def test_its_own_tables_the_kernels_and_a_read_port_pass(planted, unit_of_work, 
 def test_a_commit_outside_the_unit_of_work_is_refused(planted, unit_of_work, file, plant, message):
     unit_of_work.conn.exec_driver_sql("SELECT 1")  # (the driver's transaction begun, as a call's would be)
     with pytest.raises(BoundaryViolation, match=message):
-        getattr(planted[file], plant)(unit_of_work.conn)
+        getattr(planted["chat/" + file], plant)(unit_of_work.conn)
 
 
 def test_a_servicer_committing_a_connection_of_its_own_is_refused(planted, guarded):
     with pytest.raises(BoundaryViolation, match=r"\(servicer\) committed a transaction"):
-        planted["planted_servicer"].commits_a_connection_of_its_own(guarded)
+        planted["chat/planted_servicer"].commits_a_connection_of_its_own(guarded)
 
 
 def test_the_unit_of_works_commit_and_a_jobs_transaction_pass(planted, unit_of_work, guarded):
-    planted["planted_repository"].own_and_kernel_tables(unit_of_work.conn)
+    planted["chat/planted_repository"].own_and_kernel_tables(unit_of_work.conn)
     unit_of_work.commit()
-    assert planted["planted_jobs"].in_a_transaction_of_its_own(guarded) >= 0
+    assert planted["chat/planted_jobs"].in_a_transaction_of_its_own(guarded) >= 0
 
 
 @pytest.mark.parametrize(("file", "plant"), [
@@ -307,24 +332,24 @@ def test_the_unit_of_works_commit_and_a_jobs_transaction_pass(planted, unit_of_w
 ])
 def test_network_from_a_repository_or_service_is_refused(planted, guarded, listener, file, plant):
     with pytest.raises(BoundaryViolation, match="opened a network connection"):
-        getattr(planted[file], plant)(listener)
+        getattr(planted["chat/" + file], plant)(listener)
 
 
 def test_a_client_files_connection_passes(planted, guarded, listener):
-    planted["planted_support"].connects(listener)
+    planted["chat/planted_support"].connects(listener)
 
 
 @pytest.mark.parametrize("plant", ["reads_redis", "pipelines", "publishes", "subscribes"])
 def test_redis_from_a_domain_is_refused(planted, guarded, stack, plant):
     with pytest.raises(BoundaryViolation, match="sent a Redis command itself"):
-        getattr(planted["planted_servicer"], plant)(stack.redis_url)
+        getattr(planted["chat/planted_servicer"], plant)(stack.redis_url)
 
 
 def test_redis_through_a_capabilitys_private_client_is_refused(planted, guarded, stack):
     client = redis.Redis.from_url(stack.redis_url)
     try:
         with pytest.raises(BoundaryViolation, match="sent a Redis command itself"):
-            planted["planted_servicer"].reads_a_capabilitys_client(Hints(client))
+            planted["chat/planted_servicer"].reads_a_capabilitys_client(Hints(client))
     finally:
         client.close()
 
@@ -332,7 +357,7 @@ def test_redis_through_a_capabilitys_private_client_is_refused(planted, guarded,
 def test_redis_through_a_kernel_capability_passes(planted, guarded, stack):
     client = redis.Redis.from_url(stack.redis_url)
     try:
-        planted["planted_service"].through_a_kernel_capability(Hints(client))
+        planted["chat/planted_service"].through_a_kernel_capability(Hints(client))
     finally:
         client.close()
 
@@ -343,7 +368,7 @@ def test_off_it_lets_everything_through(planted, stack, listener):
         was = boundaries.guarding(False)
         try:
             with engine.connect() as conn:
-                planted["planted_repository"].schema_qualified(conn)
-            planted["planted_repository"].connects(listener)
+                planted["chat/planted_repository"].schema_qualified(conn)
+            planted["chat/planted_repository"].connects(listener)
         finally:
             boundaries.guarding(was)

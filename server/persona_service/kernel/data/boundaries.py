@@ -23,7 +23,8 @@ third-party frames are skipped):
   the innermost frame of the package must be the kernel's (a capability: hints, the limiter, runs), never a
   domain's.
 
-Declared exceptions (`DECLARED`, (domain, table) -> why) let a domain touch a table it does not own. Each
+Declared exceptions: `DECLARED`, (domain, table) -> why, lets a domain touch a table it does not own, and
+`PORTS` names kernel code that runs statements an owner handed it (checked where they are handed over). Each
 check raises `BoundaryViolation` (an AssertionError: a 500 the suite sees; a background job logs it, and the
 test stack's end fails on the log line). Attributing a frame is cached per code object and a statement's
 tables per SQL string. It reads frames only to refuse, never to decide what a call does.
@@ -40,9 +41,10 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import CodeType, FrameType
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Connection, Engine, Executable, event
+from sqlalchemy.sql import ClauseElement
 
 from persona_service.kernel.data.base import Base
 from persona_service.kernel.data.uow import UnitOfWork
@@ -66,8 +68,8 @@ class BoundaryViolation(AssertionError):
 
 @dataclass(frozen=True)
 class Place:
-    """Whose code a frame runs: `domain` ('' for the kernel, providers and the package's top; None outside
-    the package), the file's `role` (its name's, else roles.toml's) and `named` (its name's only)."""
+    """Whose code a frame runs: `domain` ('' for the kernel, providers, the package's top and callers outside
+    it; None for a library), the file's `role` (its name's, else roles.toml's) and `named` (its name's only)."""
 
     domain: str | None
     file: str = ""
@@ -79,11 +81,14 @@ class Place:
         return bool(self.domain)
 
     def __str__(self) -> str:
-        return f"{self.domain}/{self.file}.py" if self.domain else "the kernel" if self.domain == "" else "outside"
+        return f"{self.domain}/{self.file}.py" if self.domain else "the kernel" if self.domain == "" else "a library"
 
 
-_OUTSIDE = Place(None)
+_OUTSIDE = Place(None)  # a library's frame (the standard library, site-packages): transparent
 _KERNEL = Place("")
+# Code neither of the package nor of a library (a test's stand-in for a capability, a script) calls the package
+# as the kernel would: it is not judged, and what it does is not its callee's.
+_LIBRARIES = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix})
 
 
 @functools.cache
@@ -98,7 +103,8 @@ def _named_role(stem: str) -> str:
 def _classify(filename: str) -> Place:
     at = filename.rfind(_PACKAGE)
     if at < 0:
-        return _OUTSIDE
+        library = filename.startswith(_LIBRARIES) or "site-packages" in filename or filename.startswith("<")
+        return _OUTSIDE if library else _KERNEL
     parts = filename[at + len(_PACKAGE):].removesuffix(".py").split("/")
     if len(parts) < 2 or parts[0] in _SHARED:
         return _KERNEL
@@ -109,14 +115,16 @@ def _classify(filename: str) -> Place:
     return Place(domain, stem, named or _roles_toml().get(domain, {}).get(stem, ""), named)
 
 
-_PLACES: dict[CodeType, Place] = {}
+# By id(code): a code object's own hash reads its whole body, each time. The entry keeps the code alive, so its
+# id is never another's.
+_PLACES: dict[int, tuple[CodeType, Place]] = {}
 
 
 def _place(code: CodeType) -> Place:
-    found = _PLACES.get(code)
+    found = _PLACES.get(id(code))
     if found is None:
-        found = _PLACES[code] = _classify(code.co_filename)
-    return found
+        found = _PLACES[id(code)] = (code, _classify(code.co_filename))
+    return found[1]
 
 
 def _codes(start: FrameType | None) -> Iterator[CodeType]:
@@ -134,7 +142,14 @@ def _caller() -> FrameType:
 
 
 def _innermost_domain(start: FrameType | None) -> Place | None:
-    return _innermost(start, lambda p: p.in_domain)
+    """The innermost domain frame's place; None when there is none, or a declared port (`PORTS`) comes first."""
+    for code in _codes(start):
+        if id(code) in PORTS:
+            return None
+        place = _place(code)
+        if place.domain:
+            return place
+    return None
 
 
 def _innermost_of_package(start: FrameType | None) -> Place | None:
@@ -175,6 +190,20 @@ def table_owners() -> dict[str, str]:
 
 # (domain, table) -> why that domain's code may touch a table another domain owns.
 DECLARED: dict[tuple[str, str], str] = {}
+# Kernel code that runs, for another domain, statements an owner built and handed it through a port; a
+# statement sent from inside it is not judged by its caller (the port checks it where it is built,
+# `check_statement`). By id(code): code -> why. Declared by the port's module (`declare_port`).
+PORTS: dict[int, tuple[CodeType, str]] = {}
+
+
+def declare_port(function: Callable[..., Any], why: str) -> None:
+    PORTS[id(function.__code__)] = (function.__code__, why)
+
+
+def check_statement(conn: Connection, stmt: Executable, start: FrameType | None) -> None:
+    """`check_sql` on a statement a port will run later, where its owner hands it over."""
+    if _state["on"]:
+        check_sql(str(cast(ClauseElement, stmt).compile(dialect=conn.dialect)), start)
 
 _ENDS_SQL = re.compile(r"^\s*(?:COMMIT|END|ABORT|ROLLBACK(?!\s+TO\b)|PREPARE\s+TRANSACTION)\b", re.IGNORECASE)
 _UOW = "boundaries.unit_of_work"  # conn.info: this transaction is a unit of work's

@@ -9,6 +9,7 @@ once. Secrets (hashes, keys) are never in them.
 from __future__ import annotations
 
 import base64
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -18,6 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, Executable
 
 from persona_service.kernel.clock import iso
+from persona_service.kernel.data import boundaries
 from persona_service.kernel.data.aggregates import DECIDES_NOTHING
 
 # Rows read from PostgreSQL, and held, at a time per table of an export.
@@ -42,13 +44,25 @@ def export_batches(conn: Connection, stmt: Executable, omit: Iterable[str] = ())
     """The statement's rows as JSON values, BATCH_ROWS at a time, from a
     server-side cursor (`yield_per`: psycopg's named cursor). Lazy: the
     statement runs when the first batch is asked for, so a source's tables
-    are read one after another, as the bundle is written."""
+    are read one after another, as the bundle is written. The boundary guard
+    checks it here, in its owner's call: it runs later, from the privacy
+    module's loop (kernel.data.boundaries.PORTS)."""
+    boundaries.check_statement(conn, stmt, sys._getframe(1))
+    return _batches(conn, stmt, omit)
+
+
+def _batches(conn: Connection, stmt: Executable, omit: Iterable[str]) -> Iterator[list[dict[str, Any]]]:
     # On the statement: Connection.execution_options would stream every later statement of the connection.
     # An export copies what it reads and decides nothing on it: no aggregate's root to lock (kernel.data.aggregates).
     with conn.execute(stmt.execution_options(yield_per=BATCH_ROWS, **{DECIDES_NOTHING: True})) as result:
         while batch := export_records(result.mappings().fetchmany(BATCH_ROWS), omit):
             yield batch
             del batch  # not alive while the next batch is read
+
+
+boundaries.declare_port(_batches, "a module's personal data (kernel.ports.PersonalDataExport) is read in batches as "
+                                  "the privacy export streams it: checked where its owner built the statement "
+                                  "(export_batches), run from the exporter's loop")
 
 
 def _json(value: Any) -> Any:
