@@ -54,7 +54,8 @@ def slow_stack(tmp_path_factory):
     with OpenAIStub(chat_only=True) as stub:
         stub.latency = MODEL_SECONDS
         stub.responder = _reply_with_its_context
-        with running(make_stack(tmp_path_factory.mktemp("oracle-slow-model"), **stub.stack_env())) as stack:
+        # No webhook worker: the events are read back from the table, none is delivered.
+        with running(make_stack(tmp_path_factory.mktemp("oracle-slow-model"), workers=0, **stub.stack_env())) as stack:
             yield stack
 
 
