@@ -50,7 +50,8 @@ def full_set():
 @pytest.fixture(scope="module")
 def stacks(tmp_path_factory, chat_only, full_set):
     """{"chat_only": stack, "full_set": stack}, the second on the first's PostgreSQL and Redis."""
-    first = make_stack(tmp_path_factory.mktemp("model-chat-only"), **chat_only.stack_env(**FAST))
+    # No webhook worker in either: nothing here is delivered.
+    first = make_stack(tmp_path_factory.mktemp("model-chat-only"), workers=0, **chat_only.stack_env(**FAST))
     with running(first):
         second = make_stack_beside(first, tmp_path_factory.mktemp("model-full-set"), runners=1,  # its provider's
                                    **full_set.stack_env(PERSONA_OPENAI_API_KEY=API_KEY, **FAST))

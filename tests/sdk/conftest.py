@@ -22,7 +22,7 @@ def stub() -> Iterator[OpenAIStub]:
 @pytest.fixture(scope="session")
 def pstack(tmp_path_factory, stub) -> Iterator[Stack]:
     stack = make_stack(
-        tmp_path_factory.mktemp("persona-sdk-stub"),
+        tmp_path_factory.mktemp("persona-sdk-stub"), workers=0,  # no webhook worker: the deliveries are the session stack's
         **stub.stack_env(PERSONA_PROVIDER_BACKOFF_SECONDS="0.01", PERSONA_PROVIDER_TIMEOUT_SECONDS="10"),
     )
     with running(stack):
