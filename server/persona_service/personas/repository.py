@@ -9,10 +9,12 @@ from sqlalchemy import (
     Connection,
     TextClause,
     Update,
+    bindparam,
     delete,
     false,
     func,
     insert,
+    literal_column,
     select,
     text,
     tuple_,
@@ -23,6 +25,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from persona_service.kernel.api import (
     DECIDES_NOTHING,
     Batches,
+    Prepared,
     changed_columns,
     declare_aggregate,
     export_batches,
@@ -61,6 +64,12 @@ _steps = table_of(GenerationStep)
 # fork's source) holds it FOR SHARE. Generation runs and their steps are not members: a run is written by
 # the run itself (a create's before its persona exists) and is read back only once finished (immutable).
 PERSONA = declare_aggregate("persona", _personas, _versions, _voices)
+# A chat reply's reads of its persona and voice (issue 50): prepared once, run without SQLAlchemy's per-execution
+# layers (kernel.data.prepared); the same rows and records as `active` and `voice` read through Core.
+_active_read = Prepared(select(_personas).where(
+    _personas.c.id == bindparam("id"), _personas.c.workspace_id == bindparam("ws"),
+    _personas.c.state != literal_column("'deleted'")), PersonaRecord)
+_voice_read = Prepared(select(_voices).where(_voices.c.persona_id == bindparam("id")), VoiceRecord)
 
 # Punctuation and symbols (`/`, `.`, `@`, `-`, `_`, …): each run of them is a space in the search document,
 # so that they separate words there as they do in `q` (split by WORD: runs of letters and digits). PostgreSQL's
@@ -220,8 +229,7 @@ class PersonaRepository:
         self.conn.execute(stmt)
 
     def voice(self, persona_id: str, *, decides_nothing: bool = False) -> VoiceRecord | None:
-        row = self._read(select(_voices).where(_voices.c.persona_id == persona_id), decides_nothing).mappings().first()
-        return record_or_none(VoiceRecord, row)
+        return _voice_read.first(self.conn, {"id": persona_id}, decides_nothing=decides_nothing)
 
     # --- generation runs ------------------------------------------------------------
 
@@ -255,9 +263,9 @@ class PersonaRepository:
                decides_nothing: bool = False) -> PersonaRecord | None:
         """The persona if not deleted; `share`: held FOR SHARE until the transaction ends (a write of another
         aggregate that needs it to exist and stay as read: it blocks its writes, not its readers)."""
-        stmt = select(_personas).where(*_active(workspace_id, persona_id))
-        if share:
-            stmt = stmt.with_for_update(read=True)
+        if not share:
+            return _active_read.first(self.conn, {"id": persona_id, "ws": workspace_id}, decides_nothing=decides_nothing)
+        stmt = select(_personas).where(*_active(workspace_id, persona_id)).with_for_update(read=True)
         return record_or_none(PersonaRecord, self._read(stmt, decides_nothing).mappings().first())
 
     def hold(self, workspace_id: str, persona_id: str) -> bool:

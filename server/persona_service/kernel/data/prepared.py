@@ -37,11 +37,13 @@ class Prepared(Generic[R]):
         names = [column.key for column in columns]
         self._index = [names.index(name) for name in field_names(record)]
 
-    def first(self, conn: Connection, params: Mapping[str, Any]) -> R | None:
+    def first(self, conn: Connection, params: Mapping[str, Any], *, decides_nothing: bool = False) -> R | None:
+        """The first row as a record, or None. `decides_nothing`: a read a write makes before it locks what it
+        reads, deciding again under the lock (the lock guard lets it pass, as SQLAlchemy's DECIDES_NOTHING)."""
         raw = conn.connection.driver_connection
         assert raw is not None
         guard = guard_of(conn.engine)
-        if guard is not None:
+        if guard is not None and not decides_nothing:
             guard.check_on(conn, self.sql)
         # A connection opened without prepared statements (make_engine(prepared=False)) runs it unprepared.
         prepare = raw.prepare_threshold is not None  # type: ignore[attr-defined]
