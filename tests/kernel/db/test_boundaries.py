@@ -20,7 +20,7 @@ import threading
 import pytest
 import redis
 from persona_service.kernel.data import boundaries
-from persona_service.kernel.data.boundaries import BoundaryGuard, BoundaryViolation
+from persona_service.kernel.data.boundaries import BoundaryViolation
 from persona_service.kernel.data.uow import UnitOfWork
 from persona_service.kernel.transport.hints import Hints
 from support import engine_for
@@ -234,10 +234,9 @@ def planted(tmp_path_factory):
 
 @pytest.fixture()
 def guarded(stack):
-    """An engine with the guard installed, the process's checks on, then as they were."""
+    """An engine with the guard on it (engine_for installs it), the process's checks on, then as they were."""
     was = boundaries.guarding(True)
     with engine_for(stack, pool_size=2) as engine:
-        BoundaryGuard().install(engine)
         try:
             yield engine
         finally:

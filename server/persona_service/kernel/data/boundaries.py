@@ -115,16 +115,18 @@ def _classify(filename: str) -> Place:
     return Place(domain, stem, named or _roles_toml().get(domain, {}).get(stem, ""), named)
 
 
-# By id(code): a code object's own hash reads its whole body, each time. The entry keeps the code alive, so its
+# By id(code): a code object's own hash reads its whole body, each time. `_SEEN` keeps each code alive, so its
 # id is never another's.
-_PLACES: dict[int, tuple[CodeType, Place]] = {}
+_PLACES: dict[int, Place] = {}
+_SEEN: list[CodeType] = []
 
 
 def _place(code: CodeType) -> Place:
     found = _PLACES.get(id(code))
     if found is None:
-        found = _PLACES[id(code)] = (code, _classify(code.co_filename))
-    return found[1]
+        _SEEN.append(code)
+        found = _PLACES[id(code)] = _classify(code.co_filename)
+    return found
 
 
 def _codes(start: FrameType | None) -> Iterator[CodeType]:
@@ -143,10 +145,12 @@ def _caller() -> FrameType:
 
 def _innermost_domain(start: FrameType | None) -> Place | None:
     """The innermost domain frame's place; None when there is none, or a declared port (`PORTS`) comes first."""
-    for code in _codes(start):
-        if id(code) in PORTS:
+    places, ports = _PLACES, PORTS
+    for frame, _ in traceback.walk_stack(start):  # (the hot loop: a statement's stack, inline)
+        key = id(frame.f_code)
+        if key in ports:
             return None
-        place = _place(code)
+        place = places.get(key) or _place(frame.f_code)
         if place.domain:
             return place
     return None
