@@ -15,8 +15,10 @@ The model's own part: the model calls the measured writes made (what server proc
 runners, `providers.remote`) are captured with Redis MONITOR while they run, then replayed here, in-process,
 against the local provider (`providers.factory.make_base_provider`, what a runner runs), and their CPU
 timed (the thread's CPU time per call). The runner's column less that is the runner's handling of the calls
-(taking them from Redis, answering, the pool, its PostgreSQL work for runs and tasks). MONITOR costs Redis
-(and nothing else) a little: the Redis column includes it; `--no-capture` measures without it.
+(taking them from Redis, answering, the pool, its PostgreSQL work for runs and tasks). The offline model's
+moderation and embeddings of a short text never reach Redis (a server answers them itself: providers.remote), so
+they are in the server's column, not in the replay. MONITOR costs Redis (and nothing else) a little: the Redis
+column includes it; `--no-capture` measures without it.
 
     .venv/bin/python scripts/measure_model_cpu.py [--chat 200] [--personas 60] [--first-frames 100] [--json out]
 """
