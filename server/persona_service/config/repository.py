@@ -4,11 +4,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import Connection, bindparam, delete, select
 from sqlalchemy.dialects.postgresql import insert
 
 from persona_service.config.tables import ConfigItem
-from persona_service.kernel.api import DECIDES_NOTHING, declare_aggregate, records, table_of
+from persona_service.kernel.api import DECIDES_NOTHING, Prepared, declare_aggregate, records, table_of
 
 _items = table_of(ConfigItem)
 # A setting at one level on its own: its writes are one upsert or one DELETE (each locks the row it changes, or
@@ -34,6 +34,16 @@ def persona_level(persona_id: str) -> str:
     return PERSONA_LEVEL_PREFIX + persona_id
 
 
+# One key's rows at the organization's, a workspace's and a persona's level (`key_settings`: the value a chat reply
+# acts by, its drift threshold): prepared once, run without SQLAlchemy's per-execution layers (issue 50).
+_key_rows = Prepared(
+    select(_items.c.key, _items.c.workspace_id, _items.c.value, _items.c.updated_at).where(
+        _items.c.org_id == bindparam("org"), _items.c.key == bindparam("key"),
+        _items.c.workspace_id.in_([bindparam("org_level"), bindparam("ws"), bindparam("persona")])),
+    ItemRecord,
+)
+
+
 class ConfigRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
@@ -46,6 +56,12 @@ class ConfigRepository:
         if key is not None:
             stmt = stmt.where(_items.c.key == key)
         return records(ItemRecord, self.conn.execute(stmt.execution_options(**_DECIDES_NOTHING)).mappings())
+
+    def key_settings(self, org_id: str, workspace_id: str, key: str, persona_id: str = "") -> list[ItemRecord]:
+        """`settings(..., key=key)`, prepared."""
+        params = {"org": org_id, "key": key, "org_level": ORG_LEVEL, "ws": workspace_id,
+                  "persona": persona_level(persona_id) if persona_id else None}
+        return _key_rows.all(self.conn, params, decides_nothing=True)
 
     def org_settings_with_prefix(self, org_id: str, prefix: str) -> list[tuple[str, Any]]:
         stmt = select(_items.c.key, _items.c.value).where(

@@ -126,7 +126,7 @@ class ConfigService:
         """The effective value (for a persona already known to be the caller's): its rows alone read (a chat
         reply reads one or two keys, not every row of the organization's and workspace's settings)."""
         spec = self.spec(key)
-        rows = self.repo.settings(principal.org_id, principal.workspace_id, key=key, persona_id=persona_id)
+        rows = self.repo.key_settings(principal.org_id, principal.workspace_id, key, persona_id)
         return self._resolved(spec, rows, principal).value
 
     def update(self, principal: Principal, key: str, value: Any, level: str, persona_id: str = "", *,

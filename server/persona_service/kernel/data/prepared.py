@@ -40,6 +40,15 @@ class Prepared(Generic[R]):
     def first(self, conn: Connection, params: Mapping[str, Any], *, decides_nothing: bool = False) -> R | None:
         """The first row as a record, or None. `decides_nothing`: a read a write makes before it locks what it
         reads, deciding again under the lock (the lock guard lets it pass, as SQLAlchemy's DECIDES_NOTHING)."""
+        row = self._cursor(conn, params, decides_nothing).fetchone()
+        return None if row is None else self.record(*[row[i] for i in self._index])
+
+    def all(self, conn: Connection, params: Mapping[str, Any], *, decides_nothing: bool = False) -> list[R]:
+        """Every row as a record (`first`'s `decides_nothing`)."""
+        index = self._index
+        return [self.record(*[row[i] for i in index]) for row in self._cursor(conn, params, decides_nothing)]
+
+    def _cursor(self, conn: Connection, params: Mapping[str, Any], decides_nothing: bool) -> Any:
         raw = conn.connection.driver_connection
         assert raw is not None
         guard = guard_of(conn.engine)
@@ -47,7 +56,4 @@ class Prepared(Generic[R]):
             guard.check_on(conn, self.sql)
         # A connection opened without prepared statements (make_engine(prepared=False)) runs it unprepared.
         prepare = raw.prepare_threshold is not None  # type: ignore[attr-defined]
-        row = raw.execute(self.sql, params, prepare=prepare).fetchone()  # type: ignore[attr-defined]
-        if row is None:
-            return None
-        return self.record(*[row[i] for i in self._index])
+        return raw.execute(self.sql, params, prepare=prepare)  # type: ignore[attr-defined]
