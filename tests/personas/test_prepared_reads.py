@@ -1,6 +1,6 @@
-"""A chat reply's reads of its persona and voice run prepared (personas/repository.py, issue 50: no SQLAlchemy
-layers per execution): they return the very records the same reads through Core return, and nothing for a deleted
-persona or another workspace's."""
+"""A chat reply's reads of its persona and voice, and its hold on the persona, run prepared
+(personas/repository.py, issue 50: no SQLAlchemy layers per execution): they return the very records the same
+reads through Core return, and nothing (no hold) for a deleted persona or another workspace's."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def test_the_prepared_reads_return_what_core_reads(http, engine, tenant):
         repo = PersonaRepository(conn)
         persona = repo.active(tenant.workspace_id, persona_id, decides_nothing=True)
         voice = repo.voice(persona_id, decides_nothing=True)
-        assert statements == []  # neither went through SQLAlchemy
+        assert repo.hold(tenant.workspace_id, persona_id)  # FOR SHARE, as a reply is stored
+        assert statements == []  # none went through SQLAlchemy
         core_persona = record_or_none(PersonaRecord, conn.execute(
             select(personas).where(personas.c.id == persona_id)).mappings().first())
         core_voice = record_or_none(VoiceRecord, conn.execute(
@@ -32,4 +33,5 @@ def test_the_prepared_reads_return_what_core_reads(http, engine, tenant):
         assert repo.active("another-workspace", persona_id) is None
         conn.execute(personas.update().where(personas.c.id == persona_id).values(state="deleted"))
         assert repo.active(tenant.workspace_id, persona_id) is None
+        assert not repo.hold(tenant.workspace_id, persona_id)
         conn.rollback()

@@ -70,6 +70,10 @@ _active_read = Prepared(select(_personas).where(
     _personas.c.id == bindparam("id"), _personas.c.workspace_id == bindparam("ws"),
     _personas.c.state != literal_column("'deleted'")), PersonaRecord)
 _voice_read = Prepared(select(_voices).where(_voices.c.persona_id == bindparam("id")), VoiceRecord)
+# ... and its hold on the persona as it stores the reply (FOR SHARE; three narrow columns, no soul or metadata).
+_hold_read = Prepared(select(_personas.c.id, _personas.c.org_id, _personas.c.created_at).where(
+    _personas.c.id == bindparam("id"), _personas.c.workspace_id == bindparam("ws"),
+    _personas.c.state != literal_column("'deleted'")).with_for_update(read=True), PersonaSummary)
 
 # Punctuation and symbols (`/`, `.`, `@`, `-`, `_`, …): each run of them is a space in the search document,
 # so that they separate words there as they do in `q` (split by WORD: runs of letters and digits). PostgreSQL's
@@ -270,8 +274,7 @@ class PersonaRepository:
 
     def hold(self, workspace_id: str, persona_id: str) -> bool:
         """`active(share=True) is not None` without reading the row (its soul and metadata go undecoded)."""
-        stmt = select(_personas.c.id).where(*_active(workspace_id, persona_id)).with_for_update(read=True)
-        return self.conn.execute(stmt).first() is not None
+        return _hold_read.first(self.conn, {"id": persona_id, "ws": workspace_id}) is not None
 
     def not_deleted(self, persona_ids: list[str]) -> list[PersonaRecord]:
         """These personas that are not deleted, locked in id order (as `aggregates.lock_roots`: two such
