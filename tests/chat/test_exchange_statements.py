@@ -23,6 +23,11 @@ def test_an_exchange_stores_its_two_messages_in_one_statement(http, engine, tena
         conn.rollback()
     inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT INTO CHAT_MESSAGES")]
     assert len(inserts) == 1  # was one per message
+    # The accounting is a prepared UPDATE … RETURNING (issue 50), past SQLAlchemy, with the same counters.
+    assert not [s for s in statements if s.lstrip().upper().startswith("UPDATE CHAT_SESSIONS")]
+    assert (exchange.session.message_count, exchange.session.input_tokens, exchange.session.output_tokens) == (
+        session["messageCount"] + 2, 3, 2)
+    assert exchange.session.last_active_at >= exchange.reply.created_at
     assert (exchange.user_message.role, exchange.reply.role) == ("user", "assistant")
     assert (exchange.user_message.content, exchange.reply.content) == ("Ahoy?", "Ahoy!")
     assert exchange.reply.ordinal == exchange.user_message.ordinal + 1

@@ -13,6 +13,7 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    literal_column,
     select,
     text,
     tuple_,
@@ -54,6 +55,19 @@ _get = Prepared(
 # ... and kept in memory (kernel.data.read_cache): every write of a session's row below marks it.
 CACHE = "chat_session"
 _cached = read_cache(CACHE, SessionRecord)
+# An exchange's accounting (`account`: every chat reply's), prepared too: one UPDATE … RETURNING the row.
+_account = Prepared(
+    update(_sessions)
+    .where(_sessions.c.id == bindparam("id"), _sessions.c.status == literal_column("'active'"))
+    .values({column: column + bindparam(name, type_=column.type) for name, column in (
+        ("messages", _sessions.c.message_count), ("input_tokens", _sessions.c.input_tokens),
+        ("output_tokens", _sessions.c.output_tokens), ("cost_usd_micros", _sessions.c.cost_usd_micros),
+        ("unpriced", _sessions.c.unpriced_replies))})
+    .values(last_active_at=func.greatest(_sessions.c.last_active_at,
+                                         bindparam("now", type_=_sessions.c.last_active_at.type)))
+    .returning(_sessions),
+    SessionRecord,
+)
 _messages = table_of(ChatMessage)
 # A session with its messages and their alternatives: every write of a session locks its row first
 # (`ChatSessionRepository.lock`), so two writes at once (two tabs, a double click) run one after the other.
@@ -154,20 +168,9 @@ class ChatSessionRepository:
         """Add an exchange to an active session's counters in one atomic
         UPDATE … RETURNING (concurrent exchanges never lose counts; the row
         lock orders them). None when the session is no longer active."""
-        stmt = (
-            update(_sessions)
-            .where(_sessions.c.id == session_id, _sessions.c.status == "active")
-            .values(
-                message_count=_sessions.c.message_count + messages,
-                input_tokens=_sessions.c.input_tokens + input_tokens,
-                output_tokens=_sessions.c.output_tokens + output_tokens,
-                cost_usd_micros=_sessions.c.cost_usd_micros + cost_usd_micros,
-                unpriced_replies=_sessions.c.unpriced_replies + unpriced,
-                last_active_at=func.greatest(_sessions.c.last_active_at, now),
-            )
-            .returning(_sessions)
-        )
-        return self._changed(record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first()))
+        return self._changed(_account.first(self.conn, {
+            "id": session_id, "messages": messages, "input_tokens": input_tokens, "output_tokens": output_tokens,
+            "cost_usd_micros": cost_usd_micros, "unpriced": unpriced, "now": now}))
 
     def completions_session(self, workspace_id: str, persona_id: str, user_id: str, title: str) -> SessionRecord | None:
         """The active session of (persona, user) with this title, locked for

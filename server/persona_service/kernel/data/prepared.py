@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Connection, Select
+from sqlalchemy import Connection, Select, Update
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 
 from persona_service.kernel.data.aggregates import guard_of
@@ -27,8 +27,9 @@ _DIALECT = PGDialect_psycopg()
 
 
 class Prepared(Generic[R]):
-    def __init__(self, statement: Select[Any], record: type[R]):
-        columns = list(statement.selected_columns)
+    def __init__(self, statement: Select[Any] | Update, record: type[R]):
+        """`statement`: a read, or an UPDATE … RETURNING (a write on the hot path, its row the record)."""
+        columns = list(statement.exported_columns)
         for column in columns:
             if column.type.result_processor(_DIALECT, None) is not None:
                 raise TypeError(f"{column.key}: its type converts results; run this read through SQLAlchemy")
