@@ -3,10 +3,21 @@
 member's personas and deletes their chat sessions, after their membership) fired beside a PATCH of their persona,
 a message sent in their chat session, a new chat session of their persona, and an OpenAI-compatible completion of
 it (a first use, which makes the key's completions session; and one in the completions session of the member's
-own id, which the erasure deletes). A second table fires it beside the writes of what else it erases or revokes:
-an administrator's (a plain member may not write keys) new API key and SCIM token, the revocation of another key
-or token of theirs (by them, and a key's by the owner), and a new portrait of their persona, an edit, an approval
-and a rejection of one. The SCIM groups' part of an erasure has its own table
+own id, which the erasure deletes), and beside each of the member's other writes of their persona: DELETE,
+archive, restore (of it deleted), rollback (to version 1 of it at version 2), refine, regenerate, audit and fork.
+
+Refine, regenerate and fork run a generation. The unary call runs it in its own unit of work and answers once
+the run has finished and its result is stored: the run, its steps, the version or the fork and their events commit
+with the call or not at all; there is no separate acceptance a client sees (no 202, no run id to poll). So "serial"
+is the whole call, its run's start included, before the erasure or after it (401: the key revoked). A run that
+started before the erasure committed and stores after it must answer as the later of the two (401, nothing of it
+left), never store a version or a fork for an erased member. (What a run drew from the generation quota in Redis
+is not in the end state read.)
+
+A second table fires the erasure beside the writes of what else it erases or revokes: an administrator's (a plain
+member may not write keys) new API key and SCIM token, the revocation of another key or token of theirs (by them,
+and a key's by the owner), and a new portrait of their persona, an edit, an approval and a rejection of one. The
+SCIM groups' part of an erasure has its own table
 (tests/scim/test_scim_erasure_serial_oracle_http.py)."""
 
 from __future__ import annotations
@@ -34,9 +45,9 @@ class Fixture:
     completions: str  # the completions session of `user` = the member's id (one exchange)
 
 
-def _fixture(http, engine, tenants) -> Fixture:
+def _fixture(http, engine, tenants, prepare: tuple[str, ...] = ()) -> Fixture:
     """A member (not the owner, who may not erase) of a new organization, with a key, a persona, a chat of it and a
-    completions session of it under their own id."""
+    completions session of it under their own id; then what the operations named in `prepare` need (`PREPARE`)."""
     member = tenants.member()
     auth, user_id = member.auth, member.user_id
     persona = http.post("/v1/personas", json={"intent": "A lighthouse keeper who tells storm stories"}, headers=auth)
@@ -49,7 +60,29 @@ def _fixture(http, engine, tenants) -> Fixture:
                            headers=auth)
     assert completions.status_code == 200, completions.text
     (made,) = [s for s in completions.json()["items"] if s["title"] == "chat.completions"]
-    return Fixture(member.org_id, user_id, auth, persona.json()["id"], session.json()["sessionId"], made["sessionId"])
+    fixture = Fixture(member.org_id, user_id, auth, persona.json()["id"], session.json()["sessionId"],
+                      made["sessionId"])
+    for name in prepare:
+        if name in PREPARE:
+            PREPARE[name](http, fixture)
+    return fixture
+
+
+def _at_version_2(http, f: Fixture) -> None:
+    """The persona at version 2 (its fingerprint regenerated: the quickest new version), so that a rollback to
+    version 1 is a write and not a 409."""
+    again = http.post(f"/v1/personas/{f.persona}/regenerate", json={"fromStep": "fingerprint"}, headers=f.auth)
+    assert again.status_code == 200 and again.json()["version"] == 2, again.text
+
+
+def _deleted(http, f: Fixture) -> None:
+    """The persona soft-deleted, so that a restore is a write and not a 409."""
+    gone = http.delete(f"/v1/personas/{f.persona}", headers=f.auth)
+    assert gone.status_code == 200, gone.text
+
+
+# What an operation needs of the fixture beyond the common one (only the pairs that fire it pay for it).
+PREPARE = {"persona-rollback": _at_version_2, "persona-restore": _deleted}
 
 
 def _completion(persona: str, user: str = "") -> dict:
@@ -59,6 +92,9 @@ def _completion(persona: str, user: str = "") -> dict:
 
 
 def _ops(http) -> list[Op]:
+    def persona(path: str, body: dict | None = None):
+        return lambda f: http.post(f"/v1/personas/{f.persona}{path}", json=body or {}, headers=f.auth)
+
     return [
         Op("erase", lambda f: http.delete("/v1/privacy/me", headers=f.auth), "EraseMyData"),
         Op("send", lambda f: http.post(f"/v1/chat/sessions/{f.session}/messages", json={"content": "Hello there"},
@@ -73,31 +109,44 @@ def _ops(http) -> list[Op]:
                                                headers=f.auth), "CreateChatCompletion"),
         # Persona writes the issue did not list, of the class `persona-patch` found (the hold in PersonaService.get).
         Op("persona-delete", lambda f: http.delete(f"/v1/personas/{f.persona}", headers=f.auth), "DeletePersona"),
-        Op("persona-archive", lambda f: http.post(f"/v1/personas/{f.persona}/archive", json={}, headers=f.auth),
-           "ArchivePersona"),
+        Op("persona-archive", persona("/archive"), "ArchivePersona"),
+        # The member's other writes of their persona (PersonaService: each holds the caller's membership first).
+        Op("persona-restore", persona("/restore"), "RestorePersona"),
+        Op("persona-rollback", persona("/rollback", {"version": 1}), "RollbackPersona"),
+        Op("persona-refine", persona("/refine", {"instruction": "Make him braver"}), "RefinePersona"),
+        Op("persona-regenerate", persona("/regenerate", {"fromStep": "fingerprint"}), "RegeneratePersona"),
+        Op("persona-audit", persona("/audit"), "AuditPersona"),
+        Op("persona-fork", persona("/fork", {"instruction": "A river pilot instead"}), "ForkPersona"),
     ]
 
 
 def _state(engine, f: Fixture):
     """From the tables (an erased member has no key to read them with): the member's membership, the persona's
-    name and whether it is deleted, the chat session's and the completions session's messages (None: the session
-    is gone), and how many other sessions the persona has with how many messages."""
+    name, state (deleted included), version and versions stored, its forks (how many, how many deleted), the chat
+    session's and the completions session's messages (None: the session is gone), and how many other sessions the
+    persona has with how many messages."""
     with engine.connect() as conn:
-        member, name, deleted = conn.execute(text(
+        member, name, deleted, *persona = conn.execute(text(
             "SELECT (SELECT count(*) FROM memberships WHERE org_id = :o AND user_id = :u),"
-            " p.display_name, p.deleted_at IS NOT NULL FROM personas p WHERE p.id = :p"),
+            " p.display_name, p.deleted_at IS NOT NULL, p.state, p.version,"
+            " (SELECT count(*) FROM persona_versions v WHERE v.persona_id = p.id),"
+            " (SELECT count(*) FROM personas c WHERE c.parent_id = p.id),"
+            " (SELECT count(*) FROM personas c WHERE c.parent_id = p.id AND c.deleted_at IS NOT NULL)"
+            " FROM personas p WHERE p.id = :p"),
             {"o": f.org_id, "u": f.user_id, "p": f.persona}).one()
         counts = dict(conn.execute(text(
             "SELECT s.id, (SELECT count(*) FROM chat_messages m WHERE m.session_id = s.id) FROM chat_sessions s"
             " WHERE s.persona_id = :p"), {"p": f.persona}).all())
     ours = counts.pop(f.session, None), counts.pop(f.completions, None)
-    return member, name, deleted, *ours, len(counts), sum(counts.values())
+    return member, name, deleted, *persona, *ours, len(counts), sum(counts.values())
 
 
-def _table(http, engine, tenants) -> Table:
-    table = Table("a member with a persona and a chat of it", make=lambda: _fixture(http, engine, tenants),
+def _table(http, engine, tenants, prepare: tuple[str, ...] = ()) -> Table:
+    """`prepare`: the names of the operations fired (a pair test's), whose fixture needs may go beyond the common
+    one (`PREPARE`)."""
+    table = Table("a member with a persona and a chat of it", make=lambda: _fixture(http, engine, tenants, prepare),
                   read=lambda f: _state(engine, f), ops=_ops(http))
-    erase, send, patch, create, complete, complete_own, delete, archive = table.ops
+    erase, send, patch, create, complete, complete_own, *persona_writes = table.ops
     # (The writes among themselves: the chat and persona tables.) `erase+send` answered 404 in 1 of 6 rounds, then
     # 5 of 12, before a chat write held the sender's membership (ChatSessionService.locked): a send let in before
     # the erasure committed waited for the session the erasure deletes and found none, where the serial orders
@@ -108,7 +157,7 @@ def _table(http, engine, tenants) -> Table:
     # `erase+complete` 404 `not_found` (4 of 6: its first use's create, the same wait) and `erase+complete-own` 404
     # `model_not_found` or `not_found` (5 of 6: its model read after the erasure committed, or its session gone).
     table.pairs = [(erase, send), (erase, patch), (erase, create), (erase, complete), (erase, complete_own),
-                   (erase, delete), (erase, archive)]
+                   *((erase, write) for write in persona_writes)]
     return table
 
 
@@ -227,7 +276,7 @@ def _table_credentials(http, engine, tenants) -> Table:
 def test_an_erasure_beside_a_write_of_what_it_erases_answers_as_one_serial_order_without_a_rerun(
         stack, http, engine, tenants, a, b):
     before = reruns(stack)
-    assert check_named(_table(http, engine, tenants), a, b, PAIR_ROUNDS) == []
+    assert check_named(_table(http, engine, tenants, (a, b)), a, b, PAIR_ROUNDS) == []
     assert reruns(stack) == before, "a call was aborted by PostgreSQL (a deadlock) and ran again"
 
 

@@ -318,6 +318,9 @@ class PersonaService:
             base_soul=parent.soul,
         )
         result = yield from self.pipeline.run(spec)
+        # The caller's membership before the claim locks the parent (the declared order: their erasure locks the
+        # membership, then their personas); held after it, in `_insert`, the two met in a cycle (a rerun).
+        self._hold_caller(principal)
         # Atomic claim of the next ordinal: parallel forks never collide (spec 1.0.3).
         ordinal = self.repo.next_fork_ordinal(parent_id)
         if ordinal is None:  # deleted (or purged) while the model worked: as if the deletion had come first
