@@ -52,6 +52,21 @@ def test_a_members_erasure(http, engine, tenant, member):
     assert audited > 0  # kept: the audit log names the user only by id
 
 
+def test_an_erasure_takes_the_personas_a_member_imported(http, tenant, member):
+    card = {"spec": "chara_card_v2", "spec_version": "2.0",
+            "data": {"name": "Ada Import", "description": "A careful engineer who reads every log"}}
+    imported = http.post("/v1/personas/import", json=card, headers=member.auth)
+    assert imported.status_code == 200, imported.text
+    export = http.post("/v1/privacy/exports", json={}, headers=member.auth)
+    assert export.status_code == 200, export.text
+
+    r = http.delete("/v1/privacy/me", headers=member.auth)
+    assert r.status_code == 200, r.text
+    assert r.json()["counts"]["personas_scheduled"] == 1  # 0 when only `persona.create` counted
+    kept = http.get(f"/v1/personas/{imported.json()['id']}", headers=tenant.auth).json()
+    assert kept["state"] == "deleted" and kept["purgeAt"]
+
+
 def test_an_erasure_deletes_the_completions_sessions_of_the_members_credentials(http, engine, tenant, member,
                                                                               jwt_minter):
     """A completion without `user` is stored in its credential's completions session (`openai:<credential id>`):
