@@ -25,9 +25,13 @@ server-sent-event form share it; `drain()` runs it. No per-message events.
 from __future__ import annotations
 
 import builtins
+import hashlib
 import json
 import math
 import re
+import struct
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -65,7 +69,15 @@ from persona_service.kernel.api import (
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.orgs.api import OrgDirectory
 from persona_service.personas.api import PersonaDirectory, PersonaRecord, VoiceRecord, fingerprint_text
-from persona_service.providers.base import Completion, Delta, GenerationOptions, Message, Provider, ToolCall
+from persona_service.providers.base import (
+    Completion,
+    Delta,
+    GenerationOptions,
+    Message,
+    Provider,
+    ToolCall,
+    embedding_identity,
+)
 from persona_service.providers.pricing import PriceTable
 
 THRESHOLD_KEY = "engine.pipeline.drift_detection.threshold"
@@ -92,25 +104,93 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / (na * nb) if na and nb else 0.0
 
 
-def drift_score(embed: Callable[[list[str]], list[list[float]]], voice: VoiceRecord, user_text: str, reply: str) -> float:
+# (the embedding model's identity, the persona, its voice version, a digest of the lines and the fingerprint)
+CalibrationKey = tuple[str, str, int, bytes]
+
+
+class Calibrations:
+    """Each voice version's drift calibration (`reference` in `drift_score`), kept in the process's memory so a
+    reply embeds only its anchor and its own text, not the persona's lines again (issue 50: 9% of the servers'
+    time on a chat reply went to them).
+
+    The value is a function of the reference lines, the stored fingerprint and the embedding model alone, so it is
+    keyed by all of them and never dropped: the embedding model's identity (its name and where it runs,
+    providers.base.embedding_identity: another model, or the same name elsewhere, never gets another's value), the
+    persona and its voice version (another persona, in any tenant, never shares an entry) and a digest of the lines
+    and the fingerprint themselves (a voice edited in place misses). Nothing mutable is in the key. A provider that
+    gives no identity is never cached. This holds for an HTTP model too: its vectors are taken as a function of
+    model and text (a real model's last-digit noise only makes the cached calibration steadier than a fresh one),
+    and a cache saves a real model the call's largest inputs.
+
+    Bounded: an LRU of `capacity` entries (a key and a float, about half a KB: 4,096 are about 2 MB a process),
+    many more voice versions than a process replies for at a time; an evicted one is embedded again (~1 ms)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._values: OrderedDict[CalibrationKey, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: CalibrationKey) -> float | None:
+        with self._lock:
+            value = self._values.get(key)
+            if value is not None:
+                self._values.move_to_end(key)
+            return value
+
+    def put(self, key: CalibrationKey, value: float) -> None:
+        if not self.capacity:
+            return
+        with self._lock:
+            self._values[key] = value
+            self._values.move_to_end(key)
+            while len(self._values) > self.capacity:
+                self._values.popitem(last=False)
+
+
+CALIBRATIONS = Calibrations(4096)
+
+
+def _reference_lines(voice: VoiceRecord) -> list[str]:
+    """The persona's own lines (greeting, sample replies) that calibrate its drift."""
+    return [line for line in [voice.greeting, *(d.get("persona", "") for d in voice.sample_dialogues)] if line]
+
+
+def _calibration_key(identity: str, voice: VoiceRecord, references: list[str]) -> CalibrationKey:
+    digest = hashlib.sha256(json.dumps(references).encode())
+    digest.update(struct.pack(f"<{len(voice.fingerprint)}d", *voice.fingerprint))
+    return identity, voice.persona_id, voice.version, digest.digest()
+
+
+def _reference(refs: Sequence[Sequence[float]], fingerprint: Sequence[float]) -> float:
+    reference = sum(_cosine(r, fingerprint) for r in refs) / len(refs) if refs else 1.0
+    return 1.0 if reference <= 0 else reference
+
+
+def drift_score(provider: Provider, voice: VoiceRecord, user_text: str, reply: str,
+                calibrations: Calibrations = CALIBRATIONS) -> float:
     """How far a reply is from the persona's voice, in [0, 1].
 
     similarity = cos(reply, anchor), the anchor being the voice's fingerprint
     text plus the user's message (an in-voice reply speaks as the persona
     about what was asked); it is calibrated per persona and embedding model
     by `reference` = the mean similarity of the persona's own lines
-    (greeting, sample replies) to the stored fingerprint. drift =
-    (1 − similarity / reference)³, clamped to [0, 1]: the cube keeps the
-    ordinary variation of in-voice replies near 0 and off-voice replies high.
+    (greeting, sample replies) to the stored fingerprint (kept per voice
+    version: `Calibrations`). drift = (1 − similarity / reference)³, clamped
+    to [0, 1]: the cube keeps the ordinary variation of in-voice replies near
+    0 and off-voice replies high.
     """
-    profile = voice.as_output()
-    references = [line for line in [voice.greeting, *(d.get("persona", "") for d in voice.sample_dialogues)] if line]
-    vectors = embed([fingerprint_text(profile) + "\n" + user_text, reply, *references])
-    anchor, answer, refs = vectors[0], vectors[1], vectors[2:]
-    fingerprint = list(voice.fingerprint)
-    reference = sum(_cosine(r, fingerprint) for r in refs) / len(refs) if refs else 1.0
-    if reference <= 0:
-        reference = 1.0
+    anchor_text = fingerprint_text(voice.as_output()) + "\n" + user_text
+    references = _reference_lines(voice)
+    identity = embedding_identity(provider)
+    key = _calibration_key(identity, voice, references) if identity is not None and references else None
+    reference = calibrations.get(key) if key is not None else None
+    if reference is None:  # one call for all: the lines ride along with the anchor and the reply
+        anchor, answer, *refs = provider.embed([anchor_text, reply, *references])
+        reference = _reference(refs, list(voice.fingerprint))
+        if key is not None:
+            calibrations.put(key, reference)
+    else:
+        anchor, answer = provider.embed([anchor_text, reply])
     relative = min(1.0, max(0.0, 1.0 - _cosine(answer, anchor) / reference))
     return round(relative ** 3, 4)
 
@@ -197,7 +277,7 @@ class PersonaReplies:
             self._moderate(principal, reply, subject)
         if not reply.text:
             return reply  # tool calls: nothing to compare with the voice
-        reply.drift_score = drift_score(self.provider.embed, voice, user_text, reply.text)
+        reply.drift_score = drift_score(self.provider, voice, user_text, reply.text)
         threshold = float(self.config.value(principal, THRESHOLD_KEY, persona.id))
         if reply.drift_score <= threshold:
             return reply
@@ -216,7 +296,7 @@ class PersonaReplies:
         reply.recovered = True
         self._moderate(principal, reply, subject)
         if reply.text:
-            reply.drift_score = drift_score(self.provider.embed, voice, user_text, reply.text)
+            reply.drift_score = drift_score(self.provider, voice, user_text, reply.text)
             if reply.drift_score > threshold:
                 raise self._drift_blocked(reply.drift_score, threshold, action)
         return reply

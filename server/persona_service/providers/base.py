@@ -118,6 +118,15 @@ class Provider(Protocol):
     def embed(self, texts: list[str]) -> list[list[float]]: ...
 
 
+def embedding_identity(provider: Provider) -> str | None:
+    """What a provider's embeddings are a function of, beside the text (the model and where it runs), for caches of
+    values derived from them; None where the provider does not say (nothing derived from its vectors is cached).
+    Wrappers (Retrying, RemoteProvider, AttemptKeyed) pass the attribute through; `Composed` answers its
+    embeddings part's."""
+    identity = getattr(provider, "embedding_identity", None)
+    return identity if isinstance(identity, str) and identity else None
+
+
 class ProviderError(ApiError):
     """The upstream failed (an error status, a malformed reply, a refused or cut connection, a timeout).
     `upstream` holds its error envelope for the audit log; it is never rendered to callers.

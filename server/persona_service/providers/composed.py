@@ -12,7 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from persona_service.providers.base import Completion, Delta, GenerationOptions, Message, ModerationResult, Provider
+from persona_service.providers.base import (
+    Completion,
+    Delta,
+    GenerationOptions,
+    Message,
+    ModerationResult,
+    Provider,
+    embedding_identity,
+)
 
 
 class Composed:
@@ -31,6 +39,11 @@ class Composed:
     def embedding_model(self) -> str:
         """What a voice fingerprint is recorded as made by (personas.generation)."""
         return getattr(self.embeddings, "embedding_model", "") or f"{self.embeddings.name}-embedding"
+
+    @property
+    def embedding_identity(self) -> str | None:
+        """Its embeddings part's (the chat part's would be answered through `__getattr__` otherwise)."""
+        return embedding_identity(self.embeddings)
 
     def generate(self, messages: list[Message], options: GenerationOptions) -> Completion:
         return self.chat.generate(messages, options)

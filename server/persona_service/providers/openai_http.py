@@ -252,6 +252,12 @@ class OpenAIHTTPProvider:
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise self._malformed(200, data, f"missing or invalid field: {exc!r}") from None
 
+    @property
+    def embedding_identity(self) -> str:
+        """What its vectors depend on beside the text: the embedding model and the server that runs it
+        (providers.base.embedding_identity; in the process's memory only, never logged)."""
+        return f"openai/{self.base_url}/{self.embedding_model}"
+
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []

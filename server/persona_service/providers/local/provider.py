@@ -43,6 +43,11 @@ class LocalProvider:
         self.model = model
         self.embedding_dims = embedding_dims
 
+    @property
+    def embedding_identity(self) -> str:
+        """What its vectors depend on beside the text (providers.base.embedding_identity)."""
+        return f"local/{self.embedding_dims}"
+
     # -- Provider interface ------------------------------------------------
 
     # Every operation's CPU work takes a turn of the process's fair gate
