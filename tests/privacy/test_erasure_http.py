@@ -67,6 +67,19 @@ def test_an_erasure_takes_the_personas_a_member_imported(http, tenant, member):
     assert kept["state"] == "deleted" and kept["purgeAt"]
 
 
+def test_an_erasure_takes_the_forks_a_member_made(http, tenant, member):
+    parent = http.post("/v1/personas", json={"intent": "A lighthouse keeper who logs every gull"},
+                       headers=tenant.auth).json()
+    fork = http.post(f"/v1/personas/{parent['id']}/fork", json={"note": "the member's"}, headers=member.auth)
+    assert fork.status_code == 200, fork.text
+
+    r = http.delete("/v1/privacy/me", headers=member.auth)
+    assert r.status_code == 200, r.text
+    assert r.json()["counts"]["personas_scheduled"] == 1  # the fork's audit entry names the parent: 0 without createdId
+    assert http.get(f"/v1/personas/{fork.json()['id']}", headers=tenant.auth).json()["state"] == "deleted"
+    assert http.get(f"/v1/personas/{parent['id']}", headers=tenant.auth).json()["state"] == "active"  # the owner's
+
+
 def test_an_erasure_deletes_the_completions_sessions_of_the_members_credentials(http, engine, tenant, member,
                                                                               jwt_minter):
     """A completion without `user` is stored in its credential's completions session (`openai:<credential id>`):

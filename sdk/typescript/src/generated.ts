@@ -2689,7 +2689,7 @@ export class PersonasResource {
   }
 
   /**
-   * Creates a new persona from an existing one through the pipeline; the fork's `parentId` is the source and its `rootId` the source's root. Parallel forks of one parent all succeed, each with its own ordinal. Emits the generation events and `persona.created`.  Auth: scope `personas:write`.
+   * Creates a new persona from an existing one through the pipeline; the fork's `parentId` is the source and its `rootId` the source's root. Parallel forks of one parent all succeed, each with its own ordinal. Emits the generation events and `persona.created`. Audited as `persona.fork` on the source, with the fork's id in the entry's `details.createdId`; the fork is its maker's personal data (their export holds it, their erasure deletes it).  Auth: scope `personas:write`.
    *
    * `POST /v1/personas/{id}/fork`
    */

@@ -26,10 +26,10 @@ from persona_service.providers.base import Provider
 
 
 def _created_by(conn: Connection, subject: Subject) -> list[str]:
-    """The personas a user created or imported (both audited with the new persona's id). A fork's entry names
-    its parent, so a fork is not found here (docs/concurrency.md, Not yet)."""
-    return list(dict.fromkeys(created_resources(conn, subject, "persona.create")
-                              + created_resources(conn, subject, "persona.import")))
+    """The personas a user created, imported or forked (the audit log names each: a fork by its entry's
+    `createdId`, since its resource is the parent)."""
+    return list(dict.fromkeys(id_ for action in ("persona.create", "persona.import", "persona.fork")
+                              for id_ in created_resources(conn, subject, action)))
 
 
 def _purge(runtime: Runtime) -> int:

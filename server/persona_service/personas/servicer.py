@@ -180,7 +180,9 @@ class PersonaServicer:
         operation = self._service(ctx).fork(
             ctx.caller, request.id, instruction=request.instruction, slug=request.slug, note=request.note
         )
-        return persona(drain(operation))
+        made = drain(operation)
+        ctx.created_id = made.id  # the audit entry names the parent (the request's id): this names the fork
+        return persona(made)
 
     def RegeneratePersona(self, request: personas_pb2.RegeneratePersonaRequest,
                           ctx: RequestContext) -> personas_pb2.Persona:

@@ -307,6 +307,9 @@ class PersonaServiceServicer:
         fork's `parentId` is the source and its `rootId` the source's root.
         Parallel forks of one parent all succeed, each with its own ordinal
         (-- spec 1.0.3 --). Emits the generation events and `persona.created`.
+        Audited as `persona.fork` on the source, with the fork's id in the
+        entry's `details.createdId`; the fork is its maker's personal data (their
+        export holds it, their erasure deletes it).
 
         Auth: scope `personas:write`.
         """

@@ -138,6 +138,9 @@ class PersonaServiceStub:
     fork's `parentId` is the source and its `rootId` the source's root.
     Parallel forks of one parent all succeed, each with its own ordinal
     (-- spec 1.0.3 --). Emits the generation events and `persona.created`.
+    Audited as `persona.fork` on the source, with the fork's id in the
+    entry's `details.createdId`; the fork is its maker's personal data (their
+    export holds it, their erasure deletes it).
 
     Auth: scope `personas:write`.
     """
@@ -345,6 +348,9 @@ class PersonaServiceAsyncStub(PersonaServiceStub):
     fork's `parentId` is the source and its `rootId` the source's root.
     Parallel forks of one parent all succeed, each with its own ordinal
     (-- spec 1.0.3 --). Emits the generation events and `persona.created`.
+    Audited as `persona.fork` on the source, with the fork's id in the
+    entry's `details.createdId`; the fork is its maker's personal data (their
+    export holds it, their erasure deletes it).
 
     Auth: scope `personas:write`.
     """
@@ -609,6 +615,9 @@ class PersonaServiceServicer(metaclass=_abc_1.ABCMeta):
         fork's `parentId` is the source and its `rootId` the source's root.
         Parallel forks of one parent all succeed, each with its own ordinal
         (-- spec 1.0.3 --). Emits the generation events and `persona.created`.
+        Audited as `persona.fork` on the source, with the fork's id in the
+        entry's `details.createdId`; the fork is its maker's personal data (their
+        export holds it, their erasure deletes it).
 
         Auth: scope `personas:write`.
         """

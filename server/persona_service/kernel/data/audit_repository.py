@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, insert, literal, select, tuple_
+from sqlalchemy import Connection, func, insert, literal, select, tuple_
 
 from persona_service.kernel.data.base import seen_from, table_of
 from persona_service.kernel.data.personal_data import Batches, Subject, export_batches
@@ -49,8 +49,10 @@ class AuditRepository:
         return export_batches(self.conn, stmt)
 
     def created_by(self, org_id: str, user_id: str, action: str) -> list[str]:
-        """Ids of the resources the user created with `action` (creation RPCs are audited)."""
-        stmt = select(_events.c.resource_id).where(
+        """Ids of the resources the user created with `action` (creation RPCs are audited): the entry's
+        `details.createdId` where the call made its resource under another's path (a fork), else its resource."""
+        created = func.coalesce(_events.c.details["createdId"].astext, _events.c.resource_id)
+        stmt = select(created).where(
             _events.c.org_id == org_id, _events.c.actor_user_id == user_id, _events.c.action == action,
             _events.c.outcome == "success", _events.c.resource_id != "",
         )

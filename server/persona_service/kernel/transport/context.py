@@ -78,6 +78,10 @@ class RequestContext:
     # The HTTP status and headers of a successful answer (see respond()).
     status: int | None = None
     http_headers: list[tuple[str, str]] = field(default_factory=list)
+    # The id of a resource the call made under another's path (a fork: its request's id is the parent's). The
+    # audit entry keeps the request's id and adds this as `details.createdId`, so the audit log names what each
+    # user created (privacy: kernel.data.audit_repository.created_resources).
+    created_id: str = ""
 
     def respond(self, status: int | None = None, **headers: str) -> None:
         """Set the HTTP status and extra HTTP headers of a successful answer

@@ -432,7 +432,9 @@ class PersonasResource(SyncResource):
         `POST /v1/personas/{id}/fork` (operation `ForkPersona`).
 
         Parallel forks of one parent all succeed, each with its own ordinal. Emits the generation events and
-        `persona.created`.
+        `persona.created`. Audited as `persona.fork` on the source, with the fork's id in the entry's
+        `details.createdId`; the fork is its maker's personal data (their export holds it, their erasure
+        deletes it).
 
         Auth: scope `personas:write`.
 
@@ -1130,7 +1132,9 @@ class AsyncPersonasResource(AsyncResource):
         `POST /v1/personas/{id}/fork` (operation `ForkPersona`).
 
         Parallel forks of one parent all succeed, each with its own ordinal. Emits the generation events and
-        `persona.created`.
+        `persona.created`. Audited as `persona.fork` on the source, with the fork's id in the entry's
+        `details.createdId`; the fork is its maker's personal data (their export holds it, their erasure
+        deletes it).
 
         Auth: scope `personas:write`.
 

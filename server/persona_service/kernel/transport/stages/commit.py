@@ -175,7 +175,8 @@ def audit_entry(ctx: RequestContext, meta: MethodMeta, outcome: str, status: int
         resource_type=meta.resource_type,
         resource_id=_resource_id(request, response),
         error_code=error.code if error is not None else "",
-        details={"method": meta.path, **({"message": error.message} if error is not None else {})},
+        details={"method": meta.path, **({"message": error.message} if error is not None else {}),
+                 **({"createdId": ctx.created_id} if ctx.created_id and error is None else {})},
     )
 
 
