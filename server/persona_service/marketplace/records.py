@@ -25,6 +25,14 @@ class ListingRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ListingOwner:
+    """What never changes of a listing: its organization, workspace and persona (read before it is locked)."""
+    org_id: str
+    workspace_id: str
+    persona_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class ListingChanges:
     """What a write of a listing sets: always its status (None: left as it is)."""
 

@@ -17,7 +17,7 @@ from persona_service.kernel.api import (
     records,
     table_of,
 )
-from persona_service.marketplace.records import ListingChanges, ListingRecord, PurchaseRecord
+from persona_service.marketplace.records import ListingChanges, ListingOwner, ListingRecord, PurchaseRecord
 from persona_service.marketplace.tables import Listing, ListingTag, Purchase
 
 _LIKE_SPECIAL = re.compile(r"[\\%_]")
@@ -55,11 +55,13 @@ class MarketplaceRepository:
             stmt = stmt.with_for_update(read=True)
         return record_or_none(ListingRecord, self.conn.execute(stmt).mappings().first())
 
-    def seller_of(self, listing_id: str) -> str | None:
-        """The organization that listed it, read before the listing is held (a purchase locks the subscriptions
-        first): a listing's organization never changes, so the read decides nothing of the listing."""
-        stmt = select(_listings.c.org_id).where(_listings.c.id == listing_id)
-        return self.conn.execute(stmt.execution_options(**{DECIDES_NOTHING: True})).scalar()
+    def owner_of(self, listing_id: str) -> ListingOwner | None:
+        """The listing's organization, workspace and persona, read before the listing is held (a purchase locks
+        the subscriptions, then the persona, first): none of them ever changes, so the read decides nothing."""
+        stmt = select(_listings.c.org_id, _listings.c.workspace_id, _listings.c.persona_id) \
+            .where(_listings.c.id == listing_id)
+        return record_or_none(ListingOwner, self.conn.execute(
+            stmt.execution_options(**{DECIDES_NOTHING: True})).mappings().first())
 
     def update(self, listing_id: str, *, status: str, rejection_reason: str | None = None, title: str | None = None,
                description: str | None = None, audience_tags: list[str] | None = None, price_minor: int | None = None,

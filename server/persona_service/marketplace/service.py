@@ -26,7 +26,7 @@ from persona_service.kernel.api import (
     new_id,
     utcnow,
 )
-from persona_service.marketplace.records import ListingRecord, PurchaseRecord
+from persona_service.marketplace.records import ListingOwner, ListingRecord, PurchaseRecord
 from persona_service.marketplace.repository import MarketplaceRepository
 from persona_service.moderation.api import record_flag
 from persona_service.personas.api import EXTENSION, PersonaDirectory, PersonaService, persona_to_card
@@ -98,10 +98,13 @@ class MarketplaceService:
 
     def review(self, listing_id: str) -> ListingRecord | None:
         """Moderate the persona's soul and voice and the listing's text; publish or reject."""
+        owner = self.repo.owner_of(listing_id)
+        # The persona held (FOR SHARE: reviewed as it stays) before the listing is locked: personas come before
+        # listings in the lock order (kernel.data.aggregates).
+        persona = self.personas.active(owner.workspace_id, owner.persona_id, hold=True) if owner else None
         listing = self.repo.get(listing_id, for_update=True)
         if listing is None or listing.status != "pending_review":
             return None  # changed since (unpublished, or reviewed by an earlier attempt)
-        persona = self.personas.active(listing.workspace_id, listing.persona_id, hold=True)  # reviewed as held
         if persona is None:
             return self.repo.update(listing_id, status="rejected", rejection_reason="persona_unavailable")
         voice = self.personas.voice(persona.id)
@@ -142,9 +145,12 @@ class MarketplaceService:
         if principal.plan != "enterprise":
             raise Forbidden("Marketplace purchases are available on the Enterprise plan only.",
                             {"requiredPlan": "enterprise"})
-        self._lock_accounts(principal, listing_id, billing)
-        # Then held FOR SHARE (the listing aggregate's root): an unpublish or an update waits for the purchase to
-        # commit, and a purchase after them sees what they left.
+        owner = self._lock_accounts(principal, listing_id, billing)
+        # Then the listed persona and the listing, held FOR SHARE in the lock order (personas before listings): an
+        # unpublish, an update or the persona's deletion waits for the purchase to commit, and a purchase after
+        # them sees what they left. (Whether the persona is still active is decided when it is copied, below.)
+        if owner is not None:
+            self.personas.active(owner.workspace_id, owner.persona_id, hold=True)
         listing = self._visible(principal, self.repo.get(listing_id, share=True))
         if listing.org_id == principal.org_id:
             raise StateConflict("An organization cannot buy its own listing.", "listingId", {"listingId": listing_id})
@@ -176,14 +182,16 @@ class MarketplaceService:
 
     # --- helpers -------------------------------------------------------------------------
 
-    def _lock_accounts(self, principal: Principal, listing_id: str, billing: BillingService) -> None:
+    def _lock_accounts(self, principal: Principal, listing_id: str,
+                       billing: BillingService) -> ListingOwner | None:
         """Lock the subscriptions a purchase charges (the buyer's) and credits (the seller's), in id order as
-        `lock_roots` takes two roots of one aggregate, before the listing and its persona: subscriptions are declared
+        `lock_roots` takes two roots of one aggregate, before the persona and its listing: subscriptions are declared
         first (kernel.data.aggregates). Taken as each was used (the buyer's, then the seller's), two organizations
         buying each other's listing at once waited on each other in a cycle (the oracle's crosswise pair)."""
-        seller = self.repo.seller_of(listing_id) or principal.org_id  # (no listing: a 404 once it is looked for)
-        for org_id in sorted({principal.org_id, seller}):
+        owner = self.repo.owner_of(listing_id)  # (none: a 404 once the listing is looked for)
+        for org_id in sorted({principal.org_id, owner.org_id if owner else principal.org_id}):
             billing.subscription(org_id, for_update=True)
+        return owner
 
     def _own(self, principal: Principal, listing_id: str, for_update: bool = False) -> ListingRecord:
         listing = self.repo.get(listing_id, for_update)
