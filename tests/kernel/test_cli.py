@@ -230,7 +230,7 @@ def test_up_refuses_a_busy_http_port(stack, tmp_path, host):
             DATABASE_URL=stack.database_url,
             REDIS_URL=stack.redis_url,
             PERSONA_HTTP_PORT=str(port),
-            PERSONA_GRPC_PORT=str(free_port(1000)),
+            PERSONA_GRPC_PORT=str(free_port(1, 2, 1000, 1001, 1002)),  # all of `up`'s gRPC ports, held free
             PERSONA_JWT_SECRET=JWT_SECRET,
         )
         started = time.monotonic()

@@ -32,5 +32,12 @@ def test_the_works_own_failures_stay_its_own(orig):
     assert not connection_lost(_wrapped(orig)) and not unavailable(_wrapped(orig))
 
 
+def test_a_connection_out_of_step_with_its_server_is_one():
+    """psycopg's own check, no SQLSTATE: seen once in the PostgreSQL failover topology, on a new connection's first
+    ROLLBACK through PgBouncer after the primary's kill -9 (a 500 before, where the caller can retry)."""
+    orig = psycopg.InternalError("received 2 results from command 'ROLLBACK'")
+    assert orig.sqlstate is None and connection_lost(_wrapped(orig)) and unavailable(_wrapped(orig))
+
+
 def test_a_server_shutting_down_is_still_one():
     assert connection_lost(_wrapped(psycopg.errors.AdminShutdown("terminating connection")))

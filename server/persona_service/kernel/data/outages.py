@@ -33,6 +33,11 @@ def connection_lost(exc: BaseException) -> bool:
         return True
     if isinstance(orig, psycopg.Error) and orig.sqlstate == _READ_ONLY_STATE:
         return True
+    if type(orig) is psycopg.InternalError and orig.sqlstate is None:
+        # The client's own protocol check, no server error: "received 2 results from command 'ROLLBACK'" from a
+        # connection PgBouncer handed over while its server went away in a failover (the topology test's kill -9
+        # of the primary, as a new connection's first ROLLBACK). The connection is unusable; a new one works.
+        return True
     if not isinstance(orig, psycopg.OperationalError):
         return False
     state = orig.sqlstate

@@ -131,7 +131,7 @@ def free_port(*offsets: int) -> int:
     import random
 
     for _ in range(200):
-        port = random.randint(20000, 32000)
+        port = random.randint(20000, 32767 - max((0, *offsets)))  # its neighbours below the ephemeral range too
         held: list[socket.socket] = []
         try:
             for offset in (0, *offsets):
