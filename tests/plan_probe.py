@@ -53,3 +53,18 @@ def _index_names(node: Any) -> Iterator[str]:
     elif isinstance(node, list):
         for value in node:
             yield from _index_names(value)
+
+
+def sorts_in_plan(engine: Engine, query: str, params: dict[str, Any]) -> list[str]:
+    """The sort nodes in `query`'s plan, with sorts and sequential scans made a last resort: a keyset page that an
+    index serves in order has none."""
+    with engine.begin() as conn:
+        conn.execute(text("SET LOCAL enable_sort = off"))
+        conn.execute(text("SET LOCAL enable_seqscan = off"))
+        plan = conn.execute(text(f"EXPLAIN (FORMAT JSON) {query}"), params).scalar_one()
+    nodes, found = [plan[0]["Plan"]], []
+    while nodes:
+        node = nodes.pop()
+        nodes += node.get("Plans", [])
+        found += [node["Node Type"]] if "Sort" in node["Node Type"] else []
+    return found

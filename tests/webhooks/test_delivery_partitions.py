@@ -26,6 +26,7 @@ from persona_service.webhooks.module import MODULE
 from persona_service.webhooks.records import Subscription
 from persona_service.webhooks.repository import DeliveryQueue, WebhookRepository
 from persona_service.webhooks.worker import DeliveryWorker
+from plan_probe import sorts_in_plan
 from sqlalchemy import Engine, make_url, text
 from sqlalchemy.exc import ProgrammingError
 
@@ -180,17 +181,8 @@ def test_the_migration_keeps_deliveries_and_attempts_and_pages_across_partition_
 
 def _sorts(engine: Engine) -> list[str]:
     """The sorts in the plan of a page of the endpoint's deliveries, sorts and sequential scans a last resort."""
-    with engine.begin() as conn:
-        conn.execute(text("SET LOCAL enable_sort = off"))
-        conn.execute(text("SET LOCAL enable_seqscan = off"))
-        plan = conn.execute(text("EXPLAIN (FORMAT JSON) SELECT id FROM webhook_deliveries WHERE endpoint_id = :e "
-                                 "ORDER BY created_at DESC, id DESC LIMIT 3"), {"e": ENDPOINT}).scalar_one()
-    nodes, found = [plan[0]["Plan"]], []
-    while nodes:
-        node = nodes.pop()
-        nodes += node.get("Plans", [])
-        found += [node["Node Type"]] if "Sort" in node["Node Type"] else []
-    return found
+    return sorts_in_plan(engine, "SELECT id FROM webhook_deliveries WHERE endpoint_id = :e "
+                                 "ORDER BY created_at DESC, id DESC LIMIT 3", {"e": ENDPOINT})
 
 
 def _job(engine: Engine, now: datetime) -> int:

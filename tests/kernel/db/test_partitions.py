@@ -22,6 +22,7 @@ from persona_service.kernel.process.embedded import postgres_url
 from persona_service.kernel.transport.partitions import age_out, plan_age_out
 from persona_service.registry import MODULES
 from persona_service.webhooks.repository import DeliveryQueue
+from plan_probe import sorts_in_plan
 from sqlalchemy import Connection, Engine, make_url, text
 
 ORG = "org_partitions"
@@ -164,17 +165,8 @@ def test_the_migration_keeps_the_rows_and_pages_across_partition_boundaries(data
 
 def _sorts(engine: Engine, ageing: Ageing) -> list[str]:
     """The sorts in the plan of a page of the organization's rows, sorts and sequential scans made a last resort."""
-    with engine.begin() as conn:
-        conn.execute(text("SET LOCAL enable_sort = off"))
-        conn.execute(text("SET LOCAL enable_seqscan = off"))
-        plan = conn.execute(text(f"EXPLAIN (FORMAT JSON) SELECT id FROM {ageing.table} WHERE org_id = :org "
-                                 "ORDER BY occurred_at DESC, id DESC LIMIT 3"), {"org": ORG}).scalar_one()
-    nodes, found = [plan[0]["Plan"]], []
-    while nodes:
-        node = nodes.pop()
-        nodes += node.get("Plans", [])
-        found += [node["Node Type"]] if "Sort" in node["Node Type"] else []
-    return found
+    return sorts_in_plan(engine, f"SELECT id FROM {ageing.table} WHERE org_id = :org "
+                                 "ORDER BY occurred_at DESC, id DESC LIMIT 3", {"org": ORG})
 
 
 def test_the_job_makes_months_ahead_and_drops_those_past_the_retention(database, ageing):
