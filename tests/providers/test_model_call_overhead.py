@@ -88,7 +88,7 @@ def test_an_answer_reaches_its_server_without_a_read_and_a_quick_call_without_a_
 
 
 def test_a_call_held_across_ticks_is_marked_while_held_and_not_queued_again(url):
-    seconds = 6 * remote.TAKEN_RENEW_SECONDS
+    seconds = 20 * remote.TAKEN_RENEW_SECONDS  # held long enough to be seen marked on a loaded machine (6 ticks: once not)
     runner = MarkingServer(HeldModeration(seconds), redis.Redis.from_url(url), 1, POOL)  # type: ignore[arg-type]
     runner.start()
     try:
