@@ -164,7 +164,9 @@ def test_an_event_written_while_an_endpoint_is_being_created_waits_for_it_and_go
 def test_an_endpoint_created_while_an_event_is_being_written_waits_for_it(tenant, quiet_engine, receiver):
     with quiet_engine.connect() as writing:
         writing.begin()
-        event_id = Outbox(writing).emit("persona.updated", tenant.org_id, tenant.workspace_id, {"personaId": "p"})
+        outbox = Outbox(writing)
+        event_id = outbox.emit("persona.updated", tenant.org_id, tenant.workspace_id, {"personaId": "p"})
+        outbox.flush()  # its row (and the check's lock) now, as the commit would write it first
         created = threading.Event()
 
         def create() -> None:

@@ -49,6 +49,10 @@ class Outbox:
                                   occurred_at=occurred_at, data=data))
         return event_id
 
+    def flush(self) -> None:
+        """Write the events emitted so far now (the transaction's commit writes them, in one INSERT)."""
+        self.repo.flush()
+
     def get(self, principal: Principal, event_id: str) -> EventRecord:
         row = self.repo.get(principal.org_id, log_workspace(principal), event_id)
         if row is None:

@@ -1,0 +1,92 @@
+"""A transaction's events are written in one INSERT as it commits (kernel.data.outbox_repository), in the
+order emitted, and a savepoint rolled back takes the events emitted in it, as it took their rows."""
+
+from __future__ import annotations
+
+import contextlib
+
+from persona_service.kernel.transport.outbox import Outbox
+from sqlalchemy import event, text
+
+
+@contextlib.contextmanager
+def inserts_into_events(engine):
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, _params, _context, _many) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO EVENTS"):
+            seen.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def emit(conn, tenant, n: int) -> str:
+    return Outbox(conn).emit("persona.updated", tenant.org_id, tenant.workspace_id, {"personaId": f"p{n}"})
+
+
+def stored(engine, ids: list[str]) -> list[str]:
+    """The events of `ids` that exist, in `seq` order."""
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT id FROM events WHERE id = ANY(:ids) ORDER BY seq"), {"ids": ids})
+        return [row.id for row in rows]
+
+
+def test_a_transactions_events_are_one_insert_at_commit_in_the_order_emitted(engine, tenant):
+    with inserts_into_events(engine) as inserts, engine.begin() as conn:
+        conn.execute(text("SELECT 1"))
+        made = [emit(conn, tenant, n) for n in range(3)]
+        assert inserts == []  # held until the commit
+        assert stored(engine, made) == []
+    assert len(inserts) == 1
+    assert stored(engine, made) == made
+
+
+def test_a_rolled_back_transaction_writes_none(engine, tenant):
+    with engine.connect() as conn:
+        conn.begin()
+        made = [emit(conn, tenant, n) for n in range(2)]
+        conn.rollback()
+        with conn.begin():  # the next transaction on the connection writes only its own
+            after = emit(conn, tenant, 9)
+    assert stored(engine, [*made, after]) == [after]
+
+
+def test_a_savepoint_rolled_back_takes_its_events_and_one_released_keeps_them(engine, tenant):
+    with engine.begin() as conn:
+        first = emit(conn, tenant, 0)
+        nested = conn.begin_nested()
+        dropped = emit(conn, tenant, 1)
+        nested.rollback()
+        with conn.begin_nested():
+            kept = emit(conn, tenant, 2)
+            inner = conn.begin_nested()
+            emit(conn, tenant, 3)
+            inner.rollback()
+        last = emit(conn, tenant, 4)
+    assert stored(engine, [first, dropped, kept, last]) == [first, kept, last]
+
+
+def test_events_written_before_a_savepoints_rollback_go_with_it(engine, tenant):
+    """A flush inside a savepoint: the rows are the database's to roll back, and what came after them too."""
+    with engine.begin() as conn:
+        before = emit(conn, tenant, 0)
+        nested = conn.begin_nested()
+        flushed = emit(conn, tenant, 1)
+        Outbox(conn).flush()
+        held = emit(conn, tenant, 2)
+        nested.rollback()
+    assert stored(engine, [before, flushed, held]) == [before]
+
+
+def test_an_event_outside_a_transaction_is_written_at_once(engine, tenant):
+    with engine.connect() as conn:
+        conn.connection.driver_connection.autocommit = True
+        try:
+            made = emit(conn, tenant, 0)
+            assert stored(engine, [made]) == [made]
+        finally:
+            conn.connection.driver_connection.autocommit = False
