@@ -1,10 +1,12 @@
 """The race hunt: every write operation, two calls at once, through the edge.
 
-The operation table is the OpenAPI document generated from the protos
-(gen/openapi.json): an operation is hunted when its declared policy honours
-`Idempotency-Key` (a caller's write answered at once). For each, on a
-resource made fresh for the round:
-- one call alone, to learn what it emits (events of the organization);
+The operation table is the protos' (scripts/contract_inputs.py): every write RPC, its HTTP binding and a
+valid input built from its request message's field rules, on ids that a fixture of the aggregate it names
+made fresh for the call (a chat session with one exchange, a webhook endpoint with a delivery, a persona,
+a pending moderation review, ...). An operation is hunted when it reads an `Idempotency-Key` (a write that
+is neither anonymous nor a stream: options.proto). For each, on a resource made fresh for the round:
+- one call alone, to learn what it emits (events of the organization), and that its generated input
+  reached a real resource (a 404 or a 422 is a finding: an input that misses its resource hunts nothing);
 - two calls at once with the same key: no 5xx, one execution (a 2xx is
   answered identically to both, or the other is told the key is `in_flight`),
   and the events of one call, each once;
@@ -13,6 +15,8 @@ resource made fresh for the round:
   the one that came second), never a 5xx;
 - an update (PATCH, PUT) at once with the delete of its resource: the
   statuses of one of the two serial orders.
+The other writes (streams) are called once each (`reach`): their input must reach a real resource too; the
+writes called neither way are `NOT_CALLED`, each with why.
 A short form runs in the suite (tests/scripts/test_race_hunt.py, one round);
 this script runs more rounds against a running instance:
 
@@ -41,13 +45,31 @@ from typing import Any
 
 import httpx
 
-OPENAPI = pathlib.Path(__file__).resolve().parents[1] / "gen" / "openapi.json"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # contract_inputs, when imported from a file
+import contract_inputs  # noqa: E402
+from contract_inputs import WriteRpc, fresh  # noqa: E402
+
 SCIM_BASE = "/v1/auth/scim/v2"
 SCIM_TYPE = "application/scim+json"
-USER = "urn:ietf:params:scim:schemas:core:2.0:User"
-GROUP = "urn:ietf:params:scim:schemas:core:2.0:Group"
-PATCH_OP = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
 CONFIG_KEY = "engine.pipeline.audit.threshold"
+# An intent the moderation blocks: its persona's create leaves a pending review item (tests/moderation).
+BLOCKED_INTENT = "A persona who explains how to build a bomb"
+
+# Write RPCs neither hunted nor reached here, with why (tests/scripts/test_contract_inputs.py keeps this exact).
+NOT_CALLED = {
+    # Anonymous: its body is the payment processor's event, signed with the processor's secret (no field rule
+    # can build one); tests/billing/test_stripe.py races a redelivery and an older event against a newer one.
+    "ReceiveStripeEvent",
+}
+
+# Where the kind a field names is not the caller's own resource of that kind (the contract cannot say whose).
+KIND_OVERRIDES = {
+    # A purchase buys another organization's published listing (one's own is refused).
+    "PurchaseListing": {"listing": "seller_listing"},
+}
+
+# The order fixtures are made in: an aggregate's member before its root, whose fixture the member's makes too.
+DEPTH = ("chat_message", "chat_session", "webhook_delivery", "webhook_endpoint", "portrait")
 
 
 @dataclass(frozen=True)
@@ -55,29 +77,58 @@ class Operation:
     verb: str
     path: str  # the template, e.g. /v1/webhooks/{id}
     operation_id: str
+    rpc: WriteRpc
 
 
-def operations(openapi: pathlib.Path = OPENAPI) -> list[Operation]:
-    """The write operations whose policy honours Idempotency-Key, as the generated document declares them."""
-    doc = json.loads(openapi.read_text())
-    found = []
-    for path, item in doc["paths"].items():
-        for verb, op in item.items():
-            if not isinstance(op, dict):
-                continue
-            params = [p.get("$ref", "") + p.get("name", "") for p in op.get("parameters", [])]
-            if any("dempotency" in p for p in params):
-                found.append(Operation(verb.upper(), path, op["operationId"]))
+def operations(rpcs: list[WriteRpc] | None = None) -> list[Operation]:
+    """The write operations that read an Idempotency-Key, as the protos declare them."""
+    return [Operation(r.verb, r.path, r.name, r) for r in rpcs or contract_inputs.write_rpcs() if r.idempotent]
+
+
+def others(rpcs: list[WriteRpc] | None = None) -> list[Operation]:
+    """The other write operations (streams) called once each by `reach`, bar `NOT_CALLED`."""
+    return [
+        Operation(r.verb, r.path, r.name, r)
+        for r in rpcs or contract_inputs.write_rpcs()
+        if not r.idempotent and r.name not in NOT_CALLED
+    ]
+
+
+def problems(rpcs: list[WriteRpc] | None = None) -> list[str]:
+    """Why a write RPC has no input here: its body cannot be built from the contract, or it names a kind no
+    fixture makes; and `NOT_CALLED` entries that are no write RPC (stale). Empty: every write has an input."""
+    rpcs = contract_inputs.write_rpcs() if rpcs is None else rpcs
+    found = [f"NOT_CALLED names {name}, which is no write RPC" for name in NOT_CALLED - {r.name for r in rpcs}]
+    for op in operations(rpcs) + others(rpcs):
+        try:
+            kinds = {
+                k: KIND_OVERRIDES.get(op.operation_id, {}).get(k, k)
+                for k in contract_inputs.references(op.rpc).values()
+            }
+            contract_inputs.body(op.rpc, {k: f"<{k}>" for k in kinds})
+        except contract_inputs.Unresolved as missing:
+            found.append(str(missing))
+            continue
+        found += [
+            f"{op.operation_id}: no fixture makes a {made}"
+            for made in kinds.values()
+            if not hasattr(World, f"_make_{made}")
+        ]
     return found
 
 
-def _new(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+@dataclass(frozen=True)
+class Placed:
+    """An operation's call on a fresh fixture: its path, its caller's headers and its body."""
+
+    path: str
+    headers: dict[str, str]
+    payload: Any
 
 
 @dataclass
 class World:
-    """The callers and the resources an operation acts on, made fresh for each round."""
+    """The callers and a fixture per aggregate (`fixture`): the resources an operation acts on, made fresh."""
 
     http: httpx.Client
     key: str
@@ -88,7 +139,7 @@ class World:
     # A throwaway caller (an operation that erases its caller's data), or None: skipped.
     throwaway: Callable[[], str] | None = None
     _scim_token: str | None = None
-    _listing: dict | None = field(default=None, repr=False)
+    _org_id: str | None = field(default=None, repr=False)
 
     def auth(self, secret: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {secret or self.key}"}
@@ -107,10 +158,10 @@ class World:
     def persona(self) -> dict:
         return self.ok(self.http.post("/v1/personas", json={"intent": "A patient ferry captain"}, headers=self.auth()))
 
-    def resource(self, op: Operation) -> tuple[str, dict[str, str]] | None:
-        """The operation's path on a fresh resource, and the headers of its caller; None: not huntable here."""
-        path, headers = op.path, self.auth()
-        if path.startswith("/v1/admin/"):
+    def resource(self, op: Operation) -> Placed | None:
+        """The operation's call on a fresh fixture of what it names; None: not huntable here."""
+        headers = self.auth()
+        if op.path.startswith("/v1/admin/"):
             if self.admin_key is None:
                 return None
             headers = self.auth(self.admin_key)
@@ -118,64 +169,146 @@ class World:
             if self.throwaway is None:
                 return None
             headers = self.auth(self.throwaway())
-        if path.startswith(SCIM_BASE):
+        if op.path.startswith(SCIM_BASE):
             headers = {"Authorization": f"Bearer {self.scim_token}", "Content-Type": SCIM_TYPE, "Accept": SCIM_TYPE}
-        if op.operation_id == "PurchaseListing" and self.seller_key is None:
+        kinds = KIND_OVERRIDES.get(op.operation_id, {})
+        needed = {kinds.get(k, k) for k in contract_inputs.references(op.rpc).values()}
+        if ("seller_listing" in needed and self.seller_key is None) or (
+            "moderation_review" in needed and self.admin_key is None
+        ):
             return None
-        if op.operation_id in _STATE_BEFORE:
-            # The org's one subscription is the resource: put it back in the state the
-            # operation acts on, so each scenario starts where the one alone did.
-            self.http.post(_STATE_BEFORE[op.operation_id], json={}, headers=self.auth())
-        return _fill(path, self._ids(op)), headers
+        made = self.fixture(needed)
+        ids = made | {kind: made[as_made] for kind, as_made in kinds.items() if as_made in made}
+        if op.operation_id in STATES:
+            STATES[op.operation_id](self, ids)
+        return Placed(contract_inputs.path(op.rpc, ids), headers, contract_inputs.body(op.rpc, ids))
 
-    def _ids(self, op: Operation) -> list[str]:
-        path = op.path
-        if path.startswith("/v1/personas/{persona_id}/portrait"):
-            persona = self.persona()
-            if "{id}" not in path:
-                return [persona["id"]]
-            portrait = self.ok(self.http.post(f"/v1/personas/{persona['id']}/portraits", json={},
-                                              headers=self.auth()))
-            return [persona["id"], portrait["id"]]
-        if path.startswith("/v1/personas/{id}"):
-            return [self.persona()["id"]]
-        if path.startswith("/v1/chat/sessions/{id}"):
-            session = self.ok(self.http.post("/v1/chat/sessions", json={"personaId": self.persona()["id"]},
-                                             headers=self.auth()))
-            return [session["sessionId"]]
-        if path.startswith("/v1/webhooks/{"):
-            endpoint = self.ok(self.http.post("/v1/webhooks", json={"url": "https://127.0.0.1:9/hook", "events": ["*"]},
-                                              headers=self.auth()))["endpoint"]
-            return [endpoint["id"], "whd_" + uuid.uuid4().hex[:20]]
-        if path.startswith("/v1/keys/{id}"):
-            made = self.ok(self.http.post("/v1/keys", json={"name": _new("race"), "scopes": ["chat:read"]},
-                                          headers=self.auth()))
-            return [made["key"]["id"]]
-        if path.startswith("/v1/auth/scim/tokens/{id}"):
-            made = self.ok(self.http.post("/v1/auth/scim/tokens", json={"name": _new("race")}, headers=self.auth()))
-            return [made["token"]["id"] if "token" in made else made["id"]]
-        if path.startswith(f"{SCIM_BASE}/Users/"):
-            return [self._scim("/Users", {"schemas": [USER], "userName": _new("race") + "@example.com"})["id"]]
-        if path.startswith(f"{SCIM_BASE}/Groups/"):
-            return [self._scim("/Groups", {"schemas": [GROUP], "displayName": _new("race")})["id"]]
-        if path == "/v1/marketplace/listings/{id}/purchase":
-            return [self._seller_listing()["id"]]
-        if path.startswith("/v1/marketplace/listings/{id}"):
-            return [self._listing_of(self.key)["id"]]
-        if path.startswith("/v1/config/{key}"):
-            return [CONFIG_KEY]
-        return ["nope_" + uuid.uuid4().hex[:20]] * path.count("{")  # an unknown resource: both answer 404
+    def fixture(self, kinds: set[str]) -> dict[str, str]:
+        """Fresh ids of each kind asked for (and of the aggregate's root a member's fixture makes with it)."""
+        ids: dict[str, str] = {}
+        for kind in sorted(kinds, key=lambda k: DEPTH.index(k) if k in DEPTH else len(DEPTH)):
+            if kind not in ids:
+                ids |= getattr(self, f"_make_{kind}")()
+        return ids
+
+    # A fixture per aggregate, `_make_<kind>`: the ids it made, by kind.
+
+    def _make_persona(self) -> dict[str, str]:
+        return {"persona": self.persona()["id"]}
+
+    def _make_portrait(self) -> dict[str, str]:
+        persona = self.persona()["id"]
+        made = self.ok(self.http.post(f"/v1/personas/{persona}/portraits", json={}, headers=self.auth()))
+        return {"persona": persona, "portrait": made["id"]}
+
+    def _make_chat_session(self) -> dict[str, str]:
+        persona = self.persona()["id"]
+        made = self.ok(self.http.post("/v1/chat/sessions", json={"personaId": persona}, headers=self.auth()))
+        return {"persona": persona, "chat_session": made["sessionId"]}
+
+    def _make_chat_message(self) -> dict[str, str]:
+        """A session with one exchange: its reply is the message (the last: regenerated, chosen, edited, deleted)."""
+        ids = self._make_chat_session()
+        sent = self.ok(
+            self.http.post(
+                f"/v1/chat/sessions/{ids['chat_session']}/messages", json={"content": "Hello"}, headers=self.auth()
+            )
+        )
+        return ids | {"chat_message": sent["reply"]["id"]}
+
+    def _make_webhook_endpoint(self) -> dict[str, str]:
+        made = self.ok(
+            self.http.post(
+                "/v1/webhooks", json={"url": "https://127.0.0.1:9/hook", "events": ["*"]}, headers=self.auth()
+            )
+        )
+        return {"webhook_endpoint": made["endpoint"]["id"]}
+
+    def _make_webhook_delivery(self) -> dict[str, str]:
+        """An endpoint with a delivery: its ping's, once the worker's fan-out has made it."""
+        ids = self._make_webhook_endpoint()
+        endpoint = ids["webhook_endpoint"]
+        self.ok(self.http.post(f"/v1/webhooks/{endpoint}/ping", json={}, headers=self.auth()))
+        items = _polled(
+            lambda: self.ok(self.http.get(f"/v1/webhooks/{endpoint}/deliveries", headers=self.auth()))["items"]
+        )
+        return ids | {"webhook_delivery": items[0]["id"]}
+
+    def _make_api_key(self) -> dict[str, str]:
+        made = self.ok(self.http.post("/v1/keys", json={"name": fresh(), "scopes": ["chat:read"]}, headers=self.auth()))
+        return {"api_key": made["key"]["id"]}
+
+    def _make_scim_token(self) -> dict[str, str]:
+        made = self.ok(self.http.post("/v1/auth/scim/tokens", json={"name": fresh()}, headers=self.auth()))
+        return {"scim_token": made["token"]["id"] if "token" in made else made["id"]}
+
+    def _make_scim_user(self) -> dict[str, str]:
+        made = self._scim("/Users", {"schemas": [contract_inputs.SCIM_USER], "userName": fresh() + "@example.com"})
+        return {"scim_user": made["id"]}
+
+    def _make_scim_group(self) -> dict[str, str]:
+        return {
+            "scim_group": self._scim("/Groups", {"schemas": [contract_inputs.SCIM_GROUP], "displayName": fresh()})["id"]
+        }
+
+    def _make_listing(self) -> dict[str, str]:
+        return {"listing": self._listing_of(self.key)["id"]}
+
+    def _make_seller_listing(self) -> dict[str, str]:
+        return {"seller_listing": self._seller_listing()["id"]}
+
+    def _make_config_item(self) -> dict[str, str]:
+        return {"config_item": CONFIG_KEY}
+
+    def _make_moderation_review(self) -> dict[str, str]:
+        """A pending review item: the one a blocked persona create leaves in the organization's queue."""
+        assert self.admin_key is not None
+        blocked = self.http.post("/v1/personas", json={"intent": BLOCKED_INTENT}, headers=self.auth())
+        assert blocked.status_code == 422, f"setup failed: {blocked.status_code} {blocked.text[:300]}"
+        queue = self.ok(
+            self.http.get(
+                "/v1/admin/moderation/queue",
+                params={"orgId": self.org_id, "limit": 100},
+                headers=self.auth(self.admin_key),
+            )
+        )["items"]
+        pending = [item for item in queue if item["status"] == "pending"]
+        assert pending, f"setup failed: no pending review in {queue}"
+        return {"moderation_review": max(pending, key=lambda item: item["createdAt"])["id"]}
+
+    @property
+    def org_id(self) -> str:
+        if self._org_id is None:
+            # (the subscription names its organization: the hunt's is on a paid plan)
+            self._org_id = self.ok(self.http.get("/v1/billing/subscription", headers=self.auth()))["orgId"]
+        return self._org_id
 
     def _scim(self, kind: str, body: dict) -> dict:
-        return self.ok(self.http.post(SCIM_BASE + kind, content=json.dumps(body), headers={
-            "Authorization": f"Bearer {self.scim_token}", "Content-Type": SCIM_TYPE}))
+        return self.ok(
+            self.http.post(
+                SCIM_BASE + kind,
+                content=json.dumps(body),
+                headers={"Authorization": f"Bearer {self.scim_token}", "Content-Type": SCIM_TYPE},
+            )
+        )
 
     def _listing_of(self, secret: str) -> dict:
-        persona = self.ok(self.http.post("/v1/personas", json={"intent": "A cheerful sommelier"},
-                                         headers=self.auth(secret)))
-        return self.ok(self.http.post("/v1/marketplace/listings", headers=self.auth(secret), json={
-            "personaId": persona["id"], "title": _new("Wine tutor"), "description": "Gentle tastings",
-            "audienceTags": ["education"], "priceMinor": 100}))
+        persona = self.ok(
+            self.http.post("/v1/personas", json={"intent": "A cheerful sommelier"}, headers=self.auth(secret))
+        )
+        return self.ok(
+            self.http.post(
+                "/v1/marketplace/listings",
+                headers=self.auth(secret),
+                json={
+                    "personaId": persona["id"],
+                    "title": fresh("Wine tutor"),
+                    "description": "Gentle tastings",
+                    "audienceTags": ["education"],
+                    "priceMinor": 100,
+                },
+            )
+        )
 
     def _seller_listing(self) -> dict:
         """A listing of the seller's, published (its review runs in the background)."""
@@ -184,57 +317,34 @@ class World:
         deadline = time.monotonic() + 15
         while listing["status"] == "pending_review" and time.monotonic() < deadline:
             time.sleep(0.05)
-            listing = self.ok(self.http.get(f"/v1/marketplace/listings/{listing['id']}",
-                                            headers=self.auth(self.seller_key)))
+            listing = self.ok(
+                self.http.get(f"/v1/marketplace/listings/{listing['id']}", headers=self.auth(self.seller_key))
+            )
         return listing
 
 
-# Singleton resources: the call that restores the state an operation acts on.
-_STATE_BEFORE = {
-    "CancelSubscription": "/v1/billing/subscription/resume",
-    "ResumeSubscription": "/v1/billing/subscription/cancel",
+def _polled(read: Callable[[], list], deadline: float = 30.0) -> list:
+    """What `read` returns once it is not empty (background work makes it)."""
+    give_up = time.monotonic() + deadline
+    while not (found := read()):
+        assert time.monotonic() < give_up, "setup failed: the background work never made it"
+        time.sleep(0.05)
+    return found
+
+
+# The state an operation acts on where a fresh fixture is not in it: the call that puts the fixture there (a
+# call alone in another state is refused, 409, and the hunt would try nothing but the refusal).
+STATES: dict[str, Callable[[World, dict[str, str]], Any]] = {
+    # The organization's one subscription, put back each time: resumed before a cancel, cancelled before a resume.
+    "CancelSubscription": lambda w, ids: w.http.post("/v1/billing/subscription/resume", json={}, headers=w.auth()),
+    "ResumeSubscription": lambda w, ids: w.http.post("/v1/billing/subscription/cancel", json={}, headers=w.auth()),
+    # Only a deleted persona is restored.
+    "RestorePersona": lambda w, ids: w.ok(w.http.delete(f"/v1/personas/{ids['persona']}", headers=w.auth())),
+    # The generated rollback is to version 1 (the smallest allowed): a persona at version 2, refined once.
+    "RollbackPersona": lambda w, ids: w.ok(
+        w.http.post(f"/v1/personas/{ids['persona']}/refine", json={"instruction": "A little warmer"}, headers=w.auth())
+    ),
 }
-
-
-def _fill(template: str, ids: list[str]) -> str:
-    import re
-
-    for value in ids:
-        template = re.sub(r"\{[^}]*\}", value, template, count=1)
-    return template
-
-
-def body(op: Operation, world: World) -> Any:
-    """A valid request body of the operation (SCIM's sent as SCIM JSON); {} where it takes none."""
-    if op.operation_id in ("CreateChatSession", "CreateChatCompletion"):
-        persona = world.persona()["id"]
-        return {"personaId": persona} if op.operation_id == "CreateChatSession" else {
-            "model": f"persona://{persona}", "messages": [{"role": "user", "content": "Hello"}]}
-    samples: dict[str, Any] = {
-        "CreateScimToken": {"name": _new("race")},
-        "CreateScimGroup": {"schemas": [GROUP], "displayName": _new("race")},
-        "CreateScimUser": {"schemas": [USER], "userName": _new("race") + "@example.com"},
-        "ReplaceScimGroup": {"schemas": [GROUP], "displayName": _new("race")},
-        "ReplaceScimUser": {"schemas": [USER], "userName": _new("race") + "@example.com"},
-        "PatchScimGroup": {"schemas": [PATCH_OP], "Operations": [{"op": "replace", "path": "displayName",
-                                                                   "value": _new("race")}]},
-        "PatchScimUser": {"schemas": [PATCH_OP], "Operations": [{"op": "replace", "path": "active", "value": False}]},
-        "ChangeSubscription": {"plan": "enterprise"},
-        "SendChatMessage": {"content": "Hello there"},
-        "UpdateConfigItem": {"value": 0.5, "level": "org"},
-        "CreateApiKey": {"name": _new("race"), "scopes": ["chat:read"]},
-        "UpdateListing": {"title": _new("Renamed")},
-        "CreatePersona": {"intent": "A calm gardener who explains compost"},
-        "ImportPersonaCard": {"spec": "chara_card_v2", "spec_version": "2.0",
-                              "data": {"name": "Ada Race", "description": "A careful engineer"}},
-        "UpdatePersona": {"displayName": _new("Renamed")},
-        "RefinePersona": {"instruction": "Make them a little warmer"},
-        "EditPortrait": {"instruction": "Make the background blue"},
-        "CreateWebhookEndpoint": {"url": "https://127.0.0.1:9/hook", "events": ["*"]},
-        "UpdateWebhookEndpoint": {"description": _new("race")},
-        "ResolveModerationReview": {"decision": "approve"},
-    }
-    return samples.get(op.operation_id, {})
 
 
 @dataclass
@@ -247,11 +357,46 @@ class Finding:
         return f"{self.operation} [{self.scenario}]: {self.what}"
 
 
-def _call(http: httpx.Client, op: Operation, path: str, headers: dict[str, str], payload: Any, key: str) -> httpx.Response:
-    sent = {**headers, "Idempotency-Key": key}
-    if path.startswith(SCIM_BASE):
-        return http.request(op.verb, path, content=json.dumps(payload) if op.verb != "DELETE" else None, headers=sent)
-    return http.request(op.verb, path, json=payload if op.verb != "DELETE" else None, headers=sent)
+def _call(http: httpx.Client, op: Operation, placed: Placed, key: str) -> httpx.Response:
+    sent = {**placed.headers, "Idempotency-Key": key}
+    if placed.path.startswith(SCIM_BASE):
+        return http.request(
+            op.verb, placed.path, content=None if placed.payload is None else json.dumps(placed.payload), headers=sent
+        )
+    return http.request(op.verb, placed.path, json=placed.payload, headers=sent)
+
+
+def _missed(op: Operation, status: int, text: str) -> list[Finding]:
+    """A call alone refused: a 404 (no real resource) or a 422 (its generated input refused) means the input
+    generator (scripts/contract_inputs.py) or the operation's fixture is wrong; another 4xx (a 409) that the
+    fixture is not in a state the operation acts on (`STATES`). Either way the hunt would try only a refusal."""
+    if status in (404, 422):
+        return [Finding(op.operation_id, "alone", f"{status}: its input reached no real resource: {text[:300]}")]
+    if 400 <= status < 500:
+        return [Finding(op.operation_id, "alone", f"{status}: refused in its fixture's state: {text[:300]}")]
+    return []
+
+
+def reach(world: World, op: Operation) -> list[Finding]:
+    """A write that is not hunted (a stream) called once on a fresh fixture: its input reaches a real resource
+    (a stream's in-band error counts as its status) and it answers no 5xx."""
+    placed = world.resource(op)
+    if placed is None:
+        return []
+    with world.http.stream(op.verb, placed.path, json=placed.payload, headers=placed.headers) as r:
+        text = r.read().decode(errors="replace")
+    status = r.status_code
+    errors = [line for line in text.splitlines() if line.startswith("data: ") and '"error"' in line]
+    if status == 200 and errors:  # the stream started, then ended in an error: its code's status
+        status = _STATUS.get(json.loads(errors[0][6:]).get("error", {}).get("code", ""), 500)
+    told = errors[0] if errors else text[:300]
+    if status >= 500:
+        return [Finding(op.operation_id, "alone", f"{status} {told}")]
+    return _missed(op, status, told)
+
+
+# The in-band errors of a stream whose status tells a missed input (the rest are judged as a 5xx).
+_STATUS = {"not_found": 404, "validation_failed": 422, "model_not_found": 404, "state_conflict": 409}
 
 
 def _pair(http: httpx.Client, calls: list[Callable[[], httpx.Response]]) -> list[httpx.Response]:
@@ -276,8 +421,13 @@ def _same_key_findings(op: Operation, answers: list[httpx.Response]) -> list[Fin
         other = next(r for r in answers if r.status_code >= 300)
         in_flight = other.status_code == 409 and other.headers.get("x-should-retry") == "true"
         if not in_flight:
-            findings.append(Finding(op.operation_id, "same key", f"a success and a {other.status_code} "
-                                                                  f"{other.text[:200]} (one execution answers both)"))
+            findings.append(
+                Finding(
+                    op.operation_id,
+                    "same key",
+                    f"a success and a {other.status_code} {other.text[:200]} (one execution answers both)",
+                )
+            )
     if len(succeeded) == 2 and _body_of(succeeded[0]) != _body_of(succeeded[1]):
         findings.append(Finding(op.operation_id, "same key", "two different successes: it ran twice"))
     return findings
@@ -318,18 +468,16 @@ def hunt_one(world: World, op: Operation) -> list[Finding]:
     placed = world.resource(op)
     if placed is None:
         return []
-    path, headers = placed
-    payload = body(op, world)
     before = _settled_events(world)
-    alone = _call(http, op, path, headers, payload, str(uuid.uuid4()))
+    alone = _call(http, op, placed, str(uuid.uuid4()))
     if alone.status_code >= 500:
         findings.append(Finding(op.operation_id, "alone", f"{alone.status_code} {alone.text[:200]}"))
+    findings += _missed(op, alone.status_code, alone.text)
     emitted = _settled_events(world) - before
 
-    path, headers = _placed(world, op)
-    key, payload = str(uuid.uuid4()), body(op, world)
+    once, key = _placed(world, op), str(uuid.uuid4())
     before = _settled_events(world)
-    answers = _pair(http, [lambda: _call(http, op, path, headers, payload, key)] * 2)
+    answers = _pair(http, [lambda: _call(http, op, once, key)] * 2)
     findings += _same_key_findings(op, answers)
     if world.events and alone.status_code < 300 and all(r.status_code < 300 for r in answers):
         twice = _settled_events(world) - before
@@ -337,15 +485,19 @@ def hunt_one(world: World, op: Operation) -> list[Finding]:
             findings.append(Finding(op.operation_id, "same key", f"{twice} events where one call emits {emitted}"))
 
     # Two keys: the statuses two calls get one after the other, then at once (each on a fresh resource).
-    path, headers = _placed(world, op)
-    payload = body(op, world)
-    serial = sorted(_call(http, op, path, headers, payload, str(uuid.uuid4())).status_code for _ in range(2))
-    path, headers = _placed(world, op)
-    payload = body(op, world)
-    answers = _pair(http, [lambda: _call(http, op, path, headers, payload, str(uuid.uuid4()))] * 2)
+    one_after = _placed(world, op)
+    serial = sorted(_call(http, op, one_after, str(uuid.uuid4())).status_code for _ in range(2))
+    at_once = _placed(world, op)
+    answers = _pair(http, [lambda: _call(http, op, at_once, str(uuid.uuid4()))] * 2)
     if sorted(r.status_code for r in answers) != serial:
-        findings.append(Finding(op.operation_id, "different keys", f"{[r.status_code for r in answers]} where one "
-                                f"after the other answers {serial}: {' | '.join(r.text[:160] for r in answers)}"))
+        findings.append(
+            Finding(
+                op.operation_id,
+                "different keys",
+                f"{[r.status_code for r in answers]} where one "
+                f"after the other answers {serial}: {' | '.join(r.text[:160] for r in answers)}",
+            )
+        )
     return findings
 
 
@@ -362,10 +514,10 @@ def hunt_against_delete(world: World, writer: Operation, deleter: Operation) -> 
         return []
 
     def statuses(concurrent: bool, delete_first: bool = False) -> tuple[int, int]:
-        path, headers = _placed(world, writer)
-        payload = body(writer, world)
-        write = lambda: _call(http, writer, path, headers, payload, str(uuid.uuid4()))  # noqa: E731
-        delete = lambda: _call(http, deleter, path, headers, None, str(uuid.uuid4()))  # noqa: E731
+        placed = _placed(world, writer)
+        deleting = Placed(placed.path, placed.headers, None)
+        write = lambda: _call(http, writer, placed, str(uuid.uuid4()))  # noqa: E731
+        delete = lambda: _call(http, deleter, deleting, str(uuid.uuid4()))  # noqa: E731
         if concurrent:
             answers = _pair(http, [write, delete])
         else:
@@ -375,12 +527,17 @@ def hunt_against_delete(world: World, writer: Operation, deleter: Operation) -> 
     orders = {statuses(False), statuses(False, delete_first=True)}
     seen = statuses(True)
     if seen not in orders:
-        return [Finding(writer.operation_id, f"against {deleter.operation_id}",
-                        f"(update, delete) answered {seen}; one after the other: {sorted(orders)}")]
+        return [
+            Finding(
+                writer.operation_id,
+                f"against {deleter.operation_id}",
+                f"(update, delete) answered {seen}; one after the other: {sorted(orders)}",
+            )
+        ]
     return []
 
 
-def _placed(world: World, op: Operation) -> tuple[str, dict[str, str]]:
+def _placed(world: World, op: Operation) -> Placed:
     placed = world.resource(op)
     assert placed is not None
     return placed
@@ -398,9 +555,13 @@ def main() -> int:
     args = parser.parse_args()
     ops = [op for op in operations() if not args.only or op.operation_id in args.only.split(",")]
     with httpx.Client(base_url=args.url, timeout=60, limits=httpx.Limits(max_connections=16)) as http:
-        world = World(http, args.key, args.admin_key, args.seller_key, events=_event_counter(args.database_url, http,
-                                                                                              args.key))
+        world = World(
+            http, args.key, args.admin_key, args.seller_key, events=_event_counter(args.database_url, http, args.key)
+        )
         findings = hunt(world, ops, args.rounds)
+        findings += [
+            f for op in others() if not args.only or op.operation_id in args.only.split(",") for f in reach(world, op)
+        ]
     for finding in findings:
         print(finding)
     print(f"{len(ops)} operations, {args.rounds} rounds: {len(findings)} findings", file=sys.stderr)
@@ -413,11 +574,13 @@ def _event_counter(database_url: str | None, http: httpx.Client, key: str) -> Ca
     from sqlalchemy import create_engine, text
 
     engine = create_engine(database_url)
-    org = http.get("/v1/keys", headers={"Authorization": f"Bearer {key}"}).headers.get("x-org-id", "")
+    org = World(http, key).org_id
 
     def count() -> int:
         with engine.connect() as conn:
-            return conn.execute(text("SELECT count(*) FROM events WHERE org_id = :o OR :o = ''"), {"o": org}).scalar_one()
+            return conn.execute(
+                text("SELECT count(*) FROM events WHERE org_id = :o OR :o = ''"), {"o": org}
+            ).scalar_one()
 
     return count
 

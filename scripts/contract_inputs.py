@@ -1,0 +1,294 @@
+"""Inputs of every write RPC, built from the contract (the protos' descriptors in gen/python).
+
+For each RPC whose policy declares `write` (`(persona.v1.policy).write`), its HTTP binding
+(`google.api.http`: verb, path template, which field is the body) and its request message give:
+- the resource kinds it names: a path parameter is of the collection before it (`/messages/{id}`: a chat
+  message), a field `<x>_id` of the collection `<x>s` (`persona_id`: a persona) — `references`;
+- a valid body once those kinds have ids (an aggregate's fixture made them) — `body`: every required field
+  (`(persona.v1.rules).required` or `google.api.field_behavior` REQUIRED), its value from the field's rules:
+  the first allowed value (`one_of`, an enum's first value that is not `*_UNSPECIFIED`, by its `wire_name`),
+  the smallest allowed number, a string within its lengths in its `format`, a message's own required fields;
+  an update that requires nothing but its resource sets its first plain string field, so it changes something.
+
+What the contract cannot say is in `OVERRIDES` (per RPC) and `SAMPLES` (per field name), each with why. A
+required field nothing here can fill (a `google.protobuf.Value`, a raw `HttpBody`, a name of a kind no
+collection names) raises `Unresolved`, so a field added to the protos is filled or noticed, never left out.
+scripts/race_hunt.py calls each RPC with these inputs; tests/scripts/test_contract_inputs.py checks the table
+(every write RPC has an input or a reason) and plants a new RPC and a new required field to see them noticed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor, FileDescriptor
+
+REQUIRED_BEHAVIOR = 2  # google.api.FieldBehavior.REQUIRED
+
+# The kind a path parameter names, by the collection segment before it.
+COLLECTIONS = {
+    "personas": "persona",
+    "portraits": "portrait",
+    "portrait": "portrait",
+    "sessions": "chat_session",
+    "messages": "chat_message",
+    "webhooks": "webhook_endpoint",
+    "deliveries": "webhook_delivery",
+    "keys": "api_key",
+    "tokens": "scim_token",
+    "Users": "scim_user",
+    "Groups": "scim_group",
+    "listings": "listing",
+    "queue": "moderation_review",
+    "config": "config_item",
+}
+
+SCIM_USER = "urn:ietf:params:scim:schemas:core:2.0:User"
+SCIM_GROUP = "urn:ietf:params:scim:schemas:core:2.0:Group"
+SCIM_PATCH = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
+
+
+def fresh(prefix: str = "race") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+# Field values the rules cannot give (by proto field name): the rules bound only their length.
+SAMPLES: dict[str, Callable[[], str]] = {
+    # A webhook's target must be an https URL (checked by the service, not a field rule); port 9 discards.
+    "url": lambda: "https://127.0.0.1:9/hook",
+}
+
+Ids = Mapping[str, str]
+
+# Per-RPC parts of the body the contract cannot say (merged over the generated body), each with why.
+OVERRIDES: dict[str, Callable[[Ids], dict[str, Any]]] = {
+    # The first allowed plan would downgrade the hunt's organization, whose other operations need Enterprise:
+    # a change to its own plan is a valid write that answers the subscription unchanged.
+    "ChangeSubscription": lambda ids: {"plan": "enterprise"},
+    # `value` is a google.protobuf.Value: the setting's type is the config registry's, not the contract's.
+    "UpdateConfigItem": lambda ids: {"value": 0.5, "level": "org"},
+    # A completion's model names the persona as `persona://<id>` and needs a user's message to answer (the
+    # first allowed role, `system`, alone is refused): neither is a field rule.
+    "CreateChatCompletion": lambda ids: {
+        "model": f"persona://{ids['persona']}",
+        "messages": [{"role": "user", "content": "Hello"}],
+    },
+    "StreamChatCompletion": lambda ids: {
+        "model": f"persona://{ids['persona']}",
+        "messages": [{"role": "user", "content": "Hello"}],
+    },
+    # SCIM's bodies are raw `HttpBody` documents (RFC 7643's schemas), which the protos do not describe.
+    "CreateScimUser": lambda ids: {"schemas": [SCIM_USER], "userName": fresh() + "@example.com"},
+    "ReplaceScimUser": lambda ids: {"schemas": [SCIM_USER], "userName": fresh() + "@example.com"},
+    "PatchScimUser": lambda ids: {
+        "schemas": [SCIM_PATCH],
+        "Operations": [{"op": "replace", "path": "active", "value": False}],
+    },
+    "CreateScimGroup": lambda ids: {"schemas": [SCIM_GROUP], "displayName": fresh()},
+    "ReplaceScimGroup": lambda ids: {"schemas": [SCIM_GROUP], "displayName": fresh()},
+    "PatchScimGroup": lambda ids: {
+        "schemas": [SCIM_PATCH],
+        "Operations": [{"op": "replace", "path": "displayName", "value": fresh()}],
+    },
+}
+
+
+# Kinds an override names that no field's name says (the fixture must make them too).
+OVERRIDE_REFS = {"CreateChatCompletion": {"model": "persona"}, "StreamChatCompletion": {"model": "persona"}}
+
+
+class Unresolved(LookupError):
+    """A required field (or a name) the contract gives no value for and no override fills."""
+
+
+@dataclass(frozen=True)
+class WriteRpc:
+    service: str
+    name: str
+    verb: str  # POST, PATCH, ...
+    path: str  # the template, e.g. /v1/chat/sessions/{session_id}/messages/{id}
+    body_field: str  # "*" (the request), "" (no body), or the field that is the body
+    request: Descriptor
+    streaming: bool
+    anonymous: bool
+
+    @property
+    def idempotent(self) -> bool:
+        """Reads an `Idempotency-Key` (options.proto: a write that is neither anonymous nor a stream)."""
+        return not (self.streaming or self.anonymous)
+
+    @property
+    def params(self) -> list[str]:
+        return re.findall(r"\{([^}=]+)", self.path)
+
+
+def write_rpcs(files: Iterable[FileDescriptor] | None = None) -> list[WriteRpc]:
+    """Every write RPC of the given proto files (default: every persona.v1 module in gen/python)."""
+    from google.api import annotations_pb2
+    from persona.v1 import options_pb2
+
+    found = []
+    for file in _persona_files() if files is None else files:
+        for service in file.services_by_name.values():
+            for method in service.methods:
+                policy = method.GetOptions().Extensions[options_pb2.policy]
+                if not policy.write:
+                    continue
+                http = method.GetOptions().Extensions[annotations_pb2.http]
+                verb = http.WhichOneof("pattern") or ""
+                found.append(
+                    WriteRpc(
+                        service.name,
+                        method.name,
+                        verb.upper(),
+                        getattr(http, verb) if verb else "",
+                        http.body,
+                        method.input_type,
+                        method.server_streaming,
+                        policy.anonymous,
+                    )
+                )
+    return found
+
+
+def _persona_files() -> list[FileDescriptor]:
+    import persona.v1
+
+    return [
+        importlib.import_module(f"persona.v1.{m.name}").DESCRIPTOR
+        for m in pkgutil.iter_modules(persona.v1.__path__)
+        if m.name.endswith("_pb2")
+    ]
+
+
+def kind_of(rpc: WriteRpc, name: str) -> str | None:
+    """The resource kind a path parameter or a name field (`id`, `<x>_id`) refers to; None: not a name."""
+    if name in rpc.params:
+        before = rpc.path.split("{" + name)[0].rstrip("/").rsplit("/", 1)[-1]
+        return COLLECTIONS.get(before) or _unresolved(rpc, name, f"a parameter after /{before}/ names no kind")
+    if name.endswith("_id"):  # a made-up id would miss its resource: a name of no known kind is noticed
+        return COLLECTIONS.get(name[:-3] + "s") or _unresolved(rpc, name, f"no collection {name[:-3]}s names a kind")
+    return None
+
+
+def references(rpc: WriteRpc) -> dict[str, str]:
+    """The kinds the RPC's path and required body names refer to, by field name (the fixture must make them)."""
+    refs = {p: kind for p in rpc.params if (kind := kind_of(rpc, p))} | OVERRIDE_REFS.get(rpc.name, {})
+    for field in _body_fields(rpc):
+        if _required(field) and field.type == FieldDescriptor.TYPE_STRING and (kind := kind_of(rpc, field.name)):
+            refs[field.name] = kind
+    return refs
+
+
+def path(rpc: WriteRpc, ids: Ids) -> str:
+    refs = references(rpc)
+    return re.sub(r"\{([^}=]+)[^}]*\}", lambda m: ids[refs[m.group(1)]], rpc.path)
+
+
+def body(rpc: WriteRpc, ids: Ids) -> Any:
+    """A valid request body (JSON), or None where the RPC takes none."""
+    if not rpc.body_field:
+        return None
+    override = OVERRIDES.get(rpc.name)
+    if rpc.body_field != "*":  # the body is one field's message (a card; SCIM's raw document)
+        field = rpc.request.fields_by_name[rpc.body_field]
+        if override is not None:
+            return override(ids)
+        return _value(rpc, field, ids)
+    fixed = override(ids) if override is not None else {}
+    generated = {
+        f.json_name: _value(rpc, f, ids) for f in _body_fields(rpc) if _required(f) and f.json_name not in fixed
+    }
+    if not generated and rpc.verb == "PATCH":
+        generated = _first_plain_string(rpc, ids)
+    return {**generated, **fixed}
+
+
+def _body_fields(rpc: WriteRpc) -> list[FieldDescriptor]:
+    return [f for f in rpc.request.fields if f.name not in rpc.params]
+
+
+def _required(field: FieldDescriptor) -> bool:
+    from google.api import field_behavior_pb2
+    from persona.v1 import options_pb2
+
+    options = field.GetOptions()
+    return (
+        options.Extensions[options_pb2.rules].required
+        or REQUIRED_BEHAVIOR in options.Extensions[field_behavior_pb2.field_behavior]
+    )
+
+
+def _first_plain_string(rpc: WriteRpc, ids: Ids) -> dict[str, Any]:
+    """An update that requires nothing: its first string field without a fixed set of values (it changes that)."""
+    from persona.v1 import options_pb2
+
+    for field in _body_fields(rpc):
+        rules = field.GetOptions().Extensions[options_pb2.rules]
+        plain = not (rules.one_of or rules.one_of_enum or rules.format or field.name.endswith("_id"))
+        if field.type == FieldDescriptor.TYPE_STRING and not field.is_repeated and plain:
+            return {field.json_name: _value(rpc, field, ids)}
+    return {}
+
+
+def _value(rpc: WriteRpc, field: FieldDescriptor, ids: Ids) -> Any:
+    one = _scalar(rpc, field, ids)
+    return [one] if field.is_repeated else one
+
+
+def _scalar(rpc: WriteRpc, field: FieldDescriptor, ids: Ids) -> Any:
+    from persona.v1 import options_pb2
+
+    rules = field.GetOptions().Extensions[options_pb2.rules]
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        return _message(rpc, field, ids)
+    if field.enum_type is not None:
+        return _first_value(field.enum_type)
+    if rules.one_of:
+        return rules.one_of[0]
+    if rules.one_of_enum:
+        return _first_value(rpc.request.file.pool.FindEnumTypeByName(rules.one_of_enum))
+    if field.type == FieldDescriptor.TYPE_BOOL:
+        return True
+    if field.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
+        return float(rules.min_value) if rules.HasField("min_value") else 0.5
+    if field.type != FieldDescriptor.TYPE_STRING:  # an integer: its smallest allowed value
+        return rules.min_value if rules.HasField("min_value") else 1
+    if (kind := kind_of(rpc, field.name)) is not None:
+        return ids[kind] if kind in ids else _unresolved(rpc, field.name, f"no {kind} in the fixture")
+    return _string(field.name, rules)
+
+
+def _string(name: str, rules: Any) -> str:
+    if name in SAMPLES:
+        return SAMPLES[name]()
+    if rules.format == "cidr":
+        return "10.0.0.0/8"
+    value = fresh() if rules.format == "slug" else f"Race {uuid.uuid4().hex[:10]}"
+    value = value.ljust(rules.min_len, "x")
+    return value[: rules.max_len] if rules.max_len else value
+
+
+def _message(rpc: WriteRpc, field: FieldDescriptor, ids: Ids) -> dict[str, Any]:
+    message = field.message_type
+    assert message is not None
+    if message.file.package != "persona.v1":  # Value, Struct, HttpBody, Timestamp: the contract gives no shape
+        return _unresolved(rpc, field.name, f"a {message.full_name} has no shape in the contract")
+    return {f.json_name: _value(rpc, f, ids) for f in message.fields if _required(f)}
+
+
+def _first_value(enum: EnumDescriptor) -> str:
+    from persona.v1 import options_pb2
+
+    value = next(v for v in enum.values if not v.name.endswith("_UNSPECIFIED"))
+    return value.GetOptions().Extensions[options_pb2.wire_name] or value.name
+
+
+def _unresolved(rpc: WriteRpc, name: str, why: str) -> Any:
+    raise Unresolved(f"{rpc.service}.{rpc.name}: {name}: {why}")
