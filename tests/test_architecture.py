@@ -679,11 +679,23 @@ def call_from_ambient_state(root: pathlib.Path) -> list[str]:
     return offenders
 
 
+def ambient_reads(root: pathlib.Path) -> list[str]:
+    """Below the servicers the call is handed on: no code of the providers or the domains reaches a context
+    variable (or a side table keyed by objects), through however many kernel functions, by whatever name. By
+    behaviour: tests/ambient_reads.py imports `root`'s copy of the package in a process of its own and resolves
+    what each file's code loads to the objects it is."""
+    env = {**os.environ, "PYTHONPATH": str(root.parent), "PYTHONWARNINGS": "ignore"}
+    run = subprocess.run([sys.executable, str(REPO / "tests" / "ambient_reads.py"), str(root)],
+                         capture_output=True, text=True, env=env, cwd=root.parent, check=False)
+    assert run.returncode == 0, run.stderr
+    return run.stdout.splitlines()
+
+
 AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     files_without_a_role, grpc_outside_servicers, sql_outside_repositories, transactions_outside_units_of_work,
     tables_outside_their_domain, other_domains_tables, layers_inside_domains, dynamic_access, kernel_naming_domains,
     raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_kernel,
-    call_from_ambient_state,
+    call_from_ambient_state, ambient_reads,
 ]
 
 
@@ -826,6 +838,14 @@ PLANTED = [
      call_from_ambient_state),
     ("a servicer keeping its calls in a context variable", "personas/servicer.py",
      "import contextvars\n\n_planted = contextvars.ContextVar('call')\n", call_from_ambient_state),
+    ("a provider taking its turn from the ambient request, through the fair scheduler", "providers/composed.py",
+     "from persona_service.kernel.transport import fair as _fair\n\n\ndef _planted():\n"
+     "    with _fair.cpu_turn():\n        return 1\n", ambient_reads),
+    ("a service reading the request's context variable by an alias, lazily", "chat/service.py",
+     "def _planted():\n    from persona_service.kernel.transport.context import _current as now\n\n"
+     "    return now.get()\n", ambient_reads),
+    ("a provider keeping a context variable of its own", "providers/local/generation.py",
+     "import contextvars as _cv\n\n_planted = _cv.ContextVar('call')\n", ambient_reads),
     ("a domain reaching the runs past the kernel's door", "chat/service.py",
      "from persona_service.kernel.transport.runs import RunStore as _planted\n", lint_imports),
     ("a domain's command reaching the engine past the door, lazily", "orgs/commands.py",

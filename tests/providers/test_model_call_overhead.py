@@ -12,7 +12,7 @@ import pytest
 import redis
 from persona_service.kernel import wakeups
 from persona_service.providers import remote
-from persona_service.providers.base import ModerationResult
+from persona_service.providers.base import NO_CALL, ModelCall, ModerationResult
 from persona_service.providers.factory import in_process_calls, make_base_provider
 from persona_service.providers.settings import ProviderSettings
 
@@ -53,7 +53,7 @@ class HeldModeration:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
 
-    def moderate(self, text: str) -> ModerationResult:
+    def moderate(self, text: str, *, call: ModelCall = NO_CALL) -> ModerationResult:
         time.sleep(self.seconds)  # a call held across several ticks: a duration by design
         return ModerationResult(flagged=False, categories=(), scores={}, matches=())
 

@@ -14,7 +14,7 @@ import pytest
 import redis
 from persona_service.kernel import wakeups
 from persona_service.providers import remote
-from persona_service.providers.base import ModerationResult
+from persona_service.providers.base import NO_CALL, ModelCall, ModerationResult
 from persona_service.providers.factory import make_base_provider
 
 TIMEOUT_SECONDS = 30.0  # the server's wait for an answer: a lost call would take all of it
@@ -34,7 +34,7 @@ class SlowModeration:
         self.started = threading.Event()
         self.finished: float | None = None
 
-    def moderate(self, text: str) -> ModerationResult:
+    def moderate(self, text: str, *, call: ModelCall = NO_CALL) -> ModerationResult:
         self.started.set()
         time.sleep(self.seconds)  # the call under way while the runner stops: a duration by design
         self.finished = time.monotonic()
@@ -54,12 +54,12 @@ def client(stack):
 
 
 @contextmanager
-def _server_waiting(client: redis.Redis, provider=None):
+def _server_waiting(client: redis.Redis, provider=None, moderate_call: ModelCall = NO_CALL):
     """A server's call of moderation, under way in a thread: its future."""
     bus = wakeups.Wakeups(client)
     caller = remote.RemoteProvider(provider or make_base_provider(), client, bus, TIMEOUT_SECONDS, POOL)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        yield pool.submit(caller.moderate, "hello there")
+        yield pool.submit(caller.moderate, "hello there", call=moderate_call)
 
 
 def _taken(client: redis.Redis) -> dict:
@@ -98,3 +98,32 @@ def test_a_stopped_runner_answers_the_calls_it_took_before_it_returns(client):
         # Answered by the time it returns: an order, not a speed (it was "read within 1 s").
         assert model.finished is not None and model.finished <= closed
         assert not answer.result(TIMEOUT_SECONDS).flagged
+
+
+class Recording:
+    """A model that keeps the `ModelCall` of each moderation it answers."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.calls: list[ModelCall] = []
+
+    def moderate(self, text: str, *, call: ModelCall = NO_CALL) -> ModerationResult:
+        self.calls.append(call)
+        return ModerationResult(flagged=False, categories=(), scores={}, matches=())
+
+
+def test_a_queued_call_carries_the_model_call_its_caller_handed_to_the_runner(client):
+    """The organization and weight (the runner's turns) and the run's attempt (an attempt-keyed model) travel
+    with the call, as the caller handed them: no request is bound on this thread."""
+    model, call = Recording(), ModelCall(org="org_tagged", weight=4, attempt=3)
+    with _server_waiting(client, moderate_call=call) as answer:
+        queued = _taken(client)  # a runner took it and died: the caller queues it again
+        assert (queued["org"], queued["weight"], queued["attempt"]) == ("org_tagged", 4, 3)
+        models = remote.ModelCallServer(model, client, 1, POOL)  # type: ignore[arg-type]
+        models.start()
+        try:
+            assert not answer.result(TIMEOUT_SECONDS).flagged
+        finally:
+            models.close()
+    assert {(c.org, c.weight, c.attempt) for c in model.calls} == {("org_tagged", 4, 3)}

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from persona_service.providers.base import (
+    NO_CALL,
     Completion,
     Delta,
     GenerationOptions,
@@ -45,21 +46,21 @@ class Flaky:
         if n <= self.fail:
             raise self.error(n)
 
-    def generate(self, messages, options) -> Completion:
+    def generate(self, messages, options, *, call=NO_CALL) -> Completion:
         self._attempt("generate")
-        return self.local.generate(messages, options)
+        return self.local.generate(messages, options, call=call)
 
-    def moderate(self, text) -> ModerationResult:
+    def moderate(self, text, *, call=NO_CALL) -> ModerationResult:
         self._attempt("moderate")
-        return self.local.moderate(text)
+        return self.local.moderate(text, call=call)
 
-    def embed(self, texts) -> list[list[float]]:
+    def embed(self, texts, *, call=NO_CALL) -> list[list[float]]:
         self._attempt("embed")
-        return self.local.embed(texts)
+        return self.local.embed(texts, call=call)
 
-    def stream(self, messages, options) -> Iterator[Delta]:
+    def stream(self, messages, options, *, call=NO_CALL) -> Iterator[Delta]:
         self._attempt("stream")
-        for i, delta in enumerate(self.local.stream(messages, options)):
+        for i, delta in enumerate(self.local.stream(messages, options, call=call)):
             if self.fail_stream_after is not None and i == self.fail_stream_after:
                 raise upstream_error(99, 502)
             yield delta

@@ -9,12 +9,13 @@ from persona_service.kernel.api import Module, Runtime, ServiceBinding, TaskKind
 from persona_service.marketplace.service import REVIEW_TASK, MarketplaceService
 from persona_service.marketplace.servicer import MarketplaceServicer
 from persona_service.marketplace.settings import MarketplaceSettings
+from persona_service.providers.base import NO_CALL
 from persona_service.providers.factory import backoff_delays
 from persona_service.providers.retrying import Retrying
 
 
 def _review(runtime: Runtime, task: TaskRecord) -> None:
-    provider = Retrying(runtime.provider, delays=backoff_delays())
+    provider = Retrying(runtime.provider, NO_CALL, delays=backoff_delays())  # a task: nobody's request
     with runtime.begin() as conn:
         MarketplaceService(conn, moderate=provider.moderate).review(task.subject_id)
 

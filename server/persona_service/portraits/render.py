@@ -12,7 +12,7 @@ from persona_service.files.api import HasResources, ObjectNotFound, storage_for
 from persona_service.kernel.api import AuditEntry, Resource, Runtime, TaskRecord
 from persona_service.portraits.records import PortraitRecord
 from persona_service.portraits.service import PortraitService
-from persona_service.providers.base import ImageProvider, ProviderError
+from persona_service.providers.base import NO_CALL, ImageProvider, ProviderError
 from persona_service.providers.factory import backoff_delays, make_image_provider
 from persona_service.providers.retrying import Retrying, failure_details
 
@@ -42,7 +42,7 @@ def image_provider(runtime: Runtime, portrait: PortraitRecord) -> Retrying:
             details={**failure_details(error, attempt, operation), "portraitId": portrait.id},
         )])
 
-    return Retrying(provider, delays=delays, on_failure=audit)
+    return Retrying(provider, NO_CALL, delays=delays, on_failure=audit)  # a task: nobody's request
 
 
 def render(runtime: Runtime, task: TaskRecord) -> None:

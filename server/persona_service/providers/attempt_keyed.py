@@ -1,6 +1,6 @@
 """A test double: the configured provider, except that a streamed reply to a
 message holding `[[attempt-keyed]]` differs per attempt of its durable run
-(kernel.transport.runs), as a sampling model's replies do. Only with
+(`ModelCall.attempt`, kernel.transport.runs), as a sampling model's replies do. Only with
 `PERSONA_PROVIDER_ATTEMPT_KEYED=1`, which test stacks set to check that a
 reply taken over mid-way goes on from what its clients saw.
 
@@ -16,8 +16,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from persona_service.kernel.transport import runs
-from persona_service.providers.base import Delta, GenerationOptions, Message, Provider
+from persona_service.providers.base import NO_CALL, Delta, GenerationOptions, Message, Model, ModelCall
 
 TRIGGER = "[[attempt-keyed]]"
 HOLD_AFTER = 2  # pieces the first attempt streams before it waits: "Take 1. ", a sentence (released at once)
@@ -25,7 +24,7 @@ HOLD_SECONDS = 60.0  # long enough for a test to kill its process; then it goes 
 
 
 class AttemptKeyed:
-    def __init__(self, provider: Provider) -> None:
+    def __init__(self, provider: Model) -> None:
         self.provider = provider
         self.name = provider.name
 
@@ -34,15 +33,17 @@ class AttemptKeyed:
             raise AttributeError(name)
         return getattr(self.provider, name)
 
-    def stream(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
+    def stream(self, messages: list[Message], options: GenerationOptions, *,
+               call: ModelCall = NO_CALL) -> Iterator[Delta]:
         user = next((m.content for m in reversed(messages) if m.role == "user"), "")
         if TRIGGER not in user or options.task != "reply":
-            return self.provider.stream(messages, options)
-        return self._keyed(messages, options, runs.attempt())
+            return self.provider.stream(messages, options, call=call)
+        return self._keyed(messages, options, call)
 
-    def _keyed(self, messages: list[Message], options: GenerationOptions, attempt: int) -> Iterator[Delta]:
+    def _keyed(self, messages: list[Message], options: GenerationOptions, call: ModelCall) -> Iterator[Delta]:
         plain = GenerationOptions(task=options.task, model=options.model)
-        done = self.provider.generate(messages, plain)
+        done = self.provider.generate(messages, plain, call=call)
+        attempt = call.attempt
         pieces = _pieces(f"Take {attempt}. {done.text}")
         skip = len(_pieces(options.continue_from))
         for n, piece in enumerate(pieces[skip:], start=skip):

@@ -3,11 +3,18 @@
 Implementations: `local.LocalProvider` (deterministic, no network, the
 default) and `openai_http.OpenAIHTTPProvider` (any OpenAI-compatible HTTP
 API). `retrying.Retrying` wraps either with the spec's backoff.
+
+Each operation of a `Model` (what the process holds: the implementations and their wrappers) takes the
+`ModelCall` it serves: whose organization's turn its CPU work takes, how the runners tag it, which attempt of
+a durable run makes it. Nothing below the servicers reads who calls from ambient state; the kernel makes the
+`ModelCall` from the servicer's call (kernel.process.capabilities.provider_for) and a `Retrying` bound to it is
+the `Provider` a domain holds, whose operations take no call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -96,17 +103,58 @@ class ImagePrompt:
         return f"Head-and-shoulders portrait of {who}{traits}{extra}style: {self.style}."
 
 
+@dataclass(frozen=True)
+class ModelCall:
+    """What a model call is made for, handed with it: the calling organization and its plan's weight (the
+    runners take calls in turns by them), the attempt of the durable run making it (1 for the first: a run
+    taken over on another process makes its calls again with the next), and `turn`, a turn of the process's
+    CPU gate for that organization (kernel.transport.fair), which the local model's CPU work takes a step at a
+    time. `NO_CALL` outside any request (a durable task): nobody's turn, a first attempt."""
+
+    org: str = ""
+    weight: int = 1
+    attempt: int = 1
+    turn: Callable[[], AbstractContextManager[object]] = nullcontext
+
+    def tag(self) -> dict[str, Any]:
+        """What travels with a call queued for the runners (providers.remote); a runner's turn is its own."""
+        return {"org": self.org, "weight": self.weight, "attempt": self.attempt}
+
+
+NO_CALL = ModelCall()
+
+
 class ImageProvider(Protocol):
-    """Draws and edits PNG portraits."""
+    """Draws and edits PNG portraits; each operation for the `ModelCall` it serves."""
 
     name: str
 
-    def generate_image(self, prompt: ImagePrompt) -> bytes: ...
+    def generate_image(self, prompt: ImagePrompt, *, call: ModelCall = NO_CALL) -> bytes: ...
 
-    def edit_image(self, image: bytes, instruction: str) -> bytes: ...
+    def edit_image(self, image: bytes, instruction: str, *, call: ModelCall = NO_CALL) -> bytes: ...
+
+
+class Model(Protocol):
+    """The configured model as the process holds it: each operation for the `ModelCall` it serves (its
+    implementations and their wrappers: Composed, AttemptKeyed, RemoteProvider). Called without one, an
+    operation serves nobody's call (`NO_CALL`): only tests and tools do that."""
+
+    name: str
+
+    def generate(self, messages: list[Message], options: GenerationOptions, *,
+                 call: ModelCall = NO_CALL) -> Completion: ...
+
+    def stream(self, messages: list[Message], options: GenerationOptions, *,
+               call: ModelCall = NO_CALL) -> Iterator[Delta]: ...
+
+    def moderate(self, text: str, *, call: ModelCall = NO_CALL) -> ModerationResult: ...
+
+    def embed(self, texts: list[str], *, call: ModelCall = NO_CALL) -> list[list[float]]: ...
 
 
 class Provider(Protocol):
+    """The model as one call uses it (a `Retrying` bound to the call's `ModelCall`): what a domain holds."""
+
     name: str
 
     def generate(self, messages: list[Message], options: GenerationOptions) -> Completion: ...
@@ -118,7 +166,7 @@ class Provider(Protocol):
     def embed(self, texts: list[str]) -> list[list[float]]: ...
 
 
-def embedding_identity(provider: Provider) -> str | None:
+def embedding_identity(provider: Provider | Model) -> str | None:
     """What a provider's embeddings are a function of, beside the text (the model and where it runs), for caches of
     values derived from them; None where the provider does not say (nothing derived from its vectors is cached).
     Wrappers (Retrying, RemoteProvider, AttemptKeyed) pass the attribute through; `Composed` answers its

@@ -13,18 +13,20 @@ from collections.abc import Iterator
 from typing import Any
 
 from persona_service.providers.base import (
+    NO_CALL,
     Completion,
     Delta,
     GenerationOptions,
     Message,
+    Model,
+    ModelCall,
     ModerationResult,
-    Provider,
     embedding_identity,
 )
 
 
 class Composed:
-    def __init__(self, chat: Provider, moderation: Provider, embeddings: Provider) -> None:
+    def __init__(self, chat: Model, moderation: Model, embeddings: Model) -> None:
         self.chat = chat
         self.moderation = moderation
         self.embeddings = embeddings
@@ -45,17 +47,19 @@ class Composed:
         """Its embeddings part's (the chat part's would be answered through `__getattr__` otherwise)."""
         return embedding_identity(self.embeddings)
 
-    def generate(self, messages: list[Message], options: GenerationOptions) -> Completion:
-        return self.chat.generate(messages, options)
+    def generate(self, messages: list[Message], options: GenerationOptions, *,
+                 call: ModelCall = NO_CALL) -> Completion:
+        return self.chat.generate(messages, options, call=call)
 
-    def stream(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
-        return self.chat.stream(messages, options)
+    def stream(self, messages: list[Message], options: GenerationOptions, *,
+               call: ModelCall = NO_CALL) -> Iterator[Delta]:
+        return self.chat.stream(messages, options, call=call)
 
-    def moderate(self, text: str) -> ModerationResult:
-        return self.moderation.moderate(text)
+    def moderate(self, text: str, *, call: ModelCall = NO_CALL) -> ModerationResult:
+        return self.moderation.moderate(text, call=call)
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        return self.embeddings.embed(texts)
+    def embed(self, texts: list[str], *, call: ModelCall = NO_CALL) -> list[list[float]]:
+        return self.embeddings.embed(texts, call=call)
 
     def close(self) -> None:
         for part in {id(p): p for p in (self.chat, self.moderation, self.embeddings)}.values():

@@ -23,7 +23,7 @@ import hashlib
 from collections.abc import Callable
 
 from persona_service.kernel.settings import load
-from persona_service.providers.base import ImageProvider, Provider, ProviderError
+from persona_service.providers.base import ImageProvider, Model, ProviderError
 from persona_service.providers.composed import Composed
 from persona_service.providers.local import LocalProvider
 from persona_service.providers.preflight import shown as _shown
@@ -64,7 +64,7 @@ def in_process_calls(settings: ProviderSettings | None = None) -> frozenset[str]
                      if settings.upstream(part) is None)
 
 
-def make_base_provider(settings: ProviderSettings | None = None) -> Provider:
+def make_base_provider(settings: ProviderSettings | None = None) -> Model:
     """The configured provider without the retry wrapper."""
     settings = settings or load(ProviderSettings)
     if settings.provider_attempt_keyed:
@@ -74,11 +74,11 @@ def make_base_provider(settings: ProviderSettings | None = None) -> Provider:
     return _chat_provider(settings)
 
 
-def _chat_provider(settings: ProviderSettings) -> Provider:
+def _chat_provider(settings: ProviderSettings) -> Model:
     """Chat, moderation and embeddings as configured: one provider per distinct upstream."""
-    made: dict[tuple[str, str] | None, Provider] = {}
+    made: dict[tuple[str, str] | None, Model] = {}
 
-    def part(name: str) -> Provider:
+    def part(name: str) -> Model:
         upstream = settings.upstream(name)
         if upstream not in made:
             made[upstream] = LocalProvider() if upstream is None else _openai(settings, *upstream)
@@ -90,7 +90,7 @@ def _chat_provider(settings: ProviderSettings) -> Provider:
     return Composed(chat, moderation, embeddings)
 
 
-def _openai(settings: ProviderSettings, base_url: str, api_key: str) -> Provider:
+def _openai(settings: ProviderSettings, base_url: str, api_key: str) -> Model:
     from persona_service.providers.openai_http import OpenAIHTTPProvider
 
     return OpenAIHTTPProvider(

@@ -28,11 +28,13 @@ import httpx
 
 from persona_service.providers import failures
 from persona_service.providers.base import (
+    NO_CALL,
     Completion,
     Delta,
     GenerationOptions,
     ImagePrompt,
     Message,
+    ModelCall,
     ModerationResult,
     ProviderError,
     ProviderTimeout,
@@ -49,6 +51,8 @@ class _Malformed(Exception):
 
 
 class OpenAIHTTPProvider:
+    """A `Model` over HTTP: its work is its server's, so a call's `ModelCall` (its CPU turn, its tag) is unused."""
+
     name = "openai"
 
     def __init__(
@@ -115,7 +119,8 @@ class OpenAIHTTPProvider:
             body["stream_options"] = {"include_usage": True}
         return body
 
-    def generate(self, messages: list[Message], options: GenerationOptions) -> Completion:
+    def generate(self, messages: list[Message], options: GenerationOptions, *,
+                 call: ModelCall = NO_CALL) -> Completion:
         body = self.chat_body(messages, options)
         with _during("chat.completions"):
             return self._completion(body, self._post("/chat/completions", body, prompt=_prompt(body)))
@@ -140,7 +145,8 @@ class OpenAIHTTPProvider:
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise self._malformed(200, data, f"missing or invalid field: {exc!r}") from None
 
-    def stream(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
+    def stream(self, messages: list[Message], options: GenerationOptions, *,
+               call: ModelCall = NO_CALL) -> Iterator[Delta]:
         with _during("chat.completions"):
             yield from self._stream(self.chat_body(messages, options, stream=True))
 
@@ -234,7 +240,7 @@ class OpenAIHTTPProvider:
             if choice.get("finish_reason"):
                 yield Delta(finish_reason=_FINISH.get(choice["finish_reason"], str(choice["finish_reason"])))
 
-    def moderate(self, text: str) -> ModerationResult:
+    def moderate(self, text: str, *, call: ModelCall = NO_CALL) -> ModerationResult:
         with _during("moderations"):
             data = self._post("/moderations", {"model": self.moderation_model, "input": text}, prompt=text)
             return self._moderation(data)
@@ -258,7 +264,7 @@ class OpenAIHTTPProvider:
         (providers.base.embedding_identity; in the process's memory only, never logged)."""
         return f"openai/{self.base_url}/{self.embedding_model}"
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: list[str], *, call: ModelCall = NO_CALL) -> list[list[float]]:
         if not texts:
             return []
         with _during("embeddings"):
@@ -278,13 +284,13 @@ class OpenAIHTTPProvider:
 
     # -- images (Images API: GPT image models answer base64 PNGs) ----------
 
-    def generate_image(self, prompt: ImagePrompt) -> bytes:
+    def generate_image(self, prompt: ImagePrompt, *, call: ModelCall = NO_CALL) -> bytes:
         with _during("images.generations"):
             return self._image(self._post("/images/generations", {
                 "model": self.image_model, "prompt": prompt.text(), "size": self.image_size, "n": 1,
             }, timeout=self.image_timeout))
 
-    def edit_image(self, image: bytes, instruction: str) -> bytes:
+    def edit_image(self, image: bytes, instruction: str, *, call: ModelCall = NO_CALL) -> bytes:
         with _during("images.edits"):
             return self._image(self._post("/images/edits", files={"image": ("portrait.png", image, "image/png")},
                                           form={"model": self.image_model, "prompt": instruction,

@@ -6,7 +6,7 @@ waited for; except the local offline model's moderation and embeddings of a shor
 providers.factory.in_process_calls), answered on the calling thread: a few milliseconds of CPU at most, less than
 its round trip through Redis and a runner cost (issue 50). The queue is the provider configuration's
 (providers.factory.fingerprint): stacks that share a Redis but are set up for other models never answer each other's calls. The unary call that made it keeps its own unit of work, timeouts, errors and idempotency: only the
-model's part moves. A runner (`ModelCallServer`) takes calls with a blocking read (at once, no poll), runs them
+model's part moves, tagged with the call's `ModelCall` (its organization, plan weight and run attempt). A runner (`ModelCallServer`) takes calls with a blocking read (at once, no poll), runs them
 on its pool, organizations taking turns weighted by plan (kernel.transport.fair), one step at a time under the process's
 gate, and answers in Redis, waking the waiter through pub/sub (kernel.wakeups): on the waiting process's own
 inbox, with the answer, so the server reads no Redis for it (the answer is kept in Redis as well, read there only
@@ -40,16 +40,17 @@ import redis
 
 from persona_service.kernel import wakeups
 from persona_service.kernel.errors import ApiError
-from persona_service.kernel.transport import context as request_context
 from persona_service.kernel.transport import fair
 from persona_service.providers.base import (
+    NO_CALL,
     Completion,
     Delta,
     GenerationOptions,
     ImagePrompt,
     Message,
+    Model,
+    ModelCall,
     ModerationResult,
-    Provider,
     ProviderError,
     ProviderTimeout,
     ToolCall,
@@ -117,27 +118,33 @@ def _chat_from(args: dict[str, Any]) -> tuple[list[Message], GenerationOptions]:
     return messages, GenerationOptions(**{**options, "tools": tuple(options.get("tools") or ())})
 
 
-def _pipeline_step(step: str, provider: Any, args: dict[str, Any]) -> Any:
-    return getattr(provider, step)(*args["args"])
+def _pipeline_step(step: str, provider: Any, args: dict[str, Any], call: ModelCall) -> Any:
+    return getattr(provider, step)(*args["args"], call=call)
 
 
-# An operation as a runner runs it: (the provider, the call's arguments) -> a JSON-able answer.
-_OPERATIONS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
-    "generate": lambda p, a: asdict(p.generate(*_chat_from(a))),
-    "stream": lambda p, a: [asdict(d) for d in p.stream(*_chat_from(a))],
-    "moderate": lambda p, a: asdict(p.moderate(a["text"])),
-    "embed": lambda p, a: p.embed(a["texts"]),
-    "generate_image": lambda p, a: base64.b64encode(p.generate_image(ImagePrompt(**{
-        **a["prompt"], "traits": tuple(a["prompt"]["traits"])}))).decode(),
-    "edit_image": lambda p, a: base64.b64encode(p.edit_image(base64.b64decode(a["image"]), a["instruction"])).decode(),
+# An operation as a runner runs it: (the provider, the call's arguments, its ModelCall) -> a JSON-able answer.
+_OPERATIONS: dict[str, Callable[[Any, dict[str, Any], ModelCall], Any]] = {
+    "generate": lambda p, a, c: asdict(p.generate(*_chat_from(a), call=c)),
+    "stream": lambda p, a, c: [asdict(d) for d in p.stream(*_chat_from(a), call=c)],
+    "moderate": lambda p, a, c: asdict(p.moderate(a["text"], call=c)),
+    "embed": lambda p, a, c: p.embed(a["texts"], call=c),
+    "generate_image": lambda p, a, c: base64.b64encode(p.generate_image(ImagePrompt(**{
+        **a["prompt"], "traits": tuple(a["prompt"]["traits"])}), call=c)).decode(),
+    "edit_image": lambda p, a, c: base64.b64encode(p.edit_image(base64.b64decode(a["image"]), a["instruction"],
+                                                                call=c)).decode(),
     **{step: functools.partial(_pipeline_step, step) for step in PIPELINE_STEPS},
 }
+
+
+def _model_call(call: dict[str, Any]) -> ModelCall:
+    """A queued call's `ModelCall` on the runner that answers it, whose turn it holds already (`answer`)."""
+    return ModelCall(org=call["org"], weight=call["weight"], attempt=call.get("attempt", 1))
 
 
 class RemoteProvider:
     """The provider of a server process: each call is run by a runner process and waited for."""
 
-    def __init__(self, local: Provider, client: redis.Redis, bus: wakeups.Wakeups, timeout_seconds: float,
+    def __init__(self, local: Model, client: redis.Redis, bus: wakeups.Wakeups, timeout_seconds: float,
                  pool: str, here: frozenset[str] = frozenset()):
         self.local = local  # what a runner runs: its name and attributes are this provider's
         self.here = here  # the operations ("moderate", "embed") answered on the calling thread when short
@@ -149,42 +156,42 @@ class RemoteProvider:
 
     def __getattr__(self, name: str) -> Any:
         if name in PIPELINE_STEPS and hasattr(self.local, name):
-            return lambda *args: self._call(name, {"args": list(args)})
+            return lambda *args, call=NO_CALL: self._call(name, {"args": list(args)}, call)
         if name == "local" or name.startswith("__"):
             raise AttributeError(name)
         return getattr(self.local, name)
 
-    def generate(self, messages: list[Message], options: GenerationOptions) -> Completion:
-        return _completion(self._call("generate", _chat_args(messages, options)))
+    def generate(self, messages: list[Message], options: GenerationOptions, *,
+                 call: ModelCall = NO_CALL) -> Completion:
+        return _completion(self._call("generate", _chat_args(messages, options), call))
 
-    def stream(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
-        return iter([_delta(d) for d in self._call("stream", _chat_args(messages, options))])
+    def stream(self, messages: list[Message], options: GenerationOptions, *,
+               call: ModelCall = NO_CALL) -> Iterator[Delta]:
+        return iter([_delta(d) for d in self._call("stream", _chat_args(messages, options), call)])
 
-    def moderate(self, text: str) -> ModerationResult:
+    def moderate(self, text: str, *, call: ModelCall = NO_CALL) -> ModerationResult:
         if "moderate" in self.here and len(text) <= IN_PROCESS_MAX_CHARS:
-            return self.local.moderate(text)
-        fields = self._call("moderate", {"text": text})
+            return self.local.moderate(text, call=call)
+        fields = self._call("moderate", {"text": text}, call)
         return ModerationResult(flagged=fields["flagged"], categories=tuple(fields["categories"]),
                                 scores=fields["scores"], matches=tuple(tuple(m) for m in fields["matches"]))
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: list[str], *, call: ModelCall = NO_CALL) -> list[list[float]]:
         if "embed" in self.here and sum(map(len, texts)) <= IN_PROCESS_MAX_CHARS:
-            return self.local.embed(list(texts))
-        return list(self._call("embed", {"texts": list(texts)}))
+            return self.local.embed(list(texts), call=call)
+        return list(self._call("embed", {"texts": list(texts)}, call))
 
-    def generate_image(self, prompt: ImagePrompt) -> bytes:
-        return base64.b64decode(self._call("generate_image", {"prompt": asdict(prompt)}))
+    def generate_image(self, prompt: ImagePrompt, *, call: ModelCall = NO_CALL) -> bytes:
+        return base64.b64decode(self._call("generate_image", {"prompt": asdict(prompt)}, call))
 
-    def edit_image(self, image: bytes, instruction: str) -> bytes:
+    def edit_image(self, image: bytes, instruction: str, *, call: ModelCall = NO_CALL) -> bytes:
         return base64.b64decode(self._call("edit_image", {"image": base64.b64encode(image).decode(),
-                                                          "instruction": instruction}))
+                                                          "instruction": instruction}, call))
 
-    def _call(self, op: str, args: dict[str, Any]) -> Any:
+    def _call(self, op: str, args: dict[str, Any], call: ModelCall) -> Any:
         call_id = "model_" + uuid.uuid4().hex
-        org, weight = _organization()
         key = _answer_key(call_id)
-        payload = json.dumps({"id": call_id, "op": op, "args": args, "org": org, "weight": weight,
-                              "inbox": self.bus.inbox})
+        payload = json.dumps({"id": call_id, "op": op, "args": args, **call.tag(), "inbox": self.bus.inbox})
         answered = self.bus.watch_inbox(key)
         try:
             self.redis.rpush(self.queue, payload)
@@ -226,15 +233,6 @@ class RemoteProvider:
         return bool(taken) or position is not None
 
 
-def _organization() -> tuple[str, int]:
-    """The calling request's organization and its plan's weight (turns on the runners)."""
-    try:
-        principal = request_context.current().principal
-    except LookupError:
-        principal = None
-    return ("", 1) if principal is None else (principal.org_id, fair.weight_of(principal.plan))
-
-
 def _result(provider: str, answer: dict[str, Any]) -> Any:
     failure = answer.get("error")
     if failure is None:
@@ -266,7 +264,7 @@ class ModelCallServer:
     """A runner's side: takes queued model calls at once and answers them on its pool, marking each taken
     until it is answered (a runner killed meanwhile leaves its calls to be queued again)."""
 
-    def __init__(self, provider: Provider, client: redis.Redis, workers: int, pool: str) -> None:
+    def __init__(self, provider: Model, client: redis.Redis, workers: int, pool: str) -> None:
         self.provider = provider
         self.queue = queue_key(pool)
         self.redis = client
@@ -341,7 +339,8 @@ class ModelCallServer:
     def answer(self, call: dict[str, Any]) -> None:
         try:
             with fair.turn_for(call["org"], call["weight"]):
-                answer: dict[str, Any] = {"value": _OPERATIONS[call["op"]](self.provider, call["args"])}
+                answer: dict[str, Any] = {"value": _OPERATIONS[call["op"]](self.provider, call["args"],
+                                                                           _model_call(call))}
         except Exception as exc:  # noqa: BLE001 - the caller gets it as the provider's failure
             if not isinstance(exc, ApiError):
                 log.exception("model call %s (%s) failed", call["id"], call["op"])

@@ -1,6 +1,6 @@
 """Retries with the spec's backoff: up to 3 retries after 1 s, 2 s and 4 s.
 
-`Retrying(provider)` has the provider interface. `generate`, `moderate`,
+`Retrying(model, call)` is the `Provider` of one call: the model's operations for that `ModelCall`. `generate`, `moderate`,
 `embed`, `generate_image` and `edit_image` are retried on `ProviderError` (which includes `ProviderTimeout`);
 after the last retry the last error is re-raised. `stream` is retried only
 when it fails before its first delta was yielded: once text has reached the
@@ -35,14 +35,16 @@ from typing import Any, TypeVar, cast
 
 from persona_service.kernel import metrics, tracing
 from persona_service.providers.base import (
+    NO_CALL,
     Completion,
     Delta,
     GenerationOptions,
     ImagePrompt,
     ImageProvider,
     Message,
+    Model,
+    ModelCall,
     ModerationResult,
-    Provider,
     ProviderError,
 )
 from persona_service.providers.settings import ProviderSettings
@@ -58,9 +60,12 @@ def failure_details(error: ProviderError, attempt: int, operation: str) -> dict[
 
 
 class Retrying:
+    """The `Provider` of one call: `provider`'s operations for `call` (its `ModelCall`), retried."""
+
     def __init__(
         self,
-        provider: Provider | ImageProvider,
+        provider: Model | ImageProvider,
+        call: ModelCall = NO_CALL,
         delays: Sequence[float] = DEFAULT_DELAYS,
         sleep: Callable[[float], None] = time.sleep,
         on_failure: Callable[[ProviderError, int, str], None] | None = None,
@@ -68,6 +73,7 @@ class Retrying:
         budget_seconds: float | None = None,
     ):
         self.provider: Any = provider
+        self.call = call
         self.name = provider.name
         self.delays = tuple(float(d) for d in delays)
         self.sleep = sleep
@@ -95,8 +101,8 @@ class Retrying:
         return getattr(self.provider, name)
 
     @property
-    def _text(self) -> Provider:
-        return cast(Provider, self.provider)
+    def _text(self) -> Model:
+        return cast(Model, self.provider)
 
     @property
     def _images(self) -> ImageProvider:
@@ -105,19 +111,19 @@ class Retrying:
     # -- interface ---------------------------------------------------------
 
     def generate(self, messages: list[Message], options: GenerationOptions) -> Completion:
-        return self._call("generate", lambda: self._text.generate(messages, options))
+        return self._call("generate", lambda: self._text.generate(messages, options, call=self.call))
 
     def moderate(self, text: str) -> ModerationResult:
-        return self._call("moderate", lambda: self._text.moderate(text))
+        return self._call("moderate", lambda: self._text.moderate(text, call=self.call))
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        return self._call("embed", lambda: self._text.embed(texts))
+        return self._call("embed", lambda: self._text.embed(texts, call=self.call))
 
     def generate_image(self, prompt: ImagePrompt) -> bytes:
-        return self._call("generate_image", lambda: self._images.generate_image(prompt))
+        return self._call("generate_image", lambda: self._images.generate_image(prompt, call=self.call))
 
     def edit_image(self, image: bytes, instruction: str) -> bytes:
-        return self._call("edit_image", lambda: self._images.edit_image(image, instruction))
+        return self._call("edit_image", lambda: self._images.edit_image(image, instruction, call=self.call))
 
     def stream(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
         self._local.failures = []
@@ -127,7 +133,7 @@ class Retrying:
             attempt += 1
             started = time.perf_counter()
             try:
-                deltas = iter(self.provider.stream(messages, options))
+                deltas = iter(self.provider.stream(messages, options, call=self.call))
                 first = next(deltas)
             except StopIteration:
                 return

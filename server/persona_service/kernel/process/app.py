@@ -49,7 +49,7 @@ from persona_service.providers.remote import RemoteProvider
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from persona_service.providers.base import Provider
+    from persona_service.providers.base import Model
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class App:
         # network, so its runner takes as many at once as its threads may ask (providers.factory.model_turns).
         fair.install(FairGate(model_turns(settings.generation_turns, settings.grpc_workers + settings.run_workers)))
         # Durable tasks run on the stream pool: long work never holds a unary call's connection.
-        self.provider: Provider = make_base_provider()
+        self.provider: Model = make_base_provider()
         if role == "server":  # no long model work on a server's threads: runners answer its model calls
             self.provider = RemoteProvider(self.provider, self.redis, self.runs.wakeups,
                                            settings.model_call_timeout_seconds, self.pool, in_process_calls())

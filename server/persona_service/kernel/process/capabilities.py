@@ -4,12 +4,15 @@ only what its work uses, never over the App: what a function closes over is what
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from persona_service.kernel.transport import fair
 from persona_service.kernel.transport.audit import AuditEntry, AuditLog
 from persona_service.kernel.transport.limits.limiter import GENERATIONS, RateLimiter
 from persona_service.kernel.transport.limits.resolver import LimitsResolver
+from persona_service.providers.base import ModelCall
 from persona_service.providers.retrying import Retrying, failure_details
 
 if TYPE_CHECKING:
@@ -17,7 +20,7 @@ if TYPE_CHECKING:
 
     from persona_service.kernel.principal import Principal
     from persona_service.kernel.transport.context import RequestContext
-    from persona_service.providers.base import Provider, ProviderError
+    from persona_service.providers.base import Model, ProviderError
 
 
 def audit_on(engine: Engine) -> Callable[[list[AuditEntry]], int]:
@@ -35,11 +38,23 @@ def audit_on(engine: Engine) -> Callable[[list[AuditEntry]], int]:
     return audit
 
 
-def provider_for(provider: Provider, delays: Sequence[float],
+def model_call(ctx: RequestContext) -> ModelCall:
+    """What `ctx`'s model calls are for, from the call itself: its caller's organization and plan weight, a turn
+    of the process's gate for them, and the attempt of its durable run (a takeover's is the next, so a
+    provider keyed by it sees the same number wherever the attempt runs)."""
+    principal = ctx.principal
+    if principal is None:
+        return ModelCall(attempt=ctx.run.attempt)
+    weight = fair.weight_of(principal.plan)
+    return ModelCall(org=principal.org_id, weight=weight, attempt=ctx.run.attempt,
+                     turn=functools.partial(fair.turn_for, principal.org_id, weight))
+
+
+def provider_for(provider: Model, delays: Sequence[float],
                  audit: Callable[[list[AuditEntry]], int]) -> Callable[[RequestContext], Retrying]:
-    """`provider_for(ctx)`: the provider for one request, retried with `delays`, every failed upstream attempt
-    written to the audit log under the caller (with the upstream's error envelope under `details`, which
-    callers never see)."""
+    """`provider_for(ctx)`: the provider for one request, bound to its `model_call`, retried with `delays`,
+    every failed upstream attempt written to the audit log under the caller (with the upstream's error
+    envelope under `details`, which callers never see)."""
 
     def for_call(ctx: RequestContext) -> Retrying:
         def audit_upstream(error: ProviderError, attempt: int, operation: str) -> None:
@@ -51,7 +66,7 @@ def provider_for(provider: Provider, delays: Sequence[float],
             )
             audit([entry])
 
-        return Retrying(provider, delays=delays, on_failure=audit_upstream)
+        return Retrying(provider, model_call(ctx), delays=delays, on_failure=audit_upstream)
 
     return for_call
 

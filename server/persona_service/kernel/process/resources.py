@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from persona_service.kernel.transport.cursors import CursorCodec
     from persona_service.kernel.transport.hints import Hints
     from persona_service.kernel.transport.limits.plans import Limits, Quota
-    from persona_service.providers.base import Provider
+    from persona_service.providers.base import Model
     from persona_service.providers.retrying import Retrying
 
 T = TypeVar("T")
@@ -86,7 +86,7 @@ class Runtime:
 
     engine: Engine  # the pool it runs on (jobs: the unary one; tasks: the stream one)
     resources: Resources
-    provider: Provider  # the process's model provider (without retries)
+    provider: Model  # the process's model (without retries; a task binds it to its own ModelCall)
     audit: Callable[[list[AuditEntry]], int]  # rows written in a transaction of their own
     invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.process.invalidations)
     modules: ModuleHooks

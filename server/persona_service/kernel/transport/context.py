@@ -27,6 +27,10 @@ class DurableRun(Protocol):
     def id(self) -> str | None:
         """The run's id (its `X-Run-Id` and `id:` lines); None outside a run."""
 
+    @property
+    def attempt(self) -> int:
+        """Which attempt of the run this is: 1 for the first (and outside a run), the next on each takeover."""
+
     def checkpoint(self, key: str, make: Callable[[], T]) -> T:
         """`make()`'s value, saved with the run: a run taken over after its process died gets the saved value
         instead of making it again. `make` must change nothing the unit of work would not roll back."""
@@ -39,6 +43,7 @@ class NoRun:
     """A unary call's: nothing is kept, each step is made."""
 
     id = None
+    attempt = 1
 
     @staticmethod
     def checkpoint(key: str, make: Callable[[], T]) -> T:
@@ -103,8 +108,8 @@ class RequestContext:
         return self.principal
 
 
-# The call this thread serves, for the kernel's own code below the servicers (the fair scheduler, a provider's
-# remote calls); domains are handed their call instead.
+# The call this thread serves, for the kernel's own code below the servicers (the fair scheduler's turn of a
+# run's frames); domains and providers are handed their call instead (a provider its `ModelCall`).
 _current: contextvars.ContextVar[RequestContext] = contextvars.ContextVar("persona_request")
 
 

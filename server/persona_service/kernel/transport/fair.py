@@ -17,7 +17,8 @@ wait (for a thread, or for the process's unary workers) a thread goes only
 to an organization below its weighted share of the threads running;
 `FairGate` lets at most `slots` callers hold a turn at once: the process's
 gate (`install`) times the model work of requests (the local provider's
-completions, stream steps, souls, voices, moderation) and each run frame's
+completions, stream steps, souls, voices, moderation, each in the turn its
+`ModelCall` holds: `turn_for` the caller's organization) and each run frame's
 serialization, one step at a time, so a burst of generations never holds
 more of the CPU than one step. A turn is for CPU work only: held across a
 wait on another request (a row lock, a pool), it deadlocks with that request
@@ -337,16 +338,6 @@ def turn_for(org: str, weight: int) -> Iterator[None]:
             yield
         finally:
             _holding.turn = False
-
-
-def in_turns(steps: Iterator[T]) -> Iterator[T]:
-    """The items of `steps`, each computed in a turn (a stream's work up to its next frame)."""
-    while True:
-        with cpu_turn():
-            item = next(steps, _END)
-        if item is _END:
-            return
-        yield item  # type: ignore[misc]
 
 
 def _principal() -> Principal | None:

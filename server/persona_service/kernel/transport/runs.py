@@ -40,7 +40,6 @@ ask for a second one).
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import os
@@ -432,15 +431,6 @@ def _settled(run: Run) -> dict[str, Any]:
     return {"method": run.method, "owner": run.owner.as_meta(), "state": {}}
 
 
-_running: contextvars.ContextVar[Run | None] = contextvars.ContextVar("persona_run", default=None)
-
-
-def attempt() -> int:
-    """The attempt of the durable run this thread runs (1 for the first; 1 outside a run)."""
-    run = _running.get()
-    return run.attempt if run is not None else 1
-
-
 class RunSteps:
     """A durable run as its operation uses it, handed with the call (`RequestContext.run`): its id, what it
     saved step by step, the frames earlier attempts sent."""
@@ -451,6 +441,11 @@ class RunSteps:
     @property
     def id(self) -> str:
         return self._run.id
+
+    @property
+    def attempt(self) -> int:
+        """This attempt's number: 1 for the first, the next for each process taking the run over."""
+        return self._run.attempt
 
     def checkpoint(self, key: str, make: Callable[[], T]) -> T:
         """`make()`'s value, saved with the run (JSON): a run taken over after its process died gets the saved
@@ -575,7 +570,6 @@ class Runs:
         self.store.start(run)
 
     def _execute(self, run: Run, produce: Callable[[Run], Outcome]) -> None:
-        token = _running.set(run)
         outcome = Outcome("failed")
         try:
             outcome = Outcome("abandoned") if run.abandoned else produce(run)
@@ -584,7 +578,6 @@ class Runs:
         except Exception:  # noqa: BLE001 - produce settles its own errors; this is a last resort
             log.exception("run %s failed unexpectedly", run.id)
         finally:
-            _running.reset(token)
             if outcome.status != "completed" and run.abandoned:
                 outcome = Outcome("abandoned")  # whatever it failed with, another process goes on with the run
             if outcome.status != "abandoned":

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
-from persona_service.kernel.transport import fair
 from persona_service.providers.base import (
+    NO_CALL,
     Completion,
     Delta,
     GenerationOptions,
     ImagePrompt,
     Message,
+    ModelCall,
     ModerationResult,
     ToolCall,
 )
@@ -32,6 +33,7 @@ from persona_service.providers.local.embeddings import EMBEDDING_DIMS, embed_tex
 from persona_service.providers.local.generation import complete
 
 DEFAULT_MODEL = "local-persona-1"
+T = TypeVar("T")
 
 
 class LocalProvider:
@@ -50,15 +52,17 @@ class LocalProvider:
 
     # -- Provider interface ------------------------------------------------
 
-    # Every operation's CPU work takes a turn of the process's fair gate
-    # (kernel.transport.fair): organizations share the CPU by plan, a step at a time.
+    # Every operation's CPU work takes a turn of the process's fair gate, the one its call
+    # holds (`ModelCall.turn`): organizations share the CPU by plan, a step at a time.
 
-    def generate(self, messages: list[Message], options: GenerationOptions) -> Completion:
-        with fair.cpu_turn():
+    def generate(self, messages: list[Message], options: GenerationOptions, *,
+                 call: ModelCall = NO_CALL) -> Completion:
+        with call.turn():
             return complete(messages, options, self.model)
 
-    def stream(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
-        return fair.in_turns(self._deltas(messages, options))
+    def stream(self, messages: list[Message], options: GenerationOptions, *,
+               call: ModelCall = NO_CALL) -> Iterator[Delta]:
+        return _in_turns(call, self._deltas(messages, options))
 
     def _deltas(self, messages: list[Message], options: GenerationOptions) -> Iterator[Delta]:
         completion = complete(messages, options, self.model)
@@ -70,40 +74,51 @@ class LocalProvider:
                 yield Delta(tool_call=ToolCall("", "", call.arguments[start:start + 16]), tool_call_index=index)
         yield Delta(finish_reason=completion.finish_reason, usage=completion)
 
-    def moderate(self, text: str) -> ModerationResult:
-        with fair.cpu_turn():
+    def moderate(self, text: str, *, call: ModelCall = NO_CALL) -> ModerationResult:
+        with call.turn():
             return moderation.moderate(text)
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        with fair.cpu_turn():
+    def embed(self, texts: list[str], *, call: ModelCall = NO_CALL) -> list[list[float]]:
+        with call.turn():
             return [embed_text(t, self.embedding_dims) for t in texts]
 
     # The images module loads Pillow: it loads with the first image, not in every process that imports providers.
-    def generate_image(self, prompt: ImagePrompt) -> bytes:
+    def generate_image(self, prompt: ImagePrompt, *, call: ModelCall = NO_CALL) -> bytes:
         from persona_service.providers.local import images
 
-        with fair.cpu_turn():
+        with call.turn():
             return images.render_portrait(prompt)
 
-    def edit_image(self, image: bytes, instruction: str) -> bytes:
+    def edit_image(self, image: bytes, instruction: str, *, call: ModelCall = NO_CALL) -> bytes:
         from persona_service.providers.local import images
 
-        with fair.cpu_turn():
+        with call.turn():
             return images.edit_portrait(image, instruction)
 
     # -- Persona pipeline entry points --------------------------------------
 
-    def soul_from_intent(self, intent: str) -> dict[str, Any]:
-        with fair.cpu_turn():
+    def soul_from_intent(self, intent: str, *, call: ModelCall = NO_CALL) -> dict[str, Any]:
+        with call.turn():
             return soul_step.soul_from_intent(intent)
 
-    def refine_soul(self, soul: dict[str, Any], refinement: str) -> dict[str, Any]:
-        with fair.cpu_turn():
+    def refine_soul(self, soul: dict[str, Any], refinement: str, *,
+                    call: ModelCall = NO_CALL) -> dict[str, Any]:
+        with call.turn():
             return soul_step.refine_soul(soul, refinement)
 
-    def voice_from_soul(self, soul: dict[str, Any]) -> dict[str, Any]:
-        with fair.cpu_turn():
+    def voice_from_soul(self, soul: dict[str, Any], *, call: ModelCall = NO_CALL) -> dict[str, Any]:
+        with call.turn():
             return voice_step.voice_from_soul(soul)
+
+
+def _in_turns(call: ModelCall, steps: Iterator[T]) -> Iterator[T]:
+    """The items of `steps`, each computed in a turn of `call` (a stream's work up to its next delta)."""
+    while True:
+        with call.turn():
+            item = next(steps, None)
+        if item is None:
+            return
+        yield item
 
 
 def continuation(text: str, prefix: str) -> str:

@@ -1,0 +1,159 @@
+"""Which code of the providers and the domains reads ambient call state (issue 47, "The call, explicit").
+
+Run as `python ambient_reads.py <persona_service folder>` (tests/test_architecture.py's `ambient_reads`, in a
+process of its own, so a planted copy of the package is the one imported); prints one offender a line.
+
+By behaviour, not by spelling: each file of providers/ and of the domains is imported and its code read
+instruction by instruction; every global it loads, every attribute read off that, every name a function-level
+import binds, is resolved to the object it is at run time. An offender is code that reaches a
+`contextvars.ContextVar` (or a weak side table keyed by objects, as the request context's `context_of` was)
+or a function of the package that does, however deep in the kernel, by whatever name or alias. A context
+variable kept at a module's top level of these files is an offender too. What it cannot see: an object reached
+through an argument or `self` (`ctx.x`, `self.bus.y`), which is what the call handed is for.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextvars
+import dis
+import functools
+import importlib
+import inspect
+import pathlib
+import sys
+import types
+import weakref
+from collections.abc import Iterator
+
+SHARED = {"kernel", "providers"}
+AMBIENT = (contextvars.ContextVar, weakref.WeakKeyDictionary)
+_reads: dict[int, str | None] = {}  # id(function) -> what ambient state it reaches ('' while being read)
+
+
+def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _codes(const)
+
+
+def _attribute(owner: object, name: str) -> object:
+    """`owner.name` for what code reads attributes off (modules, classes, module-level objects); None if unknown."""
+    try:
+        return getattr(owner, name)
+    except Exception:  # noqa: BLE001 - a property that needs an instance, a lazy name that fails to load
+        return None
+
+
+def _imported(name: str, level: int, fromlist: object, package: str) -> object:
+    """What an import statement binds: the module named, or for `import a.b` the top package `a`."""
+    try:
+        module = importlib.import_module("." * level + name, package if level else None)
+    except Exception:  # noqa: BLE001
+        return None
+    return module if fromlist or level else sys.modules[name.partition(".")[0]]
+
+
+def resolved(code: types.CodeType, globals_: dict[str, object], package: str) -> Iterator[object]:
+    """The objects `code` (and the code nested in it) names: loaded globals, attributes read off them, names
+    bound by function-level imports, and those read off them in turn."""
+    for one in _codes(code):
+        local: dict[str, object] = {}
+        current: object = None
+        consts: list[object] = []  # the constants loaded just before (an import's level and names)
+        for ins in dis.get_instructions(one):
+            name = ins.argval
+            if ins.opname == "LOAD_CONST":
+                consts = [*consts[-1:], name]
+                current = None
+                continue
+            if ins.opname == "IMPORT_NAME" and len(consts) == 2:
+                level, fromlist = consts
+                current = _imported(name, level if isinstance(level, int) else 0, fromlist, package)
+            elif ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                current = globals_.get(name, getattr(builtins, str(name), None))
+            elif ins.opname in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE"):
+                current = local.get(name)
+            elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM") and current is not None:
+                current = _attribute(current, name)
+                if current is None and ins.opname == "IMPORT_FROM":
+                    continue
+            elif ins.opname in ("STORE_FAST", "STORE_DEREF", "STORE_NAME") and current is not None:
+                local[name] = current
+                continue
+            else:
+                current = None
+                consts = []
+                continue
+            consts = []
+            if current is not None:
+                yield current
+
+
+def _functions(obj: object) -> Iterator[types.FunctionType]:
+    """The package's functions `obj` is or holds: a function (unwrapped), a bound method's, a class's own."""
+    obj = getattr(obj, "__func__", obj)
+    if isinstance(obj, functools.partial):
+        obj = obj.func
+    if isinstance(obj, type):
+        if obj.__module__.startswith("persona_service"):
+            for value in vars(obj).values():
+                yield from _functions(value.fget if isinstance(value, property) else value)
+        return
+    if callable(obj):
+        obj = inspect.unwrap(obj)
+        if isinstance(obj, types.FunctionType) and obj.__module__.startswith("persona_service"):
+            yield obj
+
+
+def ambient(obj: object) -> str | None:
+    """What ambient state `obj` is or reaches: a context variable's name, through the functions that read it."""
+    holder = getattr(obj, "__self__", obj)
+    if isinstance(holder, AMBIENT):
+        return f"{type(holder).__name__}({getattr(holder, 'name', '')!r})".replace("(''", "(")
+    for function in _functions(obj):
+        key = id(function)
+        if key not in _reads:
+            _reads[key] = ""  # a recursion through it finds nothing more
+            names = resolved(function.__code__, function.__globals__, function.__module__.rpartition(".")[0])
+            found = next(filter(None, map(ambient, names)), None)
+            _reads[key] = f"{function.__module__}.{function.__qualname__} -> {found}" if found else None
+        if _reads[key]:
+            return _reads[key]
+    return None
+
+
+def _module_name(root: pathlib.Path, path: pathlib.Path) -> str:
+    return ".".join(["persona_service", *path.relative_to(root).with_suffix("").parts]).removesuffix(".__init__")
+
+
+def offenders(root: pathlib.Path) -> Iterator[str]:
+    """Each read, named once, where it is made (a function of another file read here is that file's offence)."""
+    domains = {p.parent.name for p in root.glob("*/__init__.py")} - {"kernel"}
+    paths = sorted(p for d in sorted(domains) for p in (root / d).rglob("*.py") if "migrations" not in p.parts)
+    read_here = {_module_name(root, path) for path in paths}
+    for path in paths:
+        relative, name = path.relative_to(root), _module_name(root, path)
+        module = importlib.import_module(name)
+        globals_ = vars(module)
+        for key, value in list(globals_.items()):
+            if isinstance(value, AMBIENT):
+                yield f"{relative}: keeps {key}, a {type(value).__name__}"
+        code = compile(path.read_text(), str(path), "exec")
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        seen: set[str] = set()
+        for obj in resolved(code, globals_, package):
+            if getattr(obj, "__module__", name) in read_here - {name}:
+                continue
+            found = ambient(obj)
+            if found and found not in seen:
+                seen.add(found)
+                yield f"{relative}: reads ambient state ({found})"
+
+
+if __name__ == "__main__":
+    folder = pathlib.Path(sys.argv[1]).resolve()
+    sys.path.insert(0, str(folder.parent))
+    for line in offenders(folder):
+        print(line)
