@@ -50,7 +50,14 @@ from persona_service.personas.records import (
     VersionRecord,
     VoiceRecord,
 )
-from persona_service.personas.tables import GenerationRun, GenerationStep, Persona, PersonaVersion, VoiceProfile
+from persona_service.personas.tables import SLUG_CONSTRAINT as SLUG_CONSTRAINT  # the service's derivation names it
+from persona_service.personas.tables import (
+    GenerationRun,
+    GenerationStep,
+    Persona,
+    PersonaVersion,
+    VoiceProfile,
+)
 
 _personas = table_of(Persona)
 _versions = table_of(PersonaVersion)
@@ -133,6 +140,11 @@ class PersonaRepository:
     def insert(self, persona: NewPersona) -> PersonaRecord:
         stmt = insert(_personas).values(**row_columns(persona)).returning(_personas)
         return record(PersonaRecord, self.conn.execute(stmt).mappings().one())
+
+    def insert_unless_slug_taken(self, persona: NewPersona) -> PersonaRecord | None:
+        """The persona, or None when its workspace holds its slug (kernel.data.unique.derive_unique)."""
+        stmt = pg_insert(_personas).values(**row_columns(persona)).on_conflict_do_nothing(constraint=SLUG_CONSTRAINT)
+        return record_or_none(PersonaRecord, self.conn.execute(stmt.returning(_personas)).mappings().first())
 
     def update(self, persona_id: str, changes: PersonaChanges) -> PersonaRecord:
         return self._updated(update(_personas).where(_personas.c.id == persona_id).values(**changed_columns(changes)))

@@ -40,7 +40,6 @@ from persona_service.kernel.api import (
     iso,
     utcnow,
 )
-from persona_service.orgs.api import OrgDirectory
 from persona_service.personas.generation import (
     SOUL_FIELDS,
     STEPS,
@@ -65,12 +64,10 @@ from persona_service.personas.records import (
     VersionRecord,
     VoiceRecord,
 )
-from persona_service.personas.repository import PersonaRepository
+from persona_service.personas.repository import SLUG_CONSTRAINT, PersonaRepository
 from persona_service.providers.base import GenerationOptions, Message, Provider, ProviderError
 from persona_service.providers.local.tokenizer import message_tokens
 from persona_service.providers.pricing import PriceTable
-
-SLUG_CONSTRAINT = "uq_personas_workspace_slug"  # a workspace's slugs are unique
 
 GRACE = timedelta(days=30)
 # Personas one purge transaction deletes at most (their versions and voices go with them).
@@ -108,7 +105,6 @@ class PersonaService:
         self.conn = conn
         self.cursors = cursors
         self.repo = PersonaRepository(conn)
-        self.members = OrgDirectory(conn)
         self.outbox = Outbox(conn)
         self.provider = provider
         self.clock = clock
@@ -120,8 +116,6 @@ class PersonaService:
     def get(self, principal: Principal, persona_id: str, *, for_update: bool = False,
             decides_nothing: bool = False) -> PersonaRecord:
         row = None
-        if for_update:
-            self._hold_caller(principal)
         if is_uuid(persona_id):
             row = self.repo.get(principal.workspace_id, persona_id, for_update=for_update,
                                 decides_nothing=decides_nothing)
@@ -318,9 +312,6 @@ class PersonaService:
             base_soul=parent.soul,
         )
         result = yield from self.pipeline.run(spec)
-        # The caller's membership before the claim locks the parent (the declared order: their erasure locks the
-        # membership, then their personas); held after it, in `_insert`, the two met in a cycle (a rerun).
-        self._hold_caller(principal)
         # Atomic claim of the next ordinal: parallel forks never collide (spec 1.0.3).
         ordinal = self.repo.next_fork_ordinal(parent_id)
         if ordinal is None:  # deleted (or purged) while the model worked: as if the deletion had come first
@@ -456,12 +447,6 @@ class PersonaService:
 
     # --- helpers ------------------------------------------------------------------------
 
-    def _hold_caller(self, principal: Principal) -> None:
-        """Hold the caller's membership (FOR SHARE) before their write locks a persona or adds one: their erasure
-        locks it first (`OrgDirectory.end_members`), then deletes their personas, so the write runs wholly before
-        it or answers 401 after it, as each serial order does (a PATCH beside it answered 409 once, as neither)."""
-        self.members.hold_caller(principal)
-
     def _writable(self, principal: Principal, persona_id: str) -> PersonaRecord:
         """The persona, locked (every write of a persona starts here or at `get(for_update=True)`), if it can change."""
         return self._refuse_unwritable(self.get(principal, persona_id, for_update=True))
@@ -518,13 +503,6 @@ class PersonaService:
         if row.state == "archived":
             raise StateConflict("The persona is archived and read-only.", "state", {"state": "archived"})
 
-    def _derived_slug(self, workspace_id: str, name: str, persona_id: str, attempt: int) -> str:
-        """The slug of the name, suffixed with the persona's id when taken (and a count after a lost race)."""
-        slug = slugify(name)
-        if attempt == 0 and self.repo.slug_owner(workspace_id, slug) is None:
-            return slug
-        return f"{slug[:55]}-{persona_id[:8]}" + (f"-{attempt}" if attempt > 1 else "")
-
     def _ensure_slug_free(self, workspace_id: str, slug: str) -> None:
         if self.repo.slug_owner(workspace_id, slug) is not None:
             raise StateConflict(f"The slug `{slug}` is already used in this workspace.", "slug", {"slug": slug})
@@ -535,24 +513,22 @@ class PersonaService:
                 card_extra: dict[str, Any] | None = None) -> PersonaRecord:
         soul = outputs["draft_soul"]
         now = self.clock()
-        self._hold_caller(principal)
 
-        def insert(slug: str) -> PersonaRecord:
-            return self.repo.insert(NewPersona(
+        def new(slug: str) -> NewPersona:
+            return NewPersona(
                 id=persona_id, org_id=principal.org_id, workspace_id=principal.workspace_id, slug=slug,
                 display_name=display_name or soul["name"], visibility=visibility or "private", metadata=metadata or {},
                 intent=intent, soul=soul, parent_id=parent.id if parent else None,
                 root_id=parent.root_id if parent else persona_id, fork_ordinal=fork_ordinal, fork_note=note,
                 audit_score=(outputs.get("audit") or {}).get("score"), last_run_id=run_id, card_extra=card_extra,
                 created_at=now, updated_at=now,
-            ))
+            )
 
         if slug:  # the caller's: taken is a conflict (kernel.data.unique answers a concurrent taker's too)
-            row = insert(slug)
-        else:  # ours to derive: a concurrent create that took it makes us derive the next one
-            row = derive_unique(self.conn, SLUG_CONSTRAINT,
-                                lambda attempt: self._derived_slug(principal.workspace_id, soul["name"], persona_id,
-                                                                   attempt), insert)
+            row = self.repo.insert(new(slug))
+        else:  # ours to derive: taken (a concurrent create's too) makes us derive the next one
+            row = derive_unique(SLUG_CONSTRAINT, lambda attempt: _derived_slug(soul["name"], persona_id, attempt),
+                                lambda slug: self.repo.insert_unless_slug_taken(new(slug)))
         voice = outputs["write_voice"]
         self._store_voice(row, voice, outputs["fingerprint"])
         self._add_version(row, kind, soul, voice, run_id, outputs["fingerprint"], now, note=note,
@@ -602,6 +578,14 @@ def _leaks(system_prompt: str, reply: str) -> bool:
     """Did a reply give its instructions away? (A long verbatim run of the prompt.)"""
     probe = system_prompt.strip()[:60]
     return bool(probe) and probe.lower() in reply.lower()
+
+
+def _derived_slug(name: str, persona_id: str, attempt: int) -> str:
+    """The slug of the name; suffixed with the persona's id when that was taken (and a count after that)."""
+    slug = slugify(name)
+    if attempt == 0:
+        return slug
+    return f"{slug[:55]}-{persona_id[:8]}" + (f"-{attempt}" if attempt > 1 else "")
 
 
 def _check_metadata(metadata: dict[str, Any] | None) -> None:

@@ -39,6 +39,9 @@ class FloatArray(TypeDecorator[list[float]]):
         return process
 
 
+SLUG_CONSTRAINT = "uq_personas_workspace_slug"  # a workspace's slugs are unique
+
+
 class Persona(Base):
     __tablename__ = "personas"
     id: Mapped[str] = mapped_column(String(36), primary_key=True)  # uuid
@@ -74,7 +77,7 @@ class Persona(Base):
     archived_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (
-        UniqueConstraint("workspace_id", "slug", name="uq_personas_workspace_slug"),
+        UniqueConstraint("workspace_id", "slug", name=SLUG_CONSTRAINT),
         Index("ix_personas_workspace_created", "workspace_id", "created_at", "id"),
         # One per list filter, in the keyset order (migration 0015).
         Index("ix_personas_workspace_state_created", "workspace_id", "state", "created_at", "id"),

@@ -10,8 +10,9 @@ constraint carries it in its SQLAlchemy `info` (`info={"conflict_field":
 run first: the loser is the request a serial order answers with the conflict.
 
 Where the service derived the value itself (a slug from a name) a conflict
-is its own to resolve: `derive_unique` tries the insert in a savepoint and,
-when the index refuses it, derives the next candidate and tries again.
+is its own to resolve: `derive_unique` inserts with ON CONFLICT DO NOTHING on
+that index and, when the index already held the value, derives the next
+candidate and tries again (no savepoint: one statement a try).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from persona_service.kernel.errors import NotFound, StateConflict
 T = TypeVar("T")
 UNIQUE_VIOLATION = "23505"
 FOREIGN_KEY_VIOLATION = "23503"
-# Candidates a derivation tries before the conflict is the caller's (each try is one savepoint).
+# Candidates a derivation tries before the conflict is the caller's (each try is one INSERT).
 DERIVATIONS = 8
 
 
@@ -46,8 +47,11 @@ def violated_unique(exc: BaseException) -> str | None:
 def conflict_of(exc: BaseException) -> StateConflict | None:
     """The declared 409 for a unique violation, or None for any other error."""
     name = violated_unique(exc)
-    if name is None:
-        return None
+    return None if name is None else _conflict(name)
+
+
+def _conflict(name: str) -> StateConflict:
+    """The 409 the unique index or constraint `name` declares."""
     field = _conflict_fields().get(name, "")
     return StateConflict(f"Another resource already has this {field or 'value'}.", field,
                          {"constraint": name} if not field else None)
@@ -81,20 +85,18 @@ def _referred_tables() -> dict[str, str]:
     return _REFERRED
 
 
-def derive_unique(conn: Connection, constraint: str, candidate: Callable[[int], Any],
-                  insert: Callable[[Any], T], tries: int = DERIVATIONS) -> T:
-    """`insert(candidate(n))` for n = 0, 1, ... in a savepoint each, until the
-    unique index `constraint` accepts one; another index's violation (or the
-    last try's) propagates, and the translator answers it as a conflict."""
+def derive_unique(constraint: str, candidate: Callable[[int], Any], insert: Callable[[Any], T | None],
+                  tries: int = DERIVATIONS) -> T:
+    """`insert(candidate(n))` for n = 0, 1, ... until one is written. `insert` writes with ON CONFLICT DO
+    NOTHING on the unique index `constraint` and answers None when the index already held the value (one
+    committed, or one a concurrent transaction committed: PostgreSQL waits for it, and takes the value if it
+    rolled back), so the answer is a serial order's. Another index's violation propagates; the last try's
+    refusal is the conflict the translator would answer for it."""
     for attempt in range(tries):
-        value = candidate(attempt)
-        try:
-            with conn.begin_nested():
-                return insert(value)
-        except sa_exc.IntegrityError as exc:
-            if violated_unique(exc) != constraint or attempt == tries - 1:
-                raise
-    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+        row = insert(candidate(attempt))
+        if row is not None:
+            return row
+    raise _conflict(constraint)
 
 
 _FIELDS: dict[str, str] = {}
