@@ -113,10 +113,9 @@ class CompletionService:
         creation time an earlier attempt `started` it with."""
         if not any(m.role in ("user", "tool") for m in conversation):
             raise ValidationFailed([Violation("messages", "required", None, {"contains": "a user message"})])
-        # The caller's membership first, as every chat write holds it (the declared order: membership, then the
-        # (persona, user) lock and the session, then the persona): their erasure locks it before their personas and
-        # sessions, so a completion runs wholly before the erasure or answers 401 after it, never in a cycle with it.
-        self.sessions.hold_caller(principal)
+        # The caller's membership is held first, as in every write (kernel.transport.stages.hold; the declared order:
+        # membership, then the (persona, user) lock and the session, then the persona): their erasure locks it before
+        # their personas and sessions, so a completion runs wholly before the erasure or answers 401 after it.
         persona, version = self.model(principal, model)
         voice = self.personas.voice(persona.id, version or None, decides_nothing=True)  # (as `model`)
         if voice is None:
@@ -137,5 +136,5 @@ class CompletionService:
         held by `complete`)."""
         session = self.repo.completions_session(principal.workspace_id, persona_id, user_id, SESSION_TITLE)
         if session is None:
-            session = self.sessions.open(principal, persona_id, user_id=user_id, title=SESSION_TITLE)
+            session = self.sessions.create(principal, persona_id, user_id=user_id, title=SESSION_TITLE)
         self.sessions.record_exchange(principal, session.id, Message(request.role, request.content), reply)

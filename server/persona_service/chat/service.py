@@ -67,7 +67,6 @@ from persona_service.kernel.api import (
     utcnow,
 )
 from persona_service.moderation.api import ModerationBlocked, record_flag
-from persona_service.orgs.api import OrgDirectory
 from persona_service.personas.api import PersonaDirectory, PersonaRecord, VoiceRecord, fingerprint_text
 from persona_service.providers.base import (
     Completion,
@@ -463,7 +462,6 @@ class ChatSessionService:
         self.conn = conn
         self.repo = ChatSessionRepository(conn)
         self.personas = PersonaDirectory(conn)
-        self.members = OrgDirectory(conn)
         self.provider = provider
         self.cursors = cursors
         self.prices = prices  # the servicer's, loaded once when it was built
@@ -474,30 +472,18 @@ class ChatSessionService:
 
     def locked(self, principal: Principal, session_id: str) -> SessionRecord:
         """The session, locked for this unit of work: every write of a session starts here
-        (kernel.data.aggregates), before it reads the messages it decides on."""
-        self.hold_caller(principal)
+        (kernel.data.aggregates), before it reads the messages it decides on; after the caller's membership, which
+        the pipeline holds first in every write (kernel.transport.stages.hold)."""
         row = self.repo.lock(principal.workspace_id, session_id) if has_prefix("chat_session", session_id) else None
         if row is None:
             raise NotFound("chat session")
         return row
 
-    def hold_caller(self, principal: Principal) -> None:
-        """Hold the caller's membership (FOR SHARE) until the unit of work ends, before any chat row: their
-        erasure locks it first (`OrgDirectory.end_members`), so a write of theirs runs wholly before the erasure,
-        which then deletes their sessions, or finds no membership after it (401, as their key gets from then on)."""
-        self.members.hold_caller(principal)
-
     def create(self, principal: Principal, persona_id: str, user_id: str = "", title: str = "",
                persona_version: int = 0) -> SessionRecord:
-        """A new session of the persona. The caller's membership is held first, as by every chat write (its
-        erasure locks it, then their personas): beside the erasure it runs wholly before it or answers 401 after."""
-        self.hold_caller(principal)
-        return self.open(principal, persona_id, user_id, title, persona_version)
-
-    def open(self, principal: Principal, persona_id: str, user_id: str = "", title: str = "",
-             persona_version: int = 0) -> SessionRecord:
-        """`create` in a unit of work that holds the caller's membership already (`hold_caller`: an
-        OpenAI-compatible completion's first use, `CompletionService`)."""
+        """A new session of the persona (a create, or an OpenAI-compatible completion's first use), after the
+        caller's membership, as every chat write (kernel.transport.stages.hold): its erasure locks it, then their
+        personas, so beside the erasure it runs wholly before it or answers 401 after."""
         # Held FOR SHARE until the session commits: it cannot be deleted or changed meanwhile.
         if not self.personas.held(principal.workspace_id, persona_id):
             raise NotFound("persona")

@@ -1,5 +1,6 @@
 """The kernel's credential store, implemented on this module's tables:
-API keys by secret hash, and memberships for session tokens."""
+API keys by secret hash, memberships for session tokens, and the caller's
+membership held first in every write (kernel.transport.stages.hold)."""
 
 from __future__ import annotations
 
@@ -19,3 +20,6 @@ class OrgCredentialStore:
 
     def find_member(self, conn: Connection, org_id: str, user_id: str, workspace_id: str) -> MemberCredential | None:
         return OrgRepository(conn).member(org_id, user_id, workspace_id)
+
+    def hold_member(self, conn: Connection, org_id: str, user_id: str) -> bool:
+        return bool(OrgRepository(conn).lock_members([org_id], user_id, exclusive=False))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from persona_service.kernel.api import Principal, Unauthorized
 from persona_service.orgs.records import OrganizationRecord
 from persona_service.orgs.repository import OrgRepository
 
@@ -32,21 +31,8 @@ class OrgDirectory:
         across organizations; the person's erasure ends them too."""
         return self.repo.joined_after(org_id, user_id)
 
-    def hold_member(self, org_id: str, user_id: str) -> bool:
-        """Hold the user's membership until the unit of work ends (FOR SHARE): a write a person makes about
-        themselves (a privacy export) runs before or after their erasure (`end_members`), never across it.
-        False: they are no longer a member."""
-        return bool(self.repo.lock_members([org_id], user_id, exclusive=False))
-
-    def hold_caller(self, principal: Principal) -> None:
-        """`hold_member` of the caller, first in a write of what their erasure erases or revokes (their chat
-        sessions, personas, portraits, API keys, exports): the erasure locks the membership before all of those
-        (docs/concurrency.md's order), so the write runs wholly before it or answers 401 after it, as a later
-        call with their key would; never across it."""
-        if not self.hold_member(principal.org_id, principal.user_id):
-            raise Unauthorized("The caller is no longer a member of the organization: their data was erased.")
-
     def end_members(self, org_ids: list[str], user_id: str) -> set[str]:
         """Lock the user's memberships of `org_ids` (FOR UPDATE, in org id order) before their erasure ends them:
-        a second erasure, or a write holding one (`hold_member`), waits for it; those that still exist."""
+        a second erasure, or a write holding one (every write holds its caller's first:
+        kernel.transport.stages.hold, through OrgCredentialStore.hold_member), waits for it; those that still exist."""
         return self.repo.lock_members(sorted(org_ids), user_id, exclusive=True)

@@ -22,7 +22,6 @@ from persona_service.kernel.api import (
     new_id,
     utcnow,
 )
-from persona_service.orgs.directory import OrgDirectory
 from persona_service.orgs.keys_repository import API, SCIM, KeyRepository
 from persona_service.orgs.records import ApiKeyRecord, NewKey
 
@@ -39,13 +38,12 @@ def new_secret(mode: str) -> str:
 
 
 class KeyService:
-    """A key's writes hold the caller's membership first (`OrgDirectory.hold_caller`): their erasure locks it,
-    then revokes the keys they created, so a key made or revoked beside it is made before it (and revoked by it)
-    or refused after it (401), as in each serial order, never left live for an erased member."""
+    """A key's writes begin with the caller's membership held (the pipeline's, kernel.transport.stages.hold): their
+    erasure locks it, then revokes the keys they created, so a key made or revoked beside it is made before it (and
+    revoked by it) or refused after it (401), as in each serial order, never left live for an erased member."""
 
     def __init__(self, conn: Connection, cursors: CursorCodec | None = None) -> None:
         self.repo = KeyRepository(conn)
-        self.members = OrgDirectory(conn)
         self.cursors = cursors
 
     def create(
@@ -55,7 +53,6 @@ class KeyService:
     ) -> tuple[ApiKeyRecord, str]:
         """Create a key. `principal` is the caller (None for the bootstrap CLI)."""
         if principal is not None:
-            self.members.hold_caller(principal)
             missing = sorted(set(scopes) - principal.scopes)
             if missing:
                 raise Forbidden("A key cannot grant scopes its creator does not hold.", {"scopes": missing})
@@ -88,7 +85,6 @@ class KeyService:
 
     def revoke(self, principal: Principal, key_id: str) -> tuple[ApiKeyRecord, str | None]:
         """Revoke; returns the key and the hash to evict from credential caches."""
-        self.members.hold_caller(principal)
         row = self.repo.revoke(principal.workspace_id, key_id, utcnow())
         if row is None:
             return self.get(principal, key_id), None  # already revoked (or 404)
@@ -101,11 +97,9 @@ class ScimTokens:
 
     def __init__(self, conn: Connection, cursors: CursorCodec | None = None) -> None:
         self.repo = KeyRepository(conn)
-        self.members = OrgDirectory(conn)
         self.cursors = cursors
 
     def create(self, principal: Principal, name: str) -> tuple[ApiKeyRecord, str]:
-        self.members.hold_caller(principal)  # as KeyService's writes: their erasure revokes their tokens too
         secret = f"scim_{secrets.token_urlsafe(32)}"
         row = self.repo.create(NewKey(
             id=new_id("api_key"), org_id=principal.org_id, workspace_id=principal.workspace_id,
@@ -122,7 +116,6 @@ class ScimTokens:
 
     def revoke(self, principal: Principal, token_id: str) -> tuple[ApiKeyRecord, str | None]:
         """Revoke; returns the token and the hash to evict from credential caches."""
-        self.members.hold_caller(principal)
         row = self.repo.revoke("", token_id, utcnow(), org_id=principal.org_id, purpose=SCIM)
         if row is not None:
             return row, self.repo.secret_hash(token_id)

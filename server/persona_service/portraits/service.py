@@ -31,7 +31,6 @@ from persona_service.kernel.api import (
     utcnow,
 )
 from persona_service.moderation.api import ModerationBlocked, record_flag
-from persona_service.orgs.api import OrgDirectory
 from persona_service.personas.api import PersonaDirectory, PersonaRecord
 from persona_service.portraits.records import EDITABLE, NewPortrait, PortraitChanges, PortraitRecord
 from persona_service.portraits.repository import PortraitRepository
@@ -60,7 +59,6 @@ class PortraitService:
         self.conn = conn
         self.repo = PortraitRepository(conn)
         self.personas = PersonaDirectory(conn)
-        self.members = OrgDirectory(conn)
         self.moderate = moderate
         self.cursors = cursors
         self.clock = clock
@@ -69,10 +67,6 @@ class PortraitService:
 
     def create(self, principal: Principal, persona_id: str, prompt: str, style: str, images_per_month: Quota
                ) -> PortraitRecord:
-        # Each write holds the caller's membership first: their erasure locks it, then deletes their personas, so a
-        # portrait write runs wholly before it or answers 401 after it (it answered 404 across it: the persona's
-        # hold, or a read of it, met it erased).
-        self.members.hold_caller(principal)
         persona = self._persona(principal, persona_id, hold=True)
         if persona.state == "archived":
             raise StateConflict("The persona is archived and read-only.", "state", {"state": "archived"})
@@ -84,7 +78,6 @@ class PortraitService:
 
     def edit(self, principal: Principal, persona_id: str, portrait_id: str, instruction: str,
              images_per_month: Quota) -> PortraitRecord:
-        self.members.hold_caller(principal)
         source = self._editable(principal, persona_id, portrait_id)
         self._moderate(principal, instruction, "portrait_instruction", portrait_id)
         return self._add(principal, images_per_month, str(uuid.uuid4()), persona_id,
@@ -107,7 +100,6 @@ class PortraitService:
         )
 
     def approve(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
-        self.members.hold_caller(principal)
         if is_uuid(portrait_id):
             self.repo.lock_canonical(persona_id)  # before the portrait: one lock order, persona's name first
         row = self._for_update(principal, persona_id, portrait_id)
@@ -126,7 +118,6 @@ class PortraitService:
         return approved
 
     def reject(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
-        self.members.hold_caller(principal)
         row = self._for_update(principal, persona_id, portrait_id)
         if row.status == "rejected":
             return row

@@ -20,7 +20,8 @@ from persona_service.privacy.tables import PrivacyExport
 _exports = table_of(PrivacyExport)
 # A privacy export on its own: its request is one INSERT (a second while one is open finds that one), a builder
 # claims it with an UPDATE (SKIP LOCKED), an erasure deletes it (kernel.data.aggregates; docs/concurrency.md).
-# A request and the erasure are put in one order by the person's membership (OrgDirectory.hold_member).
+# A request and the erasure are put in one order by the person's membership (every write holds its caller's
+# first: kernel.transport.stages.hold).
 EXPORT = declare_aggregate("privacy_export", _exports)
 
 # The unique partial index's predicate, written in the statement: bound as parameters, a prepared statement's

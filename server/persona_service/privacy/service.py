@@ -60,10 +60,9 @@ class PrivacyService:
         self.cursors = cursors
 
     def request(self, principal: Principal) -> ExportRecord:
-        """A new pending export, or the user's export already pending or running."""
-        # The membership first (its erasure locks it to end it): an export requested as the person is erased is
-        # made before the erasure, which deletes it, or refused after it, as a later call with their key would be.
-        OrgDirectory(self.conn).hold_caller(principal)
+        """A new pending export, or the user's export already pending or running. The caller's membership is held
+        first (kernel.transport.stages.hold; their erasure locks it to end it): an export requested as the person
+        is erased is made before the erasure, which deletes it, or refused after it, as a later call would be."""
         return self.repo.request(new_id("privacy_export"), principal.org_id, principal.user_id)
 
     def build(self, storage: Storage, sources: Sequence[PersonalData], ttl_seconds: int) -> ExportRecord | None:

@@ -48,7 +48,9 @@ PRINCIPAL = Principal("api_key", "key_1", "org_1", "ws_1", "usr_1", frozenset({"
 # Authentication before limits before authorization before validation before idempotency: refusals
 # cost least first, and nothing is claimed or validated for a caller who may not call.
 # The unary server's executor learns the caller's organization as soon as it is known (QueueAs).
-WRITE_ORDER = ["Authenticate", "QueueAs", "Limits", "Authorize", "KnownFields", "Validate", "Idempotency", "Commit"]
+# The operation's unit of work begins with the caller's membership held (HoldCaller), inside Commit: each run holds.
+WRITE_ORDER = ["Authenticate", "QueueAs", "Limits", "Authorize", "KnownFields", "Validate", "Idempotency", "Commit",
+               "HoldCaller"]
 
 
 class FakeUow:
@@ -120,6 +122,9 @@ def test_the_stages_are_built_from_the_declared_policy():
         "Authenticate", "Limits", "Authorize", "KnownFields", "Validate"]
     assert names(build(app, meta(anonymous=True), "unary", None, commit)) == [
         "AnonymousLimits", "KnownFields", "Validate", "Commit"]
+    # A write that orders its own member locks (the erasure, SCIM) is not held first.
+    assert names(build(app, meta(write=True, own_member_order=True), "unary", None, commit))[-2:] == [
+        "Idempotency", "Commit"]
 
 
 def test_composed_stages_run_in_list_order_and_may_answer_without_going_on():

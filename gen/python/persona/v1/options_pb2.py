@@ -26,7 +26,7 @@ from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor
 from google.rpc import code_pb2 as google_dot_rpc_dot_code__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18persona/v1/options.proto\x12\npersona.v1\x1a google/protobuf/descriptor.proto\x1a\x15google/rpc/code.proto\"\xd5\x02\n\x0cMethodPolicy\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x16\n\x0eplatform_admin\x18\x02 \x01(\x08\x12\r\n\x05roles\x18\x03 \x03(\t\x12\r\n\x05write\x18\x04 \x01(\x08\x12\x14\n\x0c\x65ndpoint_cap\x18\x05 \x01(\t\x12\x12\n\ngeneration\x18\x06 \x01(\x08\x12\x14\n\x0c\x61udit_action\x18\x07 \x01(\t\x12\x15\n\rresource_type\x18\x08 \x01(\t\x12\x0f\n\x07\x61udited\x18\t \x01(\x08\x12*\n\x08response\x18\n \x01(\x0e\x32\x18.persona.v1.ResponseKind\x12+\n\x0b\x65rror_shape\x18\x0b \x01(\x0e\x32\x16.persona.v1.ErrorShape\x12\x11\n\tanonymous\x18\x0c \x01(\x08\x12\x16\n\x0esuccess_status\x18\r \x01(\x05\x12\x14\n\x0cread_may_lag\x18\x0e \x01(\x08\"\xd1\x01\n\nFieldRules\x12\x10\n\x08required\x18\x01 \x01(\x08\x12\x0f\n\x07min_len\x18\x02 \x01(\x05\x12\x0f\n\x07max_len\x18\x03 \x01(\x05\x12\x0e\n\x06one_of\x18\x04 \x03(\t\x12\x0e\n\x06\x66ormat\x18\x05 \x01(\t\x12\x0e\n\x06unique\x18\x06 \x01(\x08\x12\x16\n\tmin_value\x18\x07 \x01(\x03H\x00\x88\x01\x01\x12\x16\n\tmax_value\x18\x08 \x01(\x03H\x01\x88\x01\x01\x12\x13\n\x0bone_of_enum\x18\t \x01(\tB\x0c\n\n_min_valueB\x0c\n\n_max_value\"w\n\tErrorSpec\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x13\n\x0bhttp_status\x18\x02 \x01(\x05\x12#\n\tgrpc_code\x18\x03 \x01(\x0e\x32\x10.google.rpc.Code\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x11\n\tretryable\x18\x05 \x01(\x08*}\n\x0cResponseKind\x12\x1d\n\x19RESPONSE_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12RESPONSE_KIND_JSON\x10\x01\x12\x1a\n\x16RESPONSE_KIND_REDIRECT\x10\x02\x12\x1a\n\x16RESPONSE_KIND_RAW_BODY\x10\x03*\x8b\x01\n\nErrorShape\x12\x1b\n\x17\x45RROR_SHAPE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x45RROR_SHAPE_ENVELOPE\x10\x01\x12\x18\n\x14\x45RROR_SHAPE_PORTRAIT\x10\x02\x12\x14\n\x10\x45RROR_SHAPE_SCIM\x10\x03\x12\x16\n\x12\x45RROR_SHAPE_OPENAI\x10\x04:J\n\x06policy\x12\x1e.google.protobuf.MethodOptions\x18\xd1\x86\x03 \x01(\x0b\x32\x18.persona.v1.MethodPolicy:F\n\x05rules\x12\x1d.google.protobuf.FieldOptions\x18\xd2\x86\x03 \x01(\x0b\x32\x16.persona.v1.FieldRules:I\n\x05\x65rror\x12!.google.protobuf.EnumValueOptions\x18\xd3\x86\x03 \x01(\x0b\x32\x15.persona.v1.ErrorSpec:6\n\twire_name\x12!.google.protobuf.EnumValueOptions\x18\xd4\x86\x03 \x01(\tB\'\n\x15\x63om.personaservice.v1B\x0cOptionsProtoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18persona/v1/options.proto\x12\npersona.v1\x1a google/protobuf/descriptor.proto\x1a\x15google/rpc/code.proto\"\xef\x02\n\x0cMethodPolicy\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x16\n\x0eplatform_admin\x18\x02 \x01(\x08\x12\r\n\x05roles\x18\x03 \x03(\t\x12\r\n\x05write\x18\x04 \x01(\x08\x12\x14\n\x0c\x65ndpoint_cap\x18\x05 \x01(\t\x12\x12\n\ngeneration\x18\x06 \x01(\x08\x12\x14\n\x0c\x61udit_action\x18\x07 \x01(\t\x12\x15\n\rresource_type\x18\x08 \x01(\t\x12\x0f\n\x07\x61udited\x18\t \x01(\x08\x12*\n\x08response\x18\n \x01(\x0e\x32\x18.persona.v1.ResponseKind\x12+\n\x0b\x65rror_shape\x18\x0b \x01(\x0e\x32\x16.persona.v1.ErrorShape\x12\x11\n\tanonymous\x18\x0c \x01(\x08\x12\x16\n\x0esuccess_status\x18\r \x01(\x05\x12\x14\n\x0cread_may_lag\x18\x0e \x01(\x08\x12\x18\n\x10own_member_order\x18\x0f \x01(\x08\"\xd1\x01\n\nFieldRules\x12\x10\n\x08required\x18\x01 \x01(\x08\x12\x0f\n\x07min_len\x18\x02 \x01(\x05\x12\x0f\n\x07max_len\x18\x03 \x01(\x05\x12\x0e\n\x06one_of\x18\x04 \x03(\t\x12\x0e\n\x06\x66ormat\x18\x05 \x01(\t\x12\x0e\n\x06unique\x18\x06 \x01(\x08\x12\x16\n\tmin_value\x18\x07 \x01(\x03H\x00\x88\x01\x01\x12\x16\n\tmax_value\x18\x08 \x01(\x03H\x01\x88\x01\x01\x12\x13\n\x0bone_of_enum\x18\t \x01(\tB\x0c\n\n_min_valueB\x0c\n\n_max_value\"w\n\tErrorSpec\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x13\n\x0bhttp_status\x18\x02 \x01(\x05\x12#\n\tgrpc_code\x18\x03 \x01(\x0e\x32\x10.google.rpc.Code\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x11\n\tretryable\x18\x05 \x01(\x08*}\n\x0cResponseKind\x12\x1d\n\x19RESPONSE_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12RESPONSE_KIND_JSON\x10\x01\x12\x1a\n\x16RESPONSE_KIND_REDIRECT\x10\x02\x12\x1a\n\x16RESPONSE_KIND_RAW_BODY\x10\x03*\x8b\x01\n\nErrorShape\x12\x1b\n\x17\x45RROR_SHAPE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x45RROR_SHAPE_ENVELOPE\x10\x01\x12\x18\n\x14\x45RROR_SHAPE_PORTRAIT\x10\x02\x12\x14\n\x10\x45RROR_SHAPE_SCIM\x10\x03\x12\x16\n\x12\x45RROR_SHAPE_OPENAI\x10\x04:J\n\x06policy\x12\x1e.google.protobuf.MethodOptions\x18\xd1\x86\x03 \x01(\x0b\x32\x18.persona.v1.MethodPolicy:F\n\x05rules\x12\x1d.google.protobuf.FieldOptions\x18\xd2\x86\x03 \x01(\x0b\x32\x16.persona.v1.FieldRules:I\n\x05\x65rror\x12!.google.protobuf.EnumValueOptions\x18\xd3\x86\x03 \x01(\x0b\x32\x15.persona.v1.ErrorSpec:6\n\twire_name\x12!.google.protobuf.EnumValueOptions\x18\xd4\x86\x03 \x01(\tB\'\n\x15\x63om.personaservice.v1B\x0cOptionsProtoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,14 +34,14 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'persona.v1.options_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025com.personaservice.v1B\014OptionsProtoP\001'
-  _globals['_RESPONSEKIND']._serialized_start=774
-  _globals['_RESPONSEKIND']._serialized_end=899
-  _globals['_ERRORSHAPE']._serialized_start=902
-  _globals['_ERRORSHAPE']._serialized_end=1041
+  _globals['_RESPONSEKIND']._serialized_start=800
+  _globals['_RESPONSEKIND']._serialized_end=925
+  _globals['_ERRORSHAPE']._serialized_start=928
+  _globals['_ERRORSHAPE']._serialized_end=1067
   _globals['_METHODPOLICY']._serialized_start=98
-  _globals['_METHODPOLICY']._serialized_end=439
-  _globals['_FIELDRULES']._serialized_start=442
-  _globals['_FIELDRULES']._serialized_end=651
-  _globals['_ERRORSPEC']._serialized_start=653
-  _globals['_ERRORSPEC']._serialized_end=772
+  _globals['_METHODPOLICY']._serialized_end=465
+  _globals['_FIELDRULES']._serialized_start=468
+  _globals['_FIELDRULES']._serialized_end=677
+  _globals['_ERRORSPEC']._serialized_start=679
+  _globals['_ERRORSPEC']._serialized_end=798
 # @@protoc_insertion_point(module_scope)

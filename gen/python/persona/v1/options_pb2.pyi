@@ -169,6 +169,7 @@ class MethodPolicy(_message.Message):
     ANONYMOUS_FIELD_NUMBER: _builtins.int
     SUCCESS_STATUS_FIELD_NUMBER: _builtins.int
     READ_MAY_LAG_FIELD_NUMBER: _builtins.int
+    OWN_MEMBER_ORDER_FIELD_NUMBER: _builtins.int
     scope: _builtins.str
     """Scope the calling credential must hold (one of the six
     `<resource>:<action>` values, `platform:admin` or `scim:provision`).
@@ -243,6 +244,18 @@ class MethodPolicy(_message.Message):
     benchmark's (a chat session by id) none (docs/scaling-out.md "Reads
     from replicas").
     """
+    own_member_order: _builtins.bool
+    """A write whose unit of work takes its own locks in the order the caller's
+    erasure takes them, which comes before the caller's membership: the
+    pipeline does not hold the caller's membership first. Every other write
+    with a caller starts its unit of work by holding the caller's membership
+    (`FOR SHARE`; the membership of an API key's creator) and answers 401
+    when it is gone, so it runs wholly before the caller's erasure or after
+    it, never across it (docs/concurrency.md "The caller's membership,
+    first"). Only on a write (checked at startup). (-- The erasure itself
+    locks the membership `FOR UPDATE`; SCIM's writes lock groups and users,
+    which the erasure locks before the membership. --)
+    """
     @_builtins.property
     def roles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """For session JWTs: the membership roles allowed to call it
@@ -266,10 +279,11 @@ class MethodPolicy(_message.Message):
         anonymous: _builtins.bool = ...,
         success_status: _builtins.int = ...,
         read_may_lag: _builtins.bool = ...,
+        own_member_order: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["anonymous", b"anonymous", "audit_action", b"audit_action", "audited", b"audited", "endpoint_cap", b"endpoint_cap", "error_shape", b"error_shape", "generation", b"generation", "platform_admin", b"platform_admin", "read_may_lag", b"read_may_lag", "resource_type", b"resource_type", "response", b"response", "roles", b"roles", "scope", b"scope", "success_status", b"success_status", "write", b"write"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anonymous", b"anonymous", "audit_action", b"audit_action", "audited", b"audited", "endpoint_cap", b"endpoint_cap", "error_shape", b"error_shape", "generation", b"generation", "own_member_order", b"own_member_order", "platform_admin", b"platform_admin", "read_may_lag", b"read_may_lag", "resource_type", b"resource_type", "response", b"response", "roles", b"roles", "scope", b"scope", "success_status", b"success_status", "write", b"write"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

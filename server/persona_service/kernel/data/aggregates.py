@@ -26,6 +26,8 @@ subquery string), not only the calls it was written for.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -80,7 +82,30 @@ DECIDES_NOTHING = "decides_nothing"
 
 
 class LockOrderViolation(AssertionError):
-    """A write read or changed an aggregate's rows before it held the aggregate's root."""
+    """A write read or changed an aggregate's rows before it held the aggregate's root, or ran a statement
+    before the hold its unit of work must begin with (`expect_hold`)."""
+
+
+# A writing transaction whose next statement must be the hold its unit of work begins with (the caller's
+# membership, kernel.transport.stages.hold), and the hold while it runs: `conn.info` keys the guard reads.
+_HOLD_DUE = "aggregates_hold_due"
+_HOLDING = "aggregates_holding"
+
+
+def expect_hold(conn: Connection) -> None:
+    """From here, `conn`'s first statement must run inside `holding` (the guard refuses any other)."""
+    conn.info[_HOLD_DUE] = True
+
+
+@contextmanager
+def holding(conn: Connection) -> Iterator[None]:
+    """The statements of the hold `expect_hold` asked for: they settle it."""
+    conn.info[_HOLDING] = True
+    try:
+        yield
+    finally:
+        conn.info.pop(_HOLDING, None)
+        conn.info.pop(_HOLD_DUE, None)
 
 
 _KIND = re.compile(r"^\s*(?:WITH\b.*?\)\s*)?(SELECT|INSERT|UPDATE|DELETE)\b", re.IGNORECASE | re.DOTALL)
@@ -125,6 +150,7 @@ class LockGuard:
     def _reset(conn: Connection) -> None:
         if not conn.invalidated:  # (a connection the database dropped is rolled back with nothing to reset)
             conn.info[_LOCKED] = set()
+            conn.info.pop(_HOLD_DUE, None)
 
     def check(self, sql: str, locked: set[str]) -> None:
         """Raise when `sql`, run in a writing transaction holding the roots `locked`, breaks the rule."""
@@ -143,18 +169,22 @@ class LockGuard:
                 f"{aggregate.name}: a write touched {aggregate.tables} before locking its root "
                 f"({aggregate.root.name}; kernel.data.aggregates.lock_root): {sql[:160]}")
 
-    def check_on(self, conn: Connection, sql: str) -> None:
-        """`check` for a statement run on `conn` (a read-only unit of work, in autocommit, decides nothing)."""
+    def check_on(self, conn: Connection, sql: str, decides_nothing: bool = False) -> None:
+        """`check` for a statement run on `conn` (a read-only unit of work, in autocommit, decides nothing), after
+        the hold `conn`'s unit of work must begin with, if one is due (even a read that decides nothing)."""
+        info = conn.info
+        if info.get(_HOLD_DUE) and not info.get(_HOLDING):
+            raise LockOrderViolation(
+                "a write ran a statement before the caller's membership hold its unit of work begins with "
+                f"(kernel.transport.stages.hold): {sql[:160]}")
         driver = conn.connection.driver_connection
-        if driver is None or getattr(driver, "autocommit", False):
+        if decides_nothing or driver is None or getattr(driver, "autocommit", False):
             return
-        self.check(sql, conn.info.setdefault(_LOCKED, set()))
+        self.check(sql, info.setdefault(_LOCKED, set()))
 
     def _check(self, conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any,
                executemany: bool) -> None:
-        if context is not None and context.execution_options.get(DECIDES_NOTHING):
-            return
-        self.check_on(conn, statement)
+        self.check_on(conn, statement, context is not None and bool(context.execution_options.get(DECIDES_NOTHING)))
 
 
 _GUARDS: dict[int, LockGuard] = {}  # by id(engine): statements run past SQLAlchemy's events (`Prepared`)

@@ -53,8 +53,8 @@ class Prepared(Generic[R]):
         raw = conn.connection.driver_connection
         assert raw is not None
         guard = guard_of(conn.engine)
-        if guard is not None and not decides_nothing:
-            guard.check_on(conn, self.sql)
+        if guard is not None:
+            guard.check_on(conn, self.sql, decides_nothing)
         # A connection opened without prepared statements (make_engine(prepared=False)) runs it unprepared.
         prepare = raw.prepare_threshold is not None  # type: ignore[attr-defined]
         return raw.execute(self.sql, params, prepare=prepare)  # type: ignore[attr-defined]

@@ -76,6 +76,10 @@ class CredentialStore(Protocol):
         """The membership, if the user belongs to the org and the workspace is the org's."""
         ...
 
+    def hold_member(self, conn: Connection, org_id: str, user_id: str) -> bool:
+        """Hold the user's membership (`FOR SHARE`) until `conn`'s transaction ends; False: they are no member."""
+        ...
+
 
 # While the revocation bus is down a revocation in another process cannot
 # reach this one: cached credentials are then trusted this long at most.
@@ -218,6 +222,15 @@ class Authenticator:
             err.principal = principal  # for the audit log only; never rendered
             raise err
         return principal
+
+    def hold(self, principal: Principal, conn: Connection) -> None:
+        """Hold the caller's membership (an API key's creator's) in `conn`'s transaction: their erasure locks it
+        before it revokes their keys and erases their data, so the transaction runs wholly before the erasure or
+        is refused after it, as the caller's next call would be (stages.hold)."""
+        if not self._credentials().hold_member(conn, principal.org_id, principal.user_id):
+            err = Unauthorized("The caller is no longer a member of the organization: their data was erased.")
+            err.principal = principal  # for the audit log only; never rendered
+            raise err
 
     def _credentials(self) -> CredentialStore:
         if self._store is None:

@@ -4,7 +4,8 @@ For every persona.v1 RPC (see `stages`, one module each): request id and
 client address → authenticate → rate limits (per organization; per client
 address when authentication failed) → authorize against the method's
 declared policy and the key's IP allowlist → validate the request from its proto rules → idempotency (writes with an
-`Idempotency-Key`) → the servicer, in a unit of work → audit → commit →
+`Idempotency-Key`) → the servicer, in a unit of work (a write's begins by holding the caller's membership:
+stages.hold) → audit → commit →
 response headers; a streaming call with `Last-Event-ID` resumes its run
 instead. Errors, expected (ApiError) or not (500 `internal_error`, logged
 with the request id, nothing leaked), are translated by `stages.outcome`.
@@ -43,6 +44,7 @@ from persona_service.kernel.transport.stages.call import HEAD_MARK as HEAD_MARK
 from persona_service.kernel.transport.stages.call import Call, Next
 from persona_service.kernel.transport.stages.client_address import ClientAddress
 from persona_service.kernel.transport.stages.commit import Commit, answer
+from persona_service.kernel.transport.stages.hold import due, hold
 from persona_service.kernel.transport.stages.identity import request_id, span
 from persona_service.kernel.transport.stages.outcome import Outcomes, log_outcome
 from persona_service.kernel.transport.stages.replica import route
@@ -242,6 +244,8 @@ class RequestPipeline(grpc.ServerInterceptor):
         run_span = span(call, **{"run.id": run.id})
         results: list[Message] = []
         try:
+            due(call)
+            hold(self.app.authenticator, call)  # a write's run begins with the caller's hold (stages.hold)
             results = self._progress(run, behavior(request, call.ctx))
             self.commit.complete(call, request, results[0] if results else None)
             self._emit_results(run, results)

@@ -40,6 +40,12 @@ class MethodMeta:
         return self.policy.error_shape
 
     @property
+    def holds_caller(self) -> bool:
+        """A write with a caller starts its unit of work holding the caller's membership (stages.hold), unless it
+        orders its own locks against the caller's erasure (`own_member_order`)."""
+        return self.policy.write and not self.policy.anonymous and not self.policy.own_member_order
+
+    @property
     def audited(self) -> bool:
         """Writes, admin actions and declared reads are audited whatever their outcome."""
         return self.policy.write or self.policy.platform_admin or self.policy.audited
@@ -63,6 +69,8 @@ def method_table(services: list[ServiceDescriptor]) -> dict[str, MethodMeta]:
                 # A key's scopes confine an administrator too: admin power needs the admin scope.
                 raise RuntimeError(f"{method.full_name}: admin-only RPCs, and only they, require scope {ADMIN_SCOPE!r}")
             _check_read_may_lag(method, policy)
+            if policy.own_member_order and not policy.write:
+                raise RuntimeError(f"{method.full_name} orders its own member locks but is no write")
             check_rules(method.input_type)
             path = f"/{service.full_name}/{method.name}"
             table[path] = MethodMeta(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 from persona_service.kernel.transport.stages.auth import Authenticate
 from persona_service.kernel.transport.stages.authorization import Authorize
 from persona_service.kernel.transport.stages.call import Call, Next, Stage, compose
+from persona_service.kernel.transport.stages.hold import HoldCaller
 from persona_service.kernel.transport.stages.idempotency import Idempotency
 from persona_service.kernel.transport.stages.limits import AnonymousLimits, Limits, QueueAs
 from persona_service.kernel.transport.stages.replica import ReplicaRouting
@@ -51,4 +52,6 @@ def build(app: PipelineHost, meta: MethodMeta, kind: Kind, executor: FairExecuto
             stages.append(Idempotency(app.idempotency, meta))
     if kind == "unary":
         stages.append(commit)
+        if meta.holds_caller:  # the operation's first statement; a stream's run holds it itself (pipeline._produce)
+            stages.append(HoldCaller(app.authenticator))
     return stages

@@ -18,6 +18,7 @@ from persona_service.kernel.data.quota_repository import QuotaRepository
 from persona_service.kernel.transport.audit import AuditEntry, AuditLog
 from persona_service.kernel.transport.limits.limiter import GENERATIONS
 from persona_service.kernel.transport.stages.call import Call, Stage
+from persona_service.kernel.transport.stages.hold import due
 from persona_service.kernel.transport.stages.idempotency import replayable
 from persona_service.kernel.transport.validation import check_closed_sets
 
@@ -59,6 +60,7 @@ class Commit(Stage):
         before = Answer.of(call.ctx)
         for attempt in range(1, RUNS + 1):
             try:
+                due(call)  # the operation's unit of work begins with the caller's hold (the next stage)
                 response = self.then(call)
                 check_closed_sets(response)
                 call.ctx.headers += answer(call.ctx, call.meta, response)
