@@ -5,7 +5,8 @@ gRPC straight to each. Once a write answers, B's read is the database's row: the
 process before it answered. Every write RPC of the chat services is a case here, found from the protos, so a
 new one cannot be left out; erasure and persona deletion are cases too. Then: B does serve from memory (a row
 changed behind the service's back stays as it was), never one tenant's row to another, and holds
-PERSONA_READ_CACHE_ENTRIES rows at most."""
+PERSONA_READ_CACHE_ENTRIES rows at most. A write's eviction goes only to the processes holding the row
+(kernel/process/invalidations.py): none when no other process read it, B alone once B read it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from datetime import UTC
 
 import grpc
 import pytest
+import redis
 from google.protobuf import json_format
 from persona.v1 import (
     chat_pb2,
@@ -28,6 +30,7 @@ from persona.v1 import (
     privacy_pb2,
     privacy_pb2_grpc,
 )
+from persona_service.kernel.process.invalidations import INVALIDATION_CHANNEL, PROCESS_CHANNEL
 from persona_service.orgs.repository import OrgRepository
 from sqlalchemy import text
 from support import SCOPES, Tenant, client_for, make_stack_beside, running
@@ -286,3 +289,52 @@ def test_memory_holds_the_configured_number_of_rows(processes, engine, owner, pe
     titles = [read(b, owner, session_id).title for session_id in reversed(session_ids)]
     # Read newest first: the ENTRIES last read are in memory; the first one read was dropped, and reads anew.
     assert titles == ["cached"] * ENTRIES + ["changed behind"], titles
+
+
+# --- its evictions reach the processes holding the row, no other ----------------------------------------------
+
+
+def evictions_of(bus, session_id: str, end: str) -> list[str]:
+    """The channels that carried an eviction of `session_id` before the marker `end` (published last by the
+    test: a subscriber gets its messages in order, so no eviction sent before it can arrive after it)."""
+    seen = []
+    for _ in range(10_000):
+        message = bus.get_message(timeout=TIMEOUT)
+        assert message is not None, "the marker did not arrive"
+        if message["type"] not in ("message", "pmessage"):
+            continue
+        data = message["data"].decode()
+        if data == end:
+            return seen
+        if "read:chat_session:" in data and session_id in data:
+            seen.append(message["channel"].decode())
+    raise AssertionError("the marker did not arrive")
+
+
+def test_an_eviction_goes_to_the_processes_holding_the_row(pair, processes, owner, persona_id):
+    a, b = processes
+    client = redis.Redis.from_url(pair.redis_url)
+    marker = f"test:evictions:{uuid.uuid4().hex}"
+    bus = client.pubsub()
+    bus.subscribe(INVALIDATION_CHANNEL, marker)
+    bus.psubscribe(PROCESS_CHANNEL + "*")
+    [session_id] = new_sessions(a, owner, persona_id, 1)
+
+    def reply_and_evictions() -> list[str]:
+        a.chat.SendChatMessage(chat_pb2.SendChatMessageRequest(id=session_id, content="Hello"),
+                               metadata=owner.metadata, timeout=TIMEOUT)
+        end = uuid.uuid4().hex
+        client.publish(marker, end)
+        return evictions_of(bus, session_id, end)
+
+    try:
+        assert reply_and_evictions() == []  # read nowhere: the reply's eviction wakes no process
+        read(a, owner, session_id)  # held by A, the writer: applied there, sent to no other
+        assert reply_and_evictions() == []
+        read(b, owner, session_id)  # B holds it now
+        [channel] = reply_and_evictions()
+        assert channel.startswith(PROCESS_CHANNEL)
+        assert reply_and_evictions() == []  # B dropped it and holds it no longer
+    finally:
+        bus.close()
+        client.close()

@@ -51,7 +51,8 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     "generations_used": (frozenset({"engine", "redis"}),
                          "the rate limiter's Redis counter, and the limits resolver (it holds the unary pool for "
                          "quota and limits; the period and what was drawn are read on the caller's connection)"),
-    "invalidate": (frozenset({"redis"}), "publishes on Redis and waits for every server process's ack"),
+    "invalidate": (frozenset({"redis"}),
+                   "publishes on Redis (to every server process, or to a row's holders) and waits for their acks"),
 }
 
 ATOMS = (str, bytes, bytearray, int, float, complex, bool, type(None), type, ModuleType)

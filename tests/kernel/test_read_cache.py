@@ -1,10 +1,13 @@
 """The read cache's own rules (kernel/data/read_cache.py), in one process: a hit needs the scope the row was read
 for, memory holds `capacity` rows at most (least recently used dropped first), a row read before a write's
-eviction is not stored after it, bus messages evict or clear, and nothing is served while the bus is down.
+eviction is not stored after it, bus messages evict or clear, nothing is served while the bus is down, a row
+is registered as held before it is read to be kept and served no longer than its registration lasts.
 Across server processes on the real stack: tests/chat/test_session_read_cache.py."""
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -23,6 +26,20 @@ def cache() -> Iterator[read_cache.ReadCache[Row]]:
     cache = read_cache.ReadCache[Row]("test")
     cache.capacity, cache.serving = 3, True
     yield cache
+
+
+@pytest.fixture
+def holds(monkeypatch) -> tuple[list[object], list[object]]:
+    """What registering a row answers (the next value each time: a deadline or None), and the order of things."""
+    answers: list[object] = []
+    log: list[object] = []
+
+    def hold(name: str, key: str) -> float | None:
+        log.append(("hold", name, key))
+        return answers.pop(0) if answers else math.inf  # type: ignore[return-value]
+
+    monkeypatch.setattr(read_cache, "_hold", [hold])
+    return answers, log
 
 
 def counting(rows: dict[str, Row]) -> tuple[list[str], object]:
@@ -107,3 +124,34 @@ def test_off_at_capacity_zero(cache):
     cache.read("a", "ws", load("a"))
     cache.read("a", "ws", load("a"))
     assert loads == ["a", "a"] and len(cache) == 0
+
+
+def test_a_row_is_registered_as_held_before_it_is_read(cache, holds):
+    answers, log = holds
+
+    def load() -> Row:
+        log.append("load")
+        return Row("a", 1)
+
+    cache.read("a", "ws", load)
+    cache.read("a", "ws", load)  # a hit: no registration, no read
+    assert log == [("hold", "test", "a"), "load"]
+
+
+def test_a_row_not_registered_is_not_kept(cache, holds):
+    answers, _ = holds
+    answers.append(None)  # the bus did not take the registration
+    loads, load = counting({"a": Row("a", 1)})
+    cache.read("a", "ws", load("a"))
+    assert len(cache) == 0
+    cache.read("a", "ws", load("a"))
+    assert loads == ["a", "a"] and len(cache) == 1
+
+
+def test_a_row_is_served_no_longer_than_its_registration(cache, holds):
+    answers, log = holds
+    answers.append(time.monotonic() - 1)  # a registration already run out
+    loads, load = counting({"a": Row("a", 1)})
+    cache.read("a", "ws", load("a"))
+    cache.read("a", "ws", load("a"))  # registered again, read again
+    assert loads == ["a", "a"] and [entry for entry in log if entry != "load"] == [("hold", "test", "a")] * 2

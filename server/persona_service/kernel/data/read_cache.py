@@ -7,8 +7,10 @@ Authentication and authorization run on every call as before; only the database 
 Writes: a repository that changes a cached row marks it on its connection (`stale`). Once the transaction has
 committed (kernel.data.uow: the unit of work, before the call answers; any other transaction when its connection
 goes back to the pool) the marks go out on the invalidation bus (kernel/process/invalidations.py `broadcaster`) as one
-message, and the bus waits for every server process to confirm it dropped them: when a write answers, no
-process serves what it changed. Marks of a transaction that rolled back go out too (a spare eviction).
+message, and the bus waits for every server process that holds one of them to confirm it dropped them: when a
+write answers, no process serves what it changed. Marks of a transaction that rolled back go out too (a spare
+eviction). A process holds a row once it registered as its holder on the bus (`hold`, before it reads the row
+to keep it); it serves the row only while that registration lasts.
 
 A read that raced a write: one that read the row before the write committed must not store it after the
 write's eviction went by. Each cache counts evictions per stripe of keys; a read stores its row only if its
@@ -19,7 +21,9 @@ not listen to the bus (runners, one-shot tools) and while the bus is down (its e
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -46,7 +50,7 @@ class ReadCache(Generic[V]):
         self.name = name
         self.capacity = _state["capacity"]
         self.serving = bool(_state["serving"])  # only while the process listens to the invalidation bus
-        self._rows: OrderedDict[str, tuple[Hashable, V]] = OrderedDict()
+        self._rows: OrderedDict[str, tuple[Hashable, V, float]] = OrderedDict()  # scope, row, served until
         self._evictions = [0] * _STRIPES
         self._lock = threading.Lock()
         self.hits = self.misses = 0
@@ -58,22 +62,23 @@ class ReadCache(Generic[V]):
         stripe = hash(key) % _STRIPES
         with self._lock:
             cached = self._rows.get(key)
-            if cached is not None and cached[0] == scope:
+            if cached is not None and cached[0] == scope and cached[2] > time.monotonic():
                 self._rows.move_to_end(key)
                 self.hits += 1
                 return cached[1]
             before = self._evictions[stripe]
             self.misses += 1
+        until = _hold[0](self.name, key)  # a holder before the read: a write committing after it evicts here
         row = load()
-        if row is not None:
-            self._store(key, scope, row, stripe, before)
+        if row is not None and until is not None:
+            self._store(key, (scope, row, until), stripe, before)
         return row
 
-    def _store(self, key: str, scope: Hashable, row: V, stripe: int, before: int) -> None:
+    def _store(self, key: str, entry: tuple[Hashable, V, float], stripe: int, before: int) -> None:
         with self._lock:
             if self._evictions[stripe] != before or not self.serving:
                 return  # a write of this stripe committed meanwhile: `row` may predate it
-            self._rows[key] = (scope, row)
+            self._rows[key] = entry
             self._rows.move_to_end(key)
             while len(self._rows) > self.capacity:
                 self._rows.popitem(last=False)
@@ -95,6 +100,8 @@ class ReadCache(Generic[V]):
 
 _caches: dict[str, ReadCache[object]] = {}
 _broadcast: list[Callable[[str], None]] = []  # the process's bus sender, once installed
+# Registers the process as a row's holder on the bus: until when it may serve the row (None: keep it not).
+_hold: list[Callable[[str, str], float | None]] = [lambda _name, _key: math.inf]  # (one process, no bus)
 
 
 def read_cache(name: str, _row: type[V]) -> ReadCache[V]:
@@ -104,11 +111,14 @@ def read_cache(name: str, _row: type[V]) -> ReadCache[V]:
     return _caches[name]  # type: ignore[return-value]
 
 
-def configure(capacity: int, broadcast: Callable[[str], None], engines: list[Engine]) -> None:
+def configure(capacity: int, broadcast: Callable[[str], None], engines: list[Engine],
+              hold: Callable[[str, str], float | None]) -> None:
     """Set up the process's caches: `capacity` rows each (0: off; a process off the bus passes 0), the
     marks of `engines`' transactions sent with `broadcast` (the bus: applied here and confirmed by every
-    server process before it returns)."""
+    server process holding one of them before it returns), a row registered with `hold(cache, key)` before
+    it is read to be kept (the monotonic time until which it may be served; None: not kept)."""
     _state["capacity"] = capacity
+    _hold[:] = [hold]
     for cache in _caches.values():
         cache.capacity = capacity
         cache.clear()

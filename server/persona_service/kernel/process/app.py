@@ -19,7 +19,15 @@ from persona_service.kernel.data.engine import make_engine, share_disconnects
 from persona_service.kernel.data.replicas import replica_router
 from persona_service.kernel.process import redis_pool
 from persona_service.kernel.process.capabilities import audit_on, generations_used, provider_for
-from persona_service.kernel.process.invalidations import INVALIDATION_CHANNEL, acknowledge, broadcaster, evictions
+from persona_service.kernel.process.invalidations import (
+    INVALIDATION_CHANNEL,
+    PROCESS_CHANNEL,
+    acknowledge,
+    broadcaster,
+    evictions,
+    holder,
+    new_process_id,
+)
 from persona_service.kernel.process.module import Job, Modules
 from persona_service.kernel.process.readiness import readiness_of
 from persona_service.kernel.process.resources import Resources, Runtime, ServicerDeps, TaskSignals, plain, read_apart
@@ -97,9 +105,11 @@ class App:
                                      modules.usage_period)
         self.idempotency = Idempotency(self.engine, self.secret_box)
         self.audit = audit_on(self.engine)
-        # What an invalidation evicts here; `invalidate` applies it here and in every other server process.
+        # What an invalidation evicts here; `invalidate` applies it here and in every other server process that
+        # may hold it (rows of the read cache: those registered as their holders under this id).
         self._apply = evictions(self.cache, self.limits.cached)
-        self.invalidate = broadcaster(self.redis, self._apply)
+        self.bus_id = new_process_id()
+        self.invalidate = broadcaster(self.redis, self._apply, self.bus_id)
         # Processes configured for the same model do each other's model work, and only they (providers.factory).
         self.pool = fingerprint()
         self.runs = Runs(self.redis, settings.run_workers, self.engine, settings.run_lease_seconds,
@@ -125,7 +135,7 @@ class App:
                                 kinds, settings.task_workers, settings.task_poll_seconds)
         # Hot reads kept in memory where the bus reaches (runners serve no reads); every process's writes evict.
         read_cache.configure(settings.read_cache_entries if role != "runner" else 0, self.invalidate,
-                             [self.engine, self.stream_engine])
+                             [self.engine, self.stream_engine], holder(self.redis, self.bus_id))
         self._listener: threading.Thread | None = None
         self._closing = threading.Event()
         # Set while the process drains (server.drain): readiness fails, calls are still served.
@@ -173,7 +183,7 @@ class App:
         while not self._closing.is_set():
             pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
             try:
-                pubsub.subscribe(INVALIDATION_CHANNEL)
+                pubsub.subscribe(INVALIDATION_CHANNEL, PROCESS_CHANNEL + self.bus_id)  # all's, then this one's
                 if down_since is not None:
                     # Invalidations sent while we were away are lost: forget what they could have evicted.
                     self.cache.clear()
