@@ -22,4 +22,4 @@ class OrgCredentialStore:
         return OrgRepository(conn).member(org_id, user_id, workspace_id)
 
     def hold_member(self, conn: Connection, org_id: str, user_id: str) -> bool:
-        return bool(OrgRepository(conn).lock_members([org_id], user_id, exclusive=False))
+        return OrgRepository(conn).hold_member(org_id, user_id)

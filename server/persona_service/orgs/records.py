@@ -51,3 +51,10 @@ class NewKey:
     ip_allowlist: list[str]
     purpose: str
     expires_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeldMembership:
+    """A membership a write holds (FOR SHARE): its organization."""
+
+    org_id: str
