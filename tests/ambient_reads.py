@@ -6,10 +6,11 @@ process of its own, so a planted copy of the package is the one imported); print
 By behaviour, not by spelling: each file of providers/ and of the domains is imported and its code read
 instruction by instruction; every global it loads, every attribute read off that, every name a function-level
 import binds, is resolved to the object it is at run time. An offender is code that reaches a
-`contextvars.ContextVar` (or a weak side table keyed by objects, as the request context's `context_of` was)
+`contextvars.ContextVar` (or `copy_context`, or a weak side table keyed by objects, as the request context's `context_of` was)
 or a function of the package that does, however deep in the kernel, by whatever name or alias. A context
 variable kept at a module's top level of these files is an offender too. What it cannot see: an object reached
-through an argument or `self` (`ctx.x`, `self.bus.y`), which is what the call handed is for.
+through an argument or `self` (`ctx.x`, `self.bus.y`), which is what the call handed is for; nor a
+thread-local (the fair gate's guard against nested turns in `fair.turn_for`, which a runner takes for its calls).
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ def _functions(obj: object) -> Iterator[types.FunctionType]:
 
 def ambient(obj: object) -> str | None:
     """What ambient state `obj` is or reaches: a context variable's name, through the functions that read it."""
+    if obj is contextvars.copy_context:  # every context variable at once
+        return "contextvars.copy_context"
     holder = getattr(obj, "__self__", obj)
     if isinstance(holder, AMBIENT):
         return f"{type(holder).__name__}({getattr(holder, 'name', '')!r})".replace("(''", "(")
