@@ -15,7 +15,17 @@ import httpx
 import pytest
 from persona_service.kernel.transport.auth import Authenticator, CredentialCache
 from scheduling import expected_seconds, measured_seconds
-from support import JWT_SECRET, Stack, Tenant, TenantFactory, client_for, engine_for, make_stack, running
+from support import (
+    JWT_SECRET,
+    Stack,
+    Tenant,
+    TenantFactory,
+    client_for,
+    engine_for,
+    make_stack,
+    running,
+    stop_process_template,
+)
 
 # Fails a run that loses tests: duplicated node ids, or fewer results than tests collected (tests/complete_run.py).
 pytest_plugins = ["complete_run"]
@@ -60,6 +70,14 @@ def _sharing_folders(root: pathlib.Path) -> frozenset[str]:
         conftest.parent.relative_to(root).as_posix() for conftest in here.glob("*/**/conftest.py")
         if re.search(r"scope=\"(session|package)\"", conftest.read_text())
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _process_template():
+    """Set up before, so torn down after, every stack of the session: the template (support.process_template)
+    stops once they have."""
+    yield
+    stop_process_template()
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ from persona_service.kernel.data.engine import make_engine
 from persona_service.kernel.principal import KEY_SCOPES, SCOPES
 from persona_service.kernel.process.module import Modules
 from persona_service.kernel.process.stack import Stack, free_port
+from persona_service.kernel.process.template import Template
 from persona_service.kernel.settings import Settings
 from persona_service.orgs.keys import KeyService
 from persona_service.orgs.service import Onboarding
@@ -53,7 +54,38 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None =
            "PERSONA_PROVIDER_ATTEMPT_KEYED": "1", "PERSONA_DRAIN_SECONDS": "0", **extra_env}
     ports = [settings.grpc_port] + [free_port(1000) for _ in range(servers - 1)]
     return Stack(settings, modules or MODULES, grpc_ports=ports, extra_env=env, workers=workers,
-                 stream_server_ports=[free_port(1000) for _ in range(settings.stream_server_processes)])
+                 stream_server_ports=[free_port(1000) for _ in range(settings.stream_server_processes)],
+                 template=process_template())
+
+
+# What the process template imports: the service processes' entry modules (`python -m persona_service.cli
+# serve|runner|worker`).
+TEMPLATE_MODULES = ["persona_service.cli", "persona_service.registry", "persona_service.kernel.process.server",
+                    "persona_service.kernel.process.runner", "persona_service.webhooks.worker"]
+_templates: list[Template] = []
+
+
+def process_template() -> Template | None:
+    """This test process's process template (kernel.process.template, issue 46), started at its first stack:
+    the stacks' service processes are forked from it, not started afresh (a fresh one spends ~1.7 CPU s on its
+    imports). PERSONA_TEST_PROCESS_TEMPLATE=0 turns it off, and so does coverage (`make coverage`: a process
+    measures itself from its interpreter's start). Stopped at the session's end (tests/conftest.py)."""
+    if os.environ.get("PERSONA_TEST_PROCESS_TEMPLATE", "1") == "0" or os.environ.get("COVERAGE_PROCESS_START"):
+        return None
+    if not _templates:
+        import tempfile
+
+        _templates.append(Template.start(pathlib.Path(tempfile.mkdtemp(prefix="persona-template-")), TEMPLATE_MODULES))
+    return _templates[0]
+
+
+def stop_process_template() -> None:
+    import shutil
+
+    while _templates:
+        template = _templates.pop()
+        template.stop()
+        shutil.rmtree(template.socket_path.parent, ignore_errors=True)
 
 
 def seed_postgres(data_dir: pathlib.Path) -> None:

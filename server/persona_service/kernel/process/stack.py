@@ -29,7 +29,8 @@ from persona_service.kernel.process import edge
 from persona_service.kernel.process.embedded import DataDirectoryMajorError, EmbeddedRedis, postgres_url
 from persona_service.kernel.process.module import Modules, Process
 from persona_service.kernel.process.placement import background_cpus
-from persona_service.kernel.process.supervisor import Child, Supervisor
+from persona_service.kernel.process.supervisor import Child, ChildProcess, Supervisor
+from persona_service.kernel.process.template import Template
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport.policy import find_services
 
@@ -171,6 +172,8 @@ class Stack:
     extra_env: dict[str, str] = field(default_factory=dict)
     # Processes of each kind the modules declare (e.g. webhook workers); None: the kind's default count.
     workers: int | None = None
+    # Forks its Python processes from this template where it can (the test suite's stacks; kernel.process.template).
+    template: Template | None = None
     database_url: str = ""
     redis_url: str = ""
     migrations: str = ""  # what `start` migrated, in one line (migrate.upgrade_logged)
@@ -182,7 +185,7 @@ class Stack:
     _stream_pools: dict[str, str] = field(default_factory=dict)  # each stream server's
 
     def __post_init__(self) -> None:
-        self._supervisor = Supervisor(on_change=self._record_pids)
+        self._supervisor = Supervisor(on_change=self._record_pids, template=self.template)
         # What Envoy adds to every call and the servers check: a per-start secret unless one is set.
         self._edge_secret = self.settings.edge_secret or secrets.token_urlsafe(32)
 
@@ -306,7 +309,7 @@ class Stack:
         """Every server process's port: the unary servers', then the stream servers'."""
         return [*self.grpc_ports, *self.stream_server_ports]
 
-    def start_server(self, port: int) -> subprocess.Popen[bytes]:
+    def start_server(self, port: int) -> ChildProcess:
         return self._supervisor.start(self.server_child(port))
 
     def server_child(self, port: int) -> Child:
@@ -319,7 +322,7 @@ class Stack:
             cpus=self.background_cpus if port in self.stream_server_ports else None,
         )
 
-    def start_runner(self, index: int) -> subprocess.Popen[bytes]:
+    def start_runner(self, index: int) -> ChildProcess:
         """A runner process (kernel.process.runner): it takes runs, tasks and model calls once its file says so."""
         return self._supervisor.start(self.runner_child(index))
 
@@ -348,7 +351,7 @@ class Stack:
         return {"PERSONA_DB_POOL_SIZE": "6",
                 "PERSONA_STREAM_DB_POOL_SIZE": str(settings.run_workers + settings.task_workers + 2)}
 
-    def _wait_file(self, path: pathlib.Path, proc: subprocess.Popen[bytes], name: str, timeout: float = START_SECONDS) -> None:
+    def _wait_file(self, path: pathlib.Path, proc: ChildProcess, name: str, timeout: float = START_SECONDS) -> None:
         deadline = time.monotonic() + timeout
         while not path.exists():
             if proc.poll() is not None:
@@ -400,7 +403,7 @@ class Stack:
         """Where the server process on `grpc_port` serves server streams."""
         return grpc_port + self.settings.stream_port_offset
 
-    def start_process(self, process: Process, index: int = 0) -> subprocess.Popen[bytes]:
+    def start_process(self, process: Process, index: int = 0) -> ChildProcess:
         """One process of a module-declared kind (several may run; they share work through row locks)."""
         return self._supervisor.start(self.process_child(process, index))
 
@@ -411,7 +414,7 @@ class Stack:
             self.log_dir / f"{name}.log",
         )
 
-    def process(self, name: str) -> subprocess.Popen[bytes] | None:
+    def process(self, name: str) -> ChildProcess | None:
         """The running process of a supervised child (`server-<port>`, `webhook-worker-0`, `envoy`)."""
         return next((c.proc for c in self._supervisor.children() if c.name == name), None)
 
@@ -518,7 +521,7 @@ class Stack:
 
     # --- readiness ------------------------------------------------------------
 
-    def wait_grpc(self, port: int, proc: subprocess.Popen[bytes], timeout: float = START_SECONDS,
+    def wait_grpc(self, port: int, proc: ChildProcess, timeout: float = START_SECONDS,
                   also: int | None = None) -> None:
         """Until the server process on `port` answers SERVING there (and on `also`, its stream port)."""
         deadline = time.monotonic() + timeout
@@ -541,7 +544,7 @@ class Stack:
         except grpc.RpcError:
             return False
 
-    def _wait_http(self, proc: subprocess.Popen[bytes], timeout: float = START_SECONDS) -> None:
+    def _wait_http(self, proc: ChildProcess, timeout: float = START_SECONDS) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -572,7 +575,7 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
         self.sock.connect(self._path)
 
 
-def _terminate_all(procs: list[subprocess.Popen[bytes]], timeout: float, signals: dict[int, int] | None = None) -> None:
+def _terminate_all(procs: list[ChildProcess], timeout: float, signals: dict[int, int] | None = None) -> None:
     """SIGTERM (or the signal `signals` names for its pid) to all at once, then wait for each (SIGKILL past
     `timeout`)."""
     for proc in procs:
@@ -587,7 +590,7 @@ def _terminate_all(procs: list[subprocess.Popen[bytes]], timeout: float, signals
             proc.wait()
 
 
-def _terminate(proc: subprocess.Popen[bytes], timeout: float = 10) -> None:
+def _terminate(proc: ChildProcess, timeout: float = 10) -> None:
     if proc.poll() is not None:
         return
     proc.terminate()

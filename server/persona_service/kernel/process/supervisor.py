@@ -11,8 +11,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from persona_service.kernel.process.placement import pin
+from persona_service.kernel.process.template import Template
 
 log = logging.getLogger("persona_service.supervisor")
 
@@ -22,6 +24,21 @@ MAX_BACKOFF = 30.0
 STABLE_SECONDS = 60.0
 
 
+class ChildProcess(Protocol):
+    """What the supervisor and the stack hold of a started child: a `subprocess.Popen`, or the handle of a
+    child forked by a process template (kernel.process.template)."""
+
+    pid: int
+
+    @property
+    def returncode(self) -> int | None: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def send_signal(self, sig: int) -> None: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+
+
 @dataclass
 class Child:
     name: str  # "server-50051", "webhook-worker-0", "envoy"
@@ -29,10 +46,10 @@ class Child:
     env: dict[str, str]
     log_path: pathlib.Path
     # Blocks until the process is ready, or raises (e.g. StackError).
-    ready: Callable[[subprocess.Popen[bytes]], None] | None = None
+    ready: Callable[[ChildProcess], None] | None = None
     # The cores it may run on (kernel.process.placement), applied at each (re)start; None: every core.
     cpus: set[int] | None = None
-    proc: subprocess.Popen[bytes] | None = None
+    proc: ChildProcess | None = None
     restarts: int = 0
     backoff: float = FIRST_BACKOFF
     started_at: float = 0.0
@@ -40,7 +57,9 @@ class Child:
 
 
 class Supervisor:
-    def __init__(self, on_change: Callable[[], None] | None = None):
+    def __init__(self, on_change: Callable[[], None] | None = None, template: Template | None = None):
+        # Where children are forked from when it can (kernel.process.template): the test suite's stacks.
+        self._template = template
         self._children: dict[str, Child] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -50,7 +69,7 @@ class Supervisor:
 
     # --- children -----------------------------------------------------------------
 
-    def start(self, child: Child) -> subprocess.Popen[bytes]:
+    def start(self, child: Child) -> ChildProcess:
         """Start a child and wait until it is ready; from then on it is watched."""
         with self._lock:
             self._children[child.name] = child
@@ -80,24 +99,38 @@ class Supervisor:
         with self._lock:
             return list(self._children.values())
 
-    def _spawn(self, child: Child) -> subprocess.Popen[bytes]:
+    def _spawn(self, child: Child) -> ChildProcess:
         proc = self._launch(child)
         if child.ready is not None:
             child.ready(proc)
         return proc
 
-    def _launch(self, child: Child) -> subprocess.Popen[bytes]:
+    def _launch(self, child: Child) -> ChildProcess:
+        child.proc = self._fork(child) or self._popen(child)
+        child.started_at = time.monotonic()
+        self._on_change()
+        return child.proc
+
+    def _popen(self, child: Child) -> ChildProcess:
         with open(child.log_path, "ab") as out:
-            child.proc = subprocess.Popen(
+            proc = subprocess.Popen(
                 child.argv, env=child.env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 # Own session: a terminal's SIGHUP/SIGINT reaches `up` only, which stops everything in order.
                 start_new_session=True,
             )
         if child.cpus is not None:  # at once: before it starts any thread of its own
-            pin(child.proc.pid, child.cpus)
-        child.started_at = time.monotonic()
-        self._on_change()
-        return child.proc
+            pin(proc.pid, child.cpus)
+        return proc
+
+    def _fork(self, child: Child) -> ChildProcess | None:
+        """The child forked from the template (which sets its session, log and cores), where it can be."""
+        if self._template is None or not self._template.can_fork(child.argv, child.env):
+            return None
+        try:
+            return self._template.spawn(child.argv, child.env, child.log_path, child.cpus)
+        except OSError as exc:  # the template is gone: a fresh interpreter, as without one
+            log.warning("%s not forked from the process template (%s); starting it afresh", child.name, exc)
+            return None
 
     # --- watching -------------------------------------------------------------------
 
