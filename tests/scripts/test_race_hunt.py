@@ -86,3 +86,22 @@ def test_an_update_at_once_with_its_delete_answers_as_one_after_the_other(world,
 def test_each_other_write_called_once_reaches_a_real_resource(world, op):
     findings = race_hunt.reach(world, op)
     assert not findings, "\n".join(map(str, findings))
+
+
+def _op(name: str):
+    return next(op for op in race_hunt.operations() if op.operation_id == name)
+
+
+def test_an_input_that_misses_its_resource_is_a_finding(world, monkeypatch):
+    """Planted: the endpoint's fixture hands out a made-up id (as the hand-written inputs did): the call alone
+    answers 404, and the hunt says so instead of passing on two refusals."""
+    monkeypatch.setattr(race_hunt.World, "_make_webhook_endpoint", lambda self: {"webhook_endpoint": "whe_madeup"})
+    findings = race_hunt.hunt_one(world, _op("PingWebhookEndpoint"))
+    assert any(f.scenario == "alone" and "reached no real resource" in f.what for f in findings), findings
+
+
+def test_a_fixture_in_a_state_the_operation_does_not_act_on_is_a_finding(world, monkeypatch):
+    """Planted: a restore's fixture left live (its STATES entry taken out): the call alone answers 409."""
+    monkeypatch.delitem(race_hunt.STATES, "RestorePersona")
+    findings = race_hunt.hunt_one(world, _op("RestorePersona"))
+    assert any(f.scenario == "alone" and f.what.startswith("409: refused in its fixture's state") for f in findings)
