@@ -1,6 +1,7 @@
 """Every write RPC in the protos is tried by the serial oracle (tests/oracle.py) or excluded here, with why.
 
-The write RPCs are read from the descriptors (`(persona.v1.policy).write`) of every service in persona.v1; the
+The write RPCs are read from the descriptors (`(persona.v1.policy).write`) of every service in persona.v1, by the
+race hunt's table (scripts/contract_inputs.py: the same write RPCs, each with an input built from the contract); the
 covered ones are the RPCs the operations of every oracle table call (`Op.rpc`), read from the table modules
 (`tests/**/test_*serial_oracle*_http.py`: each builds its tables with None clients, `_table(None, …)`, as it
 does to name its pairs). A write RPC added later, or a service that gains one, fails here until a table tries it
@@ -9,22 +10,21 @@ or this file says why not."""
 from __future__ import annotations
 
 import functools
-import importlib
 import importlib.util
 import inspect
 import pathlib
 import sys
 
-from persona.v1 import options_pb2
-
 TESTS = pathlib.Path(__file__).parent
-PROTOS = pathlib.Path(options_pb2.__file__).parent
 
 # Writes that make a new aggregate: two at once never share one, so no pair of them has a serial order to keep.
 CREATES = {
-    "ChatService.CreateChatSession", "WebhookService.CreateWebhookEndpoint",
+    "ChatService.CreateChatSession",
+    "WebhookService.CreateWebhookEndpoint",
     # (A SCIM user's create is tried by the users' table: a new user given the address a PUT gives at once.)
-    "PersonaService.CreatePersona", "PersonaService.StreamCreatePersona", "PersonaService.ImportPersonaCard",
+    "PersonaService.CreatePersona",
+    "PersonaService.StreamCreatePersona",
+    "PersonaService.ImportPersonaCard",
     # (A listing is made of a persona it holds FOR SHARE: the persona's table fires one beside the persona's writes.)
     "MarketplaceService.CreateListing",
     # A key, a token and a setting are made within their tables (a key's use creates one; a second token beside
@@ -46,13 +46,13 @@ PENDING: set[str] = set()
 
 def _write_rpcs() -> dict[str, set[str]]:
     """Every service in persona.v1 with write RPCs: its write RPCs' names, by service name."""
+    spec = importlib.util.spec_from_file_location("contract_inputs", TESTS.parent / "scripts" / "contract_inputs.py")
+    assert spec is not None and spec.loader is not None
+    contract_inputs = sys.modules["contract_inputs"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(contract_inputs)
     found: dict[str, set[str]] = {}
-    for module in sorted(PROTOS.glob("*_pb2.py")):
-        descriptor = importlib.import_module(f"persona.v1.{module.stem}").DESCRIPTOR
-        for service in descriptor.services_by_name.values():
-            writes = {m.name for m in service.methods if m.GetOptions().Extensions[options_pb2.policy].write}
-            if writes:
-                found[service.name] = writes
+    for rpc in contract_inputs.write_rpcs():
+        found.setdefault(rpc.service, set()).add(rpc.name)
     return found
 
 
