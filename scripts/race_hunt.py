@@ -559,12 +559,14 @@ def main() -> int:
             http, args.key, args.admin_key, args.seller_key, events=_event_counter(args.database_url, http, args.key)
         )
         findings = hunt(world, ops, args.rounds)
-        findings += [
-            f for op in others() if not args.only or op.operation_id in args.only.split(",") for f in reach(world, op)
-        ]
+        streams = [op for op in others() if not args.only or op.operation_id in args.only.split(",")]
+        findings += [f for op in streams for f in reach(world, op)]
     for finding in findings:
         print(finding)
-    print(f"{len(ops)} operations, {args.rounds} rounds: {len(findings)} findings", file=sys.stderr)
+    print(
+        f"{len(ops)} operations, {args.rounds} rounds, {len(streams)} streams called once: {len(findings)} findings",
+        file=sys.stderr,
+    )
     return 1 if findings else 0
 
 
