@@ -28,8 +28,8 @@ def rows_added(engine: Engine, *inserts: str) -> Iterator[Connection]:
                 transaction.rollback()
 
 
-def indexes_used(conn: Connection, call: Callable[[], Any]) -> list[set[str]]:
-    """The indexes each statement `call` runs on `conn` reads, as EXPLAIN plans them."""
+def statements_run(conn: Connection, call: Callable[[], Any]) -> list[tuple[str, Any]]:
+    """The statements (and their parameters) `call` runs on `conn`."""
     ran: list[tuple[str, Any]] = []
 
     def record(_conn, _cursor, statement, parameters, _context, _many):
@@ -40,8 +40,38 @@ def indexes_used(conn: Connection, call: Callable[[], Any]) -> list[set[str]]:
         call()
     finally:
         event.remove(conn, "before_cursor_execute", record)
-    plans = [conn.exec_driver_sql(f"EXPLAIN (FORMAT JSON) {sql}", params).scalar() for sql, params in ran]
+    return ran
+
+
+def indexes_used(conn: Connection, call: Callable[[], Any]) -> list[set[str]]:
+    """The indexes each statement `call` runs on `conn` reads, as EXPLAIN plans them."""
+    plans = [conn.exec_driver_sql(f"EXPLAIN (FORMAT JSON) {sql}", params).scalar()
+             for sql, params in statements_run(conn, call)]
     return [set(_index_names(json.loads(p) if isinstance(p, str) else p)) for p in plans]
+
+
+def relations_read(conn: Connection, call: Callable[[], Any]) -> list[set[str]]:
+    """The relations each statement `call` runs on `conn` scans as it runs (EXPLAIN ANALYZE, in a savepoint
+    rolled back: a write is undone): a partition pruned while the statement runs is not among them."""
+    found = []
+    for sql, params in statements_run(conn, call):
+        with conn.begin_nested() as savepoint:
+            plan = conn.exec_driver_sql(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params).scalar()
+            savepoint.rollback()
+        found.append(set(_scanned(json.loads(plan) if isinstance(plan, str) else plan)))
+    return found
+
+
+def _scanned(node: Any) -> Iterator[str]:
+    if isinstance(node, list):
+        for item in node:
+            yield from _scanned(item)
+    elif isinstance(node, dict):
+        plan = node.get("Plan", node)
+        if "Relation Name" in plan and plan.get("Actual Loops", 0) > 0:
+            yield plan["Relation Name"]
+        for child in plan.get("Plans", []):
+            yield from _scanned(child)
 
 
 def _index_names(node: Any) -> Iterator[str]:

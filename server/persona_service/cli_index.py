@@ -19,6 +19,7 @@ COMMANDS = (
 SETTINGS = (
     'persona_service.kernel.settings:Settings',
     'persona_service.providers.settings:ProviderSettings',
+    'persona_service.chat.settings:ChatSettings',
     'persona_service.files.settings:FileSettings',
     'persona_service.portraits.settings:PortraitSettings',
     'persona_service.billing.settings:BillingSettings',
@@ -108,6 +109,7 @@ VARIABLES = (
     '  PERSONA_PROVIDER_RETRY_BUDGET_SECONDS=20.0',
     '  PERSONA_PROVIDER_ATTEMPT_KEYED=False',
     '  PERSONA_MODEL_PRICES={}',
+    '  PERSONA_CHAT_RETENTION_DAYS=0',
     '  PERSONA_STORAGE_BACKEND=local',
     '  PERSONA_STORAGE_DIR=',
     '  PERSONA_SIGNED_URL_TTL_SECONDS=900',

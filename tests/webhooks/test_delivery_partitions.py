@@ -9,25 +9,22 @@ gives every row back. Times are explicit: nothing waits."""
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
 from alembic import command
+from partition_db import database_at, legacy_bound, month_of, own_server, partition_names, partition_of
 from persona_service.kernel.data import migrate
-from persona_service.kernel.data.engine import make_engine
-from persona_service.kernel.data.partitions_repository import MonthlyPartitions, month_after
-from persona_service.kernel.process.embedded import postgres_url
+from persona_service.kernel.data.partitions_repository import month_after
 from persona_service.registry import MODULES
 from persona_service.webhooks.module import MODULE
 from persona_service.webhooks.records import Subscription
 from persona_service.webhooks.repository import DeliveryQueue, WebhookRepository
 from persona_service.webhooks.worker import DeliveryWorker
 from plan_probe import sorts_in_plan
-from sqlalchemy import Engine, make_url, text
+from sqlalchemy import Engine, text
 from sqlalchemy.exc import ProgrammingError
 
 BEFORE = "0033"  # the revision before the swap
@@ -55,23 +52,14 @@ _OLD_ATTEMPT = text("""
 
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory) -> str:
-    if os.environ.get("DATABASE_URL"):
-        pytest.skip("needs a PostgreSQL server of its own")
-    return postgres_url(tmp_path_factory.mktemp("postgres"))
+    return own_server(tmp_path_factory)
 
 
 @pytest.fixture
 def database(server_url, request) -> Iterator[tuple[str, Engine]]:
     """A database at the revision before the swap, holding the previous release's deliveries, each with
     two attempts (the second an hour after the first)."""
-    name = "wh_" + re.sub(r"\W", "_", request.node.name.removeprefix("test_"))[:50]
-    admin = make_engine(server_url, pool_size=1)
-    with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
-    migrate.upgrade(url, MODULES.migrations, BEFORE)
-    engine = make_engine(url, pool_size=1)
+    url, engine = database_at(server_url, "wh_" + request.node.name.removeprefix("test_"), BEFORE)
     with engine.begin() as conn:
         # (an endpoint of no organization: what the deliveries' tables need is the endpoint row)
         conn.execute(text("SET LOCAL session_replication_role = replica"))
@@ -121,37 +109,15 @@ def attempts(engine: Engine) -> dict[str, list[int]]:
         return {d: [a.attempt for a in found] for d, found in WebhookRepository(conn).attempts_for(ids).items()}
 
 
-def partitions(engine: Engine, table: str) -> list[str]:
-    with engine.connect() as conn:
-        return [p.name for p in MonthlyPartitions(conn, table).partitions()]
-
-
-def bound(engine: Engine, table: str) -> datetime:
-    """Where the table as it was (now the partition `<table>_legacy`) ends."""
-    with engine.connect() as conn:
-        legacy = next(p for p in MonthlyPartitions(conn, table).partitions() if p.name == f"{table}_legacy")
-    assert legacy.upper is not None
-    return legacy.upper.astimezone(UTC)
-
-
-def month(table: str, start: datetime) -> str:
-    return f"{table}_p{start:%Y%m}"
-
-
-def where(engine: Engine, table: str, column: str) -> dict[str, str]:
-    with engine.connect() as conn:
-        return dict(conn.execute(text(f"SELECT {column}, tableoid::regclass::text FROM {table}")).all())
-
-
 def test_the_migration_keeps_deliveries_and_attempts_and_pages_across_partition_boundaries(database):
     url, engine = database
     before, tried = listed(engine, 2), attempts(engine)
     migrate.upgrade(url, MODULES.migrations)
     assert listed(engine, 2) == before and attempts(engine) == tried  # the same ids, order and attempts
-    end = bound(engine, "webhook_deliveries")
-    assert end - NOW >= timedelta(days=2) and end.day == 1 and bound(engine, "webhook_attempts") == end
+    end = legacy_bound(engine, "webhook_deliveries")
+    assert end - NOW >= timedelta(days=2) and end.day == 1 and legacy_bound(engine, "webhook_attempts") == end
     for table in TABLES:
-        assert partitions(engine, table) == [f"{table}_legacy", month(table, end), month(table, month_after(end))]
+        assert partition_names(engine, table) == [f"{table}_legacy", month_of(table, end), month_of(table, month_after(end))]
 
     # the previous release's replay and attempts land; its fan-out names a conflict target that is gone
     with engine.begin() as conn:
@@ -166,11 +132,11 @@ def test_the_migration_keeps_deliveries_and_attempts_and_pages_across_partition_
     for name, at in edges.items():
         fan_out(engine, f"whd_{name}", f"evt_{name}", at)
         fan_out(engine, f"whd_{name}_again", f"evt_{name}", at)  # the same (endpoint, event): ignored
-    delivered = where(engine, "webhook_deliveries", "id")
+    delivered = partition_of(engine, "webhook_deliveries", "id")
     assert not any(row_id.endswith("_again") for row_id in delivered)
     assert delivered["whd_last_legacy"] == delivered["whd_replay"] == "webhook_deliveries_legacy"
-    assert delivered["whd_first_month"] == delivered["whd_mid_month"] == month("webhook_deliveries", end)
-    assert delivered["whd_next_month"] == month("webhook_deliveries", month_after(end))
+    assert delivered["whd_first_month"] == delivered["whd_mid_month"] == month_of("webhook_deliveries", end)
+    assert delivered["whd_next_month"] == month_of("webhook_deliveries", month_after(end))
 
     everything = sorted(listed(engine, 1000), reverse=True)
     assert len(everything) == len(EXISTING) + 1 + len(edges)
@@ -194,7 +160,7 @@ def _job(engine: Engine, now: datetime) -> int:
 def test_the_job_makes_months_ahead_and_drops_those_past_the_retention(database):
     url, engine = database
     migrate.upgrade(url, MODULES.migrations)
-    end = bound(engine, "webhook_deliveries")
+    end = legacy_bound(engine, "webhook_deliveries")
     fan_out(engine, "whd_recent", "evt_recent", end + timedelta(days=3))
     with engine.begin() as conn:  # attempted in its month, and (a retry past midnight) in the next
         conn.execute(_OLD_ATTEMPT, {"delivery": "whd_recent", "attempt": 1, "at": end + timedelta(days=3)})
@@ -204,13 +170,13 @@ def test_the_job_makes_months_ahead_and_drops_those_past_the_retention(database)
     assert _job(engine, later) == 2  # each table's month after its two: made; nothing old enough to drop
     for table in TABLES:
         months = [end, month_after(end), month_after(month_after(end))]
-        assert partitions(engine, table) == [f"{table}_legacy", *(month(table, m) for m in months)]
+        assert partition_names(engine, table) == [f"{table}_legacy", *(month_of(table, m) for m in months)]
     assert _job(engine, later) == 0  # idempotent
 
     expired = end + timedelta(days=30)  # the legacy partitions ended 30 days before
     assert _job(engine, expired) >= 2  # the legacy partition of each table (and a month ahead, as the date has it)
     for table in TABLES:
-        assert f"{table}_legacy" not in partitions(engine, table) and month(table, end) in partitions(engine, table)
+        assert f"{table}_legacy" not in partition_names(engine, table) and month_of(table, end) in partition_names(engine, table)
     assert [row_id for _, row_id in listed(engine, 100)] == ["whd_recent"]
     assert attempts(engine) == {"whd_recent": [1, 2]}
     fan_out(engine, "whd_after", "evt_after", expired)  # fan-out goes on after a drop
@@ -220,7 +186,7 @@ def test_the_job_makes_months_ahead_and_drops_those_past_the_retention(database)
 def test_an_endpoints_delete_takes_its_deliveries_and_their_attempts(database):
     url, engine = database
     migrate.upgrade(url, MODULES.migrations)
-    end = bound(engine, "webhook_deliveries")
+    end = legacy_bound(engine, "webhook_deliveries")
     fan_out(engine, "whd_month", "evt_month", end + timedelta(days=1))
     with engine.begin() as conn:
         conn.execute(_OLD_ATTEMPT, {"delivery": "whd_month", "attempt": 1, "at": end + timedelta(days=1)})
@@ -234,13 +200,13 @@ def test_an_endpoints_delete_takes_its_deliveries_and_their_attempts(database):
 def test_the_downgrade_gives_every_row_back(database):
     url, engine = database
     migrate.upgrade(url, MODULES.migrations)
-    fan_out(engine, "whd_month", "evt_month", bound(engine, "webhook_deliveries") + timedelta(days=1))
+    fan_out(engine, "whd_month", "evt_month", legacy_bound(engine, "webhook_deliveries") + timedelta(days=1))
     before, tried = listed(engine, 3), attempts(engine)
     with engine.begin() as conn:  # an attempt whose delivery's month was dropped before its own
         conn.execute(_OLD_ATTEMPT, {"delivery": "whd_dropped", "attempt": 1, "at": NOW})
     command.downgrade(migrate.alembic_config(url, MODULES.migrations), BEFORE)
     assert listed(engine, 3) == before and attempts(engine) == tried
-    assert [partitions(engine, table) for table in TABLES] == [[], []]
+    assert [partition_names(engine, table) for table in TABLES] == [[], []]
     old_delivery(engine, "whd_downgraded", "evt_downgraded", NOW)  # the previous release's fan-out works again
     with engine.begin() as conn:
         assert WebhookRepository(conn).delete(WORKSPACE, ENDPOINT)  # the key cascades again

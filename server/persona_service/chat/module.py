@@ -3,6 +3,7 @@
 import pathlib
 
 from persona.v1 import chat_pb2_grpc, openai_pb2_grpc, options_pb2, usage_pb2_grpc
+from sqlalchemy import Connection
 
 from persona_service.chat.completions import users_of
 from persona_service.chat.openai_errors import OPENAI_STATUSES, openai_error_body
@@ -10,10 +11,34 @@ from persona_service.chat.openai_servicer import OpenAIServicer
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ACTION_KEY, THRESHOLD_KEY
 from persona_service.chat.servicer import ChatServicer
+from persona_service.chat.settings import ChatSettings
 from persona_service.chat.usage_servicer import UsageServicer
-from persona_service.kernel.api import ConfigKey, EndpointCap, Module, ServiceBinding
+from persona_service.kernel.api import (
+    AGE_OUT_EVERY,
+    ConfigKey,
+    EndpointCap,
+    Job,
+    Module,
+    Partition,
+    Runtime,
+    ServiceBinding,
+)
 
 _PERSONA_LEVELS = ("workspace", "org", "persona")
+
+
+def _age_out(runtime: Runtime) -> int:
+    """`chat.partitions`: the messages' months made ahead, and those past the retention dropped with their sessions
+    (a partition holds the messages of the sessions started in its months: migration 0035)."""
+    from persona_service.kernel.api import age_out, load
+
+    def expired(conn: Connection, dropped: Partition) -> int:
+        assert dropped.upper is not None  # (a partition without an end is never dropped)
+        return ChatSessionRepository(conn).expire(dropped.upper)
+
+    days = load(ChatSettings).retention_days
+    return age_out(runtime.engine, "chat_messages", days, runtime.clock(), expired)
+
 
 MODULE = Module(
     name="chat",
@@ -39,4 +64,6 @@ MODULE = Module(
         subject.org_id, users_of(conn, subject)),
     erase_personal_data=lambda conn, subject, now: ChatSessionRepository(conn).erase(
         subject.org_id, users_of(conn, subject)),
+    settings=ChatSettings,
+    jobs=(Job("chat.partitions", AGE_OUT_EVERY, _age_out),),
 )

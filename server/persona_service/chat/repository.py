@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -76,6 +76,7 @@ SESSION = declare_aggregate("chat_session", _sessions, _messages)
 _visible = and_(_messages.c.selected, _messages.c.deleted_at.is_(None))
 _alternatives = _messages.alias("alternatives")
 _same_turn = (_alternatives.c.session_id == _messages.c.session_id, _alternatives.c.ordinal == _messages.c.ordinal,
+              _alternatives.c.session_started_at == _messages.c.session_started_at,
               _alternatives.c.deleted_at.is_(None))
 # How many alternatives a message's turn keeps, and its position among them (ChatMessage.swipeCount, swipeIndex).
 _swipe_count = select(func.count()).where(*_same_turn).scalar_subquery().label("swipe_count")
@@ -83,9 +84,15 @@ _swipe_index = select(func.count()).where(*_same_turn, _alternatives.c.swipe < _
     .scalar_subquery().label("swipe_index")
 
 
-def _last_visible(stmt: Select[Any], session_id: str, limit: int, before_ordinal: int | None) -> Select[Any]:
+def _started(session_id: Any) -> ColumnElement[Any]:
+    """The session's `started_at`, read by the statement itself (a subquery: a read is pruned as it runs)."""
+    return select(_sessions.c.started_at).where(_sessions.c.id == session_id).scalar_subquery()
+
+
+def _last_visible(stmt: Select[Any], session: Sequence[ColumnElement[bool]], limit: int,
+                  before_ordinal: int | None) -> Select[Any]:
     """`stmt` over the conversation's last `limit` visible messages (before `before_ordinal`), newest first."""
-    stmt = stmt.where(_messages.c.session_id == session_id, _visible)
+    stmt = stmt.where(*session, _visible)
     if before_ordinal is not None:
         stmt = stmt.where(_messages.c.ordinal < before_ordinal)
     return stmt.order_by(_messages.c.ordinal.desc()).limit(limit)
@@ -98,11 +105,28 @@ def _with_swipes(*where: ColumnElement[bool]) -> Select[Any]:
 class ChatSessionRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
+        # The start of each session a row read here names: its messages' partition key (migration 0035), which
+        # never changes; a message is written with it and a read names it, so PostgreSQL reads one partition.
+        self.starts: dict[str, datetime] = {}
+
+    def _seen(self, row: SessionRecord | None) -> SessionRecord | None:
+        if row is not None:
+            self.starts[row.id] = row.started_at
+        return row
+
+    def _start(self, session_id: str) -> Any:
+        """The session's start: known from its row, else read by the statement that needs it."""
+        known = self.starts.get(session_id)
+        return known if known is not None else _started(session_id)
+
+    def _of_session(self, session_id: str) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
+        """The session's messages, in its partition alone."""
+        return _messages.c.session_id == session_id, _messages.c.session_started_at == self._start(session_id)
 
     # --- sessions -----------------------------------------------------------------
 
     def get(self, workspace_id: str, session_id: str) -> SessionRecord | None:
-        return _get.first(self.conn, {"id": session_id, "ws": workspace_id})
+        return self._seen(_get.first(self.conn, {"id": session_id, "ws": workspace_id}))
 
     @staticmethod
     def remembered(workspace_id: str, session_id: str, conn: Callable[[], Connection]) -> SessionRecord | None:
@@ -115,16 +139,18 @@ class ChatSessionRepository:
         """`row` as a write left it: what memory holds of it goes once the write commits."""
         if row is not None:
             stale(self.conn, CACHE, row.id)
-        return row
+        return self._seen(row)
 
     def lock(self, workspace_id: str, session_id: str) -> SessionRecord | None:
         """The session, its row locked until the unit of work ends: what a write decides on is read after this."""
-        return lock_root(self.conn, SESSION, SessionRecord, _sessions.c.id == session_id,
-                                    _sessions.c.workspace_id == workspace_id)
+        return self._seen(lock_root(self.conn, SESSION, SessionRecord, _sessions.c.id == session_id,
+                                    _sessions.c.workspace_id == workspace_id))
 
     def create(self, new: NewSession) -> SessionRecord:
         stmt = insert(_sessions).values(**row_columns(new)).returning(_sessions)
-        return record(SessionRecord, self.conn.execute(stmt).mappings().one())
+        created = record(SessionRecord, self.conn.execute(stmt).mappings().one())
+        self._seen(created)
+        return created
 
     def list_page(
         self, workspace_id: str, filters: SessionFilters, limit: int, after: tuple[datetime, str] | None
@@ -183,22 +209,29 @@ class ChatSessionRepository:
             _sessions.c.workspace_id == workspace_id, _sessions.c.persona_id == persona_id,
             _sessions.c.user_id == user_id, _sessions.c.title == title, _sessions.c.status == "active",
         ).order_by(_sessions.c.started_at).limit(1).with_for_update()
-        return record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first())
+        return self._seen(record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first()))
 
     # --- messages -------------------------------------------------------------------
 
     def add_messages(self, *new: NewMessage) -> list[MessageRecord]:
-        """Messages in one statement (an exchange's two: one round trip, not two), in the order given."""
+        """Messages in one statement (an exchange's two: one round trip, not two), in the order given (each
+        with its session's start: one statement a message where no session row read here names it)."""
         stmt = insert(_messages).returning(_messages, literal(1).label("swipe_count"), literal(0).label("swipe_index"),
-                                             sort_by_parameter_order=True)
-        return records(MessageRecord, self.conn.execute(stmt, [row_columns(m) for m in new]).mappings())
+                                           sort_by_parameter_order=True)
+        if all(m.session_id in self.starts for m in new):
+            rows = [{**row_columns(m), "session_started_at": self.starts[m.session_id]} for m in new]
+        else:
+            stmt = stmt.values(session_started_at=_started(bindparam("session_of")))
+            rows = [{**row_columns(m), "session_of": m.session_id} for m in new]
+        return records(MessageRecord, self.conn.execute(stmt, rows).mappings())
 
     def add_alternative(self, new: NewMessage) -> MessageRecord:
         """A new alternative of its turn (swipe = the next index), chosen: the others are unchosen."""
-        turn = (_messages.c.session_id == new.session_id, _messages.c.ordinal == new.ordinal)
+        turn = (*self._of_session(new.session_id), _messages.c.ordinal == new.ordinal)
         self.conn.execute(update(_messages).where(*turn).values(selected=False))
         count = select(func.count()).where(*turn).scalar_subquery()
-        self.conn.execute(insert(_messages).values(swipe=count, selected=True, **row_columns(new)))
+        self.conn.execute(insert(_messages).values(swipe=count, selected=True,
+                                                   session_started_at=self._start(new.session_id), **row_columns(new)))
         added = self.message(new.session_id, new.id)
         assert added is not None
         return added
@@ -207,33 +240,33 @@ class ChatSessionRepository:
         """The last `limit` messages of the conversation (before `before_ordinal`), oldest first, for their
         text: their alternatives are not counted (the hot path of every send), each reads as its turn's only."""
         stmt = _last_visible(select(_messages, literal(1).label("swipe_count"), literal(0).label("swipe_index")),
-                             session_id, limit, before_ordinal)
+                             self._of_session(session_id), limit, before_ordinal)
         return list(reversed(records(MessageRecord, self.conn.execute(stmt).mappings())))
 
     def history_texts(self, session_id: str, limit: int, before_ordinal: int | None = None) -> list[tuple[str, str]]:
         """`history`'s (role, content) alone, oldest first: what a new message sends the model (no records made
         of columns it does not send)."""
-        stmt = _last_visible(select(_messages.c.role, _messages.c.content), session_id, limit, before_ordinal)
+        stmt = _last_visible(select(_messages.c.role, _messages.c.content), self._of_session(session_id), limit,
+                             before_ordinal)
         return [(role, content) for role, content in reversed(self.conn.execute(stmt).all())]
 
     def messages_page(self, session_id: str, limit: int, after_ordinal: int) -> list[MessageRecord]:
-        stmt = _with_swipes(_messages.c.session_id == session_id, _visible, _messages.c.ordinal > after_ordinal)
+        stmt = _with_swipes(*self._of_session(session_id), _visible, _messages.c.ordinal > after_ordinal)
         return records(MessageRecord, self.conn.execute(stmt.order_by(_messages.c.ordinal).limit(limit)).mappings())
 
     def message(self, session_id: str, message_id: str) -> MessageRecord | None:
         """A message of the session that is not removed (any alternative of its turn)."""
-        stmt = _with_swipes(_messages.c.session_id == session_id, _messages.c.id == message_id,
-                                 _messages.c.deleted_at.is_(None))
+        stmt = _with_swipes(*self._of_session(session_id), _messages.c.id == message_id, _messages.c.deleted_at.is_(None))
         return record_or_none(MessageRecord, self.conn.execute(stmt).mappings().first())
 
     def last_ordinal(self, session_id: str) -> int | None:
         """The ordinal of the conversation's last message; None when it has none."""
-        stmt = select(func.max(_messages.c.ordinal)).where(_messages.c.session_id == session_id, _visible)
+        stmt = select(func.max(_messages.c.ordinal)).where(*self._of_session(session_id), _visible)
         return self.conn.execute(stmt).scalar()
 
     def select_alternative(self, session_id: str, ordinal: int, position: int) -> MessageRecord | None:
         """Choose the turn's alternative at `position` (swipeIndex); None when it has no such alternative."""
-        turn = (_messages.c.session_id == session_id, _messages.c.ordinal == ordinal, _messages.c.deleted_at.is_(None))
+        turn = (*self._of_session(session_id), _messages.c.ordinal == ordinal, _messages.c.deleted_at.is_(None))
         chosen = self.conn.execute(
             select(_messages.c.id).where(*turn).order_by(_messages.c.swipe).offset(position).limit(1)).scalar()
         if chosen is None:
@@ -242,13 +275,16 @@ class ChatSessionRepository:
         return self.message(session_id, chosen)
 
     def edit(self, message_id: str, content: str, now: datetime) -> None:
-        """Replace a message's text, chosen; its turn's other alternatives are removed."""
+        """Replace a message's text, chosen; its turn's other alternatives are removed. (By the message's id
+        alone: each month's key is probed, a rare write; the turn's update is pruned to the edited one's.)"""
         self.conn.execute(update(_messages).where(_messages.c.id == message_id)
                           .values(content=content, edited=True, selected=True))
-        edited = select(_messages.c.session_id, _messages.c.ordinal).where(_messages.c.id == message_id).subquery()
+        edited = select(_messages.c.session_id, _messages.c.ordinal, _messages.c.session_started_at) \
+            .where(_messages.c.id == message_id).subquery()
         self.conn.execute(
             update(_messages)
             .where(_messages.c.session_id == edited.c.session_id, _messages.c.ordinal == edited.c.ordinal,
+                   _messages.c.session_started_at == edited.c.session_started_at,
                    _messages.c.id != message_id, _messages.c.deleted_at.is_(None))
             .values(deleted_at=now, content="")
         )
@@ -258,8 +294,7 @@ class ChatSessionRepository:
         number of conversation messages removed (a turn's alternatives count once)."""
         stmt = (
             update(_messages)
-            .where(_messages.c.session_id == session_id, _messages.c.ordinal >= ordinal,
-                   _messages.c.deleted_at.is_(None))
+            .where(*self._of_session(session_id), _messages.c.ordinal >= ordinal, _messages.c.deleted_at.is_(None))
             .values(deleted_at=now, content="")
             .returning(_messages.c.selected)
         )
@@ -267,7 +302,7 @@ class ChatSessionRepository:
 
     def reply_stats(self, session_id: str) -> tuple[str, int] | None:
         """(model of the last reply, mean output tokens of the replies) of a session; None without replies."""
-        replies = (_messages.c.session_id == session_id, _messages.c.role == "assistant")
+        replies = (*self._of_session(session_id), _messages.c.role == "assistant")
         last = select(_messages.c.model).where(*replies).order_by(_messages.c.ordinal.desc(), _messages.c.swipe.desc())
         mean = select(func.avg(_messages.c.output_tokens)).where(*replies)
         model = self.conn.execute(last.limit(1)).scalar()
@@ -278,9 +313,19 @@ class ChatSessionRepository:
         (a join, not a list of the sessions' ids: a heavy user has thousands)."""
         theirs = (_sessions.c.org_id == org_id, _sessions.c.user_id.in_(user_ids))
         sessions = select(_sessions).where(*theirs).order_by(_sessions.c.started_at)
-        messages = select(_messages).join(_sessions, _sessions.c.id == _messages.c.session_id).where(*theirs) \
+        messages = select(_messages).join(_sessions, and_(_sessions.c.id == _messages.c.session_id,
+                                                          _sessions.c.started_at == _messages.c.session_started_at)) \
+            .where(*theirs) \
             .order_by(_messages.c.session_id, _messages.c.ordinal)
         return {"chat_sessions": export_batches(self.conn, sessions), "chat_messages": export_batches(self.conn, messages)}
+
+    def expire(self, before: datetime) -> int:
+        """The sessions started before `before` deleted, once their messages' partitions are dropped (the
+        retention: the same transaction). Their messages' cascade names the dropped months: pruned to nothing."""
+        stmt = delete(_sessions).where(_sessions.c.started_at < before).returning(_sessions.c.id)
+        expired = list(self.conn.execute(stmt).scalars())
+        stale(self.conn, CACHE, *expired)
+        return len(expired)
 
     def erase(self, org_id: str, user_ids: list[str]) -> dict[str, int]:
         """The sessions whose `userId` is one of the user's (`completions.users_of`), with their messages."""

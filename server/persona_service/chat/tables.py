@@ -10,6 +10,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     String,
@@ -53,16 +54,25 @@ class ChatSession(Base):
         Index("ix_chat_sessions_workspace_status_started", "workspace_id", "status", "started_at", "id"),
         # A user's sessions in the organization: the DSAR export and the erasure (migration 0016).
         Index("ix_chat_sessions_org_user_started", "org_id", "user_id", "started_at", "id"),
+        # What a message's foreign key names: (id, started_at) is its partition's (migration 0035).
+        Index("uq_chat_sessions_id_started", "id", "started_at", unique=True),
     )
 
 
 class ChatMessage(Base):
     """One message of a chat session; `ordinal` is claimed with the session's
-    atomic counter update, so concurrent exchanges never share one."""
+    atomic counter update, so concurrent exchanges never share one. Range-partitioned by month on
+    `session_started_at`, its session's start (migration 0035): a session's messages live in one
+    partition, and retention (PERSONA_CHAT_RETENTION_DAYS) drops whole months of sessions."""
 
     __tablename__ = "chat_messages"
-    id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    session_id: Mapped[str] = mapped_column(ForeignKey("chat_sessions.id", ondelete="CASCADE"), nullable=False)
+    # What matches an INSERT's returned rows to its messages (the key's other column has a server default).
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, insert_sentinel=True)
+    session_id: Mapped[str] = mapped_column(String(40), nullable=False)
+    # The partition key, so part of the keys: the session's `started_at` (the foreign key below holds it to
+    # it). '-infinity': not given (the release before 0035), set by the trigger of the legacy partition.
+    session_started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True,
+                                                         server_default=text("'-infinity'"))
     org_id: Mapped[str] = mapped_column(String(40), nullable=False)
     workspace_id: Mapped[str] = mapped_column(String(40), nullable=False)
     ordinal: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -87,7 +97,12 @@ class ChatMessage(Base):
     credential_id: Mapped[str] = mapped_column(String(80), nullable=False, server_default="")
 
     __table_args__ = (
-        Index("uq_chat_messages_session_ordinal_swipe", "session_id", "ordinal", "swipe", unique=True),
+        # One per (session, ordinal, swipe): the session's start is a function of the session.
+        Index("uq_chat_messages_session_ordinal_swipe", "session_id", "ordinal", "swipe", "session_started_at",
+              unique=True),
         Index("ix_chat_messages_workspace_replies", "workspace_id", "created_at",
               postgresql_where=text("role = 'assistant'")),
+        ForeignKeyConstraint(["session_id", "session_started_at"], ["chat_sessions.id", "chat_sessions.started_at"],
+                             ondelete="CASCADE", name="chat_messages_session_fkey"),
+        {"postgresql_partition_by": "RANGE (session_started_at)"},
     )

@@ -151,6 +151,7 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     # a module's tables that age out (monthly partitions, issue 49): its job's round and how often it runs
     from persona_service.kernel.transport.partitions import EVERY as AGE_OUT_EVERY
     from persona_service.kernel.transport.partitions import age_out as age_out
+    from persona_service.kernel.data.partitions_repository import Partition as Partition
 
     # durable tasks: a kind, its record, enqueued in the change's unit of work (the runner stays behind the door)
     from persona_service.kernel.transport.tasks import TaskKind as TaskKind
@@ -222,7 +223,7 @@ __all__ = [
     # a module's declaration (module.py) and what it declares; `Modules` is what the registry assembles
     "Command", "Job", "Module", "Modules", "ModuleHooks", "Process", "ServiceBinding", "CONFIG_KEYS", "LEVEL_CHECKS", "ConfigKey",
     # a module's tables that age out
-    "AGE_OUT_EVERY", "age_out",
+    "AGE_OUT_EVERY", "age_out", "Partition",
     # durable tasks
     "TaskKind", "TaskRecord", "enqueue",
     # limits

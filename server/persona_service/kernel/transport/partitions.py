@@ -5,11 +5,11 @@ and drops the months past the table's retention, whole partitions instead of row
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from persona_service.kernel.data.partitions_repository import (
     MonthlyPartitions,
@@ -51,17 +51,25 @@ def plan_age_out(partitions: Sequence[Partition], now: datetime, retention_days:
     return AgeOut(make, drop)
 
 
-def age_out(engine: Engine, table: str, retention_days: int, now: datetime) -> int:
-    """A table's periodic job (`<name>.partitions`): one round of `plan_age_out`, in one transaction.
-    Returns how many partitions it made and dropped."""
+# What goes with a dropped partition, in its transaction: given the partition (its `upper`: the rows before it
+# are gone), what refers to its rows is removed (chat: the sessions whose messages it held).
+Dropped = Callable[[Connection, Partition], object]
+
+
+def age_out(engine: Engine, table: str, retention_days: int, now: datetime, dropped: Dropped | None = None) -> int:
+    """A table's periodic job (`<name>.partitions`): one round of `plan_age_out`, in one transaction
+    (with `dropped` for each partition dropped, oldest first). Returns how many partitions it made and dropped."""
     with engine.begin() as conn:
         partitions = MonthlyPartitions(conn, table)
         if not partitions.take_turn():
             return 0  # another process is at it
-        todo = plan_age_out(partitions.partitions(), now, retention_days)
+        existing = {p.name: p for p in partitions.partitions()}
+        todo = plan_age_out(list(existing.values()), now, retention_days)
         for start, end in todo.make:
             partitions.make(start, end)
         for name in todo.drop:
             partitions.drop(name)
+            if dropped is not None:
+                dropped(conn, existing[name])
             log.info("%s: partition %s dropped, older than %d days", table, name, retention_days)
     return len(todo.make) + len(todo.drop)
