@@ -290,5 +290,17 @@ def _first_value(enum: EnumDescriptor) -> str:
     return value.GetOptions().Extensions[options_pb2.wire_name] or value.name
 
 
+def error_statuses() -> dict[str, int]:
+    """The error catalogue's HTTP status of each `error.code` (errors.proto's ErrorCode values), for an error a
+    stream reports in band after its 200."""
+    from persona.v1 import errors_pb2, options_pb2
+
+    specs = [
+        v.GetOptions().Extensions[options_pb2.error]
+        for v in errors_pb2.DESCRIPTOR.enum_types_by_name["ErrorCode"].values
+    ]
+    return {spec.code: spec.http_status for spec in specs if spec.code}
+
+
 def _unresolved(rpc: WriteRpc, name: str, why: str) -> Any:
     raise Unresolved(f"{rpc.service}.{rpc.name}: {name}: {why}")

@@ -388,15 +388,11 @@ def reach(world: World, op: Operation) -> list[Finding]:
     status = r.status_code
     errors = [line for line in text.splitlines() if line.startswith("data: ") and '"error"' in line]
     if status == 200 and errors:  # the stream started, then ended in an error: its code's status
-        status = _STATUS.get(json.loads(errors[0][6:]).get("error", {}).get("code", ""), 500)
+        status = contract_inputs.error_statuses().get(json.loads(errors[0][6:]).get("error", {}).get("code", ""), 500)
     told = errors[0] if errors else text[:300]
     if status >= 500:
         return [Finding(op.operation_id, "alone", f"{status} {told}")]
     return _missed(op, status, told)
-
-
-# The in-band errors of a stream whose status tells a missed input (the rest are judged as a 5xx).
-_STATUS = {"not_found": 404, "validation_failed": 422, "model_not_found": 404, "state_conflict": 409}
 
 
 def _pair(http: httpx.Client, calls: list[Callable[[], httpx.Response]]) -> list[httpx.Response]:
