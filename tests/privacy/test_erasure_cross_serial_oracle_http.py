@@ -263,7 +263,8 @@ def _table_credentials(http, engine, tenants) -> Table:
     table = Table("a member with keys, a SCIM token, a persona and a portrait of it",
                   make=lambda: _credentials(http, engine, tenants), read=lambda c: _credential_state(engine, c),
                   ops=_credential_ops(http))
-    # Before every write here held the caller's membership first (OrgDirectory.hold_caller), where the serial
+    # Before every write here held the caller's membership first (then OrgDirectory.hold_caller, now the pipeline's
+    # HoldCaller stage for every write: kernel/transport/stages/hold.py), where the serial
     # orders leave the new key or token revoked (made first) or none (401): `erase+key-create` 6 of 20 rounds and
     # `erase+token-create` 7 of 20 (and 3 of 6) answered 200 + 200 and left it live for the erased member (its
     # insert committed after the erasure's revocation had read the keys). The others met no divergence in 20.

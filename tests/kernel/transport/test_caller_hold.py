@@ -165,3 +165,39 @@ def test_every_write_with_a_caller_is_held_but_the_declared_few():
     writes = {path: meta for path, meta in table.items() if meta.policy.write and not meta.policy.anonymous}
     assert {path for path, meta in writes.items() if not meta.holds_caller} == OWN_ORDER
     assert len(writes) > len(OWN_ORDER) + 40  # the rest (chat, personas, keys, portraits, ...) are held
+
+
+def _broken(streaming: bool, output: str, **policy: object):
+    """A service of one method declaring `policy`, in a pool of its own (the startup checks read descriptors)."""
+    import pathlib
+
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    pool = descriptor_pool.DescriptorPool()
+    files = descriptor_pb2.FileDescriptorSet.FromString(
+        (pathlib.Path(__file__).resolve().parents[3] / "gen" / "descriptor.binpb").read_bytes()).file
+    wanted = ("google/protobuf/descriptor.proto", "google/protobuf/any.proto", "google/rpc/code.proto",
+              "google/api/httpbody.proto", "persona/v1/options.proto")
+    for file in sorted((f for f in files if f.name in wanted), key=lambda f: wanted.index(f.name)):
+        pool.Add(file)
+    broken = descriptor_pb2.FileDescriptorProto(name="broken.proto", package="broken", syntax="proto3",
+                                                dependency=["persona/v1/options.proto", "google/api/httpbody.proto"])
+    broken.message_type.add(name="Empty")
+    method = broken.service.add(name="Broken").method.add(name="Go", input_type=".broken.Empty", output_type=output,
+                                                          server_streaming=streaming)
+    method.options.Extensions[options_pb2.policy].MergeFrom(options_pb2.MethodPolicy(**policy))
+    pool.Add(broken)
+    return pool.FindServiceByName("broken.Broken")
+
+
+def test_a_read_declaring_its_own_member_order_is_a_startup_error():
+    with pytest.raises(RuntimeError, match="orders its own member locks but is no write"):
+        method_table([_broken(False, ".broken.Empty", own_member_order=True)])
+
+
+def test_a_writing_download_is_a_startup_error():
+    """A raw-body stream runs neither in Commit nor as a durable run, so nothing would hold its caller first."""
+    raw = options_pb2.RESPONSE_KIND_RAW_BODY
+    with pytest.raises(RuntimeError, match="is a download"):
+        method_table([_broken(True, ".google.api.HttpBody", write=True, response=raw)])
+    method_table([_broken(True, ".google.api.HttpBody", response=raw)])  # a download that writes nothing is fine

@@ -69,8 +69,7 @@ def method_table(services: list[ServiceDescriptor]) -> dict[str, MethodMeta]:
                 # A key's scopes confine an administrator too: admin power needs the admin scope.
                 raise RuntimeError(f"{method.full_name}: admin-only RPCs, and only they, require scope {ADMIN_SCOPE!r}")
             _check_read_may_lag(method, policy)
-            if policy.own_member_order and not policy.write:
-                raise RuntimeError(f"{method.full_name} orders its own member locks but is no write")
+            _check_caller_hold(method, policy)
             check_rules(method.input_type)
             path = f"/{service.full_name}/{method.name}"
             table[path] = MethodMeta(
@@ -97,6 +96,15 @@ def _check_read_may_lag(method: MethodDescriptor, policy: options_pb2.MethodPoli
     """A replica takes no writes: an RPC that writes (its audit entry, a generation's quota) reads the primary."""
     if policy.read_may_lag and (policy.write or policy.audited or policy.platform_admin or policy.generation):
         raise RuntimeError(f"{method.full_name} may read a lagging replica but writes, is audited or generates")
+
+
+def _check_caller_hold(method: MethodDescriptor, policy: options_pb2.MethodPolicy) -> None:
+    """A write's unit of work begins with its caller's hold (stages.hold), which a unary call and a durable run take:
+    a download (a raw-body stream) has neither, so it may not write; `own_member_order` is only a write's."""
+    if policy.own_member_order and not policy.write:
+        raise RuntimeError(f"{method.full_name} orders its own member locks but is no write")
+    if policy.write and method.server_streaming and policy.response == options_pb2.RESPONSE_KIND_RAW_BODY:
+        raise RuntimeError(f"{method.full_name} is a download (a raw-body stream) but declares a write")
 
 
 HTTP_BODY = "google.api.HttpBody"
