@@ -8,10 +8,15 @@ from sqlalchemy import Connection, func, insert, literal, select, tuple_
 
 from persona_service.kernel.data.base import seen_from, table_of
 from persona_service.kernel.data.personal_data import Batches, Subject, export_batches
+from persona_service.kernel.data.prepared import PreparedInsert
 from persona_service.kernel.data.records import records
 from persona_service.kernel.data.tables import AuditEvent
 
 _events = table_of(AuditEvent)
+# Every audited call's entry (issue 50): compiled once, run without SQLAlchemy's per-execution layers.
+_add = PreparedInsert(insert(_events), ("id", "action", "outcome", "status", "request_id", "client_ip", "org_id",
+                                        "workspace_id", "actor_user_id", "credential_id", "resource_type",
+                                        "resource_id", "error_code", "details"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +74,7 @@ class AuditRepository:
     def add(self, *, id: str, action: str, outcome: str, status: int, request_id: str, client_ip: str,
             org_id: str | None, workspace_id: str | None, actor_user_id: str | None, credential_id: str | None,
             resource_type: str, resource_id: str, error_code: str, details: dict[str, Any]) -> None:
-        self.conn.execute(insert(_events).values(
+        _add.run(self.conn, dict(
             id=id, action=action, outcome=outcome, status=status, request_id=request_id, client_ip=client_ip,
             org_id=org_id, workspace_id=workspace_id, actor_user_id=actor_user_id, credential_id=credential_id,
             resource_type=resource_type, resource_id=resource_id, error_code=error_code, details=details))

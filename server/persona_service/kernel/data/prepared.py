@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Connection, Select, Update
+from psycopg.types.json import Jsonb
+from sqlalchemy import JSON, Connection, Insert, Select, Update
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 
 from persona_service.kernel.data.aggregates import guard_of
@@ -50,11 +51,32 @@ class Prepared(Generic[R]):
         return [self.record(*[row[i] for i in index]) for row in self._cursor(conn, params, decides_nothing)]
 
     def _cursor(self, conn: Connection, params: Mapping[str, Any], decides_nothing: bool) -> Any:
-        raw = conn.connection.driver_connection
-        assert raw is not None
-        guard = guard_of(conn.engine)
-        if guard is not None:
-            guard.check_on(conn, self.sql, decides_nothing)
-        # A connection opened without prepared statements (make_engine(prepared=False)) runs it unprepared.
-        prepare = raw.prepare_threshold is not None  # type: ignore[attr-defined]
-        return raw.execute(self.sql, params, prepare=prepare)  # type: ignore[attr-defined]
+        return _execute(conn, self.sql, params, decides_nothing)
+
+
+class PreparedInsert:
+    """An INSERT of one row on every request's path (an audit entry), compiled once for `columns` (the others
+    take their server defaults) and run as `Prepared` runs a read. JSON columns' values are sent as JSONB."""
+
+    def __init__(self, statement: Insert, columns: tuple[str, ...]):
+        table = statement.table
+        self.sql = str(statement.inline().compile(dialect=_DIALECT, column_keys=list(columns)))  # no RETURNING
+        self._json = [name for name in columns if isinstance(table.c[name].type, JSON)]  # type: ignore[union-attr]
+
+    def run(self, conn: Connection, params: dict[str, Any]) -> None:
+        for name in self._json:
+            params[name] = Jsonb(params[name])
+        if not conn.in_transaction():
+            conn.begin()  # as SQLAlchemy begins on a first statement: its commit then commits this row
+        _execute(conn, self.sql, params, decides_nothing=False)
+
+
+def _execute(conn: Connection, sql: str, params: Mapping[str, Any], decides_nothing: bool) -> Any:
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    guard = guard_of(conn.engine)
+    if guard is not None:
+        guard.check_on(conn, sql, decides_nothing)
+    # A connection opened without prepared statements (make_engine(prepared=False)) runs it unprepared.
+    prepare = raw.prepare_threshold is not None  # type: ignore[attr-defined]
+    return raw.execute(sql, params, prepare=prepare)  # type: ignore[attr-defined]
