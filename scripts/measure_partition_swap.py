@@ -1,15 +1,19 @@
 """How long the previous release's writes wait while the swap (kernel/data/partition_swap.py)
-partitions a table: the audit log (0032), the event log (0033) or the webhook deliveries and their
-attempts (0034, both tables: `--table webhook_deliveries`).
+partitions a table: the audit log (0032), the event log (0033), the webhook deliveries and their
+attempts (0034, both tables: `--table webhook_deliveries`) or the chat messages (0035: the backfill of
+their sessions' start, the new foreign key's validation, then the swap).
 
-    .venv/bin/python scripts/measure_partition_swap.py [--table audit_events|events|webhook_deliveries] [--rows 1000000]
+    .venv/bin/python scripts/measure_partition_swap.py [--table audit_events|events|webhook_deliveries|chat_messages]
+        [--rows 1000000]
 
 A fresh embedded PostgreSQL (under a temporary directory) at the revision before the table's swap
 holding `--rows` rows spread over the past, then the upgrade to head while one thread inserts a row
 every 5 ms as the previous release does (the audit log: no `occurred_at`, the server's now(); the
 event log: its clock's now, `seq` from the identity, through 0029's triggers; a webhook delivery: the
 fan-out's insert, created_at its clock's now, and an attempt of it, `--rows` of each seeded, one endpoint
-of no organization). Prints the upgrade's
+of no organization; a chat message: a user's message to a session started seconds ago, its ordinal
+claimed from the session's counter, `--rows` messages seeded in sessions of ten, one started every 10
+s back, of no organization). Prints the upgrade's
 duration and the inserts' latencies (median, p99, longest: the swap's lock) and errors
 (docs/online-migrations.md).
 """
@@ -74,6 +78,25 @@ TABLES = {
         created_at) VALUES (:id, 'whe_1', :id, 'persona.created', 'pending', 0, now(), now()) ON CONFLICT DO NOTHING""",
         """INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, status_code, latency_ms, response_body,
         error, success) VALUES (:id, 1, now(), 200, 20, 'ok', '', true)""",
+    )),
+    "chat_messages": Table("0034", (
+        "SET LOCAL session_replication_role = replica",  # (the sessions' organization is not there)
+        """INSERT INTO chat_sessions (id, org_id, workspace_id, persona_id, user_id, title, status, message_count,
+        input_tokens, output_tokens, cost_usd_micros, started_at, last_active_at)
+      SELECT 'chs_' || g, 'org_1', 'ws_1', 'per_1', 'end-user-' || (g % 1000), '', 'active', 10, 0, 0, 0,
+             now() - make_interval(secs => g * 10), now() FROM generate_series(1, :rows / 10 + 1) g""",
+        """INSERT INTO chat_messages (id, session_id, org_id, workspace_id, ordinal, role, content, model,
+        input_tokens, output_tokens, cost_usd_micros, drift_score, recovered, created_at)
+      SELECT 'msg_' || g, 'chs_' || (g / 10 + 1), 'org_1', 'ws_1', g % 10 + 1,
+             CASE WHEN g % 2 = 0 THEN 'user' ELSE 'assistant' END, repeat('A message of ordinary length. ', 5), '',
+             0, 0, 0, 0, false, now() - make_interval(secs => (g / 10 + 1) * 10 - g % 10)
+      FROM generate_series(0, :rows - 1) g""",
+    ), (  # an exchange's user message, its ordinal claimed from the session's counter as that release does
+        "UPDATE chat_sessions SET message_count = message_count + 1, last_active_at = now() WHERE id = 'chs_1'",
+        """INSERT INTO chat_messages (id, session_id, org_id, workspace_id, ordinal, role, content, model, input_tokens,
+        output_tokens, cost_usd_micros, drift_score, recovered, created_at)
+      SELECT :id, id, org_id, workspace_id, message_count, 'user', 'Hello', '', 0, 0, 0, 0, false, now()
+      FROM chat_sessions WHERE id = 'chs_1'""",
     )),
 }
 

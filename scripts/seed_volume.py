@@ -296,7 +296,7 @@ class Seeder:
                     yield {
                         "id": f"msg_{n:024d}", "session_id": sid, "org_id": org_id, "workspace_id": workspace_id,
                         "ordinal": k + 1, "role": "user" if k % 2 == 0 else "assistant", "content": text,
-                        "created_at": at(i, 30) + timedelta(seconds=k),
+                        "created_at": at(i, 30) + timedelta(seconds=k), "session_started_at": at(i, 30),
                     }
                     n += 1
 

@@ -35,6 +35,13 @@ Online, writers going on (docs/online-migrations.md, `phase = "swap"`):
    (session_id, ordinal, swipe) index; the previous release's own edits wait at most one batch).
 3. The foreign key replaced: the new one added NOT VALID with the old one dropped (one short
    transaction), then VALIDATEd (a scan that blocks no writer).
+
+Each of the three short transactions (1, 3 and the swap's) first takes its locks in the order an
+exchange of the previous release takes them (its session's row updated, then its messages inserted:
+`chat_sessions`, then `chat_messages`), each wait at most 200 ms and tried again a moment later
+(partition_swap.lock_in_order): waiting longer, a migration holding one table and waiting on a writer
+that holds the other would make PostgreSQL fail one of the two after `deadlock_timeout`, and it was the
+writer (measured: one failed insert in 217 before this).
 4. The shared swap (kernel/data/partition_swap.py), as for 0032-0034: the old table becomes the
    partition `chat_messages_legacy` (MINVALUE to `bound`, the first day of the month after both the
    newest session start and two days from now), two months made after it. The trigger of 1 ends on
@@ -59,7 +66,7 @@ Create Date: 2026-12-02 15:00:00
 from __future__ import annotations
 
 from alembic import op
-from persona_service.kernel.data.partition_swap import Key, MonthlySwap, UniqueIndex
+from persona_service.kernel.data.partition_swap import Key, MonthlySwap, UniqueIndex, lock_in_order
 from sqlalchemy import text
 
 revision = '0035'
@@ -71,6 +78,7 @@ phase = "swap"
 MESSAGES = MonthlySwap(
     'chat_messages', 'session_started_at', (Key('chat_messages_pkey', ('id',)),),
     (UniqueIndex('uq_chat_messages_session_ordinal_swipe', ('session_id', 'ordinal', 'swipe')),),
+    locked_before=('chat_sessions',),  # an exchange updates its session, then inserts its messages
 )
 OLD_REFERENCE, REFERENCE = "chat_messages_session_id_fkey", "chat_messages_session_fkey"
 FILL = "chat_messages_session_start"
@@ -83,6 +91,7 @@ def _fill_trigger(table: str) -> str:
 
 
 def upgrade() -> None:
+    lock_in_order(("chat_messages", "ACCESS EXCLUSIVE"))
     op.execute("ALTER TABLE chat_messages ADD COLUMN IF NOT EXISTS session_started_at timestamptz NOT NULL "
                "DEFAULT '-infinity'")
     op.execute(f"""CREATE OR REPLACE FUNCTION {FILL}() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -97,6 +106,7 @@ def upgrade() -> None:
         op.execute("CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS uq_chat_sessions_id_started "
                    "ON chat_sessions (id, started_at)")
         _backfill()
+    lock_in_order(("chat_sessions", "SHARE ROW EXCLUSIVE"), ("chat_messages", "ACCESS EXCLUSIVE"))  # (writers' order)
     op.execute(f"ALTER TABLE chat_messages DROP CONSTRAINT IF EXISTS {OLD_REFERENCE}")
     op.execute(f"ALTER TABLE chat_messages DROP CONSTRAINT IF EXISTS {REFERENCE}")  # (a failed run's)
     op.execute(f"ALTER TABLE chat_messages ADD CONSTRAINT {REFERENCE} FOREIGN KEY (session_id, session_started_at) "

@@ -40,15 +40,22 @@ the name, keys, indexes, identity and triggers back.
 
 from __future__ import annotations
 
+import random
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from alembic import op
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from persona_service.kernel.data.partitions_repository import MonthlyPartitions, month_after
 
 MONTHS_AHEAD = 2  # months made after `bound` (the job keeps two ahead from then on)
+# Each try at a swap's locks waits at most this long, well under PostgreSQL's deadlock_timeout (1 s by default):
+# in a cycle with a writer, the migration is the one that gives way (and tries again), never the writer.
+LOCK_WAIT_MS = 200
+LOCK_TRIES = 300  # a minute or more of tries, then the migration fails, to be run again
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,10 @@ class MonthlySwap:
     column: str  # the partition key: a timestamptz NOT NULL column
     keys: tuple[Key, ...]
     unique_indexes: tuple[UniqueIndex, ...] = ()
+    # Tables a writer changes before this one in a transaction, which the swap locks too (a foreign key it holds
+    # references them): locked first, in the writers' order (0035: an exchange updates its session's counters,
+    # then inserts its messages).
+    locked_before: tuple[str, ...] = ()
 
     @property
     def legacy(self) -> str:
@@ -164,6 +175,7 @@ class MonthlySwap:
 
     def _set_aside(self, catalog: _Catalog) -> list[Identity]:
         """The old table and its indexes under other names, keyed as a partition must be, without identity."""
+        lock_in_order(*((table, "SHARE ROW EXCLUSIVE") for table in self.locked_before), (self.table, "ACCESS EXCLUSIVE"))
         op.execute("SET LOCAL lock_timeout = '10s'")
         op.execute(f"ALTER TABLE {self.table} RENAME TO {self.legacy}")
         for key in self.keys:
@@ -222,6 +234,29 @@ class MonthlySwap:
         for _ in range(MONTHS_AHEAD):
             partitions.make(start, month_after(start))
             start = month_after(start)
+
+
+def lock_in_order(*locks: tuple[str, str]) -> None:
+    """(table, mode) locks taken for the rest of the transaction, in the order given (a writer's), each wait at
+    most LOCK_WAIT_MS: one that would wait longer gives back those it took (a savepoint) and tries again a
+    moment later. So a migration waiting on a long reader neither queues every writer behind it for long nor
+    waits in a cycle long enough for PostgreSQL to break it by failing a writer."""
+    bind = op.get_bind()
+    for _ in range(LOCK_TRIES):
+        savepoint = bind.begin_nested()
+        try:
+            bind.execute(text(f"SET LOCAL lock_timeout = '{LOCK_WAIT_MS}ms'"))
+            for table, mode in locks:
+                bind.execute(text(f"LOCK TABLE {table} IN {mode} MODE"))
+        except OperationalError as exc:
+            if getattr(exc.orig, "sqlstate", "") not in ("55P03", "40P01"):  # lock_not_available, deadlock_detected
+                raise
+            savepoint.rollback()
+            time.sleep(random.uniform(0.05, 0.25))
+            continue
+        savepoint.commit()
+        return
+    raise TimeoutError(f"no turn at the locks {locks} in {LOCK_TRIES} tries: run the migration again")
 
 
 def _rename_not_null(table: str, old_prefix: str, new_prefix: str) -> None:
