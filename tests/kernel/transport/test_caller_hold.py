@@ -7,6 +7,8 @@ erasure and SCIM's writes, which take their locks in the erasure's own order (do
 
 from __future__ import annotations
 
+import threading
+
 import psycopg
 import pytest
 from google.protobuf import empty_pb2
@@ -25,7 +27,7 @@ from persona_service.kernel.transport.stages.commit import Commit
 from persona_service.orgs.credentials import OrgCredentialStore
 from persona_service.registry import MODULES
 from sqlalchemy import text
-from support import engine_for
+from support import engine_for, wait_until
 
 PATH = "/persona.v1.PersonaService/UpdatePersona"
 MEMBERSHIP = "SELECT 1 FROM memberships WHERE org_id = :o AND user_id = :u FOR UPDATE NOWAIT"
@@ -165,6 +167,35 @@ def test_every_write_with_a_caller_is_held_but_the_declared_few():
     writes = {path: meta for path, meta in table.items() if meta.policy.write and not meta.policy.anonymous}
     assert {path for path, meta in writes.items() if not meta.holds_caller} == OWN_ORDER
     assert len(writes) > len(OWN_ORDER) + 40  # the rest (chat, personas, keys, portraits, ...) are held
+
+
+def _blocked_by(engine, pid: int) -> int:
+    """How many backends wait on a lock `pid` holds (a connection of its own: a transaction sees one snapshot of
+    pg_stat_activity)."""
+    with engine.connect() as probe:
+        return int(probe.execute(text("SELECT count(*) FROM pg_stat_activity WHERE :me = ANY(pg_blocking_pids(pid))"),
+                                 {"me": pid}).scalar_one())
+
+
+def test_a_streams_run_begins_with_its_callers_hold(http, engine, tenants):
+    """A streaming write runs as a durable run, outside Commit (RequestPipeline._produce): it holds its caller too.
+    With the membership locked as the erasure locks it, the stream's run waits on that lock (nothing else of a
+    persona's create touches the membership), and goes on once it is released."""
+    member = tenants.member()
+    answers: list[int] = []
+    with engine.connect() as erasing:
+        erasing.execute(text(MEMBERSHIP.replace(" NOWAIT", "")), {"o": member.org_id, "u": member.user_id})
+        me = erasing.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        stream = threading.Thread(target=lambda: answers.append(http.post(
+            "/v1/personas:stream", json={"intent": "A lighthouse keeper who tells storm stories"},
+            headers=member.auth).status_code))
+        stream.start()
+        try:
+            wait_until(lambda: _blocked_by(engine, me), what="the stream's run waiting on the caller's membership")
+        finally:
+            erasing.rollback()
+            stream.join()
+    assert answers == [200]
 
 
 def _broken(streaming: bool, output: str, **policy: object):
