@@ -36,7 +36,6 @@ from persona_service.kernel.api import (
     changed_columns,
     declare_aggregate,
     export_batches,
-    lock_root,
     read_cache,
     record,
     record_or_none,
@@ -50,6 +49,14 @@ _sessions = table_of(ChatSession)
 # GET by id is a hot read: prepared once, run without SQLAlchemy's per-execution layers.
 _get = Prepared(
     select(_sessions).where(_sessions.c.id == bindparam("id"), _sessions.c.workspace_id == bindparam("ws")),
+    SessionRecord,
+)
+# Every write's lock of its session (`lock`: lock_root's SELECT … FOR UPDATE of the aggregate's root, the same SQL),
+# prepared as well (issue 50: a chat reply's first statement after the caller's hold).
+_lock = Prepared(
+    select(_sessions)
+    .where(_sessions.c.id == bindparam("id"), _sessions.c.workspace_id == bindparam("ws"))
+    .with_for_update(),
     SessionRecord,
 )
 # ... and kept in memory (kernel.data.read_cache): every write of a session's row below marks it.
@@ -143,8 +150,7 @@ class ChatSessionRepository:
 
     def lock(self, workspace_id: str, session_id: str) -> SessionRecord | None:
         """The session, its row locked until the unit of work ends: what a write decides on is read after this."""
-        return self._seen(lock_root(self.conn, SESSION, SessionRecord, _sessions.c.id == session_id,
-                                    _sessions.c.workspace_id == workspace_id))
+        return self._seen(_lock.first(self.conn, {"id": session_id, "ws": workspace_id}))
 
     def create(self, new: NewSession) -> SessionRecord:
         stmt = insert(_sessions).values(**row_columns(new)).returning(_sessions)
