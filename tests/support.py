@@ -73,9 +73,14 @@ def process_template() -> Template | None:
     if os.environ.get("PERSONA_TEST_PROCESS_TEMPLATE", "1") == "0" or os.environ.get("COVERAGE_PROCESS_START"):
         return None
     if not _templates:
+        import atexit
+        import shutil
         import tempfile
 
-        _templates.append(Template.start(pathlib.Path(tempfile.mkdtemp(prefix="persona-template-")), TEMPLATE_MODULES))
+        home = pathlib.Path(tempfile.mkdtemp(prefix="persona-template-"))
+        # Its socket and folder, also where a session ends without its teardown (the template ends with its owner).
+        atexit.register(shutil.rmtree, home, ignore_errors=True)
+        _templates.append(Template.start(home, TEMPLATE_MODULES))
     return _templates[0]
 
 
