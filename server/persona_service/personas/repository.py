@@ -218,8 +218,14 @@ class PersonaRepository:
 
     # --- versions and voice ---------------------------------------------------------
 
-    def add_version(self, version: NewVersion) -> None:
-        self.conn.execute(insert(_versions).values(**row_columns(version)))
+    def add_version(self, version: NewVersion, voice: VoiceRecord) -> None:
+        """The persona's new version and its current voice (inserted or replaced), in one statement: the voice's
+        upsert is a data-modifying CTE of the version's INSERT (one statement to build and run, not two)."""
+        values = row_columns(voice)
+        upsert = pg_insert(_voices).values(**values)
+        upsert = upsert.on_conflict_do_update(index_elements=[_voices.c.persona_id],
+                                              set_={name: upsert.excluded[name] for name in values})
+        self.conn.execute(insert(_versions).values(**row_columns(version)).add_cte(upsert.cte("voice")))
 
     def version(self, persona_id: str, version: int, *, decides_nothing: bool = False) -> VersionRecord | None:
         stmt = select(_versions).where(_versions.c.persona_id == persona_id, _versions.c.version == version)
@@ -236,13 +242,6 @@ class PersonaRepository:
     def versions(self, persona_ids: list[str]) -> list[VersionRecord]:
         stmt = select(_versions).where(_versions.c.persona_id.in_(persona_ids)).order_by(_versions.c.version)
         return records(VersionRecord, self.conn.execute(stmt).mappings())
-
-    def set_voice(self, voice: VoiceRecord) -> None:
-        """The persona's current voice (inserted or replaced)."""
-        values = row_columns(voice)
-        stmt = pg_insert(_voices).values(**values)
-        stmt = stmt.on_conflict_do_update(index_elements=[_voices.c.persona_id], set_=values)
-        self.conn.execute(stmt)
 
     def voice(self, persona_id: str, *, decides_nothing: bool = False) -> VoiceRecord | None:
         return _voice_read.first(self.conn, {"id": persona_id}, decides_nothing=decides_nothing)

@@ -185,7 +185,6 @@ class PersonaService:
         now = self.clock()
         row = self.repo.update(row.id, PersonaChanges(
             soul=target.soul, version=row.version + 1, last_run_id=target.run_id, updated_at=now))
-        self._store_voice(row, target.voice, fingerprint)
         self._add_version(row, "rollback", target.soul, target.voice, "", fingerprint, now,  # no run made it
                           note=note, source_version=version)
         self._emit(row, "persona.updated", {
@@ -529,9 +528,7 @@ class PersonaService:
         else:  # ours to derive: taken (a concurrent create's too) makes us derive the next one
             row = derive_unique(SLUG_CONSTRAINT, lambda attempt: _derived_slug(soul["name"], persona_id, attempt),
                                 lambda slug: self.repo.insert_unless_slug_taken(new(slug)))
-        voice = outputs["write_voice"]
-        self._store_voice(row, voice, outputs["fingerprint"])
-        self._add_version(row, kind, soul, voice, run_id, outputs["fingerprint"], now, note=note,
+        self._add_version(row, kind, soul, outputs["write_voice"], run_id, outputs["fingerprint"], now, note=note,
                           instruction=instruction)
         self._emit(row, "persona.created", {
             "slug": row.slug, "version": 1, "parentId": row.parent_id or "", "rootId": row.root_id, "runId": run_id,
@@ -548,7 +545,6 @@ class PersonaService:
             soul=outputs["draft_soul"], version=version, last_run_id=result.run_id, updated_at=now,
             audit_score=audit.get("score", row.audit_score),
         ))
-        self._store_voice(row, outputs["write_voice"], outputs["fingerprint"])
         self._add_version(row, kind, outputs["draft_soul"], outputs["write_voice"], result.run_id,
                           outputs["fingerprint"], now, note=note, instruction=instruction)
         return row
@@ -556,14 +552,12 @@ class PersonaService:
     def _add_version(self, row: PersonaRecord, kind: str, soul: dict[str, Any], voice: dict[str, Any], run_id: str,
                      fingerprint: dict[str, Any], now: datetime, *, note: str = "", instruction: str = "",
                      source_version: int | None = None) -> None:
-        """The persona's version `row.version`, as just written."""
+        """The persona's version `row.version`, as just written, and `voice` as its current voice."""
         self.repo.add_version(NewVersion(
             persona_id=row.id, version=row.version, kind=kind, soul=soul, voice=voice, run_id=run_id,
             created_at=now, fingerprint=fingerprint["vector"], fingerprint_model=fingerprint["model"],
-            note=note, instruction=instruction, source_version=source_version))
-
-    def _store_voice(self, row: PersonaRecord, voice: dict[str, Any], fingerprint: dict[str, Any]) -> None:
-        self.repo.set_voice(VoiceRecord(
+            note=note, instruction=instruction, source_version=source_version,
+        ), VoiceRecord(
             persona_id=row.id, version=row.version, system_prompt=voice["system_prompt"],
             greeting=voice.get("greeting", ""), sample_dialogues=voice.get("sample_dialogues", []),
             style_notes=voice.get("style_notes", ""), fingerprint=fingerprint["vector"],
