@@ -35,6 +35,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from persona_service.kernel.process.reaper import alive
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # (kernel.metrics', not imported here: the template sets it first)
 # What a fresh interpreter decides at its start or at import from these; a child whose values differ starts fresh.
 _DECIDED_AT_START = ("PYTHON", "COVERAGE_", "PERSONA_EXTRA_MODULES", "GRPC_ENABLE_FORK_SUPPORT")
@@ -294,6 +296,8 @@ class Template:
     def spawn(
         self, argv: list[str], env: dict[str, str], log_path: pathlib.Path, cpus: set[int] | None = None
     ) -> TemplateChild:
+        with open(log_path, "ab"):  # as Popen's caller opens it: a log that cannot be written fails here
+            pass
         spawn = Spawn(argv[2], argv[3:], dict(env), os.getcwd(), str(log_path), sorted(cpus) if cpus else None)
         answer = self.call({"op": "spawn", "spawn": spawn.__dict__})
         return TemplateChild(self, answer["id"], answer["pid"], argv)
@@ -352,7 +356,7 @@ class TemplateChild:
             try:
                 self.returncode = self._template.call({"op": "poll", "id": self._id})["returncode"]
             except OSError:  # the template is gone, and with it the status: a child gone is reported killed
-                self.returncode = None if _alive(self.pid) else -signal.SIGKILL
+                self.returncode = None if alive(self.pid) else -signal.SIGKILL
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -374,16 +378,6 @@ class TemplateChild:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 if __name__ == "__main__":
