@@ -82,13 +82,6 @@ SESSION = declare_aggregate("chat_session", _sessions, _messages)
 # What a conversation is made of: each turn's chosen alternative, removed messages left out.
 _visible = and_(_messages.c.selected, _messages.c.deleted_at.is_(None))
 _alternatives = _messages.alias("alternatives")
-_same_turn = (_alternatives.c.session_id == _messages.c.session_id, _alternatives.c.ordinal == _messages.c.ordinal,
-              _alternatives.c.session_started_at == _messages.c.session_started_at,
-              _alternatives.c.deleted_at.is_(None))
-# How many alternatives a message's turn keeps, and its position among them (ChatMessage.swipeCount, swipeIndex).
-_swipe_count = select(func.count()).where(*_same_turn).scalar_subquery().label("swipe_count")
-_swipe_index = select(func.count()).where(*_same_turn, _alternatives.c.swipe < _messages.c.swipe) \
-    .scalar_subquery().label("swipe_index")
 
 
 def _started(session_id: Any) -> ColumnElement[Any]:
@@ -105,8 +98,15 @@ def _last_visible(stmt: Select[Any], session: Sequence[ColumnElement[bool]], lim
     return stmt.order_by(_messages.c.ordinal.desc()).limit(limit)
 
 
-def _with_swipes(*where: ColumnElement[bool]) -> Select[Any]:
-    return select(_messages, _swipe_count, _swipe_index).where(*where)
+def _with_swipes(start: Any, *where: ColumnElement[bool]) -> Select[Any]:
+    """The messages `where` says, each with how many alternatives its turn keeps and its position among them
+    (ChatMessage.swipeCount, swipeIndex), read in the partition of `start` (the session's start)."""
+    same_turn = (_alternatives.c.session_id == _messages.c.session_id, _alternatives.c.ordinal == _messages.c.ordinal,
+                 _alternatives.c.session_started_at == start, _alternatives.c.deleted_at.is_(None))
+    swipe_count = select(func.count()).where(*same_turn).scalar_subquery().label("swipe_count")
+    swipe_index = select(func.count()).where(*same_turn, _alternatives.c.swipe < _messages.c.swipe) \
+        .scalar_subquery().label("swipe_index")
+    return select(_messages, swipe_count, swipe_index).where(*where)
 
 
 class ChatSessionRepository:
@@ -129,6 +129,12 @@ class ChatSessionRepository:
     def _of_session(self, session_id: str) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
         """The session's messages, in its partition alone."""
         return _messages.c.session_id == session_id, _messages.c.session_started_at == self._start(session_id)
+
+    def _swipes_of(self, session_id: str, *where: ColumnElement[bool]) -> Select[Any]:
+        """`_with_swipes` of the session's messages: a turn's alternatives are read in its partition alone, named
+        as a value where it is known (no partition to prune as each turn is counted), else the message's own."""
+        return _with_swipes(self.starts.get(session_id, _messages.c.session_started_at), *self._of_session(session_id),
+                            *where)
 
     # --- sessions -----------------------------------------------------------------
 
@@ -257,12 +263,12 @@ class ChatSessionRepository:
         return [(role, content) for role, content in reversed(self.conn.execute(stmt).all())]
 
     def messages_page(self, session_id: str, limit: int, after_ordinal: int) -> list[MessageRecord]:
-        stmt = _with_swipes(*self._of_session(session_id), _visible, _messages.c.ordinal > after_ordinal)
+        stmt = self._swipes_of(session_id, _visible, _messages.c.ordinal > after_ordinal)
         return records(MessageRecord, self.conn.execute(stmt.order_by(_messages.c.ordinal).limit(limit)).mappings())
 
     def message(self, session_id: str, message_id: str) -> MessageRecord | None:
         """A message of the session that is not removed (any alternative of its turn)."""
-        stmt = _with_swipes(*self._of_session(session_id), _messages.c.id == message_id, _messages.c.deleted_at.is_(None))
+        stmt = self._swipes_of(session_id, _messages.c.id == message_id, _messages.c.deleted_at.is_(None))
         return record_or_none(MessageRecord, self.conn.execute(stmt).mappings().first())
 
     def last_ordinal(self, session_id: str) -> int | None:
