@@ -39,7 +39,7 @@ def summary(samples_ms: list[float]) -> dict[str, float]:
 
 
 def local_provider(runs: int) -> dict[str, dict[str, float]]:
-    from persona_service.providers.base import ImagePrompt
+    from persona_service.kernel.models import ImagePrompt
     from persona_service.providers.local import LocalProvider
 
     provider = LocalProvider()

@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     seeded = json.loads(args.seed_file.read_text())
     purge = None
     if not args.no_purge:
-        from persona_service.kernel.process.embedded import postgres_url
+        from persona_service.kernel.data.embedded import postgres_url
 
         purge = retention_purge(args.database_url or postgres_url(args.data_dir / "postgres"))
         print(json.dumps({"retention_purge": purge}), flush=True)

@@ -132,7 +132,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from persona_service.kernel.data import migrate
-    from persona_service.kernel.process.embedded import postgres_url
+    from persona_service.kernel.data.embedded import postgres_url
     from persona_service.registry import MODULES
 
     queue = multiprocessing.Queue()

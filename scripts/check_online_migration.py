@@ -90,7 +90,7 @@ def main() -> int:
     args = parser.parse_args()
     sys.path[:0] = [str(ROOT / "server"), str(ROOT / "gen" / "python")]
     from persona_service.kernel.data import migrate
-    from persona_service.kernel.process.embedded import EmbeddedRedis, postgres_url
+    from persona_service.kernel.data.embedded import EmbeddedRedis, postgres_url
     from persona_service.registry import MODULES
 
     with tempfile.TemporaryDirectory(prefix="online-migration-") as tmp:

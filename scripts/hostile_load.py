@@ -203,7 +203,7 @@ class OpenStreams:
     open until `release()`."""
 
     def __init__(self, service: Service, count: int):
-        from persona_service.kernel.process.embedded import postgres_url
+        from persona_service.kernel.data.embedded import postgres_url
         from sqlalchemy import create_engine, text
 
         _, self.auth = service.org("Stream holder")

@@ -10,7 +10,7 @@ ones and those under TYPE_CHECKING included, relative ones resolved; `from perso
 counts module `kernel.x` when `y` is a name in it and module `kernel.x.y` when `y` is a submodule.
 
 Measured: before the door (e91e132), 42 of the kernel's 83 modules, 111 names, 328 import statements in 99
-files (the issue's 41 of 82 was an earlier commit's); with it, 1 of 85 (kernel.api; it and process/entry.py
+files (the issue's 41 of 82 was an earlier commit's); with it, 1 of 85 (kernel.api; it and kernel/entry.py
 are new), the same 111 names from one module.
 """
 

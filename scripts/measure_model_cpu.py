@@ -261,7 +261,7 @@ class Capture:
 
 def replay(calls: list[dict[str, Any]]) -> tuple[float, dict[str, float]]:
     """CPU ms of running `calls` here against the local provider: total, and by operation."""
-    from persona_service.providers.base import NO_CALL
+    from persona_service.kernel.models import NO_CALL
     from persona_service.providers.factory import make_base_provider
     from persona_service.providers.remote import _OPERATIONS
 

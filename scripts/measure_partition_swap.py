@@ -32,8 +32,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "server"), str(ROOT / "gen" / "python")]
 
 from persona_service.kernel.data import migrate  # noqa: E402
+from persona_service.kernel.data.embedded import postgres_url  # noqa: E402
 from persona_service.kernel.data.engine import make_engine  # noqa: E402
-from persona_service.kernel.process.embedded import postgres_url  # noqa: E402
 from persona_service.registry import MODULES  # noqa: E402
 from sqlalchemy import Engine, text  # noqa: E402
 

@@ -492,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
                                           if (v := getattr(args, f.name)) is not None})
     url = args.database_url
     if not url:
-        from persona_service.kernel.process.embedded import postgres_url
+        from persona_service.kernel.data.embedded import postgres_url
 
         # The benchmark's own database: seeded afresh each time (a second seed would add a second big tenant).
         shutil.rmtree(args.data_dir, ignore_errors=True)

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 from persona_service.kernel.data import migrate
+from persona_service.kernel.data.embedded import postgres_url
 from persona_service.kernel.data.engine import make_engine
 from persona_service.kernel.data.partitions_repository import MonthlyPartitions
-from persona_service.kernel.process.embedded import postgres_url
 from persona_service.registry import MODULES
 from sqlalchemy import Engine, make_url, text
 

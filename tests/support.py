@@ -18,8 +18,8 @@ from datetime import datetime
 import httpx
 from persona_service.kernel.data.boundaries import BoundaryGuard
 from persona_service.kernel.data.engine import make_engine
+from persona_service.kernel.module import Modules
 from persona_service.kernel.principal import KEY_SCOPES, SCOPES
-from persona_service.kernel.process.module import Modules
 from persona_service.kernel.process.stack import Stack, free_port
 from persona_service.kernel.process.template import Template
 from persona_service.kernel.settings import Settings
@@ -135,7 +135,7 @@ def _migrated_postgres() -> pathlib.Path:
     import tempfile
 
     from persona_service.kernel.data import boundaries, migrate
-    from persona_service.kernel.process.embedded import postgres_url
+    from persona_service.kernel.data.embedded import postgres_url
 
     home = pathlib.Path(tempfile.mkdtemp(prefix="persona-pg-"))
     atexit.register(shutil.rmtree, home, ignore_errors=True)

@@ -184,6 +184,7 @@ KERNEL_WORDS = {
     "events",  # the outbox's events
     "admin",  # platform administration (`platform:admin`, the `admin` role)
     "files",  # files on disk, descriptor files
+    "moderation",  # what a model answers to `moderate` (kernel.models.ModerationResult: the OpenAI API's moderations)
 }
 # Names of the spec's scopes that read like a domain's name.
 KERNEL_TOKENS = {"personas:read", "personas:write", "chat:read", "chat:write"}
@@ -589,8 +590,8 @@ def tables_outside_their_domain(root: pathlib.Path) -> list[str]:
 INTROSPECTION = {"__self__", "__func__", "__globals__", "__closure__", "__builtins__", "f_globals", "f_locals", "f_back",
                  "gi_frame", "cr_frame"}
 # The loaders of names no import statement spells at run time, each in its file: PERSONA_EXTRA_MODULES, code named
-# by configuration (kernel.process.module); the kernel's door loading a name it lists on first use (kernel.api).
-DYNAMIC_LOADERS = {pathlib.Path("kernel", "process", "module.py"): "extra_modules", DOOR_FILE: "__getattr__",
+# by configuration (kernel.module); the kernel's door loading a name it lists on first use (kernel.api).
+DYNAMIC_LOADERS = {pathlib.Path("kernel", "module.py"): "extra_modules", DOOR_FILE: "__getattr__",
                    # The process template imports the entry modules its owner names (tests/support.py).
                    pathlib.Path("kernel", "process", "template.py"): "_preload"}
 
@@ -713,16 +714,11 @@ def test_ast_rule_holds(rule):
 # no longer loops or has grown (a component is matched whole): this list only shrinks.
 KNOWN_LOOPS: dict[str, dict[frozenset[str], str]] = {
     "packages": {
-        # The kernel's process builds the providers (app, capabilities, resources' types, runner) while the
-        # providers use the kernel's base and transport modules (errors, settings, metrics, tracing, wakeups,
-        # the fair scheduler's pool and gate; no longer the request context nor the runs: a provider is
-        # handed its ModelCall). Between the kernel's parts there is no loop (process over providers over
-        # transport, checked above as "kernel parts"). The package loop goes when kernel/process moves out
-        # of kernel/ (above the providers), after what the door exports from it (module.py's Module, Job,
-        # Modules, Process, ServiceBinding; resources.py's Runtime, ServicerDeps, HasResources, Resource,
-        # whose fields name the providers' Model and Retrying; entry.py's command_database, module_process,
-        # session_token, which need embedded.database_url) moves into the kernel proper, with the model
-        # interface (providers.base's Model, Provider, ModelCall and the records they take) beside it.
+        # The kernel's process builds the providers (app, capabilities, runner) while the providers use the
+        # kernel's base and transport modules (errors, settings, metrics, tracing, wakeups, the model interface
+        # in kernel.models, the fair scheduler's pool and gate). What the door exports and the model interface
+        # are in the kernel proper already (kernel.module, kernel.resources, kernel.entry, kernel.models); the
+        # loop goes when kernel/process moves out of kernel/, above the providers.
         frozenset({"kernel", "providers"}): "the kernel builds the providers, which use the kernel",
     },
     "kernel parts": {},

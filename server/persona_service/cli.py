@@ -323,7 +323,7 @@ def cmd_runner(args: argparse.Namespace) -> int:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     from persona_service.kernel.data import migrate
-    from persona_service.kernel.process.embedded import database_url
+    from persona_service.kernel.data.embedded import database_url
     from persona_service.registry import MODULES
 
     migrate.upgrade(database_url(_settings()), MODULES.migrations)
@@ -448,8 +448,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     entry = next(e for e in entries if e.name == args.command)
     from persona_service.kernel import settings as config
+    from persona_service.kernel.data.embedded import DataDirectoryMajorError
     from persona_service.kernel.process import instances as runtime
-    from persona_service.kernel.process.embedded import DataDirectoryMajorError
 
     if entry.name == "up":
         # At once, before the modules load (seconds on a busy machine): a second `up` on this data dir is

@@ -1,6 +1,6 @@
 """The registry: every domain module, one line each. The server, the jobs,
 the CLI, id prefixes, event types, config keys, endpoint caps and
-migrations are assembled from this list (see kernel.process.module)."""
+migrations are assembled from this list (see kernel.module)."""
 
 from persona_service.admin.module import MODULE as ADMIN
 from persona_service.billing.module import MODULE as BILLING
@@ -10,7 +10,7 @@ from persona_service.dashboard.module import MODULE as DASHBOARD
 from persona_service.docs.module import MODULE as DOCS
 from persona_service.events.module import MODULE as EVENTS
 from persona_service.files.module import MODULE as FILES
-from persona_service.kernel.process.module import Modules
+from persona_service.kernel.module import Modules
 from persona_service.marketplace.module import MODULE as MARKETPLACE
 from persona_service.moderation.module import MODULE as MODERATION
 from persona_service.orgs.module import MODULE as ORGS

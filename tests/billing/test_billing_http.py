@@ -22,7 +22,7 @@ from persona_service.files.local import LocalStorage
 from persona_service.files.storage import signing_key
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.process.app import INVALIDATION_CHANNEL
-from persona_service.kernel.process.resources import Resources, Runtime
+from persona_service.kernel.resources import Resources, Runtime
 from persona_service.kernel.transport.limits.resolver import CACHE_SECONDS as LIMITS_CACHE_SECONDS
 from persona_service.providers.factory import make_base_provider
 from pypdf import PdfReader

@@ -17,9 +17,9 @@ import pytest
 from persona_service.billing.processor import processor_for
 from persona_service.billing.records import LineItem
 from persona_service.billing.stripe_processor import StripeProcessor
-from persona_service.kernel.process.resources import Resources
+from persona_service.kernel.models import ProviderError
+from persona_service.kernel.resources import Resources
 from persona_service.kernel.settings import Settings, forget
-from persona_service.providers.base import ProviderError
 from stripe_stub import StripeStub
 from support import TenantFactory, client_for, engine_for, make_stack, running
 

@@ -16,7 +16,7 @@ from datetime import datetime
 
 import pytest
 from oracle import Op, Table, check_named, events, since, state_params, uncovered
-from persona_service.providers.base import Completion
+from persona_service.kernel.models import Completion
 from providers.openai_stub import OpenAIStub, guess_task, local_responder
 from support import TenantFactory, client_for, engine_for, make_stack, running, sse_stream
 from test_chat_http import make_persona, make_session, send

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from persona_service.chat.service import Calibrations, PersonaReplies, drift_score
+from persona_service.kernel.models import GenerationOptions, Message
 from persona_service.personas.api import VoiceRecord, fingerprint_text
-from persona_service.providers.base import GenerationOptions, Message
 from persona_service.providers.local import LocalProvider
 from persona_service.providers.retrying import Retrying
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ChatSessionService, Reply
+from persona_service.kernel.models import Message
 from persona_service.kernel.principal import Principal
-from persona_service.providers.base import Message
 from persona_service.providers.pricing import PriceTable
 from sqlalchemy import event, text
 from sqlalchemy.exc import OperationalError

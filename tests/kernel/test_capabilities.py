@@ -24,7 +24,7 @@ import pytest
 import redis
 import sqlalchemy
 from persona_service.kernel.process.app import App
-from persona_service.kernel.process.resources import ServicerDeps, plain
+from persona_service.kernel.resources import ServicerDeps, plain
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport.hints import Hints
 from sqlalchemy.pool import Pool
@@ -231,7 +231,7 @@ def test_each_planted_leak_is_caught(app: App, what: str) -> None:
 
 def test_a_read_apart_reads_and_cannot_write(engine: sqlalchemy.Engine) -> None:
     """`read_apart` hands its read a read-only connection, and the pool gets the connection back as it was."""
-    from persona_service.kernel.process.resources import read_apart
+    from persona_service.kernel.resources import read_apart
 
     apart, drivers = read_apart(engine), []
 

@@ -12,7 +12,7 @@ import time
 
 import psutil
 
-JOIN = "import pathlib, sys; from persona_service.kernel.process.embedded import postgres_url; postgres_url(pathlib.Path(sys.argv[1]))"
+JOIN = "import pathlib, sys; from persona_service.kernel.data.embedded import postgres_url; postgres_url(pathlib.Path(sys.argv[1]))"
 
 
 def postmaster(directory) -> int | None:
@@ -78,7 +78,7 @@ def _joiners(directory) -> list[int]:
 
 def test_a_data_directory_of_another_major_is_refused_and_left_as_it_is(tmp_path):
     """The service embedded PostgreSQL 16 (pgserver) before 18: such a directory cannot be opened."""
-    from persona_service.kernel.process.embedded import DataDirectoryMajorError, postgres_url
+    from persona_service.kernel.data.embedded import DataDirectoryMajorError, postgres_url
 
     directory = tmp_path / "postgres"
     directory.mkdir()

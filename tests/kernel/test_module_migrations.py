@@ -20,8 +20,8 @@ import pytest
 from alembic.script import ScriptDirectory
 from persona_service.kernel.data import migrate
 from persona_service.kernel.data.base import Base
+from persona_service.kernel.data.embedded import postgres_url
 from persona_service.kernel.data.engine import make_engine
-from persona_service.kernel.process.embedded import postgres_url
 from persona_service.registry import MODULES
 from sqlalchemy import CheckConstraint, Column, DefaultClause, Index, MetaData, String, Text, inspect, make_url, text
 

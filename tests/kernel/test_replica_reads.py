@@ -65,7 +65,7 @@ class Replica:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, monkeypatch_module):
-    from persona_service.kernel.process.embedded import postgres_url
+    from persona_service.kernel.data.embedded import postgres_url
 
     home = tmp_path_factory.mktemp("replica-reads")
     seed_postgres(home / "primary")

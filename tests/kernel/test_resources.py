@@ -1,4 +1,4 @@
-"""An App owns what its process opens (kernel.process.resources): each resource is
+"""An App owns what its process opens (kernel.resources): each resource is
 opened once per App, however many threads ask, closed with it, and never
 shared with another App, not even one that Python places at the address
 of an App that is gone (object storage was once cached by `id(app)`)."""
@@ -12,7 +12,7 @@ from types import BuiltinMethodType, FunctionType, MethodType
 
 import pytest
 from persona_service.files.storage import storage_for
-from persona_service.kernel.process.resources import Resource, Resources, TaskSignals
+from persona_service.kernel.resources import Resource, Resources, TaskSignals
 from persona_service.kernel.settings import Settings
 
 FunctionTypes = (FunctionType, MethodType, BuiltinMethodType)

@@ -64,7 +64,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from persona_service.providers.base import Completion, GenerationOptions, ImagePrompt, Message, ToolCall
+from persona_service.kernel.models import Completion, GenerationOptions, ImagePrompt, Message, ToolCall
 from persona_service.providers.local import LocalProvider, count_tokens
 
 DEFAULT_ERROR = {"message": "The server had an error while processing your request.", "type": "server_error",

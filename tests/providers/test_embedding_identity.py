@@ -1,4 +1,4 @@
-"""What a provider's embeddings are a function of (providers.base.embedding_identity), which caches of values derived
+"""What a provider's embeddings are a function of (kernel.models.embedding_identity), which caches of values derived
 from them key on (chat.service.Calibrations): the embeddings part's model and where it runs, through every wrapper,
 never the chat part's."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from persona_service.kernel.models import embedding_identity
 from persona_service.providers.attempt_keyed import AttemptKeyed
-from persona_service.providers.base import embedding_identity
 from persona_service.providers.composed import Composed
 from persona_service.providers.local import LocalProvider
 from persona_service.providers.openai_http import OpenAIHTTPProvider

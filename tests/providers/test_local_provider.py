@@ -8,7 +8,7 @@ import math
 import re
 
 import pytest
-from persona_service.providers.base import Completion, Delta, GenerationOptions, Message, ToolCall
+from persona_service.kernel.models import Completion, Delta, GenerationOptions, Message, ToolCall
 from persona_service.providers.local import (
     TRAITS,
     UNSAFE_MARKER,

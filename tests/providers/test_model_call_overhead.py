@@ -11,8 +11,8 @@ import time
 import pytest
 import redis
 from persona_service.kernel import wakeups
+from persona_service.kernel.models import NO_CALL, ModelCall, ModerationResult
 from persona_service.providers import remote
-from persona_service.providers.base import NO_CALL, ModelCall, ModerationResult
 from persona_service.providers.factory import in_process_calls, make_base_provider
 from persona_service.providers.settings import ProviderSettings
 

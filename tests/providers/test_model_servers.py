@@ -1,9 +1,9 @@
 """A real model, the way people run them (mirrors providers/factory.py, providers/composed.py and the error
-details of providers/base.py): two stacks through Envoy, one on a plain local model server that offers
+details of kernel/models.py): two stacks through Envoy, one on a plain local model server that offers
 only `/v1/chat/completions` (as Ollama, vLLM and llama.cpp's server do; moderation and embeddings stay
 local, the default), one on an upstream with the full set (chat, moderation and embeddings all sent
 there). A failing upstream answers 502 naming the operation, its status and the failure's reason
-(providers.failures), never a secret; one not worth retrying says so, one that asked to wait passes its
+(kernel.model_failures), never a secret; one not worth retrying says so, one that asked to wait passes its
 `Retry-After` on (docs/real-model.md, "When the model fails")."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from persona_service.providers.base import ProviderError
+from persona_service.kernel.models import ProviderError
 from persona_service.providers.factory import make_base_provider
 from persona_service.providers.settings import ProviderSettings
 from providers.openai_stub import DEFAULT_ERROR, OpenAIStub
@@ -348,7 +348,7 @@ def test_the_python_sdk_does_not_retry_what_the_service_says_not_to(stacks, org,
 
 
 def _plain_text(body):
-    from persona_service.providers.base import Completion
+    from persona_service.kernel.models import Completion
 
     return Completion("Sure! Here is a persona for you.", "tiny-model", 10, 7)
 

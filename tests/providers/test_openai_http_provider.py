@@ -7,8 +7,7 @@ import json
 import socket
 
 import pytest
-from persona_service.kernel.settings import InvalidSetting, read
-from persona_service.providers.base import (
+from persona_service.kernel.models import (
     Completion,
     GenerationOptions,
     Message,
@@ -16,6 +15,7 @@ from persona_service.providers.base import (
     ProviderTimeout,
     ToolCall,
 )
+from persona_service.kernel.settings import InvalidSetting, read
 from persona_service.providers.composed import Composed
 from persona_service.providers.factory import make_base_provider, make_provider
 from persona_service.providers.local import LocalProvider
@@ -452,7 +452,7 @@ def test_factory_defaults_and_validation(provider_env):
         openai.close()
 
 
-# -- each failure's reason (providers.failures) ----------------------------------------
+# -- each failure's reason (kernel.model_failures) ----------------------------------------
 
 OLLAMA_404 = {"error": {"message": 'model "llama3" not found, try pulling it first', "type": "api_error",
                         "param": None, "code": None}}

@@ -5,7 +5,7 @@ timeouts."""
 from __future__ import annotations
 
 import pytest
-from persona_service.providers.base import ImagePrompt, ProviderError, ProviderTimeout
+from persona_service.kernel.models import ImagePrompt, ProviderError, ProviderTimeout
 from persona_service.providers.local import LocalProvider
 from persona_service.providers.openai_http import OpenAIHTTPProvider
 from persona_service.providers.retrying import Retrying

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 import pytest
 import redis
 from persona_service.kernel import wakeups
+from persona_service.kernel.models import NO_CALL, ModelCall, ModerationResult
 from persona_service.providers import remote
-from persona_service.providers.base import NO_CALL, ModelCall, ModerationResult
 from persona_service.providers.factory import make_base_provider
 
 TIMEOUT_SECONDS = 30.0  # the server's wait for an answer: a lost call would take all of it

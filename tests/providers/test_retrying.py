@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from persona_service.providers.base import (
+from persona_service.kernel.models import (
     NO_CALL,
     Completion,
     Delta,

@@ -19,7 +19,7 @@ import stripe
 from sqlalchemy import Connection
 
 from persona_service.billing.records import LineItem, Payment
-from persona_service.providers.base import ProviderError
+from persona_service.kernel.api import ProviderError
 
 T = TypeVar("T")
 

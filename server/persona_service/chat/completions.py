@@ -26,8 +26,11 @@ from sqlalchemy import Connection
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ChatSessionService, PersonaReplies, Reply, Subject, progress_of
 from persona_service.kernel.api import (
+    GenerationOptions,
+    Message,
     NotFound,
     Principal,
+    Provider,
     ValidationFailed,
     Violation,
     credentials_used,
@@ -36,7 +39,6 @@ from persona_service.kernel.api import (
 )
 from persona_service.kernel.api import Subject as PersonalSubject
 from persona_service.personas.api import PersonaDirectory, PersonaRecord, PersonaSummary
-from persona_service.providers.base import GenerationOptions, Message, Provider
 from persona_service.providers.pricing import PriceTable
 
 MODEL_SCHEME = "persona://"

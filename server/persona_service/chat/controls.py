@@ -19,6 +19,7 @@ from persona_service.chat.records import MessageRecord, SessionRecord
 from persona_service.chat.service import HISTORY_MESSAGES, ChatSessionService, PersonaReplies, Sampling
 from persona_service.kernel.api import (
     Limits,
+    Message,
     NotFound,
     Principal,
     StateConflict,
@@ -27,7 +28,6 @@ from persona_service.kernel.api import (
     drain,
     has_prefix,
 )
-from persona_service.providers.base import Message
 from persona_service.providers.local import message_tokens
 
 MAX_ALTERNATIVES = 10  # a reply's alternatives kept at once

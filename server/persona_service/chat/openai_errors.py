@@ -14,7 +14,7 @@ from persona_service.kernel.api import ApiError, compact_json, envelope
 _TYPES_BY_CODE = {"quota_exceeded": "insufficient_quota", "not_found": "not_found_error"}
 _TYPES_BY_STATUS = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
                     429: "rate_limit_error"}
-# Catalogue status -> OpenAI's (kernel.process.module.Module.error_shape_statuses): OpenAI answers a request it
+# Catalogue status -> OpenAI's (kernel.module.Module.error_shape_statuses): OpenAI answers a request it
 # refuses (a field's value, a refused content) 400, never 422.
 OPENAI_STATUSES = {422: 400}
 # Codes of OpenAI's own that this shape answers beside the catalogue's (the OpenAPI document lists them).

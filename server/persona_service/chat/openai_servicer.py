@@ -20,15 +20,18 @@ from persona_service.chat.completions import CompletionService, model_id
 from persona_service.chat.openai_errors import openai_envelope
 from persona_service.kernel.api import (
     ApiError,
+    Completion,
+    GenerationOptions,
+    Message,
     RequestContext,
     RunLost,
     ServicerDeps,
+    ToolCall,
     ValidationFailed,
     Violation,
     drain,
 )
 from persona_service.personas.api import PersonaRecord, PersonaSummary
-from persona_service.providers.base import Completion, GenerationOptions, Message, ToolCall
 from persona_service.providers.pricing import PriceTable
 
 _NULL = struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)

@@ -52,15 +52,22 @@ from persona_service.chat.repository import ChatSessionRepository
 from persona_service.config.api import ConfigService
 from persona_service.kernel.api import (
     ApiError,
+    Completion,
     CursorCodec,
+    Delta,
+    GenerationOptions,
+    Message,
     NotFound,
     Outbox,
     Principal,
     Progress,
+    Provider,
     RunLost,
     StateConflict,
+    ToolCall,
     cursor_page,
     drain,
+    embedding_identity,
     has_prefix,
     keyset_page,
     new_id,
@@ -68,15 +75,6 @@ from persona_service.kernel.api import (
 )
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.api import PersonaDirectory, PersonaRecord, VoiceRecord, fingerprint_text
-from persona_service.providers.base import (
-    Completion,
-    Delta,
-    GenerationOptions,
-    Message,
-    Provider,
-    ToolCall,
-    embedding_identity,
-)
 from persona_service.providers.pricing import PriceTable
 
 THRESHOLD_KEY = "engine.pipeline.drift_detection.threshold"
@@ -114,7 +112,7 @@ class Calibrations:
 
     The value is a function of the reference lines, the stored fingerprint and the embedding model alone, so it is
     keyed by all of them and never dropped: the embedding model's identity (its name and where it runs,
-    providers.base.embedding_identity: another model, or the same name elsewhere, never gets another's value), the
+    kernel.models.embedding_identity: another model, or the same name elsewhere, never gets another's value), the
     persona and its voice version (another persona, in any tenant, never shares an entry) and a digest of the lines
     and the fingerprint themselves (a voice edited in place misses). Nothing mutable is in the key. A provider that
     gives no identity is never cached. This holds for an HTTP model too: its vectors are taken as a function of

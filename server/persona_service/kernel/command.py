@@ -1,5 +1,5 @@
 """A `persona-service <name>` subcommand, as a module declares it (`Module.commands`,
-re-exported by kernel.process.module). Its own module so that a command's file imports it
+re-exported by kernel.module). Its own module so that a command's file imports it
 without the rest of the kernel: `persona-service mint-jwt` starts in a fraction
 of a second (persona_service/cli.py)."""
 

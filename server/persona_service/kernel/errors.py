@@ -58,7 +58,7 @@ class ApiError(Exception):
 
     def log_cause(self) -> str:
         """The failure's cause in words for the server's log line of the request (never rendered; "" when the
-        code says it all). An upstream failure names what the upstream said (providers.base.ProviderError)."""
+        code says it all). An upstream failure names what the upstream said (kernel.models.ProviderError)."""
         return ""
 
 

@@ -69,7 +69,7 @@ class UsagePeriod(Protocol):
 
 
 class ModuleHooks(Protocol):
-    """What a job, a task or a servicer reads of the assembled modules (kernel.process.module's
+    """What a job, a task or a servicer reads of the assembled modules (kernel.module's
     `Modules` is one): the ports they declared. Typed by this Protocol, not by `Modules`, so that
     the Runtime and ServicerDeps that modules are handed do not import the module that declares them."""
 

@@ -5,11 +5,10 @@ import pathlib
 
 from persona.v1 import marketplace_pb2_grpc
 
-from persona_service.kernel.api import Module, Runtime, ServiceBinding, TaskKind, TaskRecord
+from persona_service.kernel.api import NO_CALL, Module, Runtime, ServiceBinding, TaskKind, TaskRecord
 from persona_service.marketplace.service import REVIEW_TASK, MarketplaceService
 from persona_service.marketplace.servicer import MarketplaceServicer
 from persona_service.marketplace.settings import MarketplaceSettings
-from persona_service.providers.base import NO_CALL
 from persona_service.providers.factory import backoff_delays
 from persona_service.providers.retrying import Retrying
 

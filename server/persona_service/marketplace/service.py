@@ -15,6 +15,7 @@ from persona_service.billing.api import BillingService
 from persona_service.kernel.api import (
     CursorCodec,
     Forbidden,
+    ModerationResult,
     NotFound,
     Outbox,
     Principal,
@@ -30,7 +31,6 @@ from persona_service.marketplace.records import ListingOwner, ListingRecord, Pur
 from persona_service.marketplace.repository import MarketplaceRepository
 from persona_service.moderation.api import record_flag
 from persona_service.personas.api import EXTENSION, PersonaDirectory, PersonaService, persona_to_card
-from persona_service.providers.base import ModerationResult
 
 REVIEW_TASK = "marketplace.review"
 _WORDS = re.compile(r"\w+")

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from persona_service.kernel.api import ApiError, Outbox, new_id
+from persona_service.kernel.api import ApiError, ModerationResult, Outbox, new_id
 from persona_service.moderation.records import NewReview
 from persona_service.moderation.repository import ModerationRepository
-from persona_service.providers.base import ModerationResult
 
 
 class ModerationBlocked(ApiError):

@@ -28,16 +28,19 @@ from persona_service.kernel.api import (
     GENERATION_STEPS,
     ApiError,
     DurableRun,
+    GenerationOptions,
+    Message,
     NoRun,
     Outbox,
     Progress,
+    Provider,
+    ProviderError,
     new_id,
     utcnow,
 )
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.records import NewStep
 from persona_service.personas.repository import PersonaRepository
-from persona_service.providers.base import GenerationOptions, Message, Provider, ProviderError
 
 T = TypeVar("T")
 

@@ -11,6 +11,7 @@ from persona_service.kernel.api import (
     EndpointCap,
     Job,
     Module,
+    Provider,
     Runtime,
     ServiceBinding,
     Subject,
@@ -22,7 +23,6 @@ from persona_service.personas.directory import PersonaDirectory
 from persona_service.personas.repository import PersonaRepository
 from persona_service.personas.service import PURGE_BATCH, PersonaService, delete_created_by
 from persona_service.personas.servicer import PersonaServicer
-from persona_service.providers.base import Provider
 
 
 def _created_by(conn: Connection, subject: Subject) -> list[str]:

@@ -24,10 +24,14 @@ from persona_service.kernel.api import (
     ApiError,
     CursorCodec,
     DurableRun,
+    GenerationOptions,
+    Message,
     NoRun,
     NotFound,
     Outbox,
     Principal,
+    Provider,
+    ProviderError,
     Quota,
     StateConflict,
     ValidationFailed,
@@ -65,7 +69,6 @@ from persona_service.personas.records import (
     VoiceRecord,
 )
 from persona_service.personas.repository import SLUG_CONSTRAINT, PersonaRepository
-from persona_service.providers.base import GenerationOptions, Message, Provider, ProviderError
 from persona_service.providers.local.tokenizer import message_tokens
 from persona_service.providers.pricing import PriceTable
 

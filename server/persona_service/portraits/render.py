@@ -9,10 +9,9 @@ import io
 import logging
 
 from persona_service.files.api import HasResources, ObjectNotFound, storage_for
-from persona_service.kernel.api import AuditEntry, Resource, Runtime, TaskRecord
+from persona_service.kernel.api import NO_CALL, AuditEntry, ImageProvider, ProviderError, Resource, Runtime, TaskRecord
 from persona_service.portraits.records import PortraitRecord
 from persona_service.portraits.service import PortraitService
-from persona_service.providers.base import NO_CALL, ImageProvider, ProviderError
 from persona_service.providers.factory import backoff_delays, make_image_provider
 from persona_service.providers.retrying import Retrying, failure_details
 

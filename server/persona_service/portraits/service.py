@@ -19,6 +19,8 @@ from persona_service.files.api import object_key
 from persona_service.kernel.api import (
     ApiError,
     CursorCodec,
+    ImagePrompt,
+    ModerationResult,
     NotFound,
     Outbox,
     Principal,
@@ -34,7 +36,6 @@ from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.api import PersonaDirectory, PersonaRecord
 from persona_service.portraits.records import EDITABLE, NewPortrait, PortraitChanges, PortraitRecord
 from persona_service.portraits.repository import PortraitRepository
-from persona_service.providers.base import ImagePrompt, ModerationResult
 
 RENDER_TASK = "portraits.render"
 DEFAULT_STYLE = "flat"

@@ -8,12 +8,21 @@ from google.protobuf.message import Message
 from persona.v1 import portraits_pb2
 
 from persona_service.files.api import FileSettings, Storage, storage_for
-from persona_service.kernel.api import Quota, RequestContext, ServicerDeps, int32, load, page_limit, timestamp
+from persona_service.kernel.api import (
+    ProviderError,
+    ProviderTimeout,
+    Quota,
+    RequestContext,
+    ServicerDeps,
+    int32,
+    load,
+    page_limit,
+    timestamp,
+)
 from persona_service.portraits.records import SETTLED, PortraitRecord
 from persona_service.portraits.render import provider_name
 from persona_service.portraits.service import PortraitService
 from persona_service.portraits.settings import PortraitSettings
-from persona_service.providers.base import ProviderError, ProviderTimeout
 
 
 class PortraitServicer:

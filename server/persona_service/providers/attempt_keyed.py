@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from persona_service.providers.base import NO_CALL, Delta, GenerationOptions, Message, Model, ModelCall
+from persona_service.kernel.models import NO_CALL, Delta, GenerationOptions, Message, Model, ModelCall
 
 TRIGGER = "[[attempt-keyed]]"
 HOLD_AFTER = 2  # pieces the first attempt streams before it waits: "Take 1. ", a sentence (released at once)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from persona_service.providers.base import (
+from persona_service.kernel.models import (
     NO_CALL,
     Completion,
     Delta,

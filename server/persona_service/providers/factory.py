@@ -22,8 +22,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
+from persona_service.kernel.models import ImageProvider, Model, ProviderError
 from persona_service.kernel.settings import load
-from persona_service.providers.base import ImageProvider, Model, ProviderError
 from persona_service.providers.composed import Composed
 from persona_service.providers.local import LocalProvider
 from persona_service.providers.preflight import shown as _shown

@@ -2,7 +2,7 @@
 streamed, moderations and embeddings), over one keep-alive httpx client.
 
 Failures become `ProviderError` (502; 503 for a 429 or 503 upstream) or
-`ProviderTimeout` (504), each with its reason (`providers.failures`: the
+`ProviderTimeout` (504), each with its reason (`kernel.model_failures`: the
 status class, a timeout, a refused or closed connection, a cut stream, a
 malformed answer), the upstream's `Retry-After` and a short redacted
 upstream message for the caller's `details`. Their rendered message is
@@ -26,8 +26,8 @@ from typing import Any
 
 import httpx
 
-from persona_service.providers import failures
-from persona_service.providers.base import (
+from persona_service.kernel import model_failures as failures
+from persona_service.kernel.models import (
     NO_CALL,
     Completion,
     Delta,
@@ -261,7 +261,7 @@ class OpenAIHTTPProvider:
     @property
     def embedding_identity(self) -> str:
         """What its vectors depend on beside the text: the embedding model and the server that runs it
-        (providers.base.embedding_identity; in the process's memory only, never logged)."""
+        (kernel.models.embedding_identity; in the process's memory only, never logged)."""
         return f"openai/{self.base_url}/{self.embedding_model}"
 
     def embed(self, texts: list[str], *, call: ModelCall = NO_CALL) -> list[list[float]]:

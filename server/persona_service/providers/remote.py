@@ -40,8 +40,7 @@ import redis
 
 from persona_service.kernel import wakeups
 from persona_service.kernel.errors import ApiError
-from persona_service.kernel.transport import fair
-from persona_service.providers.base import (
+from persona_service.kernel.models import (
     NO_CALL,
     Completion,
     Delta,
@@ -55,6 +54,7 @@ from persona_service.providers.base import (
     ProviderTimeout,
     ToolCall,
 )
+from persona_service.kernel.transport import fair
 
 log = logging.getLogger("persona_service.model_calls")
 

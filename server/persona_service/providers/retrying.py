@@ -15,7 +15,7 @@ envelopes (`error.upstream`, `error.upstream_status`):
   sharing one `Retrying` do not see each other's failures);
 * the error finally raised carries them as ``error.failures`` too.
 
-What is retried is the failure's reason's call (`providers.failures`):
+What is retried is the failure's reason's call (`kernel.model_failures`):
 configuration errors the upstream will answer the same way again (401/403,
 a model it does not have, another 4xx than 408, 409 and 429) are not retried
 unless ``retry_client_errors=True``. A wait the upstream asked for
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, cast
 
 from persona_service.kernel import metrics, tracing
-from persona_service.providers.base import (
+from persona_service.kernel.models import (
     NO_CALL,
     Completion,
     Delta,

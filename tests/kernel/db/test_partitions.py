@@ -15,10 +15,10 @@ import pytest
 from alembic import command
 from persona_service.kernel.data import migrate
 from persona_service.kernel.data.audit_repository import AuditRepository
+from persona_service.kernel.data.embedded import postgres_url
 from persona_service.kernel.data.engine import make_engine
 from persona_service.kernel.data.outbox_repository import EventRepository
 from persona_service.kernel.data.partitions_repository import MonthlyPartitions, Partition, month_after
-from persona_service.kernel.process.embedded import postgres_url
 from persona_service.kernel.transport.partitions import age_out, plan_age_out
 from persona_service.registry import MODULES
 from persona_service.webhooks.repository import DeliveryQueue

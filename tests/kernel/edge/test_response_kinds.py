@@ -14,7 +14,7 @@ import sys
 import httpx
 import pytest
 from grpc_tools import protoc
-from persona_service.kernel.process.module import Modules
+from persona_service.kernel.module import Modules
 from persona_service.registry import MODULES
 from support import assert_envelope, client_for, make_stack_beside, running
 

@@ -17,6 +17,7 @@ from persona_service.kernel.data.aggregates import LockGuard
 from persona_service.kernel.data.boundaries import BoundaryGuard
 from persona_service.kernel.data.engine import make_engine, share_disconnects
 from persona_service.kernel.data.replicas import replica_router
+from persona_service.kernel.module import Job, Modules
 from persona_service.kernel.process import redis_pool
 from persona_service.kernel.process.capabilities import audit_on, generations_used, provider_for
 from persona_service.kernel.process.invalidations import (
@@ -28,9 +29,8 @@ from persona_service.kernel.process.invalidations import (
     holder,
     new_process_id,
 )
-from persona_service.kernel.process.module import Job, Modules
 from persona_service.kernel.process.readiness import readiness_of
-from persona_service.kernel.process.resources import Resources, Runtime, ServicerDeps, TaskSignals, plain, read_apart
+from persona_service.kernel.resources import Resources, Runtime, ServicerDeps, TaskSignals, plain, read_apart
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport import fair
@@ -57,7 +57,7 @@ from persona_service.providers.remote import RemoteProvider
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from persona_service.providers.base import Model
+    from persona_service.kernel.models import Model
 
 log = logging.getLogger(__name__)
 

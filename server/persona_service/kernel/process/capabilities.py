@@ -1,4 +1,4 @@
-"""Capabilities the App hands servicers (kernel.process.resources.ServicerDeps), each a plain function over
+"""Capabilities the App hands servicers (kernel.resources.ServicerDeps), each a plain function over
 only what its work uses, never over the App: what a function closes over is what its holder reaches
 (tests/kernel/test_capabilities.py walks it)."""
 
@@ -8,19 +8,19 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from persona_service.kernel.models import ModelCall
 from persona_service.kernel.transport import fair
 from persona_service.kernel.transport.audit import AuditEntry, AuditLog
 from persona_service.kernel.transport.limits.limiter import GENERATIONS, RateLimiter
 from persona_service.kernel.transport.limits.resolver import LimitsResolver
-from persona_service.providers.base import ModelCall
 from persona_service.providers.retrying import Retrying, failure_details
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
+    from persona_service.kernel.models import Model, ProviderError
     from persona_service.kernel.principal import Principal
     from persona_service.kernel.transport.context import RequestContext
-    from persona_service.providers.base import Model, ProviderError
 
 
 def audit_on(engine: Engine) -> Callable[[list[AuditEntry]], int]:

@@ -9,21 +9,14 @@ import functools
 import pathlib
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from persona_service.kernel.data.migrate import alembic_config, applied_heads
+from persona_service.kernel.resources import Check
 
 if TYPE_CHECKING:
     import redis
     from sqlalchemy import Connection, Engine
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str = ""
 
 
 @functools.cache

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy import Engine
 
-    from persona_service.kernel.process.module import Modules
+    from persona_service.kernel.module import Modules
 
 log = logging.getLogger("persona_service.runner")
 _warn = Throttled(log)

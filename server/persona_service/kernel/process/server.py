@@ -14,9 +14,9 @@ from grpc_reflection.v1alpha import reflection
 
 from persona_service.kernel import logs, metrics, tracing
 from persona_service.kernel import settings as config
+from persona_service.kernel.module import Modules
 from persona_service.kernel.process.app import App
 from persona_service.kernel.process.edge import EDGE_HEADERS_KB
-from persona_service.kernel.process.module import Modules
 from persona_service.kernel.transport.fair import FairExecutor
 from persona_service.kernel.transport.limits.plans import ENDPOINT_CAPS
 from persona_service.kernel.transport.pipeline import RequestPipeline

@@ -24,10 +24,10 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from persona_service.kernel.data import migrate
+from persona_service.kernel.data.embedded import DataDirectoryMajorError, EmbeddedRedis, postgres_url
 from persona_service.kernel.metrics import MULTIPROC_ENV
+from persona_service.kernel.module import Modules, Process
 from persona_service.kernel.process import edge
-from persona_service.kernel.process.embedded import DataDirectoryMajorError, EmbeddedRedis, postgres_url
-from persona_service.kernel.process.module import Modules, Process
 from persona_service.kernel.process.placement import background_cpus
 from persona_service.kernel.process.supervisor import Child, ChildProcess, Supervisor
 from persona_service.kernel.process.template import Template

@@ -38,7 +38,7 @@ log = logging.getLogger("persona_service.tasks")
 _warn = Throttled(log)
 
 T = TypeVar("T")
-# The runtime a task's work is handed (kernel.process.resources.Runtime): the runner only passes it on, so
+# The runtime a task's work is handed (kernel.resources.Runtime): the runner only passes it on, so
 # it is a type parameter here rather than an import of the process part, which builds the runner.
 R = TypeVar("R", contravariant=True)
 RT = TypeVar("RT")
@@ -75,7 +75,7 @@ def enqueue(conn: Connection, kind: str, org_id: str, subject_id: str = "",
 class TaskEvents:
     """What passes between a process's task threads and its other threads: wakes (a task was committed
     here) and settlements (a task of this process finished). It holds no pool: a servicer's wake-ups
-    (kernel.process.resources.TaskSignals) are this, not the runner."""
+    (kernel.resources.TaskSignals) are this, not the runner."""
 
     __slots__ = ("_changed", "_pending_wakes")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from persona_service.providers.base import Message
+from persona_service.kernel.models import Message
 from persona_service.providers.local.text import _dumps, _json_objects, _last_user, _list
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from persona_service.providers.base import Message
+from persona_service.kernel.models import Message
 from persona_service.providers.local.seed import _Seed
 from persona_service.providers.local.text import _content_words, _last_user, _lcfirst, _snippet
 from persona_service.providers.local.triggers import DRIFT_TRIGGER, UNSAFE_MARKER, UNSAFE_TRIGGER

@@ -9,7 +9,7 @@ applies ``response_format`` and ``max_tokens`` and counts the tokens.
 
 from __future__ import annotations
 
-from persona_service.providers.base import Completion, GenerationOptions, Message
+from persona_service.kernel.models import Completion, GenerationOptions, Message
 from persona_service.providers.local.audit import audit_task
 from persona_service.providers.local.chat import reply_task
 from persona_service.providers.local.soul import soul_task

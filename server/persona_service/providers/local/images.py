@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from PIL import Image, ImageChops, ImageDraw, ImageEnhance, ImageFilter, ImageOps
 
-from persona_service.providers.base import ImagePrompt
+from persona_service.kernel.models import ImagePrompt
 from persona_service.providers.local.seed import _Seed
 
 SIZE = 512

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from persona_service.providers.base import ModerationResult
+from persona_service.kernel.models import ModerationResult
 from persona_service.providers.local.triggers import UNSAFE_MARKER
 
 MODERATION_CATEGORIES = ("violence", "self_harm", "pii", "hate", "child_safety")

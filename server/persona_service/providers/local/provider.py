@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from persona_service.providers.base import (
+from persona_service.kernel.models import (
     NO_CALL,
     Completion,
     Delta,
@@ -47,7 +47,7 @@ class LocalProvider:
 
     @property
     def embedding_identity(self) -> str:
-        """What its vectors depend on beside the text (providers.base.embedding_identity)."""
+        """What its vectors depend on beside the text (kernel.models.embedding_identity)."""
         return f"local/{self.embedding_dims}"
 
     # -- Provider interface ------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from persona_service.providers.base import Message
+from persona_service.kernel.models import Message
 from persona_service.providers.local.intent import analyse_intent
 from persona_service.providers.local.seed import _Seed
 from persona_service.providers.local.text import _a, _dumps, _json_objects, _lcfirst, _sentence_safe

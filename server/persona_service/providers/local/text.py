@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from persona_service.providers.base import Message
+from persona_service.kernel.models import Message
 from persona_service.providers.local.triggers import _MARKERS
 
 _WORD = re.compile(r"[^\W_][\w'\-]*")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 
-from persona_service.providers.base import Message
+from persona_service.kernel.models import Message
 
 
 def count_tokens(text: str) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from persona_service.providers.base import GenerationOptions, Message, ToolCall
+from persona_service.kernel.models import GenerationOptions, Message, ToolCall
 from persona_service.providers.local.seed import _short_hash
 from persona_service.providers.local.text import _content_words, _dumps, _last_user, _snippet
 from persona_service.providers.local.triggers import TOOL_TRIGGER

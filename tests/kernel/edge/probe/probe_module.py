@@ -12,7 +12,7 @@ import probe_pb2
 import probe_pb2_grpc
 from google.api import httpbody_pb2
 from persona_service.kernel.errors import ApiError, NotFound
-from persona_service.kernel.process.module import Module, ServiceBinding
+from persona_service.kernel.module import Module, ServiceBinding
 
 # The smallest valid PNG (1×1, transparent).
 PNG = bytes.fromhex(
@@ -25,7 +25,7 @@ SCIM = "application/scim+json"
 class ProbeServicer:
     """Each method is handed the request and its call's RequestContext (`ctx`), as a module's servicers are."""
 
-    def __init__(self, deps):  # kernel.process.resources.ServicerDeps
+    def __init__(self, deps):  # kernel.resources.ServicerDeps
         self.deps = deps
 
     def GetLink(self, request, ctx):

@@ -179,7 +179,7 @@ class ProviderError(ApiError):
     """The upstream failed (an error status, a malformed reply, a refused or cut connection, a timeout).
     `upstream` holds its error envelope for the audit log; it is never rendered to callers.
 
-    Every failure has a reason (`providers.failures`: `upstream_auth`, `model_not_found`,
+    Every failure has a reason (`kernel.model_failures`: `upstream_auth`, `model_not_found`,
     `upstream_rate_limited`, `timeout`, `connection_refused`, `malformed_response`, ...), which decides
     whether it is retried and what the caller's `details` hold: `provider`, the upstream `operation` that
     failed (the OpenAI API's name for it: `chat.completions`, `moderations`, `embeddings`, ...),
@@ -194,7 +194,7 @@ class ProviderError(ApiError):
     def __init__(self, provider: str, message: str = "", upstream: dict[str, Any] | None = None,
                  status: int | None = None, operation: str = "", *, kind: str = "", upstream_message: str = "",
                  retry_after: float | None = None):
-        from persona_service.providers import failures
+        from persona_service.kernel import model_failures as failures
 
         self.kind = kind or failures.from_status(status, upstream_message, upstream)
         if self.kind in ("upstream_rate_limited", "upstream_unavailable") and type(self) is ProviderError:
@@ -227,7 +227,7 @@ class ProviderError(ApiError):
 
     def log_cause(self) -> str:
         """The failure in words, for the server's log line of the request (never a key or a prompt)."""
-        from persona_service.providers import failures
+        from persona_service.kernel import model_failures as failures
 
         said = failures.reason(self.kind).says
         where = f" ({self.operation}" + (f", HTTP {self.upstream_status}" if self.upstream_status else "") + ")" \

@@ -21,8 +21,8 @@ def command_database(migrations: Iterable[pathlib.Path] | None = None) -> Iterat
     """The database a command acts on (DATABASE_URL, else the embedded PostgreSQL), first migrated to the
     head of `migrations` when given: an engine of one connection, disposed after."""
     from persona_service.kernel.data import migrate
+    from persona_service.kernel.data.embedded import database_url
     from persona_service.kernel.data.engine import make_engine
-    from persona_service.kernel.process.embedded import database_url
     from persona_service.kernel.settings import load
 
     url = database_url(load())
@@ -42,8 +42,8 @@ def module_process(service: str, pool_size: int) -> Iterator[tuple[Settings, Eng
     spans exported as `service`; the engine disposed and the spans flushed when it ends."""
     from persona_service.kernel import logs, tracing
     from persona_service.kernel.data.boundaries import BoundaryGuard
+    from persona_service.kernel.data.embedded import database_url
     from persona_service.kernel.data.engine import make_engine
-    from persona_service.kernel.process.embedded import database_url
     from persona_service.kernel.settings import load
 
     settings = load()

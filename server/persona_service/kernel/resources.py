@@ -26,9 +26,9 @@ from persona_service.kernel.clock import utcnow
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
+    from persona_service.kernel.models import Model, Provider
     from persona_service.kernel.ports import ModuleHooks
     from persona_service.kernel.principal import Principal
-    from persona_service.kernel.process.readiness import Check
     from persona_service.kernel.secretbox import SecretBox
     from persona_service.kernel.settings import Settings
     from persona_service.kernel.transport.audit import AuditEntry
@@ -36,12 +36,19 @@ if TYPE_CHECKING:
     from persona_service.kernel.transport.cursors import CursorCodec
     from persona_service.kernel.transport.hints import Hints
     from persona_service.kernel.transport.limits.plans import Limits, Quota
-    from persona_service.providers.base import Model
-    from persona_service.providers.retrying import Retrying
 
 T = TypeVar("T")
 R = TypeVar("R")
 P = ParamSpec("P")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One readiness check's outcome (`ServicerDeps.readiness`; the checks: kernel.process.readiness)."""
+
+    name: str
+    ok: bool
+    detail: str = ""
 
 
 @dataclass(frozen=True, eq=False)  # identity: each declared resource is its own key
@@ -159,7 +166,7 @@ class ServicerDeps:
     secret_box: SecretBox
     resources: Resources
     modules: ModuleHooks
-    provider_for: Callable[[RequestContext], Retrying]  # retried, failed attempts audited under the caller
+    provider_for: Callable[[RequestContext], Provider]  # retried, failed attempts audited under the caller
     quota: Callable[[Principal, str, Callable[[], Connection]], Quota]  # (caller, Limits field, its connection)
     # Generations the caller's organization used of its monthly quota in the current period (caller, connection).
     generations_used: Callable[[Principal, Callable[[], Connection]], int]

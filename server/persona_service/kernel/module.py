@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import grpc
     from pydantic_settings import BaseSettings
 
-    from persona_service.kernel.process.resources import Runtime, ServicerDeps
+    from persona_service.kernel.resources import Runtime, ServicerDeps
     from persona_service.kernel.transport.auth import CredentialStore
 
 
