@@ -15,6 +15,8 @@ required field nothing here can fill (a `google.protobuf.Value`, a raw `HttpBody
 collection names) raises `Unresolved`, so a field added to the protos is filled or noticed, never left out.
 scripts/race_hunt.py calls each RPC with these inputs; tests/scripts/test_contract_inputs.py checks the table
 (every write RPC has an input or a reason) and plants a new RPC and a new required field to see them noticed.
+The serial oracle (tests/oracle.py's `body`) sends these bodies too, with the fields its end state reads set over
+them, and judges what it sends by `invalid` (the same field rules, read the other way).
 """
 
 from __future__ import annotations
@@ -284,10 +286,73 @@ def _message(rpc: WriteRpc, field: FieldDescriptor, ids: Ids) -> dict[str, Any]:
 
 
 def _first_value(enum: EnumDescriptor) -> str:
+    return _wire_names(enum)[0]
+
+
+def invalid(rpc: WriteRpc, body: Any) -> list[str]:
+    """Where a request body breaks the contract (empty: valid): a required field missing, a field the request
+    message does not have, a value outside its field's rules (allowed values, lengths, bounds). A body that is one
+    field's message of no persona.v1 shape (SCIM's raw documents) is the service's to judge, not the contract's."""
+    if not rpc.body_field:
+        return [] if body is None else ["the RPC takes no body"]
+    if rpc.body_field != "*":
+        message = rpc.request.fields_by_name[rpc.body_field].message_type
+        if message is None or message.file.package != "persona.v1":
+            return []
+        return _invalid_message(rpc, message.fields, body, rpc.body_field)
+    return _invalid_message(rpc, _body_fields(rpc), body, "")
+
+
+def _invalid_message(rpc: WriteRpc, fields: Iterable[FieldDescriptor], body: Any, at: str) -> list[str]:
+    if not isinstance(body, dict):
+        return [f"{at or 'the body'}: not an object"]
+    by_name = {f.json_name: f for f in fields} | {f.name: f for f in fields}
+    wrong = [f"{at}{key}: no such field" for key in body if key not in by_name]
+    for field in {id(f): f for f in by_name.values()}.values():
+        key = field.json_name if field.json_name in body else field.name
+        if key not in body:
+            wrong += [f"{at}{field.json_name}: required"] if _required(field) else []
+            continue
+        values = body[key] if field.is_repeated and isinstance(body[key], list) else [body[key]]
+        for value in values:
+            wrong += _invalid_value(rpc, field, value, f"{at}{field.json_name}")
+    return wrong
+
+
+def _invalid_value(rpc: WriteRpc, field: FieldDescriptor, value: Any, at: str) -> list[str]:
     from persona.v1 import options_pb2
 
-    value = next(v for v in enum.values if not v.name.endswith("_UNSPECIFIED"))
-    return value.GetOptions().Extensions[options_pb2.wire_name] or value.name
+    rules = field.GetOptions().Extensions[options_pb2.rules]
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        message = field.message_type
+        if message is None or message.file.package != "persona.v1":
+            return []  # (a Value, a Struct, a Timestamp: no rules of the contract's)
+        return _invalid_message(rpc, message.fields, value, at + ".")
+    allowed = set(rules.one_of)
+    if rules.one_of_enum:
+        allowed |= set(_wire_names(rpc.request.file.pool.FindEnumTypeByName(rules.one_of_enum)))
+    if field.enum_type is not None:
+        allowed |= set(_wire_names(field.enum_type))
+    if allowed and value not in allowed:
+        return [f"{at}: {value!r} not one of {sorted(allowed)}"]
+    if isinstance(value, str):
+        too_short = len(value) < rules.min_len or (_required(field) and not value)
+        if too_short or (rules.max_len and len(value) > rules.max_len):
+            return [f"{at}: {len(value)} characters, not within [{rules.min_len}, {rules.max_len or '…'}]"]
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        low = rules.min_value if rules.HasField("min_value") else value
+        high = rules.max_value if rules.HasField("max_value") else value
+        if not low <= value <= high:
+            return [f"{at}: {value} outside [{low}, {high}]"]
+    return []
+
+
+def _wire_names(enum: EnumDescriptor) -> list[str]:
+    """An enum's values as the JSON names them (its `wire_name`), in order, bar `*_UNSPECIFIED`."""
+    from persona.v1 import options_pb2
+
+    values = [v for v in enum.values if not v.name.endswith("_UNSPECIFIED")]
+    return [v.GetOptions().Extensions[options_pb2.wire_name] or v.name for v in values]
 
 
 def error_statuses() -> dict[str, int]:

@@ -17,17 +17,24 @@ names: tests/test_serial_oracle_coverage.py reads them so), parametrizes its pai
 each pair with `check_named`, and says its tables try every write of the service with `uncovered`. A table whose
 fixture is one resource of a new organization (a setting, an API key, a SCIM token, a subscription) is built by
 `org_table` and tested by `org_pair_test`.
+
+An operation's body is `body(rpc, ids, distinguishing=…)`: the contract's (scripts/contract_inputs.py, the one reader
+of the write RPCs, `uncovered`'s too) with only the fields the end state reads set over it, each said why where it is
+set; tests/test_serial_oracle_bodies.py holds that every body a table sends is valid per the contract.
 """
 
 from __future__ import annotations
 
-import importlib
+import functools
+import importlib.util
+import inspect
 import itertools
 import json
 import os
-import pkgutil
+import pathlib
+import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -38,6 +45,7 @@ import pytest
 
 ROUNDS = int(os.environ.get("ORACLE_ROUNDS", "1"))
 REPORT = os.environ.get("ORACLE_REPORT", "")
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 Answer = tuple[int, str]  # status, error code ("" for a success)
 
@@ -173,27 +181,73 @@ def events(http: httpx.Client, headers: dict[str, str], after: datetime, match: 
             return tuple(sorted(found))
 
 
-def writes_covered(service: Any, tables: list[Table], creates: set[str]) -> set[str]:
-    """The write RPCs of `service` (a proto ServiceDescriptor; `(persona.v1.policy).write`) that no table's
-    operation calls, bar those in `creates` (they make a new aggregate, so two at once never share one).
-    Empty when the oracle tries every write: a write RPC added later fails this until it is in a table."""
-    from persona.v1 import options_pb2
+def contract() -> Any:
+    """scripts/contract_inputs.py, the one reader of the contract (the write RPCs, their valid bodies), as loaded
+    once (by the race hunt or by this)."""
+    loaded = sys.modules.get("contract_inputs")
+    if loaded is None:
+        spec = importlib.util.spec_from_file_location("contract_inputs", ROOT / "scripts" / "contract_inputs.py")
+        assert spec is not None and spec.loader is not None
+        loaded = sys.modules["contract_inputs"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loaded)
+    return loaded
 
-    writes = {m.name for m in service.methods if m.GetOptions().Extensions[options_pb2.policy].write}
+
+@functools.cache
+def _write_rpcs() -> dict[str, Any]:
+    return {rpc.name: rpc for rpc in contract().write_rpcs()}
+
+
+def body(rpc: str, ids: Mapping[str, str] | None = None, distinguishing: Mapping[str, Any] | None = None,
+         rpcs: Mapping[str, Any] | None = None) -> Any:
+    """The body an operation sends to the write RPC `rpc`: the generator's valid body (every required field from
+    its rules, on the fixture's `ids` by kind where a field names a resource), with `distinguishing` set over it:
+    only the fields the aggregate's end-state read depends on, chosen so that the two serial orders read back
+    differently (a table says why at each). A required field added to the request message is so filled in every
+    pair; a body the contract refuses (an override breaking a rule) fails here, before it is sent. `rpcs`: the
+    write RPCs by name, from other descriptors (a test's planted field); default the protos'."""
+    write = (rpcs or _write_rpcs())[rpc]
+    generated = contract().body(write, dict(ids or {}))
+    sent = {**generated, **distinguishing} if distinguishing else generated
+    wrong = contract().invalid(write, sent)
+    assert not wrong, f"{rpc}: the oracle's body {sent!r} breaks the contract: {wrong}"
+    return sent
+
+
+def writes_covered(service: str, tables: list[Table], creates: set[str]) -> set[str]:
+    """The write RPCs of the persona.v1 service named `service` (scripts/contract_inputs.py's reading of the
+    descriptors) that no table's operation calls, bar those in `creates` (they make a new aggregate, so two at once
+    never share one). Empty when the oracle tries every write: a write RPC added later fails this until it is in a
+    table."""
+    writes = {rpc.name for rpc in _write_rpcs().values() if rpc.service == service}
+    if not writes:
+        raise LookupError(f"no service {service} with writes in persona.v1")
     return writes - creates - {op.rpc for table in tables for op in table.ops}
 
 
 def uncovered(service: str, tables: list[Table], creates: Iterable[str] = (), only: str = "") -> set[str]:
     """`writes_covered` of the persona.v1 service named `service` (e.g. "ConfigService"), of its RPCs whose names
     contain `only` (a service two aggregates share: "ScimUser", "ScimGroup")."""
-    import persona.v1
+    return {name for name in writes_covered(service, tables, set(creates)) if only in name}
 
-    for module in pkgutil.iter_modules(persona.v1.__path__):
-        if module.name.endswith("_pb2"):
-            found = importlib.import_module(f"persona.v1.{module.name}").DESCRIPTOR.services_by_name.get(service)
-            if found is not None:
-                return {name for name in writes_covered(found, tables, set(creates)) if only in name}
-    raise LookupError(f"no service {service} in persona.v1")
+
+def table_builders() -> list[tuple[pathlib.Path, Callable[..., Table]]]:
+    """Every table file's `_table…` builders (tests/**/test_*serial_oracle*_http.py), by file, each module imported
+    as pytest imports it (its folder's helpers, scim_client, on the path) under a name of its own."""
+    found = []
+    for path in sorted((ROOT / "tests").glob("**/test_*serial_oracle*_http.py")):
+        sys.path.insert(0, str(path.parent))
+        try:
+            spec = importlib.util.spec_from_file_location(f"_oracle_table_{path.parent.name}_{path.stem}", path)
+            assert spec is not None and spec.loader is not None
+            module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # (its dataclasses look it up)
+            spec.loader.exec_module(module)
+        finally:
+            sys.path.remove(str(path.parent))
+        builders = [f for name, f in vars(module).items() if name.startswith("_table") and inspect.isfunction(f)]
+        assert builders, f"{path.relative_to(ROOT)} has no _table builder"
+        found += [(path, build) for build in builders]
+    return found
 
 
 # --- Tables of one resource of a new organization (a setting, an API key, a SCIM token, a subscription) -------

@@ -10,12 +10,9 @@ or this file says why not."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import inspect
-import pathlib
-import sys
 
-TESTS = pathlib.Path(__file__).parent
+from oracle import contract, table_builders
 
 # Writes that make a new aggregate: two at once never share one, so no pair of them has a serial order to keep.
 CREATES = {
@@ -46,12 +43,8 @@ PENDING: set[str] = set()
 
 def _write_rpcs() -> dict[str, set[str]]:
     """Every service in persona.v1 with write RPCs: its write RPCs' names, by service name."""
-    spec = importlib.util.spec_from_file_location("contract_inputs", TESTS.parent / "scripts" / "contract_inputs.py")
-    assert spec is not None and spec.loader is not None
-    contract_inputs = sys.modules["contract_inputs"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(contract_inputs)
     found: dict[str, set[str]] = {}
-    for rpc in contract_inputs.write_rpcs():
+    for rpc in contract().write_rpcs():
         found.setdefault(rpc.service, set()).add(rpc.name)
     return found
 
@@ -60,20 +53,9 @@ def _write_rpcs() -> dict[str, set[str]]:
 def _covered() -> frozenset[str]:
     """The RPCs the oracle tables' operations call (by RPC name: the services' method names are distinct)."""
     covered: set[str] = set()
-    for path in sorted(TESTS.glob("**/test_*serial_oracle*_http.py")):
-        sys.path.insert(0, str(path.parent))  # as pytest imports it: its folder's helpers (scim_client) on the path
-        try:
-            spec = importlib.util.spec_from_file_location(f"_oracle_table_{path.parent.name}_{path.stem}", path)
-            assert spec is not None and spec.loader is not None
-            module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # (its dataclasses look it up)
-            spec.loader.exec_module(module)
-        finally:
-            sys.path.remove(str(path.parent))
-        builders = [f for name, f in vars(module).items() if name.startswith("_table") and inspect.isfunction(f)]
-        assert builders, f"{path.relative_to(TESTS)} has no _table builder"
-        for build in builders:
-            table = build(*[None] * len(inspect.signature(build).parameters))
-            covered |= {op.rpc for op in table.ops if op.rpc}
+    for _, build in table_builders():
+        table = build(*[None] * len(inspect.signature(build).parameters))
+        covered |= {op.rpc for op in table.ops if op.rpc}
     return frozenset(covered)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oracle import Op, new_org, org_pair_test, org_table, uncovered
+from oracle import Op, body, new_org, org_pair_test, org_table, uncovered
 
 
 @dataclass(frozen=True)
@@ -20,13 +20,15 @@ def _fixture(http, tenants) -> Fixture:
 
 
 def _ops(http) -> list[Op]:
-    def post(path: str, body: dict | None = None):
-        return lambda f: http.post(f"/v1/billing/subscription/{path}", json=body or {}, headers=f.auth)
+    def post(path: str, rpc: str, distinguishing: dict | None = None):
+        return lambda f: http.post(f"/v1/billing/subscription/{path}", json=body(rpc, distinguishing=distinguishing),
+                                   headers=f.auth)
 
-    return [Op("upgrade", post("change", {"plan": "team"}), "ChangeSubscription"),
-            Op("downgrade", post("change", {"plan": "free"}), "ChangeSubscription"),
-            Op("cancel", post("cancel"), "CancelSubscription"),
-            Op("resume", post("resume"), "ResumeSubscription")]
+    # Distinguishing: the plan (the state reads it; the generator's own, Enterprise, is no change the two differ by).
+    return [Op("upgrade", post("change", "ChangeSubscription", {"plan": "team"}), "ChangeSubscription"),
+            Op("downgrade", post("change", "ChangeSubscription", {"plan": "free"}), "ChangeSubscription"),
+            Op("cancel", post("cancel", "CancelSubscription"), "CancelSubscription"),
+            Op("resume", post("resume", "ResumeSubscription"), "ResumeSubscription")]
 
 
 def _state(http, f: Fixture):

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from oracle import Answer, Op, Table, check_named, state_params, uncovered
+from oracle import Answer, Op, Table, body, check_named, state_params, uncovered
 
 
 @dataclass(frozen=True)
@@ -55,13 +55,21 @@ def _answer(response) -> Answer:
 def _ops(http, tenant, persona, used: bool) -> list[Op]:
     auth = tenant.auth if tenant is not None else {}
 
+    def sent(rpc: str, f: Fixture, content: str, **binding) -> dict:
+        """Distinguishing: the `user` (the state reads that user's sessions) and the message (the token counts the
+        state reads follow it); the model is the generator's (the persona's). `binding`: `stream` asks for the
+        stream at /v1/chat/completions, as OpenAI's clients ask for one (not a field of the state)."""
+        return body(rpc, {"persona": persona}, distinguishing={
+            "user": f.user, "messages": [{"role": "user", "content": content}], **binding})
+
     def complete(f: Fixture) -> Answer:
-        return _answer(http.post("/v1/chat/completions", json=_body(persona, f.user, "How is the sea?"), headers=auth))
+        return _answer(http.post("/v1/chat/completions", json=sent("CreateChatCompletion", f, "How is the sea?"),
+                                 headers=auth))
 
     def stream(f: Fixture) -> Answer:
         """Its status, or the in-band error that ended a started stream."""
-        with http.stream("POST", "/v1/chat/completions", json=_body(persona, f.user, "And the wind?", stream=True),
-                         headers=auth) as r:
+        with http.stream("POST", "/v1/chat/completions", headers=auth,
+                         json=sent("StreamChatCompletion", f, "And the wind?", stream=True)) as r:
             if r.status_code != 200:
                 r.read()
                 return _answer(r)
@@ -72,8 +80,8 @@ def _ops(http, tenant, persona, used: bool) -> list[Op]:
 
     ops = [Op("complete", complete, "CreateChatCompletion"), Op("stream", stream, "StreamChatCompletion")]
     if used:
-        ops.append(Op("end", lambda f: _answer(http.post(f"/v1/chat/sessions/{f.session}/end", json={},
-                                                         headers=auth))))
+        ops.append(Op("end", lambda f: _answer(http.post(f"/v1/chat/sessions/{f.session}/end",
+                                                         json=body("EndChatSession"), headers=auth))))
     return ops
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oracle import Op, new_org, org_pair_test, org_table, uncovered
+from oracle import Op, body, new_org, org_pair_test, org_table, uncovered
 
 KEY = "engine.pipeline.drift_detection.threshold"
 
@@ -21,8 +21,10 @@ def _fixture(http, tenants) -> Fixture:
 
 
 def _ops(http) -> list[Op]:
+    # Distinguishing: the value and its level (the state reads both; the two updates differ by the value).
     def update(value: float):
-        return lambda f: http.put(f"/v1/config/{KEY}", json={"value": value, "level": "workspace"}, headers=f.auth)
+        return lambda f: http.put(f"/v1/config/{KEY}", json=body(
+            "UpdateConfigItem", distinguishing={"value": value, "level": "workspace"}), headers=f.auth)
 
     return [Op("update-0.6", update(0.6), "UpdateConfigItem"),
             Op("update-0.7", update(0.7), "UpdateConfigItem"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from oracle import ROUNDS, Op, Table, check_named, params
+from oracle import ROUNDS, Op, Table, body, check_named, params
 from races import reruns
 from support import wait_until
 
@@ -67,10 +67,10 @@ def _purchase(http, buyer: str, listing: str):
     def call(f: Fixture):
         auth, owner = getattr(f, buyer), f.buyer if buyer == "seller" else f.seller
         listing_id = getattr(f, listing)
-        bought = http.post(f"{LISTINGS}/{listing_id}/purchase", json={}, headers=auth)
+        bought = http.post(f"{LISTINGS}/{listing_id}/purchase", json=body("PurchaseListing"), headers=auth)
         # (Published again since: the 404 met it in review, which may have ended before this looks.)
         if bought.status_code == 404 and _settled(http, owner, listing_id)["status"] == "published":
-            bought = http.post(f"{LISTINGS}/{listing_id}/purchase", json={}, headers=auth)
+            bought = http.post(f"{LISTINGS}/{listing_id}/purchase", json=body("PurchaseListing"), headers=auth)
         return bought
     return call
 
@@ -78,15 +78,19 @@ def _purchase(http, buyer: str, listing: str):
 def _ops(http) -> list[Op]:
     return [
         Op("purchase", _purchase(http, "buyer", "listing"), "PurchaseListing"),
-        Op("update", lambda f: http.patch(f"{LISTINGS}/{f.listing}", headers=f.seller,
-                                          json={"title": "Lighthouse keeper's tales", "priceMinor": 900}),
+        # Distinguishing: the title and the price (the state reads both; the generator's title is new each run).
+        Op("update", lambda f: http.patch(f"{LISTINGS}/{f.listing}", headers=f.seller, json=body(
+            "UpdateListing", distinguishing={"title": "Lighthouse keeper's tales", "priceMinor": 900})),
            "UpdateListing"),
-        Op("reprice", lambda f: http.patch(f"{LISTINGS}/{f.listing}", headers=f.seller, json={"priceMinor": 500}),
-           "UpdateListing"),
-        Op("unpublish", lambda f: http.post(f"{LISTINGS}/{f.listing}/unpublish", json={}, headers=f.seller),
-           "UnpublishListing"),
-        Op("persona-patch", lambda f: http.patch(f"/v1/personas/{f.persona}", json={"displayName": "Renamed"},
-                                                 headers=f.seller), "UpdatePersona"),
+        # Distinguishing: the price, and the title the listing already has (the state reads it: the generator's
+        # PATCH would set a new one each run).
+        Op("reprice", lambda f: http.patch(f"{LISTINGS}/{f.listing}", headers=f.seller, json=body(
+            "UpdateListing", distinguishing={"title": "Lighthouse keeper", "priceMinor": 500})), "UpdateListing"),
+        Op("unpublish", lambda f: http.post(f"{LISTINGS}/{f.listing}/unpublish", json=body("UnpublishListing"),
+                                            headers=f.seller), "UnpublishListing"),
+        # Distinguishing: the display name (the state reads it, and the buyer's copy's; the generator's is new).
+        Op("persona-patch", lambda f: http.patch(f"/v1/personas/{f.persona}", headers=f.seller, json=body(
+            "UpdatePersona", distinguishing={"displayName": "Renamed"})), "UpdatePersona"),
         Op("persona-delete", lambda f: http.delete(f"/v1/personas/{f.persona}", headers=f.seller), "DeletePersona"),
     ]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from oracle import Op, Table, check_named, params, uncovered
+from oracle import Op, Table, body, check_named, params, uncovered
 from persona_service.kernel import ids
 from persona_service.moderation.records import NewReview
 from persona_service.moderation.repository import ModerationRepository
@@ -38,13 +38,17 @@ def _fixture(engine) -> Fixture:
 
 
 def _ops(http, admins) -> list[Op]:
-    def call(action: str, who: int, body: dict | None = None):
-        return lambda f: http.post(f"{QUEUE}/{f.review}/{action}", json=body or {}, headers=admins[who].auth)
+    def call(action: str, rpc: str, who: int, distinguishing: dict | None = None):
+        return lambda f: http.post(f"{QUEUE}/{f.review}/{action}", json=body(rpc, distinguishing=distinguishing),
+                                   headers=admins[who].auth)
 
-    return [Op("claim-a", call("claim", 0), "ClaimModerationReview"),
-            Op("claim-b", call("claim", 1), "ClaimModerationReview"),
-            Op("approve-a", call("resolve", 0, {"decision": "approve"}), "ResolveModerationReview"),
-            Op("reject-b", call("resolve", 1, {"decision": "reject"}), "ResolveModerationReview")]
+    # Distinguishing: the decision (the state reads it; the generator's is always the first, `approve`).
+    return [Op("claim-a", call("claim", "ClaimModerationReview", 0), "ClaimModerationReview"),
+            Op("claim-b", call("claim", "ClaimModerationReview", 1), "ClaimModerationReview"),
+            Op("approve-a", call("resolve", "ResolveModerationReview", 0, {"decision": "approve"}),
+               "ResolveModerationReview"),
+            Op("reject-b", call("resolve", "ResolveModerationReview", 1, {"decision": "reject"}),
+               "ResolveModerationReview")]
 
 
 def _state(engine, admins, f: Fixture):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oracle import Op, new_org, org_pair_test, org_table, revocations, uncovered
+from oracle import Op, body, new_org, org_pair_test, org_table, revocations, uncovered
 
 SCOPES = ["personas:read", "personas:write", "chat:read", "chat:write", "config:read", "config:write"]
 
@@ -24,8 +24,10 @@ def _fixture(http, tenants) -> Fixture:
 
 
 def _ops(http) -> list[Op]:
-    return [Op("revoke", lambda f: http.post(f"/v1/keys/{f.key}/revoke", json={}, headers=f.owner), "RevokeApiKey"),
-            Op("use", lambda f: http.post("/v1/keys", json={"name": "made-by-k", "scopes": ["chat:read"]},
+    return [Op("revoke", lambda f: http.post(f"/v1/keys/{f.key}/revoke", json=body("RevokeApiKey"), headers=f.owner),
+               "RevokeApiKey"),
+            # Distinguishing: the name (the state lists the keys by name; the generator's is new each run).
+            Op("use", lambda f: http.post("/v1/keys", json=body("CreateApiKey", distinguishing={"name": "made-by-k"}),
                                           headers=f.used), "CreateApiKey")]
 
 

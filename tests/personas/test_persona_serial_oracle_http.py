@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from oracle import Op, Table, check_named, params, uncovered
+from oracle import Op, Table, body, check_named, params, uncovered
 
 OWN_EVENTS = ("persona.", "generation.")
 
@@ -33,24 +33,33 @@ def _fixture(http, tenant) -> Fixture:
 
 
 def _ops(http) -> list[Op]:
-    def post(path: str, body: dict | None = None):
-        return lambda f: http.post(f"/v1/personas/{f.persona}{path}", json=body or {}, headers=f.auth)
+    def post(path: str, rpc: str, distinguishing: dict | None = None):
+        return lambda f: http.post(f"/v1/personas/{f.persona}{path}", json=body(rpc, distinguishing=distinguishing),
+                                   headers=f.auth)
 
     return [
-        Op("patch", lambda f: http.patch(f"/v1/personas/{f.persona}", json={"displayName": "Renamed"},
-                                         headers=f.auth), "UpdatePersona"),
+        # Distinguishing: the display name (the state reads it; the generator's is new each run).
+        Op("patch", lambda f: http.patch(f"/v1/personas/{f.persona}", headers=f.auth, json=body(
+            "UpdatePersona", distinguishing={"displayName": "Renamed"})), "UpdatePersona"),
         Op("delete", lambda f: http.delete(f"/v1/personas/{f.persona}", headers=f.auth), "DeletePersona"),
-        Op("restore", post("/restore"), "RestorePersona"),
-        Op("archive", post("/archive"), "ArchivePersona"),
-        Op("rollback", post("/rollback", {"version": 1}), "RollbackPersona"),
-        Op("audit", post("/audit"), "AuditPersona"),
-        Op("refine", post("/refine", {"instruction": "Make him braver"}), "RefinePersona"),
-        Op("regenerate", post("/regenerate", {"fromStep": "fingerprint"}), "RegeneratePersona"),
-        Op("fork", post("/fork", {"instruction": "A river pilot instead"}), "ForkPersona"),
-        # Writes of other aggregates that hold the persona FOR SHARE (ChatService, MarketplaceService).
-        Op("session", lambda f: http.post("/v1/chat/sessions", json={"personaId": f.persona}, headers=f.auth)),
-        Op("listing", lambda f: http.post("/v1/marketplace/listings", headers=f.auth, json={
-            "personaId": f.persona, "title": "Ferry captain", "description": "Shanties", "priceMinor": 500})),
+        Op("restore", post("/restore", "RestorePersona"), "RestorePersona"),
+        Op("archive", post("/archive", "ArchivePersona"), "ArchivePersona"),
+        # Distinguishing: version 1 (the state reads the version; the generator's smallest is it too).
+        Op("rollback", post("/rollback", "RollbackPersona", {"version": 1}), "RollbackPersona"),
+        Op("audit", post("/audit", "AuditPersona"), "AuditPersona"),
+        # Distinguishing: the instruction (the refined persona the model writes from it, its name, is read: one
+        # instruction in every run, not the generator's new one).
+        Op("refine", post("/refine", "RefinePersona", {"instruction": "Make him braver"}), "RefinePersona"),
+        # Distinguishing: the step (the generator's first, `draft_soul`, rewrites the soul and the name the state
+        # reads; `fingerprint` keeps them and is the quickest new version, as the fixture's).
+        Op("regenerate", post("/regenerate", "RegeneratePersona", {"fromStep": "fingerprint"}), "RegeneratePersona"),
+        Op("fork", post("/fork", "ForkPersona"), "ForkPersona"),  # (the state counts forks: no field of it is read)
+        # Writes of other aggregates that hold the persona FOR SHARE (ChatService, MarketplaceService); the state
+        # counts them, so the generator's bodies on the persona's id are enough.
+        Op("session", lambda f: http.post("/v1/chat/sessions", json=body("CreateChatSession", {"persona": f.persona}),
+                                          headers=f.auth)),
+        Op("listing", lambda f: http.post("/v1/marketplace/listings", headers=f.auth,
+                                          json=body("CreateListing", {"persona": f.persona}))),
     ]
 
 

@@ -15,7 +15,7 @@ import pathlib
 from dataclasses import dataclass
 
 import pytest
-from oracle import ROUNDS, Op, Table, check_named, params
+from oracle import ROUNDS, Op, Table, body, check_named, params
 from races import reruns
 from sqlalchemy import text
 from support import wait_until
@@ -63,7 +63,7 @@ def _build(http, engine):
     the runner's builder may hold it (build-one then skips it and finds nothing: it waits for that builder)."""
     def call(f: Fixture):
         for _ in range(50):
-            built = http.post(BUILD, json={}, headers=f.admin)
+            built = http.post(BUILD, json=body("BuildOneDsarExport"), headers=f.admin)
             if built.status_code != 200 or _built(engine, f):
                 return built
             if not built.json()["handled"]:
@@ -77,9 +77,11 @@ def _ops(http, engine) -> list[Op]:
     return [
         Op("build", _build(http, engine), "BuildOneDsarExport"),
         Op("erase", lambda f: http.delete("/v1/privacy/me", headers=f.auth), "EraseMyData"),
-        Op("persona-patch", lambda f: http.patch(f"/v1/personas/{f.persona}", json={"displayName": "Renamed"},
-                                                 headers=f.auth), "UpdatePersona"),
-        Op("request", lambda f: http.post("/v1/privacy/exports", json={}, headers=f.auth), "CreatePrivacyExport"),
+        # Distinguishing: the display name (the state reads it, and the bundle's; the generator's is new each run).
+        Op("persona-patch", lambda f: http.patch(f"/v1/personas/{f.persona}", headers=f.auth, json=body(
+            "UpdatePersona", distinguishing={"displayName": "Renamed"})), "UpdatePersona"),
+        Op("request", lambda f: http.post("/v1/privacy/exports", json=body("CreatePrivacyExport"), headers=f.auth),
+           "CreatePrivacyExport"),
     ]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from oracle import Op, Table, check_named, params, uncovered
+from oracle import Op, Table, body, check_named, params, uncovered
 from sqlalchemy import text
 
 
@@ -26,7 +26,8 @@ def _fixture(engine, tenants) -> Fixture:
 
 
 def _ops(http) -> list[Op]:
-    return [Op("export", lambda f: http.post("/v1/privacy/exports", json={}, headers=f.auth), "CreatePrivacyExport"),
+    return [Op("export", lambda f: http.post("/v1/privacy/exports", json=body("CreatePrivacyExport"), headers=f.auth),
+               "CreatePrivacyExport"),
             Op("erase", lambda f: http.delete("/v1/privacy/me", headers=f.auth), "EraseMyData")]
 
 

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from oracle import Op, Table, check_named, params, uncovered
+from oracle import Op, Table, body, check_named, params, uncovered
 from scim_client import USER
 
 
@@ -41,16 +41,22 @@ def _fixture(scim, inactive_in_group: bool = False) -> Fixture:
                    group)
 
 
+# The state reads each user's name, addresses, `active` and groups: a SCIM document (which the contract does not
+# describe: the generator gives its schema and a new userName) is all distinguishing but its `schemas`.
+def _user(rpc: str, user_name: str, address: str) -> dict:
+    return body(rpc, distinguishing={"userName": user_name, "emails": [{"value": address, "primary": True}]})
+
+
 def _put(scim, which: str):
     def call(f: Fixture):
         user, name = (f.a, f.a_name) if which == "a" else (f.b, f.b_name)
-        return scim.call("PUT", f"/Users/{user}", {"schemas": [USER], "userName": name,
-                                                   "emails": [{"value": f.address, "primary": True}]})
+        return scim.call("PUT", f"/Users/{user}", _user("ReplaceScimUser", name, f.address))
     return call
 
 
 def _patch(scim, which: str, *operations):
-    return lambda f: scim.patch(f"/Users/{f.a if which == 'a' else f.b}", *[op(f) for op in operations])
+    return lambda f: scim.call("PATCH", f"/Users/{f.a if which == 'a' else f.b}", body(
+        "PatchScimUser", distinguishing={"Operations": [op(f) for op in operations]}))
 
 
 def _ops(scim) -> list[Op]:
@@ -68,12 +74,10 @@ def _ops(scim) -> list[Op]:
            "PatchScimUser"),
         Op("deactivate-a", _patch(scim, "a", lambda f: {"op": "replace", "path": "active", "value": False}),
            "PatchScimUser"),
-        Op("put-b-as-a", lambda f: scim.call("PUT", f"/Users/{f.b}", {
-            "schemas": [USER], "userName": f.a_name, "emails": [{"value": f.a_name, "primary": True}]}),
+        Op("put-b-as-a", lambda f: scim.call("PUT", f"/Users/{f.b}", _user("ReplaceScimUser", f.a_name, f.a_name)),
            "ReplaceScimUser"),
-        Op("create-c", lambda f: scim.call("POST", "/Users", {
-            "schemas": [USER], "userName": f"c-{f.tag}@example.com",
-            "emails": [{"value": f.address, "primary": True}]}), "CreateScimUser"),
+        Op("create-c", lambda f: scim.call("POST", "/Users", _user("CreateScimUser", f"c-{f.tag}@example.com",
+                                                                   f.address)), "CreateScimUser"),
     ]
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from oracle import Op, new_org, org_pair_test, org_table, revocations, uncovered
-from scim_client import USER, Scim
+from oracle import Op, body, new_org, org_pair_test, org_table, revocations, uncovered
+from scim_client import Scim
 
 TOKENS = "/v1/auth/scim/tokens"
 
@@ -28,10 +28,14 @@ def _fixture(http, tenants) -> Fixture:
 
 def _ops(http) -> list[Op]:
     return [
-        Op("revoke", lambda f: http.post(f"{TOKENS}/{f.token}/revoke", json={}, headers=f.owner),
+        Op("revoke", lambda f: http.post(f"{TOKENS}/{f.token}/revoke", json=body("RevokeScimToken"), headers=f.owner),
            "RevokeScimToken"),
-        Op("use", lambda f: Scim(http, f.secret).call("POST", "/Users", {"schemas": [USER], "userName": f.user_name})),
-        Op("create", lambda f: http.post(TOKENS, json={"name": "Entra"}, headers=f.owner),
+        # Distinguishing: the user's name (the state counts the users of that name; the generator's is new each run).
+        Op("use", lambda f: Scim(http, f.secret).call("POST", "/Users", body(
+            "CreateScimUser", distinguishing={"userName": f.user_name}))),
+        # Distinguishing: the name (the state lists the tokens by name; the generator's is new each run).
+        Op("create", lambda f: http.post(TOKENS, json=body("CreateScimToken", distinguishing={"name": "Entra"}),
+                                         headers=f.owner),
            "CreateScimToken"),
     ]
 

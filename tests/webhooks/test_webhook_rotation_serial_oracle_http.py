@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from oracle import Op, Table, check_named, params, uncovered
+from oracle import Op, Table, body, check_named, params, uncovered
 from sqlalchemy import text
 
 
@@ -39,10 +39,12 @@ def _fixture(http, engine, tenants) -> Fixture:
 def _ops(http, admin) -> list[Op]:
     auth = admin.auth if admin is not None else {}  # (None: only the names, for the parameters)
     return [
-        Op("rotate", lambda f: http.post("/v1/admin/webhooks/rotate-secrets", headers=auth, json={}),
-           "RotateWebhookSecrets"),
-        Op("patch", lambda f: http.patch(f"/v1/webhooks/{f.endpoint}", headers=f.auth,
-                                         json={"description": "renamed", "enabled": False}), "UpdateWebhookEndpoint"),
+        Op("rotate", lambda f: http.post("/v1/admin/webhooks/rotate-secrets", headers=auth,
+                                         json=body("RotateWebhookSecrets")), "RotateWebhookSecrets"),
+        # Distinguishing: the state reads the description and `enabled`, which the generated PATCH (its URL) leaves.
+        Op("patch", lambda f: http.patch(f"/v1/webhooks/{f.endpoint}", headers=f.auth, json=body(
+            "UpdateWebhookEndpoint", distinguishing={"description": "renamed", "enabled": False})),
+           "UpdateWebhookEndpoint"),
         Op("delete", lambda f: http.delete(f"/v1/webhooks/{f.endpoint}", headers=f.auth), "DeleteWebhookEndpoint"),
     ]
 

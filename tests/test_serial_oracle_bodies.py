@@ -1,0 +1,210 @@
+"""Every body an oracle table sends is valid per the contract, and a required field added to a request message is
+filled in every oracle pair (tests/oracle.py's `body`: the generator's body, scripts/contract_inputs.py, with a
+table's distinguishing fields over it).
+
+No stack: each table is built with a recording client (every call answers 400 with an empty error, so that an
+operation that reads its outcome stops at once) and each of its operations is called on a stand-in fixture whose
+every attribute is a placeholder id. Each request sent is matched to the write RPC of its verb and path, and its
+body judged by the contract's field rules (`contract_inputs.invalid`). The planted case builds the descriptors
+with a new required field in webhooks.proto's update request and sees the webhook tables send it."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import sys
+from typing import Any
+
+import pytest
+from google.protobuf import descriptor_pb2, descriptor_pool
+from oracle import ROOT, body, contract, table_builders
+from persona.v1 import options_pb2
+
+READS = {"GET", "HEAD"}
+
+
+class Placeholder(str):
+    """A fixture, tenant, engine or id: every attribute and item is another, it formats as `x`, and it spreads as
+    no headers (`{**f.auth}`)."""
+
+    def __new__(cls) -> Placeholder:
+        return super().__new__(cls, "x")
+
+    def __getattr__(self, name: str) -> Placeholder:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Placeholder()
+
+    def __getitem__(self, key: Any) -> Placeholder:  # type: ignore[override]
+        return Placeholder()
+
+    def keys(self) -> list[str]:
+        return []
+
+
+class Refused:
+    """Every answer: 400 with an empty error (an operation that reads its outcome stops at once)."""
+
+    status_code = 400
+    text = '{"error": {}}'
+
+    def json(self) -> dict[str, Any]:
+        return {"error": {}}
+
+    def read(self) -> bytes:
+        return self.text.encode()
+
+    def iter_lines(self) -> list[str]:
+        return []
+
+    def __enter__(self) -> Refused:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class Recorder:
+    """An httpx.Client stand-in that keeps (verb, path, body) of each request."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, Any]] = []
+
+    def request(self, method: str, url: str, *, json: Any = None, content: Any = None, **_: Any) -> Refused:
+        self.sent.append((method.upper(), url.split("?")[0], _decoded(content) if content is not None else json))
+        return Refused()
+
+    def stream(self, method: str, url: str, **kwargs: Any) -> Refused:
+        return self.request(method, url, **kwargs)
+
+    def get(self, url: str, **kwargs: Any) -> Refused:
+        return self.request("GET", url, **kwargs)
+
+    def post(self, url: str, **kwargs: Any) -> Refused:
+        return self.request("POST", url, **kwargs)
+
+    def put(self, url: str, **kwargs: Any) -> Refused:
+        return self.request("PUT", url, **kwargs)
+
+    def patch(self, url: str, **kwargs: Any) -> Refused:
+        return self.request("PATCH", url, **kwargs)
+
+    def delete(self, url: str, **kwargs: Any) -> Refused:
+        return self.request("DELETE", url, **kwargs)
+
+
+def _decoded(content: Any) -> Any:
+    return json.loads(content) if isinstance(content, str | bytes) else content
+
+
+def _argument(name: str, annotation: Any, http: Recorder, flag: bool) -> Any:
+    if name == "http":
+        return http
+    if name == "scim":  # (tests/scim's client, imported by its tables as table_builders loaded them)
+        return sys.modules["scim_client"].Scim(http, "x")
+    return flag if annotation in ("bool", bool) else Placeholder()
+
+
+def _parameters(build: Any) -> list[inspect.Parameter]:
+    """A builder's parameters a caller must give (the erasure table's `prepare` has a default)."""
+    return [p for p in inspect.signature(build).parameters.values() if p.default is inspect.Parameter.empty]
+
+
+def _sent_by_each_op() -> list[tuple[str, str, list[tuple[str, str, Any]]]]:
+    """(table file, operation, requests it sent) of every operation of every table, each state a builder's flags
+    pick (its bool parameters, both ways)."""
+    found = []
+    for path, build in table_builders():
+        params = _parameters(build)
+        for flag in (False, True):
+            http = Recorder()
+            table = build(*[_argument(p.name, p.annotation, http, flag) for p in params])
+            for op in table.ops:
+                before = len(http.sent)
+                op.call(Placeholder())
+                found.append((str(path.relative_to(ROOT)), op.name, http.sent[before:]))
+    return found
+
+
+def _rpc_of(method: str, url: str, sent: Any, rpcs: list[Any]) -> Any:
+    matches = [r for r in rpcs if r.verb == method and re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", r.path), url)]
+    assert len(matches) == 1, f"{method} {url}: {len(matches)} write RPCs of this verb and path"
+    if matches[0].name == "CreateChatCompletion" and isinstance(sent, dict) and sent.get("stream"):
+        # openai.proto: with `"stream": true` the edge routes the request to StreamChatCompletion (one request type).
+        return next(r for r in rpcs if r.name == "StreamChatCompletion")
+    return matches[0]
+
+
+def _invalid_bodies(rpcs: list[Any]) -> list[str]:
+    wrong = []
+    for table, op, sent in _sent_by_each_op():
+        for method, url, sent_body in sent:
+            if method not in READS:
+                rpc = _rpc_of(method, url, sent_body, rpcs)
+                wrong += [f"{table} {op}: {rpc.name}: {problem}" for problem in contract().invalid(rpc, sent_body)]
+    return wrong
+
+
+def test_every_body_an_oracle_table_sends_is_valid_per_the_contract():
+    assert _invalid_bodies(contract().write_rpcs()) == []
+
+
+def test_each_operation_calls_the_write_rpc_it_names():
+    """The recording reaches every operation's request (a table whose operation sent nothing, or another RPC than
+    it names, would be judged on nothing)."""
+    rpcs = contract().write_rpcs()
+    named = {
+        (str(path.relative_to(ROOT)), op.name): op.rpc
+        for path, build in table_builders()
+        for op in build(*[None] * len(_parameters(build))).ops
+    }
+    called: dict[tuple[str, str], set[str]] = {}
+    for table, op, sent in _sent_by_each_op():
+        called.setdefault((table, op), set()).update(_rpc_of(m, u, b, rpcs).name for m, u, b in sent if m not in READS)
+    assert named and {key: rpc for key, rpc in named.items() if rpc and rpc not in called.get(key, set())} == {}
+
+
+def _planted() -> list[Any]:
+    """The write RPCs with webhooks.proto's UpdateWebhookEndpointRequest given a new required string `label`,
+    built in a pool of their own from the checked-in descriptor set (gen/descriptor.binpb)."""
+    files = descriptor_pb2.FileDescriptorSet.FromString((ROOT / "gen" / "descriptor.binpb").read_bytes()).file
+    pool = descriptor_pool.DescriptorPool()
+    for file in files:
+        if file.name == "persona/v1/webhooks.proto":
+            message = next(m for m in file.message_type if m.name == "UpdateWebhookEndpointRequest")
+            field = message.field.add(
+                name="label",
+                number=99,
+                json_name="label",
+                type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+                label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+            )
+            field.options.Extensions[options_pb2.rules].required = True
+        pool.Add(file)
+    return contract().write_rpcs([pool.FindFileByName(f.name) for f in files if f.package == "persona.v1"])
+
+
+def test_a_required_field_added_to_a_request_is_filled_in_every_oracle_pair(monkeypatch):
+    planted = _planted()
+    update = next(r for r in planted if r.name == "UpdateWebhookEndpoint")
+    # A hand-written body, as the tables had, would now be refused by the service; the contract says so.
+    assert contract().invalid(update, {"description": "renamed", "enabled": False}) == ["label: required"]
+    sent = body(
+        "UpdateWebhookEndpoint",
+        distinguishing={"description": "renamed", "enabled": False},
+        rpcs={r.name: r for r in planted},
+    )
+    assert sent["label"] and sent["description"] == "renamed" and sent["enabled"] is False
+    # Every table's every body under the planted contract: the webhook tables' PATCHes carry the new field.
+    monkeypatch.setattr("oracle._write_rpcs", lambda: {r.name: r for r in planted})
+    assert _invalid_bodies(planted) == []
+    patches = [b for table, _, sent_ in _sent_by_each_op() if "webhooks" in table for m, _, b in sent_ if m == "PATCH"]
+    assert len(patches) >= 2 and all(b.get("label") for b in patches)
+
+
+@pytest.mark.parametrize("distinguishing", [{"decision": "maybe"}, {"verdict": "approve"}])
+def test_a_distinguishing_field_the_contract_refuses_is_never_sent(distinguishing):
+    """An override outside its field's rules (a value not allowed, a field the request does not have)."""
+    with pytest.raises(AssertionError, match="breaks the contract"):
+        body("ResolveModerationReview", distinguishing=distinguishing)
