@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 import pytest
-from oracle import Op, Table, check_named, events, since, state_params, uncovered
+from oracle import Op, Table, body, check_named, events, since, state_params, uncovered
 from persona_service.kernel.models import Completion
 from providers.openai_stub import OpenAIStub, guess_task, local_responder
 from support import TenantFactory, client_for, engine_for, make_stack, running, sse_stream
@@ -109,13 +109,20 @@ def _ops(http, tenant, trailing_user: bool) -> list[Op]:
     base = "/v1/chat/sessions/{f.sid}/messages"
     auth = tenant.auth if tenant is not None else {}  # (None: only the names, for the parameters)
 
-    def post(path: str, body: dict):
-        return lambda f: http.post(path.format(f=f), json=body, headers=auth)
+    # The state reads the transcript: each message's content, and each reply's digest of the transcript and the
+    # temperature it was made with. So the distinguishing fields are a message's content (the generator's is new
+    # each run), a regeneration's temperature (unlike the fixture's alternative's) and the alternative chosen.
+    def post(path: str, rpc: str, distinguishing: dict | None = None):
+        return lambda f: http.post(path.format(f=f), json=body(rpc, distinguishing=distinguishing), headers=auth)
+
+    def edit(message: str, content: str):
+        return lambda f: http.patch(base.format(f=f) + f"/{getattr(f, message)}", headers=auth,
+                                    json=body("UpdateChatMessage", distinguishing={"content": content}))
 
     def streamed(f: Fixture):
         """A streamed send's outcome: its status, or the in-band error that ended a started stream."""
-        with http.stream("POST", base.format(f=f) + ":stream", json={"content": "And the ferry?"},
-                         headers=auth) as r:
+        with http.stream("POST", base.format(f=f) + ":stream", headers=auth,
+                         json=body("StreamChatMessage", distinguishing={"content": "And the ferry?"})) as r:
             if r.status_code != 200:
                 r.read()
                 return r
@@ -124,25 +131,25 @@ def _ops(http, tenant, trailing_user: bool) -> list[Op]:
         return 200, errors[0] if errors else ""
 
     ops = [
-        Op("send", post(base, {"content": "And the ferry?"}), "SendChatMessage"),
+        Op("send", post(base, "SendChatMessage", {"content": "And the ferry?"}), "SendChatMessage"),
         Op("stream-send", streamed, "StreamChatMessage"),
-        Op("regenerate-last", post(base + "/{f.last}/regenerate", {"temperature": 0.9}), "RegenerateChatMessage"),
-        Op("edit-first", lambda f: http.patch(base.format(f=f) + f"/{f.first_user}", json={"content": "Evening."},
-                                              headers=auth), "UpdateChatMessage"),
-        Op("edit-last-user", lambda f: http.patch(base.format(f=f) + f"/{f.last_user}",
-                                                  json={"content": "How many terns?"}, headers=auth),
-           "UpdateChatMessage"),
+        Op("regenerate-last", post(base + "/{f.last}/regenerate", "RegenerateChatMessage", {"temperature": 0.9}),
+           "RegenerateChatMessage"),
+        Op("edit-first", edit("first_user", "Evening."), "UpdateChatMessage"),
+        Op("edit-last-user", edit("last_user", "How many terns?"), "UpdateChatMessage"),
         Op("delete-last", lambda f: http.delete(base.format(f=f) + f"/{f.last}", headers=auth), "DeleteChatMessage"),
         Op("delete-first-reply", lambda f: http.delete(base.format(f=f) + f"/{f.first_reply}", headers=auth),
            "DeleteChatMessage"),
-        Op("end", post("/v1/chat/sessions/{f.sid}/end", {}), "EndChatSession"),
-        Op("archive", post("/v1/chat/sessions/{f.sid}/archive", {}), "ArchiveChatSession"),
+        Op("end", post("/v1/chat/sessions/{f.sid}/end", "EndChatSession"), "EndChatSession"),
+        Op("archive", post("/v1/chat/sessions/{f.sid}/archive", "ArchiveChatSession"), "ArchiveChatSession"),
     ]
     if not trailing_user:
-        ops.append(Op("choose-first", post(base + "/{f.last}/choose", {"swipeIndex": 0}), "ChooseChatMessage"))
+        ops.append(Op("choose-first", post(base + "/{f.last}/choose", "ChooseChatMessage", {"swipeIndex": 0}),
+                      "ChooseChatMessage"))
         # The stand-in model answers `[[drift]]` out of voice: refused (the persona's action is `block`), nothing
         # stored, and one `persona.audit_failed` naming the session recorded, if the send got that far.
-        ops.append(Op("send-drift", post(base, {"content": "[[drift]] And the ferry?"}), "SendChatMessage"))
+        ops.append(Op("send-drift", post(base, "SendChatMessage", {"content": "[[drift]] And the ferry?"}),
+                      "SendChatMessage"))
     return ops
 
 

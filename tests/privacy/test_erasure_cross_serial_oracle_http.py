@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from oracle import ROUNDS, Answer, Op, Table, check_named, params
+from oracle import ROUNDS, Answer, Op, Table, body, check_named, params
 from persona_service.kernel.principal import SCOPES
 from races import reruns
 from sqlalchemy import text
@@ -92,31 +92,40 @@ def _completion(persona: str, user: str = "") -> dict:
 
 
 def _ops(http) -> list[Op]:
-    def persona(path: str, body: dict | None = None):
-        return lambda f: http.post(f"/v1/personas/{f.persona}{path}", json=body or {}, headers=f.auth)
+    # The state reads the persona's name, state and versions and the sessions' message counts: the distinguishing
+    # fields are the display name, the refinement's instruction (the model writes the name from it), the step
+    # regenerated from (`fingerprint` keeps the name; the generator's `draft_soul` rewrites it) and a completion's
+    # `user` (which session it writes to); every other field is the generator's.
+    def persona(path: str, rpc: str, distinguishing: dict | None = None):
+        return lambda f: http.post(f"/v1/personas/{f.persona}{path}", json=body(rpc, distinguishing=distinguishing),
+                                   headers=f.auth)
 
     return [
         Op("erase", lambda f: http.delete("/v1/privacy/me", headers=f.auth), "EraseMyData"),
-        Op("send", lambda f: http.post(f"/v1/chat/sessions/{f.session}/messages", json={"content": "Hello there"},
+        Op("send", lambda f: http.post(f"/v1/chat/sessions/{f.session}/messages", json=body("SendChatMessage"),
                                        headers=f.auth), "SendChatMessage"),
-        Op("persona-patch", lambda f: http.patch(f"/v1/personas/{f.persona}", json={"displayName": "Renamed"},
-                                                 headers=f.auth), "UpdatePersona"),
+        Op("persona-patch", lambda f: http.patch(f"/v1/personas/{f.persona}", headers=f.auth, json=body(
+            "UpdatePersona", distinguishing={"displayName": "Renamed"})), "UpdatePersona"),
         # (A create names no RPC, as in the persona table: tests/test_serial_oracle_coverage.py lists it in CREATES.)
-        Op("create-session", lambda f: http.post("/v1/chat/sessions", json={"personaId": f.persona}, headers=f.auth)),
-        Op("complete", lambda f: http.post("/v1/chat/completions", json=_completion(f.persona), headers=f.auth),
+        Op("create-session", lambda f: http.post("/v1/chat/sessions", headers=f.auth,
+                                                 json=body("CreateChatSession", {"persona": f.persona}))),
+        Op("complete", lambda f: http.post("/v1/chat/completions", headers=f.auth,
+                                           json=body("CreateChatCompletion", {"persona": f.persona})),
            "CreateChatCompletion"),
-        Op("complete-own", lambda f: http.post("/v1/chat/completions", json=_completion(f.persona, f.user_id),
-                                               headers=f.auth), "CreateChatCompletion"),
+        Op("complete-own", lambda f: http.post("/v1/chat/completions", headers=f.auth, json=body(
+            "CreateChatCompletion", {"persona": f.persona}, distinguishing={"user": f.user_id})),
+           "CreateChatCompletion"),
         # Persona writes the issue did not list, of the class `persona-patch` found (the hold in PersonaService.get).
         Op("persona-delete", lambda f: http.delete(f"/v1/personas/{f.persona}", headers=f.auth), "DeletePersona"),
-        Op("persona-archive", persona("/archive"), "ArchivePersona"),
+        Op("persona-archive", persona("/archive", "ArchivePersona"), "ArchivePersona"),
         # The member's other writes of their persona (PersonaService: each holds the caller's membership first).
-        Op("persona-restore", persona("/restore"), "RestorePersona"),
-        Op("persona-rollback", persona("/rollback", {"version": 1}), "RollbackPersona"),
-        Op("persona-refine", persona("/refine", {"instruction": "Make him braver"}), "RefinePersona"),
-        Op("persona-regenerate", persona("/regenerate", {"fromStep": "fingerprint"}), "RegeneratePersona"),
-        Op("persona-audit", persona("/audit"), "AuditPersona"),
-        Op("persona-fork", persona("/fork", {"instruction": "A river pilot instead"}), "ForkPersona"),
+        Op("persona-restore", persona("/restore", "RestorePersona"), "RestorePersona"),
+        Op("persona-rollback", persona("/rollback", "RollbackPersona", {"version": 1}), "RollbackPersona"),
+        Op("persona-refine", persona("/refine", "RefinePersona", {"instruction": "Make him braver"}), "RefinePersona"),
+        Op("persona-regenerate", persona("/regenerate", "RegeneratePersona", {"fromStep": "fingerprint"}),
+           "RegeneratePersona"),
+        Op("persona-audit", persona("/audit", "AuditPersona"), "AuditPersona"),
+        Op("persona-fork", persona("/fork", "ForkPersona"), "ForkPersona"),
     ]
 
 
@@ -216,26 +225,31 @@ def _portrait_answer(response: httpx.Response) -> Answer:
 
 
 def _credential_ops(http) -> list[Op]:
-    def portrait(path: str, body: dict):
+    # The state reads the credentials' names (distinguishing: a made key's and token's, the generator's being new
+    # each run) and the portraits' statuses (no field of a body: the generator's).
+    def portrait(path: str, rpc: str):
         return lambda c: _portrait_answer(http.post(f"/v1/personas/{c.persona}/{path.format(id=c.portrait)}",
-                                                    json=body, headers={**c.auth, **NO_WAIT}))
+                                                    json=body(rpc), headers={**c.auth, **NO_WAIT}))
+
+    def revoke(path: str, rpc: str, by: str):
+        return lambda c: http.post(path.format(c=c), json=body(rpc), headers=getattr(c, by))
 
     return [
         Op("erase", lambda c: http.delete("/v1/privacy/me", headers=c.auth), "EraseMyData"),
-        Op("key-create", lambda c: http.post("/v1/keys", json={"name": "made", "scopes": ["chat:read"]},
+        Op("key-create", lambda c: http.post("/v1/keys", json=body("CreateApiKey", distinguishing={"name": "made"}),
                                              headers=c.auth), "CreateApiKey"),
-        Op("key-revoke", lambda c: http.post(f"/v1/keys/{c.spare}/revoke", json={}, headers=c.auth), "RevokeApiKey"),
+        Op("key-revoke", revoke("/v1/keys/{c.spare}/revoke", "RevokeApiKey", "auth"), "RevokeApiKey"),
         # The owner revoking the member's key: both revoke it (one atomic UPDATE each), whichever comes first.
-        Op("key-revoke-by-owner", lambda c: http.post(f"/v1/keys/{c.spare}/revoke", json={}, headers=c.owner),
-           "RevokeApiKey"),
-        Op("token-create", lambda c: http.post("/v1/auth/scim/tokens", json={"name": "made"}, headers=c.auth),
+        Op("key-revoke-by-owner", revoke("/v1/keys/{c.spare}/revoke", "RevokeApiKey", "owner"), "RevokeApiKey"),
+        Op("token-create", lambda c: http.post("/v1/auth/scim/tokens", headers=c.auth,
+                                               json=body("CreateScimToken", distinguishing={"name": "made"})),
            "CreateScimToken"),
-        Op("token-revoke", lambda c: http.post(f"/v1/auth/scim/tokens/{c.token}/revoke", json={}, headers=c.auth),
+        Op("token-revoke", revoke("/v1/auth/scim/tokens/{c.token}/revoke", "RevokeScimToken", "auth"),
            "RevokeScimToken"),
-        Op("portrait-create", portrait("portraits", {"prompt": "at dusk"}), "CreatePortrait"),
-        Op("portrait-edit", portrait("portrait/{id}/edit", {"instruction": "add a red scarf"}), "EditPortrait"),
-        Op("portrait-approve", portrait("portraits/{id}/approve", {}), "ApprovePortrait"),
-        Op("portrait-reject", portrait("portraits/{id}/reject", {}), "RejectPortrait"),
+        Op("portrait-create", portrait("portraits", "CreatePortrait"), "CreatePortrait"),
+        Op("portrait-edit", portrait("portrait/{id}/edit", "EditPortrait"), "EditPortrait"),
+        Op("portrait-approve", portrait("portraits/{id}/approve", "ApprovePortrait"), "ApprovePortrait"),
+        Op("portrait-reject", portrait("portraits/{id}/reject", "RejectPortrait"), "RejectPortrait"),
     ]
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import pytest
-from oracle import Op, Table, check_named, events, params, since, uncovered
+from oracle import Op, Table, body, check_named, events, params, since, uncovered
 
 
 @dataclass(frozen=True)
@@ -54,11 +54,13 @@ def _ops(http, tenant) -> list[Op]:
     auth = tenant.auth if tenant is not None else {}  # (None: only the names, for the parameters)
     return [
         Op("replay", lambda f: http.post(f"/v1/webhooks/{f.endpoint}/deliveries/{f.delivery}/replay", headers=auth,
-                                         json={}), "ReplayWebhookDelivery"),
-        Op("patch", lambda f: http.patch(f"/v1/webhooks/{f.endpoint}", headers=auth,
-                                         json={"description": "renamed", "enabled": False}), "UpdateWebhookEndpoint"),
-        Op("ping", lambda f: http.post(f"/v1/webhooks/{f.endpoint}/ping", headers=auth, json={}),
-           "PingWebhookEndpoint"),
+                                         json=body("ReplayWebhookDelivery")), "ReplayWebhookDelivery"),
+        # Distinguishing: the state reads the description and `enabled`, which the generated PATCH (its URL) leaves.
+        Op("patch", lambda f: http.patch(f"/v1/webhooks/{f.endpoint}", headers=auth, json=body(
+            "UpdateWebhookEndpoint", distinguishing={"description": "renamed", "enabled": False})),
+           "UpdateWebhookEndpoint"),
+        Op("ping", lambda f: http.post(f"/v1/webhooks/{f.endpoint}/ping", headers=auth,
+                                       json=body("PingWebhookEndpoint")), "PingWebhookEndpoint"),
         Op("delete", lambda f: http.delete(f"/v1/webhooks/{f.endpoint}", headers=auth), "DeleteWebhookEndpoint"),
     ]
 
