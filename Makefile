@@ -47,7 +47,7 @@ lock: $(STAMP)
 $(BYTECODE): $(STAMP) $(shell find server gen/python -name '*.py' 2>/dev/null)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m compileall -q server gen/python
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -c 'import persona_service.cli, persona_service.registry, \
-	  persona_service.kernel.process.server, persona_service.kernel.process.runner, persona_service.webhooks.worker, \
+	  persona_service.process.server, persona_service.process.runner, persona_service.webhooks.worker, \
 	  persona_service.kernel.data.migrate, alembic.command, scim2_models, jwt, PIL.Image, stripe, fpdf'
 	touch $@
 

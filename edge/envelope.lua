@@ -31,7 +31,7 @@ local INTERNAL = { 500, "internal_error", "An unexpected error occurred." }
 -- How a body that is not JSON is refused (the transcoder's reasons are reworded to it).
 local INVALID_JSON = "The body is not valid JSON: "
 -- The request messages' fields, for answers in JSON names: the edge appends
--- the real table (kernel/process/edge.py lua_source); empty, answers use
+-- the real table (process/edge.py lua_source); empty, answers use
 -- the transcoder's names turned into JSON's default (lowerCamel) ones.
 JSON_FIELDS = JSON_FIELDS or { bindings = {}, messages = {} }
 

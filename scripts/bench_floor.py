@@ -59,8 +59,8 @@ class Floor:
 
     def __init__(self, n: int, answer: chat_pb2.ChatSession | None, data: pathlib.Path,
                  spawn: Callable[[int, int, int, str], subprocess.Popen] | None = None):
-        from persona_service.kernel.process.stack import Stack, free_port
         from persona_service.kernel.settings import Settings
+        from persona_service.process.stack import Stack, free_port
         from persona_service.registry import MODULES
 
         secret = secrets.token_urlsafe(32)  # the edge proves it to the servers (client addresses)

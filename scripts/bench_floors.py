@@ -164,8 +164,8 @@ class Edge:
     edited as the variant says."""
 
     def __init__(self, variant: Variant, data: pathlib.Path, pyvoy_python: str | None):
-        from persona_service.kernel.process.stack import Stack, free_port
         from persona_service.kernel.settings import Settings
+        from persona_service.process.stack import Stack, free_port
         from persona_service.registry import MODULES
 
         settings = Settings(data_dir=data, http_port=free_port(), grpc_port=free_port(1000))
@@ -183,7 +183,7 @@ class Edge:
             raise
 
     def _start(self, variant: Variant, pyvoy_python: str | None) -> None:
-        from persona_service.kernel.process.stack import envoy_command
+        from persona_service.process.stack import envoy_command
 
         settings = self.stack.settings
         if variant.server != "none":

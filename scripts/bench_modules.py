@@ -86,8 +86,8 @@ def invoice_list(http: httpx.Client, runs: int) -> dict[str, float]:
 
 
 def start_stack(servers: int, tmp: pathlib.Path):
-    from persona_service.kernel.process.stack import Stack, free_port
     from persona_service.kernel.settings import Settings
+    from persona_service.process.stack import Stack, free_port
     from persona_service.registry import MODULES
 
     settings = Settings(data_dir=tmp, database_url=os.environ.get("DATABASE_URL", ""),

@@ -50,7 +50,6 @@ from persona_service.config.service import RATE_LIMIT_PREFIX
 from persona_service.config.tables import ConfigItem
 from persona_service.kernel.errors import ApiError, NotFound, Unauthorized
 from persona_service.kernel.principal import Principal, with_implied
-from persona_service.kernel.process.edge import EDGE_SECRET_ENV
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport.access import authorize
 from persona_service.kernel.transport.auth import _bearer, check_client_address, hash_secret
@@ -63,6 +62,7 @@ from persona_service.kernel.transport.stages.call import EDGE_MARK
 from persona_service.kernel.transport.stages.client_address import ClientAddress
 from persona_service.orgs.credentials import OrgCredentialStore
 from persona_service.orgs.keys_repository import _find_for_auth
+from persona_service.process.edge import EDGE_SECRET_ENV
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 from sqlalchemy import bindparam, select

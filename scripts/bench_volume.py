@@ -242,8 +242,8 @@ def retention_purge(database_url: str) -> dict[str, Any]:
 
 
 def start_stack(data_dir: pathlib.Path, database_url: str):
-    from persona_service.kernel.process.stack import Stack, free_port
     from persona_service.kernel.settings import Settings
+    from persona_service.process.stack import Stack, free_port
     from persona_service.registry import MODULES
 
     settings = Settings(data_dir=data_dir, database_url=database_url, redis_url=os.environ.get("REDIS_URL", ""),

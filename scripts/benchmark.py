@@ -201,8 +201,8 @@ class Step:
     # setup
 
     def start(self) -> None:
-        from persona_service.kernel.process.stack import Stack, free_port
         from persona_service.kernel.settings import Settings
+        from persona_service.process.stack import Stack, free_port
         from persona_service.registry import MODULES
 
         data = self.tmp / f"n{self.n}"
@@ -257,7 +257,7 @@ class Step:
         self.read_path = f"/v1/chat/sessions/{self.sessions[0]}"
 
     def launch_peer(self) -> None:
-        from persona_service.kernel.process.stack import free_port
+        from persona_service.process.stack import free_port
 
         self.peer_port = free_port()
         env = {

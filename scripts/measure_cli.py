@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from persona_service.kernel.process.stack import free_port
+from persona_service.process.stack import free_port
 
 CLI = pathlib.Path(sys.executable).parent / "persona-service"
 

@@ -98,8 +98,8 @@ def download(megabytes: int, data_dir: pathlib.Path) -> dict:
     import psutil
     from persona_service.files.local import LocalStorage
     from persona_service.files.storage import object_key, signing_key
-    from persona_service.kernel.process.stack import Stack, free_port
     from persona_service.kernel.settings import Settings
+    from persona_service.process.stack import Stack, free_port
     from persona_service.registry import MODULES
 
     shutil.rmtree(data_dir, ignore_errors=True)

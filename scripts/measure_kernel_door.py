@@ -23,7 +23,7 @@ from collections import defaultdict
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "server" / "persona_service"
-NOT_DOMAINS = {"kernel", "providers"}
+NOT_DOMAINS = {"kernel", "providers", "process"}
 
 
 def kernel_modules(package: pathlib.Path = PACKAGE) -> set[str]:

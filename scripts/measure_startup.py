@@ -43,8 +43,8 @@ UP_LINE = re.compile(r"is up in ([0-9.]+)s")
 # What each role imports before it runs (persona_service.cli's main loads the
 # registry for every command that is not standalone, then the command's own module).
 ROLES = {
-    "server": ["persona_service.cli", "persona_service.registry", "persona_service.kernel.process.server"],
-    "runner": ["persona_service.cli", "persona_service.registry", "persona_service.kernel.process.runner"],
+    "server": ["persona_service.cli", "persona_service.registry", "persona_service.process.server"],
+    "runner": ["persona_service.cli", "persona_service.registry", "persona_service.process.runner"],
     "webhook-worker": ["persona_service.cli", "persona_service.registry", "persona_service.webhooks.worker"],
     "cli (--help)": ["persona_service.cli"],
 }

@@ -23,7 +23,7 @@ import socket
 import urllib.request
 from dataclasses import dataclass, field
 
-from persona_service.kernel.process.stack import free_port
+from persona_service.process.stack import free_port
 
 SCOPE = "persona"
 # Patroni's clock: a leader key lives `TTL` s unless renewed (each `LOOP_WAIT` s); etcd is retried for

@@ -54,7 +54,7 @@ def kind_of(argv: list[str]) -> str:
             return name
     if argv and Path(argv[0]).name == "postgres" or text.startswith("postgres -D"):
         return "postgres server"
-    if "persona_service.kernel.process.reaper" in text:
+    if "persona_service.process.reaper" in text:
         return "reaper"
     if argv and "python" in Path(argv[0]).name:
         module = next((argv[i + 1] for i, a in enumerate(argv) if a == "-m" and i + 1 < len(argv)), "")

@@ -51,10 +51,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from persona_service.kernel.process.edge import STREAM_CLUSTER, UNARY_CLUSTER
-from persona_service.kernel.process.runner import READY_FILE_ENV as RUNNER_READY_FILE_ENV
-from persona_service.kernel.process.stack import Stack, StackError, envoy_command, free_port
 from persona_service.kernel.settings import Settings
+from persona_service.process.edge import STREAM_CLUSTER, UNARY_CLUSTER
+from persona_service.process.runner import READY_FILE_ENV as RUNNER_READY_FILE_ENV
+from persona_service.process.stack import Stack, StackError, envoy_command, free_port
 from persona_service.registry import MODULES
 from postgres_ha import PatroniCluster, patroni_env
 
@@ -182,10 +182,10 @@ class Topology:
                           MODULES, grpc_ports=list(self.node_ports), stream_server_ports=list(self.stream_node_ports))
 
     def _spawn(self, proc: Proc) -> subprocess.Popen:
-        """Start a process group; the reaper (kernel/process/reaper.py, as `up` uses) stops it if this script dies."""
+        """Start a process group; the reaper (process/reaper.py, as `up` uses) stops it if this script dies."""
         self.procs[proc.name] = proc.start()
         if self._reaper is None:
-            self._reaper = subprocess.Popen([sys.executable, "-m", "persona_service.kernel.process.reaper", str(os.getpid()),
+            self._reaper = subprocess.Popen([sys.executable, "-m", "persona_service.process.reaper", str(os.getpid()),
                                              str(self._pids_file)], start_new_session=True,
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         pids = [p.popen.pid for p in self.procs.values() if p.running and p.popen is not None]

@@ -5,9 +5,10 @@ since a type-only loop still ties two pieces together (neither can be read,
 moved or tested without the other). Cycles are reported as strongly connected
 components of the import graph, at the granularity of:
 
-- packages: the domains, the kernel and the providers (`personas <-> chat`);
-- kernel parts: `kernel/process`, `kernel/transport`, `kernel/data`, the
-  kernel's own top-level modules (`kernel/clock.py`) and the providers;
+- packages: the domains, the kernel, the providers and the process assembly
+  (`personas <-> chat`, `kernel <-> providers`);
+- kernel parts: `kernel/transport`, `kernel/data` and the kernel's own
+  top-level modules (`kernel/clock.py`, `kernel/module.py`);
 - modules: every module of the package (`kernel/data/audit_repository.py`).
 """
 
@@ -108,11 +109,9 @@ def package_of(module: str) -> str:
 
 
 def kernel_part_of(module: str) -> str | None:
-    """`persona_service.kernel.data.uow` -> kernel.data; the providers are a part of their own (the
-    kernel-parts contract places them between process and transport); None elsewhere."""
+    """`persona_service.kernel.data.uow` -> kernel.data; None outside the kernel (the providers and the
+    process assembly are packages of their own, above it)."""
     parts = module.split(".")
-    if parts[1:2] == ["providers"]:
-        return "providers"
     return ".".join(parts[1:3]) if parts[1:2] == ["kernel"] and len(parts) > 2 else None
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from persona_service.kernel.process.stack import Stack
+from persona_service.process.stack import Stack
 from sqlalchemy import text
 from support import writes_locked
 

@@ -20,11 +20,11 @@ from persona_service.kernel.data.boundaries import BoundaryGuard
 from persona_service.kernel.data.engine import make_engine
 from persona_service.kernel.module import Modules
 from persona_service.kernel.principal import KEY_SCOPES, SCOPES
-from persona_service.kernel.process.stack import Stack, free_port
-from persona_service.kernel.process.template import Template
 from persona_service.kernel.settings import Settings
 from persona_service.orgs.keys import KeyService
 from persona_service.orgs.service import Onboarding
+from persona_service.process.stack import Stack, free_port
+from persona_service.process.template import Template
 from persona_service.registry import MODULES
 from sqlalchemy import text
 
@@ -60,13 +60,13 @@ def make_stack(data_dir: pathlib.Path, servers: int = 1, settings: dict | None =
 
 # What the process template imports: the service processes' entry modules (`python -m persona_service.cli
 # serve|runner|worker`).
-TEMPLATE_MODULES = ["persona_service.cli", "persona_service.registry", "persona_service.kernel.process.server",
-                    "persona_service.kernel.process.runner", "persona_service.webhooks.worker"]
+TEMPLATE_MODULES = ["persona_service.cli", "persona_service.registry", "persona_service.process.server",
+                    "persona_service.process.runner", "persona_service.webhooks.worker"]
 _templates: list[Template] = []
 
 
 def process_template() -> Template | None:
-    """This test process's process template (kernel.process.template, issue 46), started at its first stack:
+    """This test process's process template (process.template, issue 46), started at its first stack:
     the stacks' service processes are forked from it, not started afresh (a fresh one spends ~1.7 CPU s on its
     imports). PERSONA_TEST_PROCESS_TEMPLATE=0 turns it off, and so does coverage (`make coverage`: a process
     measures itself from its interpreter's start). Stopped at the session's end (tests/conftest.py)."""

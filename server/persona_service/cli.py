@@ -53,8 +53,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     from persona_service.kernel import logs
     from persona_service.kernel import settings as config
-    from persona_service.kernel.process import instances as runtime
-    from persona_service.kernel.process.stack import Stack, StackError
+    from persona_service.process import instances as runtime
+    from persona_service.process.stack import Stack, StackError
     from persona_service.providers import preflight
     from persona_service.providers.factory import describe as describe_models
     from persona_service.providers.settings import ProviderSettings
@@ -207,7 +207,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     import urllib.error
     import urllib.request
 
-    from persona_service.kernel.process import instances as runtime
+    from persona_service.process import instances as runtime
 
     settings = _settings()
     explicit = bool(os.environ.get("PERSONA_DATA_DIR"))
@@ -286,7 +286,7 @@ def _status_arguments(parser: argparse.ArgumentParser) -> None:
 def cmd_edge(args: argparse.Namespace) -> int:
     """Envoy for the server process of this pod or machine (PERSONA_GRPC_PORT on
     127.0.0.1), in the foreground: the container image's sidecar role."""
-    from persona_service.kernel.process.stack import Stack, envoy_command
+    from persona_service.process.stack import Stack, envoy_command
     from persona_service.registry import MODULES
 
     settings = _settings()
@@ -306,7 +306,7 @@ def _edge_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from persona_service.kernel.process.server import serve
+    from persona_service.process.server import serve
     from persona_service.registry import MODULES
 
     serve(MODULES)
@@ -314,7 +314,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_runner(args: argparse.Namespace) -> int:
-    from persona_service.kernel.process.runner import run
+    from persona_service.process.runner import run
     from persona_service.registry import MODULES
 
     run(MODULES)
@@ -358,10 +358,10 @@ def kernel_commands() -> tuple[Command, ...]:
 
 
 def _attach_instance() -> None:
-    """Point a command that acts on the running instance at it (kernel.process.instances),
+    """Point a command that acts on the running instance at it (process.instances),
     unless PERSONA_DATA_DIR or DATABASE_URL already says where to act."""
     from persona_service.kernel import settings as config
-    from persona_service.kernel.process import instances as runtime
+    from persona_service.process import instances as runtime
 
     if os.environ.get("PERSONA_DATA_DIR") or os.environ.get("DATABASE_URL"):
         return
@@ -449,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     entry = next(e for e in entries if e.name == args.command)
     from persona_service.kernel import settings as config
     from persona_service.kernel.data.embedded import DataDirectoryMajorError
-    from persona_service.kernel.process import instances as runtime
+    from persona_service.process import instances as runtime
 
     if entry.name == "up":
         # At once, before the modules load (seconds on a busy machine): a second `up` on this data dir is

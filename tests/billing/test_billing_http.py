@@ -21,9 +21,9 @@ from persona_service.billing.service import BillingService
 from persona_service.files.local import LocalStorage
 from persona_service.files.storage import signing_key
 from persona_service.kernel.clock import utcnow
-from persona_service.kernel.process.app import INVALIDATION_CHANNEL
 from persona_service.kernel.resources import Resources, Runtime
 from persona_service.kernel.transport.limits.resolver import CACHE_SECONDS as LIMITS_CACHE_SECONDS
+from persona_service.process.app import INVALIDATION_CHANNEL
 from persona_service.providers.factory import make_base_provider
 from pypdf import PdfReader
 from sqlalchemy import text

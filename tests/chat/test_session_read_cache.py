@@ -6,7 +6,7 @@ process before it answered. Every write RPC of the chat services is a case here,
 new one cannot be left out; erasure and persona deletion are cases too. Then: B does serve from memory (a row
 changed behind the service's back stays as it was), never one tenant's row to another, and holds
 PERSONA_READ_CACHE_ENTRIES rows at most. A write's eviction goes only to the processes holding the row
-(kernel/process/invalidations.py): none when no other process read it, B alone once B read it."""
+(process/invalidations.py): none when no other process read it, B alone once B read it."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ from persona.v1 import (
     privacy_pb2,
     privacy_pb2_grpc,
 )
-from persona_service.kernel.process.invalidations import INVALIDATION_CHANNEL, PROCESS_CHANNEL
 from persona_service.orgs.repository import OrgRepository
+from persona_service.process.invalidations import INVALIDATION_CHANNEL, PROCESS_CHANNEL
 from sqlalchemy import text
 from support import SCOPES, Tenant, client_for, make_stack_beside, running
 

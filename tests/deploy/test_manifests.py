@@ -72,7 +72,7 @@ def test_postgresql_fails_over_to_a_synchronous_standby_every_client_follows():
 def test_redis_fails_over_through_sentinels_the_service_follows():
     """The service's REDIS_URL (parsed as the service parses it) asks the Sentinels' Service for the master they
     monitor; a majority of the pods' Sentinels must agree before one is promoted; the scripts are shell."""
-    from persona_service.kernel.process.redis_pool import parse_sentinel
+    from persona_service.process.redis_pool import parse_sentinel
 
     url = parse_sentinel(_doc("Secret", "persona-service")["stringData"]["REDIS_URL"])
     [(host, port)] = url.sentinels
@@ -127,7 +127,7 @@ def test_the_server_pod_is_probed_through_its_edge():
 
 
 def test_every_variable_set_is_a_setting():
-    from persona_service.kernel.process.runner import READY_FILE_ENV
+    from persona_service.process.runner import READY_FILE_ENV
 
     known = {name for section in settings_sections() for name in env_names(section)}
     for _, doc in DOCUMENTS:
@@ -206,7 +206,7 @@ def test_the_manifests_match_the_tested_topology():
 def test_a_runner_rollout_keeps_a_runner_taking_model_calls():
     """The runner Deployment rolls as the topology's rolling restart does (tests/topology): a new runner is
     ready only once it takes model calls (the file the runner writes then), and no old one stops before."""
-    from persona_service.kernel.process.runner import READY_FILE_ENV
+    from persona_service.process.runner import READY_FILE_ENV
 
     deployment = _doc("Deployment", "persona-runner")["spec"]
     (container,) = deployment["template"]["spec"]["containers"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from persona_service.kernel.process.stack import free_port
+from persona_service.process.stack import free_port
 from support import ROOT
 
 EXAMPLES = ROOT / "examples"

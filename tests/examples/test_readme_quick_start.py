@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from persona_service.kernel.process.stack import free_port
+from persona_service.process.stack import free_port
 from support import ROOT
 
 

@@ -122,7 +122,7 @@ def test_grpc_web_is_refused_with_the_envelope(http, tenant, content_type):
 # Oversized input is a 4xx that says what is too large, never 429 (which
 # clients retry): before, headers over gRPC's default 8 KiB of metadata failed
 # in the server as RESOURCE_EXHAUSTED, which the edge answered 429 `rate_limited`.
-URL_LIMIT = 8192  # kernel/process/edge.py EDGE_URL_BYTES
+URL_LIMIT = 8192  # process/edge.py EDGE_URL_BYTES
 
 
 def test_a_url_over_the_limit_is_431_naming_the_limit(http, tenant):

@@ -23,10 +23,10 @@ import psycopg
 import pytest
 import redis
 import sqlalchemy
-from persona_service.kernel.process.app import App
 from persona_service.kernel.resources import ServicerDeps, plain
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport.hints import Hints
+from persona_service.process.app import App
 from sqlalchemy.pool import Pool
 
 # What no servicer may hold: each kind, by the types that are it.

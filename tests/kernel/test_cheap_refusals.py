@@ -12,9 +12,9 @@ import uuid
 import httpx
 import pytest
 import redis
-from persona_service.kernel.process.app import INVALIDATION_CHANNEL
 from persona_service.kernel.transport.audit import AuditEntry, FailureTally
 from persona_service.kernel.transport.auth import hash_secret
+from persona_service.process.app import INVALIDATION_CHANNEL
 from sqlalchemy import text
 from support import assert_envelope
 

@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from persona_service.kernel.process.stack import StackError, free_port
+from persona_service.process.stack import StackError, free_port
 from support import (
     CLI,
     JWT_SECRET,

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import time
 
-from persona_service.kernel.process.stack import free_port
+from persona_service.process.stack import free_port
 from support import CLI, cli_env
 
 WAIT = "300"  # far longer than any of these tests may take: they pass only when status stops early

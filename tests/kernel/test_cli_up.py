@@ -1,5 +1,5 @@
 """What `persona-service up` and `status` tell a user (mirrors cli.py's cmd_up and cmd_status,
-providers/preflight.py, kernel/process/instances.claim, Stack._ensure_ports_free and
+providers/preflight.py, process/instances.claim, Stack._ensure_ports_free and
 migrate.upgrade_logged; issue 48), run as users run them: the console script in a subprocess.
 
 - The banner is the first thing on the console: the migrations of a new database are one line in it, their
@@ -24,7 +24,7 @@ import uuid
 
 import pytest
 from persona_service.kernel.data.engine import make_engine
-from persona_service.kernel.process.stack import free_port
+from persona_service.process.stack import free_port
 from providers.openai_stub import OpenAIStub
 from sqlalchemy import make_url, text
 from support import CLI, JWT_SECRET, ROOT, cli_env

@@ -6,7 +6,7 @@ warmed in both and kept busy by other calls of the same credentials while
 the IdP keeps writing another user (each SCIM write drops the organization's
 cached credentials, so calls in flight keep reading them again, also while
 the suspension commits), 30 rounds each. Then each of the two mechanisms
-(kernel/process/invalidations.py: the sender waits for every bus listener's confirmation;
+(process/invalidations.py: the sender waits for every bus listener's confirmation;
 kernel/transport/auth.py: a credential read before an eviction is not cached after
 it) made to lose its race deterministically."""
 
@@ -21,8 +21,8 @@ import pytest
 import redis
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.errors import Unauthorized
-from persona_service.kernel.process.app import INVALIDATION_CHANNEL
 from persona_service.kernel.transport.auth import Authenticator, CredentialCache, KeyCredential
+from persona_service.process.app import INVALIDATION_CHANNEL
 from scim.scim_client import USER, Scim
 from support import JWT_SECRET, SCOPES, client_for, make_stack_beside, running
 

@@ -1,6 +1,6 @@
 """Quiet tenants first (issue 50): a unary server is not woken by the frames of runs it does not serve (each
 run's wake-ups go on the run's own channel, kernel.wakeups), and `up` pins runners and stream servers to a
-share of the cores, unary servers keeping every core (kernel.process.placement)."""
+share of the cores, unary servers keeping every core (process.placement)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import redis
 from persona_service.kernel import wakeups
-from persona_service.kernel.process.placement import background_cpus
+from persona_service.process.placement import background_cpus
 from persona_service.providers.remote import QUEUE
 from support import metric_value, wait_until
 

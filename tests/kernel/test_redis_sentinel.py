@@ -1,6 +1,6 @@
 """Redis that fails over through Redis Sentinel (issue 49), on real engines: a master, its replica
 (`--replicaof`) and one Sentinel (quorum 1) from Debian's redis-server on free ports, and a stack whose
-REDIS_URL is `redis+sentinel://…` (kernel.process.redis_pool). The master is killed (`kill -9`) with a
+REDIS_URL is `redis+sentinel://…` (process.redis_pool). The master is killed (`kill -9`) with a
 stream open; the Sentinel promotes the replica and every Redis user of the service (limiter, stream
 followers, pub/sub wake-ups, the invalidation bus, the runner's frames) goes on with the new master.
 
@@ -25,9 +25,9 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-from persona_service.kernel.process import redis_pool
-from persona_service.kernel.process.stack import free_port
 from persona_service.kernel.transport.runs import RunStore
+from persona_service.process import redis_pool
+from persona_service.process.stack import free_port
 from sqlalchemy import text
 from support import (
     TenantFactory,

@@ -66,7 +66,7 @@ def test_each_app_has_its_own_storage_even_at_a_reused_address(tmp_path):
 def test_servicer_deps_hold_plain_functions_not_methods_of_the_app(tmp_path):
     """A servicer cannot reach the App, its pools or its Redis client through what it is
     handed (a bound method's `__self__` would lead there)."""
-    from persona_service.kernel.process.app import App
+    from persona_service.process.app import App
     from persona_service.registry import MODULES
 
     settings = Settings(data_dir=tmp_path, jwt_secret="test-secret",

@@ -1,4 +1,4 @@
-"""Servers serve, runners run (kernel.process.runner): a streamed run is executed by a runner process, never by the
+"""Servers serve, runners run (process.runner): a streamed run is executed by a runner process, never by the
 server that accepted it; a unary operation's model calls are answered by a runner; a runner killed mid-run
 loses nothing; a runner claims an accepted run on its notification, not at its next poll."""
 
@@ -14,9 +14,9 @@ from contextlib import contextmanager
 import httpx
 import redis
 from persona_service.kernel import wakeups
-from persona_service.kernel.process.runner import RunClaimer
 from persona_service.kernel.transport.runs import Outcome, RunOwner, Runs
 from persona_service.kernel.transport.tasks import TaskRunner
+from persona_service.process.runner import RunClaimer
 from sqlalchemy import text
 from support import engine_for, personas_locked, sse_stream, wait_until
 

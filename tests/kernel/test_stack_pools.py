@@ -1,11 +1,11 @@
-"""Connection budget (mirrors server/persona_service/kernel/process/stack.py): every
+"""Connection budget (mirrors server/persona_service/process/stack.py): every
 server process's pools come from one total, after the workers' and the CLI's
 share; a budget too small for the process count refuses to start."""
 
 from __future__ import annotations
 
 import pytest
-from persona_service.kernel.process.stack import CLI_CONNECTIONS, StackError
+from persona_service.process.stack import CLI_CONNECTIONS, StackError
 from persona_service.registry import MODULES
 from support import make_stack
 

@@ -1,4 +1,4 @@
-"""free_port (mirrors server/persona_service/kernel/process/stack.py): a port is
+"""free_port (mirrors server/persona_service/process/stack.py): a port is
 bound once and handed over, never checked and released, so that concurrent
 test sessions cannot both take it."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 
 import pytest
-from persona_service.kernel.process.stack import free_port
+from persona_service.process.stack import free_port
 
 
 @pytest.mark.parametrize("offsets", [(), (1, 1000, 1001)])

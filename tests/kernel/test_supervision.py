@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from persona_service.kernel.process.stack import free_port
+from persona_service.process.stack import free_port
 from sqlalchemy import text
 from support import JWT_SECRET, TenantFactory, client_for, make_stack_beside, running, seed_postgres, wait_until
 from test_cli import CLI, ROOT, cli_env
@@ -142,7 +142,7 @@ def test_up_stops_within_seconds_of_sigterm_answering_its_call_in_flight_and_sav
     the default's 2 s to show that it is skipped."""
     import httpx
     from persona_service.kernel.data.engine import make_engine
-    from persona_service.kernel.process.instances import RUNTIME_FILE
+    from persona_service.process.instances import RUNTIME_FILE
 
     data_dir = tmp_path / "data"
     seed_postgres(data_dir)

@@ -4,7 +4,7 @@ migrations, and answers 503 naming what failed."""
 
 from __future__ import annotations
 
-from persona_service.kernel.process.readiness import readiness
+from persona_service.process.readiness import readiness
 from sqlalchemy import create_engine
 from support import wait_until, writes_locked
 

@@ -1,5 +1,5 @@
 """A model call is handed what it is for (`ModelCall`, kernel/models.py), never finds it in ambient state:
-the kernel makes it from the servicer's call (kernel.process.capabilities.model_call), every wrapper passes it
+the kernel makes it from the servicer's call (process.capabilities.model_call), every wrapper passes it
 down, the local model's CPU work takes its turn, the attempt-keyed double words a reply by its attempt."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from contextlib import contextmanager
 
 from persona_service.kernel.models import NO_CALL, GenerationOptions, Message, ModelCall
 from persona_service.kernel.principal import Principal
-from persona_service.kernel.process.capabilities import model_call
 from persona_service.kernel.transport import fair
 from persona_service.kernel.transport.context import RequestContext
 from persona_service.kernel.transport.runs import Run, RunOwner, RunSteps
+from persona_service.process.capabilities import model_call
 from persona_service.providers.attempt_keyed import TRIGGER, AttemptKeyed
 from persona_service.providers.composed import Composed
 from persona_service.providers.local import LocalProvider

@@ -16,7 +16,7 @@ import time
 import httpx
 import pytest
 from persona_service.config.repository import ORG_LEVEL, ConfigRepository
-from persona_service.kernel.process.stack import free_port
+from persona_service.process.stack import free_port
 from support import ROOT
 
 for module in ("asyncpg", "orjson", "starlette", "uvloop", "httptools"):

@@ -358,7 +358,7 @@ def test_idempotency_keys_and_replay(sdk, pro):
 
 
 def test_connection_errors_are_retried_then_raised(sdk, pro):
-    from persona_service.kernel.process.stack import free_port
+    from persona_service.process.stack import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
     client, wire = sdk(pro, base_url=url, max_retries=2)

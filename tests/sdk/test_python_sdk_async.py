@@ -178,7 +178,7 @@ def test_async_client_calls_errors_and_pagination(stack, tenants):
 
 
 def test_async_connection_errors_are_retried_with_one_key():
-    from persona_service.kernel.process.stack import free_port
+    from persona_service.process.stack import free_port
 
     async def scenario() -> None:
         client, wire = client_for(f"http://127.0.0.1:{free_port()}", "sk_test_unused", max_retries=2)

@@ -19,7 +19,7 @@ class Command:
     run: Callable[[argparse.Namespace], int]
     arguments: Callable[[argparse.ArgumentParser], None] | None = None
     # It acts on the running instance's database: with no PERSONA_DATA_DIR or
-    # DATABASE_URL set, the CLI finds the instance `up` runs (kernel.process.instances)
+    # DATABASE_URL set, the CLI finds the instance `up` runs (process.instances)
     # or refuses, rather than start an embedded database of its own.
     on_instance: bool = False
     # It needs nothing the assembled modules provide (id prefixes, config keys,

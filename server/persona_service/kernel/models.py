@@ -7,7 +7,7 @@ API). `retrying.Retrying` wraps either with the spec's backoff.
 Each operation of a `Model` (what the process holds: the implementations and their wrappers) takes the
 `ModelCall` it serves: whose organization's turn its CPU work takes, how the runners tag it, which attempt of
 a durable run makes it. Nothing below the servicers reads who calls from ambient state; the kernel makes the
-`ModelCall` from the servicer's call (kernel.process.capabilities.provider_for) and a `Retrying` bound to it is
+`ModelCall` from the servicer's call (process.capabilities.provider_for) and a `Retrying` bound to it is
 the `Provider` a domain holds, whose operations take no call.
 """
 

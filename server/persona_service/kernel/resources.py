@@ -10,7 +10,8 @@ Background work (`Module.jobs`, `Module.tasks`) receives a `Runtime`, not the
 App: transactions on the pool it runs on, the clock, the process's resources
 and model provider, the audit log, the invalidation bus and the modules'
 declarations. Servicers receive `ServicerDeps`, what a request's handler may
-use of its process; only the kernel sees the App (no pools, Redis nor settings)."""
+use of its process; only the process assembly (persona_service.process) sees
+the App (no pools, Redis nor settings)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ P = ParamSpec("P")
 
 @dataclass(frozen=True)
 class Check:
-    """One readiness check's outcome (`ServicerDeps.readiness`; the checks: kernel.process.readiness)."""
+    """One readiness check's outcome (`ServicerDeps.readiness`; the checks: process.readiness)."""
 
     name: str
     ok: bool
@@ -95,7 +96,7 @@ class Runtime:
     resources: Resources
     provider: Model  # the process's model (without retries; a task binds it to its own ModelCall)
     audit: Callable[[list[AuditEntry]], int]  # rows written in a transaction of their own
-    invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.process.invalidations)
+    invalidate: Callable[[str], None]  # broadcast a cache invalidation (process.invalidations)
     modules: ModuleHooks
     clock: Callable[[], datetime] = field(default=utcnow)
 
@@ -158,7 +159,7 @@ class ServicerDeps:
     handed to every servicer (`ServiceBinding.servicer`). A call's unit of
     work is its RequestContext's; nothing here opens another but `read_apart`,
     which only reads. The callables are plain functions (`plain`, or built by
-    kernel.process.capabilities over only what each uses), never bound methods
+    process.capabilities over only what each uses), never bound methods
     of the App, an engine or a Redis client; what they close over is checked
     by tests/kernel/test_capabilities.py (docs/architecture.md)."""
 
@@ -171,10 +172,10 @@ class ServicerDeps:
     # Generations the caller's organization used of its monthly quota in the current period (caller, connection).
     generations_used: Callable[[Principal, Callable[[], Connection]], int]
     limits: Callable[[Principal, Callable[[], Connection]], Limits]  # the caller's organization's limits (its connection)
-    invalidate: Callable[[str], None]  # broadcast a cache invalidation (kernel.process.invalidations), e.g. after a commit
+    invalidate: Callable[[str], None]  # broadcast a cache invalidation (process.invalidations), e.g. after a commit
     tasks: TaskSignals
     read_apart: ReadApart  # a read outside the call's unit of work (e.g. a row another transaction settles)
-    readiness: Callable[[], list[Check]]  # the process's readiness checks (kernel.process.readiness)
-    draining: Callable[[], bool]  # the process is leaving rotation (kernel.process.server.drain)
+    readiness: Callable[[], list[Check]]  # the process's readiness checks (process.readiness)
+    draining: Callable[[], bool]  # the process is leaving rotation (process.server.drain)
     unary_workers: int  # threads serving unary calls (a servicer may bound how many of them wait)
     hints: Hints  # short-lived values shared by the processes (Redis) that only save work (kernel.transport.hints)

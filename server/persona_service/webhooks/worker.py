@@ -436,7 +436,7 @@ def main() -> None:
                                 retention_days=webhooks.delivery_retention_days)
         stop = threading.Event()
         # Handlers that take no lock: an Event set from a handler can wait forever for the lock its own thread
-        # holds inside Event.wait (as kernel.process.server and the runner). The worker runs on a thread; this
+        # holds inside Event.wait (as process.server and the runner). The worker runs on a thread; this
         # one polls.
         received: list[int] = []
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,4 +1,4 @@
-"""A busy server stays in rotation (mirrors server/persona_service/kernel/process/edge.py,
+"""A busy server stays in rotation (mirrors server/persona_service/process/edge.py,
 `_clusters`): Envoy health-checks each process on its stream port, so a probe
 never queues behind unary calls. Before, a process whose unary threads were
 all working failed its 0.5 s probe and every request got 503 `UH`."""
@@ -9,7 +9,7 @@ import threading
 
 import httpx
 import pytest
-from persona_service.kernel.process.edge import UNARY_CLUSTER
+from persona_service.process.edge import UNARY_CLUSTER
 from sqlalchemy import text
 from support import calls_waiting_on_locks, make_stack_beside, metric_value, running, wait_until
 

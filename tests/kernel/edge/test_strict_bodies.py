@@ -10,9 +10,9 @@ import re
 
 import pytest
 from persona.v1 import keys_pb2, keys_pb2_grpc
-from persona_service.kernel.process import edge
 from persona_service.kernel.transport import body_keys
 from persona_service.kernel.transport.policy import find_services
+from persona_service.process import edge
 from support import assert_envelope
 
 INTENT = "A grumpy lighthouse keeper who loves jazz"

@@ -14,9 +14,9 @@ from email.utils import parsedate_to_datetime
 
 import pytest
 import redis
-from persona_service.kernel.process import redis_pool
 from persona_service.kernel.transport.limits.limiter import QuotaExceeded, RateLimited, RateLimiter
 from persona_service.kernel.transport.limits.plans import Limits
+from persona_service.process import redis_pool
 from support import wait_until
 
 

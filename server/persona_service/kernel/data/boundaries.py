@@ -50,7 +50,7 @@ from persona_service.kernel.data.base import Base
 from persona_service.kernel.data.uow import UnitOfWork
 
 _PACKAGE = "/persona_service/"
-_SHARED = {"kernel", "providers"}  # infrastructure, not a domain
+_SHARED = {"kernel", "providers", "process"}  # infrastructure (the process assembly too), not a domain
 _ROLES_TOML = pathlib.Path(__file__).resolve().parents[2] / "roles.toml"
 _NAMED_ROLES = ("servicer", "service", "repository", "tables", "records", "settings", "api", "module", "jobs",
                 "commands", "support")

@@ -6,7 +6,7 @@ Authentication and authorization run on every call as before; only the database 
 
 Writes: a repository that changes a cached row marks it on its connection (`stale`). Once the transaction has
 committed (kernel.data.uow: the unit of work, before the call answers; any other transaction when its connection
-goes back to the pool) the marks go out on the invalidation bus (kernel/process/invalidations.py `broadcaster`) as one
+goes back to the pool) the marks go out on the invalidation bus (process/invalidations.py `broadcaster`) as one
 message, and the bus waits for every server process that holds one of them to confirm it dropped them: when a
 write answers, no process serves what it changed. Marks of a transaction that rolled back go out too (a spare
 eviction). A process holds a row once it registered as its holder on the bus (`hold`, before it reads the row

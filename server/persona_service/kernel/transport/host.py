@@ -1,4 +1,4 @@
-"""What the request pipeline and its stages read of the process that serves them (kernel.process.app's
+"""What the request pipeline and its stages read of the process that serves them (process.app's
 App is one), as a Protocol: the transport types its host here rather than importing the process part,
 which builds the transport's pieces (no loop between the kernel's parts)."""
 

@@ -158,7 +158,7 @@ class RequestPipeline(grpc.ServerInterceptor):
                     lambda run: self._produce(call, behavior, request, meta, run),
                     weight_of(call.ctx.caller.plan), _revivable(call, request),
                 )
-            else:  # a runner runs it (kernel.process.runner), and ends the call's admission with it
+            else:  # a runner runs it (process.runner), and ends the call's admission with it
                 run = self.app.runs.submit(run_owner(call), meta.path, weight_of(call.ctx.caller.plan),
                                            {**_revivable(call, request), "admission": asdict(call.admission)})
                 call.ctx.uow.close()  # following needs no database

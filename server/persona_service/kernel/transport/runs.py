@@ -1,7 +1,7 @@
 """Durable runs: what a streaming RPC streams is a run, not its connection.
 
 Process roles (docs/process-model.md): a server accepts a run (`submit`) and
-follows its frames from Redis; a runner claims and executes it (kernel.process.runner,
+follows its frames from Redis; a runner claims and executes it (process.runner,
 `adopt`); a one-process `all` App does both (what follows describes that).
 
 A streaming call is accepted by writing its run to PostgreSQL (a task of
@@ -29,7 +29,7 @@ reply) reads them (`RunSteps.earlier_frames`) and goes on from them. A run ends 
 when nobody could finish it: no attempt did in `RUN_ATTEMPTS`, or it cannot
 go on from what its clients saw (`RunLost`: Redis forgot its frames).
 
-While Redis is away (a restart; a Sentinel failover, kernel.process.redis_pool)
+While Redis is away (a restart; a Sentinel failover, process.redis_pool)
 the run goes on: the batches Redis refuses wait, in order, and are written
 once it answers (up to LIVE_TTL), so the frames it keeps stay every frame of
 the run at its position; a view reading them from Redis waits for it as a run
@@ -84,7 +84,7 @@ def run_kind(pool: str) -> str:
 RUN_ATTEMPTS = 5
 LIVE_TTL = 60  # seconds a running run's frames outlive its last heartbeat (longer than a takeover takes)
 FINISHED_TTL = 600  # seconds a finished run can still be resumed
-# Runners claim new runs at once when told on this PostgreSQL channel (kernel.process.runner), else at their next poll.
+# Runners claim new runs at once when told on this PostgreSQL channel (process.runner), else at their next poll.
 RUNS_CHANNEL = "persona_runs"
 ROW_POLL = 1.0  # seconds between reads of the run's row while no process runs it (Redis has no status)
 # Frames reach Redis in batches, at most this late: one round trip per batch of every run's frames,
@@ -496,7 +496,7 @@ class Runs:
 
     Where runs execute depends on the process's role: a `server` only accepts
     runs (`submit`: the row, for a runner to claim) and follows them from
-    Redis; a `runner` executes them (kernel.process.runner claims them, `adopt`); a
+    Redis; a `runner` executes them (process.runner claims them, `adopt`); a
     process that is both (`all`: one-process tools and tests) runs what it
     accepts on its own pool (`start`)."""
 

@@ -1,6 +1,6 @@
 """Server-sent events as the edge delivers a stream (the edge sees every
 server-streaming RPC as a stream of `google.api.HttpBody`, see
-kernel.process.edge.edge_descriptor).
+process.edge.edge_descriptor).
 
 Every frame carries `id: <run id>.<seq>` (what `Last-Event-ID` resumes
 from). A typed message becomes `event: <its event field>` and `data:

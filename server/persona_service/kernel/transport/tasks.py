@@ -4,7 +4,7 @@ is alive then.
 
 A module declares its kinds (`Module.tasks`). A service enqueues a task in
 its unit of work (`enqueue`): the task exists exactly when the change does.
-Every runner process (kernel.process.runner; a one-process `all` App too) runs a few
+Every runner process (process.runner; a one-process `all` App too) runs a few
 task threads (`TaskRunner`, on the stream pool's connections) that claim due tasks with
 `FOR UPDATE SKIP LOCKED`, fairly across organizations, under a lease (its
 kind's; a streamed run's, kernel.transport.runs, is short and renewed): if the process
@@ -43,7 +43,7 @@ T = TypeVar("T")
 R = TypeVar("R", contravariant=True)
 RT = TypeVar("RT")
 KEEP_FINISHED = timedelta(days=1)
-# Runner processes LISTEN here (kernel.process.runner): a task committed by a server process wakes their task threads.
+# Runner processes LISTEN here (process.runner): a task committed by a server process wakes their task threads.
 TASKS_CHANNEL = "persona_tasks"
 
 
@@ -122,7 +122,7 @@ class TaskRunner(Generic[RT]):
         self.kinds = kinds
         self.workers = workers
         self.poll_seconds = poll_seconds
-        self.events = TaskEvents()  # what a servicer's TaskSignals are made of (kernel.process.app)
+        self.events = TaskEvents()  # what a servicer's TaskSignals are made of (process.app)
         self._closing = threading.Event()
         self._threads: list[threading.Thread] = []
 

@@ -25,7 +25,7 @@ CACHE_SECONDS = 10.0
 
 class CachedLimits:
     """What a resolver keeps of each organization for CACHE_SECONDS, apart from the pool it reads on:
-    an invalidation drops it (kernel.process.invalidations) holding this and not the resolver."""
+    an invalidation drops it (process.invalidations) holding this and not the resolver."""
 
     __slots__ = ("limits", "periods")
 

@@ -27,12 +27,12 @@ from persona_service.kernel.data import migrate
 from persona_service.kernel.data.embedded import DataDirectoryMajorError, EmbeddedRedis, postgres_url
 from persona_service.kernel.metrics import MULTIPROC_ENV
 from persona_service.kernel.module import Modules, Process
-from persona_service.kernel.process import edge
-from persona_service.kernel.process.placement import background_cpus
-from persona_service.kernel.process.supervisor import Child, ChildProcess, Supervisor
-from persona_service.kernel.process.template import Template
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport.policy import find_services
+from persona_service.process import edge
+from persona_service.process.placement import background_cpus
+from persona_service.process.supervisor import Child, ChildProcess, Supervisor
+from persona_service.process.template import Template
 
 # Connections kept out of the servers' shares: migrations, the CLI, a psql session.
 CLI_CONNECTIONS = 2
@@ -104,7 +104,7 @@ def port_holder(port: int) -> str:
             lineage = {found.pid, *(p.pid for p in process.parents())}
         except psutil.Error:
             lineage = {found.pid}
-        from persona_service.kernel.process import instances
+        from persona_service.process import instances
 
         for instance in instances.running():
             if instance.pid in lineage:
@@ -172,7 +172,7 @@ class Stack:
     extra_env: dict[str, str] = field(default_factory=dict)
     # Processes of each kind the modules declare (e.g. webhook workers); None: the kind's default count.
     workers: int | None = None
-    # Forks its Python processes from this template where it can (the test suite's stacks; kernel.process.template).
+    # Forks its Python processes from this template where it can (the test suite's stacks; process.template).
     template: Template | None = None
     database_url: str = ""
     redis_url: str = ""
@@ -323,11 +323,11 @@ class Stack:
         )
 
     def start_runner(self, index: int) -> ChildProcess:
-        """A runner process (kernel.process.runner): it takes runs, tasks and model calls once its file says so."""
+        """A runner process (process.runner): it takes runs, tasks and model calls once its file says so."""
         return self._supervisor.start(self.runner_child(index))
 
     def runner_child(self, index: int) -> Child:
-        from persona_service.kernel.process.runner import READY_FILE_ENV  # (the runner's modules load only in it)
+        from persona_service.process.runner import READY_FILE_ENV  # (the runner's modules load only in it)
 
         name = f"runner-{index}"
         ready = self.settings.data_dir / f"{name}.ready"
@@ -340,7 +340,7 @@ class Stack:
 
     @property
     def background_cpus(self) -> set[int] | None:
-        """The cores runners and stream servers run on (PERSONA_BACKGROUND_CPU_SHARE, kernel.process.placement);
+        """The cores runners and stream servers run on (PERSONA_BACKGROUND_CPU_SHARE, process.placement);
         None: every core."""
         return background_cpus(self.settings.background_cpu_share)
 
@@ -505,7 +505,7 @@ class Stack:
     def _start_reaper(self) -> None:
         self._record_pids()
         self._reaper = subprocess.Popen(
-            [sys.executable, "-m", "persona_service.kernel.process.reaper", str(os.getpid()), str(self._pids_file)],
+            [sys.executable, "-m", "persona_service.process.reaper", str(os.getpid()), str(self._pids_file)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
 

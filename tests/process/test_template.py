@@ -1,4 +1,4 @@
-"""The pre-imported process template (kernel.process.template): a forked child is what `subprocess.Popen` of
+"""The pre-imported process template (process.template): a forked child is what `subprocess.Popen` of
 `python -m <module>` would have started (its arguments, environment, directory, session, log, cores, exit
 status, signals), with its own Prometheus files; a child the template cannot stand for starts afresh; nothing
 outlives the template."""
@@ -14,8 +14,8 @@ import sys
 import textwrap
 
 import pytest
-from persona_service.kernel.process.supervisor import Child, Supervisor
-from persona_service.kernel.process.template import Template, TemplateChild
+from persona_service.process.supervisor import Child, Supervisor
+from persona_service.process.template import Template, TemplateChild
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
@@ -148,7 +148,7 @@ def test_the_supervisor_restarts_a_forked_child(template, tmp_path):
     argv = [
         sys.executable,
         "-m",
-        "persona_service.kernel.process.reaper",
+        "persona_service.process.reaper",
         str(template.process.pid),
         str(tmp_path / "no-pids.json"),
     ]

@@ -20,14 +20,14 @@ from persona_service.kernel.transport.body_keys import free_form_keys
 from persona_service.kernel.transport.errors import shaped_body
 from persona_service.kernel.transport.policy import find_services
 
-ROOT = pathlib.Path(__file__).resolve().parents[4]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 EDGE = ROOT / "edge"
 DESCRIPTOR = ROOT / "gen" / "descriptor.binpb"
 
 # What a request's URL (path and query) and its headers in all (URL
 # included) may take at the edge; beyond, 431 `headers_too_large`. The URL
 # limit is envelope.lua's MAX_URL_BYTES; the servers accept more metadata
-# than the edge forwards (kernel/process/server.py).
+# than the edge forwards (process/server.py).
 EDGE_URL_BYTES = 8192
 EDGE_HEADERS_KB = 60
 

@@ -3,7 +3,7 @@ If `up` dies without stopping the stack (SIGKILL, a crash), the reaper
 stops what it started, PostgreSQL and Redis included, so nothing is
 orphaned. It reads the pids to stop from a file `up` keeps current.
 
-    python -m persona_service.kernel.process.reaper <up pid> <pids file>
+    python -m persona_service.process.reaper <up pid> <pids file>
 """
 
 from __future__ import annotations

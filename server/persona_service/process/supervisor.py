@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from persona_service.kernel.process.placement import pin
-from persona_service.kernel.process.template import Template
+from persona_service.process.placement import pin
+from persona_service.process.template import Template
 
 log = logging.getLogger("persona_service.supervisor")
 
@@ -26,7 +26,7 @@ STABLE_SECONDS = 60.0
 
 class ChildProcess(Protocol):
     """What the supervisor and the stack hold of a started child: a `subprocess.Popen`, or the handle of a
-    child forked by a process template (kernel.process.template)."""
+    child forked by a process template (process.template)."""
 
     pid: int
 
@@ -47,7 +47,7 @@ class Child:
     log_path: pathlib.Path
     # Blocks until the process is ready, or raises (e.g. StackError).
     ready: Callable[[ChildProcess], None] | None = None
-    # The cores it may run on (kernel.process.placement), applied at each (re)start; None: every core.
+    # The cores it may run on (process.placement), applied at each (re)start; None: every core.
     cpus: set[int] | None = None
     proc: ChildProcess | None = None
     restarts: int = 0
@@ -58,7 +58,7 @@ class Child:
 
 class Supervisor:
     def __init__(self, on_change: Callable[[], None] | None = None, template: Template | None = None):
-        # Where children are forked from when it can (kernel.process.template): the test suite's stacks.
+        # Where children are forked from when it can (process.template): the test suite's stacks.
         self._template = template
         self._children: dict[str, Child] = {}
         self._lock = threading.Lock()

@@ -3,7 +3,7 @@
 ones; unary servers, Envoy, PostgreSQL and Redis keep every core. Under three organizations' streams a quiet
 organization's read p99 was x3.0-8.7 of alone with the runner at SCHED_IDLE and x2.2-2.7 with it pinned to one
 core of two: a runner's threads at idle priority still take a core from a unary call the moment they wake
-on it, pinned they wake only on theirs. A runner also keeps its own CPU priority (kernel.process.runner)."""
+on it, pinned they wake only on theirs. A runner also keeps its own CPU priority (process.runner)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ forks a child for each service process a stack asks for, so a start costs a fork
 fresh interpreter's imports (~1.7 CPU s). Opt-in, for the test suite's stacks (tests/support.py); `up` starts
 fresh interpreters, as users run it (docs/test-time.md).
 
-    python -m persona_service.kernel.process.template <socket> <module to import>...
+    python -m persona_service.process.template <socket> <module to import>...
 
 The children are the template's: it reaps them and answers, over its Unix socket, their exit status and the
 signals sent to them, so the stack holds a `Popen`-like handle (`TemplateChild`). A child sets its session,
@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from persona_service.kernel.process.reaper import alive
+from persona_service.process.reaper import alive
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # (kernel.metrics', not imported here: the template sets it first)
 # What a fresh interpreter decides at its start or at import from these; a child whose values differ starts fresh.
@@ -258,7 +258,7 @@ class Template:
         env = {k: v for k, v in os.environ.items() if k != MULTIPROC_ENV}
         with open(directory / "template.log", "ab") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "persona_service.kernel.process.template", str(socket_path), *modules],
+                [sys.executable, "-m", "persona_service.process.template", str(socket_path), *modules],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

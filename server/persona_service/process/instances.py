@@ -36,7 +36,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import IO
 
-from persona_service.kernel.process.reaper import alive
+from persona_service.process.reaper import alive
 
 RUNTIME_FILE = "runtime.json"
 STARTING_FILE = "starting.json"

@@ -15,12 +15,12 @@ from grpc_reflection.v1alpha import reflection
 from persona_service.kernel import logs, metrics, tracing
 from persona_service.kernel import settings as config
 from persona_service.kernel.module import Modules
-from persona_service.kernel.process.app import App
-from persona_service.kernel.process.edge import EDGE_HEADERS_KB
 from persona_service.kernel.transport.fair import FairExecutor
 from persona_service.kernel.transport.limits.plans import ENDPOINT_CAPS
 from persona_service.kernel.transport.pipeline import RequestPipeline
 from persona_service.kernel.transport.policy import check_caps, find_services, method_table
+from persona_service.process.app import App
+from persona_service.process.edge import EDGE_HEADERS_KB
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Se
 def serve(modules: Modules) -> None:
     settings = config.load()
     logs.configure(settings.log_level, settings.log_format)
-    app = App(settings, modules, role="server")  # runners (kernel.process.runner) do the model's work
+    app = App(settings, modules, role="server")  # runners (process.runner) do the model's work
     tracing.configure("persona-service", settings.otlp_endpoint, [app.engine, app.stream_engine])
     app.start_background()
     host = f"[{settings.grpc_host}]" if ":" in settings.grpc_host else settings.grpc_host  # an IPv6 address

@@ -30,12 +30,12 @@ from persona_service.kernel.data.notifications_repository import listening
 from persona_service.kernel.data.outages import connection_lost
 from persona_service.kernel.data.tasks_repository import TaskRecord, TaskRepository
 from persona_service.kernel.logs import Throttled
-from persona_service.kernel.process.app import App
 from persona_service.kernel.transport.fair import FairPool
 from persona_service.kernel.transport.pipeline import RequestPipeline
 from persona_service.kernel.transport.policy import find_services, method_table
 from persona_service.kernel.transport.runs import RUN_ATTEMPTS, RUNS_CHANNEL, Outcome, Run, Runs
 from persona_service.kernel.transport.tasks import TASKS_CHANNEL, TaskRunner
+from persona_service.process.app import App
 from persona_service.providers.remote import ModelCallServer
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("persona_service.runner")
 _warn = Throttled(log)
 
-# Set by `up` (kernel.process.stack): the runner creates this file once it takes work (its readiness).
+# Set by `up` (process.stack): the runner creates this file once it takes work (its readiness).
 READY_FILE_ENV = "PERSONA_RUNNER_READY_FILE"
 LISTEN_RETRY_SECONDS = 1.0
 
@@ -195,15 +195,15 @@ def run(modules: Modules) -> None:
     models.start()
     claimer.listening.wait(10)
     gc.collect()
-    gc.freeze()  # as a server does (kernel.process.server): startup's objects leave the collector's view
+    gc.freeze()  # as a server does (process.server): startup's objects leave the collector's view
     ready = os.environ.get(READY_FILE_ENV)
     if ready:
         pathlib.Path(ready).write_text(str(os.getpid()))
     log.info("runner %d taking runs, tasks and model calls", os.getpid())
-    received: list[int] = []  # handlers that take no lock (see kernel.process.server)
+    received: list[int] = []  # handlers that take no lock (see process.server)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _: received.append(signum))
-    while not received:  # never an unbounded wait (see kernel.process.server)
+    while not received:  # never an unbounded wait (see process.server)
         time.sleep(0.1)
     app.runs.hand_over()  # other runners go on with this one's runs from their saved state
     claimer.close()

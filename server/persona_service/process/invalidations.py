@@ -6,7 +6,7 @@ both for every credential of the organization (its plan changed, a member was su
 rows a write changed (kernel.data.read_cache). Each travels as "<ack list> <message>": every listener pushes to
 the ack list once it applied it, and the sender waits for as many acks as its PUBLISH reached (up to
 ACK_WAIT_SECONDS), so a revocation or suspension holds in every process when its call answers. The listening
-loop is the App's (kernel.process.app).
+loop is the App's (process.app).
 
 "read:<cache>:<keys>" goes only to the processes that hold one of those rows, not to every listener (a chat
 reply evicts its session: most replies' sessions are cached nowhere else). A process registers itself as a

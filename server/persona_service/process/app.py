@@ -18,18 +18,6 @@ from persona_service.kernel.data.boundaries import BoundaryGuard
 from persona_service.kernel.data.engine import make_engine, share_disconnects
 from persona_service.kernel.data.replicas import replica_router
 from persona_service.kernel.module import Job, Modules
-from persona_service.kernel.process import redis_pool
-from persona_service.kernel.process.capabilities import audit_on, generations_used, provider_for
-from persona_service.kernel.process.invalidations import (
-    INVALIDATION_CHANNEL,
-    PROCESS_CHANNEL,
-    acknowledge,
-    broadcaster,
-    evictions,
-    holder,
-    new_process_id,
-)
-from persona_service.kernel.process.readiness import readiness_of
 from persona_service.kernel.resources import Resources, Runtime, ServicerDeps, TaskSignals, plain, read_apart
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
@@ -45,6 +33,18 @@ from persona_service.kernel.transport.limits.resolver import LimitsResolver
 from persona_service.kernel.transport.partitions import EVERY, age_out
 from persona_service.kernel.transport.runs import Runs
 from persona_service.kernel.transport.tasks import TaskKind, TaskRunner
+from persona_service.process import redis_pool
+from persona_service.process.capabilities import audit_on, generations_used, provider_for
+from persona_service.process.invalidations import (
+    INVALIDATION_CHANNEL,
+    PROCESS_CHANNEL,
+    acknowledge,
+    broadcaster,
+    evictions,
+    holder,
+    new_process_id,
+)
+from persona_service.process.readiness import readiness_of
 from persona_service.providers.factory import (
     backoff_delays,
     fingerprint,
@@ -61,14 +61,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The cache invalidation bus's listener (kernel.process.invalidations) retries with capped backoff.
+# The cache invalidation bus's listener (process.invalidations) retries with capped backoff.
 LISTEN_FIRST_BACKOFF = 0.5
 LISTEN_MAX_BACKOFF = 10.0
 
 
 class App:
     """`role`: `server` (serves calls and stream views; its model calls and runs go to runners), `runner`
-    (runs them: kernel.process.runner) or `all` (both in one process: one-process tools and tests)."""
+    (runs them: process.runner) or `all` (both in one process: one-process tools and tests)."""
 
     def __init__(self, settings: Settings, modules: Modules, role: str = "all"):
         self.settings = settings
@@ -128,7 +128,7 @@ class App:
         # Jobs run on the unary pool, tasks on the stream pool; neither sees the App.
         self.runtime = Runtime(self.engine, self.resources, self.provider, self.audit, self.invalidate, modules)
         # Streamed runs are tasks too: a process takes over those whose process died (kernel.transport.runs); a
-        # runner claims runs apart from its tasks (kernel.process.runner), in turns by plan.
+        # runner claims runs apart from its tasks (process.runner), in turns by plan.
         kinds: dict[str, TaskKind[Runtime]] = {**modules.tasks, self.runs.kind: self.runs.task_kind()} \
             if role == "all" else dict(modules.tasks)
         self.tasks = TaskRunner(replace(self.runtime, engine=self.stream_engine), self.stream_engine,
@@ -141,7 +141,7 @@ class App:
         # Set while the process drains (server.drain): readiness fails, calls are still served.
         self.draining = threading.Event()
         # What servicers see of the process; neither the App, its pools nor its settings, and each capability
-        # only what it uses (kernel.process.capabilities).
+        # only what it uses (process.capabilities).
         self.servicer_deps = ServicerDeps(
             cursors=self.cursors, secret_box=self.secret_box, resources=self.resources, modules=modules,
             provider_for=provider_for(self.provider, self.backoff, self.audit), quota=plain(self.limits.quota),
