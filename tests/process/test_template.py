@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -182,3 +183,14 @@ def test_nothing_outlives_the_template(tmp_path, template, monkeypatch):
     assert alone.process.returncode == 0
     assert not pathlib.Path(f"/proc/{left.pid}").exists()  # killed and reaped
     assert not alone.socket_path.exists() and not (tmp_path / "alone" / "template-metrics").exists()
+
+
+def test_a_socket_not_listening_yet_is_not_an_answer(tmp_path):
+    """As a starting template's socket is between its bind and its listen: the start loop asks again, where a
+    refused connect once broke it (AttributeError on a reader never made), losing a worker's stacks."""
+    path = tmp_path / "t.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as bound:
+        bound.bind(str(path))  # bound, not listening: a connect is refused
+        idle = subprocess.Popen([sys.executable, "-c", "pass"])
+        idle.wait()
+        assert Template(path, idle, {})._answers() is False

@@ -305,10 +305,14 @@ class Template:
     def call(self, request: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             try:
-                if self._conn is None:
-                    self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                    self._conn.connect(str(self.socket_path))
-                    self._reader = self._conn.makefile("rb")
+                if self._conn is None:  # kept only once connected: a refused connect leaves nothing to close
+                    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    try:
+                        conn.connect(str(self.socket_path))
+                    except OSError:
+                        conn.close()
+                        raise
+                    self._conn, self._reader = conn, conn.makefile("rb")
                 self._conn.sendall(json.dumps(request).encode() + b"\n")
                 line = self._reader.readline()
                 if not line:
@@ -322,7 +326,7 @@ class Template:
         if self._conn is not None:
             self._reader.close()
             self._conn.close()
-            self._conn = None
+            self._conn, self._reader = None, None
 
     def stop(self, timeout: float = 10) -> None:
         """Stop the template (its children are their stacks' to stop)."""
