@@ -133,3 +133,21 @@ def test_a_paused_kind_is_left_to_other_processes(engine, runner_for):
     assert _status(engine, task_id) == ("queued", 0) and recorder.ran == []
     paused.clear()
     assert runner.wait_until(_settled(engine, task_id), 10) == "done"
+
+
+def test_a_lease_is_still_the_attempts_that_settled_it_and_no_one_elses(engine):
+    """The runs' heartbeat abandons a run whose lease it could not renew. A run that has just committed its end
+    (settled by its own attempt) is not lost: abandoning it then dropped its end frame, and its stream waited
+    for a takeover that never came (a moderation-blocked creation's gRPC stream, in a fresh-clone run)."""
+    with engine.begin() as conn:
+        tasks = TaskRepository(conn)
+        made = []
+        for _ in range(4):
+            made.append(task_id := f"renew_{uuid.uuid4().hex[:24]}")
+            tasks.add_held(60, id=task_id, kind="renew.test", org_id="org_tasks", subject_id="s", payload={})
+        running, settled, released, failed = made
+        assert tasks.finish(settled, 1, "done") and tasks.finish(failed, 1, "failed")
+        tasks.release(released, 1)
+    with engine.begin() as conn:
+        assert TaskRepository(conn).renew({t: 1 for t in made}, 60) == {running, settled, failed}
+        assert TaskRepository(conn).renew({running: 2, settled: 2}, 60) == set()  # another attempt's

@@ -34,11 +34,19 @@ WHERE id = (
 RETURNING *
 """)
 
+# The attempts still this process's: held (their leases extended), or settled by that same attempt (a run whose
+# commit went through and which is ending: it is not lost, and its ending must not be abandoned).
 _RENEW = text("""
-UPDATE tasks t SET lease_until = now() + make_interval(secs => :lease)
-FROM unnest(CAST(:ids AS text[]), CAST(:attempts AS int[])) AS held(id, attempts)
-WHERE t.id = held.id AND t.attempts = held.attempts AND t.status = 'running'
-RETURNING t.id
+WITH held AS (SELECT * FROM unnest(CAST(:ids AS text[]), CAST(:attempts AS int[])) AS h(id, attempts)),
+renewed AS (
+    UPDATE tasks t SET lease_until = now() + make_interval(secs => :lease)
+    FROM held WHERE t.id = held.id AND t.attempts = held.attempts AND t.status = 'running'
+    RETURNING t.id
+)
+SELECT id FROM renewed
+UNION ALL
+SELECT t.id FROM tasks t JOIN held ON t.id = held.id AND t.attempts = held.attempts
+WHERE t.status NOT IN ('running', 'queued')
 """)
 
 
@@ -102,7 +110,7 @@ class TaskRepository:
         return record_or_none(TaskRecord, self.conn.execute(select(_tasks).where(_tasks.c.id == task_id)).mappings().first())
 
     def renew(self, held: dict[str, int], lease_seconds: float) -> set[str]:
-        """Extend the leases still held (task id -> attempt); returns their ids."""
+        """Extend the leases still held (task id -> attempt); returns their ids and those the same attempt settled."""
         if not held:
             return set()
         rows = self.conn.execute(_RENEW, {"ids": list(held), "attempts": list(held.values()), "lease": lease_seconds})
