@@ -34,18 +34,18 @@ WHERE id = (
 RETURNING *
 """)
 
-# The attempts still this process's: held (their leases extended), or settled by that same attempt (a run whose
-# commit went through and which is ending: it is not lost, and its ending must not be abandoned).
 _RENEW = text("""
-WITH held AS (SELECT * FROM unnest(CAST(:ids AS text[]), CAST(:attempts AS int[])) AS h(id, attempts)),
-renewed AS (
-    UPDATE tasks t SET lease_until = now() + make_interval(secs => :lease)
-    FROM held WHERE t.id = held.id AND t.attempts = held.attempts AND t.status = 'running'
-    RETURNING t.id
-)
-SELECT id FROM renewed
-UNION ALL
-SELECT t.id FROM tasks t JOIN held ON t.id = held.id AND t.attempts = held.attempts
+UPDATE tasks t SET lease_until = now() + make_interval(secs => :lease)
+FROM unnest(CAST(:ids AS text[]), CAST(:attempts AS int[])) AS held(id, attempts)
+WHERE t.id = held.id AND t.attempts = held.attempts AND t.status = 'running'
+RETURNING t.id
+""")
+# Of the rest, those settled by that same attempt: a run whose commit went through and which is ending is not lost
+# (abandoned, it would write no end). A statement of its own, so that its snapshot sees a settlement the UPDATE
+# above waited for.
+_SETTLED_BY = text("""
+SELECT t.id FROM tasks t JOIN unnest(CAST(:ids AS text[]), CAST(:attempts AS int[])) AS held(id, attempts)
+    ON t.id = held.id AND t.attempts = held.attempts
 WHERE t.status NOT IN ('running', 'queued')
 """)
 
@@ -114,7 +114,12 @@ class TaskRepository:
         if not held:
             return set()
         rows = self.conn.execute(_RENEW, {"ids": list(held), "attempts": list(held.values()), "lease": lease_seconds})
-        return {row[0] for row in rows}
+        renewed = {row[0] for row in rows}
+        rest = {task_id: attempt for task_id, attempt in held.items() if task_id not in renewed}
+        if not rest:
+            return renewed
+        settled = self.conn.execute(_SETTLED_BY, {"ids": list(rest), "attempts": list(rest.values())})
+        return renewed | {row[0] for row in settled}
 
     def release(self, task_id: str, attempts: int) -> None:
         """Give a held task back: due at once for any process."""
