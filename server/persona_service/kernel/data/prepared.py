@@ -28,8 +28,9 @@ _DIALECT = PGDialect_psycopg()
 
 
 class Prepared(Generic[R]):
-    def __init__(self, statement: Select[Any] | Update, record: type[R]):
-        """`statement`: a read, or an UPDATE … RETURNING (a write on the hot path, its row the record)."""
+    def __init__(self, statement: Select[Any] | Update | Insert, record: type[R]):
+        """`statement`: a read, or an UPDATE or INSERT … RETURNING (a write on the hot path, its rows the records;
+        an INSERT's VALUES named by bind parameters, as many rows as it has)."""
         columns = list(statement.exported_columns)
         for column in columns:
             if column.type.result_processor(_DIALECT, None) is not None:
