@@ -11,7 +11,7 @@ import time
 import pytest
 import redis
 from persona_service.kernel import wakeups
-from persona_service.kernel.models import NO_CALL, ModelCall, ModerationResult
+from persona_service.kernel.models import NO_CALL, GenerationOptions, Message, ModelCall, ModerationResult
 from persona_service.providers import remote
 from persona_service.providers.factory import in_process_calls, make_base_provider
 from persona_service.providers.settings import ProviderSettings
@@ -107,15 +107,19 @@ def test_a_call_held_across_ticks_is_marked_while_held_and_not_queued_again(url)
         runner.close()
 
 
-def test_the_offline_models_short_moderation_and_embeddings_are_answered_in_the_server(url):
-    """No runner takes this pool's calls: a short text's moderation and embeddings are answered on the calling
-    thread with no Redis command; a text over the bound is queued for a runner (unary threads hold no long work)."""
+def test_the_offline_models_short_calls_are_answered_in_the_server(url):
+    """No runner takes this pool's calls: a short completion, moderation and embeddings are answered on the
+    calling thread with no Redis command; a text over the bound is queued for a runner (unary threads hold no long
+    work), and a stream always is."""
     client = Recording.from_url(url)
     local = make_base_provider()
     caller = remote.RemoteProvider(local, client, wakeups.Wakeups(redis.Redis.from_url(url)), TIMEOUT_SECONDS, POOL,
                                    in_process_calls(ProviderSettings()))
     assert caller.moderate("build a bomb").flagged and caller.moderate("hello").flagged is False
     assert caller.embed(["hello there", "good night"]) == local.embed(["hello there", "good night"])
+    chat = [Message("system", "You are a ferry pilot who sings."), Message("user", "How was the crossing?")]
+    options = GenerationOptions(task="reply")
+    assert caller.generate(chat, options) == local.generate(chat, options)
     assert client.commands == []
     long = "word " * (remote.IN_PROCESS_MAX_CHARS // 5 + 1)
     runner = remote.ModelCallServer(local, redis.Redis.from_url(url), 1, POOL)
@@ -123,14 +127,21 @@ def test_the_offline_models_short_moderation_and_embeddings_are_answered_in_the_
     try:
         assert caller.embed([long]) == local.embed([long])
         assert client.commands[0] == "RPUSH"  # queued (then a read: the inbox's first subscription)
+        client.commands.clear()
+        long_chat = [*chat, Message("user", long)]
+        assert caller.generate(long_chat, options) == local.generate(long_chat, options)
+        assert client.commands[0] == "RPUSH"
+        client.commands.clear()
+        assert list(caller.stream(chat, options)) == list(local.stream(chat, options))
+        assert client.commands[0] == "RPUSH"  # a stream is a durable run's: never on the calling thread
     finally:
         runner.close()
 
 
 def test_only_the_local_models_parts_are_answered_in_the_server():
-    assert in_process_calls(ProviderSettings()) == {"moderate", "embed"}
+    assert in_process_calls(ProviderSettings()) == {"generate", "moderate", "embed"}
     remote_moderation = ProviderSettings(provider="openai", openai_base_url="http://model.invalid/v1",
                                          moderation_provider="openai")
-    assert in_process_calls(remote_moderation) == {"embed"}  # generation never: it takes turns on the runners
+    assert in_process_calls(remote_moderation) == {"embed"}  # a real model's completions: on the runners
     assert in_process_calls(ProviderSettings(embedding_provider="openai", embedding_base_url="http://e.invalid/v1")) \
-        == {"moderate"}
+        == {"generate", "moderate"}

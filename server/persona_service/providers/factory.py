@@ -56,11 +56,14 @@ def model_turns(turns: int | None, threads: int, settings: ProviderSettings | No
 
 def in_process_calls(settings: ProviderSettings | None = None) -> frozenset[str]:
     """The model calls a server process answers itself (providers.remote.RemoteProvider's `here`, short texts
-    only): moderation and embeddings where they are the local offline model's, pure CPU work of a millisecond or
-    two that cost several times as much through Redis and a runner. A real model's calls, and every generation
-    (the local chat model's takes turns by plan on the runners), go to the runners."""
+    only): a unary completion, moderation and embeddings where they are the local offline model's, pure CPU work
+    of a millisecond or less that cost several times as much through Redis and a runner (issue 50: a chat reply's
+    completion, ~0.1 ms of the model's, cost the runner ~1 ms and Redis and the server their round trip). They take
+    the calling organization's turn of the server's gate (`ModelCall.turn`), as a runner's would. A real model's
+    calls, streams (a durable run's, which a unary thread never holds), souls, voices and portraits go to the
+    runners."""
     settings = settings or load(ProviderSettings)
-    return frozenset(op for op, part in (("moderate", "moderation"), ("embed", "embedding"))
+    return frozenset(op for op, part in (("generate", "chat"), ("moderate", "moderation"), ("embed", "embedding"))
                      if settings.upstream(part) is None)
 
 

@@ -2,9 +2,10 @@
 
 A server process does no long model work on its threads: its provider is a `RemoteProvider`, whose every call
 (a completion, moderation, embeddings, a soul or a voice, a portrait) is queued in Redis for the runners and
-waited for; except the local offline model's moderation and embeddings of a short text (`here`,
-providers.factory.in_process_calls), answered on the calling thread: a few milliseconds of CPU at most, less than
-its round trip through Redis and a runner cost (issue 50). The queue is the provider configuration's
+waited for; except the local offline model's unary completions, moderation and embeddings of a short text
+(`here`, providers.factory.in_process_calls), answered on the calling thread: a few milliseconds of CPU at most,
+less than its round trip through Redis and a runner cost (issue 50). A stream (a durable run's) always goes to
+the runners. The queue is the provider configuration's
 (providers.factory.fingerprint): stacks that share a Redis but are set up for other models never answer each other's calls. The unary call that made it keeps its own unit of work, timeouts, errors and idempotency: only the
 model's part moves, tagged with the call's `ModelCall` (its organization, plan weight and run attempt). A runner (`ModelCallServer`) takes calls with a blocking read (at once, no poll), runs them
 on its pool, organizations taking turns weighted by plan (kernel.transport.fair), one step at a time under the process's
@@ -74,7 +75,7 @@ CLOSE_SECONDS = 20.0
 PIPELINE_STEPS = ("soul_from_intent", "refine_soul", "voice_from_soul")
 # The most text (characters, all of a call's texts together) a call answered here may hold: a longer one goes to
 # a runner, so a unary thread never runs long model work (8,000 characters: ~2.4 ms of CPU to embed, ~1.7 ms to
-# moderate, measured on the loaded 2-core machine).
+# moderate, measured on the loaded 2-core machine; a completion of 50 messages, 4,700 characters, ~0.2 ms).
 IN_PROCESS_MAX_CHARS = 8000
 
 
@@ -110,6 +111,12 @@ def _delta(fields: dict[str, Any]) -> Delta:
 
 def _chat_args(messages: list[Message], options: GenerationOptions) -> dict[str, Any]:
     return {"messages": [asdict(m) for m in messages], "options": asdict(options)}
+
+
+def _chat_chars(messages: list[Message], options: GenerationOptions) -> int:
+    """How much text a completion reads (its messages, their tool calls, the tools offered): its bound here."""
+    return (sum(len(m.content) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls) for m in messages)
+            + sum(len(json.dumps(tool)) for tool in options.tools))
 
 
 def _chat_from(args: dict[str, Any]) -> tuple[list[Message], GenerationOptions]:
@@ -163,6 +170,8 @@ class RemoteProvider:
 
     def generate(self, messages: list[Message], options: GenerationOptions, *,
                  call: ModelCall = NO_CALL) -> Completion:
+        if "generate" in self.here and _chat_chars(messages, options) <= IN_PROCESS_MAX_CHARS:
+            return self.local.generate(messages, options, call=call)
         return _completion(self._call("generate", _chat_args(messages, options), call))
 
     def stream(self, messages: list[Message], options: GenerationOptions, *,
