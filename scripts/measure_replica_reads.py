@@ -1,7 +1,10 @@
 """The share of each benchmark's reads that a replica takes (issue 49): the reads whose RPC declares
-`read_may_lag` (proto/persona/v1/options.proto), counted over the requests each benchmark sends.
+`read_may_lag` (proto/persona/v1/options.proto), counted over the requests each benchmark sends; and, with
+`--throughput`, the reads per second a streaming replica sustains for that mix against its primary's.
 
     python scripts/measure_replica_reads.py     # JSON on stdout; docs/scaling-out.md "Reads from replicas"
+    nice python scripts/measure_replica_reads.py --throughput [--scale 0.02] [--clients 1,8] [--seconds 10]
+                                                # scripts/replica_throughput.py: docs/capacity.md
 
 Each request is resolved to its RPC by the HTTP bindings the edge serves (the descriptors' google.api.http
 rules). Mixes: scripts/benchmark.py's read runs (json, grpc, paced: one read), scripts/topology.py's load
@@ -61,16 +64,30 @@ def share(requests: list[tuple[str, int]], table: list[Route]) -> dict[str, obje
     return {"requests": total, "off_primary": moved, "fraction": round(moved / total, 3), "rpcs": rpcs}
 
 
-def volume_mix() -> list[tuple[str, int]]:
-    seeded = {"persona_id": "p1", "deep_persona_id": "p2", "session_id": "s1", "heavy_user_id": "u1",
-              "endpoint_id": "e1", "scim_user_name": "user1", "listing_id": "l1", "invoice_id": "i1",
-              "scim_user_id": "su1", "scim_group_id": "sg1", "org_id": "o1", "workspace_id": "w1"}
+PLACEHOLDERS = {"persona_id": "p1", "deep_persona_id": "p2", "session_id": "s1", "heavy_user_id": "u1",
+                "endpoint_id": "e1", "scim_user_name": "user1", "listing_id": "l1", "invoice_id": "i1",
+                "scim_user_id": "su1", "scim_group_id": "sg1", "org_id": "o1", "workspace_id": "w1"}
+
+
+def weight(call: bench_volume.Call) -> int:
+    """The requests the volume benchmark sends for `call` at its defaults."""
     runs = 1 + IN_FLIGHT  # the single client's run and each in-flight client's
-    return [(call.path, runs * REQUESTS + (DEPTH if call.deep or call.scim_deep == "walk" else 0))
-            for call in bench_volume.calls(seeded)]
+    return runs * REQUESTS + (DEPTH if call.deep or call.scim_deep == "walk" else 0)
+
+
+def volume_mix() -> list[tuple[str, int]]:
+    return [(call.path, weight(call)) for call in bench_volume.calls(PLACEHOLDERS)]
+
+
+def may_lag(path: str, table: list[Route]) -> bool:
+    return next(r for r in table if r.pattern.match(path)).may_lag
 
 
 def main() -> int:
+    if "--throughput" in sys.argv[1:]:  # the replica's reads/s against the primary's (replica_throughput.py)
+        import replica_throughput
+
+        return replica_throughput.main([a for a in sys.argv[1:] if a != "--throughput"])
     table = routes()
     mixes = {
         "benchmark.py (json, grpc, paced: GET /v1/chat/sessions/{id})": [("/v1/chat/sessions/s1", 1)],

@@ -41,6 +41,7 @@ ROW_BUDGET = 300
 class Statement:
     sql: str
     params: dict[int, str]
+    pid: str = ""  # the backend's (which process sent it: scripts/replica_throughput.py)
 
     def literal(self) -> str:
         """The statement with its logged values in place of $n (highest first: $12 before $1)."""
@@ -85,12 +86,12 @@ def _statements(body: str) -> Iterator[Statement]:
         message = message.rstrip("\n")
         if m := _STATEMENT.match(message):
             if pid in pending:
-                yield Statement(pending.pop(pid), {})
+                yield Statement(pending.pop(pid), {}, pid)
             pending[pid] = _DECLARE.sub("", m.group(1))
         elif (m := _PARAMS.match(message)) and pid in pending:
-            yield Statement(pending.pop(pid), {int(n): v for n, v in _PARAM.findall(m.group(1))})
-    for sql in pending.values():
-        yield Statement(sql, {})
+            yield Statement(pending.pop(pid), {int(n): v for n, v in _PARAM.findall(m.group(1))}, pid)
+    for pid, sql in pending.items():
+        yield Statement(sql, {}, pid)
 
 
 def reads_big_table(sql: str) -> bool:
