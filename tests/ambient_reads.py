@@ -3,7 +3,8 @@
 Run as `python ambient_reads.py <persona_service folder>` (tests/test_architecture.py's `ambient_reads`, in a
 process of its own, so a planted copy of the package is the one imported); prints one offender a line.
 
-By behaviour, not by spelling: each file of providers/ and of the domains is imported and its code read
+By behaviour, not by spelling: each name of the kernel's door, and each file of providers/ and of the domains
+(their migrations aside: a revision runs under Alembic, not in a call), is imported and its code read
 instruction by instruction; every global it loads, every attribute read off that, every name a function-level
 import binds, is resolved to the object it is at run time. An offender is code that reaches a
 `contextvars.ContextVar` (or `copy_context`, or a weak side table keyed by objects, as the request context's `context_of` was)
@@ -131,9 +132,22 @@ def _module_name(root: pathlib.Path, path: pathlib.Path) -> str:
     return ".".join(["persona_service", *path.relative_to(root).with_suffix("").parts]).removesuffix(".__init__")
 
 
+def door_offenders() -> Iterator[str]:
+    """The kernel as the domains reach it: each name of its door (kernel/api.py), a function or a class's own
+    functions, followed through the kernel as far as it goes. (What stays behind the door, the pipeline
+    and the runs, is handed the call too: the request context is no context variable since issue 47.)"""
+    door = importlib.import_module("persona_service.kernel.api")
+    for name in door.__all__:
+        found = ambient(getattr(door, name))
+        if found:
+            yield f"kernel/api.py: {name} reaches ambient state ({found})"
+
+
 def offenders(root: pathlib.Path) -> Iterator[str]:
     """Each read, named once, where it is made (a function of another file read here is that file's offence)."""
-    # The kernel and the process assembly that runs it keep the call's state; providers and domains are read.
+    yield from door_offenders()
+    # The process assembly keeps the process's state; the providers and the domains are read, and the kernel
+    # through its door.
     domains = {p.parent.name for p in root.glob("*/__init__.py")} - {"kernel", "process"}
     paths = sorted(p for d in sorted(domains) for p in (root / d).rglob("*.py") if "migrations" not in p.parts)
     read_here = {_module_name(root, path) for path in paths}

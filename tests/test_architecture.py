@@ -648,6 +648,42 @@ def dynamic_access(root: pathlib.Path) -> list[str]:
     return offenders
 
 
+def kernel_past_the_door(root: pathlib.Path) -> list[str]:
+    """Every file in a domain's folder takes from the kernel only its door, `kernel.api`: lazily too, by a
+    literal `import_module`, and in its migrations: a revision (`0035_….py`) is no importable module, so
+    `lint-imports`' kernel-door contract never reads it; this rule does, for every file of the folder."""
+    offenders = []
+    for path, tree in _domain_files(root):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = _imported(path, node)[0]
+                names = [base] if base != "persona_service.kernel" else [f"{base}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.Call) and (node.func.id if isinstance(node.func, ast.Name) else getattr(
+                    node.func, "attr", "")) in ("import_module", "__import__") and node.args \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                names = [node.args[0].value]
+            else:
+                continue
+            offenders += [f"{path}:{node.lineno} imports {name}" for name in names
+                          if re.match(r"persona_service\.kernel(?:\.|$)", name) and name != DOOR]
+    return offenders
+
+
+def private_reach(root: pathlib.Path) -> list[str]:
+    """A domain reads no other object's private attributes (`deps.hints._client`, `deps.resources._settings`):
+    a capability's `_name` is the boundary it keeps (tests/kernel/test_capabilities.py walks public ones
+    only), so past it a servicer would hold the raw Redis client or the settings it was not handed."""
+    offenders = []
+    for path, tree in _domain_files(root):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                offenders.append(f"{path}:{node.lineno} reads {ast.unparse(node)}")
+    return offenders
+
+
 # Module-level state that outlives a call's arguments: a context variable, a table keyed by object, a thread's slot.
 AMBIENT = re.compile(r"\b(?:ContextVar|WeakKeyDictionary|WeakValueDictionary|local)$")
 
@@ -698,7 +734,7 @@ AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     files_without_a_role, grpc_outside_servicers, sql_outside_repositories, transactions_outside_units_of_work,
     tables_outside_their_domain, other_domains_tables, layers_inside_domains, dynamic_access, kernel_naming_domains,
     raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_process,
-    call_from_ambient_state, ambient_reads,
+    call_from_ambient_state, ambient_reads, kernel_past_the_door, private_reach,
 ]
 
 
@@ -821,10 +857,10 @@ PLANTED = [
     ("the App reached through the process package", "webhooks/servicer.py",
      "import persona_service.process as _process\n\n\ndef _planted() -> type:\n    return _process.app.App\n",
      app_outside_the_process),
-    ("a servicer reading the ambient request context", "scim/servicer.py",
-     "from persona_service.kernel.transport.context import current as _planted\n", lint_imports),
-    ("the ambient request context through its module", "chat/servicer.py",
-     "from persona_service.kernel.transport import context as _ctx\n\n\ndef _planted():\n    return _ctx.current()\n",
+    ("a servicer importing the request context's module past the door", "scim/servicer.py",
+     "from persona_service.kernel.transport.context import RequestContext as _planted\n", lint_imports),
+    ("the request context's module through its package", "chat/servicer.py",
+     "from persona_service.kernel.transport import context as _ctx\n\n\ndef _planted():\n    return _ctx.RequestContext\n",
      lint_imports),
     ("the door's function finding the call in a side table", "kernel/transport/convert.py",
      "import weakref\n\n_by_call = weakref.WeakKeyDictionary()\n\n\ndef int32(context):\n    return _by_call[context]\n",
@@ -834,12 +870,15 @@ PLANTED = [
      call_from_ambient_state),
     ("a servicer keeping its calls in a context variable", "personas/servicer.py",
      "import contextvars\n\n_planted = contextvars.ContextVar('call')\n", call_from_ambient_state),
-    ("a provider taking its turn from the ambient request, through the fair scheduler", "providers/composed.py",
-     "from persona_service.kernel.transport import fair as _fair\n\n\ndef _planted():\n"
-     "    with _fair.cpu_turn():\n        return 1\n", ambient_reads),
-    ("a service reading the request's context variable by an alias, lazily", "chat/service.py",
-     "def _planted():\n    from persona_service.kernel.transport.context import _current as now\n\n"
-     "    return now.get()\n", ambient_reads),
+    ("a function of the kernel's door reading a context variable (every domain calling it reaches it)",
+     "kernel/clock.py", "import contextvars\n\n_now = contextvars.ContextVar('now')\n\n\ndef utcnow():\n"
+     "    return _now.get()\n", ambient_reads),
+    ("a kernel function behind the door reading a context variable, reached through a door's class",
+     "kernel/transport/context.py", "import contextvars as _cv\n\n_call = _cv.ContextVar('call')\n\n\n"
+     "def _current_call():\n    return _call.get()\n\n\nRequestContext.planted = lambda self: _current_call()\n",
+     ambient_reads),
+    ("a provider taking a snapshot of the context by an alias, lazily", "providers/composed.py",
+     "def _planted():\n    from contextvars import copy_context as snapshot\n\n    return snapshot()\n", ambient_reads),
     ("a provider keeping a context variable of its own", "providers/local/generation.py",
      "import contextvars as _cv\n\n_planted = _cv.ContextVar('call')\n", ambient_reads),
     ("a domain reaching the runs past the kernel's door", "chat/service.py",
@@ -865,6 +904,17 @@ PLANTED = [
      loops_not_known),
     ("the kernel importing the process assembly, lazily", "kernel/entry.py",
      "def _planted():\n    from persona_service.process import stack\n\n    return stack\n", lint_imports),
+    ("a domain's migration importing the kernel past its door", "chat/migrations/0035_chat_message_partitions.py",
+     "from persona_service.kernel.data.partition_swap import MonthlySwap as _planted\n", kernel_past_the_door),
+    ("a domain's migration importing a kernel module lazily, relatively", "webhooks/migrations/0013_standard_webhooks.py",
+     "def _planted():\n    from ...kernel.data import engine\n\n    return engine\n", kernel_past_the_door),
+    ("a service importing a kernel module by a literal name", "chat/service.py",
+     "def _planted():\n    import importlib\n\n    return importlib.import_module('persona_service.kernel.transport.fair')\n",
+     kernel_past_the_door),
+    ("a servicer reaching Redis past its hints' boundary", "personas/servicer.py",
+     "def _planted(deps):\n    return deps.hints._client.keys('persona:limits:*')\n", private_reach),
+    ("a servicer reading the settings its resources keep", "chat/servicer.py",
+     "def _planted(deps):\n    return deps.resources._settings.database_url\n", private_reach),
     ("a domain importing the process assembly", "chat/service.py",
      "from persona_service.process.readiness import readiness_of as _planted\n", lint_imports),
 ]

@@ -189,7 +189,7 @@ def test_a_turns_alternatives_edits_and_removals_stay_in_their_sessions_month(da
         repo.add_alternative(message("chs_turns", 2, later, "_again"))
         chosen = repo.select_alternative("chs_turns", 2, 0)
         assert chosen is not None and chosen.id == "msg_chs_turns_2"
-        repo.edit("msg_chs_turns_1", "edited", later)
+        repo.edit("chs_turns", "msg_chs_turns_1", "edited", later)
         repo.add_messages(message("chs_turns", 3, later))
         assert repo.remove_from("chs_turns", 3, later) == 1
     with engine.connect() as conn:  # an old session's turn, in the legacy partition
@@ -200,6 +200,14 @@ def test_a_turns_alternatives_edits_and_removals_stay_in_their_sessions_month(da
         month_of("chat_messages", end)}
     assert [(m[0], m[2], m[3]) for m in conversation(engine, "chs_turns", 2)] == [
         ("msg_chs_turns_1", 0, 1), ("msg_chs_turns_2", 0, 2)]
+    with engine.begin() as conn:  # an edit by message id reads its session's month alone, start known or not
+        repo = ChatSessionRepository(conn)
+        for lock_first in (False, True):
+            if lock_first:  # (the service's: the session's row locked first, its start then a value)
+                repo.lock(WORKSPACE, "chs_turns")
+            partitions = [{r for r in relations if r.startswith("chat_messages_")} for relations in relations_read(
+                conn, lambda: repo.edit("chs_turns", "msg_chs_turns_1", "edited", later))]
+            assert partitions == [{month_of("chat_messages", end)}] * 2, lock_first
     with engine.begin() as conn, pytest.raises(IntegrityError):  # (session, ordinal, swipe) is still one message
         ChatSessionRepository(conn).add_messages(message("chs_turns", 1, later, "_twin"))
     with engine.begin() as conn, pytest.raises(IntegrityError):  # and a message's key is its session's start

@@ -13,7 +13,6 @@ import pytest
 import redis
 from google.protobuf import struct_pb2
 from persona_service.kernel.principal import Principal
-from persona_service.kernel.transport import context as request_context
 from persona_service.kernel.transport import fair
 from persona_service.kernel.transport.fair import FairExecutor, FairGate, FairPool, GateTimeout, weight_of
 from persona_service.kernel.transport.runs import Run, RunOwner, Runs
@@ -121,10 +120,8 @@ def test_a_run_frame_is_serialized_and_kept_in_a_turn_of_the_process_gate():
     principal = Principal("api_key", "key_1", "org_other", "ws_1", "usr_1", frozenset(), "member", "pro", False)
     fair.install(gate)
     try:
-        def emit() -> None:
-            token = request_context.bind(request_context.RequestContext("req_1", "/test", None, None, principal))  # type: ignore[arg-type]
-            runs.emit(run, struct_pb2.Value(string_value="frame"))
-            request_context.unbind(token)
+        def emit() -> None:  # the caller's turn is handed to the run, never read from a request context
+            runs.emit(run, struct_pb2.Value(string_value="frame"), turn=fair.turn_of(principal))
             kept.set()
 
         with gate.turn("org_busy", 8):  # another organization's step holds the CPU

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from contextlib import nullcontext
 
 import pytest
 import redis
@@ -96,7 +97,7 @@ def test_batches_refused_for_as_long_as_a_runs_keys_live_are_dropped():
 
 def test_an_operation_that_raises_fails_its_run_and_a_resume_says_so(runs, engine, owner):
     def produce(run: Run) -> Outcome:
-        runs.emit(run, _frame("first"))
+        runs.emit(run, _frame("first"), turn=nullcontext)
         raise RuntimeError("a bug in the operation")
 
     run = runs.start(owner, METHOD, produce)

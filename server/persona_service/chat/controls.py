@@ -132,7 +132,7 @@ class ChatControls:
         session = self._active(principal, session_id)
         message = self._message(session, message_id)
         now = self.sessions.clock()
-        self.repo.edit(message.id, content, now)
+        self.repo.edit(session.id, message.id, content, now)
         return self._removed(principal, session, message.ordinal + 1, self._message(session, message.id))
 
     def delete(self, principal: Principal, session_id: str, message_id: str) -> Change:

@@ -327,17 +327,17 @@ class ChatSessionRepository:
         self.conn.execute(update(_messages).where(*turn).values(selected=_messages.c.id == chosen))
         return self.message(session_id, chosen)
 
-    def edit(self, message_id: str, content: str, now: datetime) -> None:
-        """Replace a message's text, chosen; its turn's other alternatives are removed. (By the message's id
-        alone: each month's key is probed, a rare write; the turn's update is pruned to the edited one's.)"""
-        self.conn.execute(update(_messages).where(_messages.c.id == message_id)
-                          .values(content=content, edited=True, selected=True))
-        edited = select(_messages.c.session_id, _messages.c.ordinal, _messages.c.session_started_at) \
-            .where(_messages.c.id == message_id).subquery()
+    def edit(self, session_id: str, message_id: str, content: str, now: datetime) -> None:
+        """Replace a message's text, chosen; its turn's other alternatives are removed. Both updates name the
+        session's start (known from its row, locked first), so each reads the session's partition alone."""
+        ordinal = self.conn.execute(update(_messages).where(*self._of_session(session_id), _messages.c.id == message_id)
+                                    .values(content=content, edited=True, selected=True)
+                                    .returning(_messages.c.ordinal)).scalar()
+        if ordinal is None:
+            return
         self.conn.execute(
             update(_messages)
-            .where(_messages.c.session_id == edited.c.session_id, _messages.c.ordinal == edited.c.ordinal,
-                   _messages.c.session_started_at == edited.c.session_started_at,
+            .where(*self._of_session(session_id), _messages.c.ordinal == ordinal,
                    _messages.c.id != message_id, _messages.c.deleted_at.is_(None))
             .values(deleted_at=now, content="")
         )

@@ -152,6 +152,12 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.transport.partitions import EVERY as AGE_OUT_EVERY
     from persona_service.kernel.transport.partitions import age_out as age_out
     from persona_service.kernel.data.partitions_repository import Partition as Partition
+    # the online swap that partitions a table by month, for a module's own migrations (its migrations/): the
+    # keys and unique indexes it keeps, and locks taken in the writers' order (kernel.data.partition_swap)
+    from persona_service.kernel.data.partition_swap import Key as SwapKey
+    from persona_service.kernel.data.partition_swap import MonthlySwap as MonthlySwap
+    from persona_service.kernel.data.partition_swap import UniqueIndex as UniqueIndex
+    from persona_service.kernel.data.partition_swap import lock_in_order as lock_in_order
 
     # durable tasks: a kind, its record, enqueued in the change's unit of work (the runner stays behind the door)
     from persona_service.kernel.transport.tasks import TaskKind as TaskKind
@@ -239,7 +245,7 @@ __all__ = [
     # a module's declaration (module.py) and what it declares; `Modules` is what the registry assembles
     "Command", "Job", "Module", "Modules", "ModuleHooks", "Process", "ServiceBinding", "CONFIG_KEYS", "LEVEL_CHECKS", "ConfigKey",
     # a module's tables that age out
-    "AGE_OUT_EVERY", "age_out", "Partition",
+    "AGE_OUT_EVERY", "age_out", "Partition", "MonthlySwap", "SwapKey", "UniqueIndex", "lock_in_order",
     # durable tasks
     "TaskKind", "TaskRecord", "enqueue",
     # limits

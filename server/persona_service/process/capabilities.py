@@ -4,7 +4,6 @@ only what its work uses, never over the App: what a function closes over is what
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -45,9 +44,8 @@ def model_call(ctx: RequestContext) -> ModelCall:
     principal = ctx.principal
     if principal is None:
         return ModelCall(attempt=ctx.run.attempt)
-    weight = fair.weight_of(principal.plan)
-    return ModelCall(org=principal.org_id, weight=weight, attempt=ctx.run.attempt,
-                     turn=functools.partial(fair.turn_for, principal.org_id, weight))
+    return ModelCall(org=principal.org_id, weight=fair.weight_of(principal.plan), attempt=ctx.run.attempt,
+                     turn=fair.turn_of(principal))
 
 
 def provider_for(provider: Model, delays: Sequence[float],

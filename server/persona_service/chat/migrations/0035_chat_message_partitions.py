@@ -66,7 +66,7 @@ Create Date: 2026-12-02 15:00:00
 from __future__ import annotations
 
 from alembic import op
-from persona_service.kernel.data.partition_swap import Key, MonthlySwap, UniqueIndex, lock_in_order
+from persona_service.kernel.api import MonthlySwap, SwapKey, UniqueIndex, lock_in_order
 from sqlalchemy import text
 
 revision = '0035'
@@ -76,7 +76,7 @@ depends_on = None
 phase = "swap"
 
 MESSAGES = MonthlySwap(
-    'chat_messages', 'session_started_at', (Key('chat_messages_pkey', ('id',)),),
+    'chat_messages', 'session_started_at', (SwapKey('chat_messages_pkey', ('id',)),),
     (UniqueIndex('uq_chat_messages_session_ordinal_swipe', ('session_id', 'ordinal', 'swipe')),),
     locked_before=('chat_sessions',),  # an exchange updates its session, then inserts its messages
 )

@@ -6,7 +6,6 @@ argument, never from ambient state (`call_from_ambient_state` in tests/test_arch
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -106,20 +105,3 @@ class RequestContext:
         if self.principal is None:
             raise RuntimeError("no authenticated principal in this request context")
         return self.principal
-
-
-# The call this thread serves, for the kernel's own code below the servicers (the fair scheduler's turn of a
-# run's frames); domains and providers are handed their call instead (a provider its `ModelCall`).
-_current: contextvars.ContextVar[RequestContext] = contextvars.ContextVar("persona_request")
-
-
-def current() -> RequestContext:
-    return _current.get()
-
-
-def bind(ctx: RequestContext) -> contextvars.Token[RequestContext]:
-    return _current.set(ctx)
-
-
-def unbind(token: contextvars.Token[RequestContext]) -> None:
-    _current.reset(token)

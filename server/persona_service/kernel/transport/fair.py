@@ -32,18 +32,20 @@ CPU in context switches) until one of the server's workers takes it in turns.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent import futures
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Generic, TypeVar
 
 from persona_service.kernel.principal import Principal
-from persona_service.kernel.transport import context as request_context
 
 # Turns per round, by plan: an Enterprise organization with others waiting gets 8 turns to a Free one's 1.
 SHARE_WEIGHTS = {"free": 1, "pro": 2, "team": 4, "enterprise": 8}
+# A turn of the process's gate, handed to whoever does CPU work for a caller (`turn_of`, a `ModelCall`'s turn).
+Turn = Callable[[], AbstractContextManager[object]]
 
 T = TypeVar("T")
 # How soon a pool thread holding work back for organizations waiting elsewhere looks again (they may have been served).
@@ -311,17 +313,12 @@ def install(gate: FairGate) -> None:
     _installed = gate
 
 
-@contextmanager
-def cpu_turn() -> Iterator[None]:
-    """A turn of the process's gate for the current request's organization;
-    nothing to wait for outside a request (durable tasks), or when no gate is
-    installed, or when this thread already holds one."""
-    principal = _principal()
+def turn_of(principal: Principal | None) -> Turn:
+    """A turn of the process's gate for `principal`'s organization at its plan's weight, to take when it does
+    CPU work (a model step, a run frame's serialization); nobody's turn (nothing to wait for) without one."""
     if principal is None:
-        yield
-        return
-    with turn_for(principal.org_id, weight_of(principal.plan)):
-        yield
+        return nullcontext
+    return functools.partial(turn_for, principal.org_id, weight_of(principal.plan))
 
 
 @contextmanager
@@ -338,10 +335,3 @@ def turn_for(org: str, weight: int) -> Iterator[None]:
             yield
         finally:
             _holding.turn = False
-
-
-def _principal() -> Principal | None:
-    try:
-        return request_context.current().principal
-    except LookupError:
-        return None

@@ -33,7 +33,7 @@ from persona_service.kernel.principal import principal_from_json, principal_json
 from persona_service.kernel.transport import context as request_context
 from persona_service.kernel.transport import initial_metadata, sse
 from persona_service.kernel.transport.convert import text_metadata
-from persona_service.kernel.transport.fair import FairExecutor, weight_of
+from persona_service.kernel.transport.fair import FairExecutor, Turn, turn_of, weight_of
 from persona_service.kernel.transport.limits.limiter import Admission
 from persona_service.kernel.transport.outages import RETRY_AFTER_SECONDS
 from persona_service.kernel.transport.policy import MethodMeta
@@ -124,7 +124,6 @@ class RequestPipeline(grpc.ServerInterceptor):
 
         def handle(request: Any, context: grpc.ServicerContext) -> Message:
             call = self._begin(context, meta, request)
-            token = request_context.bind(call.ctx)
             rpc_span = span(call)
             try:
                 response = chain(call)
@@ -135,7 +134,7 @@ class RequestPipeline(grpc.ServerInterceptor):
                 log_outcome(call.ctx, 200)
                 return cast(Message, response)
             finally:
-                self.outcomes.end(call, token)
+                self.outcomes.end(call)
                 if rpc_span is not None:
                     rpc_span.end(*call.ctx.outcome)
 
@@ -170,7 +169,6 @@ class RequestPipeline(grpc.ServerInterceptor):
 
         def handle(request: Any, context: grpc.ServicerContext) -> Iterator[bytes]:
             call = self._begin(context, meta, request)
-            token = request_context.bind(call.ctx)
             run = None
             metrics.OPEN_STREAMS.inc()
             try:
@@ -190,9 +188,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             finally:
                 metrics.OPEN_STREAMS.dec()
                 if run is None:
-                    self.outcomes.end(call, token)
-                else:
-                    request_context.unbind(token)
+                    self.outcomes.end(call)
 
         return handle
 
@@ -213,7 +209,6 @@ class RequestPipeline(grpc.ServerInterceptor):
 
         def handle(request: Any, context: grpc.ServicerContext) -> Iterator[bytes]:
             call = self._begin(context, meta, request)
-            token = request_context.bind(call.ctx)
             metrics.OPEN_STREAMS.inc()
             try:
                 started = False
@@ -229,7 +224,7 @@ class RequestPipeline(grpc.ServerInterceptor):
                 self.outcomes.fail(call, context, exc)
             finally:
                 metrics.OPEN_STREAMS.dec()
-                self.outcomes.end(call, token)
+                self.outcomes.end(call)
 
         return handle
 
@@ -237,18 +232,18 @@ class RequestPipeline(grpc.ServerInterceptor):
         """The operation of a run, on the run pool: every stage after the
         servicer (audit, commit, failure records, the quota refund) as a
         unary call has them, whether anyone still listens or not."""
-        token = request_context.bind(call.ctx)
         call.run = run
         call.ctx.run = RunSteps(run)
         # The operation's span lives on this thread (its SQL and provider calls are its children).
         run_span = span(call, **{"run.id": run.id})
         results: list[Message] = []
+        turn = turn_of(call.ctx.principal)  # each frame's serialization, in the caller's turn of the CPU
         try:
             due(call)
             hold(self.app.authenticator, call)  # a write's run begins with the caller's hold (stages.hold)
-            results = self._progress(run, behavior(request, call.ctx))
+            results = self._progress(run, behavior(request, call.ctx), turn)
             self.commit.complete(call, request, results[0] if results else None)
-            self._emit_results(run, results)
+            self._emit_results(run, results, turn)
             log_outcome(call.ctx, 200)
             return Outcome("completed")
         except RunLost:  # it cannot go on from what its clients saw: nothing of it commits
@@ -265,18 +260,18 @@ class RequestPipeline(grpc.ServerInterceptor):
                 if resumed is not None:
                     call.continues_elsewhere = True
                     if resumed.status == "completed":  # the commit went through before the connection dropped
-                        self._emit_results(run, results)
+                        self._emit_results(run, results, turn)
                     return resumed
             err = self.outcomes.settle(call, exc)
             if not isinstance(exc, ApiError) and run.frames:  # the servicers frame their own (ApiError) failures
-                self._emit_error(run, meta, err)
+                self._emit_error(run, meta, err, turn)
             return Outcome("failed", err)
         finally:
-            self.outcomes.end(call, token)
+            self.outcomes.end(call)
             if run_span is not None:
                 run_span.end(*call.ctx.outcome)
 
-    def _progress(self, run: Run, operation: Iterator[Message]) -> list[Message]:
+    def _progress(self, run: Run, operation: Iterator[Message], turn: Turn) -> list[Message]:
         """Emits the frames a streaming servicer yields (progress) and returns the ones it returns: its result
         (a message or a list of them: the persona, the stored reply), which report what the run's unit of work
         writes and so go out only once it committed (`_emit_results`): a client reading the resource a frame
@@ -287,19 +282,19 @@ class RequestPipeline(grpc.ServerInterceptor):
             except StopIteration as done:
                 result = done.value
                 return [] if result is None else [result] if isinstance(result, Message) else list(result)
-            self.app.runs.emit(run, frame)
+            self.app.runs.emit(run, frame, turn=turn)
 
-    def _emit_results(self, run: Run, results: list[Message]) -> None:
+    def _emit_results(self, run: Run, results: list[Message], turn: Turn) -> None:
         for frame in results:
-            self.app.runs.emit(run, frame, committed=True)
+            self.app.runs.emit(run, frame, turn=turn, committed=True)
 
-    def _emit_error(self, run: Run, meta: MethodMeta, err: ApiError) -> None:
+    def _emit_error(self, run: Run, meta: MethodMeta, err: ApiError, turn: Turn) -> None:
         """The in-band `error` event (sse.error_frame) of a failure after the stream's first frame."""
         frame = sse.error_frame(meta, err)
         if frame is None:
             return
         try:
-            self.app.runs.emit(run, frame)
+            self.app.runs.emit(run, frame, turn=turn)
         except RunAbandoned:
             pass  # another process goes on with the run
 

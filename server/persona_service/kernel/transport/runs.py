@@ -61,8 +61,7 @@ from persona_service.kernel.data.outages import connection_lost
 from persona_service.kernel.data.tasks_repository import TaskRecord, TaskRepository, notify
 from persona_service.kernel.errors import ApiError, BadRequest, NotFound, ServiceUnavailable
 from persona_service.kernel.logs import Throttled
-from persona_service.kernel.transport import fair
-from persona_service.kernel.transport.fair import FairPool
+from persona_service.kernel.transport.fair import FairPool, Turn
 from persona_service.kernel.transport.tasks import TaskKind
 
 log = logging.getLogger("persona_service.runs")
@@ -639,12 +638,13 @@ class Runs:
                 run.abandon()
                 raise RunAbandoned(run.id)
 
-    def emit(self, run: Run, message: Message, committed: bool = False) -> None:
+    def emit(self, run: Run, message: Message, *, turn: Turn, committed: bool = False) -> None:
         """A frame of the run (`committed`: one of its result frames, after its changes committed: see
-        `Run.emit`). Serializing and keeping it take a turn of the process's gate (kernel.transport.fair), as
-        the model's steps do; the operation's own steps between frames do not: they wait on SQL, and a turn
-        held across a lock wait deadlocks with the lock's holder waiting for a turn."""
-        with fair.cpu_turn():
+        `Run.emit`). Serializing and keeping it take `turn`, the caller's turn of the process's gate
+        (`fair.turn_of`: handed, as a model call's is, never found in the request context), as the model's
+        steps do; the operation's own steps between frames do not: they wait on SQL, and a turn held across a
+        lock wait deadlocks with the lock's holder waiting for a turn."""
+        with turn():
             frame = message.SerializeToString()
             run.emit(frame, lambda seq: self.store.append(run.id, seq, frame, run.kept_up_to), committed)
 

@@ -38,7 +38,7 @@ Create Date: 2026-12-02 12:00:00
 from __future__ import annotations
 
 from alembic import op
-from persona_service.kernel.data.partition_swap import Key, MonthlySwap, UniqueIndex
+from persona_service.kernel.api import MonthlySwap, SwapKey, UniqueIndex
 
 revision = '0034'
 down_revision = '0033'
@@ -47,10 +47,10 @@ depends_on = None
 phase = "swap"
 
 DELIVERIES = MonthlySwap(
-    'webhook_deliveries', 'created_at', (Key('webhook_deliveries_pkey', ('id',)),),
+    'webhook_deliveries', 'created_at', (SwapKey('webhook_deliveries_pkey', ('id',)),),
     (UniqueIndex('uq_webhook_deliveries_endpoint_event', ('endpoint_id', 'event_id'), 'replay_of IS NULL'),),
 )
-ATTEMPTS = MonthlySwap('webhook_attempts', 'attempted_at', (Key('webhook_attempts_pkey', ('delivery_id', 'attempt')),))
+ATTEMPTS = MonthlySwap('webhook_attempts', 'attempted_at', (SwapKey('webhook_attempts_pkey', ('delivery_id', 'attempt')),))
 REFERENCE = "webhook_attempts_delivery_id_fkey"
 
 

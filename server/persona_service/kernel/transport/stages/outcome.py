@@ -22,8 +22,6 @@ from persona_service.kernel.transport.stages.commit import audit_entry
 from persona_service.kernel.transport.stages.idempotency import replayable
 
 if TYPE_CHECKING:
-    import contextvars
-
     import grpc
 
     from persona_service.kernel.transport.host import PipelineHost
@@ -88,11 +86,10 @@ class Outcomes:
         except Exception:  # noqa: BLE001 - the caller still gets its error
             log.exception("could not record the failure [request_id=%s]", ctx.request_id)
 
-    def end(self, call: Call, token: contextvars.Token[request_context.RequestContext]) -> None:
+    def end(self, call: Call) -> None:
         # A generation that did not succeed gives its quota unit back.
         self.app.limiter.release(call.admission, refund=not (call.succeeded or call.continues_elsewhere))
         call.ctx.uow.close()
-        request_context.unbind(token)
 
 
 def translate(ctx: request_context.RequestContext, exc: Exception) -> ApiError:
