@@ -1,10 +1,15 @@
 """What the tests of a table partitioned by month (issue 49) share: a PostgreSQL server of their own, a
-database at the revision before a swap, and the table's partitions as the catalog has them."""
+database at the revision before a swap, the table's partitions as the catalog has them, and a retention
+round run beside writers."""
 
 from __future__ import annotations
 
 import os
 import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pytest
@@ -13,7 +18,8 @@ from persona_service.kernel.data.embedded import postgres_url
 from persona_service.kernel.data.engine import make_engine
 from persona_service.kernel.data.partitions_repository import MonthlyPartitions
 from persona_service.registry import MODULES
-from sqlalchemy import Engine, make_url, text
+from sqlalchemy import Connection, Engine, make_url, text
+from sqlalchemy.exc import OperationalError
 
 
 def own_server(tmp_path_factory) -> str:
@@ -56,3 +62,57 @@ def partition_of(engine: Engine, table: str, key: str) -> dict[str, str]:
     """Each row's `key` -> the partition holding it."""
     with engine.connect() as conn:
         return dict(conn.execute(text(f"SELECT {key}, tableoid::regclass::text FROM {table}")).all())
+
+
+@dataclass
+class GivingWay:
+    """What `while_a_writer_waits` saw: the job's answer, the second writer's error (None: it got through)."""
+
+    job: object = None
+    job_error: BaseException | None = None
+    writer_error: BaseException | None = None
+
+
+def while_a_writer_waits(url: str, job: Callable[[], object], hold: Callable[[Connection], None],
+                         write: Callable[[Connection], None]) -> GivingWay:
+    """A retention round (`job`) run while a writer's transaction (`hold`, on a month the round keeps) stays
+    open; once the round is seen waiting on a lock, a second writer (`write`, another row of a kept month)
+    runs with `lock_timeout` 1 s: a round that keeps its place in the lock queue while it waits (the
+    previous one-transaction job: its DROP's ACCESS EXCLUSIVE, up to 5 s) stops that writer past its
+    timeout; one that gives way after a bounded wait lets it through. Then the first writer commits and
+    the round ends. A lock wait observed (the writer's timeout, pg_stat_activity), no wall-clock bound."""
+    engine = make_engine(url, pool_size=3)
+    seen = GivingWay()
+
+    def run() -> None:
+        try:
+            seen.job = job()
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            seen.job_error = exc
+
+    try:
+        with engine.connect() as holder:
+            holder.begin()
+            hold(holder)
+            thread = threading.Thread(target=run)
+            thread.start()
+            with engine.connect() as watch:
+                for _ in range(500):  # the round's DDL waiting on the open writer (a few ms apart)
+                    waiting = watch.execute(text(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND wait_event_type = 'Lock' AND query ~* '^\\s*(ALTER|DROP|COMMENT|CREATE)'")).scalar_one()
+                    if waiting or not thread.is_alive():
+                        break
+                    time.sleep(0.02)
+            assert thread.is_alive(), f"the round ended without waiting on the open writer: {seen}"
+            try:
+                with engine.begin() as writer:
+                    writer.execute(text("SET LOCAL lock_timeout = '1s'"))
+                    write(writer)
+            except OperationalError as exc:
+                seen.writer_error = exc
+            holder.commit()
+            thread.join(timeout=120)
+    finally:
+        engine.dispose()
+    return seen

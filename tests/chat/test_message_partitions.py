@@ -5,12 +5,14 @@ removed turn among them): the migration keeps every conversation (ids, ordinals,
 each message its session's start; keyset pages by ordinal read one partition; the previous release's
 inserts land in their session's partition; a session's messages, every alternative and edit, stay in
 its month; (session, ordinal, swipe) stays unique; the job keeps everything by default and, with a
-retention, drops a month of sessions whole, messages and sessions together; the downgrade gives every
-row back. Times are explicit: nothing waits."""
+retention, drops a month of sessions whole, messages and sessions together, online (it gives way to chat
+writers, and a round stopped between its steps is finished by the next; meanwhile the month's sessions
+read empty and take no message); the downgrade gives every row back. Times are explicit: nothing waits
+on a clock."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -23,17 +25,20 @@ from partition_db import (
     own_server,
     partition_names,
     partition_of,
+    while_a_writer_waits,
 )
 from persona_service.chat.module import MODULE
 from persona_service.chat.records import NewMessage, NewSession
 from persona_service.chat.repository import ChatSessionRepository
+from persona_service.kernel.api import NotFound
 from persona_service.kernel.data import migrate
-from persona_service.kernel.data.partitions_repository import month_after
+from persona_service.kernel.data.engine import make_engine
+from persona_service.kernel.data.partitions_repository import MonthlyPartitions, month_after
 from persona_service.kernel.settings import forget
 from persona_service.registry import MODULES
 from plan_probe import relations_read
-from sqlalchemy import Engine, text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 BEFORE = "0034"  # the revision before the swap
 ORG, WORKSPACE = "org_chat_partitions", "ws_chat_partitions"
@@ -255,6 +260,73 @@ def test_the_job_keeps_everything_by_default_and_drops_a_month_of_sessions_whole
     with engine.begin() as conn:
         ChatSessionRepository(conn).add_messages(message("chs_after", 1, expired))
     assert [m[0] for m in conversation(engine, "chs_after", 5)] == ["msg_chs_after_1"]
+
+
+def _exchange(session_id: str, ordinal: int, at: datetime) -> Callable[[Connection], None]:
+    """A chat write as the service runs it: the session's row locked, then its message added."""
+    def write(conn: Connection) -> None:
+        repo = ChatSessionRepository(conn)
+        assert repo.lock(WORKSPACE, session_id) is not None
+        repo.add_messages(message(session_id, ordinal, at))
+    return write
+
+
+def test_a_retention_round_gives_way_to_chat_writers(database):
+    """A round waiting for its locks behind a conversation's open write stops no other conversation: each of
+    its steps waits at most LOCK_WAIT_MS, then gives way (the previous job, one transaction, queued every
+    chat write behind its DROP for up to 5 s, and then held them while it deleted the month's sessions)."""
+    url, engine = database
+    migrate.upgrade(url, MODULES.migrations)
+    end = legacy_bound(engine, "chat_messages")
+    for session_id in ("chs_open", "chs_other"):
+        new_session(engine, session_id, end + timedelta(days=2))
+    expired = end + timedelta(days=30)
+    seen = while_a_writer_waits(url, lambda: _job(engine, expired, 30), _exchange("chs_open", 1, expired),
+                                _exchange("chs_other", 1, expired))
+    assert seen.writer_error is None, seen.writer_error
+    assert seen.job_error is None and isinstance(seen.job, int) and seen.job >= 1, seen
+    assert "chat_messages_legacy" not in partition_names(engine, "chat_messages")
+    assert sessions(engine) == {"chs_open", "chs_other"}  # the old ones went, the two writes stayed
+    assert {s: [m[0] for m in found] for s, found in stored(engine).items()} == {
+        "chs_open": ["msg_chs_open_1"], "chs_other": ["msg_chs_other_1"]}
+
+
+def test_a_month_being_retired_reads_empty_takes_no_message_and_a_stopped_round_is_finished(database):
+    """The states a round can stop in, each finished by the next round: the partition pending detach (its
+    second step stopped: here by a reader it waited on past the lock timeout), then detached but not dropped
+    and its sessions not deleted. Meanwhile an old session reads with no messages and a message to it is 404."""
+    url, engine = database
+    migrate.upgrade(url, MODULES.migrations)
+    end = legacy_bound(engine, "chat_messages")
+    expired = end + timedelta(days=30)
+    _job(engine, expired, 0)  # (the months ahead made: nothing to do but the retirement below)
+    own = make_engine(url, pool_size=2)
+    try:
+        with own.connect() as reader, own.connect().execution_options(isolation_level="AUTOCOMMIT") as ddl:
+            reader.begin()
+            reader.execute(text("SELECT count(*) FROM chat_messages"))
+            ddl.execute(text("COMMENT ON TABLE chat_messages_legacy IS 'retired from chat_messages'"))
+            ddl.execute(text("SET lock_timeout = '100ms'"))
+            with pytest.raises(OperationalError):
+                ddl.execute(text("ALTER TABLE chat_messages DETACH PARTITION chat_messages_legacy CONCURRENTLY"))
+            reader.rollback()
+            assert ddl.execute(text("SELECT inhdetachpending FROM pg_inherits "
+                                    "WHERE inhrelid = CAST('chat_messages_legacy' AS regclass)")).scalar_one()
+            ddl.execute(text("RESET lock_timeout"))
+            MonthlyPartitions(ddl, "chat_messages").retire("chat_messages_legacy")  # FINALIZE; not dropped yet
+            assert ddl.execute(text("SELECT to_regclass('chat_messages_legacy') IS NOT NULL")).scalar_one()
+    finally:
+        own.dispose()
+    assert "chat_messages_legacy" not in partition_names(engine, "chat_messages")
+    assert sessions(engine) == set(EXISTING)  # not deleted yet: they read with no messages
+    assert conversation(engine, "chs_old_4", 10) == []
+    with engine.begin() as conn, pytest.raises(NotFound):
+        _exchange("chs_old_4", 5, expired)(conn)
+
+    assert _job(engine, expired, 30) == 0  # nothing left to detach: the detached one dropped, the sessions deleted
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT to_regclass('chat_messages_legacy') IS NULL")).scalar_one()
+    assert sessions(engine) == set() and stored(engine) == {}
 
 
 def test_a_sessions_delete_takes_its_messages(database):

@@ -4,18 +4,26 @@
 migration keeps them (ids, order, attempts), keyset pages cross the partition boundaries, the previous
 release's writes land (but its fan-out, which names the old conflict target), the fan-out stays one
 delivery per (endpoint, event), an endpoint's DELETE still takes its deliveries and attempts, the job
-makes months ahead and drops those past the retention while recent deliveries stay, and the downgrade
-gives every row back. Times are explicit: nothing waits."""
+makes months ahead and drops those past the retention while recent deliveries stay, giving way to the
+fan-out meanwhile, and the downgrade gives every row back. Times are explicit: nothing waits on a clock."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
 from alembic import command
-from partition_db import database_at, legacy_bound, month_of, own_server, partition_names, partition_of
+from partition_db import (
+    database_at,
+    legacy_bound,
+    month_of,
+    own_server,
+    partition_names,
+    partition_of,
+    while_a_writer_waits,
+)
 from persona_service.kernel.data import migrate
 from persona_service.kernel.data.partitions_repository import month_after
 from persona_service.registry import MODULES
@@ -24,7 +32,7 @@ from persona_service.webhooks.records import Subscription
 from persona_service.webhooks.repository import DeliveryQueue, WebhookRepository
 from persona_service.webhooks.worker import DeliveryWorker
 from plan_probe import sorts_in_plan
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import ProgrammingError
 
 BEFORE = "0033"  # the revision before the swap
@@ -181,6 +189,29 @@ def test_the_job_makes_months_ahead_and_drops_those_past_the_retention(database)
     assert attempts(engine) == {"whd_recent": [1, 2]}
     fan_out(engine, "whd_after", "evt_after", expired)  # fan-out goes on after a drop
     assert len(listed(engine, 100)) == 2
+
+
+def _fan_out(delivery_id: str, at: datetime) -> Callable[[Connection], None]:
+    def write(conn: Connection) -> None:
+        DeliveryQueue(conn).add_deliveries([delivery_id], [Subscription(f"evt_{delivery_id}", "persona.created",
+                                                                        ENDPOINT, at)], NOW)
+    return write
+
+
+def test_a_retention_round_gives_way_to_the_fan_out(database):
+    """A round waiting for its locks behind an open fan-out stops no other fan-out: each step waits at most
+    LOCK_WAIT_MS, then gives way (the previous job's DROP, in one transaction, queued every delivery's write
+    and read behind it for as long as the open one lasted, up to its 5 s lock timeout)."""
+    url, engine = database
+    migrate.upgrade(url, MODULES.migrations)
+    end = legacy_bound(engine, "webhook_deliveries")
+    seen = while_a_writer_waits(url, lambda: _job(engine, end + timedelta(days=30)),
+                                _fan_out("whd_open", end + timedelta(days=2)), _fan_out("whd_other", end + timedelta(days=3)))
+    assert seen.writer_error is None, seen.writer_error
+    assert seen.job_error is None and isinstance(seen.job, int) and seen.job >= 2, seen
+    for table in TABLES:
+        assert f"{table}_legacy" not in partition_names(engine, table)
+    assert sorted(row_id for _, row_id in listed(engine, 100)) == ["whd_open", "whd_other"]
 
 
 def test_an_endpoints_delete_takes_its_deliveries_and_their_attempts(database):

@@ -1,6 +1,7 @@
 """Chat sessions, the OpenAI-compatible surface (models, chat completions) and usage over time."""
 
 import pathlib
+from datetime import datetime
 
 from persona.v1 import chat_pb2_grpc, openai_pb2_grpc, options_pb2, usage_pb2_grpc
 from sqlalchemy import Connection
@@ -19,7 +20,6 @@ from persona_service.kernel.api import (
     EndpointCap,
     Job,
     Module,
-    Partition,
     Runtime,
     ServiceBinding,
 )
@@ -28,13 +28,13 @@ _PERSONA_LEVELS = ("workspace", "org", "persona")
 
 
 def _age_out(runtime: Runtime) -> int:
-    """`chat.partitions`: the messages' months made ahead, and those past the retention dropped with their sessions
-    (a partition holds the messages of the sessions started in its months: migration 0035)."""
+    """`chat.partitions`: the messages' months made ahead, and those past the retention dropped, then their sessions
+    deleted in small batches (a partition holds the messages of the sessions started in its months: migration 0035).
+    Meanwhile such a session reads with no messages, and a message to it answers 404 (docs/data-volume.md)."""
     from persona_service.kernel.api import age_out, load
 
-    def expired(conn: Connection, dropped: Partition) -> int:
-        assert dropped.upper is not None  # (a partition without an end is never dropped)
-        return ChatSessionRepository(conn).expire(dropped.upper)
+    def expired(conn: Connection, before: datetime) -> int:
+        return ChatSessionRepository(conn).expire(before)
 
     days = load(ChatSettings).retention_days
     return age_out(runtime.engine, "chat_messages", days, runtime.clock(), expired)

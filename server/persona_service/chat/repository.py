@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
@@ -33,6 +34,7 @@ from persona_service.chat.records import (
 from persona_service.chat.tables import ChatMessage, ChatSession
 from persona_service.kernel.api import (
     Batches,
+    NotFound,
     Prepared,
     changed_columns,
     declare_aggregate,
@@ -112,6 +114,22 @@ _history = Prepared(
 )
 _NO_ORDINAL = 2**31 - 1  # above every ordinal (an INTEGER column): the whole conversation
 _alternatives = _messages.alias("alternatives")
+
+
+EXPIRE_BATCH = 500  # sessions a retention batch deletes, in a transaction of its own (a few ms each)
+
+
+@contextmanager
+def _kept_month() -> Iterator[None]:
+    """A message inserted into a session whose month the retention is retiring finds no partition (detached;
+    its session's row goes in the batches after, seconds later): the session is gone, as it is after."""
+    try:
+        yield
+    except Exception as exc:
+        cause = getattr(exc, "orig", exc)
+        if getattr(cause, "sqlstate", "") == "23514" and "no partition of relation" in str(cause):
+            raise NotFound("chat session") from exc
+        raise
 
 
 def _started(session_id: Any) -> ColumnElement[Any]:
@@ -255,6 +273,7 @@ class ChatSessionRepository:
 
     # --- messages -------------------------------------------------------------------
 
+    @_kept_month()
     def add_messages(self, *new: NewMessage) -> list[MessageRecord]:
         """Messages in one statement (an exchange's two: one round trip, not two), in the order given (each
         with its session's start: one statement a message where no session row read here names it). An
@@ -273,6 +292,7 @@ class ChatSessionRepository:
             rows = [{**row_columns(m), "session_of": m.session_id} for m in new]
         return records(MessageRecord, self.conn.execute(stmt, rows).mappings())
 
+    @_kept_month()
     def add_alternative(self, new: NewMessage) -> MessageRecord:
         """A new alternative of its turn (swipe = the next index), chosen: the others are unchosen."""
         turn = (*self._of_session(new.session_id), _messages.c.ordinal == new.ordinal)
@@ -372,11 +392,14 @@ class ChatSessionRepository:
             .order_by(_messages.c.session_id, _messages.c.ordinal)
         return {"chat_sessions": export_batches(self.conn, sessions), "chat_messages": export_batches(self.conn, messages)}
 
-    def expire(self, before: datetime) -> int:
-        """The sessions started before `before` deleted, once their messages' partitions are dropped (the
-        retention: the same transaction). Their messages' cascade names the dropped months: pruned to nothing."""
-        stmt = delete(_sessions).where(_sessions.c.started_at < before).returning(_sessions.c.id)
-        expired = list(self.conn.execute(stmt).scalars())
+    def expire(self, before: datetime, limit: int = EXPIRE_BATCH) -> int:
+        """At most `limit` of the sessions started before `before` deleted (the retention's, once their messages'
+        partitions are dropped: their messages' cascade names those months, pruned to nothing). A session a
+        write holds is left to a later batch (SKIP LOCKED): a batch never waits on a conversation."""
+        doomed = select(_sessions.c.id).where(_sessions.c.started_at < before).limit(limit) \
+            .with_for_update(skip_locked=True).scalar_subquery()
+        expired = list(self.conn.execute(delete(_sessions).where(_sessions.c.id.in_(doomed))
+                                         .returning(_sessions.c.id)).scalars())
         stale(self.conn, CACHE, *expired)
         return len(expired)
 

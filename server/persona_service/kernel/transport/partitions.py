@@ -1,6 +1,14 @@
 """Tables that age out (issue 49): append-only tables range-partitioned by month (the swap in
 kernel/data/partition_swap.py), kept by one periodic job per table that makes the months ahead
-and drops the months past the table's retention, whole partitions instead of rows one by one."""
+and drops the months past the table's retention, whole partitions instead of rows one by one.
+
+Online: a round is a sequence of short steps, none holding a lock its table's readers and writers
+need for longer than LOCK_WAIT_MS (partitions_repository): a month past the retention is detached
+concurrently, then dropped, then what referred to its rows is removed in small batches, each in a
+transaction of its own. A round that stops anywhere (the process dies, a lock is not to be had) leaves
+a state the next round finishes: a "pending detach" partition finalized, a detached one dropped (each
+is marked before its detach), the rest of the batches run (they remove what is older than every
+partition left)."""
 
 from __future__ import annotations
 
@@ -51,25 +59,41 @@ def plan_age_out(partitions: Sequence[Partition], now: datetime, retention_days:
     return AgeOut(make, drop)
 
 
-# What goes with a dropped partition, in its transaction: given the partition (its `upper`: the rows before it
-# are gone), what refers to its rows is removed (chat: the sessions whose messages it held).
-Dropped = Callable[[Connection, Partition], object]
+# What refers to rows of dropped partitions, removed after the drops (chat: the sessions whose messages they
+# held): given `before`, the start of the oldest partition left, it removes at most one small batch of what
+# is older, in the transaction it is given, and says how many; called again, a transaction each, until 0.
+Orphaned = Callable[[Connection, datetime], int]
 
 
-def age_out(engine: Engine, table: str, retention_days: int, now: datetime, dropped: Dropped | None = None) -> int:
-    """A table's periodic job (`<name>.partitions`): one round of `plan_age_out`, in one transaction
-    (with `dropped` for each partition dropped, oldest first). Returns how many partitions it made and dropped."""
-    with engine.begin() as conn:
+def age_out(engine: Engine, table: str, retention_days: int, now: datetime, orphaned: Orphaned | None = None) -> int:
+    """A table's periodic job (`<name>.partitions`): one round of `plan_age_out` in short steps (above), then,
+    with a retention, `orphaned`'s batches. Returns how many partitions it made and retired."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         partitions = MonthlyPartitions(conn, table)
         if not partitions.take_turn():
             return 0  # another process is at it
-        existing = {p.name: p for p in partitions.partitions()}
-        todo = plan_age_out(list(existing.values()), now, retention_days)
-        for start, end in todo.make:
-            partitions.make(start, end)
-        for name in todo.drop:
-            partitions.drop(name)
-            if dropped is not None:
-                dropped(conn, existing[name])
-            log.info("%s: partition %s dropped, older than %d days", table, name, retention_days)
+        try:
+            existing = partitions.partitions()
+            todo = plan_age_out(existing, now, retention_days)
+            for start, end in todo.make:
+                partitions.make(start, end)
+            for name in todo.drop:  # oldest first
+                partitions.retire(name)
+                log.info("%s: partition %s detached, older than %d days", table, name, retention_days)
+            for name in partitions.drop_retired():
+                log.info("%s: partition %s dropped", table, name)
+            left = partitions.partitions()
+            before = left[0].lower if left and retention_days else None
+        finally:
+            partitions.give_turn()
+    if orphaned is not None and before is not None:
+        removed = 0
+        while True:
+            with engine.begin() as batch:
+                done = orphaned(batch, before)
+            if not done:
+                break
+            removed += done
+        if removed:
+            log.info("%s: %d rows referring to the dropped months removed", table, removed)
     return len(todo.make) + len(todo.drop)
