@@ -32,8 +32,15 @@ def start(args: list[str], project: pathlib.Path, env: dict[str, str]) -> subpro
 
 
 def up_env(project: pathlib.Path, http_port: int, **extra: str) -> dict[str, str]:
+    # One server, no stream-only server and no runner (with `UP`'s `--workers 0`, no webhook worker): these tests are
+    # about `up` and `status --wait` telling each other how a start went and what reaches the console, which the
+    # processes behind the edge take no part in; each would be a fresh interpreter's imports, ~1.7 CPU s (issue 46).
     return shell(project, PERSONA_HTTP_PORT=str(http_port), PERSONA_GRPC_PORT=str(free_port(1, 1000, 1001)),
-                 PERSONA_SERVER_PROCESSES="1", PERSONA_DRAIN_SECONDS="0", PERSONA_ENV="development", **extra)
+                 PERSONA_SERVER_PROCESSES="1", PERSONA_STREAM_SERVER_PROCESSES="0", PERSONA_RUNNER_PROCESSES="0",
+                 PERSONA_DRAIN_SECONDS="0", PERSONA_ENV="development", **extra)
+
+
+UP = ["up", "--workers", "0"]
 
 
 def clash(project: pathlib.Path, stack) -> tuple[subprocess.CompletedProcess, int]:
@@ -43,7 +50,7 @@ def clash(project: pathlib.Path, stack) -> tuple[subprocess.CompletedProcess, in
         taken.listen()
         port = taken.getsockname()[1]
         status = start(["status", "--wait", WAIT], project, shell(project))
-        up = start(["up"], project, up_env(project, port, DATABASE_URL=stack.database_url, REDIS_URL=stack.redis_url))
+        up = start(UP, project, up_env(project, port, DATABASE_URL=stack.database_url, REDIS_URL=stack.redis_url))
         out, err = status.communicate(timeout=120)
         assert up.wait(timeout=60) == 1
     return subprocess.CompletedProcess(status.args, status.returncode, out, err), port
@@ -61,7 +68,7 @@ def test_status_wait_says_at_once_why_up_stopped_on_a_port_clash(stack, tmp_path
 def test_status_wait_notices_an_up_killed_while_starting(stack, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
-    up = start(["up"], project, up_env(project, free_port(), DATABASE_URL=stack.database_url,
+    up = start(UP, project, up_env(project, free_port(), DATABASE_URL=stack.database_url,
                                        REDIS_URL=stack.redis_url))
     record = project / ".persona" / "starting.json"
     deadline = time.monotonic() + 60
@@ -83,7 +90,7 @@ def test_a_new_up_is_awaited_despite_an_earlier_failure_and_starts_quietly(stack
     # `make up & status --wait` again, on the embedded PostgreSQL: a fresh data dir, so initdb runs.
     port = free_port()
     status = start(["status", "--wait", WAIT], project, shell(project))
-    up = start(["up"], project, up_env(project, port, REDIS_URL=stack.redis_url))
+    up = start(UP, project, up_env(project, port, REDIS_URL=stack.redis_url))
     try:
         out, err = status.communicate(timeout=240)
         assert status.returncode == 0, (out, err)

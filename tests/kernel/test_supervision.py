@@ -84,12 +84,16 @@ def test_a_killed_worker_is_replaced(pair):
 # --- `up` as users run it ----------------------------------------------------------
 
 
-def _up(stack, data_dir, http_port: int | None = None, drain: str = "0"):
+def _up(stack, data_dir, http_port: int | None = None, drain: str = "0", background: bool = True):
+    """`up` with one server (and its stream-only server); `background=False`: without its runner and webhook
+    worker, for a test about the ports (they listen on none), which saves two fresh interpreters' imports a start
+    (about 1.7 CPU s each; issue 46)."""
     ports = {"PERSONA_HTTP_PORT": str(http_port or free_port()), "PERSONA_GRPC_PORT": str(free_port(1000))}
     # No drain on stop (nothing routes to these servers but the tests' own calls, answered before they stop).
     env = cli_env(PERSONA_DATA_DIR=str(data_dir), PERSONA_JWT_SECRET=JWT_SECRET, PERSONA_SERVER_PROCESSES="1",
-                  PERSONA_DRAIN_SECONDS=drain, **ports)
-    proc = subprocess.Popen([str(CLI), "up"], env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                  PERSONA_DRAIN_SECONDS=drain, **ports, **({} if background else {"PERSONA_RUNNER_PROCESSES": "0"}))
+    args = [str(CLI), "up"] if background else [str(CLI), "up", "--workers", "0"]
+    proc = subprocess.Popen(args, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -122,14 +126,14 @@ def test_up_leaves_no_orphans(stack, tmp_path, how):
 def test_up_restarts_on_the_same_ports_right_after_a_stop(stack, tmp_path):
     data_dir = tmp_path / "data"
     seed_postgres(data_dir)
-    proc, http_port = _up(stack, data_dir)
+    proc, http_port = _up(stack, data_dir, background=False)
     import httpx
 
     for _ in range(20):  # leave connections (and TIME-WAIT sockets) behind
         httpx.get(f"http://127.0.0.1:{http_port}/v1/orgs/x")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
-    again, _ = _up(stack, data_dir, http_port=http_port)
+    again, _ = _up(stack, data_dir, http_port=http_port, background=False)
     again.send_signal(signal.SIGTERM)
     assert again.wait(30) == 0
 
