@@ -13,6 +13,7 @@ from persona_service.kernel.models import (
     Delta,
     GenerationOptions,
     Message,
+    ModelCall,
     ModerationResult,
     ProviderError,
     ProviderTimeout,
@@ -220,8 +221,17 @@ def test_stream_gives_up_after_three_retries(slept):
     assert slept == [1.0, 2.0, 4.0] and len(retrying.failures) == 4
 
 
-def test_wrapper_passes_through_name_and_extras():
-    retrying = Retrying(Flaky(fail=0))
-    assert retrying.name == "fake" and retrying.model == "fake-model"
-    with pytest.raises(AttributeError):
-        _ = retrying.no_such_attribute
+def test_wrapper_passes_the_models_data_and_no_operation_past_its_interface():
+    """Nothing reached through `Retrying` runs without its call: the model's data (its name, its model) pass;
+    a method the model has beyond the interface does not (a passthrough ran it with NO_CALL)."""
+    flaky = Flaky(fail=0)
+    flaky.soul_from_intent = flaky.local.soul_from_intent  # an operation of the local model's, not the interface's
+    retrying = Retrying(flaky, ModelCall(org="org_caller"))
+    assert retrying.name == "fake" and retrying.model == "fake-model" and retrying.embedding_model == ""
+    for name in ("soul_from_intent", "local", "calls", "no_such_attribute"):
+        with pytest.raises(AttributeError):
+            getattr(retrying, name)
+    public = {name for name in dir(Retrying) if not name.startswith("_")}
+    operations = {"generate", "stream", "moderate", "embed", "generate_image", "edit_image"}
+    data = {"model", "embedding_model", "embedding_identity", "failures", "close"}
+    assert public == operations | data, public ^ (operations | data)  # a new member is one of these, or says why

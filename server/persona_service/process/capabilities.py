@@ -8,11 +8,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from persona_service.kernel.models import ModelCall
+from persona_service.kernel.settings import load
 from persona_service.kernel.transport import fair
 from persona_service.kernel.transport.audit import AuditEntry, AuditLog
 from persona_service.kernel.transport.limits.limiter import GENERATIONS, RateLimiter
 from persona_service.kernel.transport.limits.resolver import LimitsResolver
 from persona_service.providers.retrying import Retrying, failure_details
+from persona_service.providers.settings import ProviderSettings
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -52,7 +54,8 @@ def provider_for(provider: Model, delays: Sequence[float],
                  audit: Callable[[list[AuditEntry]], int]) -> Callable[[RequestContext], Retrying]:
     """`provider_for(ctx)`: the provider for one request, bound to its `model_call`, retried with `delays`,
     every failed upstream attempt written to the audit log under the caller (with the upstream's error
-    envelope under `details`, which callers never see)."""
+    envelope under `details`, which callers never see). The retry budget is read once, here, not per call."""
+    budget = load(ProviderSettings).provider_retry_budget_seconds
 
     def for_call(ctx: RequestContext) -> Retrying:
         def audit_upstream(error: ProviderError, attempt: int, operation: str) -> None:
@@ -64,7 +67,7 @@ def provider_for(provider: Model, delays: Sequence[float],
             )
             audit([entry])
 
-        return Retrying(provider, model_call(ctx), delays=delays, on_failure=audit_upstream)
+        return Retrying(provider, model_call(ctx), delays=delays, on_failure=audit_upstream, budget_seconds=budget)
 
     return for_call
 

@@ -46,6 +46,7 @@ from persona_service.kernel.models import (
     ModelCall,
     ModerationResult,
     ProviderError,
+    embedding_identity,
 )
 from persona_service.providers.settings import ProviderSettings
 
@@ -94,11 +95,27 @@ class Retrying:
         failures: list[ProviderError] = self._local.failures
         return failures
 
-    def __getattr__(self, name: str) -> Any:
-        # Anything beyond the interface (model, close, ...) is the wrapped provider's.
-        if name in ("provider", "_local") or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.provider, name)
+    # What callers read of the model beside its operations: data, never an operation, so that nothing reached
+    # through this wrapper runs without its call (a passthrough of every attribute did: any method of the model
+    # beyond the interface ran with NO_CALL).
+    @property
+    def model(self) -> str:
+        """The chat model's name ('' where the provider names none), recorded with a reply."""
+        return str(getattr(self.provider, "model", "") or "")
+
+    @property
+    def embedding_model(self) -> str:
+        return str(getattr(self.provider, "embedding_model", "") or "")
+
+    @property
+    def embedding_identity(self) -> str | None:
+        return embedding_identity(self.provider)
+
+    def close(self) -> None:
+        """Closes the model's connections, where it holds any (the process's shutdown; a test's end)."""
+        close = getattr(self.provider, "close", None)
+        if close is not None:
+            close()
 
     @property
     def _text(self) -> Model:
