@@ -29,10 +29,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "server"), str(ROOT / "gen" / "python")]
 
+from persona_service.chat.module import MODULE as CHAT  # noqa: E402
 from persona_service.chat.records import NewMessage  # noqa: E402
 from persona_service.chat.repository import ChatSessionRepository  # noqa: E402
 from persona_service.kernel.data import migrate  # noqa: E402
@@ -40,7 +42,8 @@ from persona_service.kernel.data.embedded import postgres_url  # noqa: E402
 from persona_service.kernel.data.engine import make_engine  # noqa: E402
 from persona_service.kernel.data.partitions_repository import MonthlyPartitions  # noqa: E402
 from persona_service.kernel.errors import NotFound  # noqa: E402
-from persona_service.kernel.transport.partitions import age_out, plan_age_out  # noqa: E402
+from persona_service.kernel.settings import forget  # noqa: E402
+from persona_service.kernel.transport.partitions import plan_age_out  # noqa: E402
 from persona_service.registry import MODULES  # noqa: E402
 from sqlalchemy import Engine, make_url, text  # noqa: E402
 
@@ -107,8 +110,11 @@ def _previous_round(engine: Engine, now: datetime) -> int:
 
 
 def _online_round(engine: Engine, now: datetime) -> int:
-    return age_out(engine, "chat_messages", RETENTION_DAYS, now,
-                   lambda conn, before: ChatSessionRepository(conn).expire(before))
+    """This release's round: the chat module's job (its sessions' batches by id) at `now`."""
+    job = next(j for j in CHAT.jobs if j.name == "chat.partitions")
+    os.environ["PERSONA_CHAT_RETENTION_DAYS"] = str(RETENTION_DAYS)
+    forget()  # (settings are read once a process)
+    return job.run(SimpleNamespace(engine=engine, clock=lambda: now))  # type: ignore[arg-type]
 
 
 def _seed(server: str, sessions: int, messages: int) -> tuple[str, datetime]:

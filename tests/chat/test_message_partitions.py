@@ -329,6 +329,31 @@ def test_a_month_being_retired_reads_empty_takes_no_message_and_a_stopped_round_
     assert sessions(engine) == set() and stored(engine) == {}
 
 
+def test_the_retentions_batches_go_by_id_and_leave_a_session_in_use_to_a_later_round(database):
+    url, engine = database
+    migrate.upgrade(url, MODULES.migrations)
+    before = legacy_bound(engine, "chat_messages")
+    batches: list[list[str]] = []
+    own = make_engine(url, pool_size=1)
+    try:
+        with own.begin() as holder:  # a write holds one of them
+            assert ChatSessionRepository(holder).lock(WORKSPACE, "chs_old_1") is not None
+            after = ""
+            while gone := _expire_batch(engine, before, after):
+                batches.append(gone)
+                after = gone[-1]
+    finally:
+        own.dispose()
+    assert batches == [["chs_old_0", "chs_old_2"], ["chs_old_3", "chs_old_4"]]
+    assert sessions(engine) == {"chs_old_1"}
+    assert _expire_batch(engine, before, "") == ["chs_old_1"]  # the next round's
+
+
+def _expire_batch(engine: Engine, before: datetime, after: str) -> list[str]:
+    with engine.begin() as conn:
+        return ChatSessionRepository(conn).expire(before, after, limit=2)
+
+
 def test_a_sessions_delete_takes_its_messages(database):
     url, engine = database
     migrate.upgrade(url, MODULES.migrations)

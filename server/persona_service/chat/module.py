@@ -33,8 +33,13 @@ def _age_out(runtime: Runtime) -> int:
     Meanwhile such a session reads with no messages, and a message to it answers 404 (docs/data-volume.md)."""
     from persona_service.kernel.api import age_out, load
 
+    after = ""  # the round's batches go on by id from where the last one ended
+
     def expired(conn: Connection, before: datetime) -> int:
-        return ChatSessionRepository(conn).expire(before)
+        nonlocal after
+        gone = ChatSessionRepository(conn).expire(before, after)
+        after = gone[-1] if gone else after
+        return len(gone)
 
     days = load(ChatSettings).retention_days
     return age_out(runtime.engine, "chat_messages", days, runtime.clock(), expired)
