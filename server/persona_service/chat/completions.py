@@ -18,7 +18,6 @@ import re
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import unquote
 
 from sqlalchemy import Connection
@@ -26,6 +25,7 @@ from sqlalchemy import Connection
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ChatSessionService, PersonaReplies, Reply, Subject, progress_of
 from persona_service.kernel.api import (
+    Delta,
     GenerationOptions,
     Message,
     NotFound,
@@ -79,6 +79,25 @@ def persona_of(model: str) -> tuple[str, int] | None:
 
 
 @dataclass(frozen=True, slots=True)
+class CompletionStarted:
+    """A completion's stream began, under its id and creation time (an earlier attempt's, when taken over)."""
+
+    id: str
+    created: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionDelta:
+    """A piece of the reply (text or a tool call's), as the model streamed it."""
+
+    delta: Delta
+
+
+# What `CompletionService.complete` yields as it goes.
+CompletionProgress = CompletionStarted | CompletionDelta
+
+
+@dataclass(frozen=True, slots=True)
 class Completed:
     id: str  # chatcmpl-…
     created: int  # unix seconds
@@ -110,7 +129,7 @@ class CompletionService:
 
     def complete(self, principal: Principal, model: str, conversation: list[Message], options: GenerationOptions,
                  user: str = "", *, stream: bool = False, earlier: Sequence[str] = (),
-                 started: tuple[str, int] | None = None) -> Generator[dict[str, Any], None, Completed]:
+                 started: tuple[str, int] | None = None) -> Generator[CompletionProgress, None, Completed]:
         """A completion; streamed, it continues `earlier` (PersonaReplies.respond) under the id and
         creation time an earlier attempt `started` it with."""
         if not any(m.role in ("user", "tool") for m in conversation):
@@ -123,12 +142,12 @@ class CompletionService:
         if voice is None:
             raise NotFound("model", {"model": model_id(persona.id, version)})
         completion_id, created = started or ("chatcmpl-" + new_id("request").split("_", 1)[1], int(time.time()))
-        yield {"event": "started", "id": completion_id, "created": created}
+        yield CompletionStarted(completion_id, created)
         replies = PersonaReplies(self.conn, self.provider, self.prices)
         reply = yield from progress_of(
             replies.respond(principal, persona, voice, conversation, options,
                             Subject("chat_completion", completion_id), stream=stream, earlier=earlier),
-            lambda delta: {"event": "delta", "delta": delta} if delta.text or delta.tool_call is not None else None,
+            lambda delta: CompletionDelta(delta) if delta.text or delta.tool_call is not None else None,
         )
         self._account(principal, persona.id, user or credential_user(principal.credential_id), conversation[-1], reply)
         return Completed(completion_id, created, reply)

@@ -16,11 +16,11 @@ from google.api import httpbody_pb2
 from google.protobuf import json_format, struct_pb2
 from persona.v1 import openai_pb2
 
-from persona_service.chat.completions import CompletionService, model_id
+from persona_service.chat.completions import CompletionService, CompletionStarted, model_id
 from persona_service.chat.openai_errors import openai_envelope
+from persona_service.chat.service import Reply
 from persona_service.kernel.api import (
     ApiError,
-    Completion,
     GenerationOptions,
     Message,
     RequestContext,
@@ -119,7 +119,7 @@ def _tool_call(call: ToolCall) -> openai_pb2.ChatCompletionToolCall:
     )
 
 
-def _usage(reply: Completion) -> dict[str, Any]:
+def _usage(reply: Reply) -> dict[str, Any]:
     return {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
             "total_tokens": reply.input_tokens + reply.output_tokens}
 
@@ -215,13 +215,13 @@ class OpenAIServicer:
                     reply = done.value.reply  # the result frames: sent once the reply is committed
                     usage = [_sse({**head, "choices": [], "usage": _usage(reply)})] if include_usage else []
                     return [_sse(chunk({}, reply.finish_reason)), *usage, _sse("[DONE]")]
-                if progress["event"] == "started":
+                if isinstance(progress, CompletionStarted):
                     started = True
-                    head = {"id": progress["id"], "object": "chat.completion.chunk", "created": progress["created"],
+                    head = {"id": progress.id, "object": "chat.completion.chunk", "created": progress.created,
                             "model": request.model, "system_fingerprint": None}
                     yield _sse(chunk({"role": "assistant", "content": ""}))
                     continue
-                delta = progress["delta"]
+                delta = progress.delta
                 if delta.tool_call is not None:
                     index, call = delta.tool_call_index, delta.tool_call
                     entry: dict[str, Any] = {"index": index, "function": {"arguments": call.arguments}}

@@ -114,6 +114,22 @@ class NewMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class MessageStarted:
+    """A sent message's stream began: its user message is on its way (the reply's deltas follow)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDelta:
+    """A piece of the reply's text, as the model streamed it."""
+
+    text: str
+
+
+# What `ChatSessionService.send` yields as it goes.
+MessageProgress = MessageStarted | MessageDelta
+
+
+@dataclass(frozen=True, slots=True)
 class Exchange:
     """One message sent and its reply, with the session's counters after it."""
 

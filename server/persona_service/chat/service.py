@@ -35,13 +35,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 
 from persona_service.chat.records import (
     Exchange,
+    MessageDelta,
+    MessageProgress,
     MessageRecord,
+    MessageStarted,
     NewMessage,
     NewSession,
     SessionChanges,
@@ -60,7 +63,6 @@ from persona_service.kernel.api import (
     NotFound,
     Outbox,
     Principal,
-    Progress,
     Provider,
     RunLost,
     StateConflict,
@@ -376,10 +378,11 @@ class PersonaReplies:
 
 
 _SENTENCE_END = re.compile(r"[.!?\n]")
+P = TypeVar("P")  # an operation's progress event
 
 
-def progress_of(deltas: Generator[Delta, None, Reply], event: Callable[[Delta], Progress | None]
-              ) -> Generator[Progress, None, Reply]:
+def progress_of(deltas: Generator[Delta, None, Reply], event: Callable[[Delta], P | None]
+                ) -> Generator[P, None, Reply]:
     """A reply's deltas as an operation's progress events (those `event` maps to one)."""
     while True:
         try:
@@ -549,21 +552,21 @@ class ChatSessionService:
 
     def reply(self, principal: Principal, speaking: Speaking, conversation: builtins.list[Message],
               sampling: Sampling, *, stream: bool = False, earlier: Sequence[str] = ()
-              ) -> Generator[Progress, None, Reply]:
+              ) -> Generator[MessageDelta, None, Reply]:
         """The persona's reply to `conversation` (PersonaReplies.respond), its deltas as progress."""
         replies = PersonaReplies(self.conn, self.provider, self.prices)
         return (yield from progress_of(
             replies.respond(principal, speaking.persona, speaking.voice, conversation, sampling.options(),
                             Subject("chat_session", speaking.session.id), stream=stream, earlier=earlier),
-            lambda delta: {"event": "message.delta", "text": delta.text} if delta.text else None,
+            lambda delta: MessageDelta(delta.text) if delta.text else None,
         ))
 
     def send(self, principal: Principal, session_id: str, content: str, sampling: Sampling | None = None, *,
-             stream: bool = False, earlier: Sequence[str] = ()) -> Generator[Progress, None, Exchange]:
+             stream: bool = False, earlier: Sequence[str] = ()) -> Generator[MessageProgress, None, Exchange]:
         """A message and its reply; streamed, the reply continues `earlier` (PersonaReplies.respond)."""
         speaking = self.speaking(principal, session_id)
         history = self.conversation(speaking.session.id)
-        yield {"event": "message.started"}
+        yield MessageStarted()
         reply = yield from self.reply(principal, speaking, [*history, Message("user", content)],
                                       sampling or Sampling(), stream=stream, earlier=earlier)
         return self.record_exchange(principal, speaking.session.id, Message("user", content), reply)

@@ -3,7 +3,7 @@ from collections.abc import Generator
 from persona.v1 import chat_pb2
 
 from persona_service.chat.controls import Change, ChatControls
-from persona_service.chat.records import MessageRecord, SessionFilters, SessionRecord
+from persona_service.chat.records import MessageRecord, MessageStarted, SessionFilters, SessionRecord
 from persona_service.chat.service import ChatSessionService, Sampling, session_of
 from persona_service.kernel.api import (
     ApiError,
@@ -123,11 +123,11 @@ class ChatServicer:
                         reply=chat_message(result.reply), session=chat_session(result.session),
                     )
                 started = True
-                if progress["event"] == "message.started":
+                if isinstance(progress, MessageStarted):
                     pending = chat_pb2.ChatMessage(session_id=request.id, role="user", content=request.content)
                     yield chat_pb2.ChatMessageEvent(event="message.started", user_message=pending)
                 else:
-                    yield chat_pb2.ChatMessageEvent(event="message.delta", delta=progress["text"])
+                    yield chat_pb2.ChatMessageEvent(event="message.delta", delta=progress.text)
         except ApiError as err:
             # In-band once the stream has started: an HTTP/1.1 stream cannot
             # change its status any more. Before that, a plain error response.

@@ -72,7 +72,6 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.transport.runs import RunLost as RunLost
 
     # generators a servicer drains (a unary answer) or follows (a stream's progress)
-    from persona_service.kernel.operations import Progress as Progress
     from persona_service.kernel.operations import drain as drain
 
     # proto <-> domain conversions (servicers); the metadata the edge sets on a call (it came through Envoy,
@@ -225,7 +224,7 @@ __all__ = [
     # the durable run a streamed call executes in
     "DurableRun", "NoRun", "RunLost",
     # generators a servicer drains (a unary answer) or follows (a stream's progress)
-    "Progress", "drain",
+    "drain",
     # proto <-> domain conversions (servicers); the metadata the edge sets on a call (it came through Envoy,
     "int32", "message_json", "nullable_time", "optional_time", "page_limit", "struct", "timestamp",
     "EDGE_MARK", "HEAD_MARK",

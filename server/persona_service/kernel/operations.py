@@ -1,18 +1,20 @@
 """Long operations as generators: they yield progress (forwarded by the
-streaming RPCs as server-sent events) and return their result."""
+streaming RPCs as server-sent events) and return their result. Each operation's progress is a typed
+record of its domain's (personas' `PipelineProgress`, chat's `MessageProgress`), never a dict."""
 
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any
+from typing import Any, TypeVar
 
-Progress = dict[str, Any]
+R = TypeVar("R")
 
 
-def drain(gen: Generator[Any, None, Any]) -> Any:
+def drain(gen: Generator[Any, None, R]) -> R:
     """Run an operation to the end (the unary RPCs); return its result."""
     while True:
         try:
             next(gen)
         except StopIteration as done:
-            return done.value
+            result: R = done.value
+            return result

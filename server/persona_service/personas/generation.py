@@ -32,14 +32,13 @@ from persona_service.kernel.api import (
     Message,
     NoRun,
     Outbox,
-    Progress,
     Provider,
     ProviderError,
     new_id,
     utcnow,
 )
 from persona_service.moderation.api import ModerationBlocked, record_flag
-from persona_service.personas.records import NewStep
+from persona_service.personas.records import NewStep, PipelineProgress
 from persona_service.personas.repository import PersonaRepository
 
 T = TypeVar("T")
@@ -92,7 +91,7 @@ class GenerationPipeline:
         # before it commits).
         self._steps: list[NewStep] = []
 
-    def run(self, spec: RunSpec) -> Generator[Progress, None, RunResult]:
+    def run(self, spec: RunSpec) -> Generator[PipelineProgress, None, RunResult]:
         # In a durable run (a stream) the generation run is that run: one id in `X-Run-Id`, the `id:` lines
         # and every frame's `runId`. Each step's answer is saved as it is made: a run another process takes
         # over repeats no finished step and streams the same events (kernel.transport.runs).
@@ -104,7 +103,7 @@ class GenerationPipeline:
             status="running", from_step=spec.from_step if spec.kind == "regenerate" else "", started_at=started,
         )
         self._emit("generation.run.started", spec, {"runId": run_id, "personaId": spec.persona_id, "kind": spec.kind})
-        yield {"event": "run.started", "run_id": run_id}
+        yield PipelineProgress("run.started", run_id)
         outputs: dict[str, Any] = {}
         clock = time.monotonic()
         first = STEPS.index(spec.from_step)
@@ -113,7 +112,7 @@ class GenerationPipeline:
                 outputs[step] = spec.previous[step]
                 self._record_step(run_id, step, ordinal, "reused", 0, 0, outputs[step])
                 continue
-            yield {"event": "step.started", "run_id": run_id, "step": step}
+            yield PipelineProgress("step.started", run_id, step)
             t0, attempts = time.monotonic(), [0]
 
             def made(step: str = step, t0: float = t0, attempts: list[int] = attempts) -> dict[str, Any]:
@@ -133,7 +132,7 @@ class GenerationPipeline:
                 raise
             outputs[step], duration = done["output"], done["duration_ms"]
             self._record_step(run_id, step, ordinal, "completed", duration, done["attempts"], outputs[step])
-            yield {"event": "step.completed", "run_id": run_id, "step": step, "duration_ms": duration}
+            yield PipelineProgress("step.completed", run_id, step, duration)
         total = int((time.monotonic() - clock) * 1000)
         GENERATION_RUNS.labels(spec.kind, "completed").inc()
         self._write_steps()

@@ -279,3 +279,14 @@ class AuditResult:
     provocation_passed: bool
     passed: bool
     notes: str
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineProgress:
+    """A generation run's progress, as its stream reports it: `run.started`, then `step.started` and
+    `step.completed` (with its `duration_ms`) per step."""
+
+    event: str
+    run_id: str
+    step: str = ""
+    duration_ms: int = 0

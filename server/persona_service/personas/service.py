@@ -63,6 +63,7 @@ from persona_service.personas.records import (
     PersonaEdit,
     PersonaFilters,
     PersonaRecord,
+    PipelineProgress,
     SortOrder,
     StepEstimate,
     VersionRecord,
@@ -242,7 +243,7 @@ class PersonaService:
 
     def create(self, principal: Principal, *, intent: str, slug: str = "", visibility: str = "",
                metadata: dict[str, Any] | None = None, display_name: str = "", soul: dict[str, Any] | None = None,
-               ) -> Generator[dict[str, Any], None, PersonaRecord]:
+               ) -> Generator[PipelineProgress, None, PersonaRecord]:
         _check_metadata(metadata)
         if slug:
             self._ensure_slug_free(principal.workspace_id, slug)
@@ -256,7 +257,7 @@ class PersonaService:
         )
         return row
 
-    def refine(self, principal: Principal, persona_id: str, instruction: str, note: str) -> Generator[dict[str, Any], None, PersonaRecord]:
+    def refine(self, principal: Principal, persona_id: str, instruction: str, note: str) -> Generator[PipelineProgress, None, PersonaRecord]:
         for _ in range(RERUNS):
             row = self._current(principal, persona_id)
             spec = RunSpec(
@@ -272,7 +273,7 @@ class PersonaService:
             return row
         raise self._kept_changing(row)
 
-    def regenerate(self, principal: Principal, persona_id: str, from_step: str) -> Generator[dict[str, Any], None, PersonaRecord]:
+    def regenerate(self, principal: Principal, persona_id: str, from_step: str) -> Generator[PipelineProgress, None, PersonaRecord]:
         for _ in range(RERUNS):
             row = self._current(principal, persona_id)
             # (A finished run's steps never change; the voice is the version's, checked with it under the lock.)
@@ -299,7 +300,7 @@ class PersonaService:
         raise self._kept_changing(row)
 
     def fork(self, principal: Principal, parent_id: str, *, instruction: str = "", slug: str = "",
-             note: str = "") -> Generator[dict[str, Any], None, PersonaRecord]:
+             note: str = "") -> Generator[PipelineProgress, None, PersonaRecord]:
         # Read without the parent's lock (the model call must not hold it): a fork copies the parent as it read
         # it, which is the serial order running the fork first; what it decides on (the parent not deleted) is
         # decided again by the claim of its ordinal, which locks the parent.
@@ -460,7 +461,7 @@ class PersonaService:
         return self._refuse_unwritable(self.get(principal, persona_id, decides_nothing=True))
 
     def _attempt(self, principal: Principal, read: PersonaRecord,
-                 spec: RunSpec) -> Generator[dict[str, Any], None, tuple[RunResult, PersonaRecord] | None]:
+                 spec: RunSpec) -> Generator[PipelineProgress, None, tuple[RunResult, PersonaRecord] | None]:
         """One attempt of a write's model work on the persona as `read`: its generation run, and the persona
         locked to store what it made; None if another write made a new version meanwhile. The attempt's run,
         steps and events are in a savepoint that goes with it then: the serial order runs the write once, on

@@ -22,6 +22,7 @@ from persona_service.personas.records import (
     PersonaEdit,
     PersonaFilters,
     PersonaRecord,
+    PipelineProgress,
     VersionRecord,
     VoiceRecord,
 )
@@ -48,11 +49,9 @@ def persona_json(row: PersonaRecord) -> dict[str, Any]:
     return message_json(persona(row))
 
 
-def pipeline_event(progress: dict[str, Any]) -> personas_pb2.PipelineEvent:
-    return personas_pb2.PipelineEvent(
-        event=progress["event"], run_id=progress.get("run_id", ""), step=progress.get("step", ""),
-        duration_ms=progress.get("duration_ms", 0),
-    )
+def pipeline_event(progress: PipelineProgress) -> personas_pb2.PipelineEvent:
+    return personas_pb2.PipelineEvent(event=progress.event, run_id=progress.run_id, step=progress.step,
+                                      duration_ms=progress.duration_ms)
 
 
 def voice_profile(voice: VoiceRecord) -> personas_pb2.VoiceProfile:
@@ -110,7 +109,7 @@ class PersonaServicer:
         return PersonaService(ctx.conn, self.deps.provider_for(ctx), cursors=self.deps.cursors, run=ctx.run)
 
     def _create(self, ctx: RequestContext,
-                request: personas_pb2.CreatePersonaRequest) -> Generator[dict[str, Any], None, PersonaRecord]:
+                request: personas_pb2.CreatePersonaRequest) -> Generator[PipelineProgress, None, PersonaRecord]:
         return self._service(ctx).create(
             ctx.caller, intent=request.intent, slug=request.slug, visibility=request.visibility,
             metadata=json_format.MessageToDict(request.metadata) if request.HasField("metadata") else None,
