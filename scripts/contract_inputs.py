@@ -13,6 +13,9 @@ For each RPC whose policy declares `write` (`(persona.v1.policy).write`), its HT
 What the contract cannot say is in `OVERRIDES` (per RPC) and `SAMPLES` (per field name), each with why. A
 required field nothing here can fill (a `google.protobuf.Value`, a raw `HttpBody`, a name of a kind no
 collection names) raises `Unresolved`, so a field added to the protos is filled or noticed, never left out.
+A fixture that makes an aggregate (or puts it in a state) sends its writes' bodies from here too (`fixture_body`: the
+generated body with only what the state needs set over it), so a field added to a creation request reaches the
+fixtures as it reaches the operations.
 scripts/race_hunt.py calls each RPC with these inputs; tests/scripts/test_contract_inputs.py checks the table
 (every write RPC has an input or a reason) and plants a new RPC and a new required field to see them noticed.
 The serial oracle (tests/oracle.py's `body`) sends these bodies too, with the fields its end state reads set over
@@ -107,6 +110,10 @@ OVERRIDE_REFS = {"CreateChatCompletion": {"model": "persona"}, "StreamChatComple
 
 class Unresolved(LookupError):
     """A required field (or a name) the contract gives no value for and no override fills."""
+
+
+class Refused(ValueError):
+    """A body the contract refuses (`invalid`), found before it is sent."""
 
 
 @dataclass(frozen=True)
@@ -210,6 +217,27 @@ def body(rpc: WriteRpc, ids: Ids) -> Any:
     if not generated and rpc.verb == "PATCH":
         generated = _first_plain_string(rpc, ids)
     return {**generated, **fixed}
+
+
+def named(name: str) -> WriteRpc:
+    """The write RPC called `name` (read through `write_rpcs`, which a test may replace with planted descriptors)."""
+    found = [rpc for rpc in write_rpcs() if rpc.name == name]
+    if len(found) != 1:
+        raise LookupError(f"{len(found)} write RPCs named {name}")
+    return found[0]
+
+
+def fixture_body(rpc: WriteRpc, ids: Ids, state: Mapping[str, Any] | None = None) -> Any:
+    """The body of a fixture's own write (the creation of an aggregate, or the call that puts it in the state
+    tried): `body`'s, with only `state` set over it (what that state needs and the contract cannot give: a caller
+    says why at each), judged by `invalid` before it is sent (`Refused`). A required field added to the request
+    message is so filled in every fixture, as in every operation."""
+    sent = body(rpc, ids)
+    if state:
+        sent = {**sent, **state}
+    if wrong := invalid(rpc, sent):
+        raise Refused(f"{rpc.service}.{rpc.name}: the fixture's body {sent!r} breaks the contract: {wrong}")
+    return sent
 
 
 def _body_fields(rpc: WriteRpc) -> list[FieldDescriptor]:

@@ -47,7 +47,7 @@ import httpx
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # contract_inputs, when imported from a file
 import contract_inputs  # noqa: E402
-from contract_inputs import WriteRpc, fresh  # noqa: E402
+from contract_inputs import WriteRpc  # noqa: E402
 
 SCIM_BASE = "/v1/auth/scim/v2"
 SCIM_TYPE = "application/scim+json"
@@ -151,12 +151,30 @@ class World:
     @property
     def scim_token(self) -> str:
         if self._scim_token is None:
-            made = self.ok(self.http.post("/v1/auth/scim/tokens", json={"name": "race hunt"}, headers=self.auth()))
-            self._scim_token = made["secret"]
+            self._scim_token = self.create("CreateScimToken")["secret"]
         return self._scim_token
 
-    def persona(self) -> dict:
-        return self.ok(self.http.post("/v1/personas", json={"intent": "A patient ferry captain"}, headers=self.auth()))
+    def create(
+        self,
+        rpc: str,
+        ids: dict[str, str] | None = None,
+        state: dict[str, Any] | None = None,
+        secret: str | None = None,
+    ) -> dict:
+        """A fixture's write (a creation, or the call that puts it in a state): the RPC's path and body from the
+        contract (`contract_inputs.fixture_body`, with only `state` set over it: each caller says why), sent as
+        the caller of `secret` (default the hunt's key; SCIM's writes with the hunt's SCIM token); its answer."""
+        write = contract_inputs.named(rpc)
+        ids = ids or {}
+        sent = contract_inputs.fixture_body(write, ids, state)
+        url = contract_inputs.path(write, ids)
+        if url.startswith(SCIM_BASE):
+            scim = {"Authorization": f"Bearer {self.scim_token}", "Content-Type": SCIM_TYPE}
+            return self.ok(self.http.request(write.verb, url, content=json.dumps(sent), headers=scim))
+        return self.ok(self.http.request(write.verb, url, json=sent, headers=self.auth(secret)))
+
+    def persona(self, secret: str | None = None) -> dict:
+        return self.create("CreatePersona", secret=secret)
 
     def resource(self, op: Operation) -> Placed | None:
         """The operation's call on a fresh fixture of what it names; None: not huntable here."""
@@ -198,58 +216,42 @@ class World:
 
     def _make_portrait(self) -> dict[str, str]:
         persona = self.persona()["id"]
-        made = self.ok(self.http.post(f"/v1/personas/{persona}/portraits", json={}, headers=self.auth()))
-        return {"persona": persona, "portrait": made["id"]}
+        return {"persona": persona, "portrait": self.create("CreatePortrait", {"persona": persona})["id"]}
 
     def _make_chat_session(self) -> dict[str, str]:
         persona = self.persona()["id"]
-        made = self.ok(self.http.post("/v1/chat/sessions", json={"personaId": persona}, headers=self.auth()))
-        return {"persona": persona, "chat_session": made["sessionId"]}
+        return {"persona": persona, "chat_session": self.create("CreateChatSession", {"persona": persona})["sessionId"]}
 
     def _make_chat_message(self) -> dict[str, str]:
         """A session with one exchange: its reply is the message (the last: regenerated, chosen, edited, deleted)."""
         ids = self._make_chat_session()
-        sent = self.ok(
-            self.http.post(
-                f"/v1/chat/sessions/{ids['chat_session']}/messages", json={"content": "Hello"}, headers=self.auth()
-            )
-        )
-        return ids | {"chat_message": sent["reply"]["id"]}
+        return ids | {"chat_message": self.create("SendChatMessage", ids)["reply"]["id"]}
 
     def _make_webhook_endpoint(self) -> dict[str, str]:
-        made = self.ok(
-            self.http.post(
-                "/v1/webhooks", json={"url": "https://127.0.0.1:9/hook", "events": ["*"]}, headers=self.auth()
-            )
-        )
-        return {"webhook_endpoint": made["endpoint"]["id"]}
+        return {"webhook_endpoint": self.create("CreateWebhookEndpoint")["endpoint"]["id"]}
 
     def _make_webhook_delivery(self) -> dict[str, str]:
         """An endpoint with a delivery: its ping's, once the worker's fan-out has made it."""
         ids = self._make_webhook_endpoint()
         endpoint = ids["webhook_endpoint"]
-        self.ok(self.http.post(f"/v1/webhooks/{endpoint}/ping", json={}, headers=self.auth()))
+        self.create("PingWebhookEndpoint", ids)
         items = _polled(
             lambda: self.ok(self.http.get(f"/v1/webhooks/{endpoint}/deliveries", headers=self.auth()))["items"]
         )
         return ids | {"webhook_delivery": items[0]["id"]}
 
     def _make_api_key(self) -> dict[str, str]:
-        made = self.ok(self.http.post("/v1/keys", json={"name": fresh(), "scopes": ["chat:read"]}, headers=self.auth()))
-        return {"api_key": made["key"]["id"]}
+        return {"api_key": self.create("CreateApiKey")["key"]["id"]}
 
     def _make_scim_token(self) -> dict[str, str]:
-        made = self.ok(self.http.post("/v1/auth/scim/tokens", json={"name": fresh()}, headers=self.auth()))
+        made = self.create("CreateScimToken")
         return {"scim_token": made["token"]["id"] if "token" in made else made["id"]}
 
     def _make_scim_user(self) -> dict[str, str]:
-        made = self._scim("/Users", {"schemas": [contract_inputs.SCIM_USER], "userName": fresh() + "@example.com"})
-        return {"scim_user": made["id"]}
+        return {"scim_user": self.create("CreateScimUser")["id"]}
 
     def _make_scim_group(self) -> dict[str, str]:
-        return {
-            "scim_group": self._scim("/Groups", {"schemas": [contract_inputs.SCIM_GROUP], "displayName": fresh()})["id"]
-        }
+        return {"scim_group": self.create("CreateScimGroup")["id"]}
 
     def _make_listing(self) -> dict[str, str]:
         return {"listing": self._listing_of(self.key)["id"]}
@@ -263,7 +265,9 @@ class World:
     def _make_moderation_review(self) -> dict[str, str]:
         """A pending review item: the one a blocked persona create leaves in the organization's queue."""
         assert self.admin_key is not None
-        blocked = self.http.post("/v1/personas", json={"intent": BLOCKED_INTENT}, headers=self.auth())
+        # State: an intent the moderation blocks (the generator's is harmless), so that a review item is left.
+        sent = contract_inputs.fixture_body(contract_inputs.named("CreatePersona"), {}, {"intent": BLOCKED_INTENT})
+        blocked = self.http.post("/v1/personas", json=sent, headers=self.auth())
         assert blocked.status_code == 422, f"setup failed: {blocked.status_code} {blocked.text[:300]}"
         queue = self.ok(
             self.http.get(
@@ -283,32 +287,9 @@ class World:
             self._org_id = self.ok(self.http.get("/v1/billing/subscription", headers=self.auth()))["orgId"]
         return self._org_id
 
-    def _scim(self, kind: str, body: dict) -> dict:
-        return self.ok(
-            self.http.post(
-                SCIM_BASE + kind,
-                content=json.dumps(body),
-                headers={"Authorization": f"Bearer {self.scim_token}", "Content-Type": SCIM_TYPE},
-            )
-        )
-
     def _listing_of(self, secret: str) -> dict:
-        persona = self.ok(
-            self.http.post("/v1/personas", json={"intent": "A cheerful sommelier"}, headers=self.auth(secret))
-        )
-        return self.ok(
-            self.http.post(
-                "/v1/marketplace/listings",
-                headers=self.auth(secret),
-                json={
-                    "personaId": persona["id"],
-                    "title": fresh("Wine tutor"),
-                    "description": "Gentle tastings",
-                    "audienceTags": ["education"],
-                    "priceMinor": 100,
-                },
-            )
-        )
+        persona = self.persona(secret)["id"]
+        return self.create("CreateListing", {"persona": persona}, secret=secret)
 
     def _seller_listing(self) -> dict:
         """A listing of the seller's, published (its review runs in the background)."""

@@ -20,7 +20,10 @@ fixture is one resource of a new organization (a setting, an API key, a SCIM tok
 
 An operation's body is `body(rpc, ids, distinguishing=…)`: the contract's (scripts/contract_inputs.py, the one reader
 of the write RPCs, `uncovered`'s too) with only the fields the end state reads set over it, each said why where it is
-set; tests/test_serial_oracle_bodies.py holds that every body a table sends is valid per the contract.
+set; tests/test_serial_oracle_bodies.py holds that every body a table sends is valid per the contract. A fixture's own
+writes (the aggregate's creation, the calls that put it in the state tried) send `fixture_body(rpc, ids, state=…)`:
+the generator's body too, with only what the state needs set over it, so a field added to a creation request reaches
+the fixtures as well.
 """
 
 from __future__ import annotations
@@ -212,6 +215,15 @@ def body(rpc: str, ids: Mapping[str, str] | None = None, distinguishing: Mapping
     wrong = contract().invalid(write, sent)
     assert not wrong, f"{rpc}: the oracle's body {sent!r} breaks the contract: {wrong}"
     return sent
+
+
+def fixture_body(rpc: str, ids: Mapping[str, str] | None = None, state: Mapping[str, Any] | None = None,
+                 rpcs: Mapping[str, Any] | None = None) -> Any:
+    """The body a table's fixture sends to make its aggregate (or put it in the state tried) with the write RPC
+    `rpc`: as `body`, the generator's valid body on the fixture's `ids`, judged by the contract before it is sent,
+    with `state` set over it: only what the state needs that the generator does not give (a transcript's words the
+    end state reads, an address the operations reuse), each said why where it is set."""
+    return body(rpc, ids, distinguishing=state, rpcs=rpcs)
 
 
 def writes_covered(service: str, tables: list[Table], creates: set[str]) -> set[str]:

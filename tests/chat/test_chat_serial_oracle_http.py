@@ -15,11 +15,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 import pytest
-from oracle import Op, Table, body, check_named, events, since, state_params, uncovered
+from oracle import Op, Table, body, check_named, events, fixture_body, since, state_params, uncovered
 from persona_service.kernel.models import Completion
 from providers.openai_stub import OpenAIStub, guess_task, local_responder
 from support import TenantFactory, client_for, engine_for, make_stack, running, sse_stream
-from test_chat_http import make_persona, make_session, send
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,10 @@ def slow_http(slow_stack):
 def chat(slow_stack, slow_http):
     with engine_for(slow_stack) as engine:
         tenant = TenantFactory(engine)(plan="enterprise")
-    return tenant, make_persona(slow_http, tenant, "A retired ferry captain who counts gulls")
+    # State: one intent for the module (the persona's voice is in every reply the state reads).
+    made = _ok(slow_http.post("/v1/personas", headers=tenant.auth, json=fixture_body(
+        "CreatePersona", state={"intent": "A retired ferry captain who counts gulls"})))
+    return tenant, made["id"]
 
 
 def _ok(response):
@@ -79,16 +81,24 @@ def _ok(response):
 
 def _fixture(http, tenant, persona_id, trailing_user: bool) -> Fixture:
     made = since()
-    sid = make_session(http, tenant, persona_id)["sessionId"]
-    one = _ok(send(http, tenant, sid, "Morning. How is the harbour?"))
-    two = _ok(send(http, tenant, sid, "How many gulls today?"))
+    sid = _ok(http.post("/v1/chat/sessions", headers=tenant.auth,
+                        json=fixture_body("CreateChatSession", {"persona": persona_id})))["sessionId"]
+
+    def send(content: str) -> dict:
+        # State: the words of the fixture's exchanges (the state reads the transcript and each reply's digest of
+        # it; the generator's content is new each run).
+        return _ok(http.post(f"/v1/chat/sessions/{sid}/messages", headers=tenant.auth,
+                             json=fixture_body("SendChatMessage", state={"content": content})))
+
+    one, two = send("Morning. How is the harbour?"), send("How many gulls today?")
     reply = two["reply"]["id"]
     if trailing_user:
         _ok(http.delete(f"/v1/chat/sessions/{sid}/messages/{reply}", headers=tenant.auth))
         last = two["userMessage"]["id"]
     else:
-        last = _ok(http.post(f"/v1/chat/sessions/{sid}/messages/{reply}/regenerate", json={"temperature": 0.5},
-                             headers=tenant.auth))["reply"]["id"]
+        # State: the alternative's temperature (a reply's digest shows it: unlike the operations' 0.9).
+        last = _ok(http.post(f"/v1/chat/sessions/{sid}/messages/{reply}/regenerate", headers=tenant.auth,
+                             json=fixture_body("RegenerateChatMessage", state={"temperature": 0.5})))["reply"]["id"]
     return Fixture(sid, one["userMessage"]["id"], one["reply"]["id"], last, two["userMessage"]["id"], made)
 
 

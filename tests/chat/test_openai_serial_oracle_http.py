@@ -16,18 +16,13 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from oracle import Answer, Op, Table, body, check_named, state_params, uncovered
+from oracle import Answer, Op, Table, body, check_named, fixture_body, state_params, uncovered
 
 
 @dataclass(frozen=True)
 class Fixture:
     user: str  # the request's `user`: a completions session of its own
     session: str  # "" before the first use
-
-
-def _body(persona: str, user: str, content: str, stream: bool = False) -> dict:
-    return {"model": f"persona://{persona}", "user": user, "stream": stream,
-            "messages": [{"role": "user", "content": content}]}
 
 
 def _sessions(http, auth: dict[str, str], persona: str, user: str) -> list[dict]:
@@ -40,7 +35,11 @@ def _fixture(http, tenant, persona: str, used: bool) -> Fixture:
     user = f"oracle-{uuid.uuid4()}"
     if not used:
         return Fixture(user, "")
-    first = http.post("/v1/chat/completions", json=_body(persona, user, "Good morning"), headers=tenant.auth)
+    # State: the `user` (a session of its own, which the state reads) and the first exchange's words (its token
+    # counts are read); the model is the generator's (the persona's).
+    first = http.post("/v1/chat/completions", headers=tenant.auth, json=fixture_body(
+        "CreateChatCompletion", {"persona": persona},
+        state={"user": user, "messages": [{"role": "user", "content": "Good morning"}]}))
     assert first.status_code == 200, first.text
     (session,) = _sessions(http, tenant.auth, persona, user)
     return Fixture(user, session["sessionId"])
@@ -106,8 +105,9 @@ def caller(tenants):
 
 @pytest.fixture(scope="module")
 def persona(http, caller) -> str:
-    made = http.post("/v1/personas", json={"intent": "A tide-table keeper who answers in short sentences"},
-                     headers=caller.auth)
+    # State: one intent for the module (the persona's voice sets the replies' token counts the state reads).
+    made = http.post("/v1/personas", headers=caller.auth, json=fixture_body(
+        "CreatePersona", state={"intent": "A tide-table keeper who answers in short sentences"}))
     assert made.status_code == 200, made.text
     return made.json()["id"]
 

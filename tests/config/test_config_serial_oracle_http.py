@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oracle import Op, body, new_org, org_pair_test, org_table, uncovered
+from oracle import Op, body, fixture_body, new_org, org_pair_test, org_table, uncovered
 
 KEY = "engine.pipeline.drift_detection.threshold"
 
@@ -17,7 +17,9 @@ class Fixture:
 
 
 def _fixture(http, tenants) -> Fixture:
-    return Fixture(new_org(http, tenants, "team", "PUT", f"/v1/config/{KEY}", {"value": 0.5, "level": "workspace"})[0])
+    # State: a workspace-level value (the state reads the value and its level; the generator's level is `org`).
+    made = fixture_body("UpdateConfigItem", state={"value": 0.5, "level": "workspace"})
+    return Fixture(new_org(http, tenants, "team", "PUT", f"/v1/config/{KEY}", made)[0])
 
 
 def _ops(http) -> list[Op]:

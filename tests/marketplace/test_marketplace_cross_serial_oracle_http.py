@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from oracle import ROUNDS, Op, Table, body, check_named, params
+from oracle import ROUNDS, Op, Table, body, check_named, fixture_body, params
 from races import reruns
 from support import wait_until
 
@@ -43,12 +43,15 @@ def _settled(http, auth: dict[str, str], listing_id: str) -> dict:
 
 def _listed(http, org) -> tuple[str, str]:
     """A new persona of `org` and a published listing of it."""
-    persona = http.post("/v1/personas", json={"intent": "A lighthouse keeper who tells storm stories"},
-                        headers=org.auth)
+    # State: one intent in every run (the state reads the display names of the persona and the buyer's copy, which
+    # the model derives from it; the generator's is new each time).
+    persona = http.post("/v1/personas", headers=org.auth, json=fixture_body(
+        "CreatePersona", state={"intent": "A lighthouse keeper who tells storm stories"}))
     assert persona.status_code == 200, persona.text
-    made = http.post(LISTINGS, headers=org.auth, json={
-        "personaId": persona.json()["id"], "title": "Lighthouse keeper", "description": "Storm stories",
-        "audienceTags": ["stories"], "priceMinor": 700})
+    # State: the title and a price (the state reads both and the invoices, which a free listing has none of; the
+    # generator's title is new each run and its price the smallest, 0).
+    made = http.post(LISTINGS, headers=org.auth, json=fixture_body(
+        "CreateListing", {"persona": persona.json()["id"]}, state={"title": "Lighthouse keeper", "priceMinor": 700}))
     assert made.status_code == 200, made.text
     assert _settled(http, org.auth, made.json()["id"])["status"] == "published"
     return persona.json()["id"], made.json()["id"]

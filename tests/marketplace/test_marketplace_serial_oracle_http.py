@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from oracle import Op, Table, body, check_named, params, uncovered
+from oracle import Op, Table, body, check_named, fixture_body, params, uncovered
 from support import wait_until
 
 
@@ -34,9 +34,10 @@ def _settled(http, auth: dict[str, str], listing_id: str) -> dict:
 
 def _fixture(http, seller, persona: str, tenants) -> Fixture:
     """A published listing of the seller's persona, and an Enterprise buyer of another organization."""
-    made = http.post("/v1/marketplace/listings", headers=seller.auth, json={
-        "personaId": persona, "title": "Lighthouse keeper", "description": "Storm stories",
-        "audienceTags": ["stories"], "priceMinor": 700})
+    # State: the title and a price (the state reads both, and the buyer's invoices, which a free listing has none
+    # of; the generator's title is new each run and its price the smallest, 0).
+    made = http.post("/v1/marketplace/listings", headers=seller.auth, json=fixture_body(
+        "CreateListing", {"persona": persona}, state={"title": "Lighthouse keeper", "priceMinor": 700}))
     assert made.status_code == 200, made.text
     assert _settled(http, seller.auth, made.json()["id"])["status"] == "published"
     buyer = tenants(plan="enterprise") if tenants is not None else None
@@ -95,8 +96,8 @@ def seller(tenants):
 
 @pytest.fixture(scope="module")
 def persona(http, seller) -> str:
-    made = http.post("/v1/personas", json={"intent": "A lighthouse keeper who tells storm stories"},
-                     headers=seller.auth)
+    # (The generator's intent: the state reads the listing and counts the buyer's copies, nothing of the persona.)
+    made = http.post("/v1/personas", json=fixture_body("CreatePersona"), headers=seller.auth)
     assert made.status_code == 200, made.text
     return made.json()["id"]
 

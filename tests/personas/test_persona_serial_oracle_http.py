@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from oracle import Op, Table, body, check_named, params, uncovered
+from oracle import Op, Table, body, check_named, fixture_body, params, uncovered
 
 OWN_EVENTS = ("persona.", "generation.")
 
@@ -23,11 +23,15 @@ class Fixture:
 def _fixture(http, tenant) -> Fixture:
     """A persona at version 2 (created, then its fingerprint regenerated: the quickest new version), so that a
     rollback to version 1 is a write and not a 409."""
-    made = http.post("/v1/personas", json={"intent": "A patient ferry captain who collects sea shanties"},
-                     headers=tenant.auth)
+    # State: one intent in every run (the model derives the display name the state reads from it; the generator's
+    # is new each time).
+    made = http.post("/v1/personas", headers=tenant.auth, json=fixture_body(
+        "CreatePersona", state={"intent": "A patient ferry captain who collects sea shanties"}))
     assert made.status_code == 200, made.text
     pid = made.json()["id"]
-    again = http.post(f"/v1/personas/{pid}/regenerate", json={"fromStep": "fingerprint"}, headers=tenant.auth)
+    # State: `fingerprint`, the quickest new version, which keeps the name (the generator's `draft_soul` rewrites it).
+    again = http.post(f"/v1/personas/{pid}/regenerate", headers=tenant.auth,
+                      json=fixture_body("RegeneratePersona", state={"fromStep": "fingerprint"}))
     assert again.status_code == 200 and again.json()["version"] == 2, again.text
     return Fixture(tenant.auth, pid)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from oracle import Answer, Op, Table, body, check_named, params, uncovered
+from oracle import Answer, Op, Table, body, check_named, fixture_body, params, uncovered
 from sqlalchemy import text
 from support import wait_until
 
@@ -47,7 +47,8 @@ def _portraits(http, f_auth: dict[str, str], persona: str, **params) -> list[dic
 
 
 def _generated(http, auth: dict[str, str], persona: str) -> str:
-    made = http.post(f"/v1/personas/{persona}/portraits", json={"prompt": "at the harbour"},
+    # (The generator's body: the state reads statuses and counts, nothing of a prompt.)
+    made = http.post(f"/v1/personas/{persona}/portraits", json=fixture_body("CreatePortrait", {"persona": persona}),
                      headers={**auth, **NO_WAIT})
     assert made.status_code == 200, made.text
     pid = made.json()["id"]
@@ -108,7 +109,7 @@ def _quota_fixture(http, tenants, engine) -> Fixture:
     with engine.begin() as conn:
         conn.execute(text("INSERT INTO config_items (org_id, workspace_id, key, value, updated_by) "
                           "VALUES (:o, '', 'api.rate_limit.images_per_month', '2', 'test')"), {"o": small.org_id})
-    made = http.post("/v1/personas", json={"intent": "A beekeeper who paints her hives"}, headers=small.auth)
+    made = http.post("/v1/personas", json=fixture_body("CreatePersona"), headers=small.auth)  # (nothing of it read)
     assert made.status_code == 200, made.text
     persona = made.json()["id"]
     first = _generated(http, small.auth, persona)
@@ -130,8 +131,7 @@ def owner(tenants):
 
 @pytest.fixture
 def persona(http, owner) -> str:
-    made = http.post("/v1/personas", json={"intent": "A harbour pilot who sketches the ships she guides"},
-                     headers=owner.auth)
+    made = http.post("/v1/personas", json=fixture_body("CreatePersona"), headers=owner.auth)  # (nothing of it read)
     assert made.status_code == 200, made.text
     return made.json()["id"]
 

@@ -15,7 +15,7 @@ import pathlib
 from dataclasses import dataclass
 
 import pytest
-from oracle import ROUNDS, Op, Table, body, check_named, params
+from oracle import ROUNDS, Op, Table, body, check_named, fixture_body, params
 from races import reruns
 from sqlalchemy import text
 from support import wait_until
@@ -38,9 +38,12 @@ def _fixture(http, engine, tenants, admin) -> Fixture:
     and their pending export."""
     member = tenants.member()
     auth, user_id = member.auth, member.user_id
-    persona = http.post("/v1/personas", json={"intent": "A cartographer of imaginary islands"}, headers=auth)
+    # State: one intent in every run (the state reads the persona's name, and the bundle its exported name, which
+    # the model derives from it; the generator's is new each time).
+    persona = http.post("/v1/personas", headers=auth, json=fixture_body(
+        "CreatePersona", state={"intent": "A cartographer of imaginary islands"}))
     assert persona.status_code == 200, persona.text
-    requested = http.post("/v1/privacy/exports", json={}, headers=auth)
+    requested = http.post("/v1/privacy/exports", json=fixture_body("CreatePrivacyExport"), headers=auth)
     assert requested.status_code == 200, requested.text
     return Fixture(member.org_id, user_id, auth, admin.auth, persona.json()["id"])
 

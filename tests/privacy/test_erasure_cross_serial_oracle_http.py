@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from oracle import ROUNDS, Answer, Op, Table, body, check_named, params
+from oracle import ROUNDS, Answer, Op, Table, body, check_named, fixture_body, params
 from persona_service.kernel.principal import SCOPES
 from races import reruns
 from sqlalchemy import text
@@ -50,11 +50,17 @@ def _fixture(http, engine, tenants, prepare: tuple[str, ...] = ()) -> Fixture:
     completions session of it under their own id; then what the operations named in `prepare` need (`PREPARE`)."""
     member = tenants.member()
     auth, user_id = member.auth, member.user_id
-    persona = http.post("/v1/personas", json={"intent": "A lighthouse keeper who tells storm stories"}, headers=auth)
+    # State: one intent in every run (the state reads the persona's name, which the model derives from it; the
+    # generator's is new each time).
+    persona = http.post("/v1/personas", headers=auth, json=fixture_body(
+        "CreatePersona", state={"intent": "A lighthouse keeper who tells storm stories"}))
     assert persona.status_code == 200, persona.text
-    session = http.post("/v1/chat/sessions", json={"personaId": persona.json()["id"]}, headers=auth)
+    ids = {"persona": persona.json()["id"]}
+    session = http.post("/v1/chat/sessions", json=fixture_body("CreateChatSession", ids), headers=auth)
     assert session.status_code == 200, session.text
-    first = http.post("/v1/chat/completions", json=_completion(persona.json()["id"], user_id), headers=auth)
+    # State: the member's own id as the `user` (the completions session the state reads is theirs).
+    first = http.post("/v1/chat/completions", headers=auth,
+                      json=fixture_body("CreateChatCompletion", ids, state={"user": user_id}))
     assert first.status_code == 200, first.text
     completions = http.get("/v1/chat/sessions", params={"personaId": persona.json()["id"], "userId": user_id},
                            headers=auth)
@@ -71,7 +77,9 @@ def _fixture(http, engine, tenants, prepare: tuple[str, ...] = ()) -> Fixture:
 def _at_version_2(http, f: Fixture) -> None:
     """The persona at version 2 (its fingerprint regenerated: the quickest new version), so that a rollback to
     version 1 is a write and not a 409."""
-    again = http.post(f"/v1/personas/{f.persona}/regenerate", json={"fromStep": "fingerprint"}, headers=f.auth)
+    # State: `fingerprint`, the quickest new version, which keeps the name (the generator's `draft_soul` rewrites it).
+    again = http.post(f"/v1/personas/{f.persona}/regenerate", headers=f.auth,
+                      json=fixture_body("RegeneratePersona", state={"fromStep": "fingerprint"}))
     assert again.status_code == 200 and again.json()["version"] == 2, again.text
 
 
@@ -83,12 +91,6 @@ def _deleted(http, f: Fixture) -> None:
 
 # What an operation needs of the fixture beyond the common one (only the pairs that fire it pay for it).
 PREPARE = {"persona-rollback": _at_version_2, "persona-restore": _deleted}
-
-
-def _completion(persona: str, user: str = "") -> dict:
-    """An OpenAI-compatible completion's body: `user` names its completions session (none: the key's)."""
-    return {"model": f"persona://{persona}", "messages": [{"role": "user", "content": "How is the sea?"}],
-            **({"user": user} if user else {})}
 
 
 def _ops(http) -> list[Op]:
@@ -195,15 +197,16 @@ def _credentials(http, engine, tenants) -> Credentials:
         owner_id = conn.execute(text("SELECT owner_user_id FROM organizations WHERE id = :o"),
                                 {"o": member.org_id}).scalar_one()
     owner = tenants.key(member.org_id, member.workspace_id, owner_id, member.plan, list(SCOPES))
-    spare = http.post("/v1/keys", json={"name": "spare", "scopes": ["chat:read"]}, headers=member.auth)
+    # (The generator's bodies: the state reads the spare key and the token by role, the persona's deletion and the
+    # portraits' statuses, nothing a field of these sets.)
+    spare = http.post("/v1/keys", json=fixture_body("CreateApiKey"), headers=member.auth)
     assert spare.status_code == 200, spare.text
-    token = http.post("/v1/auth/scim/tokens", json={"name": "idp"}, headers=member.auth)
+    token = http.post("/v1/auth/scim/tokens", json=fixture_body("CreateScimToken"), headers=member.auth)
     assert token.status_code == 200, token.text
-    persona = http.post("/v1/personas", json={"intent": "A ferry captain who collects lost gloves"},
-                        headers=member.auth)
+    persona = http.post("/v1/personas", json=fixture_body("CreatePersona"), headers=member.auth)
     assert persona.status_code == 200, persona.text
     pid = persona.json()["id"]
-    made = http.post(f"/v1/personas/{pid}/portraits", json={"prompt": "on the bridge"},
+    made = http.post(f"/v1/personas/{pid}/portraits", json=fixture_body("CreatePortrait", {"persona": pid}),
                      headers={**member.auth, **NO_WAIT})
     assert made.status_code == 200, made.text
 

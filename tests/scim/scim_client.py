@@ -37,6 +37,12 @@ class Scim:
         assert r.status_code == 201, r.text
         return r.json()
 
+    def created(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST `body` (an oracle fixture's, from the contract's generator) to `path`: the resource made (201)."""
+        r = self.call("POST", path, body)
+        assert r.status_code == 201, r.text
+        return r.json()
+
     def patch(self, path: str, *operations: dict[str, Any], **headers: str) -> httpx.Response:
         return self.call("PATCH", path, {"schemas": [PATCH], "Operations": list(operations)}, **headers)
 

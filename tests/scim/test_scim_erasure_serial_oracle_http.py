@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from oracle import ROUNDS, Op, Table, body, check_named, params
+from oracle import ROUNDS, Op, Table, body, check_named, fixture_body, params
 from races import reruns
 from sqlalchemy import text
 from support import SCOPES
@@ -34,10 +34,13 @@ class Fixture:
 
 def _fixture(scim, tenants, org) -> Fixture:
     tag = uuid.uuid4().hex[:10]
-    person, other = (scim.user(f"{who}-{tag}@example.com")["id"] for who in ("p", "o"))
+    # (The generator's users: new names, which the state does not read.) State: the group's name (the state reads
+    # it; new per fixture) and its member, the person.
+    person, other = (scim.created("/Users", fixture_body("CreateScimUser"))["id"] for _ in range(2))
     key = tenants.key(org.org_id, org.workspace_id, person, org.plan, list(SCOPES))
-    return Fixture(tag, org.org_id, person, other, scim.group(f"g-{tag}", [person])["id"],
-                   {"Authorization": f"Bearer {key}"})
+    group = scim.created("/Groups", fixture_body("CreateScimGroup", state={
+        "displayName": f"g-{tag}", "members": [{"value": person}]}))["id"]
+    return Fixture(tag, org.org_id, person, other, group, {"Authorization": f"Bearer {key}"})
 
 
 def _ops(http, scim) -> list[Op]:

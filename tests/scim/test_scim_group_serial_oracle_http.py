@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from oracle import Op, Table, body, check_named, params, uncovered
+from oracle import Op, Table, body, check_named, fixture_body, params, uncovered
 
 
 @dataclass(frozen=True)
@@ -21,8 +21,13 @@ class Fixture:
 
 def _fixture(scim) -> Fixture:
     tag = uuid.uuid4().hex[:10]
-    users = tuple(scim.user(f"u{i}-{tag}@example.com")["id"] for i in (1, 2, 3))
-    return Fixture(tag, users, scim.group(f"g-{tag}", [users[0]])["id"])  # type: ignore[arg-type]
+    # State: the users' names and the group's (the state reads who holds `g-…` and `h-…`; new per fixture) and its
+    # first member.
+    users = tuple(scim.created("/Users", fixture_body("CreateScimUser", state={"userName": f"u{i}-{tag}@example.com"}))[
+        "id"] for i in (1, 2, 3))
+    group = scim.created("/Groups", fixture_body("CreateScimGroup", state={
+        "displayName": f"g-{tag}", "members": [{"value": users[0]}]}))["id"]
+    return Fixture(tag, users, group)  # type: ignore[arg-type]
 
 
 def _ops(scim) -> list[Op]:

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from oracle import Op, Table, body, check_named, params, uncovered
+from oracle import Op, Table, body, check_named, fixture_body, params, uncovered
 from scim_client import USER
 
 
@@ -34,9 +34,13 @@ class Fixture:
 def _fixture(scim, inactive_in_group: bool = False) -> Fixture:
     tag = uuid.uuid4().hex[:10]
     a, b = f"a-{tag}@example.com", f"b-{tag}@example.com"
-    made = [scim.user(name, emails=[{"value": name, "primary": True}], **({"active": False} if inactive else {}))
+    # State: each user's name and address (the operations reuse them, the state reads them) and, in the inactive
+    # state, the first deactivated; the group's name (new per fixture: names are unique) and its member.
+    made = [scim.created("/Users", fixture_body("CreateScimUser", state={
+        "userName": name, "emails": [{"value": name, "primary": True}], **({"active": False} if inactive else {})}))
             for name, inactive in ((a, inactive_in_group), (b, False))]
-    group = scim.group(f"g-{tag}", [made[0]["id"]])["id"] if inactive_in_group else ""
+    group = scim.created("/Groups", fixture_body("CreateScimGroup", state={
+        "displayName": f"g-{tag}", "members": [{"value": made[0]["id"]}]}))["id"] if inactive_in_group else ""
     return Fixture(tag, made[0]["id"], made[1]["id"], a, b, f"new-{tag}@example.com", f"work-{tag}@example.com",
                    group)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from oracle import Op, body, new_org, org_pair_test, org_table, revocations, uncovered
+from oracle import Op, body, fixture_body, new_org, org_pair_test, org_table, revocations, uncovered
 from scim_client import Scim
 
 TOKENS = "/v1/auth/scim/tokens"
@@ -22,7 +22,9 @@ class Fixture:
 
 
 def _fixture(http, tenants) -> Fixture:
-    owner, made = new_org(http, tenants, "enterprise", "POST", TOKENS, {"name": "Okta"})
+    # State: the name (the state lists the tokens by name; the generator's is new each run).
+    made_with = fixture_body("CreateScimToken", state={"name": "Okta"})
+    owner, made = new_org(http, tenants, "enterprise", "POST", TOKENS, made_with)
     return Fixture(owner, made["token"]["id"], made["secret"], f"u-{uuid.uuid4().hex[:10]}@example.com")
 
 
