@@ -268,22 +268,53 @@ def _first_plain_string(rpc: WriteRpc, ids: Ids) -> dict[str, Any]:
 
 
 def _value(rpc: WriteRpc, field: FieldDescriptor, ids: Ids) -> Any:
-    one = _scalar(rpc, field, ids)
-    return [one] if field.is_repeated else one
+    if not field.is_repeated:
+        return _scalar(rpc, field, ids)
+    # A list: its lengths count items (the service's reading of `min_len`/`max_len` on a repeated field), at least
+    # one; `unique` items are distinct (the allowed values in order, or fresh strings).
+    rules = _rules(field)
+    count = max(rules.min_len, 1)
+    allowed = _allowed(rpc, field)
+    if allowed and field.type != FieldDescriptor.TYPE_MESSAGE:
+        values = allowed[:count] if rules.unique else [allowed[0]] * count
+    else:
+        values = [_scalar(rpc, field, ids, item=index) for index in range(count)]
+    if len(values) < count or (rules.unique and len({repr(v) for v in values}) < count):
+        return _unresolved(rpc, field.name, f"no {count} distinct values within its rules")
+    return values
 
 
-def _scalar(rpc: WriteRpc, field: FieldDescriptor, ids: Ids) -> Any:
+def _rules(field: FieldDescriptor) -> Any:
     from persona.v1 import options_pb2
 
-    rules = field.GetOptions().Extensions[options_pb2.rules]
+    return field.GetOptions().Extensions[options_pb2.rules]
+
+
+def _allowed(rpc: WriteRpc, field: FieldDescriptor) -> list[str]:
+    """The values a field allows, in order (`one_of`, then `one_of_enum`'s or its enum's wire names); empty: any."""
+    rules = _rules(field)
+    allowed = list(rules.one_of)
+    if rules.one_of_enum:
+        allowed += _wire_names(rpc.request.file.pool.FindEnumTypeByName(rules.one_of_enum))
+    if field.enum_type is not None:
+        allowed += _wire_names(field.enum_type)
+    return allowed
+
+
+def _formats() -> Mapping[str, Callable[[str], bool]]:
+    """The named formats of `(persona.v1.rules).format`, as the service checks them (one definition: its validator's)."""
+    from persona_service.kernel.transport.validation import FORMATS
+
+    return FORMATS
+
+
+def _scalar(rpc: WriteRpc, field: FieldDescriptor, ids: Ids, item: int | None = None) -> Any:
+    """One value of the field (`item`: the index of an item of a list, whose length rules are the list's)."""
+    rules = _rules(field)
     if field.type == FieldDescriptor.TYPE_MESSAGE:
         return _message(rpc, field, ids)
-    if field.enum_type is not None:
-        return _first_value(field.enum_type)
-    if rules.one_of:
-        return rules.one_of[0]
-    if rules.one_of_enum:
-        return _first_value(rpc.request.file.pool.FindEnumTypeByName(rules.one_of_enum))
+    if allowed := _allowed(rpc, field):
+        return allowed[0]
     if field.type == FieldDescriptor.TYPE_BOOL:
         return True
     if field.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
@@ -292,15 +323,21 @@ def _scalar(rpc: WriteRpc, field: FieldDescriptor, ids: Ids) -> Any:
         return rules.min_value if rules.HasField("min_value") else 1
     if (kind := kind_of(rpc, field.name)) is not None:
         return ids[kind] if kind in ids else _unresolved(rpc, field.name, f"no {kind} in the fixture")
-    return _string(field.name, rules)
+    value = _string(field.name, rules, item)
+    if rules.format and not _formats().get(rules.format, lambda v: False)(value):
+        return _unresolved(rpc, field.name, f"no value of format {rules.format!r} within its rules")
+    return value
 
 
-def _string(name: str, rules: Any) -> str:
+def _string(name: str, rules: Any, item: int | None = None) -> str:
     if name in SAMPLES:
         return SAMPLES[name]()
-    if rules.format == "cidr":
-        return "10.0.0.0/8"
-    value = fresh() if rules.format == "slug" else f"Race {uuid.uuid4().hex[:10]}"
+    if rules.format == "cidr":  # (a list's items distinct: 10.0.0.0/8, 10.1.0.0/16, ...)
+        return f"10.{item}.0.0/16" if item else "10.0.0.0/8"
+    # A slug: lower-case letters, digits and inner hyphens; each run new (a slug is unique in its workspace).
+    value = f"race-{uuid.uuid4().hex[:10]}" if rules.format == "slug" else f"Race {uuid.uuid4().hex[:10]}"
+    if item is not None:  # (an item of a list: the lengths are the list's)
+        return value
     value = value.ljust(rules.min_len, "x")
     return value[: rules.max_len] if rules.max_len else value
 
@@ -313,13 +350,10 @@ def _message(rpc: WriteRpc, field: FieldDescriptor, ids: Ids) -> dict[str, Any]:
     return {f.json_name: _value(rpc, f, ids) for f in message.fields if _required(f)}
 
 
-def _first_value(enum: EnumDescriptor) -> str:
-    return _wire_names(enum)[0]
-
-
 def invalid(rpc: WriteRpc, body: Any) -> list[str]:
     """Where a request body breaks the contract (empty: valid): a required field missing, a field the request
-    message does not have, a value outside its field's rules (allowed values, lengths, bounds). A body that is one
+    message does not have, a value outside its field's rules (allowed values, lengths, bounds, a named `format`
+    such as `cidr` or `slug` as the service checks it; a list's length in items and its `unique` items). A body that is one
     field's message of no persona.v1 shape (SCIM's raw documents) is the service's to judge, not the contract's."""
     if not rpc.body_field:
         return [] if body is None else ["the RPC takes no body"]
@@ -341,32 +375,52 @@ def _invalid_message(rpc: WriteRpc, fields: Iterable[FieldDescriptor], body: Any
         if key not in body:
             wrong += [f"{at}{field.json_name}: required"] if _required(field) else []
             continue
-        values = body[key] if field.is_repeated and isinstance(body[key], list) else [body[key]]
-        for value in values:
-            wrong += _invalid_value(rpc, field, value, f"{at}{field.json_name}")
+        if field.is_repeated:
+            wrong += _invalid_list(rpc, field, body[key], f"{at}{field.json_name}")
+        else:
+            wrong += _invalid_value(rpc, field, body[key], f"{at}{field.json_name}")
     return wrong
 
 
-def _invalid_value(rpc: WriteRpc, field: FieldDescriptor, value: Any, at: str) -> list[str]:
-    from persona.v1 import options_pb2
+def _invalid_list(rpc: WriteRpc, field: FieldDescriptor, values: Any, at: str) -> list[str]:
+    """A repeated field: its lengths count items, `unique` items are distinct, and each item keeps the item rules."""
+    if not isinstance(values, list):
+        return [f"{at}: not a list"]
+    rules = _rules(field)
+    if _required(field) and not values:
+        return [f"{at}: required"]
+    wrong = []
+    if values and (len(values) < rules.min_len or (rules.max_len and len(values) > rules.max_len)):
+        wrong.append(f"{at}: {len(values)} items, not within [{rules.min_len}, {rules.max_len or '…'}]")
+    if rules.unique:
+        seen: list[Any] = []
+        for index, value in enumerate(values):
+            if value in seen:
+                wrong.append(f"{at}[{index}]: {value!r} again (its items must be unique)")
+            seen.append(value)
+    for index, value in enumerate(values):
+        wrong += _invalid_value(rpc, field, value, f"{at}[{index}]", item=True)
+    return wrong
 
-    rules = field.GetOptions().Extensions[options_pb2.rules]
+
+def _invalid_value(rpc: WriteRpc, field: FieldDescriptor, value: Any, at: str, item: bool = False) -> list[str]:
+    """One value (`item`: one item of a list, whose length rules are the list's) against its field's rules."""
+    rules = _rules(field)
     if field.type == FieldDescriptor.TYPE_MESSAGE:
         message = field.message_type
         if message is None or message.file.package != "persona.v1":
             return []  # (a Value, a Struct, a Timestamp: no rules of the contract's)
         return _invalid_message(rpc, message.fields, value, at + ".")
-    allowed = set(rules.one_of)
-    if rules.one_of_enum:
-        allowed |= set(_wire_names(rpc.request.file.pool.FindEnumTypeByName(rules.one_of_enum)))
-    if field.enum_type is not None:
-        allowed |= set(_wire_names(field.enum_type))
+    allowed = _allowed(rpc, field)
     if allowed and value not in allowed:
         return [f"{at}: {value!r} not one of {sorted(allowed)}"]
     if isinstance(value, str):
-        too_short = len(value) < rules.min_len or (_required(field) and not value)
-        if too_short or (rules.max_len and len(value) > rules.max_len):
+        too_short = not item and (len(value) < rules.min_len or (_required(field) and not value))
+        if too_short or (not item and rules.max_len and len(value) > rules.max_len):
             return [f"{at}: {len(value)} characters, not within [{rules.min_len}, {rules.max_len or '…'}]"]
+        # (An empty value is absent to the service's format check.)
+        if rules.format and value and not _formats().get(rules.format, lambda v: False)(value):
+            return [f"{at}: {value!r} is not a {rules.format}"]
     elif isinstance(value, int | float) and not isinstance(value, bool):
         low = rules.min_value if rules.HasField("min_value") else value
         high = rules.max_value if rules.HasField("max_value") else value

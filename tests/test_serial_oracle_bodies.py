@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool
-from oracle import ROOT, body, contract, table_builders
+from oracle import ROOT, body, contract, fixture_body, table_builders
 from persona.v1 import options_pb2
 
 READS = {"GET", "HEAD"}
@@ -373,3 +373,17 @@ def test_a_required_field_added_to_a_creation_request_is_sent_by_every_fixture(m
     assert {rpc for rpc, _ in sent["persona"]} == {"CreatePersona"}
     assert [rpc for rpc, _ in sent["chat_message"]] == ["CreatePersona", "CreateChatSession", "SendChatMessage"]
 
+
+@pytest.mark.parametrize(
+    ("rpc", "sent"),
+    [("UpdatePersona", {"slug": "Not A Slug"}), ("CreateApiKey", {"ipAllowlist": ["203.0.113.0/33"]}),
+     ("CreateApiKey", {"scopes": ["chat:read", "chat:read"]})],
+    ids=["bad-slug", "bad-cidr", "repeated-scope"],
+)
+def test_a_body_outside_a_format_or_with_repeated_items_is_never_sent(rpc, sent):
+    """Planted: a value the service's validator refuses for its `format` or `unique` rule, set by an operation's
+    distinguishing fields or a fixture's state, is refused before it is sent."""
+    with pytest.raises(AssertionError, match="breaks the contract"):
+        body(rpc, distinguishing=sent)
+    with pytest.raises(AssertionError, match="breaks the contract"):
+        fixture_body(rpc, state=sent)

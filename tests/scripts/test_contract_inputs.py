@@ -55,7 +55,11 @@ def _required(file, message: str, name: str, kind=descriptor_pb2.FieldDescriptor
     """A required field `name` added to `message`."""
     found = next(m for m in file.message_type if m.name == message)
     field = found.field.add(
-        name=name, number=99, type=kind, label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL, json_name=name
+        name=name,
+        number=99 + len(found.field),
+        type=kind,
+        label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+        json_name=name,
     )
     if kind == descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE:
         field.type_name = ".google.protobuf.Value"
@@ -134,3 +138,86 @@ def test_a_new_required_field_is_filled():
 def test_a_stale_reason_is_noticed(monkeypatch):
     monkeypatch.setattr(race_hunt, "NOT_CALLED", race_hunt.NOT_CALLED | {"RetiredRpc"})
     assert race_hunt.problems() == ["NOT_CALLED names RetiredRpc, which is no write RPC"]
+
+
+def _ruled(file, message: str, name: str, repeated: bool = False, **rules) -> None:
+    """A required string field `name` (a list: `repeated`) with the field rules `rules`, added to `message`."""
+    _required(file, message, name)
+    field = next(m for m in file.message_type if m.name == message).field[-1]
+    if repeated:
+        field.label = descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
+    for rule, value in rules.items():
+        if isinstance(value, list):
+            getattr(field.options.Extensions[options_pb2.rules], rule).extend(value)
+        else:
+            setattr(field.options.Extensions[options_pb2.rules], rule, value)
+
+
+@pytest.mark.parametrize(
+    ("rpc", "sent", "refused"),
+    [
+        ("UpdatePersona", {"slug": "Not A Slug"}, "slug: 'Not A Slug' is not a slug"),
+        ("UpdatePersona", {"slug": "-edge-"}, "slug: '-edge-' is not a slug"),
+        ("CreateApiKey", {"ipAllowlist": ["203.0.113.0/24", "203.0.113.0/33"]}, "is not a cidr"),
+        ("CreateApiKey", {"scopes": ["chat:read", "chat:read"]}, "scopes[1]: 'chat:read' again"),
+        ("CreateWebhookEndpoint", {"events": ["persona.created", "persona.created"]}, "events[1]"),
+        ("UpdateListing", {"audienceTags": [f"t{i}" for i in range(11)]}, "audienceTags: 11 items"),
+    ],
+    ids=["slug-spaces", "slug-edge-hyphens", "cidr-prefix", "unique-scopes", "unique-events", "list-max-items"],
+)
+def test_a_value_outside_its_format_or_a_repeated_item_is_refused_before_it_is_sent(rpc, sent, refused):
+    """Planted: a body the service would refuse for a field's `format` (cidr, slug, as its validator checks them) or
+    `unique` items (or a list longer than its `max_len` in items) is refused by the contract's reading too, so
+    `fixture_body` (and the oracle's `body`) stop before sending it; the generated body alone passes."""
+    write = contract_inputs.named(rpc)
+    ids = {kind: "x" for kind in contract_inputs.references(write).values()}
+    assert contract_inputs.invalid(write, contract_inputs.body(write, ids)) == []
+    assert any(
+        refused in problem for problem in contract_inputs.invalid(write, {**contract_inputs.body(write, ids), **sent})
+    )
+    with pytest.raises(contract_inputs.Refused, match="breaks the contract"):
+        contract_inputs.fixture_body(write, ids, sent)
+
+
+def test_a_generated_value_keeps_its_format_and_unique_items():
+    """Planted: required fields of each rule in the ping's request (a slug of at most 12 characters, a list of at
+    least 2 unique CIDR ranges, a list of 3 unique allowed values): the generated body keeps every rule, and the
+    service's own formats accept its values."""
+    from persona_service.kernel.transport.validation import FORMATS
+
+    def plant(file) -> None:
+        _ruled(file, "PingWebhookEndpointRequest", "handle", format="slug", max_len=12)
+        _ruled(file, "PingWebhookEndpointRequest", "ranges", repeated=True, format="cidr", unique=True, min_len=2)
+        _ruled(
+            file,
+            "PingWebhookEndpointRequest",
+            "colours",
+            repeated=True,
+            unique=True,
+            min_len=3,
+            one_of=["red", "green", "blue", "grey"],
+        )
+
+    ping = next(r for r in _planted(plant) if r.name == "PingWebhookEndpoint")
+    sent = contract_inputs.body(ping, {"webhook_endpoint": "whe_1"})
+    assert contract_inputs.invalid(ping, sent) == []
+    assert FORMATS["slug"](sent["handle"]) and len(sent["handle"]) <= 12
+    assert len(set(sent["ranges"])) == len(sent["ranges"]) >= 2 and all(map(FORMATS["cidr"], sent["ranges"]))
+    assert sent["colours"] == ["red", "green", "blue"]
+    # Each rule read the other way: the generated body with one value broken is refused.
+    assert contract_inputs.invalid(ping, {**sent, "handle": "Not_A_Slug"}) == ["handle: 'Not_A_Slug' is not a slug"]
+    assert contract_inputs.invalid(ping, {**sent, "ranges": [sent["ranges"][0]] * 2}) == [
+        f"ranges[1]: {sent['ranges'][0]!r} again (its items must be unique)"
+    ]
+
+
+def test_unique_items_the_rules_cannot_give_are_noticed():
+    """Planted: 3 unique items of 2 allowed values: no body keeps the rules, so the generator says so."""
+    rpcs = _planted(
+        lambda f: _ruled(
+            f, "PingWebhookEndpointRequest", "colours", repeated=True, unique=True, min_len=3, one_of=["red", "green"]
+        )
+    )
+    assert [p.split(".", 1)[-1] for p in race_hunt.problems(rpcs)] == [
+        "PingWebhookEndpoint: colours: no 3 distinct values within its rules"
+    ]
