@@ -17,8 +17,12 @@ against the local provider (`providers.factory.make_base_provider`, what a runne
 timed (the thread's CPU time per call). The runner's column less that is the runner's handling of the calls
 (taking them from Redis, answering, the pool, its PostgreSQL work for runs and tasks). The offline model's
 moderation and embeddings of a short text never reach Redis (a server answers them itself: providers.remote), so
-they are in the server's column, not in the replay. MONITOR costs Redis (and nothing else) a little: the Redis
-column includes it; `--no-capture` measures without it.
+they are in the server's column, not in the captured replay. For the chat reply the model's whole work is
+replayed as well ("model (whole reply)"): each measured reply's inputs rebuilt from what the service stored (the
+voice, the history before it, the message), then its completion, moderation and the drift check's embeddings run
+against the local provider and timed, the replayed text checked against the stored reply (`replay_replies`).
+MONITOR costs Redis (and nothing else) a little: the Redis column includes it; `--no-capture` measures without
+it (and replays nothing).
 
     .venv/bin/python scripts/measure_model_cpu.py [--chat 200] [--personas 60] [--first-frames 100] [--json out]
 """
@@ -278,6 +282,85 @@ def replay(calls: list[dict[str, Any]]) -> tuple[float, dict[str, float]]:
     return sum(by_op.values()), by_op
 
 
+class TimedModel:
+    """The local provider, each operation's thread CPU added up by operation (the model's own work, nothing of the
+    service's around it)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.by_op: dict[str, float] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.model, name)
+        if name not in ("generate", "moderate", "embed"):
+            return attribute
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return attribute(*args, **kwargs)
+            finally:
+                self.by_op[name] = self.by_op.get(name, 0.0) + 1000 * (time.thread_time() - started)
+        return timed
+
+
+def replay_replies(database_url: str, sent: list[tuple[str, str, int | None]]) -> dict[str, Any]:
+    """The model's whole work for chat replies, wherever it ran (the server answers the offline model's short
+    calls itself, providers.remote: no Redis to capture them from), replayed here from what the service stored.
+    `sent`: (session, content, the user message's ordinal; None: refused) in the order sent. Each reply's inputs
+    are rebuilt as the service builds them (chat.service: the voice's messages, the history before it, the
+    message), then its completion, its moderation and the drift check's embeddings are run against the local
+    provider and timed. A replayed reply that differs from the one stored ends the measurement (the replay no
+    longer does what the service does)."""
+    from persona_service.chat.repository import ChatSessionRepository
+    from persona_service.chat.service import HISTORY_MESSAGES, Calibrations, PersonaReplies, Sampling, drift_score
+    from persona_service.kernel.models import Message
+    from persona_service.personas.directory import PersonaDirectory
+    from persona_service.providers.factory import make_base_provider
+    from sqlalchemy import create_engine, text
+
+    # A refused reply stored nothing: its history was what the next reply stored in its session had before it.
+    after: dict[str, int | None] = {}
+    befores: list[int | None] = []
+    for session, _, ordinal in reversed(sent):
+        befores.append(ordinal if ordinal is not None else after.get(session))
+        if ordinal is not None:
+            after[session] = ordinal
+    befores.reverse()
+    model = TimedModel(make_base_provider())
+    calibrations = Calibrations(4096)
+    engine = create_engine(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    inputs = []
+    with engine.connect() as conn:
+        repo, personas = ChatSessionRepository(conn), PersonaDirectory(conn)
+        voices = {}
+        for (session, content, ordinal), before in zip(sent, befores):
+            if session not in voices:
+                persona_id, version = conn.execute(text("SELECT persona_id, persona_version FROM chat_sessions "
+                                                        "WHERE id = :id"), {"id": session}).one()
+                voices[session] = personas.voice(persona_id, version)
+            history = [Message(role, said) for role, said in repo.history_texts(session, HISTORY_MESSAGES, before)]
+            stored = None
+            if ordinal is not None:
+                stored = conn.execute(text("SELECT content, recovered FROM chat_messages WHERE session_id = :s "
+                                           "AND ordinal = :o AND selected"), {"s": session, "o": ordinal + 1}).one()
+            inputs.append((voices[session], content, history, stored))
+    engine.dispose()
+    for _ in range(2):  # the first pass calibrates each voice (the servers did it in their warm-up), the second counts
+        model.by_op.clear()
+        for voice, content, history, stored in inputs:
+            messages = [*PersonaReplies.voice_messages(voice), *history, Message("user", content)]
+            reply = model.generate(messages, Sampling().options()).text
+            if stored is not None and not stored.recovered and reply != stored.content:
+                raise SystemExit(f"the replayed reply differs from the one stored: {reply!r} != {stored.content!r}")
+            if reply:
+                model.moderate(reply)
+                drift_score(model, voice, content, reply, calibrations)  # type: ignore[arg-type]
+    total = sum(model.by_op.values())
+    return {"model (whole reply)": total / len(inputs),
+            "model (whole reply) by op": {op: round(ms / len(inputs), 3) for op, ms in model.by_op.items()}}
+
+
 def measure(service: Service, pg: Postgres, capture: Capture | None, label: str, n: int, send) -> dict[str, Any]:
     if capture:
         capture.phase(f"{label} warm-up")
@@ -369,19 +452,28 @@ def main() -> None:
                 sessions = [client.post("/v1/chat/sessions", json={"personaId": persona}).json()["sessionId"]
                             for _ in range(10)]
 
+                sent: list[tuple[str, str, int | None]] = []  # the measured replies, for the model's replay
+
                 def reply(i: int) -> None:
-                    r = client.post(f"/v1/chat/sessions/{sessions[i % len(sessions)]}/messages",
-                                    json={"content": f"How was the crossing today, part {i}?"})
+                    session, content = sessions[i % len(sessions)], f"How was the crossing today, part {i}?"
+                    r = client.post(f"/v1/chat/sessions/{session}/messages", json={"content": content})
                     # (A reply that drifted from the persona's voice is refused, a 4xx, after the same model work.)
                     assert r.status_code < 500, r.text
+                    if i >= 0:
+                        sent.append((session, content, r.json()["userMessage"]["ordinal"] if r.status_code == 200
+                                     else None))
 
                 def create(i: int) -> None:
                     r = client.post("/v1/personas", json={"intent": f"A cartographer number {i} of night markets"})
                     assert r.status_code in (200, 201), r.text
 
                 if args.chat:  # (0: that write is not measured)
-                    rows.append(("POST /v1/chat/sessions/{id}/messages",
-                                 measure(service, pg, capture, "chat reply", args.chat, reply)))
+                    split = measure(service, pg, capture, "chat reply", args.chat, reply)
+                    if not args.no_capture:
+                        split.update(replay_replies(_stack_env(service, "DATABASE_URL"), sent))
+                        print(f"chat reply, the model's whole work by replay: {split['model (whole reply)']:.3f} ms "
+                              f"{json.dumps(split['model (whole reply) by op'])}", flush=True)
+                    rows.append(("POST /v1/chat/sessions/{id}/messages", split))
                 if args.personas:
                     rows.append(("POST /v1/personas",
                                  measure(service, pg, capture, "persona creation", args.personas, create)))
@@ -412,7 +504,7 @@ def medians(paths: list[pathlib.Path]) -> None:
         " / ".join(f"{x:.1f}" for x in r["load"]) for r in runs))
     for name in runs[0]["rows"]:
         print(name)
-        for key in ("wall", *KINDS, *PG_KINDS, "model", "background", "total", "net"):
+        for key in ("wall", *KINDS, *PG_KINDS, "model", "model (whole reply)", "background", "total", "net"):
             values = [_value(r["rows"][name], key) for r in runs]
             values = [v for v in values if v is not None]
             if values:
