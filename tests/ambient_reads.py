@@ -7,11 +7,12 @@ By behaviour, not by spelling: each name of the kernel's door, and each file of 
 (their migrations aside: a revision runs under Alembic, not in a call), is imported and its code read
 instruction by instruction; every global it loads, every attribute read off that, every name a function-level
 import binds, is resolved to the object it is at run time. An offender is code that reaches a
-`contextvars.ContextVar` (or `copy_context`, or a weak side table keyed by objects, as the request context's `context_of` was)
-or a function of the package that does, however deep in the kernel, by whatever name or alias. A context
-variable kept at a module's top level of these files is an offender too. What it cannot see: an object reached
-through an argument or `self` (`ctx.x`, `self.bus.y`), which is what the call handed is for; nor a
-thread-local (the fair gate's guard against nested turns in `fair.turn_for`, which a runner takes for its calls).
+`contextvars.ContextVar` (or `copy_context`, or a weak side table keyed by objects, as the request context's
+`context_of` was) or a function of the package that does, however deep in the kernel, by whatever name or
+alias. A context variable, a weak table or a thread-local kept at the top level of one of these files is an
+offender too. What it cannot see: an object reached through an argument or `self` (`ctx.x`, `self.bus.y`),
+which is what the call handed is for; nor a read of a thread-local (the fair gate's guard against nested
+turns in `fair.turn_for`, which a runner takes for its calls).
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ import importlib
 import inspect
 import pathlib
 import sys
+import threading
 import types
 import weakref
 from collections.abc import Iterator
 
 SHARED = {"kernel", "providers", "process"}
 AMBIENT = (contextvars.ContextVar, weakref.WeakKeyDictionary)
+# What a file may not keep at module level: call state outliving the call's arguments (a thread's slot too).
+KEPT = (*AMBIENT, weakref.WeakValueDictionary, threading.local)
 _reads: dict[int, str | None] = {}  # id(function) -> what ambient state it reaches ('' while being read)
 
 
@@ -156,7 +160,7 @@ def offenders(root: pathlib.Path) -> Iterator[str]:
         module = importlib.import_module(name)
         globals_ = vars(module)
         for key, value in list(globals_.items()):
-            if isinstance(value, AMBIENT):
+            if isinstance(value, KEPT):
                 yield f"{relative}: keeps {key}, a {type(value).__name__}"
         code = compile(path.read_text(), str(path), "exec")
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]

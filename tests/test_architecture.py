@@ -684,45 +684,14 @@ def private_reach(root: pathlib.Path) -> list[str]:
     return offenders
 
 
-# Module-level state that outlives a call's arguments: a context variable, a table keyed by object, a thread's slot.
-AMBIENT = re.compile(r"\b(?:ContextVar|WeakKeyDictionary|WeakValueDictionary|local)$")
-
-
-def _ambient_state(tree: ast.Module) -> dict[str, int]:
-    """`tree`'s module-level ambient state: name -> line."""
-    return {target.id: node.lineno for node in tree.body if isinstance(node, ast.Assign | ast.AnnAssign)
-            and isinstance(node.value, ast.Call) and AMBIENT.search(ast.unparse(node.value.func))
-            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
-            if isinstance(target, ast.Name)}
-
-
-def call_from_ambient_state(root: pathlib.Path) -> list[str]:
-    """A servicer is handed its call (`Method(self, request, ctx)`) and passes on what its services need: no
-    domain keeps module-level call state, and no function the kernel's door exports reads any (a context
-    variable, a side table keyed by gRPC's context), whatever it is named."""
-    offenders = [f"{path}:{line} keeps call state in {name}" for path, tree in _domain_files(root)
-                 for name, line in _ambient_state(tree).items()]
-    block = next(node for node in _tree(root / "kernel" / "api.py").body
-                 if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
-    for node in block.body:
-        path = _module_file(root, node.module or "") if isinstance(node, ast.ImportFrom) else None
-        if path is None:
-            continue
-        tree = _tree(root / path)
-        ambient = _ambient_state(tree)
-        for alias in node.names:
-            functions = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == alias.name]
-            read = {n.id for f in functions for n in ast.walk(f) if isinstance(n, ast.Name) and n.id in ambient}
-            if read:
-                offenders.append(f"{path}: {alias.name} (the door's) reads the ambient {', '.join(sorted(read))}")
-    return offenders
-
-
 def ambient_reads(root: pathlib.Path) -> list[str]:
-    """Below the servicers the call is handed on: no code of the providers or the domains reaches a context
-    variable (or a side table keyed by objects), through however many kernel functions, by whatever name. By
-    behaviour: tests/ambient_reads.py imports `root`'s copy of the package in a process of its own and resolves
-    what each file's code loads to the objects it is."""
+    """A servicer is handed its call (`Method(self, request, ctx)`) and hands on what its services need: no name
+    of the kernel's door, no code of the providers or the domains reaches a context variable (or a side table
+    keyed by objects), through however many kernel functions, by whatever name, and none of their files keeps
+    call state at module level (a context variable, a weak table, a thread's slot). By behaviour:
+    tests/ambient_reads.py imports `root`'s copy of the package in a process of its own and resolves what each
+    file's code loads to the objects it is. (It replaced `call_from_ambient_state`, which read the door's
+    functions and the domains' module-level assignments by their spelling, one function deep.)"""
     env = {**os.environ, "PYTHONPATH": str(root.parent), "PYTHONWARNINGS": "ignore"}
     run = subprocess.run([sys.executable, str(REPO / "tests" / "ambient_reads.py"), str(root)],
                          capture_output=True, text=True, env=env, cwd=root.parent, check=False)
@@ -734,7 +703,7 @@ AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     files_without_a_role, grpc_outside_servicers, sql_outside_repositories, transactions_outside_units_of_work,
     tables_outside_their_domain, other_domains_tables, layers_inside_domains, dynamic_access, kernel_naming_domains,
     raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_process,
-    call_from_ambient_state, ambient_reads, kernel_past_the_door, private_reach,
+    ambient_reads, kernel_past_the_door, private_reach,
 ]
 
 
@@ -864,12 +833,12 @@ PLANTED = [
      lint_imports),
     ("the door's function finding the call in a side table", "kernel/transport/convert.py",
      "import weakref\n\n_by_call = weakref.WeakKeyDictionary()\n\n\ndef int32(context):\n    return _by_call[context]\n",
-     call_from_ambient_state),
+     ambient_reads),
     ("the door's function reading a context variable", "kernel/clock.py",
      "import contextvars\n\n_now = contextvars.ContextVar('now')\n\n\ndef utcnow():\n    return _now.get()\n",
-     call_from_ambient_state),
+     ambient_reads),
     ("a servicer keeping its calls in a context variable", "personas/servicer.py",
-     "import contextvars\n\n_planted = contextvars.ContextVar('call')\n", call_from_ambient_state),
+     "import contextvars\n\n_planted = contextvars.ContextVar('call')\n", ambient_reads),
     ("a function of the kernel's door reading a context variable (every domain calling it reaches it)",
      "kernel/clock.py", "import contextvars\n\n_now = contextvars.ContextVar('now')\n\n\ndef utcnow():\n"
      "    return _now.get()\n", ambient_reads),
@@ -877,6 +846,8 @@ PLANTED = [
      "kernel/transport/context.py", "import contextvars as _cv\n\n_call = _cv.ContextVar('call')\n\n\n"
      "def _current_call():\n    return _call.get()\n\n\nRequestContext.planted = lambda self: _current_call()\n",
      ambient_reads),
+    ("a service keeping a thread's slot for its calls at module level", "chat/service.py",
+     "import threading as _t\n\n_planted = _t.local()\n", ambient_reads),
     ("a provider taking a snapshot of the context by an alias, lazily", "providers/composed.py",
      "def _planted():\n    from contextvars import copy_context as snapshot\n\n    return snapshot()\n", ambient_reads),
     ("a provider keeping a context variable of its own", "providers/local/generation.py",

@@ -2,7 +2,7 @@
 
 The pipeline (kernel.transport.pipeline) calls every servicer method as `Method(request, ctx)` with this
 `RequestContext` in place of gRPC's context: a servicer reads its call, the durable run included, from its
-argument, never from ambient state (`call_from_ambient_state` in tests/test_architecture.py)."""
+argument, never from ambient state (`ambient_reads` in tests/test_architecture.py)."""
 
 from __future__ import annotations
 
