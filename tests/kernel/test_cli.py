@@ -133,6 +133,9 @@ def test_up_with_servers_and_workers_is_found_from_another_shell(stack, tmp_path
         PERSONA_HTTP_PORT=str(port), PERSONA_GRPC_PORT=str(free_port(1, 1000, 1001)),
         PERSONA_DB_CONNECTIONS="60", XDG_STATE_HOME=state,
         PERSONA_DRAIN_SECONDS="0",  # stopped once every call has answered: nothing to drain
+        # Neither a stream-only server nor a runner: this is about `--servers` and `--workers` and finding the
+        # instance, and nothing here streams or runs the model; each is a fresh interpreter's imports (issue 46).
+        PERSONA_STREAM_SERVER_PROCESSES="0", PERSONA_RUNNER_PROCESSES="0",
     )
     proc = subprocess.Popen([str(CLI), "up", "--servers", "2", "--workers", "2"], env=env, cwd=project,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
