@@ -73,3 +73,21 @@ def test_the_exclusions_name_write_rpcs_no_table_tries():
     assert (CREATES | ELSEWHERE | PENDING) - writes == set()
     covered = _covered()
     assert {w for w in CREATES | ELSEWHERE if w.split(".")[1] in covered} == set()
+
+
+def test_the_lock_order_docs_concurrency_states_is_the_declared_one():
+    """docs/concurrency.md's lock order names the aggregates in `aggregates.ORDER` as the registry's imports declare
+    them (in a process of its own: a test that imported a module first would declare in another order)."""
+    import re
+    import subprocess
+    import sys
+
+    from oracle import ROOT
+
+    declared = subprocess.run(
+        [sys.executable, "-c", "import persona_service.registry\nfrom persona_service.kernel.data import aggregates\n"
+         "print(' '.join(a.name for a in aggregates.ORDER))"],
+        capture_output=True, text=True, check=True, timeout=120).stdout.split()
+    doc = (ROOT / "docs" / "concurrency.md").read_text()
+    stated = doc.split("2. aggregate roots in `aggregates.ORDER`", 1)[1].split("; several roots", 1)[0]
+    assert re.findall(r"`(\w+)`", stated.split(":", 1)[1]) == declared
