@@ -23,4 +23,7 @@ def test_a_run_writes_its_steps_in_one_statement(engine, tenant):
     inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT INTO GENERATION_STEPS")]
     assert len(inserts) == 1
     assert [(step, status) for step, status, _ in steps] == [(step, "completed") for step in STEPS]
-    assert [output for _, _, output in steps] == [result.outputs[step] for step in STEPS]
+    outputs = {step: output for step, _, output in steps}  # what each step answered, as written
+    assert (result.soul, result.voice, result.fingerprint) == (outputs["draft_soul"], outputs["write_voice"],
+                                                               outputs["fingerprint"])
+    assert (result.audit_score, result.audited) == (outputs["audit"]["score"], True)

@@ -70,10 +70,25 @@ class RunSpec:
     previous: dict[str, Any] = field(default_factory=dict)  # earlier outputs, by step
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunResult:
+    """What a run made that the persona and its version keep, by name (each step's output is the JSON the
+    pipeline saves): the soul, the voice, the fingerprint (`{vector, model}`) and the audit's score, with
+    whether the run has one (a regeneration of an imported persona from its fingerprint has no audit: the
+    persona keeps its score)."""
+
     run_id: str
-    outputs: dict[str, Any]
+    soul: dict[str, Any]
+    voice: dict[str, Any]
+    fingerprint: dict[str, Any]
+    audit_score: float | None = None
+    audited: bool = False
+
+    @classmethod
+    def of(cls, run_id: str, outputs: dict[str, Any]) -> RunResult:
+        audit = outputs.get("audit") or {}
+        return cls(run_id, outputs["draft_soul"], outputs["write_voice"], outputs["fingerprint"],
+                   audit.get("score"), "score" in audit)
 
 
 class GenerationPipeline:
@@ -141,7 +156,7 @@ class GenerationPipeline:
             "generation.run.completed", spec,
             {"runId": run_id, "personaId": spec.persona_id, "kind": spec.kind, "durationMs": total},
         )
-        return RunResult(run_id, outputs)
+        return RunResult.of(run_id, outputs)
 
     # --- steps ------------------------------------------------------------------
 

@@ -250,9 +250,8 @@ class PersonaService:
         persona_id = self.durable.checkpoint("persona_id", lambda: str(uuid.uuid4()))  # the same if another process takes the run over
         spec = RunSpec("create", principal.org_id, principal.workspace_id, persona_id, intent, base_soul=soul)
         result = yield from self.pipeline.run(spec)
-        outputs = result.outputs
         row = self._insert(
-            principal, persona_id, outputs, result.run_id, intent=intent, slug=slug, visibility=visibility,
+            principal, persona_id, result, intent=intent, slug=slug, visibility=visibility,
             metadata=metadata, display_name=display_name, kind="create",
         )
         return row
@@ -324,7 +323,7 @@ class PersonaService:
             slug = slugify(f"{parent.slug[:50]}-fork-{ordinal}")
             self._ensure_slug_free(principal.workspace_id, slug)
         return self._insert(
-            principal, persona_id, result.outputs, result.run_id, intent=parent.intent, slug=slug,
+            principal, persona_id, result, intent=parent.intent, slug=slug,
             visibility=parent.visibility, metadata=parent.metadata, display_name="", kind="fork", parent=parent,
             fork_ordinal=ordinal, note=note, instruction=instruction,
         )
@@ -345,7 +344,7 @@ class PersonaService:
         result = drain(self.pipeline.run(spec))
         # No slug: _insert derives it from the name, suffixed when taken.
         return self._insert(
-            principal, persona_id, result.outputs, result.run_id, intent=card_fields.intent, slug="",
+            principal, persona_id, result, intent=card_fields.intent, slug="",
             visibility=card_fields.visibility, metadata=card_fields.metadata, display_name=card_fields.display_name,
             kind="import", card_extra=card_fields.card_extra,
         )
@@ -510,11 +509,11 @@ class PersonaService:
         if self.repo.slug_owner(workspace_id, slug) is not None:
             raise StateConflict(f"The slug `{slug}` is already used in this workspace.", "slug", {"slug": slug})
 
-    def _insert(self, principal: Principal, persona_id: str, outputs: dict[str, Any], run_id: str, *, intent: str,
+    def _insert(self, principal: Principal, persona_id: str, result: RunResult, *, intent: str,
                 slug: str, visibility: str, metadata: dict[str, Any] | None, display_name: str, kind: str,
                 parent: PersonaRecord | None = None, fork_ordinal: int = 0, note: str = "", instruction: str = "",
                 card_extra: dict[str, Any] | None = None) -> PersonaRecord:
-        soul = outputs["draft_soul"]
+        soul, run_id = result.soul, result.run_id
         now = self.clock()
 
         def new(slug: str) -> NewPersona:
@@ -523,7 +522,7 @@ class PersonaService:
                 display_name=display_name or soul["name"], visibility=visibility or "private", metadata=metadata or {},
                 intent=intent, soul=soul, parent_id=parent.id if parent else None,
                 root_id=parent.root_id if parent else persona_id, fork_ordinal=fork_ordinal, fork_note=note,
-                audit_score=(outputs.get("audit") or {}).get("score"), last_run_id=run_id, card_extra=card_extra,
+                audit_score=result.audit_score, last_run_id=run_id, card_extra=card_extra,
                 created_at=now, updated_at=now,
             )
 
@@ -532,7 +531,7 @@ class PersonaService:
         else:  # ours to derive: taken (a concurrent create's too) makes us derive the next one
             row = derive_unique(SLUG_CONSTRAINT, lambda attempt: _derived_slug(soul["name"], persona_id, attempt),
                                 lambda slug: self.repo.insert_unless_slug_taken(new(slug)))
-        self._add_version(row, kind, soul, outputs["write_voice"], run_id, outputs["fingerprint"], now, note=note,
+        self._add_version(row, kind, soul, result.voice, run_id, result.fingerprint, now, note=note,
                           instruction=instruction)
         self._emit(row, "persona.created", {
             "slug": row.slug, "version": 1, "parentId": row.parent_id or "", "rootId": row.root_id, "runId": run_id,
@@ -541,16 +540,14 @@ class PersonaService:
 
     def _new_version(self, row: PersonaRecord, result: RunResult, kind: str, note: str = "",
                      instruction: str = "") -> PersonaRecord:
-        outputs = result.outputs
         now = self.clock()
         version = row.version + 1
-        audit = outputs.get("audit") or {}
         row = self.repo.update(row.id, PersonaChanges(
-            soul=outputs["draft_soul"], version=version, last_run_id=result.run_id, updated_at=now,
-            audit_score=audit.get("score", row.audit_score),
+            soul=result.soul, version=version, last_run_id=result.run_id, updated_at=now,
+            audit_score=result.audit_score if result.audited else row.audit_score,
         ))
-        self._add_version(row, kind, outputs["draft_soul"], outputs["write_voice"], result.run_id,
-                          outputs["fingerprint"], now, note=note, instruction=instruction)
+        self._add_version(row, kind, result.soul, result.voice, result.run_id, result.fingerprint, now, note=note,
+                          instruction=instruction)
         return row
 
     def _add_version(self, row: PersonaRecord, kind: str, soul: dict[str, Any], voice: dict[str, Any], run_id: str,
