@@ -1,8 +1,8 @@
 """A persona's writes that call a model (refine, regenerate, fork; audit alike) hold no lock on the persona while the
 model works; they decide again under the lock before they store (personas/service.py `_locked_if_current`,
 docs/concurrency.md). Through Envoy, each made to meet another write where that matters: the test holds the
-writes of `generation_runs` (a run's first insert, after the persona was read and before the model is called),
-lets the other write commit, then lets the run go."""
+writes of `generation_runs` (the run's insert, after the persona was read and the model's work done, before the
+persona is locked: a run is written as it ends, issue 50), lets the other write commit, then lets the run go."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _persona_at_version_2(http, tenant) -> str:
 
 
 def _while_a_run_waits(engine, start, meanwhile):
-    """`start()` (a write whose run's first insert waits), then `meanwhile()` once it waits; both answers."""
+    """`start()` (a write whose run's insert waits), then `meanwhile()` once it waits; both answers."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         with writes_locked(engine, "generation_runs"):
             started = pool.submit(start)

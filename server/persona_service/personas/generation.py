@@ -105,18 +105,15 @@ class GenerationPipeline:
         # The run's step rows, written in one statement as it ends (the same unit of work: nothing reads them
         # before it commits).
         self._steps: list[NewStep] = []
+        self._started = utcnow()  # the run's start (`run`)
 
     def run(self, spec: RunSpec) -> Generator[PipelineProgress, None, RunResult]:
         # In a durable run (a stream) the generation run is that run: one id in `X-Run-Id`, the `id:` lines
         # and every frame's `runId`. Each step's answer is saved as it is made: a run another process takes
         # over repeats no finished step and streams the same events (kernel.transport.runs).
         run_id = self.durable.checkpoint("generation_run", lambda: self.durable.id or new_id("generation_run"))
-        started = utcnow()
+        self._started = utcnow()
         self._steps = []  # (none of an attempt left unfinished)
-        self.repo.add_run(
-            id=run_id, org_id=spec.org_id, workspace_id=spec.workspace_id, persona_id=spec.persona_id, kind=spec.kind,
-            status="running", from_step=spec.from_step if spec.kind == "regenerate" else "", started_at=started,
-        )
         self._emit("generation.run.started", spec, {"runId": run_id, "personaId": spec.persona_id, "kind": spec.kind})
         yield PipelineProgress("run.started", run_id)
         outputs: dict[str, Any] = {}
@@ -150,8 +147,7 @@ class GenerationPipeline:
             yield PipelineProgress("step.completed", run_id, step, duration)
         total = int((time.monotonic() - clock) * 1000)
         GENERATION_RUNS.labels(spec.kind, "completed").inc()
-        self._write_steps()
-        self.repo.finish_run(run_id, status="completed", finished_at=utcnow())
+        self._write_run(run_id, spec, "completed")
         self._emit(
             "generation.run.completed", spec,
             {"runId": run_id, "personaId": spec.persona_id, "kind": spec.kind, "durationMs": total},
@@ -253,13 +249,18 @@ class GenerationPipeline:
             error={"code": error.code, "message": error.message} if error is not None else None,
         ))
 
-    def _write_steps(self) -> None:
-        self.repo.add_steps(self._steps)
+    def _write_run(self, run_id: str, spec: RunSpec, status: str, error_code: str = "") -> None:
+        """The run as it ended and its steps (written only then: nothing reads them before the unit of work
+        commits, and a run that ends neither way rolls back with it)."""
+        self.repo.add_run(
+            id=run_id, org_id=spec.org_id, workspace_id=spec.workspace_id, persona_id=spec.persona_id, kind=spec.kind,
+            status=status, from_step=spec.from_step if spec.kind == "regenerate" else "", started_at=self._started,
+            finished_at=utcnow(), error_code=error_code, steps=self._steps,
+        )
         self._steps = []
 
     def _fail(self, run_id: str, spec: RunSpec, err: ApiError) -> None:
-        self._write_steps()
-        self.repo.finish_run(run_id, status="failed", finished_at=utcnow(), error_code=err.code)
+        self._write_run(run_id, spec, "failed", err.code)
         self._emit(
             "generation.run.failed", spec,
             {"runId": run_id, "personaId": spec.persona_id, "kind": spec.kind, "errorCode": err.code},

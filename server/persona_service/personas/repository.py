@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +27,7 @@ from persona_service.kernel.api import (
     DECIDES_NOTHING,
     Batches,
     Prepared,
+    PreparedRows,
     changed_columns,
     declare_aggregate,
     export_batches,
@@ -64,6 +66,9 @@ _versions = table_of(PersonaVersion)
 _voices = table_of(VoiceProfile)
 _runs = table_of(GenerationRun)
 _steps = table_of(GenerationStep)
+_run_insert = PreparedRows(_runs, ("id", "org_id", "workspace_id", "persona_id", "kind", "status", "from_step",
+                                   "started_at", "finished_at", "error_code"))
+_steps_insert = PreparedRows(_steps, tuple(f.name for f in fields(NewStep)))
 
 # A persona with its versions and its current voice: every write of a persona locks its row first
 # (kernel.data.aggregates), then reads the version and state it decides on; a write of another aggregate
@@ -249,19 +254,18 @@ class PersonaRepository:
     # --- generation runs ------------------------------------------------------------
 
     def add_run(self, *, id: str, org_id: str, workspace_id: str, persona_id: str, kind: str, status: str,
-                from_step: str, started_at: datetime) -> None:
-        self.conn.execute(insert(_runs).values(id=id, org_id=org_id, workspace_id=workspace_id, persona_id=persona_id,
-                                               kind=kind, status=status, from_step=from_step, started_at=started_at))
-
-    def finish_run(self, run_id: str, *, status: str, finished_at: datetime, error_code: str = "") -> None:
-        stmt = update(_runs).where(_runs.c.id == run_id).values(status=status, finished_at=finished_at,
-                                                                 error_code=error_code)
-        self.conn.execute(stmt)
-
-    def add_steps(self, steps: list[NewStep]) -> None:
-        """A run's steps, one statement."""
-        if steps:
-            self.conn.execute(insert(_steps).values([row_columns(step) for step in steps]))
+                from_step: str, started_at: datetime, finished_at: datetime, error_code: str,
+                steps: list[NewStep]) -> None:
+        """A generation run as it ended (completed or failed) and its steps, written together as it ends (the
+        same unit of work: nothing reads them before it commits). Two prepared statements, the run first (its
+        steps refer to it): before, the run was inserted as it began and updated as it ended, and the steps'
+        list of rows compiled again for every run (issue 50)."""
+        _run_insert.run(self.conn, [{
+            "id": id, "org_id": org_id, "workspace_id": workspace_id, "persona_id": persona_id, "kind": kind,
+            "status": status, "from_step": from_step, "started_at": started_at, "finished_at": finished_at,
+            "error_code": error_code,
+        }])
+        _steps_insert.run(self.conn, [row_columns(step) for step in steps])
 
     def steps(self, run_id: str) -> list[StepRecord]:
         stmt = select(_steps.c.step, _steps.c.output).where(_steps.c.run_id == run_id).order_by(_steps.c.ordinal)

@@ -5,22 +5,33 @@ from __future__ import annotations
 
 import contextlib
 
+from persona_service.kernel.data import prepared
 from persona_service.kernel.transport.outbox import Outbox
 from sqlalchemy import event, text
 
 
 @contextlib.contextmanager
 def inserts_into_events(engine):
+    """The INSERTs into events: SQLAlchemy's, and the prepared ones (kernel.data.prepared) the flush runs."""
     seen: list[str] = []
 
     def record(_conn, _cursor, statement, _params, _context, _many) -> None:
         if statement.lstrip().upper().startswith("INSERT INTO EVENTS"):
             seen.append(statement)
 
+    execute = prepared._execute
+
+    def recorded(conn, sql, *args, **kwargs):
+        if conn.engine is engine:
+            record(conn, None, sql, None, None, False)
+        return execute(conn, sql, *args, **kwargs)
+
     event.listen(engine, "before_cursor_execute", record)
+    prepared._execute = recorded
     try:
         yield seen
     finally:
+        prepared._execute = execute
         event.remove(engine, "before_cursor_execute", record)
 
 

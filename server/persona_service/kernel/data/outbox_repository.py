@@ -13,7 +13,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, event, insert, select, tuple_
 
 from persona_service.kernel.data.base import seen_from, table_of
-from persona_service.kernel.data.records import record_or_none, records, row_columns
+from persona_service.kernel.data.prepared import PreparedRows
+from persona_service.kernel.data.records import field_names, record_or_none, records, row_columns
 from persona_service.kernel.data.tables import EVENT_PERSONA, OutboxEvent
 
 _events = table_of(OutboxEvent)
@@ -68,13 +69,15 @@ class EventRepository:
 
 
 _PENDING = "outbox.pending"  # conn.info: the transaction's events not yet written, in the order emitted
+# Compiled once per event count, prepared (SQLAlchemy compiled a list of rows' INSERT again at every commit).
+_insert = PreparedRows(_events, field_names(EventRecord))
 
 
 def flush(conn: Connection) -> None:
     """One INSERT of the events `conn`'s transaction holds."""
     events = conn.info.pop(_PENDING, None)
     if events:
-        conn.execute(insert(_events).values([row_columns(e) for e in events]))
+        _insert.run(conn, [row_columns(e) for e in events])
 
 
 def _forget(conn: Connection, *_: object) -> None:
