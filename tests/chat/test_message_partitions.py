@@ -12,7 +12,9 @@ on a clock."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -323,13 +325,26 @@ def test_a_month_being_retired_reads_empty_takes_no_message_and_a_stopped_round_
     with engine.begin() as conn, pytest.raises(NotFound):
         _exchange("chs_old_4", 5, expired)(conn)
 
-    assert _job(engine, expired, 30) == 0  # nothing left to detach: the detached one dropped, the sessions deleted
+    # the next round: nothing left to detach; the detached one dropped, the sessions deleted, the one a write
+    # holds meanwhile too (skipped by its batch, then waited for by the round's last pass)
+    round_ = ThreadPoolExecutor(1)
+    own = make_engine(url, pool_size=1)
+    try:
+        with own.begin() as holder:
+            assert ChatSessionRepository(holder).lock(WORKSPACE, "chs_old_2") is not None
+            done = round_.submit(_job, engine, expired, 30)
+            while not done.done() and not _waiting_delete(url):
+                time.sleep(0.02)
+        assert done.result(timeout=60) == 0
+    finally:
+        own.dispose()
+        round_.shutdown()
     with engine.connect() as conn:
         assert conn.execute(text("SELECT to_regclass('chat_messages_legacy') IS NULL")).scalar_one()
     assert sessions(engine) == set() and stored(engine) == {}
 
 
-def test_the_retentions_batches_go_by_id_and_leave_a_session_in_use_to_a_later_round(database):
+def test_the_retentions_batches_go_by_id_and_leave_a_session_in_use_to_the_last_pass(database):
     url, engine = database
     migrate.upgrade(url, MODULES.migrations)
     before = legacy_bound(engine, "chat_messages")
@@ -346,12 +361,23 @@ def test_the_retentions_batches_go_by_id_and_leave_a_session_in_use_to_a_later_r
         own.dispose()
     assert batches == [["chs_old_0", "chs_old_2"], ["chs_old_3", "chs_old_4"]]
     assert sessions(engine) == {"chs_old_1"}
-    assert _expire_batch(engine, before, "") == ["chs_old_1"]  # the next round's
+    assert _expire_batch(engine, before, "") == ["chs_old_1"]  # the round's last pass (it waits for the write)
 
 
 def _expire_batch(engine: Engine, before: datetime, after: str) -> list[str]:
     with engine.begin() as conn:
         return ChatSessionRepository(conn).expire(before, after, limit=2)
+
+
+def _waiting_delete(url: str) -> bool:
+    watch = make_engine(url, pool_size=1)
+    try:
+        with watch.connect() as conn:
+            return bool(conn.execute(text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND query ILIKE 'DELETE FROM chat_sessions%'")).scalar_one())
+    finally:
+        watch.dispose()
 
 
 def test_a_sessions_delete_takes_its_messages(database):

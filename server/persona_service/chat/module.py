@@ -33,11 +33,15 @@ def _age_out(runtime: Runtime) -> int:
     Meanwhile such a session reads with no messages, and a message to it answers 404 (docs/data-volume.md)."""
     from persona_service.kernel.api import age_out, load
 
-    after = ""  # the round's batches go on by id from where the last one ended
+    after, wait = "", False  # the round's batches go on by id from where the last one ended
 
     def expired(conn: Connection, before: datetime) -> int:
-        nonlocal after
-        gone = ChatSessionRepository(conn).expire(before, after)
+        nonlocal after, wait
+        repo = ChatSessionRepository(conn)
+        gone = repo.expire(before, after, wait=wait)
+        if not gone and not wait:  # once more from the start for those a write held, waiting for it this time
+            after, wait = "", True
+            gone = repo.expire(before, after, wait=wait)
         after = gone[-1] if gone else after
         return len(gone)
 

@@ -392,14 +392,14 @@ class ChatSessionRepository:
             .order_by(_messages.c.session_id, _messages.c.ordinal)
         return {"chat_sessions": export_batches(self.conn, sessions), "chat_messages": export_batches(self.conn, messages)}
 
-    def expire(self, before: datetime, after: str = "", limit: int = EXPIRE_BATCH) -> list[str]:
+    def expire(self, before: datetime, after: str = "", limit: int = EXPIRE_BATCH, wait: bool = False) -> list[str]:
         """At most `limit` of the sessions started before `before` deleted, the next by id after `after` (the
         retention's, once their messages' partitions are dropped: their messages' cascade names those months,
         pruned to nothing); their ids, in order. By id, a round's batches walk the key once between them, where
-        each would scan the table past the rows the ones before deleted. A session a write holds is left to a
-        later round (SKIP LOCKED): a batch never waits on a conversation."""
+        each would scan the table past the rows the ones before deleted. A session a write holds is skipped
+        (SKIP LOCKED: the pass never waits on a conversation) unless `wait` (the round's last pass, for those)."""
         doomed = select(_sessions.c.id).where(_sessions.c.started_at < before, _sessions.c.id > after) \
-            .order_by(_sessions.c.id).limit(limit).with_for_update(skip_locked=True).scalar_subquery()
+            .order_by(_sessions.c.id).limit(limit).with_for_update(skip_locked=not wait).scalar_subquery()
         expired = sorted(self.conn.execute(delete(_sessions).where(_sessions.c.id.in_(doomed))
                                            .returning(_sessions.c.id)).scalars())
         stale(self.conn, CACHE, *expired)

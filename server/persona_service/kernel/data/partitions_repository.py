@@ -46,7 +46,9 @@ _PENDING = text("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = 
 # Each step of the job waits at most this long for its locks, then gives way and tries again a moment later:
 # writers queued behind a step that waits (on a long transaction) wait no longer than this.
 LOCK_WAIT_MS = 200
-LOCK_TRIES = 300  # a minute or more of tries, then the round fails (the next round goes on from where it was)
+# Tries a step gets, a second or so apart (each may hold others up to LOCK_WAIT_MS): then the round fails and the
+# next one (an hour later) goes on from where it was.
+LOCK_TRIES = 30
 
 
 def month_start(moment: datetime) -> datetime:
@@ -140,7 +142,7 @@ class MonthlyPartitions:
                 except OperationalError as exc:
                     if getattr(exc.orig, "sqlstate", "") not in ("55P03", "40P01"):  # lock_not_available, deadlock
                         raise
-                time.sleep(random.uniform(0.05, 0.25))
+                time.sleep(random.uniform(0.5, 1.5))
             raise TimeoutError(f"{self.table}: no turn at the locks of {statement()!r} in {LOCK_TRIES} tries")
         finally:
             self.conn.execute(text("RESET lock_timeout"))

@@ -2,18 +2,19 @@
 kernel/data/partition_swap.py), kept by one periodic job per table that makes the months ahead
 and drops the months past the table's retention, whole partitions instead of rows one by one.
 
-Online: a round is a sequence of short steps, none holding a lock its table's readers and writers
+Online: a round is a sequence of short steps, none waiting for a lock its table's readers and writers
 need for longer than LOCK_WAIT_MS (partitions_repository): a month past the retention is detached
-concurrently, then dropped, then what referred to its rows is removed in small batches, each in a
-transaction of its own. A round that stops anywhere (the process dies, a lock is not to be had) leaves
-a state the next round finishes: a "pending detach" partition finalized, a detached one dropped (each
-is marked before its detach), the rest of the batches run (they remove what is older than every
-partition left)."""
+concurrently, what referred to its rows is removed in small batches, each a transaction of its own,
+then the detached table is dropped. A round that stops anywhere (the process dies, a lock is not to be
+had) leaves a state the next round finishes: a "pending detach" partition finalized, the rest of the
+batches run (they remove what is older than every partition left), a detached table dropped (each is
+marked before its detach)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -66,26 +67,23 @@ Orphaned = Callable[[Connection, datetime], int]
 
 
 def age_out(engine: Engine, table: str, retention_days: int, now: datetime, orphaned: Orphaned | None = None) -> int:
-    """A table's periodic job (`<name>.partitions`): one round of `plan_age_out` in short steps (above), then,
-    with a retention, `orphaned`'s batches. Returns how many partitions it made and retired."""
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        partitions = MonthlyPartitions(conn, table)
-        if not partitions.take_turn():
+    """A table's periodic job (`<name>.partitions`): one round of `plan_age_out` in short steps (above): the
+    months made and those past the retention detached; with a retention, `orphaned`'s batches; then the
+    detached tables dropped. Returns how many partitions it made and detached."""
+    with _turn(engine, table) as partitions:
+        if partitions is None:
             return 0  # another process is at it
-        try:
-            existing = partitions.partitions()
-            todo = plan_age_out(existing, now, retention_days)
-            for start, end in todo.make:
-                partitions.make(start, end)
-            for name in todo.drop:  # oldest first
-                partitions.retire(name)
-                log.info("%s: partition %s detached, older than %d days", table, name, retention_days)
-            for name in partitions.drop_retired():
-                log.info("%s: partition %s dropped", table, name)
-            left = partitions.partitions()
-            before = left[0].lower if left and retention_days else None
-        finally:
-            partitions.give_turn()
+        todo = plan_age_out(partitions.partitions(), now, retention_days)
+        for start, end in todo.make:
+            partitions.make(start, end)
+        for name in todo.drop:  # oldest first
+            partitions.retire(name)
+            log.info("%s: partition %s detached, older than %d days", table, name, retention_days)
+        left = partitions.partitions()
+        before = left[0].lower if left and retention_days else None
+    # Before the drop: dropping a detached table whose foreign key refers to another table takes that table's
+    # ACCESS EXCLUSIVE lock a moment (its triggers go), which a busy table may not grant within a round's tries;
+    # what refers to the month is gone by then whatever the drop does (a detached table's key still cascades).
     if orphaned is not None and before is not None:
         removed = 0
         while True:
@@ -95,5 +93,22 @@ def age_out(engine: Engine, table: str, retention_days: int, now: datetime, orph
                 break
             removed += done
         if removed:
-            log.info("%s: %d rows referring to the dropped months removed", table, removed)
+            log.info("%s: %d rows referring to the retired months removed", table, removed)
+    with _turn(engine, table) as partitions:
+        for name in partitions.drop_retired() if partitions is not None else ():
+            log.info("%s: partition %s dropped", table, name)
     return len(todo.make) + len(todo.drop)
+
+
+@contextmanager
+def _turn(engine: Engine, table: str) -> Iterator[MonthlyPartitions | None]:
+    """The table's partitions on a connection in autocommit holding the table's turn; None: another has it."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        partitions = MonthlyPartitions(conn, table)
+        if not partitions.take_turn():
+            yield None
+            return
+        try:
+            yield partitions
+        finally:
+            partitions.give_turn()
