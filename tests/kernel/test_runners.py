@@ -1,5 +1,6 @@
 """Servers serve, runners run (process.runner): a streamed run is executed by a runner process, never by the
-server that accepted it; a unary operation's model calls are answered by a runner; a runner killed mid-run
+server that accepted it; a unary operation's model calls are answered by a runner (the offline model's short
+ones in the server: providers.factory.in_process_calls); a runner killed mid-run
 loses nothing; a runner claims an accepted run on its notification, not at its next poll."""
 
 from __future__ import annotations
@@ -88,14 +89,25 @@ def _published(stack):
         pubsub.close()
 
 
-def test_a_unary_operation_gets_its_model_calls_answered_by_a_runner(stack, http, tenants):
+def test_a_unary_operation_gets_its_long_model_calls_answered_by_a_runner(stack, http, tenants):
+    """A unary operation's model call goes to a runner unless it is the offline model's and short
+    (providers.remote.IN_PROCESS_MAX_CHARS): a chat message of 9,000 characters is moderated and answered by a
+    runner (delivered to the waiting server's inbox); a short one is answered in the server, through no runner."""
     tenant = tenants(plan="pro")
-    with _published(stack) as seen:
-        created = http.post("/v1/personas", json={"intent": "A beekeeper who writes sonnets"}, headers=tenant.auth)
+    created = http.post("/v1/personas", json={"intent": "A beekeeper who writes sonnets"}, headers=tenant.auth)
     assert created.status_code == 200, created.text
-    # Its soul, voice, moderation and audit: each a call a runner answered (delivered to the waiting server).
-    answers = [key for key in seen if key.startswith("persona:model:answer:")]
-    assert len(answers) >= 3, seen
+    session = http.post("/v1/chat/sessions", json={"personaId": created.json()["id"]}, headers=tenant.auth)
+    assert session.status_code == 200, session.text
+    messages = f"/v1/chat/sessions/{session.json()['sessionId']}/messages"
+    with _published(stack) as short:
+        reply = http.post(messages, json={"content": "How are the bees today?"}, headers=tenant.auth)
+    assert reply.status_code == 200, reply.text
+    assert not [key for key in short if key.startswith("persona:model:answer:")], short
+    with _published(stack) as long:
+        reply = http.post(messages, json={"content": "Tell me about the hive. " * 375}, headers=tenant.auth)
+    assert reply.status_code == 200, reply.text
+    # Its moderation and its completion: each a call a runner answered.
+    assert len([key for key in long if key.startswith("persona:model:answer:")]) >= 2, long
 
 
 def test_a_server_is_subscribed_to_no_run_channel_once_its_calls_are_answered(stack, http, tenants):
@@ -106,7 +118,7 @@ def test_a_server_is_subscribed_to_no_run_channel_once_its_calls_are_answered(st
     tenant = tenants(plan="pro")
     for intent in ("A glassblower who hums sea shanties", "A cartographer of imaginary rivers"):
         created = http.post("/v1/personas", json={"intent": intent}, headers=tenant.auth)
-        assert created.status_code == 200, created.text  # its model calls were answered through wake-ups
+        assert created.status_code == 200, created.text
         # (Only the views of earlier tests' streams, closed by their clients, may still be leaving theirs.)
         wait_until(lambda: all(re.fullmatch(rf"{wakeups.CHANNEL}:[0-9a-f]{{32}}", name.decode())
                                for name in client.pubsub_channels(f"{wakeups.CHANNEL}*")),
