@@ -60,9 +60,10 @@ def plan_age_out(partitions: Sequence[Partition], now: datetime, retention_days:
     return AgeOut(make, drop)
 
 
-# What refers to rows of dropped partitions, removed after the drops (chat: the sessions whose messages they
-# held): given `before`, the start of the oldest partition left, it removes at most one small batch of what
-# is older, in the transaction it is given, and says how many; called again, a transaction each, until 0.
+# What refers to rows of retired partitions, removed after their detach and before their drop (chat: the
+# sessions whose messages they hold): given `before`, the start of the oldest partition left, it removes at most
+# one small batch of what is older, in the transaction it is given, and says how many; called again, a
+# transaction each, until 0.
 Orphaned = Callable[[Connection, datetime], int]
 
 
