@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from persona_service.kernel import ids
 from persona_service.kernel.command import Command as Command  # re-exported: modules declare commands with it
 from persona_service.kernel.config_keys import ConfigKey, install_config_keys
+from persona_service.kernel.data.aggregates import first_lock_of
 from persona_service.kernel.ports import (
     ConfigLevel,
     LimitOverrides,
@@ -165,7 +166,10 @@ class Modules:
         _unique("review subject type", [k for m in self.all for k in m.review_resolvers])
         self.review_resolvers = {k: v for m in self.all for k, v in m.review_resolvers.items()}
         self.personal_data = [m.personal_data for m in self.all if m.personal_data is not None]
-        self.erasers = [m.erase_personal_data for m in self.all if m.erase_personal_data is not None]
+        # In the lock order of the aggregates each erases (by the first its domain declared): the erasure takes their
+        # roots as every other write does (docs/concurrency.md "The lock order"; the lock guard checks it).
+        self.erasers = [m.erase_personal_data for m in sorted(self.all, key=lambda m: first_lock_of(m.name))
+                        if m.erase_personal_data is not None]
         self.erasure_locks = [m.lock_personal_data for m in self.all if m.lock_personal_data is not None]
         self.commands = [c for m in self.all for c in m.commands]
         self.processes = [p for m in self.all for p in m.processes]

@@ -135,13 +135,19 @@ class PortraitService:
 
     def start_render(self, portrait_id: str) -> RenderJob | None:
         """Mark the portrait `generating`; None when it is already settled (or gone)."""
+        # Its persona first (rendered as it is held), then the portrait: personas come before portraits in the lock
+        # order (docs/concurrency.md). Which persona, and whether it is an edit, never change: read unlocked.
+        seen = self.repo.by_id(portrait_id, decides_nothing=True)
+        if seen is None:
+            return None
+        persona = None if seen.parent_portrait_id is not None else self.personas.active(
+            seen.workspace_id, seen.persona_id, hold=True)
         row = self.repo.transition(portrait_id, ("pending", "generating"), PortraitChanges(status="generating"))
         if row is None:
             return None
         if row.parent_portrait_id is not None:
             parent = self.repo.by_id(row.parent_portrait_id)
             return RenderJob(row, None, parent.storage_key if parent is not None else None)
-        persona = self.personas.active(row.workspace_id, row.persona_id, hold=True)  # rendered as it is held
         if persona is None:
             return RenderJob(row, None, None)
         soul = persona.soul or {}

@@ -8,7 +8,7 @@ from persona.v1 import privacy_pb2_grpc
 from persona_service.files.api import storage_for
 from persona_service.kernel.api import Job, Module, Runtime, ServiceBinding, load
 from persona_service.privacy.repository import PrivacyRepository
-from persona_service.privacy.service import PrivacyService
+from persona_service.privacy.service import PrivacyService, erase_exports
 from persona_service.privacy.servicer import PrivacyServicer
 from persona_service.privacy.settings import PrivacySettings
 
@@ -37,4 +37,5 @@ MODULE = Module(
     jobs=(Job("privacy.build_exports", 30, build_pending),),
     settings=PrivacySettings,
     personal_data=lambda conn, subject: PrivacyRepository(conn).personal_data(subject.org_id, subject.user_id),
+    erase_personal_data=erase_exports,  # (with the exports' files, in PrivacyService.erase)
 )

@@ -62,11 +62,13 @@ _groups = table_of(ScimGroup)
 _members = table_of(ScimGroupMember)
 # A SCIM group with its memberships: a PATCH/PUT of the group and a user's deletion (which leaves every group it
 # was in) lock the group first (kernel.data.aggregates; the lock order is docs/concurrency.md's).
-GROUP = declare_aggregate("scim_group", _groups, _members)
+GROUP = declare_aggregate("scim_group", _groups, _members, before_members=True)
 # A SCIM user: its row (the document as the IdP sent it, its e-mails included). Declared after the group: a write
 # that takes both takes groups, then users (a group write its members FOR SHARE, a user's deletion its groups
 # first). Its identity's address (the orgs module's user record) is held by name (OrgRepository.lock_email).
-USER = declare_aggregate("scim_user", _users)
+# Both before any membership (the erasure locks them, then the membership it ends; a group write regrants its
+# members' memberships last): first in the lock order, and no write holding its caller's membership locks them.
+USER = declare_aggregate("scim_user", _users, before_members=True)
 _user_counts = table_of(ScimUserCount)
 
 # Attributes kept as columns, by lower-case path (filters and sorting use them).

@@ -11,6 +11,7 @@ from persona_service.chat.repository import SESSION, ChatSessionRepository
 from persona_service.kernel.data import aggregates
 from persona_service.kernel.data.aggregates import LockGuard, LockOrderViolation
 from persona_service.kernel.data.uow import UnitOfWork
+from persona_service.personas.repository import PERSONA
 from persona_service.webhooks.repository import ENDPOINT
 from sqlalchemy import select, text
 from support import engine_for
@@ -57,11 +58,11 @@ def test_a_planted_violation_is_refused_before_it_reaches_postgresql(guarded, sq
 
 def test_the_orders_a_serial_write_takes_pass(guarded):
     with _writing(guarded) as conn:
-        repo = ChatSessionRepository(conn)
-        assert repo.lock("ws_none", SESSION_ID) is None  # the root first (no such session: nothing is locked)
-        repo.last_ordinal(SESSION_ID)  # then its messages
         conn.execute(text("SELECT 1 FROM webhook_endpoints WHERE id = 'e' FOR UPDATE"))
         conn.execute(text("SELECT count(*) FROM webhook_deliveries"))
+        repo = ChatSessionRepository(conn)  # (declared after webhook endpoints: the lock order, below)
+        assert repo.lock("ws_none", SESSION_ID) is None  # the root first (no such session: nothing is locked)
+        repo.last_ordinal(SESSION_ID)  # then its messages
 
 
 def test_a_shared_lock_on_the_root_holds_it_for_a_write_that_only_reads_it(guarded):
@@ -121,3 +122,57 @@ def test_a_connection_the_database_dropped_rolls_back_without_the_guard_failing(
         with pytest.raises(Exception, match="terminat"):
             conn.execute(text("SELECT 1"))
         conn.rollback()  # the rollback event finds an invalidated connection: nothing to reset, no error
+
+
+# The order between two aggregates' roots (docs/concurrency.md "The lock order"): two writes that took two roots in
+# opposite orders would wait in a cycle; the guard refuses the second lock of the wrong order, as it is taken.
+def test_a_root_locked_after_a_later_aggregates_root_is_refused(guarded):
+    with _writing(guarded) as conn:
+        aggregates.lock_root(conn, PERSONA, dict, PERSONA.root.c.id == "persona_x")  # persona: after chat_session
+        with pytest.raises(LockOrderViolation, match="chat_session: its root locked after persona's"):
+            ChatSessionRepository(conn).lock("ws_none", SESSION_ID)
+
+
+def test_the_same_roots_in_the_declared_order_pass(guarded):
+    with _writing(guarded) as conn:
+        ChatSessionRepository(conn).lock("ws_none", SESSION_ID)
+        conn.execute(text("SELECT 1 FROM personas WHERE id = 'x' FOR SHARE"))  # a persona a session is made of
+        conn.execute(text("SELECT 1 FROM marketplace_listings WHERE id = 'x' FOR UPDATE"))
+        conn.execute(text("SELECT 1 FROM chat_sessions WHERE id = 'y' FOR UPDATE"))  # only a first lock is ordered
+
+
+def test_an_atomic_update_of_an_earlier_root_is_ordered_too(guarded):
+    with _writing(guarded) as conn:
+        conn.execute(text("SELECT 1 FROM portraits WHERE id = 'x' FOR UPDATE"))
+        with pytest.raises(LockOrderViolation, match="persona: its root locked after portrait's"):
+            conn.execute(text("UPDATE personas SET name = name WHERE id = 'x'"))
+
+
+def test_a_new_roots_insert_takes_no_place_in_the_order(guarded):
+    with _writing(guarded) as conn:  # a row nobody else sees: no one waits for it
+        conn.execute(text("SELECT 1 FROM personas WHERE id = 'x' FOR SHARE"))
+        conn.execute(text("INSERT INTO chat_sessions SELECT * FROM chat_sessions WHERE false"))
+        conn.execute(text("SELECT count(*) FROM chat_messages WHERE session_id = 'x'"))  # its members: locked
+
+
+def test_scim_roots_come_first_and_never_after_the_callers_hold(guarded):
+    with _writing(guarded) as conn:  # the erasure's order: SCIM's group and user, then what it erases
+        conn.execute(text("SELECT 1 FROM scim_groups WHERE id = 'x' FOR UPDATE"))
+        conn.execute(text("SELECT 1 FROM scim_users WHERE id = 'x' FOR UPDATE"))
+        conn.execute(text("UPDATE api_keys SET name = name WHERE id = 'x'"))
+        conn.execute(text("DELETE FROM chat_sessions WHERE id = 'x'"))
+    with _writing(guarded) as conn:
+        conn.execute(text("SELECT 1 FROM scim_users WHERE id = 'x' FOR UPDATE"))
+        with pytest.raises(LockOrderViolation, match="scim_group: its root locked after scim_user's"):
+            conn.execute(text("SELECT 1 FROM scim_groups WHERE id = 'x' FOR UPDATE"))
+    with _writing(guarded) as conn:
+        with aggregates.holding(conn):
+            conn.execute(text("SELECT 1"))  # (the caller's membership hold)
+        with pytest.raises(LockOrderViolation, match="scim_user: its root locked after the caller's membership"):
+            conn.execute(text("SELECT 1 FROM scim_users WHERE id = 'x' FOR UPDATE"))
+
+
+def test_the_lock_order_puts_scim_first_then_the_declaration_order():
+    order = [a.name for a in LockGuard(aggregates.ORDER).order]
+    assert order[:2] == ["scim_group", "scim_user"]
+    assert order[2:] == [a.name for a in aggregates.ORDER if not a.before_members]

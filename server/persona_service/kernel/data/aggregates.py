@@ -18,14 +18,20 @@ the session is locked, writing a delivery while its endpoint is free to go)
 is caught by `LockGuard`, which the test stacks turn on
 (`PERSONA_LOCK_GUARD=1`): in a writing transaction, the first statement that
 touches one of an aggregate's tables must lock its root, or it raises
-`LockOrderViolation` (a 500 the suite sees). It reads the SQL that reaches
-the driver, so it holds whatever spelled the statement (Core, `text()`, a
-subquery string), not only the calls it was written for.
+`LockOrderViolation` (a 500 the suite sees). It also refuses a root locked
+after the root of an aggregate that comes later in the lock order
+(`LockGuard.order`), and a root declared `before_members` locked after the
+caller's membership hold: two writes taking two roots in opposite orders
+would wait in a cycle (a deadlock PostgreSQL breaks, rerun by the Commit
+stage), and the guard names the second lock at once. It reads the SQL that
+reaches the driver, so it holds whatever spelled the statement (Core,
+`text()`, a subquery string), not only the calls it was written for.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,6 +49,10 @@ class Aggregate:
     name: str
     root: Table
     members: tuple[Table, ...] = ()  # the tables whose rows belong to a root row
+    # Locked before any membership (SCIM's groups and users: the erasure and SCIM's writes take them, then the
+    # memberships they end or regrant), so first in the lock order, and never after the caller's hold.
+    before_members: bool = False
+    package: str = ""  # the domain that declared it (persona_service.<package>): its erasure's place in the order
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -52,14 +62,28 @@ class Aggregate:
 ORDER: list[Aggregate] = []  # every declared aggregate, in lock order
 
 
-def declare(name: str, root: Table, *members: Table) -> Aggregate:
-    """An aggregate of `root` and `members` (once per name: a module's import declares it)."""
+def declare(name: str, root: Table, *members: Table, before_members: bool = False) -> Aggregate:
+    """An aggregate of `root` and `members` (once per name: a module's import declares it); `before_members`:
+    its roots are locked before any organization membership (see `Aggregate.before_members`)."""
     for known in ORDER:
         if known.name == name:
             return known
-    aggregate = Aggregate(name, root, members)
+    declared_in = sys._getframe(1).f_globals.get("__name__", "")  # noqa: SLF001 - the declaring module, once per import
+    aggregate = Aggregate(name, root, members, before_members, (declared_in.split(".") + [""])[1])
     ORDER.append(aggregate)
     return aggregate
+
+
+def lock_order(aggregates: list[Aggregate]) -> list[Aggregate]:
+    """The lock order: the `before_members` aggregates, then the rest, each in declaration order."""
+    return [a for a in aggregates if a.before_members] + [a for a in aggregates if not a.before_members]
+
+
+def first_lock_of(package: str) -> int:
+    """Where the first aggregate a domain declared comes in the lock order (after every one: it declared none). A
+    person's erasure runs each domain's eraser in this order (kernel.module.Modules.erasers)."""
+    order = lock_order(ORDER)
+    return next((i for i, a in enumerate(order) if a.package == package), len(order))
 
 
 def lock_root(conn: Connection, aggregate: Aggregate, record: type[R], *where: Any) -> R | None:
@@ -106,6 +130,7 @@ def holding(conn: Connection) -> Iterator[None]:
     finally:
         conn.info.pop(_HOLDING, None)
         conn.info.pop(_HOLD_DUE, None)
+    conn.info[_MEMBER_HELD] = True
 
 
 _KIND = re.compile(r"^\s*(?:WITH\b.*?\)\s*)?(SELECT|INSERT|UPDATE|DELETE)\b", re.IGNORECASE | re.DOTALL)
@@ -113,6 +138,19 @@ _KIND = re.compile(r"^\s*(?:WITH\b.*?\)\s*)?(SELECT|INSERT|UPDATE|DELETE)\b", re
 # still active) holds it against changes, and that is enough (KEY SHARE is not: it lets the root's columns change).
 _LOCKING = re.compile(r"\bFOR\s+(?:(?:NO\s+KEY\s+)?UPDATE|SHARE)\b", re.IGNORECASE)
 _LOCKED = "aggregates_locked"
+_MEMBER_HELD = "aggregates_member_held"  # the caller's membership is held in this transaction (`holding`)
+# An INSERT of a new root (an upsert that may update an existing row, `DO UPDATE`, locks that row: not this).
+_INSERT = re.compile(r"^\s*INSERT\b(?!.*\bDO\s+UPDATE\b)", re.IGNORECASE | re.DOTALL)
+
+
+@dataclass
+class Held:
+    """What a writing transaction holds, as the guard saw it: the aggregates whose root it locked or inserted
+    (`locked`: their members may be read), and of those the ones locked on existing rows (`ordered`: a root
+    locked later must come after each of them in the lock order)."""
+
+    locked: set[str]
+    ordered: set[str]
 
 
 def _names(name: str) -> str:
@@ -126,6 +164,14 @@ class LockGuard:
     def __init__(self, aggregates: list[Aggregate]) -> None:
         self.aggregates = aggregates
         self._patterns: dict[str, tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]] = {}
+        self._order: tuple[int, list[Aggregate]] = (-1, [])
+
+    @property
+    def order(self) -> list[Aggregate]:
+        """`lock_order` of the aggregates, kept until one more is declared."""
+        if self._order[0] != len(self.aggregates):
+            self._order = (len(self.aggregates), lock_order(self.aggregates))
+        return self._order[1]
 
     def _of(self, a: Aggregate) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
         """(touches any of its tables, changes its root, names its root in a FROM)."""
@@ -149,21 +195,39 @@ class LockGuard:
     @staticmethod
     def _reset(conn: Connection) -> None:
         if not conn.invalidated:  # (a connection the database dropped is rolled back with nothing to reset)
-            conn.info[_LOCKED] = set()
+            conn.info[_LOCKED] = Held(set(), set())
             conn.info.pop(_HOLD_DUE, None)
+            conn.info.pop(_MEMBER_HELD, None)
 
-    def check(self, sql: str, locked: set[str]) -> None:
-        """Raise when `sql`, run in a writing transaction holding the roots `locked`, breaks the rule."""
+    def check(self, sql: str, held: Held, member_held: bool = False) -> None:
+        """Raise when `sql`, run in a writing transaction holding `held` (and the caller's membership, when
+        `member_held`), breaks the rule: a member or an unlocked root touched before its root is locked, a root
+        locked after one that comes later in `order`, a `before_members` root locked after the membership.
+        Only an aggregate's first lock is ordered: from SQL alone a second lock of its roots may be the same
+        row again (an accounting UPDATE of the session a write locked first)."""
         kind = _KIND.match(sql)
         selects_for_update = kind is not None and kind.group(1).upper() == "SELECT" and _LOCKING.search(sql)
-        for aggregate in self.aggregates:
-            if aggregate.name in locked:
+        order = self.order
+        for rank, aggregate in enumerate(order):
+            if aggregate.name in held.locked:
                 continue
             touches, changes_root, from_root = self._of(aggregate)
             if not touches.search(sql):
                 continue
             if changes_root.match(sql) or (selects_for_update and from_root.search(sql)):
-                locked.add(aggregate.name)
+                held.locked.add(aggregate.name)
+                if _INSERT.match(sql):
+                    continue  # a new row: nobody else can be waiting for it, so it takes no place in the order
+                later = [a.name for a in order[rank + 1:] if a.name in held.ordered]
+                if later:
+                    raise LockOrderViolation(
+                        f"{aggregate.name}: its root locked after {', '.join(later)}'s, against the lock order "
+                        f"({', '.join(a.name for a in order)}; docs/concurrency.md): {sql[:160]}")
+                if aggregate.before_members and member_held:
+                    raise LockOrderViolation(
+                        f"{aggregate.name}: its root locked after the caller's membership hold (its roots come "
+                        f"before any membership: the erasure's order; docs/concurrency.md): {sql[:160]}")
+                held.ordered.add(aggregate.name)
                 continue
             raise LockOrderViolation(
                 f"{aggregate.name}: a write touched {aggregate.tables} before locking its root "
@@ -180,7 +244,10 @@ class LockGuard:
         driver = conn.connection.driver_connection
         if decides_nothing or driver is None or getattr(driver, "autocommit", False):
             return
-        self.check(sql, info.setdefault(_LOCKED, set()))
+        held = info.get(_LOCKED)
+        if held is None:
+            held = info[_LOCKED] = Held(set(), set())
+        self.check(sql, held, bool(info.get(_MEMBER_HELD)))
 
     def _check(self, conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any,
                executemany: bool) -> None:
