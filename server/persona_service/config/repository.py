@@ -8,7 +8,15 @@ from sqlalchemy import Connection, bindparam, delete, select
 from sqlalchemy.dialects.postgresql import insert
 
 from persona_service.config.tables import ConfigItem
-from persona_service.kernel.api import DECIDES_NOTHING, Prepared, declare_aggregate, records, table_of
+from persona_service.kernel.api import (
+    DECIDES_NOTHING,
+    Prepared,
+    declare_aggregate,
+    read_cache,
+    records,
+    stale,
+    table_of,
+)
 
 _items = table_of(ConfigItem)
 # A setting at one level on its own: its writes are one upsert or one DELETE (each locks the row it changes, or
@@ -34,14 +42,20 @@ def persona_level(persona_id: str) -> str:
     return PERSONA_LEVEL_PREFIX + persona_id
 
 
-# One key's rows at the organization's, a workspace's and a persona's level (`key_settings`: the value a chat reply
-# acts by, its drift threshold): prepared once, run without SQLAlchemy's per-execution layers (issue 50).
+# One key's rows at every level of an organization (`key_settings`: the value a chat reply acts by, its drift
+# threshold, read on every reply and written rarely): prepared once, and kept in the server process's memory
+# (kernel.data.read_cache), under "<org>:<key>", dropped everywhere by every write of one of those rows (`upsert`,
+# `delete`: the only writes of config_items) before the write answers (issue 50: one statement a reply).
 _key_rows = Prepared(
     select(_items.c.key, _items.c.workspace_id, _items.c.value, _items.c.updated_at).where(
-        _items.c.org_id == bindparam("org"), _items.c.key == bindparam("key"),
-        _items.c.workspace_id.in_([bindparam("org_level"), bindparam("ws"), bindparam("persona")])),
+        _items.c.org_id == bindparam("org"), _items.c.key == bindparam("key")),
     ItemRecord,
 )
+KEY_CACHE = "config_key"
+_kept = read_cache(KEY_CACHE, tuple)
+# The transaction that wrote a setting (on its connection's info): its own reads after the write skip memory, which
+# drops the old rows only once it commits.
+_WROTE = "config_wrote_in"
 
 
 class ConfigRepository:
@@ -58,10 +72,16 @@ class ConfigRepository:
         return records(ItemRecord, self.conn.execute(stmt.execution_options(**_DECIDES_NOTHING)).mappings())
 
     def key_settings(self, org_id: str, workspace_id: str, key: str, persona_id: str = "") -> list[ItemRecord]:
-        """`settings(..., key=key)`, prepared."""
-        params = {"org": org_id, "key": key, "org_level": ORG_LEVEL, "ws": workspace_id,
-                  "persona": persona_level(persona_id) if persona_id else None}
-        return _key_rows.all(self.conn, params, decides_nothing=True)
+        """`settings(..., key=key)`: from the organization's rows of the key, kept in memory (read once a process
+        until a write of one of them; an organization sets a key at a few levels, not thousands)."""
+        def load() -> tuple[ItemRecord, ...]:
+            return tuple(_key_rows.all(self.conn, {"org": org_id, "key": key}, decides_nothing=True))
+
+        wrote = self.conn.info.get(_WROTE)
+        rows: tuple[ItemRecord, ...] = (load() if wrote is not None and wrote is self.conn.get_transaction()
+                                        else _kept.read(f"{org_id}:{key}", org_id, load) or ())
+        levels = (ORG_LEVEL, workspace_id, persona_level(persona_id) if persona_id else None)
+        return [row for row in rows if row.workspace_id in levels]
 
     def org_settings_with_prefix(self, org_id: str, prefix: str) -> list[tuple[str, Any]]:
         stmt = select(_items.c.key, _items.c.value).where(
@@ -76,8 +96,15 @@ class ConfigRepository:
             set_={"value": stmt.excluded.value, "updated_by": updated_by, "updated_at": stmt.excluded.updated_at},
         )
         self.conn.execute(stmt)
+        self._wrote(org_id, key)
 
     def delete(self, org_id: str, workspace_id: str, key: str) -> None:
         self.conn.execute(
             delete(_items).where(_items.c.org_id == org_id, _items.c.workspace_id == workspace_id, _items.c.key == key)
         )
+        self._wrote(org_id, key)
+
+    def _wrote(self, org_id: str, key: str) -> None:
+        """A setting of `key` changed: memory drops the organization's rows of it everywhere once this commits."""
+        stale(self.conn, KEY_CACHE, f"{org_id}:{key}")
+        self.conn.info[_WROTE] = self.conn.get_transaction()
