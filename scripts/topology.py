@@ -435,10 +435,29 @@ class Topology:
     def _runner_ready(self, index: int) -> pathlib.Path:
         return self.root / f"runner-{index}" / "ready"
 
-    def wait_runner(self, index: int, popen: subprocess.Popen) -> None:
-        """Until the runner takes runs and model calls (its ready file: the runner Deployment's readiness)."""
-        _wait(lambda: popen.poll() is None and self._runner_ready(index).exists(), f"runner-{index}", 120)
-        self.step(f"runner-{index}: ready")
+    def wait_runner(self, index: int, popen: subprocess.Popen, timeout: float = 120) -> None:
+        """Until the runner takes runs and model calls (its ready file: the runner Deployment's readiness).
+        A runner that exits fails the wait at once, and either failure carries its exit status and its log's
+        last lines: a bench without --dir removes the logs, and a dead runner used to be waited for 120 s and
+        reported as "did not come up", as a hung one is (the backup/restore drill's unexplained failure)."""
+        name = f"runner-{index}"
+        deadline = time.monotonic() + timeout
+        while popen.poll() is None and not self._runner_ready(index).exists():
+            if time.monotonic() > deadline:
+                raise StackError(f"{name} did not come up within {timeout:.0f}s (still running, no ready file); "
+                                 f"its log ends:\n{self._log_tail(name)}")
+            time.sleep(0.1)
+        if popen.poll() is not None:
+            raise StackError(f"{name} exited ({popen.returncode}) before it was ready; its log ends:\n"
+                             f"{self._log_tail(name)}")
+        self.step(f"{name}: ready")
+
+    def _log_tail(self, name: str, chars: int = 4000) -> str:
+        """The end of a process's log (a runner's traceback is one JSON line, a crash at import plain text)."""
+        try:
+            return self._log(name).read_text(errors="replace")[-chars:] or "(empty)"
+        except OSError as exc:
+            return f"(unreadable: {exc})"
 
     def restart_runners(self) -> None:
         """As the runner Deployment rolls (deploy/kubernetes/runner.yaml: readiness on the ready file, never
