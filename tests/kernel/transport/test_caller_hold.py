@@ -8,13 +8,16 @@ erasure and SCIM's writes, which take their locks in the erasure's own order (do
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 from google.protobuf import empty_pb2
 from persona.v1 import options_pb2
+from persona_service.chat.repository import ChatSessionRepository
 from persona_service.kernel.data import aggregates
 from persona_service.kernel.data.aggregates import LockGuard, LockOrderViolation
+from persona_service.kernel.data.quota_repository import QuotaRepository
 from persona_service.kernel.data.uow import UnitOfWork
 from persona_service.kernel.errors import Unauthorized
 from persona_service.kernel.principal import SCOPES, Principal
@@ -136,6 +139,71 @@ def test_a_hold_left_out_is_refused_at_the_operations_first_statement(guarded, t
     with pytest.raises(LockOrderViolation, match="before the caller's membership hold"):
         compose([commit], lambda call: call.ctx.conn.execute(text("SELECT 1")))(call)
     call.ctx.uow.close()
+
+
+class RecordsAQuotaWindow(Stage):
+    """What the Limits stage does before the operation on a generation's first call in a new window: records the
+    organization's quota window (an upsert of its `quota_windows` row) on the unit of work's connection."""
+
+    def __call__(self, call: Call) -> object:
+        start, end = datetime(2031, 1, 1, tzinfo=UTC), datetime(2031, 2, 1, tzinfo=UTC)
+        QuotaRepository(call.ctx.conn).counts_since(call.ctx.caller.org_id, start, end, start + timedelta(days=9))
+        return self.then(call)
+
+
+def _window_locked_by_another(engine, org_id: str) -> bool:
+    with engine.connect() as other:
+        try:
+            other.execute(text("SELECT 1 FROM quota_windows WHERE org_id = :o FOR UPDATE NOWAIT"), {"o": org_id})
+        except Exception as exc:  # noqa: BLE001 - only a lock that is not available counts
+            assert isinstance(getattr(exc, "orig", None), psycopg.errors.LockNotAvailable), exc
+            return True
+        finally:
+            other.rollback()
+        return False
+
+
+def test_the_quota_window_recorded_before_the_operation_is_not_held_through_it(guarded, tenants):
+    """The hold comes first, then the quota: what a stage recorded before the operation (the quota window's row) is
+    committed before the hold, so the operation runs holding the membership and not that row (the erasure's order
+    has no place for a lock taken before the membership)."""
+    member = tenants.member()
+    call = _call(guarded, _principal(member.org_id, member.user_id, member.workspace_id), generation=True)
+    seen: list[tuple[bool, bool]] = []
+
+    def operation(call: Call) -> None:
+        seen.append((_held_by_another(guarded, member.org_id, member.user_id),
+                     _window_locked_by_another(guarded, member.org_id)))
+        # A root locked by a Prepared statement (past SQLAlchemy) counts for what follows: the unit of work began
+        # after the commit, not at SQLAlchemy's next statement (which would have reset what the guard saw).
+        repo = ChatSessionRepository(call.ctx.conn)
+        repo.lock(member.workspace_id, "chat_session_00000000000000000000000000")
+        repo.last_ordinal("chat_session_00000000000000000000000000")
+        raise Done
+
+    commit, *rest = _tail(guarded, call)
+    try:
+        with pytest.raises(Done):
+            compose([RecordsAQuotaWindow(), commit, *rest], operation)(call)
+    finally:
+        call.ctx.uow.close()
+    assert seen == [(True, False)]
+    with guarded.begin() as conn:  # the window was recorded (committed), and is the test's only
+        assert conn.execute(text("DELETE FROM quota_windows WHERE org_id = :o"), {"o": member.org_id}).rowcount == 1
+
+
+def test_a_hold_due_after_statements_in_its_transaction_is_refused(guarded):
+    uow = UnitOfWork(guarded)
+    try:
+        uow.conn.execute(text("SELECT 1"))  # a stage's statement, left uncommitted
+        with pytest.raises(LockOrderViolation, match="ran statements before its caller's membership hold was due"):
+            aggregates.expect_hold(uow.conn)
+        uow.commit()
+        aggregates.expect_hold(uow.conn)  # a new transaction: its first statement will be the hold
+        with aggregates.holding(uow.conn):
+            uow.conn.execute(text("SELECT 1"))
+    finally:
+        uow.close()
 
 
 def test_a_write_ordering_its_own_member_locks_is_not_held(guarded, tenants):

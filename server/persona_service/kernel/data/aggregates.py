@@ -111,13 +111,21 @@ class LockOrderViolation(AssertionError):
 
 
 # A writing transaction whose next statement must be the hold its unit of work begins with (the caller's
-# membership, kernel.transport.stages.hold), and the hold while it runs: `conn.info` keys the guard reads.
+# membership, kernel.transport.stages.hold), the hold while it runs, and whether the transaction ran a statement
+# yet (kept by the guard only): `conn.info` keys the guard reads.
 _HOLD_DUE = "aggregates_hold_due"
 _HOLDING = "aggregates_holding"
+_RAN = "aggregates_ran"
 
 
 def expect_hold(conn: Connection) -> None:
-    """From here, `conn`'s first statement must run inside `holding` (the guard refuses any other)."""
+    """From here, `conn`'s first statement must run inside `holding` (the guard refuses any other), and it must be
+    its transaction's first: a statement run before in that transaction (a kernel stage's read or write before the
+    operation, left uncommitted) would hold its locks before the hold, so the guard refuses the unit of work."""
+    if conn.info.get(_RAN):
+        raise LockOrderViolation(
+            "a write's unit of work ran statements before its caller's membership hold was due (what the stages "
+            "before the operation run must end before it: kernel.transport.stages.hold.due)")
     conn.info[_HOLD_DUE] = True
 
 
@@ -187,17 +195,24 @@ class LockGuard:
 
     def install(self, engine: Engine) -> None:
         event.listen(engine, "begin", self._reset)
-        event.listen(engine, "commit", self._reset)
-        event.listen(engine, "rollback", self._reset)
+        event.listen(engine, "commit", self._ended)
+        event.listen(engine, "rollback", self._ended)
         event.listen(engine, "before_cursor_execute", self._check)
         _GUARDS[id(engine)] = self
 
     @staticmethod
     def _reset(conn: Connection) -> None:
+        """A transaction begins (a hold due, `expect_hold` after a commit, stays due: it is this one's)."""
         if not conn.invalidated:  # (a connection the database dropped is rolled back with nothing to reset)
             conn.info[_LOCKED] = Held(set(), set())
-            conn.info.pop(_HOLD_DUE, None)
             conn.info.pop(_MEMBER_HELD, None)
+            conn.info.pop(_RAN, None)
+
+    @classmethod
+    def _ended(cls, conn: Connection) -> None:
+        cls._reset(conn)
+        if not conn.invalidated:
+            conn.info.pop(_HOLD_DUE, None)
 
     def check(self, sql: str, held: Held, member_held: bool = False) -> None:
         """Raise when `sql`, run in a writing transaction holding `held` (and the caller's membership, when
@@ -237,6 +252,7 @@ class LockGuard:
         """`check` for a statement run on `conn` (a read-only unit of work, in autocommit, decides nothing), after
         the hold `conn`'s unit of work must begin with, if one is due (even a read that decides nothing)."""
         info = conn.info
+        info[_RAN] = True
         if info.get(_HOLD_DUE) and not info.get(_HOLDING):
             raise LockOrderViolation(
                 "a write ran a statement before the caller's membership hold its unit of work begins with "

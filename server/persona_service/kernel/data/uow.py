@@ -39,6 +39,14 @@ class UnitOfWork:
             self._conn.commit()
             read_cache.committed(self._conn)  # what it changed leaves every process's read cache before it answers
 
+    def begin_again(self) -> None:
+        """Commit what the transaction ran so far and begin the next one at once, as `conn` begins the first (a
+        `Prepared` statement runs past SQLAlchemy, which would otherwise begin it only at its next own statement,
+        after what the guard saw). Nothing to do before the connection is opened."""
+        if self._conn is not None and not self._read_only:
+            self.commit()
+            self._conn.begin()
+
     def close(self) -> None:
         """Roll back whatever was not committed and return the connection.
         One the database dropped (a restart) is discarded: its server rolled

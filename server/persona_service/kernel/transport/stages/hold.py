@@ -25,8 +25,12 @@ def needed(call: Call) -> bool:
 
 
 def due(call: Call) -> None:
-    """Marks the call's unit of work, when it must begin with the hold, for the lock guard."""
+    """Marks the call's unit of work, when it must begin with the hold, for the lock guard. What the stages before
+    the operation ran on its connection (authentication's read, the limits' and the quota window's record, each on a
+    cache miss) is committed first: it holds nothing past here, and the hold is the unit of work's first statement
+    (docs/concurrency.md "The caller's membership, first")."""
     if needed(call):
+        call.ctx.uow.begin_again()  # (nothing to do when no stage opened the connection)
         expect_hold(call.ctx.conn)
 
 
