@@ -24,6 +24,24 @@ def persona(tenant, slug: str) -> NewPersona:
                       last_run_id="", card_extra=None, created_at=now, updated_at=now)
 
 
+def recording(conn, statements: list[str]):
+    """Records every statement `conn` sends, SQLAlchemy's and the prepared ones (kernel.data.prepared) run on its
+    driver connection, until the function it returns is called."""
+    def record(*args) -> None:
+        statements.append(args[2])
+
+    event.listen(conn, "before_cursor_execute", record)
+    raw = conn.connection.driver_connection
+    execute = raw.execute
+    raw.execute = lambda sql, *args, **kwargs: (statements.append(str(sql)), execute(sql, *args, **kwargs))[1]
+
+    def stop() -> None:
+        event.remove(conn, "before_cursor_execute", record)
+        del raw.execute  # the driver connection's own method again
+
+    return stop
+
+
 def derive(conn, tenant, base: str, tries: int = 3) -> str:
     repo = PersonaRepository(conn)
     row = derive_unique(SLUG_CONSTRAINT, lambda n: base if n == 0 else f"{base}-{n}",
@@ -36,12 +54,13 @@ def test_a_taken_slug_is_derived_again_without_a_savepoint(engine, tenant):
     statements: list[str] = []
     with engine.connect() as conn:
         conn.begin()
-        event.listen(conn, "before_cursor_execute", lambda *args: statements.append(args[2]))
+        stop = recording(conn, statements)
         assert derive(conn, tenant, base) == base
         assert derive(conn, tenant, base) == f"{base}-1"
         assert derive(conn, tenant, base) == f"{base}-2"
         with pytest.raises(StateConflict) as refused:  # every candidate taken: the caller's conflict
             derive(conn, tenant, base)
+        stop()
         conn.rollback()
     assert refused.value.details["conflictField"] == "slug"
     assert not [s for s in statements if "SAVEPOINT" in s.upper()]

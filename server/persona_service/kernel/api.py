@@ -101,6 +101,7 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.data.uow import in_batches as in_batches
     from persona_service.kernel.data.prepared import Prepared as Prepared
     from persona_service.kernel.data.prepared import PreparedRows as PreparedRows
+    from persona_service.kernel.data.prepared import PreparedWrite as PreparedWrite
     # hot reads kept in memory, evicted in every process by the writes that mark them (kernel.data.read_cache)
     from persona_service.kernel.data.read_cache import read_cache as read_cache
     from persona_service.kernel.data.read_cache import stale as stale
@@ -233,7 +234,7 @@ __all__ = [
     "CursorCodec", "cursor_page", "keyset_page",
     # the unit of work
     "DECIDES_NOTHING", "Aggregate", "declare_aggregate", "lock_root", "derive_unique", "once_per", "in_batches",
-    "Prepared", "PreparedRows", "read_cache", "stale",
+    "Prepared", "PreparedRows", "PreparedWrite", "read_cache", "stale",
     # rows as typed records (repositories)
     "record", "record_or_none", "records", "changed_columns", "row_columns",
     # tables

@@ -28,6 +28,7 @@ from persona_service.kernel.api import (
     Batches,
     Prepared,
     PreparedRows,
+    PreparedWrite,
     changed_columns,
     declare_aggregate,
     export_batches,
@@ -86,6 +87,22 @@ _voice_read = Prepared(select(_voices).where(_voices.c.persona_id == bindparam("
 _hold_read = Prepared(select(_personas.c.id, _personas.c.org_id, _personas.c.created_at).where(
     _personas.c.id == bindparam("id"), _personas.c.workspace_id == bindparam("ws"),
     _personas.c.state != literal_column("'deleted'")).with_for_update(read=True), PersonaSummary)
+# A creation's row (its slug derived: nothing when the workspace holds it) and every new version with its voice
+# (the voice's upsert a CTE of the version's INSERT), compiled once and prepared (issue 50): the same rows as Core's.
+def _names(record: type) -> list[str]:
+    return [f.name for f in fields(record)]
+
+
+_insert_unless_taken = PreparedWrite(
+    pg_insert(_personas).values({name: bindparam(name) for name in _names(NewPersona)})
+    .on_conflict_do_nothing(constraint=SLUG_CONSTRAINT).returning(_personas), PersonaRecord)
+_VOICE = "voice_"  # the voice's parameters' prefix (a version has columns of the same names)
+_voice_upsert = pg_insert(_voices).values({name: bindparam(_VOICE + name) for name in _names(VoiceRecord)})
+_voice_upsert = _voice_upsert.on_conflict_do_update(
+    index_elements=[_voices.c.persona_id], set_={name: _voice_upsert.excluded[name] for name in _names(VoiceRecord)})
+_add_version: PreparedWrite[None] = PreparedWrite(
+    insert(_versions).values({name: bindparam(name) for name in _names(NewVersion)})
+    .add_cte(_voice_upsert.cte("voice")))
 
 # Punctuation and symbols (`/`, `.`, `@`, `-`, `_`, …): each run of them is a space in the search document,
 # so that they separate words there as they do in `q` (split by WORD: runs of letters and digits). PostgreSQL's
@@ -148,8 +165,8 @@ class PersonaRepository:
 
     def insert_unless_slug_taken(self, persona: NewPersona) -> PersonaRecord | None:
         """The persona, or None when its workspace holds its slug (kernel.data.unique.derive_unique)."""
-        stmt = pg_insert(_personas).values(**row_columns(persona)).on_conflict_do_nothing(constraint=SLUG_CONSTRAINT)
-        return record_or_none(PersonaRecord, self.conn.execute(stmt.returning(_personas)).mappings().first())
+        made = _insert_unless_taken.run(self.conn, row_columns(persona))
+        return made[0] if made else None
 
     def update(self, persona_id: str, changes: PersonaChanges) -> PersonaRecord:
         return self._updated(update(_personas).where(_personas.c.id == persona_id).values(**changed_columns(changes)))
@@ -226,11 +243,8 @@ class PersonaRepository:
     def add_version(self, version: NewVersion, voice: VoiceRecord) -> None:
         """The persona's new version and its current voice (inserted or replaced), in one statement: the voice's
         upsert is a data-modifying CTE of the version's INSERT (one statement to build and run, not two)."""
-        values = row_columns(voice)
-        upsert = pg_insert(_voices).values(**values)
-        upsert = upsert.on_conflict_do_update(index_elements=[_voices.c.persona_id],
-                                              set_={name: upsert.excluded[name] for name in values})
-        self.conn.execute(insert(_versions).values(**row_columns(version)).add_cte(upsert.cte("voice")))
+        _add_version.run(self.conn, {**row_columns(version),
+                                     **{_VOICE + name: value for name, value in row_columns(voice).items()}})
 
     def version(self, persona_id: str, version: int, *, decides_nothing: bool = False) -> VersionRecord | None:
         stmt = select(_versions).where(_versions.c.persona_id == persona_id, _versions.c.version == version)
