@@ -60,8 +60,8 @@ def in_process_calls(settings: ProviderSettings | None = None) -> frozenset[str]
     of a millisecond or less that cost several times as much through Redis and a runner (issue 50: a chat reply's
     completion, ~0.1 ms of the model's, cost the runner ~1 ms and Redis and the server their round trip). They take
     the calling organization's turn of the server's gate (`ModelCall.turn`), as a runner's would. A real model's
-    calls, streams (a durable run's, which a unary thread never holds), souls, voices and portraits go to the
-    runners."""
+    calls, longer texts, streams (a durable run's, which a unary thread never holds) and portraits go to the
+    runners; a unary persona creation's soul, voice and audit are short completions, answered here too."""
     settings = settings or load(ProviderSettings)
     return frozenset(op for op, part in (("generate", "chat"), ("moderate", "moderation"), ("embed", "embedding"))
                      if settings.upstream(part) is None)
