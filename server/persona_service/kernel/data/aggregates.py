@@ -31,7 +31,6 @@ reaches the driver, so it holds whatever spelled the statement (Core,
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Table, event, select
 
+from persona_service.kernel.data.base import Base
 from persona_service.kernel.data.records import record_or_none, records
 
 R = TypeVar("R")
@@ -52,7 +52,6 @@ class Aggregate:
     # Locked before any membership (SCIM's groups and users: the erasure and SCIM's writes take them, then the
     # memberships they end or regrant), so first in the lock order, and never after the caller's hold.
     before_members: bool = False
-    package: str = ""  # the domain that declared it (persona_service.<package>): its erasure's place in the order
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -68,8 +67,7 @@ def declare(name: str, root: Table, *members: Table, before_members: bool = Fals
     for known in ORDER:
         if known.name == name:
             return known
-    declared_in = sys._getframe(1).f_globals.get("__name__", "")  # noqa: SLF001 - the declaring module, once per import
-    aggregate = Aggregate(name, root, members, before_members, (declared_in.split(".") + [""])[1])
+    aggregate = Aggregate(name, root, members, before_members)
     ORDER.append(aggregate)
     return aggregate
 
@@ -80,10 +78,12 @@ def lock_order(aggregates: list[Aggregate]) -> list[Aggregate]:
 
 
 def first_lock_of(package: str) -> int:
-    """Where the first aggregate a domain declared comes in the lock order (after every one: it declared none). A
-    person's erasure runs each domain's eraser in this order (kernel.module.Modules.erasers)."""
+    """Where the first aggregate of a domain (persona_service.<package>, whose model maps its root) comes in the lock
+    order (after every one: it has none). A person's erasure runs each domain's eraser in this order
+    (kernel.module.Modules.erasers)."""
+    domains = {m.local_table: m.class_.__module__.split(".")[1:2] for m in Base.registry.mappers}
     order = lock_order(ORDER)
-    return next((i for i, a in enumerate(order) if a.package == package), len(order))
+    return next((i for i, a in enumerate(order) if domains.get(a.root) == [package]), len(order))
 
 
 def lock_root(conn: Connection, aggregate: Aggregate, record: type[R], *where: Any) -> R | None:
