@@ -101,3 +101,27 @@ def test_an_event_outside_a_transaction_is_written_at_once(engine, tenant):
             assert stored(engine, [made]) == [made]
         finally:
             conn.connection.driver_connection.autocommit = False
+
+
+def test_events_emitted_within_a_millisecond_list_in_the_order_emitted(engine, tenant):
+    """GET /v1/events lists newest first and breaks ties of `occurred_at` by the (random) id: events one process
+    emits in a burst get instants a millisecond apart, so the list is the order they were emitted in (the
+    personas lifecycle test saw run.started and moderation.flagged swap when both fell in one millisecond)."""
+    with engine.begin() as conn:
+        made = [emit(conn, tenant, n) for n in range(20)]  # well within a few milliseconds
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT id FROM events WHERE id = ANY(:ids) ORDER BY occurred_at, id"),
+                            {"ids": made})
+        assert [row.id for row in rows] == made
+
+
+def test_the_event_clock_follows_a_clock_set_back():
+    from datetime import UTC, datetime, timedelta
+
+    from persona_service.kernel.transport.outbox import EventClock
+
+    clock = EventClock()
+    now = datetime(2026, 12, 2, 12, 0, 0, 123456, tzinfo=UTC)
+    first, second = clock.stamp(now), clock.stamp(now)
+    assert (first.microsecond, second - first) == (123000, timedelta(milliseconds=1))
+    assert clock.stamp(now - timedelta(days=1)) == (now - timedelta(days=1)).replace(microsecond=123000)

@@ -3,6 +3,8 @@ as the change they report (the caller's unit of work)."""
 
 from __future__ import annotations
 
+import threading
+from datetime import datetime, timedelta
 from typing import Any
 
 from persona.v1 import events_pb2  # noqa: F401 - registers EventType in the descriptor pool
@@ -26,6 +28,31 @@ AUDIT_FAILED_REASONS = ("audit_below_threshold", "provocation_test_failed", "voi
 # what was judged (`persona` for an audit, the chat session or completion for
 # drift).
 AUDIT_FAILED_FIELDS = frozenset({"personaId", "reason", "score", "threshold", "action", "subjectType", "subjectId"})
+_MS = timedelta(milliseconds=1)
+
+
+class EventClock:
+    """The instants a process stamps events with: milliseconds (the webhook body and GET /v1/events print the
+    same instant the same way: docs/contract-decisions.md), each after the process's previous one, so events
+    emitted within one millisecond keep their order in GET /v1/events, which breaks ties of `occurred_at` by the
+    (random) id. A burst borrows a millisecond or so from the next; a clock set back by more than a second (a
+    test's, an NTP step) is followed as it is."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: datetime | None = None
+
+    def stamp(self, now: datetime) -> datetime:
+        stamped = now.replace(microsecond=now.microsecond // 1000 * 1000)
+        with self._lock:
+            last = self._last
+            if last is not None and last - timedelta(seconds=1) < stamped <= last:
+                stamped = last + _MS
+            self._last = stamped
+        return stamped
+
+
+EVENT_CLOCK = EventClock()
 
 
 class Outbox:
@@ -41,10 +68,7 @@ class Outbox:
         if type_ == "persona.audit_failed" and set(data) != AUDIT_FAILED_FIELDS:
             raise ValueError(f"persona.audit_failed carries exactly {sorted(AUDIT_FAILED_FIELDS)}")
         event_id = ids.new_id("event")
-        # Milliseconds, stored so: the webhook body and GET /v1/events print
-        # the same instant the same way (docs/contract-decisions.md).
-        now = utcnow()
-        occurred_at = now.replace(microsecond=now.microsecond // 1000 * 1000)
+        occurred_at = EVENT_CLOCK.stamp(utcnow())
         self.repo.add(EventRecord(id=event_id, org_id=org_id, workspace_id=workspace_id, type=type_,
                                   occurred_at=occurred_at, data=data))
         return event_id
