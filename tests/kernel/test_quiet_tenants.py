@@ -30,11 +30,17 @@ def _queued_call(client: redis.Redis) -> dict | None:
 
 
 def test_a_unary_server_waiting_on_the_model_is_not_woken_by_frames_of_runs_it_does_not_serve(stack, http, tenants):
-    """The runner is paused (SIGSTOP), so a persona creation's first model call waits on its unary server; the
+    """The runner is paused (SIGSTOP), so a chat message's first model call waits on its unary server (a message
+    of 9,000 characters: the offline model's shorter calls are answered in the server, providers.remote); the
     test then keeps frames for another run as a runner does (`wakeups.publish`, kernel.transport.runs), and
     last sends a marker to the waiting server's own inbox: once the marker is counted, so is everything the
     server got before it. Only the marker woke it for nothing (before issue 50's fix: every frame too)."""
     tenant = tenants(plan="pro")
+    persona = http.post("/v1/personas", json={"intent": "A lighthouse keeper who knits maps"}, headers=tenant.auth)
+    assert persona.status_code == 200, persona.text
+    session = http.post("/v1/chat/sessions", json={"personaId": persona.json()["id"]}, headers=tenant.auth)
+    assert session.status_code == 200, session.text
+    messages = f"/v1/chat/sessions/{session.json()['sessionId']}/messages"
     client = redis.Redis.from_url(stack.redis_url)
     unwaited = lambda: metric_value(stack, "persona_wakeups_total", waited="no")  # noqa: E731
     before = unwaited()
@@ -42,10 +48,10 @@ def test_a_unary_server_waiting_on_the_model_is_not_woken_by_frames_of_runs_it_d
     os.kill(runner.pid, signal.SIGSTOP)
     try:
         with ThreadPoolExecutor(1) as pool:
-            created = pool.submit(http.post, "/v1/personas", json={"intent": "A lighthouse keeper who knits maps"},
+            created = pool.submit(http.post, messages, json={"content": "Tell me about the lamp. " * 375},
                                   headers=tenant.auth, timeout=TIMEOUT)
             try:
-                call = wait_until(lambda: _queued_call(client), 60, "the creation's model call is queued")
+                call = wait_until(lambda: _queued_call(client), 60, "the message's model call is queued")
                 for _ in range(FRAMES):
                     wakeups.publish(client.pipeline(), ["run_another_organizations"]).execute()
                 wakeups.deliver(client.pipeline(), call["inbox"], "persona:test:marker", "").execute()
