@@ -164,6 +164,8 @@ class ConfigService:
         if level == "persona":
             if not persona_id:
                 raise ValidationFailed([Violation("personaId", "required", persona_id, {"requiredWhen": "level=persona"})])
+            # The setting's row first, then the persona held FOR SHARE (docs/concurrency.md "The lock order").
+            self.repo.lock(principal.org_id, persona_level(persona_id), spec.key)
             self._persona(principal, persona_id)
         elif persona_id:
             raise ValidationFailed([Violation("personaId", "not_allowed", persona_id, {"onlyWhen": "level=persona"})])
