@@ -137,11 +137,13 @@ class ConfigService:
             raise ValidationFailed([violation])
         level_id = self._level_id(principal, level, persona_id)
         self.repo.upsert(principal.org_id, level_id, key, spec.normalize(value), principal.credential_id)
+        self._held(principal, level, persona_id)
         return self.get(principal, key, persona_id if level == "persona" else "", check_persona=False)
 
     def delete(self, principal: Principal, key: str, level: str, persona_id: str = "") -> Effective:
         _, level = self._writable(principal, key, level, persona_id)
         self.repo.delete(principal.org_id, self._level_id(principal, level, persona_id), key)
+        self._held(principal, level, persona_id)
         return self.get(principal, key, persona_id if level == "persona" else "", check_persona=False)
 
     def org_value(self, org_id: str, key: str) -> Any:
@@ -166,7 +168,7 @@ class ConfigService:
                 raise ValidationFailed([Violation("personaId", "required", persona_id, {"requiredWhen": "level=persona"})])
             # The setting's row first, then the persona held FOR SHARE (docs/concurrency.md "The lock order").
             self.repo.lock(principal.org_id, persona_level(persona_id), spec.key)
-            self._persona(principal, persona_id)
+            self._persona(principal, persona_id, early=True)  # its 404 before the checks below
         elif persona_id:
             raise ValidationFailed([Violation("personaId", "not_allowed", persona_id, {"onlyWhen": "level=persona"})])
         if spec.owner_only and principal.role != "owner":
@@ -175,12 +177,18 @@ class ConfigService:
             raise Forbidden("Custom rate limits are available on the Enterprise plan only.", {"requiredPlan": "enterprise"})
         return spec, level
 
-    def _persona(self, principal: Principal, persona_id: str) -> None:
+    def _persona(self, principal: Principal, persona_id: str, *, early: bool = False) -> None:
         """The persona must be one of the caller's workspace (else 404); the
-        module owning the `persona` level says so."""
+        module owning the `persona` level says so (`early`: read as is, see ConfigLevel)."""
         check = LEVEL_CHECKS.get("persona")
-        if check is None or not check(self.conn, principal, persona_id):
+        if check is None or not check(self.conn, principal, persona_id, early):
             raise NotFound("persona")
+
+    def _held(self, principal: Principal, level: str, persona_id: str) -> None:
+        """A persona-level write holds its persona after its setting's row (config before personas in the
+        lock order), asking again: a persona deleted since the first look is a 404, the write undone."""
+        if level == "persona":
+            self._persona(principal, persona_id)
 
     @staticmethod
     def _level_id(principal: Principal, level: str, persona_id: str = "") -> str:

@@ -54,10 +54,10 @@ class ConfigKey:
 # subject (e.g. the persona is in the caller's workspace), both assembled
 # from the registry.
 CONFIG_KEYS: dict[str, ConfigKey] = {}
-LEVEL_CHECKS: dict[str, Callable[[Any, Any, str], bool]] = {}
+LEVEL_CHECKS: dict[str, Callable[[Any, Any, str, bool], bool]] = {}
 
 
-def install_config_keys(keys: Iterable[ConfigKey], levels: Mapping[str, Callable[[Any, Any, str], bool]]) -> None:
+def install_config_keys(keys: Iterable[ConfigKey], levels: Mapping[str, Callable[[Any, Any, str, bool], bool]]) -> None:
     for key in keys:
         if CONFIG_KEYS.get(key.key, key) != key:
             raise RuntimeError(f"config key {key.key!r} is declared twice")

@@ -23,9 +23,11 @@ JSONObject = dict[str, object]
 
 class ConfigLevel(Protocol):
     """May this caller address config at this level for `subject_id` (a config level a module owns
-    beyond org and workspace, e.g. one persona's)?"""
+    beyond org and workspace, e.g. one persona's)? In a writing transaction the subject is held (it cannot go
+    while its setting is written), unless `early`: a first look for the answer's precedence, which the write
+    asks again, held, once it has locked the setting (the lock order: docs/concurrency.md)."""
 
-    def __call__(self, conn: Connection, principal: Principal, subject_id: str, /) -> bool: ...
+    def __call__(self, conn: Connection, principal: Principal, subject_id: str, early: bool, /) -> bool: ...
 
 
 class ReviewResolver(Protocol):

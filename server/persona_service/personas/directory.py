@@ -48,8 +48,11 @@ class PersonaDirectory:
         found = self.repo.version(persona_id, version, decides_nothing=decides_nothing)
         return None if found is None else found.voice_record(current)
 
-    def visible(self, workspace_id: str, persona_id: str) -> bool:
+    def visible(self, workspace_id: str, persona_id: str, *, early: bool = False) -> bool:
         """A persona id the caller may address (for per-persona config); held FOR SHARE in a writing
-        transaction (a setting written for it: it cannot be deleted meanwhile), read as is in a read-only one."""
-        writing = self.repo.in_writing_transaction()
-        return is_uuid(persona_id) and self.active(workspace_id, persona_id, hold=writing) is not None
+        transaction (a setting written for it: it cannot be deleted meanwhile), read as is in a read-only one.
+        `early`: a write's first look, read as is; the write asks again, held, after it locks its setting."""
+        if not is_uuid(persona_id):
+            return False
+        hold = not early and self.repo.in_writing_transaction()
+        return self.active(workspace_id, persona_id, hold=hold, decides_nothing=early) is not None

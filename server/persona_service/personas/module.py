@@ -59,8 +59,8 @@ MODULE = Module(
         ConfigKey("engine.pipeline.audit.blocking", "boolean", True),
     ),
     # Per-persona config settings address personas of the caller's workspace.
-    config_levels={"persona": lambda conn, principal, persona_id: PersonaDirectory(conn).visible(
-        principal.workspace_id, persona_id)},
+    config_levels={"persona": lambda conn, principal, persona_id, early: PersonaDirectory(conn).visible(
+        principal.workspace_id, persona_id, early=early)},
     endpoint_caps=(
         EndpointCap("personas.create", 60, 3600),
         EndpointCap("personas.refine", 120, 3600),
