@@ -12,7 +12,6 @@ from persona_service.kernel.api import (
     DECIDES_NOTHING,
     Prepared,
     declare_aggregate,
-    lock_root,
     read_cache,
     records,
     stale,
@@ -98,12 +97,6 @@ class ConfigRepository:
         )
         self.conn.execute(stmt)
         self._wrote(org_id, key)
-
-    def lock(self, org_id: str, workspace_id: str, key: str) -> ItemRecord | None:
-        """The setting's row, locked (none yet: the upsert that follows inserts it): a per-persona setting's write
-        takes it before it holds the persona (config_item comes before persona in the lock order)."""
-        return lock_root(self.conn, ITEM, ItemRecord, _items.c.org_id == org_id, _items.c.workspace_id == workspace_id,
-                         _items.c.key == key)
 
     def delete(self, org_id: str, workspace_id: str, key: str) -> None:
         self.conn.execute(

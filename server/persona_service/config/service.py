@@ -166,9 +166,9 @@ class ConfigService:
         if level == "persona":
             if not persona_id:
                 raise ValidationFailed([Violation("personaId", "required", persona_id, {"requiredWhen": "level=persona"})])
-            # The setting's row first, then the persona held FOR SHARE (docs/concurrency.md "The lock order").
-            self.repo.lock(principal.org_id, persona_level(persona_id), spec.key)
-            self._persona(principal, persona_id, early=True)  # its 404 before the checks below
+            # A first look (its 404 before the checks below); the write locks the setting's row, then holds the
+            # persona and asks again (`_held`): config_item before persona (docs/concurrency.md "The lock order").
+            self._persona(principal, persona_id, early=True)
         elif persona_id:
             raise ValidationFailed([Violation("personaId", "not_allowed", persona_id, {"onlyWhen": "level=persona"})])
         if spec.owner_only and principal.role != "owner":
