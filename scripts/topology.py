@@ -16,6 +16,8 @@ shares (S3's stand-in).
     topology.py bench [--short]         every scenario under steady mixed load; JSON figures on stdout
     topology.py up|bench --postgres-ha  PostgreSQL behind Patroni, etcd and HAProxy (scripts/postgres_ha.py):
                                         bench: the leader's failover, a switchover and (not --short) its machine's loss
+    topology.py up|bench --redis-ha     Redis as a master, a replica and three Sentinels (quorum 2), as
+                                        deploy/kubernetes/redis.yaml runs it; bench adds redis_failover
 
 Scenarios (each under load: reads, writes, open streams, webhook deliveries):
 rolling restart (each node, stream node and runner drained, stopped, started
@@ -24,7 +26,8 @@ lost machine with one pod of each), PgBouncer restart, PostgreSQL restart,
 and the backup/restore drill (pg_dump/pg_restore plus the object store, into
 a fresh deployment with the same configuration). With --postgres-ha: the
 leader's PostgreSQL killed (`kill -9`: Patroni promotes the synchronous
-standby) and a planned switchover. docs/scaling-out.md.
+standby) and a planned switchover. With --redis-ha: the Redis master killed
+(`kill -9`) mid-stream: the Sentinels promote the replica. docs/scaling-out.md.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import redis
 from persona_service.kernel.settings import Settings
 from persona_service.process.edge import STREAM_CLUSTER, UNARY_CLUSTER
 from persona_service.process.runner import READY_FILE_ENV as RUNNER_READY_FILE_ENV
@@ -65,6 +69,8 @@ CLI = [sys.executable, "-m", "persona_service.cli"]
 DB_USER = "postgres" if os.geteuid() == 0 else None
 # The edge probes every 0.5 s (edge/cluster.yaml.in): a draining node is out of rotation well within this.
 DRAIN_SECONDS = 1.5
+REDIS_SERVICE = "persona"  # the master's name the Sentinels monitor (deploy/kubernetes/redis.yaml's)
+REDIS_DOWN_AFTER_MS = 1000
 
 
 def log(message: str) -> None:
@@ -148,6 +154,8 @@ class Topology:
     database: str = "persona"
     # PostgreSQL as two Patroni members behind HAProxy (scripts/postgres_ha.py) instead of one server.
     postgres_ha: bool = False
+    # Redis as a master, its replica and three Sentinels (quorum 2) instead of one redis-server.
+    redis_ha: bool = False
     prepared: Any = None
     _reaper: subprocess.Popen | None = None
 
@@ -159,6 +167,8 @@ class Topology:
         self.http_port = self.http_port or free_port()
         self.pg_port, self.bouncer_port, self.redis_port = free_port(), free_port(), free_port()
         self.node_ports = [free_port(1000) for _ in range(self.nodes)]
+        self.redis_ports = {"redis-a": self.redis_port, "redis-b": free_port()}
+        self.sentinel_ports = [free_port() for _ in range(3)]
         self.stream_node_ports = [free_port(1000) for _ in range(self.stream_nodes)]
         self.secrets = self.secrets or {
             "PERSONA_JWT_SECRET": tokens.token_urlsafe(48),
@@ -215,6 +225,14 @@ class Topology:
             return {}
         return {"PERSONA_DATABASE_REPLICA_URL":
                 f"postgresql://persona@127.0.0.1:{self.cluster.replica_port}/{self.database}"}
+
+    @property
+    def redis_url(self) -> str:
+        """With --redis-ha, the Sentinels' addresses and the master's name (process.redis_pool follows it)."""
+        if self.redis_ha:
+            sentinels = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+            return f"redis+sentinel://{sentinels}/{REDIS_SERVICE}/0"
+        return f"redis://127.0.0.1:{self.redis_port}/0"
 
     @property
     def http_url(self) -> str:
@@ -335,12 +353,81 @@ class Topology:
         self._wait_postgres(self.bouncer_port)
 
     def start_redis(self) -> None:
+        if self.redis_ha:
+            return self.start_redis_ha()
         redis_dir = self.root / "redis"
         redis_dir.mkdir(exist_ok=True)
         self._spawn(Proc("redis", ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
                                    "--dir", str(redis_dir), "--save", "", "--appendonly", "no"],
                          dict(os.environ), self._log("redis")))
         _wait(lambda: _answers(self.redis_port), "redis-server")
+
+    def start_redis_server(self, name: str, replica_of: int | None = None) -> None:
+        """One of the two Redis servers (deploy/kubernetes/redis.yaml's StatefulSet: no persistence; a
+        restarted one starts as a replica of the master the Sentinels name, as the pod's script does)."""
+        folder = self.root / name
+        folder.mkdir(exist_ok=True)
+        self._spawn(Proc(name, ["redis-server", "--port", str(self.redis_ports[name]), "--bind", "127.0.0.1",
+                                "--dir", str(folder), "--save", "", "--appendonly", "no",
+                                *(["--replicaof", "127.0.0.1", str(replica_of)] if replica_of else [])],
+                         dict(os.environ), self._log(name)))
+        _wait(lambda: _answers(self.redis_ports[name]), name)
+
+    def start_redis_ha(self) -> None:
+        """A master, its replica and three Sentinels (quorum 2 of 3: Debian's redis-sentinel is redis-server
+        in Sentinel mode). down-after 1 s here (the manifests: 5 s, against false failovers on a slow network)."""
+        self.start_redis_server("redis-a")
+        self.start_redis_server("redis-b", replica_of=self.redis_ports["redis-a"])
+        for index, port in enumerate(self.sentinel_ports):
+            name = f"sentinel-{index}"
+            folder = self.root / name
+            folder.mkdir(exist_ok=True)
+            conf = folder / "sentinel.conf"  # the Sentinel rewrites it: a file of its own
+            conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {folder}\n"
+                            f"sentinel monitor {REDIS_SERVICE} 127.0.0.1 {self.redis_ports['redis-a']} 2\n"
+                            f"sentinel down-after-milliseconds {REDIS_SERVICE} {REDIS_DOWN_AFTER_MS}\n"
+                            f"sentinel failover-timeout {REDIS_SERVICE} 10000\n"
+                            f"sentinel parallel-syncs {REDIS_SERVICE} 1\n")
+            self._spawn(Proc(name, ["redis-server", str(conf), "--sentinel"], dict(os.environ), self._log(name)))
+        # The nodes need only a master named (the configuration names it); that the Sentinels found the replica
+        # and each other (a few seconds: their hellos) is waited for by redis_failover, while the nodes start.
+        _wait(lambda: self.redis_master() == "redis-a", "the Sentinels")
+
+    def _sentinel(self, port: int, *command: str) -> Any:
+        with contextlib.suppress(redis.RedisError):
+            return redis.Redis(port=port, socket_timeout=1, decode_responses=True).execute_command(*command)
+        return None
+
+    def redis_master(self) -> str | None:
+        """The Redis server the Sentinels (a majority of them) name as the master."""
+        named = [self._sentinel(port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", REDIS_SERVICE)
+                 for port in self.sentinel_ports]
+        ports = [int(found[1]) for found in named if found]
+        for name, port in self.redis_ports.items():
+            if ports.count(port) >= 2:
+                return name
+        return None
+
+    def redis_replicated(self) -> bool:
+        """Every Sentinel knows the master, the other two Sentinels and a replica that is up and has every write
+        the master took: a failover can be elected (2 of 3) and promote it."""
+        master = self.redis_master()
+        if master is None:
+            return False
+        for port in self.sentinel_ports:
+            replicas = _pairs(self._sentinel(port, "SENTINEL", "REPLICAS", REDIS_SERVICE))
+            others = _pairs(self._sentinel(port, "SENTINEL", "SENTINELS", REDIS_SERVICE))
+            if len(others) < 2 or not any(r.get("flags") == "slave" and r.get("master-link-status") == "ok"
+                                          for r in replicas):
+                return False
+        with contextlib.suppress(redis.RedisError):
+            info = redis.Redis(port=self.redis_ports[master], socket_timeout=1).info("replication")
+            offsets = [info[k]["offset"] for k in info if k.startswith("slave") and isinstance(info[k], dict)]
+            return bool(offsets) and min(offsets) >= info["master_repl_offset"]
+        return False
+
+    def wait_redis_replicated(self, timeout: float = 60) -> None:
+        _wait(self.redis_replicated, "the Redis replica and three Sentinels that know it and each other", timeout)
 
     def _db_log(self, name: str) -> pathlib.Path:
         path = self.db_dir / f"{name}.log"
@@ -371,7 +458,7 @@ class Topology:
         return {
             **{k: v for k, v in os.environ.items() if not k.startswith("PERSONA_") and k != "DATABASE_URL"},
             **self.secrets,
-            "DATABASE_URL": self.pooled_url, "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
+            "DATABASE_URL": self.pooled_url, "REDIS_URL": self.redis_url,
             "PERSONA_DATA_DIR": str(data), "PROMETHEUS_MULTIPROC_DIR": str(data / "metrics"),
             "PERSONA_HTTP_HOST": "127.0.0.1", "PERSONA_HTTP_PORT": str(self.http_port),
             "PERSONA_STORAGE_DIR": str(self.objects), "PERSONA_DB_PREPARED_STATEMENTS": "false",
@@ -498,7 +585,7 @@ class Topology:
         try:
             with timed("PostgreSQL (initdb, start, createdb)"):
                 self.start_postgres()
-            with timed("PgBouncer, redis-server"):
+            with timed("PgBouncer, Redis"):
                 self.start_data_services()
             self.start_app(while_nodes_start)
         except BaseException:
@@ -534,7 +621,8 @@ class Topology:
     def stop(self) -> None:
         """The edge, then the nodes and the worker together (each drains for itself), then the data tier."""
         tiers = [["envoy"], [*(f"node-{i}" for i in range(self.nodes)), *(f"stream-{i}" for i in range(self.stream_nodes)),
-                             *(f"runner-{i}" for i in range(self.runners)), "worker"], ["redis"], ["pgbouncer"],
+                             *(f"runner-{i}" for i in range(self.runners)), "worker"],
+                 ["redis", "redis-a", "redis-b", "sentinel-0", "sentinel-1", "sentinel-2"], ["pgbouncer"],
                  ["postgres", "haproxy"], [*(self.cluster.names if self.cluster else [])], ["etcd"]]
         for tier in tiers:
             together(*(functools.partial(self.procs[name].stop, signal.SIGINT if name == "postgres" else signal.SIGTERM)
@@ -628,6 +716,13 @@ def _answers(port: int) -> bool:
     with socket.socket() as probe:
         probe.settimeout(0.5)
         return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _pairs(answer: Any) -> list[dict[str, str]]:
+    """A Sentinel's SENTINEL REPLICAS/SENTINELS answer as dicts (redis-py parses RESP3's maps, not RESP2's
+    flat key-value lists)."""
+    return [entry if isinstance(entry, dict) else dict(zip(entry[::2], entry[1::2], strict=True))
+            for entry in answer or []]
 
 
 def _wait(check, what: str, timeout: float = 60) -> None:
@@ -1112,6 +1207,50 @@ def postgres_node_loss(top: Topology):
     return act
 
 
+def redis_failover(top: Topology, short: bool):
+    """`kill -9` of the Redis master with streams open: the Sentinels (2 of 3 agree it is down after 1 s) elect
+    one of them, which promotes the replica; every node, runner and the worker follow it through the Sentinels
+    (process.redis_pool). The killed server is started again as the new master's replica (its pod restarted);
+    the long run waits until it has caught up (the next round's failover needs it)."""
+    def act(scenario: Scenario) -> None:
+        load = scenario.load
+        assert top.redis_ha and load is not None, "--redis-ha"
+        top.wait_redis_replicated()
+        old = top.redis_master()
+        assert old is not None
+        # Mid-stream: the streamers run back to back, so streams are open at the kill (counted).
+        with load.tally.lock:
+            tally = load.tally
+            scenario.figures["streams_open_at_kill"] = (tally.streams_started - tally.streams_completed
+                                                        - len(tally.streams_failed))
+            scenario.disrupted_at = time.time()
+        top.procs[old].kill()
+        top.step(f"{old}: killed (kill -9), the Redis master")
+        _wait(lambda: top.redis_master() not in (None, old), "the Sentinels' new Redis master", 60)
+        new = top.redis_master()
+        scenario.figure("promoted_seconds")
+        top.step(f"{new}: the Redis master")
+        # The limiter reaches Redis again: its headers are back (while it cannot, it fails open and sends none).
+        with httpx.Client(base_url=top.http_url, headers=load.auth, timeout=30) as client:
+            _wait(lambda: "x-ratelimit-limit" in client.get("/v1/personas", params={"limit": 1}).headers,
+                  "the rate limiter's headers", 60)
+        scenario.figure("limiter_back_seconds")
+        with load.tally.lock:
+            started = load.tally.streams_started
+        # More completed than had started by now (one that started after the promotion completed), and a write
+        # sent after the kill acknowledged.
+        load.wait_for(0, lambda: load.tally.streams_completed > started
+                      and any(sent >= scenario.disrupted_at for sent, _ in load.tally.writes))
+        scenario.figure("generation_after_seconds")
+        top.start_redis_server(old, replica_of=top.redis_ports[new])
+        top.step(f"{old}: started again, a replica of {new}")
+        if not short:
+            top.wait_redis_replicated()
+            scenario.figure("rejoined_seconds")
+            top.step(f"{old}: caught up, known to the Sentinels")
+    return act
+
+
 def _synchronous_cluster(top: Topology) -> PatroniCluster:
     assert top.cluster is not None, "--postgres-ha"
     _wait(top.cluster.synchronous, "a Patroni leader and its synchronous standby", 120)
@@ -1259,6 +1398,7 @@ def scenarios_of(top: Topology, args: argparse.Namespace, pace: Pace) -> list[tu
     return [("rolling_restart", rolling_restart(top)),
             ("pgbouncer_restart", restart_of(top, "pgbouncer", 1)),
             ("postgres_restart", restart_of(top, "postgres", 2)),
+            *([("redis_failover", redis_failover(top, args.short))] if args.redis_ha else []),
             # The short run's last: the node stays down (Kubernetes would restart it).
             ("node_loss", node_loss(top, pace.node_down, restart=not args.short))]
 
@@ -1270,7 +1410,7 @@ def bench(args: argparse.Namespace) -> dict:
     # The short run's runs are taken over 5 s after their node's loss, not 10 (renewed every 1.7 s).
     lease = {"PERSONA_RUN_LEASE_SECONDS": "5"} if args.short else {}
     top = Topology(work / "deployment", nodes=args.nodes, stream_nodes=args.stream_nodes,
-                   extra_env={**model.stack_env(), **lease}, postgres_ha=args.postgres_ha)
+                   extra_env={**model.stack_env(), **lease}, postgres_ha=args.postgres_ha, redis_ha=args.redis_ha)
     # The load's organization and the drill's, bootstrapped while the nodes start.
     with timed("bring-up"):
         top.start(lambda: together(top.bootstrap, functools.partial(top.bootstrap, plan="free")))
@@ -1287,7 +1427,7 @@ def bench(args: argparse.Namespace) -> dict:
                     results.append(run_scenario(top, tenant, receiver, name, action, pace))
         if args.postgres_ha or (args.only and "backup_restore" not in args.only):
             return {"nodes": args.nodes, "short": args.short, "step_seconds": args.step_seconds,
-                    "postgres_ha": args.postgres_ha, "results": results}
+                    "postgres_ha": args.postgres_ha, "redis_ha": args.redis_ha, "results": results}
         # The short run restores into one node and a second database of the same server (what is checked is
         # the data, not the balancing or initdb).
         with timed("backup_restore"):
@@ -1301,7 +1441,8 @@ def bench(args: argparse.Namespace) -> dict:
             model.stop()
             if not args.dir:
                 shutil.rmtree(work, ignore_errors=True)
-    return {"nodes": args.nodes, "short": args.short, "step_seconds": args.step_seconds, "results": results}
+    return {"nodes": args.nodes, "short": args.short, "step_seconds": args.step_seconds, "redis_ha": args.redis_ha,
+            "results": results}
 
 
 def markdown(report: dict) -> str:
@@ -1327,9 +1468,10 @@ def markdown(report: dict) -> str:
                 retryable[status] = retryable.get(status, 0) + n
         times = (f"{max(r['failover_seconds'] for r in runs)} s" if runs[0]["recovery_seconds"] is None
                  else f"back within {max(r['recovery_seconds'] for r in runs)} s")
-        if "promoted_seconds" in runs[0]:  # a change of PostgreSQL's leader: its stages, worst of the rounds
+        if "promoted_seconds" in runs[0]:  # a change of PostgreSQL's leader or Redis's master: its stages, worst
             times += "; " + ", ".join(f"{stage} {max(r[f'{stage}_seconds'] or 0.0 for r in runs)} s" for stage in (
-                "promoted", "routed", "listening", "rejoined", "writes_back"))
+                "promoted", "routed", "listening", "limiter_back", "generation_after", "rejoined", "writes_back")
+                if f"{stage}_seconds" in runs[0])
         rows.append(f"| {name.replace('_', ' ')} (×{len(runs)}) | {total['requests']} | {total['failed']} | "
                     f"{', '.join(f'{n}× {s}' for s, n in sorted(retryable.items())) or '0'} | "
                     f"{total['writes_acknowledged']} / {total['writes_lost']} | {total['streams_completed']} / "
@@ -1348,6 +1490,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--dir", help="where its data go (default: a temporary directory, removed afterwards)")
         p.add_argument("--postgres-ha", action="store_true",
                        help="PostgreSQL as two Patroni members (etcd, synchronous standby) behind HAProxy")
+        p.add_argument("--redis-ha", action="store_true",
+                       help="Redis as a master, a replica and three Sentinels (bench: adds redis_failover)")
     run.add_argument("--short", action="store_true", help="one quick round (the test suite's run)")
     run.add_argument("--rounds", type=int, help="rounds of the four load scenarios (default: 1 with --short, else 3)")
     run.add_argument("--only", action="append", metavar="SCENARIO",
@@ -1361,7 +1505,7 @@ def main(argv: list[str] | None = None) -> int:
         log("figures:\n" + markdown(report))
         return 0
     top = Topology(pathlib.Path(args.dir or tempfile.mkdtemp(prefix="persona-topology-")), nodes=args.nodes,
-                   stream_nodes=args.stream_nodes, postgres_ha=args.postgres_ha).start()
+                   stream_nodes=args.stream_nodes, postgres_ha=args.postgres_ha, redis_ha=args.redis_ha).start()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
