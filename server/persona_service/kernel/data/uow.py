@@ -44,7 +44,10 @@ class UnitOfWork:
         `Prepared` statement runs past SQLAlchemy, which would otherwise begin it only at its next own statement,
         after what the guard saw). Nothing to do before the connection is opened."""
         if self._conn is not None and not self._read_only:
-            self.commit()
+            # This class's commit, not a subclass's: a replica's read-your-writes mark (replicas.MarkedWrite) would
+            # run a statement, which begins a transaction SQLAlchemy then refuses to begin again; what ran before
+            # the operation is marked with the operation's own commit.
+            UnitOfWork.commit(self)
             self._conn.begin()
 
     def close(self) -> None:
