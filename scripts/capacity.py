@@ -17,9 +17,13 @@ the stub), and the replies/s one runner gives with the calls waiting on the late
 CPU but holds the runner's turn: its capacity is its concurrent turns / latency).
 
 Last, on paper: the volume seed's big tenant (scripts/seed_volume.py `Sizes`) as requests/s of each
-operation (assumptions in `Mix`), at 1x, 10x and 100x, and the cores and nodes each component needs.
+operation (assumptions in `Mix`), at 1x, 10x and 100x, and the cores and nodes each component needs. A
+replica's CPU per routed read is not this stack's (one client, every statement of the request, whatever
+PostgreSQL did meanwhile) but PostgreSQL's own under load: `measure_replica_reads.py --throughput --json`'s
+run (scripts/replica_throughput.py), read from `--replica-json` (the checked-in run by default).
 
     nice .venv/bin/python scripts/capacity.py [--scale 1] [--latency 0.25] [--json out.json]
+    .venv/bin/python scripts/capacity.py --from-json docs/capacity-runs/capacity.json   # docs/capacity.md's plan
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import json
 import math
 import os
 import pathlib
+import statistics
 import subprocess
 import tempfile
 import time
@@ -48,6 +53,8 @@ COMPONENTS = ("app server", "stream server", "runner", "webhook worker", "envoy"
 SERVERS, STREAM_SERVERS = 2, 1
 UTILISATION = 0.7
 IDLE_SECONDS = 5.0
+RUNS = ROOT / "docs" / "capacity-runs"  # the runs docs/capacity.md's plan is printed from
+REPLICA_RUN = RUNS / "replica-throughput.json"
 Sample = dict[str, dict[int, float]]
 
 
@@ -282,6 +289,26 @@ class Mix:
         return {**rates, **{name: reads * share for name, share in self.read_shares}}
 
 
+@dataclasses.dataclass(frozen=True)
+class ReplicaRead:
+    """A read routed to a replica: the replica's PostgreSQL CPU ms for it (the replay-position query and the
+    list statement), from a replica throughput run, and which run and rounds it comes from."""
+
+    ms: float
+    source: str
+
+
+def replica_read(saved: dict[str, Any]) -> ReplicaRead:
+    """The median CPU per read of the run's routed-read rounds (`replica`, not `replica, list only`: the plan's
+    reads pay the replay-position query) at its most clients (the concurrency a replica serves at)."""
+    routed = [r for r in saved["rounds"] if r["server"] == "replica"]
+    clients = max(r["clients"] for r in routed)
+    ms = statistics.median(r["cpu_ms_per_read"][r["on"]] for r in routed if r["clients"] == clients)
+    load = "/".join(f"{saved[k][0]:.1f}" for k in ("load_start", "load_end") if k in saved)
+    return ReplicaRead(ms, f"scripts/replica_throughput.py at {saved.get('commit')}, {saved.get('started')}, "
+                           f"routed reads at {clients} clients" + (f" (load {load})" if load else ""))
+
+
 def cores_needed(rates: dict[str, float], cpu: dict[str, dict[str, float]], component: str,
                  kinds: dict[str, str], only: str | None = None) -> float:
     """Cores of `component` at UTILISATION for `rates` (of the operations of kind `only`, when given)."""
@@ -305,19 +332,23 @@ def held(rates: dict[str, float], stand_in: dict[str, dict[str, float]], kinds: 
     return turns, threads
 
 
+def replica_cores(rates: dict[str, float], kinds: dict[str, str], replica: ReplicaRead) -> float:
+    """Replica cores at UTILISATION for the reads that may lag, at the replica run's CPU per routed read."""
+    return sum(rate for op, rate in rates.items() if kinds[op] == "list") * replica.ms / 1000 / UTILISATION
+
+
 def deployment(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds: dict[str, str],
-               node_cores: int, turns: tuple[float, float]) -> dict[str, str]:
-    """Cores per component, and pods of `node_cores` (at least 2 of each kind, for a pod's loss);
-    PostgreSQL's part of the reads that may lag moves to replicas; runners by CPU and by `turns` (the model
-    calls' turns and the streams' run threads held at once: runners at 1 turn and RUN_WORKERS threads, at
-    UTILISATION)."""
+               node_cores: int, turns: tuple[float, float], replica: ReplicaRead) -> dict[str, str]:
+    """Cores per component, and pods of `node_cores` (at least 2 of each kind, for a pod's loss); the reads
+    that may lag leave the primary (their PostgreSQL CPU in this stack) for replicas (at `replica`'s CPU per
+    read); runners by CPU and by `turns` (the model calls' turns and the streams' run threads held at once:
+    runners at 1 turn and RUN_WORKERS threads, at UTILISATION)."""
     def need(component: str, only: str | None = None) -> float:
         return cores_needed(rates, cpu, component, kinds, only)
 
     def nodes(cores: float) -> str:
         return f"{cores:.2f} cores: {max(2, math.ceil(cores / node_cores))}"
 
-    replica = need("postgres", "list")
     return {"app server pods": nodes(need("app server")),
             "Envoy (the app pods' sidecars)": f"{need('envoy'):.2f} cores",
             "stream server pods": nodes(need("stream server")),
@@ -326,8 +357,8 @@ def deployment(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds:
             "runner pods, by run threads (stand-in)":
                 f"{turns[1]:.2f} threads held: {math.ceil(turns[1] / RUN_WORKERS / UTILISATION)}",
             "webhook worker pods": nodes(need("webhook worker")),
-            "PostgreSQL primary": f"{need('postgres') - replica:.2f} cores (+ a synchronous standby)",
-            "PostgreSQL replicas (lists)": f"{replica:.2f} cores",
+            "PostgreSQL primary": f"{need('postgres') - need('postgres', 'list'):.2f} cores (+ a synchronous standby)",
+            "PostgreSQL replicas (lists, at the replica run's CPU per read)": f"{replica_cores(rates, kinds, replica):.2f} cores",
             "Redis": f"{need('redis'):.2f} cores"}
 
 
@@ -355,10 +386,12 @@ def print_tables(results: dict[str, dict[str, float]], kinds: dict[str, str]) ->
         print(f"| {op} | {cells} |")
 
 
-def headroom(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds: dict[str, str]) -> dict[str, float]:
+def headroom(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds: dict[str, str],
+             replica: ReplicaRead) -> dict[str, float]:
     """Per component, how many times today's mix one core of it carries at UTILISATION (PostgreSQL: the
-    primary, the lists on replicas): the order in which they saturate."""
-    found = {}
+    primary, and a replica for the lists): the order in which they saturate."""
+    lists = replica_cores(rates, kinds, replica)
+    found = {"postgres replica": 1 / lists if lists > 0 else math.inf}
     for component in COMPONENTS:
         cores = cores_needed(rates, cpu, component, kinds)
         if component == "postgres":
@@ -367,7 +400,8 @@ def headroom(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds: d
     return found
 
 
-def print_units(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds: dict[str, str]) -> None:
+def print_units(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds: dict[str, str],
+                replica: ReplicaRead) -> None:
     """The issue's figures per core at UTILISATION, for the mix's operations of each kind, weighted by its rates."""
     def per_core(of: tuple[str, ...], component: str, table: dict[str, dict[str, float]] = cpu) -> str:
         return f"{1000 * UTILISATION / _weighted(rates, table, kinds, of, component):.0f}"
@@ -377,7 +411,10 @@ def print_units(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds
     print(f"- writes/s a PostgreSQL primary core sustains (the write mix): {per_core(('write',), 'postgres')}")
     print(f"- reads/s an app node core sustains (servers + Envoy; reads and lists): "
           f"{per_core(('read', 'list'), 'app', app)}")
-    print(f"- lists/s a replica core sustains (the lists that may lag): {per_core(('list',), 'postgres')}")
+    print(f"- lists/s a replica core sustains (the lists that may lag, routed: {replica.ms:.3f} CPU ms a read, "
+          f"the replica run's): {1000 * UTILISATION / replica.ms:.0f}")
+    print(f"  (this stack's PostgreSQL CPU per list, every statement of the request at one client: "
+          f"{per_core(('list',), 'postgres')}; the plan takes the replica run's)")
     print(f"- streamed replies/s a stream server core sustains: {per_core(('stream',), 'stream server')}")
     print(f"- model-using operations/s a runner core sustains (offline model; the writes and streams that cost it "
           f"CPU): {per_core(('write', 'stream'), 'runner')}")
@@ -391,9 +428,11 @@ def _weighted(rates: dict[str, float], cpu: dict[str, dict[str, float]], kinds: 
 
 
 def print_plan(results: dict[str, dict[str, float]], kinds: dict[str, str], node_cores: int,
-               stand_in: dict[str, dict[str, float]], latency: float) -> None:
+               stand_in: dict[str, dict[str, float]], latency: float, replica: ReplicaRead, source: str) -> None:
     mix, sizes = Mix(), Sizes()
-    print_units(mix.rates(sizes, 1), results, kinds)
+    print(f"\nThe plan's measurements: CPU per operation and the stand-in's, {source}; a replica's CPU per "
+          f"routed read, {replica.source}")
+    print_units(mix.rates(sizes, 1), results, kinds, replica)
     print(f"\nThe volume seed's big tenant at its peak hour ({dataclasses.asdict(mix)}), requests/s:\n")
     factors = (1, 10, 100)
     print("| operation | " + " | ".join(f"{f}x" for f in factors) + " |")
@@ -403,15 +442,15 @@ def print_plan(results: dict[str, dict[str, float]], kinds: dict[str, str], node
         print(f"| {op} | " + " | ".join(f"{all_rates[f][op]:.3g}" for f in factors) + " |")
     print(f"\nDeployment (CPU at {UTILISATION:.0%}; pods of {node_cores} core(s), at least 2 of each):\n")
     plans = {f: deployment(all_rates[f], results, kinds, node_cores,
-                           held(all_rates[f], stand_in, kinds, latency) if stand_in else (0.0, 0.0))
+                           held(all_rates[f], stand_in, kinds, latency) if stand_in else (0.0, 0.0), replica)
              for f in factors}
     print("| component | " + " | ".join(f"{f}x" for f in factors) + " |")
     print("|---|" + "---|" * len(factors))
     for component in plans[1]:
         print(f"| {component} | " + " | ".join(plans[f][component] for f in factors) + " |")
     print(f"\nWhat saturates first: times today's mix one core of each component carries at {UTILISATION:.0%} "
-          "(PostgreSQL: the primary, lists on replicas)\n")
-    ordered = sorted(headroom(all_rates[1], results, kinds).items(), key=lambda item: item[1])
+          "(postgres: the primary; postgres replica: the lists, at the replica run's CPU per read)\n")
+    ordered = sorted(headroom(all_rates[1], results, kinds, replica).items(), key=lambda item: item[1])
     print(" < ".join(f"{component} {times:.0f}x" for component, times in ordered))
     if stand_in:
         turns, threads = held(all_rates[1], stand_in, kinds, latency)
@@ -420,12 +459,12 @@ def print_plan(results: dict[str, dict[str, float]], kinds: dict[str, str], node
 
 
 def report(results: dict[str, dict[str, float]], kinds: dict[str, str], stand_in: dict[str, dict[str, float]],
-           latency: float, node_cores: int) -> None:
+           latency: float, node_cores: int, replica: ReplicaRead, source: str) -> None:
     print_tables(results, kinds)
     for op, split in stand_in.items():
         print(f"\n{op} with a stand-in model at {latency} s a call: {_fmt(split)}", end="")
     print()
-    print_plan(results, kinds, node_cores, stand_in, latency)
+    print_plan(results, kinds, node_cores, stand_in, latency, replica, source)
 
 
 def main() -> None:
@@ -436,23 +475,32 @@ def main() -> None:
                         help="cores per pod, for the plan (deploy/kubernetes: one Python process a pod, about a core)")
     parser.add_argument("--json", type=pathlib.Path, help="also write the measurements here")
     parser.add_argument("--from-json", type=pathlib.Path, help="measure nothing: print a saved run's tables and plan")
+    parser.add_argument("--replica-json", type=pathlib.Path, default=REPLICA_RUN,
+                        help="a replica throughput run (measure_replica_reads.py --throughput --json): "
+                             "the plan's CPU per read a replica serves")
     args = parser.parse_args()
+    replica = replica_read(json.loads(args.replica_json.read_text()))
     if args.from_json:
         saved = json.loads(args.from_json.read_text())
-        report(saved["offline"], saved["kinds"], saved["stand_in"], args.latency, args.node_cores)
+        report(saved["offline"], saved["kinds"], saved["stand_in"], args.latency, args.node_cores, replica,
+               saved.get("source", str(args.from_json)))
         return
     load = [os.getloadavg()[0]]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     started = time.monotonic()
+    began = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     results, kinds = run_offline(args.scale)
     stand_in = run_stand_in(args.latency, args.scale) if args.latency > 0 else {}
     load.append(os.getloadavg()[0])
-    report(results, kinds, stand_in, args.latency, args.node_cores)
+    source = (f"scripts/capacity.py at {commit.strip()}, {began}, --scale {args.scale} --latency {args.latency} "
+              f"(load {load[0]:.1f}/{load[1]:.1f})")
+    report(results, kinds, stand_in, args.latency, args.node_cores, replica, source)
     print(f"\ncommit {commit.strip()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
           f"{os.cpu_count()} CPUs, load average (1 min) at start / end {load[0]:.1f} / {load[1]:.1f}, "
           f"{time.monotonic() - started:.0f} s")
     if args.json:
-        args.json.write_text(json.dumps({"offline": results, "kinds": kinds, "stand_in": stand_in, "load": load}, indent=1))
+        args.json.write_text(json.dumps({"source": source, "offline": results, "kinds": kinds, "stand_in": stand_in,
+                                         "load": load}, indent=1))
 
 
 if __name__ == "__main__":
