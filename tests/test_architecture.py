@@ -684,6 +684,30 @@ def private_reach(root: pathlib.Path) -> list[str]:
     return offenders
 
 
+NEEDS = {"personal_data", "erasers", "erasure_locks", "review_resolvers"}  # kernel.ports.Need's values
+
+
+def undeclared_needs(root: pathlib.Path) -> list[str]:
+    """A domain reads of the modules' ports (`deps.modules.erasers`, `runtime.modules.personal_data`) only the
+    capabilities its module declares (`needs=frozenset({Need.ERASERS, ...})` in its module.py): its servicers are
+    handed no other (kernel.ports.DeclaredHooks, which refuses the read when it runs; this finds it in the source)."""
+    declared: dict[str, set[str]] = {}
+    for path, tree in _domain_files(root):
+        if path.name == "module.py" and len(path.parts) == 2:
+            declared[path.parts[0]] = {node.attr.lower() for call in ast.walk(tree) if isinstance(call, ast.Call)
+                                       for keyword in call.keywords if keyword.arg == "needs"
+                                       for node in ast.walk(keyword.value) if isinstance(node, ast.Attribute)
+                                       and isinstance(node.value, ast.Name) and node.value.id == "Need"}
+    offenders = []
+    for path, tree in _domain_files(root):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in NEEDS and node.attr not in declared.get(path.parts[0], ()) \
+                    and ((isinstance(node.value, ast.Attribute) and node.value.attr == "modules")
+                         or (isinstance(node.value, ast.Name) and node.value.id == "modules")):
+                offenders.append(f"{path}:{node.lineno} reads {ast.unparse(node)} (its module does not declare it)")
+    return offenders
+
+
 def ambient_reads(root: pathlib.Path) -> list[str]:
     """A servicer is handed its call (`Method(self, request, ctx)`) and hands on what its services need: no name
     of the kernel's door, no code of the providers or the domains reaches a context variable (or a side table
@@ -703,7 +727,7 @@ AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     files_without_a_role, grpc_outside_servicers, sql_outside_repositories, transactions_outside_units_of_work,
     tables_outside_their_domain, other_domains_tables, layers_inside_domains, dynamic_access, kernel_naming_domains,
     raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_process,
-    ambient_reads, kernel_past_the_door, private_reach,
+    ambient_reads, kernel_past_the_door, private_reach, undeclared_needs,
 ]
 
 
@@ -888,6 +912,10 @@ PLANTED = [
      "def _planted(deps):\n    return deps.resources._settings.database_url\n", private_reach),
     ("a domain importing the process assembly", "chat/service.py",
      "from persona_service.process.readiness import readiness_of as _planted\n", lint_imports),
+    ("a domain servicer reading the erasers its module does not declare", "chat/servicer.py",
+     "def _planted(deps):\n    return deps.modules.erasers\n", undeclared_needs),
+    ("a job reading the review resolvers its module does not declare", "privacy/module.py",
+     "def _planted(runtime):\n    return runtime.modules.review_resolvers\n", undeclared_needs),
 ]
 
 

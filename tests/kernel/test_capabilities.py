@@ -169,6 +169,9 @@ def app(apps: dict[str, App]) -> App:
 @pytest.mark.parametrize("role", ROLES)
 def test_a_servicer_reaches_nothing_raw_but_through_an_allowed_capability(apps: dict[str, App], role: str) -> None:
     assert leaks(apps[role].servicer_deps) == []
+    # Each module's servicers are handed the same deps but for the modules' ports it declares (Module.needs).
+    for service in apps[role].modules.service_names:
+        assert leaks(apps[role].servicer_deps_for(service)) == [], service
 
 
 def test_every_allowance_is_used(apps: dict[str, App]) -> None:

@@ -142,6 +142,11 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.module import Module as Module
     from persona_service.kernel.module import Modules as Modules
     from persona_service.kernel.ports import ModuleHooks as ModuleHooks
+    from persona_service.kernel.ports import Need as Need
+    from persona_service.kernel.ports import PersonalDataEraser as PersonalDataEraser
+    from persona_service.kernel.ports import PersonalDataExport as PersonalDataExport
+    from persona_service.kernel.ports import PersonalDataLock as PersonalDataLock
+    from persona_service.kernel.ports import ReviewResolver as ReviewResolver
     from persona_service.kernel.module import Process as Process
     from persona_service.kernel.module import ServiceBinding as ServiceBinding
     from persona_service.kernel.command import Command as Command  # (from its light module: a command file)
@@ -244,7 +249,8 @@ __all__ = [
     # personal data
     "Batches", "Subject", "audit_events", "created_resources", "credentials_used", "export_batches",
     # a module's declaration (module.py) and what it declares; `Modules` is what the registry assembles
-    "Command", "Job", "Module", "Modules", "ModuleHooks", "Process", "ServiceBinding", "CONFIG_KEYS", "LEVEL_CHECKS", "ConfigKey",
+    "Command", "Job", "Module", "Modules", "ModuleHooks", "Need", "Process", "ServiceBinding", "CONFIG_KEYS", "LEVEL_CHECKS", "ConfigKey",
+    "PersonalDataEraser", "PersonalDataExport", "PersonalDataLock", "ReviewResolver",
     # a module's tables that age out
     "AGE_OUT_EVERY", "age_out", "Partition", "MonthlySwap", "SwapKey", "UniqueIndex", "lock_in_order",
     # durable tasks

@@ -21,7 +21,9 @@ from persona_service.kernel.config_keys import ConfigKey, install_config_keys
 from persona_service.kernel.data.aggregates import first_lock_of
 from persona_service.kernel.ports import (
     ConfigLevel,
+    DeclaredHooks,
     LimitOverrides,
+    Need,
     PersonalDataEraser,
     PersonalDataExport,
     PersonalDataLock,
@@ -102,6 +104,9 @@ class Module:
     erase_personal_data: PersonalDataEraser | None = None
     # What that erasure locks first, before the person's memberships (the lock order other writes take).
     lock_personal_data: PersonalDataLock | None = None
+    # What this module's servicers read of the other modules' ports (`ServicerDeps.modules`): only these
+    # (kernel.ports.Need: the exporters, the erasers, their locks, the review resolvers).
+    needs: frozenset[Need] = frozenset()
     # Kinds of durable background work (kernel.transport.tasks) this module enqueues.
     tasks: Sequence[TaskKind[Runtime]] = ()
     commands: Sequence[Command] = ()
@@ -171,6 +176,10 @@ class Modules:
         self.erasers = [m.erase_personal_data for m in sorted(self.all, key=lambda m: first_lock_of(m.name))
                         if m.erase_personal_data is not None]
         self.erasure_locks = [m.lock_personal_data for m in self.all if m.lock_personal_data is not None]
+        # What each module's servicers are handed of those four (its declared needs), and which module serves what.
+        self.declared = {m.name: DeclaredHooks(m.name, {need: getattr(self, need.value) for need in m.needs})
+                         for m in self.all}
+        self.owner = {s.name: m.name for m in self.all for s in m.services}
         self.commands = [c for m in self.all for c in m.commands]
         self.processes = [p for m in self.all for p in m.processes]
         self.migrations = [m.migrations for m in self.all if m.migrations is not None]

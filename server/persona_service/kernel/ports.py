@@ -6,9 +6,10 @@ function to it (`usage_period=<its function>`)."""
 
 from __future__ import annotations
 
-import pathlib
+import enum
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -72,8 +73,9 @@ class UsagePeriod(Protocol):
 
 class ModuleHooks(Protocol):
     """What a job, a task or a servicer reads of the assembled modules (kernel.module's
-    `Modules` is one): the ports they declared. Typed by this Protocol, not by `Modules`, so that
-    the Runtime and ServicerDeps that modules are handed do not import the module that declares them."""
+    `Modules` is one, a module's `DeclaredHooks` another): the ports they declared. Typed by this Protocol, not by
+    `Modules`, so that the Runtime and ServicerDeps that modules are handed do not import the module that declares
+    them."""
 
     @property
     def personal_data(self) -> Sequence[PersonalDataExport]: ...
@@ -87,5 +89,48 @@ class ModuleHooks(Protocol):
     @property
     def review_resolvers(self) -> Mapping[str, ReviewResolver]: ...
 
-    @property
-    def migrations(self) -> Sequence[pathlib.Path]: ...
+
+class Need(enum.Enum):
+    """A capability over the other modules' ports that a module declares it needs (`Module.needs`): its servicers
+    are handed that one (a `ModuleHooks` attribute of the same name) and no other."""
+
+    PERSONAL_DATA = "personal_data"  # every module's part of a privacy export
+    ERASERS = "erasers"  # every module's erasure of one user, in the lock order
+    ERASURE_LOCKS = "erasure_locks"  # what those erasures lock first
+    REVIEW_RESOLVERS = "review_resolvers"  # subject type -> what resolving a moderation review does to it
+
+
+class UndeclaredNeed(AttributeError):
+    """A servicer read a capability its module did not declare (`Module.needs`)."""
+
+
+class DeclaredHooks:
+    """What one module's servicers read of the modules' ports (`ServicerDeps.modules`): the capabilities it
+    declared (`Module.needs`), read-only; reading another raises `UndeclaredNeed`, at startup for a servicer that
+    takes it when built (the servicers here do), else at its first call (tests/test_architecture.py also finds
+    an undeclared read in a domain's source)."""
+
+    personal_data: Sequence[PersonalDataExport]
+    erasers: Sequence[PersonalDataEraser]
+    erasure_locks: Sequence[PersonalDataLock]
+    review_resolvers: Mapping[str, ReviewResolver]
+    __slots__ = ("_module", *(need.value for need in Need))
+
+    def __init__(self, module: str, granted: Mapping[Need, Sequence[object] | Mapping[str, object]]) -> None:
+        object.__setattr__(self, "_module", module)
+        for need, value in granted.items():  # copies: a servicer cannot change what another module is handed
+            held = MappingProxyType(dict(value)) if isinstance(value, Mapping) else tuple(value)
+            object.__setattr__(self, need.value, held)
+
+    def __getattr__(self, name: str) -> object:  # only for an attribute not set: a need not declared
+        if name in Need._value2member_map_:
+            raise UndeclaredNeed(f"module {self._module!r} reads {name} without declaring it "
+                                 f"(Module.needs=frozenset({{Need.{Need(name).name}}}))")
+        raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __repr__(self) -> str:
+        held = [need.value for need in Need if hasattr(self, need.value)]
+        return f"DeclaredHooks({self._module!r}, {held})"

@@ -5,7 +5,7 @@ import pathlib
 
 from persona.v1 import moderation_pb2_grpc
 
-from persona_service.kernel.api import Module, ServiceBinding
+from persona_service.kernel.api import Module, Need, ServiceBinding
 from persona_service.moderation.servicer import ModerationServicer
 
 MODULE = Module(
@@ -15,4 +15,5 @@ MODULE = Module(
                              moderation_pb2_grpc.add_ModerationServiceServicer_to_server),),
     id_prefixes={"moderation_review": "mod"},
     event_types=frozenset({"moderation.flagged"}),
+    needs=frozenset({Need.REVIEW_RESOLVERS}),  # resolving a review acts on the subject's module
 )

@@ -10,9 +10,10 @@ from persona_service.moderation.records import ReviewFilters, ReviewRecord
 class ModerationServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
+        self.resolvers = deps.modules.review_resolvers  # (taken when built: an undeclared need fails the start)
 
     def _queue(self, ctx: RequestContext) -> ModerationQueue:
-        return ModerationQueue(ctx.conn, cursors=self.deps.cursors, resolvers=self.deps.modules.review_resolvers)
+        return ModerationQueue(ctx.conn, cursors=self.deps.cursors, resolvers=self.resolvers)
 
     def ListModerationQueue(self, request: moderation_pb2.ListModerationQueueRequest,
                             ctx: RequestContext) -> moderation_pb2.ListModerationQueueResponse:

@@ -6,7 +6,7 @@ import pathlib
 from persona.v1 import privacy_pb2_grpc
 
 from persona_service.files.api import storage_for
-from persona_service.kernel.api import Job, Module, Runtime, ServiceBinding, load
+from persona_service.kernel.api import Job, Module, Need, Runtime, ServiceBinding, load
 from persona_service.privacy.repository import PrivacyRepository
 from persona_service.privacy.service import PrivacyService, erase_exports
 from persona_service.privacy.servicer import PrivacyServicer
@@ -34,6 +34,8 @@ MODULE = Module(
     services=(ServiceBinding("persona.v1.PrivacyService", PrivacyServicer,
                              privacy_pb2_grpc.add_PrivacyServiceServicer_to_server),),
     id_prefixes={"privacy_export": "dsr"},
+    # Exports build from every module's part (the job); the erasure runs every module's, after their locks.
+    needs=frozenset({Need.PERSONAL_DATA, Need.ERASERS, Need.ERASURE_LOCKS}),
     jobs=(Job("privacy.build_exports", 30, build_pending),),
     settings=PrivacySettings,
     personal_data=lambda conn, subject: PrivacyRepository(conn).personal_data(subject.org_id, subject.user_id),

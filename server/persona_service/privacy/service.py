@@ -24,7 +24,8 @@ from persona_service.files.api import SignedUrl, Storage, object_key
 from persona_service.kernel.api import (
     Batches,
     CursorCodec,
-    ModuleHooks,
+    PersonalDataEraser,
+    PersonalDataLock,
     Principal,
     StateConflict,
     Subject,
@@ -86,7 +87,8 @@ class PrivacyService:
             self.repo.fail(job.id, f"{type(exc).__name__}: {exc}")
         return job
 
-    def erase(self, principal: Principal, modules: ModuleHooks, storage: Storage) -> Erasure:
+    def erase(self, principal: Principal, erasers: Sequence[PersonalDataEraser], locks: Sequence[PersonalDataLock],
+              storage: Storage) -> Erasure:
         """Right to erasure (see the proto): every module erases its part; this
         module its own exports. The person is erased wherever a link made them
         known after this organization (OrgDirectory.linked_later), so no link
@@ -96,12 +98,12 @@ class PrivacyService:
         # user), then the person's membership, which the erasure ends: a second erasure at once waits and is
         # refused as a call after the first would be (its key revoked), and an export requested meanwhile
         # (`request`) waits or is erased with the rest.
-        self._lock(modules, principal.org_id, principal.user_id)
+        self._lock(locks, principal.org_id, principal.user_id)
         if principal.org_id not in directory.end_members([principal.org_id], principal.user_id):
             raise Unauthorized(_NO_LONGER)
         org_ids = [principal.org_id, *directory.linked_later(principal.org_id, principal.user_id)]
         for org_id in sorted(org_ids[1:]):
-            self._lock(modules, org_id, principal.user_id)
+            self._lock(locks, org_id, principal.user_id)
         directory.end_members(org_ids[1:], principal.user_id)
         for org_id in org_ids:
             org = directory.get(org_id)
@@ -111,8 +113,8 @@ class PrivacyService:
         now, counts = utcnow(), Counter[str]()
         for org_id in org_ids:
             subject = Subject(org_id, principal.user_id)
-            own = erase_exports not in modules.erasers  # (hooks without this module's: its part goes last)
-            for erase in [*modules.erasers, *([erase_exports] if own else [])]:  # in the lock order (Modules.erasers)
+            own = erase_exports not in erasers  # (hooks without this module's: its part goes last)
+            for erase in [*erasers, *([erase_exports] if own else [])]:  # in the lock order (Modules.erasers)
                 if erase is erase_exports:  # this module's part, at its place in that order: its stored files too
                     exports = self.repo.delete_for(org_id, principal.user_id)
                     for key in filter(None, exports):
@@ -122,8 +124,8 @@ class PrivacyService:
                     counts.update(erase(self.conn, subject, now))
         return Erasure(dict(counts), tuple(org_ids))
 
-    def _lock(self, modules: ModuleHooks, org_id: str, user_id: str) -> None:
-        for lock in modules.erasure_locks:
+    def _lock(self, locks: Sequence[PersonalDataLock], org_id: str, user_id: str) -> None:
+        for lock in locks:
             lock(self.conn, Subject(org_id, user_id))
 
     def list(self, principal: Principal, cursor: str, limit: int) -> tuple[list[ExportRecord], str]:

@@ -19,6 +19,8 @@ from persona_service.privacy.service import PrivacyService, download_of, status_
 class PrivacyServicer:
     def __init__(self, deps: ServicerDeps) -> None:
         self.deps = deps
+        # (Taken when built: a need its module did not declare fails the process's start.)
+        self.erasers, self.erasure_locks = deps.modules.erasers, deps.modules.erasure_locks
 
     def _export(self, row: ExportRecord) -> privacy_pb2.PrivacyExport:
         now = utcnow()
@@ -36,7 +38,8 @@ class PrivacyServicer:
 
     def EraseMyData(self, request: privacy_pb2.EraseMyDataRequest,
                     ctx: RequestContext) -> privacy_pb2.PrivacyErasure:
-        erasure = PrivacyService(ctx.conn).erase(ctx.caller, self.deps.modules, storage_for(self.deps))
+        erasure = PrivacyService(ctx.conn).erase(ctx.caller, self.erasers, self.erasure_locks,
+                                                 storage_for(self.deps))
         # Every process drops the organizations' cached credentials: the user's stop working at once.
         def drop_cached() -> None:
             for org_id in erasure.org_ids:

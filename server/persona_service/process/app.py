@@ -18,6 +18,7 @@ from persona_service.kernel.data.boundaries import BoundaryGuard
 from persona_service.kernel.data.engine import make_engine, share_disconnects
 from persona_service.kernel.data.replicas import replica_router
 from persona_service.kernel.module import Job, Modules
+from persona_service.kernel.ports import DeclaredHooks
 from persona_service.kernel.resources import Resources, Runtime, ServicerDeps, TaskSignals, plain, read_apart
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
@@ -142,8 +143,11 @@ class App:
         self.draining = threading.Event()
         # What servicers see of the process; neither the App, its pools nor its settings, and each capability
         # only what it uses (process.capabilities).
+        # Of the modules' ports, a servicer is handed those its module declared (`Module.needs`, `servicer_deps_for`);
+        # `servicer_deps` itself holds none.
         self.servicer_deps = ServicerDeps(
-            cursors=self.cursors, secret_box=self.secret_box, resources=self.resources, modules=modules,
+            cursors=self.cursors, secret_box=self.secret_box, resources=self.resources,
+            modules=DeclaredHooks("(none declared)", {}),
             provider_for=provider_for(self.provider, self.backoff, self.audit), quota=plain(self.limits.quota),
             limits=plain(self.limits.limits), invalidate=self.invalidate,
             generations_used=generations_used(self.limiter, self.limits),
@@ -151,6 +155,11 @@ class App:
             read_apart=read_apart(self.engine),
             readiness=readiness_of(self.engine, self.redis, modules.migrations), draining=plain(self.draining.is_set),
             unary_workers=settings.grpc_workers, hints=Hints(self.redis))
+        self._module_deps = {name: replace(self.servicer_deps, modules=hooks) for name, hooks in modules.declared.items()}
+
+    def servicer_deps_for(self, service: str) -> ServicerDeps:
+        """What the servicer of a gRPC service (its full name) is handed: its module's declared needs."""
+        return self._module_deps[self.modules.owner[service]]
 
     def start_background(self) -> None:
         if self.role != "runner":  # a runner authenticates nobody and reads no limits: nothing of it to invalidate

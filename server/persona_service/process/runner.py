@@ -158,7 +158,7 @@ class LazyServicers(dict[str, object]):
         self._bindings = {binding.name: binding for binding in app.modules.services}
 
     def __missing__(self, service: str) -> object:
-        servicer = self._bindings[service].servicer(self._app.servicer_deps)
+        servicer = self._bindings[service].servicer(self._app.servicer_deps_for(service))
         return self.setdefault(service, servicer)
 
 

@@ -56,7 +56,7 @@ def build_server(app: App, address: str, streams: bool = False) -> tuple[grpc.Se
         maximum_concurrent_rpcs=workers if streams else None,
     )
     for binding in app.modules.services:
-        pipeline.servicers[binding.name] = binding.servicer(app.servicer_deps)
+        pipeline.servicers[binding.name] = binding.servicer(app.servicer_deps_for(binding.name))
         binding.register(pipeline.servicers[binding.name], server)
     if streams:  # runs another process accepted are taken over on the stream server's pool (kernel.transport.runs)
         app.runs.revive = pipeline.revive
