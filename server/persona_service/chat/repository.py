@@ -260,16 +260,19 @@ class ChatSessionRepository:
 
     def completions_session(self, workspace_id: str, persona_id: str, user_id: str, title: str) -> SessionRecord | None:
         """The active session of (persona, user) with this title, locked for
-        the transaction; None when there is none. Serialized per key by a
-        transaction-scoped advisory lock so that concurrent first uses create
-        one session."""
-        self.conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
-                          {"k": f"{workspace_id}/{persona_id}/{user_id}/{title}"})
+        the transaction; None when there is none (a first use: `first_use`)."""
         stmt = select(_sessions).where(
             _sessions.c.workspace_id == workspace_id, _sessions.c.persona_id == persona_id,
             _sessions.c.user_id == user_id, _sessions.c.title == title, _sessions.c.status == "active",
         ).order_by(_sessions.c.started_at).limit(1).with_for_update()
         return self._seen(record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first()))
+
+    def first_use(self, workspace_id: str, persona_id: str, user_id: str, title: str) -> None:
+        """Hold (persona, user, title) by name until the transaction ends, so that concurrent first uses create
+        one session: the second waits, then finds the first's (`completions_session` again). A lock by name
+        comes last in the lock order: after the session's lookup and the persona's hold."""
+        self.conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
+                          {"k": f"{workspace_id}/{persona_id}/{user_id}/{title}"})
 
     # --- messages -------------------------------------------------------------------
 
@@ -396,8 +399,9 @@ class ChatSessionRepository:
         """At most `limit` of the sessions started before `before` deleted, the next by id after `after` (the
         retention's, once their messages' partitions are dropped: their messages' cascade names those months,
         pruned to nothing); their ids, in order. By id, a round's batches walk the key once between them, where
-        each would scan the table past the rows the ones before deleted. A session a write holds is skipped
-        (SKIP LOCKED: the pass never waits on a conversation) unless `wait` (the round's last pass, for those)."""
+        each would scan the table past the rows the ones before deleted; with none started before `before` (every
+        hourly round but a month's), `ix_chat_sessions_started` answers at once (0036). A session a write holds is
+        skipped (SKIP LOCKED: the pass never waits on a conversation) unless `wait` (the round's last pass, for those)."""
         doomed = select(_sessions.c.id).where(_sessions.c.started_at < before, _sessions.c.id > after) \
             .order_by(_sessions.c.id).limit(limit).with_for_update(skip_locked=not wait).scalar_subquery()
         expired = sorted(self.conn.execute(delete(_sessions).where(_sessions.c.id.in_(doomed))
