@@ -127,6 +127,8 @@ topology-tools:
 # The deployed topology on this machine (PostgreSQL, PgBouncer, Redis, app nodes, a worker, Envoy):
 # `make topology` brings it up until Ctrl-C; `make bench-topology` runs every scenario under load (docs/scaling-out.md).
 # TOPOLOGY_ARGS / BENCH_ARGS=--postgres-ha: PostgreSQL as Patroni members behind HAProxy (its failover scenarios).
+# TOPOLOGY_ARGS / BENCH_ARGS=--redis-ha: Redis as a master, its replica and three Sentinels (bench: redis_failover,
+# the master killed mid-stream). Both together: the data tier as deploy/kubernetes runs it.
 topology: $(STAMP) topology-tools
 	$(BIN)/python scripts/topology.py up $(TOPOLOGY_ARGS)
 
