@@ -145,7 +145,7 @@ class CompletionService:
         yield CompletionStarted(completion_id, created)
         replies = PersonaReplies(self.conn, self.provider, self.prices)
         reply = yield from progress_of(
-            replies.respond(principal, persona, voice, conversation, options,
+            replies.respond(principal, persona.id, voice, conversation, options,
                             Subject("chat_completion", completion_id), stream=stream, earlier=earlier),
             lambda delta: CompletionDelta(delta) if delta.text or delta.tool_call is not None else None,
         )

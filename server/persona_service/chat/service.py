@@ -76,7 +76,7 @@ from persona_service.kernel.api import (
     utcnow,
 )
 from persona_service.moderation.api import ModerationBlocked, record_flag
-from persona_service.personas.api import PersonaDirectory, PersonaRecord, VoiceRecord, fingerprint_text
+from persona_service.personas.api import PersonaDirectory, VoiceRecord, fingerprint_text
 from persona_service.providers.pricing import PriceTable
 
 THRESHOLD_KEY = "engine.pipeline.drift_detection.threshold"
@@ -241,7 +241,7 @@ class PersonaReplies:
             messages += [Message("user", dialogue.get("user", "")), Message("assistant", dialogue.get("persona", ""))]
         return messages
 
-    def respond(self, principal: Principal, persona: PersonaRecord, voice: VoiceRecord, conversation: list[Message],
+    def respond(self, principal: Principal, persona_id: str, voice: VoiceRecord, conversation: list[Message],
                 options: GenerationOptions, subject: Subject, *, stream: bool = False, earlier: Sequence[str] = ()
                 ) -> Generator[Delta, None, Reply]:
         """The reply, checked (moderation, voice drift) and priced. Streamed,
@@ -256,12 +256,12 @@ class PersonaReplies:
         taken over): they go out again first, the provider continues from
         them, and the reply is their text and its continuation."""
         user_text = next((m.content for m in reversed(conversation) if m.role == "user"), "")
-        live = stream and self.config.value(principal, ACTION_KEY, persona.id) != "auto_recover"
+        live = stream and self.config.value(principal, ACTION_KEY, persona_id) != "auto_recover"
         gate = (lambda text: self._moderate_text(principal, text, subject)) if live else None
         reply = yield from self._generate(self.voice_messages(voice) + conversation, options, stream, gate, earlier)
         # A gated reply's text was moderated whole by the gate's last pass.
         moderated = gate is not None and not reply.tool_calls
-        reply = self._checked(principal, persona, voice, user_text, reply, conversation, options, subject, stream,
+        reply = self._checked(principal, persona_id, voice, user_text, reply, conversation, options, subject, stream,
                               moderated)
         if not reply.text.startswith("".join(earlier)):
             raise RunLost(subject.id)  # recovered: a new reply, where part of another was already sent
@@ -269,7 +269,7 @@ class PersonaReplies:
             yield from reply.deltas
         return self._priced(reply)
 
-    def _checked(self, principal: Principal, persona: PersonaRecord, voice: VoiceRecord, user_text: str, reply: Reply,
+    def _checked(self, principal: Principal, persona_id: str, voice: VoiceRecord, user_text: str, reply: Reply,
                  conversation: list[Message], options: GenerationOptions, subject: Subject, stream: bool,
                  moderated: bool = False) -> Reply:
         if not moderated:
@@ -277,11 +277,11 @@ class PersonaReplies:
         if not reply.text:
             return reply  # tool calls: nothing to compare with the voice
         reply.drift_score = drift_score(self.provider, voice, user_text, reply.text)
-        threshold = float(self.config.value(principal, THRESHOLD_KEY, persona.id))
+        threshold = float(self.config.value(principal, THRESHOLD_KEY, persona_id))
         if reply.drift_score <= threshold:
             return reply
-        action = self.config.value(principal, ACTION_KEY, persona.id)
-        self._drift_event(principal, persona, subject, reply.drift_score, threshold, action)
+        action = self.config.value(principal, ACTION_KEY, persona_id)
+        self._drift_event(principal, persona_id, subject, reply.drift_score, threshold, action)
         if action != "auto_recover":
             raise self._drift_blocked(reply.drift_score, threshold, action)
         first = reply
@@ -359,9 +359,9 @@ class PersonaReplies:
         err.persist = True  # the review item and its event stand
         raise err
 
-    def _drift_event(self, principal: Principal, persona: PersonaRecord, subject: Subject, score: float, threshold: float, action: str) -> None:
+    def _drift_event(self, principal: Principal, persona_id: str, subject: Subject, score: float, threshold: float, action: str) -> None:
         self.outbox.emit("persona.audit_failed", principal.org_id, principal.workspace_id, {
-            "personaId": persona.id, "reason": "voice_drift", "score": score, "threshold": threshold,
+            "personaId": persona_id, "reason": "voice_drift", "score": score, "threshold": threshold,
             "action": action, "subjectType": subject.type, "subjectId": subject.id,
         })
 
@@ -423,10 +423,9 @@ class Sampling:
 
 @dataclass(frozen=True)
 class Speaking:
-    """An active session and the persona that replies in it."""
+    """An active session and the voice its persona replies with."""
 
     session: SessionRecord
-    persona: PersonaRecord
     voice: VoiceRecord
 
 
@@ -538,12 +537,12 @@ class ChatSessionService:
         # Read without holding the persona (the model call must not hold it): whether it can still reply is
         # decided again, held FOR SHARE, where the reply is stored (`account`); what it replies with is the
         # version it read, which is the serial order running the reply before a change of the persona.
-        persona = self.personas.active(principal.workspace_id, session.persona_id, decides_nothing=True)
-        voice = self.personas.voice(session.persona_id, session.persona_version, decides_nothing=True) \
-            if persona is not None else None
-        if persona is None or voice is None:
+        # One read (issue 50): a reply needs of the persona only that it is active, and its voice.
+        voice = self.personas.active_voice(principal.workspace_id, session.persona_id, session.persona_version,
+                                           decides_nothing=True)
+        if voice is None:
             raise StateConflict("The session's persona was deleted.", "personaId", {"personaId": session.persona_id})
-        return Speaking(session, persona, voice)
+        return Speaking(session, voice)
 
     def conversation(self, session_id: str, before_ordinal: int | None = None) -> builtins.list[Message]:
         """The history sent with a new message: the conversation's last HISTORY_MESSAGES messages."""
@@ -556,7 +555,7 @@ class ChatSessionService:
         """The persona's reply to `conversation` (PersonaReplies.respond), its deltas as progress."""
         replies = PersonaReplies(self.conn, self.provider, self.prices)
         return (yield from progress_of(
-            replies.respond(principal, speaking.persona, speaking.voice, conversation, sampling.options(),
+            replies.respond(principal, speaking.session.persona_id, speaking.voice, conversation, sampling.options(),
                             Subject("chat_session", speaking.session.id), stream=stream, earlier=earlier),
             lambda delta: MessageDelta(delta.text) if delta.text else None,
         ))

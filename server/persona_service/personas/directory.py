@@ -42,10 +42,21 @@ class PersonaDirectory:
               decides_nothing: bool = False) -> VoiceRecord | None:
         """The persona's current voice, or, given a version, that version's
         (a session or model pinned to it); None when it has no such version."""
-        current = self.repo.voice(persona_id, decides_nothing=decides_nothing)
+        return self._at(self.repo.voice(persona_id, decides_nothing=decides_nothing), version, decides_nothing)
+
+    def active_voice(self, workspace_id: str, persona_id: str, version: int | None = None, *,
+                     decides_nothing: bool = False) -> VoiceRecord | None:
+        """`voice` of a persona `active` finds, without the persona's row: one read where `version` is the current
+        one (a chat reply's, which needs of the persona only that it is active and its voice); None when it is
+        not active in the workspace or has no such version."""
+        current = self.repo.active_voice(workspace_id, persona_id, decides_nothing=decides_nothing)
+        return self._at(current, version, decides_nothing)
+
+    def _at(self, current: VoiceRecord | None, version: int | None, decides_nothing: bool) -> VoiceRecord | None:
+        """The persona's voice at `version` (None or 0: `current`, its current voice)."""
         if not version or current is None or current.version == version:
             return current
-        found = self.repo.version(persona_id, version, decides_nothing=decides_nothing)
+        found = self.repo.version(current.persona_id, version, decides_nothing=decides_nothing)
         return None if found is None else found.voice_record(current)
 
     def visible(self, workspace_id: str, persona_id: str, *, early: bool = False) -> bool:

@@ -83,6 +83,10 @@ _active_read = Prepared(select(_personas).where(
     _personas.c.id == bindparam("id"), _personas.c.workspace_id == bindparam("ws"),
     _personas.c.state != literal_column("'deleted'")), PersonaRecord)
 _voice_read = Prepared(select(_voices).where(_voices.c.persona_id == bindparam("id")), VoiceRecord)
+# ... both in one: the current voice of a persona `_active_read` finds (a chat reply needs no more of the persona).
+_active_voice_read = Prepared(select(_voices).join_from(_voices, _personas, _personas.c.id == _voices.c.persona_id).where(
+    _voices.c.persona_id == bindparam("id"), _personas.c.workspace_id == bindparam("ws"),
+    _personas.c.state != literal_column("'deleted'")), VoiceRecord)
 # ... and its hold on the persona as it stores the reply (FOR SHARE; three narrow columns, no soul or metadata).
 _hold_read = Prepared(select(_personas.c.id, _personas.c.org_id, _personas.c.created_at).where(
     _personas.c.id == bindparam("id"), _personas.c.workspace_id == bindparam("ws"),
@@ -264,6 +268,11 @@ class PersonaRepository:
 
     def voice(self, persona_id: str, *, decides_nothing: bool = False) -> VoiceRecord | None:
         return _voice_read.first(self.conn, {"id": persona_id}, decides_nothing=decides_nothing)
+
+    def active_voice(self, workspace_id: str, persona_id: str, *, decides_nothing: bool = False) -> VoiceRecord | None:
+        """`voice` of a persona `active` finds, in one read; None when it is not active in the workspace."""
+        return _active_voice_read.first(self.conn, {"id": persona_id, "ws": workspace_id},
+                                        decides_nothing=decides_nothing)
 
     # --- generation runs ------------------------------------------------------------
 
