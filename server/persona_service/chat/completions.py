@@ -155,7 +155,12 @@ class CompletionService:
     def _account(self, principal: Principal, persona_id: str, user_id: str, request: Message, reply: Reply) -> None:
         """Store the exchange in the caller's completions session (made on first use: `open`, the membership
         held by `complete`)."""
-        session = self.repo.completions_session(principal.workspace_id, persona_id, user_id, SESSION_TITLE)
-        if session is None:
-            session = self.sessions.create(principal, persona_id, user_id=user_id, title=SESSION_TITLE)
+        key = (principal.workspace_id, persona_id, user_id, SESSION_TITLE)
+        session = self.repo.completions_session(*key)
+        if session is None:  # a first use: the persona held (its place in the lock order), then the key by name
+            if not self.personas.held(principal.workspace_id, persona_id):
+                raise NotFound("persona")
+            self.repo.first_use(*key)
+            session = self.repo.completions_session(*key) or self.sessions.create(
+                principal, persona_id, user_id=user_id, title=SESSION_TITLE)
         self.sessions.record_exchange(principal, session.id, Message(request.role, request.content), reply)

@@ -260,16 +260,19 @@ class ChatSessionRepository:
 
     def completions_session(self, workspace_id: str, persona_id: str, user_id: str, title: str) -> SessionRecord | None:
         """The active session of (persona, user) with this title, locked for
-        the transaction; None when there is none. Serialized per key by a
-        transaction-scoped advisory lock so that concurrent first uses create
-        one session."""
-        self.conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
-                          {"k": f"{workspace_id}/{persona_id}/{user_id}/{title}"})
+        the transaction; None when there is none (a first use: `first_use`)."""
         stmt = select(_sessions).where(
             _sessions.c.workspace_id == workspace_id, _sessions.c.persona_id == persona_id,
             _sessions.c.user_id == user_id, _sessions.c.title == title, _sessions.c.status == "active",
         ).order_by(_sessions.c.started_at).limit(1).with_for_update()
         return self._seen(record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first()))
+
+    def first_use(self, workspace_id: str, persona_id: str, user_id: str, title: str) -> None:
+        """Hold (persona, user, title) by name until the transaction ends, so that concurrent first uses create
+        one session: the second waits, then finds the first's (`completions_session` again). A lock by name
+        comes last in the lock order: after the session's lookup and the persona's hold."""
+        self.conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
+                          {"k": f"{workspace_id}/{persona_id}/{user_id}/{title}"})
 
     # --- messages -------------------------------------------------------------------
 

@@ -95,6 +95,7 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.data.aggregates import DECIDES_NOTHING as DECIDES_NOTHING
     from persona_service.kernel.data.aggregates import Aggregate as Aggregate
     from persona_service.kernel.data.aggregates import declare as declare_aggregate
+    from persona_service.kernel.data.aggregates import declare_named_lock as declare_named_lock
     from persona_service.kernel.data.aggregates import lock_root as lock_root
     from persona_service.kernel.data.unique import derive_unique as derive_unique
     from persona_service.kernel.data.unique import once_per as once_per
@@ -238,7 +239,7 @@ __all__ = [
     # pages
     "CursorCodec", "cursor_page", "keyset_page",
     # the unit of work
-    "DECIDES_NOTHING", "Aggregate", "declare_aggregate", "lock_root", "derive_unique", "once_per", "in_batches",
+    "DECIDES_NOTHING", "Aggregate", "declare_aggregate", "declare_named_lock", "lock_root", "derive_unique", "once_per", "in_batches",
     "Prepared", "PreparedRows", "PreparedWrite", "read_cache", "stale",
     # rows as typed records (repositories)
     "record", "record_or_none", "records", "changed_columns", "row_columns",

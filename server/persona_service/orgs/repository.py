@@ -8,6 +8,7 @@ from persona_service.kernel.api import (
     Batches,
     MemberCredential,
     Prepared,
+    declare_named_lock,
     export_batches,
     once_per,
     record_or_none,
@@ -17,6 +18,11 @@ from persona_service.orgs.records import HeldMembership, OrganizationRecord
 from persona_service.orgs.tables import ApiKey, Membership, Organization, User, Workspace
 
 _orgs = table_of(Organization)
+# An e-mail address's owner is decided under a lock by name on it (`lock_email`). SCIM decides by it which user a
+# new SCIM user is (then inserts it and revokes a deactivated member's keys) and a PUT takes it after the user's
+# row: it comes right after the SCIM roots in the lock order, not last (docs/concurrency.md).
+EMAIL_SCOPE = "user email"
+declare_named_lock(EMAIL_SCOPE)
 _workspaces = table_of(Workspace)
 _users = table_of(User)
 _members = table_of(Membership)
@@ -100,7 +106,7 @@ class OrgRepository:
         """Hold an e-mail address (as its unique index compares it) until the transaction ends: who owns it is
         decided by one writer at a time, so two people given one new address at once answer as one after the
         other (the second keeps its own), not with the index's conflict."""
-        once_per(self.conn, "user email", email.lower())
+        once_per(self.conn, EMAIL_SCOPE, email.lower())
 
     def user_by_email(self, email: str) -> str | None:
         return self.conn.execute(select(_users.c.id).where(func.lower(_users.c.email) == email.lower())).scalar()

@@ -24,7 +24,7 @@ _portraits = table_of(Portrait)
 # conversation named in it). A review (approve, reject) locks it first, then decides on its status; an edit holds
 # its source FOR SHARE (it must stay generated or approved until the edit commits); the render task's first
 # statement is the atomic `UPDATE` of its status. Which portrait of a persona is canonical is decided under a
-# lock on the persona's name (`lock_canonical`), taken before the portrait's.
+# lock on the persona's name (`lock_canonical`), taken after the portrait's (a lock by name comes last).
 PORTRAIT = declare_aggregate("portrait", _portraits)
 
 

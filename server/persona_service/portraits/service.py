@@ -101,11 +101,10 @@ class PortraitService:
         )
 
     def approve(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
-        if is_uuid(portrait_id):
-            self.repo.lock_canonical(persona_id)  # before the portrait: one lock order, persona's name first
         row = self._for_update(principal, persona_id, portrait_id)
         if row.canonical:
             return row
+        self.repo.lock_canonical(persona_id)  # after the portrait: a lock by name comes last (docs/concurrency.md)
         if row.status not in ("generated", "approved"):
             raise _status_conflict(row, "approve")
         previous = self.repo.clear_canonical(persona_id)

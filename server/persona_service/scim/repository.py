@@ -142,6 +142,14 @@ class ResourceRepository:
                 .returning(*self._record.selected_columns))
         return record(ScimRecord, self.conn.execute(stmt).mappings().one())
 
+    def insert_new(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> ScimRecord | None:
+        """`insert`, or None when the organization has this id already (its own or another write's, which this
+        waits for): the key decides, so the write needs no lock on a row that may not exist yet."""
+        stmt = (pg_insert(self.table).values(org_id=org_id, id=resource_id, version=1, **row_columns(fields))
+                .on_conflict_do_nothing(index_elements=[self.table.c.org_id, self.table.c.id])
+                .returning(*self._record.selected_columns))
+        return record_or_none(ScimRecord, self.conn.execute(stmt).mappings().first())
+
     def update(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> ScimRecord:
         return self._update(org_id, resource_id, row_columns(fields))
 

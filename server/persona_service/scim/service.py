@@ -301,17 +301,20 @@ class Users(Resources):
 
     def _create(self, doc: dict[str, Any]) -> ScimRecord:
         # Who the address names is decided under its lock (provision: OrgRepository.lock_email); whether that
-        # person is a SCIM user already, under their root's (a row FOR UPDATE, or none: the insert that follows).
+        # person is a SCIM user already, by the key of the row this inserts (a root locked after the address
+        # would take the lock order backwards: a PUT of that user locks its row, then the address).
         provisioned = self.directory.provision(self.org_id, _email(doc), _display(doc))
-        if self.repo.get(self.org_id, provisioned.user_id, for_update=True) is not None:
+        made = self.repo.insert_new(self.org_id, provisioned.user_id, self._fields(doc))
+        if made is None:
             raise scim_error("state_conflict", "uniqueness", "Another SCIM user has this email address.",
                              conflictField="emails")
         self._activate(provisioned.user_id, doc.get("active", True))
-        return self.repo.insert(self.org_id, provisioned.user_id, self._fields(doc))
+        return made
 
     def _update(self, row: ScimRecord, doc: dict[str, Any]) -> ScimRecord:
-        self._activate(row.id, doc.get("active", True))
+        # The address (a lock by name) before the keys a deactivation revokes: the lock order (docs/concurrency.md)
         self.directory.update_profile(self.org_id, row.id, _email(doc), _display(doc))
+        self._activate(row.id, doc.get("active", True))
         return self.repo.update(self.org_id, row.id, self._fields(doc))
 
     def _activate(self, user_id: str, active: bool) -> None:

@@ -11,6 +11,7 @@ from persona_service.chat.repository import SESSION, ChatSessionRepository
 from persona_service.kernel.data import aggregates
 from persona_service.kernel.data.aggregates import LockGuard, LockOrderViolation
 from persona_service.kernel.data.uow import UnitOfWork
+from persona_service.orgs.repository import EMAIL_SCOPE
 from persona_service.personas.repository import PERSONA
 from persona_service.webhooks.repository import ENDPOINT
 from sqlalchemy import select, text
@@ -170,6 +171,35 @@ def test_scim_roots_come_first_and_never_after_the_callers_hold(guarded):
             conn.execute(text("SELECT 1"))  # (the caller's membership hold)
         with pytest.raises(LockOrderViolation, match="scim_user: its root locked after the caller's membership"):
             conn.execute(text("SELECT 1 FROM scim_users WHERE id = 'x' FOR UPDATE"))
+
+
+def test_a_root_locked_after_a_lock_by_name_is_refused(guarded):
+    named = "SELECT pg_advisory_xact_lock(hashtextextended('e-mail:a@example.com', 0))"
+    with _writing(guarded) as conn:  # what has no row comes last: a root after it could wait in a cycle
+        conn.execute(text(named))
+        with pytest.raises(LockOrderViolation, match="persona: its root locked after a lock by name"):
+            conn.execute(text("SELECT 1 FROM personas WHERE id = 'x' FOR SHARE"))
+    with _writing(guarded) as conn:  # the declared order: roots, then by name; a new root's INSERT is no wait
+        conn.execute(text("SELECT 1 FROM personas WHERE id = 'x' FOR UPDATE"))
+        conn.execute(text(named))
+        conn.execute(text("INSERT INTO chat_sessions SELECT * FROM chat_sessions WHERE false"))
+
+
+def test_an_address_comes_right_after_the_scim_roots(guarded):
+    lock = text("SELECT pg_advisory_xact_lock(hashtextextended(:scope, 0))")
+    address = {"scope": EMAIL_SCOPE + "\x1fa@example.com"}
+    with _writing(guarded) as conn:  # a SCIM user's PUT: its row, its address, then the keys a deactivation revokes
+        conn.execute(text("SELECT 1 FROM scim_users WHERE id = 'x' FOR UPDATE"))
+        conn.execute(lock, address)
+        conn.execute(text("UPDATE api_keys SET name = name WHERE id = 'x'"))
+    with _writing(guarded) as conn:  # the keys, then the address: a creation taking the address first waits in a cycle
+        conn.execute(text("UPDATE api_keys SET name = name WHERE id = 'x'"))
+        with pytest.raises(LockOrderViolation, match="'user email' taken after api_key"):
+            conn.execute(lock, address)
+    with _writing(guarded) as conn:  # any other lock by name is last
+        conn.execute(lock, {"scope": "purchase\x1fl\x1fo"})
+        with pytest.raises(LockOrderViolation, match="'user email' taken after a lock by name"):
+            conn.execute(lock, address)
 
 
 def test_the_lock_order_puts_scim_first_then_the_declaration_order():

@@ -20,7 +20,8 @@ is caught by `LockGuard`, which the test stacks turn on
 touches one of an aggregate's tables must lock its root, or it raises
 `LockOrderViolation` (a 500 the suite sees). It also refuses a root locked
 after the root of an aggregate that comes later in the lock order
-(`LockGuard.order`), and a root declared `before_members` locked after the
+(`LockGuard.order`) or after a lock by name (`pg_advisory_xact_lock`: what
+has no row comes last), and a root declared `before_members` locked after the
 caller's membership hold: two writes taking two roots in opposite orders
 would wait in a cycle (a deadlock PostgreSQL breaks, rerun by the Commit
 stage), and the guard names the second lock at once. It reads the SQL that
@@ -70,6 +71,17 @@ def declare(name: str, root: Table, *members: Table, before_members: bool = Fals
     aggregate = Aggregate(name, root, members, before_members)
     ORDER.append(aggregate)
     return aggregate
+
+
+# Scopes of locks by name (`unique.once_per`'s first part) that come with the `before_members` roots instead of last:
+# an address a SCIM user's identity holds, which its creation decides its user by before it writes anything else
+# (the rest of the lock order follows it), and its PUT takes after the user's row.
+BEFORE_MEMBERS_NAMES: set[str] = set()
+
+
+def declare_named_lock(scope: str) -> None:
+    """Locks by name of `scope` come right after the `before_members` roots (see `BEFORE_MEMBERS_NAMES`)."""
+    BEFORE_MEMBERS_NAMES.add(scope)
 
 
 def lock_order(aggregates: list[Aggregate]) -> list[Aggregate]:
@@ -149,6 +161,9 @@ _LOCKED = "aggregates_locked"
 _MEMBER_HELD = "aggregates_member_held"  # the caller's membership is held in this transaction (`holding`)
 # An INSERT of a new root (an upsert that may update an existing row, `DO UPDATE`, locks that row: not this).
 _INSERT = re.compile(r"^\s*INSERT\b(?!.*\bDO\s+UPDATE\b)", re.IGNORECASE | re.DOTALL)
+# A lock by name held to the transaction's end (an e-mail's owner, a purchase, a unique key's scope): what has no
+# row to lock comes last in the lock order, after every root.
+_BY_NAME = re.compile(r"\bpg_(?:try_)?advisory_xact_lock(?:_shared)?\s*\(", re.IGNORECASE)
 
 
 @dataclass
@@ -159,6 +174,7 @@ class Held:
 
     locked: set[str]
     ordered: set[str]
+    by_name: bool = False  # a transaction-scoped lock by name taken (the last step of the lock order)
 
 
 def _names(name: str) -> str:
@@ -214,12 +230,16 @@ class LockGuard:
         if not conn.invalidated:
             conn.info.pop(_HOLD_DUE, None)
 
-    def check(self, sql: str, held: Held, member_held: bool = False) -> None:
+    def check(self, sql: str, held: Held, member_held: bool = False, scope: str | None = None) -> None:
         """Raise when `sql`, run in a writing transaction holding `held` (and the caller's membership, when
         `member_held`), breaks the rule: a member or an unlocked root touched before its root is locked, a root
-        locked after one that comes later in `order`, a `before_members` root locked after the membership.
+        locked after one that comes later in `order` or after a lock by name, a `before_members` root locked after
+        the membership.
         Only an aggregate's first lock is ordered: from SQL alone a second lock of its roots may be the same
         row again (an accounting UPDATE of the session a write locked first)."""
+        if _BY_NAME.search(sql):
+            self._by_name(sql, held, member_held, (scope or "").split("\x1f", 1)[0])
+            return
         kind = _KIND.match(sql)
         selects_for_update = kind is not None and kind.group(1).upper() == "SELECT" and _LOCKING.search(sql)
         order = self.order
@@ -238,6 +258,10 @@ class LockGuard:
                     raise LockOrderViolation(
                         f"{aggregate.name}: its root locked after {', '.join(later)}'s, against the lock order "
                         f"({', '.join(a.name for a in order)}; docs/concurrency.md): {sql[:160]}")
+                if held.by_name:
+                    raise LockOrderViolation(
+                        f"{aggregate.name}: its root locked after a lock by name (what has no row comes last in "
+                        f"the lock order; docs/concurrency.md): {sql[:160]}")
                 if aggregate.before_members and member_held:
                     raise LockOrderViolation(
                         f"{aggregate.name}: its root locked after the caller's membership hold (its roots come "
@@ -248,7 +272,19 @@ class LockGuard:
                 f"{aggregate.name}: a write touched {aggregate.tables} before locking its root "
                 f"({aggregate.root.name}; kernel.data.aggregates.lock_root): {sql[:160]}")
 
-    def check_on(self, conn: Connection, sql: str, decides_nothing: bool = False) -> None:
+    def _by_name(self, sql: str, held: Held, member_held: bool, scope: str) -> None:
+        """A lock by name: last in the lock order, or, for a scope declared `declare_named_lock`, right after the
+        `before_members` roots (so before any other root, any other lock by name and the caller's hold)."""
+        if scope not in BEFORE_MEMBERS_NAMES:
+            held.by_name = True
+            return
+        later = [a.name for a in self.order if a.name in held.ordered and not a.before_members]
+        if later or held.by_name or member_held:
+            after = ", ".join(later) or ("a lock by name" if held.by_name else "the caller's membership hold")
+            raise LockOrderViolation(f"a lock by name of {scope!r} taken after {after} (it comes right after "
+                                     f"the SCIM roots in the lock order; docs/concurrency.md): {sql[:160]}")
+
+    def check_on(self, conn: Connection, sql: str, decides_nothing: bool = False, scope: str | None = None) -> None:
         """`check` for a statement run on `conn` (a read-only unit of work, in autocommit, decides nothing), after
         the hold `conn`'s unit of work must begin with, if one is due (even a read that decides nothing)."""
         info = conn.info
@@ -263,11 +299,13 @@ class LockGuard:
         held = info.get(_LOCKED)
         if held is None:
             held = info[_LOCKED] = Held(set(), set())
-        self.check(sql, held, bool(info.get(_MEMBER_HELD)))
+        self.check(sql, held, bool(info.get(_MEMBER_HELD)), scope)
 
     def _check(self, conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any,
                executemany: bool) -> None:
-        self.check_on(conn, statement, context is not None and bool(context.execution_options.get(DECIDES_NOTHING)))
+        scope = parameters.get("scope") if isinstance(parameters, dict) else None  # a lock by name's (once_per)
+        self.check_on(conn, statement, context is not None and bool(context.execution_options.get(DECIDES_NOTHING)),
+                      scope if isinstance(scope, str) else None)
 
 
 _GUARDS: dict[int, LockGuard] = {}  # by id(engine): statements run past SQLAlchemy's events (`Prepared`)
