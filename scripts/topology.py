@@ -50,6 +50,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -425,6 +426,17 @@ class Topology:
             offsets = [info[k]["offset"] for k in info if k.startswith("slave") and isinstance(info[k], dict)]
             return bool(offsets) and min(offsets) >= info["master_repl_offset"]
         return False
+
+    def day_used(self, org_id: str) -> int | None:
+        """The requests counted in an organization's day window on the Redis master (the limiter's keys)."""
+        master = self.redis_master() if self.redis_ha else None
+        port = self.redis_ports[master] if master is not None else None
+        if port is None:
+            return None
+        with contextlib.suppress(redis.RedisError):
+            client = redis.Redis(port=port, socket_timeout=1, decode_responses=True)
+            return sum(int(client.get(key) or 0) for key in client.scan_iter(match=f"rl:{{{org_id}}}:day:*"))
+        return None
 
     def wait_redis_replicated(self, timeout: float = 60) -> None:
         _wait(self.redis_replicated, "the Redis replica and three Sentinels that know it and each other", timeout)
@@ -1207,14 +1219,55 @@ def postgres_node_loss(top: Topology):
     return act
 
 
+def _refusal(response: httpx.Response) -> str:
+    """`<status> <error code>`: what a limit answered."""
+    code = response.json().get("error", {}).get("code", "") if response.content else ""
+    return f"{response.status_code} {code}".strip()
+
+
+def _used_up_limits(top: Topology) -> Callable[[], dict[str, Any]]:
+    """Two organizations of their own (the load's limits are lifted): one whose day of requests is used up (3),
+    one whose month's generations are (1), each refused once here; what each answers when asked again (one
+    request each: a window that was lost would count from 0 again, and a second request would be admitted
+    toward a refusal of its own). A day window lives in Redis alone (replicated to the replica promoted); a
+    quota counter the new master lacks is rebuilt from PostgreSQL's record."""
+    capped, quota = top.bootstrap(), top.bootstrap()
+
+    def client(tenant: dict) -> httpx.Client:
+        return httpx.Client(base_url=top.http_url, headers={"Authorization": f"Bearer {tenant['apiKey']}"}, timeout=60)
+
+    org = f"/v1/orgs/{capped['orgId']}"
+    with client(capped) as http:
+        _ok(http.put("/v1/config/api.rate_limit.requests_per_day", json={"value": 3, "level": "org"}))
+        # The PUT was admitted from a node's lease, whose unused units go back within a second: until then the
+        # window reads full. Used up: refused, with exactly the limit counted in the master's window.
+        _wait(lambda: http.get(org).status_code == 429 and top.day_used(capped["orgId"]) == 3,
+              "a day's requests used up", 30)
+    with client(quota) as http:
+        _ok(http.put("/v1/config/api.rate_limit.generations_per_month", json={"value": 1, "level": "org"}))
+        _ok(http.post("/v1/personas", json={"intent": "A patient bell ringer"}))
+        refused = _refusal(http.post("/v1/personas", json={"intent": "A second one"}))
+        if refused != "429 quota_exceeded":
+            raise StackError(f"the monthly quota was not used up: {refused}")
+
+    def again() -> dict[str, Any]:
+        used = top.day_used(capped["orgId"])  # (before the request below, which a lost window would count)
+        with client(capped) as day, client(quota) as month:
+            return {"requests_per_day": _refusal(day.get(org)), "day_window_on_the_new_master": used,
+                    "generations_per_month": _refusal(month.post("/v1/personas", json={"intent": "A third one"}))}
+    return again
+
+
 def redis_failover(top: Topology, short: bool):
     """`kill -9` of the Redis master with streams open: the Sentinels (2 of 3 agree it is down after 1 s) elect
     one of them, which promotes the replica; every node, runner and the worker follow it through the Sentinels
-    (process.redis_pool). The killed server is started again as the new master's replica (its pod restarted);
-    the long run waits until it has caught up (the next round's failover needs it)."""
+    (process.redis_pool). Limits used up before the kill still refuse after it (`limits_after`). The killed
+    server is started again as the new master's replica (its pod restarted); the long run waits until it has
+    caught up (the next round's failover needs it)."""
     def act(scenario: Scenario) -> None:
         load = scenario.load
         assert top.redis_ha and load is not None, "--redis-ha"
+        limits = _used_up_limits(top)  # (before the wait: their keys are on the replica at the kill)
         top.wait_redis_replicated()
         old = top.redis_master()
         assert old is not None
@@ -1234,7 +1287,11 @@ def redis_failover(top: Topology, short: bool):
         with httpx.Client(base_url=top.http_url, headers=load.auth, timeout=30) as client:
             _wait(lambda: "x-ratelimit-limit" in client.get("/v1/personas", params={"limit": 1}).headers,
                   "the rate limiter's headers", 60)
-        scenario.figure("limiter_back_seconds")
+            scenario.figure("limiter_back_seconds")
+            # On every app node (Envoy takes turns): then a 200 from the used-up limits is a lost window.
+            _wait(lambda: all("x-ratelimit-limit" in client.get("/v1/personas", params={"limit": 1}).headers
+                              for _ in range(2 * top.nodes)), "the rate limiter's headers from every node", 60)
+        scenario.figures["limits_after"] = limits()
         with load.tally.lock:
             started = load.tally.streams_started
         # More completed than had started by now (one that started after the promotion completed), and a write

@@ -87,6 +87,10 @@ def test_a_killed_redis_master_fails_over_through_the_sentinels(figures):
     assert got["limiter_back_seconds"] <= REDIS_SWITCH_BOUND_SECONDS, got
     assert got["generation_after_seconds"] > got["promoted_seconds"], got
     assert got["writes_duplicated"] == [], got
+    # Limits used up before the kill hold on the promoted replica: the day window it replicated, and the monthly
+    # quota (a counter it lacks is rebuilt from PostgreSQL).
+    assert got["limits_after"] == {"requests_per_day": "429 rate_limited", "day_window_on_the_new_master": 3,
+                                   "generations_per_month": "429 quota_exceeded"}, got
 
 
 def test_a_killed_node_fails_over(figures):
