@@ -62,7 +62,7 @@ def pdf_render(runs: int) -> dict[str, float]:
     from persona_service.billing.records import InvoiceRecord, LineItem
 
     now = datetime.now(UTC)
-    lines = [LineItem(f"Line {i}", 1, 4900, now, now + timedelta(days=30)).as_json() for i in range(5)]
+    lines = tuple(LineItem(f"Line {i}", 1, 4900, now, now + timedelta(days=30)) for i in range(5))
     invoice = InvoiceRecord("inv_bench", "org_bench", "in_bench", "BENCH-0001", "renewal", "paid", "usd", 24500,
                             24500, now, now + timedelta(days=30), now, now, lines, 2, "", 0, now)
     samples = []

@@ -46,8 +46,8 @@ def render_invoice(invoice: InvoiceRecord, org_name: str) -> bytes:
     pdf.ln()
     pdf.set_font("Helvetica", "", 11)
     for line in invoice.line_items:
-        cells = (str(line["description"]), str(line["quantity"]), money(int(line["unitAmountMinor"]), invoice.currency),
-                 money(int(line["amountMinor"]), invoice.currency))
+        cells = (line.description, str(line.quantity), money(line.unit_amount_minor, invoice.currency),
+                 money(line.amount_minor, invoice.currency))
         for width, text in zip(widths, cells):
             pdf.cell(width, 8, text)
         pdf.ln()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,7 +25,7 @@ class SubscriptionRecord:
     cancel_at_period_end: bool
     credit_minor: int
     invoice_seq: int
-    pending_lines: list[dict[str, Any]]
+    pending_lines: tuple[PendingLine, ...]
     processor_customer_id: str
 
 
@@ -43,7 +44,7 @@ class InvoiceRecord:
     period_end: datetime
     due_date: datetime
     paid_at: datetime | None
-    line_items: list[dict[str, Any]]
+    line_items: tuple[LineItem, ...]
     version: int
     pdf_key: str
     processor_event_at: int
@@ -61,7 +62,7 @@ class SubscriptionChanges:
     cancel_at_period_end: bool | None = None
     credit_minor: int | None = None
     invoice_seq: int | None = None
-    pending_lines: list[dict[str, Any]] | None = None
+    pending_lines: tuple[PendingLine, ...] | None = None
     processor_customer_id: str | None = None
 
 
@@ -77,7 +78,7 @@ class NewInvoice:
     period_start: datetime
     period_end: datetime
     due_date: datetime
-    line_items: list[dict[str, Any]]
+    line_items: tuple[LineItem, ...]
     status: str = "open"
     amount_paid_minor: int = 0
     version: int = 1
@@ -109,10 +110,35 @@ class LineItem:
         return self.quantity * self.unit_amount_minor
 
     def as_json(self) -> dict[str, Any]:
+        """As an invoice's `line_items` column holds it (JSONB)."""
         return {"description": self.description, "quantity": self.quantity,
                 "unitAmountMinor": self.unit_amount_minor, "amountMinor": self.amount_minor,
                 "periodStart": iso(self.period_start), "periodEnd": iso(self.period_end),
                 "proration": self.proration}
+
+    @classmethod
+    def of_json(cls, stored: Mapping[str, Any]) -> LineItem:
+        """One element of an invoice's `line_items` column (`amountMinor` is derived: quantity x unit)."""
+        return cls(str(stored["description"]), int(stored["quantity"]), int(stored["unitAmountMinor"]),
+                   datetime.fromisoformat(stored["periodStart"]), datetime.fromisoformat(stored["periodEnd"]),
+                   bool(stored["proration"]))
+
+
+@dataclass(frozen=True, slots=True)
+class PendingLine:
+    """A line for the subscription's next renewal invoice (negative: owed to the organization), e.g. a
+    marketplace sale's proceeds."""
+
+    description: str
+    amount_minor: int
+
+    def as_json(self) -> dict[str, Any]:
+        """As a subscription's `pending_lines` column holds it (JSONB)."""
+        return {"description": self.description, "amountMinor": self.amount_minor}
+
+    @classmethod
+    def of_json(cls, stored: Mapping[str, Any]) -> PendingLine:
+        return cls(str(stored["description"]), int(stored["amountMinor"]))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from persona_service.billing.records import (
     InvoiceRecord,
     LineItem,
     NewInvoice,
+    PendingLine,
     SubscriptionChanges,
     SubscriptionRecord,
 )
@@ -167,13 +168,13 @@ class BillingService:
             lines = [LineItem(f"{plan.title()} plan", 1, price, start, end)] if price else []
             if credit:
                 lines.append(LineItem("Credit from plan changes", 1, -credit, start, end, proration=True))
-            lines += [LineItem(p["description"], 1, int(p["amountMinor"]), start, end) for p in sub.pending_lines]
+            lines += [LineItem(p.description, 1, p.amount_minor, start, end) for p in sub.pending_lines]
             carried = max(0, -sum(line.amount_minor for line in lines))  # payouts beyond the charges
             if carried:
                 lines.append(LineItem("Credit carried to the next period", 1, carried, start, end))
             current = self.repo.update_subscription(sub.org_id, SubscriptionChanges(
                 plan=plan, current_period_start=start, current_period_end=end, cancel_at_period_end=False,
-                credit_minor=sub.credit_minor - credit + carried, pending_lines=[]))
+                credit_minor=sub.credit_minor - credit + carried, pending_lines=()))
             if lines:
                 self._invoice(current, "renewal", start, end, lines)
             self._audit(sub.org_id, "subscription.renew", "subscription", sub.org_id,
@@ -190,8 +191,8 @@ class BillingService:
     def add_to_next_invoice(self, org_id: str, description: str, amount_minor: int) -> None:
         """A line for the next renewal invoice (negative: owed to the organization)."""
         sub = self.subscription(org_id, for_update=True)
-        self.repo.update_subscription(org_id, SubscriptionChanges(pending_lines=[
-            *sub.pending_lines, {"description": description, "amountMinor": amount_minor}]))
+        self.repo.update_subscription(org_id, SubscriptionChanges(pending_lines=(
+            *sub.pending_lines, PendingLine(description, amount_minor))))
 
     # --- invoices ----------------------------------------------------------------------
 
@@ -267,7 +268,7 @@ class BillingService:
         row = self.repo.add_invoice(NewInvoice(
             id=invoice_id, org_id=sub.org_id, processor_invoice_id=processor_id, number=f"{prefix}-{seq:04d}",
             kind=kind, currency=CURRENCY, amount_due_minor=amount, period_start=start, period_end=end,
-            due_date=now + PAYMENT_TERMS, line_items=[line.as_json() for line in lines],
+            due_date=now + PAYMENT_TERMS, line_items=tuple(lines),
         ))
         row = self._collect(row, sub.org_id, now)
         return self._render(row)

@@ -118,9 +118,8 @@ def invoice(row: InvoiceRecord) -> billing_pb2.Invoice:
         paid_at=nullable_time(row.paid_at),
     )
     for line in row.line_items:
-        item = message.line_items.add(
-            description=line["description"], quantity=int32(line["quantity"]), unit_amount_minor=line["unitAmountMinor"],
-            amount_minor=line["amountMinor"], proration=line["proration"])
-        item.period_start.FromJsonString(line["periodStart"])
-        item.period_end.FromJsonString(line["periodEnd"])
+        message.line_items.add(
+            description=line.description, quantity=int32(line.quantity), unit_amount_minor=line.unit_amount_minor,
+            amount_minor=line.amount_minor, proration=line.proration, period_start=timestamp(line.period_start),
+            period_end=timestamp(line.period_end))
     return message
