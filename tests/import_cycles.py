@@ -15,6 +15,7 @@ components of the import graph, at the granularity of:
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 from collections.abc import Callable, Iterator
 
@@ -48,16 +49,22 @@ def _targets(path: pathlib.Path, root: pathlib.Path, node: ast.Import | ast.Impo
     yield base
 
 
+@functools.cache
+def _imports(text: str) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    """A source's import statements, anywhere in it; parsed once per distinct source (the graph is built again
+    for each planted copy of the package, in which one file differs)."""
+    return tuple(node for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Import | ast.ImportFrom))
+
+
 def import_graph(root: pathlib.Path) -> dict[str, set[str]]:
     """Module -> the package's modules it imports, anywhere in the file."""
     modules = _modules(root)
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                found = [t for t in _targets(path, root, node) if t in modules and t != name]
-                # `from a import b`: b is the module when it is one; a is named only for attributes
-                graph[name] |= set(found[:-1] or found[-1:]) if isinstance(node, ast.ImportFrom) else set(found)
+        for node in _imports(path.read_text()):
+            found = [t for t in _targets(path, root, node) if t in modules and t != name]
+            # `from a import b`: b is the module when it is one; a is named only for attributes
+            graph[name] |= set(found[:-1] or found[-1:]) if isinstance(node, ast.ImportFrom) else set(found)
     return graph
 
 

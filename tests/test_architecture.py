@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
 import os
 import pathlib
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -104,6 +106,13 @@ def _tree(path: pathlib.Path) -> ast.Module:
     return _parsed(path.read_text())
 
 
+@functools.cache
+def _walk(node: ast.AST) -> tuple[ast.AST, ...]:
+    """`ast.walk(node)`, in its order, kept: every rule walks every file again, and so does each planted case's
+    copy of the package, whose trees are the same but for the file it changed (trees are only read)."""
+    return tuple(ast.walk(node))
+
+
 def _files(root: pathlib.Path) -> Iterator[tuple[pathlib.Path, ast.Module]]:
     for path in sorted(root.rglob("*.py")):
         yield path.relative_to(root), _tree(path)
@@ -111,16 +120,16 @@ def _files(root: pathlib.Path) -> Iterator[tuple[pathlib.Path, ast.Module]]:
 
 def _docstrings(tree: ast.Module) -> set[int]:
     kinds = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    return {id(node.body[0].value) for node in ast.walk(tree) if isinstance(node, kinds) and node.body
+    return {id(node.body[0].value) for node in _walk(tree) if isinstance(node, kinds) and node.body
             and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
 
 
-def _strings(tree: ast.Module) -> Iterator[ast.Constant]:
+@functools.cache
+def _strings(tree: ast.Module) -> tuple[ast.Constant, ...]:
     """String constants other than docstrings."""
     docstrings = _docstrings(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-            yield node
+    return tuple(node for node in _walk(tree)
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings)
 
 
 def _is_migration(path: pathlib.Path) -> bool:
@@ -174,7 +183,7 @@ def test_shared_revisions_touch_the_kernel_or_several_modules(tmp_path):
 def _domains(root: pathlib.Path) -> set[str]:
     """The registry's modules (read from its imports, so that a copy's registry counts)."""
     tree = _tree(root / "registry.py")
-    return {node.module.split(".")[1] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+    return {node.module.split(".")[1] for node in _walk(tree) if isinstance(node, ast.ImportFrom)
             and node.module and node.module.endswith(".module") and not node.module.startswith("persona_service.kernel")}
 
 
@@ -199,7 +208,7 @@ def kernel_naming_domains(root: pathlib.Path) -> list[str]:
     domains = _domains(root) - KERNEL_WORDS
     offenders = []
     for path, tree in _files(root / "kernel"):
-        for node in ast.walk(tree):
+        for node in _walk(tree):
             if isinstance(node, ast.Name):
                 texts = [node.id]
             elif isinstance(node, ast.Attribute):
@@ -234,16 +243,21 @@ def _record_call(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
     return False
 
 
+@functools.cache
+def _parents(tree: ast.Module) -> dict[int, ast.AST]:
+    return {id(child): node for node in _walk(tree) for child in ast.iter_child_nodes(node)}
+
+
 def raw_rows(root: pathlib.Path) -> list[str]:
     """Every `.mappings()` result becomes a typed record (kernel.data.records),
     directly or through a local variable that only a record maker reads."""
     offenders = []
     for path, tree in _files(root):
-        parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-        for function in ast.walk(tree):
+        parents = _parents(tree)
+        for function in _walk(tree):
             if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
-            for node in ast.walk(function):
+            for node in _walk(function):
                 if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                         and node.func.attr == "mappings") or _record_call(node, parents):
                     continue
@@ -252,7 +266,7 @@ def raw_rows(root: pathlib.Path) -> list[str]:
                     assign = parents[id(assign)]
                 targets = assign.targets if isinstance(assign, ast.Assign) else []
                 names = {t.id for t in targets if isinstance(t, ast.Name)}
-                uses = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id in names
+                uses = [n for n in _walk(function) if isinstance(n, ast.Name) and n.id in names
                         and isinstance(n.ctx, ast.Load)]
                 if not uses or not all(_record_call(n, parents) for n in uses):
                     offenders.append(f"{path}:{node.lineno} returns raw rows")
@@ -285,7 +299,7 @@ def app_outside_the_process(root: pathlib.Path) -> list[str]:
     for path, tree in _files(root):
         if path.parts[0] == "process":
             continue
-        for node in ast.walk(tree):
+        for node in _walk(tree):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 offenders += [f"{path}:{node.lineno} imports {name}" for name in _imported(path, node)
                               if re.match(r"persona_service\.(?:process|kernel)(?:\.\w+)*\.app(?:\.|$)", name)]
@@ -385,7 +399,7 @@ def grpc_outside_servicers(root: pathlib.Path) -> list[str]:
     for path, role in _roles(root).items():
         if role is None or ROLES[role].grpc:
             continue
-        for node in ast.walk(_tree(root / path)):
+        for node in _walk(_tree(root / path)):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 for name in _imported(path, node):
                     registration = role == "module" and name.split(".")[-1].endswith("_pb2_grpc")
@@ -406,7 +420,7 @@ def transactions_outside_units_of_work(root: pathlib.Path) -> list[str]:
     for path, role in _roles(root).items():
         if role is None or ROLES[role].transactions or role == "migrations":
             continue
-        for node in ast.walk(_tree(root / path)):
+        for node in _walk(_tree(root / path)):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TRANSACTION_CALLS:
                 offenders.append(f"{path}:{node.lineno} ({role}) calls .{node.func.attr}()")
     return offenders
@@ -429,7 +443,7 @@ def layers_inside_domains(root: pathlib.Path) -> list[str]:
     for path, role in roles.items():
         if role is None or role == "migrations":
             continue
-        for node in ast.walk(_tree(root / path)):
+        for node in _walk(_tree(root / path)):
             if not isinstance(node, ast.Import | ast.ImportFrom):
                 continue
             for name in _imported(path, node):
@@ -480,7 +494,7 @@ def sql_outside_repositories(root: pathlib.Path) -> list[str]:
             continue
         offenders += [f"{path}:{node.lineno} SQL text" for node in _strings(tree) if SQL_TEXT.search(node.value)]
         aliases = set()  # names bound to sqlalchemy modules (`import sqlalchemy as sa`)
-        for node in ast.walk(tree):
+        for node in _walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     top = alias.name.split(".")[0]
@@ -509,7 +523,7 @@ def sql_outside_repositories(root: pathlib.Path) -> list[str]:
 def _table_owners(root: pathlib.Path) -> dict[str, str]:
     owners = {}
     for path in [*root.glob("*/tables.py"), *root.glob("kernel/**/tables.py")]:
-        for node in ast.walk(_tree(path)):
+        for node in _walk(_tree(path)):
             if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__tablename__"
                                                     for t in node.targets):
                 owners[node.value.value] = path.relative_to(root).parts[0]  # type: ignore[attr-defined]
@@ -563,7 +577,7 @@ def tables_outside_their_domain(root: pathlib.Path) -> list[str]:
     offenders = []
     for path, tree in _files(root):
         role = roles.get(path)
-        for node in ast.walk(tree):
+        for node in _walk(tree):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 for name in _imported(path, node):
                     if not _is_tables_module(name, root) or path == DOOR_FILE:
@@ -596,6 +610,7 @@ DYNAMIC_LOADERS = {pathlib.Path("kernel", "module.py"): "extra_modules", DOOR_FI
                    pathlib.Path("process", "template.py"): "_preload"}
 
 
+@functools.cache
 def _literal_names(tree: ast.AST) -> dict[int, set[str]]:
     """Per node: the loop variables, of loops enclosing it, that run over a literal tuple or list of
     strings (`for name in ("a", "b")`, comprehensions too)."""
@@ -604,12 +619,12 @@ def _literal_names(tree: ast.AST) -> dict[int, set[str]]:
             and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in iterable.elts)
 
     names: dict[int, set[str]] = {}
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         loops = [node] if isinstance(node, ast.For) else node.generators \
             if isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp) else []
         for loop in loops:
             if isinstance(loop.target, ast.Name) and literal(loop.iter):
-                for inner in ast.walk(node):
+                for inner in _walk(node):
                     names.setdefault(id(inner), set()).add(loop.target.id)
     return names
 
@@ -624,9 +639,9 @@ def dynamic_access(root: pathlib.Path) -> list[str]:
         if path.parts[0] not in domains and path.parts[0] not in SHARED:
             continue  # the registry and the CLI sit above everything and name every domain anyway
         literal = _literal_names(tree)
-        loaders = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == DYNAMIC_LOADERS.get(path)]
-        exempt = {id(n) for loader in loaders for n in ast.walk(loader)}
-        for node in ast.walk(tree):
+        loaders = [n for n in _walk(tree) if isinstance(n, ast.FunctionDef) and n.name == DYNAMIC_LOADERS.get(path)]
+        exempt = {id(n) for loader in loaders for n in _walk(loader)}
+        for node in _walk(tree):
             if isinstance(node, ast.Attribute) and node.attr in INTROSPECTION:
                 offenders.append(f"{path}:{node.lineno} reaches .{node.attr}")
             if not isinstance(node, ast.Call):
@@ -654,7 +669,7 @@ def kernel_past_the_door(root: pathlib.Path) -> list[str]:
     `lint-imports`' kernel-door contract never reads it; this rule does, for every file of the folder."""
     offenders = []
     for path, tree in _domain_files(root):
-        for node in ast.walk(tree):
+        for node in _walk(tree):
             if isinstance(node, ast.ImportFrom):
                 base = _imported(path, node)[0]
                 names = [base] if base != "persona_service.kernel" else [f"{base}.{a.name}" for a in node.names]
@@ -677,7 +692,7 @@ def private_reach(root: pathlib.Path) -> list[str]:
     only), so past it a servicer would hold the raw Redis client or the settings it was not handed."""
     offenders = []
     for path, tree in _domain_files(root):
-        for node in ast.walk(tree):
+        for node in _walk(tree):
             if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
                     and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
                 offenders.append(f"{path}:{node.lineno} reads {ast.unparse(node)}")
@@ -694,13 +709,13 @@ def undeclared_needs(root: pathlib.Path) -> list[str]:
     declared: dict[str, set[str]] = {}
     for path, tree in _domain_files(root):
         if path.name == "module.py" and len(path.parts) == 2:
-            declared[path.parts[0]] = {node.attr.lower() for call in ast.walk(tree) if isinstance(call, ast.Call)
+            declared[path.parts[0]] = {node.attr.lower() for call in _walk(tree) if isinstance(call, ast.Call)
                                        for keyword in call.keywords if keyword.arg == "needs"
-                                       for node in ast.walk(keyword.value) if isinstance(node, ast.Attribute)
+                                       for node in _walk(keyword.value) if isinstance(node, ast.Attribute)
                                        and isinstance(node.value, ast.Name) and node.value.id == "Need"}
     offenders = []
     for path, tree in _domain_files(root):
-        for node in ast.walk(tree):
+        for node in _walk(tree):
             if isinstance(node, ast.Attribute) and node.attr in NEEDS and node.attr not in declared.get(path.parts[0], ()) \
                     and ((isinstance(node.value, ast.Attribute) and node.value.attr == "modules")
                          or (isinstance(node.value, ast.Name) and node.value.id == "modules")):
@@ -716,11 +731,49 @@ def ambient_reads(root: pathlib.Path) -> list[str]:
     tests/ambient_reads.py imports `root`'s copy of the package in a process of its own and resolves what each
     file's code loads to the objects it is. (It replaced `call_from_ambient_state`, which read the door's
     functions and the domains' module-level assignments by their spelling, one function deep.)"""
-    env = {**os.environ, "PYTHONPATH": str(root.parent), "PYTHONWARNINGS": "ignore"}
-    run = subprocess.run([sys.executable, str(REPO / "tests" / "ambient_reads.py"), str(root)],
-                         capture_output=True, text=True, env=env, cwd=root.parent, check=False)
-    assert run.returncode == 0, run.stderr
-    return run.stdout.splitlines()
+    return _AMBIENT.check(root)
+
+
+class _AmbientReader:
+    """`tests/ambient_reads.py --serve`, started by the first check and stopped after this file's tests: each folder
+    is still read in a process that imports that folder's copy of the package and nothing else of it (a child the
+    server forks), but the interpreter's start and the libraries' imports are paid once, not once a check."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[str] | None = None
+
+    def check(self, root: pathlib.Path) -> list[str]:
+        if self.process is None or self.process.poll() is not None:
+            env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+            self.errors = tempfile.TemporaryFile(mode="w+")
+            self.process = subprocess.Popen([sys.executable, str(REPO / "tests" / "ambient_reads.py"), "--serve"],
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, text=True,
+                                            env={**env, "PYTHONWARNINGS": "ignore"}, cwd=REPO)
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(str(root)) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer:
+            self.errors.seek(0)
+            raise AssertionError(f"ambient_reads.py --serve ended: {self.errors.read()}")
+        result = json.loads(answer)
+        assert "error" not in result, result["error"]
+        return result["lines"]
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.communicate()  # its stdin closed, it ends
+            self.errors.close()
+            self.process = None
+
+
+_AMBIENT = _AmbientReader()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _ambient_reader_stops() -> Iterator[None]:
+    yield
+    _AMBIENT.close()
 
 
 AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
