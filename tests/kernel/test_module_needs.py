@@ -101,3 +101,19 @@ def test_the_same_plant_starts_where_its_module_declares_the_need(app: App, monk
     _plant(app, monkeypatch, "persona.v1.PrivacyService")
     server, _ = build_server(app, "127.0.0.1:0")
     server.stop(None)
+
+
+def test_a_job_or_task_is_handed_its_modules_needs_and_no_other(app: App) -> None:
+    """Jobs and task kinds get their module's needs too (their Runtime's `modules`); the kernel's own none."""
+    jobs = {job.name: module for module in MODULES.all for job in module.jobs}
+    kinds = {kind.name: module for module in MODULES.all for kind in module.tasks}
+    assert jobs and kinds
+    assert {name: _held(app._job_runtimes[name].modules) for name in jobs} \
+        == {name: set(module.needs) for name, module in jobs.items()}
+    assert {name: _held(app.tasks.runtimes[name].modules) for name in kinds} \
+        == {name: set(module.needs) for name, module in kinds.items()}
+    assert {runtime.engine for runtime in app.tasks.runtimes.values()} == {app.stream_engine}  # tasks: its pool
+    assert _held(app.runtime.modules) == set() and _held(app.tasks.runtime.modules) == set()
+    assert len(app._job_runtimes["privacy.build_exports"].modules.personal_data) == len(MODULES.personal_data)
+    with pytest.raises(UndeclaredNeed, match="module 'privacy' reads review_resolvers"):
+        app._job_runtimes["privacy.build_exports"].modules.review_resolvers  # noqa: B018

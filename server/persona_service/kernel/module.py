@@ -176,10 +176,14 @@ class Modules:
         self.erasers = [m.erase_personal_data for m in sorted(self.all, key=lambda m: first_lock_of(m.name))
                         if m.erase_personal_data is not None]
         self.erasure_locks = [m.lock_personal_data for m in self.all if m.lock_personal_data is not None]
-        # What each module's servicers are handed of those four (its declared needs), and which module serves what.
+        # What each module's servicers, jobs and tasks are handed of those four (its declared needs), and which
+        # module serves what.
         self.declared = {m.name: DeclaredHooks(m.name, {need: getattr(self, need.value) for need in m.needs})
                          for m in self.all}
         self.owner = {s.name: m.name for m in self.all for s in m.services}
+        # Which module's jobs and task kinds these are: their Runtime holds that module's needs.
+        self.job_owner = {j.name: m.name for m in self.all for j in m.jobs}
+        self.task_owner = {t.name: m.name for m in self.all for t in m.tasks}
         self.commands = [c for m in self.all for c in m.commands]
         self.processes = [p for m in self.all for p in m.processes]
         self.migrations = [m.migrations for m in self.all if m.migrations is not None]

@@ -127,13 +127,20 @@ class App:
         # What the process owns (object storage, image providers...), opened on first use.
         self.resources = Resources(settings)
         # Jobs run on the unary pool, tasks on the stream pool; neither sees the App.
-        self.runtime = Runtime(self.engine, self.resources, self.provider, self.audit, self.invalidate, modules)
+        # Of the modules' ports, a job or task is handed those its module declared (`Module.needs`); the kernel's
+        # own (the runs, the purges) none.
+        self.runtime = Runtime(self.engine, self.resources, self.provider, self.audit, self.invalidate,
+                               DeclaredHooks("(none declared)", {}))
+        runtimes = {name: replace(self.runtime, modules=hooks) for name, hooks in modules.declared.items()}
+        self._job_runtimes = {job: runtimes[owner] for job, owner in modules.job_owner.items()}
         # Streamed runs are tasks too: a process takes over those whose process died (kernel.transport.runs); a
         # runner claims runs apart from its tasks (process.runner), in turns by plan.
         kinds: dict[str, TaskKind[Runtime]] = {**modules.tasks, self.runs.kind: self.runs.task_kind()} \
             if role == "all" else dict(modules.tasks)
         self.tasks = TaskRunner(replace(self.runtime, engine=self.stream_engine), self.stream_engine,
-                                kinds, settings.task_workers, settings.task_poll_seconds)
+                                kinds, settings.task_workers, settings.task_poll_seconds,
+                                {kind: replace(runtimes[owner], engine=self.stream_engine)
+                                 for kind, owner in modules.task_owner.items()})
         # Hot reads kept in memory where the bus reaches (runners serve no reads); every process's writes evict.
         read_cache.configure(settings.read_cache_entries if role != "runner" else 0, self.invalidate,
                              [self.engine, self.stream_engine], holder(self.redis, self.bus_id))
@@ -223,7 +230,7 @@ class App:
         """A periodic job (every server process runs them; they are idempotent)."""
         while True:
             try:
-                done = job.run(self.runtime)
+                done = job.run(self._job_runtimes.get(job.name, self.runtime))
                 metrics.JOBS.labels(job.name, "ok").inc()
                 if done:
                     log.info("%s: %d done", job.name, done)

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -116,8 +116,10 @@ class TaskEvents:
 
 class TaskRunner(Generic[RT]):
     def __init__(self, runtime: RT, engine: Engine, kinds: dict[str, TaskKind[RT]], workers: int,
-                 poll_seconds: float) -> None:
+                 poll_seconds: float, runtimes: Mapping[str, RT] | None = None) -> None:
         self.runtime = runtime
+        # The runtime a kind's work is handed where it is not `runtime` (by kind: its module's declared needs).
+        self.runtimes = dict(runtimes or {})
         self.engine = engine
         self.kinds = kinds
         self.workers = workers
@@ -176,7 +178,7 @@ class TaskRunner(Generic[RT]):
         error = ""
         if task.attempts <= kind.max_attempts:
             try:
-                kind.run(self.runtime, task)
+                kind.run(self.runtimes.get(kind.name, self.runtime), task)
             except Exception as exc:  # noqa: BLE001 - retried, then given up
                 error = f"{type(exc).__name__}: {exc}"
                 log.exception("task %s (%s) attempt %d failed", task.id, task.kind, task.attempts)
@@ -191,7 +193,7 @@ class TaskRunner(Generic[RT]):
                 elif task.attempts < kind.max_attempts:
                     repo.retry(task.id, task.attempts, timedelta(seconds=kind.backoff_seconds * 2 ** (task.attempts - 1)), error)
                 else:
-                    kind.give_up(self.runtime, task, error)
+                    kind.give_up(self.runtimes.get(kind.name, self.runtime), task, error)
                     repo.finish(task.id, task.attempts, "failed", error)
         except Exception:  # noqa: BLE001 - the lease runs out and the task is taken again
             log.exception("could not settle task %s", task.id)
