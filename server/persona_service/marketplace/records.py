@@ -33,6 +33,16 @@ class ListingOwner:
 
 
 @dataclass(frozen=True, slots=True)
+class ListingEdit:
+    """What a seller's update of a listing changes (None: left as it is); the listing goes back to review."""
+
+    title: str | None = None
+    description: str | None = None
+    audience_tags: list[str] | None = None
+    price_minor: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ListingChanges:
     """What a write of a listing sets: always its status (None: left as it is)."""
 

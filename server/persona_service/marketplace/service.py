@@ -27,7 +27,7 @@ from persona_service.kernel.api import (
     new_id,
     utcnow,
 )
-from persona_service.marketplace.records import ListingOwner, ListingRecord, PurchaseRecord
+from persona_service.marketplace.records import ListingEdit, ListingOwner, ListingRecord, PurchaseRecord
 from persona_service.marketplace.repository import MarketplaceRepository
 from persona_service.moderation.api import record_flag
 from persona_service.personas.api import EXTENSION, PersonaDirectory, PersonaService, persona_to_card
@@ -60,11 +60,11 @@ class MarketplaceService:
         enqueue(self.conn, REVIEW_TASK, principal.org_id, listing.id)
         return listing
 
-    def update(self, principal: Principal, listing_id: str, changes: dict[str, Any]) -> ListingRecord:
+    def update(self, principal: Principal, listing_id: str, edit: ListingEdit) -> ListingRecord:
         self._own(principal, listing_id, for_update=True)
-        if "audience_tags" in changes:
-            changes["audience_tags"] = _tags(changes["audience_tags"])
-        listing = self.repo.update(listing_id, status="pending_review", rejection_reason="", **changes)
+        tags = None if edit.audience_tags is None else _tags(edit.audience_tags)
+        listing = self.repo.update(listing_id, status="pending_review", rejection_reason="", title=edit.title,
+                                   description=edit.description, audience_tags=tags, price_minor=edit.price_minor)
         enqueue(self.conn, REVIEW_TASK, principal.org_id, listing.id)
         return listing
 

@@ -5,7 +5,7 @@ from persona.v1 import marketplace_pb2
 from persona_service.billing.api import BillingService, processor_for
 from persona_service.files.api import storage_for
 from persona_service.kernel.api import RequestContext, ServicerDeps, load, nullable_time, page_limit, timestamp
-from persona_service.marketplace.records import ListingRecord, PurchaseRecord
+from persona_service.marketplace.records import ListingEdit, ListingRecord, PurchaseRecord
 from persona_service.marketplace.service import MarketplaceService
 from persona_service.marketplace.settings import MarketplaceSettings
 from persona_service.personas.api import PersonaService
@@ -42,11 +42,12 @@ class MarketplaceServicer:
 
     def UpdateListing(self, request: marketplace_pb2.UpdateListingRequest,
                       ctx: RequestContext) -> marketplace_pb2.Listing:
-        changes = {name: getattr(request, name) for name in ("title", "description", "price_minor")
-                   if request.HasField(name)}
-        if request.audience_tags:
-            changes["audience_tags"] = list(request.audience_tags)
-        row = self._service(ctx).update(ctx.caller, request.id, changes)
+        edit = ListingEdit(
+            title=request.title if request.HasField("title") else None,
+            description=request.description if request.HasField("description") else None,
+            audience_tags=list(request.audience_tags) if request.audience_tags else None,
+            price_minor=request.price_minor if request.HasField("price_minor") else None)
+        row = self._service(ctx).update(ctx.caller, request.id, edit)
         self._reviewed_soon(ctx)
         return listing(row, ctx.caller.org_id)
 
