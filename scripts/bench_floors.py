@@ -54,7 +54,6 @@ from dataclasses import asdict, dataclass, field
 import grpc
 import yaml
 from bench_floor_pyvoy import SESSION, answer
-from benchmark import WRK_REPORT, json_line, loadgen_cpu, tree_cpu
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from persona.v1 import chat_pb2, chat_pb2_grpc
 
@@ -269,6 +268,8 @@ class Run:
 
 def load_command(variant: Variant, edge: Edge, seconds: float, tmp: pathlib.Path, concurrency: int) -> list[str]:
     if variant.load == "json":
+        from benchmark import WRK_REPORT  # here, not at the top: see measure()
+
         script = tmp / "report.lua"
         script.write_text(WRK_REPORT)
         return ["wrk", "-t1", f"-c{concurrency}", f"-d{max(1, round(seconds))}s", "--timeout", "10s", "-s",
@@ -286,6 +287,8 @@ def load_command(variant: Variant, edge: Edge, seconds: float, tmp: pathlib.Path
 
 def parse(variant: Variant, out: str, seconds: float, tmp: pathlib.Path) -> Run:
     if variant.load == "json":
+        from benchmark import json_line
+
         r = json_line(out)
         return Run(variant.name, (r["requests"] - r["errors"]) / r["seconds"], r["p50_ms"], r["p99_ms"], r["errors"])
     m = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, (\d+) errored", out)
@@ -298,6 +301,11 @@ def parse(variant: Variant, out: str, seconds: float, tmp: pathlib.Path) -> Run:
 
 
 def measure(variant: Variant, edge: Edge, args: argparse.Namespace, tmp: pathlib.Path) -> Run:
+    # The driver's helpers are imported where the driver uses them: scripts/benchmark.py loads the service
+    # (bench_samework: SQLAlchemy, redis, the chat module), a second of CPU that every `--serve` backend, which
+    # imports this file, paid at its start and then carried in its heap.
+    from benchmark import loadgen_cpu, tree_cpu
+
     if args.warmup > 0:
         subprocess.run(load_command(variant, edge, args.warmup, tmp, args.concurrency), capture_output=True,
                        timeout=args.warmup + 60)
