@@ -2,11 +2,12 @@
 
 Run as `python ambient_reads.py <persona_service folder>`: prints one offender a line. Or as `python
 ambient_reads.py --serve` (tests/test_architecture.py's `ambient_reads`: the clean package and each planted copy):
-it reads a folder a line on stdin and answers each with a JSON line, `{"lines": [...]}` or `{"error": ...}`. Each
-folder is read in a child forked for it from a process that never imports the package, so the child imports that
-folder's copy as a fresh process would; the serving process imports, after its first folder, the libraries that
-folder's check had loaded (SQLAlchemy, gRPC, the protos...), so the next checks skip the interpreter's start and
-those imports (about 3 of a check's 3.5 CPU s were them; `--serve` costs ~1.2 a folder after the first).
+it reads a folder a line on stdin (a JSON string) and answers each with a JSON line, `{"lines": [...]}` or
+`{"error": ...}`. Each folder is read in a child forked for it from a process that never imports the package, so the
+child imports that folder's copy as a fresh process would; the serving process imports, after its first folder, the
+libraries that folder's check had loaded (SQLAlchemy, gRPC, the protos...), so the next checks skip the
+interpreter's start and those imports (a check in a fresh process cost 2.6-3.4 CPU s, a forked child about 1.2: the
+copy's own imports and the reading).
 
 By behaviour, not by spelling: each name of the kernel's door, and each file of providers/ and of the domains
 (their migrations aside: a revision runs under Alembic, not in a call), is imported and its code read
