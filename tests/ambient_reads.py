@@ -24,6 +24,7 @@ turns in `fair.turn_for`, which a runner takes for its calls).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import contextvars
 import dis
 import functools
@@ -213,6 +214,7 @@ def serve() -> None:
         pid = os.fork()
         if pid == 0:  # the child: answer through the pipe, then leave without this process's exit handlers
             os.close(read)
+            os.dup2(2, 1)  # stdout is the answers' channel: what the import prints goes to stderr
             try:
                 result = _checked(folder)
             except BaseException:  # noqa: BLE001 - reported to the test, which fails with it
@@ -229,7 +231,8 @@ def serve() -> None:
         print(json.dumps(result), flush=True)
         if not preloaded and "error" not in result:
             preloaded = True
-            _preload(libraries)  # type: ignore[arg-type]
+            with contextlib.redirect_stdout(sys.stderr):
+                _preload(libraries)  # type: ignore[arg-type]
             if threading.active_count() > 1:  # a fork copies no thread: start again, with nothing preloaded
                 os.execv(sys.executable, [sys.executable, __file__, "--serve", "--no-preload"])
 
