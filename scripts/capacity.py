@@ -46,7 +46,6 @@ import httpx
 from hostile_load import Service
 from measure_model_cpu import Postgres, _cpu_ms, _stack_processes
 from seed_volume import Sizes
-from topology import slow_model
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 COMPONENTS = ("app server", "stream server", "runner", "webhook worker", "envoy", "redis", "postgres")
@@ -217,6 +216,8 @@ def run_stand_in(latency: float, scale: float) -> dict[str, dict[str, float]]:
     """The model-using operations with every model call taking `latency` s: CPU by component (one client), the
     model calls per operation (counted by the stub, the warm-up's included) and operations/s with IN_FLIGHT
     clients at once (bound by the latency and the runner's turns, not by CPU)."""
+    from topology import slow_model  # here: scripts/topology.py loads the service, which --from-json never needs
+
     model = slow_model(latency)
     n = max(3, int(10 * scale))
     results: dict[str, dict[str, float]] = {}
