@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ChatSessionService, Reply
+from persona_service.kernel.data import prepared
 from persona_service.kernel.models import Message
 from persona_service.kernel.principal import Principal
 from persona_service.providers.pricing import PriceTable
@@ -15,18 +16,26 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import OperationalError
 
 
-def test_an_exchange_stores_its_two_messages_in_one_statement(http, engine, tenant):
+def test_an_exchange_stores_its_two_messages_in_one_statement(http, engine, tenant, monkeypatch):
     persona = http.post("/v1/personas", json={"intent": "A ferry captain who hums sea shanties"}, headers=tenant.auth)
     session = http.post("/v1/chat/sessions", json={"personaId": persona.json()["id"]}, headers=tenant.auth).json()
     principal = Principal("api_key", "key_1", tenant.org_id, tenant.workspace_id, tenant.user_id, frozenset(), "owner",
                           tenant.plan, False)
     statements: list[str] = []
+    run = prepared._execute
+    ran: list[str] = []  # what ran past SQLAlchemy
+    monkeypatch.setattr(prepared, "_execute", lambda conn, sql, *args, **kw: ran.append(sql) or run(conn, sql, *args, **kw))
     with engine.connect() as conn:
         event.listen(conn, "before_cursor_execute", lambda *args: statements.append(args[2]))
         exchange = ChatSessionService(conn, prices=PriceTable.from_env()).record_exchange(
             principal, session["sessionId"], Message("user", "Ahoy?"), Reply("Ahoy!", "stub", 3, 2, "stop"))
+        monkeypatch.setattr(prepared, "_execute", run)
         stored = ChatSessionRepository(conn).messages_page(session["sessionId"], 10, 0)
         conn.rollback()
+    # One statement accounts the exchange and inserts both messages (a CTE), then the persona is held: two round
+    # trips, where the accounting, the hold and the insert were three.
+    assert len(ran) == 2 and "UPDATE chat_sessions" in ran[0] and "INSERT INTO chat_messages" in ran[0]
+    assert "FOR SHARE" in ran[1] and "personas" in ran[1]
     # The accounting is a prepared UPDATE … RETURNING and the two messages one prepared INSERT … RETURNING
     # (issue 50), past SQLAlchemy (Core wrote one INSERT of both before), with the same counters and rows.
     assert not [s for s in statements if s.lstrip().upper().startswith(("UPDATE CHAT_SESSIONS",

@@ -11,6 +11,7 @@ from sqlalchemy import (
     Connection,
     and_,
     bindparam,
+    cast,
     delete,
     func,
     insert,
@@ -18,7 +19,9 @@ from sqlalchemy import (
     literal_column,
     select,
     text,
+    true,
     tuple_,
+    union_all,
     update,
 )
 from sqlalchemy.sql import Select
@@ -66,7 +69,7 @@ _lock = Prepared(
 CACHE = "chat_session"
 _cached = read_cache(CACHE, SessionRecord)
 # An exchange's accounting (`account`: every chat reply's), prepared too: one UPDATE … RETURNING the row.
-_account = Prepared(
+_accounting = (
     update(_sessions)
     .where(_sessions.c.id == bindparam("id"), _sessions.c.status == literal_column("'active'"))
     .values({column: column + bindparam(name, type_=column.type) for name, column in (
@@ -75,9 +78,9 @@ _account = Prepared(
         ("unpriced", _sessions.c.unpriced_replies))})
     .values(last_active_at=func.greatest(_sessions.c.last_active_at,
                                          bindparam("now", type_=_sessions.c.last_active_at.type)))
-    .returning(_sessions),
-    SessionRecord,
+    .returning(_sessions)
 )
+_account = Prepared(_accounting, SessionRecord)
 _messages = table_of(ChatMessage)
 # An exchange's two messages (`add_messages`: every chat reply's), one INSERT … RETURNING compiled once, named by
 # their session's start (its partition); issue 50: built per call through Core it was 12% of the servers' time.
@@ -88,6 +91,37 @@ _add_two = Prepared(
              for i in range(2)])
     .returning(_messages, literal_column("1").label("swipe_count"), literal_column("0").label("swipe_index")),
     MessageRecord,
+)
+# A new message and its reply with the exchange's accounting, in one statement (`account_exchange`: every chat
+# reply's; issue 50: a round trip fewer than `_account` then `_add_two`): the accounting's UPDATE … RETURNING a CTE,
+# the two messages inserted from its row (their ordinals the ones it claims, their partition its start), and the
+# session's and the messages' rows read back together, the messages in order. No row: the session is not active
+# (nothing inserted). The values are cast to their columns' types (an INSERT … SELECT types its own values).
+_accounted = _accounting.cte("accounted")
+_EXCHANGE_COLUMNS = tuple(f.name for f in fields(NewMessage) if f.name != "ordinal")
+
+
+def _exchange_message(i: int) -> Select[Any]:
+    """The exchange's `i`th message (0: the user's, 1: the reply) as the INSERT's SELECT gives it."""
+    return select(*[cast(bindparam(f"{name}_{i}"), _messages.c[name].type)
+                    for name in _EXCHANGE_COLUMNS],
+                  _accounted.c.message_count + _accounted.c.removed_messages + literal_column(str(i - 1)),
+                  _accounted.c.started_at)
+
+
+_added = insert(_messages).from_select([*_EXCHANGE_COLUMNS, "ordinal", "session_started_at"],
+                                       union_all(_exchange_message(0), _exchange_message(1))) \
+    .returning(_messages).cte("added")
+_SESSION_FIELDS = len(fields(SessionRecord))
+# Each row: the session's columns (SessionRecord's, its record by name), then one message's (MessageRecord's, in its
+# fields' order, its swipes none but its own).
+_exchange = Prepared(
+    select(*[_accounted.c[f.name] for f in fields(SessionRecord)],
+           *[(literal_column("1") if f.name == "swipe_count" else literal_column("0") if f.name == "swipe_index"
+              else _added.c[f.name]).label("message_" + f.name) for f in fields(MessageRecord)])
+    .select_from(_accounted.join(_added, true()))
+    .order_by(_added.c.ordinal),
+    SessionRecord,
 )
 # A session with its messages and their alternatives: every write of a session locks its row first
 # (`ChatSessionRepository.lock`), so two writes at once (two tabs, a double click) run one after the other.
@@ -257,6 +291,26 @@ class ChatSessionRepository:
         return self._changed(_account.first(self.conn, {
             "id": session_id, "messages": messages, "input_tokens": input_tokens, "output_tokens": output_tokens,
             "cost_usd_micros": cost_usd_micros, "unpriced": unpriced, "now": now}))
+
+    @_kept_month()
+    def account_exchange(self, user: NewMessage, reply: NewMessage, *, input_tokens: int, output_tokens: int,
+                         cost_usd_micros: int, now: datetime, unpriced: int = 0
+                         ) -> tuple[SessionRecord, MessageRecord, MessageRecord] | None:
+        """`account` of an exchange (two messages) and `add_messages` of its two, in one statement (`_exchange`):
+        their ordinals are the two the accounting claims (theirs are ignored). None when the session is no longer
+        active (nothing stored)."""
+        params: dict[str, Any] = {"id": user.session_id, "messages": 2, "input_tokens": input_tokens,
+                                  "output_tokens": output_tokens, "cost_usd_micros": cost_usd_micros,
+                                  "unpriced": unpriced, "now": now}
+        for i, message in enumerate((user, reply)):
+            params.update({f"{name}_{i}": value for name, value in row_columns(message).items() if name != "ordinal"})
+        rows = _exchange.rows(self.conn, params)
+        if not rows:
+            return None
+        session = self._changed(SessionRecord(*rows[0][:_SESSION_FIELDS]))
+        assert session is not None and len(rows) == 2
+        first, second = (MessageRecord(*row[_SESSION_FIELDS:]) for row in rows)
+        return session, first, second
 
     def completions_session(self, workspace_id: str, persona_id: str, user_id: str, title: str) -> SessionRecord | None:
         """The active session of (persona, user) with this title, locked for

@@ -571,14 +571,19 @@ class ChatSessionService:
         return self.record_exchange(principal, speaking.session.id, Message("user", content), reply)
 
     def record_exchange(self, principal: Principal, session_id: str, request: Message, reply: Reply) -> Exchange:
-        """Account an exchange (atomically) and store its two messages."""
+        """Account an exchange (atomically) and store its two messages: one statement (`account_exchange`: the
+        messages take the ordinals the accounting claims), then the persona held as `account` holds it (a refusal
+        rolls both back)."""
         now = self.clock()
-        session = self.account(principal, session_id, reply, messages=2, now=now)
-        ordinal = session.message_count + session.removed_messages - 1
-        user, answer = self.repo.add_messages(
-            self.message_row(principal, session_id, ordinal, now, request.role, request.content),
-            self.reply_row(principal, session_id, ordinal + 1, now, reply),
-        )
+        stored = self.repo.account_exchange(
+            self.message_row(principal, session_id, 0, now, request.role, request.content),
+            self.reply_row(principal, session_id, 0, now, reply), input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens, cost_usd_micros=reply.cost_usd_micros, unpriced=int(reply.unpriced),
+            now=now)
+        if stored is None:
+            raise self.conflict(self.get(principal, session_id), "The session ended while the reply was produced.")
+        session, user, answer = stored
+        self._persona_held(principal, session)
         return Exchange(session, user, answer)
 
     def account(self, principal: Principal, session_id: str, reply: Reply, messages: int,
@@ -590,10 +595,13 @@ class ChatSessionService:
         )
         if session is None:
             raise self.conflict(self.get(principal, session_id), "The session ended while the reply was produced.")
-        # A reply is stored only while its persona is not deleted: held FOR SHARE from here to the commit.
+        self._persona_held(principal, session)
+        return session
+
+    def _persona_held(self, principal: Principal, session: SessionRecord) -> None:
+        """A reply is stored only while its persona is not deleted: held FOR SHARE from here to the commit."""
         if not self.personas.held(principal.workspace_id, session.persona_id):
             raise StateConflict("The session's persona was deleted.", "personaId", {"personaId": session.persona_id})
-        return session
 
     @staticmethod
     def message_row(principal: Principal, session_id: str, ordinal: int, now: datetime, role: str,

@@ -51,6 +51,11 @@ class Prepared(Generic[R]):
         index = self._index
         return [self.record(*[row[i] for i in index]) for row in self._cursor(conn, params, decides_nothing)]
 
+    def rows(self, conn: Connection, params: Mapping[str, Any], *, decides_nothing: bool = False) -> list[tuple[Any, ...]]:
+        """Every row as a tuple in the statement's column order (`first`'s `decides_nothing`): a read whose rows
+        make more than one record (their columns side by side), cut by position."""
+        return list(self._cursor(conn, params, decides_nothing).fetchall())
+
     def _cursor(self, conn: Connection, params: Mapping[str, Any], decides_nothing: bool) -> Any:
         return _execute(conn, self.sql, params, decides_nothing)
 
