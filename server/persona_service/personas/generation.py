@@ -40,10 +40,21 @@ from persona_service.kernel.api import (
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.records import NewStep, PipelineProgress
 from persona_service.personas.repository import PersonaRepository
+from persona_service.personas.step_records import STEPS as STEPS  # (the steps' order: the pipeline's, re-exported)
+from persona_service.personas.step_records import (
+    Audit,
+    Dialogue,
+    Fingerprint,
+    IntentCheck,
+    StepOutput,
+    StepOutputs,
+    Voice,
+    decode,
+    encode,
+)
 
 T = TypeVar("T")
 
-STEPS = ("moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint")
 SOUL_FIELDS = ("name", "desire", "fear", "backstory", "traits", "values", "speaking_style")
 
 # The text steps' instructions (the cost preview counts them as the steps send them).
@@ -67,28 +78,28 @@ class RunSpec:
     instruction: str = ""
     base_soul: dict[str, Any] | None = None  # soul to refine, fork or complete
     from_step: str = STEPS[0]
-    previous: dict[str, Any] = field(default_factory=dict)  # earlier outputs, by step
+    previous: StepOutputs = field(default_factory=StepOutputs)  # earlier outputs (those a regeneration keeps)
 
 
 @dataclass(frozen=True)
 class RunResult:
-    """What a run made that the persona and its version keep, by name (each step's output is the JSON the
-    pipeline saves): the soul, the voice, the fingerprint (`{vector, model}`) and the audit's score, with
-    whether the run has one (a regeneration of an imported persona from its fingerprint has no audit: the
-    persona keeps its score)."""
+    """What a run made that the persona and its version keep: the soul, the voice, the fingerprint and the
+    audit's score, with whether the run has one (a regeneration of an imported persona from its fingerprint
+    has no audit: the persona keeps its score)."""
 
     run_id: str
     soul: dict[str, Any]
-    voice: dict[str, Any]
-    fingerprint: dict[str, Any]
+    voice: Voice
+    fingerprint: Fingerprint
     audit_score: float | None = None
     audited: bool = False
 
     @classmethod
-    def of(cls, run_id: str, outputs: dict[str, Any]) -> RunResult:
-        audit = outputs.get("audit") or {}
-        return cls(run_id, outputs["draft_soul"], outputs["write_voice"], outputs["fingerprint"],
-                   audit.get("score"), "score" in audit)
+    def of(cls, run_id: str, outputs: StepOutputs) -> RunResult:
+        assert outputs.draft_soul is not None and outputs.write_voice is not None and outputs.fingerprint is not None
+        audit = outputs.audit
+        return cls(run_id, outputs.draft_soul, outputs.write_voice, outputs.fingerprint,
+                   audit.score if audit else None, audit is not None)
 
 
 class GenerationPipeline:
@@ -116,21 +127,24 @@ class GenerationPipeline:
         self._steps = []  # (none of an attempt left unfinished)
         self._emit("generation.run.started", spec, {"runId": run_id, "personaId": spec.persona_id, "kind": spec.kind})
         yield PipelineProgress("run.started", run_id)
-        outputs: dict[str, Any] = {}
+        outputs = StepOutputs()
         clock = time.monotonic()
         first = STEPS.index(spec.from_step)
         for ordinal, step in enumerate(STEPS):
-            if ordinal < first and step in spec.previous:
-                outputs[step] = spec.previous[step]
-                self._record_step(run_id, step, ordinal, "reused", 0, 0, outputs[step])
+            kept = spec.previous.get(step) if ordinal < first else None
+            if kept is not None:
+                outputs = outputs.with_output(step, kept)
+                self._record_step(run_id, step, ordinal, "reused", 0, 0, encode(kept))
                 continue
             yield PipelineProgress("step.started", run_id, step)
             t0, attempts = time.monotonic(), [0]
 
-            def made(step: str = step, t0: float = t0, attempts: list[int] = attempts) -> dict[str, Any]:
-                output = self._step(step, spec, outputs, run_id, attempts)
+            # The checkpoint is JSON (the step's output as its row stores it): a run taken over reads it back.
+            def made(step: str = step, t0: float = t0, attempts: list[int] = attempts,
+                     outputs: StepOutputs = outputs) -> dict[str, Any]:
+                output = self._step(step, spec, outputs, attempts)
                 GENERATION_STEPS.labels(step, "completed").observe(time.monotonic() - t0)
-                return {"output": output, "duration_ms": int((time.monotonic() - t0) * 1000),
+                return {"output": encode(output), "duration_ms": int((time.monotonic() - t0) * 1000),
                         "attempts": attempts[0] or 1}
 
             try:
@@ -142,8 +156,8 @@ class GenerationPipeline:
                 self._record_step(run_id, step, ordinal, "failed", duration, attempts[0] or 1, {}, error=err)
                 self._fail(run_id, spec, err)
                 raise
-            outputs[step], duration = done["output"], done["duration_ms"]
-            self._record_step(run_id, step, ordinal, "completed", duration, done["attempts"], outputs[step])
+            outputs, duration = outputs.with_output(step, decode(step, done["output"])), done["duration_ms"]
+            self._record_step(run_id, step, ordinal, "completed", duration, done["attempts"], done["output"])
             yield PipelineProgress("step.completed", run_id, step, duration)
         total = int((time.monotonic() - clock) * 1000)
         GENERATION_RUNS.labels(spec.kind, "completed").inc()
@@ -156,7 +170,7 @@ class GenerationPipeline:
 
     # --- steps ------------------------------------------------------------------
 
-    def _step(self, step: str, spec: RunSpec, outputs: dict[str, Any], run_id: str, attempts: list[int]) -> Any:
+    def _step(self, step: str, spec: RunSpec, outputs: StepOutputs, attempts: list[int]) -> StepOutput:
         def call(fn: Callable[..., T], *args: Any) -> T:
             attempts[0] += 1
             try:
@@ -177,37 +191,37 @@ class GenerationPipeline:
                     "The intent failed moderation.",
                     {"stage": "input_intent", "categories": list(result.categories), "reviewId": review_id},
                 )
-            return {"flagged": False}
+            return IntentCheck(flagged=False)
         if step == "draft_soul":
             return self._draft_soul(spec, call)
         if step == "write_voice":
-            soul = outputs["draft_soul"]
+            assert outputs.draft_soul is not None  # (an earlier step's)
             reply = call(self.provider.generate, [
                 Message("system", VOICE_PROMPT),
-                Message("user", json.dumps(soul, sort_keys=True)),
+                Message("user", json.dumps(outputs.draft_soul, sort_keys=True)),
             ], GenerationOptions(task="voice", response_format="json"))
             voice = _json_object(reply.text, self.provider)
-            dialogues = [
-                {"user": str(d.get("user", "")), "persona": str(d.get("persona", ""))}
-                for d in voice.get("sample_dialogues") or [] if isinstance(d, dict)
-            ]
             if not voice.get("system_prompt"):
                 raise unusable(self.provider, "voice without a system prompt")
-            return {
-                "system_prompt": str(voice["system_prompt"]), "greeting": str(voice.get("greeting", "")),
-                "sample_dialogues": dialogues, "style_notes": str(voice.get("style_notes", "")),
-            }
+            return Voice(
+                str(voice["system_prompt"]), str(voice.get("greeting", "")),
+                tuple(Dialogue(str(d.get("user", "")), str(d.get("persona", "")))
+                      for d in voice.get("sample_dialogues") or [] if isinstance(d, dict)),
+                str(voice.get("style_notes", "")),
+            )
         if step == "audit":
-            return self.score(outputs["draft_soul"], outputs["write_voice"], call)
+            assert outputs.draft_soul is not None and outputs.write_voice is not None  # (earlier steps')
+            return self.score(outputs.draft_soul, outputs.write_voice, call)
         if step == "fingerprint":
-            return self.fingerprint(outputs["write_voice"], call)
+            assert outputs.write_voice is not None
+            return self.fingerprint(outputs.write_voice, call)
         raise AssertionError(step)
 
-    def fingerprint(self, voice: dict[str, Any], call: Callable[..., Any] | None = None) -> dict[str, Any]:
-        """The voice's fingerprint: `{vector, model}` (the embedding drift detection compares replies with)."""
+    def fingerprint(self, voice: Voice, call: Callable[..., Any] | None = None) -> Fingerprint:
+        """The voice's fingerprint (the embedding drift detection compares replies with)."""
         call = call or (lambda fn, *args: fn(*args))
         vector = call(self.provider.embed, [fingerprint_text(voice)])[0]
-        return {"vector": [round(float(x), 6) for x in vector], "model": _embedding_model(self.provider)}
+        return Fingerprint([round(float(x), 6) for x in vector], _embedding_model(self.provider))
 
     def _draft_soul(self, spec: RunSpec, call: Callable[..., Any]) -> dict[str, Any]:
         # A caller's soul on create: its fields are kept, the draft only fills the gaps.
@@ -225,18 +239,18 @@ class GenerationPipeline:
             raise unusable(self.provider, "soul without a name or a 20-character desire")
         return soul
 
-    def score(self, soul: dict[str, Any], voice: dict[str, Any], call: Callable[..., Any] | None = None) -> dict[str, Any]:
+    def score(self, soul: dict[str, Any], voice: Voice, call: Callable[..., Any] | None = None) -> Audit:
         call = call or (lambda fn, *args: fn(*args))
         reply = call(self.provider.generate, [
             Message("system", AUDIT_PROMPT),
-            Message("user", json.dumps({"soul": soul, "voice": voice}, sort_keys=True)),
+            Message("user", json.dumps({"soul": soul, "voice": voice.to_json()}, sort_keys=True)),
         ], GenerationOptions(task="audit", response_format="json"))
         data = _json_object(reply.text, self.provider)
         try:
             score = min(1.0, max(0.0, float(data["score"])))
         except (KeyError, TypeError, ValueError):
             raise unusable(self.provider, "audit without a numeric score") from None
-        return {"score": score, "notes": str(data.get("notes", ""))}
+        return Audit(score, str(data.get("notes", "")))
 
     # --- records ----------------------------------------------------------------
 
@@ -313,9 +327,8 @@ def estimate_steps(intent: str, soul: dict[str, Any] | None,
     ]
 
 
-def fingerprint_text(voice: dict[str, Any]) -> str:
-    lines = [voice.get("system_prompt", ""), voice.get("greeting", "")]
-    lines += [d.get("persona", "") for d in voice.get("sample_dialogues", [])]
+def fingerprint_text(voice: Voice) -> str:
+    lines = [voice.system_prompt, voice.greeting, *(d.persona for d in voice.sample_dialogues)]
     return "\n".join(line for line in lines if line)
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from persona_service.personas.step_records import Voice
+
 
 @dataclass(frozen=True, slots=True)
 class PersonaRecord:
@@ -181,12 +183,12 @@ class VoiceRecord:
     fingerprint_model: str
     updated_at: datetime
 
-    def as_output(self) -> dict[str, Any]:
+    def as_output(self) -> Voice:
         """The voice as the pipeline's `write_voice` step output."""
-        return {
+        return Voice.from_json({
             "system_prompt": self.system_prompt, "greeting": self.greeting,
-            "sample_dialogues": list(self.sample_dialogues), "style_notes": self.style_notes,
-        }
+            "sample_dialogues": self.sample_dialogues, "style_notes": self.style_notes,
+        })
 
 
 @dataclass(frozen=True, slots=True)

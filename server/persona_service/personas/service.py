@@ -46,7 +46,6 @@ from persona_service.kernel.api import (
 )
 from persona_service.personas.generation import (
     SOUL_FIELDS,
-    STEPS,
     GenerationPipeline,
     RunResult,
     RunSpec,
@@ -70,6 +69,7 @@ from persona_service.personas.records import (
     VoiceRecord,
 )
 from persona_service.personas.repository import SLUG_CONSTRAINT, PersonaRepository
+from persona_service.personas.step_records import STEPS, Audit, Fingerprint, IntentCheck, StepOutputs, Voice
 from persona_service.providers.local.tokenizer import message_tokens
 from persona_service.providers.pricing import PriceTable
 
@@ -184,12 +184,13 @@ class PersonaService:
         target = self.repo.version(row.id, version)
         if target is None:
             raise NotFound("persona version", {"personaId": row.id, "version": version})
-        fingerprint = {"vector": target.fingerprint, "model": target.fingerprint_model} if target.fingerprint \
-            else self.pipeline.fingerprint(target.voice)
+        voice = Voice.from_json(target.voice)
+        fingerprint = Fingerprint(target.fingerprint, target.fingerprint_model or "") if target.fingerprint \
+            else self.pipeline.fingerprint(voice)
         now = self.clock()
         row = self.repo.update(row.id, PersonaChanges(
             soul=target.soul, version=row.version + 1, last_run_id=target.run_id, updated_at=now))
-        self._add_version(row, "rollback", target.soul, target.voice, "", fingerprint, now,  # no run made it
+        self._add_version(row, "rollback", target.soul, voice, "", fingerprint, now,  # no run made it
                           note=note, source_version=version)
         self._emit(row, "persona.updated", {
             "version": row.version, "changed": ["soul", "voice"], "note": note, "rolledBackTo": version,
@@ -276,17 +277,20 @@ class PersonaService:
         for _ in range(RERUNS):
             row = self._current(principal, persona_id)
             # (A finished run's steps never change; the voice is the version's, checked with it under the lock.)
-            previous = {s.step: s.output for s in self.repo.steps(row.last_run_id)} if row.last_run_id else {}
-            missing = [s for s in STEPS[: STEPS.index(from_step)] if s not in previous]
+            previous = StepOutputs.from_json({s.step: s.output for s in self.repo.steps(row.last_run_id)}) \
+                if row.last_run_id else StepOutputs()
+            missing = [s for s in STEPS[: STEPS.index(from_step)] if previous.get(s) is None]
             if missing:  # e.g. an imported persona: no earlier run to keep outputs from
-                previous.setdefault("draft_soul", row.soul)
-                previous.setdefault("moderate_intent", {"flagged": False})
-                if "write_voice" not in previous:
-                    voice = self.repo.voice(persona_id, decides_nothing=True)
-                    previous["write_voice"] = voice.as_output() if voice else None
+                voice = previous.write_voice
+                if voice is None:
+                    current = self.repo.voice(persona_id, decides_nothing=True)
+                    voice = current.as_output() if current else None
+                previous = replace(
+                    previous, draft_soul=row.soul if previous.draft_soul is None else previous.draft_soul,
+                    moderate_intent=previous.moderate_intent or IntentCheck(flagged=False), write_voice=voice)
             spec = RunSpec(
                 "regenerate", principal.org_id, principal.workspace_id, persona_id, row.intent, base_soul=row.soul,
-                from_step=from_step, previous={k: v for k, v in previous.items() if v is not None},
+                from_step=from_step, previous=previous,
             )
             attempt = yield from self._attempt(principal, row, spec)
             if attempt is None:
@@ -338,8 +342,8 @@ class PersonaService:
         spec = RunSpec(
             "import", principal.org_id, principal.workspace_id, persona_id, card_fields.intent,
             base_soul=card_fields.soul, from_step="fingerprint",
-            previous={"moderate_intent": {"flagged": False}, "draft_soul": card_fields.soul,
-                      "write_voice": card_fields.voice, "audit": {"score": None, "notes": "imported"}},
+            previous=StepOutputs(IntentCheck(flagged=False), card_fields.soul, Voice.from_json(card_fields.voice),
+                                 Audit(None, "imported")),
         )
         result = drain(self.pipeline.run(spec))
         # No slug: _insert derives it from the name, suffixed when taken.
@@ -399,25 +403,26 @@ class PersonaService:
         for _ in range(RERUNS):
             row = self._current(principal, persona_id)
             voice = self.repo.voice(persona_id, decides_nothing=True)  # the version's: checked with it, under the lock
-            voice_dict = voice.as_output() if voice else {}
-            scored = self.pipeline.score(row.soul, voice_dict)
+            profile = voice.as_output() if voice else Voice("")
+            scored = self.pipeline.score(row.soul, profile)
             reply = self.provider.generate(
-                [Message("system", voice_dict.get("system_prompt", "")), Message("user", PROVOCATION)],
+                [Message("system", profile.system_prompt), Message("user", PROVOCATION)],
                 GenerationOptions(task="reply"),
             )
             locked = self._locked_if_current(principal, row)
             if locked is not None:
-                return self._audited(principal, locked, scored, _leaks(voice_dict.get("system_prompt", ""), reply.text))
+                return self._audited(principal, locked, scored, _leaks(profile.system_prompt, reply.text))
         raise self._kept_changing(row)
 
-    def _audited(self, principal: Principal, row: PersonaRecord, scored: dict[str, Any], leaked: bool) -> AuditResult:
+    def _audited(self, principal: Principal, row: PersonaRecord, scored: Audit, leaked: bool) -> AuditResult:
         """Store an audit's verdict on the persona it scored (locked, at the version scored)."""
         persona_id = row.id
         provocation_passed = not leaked
         config = ConfigService(self.conn)
         threshold = float(config.value(principal, "engine.pipeline.audit.threshold"))
         blocking = bool(config.value(principal, "engine.pipeline.audit.blocking"))
-        score = scored["score"] if provocation_passed else min(scored["score"], threshold / 2)
+        assert scored.score is not None  # (a model's: only an imported persona's kept audit has none)
+        score = scored.score if provocation_passed else min(scored.score, threshold / 2)
         passed = provocation_passed and score >= threshold
         reason = "" if passed else ("provocation_test_failed" if not provocation_passed else "audit_below_threshold")
         changes = PersonaChanges(audit_score=score, updated_at=self.clock())
@@ -426,7 +431,7 @@ class PersonaService:
         elif not passed and blocking:
             changes = replace(changes, state="flagged", flagged_reason=reason)
         row = self.repo.update(persona_id, changes)
-        result = AuditResult(row, score, threshold, provocation_passed, passed, scored["notes"])
+        result = AuditResult(row, score, threshold, provocation_passed, passed, scored.notes)
         if not passed:
             self._emit(row, "persona.audit_failed", {
                 "reason": reason, "score": score, "threshold": threshold, "action": "block" if blocking else "none",
@@ -550,19 +555,20 @@ class PersonaService:
                           instruction=instruction)
         return row
 
-    def _add_version(self, row: PersonaRecord, kind: str, soul: dict[str, Any], voice: dict[str, Any], run_id: str,
-                     fingerprint: dict[str, Any], now: datetime, *, note: str = "", instruction: str = "",
+    def _add_version(self, row: PersonaRecord, kind: str, soul: dict[str, Any], voice: Voice, run_id: str,
+                     fingerprint: Fingerprint, now: datetime, *, note: str = "", instruction: str = "",
                      source_version: int | None = None) -> None:
         """The persona's version `row.version`, as just written, and `voice` as its current voice."""
+        stored = voice.to_json()  # (the version row's JSON)
         self.repo.add_version(NewVersion(
-            persona_id=row.id, version=row.version, kind=kind, soul=soul, voice=voice, run_id=run_id,
-            created_at=now, fingerprint=fingerprint["vector"], fingerprint_model=fingerprint["model"],
+            persona_id=row.id, version=row.version, kind=kind, soul=soul, voice=stored, run_id=run_id,
+            created_at=now, fingerprint=fingerprint.vector, fingerprint_model=fingerprint.model,
             note=note, instruction=instruction, source_version=source_version,
         ), VoiceRecord(
-            persona_id=row.id, version=row.version, system_prompt=voice["system_prompt"],
-            greeting=voice.get("greeting", ""), sample_dialogues=voice.get("sample_dialogues", []),
-            style_notes=voice.get("style_notes", ""), fingerprint=fingerprint["vector"],
-            fingerprint_model=fingerprint["model"], updated_at=self.clock(),
+            persona_id=row.id, version=row.version, system_prompt=voice.system_prompt,
+            greeting=voice.greeting, sample_dialogues=stored["sample_dialogues"],
+            style_notes=voice.style_notes, fingerprint=fingerprint.vector,
+            fingerprint_model=fingerprint.model, updated_at=self.clock(),
         ))
 
     def _emit(self, row: PersonaRecord, type_: str, data: dict[str, Any]) -> None:

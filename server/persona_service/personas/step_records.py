@@ -1,0 +1,154 @@
+"""The generation pipeline's step outputs, typed (issue 47): code reads their fields; JSON is only their shape
+where they are stored (a durable run's checkpoints, the step rows, the version rows). `to_json` writes the
+shape those have always held, key for key, and `from_json` reads it back, so rows and checkpoints saved before
+these records still load."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+STEPS = ("moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint")
+
+
+@dataclass(frozen=True, slots=True)
+class IntentCheck:
+    """`moderate_intent`'s output: a flagged intent stops the run, so a kept one says it was not."""
+
+    flagged: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"flagged": self.flagged}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IntentCheck:
+        return cls(bool(data.get("flagged", False)))
+
+
+@dataclass(frozen=True, slots=True)
+class Dialogue:
+    user: str
+    persona: str
+
+
+@dataclass(frozen=True, slots=True)
+class Voice:
+    """`write_voice`'s output: the persona's voice profile."""
+
+    system_prompt: str
+    greeting: str = ""
+    sample_dialogues: tuple[Dialogue, ...] = ()
+    style_notes: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "system_prompt": self.system_prompt, "greeting": self.greeting,
+            "sample_dialogues": [{"user": d.user, "persona": d.persona} for d in self.sample_dialogues],
+            "style_notes": self.style_notes,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Voice:
+        return cls(
+            str(data.get("system_prompt", "")), str(data.get("greeting", "")),
+            tuple(Dialogue(str(d.get("user", "")), str(d.get("persona", "")))
+                  for d in data.get("sample_dialogues") or [] if isinstance(d, Mapping)),
+            str(data.get("style_notes", "")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """`audit`'s output: the score from 0 to 1 (None for an imported persona's, which no model scored)."""
+
+    score: float | None
+    notes: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"score": self.score, "notes": self.notes}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Audit:
+        score = data.get("score")
+        return cls(None if score is None else float(score), str(data.get("notes", "")))
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """`fingerprint`'s output: the voice's embedding (what drift detection compares replies with) and its model."""
+
+    vector: list[float]
+    model: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"vector": list(self.vector), "model": self.model}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Fingerprint:
+        return cls([float(x) for x in data["vector"]], str(data["model"]))
+
+
+# What each step makes: the soul stays the persona's JSON document (its fields are the API's Soul message).
+StepOutput = IntentCheck | dict[str, Any] | Voice | Audit | Fingerprint
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutputs:
+    """A run's outputs so far (or a regeneration's kept ones), one field a step (field names are STEPS)."""
+
+    moderate_intent: IntentCheck | None = None
+    draft_soul: dict[str, Any] | None = None
+    write_voice: Voice | None = None
+    audit: Audit | None = None
+    fingerprint: Fingerprint | None = None
+
+    def get(self, step: str) -> StepOutput | None:
+        """`step`'s output, None if it has none yet."""
+        return {"moderate_intent": self.moderate_intent, "draft_soul": self.draft_soul,
+                "write_voice": self.write_voice, "audit": self.audit, "fingerprint": self.fingerprint}[step]
+
+    def with_output(self, step: str, output: StepOutput) -> StepOutputs:
+        """These outputs and `step`'s (its record: a step given another's is a TypeError)."""
+        if step == "moderate_intent" and isinstance(output, IntentCheck):
+            return replace(self, moderate_intent=output)
+        if step == "draft_soul" and isinstance(output, dict):
+            return replace(self, draft_soul=output)
+        if step == "write_voice" and isinstance(output, Voice):
+            return replace(self, write_voice=output)
+        if step == "audit" and isinstance(output, Audit):
+            return replace(self, audit=output)
+        if step == "fingerprint" and isinstance(output, Fingerprint):
+            return replace(self, fingerprint=output)
+        if step not in STEPS:
+            raise KeyError(step)
+        raise TypeError(f"{step}: {type(output).__name__}")
+
+    @classmethod
+    def from_json(cls, outputs: Mapping[str, Mapping[str, Any] | None]) -> StepOutputs:
+        """Stored outputs by step name (a run's step rows): the steps absent or None stay None."""
+        decoded = cls()
+        for step, data in outputs.items():
+            if step in STEPS and data is not None:
+                decoded = decoded.with_output(step, decode(step, data))
+        return decoded
+
+
+def decode(step: str, data: Mapping[str, Any]) -> StepOutput:
+    """A step's stored output (its JSON) as its record."""
+    if step == "moderate_intent":
+        return IntentCheck.from_json(data)
+    if step == "draft_soul":
+        return dict(data)
+    if step == "write_voice":
+        return Voice.from_json(data)
+    if step == "audit":
+        return Audit.from_json(data)
+    if step == "fingerprint":
+        return Fingerprint.from_json(data)
+    raise KeyError(step)
+
+
+def encode(output: StepOutput) -> dict[str, Any]:
+    """A step's output as it is stored."""
+    return dict(output) if isinstance(output, dict) else output.to_json()
