@@ -35,7 +35,7 @@ def test_a_run_writes_its_steps_in_one_statement(engine, tenant):
     assert len(inserts) == 1
     assert [(step, status) for step, status, _ in steps] == [(step, "completed") for step in STEPS]
     outputs = {step: output for step, _, output in steps}  # what each step answered, as written
-    assert (result.soul, result.voice.to_json(), result.fingerprint.to_json()) == (
+    assert (result.soul.to_json(), result.voice.to_json(), result.fingerprint.to_json()) == (
         outputs["draft_soul"], outputs["write_voice"], outputs["fingerprint"])
     assert (result.audit_score, result.audited) == (outputs["audit"]["score"], True)
     # The run is written once, as it ended (issue 50: it was inserted as it began, then updated).

@@ -11,6 +11,7 @@ from persona_service.personas.step_records import (
     Audit,
     Fingerprint,
     IntentCheck,
+    Soul,
     StepOutputs,
     Voice,
     decode,
@@ -45,7 +46,7 @@ def test_outputs_from_step_rows_are_records():
     assert outputs.write_voice is None  # (None: absent)
     assert outputs.audit == Audit(0.82, "consistent")
     assert outputs.fingerprint == Fingerprint([0.125, -0.5, 1.0], "local-embedding")
-    assert outputs.get("draft_soul") == STORED["draft_soul"]
+    assert outputs.draft_soul == Soul("Ada", "To map every ferry route twice", traits=("calm",))
 
 
 def test_the_fields_are_the_steps_in_order_and_a_step_takes_only_its_record():

@@ -40,12 +40,14 @@ from persona_service.kernel.api import (
 from persona_service.moderation.api import ModerationBlocked, record_flag
 from persona_service.personas.records import NewStep, PipelineProgress
 from persona_service.personas.repository import PersonaRepository
-from persona_service.personas.step_records import STEPS as STEPS  # (the steps' order: the pipeline's, re-exported)
+from persona_service.personas.step_records import SOUL_FIELDS as SOUL_FIELDS  # (re-exported: the pipeline's)
+from persona_service.personas.step_records import STEPS as STEPS
 from persona_service.personas.step_records import (
     Audit,
     Dialogue,
     Fingerprint,
     IntentCheck,
+    Soul,
     StepOutput,
     StepOutputs,
     Voice,
@@ -55,7 +57,6 @@ from persona_service.personas.step_records import (
 
 T = TypeVar("T")
 
-SOUL_FIELDS = ("name", "desire", "fear", "backstory", "traits", "values", "speaking_style")
 
 # The text steps' instructions (the cost preview counts them as the steps send them).
 SOUL_PROMPT = ("Design a persona. Answer with one JSON object with the fields: " + ", ".join(SOUL_FIELDS)
@@ -88,7 +89,7 @@ class RunResult:
     has no audit: the persona keeps its score)."""
 
     run_id: str
-    soul: dict[str, Any]
+    soul: Soul
     voice: Voice
     fingerprint: Fingerprint
     audit_score: float | None = None
@@ -198,7 +199,7 @@ class GenerationPipeline:
             assert outputs.draft_soul is not None  # (an earlier step's)
             reply = call(self.provider.generate, [
                 Message("system", VOICE_PROMPT),
-                Message("user", json.dumps(outputs.draft_soul, sort_keys=True)),
+                Message("user", json.dumps(outputs.draft_soul.to_json(), sort_keys=True)),
             ], GenerationOptions(task="voice", response_format="json"))
             voice = _json_object(reply.text, self.provider)
             if not voice.get("system_prompt"):
@@ -223,7 +224,7 @@ class GenerationPipeline:
         vector = call(self.provider.embed, [fingerprint_text(voice)])[0]
         return Fingerprint([round(float(x), 6) for x in vector], _embedding_model(self.provider))
 
-    def _draft_soul(self, spec: RunSpec, call: Callable[..., Any]) -> dict[str, Any]:
+    def _draft_soul(self, spec: RunSpec, call: Callable[..., Any]) -> Soul:
         # A caller's soul on create: its fields are kept, the draft only fills the gaps.
         given = {k: v for k, v in (spec.base_soul or {}).items() if v} if spec.kind == "create" else {}
         if complete_soul(given):
@@ -235,15 +236,15 @@ class GenerationPipeline:
             messages.append(Message("user", "Refine: " + spec.instruction))
         reply = call(self.provider.generate, messages, GenerationOptions(task="soul", response_format="json"))
         soul = normalize_soul({**_json_object(reply.text, self.provider), **given}, spec.base_soul or {})
-        if len(soul["desire"]) < 20 or not soul["name"]:
+        if len(soul.desire) < 20 or not soul.name:
             raise unusable(self.provider, "soul without a name or a 20-character desire")
         return soul
 
-    def score(self, soul: dict[str, Any], voice: Voice, call: Callable[..., Any] | None = None) -> Audit:
+    def score(self, soul: Soul, voice: Voice, call: Callable[..., Any] | None = None) -> Audit:
         call = call or (lambda fn, *args: fn(*args))
         reply = call(self.provider.generate, [
             Message("system", AUDIT_PROMPT),
-            Message("user", json.dumps({"soul": soul, "voice": voice.to_json()}, sort_keys=True)),
+            Message("user", json.dumps({"soul": soul.to_json(), "voice": voice.to_json()}, sort_keys=True)),
         ], GenerationOptions(task="audit", response_format="json"))
         data = _json_object(reply.text, self.provider)
         try:
@@ -290,16 +291,16 @@ class GenerationPipeline:
 SOUL_LIMITS = {f.name: f.GetOptions().Extensions[options_pb2.rules].max_len for f in personas_pb2.Soul.DESCRIPTOR.fields}
 
 
-def normalize_soul(raw: dict[str, Any], fallback: dict[str, Any]) -> dict[str, Any]:
-    soul: dict[str, Any] = {}
-    for name in SOUL_FIELDS:
-        value = raw.get(name, fallback.get(name))
-        limit = SOUL_LIMITS.get(name) or None
-        if name in ("traits", "values"):
-            soul[name] = [str(v) for v in (value or [])][:limit]
-        else:
-            soul[name] = str(value or "")[:limit]
-    return soul
+def normalize_soul(raw: dict[str, Any], fallback: dict[str, Any]) -> Soul:
+    """A drafted (or a caller's) soul held to the Soul message's limits; `fallback`'s fields where it has none."""
+    def text(name: str) -> str:
+        return str(raw.get(name, fallback.get(name)) or "")[:SOUL_LIMITS.get(name) or None]
+
+    def items(name: str) -> tuple[str, ...]:
+        return tuple(str(v) for v in (raw.get(name, fallback.get(name)) or []))[:SOUL_LIMITS.get(name) or None]
+
+    return Soul(text("name"), text("desire"), text("fear"), text("backstory"), items("traits"), items("values"),
+                text("speaking_style"))
 
 
 def complete_soul(soul: dict[str, Any]) -> bool:

@@ -69,7 +69,7 @@ from persona_service.personas.records import (
     VoiceRecord,
 )
 from persona_service.personas.repository import SLUG_CONSTRAINT, PersonaRepository
-from persona_service.personas.step_records import STEPS, Audit, Fingerprint, IntentCheck, StepOutputs, Voice
+from persona_service.personas.step_records import STEPS, Audit, Fingerprint, IntentCheck, Soul, StepOutputs, Voice
 from persona_service.providers.local.tokenizer import message_tokens
 from persona_service.providers.pricing import PriceTable
 
@@ -286,7 +286,7 @@ class PersonaService:
                     current = self.repo.voice(persona_id, decides_nothing=True)
                     voice = current.as_output() if current else None
                 previous = replace(
-                    previous, draft_soul=row.soul if previous.draft_soul is None else previous.draft_soul,
+                    previous, draft_soul=previous.draft_soul or Soul.from_json(row.soul),
                     moderate_intent=previous.moderate_intent or IntentCheck(flagged=False), write_voice=voice)
             spec = RunSpec(
                 "regenerate", principal.org_id, principal.workspace_id, persona_id, row.intent, base_soul=row.soul,
@@ -342,8 +342,8 @@ class PersonaService:
         spec = RunSpec(
             "import", principal.org_id, principal.workspace_id, persona_id, card_fields.intent,
             base_soul=card_fields.soul, from_step="fingerprint",
-            previous=StepOutputs(IntentCheck(flagged=False), card_fields.soul, Voice.from_json(card_fields.voice),
-                                 Audit(None, "imported")),
+            previous=StepOutputs(IntentCheck(flagged=False), Soul.from_json(card_fields.soul),
+                                 Voice.from_json(card_fields.voice), Audit(None, "imported")),
         )
         result = drain(self.pipeline.run(spec))
         # No slug: _insert derives it from the name, suffixed when taken.
@@ -404,7 +404,7 @@ class PersonaService:
             row = self._current(principal, persona_id)
             voice = self.repo.voice(persona_id, decides_nothing=True)  # the version's: checked with it, under the lock
             profile = voice.as_output() if voice else Voice("")
-            scored = self.pipeline.score(row.soul, profile)
+            scored = self.pipeline.score(Soul.from_json(row.soul), profile)
             reply = self.provider.generate(
                 [Message("system", profile.system_prompt), Message("user", PROVOCATION)],
                 GenerationOptions(task="reply"),
@@ -518,13 +518,13 @@ class PersonaService:
                 slug: str, visibility: str, metadata: dict[str, Any] | None, display_name: str, kind: str,
                 parent: PersonaRecord | None = None, fork_ordinal: int = 0, note: str = "", instruction: str = "",
                 card_extra: dict[str, Any] | None = None) -> PersonaRecord:
-        soul, run_id = result.soul, result.run_id
+        soul, run_id = result.soul.to_json(), result.run_id  # (the persona's JSON)
         now = self.clock()
 
         def new(slug: str) -> NewPersona:
             return NewPersona(
                 id=persona_id, org_id=principal.org_id, workspace_id=principal.workspace_id, slug=slug,
-                display_name=display_name or soul["name"], visibility=visibility or "private", metadata=metadata or {},
+                display_name=display_name or result.soul.name, visibility=visibility or "private", metadata=metadata or {},
                 intent=intent, soul=soul, parent_id=parent.id if parent else None,
                 root_id=parent.root_id if parent else persona_id, fork_ordinal=fork_ordinal, fork_note=note,
                 audit_score=result.audit_score, last_run_id=run_id, card_extra=card_extra,
@@ -534,7 +534,7 @@ class PersonaService:
         if slug:  # the caller's: taken is a conflict (kernel.data.unique answers a concurrent taker's too)
             row = self.repo.insert(new(slug))
         else:  # ours to derive: taken (a concurrent create's too) makes us derive the next one
-            row = derive_unique(SLUG_CONSTRAINT, lambda attempt: _derived_slug(soul["name"], persona_id, attempt),
+            row = derive_unique(SLUG_CONSTRAINT, lambda attempt: _derived_slug(result.soul.name, persona_id, attempt),
                                 lambda slug: self.repo.insert_unless_slug_taken(new(slug)))
         self._add_version(row, kind, soul, result.voice, run_id, result.fingerprint, now, note=note,
                           instruction=instruction)
@@ -548,10 +548,10 @@ class PersonaService:
         now = self.clock()
         version = row.version + 1
         row = self.repo.update(row.id, PersonaChanges(
-            soul=result.soul, version=version, last_run_id=result.run_id, updated_at=now,
+            soul=result.soul.to_json(), version=version, last_run_id=result.run_id, updated_at=now,
             audit_score=result.audit_score if result.audited else row.audit_score,
         ))
-        self._add_version(row, kind, result.soul, result.voice, result.run_id, result.fingerprint, now, note=note,
+        self._add_version(row, kind, result.soul.to_json(), result.voice, result.run_id, result.fingerprint, now, note=note,
                           instruction=instruction)
         return row
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 STEPS = ("moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint")
+SOUL_FIELDS = ("name", "desire", "fear", "backstory", "traits", "values", "speaking_style")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,30 @@ class IntentCheck:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> IntentCheck:
         return cls(bool(data.get("flagged", False)))
+
+
+@dataclass(frozen=True, slots=True)
+class Soul:
+    """`draft_soul`'s output: the persona's soul (the API's Soul message; stored as the persona's `soul`)."""
+
+    name: str
+    desire: str
+    fear: str = ""
+    backstory: str = ""
+    traits: tuple[str, ...] = ()
+    values: tuple[str, ...] = ()
+    speaking_style: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        # (SOUL_FIELDS' order: the one stored souls have)
+        return {"name": self.name, "desire": self.desire, "fear": self.fear, "backstory": self.backstory,
+                "traits": list(self.traits), "values": list(self.values), "speaking_style": self.speaking_style}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Soul:
+        return cls(str(data.get("name") or ""), str(data.get("desire") or ""), str(data.get("fear") or ""),
+                   str(data.get("backstory") or ""), tuple(str(t) for t in data.get("traits") or ()),
+                   tuple(str(v) for v in data.get("values") or ()), str(data.get("speaking_style") or ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +114,7 @@ class Fingerprint:
         return cls([float(x) for x in data["vector"]], str(data["model"]))
 
 
-# What each step makes: the soul stays the persona's JSON document (its fields are the API's Soul message).
-StepOutput = IntentCheck | dict[str, Any] | Voice | Audit | Fingerprint
+StepOutput = IntentCheck | Soul | Voice | Audit | Fingerprint
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +122,7 @@ class StepOutputs:
     """A run's outputs so far (or a regeneration's kept ones), one field a step (field names are STEPS)."""
 
     moderate_intent: IntentCheck | None = None
-    draft_soul: dict[str, Any] | None = None
+    draft_soul: Soul | None = None
     write_voice: Voice | None = None
     audit: Audit | None = None
     fingerprint: Fingerprint | None = None
@@ -112,7 +136,7 @@ class StepOutputs:
         """These outputs and `step`'s (its record: a step given another's is a TypeError)."""
         if step == "moderate_intent" and isinstance(output, IntentCheck):
             return replace(self, moderate_intent=output)
-        if step == "draft_soul" and isinstance(output, dict):
+        if step == "draft_soul" and isinstance(output, Soul):
             return replace(self, draft_soul=output)
         if step == "write_voice" and isinstance(output, Voice):
             return replace(self, write_voice=output)
@@ -139,7 +163,7 @@ def decode(step: str, data: Mapping[str, Any]) -> StepOutput:
     if step == "moderate_intent":
         return IntentCheck.from_json(data)
     if step == "draft_soul":
-        return dict(data)
+        return Soul.from_json(data)
     if step == "write_voice":
         return Voice.from_json(data)
     if step == "audit":
@@ -151,4 +175,4 @@ def decode(step: str, data: Mapping[str, Any]) -> StepOutput:
 
 def encode(output: StepOutput) -> dict[str, Any]:
     """A step's output as it is stored."""
-    return dict(output) if isinstance(output, dict) else output.to_json()
+    return output.to_json()
