@@ -12,6 +12,7 @@ from persona_service.personas.step_records import (
     Fingerprint,
     IntentCheck,
     Soul,
+    StepDone,
     StepOutputs,
     Voice,
     decode,
@@ -55,3 +56,10 @@ def test_the_fields_are_the_steps_in_order_and_a_step_takes_only_its_record():
         StepOutputs().with_output("audit", Voice("You are Ada."))
     with pytest.raises(KeyError):
         StepOutputs().with_output("polish", IntentCheck())
+
+
+def test_a_checkpoint_saved_before_the_records_loads():
+    saved = {"output": STORED["audit"], "duration_ms": 12, "attempts": 2}  # a durable run's `step.audit`
+    done = StepDone.from_json("audit", saved)
+    assert done == StepDone(Audit(0.82, "consistent"), 12, 2)
+    assert json.dumps(done.to_json()) == json.dumps(saved)

@@ -48,10 +48,10 @@ from persona_service.personas.step_records import (
     Fingerprint,
     IntentCheck,
     Soul,
+    StepDone,
     StepOutput,
     StepOutputs,
     Voice,
-    decode,
     encode,
 )
 
@@ -145,11 +145,10 @@ class GenerationPipeline:
                      outputs: StepOutputs = outputs) -> dict[str, Any]:
                 output = self._step(step, spec, outputs, attempts)
                 GENERATION_STEPS.labels(step, "completed").observe(time.monotonic() - t0)
-                return {"output": encode(output), "duration_ms": int((time.monotonic() - t0) * 1000),
-                        "attempts": attempts[0] or 1}
+                return StepDone(output, int((time.monotonic() - t0) * 1000), attempts[0] or 1).to_json()
 
             try:
-                done = self.durable.checkpoint(f"step.{step}", made)
+                done = StepDone.from_json(step, self.durable.checkpoint(f"step.{step}", made))
             except ApiError as err:
                 duration = int((time.monotonic() - t0) * 1000)
                 GENERATION_STEPS.labels(step, "failed").observe(time.monotonic() - t0)
@@ -157,9 +156,9 @@ class GenerationPipeline:
                 self._record_step(run_id, step, ordinal, "failed", duration, attempts[0] or 1, {}, error=err)
                 self._fail(run_id, spec, err)
                 raise
-            outputs, duration = outputs.with_output(step, decode(step, done["output"])), done["duration_ms"]
-            self._record_step(run_id, step, ordinal, "completed", duration, done["attempts"], done["output"])
-            yield PipelineProgress("step.completed", run_id, step, duration)
+            outputs = outputs.with_output(step, done.output)
+            self._record_step(run_id, step, ordinal, "completed", done.duration_ms, done.attempts, encode(done.output))
+            yield PipelineProgress("step.completed", run_id, step, done.duration_ms)
         total = int((time.monotonic() - clock) * 1000)
         GENERATION_RUNS.labels(spec.kind, "completed").inc()
         self._write_run(run_id, spec, "completed")

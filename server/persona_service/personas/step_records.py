@@ -176,3 +176,20 @@ def decode(step: str, data: Mapping[str, Any]) -> StepOutput:
 def encode(output: StepOutput) -> dict[str, Any]:
     """A step's output as it is stored."""
     return output.to_json()
+
+
+@dataclass(frozen=True, slots=True)
+class StepDone:
+    """A step as it finished: what a durable run's checkpoint `step.<name>` keeps (a run taken over reads it
+    back instead of running the step again)."""
+
+    output: StepOutput
+    duration_ms: int
+    attempts: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"output": encode(self.output), "duration_ms": self.duration_ms, "attempts": self.attempts}
+
+    @classmethod
+    def from_json(cls, step: str, data: Mapping[str, Any]) -> StepDone:
+        return cls(decode(step, data["output"]), int(data["duration_ms"]), int(data["attempts"]))
