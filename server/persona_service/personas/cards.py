@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from persona_service.personas.records import PersonaRecord, VersionRecord, VoiceRecord
+from persona_service.personas.step_records import Dialogue, Voice
 
 EXTENSION = "persona-service"
 CARD_FIELDS = (
@@ -29,7 +30,7 @@ class ImportedCard:
     """What a card gives a new persona (the slug is derived from the name)."""
 
     soul: dict[str, Any]
-    voice: dict[str, Any]
+    voice: Voice
     intent: str
     visibility: str
     metadata: dict[str, Any]
@@ -110,10 +111,8 @@ def card_to_persona(card: dict[str, Any]) -> ImportedCard:
     stored["extensions"] = extensions
     return ImportedCard(
         soul=soul,
-        voice={
-            "system_prompt": system_prompt, "greeting": data.get("first_mes", ""),
-            "sample_dialogues": parse_examples(data.get("mes_example", "")), "style_notes": "",
-        },
+        voice=Voice(str(system_prompt), str(data.get("first_mes") or ""),
+                    tuple(Dialogue(d["user"], d["persona"]) for d in parse_examples(data.get("mes_example", "")))),
         intent=ours.get("intent") or f"Imported character card: {name}",
         visibility=ours.get("visibility", "private"),
         metadata=ours.get("metadata") or {},

@@ -163,10 +163,11 @@ class VersionRecord:
 
     def voice_record(self, current: VoiceRecord) -> VoiceRecord:
         """This version's voice; the fingerprint is the current one's where the version kept none."""
+        voice = Voice.from_json(self.voice)  # (the version row's JSON)
         return VoiceRecord(
-            persona_id=self.persona_id, version=self.version, system_prompt=self.voice["system_prompt"],
-            greeting=self.voice.get("greeting", ""), sample_dialogues=list(self.voice.get("sample_dialogues", [])),
-            style_notes=self.voice.get("style_notes", ""), fingerprint=self.fingerprint or current.fingerprint,
+            persona_id=self.persona_id, version=self.version, system_prompt=voice.system_prompt,
+            greeting=voice.greeting, sample_dialogues=voice.to_json()["sample_dialogues"],
+            style_notes=voice.style_notes, fingerprint=self.fingerprint or current.fingerprint,
             fingerprint_model=self.fingerprint_model or current.fingerprint_model, updated_at=self.created_at,
         )
 

@@ -343,7 +343,7 @@ class PersonaService:
             "import", principal.org_id, principal.workspace_id, persona_id, card_fields.intent,
             base_soul=card_fields.soul, from_step="fingerprint",
             previous=StepOutputs(IntentCheck(flagged=False), Soul.from_json(card_fields.soul),
-                                 Voice.from_json(card_fields.voice), Audit(None, "imported")),
+                                 card_fields.voice, Audit(None, "imported")),
         )
         result = drain(self.pipeline.run(spec))
         # No slug: _insert derives it from the name, suffixed when taken.

@@ -76,10 +76,10 @@ class Voice:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Voice:
         return cls(
-            str(data.get("system_prompt", "")), str(data.get("greeting", "")),
-            tuple(Dialogue(str(d.get("user", "")), str(d.get("persona", "")))
+            str(data.get("system_prompt") or ""), str(data.get("greeting") or ""),
+            tuple(Dialogue(str(d.get("user") or ""), str(d.get("persona") or ""))
                   for d in data.get("sample_dialogues") or [] if isinstance(d, Mapping)),
-            str(data.get("style_notes", "")),
+            str(data.get("style_notes") or ""),
         )
 
 
