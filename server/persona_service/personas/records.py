@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from persona_service.personas.step_records import Voice
+from persona_service.personas.step_records import Soul, Voice
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +147,9 @@ class PersonaSummary:
 
 
 @dataclass(frozen=True, slots=True)
-class VersionRecord:
+class VersionRow:
+    """A version as its row holds it (soul and voice: JSON columns); the repository hands on `record()`."""
+
     persona_id: str
     version: int
     kind: str
@@ -157,13 +159,36 @@ class VersionRecord:
     voice: dict[str, Any]
     run_id: str
     created_at: datetime
+    fingerprint: list[float] | None
+    fingerprint_model: str | None
+    source_version: int | None
+
+    def record(self) -> VersionRecord:
+        return VersionRecord(
+            self.persona_id, self.version, self.kind, self.note, self.instruction, Soul.from_json(self.soul),
+            Voice.from_json(self.voice), self.run_id, self.created_at, self.fingerprint, self.fingerprint_model,
+            self.source_version,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRecord:
+    persona_id: str
+    version: int
+    kind: str
+    note: str
+    instruction: str
+    soul: Soul
+    voice: Voice
+    run_id: str
+    created_at: datetime
     fingerprint: list[float] | None  # None: made before versions kept theirs (migration 0021)
     fingerprint_model: str | None
     source_version: int | None  # for a rollback, the version it copies
 
     def voice_record(self, current: VoiceRecord) -> VoiceRecord:
         """This version's voice; the fingerprint is the current one's where the version kept none."""
-        voice = Voice.from_json(self.voice)  # (the version row's JSON)
+        voice = self.voice
         return VoiceRecord(
             persona_id=self.persona_id, version=self.version, system_prompt=voice.system_prompt,
             greeting=voice.greeting, sample_dialogues=voice.to_json()["sample_dialogues"],

@@ -51,6 +51,7 @@ from persona_service.personas.records import (
     SortOrder,
     StepRecord,
     VersionRecord,
+    VersionRow,
     VoiceRecord,
 )
 from persona_service.personas.tables import SLUG_CONSTRAINT as SLUG_CONSTRAINT  # the service's derivation names it
@@ -252,7 +253,8 @@ class PersonaRepository:
 
     def version(self, persona_id: str, version: int, *, decides_nothing: bool = False) -> VersionRecord | None:
         stmt = select(_versions).where(_versions.c.persona_id == persona_id, _versions.c.version == version)
-        return record_or_none(VersionRecord, self._read(stmt, decides_nothing).mappings().first())
+        found = record_or_none(VersionRow, self._read(stmt, decides_nothing).mappings().first())
+        return None if found is None else found.record()
 
     def versions_page(self, persona_id: str, limit: int, before: int | None) -> list[VersionRecord]:
         """A persona's versions, newest first, older than `before` when given."""
@@ -260,11 +262,11 @@ class PersonaRepository:
         if before is not None:
             stmt = stmt.where(_versions.c.version < before)
         stmt = stmt.order_by(_versions.c.version.desc()).limit(limit)
-        return records(VersionRecord, self.conn.execute(stmt).mappings())
+        return [found.record() for found in records(VersionRow, self.conn.execute(stmt).mappings())]
 
     def versions(self, persona_ids: list[str]) -> list[VersionRecord]:
         stmt = select(_versions).where(_versions.c.persona_id.in_(persona_ids)).order_by(_versions.c.version)
-        return records(VersionRecord, self.conn.execute(stmt).mappings())
+        return [found.record() for found in records(VersionRow, self.conn.execute(stmt).mappings())]
 
     def voice(self, persona_id: str, *, decides_nothing: bool = False) -> VoiceRecord | None:
         return _voice_read.first(self.conn, {"id": persona_id}, decides_nothing=decides_nothing)

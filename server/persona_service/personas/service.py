@@ -170,7 +170,8 @@ class PersonaService:
         """The soul and voice fields that differ from one version to the other, soul first, in field order."""
         before, _ = self.version(principal, persona_id, from_version)
         after, _ = self.version(principal, persona_id, to_version)
-        sides = [("soul", SOUL_FIELDS, before.soul, after.soul), ("voice", VOICE_FIELDS, before.voice, after.voice)]
+        sides = [("soul", SOUL_FIELDS, before.soul.to_json(), after.soul.to_json()),
+                 ("voice", VOICE_FIELDS, before.voice.to_json(), after.voice.to_json())]  # (as the API shows them)
         return [
             FieldChange(f"{part}.{_camel(name)}", old.get(name), new.get(name))
             for part, names, old, new in sides for name in names if old.get(name) != new.get(name)
@@ -184,12 +185,12 @@ class PersonaService:
         target = self.repo.version(row.id, version)
         if target is None:
             raise NotFound("persona version", {"personaId": row.id, "version": version})
-        voice = Voice.from_json(target.voice)
+        voice = target.voice
         fingerprint = Fingerprint(target.fingerprint, target.fingerprint_model or "") if target.fingerprint \
             else self.pipeline.fingerprint(voice)
         now = self.clock()
         row = self.repo.update(row.id, PersonaChanges(
-            soul=target.soul, version=row.version + 1, last_run_id=target.run_id, updated_at=now))
+            soul=target.soul.to_json(), version=row.version + 1, last_run_id=target.run_id, updated_at=now))
         self._add_version(row, "rollback", target.soul, voice, "", fingerprint, now,  # no run made it
                           note=note, source_version=version)
         self._emit(row, "persona.updated", {
@@ -536,7 +537,7 @@ class PersonaService:
         else:  # ours to derive: taken (a concurrent create's too) makes us derive the next one
             row = derive_unique(SLUG_CONSTRAINT, lambda attempt: _derived_slug(result.soul.name, persona_id, attempt),
                                 lambda slug: self.repo.insert_unless_slug_taken(new(slug)))
-        self._add_version(row, kind, soul, result.voice, run_id, result.fingerprint, now, note=note,
+        self._add_version(row, kind, result.soul, result.voice, run_id, result.fingerprint, now, note=note,
                           instruction=instruction)
         self._emit(row, "persona.created", {
             "slug": row.slug, "version": 1, "parentId": row.parent_id or "", "rootId": row.root_id, "runId": run_id,
@@ -551,17 +552,17 @@ class PersonaService:
             soul=result.soul.to_json(), version=version, last_run_id=result.run_id, updated_at=now,
             audit_score=result.audit_score if result.audited else row.audit_score,
         ))
-        self._add_version(row, kind, result.soul.to_json(), result.voice, result.run_id, result.fingerprint, now, note=note,
+        self._add_version(row, kind, result.soul, result.voice, result.run_id, result.fingerprint, now, note=note,
                           instruction=instruction)
         return row
 
-    def _add_version(self, row: PersonaRecord, kind: str, soul: dict[str, Any], voice: Voice, run_id: str,
+    def _add_version(self, row: PersonaRecord, kind: str, soul: Soul, voice: Voice, run_id: str,
                      fingerprint: Fingerprint, now: datetime, *, note: str = "", instruction: str = "",
                      source_version: int | None = None) -> None:
         """The persona's version `row.version`, as just written, and `voice` as its current voice."""
         stored = voice.to_json()  # (the version row's JSON)
         self.repo.add_version(NewVersion(
-            persona_id=row.id, version=row.version, kind=kind, soul=soul, voice=stored, run_id=run_id,
+            persona_id=row.id, version=row.version, kind=kind, soul=soul.to_json(), voice=stored, run_id=run_id,
             created_at=now, fingerprint=fingerprint.vector, fingerprint_model=fingerprint.model,
             note=note, instruction=instruction, source_version=source_version,
         ), VoiceRecord(

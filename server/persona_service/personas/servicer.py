@@ -67,7 +67,7 @@ def persona_version(version: VersionRecord, voice: VoiceRecord) -> personas_pb2.
     return personas_pb2.PersonaVersion(
         persona_id=version.persona_id, version=version.version, kind=version.kind, note=version.note,
         instruction=version.instruction, source_version=version.source_version or 0, run_id=version.run_id,
-        soul=personas_pb2.Soul(**version.soul), voice=voice_profile(voice), created_at=timestamp(version.created_at),
+        soul=personas_pb2.Soul(**version.soul.to_json()), voice=voice_profile(voice), created_at=timestamp(version.created_at),
     )
 
 
