@@ -10,6 +10,8 @@ PERSONA_READ_CACHE_ENTRIES rows at most. A write's eviction goes only to the pro
 
 from __future__ import annotations
 
+import queue
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +33,7 @@ from persona.v1 import (
     privacy_pb2_grpc,
 )
 from persona_service.orgs.repository import OrgRepository
-from persona_service.process.invalidations import INVALIDATION_CHANNEL, PROCESS_CHANNEL
+from persona_service.process.invalidations import ACK_PREFIX, INVALIDATION_CHANNEL, PROCESS_CHANNEL
 from sqlalchemy import text
 from support import SCOPES, Tenant, client_for, make_stack_beside, running
 
@@ -294,6 +296,41 @@ def test_memory_holds_the_configured_number_of_rows(processes, engine, owner, pe
 # --- its evictions reach the processes holding the row, no other ----------------------------------------------
 
 
+class Confirming:
+    """The test's subscriptions read in a thread of their own, each message confirmed as a server's listener
+    confirms it (its ack list), then queued for the test. A sender waits for a confirmation from every subscriber
+    its PUBLISH reached, this one too (a pattern subscription counts), up to ACK_WAIT_SECONDS (2 s): unconfirmed,
+    each eviction sent to a holder waited that out."""
+
+    def __init__(self, client: redis.Redis, bus) -> None:
+        self.client, self.bus, self.messages = client, bus, queue.Queue()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        while not self.stopping.is_set():
+            message = self.bus.get_message(timeout=0.1)
+            if message is None:
+                continue
+            if message["type"] in ("message", "pmessage"):
+                acks = message["data"].decode().partition(" ")[0]
+                if acks.startswith(ACK_PREFIX):
+                    self.client.rpush(acks, 1)
+            self.messages.put(message)
+
+    def get_message(self, timeout: float):
+        try:
+            return self.messages.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join(10)
+        self.bus.close()
+
+
 def evictions_of(bus, session_id: str, end: str) -> list[str]:
     """The channels that carried an eviction of `session_id` before the marker `end` (published last by the
     test: a subscriber gets its messages in order, so no eviction sent before it can arrive after it)."""
@@ -315,9 +352,10 @@ def test_an_eviction_goes_to_the_processes_holding_the_row(pair, processes, owne
     a, b = processes
     client = redis.Redis.from_url(pair.redis_url)
     marker = f"test:evictions:{uuid.uuid4().hex}"
-    bus = client.pubsub()
-    bus.subscribe(INVALIDATION_CHANNEL, marker)
-    bus.psubscribe(PROCESS_CHANNEL + "*")
+    subscriptions = client.pubsub()
+    subscriptions.subscribe(INVALIDATION_CHANNEL, marker)
+    subscriptions.psubscribe(PROCESS_CHANNEL + "*")
+    bus = Confirming(client, subscriptions)
     [session_id] = new_sessions(a, owner, persona_id, 1)
 
     def reply_and_evictions() -> list[str]:
