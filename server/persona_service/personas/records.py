@@ -284,6 +284,8 @@ class GenerationPreview:
 
 @dataclass(frozen=True, slots=True)
 class StepRecord:
+    """A step's row as read back (its output: the JSON `personas.step_records` decodes)."""
+
     step: str
     output: Any
 

@@ -54,6 +54,7 @@ from persona_service.personas.records import (
     VersionRow,
     VoiceRecord,
 )
+from persona_service.personas.step_records import StepOutputs
 from persona_service.personas.tables import SLUG_CONSTRAINT as SLUG_CONSTRAINT  # the service's derivation names it
 from persona_service.personas.tables import (
     GenerationRun,
@@ -292,9 +293,10 @@ class PersonaRepository:
         }])
         _steps_insert.run(self.conn, [row_columns(step) for step in steps])
 
-    def steps(self, run_id: str) -> list[StepRecord]:
+    def step_outputs(self, run_id: str) -> StepOutputs:
+        """A run's step outputs, each row's JSON read as its step's record."""
         stmt = select(_steps.c.step, _steps.c.output).where(_steps.c.run_id == run_id).order_by(_steps.c.ordinal)
-        return records(StepRecord, self.conn.execute(stmt).mappings())
+        return StepOutputs.from_json({s.step: s.output for s in records(StepRecord, self.conn.execute(stmt).mappings())})
 
     # --- reads for other modules (through personas.directory) -----------------------------
 

@@ -278,8 +278,7 @@ class PersonaService:
         for _ in range(RERUNS):
             row = self._current(principal, persona_id)
             # (A finished run's steps never change; the voice is the version's, checked with it under the lock.)
-            previous = StepOutputs.from_json({s.step: s.output for s in self.repo.steps(row.last_run_id)}) \
-                if row.last_run_id else StepOutputs()
+            previous = self.repo.step_outputs(row.last_run_id) if row.last_run_id else StepOutputs()
             missing = [s for s in STEPS[: STEPS.index(from_step)] if previous.get(s) is None]
             if missing:  # e.g. an imported persona: no earlier run to keep outputs from
                 voice = previous.write_voice
