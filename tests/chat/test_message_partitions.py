@@ -38,7 +38,7 @@ from persona_service.kernel.data.engine import make_engine
 from persona_service.kernel.data.partitions_repository import MonthlyPartitions, month_after
 from persona_service.kernel.settings import forget
 from persona_service.registry import MODULES
-from plan_probe import indexes_used, relations_read, rows_added
+from plan_probe import relations_read
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
@@ -362,25 +362,6 @@ def test_the_retentions_batches_go_by_id_and_leave_a_session_in_use_to_the_last_
     assert batches == [["chs_old_0", "chs_old_2"], ["chs_old_3", "chs_old_4"]]
     assert sessions(engine) == {"chs_old_1"}
     assert _expire_batch(engine, before, "") == ["chs_old_1"]  # the round's last pass (it waits for the write)
-
-
-# 20,000 sessions started over the last year: enough that a plan reading the whole table costs more than an index.
-_MANY_SESSIONS = f"""
-    INSERT INTO chat_sessions (id, org_id, workspace_id, persona_id, user_id, title, status, message_count,
-                               input_tokens, output_tokens, cost_usd_micros, started_at, last_active_at)
-    SELECT 'chs_' || md5(g::text), '{ORG}', '{WORKSPACE}', 'per_1', 'u' || (g % 500), '', 'active', 0, 0, 0, 0,
-           now() - (g % 365) * interval '1 day', now() FROM generate_series(1, 20000) g"""
-
-
-def test_a_retention_round_with_no_session_past_the_cut_reads_the_start_index(database):
-    """Every hourly round but a month's finds no session to expire: the start index (migration 0036) says so,
-    where the walk by id read every session of the table, twice a round."""
-    url, engine = database
-    migrate.upgrade(url, MODULES.migrations)
-    with rows_added(engine, _MANY_SESSIONS) as conn:
-        repo = ChatSessionRepository(conn)
-        found = indexes_used(conn, lambda: repo.expire(NOW - timedelta(days=400)))
-        assert found and "ix_chat_sessions_started" in found[0], found
 
 
 def _expire_batch(engine: Engine, before: datetime, after: str) -> list[str]:

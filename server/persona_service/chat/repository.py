@@ -453,9 +453,8 @@ class ChatSessionRepository:
         """At most `limit` of the sessions started before `before` deleted, the next by id after `after` (the
         retention's, once their messages' partitions are dropped: their messages' cascade names those months,
         pruned to nothing); their ids, in order. By id, a round's batches walk the key once between them, where
-        each would scan the table past the rows the ones before deleted; with none started before `before` (every
-        hourly round but a month's), `ix_chat_sessions_started` answers at once (0036). A session a write holds is
-        skipped (SKIP LOCKED: the pass never waits on a conversation) unless `wait` (the round's last pass, for those)."""
+        each would scan the table past the rows the ones before deleted. A session a write holds is skipped
+        (SKIP LOCKED: the pass never waits on a conversation) unless `wait` (the round's last pass, for those)."""
         doomed = select(_sessions.c.id).where(_sessions.c.started_at < before, _sessions.c.id > after) \
             .order_by(_sessions.c.id).limit(limit).with_for_update(skip_locked=not wait).scalar_subquery()
         expired = sorted(self.conn.execute(delete(_sessions).where(_sessions.c.id.in_(doomed))

@@ -56,8 +56,6 @@ class ChatSession(Base):
         Index("ix_chat_sessions_org_user_started", "org_id", "user_id", "started_at", "id"),
         # What a message's foreign key names: (id, started_at) is its partition's (migration 0035).
         Index("uq_chat_sessions_id_started", "id", "started_at", unique=True),
-        # The retention's sessions past the cut: a round with none reads no table (migration 0036).
-        Index("ix_chat_sessions_started", "started_at"),
     )
 
 
