@@ -22,7 +22,6 @@ from sqlalchemy import (
     exists,
     false,
     func,
-    insert,
     literal,
     literal_column,
     not_,
@@ -138,17 +137,18 @@ class ResourceRepository:
         return records(ScimRecord, rows), total
 
     def insert(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> ScimRecord:
-        stmt = (insert(self.table).values(org_id=org_id, id=resource_id, version=1, **row_columns(fields))
-                .returning(*self._record.selected_columns))
-        return record(ScimRecord, self.conn.execute(stmt).mappings().one())
+        return record(ScimRecord, self.conn.execute(self._insert(org_id, resource_id, fields)).mappings().one())
 
     def insert_new(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> ScimRecord | None:
         """`insert`, or None when the organization has this id already (its own or another write's, which this
         waits for): the key decides, so the write needs no lock on a row that may not exist yet."""
-        stmt = (pg_insert(self.table).values(org_id=org_id, id=resource_id, version=1, **row_columns(fields))
-                .on_conflict_do_nothing(index_elements=[self.table.c.org_id, self.table.c.id])
-                .returning(*self._record.selected_columns))
+        stmt = self._insert(org_id, resource_id, fields) \
+            .on_conflict_do_nothing(index_elements=[self.table.c.org_id, self.table.c.id])
         return record_or_none(ScimRecord, self.conn.execute(stmt).mappings().first())
+
+    def _insert(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> Any:
+        return (pg_insert(self.table).values(org_id=org_id, id=resource_id, version=1, **row_columns(fields))
+                .returning(*self._record.selected_columns))
 
     def update(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> ScimRecord:
         return self._update(org_id, resource_id, row_columns(fields))

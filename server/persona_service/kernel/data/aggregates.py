@@ -77,6 +77,8 @@ def declare(name: str, root: Table, *members: Table, before_members: bool = Fals
 # an address a SCIM user's identity holds, which its creation decides its user by before it writes anything else
 # (the rest of the lock order follows it), and its PUT takes after the user's row.
 BEFORE_MEMBERS_NAMES: set[str] = set()
+# How `unique.once_per` passes a lock's scope (its parts joined): the guard reads the first part from it.
+SCOPE_PARAMETER, SCOPE_SEPARATOR = "scope", "\x1f"
 
 
 def declare_named_lock(scope: str) -> None:
@@ -238,7 +240,7 @@ class LockGuard:
         Only an aggregate's first lock is ordered: from SQL alone a second lock of its roots may be the same
         row again (an accounting UPDATE of the session a write locked first)."""
         if _BY_NAME.search(sql):
-            self._by_name(sql, held, member_held, (scope or "").split("\x1f", 1)[0])
+            self._by_name(sql, held, member_held, (scope or "").split(SCOPE_SEPARATOR, 1)[0])
             return
         kind = _KIND.match(sql)
         selects_for_update = kind is not None and kind.group(1).upper() == "SELECT" and _LOCKING.search(sql)
@@ -303,7 +305,7 @@ class LockGuard:
 
     def _check(self, conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any,
                executemany: bool) -> None:
-        scope = parameters.get("scope") if isinstance(parameters, dict) else None  # a lock by name's (once_per)
+        scope = parameters.get(SCOPE_PARAMETER) if isinstance(parameters, dict) else None  # once_per's lock
         self.check_on(conn, statement, context is not None and bool(context.execution_options.get(DECIDES_NOTHING)),
                       scope if isinstance(scope, str) else None)
 

@@ -24,6 +24,7 @@ import psycopg
 from sqlalchemy import Connection, ForeignKeyConstraint, Index, Table, UniqueConstraint, text
 from sqlalchemy import exc as sa_exc
 
+from persona_service.kernel.data.aggregates import SCOPE_PARAMETER, SCOPE_SEPARATOR
 from persona_service.kernel.data.base import Base
 from persona_service.kernel.errors import NotFound, StateConflict
 
@@ -143,4 +144,5 @@ def once_per(conn: Connection, *scope: str) -> None:
     until the transaction ends: a concurrent duplicate of a "once per"
     operation waits for the first, then reads what it committed and answers
     as it would one after the other, instead of losing the insert race."""
-    conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:scope, 0))"), {"scope": "\x1f".join(scope)})
+    conn.execute(text(f"SELECT pg_advisory_xact_lock(hashtextextended(:{SCOPE_PARAMETER}, 0))"),
+                 {SCOPE_PARAMETER: SCOPE_SEPARATOR.join(scope)})
