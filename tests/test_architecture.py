@@ -700,12 +700,139 @@ def private_reach(root: pathlib.Path) -> list[str]:
 
 
 NEEDS = {"personal_data", "erasers", "erasure_locks", "review_resolvers"}  # kernel.ports.Need's values
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+@functools.cache
+def _scopes(tree: ast.Module) -> dict[int, tuple[ast.AST, ...]]:
+    """Per node: its enclosing functions (lambdas too), innermost first, and last the module."""
+    scopes: dict[int, tuple[ast.AST, ...]] = {}
+
+    def visit(node: ast.AST, chain: tuple[ast.AST, ...]) -> None:
+        scopes[id(node)] = chain
+        inner = (node, *chain) if isinstance(node, FUNCTIONS) else chain
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner)
+
+    visit(tree, (tree,))
+    return scopes
+
+
+def _getattr_literal(node: ast.AST) -> tuple[ast.expr, str] | None:
+    """`getattr(obj, "name"[, default])` as (obj, name): the same read as `obj.name`."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+        return node.args[0], node.args[1].value
+    return None
+
+
+@functools.cache
+def _hook_reads(tree: ast.Module) -> tuple[tuple[int, str, str], ...]:
+    """Each read of a modules' port in `tree`: (line, port, source). By the value, not its spelling: the modules'
+    hooks (`X.modules`, `getattr(X, "modules")`) followed through assignments (tuples unpacked), attributes of
+    self (of the class that sets them), the parameters of this file's functions it is passed to, and what they
+    return. (Dynamic names are `dynamic_access`'s; another file's functions, the layers' and the contracts'.)"""
+    nodes = _walk(tree)
+    if not any(isinstance(node, ast.Attribute) and node.attr == "modules" or isinstance(node, ast.Name)
+               and node.id == "modules" or isinstance(node, ast.Constant) and node.value == "modules" for node in nodes):
+        return ()  # no hooks to follow (most files)
+    scopes, parents = _scopes(tree), _parents(tree)
+    defs: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+    for node in nodes:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            defs.setdefault(node.name, []).append(node)
+    names: set[tuple[int, str]] = set()  # (id(scope), name) bound to the hooks
+    attributes: set[tuple[int, str]] = set()  # (id(class), attribute of self) bound to the hooks
+    returning: set[str] = set()  # this file's functions returning the hooks
+
+    def owner(node: ast.AST) -> ast.AST | None:
+        """The class whose `self` a node's code sees: its outermost enclosing method's class."""
+        methods = [scope for scope in scopes[id(node)] if isinstance(parents.get(id(scope)), ast.ClassDef)]
+        return parents[id(methods[-1])] if methods else None
+
+    def on_self(node: ast.expr) -> bool:
+        return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+    def hooks(node: ast.AST) -> bool:
+        """Whether `node`'s value is the modules' hooks."""
+        literal = _getattr_literal(node)
+        if isinstance(node, ast.Attribute) or literal:
+            value, attr = (node.value, node.attr) if isinstance(node, ast.Attribute) else literal  # type: ignore[misc]
+            return attr == "modules" or on_self(value) and (id(owner(node)), attr) in attributes
+        if isinstance(node, ast.Name):
+            return node.id == "modules" or any((id(scope), node.id) in names for scope in scopes[id(node)])
+        if isinstance(node, ast.Call):
+            return _called(node) in returning
+        if isinstance(node, ast.NamedExpr | ast.Starred):
+            return hooks(node.value)
+        if isinstance(node, ast.IfExp):
+            return hooks(node.body) or hooks(node.orelse)
+        if isinstance(node, ast.BoolOp):
+            return any(map(hooks, node.values))
+        return False
+
+    def bind(target: ast.AST, value: ast.AST | None, holds: bool) -> bool:
+        """Binds `target` to the hooks where `value` (or, with no value, `holds`) is them; True if that is new."""
+        if isinstance(target, ast.Tuple | ast.List) and isinstance(value, ast.Tuple | ast.List) \
+                and len(target.elts) == len(value.elts):
+            return any([bind(t, v, False) for t, v in zip(target.elts, value.elts, strict=True)])
+        if not (holds or value is not None and hooks(value)):
+            return False
+        key = (id(scopes[id(target)][0]), target.id) if isinstance(target, ast.Name) \
+            else (id(owner(target)), target.attr) if isinstance(target, ast.Attribute) and on_self(target.value) else None
+        found = names if isinstance(target, ast.Name) else attributes
+        if key is None or key in found:
+            return False
+        found.add(key)
+        return True
+
+    changed = True
+    while changed:  # until nothing new is bound (a handful of rounds: each binds at least one name)
+        changed = False
+        for node in nodes:
+            if isinstance(node, ast.Assign):
+                changed |= any([bind(target, node.value, False) for target in node.targets])
+            elif isinstance(node, ast.AnnAssign | ast.NamedExpr) and node.value is not None:
+                changed |= bind(node.target, node.value, False)
+            elif isinstance(node, ast.Return) and node.value is not None and hooks(node.value):
+                function = scopes[id(node)][0]
+                if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef) and function.name not in returning:
+                    returning.add(function.name)
+                    changed = True
+            elif isinstance(node, ast.Call) and _called(node) in defs:
+                for function in defs[_called(node)]:
+                    method = isinstance(parents.get(id(function)), ast.ClassDef) and isinstance(node.func, ast.Attribute)
+                    params = [*function.args.posonlyargs, *function.args.args][method:]
+                    passed = [*zip(params, node.args, strict=False),
+                              *((p, k.value) for k in node.keywords for p in function.args.args + function.args.kwonlyargs
+                                if p.arg == k.arg)]
+                    for param, arg in passed:
+                        if not isinstance(arg, ast.Starred) and hooks(arg) and (id(function), param.arg) not in names:
+                            names.add((id(function), param.arg))
+                            changed = True
+    reads = []
+    for node in nodes:
+        literal = _getattr_literal(node)
+        value, attr = (node.value, node.attr) if isinstance(node, ast.Attribute) else literal or (None, "")
+        if attr in NEEDS and value is not None and hooks(value):
+            reads.append((node.lineno, attr, ast.unparse(node)))
+    return tuple(reads)
+
+
+def _called(call: ast.Call) -> str:
+    """The name of this file's function a call may run: `f(...)`, or `self.f(...)` / `cls.f(...)`."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+        and func.value.id in ("self", "cls") else ""
 
 
 def undeclared_needs(root: pathlib.Path) -> list[str]:
     """A domain reads of the modules' ports (`deps.modules.erasers`, `runtime.modules.personal_data`) only the
     capabilities its module declares (`needs=frozenset({Need.ERASERS, ...})` in its module.py): its servicers are
-    handed no other (kernel.ports.DeclaredHooks, which refuses the read when it runs; this finds it in the source)."""
+    handed no other (kernel.ports.DeclaredHooks, which refuses the read when it runs; this finds it in the source,
+    wherever the hooks were copied to first: `_hook_reads`)."""
     declared: dict[str, set[str]] = {}
     for path, tree in _domain_files(root):
         if path.name == "module.py" and len(path.parts) == 2:
@@ -713,14 +840,9 @@ def undeclared_needs(root: pathlib.Path) -> list[str]:
                                        for keyword in call.keywords if keyword.arg == "needs"
                                        for node in _walk(keyword.value) if isinstance(node, ast.Attribute)
                                        and isinstance(node.value, ast.Name) and node.value.id == "Need"}
-    offenders = []
-    for path, tree in _domain_files(root):
-        for node in _walk(tree):
-            if isinstance(node, ast.Attribute) and node.attr in NEEDS and node.attr not in declared.get(path.parts[0], ()) \
-                    and ((isinstance(node.value, ast.Attribute) and node.value.attr == "modules")
-                         or (isinstance(node.value, ast.Name) and node.value.id == "modules")):
-                offenders.append(f"{path}:{node.lineno} reads {ast.unparse(node)} (its module does not declare it)")
-    return offenders
+    return [f"{path}:{line} reads {source} (its module does not declare {need})"
+            for path, tree in _domain_files(root) for line, need, source in _hook_reads(tree)
+            if need not in declared.get(path.parts[0], ())]
 
 
 def ambient_reads(root: pathlib.Path) -> list[str]:
@@ -969,6 +1091,27 @@ PLANTED = [
      "def _planted(deps):\n    return deps.modules.erasers\n", undeclared_needs),
     ("a job reading the review resolvers its module does not declare", "privacy/module.py",
      "def _planted(runtime):\n    return runtime.modules.review_resolvers\n", undeclared_needs),
+    # By the value, not its spelling: the hooks copied elsewhere before the read (issue 47).
+    ("a servicer copying the hooks into a local before reading the erasers", "chat/servicer.py",
+     "def _planted(deps):\n    hooks = deps.modules\n    return hooks.erasers\n", undeclared_needs),
+    ("a servicer keeping the hooks on self when built, reading the locks in a method", "chat/servicer.py",
+     "class _Planted:\n    def __init__(self, deps):\n        self.hooks = deps.modules\n\n"
+     "    def locks(self):\n        return self.hooks.erasure_locks\n", undeclared_needs),
+    ("a servicer unpacking the hooks from a tuple", "webhooks/servicer.py",
+     "def _planted(deps):\n    resources, hooks = deps.resources, deps.modules\n    return hooks.review_resolvers\n",
+     undeclared_needs),
+    ("a servicer handing the hooks to a helper of its file", "personas/servicer.py",
+     "def _exporters(hooks):\n    return hooks.personal_data\n\n\ndef _planted(deps):\n"
+     "    return _exporters(hooks=deps.modules)\n", undeclared_needs),
+    ("a servicer reaching the hooks by getattr with a literal", "chat/servicer.py",
+     "def _planted(deps):\n    return getattr(deps, 'modules').erasers\n", undeclared_needs),
+    ("a servicer's method returning its deps' hooks", "scim/servicer.py",
+     "class _Planted:\n    def __init__(self, deps):\n        self.deps = deps\n\n    def _hooks(self):\n"
+     "        return self.deps.modules\n\n    def erase(self):\n        return getattr(self._hooks(), 'erasers')\n",
+     undeclared_needs),
+    ("a job passing its runtime's hooks through a helper's parameter by a walrus", "privacy/module.py",
+     "def _resolvers(hooks):\n    return hooks.review_resolvers\n\n\ndef _planted(runtime):\n"
+     "    return (held := runtime.modules) and _resolvers(held)\n", undeclared_needs),
 ]
 
 
