@@ -13,7 +13,9 @@ install: $(STAMP) $(BYTECODE) node_modules/.installed
 up: $(STAMP) $(BYTECODE)
 	$(BIN)/persona-service up
 
-test: lint typecheck gen-check pytest
+# The suite runs under coverage (`make coverage`: the per-package table and a gate, COVERAGE_MIN); `make pytest`
+# runs it without.
+test: lint typecheck gen-check coverage
 
 # Packages go in with uv (from PyPI, into the venv), in a minute on a fresh machine instead of four, and in
 # seconds when its cache is warm (the suite's fresh-clone test installs again). Their versions are the lock
@@ -91,18 +93,22 @@ pytest: $(STAMP) $(BYTECODE) node_modules/.installed browser bench-tools topolog
 	$(BIN)/python -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadscope) $(PYTEST_ARGS)
 
 # The suite (as `make pytest`: PYTEST_WORKERS, PYTEST_ARGS) with line coverage of server/persona_service, the
-# processes the tests start included ([tool.coverage] in pyproject.toml), then coverage's report and one per
-# package (scripts/coverage_packages.py). Data in .build/coverage/; `coverage html --data-file=.build/coverage/data`
-# writes the annotated sources. Not part of `make test`: docs/testing.md has the measured cost.
+# processes the tests start included ([tool.coverage] in pyproject.toml; the process template's children measure
+# themselves from the fork), then the per-package table (scripts/coverage_packages.py) and coverage's report, which
+# fails the run below COVERAGE_MIN percent (issue 46: 90; COVERAGE_MIN=0 for a part of the suite). It costs about
+# half again the suite's CPU (docs/testing.md). Data in .build/coverage/; `coverage html
+# --data-file=.build/coverage/data` writes the annotated sources.
 COVERAGE_DIR := .build/coverage
+COVERAGE_MIN ?= 90
 coverage: $(STAMP) $(BYTECODE) node_modules/.installed browser bench-tools topology-tools
 	rm -rf $(COVERAGE_DIR) && mkdir -p $(COVERAGE_DIR)
 	COVERAGE_PROCESS_START=$(CURDIR)/pyproject.toml COVERAGE_FILE=$(CURDIR)/$(COVERAGE_DIR)/data \
 		$(BIN)/python -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadscope) $(PYTEST_ARGS); \
 		status=$$?; \
 		$(BIN)/coverage combine --quiet --data-file=$(COVERAGE_DIR)/data && \
-		$(BIN)/coverage report --data-file=$(COVERAGE_DIR)/data --skip-covered --sort=miss && \
-		$(BIN)/python scripts/coverage_packages.py --data-file=$(COVERAGE_DIR)/data && exit $$status
+		$(BIN)/python scripts/coverage_packages.py --data-file=$(COVERAGE_DIR)/data && \
+		$(BIN)/coverage report --data-file=$(COVERAGE_DIR)/data --skip-covered --sort=miss \
+			--fail-under=$(COVERAGE_MIN) && exit $$status
 
 # The Python SDK's wheel, into .build/dist/ (tests/sdk/test_python_sdk_artifact.py builds one the same way,
 # installs it in a clean virtual environment and runs the SDK README's examples from it).

@@ -68,9 +68,10 @@ _templates: list[Template] = []
 def process_template() -> Template | None:
     """This test process's process template (process.template, issue 46), started at its first stack:
     the stacks' service processes are forked from it, not started afresh (a fresh one spends ~1.7 CPU s on its
-    imports). PERSONA_TEST_PROCESS_TEMPLATE=0 turns it off, and so does coverage (`make coverage`: a process
-    measures itself from its interpreter's start). Stopped at the session's end (tests/conftest.py)."""
-    if os.environ.get("PERSONA_TEST_PROCESS_TEMPLATE", "1") == "0" or os.environ.get("COVERAGE_PROCESS_START"):
+    imports). PERSONA_TEST_PROCESS_TEMPLATE=0 turns it off. Under coverage (`make test`) the template measures
+    its imports and each child measures itself from the fork (coverage's `patch = ["fork"]`, pyproject.toml).
+    Stopped at the session's end (tests/conftest.py)."""
+    if os.environ.get("PERSONA_TEST_PROCESS_TEMPLATE", "1") == "0":
         return None
     if not _templates:
         import atexit
