@@ -12,7 +12,7 @@ import pytest
 from persona_service.chat.service import Calibrations, PersonaReplies, drift_score
 from persona_service.kernel.models import GenerationOptions, Message
 from persona_service.personas.api import VoiceRecord, fingerprint_text
-from persona_service.personas.step_records import Voice
+from persona_service.personas.step_records import Dialogue, Voice
 from persona_service.providers.local import LocalProvider
 from persona_service.providers.retrying import Retrying
 
@@ -46,7 +46,7 @@ def voice_of(provider: LocalProvider, intent: str, persona_id: str = "per_1", ve
     profile = provider.voice_from_soul(provider.soul_from_intent(intent))
     return VoiceRecord(
         persona_id=persona_id, version=version, system_prompt=profile["system_prompt"], greeting=profile["greeting"],
-        sample_dialogues=profile["sample_dialogues"], style_notes=profile["style_notes"],
+        sample_dialogues=Dialogue.from_json_list(profile["sample_dialogues"]), style_notes=profile["style_notes"],
         fingerprint=[round(x, 6) for x in provider.embed([fingerprint_text(Voice.from_json(profile))])[0]],
         fingerprint_model="local-embedding", updated_at=datetime(2026, 12, 2, tzinfo=UTC),
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from persona_service.kernel.api import record_or_none
 from persona_service.personas import repository
-from persona_service.personas.records import PersonaRecord, VoiceRecord
+from persona_service.personas.records import PersonaRow, VoiceRow
 from persona_service.personas.repository import PersonaRepository
 from sqlalchemy import event, select
 
@@ -23,12 +23,13 @@ def test_the_prepared_reads_return_what_core_reads(http, engine, tenant):
         voice = repo.voice(persona_id, decides_nothing=True)
         assert repo.hold(tenant.workspace_id, persona_id)  # FOR SHARE, as a reply is stored
         assert statements == []  # none went through SQLAlchemy
-        core_persona = record_or_none(PersonaRecord, conn.execute(
+        core_persona = record_or_none(PersonaRow, conn.execute(
             select(personas).where(personas.c.id == persona_id)).mappings().first())
-        core_voice = record_or_none(VoiceRecord, conn.execute(
+        core_voice = record_or_none(VoiceRow, conn.execute(
             select(voices).where(voices.c.persona_id == persona_id)).mappings().first())
         assert persona is not None and voice is not None
-        assert persona == core_persona and voice == core_voice
+        assert core_persona is not None and core_voice is not None
+        assert persona == core_persona.record() and voice == core_voice.record()
         assert len(voice.fingerprint) > 0 and isinstance(voice.fingerprint[0], float)
         assert repo.active("another-workspace", persona_id) is None
         conn.execute(personas.update().where(personas.c.id == persona_id).values(state="deleted"))

@@ -13,13 +13,14 @@ from persona_service.kernel.data.unique import derive_unique
 from persona_service.kernel.errors import StateConflict
 from persona_service.personas.records import NewPersona
 from persona_service.personas.repository import SLUG_CONSTRAINT, PersonaRepository
+from persona_service.personas.step_records import Soul
 from sqlalchemy import event
 
 
 def persona(tenant, slug: str) -> NewPersona:
     now, persona_id = utcnow(), str(uuid.uuid4())
     return NewPersona(id=persona_id, org_id=tenant.org_id, workspace_id=tenant.workspace_id, slug=slug,
-                      display_name="Zq", visibility="private", metadata={}, intent="A test", soul={"name": "Zq"},
+                      display_name="Zq", visibility="private", metadata={}, intent="A test", soul=Soul("Zq", ""),
                       parent_id=None, root_id=persona_id, fork_ordinal=0, fork_note="", audit_score=None,
                       last_run_id="", card_extra=None, created_at=now, updated_at=now)
 

@@ -9,6 +9,7 @@ import uuid
 from persona_service.kernel.clock import utcnow
 from persona_service.personas.records import NewVersion, VoiceRecord
 from persona_service.personas.repository import PersonaRepository, _personas, _versions, _voices
+from persona_service.personas.step_records import Dialogue, Soul, Voice
 from sqlalchemy import insert, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from test_slug_derivation import persona, recording
@@ -16,13 +17,13 @@ from test_slug_derivation import persona, recording
 
 def version_and_voice(persona_id: str, version: int, prompt: str) -> tuple[NewVersion, VoiceRecord]:
     now, vector = utcnow(), [0.25, -0.5]
-    voice = {"system_prompt": prompt, "greeting": "Hi", "sample_dialogues": [], "style_notes": "dry"}
-    return (NewVersion(persona_id=persona_id, version=version, kind="create", soul={"name": "Zq"}, voice=voice,
+    voice = Voice(prompt, "Hi", (Dialogue("Hello", "Hi"),), "dry")
+    return (NewVersion(persona_id=persona_id, version=version, kind="create", soul=Soul("Zq", ""), voice=voice,
                        run_id="", created_at=now, fingerprint=vector, fingerprint_model="local/2", note="",
                        instruction="", source_version=None),
             VoiceRecord(persona_id=persona_id, version=version, system_prompt=prompt, greeting="Hi",
-                        sample_dialogues=[], style_notes="dry", fingerprint=vector, fingerprint_model="local/2",
-                        updated_at=now))
+                        sample_dialogues=(Dialogue("Hello", "Hi"),), style_notes="dry", fingerprint=vector,
+                        fingerprint_model="local/2", updated_at=now))
 
 
 def test_a_version_and_its_voice_are_one_statement(engine, tenant):
@@ -47,8 +48,12 @@ def test_a_version_and_its_voice_are_one_statement(engine, tenant):
 def test_the_prepared_rows_are_the_ones_core_wrote(engine, tenant):
     """A created persona's row and its version and voice (PersonaRepository's prepared writes, kernel.data.prepared
     `PreparedWrite`) against Core writing the same values: JSON (None as JSON null), the fingerprint, defaults."""
-    def values(new) -> dict:
-        return {f.name: getattr(new, f.name) for f in dataclasses.fields(new)}
+    def values(new) -> dict:  # (a soul, a voice and sample dialogues as the JSON their columns hold)
+        def column(value):
+            if isinstance(value, Soul | Voice):
+                return value.to_json()
+            return [{"user": d.user, "persona": d.persona} for d in value] if isinstance(value, tuple) else value
+        return {f.name: column(getattr(new, f.name)) for f in dataclasses.fields(new)}
 
     def rows(conn, persona_id: str) -> list[dict]:
         found = []

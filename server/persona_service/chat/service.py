@@ -151,7 +151,7 @@ CALIBRATIONS = Calibrations(4096)
 
 def _reference_lines(voice: VoiceRecord) -> list[str]:
     """The persona's own lines (greeting, sample replies) that calibrate its drift."""
-    return [line for line in [voice.greeting, *(d.get("persona", "") for d in voice.sample_dialogues)] if line]
+    return [line for line in [voice.greeting, *(d.persona for d in voice.sample_dialogues)] if line]
 
 
 def _calibration_key(identity: str, voice: VoiceRecord, references: list[str]) -> CalibrationKey:
@@ -238,7 +238,7 @@ class PersonaReplies:
         system = voice.system_prompt + (("\n" + extra_system) if extra_system else "")
         messages = [Message("system", system)]
         for dialogue in voice.sample_dialogues:
-            messages += [Message("user", dialogue.get("user", "")), Message("assistant", dialogue.get("persona", ""))]
+            messages += [Message("user", dialogue.user), Message("assistant", dialogue.persona)]
         return messages
 
     def respond(self, principal: Principal, persona_id: str, voice: VoiceRecord, conversation: list[Message],

@@ -108,7 +108,7 @@ class MarketplaceService:
         if persona is None:
             return self.repo.update(listing_id, status="rejected", rejection_reason="persona_unavailable")
         voice = self.personas.voice(persona.id)
-        text = "\n".join([listing.title, listing.description, *listing.audience_tags, *_strings(persona.soul),
+        text = "\n".join([listing.title, listing.description, *listing.audience_tags, *persona.soul.texts(),
                           *((voice.system_prompt, voice.greeting) if voice is not None else ())])
         result = self.moderate(text) if self.moderate is not None else ModerationResult(False)
         if result.flagged:
@@ -222,13 +222,3 @@ def _tags(tags: builtins.list[str]) -> builtins.list[str]:
     if long:
         raise ValidationFailed(long)
     return sorted({t.strip().lower() for t in tags if t.strip()})
-
-
-def _strings(value: Any) -> builtins.list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []

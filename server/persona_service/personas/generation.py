@@ -52,7 +52,6 @@ from persona_service.personas.step_records import (
     StepOutput,
     StepOutputs,
     Voice,
-    encode,
 )
 
 T = TypeVar("T")
@@ -77,7 +76,7 @@ class RunSpec:
     persona_id: str
     intent: str
     instruction: str = ""
-    base_soul: dict[str, Any] | None = None  # soul to refine, fork or complete
+    base_soul: Soul | None = None  # soul to refine or fork; on create, the caller's (partial: `Soul.given`)
     from_step: str = STEPS[0]
     previous: StepOutputs = field(default_factory=StepOutputs)  # earlier outputs (those a regeneration keeps)
 
@@ -135,7 +134,7 @@ class GenerationPipeline:
             kept = spec.previous.get(step) if ordinal < first else None
             if kept is not None:
                 outputs = outputs.with_output(step, kept)
-                self._record_step(run_id, step, ordinal, "reused", 0, 0, encode(kept))
+                self._record_step(run_id, step, ordinal, "reused", 0, 0, kept)
                 continue
             yield PipelineProgress("step.started", run_id, step)
             t0, attempts = time.monotonic(), [0]
@@ -153,11 +152,11 @@ class GenerationPipeline:
                 duration = int((time.monotonic() - t0) * 1000)
                 GENERATION_STEPS.labels(step, "failed").observe(time.monotonic() - t0)
                 GENERATION_RUNS.labels(spec.kind, "failed").inc()
-                self._record_step(run_id, step, ordinal, "failed", duration, attempts[0] or 1, {}, error=err)
+                self._record_step(run_id, step, ordinal, "failed", duration, attempts[0] or 1, None, error=err)
                 self._fail(run_id, spec, err)
                 raise
             outputs = outputs.with_output(step, done.output)
-            self._record_step(run_id, step, ordinal, "completed", done.duration_ms, done.attempts, encode(done.output))
+            self._record_step(run_id, step, ordinal, "completed", done.duration_ms, done.attempts, done.output)
             yield PipelineProgress("step.completed", run_id, step, done.duration_ms)
         total = int((time.monotonic() - clock) * 1000)
         GENERATION_RUNS.labels(spec.kind, "completed").inc()
@@ -224,17 +223,21 @@ class GenerationPipeline:
         return Fingerprint([round(float(x), 6) for x in vector], _embedding_model(self.provider))
 
     def _draft_soul(self, spec: RunSpec, call: Callable[..., Any]) -> Soul:
-        # A caller's soul on create: its fields are kept, the draft only fills the gaps.
-        given = {k: v for k, v in (spec.base_soul or {}).items() if v} if spec.kind == "create" else {}
-        if complete_soul(given):
+        # A caller's soul on create: the fields it sent are kept, the draft only fills the gaps (the model is shown
+        # those); a persona's soul (refine, fork) is shown whole.
+        caller = spec.base_soul if spec.kind == "create" else None
+        given = caller.given() if caller is not None else {}
+        if caller is not None and caller.complete:
             return normalize_soul(given, {})
+        base = spec.base_soul.to_json() if spec.base_soul is not None else {}
         messages = [Message("system", SOUL_PROMPT), Message("user", spec.intent)]
-        if spec.base_soul:
-            messages.append(Message("user", "Current soul: " + json.dumps(spec.base_soul, sort_keys=True)))
+        shown = given if caller is not None else base
+        if shown:
+            messages.append(Message("user", "Current soul: " + json.dumps(shown, sort_keys=True)))
         if spec.instruction:
             messages.append(Message("user", "Refine: " + spec.instruction))
         reply = call(self.provider.generate, messages, GenerationOptions(task="soul", response_format="json"))
-        soul = normalize_soul({**_json_object(reply.text, self.provider), **given}, spec.base_soul or {})
+        soul = normalize_soul({**_json_object(reply.text, self.provider), **given}, base)
         if len(soul.desire) < 20 or not soul.name:
             raise unusable(self.provider, "soul without a name or a 20-character desire")
         return soul
@@ -255,7 +258,7 @@ class GenerationPipeline:
     # --- records ----------------------------------------------------------------
 
     def _record_step(self, run_id: str, step: str, ordinal: int, status: str, duration_ms: int, attempts: int,
-                     output: dict[str, Any], error: ApiError | None = None) -> None:
+                     output: StepOutput | None, error: ApiError | None = None) -> None:
         now = utcnow()
         self._steps.append(NewStep(
             run_id=run_id, step=step, ordinal=ordinal, status=status, started_at=now, finished_at=now,
@@ -302,19 +305,14 @@ def normalize_soul(raw: dict[str, Any], fallback: dict[str, Any]) -> Soul:
                 text("speaking_style"))
 
 
-def complete_soul(soul: dict[str, Any]) -> bool:
-    """A caller's soul with every field: the draft step keeps it and calls no model."""
-    return bool(soul) and all(soul.get(f) for f in SOUL_FIELDS)
-
-
-def estimate_steps(intent: str, soul: dict[str, Any] | None,
+def estimate_steps(intent: str, soul: Soul | None,
                    count: Callable[[str], int]) -> list[tuple[str, int, int]]:
     """(step, input tokens, output tokens) a create run would spend, estimated
     from the prompts the steps send (`count` tokens a text) and each text
     step's typical answer (TYPICAL_OUTPUT_TOKENS); the cost preview's basis."""
-    given = {k: v for k, v in (soul or {}).items() if v}
+    given = soul.given() if soul is not None else {}
     soul_text = json.dumps(given, sort_keys=True) if given else ""
-    drafted = not complete_soul(given)
+    drafted = soul is None or not soul.complete
     soul_tokens = TYPICAL_OUTPUT_TOKENS["draft_soul"] if drafted else count(soul_text)
     voice_tokens = TYPICAL_OUTPUT_TOKENS["write_voice"]
     return [

@@ -7,18 +7,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from persona_service.personas.step_records import Soul, Voice
+from persona_service.personas.step_records import Dialogue, Soul, StepOutput, Voice
 
 
 @dataclass(frozen=True, slots=True)
-class PersonaRecord:
+class PersonaRow:
+    """A persona as its row holds it (the soul: a JSON column); the repository hands on `record()`."""
+
     id: str
     org_id: str
     workspace_id: str
     slug: str
     display_name: str
     visibility: str
-    metadata: Any
+    metadata: dict[str, Any]
     intent: str
     soul: dict[str, Any]
     state: str
@@ -38,6 +40,44 @@ class PersonaRecord:
     purge_at: datetime | None
     archived_at: datetime | None
 
+    def record(self) -> PersonaRecord:
+        return PersonaRecord(
+            self.id, self.org_id, self.workspace_id, self.slug, self.display_name, self.visibility, self.metadata,
+            self.intent, Soul.from_json(self.soul), self.state, self.state_before_delete, self.version,
+            self.parent_id, self.root_id, self.fork_ordinal, self.fork_note, self.audit_score, self.flagged_reason,
+            self.last_run_id, self.card_extra, self.created_at, self.updated_at, self.deleted_at, self.purge_at,
+            self.archived_at,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaRecord:
+    id: str
+    org_id: str
+    workspace_id: str
+    slug: str
+    display_name: str
+    visibility: str
+    metadata: dict[str, Any]  # the caller's own JSON document (any object)
+    intent: str
+    soul: Soul
+    state: str
+    state_before_delete: str | None
+    version: int
+    parent_id: str | None
+    root_id: str
+    fork_ordinal: int
+    fork_note: str
+    audit_score: float | None
+    flagged_reason: str
+    last_run_id: str
+    card_extra: dict[str, Any] | None  # an imported card's `data`, verbatim (cards.py): free-form JSON
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: datetime | None
+    purge_at: datetime | None
+    archived_at: datetime | None
+
 
 @dataclass(frozen=True, slots=True)
 class NewPersona:
@@ -49,7 +89,7 @@ class NewPersona:
     visibility: str
     metadata: dict[str, Any]
     intent: str
-    soul: dict[str, Any]
+    soul: Soul
     parent_id: str | None
     root_id: str
     fork_ordinal: int
@@ -93,7 +133,7 @@ class PersonaChanges:
     display_name: str | None = None
     visibility: str | None = None
     metadata: dict[str, Any] | None = None
-    soul: dict[str, Any] | None = None
+    soul: Soul | None = None
     version: int | None = None
     last_run_id: str | None = None
     audit_score: float | None = None
@@ -110,8 +150,8 @@ class NewVersion:
     persona_id: str
     version: int
     kind: str
-    soul: dict[str, Any]
-    voice: dict[str, Any]
+    soul: Soul
+    voice: Voice
     run_id: str
     created_at: datetime
     fingerprint: list[float]
@@ -133,7 +173,7 @@ class NewStep:
     finished_at: datetime
     duration_ms: int
     attempts: int
-    output: dict[str, Any]
+    output: StepOutput | None  # None: a failed step's (its row holds {})
     error: dict[str, str] | None
 
 
@@ -191,14 +231,17 @@ class VersionRecord:
         voice = self.voice
         return VoiceRecord(
             persona_id=self.persona_id, version=self.version, system_prompt=voice.system_prompt,
-            greeting=voice.greeting, sample_dialogues=voice.to_json()["sample_dialogues"],
+            greeting=voice.greeting, sample_dialogues=voice.sample_dialogues,
             style_notes=voice.style_notes, fingerprint=self.fingerprint or current.fingerprint,
             fingerprint_model=self.fingerprint_model or current.fingerprint_model, updated_at=self.created_at,
         )
 
 
 @dataclass(frozen=True, slots=True)
-class VoiceRecord:
+class VoiceRow:
+    """A voice profile as its row holds it (the sample dialogues: a JSON column); the repository hands on
+    `record()`."""
+
     persona_id: str
     version: int
     system_prompt: str
@@ -209,12 +252,27 @@ class VoiceRecord:
     fingerprint_model: str
     updated_at: datetime
 
+    def record(self) -> VoiceRecord:
+        return VoiceRecord(self.persona_id, self.version, self.system_prompt, self.greeting,
+                           Dialogue.from_json_list(self.sample_dialogues), self.style_notes, self.fingerprint,
+                           self.fingerprint_model, self.updated_at)
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceRecord:
+    persona_id: str
+    version: int
+    system_prompt: str
+    greeting: str
+    sample_dialogues: tuple[Dialogue, ...]
+    style_notes: str
+    fingerprint: list[float]
+    fingerprint_model: str
+    updated_at: datetime
+
     def as_output(self) -> Voice:
         """The voice as the pipeline's `write_voice` step output."""
-        return Voice.from_json({
-            "system_prompt": self.system_prompt, "greeting": self.greeting,
-            "sample_dialogues": self.sample_dialogues, "style_notes": self.style_notes,
-        })
+        return Voice(self.system_prompt, self.greeting, self.sample_dialogues, self.style_notes)
 
 
 @dataclass(frozen=True, slots=True)

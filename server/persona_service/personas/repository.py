@@ -46,6 +46,7 @@ from persona_service.personas.records import (
     PersonaChanges,
     PersonaFilters,
     PersonaRecord,
+    PersonaRow,
     PersonaSummary,
     SortKey,
     SortOrder,
@@ -53,8 +54,9 @@ from persona_service.personas.records import (
     VersionRecord,
     VersionRow,
     VoiceRecord,
+    VoiceRow,
 )
-from persona_service.personas.step_records import StepOutputs
+from persona_service.personas.step_records import Dialogue, StepOutputs, encode
 from persona_service.personas.tables import SLUG_CONSTRAINT as SLUG_CONSTRAINT  # the service's derivation names it
 from persona_service.personas.tables import (
     GenerationRun,
@@ -83,12 +85,12 @@ PERSONA = declare_aggregate("persona", _personas, _versions, _voices)
 # layers (kernel.data.prepared); the same rows and records as `active` and `voice` read through Core.
 _active_read = Prepared(select(_personas).where(
     _personas.c.id == bindparam("id"), _personas.c.workspace_id == bindparam("ws"),
-    _personas.c.state != literal_column("'deleted'")), PersonaRecord)
-_voice_read = Prepared(select(_voices).where(_voices.c.persona_id == bindparam("id")), VoiceRecord)
+    _personas.c.state != literal_column("'deleted'")), PersonaRow)
+_voice_read = Prepared(select(_voices).where(_voices.c.persona_id == bindparam("id")), VoiceRow)
 # ... both in one: the current voice of a persona `_active_read` finds (a chat reply needs no more of the persona).
 _active_voice_read = Prepared(select(_voices).join_from(_voices, _personas, _personas.c.id == _voices.c.persona_id).where(
     _voices.c.persona_id == bindparam("id"), _personas.c.workspace_id == bindparam("ws"),
-    _personas.c.state != literal_column("'deleted'")), VoiceRecord)
+    _personas.c.state != literal_column("'deleted'")), VoiceRow)
 # ... and its hold on the persona as it stores the reply (FOR SHARE; three narrow columns, no soul or metadata).
 _hold_read = Prepared(select(_personas.c.id, _personas.c.org_id, _personas.c.created_at).where(
     _personas.c.id == bindparam("id"), _personas.c.workspace_id == bindparam("ws"),
@@ -101,7 +103,7 @@ def _names(record: type) -> list[str]:
 
 _insert_unless_taken = PreparedWrite(
     pg_insert(_personas).values({name: bindparam(name) for name in _names(NewPersona)})
-    .on_conflict_do_nothing(constraint=SLUG_CONSTRAINT).returning(_personas), PersonaRecord)
+    .on_conflict_do_nothing(constraint=SLUG_CONSTRAINT).returning(_personas), PersonaRow)
 _VOICE = "voice_"  # the voice's parameters' prefix (a version has columns of the same names)
 _voice_upsert = pg_insert(_voices).values({name: bindparam(_VOICE + name) for name in _names(VoiceRecord)})
 _voice_upsert = _voice_upsert.on_conflict_do_update(
@@ -139,6 +141,13 @@ def search_condition(q: str) -> ColumnElement[bool] | TextClause:
     return text(f"{SEARCH_DOCUMENT} @@ to_tsquery('simple', :persona_search)").bindparams(persona_search=query)
 
 
+def _persona_columns(values: dict[str, Any]) -> dict[str, Any]:
+    """A `NewPersona`'s or a `PersonaChanges`' values as the row's: the soul as the JSON its column holds (the
+    keys `Soul.to_json` writes, the ones every persona row has held)."""
+    soul = values.get("soul")
+    return values if soul is None else {**values, "soul": soul.to_json()}
+
+
 def _active(workspace_id: str, persona_id: str) -> tuple[ColumnElement[bool], ...]:
     """The persona, in the workspace and not deleted."""
     return _personas.c.id == persona_id, _personas.c.workspace_id == workspace_id, _personas.c.state != "deleted"
@@ -156,9 +165,11 @@ class PersonaRepository:
         `decides_nothing`: an unlocked read in a writing transaction whose caller decides again under the lock."""
         where = (_personas.c.id == persona_id, _personas.c.workspace_id == workspace_id)
         if for_update:
-            return lock_root(self.conn, PERSONA, PersonaRecord, *where)
-        stmt = select(_personas).where(*where)
-        return record_or_none(PersonaRecord, self._read(stmt, decides_nothing).mappings().first())
+            found = lock_root(self.conn, PERSONA, PersonaRow, *where)
+        else:
+            stmt = select(_personas).where(*where)
+            found = record_or_none(PersonaRow, self._read(stmt, decides_nothing).mappings().first())
+        return None if found is None else found.record()
 
     def _read(self, stmt: Any, decides_nothing: bool) -> Any:
         if decides_nothing:
@@ -166,16 +177,17 @@ class PersonaRepository:
         return self.conn.execute(stmt)
 
     def insert(self, persona: NewPersona) -> PersonaRecord:
-        stmt = insert(_personas).values(**row_columns(persona)).returning(_personas)
-        return record(PersonaRecord, self.conn.execute(stmt).mappings().one())
+        stmt = insert(_personas).values(**_persona_columns(row_columns(persona))).returning(_personas)
+        return record(PersonaRow, self.conn.execute(stmt).mappings().one()).record()
 
     def insert_unless_slug_taken(self, persona: NewPersona) -> PersonaRecord | None:
         """The persona, or None when its workspace holds its slug (kernel.data.unique.derive_unique)."""
-        made = _insert_unless_taken.run(self.conn, row_columns(persona))
-        return made[0] if made else None
+        made = _insert_unless_taken.run(self.conn, _persona_columns(row_columns(persona)))
+        return made[0].record() if made else None
 
     def update(self, persona_id: str, changes: PersonaChanges) -> PersonaRecord:
-        return self._updated(update(_personas).where(_personas.c.id == persona_id).values(**changed_columns(changes)))
+        values = _persona_columns(changed_columns(changes))
+        return self._updated(update(_personas).where(_personas.c.id == persona_id).values(**values))
 
     def restore(self, persona_id: str, state: str, at: datetime) -> PersonaRecord:
         """Back to `state` from a soft delete: the deletion's columns cleared."""
@@ -183,7 +195,7 @@ class PersonaRepository:
             state=state, state_before_delete=None, deleted_at=None, purge_at=None, updated_at=at))
 
     def _updated(self, stmt: Update) -> PersonaRecord:
-        return record(PersonaRecord, self.conn.execute(stmt.returning(_personas)).mappings().one())
+        return record(PersonaRow, self.conn.execute(stmt.returning(_personas)).mappings().one()).record()
 
     def slug_owner(self, workspace_id: str, slug: str) -> str | None:
         # A friendlier 409 (or a derived slug) before the insert; the unique index on (workspace, slug) decides
@@ -229,11 +241,12 @@ class PersonaRepository:
         else:
             stmt = stmt.order_by(key.asc(), _personas.c.id.asc())
         rows = self.conn.execute(stmt.limit(limit)).mappings().all()
-        return list(zip(records(PersonaRecord, rows), records(SortKey, rows)))
+        return [(row.record(), key) for row, key in zip(records(PersonaRow, rows), records(SortKey, rows))]
 
     def tree(self, workspace_id: str, root_id: str) -> list[PersonaRecord]:
         stmt = select(_personas).where(_personas.c.workspace_id == workspace_id, _personas.c.root_id == root_id)
-        return records(PersonaRecord, self.conn.execute(stmt.order_by(_personas.c.created_at)).mappings())
+        rows = self.conn.execute(stmt.order_by(_personas.c.created_at)).mappings()
+        return [row.record() for row in records(PersonaRow, rows)]
 
     def purge_deleted(self, now: datetime, limit: int) -> list[str]:
         """Delete up to `limit` soft-deleted personas past their grace, the
@@ -249,8 +262,11 @@ class PersonaRepository:
     def add_version(self, version: NewVersion, voice: VoiceRecord) -> None:
         """The persona's new version and its current voice (inserted or replaced), in one statement: the voice's
         upsert is a data-modifying CTE of the version's INSERT (one statement to build and run, not two)."""
-        _add_version.run(self.conn, {**row_columns(version),
-                                     **{_VOICE + name: value for name, value in row_columns(voice).items()}})
+        # (JSON columns: the soul, the voice, the sample dialogues as `to_json` writes them, as they always were)
+        voice_columns = {**row_columns(voice), "sample_dialogues": Dialogue.to_json_list(voice.sample_dialogues)}
+        _add_version.run(self.conn, {
+            **row_columns(version), "soul": version.soul.to_json(), "voice": version.voice.to_json(),
+            **{_VOICE + name: value for name, value in voice_columns.items()}})
 
     def version(self, persona_id: str, version: int, *, decides_nothing: bool = False) -> VersionRecord | None:
         stmt = select(_versions).where(_versions.c.persona_id == persona_id, _versions.c.version == version)
@@ -270,12 +286,14 @@ class PersonaRepository:
         return [found.record() for found in records(VersionRow, self.conn.execute(stmt).mappings())]
 
     def voice(self, persona_id: str, *, decides_nothing: bool = False) -> VoiceRecord | None:
-        return _voice_read.first(self.conn, {"id": persona_id}, decides_nothing=decides_nothing)
+        found = _voice_read.first(self.conn, {"id": persona_id}, decides_nothing=decides_nothing)
+        return None if found is None else found.record()
 
     def active_voice(self, workspace_id: str, persona_id: str, *, decides_nothing: bool = False) -> VoiceRecord | None:
         """`voice` of a persona `active` finds, in one read; None when it is not active in the workspace."""
-        return _active_voice_read.first(self.conn, {"id": persona_id, "ws": workspace_id},
-                                        decides_nothing=decides_nothing)
+        found = _active_voice_read.first(self.conn, {"id": persona_id, "ws": workspace_id},
+                                         decides_nothing=decides_nothing)
+        return None if found is None else found.record()
 
     # --- generation runs ------------------------------------------------------------
 
@@ -291,7 +309,8 @@ class PersonaRepository:
             "status": status, "from_step": from_step, "started_at": started_at, "finished_at": finished_at,
             "error_code": error_code,
         }])
-        _steps_insert.run(self.conn, [row_columns(step) for step in steps])
+        _steps_insert.run(self.conn, [
+            {**row_columns(step), "output": {} if step.output is None else encode(step.output)} for step in steps])
 
     def step_outputs(self, run_id: str) -> StepOutputs:
         """A run's step outputs, each row's JSON read as its step's record."""
@@ -310,9 +329,11 @@ class PersonaRepository:
         """The persona if not deleted; `share`: held FOR SHARE until the transaction ends (a write of another
         aggregate that needs it to exist and stay as read: it blocks its writes, not its readers)."""
         if not share:
-            return _active_read.first(self.conn, {"id": persona_id, "ws": workspace_id}, decides_nothing=decides_nothing)
-        stmt = select(_personas).where(*_active(workspace_id, persona_id)).with_for_update(read=True)
-        return record_or_none(PersonaRecord, self._read(stmt, decides_nothing).mappings().first())
+            found = _active_read.first(self.conn, {"id": persona_id, "ws": workspace_id}, decides_nothing=decides_nothing)
+        else:
+            stmt = select(_personas).where(*_active(workspace_id, persona_id)).with_for_update(read=True)
+            found = record_or_none(PersonaRow, self._read(stmt, decides_nothing).mappings().first())
+        return None if found is None else found.record()
 
     def hold(self, workspace_id: str, persona_id: str) -> bool:
         """`active(share=True) is not None` without reading the row (its soul and metadata go undecoded)."""
@@ -323,7 +344,7 @@ class PersonaRepository:
         writes never wait on each other in a cycle)."""
         stmt = select(_personas).where(_personas.c.id.in_(persona_ids), _personas.c.state != "deleted") \
             .order_by(_personas.c.id).with_for_update()
-        return records(PersonaRecord, self.conn.execute(stmt).mappings())
+        return [row.record() for row in records(PersonaRow, self.conn.execute(stmt).mappings())]
 
     def existing(self, persona_ids: list[str]) -> set[str]:
         """Which of these personas still exist, in any state (purged ones are gone). A purged persona never

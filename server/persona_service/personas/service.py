@@ -190,7 +190,7 @@ class PersonaService:
             else self.pipeline.fingerprint(voice)
         now = self.clock()
         row = self.repo.update(row.id, PersonaChanges(
-            soul=target.soul.to_json(), version=row.version + 1, last_run_id=target.run_id, updated_at=now))
+            soul=target.soul, version=row.version + 1, last_run_id=target.run_id, updated_at=now))
         self._add_version(row, "rollback", target.soul, voice, "", fingerprint, now,  # no run made it
                           note=note, source_version=version)
         self._emit(row, "persona.updated", {
@@ -200,7 +200,7 @@ class PersonaService:
 
     # --- cost preview -------------------------------------------------------------------
 
-    def preview(self, intent: str, soul: dict[str, Any] | None, quota: Quota, used: int,
+    def preview(self, intent: str, soul: Soul | None, quota: Quota, used: int,
                 prices: PriceTable) -> GenerationPreview:
         """What creating a persona from this request would spend, estimated;
         nothing is written (no run, no event) and no model is called."""
@@ -244,7 +244,7 @@ class PersonaService:
     # --- generation -------------------------------------------------------------------
 
     def create(self, principal: Principal, *, intent: str, slug: str = "", visibility: str = "",
-               metadata: dict[str, Any] | None = None, display_name: str = "", soul: dict[str, Any] | None = None,
+               metadata: dict[str, Any] | None = None, display_name: str = "", soul: Soul | None = None,
                ) -> Generator[PipelineProgress, None, PersonaRecord]:
         _check_metadata(metadata)
         if slug:
@@ -286,7 +286,7 @@ class PersonaService:
                     current = self.repo.voice(persona_id, decides_nothing=True)
                     voice = current.as_output() if current else None
                 previous = replace(
-                    previous, draft_soul=previous.draft_soul or Soul.from_json(row.soul),
+                    previous, draft_soul=previous.draft_soul or row.soul,
                     moderate_intent=previous.moderate_intent or IntentCheck(flagged=False), write_voice=voice)
             spec = RunSpec(
                 "regenerate", principal.org_id, principal.workspace_id, persona_id, row.intent, base_soul=row.soul,
@@ -342,7 +342,7 @@ class PersonaService:
         spec = RunSpec(
             "import", principal.org_id, principal.workspace_id, persona_id, card_fields.intent,
             base_soul=card_fields.soul, from_step="fingerprint",
-            previous=StepOutputs(IntentCheck(flagged=False), Soul.from_json(card_fields.soul),
+            previous=StepOutputs(IntentCheck(flagged=False), card_fields.soul,
                                  card_fields.voice, Audit(None, "imported")),
         )
         result = drain(self.pipeline.run(spec))
@@ -404,7 +404,7 @@ class PersonaService:
             row = self._current(principal, persona_id)
             voice = self.repo.voice(persona_id, decides_nothing=True)  # the version's: checked with it, under the lock
             profile = voice.as_output() if voice else Voice("")
-            scored = self.pipeline.score(Soul.from_json(row.soul), profile)
+            scored = self.pipeline.score(row.soul, profile)
             reply = self.provider.generate(
                 [Message("system", profile.system_prompt), Message("user", PROVOCATION)],
                 GenerationOptions(task="reply"),
@@ -518,14 +518,14 @@ class PersonaService:
                 slug: str, visibility: str, metadata: dict[str, Any] | None, display_name: str, kind: str,
                 parent: PersonaRecord | None = None, fork_ordinal: int = 0, note: str = "", instruction: str = "",
                 card_extra: dict[str, Any] | None = None) -> PersonaRecord:
-        soul, run_id = result.soul.to_json(), result.run_id  # (the persona's JSON)
+        run_id = result.run_id
         now = self.clock()
 
         def new(slug: str) -> NewPersona:
             return NewPersona(
                 id=persona_id, org_id=principal.org_id, workspace_id=principal.workspace_id, slug=slug,
                 display_name=display_name or result.soul.name, visibility=visibility or "private", metadata=metadata or {},
-                intent=intent, soul=soul, parent_id=parent.id if parent else None,
+                intent=intent, soul=result.soul, parent_id=parent.id if parent else None,
                 root_id=parent.root_id if parent else persona_id, fork_ordinal=fork_ordinal, fork_note=note,
                 audit_score=result.audit_score, last_run_id=run_id, card_extra=card_extra,
                 created_at=now, updated_at=now,
@@ -548,7 +548,7 @@ class PersonaService:
         now = self.clock()
         version = row.version + 1
         row = self.repo.update(row.id, PersonaChanges(
-            soul=result.soul.to_json(), version=version, last_run_id=result.run_id, updated_at=now,
+            soul=result.soul, version=version, last_run_id=result.run_id, updated_at=now,
             audit_score=result.audit_score if result.audited else row.audit_score,
         ))
         self._add_version(row, kind, result.soul, result.voice, result.run_id, result.fingerprint, now, note=note,
@@ -559,14 +559,13 @@ class PersonaService:
                      fingerprint: Fingerprint, now: datetime, *, note: str = "", instruction: str = "",
                      source_version: int | None = None) -> None:
         """The persona's version `row.version`, as just written, and `voice` as its current voice."""
-        stored = voice.to_json()  # (the version row's JSON)
         self.repo.add_version(NewVersion(
-            persona_id=row.id, version=row.version, kind=kind, soul=soul.to_json(), voice=stored, run_id=run_id,
+            persona_id=row.id, version=row.version, kind=kind, soul=soul, voice=voice, run_id=run_id,
             created_at=now, fingerprint=fingerprint.vector, fingerprint_model=fingerprint.model,
             note=note, instruction=instruction, source_version=source_version,
         ), VoiceRecord(
             persona_id=row.id, version=row.version, system_prompt=voice.system_prompt,
-            greeting=voice.greeting, sample_dialogues=stored["sample_dialogues"],
+            greeting=voice.greeting, sample_dialogues=voice.sample_dialogues,
             style_notes=voice.style_notes, fingerprint=fingerprint.vector,
             fingerprint_model=fingerprint.model, updated_at=self.clock(),
         ))

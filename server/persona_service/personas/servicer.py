@@ -27,14 +27,20 @@ from persona_service.personas.records import (
     VoiceRecord,
 )
 from persona_service.personas.service import AuditBlocked, PersonaService
+from persona_service.personas.step_records import Soul
 from persona_service.providers.pricing import PriceTable
+
+
+def soul_message(soul: Soul) -> personas_pb2.Soul:
+    return personas_pb2.Soul(name=soul.name, desire=soul.desire, fear=soul.fear, backstory=soul.backstory,
+                             traits=soul.traits, values=soul.values, speaking_style=soul.speaking_style)
 
 
 def persona(row: PersonaRecord) -> personas_pb2.Persona:
     message = personas_pb2.Persona(
         id=row.id, org_id=row.org_id, workspace_id=row.workspace_id, slug=row.slug,
         display_name=row.display_name, visibility=row.visibility, metadata=struct(row.metadata),
-        intent=row.intent, soul=personas_pb2.Soul(**row.soul), state=row.state, version=row.version,
+        intent=row.intent, soul=soul_message(row.soul), state=row.state, version=row.version,
         parent_id=row.parent_id or "", root_id=row.root_id, fork_ordinal=row.fork_ordinal,
         flagged_reason=row.flagged_reason, last_run_id=row.last_run_id, created_at=timestamp(row.created_at),
         updated_at=timestamp(row.updated_at), deleted_at=nullable_time(row.deleted_at),
@@ -57,7 +63,7 @@ def pipeline_event(progress: PipelineProgress) -> personas_pb2.PipelineEvent:
 def voice_profile(voice: VoiceRecord) -> personas_pb2.VoiceProfile:
     return personas_pb2.VoiceProfile(
         persona_id=voice.persona_id, version=voice.version, system_prompt=voice.system_prompt,
-        greeting=voice.greeting, sample_dialogues=[personas_pb2.SampleDialogue(**d) for d in voice.sample_dialogues],
+        greeting=voice.greeting, sample_dialogues=[personas_pb2.SampleDialogue(user=d.user, persona=d.persona) for d in voice.sample_dialogues],
         style_notes=voice.style_notes, fingerprint_model=voice.fingerprint_model,
         fingerprint_dimensions=len(voice.fingerprint),
     )
@@ -67,7 +73,7 @@ def persona_version(version: VersionRecord, voice: VoiceRecord) -> personas_pb2.
     return personas_pb2.PersonaVersion(
         persona_id=version.persona_id, version=version.version, kind=version.kind, note=version.note,
         instruction=version.instruction, source_version=version.source_version or 0, run_id=version.run_id,
-        soul=personas_pb2.Soul(**version.soul.to_json()), voice=voice_profile(voice), created_at=timestamp(version.created_at),
+        soul=soul_message(version.soul), voice=voice_profile(voice), created_at=timestamp(version.created_at),
     )
 
 
@@ -89,10 +95,13 @@ def _value(value: Any) -> struct_pb2.Value:
     return json_format.ParseDict(value, struct_pb2.Value())
 
 
-def _soul(message: personas_pb2.CreatePersonaRequest) -> dict[str, Any] | None:
+def _soul(message: personas_pb2.CreatePersonaRequest) -> Soul | None:
+    """The caller's soul, partial (proto3: a field not sent is empty; `Soul.given` is what it sent)."""
     if not message.HasField("soul"):
         return None
-    return {f.name: (list(v) if f.is_repeated else v) for f, v in message.soul.ListFields()}
+    soul = message.soul
+    return Soul(soul.name, soul.desire, soul.fear, soul.backstory, tuple(soul.traits), tuple(soul.values),
+                soul.speaking_style)
 
 
 def _card(message: personas_pb2.CharacterCard) -> dict[str, Any]:

@@ -5,7 +5,7 @@ these records still load."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,11 +50,38 @@ class Soul:
                    str(data.get("backstory") or ""), tuple(str(t) for t in data.get("traits") or ()),
                    tuple(str(v) for v in data.get("values") or ()), str(data.get("speaking_style") or ""))
 
+    def given(self) -> dict[str, Any]:
+        """The fields set (not empty), as JSON: a caller's soul is partial (the API's Soul message, proto3: an
+        empty field is one not sent), and what it sent is what a create keeps and shows the model."""
+        return {name: value for name, value in self.to_json().items() if value}
+
+    @property
+    def complete(self) -> bool:
+        """Every field set: a caller's soul the draft step keeps whole (no model is called)."""
+        return len(self.given()) == len(SOUL_FIELDS)
+
+    def texts(self) -> list[str]:
+        """Its strings in the order a persona row's soul reads back from PostgreSQL (JSONB keeps an object's keys
+        by length, then bytewise: fear, name, desire, traits, values, backstory, speaking_style): the text a
+        marketplace review moderates, and the excerpt a flag of it keeps, are the ones they were when the
+        review read the soul as a dict."""
+        return [self.fear, self.name, self.desire, *self.traits, *self.values, self.backstory, self.speaking_style]
+
 
 @dataclass(frozen=True, slots=True)
 class Dialogue:
     user: str
     persona: str
+
+    @staticmethod
+    def to_json_list(dialogues: Iterable[Dialogue]) -> list[dict[str, str]]:
+        """Sample dialogues as a voice's JSON holds them (a version's `voice`, a voice profile's column)."""
+        return [{"user": d.user, "persona": d.persona} for d in dialogues]
+
+    @staticmethod
+    def from_json_list(data: Any) -> tuple[Dialogue, ...]:
+        return tuple(Dialogue(str(d.get("user") or ""), str(d.get("persona") or ""))
+                     for d in data or [] if isinstance(d, Mapping))
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +96,7 @@ class Voice:
     def to_json(self) -> dict[str, Any]:
         return {
             "system_prompt": self.system_prompt, "greeting": self.greeting,
-            "sample_dialogues": [{"user": d.user, "persona": d.persona} for d in self.sample_dialogues],
+            "sample_dialogues": Dialogue.to_json_list(self.sample_dialogues),
             "style_notes": self.style_notes,
         }
 
@@ -77,8 +104,7 @@ class Voice:
     def from_json(cls, data: Mapping[str, Any]) -> Voice:
         return cls(
             str(data.get("system_prompt") or ""), str(data.get("greeting") or ""),
-            tuple(Dialogue(str(d.get("user") or ""), str(d.get("persona") or ""))
-                  for d in data.get("sample_dialogues") or [] if isinstance(d, Mapping)),
+            Dialogue.from_json_list(data.get("sample_dialogues")),
             str(data.get("style_notes") or ""),
         )
 

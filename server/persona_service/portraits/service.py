@@ -149,10 +149,8 @@ class PortraitService:
             return RenderJob(row, None, parent.storage_key if parent is not None else None)
         if persona is None:
             return RenderJob(row, None, None)
-        soul = persona.soul or {}
-        traits = tuple(str(t) for t in soul.get("traits") or ())
-        name = persona.display_name or str(soul.get("name") or "")
-        return RenderJob(row, ImagePrompt(row.persona_id, name, traits, row.prompt, row.style), None)
+        name = persona.display_name or persona.soul.name
+        return RenderJob(row, ImagePrompt(row.persona_id, name, persona.soul.traits, row.prompt, row.style), None)
 
     def finish_render(self, portrait_id: str, size: int, width: int, height: int) -> PortraitRecord | None:
         return self.repo.transition(portrait_id, ("generating",), PortraitChanges(
