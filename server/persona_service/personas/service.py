@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -170,8 +170,10 @@ class PersonaService:
         """The soul and voice fields that differ from one version to the other, soul first, in field order."""
         before, _ = self.version(principal, persona_id, from_version)
         after, _ = self.version(principal, persona_id, to_version)
-        sides = [("soul", SOUL_FIELDS, before.soul.to_json(), after.soul.to_json()),
-                 ("voice", VOICE_FIELDS, before.voice.to_json(), after.voice.to_json())]  # (as the API shows them)
+        sides: builtins.list[tuple[str, tuple[str, ...], Mapping[str, object], Mapping[str, object]]] = [
+            ("soul", SOUL_FIELDS, before.soul.to_json(), after.soul.to_json()),
+            ("voice", VOICE_FIELDS, before.voice.to_json(), after.voice.to_json()),
+        ]  # (their JSON, as the API shows them)
         return [
             FieldChange(f"{part}.{_camel(name)}", old.get(name), new.get(name))
             for part, names, old, new in sides for name in names if old.get(name) != new.get(name)

@@ -19,7 +19,7 @@ class IntentCheck:
 
     flagged: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, bool]:
         return {"flagged": self.flagged}
 
     @classmethod
@@ -39,7 +39,7 @@ class Soul:
     values: tuple[str, ...] = ()
     speaking_style: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | list[str]]:
         # (SOUL_FIELDS' order: the one stored souls have)
         return {"name": self.name, "desire": self.desire, "fear": self.fear, "backstory": self.backstory,
                 "traits": list(self.traits), "values": list(self.values), "speaking_style": self.speaking_style}
@@ -50,7 +50,7 @@ class Soul:
                    str(data.get("backstory") or ""), tuple(str(t) for t in data.get("traits") or ()),
                    tuple(str(v) for v in data.get("values") or ()), str(data.get("speaking_style") or ""))
 
-    def given(self) -> dict[str, Any]:
+    def given(self) -> dict[str, str | list[str]]:
         """The fields set (not empty), as JSON: a caller's soul is partial (the API's Soul message, proto3: an
         empty field is one not sent), and what it sent is what a create keeps and shows the model."""
         return {name: value for name, value in self.to_json().items() if value}
@@ -93,7 +93,7 @@ class Voice:
     sample_dialogues: tuple[Dialogue, ...] = ()
     style_notes: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | list[dict[str, str]]]:
         return {
             "system_prompt": self.system_prompt, "greeting": self.greeting,
             "sample_dialogues": Dialogue.to_json_list(self.sample_dialogues),
@@ -116,7 +116,7 @@ class Audit:
     score: float | None
     notes: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, float | str | None]:
         return {"score": self.score, "notes": self.notes}
 
     @classmethod
@@ -132,7 +132,7 @@ class Fingerprint:
     vector: list[float]
     model: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, list[float] | str]:
         return {"vector": list(self.vector), "model": self.model}
 
     @classmethod
