@@ -16,9 +16,19 @@ import binds, is resolved to the object it is at run time. An offender is code t
 `contextvars.ContextVar` (or `copy_context`, or a weak side table keyed by objects, as the request context's
 `context_of` was) or a function of the package that does, however deep in the kernel, by whatever name or
 alias. A context variable, a weak table or a thread-local kept at the top level of one of these files is an
-offender too. What it cannot see: an object reached through an argument or `self` (`ctx.x`, `self.bus.y`),
-which is what the call handed is for; nor a read of a thread-local (the fair gate's guard against nested
-turns in `fair.turn_for`, which a runner takes for its calls).
+offender too.
+
+Ambient state held anywhere else (a module-level `ContextVar`, weak table or thread-local of the kernel, the
+process assembly...) stays in the functions that read it: `flow` runs each function's instructions over the
+objects it knows and names every such object it hands on (returns or yields, passes to a call, stores on an
+attribute (`self.slot = _holding` in an `__init__`), in a global or a container), so none reaches a domain
+through a parameter, an attribute of an object it is handed, or a function's result; reading off it
+(`_holding.turn`, `getattr(_holding, "turn")`, `_var.get()`) is the owner's own business (the fair gate's guard
+against nested turns, `fair.turn_for`). And a provider's or a domain's code whose values include one, by a name,
+an attribute chain, getattr with a literal or a function of the package returning it, is an offender, a
+thread-local too. What it cannot see: an object reached through an argument or `self` (`ctx.x`, `self.bus.y`)
+that no code of the package put there (what the call handed is for); a thread-local an object keeps for itself
+(Retrying's per-call failures, `self._local`).
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import inspect
 import json
 import os
 import pathlib
+import re
 import sys
 import threading
 import traceback
@@ -43,7 +54,7 @@ from collections.abc import Iterator
 SHARED = {"kernel", "providers", "process"}
 AMBIENT = (contextvars.ContextVar, weakref.WeakKeyDictionary)
 # What a file may not keep at module level: call state outliving the call's arguments (a thread's slot too).
-KEPT = (*AMBIENT, weakref.WeakValueDictionary, threading.local)
+KEPT = (*AMBIENT, weakref.WeakValueDictionary, weakref.WeakSet, threading.local)
 _reads: dict[int, str | None] = {}  # id(function) -> what ambient state it reaches ('' while being read)
 
 
@@ -71,6 +82,37 @@ def _imported(name: str, level: int, fromlist: object, package: str) -> object:
     return module if fromlist or level else sys.modules[name.partition(".")[0]]
 
 
+Instruction = tuple[str, int, int | None, object]  # opname, opcode, arg (None: takes none), argval
+_CACHES: list[int] | None = getattr(dis, "_inline_cache_entries", None)  # 3.11's inline caches after an op
+_NAMES, _CONSTS = frozenset(dis.hasname), frozenset(dis.hasconst)
+_VARIABLES = frozenset(dis.haslocal) | frozenset(dis.hasfree)
+_LOAD_GLOBAL = dis.opmap["LOAD_GLOBAL"]
+
+
+@functools.cache
+def _instructions(code: types.CodeType) -> tuple[Instruction, ...]:
+    """`dis.get_instructions(code)` as plain tuples, decoded here: its Instruction objects (positions, argrepr)
+    were most of a check's time. Where this interpreter's layout is not 3.11's, dis's own."""
+    variable = getattr(code, "_varname_from_oparg", None)
+    if _CACHES is None or variable is None:
+        return tuple((i.opname, i.opcode, i.arg, i.argval) for i in dis.get_instructions(code))
+    raw, found, extended, at = code.co_code, [], 0, 0
+    while at < len(raw):
+        op, arg = raw[at], raw[at + 1] | extended
+        at += 2 + 2 * _CACHES[op]
+        if op == dis.EXTENDED_ARG:
+            extended = arg << 8
+            continue
+        extended = 0
+        if op < dis.HAVE_ARGUMENT:
+            found.append((dis.opname[op], op, None, None))
+            continue
+        value: object = code.co_names[arg >> 1 if op == _LOAD_GLOBAL else arg] if op in _NAMES \
+            else code.co_consts[arg] if op in _CONSTS else variable(arg) if op in _VARIABLES else arg
+        found.append((dis.opname[op], op, arg, value))
+    return tuple(found)
+
+
 def resolved(code: types.CodeType, globals_: dict[str, object], package: str) -> Iterator[object]:
     """The objects `code` (and the code nested in it) names: loaded globals, attributes read off them, names
     bound by function-level imports, and those read off them in turn."""
@@ -78,24 +120,23 @@ def resolved(code: types.CodeType, globals_: dict[str, object], package: str) ->
         local: dict[str, object] = {}
         current: object = None
         consts: list[object] = []  # the constants loaded just before (an import's level and names)
-        for ins in dis.get_instructions(one):
-            name = ins.argval
-            if ins.opname == "LOAD_CONST":
+        for opname, _, _, name in _instructions(one):
+            if opname == "LOAD_CONST":
                 consts = [*consts[-1:], name]
                 current = None
                 continue
-            if ins.opname == "IMPORT_NAME" and len(consts) == 2:
+            if opname == "IMPORT_NAME" and len(consts) == 2:
                 level, fromlist = consts
                 current = _imported(name, level if isinstance(level, int) else 0, fromlist, package)
-            elif ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            elif opname in ("LOAD_GLOBAL", "LOAD_NAME"):
                 current = globals_.get(name, getattr(builtins, str(name), None))
-            elif ins.opname in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE"):
+            elif opname in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE"):
                 current = local.get(name)
-            elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM") and current is not None:
+            elif opname in ("LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM") and current is not None:
                 current = _attribute(current, name)
-                if current is None and ins.opname == "IMPORT_FROM":
+                if current is None and opname == "IMPORT_FROM":
                     continue
-            elif ins.opname in ("STORE_FAST", "STORE_DEREF", "STORE_NAME") and current is not None:
+            elif opname in ("STORE_FAST", "STORE_DEREF", "STORE_NAME") and current is not None:
                 local[name] = current
                 continue
             else:
@@ -142,6 +183,171 @@ def ambient(obj: object) -> str | None:
     return None
 
 
+# --- what leaves the function holding it ----------------------------------------------------------------------------
+
+_NULL = object()  # what a call's callable sits on (LOAD_GLOBAL's or PUSH_NULL's NULL)
+# Builtins handed an object that only read or set an attribute of it (fair.turn_for's `getattr(_holding, "turn")`).
+_READERS = (getattr, setattr, hasattr, delattr, isinstance, type, id)
+_NO_STACK = {"NOP", "RESUME", "CACHE", "PRECALL", "KW_NAMES", "EXTENDED_ARG", "JUMP_FORWARD", "JUMP_BACKWARD",
+             "JUMP_BACKWARD_NO_INTERRUPT"}
+_returns: dict[int, object] = {}  # id(function) -> the ambient object it returns (None: none)
+
+
+def _callee_name(callee: object) -> str:
+    return str(getattr(callee, "__qualname__", "") or "a callable it was handed")
+
+
+def flow(code: types.CodeType, globals_: dict[str, object], package: str) -> Iterator[tuple[object, str]]:
+    """Ambient state (`KEPT`) in `code`'s values, by running its instructions over known objects (one code object;
+    unknown values, an argument or self, stay unknown): (object, '') for each it produces (a global, an attribute
+    chain, getattr with a literal, an import, what a package function called returns) and (object, how) for each
+    it hands on (returns or yields, passes to a call, stores on an attribute, in a global, a container). Reading
+    off it (`_holding.turn`, `getattr(_holding, ...)`, `_var.get()`) hands nothing on."""
+    stack: list[object] = []
+    local: dict[str, object] = {}
+
+    def pop() -> object:
+        return stack.pop() if stack else None
+
+    def push(value: object) -> Iterator[tuple[object, str]]:
+        stack.append(value)
+        if isinstance(value, KEPT):
+            yield value, ""
+
+    def hands(value: object, how: str) -> Iterator[tuple[object, str]]:
+        if isinstance(value, KEPT):
+            yield value, how
+
+    for op, opcode, raw, name in _instructions(code):
+        arg = raw or 0
+        if op == "LOAD_CONST":
+            stack.append(name)
+        elif op in ("LOAD_GLOBAL", "LOAD_NAME"):
+            if op == "LOAD_GLOBAL" and arg & 1:
+                stack.append(_NULL)
+            yield from push(globals_.get(name, getattr(builtins, str(name), None)))
+        elif op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF"):
+            stack.append(local.get(name))
+        elif op == "PUSH_NULL":
+            stack.append(_NULL)
+        elif op in ("LOAD_ATTR", "LOAD_METHOD"):
+            owner = pop()
+            if op == "LOAD_METHOD":
+                stack.append(_NULL)
+            yield from push(None if owner is None or owner is _NULL else _attribute(owner, name))
+        elif op == "IMPORT_NAME":
+            fromlist, level = pop(), pop()
+            yield from push(_imported(name, level if isinstance(level, int) else 0, fromlist, package))
+        elif op == "IMPORT_FROM":
+            owner = stack[-1] if stack else None
+            yield from push(None if owner is None else _attribute(owner, name))
+        elif op in ("STORE_FAST", "STORE_DEREF"):
+            local[name] = pop()
+        elif op == "STORE_ATTR":
+            pop()
+            yield from hands(pop(), f"stores it on .{name}")
+        elif op in ("STORE_GLOBAL", "STORE_SUBSCR"):
+            if op == "STORE_SUBSCR":
+                pop(), pop()
+            yield from hands(pop(), "stores it in a global" if op == "STORE_GLOBAL" else "stores it in a container")
+        elif op in ("RETURN_VALUE", "YIELD_VALUE"):
+            yield from hands(pop(), "returns it" if op == "RETURN_VALUE" else "yields it")
+            if op == "YIELD_VALUE":
+                stack.append(None)
+        elif op in ("BUILD_TUPLE", "BUILD_LIST", "BUILD_SET", "LIST_APPEND", "SET_ADD"):
+            for value in [pop() for _ in range(arg if op.startswith("BUILD") else 1)]:
+                yield from hands(value, "puts it in a container")
+            if op.startswith("BUILD"):
+                stack.append(None)
+        elif op == "CALL":
+            args = [pop() for _ in range(arg)][::-1]
+            callee, _ = pop(), pop()  # the callable, on its NULL (LOAD_METHOD's too, here)
+            if not any(callee is reader for reader in _READERS):  # (by identity: `==` may be anything's)
+                for value in args:
+                    yield from hands(value, f"passes it to {_callee_name(callee)}")
+            literal = callee is getattr and len(args) >= 2 and isinstance(args[1], str) and args[0] is not None
+            yield from push(_attribute(args[0], args[1]) if literal else _returned(callee))  # type: ignore[arg-type]
+        elif op == "COPY":
+            stack.append(stack[-arg] if len(stack) >= arg else None)
+        elif op == "SWAP" and len(stack) >= arg:
+            stack[-1], stack[-arg] = stack[-arg], stack[-1]
+        elif op not in _NO_STACK:  # any other: its net effect, its result unknown
+            try:
+                effect = dis.stack_effect(opcode, raw, jump=False)
+            except ValueError:
+                effect = 0
+            del stack[max(0, len(stack) + min(effect, 0)):]
+            stack.extend([None] * max(effect, 0))
+            if stack:
+                stack[-1] = None
+
+
+def _returned(callee: object) -> object:
+    """The ambient object a function of the package returns (through the functions it calls), else None."""
+    try:
+        function = inspect.unwrap(getattr(callee, "__func__", callee)) if callable(callee) else None
+    except Exception:  # noqa: BLE001 - a wrapper that loops, an object whose attributes fail
+        return None
+    if not (isinstance(function, types.FunctionType) and function.__module__.startswith("persona_service")):
+        return None
+    key = id(function)
+    if key not in _returns:
+        _returns[key] = None  # a recursion through it finds nothing more
+        package = function.__module__.rpartition(".")[0]
+        _returns[key] = next((value for value, how in flow(function.__code__, function.__globals__, package)
+                              if how == "returns it"), None)
+    return _returns[key]
+
+
+def _package() -> dict[str, types.ModuleType]:
+    """The package's modules imported so far (by name)."""
+    return {name: module for name, module in list(sys.modules.items())
+            if name.startswith("persona_service.") and getattr(module, "__file__", None)}
+
+
+def _kept(modules: dict[str, types.ModuleType]) -> dict[int, str]:
+    """id -> `module.name` of the ambient objects the package's modules keep at their top level."""
+    return {id(value): f"{name}.{key}" for name, module in modules.items() for key, value in vars(module).items()
+            if isinstance(value, KEPT)}
+
+
+def _named(value: object, kept: dict[int, str]) -> str:
+    kind = "threading.local" if isinstance(value, threading.local) else type(value).__qualname__
+    return f"{kept.get(id(value), 'ambient state')}, a {kind}"
+
+
+def handed_on(root: pathlib.Path, read_here: set[str]) -> Iterator[str]:
+    """The rest of the package (the kernel, the process assembly) keeps ambient state for itself: a function of a
+    module holding some (or a module that does), or naming one, may read it, never hand it on, so no domain gets
+    it through a parameter, an attribute an object was built with, or a function's result. A file not imported
+    yet that names one (the process assembly's, a lazy import's) is imported to be read."""
+    modules = _package()
+    kept = _kept(modules)
+    if not kept:
+        return
+    homes = {id(module) for module in modules.values() if any(id(v) in kept for v in vars(module).values())}
+    spelled = re.compile(r"\b(?:" + "|".join(sorted({re.escape(k.rpartition(".")[2]) for k in kept.values()})) + r")\b")
+    for path in sorted(root.rglob("*.py")):
+        name = _module_name(root, path)
+        if name in read_here or "migrations" in path.parts:
+            continue
+        text, module = path.read_text(), modules.get(name)
+        holds = module is not None and any(id(v) in kept or id(v) in homes for v in vars(module).values())
+        if not holds and not spelled.search(text):
+            continue
+        if module is None:
+            try:
+                module = importlib.import_module(name)
+            except Exception:  # noqa: BLE001, S112 - what does not import alone runs nowhere alone
+                continue
+        code = compile(text, str(path), "exec")
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for one in _codes(code):
+            for value, how in flow(one, vars(module), package):
+                if how:
+                    yield f"{path.relative_to(root)}: {one.co_qualname} hands on {_named(value, kept)} ({how})"
+
+
 def _module_name(root: pathlib.Path, path: pathlib.Path) -> str:
     return ".".join(["persona_service", *path.relative_to(root).with_suffix("").parts]).removesuffix(".__init__")
 
@@ -169,6 +375,7 @@ def offenders(root: pathlib.Path) -> Iterator[str]:
         relative, name = path.relative_to(root), _module_name(root, path)
         module = importlib.import_module(name)
         globals_ = vars(module)
+        own = {id(value) for value in globals_.values() if isinstance(value, KEPT)}
         for key, value in list(globals_.items()):
             if isinstance(value, KEPT):
                 yield f"{relative}: keeps {key}, a {type(value).__name__}"
@@ -182,6 +389,13 @@ def offenders(root: pathlib.Path) -> Iterator[str]:
             if found and found not in seen:
                 seen.add(found)
                 yield f"{relative}: reads ambient state ({found})"
+        # Any ambient object in its values, a thread's slot too: reached by a name or through a function's result.
+        for one in _codes(code):
+            for value, _ in flow(one, globals_, package):
+                if id(value) not in own:
+                    own.add(id(value))  # named once
+                    yield f"{relative}: {one.co_qualname} reaches {_named(value, _kept(_package()))}"
+    yield from handed_on(root, read_here)
 
 
 def _checked(folder: pathlib.Path) -> dict[str, object]:

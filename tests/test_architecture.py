@@ -849,10 +849,12 @@ def ambient_reads(root: pathlib.Path) -> list[str]:
     """A servicer is handed its call (`Method(self, request, ctx)`) and hands on what its services need: no name
     of the kernel's door, no code of the providers or the domains reaches a context variable (or a side table
     keyed by objects), through however many kernel functions, by whatever name, and none of their files keeps
-    call state at module level (a context variable, a weak table, a thread's slot). By behaviour:
-    tests/ambient_reads.py imports `root`'s copy of the package in a process of its own and resolves what each
-    file's code loads to the objects it is. (It replaced `call_from_ambient_state`, which read the door's
-    functions and the domains' module-level assignments by their spelling, one function deep.)"""
+    call state at module level (a context variable, a weak table, a thread's slot); ambient state kept anywhere
+    else (the fair gate's thread-local) is read only where it is kept, never handed on (returned, passed to a
+    call, stored on an attribute), so no domain reaches it through a parameter, self or a function's result.
+    By behaviour: tests/ambient_reads.py imports `root`'s copy of the package in a process of its own and
+    resolves what each file's code loads to the objects it is. (It replaced `call_from_ambient_state`, which read
+    the door's functions and the domains' module-level assignments by their spelling, one function deep.)"""
     return _AMBIENT.check(root)
 
 
@@ -1051,6 +1053,18 @@ PLANTED = [
      "def _planted():\n    from contextvars import copy_context as snapshot\n\n    return snapshot()\n", ambient_reads),
     ("a provider keeping a context variable of its own", "providers/local/generation.py",
      "import contextvars as _cv\n\n_planted = _cv.ContextVar('call')\n", ambient_reads),
+    # Ambient state handed on rather than read where it is kept (issue 47): a thread-local, through a function's
+    # result, a parameter, an attribute an object is built with, getattr with a literal.
+    ("a door function returning a thread's slot it keeps", "kernel/clock.py",
+     "import threading\n\n_slot = threading.local()\n\n\ndef utcnow():\n    return _slot\n", ambient_reads),
+    ("the process assembly handing the fair gate's thread's slot to a function it is given, lazily", "process/stack.py",
+     "def _planted(kind):\n    from persona_service.kernel.transport import fair\n\n    return kind.run(fair._holding)\n",
+     ambient_reads),
+    ("a kernel class keeping the fair gate's thread's slot on self when built", "kernel/transport/fair.py",
+     "class Holder:\n    def __init__(self):\n        self.slot = _holding\n", ambient_reads),
+    ("a service reading the fair gate's thread's slot by getattr with a literal", "chat/service.py",
+     "def _planted():\n    from persona_service.kernel.transport import fair\n\n"
+     "    return getattr(fair, '_holding').turn\n", ambient_reads),
     ("a domain reaching the runs past the kernel's door", "chat/service.py",
      "from persona_service.kernel.transport.runs import RunStore as _planted\n", lint_imports),
     ("a domain's command reaching the engine past the door, lazily", "orgs/commands.py",
