@@ -50,6 +50,7 @@ import traceback
 import types
 import weakref
 from collections.abc import Iterator
+from typing import Any
 
 SHARED = {"kernel", "providers", "process"}
 AMBIENT = (contextvars.ContextVar, weakref.WeakKeyDictionary)
@@ -82,7 +83,7 @@ def _imported(name: str, level: int, fromlist: object, package: str) -> object:
     return module if fromlist or level else sys.modules[name.partition(".")[0]]
 
 
-Instruction = tuple[str, int, int | None, object]  # opname, opcode, arg (None: takes none), argval
+Instruction = tuple[str, int, int | None, Any]  # opname, opcode, arg (None: takes none), argval (as dis's)
 _CACHES: list[int] | None = getattr(dis, "_inline_cache_entries", None)  # 3.11's inline caches after an op
 _NAMES, _CONSTS = frozenset(dis.hasname), frozenset(dis.hasconst)
 _VARIABLES = frozenset(dis.haslocal) | frozenset(dis.hasfree)
@@ -96,7 +97,8 @@ def _instructions(code: types.CodeType) -> tuple[Instruction, ...]:
     variable = getattr(code, "_varname_from_oparg", None)
     if _CACHES is None or variable is None:
         return tuple((i.opname, i.opcode, i.arg, i.argval) for i in dis.get_instructions(code))
-    raw, found, extended, at = code.co_code, [], 0, 0
+    found: list[Instruction] = []
+    raw, extended, at = code.co_code, 0, 0
     while at < len(raw):
         op, arg = raw[at], raw[at + 1] | extended
         at += 2 + 2 * _CACHES[op]
@@ -107,7 +109,7 @@ def _instructions(code: types.CodeType) -> tuple[Instruction, ...]:
         if op < dis.HAVE_ARGUMENT:
             found.append((dis.opname[op], op, None, None))
             continue
-        value: object = code.co_names[arg >> 1 if op == _LOAD_GLOBAL else arg] if op in _NAMES \
+        value: Any = code.co_names[arg >> 1 if op == _LOAD_GLOBAL else arg] if op in _NAMES \
             else code.co_consts[arg] if op in _CONSTS else variable(arg) if op in _VARIABLES else arg
         found.append((dis.opname[op], op, arg, value))
     return tuple(found)

@@ -812,6 +812,8 @@ def _hook_reads(tree: ast.Module) -> tuple[tuple[int, str, str], ...]:
                             changed = True
     reads = []
     for node in nodes:
+        if not isinstance(node, ast.Attribute | ast.Call):
+            continue
         literal = _getattr_literal(node)
         value, attr = (node.value, node.attr) if isinstance(node, ast.Attribute) else literal or (None, "")
         if attr in NEEDS and value is not None and hooks(value):
