@@ -3,24 +3,31 @@
 (`persona_service.chat.planted_repository`…) and called on the stack's PostgreSQL and Redis with the guard
 on. The plants are spelt in ways the guard's code does not name (Core, `text()`, a subquery string,
 `sqlalchemy.table()`, the metadata, a CTE, the driver's own cursor, a `Prepared` read; sockets, urllib,
-httpx; redis-py's client, pipelines, pub/sub): it reads what runs, so each must be refused by kind. The
-controls beside them (a domain's own and the kernel's tables, a read port, the unit of work's commit, a job's
-transaction, a client file's connection, a kernel capability's Redis) must pass. The rest of the suite runs
+httpx; redis-py's client, pipelines, pub/sub; a psycopg `transaction()` block, an asyncio connection, the
+replica's engine, a connection or engine of a repository's own): it reads what runs, so each must be refused by
+kind. The controls beside them (a domain's own and the kernel's tables, a read port, the unit of work's commit, a
+job's transaction, its autocommit write and its own connection, a client file's connection, a kernel
+capability's Redis) must pass. The rest of the suite runs
 on stacks with the guard on (tests/support.py: PERSONA_BOUNDARY_GUARD=1): that is the proof that what the
 service really does passes."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import socket
 import sys
 import textwrap
 import threading
+from types import SimpleNamespace
 
+import psycopg
 import pytest
 import redis
+import redis.asyncio
 from persona_service.kernel.data import boundaries
 from persona_service.kernel.data.boundaries import BoundaryViolation
+from persona_service.kernel.data.replicas import replica_router
 from persona_service.kernel.data.uow import UnitOfWork
 from persona_service.kernel.transport.hints import Hints
 from support import engine_for
@@ -115,6 +122,55 @@ def opens_a_transaction_of_its_own(conn):
         own.execute(text("SELECT 1"))
 
 
+def in_a_driver_transaction_block(conn):
+    driver = conn.connection.driver_connection
+    with driver.transaction():
+        driver.execute("SELECT 1")
+
+
+def rolls_back_the_driver(conn):
+    conn.connection.driver_connection.rollback()
+
+
+def rolls_back_its_connection(conn):
+    conn.rollback()
+
+
+def writes_its_own_table(conn):
+    conn.execute(text("DELETE FROM chat_sessions WHERE false"))
+
+
+async def commits_asynchronously(aconn):
+    await aconn.execute("SELECT 1")
+    await aconn.commit()
+
+
+async def reads_asynchronously(aconn):
+    return await (await aconn.execute("select count(*) from users")).fetchall()
+
+
+def connects_to_the_database(url):
+    import psycopg
+
+    psycopg.connect(url).close()
+
+
+async def connects_asynchronously(url):
+    import psycopg
+
+    await (await psycopg.AsyncConnection.connect(url)).close()
+
+
+def makes_an_engine(url):
+    return sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+
+
+def makes_a_pool(url):
+    import psycopg_pool
+
+    return psycopg_pool.ConnectionPool(url, open=False)
+
+
 def connects(address):
     socket.create_connection(address, timeout=5).close()
 
@@ -149,22 +205,34 @@ PLANTED_SERVICER = '''
 import redis
 
 
-def reads_redis(url):
-    return redis.Redis.from_url(url).get("planted")
+def reads_redis(client):
+    return client.get("planted")
 
 
-def pipelines(url):
-    return redis.Redis.from_url(url).pipeline().incr("planted").expire("planted", 5).execute()
+def pipelines(client):
+    return client.pipeline().incr("planted").expire("planted", 5).execute()
 
 
-def publishes(url):
-    return redis.Redis.from_url(url).publish("planted", "x")
+def publishes(client):
+    return client.publish("planted", "x")
 
 
-def subscribes(url):
-    pubsub = redis.Redis.from_url(url).pubsub()
+def subscribes(client):
+    pubsub = client.pubsub()
     pubsub.subscribe("planted")
     pubsub.close()
+
+
+async def reads_asynchronously(client):
+    return await client.get("planted")
+
+
+def makes_a_client(url):
+    return redis.Redis.from_url(url)
+
+
+def through_a_pool_of_its_own(url):
+    return redis.Redis(connection_pool=redis.ConnectionPool.from_url(url)).get("planted")
 
 
 def reads_a_capabilitys_client(hints):
@@ -190,12 +258,23 @@ def connects(address):
 '''
 
 PLANTED_JOBS = '''
+import psycopg
 from sqlalchemy import text
 
 
 def in_a_transaction_of_its_own(engine):
     with engine.begin() as conn:
         return conn.execute(text("SELECT count(*) FROM chat_sessions")).scalar_one()
+
+
+def writes_in_autocommit(engine):
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("DELETE FROM chat_sessions WHERE false"))
+
+
+def on_a_connection_of_its_own(url):
+    with psycopg.connect(url) as conn:
+        conn.execute("SELECT count(*) FROM chat_sessions")
 '''
 
 PLANTED_MIGRATION = """
@@ -306,12 +385,100 @@ def test_its_own_tables_the_kernels_and_a_read_port_pass(planted, unit_of_work, 
     ("planted_servicer", "commits_the_unit_of_works_transaction", "committed a unit of work's transaction"),
     ("planted_repository", "commits_in_sql", "ended a transaction in SQL"),
     ("planted_repository", "commits_the_driver", "committed the driver's connection"),
-    ("planted_repository", "opens_a_transaction_of_its_own", r"\(repository\) committed a transaction"),
+    ("planted_repository", "rolls_back_the_driver", "rolled back the driver's connection"),
+    ("planted_repository", "rolls_back_its_connection", "rolled back a unit of work's transaction"),
+    ("planted_repository", "opens_a_transaction_of_its_own", "opened a database connection"),
 ])
 def test_a_commit_outside_the_unit_of_work_is_refused(planted, unit_of_work, file, plant, message):
     unit_of_work.conn.exec_driver_sql("SELECT 1")  # (the driver's transaction begun, as a call's would be)
     with pytest.raises(BoundaryViolation, match=message):
         getattr(planted["chat/" + file], plant)(unit_of_work.conn)
+
+
+def test_a_driver_transaction_block_ending_the_unit_of_works_transaction_is_refused(planted, unit_of_work):
+    """psycopg's `transaction()` on the unit of work's connection, idle: its own BEGIN, then COMMIT at the block's
+    end, neither SQLAlchemy's `commit` nor the driver's `commit()`."""
+    with pytest.raises(BoundaryViolation, match="committed the driver's connection"):
+        planted["chat/planted_repository"].in_a_driver_transaction_block(unit_of_work.conn)
+
+
+def _on_an_async_connection(stack, plant):
+    async def run():
+        async with await psycopg.AsyncConnection.connect(stack.database_url) as aconn:
+            return await plant(aconn)
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize(("plant", "message"), [
+    ("commits_asynchronously", r"\(repository\) committed a transaction"),
+    ("reads_asynchronously", r"touched users"),
+])
+def test_an_asyncio_connection_is_watched_as_a_blocking_one(planted, guarded, stack, plant, message):
+    with pytest.raises(BoundaryViolation, match=message):
+        _on_an_async_connection(stack, getattr(planted["chat/planted_repository"], plant))
+
+
+@pytest.fixture()
+def replica(guarded, stack):
+    """The replica's engine as the service builds it (kernel.data.replicas.replica_router, not through
+    BoundaryGuard.install), here on the stack's own database."""
+    settings = SimpleNamespace(database_replica_url=stack.database_url, db_pool_size=1, db_prepared_statements=True,
+                               database_replica_max_lag_seconds=1.0)
+    client = redis.Redis.from_url(stack.redis_url)
+    router = replica_router(settings, guarded, client)
+    assert router is not None
+    try:
+        yield router.replica
+    finally:
+        router.replica.dispose()
+        client.close()
+
+
+def test_a_commit_on_the_replicas_engine_is_refused(planted, replica):
+    with replica.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")
+        with pytest.raises(BoundaryViolation, match=r"\(repository\) committed a transaction"):
+            planted["chat/planted_repository"].commits_its_connection(conn)
+
+
+@pytest.mark.parametrize("where", ["replica", "read_only_unit_of_work"])
+def test_a_write_on_a_reads_autocommit_connection_is_refused(planted, guarded, replica, where):
+    """A read's connection (the replica's, as `ReplicaRouter.open_read` hands it, or a read-only unit of work's)
+    is in autocommit: a write there is a transaction of its own, ended outside any unit of work."""
+    if where == "replica":
+        conn = replica.connect()
+        conn.connection.driver_connection.autocommit = True
+        close = conn.close
+    else:
+        uow = UnitOfWork(guarded, read_only=True)
+        conn, close = uow.conn, uow.close
+    try:
+        with pytest.raises(BoundaryViolation, match=r"\(repository\) wrote on a connection in autocommit"):
+            planted["chat/planted_repository"].writes_its_own_table(conn)
+    finally:
+        close()
+
+
+def test_a_jobs_autocommit_write_and_its_own_connection_pass(planted, guarded, stack):
+    planted["chat/planted_jobs"].writes_in_autocommit(guarded)
+    planted["chat/planted_jobs"].on_a_connection_of_its_own(stack.database_url)
+
+
+@pytest.mark.parametrize(("plant", "message"), [
+    ("connects_to_the_database", "opened a database connection"),
+    ("connects_asynchronously", "opened a database connection"),
+    ("makes_an_engine", "made a database engine"),
+    ("makes_a_pool", "made a database engine"),
+])
+def test_a_repositorys_own_database_connection_or_engine_is_refused(planted, guarded, stack, plant, message):
+    """libpq opens its sockets in C, past the audit hook: the connection is seen where psycopg makes it, an engine
+    or pool where it is built (it connects later, from any frame)."""
+    found = getattr(planted["chat/planted_repository"], plant)
+    with pytest.raises(BoundaryViolation, match=message):
+        result = found(stack.database_url)
+        if asyncio.iscoroutine(result):
+            asyncio.run(result)
 
 
 def test_a_servicer_committing_a_connection_of_its_own_is_refused(planted, guarded):
@@ -340,7 +507,29 @@ def test_a_client_files_connection_passes(planted, guarded, listener):
 
 @pytest.mark.parametrize("plant", ["reads_redis", "pipelines", "publishes", "subscribes"])
 def test_redis_from_a_domain_is_refused(planted, guarded, stack, plant):
+    client = redis.Redis.from_url(stack.redis_url)  # (made outside the domain: its commands are refused)
+    try:
+        with pytest.raises(BoundaryViolation, match="sent a Redis command itself"):
+            getattr(planted["chat/planted_servicer"], plant)(client)
+    finally:
+        client.close()
+
+
+def test_redis_from_a_domain_through_asyncio_is_refused(planted, guarded, stack):
+    async def run():
+        client = redis.asyncio.Redis.from_url(stack.redis_url)
+        try:
+            await planted["chat/planted_servicer"].reads_asynchronously(client)
+        finally:
+            await client.aclose()
+
     with pytest.raises(BoundaryViolation, match="sent a Redis command itself"):
+        asyncio.run(run())
+
+
+@pytest.mark.parametrize("plant", ["makes_a_client", "through_a_pool_of_its_own"])
+def test_a_redis_client_or_pool_made_by_a_domain_is_refused(planted, guarded, stack, plant):
+    with pytest.raises(BoundaryViolation, match="made a Redis client itself"):
         getattr(planted["chat/planted_servicer"], plant)(stack.redis_url)
 
 
