@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pytest
@@ -54,9 +54,16 @@ SHARED = {"kernel", "providers", "process"}
 # --- import contracts -------------------------------------------------------------
 
 
+def _unmeasured(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without coverage's variables (`make test` measures coverage): the checks' processes import planted
+    copies of the package, whose lines are not the checkout's, and of the real one only its module bodies, which
+    every service process runs; traced, they cost four times the CPU."""
+    return {key: value for key, value in env.items() if not key.startswith("COVERAGE_")}
+
+
 def lint_imports(package: pathlib.Path) -> str:
     """The contracts' report on `package` (a persona_service folder): '' when all are kept."""
-    env = {**os.environ, "PYTHONPATH": str(package.parent)}
+    env = {**_unmeasured(os.environ), "PYTHONPATH": str(package.parent)}
     run = subprocess.run([pathlib.Path(sys.executable).parent / "lint-imports", "--config", CONTRACTS, "--no-cache"],
                          cwd=package.parent, env=env, capture_output=True, text=True)
     return "" if run.returncode == 0 else run.stdout + run.stderr
@@ -870,7 +877,7 @@ class _AmbientReader:
 
     def check(self, root: pathlib.Path) -> list[str]:
         if self.process is None or self.process.poll() is not None:
-            env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+            env = {key: value for key, value in _unmeasured(os.environ).items() if key != "PYTHONPATH"}
             self.errors = tempfile.TemporaryFile(mode="w+")
             self.process = subprocess.Popen([sys.executable, str(REPO / "tests" / "ambient_reads.py"), "--serve"],
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, text=True,
