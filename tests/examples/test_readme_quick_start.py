@@ -92,8 +92,11 @@ def test_the_readme_quick_start_runs_verbatim_on_a_fresh_clone(workspace):
     tmp_path = workspace
     clone = fresh_clone(tmp_path / "clone")
     http_port, receiver_port = free_port(), free_port()
+    # As a user's shell has it: none of the suite's settings, nor coverage's (`make test` measures the service
+    # where the CLI and supervision tests run `up`; traced here, the clone's install and start cost twice the time).
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PERSONA_", "VIRTUAL_ENV", "PYTHON")) and k not in ("DATABASE_URL", "REDIS_URL")}
+           if not k.startswith(("PERSONA_", "VIRTUAL_ENV", "PYTHON", "COVERAGE_"))
+           and k not in ("DATABASE_URL", "REDIS_URL")}
     env |= {"PERSONA_HTTP_PORT": str(http_port), "PERSONA_GRPC_PORT": str(free_port(1, 1000, 1001)),
             "RECEIVER_PORT": str(receiver_port), "XDG_STATE_HOME": str(tmp_path / "state"),
             # Stopped when every step has answered: nothing left to drain (the stop would wait it out).

@@ -79,21 +79,22 @@ def environment(tmp_path_factory) -> Path:
     source = work / "source"
     shutil.copytree(SDK, source, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__"))
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-         "--wheel-dir", str(work / "dist"), str(source)], cwd=work)
+         "--wheel-dir", str(work / "dist"), str(source)], cwd=work, env=clean_env())
     wheels = list((work / "dist").glob("persona_sdk-*.whl"))
     assert len(wheels) == 1, wheels
     venv = work / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=work)
     python = venv / "bin" / "python"
     run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", "--no-index",
-         str(wheels[0])], cwd=work)
+         str(wheels[0])], cwd=work, env=clean_env())
     site = run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], cwd=work).stdout.strip()
     Path(site, "project-dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
     return python
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PERSONA_", "VIRTUAL_ENV"))}
+    # Coverage's variables too: these processes run the SDK, mypy and pip, not the service (`make test` measures).
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PERSONA_", "VIRTUAL_ENV", "COVERAGE_"))}
     return {**env, **extra}
 
 
