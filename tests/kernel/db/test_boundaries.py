@@ -460,6 +460,17 @@ def test_a_write_on_a_reads_autocommit_connection_is_refused(planted, guarded, r
         close()
 
 
+def test_a_declared_write_on_a_read_passes(planted, guarded, monkeypatch):
+    """`WRITES_ON_READS` (billing's subscription opened by its first read, today) lets a domain's write of its
+    declared tables through on a read's connection."""
+    monkeypatch.setitem(boundaries.WRITES_ON_READS, ("chat", "chat_sessions"), "planted")
+    uow = UnitOfWork(guarded, read_only=True)
+    try:
+        planted["chat/planted_repository"].writes_its_own_table(uow.conn)
+    finally:
+        uow.close()
+
+
 def test_a_jobs_autocommit_write_and_its_own_connection_pass(planted, guarded, stack):
     planted["chat/planted_jobs"].writes_in_autocommit(guarded)
     planted["chat/planted_jobs"].on_a_connection_of_its_own(stack.database_url)
