@@ -96,10 +96,13 @@ def _up(stack, data_dir, http_port: int | None = None, drain: str = "0", backgro
     proc = subprocess.Popen(args, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
+    said: list[str] = []
     for line in proc.stdout:
         if "is up in" in line:
             return proc, int(ports["PERSONA_HTTP_PORT"])
-    pytest.fail(f"`up` did not start (exit {proc.wait()})")
+        said.append(line)
+    # What it said is why (a failed start once read only "exit 1" in a loaded run).
+    pytest.fail(f"`up` did not start (exit {proc.wait()}):\n{''.join(said[-40:])}")
 
 
 def _everything_up_started(data_dir) -> list[int]:
