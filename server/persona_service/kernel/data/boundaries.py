@@ -145,11 +145,6 @@ def _codes(start: FrameType | None) -> Iterator[CodeType]:
         yield frame.f_code
 
 
-def _innermost(start: FrameType | None, keep: Callable[[Place], bool]) -> Place | None:
-    """The innermost frame's place (from `start` outwards) that `keep` accepts, if any."""
-    return next((place for place in map(_place, _codes(start)) if keep(place)), None)
-
-
 def _caller() -> FrameType:
     return sys._getframe(2)  # the frame that called the function calling this one
 
@@ -168,7 +163,14 @@ def _innermost_domain(start: FrameType | None) -> Place | None:
 
 
 def _innermost_of_package(start: FrameType | None) -> Place | None:
-    return _innermost(start, lambda p: p.domain is not None)
+    """The innermost frame's place that is not a library's (a pool checkout, every Redis command: inline)."""
+    places, frame = _PLACES, start
+    while frame is not None:
+        place = places.get(id(frame.f_code)) or _place(frame.f_code)
+        if place.domain is not None:
+            return place
+        frame = frame.f_back
+    return None
 
 
 # --- tables -------------------------------------------------------------------------------
@@ -336,12 +338,14 @@ def check_commit(conn: Connection, start: FrameType | None) -> None:
     but in a job, a command or module.py. The committer is the innermost frame of the package: the kernel's
     own transactions (the audit log a provider's retry writes, a task's claim) end in the kernel, whoever
     called the capability, and code outside the package (a test) is not checked."""
-    codes = list(_codes(start))
-    place = next((p for p in map(_place, codes) if p.domain is not None), None)
+    place = _innermost_of_package(start)
     if place is None or not place.in_domain:
         return
     if conn.info.get(_UOW):
-        if not any(code is _UOW_COMMITS for code in codes):
+        frame = start
+        while frame is not None and frame.f_code is not _UOW_COMMITS:
+            frame = frame.f_back
+        if frame is None:
             raise BoundaryViolation(f"{place} committed a unit of work's transaction (only UnitOfWork.commit, "
                                     "the pipeline's Commit stage, does)")
     elif place.role not in _ENDS_TRANSACTIONS:
@@ -416,7 +420,10 @@ def check_redis(start: FrameType | None, what: str = "sent a Redis command") -> 
 
 def _begin(conn: Connection) -> None:
     if _state["on"]:
-        conn.info[_UOW] = any(code is _UOW_OPENS for code in _codes(_caller()))
+        frame: FrameType | None = _caller()
+        while frame is not None and frame.f_code is not _UOW_OPENS:  # (every transaction's whole stack: inline)
+            frame = frame.f_back
+        conn.info[_UOW] = frame is not None
 
 
 def _end(conn: Connection) -> None:
