@@ -535,12 +535,16 @@ def install_process() -> None:
               for cls in (redis.client.Redis, redis.asyncio.client.Redis, redis.connection.ConnectionPool,
                           redis.asyncio.connection.ConnectionPool)),
         ]
+        server_cursors = (psycopg.ServerCursor, psycopg.AsyncServerCursor)
         for cls, name, check in hooks:
-            method = vars(cls).get(name)  # (ServerCursor overrides execute only)
+            method = vars(cls).get(name)
             if isinstance(method, classmethod):
                 setattr(cls, name, classmethod(_checked(method.__func__, check)))
             elif method is not None:
                 setattr(cls, name, _checked(method, check))
+            elif cls not in server_cursors:  # (they override some of a cursor's methods only)
+                # A library renamed what the guard wraps (psycopg's private `_exec_command`…): not silently blind.
+                raise RuntimeError(f"the boundary guard cannot watch {cls.__module__}.{cls.__qualname__}.{name}")
         _state["installed"] = True
     _state["on"] = True
 
