@@ -120,6 +120,7 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.data.base import created_at_column as created_at_column
     from persona_service.kernel.data.base import table_of as table_of
     from persona_service.kernel.data.base import trigram_index as trigram_index
+    from persona_service.kernel.data.base import written_on_reads as written_on_reads
     from persona_service.kernel.data.tables import OutboxEvent as OutboxEvent
 
     # what a change records: events (the outbox) and the audit log, and the records their read APIs return
@@ -244,7 +245,7 @@ __all__ = [
     # rows as typed records (repositories)
     "record", "record_or_none", "records", "changed_columns", "row_columns",
     # tables
-    "Base", "created_at_column", "table_of", "trigram_index", "OutboxEvent",
+    "Base", "created_at_column", "table_of", "trigram_index", "written_on_reads", "OutboxEvent",
     # what a change records
     "EVENT_TYPES", "Outbox", "AuditEntry", "AuditLog", "AuditRecord", "EventRecord",
     # personal data

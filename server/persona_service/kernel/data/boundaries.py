@@ -31,7 +31,8 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
   kernel's (a capability: hints, the limiter, runs), never a domain's.
 
 Declared exceptions: `DECLARED`, (domain, table) -> why, lets a domain touch a table it does not own,
-`WRITES_ON_READS`, (domain, table) -> why, lets it write its table on a read's connection, and `PORTS` names kernel code that runs statements an owner handed it (checked where they are handed over). Each
+a table's own `tables.py` declaring it `written_on_reads(why)` lets its domain write it on a read's connection,
+and `PORTS` names kernel code that runs statements an owner handed it (checked where they are handed over). Each
 check raises `BoundaryViolation` (an AssertionError: a 500 the suite sees; a background job logs it, and the
 test stack's end fails on the log line). Attributing a frame is cached per code object, a statement's tables
 and whether it writes per SQL string. It reads frames only to refuse, never to decide what a call does.
@@ -57,7 +58,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.pool import Pool
 from sqlalchemy.sql import ClauseElement
 
-from persona_service.kernel.data.base import Base
+from persona_service.kernel.data.base import WRITTEN_ON_READS, Base
 from persona_service.kernel.data.uow import UnitOfWork
 
 _PACKAGE = "/persona_service/"
@@ -207,13 +208,6 @@ def table_owners() -> dict[str, str]:
 
 # (domain, table) -> why that domain's code may touch a table another domain owns.
 DECLARED: dict[tuple[str, str], str] = {}
-# (domain, table) -> why that domain's code may write the table on a read's connection (autocommit: the statement
-# a transaction of its own), for a statement naming only tables declared here.
-WRITES_ON_READS: dict[tuple[str, str], str] = {
-    ("billing", "subscriptions"): "GetSubscription's first read opens the organization's subscription on its plan "
-                                  "(billing/service.py `subscription`): one INSERT ... ON CONFLICT DO NOTHING, "
-                                  "whole by itself; the call is not read_may_lag, so never on the replica",
-}
 # Kernel code that runs, for another domain, statements an owner built and handed it through a port; a
 # statement sent from inside it is not judged by its caller (the port checks it where it is built,
 # `check_statement`). By id(code): code -> why. Declared by the port's module (`declare_port`).
@@ -314,8 +308,13 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
 
 
 def _declared_write(writer: Place, sql: str) -> bool:
+    """Whether every table the statement names is the writer's own and declared written on reads by its
+    `tables.py` (`written_on_reads`: the declaration sits with the table, so the kernel names no domain)."""
     named = _TABLES.named(sql)
-    return bool(named) and all((writer.domain, table) in WRITES_ON_READS for table in named)
+    owners = _TABLES.owners()
+    tables = Base.metadata.tables
+    return bool(named) and all(owners.get(table) == writer.domain and table in tables
+                               and WRITTEN_ON_READS in tables[table].info for table in named)
 
 
 # The kernel's runners of their caller's statements (`Prepared`…): a write they run is their caller's.
