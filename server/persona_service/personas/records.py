@@ -3,19 +3,11 @@ service, the servicer and (through `directory`) other modules."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from persona_service.personas.step_records import Dialogue, Soul, StepOutput, Voice
-
-R = TypeVar("R")
-
-
-def _decoded(cls: type[R], row: object, **decoded: Any) -> R:
-    """A row's record: its JSON columns as `decoded` gives them, every other field as the row holds it (by name)."""
-    return cls(**{f.name: decoded[f.name] if f.name in decoded else getattr(row, f.name)
-                  for f in fields(cls)})  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +41,13 @@ class PersonaRow:
     archived_at: datetime | None
 
     def record(self) -> PersonaRecord:
-        return _decoded(PersonaRecord, self, soul=Soul.from_json(self.soul))
+        return PersonaRecord(
+            self.id, self.org_id, self.workspace_id, self.slug, self.display_name, self.visibility, self.metadata,
+            self.intent, Soul.from_json(self.soul), self.state, self.state_before_delete, self.version,
+            self.parent_id, self.root_id, self.fork_ordinal, self.fork_note, self.audit_score, self.flagged_reason,
+            self.last_run_id, self.card_extra, self.created_at, self.updated_at, self.deleted_at, self.purge_at,
+            self.archived_at,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +204,11 @@ class VersionRow:
     source_version: int | None
 
     def record(self) -> VersionRecord:
-        return _decoded(VersionRecord, self, soul=Soul.from_json(self.soul), voice=Voice.from_json(self.voice))
+        return VersionRecord(
+            self.persona_id, self.version, self.kind, self.note, self.instruction, Soul.from_json(self.soul),
+            Voice.from_json(self.voice), self.run_id, self.created_at, self.fingerprint, self.fingerprint_model,
+            self.source_version,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +253,9 @@ class VoiceRow:
     updated_at: datetime
 
     def record(self) -> VoiceRecord:
-        return _decoded(VoiceRecord, self, sample_dialogues=Dialogue.from_json_list(self.sample_dialogues))
+        return VoiceRecord(self.persona_id, self.version, self.system_prompt, self.greeting,
+                           Dialogue.from_json_list(self.sample_dialogues), self.style_notes, self.fingerprint,
+                           self.fingerprint_model, self.updated_at)
 
 
 @dataclass(frozen=True, slots=True)
