@@ -109,7 +109,7 @@ class LineItem:
     def amount_minor(self) -> int:
         return self.quantity * self.unit_amount_minor
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         """As an invoice's `line_items` column holds it (JSONB)."""
         return {"description": self.description, "quantity": self.quantity,
                 "unitAmountMinor": self.unit_amount_minor, "amountMinor": self.amount_minor,
@@ -132,7 +132,7 @@ class PendingLine:
     description: str
     amount_minor: int
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         """As a subscription's `pending_lines` column holds it (JSONB)."""
         return {"description": self.description, "amountMinor": self.amount_minor}
 

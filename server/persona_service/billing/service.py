@@ -7,7 +7,6 @@ import builtins
 import calendar
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import Connection
 
@@ -306,11 +305,11 @@ class BillingService:
         self.storage.put(key, render_invoice(row, org.name if org is not None else row.org_id), "application/pdf")
         return self.repo.update_invoice(row.id, InvoiceChanges(pdf_key=key))
 
-    def _audit(self, org_id: str, action: str, resource_type: str, resource_id: str, details: dict[str, Any]) -> None:
+    def _audit(self, org_id: str, action: str, resource_type: str, resource_id: str, details: dict[str, object]) -> None:
         """What billing does on its own (renewals, collections, processor events) is audited too."""
         AuditLog(self.conn).record(AuditEntry(
             action=action, outcome="success", status=200, request_id="", client_ip=None, org_id=org_id,
             resource_type=resource_type, resource_id=resource_id, details=details))
 
-    def _emit(self, sub: SubscriptionRecord, type_: str, data: dict[str, Any]) -> None:
+    def _emit(self, sub: SubscriptionRecord, type_: str, data: dict[str, object]) -> None:
         self.outbox.emit(type_, sub.org_id, self.orgs.primary_workspace(sub.org_id), {"orgId": sub.org_id, **data})

@@ -119,7 +119,7 @@ def _tool_call(call: ToolCall) -> openai_pb2.ChatCompletionToolCall:
     )
 
 
-def _usage(reply: Reply) -> dict[str, Any]:
+def _usage(reply: Reply) -> dict[str, int]:
     return {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
             "total_tokens": reply.input_tokens + reply.output_tokens}
 

@@ -299,7 +299,7 @@ class ChatSessionRepository:
         """`account` of an exchange (two messages) and `add_messages` of its two, in one statement (`_exchange`):
         their ordinals are the two the accounting claims (theirs are ignored). None when the session is no longer
         active (nothing stored)."""
-        params: dict[str, Any] = {"id": user.session_id, "messages": 2, "input_tokens": input_tokens,
+        params: dict[str, object] = {"id": user.session_id, "messages": 2, "input_tokens": input_tokens,
                                   "output_tokens": output_tokens, "cost_usd_micros": cost_usd_micros,
                                   "unpriced": unpriced, "now": now}
         for i, message in enumerate((user, reply)):

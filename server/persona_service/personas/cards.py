@@ -39,6 +39,11 @@ class ImportedCard:
     card_extra: dict[str, Any]
 
 
+def _object(value: object) -> dict[str, object]:
+    """A card's JSON value that should be an object, or none: a card from elsewhere may hold anything there."""
+    return value if isinstance(value, dict) else {}
+
+
 def format_examples(dialogues: Iterable[Dialogue]) -> str:
     return "\n".join(f"<START>\n{{{{user}}}}: {d.user}\n{{{{char}}}}: {d.persona}" for d in dialogues)
 
@@ -67,7 +72,7 @@ def persona_to_card(persona: PersonaRecord, voice: VoiceRecord, versions: list[V
     original = persona.card_extra
     if original and persona.version == 1:
         data = {name: original.get(name) for name in CARD_FIELDS if name in original}
-        data["extensions"] = {**(original.get("extensions") or {}), EXTENSION: ours}
+        data["extensions"] = {**_object(original.get("extensions")), EXTENSION: ours}
         return {"spec": "chara_card_v2", "spec_version": "2.0", "data": data}
     extra = original or {}
     data = {
@@ -84,7 +89,7 @@ def persona_to_card(persona: PersonaRecord, voice: VoiceRecord, versions: list[V
         "tags": extra.get("tags", []),
         "creator": extra.get("creator", "persona-service"),
         "character_version": str(persona.version),
-        "extensions": {**(extra.get("extensions") or {}), EXTENSION: ours},
+        "extensions": {**_object(extra.get("extensions")), EXTENSION: ours},
     }
     return {"spec": "chara_card_v2", "spec_version": "2.0", "data": data}
 

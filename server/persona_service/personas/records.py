@@ -20,9 +20,9 @@ class PersonaRow:
     slug: str
     display_name: str
     visibility: str
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
     intent: str
-    soul: dict[str, Any]
+    soul: dict[str, object]
     state: str
     state_before_delete: str | None
     version: int
@@ -33,7 +33,7 @@ class PersonaRow:
     audit_score: float | None
     flagged_reason: str
     last_run_id: str
-    card_extra: dict[str, Any] | None
+    card_extra: dict[str, object] | None
     created_at: datetime
     updated_at: datetime
     deleted_at: datetime | None
@@ -58,7 +58,7 @@ class PersonaRecord:
     slug: str
     display_name: str
     visibility: str
-    metadata: dict[str, Any]  # the caller's own JSON document (any object)
+    metadata: dict[str, object]  # the caller's own JSON document (any object)
     intent: str
     soul: Soul
     state: str
@@ -71,7 +71,7 @@ class PersonaRecord:
     audit_score: float | None
     flagged_reason: str
     last_run_id: str
-    card_extra: dict[str, Any] | None  # an imported card's `data`, verbatim (cards.py): free-form JSON
+    card_extra: dict[str, object] | None  # an imported card's `data`, verbatim (cards.py): free-form JSON
     created_at: datetime
     updated_at: datetime
     deleted_at: datetime | None
@@ -87,7 +87,7 @@ class NewPersona:
     slug: str
     display_name: str
     visibility: str
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
     intent: str
     soul: Soul
     parent_id: str | None
@@ -96,7 +96,7 @@ class NewPersona:
     fork_note: str
     audit_score: float | None
     last_run_id: str
-    card_extra: dict[str, Any] | None
+    card_extra: dict[str, object] | None
     created_at: datetime
     updated_at: datetime
     state: str = "active"
@@ -120,7 +120,7 @@ class PersonaEdit:
     slug: str | None = None
     display_name: str | None = None
     visibility: str | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, object] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +132,7 @@ class PersonaChanges:
     slug: str | None = None
     display_name: str | None = None
     visibility: str | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, object] | None = None
     soul: Soul | None = None
     version: int | None = None
     last_run_id: str | None = None
@@ -195,8 +195,8 @@ class VersionRow:
     kind: str
     note: str
     instruction: str
-    soul: dict[str, Any]
-    voice: dict[str, Any]
+    soul: dict[str, object]
+    voice: dict[str, object]
     run_id: str
     created_at: datetime
     fingerprint: list[float] | None
@@ -246,7 +246,7 @@ class VoiceRow:
     version: int
     system_prompt: str
     greeting: str
-    sample_dialogues: list[dict[str, Any]]
+    sample_dialogues: list[dict[str, object]]
     style_notes: str
     fingerprint: list[float]
     fingerprint_model: str

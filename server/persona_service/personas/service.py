@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import Connection
 
@@ -88,7 +87,7 @@ VOICE_FIELDS = ("system_prompt", "greeting", "sample_dialogues", "style_notes")
 class AuditBlocked(ApiError):
     code = "audit_blocked"
 
-    def __init__(self, message: str, details: dict[str, Any], result: AuditResult | None = None):
+    def __init__(self, message: str, details: dict[str, object], result: AuditResult | None = None):
         super().__init__(message, details)
         self.result = result
 
@@ -246,7 +245,7 @@ class PersonaService:
     # --- generation -------------------------------------------------------------------
 
     def create(self, principal: Principal, *, intent: str, slug: str = "", visibility: str = "",
-               metadata: dict[str, Any] | None = None, display_name: str = "", soul: Soul | None = None,
+               metadata: dict[str, object] | None = None, display_name: str = "", soul: Soul | None = None,
                ) -> Generator[PipelineProgress, None, PersonaRecord]:
         _check_metadata(metadata)
         if slug:
@@ -334,7 +333,7 @@ class PersonaService:
             fork_ordinal=ordinal, note=note, instruction=instruction,
         )
 
-    def import_card(self, principal: Principal, card: dict[str, Any]) -> PersonaRecord:
+    def import_card(self, principal: Principal, card: dict[str, object]) -> PersonaRecord:
         """Create a persona from a Character Card V2 (see cards.py for the mapping)."""
         from persona_service.personas.cards import card_to_persona
 
@@ -517,9 +516,9 @@ class PersonaService:
             raise StateConflict(f"The slug `{slug}` is already used in this workspace.", "slug", {"slug": slug})
 
     def _insert(self, principal: Principal, persona_id: str, result: RunResult, *, intent: str,
-                slug: str, visibility: str, metadata: dict[str, Any] | None, display_name: str, kind: str,
+                slug: str, visibility: str, metadata: dict[str, object] | None, display_name: str, kind: str,
                 parent: PersonaRecord | None = None, fork_ordinal: int = 0, note: str = "", instruction: str = "",
-                card_extra: dict[str, Any] | None = None) -> PersonaRecord:
+                card_extra: dict[str, object] | None = None) -> PersonaRecord:
         run_id = result.run_id
         now = self.clock()
 
@@ -572,7 +571,7 @@ class PersonaService:
             fingerprint_model=fingerprint.model, updated_at=self.clock(),
         ))
 
-    def _emit(self, row: PersonaRecord, type_: str, data: dict[str, Any]) -> None:
+    def _emit(self, row: PersonaRecord, type_: str, data: dict[str, object]) -> None:
         self.outbox.emit(type_, row.org_id, row.workspace_id, {"personaId": row.id, **data})
 
 
@@ -590,7 +589,7 @@ def _derived_slug(name: str, persona_id: str, attempt: int) -> str:
     return f"{slug[:55]}-{persona_id[:8]}" + (f"-{attempt}" if attempt > 1 else "")
 
 
-def _check_metadata(metadata: dict[str, Any] | None) -> None:
+def _check_metadata(metadata: dict[str, object] | None) -> None:
     if metadata and len(json.dumps(metadata)) > METADATA_MAX_BYTES:
         raise ValidationFailed([Violation("metadata", "max_size", None, {"maxBytes": METADATA_MAX_BYTES})])
 

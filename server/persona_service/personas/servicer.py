@@ -51,7 +51,7 @@ def persona(row: PersonaRecord) -> personas_pb2.Persona:
     return message
 
 
-def persona_json(row: PersonaRecord) -> dict[str, Any]:
+def persona_json(row: PersonaRecord) -> dict[str, object]:
     return message_json(persona(row))
 
 
@@ -104,7 +104,7 @@ def _soul(message: personas_pb2.CreatePersonaRequest) -> Soul | None:
                 soul.speaking_style)
 
 
-def _card(message: personas_pb2.CharacterCard) -> dict[str, Any]:
+def _card(message: personas_pb2.CharacterCard) -> dict[str, object]:
     return json_format.MessageToDict(message, preserving_proto_field_name=True)
 
 

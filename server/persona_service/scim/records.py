@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -12,7 +11,7 @@ class ScimRecord:
     """A stored User or Group: its canonical document and version."""
 
     id: str
-    document: dict[str, Any]
+    document: dict[str, object]
     version: int
     created_at: datetime
     updated_at: datetime
@@ -26,7 +25,7 @@ class UserFields:
     external_id: str | None
     display_name: str | None
     active: bool
-    document: dict[str, Any]
+    document: dict[str, object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +34,7 @@ class GroupFields:
 
     display_name: str
     external_id: str | None
-    document: dict[str, Any]
+    document: dict[str, object]
 
 
 @dataclass(frozen=True, slots=True)

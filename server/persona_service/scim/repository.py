@@ -153,7 +153,7 @@ class ResourceRepository:
     def update(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> ScimRecord:
         return self._update(org_id, resource_id, row_columns(fields))
 
-    def update_document(self, org_id: str, resource_id: str, document: dict[str, Any]) -> ScimRecord:
+    def update_document(self, org_id: str, resource_id: str, document: dict[str, object]) -> ScimRecord:
         """A new version of the document alone (its attributes kept as columns unchanged)."""
         return self._update(org_id, resource_id, {"document": document})
 

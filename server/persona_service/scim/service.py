@@ -351,7 +351,8 @@ class Users(Resources):
         for group_id in self.members.groups_with(self.org_id, row.id):
             group = groups.get(self.org_id, group_id, for_update=True)
             if group is not None:
-                doc = {**group.document, "members": [m for m in group.document.get("members", [])
+                members = group.document.get("members")
+                doc = {**group.document, "members": [m for m in (members if isinstance(members, list) else [])
                                                      if m.get("value") != row.id]}
                 groups.update_document(self.org_id, group_id, {k: v for k, v in doc.items() if v})
         self.members.drop_user(self.org_id, row.id)

@@ -6,7 +6,6 @@ deactivated or regranted member's cached credentials go at once."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from google.api import httpbody_pb2
 from persona.v1 import scim_pb2
@@ -39,7 +38,7 @@ BASE_PATH = "/v1/auth/scim/v2"
 _JSON_TYPES = (SCIM_MEDIA_TYPE, "application/json")
 
 
-def _body(payload: dict[str, Any]) -> httpbody_pb2.HttpBody:
+def _body(payload: dict[str, object]) -> httpbody_pb2.HttpBody:
     return httpbody_pb2.HttpBody(content_type=SCIM_MEDIA_TYPE, data=json.dumps(payload).encode())
 
 

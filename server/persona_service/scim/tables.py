@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Boolean, DateTime, ForeignKey, Index, Integer, String, Text, func, text
 from sqlalchemy.dialects.postgresql import JSONB
@@ -33,7 +32,7 @@ class ScimUser(Base):
     external_id: Mapped[str | None] = mapped_column(String(320))
     display_name: Mapped[str | None] = mapped_column(String(320))
     active: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
-    document: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False)
+    document: Mapped[dict[str, object]] = mapped_column(JSONB, nullable=False)
     version: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
@@ -77,7 +76,7 @@ class ScimGroup(Base):
     # What the group grants (see scim.proto): a role, and a workspace (NULL: every workspace).
     role: Mapped[str | None] = mapped_column(String(20))
     workspace_id: Mapped[str | None] = mapped_column(String(40))
-    document: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False)
+    document: Mapped[dict[str, object]] = mapped_column(JSONB, nullable=False)
     version: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
