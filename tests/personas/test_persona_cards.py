@@ -195,3 +195,25 @@ def test_importing_a_card_twice_gives_two_personas(http, tenants):
     second = import_card(http, t, THIRD_PARTY)
     assert first["id"] != second["id"] and first["slug"] != second["slug"]
     assert without_ours(export(http, t, second["id"])) == THIRD_PARTY
+
+
+@pytest.mark.parametrize(("ours", "path", "code"), [
+    ("not an object", "data.extensions.persona-service", "type"),
+    ({"soul": "abc"}, "data.extensions.persona-service.soul", "type"),
+    ({"soul": {"name": 5}}, "data.extensions.persona-service.soul.name", "type"),
+    ({"soul": {"traits": 7}}, "data.extensions.persona-service.soul.traits", "type"),
+    ({"soul": {"traits": ["kind", 3]}}, "data.extensions.persona-service.soul.traits", "type"),
+    ({"intent": 5}, "data.extensions.persona-service.intent", "type"),
+    ({"intent": "x" * 2001}, "data.extensions.persona-service.intent", "max_length"),
+    ({"metadata": "m"}, "data.extensions.persona-service.metadata", "type"),
+    ({"visibility": "everyone"}, "data.extensions.persona-service.visibility", "one_of"),
+])
+def test_our_extension_is_checked_like_a_create(http, org, ours, path, code):
+    """A card's `persona-service` extension is any JSON: what it sets of a persona is checked as CreatePersona
+    checks it (a 422 naming the field), never a 500 nor a persona stored with a value outside the contract."""
+    card = copy.deepcopy(THIRD_PARTY)
+    card["data"]["extensions"][EXT] = ours
+    r = http.post("/v1/personas/import", json=card, headers=org.auth)
+    error = assert_envelope(r, 422, "validation_failed")
+    assert [(e["path"], e["code"]) for e in error["details"]["validationErrors"]] == [(path, code)], error
+    assert f"`{path}` must" in error["message"], error

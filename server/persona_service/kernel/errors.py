@@ -136,6 +136,7 @@ _RULES: dict[str, Any] = {
     "format": lambda e: f"must be a valid {e['format']}",
     "unique": lambda e: "must not repeat an earlier item",
     "null_character": lambda e: "must not contain NUL characters (U+0000)",
+    "type": lambda e: f"must be {'an' if e['type'][0] in 'aeiou' else 'a'} {e['type']}",
 }
 
 

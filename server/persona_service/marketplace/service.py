@@ -217,7 +217,7 @@ MAX_TAG = 40
 
 
 def _tags(tags: builtins.list[str]) -> builtins.list[str]:
-    long = [Violation(f"audienceTags[{i}]", "max_len", t, {"maxLength": MAX_TAG})
+    long = [Violation(f"audienceTags[{i}]", "max_length", t, {"maxLength": MAX_TAG})
             for i, t in enumerate(tags) if len(t.strip()) > MAX_TAG]
     if long:
         raise ValidationFailed(long)
