@@ -299,11 +299,16 @@ def test_an_unknown_model_is_openais_model_not_found(client, setup, http):
      "tools[0].function.name", "format"),
     ([{"role": "user", "content": "hi"}], [{"type": "function", "function": {"description": "no name"}}],
      "tools[0].function.name", "required"),
+    ([{"role": "user", "content": 7}], None, "messages[0].content", "type"),
+    ([{"role": "user", "content": ["hi"]}], None, "messages[0].content[0]", "type"),
+    ([{"role": "user", "content": [{"type": "text", "text": 7}]}], None, "messages[0].content[0].text", "type"),
+    ([{"role": "user", "content": [{"type": "text"}]}], None, "messages[0].content[0].text", "type"),
 ])
 @pytest.mark.parametrize("stream", [False, True])
 def test_what_openai_refuses_is_a_bad_request(client, setup, messages, tools, path, rule, stream):
-    """A message without content (only an assistant's with tool calls may have none), a tool message answering
-    no call, a function name OpenAI refuses (letters, digits, `_`, `-`): 400, `BadRequestError`, naming it."""
+    """A message without content (only an assistant's with tool calls may have none), content neither a string
+    nor an array of parts (a text part's text a string), a tool message answering no call, a function name OpenAI
+    refuses (letters, digits, `_`, `-`): 400, `BadRequestError`, naming it."""
     _, persona_id = setup
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model=f"persona://{persona_id}", messages=messages, stream=stream,

@@ -57,6 +57,28 @@ def _absent(value: struct_pb2.Value, present: bool) -> bool:
     return not present or value.WhichOneof("kind") in (None, "null_value")
 
 
+def _content_violations(path: str, content: struct_pb2.Value) -> list[Violation]:
+    """A message's content is a string, null, or an array of parts, each an object; a text part's `text` is a
+    string (as OpenAI has it: anything else is a 400 naming the place, not a message read as empty)."""
+    kind = content.WhichOneof("kind")
+    if kind in (None, "null_value", "string_value"):
+        return []
+    if kind != "list_value":
+        return [Violation(path, "type", json_format.MessageToDict(content), {"type": "string or array"})]
+    out = []
+    for j, part in enumerate(content.list_value.values):
+        if part.WhichOneof("kind") != "struct_value":
+            out.append(Violation(f"{path}[{j}]", "type", json_format.MessageToDict(part), {"type": "object"}))
+            continue
+        fields = part.struct_value.fields
+        kind_of = fields["type"].string_value if "type" in fields else "text"
+        if kind_of == "text" and ("text" not in fields or fields["text"].WhichOneof("kind") != "string_value"):
+            out.append(Violation(f"{path}[{j}].text", "type",
+                                 json_format.MessageToDict(fields["text"]) if "text" in fields else None,
+                                 {"type": "string"}))
+    return out
+
+
 def violations(request: openai_pb2.CreateChatCompletionRequest) -> list[Violation]:
     """What OpenAI refuses beyond the proto's rules: a message without content (only an assistant message
     with tool calls may have none), a tool message answering no call, a function name OpenAI would refuse."""
@@ -66,6 +88,7 @@ def violations(request: openai_pb2.CreateChatCompletionRequest) -> list[Violatio
             out.append(Violation(f"messages[{i}].content", "required", None, {"role": m.role}))
         elif m.role == "assistant" and not m.tool_calls and _absent(m.content, m.HasField("content")):
             out.append(Violation(f"messages[{i}].content", "required", None, {"unless": "tool_calls"}))
+        out += _content_violations(f"messages[{i}].content", m.content)
         if m.role == "tool" and not m.tool_call_id:
             out.append(Violation(f"messages[{i}].tool_call_id", "required", None, {"role": "tool"}))
         for j, call in enumerate(m.tool_calls):
