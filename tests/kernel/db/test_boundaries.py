@@ -34,12 +34,20 @@ from persona_service.kernel.transport.hints import Hints
 from support import engine_for
 
 PLANTED_REPOSITORY = '''
+import asyncio
+import concurrent.futures
 import socket
+import subprocess
+import sys
+import threading
 import urllib.request
 
 import httpx
 import sqlalchemy as sa
+from psycopg import sql
 from sqlalchemy import text
+
+from persona_service.chat import planted_support
 
 
 def subquery_string(conn):
@@ -84,6 +92,46 @@ def as_a_prepared_read(conn):
     return Prepared(sa.select(sa.table("workspaces", sa.column("id")).c.id).limit(1), Row).first(conn, {})
 
 
+def unicode_escaped(conn):
+    return conn.exec_driver_sql('SELECT 1 FROM U&"\\\\0070ersonas" LIMIT 1').all()
+
+
+def after_a_quote_in_a_comment(conn):
+    return conn.exec_driver_sql("SELECT 1 -- it's ours\\nFROM personas WHERE id <> 'x' LIMIT 1").all()
+
+
+def after_an_escaped_quote(conn):
+    return conn.exec_driver_sql("SELECT E'\\\\'' AS q FROM personas WHERE id <> 'x' LIMIT 1").all()
+
+
+def after_a_dollar_quoted_quote(conn):
+    return conn.exec_driver_sql("SELECT $$'$$ AS q FROM personas WHERE id <> 'x' LIMIT 1").all()
+
+
+def in_dynamic_sql(conn):
+    conn.exec_driver_sql("DO $$ BEGIN EXECUTE 'SELECT count(*) FROM ' || 'personas'; END $$")
+
+
+def composed_by_the_driver(conn):
+    cursor = conn.connection.driver_connection.cursor()
+    return cursor.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("personas"))).fetchall()
+
+
+def in_an_executor(conn):
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(conn.exec_driver_sql, "SELECT count(*) FROM personas").result()
+
+
+def in_asyncio_to_thread(conn):
+    return asyncio.run(asyncio.to_thread(conn.exec_driver_sql, "SELECT count(*) FROM personas"))
+
+
+def in_a_thread_of_its_own(conn):
+    thread = threading.Thread(target=conn.exec_driver_sql, args=("SELECT count(*) FROM personas",))
+    thread.start()
+    thread.join()
+
+
 def own_and_kernel_tables(conn):
     return conn.execute(text("SELECT count(*) FROM chat_sessions s JOIN events e ON false")).all()
 
@@ -112,6 +160,22 @@ def commits_its_connection(conn):
 
 def commits_in_sql(conn):
     conn.exec_driver_sql("COMMIT")
+
+
+def commits_after_a_statement(conn):
+    conn.exec_driver_sql("SELECT 1; COMMIT")
+
+
+def commits_after_a_comment(conn):
+    conn.exec_driver_sql("/* done */ COMMIT")
+
+
+def invalidates_its_connection(conn):
+    conn.invalidate()
+
+
+def closes_the_driver(conn):
+    conn.connection.driver_connection.close()
 
 
 def commits_the_driver(conn):
@@ -187,6 +251,34 @@ def fetches(address):
 def with_httpx(address):
     with httpx.Client(timeout=5) as client:
         client.get(f"http://{address[0]}:{address[1]}/")
+
+
+def sends_a_datagram(address):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.sendto(b"planted", address)
+
+
+def looks_a_name_up(address):
+    socket.gethostbyname("localhost")
+
+
+def listens(address):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+
+
+def in_an_executors_thread(address):
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(socket.create_connection, address, 5).result().close()
+
+
+def through_its_domains_client_file(address):
+    planted_support.connects(address)
+
+
+def runs_a_process(address):
+    subprocess.run([sys.executable, "-c", f"import socket; socket.create_connection({tuple(address)!r}).close()"],
+                   check=True)
 '''
 
 PLANTED_SERVICE = '''
@@ -200,9 +292,19 @@ def asks_over_http(address):
 
 def through_a_kernel_capability(hints):
     return hints.get("planted")
+
+
+def through_its_domains_client_file(address):
+    from persona_service.chat import planted_support
+
+    planted_support.connects(address)
 '''
 
 PLANTED_SERVICER = '''
+import concurrent.futures
+import socket
+from urllib.parse import urlparse
+
 import redis
 
 
@@ -234,6 +336,20 @@ def makes_a_client(url):
 
 def through_a_pool_of_its_own(url):
     return redis.Redis(connection_pool=redis.ConnectionPool.from_url(url)).get("planted")
+
+
+def in_an_executors_thread(client):
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(client.get, "planted").result()
+
+
+def on_a_socket_of_its_own(url):
+    address = urlparse(url)
+    unix = address.scheme == "unix"
+    with socket.socket(socket.AF_UNIX if unix else socket.AF_INET) as raw:
+        raw.connect(address.path if unix else (address.hostname, address.port))
+        raw.sendall(b"*1\\r\\n$4\\r\\nPING\\r\\n")
+        return raw.recv(64)
 
 
 def reads_a_capabilitys_client(hints):
@@ -288,9 +404,9 @@ def drain(batches):
     return [row for batch in batches for row in batch]
 """
 
-FILES = {"chat/migrations/planted_0001": PLANTED_MIGRATION, "chat/planted_repository": PLANTED_REPOSITORY,
-         "chat/planted_service": PLANTED_SERVICE, "chat/planted_servicer": PLANTED_SERVICER,
-         "chat/planted_support": PLANTED_SUPPORT, "chat/planted_jobs": PLANTED_JOBS,
+FILES = {"chat/migrations/planted_0001": PLANTED_MIGRATION, "chat/planted_support": PLANTED_SUPPORT,
+         "chat/planted_repository": PLANTED_REPOSITORY, "chat/planted_service": PLANTED_SERVICE,
+         "chat/planted_servicer": PLANTED_SERVICER, "chat/planted_jobs": PLANTED_JOBS,
          "privacy/planted_service": PLANTED_READER}
 
 
@@ -355,13 +471,28 @@ def listener():
 
 
 ANOTHER_DOMAINS_TABLES = ["subquery_string", "lightweight_table", "schema_qualified", "quoted", "from_the_metadata",
-                          "in_a_cte", "on_the_driver_cursor", "as_a_prepared_read", "handed_to_the_export_port"]
+                          "in_a_cte", "on_the_driver_cursor", "as_a_prepared_read", "handed_to_the_export_port",
+                          # read as PostgreSQL reads them (a regex over the text missed each)
+                          "unicode_escaped", "after_a_quote_in_a_comment", "after_an_escaped_quote",
+                          "after_a_dollar_quoted_quote", "in_dynamic_sql", "composed_by_the_driver",
+                          # a thread's work, its callable the library's: the code that handed it over did it
+                          "in_an_executor", "in_asyncio_to_thread"]
 
 
 @pytest.mark.parametrize("plant", ANOTHER_DOMAINS_TABLES)
 def test_sql_naming_another_domains_table_is_refused_however_spelt(planted, unit_of_work, plant):
     with pytest.raises(BoundaryViolation, match=r"chat/planted_repository\.py touched .*another domain's tables"):
         getattr(planted["chat/planted_repository"], plant)(unit_of_work.conn)
+
+
+def test_a_thread_started_on_a_librarys_callable_is_its_starters(planted, unit_of_work, monkeypatch):
+    """`Thread(target=conn.exec_driver_sql)`: the new thread's frames are SQLAlchemy's and the threading module's
+    only; its start is what the domain did."""
+    raised = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    planted["chat/planted_repository"].in_a_thread_of_its_own(unit_of_work.conn)
+    assert len(raised) == 1 and isinstance(raised[0], BoundaryViolation), raised
+    assert "chat/planted_repository.py touched personas" in str(raised[0])
 
 
 def test_a_declared_ports_statement_is_its_builders_not_its_runners(planted, unit_of_work):
@@ -389,6 +520,10 @@ def test_its_own_tables_the_kernels_and_a_read_port_pass(planted, unit_of_work, 
     ("planted_repository", "rolls_back_the_driver", "rolled back the driver's connection"),
     ("planted_repository", "rolls_back_its_connection", "rolled back a unit of work's transaction"),
     ("planted_repository", "opens_a_transaction_of_its_own", "opened a database connection"),
+    ("planted_repository", "commits_after_a_statement", "ended a transaction in SQL"),
+    ("planted_repository", "commits_after_a_comment", "ended a transaction in SQL"),
+    ("planted_repository", "invalidates_its_connection", "closed a unit of work's connection"),
+    ("planted_repository", "closes_the_driver", "closed the driver's connection"),
 ])
 def test_a_commit_outside_the_unit_of_work_is_refused(planted, unit_of_work, file, plant, message):
     unit_of_work.conn.exec_driver_sql("SELECT 1")  # (the driver's transaction begun, as a call's would be)
@@ -504,20 +639,34 @@ def test_the_unit_of_works_commit_and_a_jobs_transaction_pass(planted, unit_of_w
     assert planted["chat/planted_jobs"].in_a_transaction_of_its_own(guarded) >= 0
 
 
-@pytest.mark.parametrize(("file", "plant"), [
-    ("planted_repository", "connects"), ("planted_repository", "resolves"), ("planted_repository", "fetches"),
-    ("planted_repository", "with_httpx"), ("planted_service", "asks_over_http"),
+@pytest.mark.parametrize(("file", "plant", "message"), [
+    ("planted_repository", "connects", "opened a network connection"),
+    ("planted_repository", "resolves", "opened a network connection"),
+    ("planted_repository", "fetches", "opened a network connection"),
+    ("planted_repository", "with_httpx", "opened a network connection"),
+    ("planted_service", "asks_over_http", "opened a network connection"),
+    ("planted_repository", "sends_a_datagram", "opened a network connection"),
+    ("planted_repository", "looks_a_name_up", "opened a network connection"),
+    ("planted_repository", "listens", "opened a network connection"),
+    ("planted_repository", "in_an_executors_thread", "opened a network connection"),
+    ("planted_repository", "through_its_domains_client_file",
+     r"planted_repository\.py \(through chat/planted_support\.py\) opened a network connection"),
+    ("planted_repository", "runs_a_process", r"started a process \(subprocess\.Popen\)"),
 ])
-def test_network_from_a_repository_or_service_is_refused(planted, guarded, listener, file, plant):
-    with pytest.raises(BoundaryViolation, match="opened a network connection"):
+def test_network_from_a_repository_or_service_is_refused(planted, guarded, listener, file, plant, message):
+    with pytest.raises(BoundaryViolation, match=message):
         getattr(planted["chat/" + file], plant)(listener)
 
 
-def test_a_client_files_connection_passes(planted, guarded, listener):
-    planted["chat/planted_support"].connects(listener)
+@pytest.mark.parametrize("file", ["planted_support", "planted_service"])
+def test_a_client_files_connection_passes(planted, guarded, listener, file):
+    """A client file's own, and a service's through its domain's client file (files/s3.py's way); a repository's
+    through one is refused above."""
+    getattr(planted["chat/" + file], "through_its_domains_client_file" if file == "planted_service" else "connects")(
+        listener)
 
 
-@pytest.mark.parametrize("plant", ["reads_redis", "pipelines", "publishes", "subscribes"])
+@pytest.mark.parametrize("plant", ["reads_redis", "pipelines", "publishes", "subscribes", "in_an_executors_thread"])
 def test_redis_from_a_domain_is_refused(planted, guarded, stack, plant):
     client = redis.Redis.from_url(stack.redis_url)  # (made outside the domain: its commands are refused)
     try:
@@ -543,6 +692,18 @@ def test_redis_from_a_domain_through_asyncio_is_refused(planted, guarded, stack)
 def test_a_redis_client_or_pool_made_by_a_domain_is_refused(planted, guarded, stack, plant):
     with pytest.raises(BoundaryViolation, match="made a Redis client itself"):
         getattr(planted["chat/planted_servicer"], plant)(stack.redis_url)
+
+
+def test_redis_on_a_socket_of_a_domains_own_is_refused(planted, guarded, stack):
+    """Redis's address is learnt where redis-py connects (the kernel's clients): a servicer's own socket to it
+    is Redis past every client."""
+    client = redis.Redis.from_url(stack.redis_url)
+    try:
+        client.ping()  # (redis-py connects: the address is known)
+        with pytest.raises(BoundaryViolation, match="connected to Redis itself"):
+            planted["chat/planted_servicer"].on_a_socket_of_its_own(stack.redis_url)
+    finally:
+        client.close()
 
 
 def test_redis_through_a_capabilitys_private_client_is_refused(planted, guarded, stack):

@@ -8,43 +8,60 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
 
 - SQL naming another domain's tables: the tables each statement the driver is handed names (psycopg's
   cursors, blocking and asyncio, below SQLAlchemy's `before_cursor_execute`, so `Prepared` reads and a driver
-  connection used directly count too), against the owner of each, the module whose tables.py declares it; the
-  kernel's tables are everyone's. A domain reads another's rows through that domain's api.py, whose repository
-  runs the SQL, so the innermost domain frame is the owner's.
+  connection used directly count too; a `psycopg.sql` composition as the SQL it makes), against the owner of
+  each, the module whose tables.py declares it; the kernel's tables are everyone's. The SQL is read as
+  PostgreSQL's lexer reads it (`lex`: nested comments, `E'…'`, dollar quotes, `U&"…"` identifiers, several
+  statements), and a string's text as SQL too (a `DO` body's `EXECUTE '…'`). A domain reads another's rows
+  through that domain's api.py, whose repository runs the SQL, so the innermost domain frame is the owner's.
 - A transaction ended outside its unit of work, however it ends. On every engine (class-level events: the
   primary's, the replica's, any other) a unit of work's transaction is committed only in `UnitOfWork.commit`
-  (the pipeline's Commit stage) and rolled back only by the unit of work; any other ends only in jobs,
-  commands, module.py and the kernel's own paths (migrations, the task runner, the audit log, `read_apart`). At
-  the driver, every COMMIT/ROLLBACK psycopg sends itself (`commit()`, `rollback()`, a `transaction()` block's
-  end, two-phase; blocking or asyncio) not under SQLAlchemy is a domain's only on a connection of its own (a
-  job's), never beneath SQLAlchemy's pool; no domain sends COMMIT/ROLLBACK as SQL; and a write on a connection
-  in autocommit (a read's: the replica's, a read-only unit of work's) is a transaction ending itself, refused
-  but in those same files.
-- Network from a service or repository (an audit hook on `socket.connect` and `socket.getaddrinfo`, and
-  psycopg's connect, whose libpq socket the hook never sees): the innermost frame of the package must not be a
-  file named `service`/`repository`; network happens in client code (the kernel's Redis and object store, the
-  providers, a domain's client file: files/s3.py, billing/stripe_processor.py, webhooks/http.py) and its
-  database connection comes from its unit of work. No domain makes an engine or pool of its own (SQLAlchemy's
-  `Engine`, psycopg_pool's): the kernel's engines own the connections.
+  (the pipeline's Commit stage) and rolled back only by the unit of work, nor its connection closed or
+  invalidated by a domain while the transaction is open; any other ends only in jobs, commands, module.py and
+  the kernel's own paths (migrations, the task runner, the audit log, `read_apart`). At the driver, every
+  COMMIT/ROLLBACK psycopg sends itself (`commit()`, `rollback()`, a `transaction()` block's end, two-phase;
+  blocking or asyncio) and every `close()` not under SQLAlchemy is a domain's only on a connection of its own
+  (a job's), never beneath SQLAlchemy's pool; no domain sends COMMIT/ROLLBACK as SQL (in any of a string's
+  statements, after any comment); and a write on a connection in autocommit (a read's: the replica's, a
+  read-only unit of work's) is a transaction ending itself, refused but in those same files.
+- Network from a service or repository (an audit hook on every socket event that reaches out: connect, a
+  datagram, bind, a name looked up; a process started, which may reach anything; and psycopg's connect, whose
+  libpq socket the hook never sees): the innermost frame of the package must not be a file named
+  `service`/`repository`, nor, past it, a repository of the same domain (a repository's helper is the
+  repository's: it holds its unit of work's connection while it waits). A service calling its domain's client
+  file is the layout's way (files/s3.py, billing/stripe_processor.py, webhooks/http.py), so only the innermost
+  frame judges a service; its database connection comes from its unit of work. No domain makes an engine or
+  pool of its own (SQLAlchemy's `Engine`, psycopg_pool's): the kernel's engines own the connections.
 - Redis from a domain (every command a redis-py connection sends, blocking or asyncio: `execute_command`,
-  pipelines, pub/sub; and a client or pool a domain makes): the innermost frame of the package must be the
-  kernel's (a capability: hints, the limiter, runs), never a domain's.
+  pipelines, pub/sub, scripts; a client or pool a domain makes; and a socket of its own to an address redis-py
+  connected to): the innermost frame of the package must be the kernel's (a capability: hints, the limiter,
+  runs), never a domain's.
+
+Threads: work handed to another thread (`Thread(target=…)`, an executor's `submit`, `asyncio.to_thread`,
+`run_in_executor`) whose callable is not the package's runs with its hander's stack as its origin, read after
+its own frames: `Thread(target=conn.exec_driver_sql)` is its starter's SQL. A callable of the package's is
+judged by its own frames (a kernel worker's thread is the kernel's, whoever first started it).
 
 Declared exceptions: `DECLARED`, (domain, table) -> why, lets a domain touch a table it does not own,
 a table's own `tables.py` declaring it `written_on_reads(why)` lets its domain write it on a read's connection,
 and `PORTS` names kernel code that runs statements an owner handed it (checked where they are handed over). Each
 check raises `BoundaryViolation` (an AssertionError: a 500 the suite sees; a background job logs it, and the
-test stack's end fails on the log line). Attributing a frame is cached per code object, a statement's tables
-and whether it writes per SQL string. It reads frames only to refuse, never to decide what a call does.
-Unseen: libpq's own calls on `pgconn` (C, below psycopg), and what a thread of a library's own does.
+test stack's end fails on the log line). Attributing a frame is cached per code object, a statement's tables,
+whether it writes and whether it ends a transaction per SQL string. It reads frames only to refuse, never to
+decide what a call does.
+Unseen: libpq's own calls on `pgconn` (C, below psycopg: `pgconn.exec_`), C code's own sockets (gRPC's core),
+what the database runs on its side (a view's or function's body, a trigger: only the name the SQL sends is
+read), asyncio callbacks and tasks whose callable is a library's (`loop.call_soon(conn.execute, …)`), and a
+library's own thread started from no frame of the package.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import pathlib
 import re
 import sys
+import threading
 import tomllib
 import traceback
 import weakref
@@ -141,9 +158,74 @@ def _place(code: CodeType) -> Place:
     return found
 
 
+# --- threads: whose work a thread does ----------------------------------------------------
+
+# The stack (code objects, innermost first) of the code that handed this thread its work: a thread started, or
+# work submitted to an executor (`asyncio.to_thread`, `run_in_executor`), whose callable is not the package's
+# (`Thread(target=conn.execute)`, `pool.submit(socket.create_connection, …)`): the new thread's frames hold no
+# frame of the package, so without it nobody would have done what it does. A callable of the package's (a
+# kernel's worker, a domain's function) is attributed by its own frames, as any call.
+_ORIGIN = threading.local()
+
+
+def _origin() -> tuple[CodeType, ...]:
+    return getattr(_ORIGIN, "codes", ())
+
+
+def _stack(start: FrameType | None) -> tuple[CodeType, ...]:
+    codes = []
+    while start is not None:
+        codes.append(start.f_code)
+        start = start.f_back
+    return (*codes, *_origin())
+
+
+def _the_packages(work: Any) -> bool:
+    """Whether `work` (a thread's target or run, an executor's callable) is the package's code (its frames then
+    say whose it is)."""
+    while isinstance(work, functools.partial):
+        work = work.func
+    code = getattr(getattr(work, "__func__", work), "__code__", None)
+    return code is not None and _place(code).domain is not None
+
+
+def _carrying(work: Callable[..., Any], codes: tuple[CodeType, ...]) -> Callable[..., Any]:
+    """`work`, run with `codes` as its thread's origin."""
+    def carried(*args: Any, **kwargs: Any) -> Any:
+        was = _origin()
+        _ORIGIN.codes = codes
+        try:
+            return work(*args, **kwargs)
+        finally:
+            _ORIGIN.codes = was
+    return carried
+
+
+_PLACES[id(_carrying(print, ()).__code__)] = _OUTSIDE  # (the guard's own frame: transparent, as a library's)
+
+
+def _starting(thread: threading.Thread, args: tuple[Any, ...], start: FrameType) -> None:
+    run = thread.run
+    work = getattr(thread, "_target", None) if getattr(run, "__func__", None) is threading.Thread.run else run
+    if work is not None and not _the_packages(work):
+        thread.run = _carrying(run, _stack(start))  # type: ignore[method-assign]
+
+
+def _submitting(method: Callable[..., Any]) -> Callable[..., Any]:
+    """An executor's `submit`, carrying its caller's stack to a callable not the package's."""
+    @functools.wraps(method)
+    def submit(self: Any, work: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        if _state["on"] and not _the_packages(work):
+            work = _carrying(work, _stack(sys._getframe(1)))
+        return method(self, work, *args, **kwargs)
+    return submit
+
+
 def _codes(start: FrameType | None) -> Iterator[CodeType]:
+    """The codes of `start`'s stack, innermost first, then its thread's origin's."""
     for frame, _ in traceback.walk_stack(start):
         yield frame.f_code
+    yield from _origin()
 
 
 def _caller() -> FrameType:
@@ -160,6 +242,11 @@ def _innermost_domain(start: FrameType | None) -> Place | None:
         place = places.get(key) or _place(frame.f_code)
         if place.domain:
             return place
+    for code in _origin():
+        if id(code) in ports:
+            return None
+        if _place(code).domain:
+            return _place(code)
     return None
 
 
@@ -171,30 +258,141 @@ def _innermost_of_package(start: FrameType | None) -> Place | None:
         if place.domain is not None:
             return place
         frame = frame.f_back
+    for code in _origin():
+        if _place(code).domain is not None:
+            return _place(code)
     return None
 
 
 # --- tables -------------------------------------------------------------------------------
 
-_LITERAL = re.compile(r"'(?:[^']|'')*'")
-_TOKEN = re.compile(r'"((?:[^"]|"")+)"|([A-Za-z_][\w$]*)|(\.)')
 _SCHEMA = "public"
 _CACHED_STATEMENTS = 20_000  # distinct SQL strings kept (a server sends a few hundred)
+_NESTED = 2  # how deep a string's own SQL is read (a `DO` body's `EXECUTE '…'`)
 
 
-def _named_tables(sql: str, tables: frozenset[str]) -> frozenset[str]:
+@dataclass(frozen=True)
+class Lexeme:
+    """One of PostgreSQL's tokens, as its lexer reads them: `name` (a bare word lower-cased, or a quoted or
+    `U&"…"` identifier as written), `string` (a literal's, an `E'…'`'s or a `$tag$…$tag$` body's text), `.`,
+    `;` or any other character (`other`); whitespace and comments are dropped."""
+
+    kind: str
+    text: str
+    bare: bool = False
+
+
+_LEXEME = re.compile(r"""
+    (?P<space>\s+) | (?P<line>--[^\n]*) | (?P<block>/\*)
+  | (?P<escaped>[Ee]'(?:[^'\\]|\\.|'')*'?)
+  | (?P<uident>[Uu]&"(?:[^"]|"")*"?) | (?P<ustring>[Uu]&'(?:[^']|'')*'?)
+  | (?P<string>'(?:[^']|'')*'?)
+  | (?P<dollar>\$(?:[^\W\d]\w*)?\$)
+  | (?P<quoted>"(?:[^"]|"")*"?)
+  | (?P<word>[^\W\d][\w$]*)
+  | (?P<number>\$?\d[\w.]*)
+  | (?P<dot>\.) | (?P<semi>;) | (?P<other>.)""", re.VERBOSE | re.DOTALL)
+_UESCAPE = re.compile(r"""\s*UESCAPE\s*'(.)'""", re.IGNORECASE | re.DOTALL)
+_BACKSLASHED = re.compile(r"\\(.)", re.DOTALL)
+
+
+def _unicode_escapes(text: str, escape: str) -> str:
+    """A `U&"…"` identifier's or `U&'…'` string's text: `\\XXXX`, `\\+XXXXXX` and a doubled escape character."""
+    e = re.escape(escape)
+    pattern = re.compile(rf"{e}(?:{e}|\+([0-9A-Fa-f]{{6}})|([0-9A-Fa-f]{{4}}))")
+    return pattern.sub(lambda m: escape if m.group(0) == escape * 2 else chr(int(m.group(1) or m.group(2), 16)), text)
+
+
+def lex(sql: str) -> list[Lexeme]:
+    """`sql`'s tokens as PostgreSQL reads them (comments nest; standard-conforming strings; a quote in a comment,
+    an `E'\\''` or a dollar-quoted body does not start a string), so what the guard judges is what the server
+    runs, however it is spelt."""
+    found: list[Lexeme] = []
+    at, end = 0, len(sql)
+    while at < end:
+        match = cast(re.Match[str], _LEXEME.match(sql, at))
+        kind, text, at = cast(str, match.lastgroup), match.group(), match.end()
+        if kind in ("space", "line"):
+            continue
+        if kind == "block":
+            depth = 1
+            while depth and at < end:
+                opens, closes = sql.find("/*", at), sql.find("*/", at)
+                if closes < 0:
+                    at = end
+                elif 0 <= opens < closes:
+                    depth, at = depth + 1, opens + 2
+                else:
+                    depth, at = depth - 1, closes + 2
+            continue
+        if kind == "dollar":
+            closes = sql.find(text, at)
+            body, at = (sql[at:], end) if closes < 0 else (sql[at:closes], closes + len(text))
+            found.append(Lexeme("string", body))
+        elif kind in ("uident", "ustring"):
+            escape = _UESCAPE.match(sql, at)
+            if escape:
+                at = escape.end()
+            quote = text[2]
+            body = text[3:-1 if text.endswith(quote) and len(text) > 3 else None].replace(quote * 2, quote)
+            found.append(Lexeme("name" if kind == "uident" else "string",
+                                _unicode_escapes(body, escape.group(1) if escape else "\\")))
+        elif kind == "escaped":
+            found.append(Lexeme("string", _BACKSLASHED.sub(r"\1", text[2:-1]).replace("''", "'")))
+        elif kind == "string":
+            found.append(Lexeme("string", text[1:-1].replace("''", "'")))
+        elif kind == "quoted":
+            found.append(Lexeme("name", text[1:-1].replace('""', '"')))
+        elif kind == "word":
+            found.append(Lexeme("name", text.lower(), bare=True))
+        elif kind in ("dot", "semi"):
+            found.append(Lexeme(text, text))
+        else:
+            found.append(Lexeme("other", text))
+    return found
+
+
+def _named_tables(sql: str, tables: frozenset[str], depth: int = 0) -> frozenset[str]:
     """The names of `tables` that `sql` uses as tables: bare, quoted or schema-qualified, wherever they stand
-    (a subquery, a CTE, a join); a name after another's dot (`alias.column`) is a column, `public.x` a table,
-    and a foreign key's target in DDL (`REFERENCES organizations`) is named, not touched."""
-    found, before = set(), ["", ""]  # the two tokens before this one
-    for match in _TOKEN.finditer(_LITERAL.sub("''", sql)):
-        quoted, bare, dot = match.groups()
-        token = dot or (quoted.replace('""', '"') if quoted is not None else bare.lower())
+    (a subquery, a CTE, a join, several statements); a name after another's dot (`alias.column`) is a column,
+    `public.x` a table, and a foreign key's target in DDL (`REFERENCES organizations`) is named, not touched. A
+    string's text is read as SQL too (`EXECUTE '…'` in a `DO` body, `format('%I', 'x')`, a function running a
+    query it is given): a domain writes no other domain's table name, in any spelling the server may run."""
+    found: set[str] = set()
+    before = ["", ""]  # the two name or dot tokens before this one
+    for lexeme in lex(sql):
+        if lexeme.kind == "string":
+            if depth < _NESTED:
+                found |= _named_tables(lexeme.text, tables, depth + 1)
+            continue
+        if lexeme.kind not in ("name", "."):
+            continue
+        token = lexeme.text
         qualified = before[1] == "." and before[0] != _SCHEMA
-        if not dot and token in tables and not qualified and "references" not in (before[1], before[0]):
+        if lexeme.kind == "name" and token in tables and not qualified and "references" not in before:
             found.add(token)
         before = [before[1], token]
     return frozenset(found)
+
+
+_ENDS_WORDS = {"commit", "end", "abort", "rollback"}
+
+
+def _ends(sql: str) -> bool:
+    """Whether any of `sql`'s statements ends the transaction (COMMIT, END, ABORT, ROLLBACK but `ROLLBACK TO` a
+    savepoint, PREPARE TRANSACTION, COMMIT/ROLLBACK PREPARED), after comments, or after another statement."""
+    words: list[str] = []
+    for lexeme in [*lex(sql), Lexeme(";", ";")]:
+        if lexeme.kind != ";":
+            if len(words) < 2:
+                words.append(lexeme.text if lexeme.bare else "")
+            continue
+        first, second = (words + ["", ""])[:2]
+        if (first in _ENDS_WORDS and not (first == "rollback" and second == "to")) or \
+                (first == "prepare" and second == "transaction"):
+            return True
+        words = []
+    return False
 
 
 def table_owners() -> dict[str, str]:
@@ -223,8 +421,8 @@ def check_statement(conn: Connection, stmt: Executable, start: FrameType | None)
     if _state["on"]:
         check_sql(str(cast(ClauseElement, stmt).compile(dialect=conn.dialect)), start)
 
-_ENDS_SQL = re.compile(r"^\s*(?:COMMIT|END|ABORT|ROLLBACK(?!\s+TO\b)|PREPARE\s+TRANSACTION)\b", re.IGNORECASE)
-_ENDS_COMMAND = re.compile(_ENDS_SQL.pattern.encode(), re.IGNORECASE)  # what psycopg itself sends (bytes)
+# What psycopg itself sends (simple commands, bytes); a statement's ends are read by `_ends`.
+_ENDS_COMMAND = re.compile(rb"^\s*(?:COMMIT|END|ABORT|ROLLBACK(?!\s+TO\b)|PREPARE\s+TRANSACTION)\b", re.IGNORECASE)
 _ROLLS_BACK = re.compile(rb"^\s*(?:ROLLBACK|ABORT)\b", re.IGNORECASE)
 _UOW = "boundaries.unit_of_work"  # conn.info: this transaction is a unit of work's
 _UOW_OPENS = UnitOfWork.conn.fget.__code__  # type: ignore[attr-defined]
@@ -239,8 +437,8 @@ _NOT_A_WRITE_AFTER = frozenset({"for", "key", "on"})
 
 
 def _writes(sql: str) -> bool:
-    """Whether `sql` changes something (a write's or DDL's words, read as `_named_tables` reads names)."""
-    words = [bare.lower() for _, bare, _ in _TOKEN.findall(_LITERAL.sub("''", sql)) if bare]
+    """Whether `sql` changes something (a write's or DDL's words, as the server reads them: `lex`)."""
+    words = [lexeme.text for lexeme in lex(sql) if lexeme.bare]
     if not words:
         return False
     if words[0] in _WRITES_FIRST or (words[0] == "copy" and "to" not in words):
@@ -256,6 +454,7 @@ class Tables:
         self._owners: dict[str, str] = {}
         self._named: dict[str, frozenset[str]] = {}
         self._writes: dict[str, bool] = {}
+        self._ends: dict[str, bool] = {}
 
     def owners(self) -> dict[str, str]:
         if len(self._owners) != len(Base.metadata.tables):  # modules imported since: read again
@@ -278,6 +477,14 @@ class Tables:
             found = self._writes[sql] = _writes(sql)
         return found
 
+    def ends(self, sql: str) -> bool:
+        found = self._ends.get(sql)
+        if found is None:
+            if len(self._ends) >= _CACHED_STATEMENTS:
+                self._ends.clear()
+            found = self._ends[sql] = _ends(sql)
+        return found
+
 
 _TABLES = Tables()
 
@@ -289,7 +496,7 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
     place = _innermost_domain(start)
     if place is None:
         return
-    if _ENDS_SQL.match(sql):
+    if _TABLES.ends(sql):
         raise BoundaryViolation(f"{place} ended a transaction in SQL (the unit of work commits): {sql[:160]}")
     owners = _TABLES.owners()
     foreign = sorted(t for t in _TABLES.named(sql)
@@ -341,10 +548,7 @@ def check_commit(conn: Connection, start: FrameType | None) -> None:
     if place is None or not place.in_domain:
         return
     if conn.info.get(_UOW):
-        frame = start
-        while frame is not None and frame.f_code is not _UOW_COMMITS:
-            frame = frame.f_back
-        if frame is None:
+        if _UOW_COMMITS not in _codes(start):
             raise BoundaryViolation(f"{place} committed a unit of work's transaction (only UnitOfWork.commit, "
                                     "the pipeline's Commit stage, does)")
     elif place.role not in _ENDS_TRANSACTIONS:
@@ -390,11 +594,51 @@ def check_driver_end(driver: Any, command: bytes, start: FrameType | None) -> No
                                 "commands and module.py end one (a call's ends in its unit of work)")
 
 
-def check_network(start: FrameType | None, what: str = "a network connection") -> None:
+def check_close(conn: Connection, start: FrameType | None) -> None:
+    """Closing or invalidating a unit of work's connection while its transaction is open ends it (rolled back
+    on the pool's return, or lost with the connection): the unit of work's to do, never a domain's."""
+    if conn.closed or conn.invalidated or not conn.info.get(_UOW):
+        return
     place = _innermost_of_package(start)
-    if place is not None and place.named in _NO_NETWORK:
-        raise BoundaryViolation(f"{place} opened {what}: a {place.named} calls the kernel's clients (or its "
-                                "domain's client file) and is handed its connection by the unit of work, never "
+    if place is not None and place.in_domain:
+        raise BoundaryViolation(f"{place} closed a unit of work's connection, its transaction open (the unit of "
+                                "work ends it)")
+
+
+def check_driver_close(driver: Any, start: FrameType | None) -> None:
+    """A driver connection SQLAlchemy pools, closed beneath it by a domain: its transaction ends with it."""
+    if driver not in _POOLED or driver.closed:
+        return
+    for code in _codes(start):
+        if _SQLALCHEMY in code.co_filename:
+            return
+        place = _place(code)
+        if place.domain is not None:
+            if place.in_domain:
+                raise BoundaryViolation(f"{place} closed the driver's connection beneath SQLAlchemy (its pool's, "
+                                        "whose transaction the unit of work ends)")
+            return
+
+
+def check_network(start: FrameType | None, what: str = "opened a network connection") -> None:
+    """A service or repository never reaches the network: the innermost frame of the package must not be one,
+    and a repository's own helpers are the repository's (it holds its unit of work's connection while it waits).
+    A service calling its domain's client file (files/s3.py) is the layout's way, so past the innermost frame only
+    a repository of the same domain refuses; the kernel's clients (hints, the object store) answer for
+    themselves."""
+    place = _innermost_of_package(start)
+    if place is None or not place.in_domain:
+        return
+    through = place
+    if place.named not in _NO_NETWORK:
+        through = next((p for p in map(_place, _codes(start)) if p.domain is not None and p.domain != place.domain
+                        or p.named == "repository"), place)
+        if through.domain != place.domain:
+            return
+    if through.named in _NO_NETWORK:
+        via = f" (through {place})" if through is not place else ""
+        raise BoundaryViolation(f"{through}{via} {what}: a {through.named} calls the kernel's clients (or "
+                                "its domain's client file) and is handed its connection by the unit of work, never "
                                 "the network")
 
 
@@ -422,7 +666,7 @@ def _begin(conn: Connection) -> None:
         frame: FrameType | None = _caller()
         while frame is not None and frame.f_code is not _UOW_OPENS:  # (every transaction's whole stack: inline)
             frame = frame.f_back
-        conn.info[_UOW] = frame is not None
+        conn.info[_UOW] = frame is not None or _UOW_OPENS in _origin()
 
 
 def _end(conn: Connection) -> None:
@@ -447,7 +691,7 @@ def _checkout(driver: Any, record: Any, proxy: Any) -> None:
     (the unit of work takes it, in the kernel)."""
     if _state["on"]:
         _POOLED.add(driver)
-        check_network(sys._getframe(1), "a database connection")
+        check_network(sys._getframe(1), "opened a database connection")
 
 
 class BoundaryGuard:
@@ -458,13 +702,32 @@ class BoundaryGuard:
         install_process()
 
 
-_NETWORK_EVENTS = {"socket.connect", "socket.getaddrinfo"}
+# Every way a process reaches the network itself: a connection, a datagram, a listener, a name looked up; and a
+# process started (it may reach anything, from no frame the guard sees).
+_NETWORK_EVENTS = {"socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
+                   "socket.getnameinfo", "socket.sendto", "socket.sendmsg", "socket.bind"}
+_PROCESS_EVENTS = {"subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn", "os.exec", "os.fork",
+                   "os.forkpty"}
+_REDIS_CODE = "/redis/"
+# The addresses redis-py connects to (learnt as it does): a socket of a domain's own to one is Redis itself.
+_REDIS_ADDRESSES: set[Any] = set()
 _state = {"installed": False, "on": False}
 
 
 def _audit(name: str, args: tuple[Any, ...]) -> None:
-    if name in _NETWORK_EVENTS and _state["on"]:
-        check_network(sys._getframe(1))
+    if not _state["on"]:
+        return
+    if name in _NETWORK_EVENTS:
+        start = sys._getframe(1)
+        if name == "socket.connect":
+            address = args[1] if isinstance(args[1], str) else tuple(args[1])[:2]
+            if any(_REDIS_CODE in code.co_filename for code in _codes(start)):
+                _REDIS_ADDRESSES.add(address)
+            elif address in _REDIS_ADDRESSES:
+                check_redis(start, "connected to Redis")
+        check_network(start)
+    elif name in _PROCESS_EVENTS:
+        check_network(sys._getframe(1), f"started a process ({name}), which may reach anything")
 
 
 _Check = Callable[[Any, tuple[Any, ...], FrameType], None]
@@ -483,7 +746,11 @@ def _checked(method: Callable[..., Any], check: _Check) -> Callable[..., Any]:
 
 def _sql_of(cursor: Any, args: tuple[Any, ...], start: FrameType) -> None:
     query = args[0] if args else ""
-    check_sql(query.decode() if isinstance(query, bytes) else str(query), start, cursor.connection)
+    if isinstance(query, bytes):
+        query = query.decode()
+    elif not isinstance(query, str):  # psycopg.sql's Composable (`sql.Identifier("x")`): the SQL it makes
+        query = query.as_string(cursor) if hasattr(query, "as_string") else str(query)
+    check_sql(query, start, cursor.connection)
 
 
 def _command_of(driver: Any, args: tuple[Any, ...], start: FrameType) -> None:
@@ -516,12 +783,16 @@ def install_process() -> None:
             event.listen(Engine, name, listener)  # every engine's, made before or after
         event.listen(Pool, "checkout", _checkout)
         hooks: list[tuple[type, str, _Check]] = [
+            (threading.Thread, "start", _starting),
+            *((Connection, name, lambda conn, _, start: check_close(conn, start)) for name in ("close", "invalidate")),
+            *((cls, "close", lambda driver, _, start: check_driver_close(driver, start))
+              for cls in (psycopg.Connection, psycopg.AsyncConnection)),
             *((cls, name, _sql_of) for cls in (psycopg.Cursor, psycopg.ServerCursor, psycopg.AsyncCursor,
                                                  psycopg.AsyncServerCursor)
               for name in ("execute", "executemany", "stream", "copy")),
             (psycopg.BaseConnection, "_exec_command", _command_of),
             # A connection psycopg makes (libpq opens its socket in C, past the audit hook), blocking or asyncio.
-            (psycopg.BaseConnection, "_connect_gen", _only(check_network, "a database connection")),
+            (psycopg.BaseConnection, "_connect_gen", _only(check_network, "opened a database connection")),
             # (create_engine's last step; Engine.__init__ is not wrapped: create_engine reads its parameters)
             (Dialect, "engine_created", _only(check_engine)),
             (psycopg_pool.base.BasePool, "__init__", _only(check_engine)),
@@ -544,6 +815,8 @@ def install_process() -> None:
             elif cls not in server_cursors:  # (they override some of a cursor's methods only)
                 # A library renamed what the guard wraps (psycopg's private `_exec_command`…): not silently blind.
                 raise RuntimeError(f"the boundary guard cannot watch {cls.__module__}.{cls.__qualname__}.{name}")
+        executor = concurrent.futures.ThreadPoolExecutor
+        executor.submit = _submitting(executor.submit)  # type: ignore[method-assign]
         _state["installed"] = True
     _state["on"] = True
 
