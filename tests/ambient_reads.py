@@ -39,6 +39,7 @@ import contextvars
 import dis
 import functools
 import importlib
+import importlib.machinery
 import inspect
 import json
 import os
@@ -49,7 +50,7 @@ import threading
 import traceback
 import types
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 SHARED = {"kernel", "providers", "process"}
@@ -88,6 +89,29 @@ _CACHES: list[int] | None = getattr(dis, "_inline_cache_entries", None)  # 3.11'
 _NAMES, _CONSTS = frozenset(dis.hasname), frozenset(dis.hasconst)
 _VARIABLES = frozenset(dis.haslocal) | frozenset(dis.hasfree)
 _LOAD_GLOBAL = dis.opmap["LOAD_GLOBAL"]
+
+
+_codes_by_source: dict[bytes, types.CodeType] = {}
+
+
+def _compiled(text: str | bytes, path: str = "<package>") -> types.CodeType:
+    """A file's code, compiled once per distinct source, for reading it here and for importing it (`_source_to_code`):
+    a planted copy differs from the package in one file, so its child (forked from the server, which compiled the
+    package's files: `_warm`) compiles, imports and decodes only that file's code afresh (a copy has no __pycache__)."""
+    data = text.encode() if isinstance(text, str) else bytes(text)
+    if data not in _codes_by_source:
+        _codes_by_source[data] = compile(data, path, "exec", dont_inherit=True)
+    return _codes_by_source[data]
+
+
+_loader: Any = importlib.machinery.SourceFileLoader
+_source_to_code = _loader.source_to_code
+
+
+def _package_source_to_code(self: object, data: bytes, path: str, *, _optimize: int = -1) -> types.CodeType:
+    if f"{os.sep}persona_service{os.sep}" in str(path) and _optimize == -1:
+        return _compiled(data, str(path))
+    return _source_to_code(self, data, path, _optimize=_optimize)  # type: ignore[no-any-return]
 
 
 @functools.cache
@@ -199,22 +223,28 @@ def _callee_name(callee: object) -> str:
     return str(getattr(callee, "__qualname__", "") or "a callable it was handed")
 
 
-def flow(code: types.CodeType, globals_: dict[str, object], package: str) -> Iterator[tuple[object, str]]:
+def flow(code: types.CodeType, globals_: dict[str, object], package: str,
+         watch: Callable[[object, object], str | None] | None = None) -> Iterator[tuple[object, str]]:
     """Ambient state (`KEPT`) in `code`'s values, by running its instructions over known objects (one code object;
     unknown values, an argument or self, stay unknown): (object, '') for each it produces (a global, an attribute
     chain, getattr with a literal, an import, what a package function called returns) and (object, how) for each
     it hands on (returns or yields, passes to a call, stores on an attribute, in a global, a container). Reading
-    off it (`_holding.turn`, `getattr(_holding, ...)`, `_var.get()`) hands nothing on."""
+    off it (`_holding.turn`, `getattr(_holding, ...)`, `_var.get()`) hands nothing on. With `watch`, also
+    (value, '@' + what) for each value produced that `watch(value, owner)` names, `owner` being what it was read off
+    (the module whose globals, the object of an attribute or getattr, the module of an import; None for a result)."""
     stack: list[object] = []
     local: dict[str, object] = {}
 
     def pop() -> object:
         return stack.pop() if stack else None
 
-    def push(value: object) -> Iterator[tuple[object, str]]:
+    def push(value: object, owner: object = None) -> Iterator[tuple[object, str]]:
         stack.append(value)
         if isinstance(value, KEPT):
             yield value, ""
+        what = watch(value, owner) if watch is not None and value is not None else None
+        if what:
+            yield value, "@" + what
 
     def hands(value: object, how: str) -> Iterator[tuple[object, str]]:
         if isinstance(value, KEPT):
@@ -227,7 +257,7 @@ def flow(code: types.CodeType, globals_: dict[str, object], package: str) -> Ite
         elif op in ("LOAD_GLOBAL", "LOAD_NAME"):
             if op == "LOAD_GLOBAL" and arg & 1:
                 stack.append(_NULL)
-            yield from push(globals_.get(name, getattr(builtins, str(name), None)))
+            yield from push(globals_.get(name, getattr(builtins, str(name), None)), globals_)
         elif op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF"):
             stack.append(local.get(name))
         elif op == "PUSH_NULL":
@@ -236,13 +266,13 @@ def flow(code: types.CodeType, globals_: dict[str, object], package: str) -> Ite
             owner = pop()
             if op == "LOAD_METHOD":
                 stack.append(_NULL)
-            yield from push(None if owner is None or owner is _NULL else _attribute(owner, name))
+            yield from push(None if owner is None or owner is _NULL else _attribute(owner, name), owner)
         elif op == "IMPORT_NAME":
             fromlist, level = pop(), pop()
-            yield from push(_imported(name, level if isinstance(level, int) else 0, fromlist, package))
+            yield from push(_imported(name, level if isinstance(level, int) else 0, fromlist, package), sys.modules)
         elif op == "IMPORT_FROM":
             owner = stack[-1] if stack else None
-            yield from push(None if owner is None else _attribute(owner, name))
+            yield from push(None if owner is None else _attribute(owner, name), owner)
         elif op in ("STORE_FAST", "STORE_DEREF"):
             local[name] = pop()
         elif op == "STORE_ATTR":
@@ -268,7 +298,8 @@ def flow(code: types.CodeType, globals_: dict[str, object], package: str) -> Ite
                 for value in args:
                     yield from hands(value, f"passes it to {_callee_name(callee)}")
             literal = callee is getattr and len(args) >= 2 and isinstance(args[1], str) and args[0] is not None
-            yield from push(_attribute(args[0], args[1]) if literal else _returned(callee))  # type: ignore[arg-type]
+            yield from push(_attribute(args[0], args[1]) if literal else _returned(callee),  # type: ignore[arg-type]
+                            args[0] if literal else None)
         elif op == "COPY":
             stack.append(stack[-arg] if len(stack) >= arg else None)
         elif op == "SWAP" and len(stack) >= arg:
@@ -342,7 +373,7 @@ def handed_on(root: pathlib.Path, read_here: set[str]) -> Iterator[str]:
                 module = importlib.import_module(name)
             except Exception:  # noqa: BLE001, S112 - what does not import alone runs nowhere alone
                 continue
-        code = compile(text, str(path), "exec")
+        code = _compiled(text)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for one in _codes(code):
             for value, how in flow(one, vars(module), package):
@@ -381,7 +412,7 @@ def offenders(root: pathlib.Path) -> Iterator[str]:
         for key, value in list(globals_.items()):
             if isinstance(value, KEPT):
                 yield f"{relative}: keeps {key}, a {type(value).__name__}"
-        code = compile(path.read_text(), str(path), "exec")
+        code = _compiled(path.read_text())
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         seen: set[str] = set()
         for obj in resolved(code, globals_, package):
@@ -393,11 +424,139 @@ def offenders(root: pathlib.Path) -> Iterator[str]:
                 yield f"{relative}: reads ambient state ({found})"
         # Any ambient object in its values, a thread's slot too: reached by a name or through a function's result.
         for one in _codes(code):
-            for value, _ in flow(one, globals_, package):
-                if id(value) not in own:
+            for value, _ in _flowed(one, globals_, package):
+                if isinstance(value, KEPT) and id(value) not in own:
                     own.add(id(value))  # named once
                     yield f"{relative}: {one.co_qualname} reaches {_named(value, _kept(_package()))}"
     yield from handed_on(root, read_here)
+
+
+# --- what a domain reaches past the kernel's door, or of the process, at run time --------------------------------
+
+
+def _reflective() -> dict[int, str]:
+    """id -> name of what finds objects by no import a contract reads: the loaded modules, the importers, the
+    garbage collector's and the frames' views, the builtins' table, attribute readers by a string (operator's); and where a call's state could hide beside its
+    arguments (the running task, the thread). By identity: whatever alias or attribute chain reaches it."""
+    import asyncio
+    import gc
+    import importlib.util
+    import operator
+    import pkgutil
+    import runpy
+
+    found: dict[int, str] = {id(gc): "gc", id(sys.modules): "sys.modules", id(builtins.__dict__): "__builtins__"}
+    for owner, names in ((sys, ("_getframe", "_current_frames", "settrace", "setprofile")),
+                         (gc, ("get_referrers", "get_referents", "get_objects")),
+                         (inspect, ("currentframe", "stack", "trace", "getmodule", "getmembers", "getclosurevars",
+                                    "getouterframes", "getinnerframes")),
+                         (importlib, ("import_module", "reload", "__import__")),
+                         (importlib.util, ("find_spec", "module_from_spec", "spec_from_file_location",
+                                           "spec_from_loader", "resolve_name")),
+                         (pkgutil, ("resolve_name", "iter_modules", "walk_packages", "get_loader", "find_loader")),
+                         (runpy, ("run_module", "run_path")), (builtins, ("__import__", "globals", "locals", "vars")),
+                         (asyncio, ("current_task", "all_tasks")), (operator, ("attrgetter", "methodcaller")),
+                         (threading, ("current_thread", "enumerate", "main_thread", "_active"))):
+        for name in names:
+            value = getattr(owner, name, None)
+            if value is not None:
+                found[id(value)] = f"{getattr(owner, '__name__', owner)}.{name}"
+    return found
+
+
+# The process's environment: settings come from a module's Settings, loaded once when it is built (issue 47).
+_ENVIRONMENT = {id(os.environ): "os.environ", id(os.environb): "os.environb", id(os.getenv): "os.getenv",
+                id(os.getenvb): "os.getenvb", id(os.putenv): "os.putenv", id(os.unsetenv): "os.unsetenv"}
+
+
+def _behind_the_door(value: object, door: set[int]) -> str | None:
+    """What of the kernel or the process assembly `value` is, when it is no name of the door: a module of theirs
+    (but the door), or a function, class or object their modules define or keep."""
+    if id(value) in door:
+        return None
+    if isinstance(value, types.ModuleType):
+        name = value.__name__
+        inside = re.match(r"persona_service\.(?:kernel|process)(?:\.|$)", name) and name != "persona_service.kernel.api"
+        return f"module {name}" if inside else None
+    home = getattr(value, "__module__", None) if isinstance(value, type | types.FunctionType | types.BuiltinFunctionType
+                                                           | functools.partial) else None
+    if isinstance(home, str) and re.match(r"persona_service\.(?:kernel|process)\.", home):
+        return f"{home}.{getattr(value, '__qualname__', type(value).__qualname__)}"
+    return None
+
+
+@functools.cache
+def _watched() -> Callable[[object, object], str | None]:
+    """What `_flowed` names besides ambient state (once per child: the door is the copy's): `past:` a reflective
+    mean or what of the kernel or the process assembly the door does not name, read off a module; `settings:` a
+    read of settings or of the environment."""
+    door_module = importlib.import_module("persona_service.kernel.api")
+    door = {id(getattr(door_module, name)) for name in door_module.__all__} | {id(door_module)}
+    reflective = _reflective()
+    loaders = {id(door_module.load): "kernel.api.load", **_ENVIRONMENT}
+
+    def watch(value: object, owner: object) -> str | None:
+        if id(value) in reflective:
+            return "past:" + reflective[id(value)]
+        if id(value) in loaders:
+            return "settings:" + loaders[id(value)]
+        if callable(value) and getattr(value, "__name__", "") == "from_env":
+            return "settings:" + str(getattr(value, "__qualname__", "from_env"))
+        behind = _behind_the_door(value, door) if isinstance(owner, types.ModuleType | dict) else None
+        return "past:" + behind if behind else None
+
+    return watch
+
+
+_flows: dict[int, list[tuple[object, str]]] = {}
+
+
+def _flowed(code: types.CodeType, globals_: dict[str, object], package: str) -> list[tuple[object, str]]:
+    """`flow` with `_watched()`, once per code object (offenders, past_the_door and settings_reads read it)."""
+    if id(code) not in _flows:
+        _flows[id(code)] = list(flow(code, globals_, package, _watched()))
+    return _flows[id(code)]
+
+
+def _domain_codes(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tuple[pathlib.Path, types.ModuleType,
+                                                                                     types.CodeType, str]]:
+    for path in paths:
+        name = _module_name(root, path)
+        module = importlib.import_module(name)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for one in _codes(_compiled(path.read_text())):
+            yield path.relative_to(root), module, one, package
+
+
+def past_the_door(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[str]:
+    """A domain's code (lazy imports, aliases and getattr with a literal too) reaches of the kernel only what its
+    door names, and none of the reflective means that would find the rest (`sys.modules`, importlib's and pkgutil's
+    loaders, `gc`, frames, `__builtins__`) nor the running task or thread as a side table: by what each name it loads
+    is at run time, so a kernel module or function re-exported by a provider, a door class's module found by
+    `inspect.getmodule` or an import by `sys.modules[...]` is named, however spelled."""
+    named: set[tuple[str, str, str]] = set()
+    for relative, module, one, package in _domain_codes(root, paths):
+        for _, how in _flowed(one, vars(module), package):
+            if how.startswith("@past:") and (str(relative), one.co_qualname, how) not in named:
+                named.add((str(relative), one.co_qualname, how))
+                yield f"{relative}: {one.co_qualname} reaches {how.removeprefix('@past:')}"
+
+
+def settings_reads(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tuple[str, str, str]]:
+    """(file, function, what) for each read of settings or of the environment by a domain's code: the door's `load`,
+    a `from_env`, `os.environ` and its kin, by whatever name; a module's Resource opener (`Resource(name, open)`:
+    once per App) counts as module level. (Which functions may: the caller's rule.)"""
+    from persona_service.kernel.resources import Resource
+
+    for relative, module, one, package in _domain_codes(root, paths):
+        openers = {(value.open.__code__.co_name, value.open.__code__.co_firstlineno)
+                   for value in vars(module).values() if isinstance(value, Resource)
+                   and isinstance(value.open, types.FunctionType) and value.open.__module__ == module.__name__}
+        if (one.co_name, one.co_firstlineno) in openers:
+            continue
+        for _, how in _flowed(one, vars(module), package):
+            if how.startswith("@settings:"):
+                yield str(relative), one.co_qualname, how.removeprefix("@settings:")
 
 
 def _checked(folder: pathlib.Path) -> dict[str, object]:
@@ -405,9 +564,13 @@ def _checked(folder: pathlib.Path) -> dict[str, object]:
     os.chdir(folder.parent)
     sys.path.insert(0, str(folder.parent))
     lines = list(offenders(folder))
+    domains = {p.parent.name for p in folder.glob("*/__init__.py")} - {"kernel", "process", "providers"}
+    paths = sorted(p for d in sorted(domains) for p in (folder / d).rglob("*.py") if "migrations" not in p.parts)
+    past = list(past_the_door(folder, paths))
+    reads = [list(read) for read in settings_reads(folder, paths)]
     libraries = [name for name, module in list(sys.modules.items()) if name.partition(".")[0] != "persona_service"
                  and name != "__main__" and not str(getattr(module, "__file__", "") or "").startswith(str(folder))]
-    return {"lines": lines, "libraries": libraries}
+    return {"lines": lines, "past_the_door": past, "settings_reads": reads, "libraries": libraries}
 
 
 def _preload(names: list[str]) -> None:
@@ -420,10 +583,18 @@ def _preload(names: list[str]) -> None:
             continue
 
 
+def _warm(folder: pathlib.Path) -> None:
+    """Compile and decode every file of `folder` here, so each child forked later finds them (`_compiled` is keyed
+    by the source: a planted copy's other files are the same)."""
+    for path in folder.rglob("*.py"):
+        for code in _codes(_compiled(path.read_bytes(), str(path))):
+            _instructions(code)
+
+
 def serve() -> None:
     """One folder a line on stdin, one JSON line on stdout for each; each folder's check runs in a child forked
     from this process, which has imported none of the package (so no copy's module or metric is left behind)."""
-    preloaded = "--no-preload" in sys.argv
+    preloaded, warmed = "--no-preload" in sys.argv, False
     for request in sys.stdin:
         folder = pathlib.Path(json.loads(request)).resolve()
         read, write = os.pipe()
@@ -451,9 +622,13 @@ def serve() -> None:
                 _preload(libraries)  # type: ignore[arg-type]
             if threading.active_count() > 1:  # a fork copies no thread: start again, with nothing preloaded
                 os.execv(sys.executable, [sys.executable, __file__, "--serve", "--no-preload"])
+        if not warmed and "error" not in result:
+            warmed = True
+            _warm(folder)
 
 
 if __name__ == "__main__":
+    _loader.source_to_code = _package_source_to_code  # the package's imports share `_compiled`'s code
     if sys.argv[1] == "--serve":
         serve()
         sys.exit(0)

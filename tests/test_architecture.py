@@ -144,17 +144,25 @@ def _is_migration(path: pathlib.Path) -> bool:
     return len(path.parts) == 3 and path.parts[1] == "migrations"
 
 
-# Tables a migration touches: named as a string of their own (op.create_table,
-# op.add_column...) or in SQL text.
-MIGRATED_TABLE = re.compile(r"^(\w+)$|\b(?:FROM|JOIN|INTO|UPDATE|TABLE|TRUNCATE|ON)\s+(\w+)")
+# A table named in SQL text, in any case, quoted or not, schema-qualified or not (`UPDATE public."personas"`).
+SQL_TABLE = re.compile(r'\b(?:FROM|JOIN|INTO|UPDATE|TABLE|TRUNCATE|ON)\s+(?:ONLY\s+)?(?:IF\s+(?:NOT\s+)?EXISTS\s+)?'
+                       r'(?:"?\w+"?\.)?"?(\w+)"?', re.I)
+# A table named as a string of its own (op.create_table, op.add_column, sa.table("personas"), a quoted or
+# schema-qualified name); `personas.id` (a foreign key's column) is no table.
+WHOLE_TABLE = re.compile(r'^\s*(?:"?public"?\.)?"?(\w+)"?\s*$', re.I)
+
+
+def _named_tables(tree: ast.Module, whole: bool) -> Iterator[tuple[int, str]]:
+    """(line, table) for each table a string names in SQL text, and with `whole`, as a string of its own."""
+    for node in _strings(tree):
+        found = SQL_TABLE.findall(node.value)
+        if whole and (match := WHOLE_TABLE.match(node.value)):
+            found.append(match.group(1))
+        yield from ((node.lineno, table) for table in dict.fromkeys(found))
 
 
 def _migrated_tables(tree: ast.Module, owners: dict[str, str]) -> Iterator[tuple[int, str]]:
-    for node in _strings(tree):
-        for match in MIGRATED_TABLE.finditer(node.value):
-            table = match.group(1) or match.group(2)
-            if table in owners:
-                yield node.lineno, table
+    yield from ((line, table) for line, table in _named_tables(tree, whole=True) if table in owners)
 
 
 def migrations_touching_other_modules_tables(root: pathlib.Path) -> list[str]:
@@ -537,21 +545,19 @@ def _table_owners(root: pathlib.Path) -> dict[str, str]:
     return owners
 
 
-TABLE_REFERENCE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE|TRUNCATE)\s+(\w+)", re.I)
-
-
 def other_domains_tables(root: pathlib.Path) -> list[str]:
-    """SQL text names only its own domain's tables (the kernel's, its own);
-    another domain's are reached through that domain's api."""
+    """SQL names only its own domain's tables (the kernel's, its own), in text in any spelling (case, quotes, a
+    schema) and, where SQL is written (repositories, migrations), as a string of its own (`sa.table("personas")`,
+    `text('"personas"')`); another domain's are reached through that domain's api."""
     owners = _table_owners(root)
+    homes = _sql_homes(root)
     offenders = []
     for path, tree in _files(root):
         if path.name == "tables.py":  # foreign keys are the schema's, owned by the migrations
             continue
-        for node in _strings(tree):
-            for table in TABLE_REFERENCE.findall(node.value):
-                if owners.get(table, path.parts[0]) != path.parts[0]:
-                    offenders.append(f"{path}:{node.lineno} names {owners[table]}'s table {table}")
+        for line, table in _named_tables(tree, whole=path in homes or _is_migration(path)):
+            if owners.get(table, path.parts[0]) != path.parts[0]:
+                offenders.append(f"{path}:{line} names {owners[table]}'s table {table}")
     return offenders
 
 
@@ -701,16 +707,38 @@ def kernel_past_the_door(root: pathlib.Path) -> list[str]:
     return offenders
 
 
+# Dunder attributes a domain may read: names and the constructor's chain (`super().__init__`). Any other
+# (`__dict__`, `__class__`, `__mro__`, `__module__`, `__subclasses__`...) walks from an object it was handed to
+# what it was not: a door class's module, a capability's private state.
+DUNDERS_ALLOWED = {"__name__", "__qualname__", "__doc__", "__init__"}
+# Calls that read an attribute named by a string (`getattr(deps.hints, "_client")`, `attrgetter("hints._client")`).
+ATTRIBUTE_BY_NAME = {"getattr", "hasattr", "setattr", "delattr", "attrgetter", "methodcaller"}
+
+
+def _hidden(attribute: str) -> bool:
+    return attribute.startswith("__") and attribute.endswith("__") and attribute not in DUNDERS_ALLOWED \
+        or attribute.startswith("_") and not attribute.startswith("__")
+
+
 def private_reach(root: pathlib.Path) -> list[str]:
-    """A domain reads no other object's private attributes (`deps.hints._client`, `deps.resources._settings`):
-    a capability's `_name` is the boundary it keeps (tests/kernel/test_capabilities.py walks public ones
-    only), so past it a servicer would hold the raw Redis client or the settings it was not handed."""
+    """A domain reads no other object's private attributes (`deps.hints._client`, `deps.resources._settings`), by an
+    attribute or by a string naming it (getattr, attrgetter), nor walks an object's dunders past its name
+    (`vars`-like `__dict__`, `type(x).__mro__`, `__class__`, `__module__`): a capability's `_name` is the boundary it
+    keeps (tests/kernel/test_capabilities.py walks public ones only), so past it a servicer would hold the raw
+    Redis client or the settings it was not handed."""
     offenders = []
     for path, tree in _domain_files(root):
         for node in _walk(tree):
-            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
-                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            if isinstance(node, ast.Attribute) and _hidden(node.attr) \
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+                             and not node.attr.startswith("__")):
                 offenders.append(f"{path}:{node.lineno} reads {ast.unparse(node)}")
+            elif isinstance(node, ast.Call) and (node.func.id if isinstance(node.func, ast.Name) else getattr(
+                    node.func, "attr", "")) in ATTRIBUTE_BY_NAME:
+                named = [part for arg in node.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+                         for part in arg.value.split(".")]
+                if any(map(_hidden, named)):
+                    offenders.append(f"{path}:{node.lineno} reads {ast.unparse(node)}")
     return offenders
 
 
@@ -872,7 +900,40 @@ def ambient_reads(root: pathlib.Path) -> list[str]:
     By behaviour: tests/ambient_reads.py imports `root`'s copy of the package in a process of its own and
     resolves what each file's code loads to the objects it is. (It replaced `call_from_ambient_state`, which read
     the door's functions and the domains' module-level assignments by their spelling, one function deep.)"""
-    return _AMBIENT.check(root)
+    return _AMBIENT.check(root)["lines"]
+
+
+def reaches_past_the_door(root: pathlib.Path) -> list[str]:
+    """A domain's code reaches of the kernel and the process assembly only what the door names, and none of the
+    means that find the rest without an import a contract reads: by what each name it loads is at run time
+    (tests/ambient_reads.py's `past_the_door`, in the same process as `ambient_reads`), so a kernel module or
+    function re-exported through a provider or another module, `sys.modules[...]`, importlib's, pkgutil's and
+    runpy's loaders, `__import__` and `__builtins__`, `gc`'s referrers, frames (`sys._getframe`, `inspect.stack`),
+    `inspect.getmodule` of a door class, and the running task or thread as a side table, are named however spelled
+    (aliases, attribute chains, getattr with a literal, lazy imports)."""
+    return _AMBIENT.check(root)["past_the_door"]
+
+
+# Roles whose code may read settings or the environment: a module gets its settings when it is built (its wiring,
+# jobs, commands, its Settings' own defaults); a servicer in `__init__`, once per App. A Resource's opener is
+# called once per App too (tests/ambient_reads.py counts it as module level).
+SETTINGS_ROLES = {"module", "jobs", "commands", "settings", "package"}
+
+
+def settings_at_call_sites(root: pathlib.Path) -> list[str]:
+    """No settings loaded nor environment read at a call site (issue 47, "The call, explicit"): the door's `load`,
+    a `from_env`, `os.environ`/`os.getenv` and their kin, found by what the code loads at run time (any alias,
+    lazy import or getattr with a literal), are called only at module level, in a servicer's `__init__`, a
+    Resource's opener, or by a file whose role builds the module (SETTINGS_ROLES); never in a service, a
+    repository, records or a servicer's method serving a call."""
+    roles = _roles(root)
+    offenders = []
+    for file, function, what in _AMBIENT.check(root)["settings_reads"]:
+        role = roles.get(pathlib.Path(file))
+        at_build = function == "<module>" or function.endswith(".__init__") and role == "servicer"
+        if not at_build and role not in SETTINGS_ROLES:
+            offenders.append(f"{file}: {function} reads {what} ({role}): load settings when the module is built")
+    return offenders
 
 
 class _AmbientReader:
@@ -882,8 +943,11 @@ class _AmbientReader:
 
     def __init__(self) -> None:
         self.process: subprocess.Popen[str] | None = None
+        self.last: tuple[pathlib.Path, dict[str, list]] | None = None  # one answer serves every rule it feeds
 
-    def check(self, root: pathlib.Path) -> list[str]:
+    def check(self, root: pathlib.Path) -> dict[str, list]:
+        if self.last is not None and self.last[0] == root:
+            return self.last[1]
         if self.process is None or self.process.poll() is not None:
             env = {key: value for key, value in _unmeasured(os.environ).items() if key != "PYTHONPATH"}
             self.errors = tempfile.TemporaryFile(mode="w+")
@@ -899,7 +963,8 @@ class _AmbientReader:
             raise AssertionError(f"ambient_reads.py --serve ended: {self.errors.read()}")
         result = json.loads(answer)
         assert "error" not in result, result["error"]
-        return result["lines"]
+        self.last = (root, result)
+        return result
 
     def close(self) -> None:
         if self.process is not None:
@@ -921,7 +986,8 @@ AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     files_without_a_role, grpc_outside_servicers, sql_outside_repositories, transactions_outside_units_of_work,
     tables_outside_their_domain, other_domains_tables, layers_inside_domains, dynamic_access, kernel_naming_domains,
     raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_process,
-    ambient_reads, kernel_past_the_door, private_reach, undeclared_needs,
+    ambient_reads, kernel_past_the_door, private_reach, undeclared_needs, reaches_past_the_door,
+    settings_at_call_sites,
 ]
 
 
@@ -1118,6 +1184,74 @@ PLANTED = [
      "def _planted(deps):\n    return deps.resources._settings.database_url\n", private_reach),
     ("a domain importing the process assembly", "chat/service.py",
      "from persona_service.process.readiness import readiness_of as _planted\n", lint_imports),
+    # Reaching past the door by what a name is at run time, not how an import spells it (issue 47).
+    ("a service finding the engine's module in sys.modules", "chat/service.py",
+     "def _planted():\n    import sys\n\n    return sys.modules['persona_service.kernel.data.engine'].make_engine\n",
+     reaches_past_the_door),
+    ("a service reaching sys.modules through os's own import of sys", "chat/service.py",
+     "import os as _o\n\n\ndef _planted():\n    return _o.sys.modules.get('persona_service.kernel.transport.fair')\n",
+     reaches_past_the_door),
+    ("a service loading a kernel module by importlib.util's spec", "chat/service.py",
+     "def _planted():\n    import importlib.util as u\n\n    return u.module_from_spec(u.find_spec('persona_service.kernel.transport.runs'))\n",
+     reaches_past_the_door),
+    ("a service resolving a kernel function by pkgutil", "personas/service.py",
+     "def _planted():\n    import pkgutil\n\n    return pkgutil.resolve_name('persona_service.kernel.data.engine:make_engine')\n",
+     reaches_past_the_door),
+    ("a kernel module re-exported through a provider", "chat/service.py",
+     "from persona_service.providers.remote import fair as _planted\n", reaches_past_the_door),
+    ("a door class's module found by inspect", "chat/servicer.py",
+     "import inspect as _i\n\nfrom persona_service.kernel.api import RequestContext as _RC\n\n\n"
+     "def _planted():\n    return _i.getmodule(_RC).Connection\n", reaches_past_the_door),
+    ("a servicer walking the garbage collector's referrers", "chat/servicer.py",
+     "import gc as _gc\n\n\ndef _planted(deps):\n    return _gc.get_referrers(deps.hints)\n", reaches_past_the_door),
+    ("the running task as a side table", "chat/service.py",
+     "import asyncio as _a\n\n\ndef _planted():\n    return _a.current_task().call\n", reaches_past_the_door),
+    ("the current thread as a side table", "personas/service.py",
+     "import threading as _t\n\n\ndef _planted():\n    return _t.current_thread().call\n", reaches_past_the_door),
+    ("a frame walk by inspect.stack", "chat/service.py",
+     "import inspect as _i\n\n\ndef _planted():\n    return _i.stack()[2].frame\n", reaches_past_the_door),
+    ("__import__ by getattr with a literal on builtins", "chat/service.py",
+     "import builtins as _b\n\n\ndef _planted():\n    return getattr(_b, '__import__')('persona_service.kernel.data.engine')\n",
+     reaches_past_the_door),
+    ("__import__ from the builtins' table", "chat/service.py",
+     "def _planted():\n    return __builtins__['__import__']('persona_service.kernel.data.engine')\n",
+     reaches_past_the_door),
+    ("a private attribute read by attrgetter, aliased", "chat/servicer.py",
+     "from operator import attrgetter as _ag\n\n\ndef _planted(deps):\n    return _ag('resources._settings')(deps)\n",
+     reaches_past_the_door),
+    # Settings come once, when a module is built: none at a call site, whatever the spelling.
+    ("the environment read at a call site in a service", "chat/service.py",
+     "import os as _os\n\n\ndef _planted():\n    return _os.environ['DATABASE_URL']\n", settings_at_call_sites),
+    ("getenv imported lazily in a repository", "billing/repository.py",
+     "def _planted():\n    from os import getenv\n\n    return getenv('STRIPE_KEY')\n", settings_at_call_sites),
+    ("settings loaded in a service's function through a provider's import of load", "personas/service.py",
+     "def _planted():\n    from persona_service.providers.pricing import load\n\n    return load().env\n",
+     settings_at_call_sites),
+    ("settings loaded in a servicer's method, not its __init__", "chat/servicer.py",
+     "class _Planted:\n    def serve(self):\n        from persona_service.kernel.api import load\n\n        return load()\n",
+     settings_at_call_sites),
+    # Private and dunder reads by a string or through an object's own table.
+    ("a servicer reading a private attribute by getattr with a literal", "personas/servicer.py",
+     "def _planted(deps):\n    return getattr(deps.hints, '_client').keys('*')\n", private_reach),
+    ("a servicer reading an object's __dict__", "chat/servicer.py",
+     "def _planted(deps):\n    return deps.hints.__dict__['_client']\n", private_reach),
+    ("a door class's __mro__", "chat/servicer.py",
+     "from persona_service.kernel.api import RequestContext as _RC\n\n\ndef _planted():\n"
+     "    return type(_RC).__mro__[0].__dict__\n", private_reach),
+    # Another domain's tables in any spelling of SQL (case, quotes, schema) and as a string of their own.
+    ("another domain's schema-qualified table in a repository's SQL", "chat/repository.py",
+     "_PLANTED = 'SELECT id FROM public.personas'\n", other_domains_tables),
+    ("another domain's quoted table in a repository's SQL", "chat/repository.py",
+     "_PLANTED = 'SELECT id FROM \"organizations\"'\n", other_domains_tables),
+    ("another domain's table by sqlalchemy.table() in a repository", "chat/repository.py",
+     "def _planted(conn):\n    import sqlalchemy as sa\n\n    return conn.execute(sa.select(sa.table('personas', "
+     "sa.column('id')))).all()\n", other_domains_tables),
+    ("a migration updating another's schema-qualified table through its bind", "chat/migrations/0035_chat_message_partitions.py",
+     "def _planted():\n    import sqlalchemy as sa\n\n    op.get_bind().execute(sa.text('UPDATE public.personas SET slug = slug'))\n",
+     migrations_touching_other_modules_tables),
+    ("a migration's lower-case SQL on another's quoted table", "webhooks/migrations/0013_standard_webhooks.py",
+     "def _planted():\n    op.get_bind().exec_driver_sql('delete from public.\"organizations\"')\n",
+     migrations_touching_other_modules_tables),
     ("a domain servicer reading the erasers its module does not declare", "chat/servicer.py",
      "def _planted(deps):\n    return deps.modules.erasers\n", undeclared_needs),
     ("a job reading the review resolvers its module does not declare", "privacy/module.py",
