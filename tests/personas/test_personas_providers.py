@@ -249,3 +249,85 @@ def test_streamed_text_reaches_the_client_as_the_provider_produces_it(pstack, ph
         completion = _arrivals(client, "/v1/chat/completions", body, org.auth)
         first_text = next(t for t, e in completion if '"content":"' in e.data and '"content":""' not in e.data)
         assert completion[-1][1].data == "[DONE]" and completion[-1][0] - first_text >= 0.5
+
+
+# -- a model's answer of any shape (an oracle over answers nobody listed: tests/json_shapes.py) -------------------
+
+ANSWER_SHAPES = (None, 7, "text", [7], {"value": 7})
+
+
+def _answers(stub: OpenAIStub, phttp: httpx.Client, org) -> dict[str, dict]:
+    """What the model answers each step of a create, as JSON (the local model's, through the stub)."""
+    from providers.openai_stub import guess_task, local_responder
+
+    seen: dict[str, dict] = {}
+
+    def recording(body):
+        done = local_responder(body)
+        if guess_task(body) != "reply":
+            seen.setdefault(guess_task(body), json.loads(done.text))
+        return done
+
+    stub.responder = recording
+    assert phttp.post("/v1/personas", json={"intent": "A tidy archivist of lost maps"}, headers=org.auth).is_success
+    stub.reset()
+    return seen
+
+
+def _answering(task: str, place: tuple, value):
+    from dataclasses import replace
+
+    from json_shapes import with_value
+    from providers.openai_stub import guess_task, local_responder
+
+    def responder(body):
+        done = local_responder(body)
+        if guess_task(body) != task:
+            return done
+        return replace(done, text=json.dumps(with_value(json.loads(done.text), place, value)))
+
+    return responder
+
+
+@pytest.mark.parametrize("task", ["soul", "voice", "audit"])
+def test_any_json_in_a_models_answer_is_a_persona_or_its_failure(phttp, org, stub, task):
+    """Each place of a step's JSON answer (a list's first item, nested) replaced by each JSON type: the create
+    succeeds with every field of the contract's type, or fails as a 502 `provider_error` naming the reply's
+    problem (`reply_not_json`); never a 500, never a value turned into text (`{'value': 7}` as a name, a string's
+    letters as traits)."""
+    from json_shapes import places
+
+    answer = _answers(stub, phttp, org)[task]
+    wrong = []
+    for place in [p for p in places(answer) if all(k == 0 for k in p if isinstance(k, int))]:
+        for value in ANSWER_SHAPES:
+            stub.responder = _answering(task, place, value)
+            r = phttp.post("/v1/personas", json={"intent": "A tidy archivist of lost maps"}, headers=org.auth)
+            what = f"{task} {'/'.join(map(str, place))} = {value!r}: {r.status_code} {r.text[:200]}"
+            if r.status_code == 502:
+                if r.json()["error"]["details"].get("reason") != "reply_not_json":
+                    wrong.append(what)
+                continue
+            if r.status_code != 200:
+                wrong.append(what)
+                continue
+            soul = r.json()["soul"]
+            voice = phttp.get(f"/v1/personas/{r.json()['id']}/voice", headers=org.auth).json()
+            texts = [soul.get(k, "") for k in ("name", "desire", "fear", "backstory", "speakingStyle")]
+            texts += [voice.get("systemPrompt", ""), voice.get("greeting", "")]
+            texts += [d.get(k, "") for d in voice.get("sampleDialogues", []) for k in ("user", "persona")]
+            lists = [soul.get("traits", []), soul.get("values", [])]
+            if any(not isinstance(t, str) or t.startswith(("{'", "[")) or t in ("7", "None") for t in texts) or any(
+                    not isinstance(items, list) or any(len(i) < 2 for i in items) for items in lists):
+                wrong.append(what + f" stored {str(soul)[:300]} / {str(voice)[:300]}")
+    assert not wrong, f"{len(wrong)} answers mishandled:\n" + "\n".join(wrong[:30])
+
+
+def test_a_soul_whose_traits_are_a_string_fails_naming_them(phttp, org, stub):
+    """(A small model's usual slip: `"traits": "dry, loyal"`.) The run fails saying which field, not a persona
+    whose traits are the string's letters."""
+    stub.responder = _answering("soul", ("traits",), "dry, loyal")
+    r = phttp.post("/v1/personas", json={"intent": "A tidy archivist of lost maps"}, headers=org.auth)
+    error = assert_envelope(r, 502, "provider_error")
+    assert error["details"]["reason"] == "reply_not_json"
+    assert error["details"]["upstreamMessage"] == "the reply's `traits` was not a list of texts"

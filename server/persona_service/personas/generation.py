@@ -15,6 +15,7 @@ audit entries of upstream failures while the caller gets the error).
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -199,14 +200,13 @@ class GenerationPipeline:
                 Message("system", VOICE_PROMPT),
                 Message("user", json.dumps(outputs.draft_soul.to_json(), sort_keys=True)),
             ], GenerationOptions(task="voice", response_format="json"))
-            voice = _json_object(reply.text, self.provider)
+            voice = _answer(_json_object(reply.text, self.provider), self.provider,
+                            texts=("system_prompt", "greeting", "style_notes"))
             if not voice.get("system_prompt"):
                 raise unusable(self.provider, "voice without a system prompt")
             return Voice(
-                str(voice["system_prompt"]), str(voice.get("greeting", "")),
-                tuple(Dialogue(str(d.get("user", "")), str(d.get("persona", "")))
-                      for d in voice.get("sample_dialogues") or [] if isinstance(d, dict)),
-                str(voice.get("style_notes", "")),
+                str(voice["system_prompt"]), str(voice.get("greeting") or ""),
+                _dialogues(voice.get("sample_dialogues"), self.provider), str(voice.get("style_notes") or ""),
             )
         if step == "audit":
             assert outputs.draft_soul is not None and outputs.write_voice is not None  # (earlier steps')
@@ -237,7 +237,8 @@ class GenerationPipeline:
         if spec.instruction:
             messages.append(Message("user", "Refine: " + spec.instruction))
         reply = call(self.provider.generate, messages, GenerationOptions(task="soul", response_format="json"))
-        soul = normalize_soul({**_json_object(reply.text, self.provider), **given}, base)
+        drafted = _answer(_json_object(reply.text, self.provider), self.provider, texts=_SOUL_TEXTS, lists=_SOUL_LISTS)
+        soul = normalize_soul({**drafted, **given}, base)
         if len(soul.desire) < 20 or not soul.name:
             raise unusable(self.provider, "soul without a name or a 20-character desire")
         return soul
@@ -248,12 +249,11 @@ class GenerationPipeline:
             Message("system", AUDIT_PROMPT),
             Message("user", json.dumps({"soul": soul.to_json(), "voice": voice.to_json()}, sort_keys=True)),
         ], GenerationOptions(task="audit", response_format="json"))
-        data = _json_object(reply.text, self.provider)
-        try:
-            score = min(1.0, max(0.0, float(data["score"])))
-        except (KeyError, TypeError, ValueError):
-            raise unusable(self.provider, "audit without a numeric score") from None
-        return Audit(score, str(data.get("notes", "")))
+        data = _answer(_json_object(reply.text, self.provider), self.provider, texts=("notes",))
+        score = data.get("score")
+        if isinstance(score, bool) or not isinstance(score, int | float) or math.isnan(score):
+            raise unusable(self.provider, "audit without a numeric score")
+        return Audit(min(1.0, max(0.0, float(score))), str(data.get("notes") or ""))
 
     # --- records ----------------------------------------------------------------
 
@@ -340,6 +340,35 @@ def unusable(provider: Provider, reason: str) -> ProviderError:
     operation."""
     return ProviderError(getattr(provider, "name", "provider"), reason, operation="chat.completions",
                          kind="reply_not_json", upstream_message=reason)
+
+
+_SOUL_TEXTS = ("name", "desire", "fear", "backstory", "speaking_style")
+_SOUL_LISTS = ("traits", "values")
+
+
+def _answer(answer: dict[str, Any], provider: Provider, texts: tuple[str, ...] = (),
+            lists: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A model's JSON answer whose fields the step reads are of their types: `texts` strings, `lists` arrays of
+    strings (absent or null: not given). Anything else is an answer the pipeline cannot use, naming the field:
+    never a value stringified into the persona (`{'a': 1}` as a name, a string's letters as traits) nor a 500."""
+    for name in texts:
+        if answer.get(name) is not None and not isinstance(answer[name], str):
+            raise unusable(provider, f"the reply's `{name}` was not text")
+    for name in lists:
+        value = answer.get(name)
+        if value is not None and not (isinstance(value, list) and all(isinstance(item, str) for item in value)):
+            raise unusable(provider, f"the reply's `{name}` was not a list of texts")
+    return answer
+
+
+def _dialogues(value: object, provider: Provider) -> tuple[Dialogue, ...]:
+    """A voice answer's `sample_dialogues`: a list of objects whose `user` and `persona` are text."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise unusable(provider, "the reply's `sample_dialogues` was not a list of objects")
+    lines = [_answer(item, provider, texts=("user", "persona")) for item in value]
+    return tuple(Dialogue(str(line.get("user") or ""), str(line.get("persona") or "")) for line in lines)
 
 
 def _json_object(text: str, provider: Provider) -> dict[str, Any]:
