@@ -2,8 +2,11 @@
 connection, socket nor Settings, however it is spelled (docs/architecture.md, "What a servicer is
 handed"). The check walks the object graph, not names: from the deps through public attributes,
 items of containers, bound methods' `__self__`, `functools.partial`'s function and arguments, and
-functions' closure cells, defaults and `__wrapped__`. Private attributes (`_name`) are the boundary
-an object keeps; classes and modules are not walked (what a module imports, any code may import).
+functions' closure cells, defaults and `__wrapped__`; and what an object of the package hands out of its private
+state by its public surface: a property's (or cached_property's) value, a public method's `return self._x...`, and
+`self._x...` passed to a callable its caller supplies (`resource.open(self._settings)`), read from the method's
+source and evaluated on the object (nothing is called). Private attributes (`_name`) are the boundary an object
+keeps; classes and modules are not walked (what a module imports, any code may import).
 A capability that must reach one of these kinds to do its work is allowed to, by name, in ALLOWED.
 
 Builds the App the way a process that serves calls does (a server, and a one-process `all`), without a stack:
@@ -12,11 +15,15 @@ write)."""
 
 from __future__ import annotations
 
+import ast
 import functools
+import inspect
 import socket
-from collections.abc import Iterator, Mapping
+import textwrap
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from types import BuiltinMethodType, FunctionType, MethodType, ModuleType, SimpleNamespace
+from typing import TypeVar
 from unittest.mock import NonCallableMock
 
 import psycopg
@@ -54,7 +61,16 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     "invalidate": (frozenset({"redis"}),
                    "publishes on Redis (to every server process, or to a row's holders) and waits for their acks"),
 }
+# A path (how it is reached, as `Reach.path` says it) -> the kinds reached there, and why: narrower than a capability.
+ALLOWED_PATHS: dict[str, tuple[frozenset[str], str]] = {
+    "deps.resources.get(-> resource.open)": (
+        frozenset({"settings"}),
+        "Resources.get opens a module's Resource with the process's settings (once per App); the openers are the "
+        "modules' own code, but a servicer could declare a Resource that hands them back (issue 47, open: resources "
+        "declared by each Module, and only those opened, would close it)"),
+}
 
+T = TypeVar("T")
 ATOMS = (str, bytes, bytearray, int, float, complex, bool, type(None), type, ModuleType)
 
 
@@ -112,12 +128,80 @@ def _filled(cell: object) -> bool:
     return True
 
 
+def _self_chain(node: ast.expr, me: str) -> list[str] | None:
+    """`self.a.b` as ['a', 'b'] (`me` is the method's first parameter); None for anything else."""
+    names: list[str] = []
+    while isinstance(node, ast.Attribute):
+        names.insert(0, node.attr)
+        node = node.value
+    return names if names and isinstance(node, ast.Name) and node.id == me else None
+
+
+def _follow(value: object, names: list[str]) -> object:
+    for name in names:
+        value = inspect.getattr_static(value, name, None)
+        if isinstance(value, property | functools.cached_property | staticmethod | classmethod) or value is None:
+            return None  # a getter or a descriptor: not evaluated here
+    return value
+
+
+@functools.cache
+def _handed_out(function: FunctionType) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """What a method of the package hands out of its object: (how, the `self` chain) for each `return self.x...`
+    and each `self.x...` passed to a callable reached from another parameter (`read(self._conn)`,
+    `resource.open(self._settings)`): read from its source."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return ()
+    definition = tree.body[0]
+    if not isinstance(definition, ast.FunctionDef | ast.AsyncFunctionDef) or not definition.args.args:
+        return ()
+    me, others = definition.args.args[0].arg, {a.arg for a in [*definition.args.args[1:], *definition.args.kwonlyargs]}
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Return | ast.Yield) and node.value is not None:
+            chain = _self_chain(node.value, me)
+            if chain:
+                found.append(("()", tuple(chain)))
+        elif isinstance(node, ast.Call):
+            root = node.func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in others:
+                for arg in [*node.args, *(k.value for k in node.keywords)]:
+                    chain = _self_chain(arg, me)
+                    if chain:
+                        found.append((f"(-> {ast.unparse(node.func)})", tuple(chain)))
+    return tuple(found)
+
+
+def _surface(value: object) -> Iterator[tuple[str, object]]:
+    """What an object of the package hands out of its private state through its public properties and methods."""
+    cls = type(value)
+    if not cls.__module__.startswith("persona_service"):
+        return
+    for name in dir(cls):
+        if name.startswith("_"):
+            continue
+        member = inspect.getattr_static(cls, name, None)
+        function = member.fget if isinstance(member, property) else member.func \
+            if isinstance(member, functools.cached_property) else member
+        if not isinstance(function, FunctionType):
+            continue
+        for how, chain in _handed_out(function):
+            held = _follow(value, list(chain))
+            if held is not None:
+                yield f".{name}{'' if isinstance(member, property | functools.cached_property) else how}", held
+
+
 def _edges(value: object) -> Iterator[tuple[str, object]]:
     if isinstance(value, ATOMS):
         return
     yield from _items(value)
     yield from _function_parts(value)
     yield from _public_attributes(value)
+    yield from _surface(value)
 
 
 def reach(deps: ServicerDeps) -> list[Reach]:
@@ -142,7 +226,8 @@ def _reach_from(path: str, start: object) -> Iterator[Reach]:
 
 def leaks(deps: ServicerDeps) -> list[Reach]:
     """What `deps` reaches that ALLOWED does not grant the capability it is reached through."""
-    return [r for r in reach(deps) if r.kind not in ALLOWED.get(r.capability, (frozenset(), ""))[0]]
+    return [r for r in reach(deps) if r.kind not in ALLOWED.get(r.capability, (frozenset(), ""))[0]
+            and r.kind not in ALLOWED_PATHS.get(r.path, (frozenset(), ""))[0]]
 
 
 # The roles whose processes serve calls: a server (its model calls go to runners) and a one-process App.
@@ -181,6 +266,8 @@ def test_every_allowance_is_used(apps: dict[str, App]) -> None:
     assert {name for name in ALLOWED if not any(capability == name for capability, _ in reached)} == set()
     assert {name for name, (kinds, _) in ALLOWED.items() if not kinds <= {k for c, k in reached if c == name}} == set()
     assert set(ALLOWED) <= {f.name for f in fields(ServicerDeps)}
+    paths = {(r.path, r.kind) for app in apps.values() for r in reach(app.servicer_deps)}
+    assert {path for path, (kinds, _) in ALLOWED_PATHS.items() if not {(path, k) for k in kinds} <= paths} == set()
 
 
 def _never(*_: object) -> bool:
@@ -204,6 +291,50 @@ def _hints_with(**public: object) -> Hints:
     return hints
 
 
+class _HintsWithProperty(Hints):
+    __module__ = "persona_service.kernel.transport.hints"  # read as the package's code is
+
+    @property
+    def raw(self) -> redis.Redis:
+        return self._client
+
+
+class _HintsWithGetter(Hints):
+    __module__ = "persona_service.kernel.transport.hints"
+
+    def connection_pool(self) -> object:
+        return self._client.connection_pool
+
+
+class _HintsWithCachedProperty(Hints):
+    __module__ = "persona_service.kernel.transport.hints"
+
+    @functools.cached_property
+    def backend(self) -> redis.Redis:
+        return self._client
+
+
+class _HintsWithCallback(Hints):
+    __module__ = "persona_service.kernel.transport.hints"
+
+    def using(self, work: Callable[[redis.Redis], T]) -> T:
+        return work(self._client)
+
+
+class _SignalsHoldingTheEngine:
+    __module__ = "persona_service.kernel.resources"
+
+    def __init__(self, engine: sqlalchemy.Engine) -> None:
+        self._engine = engine
+
+    def apart(self, read: Callable[[sqlalchemy.Connection], T]) -> T:
+        with self._engine.connect() as conn:
+            return read(conn)
+
+    def pool(self) -> object:
+        return self._engine.pool
+
+
 # Leaks planted into a copy of today's deps, each spelled in a way the check names nowhere.
 PLANTED = {
     "a lambda closing over the engine": lambda app: {"draining": lambda: app.engine.pool.status() == ""},
@@ -221,6 +352,12 @@ PLANTED = {
                                                                                     pool=app.engine.pool)},
     "the resources exposing their settings": lambda app: {"resources": SimpleNamespace(get=app.resources.get,
                                                                                        settings=app.settings)},
+    # Handed out of private state by the public surface (issue 47): the walk reads what methods return.
+    "a property returning the private Redis client": lambda app: {"hints": _HintsWithProperty(app.redis)},
+    "a public method returning the client's pool": lambda app: {"hints": _HintsWithGetter(app.redis)},
+    "a cached_property returning the client": lambda app: {"hints": _HintsWithCachedProperty(app.redis)},
+    "a public method handing the client to the caller's callback": lambda app: {"hints": _HintsWithCallback(app.redis)},
+    "a capability whose method returns its engine's pool": lambda app: {"tasks": _SignalsHoldingTheEngine(app.engine)},
 }
 
 
