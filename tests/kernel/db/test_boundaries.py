@@ -132,6 +132,21 @@ def in_a_thread_of_its_own(conn):
     thread.join()
 
 
+def in_a_timer(conn):
+    timer = threading.Timer(0, conn.exec_driver_sql, args=("SELECT count(*) FROM personas",))
+    timer.start()
+    timer.join()
+
+
+async def in_a_loops_callback(conn):
+    asyncio.get_running_loop().call_later(0, conn.exec_driver_sql, "SELECT count(*) FROM personas")
+    await asyncio.sleep(0.05)
+
+
+def copies_to_a_program(conn):
+    conn.exec_driver_sql("COPY (SELECT 1) TO PROGRAM 'true'")
+
+
 def own_and_kernel_tables(conn):
     return conn.execute(text("SELECT count(*) FROM chat_sessions s JOIN events e ON false")).all()
 
@@ -212,6 +227,10 @@ async def commits_asynchronously(aconn):
 
 async def reads_asynchronously(aconn):
     return await (await aconn.execute("select count(*) from users")).fetchall()
+
+
+async def reads_in_a_task_of_the_drivers(aconn):
+    return await asyncio.get_running_loop().create_task(aconn.execute("select count(*) from users"))
 
 
 def connects_to_the_database(url):
@@ -298,6 +317,12 @@ def through_its_domains_client_file(address):
     from persona_service.chat import planted_support
 
     planted_support.connects(address)
+
+
+def opens_a_grpc_channel(address):
+    import grpc
+
+    grpc.insecure_channel(f"{address[0]}:{address[1]}").close()
 '''
 
 PLANTED_SERVICER = '''
@@ -485,12 +510,27 @@ def test_sql_naming_another_domains_table_is_refused_however_spelt(planted, unit
         getattr(planted["chat/planted_repository"], plant)(unit_of_work.conn)
 
 
-def test_a_thread_started_on_a_librarys_callable_is_its_starters(planted, unit_of_work, monkeypatch):
+@pytest.mark.parametrize("plant", ["in_a_thread_of_its_own", "in_a_timer"])
+def test_a_thread_started_on_a_librarys_callable_is_its_starters(planted, unit_of_work, monkeypatch, plant):
     """`Thread(target=conn.exec_driver_sql)`: the new thread's frames are SQLAlchemy's and the threading module's
     only; its start is what the domain did."""
     raised = []
     monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
-    planted["chat/planted_repository"].in_a_thread_of_its_own(unit_of_work.conn)
+    getattr(planted["chat/planted_repository"], plant)(unit_of_work.conn)
+    assert len(raised) == 1 and isinstance(raised[0], BoundaryViolation), raised
+    assert "chat/planted_repository.py touched personas" in str(raised[0])
+
+
+def test_a_loops_callback_on_a_librarys_callable_is_its_schedulers(planted, unit_of_work):
+    """`loop.call_later(0, conn.exec_driver_sql, …)` from a domain's coroutine, on a loop the kernel runs: the
+    callback runs from the loop's frames only."""
+    raised = []
+
+    async def run():
+        asyncio.get_running_loop().set_exception_handler(lambda _, context: raised.append(context.get("exception")))
+        await planted["chat/planted_repository"].in_a_loops_callback(unit_of_work.conn)
+
+    asyncio.run(run())
     assert len(raised) == 1 and isinstance(raised[0], BoundaryViolation), raised
     assert "chat/planted_repository.py touched personas" in str(raised[0])
 
@@ -524,6 +564,7 @@ def test_its_own_tables_the_kernels_and_a_read_port_pass(planted, unit_of_work, 
     ("planted_repository", "commits_after_a_comment", "ended a transaction in SQL"),
     ("planted_repository", "invalidates_its_connection", "closed a unit of work's connection"),
     ("planted_repository", "closes_the_driver", "closed the driver's connection"),
+    ("planted_repository", "copies_to_a_program", r"had the database run a program"),
 ])
 def test_a_commit_outside_the_unit_of_work_is_refused(planted, unit_of_work, file, plant, message):
     unit_of_work.conn.exec_driver_sql("SELECT 1")  # (the driver's transaction begun, as a call's would be)
@@ -549,6 +590,7 @@ def _on_an_async_connection(stack, plant):
 @pytest.mark.parametrize(("plant", "message"), [
     ("commits_asynchronously", r"\(repository\) committed a transaction"),
     ("reads_asynchronously", r"touched users"),
+    ("reads_in_a_task_of_the_drivers", r"touched users"),
 ])
 def test_an_asyncio_connection_is_watched_as_a_blocking_one(planted, guarded, stack, plant, message):
     with pytest.raises(BoundaryViolation, match=message):
@@ -652,6 +694,7 @@ def test_the_unit_of_works_commit_and_a_jobs_transaction_pass(planted, unit_of_w
     ("planted_repository", "through_its_domains_client_file",
      r"planted_repository\.py \(through chat/planted_support\.py\) opened a network connection"),
     ("planted_repository", "runs_a_process", r"started a process \(subprocess\.Popen\)"),
+    ("planted_service", "opens_a_grpc_channel", r"opened a network connection \(a gRPC channel\)"),
 ])
 def test_network_from_a_repository_or_service_is_refused(planted, guarded, listener, file, plant, message):
     with pytest.raises(BoundaryViolation, match=message):

@@ -56,7 +56,9 @@ library's own thread started from no frame of the package.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import contextvars
 import functools
 import pathlib
 import re
@@ -158,18 +160,16 @@ def _place(code: CodeType) -> Place:
     return found
 
 
-# --- threads: whose work a thread does ----------------------------------------------------
+# --- threads and callbacks: whose work it is -------------------------------------------------
 
-# The stack (code objects, innermost first) of the code that handed this thread its work: a thread started, or
-# work submitted to an executor (`asyncio.to_thread`, `run_in_executor`), whose callable is not the package's
-# (`Thread(target=conn.execute)`, `pool.submit(socket.create_connection, …)`): the new thread's frames hold no
-# frame of the package, so without it nobody would have done what it does. A callable of the package's (a
-# kernel's worker, a domain's function) is attributed by its own frames, as any call.
-_ORIGIN = threading.local()
-
-
-def _origin() -> tuple[CodeType, ...]:
-    return getattr(_ORIGIN, "codes", ())
+# The stack (code objects, innermost first) of the code that handed this work over: a thread started, work
+# submitted to an executor (`asyncio.to_thread`, `run_in_executor`), an event loop's callback or task, whose
+# callable is not the package's (`Thread(target=conn.execute)`, `pool.submit(socket.create_connection, …)`,
+# `loop.call_soon(conn.execute, …)`): its frames hold none of the package's, so without it nobody would have
+# done what it does. A callable of the package's (a kernel's worker, a domain's function) is attributed by its
+# own frames, as any call. A context variable: each asyncio task and callback runs in a context of its own.
+_ORIGIN: contextvars.ContextVar[tuple[CodeType, ...]] = contextvars.ContextVar("boundaries.origin", default=())
+_origin = _ORIGIN.get
 
 
 def _stack(start: FrameType | None) -> tuple[CodeType, ...]:
@@ -181,27 +181,34 @@ def _stack(start: FrameType | None) -> tuple[CodeType, ...]:
 
 
 def _the_packages(work: Any) -> bool:
-    """Whether `work` (a thread's target or run, an executor's callable) is the package's code (its frames then
-    say whose it is)."""
+    """Whether `work` (a thread's target or run, an executor's callable, a callback, a coroutine) is the
+    package's code (its frames then say whose it is)."""
     while isinstance(work, functools.partial):
         work = work.func
-    code = getattr(getattr(work, "__func__", work), "__code__", None)
+    work = getattr(work, "__func__", work)
+    code = getattr(work, "__code__", None) or getattr(work, "cr_code", None)
     return code is not None and _place(code).domain is not None
 
 
 def _carrying(work: Callable[..., Any], codes: tuple[CodeType, ...]) -> Callable[..., Any]:
-    """`work`, run with `codes` as its thread's origin."""
+    """`work`, run with `codes` as its origin."""
     def carried(*args: Any, **kwargs: Any) -> Any:
-        was = _origin()
-        _ORIGIN.codes = codes
+        token = _ORIGIN.set(codes)
         try:
             return work(*args, **kwargs)
         finally:
-            _ORIGIN.codes = was
+            _ORIGIN.reset(token)
     return carried
 
 
-_PLACES[id(_carrying(print, ()).__code__)] = _OUTSIDE  # (the guard's own frame: transparent, as a library's)
+async def _carried(coroutine: Any, codes: tuple[CodeType, ...]) -> Any:
+    """`coroutine`, awaited in its task with `codes` as its origin (the task's context is its own)."""
+    _ORIGIN.set(codes)
+    return await coroutine
+
+
+# (the guard's own frames: transparent, as a library's)
+_PLACES[id(_carrying(print, ()).__code__)] = _PLACES[id(_carried.__code__)] = _OUTSIDE
 
 
 def _starting(thread: threading.Thread, args: tuple[Any, ...], start: FrameType) -> None:
@@ -211,14 +218,20 @@ def _starting(thread: threading.Thread, args: tuple[Any, ...], start: FrameType)
         thread.run = _carrying(run, _stack(start))  # type: ignore[method-assign]
 
 
-def _submitting(method: Callable[..., Any]) -> Callable[..., Any]:
-    """An executor's `submit`, carrying its caller's stack to a callable not the package's."""
+def _handing_over(method: Callable[..., Any], at: int = 0, coroutine: bool = False,
+                  anywhere: bool = False) -> Callable[..., Any]:
+    """`method` (an executor's `submit`, a loop's `call_soon`…, `create_task`), carrying its caller's stack to
+    the callable (or coroutine) at argument `at` when it is not the package's. An executor's from anywhere; a
+    loop's only when a domain's frame is the innermost of the package (the loop's own callbacks are many)."""
     @functools.wraps(method)
-    def submit(self: Any, work: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        if _state["on"] and not _the_packages(work):
-            work = _carrying(work, _stack(sys._getframe(1)))
-        return method(self, work, *args, **kwargs)
-    return submit
+    def handing_over(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _state["on"] and len(args) > at and not _the_packages(args[at]):
+            start = sys._getframe(1)
+            if anywhere or (_innermost_of_package(start) or _KERNEL).in_domain:
+                work = _carried(args[at], _stack(start)) if coroutine else _carrying(args[at], _stack(start))
+                args = (*args[:at], work, *args[at + 1:])
+        return method(self, *args, **kwargs)
+    return handing_over
 
 
 def _codes(start: FrameType | None) -> Iterator[CodeType]:
@@ -376,23 +389,27 @@ def _named_tables(sql: str, tables: frozenset[str], depth: int = 0) -> frozenset
 
 
 _ENDS_WORDS = {"commit", "end", "abort", "rollback"}
+_ENDS = "ended a transaction in SQL (the unit of work commits)"
+_RUNS_A_PROGRAM = "had the database run a program (COPY … PROGRAM: the server's shell, and its network)"
 
 
-def _ends(sql: str) -> bool:
-    """Whether any of `sql`'s statements ends the transaction (COMMIT, END, ABORT, ROLLBACK but `ROLLBACK TO` a
-    savepoint, PREPARE TRANSACTION, COMMIT/ROLLBACK PREPARED), after comments, or after another statement."""
+def _escapes(sql: str) -> str:
+    """How `sql` escapes its unit of work, or '': a statement that ends the transaction (COMMIT, END, ABORT,
+    ROLLBACK but `ROLLBACK TO` a savepoint, PREPARE TRANSACTION, COMMIT/ROLLBACK PREPARED), in any of its
+    statements, after any comment; or a `COPY … PROGRAM`, which runs a shell command on the database server."""
     words: list[str] = []
     for lexeme in [*lex(sql), Lexeme(";", ";")]:
         if lexeme.kind != ";":
-            if len(words) < 2:
-                words.append(lexeme.text if lexeme.bare else "")
+            words.append(lexeme.text if lexeme.bare else "")
             continue
         first, second = (words + ["", ""])[:2]
         if (first in _ENDS_WORDS and not (first == "rollback" and second == "to")) or \
                 (first == "prepare" and second == "transaction"):
-            return True
+            return _ENDS
+        if first == "copy" and "program" in words:
+            return _RUNS_A_PROGRAM
         words = []
-    return False
+    return ""
 
 
 def table_owners() -> dict[str, str]:
@@ -448,13 +465,14 @@ def _writes(sql: str) -> bool:
 
 
 class Tables:
-    """Each table's owner, and the tables a statement names and whether it writes (cached per SQL string)."""
+    """Each table's owner, and the tables a statement names, whether it writes and how it escapes its unit of
+    work (cached per SQL string)."""
 
     def __init__(self) -> None:
         self._owners: dict[str, str] = {}
         self._named: dict[str, frozenset[str]] = {}
         self._writes: dict[str, bool] = {}
-        self._ends: dict[str, bool] = {}
+        self._escapes: dict[str, str] = {}
 
     def owners(self) -> dict[str, str]:
         if len(self._owners) != len(Base.metadata.tables):  # modules imported since: read again
@@ -477,12 +495,12 @@ class Tables:
             found = self._writes[sql] = _writes(sql)
         return found
 
-    def ends(self, sql: str) -> bool:
-        found = self._ends.get(sql)
+    def escapes(self, sql: str) -> str:
+        found = self._escapes.get(sql)
         if found is None:
-            if len(self._ends) >= _CACHED_STATEMENTS:
-                self._ends.clear()
-            found = self._ends[sql] = _ends(sql)
+            if len(self._escapes) >= _CACHED_STATEMENTS:
+                self._escapes.clear()
+            found = self._escapes[sql] = _escapes(sql)
         return found
 
 
@@ -496,8 +514,9 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
     place = _innermost_domain(start)
     if place is None:
         return
-    if _TABLES.ends(sql):
-        raise BoundaryViolation(f"{place} ended a transaction in SQL (the unit of work commits): {sql[:160]}")
+    escape = _TABLES.escapes(sql)
+    if escape:
+        raise BoundaryViolation(f"{place} {escape}: {sql[:160]}")
     owners = _TABLES.owners()
     foreign = sorted(t for t in _TABLES.named(sql)
                      if owners[t] not in (place.domain, KERNEL) and (place.domain, t) not in DECLARED)
@@ -771,6 +790,8 @@ def install_process() -> None:
     """Turn the SQL, transaction, connection, network and Redis checks on in this process, on every engine and
     driver connection (the hooks stay: Python cannot remove an audit hook, so `guarding(False)` turns them off)."""
     if not _state["installed"]:
+        import grpc._channel
+        import grpc.aio._channel
         import psycopg
         import psycopg_pool
         import redis.asyncio.client
@@ -793,6 +814,9 @@ def install_process() -> None:
             (psycopg.BaseConnection, "_exec_command", _command_of),
             # A connection psycopg makes (libpq opens its socket in C, past the audit hook), blocking or asyncio.
             (psycopg.BaseConnection, "_connect_gen", _only(check_network, "opened a database connection")),
+            # A gRPC channel of a service's or repository's own: its core opens sockets in C, past the audit hook.
+            *((cls, "__init__", _only(check_network, "opened a network connection (a gRPC channel)"))
+              for cls in (grpc._channel.Channel, grpc.aio._channel.Channel)),
             # (create_engine's last step; Engine.__init__ is not wrapped: create_engine reads its parameters)
             (Dialect, "engine_created", _only(check_engine)),
             (psycopg_pool.base.BasePool, "__init__", _only(check_engine)),
@@ -815,8 +839,12 @@ def install_process() -> None:
             elif cls not in server_cursors:  # (they override some of a cursor's methods only)
                 # A library renamed what the guard wraps (psycopg's private `_exec_command`…): not silently blind.
                 raise RuntimeError(f"the boundary guard cannot watch {cls.__module__}.{cls.__qualname__}.{name}")
-        executor = concurrent.futures.ThreadPoolExecutor
-        executor.submit = _submitting(executor.submit)  # type: ignore[method-assign]
+        # Work handed to another thread or to the event loop (`_handing_over`).
+        executor, loop = concurrent.futures.ThreadPoolExecutor, asyncio.BaseEventLoop
+        executor.submit = _handing_over(executor.submit, anywhere=True)  # type: ignore[method-assign]
+        for name, at in (("call_soon", 0), ("call_soon_threadsafe", 0), ("call_at", 1)):
+            setattr(loop, name, _handing_over(vars(loop)[name], at))
+        loop.create_task = _handing_over(loop.create_task, 0, coroutine=True)  # type: ignore[method-assign]
         _state["installed"] = True
     _state["on"] = True
 
