@@ -33,6 +33,7 @@ that no code of the package put there (what the call handed is for); a thread-lo
 
 from __future__ import annotations
 
+import ast
 import builtins
 import contextlib
 import contextvars
@@ -559,6 +560,94 @@ def settings_reads(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tu
                 yield str(relative), one.co_qualname, how.removeprefix("@settings:")
 
 
+# --- Any across a domain's public surface -------------------------------------------------------------------------
+
+
+@functools.cache
+def _imports_of(module_name: str) -> dict[str, tuple[str, str | None]]:
+    """Every name a module's imports bind (the TYPE_CHECKING ones too, which its globals lack): name -> (module, name
+    in it, or None for the module itself)."""
+    try:
+        tree = ast.parse(inspect.getsource(sys.modules[module_name]))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    bound: dict[str, tuple[str, str | None]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            bound.update({alias.asname or alias.name: (node.module, alias.name) for alias in node.names})
+        elif isinstance(node, ast.Import):
+            bound.update({alias.asname or alias.name.partition(".")[0]:
+                          (alias.name if alias.asname else alias.name.partition(".")[0], None) for alias in node.names})
+    return bound
+
+
+def _name_in(name: str, module_name: str) -> object:
+    """What `name` is in a module, as its annotations see it (a type-only import resolved by importing it)."""
+    globals_ = vars(sys.modules[module_name])
+    if name in globals_:
+        return globals_[name]
+    home = _imports_of(module_name).get(name)
+    try:
+        return None if home is None else _attribute(importlib.import_module(home[0]), home[1]) if home[1] \
+            else importlib.import_module(home[0])
+    except Exception:  # noqa: BLE001 - a name that does not load is no Any
+        return None
+
+
+def _says_any(annotation: object, module_name: str) -> bool:
+    """Whether an annotation (a string under `from __future__ import annotations`) names typing.Any, by any alias."""
+    if not isinstance(annotation, str):
+        return annotation is Any
+    try:
+        tree = ast.parse(annotation, mode="eval")
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and _name_in(node.id, module_name) is Any:
+            return True
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            owner = _name_in(node.value.id, module_name)
+            if owner is not None and _attribute(owner, node.attr) is Any:
+                return True
+    return False
+
+
+def _signatures(value: object, where: str) -> Iterator[tuple[str, object, str]]:
+    """(where, annotation, module) for what crosses with `value`: a function's parameters and result; a class's
+    public fields and its public methods' (and properties') parameters and results, down its package bases."""
+    if isinstance(value, type):
+        for cls in value.__mro__:
+            if not cls.__module__.startswith("persona_service"):
+                continue
+            for name, annotation in vars(cls).get("__annotations__", {}).items():
+                if not name.startswith("_"):
+                    yield f"{where}.{name}", annotation, cls.__module__
+            for name, member in vars(cls).items():
+                function = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+                if (not name.startswith("_") or name == "__init__") and isinstance(function, types.FunctionType):
+                    yield from _signatures(function, f"{where}.{name}")
+    elif isinstance(value, types.FunctionType):
+        for name, annotation in value.__annotations__.items():
+            if name not in ("self", "cls"):
+                yield f"{where}({name})", annotation, value.__module__
+
+
+def any_across_apis(root: pathlib.Path) -> Iterator[str]:
+    """Typed data across layers (issue 47): what a domain's `api.py` exports (its functions, and its classes' public
+    fields, methods and properties, wherever they are defined) names no `typing.Any`, by any alias, in any position
+    (`-> Any`, `dict[str, Any]`, `**values: Any`). By the objects the module exports, not by reading api.py: a
+    re-exported service's methods count. (mypy's disallow_any_explicit would read only api.py's own lines.)"""
+    for path in sorted(root.glob("*/api.py")):
+        if path.parent.name in ("kernel", "process", "providers"):
+            continue
+        module = importlib.import_module(_module_name(root, path))
+        exported = getattr(module, "__all__", [name for name in vars(module) if not name.startswith("_")])
+        for name in exported:
+            for where, annotation, home in _signatures(getattr(module, name, None), f"{path.parent.name}.api.{name}"):
+                if _says_any(annotation, home):
+                    yield f"{where}: {annotation} ({home})"
+
+
 def _checked(folder: pathlib.Path) -> dict[str, object]:
     """In the child forked for `folder`: its offenders, and the libraries its check loaded (for the next ones)."""
     os.chdir(folder.parent)
@@ -568,9 +657,10 @@ def _checked(folder: pathlib.Path) -> dict[str, object]:
     paths = sorted(p for d in sorted(domains) for p in (folder / d).rglob("*.py") if "migrations" not in p.parts)
     past = list(past_the_door(folder, paths))
     reads = [list(read) for read in settings_reads(folder, paths)]
+    untyped = list(any_across_apis(folder))
     libraries = [name for name, module in list(sys.modules.items()) if name.partition(".")[0] != "persona_service"
                  and name != "__main__" and not str(getattr(module, "__file__", "") or "").startswith(str(folder))]
-    return {"lines": lines, "past_the_door": past, "settings_reads": reads, "libraries": libraries}
+    return {"lines": lines, "past_the_door": past, "settings_reads": reads, "any_across_apis": untyped, "libraries": libraries}
 
 
 def _preload(names: list[str]) -> None:

@@ -914,6 +914,33 @@ def reaches_past_the_door(root: pathlib.Path) -> list[str]:
     return _AMBIENT.check(root)["past_the_door"]
 
 
+# Any that crosses a domain's api.py today, each with why; this list only shrinks (a stale entry fails too).
+ANY_ACROSS_APIS = {
+    "config.api.ConfigService.value(return): Any (persona_service.config.service)":
+        "a config key's JSON value; its type is the key's (config_keys)",
+    "config.api.ConfigService.update(value): Any (persona_service.config.service)":
+        "as value: the JSON a caller sets, validated by the key",
+    "config.api.ConfigService.org_value(return): Any (persona_service.config.service)":
+        "as value, for an organization's override",
+    "config.api.ConfigService.rate_limit_overrides(return): dict[str, Any] (persona_service.config.service)":
+        "limits' overrides as JSON, per key",
+    "moderation.api.ModerationBlocked.__init__(details): dict[str, Any] | None (persona_service.kernel.errors)":
+        "an error's JSON details (the kernel's ApiError)",
+    "personas.api.persona_to_card(return): dict[str, Any] (persona_service.personas.cards)":
+        "a Character Card, a JSON document of a foreign format",
+}
+
+
+def any_across_apis(root: pathlib.Path) -> list[str]:
+    """No `typing.Any`, by any alias and in any position, crosses a domain's `api.py`: in what it exports, found by
+    the objects themselves (a re-exported service's methods, its records' fields), not api.py's lines
+    (tests/ambient_reads.py's `any_across_apis`); but the known ones, ANY_ACROSS_APIS."""
+    found = _AMBIENT.check(root)["any_across_apis"]
+    return [f"{line} crosses api.py (type it, or list it in ANY_ACROSS_APIS with why)" for line in found
+            if line not in ANY_ACROSS_APIS] + [f"ANY_ACROSS_APIS lists {line}, no longer found" for line in ANY_ACROSS_APIS
+                                               if line not in found and root == PACKAGE]
+
+
 # Roles whose code may read settings or the environment: a module gets its settings when it is built (its wiring,
 # jobs, commands, its Settings' own defaults); a servicer in `__init__`, once per App. A Resource's opener is
 # called once per App too (tests/ambient_reads.py counts it as module level).
@@ -987,7 +1014,7 @@ AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     tables_outside_their_domain, other_domains_tables, layers_inside_domains, dynamic_access, kernel_naming_domains,
     raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_process,
     ambient_reads, kernel_past_the_door, private_reach, undeclared_needs, reaches_past_the_door,
-    settings_at_call_sites,
+    settings_at_call_sites, any_across_apis,
 ]
 
 
@@ -1219,6 +1246,16 @@ PLANTED = [
     ("a private attribute read by attrgetter, aliased", "chat/servicer.py",
      "from operator import attrgetter as _ag\n\n\ndef _planted(deps):\n    return _ag('resources._settings')(deps)\n",
      reaches_past_the_door),
+    # Typed data across layers: no Any crosses a domain's api.py, however spelled or wherever defined.
+    ("a service's method returning Any, exported through api.py", "personas/service.py",
+     "def _planted_any(self) -> dict[str, typing.Any]:\n    return {}\n\n\nimport typing  # noqa: E402\n\n"
+     "PersonaService.export_raw = _planted_any\n", any_across_apis),
+    ("an api.py function taking **values: Any by an alias", "chat/api.py",
+     "from typing import Any as _Loose\n\n\ndef planted(**values: _Loose) -> None:\n    return None\n\n\n"
+     "__all__ = [*__all__, 'planted']\n", any_across_apis),
+    ("a record's field typed Any by a module alias, exported through api.py", "orgs/api.py",
+     "import typing as _t\nfrom dataclasses import dataclass as _dc\n\n\n@_dc(frozen=True)\nclass PlantedRecord:\n"
+     "    extra: _t.Any\n\n\n__all__ = [*__all__, 'PlantedRecord']\n", any_across_apis),
     # Settings come once, when a module is built: none at a call site, whatever the spelling.
     ("the environment read at a call site in a service", "chat/service.py",
      "import os as _os\n\n\ndef _planted():\n    return _os.environ['DATABASE_URL']\n", settings_at_call_sites),
