@@ -5,6 +5,8 @@ an error in the envelope or a success, never a 5xx (tests/test_free_json_http.py
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,8 +31,36 @@ def with_value(doc: Any, place: tuple[Any, ...], value: Any) -> Any:
     return changed
 
 
-def variants(doc: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-    """(where and what, the body) for every place and shape."""
+def shaped(doc: Any) -> Iterator[tuple[str, Any, Any]]:
+    """(where and what, the shape put there, the body) for every place and shape."""
     for place in places(doc):
         for value in SHAPES:
-            yield "/".join(map(str, place)) + f" = {value!r}", with_value(doc, place, value)
+            yield "/".join(map(str, place)) + f" = {value!r}", value, with_value(doc, place, value)
+
+
+def variants(doc: Any) -> Iterator[tuple[str, Any]]:
+    """(where and what, the body) for every place and shape."""
+    for what, _, body in shaped(doc):
+        yield what, body
+
+
+def as_text(value: Any) -> set[str]:
+    """What a value that is not a string reads as once turned into one (`str(7)`, `str({'value': 7})`): a
+    string field holding one of these took a value of another type."""
+    return set() if isinstance(value, str) else {str(value), repr(value), json.dumps(value)}
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string in a record, a dataclass's fields and containers' items included."""
+    if isinstance(value, str):
+        yield value
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            yield from strings(getattr(value, field.name))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from strings(key)
+            yield from strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from strings(item)

@@ -130,13 +130,13 @@ class OpenAIHTTPProvider:
             choice = data["choices"][0]
             message = choice["message"]
             calls = tuple(
-                ToolCall(str(c["id"]), str(c["function"]["name"]), str(c["function"].get("arguments") or ""))
+                ToolCall(_text(c["id"]), _text(c["function"]["name"]), _text(c["function"].get("arguments")))
                 for c in (message.get("tool_calls") or ())
             )
             usage = data["usage"]
             return Completion(
-                text=message.get("content") or "",
-                model=str(data.get("model") or body["model"]),
+                text=_text(message.get("content")),
+                model=_text(data.get("model")) or body["model"],
                 input_tokens=_int(usage["prompt_tokens"]),
                 output_tokens=_int(usage["completion_tokens"]),
                 finish_reason=_finish(choice.get("finish_reason"), calls),
@@ -185,10 +185,10 @@ class OpenAIHTTPProvider:
                         raise self._malformed(response.status_code, payload, "stream chunk is not an object")
                     if "error" in chunk:
                         raise self._error_event(chunk, response.status_code, body, "error event in stream")
-                    model = chunk.get("model") or model
-                    if chunk.get("usage"):
-                        usage = chunk["usage"]
                     try:
+                        model = _text(chunk.get("model")) or model
+                        if chunk.get("usage"):
+                            usage = chunk["usage"]
                         for delta in self._chunk_deltas(chunk, text, calls):
                             if delta.finish_reason:
                                 finish = delta.finish_reason
@@ -207,7 +207,7 @@ class OpenAIHTTPProvider:
                 raise KeyError("usage")
             completion = Completion(
                 text="".join(text),
-                model=str(model),
+                model=model,
                 input_tokens=_int(usage["prompt_tokens"]),
                 output_tokens=_int(usage["completion_tokens"]),
                 finish_reason=_finish(finish or None, tool_calls),
@@ -223,22 +223,22 @@ class OpenAIHTTPProvider:
             if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
-            content = delta.get("content")
+            content = _text(delta.get("content"))
             if content:
                 text.append(content)
                 yield Delta(text=content)
             for fragment in delta.get("tool_calls") or ():
-                index = int(fragment.get("index", 0))
+                index = _int(fragment.get("index", 0))
                 function = fragment.get("function") or {}
                 call = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
-                piece = ToolCall(str(fragment.get("id") or ""), str(function.get("name") or ""),
-                                 str(function.get("arguments") or ""))
+                piece = ToolCall(_text(fragment.get("id")), _text(function.get("name")),
+                                 _text(function.get("arguments")))
                 call["id"] = call["id"] or piece.id
                 call["name"] = call["name"] or piece.name
                 call["arguments"] += piece.arguments
                 yield Delta(tool_call=piece, tool_call_index=index)
             if choice.get("finish_reason"):
-                yield Delta(finish_reason=_FINISH.get(choice["finish_reason"], str(choice["finish_reason"])))
+                yield Delta(finish_reason=_finish(_text(choice["finish_reason"]), ()))
 
     def moderate(self, text: str, *, call: ModelCall = NO_CALL) -> ModerationResult:
         with _during("moderations"):
@@ -250,10 +250,10 @@ class OpenAIHTTPProvider:
             result = data["results"][0]
             categories = result.get("categories") or {}
             scores = result.get("category_scores") or {}
-            return ModerationResult(
-                flagged=bool(result["flagged"]),
-                categories=tuple(name for name, hit in categories.items() if hit),
-                scores={str(k): float(v) for k, v in scores.items()},
+            return ModerationResult(  # (each value of its type: a flag read from "no" would be True)
+                flagged=_bool(result["flagged"]),
+                categories=tuple(name for name, hit in categories.items() if _bool(hit)),
+                scores={str(k): float(_number(v)) for k, v in scores.items()},
             )
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise self._malformed(200, data, f"missing or invalid field: {exc!r}") from None
@@ -274,8 +274,8 @@ class OpenAIHTTPProvider:
 
     def _vectors(self, data: dict[str, Any], inputs: int) -> list[list[float]]:
         try:
-            items = sorted(data["data"], key=lambda item: int(item.get("index", 0)))
-            vectors = [[float(x) for x in item["embedding"]] for item in items]
+            items = sorted(data["data"], key=lambda item: _int(item.get("index", 0)))
+            vectors = [[float(_number(x)) for x in item["embedding"]] for item in items]
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise self._malformed(200, data, f"missing or invalid field: {exc!r}") from None
         if len(vectors) != inputs:
@@ -417,13 +417,35 @@ def _wire_message(message: Message) -> dict[str, Any]:
 def _finish(reason: Any, calls: tuple[ToolCall, ...]) -> str:
     if reason is None and calls:
         return "tool_calls"
-    return _FINISH.get(reason, str(reason))
+    reason = _text(reason)
+    return _FINISH.get(reason, reason)
 
 
 def _int(value: Any) -> int:
+    return int(_number(value))
+
+
+# What the wire says is read as its type or not at all (a ValueError: `malformed_response`), never converted:
+# str(7) as a reply's text, bool("no") as a moderation flag, float(True) as a score would pass garbage on.
+def _number(value: Any) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"not a number: {value!r}")
-    return int(value)
+    return value
+
+
+def _text(value: Any) -> str:
+    """A string field (absent or null: "")."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"not a string: {value!r}")
+    return value
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"not a boolean: {value!r}")
+    return value
 
 
 def _prompt(body: dict[str, Any]) -> str:
