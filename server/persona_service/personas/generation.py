@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -142,7 +142,7 @@ class GenerationPipeline:
 
             # The checkpoint is JSON (the step's output as its row stores it): a run taken over reads it back.
             def made(step: str = step, t0: float = t0, attempts: list[int] = attempts,
-                     outputs: StepOutputs = outputs) -> dict[str, Any]:
+                     outputs: StepOutputs = outputs) -> dict[str, object]:
                 output = self._step(step, spec, outputs, attempts)
                 GENERATION_STEPS.labels(step, "completed").observe(time.monotonic() - t0)
                 return StepDone(output, int((time.monotonic() - t0) * 1000), attempts[0] or 1).to_json()
@@ -284,7 +284,7 @@ class GenerationPipeline:
         )
         err.persist = True  # keep the failed run, its events and audit entries
 
-    def _emit(self, type_: str, spec: RunSpec, data: dict[str, Any]) -> None:
+    def _emit(self, type_: str, spec: RunSpec, data: dict[str, object]) -> None:
         self.outbox.emit(type_, spec.org_id, spec.workspace_id, data)
 
 
@@ -293,13 +293,14 @@ class GenerationPipeline:
 SOUL_LIMITS = {f.name: f.GetOptions().Extensions[options_pb2.rules].max_len for f in personas_pb2.Soul.DESCRIPTOR.fields}
 
 
-def normalize_soul(raw: dict[str, Any], fallback: dict[str, Any]) -> Soul:
+def normalize_soul(raw: Mapping[str, object], fallback: Mapping[str, object]) -> Soul:
     """A drafted (or a caller's) soul held to the Soul message's limits; `fallback`'s fields where it has none."""
     def text(name: str) -> str:
         return str(raw.get(name, fallback.get(name)) or "")[:SOUL_LIMITS.get(name) or None]
 
     def items(name: str) -> tuple[str, ...]:
-        return tuple(str(v) for v in (raw.get(name, fallback.get(name)) or []))[:SOUL_LIMITS.get(name) or None]
+        value = raw.get(name, fallback.get(name))  # (a list of texts: the callers checked it)
+        return tuple(str(v) for v in (value if isinstance(value, list | tuple) else ()))[:SOUL_LIMITS.get(name) or None]
 
     return Soul(text("name"), text("desire"), text("fear"), text("backstory"), items("traits"), items("values"),
                 text("speaking_style"))
@@ -346,8 +347,8 @@ _SOUL_TEXTS = ("name", "desire", "fear", "backstory", "speaking_style")
 _SOUL_LISTS = ("traits", "values")
 
 
-def _answer(answer: dict[str, Any], provider: Provider, texts: tuple[str, ...] = (),
-            lists: tuple[str, ...] = ()) -> dict[str, Any]:
+def _answer(answer: dict[str, object], provider: Provider, texts: tuple[str, ...] = (),
+            lists: tuple[str, ...] = ()) -> dict[str, object]:
     """A model's JSON answer whose fields the step reads are of their types: `texts` strings, `lists` arrays of
     strings (absent or null: not given). Anything else is an answer the pipeline cannot use, naming the field:
     never a value stringified into the persona (`{'a': 1}` as a name, a string's letters as traits) nor a 500."""
@@ -371,7 +372,7 @@ def _dialogues(value: object, provider: Provider) -> tuple[Dialogue, ...]:
     return tuple(Dialogue(str(line.get("user") or ""), str(line.get("persona") or "")) for line in lines)
 
 
-def _json_object(text: str, provider: Provider) -> dict[str, Any]:
+def _json_object(text: str, provider: Provider) -> dict[str, object]:
     try:
         start, end = text.index("{"), text.rindex("}") + 1
         value = json.loads(text[start:end])

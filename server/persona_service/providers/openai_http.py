@@ -417,8 +417,8 @@ def _wire_message(message: Message) -> dict[str, Any]:
 def _finish(reason: Any, calls: tuple[ToolCall, ...]) -> str:
     if reason is None and calls:
         return "tool_calls"
-    reason = _text(reason)
-    return _FINISH.get(reason, reason)
+    said = _text(reason)
+    return _FINISH.get(said, said)
 
 
 def _int(value: Any) -> int:
