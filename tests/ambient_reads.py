@@ -470,6 +470,24 @@ _ENVIRONMENT = {id(os.environ): "os.environ", id(os.environb): "os.environb", id
                 id(os.getenvb): "os.getenvb", id(os.putenv): "os.putenv", id(os.unsetenv): "os.unsetenv"}
 
 
+# Libraries that reach another process over the network (a module of theirs, or a function or class they define).
+NETWORK = re.compile(r"^(?:socket|ssl|http\.client|urllib\.request|requests|httpx|urllib3|aiohttp|boto3|botocore|stripe|"
+                     r"smtplib|ftplib|redis|grpc|websockets?)(?:\.|$)")
+
+
+def _network(value: object) -> str | None:
+    """Which network library `value` is of: a module, or a function or class it defines."""
+    if isinstance(value, types.ModuleType):
+        name = value.__name__
+    elif isinstance(value, type | types.FunctionType | types.BuiltinFunctionType):
+        name = str(getattr(value, "__module__", "") or "")
+        if name == "_socket":
+            name = "socket"
+    else:
+        return None
+    return name if NETWORK.match(name) else None
+
+
 def _behind_the_door(value: object, door: set[int]) -> str | None:
     """What of the kernel or the process assembly `value` is, when it is no name of the door: a module of theirs
     (but the door), or a function, class or object their modules define or keep."""
@@ -504,7 +522,10 @@ def _watched() -> Callable[[object, object], str | None]:
         if callable(value) and getattr(value, "__name__", "") == "from_env":
             return "settings:" + str(getattr(value, "__qualname__", "from_env"))
         behind = _behind_the_door(value, door) if isinstance(owner, types.ModuleType | dict) else None
-        return "past:" + behind if behind else None
+        if behind:
+            return "past:" + behind
+        network = _network(value)
+        return "network:" + network if network else None
 
     return watch
 
@@ -541,6 +562,29 @@ def past_the_door(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[str
             if how.startswith("@past:") and (str(relative), one.co_qualname, how) not in named:
                 named.add((str(relative), one.co_qualname, how))
                 yield f"{relative}: {one.co_qualname} reaches {how.removeprefix('@past:')}"
+
+
+def network_reads(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tuple[str, str, str]]:
+    """(file, function, library) for each network library (NETWORK) a domain's code reaches, by what each name it
+    loads is at run time (an alias, a lazy import, a chain such as `urllib.request.urlopen`). (Which roles may: the
+    caller's rule.)"""
+    for relative, module, one, package in _domain_codes(root, paths):
+        for what in dict.fromkeys(how for _, how in _flowed(one, vars(module), package) if how.startswith("@network:")):
+            yield str(relative), one.co_qualname, what.removeprefix("@network:")
+
+
+def api_exports(root: pathlib.Path) -> Iterator[tuple[str, str, str]]:
+    """(api.py, exported name, the module defining it) for each function or class a domain's api.py exports, by the
+    object (so a re-export of a re-export is named by where it is defined)."""
+    for path in sorted(root.glob("*/api.py")):
+        if path.parent.name in ("kernel", "process", "providers"):
+            continue
+        module = importlib.import_module(_module_name(root, path))
+        for name in _exported(module):
+            value = getattr(module, name, None)
+            home = getattr(value, "__module__", None) if isinstance(value, type | types.FunctionType) else None
+            if isinstance(home, str):
+                yield str(path.relative_to(root)), name, home
 
 
 def settings_reads(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tuple[str, str, str]]:
@@ -626,10 +670,17 @@ def _signatures(value: object, where: str) -> Iterator[tuple[str, object, str]]:
                 function = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
                 if (not name.startswith("_") or name == "__init__") and isinstance(function, types.FunctionType):
                     yield from _signatures(function, f"{where}.{name}")
-    elif isinstance(value, types.FunctionType):
+    elif isinstance(value, types.FunctionType) and value.__module__.startswith("persona_service"):
         for name, annotation in value.__annotations__.items():
             if name not in ("self", "cls"):
                 yield f"{where}({name})", annotation, value.__module__
+
+
+def _exported(module: types.ModuleType) -> list[str]:
+    """What another module can import from `module`: its `__all__` and every other public name it binds (Python
+    does not hold an importer to `__all__`)."""
+    return list(dict.fromkeys([*getattr(module, "__all__", ()), *(name for name in vars(module)
+                                                                  if not name.startswith("_"))]))
 
 
 def any_across_apis(root: pathlib.Path) -> Iterator[str]:
@@ -641,8 +692,7 @@ def any_across_apis(root: pathlib.Path) -> Iterator[str]:
         if path.parent.name in ("kernel", "process", "providers"):
             continue
         module = importlib.import_module(_module_name(root, path))
-        exported = getattr(module, "__all__", [name for name in vars(module) if not name.startswith("_")])
-        for name in exported:
+        for name in _exported(module):
             for where, annotation, home in _signatures(getattr(module, name, None), f"{path.parent.name}.api.{name}"):
                 if _says_any(annotation, home):
                     yield f"{where}: {annotation} ({home})"
@@ -658,9 +708,12 @@ def _checked(folder: pathlib.Path) -> dict[str, object]:
     past = list(past_the_door(folder, paths))
     reads = [list(read) for read in settings_reads(folder, paths)]
     untyped = list(any_across_apis(folder))
+    network = [list(read) for read in network_reads(folder, paths)]
+    exports = [list(export) for export in api_exports(folder)]
     libraries = [name for name, module in list(sys.modules.items()) if name.partition(".")[0] != "persona_service"
                  and name != "__main__" and not str(getattr(module, "__file__", "") or "").startswith(str(folder))]
-    return {"lines": lines, "past_the_door": past, "settings_reads": reads, "any_across_apis": untyped, "libraries": libraries}
+    return {"lines": lines, "past_the_door": past, "settings_reads": reads, "any_across_apis": untyped, "network": network, "api_exports": exports,
+            "libraries": libraries}
 
 
 def _preload(names: list[str]) -> None:

@@ -1,6 +1,7 @@
 """Import cycles in persona_service, at three granularities (issue 47, "No loops").
 
-Every import counts: module-level, inside a function, and under `if TYPE_CHECKING:`,
+Every import counts: module-level, inside a function, under `if TYPE_CHECKING:`, and a literal name imported by a
+call (`importlib.import_module("persona_service.chat.api")`, `__import__(...)`),
 since a type-only loop still ties two pieces together (neither can be read,
 moved or tested without the other). Cycles are reported as strongly connected
 components of the import graph, at the granularity of:
@@ -49,11 +50,25 @@ def _targets(path: pathlib.Path, root: pathlib.Path, node: ast.Import | ast.Impo
     yield base
 
 
+def _literal_import(node: ast.AST) -> ast.Import | None:
+    """`importlib.import_module("a.b")` or `__import__("a.b")` (any spelling of the callee) as `import a.b`."""
+    if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str) and not node.args[0].value.startswith(".")):
+        return None
+    callee = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+    if callee not in ("import_module", "__import__"):
+        return None
+    return ast.Import(names=[ast.alias(name=node.args[0].value)], lineno=node.lineno, col_offset=node.col_offset)
+
+
 @functools.cache
 def _imports(text: str) -> tuple[ast.Import | ast.ImportFrom, ...]:
-    """A source's import statements, anywhere in it; parsed once per distinct source (the graph is built again
-    for each planted copy of the package, in which one file differs)."""
-    return tuple(node for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Import | ast.ImportFrom))
+    """A source's imports, anywhere in it: statements, and a literal name imported by a call (an import by a
+    computed name is test_architecture's `dynamic_access`); parsed once per distinct source (the graph is built
+    again for each planted copy of the package, in which one file differs)."""
+    nodes = list(ast.walk(ast.parse(text)))
+    return tuple(node for node in nodes if isinstance(node, ast.Import | ast.ImportFrom)) \
+        + tuple(found for node in nodes if (found := _literal_import(node)) is not None)
 
 
 def import_graph(root: pathlib.Path) -> dict[str, set[str]]:

@@ -131,12 +131,34 @@ def _docstrings(tree: ast.Module) -> set[int]:
             and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
 
 
+def _joined(node: ast.expr) -> str | None:
+    """The text a concatenation of literals (`'SELE' + 'CT ...'`) or an f-string spells, each value it formats
+    as `x`; None if any part is no literal."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.JoinedStr):
+        return "".join(part.value if isinstance(part, ast.Constant) else "x" for part in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _joined(node.left), _joined(node.right)
+        return None if left is None or right is None else left + right
+    return None
+
+
 @functools.cache
 def _strings(tree: ast.Module) -> tuple[ast.Constant, ...]:
-    """String constants other than docstrings."""
+    """String constants other than docstrings, and the text each outermost concatenation of literals or f-string
+    spells, as a constant of its own (at its line): SQL or a name split in parts is read whole."""
     docstrings = _docstrings(tree)
+    parents = _parents(tree)
+    joined = []
+    for node in _walk(tree):
+        if isinstance(node, ast.BinOp | ast.JoinedStr) and not isinstance(parents.get(id(node)), ast.BinOp | ast.JoinedStr):
+            text = _joined(node)
+            if text is not None:
+                joined.append(ast.Constant(value=text, lineno=node.lineno))
     return tuple(node for node in _walk(tree)
-                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings)
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings) \
+        + tuple(joined)
 
 
 def _is_migration(path: pathlib.Path) -> bool:
@@ -430,14 +452,22 @@ TRANSACTION_CALLS = {"commit", "rollback", "begin", "connect"}
 
 def transactions_outside_units_of_work(root: pathlib.Path) -> list[str]:
     """Services, repositories, records and helpers work in the caller's unit of work: only
-    servicers, jobs, commands and the module's wiring open or end one."""
+    servicers, jobs, commands and the module's wiring open or end one, or change its isolation (autocommit). By
+    the attribute, called or not (`done = conn.commit; done()`), and by a string naming it (`getattr(conn,
+    "commit")()`); operator's methodcaller is `reaches_past_the_door`'s."""
     offenders = []
     for path, role in _roles(root).items():
         if role is None or ROLES[role].transactions or role == "migrations":
             continue
         for node in _walk(_tree(root / path)):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TRANSACTION_CALLS:
-                offenders.append(f"{path}:{node.lineno} ({role}) calls .{node.func.attr}()")
+            if isinstance(node, ast.Attribute) and node.attr in TRANSACTION_CALLS:
+                offenders.append(f"{path}:{node.lineno} ({role}) reaches .{node.attr}")
+            elif isinstance(node, ast.Call) and (node.func.id if isinstance(node.func, ast.Name) else getattr(
+                    node.func, "attr", "")) in ATTRIBUTE_BY_NAME and any(
+                    isinstance(arg, ast.Constant) and arg.value in TRANSACTION_CALLS for arg in node.args):
+                offenders.append(f"{path}:{node.lineno} ({role}) reaches a transaction's end by name")
+            elif isinstance(node, ast.keyword) and node.arg in ("isolation_level", "autocommit"):
+                offenders.append(f"{path}:{node.lineno} ({role}) sets the transaction's {node.arg}")
     return offenders
 
 
@@ -941,6 +971,41 @@ def any_across_apis(root: pathlib.Path) -> list[str]:
                                                if line not in found and root == PACKAGE]
 
 
+# Roles whose code may reach the network (NETWORK in tests/ambient_reads.py: sockets, HTTP, S3, Stripe, Redis, gRPC):
+# domain logic and the work around it; never a repository (its world is the connection it is handed), tables,
+# records, settings, api.py's own code nor a pure helper.
+NETWORK_ROLES = {"service", "servicer", "jobs", "commands", "module"}
+
+
+def network_outside_services(root: pathlib.Path) -> list[str]:
+    """A repository (tables, records, a helper) calls no network: by what its code reaches at run time
+    (tests/ambient_reads.py's `network_reads`: a module or function of a network library, by any alias, lazy
+    import or chain such as `urllib.request.urlopen`), not by its imports' spelling."""
+    roles = _roles(root)
+    return [f"{file}: {function} reaches {library} ({roles.get(pathlib.Path(file))}): the network is a service's"
+            for file, function, library in _AMBIENT.check(root)["network"]
+            if roles.get(pathlib.Path(file)) not in NETWORK_ROLES]
+
+
+# What a domain's api.py may hand other domains: its services, records, settings and helpers; never a repository or
+# tables (another domain would hold SQL on this one's tables), a servicer, its wiring or jobs.
+API_EXPORTABLE = {"service", "records", "settings", "support", "api", "package"}
+
+
+def api_exports_by_role(root: pathlib.Path) -> list[str]:
+    """What each domain's api.py exports is defined in a file of a role other domains may use (API_EXPORTABLE): by
+    the exported objects (tests/ambient_reads.py's `api_exports`), so a repository re-exported under any name, or
+    through a service module's own import of it, is found."""
+    roles = _roles(root)
+    offenders = []
+    for api, name, home in _AMBIENT.check(root)["api_exports"]:
+        path = _module_file(root, home)
+        role = roles.get(path) if path is not None else None
+        if path is not None and path.parts[0] == pathlib.Path(api).parts[0] and role not in API_EXPORTABLE:
+            offenders.append(f"{api} exports {name} from {path} ({role})")
+    return offenders
+
+
 # Roles whose code may read settings or the environment: a module gets its settings when it is built (its wiring,
 # jobs, commands, its Settings' own defaults); a servicer in `__init__`, once per App. A Resource's opener is
 # called once per App too (tests/ambient_reads.py counts it as module level).
@@ -1014,7 +1079,7 @@ AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     tables_outside_their_domain, other_domains_tables, layers_inside_domains, dynamic_access, kernel_naming_domains,
     raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_process,
     ambient_reads, kernel_past_the_door, private_reach, undeclared_needs, reaches_past_the_door,
-    settings_at_call_sites, any_across_apis,
+    settings_at_call_sites, any_across_apis, network_outside_services, api_exports_by_role,
 ]
 
 
@@ -1256,6 +1321,31 @@ PLANTED = [
     ("a record's field typed Any by a module alias, exported through api.py", "orgs/api.py",
      "import typing as _t\nfrom dataclasses import dataclass as _dc\n\n\n@_dc(frozen=True)\nclass PlantedRecord:\n"
      "    extra: _t.Any\n\n\n__all__ = [*__all__, 'PlantedRecord']\n", any_across_apis),
+    # A transaction ended or its mode changed by any spelling; SQL and names split in parts.
+    ("a service keeping a connection's commit in a local", "personas/service.py",
+     "def _planted(conn):\n    done = conn.commit\n    done()\n", transactions_outside_units_of_work),
+    ("a service committing by getattr with a literal", "chat/service.py",
+     "def _planted(conn):\n    getattr(conn, 'commit')()\n", transactions_outside_units_of_work),
+    ("a service switching its connection to autocommit", "chat/service.py",
+     "def _planted(conn):\n    return conn.execution_options(isolation_level='AUTOCOMMIT')\n",
+     transactions_outside_units_of_work),
+    ("SQL concatenated in a servicer", "chat/servicer.py", "_PLANTED = 'SELE' + 'CT id FROM chat_sessions'\n",
+     sql_outside_repositories),
+    ("the kernel naming a domain by concatenation", "kernel/principal.py", "_PLANTED = 'bill' + 'ing:invoices'\n",
+     kernel_naming_domains),
+    # The network is a service's; api.py hands out no repository; a literal import_module is an import.
+    ("a repository calling the network through urllib, lazily", "chat/repository.py",
+     "def _planted():\n    import urllib.request as _u\n\n    return _u.urlopen('http://example.com').read()\n",
+     network_outside_services),
+    ("a repository opening a socket", "orgs/repository.py",
+     "import socket as _s\n\n\ndef _planted():\n    return _s.create_connection(('example.com', 80))\n",
+     network_outside_services),
+    ("a repository re-exported through api.py", "personas/api.py",
+     "from persona_service.personas.repository import PersonaRepository as PersonaRepository  # noqa: F401\n\n"
+     "__all__ = [*__all__, 'PersonaRepository']\n", api_exports_by_role),
+    ("the kernel importing a provider by a literal import_module", "kernel/entry.py",
+     "def _planted():\n    import importlib\n\n    return importlib.import_module('persona_service.providers.pricing')\n",
+     loops_not_known),
     # Settings come once, when a module is built: none at a call site, whatever the spelling.
     ("the environment read at a call site in a service", "chat/service.py",
      "import os as _os\n\n\ndef _planted():\n    return _os.environ['DATABASE_URL']\n", settings_at_call_sites),
