@@ -652,6 +652,8 @@ _GUARD = pathlib.Path("kernel", "data", "boundaries.py")
 INTROSPECTION_DECLARED = {
     (_GUARD, "f_back"): "attributes a statement, commit or connection to the innermost domain frame",
     (_GUARD, "__func__"): "wraps a library's classmethod (psycopg's _connect_gen) to watch the connections it opens",
+    (_GUARD, "f_locals"): "reads the origin a carrier of work handed to another thread or the event loop holds in its "
+                          "own frame (who handed it over)",
 }
 # The loaders of names no import statement spells at run time, each in its file: PERSONA_EXTRA_MODULES, code named
 # by configuration (kernel.module); the kernel's door loading a name it lists on first use (kernel.api).
@@ -956,8 +958,6 @@ ANY_ACROSS_APIS = {
         "limits' overrides as JSON, per key",
     "moderation.api.ModerationBlocked.__init__(details): dict[str, Any] | None (persona_service.kernel.errors)":
         "an error's JSON details (the kernel's ApiError)",
-    "personas.api.persona_to_card(return): dict[str, Any] (persona_service.personas.cards)":
-        "a Character Card, a JSON document of a foreign format",
 }
 
 

@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import functools
 import pathlib
 import re
@@ -162,22 +161,23 @@ def _place(code: CodeType) -> Place:
 
 # --- threads and callbacks: whose work it is -------------------------------------------------
 
-# The stack (code objects, innermost first) of the code that handed this work over: a thread started, work
-# submitted to an executor (`asyncio.to_thread`, `run_in_executor`), an event loop's callback or task, whose
-# callable is not the package's (`Thread(target=conn.execute)`, `pool.submit(socket.create_connection, …)`,
-# `loop.call_soon(conn.execute, …)`): its frames hold none of the package's, so without it nobody would have
-# done what it does. A callable of the package's (a kernel's worker, a domain's function) is attributed by its
-# own frames, as any call. A context variable: each asyncio task and callback runs in a context of its own.
-_ORIGIN: contextvars.ContextVar[tuple[CodeType, ...]] = contextvars.ContextVar("boundaries.origin", default=())
-_origin = _ORIGIN.get
+# Work handed over to another thread (a thread started, work submitted to an executor: `asyncio.to_thread`,
+# `run_in_executor`) or to the event loop (a callback, a task) whose callable is not the package's
+# (`Thread(target=conn.execute)`, `pool.submit(socket.create_connection, …)`, `loop.call_soon(conn.execute, …)`)
+# runs inside a carrier of the guard's own, whose frame holds the stack (code objects) of the code that handed it
+# over: its own frames hold none of the package's, so without it nobody would have done what it does. Walking a
+# stack splices that origin in where the carrier stands (no ambient state: the stack says it). A callable of the
+# package's (a kernel's worker, a domain's function) is attributed by its own frames, as any call.
+_CARRIER = Place(None, "carrier")
 
 
-def _stack(start: FrameType | None) -> tuple[CodeType, ...]:
-    codes = []
-    while start is not None:
-        codes.append(start.f_code)
-        start = start.f_back
-    return (*codes, *_origin())
+def _codes(start: FrameType | None) -> Iterator[CodeType]:
+    """The codes of `start`'s stack, innermost first, a carrier's origin spliced in where it stands."""
+    for frame, _ in traceback.walk_stack(start):
+        if _PLACES.get(id(frame.f_code)) is _CARRIER:
+            yield from frame.f_locals["codes"]
+        else:
+            yield frame.f_code
 
 
 def _the_packages(work: Any) -> bool:
@@ -191,31 +191,28 @@ def _the_packages(work: Any) -> bool:
 
 
 def _carrying(work: Callable[..., Any], codes: tuple[CodeType, ...]) -> Callable[..., Any]:
-    """`work`, run with `codes` as its origin."""
+    """`work`, run under a carrier of `codes`, its origin."""
     def carried(*args: Any, **kwargs: Any) -> Any:
-        token = _ORIGIN.set(codes)
-        try:
-            return work(*args, **kwargs)
-        finally:
-            _ORIGIN.reset(token)
+        codes  # noqa: B018 - a free variable of this frame, so the walk (`_codes`) finds it in its locals
+        return work(*args, **kwargs)
     return carried
 
 
 async def _carried(coroutine: Any, codes: tuple[CodeType, ...]) -> Any:
-    """`coroutine`, awaited in its task with `codes` as its origin (the task's context is its own)."""
-    _ORIGIN.set(codes)
+    """`coroutine`, awaited under a carrier of `codes`, its origin."""
     return await coroutine
 
 
-# (the guard's own frames: transparent, as a library's)
-_PLACES[id(_carrying(print, ()).__code__)] = _PLACES[id(_carried.__code__)] = _OUTSIDE
+for _code in (_carrying(print, ()).__code__, _carried.__code__):
+    _PLACES[id(_code)] = _CARRIER
+    _SEEN.append(_code)
 
 
 def _starting(thread: threading.Thread, args: tuple[Any, ...], start: FrameType) -> None:
     run = thread.run
     work = getattr(thread, "_target", None) if getattr(run, "__func__", None) is threading.Thread.run else run
     if work is not None and not _the_packages(work):
-        thread.run = _carrying(run, _stack(start))  # type: ignore[method-assign]
+        thread.run = _carrying(run, tuple(_codes(start)))  # type: ignore[method-assign]
 
 
 def _handing_over(method: Callable[..., Any], at: int = 0, coroutine: bool = False,
@@ -228,17 +225,11 @@ def _handing_over(method: Callable[..., Any], at: int = 0, coroutine: bool = Fal
         if _state["on"] and len(args) > at and not _the_packages(args[at]):
             start = sys._getframe(1)
             if anywhere or (_innermost_of_package(start) or _KERNEL).in_domain:
-                work = _carried(args[at], _stack(start)) if coroutine else _carrying(args[at], _stack(start))
+                codes = tuple(_codes(start))
+                work = _carried(args[at], codes) if coroutine else _carrying(args[at], codes)
                 args = (*args[:at], work, *args[at + 1:])
         return method(self, *args, **kwargs)
     return handing_over
-
-
-def _codes(start: FrameType | None) -> Iterator[CodeType]:
-    """The codes of `start`'s stack, innermost first, then its thread's origin's."""
-    for frame, _ in traceback.walk_stack(start):
-        yield frame.f_code
-    yield from _origin()
 
 
 def _caller() -> FrameType:
@@ -255,11 +246,13 @@ def _innermost_domain(start: FrameType | None) -> Place | None:
         place = places.get(key) or _place(frame.f_code)
         if place.domain:
             return place
-    for code in _origin():
-        if id(code) in ports:
+        if place is _CARRIER:
+            for code in _codes(frame):
+                if id(code) in ports:
+                    return None
+                if _place(code).domain:
+                    return _place(code)
             return None
-        if _place(code).domain:
-            return _place(code)
     return None
 
 
@@ -270,10 +263,9 @@ def _innermost_of_package(start: FrameType | None) -> Place | None:
         place = places.get(id(frame.f_code)) or _place(frame.f_code)
         if place.domain is not None:
             return place
+        if place is _CARRIER:
+            return next((p for p in map(_place, _codes(frame)) if p.domain is not None), None)
         frame = frame.f_back
-    for code in _origin():
-        if _place(code).domain is not None:
-            return _place(code)
     return None
 
 
@@ -685,7 +677,7 @@ def _begin(conn: Connection) -> None:
         frame: FrameType | None = _caller()
         while frame is not None and frame.f_code is not _UOW_OPENS:  # (every transaction's whole stack: inline)
             frame = frame.f_back
-        conn.info[_UOW] = frame is not None or _UOW_OPENS in _origin()
+        conn.info[_UOW] = frame is not None
 
 
 def _end(conn: Connection) -> None:
