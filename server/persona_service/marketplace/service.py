@@ -4,10 +4,8 @@ never commit; the review runs as a durable task (kernel.transport.tasks)."""
 from __future__ import annotations
 
 import builtins
-import copy
 import re
 from collections.abc import Callable
-from typing import Any
 
 from sqlalchemy import Connection
 
@@ -30,7 +28,7 @@ from persona_service.kernel.api import (
 from persona_service.marketplace.records import ListingEdit, ListingOwner, ListingRecord, PurchaseRecord
 from persona_service.marketplace.repository import MarketplaceRepository
 from persona_service.moderation.api import record_flag
-from persona_service.personas.api import EXTENSION, PersonaDirectory, PersonaService, persona_to_card
+from persona_service.personas.api import PersonaDirectory, PersonaService, persona_to_card
 
 REVIEW_TASK = "marketplace.review"
 _WORDS = re.compile(r"\w+")
@@ -199,18 +197,14 @@ class MarketplaceService:
             raise NotFound("listing")
         return listing
 
-    def _card(self, listing: ListingRecord) -> dict[str, Any]:
+    def _card(self, listing: ListingRecord) -> dict[str, object]:
         """The listed persona as a character card, its metadata naming the listing (the copy's lineage)."""
         persona = self.personas.active(listing.workspace_id, listing.persona_id, hold=True)  # copied as held
         voice = self.personas.voice(listing.persona_id)
         if persona is None or voice is None:
             raise StateConflict("The listed persona is no longer available.", "personaId",
                                 {"personaId": listing.persona_id})
-        card = copy.deepcopy(persona_to_card(persona, voice, []))
-        ours = card["data"]["extensions"][EXTENSION]
-        ours["metadata"] = {"marketplaceListingId": listing.id}
-        ours["visibility"] = "private"
-        return card
+        return persona_to_card(persona, voice, [], as_listed=listing.id)
 
 
 MAX_TAG = 40

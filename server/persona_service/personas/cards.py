@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from persona_service.kernel.api import ValidationFailed, Violation
 from persona_service.personas.records import PersonaRecord, VersionRecord, VoiceRecord
@@ -35,9 +34,9 @@ class ImportedCard:
     voice: Voice
     intent: str
     visibility: str
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
     display_name: str
-    card_extra: dict[str, Any]
+    card_extra: dict[str, object]
 
 
 def _object(value: object) -> dict[str, object]:
@@ -59,11 +58,15 @@ def parse_examples(text: str) -> list[Dialogue]:
     return dialogues
 
 
-def persona_to_card(persona: PersonaRecord, voice: VoiceRecord, versions: list[VersionRecord]) -> dict[str, Any]:
+def persona_to_card(persona: PersonaRecord, voice: VoiceRecord, versions: list[VersionRecord], *,
+                    as_listed: str = "") -> dict[str, object]:
+    """The persona as a card. `as_listed`: a marketplace listing's id, for the copy a purchase imports (private,
+    its metadata naming the listing: the copy's lineage) instead of the persona's own visibility and metadata."""
     soul = persona.soul
     ours = {
         "personaId": persona.id, "version": persona.version, "intent": persona.intent, "soul": soul.to_json(),
-        "visibility": persona.visibility, "metadata": persona.metadata, "slug": persona.slug,
+        "visibility": "private" if as_listed else persona.visibility,
+        "metadata": {"marketplaceListingId": as_listed} if as_listed else persona.metadata, "slug": persona.slug,
         "lineage": {
             "parentId": persona.parent_id or "", "rootId": persona.root_id, "forkOrdinal": persona.fork_ordinal,
             "forkNote": persona.fork_note,
