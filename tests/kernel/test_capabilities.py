@@ -30,7 +30,7 @@ import psycopg
 import pytest
 import redis
 import sqlalchemy
-from persona_service.kernel.resources import ServicerDeps, plain
+from persona_service.kernel.resources import Resource, ServicerDeps, plain
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport.hints import Hints
 from persona_service.process.app import App
@@ -367,6 +367,37 @@ def test_each_planted_leak_is_caught(app: App, what: str) -> None:
     found = leaks(replace(app.servicer_deps, **plants))
     assert found, f"{what}: not caught"
     assert {r.capability for r in found} <= set(plants), found
+
+
+def declared_resources() -> list[Resource[object]]:
+    """Every Resource the package's modules declare (the registry imported them)."""
+    import sys
+
+    found = {id(value): value for module in list(sys.modules.values())
+             if getattr(module, "__name__", "").startswith("persona_service.")
+             for value in vars(module).values() if isinstance(value, Resource)}
+    return list(found.values())
+
+
+def resource_leaks(deps: ServicerDeps, resources: list[Resource[object]]) -> list[Reach]:
+    """What each resource hands a servicer that asks `deps.resources.get(resource)`, opened (with the fixture's
+    settings: local storage, payments and models) and walked like the deps: a resource whose opener hands back
+    the settings, or an object keeping them, is a way to them that ALLOWED_PATHS' opener path does not grant."""
+    return [found for resource in resources
+            for found in _reach_from(f"deps.resources.get({resource.name})", deps.resources.get(resource))]
+
+
+def test_no_declared_resource_hands_out_anything_raw(app: App) -> None:
+    resources = declared_resources()
+    assert {r.name for r in resources} >= {"files.storage", "billing.processor"}
+    assert resource_leaks(app.servicer_deps, resources) == []
+
+
+@pytest.mark.parametrize("opener", [lambda settings: settings, lambda settings: SimpleNamespace(held=[settings]),
+                                    lambda settings: (lambda: settings)],
+                         ids=["the settings", "an object holding them", "a function closing over them"])
+def test_a_planted_resource_handing_out_the_settings_is_caught(app: App, opener: Callable[[Settings], object]) -> None:
+    assert [r.kind for r in resource_leaks(app.servicer_deps, [Resource("planted", opener)])] == ["settings"]
 
 
 def test_a_read_apart_reads_and_cannot_write(engine: sqlalchemy.Engine) -> None:
