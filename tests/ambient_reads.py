@@ -488,6 +488,24 @@ def _network(value: object) -> str | None:
     return name if NETWORK.match(name) else None
 
 
+def _sql_construct(value: object) -> str | None:
+    """Which SQL-writing piece of SQLAlchemy or the driver `value` is (a submodule, or a function or class they
+    define): not the types code annotates and passes connections with, their exceptions, event hooks, nor the
+    `sqlalchemy` package itself (its names are each read off it, and so found)."""
+    if isinstance(value, types.ModuleType):
+        name = value.__name__
+    elif isinstance(value, type | types.FunctionType | types.BuiltinFunctionType):
+        name = f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '')}"
+    else:
+        return None
+    if not re.match(r"^(?:sqlalchemy|psycopg|psycopg2)\.", name) or re.match(r"^sqlalchemy\.(?:exc|event)(?:\.|$)", name):
+        return None
+    import sqlalchemy
+
+    allowed = (sqlalchemy.Connection, sqlalchemy.Engine, sqlalchemy.Executable, sqlalchemy.engine.ExceptionContext)
+    return None if any(value is kind for kind in allowed) else name
+
+
 def _behind_the_door(value: object, door: set[int]) -> str | None:
     """What of the kernel or the process assembly `value` is, when it is no name of the door: a module of theirs
     (but the door), or a function, class or object their modules define or keep."""
@@ -525,7 +543,10 @@ def _watched() -> Callable[[object, object], str | None]:
         if behind:
             return "past:" + behind
         network = _network(value)
-        return "network:" + network if network else None
+        if network:
+            return "network:" + network
+        sql = _sql_construct(value)
+        return "sql:" + sql if sql else None
 
     return watch
 
@@ -571,6 +592,15 @@ def network_reads(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tup
     for relative, module, one, package in _domain_codes(root, paths):
         for what in dict.fromkeys(how for _, how in _flowed(one, vars(module), package) if how.startswith("@network:")):
             yield str(relative), one.co_qualname, what.removeprefix("@network:")
+
+
+def sql_reads(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tuple[str, str, str]]:
+    """(file, function, what) for each SQL-writing piece of SQLAlchemy or the driver a domain's code reaches, by
+    what it is at run time (through a repository's or tables' namespace, an alias, a lazy import). (Which files
+    may: the caller's rule.)"""
+    for relative, module, one, package in _domain_codes(root, paths):
+        for what in dict.fromkeys(how for _, how in _flowed(one, vars(module), package) if how.startswith("@sql:")):
+            yield str(relative), one.co_qualname, what.removeprefix("@sql:")
 
 
 def api_exports(root: pathlib.Path) -> Iterator[tuple[str, str, str]]:
@@ -710,9 +740,10 @@ def _checked(folder: pathlib.Path) -> dict[str, object]:
     untyped = list(any_across_apis(folder))
     network = [list(read) for read in network_reads(folder, paths)]
     exports = [list(export) for export in api_exports(folder)]
+    sql = [list(read) for read in sql_reads(folder, paths)]
     libraries = [name for name, module in list(sys.modules.items()) if name.partition(".")[0] != "persona_service"
                  and name != "__main__" and not str(getattr(module, "__file__", "") or "").startswith(str(folder))]
-    return {"lines": lines, "past_the_door": past, "settings_reads": reads, "any_across_apis": untyped, "network": network, "api_exports": exports,
+    return {"lines": lines, "past_the_door": past, "settings_reads": reads, "any_across_apis": untyped, "network": network, "api_exports": exports, "sql": sql,
             "libraries": libraries}
 
 

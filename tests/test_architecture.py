@@ -948,6 +948,14 @@ def reaches_past_the_door(root: pathlib.Path) -> list[str]:
 
 # Any that crosses a domain's api.py today, each with why; this list only shrinks (a stale entry fails too).
 ANY_ACROSS_APIS = {
+    "config.api.ConfigService.value(return): Any (persona_service.config.service)":
+        "a config key's JSON value; its type is the key's (config_keys)",
+    "config.api.ConfigService.update(value): Any (persona_service.config.service)":
+        "as value: the JSON a caller sets, validated by the key",
+    "config.api.ConfigService.org_value(return): Any (persona_service.config.service)":
+        "as value, for an organization's override",
+    "config.api.ConfigService.rate_limit_overrides(return): dict[str, Any] (persona_service.config.service)":
+        "limits' overrides as JSON, per key",
     "moderation.api.ModerationBlocked.__init__(details): dict[str, Any] | None (persona_service.kernel.errors)":
         "an error's JSON details (the kernel's ApiError)",
 }
@@ -961,6 +969,41 @@ def any_across_apis(root: pathlib.Path) -> list[str]:
     return [f"{line} crosses api.py (type it, or list it in ANY_ACROSS_APIS with why)" for line in found
             if line not in ANY_ACROSS_APIS] + [f"ANY_ACROSS_APIS lists {line}, no longer found" for line in ANY_ACROSS_APIS
                                                if line not in found and root == PACKAGE]
+
+
+def sql_reached_outside_repositories(root: pathlib.Path) -> list[str]:
+    """`sql_outside_repositories` by value: no SQL-writing piece of SQLAlchemy or the driver (`select`, `text`,
+    `table`, `func`, a dialect, psycopg...) is reached by a domain's code outside its SQL homes, however it got
+    there: through a repository's or tables' namespace (`repository.select`), an alias or a lazy import
+    (tests/ambient_reads.py's `sql_reads`: what each name the code loads is at run time)."""
+    homes = _sql_homes(root)
+    return [f"{file}: {function} reaches {what}: SQL is written in repositories and tables"
+            for file, function, what in _AMBIENT.check(root)["sql"] if pathlib.Path(file) not in homes]
+
+
+# Where a domain may hold an engine or pool: its wiring, jobs and commands open their own units of work on the
+# pool they are given (Runtime.engine); a servicer's unit of work is its call's, a service's and a repository's
+# their caller's connection, so none reaches past it to the engine or pool beneath (`ctx.conn.engine.connect()`).
+ENGINE_ATTRIBUTES = {"engine", "pool", "get_bind"}
+ENGINE_ROLES = {"module", "jobs", "commands", "migrations"}
+
+
+def engine_outside_wiring(root: pathlib.Path) -> list[str]:
+    """A domain's servicers, services, repositories and helpers reach no engine or pool (`.engine`, `.pool`,
+    `.get_bind`, by the attribute or a string naming it): a connection of their own would be outside the
+    call's unit of work."""
+    offenders = []
+    for path, role in _roles(root).items():
+        if role is None or role in ENGINE_ROLES:
+            continue
+        for node in _walk(_tree(root / path)):
+            if isinstance(node, ast.Attribute) and node.attr in ENGINE_ATTRIBUTES:
+                offenders.append(f"{path}:{node.lineno} ({role}) reaches .{node.attr}")
+            elif isinstance(node, ast.Call) and (node.func.id if isinstance(node.func, ast.Name) else getattr(
+                    node.func, "attr", "")) in ATTRIBUTE_BY_NAME and any(
+                    isinstance(arg, ast.Constant) and arg.value in ENGINE_ATTRIBUTES for arg in node.args):
+                offenders.append(f"{path}:{node.lineno} ({role}) reaches an engine by name")
+    return offenders
 
 
 # Roles whose code may reach the network (NETWORK in tests/ambient_reads.py: sockets, HTTP, S3, Stripe, Redis, gRPC):
@@ -1072,6 +1115,7 @@ AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_process,
     ambient_reads, kernel_past_the_door, private_reach, undeclared_needs, reaches_past_the_door,
     settings_at_call_sites, any_across_apis, network_outside_services, api_exports_by_role,
+    sql_reached_outside_repositories, engine_outside_wiring,
 ]
 
 
@@ -1338,6 +1382,12 @@ PLANTED = [
     ("the kernel importing a provider by a literal import_module", "kernel/entry.py",
      "def _planted():\n    import importlib\n\n    return importlib.import_module('persona_service.providers.pricing')\n",
      loops_not_known),
+    # SQL by what it is, not how it was imported; no engine beneath the call's connection.
+    ("select reached through the repository's namespace in a service", "chat/service.py",
+     "def _planted(table):\n    from persona_service.chat import repository as _r\n\n    return _r.select(table)\n",
+     sql_reached_outside_repositories),
+    ("a servicer taking the engine off the call's connection", "chat/servicer.py",
+     "def _planted(ctx):\n    with ctx.conn.engine.connect() as c:\n        return c\n", engine_outside_wiring),
     # Settings come once, when a module is built: none at a call site, whatever the spelling.
     ("the environment read at a call site in a service", "chat/service.py",
      "import os as _os\n\n\ndef _planted():\n    return _os.environ['DATABASE_URL']\n", settings_at_call_sites),
