@@ -4,7 +4,10 @@
 on. The plants are spelt in ways the guard's code does not name (Core, `text()`, a subquery string,
 `sqlalchemy.table()`, the metadata, a CTE, the driver's own cursor, a `Prepared` read; sockets, urllib,
 httpx; redis-py's client, pipelines, pub/sub; a psycopg `transaction()` block, an asyncio connection, the
-replica's engine, a connection or engine of a repository's own): it reads what runs, so each must be refused by
+replica's engine, a connection or engine of a repository's own; and the red-team's: SQL a regex misread, a
+`psycopg.sql` composition, `SELECT 1; COMMIT`, a closed or invalidated connection, `COPY … PROGRAM`, work on a
+library's callable in a thread, an executor, a timer or the event loop, a datagram, a bind, a lookup, a process,
+a gRPC channel, a repository's helper, a raw socket to Redis): it reads what runs, so each must be refused by
 kind. The controls beside them (a domain's own and the kernel's tables, a read port, the unit of work's commit, a
 job's transaction, its autocommit write and its own connection, a client file's connection, a kernel
 capability's Redis) must pass. The rest of the suite runs

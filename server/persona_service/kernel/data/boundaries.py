@@ -11,8 +11,9 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
   connection used directly count too; a `psycopg.sql` composition as the SQL it makes), against the owner of
   each, the module whose tables.py declares it; the kernel's tables are everyone's. The SQL is read as
   PostgreSQL's lexer reads it (`lex`: nested comments, `E'…'`, dollar quotes, `U&"…"` identifiers, several
-  statements), and a string's text as SQL too (a `DO` body's `EXECUTE '…'`). A domain reads another's rows
-  through that domain's api.py, whose repository runs the SQL, so the innermost domain frame is the owner's.
+  statements), and a string's text as SQL too (a `DO` body's `EXECUTE '…'`); and no domain has the database
+  run a program (`COPY … PROGRAM`). A domain reads another's rows through that domain's api.py, whose
+  repository runs the SQL, so the innermost domain frame is the owner's.
 - A transaction ended outside its unit of work, however it ends. On every engine (class-level events: the
   primary's, the replica's, any other) a unit of work's transaction is committed only in `UnitOfWork.commit`
   (the pipeline's Commit stage) and rolled back only by the unit of work, nor its connection closed or
@@ -24,8 +25,8 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
   statements, after any comment); and a write on a connection in autocommit (a read's: the replica's, a
   read-only unit of work's) is a transaction ending itself, refused but in those same files.
 - Network from a service or repository (an audit hook on every socket event that reaches out: connect, a
-  datagram, bind, a name looked up; a process started, which may reach anything; and psycopg's connect, whose
-  libpq socket the hook never sees): the innermost frame of the package must not be a file named
+  datagram, bind, a name looked up; a process started, which may reach anything; psycopg's connect, whose
+  libpq socket the hook never sees; a gRPC channel made, whose core's are C's too): the innermost frame of the package must not be a file named
   `service`/`repository`, nor, past it, a repository of the same domain (a repository's helper is the
   repository's: it holds its unit of work's connection while it waits). A service calling its domain's client
   file is the layout's way (files/s3.py, billing/stripe_processor.py, webhooks/http.py), so only the innermost
@@ -36,22 +37,24 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
   connected to): the innermost frame of the package must be the kernel's (a capability: hints, the limiter,
   runs), never a domain's.
 
-Threads: work handed to another thread (`Thread(target=…)`, an executor's `submit`, `asyncio.to_thread`,
-`run_in_executor`) whose callable is not the package's runs with its hander's stack as its origin, read after
-its own frames: `Thread(target=conn.exec_driver_sql)` is its starter's SQL. A callable of the package's is
-judged by its own frames (a kernel worker's thread is the kernel's, whoever first started it).
+Threads and the event loop: work handed over (`Thread(target=…)`, a `Timer`, an executor's `submit`,
+`asyncio.to_thread`, `run_in_executor`; from a domain's code, `loop.call_soon`/`call_later`/`call_at` and
+`loop.create_task`) whose callable is not the package's runs in a carrier whose frame holds its hander's stack,
+spliced in wherever a walk meets it: `Thread(target=conn.exec_driver_sql)` is its starter's SQL. A callable of the
+package's is judged by its own frames (a kernel worker's thread is the kernel's, whoever first started it).
 
 Declared exceptions: `DECLARED`, (domain, table) -> why, lets a domain touch a table it does not own,
 a table's own `tables.py` declaring it `written_on_reads(why)` lets its domain write it on a read's connection,
 and `PORTS` names kernel code that runs statements an owner handed it (checked where they are handed over). Each
 check raises `BoundaryViolation` (an AssertionError: a 500 the suite sees; a background job logs it, and the
 test stack's end fails on the log line). Attributing a frame is cached per code object, a statement's tables,
-whether it writes and whether it ends a transaction per SQL string. It reads frames only to refuse, never to
+whether it writes and how it escapes its unit of work per SQL string. It reads frames only to refuse, never to
 decide what a call does.
-Unseen: libpq's own calls on `pgconn` (C, below psycopg: `pgconn.exec_`), C code's own sockets (gRPC's core),
-what the database runs on its side (a view's or function's body, a trigger: only the name the SQL sends is
-read), asyncio callbacks and tasks whose callable is a library's (`loop.call_soon(conn.execute, …)`), and a
-library's own thread started from no frame of the package.
+Unseen: libpq's own calls on `pgconn` (C, below psycopg: `pgconn.exec_`), C code's own sockets but libpq's
+connect and a gRPC channel's, a service or repository reaching the network through a kernel capability (the
+capability answers for itself), what the database runs on its side (a view's, function's or trigger's body is read
+only where its SQL is sent: another domain calling an owner's SQL function reads through it unseen), and a
+library's own thread or callback started from no frame of a domain.
 """
 
 from __future__ import annotations
