@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import uuid
 
+import pytest
 from persona_service.config import repository
 from persona_service.config.repository import ORG_LEVEL, ConfigRepository, persona_level
 from persona_service.config.service import ConfigService
@@ -93,3 +94,20 @@ def test_a_transaction_that_wrote_a_setting_reads_its_own_write(engine, tenant, 
             assert ConfigService(conn).value(principal, THRESHOLD) == default
     finally:
         kept.clear()
+
+
+def test_other_modules_read_a_key_by_its_declared_type(engine, tenant):
+    """`number`, `flag` and `choice` give a key's value as its declaration types it (config's api.py carries no
+    Any); reading a key as another type is refused, whatever it holds."""
+    principal = Principal("api_key", "key_1", tenant.org_id, tenant.workspace_id, tenant.user_id, frozenset(),
+                          "owner", tenant.plan, False)
+    with engine.connect() as conn:
+        config = ConfigService(conn)
+        threshold = config.number(principal, THRESHOLD)
+        assert isinstance(threshold, float) and threshold == config.value(principal, THRESHOLD)
+        assert config.flag(principal, "engine.pipeline.audit.blocking") is True
+        assert config.choice(principal, "engine.pipeline.drift_detection.action_on_alert") == "block"
+        for read, key in ((config.flag, THRESHOLD), (config.number, "engine.pipeline.audit.blocking"),
+                          (config.choice, THRESHOLD)):
+            with pytest.raises(TypeError, match="is declared"):
+                read(principal, key)
