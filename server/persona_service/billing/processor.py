@@ -94,7 +94,7 @@ class LocalProcessor:
     def bind(self, conn: Connection) -> LocalProcessor:
         from persona_service.config.api import ConfigService
 
-        return LocalProcessor(decline=lambda org_id: bool(ConfigService(conn).org_value(org_id, DECLINE_KEY)))
+        return LocalProcessor(decline=lambda org_id: ConfigService(conn).org_flag(org_id, DECLINE_KEY))
 
     def close(self) -> None:
         pass

@@ -256,7 +256,7 @@ class PersonaReplies:
         taken over): they go out again first, the provider continues from
         them, and the reply is their text and its continuation."""
         user_text = next((m.content for m in reversed(conversation) if m.role == "user"), "")
-        live = stream and self.config.value(principal, ACTION_KEY, persona_id) != "auto_recover"
+        live = stream and self.config.choice(principal, ACTION_KEY, persona_id) != "auto_recover"
         gate = (lambda text: self._moderate_text(principal, text, subject)) if live else None
         reply = yield from self._generate(self.voice_messages(voice) + conversation, options, stream, gate, earlier)
         # A gated reply's text was moderated whole by the gate's last pass.
@@ -277,10 +277,10 @@ class PersonaReplies:
         if not reply.text:
             return reply  # tool calls: nothing to compare with the voice
         reply.drift_score = drift_score(self.provider, voice, user_text, reply.text)
-        threshold = float(self.config.value(principal, THRESHOLD_KEY, persona_id))
+        threshold = self.config.number(principal, THRESHOLD_KEY, persona_id)
         if reply.drift_score <= threshold:
             return reply
-        action = self.config.value(principal, ACTION_KEY, persona_id)
+        action = self.config.choice(principal, ACTION_KEY, persona_id)
         self._drift_event(principal, persona_id, subject, reply.drift_score, threshold, action)
         if action != "auto_recover":
             raise self._drift_blocked(reply.drift_score, threshold, action)

@@ -73,6 +73,34 @@ class Effective:
     updated_at: Any = None
 
 
+def _declared(spec: ConfigKey, reader: str, *types: str) -> None:
+    """A reader of another type than the key's declaration (`flag` of a number key) is a mistake in the caller's
+    code; a stored value of another type cannot be (every write is checked by its key)."""
+    if spec.type not in types:
+        raise TypeError(f"{spec.key} is declared {spec.type}, not read as a {reader}")
+
+
+def _number(spec: ConfigKey, value: object) -> float:
+    _declared(spec, "number", "number", "integer")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{spec.key} holds {value!r}, not a number")
+    return float(value)
+
+
+def _flag(spec: ConfigKey, value: object) -> bool:
+    _declared(spec, "flag", "boolean")
+    if not isinstance(value, bool):
+        raise TypeError(f"{spec.key} holds {value!r}, not a boolean")
+    return value
+
+
+def _choice(spec: ConfigKey, value: object) -> str:
+    _declared(spec, "choice", "enum")
+    if not isinstance(value, str):
+        raise TypeError(f"{spec.key} holds {value!r}, not one of its choices")
+    return value
+
+
 def _level_of(workspace_id: str) -> str:
     if workspace_id == ORG_LEVEL:
         return "org"
@@ -122,14 +150,27 @@ class ConfigService:
             self._persona(principal, persona_id)
         return next(item for item in self.effective(principal, key, persona_id) if item.spec.key == key)
 
-    def value(self, principal: Principal, key: str, persona_id: str = "") -> Any:
+    def value(self, principal: Principal, key: str, persona_id: str = "") -> object:
         """The effective value (for a persona already known to be the caller's): its rows alone read (a chat
-        reply reads one or two keys, not every row of the organization's and workspace's settings)."""
+        reply reads one or two keys, not every row of the organization's and workspace's settings). Other
+        modules read it by its declared type: `number`, `flag`, `choice`."""
         spec = self.spec(key)
         rows = self.repo.key_settings(principal.org_id, principal.workspace_id, key, persona_id)
         return self._resolved(spec, rows, principal).value
 
-    def update(self, principal: Principal, key: str, value: Any, level: str, persona_id: str = "", *,
+    def number(self, principal: Principal, key: str, persona_id: str = "") -> float:
+        """A `number` or `integer` key's effective value."""
+        return _number(self.spec(key), self.value(principal, key, persona_id))
+
+    def flag(self, principal: Principal, key: str, persona_id: str = "") -> bool:
+        """A `boolean` key's effective value."""
+        return _flag(self.spec(key), self.value(principal, key, persona_id))
+
+    def choice(self, principal: Principal, key: str, persona_id: str = "") -> str:
+        """An `enum` key's effective value."""
+        return _choice(self.spec(key), self.value(principal, key, persona_id))
+
+    def update(self, principal: Principal, key: str, value: object, level: str, persona_id: str = "", *,
                override_ceiling: float) -> Effective:
         spec, level = self._writable(principal, key, level, persona_id)
         violation = _bounded(spec, override_ceiling).check(value)
@@ -146,15 +187,16 @@ class ConfigService:
         self._held(principal, level, persona_id)
         return self.get(principal, key, persona_id if level == "persona" else "", check_persona=False)
 
-    def org_value(self, org_id: str, key: str) -> Any:
-        """An organization-level key's value (or its default), for work that runs without a caller."""
+    def org_flag(self, org_id: str, key: str) -> bool:
+        """An organization-level `boolean` key's value (or its default), for work that runs without a caller."""
         spec = self.spec(key)
         found = [value for name, value in self.repo.org_settings_with_prefix(org_id, key) if name == key]
-        return found[0] if found else spec.default
+        return _flag(spec, found[0] if found else spec.default)
 
-    def rate_limit_overrides(self, org_id: str) -> dict[str, Any]:
+    def rate_limit_overrides(self, org_id: str) -> dict[str, float]:
         """Enterprise limit overrides, by Limits field name."""
-        return {k[len(RATE_LIMIT_PREFIX):]: v for k, v in self.repo.org_settings_with_prefix(org_id, RATE_LIMIT_PREFIX)}
+        return {k[len(RATE_LIMIT_PREFIX):]: _number(self.spec(k), v)
+                for k, v in self.repo.org_settings_with_prefix(org_id, RATE_LIMIT_PREFIX)}
 
     # --- rules ------------------------------------------------------------------
 

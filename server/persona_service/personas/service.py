@@ -420,8 +420,8 @@ class PersonaService:
         persona_id = row.id
         provocation_passed = not leaked
         config = ConfigService(self.conn)
-        threshold = float(config.value(principal, "engine.pipeline.audit.threshold"))
-        blocking = bool(config.value(principal, "engine.pipeline.audit.blocking"))
+        threshold = config.number(principal, "engine.pipeline.audit.threshold")
+        blocking = config.flag(principal, "engine.pipeline.audit.blocking")
         assert scored.score is not None  # (a model's: only an imported persona's kept audit has none)
         score = scored.score if provocation_passed else min(scored.score, threshold / 2)
         passed = provocation_passed and score >= threshold
