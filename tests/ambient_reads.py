@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import collections
 import contextlib
 import contextvars
 import dis
@@ -212,6 +213,10 @@ def ambient(obj: object) -> str | None:
 
 # --- what leaves the function holding it ----------------------------------------------------------------------------
 
+# Module-level state a function could keep calls in: mutable containers, and the methods that change them.
+_CONTAINERS = (dict, list, set, bytearray, collections.deque)
+_MUTATORS = {"append", "appendleft", "add", "update", "setdefault", "pop", "popitem", "popleft", "clear", "extend",
+             "insert", "remove", "discard", "__setitem__", "__delitem__", "sort", "reverse"}
 _NULL = object()  # what a call's callable sits on (LOAD_GLOBAL's or PUSH_NULL's NULL)
 # Builtins handed an object that only read or set an attribute of it (fair.turn_for's `getattr(_holding, "turn")`).
 _READERS = (getattr, setattr, hasattr, delattr, isinstance, type, id)
@@ -239,8 +244,12 @@ def flow(code: types.CodeType, globals_: dict[str, object], package: str,
     def pop() -> object:
         return stack.pop() if stack else None
 
+    shared: set[int] = set()  # ids of mutable containers read off a module (its globals, another's attribute)
+
     def push(value: object, owner: object = None) -> Iterator[tuple[object, str]]:
         stack.append(value)
+        if isinstance(value, _CONTAINERS) and isinstance(owner, types.ModuleType | dict) and owner is not sys.modules:
+            shared.add(id(value))
         if isinstance(value, KEPT):
             yield value, ""
         what = watch(value, owner) if watch is not None and value is not None else None
@@ -265,6 +274,8 @@ def flow(code: types.CodeType, globals_: dict[str, object], package: str,
             stack.append(_NULL)
         elif op in ("LOAD_ATTR", "LOAD_METHOD"):
             owner = pop()
+            if watch is not None and id(owner) in shared and name in _MUTATORS:
+                yield owner, f"@mutates:a container (.{name})"
             if op == "LOAD_METHOD":
                 stack.append(_NULL)
             yield from push(None if owner is None or owner is _NULL else _attribute(owner, name), owner)
@@ -279,10 +290,14 @@ def flow(code: types.CodeType, globals_: dict[str, object], package: str,
         elif op == "STORE_ATTR":
             pop()
             yield from hands(pop(), f"stores it on .{name}")
-        elif op in ("STORE_GLOBAL", "STORE_SUBSCR"):
-            if op == "STORE_SUBSCR":
-                pop(), pop()
-            yield from hands(pop(), "stores it in a global" if op == "STORE_GLOBAL" else "stores it in a container")
+        elif op in ("STORE_GLOBAL", "STORE_SUBSCR", "DELETE_SUBSCR", "DELETE_GLOBAL"):
+            container = None
+            if op in ("STORE_SUBSCR", "DELETE_SUBSCR"):
+                _, container = pop(), pop()
+            if watch is not None and (op.endswith("GLOBAL") or id(container) in shared):
+                yield container, f"@mutates:{'the global ' + str(name) if op.endswith('GLOBAL') else 'a container'}"
+            if op.startswith("STORE"):
+                yield from hands(pop(), "stores it in a global" if op == "STORE_GLOBAL" else "stores it in a container")
         elif op in ("RETURN_VALUE", "YIELD_VALUE"):
             yield from hands(pop(), "returns it" if op == "RETURN_VALUE" else "yields it")
             if op == "YIELD_VALUE":
@@ -561,14 +576,23 @@ def _flowed(code: types.CodeType, globals_: dict[str, object], package: str) -> 
     return _flows[id(code)]
 
 
-def _domain_codes(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tuple[pathlib.Path, types.ModuleType,
-                                                                                     types.CodeType, str]]:
-    for path in paths:
-        name = _module_name(root, path)
-        module = importlib.import_module(name)
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for one in _codes(_compiled(path.read_text())):
-            yield path.relative_to(root), module, one, package
+_domain_code_lists: dict[tuple[pathlib.Path, ...], list[tuple[pathlib.Path, types.ModuleType, types.CodeType, str]]] = {}
+
+
+def _domain_codes(root: pathlib.Path, paths: list[pathlib.Path]) -> list[tuple[pathlib.Path, types.ModuleType,
+                                                                                types.CodeType, str]]:
+    """(file, its module, each code object in it, its package) for the domains' files, listed once per child."""
+    key = (root, *paths)
+    if key not in _domain_code_lists:
+        found = []
+        for path in paths:
+            name = _module_name(root, path)
+            module = importlib.import_module(name)
+            package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+            relative = path.relative_to(root)
+            found += [(relative, module, one, package) for one in _codes(_compiled(path.read_text()))]
+        _domain_code_lists[key] = found
+    return _domain_code_lists[key]
 
 
 def past_the_door(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[str]:
@@ -601,6 +625,17 @@ def sql_reads(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tuple[s
     for relative, module, one, package in _domain_codes(root, paths):
         for what in dict.fromkeys(how for _, how in _flowed(one, vars(module), package) if how.startswith("@sql:")):
             yield str(relative), one.co_qualname, what.removeprefix("@sql:")
+
+
+def module_state_writes(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[str]:
+    """Each function of a domain that writes module-level state: rebinds a global, or changes a mutable container
+    read off a module (its own globals or another's attribute), through any local it was copied to: a process-wide
+    side table for calls (issue 47, "The call, explicit"); module level itself builds the module."""
+    for relative, module, one, package in _domain_codes(root, paths):
+        if not one.co_flags & inspect.CO_OPTIMIZED:  # the module's and its classes' bodies: what builds the module
+            continue
+        for what in dict.fromkeys(how for _, how in _flowed(one, vars(module), package) if how.startswith("@mutates:")):
+            yield f"{relative}: {one.co_qualname} {what.removeprefix('@mutates:').replace('a container', 'changes a module-level container').replace('the global', 'rebinds the global')}"
 
 
 def api_exports(root: pathlib.Path) -> Iterator[tuple[str, str, str]]:
@@ -741,9 +776,10 @@ def _checked(folder: pathlib.Path) -> dict[str, object]:
     network = [list(read) for read in network_reads(folder, paths)]
     exports = [list(export) for export in api_exports(folder)]
     sql = [list(read) for read in sql_reads(folder, paths)]
+    module_state = list(module_state_writes(folder, paths))
     libraries = [name for name, module in list(sys.modules.items()) if name.partition(".")[0] != "persona_service"
                  and name != "__main__" and not str(getattr(module, "__file__", "") or "").startswith(str(folder))]
-    return {"lines": lines, "past_the_door": past, "settings_reads": reads, "any_across_apis": untyped, "network": network, "api_exports": exports, "sql": sql,
+    return {"lines": lines, "past_the_door": past, "settings_reads": reads, "any_across_apis": untyped, "network": network, "api_exports": exports, "sql": sql, "module_state": module_state,
             "libraries": libraries}
 
 

