@@ -452,7 +452,8 @@ def offenders(root: pathlib.Path) -> Iterator[str]:
 
 def _reflective() -> dict[int, str]:
     """id -> name of what finds objects by no import a contract reads: the loaded modules, the importers, the
-    garbage collector's and the frames' views, the builtins' table, attribute readers by a string (operator's); and where a call's state could hide beside its
+    garbage collector's and the frames' views, the builtins' table, code run from a string (exec, eval, compile),
+    attribute readers by a string (operator's); and where a call's state could hide beside its
     arguments (the running task, the thread). By identity: whatever alias or attribute chain reaches it."""
     import asyncio
     import gc
@@ -470,7 +471,7 @@ def _reflective() -> dict[int, str]:
                          (importlib.util, ("find_spec", "module_from_spec", "spec_from_file_location",
                                            "spec_from_loader", "resolve_name")),
                          (pkgutil, ("resolve_name", "iter_modules", "walk_packages", "get_loader", "find_loader")),
-                         (runpy, ("run_module", "run_path")), (builtins, ("__import__", "globals", "locals", "vars")),
+                         (runpy, ("run_module", "run_path")), (builtins, ("__import__", "globals", "locals", "vars", "exec", "eval", "compile")),
                          (asyncio, ("current_task", "all_tasks")), (operator, ("attrgetter", "methodcaller")),
                          (threading, ("current_thread", "enumerate", "main_thread", "_active"))):
         for name in names:
@@ -487,7 +488,7 @@ _ENVIRONMENT = {id(os.environ): "os.environ", id(os.environb): "os.environb", id
 
 # Libraries that reach another process over the network (a module of theirs, or a function or class they define).
 NETWORK = re.compile(r"^(?:socket|ssl|http\.client|urllib\.request|requests|httpx|urllib3|aiohttp|boto3|botocore|stripe|"
-                     r"smtplib|ftplib|redis|grpc|websockets?)(?:\.|$)")
+                     r"smtplib|ftplib|redis|grpc|websockets?|asyncio\.streams|subprocess)(?:\.|$)")
 
 
 def _network(value: object) -> str | None:
