@@ -174,6 +174,10 @@ def own_and_kernel_tables(conn):
     return conn.execute(text("SELECT count(*) FROM chat_sessions s JOIN events e ON false")).all()
 
 
+def through_anothers_repository(repository):
+    return repository.slug_owner("workspace_planted", "planted")
+
+
 def through_a_read_port(conn):
     from persona_service.personas.api import PersonaDirectory
 
@@ -558,6 +562,16 @@ def test_a_loops_callback_on_a_librarys_callable_is_its_schedulers(planted, unit
     asyncio.run(run())
     assert len(raised) == 1 and isinstance(raised[0], BoundaryViolation), raised
     assert "chat/planted_repository.py touched personas" in str(raised[0])
+
+
+def test_another_domains_sql_reached_past_its_api_is_refused(planted, unit_of_work):
+    """personas' repository, handed to chat's code (through an object, so no import names it): the SQL is
+    personas', sent from personas/repository.py, but chat entered personas past what personas/api.py exports."""
+    from persona_service.personas.repository import PersonaRepository
+
+    with pytest.raises(BoundaryViolation, match=r"chat/planted_repository\.py entered personas/repository\.py's "
+                                                r"PersonaRepository\.slug_owner, past personas/api\.py"):
+        planted["chat/planted_repository"].through_anothers_repository(PersonaRepository(unit_of_work.conn))
 
 
 def test_a_declared_ports_statement_is_its_builders_not_its_runners(planted, unit_of_work):

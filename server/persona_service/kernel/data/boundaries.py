@@ -62,6 +62,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import itertools
 import pathlib
 import re
 import sys
@@ -239,8 +240,9 @@ def _caller() -> FrameType:
     return sys._getframe(2)  # the frame that called the function calling this one
 
 
-def _innermost_domain(start: FrameType | None) -> Place | None:
-    """The innermost domain frame's place; None when there is none, or a declared port (`PORTS`) comes first."""
+def _innermost_domain(start: FrameType | None) -> tuple[Place, FrameType | None] | None:
+    """The innermost domain frame's place and frame (None when it is in a carrier's origin: no frame); None when
+    there is none, or a declared port (`PORTS`) comes first."""
     places, ports = _PLACES, PORTS
     for frame, _ in traceback.walk_stack(start):  # (the hot loop: a statement's stack, inline)
         key = id(frame.f_code)
@@ -248,13 +250,13 @@ def _innermost_domain(start: FrameType | None) -> Place | None:
             return None
         place = places.get(key) or _place(frame.f_code)
         if place.domain:
-            return place
+            return place, frame
         if place is _CARRIER:
             for code in _codes(frame):
                 if id(code) in ports:
                     return None
                 if _place(code).domain:
-                    return _place(code)
+                    return _place(code), None
             return None
     return None
 
@@ -506,9 +508,10 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
     """Raise when the domain whose code sent `sql` (the innermost domain frame from `start`) names another
     domain's table but as `DECLARED`, or ends the transaction in SQL, or (on `driver`, the psycopg connection it
     runs on) writes in autocommit, a transaction that ends itself, from a file that may end none."""
-    place = _innermost_domain(start)
-    if place is None:
+    found = _innermost_domain(start)
+    if found is None:
         return
+    place, frame = found
     escape = _TABLES.escapes(sql)
     if escape:
         raise BoundaryViolation(f"{place} {escape}: {sql[:160]}")
@@ -519,6 +522,12 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
         raise BoundaryViolation(
             f"{place} touched {', '.join(f'{t} ({owners[t]})' for t in foreign)}, another domain's tables "
             f"(read them through that domain's api.py): {sql[:160]}")
+    past = _past_the_door(frame, start, cast(str, place.domain))
+    if past is not None:
+        caller, entered, code = past
+        raise BoundaryViolation(
+            f"{caller} entered {entered}'s {code.co_qualname}, past {entered.domain}/api.py, which sent: {sql[:160]} "
+            "(a domain reaches another only through what its api.py exports)")
     if driver is not None and driver.autocommit and _TABLES.writes(sql):
         writer = _writer(start)
         if (writer is not None and writer.in_domain and writer.role not in _ENDS_TRANSACTIONS
@@ -526,6 +535,83 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
             raise BoundaryViolation(
                 f"{writer} ({writer.role or 'no role'}) wrote on a connection in autocommit (a read's: the replica's "
                 f"or a read-only unit of work's), a transaction that ends outside any unit of work: {sql[:160]}")
+
+
+# domain -> the codes of what its api.py exports (functions, classes' own methods, what they nest), once loaded.
+_EXPORTS: dict[str, frozenset[int]] = {}
+
+
+def _exported(value: Any, domain: str) -> Iterator[CodeType]:
+    """The codes of `value`, an api.py's name: a function's (and what it nests), a class's own functions (its
+    bases' in the domain too), a property's, a static or class method's."""
+    if isinstance(value, type):
+        for klass in value.__mro__:
+            if klass.__module__.startswith(f"persona_service.{domain}."):
+                for member in vars(klass).values():
+                    yield from _exported(member, domain)
+    elif isinstance(value, (staticmethod, classmethod)):
+        yield from _exported(value.__func__, domain)
+    elif isinstance(value, property):
+        for function in (value.fget, value.fset, value.fdel):
+            yield from _exported(function, domain)
+    elif isinstance(getattr(value, "__code__", None), CodeType):
+        codes = [value.__code__]
+        while codes:
+            code = codes.pop()
+            yield code
+            codes.extend(c for c in code.co_consts if isinstance(c, CodeType))
+
+
+def _exports(domain: str) -> frozenset[int]:
+    found = _EXPORTS.get(domain)
+    if found is None:
+        api = sys.modules.get(f"persona_service.{domain}.api")
+        if api is None:  # (not loaded: nothing of it reached yet through its door)
+            return frozenset()
+        codes = [code for value in vars(api).values() for code in _exported(value, domain)]
+        _SEEN.extend(codes)
+        found = _EXPORTS[domain] = frozenset(map(id, codes))
+    return found
+
+
+def _past_the_door(found: FrameType | None, start: FrameType | None, domain: str) -> tuple[Place, Place, CodeType] | None:
+    """Whether the code of `domain` that sent a statement (its innermost frame `found`, or None when that is in
+    a carrier's origin, then read from `start`) was entered from another domain's code but through what its
+    api.py exports: (the caller, the place entered, its code), else None. The walk ends at the first frame of the
+    package not `domain`'s: the kernel there (a dispatch) is a door of its own, and so is module.py, whose
+    declared ports the kernel hands to others (a module's erasure, run by privacy's loop)."""
+    places = _PLACES
+    if found is None:
+        return _entered(_codes(start), domain)
+    inner = (places.get(id(found.f_code)) or _place(found.f_code), found.f_code)
+    frame = found.f_back
+    while frame is not None:  # (every statement of a domain's: inline, to the first frame not its own)
+        place = places.get(id(frame.f_code)) or _place(frame.f_code)
+        if place.domain == domain:
+            inner = place, frame.f_code
+        elif place is _CARRIER:
+            return _entered(itertools.chain([inner[1]], _codes(frame)), domain)
+        elif place.domain is not None:
+            return _judged(place, inner, domain)
+        frame = frame.f_back
+    return None
+
+
+def _entered(codes: Iterator[CodeType], domain: str) -> tuple[Place, Place, CodeType] | None:
+    inner: tuple[Place, CodeType] | None = None
+    for code in codes:
+        place = _place(code)
+        if place.domain == domain:
+            inner = (place, code)
+        elif place.domain is not None and inner is not None:
+            return _judged(place, inner, domain)
+    return None
+
+
+def _judged(caller: Place, inner: tuple[Place, CodeType], domain: str) -> tuple[Place, Place, CodeType] | None:
+    if not caller.domain or inner[0].role == "module" or id(inner[1]) in _exports(domain):
+        return None
+    return caller, inner[0], inner[1]
 
 
 def _declared_write(writer: Place, sql: str) -> bool:
