@@ -13,7 +13,10 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
   PostgreSQL's lexer reads it (`lex`: nested comments, `E'…'`, dollar quotes, `U&"…"` identifiers, several
   statements), and a string's text as SQL too (a `DO` body's `EXECUTE '…'`); and no domain has the database
   run a program (`COPY … PROGRAM`). A domain reads another's rows through that domain's api.py, whose
-  repository runs the SQL, so the innermost domain frame is the owner's.
+  repository runs the SQL, so the innermost domain frame is the owner's; and that owner's code must have been
+  entered through its door: from the innermost domain frame out to the first frame of the package not the
+  owner's, another domain's code there must have called what the owner's api.py exports (or a port its
+  module.py declares; the kernel between them is a door too), not its repository reached through an object.
 - A transaction ended outside its unit of work, however it ends. On every engine (class-level events: the
   primary's, the replica's, any other) a unit of work's transaction is committed only in `UnitOfWork.commit`
   (the pipeline's Commit stage) and rolled back only by the unit of work, nor its connection closed or
@@ -50,7 +53,8 @@ check raises `BoundaryViolation` (an AssertionError: a 500 the suite sees; a bac
 test stack's end fails on the log line). Attributing a frame is cached per code object, a statement's tables,
 whether it writes and how it escapes its unit of work per SQL string. It reads frames only to refuse, never to
 decide what a call does.
-Unseen: libpq's own calls on `pgconn` (C, below psycopg: `pgconn.exec_`), C code's own sockets but libpq's
+Unseen: libpq's own calls on `pgconn` (C, below psycopg: `pgconn.exec_`), another domain's internals entered
+past its api.py for anything but SQL (the door's walk runs with each statement), C code's own sockets but libpq's
 connect and a gRPC channel's, a service or repository reaching the network through a kernel capability (the
 capability answers for itself), what the database runs on its side (a view's, function's or trigger's body is read
 only where its SQL is sent: another domain calling an owner's SQL function reads through it unseen), and a
