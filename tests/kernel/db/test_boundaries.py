@@ -322,6 +322,12 @@ def through_its_domains_client_file(address):
     planted_support.connects(address)
 
 
+def calls_native_code(address):
+    import ctypes
+
+    return ctypes.CDLL(None).getpid()
+
+
 def runs_a_process(address):
     subprocess.run([sys.executable, "-c", f"import socket; socket.create_connection({tuple(address)!r}).close()"],
                    check=True)
@@ -732,7 +738,8 @@ def test_the_unit_of_works_commit_and_a_jobs_transaction_pass(planted, unit_of_w
     ("planted_repository", "in_an_executors_thread", "opened a network connection"),
     ("planted_repository", "through_its_domains_client_file",
      r"planted_repository\.py \(through chat/planted_support\.py\) opened a network connection"),
-    ("planted_repository", "runs_a_process", r"started a process \(subprocess\.Popen\)"),
+    ("planted_repository", "runs_a_process", r"started a process or native code \(subprocess\.Popen\)"),
+    ("planted_repository", "calls_native_code", r"started a process or native code \(ctypes\.dlopen\)"),
     ("planted_service", "opens_a_grpc_channel", r"opened a network connection \(a gRPC channel\)"),
 ])
 def test_network_from_a_repository_or_service_is_refused(planted, guarded, listener, file, plant, message):

@@ -28,7 +28,7 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
   statements, after any comment); and a write on a connection in autocommit (a read's: the replica's, a
   read-only unit of work's) is a transaction ending itself, refused but in those same files.
 - Network from a service or repository (an audit hook on every socket event that reaches out: connect, a
-  datagram, bind, a name looked up; a process started, which may reach anything; psycopg's connect, whose
+  datagram, bind, a name looked up; a process started or native code loaded (ctypes), which may reach anything; psycopg's connect, whose
   libpq socket the hook never sees; a gRPC channel made, whose core's are C's too): the innermost frame of the package must not be a file named
   `service`/`repository`, nor, past it, a repository of the same domain (a repository's helper is the
   repository's: it holds its unit of work's connection while it waits). A service calling its domain's client
@@ -811,7 +811,9 @@ class BoundaryGuard:
 _NETWORK_EVENTS = {"socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
                    "socket.getnameinfo", "socket.sendto", "socket.sendmsg", "socket.bind"}
 _PROCESS_EVENTS = {"subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn", "os.exec", "os.fork",
-                   "os.forkpty"}
+                   "os.forkpty",
+                   # native code loaded or looked up (`ctypes.CDLL(None).connect`): its calls pass no audit hook
+                   "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle"}
 _REDIS_CODE = "/redis/"
 # The addresses redis-py connects to (learnt as it does): a socket of a domain's own to one is Redis itself.
 _REDIS_ADDRESSES: set[Any] = set()
@@ -831,7 +833,7 @@ def _audit(name: str, args: tuple[Any, ...]) -> None:
                 check_redis(start, "connected to Redis")
         check_network(start)
     elif name in _PROCESS_EVENTS:
-        check_network(sys._getframe(1), f"started a process ({name}), which may reach anything")
+        check_network(sys._getframe(1), f"started a process or native code ({name}), which may reach anything")
 
 
 _Check = Callable[[Any, tuple[Any, ...], FrameType], None]
