@@ -917,9 +917,15 @@ def undeclared_needs(root: pathlib.Path) -> list[str]:
                                        for keyword in call.keywords if keyword.arg == "needs"
                                        for node in _walk(keyword.value) if isinstance(node, ast.Attribute)
                                        and isinstance(node.value, ast.Name) and node.value.id == "Need"}
+    found = {(path, line, need, source) for path, tree in _domain_files(root) for line, need, source in _hook_reads(tree)}
+    # The hooks handed on to another file (a service's parameter): that file cannot see where its value came from,
+    # so in a domain that does not declare a need, no name or attribute chain is read for it (a port's own
+    # implementation is read off the repository built for it: `OrgRepository(conn).personal_data`).
+    found |= {(path, node.lineno, node.attr, ast.unparse(node)) for path, tree in _domain_files(root)
+              for node in _walk(tree) if isinstance(node, ast.Attribute) and node.attr in NEEDS
+              and isinstance(node.value, ast.Name | ast.Attribute) and ast.unparse(node.value) not in ("self", "cls")}
     return [f"{path}:{line} reads {source} (its module does not declare {need})"
-            for path, tree in _domain_files(root) for line, need, source in _hook_reads(tree)
-            if need not in declared.get(path.parts[0], ())]
+            for path, line, need, source in sorted(found, key=str) if need not in declared.get(path.parts[0], ())]
 
 
 def ambient_reads(root: pathlib.Path) -> list[str]:
@@ -1450,6 +1456,8 @@ PLANTED = [
      "class _Planted:\n    def __init__(self, deps):\n        self.deps = deps\n\n    def _hooks(self):\n"
      "        return self.deps.modules\n\n    def erase(self):\n        return getattr(self._hooks(), 'erasers')\n",
      undeclared_needs),
+    ("the hooks handed to a function of another file that reads the erasers", "chat/service.py",
+     "def _planted_erasers(hooks):\n    return hooks.erasers\n", undeclared_needs),
     ("a job passing its runtime's hooks through a helper's parameter by a walrus", "privacy/module.py",
      "def _resolvers(hooks):\n    return hooks.review_resolvers\n\n\ndef _planted(runtime):\n"
      "    return (held := runtime.modules) and _resolvers(held)\n", undeclared_needs),
