@@ -41,7 +41,7 @@ def storage_of(stack) -> LocalStorage:
 @pytest.fixture
 def runtime(stack, engine):
     """What the renewal job sees of a server process (resources of its own), on this stack."""
-    resources = Resources(stack.settings)
+    resources = Resources(stack.settings, stack.modules.resources)
     yield Runtime(engine, resources, make_base_provider(), len, lambda message: None, stack.modules)
     resources.close()
 

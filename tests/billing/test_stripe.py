@@ -14,7 +14,7 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from persona_service.billing.processor import processor_for
+from persona_service.billing.processor import PROCESSOR, processor_for
 from persona_service.billing.records import LineItem
 from persona_service.billing.stripe_processor import StripeProcessor
 from persona_service.kernel.models import ProviderError
@@ -79,7 +79,7 @@ class Owner:
     """What processor_for needs of an App: its resources."""
 
     def __init__(self, data_dir):
-        self.resources = Resources(Settings(data_dir=data_dir, jwt_secret="test-secret"))
+        self.resources = Resources(Settings(data_dir=data_dir, jwt_secret="test-secret"), [PROCESSOR])
 
 
 def test_an_app_opens_one_processor_and_closes_its_client_with_it(stub, stripe_stack, monkeypatch, tmp_path):

@@ -65,9 +65,9 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
 ALLOWED_PATHS: dict[str, tuple[frozenset[str], str]] = {
     "deps.resources.get(-> resource.open)": (
         frozenset({"settings"}),
-        "Resources.get opens a module's Resource with the process's settings (once per App); the openers are the "
-        "modules' own code, but a servicer could declare a Resource that hands them back (issue 47, open: resources "
-        "declared by each Module, and only those opened, would close it)"),
+        "Resources.get opens a module's Resource with the process's settings (once per App): only the Resources "
+        "the modules declare (Module.resources) open, and each of those is opened and walked here "
+        "(test_no_declared_resource_hands_out_anything_raw); any other is refused (UndeclaredResource)"),
 }
 
 T = TypeVar("T")
@@ -370,13 +370,21 @@ def test_each_planted_leak_is_caught(app: App, what: str) -> None:
 
 
 def declared_resources() -> list[Resource[object]]:
-    """Every Resource the package's modules declare (the registry imported them)."""
+    """Every Resource the modules declare (`Module.resources`): the only ones `Resources.get` opens."""
+    from persona_service.registry import MODULES
+
+    return list(MODULES.resources)
+
+
+def test_every_resource_of_the_package_is_declared() -> None:
+    """A Resource kept at a module's top level but declared by no module could never open (UndeclaredResource):
+    each one found is declared, so none is dead code nor a way around the declaration."""
     import sys
 
-    found = {id(value): value for module in list(sys.modules.values())
+    found = {value.name for module in list(sys.modules.values())
              if getattr(module, "__name__", "").startswith("persona_service.")
              for value in vars(module).values() if isinstance(value, Resource)}
-    return list(found.values())
+    assert found == {r.name for r in declared_resources()}
 
 
 def resource_leaks(deps: ServicerDeps, resources: list[Resource[object]]) -> list[Reach]:
@@ -397,7 +405,14 @@ def test_no_declared_resource_hands_out_anything_raw(app: App) -> None:
                                     lambda settings: (lambda: settings)],
                          ids=["the settings", "an object holding them", "a function closing over them"])
 def test_a_planted_resource_handing_out_the_settings_is_caught(app: App, opener: Callable[[Settings], object]) -> None:
-    assert [r.kind for r in resource_leaks(app.servicer_deps, [Resource("planted", opener)])] == ["settings"]
+    """Undeclared, it does not open; declared by a module, the walk of every declared resource finds the leak."""
+    from persona_service.kernel.resources import Resources, UndeclaredResource
+
+    planted = Resource("planted", opener)
+    with pytest.raises(UndeclaredResource):
+        app.servicer_deps.resources.get(planted)
+    declared = replace(app.servicer_deps, resources=Resources(app.settings, [*declared_resources(), planted]))
+    assert [r.kind for r in resource_leaks(declared, [planted])] == ["settings"]
 
 
 def test_a_read_apart_reads_and_cannot_write(engine: sqlalchemy.Engine) -> None:

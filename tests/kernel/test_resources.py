@@ -11,8 +11,8 @@ from dataclasses import fields
 from types import BuiltinMethodType, FunctionType, MethodType
 
 import pytest
-from persona_service.files.storage import storage_for
-from persona_service.kernel.resources import Resource, Resources, TaskSignals
+from persona_service.files.storage import PUBLIC_URL, STORAGE, storage_for
+from persona_service.kernel.resources import Resource, Resources, TaskSignals, UndeclaredResource
 from persona_service.kernel.settings import Settings
 
 FunctionTypes = (FunctionType, MethodType, BuiltinMethodType)
@@ -23,13 +23,13 @@ class Owner:
 
     def __init__(self, data_dir):
         self.settings = Settings(data_dir=data_dir, jwt_secret="test-secret")
-        self.resources = Resources(self.settings)
+        self.resources = Resources(self.settings, [STORAGE, PUBLIC_URL])
 
 
 def test_a_resource_opens_once_per_owner_and_closes_with_it(tmp_path):
     opened, closed = [], []
     resource = Resource("test.counter", lambda settings: opened.append(settings) or len(opened), closed.append)
-    first, second = Resources(Settings(data_dir=tmp_path)), Resources(Settings(data_dir=tmp_path))
+    first, second = Resources(Settings(data_dir=tmp_path), [resource]), Resources(Settings(data_dir=tmp_path), [resource])
     barrier = threading.Barrier(8)
 
     def race():
@@ -83,3 +83,23 @@ def test_servicer_deps_hold_plain_functions_not_methods_of_the_app(tmp_path):
         assert deps.draining() is False and deps.tasks.wait_until(lambda: "settled", 0.1) == "settled"
     finally:
         app.close()
+
+
+def test_only_a_declared_resource_opens(tmp_path):
+    """An opener is handed the process's settings: a Resource no module declares (`Module.resources`), e.g. a
+    servicer's own whose opener hands them back, is refused, not opened."""
+    opened = []
+    declared = Resource("test.declared", lambda settings: opened.append(settings) or "ok")
+    planted = Resource("test.planted", lambda settings: opened.append(settings) or settings)
+    resources = Resources(Settings(data_dir=tmp_path), [declared])
+    assert resources.get(declared) == "ok"
+    with pytest.raises(UndeclaredResource, match="test.planted"):
+        resources.get(planted)
+    assert len(opened) == 1
+
+
+def test_the_modules_declare_the_resources_they_open():
+    from persona_service.registry import MODULES
+
+    declared = {r.name for r in MODULES.resources}
+    assert declared == {"files.storage", "files.public_url", "billing.processor", "portraits.images"}

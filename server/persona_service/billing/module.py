@@ -4,7 +4,7 @@ import pathlib
 
 from persona.v1 import billing_pb2_grpc
 
-from persona_service.billing.processor import DECLINE_KEY, processor_for
+from persona_service.billing.processor import DECLINE_KEY, PROCESSOR, processor_for
 from persona_service.billing.service import BillingService, billing_period
 from persona_service.billing.servicer import BillingServicer
 from persona_service.billing.settings import BillingSettings
@@ -35,6 +35,7 @@ MODULE = Module(
     id_prefixes={"invoice": "inv"},
     event_types=frozenset({"subscription.upgraded", "subscription.downgraded", "subscription.cancelled"}),
     settings=BillingSettings,
+    resources=(PROCESSOR,),
     config_keys=(ConfigKey(DECLINE_KEY, "boolean", False, levels=("org",), owner_only=True),),
     usage_period=billing_period,
     jobs=(Job("billing.renew", 60, renew_subscriptions),),

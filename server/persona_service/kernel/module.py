@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     import grpc
     from pydantic_settings import BaseSettings
 
-    from persona_service.kernel.resources import Runtime, ServicerDeps
+    from persona_service.kernel.resources import Resource, Runtime, ServicerDeps
     from persona_service.kernel.transport.auth import CredentialStore
 
 
@@ -120,6 +120,9 @@ class Module:
     usage_period: UsagePeriod | None = None
     # The module's settings section (a kernel.settings.Section), read with kernel.settings.load().
     settings: type[BaseSettings] | None = None
+    # The long-lived objects its code opens once per process (`deps.resources.get`, `runtime.resources.get`):
+    # only declared ones open (kernel.resources.Resources).
+    resources: Sequence[Resource[Any]] = ()
     # HTTP path prefixes whose clients send query parameters of their own
     # (SCIM's `aadOptscim062020`): the edge ignores unknown ones there
     # instead of answering 400.
@@ -188,6 +191,8 @@ class Modules:
         self.processes = [p for m in self.all for p in m.processes]
         self.migrations = [m.migrations for m in self.all if m.migrations is not None]
         self.settings_sections: list[type[BaseSettings]] = [m.settings for m in self.all if m.settings is not None]
+        self.resources = [r for m in self.all for r in m.resources]
+        _unique("resource", [r.name for r in self.resources])
         sections: list[type[BaseSettings]] = [Settings, *self.settings_sections]
         _unique("setting", [name for s in sections for name in env_names(s)])
         self.credentials = _one("credentials", [m.credentials for m in self.all if m.credentials])

@@ -16,7 +16,7 @@ the App (no pools, Redis nor settings)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -59,15 +59,24 @@ class Resource(Generic[T]):
     close: Callable[[T], None] | None = None
 
 
-class Resources:
-    """The resources one App opened (each at most once, even when threads race for it)."""
+class UndeclaredResource(LookupError):
+    """A Resource no module declares (`Module.resources`) was asked for: only declared ones open."""
 
-    def __init__(self, settings: Settings):
+
+class Resources:
+    """The resources one App opened (each at most once, even when threads race for it), of those the modules
+    declare (`Module.resources`): an opener is handed the process's settings, so a Resource made anywhere else
+    (a servicer's own, whose opener hands them back) is refused rather than opened."""
+
+    def __init__(self, settings: Settings, declared: Iterable[Resource[Any]]):
         self._settings = settings  # what resources open with; not for their users
+        self._declared = frozenset(declared)
         self._lock = threading.Lock()
         self._opened: dict[Resource[Any], Any] = {}
 
     def get(self, resource: Resource[T]) -> T:
+        if resource not in self._declared:
+            raise UndeclaredResource(f"the resource {resource.name!r} is not declared by a module (Module.resources)")
         with self._lock:
             if resource not in self._opened:
                 self._opened[resource] = resource.open(self._settings)

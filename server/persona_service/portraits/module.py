@@ -53,5 +53,6 @@ MODULE = Module(
     tasks=(TaskKind(RENDER_TASK, render.render, render.give_up, max_attempts=3, lease_seconds=900),),
     jobs=(Job("portraits.purge", 600, lambda runtime: purge_portraits(runtime.engine, storage_for(runtime))),),
     settings=PortraitSettings,
+    resources=(render.IMAGES,),
     error_shapes={options_pb2.ERROR_SHAPE_PORTRAIT: portrait_error_body},
 )

@@ -125,7 +125,7 @@ class App:
                                            settings.model_call_timeout_seconds, self.pool, in_process_calls())
         self.backoff = backoff_delays()
         # What the process owns (object storage, image providers...), opened on first use.
-        self.resources = Resources(settings)
+        self.resources = Resources(settings, modules.resources)
         # Jobs run on the unary pool, tasks on the stream pool; neither sees the App.
         # Of the modules' ports, a job or task is handed those its module declared (`Module.needs`); the kernel's
         # own (the runs, the purges) none.
