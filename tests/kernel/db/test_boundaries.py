@@ -53,6 +53,23 @@ from sqlalchemy import text
 from persona_service.chat import planted_support
 
 
+
+def counts_sessions(conn):
+    return conn.execute(text("SELECT count(*) FROM chat_sessions")).scalar_one()
+
+
+def deletes_no_session(conn):
+    conn.execute(text("DELETE FROM chat_sessions WHERE false"))
+
+
+def counts_on_the_driver(conn):
+    conn.execute("SELECT count(*) FROM chat_sessions")
+
+
+def a_statement(conn):
+    """What a service might be handed to run itself: built here, run there."""
+    return sa.select(sa.func.count()).select_from(sa.table("chat_sessions"))
+
 def subquery_string(conn):
     return conn.execute(text("SELECT count(*) FROM chat_sessions WHERE persona_id IN (select id from personas)")).all()
 
@@ -336,6 +353,22 @@ def runs_a_process(address):
 PLANTED_SERVICE = '''
 import http.client
 
+from persona_service.chat import planted_repository
+
+
+def runs_its_repositorys_statement(conn):
+    return conn.execute(planted_repository.a_statement(conn)).scalar_one()
+
+
+def on_the_driver_cursor(conn):
+    with conn.connection.dbapi_connection.cursor() as cursor:
+        cursor.execute("DELETE FROM chat_sessions WHERE false")
+
+
+def in_a_lambda_of_its_own(conn):
+    run = conn.execute
+    return run(planted_repository.a_statement(conn)).scalar_one()
+
 
 def asks_over_http(address):
     connection = http.client.HTTPConnection(*address, timeout=5)
@@ -436,20 +469,27 @@ PLANTED_JOBS = '''
 import psycopg
 from sqlalchemy import text
 
+from persona_service.chat import planted_repository
+
 
 def in_a_transaction_of_its_own(engine):
     with engine.begin() as conn:
-        return conn.execute(text("SELECT count(*) FROM chat_sessions")).scalar_one()
+        return planted_repository.counts_sessions(conn)
 
 
 def writes_in_autocommit(engine):
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text("DELETE FROM chat_sessions WHERE false"))
+        planted_repository.deletes_no_session(conn)
 
 
 def on_a_connection_of_its_own(url):
     with psycopg.connect(url) as conn:
-        conn.execute("SELECT count(*) FROM chat_sessions")
+        planted_repository.counts_on_the_driver(conn)
+
+
+def sends_a_statement_itself(engine):
+    with engine.begin() as conn:
+        return conn.execute(text("SELECT count(*) FROM chat_sessions")).scalar_one()
 '''
 
 PLANTED_MIGRATION = """
@@ -585,6 +625,22 @@ def test_a_declared_ports_statement_is_its_builders_not_its_runners(planted, uni
     from another domain's code, pass, as they are checked where chat's repository hands them over."""
     batches = planted["chat/planted_repository"].its_own_rows_for_export(unit_of_work.conn)
     planted["privacy/planted_service"].drain(batches)
+
+
+@pytest.mark.parametrize(("file", "plant"), [
+    ("chat/planted_service", "runs_its_repositorys_statement"), ("chat/planted_service", "on_the_driver_cursor"),
+    ("chat/planted_service", "in_a_lambda_of_its_own")])
+def test_a_statement_sent_by_a_domain_file_that_is_not_a_repository_is_refused(planted, unit_of_work, file, plant):
+    """Whoever builds it (its own domain's repository included) and however it is run (SQLAlchemy, the driver's
+    cursor, an alias of execute), a statement on a table leaves a domain from its repositories: a service that
+    runs one itself is refused by what it does, not by what its source spells."""
+    with pytest.raises(BoundaryViolation, match=r"chat/planted_service\.py \(service\) sent a statement itself"):
+        getattr(planted[file], plant)(unit_of_work.conn)
+
+
+def test_a_jobs_statement_sent_itself_is_refused(planted, guarded):
+    with pytest.raises(BoundaryViolation, match=r"chat/planted_jobs\.py \(jobs\) sent a statement itself"):
+        planted["chat/planted_jobs"].sends_a_statement_itself(guarded)
 
 
 def test_a_modules_migration_touching_another_modules_table_is_refused(planted, unit_of_work):

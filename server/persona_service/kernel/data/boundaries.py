@@ -17,6 +17,12 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
   entered through its door: from the innermost domain frame out to the first frame of the package not the
   owner's, another domain's code there must have called what the owner's api.py exports (or a port its
   module.py declares; the kernel between them is a door too), not its repository reached through an object.
+- A statement on a table sent by a domain file that is not where SQL lives: the innermost frame of the package at
+  the driver is a domain's repository, tables or migration, or the kernel (its helpers a service calls, the
+  outbox's, a lock's, send their own), never a service, servicer, job or helper running one itself, whoever
+  built it (its own repository's statement run by a service included) and however (SQLAlchemy, the driver's
+  cursor, an alias of `execute`). A statement naming no table and writing nothing (the pool's `SELECT 1`, the
+  dialect's first-connect queries, a lock by name) is not judged.
 - A transaction ended outside its unit of work, however it ends. On every engine (class-level events: the
   primary's, the replica's, any other) a unit of work's transaction is committed only in `UnitOfWork.commit`
   (the pipeline's Commit stage) and rolled back only by the unit of work, nor its connection closed or
@@ -95,6 +101,11 @@ _NAMED_ROLES = ("servicer", "service", "repository", "tables", "records", "setti
 # Where a transaction may end: a servicer's is its call's unit of work, which the pipeline commits; the rest
 # work in their caller's.
 _ENDS_TRANSACTIONS = {"jobs", "commands", "module", "migrations"}
+# Who in a domain sends a statement that reads or writes a table (the innermost frame of the package at the driver;
+# the kernel's helpers that a service calls, the outbox's or a lock's, send their own): the files whose role holds
+# its SQL. A statement naming no table and writing nothing (the pool's `SELECT 1`, the dialect's first-connect
+# queries when a job's engine.begin() connects, a lock by name) is not judged here.
+_SENDS_SQL = frozenset({"repository", "tables", "migrations"})
 _NO_NETWORK = {"service", "repository"}  # by file name (`service.py`, `keys_repository.py`)
 KERNEL = "kernel"  # the owner of the kernel's tables (kernel/data/tables.py), which every domain may use
 
@@ -532,9 +543,15 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
         raise BoundaryViolation(
             f"{caller} entered {entered}'s {code.co_qualname}, past {entered.domain}/api.py, which sent: {sql[:160]} "
             "(a domain reaches another only through what its api.py exports)")
+    sender = _innermost_of_package(start)
+    if (sender is not None and sender.in_domain and sender.role not in _SENDS_SQL
+            and (_TABLES.named(sql) or _TABLES.writes(sql))):
+        raise BoundaryViolation(
+            f"{sender} ({sender.role or 'no role'}) sent a statement itself: a domain's SQL is sent by its "
+            f"repositories (the kernel's helpers run theirs), whatever builds it: {sql[:160]}")
     if driver is not None and driver.autocommit and _TABLES.writes(sql):
         writer = _writer(start)
-        if (writer is not None and writer.in_domain and writer.role not in _ENDS_TRANSACTIONS
+        if (writer is not None and writer.in_domain and not _under_a_file_that_ends_transactions(start)
                 and not _declared_write(writer, sql)):
             raise BoundaryViolation(
                 f"{writer} ({writer.role or 'no role'}) wrote on a connection in autocommit (a read's: the replica's "
@@ -641,6 +658,12 @@ def _writer(start: FrameType | None) -> Place | None:
             if place.domain is not None:
                 return place
     return None
+
+
+def _under_a_file_that_ends_transactions(start: FrameType | None) -> bool:
+    """Whether a job, command, module.py or migration is on the stack: the code that opened the autocommit
+    connection its repository writes on (a read's connection is opened by the kernel, under none of these)."""
+    return any((place := _place(code)).in_domain and place.role in _ENDS_TRANSACTIONS for code in _codes(start))
 
 
 def check_commit(conn: Connection, start: FrameType | None) -> None:
