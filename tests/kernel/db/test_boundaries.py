@@ -451,6 +451,16 @@ def commits_the_unit_of_works_transaction(conn):
     conn.commit()
 
 
+def reads_on_a_connection_beside_its_call(conn):
+    with conn.engine.connect() as other:
+        return other.exec_driver_sql("SELECT 1").scalar_one()
+
+
+def commits_the_connection_it_is_handed(conn):
+    conn.exec_driver_sql("SELECT 1")
+    conn.commit()
+
+
 def commits_a_connection_of_its_own(engine):
     with engine.connect() as conn:
         conn.exec_driver_sql("SELECT 1")
@@ -772,8 +782,22 @@ def test_a_repositorys_own_database_connection_or_engine_is_refused(planted, gua
 
 
 def test_a_servicer_committing_a_connection_of_its_own_is_refused(planted, guarded):
-    with pytest.raises(BoundaryViolation, match=r"\(servicer\) committed a transaction"):
+    """Refused where it takes the connection (before, at its commit: `committed a transaction`)."""
+    with pytest.raises(BoundaryViolation, match=r"\(servicer\) took a connection of its own from the pool"):
         planted["chat/planted_servicer"].commits_a_connection_of_its_own(guarded)
+
+
+def test_a_servicer_committing_a_connection_it_is_handed_is_refused(planted, guarded):
+    with guarded.connect() as conn:
+        with pytest.raises(BoundaryViolation, match=r"\(servicer\) committed a transaction"):
+            planted["chat/planted_servicer"].commits_the_connection_it_is_handed(conn)
+
+
+def test_a_servicer_taking_a_connection_beside_its_calls_is_refused(planted, unit_of_work):
+    """`ctx.conn.engine.connect()`: a read outside the call's unit of work (its snapshot, its locks, its serial
+    order), however the engine was reached."""
+    with pytest.raises(BoundaryViolation, match=r"\(servicer\) took a connection of its own from the pool"):
+        planted["chat/planted_servicer"].reads_on_a_connection_beside_its_call(unit_of_work.conn)
 
 
 def test_the_unit_of_works_commit_and_a_jobs_transaction_pass(planted, unit_of_work, guarded):

@@ -17,6 +17,9 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
   entered through its door: from the innermost domain frame out to the first frame of the package not the
   owner's, another domain's code there must have called what the owner's api.py exports (or a port its
   module.py declares; the kernel between them is a door too), not its repository reached through an object.
+- A connection taken from any engine's pool by a domain's file that is not a job, command, module.py or migration
+  (a servicer's `ctx.conn.engine.connect()`: a read outside its call's unit of work); the unit of work and
+  `read_apart` take theirs in the kernel.
 - A statement on a table sent by a domain file that is not where SQL lives: the innermost frame of the package at
   the driver is a domain's repository, tables or migration, or the kernel (its helpers a service calls, the
   outbox's, a lock's, send their own), never a service, servicer, job or helper running one itself, whoever
@@ -818,7 +821,14 @@ def _checkout(driver: Any, record: Any, proxy: Any) -> None:
     (the unit of work takes it, in the kernel)."""
     if _state["on"]:
         _POOLED.add(driver)
-        check_network(sys._getframe(1), "opened a database connection")
+        start = sys._getframe(1)
+        check_network(start, "opened a database connection")
+        taker = _innermost_of_package(start)
+        if taker is not None and taker.in_domain and taker.role not in _ENDS_TRANSACTIONS:
+            raise BoundaryViolation(
+                f"{taker} ({taker.role or 'no role'}) took a connection of its own from the pool: a call's "
+                "connection is its unit of work's (a read beside it: `read_apart`); only jobs, commands, module.py "
+                "and migrations open their own")
 
 
 class BoundaryGuard:
