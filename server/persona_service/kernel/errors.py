@@ -41,7 +41,7 @@ class ApiError(Exception):
 
     code = "internal_error"
 
-    def __init__(self, message: str | None = None, details: dict[str, Any] | None = None, *, code: str | None = None):
+    def __init__(self, message: str | None = None, details: dict[str, object] | None = None, *, code: str | None = None):
         if code is not None:
             self.code = code
         self.spec = CATALOGUE[self.code]
@@ -73,7 +73,7 @@ class Forbidden(ApiError):
 class NotFound(ApiError):
     code = "not_found"
 
-    def __init__(self, what: str = "resource", details: dict[str, Any] | None = None):
+    def __init__(self, what: str = "resource", details: dict[str, object] | None = None):
         super().__init__(f"The {what} does not exist.", details)
 
 
@@ -88,7 +88,7 @@ class ServiceUnavailable(ApiError):
 class StateConflict(ApiError):
     code = "state_conflict"
 
-    def __init__(self, message: str, conflict_field: str, details: dict[str, Any] | None = None):
+    def __init__(self, message: str, conflict_field: str, details: dict[str, object] | None = None):
         super().__init__(message, {"conflictField": conflict_field, **(details or {})})
 
 
