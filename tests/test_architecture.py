@@ -450,6 +450,18 @@ def grpc_outside_servicers(root: pathlib.Path) -> list[str]:
 TRANSACTION_CALLS = {"commit", "rollback", "begin", "connect"}
 
 
+def _reaching(node: ast.AST, attributes: set[str], by_name: str) -> str:
+    """`.name` when the node reads one of `attributes`, `by_name` when it calls a getter (`getattr`…) with one as a
+    literal, else ""."""
+    if isinstance(node, ast.Attribute) and node.attr in attributes:
+        return "." + node.attr
+    if isinstance(node, ast.Call) and (node.func.id if isinstance(node.func, ast.Name) else getattr(
+            node.func, "attr", "")) in ATTRIBUTE_BY_NAME and any(
+            isinstance(arg, ast.Constant) and arg.value in attributes for arg in node.args):
+        return by_name
+    return ""
+
+
 def transactions_outside_units_of_work(root: pathlib.Path) -> list[str]:
     """Services, repositories, records and helpers work in the caller's unit of work: only
     servicers, jobs, commands and the module's wiring open or end one, or change its isolation (autocommit). By
@@ -460,12 +472,9 @@ def transactions_outside_units_of_work(root: pathlib.Path) -> list[str]:
         if role is None or ROLES[role].transactions or role == "migrations":
             continue
         for node in _walk(_tree(root / path)):
-            if isinstance(node, ast.Attribute) and node.attr in TRANSACTION_CALLS:
-                offenders.append(f"{path}:{node.lineno} ({role}) reaches .{node.attr}")
-            elif isinstance(node, ast.Call) and (node.func.id if isinstance(node.func, ast.Name) else getattr(
-                    node.func, "attr", "")) in ATTRIBUTE_BY_NAME and any(
-                    isinstance(arg, ast.Constant) and arg.value in TRANSACTION_CALLS for arg in node.args):
-                offenders.append(f"{path}:{node.lineno} ({role}) reaches a transaction's end by name")
+            reach = _reaching(node, TRANSACTION_CALLS, "a transaction's end by name")
+            if reach:
+                offenders.append(f"{path}:{node.lineno} ({role}) reaches {reach}")
             elif isinstance(node, ast.keyword) and node.arg in ("isolation_level", "autocommit"):
                 offenders.append(f"{path}:{node.lineno} ({role}) sets the transaction's {node.arg}")
     return offenders
@@ -993,12 +1002,9 @@ def engine_outside_wiring(root: pathlib.Path) -> list[str]:
         if role is None or role in ENGINE_ROLES:
             continue
         for node in _walk(_tree(root / path)):
-            if isinstance(node, ast.Attribute) and node.attr in ENGINE_ATTRIBUTES:
-                offenders.append(f"{path}:{node.lineno} ({role}) reaches .{node.attr}")
-            elif isinstance(node, ast.Call) and (node.func.id if isinstance(node.func, ast.Name) else getattr(
-                    node.func, "attr", "")) in ATTRIBUTE_BY_NAME and any(
-                    isinstance(arg, ast.Constant) and arg.value in ENGINE_ATTRIBUTES for arg in node.args):
-                offenders.append(f"{path}:{node.lineno} ({role}) reaches an engine by name")
+            reach = _reaching(node, ENGINE_ATTRIBUTES, "an engine by name")
+            if reach:
+                offenders.append(f"{path}:{node.lineno} ({role}) reaches {reach}")
     return offenders
 
 

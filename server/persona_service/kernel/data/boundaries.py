@@ -86,7 +86,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import CodeType, FrameType
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 from sqlalchemy import Connection, Engine, Executable, event
 from sqlalchemy.engine import Dialect
@@ -479,44 +479,43 @@ def _writes(sql: str) -> bool:
                for i, word in enumerate(words))
 
 
+V = TypeVar("V")
+
+
+class _PerStatement(Generic[V]):
+    """What a function of a statement's SQL gives, kept per SQL string (at most `_CACHED_STATEMENTS` of them)."""
+
+    def __init__(self, compute: Callable[[str], V]) -> None:
+        self._compute = compute
+        self._found: dict[str, V] = {}
+
+    def __call__(self, sql: str) -> V:
+        found = self._found.get(sql)
+        if found is None:
+            if len(self._found) >= _CACHED_STATEMENTS:
+                self._found.clear()
+            found = self._found[sql] = self._compute(sql)
+        return found
+
+    def clear(self) -> None:
+        self._found.clear()
+
+
 class Tables:
     """Each table's owner, and the tables a statement names, whether it writes and how it escapes its unit of
     work (cached per SQL string)."""
 
     def __init__(self) -> None:
         self._owners: dict[str, str] = {}
-        self._named: dict[str, frozenset[str]] = {}
-        self._writes: dict[str, bool] = {}
-        self._escapes: dict[str, str] = {}
+        self.named = _PerStatement(lambda sql: _named_tables(sql, frozenset(self.owners())))
+        self.writes = _PerStatement(_writes)
+        self.escapes = _PerStatement(_escapes)
 
     def owners(self) -> dict[str, str]:
         if len(self._owners) != len(Base.metadata.tables):  # modules imported since: read again
-            self._owners, self._named = table_owners(), {}
+            self._owners = table_owners()
+            self.named.clear()
         return self._owners
-
-    def named(self, sql: str) -> frozenset[str]:
-        found = self._named.get(sql)
-        if found is None:
-            if len(self._named) >= _CACHED_STATEMENTS:
-                self._named.clear()
-            found = self._named[sql] = _named_tables(sql, frozenset(self.owners()))
-        return found
-
-    def writes(self, sql: str) -> bool:
-        found = self._writes.get(sql)
-        if found is None:
-            if len(self._writes) >= _CACHED_STATEMENTS:
-                self._writes.clear()
-            found = self._writes[sql] = _writes(sql)
-        return found
-
-    def escapes(self, sql: str) -> str:
-        found = self._escapes.get(sql)
-        if found is None:
-            if len(self._escapes) >= _CACHED_STATEMENTS:
-                self._escapes.clear()
-            found = self._escapes[sql] = _escapes(sql)
-        return found
 
 
 _TABLES = Tables()
