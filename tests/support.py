@@ -18,6 +18,7 @@ from datetime import datetime
 import httpx
 from persona_service.kernel.data.boundaries import BoundaryGuard
 from persona_service.kernel.data.engine import make_engine
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.module import Modules
 from persona_service.kernel.principal import KEY_SCOPES, SCOPES
 from persona_service.kernel.settings import Settings
@@ -238,7 +239,7 @@ class TenantFactory:
     def __call__(self, plan: str = "pro", platform_admin: bool = False, region: str = "us") -> Tenant:
         self.count += 1
         with self.engine.begin() as conn:
-            made = Onboarding(conn).create_org(
+            made = Onboarding(Work.on(conn)).create_org(
                 f"Tenant {self.count} {os.getpid()}", plan=plan, region=region, platform_admin=platform_admin
             )
         # As `bootstrap` does: a platform administrator's key holds the admin scope too.
@@ -276,7 +277,7 @@ class TenantFactory:
     def key(self, org_id, workspace_id, user_id, plan, scopes, expires_at: datetime | None = None, ip_allowlist=()):
         """A key written directly (expiry may be in the past, which the API refuses)."""
         with self.engine.begin() as conn:
-            service = KeyService(conn)
+            service = KeyService(Work.on(conn))
             row, secret = service.create(
                 None, org_id=org_id, workspace_id=workspace_id, user_id=user_id, plan=plan,
                 name="fixture", scopes=scopes, ip_allowlist=list(ip_allowlist),

@@ -21,6 +21,7 @@ from persona_service.billing.service import BillingService
 from persona_service.files.local import LocalStorage
 from persona_service.files.storage import signing_key
 from persona_service.kernel.clock import utcnow
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.resources import Resources, Runtime
 from persona_service.kernel.transport.limits.resolver import CACHE_SECONDS as LIMITS_CACHE_SECONDS
 from persona_service.process.app import INVALIDATION_CHANNEL
@@ -120,7 +121,7 @@ def test_an_expired_asset_is_410(http, engine, stack, tenants):
     org = tenants(plan="free")
     long_ago = utcnow() - timedelta(days=8 * 365)
     with engine.begin() as conn:
-        service = BillingService(conn, LocalProcessor(), storage_of(stack), clock=lambda: long_ago)
+        service = BillingService(Work.on(conn), LocalProcessor(), storage_of(stack), clock=lambda: long_ago)
         service.subscription(org.org_id)
         service.change(_principal(org), "pro")
     # (The servers' renewal job may already have renewed this long-lapsed subscription: pick the old invoice.)

@@ -17,6 +17,7 @@ import pytest
 from persona_service.billing.processor import PROCESSOR, processor_for
 from persona_service.billing.records import LineItem
 from persona_service.billing.stripe_processor import StripeProcessor
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.models import ProviderError
 from persona_service.kernel.resources import Resources
 from persona_service.kernel.settings import Settings, forget
@@ -91,8 +92,8 @@ def test_an_app_opens_one_processor_and_closes_its_client_with_it(stub, stripe_s
         try:
             app, other = Owner(tmp_path / "app"), Owner(tmp_path / "other")
             with tenants.engine.connect() as first, tenants.engine.connect() as second:
-                processor = processor_for(app, first)
-                assert processor_for(app, second) is processor and processor_for(other, first) is not processor
+                processor = processor_for(app, Work.on(first))
+                assert processor_for(app, Work.on(second)) is processor and processor_for(other, Work.on(first)) is not processor
             assert isinstance(processor, StripeProcessor)
             assert processor.customer("org_3", "Gamma").startswith("cus_")
             pools = processor.session.get_adapter(stub.url).poolmanager.pools

@@ -9,6 +9,7 @@ import pytest
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ChatSessionService, Reply
 from persona_service.kernel.data import prepared
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.models import Message
 from persona_service.kernel.principal import Principal
 from persona_service.providers.pricing import PriceTable
@@ -27,7 +28,7 @@ def test_an_exchange_stores_its_two_messages_in_one_statement(http, engine, tena
     monkeypatch.setattr(prepared, "_execute", lambda conn, sql, *args, **kw: ran.append(sql) or run(conn, sql, *args, **kw))
     with engine.connect() as conn:
         event.listen(conn, "before_cursor_execute", lambda *args: statements.append(args[2]))
-        exchange = ChatSessionService(conn, prices=PriceTable.from_env()).record_exchange(
+        exchange = ChatSessionService(Work.on(conn), prices=PriceTable.from_env()).record_exchange(
             principal, session["sessionId"], Message("user", "Ahoy?"), Reply("Ahoy!", "stub", 3, 2, "stop"))
         monkeypatch.setattr(prepared, "_execute", run)
         stored = ChatSessionRepository(conn).messages_page(session["sessionId"], 10, 0)

@@ -14,6 +14,7 @@ from persona_service.config import repository
 from persona_service.config.repository import ORG_LEVEL, ConfigRepository, persona_level
 from persona_service.config.service import ConfigService
 from persona_service.kernel.data import read_cache
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.principal import Principal
 from sqlalchemy import event
 
@@ -25,7 +26,7 @@ def test_a_keys_rows_read_prepared_are_settings_rows(engine, tenant):
                           "owner", tenant.plan, False)
     persona, other = str(uuid.uuid4()), str(uuid.uuid4())
     with engine.connect() as conn:
-        repo, config = ConfigRepository(conn), ConfigService(conn)
+        repo, config = ConfigRepository(conn), ConfigService(Work.on(conn))
         default = config.value(principal, THRESHOLD, persona)
         levels = [(ORG_LEVEL, 0.5), (tenant.workspace_id, 0.6), (persona_level(persona), 0.7),
                   (persona_level(other), 0.9), ("another-workspace", 0.95)]
@@ -84,14 +85,14 @@ def test_a_transaction_that_wrote_a_setting_reads_its_own_write(engine, tenant, 
                           "owner", tenant.plan, False)
     try:
         with engine.connect() as conn:
-            config = ConfigService(conn)
+            config = ConfigService(Work.on(conn))
             default = config.value(principal, THRESHOLD)
             assert len(kept) == 1  # kept
             ConfigRepository(conn).upsert(tenant.org_id, ORG_LEVEL, THRESHOLD, 0.9, "test")
             assert config.value(principal, THRESHOLD) == 0.9  # its own write, not memory's rows
             conn.rollback()
         with engine.connect() as conn:  # another transaction: memory's rows (nothing committed)
-            assert ConfigService(conn).value(principal, THRESHOLD) == default
+            assert ConfigService(Work.on(conn)).value(principal, THRESHOLD) == default
     finally:
         kept.clear()
 
@@ -102,7 +103,7 @@ def test_other_modules_read_a_key_by_its_declared_type(engine, tenant):
     principal = Principal("api_key", "key_1", tenant.org_id, tenant.workspace_id, tenant.user_id, frozenset(),
                           "owner", tenant.plan, False)
     with engine.connect() as conn:
-        config = ConfigService(conn)
+        config = ConfigService(Work.on(conn))
         threshold = config.number(principal, THRESHOLD)
         assert isinstance(threshold, float) and threshold == config.value(principal, THRESHOLD)
         assert config.flag(principal, "engine.pipeline.audit.blocking") is True

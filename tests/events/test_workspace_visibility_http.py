@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.transport.audit import AuditEntry, AuditLog
 from persona_service.orgs.repository import OrgRepository
 from support import assert_envelope
@@ -32,7 +33,7 @@ def org(http, engine, tenants, jwt_minter):
     renewal = f"req-{uuid.uuid4().hex}"
     confined_user = f"usr_{uuid.uuid4().hex[:20]}"
     with engine.begin() as conn:
-        AuditLog(conn).record(AuditEntry(action="subscription.renew", outcome="success", status=200,
+        AuditLog(Work.on(conn)).record(AuditEntry(action="subscription.renew", outcome="success", status=200,
                                          request_id=renewal, client_ip=None, org_id=home.org_id))
         repo = OrgRepository(conn)
         repo.create_user(id=confined_user, email=f"{confined_user}@example.invalid", name="Confined",

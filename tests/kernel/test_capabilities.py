@@ -417,15 +417,20 @@ def test_a_planted_resource_handing_out_the_settings_is_caught(app: App, opener:
 
 def test_a_read_apart_reads_and_cannot_write(engine: sqlalchemy.Engine) -> None:
     """`read_apart` hands its read a read-only connection, and the pool gets the connection back as it was."""
+    from persona_service.kernel.data.work import Work, connection_of
     from persona_service.kernel.resources import read_apart
 
     apart, drivers = read_apart(engine), []
 
-    def write(conn: sqlalchemy.Connection) -> None:
+    def write(work: Work) -> None:
+        conn = connection_of(work)()
         drivers.append(conn.connection.dbapi_connection)
         conn.execute(sqlalchemy.text("CREATE TEMP TABLE read_apart_probe (i int)"))
 
-    assert apart(lambda conn: conn.execute(sqlalchemy.text("SHOW transaction_read_only")).scalar()) == "on"
+    def read_only(work: Work) -> object:
+        return connection_of(work)().execute(sqlalchemy.text("SHOW transaction_read_only")).scalar()
+
+    assert apart(read_only) == "on"
     with pytest.raises(sqlalchemy.exc.DBAPIError, match="read-only transaction"):
         apart(write)
     assert drivers and not drivers[0].read_only  # reset when it went back to the pool

@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 from persona_service.kernel.data.tasks_repository import TaskRepository
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.transport.tasks import TaskKind, TaskRunner, enqueue
 from sqlalchemy import text
 
@@ -64,10 +65,10 @@ def test_only_committed_tasks_run(engine, runner_for):
     recorder = Recorder()
     kind = _kind(recorder)
     with engine.connect() as conn:
-        enqueue(conn, kind.name, "org_tasks", "rolled-back")
+        enqueue(Work.on(conn), kind.name, "org_tasks", "rolled-back")
         conn.rollback()
     with engine.begin() as conn:
-        task_id = enqueue(conn, kind.name, "org_tasks", "committed")
+        task_id = enqueue(Work.on(conn), kind.name, "org_tasks", "committed")
     runner = runner_for(kind)
     runner.start()
     assert runner.wait_until(_settled(engine, task_id), 10) == "done"
@@ -78,8 +79,8 @@ def test_a_failing_task_is_retried_then_given_up(engine, runner_for):
     flaky, doomed = Recorder(fail_times=2), Recorder(fail_times=99)
     flaky_kind, doomed_kind = _kind(flaky, max_attempts=3), _kind(doomed, max_attempts=2)
     with engine.begin() as conn:
-        flaky_id = enqueue(conn, flaky_kind.name, "org_tasks", "flaky")
-        doomed_id = enqueue(conn, doomed_kind.name, "org_tasks", "doomed")
+        flaky_id = enqueue(Work.on(conn), flaky_kind.name, "org_tasks", "flaky")
+        doomed_id = enqueue(Work.on(conn), doomed_kind.name, "org_tasks", "doomed")
     runner = runner_for(flaky_kind, doomed_kind)
     runner.start()
     assert runner.wait_until(_settled(engine, flaky_id), 10) == "done"
@@ -93,7 +94,7 @@ def test_a_task_whose_process_died_is_taken_over(engine, runner_for):
     recorder = Recorder()
     kind = _kind(recorder)
     with engine.begin() as conn:
-        task_id = enqueue(conn, kind.name, "org_tasks", "orphan")
+        task_id = enqueue(Work.on(conn), kind.name, "org_tasks", "orphan")
         # Claimed by a process that died: running, its lease already over.
         claimed = TaskRepository(conn).claim({kind.name: -1})
         assert claimed is not None and claimed.id == task_id
@@ -106,9 +107,9 @@ def test_a_task_whose_process_died_is_taken_over(engine, runner_for):
 def test_a_busy_organization_does_not_starve_another(engine):
     kind = _kind(Recorder())
     with engine.begin() as conn:
-        busy = [enqueue(conn, kind.name, "org_busy", f"busy-{i}") for i in range(5)]
+        busy = [enqueue(Work.on(conn), kind.name, "org_busy", f"busy-{i}") for i in range(5)]
     with engine.begin() as conn:
-        quiet = enqueue(conn, kind.name, "org_quiet", "quiet")
+        quiet = enqueue(Work.on(conn), kind.name, "org_quiet", "quiet")
     with engine.begin() as conn:
         first = TaskRepository(conn).claim({kind.name: 60})
     with engine.begin() as conn:
@@ -124,9 +125,9 @@ def test_a_paused_kind_is_left_to_other_processes(engine, runner_for):
     paused.set()
     kind, other_kind = _kind(recorder, paused=paused.is_set), _kind(other)
     with engine.begin() as conn:
-        task_id = enqueue(conn, kind.name, "org_tasks", "paused")
+        task_id = enqueue(Work.on(conn), kind.name, "org_tasks", "paused")
     with engine.begin() as conn:  # due later: an unpaused runner would claim the paused task first
-        other_id = enqueue(conn, other_kind.name, "org_tasks", "other")
+        other_id = enqueue(Work.on(conn), other_kind.name, "org_tasks", "other")
     runner = runner_for(kind, other_kind)
     runner.start()
     assert runner.wait_until(_settled(engine, other_id), 10) == "done"  # the runner claims meanwhile

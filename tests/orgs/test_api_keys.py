@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from persona_service.chat.tables import ChatSession
 from persona_service.kernel import ids
+from persona_service.kernel.data.work import Work
 from persona_service.orgs.keys import KeyService
 from sqlalchemy import insert
 from support import assert_envelope
@@ -150,7 +151,7 @@ def test_pagination_with_keys_created_in_one_transaction(http, tenants, engine):
     tenant = tenants()
     with engine.begin() as conn:
         for i in range(3):
-            KeyService(conn).create(
+            KeyService(Work.on(conn)).create(
                 None, org_id=tenant.org_id, workspace_id=tenant.workspace_id, user_id=tenant.user_id,
                 plan=tenant.plan, name=f"batch {i}", scopes=["chat:read"],
             )
@@ -165,7 +166,7 @@ def test_default_limit_is_20(http, tenants, engine):
     tenant = tenants()
     with engine.begin() as conn:
         for i in range(21):
-            KeyService(conn).create(
+            KeyService(Work.on(conn)).create(
                 None, org_id=tenant.org_id, workspace_id=tenant.workspace_id, user_id=tenant.user_id,
                 plan=tenant.plan, name=f"bulk {i}", scopes=["chat:read"],
             )

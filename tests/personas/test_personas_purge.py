@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import pytest
 from persona_service.kernel.clock import utcnow
+from persona_service.kernel.data.work import Work
 from persona_service.personas.module import purge as purge_job
 from persona_service.personas.service import PersonaService
 from persona_service.providers.local import LocalProvider
@@ -32,7 +33,7 @@ def create(http, tenant, intent: str) -> dict:
 
 def purge(engine, days: float) -> list[str]:
     with engine.begin() as conn:
-        return PersonaService(conn, LocalProvider()).purge_expired(now=utcnow() + timedelta(days=days))
+        return PersonaService(Work.on(conn), LocalProvider()).purge_expired(now=utcnow() + timedelta(days=days))
 
 
 def listed_ids(http, tenant) -> set[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.operations import drain
 from persona_service.personas.generation import STEPS, GenerationPipeline, RunSpec
 from persona_service.providers.factory import make_base_provider
@@ -24,7 +25,7 @@ def test_a_run_writes_its_steps_in_one_statement(engine, tenant):
     spec = RunSpec("create", tenant.org_id, tenant.workspace_id, str(uuid.uuid4()), "A ferry pilot who sings")
     with engine.connect() as conn:
         _recording(conn, statements)
-        result = drain(GenerationPipeline(conn, make_base_provider()).run(spec))
+        result = drain(GenerationPipeline(Work.on(conn), make_base_provider()).run(spec))
         steps = conn.execute(text("SELECT step, status, output FROM generation_steps WHERE run_id = :r "
                                   "ORDER BY ordinal"), {"r": result.run_id}).all()
         run = conn.execute(text("SELECT status, started_at <= finished_at, error_code FROM generation_runs "

@@ -18,6 +18,7 @@ from persona_service.billing.repository import BillingRepository
 from persona_service.config.repository import ORG_LEVEL, ConfigRepository
 from persona_service.files.records import ObjectNotFound
 from persona_service.kernel.clock import iso, utcnow
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.transport.limits.resolver import CACHE_SECONDS
 from persona_service.personas.service import PersonaService
 from persona_service.portraits.module import purge_portraits
@@ -271,7 +272,7 @@ def test_a_purged_persona_leaves_no_portraits_behind(env, org):
     assert env.http.delete(f"/v1/personas/{doomed['id']}", headers=org.auth).status_code == 200
     storage = env.storage()
     with env.engine.begin() as conn:
-        PersonaService(conn, LocalProvider()).purge_expired(now=utcnow() + timedelta(days=31))
+        PersonaService(Work.on(conn), LocalProvider()).purge_expired(now=utcnow() + timedelta(days=31))
     purge_portraits(env.engine, storage)
     for key in (gone["storageKey"], gone_edit["storageKey"]):
         with pytest.raises(ObjectNotFound):

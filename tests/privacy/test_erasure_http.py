@@ -11,7 +11,7 @@ import pytest
 from persona_service.kernel.api import hash_secret
 from persona_service.orgs.repository import OrgRepository
 from persona_service.scim.records import UserFields
-from persona_service.scim.repository import user_repository
+from persona_service.scim.repository import UserRepository
 from sqlalchemy import text
 from support import SCOPES, Tenant
 
@@ -126,7 +126,7 @@ def test_erasure_ends_the_links_other_organizations_made_to_the_person(http, eng
     email = f"{member.user_id}@example.com"
     with engine.begin() as conn:
         OrgRepository(conn).add_member(other.org_id, member.user_id, "member")
-        user_repository(conn).insert(other.org_id, member.user_id, UserFields(
+        UserRepository(conn).insert(other.org_id, member.user_id, UserFields(
             user_name=email, external_id=None, display_name="Linked", active=True, document={"userName": email}))
 
     r = http.delete("/v1/privacy/me", headers=member.auth)

@@ -5,7 +5,7 @@ that the planner may prefer reading them all)."""
 from __future__ import annotations
 
 from persona_service.scim.filters import parse_filter
-from persona_service.scim.repository import group_repository, user_repository
+from persona_service.scim.repository import GroupRepository, UserRepository
 from persona_service.scim.schemas import GROUPS, USERS
 from plan_probe import indexes_used, rows_added
 
@@ -20,7 +20,7 @@ GROUPS_SQL = (f"INSERT INTO scim_groups (id, org_id, display_name, document, ver
 
 def test_co_reads_the_trigram_index_for_the_page_and_the_count(engine):
     with rows_added(engine, USERS_SQL, GROUPS_SQL) as conn:
-        users, groups = user_repository(conn), group_repository(conn)
+        users, groups = UserRepository(conn), GroupRepository(conn)
         for expression, index in (('userName co "SON12345@"', "ix_scim_users_user_name_trgm"),
                                   ('displayName co "son 1234"', "ix_scim_users_display_name_trgm")):
             where = users.where(USERS, parse_filter(expression))

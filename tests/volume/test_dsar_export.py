@@ -20,6 +20,7 @@ import pytest
 from persona_service.kernel.data import personal_data
 from persona_service.kernel.data.audit_repository import audit_events
 from persona_service.kernel.data.personal_data import Subject
+from persona_service.kernel.data.work import Work
 from persona_service.privacy.service import write_bundle
 from persona_service.registry import MODULES
 from plans import reads_big_table, unfit_scans
@@ -51,7 +52,7 @@ def tracked(batches: Iterable[list[dict[str, Any]]], sizes: list[int]) -> Iterat
 def build(engine, subject: Subject, sources) -> bytes:
     out = io.BytesIO()
     with engine.begin() as conn:
-        write_bundle(out, conn, subject, sources)
+        write_bundle(out, Work.on(conn), subject, sources)
     return out.getvalue()
 
 

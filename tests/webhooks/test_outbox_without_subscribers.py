@@ -14,6 +14,7 @@ import pytest
 from persona_service.kernel import ids
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.data.tables import OutboxEvent
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport.outbox import Outbox
@@ -53,7 +54,7 @@ def tenant(quiet_tenants, quiet_engine):
 
 def emit(engine, tenant, type_="persona.updated", data=None) -> str:
     with engine.begin() as conn:
-        return Outbox(conn).emit(type_, tenant.org_id, tenant.workspace_id, data or {"personaId": "p1"})
+        return Outbox(Work.on(conn)).emit(type_, tenant.org_id, tenant.workspace_id, data or {"personaId": "p1"})
 
 
 def dispatched(engine, event_id: str) -> bool:
@@ -164,7 +165,7 @@ def test_an_event_written_while_an_endpoint_is_being_created_waits_for_it_and_go
 def test_an_endpoint_created_while_an_event_is_being_written_waits_for_it(tenant, quiet_engine, receiver):
     with quiet_engine.connect() as writing:
         writing.begin()
-        outbox = Outbox(writing)
+        outbox = Outbox(Work.on(writing))
         event_id = outbox.emit("persona.updated", tenant.org_id, tenant.workspace_id, {"personaId": "p"})
         outbox.flush()  # its row (and the check's lock) now, as the commit would write it first
         created = threading.Event()
@@ -210,7 +211,7 @@ def test_an_event_in_a_repeatable_read_transaction_is_left_to_the_worker(tenant,
     with quiet_engine.connect() as conn:
         conn = conn.execution_options(isolation_level="REPEATABLE READ")
         with conn.begin():
-            event_id = Outbox(conn).emit("persona.updated", tenant.org_id, tenant.workspace_id, {"personaId": "p"})
+            event_id = Outbox(Work.on(conn)).emit("persona.updated", tenant.org_id, tenant.workspace_id, {"personaId": "p"})
     assert not dispatched(quiet_engine, event_id)
 
 

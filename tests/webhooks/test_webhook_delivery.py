@@ -18,6 +18,7 @@ import pytest
 import standardwebhooks
 from persona_sdk.webhooks import verify as verify_signature
 from persona_service.kernel.data.partitions_repository import MonthlyPartitions, month_after
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport.outbox import Outbox
@@ -71,7 +72,7 @@ def new_endpoint(qhttp, tenant, receiver, events=("*",)):
 
 def emit(engine, tenant, type_="persona.updated", n=1) -> list[str]:
     with engine.begin() as conn:
-        return [Outbox(conn).emit(type_, tenant.org_id, tenant.workspace_id, {"personaId": f"p{i}"}) for i in range(n)]
+        return [Outbox(Work.on(conn)).emit(type_, tenant.org_id, tenant.workspace_id, {"personaId": f"p{i}"}) for i in range(n)]
 
 
 def deliveries(engine, endpoint_id):

@@ -12,6 +12,7 @@ import uuid
 import pytest
 import standardwebhooks
 from persona_sdk.webhooks import verify as verify_signature
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.transport.outbox import EVENT_TYPES, Outbox
 from sqlalchemy import text
 from support import assert_envelope
@@ -194,7 +195,7 @@ def test_star_and_filtered_subscriptions(http, tenants, engine, receiver):
     create(http, t.auth, receiver.url(p_off), ["*"], enabled=False)
     types = sorted(EVENT_TYPES - {"webhook.endpoint.test_ping", "persona.audit_failed"})
     with engine.begin() as conn:
-        emitted = {Outbox(conn).emit(ty, t.org_id, t.workspace_id, {"n": i}): ty for i, ty in enumerate(types)}
+        emitted = {Outbox(Work.on(conn)).emit(ty, t.org_id, t.workspace_id, {"n": i}): ty for i, ty in enumerate(types)}
     got_all = receiver.wait_for(p_all, len(types))
     got_some = receiver.wait_for(p_some, 2)
     assert {r.event["id"] for r in got_all} == set(emitted)

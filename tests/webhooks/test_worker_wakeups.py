@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import pytest
 from persona_service.kernel.clock import utcnow
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.secretbox import SecretBox
 from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport.outbox import Outbox
@@ -55,7 +56,7 @@ def subscribe(qhttp, tenant, receiver) -> tuple[str, str]:
 
 def emit(engine, tenant) -> str:
     with engine.begin() as conn:
-        return Outbox(conn).emit("persona.updated", tenant.org_id, tenant.workspace_id, {"personaId": "p1"})
+        return Outbox(Work.on(conn)).emit("persona.updated", tenant.org_id, tenant.workspace_id, {"personaId": "p1"})
 
 
 def test_an_idle_worker_issues_almost_no_statements(quiet_engine, quiet_stack):

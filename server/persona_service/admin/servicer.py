@@ -16,13 +16,13 @@ class AdminServicer:
 
     def BuildOneDsarExport(self, request: admin_pb2.BuildOneDsarExportRequest,
                            ctx: RequestContext) -> admin_pb2.BuildOneDsarExportResponse:
-        export_id = build_one_export(ctx.conn, storage_for(self.deps), self.exporters, self.privacy) or ""
+        export_id = build_one_export(ctx.work, storage_for(self.deps), self.exporters, self.privacy) or ""
         return admin_pb2.BuildOneDsarExportResponse(handled=bool(export_id), job_id=export_id, export_id=export_id)
 
     def RotateWebhookSecrets(self, request: admin_pb2.RotateWebhookSecretsRequest,
                              ctx: RequestContext) -> admin_pb2.RotateWebhookSecretsResponse:
         max_age, grace = self.webhooks.secret_max_age_seconds, self.webhooks.secret_rotation_grace_seconds
-        results = WebhookService(ctx.conn, box=self.deps.secret_box).rotate_secrets(max_age_seconds=max_age, grace_seconds=grace)
+        results = WebhookService(ctx.work, box=self.deps.secret_box).rotate_secrets(max_age_seconds=max_age, grace_seconds=grace)
         return admin_pb2.RotateWebhookSecretsResponse(
             results=[
                 admin_pb2.WebhookSecretRotationResult(

@@ -17,10 +17,10 @@ def renew_subscriptions(runtime: Runtime) -> int:
     twice); an organization whose plan changed is read again everywhere.
     Then overdue open invoices get one more charge or go `uncollectible`."""
     storage = storage_for(runtime)
-    with runtime.begin() as conn:
-        renewed = BillingService(conn, processor_for(runtime, conn), storage, clock=runtime.clock).renew_due()
-    with runtime.begin() as conn:
-        BillingService(conn, processor_for(runtime, conn), storage, clock=runtime.clock).collect_overdue()
+    with runtime.work() as work:
+        renewed = BillingService(work, processor_for(runtime, work), storage, clock=runtime.clock).renew_due()
+    with runtime.work() as work:
+        BillingService(work, processor_for(runtime, work), storage, clock=runtime.clock).collect_overdue()
     for before in renewed:
         if before.cancel_at_period_end:
             runtime.invalidate(f"org:{before.org_id}")

@@ -11,7 +11,7 @@ payments of an organization whose config item
 
 The configured processor is an App resource (`PROCESSOR`): opened once per
 process, closed with it (Stripe's client holds a connection pool).
-`processor_for(owner, conn)` binds it to one unit of work.
+`processor_for(owner, work)` binds it to one unit of work.
 """
 
 from __future__ import annotations
@@ -21,11 +21,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from sqlalchemy import Connection
-
 from persona_service.billing.records import LineItem, Payment
 from persona_service.billing.settings import BillingSettings
-from persona_service.kernel.api import HasResources, Resource, Settings, load
+from persona_service.kernel.api import HasResources, Resource, Settings, Work, load
 
 DECLINE_KEY = "billing.local_processor.decline_payments"
 PDF_RETENTION = timedelta(days=7 * 365)
@@ -54,8 +52,8 @@ class PaymentProcessor(Protocol):
         """The processor's own PDF URL, fetched fresh (hosts_pdfs); None: gone."""
         ...
 
-    def bind(self, conn: Connection) -> PaymentProcessor:
-        """This processor for one unit of work: what it reads of the service's own state, it reads on `conn`."""
+    def bind(self, work: Work) -> PaymentProcessor:
+        """This processor for one unit of work: what it reads of the service's own state, it reads in `work`."""
         ...
 
     def close(self) -> None:
@@ -91,10 +89,10 @@ class LocalProcessor:
     def pdf_url(self, processor_invoice_id: str) -> str | None:
         return None
 
-    def bind(self, conn: Connection) -> LocalProcessor:
+    def bind(self, work: Work) -> LocalProcessor:
         from persona_service.config.api import ConfigService
 
-        return LocalProcessor(decline=lambda org_id: ConfigService(conn).org_flag(org_id, DECLINE_KEY))
+        return LocalProcessor(decline=lambda org_id: ConfigService(work).org_flag(org_id, DECLINE_KEY))
 
     def close(self) -> None:
         pass
@@ -121,6 +119,6 @@ def _close(processor: PaymentProcessor) -> None:
 PROCESSOR: Resource[PaymentProcessor] = Resource("billing.processor", _open, _close)
 
 
-def processor_for(owner: HasResources, conn: Connection) -> PaymentProcessor:
-    """The processor of an App (or of a servicer's deps, or a job's runtime), for a unit of work on `conn`."""
-    return owner.resources.get(PROCESSOR).bind(conn)
+def processor_for(owner: HasResources, work: Work) -> PaymentProcessor:
+    """The processor of an App (or of a servicer's deps, or a job's runtime), for the unit of work `work`."""
+    return owner.resources.get(PROCESSOR).bind(work)

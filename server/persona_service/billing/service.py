@@ -8,8 +8,6 @@ import calendar
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection
-
 from persona_service.billing.pdf import render_invoice
 from persona_service.billing.processor import PaymentProcessor
 from persona_service.billing.records import (
@@ -35,6 +33,7 @@ from persona_service.kernel.api import (
     Outbox,
     Principal,
     StateConflict,
+    Work,
     iso,
     keyset_page,
     new_id,
@@ -68,10 +67,10 @@ def period_at(sub: SubscriptionRecord, now: datetime) -> tuple[datetime, datetim
     return start, end
 
 
-def billing_period(conn: Connection, org_id: str, now: datetime) -> tuple[datetime, datetime] | None:
+def billing_period(work: Work, org_id: str, now: datetime) -> tuple[datetime, datetime] | None:
     """The kernel's billing-period port: the organization's period holding
     `now` (quotas reset at its end), or None before it has a subscription."""
-    sub = BillingRepository(conn).subscription_seen(org_id)
+    sub = work.of(BillingRepository).subscription_seen(org_id)
     return None if sub is None else period_at(sub, now)
 
 
@@ -83,12 +82,12 @@ def prorate(amount_minor: int, seconds_left: float, seconds_total: float) -> int
 
 
 class BillingService:
-    def __init__(self, conn: Connection, processor: PaymentProcessor, storage: Storage, *,
+    def __init__(self, work: Work, processor: PaymentProcessor, storage: Storage, *,
                  cursors: CursorCodec | None = None, clock: Callable[[], datetime] = utcnow) -> None:
-        self.conn = conn
-        self.repo = BillingRepository(conn)
-        self.orgs = OrgDirectory(conn)
-        self.outbox = Outbox(conn)
+        self.work = work
+        self.repo = work.of(BillingRepository)
+        self.orgs = OrgDirectory(work)
+        self.outbox = Outbox(work)
         self.processor = processor
         self.storage = storage
         self.cursors = cursors
@@ -307,7 +306,7 @@ class BillingService:
 
     def _audit(self, org_id: str, action: str, resource_type: str, resource_id: str, details: dict[str, object]) -> None:
         """What billing does on its own (renewals, collections, processor events) is audited too."""
-        AuditLog(self.conn).record(AuditEntry(
+        AuditLog(self.work).record(AuditEntry(
             action=action, outcome="success", status=200, request_id="", client_ip=None, org_id=org_id,
             resource_type=resource_type, resource_id=resource_id, details=details))
 

@@ -31,7 +31,7 @@ class BillingServicer:
         self.settings = load(BillingSettings)
 
     def _service(self, ctx: RequestContext) -> BillingService:
-        return BillingService(ctx.conn, processor_for(self.deps, ctx.conn), storage_for(self.deps),
+        return BillingService(ctx.work, processor_for(self.deps, ctx.work), storage_for(self.deps),
                               cursors=self.deps.cursors)
 
     def _changed(self, ctx: RequestContext, before: SubscriptionRecord | None,

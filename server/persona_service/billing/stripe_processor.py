@@ -16,10 +16,9 @@ from typing import Any, TypeVar
 
 import requests
 import stripe
-from sqlalchemy import Connection
 
 from persona_service.billing.records import LineItem, Payment
-from persona_service.kernel.api import ProviderError
+from persona_service.kernel.api import ProviderError, Work
 
 T = TypeVar("T")
 
@@ -70,7 +69,7 @@ class StripeProcessor:
         invoice = self._call(lambda: self.client.v1.invoices.retrieve(processor_invoice_id))
         return invoice.invoice_pdf or None
 
-    def bind(self, conn: Connection) -> StripeProcessor:
+    def bind(self, work: Work) -> StripeProcessor:
         return self  # Stripe keeps all it needs
 
     def close(self) -> None:

@@ -20,8 +20,6 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from sqlalchemy import Connection
-
 from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import ChatSessionService, PersonaReplies, Reply, Subject, progress_of
 from persona_service.kernel.api import (
@@ -33,6 +31,7 @@ from persona_service.kernel.api import (
     Provider,
     ValidationFailed,
     Violation,
+    Work,
     credentials_used,
     is_uuid,
     new_id,
@@ -51,12 +50,12 @@ def credential_user(credential_id: str) -> str:
     return f"openai:{credential_id}"
 
 
-def users_of(conn: Connection, subject: PersonalSubject) -> list[str]:
+def users_of(work: Work, subject: PersonalSubject) -> list[str]:
     """The sessions' user ids that are the subject's (their export and erasure): their own id, and the credential's
     of each credential they asked for a completion with (`credential_user`: an API key of theirs, a session JWT).
     Those sessions hold what they sent through it; a completion's `user` names someone else's (an end user of
     the caller's app), who is erased by that name, not with the caller."""
-    return [subject.user_id, *map(credential_user, credentials_used(conn, subject, AUDIT_ACTION))]
+    return [subject.user_id, *map(credential_user, credentials_used(work, subject, AUDIT_ACTION))]
 
 
 def model_id(persona_id: str, version: int = 0) -> str:
@@ -105,11 +104,11 @@ class Completed:
 
 
 class CompletionService:
-    def __init__(self, conn: Connection, provider: Provider | None, prices: PriceTable) -> None:
-        self.conn = conn
-        self.repo = ChatSessionRepository(conn)
-        self.personas = PersonaDirectory(conn)
-        self.sessions = ChatSessionService(conn, prices=prices)
+    def __init__(self, work: Work, provider: Provider | None, prices: PriceTable) -> None:
+        self.work = work
+        self.repo = work.of(ChatSessionRepository)
+        self.personas = PersonaDirectory(work)
+        self.sessions = ChatSessionService(work, prices=prices)
         self.provider = provider
         self.prices = prices
 
@@ -143,7 +142,7 @@ class CompletionService:
             raise NotFound("model", {"model": model_id(persona.id, version)})
         completion_id, created = started or ("chatcmpl-" + new_id("request").split("_", 1)[1], int(time.time()))
         yield CompletionStarted(completion_id, created)
-        replies = PersonaReplies(self.conn, self.provider, self.prices)
+        replies = PersonaReplies(self.work, self.provider, self.prices)
         reply = yield from progress_of(
             replies.respond(principal, persona.id, voice, conversation, options,
                             Subject("chat_completion", completion_id), stream=stream, earlier=earlier),

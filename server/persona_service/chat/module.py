@@ -69,10 +69,10 @@ MODULE = Module(
     error_shape_prefixes={path: options_pb2.ERROR_SHAPE_OPENAI
                           for path in ("/v1/chat/completions", "/v1/chat/completions:stream", "/v1/models", "/v1/models/")},
     # Their sessions and those of the credentials they asked for completions with (`users_of`).
-    personal_data=lambda conn, subject: ChatSessionRepository(conn).personal_data(
-        subject.org_id, users_of(conn, subject)),
-    erase_personal_data=lambda conn, subject, now: ChatSessionRepository(conn).erase(
-        subject.org_id, users_of(conn, subject)),
+    personal_data=lambda work, subject: work.of(ChatSessionRepository).personal_data(
+        subject.org_id, users_of(work, subject)),
+    erase_personal_data=lambda work, subject, now: work.of(ChatSessionRepository).erase(
+        subject.org_id, users_of(work, subject)),
     settings=ChatSettings,
     jobs=(Job("chat.partitions", AGE_OUT_EVERY, _age_out),),
 )

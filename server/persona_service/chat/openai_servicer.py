@@ -179,7 +179,7 @@ class OpenAIServicer:
         self.prices = PriceTable.from_env()
 
     def _service(self, ctx: RequestContext, provider: bool = False) -> CompletionService:
-        return CompletionService(ctx.conn, self.deps.provider_for(ctx) if provider else None, self.prices)
+        return CompletionService(ctx.work, self.deps.provider_for(ctx) if provider else None, self.prices)
 
     def ListModels(self, request: openai_pb2.ListModelsRequest,
                    ctx: RequestContext) -> openai_pb2.ListModelsResponse:

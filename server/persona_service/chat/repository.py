@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -39,6 +39,7 @@ from persona_service.kernel.api import (
     Batches,
     NotFound,
     Prepared,
+    Work,
     changed_columns,
     declare_aggregate,
     export_batches,
@@ -193,7 +194,7 @@ def _with_swipes(start: Any, *where: ColumnElement[bool]) -> Select[Any]:
 
 class ChatSessionRepository:
     def __init__(self, conn: Connection):
-        self.conn = conn
+        self._conn = conn
         # The start of each session a row read here names: its messages' partition key (migration 0035), which
         # never changes; a message is written with it and a read names it, so PostgreSQL reads one partition.
         self.starts: dict[str, datetime] = {}
@@ -221,28 +222,28 @@ class ChatSessionRepository:
     # --- sessions -----------------------------------------------------------------
 
     def get(self, workspace_id: str, session_id: str) -> SessionRecord | None:
-        return self._seen(_get.first(self.conn, {"id": session_id, "ws": workspace_id}))
+        return self._seen(_get.first(self._conn, {"id": session_id, "ws": workspace_id}))
 
     @staticmethod
-    def remembered(workspace_id: str, session_id: str, conn: Callable[[], Connection]) -> SessionRecord | None:
+    def remembered(workspace_id: str, session_id: str, work: Work) -> SessionRecord | None:
         """`get` for a read on its own: from memory when this process holds the row (no connection taken),
-        else from the database (`conn()`), kept for the next read."""
+        else from the database (the unit of work's connection, opened only then), kept for the next read."""
         return _cached.read(session_id, workspace_id,
-                            lambda: _get.first(conn(), {"id": session_id, "ws": workspace_id}))
+                            lambda: work.of(ChatSessionRepository).get(workspace_id, session_id))
 
     def _changed(self, row: SessionRecord | None) -> SessionRecord | None:
         """`row` as a write left it: what memory holds of it goes once the write commits."""
         if row is not None:
-            stale(self.conn, CACHE, row.id)
+            stale(self._conn, CACHE, row.id)
         return self._seen(row)
 
     def lock(self, workspace_id: str, session_id: str) -> SessionRecord | None:
         """The session, its row locked until the unit of work ends: what a write decides on is read after this."""
-        return self._seen(_lock.first(self.conn, {"id": session_id, "ws": workspace_id}))
+        return self._seen(_lock.first(self._conn, {"id": session_id, "ws": workspace_id}))
 
     def create(self, new: NewSession) -> SessionRecord:
         stmt = insert(_sessions).values(**row_columns(new)).returning(_sessions)
-        created = record(SessionRecord, self.conn.execute(stmt).mappings().one())
+        created = record(SessionRecord, self._conn.execute(stmt).mappings().one())
         self._seen(created)
         return created
 
@@ -257,7 +258,7 @@ class ChatSessionRepository:
         if after is not None:
             stmt = stmt.where(tuple_(_sessions.c.started_at, _sessions.c.id) < tuple_(*after))
         stmt = stmt.order_by(_sessions.c.started_at.desc(), _sessions.c.id.desc()).limit(limit)
-        return records(SessionRecord, self.conn.execute(stmt).mappings())
+        return records(SessionRecord, self._conn.execute(stmt).mappings())
 
     def transition(self, session_id: str, from_statuses: tuple[str, ...],
                    changes: SessionChanges) -> SessionRecord | None:
@@ -269,7 +270,7 @@ class ChatSessionRepository:
             .values(**changed_columns(changes))
             .returning(_sessions)
         )
-        return self._changed(record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first()))
+        return self._changed(record_or_none(SessionRecord, self._conn.execute(stmt).mappings().first()))
 
     def uncount(self, session_id: str, removed: int) -> SessionRecord | None:
         """Take `removed` messages off an active session's count (atomic; their ordinals stay claimed).
@@ -281,14 +282,14 @@ class ChatSessionRepository:
                     removed_messages=_sessions.c.removed_messages + removed)
             .returning(_sessions)
         )
-        return self._changed(record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first()))
+        return self._changed(record_or_none(SessionRecord, self._conn.execute(stmt).mappings().first()))
 
     def account(self, session_id: str, *, messages: int, input_tokens: int, output_tokens: int, cost_usd_micros: int,
                 now: datetime, unpriced: int = 0) -> SessionRecord | None:
         """Add an exchange to an active session's counters in one atomic
         UPDATE … RETURNING (concurrent exchanges never lose counts; the row
         lock orders them). None when the session is no longer active."""
-        return self._changed(_account.first(self.conn, {
+        return self._changed(_account.first(self._conn, {
             "id": session_id, "messages": messages, "input_tokens": input_tokens, "output_tokens": output_tokens,
             "cost_usd_micros": cost_usd_micros, "unpriced": unpriced, "now": now}))
 
@@ -304,7 +305,7 @@ class ChatSessionRepository:
                                   "unpriced": unpriced, "now": now}
         for i, message in enumerate((user, reply)):
             params.update({f"{name}_{i}": value for name, value in row_columns(message).items() if name != "ordinal"})
-        rows = _exchange.rows(self.conn, params)
+        rows = _exchange.rows(self._conn, params)
         if not rows:
             return None
         session = self._changed(SessionRecord(*rows[0][:_SESSION_FIELDS]))
@@ -319,13 +320,13 @@ class ChatSessionRepository:
             _sessions.c.workspace_id == workspace_id, _sessions.c.persona_id == persona_id,
             _sessions.c.user_id == user_id, _sessions.c.title == title, _sessions.c.status == "active",
         ).order_by(_sessions.c.started_at).limit(1).with_for_update()
-        return self._seen(record_or_none(SessionRecord, self.conn.execute(stmt).mappings().first()))
+        return self._seen(record_or_none(SessionRecord, self._conn.execute(stmt).mappings().first()))
 
     def first_use(self, workspace_id: str, persona_id: str, user_id: str, title: str) -> None:
         """Hold (persona, user, title) by name until the transaction ends, so that concurrent first uses create
         one session: the second waits, then finds the first's (`completions_session` again). A lock by name
         comes last in the lock order: after the session's lookup and the persona's hold."""
-        self.conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
+        self._conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
                           {"k": f"{workspace_id}/{persona_id}/{user_id}/{title}"})
 
     # --- messages -------------------------------------------------------------------
@@ -338,7 +339,7 @@ class ChatSessionRepository:
         if len(new) == 2 and all(m.session_id in self.starts for m in new):
             params = {f"{name}_{i}": value for i, m in enumerate(new)
                       for name, value in {**row_columns(m), "session_started_at": self.starts[m.session_id]}.items()}
-            added = {row.id: row for row in _add_two.all(self.conn, params)}
+            added = {row.id: row for row in _add_two.all(self._conn, params)}
             return [added[m.id] for m in new]
         stmt = insert(_messages).returning(_messages, literal(1).label("swipe_count"), literal(0).label("swipe_index"),
                                            sort_by_parameter_order=True)
@@ -347,15 +348,15 @@ class ChatSessionRepository:
         else:
             stmt = stmt.values(session_started_at=_started(bindparam("session_of")))
             rows = [{**row_columns(m), "session_of": m.session_id} for m in new]
-        return records(MessageRecord, self.conn.execute(stmt, rows).mappings())
+        return records(MessageRecord, self._conn.execute(stmt, rows).mappings())
 
     @_kept_month()
     def add_alternative(self, new: NewMessage) -> MessageRecord:
         """A new alternative of its turn (swipe = the next index), chosen: the others are unchosen."""
         turn = (*self._of_session(new.session_id), _messages.c.ordinal == new.ordinal)
-        self.conn.execute(update(_messages).where(*turn).values(selected=False))
+        self._conn.execute(update(_messages).where(*turn).values(selected=False))
         count = select(func.count()).where(*turn).scalar_subquery()
-        self.conn.execute(insert(_messages).values(swipe=count, selected=True,
+        self._conn.execute(insert(_messages).values(swipe=count, selected=True,
                                                    session_started_at=self._start(new.session_id), **row_columns(new)))
         added = self.message(new.session_id, new.id)
         assert added is not None
@@ -366,53 +367,53 @@ class ChatSessionRepository:
         text: their alternatives are not counted (the hot path of every send), each reads as its turn's only."""
         stmt = _last_visible(select(_messages, literal(1).label("swipe_count"), literal(0).label("swipe_index")),
                              self._of_session(session_id), limit, before_ordinal)
-        return list(reversed(records(MessageRecord, self.conn.execute(stmt).mappings())))
+        return list(reversed(records(MessageRecord, self._conn.execute(stmt).mappings())))
 
     def history_texts(self, session_id: str, limit: int, before_ordinal: int | None = None) -> list[tuple[str, str]]:
         """`history`'s (role, content) alone, oldest first: what a new message sends the model (no records made
         of columns it does not send)."""
         start = self.starts.get(session_id)
         if start is not None:  # (a send's: its session locked here first)
-            turns = _history.all(self.conn, {"id": session_id, "start": start, "n": limit,
+            turns = _history.all(self._conn, {"id": session_id, "start": start, "n": limit,
                                              "before": _NO_ORDINAL if before_ordinal is None else before_ordinal})
             return [(turn.role, turn.content) for turn in reversed(turns)]
         stmt = _last_visible(select(_messages.c.role, _messages.c.content), self._of_session(session_id), limit,
                              before_ordinal)
-        return [(role, content) for role, content in reversed(self.conn.execute(stmt).all())]
+        return [(role, content) for role, content in reversed(self._conn.execute(stmt).all())]
 
     def messages_page(self, session_id: str, limit: int, after_ordinal: int) -> list[MessageRecord]:
         stmt = self._swipes_of(session_id, _visible, _messages.c.ordinal > after_ordinal)
-        return records(MessageRecord, self.conn.execute(stmt.order_by(_messages.c.ordinal).limit(limit)).mappings())
+        return records(MessageRecord, self._conn.execute(stmt.order_by(_messages.c.ordinal).limit(limit)).mappings())
 
     def message(self, session_id: str, message_id: str) -> MessageRecord | None:
         """A message of the session that is not removed (any alternative of its turn)."""
         stmt = self._swipes_of(session_id, _messages.c.id == message_id, _messages.c.deleted_at.is_(None))
-        return record_or_none(MessageRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(MessageRecord, self._conn.execute(stmt).mappings().first())
 
     def last_ordinal(self, session_id: str) -> int | None:
         """The ordinal of the conversation's last message; None when it has none."""
         stmt = select(func.max(_messages.c.ordinal)).where(*self._of_session(session_id), _visible)
-        return self.conn.execute(stmt).scalar()
+        return self._conn.execute(stmt).scalar()
 
     def select_alternative(self, session_id: str, ordinal: int, position: int) -> MessageRecord | None:
         """Choose the turn's alternative at `position` (swipeIndex); None when it has no such alternative."""
         turn = (*self._of_session(session_id), _messages.c.ordinal == ordinal, _messages.c.deleted_at.is_(None))
-        chosen = self.conn.execute(
+        chosen = self._conn.execute(
             select(_messages.c.id).where(*turn).order_by(_messages.c.swipe).offset(position).limit(1)).scalar()
         if chosen is None:
             return None
-        self.conn.execute(update(_messages).where(*turn).values(selected=_messages.c.id == chosen))
+        self._conn.execute(update(_messages).where(*turn).values(selected=_messages.c.id == chosen))
         return self.message(session_id, chosen)
 
     def edit(self, session_id: str, message_id: str, content: str, now: datetime) -> None:
         """Replace a message's text, chosen; its turn's other alternatives are removed. Both updates name the
         session's start (known from its row, locked first), so each reads the session's partition alone."""
-        ordinal = self.conn.execute(update(_messages).where(*self._of_session(session_id), _messages.c.id == message_id)
+        ordinal = self._conn.execute(update(_messages).where(*self._of_session(session_id), _messages.c.id == message_id)
                                     .values(content=content, edited=True, selected=True)
                                     .returning(_messages.c.ordinal)).scalar()
         if ordinal is None:
             return
-        self.conn.execute(
+        self._conn.execute(
             update(_messages)
             .where(*self._of_session(session_id), _messages.c.ordinal == ordinal,
                    _messages.c.id != message_id, _messages.c.deleted_at.is_(None))
@@ -428,15 +429,15 @@ class ChatSessionRepository:
             .values(deleted_at=now, content="")
             .returning(_messages.c.selected)
         )
-        return sum(1 for selected in self.conn.execute(stmt).scalars() if selected)
+        return sum(1 for selected in self._conn.execute(stmt).scalars() if selected)
 
     def reply_stats(self, session_id: str) -> tuple[str, int] | None:
         """(model of the last reply, mean output tokens of the replies) of a session; None without replies."""
         replies = (*self._of_session(session_id), _messages.c.role == "assistant")
         last = select(_messages.c.model).where(*replies).order_by(_messages.c.ordinal.desc(), _messages.c.swipe.desc())
         mean = select(func.avg(_messages.c.output_tokens)).where(*replies)
-        model = self.conn.execute(last.limit(1)).scalar()
-        return None if model is None else (model, round(self.conn.execute(mean).scalar() or 0))
+        model = self._conn.execute(last.limit(1)).scalar()
+        return None if model is None else (model, round(self._conn.execute(mean).scalar() or 0))
 
     def personal_data(self, org_id: str, user_ids: list[str]) -> dict[str, Batches]:
         """The chat sessions whose `userId` is one of the user's (`completions.users_of`), and their messages
@@ -447,7 +448,7 @@ class ChatSessionRepository:
                                                           _sessions.c.started_at == _messages.c.session_started_at)) \
             .where(*theirs) \
             .order_by(_messages.c.session_id, _messages.c.ordinal)
-        return {"chat_sessions": export_batches(self.conn, sessions), "chat_messages": export_batches(self.conn, messages)}
+        return {"chat_sessions": export_batches(self._conn, sessions), "chat_messages": export_batches(self._conn, messages)}
 
     def expire(self, before: datetime, after: str = "", limit: int = EXPIRE_BATCH, wait: bool = False) -> list[str]:
         """At most `limit` of the sessions started before `before` deleted, the next by id after `after` (the
@@ -457,15 +458,15 @@ class ChatSessionRepository:
         (SKIP LOCKED: the pass never waits on a conversation) unless `wait` (the round's last pass, for those)."""
         doomed = select(_sessions.c.id).where(_sessions.c.started_at < before, _sessions.c.id > after) \
             .order_by(_sessions.c.id).limit(limit).with_for_update(skip_locked=not wait).scalar_subquery()
-        expired = sorted(self.conn.execute(delete(_sessions).where(_sessions.c.id.in_(doomed))
+        expired = sorted(self._conn.execute(delete(_sessions).where(_sessions.c.id.in_(doomed))
                                            .returning(_sessions.c.id)).scalars())
-        stale(self.conn, CACHE, *expired)
+        stale(self._conn, CACHE, *expired)
         return expired
 
     def erase(self, org_id: str, user_ids: list[str]) -> dict[str, int]:
         """The sessions whose `userId` is one of the user's (`completions.users_of`), with their messages."""
         stmt = delete(_sessions).where(_sessions.c.org_id == org_id, _sessions.c.user_id.in_(user_ids)) \
             .returning(_sessions.c.id)
-        erased = list(self.conn.execute(stmt).scalars())
-        stale(self.conn, CACHE, *erased)
+        erased = list(self._conn.execute(stmt).scalars())
+        stale(self._conn, CACHE, *erased)
         return {"chat_sessions_deleted": len(erased)}

@@ -37,8 +37,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection
-
 from persona_service.chat.records import (
     Exchange,
     MessageDelta,
@@ -67,6 +65,7 @@ from persona_service.kernel.api import (
     RunLost,
     StateConflict,
     ToolCall,
+    Work,
     cursor_page,
     drain,
     embedding_identity,
@@ -224,14 +223,14 @@ class Subject:
 class PersonaReplies:
     """A persona's replies with moderation and drift detection."""
 
-    def __init__(self, conn: Connection, provider: Provider | None, prices: PriceTable) -> None:
+    def __init__(self, work: Work, provider: Provider | None, prices: PriceTable) -> None:
         if provider is None:
             raise RuntimeError("replies need a model provider")
-        self.conn = conn
+        self.work = work
         self.provider = provider
         self.prices = prices
-        self.outbox = Outbox(conn)
-        self.config = ConfigService(conn)
+        self.outbox = Outbox(work)
+        self.config = ConfigService(work)
 
     @staticmethod
     def voice_messages(voice: VoiceRecord, extra_system: str = "") -> list[Message]:
@@ -349,7 +348,7 @@ class PersonaReplies:
         if not result.flagged:
             return
         review_id = record_flag(
-            self.conn, org_id=principal.org_id, workspace_id=principal.workspace_id, stage="output_content",
+            self.work, org_id=principal.org_id, workspace_id=principal.workspace_id, stage="output_content",
             subject_type=subject.type, subject_id=subject.id, text=text, result=result,
         )
         err = ModerationBlocked(
@@ -441,11 +440,11 @@ def _ordinal(position: list[Any]) -> int:
     return position[0]
 
 
-def session_of(principal: Principal, session_id: str, conn: Callable[[], Connection]) -> SessionRecord:
+def session_of(principal: Principal, session_id: str, work: Work) -> SessionRecord:
     """GetChatSession, the hot read: the caller's workspace's session, from the server process's memory when it
     holds it (kernel.data.read_cache: every write of the row evicts it everywhere before it answers), the
-    database (`conn()`, taken only then) otherwise."""
-    return _found(session_id, lambda: ChatSessionRepository.remembered(principal.workspace_id, session_id, conn))
+    database (the call's connection, opened only then) otherwise."""
+    return _found(session_id, lambda: ChatSessionRepository.remembered(principal.workspace_id, session_id, work))
 
 
 def _found(session_id: str, read: Callable[[], SessionRecord | None]) -> SessionRecord:
@@ -457,11 +456,11 @@ def _found(session_id: str, read: Callable[[], SessionRecord | None]) -> Session
 
 
 class ChatSessionService:
-    def __init__(self, conn: Connection, provider: Provider | None = None, *, cursors: CursorCodec | None = None,
+    def __init__(self, work: Work, provider: Provider | None = None, *, cursors: CursorCodec | None = None,
                  prices: PriceTable, clock: Callable[[], datetime] = utcnow) -> None:
-        self.conn = conn
-        self.repo = ChatSessionRepository(conn)
-        self.personas = PersonaDirectory(conn)
+        self.work = work
+        self.repo = work.of(ChatSessionRepository)
+        self.personas = PersonaDirectory(work)
         self.provider = provider
         self.cursors = cursors
         self.prices = prices  # the servicer's, loaded once when it was built
@@ -553,7 +552,7 @@ class ChatSessionService:
               sampling: Sampling, *, stream: bool = False, earlier: Sequence[str] = ()
               ) -> Generator[MessageDelta, None, Reply]:
         """The persona's reply to `conversation` (PersonaReplies.respond), its deltas as progress."""
-        replies = PersonaReplies(self.conn, self.provider, self.prices)
+        replies = PersonaReplies(self.work, self.provider, self.prices)
         return (yield from progress_of(
             replies.respond(principal, speaking.session.persona_id, speaking.voice, conversation, sampling.options(),
                             Subject("chat_session", speaking.session.id), stream=stream, earlier=earlier),

@@ -71,7 +71,7 @@ class ChatServicer:
 
     def _service(self, ctx: RequestContext, provider: bool = False) -> ChatSessionService:
         return ChatSessionService(
-            ctx.conn, self.deps.provider_for(ctx) if provider else None, cursors=self.deps.cursors, prices=self.prices,
+            ctx.work, self.deps.provider_for(ctx) if provider else None, cursors=self.deps.cursors, prices=self.prices,
         )
 
     def CreateChatSession(self, request: chat_pb2.CreateChatSessionRequest,
@@ -82,7 +82,7 @@ class ChatServicer:
 
     def GetChatSession(self, request: chat_pb2.GetChatSessionRequest,
                        ctx: RequestContext) -> chat_pb2.ChatSession:
-        return chat_session(session_of(ctx.caller, request.id, lambda: ctx.conn))  # no connection on a hit
+        return chat_session(session_of(ctx.caller, request.id, ctx.work))  # no connection on a hit
 
     def ListChatSessions(self, request: chat_pb2.ListChatSessionsRequest,
                          ctx: RequestContext) -> chat_pb2.ListChatSessionsResponse:
@@ -168,7 +168,7 @@ class ChatServicer:
         sessions = self._service(ctx, provider=True)
         preview = ChatControls(sessions).preview(
             ctx.caller, request.id, request.content, sampling(request), str(getattr(sessions.provider, "model", "")),
-            self.deps.limits(ctx.caller, lambda: ctx.conn),
+            self.deps.limits(ctx.caller, ctx.work),
         )
         return chat_pb2.ChatMessagePreview(
             model=preview.model, input_tokens=preview.input_tokens, output_tokens=preview.output_tokens,

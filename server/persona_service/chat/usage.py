@@ -9,11 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-from sqlalchemy import Connection
-
 from persona_service.chat.records import UsageRow
 from persona_service.chat.usage_repository import UsageRepository
-from persona_service.kernel.api import Principal, ValidationFailed, Violation, utcnow
+from persona_service.kernel.api import Principal, ValidationFailed, Violation, Work, utcnow
 
 MAX_DAYS = 366
 DEFAULT_DAYS = 30
@@ -54,8 +52,8 @@ def _days(start: datetime, end: datetime) -> list[str]:
 
 
 class UsageService:
-    def __init__(self, conn: Connection, clock: Callable[[], datetime] = utcnow) -> None:
-        self.repo = UsageRepository(conn)
+    def __init__(self, work: Work, clock: Callable[[], datetime] = utcnow) -> None:
+        self.repo = work.of(UsageRepository)
         self.clock = clock
 
     def range(self, start: str, end: str) -> tuple[datetime, datetime]:

@@ -16,7 +16,7 @@ _sessions = table_of(ChatSession)
 
 class UsageRepository:
     def __init__(self, conn: Connection):
-        self.conn = conn
+        self._conn = conn
 
     def usage(self, workspace_id: str, start: datetime, end: datetime, group_by: str, persona_id: str = "",
               key_id: str = "") -> list[UsageRow]:
@@ -43,4 +43,4 @@ class UsageRepository:
             stmt = stmt.where(_sessions.c.persona_id == persona_id)
         if key_id:
             stmt = stmt.where(_messages.c.credential_id == key_id)
-        return records(UsageRow, self.conn.execute(stmt).mappings())
+        return records(UsageRow, self._conn.execute(stmt).mappings())

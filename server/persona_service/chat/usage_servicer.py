@@ -16,7 +16,7 @@ class UsageServicer:
         self.deps = deps
 
     def GetUsage(self, request: usage_pb2.GetUsageRequest, ctx: RequestContext) -> usage_pb2.Usage:
-        report = UsageService(ctx.conn).usage(ctx.caller, request.start, request.end, request.group_by,
+        report = UsageService(ctx.work).usage(ctx.caller, request.start, request.end, request.group_by,
                                               request.persona_id, request.key_id)
         return usage_pb2.Usage(start=iso(report.start), end=iso(report.end), group_by=report.group_by,
                                buckets=[usage_bucket(row) for row in report.buckets], totals=usage_bucket(report.totals))

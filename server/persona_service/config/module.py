@@ -13,5 +13,5 @@ MODULE = Module(
         ServiceBinding("persona.v1.ConfigService", ConfigServicer, config_pb2_grpc.add_ConfigServiceServicer_to_server),
     ),
     config_keys=RATE_LIMIT_KEYS,
-    limit_overrides=lambda conn, org_id: ConfigService(conn).rate_limit_overrides(org_id),
+    limit_overrides=lambda work, org_id: ConfigService(work).rate_limit_overrides(org_id),
 )

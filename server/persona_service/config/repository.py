@@ -60,7 +60,7 @@ _WROTE = "config_wrote_in"
 
 class ConfigRepository:
     def __init__(self, conn: Connection):
-        self.conn = conn
+        self._conn = conn
 
     def settings(self, org_id: str, workspace_id: str, key: str | None = None, persona_id: str = "") -> list[ItemRecord]:
         """Organization- and workspace-level rows, and the persona's when
@@ -69,16 +69,16 @@ class ConfigRepository:
         stmt = select(_items).where(_items.c.org_id == org_id, _items.c.workspace_id.in_(levels))
         if key is not None:
             stmt = stmt.where(_items.c.key == key)
-        return records(ItemRecord, self.conn.execute(stmt.execution_options(**_DECIDES_NOTHING)).mappings())
+        return records(ItemRecord, self._conn.execute(stmt.execution_options(**_DECIDES_NOTHING)).mappings())
 
     def key_settings(self, org_id: str, workspace_id: str, key: str, persona_id: str = "") -> list[ItemRecord]:
         """`settings(..., key=key)`: from the organization's rows of the key, kept in memory (read once a process
         until a write of one of them; an organization sets a key at a few levels, not thousands)."""
         def load() -> tuple[ItemRecord, ...]:
-            return tuple(_key_rows.all(self.conn, {"org": org_id, "key": key}, decides_nothing=True))
+            return tuple(_key_rows.all(self._conn, {"org": org_id, "key": key}, decides_nothing=True))
 
-        wrote = self.conn.info.get(_WROTE)
-        rows: tuple[ItemRecord, ...] = (load() if wrote is not None and wrote is self.conn.get_transaction()
+        wrote = self._conn.info.get(_WROTE)
+        rows: tuple[ItemRecord, ...] = (load() if wrote is not None and wrote is self._conn.get_transaction()
                                         else _kept.read(f"{org_id}:{key}", org_id, load) or ())
         levels = (ORG_LEVEL, workspace_id, persona_level(persona_id) if persona_id else None)
         return [row for row in rows if row.workspace_id in levels]
@@ -87,7 +87,7 @@ class ConfigRepository:
         stmt = select(_items.c.key, _items.c.value).where(
             _items.c.org_id == org_id, _items.c.workspace_id == ORG_LEVEL, _items.c.key.startswith(prefix)
         )
-        return [(key, value) for key, value in self.conn.execute(stmt.execution_options(**_DECIDES_NOTHING))]
+        return [(key, value) for key, value in self._conn.execute(stmt.execution_options(**_DECIDES_NOTHING))]
 
     def upsert(self, org_id: str, workspace_id: str, key: str, value: Any, updated_by: str) -> None:
         stmt = insert(_items).values(org_id=org_id, workspace_id=workspace_id, key=key, value=value, updated_by=updated_by)
@@ -95,16 +95,16 @@ class ConfigRepository:
             index_elements=[_items.c.org_id, _items.c.workspace_id, _items.c.key],
             set_={"value": stmt.excluded.value, "updated_by": updated_by, "updated_at": stmt.excluded.updated_at},
         )
-        self.conn.execute(stmt)
+        self._conn.execute(stmt)
         self._wrote(org_id, key)
 
     def delete(self, org_id: str, workspace_id: str, key: str) -> None:
-        self.conn.execute(
+        self._conn.execute(
             delete(_items).where(_items.c.org_id == org_id, _items.c.workspace_id == workspace_id, _items.c.key == key)
         )
         self._wrote(org_id, key)
 
     def _wrote(self, org_id: str, key: str) -> None:
         """A setting of `key` changed: memory drops the organization's rows of it everywhere once this commits."""
-        stale(self.conn, KEY_CACHE, f"{org_id}:{key}")
-        self.conn.info[_WROTE] = self.conn.get_transaction()
+        stale(self._conn, KEY_CACHE, f"{org_id}:{key}")
+        self._conn.info[_WROTE] = self._conn.get_transaction()

@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import Connection
-
 from persona_service.config.repository import (
     ORG_LEVEL,
     PERSONA_LEVEL_PREFIX,
@@ -31,6 +29,7 @@ from persona_service.kernel.api import (
     Principal,
     ValidationFailed,
     Violation,
+    Work,
     cursor_page,
     override_maximum,
 )
@@ -108,9 +107,9 @@ def _level_of(workspace_id: str) -> str:
 
 
 class ConfigService:
-    def __init__(self, conn: Connection, cursors: CursorCodec | None = None) -> None:
-        self.conn = conn
-        self.repo = ConfigRepository(conn)
+    def __init__(self, work: Work, cursors: CursorCodec | None = None) -> None:
+        self.work = work
+        self.repo = work.of(ConfigRepository)
         self.cursors = cursors
 
     @staticmethod
@@ -223,7 +222,7 @@ class ConfigService:
         """The persona must be one of the caller's workspace (else 404); the
         module owning the `persona` level says so (`early`: read as is, see ConfigLevel)."""
         check = LEVEL_CHECKS.get("persona")
-        if check is None or not check(self.conn, principal, persona_id, early):
+        if check is None or not check(self.work, principal, persona_id, early):
             raise NotFound("persona")
 
     def _held(self, principal: Principal, level: str, persona_id: str) -> None:

@@ -21,25 +21,25 @@ class ConfigServicer:
 
     def ListConfigItems(self, request: config_pb2.ListConfigItemsRequest,
                         ctx: RequestContext) -> config_pb2.ListConfigItemsResponse:
-        items, cursor = ConfigService(ctx.conn, self.deps.cursors).page(
+        items, cursor = ConfigService(ctx.work, self.deps.cursors).page(
             ctx.caller, request.prefix, page_limit(request), request.cursor)
         return config_pb2.ListConfigItemsResponse(items=[config_item(i) for i in items], next_cursor=cursor)
 
     def GetConfigItem(self, request: config_pb2.GetConfigItemRequest,
                       ctx: RequestContext) -> config_pb2.ConfigItem:
-        return config_item(ConfigService(ctx.conn).get(ctx.caller, request.key, request.persona_id))
+        return config_item(ConfigService(ctx.work).get(ctx.caller, request.key, request.persona_id))
 
     def UpdateConfigItem(self, request: config_pb2.UpdateConfigItemRequest,
                          ctx: RequestContext) -> config_pb2.ConfigItem:
         value = json_format.MessageToDict(request.value)
-        item = ConfigService(ctx.conn).update(ctx.caller, request.key, value, request.level, request.persona_id,
+        item = ConfigService(ctx.work).update(ctx.caller, request.key, value, request.level, request.persona_id,
                                               override_ceiling=self.override_ceiling)
         self._invalidate_limits(ctx, request.key)
         return config_item(item)
 
     def DeleteConfigItem(self, request: config_pb2.DeleteConfigItemRequest,
                          ctx: RequestContext) -> config_pb2.ConfigItem:
-        item = ConfigService(ctx.conn).delete(ctx.caller, request.key, request.level, request.persona_id)
+        item = ConfigService(ctx.work).delete(ctx.caller, request.key, request.level, request.persona_id)
         self._invalidate_limits(ctx, request.key)
         return config_item(item)
 

@@ -31,5 +31,5 @@ class AuditServicer:
             name: getattr(request, name)
             for name in ("action", "outcome", "actor_user_id", "credential_id", "resource_type", "resource_id", "request_id")
         }
-        rows, cursor = AuditLog(ctx.conn, self.deps.cursors).list(ctx.caller, filters, page_limit(request), request.cursor)
+        rows, cursor = AuditLog(ctx.work, self.deps.cursors).list(ctx.caller, filters, page_limit(request), request.cursor)
         return audit_pb2.ListAuditEventsResponse(items=[audit_event(r) for r in rows], next_cursor=cursor)

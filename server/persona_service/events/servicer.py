@@ -16,10 +16,10 @@ class EventServicer:
 
     def ListEvents(self, request: events_pb2.ListEventsRequest,
                    ctx: RequestContext) -> events_pb2.ListEventsResponse:
-        rows, cursor = Outbox(ctx.conn, self.deps.cursors).list(
+        rows, cursor = Outbox(ctx.work, self.deps.cursors).list(
             ctx.caller, request.type, request.persona_id, page_limit(request), request.cursor
         )
         return events_pb2.ListEventsResponse(items=[event(r) for r in rows], next_cursor=cursor)
 
     def GetEvent(self, request: events_pb2.GetEventRequest, ctx: RequestContext) -> events_pb2.Event:
-        return event(Outbox(ctx.conn).get(ctx.caller, request.id))
+        return event(Outbox(ctx.work).get(ctx.caller, request.id))

@@ -100,6 +100,8 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.data.unique import derive_unique as derive_unique
     from persona_service.kernel.data.unique import once_per as once_per
     from persona_service.kernel.data.uow import in_batches as in_batches
+    # what a service is handed: the call's unit of work, its repositories bound to it, never its connection
+    from persona_service.kernel.data.work import Work as Work
     from persona_service.kernel.data.prepared import Prepared as Prepared
     from persona_service.kernel.data.prepared import PreparedRows as PreparedRows
     from persona_service.kernel.data.prepared import PreparedWrite as PreparedWrite
@@ -240,7 +242,7 @@ __all__ = [
     # pages
     "CursorCodec", "cursor_page", "keyset_page",
     # the unit of work
-    "DECIDES_NOTHING", "Aggregate", "declare_aggregate", "declare_named_lock", "lock_root", "derive_unique", "once_per", "in_batches",
+    "DECIDES_NOTHING", "Aggregate", "declare_aggregate", "declare_named_lock", "lock_root", "derive_unique", "once_per", "in_batches", "Work",
     "Prepared", "PreparedRows", "PreparedWrite", "read_cache", "stale",
     # rows as typed records (repositories)
     "record", "record_or_none", "records", "changed_columns", "row_columns",

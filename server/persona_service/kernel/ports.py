@@ -1,5 +1,5 @@
 """The ports a domain module may implement for the kernel (`Module`'s hooks), each a small
-Protocol: the kernel calls them with typed arguments and never names the module behind them.
+Protocol: the kernel calls them with typed arguments (the unit of work as a `Work`: kernel.data.work) and never names the module behind them.
 
 A port is a plain function (or any callable) of these arguments; `module.py` wires a domain's
 function to it (`usage_period=<its function>`)."""
@@ -13,9 +13,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from persona_service.kernel.data.personal_data import Subject
+    from persona_service.kernel.data.work import Work
     from persona_service.kernel.principal import Principal
 
 # One JSON object (a row of a privacy export).
@@ -28,26 +27,26 @@ class ConfigLevel(Protocol):
     while its setting is written), unless `early`: a first look for the answer's precedence, which the write
     asks again, held, once it has locked the setting (the lock order: docs/concurrency.md)."""
 
-    def __call__(self, conn: Connection, principal: Principal, subject_id: str, early: bool, /) -> bool: ...
+    def __call__(self, work: Work, principal: Principal, subject_id: str, early: bool, /) -> bool: ...
 
 
 class ReviewResolver(Protocol):
     """What resolving a moderation review item does to a subject the module owns
     (`decision`: "approve" or "reject"), in the caller's unit of work."""
 
-    def __call__(self, conn: Connection, subject_id: str, decision: str, /) -> None: ...
+    def __call__(self, work: Work, subject_id: str, decision: str, /) -> None: ...
 
 
 class PersonalDataExport(Protocol):
     """What the module holds about one user: {table name: JSON rows in lazy batches} (privacy exports)."""
 
-    def __call__(self, conn: Connection, subject: Subject, /) -> dict[str, Iterable[list[JSONObject]]]: ...
+    def __call__(self, work: Work, subject: Subject, /) -> dict[str, Iterable[list[JSONObject]]]: ...
 
 
 class PersonalDataEraser(Protocol):
     """Erase what the module holds about one user (right to erasure): {what was done: how many}."""
 
-    def __call__(self, conn: Connection, subject: Subject, now: datetime, /) -> dict[str, int]: ...
+    def __call__(self, work: Work, subject: Subject, now: datetime, /) -> dict[str, int]: ...
 
 
 class PersonalDataLock(Protocol):
@@ -55,20 +54,20 @@ class PersonalDataLock(Protocol):
     (SCIM: the groups the user is in, then the user), before the erasure locks those memberships: the erasure then
     takes its locks in the order every other write does, and never waits on one of them in a cycle."""
 
-    def __call__(self, conn: Connection, subject: Subject, /) -> None: ...
+    def __call__(self, work: Work, subject: Subject, /) -> None: ...
 
 
 class LimitOverrides(Protocol):
     """An organization's overrides of its plan's limits: {Limits field: value}."""
 
-    def __call__(self, conn: Connection, org_id: str, /) -> dict[str, float]: ...
+    def __call__(self, work: Work, org_id: str, /) -> dict[str, float]: ...
 
 
 class UsagePeriod(Protocol):
     """The organization's period holding `now` that its monthly quotas count in, as (start, end),
     or None (they then follow the calendar month in UTC)."""
 
-    def __call__(self, conn: Connection, org_id: str, now: datetime, /) -> tuple[datetime, datetime] | None: ...
+    def __call__(self, work: Work, org_id: str, now: datetime, /) -> tuple[datetime, datetime] | None: ...
 
 
 class ModuleHooks(Protocol):

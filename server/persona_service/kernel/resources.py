@@ -16,13 +16,14 @@ the App (no pools, Redis nor settings)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, cast
 
 from persona_service.kernel.clock import utcnow
+from persona_service.kernel.data.work import Work
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -117,6 +118,13 @@ class Runtime:
         """A connection for reads."""
         return self.engine.connect()
 
+    @contextmanager
+    def work(self) -> Iterator[Work]:
+        """A unit of work as services take it (kernel.data.work): commits when the block ends, rolls back if it
+        raises."""
+        with self.engine.begin() as conn:
+            yield Work.on(conn)
+
 
 class TaskSignals:
     """What a servicer may do with its process's task threads, as plain functions over their
@@ -145,19 +153,19 @@ def plain(method: Callable[P, R]) -> Callable[P, R]:
 
 
 class ReadApart(Protocol):
-    """`read(conn)` on a read-only connection of its own, outside the call's unit of work (it sees what
-    other transactions committed since the call began), returned to the pool after."""
+    """`read(work)` in a read-only unit of work of its own, outside the call's (it sees what other transactions
+    committed since the call began), its connection returned to the pool after."""
 
-    def __call__(self, read: Callable[[Connection], T], /) -> T: ...
+    def __call__(self, read: Callable[[Work], T], /) -> T: ...
 
 
 def read_apart(engine: Engine) -> ReadApart:
     """A `ReadApart` on `engine`'s pool: its holder reads, and cannot write nor keep the connection."""
     connect = plain(engine.connect)
 
-    def apart(read: Callable[[Connection], T], /) -> T:
+    def apart(read: Callable[[Work], T], /) -> T:
         with connect() as conn:
-            return read(conn.execution_options(postgresql_readonly=True))
+            return read(Work.on(conn.execution_options(postgresql_readonly=True)))
 
     return apart
 
@@ -177,10 +185,10 @@ class ServicerDeps:
     resources: Resources
     modules: ModuleHooks
     provider_for: Callable[[RequestContext], Provider]  # retried, failed attempts audited under the caller
-    quota: Callable[[Principal, str, Callable[[], Connection]], Quota]  # (caller, Limits field, its connection)
-    # Generations the caller's organization used of its monthly quota in the current period (caller, connection).
-    generations_used: Callable[[Principal, Callable[[], Connection]], int]
-    limits: Callable[[Principal, Callable[[], Connection]], Limits]  # the caller's organization's limits (its connection)
+    quota: Callable[[Principal, str, Work], Quota]  # (caller, Limits field, the call's unit of work)
+    # Generations the caller's organization used of its monthly quota in the current period (caller, unit of work).
+    generations_used: Callable[[Principal, Work], int]
+    limits: Callable[[Principal, Work], Limits]  # the caller's organization's limits (the call's unit of work)
     invalidate: Callable[[str], None]  # broadcast a cache invalidation (process.invalidations), e.g. after a commit
     tasks: TaskSignals
     read_apart: ReadApart  # a read outside the call's unit of work (e.g. a row another transaction settles)

@@ -15,14 +15,14 @@ from persona_service.providers.retrying import Retrying
 
 def _review(runtime: Runtime, task: TaskRecord) -> None:
     provider = Retrying(runtime.provider, NO_CALL, delays=backoff_delays())  # a task: nobody's request
-    with runtime.begin() as conn:
-        MarketplaceService(conn, moderate=provider.moderate).review(task.subject_id)
+    with runtime.work() as work:
+        MarketplaceService(work, moderate=provider.moderate).review(task.subject_id)
 
 
 def _give_up(runtime: Runtime, task: TaskRecord, error: str) -> None:
     """A review that never finished leaves the listing unpublished, never published unchecked."""
-    with runtime.begin() as conn:
-        MarketplaceService(conn).reject_unreviewed(task.subject_id)
+    with runtime.work() as work:
+        MarketplaceService(work).reject_unreviewed(task.subject_id)
 
 
 MODULE = Module(
@@ -31,8 +31,8 @@ MODULE = Module(
                              marketplace_pb2_grpc.add_MarketplaceServiceServicer_to_server),),
     id_prefixes={"listing": "lst", "purchase": "pur"},
     event_types=frozenset({"marketplace.persona.published", "marketplace.persona.purchased"}),
-    review_resolvers={"marketplace_listing": lambda conn, listing_id, decision:
-                      MarketplaceService(conn).resolve_review(listing_id, decision)},
+    review_resolvers={"marketplace_listing": lambda work, listing_id, decision:
+                      MarketplaceService(work).resolve_review(listing_id, decision)},
     tasks=(TaskKind(REVIEW_TASK, _review, _give_up, max_attempts=5, lease_seconds=300),),
     settings=MarketplaceSettings,
     migrations=pathlib.Path(__file__).with_name("migrations"),

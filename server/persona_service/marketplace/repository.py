@@ -35,7 +35,7 @@ LISTING = declare_aggregate("listing", _listings, _purchases, _tags)
 
 class MarketplaceRepository:
     def __init__(self, conn: Connection):
-        self.conn = conn
+        self._conn = conn
 
     def add(self, *, id: str, org_id: str, workspace_id: str, persona_id: str, title: str, description: str,
             audience_tags: list[str], price_minor: int, currency: str, status: str) -> ListingRecord:
@@ -43,24 +43,24 @@ class MarketplaceRepository:
             id=id, org_id=org_id, workspace_id=workspace_id, persona_id=persona_id, title=title,
             description=description, audience_tags=audience_tags, price_minor=price_minor, currency=currency,
             status=status).returning(_listings)
-        return record(ListingRecord, self.conn.execute(stmt).mappings().one())
+        return record(ListingRecord, self._conn.execute(stmt).mappings().one())
 
     def get(self, listing_id: str, for_update: bool = False, share: bool = False) -> ListingRecord | None:
         """The listing; `for_update`: locked (`lock_root`: every write of a listing starts there); `share`: held
         FOR SHARE until the transaction ends (a purchase: its writes wait, other purchases go on)."""
         if for_update:
-            return lock_root(self.conn, LISTING, ListingRecord, _listings.c.id == listing_id)
+            return lock_root(self._conn, LISTING, ListingRecord, _listings.c.id == listing_id)
         stmt = select(_listings).where(_listings.c.id == listing_id)
         if share:
             stmt = stmt.with_for_update(read=True)
-        return record_or_none(ListingRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(ListingRecord, self._conn.execute(stmt).mappings().first())
 
     def owner_of(self, listing_id: str) -> ListingOwner | None:
         """The listing's organization, workspace and persona, read before the listing is held (a purchase locks
         the subscriptions, then the persona, first): none of them ever changes, so the read decides nothing."""
         stmt = select(_listings.c.org_id, _listings.c.workspace_id, _listings.c.persona_id) \
             .where(_listings.c.id == listing_id)
-        return record_or_none(ListingOwner, self.conn.execute(
+        return record_or_none(ListingOwner, self._conn.execute(
             stmt.execution_options(**{DECIDES_NOTHING: True})).mappings().first())
 
     def update(self, listing_id: str, *, status: str, rejection_reason: str | None = None, title: str | None = None,
@@ -71,7 +71,7 @@ class MarketplaceRepository:
                                  audience_tags=audience_tags, price_minor=price_minor, published_at=published_at)
         stmt = (update(_listings).where(_listings.c.id == listing_id)
                 .values(updated_at=func.now(), **changed_columns(changes)).returning(_listings))
-        return record(ListingRecord, self.conn.execute(stmt).mappings().one())
+        return record(ListingRecord, self._conn.execute(stmt).mappings().one())
 
     def page(self, *, org_id: str | None, audience_tag: str, words: list[str], limit: int,
              after: tuple[datetime, str] | None) -> list[ListingRecord]:
@@ -102,16 +102,16 @@ class MarketplaceRepository:
         if after is not None:
             stmt = stmt.where(tuple_(*key) < tuple_(*after))
         stmt = stmt.order_by(key[0].desc(), key[1].desc()).limit(limit)
-        return records(ListingRecord, self.conn.execute(stmt).mappings())
+        return records(ListingRecord, self._conn.execute(stmt).mappings())
 
     def hold_purchase(self, listing_id: str, buyer_org_id: str) -> None:
         """One purchase of a listing by an organization at a time (until the transaction ends)."""
-        once_per(self.conn, "marketplace.purchase", listing_id, buyer_org_id)
+        once_per(self._conn, "marketplace.purchase", listing_id, buyer_org_id)
 
     def purchase_of(self, listing_id: str, buyer_org_id: str) -> PurchaseRecord | None:
         stmt = select(_purchases).where(_purchases.c.listing_id == listing_id,
                                         _purchases.c.buyer_org_id == buyer_org_id)
-        return record_or_none(PurchaseRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(PurchaseRecord, self._conn.execute(stmt).mappings().first())
 
     def add_purchase(self, *, id: str, listing_id: str, buyer_org_id: str, persona_id: str, invoice_id: str,
                      amount_minor: int, fee_minor: int, currency: str) -> PurchaseRecord | None:
@@ -121,7 +121,7 @@ class MarketplaceRepository:
             amount_minor=amount_minor, fee_minor=fee_minor, currency=currency,
         ).on_conflict_do_nothing(
             constraint="uq_purchases_listing_buyer").returning(_purchases)
-        return record_or_none(PurchaseRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(PurchaseRecord, self._conn.execute(stmt).mappings().first())
 
 
 def rebuild_tags(conn: Connection) -> None:

@@ -7,8 +7,6 @@ import builtins
 import re
 from collections.abc import Callable
 
-from sqlalchemy import Connection
-
 from persona_service.billing.api import BillingService
 from persona_service.kernel.api import (
     CursorCodec,
@@ -20,6 +18,7 @@ from persona_service.kernel.api import (
     StateConflict,
     ValidationFailed,
     Violation,
+    Work,
     enqueue,
     keyset_page,
     new_id,
@@ -35,11 +34,11 @@ _WORDS = re.compile(r"\w+")
 
 
 class MarketplaceService:
-    def __init__(self, conn: Connection, *, cursors: CursorCodec | None = None,
+    def __init__(self, work: Work, *, cursors: CursorCodec | None = None,
                  moderate: Callable[[str], ModerationResult] | None = None) -> None:
-        self.conn = conn
-        self.repo = MarketplaceRepository(conn)
-        self.personas = PersonaDirectory(conn)
+        self.work = work
+        self.repo = work.of(MarketplaceRepository)
+        self.personas = PersonaDirectory(work)
         self.cursors = cursors
         self.moderate = moderate
 
@@ -55,7 +54,7 @@ class MarketplaceService:
             persona_id=persona_id, title=title, description=description, audience_tags=_tags(audience_tags),
             price_minor=price_minor, currency=currency or "usd", status="pending_review",
         )
-        enqueue(self.conn, REVIEW_TASK, principal.org_id, listing.id)
+        enqueue(self.work, REVIEW_TASK, principal.org_id, listing.id)
         return listing
 
     def update(self, principal: Principal, listing_id: str, edit: ListingEdit) -> ListingRecord:
@@ -63,7 +62,7 @@ class MarketplaceService:
         tags = None if edit.audience_tags is None else _tags(edit.audience_tags)
         listing = self.repo.update(listing_id, status="pending_review", rejection_reason="", title=edit.title,
                                    description=edit.description, audience_tags=tags, price_minor=edit.price_minor)
-        enqueue(self.conn, REVIEW_TASK, principal.org_id, listing.id)
+        enqueue(self.work, REVIEW_TASK, principal.org_id, listing.id)
         return listing
 
     def unpublish(self, principal: Principal, listing_id: str) -> ListingRecord:
@@ -110,14 +109,14 @@ class MarketplaceService:
                           *((voice.system_prompt, voice.greeting) if voice is not None else ())])
         result = self.moderate(text) if self.moderate is not None else ModerationResult(False)
         if result.flagged:
-            record_flag(self.conn, org_id=listing.org_id, workspace_id=listing.workspace_id, stage="output_content",
+            record_flag(self.work, org_id=listing.org_id, workspace_id=listing.workspace_id, stage="output_content",
                         subject_type="marketplace_listing", subject_id=listing.id, text=text, result=result)
             return self.repo.update(listing_id, status="rejected", rejection_reason=",".join(result.categories))
         return self._publish(listing)
 
     def _publish(self, listing: ListingRecord) -> ListingRecord:
         published = self.repo.update(listing.id, status="published", rejection_reason="", published_at=utcnow())
-        Outbox(self.conn).emit("marketplace.persona.published", listing.org_id, listing.workspace_id, {
+        Outbox(self.work).emit("marketplace.persona.published", listing.org_id, listing.workspace_id, {
             "listingId": listing.id, "personaId": listing.persona_id, "title": listing.title,
             "audienceTags": listing.audience_tags, "priceMinor": listing.price_minor, "currency": listing.currency,
         })
@@ -172,7 +171,7 @@ class MarketplaceService:
                                 {"listingId": listing_id})
         billing.add_to_next_invoice(listing.org_id, f"Marketplace sale: {listing.title} (fee {fee_bps / 100:g}%)",
                                     -(listing.price_minor - fee))
-        Outbox(self.conn).emit("marketplace.persona.purchased", listing.org_id, listing.workspace_id, {
+        Outbox(self.work).emit("marketplace.persona.purchased", listing.org_id, listing.workspace_id, {
             "listingId": listing.id, "personaId": listing.persona_id, "purchaseId": purchase.id,
             "amountMinor": listing.price_minor, "feeMinor": fee, "currency": listing.currency,
         })

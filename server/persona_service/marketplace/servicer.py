@@ -17,7 +17,7 @@ class MarketplaceServicer:
         self.fee_bps = load(MarketplaceSettings).marketplace_fee_bps
 
     def _service(self, ctx: RequestContext) -> MarketplaceService:
-        return MarketplaceService(ctx.conn, cursors=self.deps.cursors)
+        return MarketplaceService(ctx.work, cursors=self.deps.cursors)
 
     def _reviewed_soon(self, ctx: RequestContext) -> None:
         ctx.after_commit.append(self.deps.tasks.wake)
@@ -57,8 +57,8 @@ class MarketplaceServicer:
 
     def PurchaseListing(self, request: marketplace_pb2.PurchaseListingRequest,
                         ctx: RequestContext) -> marketplace_pb2.Purchase:
-        billing = BillingService(ctx.conn, processor_for(self.deps, ctx.conn), storage_for(self.deps))
-        personas = PersonaService(ctx.conn, self.deps.provider_for(ctx), cursors=self.deps.cursors)
+        billing = BillingService(ctx.work, processor_for(self.deps, ctx.work), storage_for(self.deps))
+        personas = PersonaService(ctx.work, self.deps.provider_for(ctx), cursors=self.deps.cursors)
         return purchase(self._service(ctx).purchase(ctx.caller, request.id, billing, personas, self.fee_bps))
 
 

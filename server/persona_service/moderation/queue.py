@@ -8,9 +8,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection
-
-from persona_service.kernel.api import CursorCodec, NotFound, Principal, StateConflict, keyset_page, utcnow
+from persona_service.kernel.api import CursorCodec, NotFound, Principal, StateConflict, Work, keyset_page, utcnow
 from persona_service.moderation.records import ReviewFilters, ReviewRecord
 from persona_service.moderation.repository import ModerationRepository
 
@@ -18,10 +16,10 @@ CLAIM = timedelta(minutes=10)
 
 
 class ModerationQueue:
-    def __init__(self, conn: Connection, *, cursors: CursorCodec | None = None,
+    def __init__(self, work: Work, *, cursors: CursorCodec | None = None,
                  resolvers: Mapping[str, Callable[[Any, str, str], None]] | None = None) -> None:
-        self.conn = conn
-        self.repo = ModerationRepository(conn)
+        self.work = work
+        self.repo = work.of(ModerationRepository)
         self.cursors = cursors
         self.resolvers = resolvers or {}
 
@@ -40,7 +38,7 @@ class ModerationQueue:
         resolved = self.repo.resolve(review_id, decision, note, principal.user_id, now)
         act = self.resolvers.get(resolved.subject_type)
         if act is not None:
-            act(self.conn, resolved.subject_id, decision)
+            act(self.work, resolved.subject_id, decision)
         return resolved
 
     def _open_to(self, principal: Principal, review_id: str, now: datetime) -> ReviewRecord:

@@ -24,14 +24,14 @@ REVIEW = declare_aggregate("moderation_review", _reviews)
 
 class ModerationRepository:
     def __init__(self, conn: Connection):
-        self.conn = conn
+        self._conn = conn
 
     def add(self, review: NewReview) -> None:
-        self.conn.execute(insert(_reviews).values(**row_columns(review)))
+        self._conn.execute(insert(_reviews).values(**row_columns(review)))
 
     def get(self, review_id: str) -> ReviewRecord | None:
         stmt = select(_reviews).where(_reviews.c.id == review_id)
-        return record_or_none(ReviewRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(ReviewRecord, self._conn.execute(stmt).mappings().first())
 
     def open_page(self, filters: ReviewFilters, limit: int, after: tuple[datetime, str] | None) -> list[ReviewRecord]:
         """Pending and claimed items, oldest first."""
@@ -45,11 +45,11 @@ class ModerationRepository:
         if after is not None:
             stmt = stmt.where(tuple_(_reviews.c.created_at, _reviews.c.id) > tuple_(*after))
         stmt = stmt.order_by(_reviews.c.created_at, _reviews.c.id).limit(limit)
-        return records(ReviewRecord, self.conn.execute(stmt).mappings())
+        return records(ReviewRecord, self._conn.execute(stmt).mappings())
 
     def lock(self, review_id: str) -> ReviewRecord | None:
         """The item, its row locked until the unit of work ends: a claim or resolution decides on it after this."""
-        return lock_root(self.conn, REVIEW, ReviewRecord, _reviews.c.id == review_id)
+        return lock_root(self._conn, REVIEW, ReviewRecord, _reviews.c.id == review_id)
 
     def claim(self, review_id: str, user_id: str, until: datetime) -> ReviewRecord:
         return self._set(review_id, status="claimed", claimed_by=user_id, claim_expires_at=until)
@@ -61,4 +61,4 @@ class ModerationRepository:
 
     def _set(self, review_id: str, **columns: str | datetime | None) -> ReviewRecord:
         stmt = update(_reviews).where(_reviews.c.id == review_id).values(**columns).returning(_reviews)
-        return record(ReviewRecord, self.conn.execute(stmt).mappings().one())
+        return record(ReviewRecord, self._conn.execute(stmt).mappings().one())

@@ -13,7 +13,7 @@ class ModerationServicer:
         self.resolvers = deps.modules.review_resolvers  # (taken when built: an undeclared need fails the start)
 
     def _queue(self, ctx: RequestContext) -> ModerationQueue:
-        return ModerationQueue(ctx.conn, cursors=self.deps.cursors, resolvers=self.resolvers)
+        return ModerationQueue(ctx.work, cursors=self.deps.cursors, resolvers=self.resolvers)
 
     def ListModerationQueue(self, request: moderation_pb2.ListModerationQueueRequest,
                             ctx: RequestContext) -> moderation_pb2.ListModerationQueueResponse:

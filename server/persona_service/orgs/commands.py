@@ -10,16 +10,16 @@ from persona_service.kernel.api import Command
 
 
 def bootstrap(args: argparse.Namespace) -> int:
-    from persona_service.kernel.api import KEY_SCOPES, SCOPES, command_database
+    from persona_service.kernel.api import KEY_SCOPES, SCOPES, Work, command_database
     from persona_service.orgs.keys import KeyService
     from persona_service.orgs.service import Onboarding
 
     with command_database(migrations=args.modules.migrations) as engine, engine.begin() as conn:
-        made = Onboarding(conn).create_org(
+        made = Onboarding(Work.on(conn)).create_org(
             args.org_name, plan=args.plan, region=args.region, owner_email=args.owner_email,
             platform_admin=args.platform_admin,
         )
-        _, secret = KeyService(conn).create(
+        _, secret = KeyService(Work.on(conn)).create(
             None, org_id=made.org_id, workspace_id=made.workspace_id, user_id=made.user_id, plan=args.plan,
             name="bootstrap", scopes=list(KEY_SCOPES if args.platform_admin else SCOPES), mode=args.mode,
         )

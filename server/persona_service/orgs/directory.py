@@ -3,15 +3,14 @@ the plan its subscription pays for). They never touch the orgs tables."""
 
 from __future__ import annotations
 
-from sqlalchemy import Connection
-
+from persona_service.kernel.api import Work
 from persona_service.orgs.records import OrganizationRecord
 from persona_service.orgs.repository import OrgRepository
 
 
 class OrgDirectory:
-    def __init__(self, conn: Connection):
-        self.repo = OrgRepository(conn)
+    def __init__(self, work: Work):
+        self.repo = work.of(OrgRepository)
 
     def get(self, org_id: str) -> OrganizationRecord | None:
         return self.repo.get(org_id)

@@ -6,8 +6,6 @@ import secrets
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Connection
-
 from persona_service.kernel.api import (
     KEY_SCOPES,
     CursorCodec,
@@ -17,6 +15,7 @@ from persona_service.kernel.api import (
     Scope,
     ValidationFailed,
     Violation,
+    Work,
     hash_secret,
     keyset_page,
     new_id,
@@ -42,8 +41,8 @@ class KeyService:
     erasure locks it, then revokes the keys they created, so a key made or revoked beside it is made before it (and
     revoked by it) or refused after it (401), as in each serial order, never left live for an erased member."""
 
-    def __init__(self, conn: Connection, cursors: CursorCodec | None = None) -> None:
-        self.repo = KeyRepository(conn)
+    def __init__(self, work: Work, cursors: CursorCodec | None = None) -> None:
+        self.repo = work.of(KeyRepository)
         self.cursors = cursors
 
     def create(
@@ -95,8 +94,8 @@ class ScimTokens:
     """SCIM tokens: keys of the organization holding only `scim:provision`
     (stored beside API keys, listed and revoked apart from them)."""
 
-    def __init__(self, conn: Connection, cursors: CursorCodec | None = None) -> None:
-        self.repo = KeyRepository(conn)
+    def __init__(self, work: Work, cursors: CursorCodec | None = None) -> None:
+        self.repo = work.of(KeyRepository)
         self.cursors = cursors
 
     def create(self, principal: Principal, name: str) -> tuple[ApiKeyRecord, str]:

@@ -71,10 +71,10 @@ _public_columns = [
 
 class KeyRepository:
     def __init__(self, conn: Connection):
-        self.conn = conn
+        self._conn = conn
 
     def find_for_auth(self, secret_hash: str) -> KeyCredential | None:
-        row = self.conn.execute(_find_for_auth, {"secret_hash": secret_hash}).first()
+        row = self._conn.execute(_find_for_auth, {"secret_hash": secret_hash}).first()
         if row is None:
             return None
         return KeyCredential(
@@ -85,19 +85,19 @@ class KeyRepository:
 
     def create(self, key: NewKey) -> ApiKeyRecord:
         stmt = insert(_keys).values(**row_columns(key)).returning(*_public_columns)
-        return record(ApiKeyRecord, self.conn.execute(stmt).mappings().one())
+        return record(ApiKeyRecord, self._conn.execute(stmt).mappings().one())
 
     def get_token(self, org_id: str, key_id: str) -> ApiKeyRecord | None:
         stmt = select(*_public_columns).where(_keys.c.id == key_id, _keys.c.org_id == org_id, _keys.c.purpose == SCIM)
-        return record_or_none(ApiKeyRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(ApiKeyRecord, self._conn.execute(stmt).mappings().first())
 
     def get(self, workspace_id: str, key_id: str) -> ApiKeyRecord | None:
         stmt = select(*_public_columns).where(_keys.c.id == key_id, _keys.c.workspace_id == workspace_id,
                                               _keys.c.purpose == API)
-        return record_or_none(ApiKeyRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(ApiKeyRecord, self._conn.execute(stmt).mappings().first())
 
     def secret_hash(self, key_id: str) -> str:
-        secret_hash: str = self.conn.execute(select(_keys.c.secret_hash).where(_keys.c.id == key_id)).scalar_one()
+        secret_hash: str = self._conn.execute(select(_keys.c.secret_hash).where(_keys.c.id == key_id)).scalar_one()
         return secret_hash
 
     def list_page(self, workspace_id: str, limit: int, after: tuple[datetime, str] | None,
@@ -110,7 +110,7 @@ class KeyRepository:
             created_at, key_id = after
             stmt = stmt.where(tuple_(_keys.c.created_at, _keys.c.id) < tuple_(created_at, key_id))
         stmt = stmt.order_by(_keys.c.created_at.desc(), _keys.c.id.desc()).limit(limit)
-        return records(ApiKeyRecord, self.conn.execute(stmt).mappings())
+        return records(ApiKeyRecord, self._conn.execute(stmt).mappings())
 
     def revoke(self, workspace_id: str, key_id: str, at: datetime, *, org_id: str | None = None,
                purpose: str = API) -> ApiKeyRecord | None:
@@ -121,4 +121,4 @@ class KeyRepository:
             .values(revoked_at=at)
             .returning(*_public_columns)
         )
-        return record_or_none(ApiKeyRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(ApiKeyRecord, self._conn.execute(stmt).mappings().first())

@@ -26,7 +26,7 @@ class ApiKeyServicer:
         self.deps = deps
 
     def _service(self, ctx: RequestContext) -> KeyService:
-        return KeyService(ctx.conn, self.deps.cursors)
+        return KeyService(ctx.work, self.deps.cursors)
 
     def CreateApiKey(self, request: keys_pb2.CreateApiKeyRequest,
                      ctx: RequestContext) -> keys_pb2.CreateApiKeyResponse:

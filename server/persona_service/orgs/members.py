@@ -9,9 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection
-
-from persona_service.kernel.api import new_id
+from persona_service.kernel.api import Work, new_id
 from persona_service.orgs.repository import OrgRepository
 
 OWNER = "owner"
@@ -25,8 +23,8 @@ class Provisioned:
 
 
 class MemberDirectory:
-    def __init__(self, conn: Connection):
-        self.repo = OrgRepository(conn)
+    def __init__(self, work: Work):
+        self.repo = work.of(OrgRepository)
 
     def provision(self, org_id: str, email: str, name: str) -> Provisioned:
         """The organization's member with this email (linked), or a new user made

@@ -21,7 +21,7 @@ MODULE = Module(
     commands=COMMANDS,
     scopes=(SCIM_SCOPE,),
     credentials=OrgCredentialStore,
-    personal_data=lambda conn, subject: OrgRepository(conn).personal_data(subject.org_id, subject.user_id),
-    erase_personal_data=lambda conn, subject, now: OrgRepository(conn).erase_member(
+    personal_data=lambda work, subject: work.of(OrgRepository).personal_data(subject.org_id, subject.user_id),
+    erase_personal_data=lambda work, subject, now: work.of(OrgRepository).erase_member(
         subject.org_id, subject.user_id, now),
 )

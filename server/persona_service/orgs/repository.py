@@ -41,47 +41,47 @@ _workspaces_count = (
 
 class OrgRepository:
     def __init__(self, conn: Connection):
-        self.conn = conn
+        self._conn = conn
 
     def get(self, org_id: str) -> OrganizationRecord | None:
         stmt = select(_orgs, _workspaces_count.label("workspaces_count")).where(_orgs.c.id == org_id)
-        return record_or_none(OrganizationRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(OrganizationRecord, self._conn.execute(stmt).mappings().first())
 
     def primary_workspace(self, org_id: str) -> str | None:
         stmt = (select(_workspaces.c.id).where(_workspaces.c.org_id == org_id)
                 .order_by(_workspaces.c.created_at, _workspaces.c.id).limit(1))
-        return self.conn.execute(stmt).scalar()
+        return self._conn.execute(stmt).scalar()
 
     def set_plan(self, org_id: str, plan: str) -> None:
-        self.conn.execute(update(_orgs).where(_orgs.c.id == org_id).values(plan=plan))
+        self._conn.execute(update(_orgs).where(_orgs.c.id == org_id).values(plan=plan))
 
     def slug_taken(self, slug: str) -> bool:
-        return self.conn.execute(select(_orgs.c.id).where(_orgs.c.slug == slug)).first() is not None
+        return self._conn.execute(select(_orgs.c.id).where(_orgs.c.slug == slug)).first() is not None
 
     def create_org(self, *, id: str, slug: str, name: str, region: str, data_residency_locked: bool, plan: str,
                    owner_user_id: str) -> None:
-        self.conn.execute(insert(_orgs).values(id=id, slug=slug, name=name, region=region, plan=plan,
+        self._conn.execute(insert(_orgs).values(id=id, slug=slug, name=name, region=region, plan=plan,
                                                data_residency_locked=data_residency_locked, owner_user_id=owner_user_id))
 
     def create_workspace(self, *, id: str, org_id: str, slug: str, name: str) -> None:
-        self.conn.execute(insert(_workspaces).values(id=id, org_id=org_id, slug=slug, name=name))
+        self._conn.execute(insert(_workspaces).values(id=id, org_id=org_id, slug=slug, name=name))
 
     def create_user(self, *, id: str, email: str, name: str, is_platform_admin: bool = False) -> None:
-        self.conn.execute(insert(_users).values(id=id, email=email, name=name, is_platform_admin=is_platform_admin))
+        self._conn.execute(insert(_users).values(id=id, email=email, name=name, is_platform_admin=is_platform_admin))
 
     def add_member(self, org_id: str, user_id: str, role: str) -> None:
-        self.conn.execute(insert(_members).values(org_id=org_id, user_id=user_id, role=role))
+        self._conn.execute(insert(_members).values(org_id=org_id, user_id=user_id, role=role))
 
     def hold_member(self, org_id: str, user_id: str) -> bool:
         """`lock_members([org_id], user_id, exclusive=False)` for one organization: whether it exists."""
-        return _hold_member.first(self.conn, {"org": org_id, "user": user_id}) is not None
+        return _hold_member.first(self._conn, {"org": org_id, "user": user_id}) is not None
 
     def lock_members(self, org_ids: list[str], user_id: str, *, exclusive: bool) -> set[str]:
         """Lock the user's memberships of `org_ids` (in org id order) until the unit of work ends: FOR UPDATE,
         or FOR SHARE unless `exclusive`; the organizations of those that exist."""
         stmt = (select(_members.c.org_id).where(_members.c.org_id.in_(org_ids), _members.c.user_id == user_id)
                 .order_by(_members.c.org_id).with_for_update(read=not exclusive))
-        return set(self.conn.execute(stmt).scalars())
+        return set(self._conn.execute(stmt).scalars())
 
     def member(self, org_id: str, user_id: str, workspace_id: str) -> MemberCredential | None:
         """The user's membership in the org (with the user's admin flag and
@@ -94,7 +94,7 @@ class OrgRepository:
             .where(_members.c.org_id == org_id, _members.c.user_id == user_id, _members.c.suspended_at.is_(None),
                    _members.c.workspace_ids.is_(None) | (_workspaces.c.id == any_(_members.c.workspace_ids)))
         )
-        row = self.conn.execute(stmt).first()
+        row = self._conn.execute(stmt).first()
         if row is None:
             return None
         return MemberCredential(role=row.role, plan=row.plan, is_platform_admin=row.is_platform_admin,
@@ -106,19 +106,19 @@ class OrgRepository:
         """Hold an e-mail address (as its unique index compares it) until the transaction ends: who owns it is
         decided by one writer at a time, so two people given one new address at once answer as one after the
         other (the second keeps its own), not with the index's conflict."""
-        once_per(self.conn, EMAIL_SCOPE, email.lower())
+        once_per(self._conn, EMAIL_SCOPE, email.lower())
 
     def user_by_email(self, email: str) -> str | None:
-        return self.conn.execute(select(_users.c.id).where(func.lower(_users.c.email) == email.lower())).scalar()
+        return self._conn.execute(select(_users.c.id).where(func.lower(_users.c.email) == email.lower())).scalar()
 
     def role_of(self, org_id: str, user_id: str) -> str | None:
         stmt = select(_members.c.role).where(_members.c.org_id == org_id, _members.c.user_id == user_id)
-        return self.conn.execute(stmt).scalar()
+        return self._conn.execute(stmt).scalar()
 
     def other_orgs(self, org_id: str, user_id: str) -> int:
         stmt = select(func.count()).select_from(_members).where(_members.c.user_id == user_id,
                                                                 _members.c.org_id != org_id)
-        return self.conn.execute(stmt).scalar_one()
+        return self._conn.execute(stmt).scalar_one()
 
     def joined_after(self, org_id: str, user_id: str) -> list[str]:
         """The other organizations the user became a member of after this one."""
@@ -126,10 +126,10 @@ class OrgRepository:
                                                      _members.c.user_id == user_id).scalar_subquery()
         stmt = (select(_members.c.org_id).where(_members.c.user_id == user_id, _members.c.org_id != org_id,
                                                 _members.c.created_at > joined).order_by(_members.c.created_at))
-        return list(self.conn.execute(stmt).scalars())
+        return list(self._conn.execute(stmt).scalars())
 
     def update_user(self, user_id: str, *, email: str, name: str) -> None:
-        self.conn.execute(update(_users).where(_users.c.id == user_id).values(email=email, name=name))
+        self._conn.execute(update(_users).where(_users.c.id == user_id).values(email=email, name=name))
 
     def set_suspended(self, org_id: str, user_id: str, since: datetime | None) -> None:
         """Suspend the member (`since`) or resume them (None)."""
@@ -140,23 +140,23 @@ class OrgRepository:
         self._update_member(org_id, user_id, role=role, workspace_ids=workspace_ids)
 
     def _update_member(self, org_id: str, user_id: str, **columns: str | datetime | list[str] | None) -> None:
-        self.conn.execute(update(_members).where(_members.c.org_id == org_id, _members.c.user_id == user_id)
+        self._conn.execute(update(_members).where(_members.c.org_id == org_id, _members.c.user_id == user_id)
                           .values(**columns))
 
     def revoke_keys(self, org_id: str, user_id: str, now: datetime) -> int:
-        return self.conn.execute(update(_keys).where(
+        return self._conn.execute(update(_keys).where(
             _keys.c.org_id == org_id, _keys.c.created_by_user_id == user_id, _keys.c.revoked_at.is_(None),
         ).values(revoked_at=now)).rowcount
 
     def remove_member(self, org_id: str, user_id: str) -> int:
-        return self.conn.execute(delete(_members).where(
+        return self._conn.execute(delete(_members).where(
             _members.c.org_id == org_id, _members.c.user_id == user_id)).rowcount
 
     def workspace_by_ref(self, org_id: str, ref: str) -> str | None:
         """A workspace of the org by id or slug."""
         stmt = select(_workspaces.c.id).where(_workspaces.c.org_id == org_id,
                                               or_(_workspaces.c.id == ref, _workspaces.c.slug == ref))
-        return self.conn.execute(stmt).scalar()
+        return self._conn.execute(stmt).scalar()
 
     def personal_data(self, org_id: str, user_id: str) -> dict[str, Batches]:
         """The user, their membership of the organization, and the API keys they created (never the hashes)."""
@@ -165,17 +165,17 @@ class OrgRepository:
             "memberships": select(_members).where(_members.c.org_id == org_id, _members.c.user_id == user_id),
             "api_keys": select(_keys).where(_keys.c.org_id == org_id, _keys.c.created_by_user_id == user_id),
         }
-        return {name: export_batches(self.conn, stmt, omit=("secret_hash",)) for name, stmt in queries.items()}
+        return {name: export_batches(self._conn, stmt, omit=("secret_hash",)) for name, stmt in queries.items()}
 
     def erase_member(self, org_id: str, user_id: str, now: datetime) -> dict[str, int]:
         """Revoke the user's keys in the organization, end the membership, and
         anonymize the user once no organization knows them any more."""
         revoked = self.revoke_keys(org_id, user_id, now)
         left = self.remove_member(org_id, user_id)
-        remaining = self.conn.execute(select(func.count()).select_from(_members).where(
+        remaining = self._conn.execute(select(func.count()).select_from(_members).where(
             _members.c.user_id == user_id)).scalar_one()
         anonymized = 0
         if not remaining:
-            anonymized = self.conn.execute(update(_users).where(_users.c.id == user_id).values(
+            anonymized = self._conn.execute(update(_users).where(_users.c.id == user_id).values(
                 email=f"erased+{user_id}@invalid", name="")).rowcount
         return {"api_keys_revoked": revoked, "memberships_ended": left, "users_anonymized": anonymized}

@@ -5,16 +5,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sqlalchemy import Connection
-
-from persona_service.kernel.api import PLANS, NotFound, Principal, ValidationFailed, Violation, new_id
+from persona_service.kernel.api import PLANS, NotFound, Principal, ValidationFailed, Violation, Work, new_id
 from persona_service.orgs.records import OrganizationRecord
 from persona_service.orgs.repository import OrgRepository
 
 
 class OrgService:
-    def __init__(self, conn: Connection) -> None:
-        self.repo = OrgRepository(conn)
+    def __init__(self, work: Work) -> None:
+        self.repo = work.of(OrgRepository)
 
     def get(self, principal: Principal, org_id: str) -> OrganizationRecord:
         # Another tenant's organization is indistinguishable from a missing one.
@@ -40,8 +38,8 @@ def slugify(name: str) -> str:
 class Onboarding:
     """Creates an organization with its first workspace and its Owner."""
 
-    def __init__(self, conn: Connection) -> None:
-        self.repo = OrgRepository(conn)
+    def __init__(self, work: Work) -> None:
+        self.repo = work.of(OrgRepository)
 
     def create_org(
         self, name: str, plan: str = "pro", region: str = "us", *, owner_email: str | None = None,

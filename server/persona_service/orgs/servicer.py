@@ -19,4 +19,4 @@ class OrganizationServicer:
 
     def GetOrganization(self, request: orgs_pb2.GetOrganizationRequest,
                         ctx: RequestContext) -> orgs_pb2.Organization:
-        return organization(OrgService(ctx.conn).get(ctx.caller, request.id))
+        return organization(OrgService(ctx.work).get(ctx.caller, request.id))

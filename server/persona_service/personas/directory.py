@@ -5,17 +5,15 @@ OpenAI-compatible surface and portraits read personas only through this
 
 from __future__ import annotations
 
-from sqlalchemy import Connection
-
-from persona_service.kernel.api import is_uuid
+from persona_service.kernel.api import Work, is_uuid
 from persona_service.personas.records import PersonaRecord, PersonaSummary, VoiceRecord
 from persona_service.personas.repository import PersonaRepository
 
 
 class PersonaDirectory:
-    def __init__(self, conn: Connection):
-        self.conn = conn
-        self.repo = PersonaRepository(conn)
+    def __init__(self, work: Work):
+        self.work = work
+        self.repo = work.of(PersonaRepository)
 
     def active(self, workspace_id: str, persona_id: str, *, hold: bool = False,
                decides_nothing: bool = False) -> PersonaRecord | None:

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from persona.v1 import options_pb2, personas_pb2
-from sqlalchemy import Connection
 
 from persona_service.kernel.api import (
     GENERATION_RUNS,
@@ -35,6 +34,7 @@ from persona_service.kernel.api import (
     Outbox,
     Provider,
     ProviderError,
+    Work,
     new_id,
     utcnow,
 )
@@ -104,14 +104,14 @@ class RunResult:
 
 
 class GenerationPipeline:
-    def __init__(self, conn: Connection, provider: Provider,
+    def __init__(self, work: Work, provider: Provider,
                  on_upstream_failure: Callable[[str, ProviderError], None] | None = None,
                  run: DurableRun | None = None) -> None:
-        self.conn = conn
+        self.work = work
         # The durable run the call's operation is (a stream's), handed by the servicer from its call.
         self.durable = run or NoRun()
-        self.repo = PersonaRepository(conn)
-        self.outbox = Outbox(conn)
+        self.repo = work.of(PersonaRepository)
+        self.outbox = Outbox(work)
         self.provider = provider
         self.on_upstream_failure = on_upstream_failure or (lambda step, err: None)
         # The run's step rows, written in one statement as it ends (the same unit of work: nothing reads them
@@ -184,7 +184,7 @@ class GenerationPipeline:
             result = call(self.provider.moderate, text)
             if result.flagged:
                 review_id = record_flag(
-                    self.conn, org_id=spec.org_id, workspace_id=spec.workspace_id, stage="input_intent",
+                    self.work, org_id=spec.org_id, workspace_id=spec.workspace_id, stage="input_intent",
                     subject_type="persona_intent", subject_id=spec.persona_id, text=text, result=result,
                 )
                 raise ModerationBlocked(

@@ -4,7 +4,7 @@ import pathlib
 from datetime import datetime
 
 from persona.v1 import personas_pb2_grpc
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Engine
 
 from persona_service.kernel.api import (
     ConfigKey,
@@ -15,6 +15,7 @@ from persona_service.kernel.api import (
     Runtime,
     ServiceBinding,
     Subject,
+    Work,
     created_resources,
     in_batches,
     utcnow,
@@ -25,11 +26,11 @@ from persona_service.personas.service import PURGE_BATCH, PersonaService, delete
 from persona_service.personas.servicer import PersonaServicer
 
 
-def _created_by(conn: Connection, subject: Subject) -> list[str]:
+def _created_by(work: Work, subject: Subject) -> list[str]:
     """The personas a user created, imported or forked (the audit log names each: a fork by its entry's
     `createdId`, since its resource is the parent)."""
     return list(dict.fromkeys(id_ for action in ("persona.create", "persona.import", "persona.fork")
-                              for id_ in created_resources(conn, subject, action)))
+                              for id_ in created_resources(work, subject, action)))
 
 
 def _purge(runtime: Runtime) -> int:
@@ -41,7 +42,7 @@ def purge(engine: Engine, provider: Provider, now: datetime | None = None, batch
     """The purge, a batch per transaction (locks and WAL stay bounded, concurrent
     traffic waits for a batch at most); how many each batch purged."""
     due = now or utcnow()
-    return in_batches(engine, lambda conn: len(PersonaService(conn, provider).purge_expired(due, batch)), batch)
+    return in_batches(engine, lambda work: len(PersonaService(work, provider).purge_expired(due, batch)), batch)
 
 
 MODULE = Module(
@@ -59,7 +60,7 @@ MODULE = Module(
         ConfigKey("engine.pipeline.audit.blocking", "boolean", True),
     ),
     # Per-persona config settings address personas of the caller's workspace.
-    config_levels={"persona": lambda conn, principal, persona_id, early: PersonaDirectory(conn).visible(
+    config_levels={"persona": lambda work, principal, persona_id, early: PersonaDirectory(work).visible(
         principal.workspace_id, persona_id, early=early)},
     endpoint_caps=(
         EndpointCap("personas.create", 60, 3600),
@@ -70,7 +71,7 @@ MODULE = Module(
     jobs=(Job("personas.purge", 600, _purge),),
     migrations=pathlib.Path(__file__).with_name("migrations"),
     # The personas a user created (the audit log names them: creation is audited).
-    personal_data=lambda conn, subject: PersonaRepository(conn).personal_data(_created_by(conn, subject)),
-    erase_personal_data=lambda conn, subject, now: {"personas_scheduled": delete_created_by(
-        conn, _created_by(conn, subject), now)},
+    personal_data=lambda work, subject: work.of(PersonaRepository).personal_data(_created_by(work, subject)),
+    erase_personal_data=lambda work, subject, now: {"personas_scheduled": delete_created_by(
+        work, _created_by(work, subject), now)},
 )

@@ -155,7 +155,7 @@ def _active(workspace_id: str, persona_id: str) -> tuple[ColumnElement[bool], ..
 
 class PersonaRepository:
     def __init__(self, conn: Connection):
-        self.conn = conn
+        self._conn = conn
 
     # --- personas -------------------------------------------------------------
 
@@ -165,7 +165,7 @@ class PersonaRepository:
         `decides_nothing`: an unlocked read in a writing transaction whose caller decides again under the lock."""
         where = (_personas.c.id == persona_id, _personas.c.workspace_id == workspace_id)
         if for_update:
-            found = lock_root(self.conn, PERSONA, PersonaRow, *where)
+            found = lock_root(self._conn, PERSONA, PersonaRow, *where)
         else:
             stmt = select(_personas).where(*where)
             found = record_or_none(PersonaRow, self._read(stmt, decides_nothing).mappings().first())
@@ -174,15 +174,15 @@ class PersonaRepository:
     def _read(self, stmt: Any, decides_nothing: bool) -> Any:
         if decides_nothing:
             stmt = stmt.execution_options(**{DECIDES_NOTHING: True})
-        return self.conn.execute(stmt)
+        return self._conn.execute(stmt)
 
     def insert(self, persona: NewPersona) -> PersonaRecord:
         stmt = insert(_personas).values(**_persona_columns(row_columns(persona))).returning(_personas)
-        return record(PersonaRow, self.conn.execute(stmt).mappings().one()).record()
+        return record(PersonaRow, self._conn.execute(stmt).mappings().one()).record()
 
     def insert_unless_slug_taken(self, persona: NewPersona) -> PersonaRecord | None:
         """The persona, or None when its workspace holds its slug (kernel.data.unique.derive_unique)."""
-        made = _insert_unless_taken.run(self.conn, _persona_columns(row_columns(persona)))
+        made = _insert_unless_taken.run(self._conn, _persona_columns(row_columns(persona)))
         return made[0].record() if made else None
 
     def update(self, persona_id: str, changes: PersonaChanges) -> PersonaRecord:
@@ -195,7 +195,7 @@ class PersonaRepository:
             state=state, state_before_delete=None, deleted_at=None, purge_at=None, updated_at=at))
 
     def _updated(self, stmt: Update) -> PersonaRecord:
-        return record(PersonaRow, self.conn.execute(stmt.returning(_personas)).mappings().one()).record()
+        return record(PersonaRow, self._conn.execute(stmt.returning(_personas)).mappings().one()).record()
 
     def slug_owner(self, workspace_id: str, slug: str) -> str | None:
         # A friendlier 409 (or a derived slug) before the insert; the unique index on (workspace, slug) decides
@@ -213,7 +213,7 @@ class PersonaRepository:
             .values(fork_count=_personas.c.fork_count + 1)
             .returning(_personas.c.fork_count)
         )
-        return self.conn.execute(stmt).scalar()
+        return self._conn.execute(stmt).scalar()
 
     def list_page(
         self, workspace_id: str, filters: PersonaFilters, limit: int, after: tuple[Any, str] | None,
@@ -240,12 +240,12 @@ class PersonaRepository:
             stmt = stmt.order_by(key.desc(), _personas.c.id.desc())
         else:
             stmt = stmt.order_by(key.asc(), _personas.c.id.asc())
-        rows = self.conn.execute(stmt.limit(limit)).mappings().all()
+        rows = self._conn.execute(stmt.limit(limit)).mappings().all()
         return [(row.record(), key) for row, key in zip(records(PersonaRow, rows), records(SortKey, rows))]
 
     def tree(self, workspace_id: str, root_id: str) -> list[PersonaRecord]:
         stmt = select(_personas).where(_personas.c.workspace_id == workspace_id, _personas.c.root_id == root_id)
-        rows = self.conn.execute(stmt.order_by(_personas.c.created_at)).mappings()
+        rows = self._conn.execute(stmt.order_by(_personas.c.created_at)).mappings()
         return [row.record() for row in records(PersonaRow, rows)]
 
     def purge_deleted(self, now: datetime, limit: int) -> list[str]:
@@ -255,7 +255,7 @@ class PersonaRepository:
         due = select(_personas.c.id).where(_personas.c.state == "deleted", _personas.c.purge_at <= now) \
             .order_by(_personas.c.purge_at).limit(limit).with_for_update(skip_locked=True)
         stmt = delete(_personas).where(_personas.c.id.in_(due.scalar_subquery())).returning(_personas.c.id)
-        return list(self.conn.execute(stmt).scalars())
+        return list(self._conn.execute(stmt).scalars())
 
     # --- versions and voice ---------------------------------------------------------
 
@@ -264,7 +264,7 @@ class PersonaRepository:
         upsert is a data-modifying CTE of the version's INSERT (one statement to build and run, not two)."""
         # (JSON columns: the soul, the voice, the sample dialogues as `to_json` writes them, as they always were)
         voice_columns = {**row_columns(voice), "sample_dialogues": Dialogue.to_json_list(voice.sample_dialogues)}
-        _add_version.run(self.conn, {
+        _add_version.run(self._conn, {
             **row_columns(version), "soul": version.soul.to_json(), "voice": version.voice.to_json(),
             **{_VOICE + name: value for name, value in voice_columns.items()}})
 
@@ -279,19 +279,19 @@ class PersonaRepository:
         if before is not None:
             stmt = stmt.where(_versions.c.version < before)
         stmt = stmt.order_by(_versions.c.version.desc()).limit(limit)
-        return [found.record() for found in records(VersionRow, self.conn.execute(stmt).mappings())]
+        return [found.record() for found in records(VersionRow, self._conn.execute(stmt).mappings())]
 
     def versions(self, persona_ids: list[str]) -> list[VersionRecord]:
         stmt = select(_versions).where(_versions.c.persona_id.in_(persona_ids)).order_by(_versions.c.version)
-        return [found.record() for found in records(VersionRow, self.conn.execute(stmt).mappings())]
+        return [found.record() for found in records(VersionRow, self._conn.execute(stmt).mappings())]
 
     def voice(self, persona_id: str, *, decides_nothing: bool = False) -> VoiceRecord | None:
-        found = _voice_read.first(self.conn, {"id": persona_id}, decides_nothing=decides_nothing)
+        found = _voice_read.first(self._conn, {"id": persona_id}, decides_nothing=decides_nothing)
         return None if found is None else found.record()
 
     def active_voice(self, workspace_id: str, persona_id: str, *, decides_nothing: bool = False) -> VoiceRecord | None:
         """`voice` of a persona `active` finds, in one read; None when it is not active in the workspace."""
-        found = _active_voice_read.first(self.conn, {"id": persona_id, "ws": workspace_id},
+        found = _active_voice_read.first(self._conn, {"id": persona_id, "ws": workspace_id},
                                          decides_nothing=decides_nothing)
         return None if found is None else found.record()
 
@@ -304,24 +304,24 @@ class PersonaRepository:
         same unit of work: nothing reads them before it commits). Two prepared statements, the run first (its
         steps refer to it): before, the run was inserted as it began and updated as it ended, and the steps'
         list of rows compiled again for every run (issue 50)."""
-        _run_insert.run(self.conn, [{
+        _run_insert.run(self._conn, [{
             "id": id, "org_id": org_id, "workspace_id": workspace_id, "persona_id": persona_id, "kind": kind,
             "status": status, "from_step": from_step, "started_at": started_at, "finished_at": finished_at,
             "error_code": error_code,
         }])
-        _steps_insert.run(self.conn, [
+        _steps_insert.run(self._conn, [
             {**row_columns(step), "output": {} if step.output is None else encode(step.output)} for step in steps])
 
     def step_outputs(self, run_id: str) -> StepOutputs:
         """A run's step outputs, each row's JSON read as its step's record."""
         stmt = select(_steps.c.step, _steps.c.output).where(_steps.c.run_id == run_id).order_by(_steps.c.ordinal)
-        return StepOutputs.from_json({s.step: s.output for s in records(StepRecord, self.conn.execute(stmt).mappings())})
+        return StepOutputs.from_json({s.step: s.output for s in records(StepRecord, self._conn.execute(stmt).mappings())})
 
     # --- reads for other modules (through personas.directory) -----------------------------
 
     def in_writing_transaction(self) -> bool:
         """Whether the unit of work writes (a read-only one runs in autocommit: kernel.data.uow)."""
-        driver = self.conn.connection.driver_connection
+        driver = self._conn.connection.driver_connection
         return driver is not None and not getattr(driver, "autocommit", False)
 
     def active(self, workspace_id: str, persona_id: str, *, share: bool = False,
@@ -329,7 +329,7 @@ class PersonaRepository:
         """The persona if not deleted; `share`: held FOR SHARE until the transaction ends (a write of another
         aggregate that needs it to exist and stay as read: it blocks its writes, not its readers)."""
         if not share:
-            found = _active_read.first(self.conn, {"id": persona_id, "ws": workspace_id}, decides_nothing=decides_nothing)
+            found = _active_read.first(self._conn, {"id": persona_id, "ws": workspace_id}, decides_nothing=decides_nothing)
         else:
             stmt = select(_personas).where(*_active(workspace_id, persona_id)).with_for_update(read=True)
             found = record_or_none(PersonaRow, self._read(stmt, decides_nothing).mappings().first())
@@ -337,14 +337,14 @@ class PersonaRepository:
 
     def hold(self, workspace_id: str, persona_id: str) -> bool:
         """`active(share=True) is not None` without reading the row (its soul and metadata go undecoded)."""
-        return _hold_read.first(self.conn, {"id": persona_id, "ws": workspace_id}) is not None
+        return _hold_read.first(self._conn, {"id": persona_id, "ws": workspace_id}) is not None
 
     def not_deleted(self, persona_ids: list[str]) -> list[PersonaRecord]:
         """These personas that are not deleted, locked in id order (as `aggregates.lock_roots`: two such
         writes never wait on each other in a cycle)."""
         stmt = select(_personas).where(_personas.c.id.in_(persona_ids), _personas.c.state != "deleted") \
             .order_by(_personas.c.id).with_for_update()
-        return [row.record() for row in records(PersonaRow, self.conn.execute(stmt).mappings())]
+        return [row.record() for row in records(PersonaRow, self._conn.execute(stmt).mappings())]
 
     def existing(self, persona_ids: list[str]) -> set[str]:
         """Which of these personas still exist, in any state (purged ones are gone). A purged persona never
@@ -357,9 +357,9 @@ class PersonaRepository:
             _personas.c.workspace_id == workspace_id, _personas.c.state != "deleted"
         )
         stmt = stmt.order_by(_personas.c.created_at.desc(), _personas.c.id.desc()).limit(limit)
-        return records(PersonaSummary, self.conn.execute(stmt).mappings())
+        return records(PersonaSummary, self._conn.execute(stmt).mappings())
 
     def personal_data(self, persona_ids: list[str]) -> dict[str, Batches]:
         """These personas' rows (the ones a user created), for a privacy export."""
         stmt = select(_personas).where(_personas.c.id.in_(persona_ids)).order_by(_personas.c.created_at)
-        return {"personas": export_batches(self.conn, stmt)}
+        return {"personas": export_batches(self._conn, stmt)}

@@ -16,8 +16,6 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection
-
 from persona_service.config.api import ConfigService
 from persona_service.kernel.api import (
     ApiError,
@@ -35,6 +33,7 @@ from persona_service.kernel.api import (
     StateConflict,
     ValidationFailed,
     Violation,
+    Work,
     changed_columns,
     cursor_page,
     derive_unique,
@@ -102,17 +101,17 @@ class _NewVersionMeanwhile(Exception):
     """Another write made a new version while the model worked: the savepoint goes (and its lock with it)."""
 
 class PersonaService:
-    def __init__(self, conn: Connection, provider: Provider, clock: Callable[[], datetime] = utcnow,
+    def __init__(self, work: Work, provider: Provider, clock: Callable[[], datetime] = utcnow,
                  on_upstream_failure: Callable[[str, ProviderError], None] | None = None,
                  cursors: CursorCodec | None = None, run: DurableRun | None = None) -> None:
-        self.conn = conn
+        self.work = work
         self.cursors = cursors
-        self.repo = PersonaRepository(conn)
-        self.outbox = Outbox(conn)
+        self.repo = work.of(PersonaRepository)
+        self.outbox = Outbox(work)
         self.provider = provider
         self.clock = clock
         self.durable = run or NoRun()
-        self.pipeline = GenerationPipeline(conn, provider, on_upstream_failure, self.durable)
+        self.pipeline = GenerationPipeline(work, provider, on_upstream_failure, self.durable)
 
     # --- reads ------------------------------------------------------------------------
 
@@ -419,7 +418,7 @@ class PersonaService:
         """Store an audit's verdict on the persona it scored (locked, at the version scored)."""
         persona_id = row.id
         provocation_passed = not leaked
-        config = ConfigService(self.conn)
+        config = ConfigService(self.work)
         threshold = config.number(principal, "engine.pipeline.audit.threshold")
         blocking = config.flag(principal, "engine.pipeline.audit.blocking")
         assert scored.score is not None  # (a model's: only an imported persona's kept audit has none)
@@ -472,7 +471,7 @@ class PersonaService:
         steps and events are in a savepoint that goes with it then: the serial order runs the write once, on
         the new version, and records one run (the serial oracle compares the events)."""
         try:
-            with self.conn.begin_nested():  # (left by an exception: rolled back, the attempt's records with it)
+            with self.work.savepoint():  # (left by an exception: rolled back, the attempt's records with it)
                 result = yield from self.pipeline.run(spec)
                 locked = self._locked_if_current(principal, read)
                 if locked is None:
@@ -487,7 +486,7 @@ class PersonaService:
         made a new version meanwhile: the lock is let go again (a savepoint rolled back releases it) and the
         caller works on that version, as the serial order running it second does."""
         try:
-            with self.conn.begin_nested():  # (left by an exception: rolled back, its lock released)
+            with self.work.savepoint():  # (left by an exception: rolled back, its lock released)
                 row = self._writable(principal, read.id)
                 if row.version != read.version:
                     raise _NewVersionMeanwhile
@@ -605,10 +604,10 @@ def _camel(name: str) -> str:
     return head + "".join(p.title() for p in rest)
 
 
-def delete_created_by(conn: Connection, persona_ids: list[str], now: datetime) -> int:
+def delete_created_by(work: Work, persona_ids: list[str], now: datetime) -> int:
     """Soft-delete these personas (a user's, on erasure), archived ones too:
     the usual 30-day grace, then the purge."""
-    repo, outbox = PersonaRepository(conn), Outbox(conn)
+    repo, outbox = work.of(PersonaRepository), Outbox(work)
     deleted = 0
     for row in repo.not_deleted(persona_ids):
         row = repo.update(row.id, _deleted(row, now))

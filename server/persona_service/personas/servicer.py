@@ -115,7 +115,7 @@ class PersonaServicer:
 
     def _service(self, ctx: RequestContext) -> PersonaService:
         # A streamed call's generation is the durable run it is (its `X-Run-Id`), saved step by step in it.
-        return PersonaService(ctx.conn, self.deps.provider_for(ctx), cursors=self.deps.cursors, run=ctx.run)
+        return PersonaService(ctx.work, self.deps.provider_for(ctx), cursors=self.deps.cursors, run=ctx.run)
 
     def _create(self, ctx: RequestContext,
                 request: personas_pb2.CreatePersonaRequest) -> Generator[PipelineProgress, None, PersonaRecord]:
@@ -247,8 +247,8 @@ class PersonaServicer:
 
     def PreviewPersona(self, request: personas_pb2.CreatePersonaRequest,
                        ctx: RequestContext) -> personas_pb2.GenerationPreview:
-        quota = self.deps.quota(ctx.caller, "generations_per_month", lambda: ctx.conn)
-        used = self.deps.generations_used(ctx.caller, lambda: ctx.conn)
+        quota = self.deps.quota(ctx.caller, "generations_per_month", ctx.work)
+        used = self.deps.generations_used(ctx.caller, ctx.work)
         preview = self._service(ctx).preview(request.intent, _soul(request), quota, used, self.prices)
         return generation_preview(preview)
 

@@ -6,7 +6,7 @@ from persona.v1 import options_pb2, portraits_pb2_grpc
 from sqlalchemy import Engine
 
 from persona_service.files.api import Storage, object_key, storage_for
-from persona_service.kernel.api import EndpointCap, Job, Module, PlanLimit, ServiceBinding, TaskKind, compact_json
+from persona_service.kernel.api import EndpointCap, Job, Module, PlanLimit, ServiceBinding, TaskKind, Work, compact_json
 from persona_service.portraits import render
 from persona_service.portraits.service import RENDER_TASK, PortraitService
 from persona_service.portraits.servicer import PortraitServicer
@@ -31,11 +31,11 @@ def purge_portraits(engine: Engine, storage: Storage) -> int:
     """Portraits (rows and images) of personas purged after their grace period.
     A failure to delete images rolls the rows back, so the next round retries."""
     with engine.connect() as conn:
-        personas = PortraitService(conn).orphaned_personas()
+        personas = PortraitService(Work.on(conn)).orphaned_personas()
     if not personas:
         return 0
     with engine.begin() as conn:  # the rows go only once their images are gone
-        rows = PortraitService(conn).forget_personas(personas)
+        rows = PortraitService(Work.on(conn)).forget_personas(personas)
         for org_id, persona_id in {(r.org_id, r.persona_id) for r in rows}:
             storage.delete_prefix(object_key(org_id, "portraits", persona_id))
     return len(rows)

@@ -45,8 +45,8 @@ def image_provider(runtime: Runtime, portrait: PortraitRecord) -> Retrying:
 
 
 def render(runtime: Runtime, task: TaskRecord) -> None:
-    with runtime.begin() as conn:
-        job = PortraitService(conn).start_render(task.subject_id)
+    with runtime.work() as work:
+        job = PortraitService(work).start_render(task.subject_id)
     if job is None:
         return  # settled already (a retried task whose earlier attempt finished)
     portrait = job.portrait
@@ -70,8 +70,8 @@ def render(runtime: Runtime, task: TaskRecord) -> None:
     with Image.open(io.BytesIO(png)) as image:
         width, height = image.size
     storage.put(portrait.storage_key, png, "image/png")
-    with runtime.begin() as conn:
-        PortraitService(conn).finish_render(portrait.id, len(png), width, height)
+    with runtime.work() as work:
+        PortraitService(work).finish_render(portrait.id, len(png), width, height)
 
 
 def give_up(runtime: Runtime, task: TaskRecord, error: str) -> None:
@@ -79,5 +79,5 @@ def give_up(runtime: Runtime, task: TaskRecord, error: str) -> None:
 
 
 def _fail(runtime: Runtime, portrait_id: str, code: str) -> None:
-    with runtime.begin() as conn:
-        PortraitService(conn).fail_render(portrait_id, code)
+    with runtime.work() as work:
+        PortraitService(work).fail_render(portrait_id, code)

@@ -30,11 +30,11 @@ PORTRAIT = declare_aggregate("portrait", _portraits)
 
 class PortraitRepository:
     def __init__(self, conn: Connection):
-        self.conn = conn
+        self._conn = conn
 
     def add(self, portrait: NewPortrait) -> PortraitRecord:
         stmt = insert(_portraits).values(**row_columns(portrait)).returning(_portraits)
-        return record(PortraitRecord, self.conn.execute(stmt).mappings().one())
+        return record(PortraitRecord, self._conn.execute(stmt).mappings().one())
 
     def get(self, workspace_id: str, persona_id: str, portrait_id: str, for_update: bool = False,
             share: bool = False) -> PortraitRecord | None:
@@ -43,11 +43,11 @@ class PortraitRepository:
         where = (_portraits.c.id == portrait_id, _portraits.c.persona_id == persona_id,
                  _portraits.c.workspace_id == workspace_id)
         if for_update:
-            return lock_root(self.conn, PORTRAIT, PortraitRecord, *where)
+            return lock_root(self._conn, PORTRAIT, PortraitRecord, *where)
         stmt = select(_portraits).where(*where)
         if share:
             stmt = stmt.with_for_update(read=True)
-        return record_or_none(PortraitRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(PortraitRecord, self._conn.execute(stmt).mappings().first())
 
     def by_id(self, portrait_id: str, decides_nothing: bool = False) -> PortraitRecord | None:
         """Any tenant's portrait (for the render task, which has the id from its own queue); `decides_nothing`:
@@ -55,7 +55,7 @@ class PortraitRepository:
         stmt = select(_portraits).where(_portraits.c.id == portrait_id)
         if decides_nothing:
             stmt = stmt.execution_options(**{DECIDES_NOTHING: True})
-        return record_or_none(PortraitRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(PortraitRecord, self._conn.execute(stmt).mappings().first())
 
     def list_page(self, workspace_id: str, persona_id: str, conversation_id: str, limit: int,
                   after: tuple[datetime, str] | None) -> list[PortraitRecord]:
@@ -66,7 +66,7 @@ class PortraitRepository:
         if after is not None:
             stmt = stmt.where(tuple_(_portraits.c.created_at, _portraits.c.id) < tuple_(*after))
         stmt = stmt.order_by(_portraits.c.created_at.desc(), _portraits.c.id.desc()).limit(limit)
-        return records(PortraitRecord, self.conn.execute(stmt).mappings())
+        return records(PortraitRecord, self._conn.execute(stmt).mappings())
 
     def transition(self, portrait_id: str, from_statuses: tuple[str, ...],
                    changes: PortraitChanges) -> PortraitRecord | None:
@@ -77,13 +77,13 @@ class PortraitRepository:
             .values(updated_at=func.now(), **changed_columns(changes))
             .returning(_portraits)
         )
-        return record_or_none(PortraitRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(PortraitRecord, self._conn.execute(stmt).mappings().first())
 
     def clear_canonical(self, persona_id: str) -> str | None:
         """Unmark the persona's canonical portrait; returns its id."""
         stmt = (update(_portraits).where(_portraits.c.persona_id == persona_id, _portraits.c.canonical)
                 .values(canonical=False, updated_at=func.now()).returning(_portraits.c.id))
-        return self.conn.execute(stmt).scalar()
+        return self._conn.execute(stmt).scalar()
 
     def used_since(self, org_id: str, since: datetime) -> int:
         """Images asked for since `since` that did not fail (the monthly quota's count)."""
@@ -93,7 +93,7 @@ class PortraitRepository:
         stmt = select(func.count()).select_from(_portraits).where(
             _portraits.c.org_id == org_id, _portraits.c.created_at >= since, _portraits.c.status != "failed",
         ).execution_options(**{DECIDES_NOTHING: True})
-        return self.conn.execute(stmt).scalar_one()
+        return self._conn.execute(stmt).scalar_one()
 
     def persona_ids(self, limit: int, after: str = "") -> list[str]:
         # Which personas have portraits (the purge's candidates): the purge decides on each persona's existence,
@@ -101,17 +101,17 @@ class PortraitRepository:
         stmt = (select(_portraits.c.persona_id).where(_portraits.c.persona_id > after).distinct()
                 .order_by(_portraits.c.persona_id).limit(limit)
                 .execution_options(**{DECIDES_NOTHING: True}))
-        return list(self.conn.execute(stmt).scalars())
+        return list(self._conn.execute(stmt).scalars())
 
     def delete_for_personas(self, persona_ids: list[str]) -> list[PortraitRecord]:
         stmt = delete(_portraits).where(_portraits.c.persona_id.in_(persona_ids)).returning(_portraits)
-        return records(PortraitRecord, self.conn.execute(stmt).mappings())
+        return records(PortraitRecord, self._conn.execute(stmt).mappings())
 
     def lock_canonical(self, persona_id: str) -> None:
         """Serialize the choice of the persona's canonical portrait until the transaction ends (two approvals of
         two of its portraits: the second clears the first's mark instead of hitting the unique index)."""
-        self.conn.execute(select(func.pg_advisory_xact_lock(func.hashtext("portrait-canonical:" + persona_id))))
+        self._conn.execute(select(func.pg_advisory_xact_lock(func.hashtext("portrait-canonical:" + persona_id))))
 
     def lock_quota(self, org_id: str) -> None:
         """Serialize the quota check of one organization until the transaction ends."""
-        self.conn.execute(select(func.pg_advisory_xact_lock(func.hashtext("portrait-quota:" + org_id))))
+        self._conn.execute(select(func.pg_advisory_xact_lock(func.hashtext("portrait-quota:" + org_id))))

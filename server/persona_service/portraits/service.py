@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from email.utils import formatdate
 
-from sqlalchemy import Connection
-
 from persona_service.files.api import object_key
 from persona_service.kernel.api import (
     ApiError,
@@ -26,6 +24,7 @@ from persona_service.kernel.api import (
     Principal,
     Quota,
     StateConflict,
+    Work,
     enqueue,
     is_uuid,
     iso,
@@ -55,11 +54,11 @@ class RenderJob:
 
 
 class PortraitService:
-    def __init__(self, conn: Connection, *, moderate: Callable[[str], ModerationResult] | None = None,
+    def __init__(self, work: Work, *, moderate: Callable[[str], ModerationResult] | None = None,
                  cursors: CursorCodec | None = None, clock: Callable[[], datetime] = utcnow) -> None:
-        self.conn = conn
-        self.repo = PortraitRepository(conn)
-        self.personas = PersonaDirectory(conn)
+        self.work = work
+        self.repo = work.of(PortraitRepository)
+        self.personas = PersonaDirectory(work)
         self.moderate = moderate
         self.cursors = cursors
         self.clock = clock
@@ -111,7 +110,7 @@ class PortraitService:
         approved = self.repo.transition(row.id, ("generated", "approved"),
                                         PortraitChanges(status="approved", canonical=True))
         assert approved is not None  # the row is locked
-        Outbox(self.conn).emit("persona.updated", row.org_id, row.workspace_id, {
+        Outbox(self.work).emit("persona.updated", row.org_id, row.workspace_id, {
             "personaId": persona_id, "changed": ["canonicalPortrait"], "canonicalPortraitId": row.id,
             "previousCanonicalPortraitId": previous or "", "note": "",
         })
@@ -186,7 +185,7 @@ class PortraitService:
             conversation_id=conversation_id, storage_key=object_key(principal.org_id, "portraits", persona_id,
                                                                     f"{portrait_id}.png"),
             style=style, prompt=prompt, instruction=instruction, parent_portrait_id=parent_portrait_id))
-        enqueue(self.conn, RENDER_TASK, principal.org_id, row.id)
+        enqueue(self.work, RENDER_TASK, principal.org_id, row.id)
         return row
 
     def _persona(self, principal: Principal, persona_id: str, hold: bool = False) -> PersonaRecord:
@@ -223,7 +222,7 @@ class PortraitService:
         if not result.flagged:
             return
         review_id = record_flag(
-            self.conn, org_id=principal.org_id, workspace_id=principal.workspace_id, stage="input_intent",
+            self.work, org_id=principal.org_id, workspace_id=principal.workspace_id, stage="input_intent",
             subject_type=subject_type, subject_id=subject_id, text=text, result=result,
         )
         err = ModerationBlocked("The instruction failed moderation.", {

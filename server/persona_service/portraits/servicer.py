@@ -35,10 +35,10 @@ class PortraitServicer:
         self._waiting = threading.BoundedSemaphore(max(1, deps.unary_workers // 2))
 
     def _service(self, ctx: RequestContext) -> PortraitService:
-        return PortraitService(ctx.conn, moderate=self.deps.provider_for(ctx).moderate, cursors=self.deps.cursors)
+        return PortraitService(ctx.work, moderate=self.deps.provider_for(ctx).moderate, cursors=self.deps.cursors)
 
     def _quota(self, ctx: RequestContext) -> Quota:
-        return self.deps.quota(ctx.caller, "images_per_month", lambda: ctx.conn)
+        return self.deps.quota(ctx.caller, "images_per_month", ctx.work)
 
     def _portrait(self, row: PortraitRecord) -> portraits_pb2.Portrait:
         return portrait(row, storage_for(self.deps), self.ttl)
@@ -91,7 +91,7 @@ class PortraitServicer:
         wait = _preferred_wait(ctx, self.wait_seconds)
 
         def settled() -> PortraitRecord | None:
-            row = self.deps.read_apart(lambda conn: PortraitService(conn).reread(portrait_id))
+            row = self.deps.read_apart(lambda work: PortraitService(work).reread(portrait_id))
             return row if row is None or row.status in SETTLED else None
 
         def finish(response: Message) -> Message:

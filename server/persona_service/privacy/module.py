@@ -21,8 +21,8 @@ def build_pending(runtime: Runtime) -> int:
         return 0
     built = 0
     while True:
-        with runtime.begin() as conn:
-            if PrivacyService(conn).build(storage_for(runtime), runtime.modules.personal_data,
+        with runtime.work() as work:
+            if PrivacyService(work).build(storage_for(runtime), runtime.modules.personal_data,
                                           settings.dsar_download_ttl_seconds) is None:
                 return built
         built += 1
@@ -38,6 +38,6 @@ MODULE = Module(
     needs=frozenset({Need.PERSONAL_DATA, Need.ERASERS, Need.ERASURE_LOCKS}),
     jobs=(Job("privacy.build_exports", 30, build_pending),),
     settings=PrivacySettings,
-    personal_data=lambda conn, subject: PrivacyRepository(conn).personal_data(subject.org_id, subject.user_id),
+    personal_data=lambda work, subject: work.of(PrivacyRepository).personal_data(subject.org_id, subject.user_id),
     erase_personal_data=erase_exports,  # (with the exports' files, in PrivacyService.erase)
 )

@@ -44,30 +44,30 @@ RETURNING *
 
 class PrivacyRepository:
     def __init__(self, conn: Connection):
-        self.conn = conn
+        self._conn = conn
 
     def request(self, export_id: str, org_id: str, user_id: str) -> ExportRecord:
         """A new pending export, or the user's export already pending or running."""
         insert = pg_insert(_exports).values(id=export_id, org_id=org_id, user_id=user_id).on_conflict_do_nothing(
             index_elements=["org_id", "user_id"], index_where=_OPEN,
         ).returning(_exports)
-        made = record_or_none(ExportRecord, self.conn.execute(insert).mappings().first())
+        made = record_or_none(ExportRecord, self._conn.execute(insert).mappings().first())
         if made is not None:
             return made
         stmt = select(_exports).where(_exports.c.org_id == org_id, _exports.c.user_id == user_id,
                                       _exports.c.status.in_(("pending", "running")))
-        return record(ExportRecord, self.conn.execute(stmt).mappings().one())
+        return record(ExportRecord, self._conn.execute(stmt).mappings().one())
 
     def claim(self, lease_seconds: float) -> ExportRecord | None:
-        return record_or_none(ExportRecord, self.conn.execute(_CLAIM, {"lease": lease_seconds}).mappings().first())
+        return record_or_none(ExportRecord, self._conn.execute(_CLAIM, {"lease": lease_seconds}).mappings().first())
 
     def complete(self, export_id: str, storage_key: str, sha256: str, expires_at: datetime) -> None:
-        self.conn.execute(update(_exports).where(_exports.c.id == export_id).values(
+        self._conn.execute(update(_exports).where(_exports.c.id == export_id).values(
             status="completed", storage_key=storage_key, sha256=sha256, completed_at=func.now(),
             expires_at=expires_at, lease_until=None))
 
     def fail(self, export_id: str, error: str) -> None:
-        self.conn.execute(update(_exports).where(_exports.c.id == export_id).values(
+        self._conn.execute(update(_exports).where(_exports.c.id == export_id).values(
             status="failed", error=error[:2000], lease_until=None))
 
     def page(self, org_id: str, user_id: str, limit: int, after: tuple[datetime, str] | None) -> list[ExportRecord]:
@@ -75,15 +75,15 @@ class PrivacyRepository:
         if after is not None:
             stmt = stmt.where(tuple_(_exports.c.created_at, _exports.c.id) < tuple_(*after))
         stmt = stmt.order_by(_exports.c.created_at.desc(), _exports.c.id.desc()).limit(limit)
-        return records(ExportRecord, self.conn.execute(stmt).mappings())
+        return records(ExportRecord, self._conn.execute(stmt).mappings())
 
     def delete_for(self, org_id: str, user_id: str) -> list[str]:
         """Delete the user's exports; the storage key of each ('' before it was built)."""
         stmt = delete(_exports).where(_exports.c.org_id == org_id, _exports.c.user_id == user_id) \
             .returning(_exports.c.storage_key)
-        return list(self.conn.execute(stmt).scalars())
+        return list(self._conn.execute(stmt).scalars())
 
     def personal_data(self, org_id: str, user_id: str) -> dict[str, Batches]:
         stmt = select(_exports).where(_exports.c.org_id == org_id, _exports.c.user_id == user_id) \
             .order_by(_exports.c.created_at)
-        return {"privacy_exports": export_batches(self.conn, stmt, omit=("storage_key", "lease_until"))}
+        return {"privacy_exports": export_batches(self._conn, stmt, omit=("storage_key", "lease_until"))}

@@ -18,8 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import IO, Any
 
-from sqlalchemy import Connection
-
 from persona_service.files.api import SignedUrl, Storage, object_key
 from persona_service.kernel.api import (
     Batches,
@@ -30,6 +28,7 @@ from persona_service.kernel.api import (
     StateConflict,
     Subject,
     Unauthorized,
+    Work,
     audit_events,
     iso,
     keyset_page,
@@ -47,7 +46,7 @@ LEASE_SECONDS = 300.0
 SPOOL_BYTES = 4 * 2**20
 # How many times a bundle is read at most, waiting for two reads in a row to agree (`stable_bundle`).
 STABLE_READS = 5
-PersonalData = Callable[[Any, Subject], Mapping[str, Batches]]
+PersonalData = Callable[[Work, Subject], Mapping[str, Batches]]
 
 
 # A person whose erasure committed while their call waited: the answer their key gets from then on.
@@ -55,9 +54,9 @@ _NO_LONGER = "The caller is no longer a member of the organization: their data w
 
 
 class PrivacyService:
-    def __init__(self, conn: Connection, *, cursors: CursorCodec | None = None) -> None:
-        self.conn = conn
-        self.repo = PrivacyRepository(conn)
+    def __init__(self, work: Work, *, cursors: CursorCodec | None = None) -> None:
+        self.work = work
+        self.repo = work.of(PrivacyRepository)
         self.cursors = cursors
 
     def request(self, principal: Principal) -> ExportRecord:
@@ -76,8 +75,8 @@ class PrivacyService:
         if job is None:
             return None
         try:
-            with self.conn.begin_nested(), tempfile.SpooledTemporaryFile(SPOOL_BYTES) as body:
-                digest = stable_bundle(body, self.conn, Subject(job.org_id, job.user_id), sources)
+            with self.work.savepoint(), tempfile.SpooledTemporaryFile(SPOOL_BYTES) as body:
+                digest = stable_bundle(body, self.work, Subject(job.org_id, job.user_id), sources)
                 body.seek(0)
                 key = object_key(job.org_id, "privacy", f"{job.id}.json")
                 storage.put_file(key, body, "application/json")  # rewritten, never orphaned, if this rolls back
@@ -93,7 +92,7 @@ class PrivacyService:
         module its own exports. The person is erased wherever a link made them
         known after this organization (OrgDirectory.linked_later), so no link
         keeps their record alive. The owner of an organization is refused."""
-        directory = OrgDirectory(self.conn)
+        directory = OrgDirectory(self.work)
         # In each organization, what other writes lock before a membership (`erasure_locks`: SCIM groups, then the
         # user), then the person's membership, which the erasure ends: a second erasure at once waits and is
         # refused as a call after the first would be (its key revoked), and an export requested meanwhile
@@ -121,12 +120,12 @@ class PrivacyService:
                         storage.delete(key)
                     counts.update(privacy_exports_deleted=len(exports))
                 else:
-                    counts.update(erase(self.conn, subject, now))
+                    counts.update(erase(self.work, subject, now))
         return Erasure(dict(counts), tuple(org_ids))
 
     def _lock(self, locks: Sequence[PersonalDataLock], org_id: str, user_id: str) -> None:
         for lock in locks:
-            lock(self.conn, Subject(org_id, user_id))
+            lock(self.work, Subject(org_id, user_id))
 
     def list(self, principal: Principal, cursor: str, limit: int) -> tuple[list[ExportRecord], str]:
         return keyset_page(
@@ -135,9 +134,9 @@ class PrivacyService:
         )
 
 
-def erase_exports(conn: Connection, subject: Subject, now: datetime) -> dict[str, int]:
+def erase_exports(work: Work, subject: Subject, now: datetime) -> dict[str, int]:
     """This module's eraser: the person's exports (`PrivacyService.erase` runs it in its place with their files)."""
-    return {"privacy_exports_deleted": len(PrivacyRepository(conn).delete_for(subject.org_id, subject.user_id))}
+    return {"privacy_exports_deleted": len(work.of(PrivacyRepository).delete_for(subject.org_id, subject.user_id))}
 
 
 def status_of(row: ExportRecord, now: datetime) -> str:
@@ -152,7 +151,7 @@ def download_of(row: ExportRecord, storage: Storage, now: datetime) -> SignedUrl
     return storage.signed_url(row.storage_key, max(1, int((row.expires_at - now).total_seconds())))
 
 
-def stable_bundle(out: IO[bytes], conn: Connection, subject: Subject, sources: Sequence[PersonalData]) -> str:
+def stable_bundle(out: IO[bytes], work: Work, subject: Subject, sources: Sequence[PersonalData]) -> str:
     """`write_bundle` read again until two reads in a row agree (its digest). Each statement of a read sees what had
     committed when it began, so a write of the subject's data that commits midway is half in one read (its audit
     event missed, the persona it renamed already renamed): no serial order gives that bundle, and the oracle found
@@ -162,7 +161,7 @@ def stable_bundle(out: IO[bytes], conn: Connection, subject: Subject, sources: S
     for _ in range(STABLE_READS):
         out.seek(0)
         out.truncate()
-        again = write_bundle(out, conn, subject, sources)
+        again = write_bundle(out, work, subject, sources)
         if again == digest:
             break
         digest = again
@@ -172,7 +171,7 @@ def stable_bundle(out: IO[bytes], conn: Connection, subject: Subject, sources: S
     return digest
 
 
-def write_bundle(out: IO[bytes], conn: Connection, subject: Subject, sources: Sequence[PersonalData]) -> str:
+def write_bundle(out: IO[bytes], work: Work, subject: Subject, sources: Sequence[PersonalData]) -> str:
     """Write the JSON bundle to `out` and return the SHA-256 of its `data`:
     `manifest` (schema version, generated at, subject, counts per table,
     SHA-256 of `data` as canonical JSON) and `data`, byte for byte what
@@ -181,7 +180,7 @@ def write_bundle(out: IO[bytes], conn: Connection, subject: Subject, sources: Se
     before `manifest`, so the manifest, counts and digest known, comes last."""
     tables: dict[str, Batches] = {}
     for source in (*sources, audit_events):
-        tables.update(source(conn, subject))
+        tables.update(source(work, subject))
     digest, counts = hashlib.sha256(b"{"), {}
     out.write(b'{\n "data": {')
     for t, table in enumerate(sorted(tables)):

@@ -33,12 +33,12 @@ class PrivacyServicer:
 
     def CreatePrivacyExport(self, request: privacy_pb2.CreatePrivacyExportRequest,
                             ctx: RequestContext) -> privacy_pb2.PrivacyExport:
-        row = PrivacyService(ctx.conn).request(ctx.caller)
+        row = PrivacyService(ctx.work).request(ctx.caller)
         return self._export(row)
 
     def EraseMyData(self, request: privacy_pb2.EraseMyDataRequest,
                     ctx: RequestContext) -> privacy_pb2.PrivacyErasure:
-        erasure = PrivacyService(ctx.conn).erase(ctx.caller, self.erasers, self.erasure_locks,
+        erasure = PrivacyService(ctx.work).erase(ctx.caller, self.erasers, self.erasure_locks,
                                                  storage_for(self.deps))
         # Every process drops the organizations' cached credentials: the user's stop working at once.
         def drop_cached() -> None:
@@ -50,6 +50,6 @@ class PrivacyServicer:
 
     def ListPrivacyExports(self, request: privacy_pb2.ListPrivacyExportsRequest,
                            ctx: RequestContext) -> privacy_pb2.ListPrivacyExportsResponse:
-        rows, token = PrivacyService(ctx.conn, cursors=self.deps.cursors).list(
+        rows, token = PrivacyService(ctx.work, cursors=self.deps.cursors).list(
             ctx.caller, request.cursor, page_limit(request))
         return privacy_pb2.ListPrivacyExportsResponse(items=[self._export(r) for r in rows], next_cursor=token)

@@ -35,7 +35,7 @@ from persona_service.kernel.transport.partitions import EVERY, age_out
 from persona_service.kernel.transport.runs import Runs
 from persona_service.kernel.transport.tasks import TaskKind, TaskRunner
 from persona_service.process import redis_pool
-from persona_service.process.capabilities import audit_on, generations_used, provider_for
+from persona_service.process.capabilities import audit_on, generations_used, limits_of, provider_for, quota_of
 from persona_service.process.invalidations import (
     INVALIDATION_CHANNEL,
     PROCESS_CHANNEL,
@@ -155,8 +155,8 @@ class App:
         self.servicer_deps = ServicerDeps(
             cursors=self.cursors, secret_box=self.secret_box, resources=self.resources,
             modules=DeclaredHooks("(none declared)", {}),
-            provider_for=provider_for(self.provider, self.backoff, self.audit), quota=plain(self.limits.quota),
-            limits=plain(self.limits.limits), invalidate=self.invalidate,
+            provider_for=provider_for(self.provider, self.backoff, self.audit), quota=quota_of(self.limits),
+            limits=limits_of(self.limits), invalidate=self.invalidate,
             generations_used=generations_used(self.limiter, self.limits),
             tasks=TaskSignals(plain(self.tasks.events.wake), plain(self.tasks.events.wait_until)),
             read_apart=read_apart(self.engine),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from persona_service.kernel.data.work import Work, connection_of
 from persona_service.kernel.models import ModelCall
 from persona_service.kernel.settings import load
 from persona_service.kernel.transport import fair
@@ -17,11 +18,12 @@ from persona_service.providers.retrying import Retrying, failure_details
 from persona_service.providers.settings import ProviderSettings
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection, Engine
+    from sqlalchemy import Engine
 
     from persona_service.kernel.models import Model, ProviderError
     from persona_service.kernel.principal import Principal
     from persona_service.kernel.transport.context import RequestContext
+    from persona_service.kernel.transport.limits.plans import Limits, Quota
 
 
 def audit_on(engine: Engine) -> Callable[[list[AuditEntry]], int]:
@@ -31,7 +33,7 @@ def audit_on(engine: Engine) -> Callable[[list[AuditEntry]], int]:
     def audit(entries: list[AuditEntry]) -> int:
         if entries:
             with engine.begin() as conn:
-                audit_log = AuditLog(conn)
+                audit_log = AuditLog(Work.on(conn))
                 for entry in entries:
                     audit_log.record(entry)
         return len(entries)
@@ -72,14 +74,34 @@ def provider_for(provider: Model, delays: Sequence[float],
     return for_call
 
 
-def generations_used(limiter: RateLimiter,
-                     limits: LimitsResolver) -> Callable[[Principal, Callable[[], Connection]], int]:
-    """`generations_used(caller, conn)`: generations the caller's organization used of its monthly quota in
-    its current period (the limiter's Redis counter, else what the caller's connection reads drawn)."""
+def generations_used(limiter: RateLimiter, limits: LimitsResolver) -> Callable[[Principal, Work], int]:
+    """`generations_used(caller, work)`: generations the caller's organization used of its monthly quota in
+    its current period (the limiter's Redis counter, else what the call's unit of work reads drawn)."""
 
-    def used(principal: Principal, conn: Callable[[], Connection]) -> int:
-        org_id = principal.org_id
+    def used(principal: Principal, work: Work) -> int:
+        org_id, conn = principal.org_id, connection_of(work)
         return limiter.generations_used(org_id, limits.quota_period(org_id, conn),
                                         lambda: limits.drawn(org_id, GENERATIONS, conn))
 
     return used
+
+
+def quota_of(limits: LimitsResolver) -> Callable[[Principal, str, Work], Quota]:
+    """`quota(caller, Limits field, work)`: the caller's monthly quota, read in the call's unit of work."""
+    quota = limits.quota
+
+    def of(principal: Principal, name: str, work: Work) -> Quota:
+        return quota(principal, name, connection_of(work))
+
+    return of
+
+
+def limits_of(limits: LimitsResolver) -> Callable[[Principal, Work], Limits]:
+    """`limits(caller, work)`: the caller's organization's limits, an Enterprise's overrides read in the call's
+    unit of work."""
+    resolve = limits.limits
+
+    def of(principal: Principal, work: Work) -> Limits:
+        return resolve(principal, connection_of(work))
+
+    return of

@@ -20,7 +20,7 @@ MODULE = Module(
     lenient_query_prefixes=(BASE_PATH + "/",),
     error_shape_prefixes={BASE_PATH + "/": options_pb2.ERROR_SHAPE_SCIM},
     error_shapes={options_pb2.ERROR_SHAPE_SCIM: scim_error_body},
-    erase_personal_data=lambda conn, subject, now: erase_personal_data(conn, subject.org_id, subject.user_id),
-    lock_personal_data=lambda conn, subject: lock_personal_data(conn, subject.org_id, subject.user_id),
+    erase_personal_data=lambda work, subject, now: erase_personal_data(work, subject.org_id, subject.user_id),
+    lock_personal_data=lambda work, subject: lock_personal_data(work, subject.org_id, subject.user_id),
     migrations=pathlib.Path(__file__).with_name("migrations"),
 )

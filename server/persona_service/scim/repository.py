@@ -87,7 +87,7 @@ class ResourceRepository:
 
     def __init__(self, conn: Connection, aggregate: Aggregate, naming_column: ColumnElement[Any],
                  columns: Mapping[str, Any], counts: Table | None = None) -> None:
-        self.conn, self.aggregate, self.naming, self.columns = conn, aggregate, naming_column, columns
+        self._conn, self.aggregate, self.naming, self.columns = conn, aggregate, naming_column, columns
         self.table = table = aggregate.root
         self.counts = counts  # a kept count per organization (org_id, total), if the table has one
         self.document = table.c.document
@@ -97,14 +97,14 @@ class ResourceRepository:
         """The resource; `for_update`: locked (`lock_root`: every write of a user or a group starts there)."""
         where = (self.table.c.org_id == org_id, self.table.c.id == resource_id)
         if for_update:
-            return lock_root(self.conn, self.aggregate, ScimRecord, *where)
-        return record_or_none(ScimRecord, self.conn.execute(self._record.where(*where)).mappings().first())
+            return lock_root(self._conn, self.aggregate, ScimRecord, *where)
+        return record_or_none(ScimRecord, self._conn.execute(self._record.where(*where)).mappings().first())
 
     def named(self, org_id: str, name: str) -> str | None:
         """The resource holding this name (case-insensitive), if any. A friendlier 409 than the unique index's,
         which decides: two writes taking one name at once get 201/200 and 409 from it, as serially."""
         stmt = select(self.table.c.id).where(self.table.c.org_id == org_id, func.lower(self.naming) == name.lower())
-        return self.conn.execute(stmt.execution_options(**{DECIDES_NOTHING: True})).scalar()
+        return self._conn.execute(stmt.execution_options(**{DECIDES_NOTHING: True})).scalar()
 
     def where(self, rt: ResourceType, node: FilterNode) -> ColumnElement[bool]:
         """A parsed SCIM filter as a WHERE clause on this table."""
@@ -122,10 +122,10 @@ class ResourceRepository:
         (created_at, id) by keyset, whatever its offset."""
         scoped = self.table.c.org_id == org_id if where is None else (self.table.c.org_id == org_id) & where
         if where is None and self.counts is not None:  # the kept count, not a count of every row
-            total = self.conn.execute(select(self.counts.c.total).where(self.counts.c.org_id == org_id)
+            total = self._conn.execute(select(self.counts.c.total).where(self.counts.c.org_id == org_id)
                                       ).scalar_one_or_none() or 0
         else:
-            total = self.conn.execute(select(func.count()).select_from(self.table).where(scoped)).scalar_one()
+            total = self._conn.execute(select(func.count()).select_from(self.table).where(scoped)).scalar_one()
         if limit <= 0:
             return [], total
         stmt = self._record.where(scoped).order_by(*order_by, self.table.c.created_at, self.table.c.id)
@@ -133,18 +133,18 @@ class ResourceRepository:
             stmt = stmt.where(tuple_(self.table.c.created_at, self.table.c.id) > tuple_(*after))
         else:
             stmt = stmt.offset(offset)
-        rows = self.conn.execute(stmt.limit(limit)).mappings()
+        rows = self._conn.execute(stmt.limit(limit)).mappings()
         return records(ScimRecord, rows), total
 
     def insert(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> ScimRecord:
-        return record(ScimRecord, self.conn.execute(self._insert(org_id, resource_id, fields)).mappings().one())
+        return record(ScimRecord, self._conn.execute(self._insert(org_id, resource_id, fields)).mappings().one())
 
     def insert_new(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> ScimRecord | None:
         """`insert`, or None when the organization has this id already (its own or another write's, which this
         waits for): the key decides, so the write needs no lock on a row that may not exist yet."""
         stmt = self._insert(org_id, resource_id, fields) \
             .on_conflict_do_nothing(index_elements=[self.table.c.org_id, self.table.c.id])
-        return record_or_none(ScimRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(ScimRecord, self._conn.execute(stmt).mappings().first())
 
     def _insert(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> Any:
         return (pg_insert(self.table).values(org_id=org_id, id=resource_id, version=1, **row_columns(fields))
@@ -161,25 +161,27 @@ class ResourceRepository:
         stmt = (update(self.table).where(self.table.c.org_id == org_id, self.table.c.id == resource_id)
                 .values(version=self.table.c.version + 1, updated_at=func.now(), **values)
                 .returning(*self._record.selected_columns))
-        return record(ScimRecord, self.conn.execute(stmt).mappings().one())
+        return record(ScimRecord, self._conn.execute(stmt).mappings().one())
 
     def delete(self, org_id: str, resource_id: str) -> None:
-        self.conn.execute(delete(self.table).where(self.table.c.org_id == org_id, self.table.c.id == resource_id))
+        self._conn.execute(delete(self.table).where(self.table.c.org_id == org_id, self.table.c.id == resource_id))
 
 
-def user_repository(conn: Connection) -> ResourceRepository:
-    return ResourceRepository(conn, USER, _users.c.user_name, USER_COLUMNS, counts=_user_counts)
+class UserRepository(ResourceRepository):
+    def __init__(self, conn: Connection) -> None:
+        super().__init__(conn, USER, _users.c.user_name, USER_COLUMNS, counts=_user_counts)
 
 
-def group_repository(conn: Connection) -> ResourceRepository:
-    return ResourceRepository(conn, GROUP, _groups.c.display_name, GROUP_COLUMNS)
+class GroupRepository(ResourceRepository):
+    def __init__(self, conn: Connection) -> None:
+        super().__init__(conn, GROUP, _groups.c.display_name, GROUP_COLUMNS)
 
 
 class MembershipRepository:
     """Who is in which group, and what the groups grant."""
 
     def __init__(self, conn: Connection):
-        self.conn = conn
+        self._conn = conn
 
     def known_users(self, org_id: str, user_ids: Iterable[str]) -> set[str]:
         wanted = list(set(user_ids))
@@ -191,7 +193,7 @@ class MembershipRepository:
         # by side. (KEY SHARE would let the user's row change meanwhile: the guard does not count it as held.)
         stmt = (select(_users.c.id).where(_users.c.org_id == org_id, _users.c.id.in_(wanted))
                 .order_by(_users.c.id).with_for_update(read=True))
-        return set(self.conn.execute(stmt).scalars())
+        return set(self._conn.execute(stmt).scalars())
 
     def lock_groups_with(self, org_id: str, user_id: str) -> set[str]:
         """Lock FOR UPDATE, in id order, the groups the user is in: a change of a user's memberships
@@ -201,20 +203,20 @@ class MembershipRepository:
                 .where(_groups.c.org_id == org_id, _groups.c.id.in_(
                     select(_members.c.group_id).where(_members.c.org_id == org_id, _members.c.user_id == user_id)))
                 .order_by(_groups.c.id).with_for_update())
-        return set(self.conn.execute(stmt).scalars())
+        return set(self._conn.execute(stmt).scalars())
 
     def members(self, group_id: str) -> set[str]:
-        return set(self.conn.execute(select(_members.c.user_id).where(_members.c.group_id == group_id)).scalars())
+        return set(self._conn.execute(select(_members.c.user_id).where(_members.c.group_id == group_id)).scalars())
 
     def set_members(self, org_id: str, group_id: str, user_ids: set[str]) -> None:
-        self.conn.execute(delete(_members).where(_members.c.group_id == group_id,
+        self._conn.execute(delete(_members).where(_members.c.group_id == group_id,
                                                  _members.c.user_id.not_in(list(user_ids) or [""])))
         if user_ids:
-            self.conn.execute(pg_insert(_members).values(
+            self._conn.execute(pg_insert(_members).values(
                 [{"group_id": group_id, "user_id": u, "org_id": org_id} for u in user_ids]).on_conflict_do_nothing())
 
     def set_grant(self, org_id: str, group_id: str, grant: Grant | None) -> None:
-        self.conn.execute(update(_groups).where(_groups.c.org_id == org_id, _groups.c.id == group_id).values(
+        self._conn.execute(update(_groups).where(_groups.c.org_id == org_id, _groups.c.id == group_id).values(
             role=grant.role if grant else None, workspace_id=grant.workspace_id if grant else None))
 
     def groups_of(self, org_id: str, user_ids: Iterable[str]) -> list[GroupRef]:
@@ -222,20 +224,20 @@ class MembershipRepository:
                 .join(_groups, _groups.c.id == _members.c.group_id)
                 .where(_members.c.org_id == org_id, _members.c.user_id.in_(list(user_ids)))
                 .order_by(_groups.c.created_at, _groups.c.id))
-        return records(GroupRef, self.conn.execute(stmt).mappings())
+        return records(GroupRef, self._conn.execute(stmt).mappings())
 
     def grants(self, org_id: str, user_id: str) -> list[Grant]:
         stmt = (select(_groups.c.role, _groups.c.workspace_id)
                 .join(_members, _members.c.group_id == _groups.c.id)
                 .where(_members.c.org_id == org_id, _members.c.user_id == user_id, _groups.c.role.is_not(None)))
-        return records(Grant, self.conn.execute(stmt).mappings())
+        return records(Grant, self._conn.execute(stmt).mappings())
 
     def groups_with(self, org_id: str, user_id: str) -> list[str]:
         stmt = select(_members.c.group_id).where(_members.c.org_id == org_id, _members.c.user_id == user_id)
-        return list(self.conn.execute(stmt).scalars())
+        return list(self._conn.execute(stmt).scalars())
 
     def drop_user(self, org_id: str, user_id: str) -> None:
-        self.conn.execute(delete(_members).where(_members.c.org_id == org_id, _members.c.user_id == user_id))
+        self._conn.execute(delete(_members).where(_members.c.org_id == org_id, _members.c.user_id == user_id))
 
 
 # --- SCIM filters as SQL: the table's columns for the attributes it keeps as

@@ -12,18 +12,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection
-
-from persona_service.kernel.api import ApiError, Hints, NotFound, iso, new_id, utcnow
+from persona_service.kernel.api import ApiError, Hints, NotFound, Work, iso, new_id, utcnow
 from persona_service.orgs.api import OWNER, MemberDirectory
 from persona_service.scim.documents import canonical, parse_json, project
 from persona_service.scim.errors import bad_request, invalid_value, scim_error
 from persona_service.scim.records import Grant, GroupFields, ScimRecord, UserFields
 from persona_service.scim.repository import (
+    GroupRepository,
     MembershipRepository,
     ResourceRepository,
-    group_repository,
-    user_repository,
+    UserRepository,
 )
 from persona_service.scim.schemas import GROUPS, MAX_RESULTS, SEARCH_REQUEST, USERS, ResourceType, list_response
 
@@ -147,11 +145,11 @@ class Resources:
 
     rt: ResourceType
 
-    def __init__(self, conn: Connection, org_id: str, base: str, repo: ResourceRepository,
+    def __init__(self, work: Work, org_id: str, base: str, repo: ResourceRepository,
                  hints: Hints | None = None):
-        self.conn, self.org_id, self.base, self.repo, self.hints = conn, org_id, base, repo, hints
-        self.members = MembershipRepository(conn)
-        self.directory = MemberDirectory(conn)
+        self.work, self.org_id, self.base, self.repo, self.hints = work, org_id, base, repo, hints
+        self.members = work.of(MembershipRepository)
+        self.directory = MemberDirectory(work)
 
     # --- reading ------------------------------------------------------------------
 
@@ -284,8 +282,8 @@ def _display(doc: dict[str, Any]) -> str:
 class Users(Resources):
     rt = USERS
 
-    def __init__(self, conn: Connection, org_id: str, base: str, hints: Hints | None = None):
-        super().__init__(conn, org_id, base, user_repository(conn), hints)
+    def __init__(self, work: Work, org_id: str, base: str, hints: Hints | None = None):
+        super().__init__(work, org_id, base, work.of(UserRepository), hints)
 
     def render_many(self, rows: list[ScimRecord]) -> list[Rendered]:
         groups: dict[str, list[dict[str, str]]] = {}
@@ -334,7 +332,7 @@ class Users(Resources):
         user) is not locked yet: the savepoint gives the user back and the locks are taken again."""
         for _ in range(_RELOCKS):
             try:
-                with self.conn.begin_nested():  # (left by an exception: rolled back, its locks released)
+                with self.work.savepoint():  # (left by an exception: rolled back, its locks released)
                     groups = self.members.lock_groups_with(self.org_id, resource_id)
                     row = self.existing(resource_id, for_update=True)
                     if set(self.members.groups_with(self.org_id, resource_id)) <= groups:
@@ -347,7 +345,7 @@ class Users(Resources):
     def forget(self, row: ScimRecord) -> None:
         """Drop the user's SCIM record and every group membership (their
         membership of the organization is the orgs module's)."""
-        groups = group_repository(self.conn)
+        groups = self.work.of(GroupRepository)
         for group_id in self.members.groups_with(self.org_id, row.id):
             group = groups.get(self.org_id, group_id, for_update=True)
             if group is not None:
@@ -359,17 +357,17 @@ class Users(Resources):
         self.repo.delete(self.org_id, row.id)
 
 
-def lock_personal_data(conn: Connection, org_id: str, user_id: str) -> None:
+def lock_personal_data(work: Work, org_id: str, user_id: str) -> None:
     """Before a person's erasure locks their membership: their SCIM user, locked as its deletion locks it (the
     groups it is in, then the user). A group write takes its group, its members, then their memberships
     (`regrant`), so an erasure that took the membership first would meet it in a cycle."""
-    _locked_user(Users(conn, org_id, ""), user_id)
+    _locked_user(Users(work, org_id, ""), user_id)
 
 
-def erase_personal_data(conn: Connection, org_id: str, user_id: str) -> dict[str, int]:
+def erase_personal_data(work: Work, org_id: str, user_id: str) -> dict[str, int]:
     """Right to erasure: the SCIM record (the IdP's copy of the profile) goes too (its locks are held since
     `lock_personal_data`: taking them again finds the same groups)."""
-    users = Users(conn, org_id, "")
+    users = Users(work, org_id, "")
     row = _locked_user(users, user_id)
     if row is None:
         return {}
@@ -387,8 +385,8 @@ def _locked_user(users: Users, user_id: str) -> ScimRecord | None:
 class Groups(Resources):
     rt = GROUPS
 
-    def __init__(self, conn: Connection, org_id: str, base: str, hints: Hints | None = None):
-        super().__init__(conn, org_id, base, group_repository(conn), hints)
+    def __init__(self, work: Work, org_id: str, base: str, hints: Hints | None = None):
+        super().__init__(work, org_id, base, work.of(GroupRepository), hints)
 
     def _grant(self, doc: dict[str, Any]) -> Grant | None:
         """What the group's name maps to (see scim.proto), or None for a plain group."""
@@ -443,8 +441,8 @@ class Groups(Resources):
         self.regrant(before | after)
 
 
-def resources_for(kind: str, conn: Connection, org_id: str, base: str, hints: Hints | None = None) -> Resources:
-    return (Users if kind == "User" else Groups)(conn, org_id, base, hints)
+def resources_for(kind: str, work: Work, org_id: str, base: str, hints: Hints | None = None) -> Resources:
+    return (Users if kind == "User" else Groups)(work, org_id, base, hints)
 
 
 def not_supported(_: Any = None) -> ApiError:

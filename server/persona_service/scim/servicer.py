@@ -58,7 +58,7 @@ class ScimServicer:
         return public_url(self.deps) + BASE_PATH
 
     def _resources(self, kind: str, ctx: RequestContext) -> Resources:
-        return resources_for(kind, ctx.conn, ctx.caller.org_id, self._base(), self.deps.hints)
+        return resources_for(kind, ctx.work, ctx.caller.org_id, self._base(), self.deps.hints)
 
     @staticmethod
     def _answer(rendered: Rendered, ctx: RequestContext, created: bool = False) -> httpbody_pb2.HttpBody:
@@ -222,18 +222,18 @@ class ScimTokenServicer:
 
     def CreateScimToken(self, request: scim_pb2.CreateScimTokenRequest,
                         ctx: RequestContext) -> scim_pb2.CreateScimTokenResponse:
-        row, secret = ScimTokens(ctx.conn).create(ctx.caller, request.name)
+        row, secret = ScimTokens(ctx.work).create(ctx.caller, request.name)
         ctx.after_commit.append(lambda: self.deps.invalidate("cred:key:" + hash_secret(secret)))  # as a new API key
         return scim_pb2.CreateScimTokenResponse(token=scim_token(row), secret=secret)
 
     def ListScimTokens(self, request: scim_pb2.ListScimTokensRequest,
                        ctx: RequestContext) -> scim_pb2.ListScimTokensResponse:
-        rows, cursor = ScimTokens(ctx.conn, self.deps.cursors).list(ctx.caller, page_limit(request), request.cursor)
+        rows, cursor = ScimTokens(ctx.work, self.deps.cursors).list(ctx.caller, page_limit(request), request.cursor)
         return scim_pb2.ListScimTokensResponse(items=[scim_token(r) for r in rows], next_cursor=cursor)
 
     def RevokeScimToken(self, request: scim_pb2.RevokeScimTokenRequest,
                         ctx: RequestContext) -> scim_pb2.ScimToken:
-        row, secret_hash = ScimTokens(ctx.conn).revoke(ctx.caller, request.id)
+        row, secret_hash = ScimTokens(ctx.work).revoke(ctx.caller, request.id)
         if secret_hash is not None:
             ctx.after_commit.append(lambda: self.deps.invalidate("cred:key:" + secret_hash))
         return scim_token(row)

@@ -63,19 +63,19 @@ TEST_PING = "webhook.endpoint.test_ping"
 
 class WebhookRepository:
     def __init__(self, conn: Connection):
-        self.conn = conn
+        self._conn = conn
 
     # endpoints
 
     def create(self, new: NewEndpoint) -> EndpointRecord:
         stmt = insert(_endpoints).values(**row_columns(new)).returning(*_endpoints.c)
-        return record(EndpointRecord, self.conn.execute(stmt).mappings().one())
+        return record(EndpointRecord, self._conn.execute(stmt).mappings().one())
 
     def get(self, workspace_id: str, endpoint_id: str, *, for_update: bool = False) -> EndpointRecord | None:
         stmt = select(_endpoints).where(_endpoints.c.id == endpoint_id, _endpoints.c.workspace_id == workspace_id)
         if for_update:
             stmt = stmt.with_for_update()
-        return record_or_none(EndpointRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(EndpointRecord, self._conn.execute(stmt).mappings().first())
 
     def update(self, workspace_id: str, endpoint_id: str, changes: EndpointChanges, now: datetime) -> EndpointRecord:
         stmt = (
@@ -84,26 +84,26 @@ class WebhookRepository:
             .values(updated_at=now, **changed_columns(changes))
             .returning(*_endpoints.c)
         )
-        return record(EndpointRecord, self.conn.execute(stmt).mappings().one())
+        return record(EndpointRecord, self._conn.execute(stmt).mappings().one())
 
     def delete(self, workspace_id: str, endpoint_id: str) -> bool:
         stmt = delete(_endpoints).where(_endpoints.c.id == endpoint_id, _endpoints.c.workspace_id == workspace_id)
-        return self.conn.execute(stmt).rowcount > 0
+        return self._conn.execute(stmt).rowcount > 0
 
     def list_page(self, workspace_id: str, limit: int, after: tuple[datetime, str] | None) -> list[EndpointRecord]:
         stmt = select(_endpoints).where(_endpoints.c.workspace_id == workspace_id)
         if after is not None:
             stmt = stmt.where(tuple_(_endpoints.c.created_at, _endpoints.c.id) < tuple_(*after))
         stmt = stmt.order_by(_endpoints.c.created_at.desc(), _endpoints.c.id.desc()).limit(limit)
-        return records(EndpointRecord, self.conn.execute(stmt).mappings())
+        return records(EndpointRecord, self._conn.execute(stmt).mappings())
 
     def all_for_rotation(self) -> list[EndpointRecord]:
         """Every endpoint, locked for the rotation (concurrent rotations serialize)."""
         stmt = select(_endpoints).order_by(_endpoints.c.id).with_for_update()
-        return records(EndpointRecord, self.conn.execute(stmt).mappings())
+        return records(EndpointRecord, self._conn.execute(stmt).mappings())
 
     def rotate(self, endpoint_id: str, rotation: SecretRotation) -> None:
-        self.conn.execute(update(_endpoints).where(_endpoints.c.id == endpoint_id).values(**row_columns(rotation)))
+        self._conn.execute(update(_endpoints).where(_endpoints.c.id == endpoint_id).values(**row_columns(rotation)))
 
     # deliveries
 
@@ -116,7 +116,7 @@ class WebhookRepository:
         if after is not None:
             stmt = stmt.where(tuple_(_deliveries.c.created_at, _deliveries.c.id) < tuple_(*after))
         stmt = stmt.order_by(_deliveries.c.created_at.desc(), _deliveries.c.id.desc()).limit(limit)
-        return records(DeliveryRecord, self.conn.execute(stmt).mappings())
+        return records(DeliveryRecord, self._conn.execute(stmt).mappings())
 
     def attempts_for(self, delivery_ids: list[str]) -> dict[str, list[AttemptRecord]]:
         if not delivery_ids:
@@ -127,28 +127,28 @@ class WebhookRepository:
             .order_by(_attempts.c.delivery_id, _attempts.c.attempt)
         )
         result: dict[str, list[AttemptRecord]] = {}
-        for attempt in records(AttemptRecord, self.conn.execute(stmt).mappings()):
+        for attempt in records(AttemptRecord, self._conn.execute(stmt).mappings()):
             result.setdefault(attempt.delivery_id, []).append(attempt)
         return result
 
     def get_delivery(self, endpoint_id: str, delivery_id: str) -> DeliveryRecord | None:
         stmt = select(_deliveries).where(_deliveries.c.id == delivery_id, _deliveries.c.endpoint_id == endpoint_id)
-        return record_or_none(DeliveryRecord, self.conn.execute(stmt).mappings().first())
+        return record_or_none(DeliveryRecord, self._conn.execute(stmt).mappings().first())
 
     def add_delivery(self, new: NewDelivery) -> DeliveryRecord:
         stmt = insert(_deliveries).values(**row_columns(new)).returning(*_deliveries.c)
-        return record(DeliveryRecord, self.conn.execute(stmt).mappings().one())
+        return record(DeliveryRecord, self._conn.execute(stmt).mappings().one())
 
     def event_kept(self, event_id: str) -> bool:
         """Whether the event log still holds the event (it ages out: PERSONA_EVENT_RETENTION_DAYS)."""
-        return self.conn.execute(select(_events.c.id).where(_events.c.id == event_id).limit(1)).first() is not None
+        return self._conn.execute(select(_events.c.id).where(_events.c.id == event_id).limit(1)).first() is not None
 
 
 class DeliveryQueue:
     """The worker's SQL. Every method runs in the caller's transaction."""
 
     def __init__(self, conn: Connection):
-        self.conn = conn
+        self._conn = conn
 
     def lock_undispatched(self, limit: int) -> list[int]:
         """Undispatched events, oldest first, locked; other workers skip them."""
@@ -159,7 +159,7 @@ class DeliveryQueue:
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
-        return list(self.conn.execute(stmt).scalars())
+        return list(self._conn.execute(stmt).scalars())
 
     def subscribers(self, seqs: list[int]) -> list[Subscription]:
         """(event id, type, endpoint id) for every endpoint each event goes to:
@@ -179,7 +179,7 @@ class DeliveryQueue:
                 )
             )
         )
-        return records(Subscription, self.conn.execute(stmt).mappings())
+        return records(Subscription, self._conn.execute(stmt).mappings())
 
     # Whole batches as one statement each (arrays unnested server-side): one
     # round trip however many rows. A delivery's created_at is its event's occurred_at, so the unique
@@ -200,14 +200,14 @@ class DeliveryQueue:
         """A new pending delivery, due at `now`, per subscription (with the id
         at the same index); a repeat of an (endpoint, event) is ignored."""
         if subscriptions:
-            self.conn.execute(self._ADD_DELIVERIES, {
+            self._conn.execute(self._ADD_DELIVERIES, {
                 "now": now, "ids": delivery_ids, "endpoint_ids": [s.endpoint_id for s in subscriptions],
                 "event_ids": [s.event_id for s in subscriptions], "event_types": [s.event_type for s in subscriptions],
                 "occurred_ats": [s.occurred_at for s in subscriptions],
             })
 
     def mark_dispatched(self, seqs: list[int], now: datetime) -> None:
-        self.conn.execute(update(_events).where(_events.c.seq.in_(seqs)).values(dispatched_at=now))
+        self._conn.execute(update(_events).where(_events.c.seq.in_(seqs)).values(dispatched_at=now))
 
     def claim_due(self, now: datetime, limit: int) -> list[DueDelivery]:
         """Due pending deliveries with what sending needs, row-locked until the
@@ -228,7 +228,7 @@ class DeliveryQueue:
             .limit(limit)
             .with_for_update(of=d, skip_locked=True)
         )
-        return records(DueDelivery, self.conn.execute(stmt).mappings())
+        return records(DueDelivery, self._conn.execute(stmt).mappings())
 
     def next_due(self, now: datetime) -> datetime | None:
         """When the earliest delivery that is not yet due becomes due (what an
@@ -240,7 +240,7 @@ class DeliveryQueue:
             .where(_PENDING, d.c.next_attempt_at > now)
             .where(or_(w.c.enabled, d.c.event_type == TEST_PING))
         )
-        due: datetime | None = self.conn.execute(stmt).scalar_one()
+        due: datetime | None = self._conn.execute(stmt).scalar_one()
         return due
 
     _ADD_ATTEMPTS = text("""
@@ -265,7 +265,7 @@ class DeliveryQueue:
     def record(self, attempts: list[AttemptRecord], outcomes: list[DeliveryOutcome]) -> None:
         """Attempt rows, and each delivery's new state: one statement each."""
         if attempts:
-            self.conn.execute(self._ADD_ATTEMPTS, {
+            self._conn.execute(self._ADD_ATTEMPTS, {
                 "delivery_ids": [a.delivery_id for a in attempts], "attempts": [a.attempt for a in attempts],
                 "attempted_ats": [a.attempted_at for a in attempts],
                 "status_codes": [a.status_code for a in attempts], "latencies": [a.latency_ms for a in attempts],
@@ -273,7 +273,7 @@ class DeliveryQueue:
                 "successes": [a.success for a in attempts],
             })
         if outcomes:
-            self.conn.execute(self._UPDATE_DELIVERIES, {
+            self._conn.execute(self._UPDATE_DELIVERIES, {
                 "ids": [o.id for o in outcomes], "statuses": [o.status for o in outcomes],
                 "attempt_counts": [o.attempt_count for o in outcomes],
                 "next_attempt_ats": [o.next_attempt_at for o in outcomes],
@@ -283,4 +283,4 @@ class DeliveryQueue:
 
     def pending_count(self) -> int:
         stmt = select(func.count()).select_from(_deliveries).where(_PENDING)  # a gauge's sample: decides nothing
-        return self.conn.execute(stmt.execution_options(**{DECIDES_NOTHING: True})).scalar_one()
+        return self._conn.execute(stmt.execution_options(**{DECIDES_NOTHING: True})).scalar_one()

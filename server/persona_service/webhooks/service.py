@@ -16,8 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection
-
 from persona_service.kernel.api import (
     EVENT_TYPES,
     CursorCodec,
@@ -28,6 +26,7 @@ from persona_service.kernel.api import (
     StateConflict,
     ValidationFailed,
     Violation,
+    Work,
     keyset_page,
     new_id,
     utcnow,
@@ -198,10 +197,10 @@ class RotationResult:
 # --- the service ---------------------------------------------------------------------
 
 class WebhookService:
-    def __init__(self, conn: Connection, cursors: CursorCodec | None = None, box: SecretBox | None = None, *,
+    def __init__(self, work: Work, cursors: CursorCodec | None = None, box: SecretBox | None = None, *,
                  allow_private: bool = False, resolve: Resolver = resolve_host) -> None:
-        self.conn = conn
-        self.repo = WebhookRepository(conn)
+        self.work = work
+        self.repo = work.of(WebhookRepository)
         self.cursors = cursors
         self._box = box
         self.allow_private = allow_private
@@ -272,7 +271,7 @@ class WebhookService:
     def ping(self, principal: Principal, endpoint_id: str) -> str:
         """A test ping through the outbox; the fan-out routes it to this endpoint only."""
         self.get(principal, endpoint_id, for_update=True)
-        return Outbox(self.conn).emit(TEST_PING, principal.org_id, principal.workspace_id, {"endpointId": endpoint_id})
+        return Outbox(self.work).emit(TEST_PING, principal.org_id, principal.workspace_id, {"endpointId": endpoint_id})
 
     # deliveries
 

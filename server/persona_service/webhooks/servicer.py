@@ -39,7 +39,7 @@ class WebhookServicer:
 
     def _service(self, ctx: RequestContext) -> WebhookService:
         return WebhookService(
-            ctx.conn, self.deps.cursors, self.deps.secret_box, allow_private=self.allow_private
+            ctx.work, self.deps.cursors, self.deps.secret_box, allow_private=self.allow_private
         )
 
     def CreateWebhookEndpoint(self, request: webhooks_pb2.CreateWebhookEndpointRequest,

@@ -196,9 +196,10 @@ def through_anothers_repository(repository):
 
 
 def through_a_read_port(conn):
+    from persona_service.kernel.api import Work
     from persona_service.personas.api import PersonaDirectory
 
-    return PersonaDirectory(conn).existing(["persona_planted"])
+    return PersonaDirectory(Work.on(conn)).existing(["persona_planted"])
 
 
 def handed_to_the_export_port(conn):
@@ -794,7 +795,7 @@ def test_a_servicer_committing_a_connection_it_is_handed_is_refused(planted, gua
 
 
 def test_a_servicer_taking_a_connection_beside_its_calls_is_refused(planted, unit_of_work):
-    """`ctx.conn.engine.connect()`: a read outside the call's unit of work (its snapshot, its locks, its serial
+    """`conn.engine.connect()` on a connection a servicer got hold of: a read outside the call's unit of work (its snapshot, its locks, its serial
     order), however the engine was reached."""
     with pytest.raises(BoundaryViolation, match=r"\(servicer\) took a connection of its own from the pool"):
         planted["chat/planted_servicer"].reads_on_a_connection_beside_its_call(unit_of_work.conn)

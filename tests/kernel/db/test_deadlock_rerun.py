@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from google.protobuf import empty_pb2
 from persona.v1 import options_pb2
 from persona_service.kernel.data.uow import UnitOfWork
-from persona_service.kernel.transport.context import RequestContext
+from persona_service.kernel.transport.context import RequestContext, unit_of_work
 from persona_service.kernel.transport.policy import MethodMeta
 from persona_service.kernel.transport.stages import compose
 from persona_service.kernel.transport.stages.call import Call
@@ -38,7 +38,7 @@ def test_both_sides_of_a_deadlock_succeed_and_each_commits_once(stack):
     def operation(name: str, first: int, second: int):
         def run(call: Call):
             runs[name] += 1
-            conn = call.ctx.conn
+            conn = unit_of_work(call.ctx).conn
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": first})
             if runs[name] == 1:
                 barrier.wait()  # both hold their first lock: each now waits for the other's
@@ -61,7 +61,7 @@ def test_both_sides_of_a_deadlock_succeed_and_each_commits_once(stack):
             try:
                 return chain(Call(ctx, {}, meta, empty_pb2.Empty(), SimpleNamespace(is_active=lambda: True)))
             finally:
-                ctx.uow.close()
+                unit_of_work(ctx).close()
 
         with ThreadPoolExecutor(2) as pool:
             answers = [pool.submit(call, "a", FIRST, SECOND), pool.submit(call, "b", SECOND, FIRST)]

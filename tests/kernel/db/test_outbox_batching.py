@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 
 from persona_service.kernel.data import prepared
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.transport.outbox import Outbox
 from sqlalchemy import event, text
 
@@ -36,7 +37,7 @@ def inserts_into_events(engine):
 
 
 def emit(conn, tenant, n: int) -> str:
-    return Outbox(conn).emit("persona.updated", tenant.org_id, tenant.workspace_id, {"personaId": f"p{n}"})
+    return Outbox(Work.on(conn)).emit("persona.updated", tenant.org_id, tenant.workspace_id, {"personaId": f"p{n}"})
 
 
 def stored(engine, ids: list[str]) -> list[str]:
@@ -87,7 +88,7 @@ def test_events_written_before_a_savepoints_rollback_go_with_it(engine, tenant):
         before = emit(conn, tenant, 0)
         nested = conn.begin_nested()
         flushed = emit(conn, tenant, 1)
-        Outbox(conn).flush()
+        Outbox(Work.on(conn)).flush()
         held = emit(conn, tenant, 2)
         nested.rollback()
     assert stored(engine, [before, flushed, held]) == [before]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 
 from persona_service.kernel.data.quota_repository import QuotaRepository
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.transport.audit import AuditEntry, AuditLog
 from sqlalchemy import event, text
 
@@ -18,7 +19,7 @@ def test_the_audit_entry_and_the_quota_draw_are_prepared_and_committed(engine, t
     statements: list[str] = []
     with engine.connect() as conn:  # no transaction begun: the INSERT is the connection's first statement
         event.listen(conn, "before_cursor_execute", lambda *args: statements.append(args[2]))
-        AuditLog(conn).record(AuditEntry(action="persona.create", outcome="success", status=200,
+        AuditLog(Work.on(conn)).record(AuditEntry(action="persona.create", outcome="success", status=200,
                                          request_id=request_id, client_ip="127.0.0.1", org_id=tenant.org_id,
                                          workspace_id=tenant.workspace_id, resource_type="persona",
                                          resource_id="persona_x", details=details))

@@ -22,7 +22,7 @@ from persona_service.kernel.data.uow import UnitOfWork
 from persona_service.kernel.errors import Unauthorized
 from persona_service.kernel.principal import SCOPES, Principal
 from persona_service.kernel.transport.auth import Authenticator, CredentialCache
-from persona_service.kernel.transport.context import RequestContext
+from persona_service.kernel.transport.context import RequestContext, unit_of_work
 from persona_service.kernel.transport.policy import MethodMeta, find_services, method_table
 from persona_service.kernel.transport.stages import build, compose
 from persona_service.kernel.transport.stages.call import Call, Stage
@@ -74,7 +74,7 @@ def _run(engine, call: Call, operation, planted: Stage | None = None) -> None:
         with pytest.raises(Done):
             compose(stages, operation)(call)
     finally:
-        call.ctx.uow.close()
+        unit_of_work(call.ctx).close()
 
 
 def _held_by_another(engine, org_id: str, user_id: str) -> bool:
@@ -96,7 +96,7 @@ def test_a_writes_operation_runs_with_its_callers_membership_held(guarded, tenan
     seen: list[bool] = []
 
     def operation(call: Call) -> None:
-        call.ctx.conn.execute(text("SELECT 1"))  # the service's first statement: after the hold, so the guard passes
+        unit_of_work(call.ctx).conn.execute(text("SELECT 1"))  # the service's first statement: after the hold, so the guard passes
         seen.append(_held_by_another(guarded, member.org_id, member.user_id))
         raise Done
 
@@ -111,7 +111,7 @@ def test_a_caller_no_longer_a_member_is_refused_before_the_operation_runs(guarde
     ran: list[bool] = []
     with pytest.raises(Unauthorized):
         compose(_tail(guarded, call), lambda call: ran.append(True))(call)
-    call.ctx.uow.close()
+    unit_of_work(call.ctx).close()
     assert ran == []
 
 
@@ -119,7 +119,7 @@ class Planted(Stage):
     """A stage that runs a statement in the unit of work before the hold (the violation the guard exists for)."""
 
     def __call__(self, call: Call) -> object:
-        call.ctx.conn.execute(text("SELECT 1"))
+        unit_of_work(call.ctx).conn.execute(text("SELECT 1"))
         return self.then(call)
 
 
@@ -129,7 +129,7 @@ def test_a_statement_planted_before_the_hold_is_refused(guarded, tenants):
     commit, *rest = _tail(guarded, call)
     with pytest.raises(LockOrderViolation, match="before the caller's membership hold"):
         compose([commit, Planted(), *rest], lambda call: None)(call)
-    call.ctx.uow.close()
+    unit_of_work(call.ctx).close()
 
 
 def test_a_hold_left_out_is_refused_at_the_operations_first_statement(guarded, tenants):
@@ -137,8 +137,8 @@ def test_a_hold_left_out_is_refused_at_the_operations_first_statement(guarded, t
     call = _call(guarded, _principal(member.org_id, member.user_id, member.workspace_id))
     commit, *_ = _tail(guarded, call)  # Commit marks the hold due; no HoldCaller follows
     with pytest.raises(LockOrderViolation, match="before the caller's membership hold"):
-        compose([commit], lambda call: call.ctx.conn.execute(text("SELECT 1")))(call)
-    call.ctx.uow.close()
+        compose([commit], lambda call: unit_of_work(call.ctx).conn.execute(text("SELECT 1")))(call)
+    unit_of_work(call.ctx).close()
 
 
 class RecordsAQuotaWindow(Stage):
@@ -147,7 +147,7 @@ class RecordsAQuotaWindow(Stage):
 
     def __call__(self, call: Call) -> object:
         start, end = datetime(2031, 1, 1, tzinfo=UTC), datetime(2031, 2, 1, tzinfo=UTC)
-        QuotaRepository(call.ctx.conn).counts_since(call.ctx.caller.org_id, start, end, start + timedelta(days=9))
+        QuotaRepository(unit_of_work(call.ctx).conn).counts_since(call.ctx.caller.org_id, start, end, start + timedelta(days=9))
         return self.then(call)
 
 
@@ -176,7 +176,7 @@ def test_the_quota_window_recorded_before_the_operation_is_not_held_through_it(g
                      _window_locked_by_another(guarded, member.org_id)))
         # A root locked by a Prepared statement (past SQLAlchemy) counts for what follows: the unit of work began
         # after the commit, not at SQLAlchemy's next statement (which would have reset what the guard saw).
-        repo = ChatSessionRepository(call.ctx.conn)
+        repo = ChatSessionRepository(unit_of_work(call.ctx).conn)
         repo.lock(member.workspace_id, "chat_session_00000000000000000000000000")
         repo.last_ordinal("chat_session_00000000000000000000000000")
         raise Done
@@ -186,7 +186,7 @@ def test_the_quota_window_recorded_before_the_operation_is_not_held_through_it(g
         with pytest.raises(Done):
             compose([RecordsAQuotaWindow(), commit, *rest], operation)(call)
     finally:
-        call.ctx.uow.close()
+        unit_of_work(call.ctx).close()
     assert seen == [(True, False)]
     with guarded.begin() as conn:  # the window was recorded (committed), and is the test's only
         assert conn.execute(text("DELETE FROM quota_windows WHERE org_id = :o"), {"o": member.org_id}).rowcount == 1
@@ -212,7 +212,7 @@ def test_a_write_ordering_its_own_member_locks_is_not_held(guarded, tenants):
     seen: list[bool] = []
 
     def operation(call: Call) -> None:
-        call.ctx.conn.execute(text("SELECT 1"))
+        unit_of_work(call.ctx).conn.execute(text("SELECT 1"))
         seen.append(_held_by_another(guarded, member.org_id, member.user_id))
         raise Done
 

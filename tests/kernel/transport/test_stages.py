@@ -21,7 +21,7 @@ from persona_service.kernel.errors import (
     ValidationFailed,
 )
 from persona_service.kernel.principal import Principal
-from persona_service.kernel.transport.context import RequestContext
+from persona_service.kernel.transport.context import RequestContext, unit_of_work
 from persona_service.kernel.transport.fair import FairExecutor, weight_of
 from persona_service.kernel.transport.idempotency import Claim, Replay
 from persona_service.kernel.transport.limits.limiter import Admission
@@ -259,7 +259,7 @@ def test_resume_follows_the_named_run_instead_of_going_on():
     following = run(Resume(runs), call)
     assert isinstance(following, Following) and following.run is None and following.run_id == "run_1"
     assert resumed[0][1].org_id == "org_1" and resumed[0][2] == PATH
-    assert not called(call) and call.ctx.uow.events == ["close"]  # following needs no database
+    assert not called(call) and unit_of_work(call.ctx).events == ["close"]  # following needs no database
 
 
 def test_commit_runs_the_operation_then_commits_and_answers_with_the_declared_status():
@@ -268,7 +268,7 @@ def test_commit_runs_the_operation_then_commits_and_answers_with_the_declared_st
     call.ctx.after_commit.append(lambda: hooks.append("hook"))
     response = run(Commit(None, None, None), call, lambda call: empty_pb2.Empty())
     assert response == empty_pb2.Empty() and call.reached_operation and call.succeeded
-    assert call.ctx.uow.events == ["commit"] and hooks == ["hook"]
+    assert unit_of_work(call.ctx).events == ["commit"] and hooks == ["hook"]
     assert (STATUS_CARRIER, "201") in call.ctx.headers
 
 
@@ -279,7 +279,7 @@ def test_a_failing_operation_commits_nothing():
     call = make_call()
     with pytest.raises(NotFound):
         run(Commit(None, None, None), call, fails)
-    assert call.reached_operation and not call.succeeded and call.ctx.uow.events == []
+    assert call.reached_operation and not call.succeeded and unit_of_work(call.ctx).events == []
 
 
 def _aborted(sqlstate_error: type) -> Exception:
@@ -301,7 +301,7 @@ def test_an_operation_postgresql_aborted_runs_again_from_the_answer_it_started_w
     call = make_call()
     call.ctx.headers.append(("x-limit", "before"))
     run(Commit(None, None, None), call, deadlocks_once)
-    assert len(attempts) == 2 and call.succeeded and call.ctx.uow.events == ["close", "commit"]
+    assert len(attempts) == 2 and call.succeeded and unit_of_work(call.ctx).events == ["close", "commit"]
     assert [h for h in call.ctx.headers if h[0] in ("x-limit", "x-attempt")] == [("x-limit", "before"),
                                                                                   ("x-attempt", "2")]
     assert call.ctx.http_headers == [("etag", "v2")] and len(call.ctx.after_commit) == 1

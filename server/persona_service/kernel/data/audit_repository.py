@@ -11,6 +11,7 @@ from persona_service.kernel.data.personal_data import Batches, Subject, export_b
 from persona_service.kernel.data.prepared import PreparedInsert
 from persona_service.kernel.data.records import records
 from persona_service.kernel.data.tables import AuditEvent
+from persona_service.kernel.data.work import Work, connection_of
 
 _events = table_of(AuditEvent)
 # Every audited call's entry (issue 50): compiled once, run without SQLAlchemy's per-execution layers.
@@ -92,18 +93,18 @@ class AuditRepository:
         return records(AuditRecord, self.conn.execute(stmt).mappings())
 
 
-def audit_events(conn: Connection, subject: Subject) -> dict[str, Batches]:
+def audit_events(work: Work, subject: Subject) -> dict[str, Batches]:
     """The kernel's own part of a privacy export: audit events about what the user did
     (here, not in personal_data.py, which this module uses: no import loop)."""
-    return {"audit_events": AuditRepository(conn).by_actor(subject.org_id, subject.user_id)}
+    return {"audit_events": AuditRepository(connection_of(work)()).by_actor(subject.org_id, subject.user_id)}
 
 
-def created_resources(conn: Connection, subject: Subject, action: str) -> list[str]:
+def created_resources(work: Work, subject: Subject, action: str) -> list[str]:
     """Ids of resources the user created (from the audit log: creation RPCs are audited)."""
-    return AuditRepository(conn).created_by(subject.org_id, subject.user_id, action)
+    return AuditRepository(connection_of(work)()).created_by(subject.org_id, subject.user_id, action)
 
 
-def credentials_used(conn: Connection, subject: Subject, action: str) -> list[str]:
+def credentials_used(work: Work, subject: Subject, action: str) -> list[str]:
     """The credentials the user called `action` with (from the audit log, which names every call's credential): what
     a module keeps per credential of theirs (an OpenAI-compatible completion's session) is theirs too."""
-    return AuditRepository(conn).credentials_of(subject.org_id, subject.user_id, action)
+    return AuditRepository(connection_of(work)()).credentials_of(subject.org_id, subject.user_id, action)

@@ -18,7 +18,7 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
   owner's, another domain's code there must have called what the owner's api.py exports (or a port its
   module.py declares; the kernel between them is a door too), not its repository reached through an object.
 - A connection taken from any engine's pool by a domain's file that is not a job, command, module.py or migration
-  (a servicer's `ctx.conn.engine.connect()`: a read outside its call's unit of work); the unit of work and
+  (a repository's `self._conn.engine.connect()`: a read outside its call's unit of work); the unit of work and
   `read_apart` take theirs in the kernel.
 - A statement on a table sent by a domain file that is not where SQL lives: the innermost frame of the package at
   the driver is a domain's repository, tables or migration, or the kernel (its helpers a service calls, the

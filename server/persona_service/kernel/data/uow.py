@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine
 
 from persona_service.kernel.data import read_cache
 from persona_service.kernel.data.outages import connection_lost
+from persona_service.kernel.data.work import Work
 
 
 class UnitOfWork:
@@ -23,6 +24,8 @@ class UnitOfWork:
         self._engine = engine
         self._read_only = read_only
         self._conn: Connection | None = None
+        # What the call's services are handed: its repositories and records, never `conn` (kernel.data.work).
+        self.work = Work(lambda: self.conn)
 
     @property
     def conn(self) -> Connection:
@@ -73,7 +76,7 @@ class UnitOfWork:
                 conn.invalidate()
 
 
-def in_batches(engine: Engine, step: Callable[[Connection], int], size: int) -> list[int]:
+def in_batches(engine: Engine, step: Callable[[Work], int], size: int) -> list[int]:
     """Run `step` (one batch: it handles at most `size` things and says how
     many), each run in a transaction of its own, until a batch comes back
     short; how many each handled. Bulk maintenance (the retention purge)
@@ -82,6 +85,6 @@ def in_batches(engine: Engine, step: Callable[[Connection], int], size: int) -> 
     done: list[int] = []
     while True:
         with engine.begin() as conn:
-            done.append(step(conn))
+            done.append(step(Work.on(conn)))
         if done[-1] < size:
             return done

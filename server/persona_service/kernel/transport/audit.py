@@ -9,10 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import Connection
-
 from persona_service.kernel import ids
 from persona_service.kernel.data.audit_repository import FILTERS, AuditRecord, AuditRepository
+from persona_service.kernel.data.work import Work, connection_of
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.transport.access import log_workspace
 from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
@@ -52,8 +51,8 @@ def action_name(method_name: str, resource_type: str) -> str:
 
 
 class AuditLog:
-    def __init__(self, conn: Connection, cursors: CursorCodec | None = None) -> None:
-        self.repo = AuditRepository(conn)
+    def __init__(self, work: Work, cursors: CursorCodec | None = None) -> None:
+        self.repo = AuditRepository(connection_of(work)())
         self.cursors = cursors
 
     def record(self, entry: AuditEntry) -> None:

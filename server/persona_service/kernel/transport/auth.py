@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from sqlalchemy import Connection
 
 from persona_service.kernel.clock import utcnow
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.errors import Forbidden, Unauthorized
 from persona_service.kernel.principal import Principal, session_scopes, with_implied
 
@@ -70,14 +71,14 @@ class CredentialStore(Protocol):
     # Bearer prefixes of the credentials it finds by secret hash (its kinds of keys).
     key_prefixes: tuple[str, ...]
 
-    def find_key(self, conn: Connection, secret_hash: str) -> KeyCredential | None: ...
+    def find_key(self, work: Work, secret_hash: str) -> KeyCredential | None: ...
 
-    def find_member(self, conn: Connection, org_id: str, user_id: str, workspace_id: str) -> MemberCredential | None:
+    def find_member(self, work: Work, org_id: str, user_id: str, workspace_id: str) -> MemberCredential | None:
         """The membership, if the user belongs to the org and the workspace is the org's."""
         ...
 
-    def hold_member(self, conn: Connection, org_id: str, user_id: str) -> bool:
-        """Hold the user's membership (`FOR SHARE`) until `conn`'s transaction ends; False: they are no member."""
+    def hold_member(self, work: Work, org_id: str, user_id: str) -> bool:
+        """Hold the user's membership (`FOR SHARE`) until `work`'s transaction ends; False: they are no member."""
         ...
 
 
@@ -201,7 +202,7 @@ class Authenticator:
         return principal
 
     def _load_key(self, secret_hash: str, conn: Connection) -> Principal:
-        key = self._credentials().find_key(conn, secret_hash)
+        key = self._credentials().find_key(Work.on(conn), secret_hash)
         if key is None:
             raise Unauthorized("The API key is invalid or has been revoked.")
         principal = Principal(
@@ -227,7 +228,7 @@ class Authenticator:
         """Hold the caller's membership (an API key's creator's) in `conn`'s transaction: their erasure locks it
         before it revokes their keys and erases their data, so the transaction runs wholly before the erasure or
         is refused after it, as the caller's next call would be (stages.hold)."""
-        if not self._credentials().hold_member(conn, principal.org_id, principal.user_id):
+        if not self._credentials().hold_member(Work.on(conn), principal.org_id, principal.user_id):
             err = Unauthorized("The caller is no longer a member of the organization: their data was erased.")
             err.principal = principal  # for the audit log only; never rendered
             raise err
@@ -254,7 +255,7 @@ class Authenticator:
             raise Unauthorized("The session token is invalid.") from None
 
     def _load_session(self, claims: dict[str, Any], conn: Connection) -> Principal:
-        member = self._credentials().find_member(conn, claims["org"], claims["sub"], claims["ws"])
+        member = self._credentials().find_member(Work.on(conn), claims["org"], claims["sub"], claims["ws"])
         if member is None:
             raise Unauthorized("The session token's user is not a member of its organization.")
         return Principal(

@@ -7,14 +7,14 @@ argument, never from ambient state (`ambient_reads` in tests/test_architecture.p
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from persona_service.kernel.data.uow import UnitOfWork
 from persona_service.kernel.principal import Principal
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from persona_service.kernel.data.work import Work
 
 T = TypeVar("T")
 
@@ -57,7 +57,9 @@ class NoRun:
 class RequestContext:
     request_id: str
     method: str
-    uow: UnitOfWork
+    # The call's unit of work: kept private (`_uow`; the kernel's stages reach it by `unit_of_work`), so that what a
+    # servicer is handed of it is `work`, its repositories, never its connection (kernel.data.work).
+    uow: InitVar[UnitOfWork]
     client_ip: str | None
     principal: Principal | None = None
     # time.perf_counter() when the call arrived (latency metrics).
@@ -95,9 +97,14 @@ class RequestContext:
             self.status = status
         self.http_headers += [(name.replace("_", "-").lower(), value) for name, value in headers.items()]
 
+    def __post_init__(self, uow: UnitOfWork) -> None:
+        self._uow = uow
+
     @property
-    def conn(self) -> Connection:
-        return self.uow.conn
+    def work(self) -> Work:
+        """The call's unit of work as its services take it: repositories bound to it, never its connection
+        (kernel.data.work)."""
+        return self._uow.work
 
     @property
     def caller(self) -> Principal:
@@ -105,3 +112,14 @@ class RequestContext:
         if self.principal is None:
             raise RuntimeError("no authenticated principal in this request context")
         return self.principal
+
+
+def unit_of_work(ctx: RequestContext) -> UnitOfWork:
+    """The call's unit of work, for the kernel's stages (its connection, commit, close); not in the door: a servicer
+    holds `ctx.work`."""
+    return ctx._uow
+
+
+def reroute(ctx: RequestContext, uow: UnitOfWork) -> None:
+    """The call's unit of work from now on (the replica stage's: a read routed to a replica)."""
+    ctx._uow = uow

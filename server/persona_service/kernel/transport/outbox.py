@@ -8,11 +8,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from persona.v1 import events_pb2  # noqa: F401 - registers EventType in the descriptor pool
-from sqlalchemy import Connection
 
 from persona_service.kernel import ids
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.data.outbox_repository import EventRecord, EventRepository
+from persona_service.kernel.data.work import Work, connection_of
 from persona_service.kernel.errors import NotFound
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.transport.access import log_workspace
@@ -56,8 +56,8 @@ EVENT_CLOCK = EventClock()
 
 
 class Outbox:
-    def __init__(self, conn: Connection, cursors: CursorCodec | None = None) -> None:
-        self.repo = EventRepository(conn)
+    def __init__(self, work: Work, cursors: CursorCodec | None = None) -> None:
+        self.repo = EventRepository(connection_of(work)())
         self.cursors = cursors
 
     def emit(self, type_: str, org_id: str, workspace_id: str, data: dict[str, Any]) -> str:

@@ -32,6 +32,7 @@ from persona_service.kernel.errors import ApiError, ServiceUnavailable
 from persona_service.kernel.principal import principal_from_json, principal_json
 from persona_service.kernel.transport import context as request_context
 from persona_service.kernel.transport import initial_metadata, sse
+from persona_service.kernel.transport.context import unit_of_work
 from persona_service.kernel.transport.convert import text_metadata
 from persona_service.kernel.transport.fair import FairExecutor, Turn, turn_of, weight_of
 from persona_service.kernel.transport.limits.limiter import Admission
@@ -160,7 +161,7 @@ class RequestPipeline(grpc.ServerInterceptor):
             else:  # a runner runs it (process.runner), and ends the call's admission with it
                 run = self.app.runs.submit(run_owner(call), meta.path, weight_of(call.ctx.caller.plan),
                                            {**_revivable(call, request), "admission": asdict(call.admission)})
-                call.ctx.uow.close()  # following needs no database
+                unit_of_work(call.ctx).close()  # following needs no database
                 call.admission = Admission()
             frames, outcome = self.app.runs.follow(run, 0, context.is_active)
             return Following(run, frames, outcome, run.id)
@@ -247,15 +248,15 @@ class RequestPipeline(grpc.ServerInterceptor):
             log_outcome(call.ctx, 200)
             return Outcome("completed")
         except RunLost:  # it cannot go on from what its clients saw: nothing of it commits
-            call.ctx.uow.close()
+            unit_of_work(call.ctx).close()
             return Outcome("lost")
         except Exception as exc:  # noqa: BLE001 - settled, then told to the followers
             if run.abandoned:  # another process goes on with the run: roll back, settle nothing
-                call.ctx.uow.close()
+                unit_of_work(call.ctx).close()
                 call.continues_elsewhere = True
                 return Outcome("abandoned")
             if connection_lost(exc):  # a database restart: the run goes on once it is back (kernel.transport.runs)
-                call.ctx.uow.close()
+                unit_of_work(call.ctx).close()
                 resumed = self.app.runs.after_outage(run)
                 if resumed is not None:
                     call.continues_elsewhere = True

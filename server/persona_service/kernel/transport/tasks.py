@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from persona_service.kernel import metrics
 from persona_service.kernel.data import outages as database
 from persona_service.kernel.data.tasks_repository import TaskRecord, TaskRepository, notify
+from persona_service.kernel.data.work import Work, connection_of
 from persona_service.kernel.logs import Throttled
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection, Engine
+    from sqlalchemy import Engine
 
 
 log = logging.getLogger("persona_service.tasks")
@@ -63,10 +64,10 @@ class TaskKind(Generic[R]):
     paused: Callable[[], bool] = lambda: False
 
 
-def enqueue(conn: Connection, kind: str, org_id: str, subject_id: str = "",
+def enqueue(work: Work, kind: str, org_id: str, subject_id: str = "",
             payload: dict[str, Any] | None = None) -> str:
     """A task that runs once this unit of work commits (and never if it rolls back)."""
-    task_id = "task_" + uuid.uuid4().hex
+    task_id, conn = "task_" + uuid.uuid4().hex, connection_of(work)()
     TaskRepository(conn).add(id=task_id, kind=kind, org_id=org_id, subject_id=subject_id, payload=payload or {})
     notify(conn, TASKS_CHANNEL)
     return task_id

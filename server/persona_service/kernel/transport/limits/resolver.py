@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection, Engine
 
 from persona_service.kernel.data.quota_repository import QuotaRepository
+from persona_service.kernel.data.work import Work
 from persona_service.kernel.ports import LimitOverrides, UsagePeriod
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.transport.limits.plans import PLAN_LIMITS, Limits, Quota
@@ -47,7 +48,7 @@ class LimitsResolver:
     def __init__(self, engine: Engine, overrides: LimitOverrides | None = None, ceiling: float | None = None,
                  usage_period: UsagePeriod | None = None) -> None:
         self.engine = engine
-        # The limit-overrides port (Module.limit_overrides): (conn, org id) -> overrides.
+        # The limit-overrides port (Module.limit_overrides): (work, org id) -> overrides.
         self.overrides = overrides
         # PERSONA_LIMIT_OVERRIDE_CEILING: overrides beyond it apply at the maximum.
         self.ceiling = ceiling
@@ -67,10 +68,10 @@ class LimitsResolver:
         if hit is not None and hit[0] > time.monotonic():
             return hit[1]
         if conn is not None:
-            limits = base.with_overrides(self.overrides(conn(), principal.org_id), self.ceiling)
+            limits = base.with_overrides(self.overrides(Work.on(conn()), principal.org_id), self.ceiling)
         else:
             with self.engine.connect() as own:
-                limits = base.with_overrides(self.overrides(own, principal.org_id), self.ceiling)
+                limits = base.with_overrides(self.overrides(Work.on(own), principal.org_id), self.ceiling)
         self.cached.limits[principal.org_id] = (time.monotonic() + CACHE_SECONDS, limits)
         return limits
 
@@ -97,7 +98,7 @@ class LimitsResolver:
         if hit is not None and hit[0] > now:
             return hit[1], hit[2]
         moment = datetime.fromtimestamp(now, UTC)
-        found = None if self.usage_period is None else self.usage_period(conn(), org_id, moment)
+        found = None if self.usage_period is None else self.usage_period(Work.on(conn()), org_id, moment)
         start, end = found if found is not None else Quota.calendar_month(0, moment).bounds
         since = QuotaRepository(conn()).counts_since(org_id, start, end, moment)
         period = None if found is None else (int(start.timestamp()), int(end.timestamp()))

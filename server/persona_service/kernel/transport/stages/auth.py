@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from persona_service.kernel.errors import Unauthorized
+from persona_service.kernel.transport.context import unit_of_work
 from persona_service.kernel.transport.stages.call import EDGE_MARK, LOG_CARRIER, Call, Stage
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ class Authenticate(Stage):
     def __call__(self, call: Call) -> Any:
         ctx = call.ctx
         try:
-            principal = self.authenticator.authenticate(call.metadata.get("authorization"), lambda: ctx.conn)
+            principal = self.authenticator.authenticate(call.metadata.get("authorization"), lambda: unit_of_work(ctx).conn)
         except Unauthorized:
             # Failed credentials are limited per client address, and carry the headers too.
             ctx.headers += self.limiter.admit_anonymous(ctx.client_ip).headers

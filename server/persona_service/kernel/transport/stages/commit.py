@@ -16,6 +16,7 @@ from persona_service.kernel import metrics
 from persona_service.kernel.data.outages import must_run_again
 from persona_service.kernel.data.quota_repository import QuotaRepository
 from persona_service.kernel.transport.audit import AuditEntry, AuditLog
+from persona_service.kernel.transport.context import unit_of_work
 from persona_service.kernel.transport.limits.limiter import GENERATIONS
 from persona_service.kernel.transport.stages.call import Call, Stage
 from persona_service.kernel.transport.stages.hold import due
@@ -76,7 +77,7 @@ class Commit(Stage):
                 log.warning("%s aborted by the database (%s); running it again [request_id=%s attempt=%d]",
                             call.meta.path, type(orig).__name__, call.ctx.request_id, attempt)
                 metrics.RERUNS.labels(call.meta.path, getattr(orig, "sqlstate", None) or "").inc()
-                call.ctx.uow.close()  # rolls back; the next use begins afresh
+                unit_of_work(call.ctx).close()  # rolls back; the next use begins afresh
                 before.restore(call.ctx)
                 time.sleep(random.uniform(0, RERUN_PAUSE_SECONDS * attempt))  # noqa: S311 - jitter, not a secret
         if call.ctx.finish is not None:
@@ -86,14 +87,14 @@ class Commit(Stage):
     def complete(self, call: Call, request: Message, response: Message | None) -> None:
         ctx, meta = call.ctx, call.meta
         if meta.audited:
-            AuditLog(ctx.conn).record(audit_entry(ctx, meta, "success", 200, request=request, response=response))
+            AuditLog(ctx.work).record(audit_entry(ctx, meta, "success", 200, request=request, response=response))
         if call.run is not None:
-            self.runs.seal(ctx.conn, call.run, "completed")
+            self.runs.seal(unit_of_work(ctx).conn, call.run, "completed")
         if meta.policy.generation:  # the quota's durable count, which rebuilds its Redis counter
-            QuotaRepository(ctx.conn).draw(ctx.caller.org_id, GENERATIONS)
+            QuotaRepository(unit_of_work(ctx).conn).draw(ctx.caller.org_id, GENERATIONS)
         if call.claim is not None and response is not None:  # a claim is a unary call's: it has its response
-            self.idempotency.complete(ctx.conn, call.claim, response.SerializeToString(), replayable(ctx.headers))
-        ctx.uow.commit()
+            self.idempotency.complete(unit_of_work(ctx).conn, call.claim, response.SerializeToString(), replayable(ctx.headers))
+        unit_of_work(ctx).commit()
         call.committed_claim, call.claim = call.claim, None
         call.succeeded = True
         for hook in ctx.after_commit:
@@ -126,8 +127,8 @@ class Commit(Stage):
         ctx = call.ctx
         try:
             if call.run is not None:
-                self.runs.seal(ctx.conn, call.run, "failed")
-            ctx.uow.commit()
+                self.runs.seal(unit_of_work(ctx).conn, call.run, "failed")
+            unit_of_work(ctx).commit()
         except Exception:  # noqa: BLE001 - the caller still gets its error
             log.exception("could not commit the outcome of %s [request_id=%s]", err.code, ctx.request_id)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from persona_service.kernel.data.aggregates import expect_hold, holding
+from persona_service.kernel.transport.context import unit_of_work
 from persona_service.kernel.transport.stages.call import Call, Stage
 
 if TYPE_CHECKING:
@@ -30,14 +31,14 @@ def due(call: Call) -> None:
     cache miss) is committed first: it holds nothing past here, and the hold is the unit of work's first statement
     (docs/concurrency.md "The caller's membership, first")."""
     if needed(call):
-        call.ctx.uow.begin_again()  # (nothing to do when no stage opened the connection)
-        expect_hold(call.ctx.conn)
+        unit_of_work(call.ctx).begin_again()  # (nothing to do when no stage opened the connection)
+        expect_hold(unit_of_work(call.ctx).conn)
 
 
 def hold(authenticator: Authenticator, call: Call) -> None:
     """The hold itself, as the unit of work's first statement (401 when the caller is no longer a member)."""
     if needed(call):
-        conn = call.ctx.conn
+        conn = unit_of_work(call.ctx).conn
         with holding(conn):
             authenticator.hold(call.ctx.caller, conn)
 

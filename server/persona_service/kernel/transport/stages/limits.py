@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from persona_service.kernel.transport.context import unit_of_work
 from persona_service.kernel.transport.fair import weight_of
 from persona_service.kernel.transport.limits.limiter import GENERATIONS
 from persona_service.kernel.transport.stages.call import Call, Stage
@@ -31,10 +32,10 @@ class Limits(Stage):
         ctx, policy = call.ctx, self.policy
         principal = ctx.caller
         call.admission = self.limiter.admit(
-            principal.org_id, self.limits.limits(principal, lambda: ctx.conn), cap=policy.endpoint_cap,
+            principal.org_id, self.limits.limits(principal, lambda: unit_of_work(ctx).conn), cap=policy.endpoint_cap,
             generation=policy.generation, stream=self.stream, token=ctx.request_id,
-            period=self.limits.quota_period(principal.org_id, lambda: ctx.conn) if policy.generation else None,
-            drawn=lambda: self.limits.drawn(principal.org_id, GENERATIONS, lambda: ctx.conn),
+            period=self.limits.quota_period(principal.org_id, lambda: unit_of_work(ctx).conn) if policy.generation else None,
+            drawn=lambda: self.limits.drawn(principal.org_id, GENERATIONS, lambda: unit_of_work(ctx).conn),
         )
         ctx.headers += call.admission.headers
         return self.then(call)

@@ -15,6 +15,7 @@ from persona_service.kernel.data.unique import conflict_of, gone_reference
 from persona_service.kernel.errors import ApiError, InternalError, StoredError
 from persona_service.kernel.logs import Throttled
 from persona_service.kernel.transport import context as request_context
+from persona_service.kernel.transport.context import unit_of_work
 from persona_service.kernel.transport.errors import abort, render_body
 from persona_service.kernel.transport.outages import as_outage
 from persona_service.kernel.transport.stages.call import EDGE_MARK, Call
@@ -48,7 +49,7 @@ class Outcomes:
         err = translate(ctx, exc)
         if err.persist and call.reached_operation:
             self.commit.commit_outcome(call, err)
-        ctx.uow.close()  # roll back whatever was not committed
+        unit_of_work(ctx).close()  # roll back whatever was not committed
         if isinstance(err, StoredError):
             err.headers["idempotent-replayed"] = "true"
         else:
@@ -89,7 +90,7 @@ class Outcomes:
     def end(self, call: Call) -> None:
         # A generation that did not succeed gives its quota unit back.
         self.app.limiter.release(call.admission, refund=not (call.succeeded or call.continues_elsewhere))
-        call.ctx.uow.close()
+        unit_of_work(call.ctx).close()
 
 
 def translate(ctx: request_context.RequestContext, exc: Exception) -> ApiError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from persona_service.kernel.transport.context import reroute, unit_of_work
 from persona_service.kernel.transport.stages.call import Call, Stage
 
 if TYPE_CHECKING:
@@ -24,4 +25,4 @@ def route(router: ReplicaRouter | None, call: Call) -> None:
     """The call's unit of work as the replica needs it (a run revived elsewhere passes no stage: it calls this)."""
     if router is not None and call.ctx.principal is not None:
         policy = call.meta.policy
-        call.ctx.uow = router.routed(call.ctx.uow, policy.write, policy.read_may_lag, call.ctx.principal.org_id)
+        reroute(call.ctx, router.routed(unit_of_work(call.ctx), policy.write, policy.read_may_lag, call.ctx.principal.org_id))

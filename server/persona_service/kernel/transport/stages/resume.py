@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from persona_service.kernel.transport.context import unit_of_work
 from persona_service.kernel.transport.runs import RunOwner
 from persona_service.kernel.transport.stages.call import Call, Stage
 
@@ -32,7 +33,7 @@ class Resume(Stage):
         if point is None:
             return self.then(call)
         assert call.context is not None  # a caller's call (revived runs never pass the stages)
-        call.ctx.uow.close()  # following needs no database
+        unit_of_work(call.ctx).close()  # following needs no database
         frames, outcome = self.runs.resume(point, run_owner(call), call.meta.path, call.context.is_active)
         return Following(None, frames, outcome, point.run_id)
 
