@@ -538,6 +538,21 @@ def _behind_the_door(value: object, door: set[int]) -> str | None:
     return None
 
 
+def _identity(value: object) -> int:
+    """A bound method by its function (`Work.on` read off the class is a new bound method at each read)."""
+    return id(getattr(value, "__func__", value))
+
+
+def _connections(door: types.ModuleType) -> dict[int, str]:
+    """What holds or makes a database connection: SQLAlchemy's Connection and Engine (the only pieces of it
+    `_sql_construct` lets code name, to annotate), and the door's `Work.on`, which makes a Work of a connection."""
+    import sqlalchemy
+
+    found = {id(sqlalchemy.Connection): "sqlalchemy.Connection", id(sqlalchemy.Engine): "sqlalchemy.Engine"}
+    work = getattr(door, "Work", None)  # (a copy of the package from before the Work has none)
+    return found if work is None else {**found, _identity(work.on): "kernel.api.Work.on"}
+
+
 @functools.cache
 def _watched() -> Callable[[object, object], str | None]:
     """What `_flowed` names besides ambient state (once per child: the door is the copy's): `past:` a reflective
@@ -548,7 +563,11 @@ def _watched() -> Callable[[object, object], str | None]:
     reflective = _reflective()
     loaders = {id(door_module.load): "kernel.api.load", **_ENVIRONMENT}
 
+    connections = _connections(door_module)
+
     def watch(value: object, owner: object) -> str | None:
+        if _identity(value) in connections:
+            return "conn:" + connections[_identity(value)]
         if id(value) in reflective:
             return "past:" + reflective[id(value)]
         if id(value) in loaders:
@@ -617,6 +636,15 @@ def network_reads(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tup
     for relative, module, one, package in _domain_codes(root, paths):
         for what in dict.fromkeys(how for _, how in _flowed(one, vars(module), package) if how.startswith("@network:")):
             yield str(relative), one.co_qualname, what.removeprefix("@network:")
+
+
+def connection_reads(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tuple[str, str, str]]:
+    """(file, function, what) for each thing a domain's code reaches that holds or makes a database connection
+    (`_connections`), by what it is at run time: an annotation's import, an alias, a lazy import, getattr with a
+    literal. (Which files may: the caller's rule.)"""
+    for relative, module, one, package in _domain_codes(root, paths):
+        for what in dict.fromkeys(how for _, how in _flowed(one, vars(module), package) if how.startswith("@conn:")):
+            yield str(relative), one.co_qualname, what.removeprefix("@conn:")
 
 
 def sql_reads(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tuple[str, str, str]]:
@@ -777,10 +805,12 @@ def _checked(folder: pathlib.Path) -> dict[str, object]:
     network = [list(read) for read in network_reads(folder, paths)]
     exports = [list(export) for export in api_exports(folder)]
     sql = [list(read) for read in sql_reads(folder, paths)]
+    connections = [list(read) for read in connection_reads(folder, paths)]
     module_state = list(module_state_writes(folder, paths))
     libraries = [name for name, module in list(sys.modules.items()) if name.partition(".")[0] != "persona_service"
                  and name != "__main__" and not str(getattr(module, "__file__", "") or "").startswith(str(folder))]
-    return {"lines": lines, "past_the_door": past, "settings_reads": reads, "any_across_apis": untyped, "network": network, "api_exports": exports, "sql": sql, "module_state": module_state,
+    return {"lines": lines, "past_the_door": past, "settings_reads": reads, "any_across_apis": untyped, "network": network, "api_exports": exports, "sql": sql, "connections": connections,
+            "module_state": module_state,
             "libraries": libraries}
 
 

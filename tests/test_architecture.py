@@ -986,26 +986,21 @@ def sql_reached_outside_repositories(root: pathlib.Path) -> list[str]:
             for file, function, what in _AMBIENT.check(root)["sql"] if pathlib.Path(file) not in homes]
 
 
-# Where a domain may hold an engine or pool: its wiring, jobs and commands open their own units of work on the
-# pool they are given (Runtime.engine); a servicer's unit of work is its call's, a service's and a repository's
-# their caller's connection, so none reaches past it to the engine or pool beneath (`ctx.conn.engine.connect()`).
-ENGINE_ATTRIBUTES = {"engine", "pool", "get_bind"}
-ENGINE_ROLES = {"module", "jobs", "commands", "migrations"}
+# Where a domain may hold a database connection: its repositories (where SQL lives) and tables, and the code that
+# opens a transaction and makes a Work of it (its wiring, jobs, commands, migrations). Everything else is handed the
+# call's Work (kernel.data.work), whose repositories hold the connection.
+CONNECTION_ROLES = {"repository", "tables", "module", "jobs", "commands", "migrations"}
 
 
-def engine_outside_wiring(root: pathlib.Path) -> list[str]:
-    """A domain's servicers, services, repositories and helpers reach no engine or pool (`.engine`, `.pool`,
-    `.get_bind`, by the attribute or a string naming it): a connection of their own would be outside the
-    call's unit of work."""
-    offenders = []
-    for path, role in _roles(root).items():
-        if role is None or role in ENGINE_ROLES:
-            continue
-        for node in _walk(_tree(root / path)):
-            reach = _reaching(node, ENGINE_ATTRIBUTES, "an engine by name")
-            if reach:
-                offenders.append(f"{path}:{node.lineno} ({role}) reaches {reach}")
-    return offenders
+def connections_outside_repositories(root: pathlib.Path) -> list[str]:
+    """A domain's services, servicers, records and helpers never hold a database connection: they reach neither
+    SQLAlchemy's Connection or Engine (not even to annotate one) nor `Work.on`, which makes a Work of a connection,
+    by what their code loads at run time (tests/ambient_reads.py's `connection_reads`: any alias, lazy import or
+    getattr with a literal). They take the Work they are handed and its repositories."""
+    roles = _roles(root)
+    return [f"{file}: {function} reaches {what} ({roles.get(pathlib.Path(file))}): a service takes the call's Work"
+            for file, function, what in _AMBIENT.check(root)["connections"]
+            if roles.get(pathlib.Path(file)) not in CONNECTION_ROLES]
 
 
 def call_state_at_module_level(root: pathlib.Path) -> list[str]:
@@ -1151,7 +1146,8 @@ AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_process,
     ambient_reads, kernel_past_the_door, private_reach, undeclared_needs, reaches_past_the_door,
     settings_at_call_sites, any_across_apis, network_outside_services, api_exports_by_role,
-    sql_reached_outside_repositories, engine_outside_wiring, call_state_at_module_level, call_state_on_servicers,
+    sql_reached_outside_repositories, call_state_at_module_level, call_state_on_servicers,
+    connections_outside_repositories,
 ]
 
 
@@ -1396,12 +1392,19 @@ PLANTED = [
     ("the kernel importing a provider by a literal import_module", "kernel/entry.py",
      "def _planted():\n    import importlib\n\n    return importlib.import_module('persona_service.providers.pricing')\n",
      loops_not_known),
-    # SQL by what it is, not how it was imported; no engine beneath the call's connection.
+    # SQL by what it is, not how it was imported.
     ("select reached through the repository's namespace in a service", "chat/service.py",
      "def _planted(table):\n    from persona_service.chat import repository as _r\n\n    return _r.select(table)\n",
      sql_reached_outside_repositories),
-    ("a servicer taking the engine off the call's connection", "chat/servicer.py",
-     "def _planted(ctx):\n    with ctx.conn.engine.connect() as c:\n        return c\n", engine_outside_wiring),
+    # A service is handed the call's Work, never a connection, however it names one.
+    ("a service annotating a connection it is handed", "chat/service.py",
+     "from sqlalchemy import Connection as _Planted  # noqa: E402\n\n\ndef _planted(conn: '_Planted') -> None:\n"
+     "    pass\n", connections_outside_repositories),
+    ("a servicer making a Work of a connection, through getattr", "chat/servicer.py",
+     "def _planted(conn):\n    from persona_service.kernel import api as _door\n\n"
+     "    return getattr(_door.Work, 'on')(conn)\n", connections_outside_repositories),
+    ("a service reaching the engine class lazily through sqlalchemy's engine module", "billing/service.py",
+     "def _planted():\n    import sqlalchemy.engine as _e\n\n    return _e.Engine\n", connections_outside_repositories),
     # Call state kept beside the call: at module level or on the servicer every call shares.
     ("a service keeping calls in a module-level dict through a local", "chat/service.py",
      "_CALLS: dict[int, object] = {}\n\n\ndef _planted(ctx):\n    held = _CALLS\n    held[id(ctx)] = ctx\n",

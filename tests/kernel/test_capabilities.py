@@ -72,6 +72,9 @@ ALLOWED_PATHS: dict[str, tuple[frozenset[str], str]] = {
 
 T = TypeVar("T")
 ATOMS = (str, bytes, bytearray, int, float, complex, bool, type(None), type, ModuleType)
+# SQL as data (a repository's columns, tables, statements): bound to no connection in SQLAlchemy 2, and walked into they
+# are a maze of dispatch internals.
+SQL_DATA = (sqlalchemy.sql.ClauseElement, sqlalchemy.schema.SchemaItem, sqlalchemy.types.TypeEngine)
 
 
 @dataclass(frozen=True)
@@ -196,7 +199,7 @@ def _surface(value: object) -> Iterator[tuple[str, object]]:
 
 
 def _edges(value: object) -> Iterator[tuple[str, object]]:
-    if isinstance(value, ATOMS):
+    if isinstance(value, ATOMS + SQL_DATA):
         return
     yield from _items(value)
     yield from _function_parts(value)
@@ -434,3 +437,118 @@ def test_a_read_apart_reads_and_cannot_write(engine: sqlalchemy.Engine) -> None:
     with pytest.raises(sqlalchemy.exc.DBAPIError, match="read-only transaction"):
         apart(write)
     assert drivers and not drivers[0].read_only  # reset when it went back to the pool
+
+
+# --- what a call hands its services: the Work, repositories bound to it, never the connection ---------------------
+
+def _a_call(engine: sqlalchemy.Engine) -> object:
+    """A RequestContext as the pipeline builds one, its unit of work opened, with a durable run whose owner holds the
+    engine (what a streamed call is handed)."""
+    from persona_service.config.repository import ConfigRepository
+    from persona_service.kernel.data.uow import UnitOfWork
+    from persona_service.kernel.principal import Principal
+    from persona_service.kernel.transport.context import RequestContext
+    from persona_service.kernel.transport.runs import Run, RunSteps
+
+    ctx = RequestContext(request_id="req_walk", method="/persona.v1.ChatService/SendMessage",
+                         uow=UnitOfWork(engine), client_ip="10.0.0.1",
+                         principal=Principal("api_key", "key_walk", "org_walk", "ws_walk", "usr_walk", frozenset(),
+                                             "owner", "pro", False))
+    ctx.run = RunSteps(Run("run_walk", SimpleNamespace(engine=engine), ctx.method))  # type: ignore[arg-type]
+    ctx.work.of(ConfigRepository)  # the connection is open: a leak would be there to find
+    return ctx
+
+
+def test_a_call_reaches_no_connection_engine_nor_redis(engine: sqlalchemy.Engine) -> None:
+    """What a servicer is handed with each call (`ctx`): its Work, its run's steps and its headers reach nothing raw;
+    the unit of work and the run stay private to the kernel (`unit_of_work`, RunSteps' own run)."""
+    ctx = _a_call(engine)
+    try:
+        assert list(_reach_from("ctx", ctx)) == []
+    finally:
+        from persona_service.kernel.transport.context import unit_of_work
+
+        unit_of_work(ctx).close()  # type: ignore[arg-type]
+
+
+def domain_repositories() -> list[type]:
+    """Every class a domain's repository module defines that takes the connection alone: what `Work.of` binds."""
+    import importlib
+    import pkgutil
+
+    import persona_service
+
+    found = []
+    for info in pkgutil.walk_packages(persona_service.__path__, "persona_service."):
+        leaf = info.name.rpartition(".")[2]
+        if info.name.startswith(("persona_service.kernel.", "persona_service.process.")) or not (
+                leaf == "repository" or leaf.endswith("_repository")):
+            continue
+        module = importlib.import_module(info.name)
+        found += [cls for cls in vars(module).values() if isinstance(cls, type) and cls.__module__ == info.name
+                  and list(inspect.signature(cls).parameters) == ["conn"]]
+    return found
+
+
+def repository_leaks(engine: sqlalchemy.Engine, repositories: list[type]) -> list[Reach]:
+    """Each repository bound to a Work over an open connection, walked: what it hands out of it to its caller."""
+    from persona_service.kernel.data.work import Work
+
+    with engine.connect() as conn:
+        work = Work.on(conn)
+        return [found for cls in repositories for found in _reach_from(cls.__qualname__, work.of(cls))]
+
+
+def test_every_repository_keeps_its_connection(engine: sqlalchemy.Engine) -> None:
+    """A service holds repositories (`work.of`), so none may hand it the connection: no public attribute, property
+    or method of any domain's repository gives it out."""
+    repositories = domain_repositories()
+    assert len(repositories) >= 15, repositories
+    assert repository_leaks(engine, repositories) == []
+
+
+class _PlantedConnectionRepository:
+    """Planted: a repository keeping its connection public."""
+
+    def __init__(self, conn: sqlalchemy.Connection) -> None:
+        self.conn = conn
+
+
+class _PlantedGetterRepository:
+    """Planted: a repository handing out its private connection through a method."""
+
+    def __init__(self, conn: sqlalchemy.Connection) -> None:
+        self._conn = conn
+
+    def connection(self) -> sqlalchemy.Connection:
+        return self._conn
+
+
+class _PlantedCallbackRepository:
+    """Planted: a repository handing its connection to a callback its caller supplies."""
+
+    def __init__(self, conn: sqlalchemy.Connection) -> None:
+        self._conn = conn
+
+    def read(self, read: Callable[[sqlalchemy.Connection], T]) -> T:
+        return read(self._conn)
+
+
+@pytest.mark.parametrize("cls", [_PlantedConnectionRepository, _PlantedGetterRepository, _PlantedCallbackRepository],
+                         ids=["public", "getter", "callback"])
+def test_a_planted_repository_handing_out_its_connection_is_caught(engine: sqlalchemy.Engine, cls: type) -> None:
+    planted = type(cls.__name__, (cls,), {"__module__": "persona_service.chat.planted_repository"})
+    assert planted in [*domain_repositories(), planted]  # (what `Work.of` would bind: a domain's repository module)
+    assert [r.kind for r in repository_leaks(engine, [planted])] == ["connection"]
+
+
+def test_a_planted_call_handing_out_its_unit_of_work_is_caught(engine: sqlalchemy.Engine) -> None:
+    """The shape before `Work`: the context's unit of work a public field (`ctx.uow.conn`)."""
+    from persona_service.kernel.transport.context import unit_of_work
+
+    ctx = _a_call(engine)
+    try:
+        ctx.uow = unit_of_work(ctx)  # type: ignore[attr-defined, arg-type]
+        assert [(r.path, r.kind) for r in _reach_from("ctx", ctx)] == [("ctx.uow.conn", "connection")]
+    finally:
+        unit_of_work(ctx).close()  # type: ignore[arg-type]

@@ -349,6 +349,18 @@ def calls_native_code(address):
 def runs_a_process(address):
     subprocess.run([sys.executable, "-c", f"import socket; socket.create_connection({tuple(address)!r}).close()"],
                    check=True)
+
+
+class ReadsBesideTheCall:
+    """A repository holds the call's connection (kernel.data.work binds it there): the engine beneath it is as far
+    as a servicer's once was (`ctx.conn.engine`), and no rule by name looks for it (engine_outside_wiring, removed)."""
+
+    def __init__(self, conn):
+        self._conn = conn
+
+    def count(self):
+        with self._conn.engine.connect() as other:
+            return other.exec_driver_sql("SELECT 1").scalar_one()
 '''
 
 PLANTED_SERVICE = '''
@@ -799,6 +811,11 @@ def test_a_servicer_taking_a_connection_beside_its_calls_is_refused(planted, uni
     order), however the engine was reached."""
     with pytest.raises(BoundaryViolation, match=r"\(servicer\) took a connection of its own from the pool"):
         planted["chat/planted_servicer"].reads_on_a_connection_beside_its_call(unit_of_work.conn)
+
+
+def test_a_repository_taking_a_connection_beside_its_calls_is_refused(planted, unit_of_work):
+    with pytest.raises(BoundaryViolation, match=r"planted_repository\.py opened a database connection"):
+        planted["chat/planted_repository"].ReadsBesideTheCall(unit_of_work.conn).count()
 
 
 def test_the_unit_of_works_commit_and_a_jobs_transaction_pass(planted, unit_of_work, guarded):
