@@ -15,7 +15,7 @@ The connection opens on first use, as the unit of work's does: a call that reads
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, TypeVar, cast
 
@@ -28,6 +28,10 @@ R = TypeVar("R")
 
 class NotARepository(TypeError):
     """`Work.of` was handed something other than a repository class: a service takes the Work, not a connection."""
+
+
+class NoDatabase(LookupError):
+    """A Work made of records alone (`Work.of_records`) was asked for a repository it was not given."""
 
 
 _REPOSITORIES: set[type] = set()  # classes already checked by `_repository` (one test a class, not one a call)
@@ -52,6 +56,21 @@ class Work:
     def __init__(self, connect: Callable[[], Connection]) -> None:
         self._connect = connect  # the unit of work's connection, opened on first use
         self._bound: dict[type, object] = {}
+
+    @classmethod
+    def of_records(cls, repositories: Iterable[object]) -> Work:
+        """A Work with no database: `of(Repository)` answers the object given for that class (a test's repository
+        kept in memory, an instance of the class or of a subclass), and no other. A service then runs on a Work
+        built in a test, with no stack, servicer, pipeline nor App."""
+        def no_database() -> Connection:
+            raise NoDatabase("this Work has no database: give it every repository its service asks for")
+
+        work = cls(no_database)
+        for repository in repositories:
+            for kind in type(repository).__mro__:
+                if kind is not object and kind not in work._bound:
+                    work._bound[kind] = repository
+        return work
 
     @classmethod
     def on(cls, conn: Connection) -> Work:
