@@ -1188,6 +1188,31 @@ def test_every_known_loop_still_loops():
     assert not stale, "KNOWN_LOOPS lists loops that are gone or changed:\n" + "\n".join(stale)
 
 
+# --- no Any in a domain (mypy's disallow_any_explicit, pyproject.toml) ----------------------------------------
+
+def _mypy_overrides() -> list[dict[str, object]]:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    return list(config["tool"]["mypy"]["overrides"])
+
+
+def test_every_domain_is_held_to_no_explicit_any():
+    """Each domain's package is under `disallow_any_explicit`: a new domain, or one dropped from the list, would let
+    `Any` (an annotation, `cast(Any, ...)`) carry unchecked data across its layers again."""
+    held = {module for section in _mypy_overrides() if section.get("disallow_any_explicit") is True
+            for module in section["module"]}  # type: ignore[union-attr]
+    assert {f"persona_service.{module.name}.*" for module in MODULES.all} <= held
+
+
+def test_every_module_let_off_no_explicit_any_still_holds_one():
+    """The modules still allowed an `Any` (open JSON read without checks) only shrink: an entry whose file holds
+    none any more leaves the list, so the module cannot gain one back unnoticed."""
+    let_off = [module for section in _mypy_overrides() if section.get("disallow_any_explicit") is False
+               for module in section["module"]]  # type: ignore[union-attr]
+    stale = [module for module in let_off if not module.endswith(".settings") and not re.search(
+        r"\bAny\b", (PACKAGE / pathlib.Path(*module.split(".")[1:])).with_suffix(".py").read_text())]
+    assert not stale, f"no Any left in these: remove them from pyproject.toml's disallow_any_explicit = false: {stale}"
+
+
 # --- the checks catch what they claim to ---------------------------------------------
 
 # (what, file, code appended to it, the check that must name that file)
