@@ -102,15 +102,16 @@ def start_stack(servers: int, tmp: pathlib.Path):
 def seed(stack) -> dict[str, str]:
     from persona_service.config.repository import ORG_LEVEL, ConfigRepository
     from persona_service.kernel.data.engine import make_engine
+    from persona_service.kernel.data.work import Work
     from persona_service.orgs.keys import KeyService
     from persona_service.orgs.service import Onboarding
 
     engine = make_engine(stack.database_url, pool_size=1)
     with engine.begin() as conn:
-        made = Onboarding(conn).create_org(f"Portrait benchmark {uuid.uuid4().hex[:8]}", plan="enterprise")
+        made = Onboarding(Work.on(conn)).create_org(f"Portrait benchmark {uuid.uuid4().hex[:8]}", plan="enterprise")
         for name in ("requests_per_minute", "requests_per_day", "images_per_month", "cap_multiplier"):
             ConfigRepository(conn).upsert(made.org_id, ORG_LEVEL, f"api.rate_limit.{name}", 10**6, "benchmark")
-        _, key = KeyService(conn).create(
+        _, key = KeyService(Work.on(conn)).create(
             None, org_id=made.org_id, workspace_id=made.workspace_id, user_id=made.user_id, plan="enterprise",
             name="benchmark", scopes=["personas:read", "personas:write", "config:read", "config:write"],
         )

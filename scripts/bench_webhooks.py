@@ -71,6 +71,7 @@ def cpu_seconds(pid: int) -> float:
 
 def run(url_db: str, data_dir: pathlib.Path, receiver_url: str, events: int, workers: int, receiver_pid: int) -> dict:
     from persona_service.kernel.data.engine import make_engine
+    from persona_service.kernel.data.work import Work
     from persona_service.kernel.principal import SCOPES, Principal
     from persona_service.kernel.secretbox import SecretBox
     from persona_service.kernel.settings import Settings
@@ -83,10 +84,10 @@ def run(url_db: str, data_dir: pathlib.Path, receiver_url: str, events: int, wor
     engine = make_engine(url_db, pool_size=2)
     box = SecretBox(Settings(data_dir=data_dir).resolved_secrets_key())
     with engine.begin() as conn:
-        made = Onboarding(conn).create_org(f"bench {time.time()}", plan="pro", region="us")
+        made = Onboarding(Work.on(conn)).create_org(f"bench {time.time()}", plan="pro", region="us")
         p = Principal("api_key", "bench", made.org_id, made.workspace_id, made.user_id, frozenset(SCOPES), "owner", "pro", False)
-        endpoint, _ = WebhookService(conn, box=box, allow_private=True).create(p, url=receiver_url, events=["*"])
-        outbox = Outbox(conn)
+        endpoint, _ = WebhookService(Work.on(conn), box=box, allow_private=True).create(p, url=receiver_url, events=["*"])
+        outbox = Outbox(Work.on(conn))
         for i in range(events):
             outbox.emit("persona.updated", made.org_id, made.workspace_id, {"personaId": f"p{i}", "version": i})
     env = {**os.environ, "DATABASE_URL": url_db, "PERSONA_DATA_DIR": str(data_dir), "PERSONA_WEBHOOKS_ALLOW_PRIVATE": "1",

@@ -230,16 +230,17 @@ class Step:
     def seed(self) -> None:
         from persona_service.config.repository import ORG_LEVEL, ConfigRepository
         from persona_service.kernel.data.engine import make_engine
+        from persona_service.kernel.data.work import Work
         from persona_service.orgs.keys import KeyService
         from persona_service.orgs.service import Onboarding
 
         engine = make_engine(self.stack.database_url, pool_size=1)
         with engine.begin() as conn:
-            made = Onboarding(conn).create_org(f"Benchmark {uuid.uuid4().hex[:8]}", plan="enterprise")
+            made = Onboarding(Work.on(conn)).create_org(f"Benchmark {uuid.uuid4().hex[:8]}", plan="enterprise")
             for name in ("requests_per_minute", "requests_per_day", "concurrent_generations", "generations_per_month",
                          "cap_multiplier"):
                 ConfigRepository(conn).upsert(made.org_id, ORG_LEVEL, f"api.rate_limit.{name}", 10**6, "benchmark")
-            _, self.key = KeyService(conn).create(
+            _, self.key = KeyService(Work.on(conn)).create(
                 None, org_id=made.org_id, workspace_id=made.workspace_id, user_id=made.user_id, plan="enterprise",
                 name="benchmark", scopes=["chat:read", "chat:write", "personas:read", "personas:write"],
             )

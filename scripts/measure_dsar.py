@@ -56,6 +56,7 @@ def build(seeded: dict) -> dict:
     """In this (fresh) process: the export of the seeded user, and this process's memory."""
     from persona_service.files.local import LocalStorage
     from persona_service.kernel.data.engine import make_engine
+    from persona_service.kernel.data.work import Work
     from persona_service.privacy.repository import PrivacyRepository
     from persona_service.privacy.service import PrivacyService
     from persona_service.registry import MODULES
@@ -68,7 +69,7 @@ def build(seeded: dict) -> dict:
         baseline = _kib("VmRSS")
         started = time.perf_counter()
         with engine.begin() as conn:
-            job = PrivacyService(conn).build(storage, MODULES.personal_data, 3600)
+            job = PrivacyService(Work.on(conn)).build(storage, MODULES.personal_data, 3600)
         seconds = time.perf_counter() - started
         assert job is not None
         with engine.connect() as conn:

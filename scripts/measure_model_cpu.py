@@ -314,6 +314,7 @@ def replay_replies(database_url: str, sent: list[tuple[str, str, int | None]]) -
     longer does what the service does)."""
     from persona_service.chat.repository import ChatSessionRepository
     from persona_service.chat.service import HISTORY_MESSAGES, Calibrations, PersonaReplies, Sampling, drift_score
+    from persona_service.kernel.data.work import Work
     from persona_service.kernel.models import Message
     from persona_service.personas.directory import PersonaDirectory
     from persona_service.providers.factory import make_base_provider
@@ -332,7 +333,7 @@ def replay_replies(database_url: str, sent: list[tuple[str, str, int | None]]) -
     engine = create_engine(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
     inputs = []
     with engine.connect() as conn:
-        repo, personas = ChatSessionRepository(conn), PersonaDirectory(conn)
+        repo, personas = ChatSessionRepository(conn), PersonaDirectory(Work.on(conn))
         voices = {}
         for (session, content, ordinal), before in zip(sent, befores):
             if session not in voices:

@@ -191,6 +191,7 @@ class Seeder:
 
     def organizations(self):
         from persona_service.config.repository import ORG_LEVEL, ConfigRepository
+        from persona_service.kernel.data.work import Work
         from persona_service.kernel.principal import KEY_SCOPES
         from persona_service.orgs.keys import KeyService
         from persona_service.orgs.service import Onboarding
@@ -198,17 +199,17 @@ class Seeder:
         started = time.perf_counter()
         tag = uuid.uuid4().hex[:6]
         with self.engine.begin() as conn:
-            made = Onboarding(conn).create_org(f"Volume {tag}", plan="enterprise", platform_admin=True)
+            made = Onboarding(Work.on(conn)).create_org(f"Volume {tag}", plan="enterprise", platform_admin=True)
             # The benchmark measures latency, not the plan's request quotas.
             for name in ("requests_per_minute", "requests_per_day", "cap_multiplier"):
                 ConfigRepository(conn).upsert(made.org_id, ORG_LEVEL, f"api.rate_limit.{name}", 10**9, "seed")
-            _, key = KeyService(conn).create(
+            _, key = KeyService(Work.on(conn)).create(
                 None, org_id=made.org_id, workspace_id=made.workspace_id, user_id=made.user_id, plan="enterprise",
                 name="volume", scopes=list(KEY_SCOPES),
             )
             small = []
             for i in range(self.sizes.orgs - 1):
-                o = Onboarding(conn).create_org(f"Small {tag} {i}", plan="pro")
+                o = Onboarding(Work.on(conn)).create_org(f"Small {tag} {i}", plan="pro")
                 small.append((o.org_id, o.workspace_id, o.user_id))
         self.counts["organizations"] = self.sizes.orgs
         self.seconds["organizations"] = round(time.perf_counter() - started, 2)
