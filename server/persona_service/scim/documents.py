@@ -6,9 +6,11 @@ attributes as lists, nulls dropped), and a stored resource rendered with
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from persona_service.scim.errors import bad_request, invalid_value
+from persona_service.scim.json_support import JSONObject, as_object, object_at, objects_in, text
 from persona_service.scim.schemas import Attribute, ResourceType
 
 # Attributes the service sets: ignored in requests (RFC 7643 §2.2 readOnly).
@@ -21,7 +23,7 @@ _TRUE, _FALSE = {"true"}, {"false"}
 MAX_DEPTH = 32
 
 
-def parse_json(data: bytes) -> Any:
+def parse_json(data: bytes) -> object:
     try:
         value = json.loads(data or b"null")
         too_deep = not _depth_within(value, MAX_DEPTH)
@@ -34,13 +36,14 @@ def parse_json(data: bytes) -> Any:
     return value
 
 
-def _depth_within(value: Any, limit: int) -> bool:
+def _depth_within(value: object, limit: int) -> bool:
     """Whether objects and arrays nest at most `limit` deep (iterative: the
     check itself never recurses)."""
     pending = [(value, 1)]
     while pending:
         item, depth = pending.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        children: Iterable[object] | None = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else None)
         if children is None:
             continue
         if depth > limit:
@@ -49,22 +52,33 @@ def _depth_within(value: Any, limit: int) -> bool:
     return True
 
 
-def canonical(rt: ResourceType, raw: Any) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Canonical:
+    """A resource `canonical` checked against its schema: each attribute holds its schema's type (scim.json_support's
+    readers find that or nothing), and the naming attribute, a non-blank string, is typed as one."""
+
+    document: JSONObject
+    name: str  # the resource type's naming attribute (userName, displayName)
+
+
+def canonical(rt: ResourceType, raw: object) -> Canonical:
     """The resource in canonical form; 422 invalidValue listing every violation."""
-    if not isinstance(raw, dict):
+    body = as_object(raw)
+    if body is None:
         raise invalid_value(f"The body must be a SCIM {rt.name} object.")
-    violations: list[dict[str, Any]] = []
-    doc: dict[str, Any] = {}
-    for key, value in raw.items():
+    violations: list[JSONObject] = []
+    doc: JSONObject = {}
+    for key, value in body.items():
         if key.lower() in _SERVER_SET or value is None:
             continue
         extension = rt.schema_for(key) if ":" in key else None
         if extension is not None and extension is not rt.core:
-            if not isinstance(value, dict):
+            given = as_object(value)
+            if given is None:
                 violations.append({"path": key, "code": "type", "expected": "complex"})
                 continue
-            sub = {}
-            for name, item in value.items():
+            sub: JSONObject = {}
+            for name, item in given.items():
                 attribute = extension.attribute(name)
                 if attribute is not None and item is not None:
                     sub[attribute.name] = coerce(attribute, item, f"{key}:{name}", violations)
@@ -77,16 +91,16 @@ def canonical(rt: ResourceType, raw: Any) -> dict[str, Any]:
         coerced = coerce(attribute, value, attribute.name, violations)
         if coerced is not None:
             doc[attribute.name] = coerced
-    naming = doc.get(rt.naming)
-    if not isinstance(naming, str) or not naming.strip():
+    naming = text(doc, rt.naming)
+    if naming is None or not naming.strip():
         violations.append({"path": rt.naming, "code": "required"})
-    if violations:
+    if violations or naming is None:
         raise invalid_value(f"The {rt.name} does not match its schema: " + ", ".join(
             f"{v['path']} ({v['code']})" for v in violations), violations)
-    return doc
+    return Canonical(doc, naming)
 
 
-def coerce(attribute: Attribute, value: Any, path: str, violations: list[dict[str, Any]]) -> Any:
+def coerce(attribute: Attribute, value: object, path: str, violations: list[JSONObject]) -> object:
     """One attribute's value in canonical form (None: unassigned)."""
     if attribute.multi_valued:
         items = value if isinstance(value, list) else [value]
@@ -101,14 +115,15 @@ def coerce(attribute: Attribute, value: Any, path: str, violations: list[dict[st
     return _coerce_one(attribute, value, path, violations)
 
 
-def _coerce_one(attribute: Attribute, value: Any, path: str, violations: list[dict[str, Any]]) -> Any:
+def _coerce_one(attribute: Attribute, value: object, path: str, violations: list[JSONObject]) -> object:
     """One value (an element, for a multi-valued attribute) in canonical form."""
     if attribute.type == "complex":
-        if not isinstance(value, dict):
+        given = as_object(value)
+        if given is None:
             violations.append({"path": path, "code": "type", "expected": "complex"})
             return None
-        out = {}
-        for name, item in value.items():
+        out: JSONObject = {}
+        for name, item in given.items():
             sub = attribute.sub(name)
             if sub is not None and item is not None and sub.returned != "never":
                 coerced = coerce(sub, item, f"{path}.{sub.name}", violations)
@@ -137,7 +152,7 @@ def _split(names: str) -> list[str]:
     return [n.strip() for n in names.split(",") if n.strip()]
 
 
-def project(rt: ResourceType, resource: dict[str, Any], attributes: str, excluded: str) -> dict[str, Any]:
+def project(rt: ResourceType, resource: JSONObject, attributes: str, excluded: str) -> JSONObject:
     """The resource with only the requested attributes (`id` and `schemas` always),
     or without the excluded ones. Names may carry a sub-attribute and a schema URN."""
     wanted, unwanted = _split(attributes), _split(excluded)
@@ -148,7 +163,7 @@ def project(rt: ResourceType, resource: dict[str, Any], attributes: str, exclude
         for name in wanted:
             _copy(rt, resource, out, name)
         return out
-    rest: dict[str, Any] = json.loads(json.dumps(resource))
+    rest: JSONObject = json.loads(json.dumps(resource))  # a copy (json.loads of an object is one)
     for name in unwanted:
         _drop(rt, rest, name)
     return rest
@@ -166,34 +181,32 @@ def _locate(rt: ResourceType, name: str) -> tuple[str | None, str, str | None]:
     return uri, attr, sub or None
 
 
-def _host(resource: dict[str, Any], uri: str | None) -> dict[str, Any] | None:
-    found = resource.get(uri) if uri else resource
-    return found if isinstance(found, dict) else None
+def _host(resource: JSONObject, uri: str | None) -> JSONObject | None:
+    return as_object(resource.get(uri)) if uri else resource
 
 
-def key_of(host: dict[str, Any], name: str) -> str | None:
+def key_of(host: JSONObject, name: str) -> str | None:
     """The key naming `name` in any letter case (SCIM names are case-insensitive)."""
     return next((k for k in host if k.lower() == name.lower()), None)
 
 
-def _copy(rt: ResourceType, resource: dict[str, Any], out: dict[str, Any], name: str) -> None:
+def _copy(rt: ResourceType, resource: JSONObject, out: JSONObject, name: str) -> None:
     uri, attr, sub = _locate(rt, name)
     host = _host(resource, uri)
     key = key_of(host, attr) if host else None
     if host is None or key is None:
         return
-    target = out.setdefault(uri, {}) if uri else out
+    target = object_at(out, uri) if uri else out
     value = host[key]
     if sub is None:
         target[key] = value
     elif isinstance(value, list):
-        target[key] = [{k: v for k, v in item.items() if k.lower() == sub.lower()} for item in value
-                       if isinstance(item, dict)]
-    elif isinstance(value, dict):
-        target.setdefault(key, {}).update({k: v for k, v in value.items() if k.lower() == sub.lower()})
+        target[key] = [{k: v for k, v in item.items() if k.lower() == sub.lower()} for item in objects_in(value)]
+    elif (found := as_object(value)) is not None:
+        object_at(target, key).update({k: v for k, v in found.items() if k.lower() == sub.lower()})
 
 
-def _drop(rt: ResourceType, resource: dict[str, Any], name: str) -> None:
+def _drop(rt: ResourceType, resource: JSONObject, name: str) -> None:
     uri, attr, sub = _locate(rt, name)
     attribute = rt.attribute(attr, uri)
     if attribute is not None and attribute.returned == "always":
@@ -205,6 +218,7 @@ def _drop(rt: ResourceType, resource: dict[str, Any], name: str) -> None:
     if sub is None:
         del host[key]
         return
-    for item in host[key] if isinstance(host[key], list) else [host[key]]:
-        if isinstance(item, dict) and (found := key_of(item, sub)) is not None:
+    value = host[key]
+    for item in objects_in(value if isinstance(value, list) else [value]):
+        if (found := key_of(item, sub)) is not None:
             del item[found]

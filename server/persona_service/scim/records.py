@@ -5,13 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from persona_service.scim.json_support import JSONObject
+
 
 @dataclass(frozen=True, slots=True)
 class ScimRecord:
     """A stored User or Group: its canonical document and version."""
 
     id: str
-    document: dict[str, object]
+    document: JSONObject
     version: int
     created_at: datetime
     updated_at: datetime
@@ -25,7 +27,7 @@ class UserFields:
     external_id: str | None
     display_name: str | None
     active: bool
-    document: dict[str, object]
+    document: JSONObject
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +36,7 @@ class GroupFields:
 
     display_name: str
     external_id: str | None
-    document: dict[str, object]
+    document: JSONObject
 
 
 @dataclass(frozen=True, slots=True)

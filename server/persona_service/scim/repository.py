@@ -81,6 +81,9 @@ GROUP_COLUMNS: Mapping[str, Any] = {
     "meta.created": _groups.c.created_at, "meta.lastmodified": _groups.c.updated_at,
 }
 
+# An ORDER BY (a list's sortBy), as `order` builds it for `page`.
+OrderBy = list[ColumnElement[Any]]
+
 
 class ResourceRepository:
     """Users or Groups of one organization (the two tables share this shape)."""
@@ -110,12 +113,12 @@ class ResourceRepository:
         """A parsed SCIM filter as a WHERE clause on this table."""
         return SqlFilter(rt, self.document, self.columns).where(node)
 
-    def order(self, rt: ResourceType, node: FilterNode, descending: bool) -> list[Any]:
+    def order(self, rt: ResourceType, node: FilterNode, descending: bool) -> OrderBy:
         """`sortBy` (parsed as `<attribute> pr`) as an ORDER BY, nulls last."""
         key = SqlFilter(rt, self.document, self.columns).sort_key(node)
         return [desc(key).nulls_last() if descending else key.asc().nulls_last()]
 
-    def page(self, org_id: str, where: ColumnElement[bool] | None, order_by: list[Any], offset: int,
+    def page(self, org_id: str, where: ColumnElement[bool] | None, order_by: OrderBy, offset: int,
              limit: int, after: tuple[datetime, str] | None = None) -> tuple[list[ScimRecord], int]:
         """A page at `offset` of the matches in order; or, with `after` (the
         default order only: no `order_by`), the page following that

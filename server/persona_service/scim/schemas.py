@@ -10,7 +10,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from persona_service.scim.json_support import JSONObject, flag, objects, text
 
 if TYPE_CHECKING:
     from scim2_models import Extension, Resource
@@ -41,25 +43,35 @@ class Attribute:
         return self.sub_attributes.get(name.lower())
 
 
-def _attribute(raw: dict[str, Any]) -> Attribute:
-    subs = {a["name"].lower(): _attribute(a) for a in raw.get("subAttributes", ())}
-    return Attribute(raw["name"], raw["type"], raw.get("multiValued", False), raw.get("caseExact", False),
-                     raw.get("mutability", "readWrite"), raw.get("returned", "default"), subs)
+def _given(raw: JSONObject, name: str) -> str:
+    """A member every schema document of scim2-models has (an attribute's `name`, a schema's `id`)."""
+    value = text(raw, name)
+    if value is None:
+        raise TypeError(f"scim2-models' schema has no string {name!r}: {raw}")
+    return value
+
+
+def _attribute(raw: JSONObject) -> Attribute:
+    subs = {_given(a, "name").lower(): _attribute(a) for a in objects(raw, "subAttributes")}
+    return Attribute(_given(raw, "name"), _given(raw, "type"), flag(raw, "multiValued", False),
+                     flag(raw, "caseExact", False), text(raw, "mutability") or "readWrite",
+                     text(raw, "returned") or "default", subs)
 
 
 @dataclass(frozen=True)
 class Schema:
     id: str
-    document: dict[str, Any]
+    document: JSONObject
     attributes: Mapping[str, Attribute]  # by lower-case name
 
     def attribute(self, name: str) -> Attribute | None:
         return self.attributes.get(name.lower())
 
 
-def _schema(model: type[Resource[Any]] | type[Extension]) -> Schema:
-    document = model.to_schema().model_dump(mode="json", exclude_none=True)
-    return Schema(document["id"], document, {a["name"].lower(): _attribute(a) for a in document["attributes"]})
+def _schema(model: type[Resource[Extension]] | type[Extension]) -> Schema:
+    document: JSONObject = model.to_schema().model_dump(mode="json", exclude_none=True)
+    return Schema(_given(document, "id"), document,
+                  {_given(a, "name").lower(): _attribute(a) for a in objects(document, "attributes")})
 
 
 # The common attributes (RFC 7643 §3.1) every resource has.
@@ -79,7 +91,7 @@ def _schemas_of(resource_type: str) -> tuple[Schema, ...]:
     """A resource type's core schema, then its extensions'."""
     from scim2_models import EnterpriseUser, Group, User
 
-    models: dict[str, tuple[type[Resource[Any]] | type[Extension], ...]] = {
+    models: dict[str, tuple[type[Resource[Extension]] | type[Extension], ...]] = {
         "User": (User, EnterpriseUser), "Group": (Group,),
     }
     return tuple(_schema(model) for model in models[resource_type])
@@ -126,7 +138,7 @@ def schemas() -> dict[str, Schema]:
     return {s.id: s for rt in RESOURCE_TYPES.values() for s in (rt.core, *rt.extensions)}
 
 
-def service_provider_config(base: str) -> dict[str, Any]:
+def service_provider_config(base: str) -> JSONObject:
     return {
         "schemas": [SPC_SCHEMA],
         "patch": {"supported": True},
@@ -143,7 +155,7 @@ def service_provider_config(base: str) -> dict[str, Any]:
     }
 
 
-def resource_type_document(rt: ResourceType, base: str) -> dict[str, Any]:
+def resource_type_document(rt: ResourceType, base: str) -> JSONObject:
     return {
         "schemas": [RESOURCE_TYPE_SCHEMA], "id": rt.name, "name": rt.name, "endpoint": rt.endpoint,
         "description": rt.name, "schema": rt.core.id,
@@ -152,10 +164,10 @@ def resource_type_document(rt: ResourceType, base: str) -> dict[str, Any]:
     }
 
 
-def schema_document(schema: Schema, base: str) -> dict[str, Any]:
+def schema_document(schema: Schema, base: str) -> JSONObject:
     return {**schema.document, "meta": {"resourceType": "Schema", "location": f"{base}/Schemas/{schema.id}"}}
 
 
-def list_response(resources: list[dict[str, Any]], total: int, start_index: int = 1) -> dict[str, Any]:
+def list_response(resources: list[JSONObject], total: int, start_index: int = 1) -> JSONObject:
     return {"schemas": [LIST_RESPONSE], "totalResults": total, "startIndex": start_index,
             "itemsPerPage": len(resources), "Resources": resources}

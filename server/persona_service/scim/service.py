@@ -10,16 +10,17 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from persona_service.kernel.api import ApiError, Hints, NotFound, Work, iso, new_id, utcnow
 from persona_service.orgs.api import OWNER, MemberDirectory
-from persona_service.scim.documents import canonical, parse_json, project
+from persona_service.scim.documents import Canonical, canonical, parse_json, project
 from persona_service.scim.errors import bad_request, invalid_value, scim_error
+from persona_service.scim.json_support import JSONObject, as_object, flag, objects, text
 from persona_service.scim.records import Grant, GroupFields, ScimRecord, UserFields
 from persona_service.scim.repository import (
     GroupRepository,
     MembershipRepository,
+    OrderBy,
     ResourceRepository,
     UserRepository,
 )
@@ -31,6 +32,8 @@ WALK_TTL_SECONDS = 300
 ROLES = ("admin", "member")
 # `persona:<workspace slug or id, or *>:<role>`: the naming rule for IdPs that push only group names.
 _MAPPED_NAME = re.compile(r"^persona:([^:]+):([^:]+)$", re.IGNORECASE)
+# The largest OFFSET Postgres takes (a bigint).
+_LAST_OFFSET = 2**63 - 1
 # Tries of a user deletion's locks (groups, then the user) before it takes a group that joined it in between
 # out of order (each retry means another request added the user to a group meanwhile).
 _RELOCKS = 5
@@ -53,31 +56,41 @@ class Query:
     sort_order: str = ""
 
     @classmethod
-    def from_search(cls, body: Any) -> Query:
-        if not isinstance(body, dict):
+    def from_search(cls, search: object) -> Query:
+        body = as_object(search)
+        if body is None:
             raise invalid_value("A search needs a SearchRequest object.")
         schemas = body.get("schemas")
-        if schemas is not None and SEARCH_REQUEST not in schemas:
+        # (`in` as it always read: a list holding the URN, or a string or object's keys; a number was a 500)
+        if schemas is not None and not (isinstance(schemas, list | str | dict) and SEARCH_REQUEST in schemas):
             raise invalid_value(f"A search's schemas must be [{SEARCH_REQUEST!r}].")
 
-        def names(value: Any) -> str:
-            return ",".join(value) if isinstance(value, list) else str(value or "")
+        def names(value: object) -> str:
+            # (a name that is not a string reads as its text, in a list as alone: a list of numbers was a 500)
+            return ",".join(map(str, value)) if isinstance(value, list) else str(value or "")
 
-        try:
-            start = int(body.get("startIndex") or 1)
-            count = int(body["count"]) if body.get("count") is not None else DEFAULT_COUNT
-        except (TypeError, ValueError):
-            raise invalid_value("startIndex and count are integers.") from None
-        return cls(str(body.get("filter") or ""), start, count, names(body.get("attributes")),
+        count = body.get("count")
+        return cls(str(body.get("filter") or ""), _integer(body.get("startIndex") or 1),
+                   DEFAULT_COUNT if count is None else _integer(count), names(body.get("attributes")),
                    names(body.get("excludedAttributes")), str(body.get("sortBy") or ""),
                    str(body.get("sortOrder") or ""))
+
+
+def _integer(value: object) -> int:
+    """A search's startIndex or count as `int()` reads it (a number, truncated; a boolean; a numeral string)."""
+    if isinstance(value, int | float | str):
+        try:
+            return int(value)
+        except (ValueError, OverflowError):  # a float's infinity (JSON's 1e999) overflows: it was a 500
+            pass
+    raise invalid_value("startIndex and count are integers.")
 
 
 @dataclass(frozen=True)
 class Rendered:
     """A resource as SCIM answers it, with its HTTP validators."""
 
-    body: dict[str, Any]
+    body: JSONObject
     etag: str
     location: str
 
@@ -156,10 +169,10 @@ class Resources:
     def location(self, resource_id: str) -> str:
         return f"{self.base}{self.rt.endpoint}/{resource_id}"
 
-    def render(self, row: ScimRecord, extra: dict[str, Any] | None = None) -> Rendered:
+    def render(self, row: ScimRecord, extra: JSONObject | None = None) -> Rendered:
         doc = row.document
         schemas = [self.rt.core.id, *(s.id for s in self.rt.extensions if s.id in doc)]
-        body = {"schemas": schemas, "id": row.id, **doc, **(extra or {}), "meta": {
+        body: JSONObject = {"schemas": schemas, "id": row.id, **doc, **(extra or {}), "meta": {
             "resourceType": self.rt.name, "created": iso(row.created_at), "lastModified": iso(row.updated_at),
             "location": self.location(row.id), "version": etag_of(row.version),
         }}
@@ -178,7 +191,7 @@ class Resources:
         rendered = self.render_many([self.existing(resource_id)])[0]
         return Rendered(project(self.rt, rendered.body, attributes, excluded), rendered.etag, rendered.location)
 
-    def find(self, query: Query) -> dict[str, Any]:
+    def find(self, query: Query) -> JSONObject:
         # Filters and PATCH parse with scim2-models, which loads here, not in every process (scim.schemas).
         from persona_service.scim.filters import parse_filter
 
@@ -186,13 +199,15 @@ class Resources:
         start = max(1, query.start_index)
         count = min(max(0, query.count), MAX_RESULTS)
         walk = Walk(self.hints, self.org_id, self.rt, query)
-        rows, total = self.repo.page(self.org_id, where, self._order(query), start - 1, count, walk.after(start))
+        # (a search's startIndex is any JSON number: past Postgres' bigint OFFSET, no page holds a row; it was a 500)
+        offset = min(start - 1, _LAST_OFFSET)
+        rows, total = self.repo.page(self.org_id, where, self._order(query), offset, count, walk.after(start))
         walk.reached(start, rows, count)
         resources = [project(self.rt, r.body, query.attributes, query.excluded_attributes)
                      for r in self.render_many(rows)]
         return list_response(resources, total, start)
 
-    def _order(self, query: Query) -> list[Any]:
+    def _order(self, query: Query) -> OrderBy:
         if not query.sort_by:
             return []
         from persona_service.scim.filters import parse_filter
@@ -213,7 +228,7 @@ class Resources:
 
     def create(self, data: bytes) -> Rendered:
         doc = canonical(self.rt, parse_json(data))
-        self._unique(doc[self.rt.naming])
+        self._unique(doc.name)
         return self.render(self._create(doc))
 
     def replace(self, resource_id: str, data: bytes, if_match: str | None) -> Rendered:
@@ -228,9 +243,9 @@ class Resources:
 
         return self._write(row, apply_patch(self.rt, row.document, parse_json(data)))
 
-    def _write(self, row: ScimRecord, doc: dict[str, Any]) -> Rendered:
-        self._unique(doc[self.rt.naming], row.id)
-        if doc == row.document:
+    def _write(self, row: ScimRecord, doc: Canonical) -> Rendered:
+        self._unique(doc.name, row.id)
+        if doc.document == row.document:
             return self.render(row)  # nothing changed: same version, same ETag
         return self.render(self._update(row, doc))
 
@@ -243,10 +258,10 @@ class Resources:
         """The resource, locked with whatever its deletion changes (by default its row)."""
         return self.existing(resource_id, for_update=True)
 
-    def _create(self, doc: dict[str, Any]) -> ScimRecord:
+    def _create(self, doc: Canonical) -> ScimRecord:
         raise NotImplementedError
 
-    def _update(self, row: ScimRecord, doc: dict[str, Any]) -> ScimRecord:
+    def _update(self, row: ScimRecord, doc: Canonical) -> ScimRecord:
         raise NotImplementedError
 
     def _delete(self, row: ScimRecord) -> None:
@@ -264,19 +279,24 @@ class Resources:
             self.directory.grant(self.org_id, user_id, role, workspaces)
 
 
-def _email(doc: dict[str, Any]) -> str:
-    emails = [e for e in doc.get("emails") or [] if isinstance(e.get("value"), str)]
+def _email(user: Canonical) -> str:
+    emails = [e for e in objects(user.document, "emails") if text(e, "value") is not None]
     emails.sort(key=lambda e: not e.get("primary"))
-    if emails:
-        return str(emails[0]["value"])
-    name = doc["userName"]
+    address = text(emails[0], "value") if emails else None
+    if address is not None:
+        return address
+    name = user.name
     return name if "@" in name else f"scim-{uuid.uuid4().hex}@scim.invalid"
 
 
-def _display(doc: dict[str, Any]) -> str:
-    name = doc.get("name") or {}
-    given = " ".join(p for p in (name.get("givenName"), name.get("familyName")) if p)
-    return (doc.get("displayName") or name.get("formatted") or given or doc["userName"])[:200]
+def _display(user: Canonical) -> str:
+    name = as_object(user.document.get("name")) or {}
+    given = " ".join(p for p in (text(name, "givenName"), text(name, "familyName")) if p)
+    return (text(user.document, "displayName") or text(name, "formatted") or given or user.name)[:200]
+
+
+def _active(user: Canonical) -> bool:
+    return flag(user.document, "active", True)
 
 
 class Users(Resources):
@@ -293,11 +313,12 @@ class Users(Resources):
                 "type": "direct"})
         return [self.render(r, {"groups": groups[r.id]} if r.id in groups else None) for r in rows]
 
-    def _fields(self, doc: dict[str, Any]) -> UserFields:
-        return UserFields(user_name=doc["userName"], external_id=doc.get("externalId"),
-                          display_name=doc.get("displayName"), active=doc.get("active", True), document=doc)
+    def _fields(self, doc: Canonical) -> UserFields:
+        return UserFields(user_name=doc.name, external_id=text(doc.document, "externalId"),
+                          display_name=text(doc.document, "displayName"), active=_active(doc),
+                          document=doc.document)
 
-    def _create(self, doc: dict[str, Any]) -> ScimRecord:
+    def _create(self, doc: Canonical) -> ScimRecord:
         # Who the address names is decided under its lock (provision: OrgRepository.lock_email); whether that
         # person is a SCIM user already, by the key of the row this inserts (a root locked after the address
         # would take the lock order backwards: a PUT of that user locks its row, then the address).
@@ -306,13 +327,13 @@ class Users(Resources):
         if made is None:
             raise scim_error("state_conflict", "uniqueness", "Another SCIM user has this email address.",
                              conflictField="emails")
-        self._activate(provisioned.user_id, doc.get("active", True))
+        self._activate(provisioned.user_id, _active(doc))
         return made
 
-    def _update(self, row: ScimRecord, doc: dict[str, Any]) -> ScimRecord:
+    def _update(self, row: ScimRecord, doc: Canonical) -> ScimRecord:
         # The address (a lock by name) before the keys a deactivation revokes: the lock order (docs/concurrency.md)
         self.directory.update_profile(self.org_id, row.id, _email(doc), _display(doc))
-        self._activate(row.id, doc.get("active", True))
+        self._activate(row.id, _active(doc))
         return self.repo.update(self.org_id, row.id, self._fields(doc))
 
     def _activate(self, user_id: str, active: bool) -> None:
@@ -349,8 +370,7 @@ class Users(Resources):
         for group_id in self.members.groups_with(self.org_id, row.id):
             group = groups.get(self.org_id, group_id, for_update=True)
             if group is not None:
-                members = group.document.get("members")
-                doc = {**group.document, "members": [m for m in (members if isinstance(members, list) else [])
+                doc = {**group.document, "members": [m for m in objects(group.document, "members")
                                                      if m.get("value") != row.id]}
                 groups.update_document(self.org_id, group_id, {k: v for k, v in doc.items() if v})
         self.members.drop_user(self.org_id, row.id)
@@ -388,9 +408,9 @@ class Groups(Resources):
     def __init__(self, work: Work, org_id: str, base: str, hints: Hints | None = None):
         super().__init__(work, org_id, base, work.of(GroupRepository), hints)
 
-    def _grant(self, doc: dict[str, Any]) -> Grant | None:
+    def _grant(self, doc: Canonical) -> Grant | None:
         """What the group's name maps to (see scim.proto), or None for a plain group."""
-        found = _MAPPED_NAME.match(doc["displayName"].strip())
+        found = _MAPPED_NAME.match(doc.name.strip())
         if found is None:
             return None
         workspace, role = found.group(1).strip(), found.group(2).strip().lower()
@@ -405,9 +425,10 @@ class Groups(Resources):
                                 [{"path": "displayName", "code": "not_found", "value": workspace}])
         return Grant(role, workspace_id)
 
-    def _member_ids(self, doc: dict[str, Any]) -> set[str]:
-        wanted = {m["value"] for m in doc.get("members", []) if isinstance(m.get("value"), str)}
-        if any(not isinstance(m.get("value"), str) for m in doc.get("members", [])):
+    def _member_ids(self, doc: Canonical) -> set[str]:
+        values = [text(m, "value") for m in objects(doc.document, "members")]
+        wanted = {v for v in values if v is not None}
+        if None in values:
             raise invalid_value("Every member needs a `value` (a user id).")
         unknown = sorted(wanted - self.members.known_users(self.org_id, wanted))
         if unknown:
@@ -415,16 +436,17 @@ class Groups(Resources):
                                 [{"path": "members", "code": "not_found", "value": v} for v in unknown])
         return wanted
 
-    def _fields(self, doc: dict[str, Any]) -> GroupFields:
-        return GroupFields(display_name=doc["displayName"], external_id=doc.get("externalId"), document=doc)
+    def _fields(self, doc: Canonical) -> GroupFields:
+        return GroupFields(display_name=doc.name, external_id=text(doc.document, "externalId"),
+                           document=doc.document)
 
-    def _create(self, doc: dict[str, Any]) -> ScimRecord:
+    def _create(self, doc: Canonical) -> ScimRecord:
         grant, members = self._grant(doc), self._member_ids(doc)
         row = self.repo.insert(self.org_id, new_id("scim_group"), self._fields(doc))
         self._settle(row.id, grant, set(), members)
         return row
 
-    def _update(self, row: ScimRecord, doc: dict[str, Any]) -> ScimRecord:
+    def _update(self, row: ScimRecord, doc: Canonical) -> ScimRecord:
         grant, members = self._grant(doc), self._member_ids(doc)
         updated = self.repo.update(self.org_id, row.id, self._fields(doc))
         self._settle(row.id, grant, self.members.members(row.id), members)
@@ -445,6 +467,6 @@ def resources_for(kind: str, work: Work, org_id: str, base: str, hints: Hints | 
     return (Users if kind == "User" else Groups)(work, org_id, base, hints)
 
 
-def not_supported(_: Any = None) -> ApiError:
+def not_supported(_: object = None) -> ApiError:
     return scim_error("not_implemented", None, "Searching every resource type at once is not supported: "
                       "search /Users/.search or /Groups/.search.")
