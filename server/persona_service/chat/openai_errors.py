@@ -6,8 +6,7 @@ where the envelope says 422: `BadRequestError` in OpenAI's clients) and its
 
 from __future__ import annotations
 
-from typing import Any
-
+from persona_service.chat.json_support import JSONObject, as_object, first_object
 from persona_service.kernel.api import ApiError, compact_json, envelope
 
 # By catalogue code where OpenAI has a type of its own, else by HTTP status.
@@ -21,23 +20,24 @@ OPENAI_STATUSES = {422: 400}
 OPENAI_CODES = ("model_not_found",)
 
 
-def openai_error_body(error: dict[str, Any], status: int) -> tuple[str, None]:
+def openai_error_body(error: JSONObject, status: int) -> tuple[str, None]:
     return compact_json(_shaped(error, status)), None
 
 
-def openai_envelope(err: ApiError) -> dict[str, Any]:
+def openai_envelope(err: ApiError) -> JSONObject:
     """The in-band `error` chunk of a stream already started, in the same shape."""
-    return _shaped(envelope(err)["error"], err.spec.http_status)
+    return _shaped(as_object(envelope(err)["error"]) or {}, err.spec.http_status)
 
 
-def _shaped(error: dict[str, Any], status: int) -> dict[str, Any]:
-    details = error.get("details") or {}
-    if error["code"] == "not_found" and isinstance(details.get("model"), str):
+def _shaped(error: JSONObject, status: int) -> JSONObject:
+    details = as_object(error.get("details")) or {}  # the envelope's: always an object
+    code = str(error["code"])  # the envelope's: always a catalogue code, a string
+    if code == "not_found" and isinstance(details.get("model"), str):
         # OpenAI's answer for a model that does not exist (or is another organization's), code and type alike.
         return {"error": {**error, "code": OPENAI_CODES[0], "type": "invalid_request_error", "param": None,
                           "message": f"The model `{details['model']}` does not exist or you do not have access "
                                      "to it."}}
-    return {"error": {**error, "type": openai_type(error["code"], status), "param": _param(details)}}
+    return {"error": {**error, "type": openai_type(code, status), "param": _param(details)}}
 
 
 def openai_type(code: str, status: int) -> str:
@@ -48,9 +48,8 @@ def openai_type(code: str, status: int) -> str:
     return _TYPES_BY_STATUS.get(status, "invalid_request_error")
 
 
-def _param(details: dict[str, Any]) -> str | None:
+def _param(details: JSONObject) -> str | None:
     """The first invalid field, as the request named it."""
-    violations = details.get("validationErrors") or ()
-    first = violations[0] if violations and isinstance(violations[0], dict) else {}
+    first = first_object(details.get("validationErrors")) or {}
     path = first.get("path") or details.get("field") or details.get("conflictField")
     return path if isinstance(path, str) and path else None

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Generator
-from typing import Any
 
 from google.api import httpbody_pb2
 from google.protobuf import json_format, struct_pb2
 from persona.v1 import openai_pb2
 
 from persona_service.chat.completions import CompletionService, CompletionStarted, model_id
+from persona_service.chat.json_support import JSONObject, as_object, first_object
 from persona_service.chat.openai_errors import openai_envelope
 from persona_service.chat.service import Reply
 from persona_service.kernel.api import (
@@ -42,8 +42,11 @@ def _text(value: struct_pb2.Value) -> str:
     if kind == "string_value":
         return value.string_value
     if kind == "list_value":  # content parts
-        parts: Any = json_format.MessageToDict(value)
-        return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type", "text") == "text")
+        parts: object = json_format.MessageToDict(value)  # a list_value's: a list
+        texts = [p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type", "text") == "text"] \
+            if isinstance(parts, list) else []
+        # (_content_violations refused a text part whose text is no string.)
+        return "".join(text for text in texts if isinstance(text, str))
     return ""
 
 
@@ -147,7 +150,7 @@ def _usage(reply: Reply) -> dict[str, int]:
             "total_tokens": reply.input_tokens + reply.output_tokens}
 
 
-def _sse(payload: str | dict[str, Any]) -> httpbody_pb2.HttpBody:
+def _sse(payload: str | JSONObject) -> httpbody_pb2.HttpBody:
     data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
     return httpbody_pb2.HttpBody(content_type="text/event-stream", data=f"data: {data}\n\n".encode())
 
@@ -160,17 +163,21 @@ def _released(frames: list[bytes]) -> tuple[tuple[str, int] | None, tuple[str, .
     head, *chunks = [_chunk(frame) for frame in frames]
     texts = []
     for chunk in chunks:
-        choice = (chunk.get("choices") or [{}])[0]
-        delta = choice.get("delta", {})
-        if set(delta) != {"content"} or choice.get("finish_reason"):
+        choice = first_object(chunk.get("choices")) or {}
+        delta = as_object(choice.get("delta", {})) or {}
+        content = delta.get("content")
+        if set(delta) != {"content"} or choice.get("finish_reason") or not isinstance(content, str):
             raise RunLost()  # a tool call (no prefill continues one), its end or an error was sent
-        texts.append(delta["content"])
-    return (head["id"], head["created"]), tuple(texts)
+        texts.append(content)
+    completion_id, created = head.get("id"), head.get("created")
+    if not isinstance(completion_id, str) or not isinstance(created, int):
+        raise RunLost()  # not a first chunk this servicer wrote: nothing to go on from
+    return (completion_id, created), tuple(texts)
 
 
-def _chunk(frame: bytes) -> dict[str, Any]:
+def _chunk(frame: bytes) -> JSONObject:
     data = httpbody_pb2.HttpBody.FromString(frame).data.decode().removeprefix("data: ").strip()
-    return {} if data == "[DONE]" else json.loads(data)
+    return {} if data == "[DONE]" else as_object(json.loads(data)) or {}
 
 
 class OpenAIServicer:
@@ -220,11 +227,11 @@ class OpenAIServicer:
             ctx.caller, request.model, conversation(request), options(request), request.user, stream=True,
             earlier=earlier, started=opened,
         )
-        head: dict[str, Any] = {}
+        head: JSONObject = {}
         started = False
 
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            body = {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        def chunk(delta: JSONObject, finish: str | None = None) -> JSONObject:
+            body: JSONObject = {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
             if include_usage:
                 body["usage"] = None
             return body
@@ -247,7 +254,7 @@ class OpenAIServicer:
                 delta = progress.delta
                 if delta.tool_call is not None:
                     index, call = delta.tool_call_index, delta.tool_call
-                    entry: dict[str, Any] = {"index": index, "function": {"arguments": call.arguments}}
+                    entry: JSONObject = {"index": index, "function": {"arguments": call.arguments}}
                     if index not in announced:
                         announced.add(index)
                         entry = {"index": index, "id": call.id, "type": "function",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import IO, Any
+from typing import IO, Protocol, runtime_checkable
 
 import boto3
 from boto3.s3.transfer import TransferConfig
@@ -27,6 +27,19 @@ _MISSING = ("NoSuchKey", "404", "NotFound")
 # put_file: a multipart upload past 8 MiB, parts of 8 MiB, two at a time (about 16 MiB held).
 _TRANSFER = TransferConfig(multipart_threshold=8 * 2**20, multipart_chunksize=8 * 2**20, max_concurrency=2)
 _PUT_ARGS = {"CacheControl": "private, max-age=900, immutable"}
+# boto3 is untyped: a GET's answer is read as JSON is, its values `object` until checked (the readers below).
+_Answer = dict[str, object]
+
+
+@runtime_checkable
+class _Body(Protocol):
+    """A GET's `Body` as read here (botocore's StreamingBody)."""
+
+    def read(self) -> bytes: ...
+
+    def iter_chunks(self, chunk_size: int) -> Iterator[bytes]: ...
+
+    def close(self) -> None: ...
 
 
 class S3Storage:
@@ -34,7 +47,7 @@ class S3Storage:
 
     def __init__(self, settings: FileSettings):
         self.bucket = settings.s3_bucket
-        options: dict[str, Any] = {"region_name": settings.s3_region}
+        options: dict[str, str] = {"region_name": settings.s3_region}
         if settings.s3_endpoint_url:
             options["endpoint_url"] = settings.s3_endpoint_url
         if settings.s3_access_key_id:
@@ -57,19 +70,22 @@ class S3Storage:
 
     def get(self, key: str) -> StoredObject:
         answer = self._get_object(key)
-        data = answer["Body"].read()
+        data = _body(answer).read()
         return StoredObject(data, _content_type(answer), etag_of(data))
 
     def open(self, key: str) -> ObjectStream:
         """The GET's body read as it is consumed (a streaming body over one pooled connection)."""
         answer = self._get_object(key)
-        return ObjectStream(answer["ContentLength"], _content_type(answer), answer["ETag"], _chunks(answer["Body"]))
+        size, etag = answer["ContentLength"], answer["ETag"]
+        if not isinstance(size, int) or not isinstance(etag, str):
+            raise TypeError(f"S3's GET answered ContentLength {size!r}, ETag {etag!r}: not an int and a string")
+        return ObjectStream(size, _content_type(answer), etag, _chunks(_body(answer)))
 
-    def _get_object(self, key: str) -> dict[str, Any]:
+    def _get_object(self, key: str) -> _Answer:
         self._check(key)
         try:
-            answer: dict[str, Any] = self.client.get_object(Bucket=self.bucket, Key=key)
-            return answer
+            answer: object = self.client.get_object(Bucket=self.bucket, Key=key)
+            return answer if isinstance(answer, dict) else {}
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in _MISSING:
                 raise ObjectNotFound(key) from None
@@ -102,11 +118,19 @@ class S3Storage:
             raise ObjectNotFound(key)
 
 
-def _content_type(answer: dict[str, Any]) -> str:
-    return answer.get("ContentType") or "application/octet-stream"
+def _body(answer: _Answer) -> _Body:
+    body = answer["Body"]
+    if not isinstance(body, _Body):
+        raise TypeError(f"S3's GET answered a Body that is no stream: {type(body).__name__}")
+    return body
 
 
-def _chunks(body: Any) -> Iterator[bytes]:  # botocore's StreamingBody
+def _content_type(answer: _Answer) -> str:
+    found = answer.get("ContentType")
+    return found if isinstance(found, str) and found else "application/octet-stream"
+
+
+def _chunks(body: _Body) -> Iterator[bytes]:
     try:
         yield from body.iter_chunks(CHUNK_BYTES)
     finally:
