@@ -19,7 +19,7 @@ import math
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import ParamSpec, Protocol, TypeVar
 
 from persona.v1 import options_pb2, personas_pb2
 
@@ -56,6 +56,18 @@ from persona_service.personas.step_records import (
 )
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class ProviderCall(Protocol):
+    """How a step calls its provider: `fn(*args)`, counted as an attempt, its upstream failure reported (the
+    pipeline's `_step`); outside a run, the plain call."""
+
+    def __call__(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+
+def _plain(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    return fn(*args, **kwargs)
 
 
 # The text steps' instructions (the cost preview counts them as the steps send them).
@@ -171,10 +183,10 @@ class GenerationPipeline:
     # --- steps ------------------------------------------------------------------
 
     def _step(self, step: str, spec: RunSpec, outputs: StepOutputs, attempts: list[int]) -> StepOutput:
-        def call(fn: Callable[..., T], *args: Any) -> T:
+        def call(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
             attempts[0] += 1
             try:
-                return fn(*args)
+                return fn(*args, **kwargs)
             except ProviderError as err:
                 self.on_upstream_failure(step, err)
                 raise
@@ -216,13 +228,12 @@ class GenerationPipeline:
             return self.fingerprint(outputs.write_voice, call)
         raise AssertionError(step)
 
-    def fingerprint(self, voice: Voice, call: Callable[..., Any] | None = None) -> Fingerprint:
+    def fingerprint(self, voice: Voice, call: ProviderCall = _plain) -> Fingerprint:
         """The voice's fingerprint (the embedding drift detection compares replies with)."""
-        call = call or (lambda fn, *args: fn(*args))
         vector = call(self.provider.embed, [fingerprint_text(voice)])[0]
         return Fingerprint([round(float(x), 6) for x in vector], _embedding_model(self.provider))
 
-    def _draft_soul(self, spec: RunSpec, call: Callable[..., Any]) -> Soul:
+    def _draft_soul(self, spec: RunSpec, call: ProviderCall) -> Soul:
         # A caller's soul on create: the fields it sent are kept, the draft only fills the gaps (the model is shown
         # those); a persona's soul (refine, fork) is shown whole.
         caller = spec.base_soul if spec.kind == "create" else None
@@ -243,8 +254,7 @@ class GenerationPipeline:
             raise unusable(self.provider, "soul without a name or a 20-character desire")
         return soul
 
-    def score(self, soul: Soul, voice: Voice, call: Callable[..., Any] | None = None) -> Audit:
-        call = call or (lambda fn, *args: fn(*args))
+    def score(self, soul: Soul, voice: Voice, call: ProviderCall = _plain) -> Audit:
         reply = call(self.provider.generate, [
             Message("system", AUDIT_PROMPT),
             Message("user", json.dumps({"soul": soul.to_json(), "voice": voice.to_json()}, sort_keys=True)),

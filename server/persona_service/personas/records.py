@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from persona_service.personas.step_records import Dialogue, Soul, StepOutput, Voice
 
@@ -300,7 +299,7 @@ class SortKey:
     """A listed persona's value of the list's sort key (what its cursor holds)."""
 
     id: str
-    sort_key: Any
+    sort_key: datetime | str  # created_at, updated_at: datetime; display_name: its lower() text
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,8 +307,8 @@ class FieldChange:
     """A field that differs between two versions (its JSON path, its values)."""
 
     field: str
-    before: Any
-    after: Any
+    before: object  # JSON values (a soul's or a voice's field)
+    after: object
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,7 +344,7 @@ class StepRecord:
     """A step's row as read back (its output: the JSON `personas.step_records` decodes)."""
 
     step: str
-    output: Any
+    output: object  # JSON (its column's); an object where the step finished
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,8 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    CursorResult,
+    Executable,
     TextClause,
     Update,
     bindparam,
@@ -39,6 +41,7 @@ from persona_service.kernel.api import (
     row_columns,
     table_of,
 )
+from persona_service.personas.json_support import as_object
 from persona_service.personas.records import (
     NewPersona,
     NewStep,
@@ -56,7 +59,7 @@ from persona_service.personas.records import (
     VoiceRecord,
     VoiceRow,
 )
-from persona_service.personas.step_records import Dialogue, StepOutputs, encode
+from persona_service.personas.step_records import Dialogue, Soul, StepOutputs, encode
 from persona_service.personas.tables import SLUG_CONSTRAINT as SLUG_CONSTRAINT  # the service's derivation names it
 from persona_service.personas.tables import (
     GenerationRun,
@@ -124,7 +127,7 @@ WORD = re.compile(r"[^\W_]+")
 SEARCH_DOCUMENT = ("to_tsvector('simple'::regconfig, regexp_replace(personas.display_name || ' ' || personas.slug "
                    f"|| ' ' || personas.intent, '{PUNCTUATION}', ' ', 'g'))")
 # The list's sort keys: the expressions migration 0021's (and 0001's) indexes are built on.
-SORT_KEYS: dict[str, ColumnElement[Any]] = {
+SORT_KEYS: dict[str, ColumnElement[datetime] | ColumnElement[str]] = {
     "created_at": _personas.c.created_at,
     "updated_at": _personas.c.updated_at,
     "display_name": func.lower(_personas.c.display_name),
@@ -141,11 +144,11 @@ def search_condition(q: str) -> ColumnElement[bool] | TextClause:
     return text(f"{SEARCH_DOCUMENT} @@ to_tsquery('simple', :persona_search)").bindparams(persona_search=query)
 
 
-def _persona_columns(values: dict[str, Any]) -> dict[str, Any]:
+def _persona_columns(values: dict[str, object]) -> dict[str, object]:
     """A `NewPersona`'s or a `PersonaChanges`' values as the row's: the soul as the JSON its column holds (the
     keys `Soul.to_json` writes, the ones every persona row has held)."""
     soul = values.get("soul")
-    return values if soul is None else {**values, "soul": soul.to_json()}
+    return {**values, "soul": soul.to_json()} if isinstance(soul, Soul) else values
 
 
 def _active(workspace_id: str, persona_id: str) -> tuple[ColumnElement[bool], ...]:
@@ -171,7 +174,7 @@ class PersonaRepository:
             found = record_or_none(PersonaRow, self._read(stmt, decides_nothing).mappings().first())
         return None if found is None else found.record()
 
-    def _read(self, stmt: Any, decides_nothing: bool) -> Any:
+    def _read(self, stmt: Executable, decides_nothing: bool) -> CursorResult[Any]:
         if decides_nothing:
             stmt = stmt.execution_options(**{DECIDES_NOTHING: True})
         return self._conn.execute(stmt)
@@ -216,7 +219,7 @@ class PersonaRepository:
         return self._conn.execute(stmt).scalar()
 
     def list_page(
-        self, workspace_id: str, filters: PersonaFilters, limit: int, after: tuple[Any, str] | None,
+        self, workspace_id: str, filters: PersonaFilters, limit: int, after: tuple[datetime | str, str] | None,
         order: SortOrder = SortOrder.parse(""), q: str = "",
     ) -> list[tuple[PersonaRecord, SortKey]]:
         """A page of the workspace's personas in `order` (ties by id), strictly
@@ -315,7 +318,8 @@ class PersonaRepository:
     def step_outputs(self, run_id: str) -> StepOutputs:
         """A run's step outputs, each row's JSON read as its step's record."""
         stmt = select(_steps.c.step, _steps.c.output).where(_steps.c.run_id == run_id).order_by(_steps.c.ordinal)
-        return StepOutputs.from_json({s.step: s.output for s in records(StepRecord, self._conn.execute(stmt).mappings())})
+        rows = records(StepRecord, self._conn.execute(stmt).mappings())
+        return StepOutputs.from_json({s.step: as_object(s.output) for s in rows})
 
     # --- reads for other modules (through personas.directory) -----------------------------
 

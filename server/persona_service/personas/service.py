@@ -137,7 +137,7 @@ class PersonaService:
         ranked, next_cursor = cursor_page(
             self.cursors, scope, limit, cursor,
             lambda n, after: self.repo.list_page(principal.workspace_id, filters, n, after, order, q),
-            lambda pair: [pair[1].sort_key.isoformat() if timed else pair[1].sort_key, pair[0].id],
+            lambda pair: [_position(pair[1].sort_key), pair[0].id],
             lambda position: (datetime.fromisoformat(position[0]) if timed else str(position[0]), str(position[1])),
         )
         return [row for row, _ in ranked], next_cursor
@@ -597,6 +597,11 @@ def _deleted(row: PersonaRecord, now: datetime) -> PersonaChanges:
     """A soft delete: purged after the grace period unless restored."""
     return PersonaChanges(state="deleted", state_before_delete=row.state, deleted_at=now, purge_at=now + GRACE,
                           updated_at=now)
+
+
+def _position(key: datetime | str) -> str:
+    """A listed persona's sort key as its cursor holds it (a time: ISO 8601; a name: itself)."""
+    return key.isoformat() if isinstance(key, datetime) else key
 
 
 def _camel(name: str) -> str:

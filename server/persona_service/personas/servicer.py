@@ -1,5 +1,5 @@
+import json
 from collections.abc import Generator
-from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 from persona.v1 import personas_pb2
@@ -91,8 +91,9 @@ def generation_preview(preview: GenerationPreview) -> personas_pb2.GenerationPre
     )
 
 
-def _value(value: Any) -> struct_pb2.Value:
-    return json_format.ParseDict(value, struct_pb2.Value())
+def _value(value: object) -> struct_pb2.Value:
+    # Parsed from its JSON text: ParseDict reads a Value from any JSON value, but its stub admits only a dict.
+    return json_format.Parse(json.dumps(value), struct_pb2.Value())
 
 
 def _soul(message: personas_pb2.CreatePersonaRequest) -> Soul | None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+
+from persona_service.personas.json_support import JSONObject, as_object, items, number, whole
 
 STEPS = ("moderate_intent", "draft_soul", "write_voice", "audit", "fingerprint")
 SOUL_FIELDS = ("name", "desire", "fear", "backstory", "traits", "values", "speaking_style")
@@ -23,7 +24,7 @@ class IntentCheck:
         return {"flagged": self.flagged}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> IntentCheck:
+    def from_json(cls, data: Mapping[str, object]) -> IntentCheck:
         return cls(bool(data.get("flagged", False)))
 
 
@@ -45,10 +46,10 @@ class Soul:
                 "traits": list(self.traits), "values": list(self.values), "speaking_style": self.speaking_style}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Soul:
+    def from_json(cls, data: Mapping[str, object]) -> Soul:
         return cls(str(data.get("name") or ""), str(data.get("desire") or ""), str(data.get("fear") or ""),
-                   str(data.get("backstory") or ""), tuple(str(t) for t in data.get("traits") or ()),
-                   tuple(str(v) for v in data.get("values") or ()), str(data.get("speaking_style") or ""))
+                   str(data.get("backstory") or ""), tuple(str(t) for t in items(data.get("traits"))),
+                   tuple(str(v) for v in items(data.get("values"))), str(data.get("speaking_style") or ""))
 
     def given(self) -> dict[str, str | list[str]]:
         """The fields set (not empty), as JSON: a caller's soul is partial (the API's Soul message, proto3: an
@@ -79,9 +80,9 @@ class Dialogue:
         return [{"user": d.user, "persona": d.persona} for d in dialogues]
 
     @staticmethod
-    def from_json_list(data: Any) -> tuple[Dialogue, ...]:
+    def from_json_list(data: object) -> tuple[Dialogue, ...]:
         return tuple(Dialogue(str(d.get("user") or ""), str(d.get("persona") or ""))
-                     for d in data or [] if isinstance(d, Mapping))
+                     for d in items(data) if isinstance(d, Mapping))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +102,7 @@ class Voice:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Voice:
+    def from_json(cls, data: Mapping[str, object]) -> Voice:
         return cls(
             str(data.get("system_prompt") or ""), str(data.get("greeting") or ""),
             Dialogue.from_json_list(data.get("sample_dialogues")),
@@ -120,9 +121,9 @@ class Audit:
         return {"score": self.score, "notes": self.notes}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Audit:
+    def from_json(cls, data: Mapping[str, object]) -> Audit:
         score = data.get("score")
-        return cls(None if score is None else float(score), str(data.get("notes", "")))
+        return cls(None if score is None else number(score), str(data.get("notes", "")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +137,11 @@ class Fingerprint:
         return {"vector": list(self.vector), "model": self.model}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Fingerprint:
-        return cls([float(x) for x in data["vector"]], str(data["model"]))
+    def from_json(cls, data: Mapping[str, object]) -> Fingerprint:
+        vector = data["vector"]
+        if not isinstance(vector, list):
+            raise TypeError(f"a fingerprint's vector is a list, not {type(vector).__name__}")
+        return cls([number(x) for x in vector], str(data["model"]))
 
 
 StepOutput = IntentCheck | Soul | Voice | Audit | Fingerprint
@@ -175,7 +179,7 @@ class StepOutputs:
         raise TypeError(f"{step}: {type(output).__name__}")
 
     @classmethod
-    def from_json(cls, outputs: Mapping[str, Mapping[str, Any] | None]) -> StepOutputs:
+    def from_json(cls, outputs: Mapping[str, Mapping[str, object] | None]) -> StepOutputs:
         """Stored outputs by step name (a run's step rows): the steps absent or None stay None."""
         decoded = cls()
         for step, data in outputs.items():
@@ -184,7 +188,7 @@ class StepOutputs:
         return decoded
 
 
-def decode(step: str, data: Mapping[str, Any]) -> StepOutput:
+def decode(step: str, data: Mapping[str, object]) -> StepOutput:
     """A step's stored output (its JSON) as its record."""
     if step == "moderate_intent":
         return IntentCheck.from_json(data)
@@ -199,9 +203,9 @@ def decode(step: str, data: Mapping[str, Any]) -> StepOutput:
     raise KeyError(step)
 
 
-def encode(output: StepOutput) -> dict[str, Any]:
+def encode(output: StepOutput) -> JSONObject:
     """A step's output as it is stored."""
-    return output.to_json()
+    return {**output.to_json()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,9 +217,12 @@ class StepDone:
     duration_ms: int
     attempts: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"output": encode(self.output), "duration_ms": self.duration_ms, "attempts": self.attempts}
 
     @classmethod
-    def from_json(cls, step: str, data: Mapping[str, Any]) -> StepDone:
-        return cls(decode(step, data["output"]), int(data["duration_ms"]), int(data["attempts"]))
+    def from_json(cls, step: str, data: Mapping[str, object]) -> StepDone:
+        output = as_object(data["output"])
+        if output is None:
+            raise TypeError(f"step {step}'s checkpointed output is not an object")
+        return cls(decode(step, output), whole(data["duration_ms"]), whole(data["attempts"]))
