@@ -77,8 +77,8 @@ def test_the_export_is_written_batch_by_batch(engine, seeded, small_batches, you
     sizes: dict[str, list[int]] = {}
 
     def watched(source):
-        return lambda conn, subject: {table: tracked(batches, sizes.setdefault(table, []))
-                                      for table, batches in source(conn, subject).items()}
+        return lambda work, subject: {table: tracked(batches, sizes.setdefault(table, []))
+                                      for table, batches in source(work, subject).items()}
 
     body = build(engine, Subject(seeded["org_id"], seeded["heavy_user_id"]), [watched(s) for s in MODULES.personal_data])
     counts = json.loads(body)["manifest"]["counts"]
@@ -97,7 +97,7 @@ def test_the_streamed_document_is_the_one_built_in_memory(engine, seeded, small_
     with engine.begin() as conn:
         for source in (*MODULES.personal_data, audit_events):
             data.update({table: [row for batch in batches for row in batch]
-                         for table, batches in source(conn, subject).items()})
+                         for table, batches in source(Work.on(conn), subject).items()})
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     manifest = {
         "schemaVersion": 1, "generatedAt": streamed["manifest"]["generatedAt"],
