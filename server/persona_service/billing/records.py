@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from persona_service.kernel.api import iso
 
@@ -117,11 +116,11 @@ class LineItem:
                 "proration": self.proration}
 
     @classmethod
-    def of_json(cls, stored: Mapping[str, Any]) -> LineItem:
+    def of_json(cls, element: object) -> LineItem:
         """One element of an invoice's `line_items` column (`amountMinor` is derived: quantity x unit)."""
-        return cls(str(stored["description"]), int(stored["quantity"]), int(stored["unitAmountMinor"]),
-                   datetime.fromisoformat(stored["periodStart"]), datetime.fromisoformat(stored["periodEnd"]),
-                   bool(stored["proration"]))
+        stored = _stored(element)
+        return cls(str(stored["description"]), _whole(stored["quantity"]), _whole(stored["unitAmountMinor"]),
+                   _time(stored["periodStart"]), _time(stored["periodEnd"]), bool(stored["proration"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +136,30 @@ class PendingLine:
         return {"description": self.description, "amountMinor": self.amount_minor}
 
     @classmethod
-    def of_json(cls, stored: Mapping[str, Any]) -> PendingLine:
-        return cls(str(stored["description"]), int(stored["amountMinor"]))
+    def of_json(cls, element: object) -> PendingLine:
+        """One element of a subscription's `pending_lines` column."""
+        stored = _stored(element)
+        return cls(str(stored["description"]), _whole(stored["amountMinor"]))
+
+
+# Readers of the lines' stored JSON (the columns hold what as_json wrote): what it holds, else a TypeError.
+
+def _stored(element: object) -> Mapping[str, object]:
+    if not isinstance(element, dict):
+        raise TypeError(f"a stored line is a JSON object, not {type(element).__name__}")
+    return element
+
+
+def _whole(value: object) -> int:
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"an integer was expected, not {type(value).__name__}")
+
+
+def _time(value: object) -> datetime:
+    if isinstance(value, str):
+        return datetime.fromisoformat(value)
+    raise TypeError(f"an ISO 8601 time was expected, not {type(value).__name__}")
 
 
 @dataclass(frozen=True)

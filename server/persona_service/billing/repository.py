@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, overload
+from typing import overload
 
-from sqlalchemy import Connection, func, insert, select, tuple_, update
+from sqlalchemy import Connection, RowMapping, func, insert, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from persona_service.billing.records import (
@@ -132,10 +132,10 @@ _LINE_ITEMS = (_invoices.c.line_items.key, LineItem.of_json)
 
 
 @overload
-def _decoded(row: Mapping[Any, Any], lines: tuple[str, Callable[[Any], object]]) -> Mapping[str, object]: ...
+def _decoded(row: RowMapping, lines: tuple[str, Callable[[object], object]]) -> Mapping[str, object]: ...
 @overload
-def _decoded(row: None, lines: tuple[str, Callable[[Any], object]]) -> None: ...
-def _decoded(row: Mapping[Any, Any] | None, lines: tuple[str, Callable[[Any], object]]) -> Mapping[str, object] | None:
+def _decoded(row: None, lines: tuple[str, Callable[[object], object]]) -> None: ...
+def _decoded(row: RowMapping | None, lines: tuple[str, Callable[[object], object]]) -> Mapping[str, object] | None:
     """A row with its JSON lines (a subscription's pending lines, an invoice's line items) as records."""
     if row is None:
         return None

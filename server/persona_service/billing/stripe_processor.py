@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from functools import partial
+from typing import TypeVar
 
 import requests
 import stripe
@@ -30,11 +31,10 @@ class StripeProcessor:
     def __init__(self, api_key: str, api_base: str = "") -> None:
         # One session for every thread (the default is one per thread), so `close` releases all its connections.
         self.session = requests.Session()
-        options: dict[str, Any] = {"api_key": api_key, "max_network_retries": 2,
-                                   "http_client": stripe.RequestsClient(session=self.session)}
-        if api_base:
-            options["base_addresses"] = {"api": api_base}
-        self.client = stripe.StripeClient(**options)
+        # (base_addresses None: Stripe's own, as when it is not passed)
+        self.client = stripe.StripeClient(api_key, max_network_retries=2,
+                                          http_client=stripe.RequestsClient(session=self.session),
+                                          base_addresses={"api": api_base} if api_base else None)
 
     def customer(self, org_id: str, org_name: str) -> str:
         return self._call(lambda: self.client.v1.customers.create(
@@ -42,7 +42,7 @@ class StripeProcessor:
 
     def open_invoice(self, customer_id: str, invoice_id: str, lines: Sequence[LineItem], currency: str) -> str:
         for line in lines:
-            self._call(lambda line=line: self.client.v1.invoice_items.create(params={
+            self._call(partial(self.client.v1.invoice_items.create, params={
                 "customer": customer_id, "amount": line.amount_minor, "currency": currency,
                 "description": line.description}))
         invoice = self._call(lambda: self.client.v1.invoices.create(params={
@@ -76,7 +76,7 @@ class StripeProcessor:
         self.session.close()
 
     @staticmethod
-    def _call(request: Callable[..., T]) -> T:
+    def _call(request: Callable[[], T]) -> T:
         try:
             return request()
         except stripe.StripeError as err:

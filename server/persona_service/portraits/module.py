@@ -1,7 +1,5 @@
 """Portraits: generated and edited images of personas, drawn by durable tasks."""
 
-from typing import Any
-
 from persona.v1 import options_pb2, portraits_pb2_grpc
 from sqlalchemy import Engine
 
@@ -17,13 +15,14 @@ from persona_service.portraits.settings import PortraitSettings
 PORTRAIT_STATUSES = frozenset({404, 422, 502})
 
 
-def portrait_error_body(error: dict[str, Any], status: int) -> tuple[str, None]:
+def portrait_error_body(error: dict[str, object], status: int) -> tuple[str, None]:
     """The portrait error shape (options.ERROR_SHAPE_PORTRAIT): `error` is
     the code, beside `message` and the details, flat; the envelope for the
     statuses the spec does not give it."""
     if status not in PORTRAIT_STATUSES:
         return compact_json({"error": error}), None
-    details = {k: v for k, v in error["details"].items() if k not in ("error", "message")}
+    found = error["details"]  # the envelope's: always an object
+    details = {k: v for k, v in (found.items() if isinstance(found, dict) else ()) if k not in ("error", "message")}
     return compact_json({"error": error["code"], "message": error["message"], **details}), None
 
 
