@@ -35,7 +35,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from persona_service.chat.records import (
     Exchange,
@@ -433,7 +433,7 @@ def billed_to(principal: Principal) -> str:
     return principal.credential_id if principal.kind == "api_key" else "session"
 
 
-def _ordinal(position: list[Any]) -> int:
+def _ordinal(position: list[object]) -> int:
     """A message cursor's position: the ordinal of the page's last message."""
     if not isinstance(position[0], int):
         raise TypeError("not an ordinal")

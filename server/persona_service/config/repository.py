@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, select
 from sqlalchemy.dialects.postgresql import insert
@@ -34,7 +33,7 @@ PERSONA_LEVEL_PREFIX = "persona:"  # workspace_id of persona-level settings: "pe
 class ItemRecord:
     key: str
     workspace_id: str  # ORG_LEVEL, a workspace id, or persona_level(id)
-    value: Any
+    value: object  # JSON, as its key declares it (every write is checked by the key)
     updated_at: datetime
 
 
@@ -83,13 +82,13 @@ class ConfigRepository:
         levels = (ORG_LEVEL, workspace_id, persona_level(persona_id) if persona_id else None)
         return [row for row in rows if row.workspace_id in levels]
 
-    def org_settings_with_prefix(self, org_id: str, prefix: str) -> list[tuple[str, Any]]:
+    def org_settings_with_prefix(self, org_id: str, prefix: str) -> list[tuple[str, object]]:
         stmt = select(_items.c.key, _items.c.value).where(
             _items.c.org_id == org_id, _items.c.workspace_id == ORG_LEVEL, _items.c.key.startswith(prefix)
         )
         return [(key, value) for key, value in self._conn.execute(stmt.execution_options(**_DECIDES_NOTHING))]
 
-    def upsert(self, org_id: str, workspace_id: str, key: str, value: Any, updated_by: str) -> None:
+    def upsert(self, org_id: str, workspace_id: str, key: str, value: object, updated_by: str) -> None:
         stmt = insert(_items).values(org_id=org_id, workspace_id=workspace_id, key=key, value=value, updated_by=updated_by)
         stmt = stmt.on_conflict_do_update(
             index_elements=[_items.c.org_id, _items.c.workspace_id, _items.c.key],

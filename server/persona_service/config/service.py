@@ -10,7 +10,7 @@ Enterprise-only and Owner-only.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from datetime import datetime
 
 from persona_service.config.repository import (
     ORG_LEVEL,
@@ -67,9 +67,9 @@ def _bounded(spec: ConfigKey, ceiling: float) -> ConfigKey:
 @dataclass(frozen=True)
 class Effective:
     spec: ConfigKey
-    value: Any
+    value: object  # JSON, of the key's declared type
     source: str  # persona | workspace | org | default
-    updated_at: Any = None
+    updated_at: datetime | None = None  # None: the default
 
 
 def _declared(spec: ConfigKey, reader: str, *types: str) -> None:
@@ -238,7 +238,7 @@ class ConfigService:
         return ORG_LEVEL if level == "org" else principal.workspace_id
 
     @staticmethod
-    def _default(spec: ConfigKey, principal: Principal) -> Any:
+    def _default(spec: ConfigKey, principal: Principal) -> object:
         if spec.key.startswith(RATE_LIMIT_PREFIX):
             from persona_service.kernel.api import PLAN_LIMITS
 

@@ -1,3 +1,5 @@
+import json
+
 from google.protobuf import json_format, struct_pb2
 from persona.v1 import config_pb2
 
@@ -6,8 +8,8 @@ from persona_service.kernel.api import RequestContext, ServicerDeps, load, nulla
 
 
 def config_item(item: Effective) -> config_pb2.ConfigItem:
-    value = struct_pb2.Value()
-    json_format.ParseDict(item.value, value)
+    # Parsed from its JSON text: ParseDict reads a Value from any JSON value, but its stub admits only a dict.
+    value = json_format.Parse(json.dumps(item.value), struct_pb2.Value())
     return config_pb2.ConfigItem(
         key=item.spec.key, value=value, source=item.source, settable_at=list(item.spec.levels), type=item.spec.type,
         allowed_values=list(item.spec.allowed), updated_at=nullable_time(item.updated_at),

@@ -4,11 +4,19 @@ items; a resolution acts on its subject through the module that owns it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
 
-from persona_service.kernel.api import CursorCodec, NotFound, Principal, StateConflict, Work, keyset_page, utcnow
+from persona_service.kernel.api import (
+    CursorCodec,
+    NotFound,
+    Principal,
+    ReviewResolver,
+    StateConflict,
+    Work,
+    keyset_page,
+    utcnow,
+)
 from persona_service.moderation.records import ReviewFilters, ReviewRecord
 from persona_service.moderation.repository import ModerationRepository
 
@@ -17,7 +25,7 @@ CLAIM = timedelta(minutes=10)
 
 class ModerationQueue:
     def __init__(self, work: Work, *, cursors: CursorCodec | None = None,
-                 resolvers: Mapping[str, Callable[[Any, str, str], None]] | None = None) -> None:
+                 resolvers: Mapping[str, ReviewResolver] | None = None) -> None:
         self.work = work
         self.repo = work.of(ModerationRepository)
         self.cursors = cursors

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,7 +15,7 @@ class ReviewRecord:
     subject_type: str
     subject_id: str
     categories: list[str]
-    scores: Any
+    scores: dict[str, object]  # its JSON column: category -> score, as the flag wrote it
     excerpt: str
     status: str
     claimed_by: str

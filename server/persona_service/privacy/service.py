@@ -16,7 +16,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import IO, Any
+from typing import IO
 
 from persona_service.files.api import SignedUrl, Storage, object_key
 from persona_service.kernel.api import (
@@ -207,6 +207,6 @@ def write_bundle(out: IO[bytes], work: Work, subject: Subject, sources: Sequence
     return digest.hexdigest()
 
 
-def _indented(value: Any, depth: int) -> bytes:
+def _indented(value: object, depth: int) -> bytes:
     """`value` as json.dumps(indent=1) writes it `depth` levels down (its strings hold no raw newline)."""
     return json.dumps(value, sort_keys=True, indent=1).replace("\n", "\n" + " " * depth).encode()

@@ -23,7 +23,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 MAX_HEADER_BYTES = 64 * 1024
 # A response body up to this size is read to the end so the connection can be
@@ -343,7 +343,7 @@ class HTTPClient:
     async def __aenter__(self) -> HTTPClient:
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +148,7 @@ class DueDelivery:
     occurred_at: datetime
     org_id: str
     workspace_id: str
-    data: Any
+    data: dict[str, object]  # the event's JSON column: an object
     url: str
     standard_webhooks: bool
     secret_enc: str
