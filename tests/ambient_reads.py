@@ -792,6 +792,18 @@ def any_across_apis(root: pathlib.Path) -> Iterator[str]:
                     yield f"{where}: {annotation} ({home})"
 
 
+def any_across_the_door(root: pathlib.Path) -> Iterator[tuple[str, str]]:
+    """`any_across_apis` for the kernel's door: what `kernel/api.py` names (`__all__`), by the objects themselves, in
+    any position. What a domain is handed with an `Any` in it is unchecked data mypy's disallow_any_explicit, which
+    reads only the domain's own lines, cannot see."""
+    door = importlib.import_module(_module_name(root, root / "kernel" / "api.py"))
+    for name in door.__all__:
+        for where, annotation, home in _signatures(getattr(door, name, None), f"kernel.api.{name}"):
+            importlib.import_module(home)
+            if _says_any(annotation, home):
+                yield where, home
+
+
 def _checked(folder: pathlib.Path) -> dict[str, object]:
     """In the child forked for `folder`: its offenders, and the libraries its check loaded (for the next ones)."""
     os.chdir(folder.parent)
@@ -802,6 +814,7 @@ def _checked(folder: pathlib.Path) -> dict[str, object]:
     past = list(past_the_door(folder, paths))
     reads = [list(read) for read in settings_reads(folder, paths)]
     untyped = list(any_across_apis(folder))
+    door_any = [list(found) for found in dict.fromkeys(any_across_the_door(folder))]
     network = [list(read) for read in network_reads(folder, paths)]
     exports = [list(export) for export in api_exports(folder)]
     sql = [list(read) for read in sql_reads(folder, paths)]
@@ -809,7 +822,7 @@ def _checked(folder: pathlib.Path) -> dict[str, object]:
     module_state = list(module_state_writes(folder, paths))
     libraries = [name for name, module in list(sys.modules.items()) if name.partition(".")[0] != "persona_service"
                  and name != "__main__" and not str(getattr(module, "__file__", "") or "").startswith(str(folder))]
-    return {"lines": lines, "past_the_door": past, "settings_reads": reads, "any_across_apis": untyped, "network": network, "api_exports": exports, "sql": sql, "connections": connections,
+    return {"lines": lines, "past_the_door": past, "settings_reads": reads, "any_across_apis": untyped, "network": network, "api_exports": exports, "sql": sql, "connections": connections, "any_across_the_door": door_any,
             "module_state": module_state,
             "libraries": libraries}
 

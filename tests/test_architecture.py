@@ -966,6 +966,90 @@ ANY_ACROSS_APIS = {
 }
 
 
+# What the kernel's door hands a domain with an `Any` in it (issue 47, typed data across layers): unchecked data
+# that mypy's disallow_any_explicit, which reads only a domain's own lines, cannot see. This list only shrinks:
+# a new Any across the door fails `any_across_the_door`, and an entry no longer found does too.
+_ROWS = (
+    "SQLAlchemy's statements, rows and bind parameters, handled in repositories (Select[Any], Mapping[str, "
+    "Any] params, a row's mapping): typed by the records they become"
+)
+_OPEN_JSON = (
+    "open JSON a domain writes or reads (an event's data, an audit entry's details, a task's payload, an "
+    "error's values, a config key's value, a model's tools, a proto Struct): to be typed as object and read "
+    'through checks'
+)
+_PLUMBING = (
+    "generic plumbing whose element type the caller knows (a cursor's position, a drained generator, the "
+    "answer `finish` replaces, a Resource of any kind, grpc's generated registrar, a span's attributes, "
+    "psycopg's connection row type)"
+)
+ANY_ACROSS_THE_DOOR: dict[str, str] = {
+    "kernel.api.Prepared.__init__(statement)": _ROWS,
+    "kernel.api.Prepared.first(params)": _ROWS,
+    "kernel.api.Prepared.all(params)": _ROWS,
+    "kernel.api.Prepared.rows(params)": _ROWS,
+    "kernel.api.Prepared.rows(return)": _ROWS,
+    "kernel.api.PreparedRows.run(rows)": _ROWS,
+    "kernel.api.PreparedWrite.run(params)": _ROWS,
+    "kernel.api.record(row)": _ROWS,
+    "kernel.api.record_or_none(row)": _ROWS,
+    "kernel.api.records(rows)": _ROWS,
+    "kernel.api.changed_columns(return)": _ROWS,
+    "kernel.api.row_columns(return)": _ROWS,
+    "kernel.api.lock_root(where)": _ROWS,
+    "kernel.api.derive_unique(candidate)": _ROWS,
+    "kernel.api.derive_unique(insert)": _ROWS,
+    "kernel.api.envelope(return)": _OPEN_JSON,
+    "kernel.api.message_json(return)": _OPEN_JSON,
+    "kernel.api.struct(value)": _OPEN_JSON,
+    "kernel.api.AuditEntry.details": _OPEN_JSON,
+    "kernel.api.AuditEntry.__init__(details)": _OPEN_JSON,
+    "kernel.api.AuditRecord.details": _OPEN_JSON,
+    "kernel.api.AuditRecord.__init__(details)": _OPEN_JSON,
+    "kernel.api.EventRecord.data": _OPEN_JSON,
+    "kernel.api.EventRecord.__init__(data)": _OPEN_JSON,
+    "kernel.api.export_batches(return)": _OPEN_JSON,
+    "kernel.api.ConfigKey.default": _OPEN_JSON,
+    "kernel.api.ConfigKey.check(value)": _OPEN_JSON,
+    "kernel.api.ConfigKey.normalize(value)": _OPEN_JSON,
+    "kernel.api.ConfigKey.normalize(return)": _OPEN_JSON,
+    "kernel.api.ConfigKey.__init__(default)": _OPEN_JSON,
+    "kernel.api.TaskRecord.payload": _OPEN_JSON,
+    "kernel.api.TaskRecord.__init__(payload)": _OPEN_JSON,
+    "kernel.api.GenerationOptions.tools": _OPEN_JSON,
+    "kernel.api.GenerationOptions.tool_choice": _OPEN_JSON,
+    "kernel.api.GenerationOptions.__init__(tools)": _OPEN_JSON,
+    "kernel.api.GenerationOptions.__init__(tool_choice)": _OPEN_JSON,
+    "kernel.api.Module.error_shapes": _OPEN_JSON,
+    "kernel.api.Module.__init__(error_shapes)": _OPEN_JSON,
+    "kernel.api.RequestContext.finish": _PLUMBING,
+    "kernel.api.RequestContext.__init__(finish)": _PLUMBING,
+    "kernel.api.drain(gen)": _PLUMBING,
+    "kernel.api.CursorCodec.encode(position)": _PLUMBING,
+    "kernel.api.CursorCodec.decode(return)": _PLUMBING,
+    "kernel.api.cursor_page(position)": _PLUMBING,
+    "kernel.api.cursor_page(parse)": _PLUMBING,
+    "kernel.api.Module.resources": _PLUMBING,
+    "kernel.api.Module.__init__(resources)": _PLUMBING,
+    "kernel.api.ServiceBinding.register": _PLUMBING,
+    "kernel.api.ServiceBinding.__init__(register)": _PLUMBING,
+    "kernel.api.AuditEntry.for_principal(kw)": _PLUMBING,
+    "kernel.api.span(attributes)": _PLUMBING,
+    "kernel.api.span(return)": _PLUMBING,
+    "kernel.api.listening(return)": _PLUMBING,
+}
+
+
+def any_across_the_door(root: pathlib.Path) -> list[str]:
+    """No `typing.Any` crosses the kernel's door (`kernel/api.py`'s names, their fields and signatures: tests/
+    ambient_reads.py's `any_across_the_door`) but the known ones, ANY_ACROSS_THE_DOOR."""
+    found = dict(_AMBIENT.check(root)["any_across_the_door"])  # where -> the module defining it
+    return [f"{where} ({home}) crosses the kernel's door with an Any (type it, or list it in ANY_ACROSS_THE_DOOR)"
+            for where, home in found.items() if where not in ANY_ACROSS_THE_DOOR] + [
+        f"ANY_ACROSS_THE_DOOR lists {where}, no longer found" for where in ANY_ACROSS_THE_DOOR
+        if where not in found and root == PACKAGE]
+
+
 def any_across_apis(root: pathlib.Path) -> list[str]:
     """No `typing.Any`, by any alias and in any position, crosses a domain's `api.py`: in what it exports, found by
     the objects themselves (a re-exported service's methods, its records' fields), not api.py's lines
@@ -1147,7 +1231,7 @@ AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     ambient_reads, kernel_past_the_door, private_reach, undeclared_needs, reaches_past_the_door,
     settings_at_call_sites, any_across_apis, network_outside_services, api_exports_by_role,
     sql_reached_outside_repositories, call_state_at_module_level, call_state_on_servicers,
-    connections_outside_repositories,
+    connections_outside_repositories, any_across_the_door,
 ]
 
 
@@ -1421,6 +1505,10 @@ PLANTED = [
     ("select reached through the repository's namespace in a service", "chat/service.py",
      "def _planted(table):\n    from persona_service.chat import repository as _r\n\n    return _r.select(table)\n",
      sql_reached_outside_repositories),
+    # No new Any across the kernel's door, by any alias.
+    ("a door function taking an aliased Any", "kernel/clock.py",
+     "from typing import Any as _Loose  # noqa: E402\n\n\ndef iso(value: _Loose) -> str:  # noqa: F811\n"
+     "    return str(value)\n", any_across_the_door),
     # A service is handed the call's Work, never a connection, however it names one.
     ("a service annotating a connection it is handed", "chat/service.py",
      "from sqlalchemy import Connection as _Planted  # noqa: E402\n\n\ndef _planted(conn: '_Planted') -> None:\n"

@@ -98,10 +98,10 @@ class Violation:
 
     path: str
     code: str
-    value: Any
-    expected: Any
+    value: object  # what the caller sent there (any JSON)
+    expected: object  # the rule's bound or shape, rendered as JSON
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         # Values and paths echo caller input: bounded, so an error body stays small.
         return {"path": bounded(self.path), "code": self.code, "value": bounded(self.value), "expected": self.expected}
 

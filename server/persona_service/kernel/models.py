@@ -13,7 +13,7 @@ the `Provider` a domain holds, whose operations take no call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -191,7 +191,7 @@ class ProviderError(ApiError):
 
     code = "provider_error"
 
-    def __init__(self, provider: str, message: str = "", upstream: dict[str, Any] | None = None,
+    def __init__(self, provider: str, message: str = "", upstream: Mapping[str, object] | None = None,
                  status: int | None = None, operation: str = "", *, kind: str = "", upstream_message: str = "",
                  retry_after: float | None = None):
         from persona_service.kernel import model_failures as failures
@@ -246,7 +246,7 @@ class ProviderError(ApiError):
 class ProviderTimeout(ProviderError):
     code = "provider_timeout"
 
-    def __init__(self, provider: str, message: str = "", upstream: dict[str, Any] | None = None,
+    def __init__(self, provider: str, message: str = "", upstream: Mapping[str, object] | None = None,
                  status: int | None = None, operation: str = "", *, kind: str = "timeout", upstream_message: str = "",
                  retry_after: float | None = None):
         super().__init__(provider, message, upstream, status, operation, kind=kind,

@@ -55,7 +55,7 @@ def render_body(err: ApiError, limit: int = MAX_BODY_BYTES) -> str:
     return body
 
 
-def compact_json(value: dict[str, Any]) -> str:
+def compact_json(value: Mapping[str, object]) -> str:
     """JSON as the edge sends it: compact, ASCII."""
     return json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str)
 

@@ -4,8 +4,8 @@ as the change they report (the caller's unit of work)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
 
 from persona.v1 import events_pb2  # noqa: F401 - registers EventType in the descriptor pool
 
@@ -60,7 +60,7 @@ class Outbox:
         self.repo = EventRepository(connection_of(work)())
         self.cursors = cursors
 
-    def emit(self, type_: str, org_id: str, workspace_id: str, data: dict[str, Any]) -> str:
+    def emit(self, type_: str, org_id: str, workspace_id: str, data: Mapping[str, object]) -> str:
         if type_ not in EVENT_TYPES:
             raise ValueError(f"not an event type: {type_}")
         if type_ == "persona.audit_failed" and data.get("reason") not in AUDIT_FAILED_REASONS:
@@ -70,7 +70,7 @@ class Outbox:
         event_id = ids.new_id("event")
         occurred_at = EVENT_CLOCK.stamp(utcnow())
         self.repo.add(EventRecord(id=event_id, org_id=org_id, workspace_id=workspace_id, type=type_,
-                                  occurred_at=occurred_at, data=data))
+                                  occurred_at=occurred_at, data=dict(data)))
         return event_id
 
     def flush(self) -> None:

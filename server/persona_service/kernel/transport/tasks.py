@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from persona_service.kernel import metrics
 from persona_service.kernel.data import outages as database
@@ -65,10 +65,10 @@ class TaskKind(Generic[R]):
 
 
 def enqueue(work: Work, kind: str, org_id: str, subject_id: str = "",
-            payload: dict[str, Any] | None = None) -> str:
+            payload: Mapping[str, object] | None = None) -> str:
     """A task that runs once this unit of work commits (and never if it rolls back)."""
     task_id, conn = "task_" + uuid.uuid4().hex, connection_of(work)()
-    TaskRepository(conn).add(id=task_id, kind=kind, org_id=org_id, subject_id=subject_id, payload=payload or {})
+    TaskRepository(conn).add(id=task_id, kind=kind, org_id=org_id, subject_id=subject_id, payload=dict(payload or {}))
     notify(conn, TASKS_CHANNEL)
     return task_id
 
