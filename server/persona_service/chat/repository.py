@@ -167,7 +167,7 @@ def _kept_month() -> Iterator[None]:
         raise
 
 
-def _started(session_id: Any) -> ColumnElement[Any]:
+def _started(session_id: str | ColumnElement[str]) -> ColumnElement[datetime]:
     """The session's `started_at`, read by the statement itself (a subquery: a read is pruned as it runs)."""
     return select(_sessions.c.started_at).where(_sessions.c.id == session_id).scalar_subquery()
 
@@ -181,7 +181,7 @@ def _last_visible(stmt: Select[Any], session: Sequence[ColumnElement[bool]], lim
     return stmt.order_by(_messages.c.ordinal.desc()).limit(limit)
 
 
-def _with_swipes(start: Any, *where: ColumnElement[bool]) -> Select[Any]:
+def _with_swipes(start: datetime | ColumnElement[datetime], *where: ColumnElement[bool]) -> Select[Any]:
     """The messages `where` says, each with how many alternatives its turn keeps and its position among them
     (ChatMessage.swipeCount, swipeIndex), read in the partition of `start` (the session's start)."""
     same_turn = (_alternatives.c.session_id == _messages.c.session_id, _alternatives.c.ordinal == _messages.c.ordinal,
@@ -204,7 +204,7 @@ class ChatSessionRepository:
             self.starts[row.id] = row.started_at
         return row
 
-    def _start(self, session_id: str) -> Any:
+    def _start(self, session_id: str) -> datetime | ColumnElement[datetime]:
         """The session's start: known from its row, else read by the statement that needs it."""
         known = self.starts.get(session_id)
         return known if known is not None else _started(session_id)
