@@ -36,7 +36,7 @@ class AuditRecord:
     error_code: str
     request_id: str
     client_ip: str
-    details: Any
+    details: dict[str, object]  # a JSON object
 
 FILTERS = ("action", "outcome", "actor_user_id", "credential_id", "resource_type", "resource_id", "request_id")
 # Filters of a closed set written into the statement, not bound: `outcome = 'failure'` then

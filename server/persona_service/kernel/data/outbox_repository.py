@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Connection, Engine, event, insert, select, tuple_
 
@@ -27,7 +26,7 @@ class EventRecord:
     workspace_id: str
     type: str
     occurred_at: datetime
-    data: Any
+    data: dict[str, object]  # the event's JSON object
 
 
 class EventRepository:
