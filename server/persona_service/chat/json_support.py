@@ -1,16 +1,11 @@
 """JSON as the OpenAI-compatible surface carries it (stream chunks, error bodies): objects whose values stay
-`object` until the code that reads one checks it (the kernel's door exports no JSON alias, and a domain reads
-no other domain's internals, so chat keeps its own, as scim.json_support does)."""
+`object` until the code that reads one checks it (the kernel's JSONObject and readers, and chat's own)."""
 
 from __future__ import annotations
 
-# A JSON object: keys are strings; a value is any JSON value, checked where it is read.
-JSONObject = dict[str, object]
+from persona_service.kernel.api import JSONObject, as_object
 
-
-def as_object(value: object) -> JSONObject | None:
-    """`value` if it is a JSON object (whose keys are strings), else None."""
-    return value if isinstance(value, dict) else None
+__all__ = ["JSONObject", "as_object", "first_object"]
 
 
 def first_object(value: object) -> JSONObject | None:

@@ -109,6 +109,11 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.data.read_cache import read_cache as read_cache
     from persona_service.kernel.data.read_cache import stale as stale
 
+    # JSON objects as `dict[str, object]`, read through checks
+    from persona_service.kernel.json_values import JSONObject as JSONObject
+    from persona_service.kernel.json_values import as_object as as_object
+    from persona_service.kernel.json_values import items as json_items
+
     # rows as typed records (repositories)
     from persona_service.kernel.data.records import record as record
     from persona_service.kernel.data.records import record_or_none as record_or_none
@@ -244,6 +249,8 @@ __all__ = [
     # the unit of work
     "DECIDES_NOTHING", "Aggregate", "declare_aggregate", "declare_named_lock", "lock_root", "derive_unique", "once_per", "in_batches", "Work",
     "Prepared", "PreparedRows", "PreparedWrite", "read_cache", "stale",
+    # JSON objects
+    "JSONObject", "as_object", "json_items",
     # rows as typed records (repositories)
     "record", "record_or_none", "records", "changed_columns", "row_columns",
     # tables

@@ -12,13 +12,13 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
+from persona_service.kernel.json_values import JSONObject  # one JSON object (a row of a privacy export)
+
 if TYPE_CHECKING:
     from persona_service.kernel.data.personal_data import Subject
     from persona_service.kernel.data.work import Work
     from persona_service.kernel.principal import Principal
 
-# One JSON object (a row of a privacy export).
-JSONObject = dict[str, object]
 
 
 class ConfigLevel(Protocol):

@@ -1,21 +1,12 @@
 """JSON as the personas module stores it (step outputs, souls, voices: JSON columns and a run's checkpoints):
-values stay `object` until read through these readers (the kernel's door exports no JSON alias, and a domain
-reads no other domain's internals, so personas keeps its own, as scim.json_support does)."""
+values stay `object` until read through these readers (the kernel's JSONObject and readers, and personas' own)."""
 
 from __future__ import annotations
 
-# A JSON object: keys are strings; a value is any JSON value, checked where it is read.
-JSONObject = dict[str, object]
+from persona_service.kernel.api import JSONObject, as_object
+from persona_service.kernel.api import json_items as items
 
-
-def as_object(value: object) -> JSONObject | None:
-    """`value` if it is a JSON object (whose keys are strings), else None."""
-    return value if isinstance(value, dict) else None
-
-
-def items(value: object) -> list[object]:
-    """A JSON array's values, a new list (anything else: none)."""
-    return list(value) if isinstance(value, (list, tuple)) else []
+__all__ = ["JSONObject", "as_object", "items", "number", "whole"]
 
 
 def number(value: object) -> float:

@@ -6,13 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-# A JSON object: keys are strings; a value is any JSON value, checked where it is read.
-JSONObject = dict[str, object]
+from persona_service.kernel.api import JSONObject, as_object
 
-
-def as_object(value: object) -> JSONObject | None:
-    """`value` if it is a JSON object (whose keys are strings), else None."""
-    return value if isinstance(value, dict) else None
+__all__ = ["JSONObject", "as_object", "flag", "items", "object_at", "objects", "objects_in", "text"]
 
 
 def objects_in(values: Iterable[object]) -> list[JSONObject]:
