@@ -284,8 +284,7 @@ def test_the_playground_streams_a_reply_and_counts_it(page, http, tenants, scree
         }).observe(document.querySelector('.transcript'), {subtree: true, childList: true, characterData: true});
     }""")
     composer.fill("What are you listening to tonight?")
-    with page.expect_response(lambda r: "stream=true" in r.url and r.request.method == "POST") as streamed:
-        page.get_by_role("button", name="Send").click()
+    page.get_by_role("button", name="Send").click()
     reply = page.locator(".msg.assistant").last
     expect(reply.locator(".meta")).to_contain_text("out ·")
     expect(page.locator('[data-counter="Messages"]')).to_have_text("2")
@@ -294,11 +293,10 @@ def test_the_playground_streams_a_reply_and_counts_it(page, http, tenants, scree
     expect(current).to_contain_text("2 messages")
     final = reply.locator(".content").inner_text()
     seen = page.evaluate("window.seen")
-    # The reply came as a stream of events, and the page only ever grew it (never replaced it). How many of the
-    # grown texts the page shows apart depends on how many events one network read brings: on a quiet machine the
-    # whole reply can arrive in one read and be drawn once, so that count is not the test.
-    events = [line for line in streamed.value.text().splitlines() if line.startswith("event: ") and line != "event: end"]
-    assert len(events) > 1, events
+    # The page drew the reply as its stream grew it, never replacing it. How many texts it drew apart depends on
+    # how many events one network read brings (on a quiet machine the whole reply can come in one read and be
+    # drawn once), so that count is not the test; that the reply is streamed as many events is
+    # tests/chat/test_chat_http.py's test_streamed_reply.
     assert seen and all(final.startswith(s) for s in seen), seen
 
     sessions = http.get("/v1/chat/sessions", params={"personaId": persona_id}, headers=tenant.auth).json()["items"]
