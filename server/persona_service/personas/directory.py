@@ -12,7 +12,6 @@ from persona_service.personas.repository import PersonaRepository
 
 class PersonaDirectory:
     def __init__(self, work: Work):
-        self.work = work
         self.repo = work.of(PersonaRepository)
 
     def active(self, workspace_id: str, persona_id: str, *, hold: bool = False,
