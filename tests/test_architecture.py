@@ -1016,8 +1016,6 @@ ANY_ACROSS_THE_DOOR: dict[str, str] = {
     "kernel.api.GenerationOptions.tool_choice": _OPEN_JSON,
     "kernel.api.GenerationOptions.__init__(tools)": _OPEN_JSON,
     "kernel.api.GenerationOptions.__init__(tool_choice)": _OPEN_JSON,
-    "kernel.api.Module.error_shapes": _OPEN_JSON,
-    "kernel.api.Module.__init__(error_shapes)": _OPEN_JSON,
     "kernel.api.RequestContext.finish": _PLUMBING,
     "kernel.api.RequestContext.__init__(finish)": _PLUMBING,
     "kernel.api.drain(gen)": _PLUMBING,

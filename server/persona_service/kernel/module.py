@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from persona_service.kernel.resources import Resource, Runtime, ServicerDeps
     from persona_service.kernel.transport.auth import CredentialStore
+    from persona_service.kernel.transport.errors import ErrorShape
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ class Module:
     error_shape_prefixes: Mapping[str, int] = field(default_factory=dict)
     # The error shapes this module renders (options.ErrorShape value ->
     # kernel.transport.errors.ErrorShape), for its RPCs and path prefixes.
-    error_shapes: Mapping[int, Callable[[dict[str, Any], int], tuple[str, str | None]]] = field(default_factory=dict)
+    error_shapes: Mapping[int, ErrorShape] = field(default_factory=dict)
     # The HTTP statuses a shape answers instead of the catalogue's (options.ErrorShape value -> {catalogue
     # status: the shape's}): OpenAI answers 400 where the envelope says 422.
     error_shape_statuses: Mapping[int, Mapping[int, int]] = field(default_factory=dict)

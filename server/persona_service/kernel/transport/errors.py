@@ -20,6 +20,7 @@ from google.rpc import error_details_pb2, status_pb2
 from persona.v1 import errors_pb2, options_pb2
 
 from persona_service.kernel.errors import ApiError, bounded
+from persona_service.kernel.json_values import JSONObject
 
 DOMAIN = "persona-service"
 # Keep the envelope well under Envoy's response-header limit (60 KiB).
@@ -81,7 +82,7 @@ def _status_details(err: ApiError, body: str) -> bytes:
 # How an error shape other than the envelope renders (Module.error_shapes):
 # (the envelope's `error` object, HTTP status) -> (body, its content type,
 # None for `application/json`).
-ErrorShape = Callable[[dict[str, Any], int], tuple[str, str | None]]
+ErrorShape = Callable[[JSONObject, int], tuple[str, str | None]]
 # By options.ErrorShape value, from the modules' declarations.
 ERROR_SHAPES: dict[int, ErrorShape] = {}
 # The HTTP statuses a shape answers instead of the catalogue's (Module.error_shape_statuses).
