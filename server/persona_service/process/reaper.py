@@ -14,9 +14,17 @@ import pathlib
 import signal
 import sys
 import time
-from typing import Any
+from typing import TypedDict
 
 GRACE_SECONDS = 10.0
+
+
+class ReaperState(TypedDict, total=False):
+    """The pids file `up` keeps current (stack.Stack._record_pids): the processes it started, and PostgreSQL's
+    data directory ("" when the database is not the stack's own), whose postmaster.pid names the server."""
+
+    pids: list[int]
+    postgres_data: str
 
 
 def alive(pid: int) -> bool:
@@ -29,7 +37,7 @@ def alive(pid: int) -> bool:
     return True
 
 
-def reap(state: dict[str, Any]) -> None:
+def reap(state: ReaperState) -> None:
     pids = [int(p) for p in state.get("pids", [])]
     postgres = state.get("postgres_data")
     if postgres:

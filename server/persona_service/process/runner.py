@@ -22,7 +22,7 @@ import pathlib
 import signal
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from persona_service.kernel import logs, tracing
 from persona_service.kernel import settings as config
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from persona_service.kernel.module import Modules
+    from persona_service.kernel.resources import Runtime
 
 log = logging.getLogger("persona_service.runner")
 _warn = Throttled(log)
@@ -58,7 +59,8 @@ class RunClaimer:
     It holds at most twice as many runs as it has threads: the ones waiting let organizations take turns
     (their leases renewed meanwhile), and the rest stay claimable by other runners."""
 
-    def __init__(self, runs: Runs, engine: Engine, tasks: TaskRunner[Any], workers: int, poll_seconds: float) -> None:
+    def __init__(self, runs: Runs, engine: Engine, tasks: TaskRunner[Runtime], workers: int,
+                 poll_seconds: float) -> None:
         self.runs = runs
         self.engine = engine
         self.tasks = tasks

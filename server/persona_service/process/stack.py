@@ -31,6 +31,7 @@ from persona_service.kernel.settings import Settings
 from persona_service.kernel.transport.policy import find_services
 from persona_service.process import edge
 from persona_service.process.placement import background_cpus
+from persona_service.process.reaper import ReaperState
 from persona_service.process.supervisor import Child, ChildProcess, Supervisor
 from persona_service.process.template import Template
 
@@ -514,7 +515,8 @@ class Stack:
         pids = self._supervisor.pids()
         if self._redis is not None:
             pids.append(self._redis.pid)
-        state = {"pids": pids, "postgres_data": "" if self.settings.database_url else str(self.settings.data_dir / "postgres")}
+        state: ReaperState = {"pids": pids, "postgres_data": "" if self.settings.database_url
+                              else str(self.settings.data_dir / "postgres")}
         tmp = self._pids_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state))
         tmp.replace(self._pids_file)

@@ -33,7 +33,8 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from io import BufferedReader
+from typing import Required, TypedDict
 
 from persona_service.process.reaper import alive
 
@@ -54,6 +55,32 @@ class Spawn:
     cwd: str
     log_path: str
     cpus: list[int] | None
+
+
+# The socket's messages, one JSON object a line: the stack's request ("op" and what that op reads) and the
+# template's answer to it (a spawn's id and pid, a poll's returncode; nothing to a signal or a stop).
+class SpawnFields(TypedDict):
+    """A Spawn's fields, as a spawn request carries them."""
+
+    module: str
+    args: list[str]
+    env: dict[str, str]
+    cwd: str
+    log_path: str
+    cpus: list[int] | None
+
+
+class Request(TypedDict, total=False):
+    op: Required[str]  # "spawn", "poll", "signal", "stop"
+    spawn: SpawnFields
+    id: int
+    signal: int
+
+
+class Answer(TypedDict, total=False):
+    id: int
+    pid: int
+    returncode: int | None
 
 
 # --- the template process -----------------------------------------------------------------------
@@ -154,7 +181,7 @@ class _Server:
         self._buffers[conn] += data
         while b"\n" in self._buffers[conn]:
             line, self._buffers[conn] = self._buffers[conn].split(b"\n", 1)
-            request = json.loads(line)
+            request: Request = json.loads(line)
             if request["op"] == "spawn":
                 spawn = Spawn(**request["spawn"])
                 sys.stdout.flush()  # (nothing of the template's is written twice)
@@ -165,13 +192,13 @@ class _Server:
                     return spawn
                 self._next_id += 1
                 self._pids[self._next_id] = pid
-                answer: dict[str, Any] = {"id": self._next_id, "pid": pid}
+                answer: Answer = {"id": self._next_id, "pid": pid}
             else:
                 answer = self._answer(request)
             conn.sendall(json.dumps(answer).encode() + b"\n")
         return None
 
-    def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _answer(self, request: Request) -> Answer:
         self._reap()
         op = request["op"]
         if op == "poll":
@@ -248,7 +275,7 @@ class Template:
         self._env = env  # what the template's imports saw
         self._lock = threading.Lock()
         self._conn: socket.socket | None = None
-        self._reader: Any = None
+        self._reader: BufferedReader | None = None
 
     @classmethod
     def start(cls, directory: pathlib.Path, modules: list[str]) -> Template:
@@ -298,14 +325,16 @@ class Template:
     ) -> TemplateChild:
         with open(log_path, "ab"):  # as Popen's caller opens it: a log that cannot be written fails here
             pass
-        spawn = Spawn(argv[2], argv[3:], dict(env), os.getcwd(), str(log_path), sorted(cpus) if cpus else None)
-        answer = self.call({"op": "spawn", "spawn": spawn.__dict__})
+        spawn: SpawnFields = {"module": argv[2], "args": argv[3:], "env": dict(env), "cwd": os.getcwd(),
+                              "log_path": str(log_path), "cpus": sorted(cpus) if cpus else None}
+        answer = self.call({"op": "spawn", "spawn": spawn})
         return TemplateChild(self, answer["id"], answer["pid"], argv)
 
-    def call(self, request: dict[str, Any]) -> dict[str, Any]:
+    def call(self, request: Request) -> Answer:
         with self._lock:
             try:
-                if self._conn is None:  # kept only once connected: a refused connect leaves nothing to close
+                # Both kept only once connected (a refused connect leaves nothing to close), and dropped together.
+                if self._conn is None or self._reader is None:
                     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                     try:
                         conn.connect(str(self.socket_path))
@@ -317,14 +346,16 @@ class Template:
                 line = self._reader.readline()
                 if not line:
                     raise ConnectionError("the process template closed the connection")
-                return dict(json.loads(line))
+                answer: Answer = json.loads(line)
+                return answer
             except OSError:
                 self._disconnect()
                 raise
 
     def _disconnect(self) -> None:
         if self._conn is not None:
-            self._reader.close()
+            if self._reader is not None:
+                self._reader.close()
             self._conn.close()
             self._conn, self._reader = None, None
 
