@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import grpc
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from google.protobuf.message import Message
+
+from persona_service.kernel.json_values import JSONObject
+
+if TYPE_CHECKING:
+    from google.protobuf.internal.well_known_types import _StructValueArg
 
 
 def text_metadata(context: grpc.ServicerContext) -> dict[str, str]:
@@ -70,16 +76,16 @@ def nullable_time(value: datetime | None) -> struct_pb2.Value:
     return struct_pb2.Value(string_value=stamp.ToJsonString())
 
 
-def message_json(message: Message) -> dict[str, Any]:
+def message_json(message: Message) -> JSONObject:
     """A message as the edge's transcoder prints it, for JSON built here (SSE
     frames, error details): lowerCamel names, zero values printed, and whole
     doubles as integers (`354`, where Python would write `354.0`), so that a
     field has one JSON form whichever path carries it."""
-    printed: dict[str, Any] = _whole_numbers(json_format.MessageToDict(message, always_print_fields_with_no_presence=True))
-    return printed
+    printed = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
+    return {key: _whole_numbers(item) for key, item in printed.items()}
 
 
-def _whole_numbers(value: Any) -> Any:
+def _whole_numbers(value: object) -> object:
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return int(value)
     if isinstance(value, dict):
@@ -89,8 +95,9 @@ def _whole_numbers(value: Any) -> Any:
     return value
 
 
-def struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
+def struct(value: Mapping[str, object] | None) -> struct_pb2.Struct:
     """A JSON object as a google.protobuf.Struct (empty for None)."""
     message = struct_pb2.Struct()
-    message.update(value or {})
+    # The Struct checks each value itself (ValueError on one that is no JSON value); its stub spells that type.
+    message.update(cast("Mapping[str, _StructValueArg]", value or {}))
     return message

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import grpc
 from google.protobuf import any_pb2, struct_pb2
@@ -30,7 +30,7 @@ MAX_BODY_BYTES = 16_384
 MAX_NATIVE_DETAILS_BYTES = 4_096
 
 
-def envelope(err: ApiError) -> dict[str, Any]:
+def envelope(err: ApiError) -> JSONObject:
     return {"error": {"code": err.code, "message": err.message, "details": err.details}}
 
 
