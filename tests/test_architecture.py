@@ -999,8 +999,6 @@ ANY_ACROSS_THE_DOOR: dict[str, str] = {
     "kernel.api.lock_root(where)": _ROWS,
     "kernel.api.derive_unique(candidate)": _ROWS,
     "kernel.api.derive_unique(insert)": _ROWS,
-    "kernel.api.AuditEntry.details": _OPEN_JSON,
-    "kernel.api.AuditEntry.__init__(details)": _OPEN_JSON,
     "kernel.api.export_batches(return)": _OPEN_JSON,
     "kernel.api.ConfigKey.default": _OPEN_JSON,
     "kernel.api.ConfigKey.check(value)": _OPEN_JSON,
@@ -1279,12 +1277,18 @@ def _names_in_code(path: pathlib.Path) -> set[str]:
             if token.type == tokenize.NAME}
 
 
+# Held as the domains are, though no module of the registry: the process assembly (the edge's configuration, the
+# embedded servers, the process template and supervision), whose JSON crosses process boundaries.
+HELD_LIKE_DOMAINS = ("process",)
+
+
 def test_every_domain_is_held_to_no_explicit_any():
-    """Each domain's package is under `disallow_any_explicit`: a new domain, or one dropped from the list, would let
-    `Any` (an annotation, `cast(Any, ...)`) carry unchecked data across its layers again."""
+    """Each domain's package (and process/) is under `disallow_any_explicit`: a new domain, or one dropped from the
+    list, would let `Any` (an annotation, `cast(Any, ...)`) carry unchecked data across its layers again."""
     held = {module for section in _mypy_overrides() if section.get("disallow_any_explicit") is True
             for module in section["module"]}  # type: ignore[union-attr]
-    assert {f"persona_service.{module.name}.*" for module in MODULES.all} <= held
+    packages = [*(module.name for module in MODULES.all), *HELD_LIKE_DOMAINS]
+    assert {f"persona_service.{name}.*" for name in packages} <= held
 
 
 def test_every_module_let_off_no_explicit_any_still_holds_one():

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Connection, func, insert, literal, select, tuple_
 
@@ -74,7 +73,7 @@ class AuditRepository:
 
     def add(self, *, id: str, action: str, outcome: str, status: int, request_id: str, client_ip: str,
             org_id: str | None, workspace_id: str | None, actor_user_id: str | None, credential_id: str | None,
-            resource_type: str, resource_id: str, error_code: str, details: dict[str, Any]) -> None:
+            resource_type: str, resource_id: str, error_code: str, details: dict[str, object]) -> None:
         _add.run(self.conn, dict(
             id=id, action=action, outcome=outcome, status=status, request_id=request_id, client_ip=client_ip,
             org_id=org_id, workspace_id=workspace_id, actor_user_id=actor_user_id, credential_id=credential_id,

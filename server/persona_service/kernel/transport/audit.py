@@ -12,6 +12,7 @@ from typing import Any
 from persona_service.kernel import ids
 from persona_service.kernel.data.audit_repository import FILTERS, AuditRecord, AuditRepository
 from persona_service.kernel.data.work import Work, connection_of
+from persona_service.kernel.json_values import JSONObject
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.transport.access import log_workspace
 from persona_service.kernel.transport.cursors import CursorCodec, keyset_page
@@ -31,7 +32,7 @@ class AuditEntry:
     resource_type: str = ""
     resource_id: str = ""
     error_code: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
+    details: JSONObject = field(default_factory=dict)
 
     @classmethod
     def for_principal(cls, principal: Principal | None, **kw: Any) -> AuditEntry:
