@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from string import Template
-from typing import Any
+from typing import NotRequired, Required, TypedDict
 
 from google.api import annotations_pb2, http_pb2
 from google.protobuf import descriptor_pb2
@@ -16,6 +16,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor, ServiceDescr
 from persona.v1 import options_pb2
 
 from persona_service.kernel.errors import CATALOGUE
+from persona_service.kernel.json_values import JSONObject
 from persona_service.kernel.transport.body_keys import free_form_keys
 from persona_service.kernel.transport.errors import shaped_body
 from persona_service.kernel.transport.policy import find_services
@@ -66,6 +67,132 @@ UPGRADE_REFUSED = (403, 400, "bad_request",
 # some) keeps its status, in the envelope.
 LOCAL_REPLY_FALLBACKS = ((500, "internal_error", CATALOGUE["internal_error"].message),
                          (400, "bad_request", "The request was refused (%RESPONSE_CODE_DETAILS%)."))
+
+
+# The fragments of Envoy's configuration written here (as JSON, YAML's flow style), by the fields of their
+# protos (envoy.config.accesslog.v3.AccessLogFilter, envoy.config.route.v3.Route...) that the edge sets. A
+# fragment of a proto `oneof` (a filter, a string match) holds one of its keys.
+class _Regex(TypedDict):
+    regex: str
+
+
+class _StringMatch(TypedDict, total=False):
+    prefix: str
+    safe_regex: _Regex
+
+
+class _HeaderMatcher(TypedDict, total=False):
+    name: Required[str]
+    string_match: _StringMatch
+    present_match: bool
+    invert_match: bool
+
+
+class _HeaderFilter(TypedDict):
+    header: _HeaderMatcher
+
+
+class _RuntimeUInt32(TypedDict):
+    default_value: int
+    runtime_key: str
+
+
+class _Comparison(TypedDict):
+    op: str  # "EQ", "GE"
+    value: _RuntimeUInt32
+
+
+class _StatusCodeFilter(TypedDict):
+    comparison: _Comparison
+
+
+class _Filters(TypedDict):
+    filters: list[_AccessLogFilter]
+
+
+class _AccessLogFilter(TypedDict, total=False):
+    header_filter: _HeaderFilter
+    status_code_filter: _StatusCodeFilter
+    and_filter: _Filters
+    or_filter: _Filters
+
+
+class _HeaderValue(TypedDict):
+    key: str
+    value: str
+
+
+class _HeaderValueOption(TypedDict):
+    header: _HeaderValue
+
+
+class _BodyFormat(TypedDict, total=False):
+    json_format: Required[JSONObject]
+    content_type: str
+
+
+class _MapperOverrides(TypedDict, total=False):
+    """What a local reply mapper sets besides its filter and body (between them, in the rendered order)."""
+
+    status_code: int
+    headers_to_add: list[_HeaderValueOption]
+
+
+class _LocalReplyMapper(_MapperOverrides, total=False):
+    filter: Required[_AccessLogFilter]
+    body_format_override: Required[_BodyFormat]
+
+
+class _Extension(TypedDict):
+    name: str
+    typed_config: dict[str, str]  # {"@type": ...}
+
+
+# ("@type" is no Python name.)
+_Transcoder = TypedDict("_Transcoder", {
+    "@type": str, "proto_descriptor": str, "services": list[str], "convert_grpc_status": bool,
+    "query_param_unescape_plus": bool, "print_options": dict[str, bool], "request_validation_options": dict[str, bool],
+    "ignore_unknown_query_parameters": NotRequired[bool],
+})
+
+
+class _RouteMatch(TypedDict, total=False):
+    path: str
+    prefix: str
+    safe_regex: _Regex
+    headers: list[_HeaderMatcher]
+
+
+class _RetryPolicy(TypedDict):
+    retry_on: str
+    num_retries: int
+    retry_host_predicate: list[_Extension]
+
+
+class _RouteAction(TypedDict):
+    cluster: str
+    timeout: str
+    idle_timeout: str
+    retry_policy: _RetryPolicy
+
+
+class _LuaMetadata(TypedDict):
+    free_form_keys: dict[str, bool]
+    json_body_paths: dict[str, bool]
+
+
+class _Metadata(TypedDict):
+    filter_metadata: dict[str, _LuaMetadata]  # by filter: envoy.filters.http.lua's
+
+
+class _PerFilter(TypedDict, total=False):
+    typed_per_filter_config: dict[str, _Transcoder]
+
+
+class _Route(_PerFilter, total=False):
+    match: Required[_RouteMatch]
+    route: Required[_RouteAction]
+    metadata: _Metadata
 
 
 HTTP_BODY = ".google.api.HttpBody"
@@ -128,24 +255,24 @@ def _local_reply_mappers(shaped_paths: dict[str, int] | None = None, allowed: li
     come first: the first match wins. Before all, the transcoder's 404 for a
     path some binding takes with other methods (`allowed`: method_paths) is
     405 with `Allow`, in the shape of the prefix the path is under."""
-    by_shape: dict[int, list[dict[str, Any]]] = {}
+    by_shape: dict[int, list[_AccessLogFilter]] = {}
     for path, shape in sorted((shaped_paths or {}).items()):
         # A prefix, or one path with any query (the edge's answer to a query it refuses is under it too).
         by_shape.setdefault(shape, []).append(
             {"header_filter": {"header": {"name": ":path", "string_match": {"prefix": path}}}} if path.endswith("/")
             else _header_regex(":path", f"^{re.escape(path)}(\\?.*)?$"))
     refused, answered, code, message = UPGRADE_REFUSED
-    upgrade = {"header_filter": {"header": {"name": "upgrade", "present_match": True}}}
+    upgrade: _AccessLogFilter = {"header_filter": {"header": {"name": "upgrade", "present_match": True}}}
     # (filter, status answered, whether it replaces Envoy's, code, message),
     # in match order. A fallback's SCIM body names its threshold.
-    replies: list[tuple[dict[str, Any], int, bool, str, str]] = [
+    replies: list[tuple[_AccessLogFilter, int, bool, str, str]] = [
         (_and([_status_is("EQ", refused), upgrade]), answered, True, code, message),
         *((_status_is("EQ", s), s, False, c, m) for s, (c, m) in LOCAL_REPLIES.items()),
         *((_status_is("GE", s), s, False, c, m) for s, c, m in LOCAL_REPLY_FALLBACKS),
     ]
     prefixes = {p: s for p, s in (shaped_paths or {}).items() if p.endswith("/")}
     not_allowed = CATALOGUE["method_not_allowed"]
-    mappers = []
+    mappers: list[_LocalReplyMapper] = []
     for template, methods in allowed or []:
         shape = next((s for p, s in prefixes.items() if template.startswith(p)), options_pb2.ERROR_SHAPE_UNSPECIFIED)
         by_path = _and([_status_is("EQ", 404), _header_regex(":path", f"^{_template_regex(template)}(\\?.*)?$"),
@@ -154,39 +281,44 @@ def _local_reply_mappers(shaped_paths: dict[str, int] | None = None, allowed: li
                                f"{not_allowed.message} It takes {', '.join(methods)}.", shape,
                                {"allow": ", ".join(methods)}))
     for shape, paths in [*sorted(by_shape.items()), (options_pb2.ERROR_SHAPE_UNSPECIFIED, [])]:
-        where = [paths[0] if len(paths) == 1 else {"or_filter": {"filters": paths}}] if paths else []
+        where: list[_AccessLogFilter] = [paths[0] if len(paths) == 1 else {"or_filter": {"filters": paths}}] \
+            if paths else []
         mappers += [_mapper(_and([*where, by_status]), status, replaced, code, message, shape, RETRY_AFTER.get(status))
                     for by_status, status, replaced, code, message in replies]
     return "\n".join(f"{indent}- {json.dumps(mapper)}" for mapper in mappers)
 
 
-def _mapper(where: dict[str, Any], status: int, replaced: bool, code: str, message: str, shape: int,
-            headers: dict[str, str] | None = None) -> dict[str, Any]:
+def _mapper(where: _AccessLogFilter, status: int, replaced: bool, code: str, message: str, shape: int,
+            headers: dict[str, str] | None = None) -> _LocalReplyMapper:
     """One local reply mapper: the catalogue code and message in the shape
     (with `status` instead of Envoy's when `replaced`)."""
     envelope = json.dumps({"error": {"code": code, "message": message, "details": {}}})
     body, content_type = shaped_body(envelope, status, shape)
-    return {
-        "filter": where,
-        **({"status_code": status} if replaced else {}),
-        **({"headers_to_add": [{"header": {"key": k, "value": v}} for k, v in headers.items()]} if headers else {}),
-        "body_format_override": {"json_format": json.loads(body),
-                                 **({"content_type": content_type} if content_type else {})},
-    }
+    overrides: _MapperOverrides = {}
+    if replaced:
+        overrides["status_code"] = status
+    if headers:
+        overrides["headers_to_add"] = [{"header": {"key": k, "value": v}} for k, v in headers.items()]
+    body_format: _BodyFormat = {"json_format": json.loads(body)}
+    if content_type:
+        body_format["content_type"] = content_type
+    return {"filter": where, **overrides, "body_format_override": body_format}
 
 
-def _status_is(op: str, status: int) -> dict[str, Any]:
+def _status_is(op: str, status: int) -> _AccessLogFilter:
     return {"status_code_filter": {"comparison": {"op": op, "value": {
         "default_value": status, "runtime_key": f"persona.local_reply.{op.lower()}{status}"}}}}
 
 
-def _and(filters: list[dict[str, Any]]) -> dict[str, Any]:
+def _and(filters: list[_AccessLogFilter]) -> _AccessLogFilter:
     return filters[0] if len(filters) == 1 else {"and_filter": {"filters": filters}}
 
 
-def _header_regex(name: str, regex: str, invert: bool = False) -> dict[str, Any]:
-    return {"header_filter": {"header": {"name": name, "string_match": {"safe_regex": {"regex": regex}},
-                                         **({"invert_match": True} if invert else {})}}}
+def _header_regex(name: str, regex: str, invert: bool = False) -> _AccessLogFilter:
+    header: _HeaderMatcher = {"name": name, "string_match": {"safe_regex": {"regex": regex}}}
+    if invert:
+        header["invert_match"] = True
+    return {"header_filter": {"header": header}}
 
 
 def method_paths(services: list[ServiceDescriptor]) -> list[tuple[str, list[str]]]:
@@ -218,16 +350,16 @@ def _endpoints(grpc_ports: list[int], health_ports: list[int], indent: str = "  
 UNARY_CLUSTER = "grpc_backend"
 STREAM_CLUSTER = "grpc_stream_backend"
 TRANSCODER = "type.googleapis.com/envoy.extensions.filters.http.grpc_json_transcoder.v3.GrpcJsonTranscoder"
-_PREVIOUS_HOSTS = [{
+_PREVIOUS_HOSTS: list[_Extension] = [{
     "name": "envoy.retry_host_predicates.previous_hosts",
     "typed_config": {"@type": "type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"},
 }]
 
 
-def _transcoder(descriptor: str, services: list[str], lenient_query: bool = False) -> dict[str, Any]:
+def _transcoder(descriptor: str, services: list[str], lenient_query: bool = False) -> _Transcoder:
     """The gRPC-JSON transcoder: strict about query parameters except on
     lenient prefixes, where unknown ones are ignored (SCIM clients add their own)."""
-    return {
+    transcoder: _Transcoder = {
         "@type": TRANSCODER,
         "proto_descriptor": descriptor,
         "services": services,
@@ -245,8 +377,10 @@ def _transcoder(descriptor: str, services: list[str], lenient_query: bool = Fals
             "reject_unknown_query_parameters": not lenient_query,
             "reject_binding_body_field_collisions": True,
         },
-        **({"ignore_unknown_query_parameters": True} if lenient_query else {}),
     }
+    if lenient_query:
+        transcoder["ignore_unknown_query_parameters"] = True
+    return transcoder
 
 
 @dataclass(frozen=True)
@@ -402,7 +536,7 @@ def _template_regex(template: str) -> str:
     return "".join((".+" if "**" in p else "[^/]+") if p.startswith("{") else re.escape(p) for p in parts)
 
 
-def _route(match: dict[str, Any], cluster: str, retry_on: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def _route(match: _RouteMatch, cluster: str, retry_on: str, extra: _PerFilter | None = None) -> _Route:
     return {
         "match": match,
         "route": {
@@ -425,21 +559,18 @@ def _routes(descriptor: str, services: list[str], lenient_prefixes: list[str], s
     routes += [_route({"safe_regex": {"regex": _template_regex(t)}}, STREAM_CLUSTER, _UNSENT)
                for s in streams for t in s.http_templates]
     for prefix in [*sorted(lenient_prefixes, key=len, reverse=True), "/"]:
-        per_filter = {} if prefix == "/" else {"typed_per_filter_config": {
+        per_filter: _PerFilter = {} if prefix == "/" else {"typed_per_filter_config": {
             "envoy.filters.http.grpc_json_transcoder": _transcoder(descriptor, services, lenient_query=True)}}
-        safe = {"prefix": prefix, "headers": [{"name": "x-persona-safe-method", "present_match": True}]}
+        safe: _RouteMatch = {"prefix": prefix, "headers": [{"name": "x-persona-safe-method", "present_match": True}]}
         routes.append(_route(safe, UNARY_CLUSTER, _UNSENT + ",reset", per_filter))
         routes.append(_route({"prefix": prefix}, UNARY_CLUSTER, _UNSENT, per_filter))
-    # The body fields whose free-form values the Lua's strict-body scan does
-    # not walk (transport/body_keys.py), as route metadata the Lua reads.
+    # As route metadata the Lua reads: the body fields whose free-form values its strict-body scan does
+    # not walk (transport/body_keys.py), and the bindings whose body is JSON, where it requires that media type.
     free_form = dict.fromkeys(free_form_keys(find_services(services)), True)
-    for route in routes:
-        route["metadata"] = {"filter_metadata": {"envoy.filters.http.lua": {"free_form_keys": free_form}}}
-    # The bindings whose body is JSON, where the Lua requires that media type.
     json_bodies = json_body_paths(find_services(services))
     for route in routes:
-        route.setdefault("metadata", {}).setdefault("filter_metadata", {}).setdefault(
-            "envoy.filters.http.lua", {})["json_body_paths"] = json_bodies
+        route["metadata"] = {"filter_metadata": {"envoy.filters.http.lua": {"free_form_keys": free_form,
+                                                                            "json_body_paths": json_bodies}}}
     return "\n".join(f"{indent}- {json.dumps(route)}" for route in routes)
 
 
