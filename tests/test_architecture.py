@@ -999,7 +999,6 @@ ANY_ACROSS_THE_DOOR: dict[str, str] = {
     "kernel.api.lock_root(where)": _ROWS,
     "kernel.api.derive_unique(candidate)": _ROWS,
     "kernel.api.derive_unique(insert)": _ROWS,
-    "kernel.api.export_batches(return)": _OPEN_JSON,
     "kernel.api.ConfigKey.default": _OPEN_JSON,
     "kernel.api.ConfigKey.check(value)": _OPEN_JSON,
     "kernel.api.ConfigKey.normalize(value)": _OPEN_JSON,
