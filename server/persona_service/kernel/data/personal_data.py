@@ -21,11 +21,12 @@ from sqlalchemy import Connection, Executable
 from persona_service.kernel.clock import iso
 from persona_service.kernel.data import boundaries
 from persona_service.kernel.data.aggregates import DECIDES_NOTHING
+from persona_service.kernel.json_values import JSONObject
 
 # Rows read from PostgreSQL, and held, at a time per table of an export.
 BATCH_ROWS = 1000
 # A table of the port: its rows, a batch at a time.
-Batches = Iterable[list[dict[str, Any]]]
+Batches = Iterable[list[JSONObject]]
 
 
 @dataclass(frozen=True)
@@ -34,13 +35,13 @@ class Subject:
     user_id: str
 
 
-def export_records(rows: Iterable[Mapping[Any, Any]], omit: Iterable[str] = ()) -> list[dict[str, Any]]:
+def export_records(rows: Iterable[Mapping[Any, Any]], omit: Iterable[str] = ()) -> list[JSONObject]:
     """Database rows as JSON values, without the columns named in `omit`."""
     left_out = set(omit)
     return [{str(k): _json(v) for k, v in row.items() if k not in left_out} for row in rows]
 
 
-def export_batches(conn: Connection, stmt: Executable, omit: Iterable[str] = ()) -> Iterator[list[dict[str, Any]]]:
+def export_batches(conn: Connection, stmt: Executable, omit: Iterable[str] = ()) -> Iterator[list[JSONObject]]:
     """The statement's rows as JSON values, BATCH_ROWS at a time, from a
     server-side cursor (`yield_per`: psycopg's named cursor). Lazy: the
     statement runs when the first batch is asked for, so a source's tables
@@ -51,7 +52,7 @@ def export_batches(conn: Connection, stmt: Executable, omit: Iterable[str] = ())
     return _batches(conn, stmt, omit)
 
 
-def _batches(conn: Connection, stmt: Executable, omit: Iterable[str]) -> Iterator[list[dict[str, Any]]]:
+def _batches(conn: Connection, stmt: Executable, omit: Iterable[str]) -> Iterator[list[JSONObject]]:
     # On the statement: Connection.execution_options would stream every later statement of the connection.
     # An export copies what it reads and decides nothing on it: no aggregate's root to lock (kernel.data.aggregates).
     with conn.execute(stmt.execution_options(yield_per=BATCH_ROWS, **{DECIDES_NOTHING: True})) as result:
@@ -65,7 +66,7 @@ boundaries.declare_port(_batches, "a module's personal data (kernel.ports.Person
                                   "(export_batches), run from the exporter's loop")
 
 
-def _json(value: Any) -> Any:
+def _json(value: object) -> object:
     if isinstance(value, datetime):
         return iso(value)
     if isinstance(value, date):
