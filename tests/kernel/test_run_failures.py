@@ -1,13 +1,16 @@
 """Durable runs when something fails (kernel.transport.runs), on the session stack's PostgreSQL and Redis:
 Redis away (reads answer nothing or a retryable 503; refused batches are written in order once it answers,
 or dropped once the runs' keys would be gone), an operation that raises, a resume its caller may not read,
-a run that ended while the database was away, a run no attempt finished, a drain."""
+a run that ended while the database was away, a run no attempt finished, a drain, a run whose acceptance's
+COMMIT went unanswered."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 
 import pytest
 import redis
@@ -17,6 +20,8 @@ from persona_service.kernel.errors import NotFound, ServiceUnavailable
 from persona_service.kernel.transport.runs import LIVE_TTL, Outcome, ResumePoint, Run, RunOwner, Runs, RunStore
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from sqlalchemy import event
+from sqlalchemy.exc import OperationalError
 from support import wait_until
 
 METHOD = "/persona.v1.Test/Stream"
@@ -217,3 +222,56 @@ def test_a_run_fails_when_the_database_does_not_come_back_within_the_outage(runs
     away = make_engine("postgresql+psycopg://nobody@127.0.0.1:1/none", pool_size=1)
     runs.engine, runs.outage_seconds = away, 0.5
     assert runs.after_outage(Run("run_" + uuid.uuid4().hex, owner, METHOD)) is None
+
+
+@contextmanager
+def commit_unanswered(engine, went_through: bool) -> Iterator[None]:
+    """This thread's next COMMIT is carried out (`went_through`; else rolled back) and its connection closed before
+    the answer is read, as a PgBouncer or PostgreSQL restart mid-COMMIT leaves it (the topology run's
+    pgbouncer_restart): the client's COMMIT then fails with a lost connection, whatever the server did."""
+    me, left = threading.get_ident(), [1]
+
+    def on_commit(conn) -> None:
+        if threading.get_ident() != me or not left[0]:
+            return
+        left[0] = 0
+        raw = conn.connection.dbapi_connection
+        raw.commit() if went_through else raw.rollback()
+        raw.pgconn.finish()
+
+    event.listen(engine, "commit", on_commit)
+    try:
+        yield
+    finally:
+        event.remove(engine, "commit", on_commit)
+
+
+def _queued(runs: Runs, engine) -> list[str]:
+    """The ids of the runs of this pool a runner would claim now, claiming them."""
+    claimed = []
+    while True:
+        with engine.begin() as conn:
+            task = TaskRepository(conn).claim({runs.kind: runs.lease_seconds})
+        if task is None:
+            return claimed
+        claimed.append(task.id)
+
+
+def test_a_run_whose_accepting_commit_went_through_unanswered_is_accepted_once(runs, engine, owner):
+    """A 503 here had its client ask again, and a runner ran both runs: two personas for one streamed create."""
+    with commit_unanswered(engine, went_through=True):
+        run = runs.submit(owner, METHOD)
+    assert _queued(runs, engine) == [run.id]
+
+
+def test_a_run_whose_accepting_commit_was_rolled_back_unanswered_is_refused(runs, engine, owner):
+    with commit_unanswered(engine, went_through=False), pytest.raises(OperationalError):
+        runs.submit(owner, METHOD)
+    assert _queued(runs, engine) == []
+
+
+def test_a_run_this_process_runs_is_accepted_when_its_commit_went_through_unanswered(runs, engine, owner):
+    with commit_unanswered(engine, went_through=True):
+        run = runs.start(owner, METHOD, lambda run: Outcome("completed"))
+    wait_until(lambda: run.outcome is not None, 30, "the run ended")
+    assert run.outcome == Outcome("completed") and _row(engine, run.id).attempts == 1

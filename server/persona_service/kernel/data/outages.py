@@ -21,9 +21,11 @@ _READ_ONLY_STATE = "25006"
 def connection_lost(exc: BaseException) -> bool:
     """The database could not be reached, dropped the connection mid-work (a
     PostgreSQL or PgBouncer restart, a failover) or is a standby that takes no
-    writes (a failover under way): nothing of the work's open transaction
-    committed, and the same work can succeed once the database is back. False
-    for the work's own failures (a constraint, a timeout, a bug)."""
+    writes (a failover under way): the work's open transaction did not commit,
+    and the same work can succeed once the database is back; unless what failed
+    was its COMMIT, which may have gone through unanswered (in doubt: a run's
+    acceptance is settled from its row, kernel.transport.runs). False for the
+    work's own failures (a constraint, a timeout, a bug)."""
     if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
         return True
     if isinstance(exc, sa_exc.InterfaceError | sa_exc.TimeoutError):  # a closed connection; no free one in time

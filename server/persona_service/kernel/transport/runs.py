@@ -540,10 +540,9 @@ class Runs:
         `weight`); it emits the frames and returns the outcome. `payload` is
         what `revive` needs to run it in another process."""
         run = Run("run_" + uuid.uuid4().hex, owner, method)
-        with self.engine.begin() as conn:
-            TaskRepository(conn).add_held(
-                self.lease_seconds, id=run.id, kind=self.kind, org_id=owner.org_id, subject_id=owner.workspace_id,
-                payload={**(payload or {}), "method": method, "owner": owner.as_meta(), "state": {}})
+        self._accept(run.id, lambda conn: TaskRepository(conn).add_held(
+            self.lease_seconds, id=run.id, kind=self.kind, org_id=owner.org_id, subject_id=owner.workspace_id,
+            payload={**(payload or {}), "method": method, "owner": owner.as_meta(), "state": {}}))
         self._register(run)
         self._pool.submit(owner.org_id, weight, lambda: self._execute(run, produce))
         return run
@@ -552,12 +551,32 @@ class Runs:
         """Accept a run for a runner (a server process): its row is committed, queued, with a notification
         that wakes an idle runner at once. Returns the run to follow (`follow` reads its frames from Redis)."""
         run = Run("run_" + uuid.uuid4().hex, owner, method)
-        with self.engine.begin() as conn:
+
+        def add(conn: Connection) -> None:
             TaskRepository(conn).add(
                 id=run.id, kind=self.kind, org_id=owner.org_id, subject_id=owner.workspace_id,
                 payload={**(payload or {}), "method": method, "owner": owner.as_meta(), "state": {}, "weight": weight})
             notify(conn, RUNS_CHANNEL)
+
+        self._accept(run.id, add)
         return run
+
+    def _accept(self, run_id: str, add: Callable[[Connection], None]) -> None:
+        """Commit a new run's row (`add`). A COMMIT whose connection dropped (a PgBouncer or PostgreSQL restart)
+        may have gone through unanswered: a 503 then would have the client ask again, and a process would run
+        both runs (two personas for one create). So the doubt is settled from the row itself, read back once the
+        database answers: there, the run was accepted and the call goes on; not there, nothing was, and the
+        error stands. Still away after `outage_seconds`: the error stands too (the run's fate unknown)."""
+        try:
+            with self.engine.begin() as conn:
+                add(conn)
+        except Exception as exc:
+            if not connection_lost(exc):
+                raise
+            answered, task = self._row_when_back(run_id)
+            if not answered or task is None:
+                raise
+            log.info("run %s: its commit went through unanswered (%s); accepted", run_id, type(exc).__name__)
 
     def _register(self, run: Run) -> None:
         run.save = lambda key, value: self._save(run, key, value)
@@ -610,18 +629,9 @@ class Runs:
         stream goes on from the frames kept); its views stay open meanwhile. None when the database is still
         away after `outage_seconds` (or fails otherwise): the run fails, with a retryable error."""
         self.store.flush()  # the frames kept so far are the ones the next attempt goes on from
-        deadline, delay = time.monotonic() + self.outage_seconds, 0.1
-        while True:
-            try:
-                with self.engine.connect() as conn:
-                    task = TaskRepository(conn).get(run.id)
-                break
-            except Exception as exc:  # noqa: BLE001 - classified: only a lost connection is waited out
-                if not connection_lost(exc) or time.monotonic() + delay > deadline:
-                    log.warning("run %s: the database did not come back (%s); it fails", run.id, type(exc).__name__)
-                    return None
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        answered, task = self._row_when_back(run.id)
+        if not answered:
+            return None
         if task is not None and task.status == "done" and task.attempts == run.attempt:
             return Outcome("completed")  # the connection dropped after its commit went through
         log.info("run %s: its database connection dropped; it is given back", run.id)
@@ -631,6 +641,21 @@ class Runs:
         run.abandon()  # its views follow the attempt taking it over
         self._release(run.id, run.attempt)  # a no-op if another attempt holds it already (its lease ran out)
         return Outcome("abandoned")
+
+    def _row_when_back(self, run_id: str) -> tuple[bool, TaskRecord | None]:
+        """Whether the database answered again within `outage_seconds`, and then the run's row (None: there is
+        none)."""
+        deadline, delay = time.monotonic() + self.outage_seconds, 0.1
+        while True:
+            try:
+                with self.engine.connect() as conn:
+                    return True, TaskRepository(conn).get(run_id)
+            except Exception as exc:  # noqa: BLE001 - classified: only a lost connection is waited out
+                if not connection_lost(exc) or time.monotonic() + delay > deadline:
+                    log.warning("run %s: the database did not come back (%s)", run_id, type(exc).__name__)
+                    return False, None
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     def _save(self, run: Run, key: str, value: Any) -> None:
         with self.engine.begin() as conn:
