@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from persona_service.kernel.errors import ApiError
+from persona_service.kernel.json_values import JSONObject
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,10 @@ class GenerationOptions:
     max_tokens: int | None = None
     # "json": the reply must be one JSON object (OpenAI response_format json_object).
     response_format: str = "text"
-    tools: tuple[dict[str, Any], ...] = ()  # OpenAI tool definitions, passed through
-    tool_choice: Any = None
+    tools: tuple[JSONObject, ...] = ()  # OpenAI tool definitions, passed through
+    # OpenAI's tool_choice as the caller sent it, any JSON value ("none", "auto", "required", {"type": "function",
+    # "function": {"name": ...}}); None when absent.
+    tool_choice: object = None
     # What the call is for ("soul", "voice", "reply", "audit", ...). Real
     # providers ignore it; the local provider uses it to stay deterministic.
     task: str = "reply"

@@ -21,8 +21,8 @@ from persona_service.providers.local.triggers import TOOL_TRIGGER
 def tool_call(messages: list[Message], options: GenerationOptions) -> ToolCall | None:
     if not options.tools or options.tool_choice == "none" or not messages or messages[-1].role == "tool":
         return None
-    functions = [t.get("function", t) for t in options.tools if isinstance(t, dict)]
-    functions = [f for f in functions if isinstance(f, dict) and f.get("name")]
+    offered = [t.get("function", t) for t in options.tools if isinstance(t, dict)]
+    functions = [f for f in offered if isinstance(f, dict) and f.get("name")]
     if not functions:
         return None
     user = _last_user(messages)
