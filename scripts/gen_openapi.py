@@ -393,9 +393,9 @@ def answer_headers(status: int) -> dict[str, Any]:
 
 def idempotent(method, policy) -> bool:
     """Whether the API honours an `Idempotency-Key`: a write by a caller
-    (anonymous requests read none) answered at once (a stream resumes with
-    `Last-Event-ID` instead)."""
-    return policy.write and not policy.anonymous and not method.server_streaming
+    (anonymous requests read none); a stream's replay follows its first
+    request's run (kernel.transport.stages.idempotency)."""
+    return policy.write and not policy.anonymous
 
 
 SHAPES = {options_pb2.ERROR_SHAPE_UNSPECIFIED: "Envelope", options_pb2.ERROR_SHAPE_ENVELOPE: "Envelope",

@@ -925,14 +925,18 @@ class Load:
                 time.sleep(self.pause)
 
     def _one_stream(self, client: httpx.Client) -> None:
-        """A streamed create, resumed with Last-Event-ID after any disconnect (as the SDKs do)."""
+        """A streamed create, resumed with Last-Event-ID after any disconnect (as the SDKs do); sent again with
+        its Idempotency-Key when no frame came (a 503, a node lost before it answered): the same run, not a
+        second persona."""
         with self.tally.lock:
             self.tally.streams_started += 1
         intent = f"A radio operator who hums in Morse, number {uuid.uuid4().hex[:8]}"
         last_id, resumes, deadline, made, frames = "", 0, time.monotonic() + 60, None, []
+        key = str(uuid.uuid4())
         while time.monotonic() < deadline:
             request_id = str(uuid.uuid4())
-            headers = {"X-Request-Id": request_id, **({"Last-Event-ID": last_id} if last_id else {})}
+            headers = {"X-Request-Id": request_id, "Idempotency-Key": key,
+                       **({"Last-Event-ID": last_id} if last_id else {})}
             started = time.time()
             try:
                 with client.stream("POST", "/v1/personas", params={"stream": "true"}, json={"intent": intent},

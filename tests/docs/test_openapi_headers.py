@@ -63,8 +63,8 @@ def _policies():
     for name in MODULES.service_names:
         for method in pool.FindServiceByName(name).methods:
             policy = method.GetOptions().Extensions[options_pb2.policy]
-            # Read for a caller's writes answered at once (a stream resumes with Last-Event-ID instead).
-            honours = policy.write and not policy.anonymous and not method.server_streaming
+            # Read for a caller's writes, streams too (a replay follows the first request's run).
+            honours = policy.write and not policy.anonymous
             rule = method.GetOptions().Extensions[annotations_pb2.http]
             for binding in [rule, *rule.additional_bindings]:
                 kind = binding.WhichOneof("pattern")

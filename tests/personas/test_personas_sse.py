@@ -322,3 +322,31 @@ def test_last_event_id_of_another_workspace_is_a_run_that_does_not_exist(http, t
             {**missing, "details": {**missing["details"], "runId": "-"}}  # exactly as a run that does not exist
     # Its own workspace still resumes it.
     assert [e.event for e in sse_stream(_resume(http, owner.auth, run_id).text.split("\n"))][-1] == "end"
+
+
+def test_an_idempotency_key_replays_a_streamed_create_as_its_run(http, tenants):
+    """Spec (Errors › Idempotency): every write accepts an `Idempotency-Key`, and a replay returns the original
+    response. A streamed create's is its run: the same request again follows the same run from its first frame,
+    so a client that never heard the first answer (its node lost, Envoy's 503) asks again without a second
+    persona. The same key with another request: 409."""
+    tenant = tenants(plan="pro")
+    intent = "A lighthouse keeper who collects shipwrecked letters"
+    headers = {**tenant.auth, "Idempotency-Key": f"stream-{time.time_ns()}"}
+    first = http.post("/v1/personas", params={"stream": "true"}, json={"intent": intent}, headers=headers,
+                      timeout=TIMEOUT)
+    assert first.status_code == 200, first.text
+    assert "idempotent-replayed" not in first.headers
+    again = http.post("/v1/personas", params={"stream": "true"}, json={"intent": intent}, headers=headers,
+                      timeout=TIMEOUT)
+    assert again.status_code == 200, again.text
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.headers["x-run-id"] == first.headers["x-run-id"]
+    frames = [(e.id, e.event, e.data) for e in sse_stream(first.text.split("\n"))]
+    assert [(e.id, e.event, e.data) for e in sse_stream(again.text.split("\n"))] == frames
+    assert frames[-1][1] == "end" and json.loads(frames[-1][2])["status"] == "completed"
+    assert len([p for p in _personas(http, tenant) if p["intent"] == intent]) == 1
+
+    other = http.post("/v1/personas", params={"stream": "true"}, json={"intent": intent + "!"}, headers=headers,
+                      timeout=TIMEOUT)
+    assert_envelope(other, 409, "idempotency_conflict")
+    assert other.json()["error"]["details"]["reason"] == "payload_mismatch"

@@ -115,9 +115,10 @@ def test_the_stages_are_built_from_the_declared_policy():
     # A read declares no idempotency: it has no idempotency stage (no per-call branching on the hot read).
     assert names(build(app, meta(), "unary", None, commit)) == [
         "Authenticate", "Limits", "Authorize", "KnownFields", "Validate", "Commit"]
-    # A stream resumes (its body unvalidated) instead of starting; its run commits its own outcome.
+    # A stream resumes (its body unvalidated) instead of starting; its run commits its own outcome (and its
+    # Idempotency-Key's claim, with the run's acceptance).
     assert names(build(app, meta(write=True), "stream", None, commit)) == [
-        "Authenticate", "Limits", "Authorize", "KnownFields", "Resume", "Validate"]
+        "Authenticate", "Limits", "Authorize", "KnownFields", "Resume", "Validate", "StreamIdempotency"]
     assert names(build(app, meta(write=True), "bytes", None, commit)) == [
         "Authenticate", "Limits", "Authorize", "KnownFields", "Validate"]
     assert names(build(app, meta(anonymous=True), "unary", None, commit)) == [

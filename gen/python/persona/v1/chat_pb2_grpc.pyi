@@ -119,7 +119,10 @@ class ChatServiceStub:
     the error envelope's `error` object (then `end`, status `failed`). The
     reply is produced and stored even if the client leaves; resume with
     `Last-Event-ID` (the body is then ignored). Response header `X-Run-Id`.
-    Not replayed by Idempotency-Key.
+    With an `Idempotency-Key`, the same request again (within 24 hours)
+    follows the same run from its first frame, marked `Idempotent-Replayed:
+    true` (404 once the run's frames expired, 10 minutes after it ended); the
+    key with another request: 409 `idempotency_conflict`.
 
     Auth: scope `chat:write`.
     """
@@ -279,7 +282,10 @@ class ChatServiceAsyncStub(ChatServiceStub):
     the error envelope's `error` object (then `end`, status `failed`). The
     reply is produced and stored even if the client leaves; resume with
     `Last-Event-ID` (the body is then ignored). Response header `X-Run-Id`.
-    Not replayed by Idempotency-Key.
+    With an `Idempotency-Key`, the same request again (within 24 hours)
+    follows the same run from its first frame, marked `Idempotent-Replayed:
+    true` (404 once the run's frames expired, 10 minutes after it ended); the
+    key with another request: 409 `idempotency_conflict`.
 
     Auth: scope `chat:write`.
     """
@@ -478,7 +484,10 @@ class ChatServiceServicer(metaclass=_abc_1.ABCMeta):
         the error envelope's `error` object (then `end`, status `failed`). The
         reply is produced and stored even if the client leaves; resume with
         `Last-Event-ID` (the body is then ignored). Response header `X-Run-Id`.
-        Not replayed by Idempotency-Key.
+        With an `Idempotency-Key`, the same request again (within 24 hours)
+        follows the same run from its first frame, marked `Idempotent-Replayed:
+        true` (404 once the run's frames expired, 10 minutes after it ended); the
+        key with another request: 409 `idempotency_conflict`.
 
         Auth: scope `chat:write`.
         """

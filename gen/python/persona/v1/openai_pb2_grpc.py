@@ -155,7 +155,10 @@ class OpenAIServiceServicer:
         the `usage`. A failure after the first chunk is an in-band
         `data: {"error": {...}}` line, after which the stream ends. Every `data:`
         line but the last (`[DONE]`) is JSON. (-- The server writes the bytes
-        (google.api.HttpBody). --) Not replayed by Idempotency-Key.
+        (google.api.HttpBody). --) With an `Idempotency-Key`, the same request
+        again (within 24 hours) follows the same run from its first frame, marked
+        `Idempotent-Replayed: true` (404 once the run's frames expired, 10 minutes
+        after it ended); the key with another request: 409 `idempotency_conflict`.
 
         Auth: scope `chat:write`.
         """

@@ -46,6 +46,7 @@ from persona_service.kernel.transport.stages.call import Call, Next
 from persona_service.kernel.transport.stages.client_address import ClientAddress
 from persona_service.kernel.transport.stages.commit import Commit, answer
 from persona_service.kernel.transport.stages.hold import due, hold
+from persona_service.kernel.transport.stages.idempotency import RUN_HEADER
 from persona_service.kernel.transport.stages.identity import request_id, span
 from persona_service.kernel.transport.stages.outcome import Outcomes, log_outcome
 from persona_service.kernel.transport.stages.replica import route
@@ -152,17 +153,26 @@ class RequestPipeline(grpc.ServerInterceptor):
             call.reached_operation = True
             assert call.context is not None  # a caller's call
             request, context = call.request, call.context
-            if self.app.runs.runs_here:
-                run = self.app.runs.start(
-                    run_owner(call), meta.path,
-                    lambda run: self._produce(call, behavior, request, meta, run),
-                    weight_of(call.ctx.caller.plan), _revivable(call, request),
-                )
-            else:  # a runner runs it (process.runner), and ends the call's admission with it
-                run = self.app.runs.submit(run_owner(call), meta.path, weight_of(call.ctx.caller.plan),
-                                           {**_revivable(call, request), "admission": asdict(call.admission)})
-                unit_of_work(call.ctx).close()  # following needs no database
-                call.admission = Admission()
+            # An Idempotency-Key's claim completes with the run's acceptance, naming the run its replays follow
+            # (stages.idempotency.StreamIdempotency); then no failure of this call releases it.
+            claim, call.claim = call.claim, None
+            also = None if claim is None else (
+                lambda conn, run_id: self.app.idempotency.complete(conn, claim, b"", {RUN_HEADER: run_id}))
+            try:
+                if self.app.runs.runs_here:
+                    run = self.app.runs.start(
+                        run_owner(call), meta.path,
+                        lambda run: self._produce(call, behavior, request, meta, run),
+                        weight_of(call.ctx.caller.plan), _revivable(call, request), also,
+                    )
+                else:  # a runner runs it (process.runner), and ends the call's admission with it
+                    run = self.app.runs.submit(run_owner(call), meta.path, weight_of(call.ctx.caller.plan),
+                                               {**_revivable(call, request), "admission": asdict(call.admission)}, also)
+                    unit_of_work(call.ctx).close()  # following needs no database
+                    call.admission = Admission()
+            except Exception:
+                call.claim = claim  # not accepted: the failure releases it
+                raise
             frames, outcome = self.app.runs.follow(run, 0, context.is_active)
             return Following(run, frames, outcome, run.id)
 

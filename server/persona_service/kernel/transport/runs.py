@@ -68,6 +68,8 @@ log = logging.getLogger("persona_service.runs")
 _warn = Throttled(log)  # at most one line per 10 s while Redis is down
 
 T = TypeVar("T")
+# What commits with a run's acceptance, given its connection and the run's id (its Idempotency-Key's claim).
+Accepted = Callable[[Connection, str], None]
 # Frames of a run as a view reads them: (seq, frame), in order; an empty batch is a keep-alive (KEEP_ALIVE_SECONDS).
 Batch = list[tuple[int, bytes]]
 RUN_TASK = "run"  # the task kind of a run (its row: the run's lease and saved state)
@@ -534,20 +536,21 @@ class Runs:
                         backoff_seconds=0, lease_seconds=self.lease_seconds, paused=self._handing_over.is_set)
 
     def start(self, owner: RunOwner, method: str, produce: Callable[[Run], Outcome], weight: int = 1,
-              payload: dict[str, Any] | None = None) -> Run:
+              payload: dict[str, Any] | None = None, also: Accepted | None = None) -> Run:
         """Accept a run (its row committed, under this process's lease) and
         start `produce(run)` on the run pool (its organization's share of it:
         `weight`); it emits the frames and returns the outcome. `payload` is
-        what `revive` needs to run it in another process."""
+        what `revive` needs to run it in another process; `also`, what commits with its acceptance."""
         run = Run("run_" + uuid.uuid4().hex, owner, method)
         self._accept(run.id, lambda conn: TaskRepository(conn).add_held(
             self.lease_seconds, id=run.id, kind=self.kind, org_id=owner.org_id, subject_id=owner.workspace_id,
-            payload={**(payload or {}), "method": method, "owner": owner.as_meta(), "state": {}}))
+            payload={**(payload or {}), "method": method, "owner": owner.as_meta(), "state": {}}), also)
         self._register(run)
         self._pool.submit(owner.org_id, weight, lambda: self._execute(run, produce))
         return run
 
-    def submit(self, owner: RunOwner, method: str, weight: int = 1, payload: dict[str, Any] | None = None) -> Run:
+    def submit(self, owner: RunOwner, method: str, weight: int = 1, payload: dict[str, Any] | None = None,
+               also: Accepted | None = None) -> Run:
         """Accept a run for a runner (a server process): its row is committed, queued, with a notification
         that wakes an idle runner at once. Returns the run to follow (`follow` reads its frames from Redis)."""
         run = Run("run_" + uuid.uuid4().hex, owner, method)
@@ -558,11 +561,11 @@ class Runs:
                 payload={**(payload or {}), "method": method, "owner": owner.as_meta(), "state": {}, "weight": weight})
             notify(conn, RUNS_CHANNEL)
 
-        self._accept(run.id, add)
+        self._accept(run.id, add, also)
         return run
 
-    def _accept(self, run_id: str, add: Callable[[Connection], None]) -> None:
-        """Commit a new run's row (`add`). A COMMIT whose connection dropped (a PgBouncer or PostgreSQL restart)
+    def _accept(self, run_id: str, add: Callable[[Connection], None], also: Accepted | None) -> None:
+        """Commit a new run's row (`add`, and `also`: its Idempotency-Key's claim). A COMMIT whose connection dropped (a PgBouncer or PostgreSQL restart)
         may have gone through unanswered: a 503 then would have the client ask again, and a process would run
         both runs (two personas for one create). So the doubt is settled from the row itself, read back once the
         database answers: there, the run was accepted and the call goes on; not there, nothing was, and the
@@ -570,6 +573,8 @@ class Runs:
         try:
             with self.engine.begin() as conn:
                 add(conn)
+                if also is not None:
+                    also(conn, run_id)
         except Exception as exc:
             if not connection_lost(exc):
                 raise

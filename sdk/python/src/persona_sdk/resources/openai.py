@@ -207,7 +207,10 @@ class OpenaiResource(SyncResource):
         first (whole reply first for `auto_recover` personas); then a chunk with `finish_reason`, and, with
         `stream_options.include_usage`, a last chunk with empty `choices` and the `usage`. A failure after
         the first chunk is an in-band `data: {"error": {...}}` line, after which the stream ends. Every
-        `data:` line but the last (`[DONE]`) is JSON. Not replayed by Idempotency-Key.
+        `data:` line but the last (`[DONE]`) is JSON. With an `Idempotency-Key`, the same request again
+        (within 24 hours) follows the same run from its first frame, marked `Idempotent-Replayed: true` (404
+        once the run's frames expired, 10 minutes after it ended); the key with another request: 409
+        `idempotency_conflict`.
 
         Auth: scope `chat:write`.
 
@@ -528,7 +531,10 @@ class AsyncOpenaiResource(AsyncResource):
         first (whole reply first for `auto_recover` personas); then a chunk with `finish_reason`, and, with
         `stream_options.include_usage`, a last chunk with empty `choices` and the `usage`. A failure after
         the first chunk is an in-band `data: {"error": {...}}` line, after which the stream ends. Every
-        `data:` line but the last (`[DONE]`) is JSON. Not replayed by Idempotency-Key.
+        `data:` line but the last (`[DONE]`) is JSON. With an `Idempotency-Key`, the same request again
+        (within 24 hours) follows the same run from its first frame, marked `Idempotent-Replayed: true` (404
+        once the run's frames expired, 10 minutes after it ended); the key with another request: 409
+        `idempotency_conflict`.
 
         Auth: scope `chat:write`.
 

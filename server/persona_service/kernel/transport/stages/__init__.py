@@ -10,7 +10,7 @@ from persona_service.kernel.transport.stages.auth import Authenticate
 from persona_service.kernel.transport.stages.authorization import Authorize
 from persona_service.kernel.transport.stages.call import Call, Next, Stage, compose
 from persona_service.kernel.transport.stages.hold import HoldCaller
-from persona_service.kernel.transport.stages.idempotency import Idempotency
+from persona_service.kernel.transport.stages.idempotency import Idempotency, StreamIdempotency
 from persona_service.kernel.transport.stages.limits import AnonymousLimits, Limits, QueueAs
 from persona_service.kernel.transport.stages.replica import ReplicaRouting
 from persona_service.kernel.transport.stages.resume import Resume
@@ -48,8 +48,10 @@ def build(app: PipelineHost, meta: MethodMeta, kind: Kind, executor: FairExecuto
         if kind == "stream":
             stages.append(Resume(app.runs))
         stages.append(Validate())
-        if policy.write and kind == "unary":  # streams are not replayed: a lost one resumes its run
+        if policy.write and kind == "unary":
             stages.append(Idempotency(app.idempotency, meta))
+        elif policy.write and kind == "stream":  # a replay follows the first request's run (a resume follows any)
+            stages.append(StreamIdempotency(app.idempotency, app.runs, meta))
     if kind == "unary":
         stages.append(commit)
         if meta.holds_caller:  # the operation's first statement; a stream's run holds it itself (pipeline._produce)

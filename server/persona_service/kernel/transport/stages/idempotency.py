@@ -1,6 +1,9 @@
-"""Idempotency of a unary write sent with an `Idempotency-Key`: claim the
-key, or replay the outcome stored under it. The unit of work completes the
-claim (in its transaction); a failure records or releases it (outcome)."""
+"""Idempotency of a write sent with an `Idempotency-Key`: claim the key, or
+replay the outcome stored under it. A unary call's unit of work completes the
+claim (in its transaction); a failure records or releases it (outcome). A
+stream's claim completes with its run's acceptance (kernel.transport.runs, in
+the transaction that commits the run's row), and a replay follows that run
+from its first frame, as a resume from `<run id>.0` does."""
 
 from __future__ import annotations
 
@@ -8,8 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from persona_service.kernel import metrics
 from persona_service.kernel.errors import StoredError
+from persona_service.kernel.transport.context import unit_of_work
 from persona_service.kernel.transport.idempotency import request_hash
+from persona_service.kernel.transport.runs import ResumePoint
 from persona_service.kernel.transport.stages.call import Call, Stage
+from persona_service.kernel.transport.stages.resume import Following, run_owner
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
@@ -17,7 +23,10 @@ if TYPE_CHECKING:
     from persona_service.kernel.transport.idempotency import Idempotency as Store
     from persona_service.kernel.transport.idempotency import Replay
     from persona_service.kernel.transport.policy import MethodMeta
+    from persona_service.kernel.transport.runs import Runs
 
+# The header a stream's claim keeps: the run its replays follow.
+RUN_HEADER = "x-run-id"
 # Headers an idempotent replay does not copy from the first response.
 _PER_RESPONSE = ("x-request-id", "x-ratelimit-", "ratelimit", "x-service-plan-window-seconds", "retry-after")
 
@@ -44,6 +53,38 @@ class Idempotency(Stage):
         if replay.error_body is not None:
             raise StoredError(replay.error_status, replay.error_body, replay.headers)
         return self.meta.response_class.FromString(replay.response or b"")
+
+
+class StreamIdempotency(Stage):
+    """A streamed write's key: the first request claims it and starts the run (its claim completes with the run's
+    acceptance, pipeline); the same request again follows that run from its first frame (`Idempotent-Replayed`),
+    so a client that never heard the first answer (a node lost before it, Envoy's 503) asks again without a
+    second run. A run's frames are kept `FINISHED_TTL` after it ends: a replay after that answers 404, as a
+    resume does."""
+
+    def __init__(self, store: Store, runs: Runs, meta: MethodMeta) -> None:
+        self.store, self.runs, self.meta = store, runs, meta
+
+    def __call__(self, call: Call) -> Any:
+        key = call.metadata.get("idempotency-key")
+        if key is None:
+            return self.then(call)
+        digest = request_hash(self.meta.path, call.ctx.caller.workspace_id,
+                              call.request.SerializeToString(deterministic=True))
+        claim, replay = self.store.begin(call.ctx.caller, key, self.meta.path, digest)
+        if replay is None:
+            call.claim = claim
+            return self.then(call)
+        if replay.error_body is not None:
+            raise StoredError(replay.error_status, replay.error_body, replay.headers)
+        run_id = replay.headers[RUN_HEADER]  # a stream's claim completes only with its run's acceptance
+        metrics.REPLAYS.inc()
+        call.ctx.headers.append(("idempotent-replayed", "true"))
+        assert call.context is not None  # a caller's call
+        unit_of_work(call.ctx).close()  # following needs no database
+        frames, outcome = self.runs.resume(ResumePoint(run_id, 0), run_owner(call), self.meta.path,
+                                           call.context.is_active)
+        return Following(None, frames, outcome, run_id)
 
 
 def replayable(headers: list[tuple[str, str]]) -> dict[str, str]:
