@@ -11,12 +11,16 @@ from typing import Any
 
 from persona_service.kernel.errors import Violation
 
+# A key's default: a JSON scalar of its declared type, or None where the default is not the key's own (a rate
+# limit's is the caller's plan's).
+ConfigDefault = bool | int | float | str | None
+
 
 @dataclass(frozen=True)
 class ConfigKey:
     key: str
     type: str  # enum | number | integer | boolean
-    default: Any
+    default: ConfigDefault
     allowed: tuple[str, ...] = ()
     minimum: float | None = None
     maximum: float | None = None
@@ -24,8 +28,9 @@ class ConfigKey:
     enterprise_only: bool = False
     owner_only: bool = False
 
-    def check(self, value: Any) -> Violation | None:
-        expected: dict[str, Any]
+    def check(self, value: object) -> Violation | None:
+        """None if `value` (the caller's JSON) is one this key takes, else what it breaks."""
+        expected: dict[str, object]
         if self.type == "boolean":
             return None if isinstance(value, bool) else Violation("value", "type", value, {"type": "boolean"})
         if self.type == "enum":
@@ -34,20 +39,20 @@ class ConfigKey:
             expected = {"oneOf": list(self.allowed)}
             code = "one_of"
         else:
-            is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if self.type == "integer":
-                is_number = is_number and float(value).is_integer()
-            in_range = is_number and (self.minimum is None or value >= self.minimum) and (
-                self.maximum is None or value <= self.maximum
-            )
-            if in_range:
+            number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+            if self.type == "integer" and isinstance(number, float) and not number.is_integer():
+                number = None
+            if number is not None and (self.minimum is None or number >= self.minimum) and (
+                self.maximum is None or number <= self.maximum
+            ):
                 return None
             expected = {"type": self.type, "minimum": self.minimum, "maximum": self.maximum}
-            code = "range" if is_number else "type"
+            code = "range" if number is not None else "type"
         return Violation("value", code, value, expected)
 
-    def normalize(self, value: Any) -> Any:
-        return int(value) if self.type == "integer" else value
+    def normalize(self, value: object) -> object:
+        """A checked value as it is stored: an integer key's as an int (JSON's numbers arrive as doubles)."""
+        return int(value) if self.type == "integer" and isinstance(value, float) else value
 
 
 # key -> ConfigKey, and level -> check that the caller may address that
