@@ -999,8 +999,6 @@ ANY_ACROSS_THE_DOOR: dict[str, str] = {
     "kernel.api.lock_root(where)": _ROWS,
     "kernel.api.derive_unique(candidate)": _ROWS,
     "kernel.api.derive_unique(insert)": _ROWS,
-    "kernel.api.TaskRecord.payload": _OPEN_JSON,
-    "kernel.api.TaskRecord.__init__(payload)": _OPEN_JSON,
     "kernel.api.RequestContext.finish": _PLUMBING,
     "kernel.api.RequestContext.__init__(finish)": _PLUMBING,
     "kernel.api.drain(gen)": _PLUMBING,

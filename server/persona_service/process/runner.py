@@ -33,7 +33,7 @@ from persona_service.kernel.logs import Throttled
 from persona_service.kernel.transport.fair import FairPool
 from persona_service.kernel.transport.pipeline import RequestPipeline
 from persona_service.kernel.transport.policy import find_services, method_table
-from persona_service.kernel.transport.runs import RUN_ATTEMPTS, RUNS_CHANNEL, Outcome, Run, Runs
+from persona_service.kernel.transport.runs import RUN_ATTEMPTS, RUNS_CHANNEL, Outcome, Run, RunRow, Runs
 from persona_service.kernel.transport.tasks import TASKS_CHANNEL, TaskRunner
 from persona_service.process.app import App
 from persona_service.providers.remote import ModelCallServer
@@ -116,7 +116,7 @@ class RunClaimer:
             return
         with self._lock:
             self._held += 1
-        self.pool.submit(task.org_id, int(task.payload.get("weight", 1)), lambda: self._run(*adopted))
+        self.pool.submit(task.org_id, RunRow.of(task).weight, lambda: self._run(*adopted))
 
     def _run(self, run: Run, produce: Callable[[Run], Outcome]) -> None:
         try:

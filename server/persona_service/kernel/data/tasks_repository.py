@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import Connection, Update, delete, func, insert, literal, select, text, update
 from sqlalchemy.dialects.postgresql import JSONB
@@ -12,6 +11,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from persona_service.kernel.data.base import table_of
 from persona_service.kernel.data.records import record_or_none
 from persona_service.kernel.data.tables import Task
+from persona_service.kernel.json_values import JSONObject
 
 _tasks = table_of(Task)
 
@@ -61,7 +61,7 @@ class TaskRecord:
     kind: str
     org_id: str
     subject_id: str
-    payload: Any
+    payload: JSONObject  # what its kind reads, checked there (a run: kernel.transport.runs.RunRow)
     status: str
     attempts: int
     created_at: datetime
@@ -71,7 +71,7 @@ class TaskRepository:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def add(self, *, id: str, kind: str, org_id: str, subject_id: str, payload: dict[str, Any]) -> None:
+    def add(self, *, id: str, kind: str, org_id: str, subject_id: str, payload: JSONObject) -> None:
         self.conn.execute(insert(_tasks).values(id=id, kind=kind, org_id=org_id, subject_id=subject_id, payload=payload))
 
     def claim(self, leases: dict[str, float]) -> TaskRecord | None:
@@ -83,7 +83,8 @@ class TaskRepository:
         """The task while the attempt that claimed it still holds it (a later claim after a lost lease owns it then)."""
         return update(_tasks).where(_tasks.c.id == task_id, _tasks.c.attempts == attempts, _tasks.c.status == "running")
 
-    def finish(self, task_id: str, attempts: int, status: str, error: str = "", payload: Any = None) -> bool:
+    def finish(self, task_id: str, attempts: int, status: str, error: str = "", payload: JSONObject | None = None
+               ) -> bool:
         """Settle the attempt (and replace the payload, if given); False when it no longer holds the task."""
         values = {"payload": payload} if payload is not None else {}
         return self.conn.execute(
@@ -100,7 +101,7 @@ class TaskRepository:
     # --- leases held and renewed (kernel.transport.runs) ------------------------------------------
 
     def add_held(self, lease_seconds: float, *, id: str, kind: str, org_id: str, subject_id: str,
-                 payload: dict[str, Any]) -> None:
+                 payload: JSONObject) -> None:
         """A task its creator runs at once, under its first lease (attempt 1)."""
         self.conn.execute(insert(_tasks).values(
             id=id, kind=kind, org_id=org_id, subject_id=subject_id, payload=payload, status="running", attempts=1,
@@ -125,7 +126,7 @@ class TaskRepository:
         """Give a held task back: due at once for any process."""
         self.conn.execute(self._held(task_id, attempts).values(status="queued", lease_until=None, run_after=func.now()))
 
-    def save_state(self, task_id: str, attempts: int, key: str, value: Any) -> bool:
+    def save_state(self, task_id: str, attempts: int, key: str, value: object) -> bool:
         """Keep `value` under `payload.state.<key>` while the attempt holds the task."""
         return self.conn.execute(
             self._held(task_id, attempts).values(payload=func.jsonb_set(

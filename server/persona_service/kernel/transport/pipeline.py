@@ -29,6 +29,8 @@ from persona_service.kernel import metrics
 from persona_service.kernel.data.outages import connection_lost
 from persona_service.kernel.data.uow import UnitOfWork
 from persona_service.kernel.errors import ApiError, ServiceUnavailable
+from persona_service.kernel.json_values import JSONObject, as_object
+from persona_service.kernel.json_values import items as json_items
 from persona_service.kernel.principal import principal_from_json, principal_json
 from persona_service.kernel.transport import context as request_context
 from persona_service.kernel.transport import initial_metadata, sse
@@ -309,25 +311,30 @@ class RequestPipeline(grpc.ServerInterceptor):
         except RunAbandoned:
             pass  # another process goes on with the run
 
-    def revive(self, payload: dict[str, Any]) -> Callable[[Run], Outcome]:
+    def revive(self, payload: JSONObject) -> Callable[[Run], Outcome]:
         """The operation of a run another process accepted (kernel.transport.runs takes it
         over): the same request, as the same caller, in a unit of work of its
-        own. Admission (limits, quota) happened when the run was accepted."""
-        meta = self.methods[payload["method"]]
+        own. Admission (limits, quota) happened when the run was accepted.
+        `payload` is what `_revivable` wrote (and the run's method and
+        admission): a KeyError or TypeError on a row it did not write."""
+        meta = self.methods[str(payload["method"])]
         service, _, name = meta.path.strip("/").rpartition("/")
         behavior = getattr(self.servicers[service], name)
-        request = _request_class(meta.path).FromString(base64.b64decode(payload["request"]))
+        request = _request_class(meta.path).FromString(base64.b64decode(str(payload["request"])))
+        principal = as_object(payload["principal"])
+        if principal is None:
+            raise TypeError("a run's principal is a JSON object")
         call = Call(request_context.RequestContext(
-            started=time.perf_counter(), request_id=payload["request_id"], method=meta.path,
-            uow=UnitOfWork(self.engine, read_only=not meta.policy.write), client_ip=payload.get("client_ip"),
-            traceparent=payload.get("traceparent"), principal=principal_from_json(payload["principal"]),
+            started=time.perf_counter(), request_id=str(payload["request_id"]), method=meta.path,
+            uow=UnitOfWork(self.engine, read_only=not meta.policy.write), client_ip=_optional(payload, "client_ip"),
+            traceparent=_optional(payload, "traceparent"), principal=principal_from_json(principal),
         ), {}, meta, request)
         call.reached_operation = True
         route(self.app.replicas, call)
-        if "admission" in payload:  # the concurrency slots its accepting server took: released when it ends
-            kept = payload["admission"]
-            call.admission = Admission(slot_keys=tuple(kept["slot_keys"]), refund_key=kept["refund_key"],
-                                       token=kept["token"])
+        kept = as_object(payload.get("admission"))
+        if kept is not None:  # the concurrency slots its accepting server took: released when it ends
+            call.admission = Admission(slot_keys=tuple(str(key) for key in json_items(kept.get("slot_keys"))),
+                                       refund_key=str(kept["refund_key"]), token=str(kept["token"]))
         return lambda run: self._produce(call, behavior, request, meta, run)
 
     def _relay(self, call: Call, context: grpc.ServicerContext, meta: MethodMeta, frames: Iterator[Batch],
@@ -381,7 +388,12 @@ class RequestPipeline(grpc.ServerInterceptor):
         return Call(ctx, metadata, meta, request, context)
 
 
-def _revivable(call: Call, request: Message) -> dict[str, Any]:
+def _optional(payload: JSONObject, key: str) -> str | None:
+    value = payload.get(key)
+    return None if value is None else str(value)
+
+
+def _revivable(call: Call, request: Message) -> JSONObject:
     """What another process needs to run a run's operation (`revive`): never a credential."""
     ctx = call.ctx
     return {"request": base64.b64encode(request.SerializeToString()).decode(), "request_id": ctx.request_id,

@@ -60,6 +60,7 @@ from persona_service.kernel import wakeups
 from persona_service.kernel.data.outages import connection_lost
 from persona_service.kernel.data.tasks_repository import TaskRecord, TaskRepository, notify
 from persona_service.kernel.errors import ApiError, BadRequest, NotFound, ServiceUnavailable
+from persona_service.kernel.json_values import JSONObject, as_object
 from persona_service.kernel.logs import Throttled
 from persona_service.kernel.transport.fair import FairPool, Turn
 from persona_service.kernel.transport.tasks import TaskKind
@@ -158,7 +159,7 @@ class Run:
     """A run's frames and outcome as the process running it sees them."""
 
     def __init__(self, run_id: str, owner: RunOwner, method: str, attempt: int = 1,
-                 state: dict[str, Any] | None = None, kept: int = 0):
+                 state: JSONObject | None = None, kept: int = 0):
         self.id = run_id
         self.owner = owner
         self.method = method
@@ -169,7 +170,7 @@ class Run:
         self.outcome: Outcome | None = None
         self.abandoned = False
         self._changed = threading.Condition()
-        self.save: Callable[[str, Any], None] = lambda key, value: None
+        self.save: Callable[[str, object], None] = lambda key, value: None
         # The frames earlier attempts kept, read when asked (`RunSteps.earlier_frames`); None: Redis forgot the run.
         self.earlier: Callable[[], list[bytes] | None] = lambda: []
         # Frames a view may send: kept in Redis (or refused by it), so a takeover goes on from all a client saw.
@@ -427,7 +428,7 @@ def _task_status(status: str) -> str:
     return {"completed": "done", "lost": "failed"}.get(status, status)
 
 
-def _settled(run: Run) -> dict[str, Any]:
+def _settled(run: Run) -> JSONObject:
     """A settled run's row keeps who may read it, not its request nor its saved state (personal data)."""
     return {"method": run.method, "owner": run.owner.as_meta(), "state": {}}
 
@@ -489,7 +490,31 @@ def _keep_alive() -> Callable[[bool], bool]:
 
 
 # Revives a run another process started from its task's payload: the operation to run.
-Reviver = Callable[[dict[str, Any]], Callable[[Run], Outcome]]
+Reviver = Callable[[JSONObject], Callable[[Run], Outcome]]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A run's task row as a process taking it reads it: its payload, written when the run was accepted (who
+    asked, the method, the state saved so far; the request `revive` reads), checked once here."""
+
+    method: str
+    owner: RunOwner
+    state: JSONObject
+    weight: int
+    payload: JSONObject
+
+    @classmethod
+    def of(cls, task: TaskRecord) -> RunRow:
+        payload = task.payload
+        owner = as_object(payload.get("owner")) or {}
+        weight = payload.get("weight")
+        return cls(_string(payload.get("method")), RunOwner(_string(owner.get("org")), _string(owner.get("ws"))),
+                   as_object(payload.get("state")) or {}, weight if isinstance(weight, int) else 1, payload)
+
+
+def _string(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 class Runs:
@@ -536,7 +561,7 @@ class Runs:
                         backoff_seconds=0, lease_seconds=self.lease_seconds, paused=self._handing_over.is_set)
 
     def start(self, owner: RunOwner, method: str, produce: Callable[[Run], Outcome], weight: int = 1,
-              payload: dict[str, Any] | None = None, also: Accepted | None = None) -> Run:
+              payload: JSONObject | None = None, also: Accepted | None = None) -> Run:
         """Accept a run (its row committed, under this process's lease) and
         start `produce(run)` on the run pool (its organization's share of it:
         `weight`); it emits the frames and returns the outcome. `payload` is
@@ -549,7 +574,7 @@ class Runs:
         self._pool.submit(owner.org_id, weight, lambda: self._execute(run, produce))
         return run
 
-    def submit(self, owner: RunOwner, method: str, weight: int = 1, payload: dict[str, Any] | None = None,
+    def submit(self, owner: RunOwner, method: str, weight: int = 1, payload: JSONObject | None = None,
                also: Accepted | None = None) -> Run:
         """Accept a run for a runner (a server process): its row is committed, queued, with a notification
         that wakes an idle runner at once. Returns the run to follow (`follow` reads its frames from Redis)."""
@@ -662,7 +687,7 @@ class Runs:
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
-    def _save(self, run: Run, key: str, value: Any) -> None:
+    def _save(self, run: Run, key: str, value: object) -> None:
         with self.engine.begin() as conn:
             if not TaskRepository(conn).save_state(run.id, run.attempt, key, value):
                 run.abandon()
@@ -745,7 +770,8 @@ class Runs:
         if task is None or task.kind.partition(":")[0] != RUN_TASK:  # a run of any pool (resumed anywhere)
             return None
         status = {"done": "completed", "failed": "failed"}.get(task.status, "running")
-        return {**task.payload.get("owner", {}), "method": task.payload.get("method", ""), "status": status}
+        row = RunRow.of(task)
+        return {**row.owner.as_meta(), "method": row.method, "status": status}
 
     def _poll(self, point: ResumePoint, active: Callable[[], bool], state: dict[str, Outcome],
               queued: bool = False) -> Iterator[Batch]:
@@ -815,21 +841,20 @@ class Runs:
         if self._handing_over.is_set() or self.revive is None:
             self._release(task.id, task.attempts)
             return None
-        payload = task.payload
-        owner = RunOwner(payload["owner"]["org"], payload["owner"]["ws"])
+        row = RunRow.of(task)
         ended = self.store.ended(task.id)
         if ended is not None:  # it ended while the database was away (its row could not say so then)
-            self._settle_row(Run(task.id, owner, payload["method"], task.attempts), ended)
+            self._settle_row(Run(task.id, row.owner, row.method, task.attempts), ended)
             return None
         known = self.store.known(task.id)  # before this attempt writes the run's meta again
-        run = Run(task.id, owner, payload["method"], task.attempts, payload.get("state"), self.store.kept(task.id))
+        run = Run(task.id, row.owner, row.method, task.attempts, row.state, self.store.kept(task.id))
         if run.attempt > 1:
             log.info("taking over run %s (attempt %d, %d frames kept)", run.id, run.attempt, run.kept)
         # A first attempt (a runner claiming an accepted run) has no earlier frames to go on from.
         run.earlier = (lambda: self.store.frames(run.id, 0)[:run.kept]) if known or run.attempt == 1 else (lambda: None)
         self._register(run)
         try:
-            return run, self.revive(payload)
+            return run, self.revive(row.payload)
         except Exception:  # noqa: BLE001 - e.g. a method this release no longer has
             log.exception("cannot revive run %s", run.id)
             return run, lambda run: Outcome("failed")
@@ -842,9 +867,8 @@ class Runs:
 
     def _lose(self, task: TaskRecord) -> None:
         """No attempt finished the run: it ends `lost` (nothing of it was committed)."""
-        owner = task.payload.get("owner", {})
-        run = Run(task.id, RunOwner(owner.get("org", ""), owner.get("ws", "")), task.payload.get("method", ""),
-                  task.attempts)
+        row = RunRow.of(task)
+        run = Run(task.id, row.owner, row.method, task.attempts)
         self._settle_row(run, "failed")
         self.store.finish(run, "lost")
 
