@@ -33,3 +33,22 @@ def test_a_nul_anywhere_is_still_named(metadata, path):
     with pytest.raises(ValidationFailed) as caught:
         validation.validate(personas_pb2.CreatePersonaRequest(intent=INTENT, metadata=metadata))
     assert [(v.path, v.code) for v in caught.value.violations] == [(path, "null_character")]
+
+
+def test_a_request_without_a_non_finite_number_is_not_walked_for_one(monkeypatch):
+    def walked(*args):
+        raise AssertionError("walked a message whose encoding holds no non-finite double")
+
+    monkeypatch.setattr(validation, "_non_finite", walked)
+    validation.validate(personas_pb2.CreatePersonaRequest(intent=INTENT, metadata={"n": 1.5, "big": -1.7e308,
+                                                                                    "tiny": 5e-324, "list": [0, 2]}))
+
+
+@pytest.mark.parametrize(("metadata", "path", "said"), [({"n": float("nan")}, "metadata.n", "NaN"),
+                                                        ({"a": [1, float("inf")]}, "metadata.a[1]", "Infinity"),
+                                                        ({"o": {"x": float("-inf")}}, "metadata.o.x", "-Infinity")])
+def test_a_non_finite_number_in_a_json_value_is_named(metadata, path, said):
+    # JSON has none: only a native gRPC caller sends one, and json_format would refuse to print it (a 500).
+    with pytest.raises(ValidationFailed) as caught:
+        validation.validate(personas_pb2.CreatePersonaRequest(intent=INTENT, metadata=metadata))
+    assert [(v.path, v.code, v.value) for v in caught.value.violations] == [(path, "type", said)]

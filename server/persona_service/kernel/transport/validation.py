@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import math
 import re
 from typing import Any
 
@@ -66,13 +67,21 @@ def check_rules(descriptor: Descriptor, seen: set[str] | None = None) -> None:
             check_rules(field.message_type, seen)
 
 
+# A google.protobuf.Value's number (field 2, a double: tag 0x11) that is NaN or an infinity: its eight bytes, little
+# endian, end in an all-ones exponent. Anything else matching (another field 2 double, bytes) only costs the walk.
+_NON_FINITE = re.compile(rb"\x11.{6}[\xf0-\xff][\x7f\xff]", re.DOTALL)
+
+
 def validate(message: Message) -> None:
     violations: list[Violation] = []
     _walk(message, "", violations)
+    encoded = message.SerializeToString()
     # U+0000 is a zero byte in a string's UTF-8, so a message whose encoding holds none has no NUL
     # anywhere: one scan in C; the walk (which names the fields) only when there is a zero byte.
-    if b"\x00" in message.SerializeToString():
+    if b"\x00" in encoded:
         _null_characters(message, "", violations)
+    if _holds_json(message.DESCRIPTOR) and _NON_FINITE.search(encoded):
+        _non_finite(message, "", violations)
     if violations:
         raise ValidationFailed(violations)
 
@@ -97,6 +106,50 @@ def _null_characters(message: Message, prefix: str, out: list[Violation]) -> Non
                     out.append(Violation(item_path, "null_character", text, {"noNullCharacters": True}))
             if isinstance(item, Message):
                 _null_characters(item, item_path + ".", out)
+
+
+@functools.cache
+def _holds_json(descriptor: Descriptor) -> bool:
+    """Whether a message of this type can hold a JSON value (a Value, Struct or ListValue field, at any depth):
+    only those are scanned for a non-finite number (an upload's bytes are not)."""
+    return _reaches_json(descriptor, set())
+
+
+def _reaches_json(descriptor: Descriptor, seen: set[str]) -> bool:
+    if descriptor.full_name in _JSON_TYPES:
+        return True
+    seen.add(descriptor.full_name)
+    return any(field.message_type is not None and field.message_type.full_name not in seen
+               and _reaches_json(field.message_type, seen) for field in descriptor.fields)
+
+
+_JSON_TYPES = frozenset({"google.protobuf.Value", "google.protobuf.Struct", "google.protobuf.ListValue"})
+
+
+def _non_finite(message: Message, prefix: str, out: list[Violation]) -> None:
+    """NaN and the infinities in a JSON value (a Value, in a Struct or ListValue) are refused by name: JSON has
+    no such number, so only a native gRPC caller can send one, and no reader of the value could print it as JSON
+    (json_format refuses it, a 500). Paths as `_null_characters` names them."""
+    wrapper = message.DESCRIPTOR.full_name.startswith("google.protobuf.")
+    for field, value in message.ListFields():
+        path = prefix.rstrip(".") if wrapper else prefix + field.json_name
+        if field.full_name == "google.protobuf.Value.number_value":
+            if not math.isfinite(value):
+                said = "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+                out.append(Violation(path, "type", said, {"type": "finite number"}))
+            continue
+        if field.message_type is None:
+            continue
+        if field.message_type.GetOptions().map_entry:
+            items: list[tuple[Any, Any]] = [(key, item) for key, item in value.items()]
+        elif field.is_repeated:
+            items = list(enumerate(value))
+        else:
+            items = [(None, value)]
+        for key, item in items:
+            if isinstance(item, Message):
+                _non_finite(item, (path if key is None else f"{path}.{key}" if isinstance(key, str)
+                                   else f"{path}[{key}]") + ".", out)
 
 
 def _walk(message: Message, prefix: str, out: list[Violation]) -> None:
