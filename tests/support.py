@@ -10,6 +10,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from persona_service.orgs.service import Onboarding
 from persona_service.process.stack import Stack, free_port
 from persona_service.process.template import Template
 from persona_service.registry import MODULES
+from sqlalchemy import event as sa_event
 from sqlalchemy import text
 
 JWT_SECRET = "test-jwt-secret-" + "x" * 32
@@ -470,3 +472,25 @@ def metric_value(stack: Stack, name: str, **labels: str) -> float:
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=str(stack.metrics_dir))
     return registry.get_sample_value(name, labels) or 0.0
+
+
+@contextlib.contextmanager
+def commit_unanswered(engine, went_through: bool) -> Iterator[None]:
+    """This thread's next COMMIT is carried out (`went_through`; else rolled back) and its connection closed before
+    the answer is read, as a PgBouncer or PostgreSQL restart mid-COMMIT leaves it (the topology run's
+    pgbouncer_restart): the client's COMMIT then fails with a lost connection, whatever the server did."""
+    me, left = threading.get_ident(), [1]
+
+    def on_commit(conn) -> None:
+        if threading.get_ident() != me or not left[0]:
+            return
+        left[0] = 0
+        raw = conn.connection.dbapi_connection
+        raw.commit() if went_through else raw.rollback()
+        raw.pgconn.finish()
+
+    sa_event.listen(engine, "commit", on_commit)
+    try:
+        yield
+    finally:
+        sa_event.remove(engine, "commit", on_commit)

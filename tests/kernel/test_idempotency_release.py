@@ -107,3 +107,51 @@ def test_a_refusal_committed_with_the_calls_changes_is_replayed_to_the_retry(eng
     _, replay = idempotency.begin(caller, key, METHOD, "digest")
     assert replay is not None and (replay.response, replay.error_status, replay.error_body, replay.headers) == (
         None, 422, body, {"x-request-id": "req_1"})
+
+
+def _keyed_write(engine, idempotency: Idempotency, caller: Principal, key: str):
+    """A unary write's call past its operation, holding `key`'s claim, with its unit of work on `engine`."""
+    from google.protobuf import empty_pb2
+    from persona.v1 import options_pb2
+    from persona_service.kernel.data.uow import UnitOfWork
+    from persona_service.kernel.transport.context import RequestContext
+    from persona_service.kernel.transport.policy import MethodMeta
+    from persona_service.kernel.transport.stages.call import Call
+
+    meta = MethodMeta(METHOD, options_pb2.MethodPolicy(write=True), "persona.create", "persona", empty_pb2.Empty)
+    ctx = RequestContext(request_id=str(uuid.uuid4()), method=METHOD, uow=UnitOfWork(engine), client_ip="10.0.0.1",
+                         principal=caller)
+    call = Call(ctx, {}, meta, empty_pb2.Empty(), None)
+    call.claim, replay = idempotency.begin(caller, key, METHOD, "digest")
+    assert replay is None
+    return call
+
+
+@pytest.mark.parametrize("went_through", [True, False])
+def test_a_keyed_write_whose_commit_went_unanswered_is_answered_as_it_ended(engine, tenants, went_through):
+    """PgBouncer restarting as the write commits: the call's COMMIT fails with a lost connection, whether
+    PostgreSQL committed or not. Committed, the call succeeds (its retry replays it); before, the call answered
+    503 and released the key, and its retry ran the write a second time. Not committed, the 503 stands."""
+    from persona_service.kernel.transport.context import unit_of_work
+    from persona_service.kernel.transport.stages.commit import Commit
+    from support import commit_unanswered
+
+    caller, key = _caller(tenants), str(uuid.uuid4())
+    idempotency = Idempotency(engine, SecretBox(Fernet.generate_key().decode()))
+    call = _keyed_write(engine, idempotency, caller, key)
+    commit = Commit(None, idempotency, engine)  # type: ignore[arg-type]  (no run)
+    try:
+        with commit_unanswered(engine, went_through):
+            if went_through:
+                commit.complete(call, call.request, call.request)
+            else:
+                with pytest.raises(OperationalError):
+                    commit.complete(call, call.request, call.request)
+    finally:
+        unit_of_work(call.ctx).close()
+    assert call.succeeded is went_through
+    if not went_through:
+        idempotency.release(call.claim)  # as the call's failure does (outcome)
+    else:
+        _claim, replay = idempotency.begin(caller, key, METHOD, "digest")
+        assert replay is not None and replay.response == b""  # the Empty it answered

@@ -6,11 +6,9 @@ COMMIT went unanswered."""
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 
 import pytest
 import redis
@@ -20,9 +18,8 @@ from persona_service.kernel.errors import NotFound, ServiceUnavailable
 from persona_service.kernel.transport.runs import LIVE_TTL, Outcome, ResumePoint, Run, RunOwner, Runs, RunStore
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
-from support import wait_until
+from support import commit_unanswered, wait_until
 
 METHOD = "/persona.v1.Test/Stream"
 NOBODY = RunOwner("org_nobody", "ws_nobody")
@@ -222,28 +219,6 @@ def test_a_run_fails_when_the_database_does_not_come_back_within_the_outage(runs
     away = make_engine("postgresql+psycopg://nobody@127.0.0.1:1/none", pool_size=1)
     runs.engine, runs.outage_seconds = away, 0.5
     assert runs.after_outage(Run("run_" + uuid.uuid4().hex, owner, METHOD)) is None
-
-
-@contextmanager
-def commit_unanswered(engine, went_through: bool) -> Iterator[None]:
-    """This thread's next COMMIT is carried out (`went_through`; else rolled back) and its connection closed before
-    the answer is read, as a PgBouncer or PostgreSQL restart mid-COMMIT leaves it (the topology run's
-    pgbouncer_restart): the client's COMMIT then fails with a lost connection, whatever the server did."""
-    me, left = threading.get_ident(), [1]
-
-    def on_commit(conn) -> None:
-        if threading.get_ident() != me or not left[0]:
-            return
-        left[0] = 0
-        raw = conn.connection.dbapi_connection
-        raw.commit() if went_through else raw.rollback()
-        raw.pgconn.finish()
-
-    event.listen(engine, "commit", on_commit)
-    try:
-        yield
-    finally:
-        event.remove(engine, "commit", on_commit)
 
 
 def _queued(runs: Runs, engine) -> list[str]:

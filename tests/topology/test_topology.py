@@ -40,6 +40,9 @@ def test_no_request_fails_no_acknowledged_write_is_lost_and_every_stream_complet
     got = figures[scenario]
     assert got["failed"] == 0, describe_failures(got)
     assert got["writes_acknowledged"] > 0 and got["writes_lost"] == 0, got
+    # One intent, one persona: a request whose first answer was lost (a 503 for a committed write, a node lost
+    # after it) is asked again with its Idempotency-Key, never made twice (counted per tenant, every scenario).
+    assert got["writes_duplicated"] == [], got
     assert got["streams_started"] > 0 and got["streams_not_completed"] == [], got
     assert got["webhooks_missing"] == 0, got
 

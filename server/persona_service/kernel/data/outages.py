@@ -4,8 +4,17 @@ a durable run is retried after the narrower `connection_lost`, kernel.transport.
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
 import psycopg
+from sqlalchemy import Connection, Engine
 from sqlalchemy import exc as sa_exc
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # SQLSTATEs of a server (or PgBouncer) going away: class 08 (connection exception; PgBouncer's own errors, such
 # as "server conn crashed?", are 08P01), the server shutting down (admin or crash) or still starting, and its
@@ -45,6 +54,24 @@ def connection_lost(exc: BaseException) -> bool:
     state = orig.sqlstate
     # No SQLSTATE: the client's own failure to connect or to read (the server closed the connection).
     return state is None or state.startswith(_GONE_CLASSES) or state in _GONE_STATES
+
+
+def read_when_back(engine: Engine, read: Callable[[Connection], T], seconds: float) -> tuple[bool, T | None]:
+    """`read` on a new connection once the database answers again (a restart, a failover), waiting out lost
+    connections for up to `seconds`: (True, what it read), or (False, None) when the database did not answer in
+    time or the read failed otherwise. How a COMMIT in doubt (its connection dropped before the answer) is
+    settled: by reading back what only that transaction wrote (a run's row, an Idempotency-Key's outcome)."""
+    deadline, delay = time.monotonic() + seconds, 0.1
+    while True:
+        try:
+            with engine.connect() as conn:
+                return True, read(conn)
+        except Exception as exc:  # noqa: BLE001 - classified: only a lost connection is waited out
+            if not connection_lost(exc) or time.monotonic() + delay > deadline:
+                log.warning("the database did not answer a read-back (%s)", type(exc).__name__)
+                return False, None
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 # SQLSTATEs of a transaction PostgreSQL chose to abort so that others could go on: a deadlock it broke, a

@@ -46,6 +46,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.data.idempotency_repository import IdempotencyRepository
+from persona_service.kernel.data.outages import read_when_back
 from persona_service.kernel.errors import IdempotencyConflict, ValidationFailed, Violation
 from persona_service.kernel.principal import Principal
 from persona_service.kernel.secretbox import SecretBox, open_or_legacy
@@ -59,6 +60,8 @@ WINDOW = timedelta(hours=24)
 LOCK = timedelta(seconds=3)
 # A claim is renewed at most this long (one its call never settled is then left to lapse).
 MAX_HOLD = timedelta(minutes=5)
+# How long a call whose COMMIT went unanswered waits for the database to say whether it went through.
+IN_DOUBT_SECONDS = 10.0
 # First wait before retrying a release PostgreSQL refused (then doubling, up to 1 s).
 RELEASE_RETRY_SECONDS = 0.25
 _KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
@@ -142,6 +145,15 @@ class Idempotency:
         IdempotencyRepository(conn).complete(
             claim.org_id, claim.key, response=self.box.seal_bytes(response), headers=headers
         )
+
+    def went_through(self, claim: Claim, seconds: float = IN_DOUBT_SECONDS) -> bool:
+        """Whether the write holding `claim`, whose COMMIT failed with a lost connection, committed after all:
+        its claim is completed only in that transaction (`complete`), so the key's record says, read once the
+        database answers (within `seconds`; False if it does not). Then the call answers its success rather
+        than a 503 whose retry, finding the claim released, would run the write twice."""
+        answered, record = read_when_back(self.engine, lambda conn: IdempotencyRepository(conn).get(claim.org_id, claim.key),
+                                          seconds)
+        return answered and record is not None and record.state == "completed"
 
     def fail(self, claim: Claim, http_status: int, body: str, headers: dict[str, str]) -> None:
         """Record a refusal the operation committed with its changes (`ApiError.persist`)."""

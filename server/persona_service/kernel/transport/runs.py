@@ -57,7 +57,7 @@ from redis.client import Pipeline
 from sqlalchemy import Connection, Engine
 
 from persona_service.kernel import wakeups
-from persona_service.kernel.data.outages import connection_lost
+from persona_service.kernel.data.outages import connection_lost, read_when_back
 from persona_service.kernel.data.tasks_repository import TaskRecord, TaskRepository, notify
 from persona_service.kernel.errors import ApiError, BadRequest, NotFound, ServiceUnavailable
 from persona_service.kernel.json_values import JSONObject, as_object
@@ -595,13 +595,15 @@ class Runs:
         both runs (two personas for one create). So the doubt is settled from the row itself, read back once the
         database answers: there, the run was accepted and the call goes on; not there, nothing was, and the
         error stands. Still away after `outage_seconds`: the error stands too (the run's fate unknown)."""
+        committing = False  # a failure before the COMMIT (to connect, to insert) leaves no doubt
         try:
             with self.engine.begin() as conn:
                 add(conn)
                 if also is not None:
                     also(conn, run_id)
+                committing = True  # leaving the block commits
         except Exception as exc:
-            if not connection_lost(exc):
+            if not committing or not connection_lost(exc):
                 raise
             answered, task = self._row_when_back(run_id)
             if not answered or task is None:
@@ -675,17 +677,7 @@ class Runs:
     def _row_when_back(self, run_id: str) -> tuple[bool, TaskRecord | None]:
         """Whether the database answered again within `outage_seconds`, and then the run's row (None: there is
         none)."""
-        deadline, delay = time.monotonic() + self.outage_seconds, 0.1
-        while True:
-            try:
-                with self.engine.connect() as conn:
-                    return True, TaskRepository(conn).get(run_id)
-            except Exception as exc:  # noqa: BLE001 - classified: only a lost connection is waited out
-                if not connection_lost(exc) or time.monotonic() + delay > deadline:
-                    log.warning("run %s: the database did not come back (%s)", run_id, type(exc).__name__)
-                    return False, None
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        return read_when_back(self.engine, lambda conn: TaskRepository(conn).get(run_id), self.outage_seconds)
 
     def _save(self, run: Run, key: str, value: object) -> None:
         with self.engine.begin() as conn:

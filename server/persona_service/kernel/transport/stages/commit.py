@@ -13,7 +13,7 @@ from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
 from persona_service.kernel import metrics
-from persona_service.kernel.data.outages import must_run_again
+from persona_service.kernel.data.outages import connection_lost, must_run_again
 from persona_service.kernel.data.quota_repository import QuotaRepository
 from persona_service.kernel.transport.audit import AuditEntry, AuditLog
 from persona_service.kernel.transport.context import unit_of_work
@@ -94,7 +94,13 @@ class Commit(Stage):
             QuotaRepository(unit_of_work(ctx).conn).draw(ctx.caller.org_id, GENERATIONS)
         if call.claim is not None and response is not None:  # a claim is a unary call's: it has its response
             self.idempotency.complete(unit_of_work(ctx).conn, call.claim, response.SerializeToString(), replayable(ctx.headers))
-        unit_of_work(ctx).commit()
+        try:
+            unit_of_work(ctx).commit()
+        except Exception as exc:
+            # A COMMIT whose connection dropped may have gone through unanswered: with a claim, its record says.
+            if call.claim is None or not connection_lost(exc) or not self.idempotency.went_through(call.claim):
+                raise
+            log.warning("the commit went through unanswered; answered as committed [request_id=%s]", ctx.request_id)
         call.committed_claim, call.claim = call.claim, None
         call.succeeded = True
         for hook in ctx.after_commit:
