@@ -129,7 +129,9 @@ class WriteRpc:
 
     @property
     def idempotent(self) -> bool:
-        """Reads an `Idempotency-Key` (options.proto: a write that is neither anonymous nor a stream)."""
+        """Reads an `Idempotency-Key` and answers at once (a write that is neither anonymous nor a stream). A
+        stream reads one too (its replay follows the first request's run); the race hunt calls streams once
+        each (`race_hunt.others`) and tests/personas/test_personas_sse.py sends one twice at once."""
         return not (self.streaming or self.anonymous)
 
     @property

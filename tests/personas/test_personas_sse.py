@@ -350,3 +350,28 @@ def test_an_idempotency_key_replays_a_streamed_create_as_its_run(http, tenants):
                       timeout=TIMEOUT)
     assert_envelope(other, 409, "idempotency_conflict")
     assert other.json()["error"]["details"]["reason"] == "payload_mismatch"
+
+
+def test_one_streamed_create_sent_twice_at_once_with_its_key_makes_one_run(http, tenants):
+    """Two at once, one key: one claims it and starts the run; the other follows that run (a replay) or is told
+    to retry (409 `in_flight`, Retry-After), as one after the other would answer. Never two personas."""
+    tenant = tenants(plan="pro")
+    intent = "A beekeeper who translates the hive's gossip"
+    headers = {**tenant.auth, "Idempotency-Key": f"twice-{time.time_ns()}"}
+    answers: list[httpx.Response] = []
+
+    def send() -> None:
+        answers.append(http.post("/v1/personas", params={"stream": "true"}, json={"intent": intent},
+                                 headers=headers, timeout=TIMEOUT))
+
+    threads = [threading.Thread(target=send) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ok = [r for r in answers if r.status_code == 200]
+    assert ok and all(r.status_code in (200, 409) for r in answers), [r.text[:300] for r in answers]
+    assert len({r.headers["x-run-id"] for r in ok}) == 1
+    for refused in (r for r in answers if r.status_code == 409):
+        assert refused.json()["error"]["details"]["reason"] == "in_flight" and refused.headers["retry-after"]
+    assert len([p for p in _personas(http, tenant) if p["intent"] == intent]) == 1

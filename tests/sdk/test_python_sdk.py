@@ -492,7 +492,8 @@ def test_chat_stream_deltas_and_final_message(sdk, pro, persona_id):
     assert usage.input_tokens > 0 and usage.output_tokens > 0 and usage.cost_usd_micros > 0
     assert stream.completed is not None and stream.completed.session is not None
     assert stream.completed.session.message_count == 2
-    assert "idempotency-key" not in wire.requests[-1].headers  # streams resume by event id instead
+    # A stream carries a key as any write: sent again (a 503, a lost connection) it follows the same run.
+    assert "idempotency-key" in wire.requests[-1].headers
 
 
 def test_chat_stream_resumes_after_a_dropped_connection(sdk, pro, persona_id):

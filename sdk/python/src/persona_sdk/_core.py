@@ -153,11 +153,12 @@ class BaseCore:
         if content_type:
             headers["Content-Type"] = content_type
         if stream:
-            # No Idempotency-Key: a stream is not replayed by one; resuming is by event id.
             headers["Accept"] = "text/event-stream"
             if last_event_id:
                 headers["Last-Event-ID"] = last_event_id
-        elif method in WRITE_METHODS:
+        if method in WRITE_METHODS and not last_event_id:
+            # A stream's key too: its request sent again (a 503, a connection lost before the answer) follows
+            # the run the first one started, if it did, instead of starting a second. A resume needs none.
             key = self._idempotency_key(idempotency_key)
             if key:
                 headers["Idempotency-Key"] = key
