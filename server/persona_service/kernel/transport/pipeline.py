@@ -18,7 +18,7 @@ import base64
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import grpc
 from google.protobuf import descriptor_pool, message_factory
@@ -59,15 +59,15 @@ if TYPE_CHECKING:
 
     from sqlalchemy import Engine
 
+    from persona_service.kernel.transport.grpc_handlers import Handler
     from persona_service.kernel.transport.host import PipelineHost
 
-    # What grpcio hands the pipeline per method: handlers over any message type.
-    Handler = grpc.RpcMethodHandler[Any, Any]
-    # A servicer method: the request (a message, or Undecodable) and its call's RequestContext, which the
-    # pipeline hands it in place of gRPC's context (grpcio registered the method by name).
-    Unary = Callable[[Any, request_context.RequestContext], Message]
+    # A servicer method: the request (a message of its method's type: `KnownFields` refused an Undecodable) and
+    # its call's RequestContext, which the pipeline hands it in place of gRPC's context (grpcio registered the
+    # method by name).
+    Unary = Callable[[Message, request_context.RequestContext], Message]
     # A streaming servicer method: yields its progress frames, returns its result frames (`_progress`).
-    Streaming = Callable[[Any, request_context.RequestContext], Iterator[Message]]
+    Streaming = Callable[[Message, request_context.RequestContext], Iterator[Message]]
 
 
 class RequestPipeline(grpc.ServerInterceptor):
@@ -84,7 +84,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         self._client_ip = ClientAddress(app.settings.trusted_proxies, app.settings.edge_secret)
         self.commit = Commit(app.runs, app.idempotency, app.engine)
         self.outcomes = Outcomes(app, self.commit)
-        self._wrapped: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+        self._wrapped: dict[str, Handler] = {}
         self.servicers: dict[str, object] = {}  # by full service name (`revive` calls their methods)
 
     def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
@@ -123,10 +123,11 @@ class RequestPipeline(grpc.ServerInterceptor):
 
     # --- handlers ---------------------------------------------------------------
 
-    def _unary(self, behavior: Unary, meta: MethodMeta) -> Callable[[Any, grpc.ServicerContext], Message]:
-        chain = self._chain(meta, "unary", lambda call: behavior(call.request, call.ctx))
+    def _unary(self, behavior: Unary,
+               meta: MethodMeta) -> Callable[[Message | Undecodable, grpc.ServicerContext], Message]:
+        chain = self._chain(meta, "unary", lambda call: behavior(call.message, call.ctx))
 
-        def handle(request: Any, context: grpc.ServicerContext) -> Message:
+        def handle(request: Message | Undecodable, context: grpc.ServicerContext) -> Message:
             call = self._begin(context, meta, request)
             rpc_span = span(call)
             try:
@@ -145,7 +146,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         return handle
 
     def _streaming(self, behavior: Streaming,
-                   meta: MethodMeta) -> Callable[[Any, grpc.ServicerContext], Iterator[bytes]]:
+                   meta: MethodMeta) -> Callable[[Message | Undecodable, grpc.ServicerContext], Iterator[bytes]]:
         """A streaming call follows a durable run (kernel.transport.runs): its operation
         runs on the run pool, so the client leaving never stops it, and a
         `Last-Event-ID` resumes an earlier run instead of starting one (the
@@ -154,7 +155,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         def start(call: Call) -> Following:
             call.reached_operation = True
             assert call.context is not None  # a caller's call
-            request, context = call.request, call.context
+            request, context = call.message, call.context
             # An Idempotency-Key's claim completes with the run's acceptance, naming the run its replays follow
             # (stages.idempotency.StreamIdempotency); then no failure of this call releases it.
             claim, call.claim = call.claim, None
@@ -180,13 +181,13 @@ class RequestPipeline(grpc.ServerInterceptor):
 
         chain = self._chain(meta, "stream", start)
 
-        def handle(request: Any, context: grpc.ServicerContext) -> Iterator[bytes]:
+        def handle(request: Message | Undecodable, context: grpc.ServicerContext) -> Iterator[bytes]:
             call = self._begin(context, meta, request)
             run = None
             metrics.OPEN_STREAMS.inc()
             try:
                 call.resume = resume_point(call.metadata.get("last-event-id"))
-                following: Following = chain(call)
+                following = cast(Following, chain(call))  # the run it started, or the one it resumed
                 run = following.run
                 call.ctx.headers.append(("x-run-id", following.run_id))
                 yield from self._relay(call, context, meta, following.frames, following.outcome, following.run_id)
@@ -206,7 +207,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         return handle
 
     def _byte_stream(self, behavior: Streaming,
-                     meta: MethodMeta) -> Callable[[Any, grpc.ServicerContext], Iterator[bytes]]:
+                     meta: MethodMeta) -> Callable[[Message | Undecodable, grpc.ServicerContext], Iterator[bytes]]:
         """A raw-body stream (a download): the servicer's HttpBody messages go
         out as it yields them, each once the previous one was written (grpcio
         waits for each send), so a slow client holds back the reading rather
@@ -216,22 +217,22 @@ class RequestPipeline(grpc.ServerInterceptor):
 
         def operation(call: Call) -> Iterator[Message]:
             call.reached_operation = True
-            return behavior(call.request, call.ctx)
+            return behavior(call.message, call.ctx)
 
         chain = self._chain(meta, "bytes", operation)
 
-        def handle(request: Any, context: grpc.ServicerContext) -> Iterator[bytes]:
+        def handle(request: Message | Undecodable, context: grpc.ServicerContext) -> Iterator[bytes]:
             call = self._begin(context, meta, request)
             metrics.OPEN_STREAMS.inc()
             try:
                 started = False
-                for message in chain(call):
+                for message in cast("Iterator[Message]", chain(call)):  # the operation's messages
                     if not started:
                         call.ctx.headers += answer(call.ctx, meta, message)
                         context.send_initial_metadata(tuple(call.ctx.headers))
                         started = True
                     yield message.SerializeToString()
-                self.commit.complete(call, request, None)
+                self.commit.complete(call, call.message, None)
                 log_outcome(call.ctx, 200)
             except Exception as exc:  # noqa: BLE001 - translated, never leaked
                 self.outcomes.fail(call, context, exc)
@@ -371,7 +372,7 @@ class RequestPipeline(grpc.ServerInterceptor):
         if edge and not meta.raw_stream:
             yield sse.end(run_id, result.status if result is not None else "detached")
 
-    def _begin(self, context: grpc.ServicerContext, meta: MethodMeta, request: Any) -> Call:
+    def _begin(self, context: grpc.ServicerContext, meta: MethodMeta, request: Message | Undecodable) -> Call:
         """The call: its request identity and client address (before any other stage)."""
         metadata = text_metadata(context)
         rid = request_id(metadata)

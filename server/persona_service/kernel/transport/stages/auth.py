@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from persona_service.kernel.errors import Unauthorized
 from persona_service.kernel.transport.context import unit_of_work
@@ -18,7 +18,7 @@ class Authenticate(Stage):
         self.authenticator = authenticator
         self.limiter = limiter
 
-    def __call__(self, call: Call) -> Any:
+    def __call__(self, call: Call) -> object:
         ctx = call.ctx
         try:
             principal = self.authenticator.authenticate(call.metadata.get("authorization"), lambda: unit_of_work(ctx).conn)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from persona_service.kernel.transport.access import authorize
 from persona_service.kernel.transport.auth import check_client_address
@@ -16,7 +16,7 @@ class Authorize(Stage):
     def __init__(self, policy: MethodPolicy) -> None:
         self.policy = policy
 
-    def __call__(self, call: Call) -> Any:
+    def __call__(self, call: Call) -> object:
         principal, policy = call.ctx.caller, self.policy
         check_client_address(principal, call.ctx.client_ip)
         authorize(principal, scope=policy.scope, roles=policy.roles, platform_admin=policy.platform_admin)

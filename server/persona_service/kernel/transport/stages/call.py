@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from persona_service.kernel.transport.limits.limiter import Admission
 
 if TYPE_CHECKING:
     import grpc
+    from google.protobuf.message import Message
 
     from persona_service.kernel.transport.context import RequestContext
     from persona_service.kernel.transport.idempotency import Claim
@@ -30,11 +31,18 @@ HEAD_MARK = "x-persona-head"
 LOG_CARRIER = "x-persona-log"
 
 
+class Undecodable:
+    """Stands in for a request the deserializer refused (e.g. protobuf's
+    nesting limit of 100, which deeply nested JSON objects reach at ~33
+    levels), so the pipeline answers 400 (stages.validate.KnownFields)
+    instead of gRPC's bare INTERNAL."""
+
+
 class Call:
     """Per-call state that the stages share."""
 
     def __init__(self, ctx: RequestContext, metadata: dict[str, str], meta: MethodMeta,
-                 request: Any = None, context: grpc.ServicerContext | None = None) -> None:
+                 request: Message | Undecodable, context: grpc.ServicerContext | None = None) -> None:
         self.ctx = ctx
         self.metadata = metadata
         self.meta = meta
@@ -52,8 +60,16 @@ class Call:
         self.run: Run | None = None  # the durable run this call's operation is (streaming RPCs)
         self.resume: ResumePoint | None = None  # the `Last-Event-ID` a streaming call resumes from
 
+    @property
+    def message(self) -> Message:
+        """The request as a message: `KnownFields`, in every chain, refused an Undecodable before any stage that
+        reads it (`Validate`, idempotency, the operation; a revived run's request is a message)."""
+        return cast("Message", self.request)
 
-Next = Callable[[Call], Any]
+
+# A stage hands on, or makes, the operation's answer without reading it: a message (unary), the run followed
+# (resume.Following: a stream), the messages of a byte stream. The pipeline knows which its handler gets.
+Next = Callable[[Call], object]
 
 
 class Stage:
@@ -62,7 +78,7 @@ class Stage:
 
     then: Next  # the rest of the chain, set by `compose`
 
-    def __call__(self, call: Call) -> Any:
+    def __call__(self, call: Call) -> object:
         raise NotImplementedError
 
 

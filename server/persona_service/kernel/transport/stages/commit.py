@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol, cast
 
 from google.protobuf.message import Message
 from persona.v1 import options_pb2
@@ -56,16 +56,16 @@ class Commit(Stage):
         self.idempotency = idempotency
         self.engine = engine  # the final answer's idempotency record (`finish`), after the commit
 
-    def __call__(self, call: Call) -> Any:
+    def __call__(self, call: Call) -> object:
         call.reached_operation = True
         before = Answer.of(call.ctx)
         for attempt in range(1, RUNS + 1):
             try:
                 due(call)  # the operation's unit of work begins with the caller's hold (the next stage)
-                response = self.then(call)
+                response = cast(Message, self.then(call))  # the last stage before a unary operation: a message
                 check_closed_sets(response)
                 call.ctx.headers += answer(call.ctx, call.meta, response)
-                self.complete(call, call.request, response)
+                self.complete(call, call.message, response)
                 break
             except Exception as exc:
                 # Aborted by PostgreSQL (a deadlock it broke, a snapshot it could not keep): nothing
@@ -144,7 +144,7 @@ class Answer:
     the operation ran: an operation run again starts from it."""
 
     def __init__(self, headers: int, http_headers: int, status: int | None, hooks: int,
-                 finish: Callable[[Any], Any] | None) -> None:
+                 finish: Callable[[Message], Message] | None) -> None:
         self.headers, self.http_headers, self.status, self.hooks, self.finish = (
             headers, http_headers, status, hooks, finish)
 
@@ -157,13 +157,19 @@ class Answer:
         ctx.status, ctx.finish = self.status, self.finish
 
 
-def answer(ctx: RequestContext, meta: MethodMeta, response: Any) -> list[tuple[str, str]]:
+class _Redirect(Protocol):
+    """A redirect's answer (RESPONSE_KIND_REDIRECT): its `uri` is the Location."""
+
+    uri: str
+
+
+def answer(ctx: RequestContext, meta: MethodMeta, response: Message) -> list[tuple[str, str]]:
     """The carriers of the HTTP status and headers the RPC answers with: its
     declared response kind, plus what the servicer set with ctx.respond()."""
     status, headers = ctx.status or meta.policy.success_status or None, list(ctx.http_headers)
     if meta.response_kind == options_pb2.RESPONSE_KIND_REDIRECT:
         status = status or REDIRECT_STATUS
-        headers.append(("location", response.uri))
+        headers.append(("location", cast(_Redirect, response).uri))
     carriers = [(HEADER_CARRIER + name, value) for name, value in headers]
     if status is not None:
         carriers.append((STATUS_CARRIER, str(status)))
@@ -189,15 +195,20 @@ def audit_entry(ctx: RequestContext, meta: MethodMeta, outcome: str, status: int
     )
 
 
-def _resource_id(request: Any, response: Any) -> str:  # messages with or without an `id`
+def _resource_id(request: Message | None, response: Message | None) -> str:  # messages with or without an `id`
     for message in (request, response):
         if message is None:
             continue
-        if "id" in message.DESCRIPTOR.fields_by_name and message.id:
-            return str(message.id)
+        if own := _id_of(message):
+            return str(own)
         for field in message.DESCRIPTOR.fields:
             if field.message_type is not None and not field.is_repeated and message.HasField(field.name):
-                nested = getattr(message, field.name)
-                if "id" in nested.DESCRIPTOR.fields_by_name and nested.id:
-                    return str(nested.id)
+                if nested := _id_of(getattr(message, field.name)):
+                    return str(nested)
     return ""
+
+
+def _id_of(message: Message) -> object:
+    """A message's `id` (None when its type has none)."""
+    fields = message.DESCRIPTOR.fields_by_name
+    return getattr(message, fields["id"].name) if "id" in fields else None

@@ -11,7 +11,7 @@ would run before the hold: a stage put between them, a path that skips it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from persona_service.kernel.data.aggregates import expect_hold, holding
 from persona_service.kernel.transport.context import unit_of_work
@@ -49,6 +49,6 @@ class HoldCaller(Stage):
     def __init__(self, authenticator: Authenticator) -> None:
         self.authenticator = authenticator
 
-    def __call__(self, call: Call) -> Any:
+    def __call__(self, call: Call) -> object:
         hold(self.authenticator, call)
         return self.then(call)

@@ -7,7 +7,7 @@ from its first frame, as a resume from `<run id>.0` does."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from persona_service.kernel import metrics
 from persona_service.kernel.errors import StoredError
@@ -36,12 +36,12 @@ class Idempotency(Stage):
         self.store = store
         self.meta = meta
 
-    def __call__(self, call: Call) -> Any:
+    def __call__(self, call: Call) -> object:
         key = call.metadata.get("idempotency-key")
         if key is None:
             return self.then(call)
         digest = request_hash(self.meta.path, call.ctx.caller.workspace_id,
-                              call.request.SerializeToString(deterministic=True))
+                              call.message.SerializeToString(deterministic=True))
         call.claim, replay = self.store.begin(call.ctx.caller, key, self.meta.path, digest)
         if replay is None:
             return self.then(call)
@@ -65,12 +65,12 @@ class StreamIdempotency(Stage):
     def __init__(self, store: Store, runs: Runs, meta: MethodMeta) -> None:
         self.store, self.runs, self.meta = store, runs, meta
 
-    def __call__(self, call: Call) -> Any:
+    def __call__(self, call: Call) -> object:
         key = call.metadata.get("idempotency-key")
         if key is None:
             return self.then(call)
         digest = request_hash(self.meta.path, call.ctx.caller.workspace_id,
-                              call.request.SerializeToString(deterministic=True))
+                              call.message.SerializeToString(deterministic=True))
         claim, replay = self.store.begin(call.ctx.caller, key, self.meta.path, digest)
         if replay is None:
             call.claim = claim

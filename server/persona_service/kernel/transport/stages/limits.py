@@ -4,7 +4,7 @@ later calls queue as at the unary server's executor (kernel.transport.fair)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from persona_service.kernel.transport.context import unit_of_work
 from persona_service.kernel.transport.fair import weight_of
@@ -28,7 +28,7 @@ class Limits(Stage):
         self.policy = policy
         self.stream = stream
 
-    def __call__(self, call: Call) -> Any:
+    def __call__(self, call: Call) -> object:
         ctx, policy = call.ctx, self.policy
         principal = ctx.caller
         call.admission = self.limiter.admit(
@@ -48,7 +48,7 @@ class AnonymousLimits(Stage):
     def __init__(self, limiter: RateLimiter) -> None:
         self.limiter = limiter
 
-    def __call__(self, call: Call) -> Any:
+    def __call__(self, call: Call) -> object:
         call.ctx.headers += self.limiter.peek_anonymous(call.ctx.client_ip).headers
         return self.then(call)
 
@@ -62,7 +62,7 @@ class QueueAs(Stage):
     def __init__(self, executor: FairExecutor) -> None:
         self.executor = executor
 
-    def __call__(self, call: Call) -> Any:
+    def __call__(self, call: Call) -> object:
         principal = call.ctx.caller
         self.executor.learn(call.metadata.get("authorization"), principal.org_id, weight_of(principal.plan))
         return self.then(call)

@@ -3,7 +3,7 @@ leaves its organization's read-your-writes mark (kernel.data.replicas). Only wit
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from persona_service.kernel.transport.context import reroute, unit_of_work
 from persona_service.kernel.transport.stages.call import Call, Stage
@@ -16,7 +16,7 @@ class ReplicaRouting(Stage):
     def __init__(self, router: ReplicaRouter) -> None:
         self.router = router
 
-    def __call__(self, call: Call) -> Any:
+    def __call__(self, call: Call) -> object:
         route(self.router, call)
         return self.then(call)
 

@@ -5,7 +5,7 @@ one. Its request was validated when the run started: this body is not."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from persona_service.kernel.transport.context import unit_of_work
 from persona_service.kernel.transport.runs import RunOwner
@@ -28,7 +28,7 @@ class Resume(Stage):
     def __init__(self, runs: Runs) -> None:
         self.runs = runs
 
-    def __call__(self, call: Call) -> Any:
+    def __call__(self, call: Call) -> object:
         point = call.resume
         if point is None:
             return self.then(call)
