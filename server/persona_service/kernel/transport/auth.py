@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol, TypedDict, cast
 
 from sqlalchemy import Connection
 
@@ -32,6 +32,16 @@ from persona_service.kernel.principal import Principal, session_scopes, with_imp
 
 JWT_ISSUER = "persona-service"
 JWT_ALGORITHM = "HS256"
+
+
+class SessionClaims(TypedDict):
+    """The claims of a session token `mint_session` signed that the service reads back (and `iss`, `iat`, `exp`,
+    which PyJWT checks)."""
+
+    sub: str  # the user
+    org: str
+    ws: str
+    jti: str
 
 
 def hash_secret(secret: str) -> str:
@@ -238,23 +248,23 @@ class Authenticator:
             raise RuntimeError("no module implements the credentials port")
         return self._store
 
-    def _verify_jwt(self, token: str) -> dict[str, Any]:
+    def _verify_jwt(self, token: str) -> SessionClaims:
         import jwt  # here, not at import: PyJWT loads every cryptography algorithm, which runners and workers never use
 
         try:
-            return jwt.decode(
+            return cast(SessionClaims, jwt.decode(  # signed with our secret: the claims `mint_session` wrote
                 token,
                 self._jwt_secret,
                 algorithms=[JWT_ALGORITHM],
                 issuer=JWT_ISSUER,
                 options={"require": ["exp", "iat", "sub", "org", "ws", "jti"]},
-            )
+            ))
         except jwt.ExpiredSignatureError:
             raise Unauthorized("The session token has expired.") from None
         except jwt.PyJWTError:
             raise Unauthorized("The session token is invalid.") from None
 
-    def _load_session(self, claims: dict[str, Any], conn: Connection) -> Principal:
+    def _load_session(self, claims: SessionClaims, conn: Connection) -> Principal:
         member = self._credentials().find_member(Work.on(conn), claims["org"], claims["sub"], claims["ws"])
         if member is None:
             raise Unauthorized("The session token's user is not a member of its organization.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 import grpc
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
@@ -27,7 +27,7 @@ class _Paged(Protocol):
 
     limit: int
 
-    def HasField(self, field_name: Any) -> bool: ...
+    def HasField(self, field_name: Literal["limit"]) -> bool: ...  # (a generated HasField takes its field names)
 
 
 def page_limit(request: _Paged) -> int:

@@ -35,10 +35,10 @@ from __future__ import annotations
 import functools
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, Generic, TypeVar
+from typing import Generic, ParamSpec, Protocol, TypeVar
 
 from persona_service.kernel.principal import Principal
 
@@ -48,6 +48,7 @@ SHARE_WEIGHTS = {"free": 1, "pro": 2, "team": 4, "enterprise": 8}
 Turn = Callable[[], AbstractContextManager[object]]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 # How soon a pool thread holding work back for organizations waiting elsewhere looks again (they may have been served).
 SHARE_RECHECK_SECONDS = 0.02
 _END = object()
@@ -99,6 +100,14 @@ class _Stride(Generic[T]):
         return item
 
 
+class Gauge(Protocol):
+    """What counts a pool's queued functions (a prometheus Gauge: kernel.metrics)."""
+
+    def inc(self) -> None: ...
+
+    def dec(self) -> None: ...
+
+
 class FairPool:
     """`workers` threads running submitted functions, organizations taking turns.
     While other organizations wait (here or at `share_with`'s source) a free
@@ -107,7 +116,7 @@ class FairPool:
     `queued` (a gauge) counts the functions submitted while every thread was
     busy until they start: observable, and nothing written on the quiet path."""
 
-    def __init__(self, workers: int, name: str, queued: Any = None):
+    def __init__(self, workers: int, name: str, queued: Gauge | None = None):
         self._workers, self._name, self._queued = workers, name, queued
         self._pending: _Stride[tuple[str, Callable[[], None]]] = _Stride()
         self._running: dict[str, int] = {}  # functions running, by organization
@@ -131,7 +140,7 @@ class FairPool:
             if self._closed:
                 raise RuntimeError("the pool is shut down")
             if self._queued is not None and self._busy >= self._workers:
-                fn = self._counted(fn)
+                fn = self._counted(fn, self._queued)
             self._pending.push(org, weight, (org, fn))
             if len(self._threads) < self._workers:
                 thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
@@ -175,9 +184,8 @@ class FairPool:
             self._running[job[0]] = self._running.get(job[0], 0) + 1
         return job
 
-    def _counted(self, fn: Callable[[], None]) -> Callable[[], None]:
+    def _counted(self, fn: Callable[[], None], gauge: Gauge) -> Callable[[], None]:
         """`fn`, counted in the `queued` gauge until it starts."""
-        gauge = self._queued
         gauge.inc()
 
         def run() -> None:
@@ -206,7 +214,7 @@ class FairExecutor(futures.ThreadPoolExecutor):  # what grpc.server takes; none 
     (`learn`). The memo is keyed by the header's `hash()`, never the secret: a
     collision only lends a call another organization's place in the turns."""
 
-    def __init__(self, workers: int, name: str, queued: Any = None):
+    def __init__(self, workers: int, name: str, queued: Gauge | None = None):
         super().__init__(max_workers=workers, thread_name_prefix=name)
         self._pool = FairPool(workers, name, queued)
         self._tenants: dict[int, tuple[str, int]] = {}
@@ -219,7 +227,7 @@ class FairExecutor(futures.ThreadPoolExecutor):  # what grpc.server takes; none 
                 self._tenants = {}
             self._tenants[key] = (org, weight)
 
-    def tenant(self, metadata: Any) -> tuple[str, int]:
+    def tenant(self, metadata: Iterable[tuple[str, str | bytes]] | None) -> tuple[str, int]:
         for name, value in metadata or ():
             if name == "authorization":
                 return self._tenants.get(hash(value), UNKNOWN_TENANT)
@@ -228,10 +236,10 @@ class FairExecutor(futures.ThreadPoolExecutor):  # what grpc.server takes; none 
     def waiting(self) -> dict[str, int]:
         return self._pool.waiting()
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> futures.Future[T]:
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> futures.Future[T]:
         # grpcio submits `(context.run, handler, rpc_event, ...)`: the call's metadata is on its event.
-        event = next((a for a in args if hasattr(a, "invocation_metadata")), None)
-        org, weight = self.tenant(event.invocation_metadata if event is not None else None)
+        metadata = next((a.invocation_metadata for a in args if hasattr(a, "invocation_metadata")), None)
+        org, weight = self.tenant(metadata)
         future: futures.Future[T] = futures.Future()
 
         def run() -> None:

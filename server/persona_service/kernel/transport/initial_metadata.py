@@ -14,16 +14,21 @@ never correctness.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import grpc
 import grpc._server as _grpc_server
 
+if TYPE_CHECKING:
+    from grpc._typing import MetadataType
+
 _STASH = "_persona_initial_metadata"
-_original: Callable[[Any, Any], Any] | None = getattr(_grpc_server, "_get_initial_metadata", None)
+# grpcio's private call state (_RPCState) and its initial metadata, typed as its own module declares them.
+_original: Callable[[_grpc_server._RPCState, MetadataType | None], MetadataType | None] | None = getattr(
+    _grpc_server, "_get_initial_metadata", None)
 
 
-def _with_stash(state: Any, metadata: Any) -> Any:  # grpcio's private call state
+def _with_stash(state: _grpc_server._RPCState, metadata: MetadataType | None) -> MetadataType | None:
     if metadata is None:
         metadata = getattr(state, _STASH, None)
     assert _original is not None

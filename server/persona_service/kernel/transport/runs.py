@@ -47,13 +47,14 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 import redis
 from google.protobuf.message import Message
 from redis.client import Pipeline
+from redis.typing import EncodableT
 from sqlalchemy import Connection, Engine
 
 from persona_service.kernel import wakeups
@@ -235,7 +236,7 @@ class RunStore:
         self._first = threading.Event()  # a run's first frame is waiting: written at once, not with the next batch
         # While Redis refuses the batches (a restart, a failover): what to write after the frames (a run's end,
         # runs to wake) and since when (monotonic) it refuses them (flush).
-        self._deferred: list[Callable[..., Any]] = []
+        self._deferred: list[Callable[[Pipeline], Pipeline]] = []
         self._woken: set[str] = set()
         self._refused_since: float | None = None
 
@@ -246,9 +247,14 @@ class RunStore:
     def start(self, run: Run) -> None:
         frames, meta = self._keys(run.id)
         # `pid`: the process running it (an operator's answer to "where does this run run?").
-        self._quietly(lambda p: p.hset(meta, mapping={**run.owner.as_meta(), "method": run.method, "status": "running",
-                                                      "pid": os.getpid()})
-                      .expire(meta, LIVE_TTL))
+        fields = _hash({**run.owner.as_meta(), "method": run.method, "status": "running", "pid": os.getpid()})
+
+        def started(p: Pipeline) -> Pipeline:
+            p.hset(meta, mapping=fields)
+            p.expire(meta, LIVE_TTL)
+            return p
+
+        self._quietly(started)
 
     def kept(self, run_id: str) -> int:
         """How many frames of the run Redis has (0 when it has none or is away)."""
@@ -299,10 +305,17 @@ class RunStore:
         if error is not None:
             ended["error"] = json.dumps({"code": error.code, "message": error.message, "details": error.details,
                                          "headers": error.headers})
-        self.flush(lambda p: p.hset(meta, mapping=ended).expire(meta, FINISHED_TTL).expire(frames, FINISHED_TTL),
-                   also=run.id)
+        fields = _hash(ended)
 
-    def flush(self, then: Callable[..., Any] | None = None, also: str = "") -> None:
+        def finished(p: Pipeline) -> Pipeline:
+            p.hset(meta, mapping=fields)
+            p.expire(meta, FINISHED_TTL)
+            p.expire(frames, FINISHED_TTL)
+            return p
+
+        self.flush(finished, also=run.id)
+
+    def flush(self, then: Callable[[Pipeline], Pipeline] | None = None, also: str = "") -> None:
         """Write the frames kept so far (then `then`'s commands) in one pipeline, and wake the views of
         their runs (and of run `also`) in every process."""
         with self._flush_lock:
@@ -386,13 +399,18 @@ class RunStore:
         except redis.RedisError as exc:
             raise _unavailable() from exc
 
-    def _quietly(self, commands: Callable[..., Any], transaction: bool = False) -> bool:
+    def _quietly(self, commands: Callable[[Pipeline], Pipeline], transaction: bool = False) -> bool:
         try:
             commands(self.redis.pipeline(transaction=transaction)).execute()
         except redis.RedisError as exc:
             _warn.warning("frames", "run frames not kept in Redis (streams cannot be resumed meanwhile): %s", exc)
             return False
         return True
+
+
+def _hash(fields: Mapping[str, str | int]) -> dict[EncodableT, EncodableT]:
+    """A Redis hash's fields as redis-py's HSET is typed to take them (its mapping's key type is invariant)."""
+    return dict(fields.items())
 
 
 def _told(seq: int) -> None:

@@ -68,7 +68,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import formatdate
-from typing import Any
+from typing import TypeAlias
 
 import redis
 
@@ -99,6 +99,8 @@ SERVER_ID_SECONDS = 5.0
 GENERATIONS = "generations"
 # The per-address window of calls without a valid credential.
 ANONYMOUS_LIMITS = Limits(ANONYMOUS_PER_MINUTE, 10**9, 0, 1.0, 0)
+# The admission script's reply (_SCRIPT): its verdict (bytes; str from a client that decodes replies), then integers.
+Reply: TypeAlias = list[bytes | str | int]
 
 _SCRIPT = """
 local now_ms = tonumber(ARGV[1])
@@ -319,7 +321,7 @@ class RateLimiter:
         self._server: tuple[str, float] = ("", 0.0)
         self._leases: dict[tuple[object, ...], _Lease] = {}
         # lease key -> (monotonic expiry, the script's refusal, its report tick)
-        self._refused: dict[tuple[object, ...], tuple[float, list[Any], int]] = {}
+        self._refused: dict[tuple[object, ...], tuple[float, Reply, int]] = {}
         self._lock = threading.Lock()
         self._sweeper: threading.Thread | None = None
 
@@ -452,7 +454,7 @@ class RateLimiter:
             self._quota_windows.clear()
         self._quota_windows[subject] = month.key
 
-    def _remember_refusal(self, ask: Ask, result: list[Any]) -> None:
+    def _remember_refusal(self, ask: Ask, result: Reply) -> None:
         """A full window stays full until it resets (only a lease given back or
         a refunded generation frees a unit), so the next calls of the same
         windows are refused from memory for a second. Window keys name their
@@ -473,7 +475,7 @@ class RateLimiter:
                 freed = set(window_keys)
                 self._refused = {k: v for k, v in self._refused.items() if freed.isdisjoint(k[:-1])}
 
-    def decide(self, ask: Ask, result: list[Any]) -> Admission:
+    def decide(self, ask: Ask, result: Reply) -> Admission:
         """The script's answer as an Admission (keeping a granted lease), or the 429 to raise."""
         verdict = result[0].decode() if isinstance(result[0], bytes) else result[0]
         windows, limits, now = ask.windows, ask.limits, ask.now
