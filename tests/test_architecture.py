@@ -979,7 +979,7 @@ _OPEN_JSON = (
     'through checks'
 )
 _PLUMBING = (
-    "generic plumbing whose element type the caller knows (a cursor's position, a drained generator, the "
+    "generic plumbing whose element type the caller knows (a drained generator, the "
     "answer `finish` replaces, a Resource of any kind, grpc's generated registrar, a span's attributes, "
     "psycopg's connection row type)"
 )
@@ -1002,10 +1002,6 @@ ANY_ACROSS_THE_DOOR: dict[str, str] = {
     "kernel.api.RequestContext.finish": _PLUMBING,
     "kernel.api.RequestContext.__init__(finish)": _PLUMBING,
     "kernel.api.drain(gen)": _PLUMBING,
-    "kernel.api.CursorCodec.encode(position)": _PLUMBING,
-    "kernel.api.CursorCodec.decode(return)": _PLUMBING,
-    "kernel.api.cursor_page(position)": _PLUMBING,
-    "kernel.api.cursor_page(parse)": _PLUMBING,
     "kernel.api.Module.resources": _PLUMBING,
     "kernel.api.Module.__init__(resources)": _PLUMBING,
     "kernel.api.ServiceBinding.register": _PLUMBING,

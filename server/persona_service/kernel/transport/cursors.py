@@ -10,9 +10,9 @@ import base64
 import hashlib
 import hmac
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from persona_service.kernel.errors import BadRequest
 
@@ -28,12 +28,12 @@ class CursorCodec:
     def _mac(self, payload: bytes) -> str:
         return base64.urlsafe_b64encode(hmac.new(self._key, payload, hashlib.sha256).digest()[:16]).decode().rstrip("=")
 
-    def encode(self, scope: str, position: list[Any]) -> str:
+    def encode(self, scope: str, position: Sequence[object]) -> str:
         payload = json.dumps({"s": scope, "p": position}, separators=(",", ":")).encode()
         body = base64.urlsafe_b64encode(payload).decode().rstrip("=")
         return f"{body}.{self._mac(payload)}"
 
-    def decode(self, scope: str, cursor: str) -> list[Any]:
+    def decode(self, scope: str, cursor: str) -> list[object]:
         invalid = _invalid()
         try:
             body, mac = cursor.split(".", 1)
@@ -52,6 +52,8 @@ DEFAULT_PAGE_SIZE = 20
 
 Row = TypeVar("Row")
 After = TypeVar("After")
+# A record's sort key holds JSON scalars: a decoded cursor gives them back as they were.
+Position = TypeVar("Position", bound=str | int | float | bool | None)
 
 
 class Keyed(Protocol):
@@ -63,8 +65,8 @@ KeyedRow = TypeVar("KeyedRow", bound=Keyed)
 
 
 def cursor_page(codec: CursorCodec | None, scope: str, limit: int, cursor: str,
-                fetch: Callable[[int, After | None], list[Row]], position: Callable[[Row], list[Any]],
-                parse: Callable[[list[Any]], After]) -> tuple[list[Row], str]:
+                fetch: Callable[[int, After | None], list[Row]], position: Callable[[Row], list[Position]],
+                parse: Callable[[list[Position]], After]) -> tuple[list[Row], str]:
     """One page of any list (docs/contract-decisions.md: one list style):
     `limit` (0: the default, 20; the proto bounds it to 1..100), an opaque
     `cursor` and the next page's cursor, empty on the last page.
@@ -79,7 +81,8 @@ def cursor_page(codec: CursorCodec | None, scope: str, limit: int, cursor: str,
     after = None
     if cursor:
         try:
-            after = parse(codec.decode(scope, cursor))
+            # Its MAC proves the position is one `position` made for this list (JSON keeps a scalar's type).
+            after = parse(cast("list[Position]", codec.decode(scope, cursor)))
         except (TypeError, ValueError, IndexError):
             raise _invalid() from None
     rows = fetch(limit + 1, after)
