@@ -42,6 +42,7 @@ import dis
 import functools
 import importlib
 import importlib.machinery
+import importlib.util
 import inspect
 import json
 import os
@@ -51,6 +52,7 @@ import sys
 import threading
 import traceback
 import types
+import typing
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -703,15 +705,23 @@ def settings_reads(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tu
 
 @functools.cache
 def _imports_of(module_name: str) -> dict[str, tuple[str, str | None]]:
-    """Every name a module's imports bind (the TYPE_CHECKING ones too, which its globals lack): name -> (module, name
-    in it, or None for the module itself)."""
+    """Every name a module's imports bind (the TYPE_CHECKING ones too, which its globals lack, and relative ones):
+    name -> (module, name in it, or None for the module itself)."""
     try:
         tree = ast.parse(inspect.getsource(sys.modules[module_name]))
     except (OSError, TypeError, SyntaxError):
         return {}
+    package = module_name if hasattr(sys.modules[module_name], "__path__") else module_name.rpartition(".")[0]
     bound: dict[str, tuple[str, str | None]] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        if isinstance(node, ast.ImportFrom) and node.level:
+            try:
+                home = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+            except ImportError:
+                continue
+            bound.update({alias.asname or alias.name: (f"{home}.{alias.name}", None) if node.module is None
+                          else (home, alias.name) for alias in node.names})
+        elif isinstance(node, ast.ImportFrom) and node.module:
             bound.update({alias.asname or alias.name: (node.module, alias.name) for alias in node.names})
         elif isinstance(node, ast.Import):
             bound.update({alias.asname or alias.name.partition(".")[0]:
@@ -732,22 +742,126 @@ def _name_in(name: str, module_name: str) -> object:
         return None
 
 
+# What a module-level assignment's value must be to make its name a type alias (`Rows = list[Any]`, `Raw = Any`,
+# `Maybe = Any | None`): a call, a literal or a comprehension makes a value, not a type.
+_TYPE_EXPRESSIONS = (ast.Subscript, ast.Name, ast.Attribute, ast.BinOp)
+
+
+def _is_type_alias(annotation: ast.expr, module_name: str) -> bool:
+    """Whether a module-level annotation says TypeAlias, by any name (`from typing import TypeAlias as TA`)."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return False
+    if isinstance(annotation, ast.Name):
+        return annotation.id == "TypeAlias" or _name_in(annotation.id, module_name) is typing.TypeAlias
+    if isinstance(annotation, ast.Attribute):
+        return annotation.attr == "TypeAlias"
+    return False
+
+
+@functools.cache
+def _aliases_of(module_name: str) -> dict[str, ast.expr]:
+    """The type aliases a module defines at its top level (inside `if TYPE_CHECKING:` and `try:` too): name -> the
+    type expression it stands for. `X = <type expression>`, `X: TypeAlias = ...` (a string value parsed: mypy reads
+    it so), and PEP 695's `type X = ...` where the Python reading it has one."""
+    try:
+        tree = ast.parse(inspect.getsource(sys.modules[module_name]))
+    except (KeyError, OSError, TypeError, SyntaxError):
+        return {}
+    aliases: dict[str, ast.expr] = {}
+    statements: list[ast.stmt] = list(tree.body)
+    type_statement = getattr(ast, "TypeAlias", None)  # 3.12's `type X = ...`
+    while statements:
+        node = statements.pop(0)
+        if isinstance(node, (ast.If, ast.Try)):
+            statements.extend([*node.body, *node.orelse, *getattr(node, "finalbody", ())])
+        elif type_statement is not None and isinstance(node, type_statement):
+            aliases[node.name.id] = node.value  # type: ignore[attr-defined]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None \
+                and _is_type_alias(node.annotation, module_name):
+            value = node.value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                try:
+                    value = ast.parse(value.value, mode="eval").body
+                except SyntaxError:
+                    continue
+            aliases[node.target.id] = value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, _TYPE_EXPRESSIONS):
+            aliases[node.targets[0].id] = node.value
+    return aliases
+
+
+def _holds_any(value: object, seen: set[int]) -> bool:
+    """Whether a type object (`dict[str, Any]`, `Optional[Any]`, `Callable[..., Any]`) holds typing.Any anywhere in
+    its arguments: an alias whose source this check cannot read (built at run time, or from a compiled module)."""
+    if value is Any:
+        return True
+    if id(value) in seen or not (isinstance(value, types.UnionType) or typing.get_origin(value) is not None):
+        return False
+    seen.add(id(value))
+    return any(_holds_any(arg, seen) for arg in typing.get_args(value)
+               for arg in (arg if isinstance(arg, (list, tuple)) else [arg]))
+
+
+def _names_any(name: str, module_name: str, seen: set[tuple[str, str]]) -> bool:
+    """Whether `name`, as `module_name`'s annotations see it, is typing.Any or an alias holding it: the alias the
+    module defines, or the one it imports (from wherever that module has it), followed through aliases of aliases
+    (`seen`: a recursive alias, `Tree = dict[str, "Tree | int"]`, is read once)."""
+    if (module_name, name) in seen or module_name not in sys.modules:
+        return False
+    seen.add((module_name, name))
+    value = _name_in(name, module_name)
+    if value is Any:
+        return True
+    alias = _aliases_of(module_name).get(name)
+    if alias is not None:
+        return _expression_says_any(alias, module_name, seen)
+    home = _imports_of(module_name).get(name)
+    if home is not None and home[1] is not None:
+        try:
+            importlib.import_module(home[0])
+        except Exception:  # noqa: BLE001 - a module that does not load holds no alias we can read
+            return False
+        return _names_any(home[1], home[0], seen)
+    return _holds_any(value, set())
+
+
+def _expression_says_any(tree: ast.expr, module_name: str, seen: set[tuple[str, str]]) -> bool:
+    """Whether a type expression, read in `module_name`, names typing.Any, directly or through aliases (a quoted
+    part, `list["Rows"]`, read as the expression it holds)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and _names_any(node.id, module_name, seen):
+            return True
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            owner = _name_in(node.value.id, module_name)
+            if isinstance(owner, types.ModuleType) and _names_any(node.attr, owner.__name__, seen):
+                return True
+            if owner is not None and _holds_any(_attribute(owner, node.attr), set()):
+                return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                quoted = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                continue
+            if _expression_says_any(quoted, module_name, seen):
+                return True
+    return False
+
+
 def _says_any(annotation: object, module_name: str) -> bool:
-    """Whether an annotation (a string under `from __future__ import annotations`) names typing.Any, by any alias."""
+    """Whether an annotation (a string under `from __future__ import annotations`) names typing.Any, by any alias:
+    a name bound to it, or a type alias holding it (`Rows = list[dict[str, Any]]`, a TypeAlias, one imported from
+    another module, aliases of aliases), however deep in the annotation."""
     if not isinstance(annotation, str):
-        return annotation is Any
+        return _holds_any(annotation, set())
     try:
         tree = ast.parse(annotation, mode="eval")
     except SyntaxError:
         return False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and _name_in(node.id, module_name) is Any:
-            return True
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            owner = _name_in(node.value.id, module_name)
-            if owner is not None and _attribute(owner, node.attr) is Any:
-                return True
-    return False
+    return _expression_says_any(tree.body, module_name, set())
 
 
 def _signatures(value: object, where: str) -> Iterator[tuple[str, object, str]]:

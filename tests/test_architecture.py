@@ -1497,6 +1497,17 @@ PLANTED = [
     ("a door function taking an aliased Any", "kernel/clock.py",
      "from typing import Any as _Loose  # noqa: E402\n\n\ndef iso(value: _Loose) -> str:  # noqa: F811\n"
      "    return str(value)\n", any_across_the_door),
+    # ... nor one hidden in a type alias (the door's check reads what an alias stands for, not only its name).
+    ("a door function returning a list of an alias of a dict of Any", "kernel/clock.py",
+     "import typing as _t  # noqa: E402\n\n_Stamps = dict[str, _t.Any]\n\n\n"
+     "def iso(value: object) -> list[_Stamps]:  # noqa: F811\n    return []\n", any_across_the_door),
+    ("a door function returning a TypeAlias, by another name, of a quoted alias of Any", "kernel/ids.py",
+     "from typing import Any as _Loose, TypeAlias as _TA  # noqa: E402\n\n_Raw: _TA = '_Loose | None'\n"
+     "_Rows: _TA = 'list[_Raw]'\n\n\ndef new_id(prefix: str) -> _Rows:  # noqa: F811\n    return []\n",
+     any_across_the_door),
+    ("a door function taking a recursive alias with an Any at its leaves", "kernel/clock.py",
+     "from typing import Any as _A  # noqa: E402\n\n_Tree = dict[str, '_Tree | list[_Tree] | _Leaf']\n_Leaf = _A\n\n\n"
+     "def iso(value: _Tree) -> str:  # noqa: F811\n    return str(value)\n", any_across_the_door),
     # A service is handed the call's Work, never a connection, however it names one.
     ("a service annotating a connection it is handed", "chat/service.py",
      "from sqlalchemy import Connection as _Planted  # noqa: E402\n\n\ndef _planted(conn: '_Planted') -> None:\n"
@@ -1582,6 +1593,37 @@ def test_each_planted_violation_fails(tmp_path, what, file, code, check):
     assert found, f"{check.__name__} did not catch: {what}"
     module = "persona_service." + file.removesuffix(".py").replace("/", ".")
     assert file in str(found) or module in str(found), found
+
+
+# Violations planted across files: (what, {file: code appended}, check, the file the violation is found in).
+PLANTED_ACROSS_FILES = [
+    ("a door function taking an alias of Any imported, type-only and relatively, from another kernel module",
+     {"kernel/json_values.py": "from typing import Any as _A  # noqa: E402\n\nLooseObject = dict[str, _A]\n",
+      "kernel/ids.py": "from typing import TYPE_CHECKING  # noqa: E402\n\nif TYPE_CHECKING:\n"
+                       "    from .json_values import LooseObject\n\n\n"
+                       "def new_ids(values: list[LooseObject]) -> list[str]:  # noqa: F811\n    return []\n"},
+     any_across_the_door, "kernel/ids.py"),
+    ("a door class's field typed by a module's alias of an alias of Any, read through the module", {
+        "kernel/json_values.py": "from typing import Any as _A  # noqa: E402\n\n_Inner = _A | None\n"
+                                 "Outer = tuple[_Inner, ...]\n",
+        "kernel/principal.py": "from persona_service.kernel import json_values as _jv  # noqa: E402\n\n"
+                               "Principal.__annotations__['planted'] = 'dict[str, _jv.Outer]'\n"},
+     any_across_the_door, "kernel/principal.py"),
+]
+
+
+@pytest.mark.parametrize(("what", "files", "check", "found_in"), PLANTED_ACROSS_FILES,
+                         ids=[p[0] for p in PLANTED_ACROSS_FILES])
+def test_each_violation_planted_across_files_fails(tmp_path, what, files, check, found_in):
+    copy = tmp_path / "persona_service"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "static"))
+    for file, code in files.items():
+        planted = copy / file
+        planted.write_text(planted.read_text() + "\n\n" + code)
+    found = check(copy)
+    assert found, f"{check.__name__} did not catch: {what}"
+    module = "persona_service." + found_in.removesuffix(".py").replace("/", ".")
+    assert found_in in str(found) or module in str(found), found
 
 
 def test_blanking_any_rule_fails_the_self_test():
