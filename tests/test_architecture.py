@@ -978,10 +978,11 @@ _OPEN_JSON = (
     "error's values, a config key's value, a model's tools, a proto Struct): to be typed as object and read "
     'through checks'
 )
-_PLUMBING = (
-    "generic plumbing whose element type the caller knows (a drained generator, the "
-    "answer `finish` replaces, a Resource of any kind, grpc's generated registrar, a span's attributes, "
-    "psycopg's connection row type)"
+_REGISTRAR = (
+    "grpc's generated add_*Servicer_to_server, whose servicer parameter is the generated abstract *Servicer (its "
+    "methods take grpc.ServicerContext): a module's servicer is a plain class (methods take a RequestContext) that "
+    "process/server.py hands wrapped by the pipeline, so no one type fits: `object` refuses every generated "
+    "function (parameters are contravariant), and a generic binding still needs a cast where the process registers"
 )
 ANY_ACROSS_THE_DOOR: dict[str, str] = {
     "kernel.api.Prepared.__init__(statement)": _ROWS,
@@ -999,17 +1000,8 @@ ANY_ACROSS_THE_DOOR: dict[str, str] = {
     "kernel.api.lock_root(where)": _ROWS,
     "kernel.api.derive_unique(candidate)": _ROWS,
     "kernel.api.derive_unique(insert)": _ROWS,
-    "kernel.api.RequestContext.finish": _PLUMBING,
-    "kernel.api.RequestContext.__init__(finish)": _PLUMBING,
-    "kernel.api.drain(gen)": _PLUMBING,
-    "kernel.api.Module.resources": _PLUMBING,
-    "kernel.api.Module.__init__(resources)": _PLUMBING,
-    "kernel.api.ServiceBinding.register": _PLUMBING,
-    "kernel.api.ServiceBinding.__init__(register)": _PLUMBING,
-    "kernel.api.AuditEntry.for_principal(kw)": _PLUMBING,
-    "kernel.api.span(attributes)": _PLUMBING,
-    "kernel.api.span(return)": _PLUMBING,
-    "kernel.api.listening(return)": _PLUMBING,
+    "kernel.api.ServiceBinding.register": _REGISTRAR,
+    "kernel.api.ServiceBinding.__init__(register)": _REGISTRAR,
 }
 
 

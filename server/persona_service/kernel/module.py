@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     import grpc
     from pydantic_settings import BaseSettings
 
-    from persona_service.kernel.resources import Resource, Runtime, ServicerDeps
+    from persona_service.kernel.resources import DeclaredResource, Runtime, ServicerDeps
     from persona_service.kernel.transport.auth import CredentialStore
     from persona_service.kernel.transport.errors import ErrorShape
 
@@ -123,7 +123,7 @@ class Module:
     settings: type[BaseSettings] | None = None
     # The long-lived objects its code opens once per process (`deps.resources.get`, `runtime.resources.get`):
     # only declared ones open (kernel.resources.Resources).
-    resources: Sequence[Resource[Any]] = ()
+    resources: Sequence[DeclaredResource] = ()
     # HTTP path prefixes whose clients send query parameters of their own
     # (SCIM's `aadOptscim062020`): the edge ignores unknown ones there
     # instead of answering 400.

@@ -5,13 +5,14 @@ record of its domain's (personas' `PipelineProgress`, chat's `MessageProgress`),
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any, TypeVar
+from typing import TypeVar
 
 R = TypeVar("R")
 
 
-def drain(gen: Generator[Any, None, R]) -> R:
-    """Run an operation to the end (the unary RPCs); return its result."""
+def drain(gen: Generator[object, None, R]) -> R:
+    """Run an operation to the end (the unary RPCs); return its result. Its progress, whatever its type, is
+    dropped (a generator yields it covariantly: any operation is a Generator[object, None, R])."""
     while True:
         try:
             next(gen)

@@ -15,6 +15,7 @@ the App (no pools, Redis nor settings)."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -54,8 +55,15 @@ class Check:
 
 
 @dataclass(frozen=True, eq=False)  # identity: each declared resource is its own key
-class Resource(Generic[T]):
+class DeclaredResource:
+    """A resource as a module declares it (`Module.resources`): a Resource[T] of any T. (A Resource's T is
+    invariant, being both opened and closed, so no Resource[object] would hold them all.)"""
+
     name: str
+
+
+@dataclass(frozen=True, eq=False)
+class Resource(DeclaredResource, Generic[T]):
     open: Callable[[Settings], T]
     close: Callable[[T], None] | None = None
 
@@ -69,26 +77,27 @@ class Resources:
     declare (`Module.resources`): an opener is handed the process's settings, so a Resource made anywhere else
     (a servicer's own, whose opener hands them back) is refused rather than opened."""
 
-    def __init__(self, settings: Settings, declared: Iterable[Resource[Any]]):
+    def __init__(self, settings: Settings, declared: Iterable[DeclaredResource]):
         self._settings = settings  # what resources open with; not for their users
         self._declared = frozenset(declared)
         self._lock = threading.Lock()
-        self._opened: dict[Resource[Any], Any] = {}
+        self._opened: dict[DeclaredResource, tuple[object, Callable[[], None] | None]] = {}
 
     def get(self, resource: Resource[T]) -> T:
         if resource not in self._declared:
             raise UndeclaredResource(f"the resource {resource.name!r} is not declared by a module (Module.resources)")
         with self._lock:
             if resource not in self._opened:
-                self._opened[resource] = resource.open(self._settings)
-            return cast(T, self._opened[resource])
+                value, close = resource.open(self._settings), resource.close
+                self._opened[resource] = value, None if close is None else functools.partial(close, value)
+            return cast(T, self._opened[resource][0])  # what `resource`, a Resource[T], opened
 
     def close(self) -> None:
         with self._lock:
             opened, self._opened = self._opened, {}
-        for resource, value in opened.items():
-            if resource.close is not None:
-                resource.close(value)
+        for _, close in opened.values():
+            if close is not None:
+                close()
 
 
 class HasResources(Protocol):

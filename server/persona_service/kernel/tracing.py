@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import ExceptionContext
@@ -124,8 +124,18 @@ def server_span(name: str, traceparent: str | None, **attributes: Any) -> Server
     return ServerSpan(name, traceparent, attributes) if _tracer is not None else None
 
 
+# What an OpenTelemetry attribute holds (or a sequence of them, which no caller sets).
+SpanValue = str | bool | int | float
+
+
+class OpenSpan(Protocol):
+    """What a caller does with the span `span` opened (opentelemetry.trace.Span's method of that name)."""
+
+    def set_attribute(self, key: str, value: SpanValue) -> None: ...
+
+
 @contextmanager
-def span(name: str, **attributes: Any) -> Iterator[Any]:
+def span(name: str, **attributes: SpanValue) -> Iterator[OpenSpan | None]:
     """A child span of whatever is current (none when tracing is off)."""
     if _tracer is None:
         yield None

@@ -177,8 +177,9 @@ class Retrying:
         while True:
             attempt += 1
             started = time.perf_counter()
+            attributes: dict[str, tracing.SpanValue] = {"provider.name": self.name, "provider.attempt": attempt}
             try:
-                with tracing.span(f"provider.{operation}", **{"provider.name": self.name, "provider.attempt": attempt}):
+                with tracing.span(f"provider.{operation}", **attributes):
                     result = call()
             except ProviderError as error:
                 self._observe(operation, error.code, started)

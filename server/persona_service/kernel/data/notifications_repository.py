@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 import psycopg
 from sqlalchemy import Engine
 
 
 @contextlib.contextmanager
-def listening(engine: Engine, channels: Iterable[str]) -> Iterator[psycopg.Connection[Any]]:
+def listening(engine: Engine, channels: Iterable[str]) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     """A driver connection of its own, taken out of the pool (LISTEN state never goes back to
     it), in autocommit and subscribed to `channels`; closed on exit."""
     raw = engine.raw_connection()

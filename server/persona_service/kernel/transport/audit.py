@@ -7,7 +7,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from persona_service.kernel import ids
 from persona_service.kernel.data.audit_repository import FILTERS, AuditRecord, AuditRepository
@@ -35,13 +34,17 @@ class AuditEntry:
     details: JSONObject = field(default_factory=dict)
 
     @classmethod
-    def for_principal(cls, principal: Principal | None, **kw: Any) -> AuditEntry:
-        if principal is not None:
-            kw.setdefault("org_id", principal.org_id)
-            kw.setdefault("workspace_id", principal.workspace_id)
-            kw.setdefault("actor_user_id", principal.user_id)
-            kw.setdefault("credential_id", principal.credential_id)
-        return cls(**kw)
+    def for_principal(cls, principal: Principal | None, *, action: str, outcome: str, status: int, request_id: str,
+                      client_ip: str | None, resource_type: str = "", resource_id: str = "", error_code: str = "",
+                      details: JSONObject | None = None) -> AuditEntry:
+        """An entry for what `principal` did: its org, workspace, user and credential (none for an anonymous call)."""
+        return cls(action, outcome, status, request_id, client_ip,
+                   org_id=principal.org_id if principal is not None else None,
+                   workspace_id=principal.workspace_id if principal is not None else None,
+                   actor_user_id=principal.user_id if principal is not None else None,
+                   credential_id=principal.credential_id if principal is not None else None,
+                   resource_type=resource_type, resource_id=resource_id, error_code=error_code,
+                   details={} if details is None else details)
 
 
 def action_name(method_name: str, resource_type: str) -> str:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import InitVar, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from persona_service.kernel.data.uow import UnitOfWork
 from persona_service.kernel.principal import Principal
 
 if TYPE_CHECKING:
+    from google.protobuf.message import Message
+
     from persona_service.kernel.data.work import Work
 
 T = TypeVar("T")
@@ -80,7 +82,7 @@ class RequestContext:
     # instead (e.g. one that waited a moment for durable work the call
     # enqueued) or raises an ApiError; an Idempotency-Key replays what it
     # answers.
-    finish: Callable[[Any], Any] | None = None
+    finish: Callable[[Message], Message] | None = None
     # The HTTP status and headers of a successful answer (see respond()).
     status: int | None = None
     http_headers: list[tuple[str, str]] = field(default_factory=list)
