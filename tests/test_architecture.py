@@ -1254,13 +1254,15 @@ def _names_in_code(path: pathlib.Path) -> set[str]:
 
 
 # Held as the domains are, though no module of the registry: the process assembly (the edge's configuration, the
-# embedded servers, the process template and supervision), whose JSON crosses process boundaries.
-HELD_LIKE_DOMAINS = ("process",)
+# embedded servers, the process template and supervision), whose JSON crosses process boundaries; and the kernel's
+# request pipeline (kernel.transport: its stages, limits, runs, tasks, outbox, idempotency), which every call crosses.
+HELD_LIKE_DOMAINS = ("process", "kernel.transport")
 
 
 def test_every_domain_is_held_to_no_explicit_any():
-    """Each domain's package (and process/) is under `disallow_any_explicit`: a new domain, or one dropped from the
-    list, would let `Any` (an annotation, `cast(Any, ...)`) carry unchecked data across its layers again."""
+    """Each domain's package (and process/, kernel/transport/) is under `disallow_any_explicit`: a new domain, or
+    one dropped from the list, would let `Any` (an annotation, `cast(Any, ...)`) carry unchecked data across its
+    layers again."""
     held = {module for section in _mypy_overrides() if section.get("disallow_any_explicit") is True
             for module in section["module"]}  # type: ignore[union-attr]
     packages = [*(module.name for module in MODULES.all), *HELD_LIKE_DOMAINS]
