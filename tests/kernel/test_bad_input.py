@@ -41,6 +41,31 @@ def test_null_characters_are_refused_naming_the_field(http, tenant, method, path
     assert "null_character" in [v["code"] for v in error["details"]["validationErrors"]]
 
 
+def _not_json(name: str) -> None:
+    raise AssertionError(f"{name} in a body: not JSON")
+
+
+SESSION = "/v1/chat/sessions/chs_01JH3K4M5N6P7Q8R9S0T1V2W3X"
+COMPLETION = {"model": "persona://per_01JH3K4M5N6P7Q8R9S0T1V2W3X", "messages": [{"role": "user", "content": "Hi"}]}
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity"])
+@pytest.mark.parametrize(("path", "body", "field", "status"), [
+    (SESSION + "/messages", {"content": "Hi"}, "temperature", 422),
+    (SESSION + "/messages/preview", {"content": "Hi"}, "temperature", 422),
+    ("/v1/chat/completions", COMPLETION, "top_p", 400),  # OpenAI's status there
+    ("/v1/chat/completions", COMPLETION, "temperature", 400),
+], ids=["message", "preview", "completion-top_p", "completion-temperature"])
+def test_a_non_finite_number_as_proto3_json_spells_it_is_refused_naming_the_field(http, tenant, path, body, field,
+                                                                                   status, number):
+    # proto3's JSON mapping reads these strings into a double: NaN fails no bound, so it was taken as a value.
+    r = http.post(path, json={**body, field: number}, headers=tenant.auth)
+    error = assert_envelope(r, status, "validation_failed")
+    json.loads(r.text, parse_constant=_not_json)  # (an echoed infinity was printed as JSON has none)
+    assert [(v["path"], v["code"], v["value"]) for v in error["details"]["validationErrors"]] == [
+        (field, "type", number)]
+
+
 def test_null_character_in_a_path_id_is_not_a_500(http, tenant):
     r = http.get("/v1/chat/sessions/chs_a%00b", headers=tenant.auth)
     assert r.status_code in (404, 422), r.text

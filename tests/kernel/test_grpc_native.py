@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from floating_fields import floating_fields
 from google.protobuf import json_format, struct_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -240,3 +241,22 @@ def test_reflection_lists_services(server_channel):
         "persona.v1.AdminService",
         "grpc.health.v1.Health",
     } <= names, names
+
+
+@pytest.mark.parametrize("field", floating_fields(), ids=lambda f: f"{f.method.name}.{f.path}")
+@pytest.mark.parametrize(("number", "said"), [(float("nan"), "NaN"), (float("inf"), "Infinity"),
+                                              (float("-inf"), "-Infinity")], ids=["NaN", "Infinity", "-Infinity"])
+def test_a_non_finite_number_in_any_double_field_is_invalid_argument(channel, tenant, field, number, said):
+    # Every double/float of every request (by reflection): NaN fails no bound, so it was taken as a value.
+    rpc = (channel.unary_stream if field.method.server_streaming else channel.unary_unary)(
+        field.rpc, request_serializer=lambda m: m.SerializeToString())
+
+    def call(request, metadata, timeout):
+        answer = rpc(request, metadata=metadata, timeout=timeout)
+        return list(answer) if field.method.server_streaming else answer
+
+    _, error = expect_error(call, field.request(number), tenant.metadata, grpc.StatusCode.INVALID_ARGUMENT,
+                            "validation_failed")
+    violations = json_format.MessageToDict(error.details)["validationErrors"]
+    assert [(v["path"], v["value"], v["expected"]) for v in violations if v["code"] == "type"] == [
+        (field.path, said, {"type": "finite number"})], violations

@@ -6,6 +6,7 @@ contract through Envoy (422 naming the field); these hold the scan to it."""
 from __future__ import annotations
 
 import pytest
+from floating_fields import floating_fields
 from persona.v1 import chat_pb2, personas_pb2
 from persona_service.kernel.errors import ValidationFailed
 from persona_service.kernel.transport import validation
@@ -52,3 +53,31 @@ def test_a_non_finite_number_in_a_json_value_is_named(metadata, path, said):
     with pytest.raises(ValidationFailed) as caught:
         validation.validate(personas_pb2.CreatePersonaRequest(intent=INTENT, metadata=metadata))
     assert [(v.path, v.code, v.value) for v in caught.value.violations] == [(path, "type", said)]
+
+
+NON_FINITE = [(float("nan"), "NaN"), (float("inf"), "Infinity"), (float("-inf"), "-Infinity")]
+
+
+@pytest.mark.parametrize("field", floating_fields(), ids=lambda f: f"{f.method.name}.{f.path}")
+@pytest.mark.parametrize(("number", "said"), NON_FINITE, ids=[s for _, s in NON_FINITE])
+def test_a_non_finite_number_in_any_double_field_is_named(field, number, said):
+    # Every double/float of every request, found by reflection: proto3's JSON mapping decodes "NaN" and
+    # "Infinity" into one, and NaN fails no bound (an infinity's bound violation could not be echoed as JSON).
+    with pytest.raises(ValidationFailed) as caught:
+        validation.validate(field.request(number))
+    assert [(v.path, v.value) for v in caught.value.violations if v.code == "type"] == [(field.path, said)]
+    assert not [v for v in caught.value.violations if isinstance(v.value, float)], caught.value.violations
+
+
+@pytest.mark.parametrize("field", floating_fields(), ids=lambda f: f"{f.method.name}.{f.path}")
+def test_a_finite_number_in_a_double_field_is_no_type_violation(field):
+    try:
+        validation.validate(field.request(1.0))
+    except ValidationFailed as failed:
+        assert not [v for v in failed.violations if v.code == "type"], failed.violations
+
+
+def test_there_are_double_fields_to_hold_finite():
+    # The reflection found the known ones (an empty list would pass the tests above vacuously).
+    assert {"SendChatMessage.temperature", "CreateChatCompletion.top_p"} <= {
+        f"{f.method.name}.{f.path}" for f in floating_fields()}

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from google.protobuf import descriptor_pool
-from google.protobuf.descriptor import Descriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
@@ -35,16 +35,21 @@ def _is_cidr(value: str) -> bool:
 FORMATS = {"cidr": _is_cidr, "slug": lambda v: bool(_SLUG.match(v))}
 
 
+_FLOATING = frozenset({FieldDescriptor.CPPTYPE_DOUBLE, FieldDescriptor.CPPTYPE_FLOAT})
+
+
 @functools.cache
 def _plan(descriptor: Descriptor) -> tuple[Any, ...]:
-    """(field, rules or None, nested, repeated) for fields with rules or nested messages to walk."""
+    """(field, rules or None, nested, repeated, floating) for fields with rules, nested messages to walk, or a
+    double/float (every one is held finite, rules or not)."""
     plan = []
     for field in descriptor.fields:
         opts = field.GetOptions()
         rules = opts.Extensions[options_pb2.rules] if opts.HasExtension(options_pb2.rules) else None
         nested = field.message_type is not None and field.message_type.full_name.startswith("persona.")
-        if rules is not None or nested:
-            plan.append((field, rules, nested, field.is_repeated))
+        floating = field.cpp_type in _FLOATING
+        if rules is not None or nested or floating:
+            plan.append((field, rules, nested, field.is_repeated, floating))
     return tuple(plan)
 
 
@@ -55,7 +60,7 @@ def check_rules(descriptor: Descriptor, seen: set[str] | None = None) -> None:
     if descriptor.full_name in seen:
         return
     seen.add(descriptor.full_name)
-    for field, rules, nested, _ in _plan(descriptor):
+    for field, rules, nested, _, _ in _plan(descriptor):
         if rules is not None and rules.format and rules.format not in FORMATS:
             raise RuntimeError(f"{field.full_name}: unknown format {rules.format!r}")
         if rules is not None and rules.one_of_enum:
@@ -135,8 +140,7 @@ def _non_finite(message: Message, prefix: str, out: list[Violation]) -> None:
         path = prefix.rstrip(".") if wrapper else prefix + field.json_name
         if field.full_name == "google.protobuf.Value.number_value":
             if not math.isfinite(value):
-                said = "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
-                out.append(Violation(path, "type", said, {"type": "finite number"}))
+                out.append(_not_finite(path, value))
             continue
         if field.message_type is None:
             continue
@@ -152,10 +156,27 @@ def _non_finite(message: Message, prefix: str, out: list[Violation]) -> None:
                                    else f"{path}[{key}]") + ".", out)
 
 
+def _not_finite(path: str, value: float) -> Violation:
+    """NaN or an infinity, echoed by its proto3 JSON name (JSON has no such number)."""
+    said = "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    return Violation(path, "type", said, {"type": "finite number"})
+
+
 def _walk(message: Message, prefix: str, out: list[Violation]) -> None:
-    for field, rules, nested, repeated in _plan(message.DESCRIPTOR):
-        path = prefix + field.json_name
+    for field, rules, nested, repeated, floating in _plan(message.DESCRIPTOR):
         value = getattr(message, field.name)
+        if floating:  # (an unset double reads 0.0: no presence test needed)
+            if not (all(map(math.isfinite, value)) if repeated else math.isfinite(value)):
+                # JSON's "NaN"/"Infinity" strings decode to one (proto3's mapping), as a native caller can send
+                # it: NaN fails no bound, and no bound's violation could echo an infinity as JSON.
+                path = prefix + field.json_name
+                out.extend(_not_finite(path if index is None else f"{path}[{index}]", item)
+                           for index, item in (enumerate(value) if repeated else [(None, value)])
+                           if not math.isfinite(item))
+                continue
+            if rules is None:
+                continue
+        path = prefix + field.json_name
         present = not repeated and field.has_presence and message.HasField(field.name)
         if not repeated and field.has_presence and not present:
             value = None  # an absent message field or unset `optional` scalar
@@ -183,7 +204,9 @@ def check_closed_sets(message: Message) -> None:
 
 
 def _closed_sets(message: Message, prefix: str, out: list[Violation]) -> None:
-    for field, rules, nested, repeated in _plan(message.DESCRIPTOR):
+    for field, rules, nested, repeated, _ in _plan(message.DESCRIPTOR):
+        if rules is None and not nested:
+            continue  # a double of no rules (in the plan to be held finite on requests)
         path = prefix + field.json_name
         value = getattr(message, field.name)
         if rules is not None and (rules.one_of or rules.one_of_enum) and field.type == field.TYPE_STRING:
