@@ -406,3 +406,27 @@ def test_native_grpc(edge_channel, chat):
                              metadata=tenant.metadata)
     assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert re.search("drift", info.value.details() or "")
+
+
+def test_a_streamed_reply_sent_again_with_its_key_is_one_reply(http, tenants, chat):
+    """The streamed create's replay (tests/personas/test_personas_sse.py) holds for every streamed write: a chat
+    reply sent twice with one Idempotency-Key is one reply, the second answer its run again. The key is the
+    organization's, but its request is the workspace's: the same key from another workspace is a different
+    request (409), never a replay of this workspace's reply."""
+    tenant, persona_id = chat
+    sid = make_session(http, tenant, persona_id)["sessionId"]
+    headers = {**tenant.auth, "Idempotency-Key": f"reply-{sid}"}
+    body = {"content": "Which storm do you remember best?"}
+    first = http.post(f"/v1/chat/sessions/{sid}/messages", params={"stream": "true"}, json=body, headers=headers)
+    again = http.post(f"/v1/chat/sessions/{sid}/messages", params={"stream": "true"}, json=body, headers=headers)
+    assert first.status_code == again.status_code == 200, (first.text, again.text)
+    assert again.headers["idempotent-replayed"] == "true" and again.text == first.text
+    assert again.headers["x-run-id"] == first.headers["x-run-id"]
+    session = http.get(f"/v1/chat/sessions/{sid}", headers=tenant.auth).json()
+    assert session["messageCount"] == 2, session  # one question, one reply
+
+    elsewhere = tenants.workspace(tenant)
+    other = http.post(f"/v1/chat/sessions/{sid}/messages", params={"stream": "true"}, json=body,
+                      headers={**elsewhere.auth, "Idempotency-Key": f"reply-{sid}"})
+    assert_envelope(other, 409, "idempotency_conflict")
+    assert "message.delta" not in other.text  # no frame of the first workspace's reply

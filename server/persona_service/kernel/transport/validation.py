@@ -98,14 +98,7 @@ def _null_characters(message: Message, prefix: str, out: list[Violation]) -> Non
     wrapper = message.DESCRIPTOR.full_name.startswith("google.protobuf.")
     for field, value in message.ListFields():
         path = prefix.rstrip(".") if wrapper else prefix + field.json_name
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            items: list[tuple[Any, Any]] = [(key, item) for key, item in value.items()]
-        elif field.is_repeated:
-            items = list(enumerate(value))
-        else:
-            items = [(None, value)]
-        for key, item in items:
-            item_path = path if key is None else f"{path}.{key}" if isinstance(key, str) else f"{path}[{key}]"
+        for item_path, key, item in _entries(field, value, path):
             for text in (key, item):
                 if isinstance(text, str) and "\x00" in text:
                     out.append(Violation(item_path, "null_character", text, {"noNullCharacters": True}))
@@ -144,16 +137,21 @@ def _non_finite(message: Message, prefix: str, out: list[Violation]) -> None:
             continue
         if field.message_type is None:
             continue
-        if field.message_type.GetOptions().map_entry:
-            items: list[tuple[Any, Any]] = [(key, item) for key, item in value.items()]
-        elif field.is_repeated:
-            items = list(enumerate(value))
-        else:
-            items = [(None, value)]
-        for key, item in items:
+        for item_path, _key, item in _entries(field, value, path):
             if isinstance(item, Message):
-                _non_finite(item, (path if key is None else f"{path}.{key}" if isinstance(key, str)
-                                   else f"{path}[{key}]") + ".", out)
+                _non_finite(item, item_path + ".", out)
+
+
+def _entries(field: FieldDescriptor, value: Any, path: str) -> list[tuple[str, Any, Any]]:
+    """A set field's (path, key, value) each: a map's entries (`path.key`, or `path[key]` for a number), a
+    list's items (`path[i]`), or the one value (`path`, key None)."""
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        items: list[tuple[Any, Any]] = list(value.items())
+    elif field.is_repeated:
+        items = list(enumerate(value))
+    else:
+        return [(path, None, value)]
+    return [(f"{path}.{key}" if isinstance(key, str) else f"{path}[{key}]", key, item) for key, item in items]
 
 
 def _not_finite(path: str, value: float) -> Violation:

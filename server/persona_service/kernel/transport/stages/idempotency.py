@@ -20,8 +20,8 @@ from persona_service.kernel.transport.stages.resume import Following, run_owner
 if TYPE_CHECKING:
     from google.protobuf.message import Message
 
+    from persona_service.kernel.transport.idempotency import Claim, Replay
     from persona_service.kernel.transport.idempotency import Idempotency as Store
-    from persona_service.kernel.transport.idempotency import Replay
     from persona_service.kernel.transport.policy import MethodMeta
     from persona_service.kernel.transport.runs import Runs
 
@@ -37,15 +37,21 @@ class Idempotency(Stage):
         self.meta = meta
 
     def __call__(self, call: Call) -> object:
+        begun = self._begin(call)
+        if begun is None:
+            return self.then(call)
+        call.claim, replay = begun
+        return self.then(call) if replay is None else self._replay(call, replay)
+
+    def _begin(self, call: Call) -> tuple[Claim, Replay | None] | None:
+        """The key's claim and the outcome stored under it to replay (None: this call claimed it); None for a
+        call sent without a key."""
         key = call.metadata.get("idempotency-key")
         if key is None:
-            return self.then(call)
+            return None
         digest = request_hash(self.meta.path, call.ctx.caller.workspace_id,
                               call.message.SerializeToString(deterministic=True))
-        call.claim, replay = self.store.begin(call.ctx.caller, key, self.meta.path, digest)
-        if replay is None:
-            return self.then(call)
-        return self._replay(call, replay)
+        return self.store.begin(call.ctx.caller, key, self.meta.path, digest)
 
     def _replay(self, call: Call, replay: Replay) -> Message:
         metrics.REPLAYS.inc()
@@ -55,7 +61,7 @@ class Idempotency(Stage):
         return self.meta.response_class.FromString(replay.response or b"")
 
 
-class StreamIdempotency(Stage):
+class StreamIdempotency(Idempotency):
     """A streamed write's key: the first request claims it and starts the run (its claim completes with the run's
     acceptance, pipeline); the same request again follows that run from its first frame (`Idempotent-Replayed`),
     so a client that never heard the first answer (a node lost before it, Envoy's 503) asks again without a
@@ -63,18 +69,21 @@ class StreamIdempotency(Stage):
     resume does."""
 
     def __init__(self, store: Store, runs: Runs, meta: MethodMeta) -> None:
-        self.store, self.runs, self.meta = store, runs, meta
+        super().__init__(store, meta)
+        self.runs = runs
 
     def __call__(self, call: Call) -> object:
-        key = call.metadata.get("idempotency-key")
-        if key is None:
+        begun = self._begin(call)
+        if begun is None:
             return self.then(call)
-        digest = request_hash(self.meta.path, call.ctx.caller.workspace_id,
-                              call.message.SerializeToString(deterministic=True))
-        claim, replay = self.store.begin(call.ctx.caller, key, self.meta.path, digest)
+        claim, replay = begun
         if replay is None:
             call.claim = claim
             return self.then(call)
+        # A replay holds no claim: its failure (the run's frames expired) must not release the key.
+        return self._follow(call, replay)
+
+    def _follow(self, call: Call, replay: Replay) -> Following:
         if replay.error_body is not None:
             raise StoredError(replay.error_status, replay.error_body, replay.headers)
         run_id = replay.headers[RUN_HEADER]  # a stream's claim completes only with its run's acceptance
