@@ -969,10 +969,6 @@ ANY_ACROSS_APIS = {
 # What the kernel's door hands a domain with an `Any` in it (issue 47, typed data across layers): unchecked data
 # that mypy's disallow_any_explicit, which reads only a domain's own lines, cannot see. This list only shrinks:
 # a new Any across the door fails `any_across_the_door`, and an entry no longer found does too.
-_ROWS = (
-    "SQLAlchemy's statements, rows and bind parameters, handled in repositories (Select[Any], Mapping[str, "
-    "Any] params, a row's mapping): typed by the records they become"
-)
 _OPEN_JSON = (
     "open JSON a domain writes or reads (an event's data, an audit entry's details, a task's payload, an "
     "error's values, a config key's value, a model's tools, a proto Struct): to be typed as object and read "
@@ -985,21 +981,6 @@ _REGISTRAR = (
     "function (parameters are contravariant), and a generic binding still needs a cast where the process registers"
 )
 ANY_ACROSS_THE_DOOR: dict[str, str] = {
-    "kernel.api.Prepared.__init__(statement)": _ROWS,
-    "kernel.api.Prepared.first(params)": _ROWS,
-    "kernel.api.Prepared.all(params)": _ROWS,
-    "kernel.api.Prepared.rows(params)": _ROWS,
-    "kernel.api.Prepared.rows(return)": _ROWS,
-    "kernel.api.PreparedRows.run(rows)": _ROWS,
-    "kernel.api.PreparedWrite.run(params)": _ROWS,
-    "kernel.api.record(row)": _ROWS,
-    "kernel.api.record_or_none(row)": _ROWS,
-    "kernel.api.records(rows)": _ROWS,
-    "kernel.api.changed_columns(return)": _ROWS,
-    "kernel.api.row_columns(return)": _ROWS,
-    "kernel.api.lock_root(where)": _ROWS,
-    "kernel.api.derive_unique(candidate)": _ROWS,
-    "kernel.api.derive_unique(insert)": _ROWS,
     "kernel.api.ServiceBinding.register": _REGISTRAR,
     "kernel.api.ServiceBinding.__init__(register)": _REGISTRAR,
 }

@@ -113,9 +113,8 @@ def _exchange_message(i: int) -> Select[Any]:
 _added = insert(_messages).from_select([*_EXCHANGE_COLUMNS, "ordinal", "session_started_at"],
                                        union_all(_exchange_message(0), _exchange_message(1))) \
     .returning(_messages).cte("added")
-_SESSION_FIELDS = len(fields(SessionRecord))
-# Each row: the session's columns (SessionRecord's, its record by name), then one message's (MessageRecord's, in its
-# fields' order, its swipes none but its own).
+# Each row: the session's columns (SessionRecord's), then one message's (MessageRecord's, its swipes none but its
+# own), each in its record's fields' order (`Prepared.pairs` cuts them by position).
 _exchange = Prepared(
     select(*[_accounted.c[f.name] for f in fields(SessionRecord)],
            *[(literal_column("1") if f.name == "swipe_count" else literal_column("0") if f.name == "swipe_index"
@@ -305,12 +304,12 @@ class ChatSessionRepository:
                                   "unpriced": unpriced, "now": now}
         for i, message in enumerate((user, reply)):
             params.update({f"{name}_{i}": value for name, value in row_columns(message).items() if name != "ordinal"})
-        rows = _exchange.rows(self._conn, params)
+        rows = _exchange.pairs(self._conn, params, MessageRecord)
         if not rows:
             return None
-        session = self._changed(SessionRecord(*rows[0][:_SESSION_FIELDS]))
+        session = self._changed(rows[0][0])
         assert session is not None and len(rows) == 2
-        first, second = (MessageRecord(*row[_SESSION_FIELDS:]) for row in rows)
+        (_, first), (_, second) = rows
         return session, first, second
 
     def completions_session(self, workspace_id: str, persona_id: str, user_id: str, title: str) -> SessionRecord | None:

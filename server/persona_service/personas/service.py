@@ -40,6 +40,7 @@ from persona_service.kernel.api import (
     drain,
     is_uuid,
     iso,
+    row_columns,
     utcnow,
 )
 from persona_service.personas.generation import (
@@ -361,7 +362,8 @@ class PersonaService:
             _check_metadata(edit.metadata)
         if edit.slug and edit.slug != row.slug:
             self._ensure_slug_free(principal.workspace_id, edit.slug)
-        changed = sorted(_camel(k) for k, v in changed_columns(edit).items() if replace(row, **{k: v}) != row)
+        current = row_columns(row)
+        changed = sorted(_camel(k) for k, v in changed_columns(edit).items() if current[k] != v)
         if not changed:
             return row
         row = self.repo.update(persona_id, PersonaChanges(

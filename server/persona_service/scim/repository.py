@@ -107,7 +107,8 @@ class ResourceRepository:
         """The resource holding this name (case-insensitive), if any. A friendlier 409 than the unique index's,
         which decides: two writes taking one name at once get 201/200 and 409 from it, as serially."""
         stmt = select(self.table.c.id).where(self.table.c.org_id == org_id, func.lower(self.naming) == name.lower())
-        return self._conn.execute(stmt.execution_options(**{DECIDES_NOTHING: True})).scalar()
+        found = self._conn.execute(stmt.execution_options(**{DECIDES_NOTHING: True})).scalar()
+        return None if found is None else str(found)  # the id (the aggregate's root types no column)
 
     def where(self, rt: ResourceType, node: FilterNode) -> ColumnElement[bool]:
         """A parsed SCIM filter as a WHERE clause on this table."""

@@ -35,11 +35,12 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from sqlalchemy import Connection, Engine, Table, event, select
+from sqlalchemy import ColumnElement, Connection, Engine, event, select
+from sqlalchemy.engine.interfaces import ExecutionContext
 
-from persona_service.kernel.data.base import Base
+from persona_service.kernel.data.base import Base, SomeTable
 from persona_service.kernel.data.records import record_or_none, records
 
 R = TypeVar("R")
@@ -48,8 +49,8 @@ R = TypeVar("R")
 @dataclass(frozen=True)
 class Aggregate:
     name: str
-    root: Table
-    members: tuple[Table, ...] = ()  # the tables whose rows belong to a root row
+    root: SomeTable
+    members: tuple[SomeTable, ...] = ()  # the tables whose rows belong to a root row
     # Locked before any membership (SCIM's groups and users: the erasure and SCIM's writes take them, then the
     # memberships they end or regrant), so first in the lock order, and never after the caller's hold.
     before_members: bool = False
@@ -62,7 +63,7 @@ class Aggregate:
 ORDER: list[Aggregate] = []  # every declared aggregate, in lock order
 
 
-def declare(name: str, root: Table, *members: Table, before_members: bool = False) -> Aggregate:
+def declare(name: str, root: SomeTable, *members: SomeTable, before_members: bool = False) -> Aggregate:
     """An aggregate of `root` and `members` (once per name: a module's import declares it); `before_members`:
     its roots are locked before any organization membership (see `Aggregate.before_members`)."""
     for known in ORDER:
@@ -100,7 +101,7 @@ def first_lock_of(package: str) -> int:
     return next((i for i, a in enumerate(order) if domains.get(a.root) == [package]), len(order))
 
 
-def lock_root(conn: Connection, aggregate: Aggregate, record: type[R], *where: Any) -> R | None:
+def lock_root(conn: Connection, aggregate: Aggregate, record: type[R], *where: ColumnElement[bool]) -> R | None:
     """The root row matching `where` as a `record`, locked until the transaction ends (None: no such row).
     Call it before reading anything of the aggregate that the write decides on."""
     stmt = select(aggregate.root).where(*where).with_for_update()
@@ -303,8 +304,8 @@ class LockGuard:
             held = info[_LOCKED] = Held(set(), set())
         self.check(sql, held, bool(info.get(_MEMBER_HELD)), scope)
 
-    def _check(self, conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any,
-               executemany: bool) -> None:
+    def _check(self, conn: Connection, cursor: object, statement: str, parameters: object,
+               context: ExecutionContext | None, executemany: bool) -> None:
         scope = parameters.get(SCOPE_PARAMETER) if isinstance(parameters, dict) else None  # once_per's lock
         self.check_on(conn, statement, context is not None and bool(context.execution_options.get(DECIDES_NOTHING)),
                       scope if isinstance(scope, str) else None)

@@ -5,9 +5,15 @@ repositories typed columns."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TypeAlias
 
-from sqlalchemy import ColumnElement, DateTime, Index, Table, func, or_, text, true
+from sqlalchemy import Column, ColumnElement, DateTime, Index, Table, func, or_, text, true
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.base import ReadOnlyColumnCollection
+
+# A table taken by code that reads no column's type (locks it, inserts into it, reads its constraints): a bare
+# `Table` is SQLAlchemy 2.1's default, a collection of Column[Any], an Any mypy counts as written where it is named.
+SomeTable: TypeAlias = "Table[ReadOnlyColumnCollection[str, Column[object]]]"
 
 
 class Base(DeclarativeBase):
@@ -47,7 +53,9 @@ def seen_from(column: ColumnElement[str | None], workspace_id: str | None) -> Co
     return or_(column == workspace_id, column.is_(None), column == "")
 
 
-def table_of(model: type[Base]) -> Table:
+# The bare Table repositories build on, its columns' types as the model declares them: SQLAlchemy's default type
+# argument (Column[Any]) is the Any mypy counts here.
+def table_of(model: type[Base]) -> Table:  # type: ignore[explicit-any]
     """A model's Core table (repositories build statements on tables; the
     ORM types `__table__` as a plain FromClause)."""
     table = model.__table__

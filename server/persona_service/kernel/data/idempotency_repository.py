@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, delete, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
@@ -26,7 +25,7 @@ class StoredRequest:
     response: bytes | None
     error_status: int | None
     error_body: str | None
-    headers: Any
+    headers: dict[str, str] | None  # the replayed response's headers (`complete`'s)
     created_at: datetime
 
 

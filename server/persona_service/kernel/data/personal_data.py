@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import base64
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any
 
-from sqlalchemy import Connection, Executable
+from sqlalchemy import Connection, Executable, RowMapping
 
 from persona_service.kernel.clock import iso
 from persona_service.kernel.data import boundaries
@@ -35,7 +34,7 @@ class Subject:
     user_id: str
 
 
-def export_records(rows: Iterable[Mapping[Any, Any]], omit: Iterable[str] = ()) -> list[JSONObject]:
+def export_records(rows: Iterable[RowMapping], omit: Iterable[str] = ()) -> list[JSONObject]:
     """Database rows as JSON values, without the columns named in `omit`."""
     left_out = set(omit)
     return [{str(k): _json(v) for k, v in row.items() if k not in left_out} for row in rows]

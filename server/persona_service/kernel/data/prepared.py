@@ -13,22 +13,31 @@ when the statement is built), so the record is the same either way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Generic, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Generic, TypeVar, cast
 
+import psycopg
 from psycopg.types.json import Jsonb
-from sqlalchemy import JSON, Connection, Insert, Select, Table, Update, bindparam, insert
+from sqlalchemy import JSON, BindParameter, Connection, Insert, bindparam, insert
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
 from persona_service.kernel.data.aggregates import guard_of
+from persona_service.kernel.data.base import SomeTable
 from persona_service.kernel.data.records import field_names
 
 R = TypeVar("R")
+S = TypeVar("S")
 _DIALECT = PGDialect_psycopg()
+# A statement's bind parameters by name: any value psycopg adapts (a Mapping's values are covariant, so a caller's
+# dict of whatever values fits).
+Params = Mapping[str, object]
+# The driver's rows: psycopg's default row factory makes tuples, in the statement's column order.
+DriverRow = tuple[object, ...]
 
 
 class Prepared(Generic[R]):
-    def __init__(self, statement: Select[Any] | Update | Insert, record: type[R]):
+    def __init__(self, statement: ExecutableReturnsRows, record: type[R]):
         """`statement`: a read, or an UPDATE or INSERT … RETURNING (a write on the hot path, its rows the records;
         an INSERT's VALUES named by bind parameters, as many rows as it has)."""
         columns = list(statement.exported_columns)
@@ -40,23 +49,26 @@ class Prepared(Generic[R]):
         names = [column.key for column in columns]
         self._index = [names.index(name) for name in field_names(record)]
 
-    def first(self, conn: Connection, params: Mapping[str, Any], *, decides_nothing: bool = False) -> R | None:
+    def first(self, conn: Connection, params: Params, *, decides_nothing: bool = False) -> R | None:
         """The first row as a record, or None. `decides_nothing`: a read a write makes before it locks what it
         reads, deciding again under the lock (the lock guard lets it pass, as SQLAlchemy's DECIDES_NOTHING)."""
         row = self._cursor(conn, params, decides_nothing).fetchone()
         return None if row is None else self.record(*[row[i] for i in self._index])
 
-    def all(self, conn: Connection, params: Mapping[str, Any], *, decides_nothing: bool = False) -> list[R]:
+    def all(self, conn: Connection, params: Params, *, decides_nothing: bool = False) -> list[R]:
         """Every row as a record (`first`'s `decides_nothing`)."""
         index = self._index
         return [self.record(*[row[i] for i in index]) for row in self._cursor(conn, params, decides_nothing)]
 
-    def rows(self, conn: Connection, params: Mapping[str, Any], *, decides_nothing: bool = False) -> list[tuple[Any, ...]]:
-        """Every row as a tuple in the statement's column order (`first`'s `decides_nothing`): a read whose rows
-        make more than one record (their columns side by side), cut by position."""
-        return list(self._cursor(conn, params, decides_nothing).fetchall())
+    def pairs(self, conn: Connection, params: Params, second: type[S], *, decides_nothing: bool = False
+              ) -> list[tuple[R, S]]:
+        """Every row as two records side by side (`first`'s `decides_nothing`): a read whose rows make more than
+        one record, its columns the record's fields, in order, then `second`'s, cut by position."""
+        cut = len(field_names(self.record))
+        record = self.record
+        return [(record(*row[:cut]), second(*row[cut:])) for row in self._cursor(conn, params, decides_nothing)]
 
-    def _cursor(self, conn: Connection, params: Mapping[str, Any], decides_nothing: bool) -> Any:
+    def _cursor(self, conn: Connection, params: Params, decides_nothing: bool) -> psycopg.Cursor[DriverRow]:
         return _execute(conn, self.sql, params, decides_nothing)
 
 
@@ -69,7 +81,7 @@ class PreparedInsert:
         self.sql = str(statement.inline().compile(dialect=_DIALECT, column_keys=list(columns)))  # no RETURNING
         self._json = [name for name in columns if isinstance(table.c[name].type, JSON)]  # type: ignore[union-attr]
 
-    def run(self, conn: Connection, params: dict[str, Any]) -> None:
+    def run(self, conn: Connection, params: dict[str, object]) -> None:
         for name in self._json:
             params[name] = Jsonb(params[name])
         if not conn.in_transaction():
@@ -90,7 +102,7 @@ class PreparedWrite(Generic[R]):
         self.sql = str(compiled)
         self._process = {name: process for name, bind in compiled.binds.items()
                          if (process := bind.type.dialect_impl(_DIALECT).bind_processor(_DIALECT)) is not None}
-        self._defaults: dict[str, Any] = {}
+        self._defaults: dict[str, object] = {}
         for filled in compiled.insert_prefetch:
             default = filled.default
             if default is None or not default.is_scalar:  # type: ignore[attr-defined]
@@ -106,7 +118,7 @@ class PreparedWrite(Generic[R]):
             names = [column.key for column in columns]
             self._index = [names.index(name) for name in field_names(record)]
 
-    def run(self, conn: Connection, params: Mapping[str, Any]) -> list[R]:
+    def run(self, conn: Connection, params: Params) -> list[R]:
         """The statement with `params` (every bind parameter but the defaults'); the rows it returned as records."""
         values = {**self._defaults, **params}
         for name, process in self._process.items():
@@ -131,7 +143,7 @@ class PreparedRows:
     are (checked: no type of theirs converts a value, JSON aside), JSON ones as JSONB (None as JSON null, as
     SQLAlchemy's JSON type writes it)."""
 
-    def __init__(self, table: Table, columns: tuple[str, ...]):
+    def __init__(self, table: SomeTable, columns: tuple[str, ...]):
         for name in columns:
             kind = table.c[name].type
             if not isinstance(kind, JSON) and kind.bind_processor(_DIALECT) is not None:
@@ -143,18 +155,18 @@ class PreparedRows:
     def sql(self, count: int) -> str:
         sql = self._sql.get(count)
         if sql is None:
-            rows: list[dict[str, Any]] = [{name: bindparam(f"{name}_{i}") for name in self.columns}
-                                          for i in range(count)]
+            rows: list[dict[str, BindParameter[object]]] = [
+                {name: bindparam(f"{name}_{i}") for name in self.columns} for i in range(count)]
             sql = str(insert(self.table).values(rows).compile(dialect=_DIALECT))
             if count <= ROWS_KEPT:
                 self._sql[count] = sql
         return sql
 
-    def run(self, conn: Connection, rows: list[Mapping[str, Any]]) -> None:
+    def run(self, conn: Connection, rows: Sequence[Params]) -> None:
         """`rows` (each with every column named), in one statement, in their order."""
         if not rows:
             return
-        json, params = self._json, dict[str, Any]()
+        json, params = self._json, dict[str, object]()
         for i, row in enumerate(rows):
             for name in self.columns:
                 params[f"{name}_{i}"] = Jsonb(row[name]) if name in json else row[name]
@@ -163,13 +175,14 @@ class PreparedRows:
         _execute(conn, self.sql(len(rows)), params, decides_nothing=False, prepare=len(rows) <= ROWS_KEPT)
 
 
-def _execute(conn: Connection, sql: str, params: Mapping[str, Any], decides_nothing: bool,
-             prepare: bool = True) -> Any:
-    raw = conn.connection.driver_connection
+def _execute(conn: Connection, sql: str, params: Params, decides_nothing: bool,
+             prepare: bool = True) -> psycopg.Cursor[DriverRow]:
+    # The psycopg dialect's driver connection (SQLAlchemy types it as whatever DBAPI connection), default rows.
+    raw = cast("psycopg.Connection[DriverRow] | None", conn.connection.driver_connection)
     assert raw is not None
     guard = guard_of(conn.engine)
     if guard is not None:
         guard.check_on(conn, sql, decides_nothing)
     # A connection opened without prepared statements (make_engine(prepared=False)) runs it unprepared.
-    prepare = prepare and raw.prepare_threshold is not None  # type: ignore[attr-defined]
-    return raw.execute(sql, params, prepare=prepare)  # type: ignore[attr-defined]
+    prepare = prepare and raw.prepare_threshold is not None
+    return raw.execute(sql, params, prepare=prepare)

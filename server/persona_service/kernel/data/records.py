@@ -12,10 +12,17 @@ values (`row_columns`, `changed_columns`), so column names stay there."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import Protocol, TypeVar
 
 R = TypeVar("R")
+
+
+class Row(Protocol):
+    """A row read by column name: SQLAlchemy's `RowMapping` (whose keys may be columns too, so no `Mapping[str,
+    ...]`: a mapping's key type is invariant), a dict. Its values are `object`: the record's fields type them."""
+
+    def __getitem__(self, name: str, /) -> object: ...
 
 
 _NAMES: dict[type, tuple[str, ...]] = {}
@@ -31,26 +38,26 @@ def field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
-def record(cls: type[R], row: Mapping[Any, Any]) -> R:
+def record(cls: type[R], row: Row) -> R:
     """One row (a `RowMapping`, or any mapping) as a `cls` record."""
     return cls(**{name: row[name] for name in field_names(cls)})
 
 
-def record_or_none(cls: type[R], row: Mapping[Any, Any] | None) -> R | None:
+def record_or_none(cls: type[R], row: Row | None) -> R | None:
     return None if row is None else record(cls, row)
 
 
-def records(cls: type[R], rows: Iterable[Mapping[Any, Any]]) -> list[R]:
+def records(cls: type[R], rows: Iterable[Row]) -> list[R]:
     names = field_names(cls)
     return [cls(**{name: row[name] for name in names}) for row in rows]
 
 
-def row_columns(new: object) -> dict[str, Any]:
+def row_columns(new: object) -> dict[str, object]:
     """A `New<Thing>` record as its row's values: every field, by column name."""
     return {name: getattr(new, name) for name in field_names(type(new))}
 
 
-def changed_columns(changes: object) -> dict[str, Any]:
+def changed_columns(changes: object) -> dict[str, object]:
     """A `<Thing>Changes` record as an update's values: the fields it sets (None: the column is left as it is;
     a column set to NULL is a repository method of its own, named for why)."""
     return {name: value for name in field_names(type(changes)) if (value := getattr(changes, name)) is not None}

@@ -18,17 +18,18 @@ candidate and tries again (no savepoint: one statement a try).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import psycopg
-from sqlalchemy import Connection, ForeignKeyConstraint, Index, Table, UniqueConstraint, text
+from sqlalchemy import Connection, ForeignKeyConstraint, Index, UniqueConstraint, text
 from sqlalchemy import exc as sa_exc
 
 from persona_service.kernel.data.aggregates import SCOPE_PARAMETER, SCOPE_SEPARATOR
-from persona_service.kernel.data.base import Base
+from persona_service.kernel.data.base import Base, SomeTable
 from persona_service.kernel.errors import NotFound, StateConflict
 
 T = TypeVar("T")
+C = TypeVar("C")
 UNIQUE_VIOLATION = "23505"
 FOREIGN_KEY_VIOLATION = "23503"
 # Candidates a derivation tries before the conflict is the caller's (each try is one INSERT).
@@ -86,7 +87,7 @@ def _referred_tables() -> dict[str, str]:
     return _REFERRED
 
 
-def derive_unique(constraint: str, candidate: Callable[[int], Any], insert: Callable[[Any], T | None],
+def derive_unique(constraint: str, candidate: Callable[[int], C], insert: Callable[[C], T | None],
                   tries: int = DERIVATIONS) -> T:
     """`insert(candidate(n))` for n = 0, 1, ... until one is written. `insert` writes with ON CONFLICT DO
     NOTHING on the unique index `constraint` and answers None when the index already held the value (one
@@ -112,7 +113,7 @@ def _conflict_fields() -> dict[str, str]:
     return _FIELDS
 
 
-def _declared(table: Table) -> dict[str, str]:
+def _declared(table: SomeTable) -> dict[str, str]:
     fields: dict[str, str] = {}
     for index in table.indexes:
         if index.unique and index.name:
