@@ -105,10 +105,11 @@ def seed(stack) -> dict[str, str]:
     from persona_service.kernel.data.work import Work
     from persona_service.orgs.keys import KeyService
     from persona_service.orgs.service import Onboarding
+    from persona_service.registry import MODULES
 
     engine = make_engine(stack.database_url, pool_size=1)
     with engine.begin() as conn:
-        made = Onboarding(Work.on(conn)).create_org(f"Portrait benchmark {uuid.uuid4().hex[:8]}", plan="enterprise")
+        made = Onboarding(Work.on(conn), MODULES.organization_openers).create_org(f"Portrait benchmark {uuid.uuid4().hex[:8]}", plan="enterprise")
         for name in ("requests_per_minute", "requests_per_day", "images_per_month", "cap_multiplier"):
             ConfigRepository(conn).upsert(made.org_id, ORG_LEVEL, f"api.rate_limit.{name}", 10**6, "benchmark")
         _, key = KeyService(Work.on(conn)).create(

@@ -77,6 +77,7 @@ def run(url_db: str, data_dir: pathlib.Path, receiver_url: str, events: int, wor
     from persona_service.kernel.settings import Settings
     from persona_service.kernel.transport.outbox import Outbox
     from persona_service.orgs.service import Onboarding
+    from persona_service.registry import MODULES
     from persona_service.webhooks.service import WebhookService
     from persona_service.webhooks.tables import WebhookDelivery
     from sqlalchemy import func, select
@@ -84,7 +85,7 @@ def run(url_db: str, data_dir: pathlib.Path, receiver_url: str, events: int, wor
     engine = make_engine(url_db, pool_size=2)
     box = SecretBox(Settings(data_dir=data_dir).resolved_secrets_key())
     with engine.begin() as conn:
-        made = Onboarding(Work.on(conn)).create_org(f"bench {time.time()}", plan="pro", region="us")
+        made = Onboarding(Work.on(conn), MODULES.organization_openers).create_org(f"bench {time.time()}", plan="pro", region="us")
         p = Principal("api_key", "bench", made.org_id, made.workspace_id, made.user_id, frozenset(SCOPES), "owner", "pro", False)
         endpoint, _ = WebhookService(Work.on(conn), box=box, allow_private=True).create(p, url=receiver_url, events=["*"])
         outbox = Outbox(Work.on(conn))

@@ -233,10 +233,11 @@ class Step:
         from persona_service.kernel.data.work import Work
         from persona_service.orgs.keys import KeyService
         from persona_service.orgs.service import Onboarding
+        from persona_service.registry import MODULES
 
         engine = make_engine(self.stack.database_url, pool_size=1)
         with engine.begin() as conn:
-            made = Onboarding(Work.on(conn)).create_org(f"Benchmark {uuid.uuid4().hex[:8]}", plan="enterprise")
+            made = Onboarding(Work.on(conn), MODULES.organization_openers).create_org(f"Benchmark {uuid.uuid4().hex[:8]}", plan="enterprise")
             for name in ("requests_per_minute", "requests_per_day", "concurrent_generations", "generations_per_month",
                          "cap_multiplier"):
                 ConfigRepository(conn).upsert(made.org_id, ORG_LEVEL, f"api.rate_limit.{name}", 10**6, "benchmark")

@@ -195,11 +195,12 @@ class Seeder:
         from persona_service.kernel.principal import KEY_SCOPES
         from persona_service.orgs.keys import KeyService
         from persona_service.orgs.service import Onboarding
+        from persona_service.registry import MODULES
 
         started = time.perf_counter()
         tag = uuid.uuid4().hex[:6]
         with self.engine.begin() as conn:
-            made = Onboarding(Work.on(conn)).create_org(f"Volume {tag}", plan="enterprise", platform_admin=True)
+            made = Onboarding(Work.on(conn), MODULES.organization_openers).create_org(f"Volume {tag}", plan="enterprise", platform_admin=True)
             # The benchmark measures latency, not the plan's request quotas.
             for name in ("requests_per_minute", "requests_per_day", "cap_multiplier"):
                 ConfigRepository(conn).upsert(made.org_id, ORG_LEVEL, f"api.rate_limit.{name}", 10**9, "seed")
@@ -209,7 +210,7 @@ class Seeder:
             )
             small = []
             for i in range(self.sizes.orgs - 1):
-                o = Onboarding(Work.on(conn)).create_org(f"Small {tag} {i}", plan="pro")
+                o = Onboarding(Work.on(conn), MODULES.organization_openers).create_org(f"Small {tag} {i}", plan="pro")
                 small.append((o.org_id, o.workspace_id, o.user_id))
         self.counts["organizations"] = self.sizes.orgs
         self.seconds["organizations"] = round(time.perf_counter() - started, 2)

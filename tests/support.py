@@ -241,7 +241,7 @@ class TenantFactory:
     def __call__(self, plan: str = "pro", platform_admin: bool = False, region: str = "us") -> Tenant:
         self.count += 1
         with self.engine.begin() as conn:
-            made = Onboarding(Work.on(conn)).create_org(
+            made = Onboarding(Work.on(conn), MODULES.organization_openers).create_org(
                 f"Tenant {self.count} {os.getpid()}", plan=plan, region=region, platform_admin=platform_admin
             )
         # As `bootstrap` does: a platform administrator's key holds the admin scope too.

@@ -17,7 +17,7 @@ import pytest
 import redis
 from persona_service.billing.module import renew_subscriptions
 from persona_service.billing.processor import LocalProcessor
-from persona_service.billing.service import BillingService
+from persona_service.billing.service import BillingService, add_month
 from persona_service.files.local import LocalStorage
 from persona_service.files.storage import signing_key
 from persona_service.kernel.clock import utcnow
@@ -117,12 +117,53 @@ def test_the_pdf_is_a_short_lived_redirect_to_a_real_pdf(http, tenants):
     assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
 
 
+def _subscription_rows(engine, org_id: str) -> list[tuple]:
+    with engine.connect() as conn:
+        return conn.execute(text("SELECT plan, current_period_start, current_period_end FROM subscriptions "
+                                 "WHERE org_id = :o"), {"o": org_id}).all()
+
+
+def test_an_organization_has_its_subscription_from_its_creation(http, engine, tenants):
+    """Opened in the transaction that makes the organization (the organization-opener port), not by a read."""
+    org = tenants(plan="team")
+    with engine.connect() as conn:
+        created = conn.execute(text("SELECT created_at FROM organizations WHERE id = :o"), {"o": org.org_id}).scalar()
+    ((plan, start, end),) = _subscription_rows(engine, org.org_id)
+    assert plan == "team" and end == add_month(start) and abs((start - created).total_seconds()) < 60
+    body = http.get("/v1/billing/subscription", headers=org.auth).json()
+    assert body["plan"] == "team" and _parse(body["currentPeriodStart"]) == start
+    assert http.get("/v1/billing/invoices", headers=org.auth).json()["items"] == []  # the first period: no invoice
+
+
+def test_a_read_of_an_organization_without_one_writes_nothing_and_the_first_write_opens_what_it_showed(
+        http, engine, tenants):
+    """An organization the previous release made during a deploy's rollout has no subscription yet: a read
+    answers it as it will open (the plan, monthly periods from the organization's creation) and writes nothing
+    (GetSubscription runs on a read's connection, where the boundary guard refuses any write); the first write
+    opens it so."""
+    org = tenants(plan="pro")
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM subscriptions WHERE org_id = :o"), {"o": org.org_id})
+    first, again = (http.get("/v1/billing/subscription", headers=org.auth) for _ in range(2))
+    assert first.status_code == 200, first.text
+    assert first.json() == again.json() and first.json()["plan"] == "pro"
+    assert _subscription_rows(engine, org.org_id) == []
+    r = http.post("/v1/billing/subscription/cancel", headers=org.auth)
+    assert r.status_code == 200, r.text
+    ((plan, start, end),) = _subscription_rows(engine, org.org_id)
+    assert plan == "pro" and (start, end) == (_parse(first.json()["currentPeriodStart"]),
+                                              _parse(first.json()["currentPeriodEnd"]))
+    assert r.json()["cancelAtPeriodEnd"] is True and r.json()["currentPeriodStart"] == first.json()["currentPeriodStart"]
+
+
 def test_an_expired_asset_is_410(http, engine, stack, tenants):
     org = tenants(plan="free")
     long_ago = utcnow() - timedelta(days=8 * 365)
     with engine.begin() as conn:
+        # The organization was opened long ago: its subscription's first period was then.
+        conn.execute(text("UPDATE subscriptions SET current_period_start = :s, current_period_end = :e "
+                          "WHERE org_id = :o"), {"s": long_ago, "e": add_month(long_ago), "o": org.org_id})
         service = BillingService(Work.on(conn), LocalProcessor(), storage_of(stack), clock=lambda: long_ago)
-        service.subscription(org.org_id)
         service.change(_principal(org), "pro")
     # (The servers' renewal job may already have renewed this long-lapsed subscription: pick the old invoice.)
     (invoice,) = [i for i in http.get("/v1/billing/invoices", headers=org.auth).json()["items"]

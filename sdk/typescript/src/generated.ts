@@ -2167,7 +2167,7 @@ export class BillingResource {
   }
 
   /**
-   * The organization's subscription.  Auth: scope `config:read`.
+   * The organization's subscription. Every organization has one from its creation, on its plan, its first period starting then (not invoiced: the first invoice is a plan change's proration or the first renewal's). A read changes nothing.  Auth: scope `config:read`.
    *
    * `GET /v1/billing/subscription`
    */

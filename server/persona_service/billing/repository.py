@@ -56,7 +56,7 @@ class BillingRepository:
             stmt.execution_options(**{DECIDES_NOTHING: True})).mappings().first(), _PENDING))
 
     def add_subscription(self, org_id: str, plan: str, period_start: datetime, period_end: datetime) -> None:
-        # Two first reads of one organization at once: the second one's insert is a no-op.
+        # Two first writes at once for an organization the previous release made without one: the second is a no-op.
         stmt = pg_insert(_subs).values(org_id=org_id, plan=plan, current_period_start=period_start,
                                        current_period_end=period_end)
         self._conn.execute(stmt.on_conflict_do_nothing(index_elements=["org_id"]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import calendar
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from persona_service.billing.pdf import render_invoice
@@ -96,17 +97,25 @@ class BillingService:
     # --- subscriptions -----------------------------------------------------------------
 
     def subscription(self, org_id: str, for_update: bool = False) -> SubscriptionRecord:
-        """The organization's subscription; the first read opens it on the organization's plan."""
+        """The organization's subscription, opened with the organization (`open_subscription`). An organization
+        the previous release made during a deploy's rollout may have none yet: it reads as it will open (on the
+        organization's plan, in monthly periods from its creation), and a write (`for_update`) opens it so. A read
+        never writes."""
         sub = self.repo.subscription(org_id, for_update)
-        if sub is None:
-            org = self.orgs.get(org_id)
-            if org is None:
-                raise NotFound("organization")
-            now = self.clock()
-            self.repo.add_subscription(org_id, org.plan, now, add_month(now))
-            sub = self.repo.subscription(org_id, for_update)
-            assert sub is not None
-        return sub
+        if sub is not None:
+            return sub
+        org = self.orgs.get(org_id)
+        if org is None:
+            raise NotFound("organization")
+        from_creation = SubscriptionRecord(org_id, org.plan, "active", org.created_at, add_month(org.created_at),
+                                           False, 0, 0, (), "")
+        start, end = period_at(from_creation, self.clock())
+        if not for_update:
+            return replace(from_creation, current_period_start=start, current_period_end=end)
+        self.repo.add_subscription(org_id, org.plan, start, end)
+        opened = self.repo.subscription(org_id, for_update)
+        assert opened is not None
+        return opened
 
     def change(self, principal: Principal, plan: str) -> SubscriptionRecord:
         sub = self.subscription(principal.org_id, for_update=True)

@@ -8,7 +8,7 @@ from sqlalchemy import BigInteger, Boolean, DateTime, ForeignKey, Index, Integer
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from persona_service.kernel.api import Base, created_at_column, written_on_reads
+from persona_service.kernel.api import Base, created_at_column
 
 
 class Subscription(Base):
@@ -28,9 +28,6 @@ class Subscription(Base):
 
     __table_args__ = (
         Index("ix_subscriptions_period_end", "current_period_end"),
-        written_on_reads("GetSubscription's first read opens the organization's subscription on its plan "
-                         "(service.py `subscription`): one INSERT ... ON CONFLICT DO NOTHING, whole by itself; the "
-                         "call is not read_may_lag, so never on the replica"),
     )
 
 

@@ -127,7 +127,6 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.data.base import created_at_column as created_at_column
     from persona_service.kernel.data.base import table_of as table_of
     from persona_service.kernel.data.base import trigram_index as trigram_index
-    from persona_service.kernel.data.base import written_on_reads as written_on_reads
     from persona_service.kernel.data.tables import OutboxEvent as OutboxEvent
 
     # what a change records: events (the outbox) and the audit log, and the records their read APIs return
@@ -155,6 +154,7 @@ if TYPE_CHECKING:  # what mypy and import-linter read; the names load on first u
     from persona_service.kernel.ports import PersonalDataEraser as PersonalDataEraser
     from persona_service.kernel.ports import PersonalDataExport as PersonalDataExport
     from persona_service.kernel.ports import PersonalDataLock as PersonalDataLock
+    from persona_service.kernel.ports import OrganizationOpener as OrganizationOpener
     from persona_service.kernel.ports import ReviewResolver as ReviewResolver
     from persona_service.kernel.module import Process as Process
     from persona_service.kernel.module import ServiceBinding as ServiceBinding
@@ -254,14 +254,14 @@ __all__ = [
     # rows as typed records (repositories)
     "record", "record_or_none", "records", "changed_columns", "row_columns",
     # tables
-    "Base", "created_at_column", "table_of", "trigram_index", "written_on_reads", "OutboxEvent",
+    "Base", "created_at_column", "table_of", "trigram_index", "OutboxEvent",
     # what a change records
     "EVENT_TYPES", "Outbox", "AuditEntry", "AuditLog", "AuditRecord", "EventRecord",
     # personal data
     "Batches", "Subject", "audit_events", "created_resources", "credentials_used", "export_batches",
     # a module's declaration (module.py) and what it declares; `Modules` is what the registry assembles
     "Command", "Job", "Module", "Modules", "ModuleHooks", "Need", "Process", "ServiceBinding", "CONFIG_KEYS", "LEVEL_CHECKS", "ConfigKey",
-    "PersonalDataEraser", "PersonalDataExport", "PersonalDataLock", "ReviewResolver",
+    "OrganizationOpener", "PersonalDataEraser", "PersonalDataExport", "PersonalDataLock", "ReviewResolver",
     # a module's tables that age out
     "AGE_OUT_EVERY", "age_out", "Partition", "MonthlySwap", "SwapKey", "UniqueIndex", "lock_in_order",
     # durable tasks

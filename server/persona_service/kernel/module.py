@@ -24,6 +24,7 @@ from persona_service.kernel.ports import (
     DeclaredHooks,
     LimitOverrides,
     Need,
+    OrganizationOpener,
     PersonalDataEraser,
     PersonalDataExport,
     PersonalDataLock,
@@ -105,6 +106,9 @@ class Module:
     erase_personal_data: PersonalDataEraser | None = None
     # What that erasure locks first, before the person's memberships (the lock order other writes take).
     lock_personal_data: PersonalDataLock | None = None
+    # What this module opens for each new organization in the unit of work that makes it (billing: its
+    # subscription), so that every organization has it from its first moment and no read writes it.
+    open_organization: OrganizationOpener | None = None
     # What this module's servicers read of the other modules' ports (`ServicerDeps.modules`): only these
     # (kernel.ports.Need: the exporters, the erasers, their locks, the review resolvers).
     needs: frozenset[Need] = frozenset()
@@ -180,6 +184,7 @@ class Modules:
         self.erasers = [m.erase_personal_data for m in sorted(self.all, key=lambda m: first_lock_of(m.name))
                         if m.erase_personal_data is not None]
         self.erasure_locks = [m.lock_personal_data for m in self.all if m.lock_personal_data is not None]
+        self.organization_openers = [m.open_organization for m in self.all if m.open_organization is not None]
         # What each module's servicers, jobs and tasks are handed of those four (its declared needs), and which
         # module serves what.
         self.declared = {m.name: DeclaredHooks(m.name, {need: getattr(self, need.value) for need in m.needs})

@@ -70,6 +70,14 @@ class UsagePeriod(Protocol):
     def __call__(self, work: Work, org_id: str, now: datetime, /) -> tuple[datetime, datetime] | None: ...
 
 
+class OrganizationOpener(Protocol):
+    """What the module opens for a new organization (`org_id` on `plan`, at `now`), in the unit of work that makes
+    it: rows every organization has from its first moment (billing's subscription), so that no read has to write
+    them. Called once per organization, by the organization's onboarding (`Modules.organization_openers`)."""
+
+    def __call__(self, work: Work, org_id: str, plan: str, now: datetime, /) -> None: ...
+
+
 class ModuleHooks(Protocol):
     """What a job, a task or a servicer reads of the assembled modules (kernel.module's
     `Modules` is one, a module's `DeclaredHooks` another): the ports they declared. Typed by this Protocol, not by

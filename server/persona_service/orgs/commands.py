@@ -15,7 +15,7 @@ def bootstrap(args: argparse.Namespace) -> int:
     from persona_service.orgs.service import Onboarding
 
     with command_database(migrations=args.modules.migrations) as engine, engine.begin() as conn:
-        made = Onboarding(Work.on(conn)).create_org(
+        made = Onboarding(Work.on(conn), args.modules.organization_openers).create_org(
             args.org_name, plan=args.plan, region=args.region, owner_email=args.owner_email,
             platform_admin=args.platform_admin,
         )

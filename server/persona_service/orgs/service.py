@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
-from persona_service.kernel.api import PLANS, NotFound, Principal, ValidationFailed, Violation, Work, new_id
+from persona_service.kernel.api import (
+    PLANS,
+    NotFound,
+    OrganizationOpener,
+    Principal,
+    ValidationFailed,
+    Violation,
+    Work,
+    new_id,
+    utcnow,
+)
 from persona_service.orgs.records import OrganizationRecord
 from persona_service.orgs.repository import OrgRepository
 
@@ -36,10 +48,15 @@ def slugify(name: str) -> str:
 
 
 class Onboarding:
-    """Creates an organization with its first workspace and its Owner."""
+    """Creates an organization with its first workspace and its Owner, and has every module open what an
+    organization has from its first moment (`openers`: `Modules.organization_openers`; billing's subscription)."""
 
-    def __init__(self, work: Work) -> None:
+    def __init__(self, work: Work, openers: Sequence[OrganizationOpener], *,
+                 clock: Callable[[], datetime] = utcnow) -> None:
+        self.work = work
         self.repo = work.of(OrgRepository)
+        self.openers = openers
+        self.clock = clock
 
     def create_org(
         self, name: str, plan: str = "pro", region: str = "us", *, owner_email: str | None = None,
@@ -68,4 +85,7 @@ class Onboarding:
         )
         self.repo.create_workspace(id=ws_id, org_id=org_id, slug="default", name="Default")
         self.repo.add_member(org_id, user_id, "owner")
+        now = self.clock()
+        for opener in self.openers:
+            opener(self.work, org_id, plan, now)
         return Bootstrapped(org_id, ws_id, user_id)

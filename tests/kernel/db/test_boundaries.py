@@ -29,7 +29,6 @@ import pytest
 import redis
 import redis.asyncio
 from persona_service.kernel.data import boundaries
-from persona_service.kernel.data.base import WRITTEN_ON_READS, Base
 from persona_service.kernel.data.boundaries import BoundaryViolation
 from persona_service.kernel.data.replicas import replica_router
 from persona_service.kernel.data.uow import UnitOfWork
@@ -760,17 +759,6 @@ def test_a_write_on_a_reads_autocommit_connection_is_refused(planted, guarded, r
             planted["chat/planted_repository"].writes_its_own_table(conn)
     finally:
         close()
-
-
-def test_a_declared_write_on_a_read_passes(planted, guarded, monkeypatch):
-    """A table its own tables.py declares `written_on_reads` (billing's subscriptions, opened by the first read,
-    today) lets its domain's write through on a read's connection."""
-    monkeypatch.setitem(Base.metadata.tables["chat_sessions"].info, WRITTEN_ON_READS, "planted")
-    uow = UnitOfWork(guarded, read_only=True)
-    try:
-        planted["chat/planted_repository"].writes_its_own_table(uow.conn)
-    finally:
-        uow.close()
 
 
 def test_a_jobs_autocommit_write_and_its_own_connection_pass(planted, guarded, stack):

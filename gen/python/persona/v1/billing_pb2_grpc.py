@@ -102,7 +102,10 @@ class BillingServiceServicer:
     """
 
     def GetSubscription(self, request, context):
-        """The organization's subscription.
+        """The organization's subscription. Every organization has one from its
+        creation, on its plan, its first period starting then (not invoiced: the
+        first invoice is a plan change's proration or the first renewal's). A read
+        changes nothing.
 
         Auth: scope `config:read`.
         """

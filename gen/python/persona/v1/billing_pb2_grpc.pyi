@@ -45,7 +45,10 @@ class BillingServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> BillingServiceAsyncStub: ...
     GetSubscription: _grpc.UnaryUnaryMultiCallable[_billing_pb2.GetSubscriptionRequest, _billing_pb2.Subscription]
-    """The organization's subscription.
+    """The organization's subscription. Every organization has one from its
+    creation, on its plan, its first period starting then (not invoiced: the
+    first invoice is a plan change's proration or the first renewal's). A read
+    changes nothing.
 
     Auth: scope `config:read`.
     """
@@ -124,7 +127,10 @@ class BillingServiceAsyncStub(BillingServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetSubscription: _aio.UnaryUnaryMultiCallable[_billing_pb2.GetSubscriptionRequest, _billing_pb2.Subscription]  # type: ignore[assignment]
-    """The organization's subscription.
+    """The organization's subscription. Every organization has one from its
+    creation, on its plan, its first period starting then (not invoiced: the
+    first invoice is a plan change's proration or the first renewal's). A read
+    changes nothing.
 
     Auth: scope `config:read`.
     """
@@ -206,7 +212,10 @@ class BillingServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _billing_pb2.GetSubscriptionRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_billing_pb2.Subscription, _abc.Awaitable[_billing_pb2.Subscription]]:
-        """The organization's subscription.
+        """The organization's subscription. Every organization has one from its
+        creation, on its plan, its first period starting then (not invoiced: the
+        first invoice is a plan change's proration or the first renewal's). A read
+        changes nothing.
 
         Auth: scope `config:read`.
         """

@@ -31,15 +31,6 @@ def trigram_index(name: str, expression: str) -> Index:
                  postgresql_with={"fastupdate": "off"})
 
 
-WRITTEN_ON_READS = "written_on_reads"  # a table's `info` key (the boundary guard reads it)
-
-
-def written_on_reads(why: str) -> dict[str, dict[str, str]]:
-    """`__table_args__`' last item for a table its own domain may write on a read's connection (autocommit: the
-    statement a transaction by itself), saying why; the test stacks' boundary guard refuses any other such write."""
-    return {"info": {WRITTEN_ON_READS: why}}
-
-
 def created_at_column() -> Mapped[datetime]:
     return mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
 

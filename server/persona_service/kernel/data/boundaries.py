@@ -56,7 +56,6 @@ spliced in wherever a walk meets it: `Thread(target=conn.exec_driver_sql)` is it
 package's is judged by its own frames (a kernel worker's thread is the kernel's, whoever first started it).
 
 Declared exceptions: `DECLARED`, (domain, table) -> why, lets a domain touch a table it does not own,
-a table's own `tables.py` declaring it `written_on_reads(why)` lets its domain write it on a read's connection,
 and `PORTS` names kernel code that runs statements an owner handed it (checked where they are handed over). Each
 check raises `BoundaryViolation` (an AssertionError: a 500 the suite sees; a background job logs it, and the
 test stack's end fails on the log line). Attributing a frame is cached per code object, a statement's tables,
@@ -93,7 +92,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.pool import Pool
 from sqlalchemy.sql import ClauseElement
 
-from persona_service.kernel.data.base import WRITTEN_ON_READS, Base
+from persona_service.kernel.data.base import Base
 from persona_service.kernel.data.uow import UnitOfWork
 
 _PACKAGE = "/persona_service/"
@@ -553,8 +552,7 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
             f"repositories (the kernel's helpers run theirs), whatever builds it: {sql[:160]}")
     if driver is not None and driver.autocommit and _TABLES.writes(sql):
         writer = _writer(start)
-        if (writer is not None and writer.in_domain and not _under_a_file_that_ends_transactions(start)
-                and not _declared_write(writer, sql)):
+        if writer is not None and writer.in_domain and not _under_a_file_that_ends_transactions(start):
             raise BoundaryViolation(
                 f"{writer} ({writer.role or 'no role'}) wrote on a connection in autocommit (a read's: the replica's "
                 f"or a read-only unit of work's), a transaction that ends outside any unit of work: {sql[:160]}")
@@ -635,16 +633,6 @@ def _judged(caller: Place, inner: tuple[Place, CodeType], domain: str) -> tuple[
     if not caller.domain or inner[0].role == "module" or id(inner[1]) in _exports(domain):
         return None
     return caller, inner[0], inner[1]
-
-
-def _declared_write(writer: Place, sql: str) -> bool:
-    """Whether every table the statement names is the writer's own and declared written on reads by its
-    `tables.py` (`written_on_reads`: the declaration sits with the table, so the kernel names no domain)."""
-    named = _TABLES.named(sql)
-    owners = _TABLES.owners()
-    tables = Base.metadata.tables
-    return bool(named) and all(owners.get(table) == writer.domain and table in tables
-                               and WRITTEN_ON_READS in tables[table].info for table in named)
 
 
 # The kernel's runners of their caller's statements (`Prepared`…): a write they run is their caller's.

@@ -99,6 +99,10 @@ class BillingResource(SyncResource):
 
         `GET /v1/billing/subscription` (operation `GetSubscription`).
 
+        Every organization has one from its creation, on its plan, its first period starting then (not
+        invoiced: the first invoice is a plan change's proration or the first renewal's). A read changes
+        nothing.
+
         Auth: scope `config:read`.
         """
         return self._client._call(
@@ -274,6 +278,10 @@ class AsyncBillingResource(AsyncResource):
         """The organization's subscription.
 
         `GET /v1/billing/subscription` (operation `GetSubscription`).
+
+        Every organization has one from its creation, on its plan, its first period starting then (not
+        invoiced: the first invoice is a plan change's proration or the first renewal's). A read changes
+        nothing.
 
         Auth: scope `config:read`.
         """
