@@ -4,7 +4,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import TypeAlias, TypeVarTuple
 
 from sqlalchemy import (
     ColumnElement,
@@ -52,6 +52,9 @@ from persona_service.kernel.api import (
     table_of,
 )
 
+Ts = TypeVarTuple("Ts")
+# A read of a table's columns and more, its rows read by name (as records): their values typed by the records.
+Columns: TypeAlias = "Select[*tuple[object, ...]]"
 _sessions = table_of(ChatSession)
 # GET by id is a hot read: prepared once, run without SQLAlchemy's per-execution layers.
 _get = Prepared(
@@ -102,7 +105,7 @@ _accounted = _accounting.cte("accounted")
 _EXCHANGE_COLUMNS = tuple(f.name for f in fields(NewMessage) if f.name != "ordinal")
 
 
-def _exchange_message(i: int) -> Select[Any]:
+def _exchange_message(i: int) -> Columns:
     """The exchange's `i`th message (0: the user's, 1: the reply) as the INSERT's SELECT gives it."""
     return select(*[cast(bindparam(f"{name}_{i}"), _messages.c[name].type)
                     for name in _EXCHANGE_COLUMNS],
@@ -171,8 +174,8 @@ def _started(session_id: str | ColumnElement[str]) -> ColumnElement[datetime]:
     return select(_sessions.c.started_at).where(_sessions.c.id == session_id).scalar_subquery()
 
 
-def _last_visible(stmt: Select[Any], session: Sequence[ColumnElement[bool]], limit: int,
-                  before_ordinal: int | None) -> Select[Any]:
+def _last_visible(stmt: Select[*Ts], session: Sequence[ColumnElement[bool]], limit: int,
+                  before_ordinal: int | None) -> Select[*Ts]:
     """`stmt` over the conversation's last `limit` visible messages (before `before_ordinal`), newest first."""
     stmt = stmt.where(*session, _visible)
     if before_ordinal is not None:
@@ -180,7 +183,7 @@ def _last_visible(stmt: Select[Any], session: Sequence[ColumnElement[bool]], lim
     return stmt.order_by(_messages.c.ordinal.desc()).limit(limit)
 
 
-def _with_swipes(start: datetime | ColumnElement[datetime], *where: ColumnElement[bool]) -> Select[Any]:
+def _with_swipes(start: datetime | ColumnElement[datetime], *where: ColumnElement[bool]) -> Columns:
     """The messages `where` says, each with how many alternatives its turn keeps and its position among them
     (ChatMessage.swipeCount, swipeIndex), read in the partition of `start` (the session's start)."""
     same_turn = (_alternatives.c.session_id == _messages.c.session_id, _alternatives.c.ordinal == _messages.c.ordinal,
@@ -212,7 +215,7 @@ class ChatSessionRepository:
         """The session's messages, in its partition alone."""
         return _messages.c.session_id == session_id, _messages.c.session_started_at == self._start(session_id)
 
-    def _swipes_of(self, session_id: str, *where: ColumnElement[bool]) -> Select[Any]:
+    def _swipes_of(self, session_id: str, *where: ColumnElement[bool]) -> Columns:
         """`_with_swipes` of the session's messages: a turn's alternatives are read in its partition alone, named
         as a value where it is known (no partition to prune as each turn is counted), else the message's own."""
         return _with_swipes(self.starts.get(session_id, _messages.c.session_started_at), *self._of_session(session_id),

@@ -3,13 +3,13 @@ from __future__ import annotations
 import re
 from dataclasses import fields
 from datetime import datetime
-from typing import Any
+from typing import TypeVarTuple
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
     CursorResult,
-    Executable,
+    Select,
     TextClause,
     Update,
     bindparam,
@@ -68,6 +68,8 @@ from persona_service.personas.tables import (
     PersonaVersion,
     VoiceProfile,
 )
+
+Ts = TypeVarTuple("Ts")
 
 _personas = table_of(Persona)
 _versions = table_of(PersonaVersion)
@@ -174,7 +176,7 @@ class PersonaRepository:
             found = record_or_none(PersonaRow, self._read(stmt, decides_nothing).mappings().first())
         return None if found is None else found.record()
 
-    def _read(self, stmt: Executable, decides_nothing: bool) -> CursorResult[Any]:
+    def _read(self, stmt: Select[*Ts], decides_nothing: bool) -> CursorResult[*Ts]:
         if decides_nothing:
             stmt = stmt.execution_options(**{DECIDES_NOTHING: True})
         return self._conn.execute(stmt)

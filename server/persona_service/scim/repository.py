@@ -4,15 +4,15 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import (
     Boolean,
     ColumnElement,
     Connection,
     Numeric,
+    SQLColumnExpression,
     String,
-    Table,
     Text,
     and_,
     cast,
@@ -32,6 +32,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import Insert as PgInsert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.selectable import TableValuedAlias
 
@@ -70,29 +71,33 @@ GROUP = declare_aggregate("scim_group", _groups, _members, before_members=True)
 USER = declare_aggregate("scim_user", _users, before_members=True)
 _user_counts = table_of(ScimUserCount)
 
+# A column, or an expression standing for one (what a filter compares), of whatever SQL type: SQLAlchemy's
+# covariant form of ColumnElement.
+Sql = SQLColumnExpression[object]
 # Attributes kept as columns, by lower-case path (filters and sorting use them).
-USER_COLUMNS: Mapping[str, Any] = {
+USER_COLUMNS: Mapping[str, ColumnElement[object]] = {
     "id": _users.c.id, "username": _users.c.user_name, "externalid": _users.c.external_id,
     "displayname": _users.c.display_name, "active": _users.c.active,
     "meta.created": _users.c.created_at, "meta.lastmodified": _users.c.updated_at,
 }
-GROUP_COLUMNS: Mapping[str, Any] = {
+GROUP_COLUMNS: Mapping[str, ColumnElement[object]] = {
     "id": _groups.c.id, "displayname": _groups.c.display_name, "externalid": _groups.c.external_id,
     "meta.created": _groups.c.created_at, "meta.lastmodified": _groups.c.updated_at,
 }
 
 # An ORDER BY (a list's sortBy), as `order` builds it for `page`.
-OrderBy = list[ColumnElement[Any]]
+OrderBy = list[ColumnElement[object]]
 
 
 class ResourceRepository:
     """Users or Groups of one organization (the two tables share this shape)."""
 
-    def __init__(self, conn: Connection, aggregate: Aggregate, naming_column: ColumnElement[Any],
-                 columns: Mapping[str, Any], counts: Table | None = None) -> None:
+    def __init__(self, conn: Connection, aggregate: Aggregate, naming_column: Sql,
+                 columns: Mapping[str, ColumnElement[object]],
+                 counts: tuple[ColumnElement[str], ColumnElement[int]] | None = None) -> None:
         self._conn, self.aggregate, self.naming, self.columns = conn, aggregate, naming_column, columns
         self.table = table = aggregate.root
-        self.counts = counts  # a kept count per organization (org_id, total), if the table has one
+        self.counts = counts  # a kept count per organization (its org_id, total columns), if the table has one
         self.document = table.c.document
         self._record = select(table.c.id, table.c.document, table.c.version, table.c.created_at, table.c.updated_at)
 
@@ -126,8 +131,8 @@ class ResourceRepository:
         (created_at, id) by keyset, whatever its offset."""
         scoped = self.table.c.org_id == org_id if where is None else (self.table.c.org_id == org_id) & where
         if where is None and self.counts is not None:  # the kept count, not a count of every row
-            total = self._conn.execute(select(self.counts.c.total).where(self.counts.c.org_id == org_id)
-                                      ).scalar_one_or_none() or 0
+            counted_org, counted = self.counts
+            total = self._conn.execute(select(counted).where(counted_org == org_id)).scalar_one_or_none() or 0
         else:
             total = self._conn.execute(select(func.count()).select_from(self.table).where(scoped)).scalar_one()
         if limit <= 0:
@@ -141,18 +146,19 @@ class ResourceRepository:
         return records(ScimRecord, rows), total
 
     def insert(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> ScimRecord:
-        return record(ScimRecord, self._conn.execute(self._insert(org_id, resource_id, fields)).mappings().one())
+        stmt = self._insert(org_id, resource_id, fields).returning(*self._record.selected_columns)
+        return record(ScimRecord, self._conn.execute(stmt).mappings().one())
 
     def insert_new(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> ScimRecord | None:
         """`insert`, or None when the organization has this id already (its own or another write's, which this
         waits for): the key decides, so the write needs no lock on a row that may not exist yet."""
         stmt = self._insert(org_id, resource_id, fields) \
-            .on_conflict_do_nothing(index_elements=[self.table.c.org_id, self.table.c.id])
+            .on_conflict_do_nothing(index_elements=[self.table.c.org_id, self.table.c.id]) \
+            .returning(*self._record.selected_columns)
         return record_or_none(ScimRecord, self._conn.execute(stmt).mappings().first())
 
-    def _insert(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> Any:
-        return (pg_insert(self.table).values(org_id=org_id, id=resource_id, version=1, **row_columns(fields))
-                .returning(*self._record.selected_columns))
+    def _insert(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> PgInsert:
+        return pg_insert(self.table).values(org_id=org_id, id=resource_id, version=1, **row_columns(fields))
 
     def update(self, org_id: str, resource_id: str, fields: UserFields | GroupFields) -> ScimRecord:
         return self._update(org_id, resource_id, row_columns(fields))
@@ -161,7 +167,7 @@ class ResourceRepository:
         """A new version of the document alone (its attributes kept as columns unchanged)."""
         return self._update(org_id, resource_id, {"document": document})
 
-    def _update(self, org_id: str, resource_id: str, values: Mapping[str, Any]) -> ScimRecord:
+    def _update(self, org_id: str, resource_id: str, values: Mapping[str, object]) -> ScimRecord:
         stmt = (update(self.table).where(self.table.c.org_id == org_id, self.table.c.id == resource_id)
                 .values(version=self.table.c.version + 1, updated_at=func.now(), **values)
                 .returning(*self._record.selected_columns))
@@ -173,7 +179,8 @@ class ResourceRepository:
 
 class UserRepository(ResourceRepository):
     def __init__(self, conn: Connection) -> None:
-        super().__init__(conn, USER, _users.c.user_name, USER_COLUMNS, counts=_user_counts)
+        super().__init__(conn, USER, _users.c.user_name, USER_COLUMNS,
+                         counts=(_user_counts.c.org_id, _user_counts.c.total))
 
 
 class GroupRepository(ResourceRepository):
@@ -252,7 +259,7 @@ def _like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _starts_with(column: ColumnElement[Any], prefix: str) -> ColumnElement[bool]:
+def _starts_with(column: Sql, prefix: str) -> ColumnElement[bool]:
     """`sw` as a range in byte order (`~>=~`, `~<~`: text_pattern_ops'
     operators), not `LIKE $1`: a prepared statement's generic plan takes
     the index's bounds from the parameters, where a LIKE pattern only known
@@ -293,7 +300,8 @@ class SqlFilter(_SqlBoolean):
     """A filter as a WHERE clause on one resource table. `columns` maps
     lower-case attribute paths (`username`, `meta.created`) to columns."""
 
-    def __init__(self, rt: ResourceType, document: ColumnElement[Any], columns: Mapping[str, Any]) -> None:
+    def __init__(self, rt: ResourceType, document: ColumnElement[object],
+                 columns: Mapping[str, ColumnElement[object]]) -> None:
         self.rt, self.document, self.columns = rt, document, columns
 
     def _term(self, node: FilterNode) -> ColumnElement[bool]:
@@ -324,7 +332,7 @@ class SqlFilter(_SqlBoolean):
             return _compare(node, _typed(_text_at(self.document, keys), leaf), leaf)
         raise bad_request("invalidFilter", "The filter uses an unsupported expression.")
 
-    def sort_key(self, node: FilterNode) -> ColumnElement[Any]:
+    def sort_key(self, node: FilterNode) -> ColumnElement[object]:
         """What `sortBy` names (parsed as `<attribute> pr`): a column, or the
         document's text (a plural attribute's first value)."""
         from scim2_models.path import Present
@@ -333,12 +341,12 @@ class SqlFilter(_SqlBoolean):
             raise bad_request("invalidValue", "sortBy names one attribute.")
         path = node.attr_path
         attribute = self._attribute(path)
-        column: ColumnElement[Any] | None = self.columns.get(
+        column = self.columns.get(
             f"{attribute.name}.{path.sub_attr}".lower() if path.sub_attr else attribute.name.lower())
         if column is not None:
             return column
         holder = self._json(path.uri, attribute)
-        text: ColumnElement[Any]
+        text: ColumnElement[object]
         if attribute.multi_valued:
             text = holder[0][path.sub_attr or "value"].astext
         else:
@@ -353,7 +361,7 @@ class SqlFilter(_SqlBoolean):
             raise bad_request("invalidFilter", f"The filter names an unknown attribute {str(path)!r}.")
         return attribute
 
-    def _json(self, uri: str | None, attribute: Attribute) -> ColumnElement[Any]:
+    def _json(self, uri: str | None, attribute: Attribute) -> ColumnElement[object]:
         holder = self.document
         schema = self.rt.schema_for(uri) if uri else None
         if schema is not None and schema is not self.rt.core:
@@ -374,11 +382,11 @@ def _leaf(attribute: Attribute, sub: str | None) -> Attribute:
     return found
 
 
-def _as_text(json_value: ColumnElement[Any], leaf: Attribute) -> ColumnElement[Any]:
+def _as_text(json_value: ColumnElement[object], leaf: Attribute) -> Sql:
     return _typed(json_value.astext, leaf)
 
 
-def _typed(value: ColumnElement[Any], leaf: Attribute) -> ColumnElement[Any]:
+def _typed(value: Sql, leaf: Attribute) -> Sql:
     if leaf.type == "boolean":
         return cast(value, Boolean)
     if leaf.type in ("integer", "decimal"):
@@ -386,7 +394,7 @@ def _typed(value: ColumnElement[Any], leaf: Attribute) -> ColumnElement[Any]:
     return value
 
 
-def _text_at(document: ColumnElement[Any], keys: list[str]) -> ColumnElement[Any]:
+def _text_at(document: ColumnElement[object], keys: list[str]) -> Sql:
     """`document #>> '{k1,k2}'::text[]` with the path written in the statement,
     not bound: an expression index on it (tables.py, the enterprise
     extension's) then serves generic plans too. The keys are the schema's
@@ -402,7 +410,7 @@ _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.:$-]+$")
 class _ElementFilter(_SqlBoolean):
     """A value filter on the elements of one multi-valued attribute."""
 
-    def __init__(self, attribute: Attribute, element: ColumnElement[Any]) -> None:
+    def __init__(self, attribute: Attribute, element: ColumnElement[object]) -> None:
         self.attribute, self.element = attribute, element
 
     def _term(self, node: FilterNode) -> ColumnElement[bool]:
@@ -415,15 +423,15 @@ class _ElementFilter(_SqlBoolean):
 
 
 @functools.cache
-def _sql_operators() -> dict[CompareOperator, Callable[[Any, Any], ColumnElement[bool]]]:
+def _sql_operators() -> dict[CompareOperator, Callable[[Sql, Operand], ColumnElement[bool]]]:
     from scim2_models.path import CompareOperator
 
     return {
         CompareOperator.eq: lambda c, v: c == v,
         CompareOperator.ne: lambda c, v: or_(c != v, c.is_(None)),
-        CompareOperator.co: lambda c, v: c.like(f"%{_like(v)}%", escape="\\"),
-        CompareOperator.sw: _starts_with,
-        CompareOperator.ew: lambda c, v: c.like(f"%{_like(v)}", escape="\\"),
+        CompareOperator.co: lambda c, v: c.like(f"%{_like(str(v))}%", escape="\\"),  # (a string: `_compare`)
+        CompareOperator.sw: lambda c, v: _starts_with(c, str(v)),
+        CompareOperator.ew: lambda c, v: c.like(f"%{_like(str(v))}", escape="\\"),
         CompareOperator.gt: lambda c, v: c > v,
         CompareOperator.ge: lambda c, v: c >= v,
         CompareOperator.lt: lambda c, v: c < v,
@@ -431,14 +439,19 @@ def _sql_operators() -> dict[CompareOperator, Callable[[Any, Any], ColumnElement
     }
 
 
-def _compare(node: Comparison | Present, column: ColumnElement[Any], leaf: Attribute) -> ColumnElement[bool]:
+# A value a filter compares a column with, once checked against the attribute's type (a boolean is compared apart).
+Operand = str | int | float | datetime
+
+
+def _compare(node: Comparison | Present, column: Sql, leaf: Attribute) -> ColumnElement[bool]:
     from scim2_models.path import CompareOperator, Present
 
     if isinstance(node, Present):
         if leaf.type == "boolean":
             return column.is_not(None)
         return and_(column.is_not(None), func.coalesce(cast(column, String), "") != "")
-    value, op = node.value, node.op
+    value: object = node.value  # as the filter's text spelled it (scim2-models reads it untyped)
+    op = node.op
     if value is None:
         return column.is_(None) if op == CompareOperator.eq else column.is_not(None)
     if leaf.type == "boolean":
@@ -446,21 +459,23 @@ def _compare(node: Comparison | Present, column: ColumnElement[Any], leaf: Attri
             raise bad_request("invalidFilter", f"{leaf.name} is a boolean: compare it with eq or ne and true or false.")
         return column.is_(true() if value else false()) if op == CompareOperator.eq else column.is_not(
             true() if value else false())
+    operand: Operand
     if leaf.type in ("integer", "decimal"):
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise bad_request("invalidFilter", f"{leaf.name} is a number.")
+        operand = value
     elif leaf.type == "dateTime":
-        value = _date_time(leaf, value)
+        operand = _date_time(leaf, value)
     else:
-        value = str(value)
+        operand = str(value)
         if not leaf.case_exact:
-            column, value = func.lower(column), value.lower()
-    if op in (CompareOperator.co, CompareOperator.sw, CompareOperator.ew) and not isinstance(value, str):
+            column, operand = func.lower(column), operand.lower()
+    if op in (CompareOperator.co, CompareOperator.sw, CompareOperator.ew) and not isinstance(operand, str):
         raise bad_request("invalidFilter", f"{op.value} compares strings.")
-    return _sql_operators()[op](column, value)
+    return _sql_operators()[op](column, operand)
 
 
-def _date_time(leaf: Attribute, value: Any) -> datetime:
+def _date_time(leaf: Attribute, value: object) -> datetime:
     """A dateTime literal (RFC 7643 §2.3.5, xsd:dateTime; without an offset: UTC)."""
     try:
         parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
