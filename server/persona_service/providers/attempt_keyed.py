@@ -14,9 +14,17 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
-from typing import Any
 
-from persona_service.kernel.models import NO_CALL, Delta, GenerationOptions, Message, Model, ModelCall
+from persona_service.kernel.models import (
+    NO_CALL,
+    Completion,
+    Delta,
+    GenerationOptions,
+    Message,
+    Model,
+    ModelCall,
+    ModerationResult,
+)
 
 TRIGGER = "[[attempt-keyed]]"
 HOLD_AFTER = 2  # pieces the first attempt streams before it waits: "Take 1. ", a sentence (released at once)
@@ -28,10 +36,21 @@ class AttemptKeyed:
         self.provider = provider
         self.name = provider.name
 
-    def __getattr__(self, name: str) -> Any:  # everything else is the provider's own
+    def __getattr__(self, name: str) -> object:  # everything else is the provider's own
         if name == "provider" or name.startswith("__"):
             raise AttributeError(name)
         return getattr(self.provider, name)
+
+    # The rest of the interface, the provider's own (named, so that this is a `Model` to its callers' types).
+    def generate(self, messages: list[Message], options: GenerationOptions, *,
+                 call: ModelCall = NO_CALL) -> Completion:
+        return self.provider.generate(messages, options, call=call)
+
+    def moderate(self, text: str, *, call: ModelCall = NO_CALL) -> ModerationResult:
+        return self.provider.moderate(text, call=call)
+
+    def embed(self, texts: list[str], *, call: ModelCall = NO_CALL) -> list[list[float]]:
+        return self.provider.embed(texts, call=call)
 
     def stream(self, messages: list[Message], options: GenerationOptions, *,
                call: ModelCall = NO_CALL) -> Iterator[Delta]:

@@ -10,7 +10,6 @@ embeddings is this class's everyday use. Anything beyond the interface
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from persona_service.kernel.models import (
     NO_CALL,
@@ -32,7 +31,7 @@ class Composed:
         self.embeddings = embeddings
         self.name = chat.name
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         if name in ("chat", "moderation", "embeddings") or name.startswith("__"):
             raise AttributeError(name)
         return getattr(self.chat, name)

@@ -20,13 +20,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import httpx
 
 from persona_service.kernel import model_failures as failures
+from persona_service.kernel.json_values import JSONObject
 from persona_service.kernel.models import (
     NO_CALL,
     Completion,
@@ -48,6 +49,20 @@ _FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "func
 
 class _Malformed(Exception):
     """The upstream answered 2xx with something that is not the wire format."""
+
+
+class ChatBody(TypedDict):
+    """A chat completion's request, as this provider sends it."""
+
+    model: str
+    messages: list[JSONObject]
+    temperature: NotRequired[float]
+    max_tokens: NotRequired[int]
+    tools: NotRequired[list[JSONObject]]
+    tool_choice: NotRequired[object]
+    response_format: NotRequired[dict[str, str]]
+    stream: NotRequired[bool]
+    stream_options: NotRequired[dict[str, bool]]
 
 
 class OpenAIHTTPProvider:
@@ -95,15 +110,15 @@ class OpenAIHTTPProvider:
     def __enter__(self) -> OpenAIHTTPProvider:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- requests ----------------------------------------------------------
 
-    def chat_body(self, messages: list[Message], options: GenerationOptions, stream: bool = False) -> dict[str, Any]:
+    def chat_body(self, messages: list[Message], options: GenerationOptions, stream: bool = False) -> ChatBody:
         if options.continue_from:  # a trailing assistant message: what OpenAI-compatible servers continue
             messages = [*messages, Message("assistant", options.continue_from)]
-        body: dict[str, Any] = {"model": options.model or self.model, "messages": [_wire_message(m) for m in messages]}
+        body = ChatBody(model=options.model or self.model, messages=[_wire_message(m) for m in messages])
         if options.temperature is not None:
             body["temperature"] = options.temperature
         if options.max_tokens is not None:
@@ -125,21 +140,22 @@ class OpenAIHTTPProvider:
         with _during("chat.completions"):
             return self._completion(body, self._post("/chat/completions", body, prompt=_prompt(body)))
 
-    def _completion(self, body: dict[str, Any], data: dict[str, Any]) -> Completion:
+    def _completion(self, body: ChatBody, data: JSONObject) -> Completion:
         try:
-            choice = data["choices"][0]
-            message = choice["message"]
+            choice = _at(_at(data, "choices"), 0)
+            message = _at(choice, "message")
             calls = tuple(
-                ToolCall(_text(c["id"]), _text(c["function"]["name"]), _text(c["function"].get("arguments")))
-                for c in (message.get("tool_calls") or ())
+                ToolCall(_text(_at(c, "id")), _text(_at(_at(c, "function"), "name")),
+                         _text(_get(_at(c, "function"), "arguments")))
+                for c in _iterated(_get(message, "tool_calls") or ())
             )
             usage = data["usage"]
             return Completion(
-                text=_text(message.get("content")),
+                text=_text(_get(message, "content")),
                 model=_text(data.get("model")) or body["model"],
-                input_tokens=_int(usage["prompt_tokens"]),
-                output_tokens=_int(usage["completion_tokens"]),
-                finish_reason=_finish(choice.get("finish_reason"), calls),
+                input_tokens=_int(_at(usage, "prompt_tokens")),
+                output_tokens=_int(_at(usage, "completion_tokens")),
+                finish_reason=_finish(_get(choice, "finish_reason"), calls),
                 tool_calls=calls,
             )
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
@@ -150,11 +166,11 @@ class OpenAIHTTPProvider:
         with _during("chat.completions"):
             yield from self._stream(self.chat_body(messages, options, stream=True))
 
-    def _stream(self, body: dict[str, Any]) -> Iterator[Delta]:
+    def _stream(self, body: ChatBody) -> Iterator[Delta]:
         text: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         finish, model, done = "", body["model"], False
-        usage: dict[str, Any] | None = None
+        usage: object = None
         try:
             with self._client.stream("POST", "/chat/completions", json=body) as response:
                 if response.status_code >= 400:
@@ -208,8 +224,8 @@ class OpenAIHTTPProvider:
             completion = Completion(
                 text="".join(text),
                 model=model,
-                input_tokens=_int(usage["prompt_tokens"]),
-                output_tokens=_int(usage["completion_tokens"]),
+                input_tokens=_int(_at(usage, "prompt_tokens")),
+                output_tokens=_int(_at(usage, "completion_tokens")),
                 finish_reason=_finish(finish or None, tool_calls),
                 tool_calls=tool_calls,
             )
@@ -218,42 +234,42 @@ class OpenAIHTTPProvider:
         yield Delta(finish_reason=completion.finish_reason, usage=completion)
 
     @staticmethod
-    def _chunk_deltas(chunk: dict[str, Any], text: list[str], calls: dict[int, dict[str, str]]) -> Iterator[Delta]:
-        for choice in chunk.get("choices") or ():
-            if choice.get("index", 0) != 0:
+    def _chunk_deltas(chunk: JSONObject, text: list[str], calls: dict[int, dict[str, str]]) -> Iterator[Delta]:
+        for choice in _iterated(chunk.get("choices") or ()):
+            if _get(choice, "index", 0) != 0:
                 continue
-            delta = choice.get("delta") or {}
-            content = _text(delta.get("content"))
+            delta = _get(choice, "delta") or {}
+            content = _text(_get(delta, "content"))
             if content:
                 text.append(content)
                 yield Delta(text=content)
-            for fragment in delta.get("tool_calls") or ():
-                index = _int(fragment.get("index", 0))
-                function = fragment.get("function") or {}
+            for fragment in _iterated(_get(delta, "tool_calls") or ()):
+                index = _int(_get(fragment, "index", 0))
+                function = _get(fragment, "function") or {}
                 call = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
-                piece = ToolCall(_text(fragment.get("id")), _text(function.get("name")),
-                                 _text(function.get("arguments")))
+                piece = ToolCall(_text(_get(fragment, "id")), _text(_get(function, "name")),
+                                 _text(_get(function, "arguments")))
                 call["id"] = call["id"] or piece.id
                 call["name"] = call["name"] or piece.name
                 call["arguments"] += piece.arguments
                 yield Delta(tool_call=piece, tool_call_index=index)
-            if choice.get("finish_reason"):
-                yield Delta(finish_reason=_finish(_text(choice["finish_reason"]), ()))
+            if _get(choice, "finish_reason"):
+                yield Delta(finish_reason=_finish(_text(_at(choice, "finish_reason")), ()))
 
     def moderate(self, text: str, *, call: ModelCall = NO_CALL) -> ModerationResult:
         with _during("moderations"):
             data = self._post("/moderations", {"model": self.moderation_model, "input": text}, prompt=text)
             return self._moderation(data)
 
-    def _moderation(self, data: dict[str, Any]) -> ModerationResult:
+    def _moderation(self, data: JSONObject) -> ModerationResult:
         try:
-            result = data["results"][0]
-            categories = result.get("categories") or {}
-            scores = result.get("category_scores") or {}
+            result = _at(_at(data, "results"), 0)
+            categories = _get(result, "categories") or {}
+            scores = _get(result, "category_scores") or {}
             return ModerationResult(  # (each value of its type: a flag read from "no" would be True)
-                flagged=_bool(result["flagged"]),
-                categories=tuple(name for name, hit in categories.items() if _bool(hit)),
-                scores={str(k): float(_number(v)) for k, v in scores.items()},
+                flagged=_bool(_at(result, "flagged")),
+                categories=tuple(name for name, hit in _members(categories) if _bool(hit)),
+                scores={str(k): float(_number(v)) for k, v in _members(scores)},
             )
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise self._malformed(200, data, f"missing or invalid field: {exc!r}") from None
@@ -272,10 +288,10 @@ class OpenAIHTTPProvider:
                               prompt="\n".join(texts))
             return self._vectors(data, len(texts))
 
-    def _vectors(self, data: dict[str, Any], inputs: int) -> list[list[float]]:
+    def _vectors(self, data: JSONObject, inputs: int) -> list[list[float]]:
         try:
-            items = sorted(data["data"], key=lambda item: _int(item.get("index", 0)))
-            vectors = [[float(_number(x)) for x in item["embedding"]] for item in items]
+            items = sorted(_iterated(data["data"]), key=lambda item: _int(_get(item, "index", 0)))
+            vectors = [[float(_number(x)) for x in _iterated(_at(item, "embedding"))] for item in items]
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise self._malformed(200, data, f"missing or invalid field: {exc!r}") from None
         if len(vectors) != inputs:
@@ -296,14 +312,14 @@ class OpenAIHTTPProvider:
                                           form={"model": self.image_model, "prompt": instruction,
                                                 "size": self.image_size, "n": "1"}, timeout=self.image_timeout))
 
-    def _image(self, data: dict[str, Any]) -> bytes:
+    def _image(self, data: JSONObject) -> bytes:
         """The first image of an Images API answer: its `b64_json`, or the bytes behind its `url`."""
         try:
-            item = data["data"][0]
-            if item.get("b64_json"):
-                png = base64.b64decode(item["b64_json"], validate=True)
+            item = _at(data["data"], 0)
+            if _get(item, "b64_json"):
+                png = _b64decoded(_at(item, "b64_json"))
             else:
-                png = self._fetch(str(item["url"]))
+                png = self._fetch(str(_at(item, "url")))
         except (KeyError, IndexError, TypeError, AttributeError, ValueError, binascii.Error) as exc:
             raise self._malformed(200, data, f"missing or invalid image: {exc!r}") from None
         if not png.startswith(b"\x89PNG\r\n\x1a\n"):
@@ -316,15 +332,16 @@ class OpenAIHTTPProvider:
 
     # -- plumbing ----------------------------------------------------------
 
-    def _post(self, path: str, body: dict[str, Any] | None = None, *, files: dict[str, Any] | None = None,
-              form: dict[str, str] | None = None, timeout: httpx.Timeout | None = None, prompt: str = "") -> Any:
+    def _post(self, path: str, body: Mapping[str, object] | None = None, *,
+              files: dict[str, tuple[str, bytes, str]] | None = None, form: dict[str, str] | None = None,
+              timeout: httpx.Timeout | None = None, prompt: str = "") -> JSONObject:
         # (httpx's own default, the client's timeout, stands when none is given.)
-        extra: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
+        wait = httpx.USE_CLIENT_DEFAULT if timeout is None else timeout
         prompt = prompt or str((body or form or {}).get("prompt") or "")
         if files is not None:
-            response = self._send(lambda: self._client.post(path, files=files, data=form, **extra), prompt)
+            response = self._send(lambda: self._client.post(path, files=files, data=form, timeout=wait), prompt)
         else:
-            response = self._send(lambda: self._client.post(path, json=body, **extra), prompt)
+            response = self._send(lambda: self._client.post(path, json=body, timeout=wait), prompt)
         try:
             data = response.json()
         except ValueError:
@@ -356,7 +373,7 @@ class OpenAIHTTPProvider:
         return error_class(self.name, f"upstream HTTP {status}", envelope, status, kind=kind, upstream_message=said,
                            retry_after=failures.retry_after(response.headers))
 
-    def _error_event(self, data: dict[str, Any], status: int, body: dict[str, Any], what: str) -> ProviderError:
+    def _error_event(self, data: JSONObject, status: int, body: ChatBody, what: str) -> ProviderError:
         said = failures.shown(failures.upstream_message(data), self._secrets, _prompt(body))
         kind = failures.from_status(status, said, data) if status >= 400 else "upstream_error_event"
         if kind == "upstream_error_event" and failures.from_status(400, said, data) == "model_not_found":
@@ -382,7 +399,7 @@ class OpenAIHTTPProvider:
         return ProviderError(self.name, "transport error", detail, kind="connection_failed",
                              upstream_message=type(exc).__name__)
 
-    def _malformed(self, status: int, body: Any, reason: str) -> ProviderError:
+    def _malformed(self, status: int, body: object, reason: str) -> ProviderError:
         text = body if isinstance(body, str) else json.dumps(body, default=str)
         return ProviderError(self.name, f"malformed upstream response: {reason}",
                              {"status": status, "body": text[:BODY_LIMIT]}, status, kind="malformed_response",
@@ -399,8 +416,8 @@ def _during(operation: str) -> Iterator[None]:
         raise
 
 
-def _wire_message(message: Message) -> dict[str, Any]:
-    wire: dict[str, Any] = {"role": message.role, "content": message.content}
+def _wire_message(message: Message) -> JSONObject:
+    wire: JSONObject = {"role": message.role, "content": message.content}
     if message.name:
         wire["name"] = message.name
     if message.role == "tool" and message.tool_call_id:
@@ -414,26 +431,26 @@ def _wire_message(message: Message) -> dict[str, Any]:
     return wire
 
 
-def _finish(reason: Any, calls: tuple[ToolCall, ...]) -> str:
+def _finish(reason: object, calls: tuple[ToolCall, ...]) -> str:
     if reason is None and calls:
         return "tool_calls"
     said = _text(reason)
     return _FINISH.get(said, said)
 
 
-def _int(value: Any) -> int:
+def _int(value: object) -> int:
     return int(_number(value))
 
 
 # What the wire says is read as its type or not at all (a ValueError: `malformed_response`), never converted:
 # str(7) as a reply's text, bool("no") as a moderation flag, float(True) as a score would pass garbage on.
-def _number(value: Any) -> int | float:
+def _number(value: object) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"not a number: {value!r}")
     return value
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A string field (absent or null: "")."""
     if value is None:
         return ""
@@ -442,15 +459,57 @@ def _text(value: Any) -> str:
     return value
 
 
-def _bool(value: Any) -> bool:
+def _bool(value: object) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"not a boolean: {value!r}")
     return value
 
 
-def _prompt(body: dict[str, Any]) -> str:
+def _prompt(body: ChatBody) -> str:
     """The text a chat request sends (an upstream message quoting it is withheld from callers)."""
     return "\n".join(str(m.get("content") or "") for m in body.get("messages") or () if isinstance(m, dict))
+
+
+# The answer's JSON read as `x[key]`, `x.get(key)`, `x.items()` and a `for` over it read it before they were typed:
+# a value of another JSON type fails with the exception (and words) that read raised, a `malformed_response`.
+def _at(value: object, key: str | int) -> object:
+    """`value[key]`: an object's member, an array's item (a string's character)."""
+    if isinstance(value, dict):
+        return value[key]
+    if isinstance(value, (list, str)) and isinstance(key, int):
+        return value[key]
+    if isinstance(value, list):
+        raise TypeError("list indices must be integers or slices, not str")
+    if isinstance(value, str):
+        raise TypeError("string indices must be integers, not 'str'")
+    raise TypeError(f"'{type(value).__name__}' object is not subscriptable")
+
+
+def _get(value: object, key: str, default: object = None) -> object:
+    """`value.get(key, default)` of an object."""
+    if not isinstance(value, dict):
+        raise AttributeError(f"'{type(value).__name__}' object has no attribute 'get'")
+    return value.get(key, default)
+
+
+def _members(value: object) -> list[tuple[str, object]]:
+    """`value.items()` of an object."""
+    if not isinstance(value, dict):
+        raise AttributeError(f"'{type(value).__name__}' object has no attribute 'items'")
+    return list(value.items())
+
+
+def _iterated(value: object) -> list[object]:
+    """What a `for` over `value` goes through: an array's items, an object's keys, a string's characters."""
+    if not isinstance(value, (list, tuple, dict, str)):
+        raise TypeError(f"'{type(value).__name__}' object is not iterable")
+    return list(value)
+
+
+def _b64decoded(value: object) -> bytes:
+    if not isinstance(value, str):
+        raise TypeError(f"argument should be a bytes-like object or ASCII string, not '{type(value).__name__}'")
+    return base64.b64decode(value, validate=True)
 
 
 def _detail(exc: Exception) -> str:

@@ -35,18 +35,21 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
-from typing import Any
+from typing import TypeVar, cast
 
 import redis
 
 from persona_service.kernel import wakeups
 from persona_service.kernel.errors import ApiError
+from persona_service.kernel.json_values import JSONObject, as_object
+from persona_service.kernel.json_values import items as json_items
 from persona_service.kernel.models import (
     NO_CALL,
     Completion,
     Delta,
     GenerationOptions,
     ImagePrompt,
+    ImageProvider,
     Message,
     Model,
     ModelCall,
@@ -95,21 +98,56 @@ def _taken_key(call_id: str) -> str:
 # --- what travels (JSON) -------------------------------------------------------------------------------
 
 
-def _tool_calls(items: Any) -> tuple[ToolCall, ...]:
-    return tuple(ToolCall(**item) for item in items or ())
+R = TypeVar("R")
 
 
-def _completion(fields: dict[str, Any]) -> Completion:
-    return Completion(**{**fields, "tool_calls": _tool_calls(fields.get("tool_calls"))})
+def _built(record: type[R], fields: object, **nested: object) -> R:
+    """The record (Completion, Delta, Message...) that `asdict` wrote as `fields` on the other side, the records
+    nested in it built by the caller: rebuilt as the same release's dataclass, whose fields are not checked again."""
+    return record(**{**_fields(fields), **nested})
 
 
-def _delta(fields: dict[str, Any]) -> Delta:
-    call, usage = fields.get("tool_call"), fields.get("usage")
-    return Delta(**{**fields, "tool_call": ToolCall(**call) if call else None,
-                    "usage": _completion(usage) if usage else None})
+def _fields(value: object) -> JSONObject:
+    """A JSON object of this module's own (a call, its arguments, an answer, a record's fields)."""
+    if not isinstance(value, dict):
+        raise TypeError(f"not a JSON object: {type(value).__name__}")
+    return value
 
 
-def _chat_args(messages: list[Message], options: GenerationOptions) -> dict[str, Any]:
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"not a string: {type(value).__name__}")
+    return value
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"not an integer: {type(value).__name__}")
+    return value
+
+
+def _number(value: object) -> float:
+    """An int or a float, as the JSON holds it (an embedding's component, a Retry-After)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"not a number: {type(value).__name__}")
+    return value
+
+
+def _tool_calls(items: object) -> tuple[ToolCall, ...]:
+    return tuple(_built(ToolCall, item) for item in json_items(items or ()))
+
+
+def _completion(fields: object) -> Completion:
+    return _built(Completion, fields, tool_calls=_tool_calls(_fields(fields).get("tool_calls")))
+
+
+def _delta(fields: object) -> Delta:
+    call, usage = _fields(fields).get("tool_call"), _fields(fields).get("usage")
+    return _built(Delta, fields, tool_call=_built(ToolCall, call) if call else None,
+                  usage=_completion(usage) if usage else None)
+
+
+def _chat_args(messages: list[Message], options: GenerationOptions) -> JSONObject:
     return {"messages": [asdict(m) for m in messages], "options": asdict(options)}
 
 
@@ -119,33 +157,43 @@ def _chat_chars(messages: list[Message], options: GenerationOptions) -> int:
             + sum(len(json.dumps(tool)) for tool in options.tools))
 
 
-def _chat_from(args: dict[str, Any]) -> tuple[list[Message], GenerationOptions]:
-    messages = [Message(**{**m, "tool_calls": _tool_calls(m.get("tool_calls"))}) for m in args["messages"]]
-    options = args["options"]
-    return messages, GenerationOptions(**{**options, "tools": tuple(options.get("tools") or ())})
+def _chat_from(args: JSONObject) -> tuple[list[Message], GenerationOptions]:
+    messages = [_built(Message, m, tool_calls=_tool_calls(_fields(m).get("tool_calls")))
+                for m in json_items(args["messages"])]
+    options = _fields(args["options"])
+    return messages, _built(GenerationOptions, options, tools=tuple(json_items(options.get("tools") or ())))
 
 
-def _pipeline_step(step: str, provider: Any, args: dict[str, Any], call: ModelCall) -> Any:
-    return getattr(provider, step)(*args["args"], call=call)
+def _pipeline_step(step: str, provider: Model, args: JSONObject, call: ModelCall) -> object:
+    return getattr(provider, step)(*json_items(args["args"]), call=call)  # model work beyond the interface, by name
+
+
+def _images(provider: Model) -> ImageProvider:
+    """The runner's model as the portraits' provider (the configured model draws them: providers.factory)."""
+    return cast(ImageProvider, provider)
+
+
+def _prompt(fields: object) -> ImagePrompt:
+    return _built(ImagePrompt, fields, traits=tuple(json_items(_fields(fields)["traits"])))
 
 
 # An operation as a runner runs it: (the provider, the call's arguments, its ModelCall) -> a JSON-able answer.
-_OPERATIONS: dict[str, Callable[[Any, dict[str, Any], ModelCall], Any]] = {
+_OPERATIONS: dict[str, Callable[[Model, JSONObject, ModelCall], object]] = {
     "generate": lambda p, a, c: asdict(p.generate(*_chat_from(a), call=c)),
     "stream": lambda p, a, c: [asdict(d) for d in p.stream(*_chat_from(a), call=c)],
-    "moderate": lambda p, a, c: asdict(p.moderate(a["text"], call=c)),
-    "embed": lambda p, a, c: p.embed(a["texts"], call=c),
-    "generate_image": lambda p, a, c: base64.b64encode(p.generate_image(ImagePrompt(**{
-        **a["prompt"], "traits": tuple(a["prompt"]["traits"])}), call=c)).decode(),
-    "edit_image": lambda p, a, c: base64.b64encode(p.edit_image(base64.b64decode(a["image"]), a["instruction"],
-                                                                call=c)).decode(),
+    "moderate": lambda p, a, c: asdict(p.moderate(_text(a["text"]), call=c)),
+    "embed": lambda p, a, c: p.embed([_text(t) for t in json_items(a["texts"])], call=c),
+    "generate_image": lambda p, a, c: base64.b64encode(_images(p).generate_image(_prompt(a["prompt"]),
+                                                                                 call=c)).decode(),
+    "edit_image": lambda p, a, c: base64.b64encode(_images(p).edit_image(base64.b64decode(_text(a["image"])),
+                                                                         _text(a["instruction"]), call=c)).decode(),
     **{step: functools.partial(_pipeline_step, step) for step in PIPELINE_STEPS},
 }
 
 
-def _model_call(call: dict[str, Any]) -> ModelCall:
+def _model_call(call: JSONObject) -> ModelCall:
     """A queued call's `ModelCall` on the runner that answers it, whose turn it holds already (`answer`)."""
-    return ModelCall(org=call["org"], weight=call["weight"], attempt=call.get("attempt", 1))
+    return ModelCall(org=_text(call["org"]), weight=_int(call["weight"]), attempt=_int(call.get("attempt", 1)))
 
 
 class RemoteProvider:
@@ -161,7 +209,7 @@ class RemoteProvider:
         self.timeout_seconds = timeout_seconds
         self.queue = queue_key(pool)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         if name in PIPELINE_STEPS and hasattr(self.local, name):
             return lambda *args, call=NO_CALL: self._call(name, {"args": list(args)}, call)
         if name == "local" or name.startswith("__"):
@@ -176,28 +224,30 @@ class RemoteProvider:
 
     def stream(self, messages: list[Message], options: GenerationOptions, *,
                call: ModelCall = NO_CALL) -> Iterator[Delta]:
-        return iter([_delta(d) for d in self._call("stream", _chat_args(messages, options), call)])
+        return iter([_delta(d) for d in json_items(self._call("stream", _chat_args(messages, options), call))])
 
     def moderate(self, text: str, *, call: ModelCall = NO_CALL) -> ModerationResult:
         if "moderate" in self.here and len(text) <= IN_PROCESS_MAX_CHARS:
             return self.local.moderate(text, call=call)
-        fields = self._call("moderate", {"text": text}, call)
-        return ModerationResult(flagged=fields["flagged"], categories=tuple(fields["categories"]),
-                                scores=fields["scores"], matches=tuple(tuple(m) for m in fields["matches"]))
+        fields = _fields(self._call("moderate", {"text": text}, call))
+        return _built(ModerationResult, {"flagged": fields["flagged"], "scores": fields["scores"]},
+                      categories=tuple(json_items(fields["categories"])),
+                      matches=tuple(tuple(json_items(m)) for m in json_items(fields["matches"])))
 
     def embed(self, texts: list[str], *, call: ModelCall = NO_CALL) -> list[list[float]]:
         if "embed" in self.here and sum(map(len, texts)) <= IN_PROCESS_MAX_CHARS:
             return self.local.embed(list(texts), call=call)
-        return list(self._call("embed", {"texts": list(texts)}, call))
+        return [[_number(x) for x in json_items(vector)]
+                for vector in json_items(self._call("embed", {"texts": list(texts)}, call))]
 
     def generate_image(self, prompt: ImagePrompt, *, call: ModelCall = NO_CALL) -> bytes:
-        return base64.b64decode(self._call("generate_image", {"prompt": asdict(prompt)}, call))
+        return base64.b64decode(_text(self._call("generate_image", {"prompt": asdict(prompt)}, call)))
 
     def edit_image(self, image: bytes, instruction: str, *, call: ModelCall = NO_CALL) -> bytes:
-        return base64.b64decode(self._call("edit_image", {"image": base64.b64encode(image).decode(),
-                                                          "instruction": instruction}, call))
+        return base64.b64decode(_text(self._call("edit_image", {"image": base64.b64encode(image).decode(),
+                                                                "instruction": instruction}, call)))
 
-    def _call(self, op: str, args: dict[str, Any], call: ModelCall) -> Any:
+    def _call(self, op: str, args: JSONObject, call: ModelCall) -> object:
         call_id = "model_" + uuid.uuid4().hex
         key = _answer_key(call_id)
         payload = json.dumps({"id": call_id, "op": op, "args": args, **call.tag(), "inbox": self.bus.inbox})
@@ -242,24 +292,27 @@ class RemoteProvider:
         return bool(taken) or position is not None
 
 
-def _result(provider: str, answer: dict[str, Any]) -> Any:
-    failure = answer.get("error")
-    if failure is None:
+def _result(provider: str, answer: JSONObject) -> object:
+    if answer.get("error") is None:
         return answer["value"]
+    failure = _fields(answer["error"])
     if failure["kind"] == "provider":
         error_class = ProviderTimeout if failure["code"] == ProviderTimeout.code else ProviderError
-        err: ApiError = error_class(failure["provider"], failure["reason"], failure["upstream"], failure["status"],
-                                    kind=failure.get("cause") or "", upstream_message=failure.get("said") or "",
-                                    retry_after=failure.get("retry_after"))
+        status, retry_after = failure["status"], failure.get("retry_after")
+        err: ApiError = error_class(_text(failure["provider"]), _text(failure["reason"]),
+                                    as_object(failure["upstream"]), None if status is None else _int(status),
+                                    kind=_text(failure.get("cause") or ""),
+                                    upstream_message=_text(failure.get("said") or ""),
+                                    retry_after=None if retry_after is None else _number(retry_after))
     else:
-        err = ApiError(failure["message"], failure.get("details") or {}, code=failure["code"])
-    err.details = failure.get("details") or err.details
+        err = ApiError(_text(failure["message"]), as_object(failure.get("details")) or {}, code=_text(failure["code"]))
+    err.details = as_object(failure.get("details")) or err.details
     if isinstance(err, ProviderError):
         err.operation = str(err.details.get("operation") or "")
     raise err
 
 
-def _failure(exc: Exception) -> dict[str, Any]:
+def _failure(exc: Exception) -> JSONObject:
     if isinstance(exc, ProviderError):
         return {"kind": "provider", "code": exc.code, "provider": exc.provider, "reason": exc.reason,
                 "upstream": exc.upstream, "status": exc.upstream_status, "details": exc.details, "cause": exc.kind,
@@ -345,32 +398,33 @@ class ModelCallServer:
         except redis.RedisError as exc:  # renewed again in a second, before the mark can lapse
             log.warning("model calls' marks not kept: %s", exc)
 
-    def answer(self, call: dict[str, Any]) -> None:
+    def answer(self, call: JSONObject) -> None:
+        call_id, inbox = _text(call["id"]), call.get("inbox")
         try:
-            with fair.turn_for(call["org"], call["weight"]):
-                answer: dict[str, Any] = {"value": _OPERATIONS[call["op"]](self.provider, call["args"],
-                                                                           _model_call(call))}
+            with fair.turn_for(_text(call["org"]), _int(call["weight"])):
+                answer: JSONObject = {"value": _OPERATIONS[_text(call["op"])](self.provider, _fields(call["args"]),
+                                                                              _model_call(call))}
         except Exception as exc:  # noqa: BLE001 - the caller gets it as the provider's failure
             if not isinstance(exc, ApiError):
-                log.exception("model call %s (%s) failed", call["id"], call["op"])
+                log.exception("model call %s (%s) failed", call_id, call["op"])
             answer = {"error": _failure(exc)}
-        key, text = _answer_key(call["id"]), json.dumps(answer)
+        key, text = _answer_key(call_id), json.dumps(answer)
         with self._settled:
-            marked = call["id"] in self._marked
+            marked = call_id in self._marked
         try:
             pipe = self.redis.pipeline(transaction=False)
             pipe.set(key, text, ex=ANSWER_TTL)
-            if call.get("inbox"):
-                wakeups.deliver(pipe, call["inbox"], key, text)
+            if inbox:
+                wakeups.deliver(pipe, _text(inbox), key, text)
             else:  # (a call queued by a server of an earlier release)
                 wakeups.publish(pipe, [key])
             if marked:
-                pipe.delete(_taken_key(call["id"]))  # after the answer: its waiter sees one or the other
+                pipe.delete(_taken_key(call_id))  # after the answer: its waiter sees one or the other
             pipe.execute()
         except redis.RedisError as exc:
-            log.warning("model call %s answered but not delivered: %s", call["id"], exc)
+            log.warning("model call %s answered but not delivered: %s", call_id, exc)
         finally:
             with self._settled:
-                self._taken.discard(call["id"])
-                self._marked.discard(call["id"])
+                self._taken.discard(call_id)
+                self._marked.discard(call_id)
                 self._settled.notify_all()

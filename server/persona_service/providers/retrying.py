@@ -31,9 +31,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 from persona_service.kernel import metrics, tracing
+from persona_service.kernel.json_values import JSONObject
 from persona_service.kernel.models import (
     NO_CALL,
     Completion,
@@ -54,7 +55,7 @@ T = TypeVar("T")
 DEFAULT_DELAYS = (1.0, 2.0, 4.0)
 
 
-def failure_details(error: ProviderError, attempt: int, operation: str) -> dict[str, Any]:
+def failure_details(error: ProviderError, attempt: int, operation: str) -> JSONObject:
     """What the audit log keeps of one failed upstream attempt (callers never see it)."""
     return {"operation": operation, "attempt": attempt, "upstreamStatus": error.upstream_status,
             "upstream": error.upstream, "reason": error.reason}
@@ -73,7 +74,7 @@ class Retrying:
         retry_client_errors: bool = False,
         budget_seconds: float | None = None,
     ):
-        self.provider: Any = provider
+        self.provider = provider
         self.call = call
         self.name = provider.name
         self.delays = tuple(float(d) for d in delays)
@@ -109,7 +110,7 @@ class Retrying:
 
     @property
     def embedding_identity(self) -> str | None:
-        return embedding_identity(self.provider)
+        return embedding_identity(self._text)
 
     def close(self) -> None:
         """Closes the model's connections, where it holds any (the process's shutdown; a test's end)."""
@@ -150,7 +151,7 @@ class Retrying:
             attempt += 1
             started = time.perf_counter()
             try:
-                deltas = iter(self.provider.stream(messages, options, call=self.call))
+                deltas = iter(self._text.stream(messages, options, call=self.call))
                 first = next(deltas)
             except StopIteration:
                 return

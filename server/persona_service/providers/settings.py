@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 from pydantic_settings import NoDecode
@@ -94,7 +94,7 @@ class ProviderSettings(Section):
 
     @field_validator("provider", "moderation_provider", "embedding_provider", "image_provider", mode="before")
     @classmethod
-    def _lower(cls, value: Any) -> Any:
+    def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("openai_base_url")
@@ -141,7 +141,7 @@ class ProviderSettings(Section):
 
     @field_validator("model_prices", mode="before")
     @classmethod
-    def _prices_json(cls, value: Any) -> Any:
+    def _prices_json(cls, value: object) -> object:
         if not isinstance(value, str):
             return value
         try:

@@ -8,18 +8,18 @@ checks of the soul/voice JSON in the last user message.
 
 from __future__ import annotations
 
-from typing import Any
-
+from persona_service.kernel.json_values import JSONObject
 from persona_service.kernel.models import Message
 from persona_service.providers.local.text import _dumps, _json_objects, _last_user, _list
 
 
 def audit_task(messages: list[Message]) -> str:
-    merged: dict[str, Any] = {}
+    merged: JSONObject = {}
     for obj in _json_objects(_last_user(messages)):
         for key in ("soul", "voice"):
-            if isinstance(obj.get(key), dict):
-                merged.update(obj[key])
+            inner = obj.get(key)
+            if isinstance(inner, dict):
+                merged.update(inner)
         merged.update({k: v for k, v in obj.items() if k not in ("soul", "voice")})
     name = str(merged.get("name") or "")
     traits = _list(merged.get("traits"))

@@ -10,7 +10,7 @@ of provocations, and replies reporting a tool's result.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TypedDict
 
 from persona_service.kernel.models import Message
 from persona_service.providers.local.seed import _Seed
@@ -21,6 +21,17 @@ from persona_service.providers.local.vocabulary import _STYLE_OPENERS, TRAITS
 _CHAT_VERBS = {"think", "know", "tell", "recommend", "want", "like", "please", "help", "give", "need", "explain",
                "say", "talk", "ask", "hey", "hello", "hi", "thanks", "thank", "feel", "let", "get", "go", "see",
                "show", "describe", "share", "really", "maybe", "also", "still", "today"}
+
+
+class _Persona(TypedDict):
+    """What a reply reads of its persona from the system prompt."""
+
+    name: str
+    first: str
+    style: str
+    traits: list[str]
+    desire: str
+    opener: str
 
 
 def reply_task(messages: list[Message], recover: bool = False) -> str:
@@ -72,7 +83,7 @@ def reply_task(messages: list[Message], recover: bool = False) -> str:
     return " ".join(p for p in (intro, middle, close) if p)
 
 
-def _tool_result_reply(messages: list[Message], persona: dict[str, Any]) -> str:
+def _tool_result_reply(messages: list[Message], persona: _Persona) -> str:
     result = messages[-1]
     tool = result.name
     for m in messages:
@@ -88,7 +99,7 @@ def _line(prompt: str, label: str) -> str:
     return match.group(1).strip() if match else ""
 
 
-def _persona_from_prompt(prompt: str) -> dict[str, Any]:
+def _persona_from_prompt(prompt: str) -> _Persona:
     match = re.search(r"\b(?i:you are) ([A-Z][\w'\-]*(?: [A-Z][\w'\-]*)*)", prompt)
     name = match.group(1) if match else ""
     style = _line(prompt, "speaking style")

@@ -9,7 +9,7 @@ topic, trait adjectives and given name the soul step builds on.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TypedDict
 
 from persona_service.providers.local.text import _STOPWORDS, _WORD, _a, _lcfirst
 from persona_service.providers.local.triggers import _MARKERS
@@ -34,7 +34,16 @@ _PREPOSITIONS = {"with", "for", "from", "about", "of", "in", "on", "at", "to", "
                  "specialising", "specializing"}
 
 
-def analyse_intent(intent: str) -> dict[str, Any]:
+class Intent(TypedDict):
+    """An intent's parts (`analyse_intent`)."""
+
+    role: str
+    topic: str
+    adjectives: list[str]
+    name: str
+
+
+def analyse_intent(intent: str) -> Intent:
     """Split an intent like "A grumpy lighthouse keeper who loves jazz" into a
     role ("grumpy lighthouse keeper"), a topic ("jazz"), the trait adjectives
     it names (["grumpy"]) and a name given with "named"/"called" ("")."""
@@ -84,4 +93,4 @@ def analyse_intent(intent: str) -> dict[str, Any]:
     if not topic:
         topic = f"the life of {_a(role)}"
     adjectives = [w.lower() for w in words if w.lower() in TRAITS]
-    return {"role": role, "topic": topic, "adjectives": adjectives, "name": given_name}
+    return Intent(role=role, topic=topic, adjectives=adjectives, name=given_name)

@@ -12,8 +12,8 @@ describes the behaviour.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator, Mapping
+from typing import TypeVar
 
 from persona_service.kernel.models import (
     NO_CALL,
@@ -97,16 +97,16 @@ class LocalProvider:
 
     # -- Persona pipeline entry points --------------------------------------
 
-    def soul_from_intent(self, intent: str, *, call: ModelCall = NO_CALL) -> dict[str, Any]:
+    def soul_from_intent(self, intent: str, *, call: ModelCall = NO_CALL) -> soul_step.Soul:
         with call.turn():
             return soul_step.soul_from_intent(intent)
 
-    def refine_soul(self, soul: dict[str, Any], refinement: str, *,
-                    call: ModelCall = NO_CALL) -> dict[str, Any]:
+    def refine_soul(self, soul: Mapping[str, object], refinement: str, *,
+                    call: ModelCall = NO_CALL) -> soul_step.Soul:
         with call.turn():
             return soul_step.refine_soul(soul, refinement)
 
-    def voice_from_soul(self, soul: dict[str, Any], *, call: ModelCall = NO_CALL) -> dict[str, Any]:
+    def voice_from_soul(self, soul: soul_step.Soul, *, call: ModelCall = NO_CALL) -> voice_step.Voice:
         with call.turn():
             return voice_step.voice_from_soul(soul)
 

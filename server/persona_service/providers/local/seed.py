@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class _Seed:
@@ -20,10 +22,10 @@ class _Seed:
     def number(self, salt: str) -> int:
         return int(hashlib.sha256(f"{self.key}:{salt}".encode()).hexdigest(), 16)
 
-    def pick(self, salt: str, options: Sequence[Any]) -> Any:
+    def pick(self, salt: str, options: Sequence[T]) -> T:
         return options[self.number(salt) % len(options)]
 
-    def sample(self, salt: str, options: Sequence[Any], k: int) -> list[Any]:
+    def sample(self, salt: str, options: Sequence[T], k: int) -> list[T]:
         return sorted(options, key=lambda o: self.number(f"{salt}:{o}"))[:k]
 
 

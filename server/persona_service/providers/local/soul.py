@@ -10,7 +10,8 @@ message, and applies ``Refine:`` messages to it visibly.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import TypedDict
 
 from persona_service.kernel.models import Message
 from persona_service.providers.local.intent import analyse_intent
@@ -30,13 +31,26 @@ from persona_service.providers.local.vocabulary import (
 )
 
 
+class Soul(TypedDict):
+    """A persona's soul as the pipeline's steps write and read it (its JSON)."""
+
+    name: str
+    desire: str
+    fear: str
+    backstory: str
+    traits: list[str]
+    values: list[str]
+    speaking_style: str
+
+
 def soul_task(messages: list[Message]) -> str:
     base_index, base = -1, None
     for i, m in enumerate(messages):
         for obj in _json_objects(m.content):
-            soul = obj.get("soul") if isinstance(obj.get("soul"), dict) else obj
-            if "name" in soul and "desire" in soul:
-                base_index, base = i, soul
+            inner = obj.get("soul")
+            candidate = inner if isinstance(inner, dict) else obj
+            if "name" in candidate and "desire" in candidate:
+                base_index, base = i, candidate
     refinements = [
         m.content.strip()[len("refine:"):].strip()
         for i, m in enumerate(messages)
@@ -51,14 +65,14 @@ def soul_task(messages: list[Message]) -> str:
         soul = _normalise_soul(base)
         if not all(soul.values()):  # a partial soul: the intent fills its gaps
             intents = [m.content for i, m in enumerate(messages) if i < base_index and m.role == "user"]
-            drafted = soul_from_intent(intents[-1] if intents else soul["name"])
-            soul = {k: v or drafted[k] for k, v in soul.items()}
+            drafted: Mapping[str, object] = soul_from_intent(intents[-1] if intents else soul["name"])
+            soul = _normalise_soul({k: v or drafted[k] for k, v in soul.items()})  # (normal already: unchanged)
     for refinement in refinements:
         soul = refine_soul(soul, refinement)
     return _dumps(soul)
 
 
-def soul_from_intent(intent: str) -> dict[str, Any]:
+def soul_from_intent(intent: str) -> Soul:
     seed = _Seed("soul", intent.strip())
     facts = analyse_intent(intent)
     role, topic = facts["role"], facts["topic"]
@@ -74,19 +88,19 @@ def soul_from_intent(intent: str) -> dict[str, Any]:
             "trait0": traits[0], "trait1": traits[1]}
     backstory = " ".join((seed.pick("opening", BACKSTORY_OPENINGS).format(**fill),
                           seed.pick("lesson", BACKSTORY_LESSONS).format(**fill)))
-    return {
-        "name": name,
-        "desire": seed.pick("desire", DESIRES).format(**fill),
-        "fear": seed.pick("fear", FEARS).format(**fill),
-        "backstory": backstory[0].upper() + backstory[1:],
-        "traits": traits,
-        "values": values,
-        "speaking_style": seed.pick("style", SPEAKING_STYLES),
-    }
+    return Soul(
+        name=name,
+        desire=seed.pick("desire", DESIRES).format(**fill),
+        fear=seed.pick("fear", FEARS).format(**fill),
+        backstory=backstory[0].upper() + backstory[1:],
+        traits=traits,
+        values=values,
+        speaking_style=seed.pick("style", SPEAKING_STYLES),
+    )
 
 
-def refine_soul(soul: dict[str, Any], refinement: str) -> dict[str, Any]:
-    soul = _normalise_soul(soul)
+def refine_soul(given: Mapping[str, object], refinement: str) -> Soul:
+    soul = _normalise_soul(given)
     text = _sentence_safe(refinement)
     if not text:
         return soul
@@ -120,16 +134,16 @@ def refine_soul(soul: dict[str, Any], refinement: str) -> dict[str, Any]:
     return soul
 
 
-def _normalise_soul(soul: dict[str, Any]) -> dict[str, Any]:
-    def strings(value: Any) -> list[str]:
+def _normalise_soul(soul: Mapping[str, object]) -> Soul:
+    def strings(value: object) -> list[str]:
         return [str(v) for v in value] if isinstance(value, list) else []
 
-    return {
-        "name": str(soul.get("name") or ""),
-        "desire": str(soul.get("desire") or ""),
-        "fear": str(soul.get("fear") or ""),
-        "backstory": str(soul.get("backstory") or ""),
-        "traits": strings(soul.get("traits")),
-        "values": strings(soul.get("values")),
-        "speaking_style": str(soul.get("speaking_style") or ""),
-    }
+    return Soul(
+        name=str(soul.get("name") or ""),
+        desire=str(soul.get("desire") or ""),
+        fear=str(soul.get("fear") or ""),
+        backstory=str(soul.get("backstory") or ""),
+        traits=strings(soul.get("traits")),
+        values=strings(soul.get("values")),
+        speaking_style=str(soul.get("speaking_style") or ""),
+    )

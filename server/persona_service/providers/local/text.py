@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
+from persona_service.kernel.json_values import JSONObject
 from persona_service.kernel.models import Message
 from persona_service.providers.local.triggers import _MARKERS
 
@@ -53,10 +53,10 @@ def _snippet(text: str, words: int = 8) -> str:
     return cut + ("…" if len(parts) > words else "")
 
 
-def _json_objects(text: str) -> list[Any]:
+def _json_objects(text: str) -> list[JSONObject]:
     """Every top-level JSON object embedded in `text`, in order."""
     decoder = json.JSONDecoder()
-    found: list[dict[str, Any]] = []
+    found: list[JSONObject] = []
     i = 0
     while True:
         start = text.find("{", i)
@@ -72,7 +72,7 @@ def _json_objects(text: str) -> list[Any]:
         i = end
 
 
-def _dumps(value: Any) -> str:
+def _dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -83,5 +83,5 @@ def _last_user(messages: list[Message]) -> str:
     return messages[-1].content if messages else ""
 
 
-def _list(value: Any) -> list[Any]:
+def _list(value: object) -> list[object]:
     return value if isinstance(value, list) else []

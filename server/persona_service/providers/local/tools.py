@@ -10,7 +10,6 @@ name) and builds its arguments from the tool's JSON schema.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from persona_service.kernel.models import GenerationOptions, Message, ToolCall
 from persona_service.providers.local.seed import _short_hash
@@ -66,7 +65,7 @@ _STRING_HINTS = (
 )
 
 
-def _example_value(schema: Any, prop: str, user: str) -> Any:
+def _example_value(schema: object, prop: str, user: str) -> object:
     if not isinstance(schema, dict):
         return None
     if "default" in schema:
