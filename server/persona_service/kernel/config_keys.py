@@ -5,11 +5,11 @@ when the registry is assembled."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from persona_service.kernel.errors import Violation
+from persona_service.kernel.ports import ConfigLevel
 
 # A key's default: a JSON scalar of its declared type, or None where the default is not the key's own (a rate
 # limit's is the caller's plan's).
@@ -59,10 +59,10 @@ class ConfigKey:
 # subject (e.g. the persona is in the caller's workspace), both assembled
 # from the registry.
 CONFIG_KEYS: dict[str, ConfigKey] = {}
-LEVEL_CHECKS: dict[str, Callable[[Any, Any, str, bool], bool]] = {}
+LEVEL_CHECKS: dict[str, ConfigLevel] = {}
 
 
-def install_config_keys(keys: Iterable[ConfigKey], levels: Mapping[str, Callable[[Any, Any, str, bool], bool]]) -> None:
+def install_config_keys(keys: Iterable[ConfigKey], levels: Mapping[str, ConfigLevel]) -> None:
     for key in keys:
         if CONFIG_KEYS.get(key.key, key) != key:
             raise RuntimeError(f"config key {key.key!r} is declared twice")

@@ -8,10 +8,14 @@ layer translates it in exactly one place (`transport.errors`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, overload
 
 from persona.v1 import errors_pb2, options_pb2
+
+if TYPE_CHECKING:
+    from persona_service.kernel.principal import Principal
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,7 @@ class ApiError(Exception):
         # Response headers that go with the error (e.g. Retry-After).
         self.headers: dict[str, str] = {}
         # Who was acting, when known: recorded in the audit log, never rendered.
-        self.principal: Any = None
+        self.principal: Principal | None = None
         # The unit of work's changes are part of this outcome (a failed run's
         # record, a flagged persona): commit them, then answer the error.
         self.persist = False
@@ -116,27 +120,47 @@ class Violation:
         return f"`{bounded(self.path) or 'the request'}` {said}."
 
 
-def _number(value: Any) -> str:
+def _number(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _length(bound: str, count: int, unit: str) -> str:
+def _length(bound: str, count: object, unit: object) -> str:
+    if not isinstance(unit, str):  # (what reading it as one raised)
+        raise AttributeError(f"'{type(unit).__name__}' object has no attribute 'endswith'")
     unit = unit[:-1] if count == 1 and unit.endswith("s") else unit
     return f"must be {bound} {count} {unit} long" if unit.startswith("character") else f"must have {bound} {count} {unit}"
 
 
-# What each rule of kernel.transport.validation (and the services' own) says, from its `expected`.
-_RULES: dict[str, Any] = {
+def _listed(values: object) -> list[object]:
+    """What a `for` over `values` goes through (a TypeError where there is nothing to go through)."""
+    if not isinstance(values, (list, tuple, dict, str)):
+        raise TypeError(f"'{type(values).__name__}' object is not iterable")
+    return list(values)
+
+
+def _article(kind: object) -> str:
+    """"an" or "a", by the first letter of the type's name (of the first name, where it names several)."""
+    if not isinstance(kind, (str, list, tuple)):
+        raise TypeError(f"'{type(kind).__name__}' object is not subscriptable")
+    first = kind[0]
+    if not isinstance(first, str):
+        raise TypeError(f"'in <string>' requires string as left operand, not {type(first).__name__}")
+    return "an" if first in "aeiou" else "a"
+
+
+# What each rule of kernel.transport.validation (and the services' own) says, from its `expected` (a KeyError or
+# TypeError where that is not what the rule expects: then the sentence names the rule).
+_RULES: dict[str, Callable[[Mapping[str, object]], str]] = {
     "required": lambda e: "is required",
     "min_length": lambda e: _length("at least", e["minLength"], e.get("unit", "characters")),
     "max_length": lambda e: _length("at most", e["maxLength"], e.get("unit", "characters")),
     "minimum": lambda e: f"must be at least {_number(e['minimum'])}",
     "maximum": lambda e: f"must be at most {_number(e['maximum'])}",
-    "one_of": lambda e: "must be one of " + ", ".join(f"`{v}`" for v in e["oneOf"]),
+    "one_of": lambda e: "must be one of " + ", ".join(f"`{v}`" for v in _listed(e["oneOf"])),
     "format": lambda e: f"must be a valid {e['format']}",
     "unique": lambda e: "must not repeat an earlier item",
     "null_character": lambda e: "must not contain NUL characters (U+0000)",
-    "type": lambda e: f"must be {'an' if e['type'][0] in 'aeiou' else 'a'} {e['type']}",
+    "type": lambda e: f"must be {_article(e['type'])} {e['type']}",
 }
 
 
@@ -144,9 +168,18 @@ ECHO_CHARACTERS = 200
 ECHO_ITEMS = 20
 
 
-def bounded(value: Any) -> Any:
+@overload
+def bounded(value: str) -> str: ...
+@overload
+def bounded(value: list[str]) -> list[str]: ...
+@overload
+def bounded(value: dict[str, object]) -> dict[str, object]: ...
+@overload
+def bounded(value: object) -> object: ...
+def bounded(value: object) -> object:
     """Caller input as an error may echo it: long strings cut (marked with
-    `…`), long lists and objects shortened, recursively."""
+    `…`), long lists (tuples: as lists) and objects shortened, recursively: a string, a list or an object
+    stays one."""
     if isinstance(value, str):
         return value if len(value) <= ECHO_CHARACTERS else value[:ECHO_CHARACTERS] + "…"
     if isinstance(value, (list, tuple)):

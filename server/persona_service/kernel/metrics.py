@@ -10,11 +10,15 @@ all of them (prometheus_client's multiprocess mode). Without that variable
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol, cast
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import REGISTRY as DEFAULT_REGISTRY
 from prometheus_client.multiprocess import MultiProcessCollector
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -74,8 +78,8 @@ _LIMIT_CODES = frozenset({"rate_limited", "quota_exceeded"})
 # Labelled children, looked up once per label set (`.labels()` costs a lock
 # and a dict build on every call: 16 µs a request measured, 9.6 µs cached,
 # most of it the multiprocess mmap writes).
-_counted: dict[tuple[str, int, str], Any] = {}
-_timed: dict[str, Any] = {}
+_counted: dict[tuple[str, int, str], Counter] = {}
+_timed: dict[str, Histogram] = {}
 
 
 def observe_request(rpc: str, status: int, code: str, seconds: float) -> None:
@@ -100,10 +104,18 @@ def exposition() -> tuple[bytes, str]:
     return generate_latest(DEFAULT_REGISTRY), CONTENT_TYPE_LATEST
 
 
-def sample_pools(engines: dict[str, Any]) -> int:
+class _SizedPool(Protocol):
+    """What is sampled of an engine's pool (SQLAlchemy's QueuePool: kernel.data.engine gives each a size)."""
+
+    def size(self) -> int: ...
+
+    def checkedout(self) -> int: ...
+
+
+def sample_pools(engines: Mapping[str, Engine]) -> int:
     """This process's pool sizes and connections in use (a periodic job; returns 0, nothing done)."""
     for name, engine in engines.items():
-        pool = engine.pool
+        pool = cast(_SizedPool, engine.pool)
         DB_POOL.labels(name, "size").set(pool.size())
         DB_POOL.labels(name, "checked_out").set(pool.checkedout())
     return 0

@@ -23,7 +23,6 @@ import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 MESSAGE_LIMIT = 200  # characters of the upstream's own words a caller may see
 MAX_RETRY_AFTER = 3600.0  # seconds: a longer wait asked for is capped (and then not waited for)
@@ -81,7 +80,7 @@ def reason(code: str) -> Reason:
     return REASONS.get(code) or REASONS["provider_failed"]
 
 
-def from_status(status: int | None, message: str = "", envelope: Any = None) -> str:
+def from_status(status: int | None, message: str = "", envelope: object = None) -> str:
     """The reason of an HTTP error answer (None: no answer, the transport failed)."""
     if status is None:
         return "provider_failed"
@@ -107,10 +106,10 @@ def from_status(status: int | None, message: str = "", envelope: Any = None) -> 
     return "malformed_response"  # a 2xx or 3xx that could not be used
 
 
-def upstream_message(envelope: Any, body: str = "") -> str:
+def upstream_message(envelope: object, body: str = "") -> str:
     """What the upstream said of its failure: its envelope's message (OpenAI's `error.message`, vLLM's `message`,
     a plain `error` string, FastAPI's `detail`), else the first line of its body; raw, not yet redacted."""
-    candidates: list[Any] = []
+    candidates: list[object] = []
     if isinstance(envelope, dict):
         error = envelope.get("error")
         if isinstance(error, dict):
@@ -177,7 +176,7 @@ def header_seconds(seconds: float) -> str:
     return str(max(1, math.ceil(seconds)))
 
 
-def _envelope_code(envelope: Any) -> str:
+def _envelope_code(envelope: object) -> str:
     if isinstance(envelope, dict):
         error = envelope.get("error")
         if isinstance(error, dict) and isinstance(error.get("code"), str):

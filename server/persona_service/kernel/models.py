@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from persona_service.kernel.errors import ApiError
 from persona_service.kernel.json_values import JSONObject
@@ -106,6 +106,14 @@ class ImagePrompt:
         return f"Head-and-shoulders portrait of {who}{traits}{extra}style: {self.style}."
 
 
+class CallTag(TypedDict):
+    """A model call's `ModelCall` as it travels with the call (`ModelCall.tag`)."""
+
+    org: str
+    weight: int
+    attempt: int
+
+
 @dataclass(frozen=True)
 class ModelCall:
     """What a model call is made for, handed with it: the calling organization and its plan's weight (the
@@ -119,9 +127,9 @@ class ModelCall:
     attempt: int = 1
     turn: Callable[[], AbstractContextManager[object]] = nullcontext
 
-    def tag(self) -> dict[str, Any]:
+    def tag(self) -> CallTag:
         """What travels with a call queued for the runners (providers.remote); a runner's turn is its own."""
-        return {"org": self.org, "weight": self.weight, "attempt": self.attempt}
+        return CallTag(org=self.org, weight=self.weight, attempt=self.attempt)
 
 
 NO_CALL = ModelCall()

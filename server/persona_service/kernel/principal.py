@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
-from typing import Any
+
+from persona_service.kernel.json_values import JSONObject
 
 SCOPES = ("personas:read", "personas:write", "chat:read", "chat:write", "config:read", "config:write")
 ROLES = ("owner", "admin", "member")
@@ -81,13 +82,42 @@ class Principal:
     org_wide: bool = False
 
 
-def principal_json(principal: Principal) -> dict[str, Any]:
+def principal_json(principal: Principal) -> JSONObject:
     """A principal as JSON (a durable run's caller, kernel.transport.runs): who it is, never its credential."""
     return {**asdict(principal), "scopes": sorted(principal.scopes), "ip_allowlist": list(principal.ip_allowlist),
             "expires_at": principal.expires_at.isoformat() if principal.expires_at is not None else None}
 
 
-def principal_from_json(data: dict[str, Any]) -> Principal:
-    expires = data.get("expires_at")
-    return Principal(**{**data, "scopes": frozenset(data["scopes"]), "ip_allowlist": tuple(data["ip_allowlist"]),
-                        "expires_at": datetime.fromisoformat(expires) if expires else None})
+def principal_from_json(data: JSONObject) -> Principal:
+    """The principal `principal_json` wrote (a KeyError or TypeError on anything else; `org_wide` is False where
+    an earlier release wrote none)."""
+    unknown = data.keys() - {f.name for f in fields(Principal)}
+    if unknown:
+        raise TypeError(f"not a principal's field: {sorted(unknown)}")
+    expires, role = data.get("expires_at"), data["role"]
+    return Principal(
+        kind=_text(data["kind"]), credential_id=_text(data["credential_id"]), org_id=_text(data["org_id"]),
+        workspace_id=_text(data["workspace_id"]), user_id=_text(data["user_id"]),
+        scopes=frozenset(_texts(data["scopes"])), role=None if role is None else _text(role),
+        plan=_text(data["plan"]), is_platform_admin=_flag(data["is_platform_admin"]),
+        ip_allowlist=tuple(_texts(data["ip_allowlist"])),
+        expires_at=datetime.fromisoformat(_text(expires)) if expires else None,
+        org_wide=_flag(data.get("org_wide", False)))
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"not a string: {type(value).__name__}")
+    return value
+
+
+def _texts(value: object) -> list[str]:
+    if not isinstance(value, list):
+        raise TypeError(f"not a list: {type(value).__name__}")
+    return [_text(item) for item in value]
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"not a boolean: {type(value).__name__}")
+    return value

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Generic, ParamSpec, Protocol, TypeVar, cast
 
 from persona_service.kernel.clock import utcnow
 from persona_service.kernel.data.work import Work
@@ -135,19 +135,25 @@ class Runtime:
             yield Work.on(conn)
 
 
+class WaitUntil(Protocol):
+    """Wait up to `timeout` seconds for `check()` to return something (kernel.transport.tasks.TaskEvents.wait_until)."""
+
+    def __call__(self, check: Callable[[], T | None], timeout: float, /) -> T | None: ...
+
+
 class TaskSignals:
     """What a servicer may do with its process's task threads, as plain functions over their
     `kernel.transport.tasks.TaskEvents`: nothing here leads back to the runner, its pool or the App."""
 
     __slots__ = ("_wait_until", "wake")
 
-    def __init__(self, wake: Callable[[], None], wait_until: Callable[[Callable[[], Any], float], Any]) -> None:
+    def __init__(self, wake: Callable[[], None], wait_until: WaitUntil) -> None:
         self.wake = wake  # a task was committed here: a runner thread looks at once
         self._wait_until = wait_until
 
     def wait_until(self, check: Callable[[], T | None], timeout: float) -> T | None:
         """Wait up to `timeout` seconds for `check()` to return something (kernel.transport.tasks.TaskEvents.wait_until)."""
-        return cast("T | None", self._wait_until(check, timeout))
+        return self._wait_until(check, timeout)
 
 
 def plain(method: Callable[P, R]) -> Callable[P, R]:

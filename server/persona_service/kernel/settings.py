@@ -19,10 +19,13 @@ import os
 import pathlib
 import secrets
 from collections.abc import Callable, Iterable
-from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin, overload
+from typing import TYPE_CHECKING, Annotated, Literal, TypeVar, get_args, get_origin, overload
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 S = TypeVar("S", bound=BaseSettings)
 
@@ -41,9 +44,14 @@ _Port = Annotated[int, Field(ge=1, le=65535)]
 
 
 
-def _comma_list(value: Any) -> tuple[str, ...]:
+def _comma_list(value: object) -> tuple[str, ...]:
     """A comma-separated environment value (or a sequence) as its non-empty items."""
-    items = value.split(",") if isinstance(value, str) else value
+    if isinstance(value, str):
+        items: Iterable[str] = value.split(",")
+    elif isinstance(value, Iterable):
+        items = value  # (a sequence given by name: its items are strings, an item of another type fails here)
+    else:
+        raise TypeError(f"'{type(value).__name__}' object is not iterable")
     return tuple(item.strip() for item in items if item.strip())
 
 class Settings(Section):
@@ -327,7 +335,7 @@ class Settings(Section):
 
     @field_validator("extra_modules", mode="before")
     @classmethod
-    def _module_refs(cls, value: Any) -> Any:
+    def _module_refs(cls, value: object) -> tuple[str, ...]:
         refs = _comma_list(value)
         for ref in refs:
             if ref.count(":") != 1:
@@ -336,7 +344,7 @@ class Settings(Section):
 
     @field_validator("trusted_proxies", mode="before")
     @classmethod
-    def _networks(cls, value: Any) -> Any:
+    def _networks(cls, value: object) -> tuple[str, ...]:
         networks = _comma_list(value)
         for network in networks:
             ipaddress.ip_network(network, strict=False)  # ValueError names the bad one
@@ -439,7 +447,7 @@ _PHRASES = {
 }
 
 
-def _describe_error(section: type[BaseSettings], error: Any) -> str:
+def _describe_error(section: type[BaseSettings], error: ErrorDetails) -> str:
     loc = error["loc"]
     fields = {name: name for name in section.model_fields}
     fields.update({f.validation_alias: name for name, f in section.model_fields.items() if isinstance(f.validation_alias, str)})
@@ -478,10 +486,10 @@ def markdown_table(sections: Iterable[type[BaseSettings]]) -> str:
     return "\n".join(rows) + "\n"
 
 
-_TYPE_NAMES = {int: "integer", float: "number", bool: "boolean", str: "string", pathlib.Path: "path"}
+_TYPE_NAMES: dict[object, str] = {int: "integer", float: "number", bool: "boolean", str: "string", pathlib.Path: "path"}
 
 
-def _type_name(annotation: Any, metadata: list[Any]) -> str:
+def _type_name(annotation: object, metadata: list[object]) -> str:
     if get_origin(annotation) is Literal:
         name = " or ".join(f"`{choice}`" for choice in get_args(annotation))
     elif get_origin(annotation) is tuple:
@@ -500,11 +508,11 @@ def _type_name(annotation: Any, metadata: list[Any]) -> str:
     return name
 
 
-def _number(value: Any) -> str:
+def _number(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _default(value: Any) -> str:
+def _default(value: object) -> str:
     if value in ("", None):
         return "(empty)"
     if isinstance(value, bool):

@@ -12,15 +12,19 @@ header, whether or not traces are exported."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import ExceptionContext
 
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+    from sqlalchemy import Engine
+
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
-_tracer: Any = None
+_tracer: Tracer | None = None
 
 
 def trace_id_of(traceparent: str | None) -> str | None:
@@ -31,7 +35,7 @@ def trace_id_of(traceparent: str | None) -> str | None:
     return found.group(1)
 
 
-def configure(service: str, endpoint: str, engines: Sequence[Any] = ()) -> bool:
+def configure(service: str, endpoint: str, engines: Sequence[Engine] = ()) -> bool:
     """Export this process's spans to `endpoint` (e.g. http://collector:4318); False when unset."""
     global _tracer
     if not endpoint:
@@ -47,13 +51,13 @@ def configure(service: str, endpoint: str, engines: Sequence[Any] = ()) -> bool:
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")))
     trace.set_tracer_provider(provider)
     RedisInstrumentor().instrument(tracer_provider=provider)
-    _tracer = trace.get_tracer("persona_service")
+    _tracer = tracer = trace.get_tracer("persona_service")
     for engine in engines:
-        _trace_sql(engine)
+        _trace_sql(engine, tracer)
     return True
 
 
-def _trace_sql(engine: Any) -> None:
+def _trace_sql(engine: Engine, tracer: Tracer) -> None:
     """A client span per SQL statement, from SQLAlchemy's cursor events
     (opentelemetry-instrumentation-sqlalchemy declares no support for
     SQLAlchemy 2.1 and needs greenlet for its asyncio hooks)."""
@@ -61,14 +65,16 @@ def _trace_sql(engine: Any) -> None:
     from sqlalchemy import event
 
     @event.listens_for(engine, "before_cursor_execute")
-    def _start(conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+    def _start(conn: Connection, cursor: object, statement: str, parameters: object, context: object,
+               executemany: bool) -> None:
         verb = statement.lstrip().split(None, 1)[0].upper() if statement.strip() else "SQL"
-        span = _tracer.start_span(verb, kind=trace.SpanKind.CLIENT, attributes={
+        span = tracer.start_span(verb, kind=trace.SpanKind.CLIENT, attributes={
             "db.system": "postgresql", "db.statement": statement[:2000]})
         conn.info.setdefault("persona_spans", []).append(span)
 
     @event.listens_for(engine, "after_cursor_execute")
-    def _end(conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+    def _end(conn: Connection, cursor: object, statement: str, parameters: object, context: object,
+             executemany: bool) -> None:
         spans = conn.info.get("persona_spans")
         if spans:
             spans.pop().end()
@@ -100,12 +106,12 @@ def enabled() -> bool:
 class ServerSpan:
     """An RPC's span, current on the calling thread until `end`."""
 
-    def __init__(self, name: str, traceparent: str | None, attributes: dict[str, Any]):
+    def __init__(self, name: str, traceparent: str | None, attributes: Mapping[str, SpanValue], tracer: Tracer):
         from opentelemetry import context, trace
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         parent = TraceContextTextMapPropagator().extract({"traceparent": traceparent} if traceparent else {})
-        self.span = _tracer.start_span(name, context=parent, kind=trace.SpanKind.SERVER, attributes=attributes)
+        self.span = tracer.start_span(name, context=parent, kind=trace.SpanKind.SERVER, attributes=attributes)
         self._token = context.attach(trace.set_span_in_context(self.span, parent))
 
     def end(self, status: int, code: str) -> None:
@@ -120,8 +126,8 @@ class ServerSpan:
         context.detach(self._token)
 
 
-def server_span(name: str, traceparent: str | None, **attributes: Any) -> ServerSpan | None:
-    return ServerSpan(name, traceparent, attributes) if _tracer is not None else None
+def server_span(name: str, traceparent: str | None, **attributes: SpanValue) -> ServerSpan | None:
+    return ServerSpan(name, traceparent, attributes, _tracer) if _tracer is not None else None
 
 
 # What an OpenTelemetry attribute holds (or a sequence of them, which no caller sets).

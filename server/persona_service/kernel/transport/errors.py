@@ -46,11 +46,12 @@ def render_body(err: ApiError, limit: int = MAX_BODY_BYTES) -> str:
     details = {**bounded(err.details), "truncated": True}
     while True:
         body = compact_json({"error": {"code": err.code, "message": err.message, "details": details}})
-        longest = max((k for k, v in details.items() if isinstance(v, list) and len(v) > 1),
-                      key=lambda k: len(details[k]), default=None)
+        longest = max(((k, v) for k, v in details.items() if isinstance(v, list) and len(v) > 1),
+                      key=lambda item: len(item[1]), default=None)
         if len(body) <= limit or longest is None:
             break
-        details[longest] = details[longest][: len(details[longest]) // 2]
+        key, items = longest
+        details[key] = items[: len(items) // 2]
     if len(body) > limit:
         body = compact_json({"error": {"code": err.code, "message": err.message[:500], "details": {"truncated": True}}})
     return body
