@@ -33,12 +33,15 @@ that no code of the package put there (what the call handed is for); a thread-lo
 
 from __future__ import annotations
 
+import array
 import ast
+import asyncio
 import builtins
 import collections
 import contextlib
 import contextvars
 import dis
+import enum
 import functools
 import importlib
 import importlib.machinery
@@ -47,6 +50,7 @@ import inspect
 import json
 import os
 import pathlib
+import queue
 import re
 import sys
 import threading
@@ -215,10 +219,18 @@ def ambient(obj: object) -> str | None:
 
 # --- what leaves the function holding it ----------------------------------------------------------------------------
 
-# Module-level state a function could keep calls in: mutable containers, and the methods that change them.
-_CONTAINERS = (dict, list, set, bytearray, collections.deque)
+# Module-level state a function could keep calls in: mutable containers (queues too: every use of one moves its
+# items), and what changes them: their methods, and the functions that change one handed to them (heapq's, bisect's
+# insort, operator's setitem...: by the name a function is defined with, so an alias or an unbound `list.append`
+# counts too).
+_QUEUES = (queue.Queue, queue.SimpleQueue, asyncio.Queue)
+_CONTAINERS = (dict, list, set, bytearray, collections.deque, array.array, *_QUEUES)
 _MUTATORS = {"append", "appendleft", "add", "update", "setdefault", "pop", "popitem", "popleft", "clear", "extend",
-             "insert", "remove", "discard", "__setitem__", "__delitem__", "sort", "reverse"}
+             "extendleft", "insert", "remove", "discard", "__setitem__", "__delitem__", "sort", "reverse", "rotate",
+             "put", "put_nowait", "get", "get_nowait", "heappush", "heappop", "heapify", "heapreplace", "heappushpop",
+             "insort", "insort_left", "insort_right", "setitem", "delitem", "iadd", "iconcat", "ior", "iand", "isub",
+             "shuffle", "__iadd__", "__ior__", "__isub__", "__iand__", "frombytes", "fromlist"}
+_DICT_READS = {"get"}  # on a dict (not a queue) `get` reads
 _NULL = object()  # what a call's callable sits on (LOAD_GLOBAL's or PUSH_NULL's NULL)
 # Builtins handed an object that only read or set an attribute of it (fair.turn_for's `getattr(_holding, "turn")`).
 _READERS = (getattr, setattr, hasattr, delattr, isinstance, type, id)
@@ -247,11 +259,16 @@ def flow(code: types.CodeType, globals_: dict[str, object], package: str,
         return stack.pop() if stack else None
 
     shared: set[int] = set()  # ids of mutable containers read off a module (its globals, another's attribute)
+    kept: set[int] = set()  # ids of any other object read off a module: a class, an instance (not a module)
 
     def push(value: object, owner: object = None) -> Iterator[tuple[object, str]]:
         stack.append(value)
-        if isinstance(value, _CONTAINERS) and isinstance(owner, types.ModuleType | dict) and owner is not sys.modules:
-            shared.add(id(value))
+        if isinstance(owner, types.ModuleType | dict) and owner is not sys.modules and value is not None:
+            if isinstance(value, _CONTAINERS):
+                shared.add(id(value))
+            elif not isinstance(value, types.ModuleType | types.FunctionType | types.BuiltinFunctionType
+                                | str | bytes | int | float | tuple | frozenset):
+                kept.add(id(value))
         if isinstance(value, KEPT):
             yield value, ""
         what = watch(value, owner) if watch is not None and value is not None else None
@@ -276,7 +293,8 @@ def flow(code: types.CodeType, globals_: dict[str, object], package: str,
             stack.append(_NULL)
         elif op in ("LOAD_ATTR", "LOAD_METHOD"):
             owner = pop()
-            if watch is not None and id(owner) in shared and name in _MUTATORS:
+            if watch is not None and id(owner) in shared and name in _MUTATORS \
+                    and not (name in _DICT_READS and not isinstance(owner, _QUEUES)):
                 yield owner, f"@mutates:a container (.{name})"
             if op == "LOAD_METHOD":
                 stack.append(_NULL)
@@ -289,9 +307,13 @@ def flow(code: types.CodeType, globals_: dict[str, object], package: str,
             yield from push(None if owner is None else _attribute(owner, name), owner)
         elif op in ("STORE_FAST", "STORE_DEREF"):
             local[name] = pop()
-        elif op == "STORE_ATTR":
-            pop()
-            yield from hands(pop(), f"stores it on .{name}")
+        elif op in ("STORE_ATTR", "DELETE_ATTR"):
+            target = pop()
+            if watch is not None and (id(target) in kept or id(target) in shared
+                                      or isinstance(target, types.ModuleType)):
+                yield target, f"@mutates:sets .{name} of a module-level object"
+            if op == "STORE_ATTR":
+                yield from hands(pop(), f"stores it on .{name}")
         elif op in ("STORE_GLOBAL", "STORE_SUBSCR", "DELETE_SUBSCR", "DELETE_GLOBAL"):
             container = None
             if op in ("STORE_SUBSCR", "DELETE_SUBSCR"):
@@ -312,6 +334,10 @@ def flow(code: types.CodeType, globals_: dict[str, object], package: str,
         elif op == "CALL":
             args = [pop() for _ in range(arg)][::-1]
             callee, _ = pop(), pop()  # the callable, on its NULL (LOAD_METHOD's too, here)
+            if watch is not None and getattr(callee, "__name__", None) in _MUTATORS \
+                    and any(id(value) in shared for value in args if value is not None) \
+                    and not getattr(callee, "__module__", "").startswith("persona_service"):
+                yield callee, f"@mutates:a container (passed to {_callee_name(callee)})"
             if not any(callee is reader for reader in _READERS):  # (by identity: `==` may be anything's)
                 for value in args:
                     yield from hands(value, f"passes it to {_callee_name(callee)}")
@@ -483,14 +509,42 @@ def _reflective() -> dict[int, str]:
     return found
 
 
+# Whole modules that find or make objects by no import a contract reads: introspection, the garbage collector, the
+# import system and its loaders, (un)pickling (it imports what a byte string names), pydoc's locate, frames and
+# tracebacks, raw memory. No domain has a use for them, so any function or class of theirs counts, by the module it
+# comes from, listed or not (inspect.getattr_static, pickle.loads, importlib.machinery's loaders, traceback's
+# walk_stack, pydoc.locate, ctypes.cast): a new spelling in one of them is found too.
+REFLECTIVE_HOMES = re.compile(r"^_?(?:gc|inspect|importlib|pkgutil|runpy|ctypes|pickle|pickletools|copyreg|marshal|"
+                              r"pydoc|traceback|zipimport|code|codeop|imp|dis|symtable)(?:\.|$)")
+
+
+def _reflective_home(value: object) -> str | None:
+    """The reflective module (REFLECTIVE_HOMES) `value` is, or whose function or class it is."""
+    if isinstance(value, types.ModuleType):
+        name = value.__name__
+    elif isinstance(value, type | types.FunctionType | types.BuiltinFunctionType | types.MethodDescriptorType):
+        name = str(getattr(value, "__module__", "") or "")
+    else:
+        return None
+    return name if REFLECTIVE_HOMES.match(name) else None
+
+
 # The process's environment: settings come from a module's Settings, loaded once when it is built (issue 47).
 _ENVIRONMENT = {id(os.environ): "os.environ", id(os.environb): "os.environb", id(os.getenv): "os.getenv",
-                id(os.getenvb): "os.getenvb", id(os.putenv): "os.putenv", id(os.unsetenv): "os.unsetenv"}
+                id(os.getenvb): "os.getenvb", id(os.putenv): "os.putenv", id(os.unsetenv): "os.unsetenv",
+                **({id(os.environ._data): "os.environ's table"} if hasattr(os.environ, "_data") else {})}
+if hasattr(os, "posix") or os.name == "posix":
+    import posix
+
+    _ENVIRONMENT[id(posix.environ)] = "posix.environ"  # the table os.environ was copied from
 
 
 # Libraries that reach another process over the network (a module of theirs, or a function or class they define).
-NETWORK = re.compile(r"^(?:socket|ssl|http\.client|urllib\.request|requests|httpx|urllib3|aiohttp|boto3|botocore|stripe|"
-                     r"smtplib|ftplib|redis|grpc|websockets?|asyncio\.streams|subprocess)(?:\.|$)")
+# The standard library's clients and servers are all here (xmlrpc, the mail and news protocols, socketserver...).
+NETWORK = re.compile(r"^(?:_?socket|_?ssl|select|selectors|http\.client|http\.server|urllib\.request|xmlrpc|requests|httpx|"
+                     r"urllib3|aiohttp|boto3|botocore|stripe|smtplib|ftplib|imaplib|poplib|nntplib|telnetlib|socketserver|"
+                     r"redis|grpc|websockets?|asyncio\.(?:streams|base_events|selector_events)|subprocess|paramiko|"
+                     r"pika|kafka|pymongo|dns)(?:\.|$)")
 
 
 def _network(value: object) -> str | None:
@@ -555,6 +609,61 @@ def _connections(door: types.ModuleType) -> dict[int, str]:
     return found if work is None else {**found, _identity(work.on): "kernel.api.Work.on"}
 
 
+def _settings_class(value: object) -> bool:
+    """A pydantic Settings class (a module's or the kernel's): its constructor reads the environment."""
+    from pydantic_settings import BaseSettings
+
+    return isinstance(value, type) and issubclass(value, BaseSettings)
+
+
+def _whole_schema(door: types.ModuleType) -> dict[int, str]:
+    """What sees every domain's tables at once, whatever table it is asked for: the shared metadata and the mapper
+    registry (read off Base or off any mapped class: `ChatSession.metadata`), and the database's reflection
+    (`sqlalchemy.inspect`, an Inspector, `MetaData.reflect`, a registry of its own)."""
+    import sqlalchemy
+    import sqlalchemy.orm
+
+    found = {id(sqlalchemy.inspect): "sqlalchemy.inspect", id(sqlalchemy.MetaData): "sqlalchemy.MetaData",
+             id(sqlalchemy.Inspector): "sqlalchemy.Inspector", id(sqlalchemy.orm.registry): "sqlalchemy.orm.registry",
+             id(sqlalchemy.MetaData.reflect): "MetaData.reflect"}
+    base = getattr(door, "Base", None)
+    if base is not None:
+        found |= {id(base.metadata): "Base.metadata (every table)", id(base.registry): "Base.registry (every mapped class)"}
+    return found
+
+
+def _api_exported() -> set[int]:
+    """ids of what any domain's api.py exports (and the api modules themselves): what another domain may hold."""
+    package = importlib.import_module("persona_service")
+    root = pathlib.Path(str(package.__file__)).parent
+    found: set[int] = set()
+    for path in sorted(root.glob("*/api.py")):
+        if path.parent.name in SHARED:
+            continue
+        module = importlib.import_module(_module_name(root, path))
+        found |= {id(module), *(id(getattr(module, name, None)) for name in _exported(module))}
+    return found
+
+
+def _domain_value(value: object, exported: set[int]) -> str | None:
+    """The domain module, function or class `value` is when its api.py does not export it (a domain's package and
+    api modules are its door): `persona_service.<domain>.<file>[.<name>]`."""
+    if id(value) in exported:
+        return None
+    if isinstance(value, types.ModuleType):
+        name = value.__name__
+        if name.count(".") < 2 or name.endswith(".api"):
+            return None
+    elif isinstance(value, type | types.FunctionType | functools.partial):
+        name = f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '')}"
+    else:
+        return None
+    parts = name.split(".")
+    if parts[0] != "persona_service" or len(parts) < 3 or parts[1] in SHARED:
+        return None
+    return name
+
+
 @functools.cache
 def _watched() -> Callable[[object, object], str | None]:
     """What `_flowed` names besides ambient state (once per child: the door is the copy's): `past:` a reflective
@@ -566,12 +675,24 @@ def _watched() -> Callable[[object, object], str | None]:
     loaders = {id(door_module.load): "kernel.api.load", **_ENVIRONMENT}
 
     connections = _connections(door_module)
+    schema = _whole_schema(door_module)
+    exported = _api_exported()
 
     def watch(value: object, owner: object) -> str | None:
         if _identity(value) in connections:
             return "conn:" + connections[_identity(value)]
         if id(value) in reflective:
             return "past:" + reflective[id(value)]
+        home = _reflective_home(value)
+        if home:
+            return "past:" + home + (f".{value.__name__}" if not isinstance(value, types.ModuleType) else "")
+        if _settings_class(value):
+            return f"settings:{value.__qualname__}() (a Settings class: building one reads the environment)"  # type: ignore[union-attr]
+        if id(value) in schema:
+            return "schema:" + schema[id(value)]
+        foreign = _domain_value(value, exported) if isinstance(owner, types.ModuleType | dict) else None
+        if foreign:
+            return "domain:" + foreign
         if id(value) in loaders:
             return "settings:" + loaders[id(value)]
         if callable(value) and getattr(value, "__name__", "") == "from_env":
@@ -622,13 +743,27 @@ def past_the_door(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[str
     door names, and none of the reflective means that would find the rest (`sys.modules`, importlib's and pkgutil's
     loaders, `gc`, frames, `__builtins__`) nor the running task or thread as a side table: by what each name it loads
     is at run time, so a kernel module or function re-exported by a provider, a door class's module found by
-    `inspect.getmodule` or an import by `sys.modules[...]` is named, however spelled."""
+    `inspect.getmodule` or an import by `sys.modules[...]` is named, however spelled. Any function or class of a
+    reflective module counts (REFLECTIVE_HOMES). And of another domain, only what its api.py exports: a module,
+    function or class of its read off a module (`persona_service.personas.repository`, reached through the package
+    an import of its api.py binds) is named, as the independence contract names an import of it."""
     named: set[tuple[str, str, str]] = set()
     for relative, module, one, package in _domain_codes(root, paths):
         for _, how in _flowed(one, vars(module), package):
-            if how.startswith("@past:") and (str(relative), one.co_qualname, how) not in named:
+            crossing = how.startswith("@domain:") and how.split(".")[1] != relative.parts[0]
+            if (how.startswith("@past:") or crossing) and (str(relative), one.co_qualname, how) not in named:
                 named.add((str(relative), one.co_qualname, how))
-                yield f"{relative}: {one.co_qualname} reaches {how.removeprefix('@past:')}"
+                what = how.removeprefix("@past:").removeprefix("@domain:")
+                yield f"{relative}: {one.co_qualname} reaches {what}" + (" past its domain's api.py" if crossing else "")
+
+
+def schema_reads(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tuple[str, str, str]]:
+    """(file, function, what) for each view of every domain's tables at once a domain's code reaches (the shared
+    metadata or mapper registry, however read: off Base, off a mapped class, by a local; the database's reflection),
+    by what it is at run time. (Which files may: the caller's rule.)"""
+    for relative, module, one, package in _domain_codes(root, paths):
+        for what in dict.fromkeys(how for _, how in _flowed(one, vars(module), package) if how.startswith("@schema:")):
+            yield str(relative), one.co_qualname, what.removeprefix("@schema:")
 
 
 def network_reads(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tuple[str, str, str]]:
@@ -669,6 +804,42 @@ def module_state_writes(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterat
             yield f"{relative}: {one.co_qualname} {what.removeprefix('@mutates:').replace('a container', 'changes a module-level container').replace('the global', 'rebinds the global')}"
 
 
+# What a memoized function's arguments may be: plain values, the same for every call and tenant (a resource type's
+# name), so its cache is configuration read once, not call state.
+_PLAIN = (str, int, float, bool, bytes, type(None), tuple, frozenset, enum.Enum)
+
+
+def _memoized(module: types.ModuleType) -> Iterator[tuple[str, types.FunctionType]]:
+    """(qualname, wrapped function) for each memoizing cache (functools.cache, lru_cache: what has `cache_info`) a
+    module or one of its classes keeps."""
+    for owner in (module, *(v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__)):
+        for value in list(vars(owner).values()):
+            function = getattr(value, "__wrapped__", None)
+            if hasattr(value, "cache_info") and isinstance(function, types.FunctionType):
+                yield function.__qualname__, function
+
+
+def memoized_call_state(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[str]:
+    """Each memoizing cache of a domain keyed by anything but plain values (`_PLAIN`, by the parameters' annotations;
+    an unannotated one counts): a module-level table of calls' arguments (a Work, a principal, a repository...) and
+    what was read with them, kept past the call and shared by every tenant (issue 47, "The call, explicit")."""
+    for path in paths:
+        module = importlib.import_module(_module_name(root, path))
+        for qualname, function in _memoized(module):
+            if function.__module__ != module.__name__:
+                continue
+            code = function.__code__
+            for name in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
+                if name in ("self", "cls"):
+                    continue
+                annotation = function.__annotations__.get(name)
+                kinds = list(_named_types(annotation, function.__module__)) if annotation is not None else []
+                loose = [k for k in kinds if not issubclass(k, _PLAIN)]
+                if annotation is None or loose or not kinds:
+                    what = "no annotation" if annotation is None else str(annotation)
+                    yield f"{path.relative_to(root)}: {qualname} keeps a cache keyed by its argument {name} ({what})"
+
+
 def api_exports(root: pathlib.Path) -> Iterator[tuple[str, str, str]]:
     """(api.py, exported name, the module defining it) for each function or class a domain's api.py exports, by the
     object (so a re-export of a re-export is named by where it is defined)."""
@@ -678,9 +849,53 @@ def api_exports(root: pathlib.Path) -> Iterator[tuple[str, str, str]]:
         module = importlib.import_module(_module_name(root, path))
         for name in _exported(module):
             value = getattr(module, name, None)
-            home = getattr(value, "__module__", None) if isinstance(value, type | types.FunctionType) else None
+            home = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None) \
+                if isinstance(value, type | types.FunctionType) else type(value).__module__  # an instance: its class's
             if isinstance(home, str):
                 yield str(path.relative_to(root)), name, home
+
+
+def _named_types(annotation: object, module_name: str) -> Iterator[type]:
+    """The classes an annotation names (a string under `from __future__ import annotations`, read in `module_name`:
+    its names, `module.Class` attributes and quoted parts), as far as they resolve."""
+    if not isinstance(annotation, str):
+        if isinstance(annotation, type):
+            yield annotation
+        for arg in typing.get_args(annotation):
+            yield from _named_types(arg, module_name)
+        return
+    try:
+        tree = ast.parse(annotation, mode="eval")
+    except SyntaxError:
+        return
+    for node in ast.walk(tree):
+        value: object = None
+        if isinstance(node, ast.Name):
+            value = _name_in(node.id, module_name)
+            value = getattr(builtins, node.id, None) if value is None else value
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            value = _attribute(_name_in(node.value.id, module_name), node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield from _named_types(node.value, module_name)
+        if isinstance(value, type):
+            yield value
+
+
+def api_hands_out(root: pathlib.Path) -> Iterator[tuple[str, str, str, str]]:
+    """(where, what crosses, the module defining its class, the module defining the signature) for each class an api.py's exports hand out by their
+    types: a function's or method's result, a class's public field (what another domain is handed; what it hands
+    in must already be its own). By the objects, as `any_across_apis` reads them: a re-exported service's method
+    returning its repository, or a connection, is found. (Which classes may not cross: the caller's rule.)"""
+    for path in sorted(root.glob("*/api.py")):
+        if path.parent.name in SHARED:
+            continue
+        module = importlib.import_module(_module_name(root, path))
+        for name in _exported(module):
+            for where, annotation, home in _signatures(getattr(module, name, None), f"{path.parent.name}.api.{name}"):
+                if where.endswith(")") and not where.endswith("(return)"):
+                    continue  # a parameter: what the caller hands in
+                for kind in _named_types(annotation, home):
+                    yield where, f"{kind.__module__}.{kind.__qualname__}", kind.__module__, home
 
 
 def settings_reads(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tuple[str, str, str]]:
@@ -933,11 +1148,13 @@ def _checked(folder: pathlib.Path) -> dict[str, object]:
     exports = [list(export) for export in api_exports(folder)]
     sql = [list(read) for read in sql_reads(folder, paths)]
     connections = [list(read) for read in connection_reads(folder, paths)]
-    module_state = list(module_state_writes(folder, paths))
+    module_state = list(module_state_writes(folder, paths)) + list(memoized_call_state(folder, paths))
+    schema = [list(read) for read in schema_reads(folder, paths)]
+    handed = [list(found) for found in api_hands_out(folder)]
     libraries = [name for name, module in list(sys.modules.items()) if name.partition(".")[0] != "persona_service"
                  and name != "__main__" and not str(getattr(module, "__file__", "") or "").startswith(str(folder))]
     return {"lines": lines, "past_the_door": past, "settings_reads": reads, "any_across_apis": untyped, "network": network, "api_exports": exports, "sql": sql, "connections": connections, "any_across_the_door": door_any,
-            "module_state": module_state,
+            "module_state": module_state, "schema": schema, "api_hands_out": handed,
             "libraries": libraries}
 
 

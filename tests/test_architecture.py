@@ -761,14 +761,29 @@ def _hidden(attribute: str) -> bool:
         or attribute.startswith("_") and not attribute.startswith("__")
 
 
+# A string that names a private or hidden attribute (`"_client"`, `"resources._settings"`, `"__module__"`).
+HIDDEN_NAME = re.compile(r"^_+[A-Za-z0-9]\w*$")
+# Calls whose first argument names a new type, not an attribute (`TypeVar("_Ordered", ...)`).
+TYPE_NAMERS = {"TypeVar", "ParamSpec", "TypeVarTuple", "NewType", "namedtuple", "NamedTuple", "TypedDict"}
+
+
 def private_reach(root: pathlib.Path) -> list[str]:
     """A domain reads no other object's private attributes (`deps.hints._client`, `deps.resources._settings`), by an
-    attribute or by a string naming it (getattr, attrgetter), nor walks an object's dunders past its name
-    (`vars`-like `__dict__`, `type(x).__mro__`, `__class__`, `__module__`): a capability's `_name` is the boundary it
-    keeps (tests/kernel/test_capabilities.py walks public ones only), so past it a servicer would hold the raw
-    Redis client or the settings it was not handed."""
+    attribute or by a string naming it, nor walks an object's dunders past its name (`vars`-like `__dict__`,
+    `type(x).__mro__`, `__class__`, `__module__`): a capability's `_name` is the boundary it keeps
+    (tests/kernel/test_capabilities.py walks public ones only), so past it a servicer would hold the raw Redis client
+    or the settings it was not handed. A string naming one is refused wherever it stands, whatever reads it
+    (getattr, attrgetter, `inspect.getattr_static`, `functools.reduce(getattr, ...)`, a `type()` namespace's
+    `__module__`...): a domain has no other use for the name of a hidden attribute."""
     offenders = []
     for path, tree in _domain_files(root):
+        parents = _parents(tree)
+        for node in _strings(tree):
+            parent = parents.get(id(node))
+            namer = isinstance(parent, ast.Call) and (parent.func.id if isinstance(parent.func, ast.Name) else getattr(
+                parent.func, "attr", "")) in TYPE_NAMERS and parent.args and parent.args[0] is node
+            if not namer and any(HIDDEN_NAME.match(part) and _hidden(part) for part in node.value.split(".")):
+                offenders.append(f"{path}:{node.lineno} names a hidden attribute: {node.value!r}")
         for node in _walk(tree):
             if isinstance(node, ast.Attribute) and _hidden(node.attr) \
                     and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
@@ -1033,6 +1048,71 @@ def connections_outside_repositories(root: pathlib.Path) -> list[str]:
             if roles.get(pathlib.Path(file)) not in CONNECTION_ROLES]
 
 
+# What a repository does with the connection it is built on: run statements and read the transaction it is in
+# (`info`, `get_transaction`, a savepoint, the driver's connection for COPY). Deny by default: closing, invalidating or
+# detaching it ends the unit of work's transaction beneath the caller, as a commit would.
+CONNECTION_USES = {"execute", "scalar", "scalars", "info", "get_transaction", "in_transaction", "in_nested_transaction",
+                   "begin_nested", "dialect", "connection"}
+
+
+def _held_connections(cls: ast.ClassDef) -> set[str]:
+    """The attributes of self a class's `__init__` keeps a `Connection` parameter in (`self._conn = conn`)."""
+    held = set()
+    for method in cls.body:
+        if isinstance(method, ast.FunctionDef) and method.name == "__init__" and method.args.args:
+            me = method.args.args[0].arg
+            params = {a.arg for a in [*method.args.args[1:], *method.args.kwonlyargs]
+                      if a.annotation is not None and "Connection" in ast.unparse(a.annotation)}
+            held |= {t.attr for node in _walk(method) if isinstance(node, ast.Assign)
+                     and isinstance(node.value, ast.Name) and node.value.id in params
+                     for t in node.targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                     and t.value.id == me}
+    return held
+
+
+def _is_held(node: ast.AST, me: str, held: set[str], copies: set[str]) -> bool:
+    """Whether `node` is the held connection: `self._conn`, or a local it was copied to."""
+    return isinstance(node, ast.Attribute) and node.attr in held and isinstance(node.value, ast.Name) \
+        and node.value.id == me or isinstance(node, ast.Name) and node.id in copies
+
+
+def connection_used_beyond_statements(root: pathlib.Path) -> list[str]:
+    """A domain's class built on a connection (a repository: `__init__(self, conn: Connection)`) only runs statements
+    on it (CONNECTION_USES): read as an attribute, by getattr with a literal, or through a local it was copied to
+    (`conn = self._conn; conn.close()`). Its transaction is the unit of work's, which the caller ends."""
+    offenders = []
+    for path, tree in _domain_files(root):
+        classes = [cls for cls in _walk(tree) if isinstance(cls, ast.ClassDef)]
+        held = set().union(*map(_held_connections, classes))  # a subclass's methods hold what its base kept
+        for cls in classes if held else ():
+            for function in _walk(cls):
+                if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef) or not function.args.args:
+                    continue
+                me = function.args.args[0].arg
+                copies = {t.id for node in _walk(function) if isinstance(node, ast.Assign)
+                          and _is_held(node.value, me, held, set()) for t in node.targets if isinstance(t, ast.Name)}
+                for node in _walk(function):
+                    used = node.attr if isinstance(node, ast.Attribute) and _is_held(node.value, me, held, copies) \
+                        else node.args[1].value if isinstance(node, ast.Call) and _call_name(node) in ATTRIBUTE_BY_NAME \
+                        and len(node.args) > 1 and _is_held(node.args[0], me, held, copies) \
+                        and isinstance(node.args[1], ast.Constant) else None
+                    if used is not None and used not in CONNECTION_USES:
+                        offenders.append(f"{path}:{node.lineno} {cls.name}.{function.name} uses its connection's "
+                                         f".{used}: a repository runs statements in the caller's unit of work")
+    return offenders
+
+
+def whole_schema_outside_tables(root: pathlib.Path) -> list[str]:
+    """No domain file but its tables reaches a view of every domain's tables at once: the shared metadata or mapper
+    registry (off Base, off any mapped class, `ChatSession.metadata`, through a local) or the database's reflection
+    (`sqlalchemy.inspect`, `MetaData`, its `reflect`): by what the code loads at run time (tests/ambient_reads.py's
+    `schema_reads`). A repository names its own tables (its domain's tables.py, the kernel's through the door), so
+    another domain's table is never within reach without being named, which `other_domains_tables` reads."""
+    roles = _roles(root)
+    return [f"{file}: {function} reaches {what} ({roles.get(pathlib.Path(file))}): name your own tables"
+            for file, function, what in _AMBIENT.check(root)["schema"] if roles.get(pathlib.Path(file)) != "tables"]
+
+
 def call_state_at_module_level(root: pathlib.Path) -> list[str]:
     """No function of a domain keeps state at module level, a process-wide side table for calls: it rebinds no
     global and changes no mutable container read off a module (its own globals or another's), through whatever
@@ -1043,11 +1123,14 @@ def call_state_at_module_level(root: pathlib.Path) -> list[str]:
 
 def call_state_on_servicers(root: pathlib.Path) -> list[str]:
     """A servicer is built once per App and serves every call: outside `__init__` its methods set no attribute of
-    self (directly, by setattr with a literal, or augmented), which would hand one call's state to the next."""
+    self (directly, by setattr with a literal, or augmented), nor change a container its `__init__` built (an item
+    set or deleted, a method or function that changes one), which would hand one call's state to the next."""
     offenders = []
     for path, role in _roles(root).items():
         if role != "servicer":
             continue
+        containers = {cls.name: _servicer_containers(cls) for cls in _walk(_tree(root / path))
+                      if isinstance(cls, ast.ClassDef)}
         for cls in _walk(_tree(root / path)):
             if not isinstance(cls, ast.ClassDef):
                 continue
@@ -1062,9 +1145,64 @@ def call_state_on_servicers(root: pathlib.Path) -> list[str]:
                     named = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                         and node.func.id in ("setattr", "delattr") and node.args \
                         and isinstance(node.args[0], ast.Name) and node.args[0].id == me
-                    if stored or named:
+                    if stored or named or _changes_a_container(node, me, containers.get(cls.name, set())):
                         offenders.append(f"{path}:{node.lineno} {cls.name}.{method.name} sets state on the servicer")
     return offenders
+
+
+# Calls that make a mutable container: what a servicer's `__init__` may build and no later method may change.
+CONTAINER_MAKERS = {"dict", "list", "set", "bytearray", "deque", "defaultdict", "OrderedDict", "Counter", "Queue",
+                    "SimpleQueue", "LifoQueue", "PriorityQueue", "WeakValueDictionary", "WeakKeyDictionary", "WeakSet"}
+# What changes a container it is called on, or handed to (ambient_reads' _MUTATORS, as source names).
+CONTAINER_CHANGES = {"append", "appendleft", "add", "update", "setdefault", "pop", "popitem", "popleft", "clear",
+                     "extend", "extendleft", "insert", "remove", "discard", "sort", "reverse", "rotate", "put",
+                     "put_nowait", "get_nowait", "heappush", "heappop", "heapify", "heapreplace", "heappushpop",
+                     "insort", "insort_left", "insort_right", "setitem", "delitem", "__setitem__", "__delitem__"}
+
+
+def _call_name(call: ast.Call) -> str:
+    """The name a call's callable is read by: `f(...)` or `x.f(...)`."""
+    return call.func.id if isinstance(call.func, ast.Name) else getattr(call.func, "attr", "")
+
+
+def _servicer_containers(cls: ast.ClassDef) -> set[str]:
+    """The attributes of self a class's `__init__` sets to a mutable container (a literal, a comprehension, a call
+    of a container's class)."""
+    names = set()
+    for method in cls.body:
+        if isinstance(method, ast.FunctionDef) and method.name == "__init__" and method.args.args:
+            me = method.args.args[0].arg
+            for node in _walk(method):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                    if isinstance(node, ast.AnnAssign) and node.value is not None else []
+                value = getattr(node, "value", None)
+                built = isinstance(value, ast.Dict | ast.List | ast.Set | ast.DictComp | ast.ListComp | ast.SetComp) \
+                    or isinstance(value, ast.Call) and _call_name(value) in CONTAINER_MAKERS
+                names |= {t.attr for t in targets if built and isinstance(t, ast.Attribute)
+                          and isinstance(t.value, ast.Name) and t.value.id == me}
+    return names
+
+
+def _self_container(node: ast.AST, me: str, containers: set[str]) -> bool:
+    """Whether `node` is `me.<a container __init__ built>` (or an item or slice of one)."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return isinstance(node, ast.Attribute) and node.attr in containers and isinstance(node.value, ast.Name) \
+        and node.value.id == me
+
+
+def _changes_a_container(node: ast.AST, me: str, containers: set[str]) -> bool:
+    """`self.seen[key] = ...`, `del self.seen[key]`, `self.seen[key] += 1`, `self.recent.append(...)`, or
+    `heapq.heappush(self.pending, ...)`, on a container the servicer's `__init__` built."""
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
+        return _self_container(node.value, me, containers)
+    if isinstance(node, ast.Call):
+        if _call_name(node) not in CONTAINER_CHANGES:
+            return False
+        if isinstance(node.func, ast.Attribute) and _self_container(node.func.value, me, containers):
+            return True
+        return any(_self_container(arg, me, containers) for arg in node.args)
+    return False
 
 
 # Roles whose code may reach the network (NETWORK in tests/ambient_reads.py: sockets, HTTP, S3, Stripe, Redis, gRPC):
@@ -1091,7 +1229,9 @@ API_EXPORTABLE = {"service", "records", "settings", "support", "api", "package"}
 def api_exports_by_role(root: pathlib.Path) -> list[str]:
     """What each domain's api.py exports is defined in a file of a role other domains may use (API_EXPORTABLE): by
     the exported objects (tests/ambient_reads.py's `api_exports`), so a repository re-exported under any name, or
-    through a service module's own import of it, is found."""
+    through a service module's own import of it, or its module, is found; and what those exports hand out by their
+    types (a result, a public field: `api_hands_out`) is no class of such a file nor a connection (a service's method
+    returning its repository, bound to the caller's unit of work, is a repository across api.py)."""
     roles = _roles(root)
     offenders = []
     for api, name, home in _AMBIENT.check(root)["api_exports"]:
@@ -1099,7 +1239,17 @@ def api_exports_by_role(root: pathlib.Path) -> list[str]:
         role = roles.get(path) if path is not None else None
         if path is not None and path.parts[0] == pathlib.Path(api).parts[0] and role not in API_EXPORTABLE:
             offenders.append(f"{api} exports {name} from {path} ({role})")
+    for where, kind, home, defined in _AMBIENT.check(root)["api_hands_out"]:
+        path = _module_file(root, home)
+        role = roles.get(path) if path is not None else None
+        if path is not None and path.parts[0] not in SHARED and role not in API_EXPORTABLE or CONNECTION_TYPES.match(kind):
+            offenders.append(f"{where.partition('.')[0]}/api.py hands out {kind} ({role or 'a connection'}) at {where}, "
+                             f"in {defined}")
     return offenders
+
+
+# What holds a database connection (SQLAlchemy's, the driver's, a pool): never handed across a domain's api.py.
+CONNECTION_TYPES = re.compile(r"^(?:sqlalchemy\.(?:engine|orm|pool)|psycopg(?:_pool)?)\.")
 
 
 # Roles whose code may read settings or the environment: a module gets its settings when it is built (its wiring,
@@ -1177,7 +1327,8 @@ AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     ambient_reads, kernel_past_the_door, private_reach, undeclared_needs, reaches_past_the_door,
     settings_at_call_sites, any_across_apis, network_outside_services, api_exports_by_role,
     sql_reached_outside_repositories, call_state_at_module_level, call_state_on_servicers,
-    connections_outside_repositories, any_across_the_door,
+    connections_outside_repositories, any_across_the_door, whole_schema_outside_tables,
+    connection_used_beyond_statements,
 ]
 
 
@@ -1235,9 +1386,10 @@ def _names_in_code(path: pathlib.Path) -> set[str]:
 
 
 # Held as the domains are, though no module of the registry: the process assembly (the edge's configuration, the
-# embedded servers, the process template and supervision), whose JSON crosses process boundaries; and the kernel's
-# request pipeline (kernel.transport: its stages, limits, runs, tasks, outbox, idempotency), which every call crosses.
-HELD_LIKE_DOMAINS = ("process", "kernel.transport")
+# embedded servers, the process template and supervision), whose JSON crosses process boundaries; the whole kernel
+# (its request pipeline, kernel.transport, which every call crosses; its data layer; its own modules, the door's);
+# and the model providers, whose JSON comes from outside (an OpenAI-compatible server's answers, the runners').
+HELD_LIKE_DOMAINS = ("process", "kernel", "providers")
 
 
 def test_every_domain_is_held_to_no_explicit_any():
@@ -1555,6 +1707,83 @@ PLANTED = [
     ("a job passing its runtime's hooks through a helper's parameter by a walrus", "privacy/module.py",
      "def _resolvers(hooks):\n    return hooks.review_resolvers\n\n\ndef _planted(runtime):\n"
      "    return (held := runtime.modules) and _resolvers(held)\n", undeclared_needs),
+    # A second review's kinds (issue 47), each passing every check before: by the means, not the spelling.
+    # A hidden attribute named by a string, whatever reads it.
+    ("a servicer reading a private attribute by inspect.getattr_static", "chat/servicer.py",
+     "def _planted(deps):\n    import inspect as _i\n\n    return _i.getattr_static(deps.hints, '_client').keys('*')\n",
+     private_reach),
+    ("a servicer reading private state by functools.reduce(getattr, names)", "chat/servicer.py",
+     "import functools as _f  # noqa: E402\n\n\ndef _planted(deps):\n"
+     "    return _f.reduce(getattr, ('resources', '_settings'), deps).database_url\n", private_reach),
+    ("a service forging a repository class's module to have Work.of hand it the connection", "chat/service.py",
+     "def _planted(work):\n    forged = type('Forged', (), {'__module__': 'persona_service.chat.repository',\n"
+     "                                 '__init__': lambda self, c: setattr(self, 'c', c)})\n"
+     "    return work.of(forged).c\n", private_reach),
+    # Any function of a reflective module (introspection, loaders, unpickling, frames, raw memory), listed or not.
+    ("a service loading a kernel function by unpickling a global", "chat/service.py",
+     "import pickle as _p  # noqa: E402\n\n\ndef _planted():\n"
+     "    return _p.loads(b'cpersona_service.kernel.data.engine\\nmake_engine\\n.')\n", reaches_past_the_door),
+    ("a service loading a kernel file by path with importlib.machinery's loader", "chat/service.py",
+     "import importlib.machinery as _m  # noqa: E402\nimport pathlib as _pl  # noqa: E402\n\n\ndef _planted():\n"
+     "    path = _pl.Path(__file__).parents[1] / 'kernel' / 'transport' / 'fair.py'\n"
+     "    return _m.SourceFileLoader('fair_copy', str(path)).load_module()\n", reaches_past_the_door),
+    ("a service walking the stack's frames with traceback", "chat/service.py",
+     "import traceback as _tb  # noqa: E402\n\n\ndef _planted():\n    return next(_tb.walk_stack(None))[0].f_builtins\n",
+     reaches_past_the_door),
+    ("a service locating a kernel module by pydoc.locate", "chat/service.py",
+     "def _planted():\n    import pydoc as _pd\n\n    return _pd.locate('persona_service.kernel.transport.fair').FairExecutor\n",
+     reaches_past_the_door),
+    ("a service reading an object by its address through ctypes", "chat/service.py",
+     "import ctypes as _c  # noqa: E402\n\n\ndef _planted(deps):\n    return _c.cast(id(deps.hints), _c.py_object).value\n",
+     reaches_past_the_door),
+    # Another domain past its api.py, by what is reached rather than by an import.
+    ("a domain reaching another's repository through the package an import of its api.py binds", "chat/service.py",
+     "import persona_service.personas.api  # noqa: E402\n\n\ndef _planted(conn):\n"
+     "    return persona_service.personas.repository.PersonaRepository(conn)\n", reaches_past_the_door),
+    ("api.py re-exporting its repository module", "personas/api.py",
+     "from persona_service.personas import repository as repository  # noqa: E402\n", api_exports_by_role),
+    ("an exported service's method handing out its repository across api.py", "personas/service.py",
+     "from persona_service.personas.repository import PersonaRepository as _PR  # noqa: E402\n\n\n"
+     "def _planted_repo(self) -> _PR:\n    return self.work.of(_PR)\n\n\nPersonaService.repository = _planted_repo\n",
+     api_exports_by_role),
+    # Settings and the environment, by what they are.
+    ("a service building its module's Settings at a call site", "chat/service.py",
+     "def _planted():\n    from persona_service.chat.settings import ChatSettings\n\n    return ChatSettings()\n",
+     settings_at_call_sites),
+    ("a service reading the environment through posix.environ", "chat/service.py",
+     "import posix as _px  # noqa: E402\n\n\ndef _planted():\n    return _px.environ.get(b'DATABASE_URL')\n",
+     settings_at_call_sites),
+    # Call state kept beside the call, in any holder.
+    ("a servicer keeping calls in a container its __init__ built", "chat/servicer.py",
+     "class _Planted:\n    def __init__(self):\n        self.seen = {}\n\n    def Get(self, request, ctx):\n"
+     "        self.seen[request.id] = ctx\n", call_state_on_servicers),
+    ("a service keeping the last call on a module-level class's attribute", "chat/service.py",
+     "class _Memo:\n    last = None\n\n\ndef _planted(ctx):\n    _Memo.last = ctx\n", call_state_at_module_level),
+    ("a service keeping calls in a module-level list through heapq", "chat/service.py",
+     "import heapq as _hq  # noqa: E402\n\n_PENDING: list[tuple[int, int]] = []\n\n\ndef _planted(ctx):\n"
+     "    _hq.heappush(_PENDING, (1, id(ctx)))\n", call_state_at_module_level),
+    ("a service keeping calls in a module-level queue", "chat/service.py",
+     "import queue as _q  # noqa: E402\n\n_PENDING: _q.Queue[object] = _q.Queue()\n\n\ndef _planted(ctx):\n"
+     "    _PENDING.put(ctx)\n", call_state_at_module_level),
+    ("a service memoizing a read by the call's Work", "chat/service.py",
+     "import functools as _ft  # noqa: E402\n\n\n@_ft.cache\ndef _planted(work: Work, org_id: str) -> int:\n"
+     "    return work.of(ChatSessionRepository).count(org_id)\n", call_state_at_module_level),
+    # Every domain's tables at once, without naming one.
+    ("a repository reaching the shared metadata through its mapped class, by a local", "chat/repository.py",
+     "def _planted():\n    schema = ChatSession.metadata\n    return schema.sorted_tables\n", whole_schema_outside_tables),
+    ("a repository walking every mapped class through Base.registry", "chat/repository.py",
+     "def _planted():\n    from persona_service.kernel.api import Base\n\n"
+     "    return [m.class_ for m in Base.registry.mappers]\n", whole_schema_outside_tables),
+    ("a repository reflecting the database's tables", "chat/repository.py",
+     "def _planted(conn):\n    import sqlalchemy as sa\n\n    names = sa.inspect(conn).get_table_names()\n"
+     "    return conn.execute(sa.select(sa.table(names[0], sa.column('id')))).all()\n", whole_schema_outside_tables),
+    # A repository's connection and the network.
+    ("a repository closing the unit of work's connection, through a local", "chat/repository.py",
+     "class _PlantedRepository(ChatSessionRepository):\n    def done(self) -> None:\n        conn = self._conn\n"
+     "        conn.close()\n", connection_used_beyond_statements),
+    ("a repository calling the network through xmlrpc", "chat/repository.py",
+     "def _planted():\n    import xmlrpc.client as _x\n\n    return _x.ServerProxy('http://example.com').ping()\n",
+     network_outside_services),
 ]
 
 
