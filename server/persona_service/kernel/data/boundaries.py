@@ -12,7 +12,12 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
   each, the module whose tables.py declares it; the kernel's tables are everyone's. The SQL is read as
   PostgreSQL's lexer reads it (`lex`: nested comments, `E'…'`, dollar quotes, `U&"…"` identifiers, several
   statements), and a string's text as SQL too (a `DO` body's `EXECUTE '…'`); and no domain has the database
-  run a program (`COPY … PROGRAM`). A domain reads another's rows through that domain's api.py, whose
+  run a program (`COPY … PROGRAM`), read or write its server's files (`COPY … TO '/file'`) or call a function
+  PostgreSQL keeps from PUBLIC (`pg_read_file`…). Behind the names a statement spells, what the database runs is
+  read from its catalogue (`Catalog`): a view's or rule's query (pg_depend), a function's body (and a
+  `BEGIN ATOMIC` one's dependencies), the triggers and rules a write on a domain's table fires, a partition's
+  parent; each table reached there is judged as if named. libpq's own connection (`pgconn`, wherever psycopg
+  holds it, and its socket, `fileno()`) is never a domain's to take: SQL sent there passes every cursor. A domain reads another's rows through that domain's api.py, whose
   repository runs the SQL, so the innermost domain frame is the owner's; and that owner's code must have been
   entered through its door: from the innermost domain frame out to the first frame of the package not the
   owner's, another domain's code there must have called what the owner's api.py exports (or a port its
@@ -35,9 +40,12 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
   blocking or asyncio) and every `close()` not under SQLAlchemy is a domain's only on a connection of its own
   (a job's), never beneath SQLAlchemy's pool; no domain sends COMMIT/ROLLBACK as SQL (in any of a string's
   statements, after any comment); and a write on a connection in autocommit (a read's: the replica's, a
-  read-only unit of work's) is a transaction ending itself, refused but in those same files.
+  read-only unit of work's) is a transaction ending itself, refused but in those same files. A transaction
+  begun on a unit of work's connection after it ended its own (a repository's generator drained past the commit)
+  is a domain's statement outside its unit of work.
 - Network from a service or repository (an audit hook on every socket event that reaches out: connect, a
-  datagram, bind, a name looked up; a process started or native code loaded (ctypes), which may reach anything; psycopg's connect, whose
+  datagram, bind, a name looked up; a process started (multiprocessing's spawn too: `_posixsubprocess.fork_exec`)
+  or native code loaded (ctypes), which may reach anything; psycopg's connect, whose
   libpq socket the hook never sees; a gRPC channel made, whose core's are C's too): the innermost frame of the package must not be a file named
   `service`/`repository`, nor, past it, a repository of the same domain (a repository's helper is the
   repository's: it holds its unit of work's connection while it waits). A service calling its domain's client
@@ -46,12 +54,14 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
   pool of its own (SQLAlchemy's `Engine`, psycopg_pool's): the kernel's engines own the connections.
 - Redis from a domain (every command a redis-py connection sends, blocking or asyncio: `execute_command`,
   pipelines, pub/sub, scripts; a client or pool a domain makes; and a socket of its own to an address redis-py
-  connected to): the innermost frame of the package must be the kernel's (a capability: hints, the limiter,
+  connected to, however spelt: a Unix socket's real path, a local port): the innermost frame of the package must
+  be the kernel's (a capability: hints, the limiter,
   runs), never a domain's.
 
 Threads and the event loop: work handed over (`Thread(target=…)`, a `Timer`, an executor's `submit`,
 `asyncio.to_thread`, `run_in_executor`; from a domain's code, `loop.call_soon`/`call_later`/`call_at` and
-`loop.create_task`) whose callable is not the package's runs in a carrier whose frame holds its hander's stack,
+`loop.create_task`; and work run later, a `weakref.finalize` callback, a signal's handler) whose callable is not
+the package's runs in a carrier whose frame holds its hander's stack,
 spliced in wherever a walk meets it: `Thread(target=conn.exec_driver_sql)` is its starter's SQL. A callable of the
 package's is judged by its own frames (a kernel worker's thread is the kernel's, whoever first started it).
 
@@ -61,12 +71,14 @@ check raises `BoundaryViolation` (an AssertionError: a 500 the suite sees; a bac
 test stack's end fails on the log line). Attributing a frame is cached per code object, a statement's tables,
 whether it writes and how it escapes its unit of work per SQL string. It reads frames only to refuse, never to
 decide what a call does.
-Unseen: libpq's own calls on `pgconn` (C, below psycopg: `pgconn.exec_`), another domain's internals entered
+Unseen: a libpq connection a domain makes itself (`psycopg.pq.PGconn.connect`, C: no audit event, and no
+psycopg object holds it), another domain's internals entered
 past its api.py for anything but SQL (the door's walk runs with each statement), C code's own sockets but libpq's
 connect and a gRPC channel's, a service or repository reaching the network through a kernel capability (the
-capability answers for itself), what the database runs on its side (a view's, function's or trigger's body is read
-only where its SQL is sent: another domain calling an owner's SQL function reads through it unseen), and a
-library's own thread or callback started from no frame of a domain.
+capability answers for itself), dynamic SQL whose table name the database computes (`EXECUTE 'per' || 'sonas'`,
+`ts_stat`'s query: no catalogue records it; pg_stat_xact_user_tables would, at a statement's cost), the catalogue
+as it was on an asyncio connection (it is read only on a blocking one), an `atexit` callback, and a library's own
+thread or callback started from no frame of a domain.
 """
 
 from __future__ import annotations
@@ -75,6 +87,7 @@ import asyncio
 import concurrent.futures
 import functools
 import itertools
+import os
 import pathlib
 import re
 import sys
@@ -243,7 +256,7 @@ def _handing_over(method: Callable[..., Any], at: int = 0, coroutine: bool = Fal
     loop's only when a domain's frame is the innermost of the package (the loop's own callbacks are many)."""
     @functools.wraps(method)
     def handing_over(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _state["on"] and len(args) > at and not _the_packages(args[at]):
+        if _state["on"] and len(args) > at and (coroutine or callable(args[at])) and not _the_packages(args[at]):
             start = sys._getframe(1)
             if anywhere or (_innermost_of_package(start) or _KERNEL).in_domain:
                 codes = tuple(_codes(start))
@@ -405,16 +418,21 @@ def _named_tables(sql: str, tables: frozenset[str], depth: int = 0) -> frozenset
 _ENDS_WORDS = {"commit", "end", "abort", "rollback"}
 _ENDS = "ended a transaction in SQL (the unit of work commits)"
 _RUNS_A_PROGRAM = "had the database run a program (COPY … PROGRAM: the server's shell, and its network)"
+_SERVER_FILE = "had the database read or write a file of its server's (COPY … TO/FROM a file name)"
+_PRIVILEGED = "called a function PostgreSQL keeps from PUBLIC (the server's files, processes or settings)"
 
 
 def _escapes(sql: str) -> str:
     """How `sql` escapes its unit of work, or '': a statement that ends the transaction (COMMIT, END, ABORT,
     ROLLBACK but `ROLLBACK TO` a savepoint, PREPARE TRANSACTION, COMMIT/ROLLBACK PREPARED), in any of its
-    statements, after any comment; or a `COPY … PROGRAM`, which runs a shell command on the database server."""
+    statements, after any comment; or a `COPY … PROGRAM`, which runs a shell command on the database server, or a
+    `COPY` to or from a file of its (not STDIN/STDOUT: the client's)."""
     words: list[str] = []
+    statement: list[Lexeme] = []
     for lexeme in [*lex(sql), Lexeme(";", ";")]:
         if lexeme.kind != ";":
             words.append(lexeme.text if lexeme.bare else "")
+            statement.append(lexeme)
             continue
         first, second = (words + ["", ""])[:2]
         if (first in _ENDS_WORDS and not (first == "rollback" and second == "to")) or \
@@ -422,7 +440,10 @@ def _escapes(sql: str) -> str:
             return _ENDS
         if first == "copy" and "program" in words:
             return _RUNS_A_PROGRAM
-        words = []
+        if first == "copy" and any(word in ("to", "from") and after.kind == "string"
+                                   for word, after in zip(words, statement[1:], strict=False)):
+            return _SERVER_FILE
+        words, statement = [], []
     return ""
 
 
@@ -456,7 +477,8 @@ def check_statement(conn: Connection, stmt: Executable, start: FrameType | None)
 _ENDS_COMMAND = re.compile(rb"^\s*(?:COMMIT|END|ABORT|ROLLBACK(?!\s+TO\b)|PREPARE\s+TRANSACTION)\b", re.IGNORECASE)
 _ROLLS_BACK = re.compile(rb"^\s*(?:ROLLBACK|ABORT)\b", re.IGNORECASE)
 _UOW = "boundaries.unit_of_work"  # conn.info: this transaction is a unit of work's
-_UOW_OPENS = UnitOfWork.conn.fget.__code__  # type: ignore[attr-defined]
+_HELD = "boundaries.held"  # conn.info: a unit of work holds this connection (until the pool has it back)
+_UOW_OPENS = (UnitOfWork.conn.fget.__code__, UnitOfWork.begin_again.__code__)  # type: ignore[attr-defined]
 _UOW_COMMITS = UnitOfWork.commit.__code__
 _SQLALCHEMY = "/sqlalchemy/"
 # Statements that change something (the first word, or a DML word anywhere: a CTE's); `FOR UPDATE`, `FOR NO KEY
@@ -509,6 +531,7 @@ class Tables:
         self.named = _PerStatement(lambda sql: _named_tables(sql, frozenset(self.owners())))
         self.writes = _PerStatement(_writes)
         self.escapes = _PerStatement(_escapes)
+        self.ddl = _PerStatement(lambda sql: _ddl(sql))  # (defined with the catalogue, below)
 
     def owners(self) -> dict[str, str]:
         if len(self._owners) != len(Base.metadata.tables):  # modules imported since: read again
@@ -519,11 +542,160 @@ class Tables:
 
 _TABLES = Tables()
 
+# --- what the database runs on its side: views, rules, triggers, functions, partitions ----------------------
+
+# A statement names a view, a partition or a function; the database then reads the tables behind it (a view's or
+# rule's query, a trigger's or function's body, a partition's parent). PostgreSQL's catalogue says which: pg_depend
+# records what each view, rule and `BEGIN ATOMIC` body reads; pg_inherits each partition's parent; pg_trigger the
+# functions a write fires; a function's body (pg_proc.prosrc) is read as SQL, as a statement's strings are. Read
+# on the statement's own connection (a migration's objects, not yet committed, included), again after the guard
+# sees DDL, never by a migration's statement (its objects' bodies are judged where its SQL makes them).
+_CATALOG_SQL = b"""
+WITH rel AS (SELECT c.oid, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'),
+     fn AS (SELECT p.oid, p.proname, p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%')
+SELECT CASE r.ev_type WHEN '1' THEN 'r' ELSE 'w' END, v.relname, coalesce(t.relname, f.proname), NULL
+  FROM pg_rewrite r JOIN rel v ON v.oid = r.ev_class
+  JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+  LEFT JOIN rel t ON d.refclassid = 'pg_class'::regclass AND t.oid = d.refobjid AND t.oid <> v.oid
+  LEFT JOIN fn f ON d.refclassid = 'pg_proc'::regclass AND f.oid = d.refobjid
+ WHERE coalesce(t.relname, f.proname) IS NOT NULL
+UNION SELECT 'r', c.relname, p.relname, NULL FROM pg_inherits i JOIN rel c ON c.oid = i.inhrelid
+  JOIN rel p ON p.oid = i.inhparent
+UNION SELECT 'w', c.relname, f.proname, NULL FROM pg_trigger g JOIN rel c ON c.oid = g.tgrelid
+  JOIN fn f ON f.oid = g.tgfoid WHERE NOT g.tgisinternal
+UNION SELECT 'f', f.proname, coalesce(t.relname, g.proname), f.prosrc FROM fn f
+  LEFT JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = f.oid AND d.deptype = 'n'
+  LEFT JOIN rel t ON d.refclassid = 'pg_class'::regclass AND t.oid = d.refobjid
+  LEFT JOIN fn g ON d.refclassid = 'pg_proc'::regclass AND g.oid = d.refobjid AND g.oid <> f.oid
+UNION SELECT 'p', p.proname, NULL, NULL FROM pg_proc p
+ WHERE p.pronamespace = 'pg_catalog'::regnamespace AND NOT has_function_privilege('public', p.oid, 'EXECUTE')
+"""
+_DDL_WORDS = frozenset({"create", "alter", "drop"})
+
+
+def _ddl(sql: str) -> bool:
+    return any(lexeme.bare and lexeme.text in _DDL_WORDS for lexeme in lex(sql)[:1])
+
+
+@dataclass
+class Catalog:
+    """What each object of the database's (not a table of the metadata) reaches: a view, rule or partition the
+    relations and functions it reads (`reads`), a table the functions its writes fire (`fires`), a function what
+    its body and dependencies name (`calls`: it reaches them when called)."""
+
+    reads: dict[str, set[str]]
+    fires: dict[str, set[str]]
+    calls: dict[str, set[str]]
+    writing: set[str]  # functions whose body writes (their tables' triggers fire in turn)
+    privileged: frozenset[str] = frozenset()  # the server's functions PUBLIC may not run (pg_read_file, lo_import…)
+
+    @classmethod
+    def of(cls, rows: list[tuple[str, str, str | None, str | None]], tables: frozenset[str]) -> Catalog:
+        found = cls({}, {}, {}, set(), frozenset(name for kind, name, _, _ in rows if kind == "p"))
+        for kind, name, reached, body in rows:
+            if kind == "p":
+                continue
+            into = {"r": found.reads, "w": found.fires, "f": found.calls}[kind]
+            names = into.setdefault(name, set())
+            if reached:
+                names.add(reached)
+            if body is not None and body.strip():  # (the body once per function: rows repeat it per dependency)
+                if name not in found.writing and _writes(body):
+                    found.writing.add(name)
+        functions = frozenset(found.calls) | found.privileged
+        relations = frozenset(found.reads) | tables
+        for kind, name, _, body in rows:
+            if kind == "f" and body:
+                found.calls[name] |= _objects_named(body, relations, functions)
+        return found
+
+    def reached(self, sql: str, owners: dict[str, str]) -> frozenset[str]:
+        """The tables of `owners` the database reads or writes for `sql` behind the objects it names, and the
+        privileged functions it runs. A write fires the triggers and rules of a domain's table (its domain's code),
+        not the kernel's (the events' fan-out is webhooks': a hook whose owner answers for its body, judged where
+        its migration made it)."""
+        if not (self.reads or self.fires or self.calls or self.privileged):
+            return frozenset()
+        tables = frozenset(owners)
+        named = _objects_named(sql, frozenset(self.reads) | tables, frozenset(self.calls) | self.privileged)
+
+        def fired(names: Iterator[str] | set[str]) -> list[str]:
+            return [f for t in names if owners.get(t, KERNEL) != KERNEL for f in self.fires.get(t, ())]
+
+        seen: set[str] = set()
+        todo = [*named, *fired(named)] if _writes(sql) else [*named]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            todo.extend(self.reads.get(name, ()))
+            todo.extend(self.calls.get(name, ()))
+            if name in self.writing:  # a writing function fires its tables' triggers
+                todo.extend(fired(self.calls.get(name, set())))
+        return frozenset(seen & (tables | self.privileged)) - (named & tables)
+
+
+def _objects_named(sql: str, relations: frozenset[str], functions: frozenset[str], depth: int = 0) -> set[str]:
+    """The relations of `relations` `sql` names (as `_named_tables` reads them) and the functions of `functions`
+    it calls (a name before `(`), in its strings' SQL too."""
+    found = set(_named_tables(sql, relations, depth))
+    lexemes = lex(sql)
+    for lexeme, after in zip(lexemes, lexemes[1:], strict=False):
+        if lexeme.kind == "name" and after.text == "(" and lexeme.text in functions:
+            found.add(lexeme.text)
+        elif lexeme.kind == "string" and depth < _NESTED:
+            found |= _objects_named(lexeme.text, frozenset(), functions, depth + 1)
+    return found
+
+
+class _Catalogs:
+    """The catalogue, read again on the next statement's connection after DDL (a statement's reach cached per SQL
+    string until then)."""
+
+    def __init__(self) -> None:
+        self.stale = True
+        self.catalog = Catalog({}, {}, {}, set())
+        self.reached = _PerStatement(lambda sql: self.catalog.reached(sql, _TABLES.owners()))
+
+    def read(self, driver: Any) -> None:
+        """Read it on `driver` when it can answer now: a blocking psycopg connection, idle or in a transaction
+        that has not failed, not in a pipeline (libpq's own call, past psycopg's lock: the statement waits)."""
+        import psycopg
+        from psycopg import pq
+
+        if not isinstance(driver, psycopg.Connection) or driver.closed or getattr(driver, "_pipeline", None):
+            return
+        pgconn = driver.pgconn
+        if pgconn.transaction_status not in (pq.TransactionStatus.IDLE, pq.TransactionStatus.INTRANS):
+            return
+        inside = pgconn.transaction_status == pq.TransactionStatus.INTRANS
+        if inside:  # (a failure must not fail the statement's transaction)
+            pgconn.exec_(b"SAVEPOINT boundaries_catalog")
+        result = pgconn.exec_(_CATALOG_SQL)
+        if inside:
+            pgconn.exec_(b"ROLLBACK TO SAVEPOINT boundaries_catalog; RELEASE SAVEPOINT boundaries_catalog")
+        if result.status != pq.ExecStatus.TUPLES_OK:
+            return
+        rows = [tuple(None if (v := result.get_value(i, j)) is None else bytes(v).decode() for j in range(4))
+                for i in range(result.ntuples)]
+        self.catalog = Catalog.of(cast(list[tuple[str, str, str | None, str | None]], rows),
+                                  frozenset(_TABLES.owners()))
+        self.reached.clear()
+        self.stale = False
+
+
+_CATALOGS = _Catalogs()
+
 
 def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
     """Raise when the domain whose code sent `sql` (the innermost domain frame from `start`) names another
     domain's table but as `DECLARED`, or ends the transaction in SQL, or (on `driver`, the psycopg connection it
     runs on) writes in autocommit, a transaction that ends itself, from a file that may end none."""
+    if _TABLES.ddl(sql):
+        _CATALOGS.stale = True
     found = _innermost_domain(start)
     if found is None:
         return
@@ -532,11 +704,19 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
     if escape:
         raise BoundaryViolation(f"{place} {escape}: {sql[:160]}")
     owners = _TABLES.owners()
-    foreign = sorted(t for t in _TABLES.named(sql)
+    behind: frozenset[str] = frozenset()
+    if driver is not None:
+        if _CATALOGS.stale and place.role != "migrations":
+            _CATALOGS.read(driver)
+        behind = _CATALOGS.reached(sql)
+        if behind & _CATALOGS.catalog.privileged:
+            raise BoundaryViolation(f"{place} {_PRIVILEGED}: {sql[:160]}")
+    foreign = sorted(t for t in _TABLES.named(sql) | behind  # (behind: only tables, past the check above)
                      if owners[t] not in (place.domain, KERNEL) and (place.domain, t) not in DECLARED)
     if foreign:
+        through = " (behind a view, rule, trigger, function or partition it names)" if set(foreign) & behind else ""
         raise BoundaryViolation(
-            f"{place} touched {', '.join(f'{t} ({owners[t]})' for t in foreign)}, another domain's tables "
+            f"{place} touched {', '.join(f'{t} ({owners[t]})' for t in foreign)}, another domain's tables{through} "
             f"(read them through that domain's api.py): {sql[:160]}")
     past = _past_the_door(frame, start, cast(str, place.domain))
     if past is not None:
@@ -546,7 +726,7 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
             "(a domain reaches another only through what its api.py exports)")
     sender = _innermost_of_package(start)
     if (sender is not None and sender.in_domain and sender.role not in _SENDS_SQL
-            and (_TABLES.named(sql) or _TABLES.writes(sql))):
+            and (_TABLES.named(sql) or behind or _TABLES.writes(sql))):
         raise BoundaryViolation(
             f"{sender} ({sender.role or 'no role'}) sent a statement itself: a domain's SQL is sent by its "
             f"repositories (the kernel's helpers run theirs), whatever builds it: {sql[:160]}")
@@ -781,9 +961,29 @@ def check_redis(start: FrameType | None, what: str = "sent a Redis command") -> 
 def _begin(conn: Connection) -> None:
     if _state["on"]:
         frame: FrameType | None = _caller()
-        while frame is not None and frame.f_code is not _UOW_OPENS:  # (every transaction's whole stack: inline)
+        while frame is not None and frame.f_code not in _UOW_OPENS:  # (every transaction's whole stack: inline)
             frame = frame.f_back
-        conn.info[_UOW] = frame is not None
+        if frame is not None:
+            conn.info[_UOW] = conn.info[_HELD] = True
+            return
+        conn.info[_UOW] = False
+        if conn.info.get(_HELD):
+            check_after_the_unit_of_work(_caller())
+
+
+def check_after_the_unit_of_work(start: FrameType | None) -> None:
+    """A transaction begun on a unit of work's connection after it ended its own (SQL a domain runs past the call's
+    commit: a generator drained late, a callback): what it writes never commits, what it reads leaves the call's
+    snapshot; the unit of work begins every transaction of its connection."""
+    place = _innermost_of_package(start)
+    if place is not None and place.in_domain:
+        raise BoundaryViolation(f"{place} began a transaction on a unit of work's connection after the unit of work "
+                                "ended its own (SQL past the call's commit)")
+
+
+def _checkin(driver: Any, record: Any) -> None:
+    if record is not None:
+        record.info.pop(_HELD, None)
 
 
 def _end(conn: Connection) -> None:
@@ -838,6 +1038,16 @@ _REDIS_CODE = "/redis/"
 # The addresses redis-py connects to (learnt as it does): a socket of a domain's own to one is Redis itself.
 _REDIS_ADDRESSES: set[Any] = set()
 _state = {"installed": False, "on": False}
+_SIGNAL = __import__("signal").signal  # (the standard one, which `install_process` wraps)
+_LOCAL_HOSTS = frozenset({"127.0.0.1", "::1", "0.0.0.0", "::", "localhost"})
+
+
+def _endpoint(address: Any) -> Any:
+    """Where a socket connects, one spelling per endpoint: a Unix socket's real path, a local port."""
+    if isinstance(address, (str, bytes)):
+        return os.path.realpath(os.fsdecode(address))
+    host, port = tuple(address)[:2]
+    return ("local", port) if host in _LOCAL_HOSTS or str(host).startswith("127.") else (host, port)
 
 
 def _audit(name: str, args: tuple[Any, ...]) -> None:
@@ -846,7 +1056,7 @@ def _audit(name: str, args: tuple[Any, ...]) -> None:
     if name in _NETWORK_EVENTS:
         start = sys._getframe(1)
         if name == "socket.connect":
-            address = args[1] if isinstance(args[1], str) else tuple(args[1])[:2]
+            address = _endpoint(args[1])
             if any(_REDIS_CODE in code.co_filename for code in _codes(start)):
                 _REDIS_ADDRESSES.add(address)
             elif address in _REDIS_ADDRESSES:
@@ -888,6 +1098,36 @@ def _command_of(driver: Any, args: tuple[Any, ...], start: FrameType) -> None:
         check_driver_end(driver, command, start)
 
 
+def check_beneath(start: FrameType | None, what: str) -> None:
+    """libpq's own connection (its handle, `pgconn`, or its socket) taken by a domain's code: beneath the driver,
+    where the guard sees no statement, commit or connection (`pgconn.exec_`, raw protocol on the socket). Judged by
+    the frame that takes it (psycopg's own, a library's, is the driver at work)."""
+    place = _place(start.f_code) if start is not None else _OUTSIDE
+    if place.in_domain:
+        raise BoundaryViolation(f"{place} took libpq's connection beneath the driver ({what}): a domain's SQL goes "
+                                "through the driver's cursors, where the guard reads it")
+
+
+def _beneath(cls: type, name: str) -> None:
+    """`cls`'s attribute `name`, libpq's connection it holds, checked when read (`check_beneath`): a property over
+    its slot, or over the instance's own dict (a data descriptor comes first)."""
+    slot = vars(cls).get(name)
+
+    def get(self: Any) -> Any:
+        value = slot.__get__(self, cls) if slot is not None else self.__dict__[name]
+        if _state["on"]:
+            check_beneath(sys._getframe(1), name)
+        return value
+
+    def put(self: Any, value: Any) -> None:
+        if slot is not None:
+            slot.__set__(self, value)
+        else:
+            self.__dict__[name] = value
+
+    setattr(cls, name, property(get, put))
+
+
 def _only(check: Callable[..., None], *what: str) -> _Check:
     """A check that reads the caller's frame only."""
     return lambda _, __, start: check(start, *what)
@@ -910,6 +1150,7 @@ def install_process() -> None:
         for name, listener in (("begin", _begin), ("commit", _commit), ("rollback", _rollback)):
             event.listen(Engine, name, listener)  # every engine's, made before or after
         event.listen(Pool, "checkout", _checkout)
+        event.listen(Pool, "checkin", _checkin)
         hooks: list[tuple[type, str, _Check]] = [
             (threading.Thread, "start", _starting),
             *((Connection, name, lambda conn, _, start: check_close(conn, start)) for name in ("close", "invalidate")),
@@ -936,6 +1177,23 @@ def install_process() -> None:
               for cls in (redis.client.Redis, redis.asyncio.client.Redis, redis.connection.ConnectionPool,
                           redis.asyncio.connection.ConnectionPool)),
         ]
+        # libpq's connection, wherever psycopg holds it (its connection, cursors, copies, pipelines, transactions,
+        # connection info) and its socket: what a domain does there passes every hook above.
+        import psycopg._connection_info
+        import psycopg._copy
+        import psycopg._copy_async
+        import psycopg._copy_base
+        import psycopg._cursor_base
+        import psycopg._pipeline_base
+        import psycopg.transaction
+
+        for holder, attribute in ((psycopg.BaseConnection, "pgconn"), (psycopg._connection_info.ConnectionInfo, "pgconn"),
+                                  (psycopg._pipeline_base.BasePipeline, "pgconn"),
+                                  (psycopg.transaction.BaseTransaction, "pgconn"),
+                                  (psycopg._cursor_base.BaseCursor, "_pgconn"), (psycopg._copy_base.BaseCopy, "_pgconn"),
+                                  (psycopg._copy.LibpqWriter, "_pgconn"), (psycopg._copy_async.AsyncLibpqWriter, "_pgconn")):
+            _beneath(holder, attribute)
+        hooks.append((psycopg.BaseConnection, "fileno", lambda _, __, start: check_beneath(start, "fileno()")))
         server_cursors = (psycopg.ServerCursor, psycopg.AsyncServerCursor)
         for cls, name, check in hooks:
             method = vars(cls).get(name)
@@ -946,6 +1204,26 @@ def install_process() -> None:
             elif cls not in server_cursors:  # (they override some of a cursor's methods only)
                 # A library renamed what the guard wraps (psycopg's private `_exec_command`…): not silently blind.
                 raise RuntimeError(f"the boundary guard cannot watch {cls.__module__}.{cls.__qualname__}.{name}")
+        # A process started past the audit hook (multiprocessing's spawn and forkserver, a process pool's:
+        # `_posixsubprocess.fork_exec`, which `subprocess.Popen`'s audit event covers for its own calls).
+        import _posixsubprocess
+        import signal
+        import weakref as weakrefs
+
+        fork_exec = _posixsubprocess.fork_exec
+
+        @functools.wraps(fork_exec)
+        def forks(*args: Any, **kwargs: Any) -> Any:
+            if _state["on"]:
+                check_network(sys._getframe(1), "started a process (fork_exec), which may reach anything")
+            return fork_exec(*args, **kwargs)
+
+        _posixsubprocess.fork_exec = forks
+        # Work run later from wherever the process then is: a finalizer, a signal's handler.
+        weakrefs.finalize.__init__ = _handing_over(weakrefs.finalize.__init__, 1)  # type: ignore[method-assign]
+        # (a partial, C: the frame `_handing_over` reads is the caller's)
+        signal.signal = functools.partial(_handing_over(lambda _, signalnum, handler: _SIGNAL(signalnum, handler),
+                                                        1), None)
         # Work handed to another thread or to the event loop (`_handing_over`).
         executor, loop = concurrent.futures.ThreadPoolExecutor, asyncio.BaseEventLoop
         executor.submit = _handing_over(executor.submit, anywhere=True)  # type: ignore[method-assign]
