@@ -244,22 +244,31 @@ def _callee_name(callee: object) -> str:
 
 
 def flow(code: types.CodeType, globals_: dict[str, object], package: str,
-         watch: Callable[[object, object], str | None] | None = None) -> Iterator[tuple[object, str]]:
+         watch: Callable[[object, object], str | None] | None = None,
+         cells: dict[str, object] | None = None) -> Iterator[tuple[object, str]]:
     """Ambient state (`KEPT`) in `code`'s values, by running its instructions over known objects (one code object;
     unknown values, an argument or self, stay unknown): (object, '') for each it produces (a global, an attribute
     chain, getattr with a literal, an import, what a package function called returns) and (object, how) for each
     it hands on (returns or yields, passes to a call, stores on an attribute, in a global, a container). Reading
     off it (`_holding.turn`, `getattr(_holding, ...)`, `_var.get()`) hands nothing on. With `watch`, also
     (value, '@' + what) for each value produced that `watch(value, owner)` names, `owner` being what it was read off
-    (the module whose globals, the object of an attribute or getattr, the module of an import; None for a result)."""
+    (the module whose globals, the object of an attribute or getattr, the module of an import; None for a result).
+    `cells`: what a function's closure holds (its free variables), which outlives every call as a global does."""
     stack: list[object] = []
-    local: dict[str, object] = {}
+    local: dict[str, object] = dict(cells or {})
 
     def pop() -> object:
         return stack.pop() if stack else None
 
     shared: set[int] = set()  # ids of mutable containers read off a module (its globals, another's attribute)
     kept: set[int] = set()  # ids of any other object read off a module: a class, an instance (not a module)
+    for value in (cells or {}).values():
+        if value is None:
+            continue
+        if isinstance(value, _CONTAINERS):
+            shared.add(id(value))
+        elif not isinstance(value, types.ModuleType | types.FunctionType | str | bytes | int | float | tuple | frozenset):
+            kept.add(id(value))
 
     def push(value: object, owner: object = None) -> Iterator[tuple[object, str]]:
         stack.append(value)
@@ -309,8 +318,8 @@ def flow(code: types.CodeType, globals_: dict[str, object], package: str,
             local[name] = pop()
         elif op in ("STORE_ATTR", "DELETE_ATTR"):
             target = pop()
-            if watch is not None and (id(target) in kept or id(target) in shared
-                                      or isinstance(target, types.ModuleType)):
+            if watch is not None and target is not None and (id(target) in kept or id(target) in shared
+                                                             or isinstance(target, types.ModuleType)):
                 yield target, f"@mutates:sets .{name} of a module-level object"
             if op == "STORE_ATTR":
                 yield from hands(pop(), f"stores it on .{name}")
@@ -334,6 +343,9 @@ def flow(code: types.CodeType, globals_: dict[str, object], package: str,
         elif op == "CALL":
             args = [pop() for _ in range(arg)][::-1]
             callee, _ = pop(), pop()  # the callable, on its NULL (LOAD_METHOD's too, here)
+            if watch is not None and (callee is setattr or callee is delattr) and args and args[0] is not None \
+                    and (id(args[0]) in kept or id(args[0]) in shared or isinstance(args[0], types.ModuleType)):
+                yield args[0], f"@mutates:sets {args[1] if len(args) > 1 else 'an attribute'} of a module-level object"
             if watch is not None and getattr(callee, "__name__", None) in _MUTATORS \
                     and any(id(value) in shared for value in args if value is not None) \
                     and not getattr(callee, "__module__", "").startswith("persona_service"):
@@ -819,6 +831,40 @@ def _memoized(module: types.ModuleType) -> Iterator[tuple[str, types.FunctionTyp
                 yield function.__qualname__, function
 
 
+def closure_state(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[str]:
+    """Each function a domain's module keeps (at its top level or on its classes) whose closure or default arguments
+    it changes: a cell made when the module was built, or a default made when the function was, outlives every call
+    as a global does (`seen = []` in a factory whose function is kept at module level; `def f(ctx, _seen=[])`)."""
+    for path in paths:
+        module = importlib.import_module(_module_name(root, path))
+        package = module.__name__.rpartition(".")[0]
+        owners = (module, *(v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__))
+        for value in [v for owner in owners for v in list(vars(owner).values())]:
+            function = inspect.unwrap(getattr(value, "__func__", value)) if callable(value) else None
+            if not isinstance(function, types.FunctionType) or function.__module__ != module.__name__ \
+                    or not (function.__closure__ or function.__defaults__ or function.__kwdefaults__):
+                continue
+            code = function.__code__
+            positional = code.co_varnames[:code.co_argcount]
+            cells = {**dict(zip(positional[len(positional) - len(function.__defaults__ or ()):],
+                                function.__defaults__ or (), strict=True)), **(function.__kwdefaults__ or {}),
+                     **{name: cell.cell_contents for name, cell in zip(code.co_freevars, function.__closure__ or ())
+                        if _filled(cell)}}
+            for what in dict.fromkeys(how for _, how in flow(function.__code__, function.__globals__, package,
+                                                             _watched(), cells) if how.startswith("@mutates:")):
+                what = what.removeprefix("@mutates:").replace("a container", "changes a container its closure or "
+                                                              "defaults hold")
+                yield f"{path.relative_to(root)}: {function.__qualname__} {what}"
+
+
+def _filled(cell: object) -> bool:
+    try:
+        cell.cell_contents  # type: ignore[attr-defined]  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
 def memoized_call_state(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[str]:
     """Each memoizing cache of a domain keyed by anything but plain values (`_PLAIN`, by the parameters' annotations;
     an unannotated one counts): a module-level table of calls' arguments (a Work, a principal, a repository...) and
@@ -1148,7 +1194,8 @@ def _checked(folder: pathlib.Path) -> dict[str, object]:
     exports = [list(export) for export in api_exports(folder)]
     sql = [list(read) for read in sql_reads(folder, paths)]
     connections = [list(read) for read in connection_reads(folder, paths)]
-    module_state = list(module_state_writes(folder, paths)) + list(memoized_call_state(folder, paths))
+    module_state = [*module_state_writes(folder, paths), *memoized_call_state(folder, paths),
+                    *closure_state(folder, paths)]
     schema = [list(read) for read in schema_reads(folder, paths)]
     handed = [list(found) for found in api_hands_out(folder)]
     libraries = [name for name, module in list(sys.modules.items()) if name.partition(".")[0] != "persona_service"

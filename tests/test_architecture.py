@@ -584,15 +584,32 @@ def _table_owners(root: pathlib.Path) -> dict[str, str]:
     return owners
 
 
+def _mapped_classes(root: pathlib.Path) -> dict[str, str]:
+    """A mapped class's name (a class of a tables.py with a `__tablename__`) -> the domain (or kernel) owning it."""
+    owners = {}
+    for path in [*root.glob("*/tables.py"), *root.glob("kernel/**/tables.py")]:
+        for node in _walk(_tree(path)):
+            if isinstance(node, ast.ClassDef) and any(isinstance(t, ast.Name) and t.id == "__tablename__"
+                                                      for item in node.body if isinstance(item, ast.Assign)
+                                                      for t in item.targets):
+                owners[node.name] = path.relative_to(root).parts[0]
+    return owners
+
+
 def other_domains_tables(root: pathlib.Path) -> list[str]:
     """SQL names only its own domain's tables (the kernel's, its own), in text in any spelling (case, quotes, a
     schema) and, where SQL is written (repositories, migrations), as a string of its own (`sa.table("personas")`,
-    `text('"personas"')`); another domain's are reached through that domain's api."""
+    `text('"personas"')`); another domain's are reached through that domain's api. A tables.py names another domain's
+    table only in a foreign key (the schema's), never its mapped class (`relationship("Persona")`: the ORM would load
+    its rows)."""
     owners = _table_owners(root)
     homes = _sql_homes(root)
     offenders = []
     for path, tree in _files(root):
         if path.name == "tables.py":  # foreign keys are the schema's, owned by the migrations
+            offenders += [f"{path}:{node.lineno} names {owner}'s mapped class {node.value}"
+                          for node in _strings(tree) for owner in [_mapped_classes(root).get(node.value.strip())]
+                          if owner is not None and owner not in (path.parts[0], "kernel")]
             continue
         for line, table in _named_tables(tree, whole=path in homes or _is_migration(path)):
             if owners.get(table, path.parts[0]) != path.parts[0]:
@@ -654,7 +671,7 @@ def tables_outside_their_domain(root: pathlib.Path) -> list[str]:
 
 # Attributes that lead from a function to its object or its module's globals.
 INTROSPECTION = {"__self__", "__func__", "__wrapped__", "__globals__", "__closure__", "__builtins__", "f_globals",
-                 "f_locals", "f_back", "gi_frame", "cr_frame"}
+                 "f_locals", "f_back", "gi_frame", "cr_frame", "ag_frame", "tb_frame", "tb_next", "f_builtins", "f_trace"}
 # (file, attribute) -> why that file may reach it. The test stacks' boundary guard finds who ran what it watches by
 # the Python stack (frames, outward) and wraps the driver's methods, a classmethod's function among them.
 _GUARD = pathlib.Path("kernel", "data", "boundaries.py")
@@ -1784,6 +1801,22 @@ PLANTED = [
     ("a repository calling the network through xmlrpc", "chat/repository.py",
      "def _planted():\n    import xmlrpc.client as _x\n\n    return _x.ServerProxy('http://example.com').ping()\n",
      network_outside_services),
+    # ... and the checks' own neighbours, tried after (the same review).
+    ("a service setting a module-level class's attribute by setattr", "chat/service.py",
+     "class _Memo:\n    last = None\n\n\ndef _planted(ctx):\n    setattr(_Memo, 'last', ctx)  # noqa: B010\n",
+     call_state_at_module_level),
+    ("a service keeping calls in a closure's cell made at module level", "chat/service.py",
+     "def _make():\n    seen = []\n\n    def keep(ctx):\n        seen.append(ctx)\n\n    return keep\n\n\n"
+     "_planted = _make()\n", call_state_at_module_level),
+    ("a service keeping calls in a default argument made by a call", "chat/service.py",
+     "import collections as _co  # noqa: E402\n\n\ndef _planted(ctx, _seen=_co.deque()):  # noqa: B008\n"
+     "    _seen.append(ctx)\n", call_state_at_module_level),
+    ("a service reading a frame's builtins off a traceback", "chat/service.py",
+     "import sys as _s  # noqa: E402\n\n\ndef _planted():\n    try:\n        raise ValueError\n    except ValueError:\n"
+     "        return _s.exc_info()[2].tb_frame.f_builtins\n", dynamic_access),
+    ("a domain's tables declaring an ORM relationship to another domain's mapped class", "chat/tables.py",
+     "from sqlalchemy.orm import relationship as _rel  # noqa: E402\n\n"
+     "ChatSession.planted_persona = _rel('Persona', viewonly=True)\n", other_domains_tables),
 ]
 
 
