@@ -1259,9 +1259,10 @@ def api_exports_by_role(root: pathlib.Path) -> list[str]:
     for where, kind, home, defined in _AMBIENT.check(root)["api_hands_out"]:
         path = _module_file(root, home)
         role = roles.get(path) if path is not None else None
-        if path is not None and path.parts[0] not in SHARED and role not in API_EXPORTABLE or CONNECTION_TYPES.match(kind):
-            offenders.append(f"{where.partition('.')[0]}/api.py hands out {kind} ({role or 'a connection'}) at {where}, "
-                             f"in {defined}")
+        if path is not None and path.parts[0] not in SHARED and role not in API_EXPORTABLE or CONNECTION_TYPES.match(kind) \
+                or kind == "builtins.module":  # a module: whatever it holds, its repository included
+            offenders.append(f"{where.partition('.')[0]}/api.py hands out {kind} ({role or 'a connection or module'}) "
+                             f"at {where}, in {defined}")
     return offenders
 
 
@@ -1759,6 +1760,9 @@ PLANTED = [
      "    return persona_service.personas.repository.PersonaRepository(conn)\n", reaches_past_the_door),
     ("api.py re-exporting its repository module", "personas/api.py",
      "from persona_service.personas import repository as repository  # noqa: E402\n", api_exports_by_role),
+    ("an exported function handing out a module of its domain across api.py", "personas/api.py",
+     "import types as _types  # noqa: E402\n\n\ndef planted_helpers() -> _types.ModuleType:\n"
+     "    from persona_service.personas import repository\n\n    return repository\n", api_exports_by_role),
     ("an exported service's method handing out its repository across api.py", "personas/service.py",
      "from persona_service.personas.repository import PersonaRepository as _PR  # noqa: E402\n\n\n"
      "def _planted_repo(self) -> _PR:\n    return self.work.of(_PR)\n\n\nPersonaService.repository = _planted_repo\n",
