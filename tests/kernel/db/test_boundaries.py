@@ -1232,3 +1232,11 @@ def test_redis_on_a_socket_spelt_otherwise_is_refused(planted, guarded, stack):
             planted["chat/planted_more_servicer"].on_a_socket_of_its_own_spelt_otherwise(stack.redis_url)
     finally:
         client.close()
+
+
+def test_a_backend_terminating_itself_is_refused(planted, unit_of_work):
+    """`pg_terminate_backend(pg_backend_pid())` ends the unit of work's transaction from the server's side (caught
+    before: the dropped connection is invalidated from the repository's frame)."""
+    unit_of_work.conn.exec_driver_sql("SELECT 1")
+    with pytest.raises(BoundaryViolation, match=r"planted_more_repository\.py closed a unit of work's connection"):
+        planted["chat/planted_more_repository"].terminates_its_backend(unit_of_work.conn)

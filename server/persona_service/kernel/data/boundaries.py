@@ -72,7 +72,8 @@ test stack's end fails on the log line). Attributing a frame is cached per code 
 whether it writes and how it escapes its unit of work per SQL string. It reads frames only to refuse, never to
 decide what a call does.
 Unseen: a libpq connection a domain makes itself (`psycopg.pq.PGconn.connect`, C: no audit event, and no
-psycopg object holds it), another domain's internals entered
+psycopg object holds it), libpq's handle read by a callback psycopg runs while it sends a statement (a domain's
+dumper, a notice handler: `_SENDING`), another domain's internals entered
 past its api.py for anything but SQL (the door's walk runs with each statement), C code's own sockets but libpq's
 connect and a gRPC channel's, a service or repository reaching the network through a kernel capability (the
 capability answers for itself), dynamic SQL whose table name the database computes (`EXECUTE 'per' || 'sonas'`,
@@ -1077,7 +1078,24 @@ def _checked(method: Callable[..., Any], check: _Check) -> Callable[..., Any]:
         if _state["on"]:
             check(self, args, sys._getframe(1))
         return method(self, *args, **kwargs)
-    return guarded
+
+    @functools.wraps(method)
+    def sending(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _state["on"]:
+            return method(self, *args, **kwargs)
+        check(self, args, sys._getframe(1))
+        _SENDING.depth = getattr(_SENDING, "depth", 0) + 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            _SENDING.depth -= 1
+    return sending if check is _sql_of else guarded
+
+
+# A statement psycopg is sending on this thread, judged as it was handed over (`_sql_of`): the reads of libpq's
+# handle meanwhile are psycopg's (eight a statement; a frame each would cost a microsecond each: sys._getframe is
+# an audit event). An asyncio cursor's run after its call returns: its reads are judged by frame.
+_SENDING = threading.local()
 
 
 def _sql_of(cursor: Any, args: tuple[Any, ...], start: FrameType) -> None:
@@ -1113,10 +1131,12 @@ def _beneath(cls: type, name: str) -> None:
     its slot, or over the instance's own dict (a data descriptor comes first)."""
     slot = vars(cls).get(name)
 
-    def get(self: Any) -> Any:
+    def get(self: Any) -> Any:  # (psycopg reads it a few times a statement: its own frames, inline)
         value = slot.__get__(self, cls) if slot is not None else self.__dict__[name]
-        if _state["on"]:
-            check_beneath(sys._getframe(1), name)
+        if _state["on"] and not getattr(_SENDING, "depth", 0):
+            code = sys._getframe(1).f_code
+            if (_PLACES.get(id(code)) or _place(code)).domain:
+                check_beneath(sys._getframe(1), name)
         return value
 
     def put(self: Any, value: Any) -> None:
