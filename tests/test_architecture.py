@@ -780,6 +780,11 @@ def _hidden(attribute: str) -> bool:
 
 # A string that names a private or hidden attribute (`"_client"`, `"resources._settings"`, `"__module__"`).
 HIDDEN_NAME = re.compile(r"^_+[A-Za-z0-9]\w*$")
+# What says where code comes from: a domain that rebinds one (`__name__ = "persona_service.chat.repository"` at its
+# top, `cls.__qualname__ = ...`) poses as another module or class, to whatever judges code by its origin (Work.of
+# binds only a repository module's classes; the boundary guard and these rules judge a file by its name).
+IDENTITY = {"__name__", "__qualname__", "__module__", "__spec__", "__package__", "__file__", "__path__", "__loader__",
+            "__class__", "__dict__"}
 # Calls whose first argument names a new type, not an attribute (`TypeVar("_Ordered", ...)`).
 TYPE_NAMERS = {"TypeVar", "ParamSpec", "TypeVarTuple", "NewType", "namedtuple", "NamedTuple", "TypedDict"}
 
@@ -802,7 +807,10 @@ def private_reach(root: pathlib.Path) -> list[str]:
             if not namer and any(HIDDEN_NAME.match(part) and _hidden(part) for part in node.value.split(".")):
                 offenders.append(f"{path}:{node.lineno} names a hidden attribute: {node.value!r}")
         for node in _walk(tree):
-            if isinstance(node, ast.Attribute) and _hidden(node.attr) \
+            named = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+            if named in IDENTITY and isinstance(getattr(node, "ctx", None), ast.Store | ast.Del):
+                offenders.append(f"{path}:{node.lineno} rebinds {named}: code posing as another module or class")
+            elif isinstance(node, ast.Attribute) and _hidden(node.attr) \
                     and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
                              and not node.attr.startswith("__")):
                 offenders.append(f"{path}:{node.lineno} reads {ast.unparse(node)}")
@@ -1730,6 +1738,9 @@ PLANTED = [
     ("a servicer reading a private attribute by inspect.getattr_static", "chat/servicer.py",
      "def _planted(deps):\n    import inspect as _i\n\n    return _i.getattr_static(deps.hints, '_client').keys('*')\n",
      private_reach),
+    ("a service posing as its repository module to have Work.of hand it the connection", "chat/service.py",
+     "__name__ = 'persona_service.chat.repository'\n\n\nclass _Forged:\n    def __init__(self, conn):\n"
+     "        self.conn = conn\n\n\ndef _planted(work):\n    return work.of(_Forged).conn\n", private_reach),
     ("a servicer reading private state by functools.reduce(getattr, names)", "chat/servicer.py",
      "import functools as _f  # noqa: E402\n\n\ndef _planted(deps):\n"
      "    return _f.reduce(getattr, ('resources', '_settings'), deps).database_url\n", private_reach),
