@@ -19,6 +19,7 @@ import ast
 import functools
 import inspect
 import socket
+import sys
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
@@ -536,8 +537,13 @@ class _PlantedCallbackRepository:
 
 @pytest.mark.parametrize("cls", [_PlantedConnectionRepository, _PlantedGetterRepository, _PlantedCallbackRepository],
                          ids=["public", "getter", "callback"])
-def test_a_planted_repository_handing_out_its_connection_is_caught(engine: sqlalchemy.Engine, cls: type) -> None:
-    planted = type(cls.__name__, (cls,), {"__module__": "persona_service.chat.planted_repository"})
+def test_a_planted_repository_handing_out_its_connection_is_caught(engine: sqlalchemy.Engine, cls: type,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # A repository module of its own (`Work.of` binds only the class a repository module defines).
+    module = ModuleType("persona_service.chat.planted_repository")
+    planted = type(cls.__name__, (cls,), {"__module__": module.__name__})
+    setattr(module, planted.__name__, planted)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
     assert planted in [*domain_repositories(), planted]  # (what `Work.of` would bind: a domain's repository module)
     assert [r.kind for r in repository_leaks(engine, [planted])] == ["connection"]
 

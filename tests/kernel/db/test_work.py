@@ -46,6 +46,26 @@ def test_only_a_domains_repository_is_bound(engine, thing):
             Work.on(conn).of(thing)
 
 
+def _forged_by_its_module() -> type:
+    return type("ConfigRepository", (), {"__module__": "persona_service.config.repository",
+                                         "__init__": lambda self, conn: None})
+
+
+def _forged_by_a_file_claiming_the_name() -> type:
+    namespace: dict[str, object] = {"__name__": "persona_service.chat.repository"}
+    exec("class ChatSessionRepositoryForged:\n    def __init__(self, conn):\n        self.conn = conn\n", namespace)
+    return namespace["ChatSessionRepositoryForged"]
+
+
+@pytest.mark.parametrize("forge", [_forged_by_its_module, _forged_by_a_file_claiming_the_name])
+def test_a_class_claiming_a_repositorys_module_is_not_bound(engine, forge):
+    """`__module__` is writable: a class made elsewhere that names a repository's module (or is defined under a
+    rebound `__name__`) is not the class that module defines, so it is not handed the connection."""
+    with engine.connect() as conn:
+        with pytest.raises(NotARepository):
+            Work.on(conn).of(forge())
+
+
 def test_a_savepoint_rolls_its_block_back_and_the_unit_of_work_goes_on(engine):
     with engine.connect() as conn:
         conn.execute(text("CREATE TEMP TABLE work_savepoint (i int)"))

@@ -15,6 +15,7 @@ The connection opens on first use, as the unit of work's does: a call that reads
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, TypeVar, cast
@@ -43,9 +44,20 @@ def _repository(kind: object) -> None:
     module = getattr(kind, "__module__", "") or ""
     leaf = module.rpartition(".")[2]
     domain = not module.startswith("persona_service.kernel.")  # the kernel's own (tasks, outbox) sit behind its API
-    if not (isinstance(kind, type) and domain and (leaf == "repository" or leaf.endswith("_repository"))):
+    if not (isinstance(kind, type) and domain and (leaf == "repository" or leaf.endswith("_repository"))
+            and _defined_where_it_says(kind, module)):
         raise NotARepository(f"{kind!r} is not a repository class: Work.of binds repositories to the unit of work")
     _REPOSITORIES.add(kind)
+
+
+def _defined_where_it_says(kind: type, module: str) -> bool:
+    """The class is the one its module defines under its name: `__module__` and `__qualname__` are writable, so a
+    class made elsewhere (a service's `type(..., {'__module__': '….repository'})`, a file rebinding `__name__`)
+    could claim a repository's module to be handed the connection."""
+    found: object = sys.modules.get(module)
+    for part in kind.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is kind
 
 
 class Work:
