@@ -1592,6 +1592,9 @@ PLANTED = [
      "def _planted(deps):\n    return deps.hints._client.keys('persona:limits:*')\n", private_reach),
     ("a servicer reading the settings its resources keep", "chat/servicer.py",
      "def _planted(deps):\n    return deps.resources._settings.database_url\n", private_reach),
+    ("another domain's exported service's repository reached through it", "marketplace/service.py",
+     "def _planted(work):\n    from persona_service.billing.api import BillingService\n"
+     "    return BillingService(work, None, None)._repo.subscription('org')\n", private_reach),
     ("a domain importing the process assembly", "chat/service.py",
      "from persona_service.process.readiness import readiness_of as _planted\n", lint_imports),
     # Reaching past the door by what a name is at run time, not how an import spells it (issue 47).

@@ -86,7 +86,7 @@ class BillingService:
     def __init__(self, work: Work, processor: PaymentProcessor, storage: Storage, *,
                  cursors: CursorCodec | None = None, clock: Callable[[], datetime] = utcnow) -> None:
         self.work = work
-        self.repo = work.of(BillingRepository)
+        self._repo = work.of(BillingRepository)
         self.orgs = OrgDirectory(work)
         self.outbox = Outbox(work)
         self.processor = processor
@@ -101,7 +101,7 @@ class BillingService:
         the previous release made during a deploy's rollout may have none yet: it reads as it will open (on the
         organization's plan, in monthly periods from its creation), and a write (`for_update`) opens it so. A read
         never writes."""
-        sub = self.repo.subscription(org_id, for_update)
+        sub = self._repo.subscription(org_id, for_update)
         if sub is not None:
             return sub
         org = self.orgs.get(org_id)
@@ -112,8 +112,8 @@ class BillingService:
         start, end = period_at(from_creation, self.clock())
         if not for_update:
             return replace(from_creation, current_period_start=start, current_period_end=end)
-        self.repo.add_subscription(org_id, org.plan, start, end)
-        opened = self.repo.subscription(org_id, for_update)
+        self._repo.add_subscription(org_id, org.plan, start, end)
+        opened = self._repo.subscription(org_id, for_update)
         assert opened is not None
         return opened
 
@@ -133,7 +133,7 @@ class BillingService:
         elif not upgrade:
             credit += -difference  # the unused part of the dearer plan, off the next renewal
         self.orgs.set_plan(principal.org_id, plan)
-        changed = self.repo.update_subscription(
+        changed = self._repo.update_subscription(
             principal.org_id, SubscriptionChanges(plan=plan, cancel_at_period_end=False, credit_minor=credit))
         self._emit(changed, "subscription.upgraded" if upgrade else "subscription.downgraded",
                    {"from": sub.plan, "to": plan, "effectiveAt": iso(now)})
@@ -145,7 +145,7 @@ class BillingService:
             raise StateConflict("A free subscription has nothing to cancel.", "plan", {"plan": "free"})
         if sub.cancel_at_period_end:
             return sub
-        cancelled = self.repo.update_subscription(principal.org_id, SubscriptionChanges(cancel_at_period_end=True))
+        cancelled = self._repo.update_subscription(principal.org_id, SubscriptionChanges(cancel_at_period_end=True))
         self._emit(cancelled, "subscription.cancelled",
                    {"plan": sub.plan, "effectiveAt": iso(sub.current_period_end)})
         return cancelled
@@ -154,7 +154,7 @@ class BillingService:
         sub = self.subscription(principal.org_id, for_update=True)
         if not sub.cancel_at_period_end:
             return sub
-        return self.repo.update_subscription(principal.org_id, SubscriptionChanges(cancel_at_period_end=False))
+        return self._repo.update_subscription(principal.org_id, SubscriptionChanges(cancel_at_period_end=False))
 
     def renew_due(self, limit: int = 100) -> builtins.list[SubscriptionRecord]:
         """Start the next period of every subscription whose period ended (a
@@ -163,7 +163,7 @@ class BillingService:
         Returns the subscriptions as they were before."""
         now = self.clock()
         renewed = []
-        for sub in self.repo.due_for_renewal(now, limit):
+        for sub in self._repo.due_for_renewal(now, limit):
             plan = "free" if sub.cancel_at_period_end else sub.plan
             start, end = period_at(sub, now)
             if plan != sub.plan:
@@ -179,7 +179,7 @@ class BillingService:
             carried = max(0, -sum(line.amount_minor for line in lines))  # payouts beyond the charges
             if carried:
                 lines.append(LineItem("Credit carried to the next period", 1, carried, start, end))
-            current = self.repo.update_subscription(sub.org_id, SubscriptionChanges(
+            current = self._repo.update_subscription(sub.org_id, SubscriptionChanges(
                 plan=plan, current_period_start=start, current_period_end=end, cancel_at_period_end=False,
                 credit_minor=sub.credit_minor - credit + carried, pending_lines=()))
             if lines:
@@ -198,7 +198,7 @@ class BillingService:
     def add_to_next_invoice(self, org_id: str, description: str, amount_minor: int) -> None:
         """A line for the next renewal invoice (negative: owed to the organization)."""
         sub = self.subscription(org_id, for_update=True)
-        self.repo.update_subscription(org_id, SubscriptionChanges(pending_lines=(
+        self._repo.update_subscription(org_id, SubscriptionChanges(pending_lines=(
             *sub.pending_lines, PendingLine(description, amount_minor))))
 
     # --- invoices ----------------------------------------------------------------------
@@ -206,11 +206,11 @@ class BillingService:
     def invoices(self, principal: Principal, cursor: str, limit: int) -> tuple[list[InvoiceRecord], str]:
         return keyset_page(
             self.cursors, f"invoices:{principal.org_id}", limit, cursor,
-            lambda n, after: self.repo.invoices_page(principal.org_id, n, after), "created_at",
+            lambda n, after: self._repo.invoices_page(principal.org_id, n, after), "created_at",
         )
 
     def invoice(self, principal: Principal, invoice_id: str) -> InvoiceRecord:
-        row = self.repo.invoice(principal.org_id, invoice_id)
+        row = self._repo.invoice(principal.org_id, invoice_id)
         if row is None:
             raise NotFound("invoice")
         return row
@@ -235,21 +235,21 @@ class BillingService:
         """A processor webhook event: applied once (its id), in order (an
         event older than the last one applied to the invoice is ignored).
         Returns whether it changed anything."""
-        if not self.repo.record_event(event_id, type_):
+        if not self._repo.record_event(event_id, type_):
             return False  # a redelivery
         status = PROCESSOR_EVENT_STATUS.get(type_)
-        org_id = self.repo.org_of_processor_invoice(processor_invoice_id)
+        org_id = self._repo.org_of_processor_invoice(processor_invoice_id)
         if org_id is not None:
-            self.repo.subscription(org_id, for_update=True)  # the invoice's aggregate first, then the invoice
-        row = self.repo.by_processor_id(processor_invoice_id)
+            self._repo.subscription(org_id, for_update=True)  # the invoice's aggregate first, then the invoice
+        row = self._repo.by_processor_id(processor_invoice_id)
         if status is None or row is None or created < row.processor_event_at:
             return False
         now = self.clock()
         paid = status == "paid"
-        row = self.repo.update_invoice(row.id, InvoiceChanges(
+        row = self._repo.update_invoice(row.id, InvoiceChanges(
             status=status, processor_event_at=created, version=row.version + 1,
             amount_paid_minor=amount_paid_minor if paid else None, paid_at=(row.paid_at or now) if paid else None))
-        self.repo.update_subscription(row.org_id, SubscriptionChanges(status="active" if paid else "past_due"))
+        self._repo.update_subscription(row.org_id, SubscriptionChanges(status="active" if paid else "past_due"))
         self._render(row)
         self._audit(row.org_id, "invoice.processor_event", "invoice", row.id,
                     {"eventId": event_id, "type": type_, "status": status})
@@ -262,7 +262,7 @@ class BillingService:
         """Finalize an invoice, charge it, and render its PDF (once per version)."""
         now = self.clock()
         seq = sub.invoice_seq + 1
-        self.repo.update_subscription(sub.org_id, SubscriptionChanges(invoice_seq=seq))
+        self._repo.update_subscription(sub.org_id, SubscriptionChanges(invoice_seq=seq))
         org = self.orgs.get(sub.org_id)
         prefix = (org.slug if org is not None else sub.org_id).split("-")[0][:8].upper()
         invoice_id = new_id("invoice")
@@ -270,9 +270,9 @@ class BillingService:
         customer = sub.processor_customer_id
         if not customer:
             customer = self.processor.customer(sub.org_id, org.name if org is not None else sub.org_id)
-            self.repo.update_subscription(sub.org_id, SubscriptionChanges(processor_customer_id=customer))
+            self._repo.update_subscription(sub.org_id, SubscriptionChanges(processor_customer_id=customer))
         processor_id = self.processor.open_invoice(customer, invoice_id, lines, CURRENCY)
-        row = self.repo.add_invoice(NewInvoice(
+        row = self._repo.add_invoice(NewInvoice(
             id=invoice_id, org_id=sub.org_id, processor_invoice_id=processor_id, number=f"{prefix}-{seq:04d}",
             kind=kind, currency=CURRENCY, amount_due_minor=amount, period_start=start, period_end=end,
             due_date=now + PAYMENT_TERMS, line_items=tuple(lines),
@@ -286,21 +286,21 @@ class BillingService:
         overdue, see collect_overdue); a paid one settles both."""
         payment = self.processor.pay(org_id, row.processor_invoice_id, row.amount_due_minor, row.currency)
         if payment.paid:
-            self.repo.update_subscription(org_id, SubscriptionChanges(status="active"))
-            return self.repo.update_invoice(row.id, InvoiceChanges(
+            self._repo.update_subscription(org_id, SubscriptionChanges(status="active"))
+            return self._repo.update_invoice(row.id, InvoiceChanges(
                 status="paid", amount_paid_minor=row.amount_due_minor, paid_at=now, version=row.version + 1))
-        self.repo.update_subscription(org_id, SubscriptionChanges(status="past_due"))
+        self._repo.update_subscription(org_id, SubscriptionChanges(status="past_due"))
         return row
 
     def collect_overdue(self) -> builtins.list[InvoiceRecord]:
         """Open invoices past their due date: one more charge, else `uncollectible`."""
         now = self.clock()
         settled = []
-        rows = [row for sub in self.repo.with_overdue(now) for row in self.repo.overdue(sub.org_id, now)]
+        rows = [row for sub in self._repo.with_overdue(now) for row in self._repo.overdue(sub.org_id, now)]
         for row in rows:
             collected = self._collect(row, row.org_id, now)
             if collected.status == "open":
-                collected = self.repo.update_invoice(
+                collected = self._repo.update_invoice(
                     row.id, InvoiceChanges(status="uncollectible", version=row.version + 1))
             settled.append(self._render(collected))
             self._audit(row.org_id, "invoice.collect", "invoice", row.id, {"status": collected.status})
@@ -311,7 +311,7 @@ class BillingService:
         org = self.orgs.get(row.org_id)
         key = object_key(row.org_id, "invoices", f"{row.id}-v{row.version}.pdf")
         self.storage.put(key, render_invoice(row, org.name if org is not None else row.org_id), "application/pdf")
-        return self.repo.update_invoice(row.id, InvoiceChanges(pdf_key=key))
+        return self._repo.update_invoice(row.id, InvoiceChanges(pdf_key=key))
 
     def _audit(self, org_id: str, action: str, resource_type: str, resource_id: str, details: dict[str, object]) -> None:
         """What billing does on its own (renewals, collections, processor events) is audited too."""

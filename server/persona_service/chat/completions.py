@@ -106,7 +106,7 @@ class Completed:
 class CompletionService:
     def __init__(self, work: Work, provider: Provider | None, prices: PriceTable) -> None:
         self.work = work
-        self.repo = work.of(ChatSessionRepository)
+        self._repo = work.of(ChatSessionRepository)
         self.personas = PersonaDirectory(work)
         self.sessions = ChatSessionService(work, prices=prices)
         self.provider = provider
@@ -155,11 +155,11 @@ class CompletionService:
         """Store the exchange in the caller's completions session (made on first use: `open`, the membership
         held by `complete`)."""
         key = (principal.workspace_id, persona_id, user_id, SESSION_TITLE)
-        session = self.repo.completions_session(*key)
+        session = self._repo.completions_session(*key)
         if session is None:  # a first use: the persona held (its place in the lock order), then the key by name
             if not self.personas.held(principal.workspace_id, persona_id):
                 raise NotFound("persona")
-            self.repo.first_use(*key)
-            session = self.repo.completions_session(*key) or self.sessions.create(
+            self._repo.first_use(*key)
+            session = self._repo.completions_session(*key) or self.sessions.create(
                 principal, persona_id, user_id=user_id, title=SESSION_TITLE)
         self.sessions.record_exchange(principal, session.id, Message(request.role, request.content), reply)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from persona_service.chat.records import MessageRecord, SessionRecord
+from persona_service.chat.repository import ChatSessionRepository
 from persona_service.chat.service import HISTORY_MESSAGES, ChatSessionService, PersonaReplies, Sampling
 from persona_service.kernel.api import (
     Limits,
@@ -69,10 +70,10 @@ class Preview:
 class ChatControls:
     def __init__(self, sessions: ChatSessionService) -> None:
         self.sessions = sessions
-        self.repo = sessions.repo
+        self._repo = sessions.work.of(ChatSessionRepository)
 
     def _message(self, session: SessionRecord, message_id: str) -> MessageRecord:
-        row = self.repo.message(session.id, message_id) if has_prefix("chat_message", message_id) else None
+        row = self._repo.message(session.id, message_id) if has_prefix("chat_message", message_id) else None
         if row is None:
             raise NotFound("chat message")
         return row
@@ -84,7 +85,7 @@ class ChatControls:
         return session
 
     def _last(self, session: SessionRecord, message: MessageRecord) -> None:
-        if message.ordinal != self.repo.last_ordinal(session.id):
+        if message.ordinal != self._repo.last_ordinal(session.id):
             raise StateConflict("Only the session's last message can change this way.", "id", {"id": message.id})
 
     @staticmethod
@@ -102,7 +103,7 @@ class ChatControls:
         self._last(session, last)
         self._alternatives_left(last)
         again = last.role == "assistant"
-        earlier = self.repo.history(session.id, HISTORY_MESSAGES, last.ordinal if again else None)
+        earlier = self._repo.history(session.id, HISTORY_MESSAGES, last.ordinal if again else None)
         conversation = [Message(m.role, m.content) for m in earlier]
         reply = drain(self.sessions.reply(principal, speaking, conversation, sampling))
         now = self.sessions.clock()
@@ -111,8 +112,8 @@ class ChatControls:
         if not again:
             row = self.sessions.reply_row(principal, session.id, session.message_count + session.removed_messages,
                                           now, reply)
-            return Regenerated(session, replied_to, self.repo.add_messages(row)[0])
-        added = self.repo.add_alternative(self.sessions.reply_row(principal, session.id, last.ordinal, now, reply))
+            return Regenerated(session, replied_to, self._repo.add_messages(row)[0])
+        added = self._repo.add_alternative(self.sessions.reply_row(principal, session.id, last.ordinal, now, reply))
         return Regenerated(session, replied_to, added)
 
     def choose(self, principal: Principal, session_id: str, message_id: str, position: int) -> MessageRecord:
@@ -122,7 +123,7 @@ class ChatControls:
         self._last(session, message)
         if position >= message.swipe_count:
             raise ValidationFailed([Violation("swipeIndex", "maximum", position, {"maximum": message.swipe_count - 1})])
-        chosen = self.repo.select_alternative(session.id, message.ordinal, position)
+        chosen = self._repo.select_alternative(session.id, message.ordinal, position)
         if chosen is None:  # an alternative removed meanwhile
             raise NotFound("chat message")
         return chosen
@@ -132,7 +133,7 @@ class ChatControls:
         session = self._active(principal, session_id)
         message = self._message(session, message_id)
         now = self.sessions.clock()
-        self.repo.edit(session.id, message.id, content, now)
+        self._repo.edit(session.id, message.id, content, now)
         return self._removed(principal, session, message.ordinal + 1, self._message(session, message.id))
 
     def delete(self, principal: Principal, session_id: str, message_id: str) -> Change:
@@ -142,8 +143,8 @@ class ChatControls:
 
     def _removed(self, principal: Principal, session: SessionRecord, from_ordinal: int,
                  message: MessageRecord | None) -> Change:
-        removed = self.repo.remove_from(session.id, from_ordinal, self.sessions.clock())
-        after = self.repo.uncount(session.id, removed)
+        removed = self._repo.remove_from(session.id, from_ordinal, self.sessions.clock())
+        after = self._repo.uncount(session.id, removed)
         if after is None:
             raise self.sessions.conflict(self.sessions.get(principal, session.id), "The session ended meanwhile.")
         return Change(after, message, removed)
@@ -155,7 +156,7 @@ class ChatControls:
         speaking = self.sessions.speaking(principal, session_id, lock=False)
         sent = [*PersonaReplies.voice_messages(speaking.voice), *self.sessions.conversation(speaking.session.id),
                 Message("user", content)]
-        stats = self.repo.reply_stats(speaking.session.id)
+        stats = self._repo.reply_stats(speaking.session.id)
         output = stats[1] if stats is not None else DEFAULT_REPLY_TOKENS
         if sampling.max_tokens is not None:
             output = min(output, sampling.max_tokens)

@@ -459,7 +459,7 @@ class ChatSessionService:
     def __init__(self, work: Work, provider: Provider | None = None, *, cursors: CursorCodec | None = None,
                  prices: PriceTable, clock: Callable[[], datetime] = utcnow) -> None:
         self.work = work
-        self.repo = work.of(ChatSessionRepository)
+        self._repo = work.of(ChatSessionRepository)
         self.personas = PersonaDirectory(work)
         self.provider = provider
         self.cursors = cursors
@@ -467,13 +467,13 @@ class ChatSessionService:
         self.clock = clock
 
     def get(self, principal: Principal, session_id: str) -> SessionRecord:
-        return _found(session_id, lambda: self.repo.get(principal.workspace_id, session_id))
+        return _found(session_id, lambda: self._repo.get(principal.workspace_id, session_id))
 
     def locked(self, principal: Principal, session_id: str) -> SessionRecord:
         """The session, locked for this unit of work: every write of a session starts here
         (kernel.data.aggregates), before it reads the messages it decides on; after the caller's membership, which
         the pipeline holds first in every write (kernel.transport.stages.hold)."""
-        row = self.repo.lock(principal.workspace_id, session_id) if has_prefix("chat_session", session_id) else None
+        row = self._repo.lock(principal.workspace_id, session_id) if has_prefix("chat_session", session_id) else None
         if row is None:
             raise NotFound("chat session")
         return row
@@ -489,7 +489,7 @@ class ChatSessionService:
         if persona_version and self.personas.voice(persona_id, persona_version) is None:
             raise NotFound("persona version", {"personaId": persona_id, "version": persona_version})
         now = self.clock()
-        return self.repo.create(NewSession(
+        return self._repo.create(NewSession(
             id=new_id("chat_session"), org_id=principal.org_id, workspace_id=principal.workspace_id,
             persona_id=persona_id, user_id=user_id or principal.user_id, title=title, started_at=now,
             last_active_at=now, persona_version=persona_version or None,
@@ -499,12 +499,12 @@ class ChatSessionService:
              cursor: str) -> tuple[list[SessionRecord], str]:
         return keyset_page(
             self.cursors, f"chat_sessions:{principal.workspace_id}", limit, cursor,
-            lambda n, after: self.repo.list_page(principal.workspace_id, filters, n, after), "started_at",
+            lambda n, after: self._repo.list_page(principal.workspace_id, filters, n, after), "started_at",
         )
 
     def end(self, principal: Principal, session_id: str) -> SessionRecord:
         row = self.locked(principal, session_id)
-        ended = self.repo.transition(row.id, ("active",), SessionChanges("ended", ended_at=self.clock()))
+        ended = self._repo.transition(row.id, ("active",), SessionChanges("ended", ended_at=self.clock()))
         if ended is None:
             raise self.conflict(self.get(principal, session_id), "Only an active session can be ended.")
         return ended
@@ -512,7 +512,7 @@ class ChatSessionService:
     def archive(self, principal: Principal, session_id: str) -> SessionRecord:
         row = self.locked(principal, session_id)
         changes = SessionChanges("archived", ended_at=self.clock() if row.ended_at is None else None)
-        archived = self.repo.transition(row.id, ("active", "ended"), changes)
+        archived = self._repo.transition(row.id, ("active", "ended"), changes)
         if archived is None:
             raise self.conflict(self.get(principal, session_id), "The session is already archived.")
         return archived
@@ -523,7 +523,7 @@ class ChatSessionService:
         row = self.get(principal, session_id)
         return cursor_page(
             self.cursors, f"chat_messages:{row.id}", limit, cursor,
-            lambda n, after: self.repo.messages_page(row.id, n, after or 0),
+            lambda n, after: self._repo.messages_page(row.id, n, after or 0),
             lambda message: [message.ordinal], _ordinal,
         )
 
@@ -546,7 +546,7 @@ class ChatSessionService:
     def conversation(self, session_id: str, before_ordinal: int | None = None) -> builtins.list[Message]:
         """The history sent with a new message: the conversation's last HISTORY_MESSAGES messages."""
         return [Message(role, content) for role, content in
-                self.repo.history_texts(session_id, HISTORY_MESSAGES, before_ordinal)]
+                self._repo.history_texts(session_id, HISTORY_MESSAGES, before_ordinal)]
 
     def reply(self, principal: Principal, speaking: Speaking, conversation: builtins.list[Message],
               sampling: Sampling, *, stream: bool = False, earlier: Sequence[str] = ()
@@ -574,7 +574,7 @@ class ChatSessionService:
         messages take the ordinals the accounting claims), then the persona held as `account` holds it (a refusal
         rolls both back)."""
         now = self.clock()
-        stored = self.repo.account_exchange(
+        stored = self._repo.account_exchange(
             self.message_row(principal, session_id, 0, now, request.role, request.content),
             self.reply_row(principal, session_id, 0, now, reply), input_tokens=reply.input_tokens,
             output_tokens=reply.output_tokens, cost_usd_micros=reply.cost_usd_micros, unpriced=int(reply.unpriced),
@@ -588,7 +588,7 @@ class ChatSessionService:
     def account(self, principal: Principal, session_id: str, reply: Reply, messages: int,
                 now: datetime) -> SessionRecord:
         """Add a reply's usage (and `messages` new messages) to the session's counters, atomically."""
-        session = self.repo.account(
+        session = self._repo.account(
             session_id, messages=messages, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
             cost_usd_micros=reply.cost_usd_micros, unpriced=int(reply.unpriced), now=now,
         )

@@ -53,7 +53,7 @@ def _days(start: datetime, end: datetime) -> list[str]:
 
 class UsageService:
     def __init__(self, work: Work, clock: Callable[[], datetime] = utcnow) -> None:
-        self.repo = work.of(UsageRepository)
+        self._repo = work.of(UsageRepository)
         self.clock = clock
 
     def range(self, start: str, end: str) -> tuple[datetime, datetime]:
@@ -71,7 +71,7 @@ class UsageService:
               key_id: str = "") -> UsageReport:
         since, until = self.range(start, end)
         group_by = group_by or "day"
-        rows = self.repo.usage(principal.workspace_id, since, until, group_by, persona_id, key_id)
+        rows = self._repo.usage(principal.workspace_id, since, until, group_by, persona_id, key_id)
         if group_by == "day":
             found = {row.key: row for row in rows}
             rows = [found.get(day) or UsageRow(day, 0, 0, 0, 0) for day in _days(since, until)]

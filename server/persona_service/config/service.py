@@ -109,7 +109,7 @@ def _level_of(workspace_id: str) -> str:
 class ConfigService:
     def __init__(self, work: Work, cursors: CursorCodec | None = None) -> None:
         self.work = work
-        self.repo = work.of(ConfigRepository)
+        self._repo = work.of(ConfigRepository)
         self.cursors = cursors
 
     @staticmethod
@@ -131,7 +131,7 @@ class ConfigService:
     def effective(self, principal: Principal, prefix: str = "", persona_id: str = "") -> list[Effective]:
         """Effective values for the caller's workspace, or for one of its
         personas (persona → workspace → org → default)."""
-        rows = self.repo.settings(principal.org_id, principal.workspace_id, persona_id=persona_id)
+        rows = self._repo.settings(principal.org_id, principal.workspace_id, persona_id=persona_id)
         return [self._resolved(CONFIG_KEYS[key], rows, principal) for key in sorted(CONFIG_KEYS)
                 if key.startswith(prefix)]
 
@@ -154,7 +154,7 @@ class ConfigService:
         reply reads one or two keys, not every row of the organization's and workspace's settings). Other
         modules read it by its declared type: `number`, `flag`, `choice`."""
         spec = self.spec(key)
-        rows = self.repo.key_settings(principal.org_id, principal.workspace_id, key, persona_id)
+        rows = self._repo.key_settings(principal.org_id, principal.workspace_id, key, persona_id)
         return self._resolved(spec, rows, principal).value
 
     def number(self, principal: Principal, key: str, persona_id: str = "") -> float:
@@ -176,26 +176,26 @@ class ConfigService:
         if violation is not None:
             raise ValidationFailed([violation])
         level_id = self._level_id(principal, level, persona_id)
-        self.repo.upsert(principal.org_id, level_id, key, spec.normalize(value), principal.credential_id)
+        self._repo.upsert(principal.org_id, level_id, key, spec.normalize(value), principal.credential_id)
         self._held(principal, level, persona_id)
         return self.get(principal, key, persona_id if level == "persona" else "", check_persona=False)
 
     def delete(self, principal: Principal, key: str, level: str, persona_id: str = "") -> Effective:
         _, level = self._writable(principal, key, level, persona_id)
-        self.repo.delete(principal.org_id, self._level_id(principal, level, persona_id), key)
+        self._repo.delete(principal.org_id, self._level_id(principal, level, persona_id), key)
         self._held(principal, level, persona_id)
         return self.get(principal, key, persona_id if level == "persona" else "", check_persona=False)
 
     def org_flag(self, org_id: str, key: str) -> bool:
         """An organization-level `boolean` key's value (or its default), for work that runs without a caller."""
         spec = self.spec(key)
-        found = [value for name, value in self.repo.org_settings_with_prefix(org_id, key) if name == key]
+        found = [value for name, value in self._repo.org_settings_with_prefix(org_id, key) if name == key]
         return _flag(spec, found[0] if found else spec.default)
 
     def rate_limit_overrides(self, org_id: str) -> dict[str, float]:
         """Enterprise limit overrides, by Limits field name."""
         return {k[len(RATE_LIMIT_PREFIX):]: _number(self.spec(k), v)
-                for k, v in self.repo.org_settings_with_prefix(org_id, RATE_LIMIT_PREFIX)}
+                for k, v in self._repo.org_settings_with_prefix(org_id, RATE_LIMIT_PREFIX)}
 
     # --- rules ------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ class MarketplaceService:
     def __init__(self, work: Work, *, cursors: CursorCodec | None = None,
                  moderate: Callable[[str], ModerationResult] | None = None) -> None:
         self.work = work
-        self.repo = work.of(MarketplaceRepository)
+        self._repo = work.of(MarketplaceRepository)
         self.personas = PersonaDirectory(work)
         self.cursors = cursors
         self.moderate = moderate
@@ -49,7 +49,7 @@ class MarketplaceService:
         # Held FOR SHARE until the listing commits: it cannot be deleted or changed meanwhile.
         if self.personas.active(principal.workspace_id, persona_id, hold=True) is None:
             raise NotFound("persona")
-        listing = self.repo.add(
+        listing = self._repo.add(
             id=new_id("listing"), org_id=principal.org_id, workspace_id=principal.workspace_id,
             persona_id=persona_id, title=title, description=description, audience_tags=_tags(audience_tags),
             price_minor=price_minor, currency=currency or "usd", status="pending_review",
@@ -60,7 +60,7 @@ class MarketplaceService:
     def update(self, principal: Principal, listing_id: str, edit: ListingEdit) -> ListingRecord:
         self._own(principal, listing_id, for_update=True)
         tags = None if edit.audience_tags is None else _tags(edit.audience_tags)
-        listing = self.repo.update(listing_id, status="pending_review", rejection_reason="", title=edit.title,
+        listing = self._repo.update(listing_id, status="pending_review", rejection_reason="", title=edit.title,
                                    description=edit.description, audience_tags=tags, price_minor=edit.price_minor)
         enqueue(self.work, REVIEW_TASK, principal.org_id, listing.id)
         return listing
@@ -69,10 +69,10 @@ class MarketplaceService:
         listing = self._own(principal, listing_id, for_update=True)
         if listing.status == "unpublished":
             return listing
-        return self.repo.update(listing_id, status="unpublished")
+        return self._repo.update(listing_id, status="unpublished")
 
     def get(self, principal: Principal, listing_id: str) -> ListingRecord:
-        return self._visible(principal, self.repo.get(listing_id))
+        return self._visible(principal, self._repo.get(listing_id))
 
     @staticmethod
     def _visible(principal: Principal, listing: ListingRecord | None) -> ListingRecord:
@@ -86,7 +86,7 @@ class MarketplaceService:
         scope = f"listings:{principal.org_id if mine else '*'}:{tag}:{' '.join(words)}"
         return keyset_page(
             self.cursors, scope, limit, cursor,
-            lambda n, after: self.repo.page(org_id=principal.org_id if mine else None, audience_tag=tag,
+            lambda n, after: self._repo.page(org_id=principal.org_id if mine else None, audience_tag=tag,
                                             words=words, limit=n, after=after),
             "created_at",
         )
@@ -95,15 +95,15 @@ class MarketplaceService:
 
     def review(self, listing_id: str) -> ListingRecord | None:
         """Moderate the persona's soul and voice and the listing's text; publish or reject."""
-        owner = self.repo.owner_of(listing_id)
+        owner = self._repo.owner_of(listing_id)
         # The persona held (FOR SHARE: reviewed as it stays) before the listing is locked: personas come before
         # listings in the lock order (kernel.data.aggregates).
         persona = self.personas.active(owner.workspace_id, owner.persona_id, hold=True) if owner else None
-        listing = self.repo.get(listing_id, for_update=True)
+        listing = self._repo.get(listing_id, for_update=True)
         if listing is None or listing.status != "pending_review":
             return None  # changed since (unpublished, or reviewed by an earlier attempt)
         if persona is None:
-            return self.repo.update(listing_id, status="rejected", rejection_reason="persona_unavailable")
+            return self._repo.update(listing_id, status="rejected", rejection_reason="persona_unavailable")
         voice = self.personas.voice(persona.id)
         text = "\n".join([listing.title, listing.description, *listing.audience_tags, *persona.soul.texts(),
                           *((voice.system_prompt, voice.greeting) if voice is not None else ())])
@@ -111,11 +111,11 @@ class MarketplaceService:
         if result.flagged:
             record_flag(self.work, org_id=listing.org_id, workspace_id=listing.workspace_id, stage="output_content",
                         subject_type="marketplace_listing", subject_id=listing.id, text=text, result=result)
-            return self.repo.update(listing_id, status="rejected", rejection_reason=",".join(result.categories))
+            return self._repo.update(listing_id, status="rejected", rejection_reason=",".join(result.categories))
         return self._publish(listing)
 
     def _publish(self, listing: ListingRecord) -> ListingRecord:
-        published = self.repo.update(listing.id, status="published", rejection_reason="", published_at=utcnow())
+        published = self._repo.update(listing.id, status="published", rejection_reason="", published_at=utcnow())
         Outbox(self.work).emit("marketplace.persona.published", listing.org_id, listing.workspace_id, {
             "listingId": listing.id, "personaId": listing.persona_id, "title": listing.title,
             "audienceTags": listing.audience_tags, "priceMinor": listing.price_minor, "currency": listing.currency,
@@ -124,16 +124,16 @@ class MarketplaceService:
 
     def resolve_review(self, listing_id: str, decision: str) -> None:
         """An administrator's decision on a listing moderation flagged: approve publishes it."""
-        listing = self.repo.get(listing_id, for_update=True)
+        listing = self._repo.get(listing_id, for_update=True)
         if listing is None or listing.status != "rejected":
             return
         if decision == "approve":
             self._publish(listing)
 
     def reject_unreviewed(self, listing_id: str) -> None:
-        listing = self.repo.get(listing_id, for_update=True)
+        listing = self._repo.get(listing_id, for_update=True)
         if listing is not None and listing.status == "pending_review":
-            self.repo.update(listing_id, status="rejected", rejection_reason="review_failed")
+            self._repo.update(listing_id, status="rejected", rejection_reason="review_failed")
 
     # --- purchases -----------------------------------------------------------------------
 
@@ -148,21 +148,21 @@ class MarketplaceService:
         # them sees what they left. (Whether the persona is still active is decided when it is copied, below.)
         if owner is not None:
             self.personas.active(owner.workspace_id, owner.persona_id, hold=True)
-        listing = self._visible(principal, self.repo.get(listing_id, share=True))
+        listing = self._visible(principal, self._repo.get(listing_id, share=True))
         if listing.org_id == principal.org_id:
             raise StateConflict("An organization cannot buy its own listing.", "listingId", {"listingId": listing_id})
         if listing.status != "published":
             raise StateConflict("The listing is not published.", "status", {"status": listing.status})
         # A concurrent purchase of the same listing by this organization waits here, then answers its purchase.
-        self.repo.hold_purchase(listing_id, principal.org_id)
-        bought = self.repo.purchase_of(listing_id, principal.org_id)
+        self._repo.hold_purchase(listing_id, principal.org_id)
+        bought = self._repo.purchase_of(listing_id, principal.org_id)
         if bought is not None:
             return bought
         card = self._card(listing)
         copy_ = personas.import_card(principal, card)
         invoice = billing.charge(principal.org_id, f"Marketplace: {listing.title}", listing.price_minor)
         fee = (listing.price_minor * fee_bps + 5_000) // 10_000
-        purchase = self.repo.add_purchase(
+        purchase = self._repo.add_purchase(
             id=new_id("purchase"), listing_id=listing.id, buyer_org_id=principal.org_id, persona_id=copy_.id,
             invoice_id=invoice.id, amount_minor=listing.price_minor, fee_minor=fee, currency=listing.currency,
         )
@@ -185,13 +185,13 @@ class MarketplaceService:
         `lock_roots` takes two roots of one aggregate, before the persona and its listing: subscriptions are declared
         first (kernel.data.aggregates). Taken as each was used (the buyer's, then the seller's), two organizations
         buying each other's listing at once waited on each other in a cycle (the oracle's crosswise pair)."""
-        owner = self.repo.owner_of(listing_id)  # (none: a 404 once the listing is looked for)
+        owner = self._repo.owner_of(listing_id)  # (none: a 404 once the listing is looked for)
         for org_id in sorted({principal.org_id, owner.org_id if owner else principal.org_id}):
             billing.subscription(org_id, for_update=True)
         return owner
 
     def _own(self, principal: Principal, listing_id: str, for_update: bool = False) -> ListingRecord:
-        listing = self.repo.get(listing_id, for_update)
+        listing = self._repo.get(listing_id, for_update)
         if listing is None or listing.org_id != principal.org_id:
             raise NotFound("listing")
         return listing

@@ -27,23 +27,23 @@ class ModerationQueue:
     def __init__(self, work: Work, *, cursors: CursorCodec | None = None,
                  resolvers: Mapping[str, ReviewResolver] | None = None) -> None:
         self.work = work
-        self.repo = work.of(ModerationRepository)
+        self._repo = work.of(ModerationRepository)
         self.cursors = cursors
         self.resolvers = resolvers or {}
 
     def list(self, filters: ReviewFilters, cursor: str, limit: int) -> tuple[list[ReviewRecord], str]:
         return keyset_page(self.cursors, filters.scope(), limit, cursor,
-                           lambda n, after: self.repo.open_page(filters, n, after), "created_at")
+                           lambda n, after: self._repo.open_page(filters, n, after), "created_at")
 
     def claim(self, principal: Principal, review_id: str) -> ReviewRecord:
         now = utcnow()
         self._open_to(principal, review_id, now)
-        return self.repo.claim(review_id, principal.user_id, now + CLAIM)
+        return self._repo.claim(review_id, principal.user_id, now + CLAIM)
 
     def resolve(self, principal: Principal, review_id: str, decision: str, note: str) -> ReviewRecord:
         now = utcnow()
         self._open_to(principal, review_id, now)
-        resolved = self.repo.resolve(review_id, decision, note, principal.user_id, now)
+        resolved = self._repo.resolve(review_id, decision, note, principal.user_id, now)
         act = self.resolvers.get(resolved.subject_type)
         if act is not None:
             act(self.work, resolved.subject_id, decision)
@@ -52,7 +52,7 @@ class ModerationQueue:
     def _open_to(self, principal: Principal, review_id: str, now: datetime) -> ReviewRecord:
         """The item, locked (two administrators at once are served one after the other), if it is open to this
         one: pending, claimed by them, or claimed by someone whose claim lapsed; else 404 or 409."""
-        review = self.repo.lock(review_id)
+        review = self._repo.lock(review_id)
         if review is None:
             raise NotFound("review item")
         lapsed = review.claim_expires_at is not None and review.claim_expires_at < now

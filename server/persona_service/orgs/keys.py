@@ -42,7 +42,7 @@ class KeyService:
     revoked by it) or refused after it (401), as in each serial order, never left live for an erased member."""
 
     def __init__(self, work: Work, cursors: CursorCodec | None = None) -> None:
-        self.repo = work.of(KeyRepository)
+        self._repo = work.of(KeyRepository)
         self.cursors = cursors
 
     def create(
@@ -63,7 +63,7 @@ class KeyService:
         secret = new_secret(mode)
         # Keep the catalogue order, so the stored list is canonical.
         ordered = [s for s in KEY_SCOPES if s in set(scopes)]
-        row = self.repo.create(NewKey(
+        row = self._repo.create(NewKey(
             id=new_id("api_key"), org_id=org_id, workspace_id=workspace_id, created_by_user_id=user_id,
             name=name, scopes=ordered, mode=mode, prefix=secret[:12], secret_hash=hash_secret(secret),
             ip_allowlist=list(ip_allowlist), purpose=API, expires_at=expires_at,
@@ -71,7 +71,7 @@ class KeyService:
         return row, secret
 
     def get(self, principal: Principal, key_id: str) -> ApiKeyRecord:
-        row = self.repo.get(principal.workspace_id, key_id)
+        row = self._repo.get(principal.workspace_id, key_id)
         if row is None:
             raise NotFound("API key")
         return row
@@ -79,15 +79,15 @@ class KeyService:
     def list(self, principal: Principal, limit: int, cursor: str) -> tuple[list[ApiKeyRecord], str]:
         return keyset_page(
             self.cursors, f"keys:{principal.workspace_id}", limit, cursor,
-            lambda n, after: self.repo.list_page(principal.workspace_id, n, after), "created_at",
+            lambda n, after: self._repo.list_page(principal.workspace_id, n, after), "created_at",
         )
 
     def revoke(self, principal: Principal, key_id: str) -> tuple[ApiKeyRecord, str | None]:
         """Revoke; returns the key and the hash to evict from credential caches."""
-        row = self.repo.revoke(principal.workspace_id, key_id, utcnow())
+        row = self._repo.revoke(principal.workspace_id, key_id, utcnow())
         if row is None:
             return self.get(principal, key_id), None  # already revoked (or 404)
-        return row, self.repo.secret_hash(key_id)
+        return row, self._repo.secret_hash(key_id)
 
 
 class ScimTokens:
@@ -95,12 +95,12 @@ class ScimTokens:
     (stored beside API keys, listed and revoked apart from them)."""
 
     def __init__(self, work: Work, cursors: CursorCodec | None = None) -> None:
-        self.repo = work.of(KeyRepository)
+        self._repo = work.of(KeyRepository)
         self.cursors = cursors
 
     def create(self, principal: Principal, name: str) -> tuple[ApiKeyRecord, str]:
         secret = f"scim_{secrets.token_urlsafe(32)}"
-        row = self.repo.create(NewKey(
+        row = self._repo.create(NewKey(
             id=new_id("api_key"), org_id=principal.org_id, workspace_id=principal.workspace_id,
             created_by_user_id=principal.user_id, name=name, scopes=[SCIM_SCOPE.name], mode="live", prefix=secret[:12],
             secret_hash=hash_secret(secret), ip_allowlist=[], purpose=SCIM,
@@ -110,15 +110,15 @@ class ScimTokens:
     def list(self, principal: Principal, limit: int, cursor: str) -> tuple[list[ApiKeyRecord], str]:
         return keyset_page(
             self.cursors, f"scim-tokens:{principal.org_id}", limit, cursor,
-            lambda n, after: self.repo.list_page("", n, after, org_id=principal.org_id, purpose=SCIM), "created_at",
+            lambda n, after: self._repo.list_page("", n, after, org_id=principal.org_id, purpose=SCIM), "created_at",
         )
 
     def revoke(self, principal: Principal, token_id: str) -> tuple[ApiKeyRecord, str | None]:
         """Revoke; returns the token and the hash to evict from credential caches."""
-        row = self.repo.revoke("", token_id, utcnow(), org_id=principal.org_id, purpose=SCIM)
+        row = self._repo.revoke("", token_id, utcnow(), org_id=principal.org_id, purpose=SCIM)
         if row is not None:
-            return row, self.repo.secret_hash(token_id)
-        existing = self.repo.get_token(principal.org_id, token_id)
+            return row, self._repo.secret_hash(token_id)
+        existing = self._repo.get_token(principal.org_id, token_id)
         if existing is None:
             raise NotFound("SCIM token")
         return existing, None

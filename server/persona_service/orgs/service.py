@@ -24,13 +24,13 @@ from persona_service.orgs.repository import OrgRepository
 
 class OrgService:
     def __init__(self, work: Work) -> None:
-        self.repo = work.of(OrgRepository)
+        self._repo = work.of(OrgRepository)
 
     def get(self, principal: Principal, org_id: str) -> OrganizationRecord:
         # Another tenant's organization is indistinguishable from a missing one.
         if org_id != principal.org_id:
             raise NotFound("organization")
-        org = self.repo.get(org_id)
+        org = self._repo.get(org_id)
         if org is None:
             raise NotFound("organization")
         return org
@@ -54,7 +54,7 @@ class Onboarding:
     def __init__(self, work: Work, openers: Sequence[OrganizationOpener], *,
                  clock: Callable[[], datetime] = utcnow) -> None:
         self.work = work
-        self.repo = work.of(OrgRepository)
+        self._repo = work.of(OrgRepository)
         self.openers = openers
         self.clock = clock
 
@@ -73,18 +73,18 @@ class Onboarding:
             raise ValidationFailed(violations)
         org_id, ws_id, user_id = new_id("org"), new_id("workspace"), new_id("user")
         slug = slugify(name)
-        if self.repo.slug_taken(slug):
+        if self._repo.slug_taken(slug):
             slug = f"{slug}-{org_id[-6:]}"
-        self.repo.create_user(
+        self._repo.create_user(
             id=user_id, email=owner_email or f"owner+{user_id}@{slug}.invalid", name=f"{name} owner",
             is_platform_admin=platform_admin,
         )
-        self.repo.create_org(
+        self._repo.create_org(
             id=org_id, slug=slug, name=name, region=region, data_residency_locked=region == "eu",
             plan=plan, owner_user_id=user_id,
         )
-        self.repo.create_workspace(id=ws_id, org_id=org_id, slug="default", name="Default")
-        self.repo.add_member(org_id, user_id, "owner")
+        self._repo.create_workspace(id=ws_id, org_id=org_id, slug="default", name="Default")
+        self._repo.add_member(org_id, user_id, "owner")
         now = self.clock()
         for opener in self.openers:
             opener(self.work, org_id, plan, now)

@@ -122,7 +122,7 @@ class GenerationPipeline:
         self.work = work
         # The durable run the call's operation is (a stream's), handed by the servicer from its call.
         self.durable = run or NoRun()
-        self.repo = work.of(PersonaRepository)
+        self._repo = work.of(PersonaRepository)
         self.outbox = Outbox(work)
         self.provider = provider
         self.on_upstream_failure = on_upstream_failure or (lambda step, err: None)
@@ -279,7 +279,7 @@ class GenerationPipeline:
     def _write_run(self, run_id: str, spec: RunSpec, status: str, error_code: str = "") -> None:
         """The run as it ended and its steps (written only then: nothing reads them before the unit of work
         commits, and a run that ends neither way rolls back with it)."""
-        self.repo.add_run(
+        self._repo.add_run(
             id=run_id, org_id=spec.org_id, workspace_id=spec.workspace_id, persona_id=spec.persona_id, kind=spec.kind,
             status=status, from_step=spec.from_step if spec.kind == "regenerate" else "", started_at=self._started,
             finished_at=utcnow(), error_code=error_code, steps=self._steps,

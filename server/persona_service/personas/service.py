@@ -107,7 +107,7 @@ class PersonaService:
                  cursors: CursorCodec | None = None, run: DurableRun | None = None) -> None:
         self.work = work
         self.cursors = cursors
-        self.repo = work.of(PersonaRepository)
+        self._repo = work.of(PersonaRepository)
         self.outbox = Outbox(work)
         self.provider = provider
         self.clock = clock
@@ -120,7 +120,7 @@ class PersonaService:
             decides_nothing: bool = False) -> PersonaRecord:
         row = None
         if is_uuid(persona_id):
-            row = self.repo.get(principal.workspace_id, persona_id, for_update=for_update,
+            row = self._repo.get(principal.workspace_id, persona_id, for_update=for_update,
                                 decides_nothing=decides_nothing)
         if row is None:
             raise NotFound("persona")
@@ -137,7 +137,7 @@ class PersonaService:
         timed = order.column != "display_name"
         ranked, next_cursor = cursor_page(
             self.cursors, scope, limit, cursor,
-            lambda n, after: self.repo.list_page(principal.workspace_id, filters, n, after, order, q),
+            lambda n, after: self._repo.list_page(principal.workspace_id, filters, n, after, order, q),
             lambda pair: [_position(pair[1].sort_key), pair[0].id],
             lambda position: (datetime.fromisoformat(position[0]) if timed else str(position[0]), str(position[1])),
         )
@@ -145,21 +145,25 @@ class PersonaService:
 
     # --- versions ---------------------------------------------------------------------
 
+    def history(self, persona_id: str) -> builtins.list[VersionRecord]:
+        """Every version of a persona the caller has read (`get`), oldest first: its card's history."""
+        return self._repo.versions([persona_id])
+
     def versions(self, principal: Principal, persona_id: str, limit: int,
                  cursor: str) -> tuple[builtins.list[VersionRecord], str]:
         """The persona's versions, newest first."""
         row = self.get(principal, persona_id)
         return cursor_page(
             self.cursors, f"persona_versions:{row.id}", limit, cursor,
-            lambda n, before: self.repo.versions_page(row.id, n, before),
+            lambda n, before: self._repo.versions_page(row.id, n, before),
             lambda version: [version.version], lambda position: int(position[0]),
         )
 
     def version(self, principal: Principal, persona_id: str, version: int) -> tuple[VersionRecord, VoiceRecord]:
         """One version and its voice (fingerprint included)."""
         row = self.get(principal, persona_id)
-        found = self.repo.version(row.id, version)
-        current = self.repo.voice(row.id)
+        found = self._repo.version(row.id, version)
+        current = self._repo.voice(row.id)
         if found is None or current is None:
             raise NotFound("persona version", {"personaId": row.id, "version": version})
         return found, found.voice_record(current)
@@ -183,14 +187,14 @@ class PersonaService:
         row = self._writable(principal, persona_id)
         if version == row.version:
             raise StateConflict(f"The persona is at version {version} already.", "version", {"version": version})
-        target = self.repo.version(row.id, version)
+        target = self._repo.version(row.id, version)
         if target is None:
             raise NotFound("persona version", {"personaId": row.id, "version": version})
         voice = target.voice
         fingerprint = Fingerprint(target.fingerprint, target.fingerprint_model or "") if target.fingerprint \
             else self.pipeline.fingerprint(voice)
         now = self.clock()
-        row = self.repo.update(row.id, PersonaChanges(
+        row = self._repo.update(row.id, PersonaChanges(
             soul=target.soul, version=row.version + 1, last_run_id=target.run_id, updated_at=now))
         self._add_version(row, "rollback", target.soul, voice, "", fingerprint, now,  # no run made it
                           note=note, source_version=version)
@@ -212,21 +216,21 @@ class PersonaService:
 
     def voice(self, principal: Principal, persona_id: str) -> VoiceRecord:
         self.get(principal, persona_id)
-        voice = self.repo.voice(persona_id)
+        voice = self._repo.voice(persona_id)
         if voice is None:
             raise NotFound("voice profile")
         return voice
 
     def lineage(self, principal: Principal, persona_id: str) -> Lineage:
         row = self.get(principal, persona_id)
-        tree = self.repo.tree(principal.workspace_id, row.root_id)
+        tree = self._repo.tree(principal.workspace_id, row.root_id)
         children: dict[str, builtins.list[PersonaRecord]] = {}
         for node in tree:
             children.setdefault(node.parent_id or "", []).append(node)
         for nodes in children.values():
             nodes.sort(key=lambda n: n.fork_ordinal)
         versions: dict[str, builtins.list[VersionRecord]] = {}
-        for version in self.repo.versions([n.id for n in tree]):
+        for version in self._repo.versions([n.id for n in tree]):
             versions.setdefault(version.persona_id, []).append(version)
         by_id = {n.id: n for n in tree}
         root = by_id.get(row.root_id)
@@ -279,12 +283,12 @@ class PersonaService:
         for _ in range(RERUNS):
             row = self._current(principal, persona_id)
             # (A finished run's steps never change; the voice is the version's, checked with it under the lock.)
-            previous = self.repo.step_outputs(row.last_run_id) if row.last_run_id else StepOutputs()
+            previous = self._repo.step_outputs(row.last_run_id) if row.last_run_id else StepOutputs()
             missing = [s for s in STEPS[: STEPS.index(from_step)] if previous.get(s) is None]
             if missing:  # e.g. an imported persona: no earlier run to keep outputs from
                 voice = previous.write_voice
                 if voice is None:
-                    current = self.repo.voice(persona_id, decides_nothing=True)
+                    current = self._repo.voice(persona_id, decides_nothing=True)
                     voice = current.as_output() if current else None
                 previous = replace(
                     previous, draft_soul=previous.draft_soul or row.soul,
@@ -320,7 +324,7 @@ class PersonaService:
         )
         result = yield from self.pipeline.run(spec)
         # Atomic claim of the next ordinal: parallel forks never collide (spec 1.0.3).
-        ordinal = self.repo.next_fork_ordinal(parent_id)
+        ordinal = self._repo.next_fork_ordinal(parent_id)
         if ordinal is None:  # deleted (or purged) while the model worked: as if the deletion had come first
             self.get(principal, parent_id, for_update=True)
             raise StateConflict("A deleted persona cannot be forked; restore it first.", "state", {"state": "deleted"})
@@ -366,7 +370,7 @@ class PersonaService:
         changed = sorted(_camel(k) for k, v in changed_columns(edit).items() if current[k] != v)
         if not changed:
             return row
-        row = self.repo.update(persona_id, PersonaChanges(
+        row = self._repo.update(persona_id, PersonaChanges(
             slug=edit.slug, display_name=edit.display_name, visibility=edit.visibility, metadata=edit.metadata,
             updated_at=self.clock()))
         self._emit(row, "persona.updated", {"version": row.version, "changed": changed, "note": ""})
@@ -378,7 +382,7 @@ class PersonaService:
             return row
         self._refuse_archived(row)
         now = self.clock()
-        row = self.repo.update(persona_id, _deleted(row, now))
+        row = self._repo.update(persona_id, _deleted(row, now))
         self._emit(row, "persona.deleted", {"purgeAt": iso(now + GRACE)})
         return row
 
@@ -386,7 +390,7 @@ class PersonaService:
         row = self.get(principal, persona_id, for_update=True)
         if row.state != "deleted":
             raise StateConflict("Only a deleted persona can be restored.", "state", {"state": row.state})
-        row = self.repo.restore(persona_id, row.state_before_delete or "active", self.clock())
+        row = self._repo.restore(persona_id, row.state_before_delete or "active", self.clock())
         self._emit(row, "persona.updated", {"version": row.version, "changed": ["state"], "note": "restored"})
         return row
 
@@ -397,14 +401,14 @@ class PersonaService:
         if row.state == "archived":
             return row
         now = self.clock()
-        row = self.repo.update(persona_id, PersonaChanges(state="archived", archived_at=now, updated_at=now))
+        row = self._repo.update(persona_id, PersonaChanges(state="archived", archived_at=now, updated_at=now))
         self._emit(row, "persona.archived", {})
         return row
 
     def audit(self, principal: Principal, persona_id: str) -> AuditResult:
         for _ in range(RERUNS):
             row = self._current(principal, persona_id)
-            voice = self.repo.voice(persona_id, decides_nothing=True)  # the version's: checked with it, under the lock
+            voice = self._repo.voice(persona_id, decides_nothing=True)  # the version's: checked with it, under the lock
             profile = voice.as_output() if voice else Voice("")
             scored = self.pipeline.score(row.soul, profile)
             reply = self.provider.generate(
@@ -432,7 +436,7 @@ class PersonaService:
             changes = replace(changes, state="active", flagged_reason="")
         elif not passed and blocking:
             changes = replace(changes, state="flagged", flagged_reason=reason)
-        row = self.repo.update(persona_id, changes)
+        row = self._repo.update(persona_id, changes)
         result = AuditResult(row, score, threshold, provocation_passed, passed, scored.notes)
         if not passed:
             self._emit(row, "persona.audit_failed", {
@@ -452,7 +456,7 @@ class PersonaService:
         """One batch of the scheduled purge: up to `limit` soft-deleted
         personas past their 30-day grace (the job, module.purge, runs
         batches in transactions of their own until one comes back short)."""
-        return self.repo.purge_deleted(now or self.clock(), limit)
+        return self._repo.purge_deleted(now or self.clock(), limit)
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -513,7 +517,7 @@ class PersonaService:
             raise StateConflict("The persona is archived and read-only.", "state", {"state": "archived"})
 
     def _ensure_slug_free(self, workspace_id: str, slug: str) -> None:
-        if self.repo.slug_owner(workspace_id, slug) is not None:
+        if self._repo.slug_owner(workspace_id, slug) is not None:
             raise StateConflict(f"The slug `{slug}` is already used in this workspace.", "slug", {"slug": slug})
 
     def _insert(self, principal: Principal, persona_id: str, result: RunResult, *, intent: str,
@@ -534,10 +538,10 @@ class PersonaService:
             )
 
         if slug:  # the caller's: taken is a conflict (kernel.data.unique answers a concurrent taker's too)
-            row = self.repo.insert(new(slug))
+            row = self._repo.insert(new(slug))
         else:  # ours to derive: taken (a concurrent create's too) makes us derive the next one
             row = derive_unique(SLUG_CONSTRAINT, lambda attempt: _derived_slug(result.soul.name, persona_id, attempt),
-                                lambda slug: self.repo.insert_unless_slug_taken(new(slug)))
+                                lambda slug: self._repo.insert_unless_slug_taken(new(slug)))
         self._add_version(row, kind, result.soul, result.voice, run_id, result.fingerprint, now, note=note,
                           instruction=instruction)
         self._emit(row, "persona.created", {
@@ -549,7 +553,7 @@ class PersonaService:
                      instruction: str = "") -> PersonaRecord:
         now = self.clock()
         version = row.version + 1
-        row = self.repo.update(row.id, PersonaChanges(
+        row = self._repo.update(row.id, PersonaChanges(
             soul=result.soul, version=version, last_run_id=result.run_id, updated_at=now,
             audit_score=result.audit_score if result.audited else row.audit_score,
         ))
@@ -561,7 +565,7 @@ class PersonaService:
                      fingerprint: Fingerprint, now: datetime, *, note: str = "", instruction: str = "",
                      source_version: int | None = None) -> None:
         """The persona's version `row.version`, as just written, and `voice` as its current voice."""
-        self.repo.add_version(NewVersion(
+        self._repo.add_version(NewVersion(
             persona_id=row.id, version=row.version, kind=kind, soul=soul, voice=voice, run_id=run_id,
             created_at=now, fingerprint=fingerprint.vector, fingerprint_model=fingerprint.model,
             note=note, instruction=instruction, source_version=source_version,

@@ -239,7 +239,7 @@ class PersonaServicer:
         service = self._service(ctx)
         row = service.get(ctx.caller, request.id)
         voice = service.voice(ctx.caller, request.id)
-        card = persona_to_card(row, voice, service.repo.versions([row.id]))
+        card = persona_to_card(row, voice, service.history(row.id))
         return json_format.ParseDict(card, personas_pb2.CharacterCard())
 
     def ImportPersonaCard(self, request: personas_pb2.ImportPersonaCardRequest,

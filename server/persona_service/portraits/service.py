@@ -57,7 +57,7 @@ class PortraitService:
     def __init__(self, work: Work, *, moderate: Callable[[str], ModerationResult] | None = None,
                  cursors: CursorCodec | None = None, clock: Callable[[], datetime] = utcnow) -> None:
         self.work = work
-        self.repo = work.of(PortraitRepository)
+        self._repo = work.of(PortraitRepository)
         self.personas = PersonaDirectory(work)
         self.moderate = moderate
         self.cursors = cursors
@@ -85,7 +85,7 @@ class PortraitService:
                          instruction=instruction, style=source.style)
 
     def get(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
-        row = self.repo.get(principal.workspace_id, persona_id, portrait_id) if is_uuid(portrait_id) else None
+        row = self._repo.get(principal.workspace_id, persona_id, portrait_id) if is_uuid(portrait_id) else None
         if row is None:
             raise NotFound("portrait")
         return row
@@ -95,7 +95,7 @@ class PortraitService:
         self._persona(principal, persona_id)
         return keyset_page(
             self.cursors, f"portraits:{principal.workspace_id}:{persona_id}:{conversation_id}", limit, cursor,
-            lambda n, after: self.repo.list_page(principal.workspace_id, persona_id, conversation_id, n, after),
+            lambda n, after: self._repo.list_page(principal.workspace_id, persona_id, conversation_id, n, after),
             "created_at",
         )
 
@@ -103,11 +103,11 @@ class PortraitService:
         row = self._for_update(principal, persona_id, portrait_id)
         if row.canonical:
             return row
-        self.repo.lock_canonical(persona_id)  # after the portrait: a lock by name comes last (docs/concurrency.md)
+        self._repo.lock_canonical(persona_id)  # after the portrait: a lock by name comes last (docs/concurrency.md)
         if row.status not in ("generated", "approved"):
             raise _status_conflict(row, "approve")
-        previous = self.repo.clear_canonical(persona_id)
-        approved = self.repo.transition(row.id, ("generated", "approved"),
+        previous = self._repo.clear_canonical(persona_id)
+        approved = self._repo.transition(row.id, ("generated", "approved"),
                                         PortraitChanges(status="approved", canonical=True))
         assert approved is not None  # the row is locked
         Outbox(self.work).emit("persona.updated", row.org_id, row.workspace_id, {
@@ -122,12 +122,12 @@ class PortraitService:
             return row
         if row.status != "generated" or row.canonical:
             raise _status_conflict(row, "reject")
-        rejected = self.repo.transition(row.id, ("generated",), PortraitChanges(status="rejected"))
+        rejected = self._repo.transition(row.id, ("generated",), PortraitChanges(status="rejected"))
         assert rejected is not None
         return rejected
 
     def reread(self, portrait_id: str) -> PortraitRecord | None:
-        return self.repo.by_id(portrait_id, decides_nothing=True)
+        return self._repo.by_id(portrait_id, decides_nothing=True)
 
     # --- the render task --------------------------------------------------------------
 
@@ -135,16 +135,16 @@ class PortraitService:
         """Mark the portrait `generating`; None when it is already settled (or gone)."""
         # Its persona first (rendered as it is held), then the portrait: personas come before portraits in the lock
         # order (docs/concurrency.md). Which persona, and whether it is an edit, never change: read unlocked.
-        seen = self.repo.by_id(portrait_id, decides_nothing=True)
+        seen = self._repo.by_id(portrait_id, decides_nothing=True)
         if seen is None:
             return None
         persona = None if seen.parent_portrait_id is not None else self.personas.active(
             seen.workspace_id, seen.persona_id, hold=True)
-        row = self.repo.transition(portrait_id, ("pending", "generating"), PortraitChanges(status="generating"))
+        row = self._repo.transition(portrait_id, ("pending", "generating"), PortraitChanges(status="generating"))
         if row is None:
             return None
         if row.parent_portrait_id is not None:
-            parent = self.repo.by_id(row.parent_portrait_id)
+            parent = self._repo.by_id(row.parent_portrait_id)
             return RenderJob(row, None, parent.storage_key if parent is not None else None)
         if persona is None:
             return RenderJob(row, None, None)
@@ -152,11 +152,11 @@ class PortraitService:
         return RenderJob(row, ImagePrompt(row.persona_id, name, persona.soul.traits, row.prompt, row.style), None)
 
     def finish_render(self, portrait_id: str, size: int, width: int, height: int) -> PortraitRecord | None:
-        return self.repo.transition(portrait_id, ("generating",), PortraitChanges(
+        return self._repo.transition(portrait_id, ("generating",), PortraitChanges(
             status="generated", size=size, width=width, height=height, failure_code=""))
 
     def fail_render(self, portrait_id: str, code: str) -> PortraitRecord | None:
-        return self.repo.transition(portrait_id, ("pending", "generating"),
+        return self._repo.transition(portrait_id, ("pending", "generating"),
                                     PortraitChanges(status="failed", failure_code=code))
 
     # --- the purge job ----------------------------------------------------------------
@@ -165,14 +165,14 @@ class PortraitService:
         """Personas with portraits that no longer exist (purged after their grace period)."""
         gone: builtins.list[str] = []
         after = ""
-        while ids := self.repo.persona_ids(batch, after):
+        while ids := self._repo.persona_ids(batch, after):
             existing = self.personas.existing(ids)
             gone += [i for i in ids if i not in existing]
             after = ids[-1]
         return gone
 
     def forget_personas(self, persona_ids: builtins.list[str]) -> builtins.list[PortraitRecord]:
-        return self.repo.delete_for_personas(persona_ids)
+        return self._repo.delete_for_personas(persona_ids)
 
     # --- helpers ----------------------------------------------------------------------
 
@@ -180,7 +180,7 @@ class PortraitService:
              conversation_id: str, style: str, prompt: str = "", instruction: str = "",
              parent_portrait_id: str | None = None) -> PortraitRecord:
         self._check_quota(principal.org_id, images_per_month)
-        row = self.repo.add(NewPortrait(
+        row = self._repo.add(NewPortrait(
             id=portrait_id, org_id=principal.org_id, workspace_id=principal.workspace_id, persona_id=persona_id,
             conversation_id=conversation_id, storage_key=object_key(principal.org_id, "portraits", persona_id,
                                                                     f"{portrait_id}.png"),
@@ -202,14 +202,14 @@ class PortraitService:
         persona = self.personas.active(principal.workspace_id, persona_id, hold=True) \
             if is_uuid(persona_id) else None
         # Held FOR SHARE: a reject meanwhile waits for the edit, and an edit after it finds it rejected.
-        source = self.repo.get(principal.workspace_id, persona_id, portrait_id, share=True) \
+        source = self._repo.get(principal.workspace_id, persona_id, portrait_id, share=True) \
             if is_uuid(portrait_id) else None
         if persona is None or persona.state == "archived" or source is None or source.status not in EDITABLE:
             raise NotFound("source portrait")
         return source
 
     def _for_update(self, principal: Principal, persona_id: str, portrait_id: str) -> PortraitRecord:
-        row = self.repo.get(principal.workspace_id, persona_id, portrait_id, for_update=True) \
+        row = self._repo.get(principal.workspace_id, persona_id, portrait_id, for_update=True) \
             if is_uuid(portrait_id) else None
         if row is None:
             raise NotFound("portrait")
@@ -237,8 +237,8 @@ class PortraitService:
     def _check_quota(self, org_id: str, quota: Quota) -> None:
         """Images count in the organization's billing period (`quota`); an
         overrun's `Retry-After` is that period's end."""
-        self.repo.lock_quota(org_id)  # concurrent requests of one organization count one at a time
-        used = self.repo.used_since(org_id, quota.start)
+        self._repo.lock_quota(org_id)  # concurrent requests of one organization count one at a time
+        used = self._repo.used_since(org_id, quota.start)
         if used >= quota.limit:
             err = PortraitQuotaExceeded(
                 "The monthly image quota is used up; it resets at the start of the next billing period.",

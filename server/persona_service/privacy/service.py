@@ -56,14 +56,14 @@ _NO_LONGER = "The caller is no longer a member of the organization: their data w
 class PrivacyService:
     def __init__(self, work: Work, *, cursors: CursorCodec | None = None) -> None:
         self.work = work
-        self.repo = work.of(PrivacyRepository)
+        self._repo = work.of(PrivacyRepository)
         self.cursors = cursors
 
     def request(self, principal: Principal) -> ExportRecord:
         """A new pending export, or the user's export already pending or running. The caller's membership is held
         first (kernel.transport.stages.hold; their erasure locks it to end it): an export requested as the person
         is erased is made before the erasure, which deletes it, or refused after it, as a later call would be."""
-        return self.repo.request(new_id("privacy_export"), principal.org_id, principal.user_id)
+        return self._repo.request(new_id("privacy_export"), principal.org_id, principal.user_id)
 
     def build(self, storage: Storage, sources: Sequence[PersonalData], ttl_seconds: int) -> ExportRecord | None:
         """Claim the oldest pending export (skipping those another builder
@@ -71,7 +71,7 @@ class PrivacyService:
         in this unit of work: the export, or None when nothing was pending.
         A build that fails settles the export `failed` (with the error), so
         it never holds up the exports behind it."""
-        job = self.repo.claim(LEASE_SECONDS)
+        job = self._repo.claim(LEASE_SECONDS)
         if job is None:
             return None
         try:
@@ -80,10 +80,10 @@ class PrivacyService:
                 body.seek(0)
                 key = object_key(job.org_id, "privacy", f"{job.id}.json")
                 storage.put_file(key, body, "application/json")  # rewritten, never orphaned, if this rolls back
-                self.repo.complete(job.id, key, digest, utcnow() + timedelta(seconds=ttl_seconds))
+                self._repo.complete(job.id, key, digest, utcnow() + timedelta(seconds=ttl_seconds))
         except Exception as exc:  # noqa: BLE001 - recorded on the export
             log.exception("privacy export %s failed", job.id)
-            self.repo.fail(job.id, f"{type(exc).__name__}: {exc}")
+            self._repo.fail(job.id, f"{type(exc).__name__}: {exc}")
         return job
 
     def erase(self, principal: Principal, erasers: Sequence[PersonalDataEraser], locks: Sequence[PersonalDataLock],
@@ -115,7 +115,7 @@ class PrivacyService:
             own = erase_exports not in erasers  # (hooks without this module's: its part goes last)
             for erase in [*erasers, *([erase_exports] if own else [])]:  # in the lock order (Modules.erasers)
                 if erase is erase_exports:  # this module's part, at its place in that order: its stored files too
-                    exports = self.repo.delete_for(org_id, principal.user_id)
+                    exports = self._repo.delete_for(org_id, principal.user_id)
                     for key in filter(None, exports):
                         storage.delete(key)
                     counts.update(privacy_exports_deleted=len(exports))
@@ -130,7 +130,7 @@ class PrivacyService:
     def list(self, principal: Principal, cursor: str, limit: int) -> tuple[list[ExportRecord], str]:
         return keyset_page(
             self.cursors, f"privacy-exports:{principal.org_id}:{principal.user_id}", limit, cursor,
-            lambda n, after: self.repo.page(principal.org_id, principal.user_id, n, after), "created_at",
+            lambda n, after: self._repo.page(principal.org_id, principal.user_id, n, after), "created_at",
         )
 
 

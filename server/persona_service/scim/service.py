@@ -160,7 +160,7 @@ class Resources:
 
     def __init__(self, work: Work, org_id: str, base: str, repo: ResourceRepository,
                  hints: Hints | None = None):
-        self.work, self.org_id, self.base, self.repo, self.hints = work, org_id, base, repo, hints
+        self.work, self.org_id, self.base, self._repo, self.hints = work, org_id, base, repo, hints
         self.members = work.of(MembershipRepository)
         self.directory = MemberDirectory(work)
 
@@ -182,7 +182,7 @@ class Resources:
         return [self.render(r) for r in rows]
 
     def existing(self, resource_id: str, *, for_update: bool = False) -> ScimRecord:
-        row = self.repo.get(self.org_id, resource_id, for_update=for_update)
+        row = self._repo.get(self.org_id, resource_id, for_update=for_update)
         if row is None:
             raise NotFound(self.rt.name.lower())
         return row
@@ -195,13 +195,13 @@ class Resources:
         # Filters and PATCH parse with scim2-models, which loads here, not in every process (scim.schemas).
         from persona_service.scim.filters import parse_filter
 
-        where = self.repo.where(self.rt, parse_filter(query.filter)) if query.filter.strip() else None
+        where = self._repo.where(self.rt, parse_filter(query.filter)) if query.filter.strip() else None
         start = max(1, query.start_index)
         count = min(max(0, query.count), MAX_RESULTS)
         walk = Walk(self.hints, self.org_id, self.rt, query)
         # (a search's startIndex is any JSON number: past Postgres' bigint OFFSET, no page holds a row; it was a 500)
         offset = min(start - 1, _LAST_OFFSET)
-        rows, total = self.repo.page(self.org_id, where, self._order(query), offset, count, walk.after(start))
+        rows, total = self._repo.page(self.org_id, where, self._order(query), offset, count, walk.after(start))
         walk.reached(start, rows, count)
         resources = [project(self.rt, r.body, query.attributes, query.excluded_attributes)
                      for r in self.render_many(rows)]
@@ -213,7 +213,7 @@ class Resources:
         from persona_service.scim.filters import parse_filter
 
         node = parse_filter(f"{query.sort_by} pr")  # the same attribute rules as filters
-        order = self.repo.order(self.rt, node, descending=query.sort_order.lower() == "descending")
+        order = self._repo.order(self.rt, node, descending=query.sort_order.lower() == "descending")
         if query.sort_order and query.sort_order.lower() not in ("ascending", "descending"):
             raise bad_request("invalidValue", "sortOrder is `ascending` or `descending`.")
         return order
@@ -221,7 +221,7 @@ class Resources:
     # --- writing ------------------------------------------------------------------
 
     def _unique(self, name: str, resource_id: str | None = None) -> None:
-        holder = self.repo.named(self.org_id, name)
+        holder = self._repo.named(self.org_id, name)
         if holder is not None and holder != resource_id:
             raise scim_error("state_conflict", "uniqueness", f"A {self.rt.name} with {self.rt.naming} "
                              f"{name!r} exists.", conflictField=self.rt.naming)
@@ -323,7 +323,7 @@ class Users(Resources):
         # person is a SCIM user already, by the key of the row this inserts (a root locked after the address
         # would take the lock order backwards: a PUT of that user locks its row, then the address).
         provisioned = self.directory.provision(self.org_id, _email(doc), _display(doc))
-        made = self.repo.insert_new(self.org_id, provisioned.user_id, self._fields(doc))
+        made = self._repo.insert_new(self.org_id, provisioned.user_id, self._fields(doc))
         if made is None:
             raise scim_error("state_conflict", "uniqueness", "Another SCIM user has this email address.",
                              conflictField="emails")
@@ -334,7 +334,7 @@ class Users(Resources):
         # The address (a lock by name) before the keys a deactivation revokes: the lock order (docs/concurrency.md)
         self.directory.update_profile(self.org_id, row.id, _email(doc), _display(doc))
         self._activate(row.id, _active(doc))
-        return self.repo.update(self.org_id, row.id, self._fields(doc))
+        return self._repo.update(self.org_id, row.id, self._fields(doc))
 
     def _activate(self, user_id: str, active: bool) -> None:
         if not active and self.directory.role_of(self.org_id, user_id) == OWNER:
@@ -374,7 +374,7 @@ class Users(Resources):
                                                      if m.get("value") != row.id]}
                 groups.update_document(self.org_id, group_id, {k: v for k, v in doc.items() if v})
         self.members.drop_user(self.org_id, row.id)
-        self.repo.delete(self.org_id, row.id)
+        self._repo.delete(self.org_id, row.id)
 
 
 def lock_personal_data(work: Work, org_id: str, user_id: str) -> None:
@@ -442,19 +442,19 @@ class Groups(Resources):
 
     def _create(self, doc: Canonical) -> ScimRecord:
         grant, members = self._grant(doc), self._member_ids(doc)
-        row = self.repo.insert(self.org_id, new_id("scim_group"), self._fields(doc))
+        row = self._repo.insert(self.org_id, new_id("scim_group"), self._fields(doc))
         self._settle(row.id, grant, set(), members)
         return row
 
     def _update(self, row: ScimRecord, doc: Canonical) -> ScimRecord:
         grant, members = self._grant(doc), self._member_ids(doc)
-        updated = self.repo.update(self.org_id, row.id, self._fields(doc))
+        updated = self._repo.update(self.org_id, row.id, self._fields(doc))
         self._settle(row.id, grant, self.members.members(row.id), members)
         return updated
 
     def _delete(self, row: ScimRecord) -> None:
         before = self.members.members(row.id)
-        self.repo.delete(self.org_id, row.id)
+        self._repo.delete(self.org_id, row.id)
         self.regrant(before)
 
     def _settle(self, group_id: str, grant: Grant | None, before: set[str], after: set[str]) -> None:

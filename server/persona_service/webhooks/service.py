@@ -200,7 +200,7 @@ class WebhookService:
     def __init__(self, work: Work, cursors: CursorCodec | None = None, box: SecretBox | None = None, *,
                  allow_private: bool = False, resolve: Resolver = resolve_host) -> None:
         self.work = work
-        self.repo = work.of(WebhookRepository)
+        self._repo = work.of(WebhookRepository)
         self.cursors = cursors
         self._box = box
         self.allow_private = allow_private
@@ -220,7 +220,7 @@ class WebhookService:
         self._check(url=url, events=events)
         secret = new_secret()
         now = utcnow()
-        row = self.repo.create(NewEndpoint(
+        row = self._repo.create(NewEndpoint(
             id=new_id("webhook_endpoint"), org_id=principal.org_id, workspace_id=principal.workspace_id,
             url=url, description=description, events=self._normalize(events), enabled=enabled,
             standard_webhooks=standard_webhooks,
@@ -229,7 +229,7 @@ class WebhookService:
         return row, secret
 
     def get(self, principal: Principal, endpoint_id: str, *, for_update: bool = False) -> EndpointRecord:
-        row = self.repo.get(principal.workspace_id, endpoint_id, for_update=for_update)
+        row = self._repo.get(principal.workspace_id, endpoint_id, for_update=for_update)
         if row is None:
             raise NotFound("webhook endpoint")
         return row
@@ -255,17 +255,17 @@ class WebhookService:
                                   description=description, enabled=enabled, standard_webhooks=standard_webhooks)
         if changes == EndpointChanges():
             return current
-        return self.repo.update(principal.workspace_id, endpoint_id, changes, utcnow())
+        return self._repo.update(principal.workspace_id, endpoint_id, changes, utcnow())
 
     def delete(self, principal: Principal, endpoint_id: str) -> str:
-        if not self.repo.delete(principal.workspace_id, endpoint_id):
+        if not self._repo.delete(principal.workspace_id, endpoint_id):
             raise NotFound("webhook endpoint")
         return endpoint_id
 
     def list(self, principal: Principal, cursor: str, limit: int) -> tuple[builtins.list[EndpointRecord], str]:
         return keyset_page(
             self.cursors, f"webhooks:{principal.workspace_id}", limit, cursor,
-            lambda n, after: self.repo.list_page(principal.workspace_id, n, after), "created_at",
+            lambda n, after: self._repo.list_page(principal.workspace_id, n, after), "created_at",
         )
 
     def ping(self, principal: Principal, endpoint_id: str) -> str:
@@ -280,9 +280,9 @@ class WebhookService:
         self.get(principal, endpoint_id)
         rows, token = keyset_page(
             self.cursors, f"webhook-deliveries:{endpoint_id}:{status}", limit, cursor,
-            lambda n, after: self.repo.deliveries_page(endpoint_id, status, n, after), "created_at",
+            lambda n, after: self._repo.deliveries_page(endpoint_id, status, n, after), "created_at",
         )
-        attempts = self.repo.attempts_for([r.id for r in rows])
+        attempts = self._repo.attempts_for([r.id for r in rows])
         return [(r, attempts.get(r.id, [])) for r in rows], token
 
     def replay(self, principal: Principal, endpoint_id: str, delivery_id: str, now: datetime | None = None
@@ -290,14 +290,14 @@ class WebhookService:
         """A new delivery of the same event (same envelope `id`), due now. The endpoint is locked first:
         a DELETE at the same moment either waits for the replay or removed it, and then this is a 404."""
         self.get(principal, endpoint_id, for_update=True)
-        original = self.repo.get_delivery(endpoint_id, delivery_id)
+        original = self._repo.get_delivery(endpoint_id, delivery_id)
         if original is None:
             raise NotFound("webhook delivery")
-        if not self.repo.event_kept(original.event_id):  # a delivery is sent with its event's payload
+        if not self._repo.event_kept(original.event_id):  # a delivery is sent with its event's payload
             raise StateConflict("The delivery's event is older than the event log keeps: it cannot be replayed.",
                                 "eventId", {"eventId": original.event_id})
         now = now or utcnow()
-        row = self.repo.add_delivery(NewDelivery(
+        row = self._repo.add_delivery(NewDelivery(
             id=new_id("webhook_delivery"), endpoint_id=endpoint_id, event_id=original.event_id,
             event_type=original.event_type, next_attempt_at=now, created_at=now, replay_of=original.id,
         ))
@@ -309,10 +309,10 @@ class WebhookService:
         now = now or utcnow()
         cutoff = now - timedelta(seconds=max_age_seconds)
         results = []
-        for row in self.repo.all_for_rotation():
+        for row in self._repo.all_for_rotation():
             if row.secret_created_at <= cutoff:
                 expires = now + timedelta(seconds=grace_seconds)
-                self.repo.rotate(row.id, SecretRotation(
+                self._repo.rotate(row.id, SecretRotation(
                     secret_enc=self.box.seal(new_secret()), secret_created_at=now,
                     previous_secret_enc=row.secret_enc, previous_secret_expires_at=expires, updated_at=now,
                 ))

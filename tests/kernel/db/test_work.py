@@ -30,7 +30,7 @@ def test_a_repository_is_bound_once_to_the_unit_of_works_connection_opened_on_fi
 def test_services_over_one_work_share_its_repositories(engine):
     with engine.connect() as conn:
         work = Work.on(conn)
-        assert ConfigService(work).repo is ConfigService(work).repo is work.of(ConfigRepository)
+        assert ConfigService(work)._repo is ConfigService(work)._repo is work.of(ConfigRepository)
 
 
 @pytest.mark.parametrize("thing", [

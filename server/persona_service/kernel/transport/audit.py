@@ -56,11 +56,11 @@ def action_name(method_name: str, resource_type: str) -> str:
 
 class AuditLog:
     def __init__(self, work: Work, cursors: CursorCodec | None = None) -> None:
-        self.repo = AuditRepository(connection_of(work)())
+        self._repo = AuditRepository(connection_of(work)())
         self.cursors = cursors
 
     def record(self, entry: AuditEntry) -> None:
-        self.repo.add(
+        self._repo.add(
             id=ids.new_id("audit_event"), action=entry.action, outcome=entry.outcome, status=entry.status,
             request_id=entry.request_id, client_ip=entry.client_ip or "", org_id=entry.org_id,
             workspace_id=entry.workspace_id, actor_user_id=entry.actor_user_id, credential_id=entry.credential_id,
@@ -72,7 +72,7 @@ class AuditLog:
         wanted = {k: filters.get(k, "") for k in FILTERS}
         return keyset_page(
             self.cursors, f"audit:{principal.org_id}", limit, cursor,
-            lambda n, after: self.repo.list_page(principal.org_id, log_workspace(principal), wanted, n, after),
+            lambda n, after: self._repo.list_page(principal.org_id, log_workspace(principal), wanted, n, after),
             "occurred_at",
         )
 

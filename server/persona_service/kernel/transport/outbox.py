@@ -57,7 +57,7 @@ EVENT_CLOCK = EventClock()
 
 class Outbox:
     def __init__(self, work: Work, cursors: CursorCodec | None = None) -> None:
-        self.repo = EventRepository(connection_of(work)())
+        self._repo = EventRepository(connection_of(work)())
         self.cursors = cursors
 
     def emit(self, type_: str, org_id: str, workspace_id: str, data: Mapping[str, object]) -> str:
@@ -69,16 +69,16 @@ class Outbox:
             raise ValueError(f"persona.audit_failed carries exactly {sorted(AUDIT_FAILED_FIELDS)}")
         event_id = ids.new_id("event")
         occurred_at = EVENT_CLOCK.stamp(utcnow())
-        self.repo.add(EventRecord(id=event_id, org_id=org_id, workspace_id=workspace_id, type=type_,
+        self._repo.add(EventRecord(id=event_id, org_id=org_id, workspace_id=workspace_id, type=type_,
                                   occurred_at=occurred_at, data=dict(data)))
         return event_id
 
     def flush(self) -> None:
         """Write the events emitted so far now (the transaction's commit writes them, in one INSERT)."""
-        self.repo.flush()
+        self._repo.flush()
 
     def get(self, principal: Principal, event_id: str) -> EventRecord:
-        row = self.repo.get(principal.org_id, log_workspace(principal), event_id)
+        row = self._repo.get(principal.org_id, log_workspace(principal), event_id)
         if row is None:
             raise NotFound("event")
         return row
@@ -87,6 +87,6 @@ class Outbox:
              cursor: str) -> tuple[list[EventRecord], str]:
         return keyset_page(
             self.cursors, f"events:{principal.org_id}", limit, cursor,
-            lambda n, after: self.repo.list_page(principal.org_id, log_workspace(principal), type_, persona_id, n, after),
+            lambda n, after: self._repo.list_page(principal.org_id, log_workspace(principal), type_, persona_id, n, after),
             "occurred_at",
         )
