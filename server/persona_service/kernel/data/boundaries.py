@@ -16,7 +16,10 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
   PostgreSQL keeps from PUBLIC (`pg_read_file`…). Behind the names a statement spells, what the database runs is
   read from its catalogue (`Catalog`): a view's or rule's query (pg_depend), a function's body (and a
   `BEGIN ATOMIC` one's dependencies), the triggers and rules a write on a domain's table fires, a partition's
-  parent; each table reached there is judged as if named. libpq's own connection (`pgconn`, wherever psycopg
+  parent; each table reached there is judged as if named. Where the database builds the SQL it runs (a `DO`
+  block, a function whose body `EXECUTE`s, `ts_stat`'s query), PostgreSQL's own counts of what the transaction
+  touched (pg_stat_xact_user_tables, before and after the statement, on a blocking connection in a transaction)
+  say which tables it reached. libpq's own connection (`pgconn`, wherever psycopg
   holds it, and its socket, `fileno()`) is never a domain's to take: SQL sent there passes every cursor. A domain reads another's rows through that domain's api.py, whose
   repository runs the SQL, so the innermost domain frame is the owner's; and that owner's code must have been
   entered through its door: from the innermost domain frame out to the first frame of the package not the
@@ -76,9 +79,10 @@ psycopg object holds it), libpq's handle read by a callback psycopg runs while i
 dumper, a notice handler: `_SENDING`), another domain's internals entered
 past its api.py for anything but SQL (the door's walk runs with each statement), C code's own sockets but libpq's
 connect and a gRPC channel's, a service or repository reaching the network through a kernel capability (the
-capability answers for itself), dynamic SQL whose table name the database computes (`EXECUTE 'per' || 'sonas'`,
-`ts_stat`'s query: no catalogue records it; pg_stat_xact_user_tables would, at a statement's cost), the catalogue
-as it was on an asyncio connection (it is read only on a blocking one), an `atexit` callback, and a library's own
+capability answers for itself), SQL the database builds on an autocommit or asyncio connection (its counts end with
+the statement's own transaction; a read-only unit of work's is one) or through a built-in the guard does not list,
+the catalogue as it was on an asyncio connection (it is read only on a blocking one), an `atexit` callback, and a
+library's own
 thread or callback started from no frame of a domain.
 """
 
@@ -97,7 +101,7 @@ import tomllib
 import traceback
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import CodeType, FrameType
 from typing import Any, Generic, TypeVar, cast
 
@@ -591,6 +595,7 @@ class Catalog:
     calls: dict[str, set[str]]
     writing: set[str]  # functions whose body writes (their tables' triggers fire in turn)
     privileged: frozenset[str] = frozenset()  # the server's functions PUBLIC may not run (pg_read_file, lo_import…)
+    dynamic: set[str] = field(default_factory=set)  # functions whose body runs SQL it builds (EXECUTE)
 
     @classmethod
     def of(cls, rows: list[tuple[str, str, str | None, str | None]], tables: frozenset[str]) -> Catalog:
@@ -605,6 +610,8 @@ class Catalog:
             if body is not None and body.strip():  # (the body once per function: rows repeat it per dependency)
                 if name not in found.writing and _writes(body):
                     found.writing.add(name)
+                if any(lexeme.bare and lexeme.text == "execute" for lexeme in lex(body)):
+                    found.dynamic.add(name)
         functions = frozenset(found.calls) | found.privileged
         relations = frozenset(found.reads) | tables
         for kind, name, _, body in rows:
@@ -639,6 +646,66 @@ class Catalog:
         return frozenset(seen & (tables | self.privileged)) - (named & tables)
 
 
+    def runs_built_sql(self, sql: str) -> bool:
+        """Whether the database runs SQL it builds for `sql` (a `DO` block; a function whose body `EXECUTE`s,
+        reached through what it names; a built-in that runs a query it is given as text): what it touches there
+        no text says, so PostgreSQL's own counts say (`_touched`)."""
+        words = [lexeme.text for lexeme in lex(sql) if lexeme.bare]
+        if words[:1] == ["do"]:
+            return True
+        runs, owners = self.dynamic | _RUNS_QUERY_TEXT, _TABLES.owners()
+        todo = [*_objects_named(sql, frozenset(self.reads) | frozenset(owners), frozenset(self.calls) | runs)]
+        seen: set[str] = set()
+        while todo:
+            name = todo.pop()
+            if name in runs:
+                return True
+            if name not in seen:
+                seen.add(name)
+                todo.extend((*self.reads.get(name, ()), *self.calls.get(name, ())))
+                if owners.get(name, KERNEL) != KERNEL and _writes(sql):  # (as `reached`: a domain's table's)
+                    todo.extend(self.fires.get(name, ()))
+        return False
+
+
+# PostgreSQL's built-ins that run a query handed to them as text.
+_RUNS_QUERY_TEXT = frozenset({"ts_stat", "query_to_xml", "query_to_xmlschema", "query_to_xml_and_xmlschema"})
+# What this transaction touched so far, per table (this backend's counts, before they are flushed at its end).
+_TOUCHED_SQL = (b"SELECT relname, seq_scan + coalesce(idx_scan, 0) + n_tup_ins + n_tup_upd + n_tup_del "
+                b"FROM pg_stat_xact_user_tables WHERE schemaname = 'public'")
+
+
+def _touched(driver: Any) -> dict[str, int] | None:
+    """The transaction's counts on `driver` (None when it cannot answer now: see `_Catalogs.read`)."""
+    from psycopg import pq
+
+    pgconn = driver.pgconn
+    if pgconn.transaction_status not in (pq.TransactionStatus.IDLE, pq.TransactionStatus.INTRANS):
+        return None
+    result = pgconn.exec_(_TOUCHED_SQL)
+    if result.status != pq.ExecStatus.TUPLES_OK:
+        return None
+    return {bytes(result.get_value(i, 0) or b"").decode(): int(result.get_value(i, 1) or 0)
+            for i in range(result.ntuples)}
+
+
+def check_touched(driver: Any, place: Place, before: dict[str, int], sql: str) -> None:
+    """After a statement that ran SQL the database built: the tables its counts grew on, judged as if named."""
+    after = _touched(driver) or {}
+    owners, reads = _TABLES.owners(), _CATALOGS.catalog.reads
+    tables: set[str] = set()
+    for name in (name for name, count in after.items() if count > before.get(name, 0)):
+        while name not in owners and len(reads.get(name, ())) == 1:  # a partition: its parent's
+            name = next(iter(reads[name]))
+        tables.add(name)
+    foreign = sorted(t for t in tables if t in owners and owners[t] not in (place.domain, KERNEL)
+                     and (place.domain, t) not in DECLARED)
+    if foreign:
+        raise BoundaryViolation(
+            f"{place} touched {', '.join(f'{t} ({owners[t]})' for t in foreign)}, another domain's tables (in SQL the "
+            f"database built and ran for it, as its pg_stat_xact_user_tables counts): {sql[:160]}")
+
+
 def _objects_named(sql: str, relations: frozenset[str], functions: frozenset[str], depth: int = 0) -> set[str]:
     """The relations of `relations` `sql` names (as `_named_tables` reads them) and the functions of `functions`
     it calls (a name before `(`), in its strings' SQL too."""
@@ -660,6 +727,7 @@ class _Catalogs:
         self.stale = True
         self.catalog = Catalog({}, {}, {}, set())
         self.reached = _PerStatement(lambda sql: self.catalog.reached(sql, _TABLES.owners()))
+        self.builds = _PerStatement(lambda sql: self.catalog.runs_built_sql(sql))
 
     def read(self, driver: Any) -> None:
         """Read it on `driver` when it can answer now: a blocking psycopg connection, idle or in a transaction
@@ -685,6 +753,7 @@ class _Catalogs:
         self.catalog = Catalog.of(cast(list[tuple[str, str, str | None, str | None]], rows),
                                   frozenset(_TABLES.owners()))
         self.reached.clear()
+        self.builds.clear()
         self.stale = False
 
 
@@ -737,6 +806,13 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
             raise BoundaryViolation(
                 f"{writer} ({writer.role or 'no role'}) wrote on a connection in autocommit (a read's: the replica's "
                 f"or a read-only unit of work's), a transaction that ends outside any unit of work: {sql[:160]}")
+    if driver is not None and _CATALOGS.builds(sql) and not driver.autocommit:
+        import psycopg
+
+        if isinstance(driver, psycopg.Connection) and not getattr(driver, "_pipeline", None):
+            before = _touched(driver)
+            if before is not None:  # (judged once it has run: `_checked`'s sending)
+                _SENDING.watch = (driver, place, before, sql)
 
 
 # domain -> the codes of what its api.py exports (functions, classes' own methods, what they nest), once loaded.
@@ -1083,12 +1159,17 @@ def _checked(method: Callable[..., Any], check: _Check) -> Callable[..., Any]:
     def sending(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not _state["on"]:
             return method(self, *args, **kwargs)
+        _SENDING.__dict__.pop("watch", None)
         check(self, args, sys._getframe(1))
+        watch = _SENDING.__dict__.pop("watch", None)
         _SENDING.depth = getattr(_SENDING, "depth", 0) + 1
         try:
-            return method(self, *args, **kwargs)
+            result = method(self, *args, **kwargs)
         finally:
             _SENDING.depth -= 1
+        if watch is not None:
+            check_touched(*watch)
+        return result
     return sending if check is _sql_of else guarded
 
 
