@@ -17,8 +17,8 @@ layers. Dynamic access (imports of computed names, `__self__`, getattr with a
 computed name in a domain) is refused, and so is finding the call from ambient
 state: a servicer is handed its call (`Method(self, request, ctx)`). Also: a
 domain names no other domain's tables in SQL (nor in its migrations), the
-kernel names no domain, rows cross layers as typed records, only the kernel
-sees the App.
+kernel names no domain, rows cross layers as typed records, only the process
+assembly sees the App (what reaches past the door).
 `test_each_planted_violation_fails` plants each kind of violation in a copy
 of the package and expects its check to fail, and every rule has one, so
 none of these can pass vacuously.
@@ -187,15 +187,6 @@ def _migrated_tables(tree: ast.Module, owners: dict[str, str]) -> Iterator[tuple
     yield from ((line, table) for line, table in _named_tables(tree, whole=True) if table in owners)
 
 
-def migrations_touching_other_modules_tables(root: pathlib.Path) -> list[str]:
-    """A module's migrations create and change only its own tables (a
-    revision that needs several modules' tables lives in the shared
-    `migrations/versions/`)."""
-    owners = _table_owners(root)
-    return [f"{path}:{line} touches {owners[table]}'s table {table}" for path, tree in _files(root)
-            if _is_migration(path) for line, table in _migrated_tables(tree, owners) if owners[table] != path.parts[0]]
-
-
 def shared_revisions_of_one_module(versions: pathlib.Path, root: pathlib.Path = PACKAGE) -> list[str]:
     """A revision in the shared `migrations/versions/` touches the kernel's
     tables or several modules'; one touching a single module's tables
@@ -328,21 +319,6 @@ def _imported(path: pathlib.Path, node: ast.Import | ast.ImportFrom) -> list[str
         package = ["persona_service", *path.parts[:-1]]
         base = ".".join([*package[:len(package) - node.level + 1], *filter(None, [node.module])])
     return [base, *(f"{base}.{alias.name}" for alias in node.names)]
-
-
-def app_outside_the_process(root: pathlib.Path) -> list[str]:
-    """Only the process assembly sees the App: servicers receive `ServicerDeps`, jobs and tasks a `Runtime`."""
-    offenders = []
-    for path, tree in _files(root):
-        if path.parts[0] == "process":
-            continue
-        for node in _walk(tree):
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                offenders += [f"{path}:{node.lineno} imports {name}" for name in _imported(path, node)
-                              if re.match(r"persona_service\.(?:process|kernel)(?:\.\w+)*\.app(?:\.|$)", name)]
-            elif (node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)) == "App":
-                offenders.append(f"{path}:{node.lineno} names App")
-    return offenders
 
 
 # --- roles ---------------------------------------------------------------------------
@@ -1349,7 +1325,7 @@ def _ambient_reader_stops() -> Iterator[None]:
 AST_RULES: list[Callable[[pathlib.Path], list[str]]] = [
     files_without_a_role, grpc_outside_servicers, sql_outside_repositories, transactions_outside_units_of_work,
     tables_outside_their_domain, other_domains_tables, layers_inside_domains, dynamic_access, kernel_naming_domains,
-    raw_rows, rows_read_by_key, migrations_touching_other_modules_tables, app_outside_the_process,
+    raw_rows, rows_read_by_key,
     ambient_reads, kernel_past_the_door, private_reach, undeclared_needs, reaches_past_the_door,
     settings_at_call_sites, any_across_apis, network_outside_services, api_exports_by_role,
     sql_reached_outside_repositories, call_state_at_module_level, call_state_on_servicers,
@@ -1507,19 +1483,19 @@ PLANTED = [
      "def _planted(deps, name):\n    return getattr(deps, name)\n", dynamic_access),
     ("the kernel names a domain", "kernel/principal.py", "_PLANTED = 'scim:provision'\n", kernel_naming_domains),
     ("a module's migration touching another's table", "billing/migrations/0009_billing_processor.py",
-     "def _planted():\n    op.drop_column('users', 'name')\n", migrations_touching_other_modules_tables),
+     "def _planted():\n    op.drop_column('users', 'name')\n", other_domains_tables),
     ("another module's table in a migration's SQL", "webhooks/migrations/0013_standard_webhooks.py",
-     "def _planted():\n    op.execute('UPDATE personas SET slug = slug')\n", migrations_touching_other_modules_tables),
+     "def _planted():\n    op.execute('UPDATE personas SET slug = slug')\n", other_domains_tables),
     ("a raw row returned", "chat/repository.py", "def _planted(conn, stmt):\n    return conn.execute(stmt).mappings().all()\n",
      raw_rows),
     ("a row read by key", "chat/service.py", "def _planted(row):\n    return row[\"id\"]\n", rows_read_by_key),
     ("a servicer given the App", "personas/servicer.py", "from persona_service.process.app import App as _planted\n",
-     app_outside_the_process),
+     reaches_past_the_door),
     ("the App imported relatively", "chat/openai_servicer.py", "from ..process import app as _planted\n",
-     app_outside_the_process),
+     reaches_past_the_door),
     ("the App reached through the process package", "webhooks/servicer.py",
      "import persona_service.process as _process\n\n\ndef _planted() -> type:\n    return _process.app.App\n",
-     app_outside_the_process),
+     reaches_past_the_door),
     ("a servicer importing the request context's module past the door", "scim/servicer.py",
      "from persona_service.kernel.transport.context import RequestContext as _planted\n", lint_imports),
     ("the request context's module through its package", "chat/servicer.py",
@@ -1705,10 +1681,10 @@ PLANTED = [
      "sa.column('id')))).all()\n", other_domains_tables),
     ("a migration updating another's schema-qualified table through its bind", "chat/migrations/0035_chat_message_partitions.py",
      "def _planted():\n    import sqlalchemy as sa\n\n    op.get_bind().execute(sa.text('UPDATE public.personas SET slug = slug'))\n",
-     migrations_touching_other_modules_tables),
+     other_domains_tables),
     ("a migration's lower-case SQL on another's quoted table", "webhooks/migrations/0013_standard_webhooks.py",
      "def _planted():\n    op.get_bind().exec_driver_sql('delete from public.\"organizations\"')\n",
-     migrations_touching_other_modules_tables),
+     other_domains_tables),
     ("a domain servicer reading the erasers its module does not declare", "chat/servicer.py",
      "def _planted(deps):\n    return deps.modules.erasers\n", undeclared_needs),
     ("a job reading the review resolvers its module does not declare", "privacy/module.py",
