@@ -985,11 +985,6 @@ ANY_ACROSS_APIS = {
 # What the kernel's door hands a domain with an `Any` in it (issue 47, typed data across layers): unchecked data
 # that mypy's disallow_any_explicit, which reads only a domain's own lines, cannot see. This list only shrinks:
 # a new Any across the door fails `any_across_the_door`, and an entry no longer found does too.
-_OPEN_JSON = (
-    "open JSON a domain writes or reads (an event's data, an audit entry's details, a task's payload, an "
-    "error's values, a config key's value, a model's tools, a proto Struct): to be typed as object and read "
-    'through checks'
-)
 _REGISTRAR = (
     "grpc's generated add_*Servicer_to_server, whose servicer parameter is the generated abstract *Servicer (its "
     "methods take grpc.ServicerContext): a module's servicer is a plain class (methods take a RequestContext) that "
@@ -1395,7 +1390,7 @@ HELD_LIKE_DOMAINS = ("process", "kernel", "providers")
 
 
 def test_every_domain_is_held_to_no_explicit_any():
-    """Each domain's package (and process/, kernel/transport/) is under `disallow_any_explicit`: a new domain, or
+    """Each domain's package (and process/, the kernel, the providers) is under `disallow_any_explicit`: a new domain, or
     one dropped from the list, would let `Any` (an annotation, `cast(Any, ...)`) carry unchecked data across its
     layers again."""
     held = {module for section in _mypy_overrides() if section.get("disallow_any_explicit") is True
