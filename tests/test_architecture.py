@@ -1637,8 +1637,8 @@ PLANTED = [
      "def iso(value: _Tree) -> str:  # noqa: F811\n    return str(value)\n", any_across_the_door),
     # A service is handed the call's Work, never a connection, however it names one.
     ("a service annotating a connection it is handed", "chat/service.py",
-     "from sqlalchemy import Connection as _Planted  # noqa: E402\n\n\ndef _planted(conn: '_Planted') -> None:\n"
-     "    pass\n", connections_outside_repositories),
+     "from sqlalchemy import Connection as PlantedConnection  # noqa: E402\n\n\n"
+     "def _planted(conn: 'PlantedConnection') -> None:\n    pass\n", connections_outside_repositories),
     ("a servicer making a Work of a connection, through getattr", "chat/servicer.py",
      "def _planted(conn):\n    from persona_service.kernel import api as _door\n\n"
      "    return getattr(_door.Work, 'on')(conn)\n", connections_outside_repositories),
