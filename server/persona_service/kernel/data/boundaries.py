@@ -1173,6 +1173,18 @@ def _checked(method: Callable[..., Any], check: _Check) -> Callable[..., Any]:
     return sending if check is _sql_of else guarded
 
 
+def _psycopgs(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`method`, psycopg's own work (a cursor made for each statement): its reads of libpq's handle skip the frame."""
+    @functools.wraps(method)
+    def working(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _SENDING.depth = getattr(_SENDING, "depth", 0) + 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            _SENDING.depth -= 1
+    return working
+
+
 # A statement psycopg is sending on this thread, judged as it was handed over (`_sql_of`): the reads of libpq's
 # handle meanwhile are psycopg's (eight a statement; a frame each would cost a microsecond each: sys._getframe is
 # an audit event). An asyncio cursor's run after its call returns: its reads are judged by frame.
@@ -1295,6 +1307,8 @@ def install_process() -> None:
                                   (psycopg._copy.LibpqWriter, "_pgconn"), (psycopg._copy_async.AsyncLibpqWriter, "_pgconn")):
             _beneath(holder, attribute)
         hooks.append((psycopg.BaseConnection, "fileno", lambda _, __, start: check_beneath(start, "fileno()")))
+        for connection in (psycopg.Connection, psycopg.AsyncConnection):
+            connection.cursor = _psycopgs(connection.cursor)  # type: ignore[method-assign]
         server_cursors = (psycopg.ServerCursor, psycopg.AsyncServerCursor)
         for cls, name, check in hooks:
             method = vars(cls).get(name)
