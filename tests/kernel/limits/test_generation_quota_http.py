@@ -1,7 +1,7 @@
 """The monthly generation quota through the edge: generation RPCs count
 toward it; an overrun is 429 `quota_exceeded` with `Retry-After` as an
 HTTP-date at the end of the billing period (`currentPeriodEnd`; the first
-of next month, UTC, before the organization has a subscription), not a
+of next month, UTC, for an organization without a subscription yet), not a
 cooldown; a refused generation gives its unit back; reads never count."""
 
 from __future__ import annotations
@@ -50,7 +50,9 @@ def test_quota_exceeded_points_at_the_billing_reset(http, tenants):
     over = http.post("/v1/personas", headers=tenant.auth, json={"intent": "A shy astronomer"})
     error = assert_envelope(over, 429, "quota_exceeded")
     reset = parsedate_to_datetime(over.headers["retry-after"])
-    assert reset == _next_month(datetime.now(UTC))
+    # The organization's billing period, open since its creation (an HTTP-date: to the second).
+    period_end = datetime.fromisoformat(http.get("/v1/billing/subscription", headers=tenant.auth).json()["currentPeriodEnd"])
+    assert reset == period_end.replace(microsecond=0)
     assert error["details"]["limit"] == 2 and error["details"]["quota"] == "generations_per_month"
     assert "x-ratelimit-limit" in over.headers
     # Refine draws from the same quota.
@@ -67,7 +69,7 @@ def test_the_quota_resets_at_the_organizations_billing_period_end(http, engine, 
     start, end = now - timedelta(days=3), now + timedelta(days=4, hours=5)
     with engine.begin() as conn:  # before its first request: limits are cached per process
         ConfigRepository(conn).upsert(tenant.org_id, ORG_LEVEL, "api.rate_limit.generations_per_month", 1, "test")
-    assert http.get("/v1/billing/subscription", headers=tenant.auth).status_code == 200  # opens it
+    assert http.get("/v1/billing/subscription", headers=tenant.auth).status_code == 200  # opened with the organization
     with engine.begin() as conn:
         BillingRepository(conn).update_subscription(
             tenant.org_id, SubscriptionChanges(current_period_start=start, current_period_end=end))
@@ -82,19 +84,23 @@ def test_the_quota_resets_at_the_organizations_billing_period_end(http, engine, 
 
 def test_opening_a_subscription_mid_month_never_resets_what_was_used(http, engine, tenants):
     """The quota moves from the calendar month to the billing period once a subscription opens (issue 38):
-    what the month used comes along, so the organization gets no fresh generations until the period ends."""
+    what the month used comes along, so the organization gets no fresh generations until the period ends. (An
+    organization the previous release made during a rollout has none until its first billing write.)"""
     import time
 
     from persona_service.kernel.transport.limits.resolver import CACHE_SECONDS
+    from sqlalchemy import text
 
     tenant = tenants(plan="enterprise")
     with engine.begin() as conn:  # before its first request: limits are cached per process
         ConfigRepository(conn).upsert(tenant.org_id, ORG_LEVEL, "api.rate_limit.generations_per_month", 1, "test")
+        conn.execute(text("DELETE FROM subscriptions WHERE org_id = :o"), {"o": tenant.org_id})
     assert http.post("/v1/personas", headers=tenant.auth, json={"intent": "A calm lighthouse cat"}).status_code == 200
-    assert_envelope(http.post("/v1/personas", headers=tenant.auth, json={"intent": "A shy astronomer"}),
-                    429, "quota_exceeded")
+    month = assert_envelope(http.post("/v1/personas", headers=tenant.auth, json={"intent": "A shy astronomer"}),
+                            429, "quota_exceeded")
+    assert datetime.fromisoformat(month["details"]["resetAt"]) == _next_month(datetime.now(UTC))  # the calendar's
 
-    opened = http.get("/v1/billing/subscription", headers=tenant.auth)
+    opened = http.post("/v1/billing/subscription/cancel", headers=tenant.auth)  # its first write opens it
     assert opened.status_code == 200, opened.text
     time.sleep(CACHE_SECONDS + 0.5)  # the servers see the new period once their cached one lapses
 
