@@ -208,9 +208,11 @@ class Step:
         data = self.tmp / f"n{self.n}"
         settings = Settings(
             data_dir=data, database_url=os.environ.get("DATABASE_URL", ""), redis_url=os.environ.get("REDIS_URL", ""),
-            http_port=free_port(), grpc_port=free_port(), server_processes=self.n,
+            http_port=free_port(), grpc_port=free_port(1000), server_processes=self.n,
         )
-        ports = [settings.grpc_port] + [free_port() for _ in range(self.n - 1)]
+        # Each server's stream port (its gRPC port + PERSONA_STREAM_PORT_OFFSET, 1000) held free too, as the test
+        # stacks do: a stack beside this one could otherwise be listening there.
+        ports = [settings.grpc_port] + [free_port(1000) for _ in range(self.n - 1)]
         # The operator's ceiling on overrides (default 10x Enterprise: 60,000 a minute, which the
         # closed-loop runs use up in a minute) raised so the raised limits below hold.
         server_env = {"PERSONA_LIMIT_OVERRIDE_CEILING": "1000", **dict(self.args.server_env)}
