@@ -91,9 +91,9 @@ def start_stack(servers: int, tmp: pathlib.Path):
     from persona_service.registry import MODULES
 
     settings = Settings(data_dir=tmp, database_url=os.environ.get("DATABASE_URL", ""),
-                        redis_url=os.environ.get("REDIS_URL", ""), http_port=free_port(), grpc_port=free_port(),
+                        redis_url=os.environ.get("REDIS_URL", ""), http_port=free_port(), grpc_port=free_port(1000),
                         server_processes=servers)
-    ports = [settings.grpc_port] + [free_port() for _ in range(servers - 1)]
+    ports = [settings.grpc_port] + [free_port(1000) for _ in range(servers - 1)]  # stream ports (+1000) free too
     stack = Stack(settings, MODULES, grpc_ports=ports, extra_env={"PERSONA_SIGNED_URL_TTL_SECONDS": "3600"})
     stack.start()
     return stack

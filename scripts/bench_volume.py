@@ -247,10 +247,10 @@ def start_stack(data_dir: pathlib.Path, database_url: str):
     from persona_service.registry import MODULES
 
     settings = Settings(data_dir=data_dir, database_url=database_url, redis_url=os.environ.get("REDIS_URL", ""),
-                        http_port=free_port(), grpc_port=free_port())
+                        http_port=free_port(), grpc_port=free_port(1000))
     # As many server processes as `up` runs (PERSONA_SERVER_PROCESSES, 2 by default): one GIL would
     # queue every call in flight behind the others whatever its query costs.
-    ports = [settings.grpc_port] + [free_port() for _ in range(settings.server_processes - 1)]
+    ports = [settings.grpc_port] + [free_port(1000) for _ in range(settings.server_processes - 1)]  # stream ports too
     stack = Stack(settings, MODULES, grpc_ports=ports)
     stack.start()
     return stack
