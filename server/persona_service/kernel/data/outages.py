@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import psycopg
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy import exc as sa_exc
 
 log = logging.getLogger(__name__)
@@ -72,6 +72,27 @@ def read_when_back(engine: Engine, read: Callable[[Connection], T], seconds: flo
                 return False, None
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+# A transaction's fate by its id, as PostgreSQL keeps it (13+): 'committed', 'aborted', 'in progress', or NULL when
+# it is too old to know. Written for this: a client whose COMMIT went unanswered asks, on a new connection.
+_XACT_STATUS = text("SELECT pg_xact_status(CAST(:xid AS xid8))")
+# How often a transaction still 'in progress' is asked again (its backend finishing the COMMIT it was sent).
+_IN_PROGRESS_PAUSE = 0.1
+
+
+def committed(engine: Engine, xid: int, seconds: float) -> bool:
+    """Whether transaction `xid` (`UnitOfWork.transaction_id`, read before its COMMIT) committed, once the database
+    answers within `seconds`: how a COMMIT in doubt is settled when nothing the transaction wrote identifies it
+    (a write without an Idempotency-Key). False when it aborted, when the database did not answer in time, or
+    when it cannot say (a failover to a standby that never saw the transaction: there it did not commit)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        answered, status = read_when_back(engine, lambda conn: conn.execute(_XACT_STATUS, {"xid": str(xid)}).scalar(),
+                                          max(deadline - time.monotonic(), 0.0))
+        if not answered or status != "in progress" or time.monotonic() + _IN_PROGRESS_PAUSE > deadline:
+            return answered and status == "committed"
+        time.sleep(_IN_PROGRESS_PAUSE)
 
 
 # SQLSTATEs of a transaction PostgreSQL chose to abort so that others could go on: a deadlock it broke, a

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, text
 
 from persona_service.kernel.data import read_cache
 from persona_service.kernel.data.outages import connection_lost
 from persona_service.kernel.data.work import Work
+
+# The transaction's id if it wrote anything (PostgreSQL assigns one at the first write), else NULL.
+_TRANSACTION_ID = text("SELECT CAST(CAST(pg_current_xact_id_if_assigned() AS text) AS bigint)")
 
 
 class UnitOfWork:
@@ -41,6 +44,14 @@ class UnitOfWork:
         if self._conn is not None and not self._read_only:
             self._conn.commit()
             read_cache.committed(self._conn)  # what it changed leaves every process's read cache before it answers
+
+    def transaction_id(self) -> int | None:
+        """The id of what `commit` is about to commit, or None when it wrote nothing (or has not begun): read before
+        the COMMIT, so that one whose answer is lost can be settled by asking the database (outages.committed)."""
+        if self._conn is None or self._read_only:
+            return None
+        found: int | None = self._conn.execute(_TRANSACTION_ID).scalar()
+        return found
 
     def begin_again(self) -> None:
         """Commit what the transaction ran so far and begin the next one at once, as `conn` begins the first (a

@@ -13,10 +13,11 @@ from google.protobuf.message import Message
 from persona.v1 import options_pb2
 
 from persona_service.kernel import metrics
-from persona_service.kernel.data.outages import connection_lost, must_run_again
+from persona_service.kernel.data.outages import committed, connection_lost, must_run_again
 from persona_service.kernel.data.quota_repository import QuotaRepository
 from persona_service.kernel.transport.audit import AuditEntry, AuditLog
 from persona_service.kernel.transport.context import unit_of_work
+from persona_service.kernel.transport.idempotency import IN_DOUBT_SECONDS
 from persona_service.kernel.transport.limits.limiter import GENERATIONS
 from persona_service.kernel.transport.stages.call import Call, Stage
 from persona_service.kernel.transport.stages.hold import due
@@ -94,11 +95,15 @@ class Commit(Stage):
             QuotaRepository(unit_of_work(ctx).conn).draw(ctx.caller.org_id, GENERATIONS)
         if call.claim is not None and response is not None:  # a claim is a unary call's: it has its response
             self.idempotency.complete(unit_of_work(ctx).conn, call.claim, response.SerializeToString(), replayable(ctx.headers))
+        # A keyless unary write is identified by its transaction's id (a keyed one by its claim's record; a durable
+        # run's end by its row, runs.after_outage): one round trip, so that a lost COMMIT's answer can be asked for.
+        xid = unit_of_work(ctx).transaction_id() if call.claim is None and call.run is None else None
         try:
             unit_of_work(ctx).commit()
         except Exception as exc:
-            # A COMMIT whose connection dropped may have gone through unanswered: with a claim, its record says.
-            if call.claim is None or not connection_lost(exc) or not self.idempotency.went_through(call.claim):
+            # A COMMIT whose connection dropped may have gone through unanswered: settled by what the database says,
+            # not guessed. A 503 for a write that committed would have its retry make it twice.
+            if not connection_lost(exc) or not self._went_through(call, xid):
                 raise
             log.warning("the commit went through unanswered; answered as committed [request_id=%s]", ctx.request_id)
         call.committed_claim, call.claim = call.claim, None
@@ -108,6 +113,13 @@ class Commit(Stage):
                 hook()
             except Exception:  # noqa: BLE001 - the change is committed; a hook must not fail the call
                 log.exception("after-commit hook failed [request_id=%s]", ctx.request_id)
+
+    def _went_through(self, call: Call, xid: int | None) -> bool:
+        """Whether the call's transaction, its COMMIT unanswered, committed: its claim's record says (completed only
+        there), else its transaction id does; a durable run settles its own (runs.after_outage)."""
+        if call.claim is not None:
+            return self.idempotency.went_through(call.claim)
+        return xid is not None and committed(self.engine, xid, IN_DOUBT_SECONDS)
 
     def finish(self, call: Call, response: Message) -> Message:
         """The answer after the commit (RequestContext.finish). An
