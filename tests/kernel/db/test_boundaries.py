@@ -1253,3 +1253,157 @@ def test_a_backend_terminating_itself_is_refused(planted, unit_of_work):
     unit_of_work.conn.exec_driver_sql("SELECT 1")
     with pytest.raises(BoundaryViolation, match=r"planted_more_repository\.py closed a unit of work's connection"):
         planted["chat/planted_more_repository"].terminates_its_backend(unit_of_work.conn)
+
+
+# --- the gaps the guard's docstring listed, closed (each failed before its change) --------------------------------
+
+PLANTED_GAPS_REPOSITORY = '''
+import gc
+
+from psycopg.adapt import Dumper
+
+
+def on_the_drivers_dict(conn):
+    """Whatever the key: any value of the driver's own dict that is libpq's handle."""
+    for held in vars(conn.connection.driver_connection).values():
+        if type(held).__name__ == "PGconn":
+            return held.exec_(b"SELECT count(*) FROM personas")
+    raise LookupError("no handle in the driver's dict")
+
+
+def through_the_collector(conn):
+    driver = conn.connection.driver_connection
+    found = [held for held in gc.get_referents(driver.__dict__) if type(held).__name__ == "PGconn"]
+    return found[0].exec_(b"SELECT count(*) FROM personas") if found else None
+
+
+class Planted:
+    pass
+
+
+class SneakyDumper(Dumper):
+    """Runs inside psycopg's send (the parameters are dumped there)."""
+
+    def dump(self, obj):
+        self.connection.pgconn.exec_(b"SELECT count(*) FROM personas")
+        return b"1"
+
+
+def dumps_with_the_handle(conn):
+    cursor = conn.connection.driver_connection.cursor()
+    cursor.adapters.register_dumper(Planted, SneakyDumper)
+    return cursor.execute("SELECT %s::int", [Planted()]).fetchall()
+
+
+def builds_sql_itself(conn):
+    """A read (no write's words: in autocommit, the write check passes it)."""
+    return conn.exec_driver_sql(
+        "SELECT * FROM ts_stat('SELECT to_tsvector(''simple'', id::text) FROM per' || 'sonas')").all()
+
+
+async def builds_sql_asynchronously(aconn):
+    await aconn.execute("DO $$ BEGIN EXECUTE 'SELECT count(*) FROM per' || 'sonas'; END $$")
+
+
+def reads_a_table_by_a_built_name(conn):
+    return conn.exec_driver_sql("SELECT table_to_xml(('per' || 'sonas')::regclass, true, false, '')").all()
+
+
+def reads_the_whole_database(conn):
+    return conn.exec_driver_sql("SELECT database_to_xml(true, false, '')").all()
+
+
+def reads_another_domains_cursor_as_xml(conn):
+    return conn.exec_driver_sql("SELECT cursor_to_xml('planted_personas_cursor', 10, true, false, '')").all()
+'''
+
+ATEXIT_CHILD = '''
+import atexit, importlib.util, socket, sys
+from persona_service.kernel.data import boundaries
+
+spec = importlib.util.spec_from_file_location("persona_service.chat.planted_exit_repository", sys.argv[1])
+module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+boundaries.guarding(True)
+module.at_exit((sys.argv[2], int(sys.argv[3])))
+'''
+
+PLANTED_EXIT_REPOSITORY = '''
+import atexit
+import socket
+
+
+def at_exit(address):
+    atexit.register(socket.create_connection, address, 5)
+'''
+
+
+@pytest.fixture(scope="module")
+def gaps(planted, tmp_path_factory):
+    root = tmp_path_factory.mktemp("gaps") / "persona_service" / "chat"
+    root.mkdir(parents=True)
+    path = root / "planted_gaps_repository.py"
+    path.write_text(textwrap.dedent(PLANTED_GAPS_REPOSITORY))
+    spec = importlib.util.spec_from_file_location("persona_service.chat.planted_gaps_repository", path)
+    assert spec is not None and spec.loader is not None
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+def test_libpqs_handle_is_in_no_dict_of_the_drivers(gaps, unit_of_work):
+    """`vars(driver)["pgconn"]` (or any key of it): the guard holds the handle beside the driver, not in its dict."""
+    with pytest.raises(LookupError, match="no handle in the driver's dict"):
+        gaps.on_the_drivers_dict(unit_of_work.conn)
+
+
+@pytest.mark.parametrize("plant", ["through_the_collector", "dumps_with_the_handle"])
+def test_libpqs_handle_reached_past_its_attribute_is_refused(gaps, unit_of_work, plant):
+    """The collector's views of every object are no domain's (`gc.get_referents(driver.__dict__)`), and a read of
+    the handle from a domain's frame while psycopg sends (a dumper's, run inside `execute`) is the domain's."""
+    with pytest.raises(BoundaryViolation, match=r"planted_gaps_repository\.py (took libpq's connection beneath|read "
+                                                r"the interpreter's objects)"):
+        getattr(gaps, plant)(unit_of_work.conn)
+
+
+def test_sql_the_database_builds_where_it_cannot_be_counted_is_refused(gaps, guarded, stack):
+    """A read-only unit of work's autocommit connection (its counts end with the statement) and an asyncio
+    connection (no blocking call beside it): what the database built there is nobody's to say, so it is refused."""
+    uow = UnitOfWork(guarded, read_only=True)
+    try:
+        with pytest.raises(BoundaryViolation, match=r"planted_gaps_repository\.py had the database build and run SQL"):
+            gaps.builds_sql_itself(uow.conn)
+    finally:
+        uow.close()
+    with pytest.raises(BoundaryViolation, match=r"planted_gaps_repository\.py had the database build and run SQL"):
+        _on_an_async_connection(stack, gaps.builds_sql_asynchronously)
+
+
+@pytest.mark.parametrize("plant", ["reads_a_table_by_a_built_name", "reads_the_whole_database",
+                                   "reads_another_domains_cursor_as_xml"])
+def test_a_built_in_running_a_query_the_catalogue_describes_is_sql_the_database_builds(gaps, guarded, plant):
+    """`table_to_xml` on a name built at run time, `database_to_xml` (every table), `cursor_to_xml`: off the old
+    list of built-ins, found by what the catalogue says of their arguments (a query's text, a refcursor, the XML
+    family), so judged as SQL the database builds: counted in a transaction, refused where it cannot be (here a
+    read-only unit of work's autocommit; this server has no libxml, so they would not run in a transaction)."""
+    uow = UnitOfWork(guarded, read_only=True)
+    try:
+        with pytest.raises(BoundaryViolation, match=r"planted_gaps_repository\.py had the database build and run SQL"):
+            getattr(gaps, plant)(uow.conn)
+    finally:
+        uow.close()
+
+
+def test_an_atexit_callback_on_a_librarys_callable_is_its_registrants(tmp_path, listener):
+    """Run at the interpreter's exit, from no frame of the domain's (a process of its own: this one's exit is
+    pytest's)."""
+    import subprocess
+
+    plant = tmp_path / "persona_service" / "chat" / "planted_exit_repository.py"
+    plant.parent.mkdir(parents=True)
+    plant.write_text(textwrap.dedent(PLANTED_EXIT_REPOSITORY))
+    done = subprocess.run([sys.executable, "-c", ATEXIT_CHILD, str(plant), *map(str, listener)], capture_output=True,
+                          text=True, timeout=120, env={**__import__("os").environ, "PYTHONPATH": ":".join(sys.path)})
+    assert "BoundaryViolation" in done.stderr and "planted_exit_repository.py opened a network connection" in \
+        done.stderr, done.stderr[-2000:]

@@ -271,6 +271,31 @@ def _handing_over(method: Callable[..., Any], at: int = 0, coroutine: bool = Fal
     return handing_over
 
 
+_MAKER = "_boundaries_maker"  # a log handler's attribute: the stack of the domain's code that made it
+
+
+def _made(init: Callable[..., Any]) -> Callable[..., Any]:
+    """`logging.Handler.__init__`, keeping its maker's stack when a domain's code makes a handler whose `emit` is
+    not the package's (it runs later, from whoever logs)."""
+    @functools.wraps(init)
+    def making(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if _state["on"] and not _the_packages(type(self).emit):
+            start = sys._getframe(1)
+            if (_innermost_of_package(start) or _KERNEL).in_domain:
+                self.__dict__[_MAKER] = tuple(_codes(start))
+    return making
+
+
+def _handled(handle: Callable[..., Any]) -> Callable[..., Any]:
+    """`logging.Handler.handle`, run under a carrier of its maker's stack when a domain's code made it (`_made`)."""
+    @functools.wraps(handle)
+    def handling(self: Any, record: Any) -> Any:
+        codes = self.__dict__.get(_MAKER)
+        return handle(self, record) if codes is None else _carrying(handle, codes)(self, record)
+    return handling
+
+
 def _caller() -> FrameType:
     return sys._getframe(2)  # the frame that called the function calling this one
 
@@ -576,6 +601,12 @@ UNION SELECT 'f', f.proname, coalesce(t.relname, g.proname), f.prosrc FROM fn f
   LEFT JOIN fn g ON d.refclassid = 'pg_proc'::regclass AND g.oid = d.refobjid AND g.oid <> f.oid
 UNION SELECT 'p', p.proname, NULL, NULL FROM pg_proc p
  WHERE p.pronamespace = 'pg_catalog'::regnamespace AND NOT has_function_privilege('public', p.oid, 'EXECUTE')
+UNION SELECT 'q', p.proname, NULL, NULL FROM pg_proc p
+ WHERE p.pronamespace = 'pg_catalog'::regnamespace AND (p.proname LIKE '%\\_to\\_xml%'
+    OR 'refcursor'::regtype::oid = ANY (p.proargtypes::oid[])
+    OR EXISTS (SELECT FROM unnest(p.proargnames, coalesce(p.proargmodes, array_fill(
+                   'i'::"char", ARRAY[coalesce(cardinality(p.proargnames), 0)]))) AS a(argument, mode)
+                WHERE a.mode IN ('i', 'b', 'v') AND a.argument IN ('query', 'sqlquery')))
 """
 _DDL_WORDS = frozenset({"create", "alter", "drop"})
 
@@ -596,12 +627,17 @@ class Catalog:
     writing: set[str]  # functions whose body writes (their tables' triggers fire in turn)
     privileged: frozenset[str] = frozenset()  # the server's functions PUBLIC may not run (pg_read_file, lo_import…)
     dynamic: set[str] = field(default_factory=set)  # functions whose body runs SQL it builds (EXECUTE)
+    # The server's functions that run a query they are handed or find (its text, a table or schema by name or oid,
+    # a cursor): `query_to_xml`, `table_to_xml`, `database_to_xml`, `cursor_to_xml`, `ts_stat`…, by what the
+    # catalogue says of their arguments, not by a list of names.
+    runs_queries: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, rows: list[tuple[str, str, str | None, str | None]], tables: frozenset[str]) -> Catalog:
-        found = cls({}, {}, {}, set(), frozenset(name for kind, name, _, _ in rows if kind == "p"))
+        found = cls({}, {}, {}, set(), frozenset(name for kind, name, _, _ in rows if kind == "p"),
+                    runs_queries=frozenset(name for kind, name, _, _ in rows if kind == "q"))
         for kind, name, reached, body in rows:
-            if kind == "p":
+            if kind in ("p", "q"):
                 continue
             into = {"r": found.reads, "w": found.fires, "f": found.calls}[kind]
             names = into.setdefault(name, set())
@@ -653,7 +689,7 @@ class Catalog:
         words = [lexeme.text for lexeme in lex(sql) if lexeme.bare]
         if words[:1] == ["do"]:
             return True
-        runs, owners = self.dynamic | _RUNS_QUERY_TEXT, _TABLES.owners()
+        runs, owners = self.dynamic | self.runs_queries | _RUNS_QUERY_TEXT, _TABLES.owners()
         todo = [*_objects_named(sql, frozenset(self.reads) | frozenset(owners), frozenset(self.calls) | runs)]
         seen: set[str] = set()
         while todo:
@@ -668,8 +704,10 @@ class Catalog:
         return False
 
 
-# PostgreSQL's built-ins that run a query handed to them as text.
-_RUNS_QUERY_TEXT = frozenset({"ts_stat", "query_to_xml", "query_to_xmlschema", "query_to_xml_and_xmlschema"})
+# PostgreSQL's built-ins that run a query handed to them whose arguments the catalogue does not name (`ts_rewrite`'s
+# second), beside those it does (`Catalog.runs_queries`), and before the catalogue is read.
+_RUNS_QUERY_TEXT = frozenset({"ts_stat", "ts_rewrite", "query_to_xml", "query_to_xmlschema",
+                              "query_to_xml_and_xmlschema"})
 # What this transaction touched so far, per table (this backend's counts, before they are flushed at its end).
 _TOUCHED_SQL = (b"SELECT relname, seq_scan + coalesce(idx_scan, 0) + n_tup_ins + n_tup_upd + n_tup_del "
                 b"FROM pg_stat_xact_user_tables WHERE schemaname = 'public'")
@@ -746,8 +784,8 @@ class _Catalogs:
         result = pgconn.exec_(_CATALOG_SQL)
         if inside:
             pgconn.exec_(b"ROLLBACK TO SAVEPOINT boundaries_catalog; RELEASE SAVEPOINT boundaries_catalog")
-        if result.status != pq.ExecStatus.TUPLES_OK:
-            return
+        if result.status != pq.ExecStatus.TUPLES_OK:  # (never silently blind: every check behind names reads it)
+            raise RuntimeError(f"the boundary guard cannot read the catalogue: {result.error_message!r}")
         rows = [tuple(None if (v := result.get_value(i, j)) is None else bytes(v).decode() for j in range(4))
                 for i in range(result.ntuples)]
         self.catalog = Catalog.of(cast(list[tuple[str, str, str | None, str | None]], rows),
@@ -806,13 +844,74 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
             raise BoundaryViolation(
                 f"{writer} ({writer.role or 'no role'}) wrote on a connection in autocommit (a read's: the replica's "
                 f"or a read-only unit of work's), a transaction that ends outside any unit of work: {sql[:160]}")
-    if driver is not None and _CATALOGS.builds(sql) and not driver.autocommit:
-        import psycopg
+    if driver is not None and _CATALOGS.builds(sql):
+        if not _answers_now(driver) or driver.autocommit:
+            raise BoundaryViolation(
+                f"{place} had the database build and run SQL ({sql[:80]}) on a connection where PostgreSQL's counts "
+                "cannot say what it touched (autocommit: a read's, or asyncio, or a pipeline): run it in its unit of "
+                "work's transaction")
+        before = _touched(driver)
+        if before is not None:  # (judged once it has run: `_checked`'s sending)
+            _SENDING.watch = (driver, place, before, sql)
+    if driver is not None:
+        for kind, name in _BY_NAME(sql):
+            stored = _stored(driver, kind, name)
+            if stored is None:
+                raise BoundaryViolation(
+                    f"{place} ran a {kind} by name ({name}) on a connection where the guard cannot read what it runs "
+                    f"(asyncio, a pipeline): {sql[:160]}")
+            if stored:
+                check_sql(stored, start, driver)
 
-        if isinstance(driver, psycopg.Connection) and not getattr(driver, "_pipeline", None):
-            before = _touched(driver)
-            if before is not None:  # (judged once it has run: `_checked`'s sending)
-                _SENDING.watch = (driver, place, before, sql)
+
+def _answers_now(driver: Any) -> bool:
+    """Whether the guard can ask `driver`'s session a question now (libpq's own call, before the statement): a
+    blocking psycopg connection, open, not in a pipeline."""
+    import psycopg
+
+    return isinstance(driver, psycopg.Connection) and not driver.closed and not getattr(driver, "_pipeline", None)
+
+
+# The session's objects a statement runs by name: what it runs is what was stored under it (by whichever domain's
+# code stored it), read from the session (`pg_prepared_statements`, `pg_cursors`) and judged as if sent.
+_STORED_SQL = {"prepared statement": b"SELECT statement FROM pg_prepared_statements WHERE name = $1",
+               "cursor": b"SELECT statement FROM pg_cursors WHERE name = $1"}
+
+
+def _by_name(sql: str) -> tuple[tuple[str, str], ...]:
+    """The prepared statements (`EXECUTE name`) and cursors (`FETCH`/`MOVE … name`) `sql`'s statements run."""
+    found: list[tuple[str, str]] = []
+    statement: list[Lexeme] = []
+    for lexeme in [*lex(sql), Lexeme(";", ";")]:
+        if lexeme.kind != ";":
+            statement.append(lexeme)
+            continue
+        first = statement[0].text if statement and statement[0].bare else ""
+        names = [lexeme.text for lexeme in statement[1:] if lexeme.kind == "name"]
+        if first == "execute" and names:
+            found.append(("prepared statement", names[0]))
+        elif first in ("fetch", "move") and names:
+            found.append(("cursor", names[-1]))
+        statement = []
+    return tuple(found)
+
+
+_BY_NAME = _PerStatement(_by_name)
+
+
+def _stored(driver: Any, kind: str, name: str) -> str | None:
+    """The SQL stored in `driver`'s session under `name` ('' when there is none; None when it cannot be read now)."""
+    from psycopg import pq
+
+    if not _answers_now(driver):
+        return None
+    pgconn = driver.pgconn
+    if pgconn.transaction_status not in (pq.TransactionStatus.IDLE, pq.TransactionStatus.INTRANS):
+        return ""  # (a failed transaction runs nothing)
+    result = pgconn.exec_params(_STORED_SQL[kind], [name.encode()])
+    if result.status != pq.ExecStatus.TUPLES_OK or not result.ntuples:
+        return ""
+    return bytes(result.get_value(0, 0) or b"").decode()
 
 
 # domain -> the codes of what its api.py exports (functions, classes' own methods, what they nest), once loaded.
@@ -1016,6 +1115,25 @@ def check_network(start: FrameType | None, what: str = "opened a network connect
                                 "the network")
 
 
+def check_introspection(start: FrameType | None, event: str) -> None:
+    """The garbage collector's views of every object (`gc.get_referents`, `get_referrers`, `get_objects`): libpq's
+    handle, another domain's repositories and the kernel's clients are all there, past every door; a domain's code
+    has no business there."""
+    place = _innermost_of_package(start)
+    if place is not None and place.in_domain:
+        raise BoundaryViolation(f"{place} read the interpreter's objects ({event}): what it reaches there (libpq's "
+                                "handle, another domain's state) passes every door")
+
+
+def check_bare_thread(start: FrameType | None) -> None:
+    """A thread started past `threading` (`_thread.start_new_thread`) on a callable not the package's: no carrier
+    can hold its starter's stack (its frames would be the library's only), so a domain may not start one."""
+    place = _innermost_of_package(start)
+    if place is not None and place.in_domain:
+        raise BoundaryViolation(f"{place} started a thread past threading (_thread.start_new_thread) on a library's "
+                                "callable: what it runs would be nobody's (start a threading.Thread)")
+
+
 def check_engine(start: FrameType | None) -> None:
     """An engine or pool connects later, from whoever takes a connection: it is refused where a domain makes it
     (the kernel's engines own the connections; a domain's come from its unit of work, or a job's engine)."""
@@ -1111,11 +1229,15 @@ _PROCESS_EVENTS = {"subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn"
                    "os.forkpty",
                    # native code loaded or looked up (`ctypes.CDLL(None).connect`): its calls pass no audit hook
                    "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle"}
+# The interpreter's objects, reached past every attribute (`gc.get_referents(driver)` holds libpq's handle, and
+# every other domain's state): no domain's code reads them.
+_INTERPRETERS_OBJECTS = {"gc.get_objects", "gc.get_referrers", "gc.get_referents"}
 _REDIS_CODE = "/redis/"
 # The addresses redis-py connects to (learnt as it does): a socket of a domain's own to one is Redis itself.
 _REDIS_ADDRESSES: set[Any] = set()
 _state = {"installed": False, "on": False}
 _SIGNAL = __import__("signal").signal  # (the standard one, which `install_process` wraps)
+_ATEXIT = __import__("atexit").register  # (likewise)
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "::1", "0.0.0.0", "::", "localhost"})
 
 
@@ -1141,6 +1263,11 @@ def _audit(name: str, args: tuple[Any, ...]) -> None:
         check_network(start)
     elif name in _PROCESS_EVENTS:
         check_network(sys._getframe(1), f"started a process or native code ({name}), which may reach anything")
+    elif name in _INTERPRETERS_OBJECTS:
+        check_introspection(sys._getframe(1), name)
+    elif name == "_thread.start_new_thread" and not _the_packages(args[0]) \
+            and getattr(args[0], "__func__", None) is not threading.Thread._bootstrap:  # type: ignore[attr-defined]
+        check_bare_thread(sys._getframe(1))
 
 
 _Check = Callable[[Any, tuple[Any, ...], FrameType], None]
@@ -1162,32 +1289,15 @@ def _checked(method: Callable[..., Any], check: _Check) -> Callable[..., Any]:
         _SENDING.__dict__.pop("watch", None)
         check(self, args, sys._getframe(1))
         watch = _SENDING.__dict__.pop("watch", None)
-        _SENDING.depth = getattr(_SENDING, "depth", 0) + 1
-        try:
-            result = method(self, *args, **kwargs)
-        finally:
-            _SENDING.depth -= 1
+        result = method(self, *args, **kwargs)
         if watch is not None:
             check_touched(*watch)
         return result
     return sending if check is _sql_of else guarded
 
 
-def _psycopgs(method: Callable[..., Any]) -> Callable[..., Any]:
-    """`method`, psycopg's own work (a cursor made for each statement): its reads of libpq's handle skip the frame."""
-    @functools.wraps(method)
-    def working(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _SENDING.depth = getattr(_SENDING, "depth", 0) + 1
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            _SENDING.depth -= 1
-    return working
-
-
-# A statement psycopg is sending on this thread, judged as it was handed over (`_sql_of`): the reads of libpq's
-# handle meanwhile are psycopg's (eight a statement; a frame each would cost a microsecond each: sys._getframe is
-# an audit event). An asyncio cursor's run after its call returns: its reads are judged by frame.
+# A statement psycopg is sending on this thread whose tables PostgreSQL's counts say once it has run (`check_sql`
+# leaves it here; `_checked`'s sending judges it).
 _SENDING = threading.local()
 
 
@@ -1219,14 +1329,27 @@ def check_beneath(start: FrameType | None, what: str) -> None:
                                 "through the driver's cursors, where the guard reads it")
 
 
+# libpq's handle as psycopg's objects hold it outside a slot (their instance dicts): by id(holder), so no dict of
+# theirs (`vars(driver)`, `driver.__dict__`) holds it; each entry leaves with its holder.
+_HANDLES: dict[int, tuple[weakref.ref[Any], Any]] = {}
+
+
 def _beneath(cls: type, name: str) -> None:
     """`cls`'s attribute `name`, libpq's connection it holds, checked when read (`check_beneath`): a property over
-    its slot, or over the instance's own dict (a data descriptor comes first)."""
+    its slot, or over a table of the guard's (`_HANDLES`: an instance's dict would hand it to `vars()`)."""
     slot = vars(cls).get(name)
 
     def get(self: Any) -> Any:  # (psycopg reads it a few times a statement: its own frames, inline)
-        value = slot.__get__(self, cls) if slot is not None else self.__dict__[name]
-        if _state["on"] and not getattr(_SENDING, "depth", 0):
+        if slot is not None:
+            value = slot.__get__(self, cls)
+        else:
+            held = _HANDLES.get(id(self))
+            if held is None or held[0]() is not self:
+                raise AttributeError(name)
+            value = held[1]
+        if _state["on"]:
+            # Whoever reads it, sending or not: a domain's dumper or notice handler runs inside psycopg's send, its
+            # own frame the reader (psycopg's C code reads it from psycopg's frames, or the guard's).
             code = sys._getframe(1).f_code
             if (_PLACES.get(id(code)) or _place(code)).domain:
                 check_beneath(sys._getframe(1), name)
@@ -1236,7 +1359,8 @@ def _beneath(cls: type, name: str) -> None:
         if slot is not None:
             slot.__set__(self, value)
         else:
-            self.__dict__[name] = value
+            key = id(self)
+            _HANDLES[key] = (weakref.ref(self, lambda _: _HANDLES.pop(key, None)), value)
 
     setattr(cls, name, property(get, put))
 
@@ -1307,8 +1431,6 @@ def install_process() -> None:
                                   (psycopg._copy.LibpqWriter, "_pgconn"), (psycopg._copy_async.AsyncLibpqWriter, "_pgconn")):
             _beneath(holder, attribute)
         hooks.append((psycopg.BaseConnection, "fileno", lambda _, __, start: check_beneath(start, "fileno()")))
-        for connection in (psycopg.Connection, psycopg.AsyncConnection):
-            connection.cursor = _psycopgs(connection.cursor)  # type: ignore[method-assign]
         server_cursors = (psycopg.ServerCursor, psycopg.AsyncServerCursor)
         for cls, name, check in hooks:
             method = vars(cls).get(name)
@@ -1339,12 +1461,24 @@ def install_process() -> None:
         # (a partial, C: the frame `_handing_over` reads is the caller's)
         signal.signal = functools.partial(_handing_over(lambda _, signalnum, handler: _SIGNAL(signalnum, handler),
                                                         1), None)
-        # Work handed to another thread or to the event loop (`_handing_over`).
+        # ... and at the interpreter's exit (a C function: `_handing_over` reads its caller's frame).
+        import atexit
+
+        atexit.register = functools.partial(_handing_over(lambda _, function, *args, **kwargs: _ATEXIT(
+            function, *args, **kwargs), 0), None)
+        # Work handed to another thread or to the event loop (`_handing_over`): every callback the loop runs is a
+        # Handle's (`call_soon`, `call_later`, `call_at`, `add_reader`/`add_writer`, a signal's), made where it is
+        # handed over.
         executor, loop = concurrent.futures.ThreadPoolExecutor, asyncio.BaseEventLoop
         executor.submit = _handing_over(executor.submit, anywhere=True)  # type: ignore[method-assign]
-        for name, at in (("call_soon", 0), ("call_soon_threadsafe", 0), ("call_at", 1)):
-            setattr(loop, name, _handing_over(vars(loop)[name], at))
+        asyncio.events.Handle.__init__ = _handing_over(asyncio.events.Handle.__init__, 0)  # type: ignore[method-assign]
         loop.create_task = _handing_over(loop.create_task, 0, coroutine=True)  # type: ignore[method-assign]
+        # A log handler a domain makes whose `emit` is a library's (a socket's, HTTP's, syslog's) runs from whoever
+        # logs: it carries its maker's stack, as work handed over does.
+        import logging
+
+        logging.Handler.__init__ = _made(logging.Handler.__init__)  # type: ignore[method-assign]
+        logging.Handler.handle = _handled(logging.Handler.handle)  # type: ignore[method-assign]
         _state["installed"] = True
     _state["on"] = True
 
