@@ -116,6 +116,7 @@ class App:
         self.runs = Runs(self.redis, settings.run_workers, self.engine, settings.run_lease_seconds,
                          settings.run_outage_seconds, role=role, pool=self.pool)
         # The model's steps take turns per organization (kernel.transport.fair); an HTTP model's calls wait on the
+        self.runs.keep = self.idempotency.keep_frames  # a keyed run's replays outlive Redis's copy of its frames
         # network, so its runner takes as many at once as its threads may ask (providers.factory.model_turns).
         fair.install(FairGate(model_turns(settings.generation_turns, settings.grpc_workers + settings.run_workers)))
         # Durable tasks run on the stream pool: long work never holds a unary call's connection.

@@ -248,8 +248,8 @@ class ChatServiceServicer:
         `Last-Event-ID` (the body is then ignored). Response header `X-Run-Id`.
         With an `Idempotency-Key`, the same request again (within 24 hours)
         follows the same run from its first frame, marked `Idempotent-Replayed:
-        true` (404 once the run's frames expired, 10 minutes after it ended); the
-        key with another request: 409 `idempotency_conflict`.
+        true`: the same frames, also once the run has ended (they are kept with
+        the key); the key with another request: 409 `idempotency_conflict`.
 
         Auth: scope `chat:write`.
         """

@@ -217,8 +217,8 @@ class PersonaServiceServicer:
         even if the client leaves; resume with `Last-Event-ID` (the body is then
         ignored). Response header `X-Run-Id`. With an `Idempotency-Key`, the same
         request again (within 24 hours) follows the same run from its first frame,
-        marked `Idempotent-Replayed: true` (404 once the run's frames expired, 10
-        minutes after it ended); the key with another request: 409
+        marked `Idempotent-Replayed: true`: the same frames, also once the run has
+        ended (they are kept with the key); the key with another request: 409
         `idempotency_conflict`.
 
         Auth: scope `personas:write`.

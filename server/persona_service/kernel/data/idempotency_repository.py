@@ -8,7 +8,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import IntegrityError
 
 from persona_service.kernel.data.base import table_of
-from persona_service.kernel.data.records import record_or_none
+from persona_service.kernel.data.records import field_names, record_or_none
 from persona_service.kernel.data.tables import IdempotencyRecord
 
 _records = table_of(IdempotencyRecord)
@@ -49,7 +49,7 @@ class IdempotencyRepository:
             set_={
                 "credential_id": credential_id, "method": method, "request_hash": request_hash, "state": "running", "locked_until": locked_until,
                 "expires_at": expires_at, "response": None, "error_status": None, "error_body": None,
-                "headers": None, "created_at": now,
+                "headers": None, "frames": None, "created_at": now,
             },
             where=(_records.c.expires_at <= now) | ((_records.c.state == "running") & (_records.c.locked_until <= now)),
         ).returning(_records.c.key)
@@ -66,8 +66,24 @@ class IdempotencyRepository:
         raise AssertionError("unreachable")
 
     def get(self, org_id: str, key: str) -> StoredRequest | None:
-        row = self.conn.execute(select(_records).where(self._pk(org_id, key))).mappings().first()
+        """The key's record, without a stream's saved frames (`frames` reads them, when a replay needs them)."""
+        columns = [_records.c[name] for name in field_names(StoredRequest)]
+        row = self.conn.execute(select(*columns).where(self._pk(org_id, key))).mappings().first()
         return record_or_none(StoredRequest, row)
+
+    def _of_run(self, org_id: str, key: str, run_id: str) -> ColumnElement[bool]:
+        """The key's record while it names the run (its replays follow it; not a later claim of the key)."""
+        return self._pk(org_id, key) & _records.c.headers.contains({"x-run-id": run_id})  # jsonb @>
+
+    def keep_frames(self, org_id: str, key: str, run_id: str, frames: bytes) -> bool:
+        """Save a keyed stream's frames (sealed) with its record once its run ended. False when the record no
+        longer names the run (expired, and the key claimed again)."""
+        result = self.conn.execute(update(_records).where(self._of_run(org_id, key, run_id)).values(frames=frames))
+        return result.rowcount > 0
+
+    def frames(self, org_id: str, key: str, run_id: str) -> bytes | None:
+        """The frames saved for the run the key's record names (None: none saved)."""
+        return self.conn.execute(select(_records.c.frames).where(self._of_run(org_id, key, run_id))).scalar()
 
     def complete(self, org_id: str, key: str, *, response: bytes | None = None,
                  error_status: int | None = None, error_body: str | None = None,

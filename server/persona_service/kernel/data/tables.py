@@ -46,6 +46,9 @@ class IdempotencyRecord(Base):
     error_status: Mapped[int | None] = mapped_column(Integer)
     error_body: Mapped[str | None] = mapped_column(Text)
     headers: Mapped[object | None] = mapped_column(JSONB)
+    # A stream's outcome is its run (headers' x-run-id); once it ended, its frames, sealed and compressed
+    # (kernel.transport.idempotency `keep_frames`): replays outlive Redis's copy (migration 0037).
+    frames: Mapped[bytes | None] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = created_at_column()
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, index=True)
 

@@ -29,15 +29,23 @@ concurrent request, a 422 on a value above a ceiling, a 404), and every 5xx.
 Stored outcomes are sealed with the secret box: a create's response holds
 secrets shown once (`sk_live_…`, `whsec_…`), and nothing secret may sit in
 the database in plaintext.
+
+A stream's outcome is its run (the record's `x-run-id`): its replays follow the
+run's frames in Redis, kept only 10 minutes after it ends, so once a keyed run
+ended its frames are saved with the record too (`keep_frames`: compressed, then
+sealed), and a replay Redis can no longer answer is answered from them, for as
+long as the key is kept.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
 import re
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -64,6 +72,9 @@ MAX_HOLD = timedelta(minutes=5)
 IN_DOUBT_SECONDS = 10.0
 # First wait before retrying a release PostgreSQL refused (then doubling, up to 1 s).
 RELEASE_RETRY_SECONDS = 0.25
+# zlib's level for a stream's saved frames: 6 (its default) compressed them about as well as 9, faster (measured by
+# scripts/measure_stream_replay_cost.py).
+FRAMES_LEVEL = 6
 _KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 
 
@@ -216,6 +227,30 @@ class Idempotency:
                     IdempotencyRepository(conn).renew(claims, utcnow() + LOCK)
             except SQLAlchemyError as exc:  # PostgreSQL away: the calls holding them fail too; retried
                 log.warning("could not renew %d idempotency claims: %s", len(claims), type(exc).__name__)
+
+    def keep_frames(self, claim: Claim, run_id: str, frames: bytes) -> None:
+        """Save an ended keyed run's frames (`runs.pack_ended`) with its key's record, compressed and sealed. Not
+        saved (the database away: logged), a replay once Redis forgot the run answers 404, as before."""
+        # Compressed before sealing (a sealed token does not compress); the token is stored as its raw bytes, not
+        # its base64 text (a quarter smaller). Compression beside secrets leaks nothing here: nobody sees the size.
+        sealed = base64.urlsafe_b64decode(self.box.seal_bytes(zlib.compress(frames, FRAMES_LEVEL)))
+        try:
+            with self.engine.begin() as conn:
+                kept = IdempotencyRepository(conn).keep_frames(claim.org_id, claim.key, run_id, sealed)
+        except SQLAlchemyError as exc:
+            log.warning("frames of run %s not saved with its idempotency key (%s): its replays end with Redis's"
+                        " copy", run_id, type(exc).__name__)
+            return
+        if not kept:
+            log.info("frames of run %s not saved: its idempotency key no longer names it", run_id)
+
+    def kept_frames(self, claim: Claim, run_id: str) -> bytes | None:
+        """The frames saved for the run the key's record names (`keep_frames`), None when none were."""
+        with self.engine.connect() as conn:
+            sealed = IdempotencyRepository(conn).frames(claim.org_id, claim.key, run_id)
+        if sealed is None:
+            return None
+        return zlib.decompress(self.box.open_bytes(base64.urlsafe_b64encode(sealed)))
 
     def purge_expired(self) -> int:
         with self.engine.begin() as conn:

@@ -161,16 +161,18 @@ class RequestPipeline(grpc.ServerInterceptor):
             claim, call.claim = call.claim, None
             also = None if claim is None else (
                 lambda conn, run_id: self.app.idempotency.complete(conn, claim, b"", {RUN_HEADER: run_id}))
+            key = None if claim is None else claim.key  # its frames are saved with the key when it ends
             try:
                 if self.app.runs.runs_here:
                     run = self.app.runs.start(
                         run_owner(call), meta.path,
                         lambda run: self._produce(call, behavior, request, meta, run),
-                        weight_of(call.ctx.caller.plan), _revivable(call, request), also,
+                        weight_of(call.ctx.caller.plan), _revivable(call, request), also, key,
                     )
                 else:  # a runner runs it (process.runner), and ends the call's admission with it
                     run = self.app.runs.submit(run_owner(call), meta.path, weight_of(call.ctx.caller.plan),
-                                               {**_revivable(call, request), "admission": asdict(call.admission)}, also)
+                                               {**_revivable(call, request), "admission": asdict(call.admission)}, also,
+                                               key)
                     unit_of_work(call.ctx).close()  # following needs no database
                     call.admission = Admission()
             except Exception:

@@ -14,7 +14,11 @@ the client going away stops the following, never the run.
 Frames (the serialized response messages, in order; seq 1, 2, …) are kept
 in Redis (`FINISHED_TTL` after the run ends), so a client can resume from
 any server process with `Last-Event-ID: <run id>.<seq>`; in the process that
-runs it, followers wake on a condition rather than polling.
+runs it, followers wake on a condition rather than polling. A run started
+with an Idempotency-Key is replayed for as long as the key is kept (24 h),
+longer than Redis keeps it: when it ends, its frames and outcome are saved
+with the key's record before its clients are told it ended (`keep`,
+`pack_ended`), and a replay Redis cannot answer reads them (`saved_view`).
 
 If the process dies (or is drained, `hand_over`), the lease runs out (or is
 given back) and another process takes the run over: it runs the operation
@@ -44,6 +48,7 @@ import json
 import logging
 import os
 import re
+import struct
 import threading
 import time
 import uuid
@@ -64,6 +69,7 @@ from persona_service.kernel.errors import ApiError, BadRequest, NotFound, Servic
 from persona_service.kernel.json_values import JSONObject, as_object
 from persona_service.kernel.logs import Throttled
 from persona_service.kernel.transport.fair import FairPool, Turn
+from persona_service.kernel.transport.idempotency import Claim
 from persona_service.kernel.transport.tasks import TaskKind
 
 log = logging.getLogger("persona_service.runs")
@@ -75,6 +81,8 @@ Accepted = Callable[[Connection, str], None]
 # Frames of a run as a view reads them: (seq, frame), in order; an empty batch is a keep-alive (KEEP_ALIVE_SECONDS).
 Batch = list[tuple[int, bytes]]
 RUN_TASK = "run"  # the task kind of a run (its row: the run's lease and saved state)
+# Saves an ended keyed run's frames (`pack_ended`) with its Idempotency-Key's record (kernel.transport.idempotency).
+Keep = Callable[[Claim, str, bytes], None]
 
 
 def run_kind(pool: str) -> str:
@@ -160,10 +168,12 @@ class Run:
     """A run's frames and outcome as the process running it sees them."""
 
     def __init__(self, run_id: str, owner: RunOwner, method: str, attempt: int = 1,
-                 state: JSONObject | None = None, kept: int = 0):
+                 state: JSONObject | None = None, kept: int = 0, key: str | None = None):
         self.id = run_id
         self.owner = owner
         self.method = method
+        # The Idempotency-Key whose replays follow the run: its frames are saved with the key once it ends.
+        self.claim = None if key is None else Claim(owner.org_id, key)
         self.attempt = attempt  # of the run's task: the lease this process holds
         self.state = dict(state or {})  # what `RunSteps.checkpoint` saved, by key
         self.kept = kept  # frames an earlier attempt kept in Redis: emitted again, they are not kept twice
@@ -303,8 +313,7 @@ class RunStore:
         frames, meta = self._keys(run.id)
         ended = {**run.owner.as_meta(), "method": run.method, "status": status}
         if error is not None:
-            ended["error"] = json.dumps({"code": error.code, "message": error.message, "details": error.details,
-                                         "headers": error.headers})
+            ended["error"] = _error_json(error)
         fields = _hash(ended)
 
         def finished(p: Pipeline) -> Pipeline:
@@ -431,6 +440,33 @@ def _unavailable() -> ServiceUnavailable:
     return err
 
 
+def _error_json(error: ApiError) -> str:
+    return json.dumps({"code": error.code, "message": error.message, "details": error.details,
+                       "headers": error.headers})
+
+
+def pack_ended(frames: list[bytes], status: str, error: ApiError | None) -> bytes:
+    """An ended run as a replay answers it: its outcome (as `RunStore.finish` tells views), then its frames, each
+    length-prefixed (`saved_view` reads it)."""
+    head = json.dumps({"status": status, "error": None if error is None else _error_json(error)}).encode()
+    return b"".join(struct.pack(">I", len(part)) + part for part in (head, *frames))
+
+
+def saved_view(packed: bytes) -> tuple[Iterator[Batch], Callable[[], Outcome | None]]:
+    """An ended run's saved frames (`pack_ended`) as `Runs.resume` hands a view them: every frame from the
+    first, in one batch, then its outcome."""
+    parts, at = [], 0
+    while at < len(packed):
+        (size,) = struct.unpack_from(">I", packed, at)
+        parts.append(packed[at + 4:at + 4 + size])
+        at += 4 + size
+    head = as_object(json.loads(parts[0])) or {}
+    error = head.get("error")
+    outcome = Outcome(_string(head.get("status")), _error_of({"error": error} if isinstance(error, str) else None))
+    frames: list[Batch] = [list(enumerate(parts[1:], 1))] if len(parts) > 1 else []
+    return iter(frames), lambda: outcome
+
+
 def _error_of(meta: dict[str, str] | None) -> ApiError | None:
     """The error a run ended with, as the process that ran it kept it (views in other processes answer it)."""
     kept = (meta or {}).get("error")
@@ -521,14 +557,26 @@ class RunRow:
     state: JSONObject
     weight: int
     payload: JSONObject
+    key: str | None  # its Idempotency-Key (`Run.claim`)
 
     @classmethod
     def of(cls, task: TaskRecord) -> RunRow:
         payload = task.payload
         owner = as_object(payload.get("owner")) or {}
         weight = payload.get("weight")
+        key = payload.get(_KEY_FIELD)
         return cls(_string(payload.get("method")), RunOwner(_string(owner.get("org")), _string(owner.get("ws"))),
-                   as_object(payload.get("state")) or {}, weight if isinstance(weight, int) else 1, payload)
+                   as_object(payload.get("state")) or {}, weight if isinstance(weight, int) else 1, payload,
+                   key if isinstance(key, str) else None)
+
+
+def _keyed(key: str | None) -> JSONObject:
+    """A keyed run's payload names its key (the process ending it saves its frames with it); an unkeyed one's
+    nothing."""
+    return {} if key is None else {_KEY_FIELD: key}
+
+
+_KEY_FIELD = "idempotency_key"
 
 
 def _string(value: object) -> str:
@@ -562,6 +610,7 @@ class Runs:
         self._handing_over = threading.Event()
         self._beating: threading.Thread | None = None
         self.revive: Reviver | None = None  # set by the stream server (kernel.transport.pipeline)
+        self.keep: Keep | None = None  # set by the App (its Idempotency's keep_frames)
 
     def share_with(self, waiting: Callable[[], dict[str, int]]) -> None:
         """Organizations waiting for the process's unary workers bound the others' share of run workers too."""
@@ -579,29 +628,32 @@ class Runs:
                         backoff_seconds=0, lease_seconds=self.lease_seconds, paused=self._handing_over.is_set)
 
     def start(self, owner: RunOwner, method: str, produce: Callable[[Run], Outcome], weight: int = 1,
-              payload: JSONObject | None = None, also: Accepted | None = None) -> Run:
+              payload: JSONObject | None = None, also: Accepted | None = None, key: str | None = None) -> Run:
         """Accept a run (its row committed, under this process's lease) and
         start `produce(run)` on the run pool (its organization's share of it:
         `weight`); it emits the frames and returns the outcome. `payload` is
-        what `revive` needs to run it in another process; `also`, what commits with its acceptance."""
-        run = Run("run_" + uuid.uuid4().hex, owner, method)
+        what `revive` needs to run it in another process; `also`, what commits with its acceptance; `key`, the
+        Idempotency-Key whose replays follow it."""
+        run = Run("run_" + uuid.uuid4().hex, owner, method, key=key)
         self._accept(run.id, lambda conn: TaskRepository(conn).add_held(
             self.lease_seconds, id=run.id, kind=self.kind, org_id=owner.org_id, subject_id=owner.workspace_id,
-            payload={**(payload or {}), "method": method, "owner": owner.as_meta(), "state": {}}), also)
+            payload={**(payload or {}), **_keyed(key), "method": method, "owner": owner.as_meta(), "state": {}}),
+            also)
         self._register(run)
         self._pool.submit(owner.org_id, weight, lambda: self._execute(run, produce))
         return run
 
     def submit(self, owner: RunOwner, method: str, weight: int = 1, payload: JSONObject | None = None,
-               also: Accepted | None = None) -> Run:
+               also: Accepted | None = None, key: str | None = None) -> Run:
         """Accept a run for a runner (a server process): its row is committed, queued, with a notification
         that wakes an idle runner at once. Returns the run to follow (`follow` reads its frames from Redis)."""
-        run = Run("run_" + uuid.uuid4().hex, owner, method)
+        run = Run("run_" + uuid.uuid4().hex, owner, method, key=key)
 
         def add(conn: Connection) -> None:
             TaskRepository(conn).add(
                 id=run.id, kind=self.kind, org_id=owner.org_id, subject_id=owner.workspace_id,
-                payload={**(payload or {}), "method": method, "owner": owner.as_meta(), "state": {}, "weight": weight})
+                payload={**(payload or {}), **_keyed(key), "method": method, "owner": owner.as_meta(), "state": {},
+                         "weight": weight})
             notify(conn, RUNS_CHANNEL)
 
         self._accept(run.id, add, also)
@@ -651,6 +703,7 @@ class Runs:
             if outcome.status != "abandoned":
                 if outcome.status != "completed":  # a completed run's row was settled with its changes (seal)
                     self._settle_row(run, outcome.status)
+                self._keep(run, list(run.frames), outcome)  # before its end: a client told it ended can replay it
                 self.store.finish(run, outcome.status, outcome.error)
             run.finish(outcome)
             with self._lock:
@@ -664,6 +717,15 @@ class Runs:
         if not TaskRepository(conn).finish(run.id, run.attempt, _task_status(status), payload=_settled(run)):
             run.abandon()
             raise RunAbandoned(run.id)
+
+    def _keep(self, run: Run, frames: list[bytes], outcome: Outcome) -> None:
+        """Save an ended keyed run's frames and outcome with its Idempotency-Key (`keep`); nothing for another run."""
+        if self.keep is None or run.claim is None:
+            return
+        try:
+            self.keep(run.claim, run.id, pack_ended(frames, outcome.status, outcome.error))
+        except Exception:  # noqa: BLE001 - its end still goes out; its replays end with Redis's copy
+            log.exception("could not save the frames of run %s", run.id)
 
     def _settle_row(self, run: Run, status: str) -> None:
         try:
@@ -857,7 +919,7 @@ class Runs:
             self._settle_row(Run(task.id, row.owner, row.method, task.attempts), ended)
             return None
         known = self.store.known(task.id)  # before this attempt writes the run's meta again
-        run = Run(task.id, row.owner, row.method, task.attempts, row.state, self.store.kept(task.id))
+        run = Run(task.id, row.owner, row.method, task.attempts, row.state, self.store.kept(task.id), row.key)
         if run.attempt > 1:
             log.info("taking over run %s (attempt %d, %d frames kept)", run.id, run.attempt, run.kept)
         # A first attempt (a runner claiming an accepted run) has no earlier frames to go on from.
@@ -878,8 +940,13 @@ class Runs:
     def _lose(self, task: TaskRecord) -> None:
         """No attempt finished the run: it ends `lost` (nothing of it was committed)."""
         row = RunRow.of(task)
-        run = Run(task.id, row.owner, row.method, task.attempts)
+        run = Run(task.id, row.owner, row.method, task.attempts, key=row.key)
         self._settle_row(run, "failed")
+        if run.claim is not None and self.store.known(run.id):  # its frames, as its clients saw them
+            try:
+                self._keep(run, self.store.frames(run.id, 0), Outcome("lost"))
+            except ServiceUnavailable:
+                pass  # Redis went away meanwhile: nothing known to save
         self.store.finish(run, "lost")
 
     def _release(self, run_id: str, attempt: int) -> None:

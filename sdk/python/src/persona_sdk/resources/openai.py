@@ -208,9 +208,9 @@ class OpenaiResource(SyncResource):
         `stream_options.include_usage`, a last chunk with empty `choices` and the `usage`. A failure after
         the first chunk is an in-band `data: {"error": {...}}` line, after which the stream ends. Every
         `data:` line but the last (`[DONE]`) is JSON. With an `Idempotency-Key`, the same request again
-        (within 24 hours) follows the same run from its first frame, marked `Idempotent-Replayed: true` (404
-        once the run's frames expired, 10 minutes after it ended); the key with another request: 409
-        `idempotency_conflict`.
+        (within 24 hours) follows the same run from its first frame, marked `Idempotent-Replayed: true`: the
+        same frames, also once the run has ended (they are kept with the key); the key with another request:
+        409 `idempotency_conflict`.
 
         Auth: scope `chat:write`.
 
@@ -532,9 +532,9 @@ class AsyncOpenaiResource(AsyncResource):
         `stream_options.include_usage`, a last chunk with empty `choices` and the `usage`. A failure after
         the first chunk is an in-band `data: {"error": {...}}` line, after which the stream ends. Every
         `data:` line but the last (`[DONE]`) is JSON. With an `Idempotency-Key`, the same request again
-        (within 24 hours) follows the same run from its first frame, marked `Idempotent-Replayed: true` (404
-        once the run's frames expired, 10 minutes after it ended); the key with another request: 409
-        `idempotency_conflict`.
+        (within 24 hours) follows the same run from its first frame, marked `Idempotent-Replayed: true`: the
+        same frames, also once the run has ended (they are kept with the key); the key with another request:
+        409 `idempotency_conflict`.
 
         Auth: scope `chat:write`.
 

@@ -694,8 +694,8 @@ class PersonasResource(SyncResource):
         The generation finishes (persona created, events emitted) even if the client leaves; resume with
         `Last-Event-ID` (the body is then ignored). Response header `X-Run-Id`. With an `Idempotency-Key`,
         the same request again (within 24 hours) follows the same run from its first frame, marked
-        `Idempotent-Replayed: true` (404 once the run's frames expired, 10 minutes after it ended); the key
-        with another request: 409 `idempotency_conflict`.
+        `Idempotent-Replayed: true`: the same frames, also once the run has ended (they are kept with the
+        key); the key with another request: 409 `idempotency_conflict`.
 
         Auth: scope `personas:write`.
 
@@ -1398,8 +1398,8 @@ class AsyncPersonasResource(AsyncResource):
         The generation finishes (persona created, events emitted) even if the client leaves; resume with
         `Last-Event-ID` (the body is then ignored). Response header `X-Run-Id`. With an `Idempotency-Key`,
         the same request again (within 24 hours) follows the same run from its first frame, marked
-        `Idempotent-Replayed: true` (404 once the run's frames expired, 10 minutes after it ended); the key
-        with another request: 409 `idempotency_conflict`.
+        `Idempotent-Replayed: true`: the same frames, also once the run has ended (they are kept with the
+        key); the key with another request: 409 `idempotency_conflict`.
 
         Auth: scope `personas:write`.
 
