@@ -1407,3 +1407,268 @@ def test_an_atexit_callback_on_a_librarys_callable_is_its_registrants(tmp_path, 
                           text=True, timeout=120, env={**__import__("os").environ, "PYTHONPATH": ":".join(sys.path)})
     assert "BoundaryViolation" in done.stderr and "planted_exit_repository.py opened a network connection" in \
         done.stderr, done.stderr[-2000:]
+
+
+# --- the third red-team's kinds (each planted before its fix; "caught before" where the previous guard refused it) -
+
+PLANTED_RED_REPOSITORY = '''
+import _thread
+import asyncio
+import concurrent.futures
+import logging.handlers
+import os
+import signal
+import socket
+import time
+
+from sqlalchemy import text
+
+
+def executes_many(conn):
+    conn.connection.driver_connection.cursor().executemany(
+        "UPDATE personas SET name = name WHERE id = %s", [("persona_a",), ("persona_b",)])
+
+
+def executes_anothers_prepared_statement(conn):
+    return conn.exec_driver_sql("EXECUTE planted_personas").all()
+
+
+def explains_anothers_prepared_statement(conn):
+    return conn.exec_driver_sql("EXPLAIN ANALYZE EXECUTE planted_personas").all()
+
+
+def copies_anothers_prepared_statement(conn):
+    conn.exec_driver_sql("CREATE TEMPORARY TABLE planted_copy AS EXECUTE planted_personas")
+
+
+def fetches_anothers_cursor(conn):
+    return conn.exec_driver_sql("FETCH ALL FROM planted_personas_cursor").all()
+
+
+def calls_an_owners_function_beside_a_write(conn):
+    return conn.exec_driver_sql("WITH gone AS (DELETE FROM chat_messages WHERE false RETURNING 1) "
+                                "SELECT planted_persona_count(), (SELECT count(*) FROM gone)").all()
+
+
+def through_a_temporary_function(conn):
+    conn.exec_driver_sql("CREATE FUNCTION pg_temp.planted_count() RETURNS bigint LANGUAGE plpgsql AS $f$ DECLARE "
+                         "n bigint; BEGIN EXECUTE 'SELECT count(*) FROM per' || 'sonas' INTO n; RETURN n; END $f$")
+    return conn.exec_driver_sql("SELECT pg_temp.planted_count()").all()
+
+
+def after_setting_its_search_path(conn):
+    conn.exec_driver_sql("SET LOCAL search_path TO pg_temp, public")
+    return conn.exec_driver_sql("SELECT count(*) FROM personas").all()
+
+
+async def on_a_readers_callback(conn):
+    loop = asyncio.get_running_loop()
+    readable, writable = os.pipe()
+    try:
+        loop.add_reader(readable, conn.exec_driver_sql, "SELECT count(*) FROM personas")
+        os.write(writable, b"x")
+        await asyncio.sleep(0.1)
+    finally:
+        loop.remove_reader(readable)
+        os.close(readable)
+        os.close(writable)
+
+
+async def on_a_loops_signal(address):
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGUSR2, socket.create_connection, address, 5)
+    try:
+        signal.raise_signal(signal.SIGUSR2)
+        await asyncio.sleep(0.1)
+    finally:
+        loop.remove_signal_handler(signal.SIGUSR2)
+
+
+def in_a_bare_thread(conn):
+    _thread.start_new_thread(conn.exec_driver_sql, ("SELECT count(*) FROM personas",))
+    time.sleep(0.3)
+
+
+def connects_on_the_loop(address):
+    async def run():
+        with socket.socket() as raw:
+            raw.setblocking(False)
+            await asyncio.get_running_loop().sock_connect(raw, tuple(address))
+
+    asyncio.run(run())
+
+
+def connects_without_raising(address):
+    with socket.socket() as raw:
+        raw.connect_ex(tuple(address))
+
+
+def opens_a_socket_pair(address):
+    one, other = socket.socketpair()
+    one.close()
+    other.close()
+
+
+def logs_to_a_socket(address):
+    handler = logging.handlers.SocketHandler(*address)
+    logging.getLogger("planted.red").addHandler(handler)
+    return handler
+
+
+def in_an_executors_initializer(address):
+    with concurrent.futures.ThreadPoolExecutor(1, initializer=socket.create_connection, initargs=(address, 5)) as pool:
+        try:
+            pool.submit(int).result()
+        except concurrent.futures.BrokenExecutor:
+            pass
+
+
+def later_in_a_pool(conn, pool, gate):
+    return pool.submit(_after_the_gate, conn, gate)
+
+
+def _after_the_gate(conn, gate):
+    gate.wait(5)
+    return conn.execute(text("SELECT count(*) FROM chat_sessions")).all()
+
+
+def notifies_anothers_channel(conn):
+    conn.exec_driver_sql("SELECT pg_notify('personas_changed', 'planted')")
+
+
+def locks_for_another_domain(conn):
+    conn.exec_driver_sql("SELECT pg_advisory_xact_lock(hashtext('persona-lock'))")
+'''
+
+PLANTED_RED_PERSONAS_REPOSITORY = '''
+def prepares(conn):
+    conn.exec_driver_sql("PREPARE planted_personas AS SELECT count(*) FROM personas")
+
+
+def declares(conn):
+    conn.exec_driver_sql("DECLARE planted_personas_cursor CURSOR FOR SELECT id FROM personas")
+'''
+
+
+@pytest.fixture(scope="module")
+def red(planted, tmp_path_factory):
+    modules = {}
+    root = tmp_path_factory.mktemp("red") / "persona_service"
+    for name, source in (("chat/planted_red_repository", PLANTED_RED_REPOSITORY),
+                         ("personas/planted_red_repository", PLANTED_RED_PERSONAS_REPOSITORY)):
+        path = root / f"{name}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+        spec = importlib.util.spec_from_file_location("persona_service." + name.replace("/", "."), path)
+        assert spec is not None and spec.loader is not None
+        modules[name.split("/")[0]] = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(modules[name.split("/")[0]])
+    yield SimpleNamespace(**modules)
+    for name in ("chat", "personas"):
+        sys.modules.pop(f"persona_service.{name}.planted_red_repository", None)
+
+
+@pytest.mark.parametrize("plant", ["executes_many", "executes_anothers_prepared_statement",
+                                   "explains_anothers_prepared_statement", "copies_anothers_prepared_statement",
+                                   "fetches_anothers_cursor", "through_a_temporary_function",
+                                   "after_setting_its_search_path"])
+def test_another_domains_sql_run_by_name_or_many_times_is_refused(red, unit_of_work, plant):
+    """A prepared statement or a cursor personas' repository stored in the session (`EXECUTE name`, `EXPLAIN
+    EXECUTE`, `CREATE TABLE … AS EXECUTE`, `FETCH … name`): what runs is what was stored, read from the session
+    (pg_prepared_statements, pg_cursors); a temporary function's body is the catalogue's too (pg_temp); a search
+    path names no table the guard would miss (caught before: it reads names, whatever the schema)."""
+    red.personas.prepares(unit_of_work.conn)
+    red.personas.declares(unit_of_work.conn)
+    with pytest.raises(BoundaryViolation, match=r"chat/planted_red_repository\.py touched personas \(personas\)"):
+        getattr(red.chat, plant)(unit_of_work.conn)
+
+
+def test_an_owners_function_beside_a_write_is_refused(red, owners_objects):
+    """(caught before: the function is read from the catalogue wherever it stands)"""
+    with pytest.raises(BoundaryViolation, match=r"chat/planted_red_repository\.py touched personas"):
+        red.chat.calls_an_owners_function_beside_a_write(owners_objects.conn)
+
+
+def _in_a_loop(plant):
+    raised = []
+
+    async def run():
+        asyncio.get_running_loop().set_exception_handler(lambda _, context: raised.append(context.get("exception")))
+        await plant()
+
+    asyncio.run(run())
+    return raised
+
+
+def test_a_readers_callback_on_a_librarys_callable_is_its_registrants(red, unit_of_work):
+    """`loop.add_reader(fd, conn.exec_driver_sql, …)`: a Handle made past call_soon, run from the loop's frames."""
+    raised = _in_a_loop(lambda: red.chat.on_a_readers_callback(unit_of_work.conn))
+    assert raised and isinstance(raised[0], BoundaryViolation), raised
+    assert "chat/planted_red_repository.py touched personas" in str(raised[0])
+
+
+def test_a_loops_signal_handler_on_a_librarys_callable_is_its_registrants(red, guarded, listener):
+    raised = _in_a_loop(lambda: red.chat.on_a_loops_signal(listener))
+    assert raised and isinstance(raised[0], BoundaryViolation), raised
+    assert "planted_red_repository.py opened a network connection" in str(raised[0])
+
+
+def test_a_bare_thread_on_a_librarys_callable_is_its_starters(red, unit_of_work, monkeypatch):
+    """`_thread.start_new_thread(conn.exec_driver_sql, …)`, past threading.Thread's start: no audit event on 3.11."""
+    raised = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: raised.append(unraisable.exc_value))
+    red.chat.in_a_bare_thread(unit_of_work.conn)
+    assert len(raised) == 1 and isinstance(raised[0], BoundaryViolation), raised
+    assert "chat/planted_red_repository.py touched personas" in str(raised[0])
+
+
+@pytest.mark.parametrize("plant", ["connects_on_the_loop", "connects_without_raising"])
+def test_network_spelt_on_the_loop_or_without_raising_is_refused(red, guarded, listener, plant):
+    """(caught before: the audit hook's `socket.connect` is every connect's)"""
+    with pytest.raises(BoundaryViolation, match=r"planted_red_repository\.py opened a network connection"):
+        getattr(red.chat, plant)(listener)
+
+
+def test_a_socket_pair_passes(red, guarded, listener):
+    """Judged, not refused: a pair reaches nothing outside the process (no connect, bind or name looked up)."""
+    red.chat.opens_a_socket_pair(listener)
+
+
+def test_a_log_handler_a_domain_makes_is_its_makers(red, guarded, listener):
+    """A SocketHandler a repository adds connects when anyone logs (here the test, as the kernel would)."""
+    handler = red.chat.logs_to_a_socket(listener)
+    raised = []
+    handler.handleError = lambda record: raised.append(sys.exc_info()[1])
+    try:
+        __import__("logging").getLogger("planted.red").error("planted")
+    finally:
+        __import__("logging").getLogger("planted.red").removeHandler(handler)
+        handler.close()
+    assert raised and isinstance(raised[0], BoundaryViolation), raised
+    assert "planted_red_repository.py opened a network connection" in str(raised[0])
+
+
+def test_an_executors_initializer_is_its_submitters(red, guarded, listener, caplog):
+    """(caught before: the pool's thread, started under the submit, carries its stack)"""
+    red.chat.in_an_executors_initializer(listener)
+    assert any(isinstance(record.exc_info and record.exc_info[1], BoundaryViolation) for record in caplog.records)
+
+
+def test_a_pools_statement_after_the_unit_of_works_commit_is_refused(red, unit_of_work):
+    """(caught before: a transaction begun on the unit of work's connection after it ended its own)"""
+    import concurrent.futures
+
+    gate = threading.Event()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        future = red.chat.later_in_a_pool(unit_of_work.conn, pool, gate)
+        unit_of_work.commit()
+        gate.set()
+        with pytest.raises(BoundaryViolation, match=r"planted_red_repository\.py began a transaction on a unit"):
+            future.result()
+
+
+@pytest.mark.parametrize("plant", ["notifies_anothers_channel", "locks_for_another_domain"])
+def test_a_channel_or_lock_named_for_another_domain_passes(red, unit_of_work, plant):
+    """Judged, not refused (the layout gives channels and advisory locks no owner: what remains, in the guard's
+    docstring)."""
+    getattr(red.chat, plant)(unit_of_work.conn)

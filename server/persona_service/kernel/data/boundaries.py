@@ -19,8 +19,18 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
   parent; each table reached there is judged as if named. Where the database builds the SQL it runs (a `DO`
   block, a function whose body `EXECUTE`s, `ts_stat`'s query), PostgreSQL's own counts of what the transaction
   touched (pg_stat_xact_user_tables, before and after the statement, on a blocking connection in a transaction)
-  say which tables it reached. libpq's own connection (`pgconn`, wherever psycopg
-  holds it, and its socket, `fileno()`) is never a domain's to take: SQL sent there passes every cursor. A domain reads another's rows through that domain's api.py, whose
+  say which tables it reached; where they cannot (autocommit, asyncio, a pipeline) such a statement is refused
+  (but a migration's in an autocommit block: its SQL is judged as written, as its catalogue is).
+  The built-ins that run a query are the catalogue's (an argument that is a query's text or a refcursor, the XML
+  family: `table_to_xml` on a name built at run time, `database_to_xml`) beside `ts_stat`/`ts_rewrite`; the
+  catalogue covers the session's temporary objects (pg_temp) and is read again after a domain's DDL has run.
+  What a statement runs by name (`EXECUTE name` wherever it stands: `EXPLAIN EXECUTE`, `CREATE TABLE … AS
+  EXECUTE`; `FETCH`/`MOVE` from a cursor) is what the session stored under it (pg_prepared_statements,
+  pg_cursors, whichever domain stored it), judged as if sent. libpq's own connection (`pgconn`, wherever psycopg
+  holds it, and its socket, `fileno()`) is never a domain's to take: SQL sent there passes every cursor. It is
+  read from a domain's frame only to be refused, psycopg sending or not (a domain's dumper or notice handler runs
+  inside the send), is held beside psycopg's objects, not in their dicts (`vars(driver)` holds none), and the
+  collector's views of every object (`gc.get_referents`, `get_referrers`, `get_objects`) are no domain's. A domain reads another's rows through that domain's api.py, whose
   repository runs the SQL, so the innermost domain frame is the owner's; and that owner's code must have been
   entered through its door: from the innermost domain frame out to the first frame of the package not the
   owner's, another domain's code there must have called what the owner's api.py exports (or a port its
@@ -61,12 +71,15 @@ code, `persona_service/<domain>/…`; kernel, providers and third-party frames a
   be the kernel's (a capability: hints, the limiter,
   runs), never a domain's.
 
-Threads and the event loop: work handed over (`Thread(target=…)`, a `Timer`, an executor's `submit`,
-`asyncio.to_thread`, `run_in_executor`; from a domain's code, `loop.call_soon`/`call_later`/`call_at` and
-`loop.create_task`; and work run later, a `weakref.finalize` callback, a signal's handler) whose callable is not
+Threads and the event loop: work handed over (`Thread(target=…)`, a `Timer`, `_thread.start_new_thread`, an
+executor's `submit`, `asyncio.to_thread`, `run_in_executor`; from a domain's code, every callback the loop runs,
+a Handle's: `call_soon`/`call_later`/`call_at`, `add_reader`/`add_writer`, `add_signal_handler`; and
+`loop.create_task`; and work run later, a `weakref.finalize` callback, a signal's handler, an `atexit` callback, a
+log handler a domain made whose `emit` is a library's: a SocketHandler's) whose callable is not
 the package's runs in a carrier whose frame holds its hander's stack,
 spliced in wherever a walk meets it: `Thread(target=conn.exec_driver_sql)` is its starter's SQL. A callable of the
-package's is judged by its own frames (a kernel worker's thread is the kernel's, whoever first started it).
+package's is judged by its own frames (a kernel worker's thread is the kernel's, whoever first started it). The
+guard's own frames (its wrappers, between a domain and what it calls) are no one's: a walk passes them.
 
 Declared exceptions: `DECLARED`, (domain, table) -> why, lets a domain touch a table it does not own,
 and `PORTS` names kernel code that runs statements an owner handed it (checked where they are handed over). Each
@@ -74,16 +87,16 @@ check raises `BoundaryViolation` (an AssertionError: a 500 the suite sees; a bac
 test stack's end fails on the log line). Attributing a frame is cached per code object, a statement's tables,
 whether it writes and how it escapes its unit of work per SQL string. It reads frames only to refuse, never to
 decide what a call does.
-Unseen: a libpq connection a domain makes itself (`psycopg.pq.PGconn.connect`, C: no audit event, and no
-psycopg object holds it), libpq's handle read by a callback psycopg runs while it sends a statement (a domain's
-dumper, a notice handler: `_SENDING`), another domain's internals entered
-past its api.py for anything but SQL (the door's walk runs with each statement), C code's own sockets but libpq's
-connect and a gRPC channel's, a service or repository reaching the network through a kernel capability (the
-capability answers for itself), SQL the database builds on an autocommit or asyncio connection (its counts end with
-the statement's own transaction; a read-only unit of work's is one) or through a built-in the guard does not list,
-the catalogue as it was on an asyncio connection (it is read only on a blocking one), an `atexit` callback, and a
-library's own
-thread or callback started from no frame of a domain.
+Unseen: a libpq connection a domain makes itself (`psycopg.pq.PGconn.connect`: C, no audit event on 3.11, and its
+type is reached past any module attribute, `object.__subclasses__()`; 3.12's `sys.monitoring` CALL events on
+domain code would see it; statically, no domain imports psycopg, psycopg_binary, ctypes or gc), another domain's
+internals entered past its api.py for anything but SQL (the door's walk runs with each statement), C code's own
+sockets but libpq's connect and a gRPC channel's, a service or repository reaching the network through a kernel
+capability (the capability answers for itself), a built-in running a query the catalogue does not describe (an
+unnamed argument's but `ts_rewrite`'s, an extension's), the catalogue as it was on an asyncio connection (it is
+read only on a blocking one), a NOTIFY channel or an advisory lock named for another domain (the layout gives them
+no owner), a library's callable appended to `gc.callbacks` (it runs from whichever frame collects), and a library's
+own thread or callback started from no frame of a domain.
 """
 
 from __future__ import annotations
@@ -170,6 +183,8 @@ def _named_role(stem: str) -> str:
 
 
 def _classify(filename: str) -> Place:
+    if filename == __file__:  # the guard's own wrappers stand between a domain and what it calls: transparent
+        return _OUTSIDE
     at = filename.rfind(_PACKAGE)
     if at < 0:
         library = filename.startswith(_LIBRARIES) or "site-packages" in filename or filename.startswith("<")
@@ -582,9 +597,11 @@ _TABLES = Tables()
 # sees DDL, never by a migration's statement (its objects' bodies are judged where its SQL makes them).
 _CATALOG_SQL = b"""
 WITH rel AS (SELECT c.oid, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-             WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'),
+             WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+               AND (n.nspname NOT LIKE 'pg\\_%' OR n.nspname LIKE 'pg\\_temp\\_%')),
      fn AS (SELECT p.oid, p.proname, p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-            WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%')
+            WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+              AND (n.nspname NOT LIKE 'pg\\_%' OR n.nspname LIKE 'pg\\_temp\\_%'))
 SELECT CASE r.ev_type WHEN '1' THEN 'r' ELSE 'w' END, v.relname, coalesce(t.relname, f.proname), NULL
   FROM pg_rewrite r JOIN rel v ON v.oid = r.ev_class
   JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
@@ -802,10 +819,10 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
     """Raise when the domain whose code sent `sql` (the innermost domain frame from `start`) names another
     domain's table but as `DECLARED`, or ends the transaction in SQL, or (on `driver`, the psycopg connection it
     runs on) writes in autocommit, a transaction that ends itself, from a file that may end none."""
-    if _TABLES.ddl(sql):
-        _CATALOGS.stale = True
+    ddl = _TABLES.ddl(sql)
     found = _innermost_domain(start)
     if found is None:
+        _CATALOGS.stale |= ddl
         return
     place, frame = found
     escape = _TABLES.escapes(sql)
@@ -813,9 +830,10 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
         raise BoundaryViolation(f"{place} {escape}: {sql[:160]}")
     owners = _TABLES.owners()
     behind: frozenset[str] = frozenset()
+    if driver is not None and _CATALOGS.stale and place.role != "migrations":
+        _CATALOGS.read(driver)
+    _CATALOGS.stale |= ddl  # (read again on the next statement, once this DDL has run: not before it)
     if driver is not None:
-        if _CATALOGS.stale and place.role != "migrations":
-            _CATALOGS.read(driver)
         behind = _CATALOGS.reached(sql)
         if behind & _CATALOGS.catalog.privileged:
             raise BoundaryViolation(f"{place} {_PRIVILEGED}: {sql[:160]}")
@@ -845,14 +863,17 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
                 f"{writer} ({writer.role or 'no role'}) wrote on a connection in autocommit (a read's: the replica's "
                 f"or a read-only unit of work's), a transaction that ends outside any unit of work: {sql[:160]}")
     if driver is not None and _CATALOGS.builds(sql):
-        if not _answers_now(driver) or driver.autocommit:
+        if place.role == "migrations" and driver.autocommit:  # (a migration's autocommit block, as written)
+            pass
+        elif not _answers_now(driver) or driver.autocommit:
             raise BoundaryViolation(
                 f"{place} had the database build and run SQL ({sql[:80]}) on a connection where PostgreSQL's counts "
                 "cannot say what it touched (autocommit: a read's, or asyncio, or a pipeline): run it in its unit of "
                 "work's transaction")
-        before = _touched(driver)
-        if before is not None:  # (judged once it has run: `_checked`'s sending)
-            _SENDING.watch = (driver, place, before, sql)
+        else:
+            before = _touched(driver)
+            if before is not None:  # (judged once it has run: `_checked`'s sending)
+                _SENDING.watch = (driver, place, before, sql)
     if driver is not None:
         for kind, name in _BY_NAME(sql):
             stored = _stored(driver, kind, name)
@@ -879,18 +900,20 @@ _STORED_SQL = {"prepared statement": b"SELECT statement FROM pg_prepared_stateme
 
 
 def _by_name(sql: str) -> tuple[tuple[str, str], ...]:
-    """The prepared statements (`EXECUTE name`) and cursors (`FETCH`/`MOVE … name`) `sql`'s statements run."""
+    """The prepared statements (`EXECUTE name` wherever it stands: `EXPLAIN EXECUTE`, `CREATE TABLE … AS EXECUTE`;
+    not a trigger's `EXECUTE FUNCTION`) and cursors (`FETCH`/`MOVE … name`) `sql`'s statements run."""
     found: list[tuple[str, str]] = []
     statement: list[Lexeme] = []
     for lexeme in [*lex(sql), Lexeme(";", ";")]:
         if lexeme.kind != ";":
             statement.append(lexeme)
             continue
-        first = statement[0].text if statement and statement[0].bare else ""
+        for word, after in zip(statement, statement[1:], strict=False):
+            if word.bare and word.text == "execute" and after.kind == "name" and \
+                    not (after.bare and after.text in ("function", "procedure")):
+                found.append(("prepared statement", after.text))
         names = [lexeme.text for lexeme in statement[1:] if lexeme.kind == "name"]
-        if first == "execute" and names:
-            found.append(("prepared statement", names[0]))
-        elif first in ("fetch", "move") and names:
+        if statement and statement[0].bare and statement[0].text in ("fetch", "move") and names:
             found.append(("cursor", names[-1]))
         statement = []
     return tuple(found)
@@ -1125,15 +1148,6 @@ def check_introspection(start: FrameType | None, event: str) -> None:
                                 "handle, another domain's state) passes every door")
 
 
-def check_bare_thread(start: FrameType | None) -> None:
-    """A thread started past `threading` (`_thread.start_new_thread`) on a callable not the package's: no carrier
-    can hold its starter's stack (its frames would be the library's only), so a domain may not start one."""
-    place = _innermost_of_package(start)
-    if place is not None and place.in_domain:
-        raise BoundaryViolation(f"{place} started a thread past threading (_thread.start_new_thread) on a library's "
-                                "callable: what it runs would be nobody's (start a threading.Thread)")
-
-
 def check_engine(start: FrameType | None) -> None:
     """An engine or pool connects later, from whoever takes a connection: it is refused where a domain makes it
     (the kernel's engines own the connections; a domain's come from its unit of work, or a job's engine)."""
@@ -1265,9 +1279,6 @@ def _audit(name: str, args: tuple[Any, ...]) -> None:
         check_network(sys._getframe(1), f"started a process or native code ({name}), which may reach anything")
     elif name in _INTERPRETERS_OBJECTS:
         check_introspection(sys._getframe(1), name)
-    elif name == "_thread.start_new_thread" and not _the_packages(args[0]) \
-            and getattr(args[0], "__func__", None) is not threading.Thread._bootstrap:  # type: ignore[attr-defined]
-        check_bare_thread(sys._getframe(1))
 
 
 _Check = Callable[[Any, tuple[Any, ...], FrameType], None]
@@ -1461,6 +1472,21 @@ def install_process() -> None:
         # (a partial, C: the frame `_handing_over` reads is the caller's)
         signal.signal = functools.partial(_handing_over(lambda _, signalnum, handler: _SIGNAL(signalnum, handler),
                                                         1), None)
+        # A thread started past `threading` (`_thread.start_new_thread`, threading's own name for it): its function
+        # carries its starter's stack as a Thread's target does (`_starting`; a Thread's own bootstrap passes).
+        import _thread
+
+        start_new_thread, bootstrap = _thread.start_new_thread, threading.Thread._bootstrap  # type: ignore[attr-defined]
+        bare = _handing_over(lambda _, function, *args, **kwargs: start_new_thread(function, *args, **kwargs), 0,
+                             anywhere=True)
+
+        def starts_new_thread(function: Any, *args: Any, **kwargs: Any) -> Any:
+            if getattr(function, "__func__", None) is bootstrap:  # (a Thread's: `_starting` judged its target)
+                return start_new_thread(function, *args, **kwargs)
+            return bare(None, function, *args, **kwargs)
+
+        _thread.start_new_thread = _thread.start_new = starts_new_thread
+        threading._start_new_thread = starts_new_thread  # type: ignore[attr-defined]
         # ... and at the interpreter's exit (a C function: `_handing_over` reads its caller's frame).
         import atexit
 
