@@ -30,7 +30,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor, FileDescriptor
 
@@ -310,6 +310,11 @@ def _formats() -> Mapping[str, Callable[[str], bool]]:
     return FORMATS
 
 
+def _no_format(value: str) -> bool:
+    """A format the service does not name: no value has it."""
+    return False
+
+
 def _scalar(rpc: WriteRpc, field: FieldDescriptor, ids: Ids, item: int | None = None) -> Any:
     """One value of the field (`item`: the index of an item of a list, whose length rules are the list's)."""
     rules = _rules(field)
@@ -326,7 +331,7 @@ def _scalar(rpc: WriteRpc, field: FieldDescriptor, ids: Ids, item: int | None = 
     if (kind := kind_of(rpc, field.name)) is not None:
         return ids[kind] if kind in ids else _unresolved(rpc, field.name, f"no {kind} in the fixture")
     value = _string(field.name, rules, item)
-    if rules.format and not _formats().get(rules.format, lambda v: False)(value):
+    if rules.format and not _formats().get(rules.format, _no_format)(value):
         return _unresolved(rpc, field.name, f"no value of format {rules.format!r} within its rules")
     return value
 
@@ -421,7 +426,7 @@ def _invalid_value(rpc: WriteRpc, field: FieldDescriptor, value: Any, at: str, i
         if too_short or (not item and rules.max_len and len(value) > rules.max_len):
             return [f"{at}: {len(value)} characters, not within [{rules.min_len}, {rules.max_len or '…'}]"]
         # (An empty value is absent to the service's format check.)
-        if rules.format and value and not _formats().get(rules.format, lambda v: False)(value):
+        if rules.format and value and not _formats().get(rules.format, _no_format)(value):
             return [f"{at}: {value!r} is not a {rules.format}"]
     elif isinstance(value, int | float) and not isinstance(value, bool):
         low = rules.min_value if rules.HasField("min_value") else value
@@ -451,5 +456,5 @@ def error_statuses() -> dict[str, int]:
     return {spec.code: spec.http_status for spec in specs if spec.code}
 
 
-def _unresolved(rpc: WriteRpc, name: str, why: str) -> Any:
+def _unresolved(rpc: WriteRpc, name: str, why: str) -> NoReturn:
     raise Unresolved(f"{rpc.service}.{rpc.name}: {name}: {why}")

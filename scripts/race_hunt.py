@@ -144,7 +144,7 @@ class World:
     def auth(self, secret: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {secret or self.key}"}
 
-    def ok(self, response: httpx.Response) -> dict:
+    def ok(self, response: httpx.Response) -> dict[str, Any]:
         assert response.status_code in (200, 201), f"setup failed: {response.status_code} {response.text[:300]}"
         return response.json() if response.content else {}
 
@@ -160,7 +160,7 @@ class World:
         ids: dict[str, str] | None = None,
         state: dict[str, Any] | None = None,
         secret: str | None = None,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """A fixture's write (a creation, or the call that puts it in a state): the RPC's path and body from the
         contract (`contract_inputs.fixture_body`, with only `state` set over it: each caller says why), sent as
         the caller of `secret` (default the hunt's key; SCIM's writes with the hunt's SCIM token); its answer."""
@@ -173,7 +173,7 @@ class World:
             return self.ok(self.http.request(write.verb, url, content=json.dumps(sent), headers=scim))
         return self.ok(self.http.request(write.verb, url, json=sent, headers=self.auth(secret)))
 
-    def persona(self, secret: str | None = None) -> dict:
+    def persona(self, secret: str | None = None) -> dict[str, Any]:
         return self.create("CreatePersona", secret=secret)
 
     def resource(self, op: Operation) -> Placed | None:
@@ -287,11 +287,11 @@ class World:
             self._org_id = self.ok(self.http.get("/v1/billing/subscription", headers=self.auth()))["orgId"]
         return self._org_id
 
-    def _listing_of(self, secret: str) -> dict:
+    def _listing_of(self, secret: str) -> dict[str, Any]:
         persona = self.persona(secret)["id"]
         return self.create("CreateListing", {"persona": persona}, secret=secret)
 
-    def _seller_listing(self) -> dict:
+    def _seller_listing(self) -> dict[str, Any]:
         """A listing of the seller's, published (its review runs in the background)."""
         assert self.seller_key is not None
         listing = self._listing_of(self.seller_key)
@@ -304,7 +304,7 @@ class World:
         return listing
 
 
-def _polled(read: Callable[[], list], deadline: float = 30.0) -> list:
+def _polled(read: Callable[[], list[Any]], deadline: float = 30.0) -> list[Any]:
     """What `read` returns once it is not empty (background work makes it)."""
     give_up = time.monotonic() + deadline
     while not (found := read()):
@@ -493,8 +493,8 @@ def hunt_against_delete(world: World, writer: Operation, deleter: Operation) -> 
     def statuses(concurrent: bool, delete_first: bool = False) -> tuple[int, int]:
         placed = _placed(world, writer)
         deleting = Placed(placed.path, placed.headers, None)
-        write = lambda: _call(http, writer, placed, str(uuid.uuid4()))  # noqa: E731
-        delete = lambda: _call(http, deleter, deleting, str(uuid.uuid4()))  # noqa: E731
+        write: Callable[[], httpx.Response] = lambda: _call(http, writer, placed, str(uuid.uuid4()))  # noqa: E731
+        delete: Callable[[], httpx.Response] = lambda: _call(http, deleter, deleting, str(uuid.uuid4()))  # noqa: E731
         if concurrent:
             answers = _pair(http, [write, delete])
         else:
@@ -557,9 +557,10 @@ def _event_counter(database_url: str | None, http: httpx.Client, key: str) -> Ca
 
     def count() -> int:
         with engine.connect() as conn:
-            return conn.execute(
+            found: int = conn.execute(
                 text("SELECT count(*) FROM events WHERE org_id = :o OR :o = ''"), {"o": org}
             ).scalar_one()
+            return found
 
     return count
 

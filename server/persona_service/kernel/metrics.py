@@ -36,7 +36,8 @@ def _process_id() -> int:
 if os.environ.get(MULTIPROC_ENV):  # before any metric is made: each takes its value class when it is created
     from prometheus_client import values as _values
 
-    _values.ValueClass = _values.MultiProcessValue(process_identifier=_process_id)
+    # prometheus_client leaves MultiProcessValue (and MultiProcessCollector, below) unannotated.
+    _values.ValueClass = _values.MultiProcessValue(process_identifier=_process_id)  # type: ignore[no-untyped-call]
 
 REQUESTS = Counter("persona_requests_total", "RPCs answered, by RPC, HTTP status and error code",
                    ["rpc", "status", "code"])
@@ -99,7 +100,7 @@ def exposition() -> tuple[bytes, str]:
     """The text exposition of every process's samples, and its content type."""
     if os.environ.get(MULTIPROC_ENV):
         registry = CollectorRegistry()
-        MultiProcessCollector(registry)
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # registers itself in `registry`
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(DEFAULT_REGISTRY), CONTENT_TYPE_LATEST
 

@@ -174,7 +174,7 @@ class Wakeups:
 
     def _listen(self) -> None:
         while True:
-            pubsub: PubSub = self.redis.pubsub()
+            pubsub: PubSub = self.redis.pubsub()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
             try:
                 self._connect(pubsub)
                 self._wake_all()  # what was published while it was away
@@ -205,9 +205,10 @@ class Wakeups:
     def _next(self, pubsub: PubSub) -> dict[str, object] | None:
         """The next message (blocking): read without the lock, then taken in under it, so that redis-py's
         record of the subscriptions never changes under a (un)subscribe of a watcher's thread."""
-        response = pubsub.parse_response(block=True)
+        # redis-py leaves both unannotated: a response is whatever its parser read, a message a dict (or None).
+        response: object = pubsub.parse_response(block=True)  # type: ignore[no-untyped-call]
         with self._lock:
-            return pubsub.handle_message(response)  # type: ignore[no-any-return]
+            return pubsub.handle_message(response)  # type: ignore[no-untyped-call,no-any-return]
 
     def _handle(self, message: dict[str, object] | None) -> None:
         if message is None:

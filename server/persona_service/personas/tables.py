@@ -33,7 +33,7 @@ class FloatArray(TypeDecorator[list[float]]):
     impl = ARRAY(Float)
     cache_ok = True
 
-    def bind_processor(self, dialect: Dialect) -> Callable[[list[float] | None], str | None]:  # type: ignore[override]
+    def bind_processor(self, dialect: Dialect) -> Callable[[list[float] | None], str | None]:
         def process(value: list[float] | None) -> str | None:
             return None if value is None else "{" + ",".join(map(repr, value)) + "}"
         return process

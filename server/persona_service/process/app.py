@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import redis
+from redis.client import PubSub
 
 from persona_service.kernel import metrics
 from persona_service.kernel.data import aggregates, read_cache
@@ -115,8 +116,8 @@ class App:
         self.pool = fingerprint()
         self.runs = Runs(self.redis, settings.run_workers, self.engine, settings.run_lease_seconds,
                          settings.run_outage_seconds, role=role, pool=self.pool)
-        # The model's steps take turns per organization (kernel.transport.fair); an HTTP model's calls wait on the
         self.runs.keep = self.idempotency.keep_frames  # a keyed run's replays outlive Redis's copy of its frames
+        # The model's steps take turns per organization (kernel.transport.fair); an HTTP model's calls wait on the
         # network, so its runner takes as many at once as its threads may ask (providers.factory.model_turns).
         fair.install(FairGate(model_turns(settings.generation_turns, settings.grpc_workers + settings.run_workers)))
         # Durable tasks run on the stream pool: long work never holds a unary call's connection.
@@ -198,7 +199,8 @@ class App:
         briefly), retry with capped backoff and log once per outage."""
         backoff, down_since = LISTEN_FIRST_BACKOFF, None
         while not self._closing.is_set():
-            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+            # redis-py leaves pubsub() unannotated.
+            pubsub: PubSub = self.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
             try:
                 pubsub.subscribe(INVALIDATION_CHANNEL, PROCESS_CHANNEL + self.bus_id)  # all's, then this one's
                 if down_since is not None:

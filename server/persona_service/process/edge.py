@@ -537,14 +537,18 @@ def _template_regex(template: str) -> str:
 
 
 def _route(match: _RouteMatch, cluster: str, retry_on: str, extra: _PerFilter | None = None) -> _Route:
-    return {
+    route: _Route = {
         "match": match,
         "route": {
             "cluster": cluster, "timeout": "0s", "idle_timeout": "300s",
             "retry_policy": {"retry_on": retry_on, "num_retries": 2, "retry_host_predicate": _PREVIOUS_HOSTS},
         },
-        **(extra or {}),
     }
+    # Copied by its key, not `**extra`: a _PerFilter could carry any other key (a subtype's), `metadata` of another
+    # type included (mypy's extra_checks).
+    if extra is not None and "typed_per_filter_config" in extra:
+        route["typed_per_filter_config"] = extra["typed_per_filter_config"]
+    return route
 
 
 # Retried on another backend only when the request never reached one.

@@ -115,7 +115,8 @@ def connect(url: str, max_connections: int, acquire_timeout: float) -> redis.Red
 
 def connect_sentinel(target: SentinelUrl, max_connections: int, acquire_timeout: float) -> redis.Redis:
     """A client of the master the Sentinels name now (asked again for every new connection)."""
-    sentinel = Sentinel(target.sentinels, sentinel_kwargs=target.sentinel_kwargs)
+    # redis-py leaves Sentinel's constructor and master_for unannotated.
+    sentinel = Sentinel(target.sentinels, sentinel_kwargs=target.sentinel_kwargs)  # type: ignore[no-untyped-call]
     master_kwargs: dict[str, object] = {"db": target.db}
     if target.username is not None:
         master_kwargs["username"] = target.username
@@ -123,7 +124,7 @@ def connect_sentinel(target: SentinelUrl, max_connections: int, acquire_timeout:
         master_kwargs["password"] = target.password
     if target.ssl:
         master_kwargs["ssl"] = True
-    master: redis.Redis = sentinel.master_for(target.service, connection_pool_class=BlockingSentinelConnectionPool,
-                                              max_connections=max_connections, timeout=acquire_timeout,
-                                              **master_kwargs)
+    master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+        target.service, connection_pool_class=BlockingSentinelConnectionPool, max_connections=max_connections,
+        timeout=acquire_timeout, **master_kwargs)
     return master

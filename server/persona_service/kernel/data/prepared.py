@@ -28,7 +28,7 @@ from persona_service.kernel.data.records import field_names
 
 R = TypeVar("R")
 S = TypeVar("S")
-_DIALECT = PGDialect_psycopg()
+_DIALECT = PGDialect_psycopg()  # type: ignore[no-untyped-call]  # SQLAlchemy leaves its __init__ unannotated
 # A statement's bind parameters by name: any value psycopg adapts (a Mapping's values are covariant, so a caller's
 # dict of whatever values fits).
 Params = Mapping[str, object]
@@ -79,7 +79,7 @@ class PreparedInsert:
     def __init__(self, statement: Insert, columns: tuple[str, ...]):
         table = statement.table
         self.sql = str(statement.inline().compile(dialect=_DIALECT, column_keys=list(columns)))  # no RETURNING
-        self._json = [name for name in columns if isinstance(table.c[name].type, JSON)]  # type: ignore[union-attr]
+        self._json = [name for name in columns if isinstance(table.c[name].type, JSON)]
 
     def run(self, conn: Connection, params: dict[str, object]) -> None:
         for name in self._json:
@@ -105,7 +105,7 @@ class PreparedWrite(Generic[R]):
         self._defaults: dict[str, object] = {}
         for filled in compiled.insert_prefetch:
             default = filled.default
-            if default is None or not default.is_scalar:  # type: ignore[attr-defined]
+            if default is None or not default.is_scalar:
                 raise TypeError(f"{filled.key}: a default computed in Python; give its value or use SQLAlchemy")
             self._defaults[filled.key] = default.arg  # type: ignore[attr-defined]
         self.record = record

@@ -188,7 +188,8 @@ class Authenticator:
             refused = self.cache.refusal(cache_key)
             if refused is not None:
                 raise refused
-            loader = lambda: self._load_key(cache_key[4:], conn_factory())  # noqa: E731
+            # Annotated: a lambda's own type is untyped, and calling it below is checked against this.
+            loader: Callable[[], Principal] = lambda: self._load_key(cache_key[4:], conn_factory())  # noqa: E731
         elif token.count(".") == 2:
             claims = self._verify_jwt(token)
             cache_key = f"jwt:{claims['jti']}"

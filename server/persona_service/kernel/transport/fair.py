@@ -306,8 +306,8 @@ class FairGate:
     def release(self) -> None:
         with self._lock:
             following = self._waiting.pop()
-            while following in self._gave_up:
-                self._gave_up.discard(following)  # type: ignore[arg-type]
+            while following is not None and following in self._gave_up:
+                self._gave_up.discard(following)
                 following = self._waiting.pop()
             if following is None:
                 self._held -= 1

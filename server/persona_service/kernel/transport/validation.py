@@ -12,6 +12,7 @@ import functools
 import ipaddress
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from google.protobuf import descriptor_pool
@@ -32,7 +33,7 @@ def _is_cidr(value: str) -> bool:
         return False
 
 
-FORMATS = {"cidr": _is_cidr, "slug": lambda v: bool(_SLUG.match(v))}
+FORMATS: dict[str, Callable[[str], bool]] = {"cidr": _is_cidr, "slug": lambda v: bool(_SLUG.match(v))}
 
 
 _FLOATING = frozenset({FieldDescriptor.CPPTYPE_DOUBLE, FieldDescriptor.CPPTYPE_FLOAT})
