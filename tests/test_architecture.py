@@ -1409,6 +1409,60 @@ def test_every_module_let_off_no_explicit_any_still_holds_one():
     assert not stale, f"no Any left in these: remove them from pyproject.toml's disallow_any_explicit = false: {stale}"
 
 
+# --- every strict flag for the server (mypy --strict, pyproject.toml) ------------------------------------------
+
+def _let_off_strict(pyproject: pathlib.Path) -> list[str]:
+    """'module: option' for each of mypy's strict flags (its own list, the one `mypy --help` shows under --strict)
+    that the mypy configuration in `pyproject` does not hold for a module of persona_service, and for a module whose
+    errors it ignores or some of whose error codes it disables."""
+    import io
+    from unittest import mock
+
+    from mypy.config_parser import parse_config_file
+    from mypy.main import define_options
+    from mypy.options import Options
+
+    _, _, strict_flags = define_options()
+    options = Options()
+
+    def set_strict() -> None:
+        for dest, value in strict_flags:
+            setattr(options, dest, value)
+
+    report = io.StringIO()
+    with mock.patch.dict(os.environ):  # (it sets MYPY_CONFIG_FILE_DIR)
+        parse_config_file(options, set_strict, str(pyproject), stdout=report, stderr=report)
+    assert not report.getvalue(), report.getvalue()
+    modules = sorted({".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+                      for path in PACKAGE.rglob("*.py")})
+    held = [*strict_flags, ("ignore_errors", False), ("disabled_error_codes", set())]
+    return [f"{module}: {dest}" for module in modules for dest, value in held
+            if getattr(options.clone_for_module(module), dest) != value]
+
+
+def test_every_strict_flag_holds_for_the_server():
+    """Issue 47: `mypy --strict server/persona_service` is what the project's `mypy` checks: no module of the server
+    is let off a strict flag (pyproject's `strict = true`), so an unused `# type: ignore`, an untyped library call
+    or an implicit re-export fails `make typecheck` as it fails `mypy --strict`."""
+    assert _let_off_strict(REPO / "pyproject.toml") == []
+
+
+_LET_OFF_ONE = "[[tool.mypy.overrides]]\nmodule = ['persona_service.kernel.wakeups']\ndisallow_untyped_calls = false\n\n"
+
+
+@pytest.mark.parametrize(("old", "new", "let_off"), [
+    ("\nstrict = true\n", "\n", "persona_service.kernel.wakeups: warn_unused_ignores"),
+    ("[[tool.mypy.overrides]]\n", _LET_OFF_ONE + "[[tool.mypy.overrides]]\n",
+     "persona_service.kernel.wakeups: disallow_untyped_calls"),
+], ids=["strict dropped", "a module let off one flag"])
+def test_a_strict_flag_let_off_fails(tmp_path, old, new, let_off):
+    """The check above fails on pyproject.toml with `strict = true` dropped, or with one module let off one flag."""
+    text = (REPO / "pyproject.toml").read_text()
+    assert old in text
+    (tmp_path / "pyproject.toml").write_text(text.replace(old, new, 1))
+    assert let_off in _let_off_strict(tmp_path / "pyproject.toml")
+
+
 # --- the checks catch what they claim to ---------------------------------------------
 
 # (what, file, code appended to it, the check that must name that file)
