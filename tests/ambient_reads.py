@@ -38,6 +38,7 @@ import ast
 import asyncio
 import builtins
 import collections
+import collections.abc
 import contextlib
 import contextvars
 import dis
@@ -224,7 +225,10 @@ def ambient(obj: object) -> str | None:
 # insort, operator's setitem...: by the name a function is defined with, so an alias or an unbound `list.append`
 # counts too).
 _QUEUES = (queue.Queue, queue.SimpleQueue, asyncio.Queue)
-_CONTAINERS = (dict, list, set, bytearray, collections.deque, array.array, *_QUEUES)
+# By what they are, not their class: any mutable mapping, sequence or set (UserDict, ChainMap, a shelf...) holds items
+# across calls as a dict does.
+_CONTAINERS = (dict, list, set, bytearray, collections.deque, array.array, *_QUEUES, collections.abc.MutableMapping,
+               collections.abc.MutableSequence, collections.abc.MutableSet)
 _MUTATORS = {"append", "appendleft", "add", "update", "setdefault", "pop", "popitem", "popleft", "clear", "extend",
              "extendleft", "insert", "remove", "discard", "__setitem__", "__delitem__", "sort", "reverse", "rotate",
              "put", "put_nowait", "get", "get_nowait", "heappush", "heappop", "heapify", "heapreplace", "heappushpop",
@@ -245,7 +249,7 @@ def _callee_name(callee: object) -> str:
 
 def flow(code: types.CodeType, globals_: dict[str, object], package: str,
          watch: Callable[[object, object], str | None] | None = None,
-         cells: dict[str, object] | None = None) -> Iterator[tuple[object, str]]:
+         cells: dict[str, object] | None = None, instance: tuple[str, type] | None = None) -> Iterator[tuple[object, str]]:
     """Ambient state (`KEPT`) in `code`'s values, by running its instructions over known objects (one code object;
     unknown values, an argument or self, stay unknown): (object, '') for each it produces (a global, an attribute
     chain, getattr with a literal, an import, what a package function called returns) and (object, how) for each
@@ -253,9 +257,15 @@ def flow(code: types.CodeType, globals_: dict[str, object], package: str,
     off it (`_holding.turn`, `getattr(_holding, ...)`, `_var.get()`) hands nothing on. With `watch`, also
     (value, '@' + what) for each value produced that `watch(value, owner)` names, `owner` being what it was read off
     (the module whose globals, the object of an attribute or getattr, the module of an import; None for a result).
-    `cells`: what a function's closure holds (its free variables), which outlives every call as a global does."""
+    `cells`: what a function's closure holds (its free variables), which outlives every call as a global does.
+    `instance`: (a method's first parameter, its class): what it reads off self that the class itself holds (a
+    class-level dict) is the class's, shared by every instance and call; what it sets on self is the instance's."""
     stack: list[object] = []
     local: dict[str, object] = dict(cells or {})
+    viewed: set[int] = set()  # classes a method's self stands for
+    if instance is not None:
+        local[instance[0]] = instance[1]
+        viewed.add(id(instance[1]))
 
     def pop() -> object:
         return stack.pop() if stack else None
@@ -272,7 +282,9 @@ def flow(code: types.CodeType, globals_: dict[str, object], package: str,
 
     def push(value: object, owner: object = None) -> Iterator[tuple[object, str]]:
         stack.append(value)
-        if isinstance(owner, types.ModuleType | dict) and owner is not sys.modules and value is not None:
+        # Read off a module, or off what a module keeps (a class, an object: `_Registry.calls`), it is module-level.
+        held = isinstance(owner, types.ModuleType | dict) or id(owner) in kept or id(owner) in viewed
+        if held and owner is not sys.modules and value is not None:
             if isinstance(value, _CONTAINERS):
                 shared.add(id(value))
             elif not isinstance(value, types.ModuleType | types.FunctionType | types.BuiltinFunctionType
@@ -513,6 +525,9 @@ def _reflective() -> dict[int, str]:
                          (pkgutil, ("resolve_name", "iter_modules", "walk_packages", "get_loader", "find_loader")),
                          (runpy, ("run_module", "run_path")), (builtins, ("__import__", "globals", "locals", "vars", "exec", "eval", "compile")),
                          (asyncio, ("current_task", "all_tasks")), (operator, ("attrgetter", "methodcaller")),
+                         # evaluating annotations imports what their strings name (a door class's fields: the kernel
+                         # classes behind the door, another domain's repository on a service's attribute)
+                         (typing, ("get_type_hints", "ForwardRef", "_eval_type")),
                          (threading, ("current_thread", "enumerate", "main_thread", "_active"))):
         for name in names:
             value = getattr(owner, name, None)
@@ -555,12 +570,19 @@ if hasattr(os, "posix") or os.name == "posix":
 # The standard library's clients and servers are all here (xmlrpc, the mail and news protocols, socketserver...).
 NETWORK = re.compile(r"^(?:_?socket|_?ssl|select|selectors|http\.client|http\.server|urllib\.request|xmlrpc|requests|httpx|"
                      r"urllib3|aiohttp|boto3|botocore|stripe|smtplib|ftplib|imaplib|poplib|nntplib|telnetlib|socketserver|"
-                     r"redis|grpc|websockets?|asyncio\.(?:streams|base_events|selector_events)|subprocess|paramiko|"
+                     r"redis|grpc|websockets?|asyncio\.(?:streams|base_events|selector_events|events|runners|unix_events|"
+                     r"subprocess)|subprocess|multiprocessing|concurrent\.futures\.process|pty|paramiko|"
                      r"pika|kafka|pymongo|dns)(?:\.|$)")
+# What starts a process (it may reach anything: `os.popen('curl ...')`), by identity: the os functions the audit hook
+# of the boundary guard sees as process events.
+_PROCESS_STARTERS = {id(getattr(os, name)): f"os.{name}" for name in dir(os)
+                     if re.match(r"^(?:system|popen|fork|forkpty|spawn\w*|exec\w*|posix_spawnp?)$", name)}
 
 
 def _network(value: object) -> str | None:
-    """Which network library `value` is of: a module, or a function or class it defines."""
+    """Which network library `value` is of: a module, or a function or class it defines; or what starts a process."""
+    if id(value) in _PROCESS_STARTERS:
+        return f"a process ({_PROCESS_STARTERS[id(value)]})"
     if isinstance(value, types.ModuleType):
         name = value.__name__
     elif isinstance(value, type | types.FunctionType | types.BuiltinFunctionType):
@@ -614,11 +636,62 @@ def _identity(value: object) -> int:
 def _connections(door: types.ModuleType) -> dict[int, str]:
     """What holds or makes a database connection: SQLAlchemy's Connection and Engine (the only pieces of it
     `_sql_construct` lets code name, to annotate), and the door's `Work.on`, which makes a Work of a connection."""
+    import psycopg
     import sqlalchemy
 
     found = {id(sqlalchemy.Connection): "sqlalchemy.Connection", id(sqlalchemy.Engine): "sqlalchemy.Engine"}
+    # What makes a connection or an engine of its own (`makes:`, refused in any file of a domain: the kernel's engines
+    # own the connections, and the unit of work hands them out).
+    makers = [sqlalchemy.create_engine, sqlalchemy.engine_from_config, sqlalchemy.create_pool_from_url,
+              psycopg.Connection.connect, psycopg.AsyncConnection.connect]
+    try:
+        import sqlalchemy.ext.asyncio as _async
+
+        makers += [_async.create_async_engine, _async.async_engine_from_config]
+    except ImportError:
+        pass
+    found |= {_identity(maker): f"makes:{getattr(maker, '__module__', '')}.{getattr(maker, '__qualname__', '')}"
+              for maker in makers}
     work = getattr(door, "Work", None)  # (a copy of the package from before the Work has none)
     return found if work is None else {**found, _identity(work.on): "kernel.api.Work.on"}
+
+
+# Pools of connections (a module of theirs, or a class or function they define): a pool is an engine of its own.
+POOLS = re.compile(r"^(?:psycopg_pool|sqlalchemy\.pool)(?:\.|$)")
+
+
+def _pool(value: object) -> str | None:
+    name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None) \
+        if isinstance(value, type | types.FunctionType) else None
+    return name if isinstance(name, str) and POOLS.match(name) else None
+
+
+# Libraries whose purpose is reading settings (a .env file, the environment): any function or class of theirs.
+SETTINGS_HOMES = re.compile(r"^(?:dotenv|pydantic_settings|decouple|environs)(?:\.|$)")
+# The operating system's modules, whose functions hand out what the environment holds (paths, the user, variables).
+ENVIRONMENT_HOMES = re.compile(r"^(?:os|posixpath|ntpath|genericpath|getpass|posix|nt)$")
+_environment_readers: dict[int, str | None] = {}
+
+
+def _reads_environment(value: object) -> str | None:
+    """What `value` reads of the environment by what it is: a function or class of a settings library, or a function
+    of the operating system's modules whose own code reaches the environment and answers with it (`os.path.expandvars`,
+    `expanduser`, `os.get_exec_path`, `getpass.getuser`: one level deep). (A library reading a knob of its own, ssl's
+    SSLKEYLOGFILE, is the library's configuration, not the domain's settings.)"""
+    home = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None) \
+        if isinstance(value, type | types.FunctionType) else None
+    if isinstance(home, str) and SETTINGS_HOMES.match(home):
+        return home + ("" if isinstance(value, types.ModuleType) else f".{value.__qualname__}")  # type: ignore[union-attr]
+    function = getattr(value, "__func__", value)
+    if not isinstance(function, types.FunctionType) or not ENVIRONMENT_HOMES.match(str(function.__module__)):
+        return None
+    if id(function) not in _environment_readers:
+        _environment_readers[id(function)] = None
+        names = resolved(function.__code__, function.__globals__, str(function.__module__).rpartition(".")[0])
+        read = next((_ENVIRONMENT[id(name)] for name in names if id(name) in _ENVIRONMENT), None)
+        if read:
+            _environment_readers[id(function)] = f"{function.__module__}.{function.__qualname__} (reads {read})"
+    return _environment_readers[id(function)]
 
 
 def _settings_class(value: object) -> bool:
@@ -637,7 +710,10 @@ def _whole_schema(door: types.ModuleType) -> dict[int, str]:
 
     found = {id(sqlalchemy.inspect): "sqlalchemy.inspect", id(sqlalchemy.MetaData): "sqlalchemy.MetaData",
              id(sqlalchemy.Inspector): "sqlalchemy.Inspector", id(sqlalchemy.orm.registry): "sqlalchemy.orm.registry",
-             id(sqlalchemy.MetaData.reflect): "MetaData.reflect"}
+             id(sqlalchemy.MetaData.reflect): "MetaData.reflect",
+             # a mapper (any mapped class's) holds the registry, every mapped class
+             id(sqlalchemy.orm.class_mapper): "sqlalchemy.orm.class_mapper",
+             id(sqlalchemy.orm.object_mapper): "sqlalchemy.orm.object_mapper"}
     base = getattr(door, "Base", None)
     if base is not None:
         found |= {id(base.metadata): "Base.metadata (every table)", id(base.registry): "Base.registry (every mapped class)"}
@@ -709,6 +785,12 @@ def _watched() -> Callable[[object, object], str | None]:
             return "settings:" + loaders[id(value)]
         if callable(value) and getattr(value, "__name__", "") == "from_env":
             return "settings:" + str(getattr(value, "__qualname__", "from_env"))
+        environment = _reads_environment(value)
+        if environment:
+            return "settings:" + environment
+        pool = _pool(value)
+        if pool:
+            return "conn:makes:" + pool + " (a pool of its own)"
         behind = _behind_the_door(value, door) if isinstance(owner, types.ModuleType | dict) else None
         if behind:
             return "past:" + behind
@@ -812,7 +894,15 @@ def module_state_writes(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterat
     for relative, module, one, package in _domain_codes(root, paths):
         if not one.co_flags & inspect.CO_OPTIMIZED:  # the module's and its classes' bodies: what builds the module
             continue
-        for what in dict.fromkeys(how for _, how in _flowed(one, vars(module), package) if how.startswith("@mutates:")):
+        flowed = _flowed(one, vars(module), package)
+        owner, _, method = one.co_qualname.partition(".")
+        cls = vars(module).get(owner)
+        if method and "." not in method and isinstance(cls, type) and one.co_argcount and any(
+                isinstance(value, _CONTAINERS) for klass in cls.__mro__ if klass is not object
+                for name, value in vars(klass).items() if not name.startswith("__")):
+            # A method of a class holding a container at class level: what it reads off self may be that container.
+            flowed = [*flowed, *flow(one, vars(module), package, _watched(), instance=(one.co_varnames[0], cls))]
+        for what in dict.fromkeys(how for _, how in flowed if how.startswith("@mutates:")):
             yield f"{relative}: {one.co_qualname} {what.removeprefix('@mutates:').replace('a container', 'changes a module-level container').replace('the global', 'rebinds the global')}"
 
 
@@ -942,6 +1032,39 @@ def api_hands_out(root: pathlib.Path) -> Iterator[tuple[str, str, str, str]]:
                     continue  # a parameter: what the caller hands in
                 for kind in _named_types(annotation, home):
                     yield where, f"{kind.__module__}.{kind.__qualname__}", kind.__module__, home
+
+
+def api_reaches(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tuple[str, str, str]]:
+    """(api.py, function, what) for each module, function or class of its own domain an api.py's code reaches that no
+    api.py exports (its repository, a lazy import of it too): by what it is at run time. (Which roles it may be of:
+    the caller's rule; an api.py re-exports and builds what other domains may use.)"""
+    for relative, module, one, package in _domain_codes(root, paths):
+        if relative.name != "api.py":
+            continue
+        for what in dict.fromkeys(how for _, how in _flowed(one, vars(module), package) if how.startswith("@domain:")):
+            if what.split(".")[1] == relative.parts[0]:
+                yield str(relative), one.co_qualname, what.removeprefix("@domain:")
+
+
+def handed_out_by_classes(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tuple[str, str, str]]:
+    """(file, where, class) for each class a public method of a domain's class hands out by its result's type, when
+    it is a row or a result set of SQLAlchemy or the driver (by its class: a Row, RowMapping, any Result, a cursor):
+    typed records cross layers, not rows. (Which files' classes may not: the caller's rule.)"""
+    import psycopg
+    from sqlalchemy.engine import Row, RowMapping
+    from sqlalchemy.engine.result import ResultInternal
+
+    rows = (Row, RowMapping, ResultInternal, psycopg.BaseConnection, getattr(psycopg, "BaseCursor", psycopg.Cursor))
+    for path in paths:
+        module = importlib.import_module(_module_name(root, path))
+        for name, value in list(vars(module).items()):
+            if not (isinstance(value, type) and value.__module__ == module.__name__):
+                continue
+            for where, annotation, home in _signatures(value, f"{module.__name__}.{name}"):
+                if where.endswith("(return)"):
+                    for kind in _named_types(annotation, home):
+                        if issubclass(kind, rows):
+                            yield str(path.relative_to(root)), where, f"{kind.__module__}.{kind.__qualname__}"
 
 
 def settings_reads(root: pathlib.Path, paths: list[pathlib.Path]) -> Iterator[tuple[str, str, str]]:
@@ -1165,6 +1288,35 @@ def any_across_apis(root: pathlib.Path) -> Iterator[str]:
             for where, annotation, home in _signatures(getattr(module, name, None), f"{path.parent.name}.api.{name}"):
                 if _says_any(annotation, home):
                     yield f"{where}: {annotation} ({home})"
+            yield from _unannotated(getattr(module, name, None), f"{path.parent.name}.api.{name}")
+
+
+def _unannotated(value: object, where: str) -> Iterator[str]:
+    """What crosses with `value` with no annotation at all, an implicit Any (mypy holds a `def` to its annotations,
+    not a lambda nor a namedtuple's fields): a function's parameter or result (a lambda's), a class's public fields
+    that no annotation types (`collections.namedtuple`'s), and its public methods', down its package bases."""
+    if isinstance(value, type):
+        for cls in value.__mro__:
+            if not cls.__module__.startswith("persona_service"):
+                continue
+            fields = vars(cls).get("_fields")
+            if isinstance(fields, tuple):
+                typed = vars(cls).get("__annotations__", {})
+                yield from (f"{where}.{field}: no annotation, an implicit Any ({cls.__module__})" for field in fields
+                            if isinstance(field, str) and not field.startswith("_") and field not in typed)
+            for name, member in vars(cls).items():
+                function = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+                if not name.startswith("_") and isinstance(function, types.FunctionType):
+                    yield from _unannotated(function, f"{where}.{name}")
+    elif isinstance(value, types.FunctionType) and value.__module__.startswith("persona_service"):
+        code = value.__code__
+        count = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS) \
+            + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+        for name in code.co_varnames[:count]:
+            if name not in value.__annotations__ and name not in ("self", "cls"):
+                yield f"{where}({name}): no annotation, an implicit Any ({value.__module__})"
+        if "return" not in value.__annotations__ and value.__name__ != "__init__":
+            yield f"{where}(return): no annotation, an implicit Any ({value.__module__})"
 
 
 def any_across_the_door(root: pathlib.Path) -> Iterator[tuple[str, str]]:
@@ -1198,10 +1350,13 @@ def _checked(folder: pathlib.Path) -> dict[str, object]:
                     *closure_state(folder, paths)]
     schema = [list(read) for read in schema_reads(folder, paths)]
     handed = [list(found) for found in api_hands_out(folder)]
+    api_reached = [list(found) for found in api_reaches(folder, paths)]
+    by_classes = [list(found) for found in dict.fromkeys(handed_out_by_classes(folder, paths))]
     libraries = [name for name, module in list(sys.modules.items()) if name.partition(".")[0] != "persona_service"
                  and name != "__main__" and not str(getattr(module, "__file__", "") or "").startswith(str(folder))]
     return {"lines": lines, "past_the_door": past, "settings_reads": reads, "any_across_apis": untyped, "network": network, "api_exports": exports, "sql": sql, "connections": connections, "any_across_the_door": door_any,
-            "module_state": module_state, "schema": schema, "api_hands_out": handed,
+            "module_state": module_state, "schema": schema, "api_hands_out": handed, "api_reaches": api_reached,
+            "handed_out_by_classes": by_classes,
             "libraries": libraries}
 
 

@@ -147,7 +147,8 @@ def _joined(node: ast.expr) -> str | None:
 @functools.cache
 def _strings(tree: ast.Module) -> tuple[ast.Constant, ...]:
     """String constants other than docstrings, and the text each outermost concatenation of literals or f-string
-    spells, as a constant of its own (at its line): SQL or a name split in parts is read whole."""
+    spells, as a constant of its own (at its line): SQL or a name split in parts is read whole. A bytes literal is
+    read as the text it holds (`b"DELETE FROM ..."` is SQL a driver runs as well)."""
     docstrings = _docstrings(tree)
     parents = _parents(tree)
     joined = []
@@ -158,7 +159,8 @@ def _strings(tree: ast.Module) -> tuple[ast.Constant, ...]:
                 joined.append(ast.Constant(value=text, lineno=node.lineno))
     return tuple(node for node in _walk(tree)
                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings) \
-        + tuple(joined)
+        + tuple(joined) + tuple(ast.Constant(value=node.value.decode("latin-1"), lineno=node.lineno) for node in _walk(tree)
+                                if isinstance(node, ast.Constant) and isinstance(node.value, bytes))
 
 
 def _is_migration(path: pathlib.Path) -> bool:
@@ -174,10 +176,20 @@ SQL_TABLE = re.compile(r'\b(?:FROM|JOIN|INTO|UPDATE|TABLE|TRUNCATE|ON)\s+(?:ONLY
 WHOLE_TABLE = re.compile(r'^\s*(?:"?public"?\.)?"?(\w+)"?\s*$', re.I)
 
 
-def _named_tables(tree: ast.Module, whole: bool) -> Iterator[tuple[int, str]]:
-    """(line, table) for each table a string names in SQL text, and with `whole`, as a string of its own."""
+# Each name in a statement, bare or quoted, on its own or schema-qualified (`public.personas`), but a name after a dot
+# (`s.personas`: a column); `personas.id` names its table.
+SQL_NAME = re.compile(r'(?:(?<![.\w"])|(?<=public\.)|(?<=public"\.))"?([A-Za-z_]\w*)"?')
+
+
+def _named_tables(tree: ast.Module, whole: bool, known: Mapping[str, str] = {}) -> Iterator[tuple[int, str]]:  # noqa: B006
+    """(line, table) for each table a string names in SQL text, and with `whole`, as a string of its own. In a
+    statement (one SQL_TEXT reads as SQL, or a fragment naming one of the `known` tables after FROM/JOIN...), every
+    name counts, wherever it stands (`FROM a, personas`, `DELETE ... USING personas`, `personas.id`); the caller keeps
+    those that are tables. (Prose saying "from the organizations" is neither.)"""
     for node in _strings(tree):
         found = SQL_TABLE.findall(node.value)
+        if SQL_TEXT.search(node.value) or any(table in known for table in found):
+            found += SQL_NAME.findall(node.value)
         if whole and (match := WHOLE_TABLE.match(node.value)):
             found.append(match.group(1))
         yield from ((node.lineno, table) for table in dict.fromkeys(found))
@@ -278,7 +290,8 @@ def _parents(tree: ast.Module) -> dict[int, ast.AST]:
 
 def raw_rows(root: pathlib.Path) -> list[str]:
     """Every `.mappings()` result becomes a typed record (kernel.data.records),
-    directly or through a local variable that only a record maker reads."""
+    directly or through a local variable that only a record maker reads; and no domain class's public method hands
+    out a row or a result set by its type."""
     offenders = []
     for path, tree in _files(root):
         parents = _parents(tree)
@@ -298,6 +311,11 @@ def raw_rows(root: pathlib.Path) -> list[str]:
                         and isinstance(n.ctx, ast.Load)]
                 if not uses or not all(_record_call(n, parents) for n in uses):
                     offenders.append(f"{path}:{node.lineno} returns raw rows")
+    # By the types a domain's classes hand out: no public method returns a row or a result set, whatever built it
+    # (`.all()`, `.fetchall()`, a cursor), so what crosses a layer is a typed record (tests/ambient_reads.py's
+    # `handed_out_by_classes`).
+    offenders += [f"{file}: {where} hands out {kind}: return a typed record"
+                  for file, where, kind in _AMBIENT.check(root)["handed_out_by_classes"]]
     return offenders
 
 
@@ -438,15 +456,32 @@ def _reaching(node: ast.AST, attributes: set[str], by_name: str) -> str:
     return ""
 
 
+# A statement that ends or opens a transaction (or its mode), sent as SQL: upper case or ended by `;` (a lone "end" or
+# "begin" is a dict's key), in any statement of a string, after comments. A savepoint's (`ROLLBACK TO`, `RELEASE`) is
+# a service's own business, as `begin_nested` is.
+TRANSACTION_SQL = re.compile(r"(?:^|;)(?:\s|/\*.*?\*/|--[^\n]*\n)*(?:(?:COMMIT|ROLLBACK|END|ABORT)(?:\s+(?:WORK|TRANSACTION))?"
+                             r"(?:\s+AND\s+(?:NO\s+)?CHAIN)?\s*(?:;|$)|(?:BEGIN|START\s+TRANSACTION)\b"
+                             r"(?:\s+(?:WORK|TRANSACTION|ISOLATION|LEVEL|READ|ONLY|WRITE|COMMITTED|REPEATABLE|SERIALIZABLE|"
+                             r"UNCOMMITTED|DEFERRABLE|NOT|,))*\s*(?:;|$)|(?:COMMIT|ROLLBACK)\s+PREPARED\b|PREPARE\s+TRANSACTION\b|"
+                             r"SET\s+(?:SESSION\s+CHARACTERISTICS|TRANSACTION)\b)", re.S)
+
+
+def _transaction_sql(text: str) -> bool:
+    return bool(TRANSACTION_SQL.search(text) or ";" in text and TRANSACTION_SQL.search(text.upper()))
+
+
 def transactions_outside_units_of_work(root: pathlib.Path) -> list[str]:
     """Services, repositories, records and helpers work in the caller's unit of work: only
     servicers, jobs, commands and the module's wiring open or end one, or change its isolation (autocommit). By
     the attribute, called or not (`done = conn.commit; done()`), and by a string naming it (`getattr(conn,
-    "commit")()`); operator's methodcaller is `reaches_past_the_door`'s."""
+    "commit")()`); operator's methodcaller is `reaches_past_the_door`'s. And by SQL text: a statement ending the
+    transaction (`text("COMMIT")`, `"...; END"`), which a repository would send on the unit of work's connection."""
     offenders = []
     for path, role in _roles(root).items():
         if role is None or ROLES[role].transactions or role == "migrations":
             continue
+        offenders += [f"{path}:{node.lineno} ({role}) ends or opens a transaction in SQL: {node.value[:40]!r}"
+                      for node in _strings(_tree(root / path)) if _transaction_sql(node.value)]
         for node in _walk(_tree(root / path)):
             reach = _reaching(node, TRANSACTION_CALLS, "a transaction's end by name")
             if reach:
@@ -502,10 +537,19 @@ def _sql_homes(root: pathlib.Path) -> set[pathlib.Path]:
 
 
 # Statements as SQL text, in any case.
-SQL_TEXT = re.compile(r"^\s*(?:select\s+\S|insert\s+into|update\s+\w+\s+set|delete\s+from|with\s+(?:recursive\s+)?\w+\s+as\b|"
+# A statement as PostgreSQL reads it: after any comments (`/* hint */`, `-- why`) and opening parentheses, and its
+# other statements' first words too (COPY, MERGE, CALL, DO, EXPLAIN, VALUES, GRANT...), each with what must follow
+# it, so that prose ("Copy the file") is not SQL.
+SQL_TEXT = re.compile(r"^(?:\s|/\*.*?\*/|--[^\n]*(?:\n|$)|\()*(?:select\s+\S|insert\s+into|update\s+\w+\s+set|"
+                      r"delete\s+from|with\s+(?:recursive\s+)?\w+\s+as\b|"
                       r"set\s+local|lock\s+table|truncate\b|listen\s+\w|notify\s+\w|create\s+(?:unique\s+)?(?:table|index|"
-                      r"trigger|function|extension|type|view)|alter\s+table|drop\s+(?:table|index|trigger|function|type|view))",
-                      re.I | re.M)
+                      r"trigger|function|extension|type|view)|alter\s+table|drop\s+(?:table|index|trigger|function|type|view)|"
+                      r"copy\s+(?:\(|\"?\w+\"?(?:\.\"?\w+\"?)?\s*(?:\([^)]*\)\s*)?(?:from|to)\b)|merge\s+into|"
+                      r"call\s+[\w.]+\s*\(|do\s+(?:\$|')|explain\s+(?:analyze\s+|verbose\s+|\([^)]*\)\s*)*(?:select|insert|"
+                      r"update|delete|with)\b|values\s*\(|(?:grant|revoke)\s+(?:select|insert|update|delete|all|usage|"
+                      r"execute|truncate)\b|vacuum\b|refresh\s+materialized\s+view|comment\s+on\s+(?:table|column|index)|"
+                      r"prepare\s+\w+\s*(?:\([^)]*\)\s*)?as\b|declare\s+\w+\s+(?:binary\s+)?(?:no\s+)?(?:scroll\s+)?cursor)",
+                      re.I | re.M | re.S)
 # What code outside the SQL homes may take from SQLAlchemy: types to annotate and pass
 # connections with, its exceptions, and event hooks (tracing). Everything else builds or runs SQL.
 SQLALCHEMY_TYPES = {"Connection", "Engine", "Executable", "ExceptionContext", "event", "exc"}
@@ -582,12 +626,17 @@ def other_domains_tables(root: pathlib.Path) -> list[str]:
     homes = _sql_homes(root)
     offenders = []
     for path, tree in _files(root):
-        if path.name == "tables.py":  # foreign keys are the schema's, owned by the migrations
+        if path.name == "tables.py":  # foreign keys ("personas.id") are the schema's, owned by the migrations
             offenders += [f"{path}:{node.lineno} names {owner}'s mapped class {node.value}"
-                          for node in _strings(tree) for owner in [_mapped_classes(root).get(node.value.strip())]
+                          for node in _strings(tree) if re.fullmatch(r"[\w.]+", node.value.strip())
+                          for owner in {_mapped_classes(root).get(part) for part in node.value.strip().split(".")}
                           if owner is not None and owner not in (path.parts[0], "kernel")]
+            # ... nor declares another domain's table (`Table("personas", Base.metadata, ...)`) for its repositories
+            offenders += [f"{path}:{line} names {owners[table]}'s table {table}"
+                          for line, table in _named_tables(tree, whole=True, known=owners)
+                          if owners.get(table, path.parts[0]) not in (path.parts[0], "kernel")]
             continue
-        for line, table in _named_tables(tree, whole=path in homes or _is_migration(path)):
+        for line, table in _named_tables(tree, whole=path in homes or _is_migration(path), known=owners):
             if owners.get(table, path.parts[0]) != path.parts[0]:
                 offenders.append(f"{path}:{line} names {owners[table]}'s table {table}")
     return offenders
@@ -721,13 +770,17 @@ def dynamic_access(root: pathlib.Path) -> list[str]:
 def kernel_past_the_door(root: pathlib.Path) -> list[str]:
     """Every file in a domain's folder takes from the kernel only its door, `kernel.api`: lazily too, by a
     literal `import_module`, and in its migrations: a revision (`0035_….py`) is no importable module, so
-    `lint-imports`' kernel-door contract never reads it; this rule does, for every file of the folder."""
+    `lint-imports`' kernel-door contract never reads it; this rule does, for every file of the folder. The same for
+    another domain (only its package and api.py) and the process assembly, which the independence contract reads
+    of importable modules only."""
     offenders = []
+    domains = _domains(root)
     for path, tree in _domain_files(root):
         for node in _walk(tree):
             if isinstance(node, ast.ImportFrom):
                 base = _imported(path, node)[0]
-                names = [base] if base != "persona_service.kernel" else [f"{base}.{a.name}" for a in node.names]
+                names = [base] if not re.fullmatch(r"persona_service\.\w+", base) \
+                    else [f"{base}.{a.name}" for a in node.names]  # (`from persona_service.personas import repository`)
             elif isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.Call) and (node.func.id if isinstance(node.func, ast.Name) else getattr(
@@ -737,8 +790,16 @@ def kernel_past_the_door(root: pathlib.Path) -> list[str]:
             else:
                 continue
             offenders += [f"{path}:{node.lineno} imports {name}" for name in names
-                          if re.match(r"persona_service\.kernel(?:\.|$)", name) and name != DOOR]
+                          if re.match(r"persona_service\.kernel(?:\.|$)", name) and name != DOOR
+                          or _past_another_door(name, path.parts[0], domains)]
     return offenders
+
+
+def _past_another_door(name: str, own: str, domains: set[str]) -> bool:
+    """An import of another domain's module but its door (its package, its api.py), or of the process assembly."""
+    parts = name.split(".")
+    return parts[0] == "persona_service" and len(parts) > 1 and (
+        parts[1] == "process" or parts[1] in domains and parts[1] != own and len(parts) > 2 and parts[2] != "api")
 
 
 # Dunder attributes a domain may read: names and the constructor's chain (`super().__init__`). Any other
@@ -1037,11 +1098,16 @@ def connections_outside_repositories(root: pathlib.Path) -> list[str]:
     """A domain's services, servicers, records and helpers never hold a database connection: they reach neither
     SQLAlchemy's Connection or Engine (not even to annotate one) nor `Work.on`, which makes a Work of a connection,
     by what their code loads at run time (tests/ambient_reads.py's `connection_reads`: any alias, lazy import or
-    getattr with a literal). They take the Work they are handed and its repositories."""
+    getattr with a literal). They take the Work they are handed and its repositories. And no file of a domain, a
+    repository included, makes a connection, an engine or a pool of its own (`psycopg.connect`, `create_engine`,
+    `psycopg_pool`), by whatever name: its connection is the unit of work's."""
     roles = _roles(root)
     return [f"{file}: {function} reaches {what} ({roles.get(pathlib.Path(file))}): a service takes the call's Work"
             for file, function, what in _AMBIENT.check(root)["connections"]
-            if roles.get(pathlib.Path(file)) not in CONNECTION_ROLES]
+            if roles.get(pathlib.Path(file)) not in CONNECTION_ROLES and not what.startswith("makes:")] + [
+        f"{file}: {function} {what.replace('makes:', 'reaches what makes a connection: ')} "
+        f"({roles.get(pathlib.Path(file))}): the kernel's engines own the connections; take the unit of work's"
+        for file, function, what in _AMBIENT.check(root)["connections"] if what.startswith("makes:")]
 
 
 # What a repository does with the connection it is built on: run statements and read the transaction it is in
@@ -1066,6 +1132,30 @@ def _held_connections(cls: ast.ClassDef) -> set[str]:
     return held
 
 
+# What ends the unit of work's transaction or connection beneath the caller, on anything reached from the connection a
+# repository holds (its transaction, its driver connection: `self._conn.get_transaction().close()`).
+CONNECTION_ENDINGS = {"close", "invalidate", "detach", "commit", "rollback", "begin", "connect", "cancel", "finish",
+                      "reset", "set_autocommit", "autocommit", "set_isolation_level", "isolation_level", "set_read_only",
+                      "read_only", "tpc_begin", "tpc_prepare", "tpc_commit", "tpc_rollback", "execution_options"}
+
+
+def _reached_from(node: ast.AST, me: str, held: set[str], copies: set[str], derived: set[str]) -> int | None:
+    """How many attributes past the held connection `node` is (through calls: `self._conn.get_transaction().close` is
+    2; a local assigned from one counts as 1), or None when it is not reached from it."""
+    depth = 0
+    while True:
+        if _is_held(node, me, held, copies):
+            return depth
+        if isinstance(node, ast.Name) and node.id in derived:
+            return depth + 1
+        if isinstance(node, ast.Attribute):
+            node, depth = node.value, depth + 1
+        elif isinstance(node, ast.Call):
+            node = node.func
+        else:
+            return None
+
+
 def _is_held(node: ast.AST, me: str, held: set[str], copies: set[str]) -> bool:
     """Whether `node` is the held connection: `self._conn`, or a local it was copied to."""
     return isinstance(node, ast.Attribute) and node.attr in held and isinstance(node.value, ast.Name) \
@@ -1087,7 +1177,16 @@ def connection_used_beyond_statements(root: pathlib.Path) -> list[str]:
                 me = function.args.args[0].arg
                 copies = {t.id for node in _walk(function) if isinstance(node, ast.Assign)
                           and _is_held(node.value, me, held, set()) for t in node.targets if isinstance(t, ast.Name)}
+                derived = {t.id for node in _walk(function) if isinstance(node, ast.Assign | ast.NamedExpr)
+                           and (_reached_from(node.value, me, held, copies, set()) or 0) >= 1
+                           for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                           if isinstance(t, ast.Name)}
                 for node in _walk(function):
+                    depth = _reached_from(node, me, held, copies, derived) if isinstance(node, ast.Attribute) else None
+                    if depth is not None and depth >= 2 and node.attr in CONNECTION_ENDINGS:  # type: ignore[attr-defined]
+                        offenders.append(f"{path}:{node.lineno} {cls.name}.{function.name} ends what its connection "
+                                         f"holds (.{node.attr}): a repository runs statements in the caller's unit "  # type: ignore[attr-defined]
+                                         f"of work")
                     used = node.attr if isinstance(node, ast.Attribute) and _is_held(node.value, me, held, copies) \
                         else node.args[1].value if isinstance(node, ast.Call) and _call_name(node) in ATTRIBUTE_BY_NAME \
                         and len(node.args) > 1 and _is_held(node.args[0], me, held, copies) \
@@ -1210,11 +1309,20 @@ NETWORK_ROLES = {"service", "servicer", "jobs", "commands", "module"}
 def network_outside_services(root: pathlib.Path) -> list[str]:
     """A repository (tables, records, a helper) calls no network: by what its code reaches at run time
     (tests/ambient_reads.py's `network_reads`: a module or function of a network library, by any alias, lazy
-    import or chain such as `urllib.request.urlopen`), not by its imports' spelling."""
+    import or chain such as `urllib.request.urlopen`, or what starts a process, `os.popen`, or an event loop), not by
+    its imports' spelling. A file named a service does not either (its client files do), and no file reaches Redis
+    (the kernel's capabilities do: `Hints`, the limiter)."""
     roles = _roles(root)
-    return [f"{file}: {function} reaches {library} ({roles.get(pathlib.Path(file))}): the network is a service's"
+    return [f"{file}: {function} reaches {library} ({roles.get(pathlib.Path(file))}): the network is a client's"
             for file, function, library in _AMBIENT.check(root)["network"]
-            if roles.get(pathlib.Path(file)) not in NETWORK_ROLES]
+            if roles.get(pathlib.Path(file)) not in NETWORK_ROLES or _service_file(pathlib.Path(file))
+            or re.match(r"redis(?:\.|$)", library)]
+
+
+def _service_file(path: pathlib.Path) -> bool:
+    """A file named a service (`service.py`, `*_service.py`): domain logic, which reaches the network through its
+    client files (`files/s3.py`, `webhooks/http.py`: a service by roles.toml), as the boundary guard holds it."""
+    return path.stem == "service" or path.stem.endswith("_service")
 
 
 # What a domain's api.py may hand other domains: its services, records, settings and helpers; never a repository or
@@ -1235,6 +1343,11 @@ def api_exports_by_role(root: pathlib.Path) -> list[str]:
         role = roles.get(path) if path is not None else None
         if path is not None and path.parts[0] == pathlib.Path(api).parts[0] and role not in API_EXPORTABLE:
             offenders.append(f"{api} exports {name} from {path} ({role})")
+    for api, function, what in _AMBIENT.check(root)["api_reaches"]:  # what api.py's own code reaches of its domain
+        path = _home_file(root, what)
+        role = roles.get(path) if path is not None else None
+        if path is not None and role not in API_EXPORTABLE:
+            offenders.append(f"{api}: {function} reaches {what} ({role}): api.py hands out what other domains may use")
     for where, kind, home, defined in _AMBIENT.check(root)["api_hands_out"]:
         path = _module_file(root, home)
         role = roles.get(path) if path is not None else None
@@ -1243,6 +1356,12 @@ def api_exports_by_role(root: pathlib.Path) -> list[str]:
             offenders.append(f"{where.partition('.')[0]}/api.py hands out {kind} ({role or 'a connection or module'}) "
                              f"at {where}, in {defined}")
     return offenders
+
+
+def _home_file(root: pathlib.Path, dotted: str) -> pathlib.Path | None:
+    """The package file a dotted name is or is defined in (`persona_service.personas.repository.PersonaRepository`)."""
+    parts = dotted.split(".")
+    return next((found for n in range(len(parts), 1, -1) if (found := _module_file(root, ".".join(parts[:n])))), None)
 
 
 # What holds a database connection (SQLAlchemy's, the driver's, a pool): never handed across a domain's api.py.
@@ -1860,6 +1979,104 @@ PLANTED = [
     ("a domain's tables declaring an ORM relationship to another domain's mapped class", "chat/tables.py",
      "from sqlalchemy.orm import relationship as _rel  # noqa: E402\n\n"
      "ChatSession.planted_persona = _rel('Persona', viewonly=True)\n", other_domains_tables),
+    # A third review (issue 47): kinds that passed every static check, each caught now by what it does.
+    ("a service's SQL text opened by a comment", "chat/service.py",
+     "_PLANTED_RECENT = '/* recent first */ SELECT id FROM chat_sessions ORDER BY created_at DESC'\n",
+     sql_outside_repositories),
+    ("a service's SQL text as a bytes literal", "chat/service.py",
+     "_PLANTED_PURGE = b'DELETE FROM chat_messages WHERE session_id = %s'\n", sql_outside_repositories),
+    ("a servicer's COPY statement", "chat/servicer.py",
+     "_PLANTED_EXPORT = 'COPY chat_messages TO STDOUT (FORMAT csv)'\n", sql_outside_repositories),
+    ("another domain's table after a comma in a repository's FROM", "chat/repository.py",
+     "_PLANTED = 'SELECT s.id FROM chat_sessions s, personas p WHERE p.id = s.persona_id AND p.archived'\n",
+     other_domains_tables),
+    ("another domain's table in a repository's DELETE ... USING", "chat/repository.py",
+     "_PLANTED = 'DELETE FROM chat_sessions USING personas WHERE personas.id = chat_sessions.persona_id'\n",
+     other_domains_tables),
+    ("a domain's tables.py declaring another domain's table", "chat/tables.py",
+     'from sqlalchemy import Column as _Col, String as _Str, Table as _Tbl  # noqa: E402\n\n'
+     "PersonasSeen = _Tbl('personas', Base.metadata, _Col('id', _Str, primary_key=True), extend_existing=True)\n",
+     other_domains_tables),
+    ("a relationship to another domain's mapped class by its module path", "chat/tables.py",
+     'from sqlalchemy.orm import relationship as _rel  # noqa: E402\n\n'
+     "ChatSession.planted_persona = _rel('persona_service.personas.tables.Persona', viewonly=True)\n",
+     other_domains_tables),
+    ('a repository ending the transaction in SQL text', "chat/repository.py",
+     "def _planted_checkpoint(conn: Connection) -> None:\n    conn.execute(text('COMMIT'))\n",
+     transactions_outside_units_of_work),
+    ("a repository closing the unit of work's transaction object", "chat/repository.py",
+     'class _PlantedRepository(ChatSessionRepository):\n    def abandon(self) -> None:\n'
+     '        transaction = self._conn.get_transaction()\n        if transaction is not None:\n'
+     '            transaction.close()\n', connection_used_beyond_statements),
+    ('a repository closing the driver connection beneath its connection', "chat/repository.py",
+     'class _PlantedRepository(ChatSessionRepository):\n    def reset(self) -> None:\n'
+     '        self._conn.connection.close()\n', connection_used_beyond_statements),
+    ("a repository opening a driver connection by psycopg's connect imported by name", "chat/repository.py",
+     'def _planted_count(url: str) -> object:\n    from psycopg import connect as _open\n\n'
+     '    with _open(url) as raw:\n'
+     "        return raw.execute('SELECT count(*) FROM chat_sessions').fetchone()\n", connections_outside_repositories),
+    ('a repository taking a connection from a psycopg_pool of its own', "chat/repository.py",
+     'def _planted_pool(url: str) -> object:\n    import psycopg_pool\n\n'
+     '    return psycopg_pool.ConnectionPool(url, min_size=1).getconn()\n', connections_outside_repositories),
+    ('a service reading the environment through os.path.expandvars', "chat/service.py",
+     'def _planted_prompt(template: str) -> str:\n    import os.path as _p\n\n'
+     '    return _p.expandvars(template)\n', settings_at_call_sites),
+    ('a service reading a .env file at a call site', "chat/service.py",
+     'def _planted_key() -> str | None:\n    from dotenv import dotenv_values\n\n'
+     "    return dotenv_values('.env').get('OPENAI_API_KEY')\n", settings_at_call_sites),
+    ('a service keeping calls in a class-level dict through self', "chat/service.py",
+     'class _PlantedService:\n    _recent: dict[str, object] = {}\n\n'
+     '    def remember(self, ctx: object) -> None:\n        self._recent[str(id(ctx))] = ctx\n',
+     call_state_at_module_level),
+    ('a service appending calls to a list a module-level class holds', "chat/service.py",
+     'class _Registry:\n    calls: list[object] = []\n\n\ndef _planted(ctx: object) -> None:\n'
+     '    _Registry.calls.append(ctx)\n', call_state_at_module_level),
+    ('a service keeping calls in a module-level UserDict', "chat/service.py",
+     'import collections as _co  # noqa: E402\n\n_SEEN: _co.UserDict[int, object] = _co.UserDict()\n\n\n'
+     'def _planted(ctx: object) -> None:\n    _SEEN[id(ctx)] = ctx\n', call_state_at_module_level),
+    ('an untyped lambda exported through api.py', "personas/api.py",
+     'planted_lookup = lambda directory, persona_id: directory.get(persona_id)  # noqa: E731\n', any_across_apis),
+    ('a namedtuple with untyped fields exported through api.py', "personas/api.py",
+     'import collections as _co  # noqa: E402\n\n'
+     "PlantedSummary = _co.namedtuple('PlantedSummary', 'id name tags')\n", any_across_apis),
+    ('an exported function handing out its repository typed as object', "personas/api.py",
+     'from persona_service.kernel.api import Work as _Work  # noqa: E402\n\n\n'
+     'def planted_versions(work: _Work) -> object:\n'
+     '    from persona_service.personas.repository import PersonaRepository\n\n'
+     '    return work.of(PersonaRepository)\n', api_exports_by_role),
+    ('a service making a Redis client of its own', "chat/service.py",
+     'def _planted_bump(url: str) -> int:\n    import redis\n\n'
+     "    return int(redis.Redis.from_url(url).incr('chat:planted'))\n", network_outside_services),
+    ('a service.py calling the network itself, not through its client file', "personas/service.py",
+     'def _planted_fetch(host: str) -> bytes:\n    import http.client as _h\n\n'
+     "    conn = _h.HTTPSConnection(host)\n    conn.request('GET', '/')\n"
+     '    return conn.getresponse().read()\n', network_outside_services),
+    ("a repository starting a process (os.popen('curl ...'))", "chat/repository.py",
+     'def _planted_fetch(url: str) -> str:\n    import os\n\n'
+     "    return os.popen(f'curl -s {url}').read()\n", network_outside_services),
+    ('a repository resolving a host through an event loop of its own', "chat/repository.py",
+     'def _planted_resolve(host: str) -> object:\n    import asyncio as _a\n\n'
+     '    loop = _a.new_event_loop()\n    return loop.run_until_complete(loop.getaddrinfo(host, 443))\n',
+     network_outside_services),
+    ('a repository connecting through multiprocessing.connection', "chat/repository.py",
+     'def _planted_ping(port: int) -> object:\n    from multiprocessing.connection import Client\n\n'
+     "    return Client(('localhost', port)).recv()\n", network_outside_services),
+    ('a kernel class behind the door through typing.get_type_hints of a door class', "chat/service.py",
+     'def _planted_resources() -> object:\n    import typing as _t\n\n'
+     '    from persona_service.kernel.api import Runtime as _R\n\n'
+     "    return _t.get_type_hints(_R)['resources']\n", reaches_past_the_door),
+    ("a domain's migration importing another domain's repository", "chat/migrations/0035_chat_message_partitions.py",
+     'def _planted_backfill(conn):\n'
+     '    from persona_service.personas.repository import PersonaRepository\n\n'
+     '    return PersonaRepository(conn)\n', kernel_past_the_door),
+    ('a repository method handing out SQLAlchemy rows', "chat/repository.py",
+     'from sqlalchemy import Row as _Row  # noqa: E402\n\n\n'
+     'class _PlantedRepository(ChatSessionRepository):\n'
+     '    def recent(self) -> Sequence[_Row[str, str]]:\n'
+     '        return self._conn.execute(select(ChatSession.id, ChatSession.title)).all()\n', raw_rows),
+    ("a repository walking every mapped class through its own class's mapper", "chat/repository.py",
+     'def _planted_all() -> list[type]:\n    from sqlalchemy.orm import class_mapper\n\n'
+     '    return [m.class_ for m in class_mapper(ChatSession).registry.mappers]\n', whole_schema_outside_tables),
 ]
 
 
