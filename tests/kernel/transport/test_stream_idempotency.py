@@ -8,11 +8,19 @@ forgetting the run is its keys deleted, as their TTL would, rather than 10 minut
 
 from __future__ import annotations
 
+import time
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
 import redis
+from cryptography.fernet import Fernet
+from persona_service.kernel.data.engine import make_engine
+from persona_service.kernel.data.idempotency_repository import IdempotencyRepository
+from persona_service.kernel.secretbox import SecretBox
+from persona_service.kernel.transport.idempotency import Claim, Idempotency
+from persona_service.kernel.transport.runs import Outcome, pack_ended, saved_view
 from sqlalchemy import text
 from support import assert_envelope, personas_locked, sse_events, sse_stream
 
@@ -168,3 +176,28 @@ def test_a_keyed_run_that_failed_is_replayed_with_its_failure(stack, http, engin
     assert [e["event"] for e in sse_events(first.text.split("\n"), status="failed")][-1] == "error"
     _forget(stack, first.headers["x-run-id"])
     _replayed(first, _persona_stream(http, pro, key, intent))
+
+
+def test_frames_the_database_refused_at_the_runs_end_are_saved_once_it_is_back(engine, pro):
+    """PostgreSQL away as a keyed run ends: its frames are tried again in the background while Redis still answers
+    the run's replays (KEEP_RETRY), so a replay after Redis forgot it still finds them once the database is back.
+    Away is an engine on a port nobody listens on; back, the stack's."""
+    store = Idempotency(make_engine("postgresql+psycopg://nobody@127.0.0.1:1/nothing", pool_size=1),
+                        SecretBox(Fernet.generate_key().decode()))
+    claim, run_id = Claim(pro.org_id, f"away-{uuid.uuid4()}"), "run_" + uuid.uuid4().hex
+    now = datetime.now(UTC)
+    with engine.begin() as conn:
+        repo = IdempotencyRepository(conn)
+        assert repo.claim(org_id=claim.org_id, credential_id="cred_test", key=claim.key, method="/test",
+                          request_hash="h", now=now, locked_until=now, expires_at=now + timedelta(hours=24))
+        repo.complete(claim.org_id, claim.key, response=b"", headers={"x-run-id": run_id})
+    packed = pack_ended([b"first", b"second"], "completed", None)
+    store.keep_frames(claim, run_id, packed)  # refused: waits in this process
+    assert _saved(engine, claim.org_id, claim.key) is None
+    store.engine = engine  # the database is back
+    deadline = time.monotonic() + 10
+    while _saved(engine, claim.org_id, claim.key) is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert store.kept_frames(claim, run_id) == packed
+    frames, outcome = saved_view(packed)
+    assert list(frames) == [[(1, b"first"), (2, b"second")]] and outcome() == Outcome("completed")

@@ -75,6 +75,10 @@ RELEASE_RETRY_SECONDS = 0.25
 # zlib's level for a stream's saved frames: its default, as small as 9 on them and 1 a few % larger
 # (scripts/measure_stream_replay_cost.py: about 1.7-1.9 KB of frames compress to 0.73-0.76 KB).
 FRAMES_LEVEL = 6
+# How long an ended run's frames the database refused are tried again: while Redis still answers its replays
+# (kernel.transport.runs.FINISHED_TTL), so none goes unanswered if the database is back by then.
+KEEP_RETRY = timedelta(minutes=10)
+MAX_UNSAVED = 10_000  # ended runs' frames waiting for the database, at most (about 1 KB each)
 _KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 
 
@@ -82,6 +86,16 @@ _KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 class Claim:
     org_id: str
     key: str
+
+
+@dataclass(frozen=True)
+class _Unsaved:
+    """An ended run's sealed frames not saved yet (the database refused them), until `deadline` (monotonic)."""
+
+    claim: Claim
+    run_id: str
+    sealed: bytes
+    deadline: float
 
 
 @dataclass(frozen=True)
@@ -104,6 +118,10 @@ class Idempotency:
         self._held: dict[Claim, float] = {}
         self._held_lock = threading.Lock()
         self._renewer: threading.Thread | None = None
+        # Ended runs' frames the database refused (`keep_frames`), tried again by one thread.
+        self._unsaved: list[_Unsaved] = []
+        self._unsaved_lock = threading.Lock()
+        self._saver: threading.Thread | None = None
 
     def begin(self, principal: Principal, key: str, method: str, digest: str) -> tuple[Claim, Replay | None]:
         """Claim the key (replay is None) or return the stored outcome to replay."""
@@ -229,20 +247,52 @@ class Idempotency:
                 log.warning("could not renew %d idempotency claims: %s", len(claims), type(exc).__name__)
 
     def keep_frames(self, claim: Claim, run_id: str, frames: bytes) -> None:
-        """Save an ended keyed run's frames (`runs.pack_ended`) with its key's record, compressed and sealed. Not
-        saved (the database away: logged), a replay once Redis forgot the run answers 404, as before."""
+        """Save an ended keyed run's frames (`runs.pack_ended`) with its key's record, compressed and sealed. The
+        database away, the save is tried again in the background while Redis still answers the run's replays
+        (KEEP_RETRY); not saved by then (or this process gone), a replay once Redis forgot the run is 404."""
         # Compressed before sealing (a sealed token does not compress); the token is stored as its raw bytes, not
         # its base64 text (a quarter smaller). Compression beside secrets leaks nothing here: nobody sees the size.
-        sealed = base64.urlsafe_b64decode(self.box.seal_bytes(zlib.compress(frames, FRAMES_LEVEL)))
+        unsaved = _Unsaved(claim, run_id, base64.urlsafe_b64decode(self.box.seal_bytes(
+            zlib.compress(frames, FRAMES_LEVEL))), time.monotonic() + KEEP_RETRY.total_seconds())
         try:
-            with self.engine.begin() as conn:
-                kept = IdempotencyRepository(conn).keep_frames(claim.org_id, claim.key, run_id, sealed)
+            self._keep(unsaved)
         except SQLAlchemyError as exc:
-            log.warning("frames of run %s not saved with its idempotency key (%s): its replays end with Redis's"
-                        " copy", run_id, type(exc).__name__)
-            return
+            log.warning("frames of run %s not saved with its idempotency key yet (%s): tried again", run_id,
+                        type(exc).__name__)
+            with self._unsaved_lock:
+                if len(self._unsaved) < MAX_UNSAVED:
+                    self._unsaved.append(unsaved)
+                if self._saver is None:
+                    self._saver = threading.Thread(target=self._keep_later, name="idempotency-frames", daemon=True)
+                    self._saver.start()
+
+    def _keep(self, unsaved: _Unsaved) -> None:
+        with self.engine.begin() as conn:
+            kept = IdempotencyRepository(conn).keep_frames(unsaved.claim.org_id, unsaved.claim.key, unsaved.run_id,
+                                                           unsaved.sealed)
         if not kept:
-            log.info("frames of run %s not saved: its idempotency key no longer names it", run_id)
+            log.info("frames of run %s not saved: its idempotency key no longer names it", unsaved.run_id)
+
+    def _keep_later(self) -> None:
+        """Save the frames the database refused, oldest first, until it takes them (each until its deadline)."""
+        delay = RELEASE_RETRY_SECONDS
+        while True:
+            time.sleep(delay)
+            with self._unsaved_lock:
+                now = time.monotonic()
+                for dropped in (u for u in self._unsaved if u.deadline <= now):
+                    log.warning("frames of run %s not saved with its idempotency key: its replays end with Redis's"
+                                " copy", dropped.run_id)
+                self._unsaved = [u for u in self._unsaved if u.deadline > now]
+                waiting = list(self._unsaved)
+            try:
+                for unsaved in waiting:
+                    self._keep(unsaved)
+                    with self._unsaved_lock:
+                        self._unsaved.remove(unsaved)
+                delay = RELEASE_RETRY_SECONDS
+            except Exception:  # noqa: BLE001 - the database still away (each is given up at its deadline)
+                delay = min(2 * delay, 5.0)
 
     def kept_frames(self, claim: Claim, run_id: str) -> bytes | None:
         """The frames saved for the run the key's record names (`keep_frames`), None when none were."""
