@@ -12,10 +12,12 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import grpc
 import httpx
 import pytest
 import redis
 from cryptography.fernet import Fernet
+from persona.v1 import personas_pb2, personas_pb2_grpc
 from persona_service.kernel.data.engine import make_engine
 from persona_service.kernel.data.idempotency_repository import IdempotencyRepository
 from persona_service.kernel.secretbox import SecretBox
@@ -201,3 +203,20 @@ def test_frames_the_database_refused_at_the_runs_end_are_saved_once_it_is_back(e
     assert store.kept_frames(claim, run_id) == packed
     frames, outcome = saved_view(packed)
     assert list(frames) == [[(1, b"first"), (2, b"second")]] and outcome() == Outcome("completed")
+
+
+def test_a_native_grpc_replay_once_redis_forgot_the_run_gets_the_same_messages(stack, edge_channel, pro):
+    """The same through Envoy over native gRPC: the replay's messages are the first call's, serialized alike, with
+    the same run id and `idempotent-replayed` in its initial metadata."""
+    stub = personas_pb2_grpc.PersonaServiceStub(edge_channel)
+    request = personas_pb2.CreatePersonaRequest(intent="A ferryman who counts the river's moods")
+    metadata = (*pro.metadata, ("idempotency-key", f"grpc-{uuid.uuid4()}"))
+    first = stub.StreamCreatePersona(request, metadata=metadata, timeout=30)
+    messages = [m.SerializeToString() for m in first]
+    run_id = dict(first.initial_metadata())["x-run-id"]
+    assert messages and first.code() == grpc.StatusCode.OK
+    _forget(stack, run_id)
+    again = stub.StreamCreatePersona(request, metadata=metadata, timeout=30)
+    assert [m.SerializeToString() for m in again] == messages
+    headers = dict(again.initial_metadata())
+    assert headers["x-run-id"] == run_id and headers["idempotent-replayed"] == "true"
