@@ -97,7 +97,8 @@ def main() -> None:
                     answer.raise_for_status()
                     if keyed:
                         run_id = answer.headers["x-run-id"]
-                        frames = [bytes(f) for f in client.lrange(f"run:{run_id}:frames", 0, -1)]
+                        frames = [f if isinstance(f, bytes) else f.encode()
+                                  for f in client.lrange(f"run:{run_id}:frames", 0, -1)]
                         with engine.connect() as conn:
                             stored = conn.execute(text("SELECT octet_length(frames) FROM idempotency_keys"
                                                        " WHERE org_id = :org AND key = :key"),
