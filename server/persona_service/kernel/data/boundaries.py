@@ -1246,6 +1246,7 @@ _PROCESS_EVENTS = {"subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn"
 # The interpreter's objects, reached past every attribute (`gc.get_referents(driver)` holds libpq's handle, and
 # every other domain's state): no domain's code reads them.
 _INTERPRETERS_OBJECTS = {"gc.get_objects", "gc.get_referrers", "gc.get_referents"}
+_WATCHED = frozenset(_NETWORK_EVENTS | _PROCESS_EVENTS | _INTERPRETERS_OBJECTS)
 _REDIS_CODE = "/redis/"
 # The addresses redis-py connects to (learnt as it does): a socket of a domain's own to one is Redis itself.
 _REDIS_ADDRESSES: set[Any] = set()
@@ -1264,7 +1265,7 @@ def _endpoint(address: Any) -> Any:
 
 
 def _audit(name: str, args: tuple[Any, ...]) -> None:
-    if not _state["on"]:
+    if name not in _WATCHED or not _state["on"]:  # (every frame the guard reads is an event: one lookup)
         return
     if name in _NETWORK_EVENTS:
         start = sys._getframe(1)
