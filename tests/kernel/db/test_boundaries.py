@@ -1532,6 +1532,10 @@ def _after_the_gate(conn, gate):
     return conn.execute(text("SELECT count(*) FROM chat_sessions")).all()
 
 
+async def executes_by_name_asynchronously(aconn):
+    await aconn.execute("EXECUTE planted_personas")
+
+
 def notifies_anothers_channel(conn):
     conn.exec_driver_sql("SELECT pg_notify('personas_changed', 'planted')")
 
@@ -1581,6 +1585,14 @@ def test_another_domains_sql_run_by_name_or_many_times_is_refused(red, unit_of_w
     red.personas.declares(unit_of_work.conn)
     with pytest.raises(BoundaryViolation, match=r"chat/planted_red_repository\.py touched personas \(personas\)"):
         getattr(red.chat, plant)(unit_of_work.conn)
+
+
+def test_a_statement_run_by_name_where_the_session_cannot_be_asked_is_refused(red, guarded, stack):
+    """On an asyncio connection the guard asks the session nothing beside the statement: what a name runs there is
+    unknown, so it is refused before it is sent."""
+    with pytest.raises(BoundaryViolation, match=r"planted_red_repository\.py ran a prepared statement by name "
+                                                r"\(planted_personas\)"):
+        _on_an_async_connection(stack, red.chat.executes_by_name_asynchronously)
 
 
 def test_an_owners_function_beside_a_write_is_refused(red, owners_objects):
