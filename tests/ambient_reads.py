@@ -656,13 +656,15 @@ def _connections(door: types.ModuleType) -> dict[int, str]:
     return found if work is None else {**found, _identity(work.on): "kernel.api.Work.on"}
 
 
-# Pools of connections (a module of theirs, or a class or function they define): a pool is an engine of its own.
-POOLS = re.compile(r"^(?:psycopg_pool|sqlalchemy\.pool)(?:\.|$)")
+# Pools of connections (a module of theirs, or a class or function they define): a pool is an engine of its own. And
+# libpq beneath psycopg, whichever build holds it (pure Python, binary, C): its PGconn is a connection of its own that
+# no cursor sees (the boundary guard cannot see one a domain opens: C, no audit event).
+POOLS = re.compile(r"^(?:psycopg_pool|sqlalchemy\.pool|(?:psycopg|psycopg_binary|psycopg_c)\.pq)(?:\.|$)")
 
 
 def _pool(value: object) -> str | None:
     name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None) \
-        if isinstance(value, type | types.FunctionType) else None
+        if isinstance(value, type | types.FunctionType | types.BuiltinFunctionType) else None
     return name if isinstance(name, str) and POOLS.match(name) else None
 
 
@@ -790,7 +792,7 @@ def _watched() -> Callable[[object, object], str | None]:
             return "settings:" + environment
         pool = _pool(value)
         if pool:
-            return "conn:makes:" + pool + " (a pool of its own)"
+            return "conn:makes:" + pool + " (a pool or libpq connection of its own)"
         behind = _behind_the_door(value, door) if isinstance(owner, types.ModuleType | dict) else None
         if behind:
             return "past:" + behind

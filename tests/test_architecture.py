@@ -1100,7 +1100,7 @@ def connections_outside_repositories(root: pathlib.Path) -> list[str]:
     by what their code loads at run time (tests/ambient_reads.py's `connection_reads`: any alias, lazy import or
     getattr with a literal). They take the Work they are handed and its repositories. And no file of a domain, a
     repository included, makes a connection, an engine or a pool of its own (`psycopg.connect`, `create_engine`,
-    `psycopg_pool`), by whatever name: its connection is the unit of work's."""
+    `psycopg_pool`, libpq's `PGconn`), by whatever name: its connection is the unit of work's."""
     roles = _roles(root)
     return [f"{file}: {function} reaches {what} ({roles.get(pathlib.Path(file))}): a service takes the call's Work"
             for file, function, what in _AMBIENT.check(root)["connections"]
@@ -2018,6 +2018,11 @@ PLANTED = [
     ('a repository taking a connection from a psycopg_pool of its own', "chat/repository.py",
      'def _planted_pool(url: str) -> object:\n    import psycopg_pool\n\n'
      '    return psycopg_pool.ConnectionPool(url, min_size=1).getconn()\n', connections_outside_repositories),
+    # libpq beneath psycopg: a PGconn a domain opens is C's (no audit event for the boundary guard), and the class is
+    # psycopg_binary's or psycopg_c's however it is imported.
+    ('a repository opening a libpq connection of its own beneath psycopg', "chat/repository.py",
+     'from psycopg.pq import PGconn as _PGconn  # noqa: E402\n\n\ndef _planted_libpq(dsn: bytes) -> object:\n'
+     '    return _PGconn.connect(dsn)\n', connections_outside_repositories),
     ('a service reading the environment through os.path.expandvars', "chat/service.py",
      'def _planted_prompt(template: str) -> str:\n    import os.path as _p\n\n'
      '    return _p.expandvars(template)\n', settings_at_call_sites),
