@@ -1129,6 +1129,41 @@ def test_another_domains_table_behind_a_view_function_trigger_or_rule_is_refused
         getattr(planted["chat/planted_more_repository"], plant)(owners_objects.conn)
 
 
+@pytest.mark.parametrize("end", ["rolled_back", "rolled_back_to_a_savepoint", "closed", "committed_then_dropped"])
+def test_what_an_ended_transaction_undid_is_gone_from_the_catalogue(planted, guarded, end):
+    """The catalogue the guard read inside a transaction that made objects holds them until that transaction
+    ends: a rollback (or the connection's close) undoes them, and chat's own UPDATE of its table then fires no
+    trigger reading personas (CI failed so: an earlier test's rolled-back trigger refused a later test's UPDATE)."""
+    chat = planted["chat/planted_more_repository"]
+    uow = UnitOfWork(guarded)
+    try:
+        if end == "rolled_back_to_a_savepoint":
+            uow.conn.exec_driver_sql("SAVEPOINT planted")
+        for statement in OWNERS_OBJECTS:
+            uow.conn.exec_driver_sql(statement)
+        with pytest.raises(BoundaryViolation, match=r"touched personas \(personas\)"):
+            chat.fires_a_trigger(uow.conn)  # (the catalogue is read here, in the transaction that made them)
+        if end == "rolled_back_to_a_savepoint":
+            uow.conn.exec_driver_sql("ROLLBACK TO SAVEPOINT planted")
+            chat.fires_a_trigger(uow.conn)
+        elif end == "closed":
+            uow.conn.connection.dbapi_connection.close()  # type: ignore[union-attr]  (the server rolls it back)
+        elif end == "committed_then_dropped":
+            uow.conn.commit()
+            with guarded.begin() as conn:
+                conn.exec_driver_sql("DROP RULE planted_also ON chat_sessions; DROP TRIGGER planted_touch ON "
+                                     "chat_sessions; DROP FUNCTION planted_touch(), planted_persona_count(), "
+                                     "planted_persona_count_atomic(); DROP VIEW planted_persona_ids")
+    finally:
+        uow.close()
+    again = UnitOfWork(guarded)
+    try:
+        chat.fires_a_trigger(again.conn)
+        chat.fires_a_rule(again.conn)
+    finally:
+        again.close()
+
+
 def test_another_domains_partition_is_refused(planted, unit_of_work):
     """A partition of chat's messages, named by personas' code: its parent's owner is its owner."""
     name = unit_of_work.conn.exec_driver_sql(

@@ -521,6 +521,8 @@ def check_statement(conn: Connection, stmt: Executable, start: FrameType | None)
 # What psycopg itself sends (simple commands, bytes); a statement's ends are read by `_ends`.
 _ENDS_COMMAND = re.compile(rb"^\s*(?:COMMIT|END|ABORT|ROLLBACK(?!\s+TO\b)|PREPARE\s+TRANSACTION)\b", re.IGNORECASE)
 _ROLLS_BACK = re.compile(rb"^\s*(?:ROLLBACK|ABORT)\b", re.IGNORECASE)
+_ENDS_OR_UNDOES = re.compile(r"^\s*(?:COMMIT|END|ABORT|ROLLBACK|PREPARE\s+TRANSACTION)\b", re.IGNORECASE)
+_TO_SAVEPOINT = re.compile(r"^\s*ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO\b", re.IGNORECASE)
 _UOW = "boundaries.unit_of_work"  # conn.info: this transaction is a unit of work's
 _HELD = "boundaries.held"  # conn.info: a unit of work holds this connection (until the pool has it back)
 _UOW_OPENS = (UnitOfWork.conn.fget.__code__, UnitOfWork.begin_again.__code__)  # type: ignore[attr-defined]
@@ -775,14 +777,46 @@ def _objects_named(sql: str, relations: frozenset[str], functions: frozenset[str
 
 
 class _Catalogs:
-    """The catalogue, read again on the next statement's connection after DDL (a statement's reach cached per SQL
-    string until then)."""
+    """The catalogue, read again on the next statement's connection after DDL, and after the transaction that ran
+    it ends (a statement's reach cached per SQL string until then). Read inside that transaction, it holds what
+    the transaction made; a rollback undoes that unseen by any statement (CI failed so: a test's rolled-back
+    trigger on chat_sessions refused a later test's UPDATE of it), and a commit shows it to every connection."""
 
     def __init__(self) -> None:
         self.stale = True
         self.catalog = Catalog({}, {}, {}, set())
         self.reached = _PerStatement(lambda sql: self.catalog.reached(sql, _TABLES.owners()))
         self.builds = _PerStatement(lambda sql: self.catalog.runs_built_sql(sql))
+        # Each connection that ran DDL (by id, held weakly): whether its open transaction did. Its close, or its
+        # collection, ends the session, and with it a temporary object it made.
+        self.made: dict[int, tuple[weakref.ref[Any], bool]] = {}
+
+    def saw_ddl(self, driver: Any) -> None:
+        """DDL sent on `driver`: read again on the next statement, once it has run (not before it)."""
+        self.stale = True
+        if driver is not None:
+            key = id(driver)
+            held = self.made[key][0] if key in self.made else weakref.ref(driver, lambda _: self.forget(key))
+            self.made[key] = (held, True)
+
+    def ended(self, driver: Any, command: str) -> None:
+        """`command` sent on `driver`: where it ends (or rolls back to a savepoint in) a transaction that ran DDL,
+        what the catalogue read there is undone or committed."""
+        held, open_ddl = self.made.get(id(driver), (None, False))  # (another thread may have forgotten it)
+        if held is not None and open_ddl and _ENDS_OR_UNDOES.match(command):
+            self.stale = True
+            if not _TO_SAVEPOINT.match(command):  # (to a savepoint: DDL before it is still the transaction's)
+                self.made[id(driver)] = (held, False)
+
+    def closed(self) -> None:
+        """A connection that ran DDL closed since: its session's objects (and an open transaction's) are gone."""
+        if self.made:
+            for key in [key for key, (held, _) in self.made.items() if getattr(held(), "closed", True)]:
+                self.forget(key)
+
+    def forget(self, key: int) -> None:
+        self.made.pop(key, None)
+        self.stale = True
 
     def read(self, driver: Any) -> None:
         """Read it on `driver` when it can answer now: a blocking psycopg connection, idle or in a transaction
@@ -821,8 +855,11 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
     runs on) writes in autocommit, a transaction that ends itself, from a file that may end none."""
     ddl = _TABLES.ddl(sql)
     found = _innermost_domain(start)
+    if driver is not None and id(driver) in _CATALOGS.made:
+        _CATALOGS.ended(driver, sql)
     if found is None:
-        _CATALOGS.stale |= ddl
+        if ddl:
+            _CATALOGS.saw_ddl(driver)
         return
     place, frame = found
     escape = _TABLES.escapes(sql)
@@ -830,9 +867,11 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
         raise BoundaryViolation(f"{place} {escape}: {sql[:160]}")
     owners = _TABLES.owners()
     behind: frozenset[str] = frozenset()
+    _CATALOGS.closed()
     if driver is not None and _CATALOGS.stale and place.role != "migrations":
         _CATALOGS.read(driver)
-    _CATALOGS.stale |= ddl  # (read again on the next statement, once this DDL has run: not before it)
+    if ddl:
+        _CATALOGS.saw_ddl(driver)
     if driver is not None:
         behind = _CATALOGS.reached(sql)
         if behind & _CATALOGS.catalog.privileged:
@@ -1327,6 +1366,8 @@ def _command_of(driver: Any, args: tuple[Any, ...], start: FrameType) -> None:
     command = args[0]
     if not isinstance(command, bytes):
         command = command.encode() if isinstance(command, str) else command.as_bytes(driver)  # (a Composable)
+    if id(driver) in _CATALOGS.made:
+        _CATALOGS.ended(driver, command.decode(errors="replace"))
     if _ENDS_COMMAND.match(command):
         check_driver_end(driver, command, start)
 
@@ -1514,6 +1555,8 @@ def guarding(on: bool) -> bool:
     """Turn this process's checks on or off; whether they were on (a test turns them back as they were)."""
     was = _state["on"]
     if on:
+        if not was:  # (what ran while off was not seen: DDL, a transaction's end)
+            _CATALOGS.stale = True
         install_process()
     else:
         _state["on"] = False
