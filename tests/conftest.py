@@ -13,6 +13,7 @@ import re
 import grpc
 import httpx
 import pytest
+from persona_service.kernel.data import boundaries
 from persona_service.kernel.transport.auth import Authenticator, CredentialCache
 from scheduling import expected_seconds, measured_seconds
 from support import (
@@ -70,6 +71,22 @@ def _sharing_folders(root: pathlib.Path) -> frozenset[str]:
         conftest.parent.relative_to(root).as_posix() for conftest in here.glob("*/**/conftest.py")
         if re.search(r"scope=\"(session|package)\"", conftest.read_text())
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _boundary_guard_from_the_start():
+    """The boundary guard on in this process from the session's start, as in the stacks: what a test runs of a
+    domain's code in-process is checked whatever ran before it on its worker (it came on with the worker's first
+    stack before, so whether a test's own domain code was checked depended on the order xdist gave it)."""
+    boundaries.guarding(True)
+
+
+@pytest.fixture(autouse=True)
+def _boundary_guard_left_on(request):
+    """A test that turns the guard off turns it back on (`was = guarding(False) ... guarding(was)`): else every
+    test after it on its worker runs unchecked."""
+    yield
+    assert boundaries.is_on(), f"{request.node.nodeid} left the boundary guard off for the tests after it"
 
 
 @pytest.fixture(scope="session", autouse=True)

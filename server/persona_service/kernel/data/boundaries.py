@@ -1561,3 +1561,8 @@ def guarding(on: bool) -> bool:
     else:
         _state["on"] = False
     return was
+
+
+def is_on() -> bool:
+    """Whether this process's checks are on (a test suite asks that each test left them so)."""
+    return _state["on"]
