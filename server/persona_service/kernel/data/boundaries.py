@@ -849,6 +849,26 @@ class _Catalogs:
 _CATALOGS = _Catalogs()
 
 
+def phantoms(driver: Any) -> list[str]:
+    """What the catalogue this process holds says the database runs behind a name that `driver`'s database (read
+    afresh, on it) no longer has: none while it is stale (it is read again before it is used). The suite's check
+    that no transaction's end or session's close went unseen (a rolled-back trigger judged a later test's write)."""
+    _CATALOGS.closed()
+    if _CATALOGS.stale:
+        return []
+    held, now = _CATALOGS.catalog, _Catalogs()
+    now.read(driver)
+    found = [f"{what} {name}: {', '.join(sorted(gone)) or 'itself'}"
+             for what, mine, theirs in (("reads", held.reads, now.catalog.reads),
+                                        ("fires", held.fires, now.catalog.fires),
+                                        ("calls", held.calls, now.catalog.calls))
+             for name, reached in mine.items()
+             if (gone := reached - theirs.get(name, set())) or name not in theirs]
+    return found + [f"{what} {name}" for what, mine, theirs in (("writing", held.writing, now.catalog.writing),
+                                                                ("dynamic", held.dynamic, now.catalog.dynamic))
+                    for name in sorted(mine - theirs)]
+
+
 def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
     """Raise when the domain whose code sent `sql` (the innermost domain frame from `start`) names another
     domain's table but as `DECLARED`, or ends the transaction in SQL, or (on `driver`, the psycopg connection it
