@@ -720,18 +720,6 @@ def planted(tmp_path_factory):
         sys.modules.pop("persona_service." + name.replace("/", "."), None)
 
 
-@pytest.fixture(autouse=True)
-def _no_phantoms(request):
-    """After each test here (the file that makes views, functions, triggers and rules, in transactions that roll
-    back): the guard's catalogue holds nothing the database does not, unless it is read again before its next use
-    (boundaries.phantoms). A test that ends a transaction, a savepoint or a session the guard does not see fails
-    here, not in whichever test its worker runs next."""
-    yield
-    if "stack" in request.fixturenames:
-        with psycopg.connect(request.getfixturevalue("stack").database_url) as driver:
-            assert boundaries.phantoms(driver) == [], "the guard's catalogue outlived what it read"
-
-
 @pytest.fixture()
 def guarded(stack):
     """An engine with the guard on it (engine_for installs it), the process's checks on, then as they were."""

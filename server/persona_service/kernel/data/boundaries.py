@@ -610,7 +610,7 @@ SELECT CASE r.ev_type WHEN '1' THEN 'r' ELSE 'w' END, v.relname, coalesce(t.reln
   LEFT JOIN rel t ON d.refclassid = 'pg_class'::regclass AND t.oid = d.refobjid AND t.oid <> v.oid
   LEFT JOIN fn f ON d.refclassid = 'pg_proc'::regclass AND f.oid = d.refobjid
  WHERE coalesce(t.relname, f.proname) IS NOT NULL
-UNION SELECT 'r', c.relname, p.relname, NULL FROM pg_inherits i JOIN rel c ON c.oid = i.inhrelid
+UNION SELECT 'i', c.relname, p.relname, NULL FROM pg_inherits i JOIN rel c ON c.oid = i.inhrelid
   JOIN rel p ON p.oid = i.inhparent
 UNION SELECT 'w', c.relname, f.proname, NULL FROM pg_trigger g JOIN rel c ON c.oid = g.tgrelid
   JOIN fn f ON f.oid = g.tgfoid WHERE NOT g.tgisinternal
@@ -650,15 +650,17 @@ class Catalog:
     # a cursor): `query_to_xml`, `table_to_xml`, `database_to_xml`, `cursor_to_xml`, `ts_stat`…, by what the
     # catalogue says of their arguments, not by a list of names.
     runs_queries: frozenset[str] = frozenset()
+    partitions: frozenset[str] = frozenset()  # (their parents in `reads`: what the stacks' jobs make and drop)
 
     @classmethod
     def of(cls, rows: list[tuple[str, str, str | None, str | None]], tables: frozenset[str]) -> Catalog:
         found = cls({}, {}, {}, set(), frozenset(name for kind, name, _, _ in rows if kind == "p"),
-                    runs_queries=frozenset(name for kind, name, _, _ in rows if kind == "q"))
+                    runs_queries=frozenset(name for kind, name, _, _ in rows if kind == "q"),
+                    partitions=frozenset(name for kind, name, _, _ in rows if kind == "i"))
         for kind, name, reached, body in rows:
             if kind in ("p", "q"):
                 continue
-            into = {"r": found.reads, "w": found.fires, "f": found.calls}[kind]
+            into = {"r": found.reads, "i": found.reads, "w": found.fires, "f": found.calls}[kind]
             names = into.setdefault(name, set())
             if reached:
                 names.add(reached)
@@ -790,6 +792,8 @@ class _Catalogs:
         # Each connection that ran DDL (by id, held weakly): whether its open transaction did. Its close, or its
         # collection, ends the session, and with it a temporary object it made.
         self.made: dict[int, tuple[weakref.ref[Any], bool]] = {}
+        self.reads = 0  # how many times it was read (the suite checks it after a test that read it)
+        self.source: tuple[str, str | None] | None = None  # the database it was read from (dsn, password)
 
     def saw_ddl(self, driver: Any) -> None:
         """DDL sent on `driver`: read again on the next statement, once it has run (not before it)."""
@@ -841,6 +845,8 @@ class _Catalogs:
                 for i in range(result.ntuples)]
         self.catalog = Catalog.of(cast(list[tuple[str, str, str | None, str | None]], rows),
                                   frozenset(_TABLES.owners()))
+        self.reads += 1
+        self.source = driver.info.dsn, driver.info.password
         self.reached.clear()
         self.builds.clear()
         self.stale = False
@@ -851,8 +857,10 @@ _CATALOGS = _Catalogs()
 
 def phantoms(driver: Any) -> list[str]:
     """What the catalogue this process holds says the database runs behind a name that `driver`'s database (read
-    afresh, on it) no longer has: none while it is stale (it is read again before it is used). The suite's check
-    that no transaction's end or session's close went unseen (a rolled-back trigger judged a later test's write)."""
+    afresh, on it) no longer has: none while it is stale (it is read again before it is used). Partitions are left
+    out: the stacks' jobs make and drop them in processes of their own, whose DDL this one does not see. The suite's
+    check that no transaction's end or session's close went unseen (a rolled-back trigger judged a later test's
+    write)."""
     _CATALOGS.closed()
     if _CATALOGS.stale:
         return []
@@ -862,11 +870,33 @@ def phantoms(driver: Any) -> list[str]:
              for what, mine, theirs in (("reads", held.reads, now.catalog.reads),
                                         ("fires", held.fires, now.catalog.fires),
                                         ("calls", held.calls, now.catalog.calls))
-             for name, reached in mine.items()
+             for name, reached in mine.items() if name not in held.partitions
              if (gone := reached - theirs.get(name, set())) or name not in theirs]
     return found + [f"{what} {name}" for what, mine, theirs in (("writing", held.writing, now.catalog.writing),
                                                                 ("dynamic", held.dynamic, now.catalog.dynamic))
                     for name in sorted(mine - theirs)]
+
+
+def catalogue_reads() -> int:
+    """How many times this process read the catalogue (a test that changed it is checked: `phantoms_where_read`)."""
+    return _CATALOGS.reads
+
+
+def phantoms_where_read() -> list[str]:
+    """`phantoms` on a connection of its own to the database the catalogue was last read from; none if that
+    database is gone (a test's own, dropped) or the catalogue is stale."""
+    import psycopg
+
+    _CATALOGS.closed()
+    if _CATALOGS.source is None or _CATALOGS.stale:
+        return []
+    dsn, password = _CATALOGS.source
+    try:
+        driver = psycopg.connect(dsn, password=password, connect_timeout=5, autocommit=True)
+    except psycopg.OperationalError:
+        return []
+    with driver:
+        return phantoms(driver)
 
 
 def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
