@@ -1147,7 +1147,7 @@ def test_what_an_ended_transaction_undid_is_gone_from_the_catalogue(planted, gua
             uow.conn.exec_driver_sql("ROLLBACK TO SAVEPOINT planted")
             chat.fires_a_trigger(uow.conn)
         elif end == "closed":
-            uow.conn.connection.dbapi_connection.close()  # type: ignore[union-attr]  (the server rolls it back)
+            uow.conn.connection.dbapi_connection.close()  # (the server rolls it back)
         elif end == "committed_then_dropped":
             uow.conn.commit()
             with guarded.begin() as conn:

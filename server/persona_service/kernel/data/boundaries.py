@@ -521,8 +521,7 @@ def check_statement(conn: Connection, stmt: Executable, start: FrameType | None)
 # What psycopg itself sends (simple commands, bytes); a statement's ends are read by `_ends`.
 _ENDS_COMMAND = re.compile(rb"^\s*(?:COMMIT|END|ABORT|ROLLBACK(?!\s+TO\b)|PREPARE\s+TRANSACTION)\b", re.IGNORECASE)
 _ROLLS_BACK = re.compile(rb"^\s*(?:ROLLBACK|ABORT)\b", re.IGNORECASE)
-_ENDS_OR_UNDOES = re.compile(r"^\s*(?:COMMIT|END|ABORT|ROLLBACK|PREPARE\s+TRANSACTION)\b", re.IGNORECASE)
-_TO_SAVEPOINT = re.compile(r"^\s*ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO\b", re.IGNORECASE)
+_TO_SAVEPOINT = re.compile(rb"^\s*ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO\b", re.IGNORECASE)
 _UOW = "boundaries.unit_of_work"  # conn.info: this transaction is a unit of work's
 _HELD = "boundaries.held"  # conn.info: a unit of work holds this connection (until the pool has it back)
 _UOW_OPENS = (UnitOfWork.conn.fget.__code__, UnitOfWork.begin_again.__code__)  # type: ignore[attr-defined]
@@ -803,14 +802,17 @@ class _Catalogs:
             held = self.made[key][0] if key in self.made else weakref.ref(driver, lambda _: self.forget(key))
             self.made[key] = (held, True)
 
-    def ended(self, driver: Any, command: str) -> None:
+    def ended(self, driver: Any, command: bytes) -> None:
         """`command` sent on `driver`: where it ends (or rolls back to a savepoint in) a transaction that ran DDL,
         what the catalogue read there is undone or committed."""
         held, open_ddl = self.made.get(id(driver), (None, False))  # (another thread may have forgotten it)
-        if held is not None and open_ddl and _ENDS_OR_UNDOES.match(command):
+        if held is None or not open_ddl:
+            return
+        if _TO_SAVEPOINT.match(command):  # (DDL before the savepoint is still the transaction's)
             self.stale = True
-            if not _TO_SAVEPOINT.match(command):  # (to a savepoint: DDL before it is still the transaction's)
-                self.made[id(driver)] = (held, False)
+        elif _ENDS_COMMAND.match(command):
+            self.made[id(driver)] = (held, False)
+            self.stale = True
 
     def closed(self) -> None:
         """A connection that ran DDL closed since: its session's objects (and an open transaction's) are gone."""
@@ -906,7 +908,7 @@ def check_sql(sql: str, start: FrameType | None, driver: Any = None) -> None:
     ddl = _TABLES.ddl(sql)
     found = _innermost_domain(start)
     if driver is not None and id(driver) in _CATALOGS.made:
-        _CATALOGS.ended(driver, sql)
+        _CATALOGS.ended(driver, sql.encode())
     if found is None:
         if ddl:
             _CATALOGS.saw_ddl(driver)
@@ -1417,7 +1419,7 @@ def _command_of(driver: Any, args: tuple[Any, ...], start: FrameType) -> None:
     if not isinstance(command, bytes):
         command = command.encode() if isinstance(command, str) else command.as_bytes(driver)  # (a Composable)
     if id(driver) in _CATALOGS.made:
-        _CATALOGS.ended(driver, command.decode(errors="replace"))
+        _CATALOGS.ended(driver, command)
     if _ENDS_COMMAND.match(command):
         check_driver_end(driver, command, start)
 
